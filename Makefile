@@ -1,0 +1,112 @@
+# kjit: build, test, install.
+#
+#   make              build/kjit, build/libkjit.so, build/libkjit.a
+#   make check        every test that runs without a GPU (what CI runs)
+#   make demo         the seed examples on every available target
+#   make gpu-bundle   what the GPU machine needs, in build/gpu-bundle
+#   make install PREFIX=/usr/local
+#
+# LLVM 19 is linked statically into libkjit.so (once); kjit and the test programs
+# link that shared library, so they also run where LLVM is not installed.
+
+PREFIX      ?= /usr/local
+BUILD       ?= build
+LLVM_CONFIG ?= llvm-config-19
+CC          ?= cc
+RE2C        ?= re2c
+
+# Debian packages the build needs; `make deps` installs the missing ones.
+DEB_PACKAGES = llvm-19-dev re2c check libpng-dev zlib1g-dev libzstd-dev pkg-config
+
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
+              -Wno-missing-field-initializers -fPIC -g
+CFLAGS     ?= -O2
+ALL_CFLAGS  = $(CFLAGS_BASE) $(CFLAGS) -Icompiler -Iruntime -I$(BUILD)/gen
+
+LLVM_CFLAGS = $(shell $(LLVM_CONFIG) --cflags 2>/dev/null | sed 's/-std=[^ ]*//')
+LLVM_LIBDIR = $(shell $(LLVM_CONFIG) --libdir 2>/dev/null)
+LLVM_LIBS   = $(shell $(LLVM_CONFIG) --link-static --libs orcjit native nvptx passes ipo \
+                linker bitreader bitwriter irreader 2>/dev/null)
+# Only what the static LLVM needs and every Linux machine has (z and zstd are
+# linked statically too: the GPU machine may lack their -dev files but not the .so).
+SYS_LIBS    = -Wl,-Bstatic -lz -lzstd -Wl,-Bdynamic -lpthread -ldl -lm -lrt
+PNG_LIBS    = -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic -lm
+CHECK_LIBS  = -Wl,-Bstatic -lcheck_pic -lsubunit -Wl,-Bdynamic -lrt -lm -lpthread
+
+LEXER_C       = $(BUILD)/gen/lex.c
+COMPILER_SRCS = $(filter-out compiler/main.c compiler/codegen_llvm.c compiler/cpu_jit.c \
+                  compiler/ptx.c, $(wildcard compiler/*.c))
+BACKEND_SRCS  = $(wildcard compiler/codegen_llvm.c compiler/cpu_jit.c compiler/ptx.c)
+RUNTIME_SRCS  = $(wildcard runtime/*.c)
+
+FRONT_OBJS   = $(COMPILER_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/lex.o
+BACKEND_OBJS = $(BACKEND_SRCS:%.c=$(BUILD)/obj/%.o)
+RUNTIME_OBJS = $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB_OBJS     = $(FRONT_OBJS) $(BACKEND_OBJS) $(RUNTIME_OBJS)
+HEADERS      = $(wildcard compiler/*.h runtime/*.h)
+
+.PHONY: all deps check test-unit test-golden test-robust demo bench-cpu gpu-bundle \
+        install clean ptx-check
+
+all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a
+
+# ----------------------------------------------------------------- set-up
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "missing packages; run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+# ----------------------------------------------------------------- build
+
+$(LEXER_C): grammar/kern.re
+	@mkdir -p $(dir $@)
+	$(RE2C) -W --no-generation-date -o $@ $<
+
+$(BUILD)/obj/gen/lex.o: $(LEXER_C) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icompiler -c $< -o $@
+
+$(BUILD)/obj/compiler/codegen_llvm.o $(BUILD)/obj/compiler/cpu_jit.o $(BUILD)/obj/compiler/ptx.o: \
+  ALL_CFLAGS += $(LLVM_CFLAGS)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libkjit.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libkjit.so: $(LIB_OBJS)
+	$(CC) -shared -o $@ $^ -L$(LLVM_LIBDIR) $(LLVM_LIBS) $(SYS_LIBS) -lstdc++ \
+	  -Wl,--exclude-libs,ALL -Wl,-soname,libkjit.so
+
+$(BUILD)/kjit: $(BUILD)/obj/compiler/main.o $(BUILD)/libkjit.so
+	$(CC) -o $@ $< -L$(BUILD) -lkjit $(PNG_LIBS) -lpthread -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
+
+# ----------------------------------------------------------------- tests
+
+include tests/tests.mk
+
+# ----------------------------------------------------------------- install
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/kjit/stdlib
+	install -m 755 $(BUILD)/kjit $(DESTDIR)$(PREFIX)/bin/kjit
+	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 runtime/kjit.h $(DESTDIR)$(PREFIX)/include/kjit.h
+	install -m 644 stdlib/*.kern $(DESTDIR)$(PREFIX)/share/kjit/stdlib/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' runtime/kjit.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kjit.pc
+
+clean:
+	rm -rf $(BUILD)

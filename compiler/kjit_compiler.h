@@ -1,0 +1,601 @@
+/*
+ * kjit_compiler.h: the one internal header of the compiler.
+ *
+ * Sections follow the files that implement them: util.c (allocation, arena,
+ * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
+ * grammar/kern.re), parse.c (AST), check.c (names, types, AST to IR), ir.c (IR
+ * builders, printer, verifier), module.c (imports), vectorize.c, and the back-end
+ * seam (codegen_llvm.c) that the front end only forward-declares.  Nothing here
+ * includes LLVM or CUDA headers.
+ */
+#ifndef KJIT_COMPILER_H
+#define KJIT_COMPILER_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ===================================================================== util.c */
+
+#define KJ_MAX_DIMS 8
+
+/* Internal invariants only: bad user input is never a reason to die. */
+_Noreturn void kj_die_at(const char *file, int line, const char *fmt, ...);
+#define kj_die(...) kj_die_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kj_unreachable() kj_die_at(__FILE__, __LINE__, "unreachable")
+
+/* The one checked wrapper for allocations that outlive a compilation. */
+void *kj_xmalloc(size_t size);
+void *kj_xcalloc(size_t count, size_t size);
+void *kj_xrealloc(void *ptr, size_t size);
+char *kj_xstrdup(const char *s);
+
+/* Per-compilation memory: everything of an AST, the types of a module and its
+ * IR live in one arena and go away with kj_arena_free. */
+typedef struct KjArenaBlock KjArenaBlock;
+typedef struct KjArena {
+    KjArenaBlock *head;
+} KjArena;
+
+void *kj_arena_alloc(KjArena *arena, size_t size); /* zeroed, 16-byte aligned */
+char *kj_arena_strdup(KjArena *arena, const char *s);
+char *kj_arena_strndup(KjArena *arena, const char *s, size_t n);
+char *kj_arena_printf(KjArena *arena, const char *fmt, ...);
+void kj_arena_free(KjArena *arena);
+
+/* A growable array of pointers, allocated in an arena. */
+typedef struct KjVec {
+    void **items;
+    int count, capacity;
+} KjVec;
+void kj_vec_push(KjArena *arena, KjVec *vec, void *item);
+
+/* A growable string (heap). */
+typedef struct KjBuf {
+    char *data;
+    size_t len, cap;
+} KjBuf;
+void kj_buf_printf(KjBuf *buf, const char *fmt, ...);
+void kj_buf_vprintf(KjBuf *buf, const char *fmt, va_list ap);
+void kj_buf_free(KjBuf *buf);
+
+/* 64-bit FNV-1a, for content hashes. */
+uint64_t kj_hash_bytes(uint64_t seed, const void *data, size_t len);
+
+/* ===================================================================== diag.c */
+
+/* A source file held in memory for the life of a compilation. */
+typedef struct KjSource {
+    const char *path; /* as given by the user: appears in diagnostics */
+    const char *text; /* NUL-terminated */
+    size_t len;
+} KjSource;
+
+typedef struct KjLoc {
+    const KjSource *src;
+    int line, col; /* both from 1; col counts bytes */
+} KjLoc;
+
+typedef enum { KJ_SEVERITY_ERROR, KJ_SEVERITY_NOTE } KjSeverity;
+
+/* The reporter formats "file:line:col: error: message\n<line>\n   ^\n" and hands
+ * each complete diagnostic to the sink; it never prints by itself. */
+typedef void (*KjDiagSink)(void *user, KjSeverity severity, const char *formatted);
+
+typedef struct KjDiag {
+    KjDiagSink sink;
+    void *user;
+    int error_count;
+    int max_errors; /* stop reporting after this many (0: 100) */
+} KjDiag;
+
+void kj_error(KjDiag *diag, KjLoc loc, const char *fmt, ...);
+void kj_note(KjDiag *diag, KjLoc loc, const char *fmt, ...);
+/* An error with no source position (I/O, usage): "file: error: message". */
+void kj_error_plain(KjDiag *diag, const char *where, const char *fmt, ...);
+
+/* ==================================================================== types.c */
+
+/* X(kind, name, size_bytes). Scalars are singletons: compare types by pointer. */
+#define KJ_SCALAR_TYPES(X) \
+    X(BOOL, "bool", 1)     \
+    X(I8, "i8", 1)         \
+    X(I16, "i16", 2)       \
+    X(I32, "i32", 4)       \
+    X(I64, "i64", 8)       \
+    X(U8, "u8", 1)         \
+    X(U16, "u16", 2)       \
+    X(U32, "u32", 4)       \
+    X(U64, "u64", 8)       \
+    X(F32, "f32", 4)       \
+    X(F64, "f64", 8)       \
+    X(C64, "c64", 8)       \
+    X(C128, "c128", 16)
+
+typedef enum {
+    KJ_TYPE_VOID,
+#define X(kind, name, size) KJ_TYPE_##kind,
+    KJ_SCALAR_TYPES(X)
+#undef X
+    KJ_TYPE_ARRAY,       /* elem, ndim */
+    KJ_TYPE_UNTYPED_INT, /* literal whose type is not settled yet (checker only) */
+    KJ_TYPE_UNTYPED_FLOAT,
+    KJ_TYPE_COUNT
+} KjTypeKind;
+
+typedef struct KjType {
+    KjTypeKind kind;
+    const struct KjType *elem; /* ARRAY: element type (a scalar) */
+    int ndim;                  /* ARRAY: 1..KJ_MAX_DIMS */
+} KjType;
+
+/* Interned: the same kind (and elem, ndim) always gives the same pointer. */
+const KjType *kj_type_scalar(KjTypeKind kind);
+const KjType *kj_type_array(const KjType *elem, int ndim);
+const KjType *kj_type_void(void);
+const KjType *kj_type_from_name(const char *name, size_t len); /* "f32" ...; NULL if none */
+const char *kj_type_name(const KjType *type);                  /* "f32[,]" (static) */
+int kj_type_size(const KjType *type);                          /* scalars: bytes */
+bool kj_type_is_int(const KjType *type);                       /* i*, u* */
+bool kj_type_is_signed(const KjType *type);
+bool kj_type_is_float(const KjType *type);   /* f32 f64 */
+bool kj_type_is_complex(const KjType *type); /* c64 c128 */
+bool kj_type_is_numeric(const KjType *type); /* int, float or complex */
+const KjType *kj_type_complex_part(const KjType *type); /* c64 -> f32, c128 -> f64 */
+int kj_type_int_bits(const KjType *type);
+
+/* ====================================================================== lex.c */
+
+/* X(kind, spelling): punctuators and keywords share one list so the enum and the
+ * name table cannot drift apart. */
+#define KJ_TOKENS(X)                                                                     \
+    X(EOF, "end of file") X(IDENT, "identifier") X(INT, "integer literal")              \
+    X(FLOAT, "float literal") X(ERROR, "invalid character")                             \
+    X(KW_FN, "fn") X(KW_LET, "let") X(KW_IF, "if") X(KW_ELSE, "else") X(KW_FOR, "for")  \
+    X(KW_IN, "in") X(KW_WHILE, "while") X(KW_BREAK, "break") X(KW_CONTINUE, "continue") \
+    X(KW_RETURN, "return") X(KW_IMPORT, "import") X(KW_TRUE, "true")                     \
+    X(KW_FALSE, "false")                                                                 \
+    X(LPAREN, "(") X(RPAREN, ")") X(LBRACE, "{") X(RBRACE, "}") X(LBRACKET, "[")       \
+    X(RBRACKET, "]") X(COMMA, ",") X(SEMI, ";") X(COLON, ":") X(DOT, ".") X(AT, "@")   \
+    X(ARROW, "->") X(QUESTION, "?")                                                      \
+    X(PLUS, "+") X(MINUS, "-") X(STAR, "*") X(SLASH, "/") X(PERCENT, "%")              \
+    X(STARSTAR, "**") X(AMP, "&") X(PIPE, "|") X(CARET, "^") X(TILDE, "~")             \
+    X(SHL, "<<") X(SHR, ">>") X(AMPAMP, "&&") X(PIPEPIPE, "||") X(BANG, "!")           \
+    X(EQ, "==") X(NE, "!=") X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=")              \
+    X(ASSIGN, "=") X(PLUS_ASSIGN, "+=") X(MINUS_ASSIGN, "-=") X(STAR_ASSIGN, "*=")      \
+    X(SLASH_ASSIGN, "/=") X(PERCENT_ASSIGN, "%=") X(AMP_ASSIGN, "&=")                   \
+    X(PIPE_ASSIGN, "|=") X(CARET_ASSIGN, "^=") X(SHL_ASSIGN, "<<=") X(SHR_ASSIGN, ">>=")
+
+typedef enum {
+#define X(kind, spelling) KJ_TOK_##kind,
+    KJ_TOKENS(X)
+#undef X
+    KJ_TOK_COUNT
+} KjTokenKind;
+
+typedef struct KjToken {
+    KjTokenKind kind;
+    const char *start; /* points into the source text */
+    int len;
+    KjLoc loc;
+    /* INT: value (underscores removed, overflow reported by the lexer);
+     * FLOAT: value parsed with strtod after removing underscores. */
+    uint64_t int_value;
+    double float_value;
+} KjToken;
+
+const char *kj_token_name(KjTokenKind kind);
+
+/* Lexes the whole source; the array ends with one KJ_TOK_EOF.  Lexical errors
+ * go to diag and lexing goes on. */
+KjToken *kj_lex(KjArena *arena, const KjSource *src, KjDiag *diag, int *count);
+
+/* ==================================================================== parse.c */
+
+/* Binary and unary operators, written once.  X(op, spelling) */
+#define KJ_BINARY_OPS(X)                                                              \
+    X(ADD, "+") X(SUB, "-") X(MUL, "*") X(DIV, "/") X(REM, "%") X(POW, "**")        \
+    X(BITAND, "&") X(BITOR, "|") X(BITXOR, "^") X(SHL, "<<") X(SHR, ">>")            \
+    X(EQ, "==") X(NE, "!=") X(LT, "<") X(LE, "<=") X(GT, ">") X(GE, ">=")            \
+    X(LOGAND, "&&") X(LOGOR, "||")
+
+typedef enum {
+#define X(op, spelling) KJ_BIN_##op,
+    KJ_BINARY_OPS(X)
+#undef X
+    KJ_BIN_COUNT
+} KjBinaryOp;
+
+#define KJ_UNARY_OPS(X) X(NEG, "-") X(PLUS, "+") X(NOT, "!") X(BITNOT, "~")
+typedef enum {
+#define X(op, spelling) KJ_UN_##op,
+    KJ_UNARY_OPS(X)
+#undef X
+    KJ_UN_COUNT
+} KjUnaryOp;
+
+const char *kj_binary_op_spelling(KjBinaryOp op);
+const char *kj_unary_op_spelling(KjUnaryOp op);
+
+/* AST node kinds.  The comment after each names the fields of KjNode it uses. */
+#define KJ_NODE_KINDS(X)                                                              \
+    /* expressions */                                                                 \
+    X(INT_LIT)     /* int_value */                                                    \
+    X(FLOAT_LIT)   /* float_value */                                                  \
+    X(BOOL_LIT)    /* int_value (0 or 1) */                                           \
+    X(NAME)        /* name */                                                         \
+    X(UNARY)       /* unary_op, lhs */                                                \
+    X(BINARY)      /* binary_op, lhs, rhs */                                          \
+    X(TERNARY)     /* cond, lhs (then), rhs (else) */                                 \
+    X(CALL)        /* lhs (callee: a NAME, or a type name used as a cast), args */    \
+    X(INDEX)       /* lhs (the array), args (indices, one per dimension) */           \
+    X(MEMBER)      /* lhs, name (a.shape, z.real, threadIdx.x) */                     \
+    /* statements */                                                                  \
+    X(BLOCK)       /* body (statements) */                                            \
+    X(LET)         /* names (char*), declared_type (or NULL), rhs (initialiser) */    \
+    X(ASSIGN)      /* assign_op (KJ_TOK_ASSIGN, KJ_TOK_PLUS_ASSIGN ...), lhs, rhs */  \
+    X(EXPR_STMT)   /* lhs */                                                          \
+    X(IF)          /* cond, then_body (BLOCK), else_body (BLOCK or IF, or NULL) */    \
+    X(FOR)         /* name (loop variable), args (range arguments: 1 to 3), then_body */ \
+    X(WHILE)       /* cond, then_body */                                              \
+    X(BREAK)                                                                          \
+    X(CONTINUE)                                                                       \
+    X(RETURN)      /* lhs (or NULL) */                                                \
+    /* declarations */                                                                \
+    X(IMPORT)      /* name (module) */                                                \
+    X(FUNCTION)    /* see KjFunctionDecl: fn */
+
+typedef enum {
+#define X(kind) KJ_NODE_##kind,
+    KJ_NODE_KINDS(X)
+#undef X
+    KJ_NODE_COUNT
+} KjNodeKind;
+
+const char *kj_node_kind_name(KjNodeKind kind);
+
+typedef enum {
+    KJ_FN_PLAIN,     /* fn f(...) */
+    KJ_FN_VECTORIZE, /* @vectorize or @vectorize(sig, ...) */
+    KJ_FN_KERNEL,    /* @kernel */
+} KjFunctionKind;
+
+typedef struct KjParam {
+    const char *name;
+    const KjType *type; /* NULL when untyped (signature-list @vectorize) */
+    KjLoc loc;
+} KjParam;
+
+/* One signature of @vectorize(f32(f32, f32), ...). */
+typedef struct KjSignature {
+    const KjType *ret;
+    const KjType **params;
+    int param_count;
+    KjLoc loc;
+} KjSignature;
+
+typedef struct KjFunctionDecl {
+    const char *name;
+    KjFunctionKind kind;
+    KjParam *params;
+    int param_count;
+    const KjType *ret;        /* NULL when not written (void, or untyped vectorize) */
+    KjSignature *signatures;  /* @vectorize(...) list; NULL/0 when absent */
+    int signature_count;
+    struct KjNode *body;      /* BLOCK */
+    KjLoc loc;                /* at the name */
+} KjFunctionDecl;
+
+typedef struct KjNode {
+    KjNodeKind kind;
+    KjLoc loc;
+    const char *name;
+    uint64_t int_value;
+    double float_value;
+    KjBinaryOp binary_op;
+    KjUnaryOp unary_op;
+    KjTokenKind assign_op;
+    struct KjNode *lhs, *rhs, *cond;
+    struct KjNode *then_body, *else_body;
+    KjVec args;  /* KjNode* */
+    KjVec body;  /* KjNode* */
+    KjVec names; /* const char* (LET: one, or two for `let a, b = grid(2)`) */
+    const KjType *declared_type;
+    KjFunctionDecl *fn;
+} KjNode;
+
+/* A parsed file: its imports and functions in source order. */
+typedef struct KjAstFile {
+    const KjSource *src;
+    KjVec decls; /* KjNode* of kind IMPORT or FUNCTION */
+} KjAstFile;
+
+/* Parses a whole file.  Syntax errors go to diag; the parser recovers at the next
+ * statement or declaration and returns what it could build (never NULL). */
+KjAstFile *kj_parse(KjArena *arena, const KjSource *src, KjDiag *diag);
+
+/* --dump=ast: an indented S-expression-like tree, one node per line. */
+void kj_ast_dump(FILE *out, const KjAstFile *file);
+
+/* The grammar productions the parser implements, one per parse function, for
+ * the test that keeps grammar/kern.ebnf in step.  NULL-terminated. */
+extern const char *const kj_parser_productions[];
+
+/* ======================================================================= ir.c */
+
+/*
+ * The typed IR: structured control flow over typed expression trees.  Every
+ * value has a type settled by the checker (no untyped literals remain); every
+ * node has a source location.  Local variables are mutable slots (KjIrVar);
+ * the LLVM back end turns them into allocas that mem2reg promotes to SSA.
+ */
+
+/* Math built-ins: X(id, name, arity). Valid for f32 and f64 operands. */
+#define KJ_MATH_BUILTINS(X)                                                               \
+    X(SQRT, "sqrt", 1) X(CBRT, "cbrt", 1) X(EXP, "exp", 1) X(EXP2, "exp2", 1)            \
+    X(EXPM1, "expm1", 1) X(LOG, "log", 1) X(LOG2, "log2", 1) X(LOG10, "log10", 1)        \
+    X(LOG1P, "log1p", 1) X(SIN, "sin", 1) X(COS, "cos", 1) X(TAN, "tan", 1)              \
+    X(ASIN, "asin", 1) X(ACOS, "acos", 1) X(ATAN, "atan", 1) X(ATAN2, "atan2", 2)        \
+    X(SINH, "sinh", 1) X(COSH, "cosh", 1) X(TANH, "tanh", 1) X(ASINH, "asinh", 1)        \
+    X(ACOSH, "acosh", 1) X(ATANH, "atanh", 1) X(POW, "pow", 2) X(HYPOT, "hypot", 2)      \
+    X(FLOOR, "floor", 1) X(CEIL, "ceil", 1) X(TRUNC, "trunc", 1) X(ROUND, "round", 1)    \
+    X(FABS, "abs", 1) X(FMIN, "min", 2) X(FMAX, "max", 2) X(FMA, "fma", 3)               \
+    X(ERF, "erf", 1) X(ERFC, "erfc", 1) X(LGAMMA, "lgamma", 1) X(TGAMMA, "tgamma", 1)    \
+    X(COPYSIGN, "copysign", 2) X(FMOD, "fmod", 2) X(ISNAN, "isnan", 1)                   \
+    X(ISINF, "isinf", 1) X(ISFINITE, "isfinite", 1)
+
+typedef enum {
+#define X(id, name, arity) KJ_MATH_##id,
+    KJ_MATH_BUILTINS(X)
+#undef X
+    KJ_MATH_COUNT
+} KjMathFn;
+
+extern const char *const kj_math_names[KJ_MATH_COUNT];
+extern const int kj_math_arity[KJ_MATH_COUNT];
+
+/* Kernel special registers: X(id, name). Each is i32. */
+#define KJ_SPECIAL_REGS(X)                                                   \
+    X(TID_X, "threadIdx.x") X(TID_Y, "threadIdx.y") X(TID_Z, "threadIdx.z") \
+    X(BID_X, "blockIdx.x") X(BID_Y, "blockIdx.y") X(BID_Z, "blockIdx.z")    \
+    X(BDIM_X, "blockDim.x") X(BDIM_Y, "blockDim.y") X(BDIM_Z, "blockDim.z") \
+    X(GDIM_X, "gridDim.x") X(GDIM_Y, "gridDim.y") X(GDIM_Z, "gridDim.z")
+
+typedef enum {
+#define X(id, name) KJ_SREG_##id,
+    KJ_SPECIAL_REGS(X)
+#undef X
+    KJ_SREG_COUNT
+} KjSpecialReg;
+
+extern const char *const kj_special_reg_names[KJ_SREG_COUNT];
+
+#define KJ_ATOMIC_OPS(X) X(ADD, "atomic_add") X(MIN, "atomic_min") X(MAX, "atomic_max") \
+    X(EXCH, "atomic_exch") X(CAS, "atomic_cas")
+typedef enum {
+#define X(id, name) KJ_ATOMIC_##id,
+    KJ_ATOMIC_OPS(X)
+#undef X
+    KJ_ATOMIC_COUNT
+} KjAtomicOp;
+
+/* IR expression ops.  The comment names the fields used; `args` are operands. */
+#define KJ_IR_OPS(X)                                                                          \
+    X(CONST)       /* const_int (ints, bool) or const_float (floats); complex: re/im in        \
+                      const_float/const_imag */                                                \
+    X(VAR)         /* var */                                                                   \
+    X(NEG) X(NOT) X(BITNOT)                      /* args[0] */                                 \
+    X(ADD) X(SUB) X(MUL) X(DIV) X(REM)           /* args[0], args[1]; same type as result */   \
+    X(BITAND) X(BITOR) X(BITXOR) X(SHL) X(SHR)   /* ints; SHR is arithmetic when signed */     \
+    X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE)          /* operands of one type; result bool */       \
+    X(LOGAND) X(LOGOR)                           /* bool, short-circuit */                     \
+    X(SELECT)      /* args[0] (bool), args[1], args[2]; only the chosen arm is evaluated */    \
+    X(CAST)        /* args[0] converted to type (numeric and bool conversions) */              \
+    X(CALL)        /* callee (a plain function), args */                                       \
+    X(MATH)        /* math, args (all of the result's type, except ISNAN.. give bool) */       \
+    X(IPOW)        /* args[0] ** args[1] with args[1] an integer (not constant) */             \
+    X(COMPLEX)     /* args[0] (re), args[1] (im) -> c64/c128 */                                \
+    X(REAL) X(IMAG) X(CONJ) X(CABS)              /* args[0] complex */                         \
+    X(LOAD)        /* args[0] (array), args[1..ndim] (i64 indices) */                          \
+    X(DIM)         /* args[0] (array), dim: the i64 extent of dimension `dim` */               \
+    X(SREG)        /* sreg: i32 */                                                             \
+    X(SHARED)      /* alloc_elem, alloc_shape[0..alloc_ndim): a block-wide array */            \
+    X(LOCAL)       /* alloc_elem, alloc_shape[0..alloc_ndim): a per-thread array */            \
+    X(ATOMIC)      /* atomic, args[0] (array), args[1] (i64 flat index), args[2] (value),      \
+                      args[3] (CAS: the new value); returns the old value */                   \
+    X(SYNCTHREADS) /* void */
+
+typedef enum {
+#define X(op) KJ_IR_##op,
+    KJ_IR_OPS(X)
+#undef X
+    KJ_IR_OP_COUNT
+} KjIrOp;
+
+const char *kj_ir_op_name(KjIrOp op);
+
+typedef struct KjIrVar {
+    const char *name;
+    const KjType *type;
+    int id; /* unique within its function, from 0 */
+    bool is_param;
+    KjLoc loc;
+} KjIrVar;
+
+typedef struct KjIrExpr {
+    KjIrOp op;
+    const KjType *type;
+    KjLoc loc;
+    struct KjIrExpr **args;
+    int arg_count;
+    uint64_t const_int;
+    double const_float, const_imag;
+    KjIrVar *var;
+    struct KjIrFunction *callee;
+    KjMathFn math;
+    KjSpecialReg sreg;
+    KjAtomicOp atomic;
+    int dim;
+    const KjType *alloc_elem;
+    int alloc_ndim;
+    int64_t alloc_shape[3];
+} KjIrExpr;
+
+#define KJ_IR_STMT_KINDS(X)                                                                 \
+    X(BLOCK)    /* stmts */                                                                  \
+    X(EVAL)     /* value (evaluated for effect) */                                           \
+    X(SET)      /* var = value */                                                            \
+    X(STORE)    /* array[indices] = value; `array` is an array-typed expr, index_count = ndim */ \
+    X(IF)       /* cond, then_stmt, else_stmt (or NULL) */                                   \
+    X(FOR)      /* var (i64 or the range's int type) from start to stop by step: runs while   \
+                   step > 0 ? var < stop : var > stop; stop and step evaluated once */       \
+    X(WHILE)    /* cond, body */                                                             \
+    X(BREAK) X(CONTINUE)                                                                     \
+    X(RETURN)   /* value (or NULL) */                                                        \
+    X(PARFOR)   /* var (i64) over [0, stop): the vectorize pass's index space; each target   \
+                   walks it its own way (a loop over a sub-range on cpu, the thread pool on  \
+                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */
+
+typedef enum {
+#define X(kind) KJ_IR_STMT_##kind,
+    KJ_IR_STMT_KINDS(X)
+#undef X
+    KJ_IR_STMT_COUNT
+} KjIrStmtKind;
+
+typedef struct KjIrStmt {
+    KjIrStmtKind kind;
+    KjLoc loc;
+    KjVec stmts;       /* BLOCK: KjIrStmt* */
+    KjIrVar *var;      /* SET, FOR, PARFOR */
+    KjIrExpr *value;   /* EVAL, SET, STORE, RETURN */
+    KjIrExpr *array;   /* STORE */
+    KjIrExpr **indices;
+    int index_count;
+    KjIrExpr *cond;    /* IF, WHILE */
+    KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
+    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
+} KjIrStmt;
+
+typedef enum {
+    KJ_IR_FN_PLAIN,      /* callable from any function */
+    KJ_IR_FN_SCALAR,     /* one signature of a @vectorize function: scalars in, one out */
+    KJ_IR_FN_KERNEL,     /* @kernel: launched on a grid, returns nothing */
+    KJ_IR_FN_VEC_KERNEL, /* made by the vectorize pass; holds one PARFOR */
+} KjIrFunctionKind;
+
+typedef struct KjIrFunction {
+    const char *name;        /* as the user wrote it */
+    const char *symbol;      /* unique, for the back end: "add", "mul__f32_f32_f32" ... */
+    KjIrFunctionKind kind;
+    KjIrVar **params;
+    int param_count;
+    const KjType *ret;       /* void for kernels */
+    KjVec locals;            /* KjIrVar*: every variable, params first */
+    KjIrStmt *body;          /* BLOCK */
+    KjLoc loc;
+    bool uses_syncthreads;   /* kernels: some path calls syncthreads() */
+    int64_t shared_bytes;    /* kernels: static shared memory it declares */
+    struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
+} KjIrFunction;
+
+/* One user-visible name, with what it compiled to. */
+typedef struct KjIrEntry {
+    const char *name;
+    KjFunctionKind kind;
+    KjVec variants; /* KjIrFunction*: PLAIN/KERNEL: one; VECTORIZE: one SCALAR per signature */
+    KjLoc loc;
+} KjIrEntry;
+
+/* A checked module: every function of the file and of what it imports. */
+typedef struct KjIrModule {
+    KjArena *arena;
+    KjVec functions; /* KjIrFunction*, callees before callers */
+    KjVec entries;   /* KjIrEntry*, the functions of the main file (imported ones too) */
+    uint64_t source_hash; /* of the main source and every import's text */
+} KjIrModule;
+
+/* Builders (used by the checker and the vectorize pass). */
+KjIrVar *kj_ir_new_var(KjArena *arena, KjIrFunction *fn, const char *name, const KjType *type,
+                       KjLoc loc);
+KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, int arg_count);
+KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc);
+
+/* --dump=ir */
+void kj_ir_print_module(FILE *out, const KjIrModule *module);
+void kj_ir_print_function(FILE *out, const KjIrFunction *fn);
+
+/* Checks structural invariants (types agree, vars belong to their function,
+ * break/continue inside loops, ...).  Returns false and describes the first
+ * problem in `why` (heap string, caller frees) when broken. */
+bool kj_ir_verify(const KjIrModule *module, char **why);
+
+/* ==================================================================== check.c */
+
+/* Resolves names and types of a parsed file (and its imports, through the module
+ * loader) and builds the typed IR.  Errors go to diag; returns NULL if any. */
+typedef struct KjModuleLoader KjModuleLoader;
+KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, KjDiag *diag);
+
+/* =================================================================== module.c */
+
+/* Finds and parses imports: `import geo;` is geo.kern beside the importing file,
+ * then in each stdlib folder.  Keeps every source loaded for the compilation. */
+struct KjModuleLoader {
+    KjArena *arena;
+    KjDiag *diag;
+    const char **stdlib_dirs; /* NULL-terminated */
+    KjVec sources;            /* KjSource* */
+    KjVec files;              /* KjAstFile*, parsed, by path */
+    KjVec loading;            /* paths in the current import chain (cycle check) */
+};
+
+/* Reads a file into the arena; NULL (and an error) if it cannot be read. */
+KjSource *kj_source_read(KjArena *arena, const char *path, KjDiag *diag);
+KjSource *kj_source_from_string(KjArena *arena, const char *name, const char *text);
+
+/* Everything from source text to a verified, checked module.  NULL on errors. */
+KjIrModule *kj_compile_source(KjArena *arena, const KjSource *src, const char **stdlib_dirs,
+                              KjDiag *diag);
+
+/* The stdlib folder: $KJIT_STDLIB, else the one installed or beside the binary. */
+const char *kj_default_stdlib_dir(void);
+
+/* ================================================================ vectorize.c */
+
+/*
+ * How each operand of a vectorized call is passed to the lifted kernel:
+ * as a scalar by value, as a contiguous 1-D array (index i), or as an N-D
+ * strided array whose shape is the broadcast shape (broadcast dimensions have
+ * stride 0).  The output is contiguous in the CONTIG layout and strided in the
+ * STRIDED layout.
+ */
+typedef enum { KJ_OPERAND_SCALAR, KJ_OPERAND_ARRAY } KjOperandKind;
+
+typedef enum {
+    KJ_LAYOUT_CONTIG,  /* every array operand and the output: contiguous, same length */
+    KJ_LAYOUT_STRIDED, /* every array operand and the output: rank `ndim`, any strides */
+} KjLayout;
+
+typedef struct KjVecVariant {
+    KjLayout layout;
+    int ndim;                   /* STRIDED: rank of the broadcast shape; CONTIG: 1 */
+    uint32_t scalar_mask;       /* bit i set: input i is passed as a scalar */
+} KjVecVariant;
+
+/*
+ * Lifts one SCALAR function into a VEC_KERNEL:
+ *   params: for each input, a scalar or an array (elem type, rank ndim), then `out`
+ *   body:   PARFOR i over [0, out total size): out[idx(i)] = scalar(in...[idx(i)])
+ * The new function is appended to the module (callees before callers holds).
+ */
+KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
+
+/* ============================================================= back-end seam */
+
+/* Implemented in codegen_llvm.c; the front end only sees this declaration. */
+typedef struct KjBackend KjBackend;
+
+#endif

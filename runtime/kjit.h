@@ -1,0 +1,213 @@
+/*
+ * kjit.h: the public C API for programs that embed the kjit JIT compiler.
+ *
+ * Nothing of LLVM or CUDA shows through.  Every call returns a kjit_status; on
+ * failure the context keeps a message (kjit_last_error) that names the file,
+ * line and column for compile errors, or the kernel and the driver's error for
+ * GPU failures.  The library never prints and never exits.
+ */
+#ifndef KJIT_H
+#define KJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KJIT_VERSION "0.1.0"
+#define KJIT_MAX_DIMS 8
+
+typedef enum kjit_status {
+    KJIT_OK = 0,
+    KJIT_ERROR_COMPILE,          /* syntax or type errors in the source */
+    KJIT_ERROR_IO,               /* a file could not be read or written */
+    KJIT_ERROR_NOT_FOUND,        /* no function of that name */
+    KJIT_ERROR_INVALID_ARGUMENT, /* wrong argument count, type or value */
+    KJIT_ERROR_SHAPE,            /* shapes that do not broadcast, wrong output shape */
+    KJIT_ERROR_TYPE,             /* element types that match no signature */
+    KJIT_ERROR_NO_DEVICE,        /* no CUDA driver or GPU for the cuda target */
+    KJIT_ERROR_CUDA,             /* a driver call failed (launch, fault, JIT) */
+    KJIT_ERROR_OUT_OF_MEMORY,    /* host or device memory exhausted */
+    KJIT_ERROR_BACKEND,          /* code generation failed (a bug, or a missing libdevice) */
+} kjit_status;
+
+const char *kjit_status_name(kjit_status status);
+
+typedef enum kjit_target {
+    KJIT_TARGET_AUTO = 0, /* cuda when a GPU is usable, else cpu */
+    KJIT_TARGET_CPU,      /* one thread */
+    KJIT_TARGET_PARALLEL, /* a thread pool over the cores */
+    KJIT_TARGET_CUDA,     /* an NVIDIA GPU through the driver API */
+} kjit_target;
+
+const char *kjit_target_name(kjit_target target);
+
+/* Element types, in the order of the language's scalar types. */
+typedef enum kjit_dtype {
+    KJIT_BOOL, KJIT_I8, KJIT_I16, KJIT_I32, KJIT_I64,
+    KJIT_U8, KJIT_U16, KJIT_U32, KJIT_U64,
+    KJIT_F32, KJIT_F64, KJIT_C64, KJIT_C128,
+    KJIT_DTYPE_COUNT
+} kjit_dtype;
+
+size_t kjit_dtype_size(kjit_dtype dtype);
+const char *kjit_dtype_name(kjit_dtype dtype); /* "f32" */
+
+typedef enum kjit_memory { KJIT_MEMORY_HOST = 0, KJIT_MEMORY_DEVICE = 1 } kjit_memory;
+
+/*
+ * An array view over memory the caller owns (or that kjit_device_alloc gave).
+ * Strides are in bytes, so transposed and sliced views work; a stride of 0
+ * repeats an element.  ndim 0 is a scalar held at data.
+ */
+typedef struct kjit_array {
+    void *data;
+    kjit_dtype dtype;
+    int ndim;
+    int64_t shape[KJIT_MAX_DIMS];
+    int64_t strides[KJIT_MAX_DIMS];
+    kjit_memory memory;
+} kjit_array;
+
+/* A C-ordered contiguous view of `data` with the given shape. */
+kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t *shape);
+int64_t kjit_array_size(const kjit_array *array); /* number of elements */
+
+/* One argument of a call: a scalar (copied) or an array view (referenced). */
+typedef struct kjit_arg {
+    enum { KJIT_ARG_SCALAR, KJIT_ARG_ARRAY } kind;
+    kjit_dtype dtype; /* SCALAR */
+    union {
+        int64_t i;  /* bool and signed ints */
+        uint64_t u; /* unsigned ints */
+        double f;   /* f32 and f64 */
+        double c[2];
+        kjit_array *array; /* ARRAY */
+    } value;
+} kjit_arg;
+
+kjit_arg kjit_arg_f64(double v);
+kjit_arg kjit_arg_f32(float v);
+kjit_arg kjit_arg_i64(int64_t v);
+kjit_arg kjit_arg_i32(int32_t v);
+kjit_arg kjit_arg_array(kjit_array *array);
+
+/* ---------------------------------------------------------------- contexts */
+
+typedef struct kjit_context kjit_context;
+typedef struct kjit_module kjit_module;
+typedef struct kjit_function kjit_function;
+typedef struct kjit_stream kjit_stream;
+
+/* Called once per diagnostic with the text "file:line:col: error: ...\n<line>\n<caret>\n". */
+typedef void (*kjit_diagnostic_fn)(void *user, const char *text);
+
+typedef struct kjit_options {
+    kjit_target target;
+    int num_threads;            /* parallel: 0 means KJIT_NUM_THREADS or one per core */
+    int device;                 /* cuda: ordinal; -1 means KJIT_DEVICE or 0 */
+    const char *cuda_arch;      /* "sm_90"; NULL: the device's own */
+    int opt_level;              /* 0..3; default 3 */
+    kjit_diagnostic_fn on_diagnostic;
+    void *diagnostic_user;
+} kjit_options;
+
+/* Fills the defaults (target AUTO, opt_level 3, device -1). */
+void kjit_options_init(kjit_options *options);
+
+kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);
+void kjit_context_destroy(kjit_context *context);
+kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
+/* The message of the last failed call on this context ("" if none). */
+const char *kjit_last_error(const kjit_context *context);
+
+/* ----------------------------------------------------------------- modules */
+
+kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_module **out);
+kjit_status kjit_compile_string(kjit_context *context, const char *name, const char *source,
+                                kjit_module **out);
+void kjit_module_free(kjit_module *module);
+
+/* ---------------------------------------------------------------- functions */
+
+typedef enum kjit_function_kind {
+    KJIT_FUNCTION_PLAIN, KJIT_FUNCTION_VECTORIZE, KJIT_FUNCTION_KERNEL
+} kjit_function_kind;
+
+kjit_status kjit_module_function(kjit_module *module, const char *name, kjit_function **out);
+int kjit_module_function_count(const kjit_module *module);
+const char *kjit_module_function_name(const kjit_module *module, int index);
+
+kjit_function_kind kjit_function_kind_of(const kjit_function *function);
+const char *kjit_function_name(const kjit_function *function);
+int kjit_function_param_count(const kjit_function *function);
+int kjit_function_signature_count(const kjit_function *function);
+/* "f32(f32, f32)" or, for a kernel, "(f32, f32[], f32[])" (owned by the function). */
+const char *kjit_function_signature(const kjit_function *function, int index);
+/* Parameter `param` of signature `sig`: element type, rank (0 for a scalar). */
+kjit_status kjit_function_param(const kjit_function *function, int sig, int param,
+                                kjit_dtype *dtype, int *ndim);
+kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dtype *dtype);
+
+/*
+ * Calls a plain function with scalar arguments, or a @vectorize function
+ * elementwise with NumPy broadcasting over arrays and scalars.
+ * - out given: results are written there (its shape must be the broadcast shape).
+ * - out NULL and result non-NULL: a C-ordered host array is allocated
+ *   (kjit_array_free releases it); for a plain function, *result is ndim 0 and
+ *   holds the scalar.
+ * Host arrays on the cuda target are copied in and out; device arrays are not,
+ * and then the call does not synchronise.
+ */
+kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
+                      kjit_array *out, kjit_array *result);
+kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
+                            kjit_array *out, kjit_stream *stream);
+void kjit_array_free(kjit_array *array); /* for arrays kjit allocated on the host */
+
+/* Launches a @kernel on grid x block threads (CUDA semantics on every target). */
+kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],
+                        const kjit_arg *args, int nargs, kjit_stream *stream);
+
+/* ------------------------------------------------- device memory, streams */
+
+kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
+                              const int64_t *shape, kjit_array *out);
+kjit_status kjit_device_free(kjit_context *context, kjit_array *array);
+/* Copies between arrays of equal dtype and shape (both contiguous). */
+kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *src,
+                      kjit_stream *stream);
+kjit_status kjit_stream_create(kjit_context *context, kjit_stream **out);
+kjit_status kjit_stream_synchronize(kjit_stream *stream);
+void kjit_stream_destroy(kjit_stream *stream);
+kjit_status kjit_synchronize(kjit_context *context);
+
+/* Milliseconds between two points recorded on a stream (CUDA events on cuda,
+ * the host clock elsewhere). */
+typedef struct kjit_event kjit_event;
+kjit_status kjit_event_record(kjit_context *context, kjit_stream *stream, kjit_event **out);
+kjit_status kjit_event_elapsed(kjit_event *start, kjit_event *end, double *milliseconds);
+void kjit_event_destroy(kjit_event *event);
+
+/* ----------------------------------------------------------------- devices */
+
+typedef struct kjit_device_info {
+    char name[256];
+    int compute_major, compute_minor;
+    size_t total_memory;
+    int driver_version;
+    int multiprocessors;
+} kjit_device_info;
+
+/* KJIT_ERROR_NO_DEVICE with a reason when no driver or GPU is usable. */
+kjit_status kjit_cuda_available(char *reason, size_t reason_size);
+kjit_status kjit_cuda_device_info(int device, kjit_device_info *info);
+int kjit_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * kjit_runtime.h: the one internal header of the runtime, and the seam between
+ * the runtime and the code generator.
+ *
+ * Sections follow their files: codegen (compiler/codegen_llvm.c, the only code
+ * that includes LLVM headers), cpu_jit (compiler/cpu_jit.c, ORC LLJIT), ptx
+ * (compiler/ptx.c, NVPTX and libdevice), pool.c (the thread pool), cpu.c (the cpu
+ * and parallel targets), cuda_driver.c (the driver API opened with dlopen),
+ * cuda.c (the cuda target), array.c, npy.c, api.c (kjit.h).
+ */
+#ifndef KJIT_RUNTIME_H
+#define KJIT_RUNTIME_H
+
+#include "../compiler/kjit_compiler.h"
+#include "kjit.h"
+
+/* ================================================ the ABI compiled code uses */
+
+/*
+ * An array as compiled code sees it, on every target: the data pointer, then
+ * the shape and the strides in ELEMENTS, always KJ_MAX_DIMS of each (only the
+ * first ndim mean anything).  On cuda a kernel takes it by value (the kernel
+ * parameter is a copy of this struct); on cpu, entry points take a pointer.
+ */
+typedef struct KjArrayDesc {
+    void *data;
+    int64_t shape[KJ_MAX_DIMS];
+    int64_t strides[KJ_MAX_DIMS];
+} KjArrayDesc;
+
+/* What a kernel running on the CPU reads for its special registers. */
+typedef struct KjThreadCtx {
+    int32_t thread_idx[3];
+    int32_t block_idx[3];
+    int32_t block_dim[3];
+    int32_t grid_dim[3];
+    char *shared;        /* this block's shared memory (kernel->shared_bytes) */
+    void *barrier;       /* runtime state for kj_cpu_syncthreads */
+} KjThreadCtx;
+
+/*
+ * Entry points the code generator emits for each root function, by symbol:
+ *
+ *   PLAIN / SCALAR  "<symbol>__entry":  void (void **args, void *result)
+ *       args[i] points to scalar i's value or to a KjArrayDesc; the result is
+ *       stored at `result` (complex: {re, im}).
+ *   KERNEL (cpu)    "<symbol>__thread": void (void **args, KjThreadCtx *ctx)
+ *       runs one thread; syncthreads() calls kj_cpu_syncthreads(ctx).
+ *                   "<symbol>__block":  void (void **args, KjThreadCtx *ctx)
+ *       runs every thread of block ctx->block_idx in a loop (emitted only for
+ *       kernels without syncthreads()).
+ *   VEC_KERNEL (cpu) "<symbol>__range": void (void **args, int64_t begin, int64_t end)
+ *       runs PARFOR iterations [begin, end).
+ *   KERNEL / VEC_KERNEL (cuda) "<symbol>": a .entry whose parameters are the
+ *       function's parameters in order, arrays as KjArrayDesc by value; a
+ *       VEC_KERNEL walks its PARFOR with a grid-stride loop.
+ */
+typedef void (*KjEntryFn)(void **args, void *result);
+typedef void (*KjThreadFn)(void **args, KjThreadCtx *ctx);
+typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);
+
+/* Provided by the runtime (cpu.c) and resolved by the CPU JIT from the process. */
+void kj_cpu_syncthreads(KjThreadCtx *ctx);
+
+/* ================================================================ codegen */
+
+typedef enum { KJ_CODEGEN_CPU, KJ_CODEGEN_CUDA } KjCodegenTarget;
+
+typedef enum {
+    KJ_EMIT_LLVM, /* textual LLVM IR after optimisation */
+    KJ_EMIT_ASM,  /* host assembly (cpu) */
+    KJ_EMIT_OBJ,  /* host object file (cpu) */
+    KJ_EMIT_PTX,  /* PTX text (cuda) */
+} KjEmitKind;
+
+typedef struct KjCodegenOptions {
+    KjCodegenTarget target;
+    int opt_level;               /* 0..3 */
+    const char *cuda_arch;       /* "sm_90" */
+    const char *libdevice_path;  /* NULL: kj_find_libdevice() */
+    bool verify;                 /* run the LLVM verifier after each step */
+} KjCodegenOptions;
+
+/*
+ * Generates code for `roots` (and the functions they call) of a checked module.
+ * On failure returns NULL/false and sets *error (heap string, caller frees).
+ */
+typedef struct KjCpuCode KjCpuCode; /* an ORC LLJIT holding compiled code */
+
+KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_count,
+                          const KjCodegenOptions *options, char **error);
+void *kj_cpu_lookup(KjCpuCode *code, const char *symbol); /* NULL if absent */
+void kj_cpu_code_free(KjCpuCode *code);
+
+/* kjit build --emit: the text or object bytes of one stage (heap, *size set). */
+char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, KjEmitKind kind, size_t *size,
+                      char **error);
+
+/* The host CPU's name and features, as the cpu code is tuned for ("znver4 +avx512f,..."). */
+const char *kj_host_cpu_description(void);
+
+/* libdevice.10.bc: $KJIT_LIBDEVICE, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, ...
+ * NULL (and the folders tried in *error) when none is found. */
+const char *kj_find_libdevice(char **error);
+
+/* ============================================================ thread pool */
+
+typedef struct KjPool KjPool;
+/* Calls fn(user, begin, end) over [0, count) split into chunks across the pool
+ * and the calling thread; returns when every chunk is done. */
+typedef void (*KjPoolFn)(void *user, int64_t begin, int64_t end);
+KjPool *kj_pool_create(int threads);
+void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, void *user);
+int kj_pool_threads(const KjPool *pool);
+void kj_pool_destroy(KjPool *pool);
+
+#endif

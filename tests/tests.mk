@@ -1,0 +1,47 @@
+# Tests: included by the top-level Makefile.
+#
+# Unit tests: every tests/unit/test_<name>.c defines `Suite *suite_<name>(void)`;
+# one runner (tests/unit/runner.c) runs them all, from a list made here.
+
+UNIT_SRCS   = $(wildcard tests/unit/test_*.c)
+UNIT_NAMES  = $(UNIT_SRCS:tests/unit/test_%.c=%)
+UNIT_OBJS   = $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/unit/runner.o
+
+$(BUILD)/gen/suites.h: $(UNIT_SRCS)
+	@mkdir -p $(dir $@)
+	@printf '%s\n' $(foreach n,$(UNIT_NAMES),"X($(n))") > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/tests/unit/runner.o: $(BUILD)/gen/suites.h
+
+$(BUILD)/unit-tests: $(UNIT_OBJS) $(BUILD)/libkjit.so
+	$(CC) -o $@ $(UNIT_OBJS) -L$(BUILD) -lkjit $(CHECK_LIBS) -Wl,-rpath,'$$ORIGIN'
+
+test-unit: deps $(BUILD)/unit-tests $(BUILD)/kjit
+	$(BUILD)/unit-tests
+
+# Golden tests: tests/golden/<feature>/*.kern beside .ir / .ast / .err / .out files.
+test-golden: deps $(BUILD)/kjit
+	tests/golden/run.sh $(BUILD)/kjit
+
+# Robustness: the front end under AddressSanitizer and UBSan over every prefix of
+# every example and golden file, and over random bytes.
+ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+             -fno-sanitize-recover=undefined
+ASAN_OBJS  = $(patsubst %.c,$(BUILD)/asan/%.o,$(COMPILER_SRCS) tests/robust/check_main.c) \
+             $(BUILD)/asan/gen/lex.o
+
+$(BUILD)/asan/gen/lex.o: $(LEXER_C) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) -Icompiler -Iruntime -c $< -o $@
+$(BUILD)/asan/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) -Icompiler -Iruntime -I$(BUILD)/gen -c $< -o $@
+$(BUILD)/kjit-check-asan: $(ASAN_OBJS)
+	$(CC) $(ASAN_FLAGS) -o $@ $^ -lm
+
+test-robust: deps $(BUILD)/kjit-check-asan
+	tests/robust/run.sh $(BUILD)/kjit-check-asan
+
+check: all test-unit test-golden test-robust
+	@echo "make check: all test groups passed"
