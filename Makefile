@@ -34,7 +34,8 @@ PNG_LIBS    = -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic -lm
 CHECK_LIBS  = -Wl,-Bstatic -lcheck_pic -lsubunit -Wl,-Bdynamic -lrt -lm -lpthread
 
 LEXER_C       = $(BUILD)/gen/lex.c
-COMPILER_SRCS = $(filter-out compiler/main.c compiler/codegen_llvm.c compiler/cpu_jit.c \
+CLI_SRCS      = compiler/main.c $(wildcard compiler/cli_*.c)
+COMPILER_SRCS = $(filter-out $(CLI_SRCS) compiler/codegen_llvm.c compiler/cpu_jit.c \
                   compiler/ptx.c, $(wildcard compiler/*.c))
 BACKEND_SRCS  = $(wildcard compiler/codegen_llvm.c compiler/cpu_jit.c compiler/ptx.c)
 RUNTIME_SRCS  = $(wildcard runtime/*.c)
@@ -89,8 +90,9 @@ $(BUILD)/libkjit.so: $(LIB_OBJS)
 	$(CC) -shared -o $@ $^ -L$(LLVM_LIBDIR) $(LLVM_LIBS) $(SYS_LIBS) -lstdc++ \
 	  -Wl,--exclude-libs,ALL -Wl,-soname,libkjit.so
 
-$(BUILD)/kjit: $(BUILD)/obj/compiler/main.o $(BUILD)/libkjit.so
-	$(CC) -o $@ $< -L$(BUILD) -lkjit $(PNG_LIBS) -lpthread -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
+CLI_OBJS = $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/kjit: $(CLI_OBJS) $(BUILD)/libkjit.so
+	$(CC) -o $@ $(CLI_OBJS) -L$(BUILD) -lkjit $(PNG_LIBS) -lpthread -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # ----------------------------------------------------------------- tests
 

@@ -115,4 +115,71 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
 int kj_pool_threads(const KjPool *pool);
 void kj_pool_destroy(KjPool *pool);
 
+/* ============================================================ cuda.c */
+
+/*
+ * The cuda target.  The driver (libcuda.so.1) is opened with dlopen on first
+ * use; nothing links against it.  Every failure returns a status and a heap
+ * message in *error naming the call, the driver's error name and its text (and
+ * the kernel, for launches).  After a sticky fault (illegal address ...) the
+ * next call re-creates the context, so the host program can go on.
+ */
+typedef struct KjCuda KjCuda;             /* one device, its primary context */
+typedef struct KjCudaModule KjCudaModule; /* a loaded cubin */
+typedef struct KjCudaStream KjCudaStream;
+typedef struct KjCudaEvent KjCudaEvent;
+
+/* NO_DEVICE with a reason when the driver or a GPU is missing. */
+kjit_status kj_cuda_probe(char **error);
+kjit_status kj_cuda_open(int device, KjCuda **out, char **error);
+void kj_cuda_close(KjCuda *cuda);
+kjit_status kj_cuda_info(KjCuda *cuda, kjit_device_info *info);
+const char *kj_cuda_arch(KjCuda *cuda); /* "sm_90" */
+
+/* PTX -> cubin through cuLinkCreate/cuLinkAddData/cuLinkComplete, with the
+ * linker's error and info logs in *error on failure.  The cubin is returned
+ * (heap, *cubin_size) when cubin_out is not NULL, for the cache. */
+kjit_status kj_cuda_load_ptx(KjCuda *cuda, const char *ptx, KjCudaModule **out,
+                             void **cubin_out, size_t *cubin_size, char **error);
+kjit_status kj_cuda_load_cubin(KjCuda *cuda, const void *cubin, size_t size,
+                               KjCudaModule **out, char **error);
+void kj_cuda_module_free(KjCudaModule *module);
+/* A kernel by symbol: an opaque CUfunction. */
+kjit_status kj_cuda_function(KjCudaModule *module, const char *symbol, void **function,
+                             char **error);
+
+/* params as cuLaunchKernel takes them: params[i] points to parameter i's value
+ * (an array parameter points to a KjArrayDesc holding the device pointer). */
+kjit_status kj_cuda_launch(KjCuda *cuda, void *function, const char *kernel_name,
+                           const uint32_t grid[3], const uint32_t block[3],
+                           uint32_t shared_bytes, void **params, KjCudaStream *stream,
+                           char **error);
+/* A vectorized kernel over n elements: the launch shape is chosen here
+ * (occupancy-aware, cached per function). */
+kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char *kernel_name,
+                                       int64_t n, void **params, KjCudaStream *stream,
+                                       char **error);
+
+kjit_status kj_cuda_alloc(KjCuda *cuda, size_t bytes, void **device_ptr, char **error);
+kjit_status kj_cuda_free(KjCuda *cuda, void *device_ptr, char **error);
+kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
+                                   KjCudaStream *stream, char **error);
+kjit_status kj_cuda_copy_to_host(KjCuda *cuda, void *dst, const void *src, size_t bytes,
+                                 KjCudaStream *stream, char **error);
+kjit_status kj_cuda_stream_create(KjCuda *cuda, KjCudaStream **out, char **error);
+kjit_status kj_cuda_stream_sync(KjCuda *cuda, KjCudaStream *stream, char **error); /* NULL: ctx */
+void kj_cuda_stream_destroy(KjCuda *cuda, KjCudaStream *stream);
+kjit_status kj_cuda_event_record(KjCuda *cuda, KjCudaStream *stream, KjCudaEvent **out,
+                                 char **error);
+kjit_status kj_cuda_event_elapsed(KjCuda *cuda, KjCudaEvent *start, KjCudaEvent *end,
+                                  double *ms, char **error);
+void kj_cuda_event_destroy(KjCuda *cuda, KjCudaEvent *event);
+
+/* ================================================================ ptx.c */
+
+/* IR -> PTX: the shared LLVM lowering for nvptx64-nvidia-cuda, libdevice linked
+ * (only what is used kept), NVVM reflect settled, optimised, emitted. */
+char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, char **error);
+
 #endif

@@ -45,3 +45,8 @@ test-robust: deps $(BUILD)/kjit-check-asan
 
 check: all test-unit test-golden test-robust
 	@echo "make check: all test groups passed"
+
+# The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
+-include tests/gpu/gpu.mk
+-include tests/bench/bench.mk
+-include examples/embed/embed.mk
