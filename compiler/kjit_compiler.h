@@ -441,6 +441,10 @@ typedef struct KjIrExpr {
     const KjType *alloc_elem;
     int alloc_ndim;
     int64_t alloc_shape[3];
+    /* LOAD (and STORE in KjIrStmt): the array is known contiguous and args[1] is a
+     * flat element index: address = data + index, strides ignored.  Only the
+     * vectorize pass sets it, so the back end can see unit-stride accesses. */
+    bool contiguous;
 } KjIrExpr;
 
 #define KJ_IR_STMT_KINDS(X)                                                                 \
@@ -477,6 +481,7 @@ typedef struct KjIrStmt {
     KjIrExpr *cond;    /* IF, WHILE */
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
     struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
+    bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
 } KjIrStmt;
 
 typedef enum {
@@ -497,7 +502,8 @@ typedef struct KjIrFunction {
     KjIrStmt *body;          /* BLOCK */
     KjLoc loc;
     bool uses_syncthreads;   /* kernels: some path calls syncthreads() */
-    int64_t shared_bytes;    /* kernels: static shared memory it declares */
+    int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
+                                generator may round it up to its 16-byte aligned layout) */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
 } KjIrFunction;
 
@@ -550,7 +556,22 @@ struct KjModuleLoader {
     KjVec sources;            /* KjSource* */
     KjVec files;              /* KjAstFile*, parsed, by path */
     KjVec loading;            /* paths in the current import chain (cycle check) */
+    KjVec links;              /* KjImportLink*: what each IMPORT declaration resolved to */
 };
+
+typedef struct KjImportLink {
+    const KjNode *decl;   /* the IMPORT node */
+    KjAstFile *file;      /* the module it loaded */
+} KjImportLink;
+
+/* Loads, depth first and each once, every module `file` imports directly or
+ * not, and appends each to loader->files after the modules it imports; `file`
+ * itself comes last.  Missing modules, import cycles and syntax errors in
+ * imported files go to the loader's diag. */
+void kj_module_load_imports(KjModuleLoader *loader, KjAstFile *file);
+
+/* The module an IMPORT declaration loaded; NULL if it could not be loaded. */
+KjAstFile *kj_module_imported(const KjModuleLoader *loader, const KjNode *import_decl);
 
 /* Reads a file into the arena; NULL (and an error) if it cannot be read. */
 KjSource *kj_source_read(KjArena *arena, const char *path, KjDiag *diag);

@@ -120,7 +120,8 @@ void kjit_options_init(kjit_options *options);
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);
 void kjit_context_destroy(kjit_context *context);
 kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
-/* The message of the last failed call on this context ("" if none). */
+/* The message of the last failed call on this context ("" if none).  With
+ * NULL: the last failure of kjit_context_create on this thread. */
 const char *kjit_last_error(const kjit_context *context);
 
 /* ----------------------------------------------------------------- modules */
@@ -166,6 +167,12 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
 kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
                             kjit_array *out, kjit_stream *stream);
 void kjit_array_free(kjit_array *array); /* for arrays kjit allocated on the host */
+
+/* Generates the code that kjit_call (or, for a kernel, kjit_launch) would run
+ * with these arguments, without running anything: code generation is otherwise
+ * done on first use.  `out` may be NULL. */
+kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
+                         const kjit_array *out);
 
 /* Launches a @kernel on grid x block threads (CUDA semantics on every target). */
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],

@@ -115,6 +115,82 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
 int kj_pool_threads(const KjPool *pool);
 void kj_pool_destroy(KjPool *pool);
 
+/* ================================================================ cpu.c */
+
+/* Elements below which a vectorized call stays on the calling thread (a chunk
+ * of the parallel target is at least this long). */
+#define KJ_CPU_MIN_CHUNK 16384
+
+/* Runs a VEC_KERNEL's __range over [0, count): across the pool in chunks of at
+ * least KJ_CPU_MIN_CHUNK, or on the calling thread when pool is NULL. */
+void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count);
+
+/*
+ * Runs a kernel over grid x block with CUDA semantics: blocks in order (or
+ * across the pool), each with its own zeroed shared memory of
+ * kernel->shared_bytes.  Kernels that use syncthreads() run each thread of a
+ * block as a fiber through thread_fn; the others run block_fn (or, when that is
+ * NULL, thread_fn once per thread).  KJIT_ERROR_OUT_OF_MEMORY with *error set
+ * when the fiber stacks cannot be had.
+ */
+kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
+                              KjThreadFn block_fn, void **args, const uint32_t grid[3],
+                              const uint32_t block[3], char **error);
+
+/* ============================================================== array.c */
+
+/* Inputs a vectorized call can take: scalar_mask is 32 bits wide. */
+#define KJ_MAX_VEC_INPUTS 31
+
+/* kjit_dtype <-> the language's scalar types (same order from KJ_TYPE_BOOL). */
+const KjType *kj_dtype_type(kjit_dtype dtype);
+bool kj_type_dtype(const KjType *type, kjit_dtype *dtype); /* false: not a scalar */
+
+/* NumPy's spelling of a shape, "(3,4)", "(5,)" or "()"; returns buf. */
+char *kj_shape_string(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* The view as compiled code sees it: byte strides -> element strides.
+ * KJIT_ERROR_INVALID_ARGUMENT when a stride is not a multiple of the element size. */
+kjit_status kj_array_desc(const kjit_array *array, KjArrayDesc *desc, char **error);
+bool kj_array_is_contiguous(const kjit_array *array); /* C order, no gaps */
+/* The bytes a view touches: [*low, *high) relative to array->data. */
+void kj_array_extent(const kjit_array *array, int64_t *low, int64_t *high);
+
+/*
+ * How a vectorized call runs: the broadcast shape (the output's) and, after
+ * dropping size-1 dimensions and merging dimensions that every operand walks
+ * contiguously, the variant to compile and each operand's descriptor in it.
+ * An input given as NULL is a host scalar; a host array of one element is
+ * passed as a scalar too (its value read through scalar_data).
+ */
+typedef struct KjBroadcastPlan {
+    int ndim;
+    int64_t shape[KJ_MAX_DIMS];
+    int64_t size;
+    KjVecVariant variant;
+    KjArrayDesc inputs[KJ_MAX_VEC_INPUTS]; /* for inputs passed as arrays */
+    const void *scalar_data[KJ_MAX_VEC_INPUTS]; /* for arrays passed as scalars */
+    KjArrayDesc output;
+} KjBroadcastPlan;
+
+/* The broadcast shape of the inputs (NULL ones are scalars); KJIT_ERROR_SHAPE
+ * naming both shapes when two do not broadcast. */
+kjit_status kj_broadcast_shape(const kjit_array *const *inputs, int count, int *ndim,
+                               int64_t *shape, char **error);
+/* Fills the plan for inputs and an output of the broadcast shape. */
+kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const kjit_array *out,
+                              KjBroadcastPlan *plan, char **error);
+
+/* =============================================================== npy.c */
+
+/* Reads a .npy file (format 1.0-3.0, little-endian; Fortran order through
+ * strides) into a new host array (kjit_array_free releases it). */
+kjit_status kj_npy_read(const char *path, kjit_array *out, char **error);
+/* Writes any host view as a C-ordered .npy file (format 1.0). */
+kjit_status kj_npy_write(const char *path, const kjit_array *array, char **error);
+/* Copies a host view into C order at dst (kjit_array_size * dtype size bytes). */
+void kj_array_gather(const kjit_array *array, void *dst);
+
 /* ============================================================ cuda.c */
 
 /*
@@ -174,6 +250,72 @@ kjit_status kj_cuda_event_record(KjCuda *cuda, KjCudaStream *stream, KjCudaEvent
 kjit_status kj_cuda_event_elapsed(KjCuda *cuda, KjCudaEvent *start, KjCudaEvent *end,
                                   double *ms, char **error);
 void kj_cuda_event_destroy(KjCuda *cuda, KjCudaEvent *event);
+
+/* ====================================================== cuda_driver.c */
+
+/*
+ * The slice of the CUDA Driver API that cuda.c uses, resolved with dlsym from
+ * libcuda.so.1.  Handles are opaque pointers and device pointers are 64-bit
+ * integers, as in cuda.h; the toolkit's headers are not needed to build.
+ */
+typedef int KjCuResult; /* CUresult: 0 is CUDA_SUCCESS */
+typedef uint64_t KjCuDevicePtr;
+
+typedef struct KjCuDriver {
+    KjCuResult (*Init)(unsigned flags);
+    KjCuResult (*DriverGetVersion)(int *version);
+    KjCuResult (*GetErrorName)(KjCuResult error, const char **name);
+    KjCuResult (*GetErrorString)(KjCuResult error, const char **text);
+    KjCuResult (*DeviceGetCount)(int *count);
+    KjCuResult (*DeviceGet)(int *device, int ordinal);
+    KjCuResult (*DeviceGetName)(char *name, int length, int device);
+    KjCuResult (*DeviceGetAttribute)(int *value, int attribute, int device);
+    KjCuResult (*DeviceTotalMem)(size_t *bytes, int device);
+    KjCuResult (*DevicePrimaryCtxRetain)(void **context, int device);
+    KjCuResult (*DevicePrimaryCtxRelease)(int device);
+    KjCuResult (*DevicePrimaryCtxReset)(int device);
+    KjCuResult (*CtxSetCurrent)(void *context);
+    KjCuResult (*CtxSynchronize)(void);
+    KjCuResult (*LinkCreate)(unsigned count, int *options, void **values, void **state);
+    KjCuResult (*LinkAddData)(void *state, int type, void *data, size_t size, const char *name,
+                              unsigned count, int *options, void **values);
+    KjCuResult (*LinkComplete)(void *state, void **cubin, size_t *size);
+    KjCuResult (*LinkDestroy)(void *state);
+    KjCuResult (*ModuleLoadDataEx)(void **module, const void *image, unsigned count,
+                                   int *options, void **values);
+    KjCuResult (*ModuleUnload)(void *module);
+    KjCuResult (*ModuleGetFunction)(void **function, void *module, const char *name);
+    KjCuResult (*LaunchKernel)(void *function, unsigned grid_x, unsigned grid_y,
+                               unsigned grid_z, unsigned block_x, unsigned block_y,
+                               unsigned block_z, unsigned shared_bytes, void *stream,
+                               void **params, void **extra);
+    KjCuResult (*OccupancyMaxPotentialBlockSize)(int *min_grid, int *block, void *function,
+                                                 size_t (*dynamic_shared)(int),
+                                                 size_t shared_bytes, int block_limit);
+    KjCuResult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, void *function,
+                                                            int block, size_t shared_bytes);
+    KjCuResult (*MemAlloc)(KjCuDevicePtr *ptr, size_t bytes);
+    KjCuResult (*MemFree)(KjCuDevicePtr ptr);
+    KjCuResult (*MemcpyHtoD)(KjCuDevicePtr dst, const void *src, size_t bytes);
+    KjCuResult (*MemcpyDtoH)(void *dst, KjCuDevicePtr src, size_t bytes);
+    KjCuResult (*MemcpyHtoDAsync)(KjCuDevicePtr dst, const void *src, size_t bytes,
+                                  void *stream);
+    KjCuResult (*MemcpyDtoHAsync)(void *dst, KjCuDevicePtr src, size_t bytes, void *stream);
+    KjCuResult (*StreamCreate)(void **stream, unsigned flags);
+    KjCuResult (*StreamSynchronize)(void *stream);
+    KjCuResult (*StreamDestroy)(void *stream);
+    KjCuResult (*EventCreate)(void **event, unsigned flags);
+    KjCuResult (*EventRecord)(void *event, void *stream);
+    KjCuResult (*EventSynchronize)(void *event);
+    KjCuResult (*EventElapsedTime)(float *ms, void *start, void *end);
+    KjCuResult (*EventDestroy)(void *event);
+} KjCuDriver;
+
+/* The driver, opened and cuInit'ed once per process; NULL and a reason in
+ * *error (heap) when libcuda.so.1 or a GPU is missing. */
+const KjCuDriver *kj_cuda_driver(char **error);
+/* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
+const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
 
 /* ================================================================ ptx.c */
 

@@ -43,10 +43,11 @@ $(BUILD)/kjit-check-asan: $(ASAN_OBJS)
 test-robust: deps $(BUILD)/kjit-check-asan
 	tests/robust/run.sh $(BUILD)/kjit-check-asan
 
-check: all test-unit test-golden test-robust
+check: all test-unit test-golden test-robust test-embed
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
 -include tests/gpu/gpu.mk
 -include tests/bench/bench.mk
+-include tests/bench/cpu.mk
 -include examples/embed/embed.mk

@@ -1,0 +1,112 @@
+/*
+ * cli_png.c: writes a 2-D array as an 8-bit grayscale PNG through libpng, for
+ * `kjit run --save N=image.png` and the demo's images.  It lives in the CLI so
+ * that libkjit itself never needs libpng.
+ */
+#include <errno.h>
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/kjit_runtime.h"
+#include "cli.h"
+
+static char *png_error_text(const char *path, const char *what)
+{
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "%s: %s", path, what);
+    return buf.data;
+}
+
+/* Element (y, x) of a 2-D view as a double (complex: its magnitude). */
+static double element(const kjit_array *a, int64_t y, int64_t x)
+{
+    const char *p = (const char *)a->data + y * a->strides[0] + x * a->strides[1];
+    switch (a->dtype) {
+    case KJIT_BOOL: return *(const uint8_t *)p != 0;
+    case KJIT_I8: return *(const int8_t *)p;
+    case KJIT_I16: return *(const int16_t *)p;
+    case KJIT_I32: return *(const int32_t *)p;
+    case KJIT_I64: return (double)*(const int64_t *)p;
+    case KJIT_U8: return *(const uint8_t *)p;
+    case KJIT_U16: return *(const uint16_t *)p;
+    case KJIT_U32: return *(const uint32_t *)p;
+    case KJIT_U64: return (double)*(const uint64_t *)p;
+    case KJIT_F32: return *(const float *)p;
+    case KJIT_F64: return *(const double *)p;
+    case KJIT_C64: return hypot(((const float *)p)[0], ((const float *)p)[1]);
+    case KJIT_C128: return hypot(((const double *)p)[0], ((const double *)p)[1]);
+    default: return 0;
+    }
+}
+
+bool kj_png_write(const char *path, const kjit_array *array, char **error)
+{
+    if (array->ndim != 2 || array->shape[0] < 1 || array->shape[1] < 1) {
+        *error = png_error_text(path, "a PNG needs a non-empty 2-D array (height x width)");
+        return false;
+    }
+    int64_t height = array->shape[0], width = array->shape[1];
+    if (height > 1 << 20 || width > 1 << 20) {
+        *error = png_error_text(path, "the array is too large for a PNG");
+        return false;
+    }
+    /* u8 is written as it is; everything else is scaled from min..max. */
+    double low = INFINITY, high = -INFINITY;
+    bool scale = array->dtype != KJIT_U8;
+    if (scale)
+        for (int64_t y = 0; y < height; y++)
+            for (int64_t x = 0; x < width; x++) {
+                double v = element(array, y, x);
+                if (isfinite(v)) {
+                    low = v < low ? v : low;
+                    high = v > high ? v : high;
+                }
+            }
+    png_bytep pixels = malloc((size_t)(height * width));
+    if (!pixels) {
+        *error = png_error_text(path, "out of memory");
+        return false;
+    }
+    for (int64_t y = 0; y < height; y++)
+        for (int64_t x = 0; x < width; x++) {
+            double v = element(array, y, x);
+            if (scale)
+                v = !isfinite(v) || high <= low ? 0 : (v - low) / (high - low) * 255.0 + 0.5;
+            pixels[y * width + x] = (png_byte)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+
+    FILE *file = fopen(path, "wb");
+    if (!file) {
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "%s: cannot create: %s", path, strerror(errno));
+        *error = buf.data;
+        free(pixels);
+        return false;
+    }
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!png || !info || setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        fclose(file);
+        free(pixels);
+        *error = png_error_text(path, "libpng failed to write the image");
+        return false;
+    }
+    png_init_io(png, file);
+    png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, PNG_COLOR_TYPE_GRAY,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int64_t y = 0; y < height; y++)
+        png_write_row(png, pixels + y * width);
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(pixels);
+    if (fclose(file) != 0) {
+        *error = png_error_text(path, "write failed");
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,623 @@
+/*
+ * cli_run.c: `kjit run`, one function of a .kern file run from the command
+ * line through the public API (kjit.h), as any host program would.
+ *
+ * Arguments come from .npy files, literals typed by the signature, or
+ * generators (zeros|ones|rand|randn|arange:DTYPE:SHAPE).  A @vectorize or
+ * plain function's result is summarised and can be written with -o; a
+ * @kernel is launched on --grid x --block and any argument can be written
+ * afterwards with --save N=FILE (.npy, or .png for 2-D arrays).  Exit codes:
+ * 0 success, 1 errors in the program or the run, 2 usage or I/O errors.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../runtime/kjit_runtime.h"
+#include "cli.h"
+
+static const char run_usage[] =
+    "usage: kjit run FILE.kern FUNCTION [ARG...] [options]\n"
+    "\n"
+    "ARG: a .npy file, a number, true/false, or a generator\n"
+    "     zeros|ones|rand|randn|arange:DTYPE:SHAPE  (SHAPE: 1000, 1e6, 300x200;\n"
+    "     DTYPE may be left out: NAME:SHAPE takes the parameter's element type)\n"
+    "\n"
+    "options:\n"
+    "  --target cpu|parallel|cuda|auto   where to run (default auto: cuda if usable)\n"
+    "  -o OUT.npy|OUT.png                write the result of a vectorized function\n"
+    "  --grid X[,Y[,Z]] --block X[,Y[,Z]] launch shape of a @kernel\n"
+    "  --save N=OUT.npy|OUT.png          write argument N (from 0) after the run\n"
+    "  --seed S                          seed of the rand/randn generators (default 1)\n"
+    "  --repeat N                        time N runs (each launch runs again on the\n"
+    "                                    same arrays; the median is reported)\n";
+
+#define MAX_RUN_ARGS 64
+#define MAX_SAVES 16
+
+typedef struct RunOptions {
+    const char *file;
+    const char *function;
+    const char *args[MAX_RUN_ARGS];
+    int arg_count;
+    kjit_target target;
+    const char *output;
+    bool has_grid, has_block;
+    uint32_t grid[3], block[3];
+    int save_index[MAX_SAVES];
+    const char *save_path[MAX_SAVES];
+    int save_count;
+    uint64_t seed;
+    int repeat;
+} RunOptions;
+
+static int usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "kjit run: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", run_usage);
+    return 2;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* "X[,Y[,Z]]" with every extent >= 1. */
+static bool parse_dim3(const char *text, uint32_t out[3])
+{
+    out[0] = out[1] = out[2] = 1;
+    for (int d = 0; d < 3; d++) {
+        char *end;
+        double v = strtod(text, &end);
+        if (end == text || v < 1 || v > 4294967295.0 || v != floor(v))
+            return false;
+        out[d] = (uint32_t)v;
+        if (*end == '\0')
+            return true;
+        if (*end != ',')
+            return false;
+        text = end + 1;
+    }
+    return false;
+}
+
+static bool is_number(const char *text)
+{
+    char *end;
+    strtod(text, &end);
+    return end != text && *end == '\0';
+}
+
+static int parse_options(int argc, char **argv, RunOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    o->target = KJIT_TARGET_AUTO;
+    o->seed = 1;
+    o->repeat = 1;
+    int positional = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *value = NULL;
+#define OPTION(name)                                                                   \
+    ((strcmp(a, name) == 0 && (value = i + 1 < argc ? argv[++i] : NULL, true)) ||     \
+     (strncmp(a, name "=", strlen(name) + 1) == 0 && (value = a + strlen(name) + 1, true)))
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(run_usage, stdout);
+            return 0;
+        }
+        if (a[0] == '-' && a[1] != '\0' && !is_number(a)) {
+            if (OPTION("--target")) {
+                if (!value) return usage("--target needs a value", "");
+                if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
+                else if (strcmp(value, "parallel") == 0) o->target = KJIT_TARGET_PARALLEL;
+                else if (strcmp(value, "cuda") == 0) o->target = KJIT_TARGET_CUDA;
+                else if (strcmp(value, "auto") == 0) o->target = KJIT_TARGET_AUTO;
+                else return usage("unknown target '%s' (cpu, parallel, cuda or auto)", value);
+            } else if (OPTION("-o") || OPTION("--output")) {
+                if (!value) return usage("-o needs a file name", "");
+                o->output = value;
+            } else if (OPTION("--grid")) {
+                if (!value || !parse_dim3(value, o->grid))
+                    return usage("--grid takes X[,Y[,Z]] with extents >= 1, not '%s'",
+                                 value ? value : "");
+                o->has_grid = true;
+            } else if (OPTION("--block")) {
+                if (!value || !parse_dim3(value, o->block))
+                    return usage("--block takes X[,Y[,Z]] with extents >= 1, not '%s'",
+                                 value ? value : "");
+                o->has_block = true;
+            } else if (OPTION("--save")) {
+                char *end;
+                long n = value ? strtol(value, &end, 10) : -1;
+                if (!value || end == value || *end != '=' || n < 0 || end[1] == '\0')
+                    return usage("--save takes N=FILE, not '%s'", value ? value : "");
+                if (o->save_count == MAX_SAVES)
+                    return usage("at most 16 --save options%s", "");
+                o->save_index[o->save_count] = (int)n;
+                o->save_path[o->save_count++] = end + 1;
+            } else if (OPTION("--seed")) {
+                if (!value || !is_number(value)) return usage("--seed takes a number%s", "");
+                o->seed = strtoull(value, NULL, 10);
+            } else if (OPTION("--repeat")) {
+                if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
+                o->repeat = atoi(value);
+            } else {
+                return usage("unknown option '%s'", a);
+            }
+#undef OPTION
+            continue;
+        }
+        if (positional == 0) o->file = a;
+        else if (positional == 1) o->function = a;
+        else if (o->arg_count == MAX_RUN_ARGS) return usage("too many arguments%s", "");
+        else o->args[o->arg_count++] = a;
+        positional++;
+    }
+    if (!o->file || !o->function)
+        return usage("needs a FILE and a FUNCTION%s", "");
+    if (o->has_grid != o->has_block)
+        return usage("--grid and --block go together%s", "");
+    return -1;
+}
+
+/* ------------------------------------------------------------- generators */
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    /* xorshift64*: fast, and the same stream on every machine. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static double rng_uniform(void)
+{
+    return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static double rng_normal(void)
+{
+    double u = rng_uniform(), v = rng_uniform();
+    return sqrt(-2.0 * log(u > 0 ? u : 1e-300)) * cos(2.0 * M_PI * v);
+}
+
+static void store_value(void *at, kjit_dtype dtype, double re, double im)
+{
+    switch (dtype) {
+    case KJIT_BOOL: *(uint8_t *)at = re != 0; break;
+    case KJIT_I8: *(int8_t *)at = (int8_t)re; break;
+    case KJIT_I16: *(int16_t *)at = (int16_t)re; break;
+    case KJIT_I32: *(int32_t *)at = (int32_t)re; break;
+    case KJIT_I64: *(int64_t *)at = (int64_t)re; break;
+    case KJIT_U8: *(uint8_t *)at = (uint8_t)re; break;
+    case KJIT_U16: *(uint16_t *)at = (uint16_t)re; break;
+    case KJIT_U32: *(uint32_t *)at = (uint32_t)re; break;
+    case KJIT_U64: *(uint64_t *)at = (uint64_t)re; break;
+    case KJIT_F32: *(float *)at = (float)re; break;
+    case KJIT_F64: *(double *)at = re; break;
+    case KJIT_C64: ((float *)at)[0] = (float)re; ((float *)at)[1] = (float)im; break;
+    case KJIT_C128: ((double *)at)[0] = re; ((double *)at)[1] = im; break;
+    default: break;
+    }
+}
+
+static double load_value(const void *at, kjit_dtype dtype, double *im)
+{
+    *im = 0;
+    switch (dtype) {
+    case KJIT_BOOL: return *(const uint8_t *)at != 0;
+    case KJIT_I8: return *(const int8_t *)at;
+    case KJIT_I16: return *(const int16_t *)at;
+    case KJIT_I32: return *(const int32_t *)at;
+    case KJIT_I64: return (double)*(const int64_t *)at;
+    case KJIT_U8: return *(const uint8_t *)at;
+    case KJIT_U16: return *(const uint16_t *)at;
+    case KJIT_U32: return *(const uint32_t *)at;
+    case KJIT_U64: return (double)*(const uint64_t *)at;
+    case KJIT_F32: return *(const float *)at;
+    case KJIT_F64: return *(const double *)at;
+    case KJIT_C64: *im = ((const float *)at)[1]; return ((const float *)at)[0];
+    case KJIT_C128: *im = ((const double *)at)[1]; return ((const double *)at)[0];
+    default: return 0;
+    }
+}
+
+static bool parse_dtype(const char *text, size_t len, kjit_dtype *out)
+{
+    for (int t = 0; t < KJIT_DTYPE_COUNT; t++) {
+        const char *name = kjit_dtype_name((kjit_dtype)t);
+        if (strlen(name) == len && strncmp(text, name, len) == 0) {
+            *out = (kjit_dtype)t;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "1000", "1e6", "300x200": extents separated by x. */
+static bool parse_shape(const char *text, int *ndim, int64_t *shape)
+{
+    *ndim = 0;
+    for (;;) {
+        char *end;
+        double v = strtod(text, &end);
+        if (end == text || v < 0 || v != floor(v) || v > 1e15 || *ndim == KJIT_MAX_DIMS)
+            return false;
+        shape[(*ndim)++] = (int64_t)v;
+        if (*end == '\0')
+            return true;
+        if (*end != 'x')
+            return false;
+        text = end + 1;
+    }
+}
+
+/* zeros|ones|rand|randn|arange:[DTYPE:]SHAPE.  1: not a generator, 2: bad. */
+static int make_generated(const char *text, bool have_param, kjit_dtype param_dtype,
+                          kjit_array *out, char **why)
+{
+    static const char *const names[] = {"zeros", "ones", "rand", "randn", "arange"};
+    const char *colon = strchr(text, ':');
+    if (!colon)
+        return 1;
+    int kind = -1;
+    for (int k = 0; k < 5; k++)
+        if ((size_t)(colon - text) == strlen(names[k]) && strncmp(text, names[k], strlen(names[k])) == 0)
+            kind = k;
+    if (kind < 0)
+        return 1;
+    const char *rest = colon + 1;
+    const char *second = strchr(rest, ':');
+    kjit_dtype dtype = param_dtype;
+    if (second) {
+        if (!parse_dtype(rest, (size_t)(second - rest), &dtype)) {
+            *why = kj_xstrdup("unknown element type in the generator");
+            return 2;
+        }
+        rest = second + 1;
+    } else if (!have_param) {
+        *why = kj_xstrdup("the generator needs a DTYPE here (NAME:DTYPE:SHAPE)");
+        return 2;
+    }
+    int ndim;
+    int64_t shape[KJIT_MAX_DIMS];
+    if (!parse_shape(rest, &ndim, shape)) {
+        *why = kj_xstrdup("bad SHAPE in the generator (1000, 1e6 or 300x200)");
+        return 2;
+    }
+    *out = kjit_array_make(NULL, dtype, ndim, shape);
+    int64_t size = kjit_array_size(out);
+    size_t elem = kjit_dtype_size(dtype);
+    void *data = NULL;
+    if (posix_memalign(&data, 64, (size_t)size * elem + 64) != 0) {
+        *why = kj_xstrdup("out of memory for the generated array");
+        return 2;
+    }
+    out->data = data;
+    bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 && dtype != KJIT_C128;
+    for (int64_t i = 0; i < size; i++) {
+        double re = 0, im = 0;
+        switch (kind) {
+        case 0: break;
+        case 1: re = 1; break;
+        case 2:
+            if (dtype == KJIT_BOOL) re = rng_next() >> 63;
+            else if (integer) re = (double)(rng_next() % 100);
+            else re = rng_uniform(), im = rng_uniform();
+            break;
+        case 3: re = rng_normal(), im = rng_normal(); break;
+        case 4: re = (double)i; break;
+        }
+        store_value((char *)data + i * (int64_t)elem, dtype, re, im);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- summary */
+
+static void print_value(const void *at, kjit_dtype dtype)
+{
+    double im;
+    double re = load_value(at, dtype, &im);
+    if (dtype == KJIT_C64 || dtype == KJIT_C128)
+        printf("%.6g%+.6gj", re, im);
+    else if (dtype == KJIT_F32 || dtype == KJIT_F64)
+        printf("%.7g", re);
+    else if (dtype == KJIT_BOOL)
+        printf("%s", re != 0 ? "true" : "false");
+    else
+        printf("%.0f", re);
+}
+
+static void summarise(const char *label, const kjit_array *a)
+{
+    char shape[160];
+    kj_shape_string(shape, sizeof shape, a->ndim, a->shape);
+    int64_t size = kjit_array_size(a);
+    if (a->ndim == 0) {
+        printf("%s: %s ", label, kjit_dtype_name(a->dtype));
+        print_value(a->data, a->dtype);
+        printf("\n");
+        return;
+    }
+    printf("%s: %s array of shape %s\n", label, kjit_dtype_name(a->dtype), shape);
+    if (size == 0)
+        return;
+    size_t elem = kjit_dtype_size(a->dtype);
+    char *flat = malloc((size_t)size * elem);
+    if (!flat)
+        return;
+    kj_array_gather(a, flat);
+    printf("  first:");
+    for (int64_t i = 0; i < size && i < 8; i++) {
+        printf(i ? ", " : " ");
+        print_value(flat + i * (int64_t)elem, a->dtype);
+    }
+    printf(size > 8 ? ", ...\n" : "\n");
+    bool complex = a->dtype == KJIT_C64 || a->dtype == KJIT_C128;
+    double low = INFINITY, high = -INFINITY, sum = 0;
+    int64_t nans = 0;
+    for (int64_t i = 0; i < size; i++) {
+        double im;
+        double v = load_value(flat + i * (int64_t)elem, a->dtype, &im);
+        if (complex)
+            v = hypot(v, im);
+        if (isnan(v)) {
+            nans++;
+            continue;
+        }
+        low = v < low ? v : low;
+        high = v > high ? v : high;
+        sum += v;
+    }
+    int64_t counted = size - nans;
+    printf("  %smin %.7g  max %.7g  mean %.7g  sum %.7g", complex ? "|z|: " : "", low, high,
+           counted ? sum / (double)counted : NAN, sum);
+    if (nans)
+        printf("  (%lld NaN)", (long long)nans);
+    printf("\n");
+    free(flat);
+}
+
+static int write_array(const char *path, const kjit_array *a)
+{
+    char *error = NULL;
+    if (ends_with(path, ".png")) {
+        if (!kj_png_write(path, a, &error)) {
+            fprintf(stderr, "kjit run: %s\n", error);
+            free(error);
+            return 2;
+        }
+    } else if (kj_npy_write(path, a, &error) != KJIT_OK) {
+        fprintf(stderr, "kjit run: %s\n", error);
+        free(error);
+        return 2;
+    }
+    printf("wrote %s\n", path);
+    return 0;
+}
+
+/* ------------------------------------------------------------------- run */
+
+static int diagnostics_printed;
+
+static void print_diagnostic(void *user, const char *text)
+{
+    diagnostics_printed++;
+    fputs(text, stderr);
+    size_t n = strlen(text);
+    if (n && text[n - 1] != '\n')
+        fputc('\n', stderr);
+}
+
+static int exit_code(kjit_status status)
+{
+    return status == KJIT_ERROR_IO ? 2 : 1;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int kj_cli_run(int argc, char **argv)
+{
+    RunOptions o;
+    int code = parse_options(argc, argv, &o);
+    if (code >= 0)
+        return code;
+    rng_state = o.seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    if (rng_state == 0)
+        rng_state = 1;
+
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = o.target;
+    options.on_diagnostic = print_diagnostic;
+    kjit_context *context = NULL;
+    kjit_status status = kjit_context_create(&options, &context);
+    if (status != KJIT_OK) {
+        fprintf(stderr, "kjit run: %s\n", kjit_last_error(NULL));
+        return 1;
+    }
+    kjit_module *module = NULL;
+    kjit_function *function = NULL;
+    kjit_arg args[MAX_RUN_ARGS];
+    kjit_array arrays[MAX_RUN_ARGS];
+    bool owned[MAX_RUN_ARGS] = {false};
+    kjit_array result = {0};
+    double times[1024];
+    int timed = 0;
+    code = 0;
+
+    double t0 = now_ms();
+    status = kjit_compile_file(context, o.file, &module);
+    double t_front = now_ms() - t0;
+    if (status != KJIT_OK) {
+        /* Diagnostics were printed as they came. */
+        if (diagnostics_printed == 0)
+            fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
+        code = exit_code(status);
+        goto done;
+    }
+    status = kjit_module_function(module, o.function, &function);
+    if (status != KJIT_OK) {
+        fprintf(stderr, "kjit run: %s: %s\n", o.file, kjit_last_error(context));
+        code = 1;
+        goto done;
+    }
+    kjit_function_kind kind = kjit_function_kind_of(function);
+    int params = kjit_function_param_count(function);
+    if (o.arg_count != params) {
+        fprintf(stderr, "kjit run: %s takes %d argument%s (%s), %d given\n", o.function, params,
+                params == 1 ? "" : "s", kjit_function_signature(function, 0), o.arg_count);
+        code = 2;
+        goto done;
+    }
+    if (kind == KJIT_FUNCTION_KERNEL && !o.has_grid) {
+        fprintf(stderr, "kjit run: %s is a @kernel: give --grid and --block\n", o.function);
+        code = 2;
+        goto done;
+    }
+
+    for (int i = 0; i < o.arg_count; i++) {
+        const char *text = o.args[i];
+        kjit_dtype param_dtype = KJIT_F64;
+        int param_ndim = 0;
+        bool have_param = kjit_function_signature_count(function) == 1 &&
+                          kjit_function_param(function, 0, i, &param_dtype, &param_ndim) == KJIT_OK;
+        char *why = NULL;
+        if (ends_with(text, ".npy")) {
+            status = kj_npy_read(text, &arrays[i], &why);
+            if (status != KJIT_OK) {
+                fprintf(stderr, "kjit run: argument %d: %s\n", i, why);
+                free(why);
+                code = status == KJIT_ERROR_IO ? 2 : 1;
+                goto done;
+            }
+            owned[i] = true;
+            args[i] = kjit_arg_array(&arrays[i]);
+        } else if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
+            args[i] = kjit_arg_i64(text[0] == 't');
+            args[i].dtype = KJIT_BOOL;
+        } else if (is_number(text)) {
+            bool integral = strpbrk(text, ".eEnNiI") == NULL;
+            args[i] = integral ? kjit_arg_i64(strtoll(text, NULL, 0)) : kjit_arg_f64(strtod(text, NULL));
+        } else {
+            int made = make_generated(text, have_param, param_dtype, &arrays[i], &why);
+            if (made == 1) {
+                fprintf(stderr, "kjit run: argument %d '%s' is not a .npy file, a number, "
+                                "true/false or a generator\n", i, text);
+                code = 2;
+                goto done;
+            }
+            if (made == 2) {
+                fprintf(stderr, "kjit run: argument %d '%s': %s\n", i, text, why);
+                free(why);
+                code = 2;
+                goto done;
+            }
+            owned[i] = true;
+            args[i] = kjit_arg_array(&arrays[i]);
+        }
+    }
+
+    /* Code generation, timed apart from the runs. */
+    t0 = now_ms();
+    status = kjit_prepare(function, args, o.arg_count, NULL);
+    double t_codegen = now_ms() - t0;
+    if (status != KJIT_OK) {
+        fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
+        code = 1;
+        goto done;
+    }
+    for (int r = 0; r < o.repeat; r++) {
+        t0 = now_ms();
+        if (kind == KJIT_FUNCTION_KERNEL)
+            status = kjit_launch(function, o.grid, o.block, args, o.arg_count, NULL);
+        else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
+            status = kjit_call(function, args, o.arg_count, &result, NULL);
+        else
+            status = kjit_call(function, args, o.arg_count, NULL, &result);
+        if (status == KJIT_OK)
+            status = kjit_synchronize(context);
+        if (timed < 1024)
+            times[timed++] = now_ms() - t0;
+        if (status != KJIT_OK) {
+            fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
+            code = 1;
+            goto done;
+        }
+        if (kind == KJIT_FUNCTION_PLAIN && r + 1 < o.repeat)
+            kjit_array_free(&result);
+    }
+
+    printf("%s %s on %s\n", o.function, kjit_function_signature(function, 0),
+           kjit_target_name(kjit_context_target(context)));
+    if (kind == KJIT_FUNCTION_KERNEL) {
+        for (int i = 0; i < o.arg_count; i++)
+            if (args[i].kind == KJIT_ARG_ARRAY) {
+                char label[32];
+                snprintf(label, sizeof label, "argument %d", i);
+                summarise(label, &arrays[i]);
+            }
+    } else if (result.data) {
+        summarise("result", &result);
+    } else {
+        printf("result: none\n");
+    }
+    qsort(times, (size_t)timed, sizeof times[0], compare_double);
+    printf("compile: %.2f ms (front end %.2f ms, code generation %.2f ms)\n",
+           t_front + t_codegen, t_front, t_codegen);
+    if (timed == 1)
+        printf("run: %.3f ms\n", times[0]);
+    else
+        printf("run: %.3f ms median of %d (min %.3f ms, max %.3f ms)\n", times[timed / 2], timed,
+               times[0], times[timed - 1]);
+
+    if (o.output) {
+        if (!result.data) {
+            fprintf(stderr, "kjit run: -o: %s has no result array to write (use --save N=FILE)\n",
+                    o.function);
+            code = 2;
+            goto done;
+        }
+        if ((code = write_array(o.output, &result)) != 0)
+            goto done;
+    }
+    for (int s = 0; s < o.save_count; s++) {
+        int n = o.save_index[s];
+        if (n >= o.arg_count || args[n].kind != KJIT_ARG_ARRAY) {
+            fprintf(stderr, "kjit run: --save %d: argument %d is not an array\n", n, n);
+            code = 2;
+            goto done;
+        }
+        if ((code = write_array(o.save_path[s], &arrays[n])) != 0)
+            goto done;
+    }
+
+done:
+    kjit_array_free(&result);
+    for (int i = 0; i < o.arg_count; i++)
+        if (owned[i])
+            kjit_array_free(&arrays[i]);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return code;
+}

@@ -1,0 +1,328 @@
+/*
+ * cpu_jit.c: native code for the host through LLVM ORC (LLJIT), and the
+ * `kjit build --emit` stages for both targets.
+ *
+ * Each KjCpuCode owns one LLJIT with one module in it: the IR of the roots
+ * and their callees, lowered by codegen_llvm.c and optimised for the host CPU
+ * before it is handed to the JIT.  Symbols the compiled code calls (libm,
+ * glibc's libmvec vector math, kj_cpu_syncthreads) are resolved from the
+ * process; libmvec is loaded here with RTLD_GLOBAL so that the search finds it.
+ */
+#include "codegen_llvm.h"
+
+#include <dlfcn.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct KjCpuCode {
+    LLVMOrcLLJITRef jit;
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static bool native_ready;
+static char *host_description;
+
+static void init_llvm(void)
+{
+    native_ready = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
+    LLVMInitializeNativeAsmParser();
+    /* The vector variants the code generator names live in libmvec; without
+     * it loaded the loops still work only if nothing was vectorised, so load
+     * it for the process (it ships with glibc). */
+    dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
+
+    char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+    /* Only the enabled features: the string is for people and for cache keys. */
+    size_t cap = strlen(cpu) + strlen(features) + 4;
+    host_description = kj_xmalloc(cap);
+    size_t len = (size_t)snprintf(host_description, cap, "%s ", cpu);
+    const char *p = features;
+    bool first = true;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n > 0 && p[0] == '+') {
+            len += (size_t)snprintf(host_description + len, cap - len, "%s%.*s", first ? "" : ",", (int)n, p);
+            first = false;
+        }
+        p += n + (comma ? 1 : 0);
+    }
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(features);
+}
+
+static bool ensure_llvm(char **error)
+{
+    pthread_once(&init_once, init_llvm);
+    if (!native_ready && error)
+        *error = kj_xstrdup("LLVM has no code generator for this host");
+    return native_ready;
+}
+
+const char *kj_host_cpu_description(void)
+{
+    pthread_once(&init_once, init_llvm);
+    return host_description;
+}
+
+static char *take_error(LLVMErrorRef err)
+{
+    char *msg = LLVMGetErrorMessage(err);
+    char *copy = kj_xstrdup(msg);
+    LLVMDisposeErrorMessage(msg);
+    return copy;
+}
+
+/* A target machine for the host: its CPU, its features, full optimisation. */
+static LLVMTargetMachineRef host_machine(char **error)
+{
+    char *triple = LLVMGetDefaultTargetTriple();
+    char *normal = LLVMNormalizeTargetTriple(triple);
+    LLVMTargetRef target;
+    char *message = NULL;
+    LLVMTargetMachineRef tm = NULL;
+    if (LLVMGetTargetFromTriple(normal, &target, &message)) {
+        if (error)
+            *error = kj_xstrdup(message ? message : "no LLVM target for the host");
+    } else {
+        char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+        tm = LLVMCreateTargetMachine(target, normal, cpu, features, LLVMCodeGenLevelAggressive,
+                                     LLVMRelocPIC, LLVMCodeModelSmall);
+        LLVMDisposeMessage(cpu);
+        LLVMDisposeMessage(features);
+        if (!tm && error)
+            *error = kj_xstrdup("LLVM could not create a target machine for the host");
+    }
+    LLVMDisposeMessage(message);
+    LLVMDisposeMessage(triple);
+    LLVMDisposeMessage(normal);
+    return tm;
+}
+
+/* Lowered and optimised IR for the host, in `context`. */
+static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachineRef tm, KjIrModule *module,
+                                       KjIrFunction **roots, int root_count,
+                                       const KjCodegenOptions *options, char **error)
+{
+    KjCodegenOptions cpu_options = *options;
+    cpu_options.target = KJ_CODEGEN_CPU;
+    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, &cpu_options, error);
+    if (!mod)
+        return NULL;
+    if (!kj_codegen_optimize(mod, tm, options->opt_level, error)) {
+        LLVMDisposeModule(mod);
+        return NULL;
+    }
+    return mod;
+}
+
+KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_count,
+                          const KjCodegenOptions *options, char **error)
+{
+    if (!ensure_llvm(error))
+        return NULL;
+    LLVMTargetMachineRef tm = host_machine(error);
+    if (!tm)
+        return NULL;
+    LLVMOrcThreadSafeContextRef tsctx = LLVMOrcCreateNewThreadSafeContext();
+    LLVMContextRef context = LLVMOrcThreadSafeContextGetContext(tsctx);
+    LLVMModuleRef mod = build_host_module(context, tm, module, roots, root_count, options, error);
+    if (!mod) {
+        LLVMDisposeTargetMachine(tm);
+        LLVMOrcDisposeThreadSafeContext(tsctx);
+        return NULL;
+    }
+
+    /* The JIT compiles with a machine like the one the IR was optimised for
+     * (it takes ownership of tm). */
+    LLVMOrcJITTargetMachineBuilderRef jtmb = LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm);
+    LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb);
+    LLVMOrcLLJITRef jit;
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, builder);
+    if (err) {
+        if (error)
+            *error = take_error(err);
+        else
+            LLVMConsumeError(err);
+        LLVMDisposeModule(mod);
+        LLVMOrcDisposeThreadSafeContext(tsctx);
+        return NULL;
+    }
+    LLVMOrcJITDylibRef dylib = LLVMOrcLLJITGetMainJITDylib(jit);
+
+    LLVMOrcDefinitionGeneratorRef generator;
+    err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&generator, LLVMOrcLLJITGetGlobalPrefix(jit),
+                                                               NULL, NULL);
+    if (!err) {
+        LLVMOrcJITDylibAddGenerator(dylib, generator);
+        /* kj_cpu_syncthreads by address: libkjit.so hides nothing, but a host
+         * that links libkjit.a statically may not export it. */
+        LLVMOrcCSymbolMapPair pair = {
+            LLVMOrcLLJITMangleAndIntern(jit, "kj_cpu_syncthreads"),
+            {(LLVMOrcExecutorAddress)(uintptr_t)&kj_cpu_syncthreads,
+             {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+        err = LLVMOrcJITDylibDefine(dylib, LLVMOrcAbsoluteSymbols(&pair, 1));
+    }
+    if (!err) {
+        LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsctx);
+        mod = NULL;
+        err = LLVMOrcLLJITAddLLVMIRModule(jit, dylib, tsm);
+        if (err)
+            LLVMOrcDisposeThreadSafeModule(tsm);
+    }
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMOrcDisposeThreadSafeContext(tsctx); /* the module keeps its context alive */
+    if (err) {
+        if (error)
+            *error = take_error(err);
+        else
+            LLVMConsumeError(err);
+        LLVMOrcDisposeLLJIT(jit);
+        return NULL;
+    }
+
+    KjCpuCode *code = kj_xcalloc(1, sizeof *code);
+    code->jit = jit;
+    /* Materialise now, so that a link failure (an unresolved symbol) is a
+     * compile error here rather than a NULL lookup later. */
+    for (int i = 0; i < root_count; i++) {
+        static const char *const suffixes[] = {"__entry", "__thread", "__range"};
+        const char *suffix = roots[i]->kind == KJ_IR_FN_KERNEL       ? suffixes[1]
+                             : roots[i]->kind == KJ_IR_FN_VEC_KERNEL ? suffixes[2]
+                                                                     : suffixes[0];
+        char name[512];
+        snprintf(name, sizeof name, "%s%s", roots[i]->symbol, suffix);
+        LLVMOrcExecutorAddress addr = 0;
+        err = LLVMOrcLLJITLookup(jit, &addr, name);
+        if (err) {
+            if (error)
+                *error = take_error(err);
+            else
+                LLVMConsumeError(err);
+            kj_cpu_code_free(code);
+            return NULL;
+        }
+    }
+    return code;
+}
+
+void *kj_cpu_lookup(KjCpuCode *code, const char *symbol)
+{
+    LLVMOrcExecutorAddress addr = 0;
+    LLVMErrorRef err = LLVMOrcLLJITLookup(code->jit, &addr, symbol);
+    if (err) {
+        LLVMConsumeError(err);
+        return NULL;
+    }
+    return (void *)(uintptr_t)addr;
+}
+
+void kj_cpu_code_free(KjCpuCode *code)
+{
+    if (!code)
+        return;
+    LLVMErrorRef err = LLVMOrcDisposeLLJIT(code->jit);
+    if (err)
+        LLVMConsumeError(err);
+    free(code);
+}
+
+/* --target cuda --emit=llvm: the NVPTX module as the shared lowering makes it,
+ * optimised, before ptx.c links libdevice (its __nv_* calls are declarations). */
+static char *emit_cuda_llvm(KjIrModule *module, KjIrFunction **roots, int root_count,
+                            const KjCodegenOptions *options, size_t *size, char **error)
+{
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMTargetRef target;
+    char *message = NULL;
+    if (LLVMGetTargetFromTriple("nvptx64-nvidia-cuda", &target, &message)) {
+        if (error)
+            *error = kj_xstrdup(message ? message : "LLVM has no NVPTX target");
+        LLVMDisposeMessage(message);
+        return NULL;
+    }
+    LLVMTargetMachineRef tm = LLVMCreateTargetMachine(
+        target, "nvptx64-nvidia-cuda", options->cuda_arch ? options->cuda_arch : "sm_90", "+ptx85",
+        LLVMCodeGenLevelAggressive, LLVMRelocDefault, LLVMCodeModelDefault);
+    LLVMContextRef context = LLVMContextCreate();
+    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, options, error);
+    char *result = NULL;
+    if (mod && kj_codegen_optimize(mod, tm, options->opt_level, error)) {
+        char *text = LLVMPrintModuleToString(mod);
+        result = kj_xstrdup(text);
+        if (size)
+            *size = strlen(result);
+        LLVMDisposeMessage(text);
+    }
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(context);
+    LLVMDisposeTargetMachine(tm);
+    return result;
+}
+
+char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, KjEmitKind kind, size_t *size, char **error)
+{
+    if (kind == KJ_EMIT_PTX || (options->target == KJ_CODEGEN_CUDA && kind != KJ_EMIT_LLVM)) {
+        if (options->target != KJ_CODEGEN_CUDA || kind != KJ_EMIT_PTX) {
+            if (error)
+                *error = kj_xstrdup(options->target == KJ_CODEGEN_CUDA
+                                        ? "the cuda target emits llvm or ptx"
+                                        : "ptx is emitted for the cuda target only");
+            return NULL;
+        }
+        char *ptx = kj_ptx_generate(module, roots, root_count, options, error);
+        if (ptx && size)
+            *size = strlen(ptx);
+        return ptx;
+    }
+    if (options->target == KJ_CODEGEN_CUDA)
+        return emit_cuda_llvm(module, roots, root_count, options, size, error);
+    if (!ensure_llvm(error))
+        return NULL;
+    LLVMTargetMachineRef tm = host_machine(error);
+    if (!tm)
+        return NULL;
+    LLVMContextRef context = LLVMContextCreate();
+    LLVMModuleRef mod = build_host_module(context, tm, module, roots, root_count, options, error);
+    char *result = NULL;
+    if (mod && kind == KJ_EMIT_LLVM) {
+        char *text = LLVMPrintModuleToString(mod);
+        result = kj_xstrdup(text);
+        if (size)
+            *size = strlen(result);
+        LLVMDisposeMessage(text);
+    } else if (mod) {
+        LLVMMemoryBufferRef buffer = NULL;
+        char *message = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, kind == KJ_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
+                                                &message, &buffer)) {
+            if (error)
+                *error = kj_xstrdup(message ? message : "LLVM could not emit code");
+        } else {
+            size_t n = LLVMGetBufferSize(buffer);
+            result = kj_xmalloc(n + 1);
+            memcpy(result, LLVMGetBufferStart(buffer), n);
+            result[n] = '\0';
+            if (size)
+                *size = n;
+            LLVMDisposeMemoryBuffer(buffer);
+        }
+        LLVMDisposeMessage(message);
+    }
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(context);
+    LLVMDisposeTargetMachine(tm);
+    return result;
+}

@@ -1,0 +1,857 @@
+/*
+ * ir.c: the typed IR's builders, its name tables, the --dump=ir printer and the
+ * verifier.
+ *
+ * The printer is meant to be read by people and compared by golden tests, so it
+ * is deterministic: one statement per line, nested blocks indented by two
+ * spaces, and every expression an S-expression that carries its type, such as
+ * `(add:f32 x:f32 1:f32)`.  The verifier checks what the back ends rely on and
+ * can be run after any pass; it never trusts the checker.
+ */
+#include "kjit_compiler.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================== tables */
+
+const char *const kj_math_names[KJ_MATH_COUNT] = {
+#define X(id, name, arity) name,
+    KJ_MATH_BUILTINS(X)
+#undef X
+};
+
+const int kj_math_arity[KJ_MATH_COUNT] = {
+#define X(id, name, arity) arity,
+    KJ_MATH_BUILTINS(X)
+#undef X
+};
+
+const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
+#define X(id, name) name,
+    KJ_SPECIAL_REGS(X)
+#undef X
+};
+
+static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
+#define X(id, name) name,
+    KJ_ATOMIC_OPS(X)
+#undef X
+};
+
+static const char *const op_names[KJ_IR_OP_COUNT] = {
+#define X(op) #op,
+    KJ_IR_OPS(X)
+#undef X
+};
+
+/* The enum's own spelling ("ADD"); the printer writes it in lower case. */
+const char *kj_ir_op_name(KjIrOp op)
+{
+    if (op < 0 || op >= KJ_IR_OP_COUNT)
+        return "?";
+    return op_names[op];
+}
+
+/* ================================================================ builders */
+
+KjIrVar *kj_ir_new_var(KjArena *arena, KjIrFunction *fn, const char *name, const KjType *type,
+                       KjLoc loc)
+{
+    KjIrVar *var = kj_arena_alloc(arena, sizeof *var);
+    var->name = name;
+    var->type = type;
+    var->loc = loc;
+    var->id = fn->locals.count;
+    kj_vec_push(arena, &fn->locals, var);
+    return var;
+}
+
+KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, int arg_count)
+{
+    KjIrExpr *expr = kj_arena_alloc(arena, sizeof *expr);
+    expr->op = op;
+    expr->type = type;
+    expr->loc = loc;
+    expr->arg_count = arg_count;
+    if (arg_count > 0)
+        expr->args = kj_arena_alloc(arena, sizeof *expr->args * (size_t)arg_count);
+    return expr;
+}
+
+KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc)
+{
+    KjIrStmt *stmt = kj_arena_alloc(arena, sizeof *stmt);
+    stmt->kind = kind;
+    stmt->loc = loc;
+    return stmt;
+}
+
+/* ================================================================= printer */
+
+/* Variables print by name; a name that several locals of one function share
+ * (shadowing in sibling blocks, or temporaries) gets its id appended. */
+typedef struct Printer {
+    FILE *out;
+    const KjIrFunction *fn;
+} Printer;
+
+static void print_lower(FILE *out, const char *s)
+{
+    for (; *s; s++)
+        fputc(tolower((unsigned char)*s), out);
+}
+
+static bool name_is_shared(const KjIrFunction *fn, const KjIrVar *var)
+{
+    for (int i = 0; i < fn->locals.count; i++) {
+        const KjIrVar *other = fn->locals.items[i];
+        if (other != var && strcmp(other->name, var->name) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void print_var_name(Printer *p, const KjIrVar *var)
+{
+    if (p->fn && name_is_shared(p->fn, var))
+        fprintf(p->out, "%s.%d", var->name, var->id);
+    else
+        fputs(var->name, p->out);
+}
+
+/* Shortest text that reads back as the same value of the type. */
+static void print_float(FILE *out, double value, bool single)
+{
+    if (isnan(value)) {
+        fputs("nan", out);
+        return;
+    }
+    if (isinf(value)) {
+        fputs(value < 0 ? "-inf" : "inf", out);
+        return;
+    }
+    /* Never fewer digits than the integer part has: 30, not 3e+01. */
+    int first = 1;
+    if (fabs(value) >= 1 && fabs(value) < 1e17)
+        first = (int)floor(log10(fabs(value))) + 1;
+    char text[64];
+    for (int digits = first; digits <= 17; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, value);
+        double back = strtod(text, NULL);
+        if (single ? (float)back == (float)value : back == value)
+            break;
+    }
+    fputs(text, out);
+    if (!strpbrk(text, ".en"))
+        fputs(".0", out);
+}
+
+static void print_const(Printer *p, const KjIrExpr *e)
+{
+    const KjType *t = e->type;
+    if (t->kind == KJ_TYPE_BOOL)
+        fputs(e->const_int ? "true" : "false", p->out);
+    else if (kj_type_is_signed(t))
+        fprintf(p->out, "%" PRId64, (int64_t)e->const_int);
+    else if (kj_type_is_int(t))
+        fprintf(p->out, "%" PRIu64, e->const_int);
+    else if (kj_type_is_float(t))
+        print_float(p->out, e->const_float, t->kind == KJ_TYPE_F32);
+    else if (kj_type_is_complex(t)) {
+        fputc('(', p->out);
+        print_float(p->out, e->const_float, t->kind == KJ_TYPE_C64);
+        fputs(", ", p->out);
+        print_float(p->out, e->const_imag, t->kind == KJ_TYPE_C64);
+        fputc(')', p->out);
+    } else if (t->kind == KJ_TYPE_UNTYPED_INT)
+        fprintf(p->out, "%" PRId64, (int64_t)e->const_int);
+    else
+        print_float(p->out, e->const_float, false);
+    fprintf(p->out, ":%s", kj_type_name(t));
+}
+
+static void print_expr(Printer *p, const KjIrExpr *e)
+{
+    if (!e) {
+        fputs("<null>", p->out);
+        return;
+    }
+    switch (e->op) {
+    case KJ_IR_CONST:
+        print_const(p, e);
+        return;
+    case KJ_IR_VAR:
+        print_var_name(p, e->var);
+        fprintf(p->out, ":%s", kj_type_name(e->type));
+        return;
+    case KJ_IR_SREG:
+        fprintf(p->out, "%s:%s", kj_special_reg_names[e->sreg], kj_type_name(e->type));
+        return;
+    default:
+        break;
+    }
+    fputc('(', p->out);
+    switch (e->op) {
+    case KJ_IR_MATH:
+        fprintf(p->out, "math.%s", kj_math_names[e->math]);
+        break;
+    case KJ_IR_CALL:
+        fprintf(p->out, "call.%s", e->callee ? e->callee->symbol : "<null>");
+        break;
+    case KJ_IR_DIM:
+        fprintf(p->out, "dim.%d", e->dim);
+        break;
+    case KJ_IR_ATOMIC:
+        fputs(atomic_names[e->atomic], p->out);
+        break;
+    default:
+        print_lower(p->out, kj_ir_op_name(e->op));
+        break;
+    }
+    fprintf(p->out, ":%s", kj_type_name(e->type));
+    if (e->op == KJ_IR_SHARED || e->op == KJ_IR_LOCAL) {
+        for (int i = 0; i < e->alloc_ndim; i++)
+            fprintf(p->out, "%s%" PRId64, i ? "x" : " ", e->alloc_shape[i]);
+    }
+    for (int i = 0; i < e->arg_count; i++) {
+        fputc(' ', p->out);
+        print_expr(p, e->args[i]);
+    }
+    fputc(')', p->out);
+}
+
+static void print_indent(Printer *p, int depth)
+{
+    for (int i = 0; i < depth; i++)
+        fputs("  ", p->out);
+}
+
+static void print_stmt(Printer *p, const KjIrStmt *s, int depth);
+
+/* A block's statements at `depth`; a nested block that stands alone is
+ * written as `block` so its scope stays visible. */
+static void print_body(Printer *p, const KjIrStmt *s, int depth)
+{
+    if (s && s->kind == KJ_IR_STMT_BLOCK) {
+        for (int i = 0; i < s->stmts.count; i++)
+            print_stmt(p, s->stmts.items[i], depth);
+    } else if (s) {
+        print_stmt(p, s, depth);
+    }
+}
+
+static void print_stmt(Printer *p, const KjIrStmt *s, int depth)
+{
+    print_indent(p, depth);
+    switch (s->kind) {
+    case KJ_IR_STMT_BLOCK:
+        fputs("block\n", p->out);
+        print_body(p, s, depth + 1);
+        return;
+    case KJ_IR_STMT_EVAL:
+        fputs("eval ", p->out);
+        print_expr(p, s->value);
+        break;
+    case KJ_IR_STMT_SET:
+        print_var_name(p, s->var);
+        fputs(" = ", p->out);
+        print_expr(p, s->value);
+        break;
+    case KJ_IR_STMT_STORE:
+        fputs("store ", p->out);
+        print_expr(p, s->array);
+        fputs(" [", p->out);
+        for (int i = 0; i < s->index_count; i++) {
+            if (i)
+                fputs(", ", p->out);
+            print_expr(p, s->indices[i]);
+        }
+        fputs("] = ", p->out);
+        print_expr(p, s->value);
+        break;
+    case KJ_IR_STMT_IF:
+        fputs("if ", p->out);
+        print_expr(p, s->cond);
+        fputc('\n', p->out);
+        print_body(p, s->then_stmt, depth + 1);
+        if (s->else_stmt) {
+            print_indent(p, depth);
+            fputs("else\n", p->out);
+            print_body(p, s->else_stmt, depth + 1);
+        }
+        return;
+    case KJ_IR_STMT_FOR:
+        fputs("for ", p->out);
+        print_var_name(p, s->var);
+        fputs(" = ", p->out);
+        print_expr(p, s->start);
+        fputs(" to ", p->out);
+        print_expr(p, s->stop);
+        fputs(" step ", p->out);
+        print_expr(p, s->step);
+        fputc('\n', p->out);
+        print_body(p, s->body, depth + 1);
+        return;
+    case KJ_IR_STMT_WHILE:
+        fputs("while ", p->out);
+        print_expr(p, s->cond);
+        fputc('\n', p->out);
+        print_body(p, s->body, depth + 1);
+        return;
+    case KJ_IR_STMT_BREAK:
+        fputs("break", p->out);
+        break;
+    case KJ_IR_STMT_CONTINUE:
+        fputs("continue", p->out);
+        break;
+    case KJ_IR_STMT_RETURN:
+        fputs("return", p->out);
+        if (s->value) {
+            fputc(' ', p->out);
+            print_expr(p, s->value);
+        }
+        break;
+    case KJ_IR_STMT_PARFOR:
+        fputs("parfor ", p->out);
+        print_var_name(p, s->var);
+        fputs(" < ", p->out);
+        print_expr(p, s->stop);
+        fputc('\n', p->out);
+        print_body(p, s->body, depth + 1);
+        return;
+    default:
+        fputs("<bad statement>", p->out);
+        break;
+    }
+    fputc('\n', p->out);
+}
+
+static const char *function_kind_name(KjIrFunctionKind kind)
+{
+    switch (kind) {
+    case KJ_IR_FN_PLAIN: return "plain";
+    case KJ_IR_FN_SCALAR: return "scalar";
+    case KJ_IR_FN_KERNEL: return "kernel";
+    case KJ_IR_FN_VEC_KERNEL: return "vec_kernel";
+    }
+    return "?";
+}
+
+/* Header line: `kind name(params) -> ret [symbol ..., ...]`, then one `var`
+ * line per local that is not a parameter, then the body. */
+void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
+{
+    Printer p = {out, fn};
+    fprintf(out, "%s %s(", function_kind_name(fn->kind), fn->name);
+    for (int i = 0; i < fn->param_count; i++) {
+        fputs(i ? ", " : "", out);
+        print_var_name(&p, fn->params[i]);
+        fprintf(out, ": %s", kj_type_name(fn->params[i]->type));
+    }
+    fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
+    if (fn->kind == KJ_IR_FN_KERNEL) {
+        fprintf(out, ", shared %" PRId64 " bytes", fn->shared_bytes);
+        if (fn->uses_syncthreads)
+            fputs(", syncthreads", out);
+    }
+    if (fn->kind == KJ_IR_FN_VEC_KERNEL && fn->scalar)
+        fprintf(out, ", lifts %s", fn->scalar->symbol);
+    fputs("]\n", out);
+    for (int i = 0; i < fn->locals.count; i++) {
+        const KjIrVar *var = fn->locals.items[i];
+        if (var->is_param)
+            continue;
+        fputs("  var ", out);
+        print_var_name(&p, var);
+        fprintf(out, ": %s\n", kj_type_name(var->type));
+    }
+    print_body(&p, fn->body, 1);
+}
+
+void kj_ir_print_module(FILE *out, const KjIrModule *module)
+{
+    for (int i = 0; i < module->functions.count; i++) {
+        if (i)
+            fputc('\n', out);
+        kj_ir_print_function(out, module->functions.items[i]);
+    }
+}
+
+/* ================================================================ verifier */
+
+/*
+ * Needs: a module built by the checker or a later pass.
+ * Guarantees (when it returns true): every expression has a settled type that
+ * its op accepts, operands agree with it, variables belong to their function,
+ * callees come earlier in module->functions, break and continue sit inside a
+ * loop, returns match the function's type, kernel-only ops appear in kernels.
+ */
+typedef struct Verifier {
+    const KjIrModule *module;
+    const KjIrFunction *fn;
+    int fn_index;
+    int loop_depth;
+    KjBuf why;
+} Verifier;
+
+static bool fail(Verifier *v, KjLoc loc, const char *fmt, ...)
+{
+    if (v->why.len == 0) {
+        kj_buf_printf(&v->why, "%s: ", v->fn ? v->fn->symbol : "module");
+        if (loc.src)
+            kj_buf_printf(&v->why, "%s:%d:%d: ", loc.src->path, loc.line, loc.col);
+        va_list ap;
+        va_start(ap, fmt);
+        kj_buf_vprintf(&v->why, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+static bool is_element_type(const KjType *t)
+{
+    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_C128;
+}
+
+static bool var_belongs(const Verifier *v, const KjIrVar *var)
+{
+    return var && var->id >= 0 && var->id < v->fn->locals.count &&
+           v->fn->locals.items[var->id] == var;
+}
+
+static bool kernel_only(KjIrOp op)
+{
+    return op == KJ_IR_SREG || op == KJ_IR_SHARED || op == KJ_IR_LOCAL || op == KJ_IR_ATOMIC ||
+           op == KJ_IR_SYNCTHREADS;
+}
+
+static bool verify_expr(Verifier *v, const KjIrExpr *e);
+
+static bool args_are(Verifier *v, const KjIrExpr *e, int count, const KjType *type)
+{
+    if (e->arg_count != count)
+        return fail(v, e->loc, "%s takes %d operands, has %d", kj_ir_op_name(e->op), count,
+                    e->arg_count);
+    for (int i = 0; i < count; i++) {
+        if (type && e->args[i]->type != type)
+            return fail(v, e->loc, "%s operand %d is %s, expected %s", kj_ir_op_name(e->op), i,
+                        kj_type_name(e->args[i]->type), kj_type_name(type));
+    }
+    return true;
+}
+
+static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
+{
+    const KjType *t = e->type;
+    const KjType *b = kj_type_scalar(KJ_TYPE_BOOL);
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    switch (e->op) {
+    case KJ_IR_CONST:
+        if (!is_element_type(t))
+            return fail(v, e->loc, "constant of type %s", kj_type_name(t));
+        return e->arg_count == 0 || fail(v, e->loc, "constant with operands");
+    case KJ_IR_VAR:
+        if (!var_belongs(v, e->var))
+            return fail(v, e->loc, "variable %s is not a local of this function",
+                        e->var ? e->var->name : "<null>");
+        return e->var->type == t || fail(v, e->loc, "variable %s used as %s", e->var->name,
+                                         kj_type_name(t));
+    case KJ_IR_NEG:
+        if (!kj_type_is_numeric(t))
+            return fail(v, e->loc, "neg of %s", kj_type_name(t));
+        return args_are(v, e, 1, t);
+    case KJ_IR_NOT:
+        return t == b ? args_are(v, e, 1, b) : fail(v, e->loc, "not of %s", kj_type_name(t));
+    case KJ_IR_BITNOT:
+        return kj_type_is_int(t) ? args_are(v, e, 1, t)
+                                 : fail(v, e->loc, "bitnot of %s", kj_type_name(t));
+    case KJ_IR_ADD:
+    case KJ_IR_SUB:
+    case KJ_IR_MUL:
+    case KJ_IR_DIV:
+        if (!kj_type_is_numeric(t))
+            return fail(v, e->loc, "%s of %s", kj_ir_op_name(e->op), kj_type_name(t));
+        return args_are(v, e, 2, t);
+    case KJ_IR_REM:
+        if (!kj_type_is_int(t) && !kj_type_is_float(t))
+            return fail(v, e->loc, "rem of %s", kj_type_name(t));
+        return args_are(v, e, 2, t);
+    case KJ_IR_BITAND:
+    case KJ_IR_BITOR:
+    case KJ_IR_BITXOR:
+    case KJ_IR_SHL:
+    case KJ_IR_SHR:
+        if (!kj_type_is_int(t))
+            return fail(v, e->loc, "%s of %s", kj_ir_op_name(e->op), kj_type_name(t));
+        return args_are(v, e, 2, t);
+    case KJ_IR_EQ:
+    case KJ_IR_NE:
+    case KJ_IR_LT:
+    case KJ_IR_LE:
+    case KJ_IR_GT:
+    case KJ_IR_GE: {
+        if (t != b)
+            return fail(v, e->loc, "comparison gives %s, not bool", kj_type_name(t));
+        if (!args_are(v, e, 2, NULL))
+            return false;
+        const KjType *operand = e->args[0]->type;
+        if (e->args[1]->type != operand)
+            return fail(v, e->loc, "comparison of %s with %s", kj_type_name(operand),
+                        kj_type_name(e->args[1]->type));
+        bool ordered = e->op != KJ_IR_EQ && e->op != KJ_IR_NE;
+        if (ordered ? !(kj_type_is_int(operand) || kj_type_is_float(operand))
+                    : !is_element_type(operand))
+            return fail(v, e->loc, "%s on %s", kj_ir_op_name(e->op), kj_type_name(operand));
+        return true;
+    }
+    case KJ_IR_LOGAND:
+    case KJ_IR_LOGOR:
+        return t == b ? args_are(v, e, 2, b) : fail(v, e->loc, "logical op gives %s", kj_type_name(t));
+    case KJ_IR_SELECT:
+        if (!is_element_type(t) && !(t && t->kind == KJ_TYPE_ARRAY))
+            return fail(v, e->loc, "select of %s", kj_type_name(t));
+        if (!args_are(v, e, 3, NULL))
+            return false;
+        if (e->args[0]->type != b || e->args[1]->type != t || e->args[2]->type != t)
+            return fail(v, e->loc, "select operands do not match %s", kj_type_name(t));
+        return true;
+    case KJ_IR_CAST: {
+        if (!args_are(v, e, 1, NULL))
+            return false;
+        const KjType *from = e->args[0]->type;
+        if (!is_element_type(t) || !is_element_type(from))
+            return fail(v, e->loc, "cast from %s to %s", kj_type_name(from), kj_type_name(t));
+        if (kj_type_is_complex(from) && !kj_type_is_complex(t))
+            return fail(v, e->loc, "cast from complex %s to %s", kj_type_name(from),
+                        kj_type_name(t));
+        return true;
+    }
+    case KJ_IR_CALL: {
+        const KjIrFunction *callee = e->callee;
+        int index = -1;
+        for (int i = 0; callee && i < v->module->functions.count; i++)
+            if (v->module->functions.items[i] == callee)
+                index = i;
+        if (index < 0)
+            return fail(v, e->loc, "call of a function that is not in the module");
+        if (index >= v->fn_index)
+            return fail(v, e->loc, "call of %s, which does not come before its caller",
+                        callee->symbol);
+        if (callee->kind != KJ_IR_FN_PLAIN && callee->kind != KJ_IR_FN_SCALAR)
+            return fail(v, e->loc, "call of %s, which is not a plain or scalar function",
+                        callee->symbol);
+        if (e->arg_count != callee->param_count)
+            return fail(v, e->loc, "call of %s with %d arguments, it takes %d", callee->symbol,
+                        e->arg_count, callee->param_count);
+        for (int i = 0; i < e->arg_count; i++)
+            if (e->args[i]->type != callee->params[i]->type)
+                return fail(v, e->loc, "argument %d of %s is %s, expected %s", i, callee->symbol,
+                            kj_type_name(e->args[i]->type),
+                            kj_type_name(callee->params[i]->type));
+        return t == callee->ret ||
+               fail(v, e->loc, "call of %s typed %s, returns %s", callee->symbol,
+                    kj_type_name(t), kj_type_name(callee->ret));
+    }
+    case KJ_IR_MATH: {
+        if (e->math < 0 || e->math >= KJ_MATH_COUNT)
+            return fail(v, e->loc, "bad math function %d", (int)e->math);
+        int arity = kj_math_arity[e->math];
+        bool predicate = e->math == KJ_MATH_ISNAN || e->math == KJ_MATH_ISINF ||
+                         e->math == KJ_MATH_ISFINITE;
+        if (predicate) {
+            if (t != b || !args_are(v, e, arity, NULL) || !kj_type_is_float(e->args[0]->type))
+                return fail(v, e->loc, "%s must take a float and give bool",
+                            kj_math_names[e->math]);
+            return true;
+        }
+        if (!kj_type_is_float(t))
+            return fail(v, e->loc, "math.%s of %s", kj_math_names[e->math], kj_type_name(t));
+        return args_are(v, e, arity, t);
+    }
+    case KJ_IR_IPOW:
+        if (!args_are(v, e, 2, NULL))
+            return false;
+        if (!(kj_type_is_int(t) || kj_type_is_float(t)) || e->args[0]->type != t ||
+            !kj_type_is_int(e->args[1]->type))
+            return fail(v, e->loc, "ipow of %s by %s as %s", kj_type_name(e->args[0]->type),
+                        kj_type_name(e->args[1]->type), kj_type_name(t));
+        return true;
+    case KJ_IR_COMPLEX:
+        if (!kj_type_is_complex(t))
+            return fail(v, e->loc, "complex() typed %s", kj_type_name(t));
+        return args_are(v, e, 2, kj_type_complex_part(t));
+    case KJ_IR_REAL:
+    case KJ_IR_IMAG:
+    case KJ_IR_CABS:
+        if (!args_are(v, e, 1, NULL))
+            return false;
+        if (!kj_type_is_complex(e->args[0]->type) ||
+            kj_type_complex_part(e->args[0]->type) != t)
+            return fail(v, e->loc, "%s of %s typed %s", kj_ir_op_name(e->op),
+                        kj_type_name(e->args[0]->type), kj_type_name(t));
+        return true;
+    case KJ_IR_CONJ:
+        if (!kj_type_is_complex(t))
+            return fail(v, e->loc, "conj typed %s", kj_type_name(t));
+        return args_are(v, e, 1, t);
+    case KJ_IR_LOAD: {
+        if (e->arg_count < 2)
+            return fail(v, e->loc, "load without indices");
+        const KjType *array = e->args[0]->type;
+        if (!array || array->kind != KJ_TYPE_ARRAY)
+            return fail(v, e->loc, "load from %s", kj_type_name(array));
+        if (e->arg_count != 1 + array->ndim)
+            return fail(v, e->loc, "load from %s with %d indices", kj_type_name(array),
+                        e->arg_count - 1);
+        for (int i = 1; i < e->arg_count; i++)
+            if (e->args[i]->type != i64)
+                return fail(v, e->loc, "index %d is %s, not i64", i - 1,
+                            kj_type_name(e->args[i]->type));
+        return t == array->elem ||
+               fail(v, e->loc, "load from %s typed %s", kj_type_name(array), kj_type_name(t));
+    }
+    case KJ_IR_DIM:
+        if (!args_are(v, e, 1, NULL))
+            return false;
+        if (!e->args[0]->type || e->args[0]->type->kind != KJ_TYPE_ARRAY || e->dim < 0 ||
+            e->dim >= e->args[0]->type->ndim || t != i64)
+            return fail(v, e->loc, "dim %d of %s typed %s", e->dim,
+                        kj_type_name(e->args[0]->type), kj_type_name(t));
+        return true;
+    case KJ_IR_SREG:
+        if (e->sreg < 0 || e->sreg >= KJ_SREG_COUNT || t != kj_type_scalar(KJ_TYPE_I32))
+            return fail(v, e->loc, "bad special register");
+        return args_are(v, e, 0, NULL);
+    case KJ_IR_SHARED:
+    case KJ_IR_LOCAL:
+        if (!is_element_type(e->alloc_elem) || e->alloc_ndim < 1 || e->alloc_ndim > 3 ||
+            t != kj_type_array(e->alloc_elem, e->alloc_ndim))
+            return fail(v, e->loc, "bad %s array", kj_ir_op_name(e->op));
+        for (int i = 0; i < e->alloc_ndim; i++)
+            if (e->alloc_shape[i] <= 0)
+                return fail(v, e->loc, "%s array of extent %" PRId64, kj_ir_op_name(e->op),
+                            e->alloc_shape[i]);
+        return args_are(v, e, 0, NULL);
+    case KJ_IR_ATOMIC: {
+        int count = e->atomic == KJ_ATOMIC_CAS ? 4 : 3;
+        if (e->atomic < 0 || e->atomic >= KJ_ATOMIC_COUNT)
+            return fail(v, e->loc, "bad atomic op %d", (int)e->atomic);
+        if (!args_are(v, e, count, NULL))
+            return false;
+        const KjType *array = e->args[0]->type;
+        if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t ||
+            e->args[1]->type != i64 || e->args[2]->type != t ||
+            (count == 4 && e->args[3]->type != t))
+            return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
+                        kj_type_name(t));
+        return true;
+    }
+    case KJ_IR_SYNCTHREADS:
+        return t == kj_type_void() ? args_are(v, e, 0, NULL)
+                                   : fail(v, e->loc, "syncthreads typed %s", kj_type_name(t));
+    default:
+        return fail(v, e->loc, "unknown op %d", (int)e->op);
+    }
+}
+
+static bool verify_expr(Verifier *v, const KjIrExpr *e)
+{
+    if (!e)
+        return fail(v, (KjLoc){0}, "missing expression");
+    if (!e->type || e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT)
+        return fail(v, e->loc, "%s has no settled type (%s)", kj_ir_op_name(e->op),
+                    kj_type_name(e->type));
+    if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL)
+        return fail(v, e->loc, "%s outside a kernel", kj_ir_op_name(e->op));
+    if (e->arg_count > 0 && !e->args)
+        return fail(v, e->loc, "%s without operands", kj_ir_op_name(e->op));
+    for (int i = 0; i < e->arg_count; i++)
+        if (!verify_expr(v, e->args[i]))
+            return false;
+    return verify_expr_op(v, e);
+}
+
+static bool verify_stmt(Verifier *v, const KjIrStmt *s)
+{
+    if (!s)
+        return fail(v, (KjLoc){0}, "missing statement");
+    const KjType *b = kj_type_scalar(KJ_TYPE_BOOL);
+    switch (s->kind) {
+    case KJ_IR_STMT_BLOCK:
+        for (int i = 0; i < s->stmts.count; i++)
+            if (!verify_stmt(v, s->stmts.items[i]))
+                return false;
+        return true;
+    case KJ_IR_STMT_EVAL:
+        return verify_expr(v, s->value);
+    case KJ_IR_STMT_SET:
+        if (!var_belongs(v, s->var))
+            return fail(v, s->loc, "set of a variable that is not a local of this function");
+        if (!verify_expr(v, s->value))
+            return false;
+        return s->value->type == s->var->type ||
+               fail(v, s->loc, "%s (%s) set to %s", s->var->name, kj_type_name(s->var->type),
+                    kj_type_name(s->value->type));
+    case KJ_IR_STMT_STORE: {
+        if (!verify_expr(v, s->array) || !verify_expr(v, s->value))
+            return false;
+        const KjType *array = s->array->type;
+        if (array->kind != KJ_TYPE_ARRAY)
+            return fail(v, s->loc, "store into %s", kj_type_name(array));
+        if (s->index_count != array->ndim || (s->index_count > 0 && !s->indices))
+            return fail(v, s->loc, "store into %s with %d indices", kj_type_name(array),
+                        s->index_count);
+        for (int i = 0; i < s->index_count; i++) {
+            if (!verify_expr(v, s->indices[i]))
+                return false;
+            if (s->indices[i]->type != kj_type_scalar(KJ_TYPE_I64))
+                return fail(v, s->loc, "store index %d is %s, not i64", i,
+                            kj_type_name(s->indices[i]->type));
+        }
+        return s->value->type == array->elem ||
+               fail(v, s->loc, "store of %s into %s", kj_type_name(s->value->type),
+                    kj_type_name(array));
+    }
+    case KJ_IR_STMT_IF:
+        if (!verify_expr(v, s->cond))
+            return false;
+        if (s->cond->type != b)
+            return fail(v, s->loc, "if condition is %s", kj_type_name(s->cond->type));
+        if (!verify_stmt(v, s->then_stmt))
+            return false;
+        return !s->else_stmt || verify_stmt(v, s->else_stmt);
+    case KJ_IR_STMT_FOR: {
+        if (!var_belongs(v, s->var) || !kj_type_is_int(s->var->type))
+            return fail(v, s->loc, "for over a bad loop variable");
+        if (!verify_expr(v, s->start) || !verify_expr(v, s->stop) || !verify_expr(v, s->step))
+            return false;
+        const KjType *t = s->var->type;
+        if (s->start->type != t || s->stop->type != t || s->step->type != t)
+            return fail(v, s->loc, "for bounds do not match the loop variable's %s",
+                        kj_type_name(t));
+        v->loop_depth++;
+        bool ok = verify_stmt(v, s->body);
+        v->loop_depth--;
+        return ok;
+    }
+    case KJ_IR_STMT_WHILE: {
+        if (!verify_expr(v, s->cond))
+            return false;
+        if (s->cond->type != b)
+            return fail(v, s->loc, "while condition is %s", kj_type_name(s->cond->type));
+        v->loop_depth++;
+        bool ok = verify_stmt(v, s->body);
+        v->loop_depth--;
+        return ok;
+    }
+    case KJ_IR_STMT_BREAK:
+    case KJ_IR_STMT_CONTINUE:
+        return v->loop_depth > 0 ||
+               fail(v, s->loc, "%s outside a loop", s->kind == KJ_IR_STMT_BREAK ? "break" : "continue");
+    case KJ_IR_STMT_RETURN:
+        if (!s->value)
+            return v->fn->ret == kj_type_void() ||
+                   fail(v, s->loc, "return without a value from a function returning %s",
+                        kj_type_name(v->fn->ret));
+        if (!verify_expr(v, s->value))
+            return false;
+        return s->value->type == v->fn->ret ||
+               fail(v, s->loc, "return of %s from a function returning %s",
+                    kj_type_name(s->value->type), kj_type_name(v->fn->ret));
+    case KJ_IR_STMT_PARFOR:
+        if (v->fn->kind != KJ_IR_FN_VEC_KERNEL)
+            return fail(v, s->loc, "parfor outside a vectorized kernel");
+        if (!var_belongs(v, s->var) || s->var->type != kj_type_scalar(KJ_TYPE_I64))
+            return fail(v, s->loc, "parfor over a bad index variable");
+        if (!verify_expr(v, s->stop))
+            return false;
+        if (s->stop->type != kj_type_scalar(KJ_TYPE_I64))
+            return fail(v, s->loc, "parfor bound is %s", kj_type_name(s->stop->type));
+        return verify_stmt(v, s->body);
+    default:
+        return fail(v, s->loc, "unknown statement kind %d", (int)s->kind);
+    }
+}
+
+static bool verify_function(Verifier *v, const KjIrFunction *fn)
+{
+    if (!fn->name || !fn->symbol || !fn->ret || !fn->body || fn->body->kind != KJ_IR_STMT_BLOCK)
+        return fail(v, fn->loc, "incomplete function");
+    for (int i = 0; i < v->fn_index; i++) {
+        const KjIrFunction *other = v->module->functions.items[i];
+        if (strcmp(other->symbol, fn->symbol) == 0)
+            return fail(v, fn->loc, "symbol %s is used twice", fn->symbol);
+    }
+    if (fn->param_count > fn->locals.count)
+        return fail(v, fn->loc, "more parameters than locals");
+    for (int i = 0; i < fn->locals.count; i++) {
+        const KjIrVar *var = fn->locals.items[i];
+        if (!var || var->id != i)
+            return fail(v, fn->loc, "local %d has id %d", i, var ? var->id : -1);
+        if (var->is_param != (i < fn->param_count) || (i < fn->param_count && fn->params[i] != var))
+            return fail(v, fn->loc, "parameters must be the first locals, in order");
+        if (!is_element_type(var->type) && !(var->type && var->type->kind == KJ_TYPE_ARRAY))
+            return fail(v, var->loc, "variable %s of type %s", var->name, kj_type_name(var->type));
+    }
+    switch (fn->kind) {
+    case KJ_IR_FN_KERNEL:
+    case KJ_IR_FN_VEC_KERNEL:
+        if (fn->ret != kj_type_void())
+            return fail(v, fn->loc, "a kernel returns %s", kj_type_name(fn->ret));
+        break;
+    case KJ_IR_FN_SCALAR:
+        if (!is_element_type(fn->ret))
+            return fail(v, fn->loc, "a scalar function returns %s", kj_type_name(fn->ret));
+        for (int i = 0; i < fn->param_count; i++)
+            if (!is_element_type(fn->params[i]->type))
+                return fail(v, fn->loc, "a scalar function takes %s",
+                            kj_type_name(fn->params[i]->type));
+        break;
+    case KJ_IR_FN_PLAIN:
+        if (fn->ret != kj_type_void() && !is_element_type(fn->ret))
+            return fail(v, fn->loc, "a function returns %s", kj_type_name(fn->ret));
+        break;
+    default:
+        return fail(v, fn->loc, "unknown function kind %d", (int)fn->kind);
+    }
+    if (fn->kind == KJ_IR_FN_VEC_KERNEL && !fn->scalar)
+        return fail(v, fn->loc, "a vectorized kernel without its scalar function");
+    if (fn->shared_bytes < 0)
+        return fail(v, fn->loc, "negative shared memory size");
+    v->loop_depth = 0;
+    return verify_stmt(v, fn->body);
+}
+
+bool kj_ir_verify(const KjIrModule *module, char **why)
+{
+    Verifier v = {.module = module};
+    bool ok = true;
+    for (int i = 0; ok && i < module->functions.count; i++) {
+        v.fn = module->functions.items[i];
+        v.fn_index = i;
+        if (!v.fn)
+            ok = fail(&v, (KjLoc){0}, "function %d is missing", i);
+        else
+            ok = verify_function(&v, v.fn);
+    }
+    v.fn = NULL;
+    for (int e = 0; ok && e < module->entries.count; e++) {
+        const KjIrEntry *entry = module->entries.items[e];
+        for (int k = 0; ok && k < entry->variants.count; k++) {
+            bool found = false;
+            for (int i = 0; i < module->functions.count; i++)
+                found = found || module->functions.items[i] == entry->variants.items[k];
+            if (!found)
+                ok = fail(&v, entry->loc, "entry %s names a function not in the module",
+                          entry->name);
+        }
+    }
+    if (!ok && why)
+        *why = kj_xstrdup(v.why.data ? v.why.data : "invalid IR");
+    kj_buf_free(&v.why);
+    return ok;
+}

@@ -1,0 +1,418 @@
+/*
+ * ptx.c: typed IR to PTX, through LLVM's NVPTX back end and libdevice.
+ *
+ * The shared lowering (codegen_llvm.c) builds the module for
+ * nvptx64-nvidia-cuda: kernels with the PTX kernel calling convention, math
+ * as calls to libdevice's __nv_* functions.  This file supplies the target
+ * machine, links libdevice into the module before optimisation, keeping only
+ * what the module calls, settles __nvvm_reflect (flush-to-zero off, the
+ * device's own architecture), optimises, and emits PTX text.
+ *
+ * libdevice is found once per path and its bytes kept for the life of the
+ * process; it is parsed again for each module (an LLVM module belongs to one
+ * context, and each compilation has its own context so that compilations on
+ * several threads never share one).
+ */
+#include <glob.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
+#include <llvm-c/Linker.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "codegen_llvm.h"
+
+#define PTX_TRIPLE "nvptx64-nvidia-cuda"
+#define DEFAULT_ARCH "sm_90"
+/* The newest PTX ISA LLVM 19 writes; CUDA 12.5 and later drivers load it. */
+#define PTX_FEATURES "+ptx85"
+#define LIBDEVICE_NAME "libdevice.10.bc"
+
+/* ============================================================= libdevice */
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Paths handed out by kj_find_libdevice live for the process: callers keep
+ * the pointer, and the environment may name a different file later. */
+static pthread_mutex_t libdevice_lock = PTHREAD_MUTEX_INITIALIZER;
+typedef struct InternedPath {
+    struct InternedPath *next;
+    char path[];
+} InternedPath;
+static InternedPath *interned_paths;
+
+static const char *intern_path(const char *path)
+{
+    pthread_mutex_lock(&libdevice_lock);
+    InternedPath *p = interned_paths;
+    while (p && strcmp(p->path, path) != 0)
+        p = p->next;
+    if (!p) {
+        size_t len = strlen(path);
+        p = kj_xmalloc(sizeof *p + len + 1);
+        memcpy(p->path, path, len + 1);
+        p->next = interned_paths;
+        interned_paths = p;
+    }
+    pthread_mutex_unlock(&libdevice_lock);
+    return p->path;
+}
+
+/* Tries <root>/nvvm/libdevice/libdevice.10.bc; notes the folder tried. */
+static const char *try_cuda_root(const char *root, KjBuf *tried)
+{
+    if (!root || !*root)
+        return NULL;
+    KjBuf path = {0};
+    kj_buf_printf(&path, "%s/nvvm/libdevice/" LIBDEVICE_NAME, root);
+    const char *found = is_file(path.data) ? intern_path(path.data) : NULL;
+    kj_buf_printf(tried, "\n  %s", path.data);
+    kj_buf_free(&path);
+    return found;
+}
+
+const char *kj_find_libdevice(char **error)
+{
+    KjBuf tried = {0};
+    const char *found = NULL;
+
+    /* An explicit choice is final: a wrong KJIT_LIBDEVICE is an error, not a
+     * reason to pick some other libdevice silently. */
+    const char *env = getenv("KJIT_LIBDEVICE");
+    if (env && *env) {
+        if (is_file(env))
+            return intern_path(env);
+        if (is_dir(env)) {
+            KjBuf path = {0};
+            kj_buf_printf(&path, "%s/" LIBDEVICE_NAME, env);
+            if (is_file(path.data))
+                found = intern_path(path.data);
+            kj_buf_free(&path);
+            if (found)
+                return found;
+        }
+        if (error) {
+            KjBuf buf = {0};
+            kj_buf_printf(&buf, "libdevice not found: KJIT_LIBDEVICE=%s is neither "
+                                "libdevice.10.bc nor a folder holding it", env);
+            *error = buf.data;
+        }
+        return NULL;
+    }
+
+    const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda",
+                           "/opt/cuda", "/usr/lib/cuda"};
+    for (size_t i = 0; !found && i < sizeof roots / sizeof roots[0]; i++)
+        found = try_cuda_root(roots[i], &tried);
+
+    /* Versioned installs (/usr/local/cuda-13.0) when no /usr/local/cuda link exists. */
+    if (!found) {
+        glob_t matches;
+        if (glob("/usr/local/cuda-*/nvvm/libdevice/" LIBDEVICE_NAME, 0, NULL, &matches) == 0) {
+            found = intern_path(matches.gl_pathv[matches.gl_pathc - 1]);
+            globfree(&matches);
+        }
+        kj_buf_printf(&tried, "\n  /usr/local/cuda-*/nvvm/libdevice/" LIBDEVICE_NAME);
+    }
+    /* Debian's nvidia-cuda-toolkit package. */
+    if (!found) {
+        const char *debian = "/usr/lib/nvidia-cuda-toolkit/libdevice/" LIBDEVICE_NAME;
+        if (is_file(debian))
+            found = intern_path(debian);
+        kj_buf_printf(&tried, "\n  %s", debian);
+    }
+
+    if (!found && error) {
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "libdevice not found (set KJIT_LIBDEVICE or CUDA_HOME); "
+                            "kjit looked for:%s", tried.data);
+        *error = buf.data;
+    }
+    kj_buf_free(&tried);
+    return found;
+}
+
+/* The bytes of the libdevice file last used, kept across compilations. */
+static char *libdevice_path_loaded;
+static char *libdevice_bytes;
+static size_t libdevice_size;
+
+static bool read_file(const char *path, char **data, size_t *size)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return false;
+    KjBuf buf = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, file)) > 0) {
+        if (buf.len + n + 1 > buf.cap) {
+            buf.cap = (buf.len + n + 1) * 2;
+            buf.data = kj_xrealloc(buf.data, buf.cap);
+        }
+        memcpy(buf.data + buf.len, chunk, n);
+        buf.len += n;
+    }
+    bool ok = !ferror(file);
+    fclose(file);
+    if (!ok) {
+        kj_buf_free(&buf);
+        return false;
+    }
+    *data = buf.data;
+    *size = buf.len;
+    return true;
+}
+
+/* Parses libdevice into `context`; NULL and *error when it cannot be read. */
+static LLVMModuleRef load_libdevice(LLVMContextRef context, const char *path, char **error)
+{
+    pthread_mutex_lock(&libdevice_lock);
+    if (!libdevice_path_loaded || strcmp(libdevice_path_loaded, path) != 0) {
+        char *data;
+        size_t size;
+        if (!read_file(path, &data, &size)) {
+            pthread_mutex_unlock(&libdevice_lock);
+            KjBuf buf = {0};
+            kj_buf_printf(&buf, "cannot read libdevice at %s", path);
+            *error = buf.data;
+            return NULL;
+        }
+        /* Older bytes may still be parsed by another thread only under this
+         * lock, so replacing them here is safe. */
+        free(libdevice_bytes);
+        free(libdevice_path_loaded);
+        libdevice_bytes = data;
+        libdevice_size = size;
+        libdevice_path_loaded = kj_xstrdup(path);
+    }
+    LLVMMemoryBufferRef buffer = LLVMCreateMemoryBufferWithMemoryRange(
+        libdevice_bytes, libdevice_size, "libdevice", 0);
+    LLVMModuleRef libdevice = NULL;
+    LLVMBool failed = LLVMParseBitcodeInContext2(context, buffer, &libdevice);
+    LLVMDisposeMemoryBuffer(buffer);
+    pthread_mutex_unlock(&libdevice_lock);
+    if (failed) {
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "libdevice at %s is not valid LLVM bitcode", path);
+        *error = buf.data;
+        return NULL;
+    }
+    return libdevice;
+}
+
+static bool is_libdevice_name(const char *name)
+{
+    return strncmp(name, "__nv_", 5) == 0;
+}
+
+static char *take_llvm_error(LLVMErrorRef err, const char *what)
+{
+    char *message = LLVMGetErrorMessage(err);
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "%s: %s", what, message);
+    LLVMDisposeErrorMessage(message);
+    return buf.data;
+}
+
+/*
+ * Links into `mod` the libdevice functions it declares, and what they call.
+ * libdevice is pruned first (everything the module does not declare made
+ * internal, then dropped by globaldce) so the link copies a few functions, not
+ * all 500; after the link they are internal too, so the optimiser inlines them
+ * and keeps no stray symbols in the PTX.
+ */
+static bool link_libdevice(LLVMModuleRef mod, LLVMTargetMachineRef machine, const char *path,
+                           char **error)
+{
+    bool needs_libdevice = false;
+    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn)) {
+        size_t len;
+        if (LLVMIsDeclaration(fn) && is_libdevice_name(LLVMGetValueName2(fn, &len)))
+            needs_libdevice = true;
+    }
+    if (!needs_libdevice)
+        return true;
+
+    LLVMContextRef context = LLVMGetModuleContext(mod);
+    LLVMModuleRef libdevice = load_libdevice(context, path, error);
+    if (!libdevice)
+        return false;
+    /* libdevice carries a generic triple and layout; matching them keeps the
+     * linker quiet and the module consistent. */
+    LLVMSetTarget(libdevice, LLVMGetTarget(mod));
+    LLVMSetDataLayout(libdevice, LLVMGetDataLayoutStr(mod));
+
+    for (LLVMValueRef fn = LLVMGetFirstFunction(libdevice); fn; fn = LLVMGetNextFunction(fn)) {
+        if (LLVMIsDeclaration(fn))
+            continue;
+        size_t len;
+        const char *name = LLVMGetValueName2(fn, &len);
+        LLVMValueRef wanted = LLVMGetNamedFunction(mod, name);
+        if (!wanted || !LLVMIsDeclaration(wanted))
+            LLVMSetLinkage(fn, LLVMInternalLinkage);
+    }
+    LLVMPassBuilderOptionsRef pass_options = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef err = LLVMRunPasses(libdevice, "globaldce", machine, pass_options);
+    LLVMDisposePassBuilderOptions(pass_options);
+    if (err) {
+        *error = take_llvm_error(err, "pruning libdevice");
+        LLVMDisposeModule(libdevice);
+        return false;
+    }
+
+    /* LLVMLinkModules2 consumes libdevice either way. */
+    if (LLVMLinkModules2(mod, libdevice)) {
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "linking libdevice (%s) failed", path);
+        *error = buf.data;
+        return false;
+    }
+    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn)) {
+        size_t len;
+        if (!LLVMIsDeclaration(fn) && is_libdevice_name(LLVMGetValueName2(fn, &len)))
+            LLVMSetLinkage(fn, LLVMInternalLinkage);
+    }
+    return true;
+}
+
+/* ======================================================== target machine */
+
+static void initialize_nvptx(void)
+{
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+}
+
+/*
+ * The architectures LLVM 19's NVPTX back end knows.  A newer device (sm_100
+ * ...) gets sm_90 PTX, which its driver compiles forward; an unknown name
+ * would otherwise make LLVM print a warning and emit generic code.
+ */
+static const char *const known_arches[] = {
+    "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75",
+    "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", NULL,
+};
+
+static const char *choose_arch(const char *requested, char **error)
+{
+    if (!requested || !*requested)
+        return DEFAULT_ARCH;
+    for (int i = 0; known_arches[i]; i++)
+        if (strcmp(known_arches[i], requested) == 0)
+            return known_arches[i];
+    int number = 0;
+    if (sscanf(requested, "sm_%d", &number) == 1 && number > 90)
+        return DEFAULT_ARCH;
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "unknown CUDA architecture '%s' (expected sm_50 ... sm_90a)",
+                  requested);
+    *error = buf.data;
+    return NULL;
+}
+
+static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
+
+/* ============================================================== generate */
+
+char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, char **error)
+{
+    *error = NULL;
+    const char *arch = choose_arch(options->cuda_arch, error);
+    if (!arch)
+        return NULL;
+    const char *libdevice_path = options->libdevice_path;
+    if (!libdevice_path && !(libdevice_path = kj_find_libdevice(error)))
+        return NULL;
+
+    pthread_once(&nvptx_once, initialize_nvptx);
+    LLVMTargetRef target;
+    char *message = NULL;
+    if (LLVMGetTargetFromTriple(PTX_TRIPLE, &target, &message)) {
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "the NVPTX back end is missing from this LLVM: %s", message);
+        LLVMDisposeMessage(message);
+        *error = buf.data;
+        return NULL;
+    }
+    int opt_level = options->opt_level;
+    LLVMCodeGenOptLevel codegen_level = opt_level <= 0   ? LLVMCodeGenLevelNone
+                                        : opt_level == 1 ? LLVMCodeGenLevelLess
+                                        : opt_level == 2 ? LLVMCodeGenLevelDefault
+                                                         : LLVMCodeGenLevelAggressive;
+    LLVMTargetMachineRef machine =
+        LLVMCreateTargetMachine(target, PTX_TRIPLE, arch, PTX_FEATURES, codegen_level,
+                                LLVMRelocDefault, LLVMCodeModelDefault);
+    LLVMContextRef context = LLVMContextCreate();
+    char *ptx = NULL;
+    LLVMModuleRef mod =
+        kj_codegen_module(context, machine, module, roots, root_count, options, error);
+    if (!mod)
+        goto done;
+    if (!link_libdevice(mod, machine, libdevice_path, error))
+        goto done;
+
+    /* __nvvm_reflect("__CUDA_FTZ") reads this flag: 0 keeps denormals, as the
+     * cpu target does.  Settling the reflect calls first lets the optimiser
+     * drop libdevice's unused branches even at -O0. */
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(context);
+    LLVMAddModuleFlag(mod, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
+                      LLVMValueAsMetadata(LLVMConstInt(i32, 0, 0)));
+    LLVMPassBuilderOptionsRef pass_options = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef err = LLVMRunPasses(mod, "function(nvvm-reflect),globaldce", machine,
+                                     pass_options);
+    LLVMDisposePassBuilderOptions(pass_options);
+    if (err) {
+        *error = take_llvm_error(err, "settling __nvvm_reflect");
+        goto done;
+    }
+    if (!kj_codegen_optimize(mod, machine, opt_level, error))
+        goto done;
+    if (options->verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &message)) {
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "the NVPTX module does not verify: %s", message);
+        LLVMDisposeMessage(message);
+        *error = buf.data;
+        goto done;
+    }
+
+    LLVMMemoryBufferRef output = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(machine, mod, LLVMAssemblyFile, &message,
+                                            &output)) {
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "PTX emission failed: %s", message);
+        LLVMDisposeMessage(message);
+        *error = buf.data;
+        goto done;
+    }
+    size_t size = LLVMGetBufferSize(output);
+    ptx = kj_xmalloc(size + 1);
+    memcpy(ptx, LLVMGetBufferStart(output), size);
+    ptx[size] = '\0';
+    LLVMDisposeMemoryBuffer(output);
+
+done:
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(context);
+    LLVMDisposeTargetMachine(machine);
+    return ptx;
+}

@@ -1,0 +1,189 @@
+/*
+ * vectorize.c: the vectorize pass, which lifts one SCALAR function (a
+ * signature of a @vectorize function) into a VEC_KERNEL over arrays.
+ *
+ * Needs: a checked module and one of its SCALAR functions.
+ * Gives: a new VEC_KERNEL appended to the module (callees before callers
+ * still holds), with parameters
+ *     in_0 .. in_{n-1}   each a scalar of the signature's type (its bit set in
+ *                        variant.scalar_mask) or an array of that type,
+ *     out                an array of the result type,
+ * and a body that is one PARFOR over every element of `out`:
+ *     CONTIG:  out[i] = scalar(in_0[i], s, ...)   arrays rank 1 and contiguous,
+ *              the accesses marked `contiguous` so the back end sees unit
+ *              strides and the loop vectoriser makes SIMD code of it;
+ *     STRIDED: i split into coordinates (last dimension fastest) by the
+ *              extents of `out`, each operand indexed with its own strides;
+ *              broadcast dimensions have stride 0, set up by the runtime.
+ * Every target walks the PARFOR its own way; this pass knows none of them.
+ * The same (function, variant) asked twice gives the same kernel.
+ */
+#include "kjit_compiler.h"
+
+#include <string.h>
+
+typedef struct Lifter {
+    KjArena *arena;
+    KjIrFunction *fn;
+    KjLoc loc;
+} Lifter;
+
+static const KjType *i64_type(void) { return kj_type_scalar(KJ_TYPE_I64); }
+
+static KjIrExpr *var_ref(Lifter *l, KjIrVar *var)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_VAR, var->type, l->loc, 0);
+    e->var = var;
+    return e;
+}
+
+static KjIrExpr *dim_of(Lifter *l, KjIrVar *array, int dim)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_DIM, i64_type(), l->loc, 1);
+    e->args[0] = var_ref(l, array);
+    e->dim = dim;
+    return e;
+}
+
+static KjIrExpr *binary(Lifter *l, KjIrOp op, KjIrExpr *a, KjIrExpr *b)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, op, a->type, l->loc, 2);
+    e->args[0] = a;
+    e->args[1] = b;
+    return e;
+}
+
+static KjIrStmt *set_var(Lifter *l, KjIrVar *var, KjIrExpr *value)
+{
+    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_SET, l->loc);
+    s->var = var;
+    s->value = value;
+    return s;
+}
+
+/* A load of array `var` at the given i64 index expressions. */
+static KjIrExpr *load_at(Lifter *l, KjIrVar *var, KjIrExpr **index, int count, bool contiguous)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_LOAD, var->type->elem, l->loc, 1 + count);
+    e->args[0] = var_ref(l, var);
+    for (int k = 0; k < count; k++)
+        e->args[1 + k] = index[k];
+    e->contiguous = contiguous;
+    return e;
+}
+
+static const char *kernel_symbol(KjArena *arena, const KjIrFunction *scalar, KjVecVariant variant)
+{
+    if (variant.layout == KJ_LAYOUT_CONTIG)
+        return kj_arena_printf(arena, "%s__v%uc", scalar->symbol, (unsigned)variant.scalar_mask);
+    return kj_arena_printf(arena, "%s__v%us%d", scalar->symbol, (unsigned)variant.scalar_mask, variant.ndim);
+}
+
+KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant)
+{
+    if (scalar->kind != KJ_IR_FN_SCALAR && scalar->kind != KJ_IR_FN_PLAIN)
+        kj_die("kj_vectorize: %s is not a scalar function", scalar->symbol);
+    int rank = variant.layout == KJ_LAYOUT_CONTIG ? 1 : variant.ndim;
+    if (rank < 1 || rank > KJ_MAX_DIMS)
+        kj_die("kj_vectorize: rank %d out of range", rank);
+
+    KjArena *arena = module->arena;
+    const char *symbol = kernel_symbol(arena, scalar, variant);
+    for (int i = 0; i < module->functions.count; i++) {
+        KjIrFunction *existing = module->functions.items[i];
+        if (existing->kind == KJ_IR_FN_VEC_KERNEL && strcmp(existing->symbol, symbol) == 0)
+            return existing;
+    }
+
+    KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
+    fn->name = scalar->name;
+    fn->symbol = symbol;
+    fn->kind = KJ_IR_FN_VEC_KERNEL;
+    fn->ret = kj_type_void();
+    fn->loc = scalar->loc;
+    fn->scalar = scalar;
+    Lifter lifter = {arena, fn, scalar->loc}, *l = &lifter;
+
+    /* Parameters: the inputs in order, then out. */
+    int n_in = scalar->param_count;
+    fn->param_count = n_in + 1;
+    fn->params = kj_arena_alloc(arena, sizeof *fn->params * (size_t)fn->param_count);
+    for (int i = 0; i < n_in; i++) {
+        const KjType *t = scalar->params[i]->type;
+        bool is_scalar = i < 32 && (variant.scalar_mask >> i) & 1u;
+        KjIrVar *p = kj_ir_new_var(arena, fn, scalar->params[i]->name,
+                                   is_scalar ? t : kj_type_array(t, rank), scalar->params[i]->loc);
+        p->is_param = true;
+        fn->params[i] = p;
+    }
+    KjIrVar *out = kj_ir_new_var(arena, fn, "out", kj_type_array(scalar->ret, rank), scalar->loc);
+    out->is_param = true;
+    fn->params[n_in] = out;
+
+    KjIrVar *index = kj_ir_new_var(arena, fn, "i", i64_type(), l->loc);
+    KjIrStmt *body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
+
+    /* Coordinates of element i: CONTIG needs none (i itself indexes every
+     * array); STRIDED peels them off i, last dimension first. */
+    KjIrVar *coords[KJ_MAX_DIMS] = {0};
+    if (variant.layout != KJ_LAYOUT_CONTIG) {
+        KjIrVar *rest = kj_ir_new_var(arena, fn, "rest", i64_type(), l->loc);
+        kj_vec_push(arena, &body->stmts, set_var(l, rest, var_ref(l, index)));
+        for (int k = rank - 1; k >= 0; k--) {
+            KjIrVar *c = kj_ir_new_var(arena, fn, kj_arena_printf(arena, "c%d", k), i64_type(), l->loc);
+            if (k == 0) {
+                kj_vec_push(arena, &body->stmts, set_var(l, c, var_ref(l, rest)));
+            } else {
+                kj_vec_push(arena, &body->stmts, set_var(l, c, binary(l, KJ_IR_REM, var_ref(l, rest), dim_of(l, out, k))));
+                kj_vec_push(arena, &body->stmts, set_var(l, rest, binary(l, KJ_IR_DIV, var_ref(l, rest), dim_of(l, out, k))));
+            }
+            coords[k] = c;
+        }
+    }
+    bool contiguous = variant.layout == KJ_LAYOUT_CONTIG;
+
+    /* out[idx] = scalar(args...) */
+    KjIrExpr *call = kj_ir_new_expr(arena, KJ_IR_CALL, scalar->ret, l->loc, n_in);
+    call->callee = scalar;
+    for (int i = 0; i < n_in; i++) {
+        KjIrVar *p = fn->params[i];
+        if (p->type->kind != KJ_TYPE_ARRAY) {
+            call->args[i] = var_ref(l, p);
+        } else if (contiguous) {
+            KjIrExpr *flat = var_ref(l, index);
+            call->args[i] = load_at(l, p, &flat, 1, true);
+        } else {
+            KjIrExpr *idx[KJ_MAX_DIMS];
+            for (int k = 0; k < rank; k++)
+                idx[k] = var_ref(l, coords[k]);
+            call->args[i] = load_at(l, p, idx, rank, false);
+        }
+    }
+    KjIrStmt *store = kj_ir_new_stmt(arena, KJ_IR_STMT_STORE, l->loc);
+    store->array = var_ref(l, out);
+    store->value = call;
+    store->contiguous = contiguous;
+    store->index_count = rank;
+    store->indices = kj_arena_alloc(arena, sizeof *store->indices * (size_t)rank);
+    if (contiguous) {
+        store->indices[0] = var_ref(l, index);
+    } else {
+        for (int k = 0; k < rank; k++)
+            store->indices[k] = var_ref(l, coords[k]);
+    }
+    kj_vec_push(arena, &body->stmts, store);
+
+    /* total = product of out's extents; PARFOR i over [0, total) */
+    KjIrExpr *total = dim_of(l, out, 0);
+    for (int k = 1; k < rank; k++)
+        total = binary(l, KJ_IR_MUL, total, dim_of(l, out, k));
+    KjIrStmt *loop = kj_ir_new_stmt(arena, KJ_IR_STMT_PARFOR, l->loc);
+    loop->var = index;
+    loop->stop = total;
+    loop->body = body;
+
+    fn->body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
+    kj_vec_push(arena, &fn->body->stmts, loop);
+    kj_vec_push(arena, &module->functions, fn);
+    return fn;
+}

@@ -1,0 +1,323 @@
+/*
+ * array.c: array views and NumPy broadcasting for vectorized calls.
+ *
+ * The host describes arrays with byte strides; compiled code wants element
+ * strides and one of two layouts (kjit_compiler.h, vectorize.c).  This file
+ * works out the broadcast shape, checks the output, and then simplifies the
+ * iteration space the way NumPy's iterator does: dimensions of size 1 go,
+ * and neighbouring dimensions that every operand walks as one contiguous run
+ * merge.  What is left is usually one contiguous dimension, the CONTIG variant
+ * that vectorizes to SIMD code; only genuinely strided or broadcast views
+ * need the STRIDED variant, of the smallest rank that describes them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit_runtime.h"
+
+/* ----------------------------------------------------------------- dtypes */
+
+static const size_t dtype_sizes[KJIT_DTYPE_COUNT] = {
+#define X(kind, name, size) size,
+    KJ_SCALAR_TYPES(X)
+#undef X
+};
+
+static const char *const dtype_names[KJIT_DTYPE_COUNT] = {
+#define X(kind, name, size) name,
+    KJ_SCALAR_TYPES(X)
+#undef X
+};
+
+size_t kjit_dtype_size(kjit_dtype dtype)
+{
+    return (unsigned)dtype < KJIT_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
+}
+
+const char *kjit_dtype_name(kjit_dtype dtype)
+{
+    return (unsigned)dtype < KJIT_DTYPE_COUNT ? dtype_names[dtype] : "?";
+}
+
+const KjType *kj_dtype_type(kjit_dtype dtype)
+{
+    if ((unsigned)dtype >= KJIT_DTYPE_COUNT)
+        return NULL;
+    return kj_type_scalar((KjTypeKind)(KJ_TYPE_BOOL + (int)dtype));
+}
+
+bool kj_type_dtype(const KjType *type, kjit_dtype *dtype)
+{
+    if (!type || type->kind < KJ_TYPE_BOOL || type->kind > KJ_TYPE_C128)
+        return false;
+    *dtype = (kjit_dtype)(type->kind - KJ_TYPE_BOOL);
+    return true;
+}
+
+/* ----------------------------------------------------------------- views */
+
+kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t *shape)
+{
+    kjit_array array;
+    memset(&array, 0, sizeof array);
+    array.data = data;
+    array.dtype = dtype;
+    array.ndim = ndim < 0 ? 0 : ndim > KJIT_MAX_DIMS ? KJIT_MAX_DIMS : ndim;
+    int64_t stride = (int64_t)kjit_dtype_size(dtype);
+    for (int d = array.ndim - 1; d >= 0; d--) {
+        array.shape[d] = shape[d];
+        array.strides[d] = stride;
+        stride *= shape[d] > 0 ? shape[d] : 1;
+    }
+    array.memory = KJIT_MEMORY_HOST;
+    return array;
+}
+
+int64_t kjit_array_size(const kjit_array *array)
+{
+    int64_t size = 1;
+    for (int d = 0; d < array->ndim; d++)
+        size *= array->shape[d];
+    return size;
+}
+
+void kjit_array_free(kjit_array *array)
+{
+    if (!array)
+        return;
+    free(array->data);
+    array->data = NULL;
+}
+
+char *kj_shape_string(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t len = 0;
+    len += (size_t)snprintf(buf + len, size - len, "(");
+    for (int d = 0; d < ndim && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, d ? ",%lld" : "%lld", (long long)shape[d]);
+    if (len < size)
+        snprintf(buf + len, size - len, ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+static char *format_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format_error(const char *fmt, ...)
+{
+    KjBuf buf = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    kj_buf_vprintf(&buf, fmt, ap);
+    va_end(ap);
+    return buf.data;
+}
+
+kjit_status kj_array_desc(const kjit_array *array, KjArrayDesc *desc, char **error)
+{
+    memset(desc, 0, sizeof *desc);
+    desc->data = array->data;
+    int64_t elem = (int64_t)kjit_dtype_size(array->dtype);
+    for (int d = 0; d < array->ndim; d++) {
+        if (array->strides[d] % elem != 0) {
+            *error = format_error("stride %lld of dimension %d is not a multiple of the %s "
+                                  "element size (%lld bytes)",
+                                  (long long)array->strides[d], d,
+                                  kjit_dtype_name(array->dtype), (long long)elem);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        desc->shape[d] = array->shape[d];
+        desc->strides[d] = array->strides[d] / elem;
+    }
+    return KJIT_OK;
+}
+
+bool kj_array_is_contiguous(const kjit_array *array)
+{
+    int64_t expected = (int64_t)kjit_dtype_size(array->dtype);
+    for (int d = array->ndim - 1; d >= 0; d--) {
+        if (array->shape[d] != 1 && array->strides[d] != expected)
+            return false;
+        expected *= array->shape[d];
+    }
+    return true;
+}
+
+void kj_array_extent(const kjit_array *array, int64_t *low, int64_t *high)
+{
+    int64_t lo = 0, hi = 0;
+    if (kjit_array_size(array) == 0) {
+        *low = *high = 0;
+        return;
+    }
+    for (int d = 0; d < array->ndim; d++) {
+        int64_t reach = (array->shape[d] - 1) * array->strides[d];
+        if (reach < 0)
+            lo += reach;
+        else
+            hi += reach;
+    }
+    *low = lo;
+    *high = hi + (int64_t)kjit_dtype_size(array->dtype);
+}
+
+/* ----------------------------------------------------------- broadcasting */
+
+kjit_status kj_broadcast_shape(const kjit_array *const *inputs, int count, int *ndim,
+                               int64_t *shape, char **error)
+{
+    int rank = 0;
+    for (int i = 0; i < count; i++)
+        if (inputs[i] && inputs[i]->ndim > rank)
+            rank = inputs[i]->ndim;
+    /* owner[d]: the input that gave dimension d its extent, to name in errors */
+    int owner[KJ_MAX_DIMS];
+    for (int d = 0; d < rank; d++) {
+        shape[d] = 1;
+        owner[d] = -1;
+    }
+    for (int i = 0; i < count; i++) {
+        const kjit_array *in = inputs[i];
+        if (!in)
+            continue;
+        for (int k = 0; k < in->ndim; k++) {
+            int d = rank - in->ndim + k;
+            int64_t extent = in->shape[k];
+            if (extent == 1)
+                continue;
+            if (shape[d] == 1) {
+                shape[d] = extent;
+                owner[d] = i;
+            } else if (shape[d] != extent) {
+                const kjit_array *other = inputs[owner[d]];
+                char a[160], b[160];
+                *error = format_error(
+                    "shapes %s and %s do not broadcast (argument %d and argument %d)",
+                    kj_shape_string(a, sizeof a, other->ndim, other->shape),
+                    kj_shape_string(b, sizeof b, in->ndim, in->shape), owner[d], i);
+                return KJIT_ERROR_SHAPE;
+            }
+        }
+    }
+    *ndim = rank;
+    return KJIT_OK;
+}
+
+/* One operand of the iteration: its element strides over the broadcast shape. */
+typedef struct Operand {
+    KjArrayDesc *desc;
+    int64_t strides[KJ_MAX_DIMS];
+} Operand;
+
+kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const kjit_array *out,
+                              KjBroadcastPlan *plan, char **error)
+{
+    memset(plan, 0, sizeof *plan);
+    if (count > KJ_MAX_VEC_INPUTS) {
+        *error = format_error("a vectorized call takes at most %d inputs", KJ_MAX_VEC_INPUTS);
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    kjit_status status = kj_broadcast_shape(inputs, count, &plan->ndim, plan->shape, error);
+    if (status != KJIT_OK)
+        return status;
+    plan->size = 1;
+    for (int d = 0; d < plan->ndim; d++)
+        plan->size *= plan->shape[d];
+
+    bool same = out->ndim == plan->ndim;
+    for (int d = 0; same && d < plan->ndim; d++)
+        same = out->shape[d] == plan->shape[d];
+    if (!same) {
+        char a[160], b[160];
+        *error = format_error("output has shape %s but the broadcast shape is %s",
+                              kj_shape_string(a, sizeof a, out->ndim, out->shape),
+                              kj_shape_string(b, sizeof b, plan->ndim, plan->shape));
+        return KJIT_ERROR_SHAPE;
+    }
+
+    /* Operands walked as arrays, with their strides aligned to the broadcast
+     * shape (0 where they broadcast). */
+    Operand ops[KJ_MAX_VEC_INPUTS + 1];
+    int op_count = 0;
+    for (int i = 0; i < count; i++) {
+        const kjit_array *in = inputs[i];
+        if (!in) {
+            plan->variant.scalar_mask |= 1u << i;
+            continue;
+        }
+        KjArrayDesc element;
+        status = kj_array_desc(in, &element, error);
+        if (status != KJIT_OK)
+            return status;
+        if (kjit_array_size(in) == 1 && in->memory == KJIT_MEMORY_HOST) {
+            plan->variant.scalar_mask |= 1u << i;
+            plan->scalar_data[i] = in->data;
+            continue;
+        }
+        Operand *op = &ops[op_count++];
+        op->desc = &plan->inputs[i];
+        op->desc->data = in->data;
+        for (int d = 0; d < plan->ndim; d++) {
+            int k = d - (plan->ndim - in->ndim);
+            op->strides[d] = k < 0 || in->shape[k] == 1 ? 0 : element.strides[k];
+        }
+    }
+    KjArrayDesc out_element;
+    status = kj_array_desc(out, &out_element, error);
+    if (status != KJIT_OK)
+        return status;
+    Operand *out_op = &ops[op_count++];
+    out_op->desc = &plan->output;
+    out_op->desc->data = out->data;
+    for (int d = 0; d < plan->ndim; d++)
+        out_op->strides[d] = out_element.strides[d];
+
+    /* Drop size-1 dimensions, then merge an outer dimension into the inner
+     * one wherever every operand steps over the inner run exactly. */
+    int64_t shape[KJ_MAX_DIMS];
+    int rank = 0;
+    for (int d = 0; d < plan->ndim; d++) {
+        if (plan->shape[d] == 1)
+            continue;
+        shape[rank] = plan->shape[d];
+        for (int o = 0; o < op_count; o++)
+            ops[o].strides[rank] = ops[o].strides[d];
+        rank++;
+    }
+    for (int d = rank - 2; d >= 0; d--) {
+        bool mergeable = true;
+        for (int o = 0; o < op_count && mergeable; o++)
+            mergeable = ops[o].strides[d] == ops[o].strides[d + 1] * shape[d + 1];
+        if (!mergeable)
+            continue;
+        shape[d] *= shape[d + 1];
+        for (int o = 0; o < op_count; o++)
+            ops[o].strides[d] = ops[o].strides[d + 1];
+        for (int e = d + 1; e < rank - 1; e++) {
+            shape[e] = shape[e + 1];
+            for (int o = 0; o < op_count; o++)
+                ops[o].strides[e] = ops[o].strides[e + 1];
+        }
+        rank--;
+    }
+
+    bool contiguous = rank <= 1;
+    for (int o = 0; o < op_count && contiguous && rank == 1; o++)
+        contiguous = ops[o].strides[0] == 1;
+    if (contiguous) {
+        plan->variant.layout = KJ_LAYOUT_CONTIG;
+        plan->variant.ndim = 1;
+        for (int o = 0; o < op_count; o++) {
+            ops[o].desc->shape[0] = plan->size;
+            ops[o].desc->strides[0] = 1;
+        }
+        return KJIT_OK;
+    }
+    plan->variant.layout = KJ_LAYOUT_STRIDED;
+    plan->variant.ndim = rank;
+    for (int o = 0; o < op_count; o++)
+        for (int d = 0; d < rank; d++) {
+            ops[o].desc->shape[d] = shape[d];
+            ops[o].desc->strides[d] = ops[o].strides[d];
+        }
+    return KJIT_OK;
+}

@@ -1,0 +1,273 @@
+/*
+ * cpu.c: the cpu and parallel targets: how compiled code is walked over its
+ * index space on the host.
+ *
+ * A vectorized kernel's PARFOR is a range of elements cut into chunks for the
+ * pool.  A @kernel runs with CUDA semantics: the runtime walks the grid's
+ * blocks (across the pool on parallel), gives each block zeroed shared memory
+ * of its own, and runs the block's threads.  A kernel without syncthreads()
+ * runs its threads one after the other (the __block entry loops over them).  A
+ * kernel with syncthreads() runs each thread as a fiber with its own stack:
+ * kj_cpu_syncthreads switches back to the block's scheduler, which resumes the
+ * next fiber, so every thread reaches the barrier before any goes past it.
+ * That holds for barriers anywhere, inside loops and branches too, which
+ * splitting the kernel at its barriers would make hard.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "kjit_runtime.h"
+
+/* ----------------------------------------------------------- vectorized */
+
+typedef struct RangeJob {
+    KjRangeFn range;
+    void **args;
+} RangeJob;
+
+static void run_range_chunk(void *user, int64_t begin, int64_t end)
+{
+    RangeJob *job = user;
+    job->range(job->args, begin, end);
+}
+
+void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
+{
+    if (count <= 0)
+        return;
+    if (!pool) {
+        range(args, 0, count);
+        return;
+    }
+    RangeJob job = {range, args};
+    kj_pool_run(pool, count, KJ_CPU_MIN_CHUNK, run_range_chunk, &job);
+}
+
+/* --------------------------------------------------------------- fibers */
+
+/* Enough for a kernel's locals and its `local` arrays of a few thousand
+ * elements; the pages are only touched as the stack grows. */
+#define FIBER_STACK_BYTES (128 * 1024)
+
+typedef struct FiberBlock {
+    ucontext_t scheduler;
+    ucontext_t *fibers;
+    char *stacks;
+    KjThreadCtx *contexts;
+    bool *done;
+    int count;
+    int current;
+    KjThreadFn thread_fn;
+    void **args;
+} FiberBlock;
+
+/* makecontext passes only ints, so a fiber finds its block here: it is set by
+ * the scheduler of this OS thread just before it switches to the fiber. */
+static _Thread_local FiberBlock *running_block;
+
+static void fiber_main(void)
+{
+    FiberBlock *block = running_block;
+    int index = block->current;
+    block->thread_fn(block->args, &block->contexts[index]);
+    block->done[index] = true;
+    /* Returning resumes uc_link, the scheduler. */
+}
+
+void kj_cpu_syncthreads(KjThreadCtx *ctx)
+{
+    FiberBlock *block = ctx->barrier;
+    if (!block)
+        return; /* run without fibers: a single thread has nobody to wait for */
+    swapcontext(&block->fibers[block->current], &block->scheduler);
+}
+
+static bool fiber_block_init(FiberBlock *block, int count)
+{
+    memset(block, 0, sizeof *block);
+    block->count = count;
+    block->fibers = calloc((size_t)count, sizeof *block->fibers);
+    block->contexts = calloc((size_t)count, sizeof *block->contexts);
+    block->done = calloc((size_t)count, sizeof *block->done);
+    block->stacks = malloc((size_t)count * FIBER_STACK_BYTES);
+    return block->fibers && block->contexts && block->done && block->stacks;
+}
+
+static void fiber_block_free(FiberBlock *block)
+{
+    free(block->fibers);
+    free(block->contexts);
+    free(block->done);
+    free(block->stacks);
+}
+
+/* Runs every thread of one block to its end, one barrier interval at a time. */
+static void fiber_block_run(FiberBlock *block)
+{
+    running_block = block;
+    for (int i = 0; i < block->count; i++) {
+        block->done[i] = false;
+        getcontext(&block->fibers[i]);
+        block->fibers[i].uc_stack.ss_sp = block->stacks + (size_t)i * FIBER_STACK_BYTES;
+        block->fibers[i].uc_stack.ss_size = FIBER_STACK_BYTES;
+        block->fibers[i].uc_link = &block->scheduler;
+        makecontext(&block->fibers[i], fiber_main, 0);
+    }
+    /* Each pass resumes every live thread once: it runs to its next barrier
+     * or its end.  Threads that ended no longer count at later barriers, as on
+     * a GPU. */
+    int live = block->count;
+    while (live > 0) {
+        live = 0;
+        for (int i = 0; i < block->count; i++) {
+            if (block->done[i])
+                continue;
+            block->current = i;
+            swapcontext(&block->scheduler, &block->fibers[i]);
+            if (!block->done[i])
+                live++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+typedef struct KernelJob {
+    const KjIrFunction *kernel;
+    KjThreadFn thread_fn;
+    KjThreadFn block_fn;
+    void **args;
+    uint32_t grid[3];
+    uint32_t block[3];
+    _Atomic int failed; /* a chunk could not get its memory */
+} KernelJob;
+
+static void block_coordinates(const KernelJob *job, int64_t linear, int32_t out[3])
+{
+    out[0] = (int32_t)(linear % job->grid[0]);
+    out[1] = (int32_t)((linear / job->grid[0]) % job->grid[1]);
+    out[2] = (int32_t)(linear / ((int64_t)job->grid[0] * job->grid[1]));
+}
+
+static void fill_dims(const KernelJob *job, KjThreadCtx *ctx)
+{
+    for (int d = 0; d < 3; d++) {
+        ctx->block_dim[d] = (int32_t)job->block[d];
+        ctx->grid_dim[d] = (int32_t)job->grid[d];
+    }
+}
+
+/* A block's shared memory, aligned for any vector access the code makes. */
+static char *alloc_shared(size_t bytes)
+{
+    void *memory = NULL;
+    return posix_memalign(&memory, 64, bytes) == 0 ? memory : NULL;
+}
+
+/* Blocks [begin, end) of a kernel that has no barrier. */
+static void run_plain_blocks(void *user, int64_t begin, int64_t end)
+{
+    KernelJob *job = user;
+    size_t shared_bytes = (size_t)job->kernel->shared_bytes;
+    char *shared = shared_bytes ? alloc_shared(shared_bytes) : NULL;
+    if (shared_bytes && !shared) {
+        job->failed = 1;
+        return;
+    }
+    KjThreadCtx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    fill_dims(job, &ctx);
+    ctx.shared = shared;
+    for (int64_t b = begin; b < end; b++) {
+        block_coordinates(job, b, ctx.block_idx);
+        if (shared_bytes)
+            memset(shared, 0, shared_bytes);
+        if (job->block_fn) {
+            job->block_fn(job->args, &ctx);
+            continue;
+        }
+        for (uint32_t z = 0; z < job->block[2]; z++)
+            for (uint32_t y = 0; y < job->block[1]; y++)
+                for (uint32_t x = 0; x < job->block[0]; x++) {
+                    ctx.thread_idx[0] = (int32_t)x;
+                    ctx.thread_idx[1] = (int32_t)y;
+                    ctx.thread_idx[2] = (int32_t)z;
+                    job->thread_fn(job->args, &ctx);
+                }
+    }
+    free(shared);
+}
+
+/* Blocks [begin, end) of a kernel with barriers: one set of fibers, reused. */
+static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
+{
+    KernelJob *job = user;
+    size_t shared_bytes = (size_t)job->kernel->shared_bytes;
+    int threads = (int)(job->block[0] * job->block[1] * job->block[2]);
+    FiberBlock fb;
+    char *shared = shared_bytes ? alloc_shared(shared_bytes) : NULL;
+    if (!fiber_block_init(&fb, threads) || (shared_bytes && !shared)) {
+        fiber_block_free(&fb);
+        free(shared);
+        job->failed = 1;
+        return;
+    }
+    fb.thread_fn = job->thread_fn;
+    fb.args = job->args;
+    for (int64_t b = begin; b < end; b++) {
+        int32_t block_idx[3];
+        block_coordinates(job, b, block_idx);
+        if (shared_bytes)
+            memset(shared, 0, shared_bytes);
+        int t = 0;
+        for (uint32_t z = 0; z < job->block[2]; z++)
+            for (uint32_t y = 0; y < job->block[1]; y++)
+                for (uint32_t x = 0; x < job->block[0]; x++, t++) {
+                    KjThreadCtx *ctx = &fb.contexts[t];
+                    fill_dims(job, ctx);
+                    memcpy(ctx->block_idx, block_idx, sizeof block_idx);
+                    ctx->thread_idx[0] = (int32_t)x;
+                    ctx->thread_idx[1] = (int32_t)y;
+                    ctx->thread_idx[2] = (int32_t)z;
+                    ctx->shared = shared;
+                    ctx->barrier = &fb;
+                }
+        fiber_block_run(&fb);
+    }
+    fiber_block_free(&fb);
+    free(shared);
+}
+
+kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
+                              KjThreadFn block_fn, void **args, const uint32_t grid[3],
+                              const uint32_t block[3], char **error)
+{
+    KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .block_fn = block_fn,
+                     .args = args};
+    int64_t blocks = 1;
+    for (int d = 0; d < 3; d++) {
+        job.grid[d] = grid[d];
+        job.block[d] = block[d];
+        blocks *= grid[d];
+    }
+    if (blocks == 0 || (uint64_t)block[0] * block[1] * block[2] == 0)
+        return KJIT_OK;
+    bool fibers = kernel->uses_syncthreads;
+    if (fibers && !thread_fn) {
+        *error = kj_xstrdup("kernel has no per-thread entry point for its barriers");
+        return KJIT_ERROR_BACKEND;
+    }
+    int64_t threads = (int64_t)block[0] * block[1] * block[2];
+    /* Enough blocks per chunk that a chunk holds some thousands of threads:
+     * a chunk of a fiber kernel also pays for its fibers' set-up once. */
+    int64_t min_chunk = threads >= 4096 ? 1 : 4096 / threads;
+    KjPoolFn run = fibers ? run_fiber_blocks : run_plain_blocks;
+    kj_pool_run(pool, blocks, min_chunk, run, &job);
+    if (job.failed) {
+        *error = kj_xstrdup(fibers ? "out of memory for the stacks of a block's threads"
+                                   : "out of memory for a block's shared memory");
+        return KJIT_ERROR_OUT_OF_MEMORY;
+    }
+    return KJIT_OK;
+}

@@ -1,0 +1,758 @@
+/*
+ * cuda.c: the cuda target's runtime: devices, modules, launches, memory,
+ * streams and events, on top of the driver table of cuda_driver.c.
+ *
+ * Each device is used through its primary context, retained once per process
+ * however many KjCuda handles are open on it, so kjit shares the context with
+ * any CUDA runtime code in the same program.  Every driver failure becomes a
+ * status and a message naming the call, the kernel where there is one, and the
+ * driver's error name and text.
+ *
+ * Faults.  An illegal address or a failed launch leaves the context unusable
+ * ("sticky" errors): every later call on it fails.  So that the host program
+ * can keep using kjit, such an error resets the primary context at once
+ * (cuDevicePrimaryCtxReset) and bumps the device's generation; the next call
+ * retains a fresh context.  Everything that lived in the old context is gone:
+ * modules, streams and events remember the generation they were made in and
+ * report a clear error if used afterwards (the caller loads the module again),
+ * and device memory allocated before the fault is released by the reset
+ * (freeing it afterwards is accepted and does nothing).
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit_runtime.h"
+
+/* cuda.h's values for the few enums used here. */
+enum {
+    CU_SUCCESS = 0,
+    CU_ERROR_INVALID_VALUE = 1,
+    CU_ERROR_OUT_OF_MEMORY = 2,
+    CU_ERROR_NOT_FOUND = 500,
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_JIT_INFO_LOG_BUFFER = 3,
+    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    CU_JIT_ERROR_LOG_BUFFER = 5,
+    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+    CU_JIT_INPUT_PTX = 1,
+    CU_EVENT_DEFAULT = 0,
+    CU_STREAM_DEFAULT = 0,
+};
+
+#define MAX_DEVICES 64
+#define JIT_LOG_SIZE 16384
+
+/*
+ * An elementwise launch uses at most this many grids' worth of fully occupied
+ * multiprocessors; beyond that the kernel's grid-stride loop takes over, which
+ * keeps block scheduling cheap at 1e8 elements.
+ */
+#define ELEMENTWISE_WAVES 8
+
+/* Per device, shared by every KjCuda open on it. */
+typedef struct DeviceState {
+    pthread_mutex_t lock;
+    void *context;       /* the retained primary context; NULL: retain on next use */
+    int open_count;      /* KjCuda handles open on this device */
+    unsigned generation; /* bumped by every reset after a fault */
+    char last_kernel[128]; /* the last kernel launched: faults surface later */
+} DeviceState;
+
+static DeviceState device_states[MAX_DEVICES];
+static pthread_once_t device_states_once = PTHREAD_ONCE_INIT;
+
+struct KjCuda {
+    const KjCuDriver *cu;
+    int ordinal;
+    int device; /* CUdevice */
+    DeviceState *state;
+    int multiprocessors;
+    char arch[16];
+};
+
+typedef struct KjCudaKernel {
+    struct KjCudaModule *module;
+    void *function;    /* CUfunction */
+    int block;         /* elementwise block size; 0 until first used */
+    int64_t max_grid;  /* elementwise grid cap */
+} KjCudaKernel;
+
+struct KjCudaModule {
+    KjCuda *cuda;
+    void *module; /* CUmodule */
+    unsigned generation;
+    KjCudaKernel **kernels;
+    int kernel_count;
+};
+
+struct KjCudaStream {
+    void *stream;
+    unsigned generation;
+};
+
+struct KjCudaEvent {
+    void *event;
+    unsigned generation;
+};
+
+/* ================================================================ errors */
+
+static char *format_heap(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    KjBuf buf = {0};
+    kj_buf_vprintf(&buf, fmt, ap);
+    va_end(ap);
+    return buf.data;
+}
+
+static void set_error(char **error, char *message)
+{
+    if (error) {
+        free(*error);
+        *error = message;
+    } else {
+        free(message);
+    }
+}
+
+/* The errors after which the context accepts no more work. */
+static bool is_sticky(KjCuResult result)
+{
+    switch (result) {
+    case 214: /* ECC_UNCORRECTABLE */
+    case 700: /* ILLEGAL_ADDRESS */
+    case 702: /* LAUNCH_TIMEOUT */
+    case 710: /* ASSERT */
+    case 714: /* HARDWARE_STACK_ERROR */
+    case 715: /* ILLEGAL_INSTRUCTION */
+    case 716: /* MISALIGNED_ADDRESS */
+    case 717: /* INVALID_ADDRESS_SPACE */
+    case 718: /* INVALID_PC */
+    case 719: /* LAUNCH_FAILED */
+    case 721: /* TENSOR_MEMORY_LEAK */
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Drops the faulted context; the next call retains a fresh one. */
+static void reset_after_fault(KjCuda *cuda)
+{
+    DeviceState *state = cuda->state;
+    pthread_mutex_lock(&state->lock);
+    if (state->context) {
+        cuda->cu->DevicePrimaryCtxReset(cuda->device);
+        state->context = NULL;
+        state->generation++;
+    }
+    pthread_mutex_unlock(&state->lock);
+}
+
+/*
+ * Turns a driver result into a status and message:
+ * "<call> failed [for kernel 'k']: CUDA_ERROR_X (text)".
+ */
+static kjit_status fail(KjCuda *cuda, KjCuResult result, const char *call, const char *kernel,
+                        char **error)
+{
+    char text[320];
+    kj_cuda_result_text(result, text, sizeof text);
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "%s failed", call);
+    if (kernel)
+        kj_buf_printf(&buf, " for kernel '%s'", kernel);
+    kj_buf_printf(&buf, ": %s", text);
+    if (cuda && is_sticky(result)) {
+        /* A fault is reported by whichever call comes after the kernel that
+         * caused it: name that kernel too. */
+        if (!kernel && cuda->state->last_kernel[0])
+            kj_buf_printf(&buf, " (after launching kernel '%s')", cuda->state->last_kernel);
+        kj_buf_printf(&buf, "; the GPU context was reset: modules, streams and device "
+                            "arrays made before this fault are gone");
+        reset_after_fault(cuda);
+    }
+    set_error(error, buf.data);
+    return result == CU_ERROR_OUT_OF_MEMORY ? KJIT_ERROR_OUT_OF_MEMORY : KJIT_ERROR_CUDA;
+}
+
+static kjit_status stale(const char *what, char **error)
+{
+    set_error(error, format_heap("this %s was made before a GPU fault reset the context; "
+                                 "make it again (modules: compile or load them again)",
+                                 what));
+    return KJIT_ERROR_CUDA;
+}
+
+/* ================================================================ devices */
+
+static void device_states_init(void)
+{
+    for (int i = 0; i < MAX_DEVICES; i++)
+        pthread_mutex_init(&device_states[i].lock, NULL);
+}
+
+/* Makes this device's primary context current on the calling thread,
+ * retaining a fresh one after a reset. */
+static kjit_status make_current(KjCuda *cuda, char **error)
+{
+    DeviceState *state = cuda->state;
+    pthread_mutex_lock(&state->lock);
+    KjCuResult result = CU_SUCCESS;
+    if (!state->context)
+        result = cuda->cu->DevicePrimaryCtxRetain(&state->context, cuda->device);
+    void *context = state->context;
+    pthread_mutex_unlock(&state->lock);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuDevicePrimaryCtxRetain", NULL, error);
+    result = cuda->cu->CtxSetCurrent(context);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuCtxSetCurrent", NULL, error);
+    return KJIT_OK;
+}
+
+static unsigned current_generation(KjCuda *cuda)
+{
+    pthread_mutex_lock(&cuda->state->lock);
+    unsigned generation = cuda->state->generation;
+    pthread_mutex_unlock(&cuda->state->lock);
+    return generation;
+}
+
+kjit_status kj_cuda_probe(char **error)
+{
+    return kj_cuda_driver(error) ? KJIT_OK : KJIT_ERROR_NO_DEVICE;
+}
+
+/* KJIT_DEVICE, when set, picks the device for callers that asked for -1. */
+static int default_device(void)
+{
+    const char *env = getenv("KJIT_DEVICE");
+    if (env && *env) {
+        char *end;
+        long value = strtol(env, &end, 10);
+        if (*end == '\0' && value >= 0 && value < MAX_DEVICES)
+            return (int)value;
+        return -2; /* reported by the caller */
+    }
+    return 0;
+}
+
+kjit_status kj_cuda_open(int device, KjCuda **out, char **error)
+{
+    *out = NULL;
+    const KjCuDriver *cu = kj_cuda_driver(error);
+    if (!cu)
+        return KJIT_ERROR_NO_DEVICE;
+    pthread_once(&device_states_once, device_states_init);
+    if (device < 0) {
+        device = default_device();
+        if (device == -2) {
+            set_error(error, format_heap("KJIT_DEVICE='%s' is not a device number",
+                                         getenv("KJIT_DEVICE")));
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    int count = 0;
+    cu->DeviceGetCount(&count);
+    if (device >= count || device >= MAX_DEVICES) {
+        set_error(error, format_heap("there is no CUDA device %d (this machine has %d)",
+                                     device, count));
+        return KJIT_ERROR_NO_DEVICE;
+    }
+    KjCuda *cuda = kj_xcalloc(1, sizeof *cuda);
+    cuda->cu = cu;
+    cuda->ordinal = device;
+    cuda->state = &device_states[device];
+    KjCuResult result = cu->DeviceGet(&cuda->device, device);
+    int major = 0, minor = 0;
+    if (result == CU_SUCCESS)
+        result = cu->DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                        cuda->device);
+    if (result == CU_SUCCESS)
+        result = cu->DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                        cuda->device);
+    if (result == CU_SUCCESS)
+        result = cu->DeviceGetAttribute(&cuda->multiprocessors,
+                                        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, cuda->device);
+    if (result != CU_SUCCESS) {
+        kjit_status status = fail(NULL, result, "querying the CUDA device", NULL, error);
+        free(cuda);
+        return status;
+    }
+    snprintf(cuda->arch, sizeof cuda->arch, "sm_%d%d", major, minor);
+
+    pthread_mutex_lock(&cuda->state->lock);
+    cuda->state->open_count++;
+    pthread_mutex_unlock(&cuda->state->lock);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK) {
+        kj_cuda_close(cuda);
+        return status;
+    }
+    *out = cuda;
+    return KJIT_OK;
+}
+
+void kj_cuda_close(KjCuda *cuda)
+{
+    if (!cuda)
+        return;
+    DeviceState *state = cuda->state;
+    pthread_mutex_lock(&state->lock);
+    if (--state->open_count == 0 && state->context) {
+        cuda->cu->DevicePrimaryCtxRelease(cuda->device);
+        state->context = NULL;
+    }
+    pthread_mutex_unlock(&state->lock);
+    free(cuda);
+}
+
+const char *kj_cuda_arch(KjCuda *cuda)
+{
+    return cuda->arch;
+}
+
+static KjCuResult device_info(const KjCuDriver *cu, int ordinal, kjit_device_info *info)
+{
+    memset(info, 0, sizeof *info);
+    int device;
+    KjCuResult result = cu->DeviceGet(&device, ordinal);
+    if (result == CU_SUCCESS)
+        result = cu->DeviceGetName(info->name, (int)sizeof info->name, device);
+    if (result == CU_SUCCESS)
+        result = cu->DeviceGetAttribute(&info->compute_major,
+                                        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+    if (result == CU_SUCCESS)
+        result = cu->DeviceGetAttribute(&info->compute_minor,
+                                        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+    if (result == CU_SUCCESS)
+        result = cu->DeviceGetAttribute(&info->multiprocessors,
+                                        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    if (result == CU_SUCCESS)
+        result = cu->DeviceTotalMem(&info->total_memory, device);
+    if (result == CU_SUCCESS)
+        result = cu->DriverGetVersion(&info->driver_version);
+    return result;
+}
+
+kjit_status kj_cuda_info(KjCuda *cuda, kjit_device_info *info)
+{
+    return device_info(cuda->cu, cuda->ordinal, info) == CU_SUCCESS ? KJIT_OK
+                                                                     : KJIT_ERROR_CUDA;
+}
+
+/* ---------------------------------------------------- the public device calls */
+
+kjit_status kjit_cuda_available(char *reason, size_t reason_size)
+{
+    char *error = NULL;
+    kjit_status status = kj_cuda_probe(&error);
+    if (reason && reason_size > 0)
+        snprintf(reason, reason_size, "%s", status == KJIT_OK ? "" : error);
+    free(error);
+    return status;
+}
+
+kjit_status kjit_cuda_device_info(int device, kjit_device_info *info)
+{
+    const KjCuDriver *cu = kj_cuda_driver(NULL);
+    if (!cu)
+        return KJIT_ERROR_NO_DEVICE;
+    if (device < 0 || device >= kjit_cuda_device_count())
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    return device_info(cu, device, info) == CU_SUCCESS ? KJIT_OK : KJIT_ERROR_CUDA;
+}
+
+int kjit_cuda_device_count(void)
+{
+    const KjCuDriver *cu = kj_cuda_driver(NULL);
+    int count = 0;
+    if (cu && cu->DeviceGetCount(&count) != CU_SUCCESS)
+        count = 0;
+    return count;
+}
+
+/* ================================================================ modules */
+
+kjit_status kj_cuda_load_cubin(KjCuda *cuda, const void *cubin, size_t size,
+                               KjCudaModule **out, char **error)
+{
+    *out = NULL;
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    unsigned generation = current_generation(cuda);
+    void *handle = NULL;
+    KjCuResult result = cuda->cu->ModuleLoadDataEx(&handle, cubin, 0, NULL, NULL);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuModuleLoadDataEx", NULL, error);
+    KjCudaModule *module = kj_xcalloc(1, sizeof *module);
+    module->cuda = cuda;
+    module->module = handle;
+    module->generation = generation;
+    *out = module;
+    return KJIT_OK;
+}
+
+/* The driver's logs are NUL-terminated within their buffers; keep the tail
+ * clean of the trailing newline the JIT tends to add. */
+static void append_log(KjBuf *buf, const char *label, const char *log)
+{
+    size_t len = strnlen(log, JIT_LOG_SIZE);
+    while (len > 0 && (log[len - 1] == '\n' || log[len - 1] == '\r'))
+        len--;
+    if (len > 0)
+        kj_buf_printf(buf, "\n%s:\n%.*s", label, (int)len, log);
+}
+
+kjit_status kj_cuda_load_ptx(KjCuda *cuda, const char *ptx, KjCudaModule **out,
+                             void **cubin_out, size_t *cubin_size, char **error)
+{
+    *out = NULL;
+    if (cubin_out)
+        *cubin_out = NULL;
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+
+    char *info_log = kj_xcalloc(1, JIT_LOG_SIZE);
+    char *error_log = kj_xcalloc(1, JIT_LOG_SIZE);
+    int options[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                     CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {info_log, (void *)(uintptr_t)(JIT_LOG_SIZE - 1), error_log,
+                      (void *)(uintptr_t)(JIT_LOG_SIZE - 1)};
+    void *link = NULL;
+    const char *call = "cuLinkCreate";
+    KjCuResult result = cuda->cu->LinkCreate(4, options, values, &link);
+    void *cubin = NULL;
+    size_t size = 0;
+    if (result == CU_SUCCESS) {
+        call = "the PTX JIT (cuLinkAddData)";
+        result = cuda->cu->LinkAddData(link, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx) + 1,
+                                       "kjit.ptx", 0, NULL, NULL);
+    }
+    if (result == CU_SUCCESS) {
+        call = "cuLinkComplete";
+        result = cuda->cu->LinkComplete(link, &cubin, &size);
+    }
+    if (result != CU_SUCCESS) {
+        fail(cuda, result, call, NULL, error);
+        KjBuf buf = {0};
+        kj_buf_printf(&buf, "%s", error && *error ? *error : "");
+        append_log(&buf, "JIT error log", error_log);
+        append_log(&buf, "JIT info log", info_log);
+        set_error(error, buf.data);
+        if (link)
+            cuda->cu->LinkDestroy(link);
+        free(info_log);
+        free(error_log);
+        return KJIT_ERROR_CUDA;
+    }
+    free(info_log);
+    free(error_log);
+
+    /* The cubin belongs to the link state: load (and copy) it before destroying that. */
+    status = kj_cuda_load_cubin(cuda, cubin, size, out, error);
+    if (status == KJIT_OK && cubin_out) {
+        *cubin_out = kj_xmalloc(size);
+        memcpy(*cubin_out, cubin, size);
+        *cubin_size = size;
+    }
+    cuda->cu->LinkDestroy(link);
+    return status;
+}
+
+void kj_cuda_module_free(KjCudaModule *module)
+{
+    if (!module)
+        return;
+    KjCuda *cuda = module->cuda;
+    /* A module of a reset context died with it; only unload live ones. */
+    if (module->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
+        cuda->cu->ModuleUnload(module->module);
+    for (int i = 0; i < module->kernel_count; i++)
+        free(module->kernels[i]);
+    free(module->kernels);
+    free(module);
+}
+
+kjit_status kj_cuda_function(KjCudaModule *module, const char *symbol, void **function,
+                             char **error)
+{
+    *function = NULL;
+    KjCuda *cuda = module->cuda;
+    if (module->generation != current_generation(cuda))
+        return stale("CUDA module", error);
+    void *handle = NULL;
+    KjCuResult result = cuda->cu->ModuleGetFunction(&handle, module->module, symbol);
+    if (result == CU_ERROR_NOT_FOUND) {
+        set_error(error, format_heap("the CUDA module has no kernel '%s'", symbol));
+        return KJIT_ERROR_NOT_FOUND;
+    }
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuModuleGetFunction", symbol, error);
+    KjCudaKernel *kernel = kj_xcalloc(1, sizeof *kernel);
+    kernel->module = module;
+    kernel->function = handle;
+    module->kernels = kj_xrealloc(module->kernels,
+                                  (size_t)(module->kernel_count + 1) * sizeof *module->kernels);
+    module->kernels[module->kernel_count++] = kernel;
+    *function = kernel;
+    return KJIT_OK;
+}
+
+/* =============================================================== launches */
+
+static void remember_kernel(KjCuda *cuda, const char *name)
+{
+    /* Written without the lock: it only labels a later error message. */
+    snprintf(cuda->state->last_kernel, sizeof cuda->state->last_kernel, "%s",
+             name ? name : "?");
+}
+
+static kjit_status check_kernel(KjCuda *cuda, KjCudaKernel *kernel, KjCudaStream *stream,
+                                char **error)
+{
+    unsigned generation = current_generation(cuda);
+    if (kernel->module->generation != generation)
+        return stale("CUDA module", error);
+    if (stream && stream->generation != generation)
+        return stale("stream", error);
+    return make_current(cuda, error);
+}
+
+kjit_status kj_cuda_launch(KjCuda *cuda, void *function, const char *kernel_name,
+                           const uint32_t grid[3], const uint32_t block[3],
+                           uint32_t shared_bytes, void **params, KjCudaStream *stream,
+                           char **error)
+{
+    KjCudaKernel *kernel = function;
+    kjit_status status = check_kernel(cuda, kernel, stream, error);
+    if (status != KJIT_OK)
+        return status;
+    if ((uint64_t)grid[0] * grid[1] * grid[2] == 0 || (uint64_t)block[0] * block[1] * block[2] == 0)
+        return KJIT_OK; /* an empty grid runs nothing, as in CUDA C */
+    remember_kernel(cuda, kernel_name);
+    KjCuResult result = cuda->cu->LaunchKernel(kernel->function, grid[0], grid[1], grid[2],
+                                               block[0], block[1], block[2], shared_bytes,
+                                               stream ? stream->stream : NULL, params, NULL);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuLaunchKernel", kernel_name, error);
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char *kernel_name,
+                                       int64_t n, void **params, KjCudaStream *stream,
+                                       char **error)
+{
+    KjCudaKernel *kernel = function;
+    kjit_status status = check_kernel(cuda, kernel, stream, error);
+    if (status != KJIT_OK)
+        return status;
+    if (n <= 0)
+        return KJIT_OK;
+    if (kernel->block == 0) {
+        /* The block size that reaches the best occupancy for this kernel's
+         * registers; min_grid is the block count that fills every SM once. */
+        int min_grid = 0, block = 0;
+        KjCuResult result = cuda->cu->OccupancyMaxPotentialBlockSize(
+            &min_grid, &block, kernel->function, NULL, 0, 0);
+        if (result != CU_SUCCESS)
+            return fail(cuda, result, "cuOccupancyMaxPotentialBlockSize", kernel_name, error);
+        if (block <= 0)
+            block = 256;
+        if (min_grid <= 0)
+            min_grid = cuda->multiprocessors;
+        kernel->max_grid = (int64_t)min_grid * ELEMENTWISE_WAVES;
+        kernel->block = block;
+    }
+    int64_t blocks = (n + kernel->block - 1) / kernel->block;
+    if (blocks > kernel->max_grid)
+        blocks = kernel->max_grid;
+    remember_kernel(cuda, kernel_name);
+    KjCuResult result = cuda->cu->LaunchKernel(kernel->function, (unsigned)blocks, 1, 1,
+                                               (unsigned)kernel->block, 1, 1, 0,
+                                               stream ? stream->stream : NULL, params, NULL);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuLaunchKernel", kernel_name, error);
+    return KJIT_OK;
+}
+
+/* ================================================================= memory */
+
+kjit_status kj_cuda_alloc(KjCuda *cuda, size_t bytes, void **device_ptr, char **error)
+{
+    *device_ptr = NULL;
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    KjCuDevicePtr ptr = 0;
+    /* cuMemAlloc rejects 0 bytes; one byte keeps the pointer distinct and freeable. */
+    KjCuResult result = cuda->cu->MemAlloc(&ptr, bytes ? bytes : 1);
+    if (result != CU_SUCCESS) {
+        status = fail(cuda, result, "cuMemAlloc", NULL, error);
+        if (status == KJIT_ERROR_OUT_OF_MEMORY)
+            set_error(error, format_heap("out of GPU memory: cuMemAlloc of %zu bytes failed "
+                                         "(%s)", bytes, *error));
+        return status;
+    }
+    *device_ptr = (void *)(uintptr_t)ptr;
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_free(KjCuda *cuda, void *device_ptr, char **error)
+{
+    if (!device_ptr)
+        return KJIT_OK;
+    unsigned generation = current_generation(cuda);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    KjCuResult result = cuda->cu->MemFree((KjCuDevicePtr)(uintptr_t)device_ptr);
+    /* After a reset the pointer may be one the reset already released. */
+    if (result == CU_ERROR_INVALID_VALUE && generation > 0)
+        return KJIT_OK;
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuMemFree", NULL, error);
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
+                                   KjCudaStream *stream, char **error)
+{
+    if (stream && stream->generation != current_generation(cuda))
+        return stale("stream", error);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK || bytes == 0)
+        return status;
+    KjCuDevicePtr to = (KjCuDevicePtr)(uintptr_t)dst;
+    KjCuResult result = stream ? cuda->cu->MemcpyHtoDAsync(to, src, bytes, stream->stream)
+                               : cuda->cu->MemcpyHtoD(to, src, bytes);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, stream ? "cuMemcpyHtoDAsync" : "cuMemcpyHtoD", NULL, error);
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_copy_to_host(KjCuda *cuda, void *dst, const void *src, size_t bytes,
+                                 KjCudaStream *stream, char **error)
+{
+    if (stream && stream->generation != current_generation(cuda))
+        return stale("stream", error);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK || bytes == 0)
+        return status;
+    KjCuDevicePtr from = (KjCuDevicePtr)(uintptr_t)src;
+    KjCuResult result = stream ? cuda->cu->MemcpyDtoHAsync(dst, from, bytes, stream->stream)
+                               : cuda->cu->MemcpyDtoH(dst, from, bytes);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, stream ? "cuMemcpyDtoHAsync" : "cuMemcpyDtoH", NULL, error);
+    return KJIT_OK;
+}
+
+/* ======================================================= streams and events */
+
+kjit_status kj_cuda_stream_create(KjCuda *cuda, KjCudaStream **out, char **error)
+{
+    *out = NULL;
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    void *handle = NULL;
+    /* A blocking stream: it orders itself after the synchronous copies kjit
+     * makes on the default stream, so mixing the two stays correct. */
+    KjCuResult result = cuda->cu->StreamCreate(&handle, CU_STREAM_DEFAULT);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuStreamCreate", NULL, error);
+    KjCudaStream *stream = kj_xcalloc(1, sizeof *stream);
+    stream->stream = handle;
+    stream->generation = current_generation(cuda);
+    *out = stream;
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_stream_sync(KjCuda *cuda, KjCudaStream *stream, char **error)
+{
+    if (stream && stream->generation != current_generation(cuda))
+        return stale("stream", error);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    KjCuResult result = stream ? cuda->cu->StreamSynchronize(stream->stream)
+                               : cuda->cu->CtxSynchronize();
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, stream ? "cuStreamSynchronize" : "cuCtxSynchronize", NULL,
+                    error);
+    return KJIT_OK;
+}
+
+void kj_cuda_stream_destroy(KjCuda *cuda, KjCudaStream *stream)
+{
+    if (!stream)
+        return;
+    if (stream->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
+        cuda->cu->StreamDestroy(stream->stream);
+    free(stream);
+}
+
+kjit_status kj_cuda_event_record(KjCuda *cuda, KjCudaStream *stream, KjCudaEvent **out,
+                                 char **error)
+{
+    *out = NULL;
+    if (stream && stream->generation != current_generation(cuda))
+        return stale("stream", error);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    void *handle = NULL;
+    KjCuResult result = cuda->cu->EventCreate(&handle, CU_EVENT_DEFAULT);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuEventCreate", NULL, error);
+    result = cuda->cu->EventRecord(handle, stream ? stream->stream : NULL);
+    if (result != CU_SUCCESS) {
+        cuda->cu->EventDestroy(handle);
+        return fail(cuda, result, "cuEventRecord", NULL, error);
+    }
+    KjCudaEvent *event = kj_xcalloc(1, sizeof *event);
+    event->event = handle;
+    event->generation = current_generation(cuda);
+    *out = event;
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_event_elapsed(KjCuda *cuda, KjCudaEvent *start, KjCudaEvent *end,
+                                  double *ms, char **error)
+{
+    *ms = 0;
+    unsigned generation = current_generation(cuda);
+    if (start->generation != generation || end->generation != generation)
+        return stale("event", error);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    KjCuResult result = cuda->cu->EventSynchronize(end->event);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuEventSynchronize", NULL, error);
+    float elapsed = 0;
+    result = cuda->cu->EventElapsedTime(&elapsed, start->event, end->event);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuEventElapsedTime", NULL, error);
+    *ms = elapsed;
+    return KJIT_OK;
+}
+
+void kj_cuda_event_destroy(KjCuda *cuda, KjCudaEvent *event)
+{
+    if (!event)
+        return;
+    if (event->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
+        cuda->cu->EventDestroy(event->event);
+    free(event);
+}

@@ -1,0 +1,294 @@
+/*
+ * npy.c: NumPy's .npy files, read and written, so `kjit run` and host
+ * programs can exchange arrays with Python.
+ *
+ * Read: format versions 1.0, 2.0 and 3.0, little-endian (or byte-order-free)
+ * plain dtypes, C order, and Fortran order through strides (the data is kept
+ * as it lies on disk).  Big-endian data, structured and object dtypes, and
+ * files shorter than their header says are errors that name the file.
+ * Write: format 1.0, C order, from any view (strided views are gathered).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit_runtime.h"
+
+static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+static char *npy_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *npy_error(const char *path, const char *fmt, ...)
+{
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "%s: ", path);
+    va_list ap;
+    va_start(ap, fmt);
+    kj_buf_vprintf(&buf, fmt, ap);
+    va_end(ap);
+    return buf.data;
+}
+
+/* NumPy's type codes for our dtypes, without the byte-order character. */
+static const char *const npy_codes[KJIT_DTYPE_COUNT] = {
+    "b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "c8", "c16",
+};
+
+/* The value of 'key' in the header dict: a pointer just past "'key':" and spaces. */
+static const char *header_value(const char *header, const char *key)
+{
+    char quoted[32];
+    snprintf(quoted, sizeof quoted, "'%s'", key);
+    const char *at = strstr(header, quoted);
+    if (!at)
+        return NULL;
+    at += strlen(quoted);
+    while (*at == ' ')
+        at++;
+    if (*at != ':')
+        return NULL;
+    at++;
+    while (*at == ' ')
+        at++;
+    return at;
+}
+
+static kjit_status parse_descr(const char *path, const char *value, kjit_dtype *dtype,
+                               char **error)
+{
+    if (!value || (*value != '\'' && *value != '"')) {
+        *error = npy_error(path, "the header's 'descr' is not a plain type (structured "
+                                 "dtypes are not supported)");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    char quote = *value++;
+    const char *end = strchr(value, quote);
+    if (!end || end - value < 2 || end - value > 8) {
+        *error = npy_error(path, "unreadable 'descr' in the header");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    char order = value[0];
+    char code[8] = {0};
+    memcpy(code, value + 1, (size_t)(end - value - 1));
+    if (order == '>' && strcmp(code, "b1") && strcmp(code, "i1") && strcmp(code, "u1")) {
+        *error = npy_error(path, "big-endian data ('%.*s') is not supported; save it "
+                                 "little-endian (arr.astype(arr.dtype.newbyteorder('<')))",
+                           (int)(end - value), value);
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    if (order != '<' && order != '|' && order != '>' && order != '=') {
+        *error = npy_error(path, "unreadable 'descr' '%.*s'", (int)(end - value), value);
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    for (int t = 0; t < KJIT_DTYPE_COUNT; t++)
+        if (strcmp(code, npy_codes[t]) == 0) {
+            *dtype = (kjit_dtype)t;
+            return KJIT_OK;
+        }
+    *error = npy_error(path, "dtype '%.*s' has no kjit element type%s", (int)(end - value),
+                       value, code[0] == 'O' ? " (object arrays cannot be read)" : "");
+    return KJIT_ERROR_TYPE;
+}
+
+static kjit_status parse_shape(const char *path, const char *value, int *ndim, int64_t *shape,
+                               char **error)
+{
+    if (!value || *value != '(') {
+        *error = npy_error(path, "the header has no 'shape'");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    value++;
+    int n = 0;
+    for (;;) {
+        while (*value == ' ' || *value == ',')
+            value++;
+        if (*value == ')')
+            break;
+        char *end;
+        errno = 0;
+        long long extent = strtoll(value, &end, 10);
+        if (end == value || extent < 0 || errno) {
+            *error = npy_error(path, "unreadable 'shape' in the header");
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        if (n == KJIT_MAX_DIMS) {
+            *error = npy_error(path, "more than %d dimensions", KJIT_MAX_DIMS);
+            return KJIT_ERROR_SHAPE;
+        }
+        shape[n++] = extent;
+        value = end;
+        while (*value == 'L')
+            value++;
+    }
+    *ndim = n;
+    return KJIT_OK;
+}
+
+kjit_status kj_npy_read(const char *path, kjit_array *out, char **error)
+{
+    memset(out, 0, sizeof *out);
+    FILE *file = fopen(path, "rb");
+    if (!file) {
+        *error = npy_error(path, "cannot open: %s", strerror(errno));
+        return KJIT_ERROR_IO;
+    }
+    kjit_status status = KJIT_ERROR_INVALID_ARGUMENT;
+    char *header = NULL;
+    void *data = NULL;
+    unsigned char preamble[12];
+    if (fread(preamble, 1, 8, file) != 8 || memcmp(preamble, npy_magic, 6) != 0) {
+        *error = npy_error(path, "not a .npy file (no \\x93NUMPY magic)");
+        goto done;
+    }
+    int major = preamble[6];
+    size_t header_len;
+    if (major == 1) {
+        if (fread(preamble + 8, 1, 2, file) != 2)
+            goto truncated;
+        header_len = preamble[8] | (size_t)preamble[9] << 8;
+    } else if (major == 2 || major == 3) {
+        if (fread(preamble + 8, 1, 4, file) != 4)
+            goto truncated;
+        header_len = preamble[8] | (size_t)preamble[9] << 8 | (size_t)preamble[10] << 16 |
+                     (size_t)preamble[11] << 24;
+    } else {
+        *error = npy_error(path, ".npy format version %d.%d is not supported (1.0 to 3.0 are)",
+                           major, preamble[7]);
+        goto done;
+    }
+    if (header_len > (1u << 24)) {
+        *error = npy_error(path, "the header claims %zu bytes", header_len);
+        goto done;
+    }
+    header = kj_xmalloc(header_len + 1);
+    if (fread(header, 1, header_len, file) != header_len)
+        goto truncated;
+    header[header_len] = '\0';
+
+    kjit_dtype dtype;
+    int ndim;
+    int64_t shape[KJIT_MAX_DIMS];
+    status = parse_descr(path, header_value(header, "descr"), &dtype, error);
+    if (status != KJIT_OK)
+        goto done;
+    status = parse_shape(path, header_value(header, "shape"), &ndim, shape, error);
+    if (status != KJIT_OK)
+        goto done;
+    const char *order = header_value(header, "fortran_order");
+    bool fortran = order && strncmp(order, "True", 4) == 0;
+
+    *out = kjit_array_make(NULL, dtype, ndim, shape);
+    size_t elem = kjit_dtype_size(dtype);
+    size_t bytes = (size_t)kjit_array_size(out) * elem;
+    if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0) {
+        data = NULL;
+        *error = npy_error(path, "out of memory for %zu bytes", bytes);
+        status = KJIT_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    if (fread(data, 1, bytes, file) != bytes) {
+        status = KJIT_ERROR_INVALID_ARGUMENT;
+        goto truncated;
+    }
+    out->data = data;
+    if (fortran) {
+        int64_t stride = (int64_t)elem;
+        for (int d = 0; d < ndim; d++) {
+            out->strides[d] = stride;
+            stride *= shape[d] > 0 ? shape[d] : 1;
+        }
+    }
+    data = NULL;
+    status = KJIT_OK;
+    goto done;
+
+truncated:
+    *error = npy_error(path, "the file is truncated");
+    status = KJIT_ERROR_INVALID_ARGUMENT;
+done:
+    free(header);
+    free(data);
+    if (status != KJIT_OK)
+        memset(out, 0, sizeof *out);
+    fclose(file);
+    return status;
+}
+
+void kj_array_gather(const kjit_array *array, void *dst)
+{
+    size_t elem = kjit_dtype_size(array->dtype);
+    int64_t count = kjit_array_size(array);
+    if (kj_array_is_contiguous(array)) {
+        memcpy(dst, array->data, (size_t)count * elem);
+        return;
+    }
+    int64_t index[KJIT_MAX_DIMS] = {0};
+    char *to = dst;
+    for (int64_t n = 0; n < count; n++) {
+        const char *from = array->data;
+        for (int d = 0; d < array->ndim; d++)
+            from += index[d] * array->strides[d];
+        memcpy(to, from, elem);
+        to += elem;
+        for (int d = array->ndim - 1; d >= 0; d--) {
+            if (++index[d] < array->shape[d])
+                break;
+            index[d] = 0;
+        }
+    }
+}
+
+kjit_status kj_npy_write(const char *path, const kjit_array *array, char **error)
+{
+    if ((unsigned)array->dtype >= KJIT_DTYPE_COUNT) {
+        *error = npy_error(path, "unknown element type");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    char dict[512];
+    int len = snprintf(dict, sizeof dict, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
+                       kjit_dtype_size(array->dtype) == 1 ? '|' : '<', npy_codes[array->dtype]);
+    for (int d = 0; d < array->ndim; d++)
+        len += snprintf(dict + len, sizeof dict - (size_t)len, "%lld,%s",
+                        (long long)array->shape[d], d + 1 < array->ndim ? " " : "");
+    if (array->ndim > 1)
+        len--; /* NumPy writes (3, 4) but (3,) */
+    len += snprintf(dict + len, sizeof dict - (size_t)len, "), }");
+    /* Pad with spaces and end with a newline so the data starts 64-byte aligned. */
+    size_t total = 10 + (size_t)len + 1;
+    size_t padded = (total + 63) / 64 * 64;
+    size_t header_len = padded - 10;
+
+    size_t bytes = (size_t)kjit_array_size(array) * kjit_dtype_size(array->dtype);
+    void *gathered = NULL;
+    const void *data = array->data;
+    if (!kj_array_is_contiguous(array)) {
+        gathered = malloc(bytes ? bytes : 1);
+        if (!gathered) {
+            *error = npy_error(path, "out of memory for %zu bytes", bytes);
+            return KJIT_ERROR_OUT_OF_MEMORY;
+        }
+        kj_array_gather(array, gathered);
+        data = gathered;
+    }
+    FILE *file = fopen(path, "wb");
+    if (!file) {
+        *error = npy_error(path, "cannot create: %s", strerror(errno));
+        free(gathered);
+        return KJIT_ERROR_IO;
+    }
+    unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                  (unsigned char)(header_len & 0xff),
+                                  (unsigned char)(header_len >> 8)};
+    bool ok = fwrite(preamble, 1, 10, file) == 10 && fwrite(dict, 1, (size_t)len, file) == (size_t)len;
+    for (size_t i = 10 + (size_t)len; ok && i < padded - 1; i++)
+        ok = fputc(' ', file) != EOF;
+    ok = ok && fputc('\n', file) != EOF;
+    ok = ok && (bytes == 0 || fwrite(data, 1, bytes, file) == bytes);
+    ok = fclose(file) == 0 && ok;
+    free(gathered);
+    if (!ok) {
+        *error = npy_error(path, "write failed: %s", strerror(errno));
+        return KJIT_ERROR_IO;
+    }
+    return KJIT_OK;
+}

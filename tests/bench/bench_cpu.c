@@ -1,0 +1,158 @@
+/*
+ * bench_cpu.c: kjit's side of `make bench-cpu`.  Times the seed workloads on the
+ * cpu and parallel targets through the public API (host arrays, outputs given),
+ * median of REPEAT runs after a warm-up call that also compiles, and prints one
+ * JSON object keyed like tests/bench/bench_cpu.py's.
+ *
+ *   bench_cpu EXAMPLES_DIR [REPEAT]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kjit.h"
+
+static int repeat = 7;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void die_on(kjit_status status, kjit_context *context, const char *what)
+{
+    if (status == KJIT_OK)
+        return;
+    fprintf(stderr, "bench_cpu: %s: %s: %s\n", what, kjit_status_name(status),
+            kjit_last_error(context));
+    exit(1);
+}
+
+typedef struct Call {
+    kjit_function *function;
+    kjit_arg *args;
+    int nargs;
+    kjit_array *out;            /* vectorized */
+    uint32_t grid[3], block[3]; /* kernels */
+} Call;
+
+static kjit_status run_once(const Call *call)
+{
+    if (call->out)
+        return kjit_call(call->function, call->args, call->nargs, call->out, NULL);
+    return kjit_launch(call->function, call->grid, call->block, call->args, call->nargs, NULL);
+}
+
+static double median_ms(kjit_context *context, const Call *call)
+{
+    die_on(run_once(call), context, "warm-up");
+    double *times = malloc(sizeof *times * (size_t)repeat);
+    for (int r = 0; r < repeat; r++) {
+        double t0 = now_ms();
+        die_on(run_once(call), context, "run");
+        times[r] = now_ms() - t0;
+    }
+    qsort(times, (size_t)repeat, sizeof *times, compare_doubles);
+    double median = times[repeat / 2];
+    free(times);
+    return median;
+}
+
+static kjit_function *load(kjit_context *context, const char *dir, const char *file,
+                           const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    kjit_module *module;
+    die_on(kjit_compile_file(context, path, &module), context, path);
+    kjit_function *function;
+    die_on(kjit_module_function(module, name, &function), context, name);
+    return function;
+}
+
+static void fill_random(float *f32, double *f64, int64_t n, double scale)
+{
+    unsigned long long state = 88172645463325252ull;
+    for (int64_t i = 0; i < n; i++) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        double u = (double)(state >> 11) / 9007199254740992.0 * scale;
+        if (f32) f32[i] = (float)u;
+        if (f64) f64[i] = u;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_cpu EXAMPLES_DIR [REPEAT]\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    if (argc > 2) repeat = atoi(argv[2]) > 0 ? atoi(argv[2]) : 7;
+
+    const int64_t n = 10000000;
+    float *a32 = malloc(sizeof(float) * n), *b32 = malloc(sizeof(float) * n);
+    float *o32 = malloc(sizeof(float) * n);
+    double *x64 = malloc(sizeof(double) * n), *o64 = malloc(sizeof(double) * n);
+    fill_random(a32, NULL, n, 1.0);
+    fill_random(b32, NULL, n, 1.0);
+    fill_random(NULL, x64, n, 6.283185307179586);
+    kjit_array A32 = kjit_array_make(a32, KJIT_F32, 1, &n);
+    kjit_array B32 = kjit_array_make(b32, KJIT_F32, 1, &n);
+    kjit_array O32 = kjit_array_make(o32, KJIT_F32, 1, &n);
+    kjit_array X64 = kjit_array_make(x64, KJIT_F64, 1, &n);
+    kjit_array O64 = kjit_array_make(o64, KJIT_F64, 1, &n);
+
+    int64_t image_shape[2] = {1024, 1536};
+    unsigned char *image = calloc(1024 * 1536, 1);
+    kjit_array IMAGE = kjit_array_make(image, KJIT_U8, 2, image_shape);
+    int64_t das_shape[2] = {76, 120}, data_n = 128 * 2000;
+    double *das_out = calloc(76 * 120, sizeof(double));
+    int64_t *das_data = malloc(sizeof(int64_t) * data_n);
+    for (int64_t i = 0; i < data_n; i++) das_data[i] = (i * 7919) % 1000;
+    kjit_array DAS_OUT = kjit_array_make(das_out, KJIT_F64, 2, das_shape);
+    kjit_array DAS_DATA = kjit_array_make(das_data, KJIT_I64, 1, &data_n);
+
+    const kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
+    printf("{");
+    for (int t = 0; t < 2; t++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = targets[t];
+        kjit_context *context;
+        die_on(kjit_context_create(&options, &context), NULL, "context");
+
+        kjit_arg add_args[2] = {kjit_arg_array(&A32), kjit_arg_array(&B32)};
+        kjit_arg sin_args[1] = {kjit_arg_array(&X64)};
+        kjit_arg exp_args[1] = {kjit_arg_array(&A32)};
+        kjit_arg mandel_args[6] = {kjit_arg_f64(-2.0), kjit_arg_f64(1.0), kjit_arg_f64(-1.0),
+                                   kjit_arg_f64(1.0), kjit_arg_array(&IMAGE), kjit_arg_i32(20)};
+        kjit_arg das_args[2] = {kjit_arg_array(&DAS_OUT), kjit_arg_array(&DAS_DATA)};
+        Call calls[5] = {
+            {load(context, dir, "add.kern", "add"), add_args, 2, &O32},
+            {load(context, dir, "sin.kern", "sin_kernel"), sin_args, 1, &O64},
+            {load(context, dir, "exp.kern", "exp_kernel"), exp_args, 1, &O32},
+            {load(context, dir, "mandelbrot.kern", "mandel_kernel"), mandel_args, 6, NULL,
+             {48, 32, 1}, {32, 8, 1}},
+            {load(context, dir, "das.kern", "das"), das_args, 2, NULL, {120, 1, 1}, {76, 1, 1}},
+        };
+        const char *names[5] = {"add f32 1e7", "sin f64 1e7", "exp f32 1e7",
+                                "mandelbrot 1536x1024x20", "delay-and-sum 120x76"};
+        printf("%s\"%s\": {", t ? ", " : "", kjit_target_name(targets[t]));
+        for (int w = 0; w < 5; w++)
+            printf("%s\"%s\": %.4f", w ? ", " : "", names[w], median_ms(context, &calls[w]));
+        printf("}");
+        kjit_context_destroy(context);
+    }
+    printf("}\n");
+    return 0;
+}

@@ -1,0 +1,121 @@
+"""CPU references for `make bench-cpu`: NumPy and Numba on the seed workloads.
+
+Prints one JSON object: {workload: {"numpy": ms, "numba": ms, "numba_parallel": ms}},
+each the median of REPEAT runs after a warm-up (compile time excluded), so the
+kjit side (tests/bench/bench_cpu.c) can be printed beside it in one table.
+"""
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+REPEAT = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+
+try:
+    import numba as nb
+except ImportError:  # the table then shows "-" for Numba
+    nb = None
+
+
+def median_ms(fn):
+    fn()
+    times = []
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+rng = np.random.default_rng(0)
+N = 10_000_000
+a32 = rng.random(N, dtype=np.float32)
+b32 = rng.random(N, dtype=np.float32)
+x64 = rng.random(N) * 2 * np.pi
+out32 = np.empty(N, np.float32)
+out64 = np.empty(N, np.float64)
+results = {}
+
+results["add f32 1e7"] = {"numpy": median_ms(lambda: np.add(a32, b32, out=out32))}
+results["sin f64 1e7"] = {"numpy": median_ms(lambda: np.sin(x64, out=out64))}
+results["exp f32 1e7"] = {"numpy": median_ms(lambda: np.exp(a32, out=out32))}
+
+# Delay-and-sum data: 128 channels x 2000 samples of integers (seed 000).
+das_data = rng.integers(0, 1000, 128 * 2000, dtype=np.int64)
+
+if nb is not None:
+    @nb.vectorize(["float32(float32, float32)"])
+    def nb_add(a, b):
+        return a + b
+
+    @nb.vectorize(["float32(float32, float32)"], target="parallel")
+    def nb_add_par(a, b):
+        return a + b
+
+    @nb.vectorize(["float64(float64)"])
+    def nb_sin(x):
+        return np.sin(x)
+
+    @nb.vectorize(["float64(float64)"], target="parallel")
+    def nb_sin_par(x):
+        return np.sin(x)
+
+    @nb.vectorize(["float32(float32)"])
+    def nb_exp(x):
+        return np.exp(x)
+
+    @nb.vectorize(["float32(float32)"], target="parallel")
+    def nb_exp_par(x):
+        return np.exp(x)
+
+    results["add f32 1e7"]["numba"] = median_ms(lambda: nb_add(a32, b32, out=out32))
+    results["add f32 1e7"]["numba_parallel"] = median_ms(lambda: nb_add_par(a32, b32, out=out32))
+    results["sin f64 1e7"]["numba"] = median_ms(lambda: nb_sin(x64, out=out64))
+    results["sin f64 1e7"]["numba_parallel"] = median_ms(lambda: nb_sin_par(x64, out=out64))
+    results["exp f32 1e7"]["numba"] = median_ms(lambda: nb_exp(a32, out=out32))
+    results["exp f32 1e7"]["numba_parallel"] = median_ms(lambda: nb_exp_par(a32, out=out32))
+
+    @nb.njit
+    def mandel(x, y, max_iters):
+        c = complex(x, y)
+        z = 0.0j
+        for i in range(max_iters):
+            z = z * z + c
+            if z.real * z.real + z.imag * z.imag >= 4:
+                return i
+        return max_iters
+
+    @nb.njit(parallel=True)
+    def mandel_image(min_x, max_x, min_y, max_y, image, iters):
+        height, width = image.shape
+        px = (max_x - min_x) / width
+        py = (max_y - min_y) / height
+        for x in nb.prange(width):
+            for y in range(height):
+                image[y, x] = mandel(min_x + x * px, min_y + y * py, iters)
+
+    image = np.zeros((1024, 1536), np.uint8)
+    results["mandelbrot 1536x1024x20"] = {
+        "numba_parallel": median_ms(lambda: mandel_image(-2.0, 1.0, -1.0, 1.0, image, 20))}
+
+    @nb.njit(parallel=True)
+    def das(out, data):
+        for i in nb.prange(out.shape[1]):
+            for j in range(out.shape[0]):
+                acc = 0.0
+                for k in range(128):
+                    for n in range(128):
+                        order = int((((i * i + (j - k * 6) * (j - k * 6)) ** 0.5
+                                      + (i * i + (j - n * 6) * (j - n * 6)) ** 0.5) * 0.05)
+                                    / 1.54 * 30)
+                        if order < 2000:
+                            acc += data[k * 2000 + order]
+                out[j, i] = acc
+
+    das_out = np.zeros((76, 120))
+    results["delay-and-sum 120x76"] = {"numba_parallel": median_ms(lambda: das(das_out, das_data))}
+
+json.dump(results, sys.stdout)
+print()

@@ -1,0 +1,45 @@
+# The GPU machine's bundle: included by tests/tests.mk.
+#
+#   make gpu-bundle    $(BUILD)/gpu-bundle: everything tests/gpu/run.sh needs on
+#                      a machine with a GPU but no LLVM, re2c or Check
+#
+# The bundle mirrors the repository's layout (run.sh, the unit tests and the
+# benchmark find examples/, stdlib/ and tests/ relative to it) and holds the
+# built programs in bin/ (libkjit.so as libkjit.so.xz, unpacked by run.sh).  LLVM, zlib, zstd, libpng and Check are linked
+# statically, so the programs need only glibc, libstdc++ and libgcc; the
+# bundle is checked for that, and for its size, every time it is made.
+
+GPU_BUNDLE      = $(BUILD)/gpu-bundle
+GPU_BUNDLE_MAX_MB = 40
+# Shared libraries every Linux machine with a CUDA driver has.
+GPU_BUNDLE_LIBS = linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|ld-linux|libkjit\.so
+
+.PHONY: gpu-bundle
+gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/bench_gpu_kjit
+	@rm -rf $(GPU_BUNDLE)
+	@mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/tests $(GPU_BUNDLE)/libdevice
+	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/bench_gpu_kjit $(GPU_BUNDLE)/bin/
+	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit.so $(BUILD)/libkjit.so
+	strip $(GPU_BUNDLE)/bin/kjit $(GPU_BUNDLE)/bin/unit-tests $(GPU_BUNDLE)/bin/bench_gpu_kjit
+	cp -r examples stdlib $(GPU_BUNDLE)/
+	cp -r tests/golden tests/gpu tests/bench $(GPU_BUNDLE)/tests/
+	@# The grammar test reads the grammar and the parser's source.
+	mkdir -p $(GPU_BUNDLE)/compiler && cp compiler/parse.c $(GPU_BUNDLE)/compiler/
+	cp -r grammar $(GPU_BUNDLE)/
+	cp runtime/kjit.h $(GPU_BUNDLE)/tests/bench/
+	@# A fallback for a machine whose toolkit lacks nvvm/ (run.sh uses it only then).
+	@lib=$$(KJIT_LIBDEVICE= $(GPU_BUNDLE)/bin/kjit info 2>/dev/null | sed -n 's/^libdevice: *\(\/.*\)/\1/p'); \
+	  if [ -n "$$lib" ]; then cp "$$lib" $(GPU_BUNDLE)/libdevice/; fi
+	@bad=$$(for f in $(GPU_BUNDLE)/bin/*; do ldd $$f | awk '{print $$1}'; done | \
+	  grep -Ev '^(.*/)?($(GPU_BUNDLE_LIBS))' | sort -u); \
+	  if [ -n "$$bad" ]; then echo "gpu-bundle: links libraries the GPU machine may lack: $$bad"; exit 1; fi
+	@# LLVM makes libkjit.so ~50 MB: it travels xz-compressed and run.sh unpacks it.
+	xz -T0 -6 $(GPU_BUNDLE)/bin/libkjit.so
+	@size=$$(du -sm $(GPU_BUNDLE) | cut -f1); \
+	  if [ $$size -gt $(GPU_BUNDLE_MAX_MB) ]; then \
+	    echo "gpu-bundle: $$size MB, over the $(GPU_BUNDLE_MAX_MB) MB limit"; exit 1; fi; \
+	  echo "gpu-bundle: $(GPU_BUNDLE) ($$size MB); on the GPU machine: bash tests/gpu/run.sh $(GPU_BUNDLE)"
+
+# kjit's side of the GPU benchmark, built here against libkjit.so.
+$(BUILD)/bench_gpu_kjit: tests/bench/bench_gpu_kjit.c runtime/kjit.h $(BUILD)/libkjit.so
+	$(CC) -std=c11 -O2 -Wall -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh [BUNDLE]: the GPU tests, on the GPU machine.
+#
+# Run from the repository root with the bundle `make gpu-bundle` made (default
+# build/gpu-bundle, carried to the machine).  In order:
+#   1. the unit tests (the cuda suite must run, not skip): seeds against
+#      float64, every example's vectorized functions cuda vs cpu, device
+#      arrays, streams and events, a kernel fault, out-of-memory;
+#   2. every example through `kjit run` on cuda and on cpu with the same
+#      seeded inputs, the results compared (tests/gpu/compare_npy.py states
+#      the tolerances), plus `kjit build --emit=ptx` and `kjit info`;
+#   3. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
+# Ends with one line: "N passed, N failed".
+set -u
+bundle=${1:-build/gpu-bundle}
+cd "$bundle" || { echo "no bundle at $bundle (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
+root=$PWD
+if [ ! -f bin/libkjit.so ]; then
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        bin/libkjit.so.xz bin/libkjit.so || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+kjit=$root/bin/kjit
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+
+# The toolkit's libdevice when there is one, else the copy in the bundle.
+if ! "$kjit" info | grep -q '^libdevice:  /'; then
+    export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
+fi
+
+echo "=== machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+"$kjit" info && pass "kjit info" || fail "kjit info"
+"$kjit" info | grep -q '^  cuda      yes' && pass "cuda target available" \
+    || fail "cuda target available"
+
+echo "=== unit tests"
+"$root/bin/unit-tests" > "$work/unit.log" 2>&1
+unit_rc=$?
+cat "$work/unit.log"
+# Check's summary: "NN%: Checks: C, Failures: F, Errors: E".
+read -r checks failures errors < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' "$work/unit.log" | tail -1)
+checks=${checks:-0} failures=${failures:-0} errors=${errors:-0}
+passed=$((passed + checks - failures - errors))
+failed=$((failed + failures + errors))
+[ "$unit_rc" -eq 0 ] || [ $((failures + errors)) -gt 0 ] || fail "unit-tests exited $unit_rc"
+if grep -q 'skipped: no CUDA driver' "$work/unit.log"; then
+    fail "the cuda unit tests skipped on the GPU machine"
+fi
+
+echo "=== examples: cuda vs cpu through kjit run"
+# name | kjit run arguments; @OUT@ names the result files of one target.
+examples=(
+    "add|examples/add.kern add rand:f32:1e6 rand:f32:1e6 -o @OUT@.npy"
+    "sin|examples/sin.kern vsin rand:f64:1e6 -o @OUT@.npy"
+    "exp|examples/exp.kern vexp randn:f32:1e6 -o @OUT@.npy"
+    "lla_a|examples/lla.kern lla_a rand:f64:1000x1000 rand:f64:1000x1000 30.0 60.0 6371.0 -o @OUT@.npy"
+    "lla|examples/lla.kern lla 30.0 60.0 -45.0 45.0 -90.0 90.0 6371.0 1000 1000 zeros:f64:1000x1000 --grid 32,125 --block 32,8 --save 9=@OUT@.npy"
+    "mandelbrot|examples/mandelbrot.kern mandel_kernel -2.0 1.0 -1.0 1.0 zeros:u8:1024x1536 20 --grid 48,128 --block 32,8 --save 4=@OUT@.npy"
+    "das|examples/das.kern das zeros:f64:762x1200 arange:i64:256000 --grid 1200 --block 762 --save 0=@OUT@.npy"
+)
+if [ -f "$root/tests/gpu/examples.txt" ]; then
+    mapfile -t examples < <(grep -v '^#' "$root/tests/gpu/examples.txt" | grep .)
+fi
+for entry in "${examples[@]}"; do
+    name=${entry%%|*}
+    args=${entry#*|}
+    ok=1
+    for target in cpu cuda; do
+        run_args=${args//@OUT@/$work/$name.$target}
+        # shellcheck disable=SC2086
+        if ! "$kjit" run $run_args --target $target --seed 7 > "$work/$name.$target.log" 2>&1; then
+            echo "--- kjit run $run_args --target $target:"; cat "$work/$name.$target.log"
+            ok=0
+        fi
+    done
+    if [ $ok -eq 1 ]; then
+        grep -i 'ms\|time' "$work/$name.cuda.log" | head -3
+        python3 "$root/tests/gpu/compare_npy.py" "$work/$name.cpu.npy" "$work/$name.cuda.npy" \
+            && pass "example $name on cuda matches cpu" || fail "example $name on cuda matches cpu"
+    else
+        fail "example $name runs on cpu and cuda"
+    fi
+done
+for file in examples/*.kern; do
+    "$kjit" build "$file" --target cuda --emit=ptx -o "$work/out.ptx" > "$work/build.log" 2>&1 \
+        && grep -q '\.entry\|^//' "$work/out.ptx" && pass "kjit build --emit=ptx $file" \
+        || { cat "$work/build.log"; fail "kjit build --emit=ptx $file"; }
+done
+# No GPU for this process: --target cuda must say why, auto must fall back.
+CUDA_VISIBLE_DEVICES= "$kjit" run examples/add.kern add rand:f32:10 rand:f32:10 --target cuda \
+    > "$work/nogpu.log" 2>&1
+if [ $? -ne 0 ] && grep -qi 'gpu\|cuda\|device' "$work/nogpu.log"; then
+    pass "--target cuda without a GPU says why"
+else
+    cat "$work/nogpu.log"; fail "--target cuda without a GPU says why"
+fi
+CUDA_VISIBLE_DEVICES= "$kjit" run examples/add.kern add rand:f32:10 rand:f32:10 --target auto \
+    > "$work/auto.log" 2>&1 && pass "--target auto falls back to cpu without a GPU" \
+    || { cat "$work/auto.log"; fail "--target auto falls back to cpu without a GPU"; }
+
+echo "=== benchmark"
+if bash "$root/tests/bench/bench_gpu.sh"; then
+    pass "benchmark ran"
+else
+    fail "benchmark ran"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,713 @@
+/*
+ * test_cuda.c: the cuda target through the public API, on a GPU.
+ *
+ * The seed workloads run on cuda and on cpu and are compared with float64
+ * references computed here, on fresh random inputs; every vectorized function
+ * of the examples (examples/NAME.kern) runs on both targets and must agree; device arrays,
+ * streams and events, a kernel fault (the context must work again after it)
+ * and an out-of-memory allocation are checked.
+ *
+ * Without a CUDA driver the suite holds no tests and prints one line saying
+ * so: nothing here passes without a GPU.  The driver is only dlopen'ed while
+ * the suite is built (never cuInit'ed), because Check forks each test and a
+ * CUDA context does not survive fork.
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <glob.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kjit.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t rng_state;
+
+static void seed_rng(void)
+{
+    rng_state = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
+    printf("test_cuda: random seed %llu\n", (unsigned long long)rng_state);
+}
+
+static double uniform(double lo, double hi)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* The tests need a working GPU; a driver without one skips visibly. */
+static bool gpu_or_skip(const char *test)
+{
+    char reason[512];
+    if (kjit_cuda_available(reason, sizeof reason) == KJIT_OK)
+        return true;
+    printf("%s: skipped: no CUDA driver (%s)\n", test, reason);
+    return false;
+}
+
+static kjit_context *open_context(kjit_target target)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    kjit_context *context = NULL;
+    kjit_status status = kjit_context_create(&options, &context);
+    ck_assert_msg(status == KJIT_OK, "context for %s: %s", kjit_target_name(target),
+                  kjit_status_name(status));
+    return context;
+}
+
+static kjit_function *compile(kjit_context *context, const char *source, const char *name,
+                              kjit_module **module)
+{
+    kjit_status status = kjit_compile_string(context, "test.kern", source, module);
+    ck_assert_msg(status == KJIT_OK, "compile: %s", kjit_last_error(context));
+    kjit_function *function = NULL;
+    status = kjit_module_function(*module, name, &function);
+    ck_assert_msg(status == KJIT_OK, "no function %s: %s", name, kjit_last_error(context));
+    return function;
+}
+
+static double element(const kjit_array *array, int64_t i)
+{
+    const char *p = (const char *)array->data + i * kjit_dtype_size(array->dtype);
+    switch (array->dtype) {
+    case KJIT_BOOL: return *(const uint8_t *)p;
+    case KJIT_I8: return *(const int8_t *)p;
+    case KJIT_I16: return *(const int16_t *)p;
+    case KJIT_I32: return *(const int32_t *)p;
+    case KJIT_I64: return (double)*(const int64_t *)p;
+    case KJIT_U8: return *(const uint8_t *)p;
+    case KJIT_U16: return *(const uint16_t *)p;
+    case KJIT_U32: return *(const uint32_t *)p;
+    case KJIT_U64: return (double)*(const uint64_t *)p;
+    case KJIT_F32: return *(const float *)p;
+    case KJIT_F64: return *(const double *)p;
+    default: return NAN;
+    }
+}
+
+static void set_element(kjit_array *array, int64_t i, double v)
+{
+    char *p = (char *)array->data + i * kjit_dtype_size(array->dtype);
+    switch (array->dtype) {
+    case KJIT_BOOL: *(uint8_t *)p = v != 0; break;
+    case KJIT_I8: *(int8_t *)p = (int8_t)v; break;
+    case KJIT_I16: *(int16_t *)p = (int16_t)v; break;
+    case KJIT_I32: *(int32_t *)p = (int32_t)v; break;
+    case KJIT_I64: *(int64_t *)p = (int64_t)v; break;
+    case KJIT_U8: *(uint8_t *)p = (uint8_t)v; break;
+    case KJIT_U16: *(uint16_t *)p = (uint16_t)v; break;
+    case KJIT_U32: *(uint32_t *)p = (uint32_t)v; break;
+    case KJIT_U64: *(uint64_t *)p = (uint64_t)v; break;
+    case KJIT_F32: *(float *)p = (float)v; break;
+    case KJIT_F64: *(double *)p = v; break;
+    default: break;
+    }
+}
+
+/*
+ * Elements where |got - want| > atol + rtol |want| (NaN never matches
+ * anything but NaN).  Returns how many; reports the worst.
+ */
+static int64_t mismatches(const kjit_array *got, const double *want, int64_t n, double rtol,
+                          double atol, const char *label)
+{
+    int64_t bad = 0, worst = -1;
+    double worst_excess = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double g = element(got, i), w = want[i];
+        if (isnan(w) && isnan(g))
+            continue;
+        double excess = fabs(g - w) - (atol + rtol * fabs(w));
+        if (isnan(g) || isnan(w) || excess > 0) {
+            bad++;
+            if (worst < 0 || isnan(excess) || excess > worst_excess) {
+                worst = i;
+                worst_excess = excess;
+            }
+        }
+    }
+    if (bad)
+        printf("%s: %lld of %lld elements off, worst at %lld: got %.17g, want %.17g\n", label,
+               (long long)bad, (long long)n, (long long)worst, element(got, worst), want[worst]);
+    return bad;
+}
+
+static kjit_array host_array(kjit_dtype dtype, int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    void *data = calloc((size_t)(n > 0 ? n : 1), kjit_dtype_size(dtype));
+    ck_assert_ptr_nonnull(data);
+    return kjit_array_make(data, dtype, ndim, shape);
+}
+
+/* Poison: a result the kernel never wrote must not look right. */
+static void poison(kjit_array *array)
+{
+    memset(array->data, 0x7f, (size_t)kjit_array_size(array) * kjit_dtype_size(array->dtype));
+}
+
+/* ------------------------------------------------- seeds vs float64 */
+
+static const char seed_source[] =
+    "@vectorize\n"
+    "fn add(a: f32, b: f32) -> f32 { return a + b; }\n"
+    "@vectorize\n"
+    "fn vsin(x: f64) -> f64 { return sin(x); }\n"
+    "@vectorize\n"
+    "fn vexp(x: f32) -> f32 { return exp(x); }\n"
+    "@vectorize\n"
+    "fn lla_a(lat1: f64, lon1: f64, lat2: f64, lon2: f64, s: f64) -> f64 {\n"
+    "    let a = sin(0.008726645 * (lat2 - lat1)) ** 2\n"
+    "          + cos(0.01745329 * lat1) * cos(0.01745329 * lat2) * sin(0.008726645 * (lon2 - "
+    "lon1)) ** 2;\n"
+    "    return atan2(a, 1 - a) * s;\n"
+    "}\n"
+    "fn mandel(x: f64, y: f64, max_iters: i32) -> i32 {\n"
+    "    let c = complex(x, y);\n"
+    "    let z = complex(0.0, 0.0);\n"
+    "    for i in range(max_iters) {\n"
+    "        z = z * z + c;\n"
+    "        if z.real * z.real + z.imag * z.imag >= 4 { return i; }\n"
+    "    }\n"
+    "    return max_iters;\n"
+    "}\n"
+    "@kernel\n"
+    "fn mandel_kernel(min_x: f64, max_x: f64, min_y: f64, max_y: f64, image: u8[,], iters: i32) "
+    "{\n"
+    "    let height = image.shape[0];\n"
+    "    let width = image.shape[1];\n"
+    "    let px = (max_x - min_x) / f64(width);\n"
+    "    let py = (max_y - min_y) / f64(height);\n"
+    "    let sx, sy = grid(2);\n"
+    "    let gx, gy = gridsize(2);\n"
+    "    for x in range(sx, width, gx) {\n"
+    "        for y in range(sy, height, gy) {\n"
+    "            image[y, x] = u8(mandel(min_x + f64(x) * px, min_y + f64(y) * py, iters));\n"
+    "        }\n"
+    "    }\n"
+    "}\n"
+    "@kernel\n"
+    "fn das(out: f64[,], data: i64[]) {\n"
+    "    let i = blockIdx.x;\n"
+    "    let j = threadIdx.x;\n"
+    "    if i < out.shape[1] && j < out.shape[0] {\n"
+    "        let acc = 0.0;\n"
+    "        for k in range(128) {\n"
+    "            for n in range(128) {\n"
+    "                let order = i64(((f64(i*i + (j - k*6)*(j - k*6)) ** 0.5\n"
+    "                                + f64(i*i + (j - n*6)*(j - n*6)) ** 0.5) * 0.05) / 1.54 * "
+    "30);\n"
+    "                if order < 2000 { acc += f64(data[k * 2000 + order]); }\n"
+    "            }\n"
+    "        }\n"
+    "        out[j, i] = acc;\n"
+    "    }\n"
+    "}\n";
+
+/* Runs the elementwise seeds on `target` and checks them against float64. */
+static void check_elementwise_seeds(kjit_target target)
+{
+    kjit_context *context = open_context(target);
+    kjit_module *module;
+    const char *label = kjit_target_name(target);
+    enum { N = 1000003 };
+    int64_t shape[1] = {N};
+
+    /* add f32: one rounding of the exact sum. */
+    kjit_function *add = compile(context, seed_source, "add", &module);
+    kjit_array a = host_array(KJIT_F32, 1, shape), b = host_array(KJIT_F32, 1, shape);
+    kjit_array out = host_array(KJIT_F32, 1, shape);
+    double *want = malloc(sizeof(double) * N);
+    for (int64_t i = 0; i < N; i++) {
+        set_element(&a, i, uniform(-1000, 1000));
+        set_element(&b, i, uniform(-1000, 1000));
+        want[i] = element(&a, i) + element(&b, i);
+    }
+    poison(&out);
+    kjit_arg args[5] = {kjit_arg_array(&a), kjit_arg_array(&b)};
+    ck_assert_msg(kjit_call(add, args, 2, &out, NULL) == KJIT_OK, "add on %s: %s", label,
+                  kjit_last_error(context));
+    ck_assert_int_eq(mismatches(&out, want, N, 6e-8, 1e-30, "add f32"), 0);
+
+    /* exp f32: libdevice's expf is within 2 ulp. */
+    kjit_function *vexp;
+    ck_assert_int_eq(kjit_module_function(module, "vexp", &vexp), KJIT_OK);
+    for (int64_t i = 0; i < N; i++) {
+        set_element(&a, i, uniform(-20, 20));
+        want[i] = exp(element(&a, i));
+    }
+    poison(&out);
+    ck_assert_msg(kjit_call(vexp, args, 1, &out, NULL) == KJIT_OK, "exp: %s",
+                  kjit_last_error(context));
+    ck_assert_int_eq(mismatches(&out, want, N, 3e-7, 1e-37, "exp f32"), 0);
+
+    /* sin f64 over a wide range (libdevice's slow path reduction included). */
+    kjit_function *vsin;
+    ck_assert_int_eq(kjit_module_function(module, "vsin", &vsin), KJIT_OK);
+    kjit_array x = host_array(KJIT_F64, 1, shape), y = host_array(KJIT_F64, 1, shape);
+    for (int64_t i = 0; i < N; i++) {
+        set_element(&x, i, uniform(-1e6, 1e6));
+        want[i] = sin(element(&x, i));
+    }
+    poison(&y);
+    kjit_arg xargs[1] = {kjit_arg_array(&x)};
+    ck_assert_msg(kjit_call(vsin, xargs, 1, &y, NULL) == KJIT_OK, "sin: %s",
+                  kjit_last_error(context));
+    ck_assert_int_eq(mismatches(&y, want, N, 0, 4e-16, "sin f64"), 0);
+
+    /* LLA: two arrays and three broadcast scalars. */
+    kjit_function *lla;
+    ck_assert_int_eq(kjit_module_function(module, "lla_a", &lla), KJIT_OK);
+    kjit_array lon = host_array(KJIT_F64, 1, shape);
+    double lat2 = uniform(-60, 60), lon2 = uniform(-170, 170), s = 6371.0;
+    for (int64_t i = 0; i < N; i++) {
+        set_element(&x, i, uniform(-90, 90));
+        set_element(&lon, i, uniform(-180, 180));
+        double lat1 = element(&x, i), lon1 = element(&lon, i);
+        double sa = sin(0.008726645 * (lat2 - lat1)), so = sin(0.008726645 * (lon2 - lon1));
+        double av = sa * sa + cos(0.01745329 * lat1) * cos(0.01745329 * lat2) * so * so;
+        want[i] = atan2(av, 1 - av) * s;
+    }
+    poison(&y);
+    kjit_arg largs[5] = {kjit_arg_array(&x), kjit_arg_array(&lon), kjit_arg_f64(lat2),
+                         kjit_arg_f64(lon2), kjit_arg_f64(s)};
+    ck_assert_msg(kjit_call(lla, largs, 5, &y, NULL) == KJIT_OK, "lla_a: %s",
+                  kjit_last_error(context));
+    ck_assert_int_eq(mismatches(&y, want, N, 1e-12, 1e-12, "lla_a f64"), 0);
+
+    free(want);
+    free(a.data), free(b.data), free(out.data), free(x.data), free(y.data), free(lon.data);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+START_TEST(elementwise_seeds_match_float64)
+{
+    if (!gpu_or_skip("elementwise_seeds_match_float64"))
+        return;
+    check_elementwise_seeds(KJIT_TARGET_CUDA);
+    check_elementwise_seeds(KJIT_TARGET_CPU);
+}
+END_TEST
+
+static int mandel_reference(double x, double y, int max_iters)
+{
+    double zr = 0, zi = 0;
+    for (int i = 0; i < max_iters; i++) {
+        double r = zr * zr - zi * zi + x;
+        zi = 2 * zr * zi + y;
+        zr = r;
+        if (zr * zr + zi * zi >= 4)
+            return i;
+    }
+    return max_iters;
+}
+
+/* The two seed kernels, launched on cuda and cpu, against float64 in C. */
+static void check_seed_kernels(kjit_target target)
+{
+    kjit_context *context = open_context(target);
+    kjit_module *module;
+    const char *label = kjit_target_name(target);
+
+    /* Mandelbrot: iteration counts; points on the set's edge may differ by
+     * a contracted multiply-add, so a few pixels in a thousand may disagree. */
+    kjit_function *mandel = compile(context, seed_source, "mandel_kernel", &module);
+    int64_t shape[2] = {256, 384};
+    kjit_array image = host_array(KJIT_U8, 2, shape);
+    poison(&image);
+    int iters = 50;
+    double min_x = -2.0, max_x = 1.0, min_y = -1.0, max_y = 1.0;
+    double *want = malloc(sizeof(double) * 256 * 384);
+    for (int64_t py = 0; py < 256; py++)
+        for (int64_t px = 0; px < 384; px++)
+            want[py * 384 + px] = (uint8_t)mandel_reference(
+                min_x + (double)px * ((max_x - min_x) / 384), min_y + (double)py * ((max_y - min_y) / 256),
+                iters);
+    kjit_arg margs[6] = {kjit_arg_f64(min_x), kjit_arg_f64(max_x), kjit_arg_f64(min_y),
+                         kjit_arg_f64(max_y), kjit_arg_array(&image), kjit_arg_i32(iters)};
+    uint32_t grid[3] = {8, 4, 1}, block[3] = {16, 16, 1};
+    ck_assert_msg(kjit_launch(mandel, grid, block, margs, 6, NULL) == KJIT_OK, "mandel on %s: %s",
+                  label, kjit_last_error(context));
+    ck_assert_int_eq(kjit_synchronize(context), KJIT_OK);
+    ck_assert_int_le(mismatches(&image, want, 256 * 384, 0, 0, "mandelbrot"), 256 * 384 / 500);
+
+    /* Delay-and-sum at 64 x 40: sums of integers, exact but for an order that a
+     * different rounding moves across an integer (a 1e-3 share at most). */
+    kjit_function *das;
+    ck_assert_int_eq(kjit_module_function(module, "das", &das), KJIT_OK);
+    int64_t out_shape[2] = {64, 40}, data_shape[1] = {128 * 2000};
+    kjit_array out = host_array(KJIT_F64, 2, out_shape);
+    kjit_array data = host_array(KJIT_I64, 1, data_shape);
+    for (int64_t i = 0; i < data_shape[0]; i++)
+        set_element(&data, i, floor(uniform(0, 100)));
+    poison(&out);
+    double *dwant = malloc(sizeof(double) * 64 * 40);
+    for (int64_t j = 0; j < 64; j++)
+        for (int64_t i = 0; i < 40; i++) {
+            double acc = 0;
+            for (int64_t k = 0; k < 128; k++)
+                for (int64_t n = 0; n < 128; n++) {
+                    int64_t order = (int64_t)((sqrt((double)(i * i + (j - k * 6) * (j - k * 6))) +
+                                               sqrt((double)(i * i + (j - n * 6) * (j - n * 6)))) *
+                                              0.05 / 1.54 * 30);
+                    if (order < 2000)
+                        acc += element(&data, k * 2000 + order);
+                }
+            dwant[j * 40 + i] = acc;
+        }
+    kjit_arg dargs[2] = {kjit_arg_array(&out), kjit_arg_array(&data)};
+    uint32_t dgrid[3] = {40, 1, 1}, dblock[3] = {64, 1, 1};
+    ck_assert_msg(kjit_launch(das, dgrid, dblock, dargs, 2, NULL) == KJIT_OK, "das: %s",
+                  kjit_last_error(context));
+    ck_assert_int_eq(kjit_synchronize(context), KJIT_OK);
+    ck_assert_int_eq(mismatches(&out, dwant, 64 * 40, 1e-3, 0, "delay-and-sum"), 0);
+
+    free(want), free(dwant), free(image.data), free(out.data), free(data.data);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+START_TEST(seed_kernels_match_float64)
+{
+    if (!gpu_or_skip("seed_kernels_match_float64"))
+        return;
+    check_seed_kernels(KJIT_TARGET_CUDA);
+    check_seed_kernels(KJIT_TARGET_CPU);
+}
+END_TEST
+
+/* ------------------------------------------- every example, cuda vs cpu */
+
+/* Inputs each vectorized signature can take: floats in (0.1, 2) stay inside
+ * every math function's domain, small positive ints avoid division by zero. */
+static double random_input(kjit_dtype dtype)
+{
+    if (dtype == KJIT_F32 || dtype == KJIT_F64)
+        return uniform(0.1, 2.0);
+    if (dtype == KJIT_BOOL)
+        return uniform(0, 1) < 0.5;
+    return floor(uniform(1, 100));
+}
+
+static void compare_function(kjit_context *cpu, kjit_context *cuda, const char *path,
+                             const char *name, int *compared)
+{
+    kjit_module *cpu_module, *cuda_module;
+    ck_assert_msg(kjit_compile_file(cpu, path, &cpu_module) == KJIT_OK, "%s: %s", path,
+                  kjit_last_error(cpu));
+    ck_assert_msg(kjit_compile_file(cuda, path, &cuda_module) == KJIT_OK, "%s on cuda: %s", path,
+                  kjit_last_error(cuda));
+    kjit_function *on_cpu, *on_cuda;
+    ck_assert_int_eq(kjit_module_function(cpu_module, name, &on_cpu), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(cuda_module, name, &on_cuda), KJIT_OK);
+    enum { N = 10007 };
+    int64_t shape[1] = {N};
+    for (int sig = 0; sig < kjit_function_signature_count(on_cpu); sig++) {
+        int nparams = kjit_function_param_count(on_cpu);
+        kjit_arg args[16];
+        kjit_array inputs[16];
+        kjit_dtype result_dtype;
+        bool complex_types = false;
+        ck_assert_int_eq(kjit_function_result(on_cpu, sig, &result_dtype), KJIT_OK);
+        ck_assert_int_le(nparams, 16);
+        for (int p = 0; p < nparams; p++) {
+            kjit_dtype dtype;
+            int ndim;
+            ck_assert_int_eq(kjit_function_param(on_cpu, sig, p, &dtype, &ndim), KJIT_OK);
+            complex_types |= dtype == KJIT_C64 || dtype == KJIT_C128;
+            inputs[p] = host_array(dtype, 1, shape);
+            for (int64_t i = 0; i < N; i++)
+                set_element(&inputs[p], i, random_input(dtype));
+            args[p] = kjit_arg_array(&inputs[p]);
+        }
+        if (!complex_types && result_dtype != KJIT_C64 && result_dtype != KJIT_C128) {
+            kjit_array want, got;
+            ck_assert_msg(kjit_call(on_cpu, args, nparams, NULL, &want) == KJIT_OK, "%s.%s cpu: %s",
+                          path, name, kjit_last_error(cpu));
+            ck_assert_msg(kjit_call(on_cuda, args, nparams, NULL, &got) == KJIT_OK,
+                          "%s.%s cuda: %s", path, name, kjit_last_error(cuda));
+            double *reference = malloc(sizeof(double) * N);
+            for (int64_t i = 0; i < N; i++)
+                reference[i] = element(&want, i);
+            /* Two math libraries, each within a few ulp of the truth. */
+            bool single = result_dtype == KJIT_F32;
+            char label[256];
+            snprintf(label, sizeof label, "%s: %s %s", path, name,
+                     kjit_function_signature(on_cpu, sig));
+            ck_assert_int_eq(mismatches(&got, reference, N, single ? 2e-6 : 1e-13,
+                                        single ? 1e-6 : 1e-14, label),
+                             0);
+            (*compared)++;
+            free(reference);
+            kjit_array_free(&want);
+            kjit_array_free(&got);
+        }
+        for (int p = 0; p < nparams; p++)
+            free(inputs[p].data);
+    }
+    kjit_module_free(cpu_module);
+    kjit_module_free(cuda_module);
+}
+
+START_TEST(every_example_agrees_with_cpu)
+{
+    if (!gpu_or_skip("every_example_agrees_with_cpu"))
+        return;
+    kjit_context *cpu = open_context(KJIT_TARGET_CPU), *cuda = open_context(KJIT_TARGET_CUDA);
+    glob_t files;
+    ck_assert_int_eq(glob("examples/*.kern", 0, NULL, &files), 0);
+    int compared = 0;
+    for (size_t f = 0; f < files.gl_pathc; f++) {
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_file(cpu, files.gl_pathv[f], &module) == KJIT_OK, "%s: %s",
+                      files.gl_pathv[f], kjit_last_error(cpu));
+        for (int i = 0; i < kjit_module_function_count(module); i++) {
+            const char *name = kjit_module_function_name(module, i);
+            kjit_function *function;
+            ck_assert_int_eq(kjit_module_function(module, name, &function), KJIT_OK);
+            if (kjit_function_kind_of(function) == KJIT_FUNCTION_VECTORIZE)
+                compare_function(cpu, cuda, files.gl_pathv[f], name, &compared);
+        }
+        kjit_module_free(module);
+    }
+    globfree(&files);
+    printf("every_example_agrees_with_cpu: %d vectorized signatures compared\n", compared);
+    ck_assert_int_gt(compared, 0);
+    kjit_context_destroy(cpu);
+    kjit_context_destroy(cuda);
+}
+END_TEST
+
+/* ---------------------------------------- device arrays, streams, events */
+
+static const char saxpy_source[] =
+    "@vectorize fn add(a: f32, b: f32) -> f32 { return a + b; }\n"
+    "@kernel fn saxpy(a: f32, x: f32[], y: f32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i < len(x) { y[i] = a * x[i] + y[i]; }\n"
+    "}\n";
+
+START_TEST(device_arrays_stay_on_the_device)
+{
+    if (!gpu_or_skip("device_arrays_stay_on_the_device"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    kjit_function *add = compile(context, saxpy_source, "add", &module);
+    enum { N = 1 << 20 };
+    int64_t shape[1] = {N};
+    kjit_array ha = host_array(KJIT_F32, 1, shape), hb = host_array(KJIT_F32, 1, shape);
+    kjit_array hout = host_array(KJIT_F32, 1, shape);
+    double *want = malloc(sizeof(double) * N);
+    for (int64_t i = 0; i < N; i++) {
+        set_element(&ha, i, uniform(-10, 10));
+        set_element(&hb, i, uniform(-10, 10));
+        want[i] = element(&ha, i) + element(&hb, i);
+    }
+    kjit_array da, db, dout;
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_F32, 1, shape, &da), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_F32, 1, shape, &db), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_F32, 1, shape, &dout), KJIT_OK);
+    ck_assert_int_eq(da.memory, KJIT_MEMORY_DEVICE);
+    ck_assert_int_eq(kjit_copy(context, &da, &ha, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(context, &db, &hb, NULL), KJIT_OK);
+    poison(&hout);
+    ck_assert_int_eq(kjit_copy(context, &dout, &hout, NULL), KJIT_OK);
+
+    kjit_arg args[2] = {kjit_arg_array(&da), kjit_arg_array(&db)};
+    ck_assert_msg(kjit_call(add, args, 2, &dout, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    /* Twice more into the same output: a call on device arrays queues work and
+     * returns; only the copy back waits for it. */
+    ck_assert_int_eq(kjit_call(add, args, 2, &dout, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_synchronize(context), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(context, &hout, &dout, NULL), KJIT_OK);
+    ck_assert_int_eq(mismatches(&hout, want, N, 6e-8, 1e-30, "add on device arrays"), 0);
+
+    /* A kernel launched on device arrays: y = 2 x + y, in place. */
+    kjit_function *saxpy;
+    ck_assert_int_eq(kjit_module_function(module, "saxpy", &saxpy), KJIT_OK);
+    for (int64_t i = 0; i < N; i++)
+        want[i] = 2.0f * (float)element(&ha, i) + (float)element(&hb, i);
+    kjit_arg sargs[3] = {kjit_arg_f32(2.0f), kjit_arg_array(&da), kjit_arg_array(&db)};
+    uint32_t grid[3] = {N / 256, 1, 1}, block[3] = {256, 1, 1};
+    ck_assert_msg(kjit_launch(saxpy, grid, block, sargs, 3, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    poison(&hout);
+    ck_assert_int_eq(kjit_copy(context, &hout, &db, NULL), KJIT_OK);
+    ck_assert_int_eq(mismatches(&hout, want, N, 1.2e-7, 1e-6, "saxpy on device arrays"), 0);
+
+    ck_assert_int_eq(kjit_device_free(context, &da), KJIT_OK);
+    ck_assert_int_eq(kjit_device_free(context, &db), KJIT_OK);
+    ck_assert_int_eq(kjit_device_free(context, &dout), KJIT_OK);
+    free(ha.data), free(hb.data), free(hout.data), free(want);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
+START_TEST(streams_and_events)
+{
+    if (!gpu_or_skip("streams_and_events"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    kjit_function *add = compile(context, saxpy_source, "add", &module);
+    enum { N = 1 << 24 };
+    int64_t shape[1] = {N};
+    kjit_array ha = host_array(KJIT_F32, 1, shape), hout = host_array(KJIT_F32, 1, shape);
+    double *want = malloc(sizeof(double) * N);
+    for (int64_t i = 0; i < N; i++) {
+        set_element(&ha, i, uniform(-10, 10));
+        want[i] = element(&ha, i) + 1.5;
+    }
+    kjit_stream *stream;
+    ck_assert_int_eq(kjit_stream_create(context, &stream), KJIT_OK);
+    kjit_array da, dout;
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_F32, 1, shape, &da), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_F32, 1, shape, &dout), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(context, &da, &ha, stream), KJIT_OK);
+
+    kjit_event *start, *end;
+    ck_assert_int_eq(kjit_event_record(context, stream, &start), KJIT_OK);
+    kjit_arg args[2] = {kjit_arg_array(&da), kjit_arg_f32(1.5f)};
+    for (int rep = 0; rep < 10; rep++)
+        ck_assert_msg(kjit_call_async(add, args, 2, &dout, stream) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+    ck_assert_int_eq(kjit_event_record(context, stream, &end), KJIT_OK);
+    poison(&hout);
+    ck_assert_int_eq(kjit_copy(context, &hout, &dout, stream), KJIT_OK);
+    ck_assert_int_eq(kjit_stream_synchronize(stream), KJIT_OK);
+    double ms = -1;
+    ck_assert_int_eq(kjit_event_elapsed(start, end, &ms), KJIT_OK);
+    /* Ten passes over 128 MiB cannot take no time, nor a minute. */
+    ck_assert_msg(ms > 0.01 && ms < 60000, "implausible event time %g ms", ms);
+    ck_assert_int_eq(mismatches(&hout, want, N, 6e-8, 1e-30, "add with a broadcast scalar"),
+                     0);
+    printf("streams_and_events: 10 adds of 2^24 f32 on a stream took %.3f ms\n", ms);
+
+    kjit_event_destroy(start);
+    kjit_event_destroy(end);
+    kjit_device_free(context, &da);
+    kjit_device_free(context, &dout);
+    kjit_stream_destroy(stream);
+    free(ha.data), free(hout.data), free(want);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
+/* ------------------------------------------------------------- errors */
+
+START_TEST(a_fault_names_the_kernel_and_the_context_recovers)
+{
+    if (!gpu_or_skip("a_fault_names_the_kernel_and_the_context_recovers"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    kjit_function *oob = compile(context,
+                                 "@kernel fn oob_write(a: f32[]) {\n"
+                                 "    let i = grid(1);\n"
+                                 "    a[i + 1099511627776] = 1.0;\n"
+                                 "}\n",
+                                 "oob_write", &module);
+    int64_t shape[1] = {256};
+    kjit_array da;
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_F32, 1, shape, &da), KJIT_OK);
+    kjit_arg args[1] = {kjit_arg_array(&da)};
+    uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    kjit_status status = kjit_launch(oob, grid, block, args, 1, NULL);
+    if (status == KJIT_OK)
+        status = kjit_synchronize(context);
+    ck_assert_msg(status == KJIT_ERROR_CUDA, "a fault gave %s", kjit_status_name(status));
+    const char *message = kjit_last_error(context);
+    printf("fault message: %s\n", message);
+    ck_assert_msg(strstr(message, "oob_write") != NULL, "the kernel is not named: %s", message);
+    ck_assert_msg(strstr(message, "CUDA_ERROR_") != NULL, "no driver error name: %s", message);
+
+    /* The same context works again with a module compiled after the fault. */
+    kjit_device_free(context, &da);
+    kjit_module *again;
+    kjit_function *add = compile(context, saxpy_source, "add", &again);
+    enum { N = 4096 };
+    int64_t n_shape[1] = {N};
+    kjit_array a = host_array(KJIT_F32, 1, n_shape), out = host_array(KJIT_F32, 1, n_shape);
+    double want[N];
+    for (int64_t i = 0; i < N; i++) {
+        set_element(&a, i, uniform(-1, 1));
+        want[i] = element(&a, i) * 2;
+    }
+    poison(&out);
+    kjit_arg add_args[2] = {kjit_arg_array(&a), kjit_arg_array(&a)};
+    ck_assert_msg(kjit_call(add, add_args, 2, &out, NULL) == KJIT_OK, "after the fault: %s",
+                  kjit_last_error(context));
+    ck_assert_int_eq(mismatches(&out, want, N, 0, 0, "add after a fault"), 0);
+
+    /* The module of the fault's context is gone: using it is an error, not a crash. */
+    kjit_device_alloc(context, KJIT_F32, 1, shape, &da);
+    status = kjit_launch(oob, grid, block, args, 1, NULL);
+    ck_assert_msg(status != KJIT_OK, "a module from before the fault still launched");
+    kjit_device_free(context, &da);
+
+    free(a.data), free(out.data);
+    kjit_module_free(again);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
+START_TEST(out_of_memory_is_reported)
+{
+    if (!gpu_or_skip("out_of_memory_is_reported"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    int64_t terabyte[1] = {(int64_t)1 << 40};
+    kjit_array huge;
+    kjit_status status = kjit_device_alloc(context, KJIT_U8, 1, terabyte, &huge);
+    ck_assert_msg(status == KJIT_ERROR_OUT_OF_MEMORY, "1 TiB allocation gave %s: %s",
+                  kjit_status_name(status), kjit_last_error(context));
+    int64_t small[1] = {1024};
+    kjit_array ok;
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_U8, 1, small, &ok), KJIT_OK);
+    ck_assert_int_eq(kjit_device_free(context, &ok), KJIT_OK);
+    kjit_context_destroy(context);
+}
+END_TEST
+
+Suite *suite_cuda(void)
+{
+    Suite *suite = suite_create("cuda");
+    /* Only dlopen here: cuInit in the parent would break the forked tests. */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) {
+        const char *why = dlerror();
+        printf("cuda: skipped: no CUDA driver (libcuda.so.1: %s)\n", why ? why : "not found");
+        return suite;
+    }
+    dlclose(driver);
+    seed_rng();
+    TCase *tcase = tcase_create("cuda");
+    tcase_set_timeout(tcase, 300);
+    tcase_add_test(tcase, elementwise_seeds_match_float64);
+    tcase_add_test(tcase, seed_kernels_match_float64);
+    tcase_add_test(tcase, every_example_agrees_with_cpu);
+    tcase_add_test(tcase, device_arrays_stay_on_the_device);
+    tcase_add_test(tcase, streams_and_events);
+    tcase_add_test(tcase, a_fault_names_the_kernel_and_the_context_recovers);
+    tcase_add_test(tcase, out_of_memory_is_reported);
+    suite_add_tcase(suite, tcase);
+    return suite;
+}

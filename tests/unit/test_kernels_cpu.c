@@ -1,0 +1,460 @@
+/*
+ * test_kernels_cpu.c: @kernel functions with CUDA semantics on the cpu and
+ * parallel targets.
+ *
+ * First the runtime's own machinery with thread functions written in C: the
+ * pool covers every index once, the grid walk gives each thread the CUDA
+ * indices, and the fiber scheduler makes syncthreads() a real barrier (a
+ * shared-memory tree reduction and a barrier inside a loop give exact answers).
+ * Then kernels written in .kern, through the public API: a block reduction in
+ * shared memory, atomics, the Mandelbrot and delay-and-sum seeds, each against
+ * a float64 reference computed here in C on random inputs.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit_runtime.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dULL;
+static uint64_t next_random(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* ------------------------------------------------------------------ pool */
+
+static void count_indices(void *user, int64_t begin, int64_t end)
+{
+    _Atomic int *hits = user;
+    for (int64_t i = begin; i < end; i++)
+        atomic_fetch_add(&hits[i], 1);
+}
+
+typedef struct Nested {
+    KjPool *pool;
+    _Atomic int *hits;
+} Nested;
+
+static void nested_run(void *user, int64_t begin, int64_t end)
+{
+    Nested *n = user;
+    for (int64_t i = begin; i < end; i++)
+        kj_pool_run(n->pool, 10, 1, count_indices, (void *)(n->hits + i * 10));
+}
+
+START_TEST(pool_covers_every_index_once)
+{
+    KjPool *pool = kj_pool_create(4);
+    ck_assert_int_eq(kj_pool_threads(pool), 4);
+    int64_t counts[] = {1, 7, 1000, 100003};
+    for (int c = 0; c < 4; c++) {
+        for (int repeat = 0; repeat < 3; repeat++) {
+            _Atomic int *hits = calloc((size_t)counts[c], sizeof *hits);
+            kj_pool_run(pool, counts[c], 16, count_indices, hits);
+            for (int64_t i = 0; i < counts[c]; i++)
+                ck_assert_int_eq(hits[i], 1);
+            free(hits);
+        }
+    }
+    /* a run from inside a chunk runs on its own thread, without deadlock */
+    _Atomic int *hits = calloc(64 * 10, sizeof *hits);
+    Nested n = {pool, hits};
+    kj_pool_run(pool, 64, 1, nested_run, &n);
+    for (int i = 0; i < 640; i++)
+        ck_assert_int_eq(hits[i], 1);
+    free(hits);
+    kj_pool_destroy(pool);
+}
+END_TEST
+
+/* ------------------------------------------------------ C thread functions */
+
+static KjIrFunction fake_kernel(bool barriers, int64_t shared_bytes)
+{
+    KjIrFunction fn;
+    memset(&fn, 0, sizeof fn);
+    fn.name = "test_kernel";
+    fn.symbol = "test_kernel";
+    fn.kind = KJ_IR_FN_KERNEL;
+    fn.uses_syncthreads = barriers;
+    fn.shared_bytes = shared_bytes;
+    return fn;
+}
+
+/* args[0]: int64_t *out; writes an id that encodes every index it saw. */
+static void record_indices(void **args, KjThreadCtx *ctx)
+{
+    int64_t *out = args[0];
+    int64_t bx = ctx->block_dim[0], by = ctx->block_dim[1];
+    int64_t gx = ctx->grid_dim[0], gy = ctx->grid_dim[1];
+    int64_t x = ctx->block_idx[0] * bx + ctx->thread_idx[0];
+    int64_t y = ctx->block_idx[1] * by + ctx->thread_idx[1];
+    int64_t z = ctx->block_idx[2] * ctx->block_dim[2] + ctx->thread_idx[2];
+    int64_t linear = (z * gy * by + y) * gx * bx + x;
+    /* shared memory starts zeroed for every block */
+    ck_assert(ctx->shared == NULL || ((int32_t *)ctx->shared)[0] >= 0);
+    out[linear] += linear + 1;
+}
+
+static void grid_walk(KjPool *pool)
+{
+    uint32_t grid[3] = {3, 2, 2}, block[3] = {4, 3, 2};
+    int64_t total = 3 * 2 * 2 * 4 * 3 * 2;
+    int64_t *out = calloc((size_t)total, sizeof *out);
+    void *args[1] = {out};
+    KjIrFunction kernel = fake_kernel(false, 0);
+    char *error = NULL;
+    ck_assert_int_eq(kj_cpu_run_kernel(pool, &kernel, record_indices, NULL, args, grid, block,
+                                       &error), KJIT_OK);
+    for (int64_t i = 0; i < total; i++)
+        ck_assert_int_eq(out[i], i + 1);
+    free(out);
+}
+
+START_TEST(grid_walk_gives_cuda_indices)
+{
+    grid_walk(NULL);
+    KjPool *pool = kj_pool_create(3);
+    grid_walk(pool);
+    kj_pool_destroy(pool);
+}
+END_TEST
+
+/* Block tree reduction in shared memory: args[0] int64 *in, args[1] int64 *out. */
+static void block_reduce(void **args, KjThreadCtx *ctx)
+{
+    const int64_t *in = args[0];
+    int64_t *out = args[1];
+    int64_t *cache = (int64_t *)ctx->shared;
+    int t = ctx->thread_idx[0], n = ctx->block_dim[0];
+    cache[t] = in[ctx->block_idx[0] * n + t];
+    kj_cpu_syncthreads(ctx);
+    for (int stride = n / 2; stride > 0; stride /= 2) {
+        if (t < stride)
+            cache[t] += cache[t + stride];
+        kj_cpu_syncthreads(ctx);
+    }
+    if (t == 0)
+        out[ctx->block_idx[0]] = cache[0];
+}
+
+static void reduce_on(KjPool *pool)
+{
+    enum { BLOCKS = 37, THREADS = 256 };
+    int64_t *in = malloc(sizeof(int64_t) * BLOCKS * THREADS);
+    int64_t out[BLOCKS], want[BLOCKS] = {0};
+    for (int b = 0; b < BLOCKS; b++)
+        for (int t = 0; t < THREADS; t++) {
+            in[b * THREADS + t] = (int64_t)(next_random() % 1000000);
+            want[b] += in[b * THREADS + t];
+        }
+    void *args[2] = {in, out};
+    KjIrFunction kernel = fake_kernel(true, THREADS * sizeof(int64_t));
+    uint32_t grid[3] = {BLOCKS, 1, 1}, block[3] = {THREADS, 1, 1};
+    char *error = NULL;
+    ck_assert_int_eq(kj_cpu_run_kernel(pool, &kernel, block_reduce, NULL, args, grid, block,
+                                       &error), KJIT_OK);
+    for (int b = 0; b < BLOCKS; b++)
+        ck_assert_int_eq(out[b], want[b]);
+    free(in);
+}
+
+START_TEST(syncthreads_reduction_is_exact)
+{
+    reduce_on(NULL);
+    KjPool *pool = kj_pool_create(4);
+    reduce_on(pool);
+    kj_pool_destroy(pool);
+}
+END_TEST
+
+/* A barrier in a loop: each round every thread reads its left neighbour's
+ * value from the previous round.  Without a real barrier, some threads read
+ * a value already updated in this round. */
+static void rotate_rounds(void **args, KjThreadCtx *ctx)
+{
+    int64_t *out = args[0];
+    int64_t *cell = (int64_t *)ctx->shared;
+    int t = ctx->thread_idx[0], n = ctx->block_dim[0];
+    cell[t] = t;
+    kj_cpu_syncthreads(ctx);
+    for (int round = 0; round < 5; round++) {
+        int64_t left = cell[(t + n - 1) % n];
+        kj_cpu_syncthreads(ctx);
+        cell[t] = left * 3 + round;
+        kj_cpu_syncthreads(ctx);
+    }
+    out[ctx->block_idx[0] * n + t] = cell[t];
+}
+
+START_TEST(barrier_inside_a_loop)
+{
+    enum { THREADS = 64, BLOCKS = 5 };
+    int64_t out[BLOCKS * THREADS];
+    void *args[1] = {out};
+    KjIrFunction kernel = fake_kernel(true, THREADS * sizeof(int64_t));
+    uint32_t grid[3] = {BLOCKS, 1, 1}, block[3] = {THREADS, 1, 1};
+    char *error = NULL;
+    ck_assert_int_eq(kj_cpu_run_kernel(NULL, &kernel, rotate_rounds, NULL, args, grid, block,
+                                       &error), KJIT_OK);
+    int64_t want[THREADS], next[THREADS];
+    for (int t = 0; t < THREADS; t++)
+        want[t] = t;
+    for (int round = 0; round < 5; round++) {
+        for (int t = 0; t < THREADS; t++)
+            next[t] = want[(t + THREADS - 1) % THREADS] * 3 + round;
+        memcpy(want, next, sizeof want);
+    }
+    for (int b = 0; b < BLOCKS; b++)
+        for (int t = 0; t < THREADS; t++)
+            ck_assert_int_eq(out[b * THREADS + t], want[t]);
+}
+END_TEST
+
+/* --------------------------------------------------- .kern through the API */
+
+static const char kernels_source[] =
+    "@kernel\n"
+    "fn block_sum(x: f64[], partial: f64[], total: i64[], counts: i64[]) {\n"
+    "    let cache = shared(f64, 128);\n"
+    "    let t = threadIdx.x;\n"
+    "    let i = grid(1);\n"
+    "    cache[t] = i < len(x) ? x[i] : 0.0;\n"
+    "    syncthreads();\n"
+    "    let stride = 64;\n"
+    "    while stride > 0 {\n"
+    "        if t < stride { cache[t] += cache[t + stride]; }\n"
+    "        syncthreads();\n"
+    "        stride = stride / 2;\n"
+    "    }\n"
+    "    if t == 0 { partial[blockIdx.x] = cache[0]; }\n"
+    "    if i < len(x) {\n"
+    "        atomic_add(total, 0, i64(x[i] * 1000.0));\n"
+    "        atomic_add(counts, i64(x[i] * 10.0), 1);\n"
+    "    }\n"
+    "}\n";
+
+static kjit_context *make_context(kjit_target target)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    options.num_threads = 4;
+    kjit_context *context;
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+    return context;
+}
+
+static void block_sum_on(kjit_target target)
+{
+    kjit_context *context = make_context(target);
+    kjit_module *module;
+    ck_assert_msg(kjit_compile_string(context, "kernels.kern", kernels_source, &module) == KJIT_OK,
+                  "%s", kjit_last_error(context));
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, "block_sum", &fn), KJIT_OK);
+    enum { N = 100000, THREADS = 128 };
+    int blocks = (N + THREADS - 1) / THREADS;
+    double *x = malloc(N * sizeof(double));
+    double *partial = calloc((size_t)blocks, sizeof(double));
+    int64_t total = 0, counts[10] = {0};
+    int64_t want_total = 0, want_counts[10] = {0};
+    for (int i = 0; i < N; i++) {
+        x[i] = (double)(next_random() % 1000) / 1000.0; /* exact in f64 */
+        want_total += (int64_t)(x[i] * 1000.0);
+        want_counts[(int64_t)(x[i] * 10.0)]++;
+    }
+    int64_t n = N, nb = blocks, one = 1, ten = 10;
+    kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), P = kjit_array_make(partial, KJIT_F64, 1, &nb);
+    kjit_array T = kjit_array_make(&total, KJIT_I64, 1, &one);
+    kjit_array C = kjit_array_make(counts, KJIT_I64, 1, &ten);
+    kjit_arg args[4] = {kjit_arg_array(&X), kjit_arg_array(&P), kjit_arg_array(&T),
+                        kjit_arg_array(&C)};
+    uint32_t grid[3] = {(uint32_t)blocks, 1, 1}, block[3] = {THREADS, 1, 1};
+    ck_assert_msg(kjit_launch(fn, grid, block, args, 4, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    for (int b = 0; b < blocks; b++) {
+        /* integers / 1000 summed in a tree: exact to well under 1e-12 */
+        double want = 0;
+        for (int i = b * THREADS; i < N && i < (b + 1) * THREADS; i++)
+            want += x[i];
+        ck_assert_msg(fabs(partial[b] - want) <= 1e-12 * (1 + fabs(want)), "block %d: %g vs %g", b,
+                      partial[b], want);
+    }
+    ck_assert_int_eq(total, want_total);
+    for (int k = 0; k < 10; k++)
+        ck_assert_int_eq(counts[k], want_counts[k]);
+    free(x);
+    free(partial);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+START_TEST(shared_reduction_and_atomics_cpu)
+{
+    block_sum_on(KJIT_TARGET_CPU);
+}
+END_TEST
+
+START_TEST(shared_reduction_and_atomics_parallel)
+{
+    block_sum_on(KJIT_TARGET_PARALLEL);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the seeds */
+
+/* The seed kernels are read from examples/, so the examples themselves are
+ * what is tested (the tests run from the repository root). */
+static kjit_module *load_example(kjit_context *context, const char *path)
+{
+    kjit_module *module = NULL;
+    ck_assert_msg(kjit_compile_file(context, path, &module) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    return module;
+}
+
+static int mandel_reference(double x, double y, int max_iters)
+{
+    double zr = 0, zi = 0;
+    for (int i = 0; i < max_iters; i++) {
+        double r = zr * zr - zi * zi + x;
+        zi = zr * zi + zi * zr + y;
+        zr = r;
+        if (zr * zr + zi * zi >= 4)
+            return i;
+    }
+    return max_iters;
+}
+
+static void mandel_on(kjit_target target)
+{
+    kjit_context *context = make_context(target);
+    kjit_module *module = load_example(context, "examples/mandelbrot.kern");
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, "mandel_kernel", &fn), KJIT_OK);
+    enum { H = 200, W = 300, ITERS = 20 };
+    uint8_t *image = malloc(H * W);
+    memset(image, 0xff, H * W);
+    int64_t shape[2] = {H, W};
+    kjit_array img = kjit_array_make(image, KJIT_U8, 2, shape);
+    double min_x = -2.0, max_x = 1.0, min_y = -1.0, max_y = 1.0;
+    kjit_arg args[6] = {kjit_arg_f64(min_x), kjit_arg_f64(max_x), kjit_arg_f64(min_y),
+                        kjit_arg_f64(max_y), kjit_arg_array(&img), kjit_arg_i64(ITERS)};
+    /* fewer threads than pixels: the grid-stride loops cover the rest */
+    uint32_t grid[3] = {8, 4, 1}, block[3] = {16, 8, 1};
+    ck_assert_msg(kjit_launch(fn, grid, block, args, 6, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    /* Points on the set's boundary can change their count under a 1-ulp
+     * difference (an FMA, say): allow 0.5% of pixels to differ by one step. */
+    int differ = 0;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            int want = mandel_reference(min_x + x * ((max_x - min_x) / W),
+                                        min_y + y * ((max_y - min_y) / H), ITERS);
+            int got = image[y * W + x];
+            if (got != want) {
+                differ++;
+                ck_assert_msg(abs(got - want) <= 1, "pixel (%d,%d): %d vs %d", y, x, got, want);
+            }
+        }
+    ck_assert_msg(differ <= H * W / 200, "%d pixels differ", differ);
+    free(image);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+START_TEST(mandelbrot_cpu)
+{
+    mandel_on(KJIT_TARGET_CPU);
+}
+END_TEST
+
+START_TEST(mandelbrot_parallel)
+{
+    mandel_on(KJIT_TARGET_PARALLEL);
+}
+END_TEST
+
+static void das_on(kjit_target target)
+{
+    kjit_context *context = make_context(target);
+    kjit_module *module = load_example(context, "examples/das.kern");
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, "das", &fn), KJIT_OK);
+    enum { ROWS = 40, COLS = 24 }; /* out[j, i]: j < ROWS (threads), i < COLS (blocks) */
+    int64_t *data = malloc(128 * 2000 * sizeof(int64_t));
+    for (int i = 0; i < 128 * 2000; i++)
+        data[i] = (int64_t)(next_random() % 2001) - 1000;
+    double *out = calloc(ROWS * COLS, sizeof(double));
+    int64_t out_shape[2] = {ROWS, COLS}, data_shape[1] = {128 * 2000};
+    kjit_array O = kjit_array_make(out, KJIT_F64, 2, out_shape);
+    kjit_array D = kjit_array_make(data, KJIT_I64, 1, data_shape);
+    kjit_arg args[2] = {kjit_arg_array(&O), kjit_arg_array(&D)};
+    uint32_t grid[3] = {COLS, 1, 1}, block[3] = {64, 1, 1};
+    ck_assert_msg(kjit_launch(fn, grid, block, args, 2, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    /* The index `order` is a truncation of a float expression: a 1-ulp
+     * difference can move it across an integer and pick another sample.
+     * Allow that for at most 1 in 1000 of the 16384 terms of a pixel. */
+    int bad = 0;
+    for (int j = 0; j < ROWS; j++)
+        for (int i = 0; i < COLS; i++) {
+            double acc = 0;
+            for (int k = 0; k < 128; k++)
+                for (int n = 0; n < 128; n++) {
+                    int64_t order = (int64_t)((sqrt((double)(i * i + (j - k * 6) * (j - k * 6))) +
+                                               sqrt((double)(i * i + (j - n * 6) * (j - n * 6)))) *
+                                              0.05 / 1.54 * 30);
+                    if (order < 2000)
+                        acc += (double)data[k * 2000 + order];
+                }
+            if (fabs(out[j * COLS + i] - acc) > 16 * 2000)
+                bad++;
+        }
+    ck_assert_msg(bad == 0, "%d pixels off", bad);
+    free(data);
+    free(out);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+START_TEST(delay_and_sum_cpu)
+{
+    das_on(KJIT_TARGET_CPU);
+}
+END_TEST
+
+START_TEST(delay_and_sum_parallel)
+{
+    das_on(KJIT_TARGET_PARALLEL);
+}
+END_TEST
+
+Suite *suite_kernels_cpu(void)
+{
+    Suite *s = suite_create("kernels_cpu");
+    TCase *runtime = tcase_create("runtime");
+    tcase_set_timeout(runtime, 60);
+    tcase_add_test(runtime, pool_covers_every_index_once);
+    tcase_add_test(runtime, grid_walk_gives_cuda_indices);
+    tcase_add_test(runtime, syncthreads_reduction_is_exact);
+    tcase_add_test(runtime, barrier_inside_a_loop);
+    suite_add_tcase(s, runtime);
+    TCase *kern = tcase_create("kern");
+    tcase_set_timeout(kern, 120);
+    tcase_add_test(kern, shared_reduction_and_atomics_cpu);
+    tcase_add_test(kern, shared_reduction_and_atomics_parallel);
+    tcase_add_test(kern, mandelbrot_cpu);
+    tcase_add_test(kern, mandelbrot_parallel);
+    tcase_add_test(kern, delay_and_sum_cpu);
+    tcase_add_test(kern, delay_and_sum_parallel);
+    suite_add_tcase(s, kern);
+    return s;
+}

@@ -1,0 +1,270 @@
+/*
+ * test_ptx.c: the cuda target's code generation, without a GPU.
+ *
+ * Every function of every example (examples/NAME.kern) that runs on a device (each
+ * @kernel, and each @vectorize signature lifted as a contiguous, a strided and
+ * a scalar-operand kernel) is compiled to PTX for sm_90.  The PTX must hold an
+ * .entry per kernel, no unresolved libdevice call (libdevice linked and its
+ * __nvvm_reflect settled), and, when ptxas is installed, assemble.  A few
+ * sources written here check that libdevice's code really lands in the PTX
+ * and that a missing libdevice or an unknown architecture is a clear error.
+ */
+#include <check.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kjit_runtime.h"
+
+static void diag_to_stderr(void *user, KjSeverity severity, const char *text)
+{
+    fputs(text, stderr);
+}
+
+/* ptxas from PATH or the usual toolkit folder; NULL when neither exists. */
+static const char *find_ptxas(void)
+{
+    static char found[512];
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        snprintf(found, sizeof found, "%.*s/ptxas", (int)len, path);
+        if (len > 0 && access(found, X_OK) == 0)
+            return found;
+        path = end ? end + 1 : NULL;
+    }
+    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0)
+        return "/usr/local/cuda/bin/ptxas";
+    return NULL;
+}
+
+/* Assembles `ptx` for sm_90; a failure shows ptxas's own messages. */
+static void assemble(const char *ptx, const char *label)
+{
+    const char *ptxas = find_ptxas();
+    if (!ptxas) {
+        static bool said;
+        if (!said)
+            printf("test_ptx: ptxas not found: PTX checked by text only\n");
+        said = true;
+        return;
+    }
+    char ptx_path[] = "/tmp/kjit-test-XXXXXX.ptx";
+    int fd = mkstemps(ptx_path, 4);
+    ck_assert_int_ge(fd, 0);
+    FILE *file = fdopen(fd, "w");
+    fputs(ptx, file);
+    fclose(file);
+    char log_path[sizeof ptx_path + 4];
+    snprintf(log_path, sizeof log_path, "%s.log", ptx_path);
+    char command[1400];
+    snprintf(command, sizeof command, "'%s' -arch=sm_90 '%s' -o /dev/null >'%s' 2>&1", ptxas,
+             ptx_path, log_path);
+    int rc = system(command);
+    char log[2048] = "";
+    FILE *log_file = fopen(log_path, "r");
+    if (log_file) {
+        size_t n = fread(log, 1, sizeof log - 1, log_file);
+        log[n] = '\0';
+        fclose(log_file);
+    }
+    unlink(ptx_path);
+    unlink(log_path);
+    ck_assert_msg(rc == 0, "ptxas rejected the PTX of %s:\n%s", label, log);
+}
+
+/* The checks every generated PTX must pass. */
+static void check_ptx(const char *ptx, KjIrFunction **roots, int count, const char *label)
+{
+    ck_assert_msg(strstr(ptx, ".target sm_90") != NULL, "%s: PTX not for sm_90", label);
+    for (int i = 0; i < count; i++) {
+        char entry[512];
+        snprintf(entry, sizeof entry, ".entry %s(", roots[i]->symbol);
+        ck_assert_msg(strstr(ptx, entry) != NULL, "%s: no '%s' in the PTX", label, entry);
+    }
+    ck_assert_msg(strstr(ptx, ".extern .func __nv_") == NULL,
+                  "%s: an unresolved libdevice call is left in the PTX", label);
+    ck_assert_msg(strstr(ptx, "__nvvm_reflect") == NULL, "%s: __nvvm_reflect left unsettled",
+                  label);
+    assemble(ptx, label);
+}
+
+/* Compiles `src` and generates PTX for every device entry it has. */
+static char *ptx_for_source(KjArena *arena, const KjSource *src, KjIrFunction ***roots_out,
+                            int *count_out)
+{
+    KjDiag diag = {.sink = diag_to_stderr};
+    const char *stdlib_dirs[] = {"stdlib", NULL};
+    KjIrModule *module = kj_compile_source(arena, src, stdlib_dirs, &diag);
+    ck_assert_msg(module != NULL, "%s does not compile", src->path);
+
+    KjVec roots = {0};
+    for (int i = 0; i < module->entries.count; i++) {
+        KjIrEntry *entry = module->entries.items[i];
+        for (int v = 0; v < entry->variants.count; v++) {
+            KjIrFunction *fn = entry->variants.items[v];
+            if (fn->kind == KJ_IR_FN_KERNEL) {
+                kj_vec_push(arena, &roots, fn);
+            } else if (fn->kind == KJ_IR_FN_SCALAR) {
+                KjVecVariant contig = {KJ_LAYOUT_CONTIG, 1, 0};
+                KjVecVariant strided = {KJ_LAYOUT_STRIDED, 2, 0};
+                kj_vec_push(arena, &roots, kj_vectorize(module, fn, contig));
+                kj_vec_push(arena, &roots, kj_vectorize(module, fn, strided));
+                if (fn->param_count > 1) {
+                    /* The first input as a kernel parameter, the rest arrays. */
+                    KjVecVariant scalar_first = {KJ_LAYOUT_CONTIG, 1, 1u};
+                    kj_vec_push(arena, &roots, kj_vectorize(module, fn, scalar_first));
+                }
+            }
+        }
+    }
+    KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA, .opt_level = 3,
+                                .cuda_arch = "sm_90", .verify = true};
+    char *error = NULL;
+    char *ptx = NULL;
+    if (roots.count > 0) {
+        ptx = kj_ptx_generate(module, (KjIrFunction **)roots.items, roots.count, &options,
+                              &error);
+        ck_assert_msg(ptx != NULL, "%s: PTX generation failed: %s", src->path,
+                      error ? error : "?");
+    }
+    *roots_out = (KjIrFunction **)roots.items;
+    *count_out = roots.count;
+    return ptx;
+}
+
+START_TEST(every_example_assembles)
+{
+    glob_t files;
+    int found = glob("examples/*.kern", 0, NULL, &files);
+    ck_assert_msg(found == 0 && files.gl_pathc > 0,
+                  "no examples/*.kern (run the tests from the repository root)");
+    int with_entries = 0;
+    for (size_t f = 0; f < files.gl_pathc; f++) {
+        KjArena arena = {0};
+        KjDiag diag = {.sink = diag_to_stderr};
+        KjSource *src = kj_source_read(&arena, files.gl_pathv[f], &diag);
+        ck_assert_msg(src != NULL, "cannot read %s", files.gl_pathv[f]);
+        KjIrFunction **roots;
+        int count;
+        char *ptx = ptx_for_source(&arena, src, &roots, &count);
+        if (ptx) {
+            check_ptx(ptx, roots, count, files.gl_pathv[f]);
+            with_entries++;
+        }
+        free(ptx);
+        kj_arena_free(&arena);
+    }
+    ck_assert_msg(with_entries > 0, "no example has a kernel or a vectorized function");
+    globfree(&files);
+}
+END_TEST
+
+static char *ptx_for_string(KjArena *arena, const char *text, KjIrFunction ***roots, int *count)
+{
+    KjSource *src = kj_source_from_string(arena, "test.kern", text);
+    return ptx_for_source(arena, src, roots, count);
+}
+
+START_TEST(libdevice_code_is_linked)
+{
+    KjArena arena = {0};
+    KjIrFunction **roots;
+    int count;
+    char *ptx = ptx_for_string(&arena,
+                               "@vectorize fn s64(x: f64) -> f64 { return sin(x); }\n"
+                               "@vectorize fn e32(x: f32) -> f32 { return exp(x); }\n"
+                               "@vectorize fn a64(y: f64, x: f64) -> f64 { return atan2(y, x) + "
+                               "erf(x) + lgamma(y); }\n",
+                               &roots, &count);
+    check_ptx(ptx, roots, count, "sin/exp/atan2/erf/lgamma");
+    /* libdevice's sin reduces large arguments with its 2/pi table, and its
+     * expf is built on the ex2 instruction: both only come from libdevice. */
+    ck_assert_msg(strstr(ptx, "__cudart_i2opi_d") != NULL, "libdevice's __nv_sin not linked");
+    ck_assert_msg(strstr(ptx, "ex2.approx") != NULL, "libdevice's __nv_expf not linked");
+    /* Only what is used is kept: cos's and the rest's entry points are gone. */
+    ck_assert_msg(strstr(ptx, "__nv_cos") == NULL, "unused libdevice functions were kept");
+    free(ptx);
+    kj_arena_free(&arena);
+}
+END_TEST
+
+START_TEST(kernel_features_assemble)
+{
+    KjArena arena = {0};
+    KjIrFunction **roots;
+    int count;
+    char *ptx = ptx_for_string(
+        &arena,
+        "@kernel fn reduce(x: f32[], total: f64[], counts: i32[]) {\n"
+        "    let tile = shared(f32, 256);\n"
+        "    let t = threadIdx.x;\n"
+        "    let i = grid(1);\n"
+        "    tile[t] = i < len(x) ? x[i] : 0.0;\n"
+        "    syncthreads();\n"
+        "    if t == 0 {\n"
+        "        let s: f64 = 0;\n"
+        "        for k in range(256) { s += f64(tile[k]); }\n"
+        "        atomic_add(total, 0, s);\n"
+        "        atomic_max(counts, 0, blockIdx.x);\n"
+        "    }\n"
+        "}\n",
+        &roots, &count);
+    check_ptx(ptx, roots, count, "shared/syncthreads/atomics");
+    ck_assert_msg(strstr(ptx, ".shared") != NULL, "shared array not in address space 3");
+    ck_assert_msg(strstr(ptx, "bar.sync") != NULL || strstr(ptx, "barrier.sync") != NULL,
+                  "syncthreads() is not a barrier");
+    ck_assert_msg(strstr(ptx, "atom.global.add.f64") != NULL, "f64 atomic add not native");
+    free(ptx);
+    kj_arena_free(&arena);
+}
+END_TEST
+
+START_TEST(missing_libdevice_is_a_clear_error)
+{
+    KjArena arena = {0};
+    KjDiag diag = {.sink = diag_to_stderr};
+    KjSource *src = kj_source_from_string(&arena, "t.kern",
+                                          "@vectorize fn f(x: f32) -> f32 { return sin(x); }\n");
+    const char *stdlib_dirs[] = {"stdlib", NULL};
+    KjIrModule *module = kj_compile_source(&arena, src, stdlib_dirs, &diag);
+    ck_assert_ptr_nonnull(module);
+    KjIrEntry *entry = module->entries.items[0];
+    KjVecVariant contig = {KJ_LAYOUT_CONTIG, 1, 0};
+    KjIrFunction *root = kj_vectorize(module, entry->variants.items[0], contig);
+
+    setenv("KJIT_LIBDEVICE", "/nonexistent/libdevice.10.bc", 1);
+    KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA, .opt_level = 3};
+    char *error = NULL;
+    char *ptx = kj_ptx_generate(module, &root, 1, &options, &error);
+    unsetenv("KJIT_LIBDEVICE");
+    ck_assert_ptr_null(ptx);
+    ck_assert_msg(error && strstr(error, "libdevice") && strstr(error, "KJIT_LIBDEVICE"),
+                  "unclear error: %s", error ? error : "(none)");
+    free(error);
+
+    error = NULL;
+    options.cuda_arch = "sm_13";
+    ptx = kj_ptx_generate(module, &root, 1, &options, &error);
+    ck_assert_ptr_null(ptx);
+    ck_assert_msg(error && strstr(error, "sm_13"), "unclear error: %s", error ? error : "(none)");
+    free(error);
+    kj_arena_free(&arena);
+}
+END_TEST
+
+Suite *suite_ptx(void)
+{
+    Suite *suite = suite_create("ptx");
+    TCase *tcase = tcase_create("ptx");
+    tcase_set_timeout(tcase, 120);
+    tcase_add_test(tcase, every_example_assembles);
+    tcase_add_test(tcase, libdevice_code_is_linked);
+    tcase_add_test(tcase, kernel_features_assemble);
+    tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
+    suite_add_tcase(suite, tcase);
+    return suite;
+}
