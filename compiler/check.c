@@ -60,6 +60,7 @@ typedef struct FnCtx {
     int loop_depth;
     bool loop_has_break; /* the innermost loop has a `break` */
     KjVec *out;          /* the statement list being filled */
+    KjVec poisoned;      /* KjIrVar* whose initialiser was an error: uses stay quiet */
 } FnCtx;
 
 typedef struct Checker {
@@ -511,11 +512,19 @@ static KjNode *find_declaration(KjNode *node, const char *name, KjLoc use)
     return NULL;
 }
 
+static bool is_poisoned(Checker *c, const KjIrVar *var)
+{
+    for (int i = 0; i < c->cur->poisoned.count; i++)
+        if (c->cur->poisoned.items[i] == var)
+            return true;
+    return false;
+}
+
 static KjIrExpr *check_name(Checker *c, KjNode *n)
 {
     Binding *b = lookup_local(c, n->name);
     if (b)
-        return var_ref(c, b->var, n->loc);
+        return is_poisoned(c, b->var) ? NULL : var_ref(c, b->var, n->loc);
     const char *name = n->name;
     if (strcmp(name, "pi") == 0 || strcmp(name, "e") == 0 || strcmp(name, "inf") == 0 ||
         strcmp(name, "nan") == 0) {
@@ -1718,7 +1727,7 @@ static void check_let(Checker *c, KjNode *n)
     /* Declared even after an error, so later uses do not report it again. */
     KjIrVar *var = declare(c, first, type ? type : t_i64(), n->loc);
     if (!value || !type) {
-        var->type = type ? type : t_i64();
+        kj_vec_push(c->arena, &c->cur->poisoned, var);
         return;
     }
     emit_set(c, var, value, n->loc);
@@ -1771,7 +1780,7 @@ static void check_assign(Checker *c, KjNode *n)
                      "%s[i] = ...", target->name, target->name);
             return;
         }
-        if (!rhs)
+        if (!rhs || is_poisoned(c, b->var))
             return;
         KjIrExpr *value = rhs;
         if (compound)

@@ -8,11 +8,15 @@
 #define KJIT_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "../runtime/kjit.h"
 
 /* cli_run.c: kjit run FILE FUNCTION [ARG...] [options] */
 int kj_cli_run(int argc, char **argv);
+
+/* cli_bench.c: kjit bench FILE FUNCTION [ARG...] [options] */
+int kj_cli_bench(int argc, char **argv);
 
 /* cli_info.c: kjit info */
 int kj_cli_info(int argc, char **argv);
@@ -20,5 +24,37 @@ int kj_cli_info(int argc, char **argv);
 /* cli_png.c: a 2-D array as an 8-bit grayscale PNG (u8 as it is, other types
  * scaled from their min..max); false and *error (heap) on failure. */
 bool kj_png_write(const char *path, const kjit_array *array, char **error);
+
+/* cli_args.c: what run and bench share. */
+#define KJ_CLI_MAX_ARGS 64
+
+/* A function's arguments made from their command-line texts.  args[i] points
+ * into arrays[i] for array arguments, so the struct must stay where it is. */
+typedef struct KjCliArgs {
+    kjit_arg args[KJ_CLI_MAX_ARGS];
+    kjit_array arrays[KJ_CLI_MAX_ARGS];
+    bool owned[KJ_CLI_MAX_ARGS];
+    int count;
+} KjCliArgs;
+
+double kj_cli_now_ms(void); /* a monotonic clock */
+bool kj_cli_ends_with(const char *s, const char *suffix);
+bool kj_cli_is_number(const char *text);
+bool kj_cli_parse_dim3(const char *text, uint32_t out[3]); /* "X[,Y[,Z]]", extents >= 1 */
+/* Seeds the stream of the rand and randn generators. */
+void kj_cli_seed(uint64_t seed);
+/* Element `at` of type dtype as a double (*im: the imaginary part, else 0). */
+double kj_cli_load_value(const void *at, kjit_dtype dtype, double *im);
+/* Arguments from .npy files, numbers, true/false or generators
+ * (zeros|ones|rand|randn|arange:[DTYPE:]SHAPE; the DTYPE defaults to the
+ * parameter's when the function has one signature).  0, or the exit code after
+ * printing "kjit COMMAND: argument N ..." on stderr; kj_cli_args_free either way. */
+int kj_cli_make_args(const char *command, kjit_function *function, const char *const *texts,
+                     int count, KjCliArgs *out);
+void kj_cli_args_free(KjCliArgs *args);
+/* A generator's text with its SHAPE resized to about `size` elements (extents
+ * of 1 kept, the others scaled in proportion); NULL when the text is not a
+ * generator or has no extent above 1.  Heap, caller frees. */
+char *kj_cli_resize_generator(const char *text, int64_t size);
 
 #endif

@@ -34,7 +34,7 @@ static const char run_usage[] =
     "  --repeat N                        time N runs (each launch runs again on the\n"
     "                                    same arrays; the median is reported)\n";
 
-#define MAX_RUN_ARGS 64
+#define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
 
 typedef struct RunOptions {
@@ -61,45 +61,6 @@ static int usage(const char *fmt, const char *arg)
     return 2;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* "X[,Y[,Z]]" with every extent >= 1. */
-static bool parse_dim3(const char *text, uint32_t out[3])
-{
-    out[0] = out[1] = out[2] = 1;
-    for (int d = 0; d < 3; d++) {
-        char *end;
-        double v = strtod(text, &end);
-        if (end == text || v < 1 || v > 4294967295.0 || v != floor(v))
-            return false;
-        out[d] = (uint32_t)v;
-        if (*end == '\0')
-            return true;
-        if (*end != ',')
-            return false;
-        text = end + 1;
-    }
-    return false;
-}
-
-static bool is_number(const char *text)
-{
-    char *end;
-    strtod(text, &end);
-    return end != text && *end == '\0';
-}
-
 static int parse_options(int argc, char **argv, RunOptions *o)
 {
     memset(o, 0, sizeof *o);
@@ -117,7 +78,7 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             fputs(run_usage, stdout);
             return 0;
         }
-        if (a[0] == '-' && a[1] != '\0' && !is_number(a)) {
+        if (a[0] == '-' && a[1] != '\0' && !kj_cli_is_number(a)) {
             if (OPTION("--target")) {
                 if (!value) return usage("--target needs a value", "");
                 if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
@@ -129,12 +90,12 @@ static int parse_options(int argc, char **argv, RunOptions *o)
                 if (!value) return usage("-o needs a file name", "");
                 o->output = value;
             } else if (OPTION("--grid")) {
-                if (!value || !parse_dim3(value, o->grid))
+                if (!value || !kj_cli_parse_dim3(value, o->grid))
                     return usage("--grid takes X[,Y[,Z]] with extents >= 1, not '%s'",
                                  value ? value : "");
                 o->has_grid = true;
             } else if (OPTION("--block")) {
-                if (!value || !parse_dim3(value, o->block))
+                if (!value || !kj_cli_parse_dim3(value, o->block))
                     return usage("--block takes X[,Y[,Z]] with extents >= 1, not '%s'",
                                  value ? value : "");
                 o->has_block = true;
@@ -148,7 +109,7 @@ static int parse_options(int argc, char **argv, RunOptions *o)
                 o->save_index[o->save_count] = (int)n;
                 o->save_path[o->save_count++] = end + 1;
             } else if (OPTION("--seed")) {
-                if (!value || !is_number(value)) return usage("--seed takes a number%s", "");
+                if (!value || !kj_cli_is_number(value)) return usage("--seed takes a number%s", "");
                 o->seed = strtoull(value, NULL, 10);
             } else if (OPTION("--repeat")) {
                 if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
@@ -172,168 +133,12 @@ static int parse_options(int argc, char **argv, RunOptions *o)
     return -1;
 }
 
-/* ------------------------------------------------------------- generators */
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    /* xorshift64*: fast, and the same stream on every machine. */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static double rng_uniform(void)
-{
-    return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static double rng_normal(void)
-{
-    double u = rng_uniform(), v = rng_uniform();
-    return sqrt(-2.0 * log(u > 0 ? u : 1e-300)) * cos(2.0 * M_PI * v);
-}
-
-static void store_value(void *at, kjit_dtype dtype, double re, double im)
-{
-    switch (dtype) {
-    case KJIT_BOOL: *(uint8_t *)at = re != 0; break;
-    case KJIT_I8: *(int8_t *)at = (int8_t)re; break;
-    case KJIT_I16: *(int16_t *)at = (int16_t)re; break;
-    case KJIT_I32: *(int32_t *)at = (int32_t)re; break;
-    case KJIT_I64: *(int64_t *)at = (int64_t)re; break;
-    case KJIT_U8: *(uint8_t *)at = (uint8_t)re; break;
-    case KJIT_U16: *(uint16_t *)at = (uint16_t)re; break;
-    case KJIT_U32: *(uint32_t *)at = (uint32_t)re; break;
-    case KJIT_U64: *(uint64_t *)at = (uint64_t)re; break;
-    case KJIT_F32: *(float *)at = (float)re; break;
-    case KJIT_F64: *(double *)at = re; break;
-    case KJIT_C64: ((float *)at)[0] = (float)re; ((float *)at)[1] = (float)im; break;
-    case KJIT_C128: ((double *)at)[0] = re; ((double *)at)[1] = im; break;
-    default: break;
-    }
-}
-
-static double load_value(const void *at, kjit_dtype dtype, double *im)
-{
-    *im = 0;
-    switch (dtype) {
-    case KJIT_BOOL: return *(const uint8_t *)at != 0;
-    case KJIT_I8: return *(const int8_t *)at;
-    case KJIT_I16: return *(const int16_t *)at;
-    case KJIT_I32: return *(const int32_t *)at;
-    case KJIT_I64: return (double)*(const int64_t *)at;
-    case KJIT_U8: return *(const uint8_t *)at;
-    case KJIT_U16: return *(const uint16_t *)at;
-    case KJIT_U32: return *(const uint32_t *)at;
-    case KJIT_U64: return (double)*(const uint64_t *)at;
-    case KJIT_F32: return *(const float *)at;
-    case KJIT_F64: return *(const double *)at;
-    case KJIT_C64: *im = ((const float *)at)[1]; return ((const float *)at)[0];
-    case KJIT_C128: *im = ((const double *)at)[1]; return ((const double *)at)[0];
-    default: return 0;
-    }
-}
-
-static bool parse_dtype(const char *text, size_t len, kjit_dtype *out)
-{
-    for (int t = 0; t < KJIT_DTYPE_COUNT; t++) {
-        const char *name = kjit_dtype_name((kjit_dtype)t);
-        if (strlen(name) == len && strncmp(text, name, len) == 0) {
-            *out = (kjit_dtype)t;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* "1000", "1e6", "300x200": extents separated by x. */
-static bool parse_shape(const char *text, int *ndim, int64_t *shape)
-{
-    *ndim = 0;
-    for (;;) {
-        char *end;
-        double v = strtod(text, &end);
-        if (end == text || v < 0 || v != floor(v) || v > 1e15 || *ndim == KJIT_MAX_DIMS)
-            return false;
-        shape[(*ndim)++] = (int64_t)v;
-        if (*end == '\0')
-            return true;
-        if (*end != 'x')
-            return false;
-        text = end + 1;
-    }
-}
-
-/* zeros|ones|rand|randn|arange:[DTYPE:]SHAPE.  1: not a generator, 2: bad. */
-static int make_generated(const char *text, bool have_param, kjit_dtype param_dtype,
-                          kjit_array *out, char **why)
-{
-    static const char *const names[] = {"zeros", "ones", "rand", "randn", "arange"};
-    const char *colon = strchr(text, ':');
-    if (!colon)
-        return 1;
-    int kind = -1;
-    for (int k = 0; k < 5; k++)
-        if ((size_t)(colon - text) == strlen(names[k]) && strncmp(text, names[k], strlen(names[k])) == 0)
-            kind = k;
-    if (kind < 0)
-        return 1;
-    const char *rest = colon + 1;
-    const char *second = strchr(rest, ':');
-    kjit_dtype dtype = param_dtype;
-    if (second) {
-        if (!parse_dtype(rest, (size_t)(second - rest), &dtype)) {
-            *why = kj_xstrdup("unknown element type in the generator");
-            return 2;
-        }
-        rest = second + 1;
-    } else if (!have_param) {
-        *why = kj_xstrdup("the generator needs a DTYPE here (NAME:DTYPE:SHAPE)");
-        return 2;
-    }
-    int ndim;
-    int64_t shape[KJIT_MAX_DIMS];
-    if (!parse_shape(rest, &ndim, shape)) {
-        *why = kj_xstrdup("bad SHAPE in the generator (1000, 1e6 or 300x200)");
-        return 2;
-    }
-    *out = kjit_array_make(NULL, dtype, ndim, shape);
-    int64_t size = kjit_array_size(out);
-    size_t elem = kjit_dtype_size(dtype);
-    void *data = NULL;
-    if (posix_memalign(&data, 64, (size_t)size * elem + 64) != 0) {
-        *why = kj_xstrdup("out of memory for the generated array");
-        return 2;
-    }
-    out->data = data;
-    bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 && dtype != KJIT_C128;
-    for (int64_t i = 0; i < size; i++) {
-        double re = 0, im = 0;
-        switch (kind) {
-        case 0: break;
-        case 1: re = 1; break;
-        case 2:
-            if (dtype == KJIT_BOOL) re = rng_next() >> 63;
-            else if (integer) re = (double)(rng_next() % 100);
-            else re = rng_uniform(), im = rng_uniform();
-            break;
-        case 3: re = rng_normal(), im = rng_normal(); break;
-        case 4: re = (double)i; break;
-        }
-        store_value((char *)data + i * (int64_t)elem, dtype, re, im);
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- summary */
 
 static void print_value(const void *at, kjit_dtype dtype)
 {
     double im;
-    double re = load_value(at, dtype, &im);
+    double re = kj_cli_load_value(at, dtype, &im);
     if (dtype == KJIT_C64 || dtype == KJIT_C128)
         printf("%.6g%+.6gj", re, im);
     else if (dtype == KJIT_F32 || dtype == KJIT_F64)
@@ -374,7 +179,7 @@ static void summarise(const char *label, const kjit_array *a)
     int64_t nans = 0;
     for (int64_t i = 0; i < size; i++) {
         double im;
-        double v = load_value(flat + i * (int64_t)elem, a->dtype, &im);
+        double v = kj_cli_load_value(flat + i * (int64_t)elem, a->dtype, &im);
         if (complex)
             v = hypot(v, im);
         if (isnan(v)) {
@@ -397,7 +202,7 @@ static void summarise(const char *label, const kjit_array *a)
 static int write_array(const char *path, const kjit_array *a)
 {
     char *error = NULL;
-    if (ends_with(path, ".png")) {
+    if (kj_cli_ends_with(path, ".png")) {
         if (!kj_png_write(path, a, &error)) {
             fprintf(stderr, "kjit run: %s\n", error);
             free(error);
@@ -466,9 +271,9 @@ int kj_cli_run(int argc, char **argv)
     int timed = 0;
     code = 0;
 
-    double t0 = now_ms();
+    double t0 = kj_cli_now_ms();
     status = kjit_compile_file(context, o.file, &module);
-    double t_front = now_ms() - t0;
+    double t_front = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
         /* Diagnostics were printed as they came. */
         if (diagnostics_printed == 0)
@@ -539,16 +344,16 @@ int kj_cli_run(int argc, char **argv)
     }
 
     /* Code generation, timed apart from the runs. */
-    t0 = now_ms();
+    t0 = kj_cli_now_ms();
     status = kjit_prepare(function, args, o.arg_count, NULL);
-    double t_codegen = now_ms() - t0;
+    double t_codegen = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
         fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
         code = 1;
         goto done;
     }
     for (int r = 0; r < o.repeat; r++) {
-        t0 = now_ms();
+        t0 = kj_cli_now_ms();
         if (kind == KJIT_FUNCTION_KERNEL)
             status = kjit_launch(function, o.grid, o.block, args, o.arg_count, NULL);
         else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
@@ -558,7 +363,7 @@ int kj_cli_run(int argc, char **argv)
         if (status == KJIT_OK)
             status = kjit_synchronize(context);
         if (timed < 1024)
-            times[timed++] = now_ms() - t0;
+            times[timed++] = kj_cli_now_ms() - t0;
         if (status != KJIT_OK) {
             fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
             code = 1;

@@ -139,8 +139,8 @@ int main(int argc, char **argv)
         kjit_arg das_args[2] = {kjit_arg_array(&DAS_OUT), kjit_arg_array(&DAS_DATA)};
         Call calls[5] = {
             {load(context, dir, "add.kern", "add"), add_args, 2, &O32},
-            {load(context, dir, "sin.kern", "sin_kernel"), sin_args, 1, &O64},
-            {load(context, dir, "exp.kern", "exp_kernel"), exp_args, 1, &O32},
+            {load(context, dir, "sin.kern", "vsin"), sin_args, 1, &O64},
+            {load(context, dir, "exp.kern", "vexp"), exp_args, 1, &O32},
             {load(context, dir, "mandelbrot.kern", "mandel_kernel"), mandel_args, 6, NULL,
              {48, 32, 1}, {32, 8, 1}},
             {load(context, dir, "das.kern", "das"), das_args, 2, NULL, {120, 1, 1}, {76, 1, 1}},

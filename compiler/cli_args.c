@@ -1,0 +1,320 @@
+/*
+ * cli_args.c: what `kjit run` and `kjit bench` share, so that both read their
+ * arguments the same way: the function's arguments from .npy files, literals
+ * or generators (zeros|ones|rand|randn|arange:[DTYPE:]SHAPE) drawn from one
+ * seeded random stream, launch shapes, and reading elements of any dtype.
+ *
+ * The generators' stream is xorshift64*, so a seed gives the same arrays on
+ * every machine: a bench on the GPU machine and one here see the same inputs.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../runtime/kjit_runtime.h"
+#include "cli.h"
+
+double kj_cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+bool kj_cli_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* "X[,Y[,Z]]" with every extent >= 1. */
+bool kj_cli_parse_dim3(const char *text, uint32_t out[3])
+{
+    out[0] = out[1] = out[2] = 1;
+    for (int d = 0; d < 3; d++) {
+        char *end;
+        double v = strtod(text, &end);
+        if (end == text || v < 1 || v > 4294967295.0 || v != floor(v))
+            return false;
+        out[d] = (uint32_t)v;
+        if (*end == '\0')
+            return true;
+        if (*end != ',')
+            return false;
+        text = end + 1;
+    }
+    return false;
+}
+
+bool kj_cli_is_number(const char *text)
+{
+    char *end;
+    strtod(text, &end);
+    return end != text && *end == '\0';
+}
+
+/* ------------------------------------------------------------- generators */
+
+static uint64_t rng_state = 1;
+
+void kj_cli_seed(uint64_t seed)
+{
+    rng_state = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    if (rng_state == 0)
+        rng_state = 1;
+}
+
+static uint64_t rng_next(void)
+{
+    /* xorshift64*: fast, and the same stream on every machine. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static double rng_uniform(void)
+{
+    return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static double rng_normal(void)
+{
+    double u = rng_uniform(), v = rng_uniform();
+    return sqrt(-2.0 * log(u > 0 ? u : 1e-300)) * cos(2.0 * M_PI * v);
+}
+
+static void store_value(void *at, kjit_dtype dtype, double re, double im)
+{
+    switch (dtype) {
+    case KJIT_BOOL: *(uint8_t *)at = re != 0; break;
+    case KJIT_I8: *(int8_t *)at = (int8_t)re; break;
+    case KJIT_I16: *(int16_t *)at = (int16_t)re; break;
+    case KJIT_I32: *(int32_t *)at = (int32_t)re; break;
+    case KJIT_I64: *(int64_t *)at = (int64_t)re; break;
+    case KJIT_U8: *(uint8_t *)at = (uint8_t)re; break;
+    case KJIT_U16: *(uint16_t *)at = (uint16_t)re; break;
+    case KJIT_U32: *(uint32_t *)at = (uint32_t)re; break;
+    case KJIT_U64: *(uint64_t *)at = (uint64_t)re; break;
+    case KJIT_F32: *(float *)at = (float)re; break;
+    case KJIT_F64: *(double *)at = re; break;
+    case KJIT_C64: ((float *)at)[0] = (float)re; ((float *)at)[1] = (float)im; break;
+    case KJIT_C128: ((double *)at)[0] = re; ((double *)at)[1] = im; break;
+    default: break;
+    }
+}
+
+double kj_cli_load_value(const void *at, kjit_dtype dtype, double *im)
+{
+    *im = 0;
+    switch (dtype) {
+    case KJIT_BOOL: return *(const uint8_t *)at != 0;
+    case KJIT_I8: return *(const int8_t *)at;
+    case KJIT_I16: return *(const int16_t *)at;
+    case KJIT_I32: return *(const int32_t *)at;
+    case KJIT_I64: return (double)*(const int64_t *)at;
+    case KJIT_U8: return *(const uint8_t *)at;
+    case KJIT_U16: return *(const uint16_t *)at;
+    case KJIT_U32: return *(const uint32_t *)at;
+    case KJIT_U64: return (double)*(const uint64_t *)at;
+    case KJIT_F32: return *(const float *)at;
+    case KJIT_F64: return *(const double *)at;
+    case KJIT_C64: *im = ((const float *)at)[1]; return ((const float *)at)[0];
+    case KJIT_C128: *im = ((const double *)at)[1]; return ((const double *)at)[0];
+    default: return 0;
+    }
+}
+
+static bool parse_dtype(const char *text, size_t len, kjit_dtype *out)
+{
+    for (int t = 0; t < KJIT_DTYPE_COUNT; t++) {
+        const char *name = kjit_dtype_name((kjit_dtype)t);
+        if (strlen(name) == len && strncmp(text, name, len) == 0) {
+            *out = (kjit_dtype)t;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "1000", "1e6", "300x200": extents separated by x. */
+static bool parse_shape(const char *text, int *ndim, int64_t *shape)
+{
+    *ndim = 0;
+    for (;;) {
+        char *end;
+        double v = strtod(text, &end);
+        if (end == text || v < 0 || v != floor(v) || v > 1e15 || *ndim == KJIT_MAX_DIMS)
+            return false;
+        shape[(*ndim)++] = (int64_t)v;
+        if (*end == '\0')
+            return true;
+        if (*end != 'x')
+            return false;
+        text = end + 1;
+    }
+}
+
+static const char *const generator_names[] = {"zeros", "ones", "rand", "randn", "arange"};
+
+/* The generator kind (an index into generator_names) of "NAME:...", or -1. */
+static int generator_kind(const char *text)
+{
+    const char *colon = strchr(text, ':');
+    if (!colon)
+        return -1;
+    for (int k = 0; k < 5; k++)
+        if ((size_t)(colon - text) == strlen(generator_names[k]) &&
+            strncmp(text, generator_names[k], strlen(generator_names[k])) == 0)
+            return k;
+    return -1;
+}
+
+/* zeros|ones|rand|randn|arange:[DTYPE:]SHAPE.  1: not a generator, 2: bad. */
+static int make_generated(const char *text, bool have_param, kjit_dtype param_dtype,
+                          kjit_array *out, char **why)
+{
+    int kind = generator_kind(text);
+    if (kind < 0)
+        return 1;
+    const char *rest = strchr(text, ':') + 1;
+    const char *second = strchr(rest, ':');
+    kjit_dtype dtype = param_dtype;
+    if (second) {
+        if (!parse_dtype(rest, (size_t)(second - rest), &dtype)) {
+            *why = kj_xstrdup("unknown element type in the generator");
+            return 2;
+        }
+        rest = second + 1;
+    } else if (!have_param) {
+        *why = kj_xstrdup("the generator needs a DTYPE here (NAME:DTYPE:SHAPE)");
+        return 2;
+    }
+    int ndim;
+    int64_t shape[KJIT_MAX_DIMS];
+    if (!parse_shape(rest, &ndim, shape)) {
+        *why = kj_xstrdup("bad SHAPE in the generator (1000, 1e6 or 300x200)");
+        return 2;
+    }
+    *out = kjit_array_make(NULL, dtype, ndim, shape);
+    int64_t size = kjit_array_size(out);
+    size_t elem = kjit_dtype_size(dtype);
+    void *data = NULL;
+    if (posix_memalign(&data, 64, (size_t)size * elem + 64) != 0) {
+        *why = kj_xstrdup("out of memory for the generated array");
+        return 2;
+    }
+    out->data = data;
+    bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 && dtype != KJIT_C128;
+    for (int64_t i = 0; i < size; i++) {
+        double re = 0, im = 0;
+        switch (kind) {
+        case 0: break;
+        case 1: re = 1; break;
+        case 2:
+            if (dtype == KJIT_BOOL) re = rng_next() >> 63;
+            else if (integer) re = (double)(rng_next() % 100);
+            else re = rng_uniform(), im = rng_uniform();
+            break;
+        case 3: re = rng_normal(), im = rng_normal(); break;
+        case 4: re = (double)i; break;
+        }
+        store_value((char *)data + i * (int64_t)elem, dtype, re, im);
+    }
+    return 0;
+}
+
+char *kj_cli_resize_generator(const char *text, int64_t size)
+{
+    if (generator_kind(text) < 0)
+        return NULL;
+    const char *shape_text = strrchr(text, ':') + 1;
+    int ndim;
+    int64_t shape[KJIT_MAX_DIMS];
+    if (!parse_shape(shape_text, &ndim, shape))
+        return NULL;
+    /* Extents of 1 are there for broadcasting and stay; the others share the
+     * new size in their old proportions. */
+    double old_size = 1;
+    int scaled = 0;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] > 1) {
+            old_size *= (double)shape[d];
+            scaled++;
+        }
+    if (scaled == 0)
+        return NULL;
+    double factor = pow((double)size / old_size, 1.0 / scaled);
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "%.*s", (int)(shape_text - text), text);
+    for (int d = 0; d < ndim; d++) {
+        int64_t extent = shape[d];
+        if (extent > 1) {
+            extent = scaled == 1 ? size : (int64_t)llround((double)extent * factor);
+            extent = extent < 1 ? 1 : extent;
+        }
+        kj_buf_printf(&buf, "%s%lld", d ? "x" : "", (long long)extent);
+    }
+    return buf.data;
+}
+
+/* ------------------------------------------------------------ arguments */
+
+int kj_cli_make_args(const char *command, kjit_function *function, const char *const *texts,
+                     int count, KjCliArgs *out)
+{
+    memset(out, 0, sizeof *out);
+    out->count = count;
+    bool one_signature = kjit_function_signature_count(function) == 1;
+    for (int i = 0; i < count; i++) {
+        const char *text = texts[i];
+        kjit_arg *arg = &out->args[i];
+        kjit_array *array = &out->arrays[i];
+        kjit_dtype param_dtype = KJIT_F64;
+        int param_ndim = 0;
+        bool have_param = one_signature &&
+                          kjit_function_param(function, 0, i, &param_dtype, &param_ndim) == KJIT_OK;
+        char *why = NULL;
+        if (kj_cli_ends_with(text, ".npy")) {
+            kjit_status status = kj_npy_read(text, array, &why);
+            if (status != KJIT_OK) {
+                fprintf(stderr, "kjit %s: argument %d: %s\n", command, i, why);
+                free(why);
+                return status == KJIT_ERROR_IO ? 2 : 1;
+            }
+            out->owned[i] = true;
+            *arg = kjit_arg_array(array);
+        } else if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
+            *arg = kjit_arg_i64(text[0] == 't');
+            arg->dtype = KJIT_BOOL;
+        } else if (kj_cli_is_number(text)) {
+            bool integral = strpbrk(text, ".eEnNiI") == NULL;
+            *arg = integral ? kjit_arg_i64(strtoll(text, NULL, 0)) : kjit_arg_f64(strtod(text, NULL));
+        } else {
+            int made = make_generated(text, have_param, param_dtype, array, &why);
+            if (made == 1) {
+                fprintf(stderr, "kjit %s: argument %d '%s' is not a .npy file, a number, "
+                                "true/false or a generator\n", command, i, text);
+                return 2;
+            }
+            if (made == 2) {
+                fprintf(stderr, "kjit %s: argument %d '%s': %s\n", command, i, text, why);
+                free(why);
+                return 2;
+            }
+            out->owned[i] = true;
+            *arg = kjit_arg_array(array);
+        }
+    }
+    return 0;
+}
+
+void kj_cli_args_free(KjCliArgs *args)
+{
+    for (int i = 0; i < args->count; i++)
+        if (args->owned[i])
+            kjit_array_free(&args->arrays[i]);
+    args->count = 0;
+}
