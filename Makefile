@@ -35,9 +35,9 @@ CHECK_LIBS  = -Wl,-Bstatic -lcheck_pic -lsubunit -Wl,-Bdynamic -lrt -lm -lpthrea
 
 LEXER_C       = $(BUILD)/gen/lex.c
 CLI_SRCS      = compiler/main.c $(wildcard compiler/cli_*.c)
-COMPILER_SRCS = $(filter-out $(CLI_SRCS) compiler/codegen_llvm.c compiler/cpu_jit.c \
-                  compiler/ptx.c, $(wildcard compiler/*.c))
-BACKEND_SRCS  = $(wildcard compiler/codegen_llvm.c compiler/cpu_jit.c compiler/ptx.c)
+COMPILER_SRCS = $(filter-out $(CLI_SRCS) $(BACKEND_SRCS), $(wildcard compiler/*.c))
+BACKEND_SRCS  = $(wildcard compiler/codegen_llvm.c compiler/codegen_expr.c compiler/cpu_jit.c \
+                  compiler/ptx.c compiler/cpu_object.c compiler/libdevice_split.c)
 RUNTIME_SRCS  = $(wildcard runtime/*.c)
 
 FRONT_OBJS   = $(COMPILER_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/lex.o
@@ -75,8 +75,7 @@ $(BUILD)/obj/gen/lex.o: $(LEXER_C) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Icompiler -c $< -o $@
 
-$(BUILD)/obj/compiler/codegen_llvm.o $(BUILD)/obj/compiler/cpu_jit.o $(BUILD)/obj/compiler/ptx.o: \
-  ALL_CFLAGS += $(LLVM_CFLAGS)
+$(BACKEND_SRCS:%.c=$(BUILD)/obj/%.o): ALL_CFLAGS += $(LLVM_CFLAGS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -14,358 +14,39 @@
  * recursion error names.  Statements are checked one by one; an erroneous
  * expression comes back as NULL, which every rule passes on quietly, so that
  * one mistake gives one error and the next statement is still checked.
+ *
+ * This file holds the entry point and the work above expressions: scopes and
+ * locals, statements, function declarations and signatures, the on-demand
+ * checking of bodies, and the module.  The type rules of expressions live in
+ * check_expr.c; what the two share is the "check.c / check_expr.c internals"
+ * section of kjit_compiler.h.
  */
 #include "kjit_compiler.h"
 
-#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
-
-/* ============================================================ checker state */
-
-typedef enum { FN_UNCHECKED, FN_CHECKING, FN_DONE } FnState;
-
-typedef struct FileInfo {
-    KjAstFile *ast;
-    KjVec imports; /* FileInfo*: the modules this file imports directly */
-} FileInfo;
-
-typedef struct FnInfo {
-    KjFunctionDecl *decl;
-    FileInfo *file;
-    KjIrEntry *entry;
-    FnState state;
-    bool bad;    /* its declaration is wrong: calls to it are not checked further */
-    bool impure; /* stores to memory or calls something that does */
-} FnInfo;
-
-/* A name bound in a block: locals may not hide one another in one function. */
-typedef struct Binding {
-    const char *name;
-    KjIrVar *var;
-    KjLoc loc;
-} Binding;
-
-typedef struct Scope {
-    struct Scope *parent;
-    KjVec bindings; /* Binding* */
-} Scope;
-
-/* What is being checked right now: one signature of one function. */
-typedef struct FnCtx {
-    FnInfo *info;
-    KjIrFunction *ir;
-    Scope *scope;
-    int loop_depth;
-    bool loop_has_break; /* the innermost loop has a `break` */
-    KjVec *out;          /* the statement list being filled */
-    KjVec poisoned;      /* KjIrVar* whose initialiser was an error: uses stay quiet */
-} FnCtx;
-
-typedef struct Checker {
-    KjArena *arena;
-    KjDiag *diag;
-    KjIrModule *module;
-    KjVec files; /* FileInfo* */
-    KjVec fns;   /* FnInfo*, every function of every file */
-    KjVec stack; /* FnInfo* being checked, outermost first */
-    FnCtx *cur;
-} Checker;
-
-static const KjType *t_bool(void) { return kj_type_scalar(KJ_TYPE_BOOL); }
-static const KjType *t_i32(void) { return kj_type_scalar(KJ_TYPE_I32); }
-static const KjType *t_i64(void) { return kj_type_scalar(KJ_TYPE_I64); }
-static const KjType *t_f64(void) { return kj_type_scalar(KJ_TYPE_F64); }
-static const KjType *t_untyped_int(void) { return kj_type_scalar(KJ_TYPE_UNTYPED_INT); }
-static const KjType *t_untyped_float(void) { return kj_type_scalar(KJ_TYPE_UNTYPED_FLOAT); }
-
-static bool is_untyped(const KjIrExpr *e)
-{
-    return e && (e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT);
-}
-
-static bool is_scalar(const KjType *t)
-{
-    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_C128;
-}
-
-static bool is_array(const KjType *t)
-{
-    return t && t->kind == KJ_TYPE_ARRAY;
-}
-
-static bool is_real(const KjType *t)
-{
-    return kj_type_is_int(t) || kj_type_is_float(t);
-}
-
-/* ============================================================ IR shorthands */
-
-static KjIrExpr *new_expr(Checker *c, KjIrOp op, const KjType *type, KjLoc loc, int n)
-{
-    return kj_ir_new_expr(c->arena, op, type, loc, n);
-}
-
-static KjIrExpr *unary_ir(Checker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a)
-{
-    KjIrExpr *e = new_expr(c, op, type, loc, 1);
-    e->args[0] = a;
-    return e;
-}
-
-static KjIrExpr *binary_ir(Checker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
-                           KjIrExpr *b)
-{
-    KjIrExpr *e = new_expr(c, op, type, loc, 2);
-    e->args[0] = a;
-    e->args[1] = b;
-    return e;
-}
-
-static KjIrExpr *int_const(Checker *c, const KjType *type, int64_t value, KjLoc loc)
-{
-    KjIrExpr *e = new_expr(c, KJ_IR_CONST, type, loc, 0);
-    e->const_int = (uint64_t)value;
-    return e;
-}
-
-static KjIrExpr *float_const(Checker *c, const KjType *type, double value, KjLoc loc)
-{
-    KjIrExpr *e = new_expr(c, KJ_IR_CONST, type, loc, 0);
-    e->const_float = value;
-    return e;
-}
-
-static KjIrExpr *var_ref(Checker *c, KjIrVar *var, KjLoc loc)
-{
-    KjIrExpr *e = new_expr(c, KJ_IR_VAR, var->type, loc, 0);
-    e->var = var;
-    return e;
-}
-
-static KjIrExpr *cast_ir(Checker *c, KjIrExpr *e, const KjType *to)
-{
-    if (e->type == to)
-        return e;
-    return unary_ir(c, KJ_IR_CAST, to, e->loc, e);
-}
-
-/* A deep copy, for lowerings that use an operand twice (x ** 3, abs of an int). */
-static KjIrExpr *clone_expr(Checker *c, const KjIrExpr *e)
-{
-    KjIrExpr *copy = new_expr(c, e->op, e->type, e->loc, e->arg_count);
-    KjIrExpr **args = copy->args;
-    *copy = *e;
-    copy->args = args;
-    for (int i = 0; i < e->arg_count; i++)
-        copy->args[i] = clone_expr(c, e->args[i]);
-    return copy;
-}
-
-static int expr_size(const KjIrExpr *e)
-{
-    int size = 1;
-    for (int i = 0; i < e->arg_count; i++)
-        size += expr_size(e->args[i]);
-    return size;
-}
-
-/* True when evaluating e twice is the same as evaluating it once. */
-static bool expr_is_pure(Checker *c, const KjIrExpr *e)
-{
-    if (e->op == KJ_IR_ATOMIC || e->op == KJ_IR_SYNCTHREADS || e->op == KJ_IR_SHARED ||
-        e->op == KJ_IR_LOCAL)
-        return false;
-    if (e->op == KJ_IR_CALL) {
-        for (int i = 0; i < c->fns.count; i++) {
-            FnInfo *info = c->fns.items[i];
-            for (int v = 0; info->entry && v < info->entry->variants.count; v++)
-                if (info->entry->variants.items[v] == e->callee && info->impure)
-                    return false;
-        }
-    }
-    for (int i = 0; i < e->arg_count; i++)
-        if (!expr_is_pure(c, e->args[i]))
-            return false;
-    return true;
-}
-
-static void emit(Checker *c, KjIrStmt *s)
-{
-    kj_vec_push(c->arena, c->cur->out, s);
-}
-
-static void note_impure(Checker *c)
-{
-    if (c->cur)
-        c->cur->info->impure = true;
-}
-
-/* ========================================================= implicit typing */
-
-/* Implicit conversions only widen: int to a larger int of the same
- * signedness, int to float, f32 to f64, real to complex, c64 to c128. */
-static bool widens(const KjType *from, const KjType *to)
-{
-    if (from == to)
-        return true;
-    if (kj_type_is_int(from)) {
-        if (kj_type_is_int(to))
-            return kj_type_is_signed(from) == kj_type_is_signed(to) &&
-                   kj_type_size(from) <= kj_type_size(to);
-        return kj_type_is_float(to) || kj_type_is_complex(to);
-    }
-    if (from->kind == KJ_TYPE_F32)
-        return to->kind == KJ_TYPE_F64 || kj_type_is_complex(to);
-    if (from->kind == KJ_TYPE_F64)
-        return to->kind == KJ_TYPE_C128;
-    if (from->kind == KJ_TYPE_C64)
-        return to->kind == KJ_TYPE_C128;
-    return false;
-}
-
-/* The type two typed numeric operands meet at, or NULL (and *why) when they
- * do not meet without a cast. */
-static const KjType *common_type(const KjType *a, const KjType *b, const char **why)
-{
-    *why = NULL;
-    if (a == b)
-        return kj_type_is_numeric(a) ? a : NULL;
-    if (!kj_type_is_numeric(a) || !kj_type_is_numeric(b))
-        return NULL;
-    if (kj_type_is_int(a) && kj_type_is_int(b)) {
-        if (kj_type_is_signed(a) != kj_type_is_signed(b)) {
-            *why = "signed and unsigned integers do not mix; convert one with a cast";
-            return NULL;
-        }
-        return kj_type_size(a) >= kj_type_size(b) ? a : b;
-    }
-    if (kj_type_is_complex(a) || kj_type_is_complex(b)) {
-        const KjType *z = kj_type_is_complex(a) ? a : b, *other = z == a ? b : a;
-        if (other->kind == KJ_TYPE_F64 || other->kind == KJ_TYPE_C128)
-            return kj_type_scalar(KJ_TYPE_C128);
-        return z;
-    }
-    if (kj_type_is_float(a) && kj_type_is_float(b))
-        return a->kind == KJ_TYPE_F64 ? a : b;
-    return kj_type_is_float(a) ? a : b; /* int with float: the float's type */
-}
-
-static bool int_fits(int64_t v, const KjType *t)
-{
-    int bits = kj_type_int_bits(t);
-    if (kj_type_is_signed(t)) {
-        if (bits == 64)
-            return true;
-        int64_t limit = (int64_t)1 << (bits - 1);
-        return v >= -limit && v < limit;
-    }
-    if (v < 0)
-        return false;
-    return bits == 64 || (uint64_t)v < ((uint64_t)1 << bits);
-}
-
-/* An untyped constant given the type `to`; NULL and an error if it does not fit. */
-static KjIrExpr *settle(Checker *c, KjIrExpr *e, const KjType *to, KjLoc loc)
-{
-    bool is_int = e->type->kind == KJ_TYPE_UNTYPED_INT;
-    int64_t iv = (int64_t)e->const_int;
-    double fv = is_int ? (double)iv : e->const_float;
-    if (kj_type_is_int(to)) {
-        if (!is_int) {
-            kj_error(c->diag, loc, "the float constant %g cannot be %s without a cast; write %s(...)",
-                     fv, kj_type_name(to), kj_type_name(to));
-            return NULL;
-        }
-        if (!int_fits(iv, to)) {
-            kj_error(c->diag, loc, "the constant %" PRId64 " does not fit in %s", iv,
-                     kj_type_name(to));
-            return NULL;
-        }
-        return int_const(c, to, iv, e->loc);
-    }
-    if (kj_type_is_float(to) || kj_type_is_complex(to)) {
-        bool single = to->kind == KJ_TYPE_F32 || to->kind == KJ_TYPE_C64;
-        if (single && isfinite(fv) && fabs(fv) > FLT_MAX) {
-            kj_error(c->diag, loc, "the constant %g does not fit in %s", fv, kj_type_name(to));
-            return NULL;
-        }
-        double value = single ? (double)(float)fv : fv;
-        KjIrExpr *k = float_const(c, to, value, e->loc);
-        return k;
-    }
-    kj_error(c->diag, loc, "a number cannot be used as %s", kj_type_name(to));
-    return NULL;
-}
-
-static KjIrExpr *settle_default(Checker *c, KjIrExpr *e)
-{
-    if (!is_untyped(e))
-        return e;
-    return settle(c, e, e->type->kind == KJ_TYPE_UNTYPED_INT ? t_i64() : t_f64(), e->loc);
-}
-
-/* e converted implicitly to `to`: settled if untyped, widened with a CAST, or
- * an error naming `context` ("the argument 'x' of f", "the return value" ...). */
-static KjIrExpr *convert(Checker *c, KjIrExpr *e, const KjType *to, KjLoc loc,
-                         const char *context)
-{
-    if (!e || !to)
-        return NULL;
-    if (is_untyped(e))
-        return settle(c, e, to, loc);
-    if (e->type == to)
-        return e;
-    if (is_scalar(e->type) && is_scalar(to) && widens(e->type, to))
-        return cast_ir(c, e, to);
-    if (is_array(to) || is_array(e->type))
-        kj_error(c->diag, loc, "%s must be %s, not %s", context, kj_type_name(to),
-                 kj_type_name(e->type));
-    else if (e->type == kj_type_void())
-        kj_error(c->diag, loc, "%s must be %s, but this call returns nothing", context,
-                 kj_type_name(to));
-    else
-        kj_error(c->diag, loc, "%s must be %s, not %s (only widening is implicit; write %s(...) "
-                 "to convert)", context, kj_type_name(to), kj_type_name(e->type),
-                 kj_type_name(to));
-    return NULL;
-}
-
-/* A value that will be stored or passed on: untyped constants take their
- * default type, and a value of nothing (a void call) is an error. */
-static KjIrExpr *need_value(Checker *c, KjIrExpr *e, KjLoc loc)
-{
-    if (!e)
-        return NULL;
-    if (e->type == kj_type_void()) {
-        kj_error(c->diag, loc, "this call returns nothing; it has no value to use");
-        return NULL;
-    }
-    return settle_default(c, e);
-}
 
 /* ================================================================== scopes */
 
-static void push_scope(Checker *c, Scope *scope)
+static void push_scope(KjChecker *c, KjCheckScope *scope)
 {
     scope->parent = c->cur->scope;
     scope->bindings = (KjVec){0};
     c->cur->scope = scope;
 }
 
-static void pop_scope(Checker *c)
+static void pop_scope(KjChecker *c)
 {
     c->cur->scope = c->cur->scope->parent;
 }
 
-static Binding *lookup_local(Checker *c, const char *name)
+KjCheckBinding *kj_check_lookup_local(KjChecker *c, const char *name)
 {
     if (!c->cur)
         return NULL;
-    for (Scope *s = c->cur->scope; s; s = s->parent)
+    for (KjCheckScope *s = c->cur->scope; s; s = s->parent)
         for (int i = s->bindings.count - 1; i >= 0; i--) {
-            Binding *b = s->bindings.items[i];
+            KjCheckBinding *b = s->bindings.items[i];
             if (strcmp(b->name, name) == 0)
                 return b;
         }
@@ -375,9 +56,9 @@ static Binding *lookup_local(Checker *c, const char *name)
 /* Declares a local.  A name may not be declared again while an earlier one of
  * the same function is visible (no shadowing of locals or parameters); blocks
  * that do not nest may reuse names. */
-static KjIrVar *declare(Checker *c, const char *name, const KjType *type, KjLoc loc)
+static KjIrVar *declare(KjChecker *c, const char *name, const KjType *type, KjLoc loc)
 {
-    Binding *old = lookup_local(c, name);
+    KjCheckBinding *old = kj_check_lookup_local(c, name);
     if (old) {
         kj_error(c->diag, loc, "'%s' is already declared in this function; pick another name",
                  name);
@@ -386,7 +67,7 @@ static KjIrVar *declare(Checker *c, const char *name, const KjType *type, KjLoc 
     KjIrVar *var = kj_ir_new_var(c->arena, c->cur->ir, name, type, loc);
     if (old)
         return var; /* uses keep meaning the first one: no follow-on errors */
-    Binding *b = kj_arena_alloc(c->arena, sizeof *b);
+    KjCheckBinding *b = kj_arena_alloc(c->arena, sizeof *b);
     b->name = name;
     b->var = var;
     b->loc = loc;
@@ -394,1205 +75,26 @@ static KjIrVar *declare(Checker *c, const char *name, const KjType *type, KjLoc 
     return var;
 }
 
-/* ============================================================== built-ins */
-
-static const char *const kernel_names[] = {"threadIdx", "blockIdx", "blockDim", "gridDim"};
-
-static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
-#define X(id, name) name,
-    KJ_ATOMIC_OPS(X)
-#undef X
-};
-
-/* Names a user function may not take. */
-static const char *const builtin_names[] = {
-    "len", "complex", "conj", "grid", "gridsize", "syncthreads", "shared", "local", "range",
-    "pi", "e", "inf", "nan", "threadIdx", "blockIdx", "blockDim", "gridDim",
-};
-
-static int math_lookup(const char *name)
-{
-    for (int i = 0; i < KJ_MATH_COUNT; i++)
-        if (strcmp(kj_math_names[i], name) == 0)
-            return i;
-    return -1;
-}
-
-static int atomic_lookup(const char *name)
-{
-    for (int i = 0; i < KJ_ATOMIC_COUNT; i++)
-        if (strcmp(atomic_names[i], name) == 0)
-            return i;
-    return -1;
-}
-
-static bool is_builtin_name(const char *name)
-{
-    for (size_t i = 0; i < sizeof builtin_names / sizeof *builtin_names; i++)
-        if (strcmp(builtin_names[i], name) == 0)
-            return true;
-    return math_lookup(name) >= 0 || atomic_lookup(name) >= 0 ||
-           kj_type_from_name(name, strlen(name)) != NULL;
-}
-
-static bool in_kernel(Checker *c)
-{
-    return c->cur && c->cur->ir->kind == KJ_IR_FN_KERNEL;
-}
-
-static bool require_kernel(Checker *c, KjLoc loc, const char *what)
-{
-    if (in_kernel(c))
-        return true;
-    kj_error(c->diag, loc, "%s is only available in a @kernel function", what);
-    return false;
-}
-
-/* The value of an untyped integer constant expression, for sizes and counts. */
-static bool constant_int(const KjIrExpr *e, int64_t *out)
-{
-    if (!e || e->op != KJ_IR_CONST || e->type->kind != KJ_TYPE_UNTYPED_INT)
-        return false;
-    *out = (int64_t)e->const_int;
-    return true;
-}
-
-/* ============================================================ expressions */
-
-static KjIrExpr *check_expr(Checker *c, KjNode *n);
-static KjIrExpr *binary_values(Checker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r, KjLoc loc);
-
-static FnInfo *find_function(Checker *c, const char *name)
-{
-    for (int i = 0; i < c->fns.count; i++) {
-        FnInfo *info = c->fns.items[i];
-        if (strcmp(info->decl->name, name) == 0)
-            return info;
-    }
-    return NULL;
-}
-
-/* A function is visible in its own file and in the files that import its file. */
-static bool visible_from(Checker *c, FnInfo *fn)
-{
-    FileInfo *here = c->cur ? c->cur->info->file : NULL;
-    if (!here || fn->file == here)
-        return true;
-    for (int i = 0; i < here->imports.count; i++)
-        if (here->imports.items[i] == fn->file)
-            return true;
-    return false;
-}
-
-static bool loc_before(KjLoc a, KjLoc b)
-{
-    return a.line < b.line || (a.line == b.line && a.col < b.col);
-}
-
-/* A let or for in `node` that declares `name` after `use`, for the note that
- * explains an unknown name used before its declaration. */
-static KjNode *find_declaration(KjNode *node, const char *name, KjLoc use)
-{
-    if (!node)
-        return NULL;
-    if ((node->kind == KJ_NODE_LET || node->kind == KJ_NODE_FOR) && node->name &&
-        strcmp(node->name, name) == 0 && loc_before(use, node->loc))
-        return node;
-    for (int i = 0; i < node->body.count; i++) {
-        KjNode *found = find_declaration(node->body.items[i], name, use);
-        if (found)
-            return found;
-    }
-    KjNode *parts[] = {node->then_body, node->else_body};
-    for (int i = 0; i < 2; i++) {
-        KjNode *found = find_declaration(parts[i], name, use);
-        if (found)
-            return found;
-    }
-    return NULL;
-}
-
-static bool is_poisoned(Checker *c, const KjIrVar *var)
-{
-    for (int i = 0; i < c->cur->poisoned.count; i++)
-        if (c->cur->poisoned.items[i] == var)
-            return true;
-    return false;
-}
-
-static KjIrExpr *check_name(Checker *c, KjNode *n)
-{
-    Binding *b = lookup_local(c, n->name);
-    if (b)
-        return is_poisoned(c, b->var) ? NULL : var_ref(c, b->var, n->loc);
-    const char *name = n->name;
-    if (strcmp(name, "pi") == 0 || strcmp(name, "e") == 0 || strcmp(name, "inf") == 0 ||
-        strcmp(name, "nan") == 0) {
-        double value = name[0] == 'p' ? M_PI : name[0] == 'e' ? M_E : name[0] == 'i' ? INFINITY : NAN;
-        return float_const(c, t_untyped_float(), value, n->loc);
-    }
-    for (size_t i = 0; i < 4; i++)
-        if (strcmp(name, kernel_names[i]) == 0) {
-            kj_error(c->diag, n->loc, "%s is a group of registers; use %s.x, %s.y or %s.z", name,
-                     name, name, name);
-            return NULL;
-        }
-    if (kj_type_from_name(name, strlen(name))) {
-        kj_error(c->diag, n->loc, "%s is a type; to convert a value write %s(value)", name, name);
-        return NULL;
-    }
-    if (find_function(c, name) || math_lookup(name) >= 0 || is_builtin_name(name)) {
-        kj_error(c->diag, n->loc, "'%s' is a function; call it with (...)", name);
-        return NULL;
-    }
-    kj_error(c->diag, n->loc, "unknown name '%s'", name);
-    KjNode *later = c->cur ? find_declaration(c->cur->info->decl->body, name, n->loc) : NULL;
-    if (later)
-        kj_note(c->diag, later->loc, "'%s' is declared later, here; declare it before its first "
-                "use", name);
-    return NULL;
-}
-
-/* Folds an operation on two untyped constants; NULL (no error) when the
- * operation is not folded, and error_out set when it is an error. */
-static KjIrExpr *fold_untyped(Checker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r, KjLoc loc,
-                              bool *error_out)
-{
-    *error_out = false;
-    bool ints = l->type->kind == KJ_TYPE_UNTYPED_INT && r->type->kind == KJ_TYPE_UNTYPED_INT;
-    if (ints) {
-        int64_t a = (int64_t)l->const_int, b = (int64_t)r->const_int, v = 0;
-        bool overflow = false;
-        switch (op) {
-        case KJ_BIN_ADD: overflow = __builtin_add_overflow(a, b, &v); break;
-        case KJ_BIN_SUB: overflow = __builtin_sub_overflow(a, b, &v); break;
-        case KJ_BIN_MUL: overflow = __builtin_mul_overflow(a, b, &v); break;
-        case KJ_BIN_DIV:
-        case KJ_BIN_REM:
-            if (b == 0) {
-                kj_error(c->diag, loc, "division by zero in a constant expression");
-                *error_out = true;
-                return NULL;
-            }
-            overflow = a == INT64_MIN && b == -1;
-            if (!overflow)
-                v = op == KJ_BIN_DIV ? a / b : a % b;
-            break;
-        case KJ_BIN_BITAND: v = a & b; break;
-        case KJ_BIN_BITOR: v = a | b; break;
-        case KJ_BIN_BITXOR: v = a ^ b; break;
-        case KJ_BIN_SHL:
-        case KJ_BIN_SHR:
-            if (b < 0 || b > 63) {
-                kj_error(c->diag, loc, "shift count %" PRId64 " is out of range 0..63", b);
-                *error_out = true;
-                return NULL;
-            }
-            if (op == KJ_BIN_SHR)
-                v = a >> b;
-            else {
-                v = (int64_t)((uint64_t)a << b);
-                overflow = (v >> b) != a;
-            }
-            break;
-        default:
-            return NULL;
-        }
-        if (overflow) {
-            kj_error(c->diag, loc, "the constant expression overflows 64 bits");
-            *error_out = true;
-            return NULL;
-        }
-        return int_const(c, t_untyped_int(), v, loc);
-    }
-    double a = l->type->kind == KJ_TYPE_UNTYPED_INT ? (double)(int64_t)l->const_int : l->const_float;
-    double b = r->type->kind == KJ_TYPE_UNTYPED_INT ? (double)(int64_t)r->const_int : r->const_float;
-    double v;
-    switch (op) {
-    case KJ_BIN_ADD: v = a + b; break;
-    case KJ_BIN_SUB: v = a - b; break;
-    case KJ_BIN_MUL: v = a * b; break;
-    case KJ_BIN_DIV: v = a / b; break;
-    case KJ_BIN_REM: v = fmod(a, b); break;
-    default: return NULL;
-    }
-    return float_const(c, t_untyped_float(), v, loc);
-}
-
-/* Brings two operands of an arithmetic or comparison operator to one type
- * (untyped constants take the other side's type).  Returns the type, or NULL
- * after an error. */
-static const KjType *unify(Checker *c, KjIrExpr **l, KjIrExpr **r, KjLoc loc, const char *op)
-{
-    KjIrExpr *a = *l, *b = *r;
-    if (is_untyped(a) && is_untyped(b)) {
-        a = settle_default(c, a);
-        b = settle_default(c, b);
-        if (!a || !b)
-            return NULL;
-    }
-    const KjType *t;
-    if (is_untyped(a) || is_untyped(b)) {
-        KjIrExpr *k = is_untyped(a) ? a : b, *typed = k == a ? b : a;
-        t = typed->type;
-        if (!kj_type_is_numeric(t)) {
-            kj_error(c->diag, loc, "'%s' needs numbers, not %s", op, kj_type_name(t));
-            return NULL;
-        }
-        if (kj_type_is_int(t) && k->type->kind == KJ_TYPE_UNTYPED_FLOAT)
-            t = t_f64(); /* an int meets a float literal in f64 */
-    } else {
-        const char *why;
-        t = common_type(a->type, b->type, &why);
-        if (!t) {
-            if (why)
-                kj_error(c->diag, loc, "'%s' of %s and %s: %s", op, kj_type_name(a->type),
-                         kj_type_name(b->type), why);
-            else
-                kj_error(c->diag, loc, "'%s' needs numbers, not %s and %s", op,
-                         kj_type_name(a->type), kj_type_name(b->type));
-            return NULL;
-        }
-    }
-    *l = convert(c, a, t, loc, "the left operand");
-    *r = convert(c, b, t, loc, "the right operand");
-    return *l && *r ? t : NULL;
-}
-
-/* x ** n for a small constant n as multiplications, by squaring. */
-static KjIrExpr *power_chain(Checker *c, KjIrExpr *x, int64_t n, KjLoc loc)
-{
-    if (n == 1)
-        return x;
-    KjIrExpr *half = power_chain(c, x, n / 2, loc);
-    KjIrExpr *square = binary_ir(c, KJ_IR_MUL, x->type, loc, half, clone_expr(c, half));
-    if (n % 2)
-        square = binary_ir(c, KJ_IR_MUL, x->type, loc, square, clone_expr(c, x));
-    return square;
-}
-
-static KjIrExpr *one_of(Checker *c, const KjType *t, KjLoc loc)
-{
-    if (kj_type_is_int(t))
-        return int_const(c, t, 1, loc);
-    return float_const(c, t, 1.0, loc);
-}
-
-enum { POW_CHAIN_MAX = 8, POW_CHAIN_NODES = 64 };
-
-/* `**`: a constant integer exponent up to 8 becomes multiplications (1/x^n
- * when negative), 0.5 becomes sqrt, an integer exponent IPOW, and the rest pow. */
-static KjIrExpr *check_pow(Checker *c, KjIrExpr *base, KjIrExpr *exp, KjLoc loc)
-{
-    if (!base || !exp)
-        return NULL;
-    if (is_untyped(base) && is_untyped(exp)) {
-        base = settle_default(c, base);
-        if (!base)
-            return NULL;
-    }
-    int64_t n = 0;
-    bool const_exp = constant_int(exp, &n);
-    if (!is_untyped(base) && !kj_type_is_numeric(base->type)) {
-        kj_error(c->diag, loc, "'**' needs a number, not %s", kj_type_name(base->type));
-        return NULL;
-    }
-    if (const_exp && !is_untyped(base)) {
-        const KjType *t = base->type;
-        int64_t magnitude = n < 0 ? -n : n;
-        if (n < 0 && kj_type_is_int(t)) {
-            kj_error(c->diag, loc, "a negative exponent on the integer type %s; write f64(x) ** %"
-                     PRId64 " for a float result", kj_type_name(t), n);
-            return NULL;
-        }
-        if (n == 0)
-            return kj_type_is_complex(t) ? float_const(c, t, 1.0, loc) : one_of(c, t, loc);
-        bool small = magnitude <= POW_CHAIN_MAX &&
-                     expr_size(base) * magnitude <= POW_CHAIN_NODES && expr_is_pure(c, base);
-        if (small) {
-            KjIrExpr *chain = power_chain(c, base, magnitude, loc);
-            if (n < 0)
-                chain = binary_ir(c, KJ_IR_DIV, t, loc,
-                                  kj_type_is_complex(t) ? float_const(c, t, 1.0, loc)
-                                                        : one_of(c, t, loc),
-                                  chain);
-            return chain;
-        }
-        if (kj_type_is_complex(t)) {
-            kj_error(c->diag, loc, "complex '**' takes a constant integer exponent from -8 to 8 "
-                     "and a base without side effects");
-            return NULL;
-        }
-        return binary_ir(c, KJ_IR_IPOW, t, loc, base, int_const(c, t_i64(), n, loc));
-    }
-    if (exp->op == KJ_IR_CONST && exp->type->kind == KJ_TYPE_UNTYPED_FLOAT &&
-        exp->const_float == 0.5) {
-        const KjType *t = is_untyped(base) ? t_f64()
-                          : kj_type_is_int(base->type) ? t_f64() : base->type;
-        if (kj_type_is_complex(t)) {
-            kj_error(c->diag, loc, "'**' is not defined for complex %s with a float exponent",
-                     kj_type_name(t));
-            return NULL;
-        }
-        base = convert(c, base, t, loc, "the base of '**'");
-        if (!base)
-            return NULL;
-        KjIrExpr *e = unary_ir(c, KJ_IR_MATH, t, loc, base);
-        e->math = KJ_MATH_SQRT;
-        return e;
-    }
-    if ((!is_untyped(base) && kj_type_is_complex(base->type)) ||
-        (!is_untyped(exp) && kj_type_is_complex(exp->type))) {
-        kj_error(c->diag, loc, "complex '**' takes a constant integer exponent from -8 to 8");
-        return NULL;
-    }
-    if (!is_untyped(exp) && !kj_type_is_numeric(exp->type)) {
-        kj_error(c->diag, loc, "'**' needs a number as exponent, not %s", kj_type_name(exp->type));
-        return NULL;
-    }
-    bool int_exp = (is_untyped(exp) && exp->type->kind == KJ_TYPE_UNTYPED_INT) ||
-                   kj_type_is_int(exp->type);
-    if (int_exp && !is_untyped(exp)) {
-        base = settle_default(c, base);
-        if (!base)
-            return NULL;
-        return binary_ir(c, KJ_IR_IPOW, base->type, loc, base, exp);
-    }
-    if (int_exp && kj_type_is_int(base->type)) {
-        exp = settle_default(c, exp);
-        return exp ? binary_ir(c, KJ_IR_IPOW, base->type, loc, base, exp) : NULL;
-    }
-    const KjType *t = unify(c, &base, &exp, loc, "**");
-    if (!t)
-        return NULL;
-    if (kj_type_is_int(t)) {
-        t = t_f64();
-        base = cast_ir(c, base, t);
-        exp = cast_ir(c, exp, t);
-    }
-    KjIrExpr *e = binary_ir(c, KJ_IR_MATH, t, loc, base, exp);
-    e->math = KJ_MATH_POW;
-    return e;
-}
-
-static KjIrOp binary_ir_op(KjBinaryOp op)
-{
-    switch (op) {
-    case KJ_BIN_ADD: return KJ_IR_ADD;
-    case KJ_BIN_SUB: return KJ_IR_SUB;
-    case KJ_BIN_MUL: return KJ_IR_MUL;
-    case KJ_BIN_DIV: return KJ_IR_DIV;
-    case KJ_BIN_REM: return KJ_IR_REM;
-    case KJ_BIN_BITAND: return KJ_IR_BITAND;
-    case KJ_BIN_BITOR: return KJ_IR_BITOR;
-    case KJ_BIN_BITXOR: return KJ_IR_BITXOR;
-    case KJ_BIN_SHL: return KJ_IR_SHL;
-    case KJ_BIN_SHR: return KJ_IR_SHR;
-    case KJ_BIN_EQ: return KJ_IR_EQ;
-    case KJ_BIN_NE: return KJ_IR_NE;
-    case KJ_BIN_LT: return KJ_IR_LT;
-    case KJ_BIN_LE: return KJ_IR_LE;
-    case KJ_BIN_GT: return KJ_IR_GT;
-    case KJ_BIN_GE: return KJ_IR_GE;
-    case KJ_BIN_LOGAND: return KJ_IR_LOGAND;
-    case KJ_BIN_LOGOR: return KJ_IR_LOGOR;
-    default: kj_unreachable();
-    }
-}
-
-/* The type rules of every binary operator, on operands already checked. */
-static KjIrExpr *binary_values(Checker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r, KjLoc loc)
-{
-    if (!l || !r)
-        return NULL;
-    const char *spelling = kj_binary_op_spelling(op);
-    if (l->type == kj_type_void() || r->type == kj_type_void()) {
-        kj_error(c->diag, loc, "an operand of '%s' is a call that returns nothing", spelling);
-        return NULL;
-    }
-    if (is_array(l->type) || is_array(r->type)) {
-        kj_error(c->diag, loc, "'%s' works on single values, not arrays (%s); index the array, "
-                 "or use a @vectorize function", spelling,
-                 kj_type_name(is_array(l->type) ? l->type : r->type));
-        return NULL;
-    }
-    if (op == KJ_BIN_POW)
-        return check_pow(c, l, r, loc);
-    if (op == KJ_BIN_LOGAND || op == KJ_BIN_LOGOR) {
-        if (l->type != t_bool() || r->type != t_bool()) {
-            kj_error(c->diag, loc, "'%s' needs bool operands, not %s and %s", spelling,
-                     kj_type_name(l->type), kj_type_name(r->type));
-            return NULL;
-        }
-        return binary_ir(c, binary_ir_op(op), t_bool(), loc, l, r);
-    }
-    bool bitwise = op == KJ_BIN_BITAND || op == KJ_BIN_BITOR || op == KJ_BIN_BITXOR;
-    bool shift = op == KJ_BIN_SHL || op == KJ_BIN_SHR;
-    bool compare = op >= KJ_BIN_EQ && op <= KJ_BIN_GE;
-    bool equality = op == KJ_BIN_EQ || op == KJ_BIN_NE;
-    if (is_untyped(l) && is_untyped(r) && !compare) {
-        if ((bitwise || shift) &&
-            (l->type->kind != KJ_TYPE_UNTYPED_INT || r->type->kind != KJ_TYPE_UNTYPED_INT)) {
-            kj_error(c->diag, loc, "'%s' needs integers", spelling);
-            return NULL;
-        }
-        bool error;
-        KjIrExpr *folded = fold_untyped(c, op, l, r, loc, &error);
-        if (folded || error)
-            return folded;
-    }
-    if (equality && l->type == t_bool() && r->type == t_bool())
-        return binary_ir(c, binary_ir_op(op), t_bool(), loc, l, r);
-    if (l->type == t_bool() || r->type == t_bool()) {
-        kj_error(c->diag, loc, "'%s' does not take bool operands%s", spelling,
-                 compare ? "" : " (convert with i32(b) if you mean 0 or 1)");
-        return NULL;
-    }
-    if (shift) {
-        /* The result has the left operand's type; the count is converted to it. */
-        KjIrExpr *value = settle_default(c, l);
-        if (!value)
-            return NULL;
-        if (!kj_type_is_int(value->type) || (!is_untyped(r) && !kj_type_is_int(r->type)) ||
-            (is_untyped(r) && r->type->kind != KJ_TYPE_UNTYPED_INT)) {
-            kj_error(c->diag, loc, "'%s' needs integers, not %s and %s", spelling,
-                     kj_type_name(value->type), kj_type_name(r->type));
-            return NULL;
-        }
-        KjIrExpr *count = is_untyped(r) ? settle(c, r, value->type, loc) : cast_ir(c, r, value->type);
-        return count ? binary_ir(c, binary_ir_op(op), value->type, loc, value, count) : NULL;
-    }
-    const KjType *t = unify(c, &l, &r, loc, spelling);
-    if (!t)
-        return NULL;
-    if (bitwise && !kj_type_is_int(t)) {
-        kj_error(c->diag, loc, "'%s' needs integers, not %s", spelling, kj_type_name(t));
-        return NULL;
-    }
-    if (op == KJ_BIN_REM && kj_type_is_complex(t)) {
-        kj_error(c->diag, loc, "'%%' is not defined for complex numbers");
-        return NULL;
-    }
-    if (compare) {
-        if (kj_type_is_complex(t) && !equality) {
-            kj_error(c->diag, loc, "complex numbers have no order; compare abs(z) or z.real "
-                     "instead");
-            return NULL;
-        }
-        return binary_ir(c, binary_ir_op(op), t_bool(), loc, l, r);
-    }
-    return binary_ir(c, binary_ir_op(op), t, loc, l, r);
-}
-
-static KjIrExpr *check_unary(Checker *c, KjNode *n)
-{
-    /* -9223372036854775808 is the one literal whose magnitude is not an i64. */
-    if (n->unary_op == KJ_UN_NEG && n->lhs && n->lhs->kind == KJ_NODE_INT_LIT &&
-        n->lhs->int_value == (uint64_t)INT64_MAX + 1)
-        return int_const(c, t_untyped_int(), INT64_MIN, n->loc);
-    KjIrExpr *a = check_expr(c, n->lhs);
-    if (!a)
-        return NULL;
-    if (a->type == kj_type_void() || is_array(a->type)) {
-        kj_error(c->diag, n->loc, "'%s' needs a single value, not %s",
-                 kj_unary_op_spelling(n->unary_op),
-                 a->type == kj_type_void() ? "a call that returns nothing" : kj_type_name(a->type));
-        return NULL;
-    }
-    switch (n->unary_op) {
-    case KJ_UN_PLUS:
-        if (a->type == t_bool()) {
-            kj_error(c->diag, n->loc, "unary '+' needs a number, not bool");
-            return NULL;
-        }
-        return a;
-    case KJ_UN_NEG:
-        if (is_untyped(a)) {
-            if (a->type->kind == KJ_TYPE_UNTYPED_FLOAT)
-                return float_const(c, a->type, -a->const_float, n->loc);
-            if ((int64_t)a->const_int == INT64_MIN) {
-                kj_error(c->diag, n->loc, "the constant expression overflows 64 bits");
-                return NULL;
-            }
-            return int_const(c, a->type, -(int64_t)a->const_int, n->loc);
-        }
-        if (!kj_type_is_numeric(a->type)) {
-            kj_error(c->diag, n->loc, "unary '-' needs a number, not %s", kj_type_name(a->type));
-            return NULL;
-        }
-        return unary_ir(c, KJ_IR_NEG, a->type, n->loc, a);
-    case KJ_UN_NOT:
-        if (a->type != t_bool()) {
-            kj_error(c->diag, n->loc, "'!' needs a bool, not %s (compare instead: x != 0)",
-                     kj_type_name(a->type));
-            return NULL;
-        }
-        return unary_ir(c, KJ_IR_NOT, t_bool(), n->loc, a);
-    case KJ_UN_BITNOT:
-        if (is_untyped(a) && a->type->kind == KJ_TYPE_UNTYPED_INT)
-            return int_const(c, a->type, ~(int64_t)a->const_int, n->loc);
-        if (!kj_type_is_int(a->type)) {
-            kj_error(c->diag, n->loc, "'~' needs an integer, not %s", kj_type_name(a->type));
-            return NULL;
-        }
-        return unary_ir(c, KJ_IR_BITNOT, a->type, n->loc, a);
-    default:
-        kj_unreachable();
-    }
-}
-
-static KjIrExpr *check_ternary(Checker *c, KjNode *n)
-{
-    KjIrExpr *cond = check_expr(c, n->cond);
-    KjIrExpr *a = check_expr(c, n->lhs);
-    KjIrExpr *b = check_expr(c, n->rhs);
-    if (!cond || !a || !b)
-        return NULL;
-    if (cond->type != t_bool()) {
-        kj_error(c->diag, n->cond->loc, "the condition of '?:' must be bool, not %s",
-                 kj_type_name(cond->type));
-        return NULL;
-    }
-    const KjType *t;
-    if (a->type == b->type && !is_untyped(a))
-        t = a->type;
-    else if (a->type == t_bool() || b->type == t_bool() || is_array(a->type) || is_array(b->type)) {
-        kj_error(c->diag, n->loc, "the two arms of '?:' are %s and %s; they must have one type",
-                 kj_type_name(a->type), kj_type_name(b->type));
-        return NULL;
-    } else if (!(t = unify(c, &a, &b, n->loc, "?:")))
-        return NULL;
-    if (t == kj_type_void()) {
-        kj_error(c->diag, n->loc, "the arms of '?:' must have values");
-        return NULL;
-    }
-    KjIrExpr *e = new_expr(c, KJ_IR_SELECT, t, n->loc, 3);
-    e->args[0] = cond;
-    e->args[1] = a;
-    e->args[2] = b;
-    return e;
-}
-
-/* An index: any integer type, widened or converted to i64. */
-static KjIrExpr *check_index_value(Checker *c, KjNode *n)
-{
-    KjIrExpr *i = check_expr(c, n);
-    if (!i)
-        return NULL;
-    if (is_untyped(i)) {
-        if (i->type->kind == KJ_TYPE_UNTYPED_INT && (int64_t)i->const_int < 0) {
-            kj_error(c->diag, n->loc, "negative index %" PRId64 ": arrays are indexed from 0 and "
-                     "there is no indexing from the end", (int64_t)i->const_int);
-            return NULL;
-        }
-        return settle(c, i, t_i64(), n->loc);
-    }
-    if (!kj_type_is_int(i->type)) {
-        kj_error(c->diag, n->loc, "an index must be an integer, not %s", kj_type_name(i->type));
-        return NULL;
-    }
-    return cast_ir(c, i, t_i64());
-}
-
-/* a.shape[k] */
-static KjIrExpr *check_shape(Checker *c, KjNode *n, KjIrExpr *array)
-{
-    if (n->args.count != 1) {
-        kj_error(c->diag, n->loc, "shape takes one index: a.shape[k]");
-        return NULL;
-    }
-    KjNode *k_node = n->args.items[0];
-    KjIrExpr *k = check_expr(c, k_node);
-    if (!k || !array)
-        return NULL;
-    int64_t dim;
-    if (!constant_int(k, &dim)) {
-        kj_error(c->diag, k_node->loc, "the index of shape must be a constant integer");
-        return NULL;
-    }
-    if (dim < 0 || dim >= array->type->ndim) {
-        kj_error(c->diag, k_node->loc, "shape[%" PRId64 "] of %s: the array has %d dimension%s",
-                 dim, kj_type_name(array->type), array->type->ndim,
-                 array->type->ndim == 1 ? "" : "s");
-        return NULL;
-    }
-    KjIrExpr *e = unary_ir(c, KJ_IR_DIM, t_i64(), n->loc, array);
-    e->dim = (int)dim;
-    return e;
-}
-
-static KjIrExpr *check_index(Checker *c, KjNode *n)
-{
-    KjNode *target = n->lhs;
-    if (target->kind == KJ_NODE_MEMBER && strcmp(target->name, "shape") == 0) {
-        KjIrExpr *array = check_expr(c, target->lhs);
-        if (array && !is_array(array->type)) {
-            kj_error(c->diag, target->loc, "shape belongs to arrays, not to %s",
-                     kj_type_name(array->type));
-            return NULL;
-        }
-        return check_shape(c, n, array);
-    }
-    KjIrExpr *array = check_expr(c, target);
-    KjIrExpr **indices = kj_arena_alloc(c->arena, sizeof *indices * (size_t)(n->args.count + 1));
-    bool ok = array != NULL;
-    for (int i = 0; i < n->args.count; i++) {
-        indices[i] = check_index_value(c, n->args.items[i]);
-        ok = ok && indices[i];
-    }
-    if (!ok)
-        return NULL;
-    if (!is_array(array->type)) {
-        kj_error(c->diag, n->loc, "only arrays can be indexed; this is %s",
-                 kj_type_name(array->type));
-        return NULL;
-    }
-    if (n->args.count != array->type->ndim) {
-        kj_error(c->diag, n->loc, "%s needs %d ind%s, got %d", kj_type_name(array->type),
-                 array->type->ndim, array->type->ndim == 1 ? "ex" : "ices", n->args.count);
-        return NULL;
-    }
-    KjIrExpr *e = new_expr(c, KJ_IR_LOAD, array->type->elem, n->loc, 1 + n->args.count);
-    e->args[0] = array;
-    for (int i = 0; i < n->args.count; i++)
-        e->args[1 + i] = indices[i];
-    return e;
-}
-
-static KjIrExpr *sreg(Checker *c, KjSpecialReg reg, KjLoc loc)
-{
-    KjIrExpr *e = new_expr(c, KJ_IR_SREG, t_i32(), loc, 0);
-    e->sreg = reg;
-    return e;
-}
-
-static KjIrExpr *check_member(Checker *c, KjNode *n)
-{
-    KjNode *target = n->lhs;
-    if (target->kind == KJ_NODE_NAME && !lookup_local(c, target->name)) {
-        for (int g = 0; g < 4; g++) {
-            if (strcmp(target->name, kernel_names[g]) != 0)
-                continue;
-            const char *axis = n->name;
-            if (strlen(axis) != 1 || axis[0] < 'x' || axis[0] > 'z') {
-                kj_error(c->diag, n->loc, "%s has .x, .y and .z, not .%s", target->name, axis);
-                return NULL;
-            }
-            char what[32];
-            snprintf(what, sizeof what, "%s.%s", target->name, axis);
-            if (!require_kernel(c, n->loc, what))
-                return NULL;
-            return sreg(c, (KjSpecialReg)(g * 3 + (axis[0] - 'x')), n->loc);
-        }
-    }
-    KjIrExpr *value = check_expr(c, target);
-    if (!value)
-        return NULL;
-    if (is_array(value->type) && strcmp(n->name, "shape") == 0) {
-        kj_error(c->diag, n->loc, "shape needs an index: a.shape[k] (len(a) is a.shape[0])");
-        return NULL;
-    }
-    bool real = strcmp(n->name, "real") == 0, imag = strcmp(n->name, "imag") == 0;
-    if ((real || imag) && kj_type_is_complex(value->type))
-        return unary_ir(c, real ? KJ_IR_REAL : KJ_IR_IMAG, kj_type_complex_part(value->type),
-                        n->loc, value);
-    if (real || imag)
-        kj_error(c->diag, n->loc, ".%s belongs to complex numbers, not to %s", n->name,
-                 kj_type_name(value->type));
-    else
-        kj_error(c->diag, n->loc, "%s has no member '%s'", kj_type_name(value->type), n->name);
-    return NULL;
-}
-
-/* ----------------------------------------------------------------- calls */
-
-static bool arg_count_is(Checker *c, KjNode *n, const char *name, int low, int high)
-{
-    int count = n->args.count;
-    if (count >= low && count <= high)
-        return true;
-    if (low == high)
-        kj_error(c->diag, n->loc, "%s takes %d argument%s, got %d", name, low, low == 1 ? "" : "s",
-                 count);
-    else
-        kj_error(c->diag, n->loc, "%s takes %d to %d arguments, got %d", name, low, high, count);
-    return false;
-}
-
-/* Checks every argument; false if any is an error. */
-static bool check_args(Checker *c, KjNode *n, KjIrExpr **out)
-{
-    bool ok = true;
-    for (int i = 0; i < n->args.count; i++) {
-        out[i] = check_expr(c, n->args.items[i]);
-        if (out[i] && out[i]->type == kj_type_void()) {
-            kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
-                     "this call returns nothing; it cannot be an argument");
-            out[i] = NULL;
-        }
-        ok = ok && out[i];
-    }
-    return ok;
-}
-
-static KjIrExpr *check_cast(Checker *c, KjNode *n, const KjType *to)
-{
-    if (!arg_count_is(c, n, kj_type_name(to), 1, 1))
-        return NULL;
-    KjIrExpr *a;
-    if (!check_args(c, n, &a))
-        return NULL;
-    if (is_untyped(a)) {
-        if (kj_type_is_int(to) && a->type->kind == KJ_TYPE_UNTYPED_FLOAT) {
-            double t = trunc(a->const_float);
-            if (!(t >= -9.2233720368547758e18 && t < 9.2233720368547758e18) ||
-                !int_fits((int64_t)t, to)) {
-                kj_error(c->diag, n->loc, "the constant %g does not fit in %s", a->const_float,
-                         kj_type_name(to));
-                return NULL;
-            }
-            return int_const(c, to, (int64_t)t, n->loc);
-        }
-        if (to == t_bool()) {
-            bool nonzero = a->type->kind == KJ_TYPE_UNTYPED_INT ? a->const_int != 0
-                                                                : a->const_float != 0;
-            return int_const(c, t_bool(), nonzero, n->loc);
-        }
-        return settle(c, a, to, n->loc);
-    }
-    if (!is_scalar(a->type)) {
-        kj_error(c->diag, n->loc, "cannot convert %s to %s", kj_type_name(a->type),
-                 kj_type_name(to));
-        return NULL;
-    }
-    if (kj_type_is_complex(a->type) && !kj_type_is_complex(to)) {
-        kj_error(c->diag, n->loc, "cannot convert complex %s to %s; take z.real, z.imag or abs(z)",
-                 kj_type_name(a->type), kj_type_name(to));
-        return NULL;
-    }
-    if (a->type == to)
-        return a;
-    KjIrExpr *e = unary_ir(c, KJ_IR_CAST, to, n->loc, a);
-    return e;
-}
-
-static KjIrExpr *check_complex(Checker *c, KjNode *n)
-{
-    if (!arg_count_is(c, n, "complex", 2, 2))
-        return NULL;
-    KjIrExpr *a[2];
-    if (!check_args(c, n, a))
-        return NULL;
-    for (int i = 0; i < 2; i++)
-        if (!is_untyped(a[i]) && !is_real(a[i]->type)) {
-            kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
-                     "complex() takes real numbers, not %s", kj_type_name(a[i]->type));
-            return NULL;
-        }
-    const KjType *part = unify(c, &a[0], &a[1], n->loc, "complex");
-    if (!part)
-        return NULL;
-    if (kj_type_is_int(part))
-        part = t_f64();
-    a[0] = cast_ir(c, a[0], part);
-    a[1] = cast_ir(c, a[1], part);
-    const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
-    return binary_ir(c, KJ_IR_COMPLEX, t, n->loc, a[0], a[1]);
-}
-
-/* Integer abs, min and max: SELECTs that use their operands twice. */
-static KjIrExpr *int_minmax_abs(Checker *c, KjMathFn fn, KjIrExpr **a, const KjType *t, KjLoc loc)
-{
-    int count = fn == KJ_MATH_FABS ? 1 : 2;
-    for (int i = 0; i < count; i++)
-        if (!expr_is_pure(c, a[i])) {
-            kj_error(c->diag, loc, "%s of an integer evaluates its argument twice, and this one has "
-                     "side effects; store it in a variable first", kj_math_names[fn]);
-            return NULL;
-        }
-    KjIrExpr *e = new_expr(c, KJ_IR_SELECT, t, loc, 3);
-    if (fn == KJ_MATH_FABS) {
-        e->args[0] = binary_ir(c, KJ_IR_LT, t_bool(), loc, a[0], int_const(c, t, 0, loc));
-        e->args[1] = unary_ir(c, KJ_IR_NEG, t, loc, clone_expr(c, a[0]));
-        e->args[2] = clone_expr(c, a[0]);
-    } else {
-        /* min: b < a ? b : a;  max: a < b ? b : a (the first wins ties) */
-        e->args[0] = fn == KJ_MATH_FMIN ? binary_ir(c, KJ_IR_LT, t_bool(), loc, a[1], a[0])
-                                        : binary_ir(c, KJ_IR_LT, t_bool(), loc, a[0], a[1]);
-        e->args[1] = clone_expr(c, a[1]);
-        e->args[2] = clone_expr(c, a[0]);
-    }
-    return e;
-}
-
-static KjIrExpr *check_math(Checker *c, KjNode *n, KjMathFn fn)
-{
-    const char *name = kj_math_names[fn];
-    int arity = kj_math_arity[fn];
-    if (!arg_count_is(c, n, name, arity, arity))
-        return NULL;
-    KjIrExpr *a[3];
-    if (!check_args(c, n, a))
-        return NULL;
-    bool predicate = fn == KJ_MATH_ISNAN || fn == KJ_MATH_ISINF || fn == KJ_MATH_ISFINITE;
-    bool int_ok = fn == KJ_MATH_FABS || fn == KJ_MATH_FMIN || fn == KJ_MATH_FMAX;
-    if (fn == KJ_MATH_FABS && kj_type_is_complex(a[0]->type))
-        return unary_ir(c, KJ_IR_CABS, kj_type_complex_part(a[0]->type), n->loc, a[0]);
-    /* The widest typed float wins; typed ints go to it (f64 if no float). */
-    const KjType *t = NULL, *int_type = NULL;
-    bool any_float_const = false;
-    for (int i = 0; i < arity; i++) {
-        const KjType *at = a[i]->type;
-        KjLoc loc = ((KjNode *)n->args.items[i])->loc;
-        if (is_untyped(a[i])) {
-            any_float_const = any_float_const || at->kind == KJ_TYPE_UNTYPED_FLOAT;
-            continue;
-        }
-        if (kj_type_is_complex(at)) {
-            kj_error(c->diag, loc, "%s takes real numbers; complex %s is not supported%s", name,
-                     kj_type_name(at), fn == KJ_MATH_FABS ? "" : " (only abs takes complex)");
-            return NULL;
-        }
-        if (!is_real(at)) {
-            kj_error(c->diag, loc, "%s takes numbers, not %s", name, kj_type_name(at));
-            return NULL;
-        }
-        if (kj_type_is_float(at))
-            t = !t || at->kind == KJ_TYPE_F64 ? at : t;
-        else if (!int_type)
-            int_type = at;
-        else {
-            const char *why;
-            const KjType *common = common_type(int_type, at, &why);
-            if (!common && int_ok && !t) {
-                kj_error(c->diag, n->loc, "%s of %s and %s: %s", name, kj_type_name(int_type),
-                         kj_type_name(at), why);
-                return NULL;
-            }
-            int_type = common ? common : int_type;
-        }
-    }
-    if (!t && int_ok && !any_float_const) {
-        t = int_type ? int_type : t_i64();
-        for (int i = 0; i < arity; i++)
-            if (!(a[i] = convert(c, a[i], t, n->loc, "the argument")))
-                return NULL;
-        return int_minmax_abs(c, fn, a, t, n->loc);
-    }
-    if (!t)
-        t = t_f64();
-    KjIrExpr *e = new_expr(c, KJ_IR_MATH, predicate ? t_bool() : t, n->loc, arity);
-    e->math = fn;
-    for (int i = 0; i < arity; i++) {
-        e->args[i] = convert(c, a[i], t, ((KjNode *)n->args.items[i])->loc, "the argument");
-        if (!e->args[i])
-            return NULL;
-    }
-    return e;
-}
-
-static KjIrExpr *check_len(Checker *c, KjNode *n)
-{
-    if (!arg_count_is(c, n, "len", 1, 1))
-        return NULL;
-    KjIrExpr *a;
-    if (!check_args(c, n, &a))
-        return NULL;
-    if (!is_array(a->type)) {
-        kj_error(c->diag, n->loc, "len() takes an array, not %s", kj_type_name(a->type));
-        return NULL;
-    }
-    KjIrExpr *e = unary_ir(c, KJ_IR_DIM, t_i64(), n->loc, a);
-    e->dim = 0;
-    return e;
-}
-
-static KjIrExpr *check_conj(Checker *c, KjNode *n)
-{
-    if (!arg_count_is(c, n, "conj", 1, 1))
-        return NULL;
-    KjIrExpr *a;
-    if (!check_args(c, n, &a))
-        return NULL;
-    if (kj_type_is_complex(a->type))
-        return unary_ir(c, KJ_IR_CONJ, a->type, n->loc, a);
-    if (is_untyped(a) || is_real(a->type))
-        return a; /* the conjugate of a real number is itself */
-    kj_error(c->diag, n->loc, "conj() takes a number, not %s", kj_type_name(a->type));
-    return NULL;
-}
-
-/* grid(n) / gridsize(n): the count must be a constant 1..3. */
-static bool grid_count(Checker *c, KjNode *n, const char *name, int64_t *count)
-{
-    if (!arg_count_is(c, n, name, 1, 1))
-        return false;
-    KjIrExpr *a = check_expr(c, n->args.items[0]);
-    if (!a)
-        return false;
-    if (!constant_int(a, count) || *count < 1 || *count > 3) {
-        kj_error(c->diag, n->loc, "%s() takes a constant 1, 2 or 3", name);
-        return false;
-    }
-    return true;
-}
-
-/* Component `axis` of grid(n) (absolute thread index) or gridsize(n) (threads
- * in the grid), computed in i64. */
-static KjIrExpr *grid_component(Checker *c, bool size, int axis, KjLoc loc)
-{
-    const KjType *i64 = t_i64();
-    if (size)
-        return binary_ir(c, KJ_IR_MUL, i64, loc, cast_ir(c, sreg(c, KJ_SREG_BDIM_X + axis, loc), i64),
-                         cast_ir(c, sreg(c, KJ_SREG_GDIM_X + axis, loc), i64));
-    KjIrExpr *block = binary_ir(c, KJ_IR_MUL, i64, loc,
-                                cast_ir(c, sreg(c, KJ_SREG_BID_X + axis, loc), i64),
-                                cast_ir(c, sreg(c, KJ_SREG_BDIM_X + axis, loc), i64));
-    return binary_ir(c, KJ_IR_ADD, i64, loc, block,
-                     cast_ir(c, sreg(c, KJ_SREG_TID_X + axis, loc), i64));
-}
-
-static bool is_atomic_elem(const KjType *t, KjAtomicOp op)
-{
-    bool wide_int = t->kind == KJ_TYPE_I32 || t->kind == KJ_TYPE_I64 || t->kind == KJ_TYPE_U32 ||
-                    t->kind == KJ_TYPE_U64;
-    if (op == KJ_ATOMIC_ADD || op == KJ_ATOMIC_EXCH)
-        return wide_int || kj_type_is_float(t);
-    return wide_int;
-}
-
-static KjIrExpr *check_atomic(Checker *c, KjNode *n, KjAtomicOp op)
-{
-    const char *name = atomic_names[op];
-    int count = op == KJ_ATOMIC_CAS ? 4 : 3;
-    if (!require_kernel(c, n->loc, name) || !arg_count_is(c, n, name, count, count))
-        return NULL;
-    KjIrExpr *a[4];
-    if (!check_args(c, n, a))
-        return NULL;
-    const KjType *array = a[0]->type;
-    if (!is_array(array) || array->ndim != 1) {
-        kj_error(c->diag, ((KjNode *)n->args.items[0])->loc,
-                 "%s works on a 1-D array, not %s", name, kj_type_name(array));
-        return NULL;
-    }
-    if (!is_atomic_elem(array->elem, op)) {
-        kj_error(c->diag, n->loc, "%s does not work on %s elements (%s)", name,
-                 kj_type_name(array->elem),
-                 op == KJ_ATOMIC_ADD || op == KJ_ATOMIC_EXCH ? "32- and 64-bit integers and floats"
-                                                            : "32- and 64-bit integers");
-        return NULL;
-    }
-    KjIrExpr *e = new_expr(c, KJ_IR_ATOMIC, array->elem, n->loc, count);
-    e->atomic = op;
-    e->args[0] = a[0];
-    if (is_untyped(a[1]) || kj_type_is_int(a[1]->type))
-        e->args[1] = is_untyped(a[1]) ? settle(c, a[1], t_i64(), n->loc) : cast_ir(c, a[1], t_i64());
-    else
-        kj_error(c->diag, ((KjNode *)n->args.items[1])->loc, "the index of %s must be an integer, "
-                 "not %s", name, kj_type_name(a[1]->type));
-    bool ok = e->args[1] != NULL;
-    for (int i = 2; i < count; i++) {
-        e->args[i] = convert(c, a[i], array->elem, ((KjNode *)n->args.items[i])->loc,
-                             "the value");
-        ok = ok && e->args[i];
-    }
-    note_impure(c);
-    return ok ? e : NULL;
-}
-
-static KjIrExpr *check_user_call(Checker *c, KjNode *n, FnInfo *callee);
-
-static KjIrExpr *check_call(Checker *c, KjNode *n)
-{
-    const char *name = n->lhs->name;
-    if (lookup_local(c, name)) {
-        kj_error(c->diag, n->loc, "'%s' is a variable, not a function", name);
-        return NULL;
-    }
-    const KjType *cast_to = kj_type_from_name(name, strlen(name));
-    if (cast_to)
-        return check_cast(c, n, cast_to);
-    if (strcmp(name, "complex") == 0)
-        return check_complex(c, n);
-    int math = math_lookup(name);
-    if (math >= 0)
-        return check_math(c, n, (KjMathFn)math);
-    if (strcmp(name, "len") == 0)
-        return check_len(c, n);
-    if (strcmp(name, "conj") == 0)
-        return check_conj(c, n);
-    int atomic = atomic_lookup(name);
-    if (atomic >= 0)
-        return check_atomic(c, n, (KjAtomicOp)atomic);
-    bool grid = strcmp(name, "grid") == 0, gridsize = strcmp(name, "gridsize") == 0;
-    if (grid || gridsize) {
-        if (!require_kernel(c, n->loc, grid ? "grid()" : "gridsize()"))
-            return NULL;
-        int64_t count;
-        if (!grid_count(c, n, name, &count))
-            return NULL;
-        if (count != 1) {
-            kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " values; take them apart "
-                     "with let %s = %s(%" PRId64 ");", name, count, count,
-                     count == 2 ? "x, y" : "x, y, z", name, count);
-            return NULL;
-        }
-        return grid_component(c, gridsize, 0, n->loc);
-    }
-    if (strcmp(name, "syncthreads") == 0) {
-        if (!require_kernel(c, n->loc, "syncthreads()") || !arg_count_is(c, n, name, 0, 0))
-            return NULL;
-        c->cur->ir->uses_syncthreads = true;
-        note_impure(c);
-        return new_expr(c, KJ_IR_SYNCTHREADS, kj_type_void(), n->loc, 0);
-    }
-    if (strcmp(name, "shared") == 0 || strcmp(name, "local") == 0) {
-        if (!require_kernel(c, n->loc, name[0] == 's' ? "shared()" : "local()"))
-            return NULL;
-        kj_error(c->diag, n->loc, "%s() makes an array for a let: let buffer = %s(f32, 256);",
-                 name, name);
-        return NULL;
-    }
-    if (strcmp(name, "pi") == 0 || strcmp(name, "e") == 0 || strcmp(name, "inf") == 0 ||
-        strcmp(name, "nan") == 0) {
-        kj_error(c->diag, n->loc, "'%s' is a constant, not a function", name);
-        return NULL;
-    }
-    if (strcmp(name, "range") == 0) {
-        kj_error(c->diag, n->loc, "range() only appears in a for loop: for i in range(n) { }");
-        return NULL;
-    }
-    FnInfo *callee = find_function(c, name);
-    if (!callee) {
-        kj_error(c->diag, n->loc, "unknown function '%s'", name);
-        return NULL;
-    }
-    return check_user_call(c, n, callee);
-}
-
-static void check_function(Checker *c, FnInfo *info);
-
-static KjIrExpr *check_user_call(Checker *c, KjNode *n, FnInfo *callee)
-{
-    const char *name = callee->decl->name;
-    if (!visible_from(c, callee)) {
-        kj_error(c->diag, n->loc, "'%s' is defined in %s, which this file does not import", name,
-                 callee->file->ast->src->path);
-        return NULL;
-    }
-    if (callee->decl->kind == KJ_FN_KERNEL) {
-        kj_error(c->diag, n->loc, "'%s' is a @kernel; kernels are launched from the host, not "
-                 "called", name);
-        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
-        return NULL;
-    }
-    if (callee->decl->kind == KJ_FN_VECTORIZE && callee->decl->signature_count > 1) {
-        kj_error(c->diag, n->loc, "'%s' has %d signatures, so it cannot be called as a scalar "
-                 "function; write a plain fn for that", name, callee->decl->signature_count);
-        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
-        return NULL;
-    }
-    KjIrExpr **args = kj_arena_alloc(c->arena, sizeof *args * (size_t)(n->args.count + 1));
-    bool ok = check_args(c, n, args);
-    if (callee->bad)
-        return NULL;
-    if (callee->state == FN_CHECKING) {
-        KjBuf chain = {0};
-        int start = 0;
-        for (int i = 0; i < c->stack.count; i++)
-            if (c->stack.items[i] == callee)
-                start = i;
-        for (int i = start; i < c->stack.count; i++)
-            kj_buf_printf(&chain, "%s -> ", ((FnInfo *)c->stack.items[i])->decl->name);
-        kj_buf_printf(&chain, "%s", name);
-        kj_error(c->diag, n->loc, "recursion is not allowed: %s", chain.data);
-        kj_buf_free(&chain);
-        return NULL;
-    }
-    if (callee->state == FN_UNCHECKED)
-        check_function(c, callee);
-    if (callee->bad || callee->entry->variants.count != 1)
-        return NULL;
-    KjIrFunction *target = callee->entry->variants.items[0];
-    if (n->args.count != target->param_count) {
-        kj_error(c->diag, n->loc, "'%s' takes %d argument%s, got %d", name, target->param_count,
-                 target->param_count == 1 ? "" : "s", n->args.count);
-        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
-        return NULL;
-    }
-    if (!ok)
-        return NULL;
-    KjIrExpr *e = new_expr(c, KJ_IR_CALL, target->ret, n->loc, n->args.count);
-    e->callee = target;
-    for (int i = 0; i < n->args.count; i++) {
-        char context[160];
-        snprintf(context, sizeof context, "argument %d ('%s') of %s", i + 1,
-                 target->params[i]->name, name);
-        e->args[i] = convert(c, args[i], target->params[i]->type,
-                             ((KjNode *)n->args.items[i])->loc, context);
-        ok = ok && e->args[i];
-    }
-    if (callee->impure)
-        note_impure(c);
-    return ok ? e : NULL;
-}
-
-static KjIrExpr *check_expr(Checker *c, KjNode *n)
-{
-    if (!n)
-        return NULL;
-    switch (n->kind) {
-    case KJ_NODE_INT_LIT:
-        if (n->int_value > (uint64_t)INT64_MAX) /* only u64 holds it */
-            return int_const(c, kj_type_scalar(KJ_TYPE_U64), (int64_t)n->int_value, n->loc);
-        return int_const(c, t_untyped_int(), (int64_t)n->int_value, n->loc);
-    case KJ_NODE_FLOAT_LIT:
-        return float_const(c, t_untyped_float(), n->float_value, n->loc);
-    case KJ_NODE_BOOL_LIT:
-        return int_const(c, t_bool(), n->int_value != 0, n->loc);
-    case KJ_NODE_NAME:
-        return check_name(c, n);
-    case KJ_NODE_UNARY:
-        return check_unary(c, n);
-    case KJ_NODE_BINARY: {
-        KjIrExpr *l = check_expr(c, n->lhs);
-        KjIrExpr *r = check_expr(c, n->rhs);
-        return binary_values(c, n->binary_op, l, r, n->loc);
-    }
-    case KJ_NODE_TERNARY:
-        return check_ternary(c, n);
-    case KJ_NODE_CALL:
-        if (!n->lhs || n->lhs->kind != KJ_NODE_NAME) {
-            kj_error(c->diag, n->loc, "only a function or a type name can be called");
-            return NULL;
-        }
-        return check_call(c, n);
-    case KJ_NODE_INDEX:
-        return check_index(c, n);
-    case KJ_NODE_MEMBER:
-        return check_member(c, n);
-    default:
-        kj_error(c->diag, n->loc, "expected an expression");
-        return NULL;
-    }
-}
-
 /* ============================================================= statements */
 
-static bool check_stmt(Checker *c, KjNode *n);
+static void emit(KjChecker *c, KjIrStmt *s)
+{
+    kj_vec_push(c->arena, c->cur->out, s);
+}
+
+static bool check_stmt(KjChecker *c, KjNode *n);
 
 /* Checks the statements of a block into `out` in a new scope.  Statements
  * after one that never falls through are checked but left out of the IR.
  * Returns whether control can reach the end of the block. */
-static bool check_block_into(Checker *c, KjNode *block, KjVec *out, KjIrVar *bind,
+static bool check_block_into(KjChecker *c, KjNode *block, KjVec *out, KjIrVar *bind,
                              KjLoc bind_loc)
 {
-    Scope scope;
+    KjCheckScope scope;
     push_scope(c, &scope);
     if (bind) {
-        Binding *b = kj_arena_alloc(c->arena, sizeof *b);
-        *b = (Binding){bind->name, bind, bind_loc};
+        KjCheckBinding *b = kj_arena_alloc(c->arena, sizeof *b);
+        *b = (KjCheckBinding){bind->name, bind, bind_loc};
         kj_vec_push(c->arena, &scope.bindings, b);
     }
     KjVec *saved = c->cur->out;
@@ -1610,29 +112,31 @@ static bool check_block_into(Checker *c, KjNode *block, KjVec *out, KjIrVar *bin
     return reachable;
 }
 
-static KjIrStmt *new_block(Checker *c, KjLoc loc)
+static KjIrStmt *new_block(KjChecker *c, KjLoc loc)
 {
     return kj_ir_new_stmt(c->arena, KJ_IR_STMT_BLOCK, loc);
 }
 
-static KjIrExpr *check_condition(Checker *c, KjNode *n, const char *what)
+static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
 {
-    KjIrExpr *cond = check_expr(c, n);
-    if (cond && cond->type != t_bool()) {
+    KjIrExpr *cond = kj_check_expr(c, n);
+    if (cond && cond->type != kj_check_t_bool()) {
         kj_error(c->diag, n->loc, "the condition of %s must be bool, not %s%s", what,
                  kj_type_name(cond->type),
-                 kj_type_is_numeric(cond->type) || is_untyped(cond) ? " (compare: x != 0)" : "");
+                 kj_type_is_numeric(cond->type) || kj_check_is_untyped(cond)
+                     ? " (compare: x != 0)"
+                     : "");
         return NULL;
     }
     return cond;
 }
 
 /* let x = shared(T, n[, m]) / local(T, n[, m]): a kernel's static arrays. */
-static KjIrExpr *check_alloc(Checker *c, KjNode *call, bool shared)
+static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
 {
     const char *name = shared ? "shared" : "local";
-    if (!require_kernel(c, call->loc, shared ? "shared()" : "local()") ||
-        !arg_count_is(c, call, name, 2, 4))
+    if (!kj_check_require_kernel(c, call->loc, shared ? "shared()" : "local()") ||
+        !kj_check_arg_count_is(c, call, name, 2, 4))
         return NULL;
     KjNode *type_node = call->args.items[0];
     const KjType *elem = type_node->kind == KJ_NODE_NAME
@@ -1644,18 +148,18 @@ static KjIrExpr *check_alloc(Checker *c, KjNode *call, bool shared)
         return NULL;
     }
     int ndim = call->args.count - 1;
-    KjIrExpr *e = new_expr(c, shared ? KJ_IR_SHARED : KJ_IR_LOCAL, kj_type_array(elem, ndim),
-                           call->loc, 0);
+    KjIrExpr *e = kj_check_new_expr(c, shared ? KJ_IR_SHARED : KJ_IR_LOCAL,
+                                    kj_type_array(elem, ndim), call->loc, 0);
     e->alloc_elem = elem;
     e->alloc_ndim = ndim;
     int64_t total = kj_type_size(elem);
     for (int i = 0; i < ndim; i++) {
         KjNode *size_node = call->args.items[1 + i];
-        KjIrExpr *size = check_expr(c, size_node);
+        KjIrExpr *size = kj_check_expr(c, size_node);
         int64_t value;
         if (!size)
             return NULL;
-        if (!constant_int(size, &value) || value < 1 || value > (1 << 24)) {
+        if (!kj_check_constant_int(size, &value) || value < 1 || value > (1 << 24)) {
             kj_error(c->diag, size_node->loc, "the sizes of %s() must be constant integers from "
                      "1 to 16777216", name);
             return NULL;
@@ -1678,7 +182,7 @@ static bool is_call_to(KjNode *n, const char *name)
            strcmp(n->lhs->name, name) == 0;
 }
 
-static void emit_set(Checker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc)
+static void emit_set(KjChecker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc)
 {
     KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_SET, loc);
     s->var = var;
@@ -1686,18 +190,18 @@ static void emit_set(Checker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc)
     emit(c, s);
 }
 
-static void check_let(Checker *c, KjNode *n)
+static void check_let(KjChecker *c, KjNode *n)
 {
     const char *first = n->names.count > 0 ? n->names.items[0] : n->name;
     if (n->names.count > 1) {
         bool grid = is_call_to(n->rhs, "grid"), gridsize = is_call_to(n->rhs, "gridsize");
-        if ((!grid && !gridsize) || lookup_local(c, grid ? "grid" : "gridsize")) {
+        if ((!grid && !gridsize) || kj_check_lookup_local(c, grid ? "grid" : "gridsize")) {
             kj_error(c->diag, n->loc, "only grid(n) and gridsize(n) can be taken apart by let");
             return;
         }
         int64_t count;
-        if (!require_kernel(c, n->rhs->loc, grid ? "grid()" : "gridsize()") ||
-            !grid_count(c, n->rhs, grid ? "grid" : "gridsize", &count))
+        if (!kj_check_require_kernel(c, n->rhs->loc, grid ? "grid()" : "gridsize()") ||
+            !kj_check_grid_count(c, n->rhs, grid ? "grid" : "gridsize", &count))
             return;
         if (count != n->names.count) {
             kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " value%s, but %d names "
@@ -1706,26 +210,26 @@ static void check_let(Checker *c, KjNode *n)
             return;
         }
         for (int i = 0; i < n->names.count; i++) {
-            KjIrVar *var = declare(c, n->names.items[i], t_i64(), n->loc);
-            emit_set(c, var, grid_component(c, gridsize, i, n->rhs->loc), n->loc);
+            KjIrVar *var = declare(c, n->names.items[i], kj_check_t_i64(), n->loc);
+            emit_set(c, var, kj_check_grid_component(c, gridsize, i, n->rhs->loc), n->loc);
         }
         return;
     }
     KjIrExpr *value = NULL;
     bool shared = is_call_to(n->rhs, "shared"), local = is_call_to(n->rhs, "local");
-    if ((shared || local) && !lookup_local(c, shared ? "shared" : "local"))
+    if ((shared || local) && !kj_check_lookup_local(c, shared ? "shared" : "local"))
         value = check_alloc(c, n->rhs, shared);
     else
-        value = check_expr(c, n->rhs);
+        value = kj_check_expr(c, n->rhs);
     const KjType *type = n->declared_type;
     if (value && type)
-        value = convert(c, value, type, n->rhs->loc, "the initial value");
+        value = kj_check_convert(c, value, type, n->rhs->loc, "the initial value");
     else if (value)
-        value = need_value(c, value, n->rhs->loc);
+        value = kj_check_need_value(c, value, n->rhs->loc);
     if (!type)
         type = value ? value->type : NULL;
     /* Declared even after an error, so later uses do not report it again. */
-    KjIrVar *var = declare(c, first, type ? type : t_i64(), n->loc);
+    KjIrVar *var = declare(c, first, type ? type : kj_check_t_i64(), n->loc);
     if (!value || !type) {
         kj_vec_push(c->arena, &c->cur->poisoned, var);
         return;
@@ -1752,43 +256,44 @@ static KjBinaryOp compound_op(KjTokenKind kind)
 
 /* An index used twice by a compound assignment: pure indices are copied,
  * others computed once into a temporary. */
-static KjIrExpr *reusable(Checker *c, KjIrExpr *e, KjIrExpr **second)
+static KjIrExpr *reusable(KjChecker *c, KjIrExpr *e, KjIrExpr **second)
 {
-    if (expr_is_pure(c, e)) {
-        *second = clone_expr(c, e);
+    if (kj_check_expr_is_pure(c, e)) {
+        *second = kj_check_clone_expr(c, e);
         return e;
     }
     KjIrVar *tmp = kj_ir_new_var(c->arena, c->cur->ir, "tmp", e->type, e->loc);
     emit_set(c, tmp, e, e->loc);
-    *second = var_ref(c, tmp, e->loc);
-    return var_ref(c, tmp, e->loc);
+    *second = kj_check_var_ref(c, tmp, e->loc);
+    return kj_check_var_ref(c, tmp, e->loc);
 }
 
-static void check_assign(Checker *c, KjNode *n)
+static void check_assign(KjChecker *c, KjNode *n)
 {
     KjNode *target = n->lhs;
     bool compound = n->assign_op != KJ_TOK_ASSIGN;
     if (target->kind == KJ_NODE_NAME) {
-        Binding *b = lookup_local(c, target->name);
-        KjIrExpr *rhs = check_expr(c, n->rhs);
+        KjCheckBinding *b = kj_check_lookup_local(c, target->name);
+        KjIrExpr *rhs = kj_check_expr(c, n->rhs);
         if (!b) {
-            check_name(c, target); /* says what the name is instead */
+            kj_check_name(c, target); /* says what the name is instead */
             return;
         }
-        if (is_array(b->var->type)) {
+        if (kj_check_is_array(b->var->type)) {
             kj_error(c->diag, n->loc, "the array '%s' cannot be reassigned; assign its elements: "
                      "%s[i] = ...", target->name, target->name);
             return;
         }
-        if (!rhs || is_poisoned(c, b->var))
+        if (!rhs || kj_check_is_poisoned(c, b->var))
             return;
         KjIrExpr *value = rhs;
         if (compound)
-            value = binary_values(c, compound_op(n->assign_op), var_ref(c, b->var, target->loc),
-                                  rhs, n->loc);
+            value = kj_check_binary_values(c, compound_op(n->assign_op),
+                                           kj_check_var_ref(c, b->var, target->loc), rhs,
+                                           n->loc);
         char context[160];
         snprintf(context, sizeof context, "the value assigned to '%s'", target->name);
-        value = convert(c, value, b->var->type, n->rhs->loc, context);
+        value = kj_check_convert(c, value, b->var->type, n->rhs->loc, context);
         if (value)
             emit_set(c, b->var, value, n->loc);
         return;
@@ -1798,8 +303,8 @@ static void check_assign(Checker *c, KjNode *n)
             kj_error(c->diag, n->loc, "the shape of an array cannot be assigned");
             return;
         }
-        KjIrExpr *load = check_index(c, target);
-        KjIrExpr *rhs = check_expr(c, n->rhs);
+        KjIrExpr *load = kj_check_index(c, target);
+        KjIrExpr *rhs = kj_check_expr(c, n->rhs);
         if (!load || !rhs)
             return;
         KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_STORE, n->loc);
@@ -1810,20 +315,21 @@ static void check_assign(Checker *c, KjNode *n)
         if (compound) {
             KjIrExpr *again;
             s->array = reusable(c, s->array, &again);
-            KjIrExpr *reload = new_expr(c, KJ_IR_LOAD, load->type, load->loc, load->arg_count);
+            KjIrExpr *reload = kj_check_new_expr(c, KJ_IR_LOAD, load->type, load->loc,
+                                                 load->arg_count);
             reload->args[0] = again;
             for (int i = 0; i < s->index_count; i++) {
                 s->indices[i] = reusable(c, load->args[1 + i], &again);
                 reload->args[1 + i] = again;
             }
-            value = binary_values(c, compound_op(n->assign_op), reload, rhs, n->loc);
+            value = kj_check_binary_values(c, compound_op(n->assign_op), reload, rhs, n->loc);
         } else {
             for (int i = 0; i < s->index_count; i++)
                 s->indices[i] = load->args[1 + i];
         }
-        s->value = convert(c, value, load->type, n->rhs->loc, "the value stored");
+        s->value = kj_check_convert(c, value, load->type, n->rhs->loc, "the value stored");
         if (s->value) {
-            note_impure(c);
+            kj_check_note_impure(c);
             emit(c, s);
         }
         return;
@@ -1837,7 +343,7 @@ static void check_assign(Checker *c, KjNode *n)
     kj_error(c->diag, n->loc, "only a variable or an array element can be assigned");
 }
 
-static bool check_for(Checker *c, KjNode *n)
+static bool check_for(KjChecker *c, KjNode *n)
 {
     int count = n->args.count;
     if (count < 1 || count > 3) {
@@ -1847,8 +353,8 @@ static bool check_for(Checker *c, KjNode *n)
     KjIrExpr *a[3];
     bool ok = true;
     for (int i = 0; i < count; i++) {
-        a[i] = check_expr(c, n->args.items[i]);
-        if (a[i] && !is_untyped(a[i]) && !kj_type_is_int(a[i]->type)) {
+        a[i] = kj_check_expr(c, n->args.items[i]);
+        if (a[i] && !kj_check_is_untyped(a[i]) && !kj_type_is_int(a[i]->type)) {
             kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
                      "range() takes integers, not %s", kj_type_name(a[i]->type));
             a[i] = NULL;
@@ -1863,10 +369,10 @@ static bool check_for(Checker *c, KjNode *n)
      * when every bound is a literal. */
     const KjType *t = NULL;
     for (int i = 0; ok && i < count; i++) {
-        if (is_untyped(a[i]))
+        if (kj_check_is_untyped(a[i]))
             continue;
         const char *why = NULL;
-        const KjType *common = t ? common_type(t, a[i]->type, &why) : a[i]->type;
+        const KjType *common = t ? kj_check_common_type(t, a[i]->type, &why) : a[i]->type;
         if (!common) {
             kj_error(c->diag, n->loc, "the bounds of range() are %s and %s: %s", kj_type_name(t),
                      kj_type_name(a[i]->type), why ? why : "they do not mix");
@@ -1875,23 +381,25 @@ static bool check_for(Checker *c, KjNode *n)
         t = common;
     }
     if (!t)
-        t = t_i64();
+        t = kj_check_t_i64();
     KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_FOR, n->loc);
     if (ok) {
-        KjIrExpr *start = count >= 2 ? a[0] : int_const(c, t_untyped_int(), 0, n->loc);
+        KjIrExpr *start =
+            count >= 2 ? a[0] : kj_check_int_const(c, kj_check_t_untyped_int(), 0, n->loc);
         KjIrExpr *stop = count >= 2 ? a[1] : a[0];
-        KjIrExpr *step = count == 3 ? a[2] : int_const(c, t_untyped_int(), 1, n->loc);
+        KjIrExpr *step =
+            count == 3 ? a[2] : kj_check_int_const(c, kj_check_t_untyped_int(), 1, n->loc);
         int64_t step_value;
-        if (constant_int(step, &step_value) && step_value == 0) {
+        if (kj_check_constant_int(step, &step_value) && step_value == 0) {
             kj_error(c->diag, ((KjNode *)n->args.items[2])->loc, "the step of range() is zero");
             ok = false;
         }
-        s->start = convert(c, start, t, n->loc, "the start of range()");
-        s->stop = convert(c, stop, t, n->loc, "the end of range()");
-        s->step = convert(c, step, t, n->loc, "the step of range()");
+        s->start = kj_check_convert(c, start, t, n->loc, "the start of range()");
+        s->stop = kj_check_convert(c, stop, t, n->loc, "the end of range()");
+        s->step = kj_check_convert(c, step, t, n->loc, "the step of range()");
         ok = ok && s->start && s->stop && s->step;
     }
-    Scope scope;
+    KjCheckScope scope;
     push_scope(c, &scope);
     KjIrVar *var = declare(c, n->name, t, n->loc);
     s->var = var;
@@ -1908,7 +416,7 @@ static bool check_for(Checker *c, KjNode *n)
     return true;
 }
 
-static bool check_stmt(Checker *c, KjNode *n)
+static bool check_stmt(KjChecker *c, KjNode *n)
 {
     if (!n)
         return true;
@@ -1928,15 +436,15 @@ static bool check_stmt(Checker *c, KjNode *n)
     case KJ_NODE_EXPR_STMT: {
         KjNode *e = n->lhs;
         if (e && e->kind != KJ_NODE_CALL) {
-            check_expr(c, e);
+            kj_check_expr(c, e);
             kj_error(c->diag, n->loc, "this expression does nothing; only calls stand alone as "
                      "statements");
             return true;
         }
-        KjIrExpr *value = check_expr(c, e);
+        KjIrExpr *value = kj_check_expr(c, e);
         if (value) {
-            if (is_untyped(value))
-                value = settle_default(c, value);
+            if (kj_check_is_untyped(value))
+                value = kj_check_settle_default(c, value);
             KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_EVAL, n->loc);
             s->value = value;
             if (value)
@@ -1956,7 +464,7 @@ static bool check_stmt(Checker *c, KjNode *n)
             if (n->else_body->kind == KJ_NODE_IF) {
                 KjVec *saved = c->cur->out;
                 c->cur->out = &s->else_stmt->stmts;
-                Scope scope;
+                KjCheckScope scope;
                 push_scope(c, &scope);
                 else_reach = check_stmt(c, n->else_body);
                 pop_scope(c);
@@ -2007,7 +515,7 @@ static bool check_stmt(Checker *c, KjNode *n)
         KjIrFunction *fn = c->cur->ir;
         KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_RETURN, n->loc);
         if (n->lhs) {
-            KjIrExpr *value = check_expr(c, n->lhs);
+            KjIrExpr *value = kj_check_expr(c, n->lhs);
             if (fn->ret == kj_type_void()) {
                 if (fn->kind == KJ_IR_FN_KERNEL)
                     kj_error(c->diag, n->loc, "a @kernel returns nothing; write its results "
@@ -2017,7 +525,7 @@ static bool check_stmt(Checker *c, KjNode *n)
                              "nothing; declare one: fn %s(...) -> T", fn->name, fn->name);
                 return false;
             }
-            s->value = convert(c, value, fn->ret, n->lhs->loc, "the return value");
+            s->value = kj_check_convert(c, value, fn->ret, n->lhs->loc, "the return value");
             if (!s->value)
                 return false;
         } else if (fn->ret != kj_type_void()) {
@@ -2040,7 +548,7 @@ static bool check_stmt(Checker *c, KjNode *n)
 
 /* ============================================================== functions */
 
-static KjIrFunction *new_function(Checker *c, FnInfo *info, KjIrFunctionKind kind,
+static KjIrFunction *new_function(KjChecker *c, KjCheckFn *info, KjIrFunctionKind kind,
                                   const char *symbol, const KjType **param_types,
                                   const KjType *ret)
 {
@@ -2064,7 +572,8 @@ static KjIrFunction *new_function(Checker *c, FnInfo *info, KjIrFunctionKind kin
 }
 
 /* A vectorized signature's symbol: name__t1_t2 ... */
-static const char *signature_symbol(Checker *c, const char *name, const KjType **params, int count)
+static const char *signature_symbol(KjChecker *c, const char *name, const KjType **params,
+                                    int count)
 {
     KjBuf buf = {0};
     kj_buf_printf(&buf, "%s_", name);
@@ -2079,7 +588,7 @@ static const char *signature_symbol(Checker *c, const char *name, const KjType *
 
 /* Checks the declaration of a function (not its body) and makes its IR
  * functions, so that calls can refer to them before the body is checked. */
-static void declare_function(Checker *c, FnInfo *info)
+static void declare_function(KjChecker *c, KjCheckFn *info)
 {
     KjFunctionDecl *decl = info->decl;
     const char *name = decl->name;
@@ -2101,7 +610,7 @@ static void declare_function(Checker *c, FnInfo *info)
         for (int i = 0; i < n; i++)
             if (!types[i])
                 info->bad = true; /* the parser has said so */
-        if (decl->ret && !is_scalar(decl->ret)) {
+        if (decl->ret && !kj_check_is_scalar(decl->ret)) {
             kj_error(c->diag, decl->loc, "'%s' returns %s; functions return single values "
                      "(write results into an array parameter instead)", name,
                      kj_type_name(decl->ret));
@@ -2129,13 +638,13 @@ static void declare_function(Checker *c, FnInfo *info)
                 kj_error(c->diag, decl->loc, "a @vectorize function needs a return type "
                          "(fn %s(...) -> f64) or a signature list (@vectorize(f64(f64)))", name);
                 info->bad = true;
-            } else if (!is_scalar(decl->ret)) {
+            } else if (!kj_check_is_scalar(decl->ret)) {
                 kj_error(c->diag, decl->loc, "a @vectorize function returns a scalar, not %s",
                          kj_type_name(decl->ret));
                 info->bad = true;
             }
             for (int i = 0; i < n; i++) {
-                if (types[i] && !is_scalar(types[i])) {
+                if (types[i] && !kj_check_is_scalar(types[i])) {
                     kj_error(c->diag, decl->params[i].loc, "a @vectorize function takes scalars "
                              "(kjit maps it over arrays); '%s' is %s", decl->params[i].name,
                              kj_type_name(types[i]));
@@ -2157,12 +666,12 @@ static void declare_function(Checker *c, FnInfo *info)
                 ok = false;
             }
             for (int i = 0; ok && i < n; i++)
-                if (!is_scalar(sig->params[i])) {
+                if (!kj_check_is_scalar(sig->params[i])) {
                     kj_error(c->diag, sig->loc, "a @vectorize signature takes scalars, not %s",
                              kj_type_name(sig->params[i]));
                     ok = false;
                 }
-            if (ok && !is_scalar(sig->ret)) {
+            if (ok && !kj_check_is_scalar(sig->ret)) {
                 kj_error(c->diag, sig->loc, "a @vectorize signature returns a scalar, not %s",
                          kj_type_name(sig->ret));
                 ok = false;
@@ -2228,16 +737,16 @@ static KjLoc closing_brace(KjLoc open)
     return open;
 }
 
-static void check_variant(Checker *c, FnInfo *info, KjIrFunction *fn)
+static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
 {
-    FnCtx ctx = {.info = info, .ir = fn};
-    FnCtx *saved = c->cur;
+    KjCheckFnCtx ctx = {.info = info, .ir = fn};
+    KjCheckFnCtx *saved = c->cur;
     c->cur = &ctx;
-    Scope params;
+    KjCheckScope params;
     push_scope(c, &params);
     for (int i = 0; i < fn->param_count; i++) {
-        Binding *b = kj_arena_alloc(c->arena, sizeof *b);
-        *b = (Binding){fn->params[i]->name, fn->params[i], fn->params[i]->loc};
+        KjCheckBinding *b = kj_arena_alloc(c->arena, sizeof *b);
+        *b = (KjCheckBinding){fn->params[i]->name, fn->params[i], fn->params[i]->loc};
         kj_vec_push(c->arena, &params.bindings, b);
     }
     KjNode *body = info->decl->body;
@@ -2251,11 +760,11 @@ static void check_variant(Checker *c, FnInfo *info, KjIrFunction *fn)
     c->cur = saved;
 }
 
-static void check_function(Checker *c, FnInfo *info)
+void kj_check_function(KjChecker *c, KjCheckFn *info)
 {
-    if (info->state != FN_UNCHECKED)
+    if (info->state != KJ_CHECK_FN_UNCHECKED)
         return;
-    info->state = FN_CHECKING;
+    info->state = KJ_CHECK_FN_CHECKING;
     kj_vec_push(c->arena, &c->stack, info);
     for (int v = 0; !info->bad && v < info->entry->variants.count; v++) {
         KjIrFunction *fn = info->entry->variants.items[v];
@@ -2277,25 +786,25 @@ static void check_function(Checker *c, FnInfo *info)
         kj_vec_push(c->arena, &c->module->functions, fn);
     }
     c->stack.count--;
-    info->state = FN_DONE;
+    info->state = KJ_CHECK_FN_DONE;
 }
 
 /* ================================================================= module */
 
-static FileInfo *file_info(Checker *c, KjAstFile *ast)
+static KjCheckFile *file_info(KjChecker *c, KjAstFile *ast)
 {
     for (int i = 0; i < c->files.count; i++) {
-        FileInfo *f = c->files.items[i];
+        KjCheckFile *f = c->files.items[i];
         if (f->ast == ast)
             return f;
     }
-    FileInfo *f = kj_arena_alloc(c->arena, sizeof *f);
+    KjCheckFile *f = kj_arena_alloc(c->arena, sizeof *f);
     f->ast = ast;
     kj_vec_push(c->arena, &c->files, f);
     return f;
 }
 
-static void collect_functions(Checker *c, FileInfo *file, KjModuleLoader *loader)
+static void collect_functions(KjChecker *c, KjCheckFile *file, KjModuleLoader *loader)
 {
     for (int d = 0; d < file->ast->decls.count; d++) {
         KjNode *decl = file->ast->decls.items[d];
@@ -2311,18 +820,18 @@ static void collect_functions(Checker *c, FileInfo *file, KjModuleLoader *loader
         if (decl->kind != KJ_NODE_FUNCTION || !decl->fn)
             continue;
         KjFunctionDecl *fd = decl->fn;
-        if (is_builtin_name(fd->name)) {
+        if (kj_check_is_builtin_name(fd->name)) {
             kj_error(c->diag, fd->loc, "'%s' is the name of a built-in; choose another name",
                      fd->name);
             continue;
         }
-        FnInfo *old = find_function(c, fd->name);
+        KjCheckFn *old = kj_check_find_function(c, fd->name);
         if (old) {
             kj_error(c->diag, fd->loc, "a function named '%s' already exists", fd->name);
             kj_note(c->diag, old->decl->loc, "'%s' was declared here", fd->name);
             continue;
         }
-        FnInfo *info = kj_arena_alloc(c->arena, sizeof *info);
+        KjCheckFn *info = kj_arena_alloc(c->arena, sizeof *info);
         info->decl = fd;
         info->file = file;
         info->entry = kj_arena_alloc(c->arena, sizeof *info->entry);
@@ -2336,7 +845,7 @@ static void collect_functions(Checker *c, FileInfo *file, KjModuleLoader *loader
 
 KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, KjDiag *diag)
 {
-    Checker c = {.arena = arena, .diag = diag};
+    KjChecker c = {.arena = arena, .diag = diag};
     c.module = kj_arena_alloc(arena, sizeof *c.module);
     c.module->arena = arena;
     int errors_before = diag->error_count;
@@ -2354,7 +863,7 @@ KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, Kj
     for (int i = 0; i < c.fns.count; i++)
         declare_function(&c, c.fns.items[i]);
     for (int i = 0; i < c.fns.count; i++)
-        check_function(&c, c.fns.items[i]);
+        kj_check_function(&c, c.fns.items[i]);
     if (diag->error_count > errors_before)
         return NULL;
     return c.module;

@@ -21,6 +21,9 @@ int kj_cli_bench(int argc, char **argv);
 /* cli_info.c: kjit info */
 int kj_cli_info(int argc, char **argv);
 
+/* cli_cache.c: kjit cache list|stats|clear [--dir DIR] */
+int kj_cli_cache(int argc, char **argv);
+
 /* cli_png.c: a 2-D array as an 8-bit grayscale PNG (u8 as it is, other types
  * scaled from their min..max); false and *error (heap) on failure. */
 bool kj_png_write(const char *path, const kjit_array *array, char **error);

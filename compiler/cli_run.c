@@ -247,9 +247,7 @@ int kj_cli_run(int argc, char **argv)
     int code = parse_options(argc, argv, &o);
     if (code >= 0)
         return code;
-    rng_state = o.seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
-    if (rng_state == 0)
-        rng_state = 1;
+    kj_cli_seed(o.seed);
 
     kjit_options options;
     kjit_options_init(&options);
@@ -263,9 +261,9 @@ int kj_cli_run(int argc, char **argv)
     }
     kjit_module *module = NULL;
     kjit_function *function = NULL;
-    kjit_arg args[MAX_RUN_ARGS];
-    kjit_array arrays[MAX_RUN_ARGS];
-    bool owned[MAX_RUN_ARGS] = {false};
+    static KjCliArgs made;
+    kjit_arg *args = made.args;
+    kjit_array *arrays = made.arrays;
     kjit_array result = {0};
     double times[1024];
     int timed = 0;
@@ -301,47 +299,8 @@ int kj_cli_run(int argc, char **argv)
         goto done;
     }
 
-    for (int i = 0; i < o.arg_count; i++) {
-        const char *text = o.args[i];
-        kjit_dtype param_dtype = KJIT_F64;
-        int param_ndim = 0;
-        bool have_param = kjit_function_signature_count(function) == 1 &&
-                          kjit_function_param(function, 0, i, &param_dtype, &param_ndim) == KJIT_OK;
-        char *why = NULL;
-        if (ends_with(text, ".npy")) {
-            status = kj_npy_read(text, &arrays[i], &why);
-            if (status != KJIT_OK) {
-                fprintf(stderr, "kjit run: argument %d: %s\n", i, why);
-                free(why);
-                code = status == KJIT_ERROR_IO ? 2 : 1;
-                goto done;
-            }
-            owned[i] = true;
-            args[i] = kjit_arg_array(&arrays[i]);
-        } else if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
-            args[i] = kjit_arg_i64(text[0] == 't');
-            args[i].dtype = KJIT_BOOL;
-        } else if (is_number(text)) {
-            bool integral = strpbrk(text, ".eEnNiI") == NULL;
-            args[i] = integral ? kjit_arg_i64(strtoll(text, NULL, 0)) : kjit_arg_f64(strtod(text, NULL));
-        } else {
-            int made = make_generated(text, have_param, param_dtype, &arrays[i], &why);
-            if (made == 1) {
-                fprintf(stderr, "kjit run: argument %d '%s' is not a .npy file, a number, "
-                                "true/false or a generator\n", i, text);
-                code = 2;
-                goto done;
-            }
-            if (made == 2) {
-                fprintf(stderr, "kjit run: argument %d '%s': %s\n", i, text, why);
-                free(why);
-                code = 2;
-                goto done;
-            }
-            owned[i] = true;
-            args[i] = kjit_arg_array(&arrays[i]);
-        }
-    }
+    if ((code = kj_cli_make_args("run", function, o.args, o.arg_count, &made)) != 0)
+        goto done;
 
     /* Code generation, timed apart from the runs. */
     t0 = kj_cli_now_ms();
@@ -419,9 +378,7 @@ int kj_cli_run(int argc, char **argv)
 
 done:
     kjit_array_free(&result);
-    for (int i = 0; i < o.arg_count; i++)
-        if (owned[i])
-            kjit_array_free(&arrays[i]);
+    kj_cli_args_free(&made);
     kjit_module_free(module);
     kjit_context_destroy(context);
     return code;

@@ -545,6 +545,129 @@ bool kj_ir_verify(const KjIrModule *module, char **why);
 typedef struct KjModuleLoader KjModuleLoader;
 KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, KjDiag *diag);
 
+/* =============================================== check.c / check_expr.c internals */
+
+/* The checker's state and the helpers its two files share: check.c does the
+ * module, functions and statements, check_expr.c the expressions. */
+
+typedef enum { KJ_CHECK_FN_UNCHECKED, KJ_CHECK_FN_CHECKING, KJ_CHECK_FN_DONE } KjCheckFnState;
+
+typedef struct KjCheckFile {
+    KjAstFile *ast;
+    KjVec imports; /* KjCheckFile*: the modules this file imports directly */
+} KjCheckFile;
+
+typedef struct KjCheckFn {
+    KjFunctionDecl *decl;
+    KjCheckFile *file;
+    KjIrEntry *entry;
+    KjCheckFnState state;
+    bool bad;    /* its declaration is wrong: calls to it are not checked further */
+    bool impure; /* stores to memory or calls something that does */
+} KjCheckFn;
+
+/* A name bound in a block: locals may not hide one another in one function. */
+typedef struct KjCheckBinding {
+    const char *name;
+    KjIrVar *var;
+    KjLoc loc;
+} KjCheckBinding;
+
+typedef struct KjCheckScope {
+    struct KjCheckScope *parent;
+    KjVec bindings; /* KjCheckBinding* */
+} KjCheckScope;
+
+/* What is being checked right now: one signature of one function. */
+typedef struct KjCheckFnCtx {
+    KjCheckFn *info;
+    KjIrFunction *ir;
+    KjCheckScope *scope;
+    int loop_depth;
+    bool loop_has_break; /* the innermost loop has a `break` */
+    KjVec *out;          /* the statement list being filled */
+    KjVec poisoned;      /* KjIrVar* whose initialiser was an error: uses stay quiet */
+} KjCheckFnCtx;
+
+typedef struct KjChecker {
+    KjArena *arena;
+    KjDiag *diag;
+    KjIrModule *module;
+    KjVec files; /* KjCheckFile* */
+    KjVec fns;   /* KjCheckFn*, every function of every file */
+    KjVec stack; /* KjCheckFn* being checked, outermost first */
+    KjCheckFnCtx *cur;
+} KjChecker;
+
+static inline const KjType *kj_check_t_bool(void) { return kj_type_scalar(KJ_TYPE_BOOL); }
+static inline const KjType *kj_check_t_i32(void) { return kj_type_scalar(KJ_TYPE_I32); }
+static inline const KjType *kj_check_t_i64(void) { return kj_type_scalar(KJ_TYPE_I64); }
+static inline const KjType *kj_check_t_f64(void) { return kj_type_scalar(KJ_TYPE_F64); }
+static inline const KjType *kj_check_t_untyped_int(void)
+{
+    return kj_type_scalar(KJ_TYPE_UNTYPED_INT);
+}
+static inline const KjType *kj_check_t_untyped_float(void)
+{
+    return kj_type_scalar(KJ_TYPE_UNTYPED_FLOAT);
+}
+
+static inline bool kj_check_is_untyped(const KjIrExpr *e)
+{
+    return e && (e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT);
+}
+
+static inline bool kj_check_is_scalar(const KjType *t)
+{
+    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_C128;
+}
+
+static inline bool kj_check_is_array(const KjType *t)
+{
+    return t && t->kind == KJ_TYPE_ARRAY;
+}
+
+static inline bool kj_check_is_real(const KjType *t)
+{
+    return kj_type_is_int(t) || kj_type_is_float(t);
+}
+
+/* check.c: locals, and checking a function's body on demand (for calls). */
+KjCheckBinding *kj_check_lookup_local(KjChecker *c, const char *name);
+void kj_check_function(KjChecker *c, KjCheckFn *info);
+
+/* check_expr.c: IR shorthands. */
+KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
+KjIrExpr *kj_check_int_const(KjChecker *c, const KjType *type, int64_t value, KjLoc loc);
+KjIrExpr *kj_check_var_ref(KjChecker *c, KjIrVar *var, KjLoc loc);
+KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e);
+bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e);
+void kj_check_note_impure(KjChecker *c);
+
+/* check_expr.c: implicit typing. */
+const KjType *kj_check_common_type(const KjType *a, const KjType *b, const char **why);
+KjIrExpr *kj_check_settle_default(KjChecker *c, KjIrExpr *e);
+KjIrExpr *kj_check_convert(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc,
+                           const char *context);
+KjIrExpr *kj_check_need_value(KjChecker *c, KjIrExpr *e, KjLoc loc);
+
+/* check_expr.c: built-ins. */
+bool kj_check_is_builtin_name(const char *name);
+bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what);
+bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
+bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
+bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
+KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
+
+/* check_expr.c: expressions. */
+KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_name(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_index(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_binary_values(KjChecker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r,
+                                 KjLoc loc);
+KjCheckFn *kj_check_find_function(KjChecker *c, const char *name);
+bool kj_check_is_poisoned(KjChecker *c, const KjIrVar *var);
+
 /* =================================================================== module.c */
 
 /* Finds and parses imports: `import geo;` is geo.kern beside the importing file,

@@ -20,7 +20,9 @@ static const char usage_text[] =
     "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [--arch sm_XX]\n"
     "             [--function NAME] [-O0..3] [-o OUT]   show a stage of code generation\n"
     "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
+    "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
     "  info                                targets, GPU, driver, libdevice\n"
+    "  cache list|stats|clear              the compiled-code cache (kjit cache --help)\n"
     "  version                             print the version\n";
 
 static void print_to_stderr(void *user, KjSeverity severity, const char *text)
@@ -224,7 +226,9 @@ int main(int argc, char **argv)
     if (strcmp(command, "check") == 0) return cmd_check(argc - 2, argv + 2);
     if (strcmp(command, "build") == 0) return cmd_build(argc - 2, argv + 2);
     if (strcmp(command, "run") == 0) return kj_cli_run(argc - 2, argv + 2);
+    if (strcmp(command, "bench") == 0) return kj_cli_bench(argc - 2, argv + 2);
     if (strcmp(command, "info") == 0) return kj_cli_info(argc - 2, argv + 2);
+    if (strcmp(command, "cache") == 0) return kj_cli_cache(argc - 2, argv + 2);
     if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
         printf("kjit %s\n", KJIT_VERSION);
         return 0;

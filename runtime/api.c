@@ -7,7 +7,10 @@
  * generated from it.  Code is generated lazily, on the first call that needs
  * it: one piece per plain function or kernel, and one per vectorized variant,
  * keyed by (signature, layout, rank, scalar mask).  Each is kept in its
- * function, so nothing is compiled twice in a context.
+ * function, so nothing is compiled twice in a context; across contexts and
+ * processes the cache (cache.c) finds code by a key of everything it depends
+ * on: loaded cpu code is shared by the whole process, object files, PTX and
+ * cubins come from memory or disk before anything is compiled.
  *
  * Plain functions always run on the host, whatever the target: the cuda
  * target has no entry point for them and a GPU round trip for one scalar
@@ -31,7 +34,7 @@ typedef struct KjCompiled {
     bool vectorized;
     KjVecVariant variant;
     KjIrFunction *root;
-    KjCpuCode *cpu;
+    struct SharedCpu *cpu; /* cpu code, shared across the process by cache key */
     void *entry; /* __entry, __range or __thread */
     void *block; /* __block, when the kernel has one */
     KjCudaModule *cuda_module;
@@ -45,6 +48,7 @@ struct kjit_context {
     KjCuda *cuda;
     char *last_error;
     const char *stdlib_dirs[2];
+    char device_text[160]; /* cuda: the device as cubin cache keys name it */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
 };
 
@@ -123,6 +127,16 @@ static kjit_status take_error(kjit_context *context, kjit_status status, const c
                               char *message)
 {
     set_error(context, status, "%s%s", prefix, message ? message : "unknown failure");
+    free(message);
+    return status;
+}
+
+/* take_error with "name: " in front, formatted only when there is an error
+ * (the hot paths keep no prefix buffer of their own). */
+static kjit_status take_named_error(kjit_context *context, kjit_status status, const char *name,
+                                    char *message)
+{
+    set_error(context, status, "%s: %s", name, message ? message : "unknown failure");
     free(message);
     return status;
 }
@@ -361,6 +375,16 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     }
     if (target == KJIT_TARGET_PARALLEL)
         context->pool = kj_pool_create(options->num_threads);
+    if (context->cuda) {
+        /* A cubin is the driver's own compilation: it is keyed by the exact
+         * device and driver as well as by what the PTX is keyed by. */
+        kjit_device_info info;
+        memset(&info, 0, sizeof info);
+        kj_cuda_info(context->cuda, &info);
+        snprintf(context->device_text, sizeof context->device_text,
+                 "%s, compute %d.%d, driver %d, %.100s", kj_cuda_arch(context->cuda),
+                 info.compute_major, info.compute_minor, info.driver_version, info.name);
+    }
     context->target = target;
     *out = context;
     return KJIT_OK;
@@ -473,10 +497,12 @@ kjit_status kjit_compile_string(kjit_context *context, const char *name, const c
     return compile_module(context, NULL, name ? name : "<string>", source, out);
 }
 
+static void shared_cpu_release(struct SharedCpu *shared);
+
 static void compiled_free(kjit_context *context, KjCompiled *compiled)
 {
     if (compiled->cpu)
-        kj_cpu_code_free(compiled->cpu);
+        shared_cpu_release(compiled->cpu);
     if (compiled->cuda_module)
         kj_cuda_module_free(compiled->cuda_module);
     free(compiled);
@@ -598,62 +624,282 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
 
 /* ------------------------------------------------------ code generation */
 
-static char *symbol_with(const char *symbol, const char *suffix)
+/*
+ * Loaded cpu code is shared by every context and module of the process that
+ * asks for the same key (the same source, function, variant, host and
+ * options): a second kjit_compile_string of one text finds its functions
+ * already linked.  The last user unloads it; its object bytes stay in the
+ * cache's memory tier.
+ */
+typedef struct SharedCpu {
+    struct SharedCpu *next;
+    KjCacheKey key;
+    KjCpuLoaded *code;
+    void *entry, *block;
+    int users;
+} SharedCpu;
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static SharedCpu *shared_cpu;
+
+static bool same_key(const KjCacheKey *a, const KjCacheKey *b)
 {
-    KjBuf buf = {0};
-    kj_buf_printf(&buf, "%s%s", symbol, suffix);
-    return buf.data;
+    return a->hash[0] == b->hash[0] && a->hash[1] == b->hash[1] && a->text.len == b->text.len &&
+           memcmp(a->text.data, b->text.data, a->text.len) == 0;
 }
 
-static void *lookup(KjCpuCode *code, const char *symbol, const char *suffix)
+/* The shared code for key, with one more user; NULL if none is loaded. */
+static SharedCpu *shared_cpu_find(const KjCacheKey *key)
 {
-    char *name = symbol_with(symbol, suffix);
-    void *address = kj_cpu_lookup(code, name);
-    free(name);
-    return address;
+    pthread_mutex_lock(&shared_lock);
+    SharedCpu *s = shared_cpu;
+    while (s && !same_key(&s->key, key))
+        s = s->next;
+    if (s)
+        s->users++;
+    pthread_mutex_unlock(&shared_lock);
+    return s;
 }
 
+/* Publishes freshly loaded code; when another thread was quicker, keeps
+ * theirs and unloads this copy. */
+static SharedCpu *shared_cpu_publish(SharedCpu *fresh)
+{
+    pthread_mutex_lock(&shared_lock);
+    SharedCpu *s = shared_cpu;
+    while (s && !same_key(&s->key, &fresh->key))
+        s = s->next;
+    if (s) {
+        s->users++;
+    } else {
+        fresh->users = 1;
+        fresh->next = shared_cpu;
+        shared_cpu = fresh;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    if (s) {
+        kj_cpu_loaded_free(fresh->code);
+        kj_cache_key_free(&fresh->key);
+        free(fresh);
+    }
+    return s ? s : fresh;
+}
 
-/* Generates code for one root and finds its entry points: host code for the
- * cpu targets (and for plain functions on any target), a loaded module on cuda. */
-static kjit_status generate(kjit_module *module, KjCompiled *compiled, bool on_gpu)
+static void shared_cpu_release(SharedCpu *shared)
+{
+    pthread_mutex_lock(&shared_lock);
+    bool last = --shared->users == 0;
+    if (last) {
+        SharedCpu **link = &shared_cpu;
+        while (*link != shared)
+            link = &(*link)->next;
+        *link = shared->next;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    if (last) {
+        kj_cpu_loaded_free(shared->code);
+        kj_cache_key_free(&shared->key);
+        free(shared);
+    }
+}
+
+static void *lookup(KjCpuLoaded *code, const char *symbol, const char *suffix)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s%s", symbol, suffix);
+    return kj_cpu_loaded_lookup(code, name);
+}
+
+/*
+ * The key of one root's code: everything the bytes depend on.  The module's
+ * source hash covers its text and the path and text of every module it
+ * imports, so editing an import changes the key of each importer.
+ */
+static void build_key(const kjit_module *module, const KjCompiled *compiled, bool on_gpu,
+                      const char *arch, KjCacheKey *key)
+{
+    const KjIrFunction *root = compiled->root;
+    kj_cache_key_add(key, "build", "%s", kj_cache_build_identity());
+    kj_cache_key_add(key, "source", "%016llx", (unsigned long long)module->ir->source_hash);
+    kj_cache_key_add(key, "symbol", "%s", root->symbol);
+    KjBuf signature = {0};
+    for (int i = 0; i < root->param_count; i++)
+        kj_buf_printf(&signature, "%s%s", i ? "," : "", kj_type_name(root->params[i]->type));
+    kj_cache_key_add(key, "signature", "%d %s(%s)", (int)root->kind,
+                     root->ret ? kj_type_name(root->ret) : "void",
+                     signature.data ? signature.data : "");
+    kj_buf_free(&signature);
+    if (compiled->vectorized)
+        kj_cache_key_add(key, "variant", "layout %d ndim %d scalars %x", (int)compiled->variant.layout,
+                         compiled->variant.ndim, (unsigned)compiled->variant.scalar_mask);
+    kj_cache_key_add(key, "opt", "%d", module->context->options.opt_level);
+    if (on_gpu)
+        kj_cache_key_add(key, "target", "cuda %s", arch);
+    else
+        kj_cache_key_add(key, "target", "cpu %s", kj_host_cpu_description());
+}
+
+/* A payload from the memory tier, else the disk (then kept in memory). */
+static bool cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size)
+{
+    if (kj_cache_memory_get(key, kind, data, size))
+        return true;
+    if (!kj_cache_load(key, kind, data, size))
+        return false;
+    kj_cache_memory_put(key, kind, *data, *size);
+    return true;
+}
+
+static void cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size)
+{
+    kj_cache_memory_put(key, kind, data, size);
+    kj_cache_store(key, kind, data, size);
+}
+
+static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
     kjit_context *context = module->context;
     KjIrFunction *root = compiled->root;
-    KjCodegenOptions options = {.target = on_gpu ? KJ_CODEGEN_CUDA : KJ_CODEGEN_CPU,
-                                .opt_level = context->options.opt_level};
-    char *error = NULL;
-    char prefix[256];
-    snprintf(prefix, sizeof prefix, "code generation for %s failed: ", root->name);
-    if (!on_gpu) {
-        compiled->cpu = kj_cpu_compile(module->ir, &root, 1, &options, &error);
-        if (!compiled->cpu)
-            return take_error(context, KJIT_ERROR_BACKEND, prefix, error);
-        const char *suffix = root->kind == KJ_IR_FN_VEC_KERNEL ? "__range"
-                             : root->kind == KJ_IR_FN_KERNEL   ? "__thread"
-                                                               : "__entry";
-        compiled->entry = lookup(compiled->cpu, root->symbol, suffix);
-        if (root->kind == KJ_IR_FN_KERNEL)
-            compiled->block = lookup(compiled->cpu, root->symbol, "__block");
-        if (!compiled->entry)
-            return set_error(context, KJIT_ERROR_BACKEND, "%sthe generated code has no %s%s",
-                             prefix, root->symbol, suffix);
+    KjCacheKey key = {0};
+    build_key(module, compiled, false, NULL, &key);
+    kj_cache_key_finish(&key);
+    SharedCpu *shared = shared_cpu_find(&key);
+    if (shared) {
+        kj_cache_count_shared_hit();
+        kj_cache_key_free(&key);
+        compiled->cpu = shared;
+        compiled->entry = shared->entry;
+        compiled->block = shared->block;
         return KJIT_OK;
     }
-    options.cuda_arch = context->options.cuda_arch ? context->options.cuda_arch
-                                                   : kj_cuda_arch(context->cuda);
-    char *ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
-    if (!ptx)
-        return take_error(context, KJIT_ERROR_BACKEND, prefix, error);
-    kjit_status status = kj_cuda_load_ptx(context->cuda, ptx, &compiled->cuda_module, NULL, NULL,
-                                          &error);
-    free(ptx);
+
+    const char *suffix = root->kind == KJ_IR_FN_VEC_KERNEL ? "__range"
+                         : root->kind == KJ_IR_FN_KERNEL   ? "__thread"
+                                                           : "__entry";
+    char *error = NULL;
+    KjCpuLoaded *code = NULL;
+    void *entry = NULL;
+    void *object = NULL;
+    size_t size = 0;
+    /* A cached object that will not link or lacks its entry point is treated
+     * as damaged: compiled again below. */
+    if (cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+        code = kj_cpu_load_object(object, size, NULL);
+        entry = code ? lookup(code, root->symbol, suffix) : NULL;
+        if (!entry) {
+            kj_cpu_loaded_free(code);
+            code = NULL;
+        }
+        free(object);
+    }
+    if (!code) {
+        kj_cache_count_compile();
+        KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
+                                    .opt_level = context->options.opt_level};
+        object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
+        if (!object) {
+            kj_cache_key_free(&key);
+            return take_error(context, KJIT_ERROR_BACKEND, prefix, error);
+        }
+        code = kj_cpu_load_object(object, size, &error);
+        entry = code ? lookup(code, root->symbol, suffix) : NULL;
+        if (entry)
+            cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+        free(object);
+        if (!code) {
+            kj_cache_key_free(&key);
+            return take_error(context, KJIT_ERROR_BACKEND, prefix, error);
+        }
+        if (!entry) {
+            kj_cpu_loaded_free(code);
+            kj_cache_key_free(&key);
+            return set_error(context, KJIT_ERROR_BACKEND, "%sthe generated code has no %s%s",
+                             prefix, root->symbol, suffix);
+        }
+    }
+    shared = kj_xcalloc(1, sizeof *shared);
+    shared->key = key;
+    shared->code = code;
+    shared->entry = entry;
+    if (root->kind == KJ_IR_FN_KERNEL)
+        shared->block = lookup(code, root->symbol, "__block");
+    shared = shared_cpu_publish(shared);
+    compiled->cpu = shared;
+    compiled->entry = shared->entry;
+    compiled->block = shared->block;
+    return KJIT_OK;
+}
+
+/*
+ * cuda: a cubin (the driver's compilation for this exact device and driver)
+ * loads with no JIT at all; else cached PTX goes through the driver's JIT;
+ * else LLVM makes the PTX.  What was made is kept in both tiers.
+ */
+static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, const char *prefix)
+{
+    kjit_context *context = module->context;
+    KjIrFunction *root = compiled->root;
+    const char *arch = context->options.cuda_arch ? context->options.cuda_arch
+                                                  : kj_cuda_arch(context->cuda);
+    KjCacheKey ptx_key = {0}, cubin_key = {0};
+    build_key(module, compiled, true, arch, &ptx_key);
+    kj_cache_key_finish(&ptx_key);
+    build_key(module, compiled, true, arch, &cubin_key);
+    kj_cache_key_add(&cubin_key, "device", "%s", context->device_text);
+    kj_cache_key_finish(&cubin_key);
+
+    char *error = NULL;
+    kjit_status status = KJIT_ERROR_BACKEND;
+    void *data = NULL;
+    size_t size = 0;
+    if (cache_fetch(&cubin_key, KJ_CACHE_CUBIN, &data, &size)) {
+        status = kj_cuda_load_cubin(context->cuda, data, size, &compiled->cuda_module, NULL);
+        free(data);
+    }
+    if (status != KJIT_OK) {
+        char *ptx = NULL;
+        if (cache_fetch(&ptx_key, KJ_CACHE_PTX, &data, &size)) {
+            ptx = data;
+        } else {
+            kj_cache_count_compile();
+            KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA,
+                                        .opt_level = context->options.opt_level,
+                                        .cuda_arch = arch};
+            ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
+            if (!ptx) {
+                kj_cache_key_free(&ptx_key);
+                kj_cache_key_free(&cubin_key);
+                return take_error(context, KJIT_ERROR_BACKEND, prefix, error);
+            }
+            cache_keep(&ptx_key, KJ_CACHE_PTX, ptx, strlen(ptx));
+        }
+        void *cubin = NULL;
+        size_t cubin_size = 0;
+        status = kj_cuda_load_ptx(context->cuda, ptx, &compiled->cuda_module, &cubin, &cubin_size,
+                                  &error);
+        free(ptx);
+        if (status == KJIT_OK && cubin)
+            cache_keep(&cubin_key, KJ_CACHE_CUBIN, cubin, cubin_size);
+        free(cubin);
+    }
+    kj_cache_key_free(&ptx_key);
+    kj_cache_key_free(&cubin_key);
     if (status == KJIT_OK)
         status = kj_cuda_function(compiled->cuda_module, root->symbol, &compiled->cuda_function,
                                   &error);
     if (status != KJIT_OK)
         return take_error(context, status, "", error);
     return KJIT_OK;
+}
+
+/* Finds (in the caches) or generates code for one root and its entry points:
+ * host code for the cpu targets (and for plain functions on any target), a
+ * loaded module on cuda. */
+static kjit_status generate(kjit_module *module, KjCompiled *compiled, bool on_gpu)
+{
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "code generation for %s failed: ", compiled->root->name);
+    return on_gpu ? generate_cuda(module, compiled, prefix) : generate_cpu(module, compiled, prefix);
 }
 
 static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
@@ -885,11 +1131,9 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     int ndim;
     int64_t shape[KJ_MAX_DIMS];
     char *error = NULL;
-    char prefix[128];
-    snprintf(prefix, sizeof prefix, "%s: ", name);
     status = kj_broadcast_shape(inputs, nargs, &ndim, shape, &error);
     if (status != KJIT_OK)
-        return take_error(context, status, prefix, error);
+        return take_named_error(context, status, name, error);
 
     kjit_array target, allocated = {0};
     if (out) {
@@ -921,7 +1165,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     status = kj_broadcast_plan(inputs, nargs, &target, &plan, &error);
     if (status != KJIT_OK) {
         free(allocated.data);
-        return take_error(context, status, prefix, error);
+        return take_named_error(context, status, name, error);
     }
     KjCompiled *compiled = NULL;
     if (plan.size > 0)
@@ -951,7 +1195,8 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     if (context->target != KJIT_TARGET_CUDA) {
         kj_cpu_run_range(context->pool, (KjRangeFn)compiled->entry, params, plan.size);
     } else {
-        Staging staging = {.count = 0};
+        Staging staging; /* not zeroed: only `count` items are ever read */
+        staging.count = 0;
         for (int i = 0; i < nargs && status == KJIT_OK; i++)
             if (inputs[i] && !(plan.variant.scalar_mask & (1u << i)) &&
                 inputs[i]->memory == KJIT_MEMORY_HOST)
@@ -1003,16 +1248,18 @@ static kjit_status marshal(kjit_function *function, const kjit_arg *args, int na
     const KjIrFunction *fn = variant_of(function, 0);
     for (int i = 0; i < nargs; i++) {
         const KjType *param = fn->params[i]->type;
+        /* Described only for an error message: launches pay for none of it. */
         char given[96];
-        describe_arg(&args[i], given, sizeof given);
         if (param->kind == KJ_TYPE_ARRAY) {
             const kjit_array *a = args[i].kind == KJIT_ARG_ARRAY ? args[i].value.array : NULL;
             kjit_dtype want;
             kj_type_dtype(param->elem, &want);
-            if (!a || a->dtype != want || a->ndim != param->ndim)
+            if (!a || a->dtype != want || a->ndim != param->ndim) {
+                describe_arg(&args[i], given, sizeof given);
                 return set_error(context, KJIT_ERROR_TYPE,
                                  "%s: argument %d (%s) must be a %s array, not %s", name, i,
                                  fn->params[i]->name, kj_type_name(param), given);
+            }
             char *error = NULL;
             status = kj_array_desc(a, &m->descs[i], &error);
             if (status != KJIT_OK) {
@@ -1023,14 +1270,18 @@ static kjit_status marshal(kjit_function *function, const kjit_arg *args, int na
             m->params[i] = &m->descs[i];
             continue;
         }
-        if (args[i].kind != KJIT_ARG_SCALAR)
+        if (args[i].kind != KJIT_ARG_SCALAR) {
+            describe_arg(&args[i], given, sizeof given);
             return set_error(context, KJIT_ERROR_TYPE,
                              "%s: argument %d (%s) must be a %s scalar, not %s", name, i,
                              fn->params[i]->name, kj_type_name(param), given);
-        if (!convert_scalar(&args[i], param, &m->scalars[i]))
+        }
+        if (!convert_scalar(&args[i], param, &m->scalars[i])) {
+            describe_arg(&args[i], given, sizeof given);
             return set_error(context, KJIT_ERROR_TYPE,
                              "%s: argument %d (%s) is %s, which does not convert to %s", name, i,
                              fn->params[i]->name, given, kj_type_name(param));
+        }
         m->params[i] = &m->scalars[i];
     }
     return KJIT_OK;
@@ -1140,16 +1391,15 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
     if (status != KJIT_OK)
         return status;
     char *error = NULL;
-    char prefix[160];
-    snprintf(prefix, sizeof prefix, "%s: ", function->entry->name);
     if (context->target != KJIT_TARGET_CUDA) {
         status = kj_cpu_run_kernel(context->pool, compiled->root, (KjThreadFn)compiled->entry,
                                    (KjThreadFn)compiled->block, m.params, grid, block, &error);
         if (status != KJIT_OK)
-            take_error(context, status, prefix, error);
+            take_named_error(context, status, function->entry->name, error);
         return status;
     }
-    Staging staging = {.count = 0};
+    Staging staging; /* not zeroed: only `count` items are ever read */
+    staging.count = 0;
     for (int i = 0; i < nargs && status == KJIT_OK; i++)
         if (args[i].kind == KJIT_ARG_ARRAY && args[i].value.array->memory == KJIT_MEMORY_HOST)
             status = stage(context, &staging, args[i].value.array, true, true, &m.descs[i].data);

@@ -10,7 +10,7 @@
  * entry and compared on load, so a hash collision can never load the wrong
  * code.
  *
- * On disk an entry is one file, <dir>/<32 hex digits>.kjc:
+ * On disk an entry is one file, <dir>/<32 hex digits>-<kind>.kjc:
  *
  *     header (CacheHeader: magic, format, kind, sizes, checksums)
  *     key text   (key_size bytes)
@@ -78,6 +78,16 @@ KjCacheCounters kj_cache_counters(void)
     KjCacheCounters copy = counters;
     pthread_mutex_unlock(&counters_lock);
     return copy;
+}
+
+void kj_cache_count_compile(void)
+{
+    count(&counters.compiles);
+}
+
+void kj_cache_count_shared_hit(void)
+{
+    count(&counters.shared_hits);
 }
 
 const char *kj_cache_kind_name(KjCacheKind kind)
@@ -224,10 +234,11 @@ static bool make_dirs(const char *path)
     return mkdir(buf, 0700) == 0 || errno == EEXIST;
 }
 
-static void entry_path(char *buf, size_t size, const char *dir, const KjCacheKey *key)
+void kj_cache_entry_path(const char *dir, const KjCacheKey *key, KjCacheKind kind, char *buf,
+                         size_t size)
 {
-    snprintf(buf, size, "%s/%016llx%016llx" CACHE_SUFFIX, dir, (unsigned long long)key->hash[0],
-             (unsigned long long)key->hash[1]);
+    snprintf(buf, size, "%s/%016llx%016llx-%s" CACHE_SUFFIX, dir, (unsigned long long)key->hash[0],
+             (unsigned long long)key->hash[1], kj_cache_kind_name(kind));
 }
 
 /* ============================================================ reading */
@@ -321,7 +332,7 @@ bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t 
     char dir[4096], path[4200];
     if (!kj_cache_enabled() || !kj_cache_dir(dir, sizeof dir))
         return false;
-    entry_path(path, sizeof path, dir, key);
+    kj_cache_entry_path(dir, key, kind, path, sizeof path);
     LoadResult result = load_file(path, key, kind, data, size);
     if (result == LOAD_HIT) {
         /* Least recently used goes first: a hit makes the entry young. */
@@ -345,7 +356,7 @@ bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, s
     char dir[4096], path[4200], temp[4300];
     if (!kj_cache_enabled() || !kj_cache_dir(dir, sizeof dir) || !make_dirs(dir))
         return false;
-    entry_path(path, sizeof path, dir, key);
+    kj_cache_entry_path(dir, key, kind, path, sizeof path);
     static unsigned long sequence;
     unsigned long n = __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED);
     snprintf(temp, sizeof temp, "%s/" TEMP_PREFIX "%016llx-%ld-%lu", dir,

@@ -12,7 +12,10 @@
  * ("sticky" errors): every later call on it fails.  So that the host program
  * can keep using kjit, such an error resets the primary context at once
  * (cuDevicePrimaryCtxReset) and bumps the device's generation; the next call
- * retains a fresh context.  Everything that lived in the old context is gone:
+ * retains a fresh context.  Some drivers (580 on the H100 machine) keep the
+ * device poisoned for the process even after the reset: then every later cuda
+ * call returns KJIT_ERROR_CUDA saying so, and the process goes on with the
+ * cpu targets.  Everything that lived in the old context is gone:
  * modules, streams and events remember the generation they were made in and
  * report a clear error if used afterwards (the caller loads the module again),
  * and device memory allocated before the fault is released by the reset
@@ -50,9 +53,17 @@ enum {
 /*
  * An elementwise launch uses at most this many grids' worth of fully occupied
  * multiprocessors; beyond that the kernel's grid-stride loop takes over, which
- * keeps block scheduling cheap at 1e8 elements.
+ * keeps block scheduling cheap at 1e8 elements.  KJIT_CUDA_WAVES overrides it
+ * (the GPU benchmark uses that to compare settings).
  */
 #define ELEMENTWISE_WAVES 8
+
+static int64_t elementwise_waves(void)
+{
+    const char *env = getenv("KJIT_CUDA_WAVES");
+    long waves = env ? strtol(env, NULL, 10) : 0;
+    return waves > 0 ? waves : ELEMENTWISE_WAVES;
+}
 
 /* Per device, shared by every KjCuda open on it. */
 typedef struct DeviceState {
@@ -143,16 +154,25 @@ static bool is_sticky(KjCuResult result)
     }
 }
 
-/* Drops the faulted context; the next call retains a fresh one. */
+/* Destroys the device's primary context (the caller holds state->lock); the
+ * next call retains a fresh one.  The faulted context is made current on no
+ * thread of ours first, so nothing refers to it while it goes. */
+static KjCuResult reset_locked(KjCuda *cuda)
+{
+    DeviceState *state = cuda->state;
+    cuda->cu->CtxSetCurrent(NULL);
+    KjCuResult result = cuda->cu->DevicePrimaryCtxReset(cuda->device);
+    state->context = NULL;
+    state->generation++;
+    return result;
+}
+
 static void reset_after_fault(KjCuda *cuda)
 {
     DeviceState *state = cuda->state;
     pthread_mutex_lock(&state->lock);
-    if (state->context) {
-        cuda->cu->DevicePrimaryCtxReset(cuda->device);
-        state->context = NULL;
-        state->generation++;
-    }
+    if (state->context)
+        reset_locked(cuda);
     pthread_mutex_unlock(&state->lock);
 }
 
@@ -206,10 +226,30 @@ static kjit_status make_current(KjCuda *cuda, char **error)
     DeviceState *state = cuda->state;
     pthread_mutex_lock(&state->lock);
     KjCuResult result = CU_SUCCESS;
-    if (!state->context)
+    if (!state->context) {
         result = cuda->cu->DevicePrimaryCtxRetain(&state->context, cuda->device);
+        /* A fault another handle saw may still hold the device: reset once more. */
+        if (is_sticky(result)) {
+            reset_locked(cuda);
+            result = cuda->cu->DevicePrimaryCtxRetain(&state->context, cuda->device);
+        }
+        if (result != CU_SUCCESS)
+            state->context = NULL;
+    }
     void *context = state->context;
     pthread_mutex_unlock(&state->lock);
+    if (is_sticky(result)) {
+        /* Seen with driver 580 after an illegal address: the reset succeeds
+         * but the device stays poisoned for this process. */
+        char text[320];
+        set_error(error, format_heap("the GPU cannot be used again by this process after the "
+                                     "fault in kernel '%s': the driver still reports %s after "
+                                     "a context reset (the cpu targets still work; restart "
+                                     "the process to use the GPU)",
+                                     state->last_kernel[0] ? state->last_kernel : "?",
+                                     kj_cuda_result_text(result, text, sizeof text)));
+        return KJIT_ERROR_CUDA;
+    }
     if (result != CU_SUCCESS)
         return fail(cuda, result, "cuDevicePrimaryCtxRetain", NULL, error);
     result = cuda->cu->CtxSetCurrent(context);
@@ -571,7 +611,9 @@ kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char 
             block = 256;
         if (min_grid <= 0)
             min_grid = cuda->multiprocessors;
-        kernel->max_grid = (int64_t)min_grid * ELEMENTWISE_WAVES;
+        kernel->max_grid = (int64_t)min_grid * elementwise_waves();
+        if (kernel->max_grid > INT32_MAX)
+            kernel->max_grid = INT32_MAX;
         kernel->block = block;
     }
     int64_t blocks = (n + kernel->block - 1) / kernel->block;

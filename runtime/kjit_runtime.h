@@ -324,4 +324,106 @@ const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
 char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
                       const KjCodegenOptions *options, char **error);
 
+/* ========================================================== cpu_object.c */
+
+/*
+ * Host code as a relocatable object file, and an object file loaded into an
+ * ORC LLJIT of its own: what the cache stores and loads for the cpu targets.
+ * Loading resolves libm, libmvec and kj_cpu_syncthreads as kj_cpu_compile does.
+ */
+typedef struct KjCpuLoaded KjCpuLoaded;
+
+/* The object file for `roots` (heap, *size set); NULL and *error on failure. */
+char *kj_cpu_compile_object(KjIrModule *module, KjIrFunction **roots, int root_count,
+                            const KjCodegenOptions *options, size_t *size, char **error);
+/* Links the object into a new JIT; NULL and *error when it does not link. */
+KjCpuLoaded *kj_cpu_load_object(const void *object, size_t size, char **error);
+void *kj_cpu_loaded_lookup(KjCpuLoaded *code, const char *symbol); /* NULL if absent */
+void kj_cpu_loaded_free(KjCpuLoaded *code);
+
+/* "19.1.7": the LLVM this library was built with (cache keys, kjit info). */
+const char *kj_llvm_version(void);
+
+/* ======================================================= libdevice_split.c */
+
+/* Links into an NVPTX module the libdevice functions it declares, and what
+ * they call, without parsing the rest of libdevice: the bitcode is read
+ * lazily and only the needed bodies are materialised.  The linked functions
+ * are internal.  `module` and `machine` are LLVMModuleRef and
+ * LLVMTargetMachineRef (kept opaque here).  false and *error on failure. */
+bool kj_libdevice_link_lazy(void *module, void *machine, const char *path, char **error);
+
+/* ================================================================ cache.c */
+
+/*
+ * Compiled code by content: a key names everything the bytes depend on; the
+ * payload is an object file, PTX or a cubin.  A process-wide memory tier,
+ * then the disk under $KJIT_CACHE_DIR, $XDG_CACHE_HOME/kjit or ~/.cache/kjit.
+ * Every failure is a miss (the caller compiles): damaged, foreign or
+ * wrong-format entries are deleted, never loaded.
+ */
+#define KJ_CACHE_FORMAT 1
+
+typedef enum KjCacheKind {
+    KJ_CACHE_CPU_OBJECT = 1,
+    KJ_CACHE_PTX = 2,
+    KJ_CACHE_CUBIN = 3,
+} KjCacheKind;
+
+typedef struct KjCacheKey {
+    KjBuf text;       /* "field=value\n" lines */
+    uint64_t hash[2]; /* of the text, set by kj_cache_key_finish */
+} KjCacheKey;
+
+void kj_cache_key_add(KjCacheKey *key, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void kj_cache_key_finish(KjCacheKey *key);
+void kj_cache_key_free(KjCacheKey *key);
+/* kjit's and LLVM's versions, the cache format and this build of libkjit. */
+const char *kj_cache_build_identity(void);
+const char *kj_cache_kind_name(KjCacheKind kind);
+/* <dir>/<the key's hash in hex>-<kind>.kjc */
+void kj_cache_entry_path(const char *dir, const KjCacheKey *key, KjCacheKind kind, char *buf,
+                         size_t size);
+
+bool kj_cache_enabled(void);                   /* false when KJIT_CACHE=off */
+bool kj_cache_dir(char *buf, size_t size);     /* false when there is no usable folder */
+uint64_t kj_cache_max_bytes(void);             /* KJIT_CACHE_MAX, else 1 GiB */
+bool kj_cache_parse_size(const char *text, uint64_t *bytes); /* "512M", "2G", "100000" */
+
+/* A hit: the payload (heap, NUL-terminated past *size) and the entry made young. */
+bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
+/* Writes atomically, then evicts the least recently used beyond the limit. */
+bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+/* Removes the oldest entries until the folder holds at most max_bytes (and
+ * temporary files left by dead writers); returns the number removed. */
+int kj_cache_evict(const char *dir, uint64_t max_bytes);
+
+typedef struct KjCacheEntryInfo {
+    const char *name;       /* file name in the folder */
+    bool valid;             /* the header reads; the payload is not checked here */
+    KjCacheKind kind;
+    uint64_t file_bytes, payload_bytes;
+    long long last_used;    /* seconds since the epoch */
+    const char *key_text;   /* NULL when not valid */
+} KjCacheEntryInfo;
+typedef void (*KjCacheVisit)(void *user, const KjCacheEntryInfo *entry);
+int kj_cache_list(const char *dir, KjCacheVisit visit, void *user); /* -1: no folder */
+int kj_cache_clear(const char *dir);                                /* files removed */
+
+/* The memory tier (process-wide, bounded): a copy of the payload on a hit. */
+bool kj_cache_memory_get(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
+void kj_cache_memory_put(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+void kj_cache_memory_clear(void);
+
+/* What this process's cache did: for tests, `kjit cache stats` and benchmarks.
+ * `compiles` counts code generation the cache could not avoid. */
+typedef struct KjCacheCounters {
+    uint64_t memory_hits, disk_hits, disk_misses, disk_rejected, disk_stores, evictions;
+    uint64_t compiles, shared_hits;
+} KjCacheCounters;
+KjCacheCounters kj_cache_counters(void);
+void kj_cache_count_compile(void);
+void kj_cache_count_shared_hit(void);
+
 #endif

@@ -17,6 +17,11 @@ $(BUILD)/obj/tests/unit/runner.o: $(BUILD)/gen/suites.h
 $(BUILD)/unit-tests: $(UNIT_OBJS) $(BUILD)/libkjit.so
 	$(CC) -o $@ $(UNIT_OBJS) -L$(BUILD) -lkjit $(CHECK_LIBS) -Wl,-rpath,'$$ORIGIN'
 
+# Tests write their compiled code to a cache of their own, never the user's; the
+# generous timeout is for loaded CI machines (no test is timed).
+check test-unit test-golden test-robust test-embed test-cli: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
+check test-unit: export CK_DEFAULT_TIMEOUT = 120
+
 test-unit: deps $(BUILD)/unit-tests $(BUILD)/kjit
 	$(BUILD)/unit-tests
 
@@ -50,4 +55,6 @@ check: all test-unit test-golden test-robust test-embed
 -include tests/gpu/gpu.mk
 -include tests/bench/bench.mk
 -include tests/bench/cpu.mk
+-include tests/bench/latency.mk
+-include tests/cli/cli.mk
 -include examples/embed/embed.mk

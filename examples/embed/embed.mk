@@ -2,7 +2,8 @@
 #
 #   make test-embed   builds examples/embed/*.c against libkjit.so and runs them
 #                     on cpu and parallel (each exits non-zero on a wrong result)
-#   make demo         every seed example through `kjit run` on cpu and parallel
+#   make demo         every seed example through `kjit bench` on every available
+#                     target, one summary table, and the Mandelbrot/das PNGs
 
 EMBED_SRCS     = $(wildcard examples/embed/*.c)
 EMBED_PROGRAMS = $(EMBED_SRCS:examples/embed/%.c=$(BUILD)/embed/%)

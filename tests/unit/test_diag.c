@@ -66,8 +66,10 @@ START_TEST(test_utilities)
     for (intptr_t i = 0; i < 1000; i++)
         ck_assert_int_eq((intptr_t)vec.items[i], i);
     unsigned char *big = kj_arena_alloc(&arena, 1 << 20);
+    int nonzero = 0;
     for (int i = 0; i < 1 << 20; i++)
-        ck_assert_int_eq(big[i], 0);
+        nonzero += big[i] != 0;
+    ck_assert_int_eq(nonzero, 0);
     ck_assert_int_eq((uintptr_t)kj_arena_alloc(&arena, 3) % 16, 0);
     ck_assert_str_eq(kj_arena_printf(&arena, "%s-%d", "x", 42), "x-42");
     ck_assert_str_eq(kj_arena_strndup(&arena, "abcdef", 3), "abc");

@@ -1,0 +1,358 @@
+/*
+ * latency.c: what a user waits for, apart from the work itself.
+ *
+ *   cold compile   source to a callable function with an empty cache, in a
+ *                  new process (the program runs itself with --child)
+ *   warm start     the same in a new process whose disk cache holds the code
+ *   launch         kjit_launch of an empty kernel, host time per call, beside
+ *                  a bare cuLaunchKernel of an empty kernel with the same
+ *                  parameter (cuda only)
+ *   vectorized     kjit_call of an add on 1,000-element device arrays, host
+ *                  time per call
+ *
+ * Compile times are the median of RUNS new processes; call costs the median
+ * of RUNS batches of CALLS calls.  Each compiled function's results are
+ * checked against a float64 value computed here, so broken cached code cannot
+ * post a time.  Usage: latency [cpu|parallel|cuda|auto]  (default: cpu, and
+ * cuda too when a GPU is usable).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kjit_runtime.h"
+
+#define RUNS 7
+#define CALLS 2000
+#define ELEMENTS 1000
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(kjit_context *context, kjit_status status, const char *what)
+{
+    fprintf(stderr, "latency: %s: %s: %s\n", what, kjit_status_name(status),
+            kjit_last_error(context));
+    exit(1);
+}
+
+/* The workloads: a vectorized add, a libdevice-heavy sin and exp, and an
+ * empty kernel for launch cost. */
+static const char *const workload_names[] = {"add", "sin", "exp"};
+static const char source[] =
+    "@vectorize\nfn add(a: f32, b: f32) -> f32 {\n    return a + b;\n}\n"
+    "@vectorize\nfn vsin(x: f64, y: f64) -> f64 {\n    return sin(x) + y;\n}\n"
+    "@vectorize\nfn vexp(x: f32, y: f32) -> f32 {\n    return exp(x) * y;\n}\n"
+    "@kernel\nfn empty(x: f32[]) {\n}\n";
+
+static kjit_context *open_context(kjit_target target)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    kjit_context *context;
+    kjit_status status = kjit_context_create(&options, &context);
+    if (status != KJIT_OK)
+        die(NULL, status, "context");
+    return context;
+}
+
+/* Runs workload w once on 1,000 host elements and checks it. */
+static void run_and_check(kjit_context *context, kjit_function *function, int w)
+{
+    static float xf[ELEMENTS], yf[ELEMENTS], of[ELEMENTS];
+    static double xd[ELEMENTS], yd[ELEMENTS], od[ELEMENTS];
+    bool f64 = w == 1;
+    for (int i = 0; i < ELEMENTS; i++) {
+        xd[i] = -3.0 + 6.0 * i / ELEMENTS;
+        yd[i] = 0.5 + (double)(i % 7);
+        xf[i] = (float)xd[i];
+        yf[i] = (float)yd[i];
+    }
+    int64_t shape[1] = {ELEMENTS};
+    kjit_dtype dtype = f64 ? KJIT_F64 : KJIT_F32;
+    kjit_array x = kjit_array_make(f64 ? (void *)xd : (void *)xf, dtype, 1, shape);
+    kjit_array y = kjit_array_make(f64 ? (void *)yd : (void *)yf, dtype, 1, shape);
+    kjit_array out = kjit_array_make(f64 ? (void *)od : (void *)of, dtype, 1, shape);
+    kjit_arg args[2] = {kjit_arg_array(&x), kjit_arg_array(&y)};
+    kjit_status status = kjit_call(function, args, 2, &out, NULL);
+    if (status != KJIT_OK)
+        die(context, status, "call");
+    for (int i = 0; i < ELEMENTS; i++) {
+        double a = xd[i], b = yd[i];
+        double want = w == 0 ? (double)xf[i] + (double)yf[i] : w == 1 ? sin(a) + b : exp(a) * b;
+        double got = f64 ? od[i] : (double)of[i];
+        double tolerance = f64 ? 1e-13 : 4e-6;
+        if (fabs(got - want) > tolerance * fmax(1.0, fabs(want))) {
+            fprintf(stderr, "latency: %s element %d is %.9g, want %.9g\n", workload_names[w], i,
+                    got, want);
+            exit(1);
+        }
+    }
+}
+
+/*
+ * --child TARGET W: in a new process, compile the source and prepare workload
+ * w; print the milliseconds from kjit_compile_string to a function ready to
+ * call (the context, made first, is not counted: it is opened once per
+ * program), then check the results.
+ */
+static int child(kjit_target target, int w)
+{
+    kjit_context *context = open_context(target);
+    double start = now_us();
+    kjit_module *module;
+    kjit_status status = kjit_compile_string(context, "latency.kern", source, &module);
+    if (status != KJIT_OK)
+        die(context, status, "compile");
+    kjit_function *function;
+    const char *names[] = {"add", "vsin", "vexp"};
+    status = kjit_module_function(module, names[w], &function);
+    if (status != KJIT_OK)
+        die(context, status, "function");
+    int64_t shape[1] = {ELEMENTS};
+    kjit_dtype dtype = w == 1 ? KJIT_F64 : KJIT_F32;
+    kjit_array probe = kjit_array_make(NULL, dtype, 1, shape);
+    kjit_arg args[2] = {kjit_arg_array(&probe), kjit_arg_array(&probe)};
+    status = kjit_prepare(function, args, 2, NULL);
+    if (status != KJIT_OK)
+        die(context, status, "prepare");
+    double elapsed = (now_us() - start) / 1e3;
+    run_and_check(context, function, w);
+    KjCacheCounters counters = kj_cache_counters();
+    printf("%.3f %llu\n", elapsed, (unsigned long long)counters.compiles);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return 0;
+}
+
+/* Runs this program with --child in a new process; its milliseconds. */
+static double spawn(const char *self, const char *target, int w, const char *cache_dir,
+                    unsigned long long *compiles)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        exit(1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        setenv("KJIT_CACHE_DIR", cache_dir, 1);
+        char wtext[8];
+        snprintf(wtext, sizeof wtext, "%d", w);
+        execl(self, self, "--child", target, wtext, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[128] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    double ms;
+    if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        sscanf(buf, "%lf %llu", &ms, compiles) != 2) {
+        fprintf(stderr, "latency: the child for %s %s failed\n", target, workload_names[w]);
+        exit(1);
+    }
+    return ms;
+}
+
+static void compile_times(const char *self, const char *target)
+{
+    for (int w = 0; w < 3; w++) {
+        double cold[RUNS], warm[RUNS];
+        unsigned long long cold_compiles = 0, warm_compiles = 0, c;
+        for (int r = 0; r < RUNS; r++) {
+            char dir[] = "/tmp/kjit-latency-XXXXXX";
+            if (!mkdtemp(dir))
+                exit(1);
+            cold[r] = spawn(self, target, w, dir, &c);
+            cold_compiles += c;
+            warm[r] = spawn(self, target, w, dir, &c);
+            warm_compiles += c;
+            char command[128];
+            snprintf(command, sizeof command, "rm -rf %s", dir);
+            if (system(command) != 0)
+                exit(1);
+        }
+        printf("| %-8s | %-3s | cold compile, new process | %9.2f ms | %s |\n", target,
+               workload_names[w], median(cold, RUNS),
+               cold_compiles == RUNS ? "compiled each run" : "?? cache not cold");
+        printf("| %-8s | %-3s | warm start, new process   | %9.2f ms | %s |\n", target,
+               workload_names[w], median(warm, RUNS),
+               warm_compiles == 0 ? "disk cache hit, nothing compiled" : "?? compiled again");
+        fflush(stdout);
+    }
+}
+
+/* Host microseconds per call of fn(), median of RUNS batches. */
+static double per_call_us(void (*fn)(void *), void *user, kjit_context *context)
+{
+    double batches[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        double start = now_us();
+        for (int i = 0; i < CALLS; i++)
+            fn(user);
+        batches[r] = (now_us() - start) / CALLS;
+        kjit_synchronize(context); /* outside the timing: host cost only */
+    }
+    return median(batches, RUNS);
+}
+
+typedef struct LaunchCase {
+    kjit_context *context;
+    kjit_function *function;
+    kjit_arg args[2];
+    kjit_array out;
+    /* bare driver */
+    const KjCuDriver *cu;
+    void *cu_function;
+    void *params[1];
+    KjArrayDesc desc;
+} LaunchCase;
+
+static void kjit_launch_once(void *user)
+{
+    LaunchCase *c = user;
+    static const uint32_t one[3] = {1, 1, 1};
+    kjit_status status = kjit_launch(c->function, one, one, c->args, 1, NULL);
+    if (status != KJIT_OK)
+        die(c->context, status, "launch");
+}
+
+static void kjit_call_once(void *user)
+{
+    LaunchCase *c = user;
+    kjit_status status = kjit_call(c->function, c->args, 2, &c->out, NULL);
+    if (status != KJIT_OK)
+        die(c->context, status, "vectorized call");
+}
+
+static void bare_launch_once(void *user)
+{
+    LaunchCase *c = user;
+    if (c->cu->LaunchKernel(c->cu_function, 1, 1, 1, 1, 1, 1, 0, NULL, c->params, NULL) != 0) {
+        fprintf(stderr, "latency: cuLaunchKernel failed\n");
+        exit(1);
+    }
+}
+
+/* An empty kernel that takes one 136-byte array descriptor, as kjit's does. */
+static const char bare_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
+                               ".visible .entry bare_empty(.param .align 8 .b8 x[136])\n{\n"
+                               "    ret;\n}\n";
+
+static void call_costs(kjit_target target)
+{
+    kjit_context *context = open_context(target);
+    const char *name = kjit_target_name(kjit_context_target(context));
+    kjit_module *module;
+    kjit_status status = kjit_compile_string(context, "latency.kern", source, &module);
+    if (status != KJIT_OK)
+        die(context, status, "compile");
+    LaunchCase c = {.context = context};
+    int64_t shape[1] = {ELEMENTS};
+    kjit_array a, b;
+    if ((status = kjit_device_alloc(context, KJIT_F32, 1, shape, &a)) != KJIT_OK ||
+        (status = kjit_device_alloc(context, KJIT_F32, 1, shape, &b)) != KJIT_OK ||
+        (status = kjit_device_alloc(context, KJIT_F32, 1, shape, &c.out)) != KJIT_OK)
+        die(context, status, "device arrays");
+
+    if ((status = kjit_module_function(module, "empty", &c.function)) != KJIT_OK)
+        die(context, status, "empty");
+    c.args[0] = kjit_arg_array(&a);
+    kjit_launch_once(&c); /* code generation outside the timing */
+    kjit_synchronize(context);
+    double launch = per_call_us(kjit_launch_once, &c, context);
+
+    double bare = -1;
+    if (kjit_context_target(context) == KJIT_TARGET_CUDA) {
+        c.cu = kj_cuda_driver(NULL);
+        void *cu_module = NULL;
+        if (c.cu && c.cu->ModuleLoadDataEx(&cu_module, bare_ptx, 0, NULL, NULL) == 0 &&
+            c.cu->ModuleGetFunction(&c.cu_function, cu_module, "bare_empty") == 0) {
+            memset(&c.desc, 0, sizeof c.desc);
+            c.desc.data = a.data;
+            c.params[0] = &c.desc;
+            bare_launch_once(&c);
+            kjit_synchronize(context);
+            bare = per_call_us(bare_launch_once, &c, context);
+        }
+    }
+
+    if ((status = kjit_module_function(module, "add", &c.function)) != KJIT_OK)
+        die(context, status, "add");
+    c.args[0] = kjit_arg_array(&a);
+    c.args[1] = kjit_arg_array(&b);
+    kjit_call_once(&c);
+    kjit_synchronize(context);
+    double call = per_call_us(kjit_call_once, &c, context);
+
+    if (bare > 0)
+        printf("| %-8s | -   | launch, empty kernel      | %9.2f us | bare cuLaunchKernel %.2f us (%+.0f%%) |\n",
+               name, launch, bare, 100.0 * (launch - bare) / bare);
+    else
+        printf("| %-8s | -   | launch, empty kernel      | %9.2f us | grid 1x1, block 1x1 |\n", name,
+               launch);
+    printf("| %-8s | add | vectorized call, device   | %9.2f us | %d f32 elements, host time |\n",
+           name, call, ELEMENTS);
+    kjit_device_free(context, &a);
+    kjit_device_free(context, &b);
+    kjit_device_free(context, &c.out);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+static kjit_target parse_target(const char *text)
+{
+    if (strcmp(text, "cpu") == 0) return KJIT_TARGET_CPU;
+    if (strcmp(text, "parallel") == 0) return KJIT_TARGET_PARALLEL;
+    if (strcmp(text, "cuda") == 0) return KJIT_TARGET_CUDA;
+    if (strcmp(text, "auto") == 0) return KJIT_TARGET_AUTO;
+    fprintf(stderr, "latency: unknown target '%s' (cpu, parallel, cuda, auto)\n", text);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        return child(parse_target(argv[2]), atoi(argv[3]));
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 1;
+    self[n] = '\0';
+    const char *targets[2] = {"cpu", NULL};
+    if (argc > 1)
+        targets[0] = argv[1];
+    else if (kjit_cuda_available(NULL, 0) == KJIT_OK)
+        targets[1] = "cuda";
+    printf("| target   | fn  | what                      |      time    | note |\n");
+    printf("| --- | --- | --- | ---: | --- |\n");
+    for (int t = 0; t < 2 && targets[t]; t++) {
+        compile_times(self, targets[t]);
+        call_costs(parse_target(targets[t]));
+    }
+    return 0;
+}

@@ -1,0 +1,10 @@
+# make bench-latency: cold and warm compile times (each in a new process),
+# launch and vectorized-call costs, on cpu and, where a GPU is usable, cuda.
+# Prints a Markdown table; see docs/performance.md ("Latency").
+.PHONY: bench-latency
+
+$(BUILD)/latency: tests/bench/latency.c $(BUILD)/libkjit.so $(HEADERS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
+
+bench-latency: $(BUILD)/latency
+	$(BUILD)/latency
