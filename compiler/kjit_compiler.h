@@ -3,10 +3,10 @@
  *
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
- * grammar/kern.re), parse.c (AST), check.c (names, types, AST to IR), ir.c (IR
- * builders, printer, verifier), module.c (imports), vectorize.c, and the back-end
- * seam (codegen_llvm.c) that the front end only forward-declares.  Nothing here
- * includes LLVM or CUDA headers.
+ * grammar/kern.re), parse.c (AST), check.c and check_expr.c (names, types, AST to
+ * IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * the back-end seam (codegen_llvm.c) that the front end only forward-declares.
+ * Nothing here includes LLVM or CUDA headers.
  */
 #ifndef KJIT_COMPILER_H
 #define KJIT_COMPILER_H

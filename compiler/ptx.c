@@ -300,7 +300,7 @@ static bool link_libdevice(LLVMModuleRef mod, LLVMTargetMachineRef machine, cons
  * way, and without it Mandelbrot-like loops run a third slower.  The C API
  * has no target option for it, so it is set through the NVPTX back end's own
  * flag, which affects no other target.  Results may differ from the cpu
- * target's in the last bits (docs/language.md says so).
+ * target's in the last bits.
  */
 static void initialize_nvptx(void)
 {

@@ -48,7 +48,7 @@ $(BUILD)/kjit-check-asan: $(ASAN_OBJS)
 test-robust: deps $(BUILD)/kjit-check-asan
 	tests/robust/run.sh $(BUILD)/kjit-check-asan
 
-check: all test-unit test-golden test-robust test-embed
+check: all test-unit test-golden test-robust test-embed test-cli
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
