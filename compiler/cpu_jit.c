@@ -2,9 +2,10 @@
  * cpu_jit.c: native code for the host through LLVM ORC (LLJIT), and the
  * `kjit build --emit` stages for both targets.
  *
- * Each KjCpuCode owns one LLJIT with one module in it: the IR of the roots
- * and their callees, lowered by codegen_llvm.c and optimised for the host CPU
- * before it is handed to the JIT.  Symbols the compiled code calls (libm,
+ * Code for the host is made in two steps: the IR of the roots and their
+ * callees, lowered by codegen_llvm.c and optimised for the host CPU, becomes a
+ * relocatable object file (what the cache keeps); an object file is linked into
+ * a KjCpuCode, which owns one LLJIT.  Symbols the compiled code calls (libm,
  * glibc's libmvec vector math, kj_cpu_syncthreads) are resolved from the
  * process; libmvec is loaded here with RTLD_GLOBAL so that the search finds it.
  */
@@ -26,11 +27,15 @@ struct KjCpuCode {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool native_ready;
 static char *host_description;
+static char llvm_version[32];
 
 static void init_llvm(void)
 {
     native_ready = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
     LLVMInitializeNativeAsmParser();
+    unsigned major, minor, patch;
+    LLVMGetVersion(&major, &minor, &patch);
+    snprintf(llvm_version, sizeof llvm_version, "%u.%u.%u", major, minor, patch);
     /* The vector variants the code generator names live in libmvec; without
      * it loaded the loops still work only if nothing was vectorised, so load
      * it for the process (it ships with glibc). */
@@ -62,6 +67,12 @@ static bool ensure_llvm(char **error)
     if (!native_ready && error)
         *error = kj_xstrdup("LLVM has no code generator for this host");
     return native_ready;
+}
+
+const char *kj_llvm_version(void)
+{
+    pthread_once(&init_once, init_llvm);
+    return llvm_version;
 }
 
 const char *kj_host_cpu_description(void)
@@ -121,48 +132,41 @@ static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachine
     return mod;
 }
 
-KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_count,
-                          const KjCodegenOptions *options, char **error)
+/* The host's object file for `roots`: what the cache stores for the cpu targets. */
+char *kj_cpu_compile_object(KjIrModule *module, KjIrFunction **roots, int root_count,
+                            const KjCodegenOptions *options, size_t *size, char **error)
+{
+    KjCodegenOptions cpu_options = *options;
+    cpu_options.target = KJ_CODEGEN_CPU;
+    return kj_codegen_emit(module, roots, root_count, &cpu_options, KJ_EMIT_OBJ, size, error);
+}
+
+static void fail(LLVMErrorRef err, char **error)
+{
+    if (error)
+        *error = take_error(err);
+    else
+        LLVMConsumeError(err);
+}
+
+KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error)
 {
     if (!ensure_llvm(error))
         return NULL;
-    LLVMTargetMachineRef tm = host_machine(error);
-    if (!tm)
-        return NULL;
-    LLVMOrcThreadSafeContextRef tsctx = LLVMOrcCreateNewThreadSafeContext();
-    LLVMContextRef context = LLVMOrcThreadSafeContextGetContext(tsctx);
-    LLVMModuleRef mod = build_host_module(context, tm, module, roots, root_count, options, error);
-    if (!mod) {
-        LLVMDisposeTargetMachine(tm);
-        LLVMOrcDisposeThreadSafeContext(tsctx);
-        return NULL;
-    }
-
-    /* The JIT compiles with a machine like the one the IR was optimised for
-     * (it takes ownership of tm). */
-    LLVMOrcJITTargetMachineBuilderRef jtmb = LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm);
-    LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
-    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb);
     LLVMOrcLLJITRef jit;
-    LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, builder);
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, LLVMOrcCreateLLJITBuilder());
     if (err) {
-        if (error)
-            *error = take_error(err);
-        else
-            LLVMConsumeError(err);
-        LLVMDisposeModule(mod);
-        LLVMOrcDisposeThreadSafeContext(tsctx);
+        fail(err, error);
         return NULL;
     }
     LLVMOrcJITDylibRef dylib = LLVMOrcLLJITGetMainJITDylib(jit);
-
     LLVMOrcDefinitionGeneratorRef generator;
-    err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&generator, LLVMOrcLLJITGetGlobalPrefix(jit),
-                                                               NULL, NULL);
+    err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+        &generator, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);
     if (!err) {
         LLVMOrcJITDylibAddGenerator(dylib, generator);
-        /* kj_cpu_syncthreads by address: libkjit.so hides nothing, but a host
-         * that links libkjit.a statically may not export it. */
+        /* kj_cpu_syncthreads by address: a host that links libkjit.a
+         * statically may not export it. */
         LLVMOrcCSymbolMapPair pair = {
             LLVMOrcLLJITMangleAndIntern(jit, "kj_cpu_syncthreads"),
             {(LLVMOrcExecutorAddress)(uintptr_t)&kj_cpu_syncthreads,
@@ -170,28 +174,36 @@ KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_cou
         err = LLVMOrcJITDylibDefine(dylib, LLVMOrcAbsoluteSymbols(&pair, 1));
     }
     if (!err) {
-        LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsctx);
-        mod = NULL;
-        err = LLVMOrcLLJITAddLLVMIRModule(jit, dylib, tsm);
-        if (err)
-            LLVMOrcDisposeThreadSafeModule(tsm);
+        /* The JIT takes the buffer; a copy, so the caller keeps its bytes. */
+        LLVMMemoryBufferRef buffer =
+            LLVMCreateMemoryBufferWithMemoryRangeCopy(object, size, "kjit-object");
+        err = LLVMOrcLLJITAddObjectFile(jit, dylib, buffer);
     }
-    if (mod)
-        LLVMDisposeModule(mod);
-    LLVMOrcDisposeThreadSafeContext(tsctx); /* the module keeps its context alive */
     if (err) {
-        if (error)
-            *error = take_error(err);
-        else
-            LLVMConsumeError(err);
-        LLVMOrcDisposeLLJIT(jit);
+        fail(err, error);
+        LLVMErrorRef dispose = LLVMOrcDisposeLLJIT(jit);
+        if (dispose)
+            LLVMConsumeError(dispose);
         return NULL;
     }
-
     KjCpuCode *code = kj_xcalloc(1, sizeof *code);
     code->jit = jit;
-    /* Materialise now, so that a link failure (an unresolved symbol) is a
-     * compile error here rather than a NULL lookup later. */
+    return code;
+}
+
+KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_count,
+                          const KjCodegenOptions *options, char **error)
+{
+    size_t size = 0;
+    char *object = kj_cpu_compile_object(module, roots, root_count, options, &size, error);
+    if (!object)
+        return NULL;
+    KjCpuCode *code = kj_cpu_load_object(object, size, error);
+    free(object);
+    if (!code)
+        return NULL;
+    /* Link every entry point now, so that an unresolved symbol is a compile
+     * error here rather than a NULL lookup later. */
     for (int i = 0; i < root_count; i++) {
         static const char *const suffixes[] = {"__entry", "__thread", "__range"};
         const char *suffix = roots[i]->kind == KJ_IR_FN_KERNEL       ? suffixes[1]
@@ -200,12 +212,9 @@ KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_cou
         char name[512];
         snprintf(name, sizeof name, "%s%s", roots[i]->symbol, suffix);
         LLVMOrcExecutorAddress addr = 0;
-        err = LLVMOrcLLJITLookup(jit, &addr, name);
+        LLVMErrorRef err = LLVMOrcLLJITLookup(code->jit, &addr, name);
         if (err) {
-            if (error)
-                *error = take_error(err);
-            else
-                LLVMConsumeError(err);
+            fail(err, error);
             kj_cpu_code_free(code);
             return NULL;
         }

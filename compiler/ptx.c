@@ -8,10 +8,9 @@
  * what the module calls, settles __nvvm_reflect (flush-to-zero off, the
  * device's own architecture), optimises, and emits PTX text.
  *
- * libdevice is found once per path and its bytes kept for the life of the
- * process; it is parsed again for each module (an LLVM module belongs to one
- * context, and each compilation has its own context so that compilations on
- * several threads never share one).
+ * libdevice is found here; libdevice_split.c links it, reading lazily only
+ * the bodies the module calls (each compilation has its own LLVM context, so
+ * compilations on several threads never share one).
  */
 #include <glob.h>
 #include <pthread.h>
@@ -20,8 +19,6 @@
 #include <sys/stat.h>
 
 #include <llvm-c/Analysis.h>
-#include <llvm-c/BitReader.h>
-#include <llvm-c/Linker.h>
 #include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -148,80 +145,6 @@ const char *kj_find_libdevice(char **error)
     return found;
 }
 
-/* The bytes of the libdevice file last used, kept across compilations. */
-static char *libdevice_path_loaded;
-static char *libdevice_bytes;
-static size_t libdevice_size;
-
-static bool read_file(const char *path, char **data, size_t *size)
-{
-    FILE *file = fopen(path, "rb");
-    if (!file)
-        return false;
-    KjBuf buf = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, file)) > 0) {
-        if (buf.len + n + 1 > buf.cap) {
-            buf.cap = (buf.len + n + 1) * 2;
-            buf.data = kj_xrealloc(buf.data, buf.cap);
-        }
-        memcpy(buf.data + buf.len, chunk, n);
-        buf.len += n;
-    }
-    bool ok = !ferror(file);
-    fclose(file);
-    if (!ok) {
-        kj_buf_free(&buf);
-        return false;
-    }
-    *data = buf.data;
-    *size = buf.len;
-    return true;
-}
-
-/* Parses libdevice into `context`; NULL and *error when it cannot be read. */
-static LLVMModuleRef load_libdevice(LLVMContextRef context, const char *path, char **error)
-{
-    pthread_mutex_lock(&libdevice_lock);
-    if (!libdevice_path_loaded || strcmp(libdevice_path_loaded, path) != 0) {
-        char *data;
-        size_t size;
-        if (!read_file(path, &data, &size)) {
-            pthread_mutex_unlock(&libdevice_lock);
-            KjBuf buf = {0};
-            kj_buf_printf(&buf, "cannot read libdevice at %s", path);
-            *error = buf.data;
-            return NULL;
-        }
-        /* Older bytes may still be parsed by another thread only under this
-         * lock, so replacing them here is safe. */
-        free(libdevice_bytes);
-        free(libdevice_path_loaded);
-        libdevice_bytes = data;
-        libdevice_size = size;
-        libdevice_path_loaded = kj_xstrdup(path);
-    }
-    LLVMMemoryBufferRef buffer = LLVMCreateMemoryBufferWithMemoryRange(
-        libdevice_bytes, libdevice_size, "libdevice", 0);
-    LLVMModuleRef libdevice = NULL;
-    LLVMBool failed = LLVMParseBitcodeInContext2(context, buffer, &libdevice);
-    LLVMDisposeMemoryBuffer(buffer);
-    pthread_mutex_unlock(&libdevice_lock);
-    if (failed) {
-        KjBuf buf = {0};
-        kj_buf_printf(&buf, "libdevice at %s is not valid LLVM bitcode", path);
-        *error = buf.data;
-        return NULL;
-    }
-    return libdevice;
-}
-
-static bool is_libdevice_name(const char *name)
-{
-    return strncmp(name, "__nv_", 5) == 0;
-}
-
 static char *take_llvm_error(LLVMErrorRef err, const char *what)
 {
     char *message = LLVMGetErrorMessage(err);
@@ -229,67 +152,6 @@ static char *take_llvm_error(LLVMErrorRef err, const char *what)
     kj_buf_printf(&buf, "%s: %s", what, message);
     LLVMDisposeErrorMessage(message);
     return buf.data;
-}
-
-/*
- * Links into `mod` the libdevice functions it declares, and what they call.
- * libdevice is pruned first (everything the module does not declare made
- * internal, then dropped by globaldce) so the link copies a few functions, not
- * all 500; after the link they are internal too, so the optimiser inlines them
- * and keeps no stray symbols in the PTX.
- */
-static bool link_libdevice(LLVMModuleRef mod, LLVMTargetMachineRef machine, const char *path,
-                           char **error)
-{
-    bool needs_libdevice = false;
-    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn)) {
-        size_t len;
-        if (LLVMIsDeclaration(fn) && is_libdevice_name(LLVMGetValueName2(fn, &len)))
-            needs_libdevice = true;
-    }
-    if (!needs_libdevice)
-        return true;
-
-    LLVMContextRef context = LLVMGetModuleContext(mod);
-    LLVMModuleRef libdevice = load_libdevice(context, path, error);
-    if (!libdevice)
-        return false;
-    /* libdevice carries a generic triple and layout; matching them keeps the
-     * linker quiet and the module consistent. */
-    LLVMSetTarget(libdevice, LLVMGetTarget(mod));
-    LLVMSetDataLayout(libdevice, LLVMGetDataLayoutStr(mod));
-
-    for (LLVMValueRef fn = LLVMGetFirstFunction(libdevice); fn; fn = LLVMGetNextFunction(fn)) {
-        if (LLVMIsDeclaration(fn))
-            continue;
-        size_t len;
-        const char *name = LLVMGetValueName2(fn, &len);
-        LLVMValueRef wanted = LLVMGetNamedFunction(mod, name);
-        if (!wanted || !LLVMIsDeclaration(wanted))
-            LLVMSetLinkage(fn, LLVMInternalLinkage);
-    }
-    LLVMPassBuilderOptionsRef pass_options = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef err = LLVMRunPasses(libdevice, "globaldce", machine, pass_options);
-    LLVMDisposePassBuilderOptions(pass_options);
-    if (err) {
-        *error = take_llvm_error(err, "pruning libdevice");
-        LLVMDisposeModule(libdevice);
-        return false;
-    }
-
-    /* LLVMLinkModules2 consumes libdevice either way. */
-    if (LLVMLinkModules2(mod, libdevice)) {
-        KjBuf buf = {0};
-        kj_buf_printf(&buf, "linking libdevice (%s) failed", path);
-        *error = buf.data;
-        return false;
-    }
-    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn)) {
-        size_t len;
-        if (!LLVMIsDeclaration(fn) && is_libdevice_name(LLVMGetValueName2(fn, &len)))
-            LLVMSetLinkage(fn, LLVMInternalLinkage);
-    }
-    return true;
 }
 
 /* ======================================================== target machine */
@@ -378,7 +240,7 @@ char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
         kj_codegen_module(context, machine, module, roots, root_count, options, error);
     if (!mod)
         goto done;
-    if (!link_libdevice(mod, machine, libdevice_path, error))
+    if (!kj_libdevice_link_lazy(mod, machine, libdevice_path, error))
         goto done;
 
     /* __nvvm_reflect("__CUDA_FTZ") reads this flag: 0 keeps denormals, as the

@@ -634,7 +634,7 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
 typedef struct SharedCpu {
     struct SharedCpu *next;
     KjCacheKey key;
-    KjCpuLoaded *code;
+    KjCpuCode *code;
     void *entry, *block;
     int users;
 } SharedCpu;
@@ -678,7 +678,7 @@ static SharedCpu *shared_cpu_publish(SharedCpu *fresh)
     }
     pthread_mutex_unlock(&shared_lock);
     if (s) {
-        kj_cpu_loaded_free(fresh->code);
+        kj_cpu_code_free(fresh->code);
         kj_cache_key_free(&fresh->key);
         free(fresh);
     }
@@ -697,17 +697,17 @@ static void shared_cpu_release(SharedCpu *shared)
     }
     pthread_mutex_unlock(&shared_lock);
     if (last) {
-        kj_cpu_loaded_free(shared->code);
+        kj_cpu_code_free(shared->code);
         kj_cache_key_free(&shared->key);
         free(shared);
     }
 }
 
-static void *lookup(KjCpuLoaded *code, const char *symbol, const char *suffix)
+static void *lookup(KjCpuCode *code, const char *symbol, const char *suffix)
 {
     char name[512];
     snprintf(name, sizeof name, "%s%s", symbol, suffix);
-    return kj_cpu_loaded_lookup(code, name);
+    return kj_cpu_lookup(code, name);
 }
 
 /*
@@ -777,7 +777,7 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
                          : root->kind == KJ_IR_FN_KERNEL   ? "__thread"
                                                            : "__entry";
     char *error = NULL;
-    KjCpuLoaded *code = NULL;
+    KjCpuCode *code = NULL;
     void *entry = NULL;
     void *object = NULL;
     size_t size = 0;
@@ -787,7 +787,7 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
         code = kj_cpu_load_object(object, size, NULL);
         entry = code ? lookup(code, root->symbol, suffix) : NULL;
         if (!entry) {
-            kj_cpu_loaded_free(code);
+            kj_cpu_code_free(code);
             code = NULL;
         }
         free(object);
@@ -811,7 +811,7 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
             return take_error(context, KJIT_ERROR_BACKEND, prefix, error);
         }
         if (!entry) {
-            kj_cpu_loaded_free(code);
+            kj_cpu_code_free(code);
             kj_cache_key_free(&key);
             return set_error(context, KJIT_ERROR_BACKEND, "%sthe generated code has no %s%s",
                              prefix, root->symbol, suffix);

@@ -259,9 +259,16 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
         return KJIT_ERROR_BACKEND;
     }
     int64_t threads = (int64_t)block[0] * block[1] * block[2];
-    /* Enough blocks per chunk that a chunk holds some thousands of threads:
-     * a chunk of a fiber kernel also pays for its fibers' set-up once. */
-    int64_t min_chunk = threads >= 4096 ? 1 : 4096 / threads;
+    /* A launch of fewer than some thousands of threads stays on the calling
+     * thread (waking the pool would cost more than it saves).  Otherwise plain
+     * blocks go one at a time, since a block's work is unknown and can be
+     * large; a chunk of a fiber kernel holds some thousands of threads, as it
+     * pays for its fibers' set-up once. */
+    int64_t min_chunk = 1;
+    if (blocks * threads < 4096)
+        min_chunk = blocks;
+    else if (fibers && threads < 4096)
+        min_chunk = 4096 / threads;
     KjPoolFn run = fibers ? run_fiber_blocks : run_plain_blocks;
     kj_pool_run(pool, blocks, min_chunk, run, &job);
     if (job.failed) {

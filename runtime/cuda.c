@@ -65,6 +65,15 @@ static int64_t elementwise_waves(void)
     return waves > 0 ? waves : ELEMENTWISE_WAVES;
 }
 
+/* KJIT_CUDA_BLOCK, when set, replaces the occupancy calculator's block size
+ * for elementwise launches (for comparing settings, as KJIT_CUDA_WAVES). */
+static int elementwise_block_override(void)
+{
+    const char *env = getenv("KJIT_CUDA_BLOCK");
+    long block = env ? strtol(env, NULL, 10) : 0;
+    return block >= 32 && block <= 1024 ? (int)block : 0;
+}
+
 /* Per device, shared by every KjCuda open on it. */
 typedef struct DeviceState {
     pthread_mutex_t lock;
@@ -609,6 +618,12 @@ kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char 
             return fail(cuda, result, "cuOccupancyMaxPotentialBlockSize", kernel_name, error);
         if (block <= 0)
             block = 256;
+        int forced = elementwise_block_override();
+        if (forced) {
+            /* min_grid was counted in blocks of the calculator's size. */
+            min_grid = (int)((int64_t)min_grid * block / forced);
+            block = forced;
+        }
         if (min_grid <= 0)
             min_grid = cuda->multiprocessors;
         kernel->max_grid = (int64_t)min_grid * elementwise_waves();

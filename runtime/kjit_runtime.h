@@ -324,22 +324,18 @@ const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
 char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
                       const KjCodegenOptions *options, char **error);
 
-/* ========================================================== cpu_object.c */
+/* ============================================================ cpu_jit.c */
 
 /*
- * Host code as a relocatable object file, and an object file loaded into an
- * ORC LLJIT of its own: what the cache stores and loads for the cpu targets.
- * Loading resolves libm, libmvec and kj_cpu_syncthreads as kj_cpu_compile does.
+ * Host code as a relocatable object file (what the cache stores for the cpu
+ * targets), and an object file linked into a KjCpuCode of its own.
+ * kj_cpu_compile above is the two in one.
  */
-typedef struct KjCpuLoaded KjCpuLoaded;
-
 /* The object file for `roots` (heap, *size set); NULL and *error on failure. */
 char *kj_cpu_compile_object(KjIrModule *module, KjIrFunction **roots, int root_count,
                             const KjCodegenOptions *options, size_t *size, char **error);
 /* Links the object into a new JIT; NULL and *error when it does not link. */
-KjCpuLoaded *kj_cpu_load_object(const void *object, size_t size, char **error);
-void *kj_cpu_loaded_lookup(KjCpuLoaded *code, const char *symbol); /* NULL if absent */
-void kj_cpu_loaded_free(KjCpuLoaded *code);
+KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error);
 
 /* "19.1.7": the LLVM this library was built with (cache keys, kjit info). */
 const char *kj_llvm_version(void);

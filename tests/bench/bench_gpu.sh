@@ -3,6 +3,10 @@
 # bundle's root (tests/gpu/run.sh calls it): kjit (bin/bench_gpu_kjit), the
 # hand-written CUDA C (built here with nvcc -O3 -arch=sm_90), Numba and CuPy,
 # side by side in one run, printed as one Markdown table.
+#
+# KJIT_NUMBA_WHEELS, when set, names a folder of wheels (a NumPy that the
+# image's Numba accepts) installed into a private folder for the Numba part
+# only; CuPy runs with the machine's own NumPy.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -11,7 +15,13 @@ trap 'rm -rf "$work"' EXIT
 nvcc -O3 -arch=sm_90 -o "$work/bench_gpu_cuda" "$here/bench_gpu_cuda.cu" || exit 1
 "$work/bench_gpu_cuda" > "$work/cuda.txt" || exit 1
 bin/bench_gpu_kjit > "$work/kjit.txt" || exit 1
-python3 "$here/bench_gpu_py.py" > "$work/py.txt"
+python3 "$here/bench_gpu_py.py" cupy > "$work/py.txt"
+numba_path=${PYTHONPATH:-}
+if [ -n "${KJIT_NUMBA_WHEELS:-}" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/numba-site" \
+        "$KJIT_NUMBA_WHEELS"/*.whl && numba_path=$work/numba-site${numba_path:+:$numba_path}
+fi
+PYTHONPATH=$numba_path python3 "$here/bench_gpu_py.py" numba >> "$work/py.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/gpu.txt" 2>/dev/null
 
 python3 - "$work" <<'PY'

@@ -6,6 +6,11 @@ CUDA C version for the others) and CuPy's ufuncs for the elementwise rows, on
 device arrays, timed with CUDA events: the median of 20 calls after 3 warm-ups.
 Prints "<name> <library> <ms>" lines; a library that cannot be imported or
 fails prints nothing for its rows (the table shows "-").
+
+    python3 bench_gpu_py.py [cupy] [numba]     (default: both)
+
+bench_gpu.sh runs the two in separate processes, since the image's Numba may
+need an older NumPy than the one CuPy is installed with.
 """
 import math
 import statistics
@@ -168,7 +173,12 @@ def bench_numba():
          median_ms(lambda: das[1200, 762](out, data), record, elapsed))
 
 
-for library, bench in (("cupy", bench_cupy), ("numba", bench_numba)):
+LIBRARIES = {"cupy": bench_cupy, "numba": bench_numba}
+for library in sys.argv[1:] or list(LIBRARIES):
+    bench = LIBRARIES.get(library)
+    if bench is None:
+        print(f"bench_gpu_py: unknown library {library!r} (cupy, numba)", file=sys.stderr)
+        sys.exit(2)
     try:
         bench()
     except Exception as error:  # a missing or broken library leaves its rows empty

@@ -9,7 +9,11 @@
 #   2. every example through `kjit run` on cuda and on cpu with the same
 #      seeded inputs, the results compared (tests/gpu/compare_npy.py states
 #      the tolerances), plus `kjit build --emit=ptx` and `kjit info`;
-#   3. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
+#   3. the latency benchmark (bin/latency: compile times, and launch costs
+#      beside a bare cuLaunchKernel), the tests of `kjit bench`
+#      (tests/cli/bench.sh, with its cuda rows) and the demo (examples/demo.sh:
+#      kjit bench over every seed example, cuda included);
+#   4. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
 # Ends with one line: "N passed, N failed".
 set -u
 bundle=${1:-build/gpu-bundle}
@@ -65,12 +69,30 @@ examples=(
     "mandelbrot|examples/mandelbrot.kern mandel_kernel -2.0 1.0 -1.0 1.0 zeros:u8:1024x1536 20 --grid 48,128 --block 32,8 --save 4=@OUT@.npy"
     "das|examples/das.kern das zeros:f64:762x1200 arange:i64:256000 --grid 1200 --block 762 --save 0=@OUT@.npy"
 )
+# Float to integer conversions at their edges: cpu and cuda must agree exactly.
+python3 - "$work" <<'PY' || fail "writing the conversion inputs"
+import sys
+import numpy as np
+edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 127.9, 128.0, -128.9,
+         -129.0, 255.5, 2147483647.5, 2147483648.0, -2147483648.9, -2147483649.0,
+         4294967295.9, 4294967296.0, 9.2e18, 9.3e18, -9.3e18, 1.8e19, 1.9e19, 1e300, -1e300]
+rng = np.random.default_rng(3)
+x = np.concatenate([edges, rng.standard_normal(2000) * 10.0 ** rng.integers(0, 21, 2000)])
+np.save(f"{sys.argv[1]}/conv_f64.npy", x)
+np.save(f"{sys.argv[1]}/conv_f32.npy", x.astype(np.float32))
+PY
+for fn in f64_i64 f64_u64 f64_i32 f64_u32 f64_i8 f32_i64 f32_u64 f32_i32 f32_u32; do
+    examples+=("convert_$fn|tests/gpu/convert.kern $fn @WORK@/conv_${fn%%_*}.npy -o @OUT@.npy|exact")
+done
 if [ -f "$root/tests/gpu/examples.txt" ]; then
     mapfile -t examples < <(grep -v '^#' "$root/tests/gpu/examples.txt" | grep .)
 fi
 for entry in "${examples[@]}"; do
     name=${entry%%|*}
     args=${entry#*|}
+    exact=
+    case $args in *'|exact') args=${args%|exact}; exact=--exact ;; esac
+    args=${args//@WORK@/$work}
     ok=1
     for target in cpu cuda; do
         run_args=${args//@OUT@/$work/$name.$target}
@@ -82,7 +104,7 @@ for entry in "${examples[@]}"; do
     done
     if [ $ok -eq 1 ]; then
         grep -i 'ms\|time' "$work/$name.cuda.log" | head -3
-        python3 "$root/tests/gpu/compare_npy.py" "$work/$name.cpu.npy" "$work/$name.cuda.npy" \
+        python3 "$root/tests/gpu/compare_npy.py" "$work/$name.cpu.npy" "$work/$name.cuda.npy" $exact \
             && pass "example $name on cuda matches cpu" || fail "example $name on cuda matches cpu"
     else
         fail "example $name runs on cpu and cuda"
@@ -104,6 +126,29 @@ fi
 CUDA_VISIBLE_DEVICES= "$kjit" run examples/add.kern add rand:f32:10 rand:f32:10 --target auto \
     > "$work/auto.log" 2>&1 && pass "--target auto falls back to cpu without a GPU" \
     || { cat "$work/auto.log"; fail "--target auto falls back to cpu without a GPU"; }
+
+echo "=== latency benchmark"
+if "$root/bin/latency" > "$work/latency.log" 2>&1 && grep -q '^| cuda' "$work/latency.log"; then
+    cat "$work/latency.log"; pass "latency benchmark, with its cuda rows"
+else
+    cat "$work/latency.log"; fail "latency benchmark, with its cuda rows"
+fi
+
+echo "=== kjit bench tests (tests/cli/bench.sh)"
+sh "$root/tests/cli/bench.sh" "$kjit" > "$work/cli.log" 2>&1
+cli_rc=$?
+cat "$work/cli.log"
+read -r cli_passed cli_failed < <(sed -n 's/^bench.sh: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$work/cli.log" | tail -1)
+passed=$((passed + ${cli_passed:-0}))
+failed=$((failed + ${cli_failed:-0}))
+[ "$cli_rc" -eq 0 ] || [ "${cli_failed:-0}" -gt 0 ] || fail "tests/cli/bench.sh exited $cli_rc"
+
+echo "=== demo (examples/demo.sh)"
+if sh "$root/examples/demo.sh" "$kjit" "$work/demo"; then
+    pass "examples/demo.sh on every target, cuda included"
+else
+    fail "examples/demo.sh on every target, cuda included"
+fi
 
 echo "=== benchmark"
 if bash "$root/tests/bench/bench_gpu.sh"; then
