@@ -886,6 +886,9 @@ static int bench_size(Bench *b, kjit_function *typing, SizeRun *s)
         return code;
     }
     make_contiguous(inputs);
+    int signature = 0;
+    if (kjit_function_match(typing, inputs->args, inputs->count, &signature) == KJIT_OK)
+        b->signature = kjit_function_signature(typing, signature);
     for (int k = 0; k < o->target_count; k++) {
         s->targets[k].target = o->targets[k];
         bench_target(b, inputs, label, &s->targets[k]);

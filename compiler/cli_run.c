@@ -332,7 +332,9 @@ int kj_cli_run(int argc, char **argv)
             kjit_array_free(&result);
     }
 
-    printf("%s %s on %s\n", o.function, kjit_function_signature(function, 0),
+    int signature = 0;
+    kjit_function_match(function, args, o.arg_count, &signature);
+    printf("%s %s on %s\n", o.function, kjit_function_signature(function, signature),
            kjit_target_name(kjit_context_target(context)));
     if (kind == KJIT_FUNCTION_KERNEL) {
         for (int i = 0; i < o.arg_count; i++)

@@ -1432,6 +1432,17 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
     kj_unreachable();
 }
 
+kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
+                                int *signature)
+{
+    clear_error(function->module->context);
+    if (function->entry->kind != KJ_FN_VECTORIZE) {
+        *signature = 0;
+        return KJIT_OK;
+    }
+    return choose_signature(function, args, nargs, signature);
+}
+
 /* ------------------------------------------------------- device memory */
 
 kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,

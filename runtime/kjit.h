@@ -174,6 +174,11 @@ void kjit_array_free(kjit_array *array); /* for arrays kjit allocated on the hos
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
                          const kjit_array *out);
 
+/* The signature a kjit_call with these arguments takes (0 for plain functions
+ * and kernels, which have one); KJIT_ERROR_TYPE when none matches. */
+kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
+                                int *signature);
+
 /* Launches a @kernel on grid x block threads (CUDA semantics on every target). */
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],
                         const kjit_arg *args, int nargs, kjit_stream *stream);

@@ -187,6 +187,30 @@ START_TEST(lookup_and_signatures)
     ck_assert_int_eq(kjit_function_result(fn, 0, &dtype), KJIT_OK);
     ck_assert_int_eq(dtype, KJIT_F32);
     kjit_module_free(module);
+
+    /* Which signature a call takes is chosen by the arrays' element types. */
+    static const char two_signatures[] =
+        "@vectorize(f32(f32, f32), f64(f64, f64))\nfn mul(a, b) { return a * b; }\n";
+    ck_assert_int_eq(kjit_compile_string(context, "mul.kern", two_signatures, &module), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "mul", &fn), KJIT_OK);
+    double f64_data[3] = {1, 2, 3};
+    float f32_data[3] = {1, 2, 3};
+    int8_t i8_data[3] = {1, 2, 3};
+    int64_t three = 3;
+    kjit_array f64_array = kjit_array_make(f64_data, KJIT_F64, 1, &three);
+    kjit_array f32_array = kjit_array_make(f32_data, KJIT_F32, 1, &three);
+    kjit_array i8_array = kjit_array_make(i8_data, KJIT_I8, 1, &three);
+    int signature = -1;
+    kjit_arg f64_args[2] = {kjit_arg_array(&f64_array), kjit_arg_f64(2.0)};
+    ck_assert_int_eq(kjit_function_match(fn, f64_args, 2, &signature), KJIT_OK);
+    ck_assert_str_eq(kjit_function_signature(fn, signature), "f64(f64, f64)");
+    kjit_arg f32_args[2] = {kjit_arg_f64(2.0), kjit_arg_array(&f32_array)};
+    ck_assert_int_eq(kjit_function_match(fn, f32_args, 2, &signature), KJIT_OK);
+    ck_assert_str_eq(kjit_function_signature(fn, signature), "f32(f32, f32)");
+    kjit_arg i8_args[2] = {kjit_arg_array(&i8_array), kjit_arg_array(&i8_array)};
+    ck_assert_int_eq(kjit_function_match(fn, i8_args, 2, &signature), KJIT_ERROR_TYPE);
+    ck_assert_msg(strstr(kjit_last_error(context), "i8"), "%s", kjit_last_error(context));
+    kjit_module_free(module);
     kjit_context_destroy(context);
 }
 END_TEST
