@@ -53,18 +53,17 @@ bool kj_png_write(const char *path, const kjit_array *array, char **error)
         *error = png_error_text(path, "the array is too large for a PNG");
         return false;
     }
-    /* u8 is written as it is; everything else is scaled from min..max. */
+    /* Scaled from min..max, so that an image of small counts (iterations,
+     * say) is not black; NaN and infinities are black. */
     double low = INFINITY, high = -INFINITY;
-    bool scale = array->dtype != KJIT_U8;
-    if (scale)
-        for (int64_t y = 0; y < height; y++)
-            for (int64_t x = 0; x < width; x++) {
-                double v = element(array, y, x);
-                if (isfinite(v)) {
-                    low = v < low ? v : low;
-                    high = v > high ? v : high;
-                }
+    for (int64_t y = 0; y < height; y++)
+        for (int64_t x = 0; x < width; x++) {
+            double v = element(array, y, x);
+            if (isfinite(v)) {
+                low = v < low ? v : low;
+                high = v > high ? v : high;
             }
+        }
     png_bytep pixels = malloc((size_t)(height * width));
     if (!pixels) {
         *error = png_error_text(path, "out of memory");
@@ -73,8 +72,7 @@ bool kj_png_write(const char *path, const kjit_array *array, char **error)
     for (int64_t y = 0; y < height; y++)
         for (int64_t x = 0; x < width; x++) {
             double v = element(array, y, x);
-            if (scale)
-                v = !isfinite(v) || high <= low ? 0 : (v - low) / (high - low) * 255.0 + 0.5;
+            v = !isfinite(v) || high <= low ? 0 : (v - low) / (high - low) * 255.0 + 0.5;
             pixels[y * width + x] = (png_byte)(v < 0 ? 0 : v > 255 ? 255 : v);
         }
 
