@@ -24,11 +24,19 @@ int kj_cli_info(int argc, char **argv);
 /* cli_cache.c: kjit cache list|stats|clear [--dir DIR] */
 int kj_cli_cache(int argc, char **argv);
 
-/* cli_png.c: a 2-D array as an 8-bit grayscale PNG (u8 as it is, other types
- * scaled from their min..max); false and *error (heap) on failure. */
+/* cli_png.c: a 2-D array as an 8-bit grayscale PNG (scaled from its min..max);
+ * false and *error (heap) on failure. */
 bool kj_png_write(const char *path, const kjit_array *array, char **error);
 
 /* cli_args.c: what run and bench share. */
+
+/* In a loop over argv with `i` the index, `a` the current argument and `value`
+ * a const char *: true when `a` is the option `name`, given as "name VALUE" or
+ * "name=VALUE"; the value (NULL when missing) goes to `value`. */
+#define KJ_CLI_OPTION(name)                                                          \
+    ((strcmp(a, name) == 0 && (value = i + 1 < argc ? argv[++i] : NULL, true)) ||   \
+     (strncmp(a, name "=", strlen(name) + 1) == 0 && (value = a + strlen(name) + 1, true)))
+
 #define KJ_CLI_MAX_ARGS 64
 
 /* A function's arguments made from their command-line texts.  args[i] points

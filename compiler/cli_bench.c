@@ -155,9 +155,6 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *value = NULL;
-#define OPTION(name)                                                                   \
-    ((strcmp(a, name) == 0 && (value = i + 1 < argc ? argv[++i] : NULL, true)) ||     \
-     (strncmp(a, name "=", strlen(name) + 1) == 0 && (value = a + strlen(name) + 1, true)))
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(bench_usage, stdout);
             return 0;
@@ -169,41 +166,41 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
             } else if (strcmp(a, "--csv") == 0 || strncmp(a, "--csv=", 6) == 0) {
                 o->csv = true;
                 o->csv_path = a[5] == '=' ? a + 6 : NULL;
-            } else if (OPTION("--targets")) {
+            } else if (KJ_CLI_OPTION("--targets")) {
                 if (!value || !parse_targets(value, o))
                     return usage("--targets takes a list of cpu, parallel and cuda, each once "
                                  "(not '%s')", value ? value : "");
-            } else if (OPTION("--repeat")) {
+            } else if (KJ_CLI_OPTION("--repeat")) {
                 if (!parse_count(value, 1, &o->repeat))
                     return usage("--repeat takes a count >= 1");
-            } else if (OPTION("--warmup")) {
+            } else if (KJ_CLI_OPTION("--warmup")) {
                 if (!parse_count(value, 0, &o->warmup))
                     return usage("--warmup takes a count >= 0");
-            } else if (OPTION("--sizes")) {
+            } else if (KJ_CLI_OPTION("--sizes")) {
                 if (!value || !parse_sizes(value, o))
                     return usage("--sizes takes up to %d sizes >= 1 such as 1e3,1e5,1e7 (not '%s')",
                                  KJ_BENCH_MAX_SIZES, value ? value : "");
-            } else if (OPTION("--grid")) {
+            } else if (KJ_CLI_OPTION("--grid")) {
                 if (!value || !kj_cli_parse_dim3(value, o->grid))
                     return usage("--grid takes X[,Y[,Z]] with extents >= 1, not '%s'",
                                  value ? value : "");
                 o->has_grid = true;
-            } else if (OPTION("--block")) {
+            } else if (KJ_CLI_OPTION("--block")) {
                 if (!value || !kj_cli_parse_dim3(value, o->block))
                     return usage("--block takes X[,Y[,Z]] with extents >= 1, not '%s'",
                                  value ? value : "");
                 o->has_block = true;
-            } else if (OPTION("--seed")) {
+            } else if (KJ_CLI_OPTION("--seed")) {
                 if (!value || !kj_cli_is_number(value))
                     return usage("--seed takes a number");
                 o->seed = strtoull(value, NULL, 10);
-            } else if (OPTION("--threads")) {
+            } else if (KJ_CLI_OPTION("--threads")) {
                 if (!parse_count(value, 1, &o->threads))
                     return usage("--threads takes a count >= 1");
-            } else if (OPTION("--ulps")) {
+            } else if (KJ_CLI_OPTION("--ulps")) {
                 if (!parse_count(value, 0, &o->ulps))
                     return usage("--ulps takes a count >= 0");
-            } else if (OPTION("--reference")) {
+            } else if (KJ_CLI_OPTION("--reference")) {
                 if (!value || !*value)
                     return usage("--reference takes [N=]FILE.npy");
                 char *end;
@@ -218,7 +215,6 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
             } else {
                 return usage("unknown option '%s'", a);
             }
-#undef OPTION
             continue;
         }
         if (positional == 0) o->file = a;

@@ -71,35 +71,32 @@ static int parse_options(int argc, char **argv, RunOptions *o)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *value = NULL;
-#define OPTION(name)                                                                   \
-    ((strcmp(a, name) == 0 && (value = i + 1 < argc ? argv[++i] : NULL, true)) ||     \
-     (strncmp(a, name "=", strlen(name) + 1) == 0 && (value = a + strlen(name) + 1, true)))
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(run_usage, stdout);
             return 0;
         }
         if (a[0] == '-' && a[1] != '\0' && !kj_cli_is_number(a)) {
-            if (OPTION("--target")) {
+            if (KJ_CLI_OPTION("--target")) {
                 if (!value) return usage("--target needs a value", "");
                 if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
                 else if (strcmp(value, "parallel") == 0) o->target = KJIT_TARGET_PARALLEL;
                 else if (strcmp(value, "cuda") == 0) o->target = KJIT_TARGET_CUDA;
                 else if (strcmp(value, "auto") == 0) o->target = KJIT_TARGET_AUTO;
                 else return usage("unknown target '%s' (cpu, parallel, cuda or auto)", value);
-            } else if (OPTION("-o") || OPTION("--output")) {
+            } else if (KJ_CLI_OPTION("-o") || KJ_CLI_OPTION("--output")) {
                 if (!value) return usage("-o needs a file name", "");
                 o->output = value;
-            } else if (OPTION("--grid")) {
+            } else if (KJ_CLI_OPTION("--grid")) {
                 if (!value || !kj_cli_parse_dim3(value, o->grid))
                     return usage("--grid takes X[,Y[,Z]] with extents >= 1, not '%s'",
                                  value ? value : "");
                 o->has_grid = true;
-            } else if (OPTION("--block")) {
+            } else if (KJ_CLI_OPTION("--block")) {
                 if (!value || !kj_cli_parse_dim3(value, o->block))
                     return usage("--block takes X[,Y[,Z]] with extents >= 1, not '%s'",
                                  value ? value : "");
                 o->has_block = true;
-            } else if (OPTION("--save")) {
+            } else if (KJ_CLI_OPTION("--save")) {
                 char *end;
                 long n = value ? strtol(value, &end, 10) : -1;
                 if (!value || end == value || *end != '=' || n < 0 || end[1] == '\0')
@@ -108,16 +105,15 @@ static int parse_options(int argc, char **argv, RunOptions *o)
                     return usage("at most 16 --save options%s", "");
                 o->save_index[o->save_count] = (int)n;
                 o->save_path[o->save_count++] = end + 1;
-            } else if (OPTION("--seed")) {
+            } else if (KJ_CLI_OPTION("--seed")) {
                 if (!value || !kj_cli_is_number(value)) return usage("--seed takes a number%s", "");
                 o->seed = strtoull(value, NULL, 10);
-            } else if (OPTION("--repeat")) {
+            } else if (KJ_CLI_OPTION("--repeat")) {
                 if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
                 o->repeat = atoi(value);
             } else {
                 return usage("unknown option '%s'", a);
             }
-#undef OPTION
             continue;
         }
         if (positional == 0) o->file = a;
