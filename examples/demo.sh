@@ -88,10 +88,22 @@ if [ -n "$reason" ]; then
     printf '\ncuda: unavailable here (%s)\n' "$reason" | tee -a "$OUT/summary.txt"
 fi
 
-printf '\n== images (kjit run on the best target)\n'
+# The images: on the GPU when there is one, else across the cores.
+best=parallel
+"$KJIT" info | grep -q '^  cuda      yes' && best=cuda
+printf '\n== images (on %s)\n' "$best"
 "$KJIT" run examples/mandelbrot.kern mandel_kernel -2.0 1.0 -1.0 1.0 zeros:u8:1024x1536 20 \
-    --grid 32,16 --block 32,8 --save "4=$OUT/mandelbrot.png" | grep -E '^(wrote|mandel)'
-"$KJIT" run examples/das.kern das zeros:f64:76x120 rand:i64:256000 --seed 7 \
-    --grid 120 --block 76 --save "0=$OUT/das.png" | grep -E '^(wrote|das)'
+    --grid 32,16 --block 32,8 --target "$best" --save "4=$OUT/mandelbrot.png" | grep -E '^(wrote|mandel)'
+# Delay-and-sum of the echoes of three point scatterers (echoes() in das.kern
+# simulates them): the brightest pixels of the image are where they stand.
+data="$OUT/echoes.npy"
+"$KJIT" run examples/das.kern echoes zeros:i64:256000 30 20 1 --grid 1 --block 128 \
+    --target "$best" --save "0=$data" > /dev/null &&
+"$KJIT" run examples/das.kern echoes "$data" 80 50 1 --grid 1 --block 128 \
+    --target "$best" --save "0=$data" > /dev/null &&
+"$KJIT" run examples/das.kern echoes "$data" 100 30 1 --grid 1 --block 128 \
+    --target "$best" --save "0=$data" > /dev/null &&
+"$KJIT" run examples/das.kern das zeros:f64:76x120 "$data" --grid 120 --block 76 \
+    --target "$best" --save "0=$OUT/das.png" | grep -E '^(wrote|das)'
 printf '\nimages and the tables (CSV, summary.txt) in %s\n' "$OUT"
 exit $status
