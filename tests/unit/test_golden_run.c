@@ -728,6 +728,8 @@ static const LaunchOverride launch_overrides[] = {
     /* one block per column i, one thread per row j; data holds 128 channels
      * of 2000 samples; a small image keeps the 128 x 128 inner loops cheap */
     {"examples/das.kern", "das", {6, 1, 1}, {4, 1, 1}, {{4, 6}, {256000}}, 1, "das layout"},
+    /* one thread per channel, each writing its own 2000 samples */
+    {"examples/das.kern", "echoes", {1, 1, 1}, {128, 1, 1}, {{256000}}, 2, "echoes layout"},
     /* b[i, 0] with i = the global x index: no more threads than rows of b */
     {"tests/golden/syntax/arrays.kern", "arrays", {1, 1, 1}, {32, 1, 1}, {{0}}, 2, "b rows"},
 };
