@@ -133,6 +133,21 @@ if "$root/bin/latency" > "$work/latency.log" 2>&1 && grep -q '^| cuda' "$work/la
 else
     cat "$work/latency.log"; fail "latency benchmark, with its cuda rows"
 fi
+# The same host-side costs for CuPy and Numba (Numba with the NumPy it can
+# import, from $KJIT_NUMBA_WHEELS when set, as tests/bench/bench_gpu.sh does).
+numba_site=${PYTHONPATH:-}
+if [ -n "${KJIT_NUMBA_WHEELS:-}" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/latency-site" \
+        "$KJIT_NUMBA_WHEELS"/*.whl && numba_site=$work/latency-site${numba_site:+:$numba_site}
+fi
+{ python3 "$root/tests/bench/latency_py.py" cupy
+  PYTHONPATH=$numba_site python3 "$root/tests/bench/latency_py.py" numba; } > "$work/latency_py.log" 2>&1
+cat "$work/latency_py.log"
+if grep -q '^| CuPy | launch' "$work/latency_py.log" && grep -q '^| Numba | launch' "$work/latency_py.log"; then
+    pass "latency of CuPy and Numba, measured beside kjit's"
+else
+    fail "latency of CuPy and Numba, measured beside kjit's"
+fi
 
 echo "=== kjit bench tests (tests/cli/bench.sh)"
 sh "$root/tests/cli/bench.sh" "$kjit" > "$work/cli.log" 2>&1
