@@ -8,7 +8,11 @@
  * arrays arrive as SSA values (data pointer, then the first ndim extents and
  * strides), so that element stores never force the descriptor to be read
  * again; the entry points kjit_runtime.h lists are thin wrappers that unpack
- * their arguments and call the impl, which the optimiser inlines.  Local
+ * their arguments and call the impl, which the optimiser inlines.  A kernel
+ * compiled for C-contiguous arrays (KjCodegenOptions.contiguous_params) gets
+ * those arrays' strides computed from their shapes in its entry points, and
+ * the facts reach every access through the impl's arguments, plain functions
+ * it calls included once they are inlined.  Local
  * variables are allocas in the entry block (mem2reg makes them SSA values).
  * No fast-math flags are set anywhere: IEEE semantics, no reassociation, no
  * contraction.
@@ -477,8 +481,24 @@ static void define_impl(Gen *g, FnInfo *info)
 
 /* ============================================================ entry points */
 
-/* An array's fields read from its KjArrayDesc. */
-static void array_from_desc(Gen *g, LLVMValueRef desc_ptr, const KjType *type, ArrayVal *out)
+/* The contiguous array parameters of a root's code (KjCodegenOptions): only
+ * kernels are specialised; the vectorize pass has layouts of its own. */
+static uint32_t root_contiguous(Gen *g, const KjIrFunction *fn)
+{
+    return fn->kind == KJ_IR_FN_KERNEL ? g->options->contiguous_params : 0;
+}
+
+static bool param_contiguous(uint32_t mask, int param)
+{
+    return param < 32 && (mask >> param & 1u);
+}
+
+/* An array's fields read from its KjArrayDesc.  For an array the runtime
+ * promises to be C-contiguous the strides are computed from the shape instead
+ * (1, then running products of the extents): the impl, inlined here, then
+ * indexes its last dimension with no multiply, and LLVM sees unit stride. */
+static void array_from_desc(Gen *g, LLVMValueRef desc_ptr, const KjType *type, bool contiguous,
+                            ArrayVal *out)
 {
     out->ndim = type->ndim;
     out->elem = type->elem;
@@ -487,14 +507,22 @@ static void array_from_desc(Gen *g, LLVMValueRef desc_ptr, const KjType *type, A
     for (int k = 0; k < type->ndim; k++) {
         LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 1), const_i32(g, k)};
         out->shape[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, g->t_desc, desc_ptr, idx, 3, ""), "shape");
+        if (contiguous)
+            continue;
         idx[1] = const_i32(g, 2);
         out->strides[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, g->t_desc, desc_ptr, idx, 3, ""), "stride");
+    }
+    if (contiguous && type->ndim > 0) {
+        out->strides[type->ndim - 1] = const_i64(g, 1);
+        for (int k = type->ndim - 2; k >= 0; k--)
+            out->strides[k] = LLVMBuildNSWMul(g->b, out->strides[k + 1], out->shape[k + 1], "stride");
     }
 }
 
 /* Unpacks `void **args` (cpu entries) into impl arguments. */
 static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LLVMValueRef *out)
 {
+    uint32_t contiguous = root_contiguous(g, fn);
     int n = 0;
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
@@ -503,7 +531,7 @@ static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LL
         LLVMValueRef p = LLVMBuildLoad2(g->b, g->t_ptr, slot, fn->params[i]->name);
         if (is_array(t)) {
             ArrayVal a;
-            array_from_desc(g, p, t, &a);
+            array_from_desc(g, p, t, param_contiguous(contiguous, i), &a);
             out[n++] = a.data;
             for (int k = 0; k < t->ndim; k++)
                 out[n++] = a.shape[k];
@@ -516,15 +544,17 @@ static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LL
     return n;
 }
 
-static LLVMValueRef add_entry(Gen *g, const char *symbol, const char *suffix, LLVMTypeRef type)
+/* An entry point of root fn: its variant's symbol, then suffix. */
+static LLVMValueRef add_entry(Gen *g, const KjIrFunction *fn, const char *suffix, LLVMTypeRef type)
 {
-    char name[512];
+    char symbol[480], name[512];
+    kj_kernel_variant_symbol(fn, root_contiguous(g, fn), symbol, sizeof symbol);
     snprintf(name, sizeof name, "%s%s", symbol, suffix);
-    LLVMValueRef fn = LLVMAddFunction(g->mod, name, type);
-    set_common_attrs(g, fn);
-    g->llfn = fn;
+    LLVMValueRef entry = LLVMAddFunction(g->mod, name, type);
+    set_common_attrs(g, entry);
+    g->llfn = entry;
     LLVMPositionBuilderAtEnd(g->b, new_block(g, "entry"));
-    return fn;
+    return entry;
 }
 
 static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args);
@@ -544,7 +574,7 @@ static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
     switch (fn->kind) {
     case KJ_IR_FN_PLAIN:
     case KJ_IR_FN_SCALAR: {
-        LLVMValueRef e = add_entry(g, fn->symbol, "__entry", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
+        LLVMValueRef e = add_entry(g, fn, "__entry", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         LLVMValueRef r = LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         if (fn->ret->kind != KJ_TYPE_VOID)
@@ -554,7 +584,7 @@ static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
     }
     case KJ_IR_FN_KERNEL: {
         LLVMTypeRef ft = LLVMFunctionType(g->t_void, two_ptrs, 2, 0);
-        LLVMValueRef e = add_entry(g, fn->symbol, "__thread", ft);
+        LLVMValueRef e = add_entry(g, fn, "__thread", ft);
         LLVMValueRef ctx = LLVMGetParam(e, 1);
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         args[n++] = ctx;
@@ -569,7 +599,7 @@ static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
 
         /* __block: every thread of the block in turn, z outermost.  The thread
          * indices go to the impl as values; ctx->thread_idx is not written. */
-        e = add_entry(g, fn->symbol, "__block", ft);
+        e = add_entry(g, fn, "__block", ft);
         ctx = LLVMGetParam(e, 1);
         n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         args[n] = ctx;
@@ -612,7 +642,7 @@ static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
     }
     case KJ_IR_FN_VEC_KERNEL: {
         LLVMTypeRef ps[3] = {g->t_ptr, g->t_i64, g->t_i64};
-        LLVMValueRef e = add_entry(g, fn->symbol, "__range", LLVMFunctionType(g->t_void, ps, 3, 0));
+        LLVMValueRef e = add_entry(g, fn, "__range", LLVMFunctionType(g->t_void, ps, 3, 0));
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         args[n++] = LLVMGetParam(e, 1);
         args[n++] = LLVMGetParam(e, 2);
@@ -630,13 +660,14 @@ static void emit_cuda_kernel(Gen *g, FnInfo *info)
     KjIrFunction *fn = info->ir;
     if (fn->kind != KJ_IR_FN_KERNEL && fn->kind != KJ_IR_FN_VEC_KERNEL)
         return;
+    uint32_t contiguous = root_contiguous(g, fn);
     LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)(fn->param_count + 1));
     LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)impl_arg_capacity(fn));
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
         ps[i] = is_array(t) || kj_type_is_complex(t) ? g->t_ptr : memty(g, t);
     }
-    LLVMValueRef e = add_entry(g, fn->symbol, "", LLVMFunctionType(g->t_void, ps, (unsigned)fn->param_count, 0));
+    LLVMValueRef e = add_entry(g, fn, "", LLVMFunctionType(g->t_void, ps, (unsigned)fn->param_count, 0));
     LLVMSetFunctionCallConv(e, LLVMPTXKernelCallConv);
     free(ps);
     int n = 0;
@@ -651,7 +682,7 @@ static void emit_cuda_kernel(Gen *g, FnInfo *info)
         }
         if (is_array(t)) {
             ArrayVal a;
-            array_from_desc(g, p, t, &a);
+            array_from_desc(g, p, t, param_contiguous(contiguous, i), &a);
             args[n++] = a.data;
             for (int k = 0; k < t->ndim; k++)
                 args[n++] = a.shape[k];

@@ -6,7 +6,9 @@
  * callback.  A module owns the arena its checked IR lives in and the code
  * generated from it.  Code is generated lazily, on the first call that needs
  * it: one piece per plain function or kernel, and one per vectorized variant,
- * keyed by (signature, layout, rank, scalar mask).  Each is kept in its
+ * keyed by (signature, layout, rank, scalar mask), and one per kernel variant,
+ * keyed by which array arguments are C-contiguous (their strides are then
+ * computed, not read: the launch checks every argument).  Each is kept in its
  * function, so nothing is compiled twice in a context; across contexts and
  * processes the cache (cache.c) finds code by a key of everything it depends
  * on: loaded cpu code is shared by the whole process, object files, PTX and
@@ -33,6 +35,8 @@ typedef struct KjCompiled {
     int signature;
     bool vectorized;
     KjVecVariant variant;
+    uint32_t contiguous; /* kernels: the array parameters compiled as C-contiguous */
+    char symbol[480];    /* the entry points' symbol (kj_kernel_variant_symbol) */
     KjIrFunction *root;
     struct SharedCpu *cpu; /* cpu code, shared across the process by cache key */
     void *entry; /* __entry, __range or __thread */
@@ -721,7 +725,7 @@ static void build_key(const kjit_module *module, const KjCompiled *compiled, boo
     const KjIrFunction *root = compiled->root;
     kj_cache_key_add(key, "build", "%s", kj_cache_build_identity());
     kj_cache_key_add(key, "source", "%016llx", (unsigned long long)module->ir->source_hash);
-    kj_cache_key_add(key, "symbol", "%s", root->symbol);
+    kj_cache_key_add(key, "symbol", "%s", compiled->symbol);
     KjBuf signature = {0};
     for (int i = 0; i < root->param_count; i++)
         kj_buf_printf(&signature, "%s%s", i ? "," : "", kj_type_name(root->params[i]->type));
@@ -732,6 +736,8 @@ static void build_key(const kjit_module *module, const KjCompiled *compiled, boo
     if (compiled->vectorized)
         kj_cache_key_add(key, "variant", "layout %d ndim %d scalars %x", (int)compiled->variant.layout,
                          compiled->variant.ndim, (unsigned)compiled->variant.scalar_mask);
+    if (compiled->contiguous)
+        kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
     kj_cache_key_add(key, "opt", "%d", module->context->options.opt_level);
     if (on_gpu)
         kj_cache_key_add(key, "target", "cuda %s", arch);
@@ -785,7 +791,7 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
      * as damaged: compiled again below. */
     if (cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
         code = kj_cpu_load_object(object, size, NULL);
-        entry = code ? lookup(code, root->symbol, suffix) : NULL;
+        entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (!entry) {
             kj_cpu_code_free(code);
             code = NULL;
@@ -795,14 +801,15 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
     if (!code) {
         kj_cache_count_compile();
         KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
-                                    .opt_level = context->options.opt_level};
+                                    .opt_level = context->options.opt_level,
+                                    .contiguous_params = compiled->contiguous};
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
             return take_error(context, KJIT_ERROR_BACKEND, prefix, error);
         }
         code = kj_cpu_load_object(object, size, &error);
-        entry = code ? lookup(code, root->symbol, suffix) : NULL;
+        entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (entry)
             cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
         free(object);
@@ -814,7 +821,7 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
             kj_cpu_code_free(code);
             kj_cache_key_free(&key);
             return set_error(context, KJIT_ERROR_BACKEND, "%sthe generated code has no %s%s",
-                             prefix, root->symbol, suffix);
+                             prefix, compiled->symbol, suffix);
         }
     }
     shared = kj_xcalloc(1, sizeof *shared);
@@ -822,7 +829,7 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
     shared->code = code;
     shared->entry = entry;
     if (root->kind == KJ_IR_FN_KERNEL)
-        shared->block = lookup(code, root->symbol, "__block");
+        shared->block = lookup(code, compiled->symbol, "__block");
     shared = shared_cpu_publish(shared);
     compiled->cpu = shared;
     compiled->entry = shared->entry;
@@ -864,7 +871,8 @@ static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, cons
             kj_cache_count_compile();
             KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA,
                                         .opt_level = context->options.opt_level,
-                                        .cuda_arch = arch};
+                                        .cuda_arch = arch,
+                                        .contiguous_params = compiled->contiguous};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);
@@ -885,7 +893,7 @@ static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, cons
     kj_cache_key_free(&ptx_key);
     kj_cache_key_free(&cubin_key);
     if (status == KJIT_OK)
-        status = kj_cuda_function(compiled->cuda_module, root->symbol, &compiled->cuda_function,
+        status = kj_cuda_function(compiled->cuda_module, compiled->symbol, &compiled->cuda_function,
                                   &error);
     if (status != KJIT_OK)
         return take_error(context, status, "", error);
@@ -907,17 +915,18 @@ static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
     return a->layout == b->layout && a->ndim == b->ndim && a->scalar_mask == b->scalar_mask;
 }
 
-/* The code for signature `sig` (vectorized as `variant` when not NULL),
- * generated now if this is its first use. */
+/* The code for signature `sig` (vectorized as `variant` when not NULL; a
+ * kernel with the C-contiguous array parameters in `contiguous`), generated
+ * now if this is its first use. */
 static kjit_status find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
-                                 KjCompiled **out)
+                                 uint32_t contiguous, KjCompiled **out)
 {
     kjit_module *module = function->module;
     kjit_context *context = module->context;
     pthread_mutex_lock(&context->lock);
     for (KjCompiled *c = function->compiled; c; c = c->next)
         if (c->signature == sig && c->vectorized == (variant != NULL) &&
-            (!variant || same_variant(&c->variant, variant))) {
+            c->contiguous == contiguous && (!variant || same_variant(&c->variant, variant))) {
             *out = c;
             pthread_mutex_unlock(&context->lock);
             return KJIT_OK;
@@ -931,7 +940,10 @@ static kjit_status find_compiled(kjit_function *function, int sig, const KjVecVa
         compiled->root = kj_vectorize(module->ir, fn, *variant);
     } else {
         compiled->root = fn;
+        compiled->contiguous = fn->kind == KJ_IR_FN_KERNEL ? contiguous : 0;
     }
+    kj_kernel_variant_symbol(compiled->root, compiled->contiguous, compiled->symbol,
+                             sizeof compiled->symbol);
     bool on_gpu = context->target == KJIT_TARGET_CUDA && compiled->root->kind != KJ_IR_FN_PLAIN;
     kjit_status status = generate(module, compiled, on_gpu);
     if (status != KJIT_OK) {
@@ -1169,7 +1181,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     }
     KjCompiled *compiled = NULL;
     if (plan.size > 0)
-        status = find_compiled(function, sig, &plan.variant, &compiled);
+        status = find_compiled(function, sig, &plan.variant, 0, &compiled);
     if (status != KJIT_OK || !run || plan.size == 0) {
         if (status == KJIT_OK && run && result)
             *result = allocated;
@@ -1232,6 +1244,7 @@ typedef struct Marshalled {
     KjScalar scalars[MAX_PARAMS];
     KjArrayDesc descs[MAX_PARAMS];
     void *params[MAX_PARAMS];
+    uint32_t contiguous; /* bit i: array argument i (i < 32) is C-contiguous */
 } Marshalled;
 
 static kjit_status marshal(kjit_function *function, const kjit_arg *args, int nargs,
@@ -1246,6 +1259,7 @@ static kjit_status marshal(kjit_function *function, const kjit_arg *args, int na
         return set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: more than %d arguments", name,
                          MAX_PARAMS);
     const KjIrFunction *fn = variant_of(function, 0);
+    m->contiguous = 0;
     for (int i = 0; i < nargs; i++) {
         const KjType *param = fn->params[i]->type;
         /* Described only for an error message: launches pay for none of it. */
@@ -1268,6 +1282,8 @@ static kjit_status marshal(kjit_function *function, const kjit_arg *args, int na
                 return take_error(context, status, prefix, error);
             }
             m->params[i] = &m->descs[i];
+            if (i < 32 && kj_array_is_contiguous(a))
+                m->contiguous |= 1u << i;
             continue;
         }
         if (args[i].kind != KJIT_ARG_SCALAR) {
@@ -1302,7 +1318,7 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
                              "%s: plain functions run on the host; argument %d is a device array",
                              function->entry->name, i);
     KjCompiled *compiled;
-    status = find_compiled(function, 0, NULL, &compiled);
+    status = find_compiled(function, 0, NULL, 0, &compiled);
     if (status != KJIT_OK || !run)
         return status;
     KjScalar value;
@@ -1387,7 +1403,7 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
     if (status != KJIT_OK)
         return status;
     KjCompiled *compiled;
-    status = find_compiled(function, 0, NULL, &compiled);
+    status = find_compiled(function, 0, NULL, m.contiguous, &compiled);
     if (status != KJIT_OK)
         return status;
     char *error = NULL;
@@ -1426,7 +1442,8 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
         Marshalled m;
         kjit_status status = marshal(function, args, nargs, &m);
         KjCompiled *compiled;
-        return status != KJIT_OK ? status : find_compiled(function, 0, NULL, &compiled);
+        return status != KJIT_OK ? status
+                                 : find_compiled(function, 0, NULL, m.contiguous, &compiled);
     }
     }
     kj_unreachable();

@@ -79,7 +79,27 @@ typedef struct KjCodegenOptions {
     const char *cuda_arch;       /* "sm_90" */
     const char *libdevice_path;  /* NULL: kj_find_libdevice() */
     bool verify;                 /* run the LLVM verifier after each step */
+    /* KERNEL roots: bit i set when array parameter i is C-contiguous at every
+     * launch of this code (the runtime checks each launch's arguments).  Such a
+     * parameter's strides are not read from its descriptor but computed from
+     * its shape (1 for the last dimension), so the innermost index needs no
+     * multiply; the entry points are then named after
+     * kj_kernel_variant_symbol. */
+    uint32_t contiguous_params;
 } KjCodegenOptions;
+
+/* The symbol a kernel's entry points are named from: fn->symbol for the
+ * general code (mask 0), "<symbol>__c<mask in hex>" for code specialised for
+ * the contiguous array parameters in `mask`, so that the variants of one
+ * kernel never share a name in any object, module or cache listing. */
+static inline void kj_kernel_variant_symbol(const KjIrFunction *fn, uint32_t mask, char *buf,
+                                            size_t size)
+{
+    if (mask && fn->kind == KJ_IR_FN_KERNEL)
+        snprintf(buf, size, "%s__c%x", fn->symbol, (unsigned)mask);
+    else
+        snprintf(buf, size, "%s", fn->symbol);
+}
 
 /*
  * Generates code for `roots` (and the functions they call) of a checked module.

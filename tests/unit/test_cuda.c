@@ -6,8 +6,8 @@
  * function of the examples (examples/NAME.kern) runs on both targets and must
  * agree; device arrays, streams and events, a kernel fault (named in the
  * error; the context is re-created, or where the driver forbids that every
- * cuda call says so, and the cpu target goes on) and an out-of-memory
- * allocation are checked.
+ * cuda call says so, and the cpu target goes on), an out-of-memory
+ * allocation, and a kernel's contiguous and strided variants are checked.
  *
  * Without a CUDA driver the suite holds no tests and prints one line saying
  * so: nothing here passes without a GPU.  The driver is only dlopen'ed while
@@ -695,6 +695,82 @@ START_TEST(a_fault_names_the_kernel_and_the_host_goes_on)
 }
 END_TEST
 
+/* ------------------------------------- contiguous and strided kernel variants */
+
+/* kjit_launch compiles a kernel once per set of C-contiguous array arguments
+ * (their strides then come from the shape).  The same values as contiguous
+ * arrays and as a transposed and a sliced view must give the float64
+ * reference, and the two variants the same bits; `a` reaches a plain
+ * function, so the facts about its strides must survive the call. */
+static const char layout_source[] =
+    "fn at(a: f64[,], i: i64, j: i64) -> f64 { return a[i, j]; }\n"
+    "@kernel\n"
+    "fn combine(a: f64[,], b: f64[,], out: f64[,], s: f64) {\n"
+    "    let x, y = grid(2);\n"
+    "    if y < out.shape[0] && x < out.shape[1] {\n"
+    "        out[y, x] = at(a, y, x) * s + b[y, x] * f64(y - x);\n"
+    "    }\n"
+    "}\n";
+
+static kjit_array view2(double *buf, int64_t rows, int64_t cols, int64_t si, int64_t sj)
+{
+    int64_t shape[2] = {rows, cols};
+    kjit_array a = kjit_array_make(buf, KJIT_F64, 2, shape);
+    a.strides[0] = si * (int64_t)sizeof(double);
+    a.strides[1] = sj * (int64_t)sizeof(double);
+    return a;
+}
+
+START_TEST(contiguous_and_strided_kernel_variants_agree)
+{
+    if (!gpu_or_skip("contiguous_and_strided_kernel_variants_agree"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    kjit_function *fn = compile(context, layout_source, "combine", &module);
+    enum { R = 301, C = 517 };
+    double s = uniform(-3, 3);
+    double *a_c = malloc(sizeof(double) * R * C), *b_c = malloc(sizeof(double) * R * C);
+    double *a_t = malloc(sizeof(double) * C * R), *b_s = malloc(sizeof(double) * R * 2 * C);
+    double *out_c = malloc(sizeof(double) * R * C), *out_t = malloc(sizeof(double) * C * R);
+    double *want = malloc(sizeof(double) * R * C);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < C; j++) {
+            a_c[i * C + j] = a_t[j * R + i] = uniform(-100, 100);
+            b_c[i * C + j] = b_s[i * 2 * C + 2 * j] = uniform(-100, 100);
+            b_s[i * 2 * C + 2 * j + 1] = NAN;
+            want[i * C + j] = a_c[i * C + j] * s + b_c[i * C + j] * (double)(i - j);
+        }
+    memset(out_c, 0x7f, sizeof(double) * R * C);
+    memset(out_t, 0x7f, sizeof(double) * R * C);
+    kjit_array A = view2(a_c, R, C, C, 1), B = view2(b_c, R, C, C, 1), O = view2(out_c, R, C, C, 1);
+    /* a transposed, b every other column, out written through a transposed view */
+    kjit_array AT = view2(a_t, R, C, 1, R), BS = view2(b_s, R, C, 2 * C, 2);
+    kjit_array OT = view2(out_t, R, C, 1, R);
+    uint32_t grid[3] = {(C + 31) / 32, (R + 7) / 8, 1}, block[3] = {32, 8, 1};
+    kjit_arg args[4] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&O),
+                        kjit_arg_f64(s)};
+    ck_assert_msg(kjit_launch(fn, grid, block, args, 4, NULL) == KJIT_OK, "contiguous: %s",
+                  kjit_last_error(context));
+    kjit_arg targs[4] = {kjit_arg_array(&AT), kjit_arg_array(&BS), kjit_arg_array(&OT),
+                         kjit_arg_f64(s)};
+    ck_assert_msg(kjit_launch(fn, grid, block, targs, 4, NULL) == KJIT_OK, "strided: %s",
+                  kjit_last_error(context));
+    /* |a s + b (y - x)| < 1e5: an FMA moves the result by at most an ulp of
+     * the product. */
+    ck_assert_int_eq(mismatches(&O, want, R * C, 1e-15, 1e-10, "contiguous variant"), 0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < C; j++)
+            if (memcmp(&out_c[i * C + j], &out_t[j * R + i], sizeof(double)) != 0)
+                bad++;
+    ck_assert_msg(bad == 0, "%lld elements differ between the variants", (long long)bad);
+    free(a_c), free(b_c), free(a_t), free(b_s), free(out_c), free(out_t), free(want);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
 START_TEST(out_of_memory_is_reported)
 {
     if (!gpu_or_skip("out_of_memory_is_reported"))
@@ -734,6 +810,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, streams_and_events);
     tcase_add_test(tcase, a_fault_names_the_kernel_and_the_host_goes_on);
     tcase_add_test(tcase, out_of_memory_is_reported);
+    tcase_add_test(tcase, contiguous_and_strided_kernel_variants_agree);
     suite_add_tcase(suite, tcase);
     return suite;
 }
