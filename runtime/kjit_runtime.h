@@ -6,7 +6,7 @@
  * that includes LLVM headers), cpu_jit (compiler/cpu_jit.c, ORC LLJIT), ptx
  * (compiler/ptx.c, NVPTX and libdevice), pool.c (the thread pool), cpu.c (the cpu
  * and parallel targets), cuda_driver.c (the driver API opened with dlopen),
- * cuda.c (the cuda target), array.c, npy.c, api.c (kjit.h).
+ * cuda.c (the cuda target), array.c, npy.c, api.c and api_call.c (kjit.h).
  */
 #ifndef KJIT_RUNTIME_H
 #define KJIT_RUNTIME_H
@@ -441,5 +441,77 @@ typedef struct KjCacheCounters {
 KjCacheCounters kj_cache_counters(void);
 void kj_cache_count_compile(void);
 void kj_cache_count_shared_hit(void);
+
+/* ========================================= api.c / api_call.c internals */
+
+/*
+ * The objects behind kjit.h's handles, shared by the two halves of the API:
+ * api.c makes contexts, modules and functions and the code they run;
+ * api_call.c runs it.
+ */
+#include <pthread.h>
+
+/* One piece of generated code and its entry points. */
+typedef struct KjCompiled {
+    struct KjCompiled *next;
+    int signature;
+    bool vectorized;
+    KjVecVariant variant;
+    uint32_t contiguous; /* kernels: the array parameters compiled as C-contiguous */
+    char symbol[480];    /* the entry points' symbol (kj_kernel_variant_symbol) */
+    KjIrFunction *root;
+    struct KjSharedCpu *cpu; /* cpu code, shared across the process by cache key */
+    void *entry; /* __entry, __range or __thread */
+    void *block; /* __block, when the kernel has one */
+    KjCudaModule *cuda_module;
+    void *cuda_function;
+} KjCompiled;
+
+struct kjit_context {
+    kjit_options options;
+    kjit_target target;
+    KjPool *pool;
+    KjCuda *cuda;
+    char *last_error;
+    const char *stdlib_dirs[2];
+    char device_text[160]; /* cuda: the device as cubin cache keys name it */
+    pthread_mutex_t lock; /* code generation and the tables of compiled code */
+};
+
+struct kjit_function {
+    kjit_module *module;
+    KjIrEntry *entry;
+    char **signature_text;
+    KjCompiled *compiled;
+};
+
+struct kjit_module {
+    kjit_context *context;
+    KjArena arena;
+    KjIrModule *ir;
+    kjit_function *functions;
+    int function_count;
+};
+
+/* The context's last error (a NULL context keeps it per thread, for
+ * kjit_context_create); each returns `status`. */
+kjit_status kj_api_set_error(kjit_context *context, kjit_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Takes a heap message from a lower layer, with a prefix. */
+kjit_status kj_api_take_error(kjit_context *context, kjit_status status, const char *prefix,
+                              char *message);
+/* kj_api_take_error with "name: " in front, formatted only when there is an
+ * error (the hot paths keep no prefix buffer of their own). */
+kjit_status kj_api_take_named_error(kjit_context *context, kjit_status status, const char *name,
+                                    char *message);
+void kj_api_clear_error(kjit_context *context);
+
+/* The checked IR of signature `sig` of a function. */
+KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
+/* The code for signature `sig` (vectorized as `variant` when not NULL; a
+ * kernel with the C-contiguous array parameters in `contiguous`), generated
+ * now if this is its first use. */
+kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
+                                 uint32_t contiguous, KjCompiled **out);
 
 #endif
