@@ -15,7 +15,8 @@ LLVM_CONFIG ?= llvm-config-19
 CC          ?= cc
 RE2C        ?= re2c
 
-# Debian packages the build needs; `make deps` installs the missing ones.
+# Debian packages the build needs (and NumPy, for the tests); `make deps` installs
+# the missing ones.
 DEB_PACKAGES = llvm-19-dev re2c check libpng-dev zlib1g-dev libzstd-dev pkg-config
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
@@ -64,6 +65,9 @@ deps:
 	    echo "missing packages; run: sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
+	@# NumPy writes the float64 references of the kjit bench tests (tests/cli).
+	@python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q numpy || \
+	  { echo "NumPy is missing; run: python3 -m pip install numpy"; exit 1; }
 
 # ----------------------------------------------------------------- build
 
