@@ -71,7 +71,7 @@ deps:
 
 # ----------------------------------------------------------------- build
 
-$(LEXER_C): grammar/kern.re
+$(LEXER_C): grammar/kern.re | deps
 	@mkdir -p $(dir $@)
 	$(RE2C) -W --no-generation-date -o $@ $<
 
@@ -81,7 +81,7 @@ $(BUILD)/obj/gen/lex.o: $(LEXER_C) $(HEADERS)
 
 $(BACKEND_SRCS:%.c=$(BUILD)/obj/%.o): ALL_CFLAGS += $(LLVM_CFLAGS)
 
-$(BUILD)/obj/%.o: %.c $(HEADERS)
+$(BUILD)/obj/%.o: %.c $(HEADERS) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 

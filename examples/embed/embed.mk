@@ -22,5 +22,5 @@ test-embed: $(EMBED_PROGRAMS)
 	    $$target || exit 1; \
 	done
 
-demo: $(BUILD)/kjit
+demo: deps $(BUILD)/kjit
 	examples/demo.sh $(BUILD)/kjit $(BUILD)/demo
