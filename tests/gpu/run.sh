@@ -70,10 +70,12 @@ examples=(
     "das|examples/das.kern das zeros:f64:762x1200 arange:i64:256000 --grid 1200 --block 762 --save 0=@OUT@.npy"
 )
 # Float to integer conversions at their edges: cpu and cuda must agree exactly.
+# NaN is not among them: its conversion is unspecified (docs/language.md) and
+# differs (0 on cpu, the GPU's own value on cuda).
 python3 - "$work" <<'PY' || fail "writing the conversion inputs"
 import sys
 import numpy as np
-edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 127.9, 128.0, -128.9,
+edges = [np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 127.9, 128.0, -128.9,
          -129.0, 255.5, 2147483647.5, 2147483648.0, -2147483648.9, -2147483649.0,
          4294967295.9, 4294967296.0, 9.2e18, 9.3e18, -9.3e18, 1.8e19, 1.9e19, 1e300, -1e300]
 rng = np.random.default_rng(3)

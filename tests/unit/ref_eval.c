@@ -154,8 +154,9 @@ static double int_to_single(RefValue v, const KjType *t)
     return rounded;
 }
 
-/* Float to integer: truncation toward zero, saturating at the type's range,
- * NaN to 0 (llvm.fptosi.sat, PTX cvt.rzi). */
+/* Float to integer: truncation toward zero, saturating at the type's range
+ * (llvm.fptosi.sat, PTX cvt.rzi); NaN, unspecified, never gets here from a
+ * cast (see KJ_IR_CAST) and gives 0 as on cpu. */
 static uint64_t float_to_int(double x, const KjType *to)
 {
     if (isnan(x))
@@ -752,8 +753,16 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         int arm = eval(ev, fr, e->args[0]).u ? 1 : 2;
         return ref_convert(eval(ev, fr, e->args[arm]), e->args[arm]->type, t);
     }
-    case KJ_IR_CAST:
-        return ref_convert(eval(ev, fr, e->args[0]), e->args[0]->type, t);
+    case KJ_IR_CAST: {
+        RefValue v = eval(ev, fr, e->args[0]);
+        /* NaN to an integer is unspecified (0 on cpu, the GPU's own value on
+         * cuda): such an input is drawn again, like an index out of range. */
+        if (kj_type_is_float(e->args[0]->type) && kj_type_is_int(t) && isnan(v.f)) {
+            fail(ev, e, "NaN converted to %s (unspecified)", kj_type_name(t));
+            return v;
+        }
+        return ref_convert(v, e->args[0]->type, t);
+    }
     case KJ_IR_CALL: {
         const KjIrFunction *callee = e->callee;
         RefValue args[e->arg_count > 0 ? e->arg_count : 1];
