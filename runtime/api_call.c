@@ -797,19 +797,7 @@ kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *
     } else if (!dst_device && src_device) {
         status = kj_cuda_copy_to_host(context->cuda, dst->data, src->data, bytes, s, &error);
     } else {
-        /* Device to device through the host: rare, and the driver seam has no
-         * direct copy. */
-        void *bounce = malloc(bytes);
-        if (!bounce)
-            return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY, "out of memory");
-        status = kj_cuda_copy_to_host(context->cuda, bounce, src->data, bytes, s, &error);
-        if (status == KJIT_OK)
-            status = kj_cuda_stream_sync(context->cuda, s, &error);
-        if (status == KJIT_OK)
-            status = kj_cuda_copy_to_device(context->cuda, dst->data, bounce, bytes, s, &error);
-        if (status == KJIT_OK)
-            status = kj_cuda_stream_sync(context->cuda, s, &error);
-        free(bounce);
+        status = kj_cuda_copy_on_device(context->cuda, dst->data, src->data, bytes, s, &error);
     }
     if (status != KJIT_OK)
         kj_api_take_error(context, status, "kjit_copy: ", error);

@@ -261,6 +261,11 @@ static kjit_status make_current(KjCuda *cuda, char **error)
     }
     if (result != CU_SUCCESS)
         return fail(cuda, result, "cuDevicePrimaryCtxRetain", NULL, error);
+    /* Every launch comes through here: reading the thread's current context
+     * costs a fraction of setting it, and it is nearly always ours already. */
+    void *current = NULL;
+    if (cuda->cu->CtxGetCurrent(&current) == CU_SUCCESS && current == context)
+        return KJIT_OK;
     result = cuda->cu->CtxSetCurrent(context);
     if (result != CU_SUCCESS)
         return fail(cuda, result, "cuCtxSetCurrent", NULL, error);
@@ -711,6 +716,22 @@ kjit_status kj_cuda_copy_to_host(KjCuda *cuda, void *dst, const void *src, size_
                                : cuda->cu->MemcpyDtoH(dst, from, bytes);
     if (result != CU_SUCCESS)
         return fail(cuda, result, stream ? "cuMemcpyDtoHAsync" : "cuMemcpyDtoH", NULL, error);
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_copy_on_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
+                                   KjCudaStream *stream, char **error)
+{
+    if (stream && stream->generation != current_generation(cuda))
+        return stale("stream", error);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK || bytes == 0)
+        return status;
+    KjCuDevicePtr to = (KjCuDevicePtr)(uintptr_t)dst, from = (KjCuDevicePtr)(uintptr_t)src;
+    KjCuResult result = stream ? cuda->cu->MemcpyDtoDAsync(to, from, bytes, stream->stream)
+                               : cuda->cu->MemcpyDtoD(to, from, bytes);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, stream ? "cuMemcpyDtoDAsync" : "cuMemcpyDtoD", NULL, error);
     return KJIT_OK;
 }
 

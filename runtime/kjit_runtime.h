@@ -262,6 +262,8 @@ kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, siz
                                    KjCudaStream *stream, char **error);
 kjit_status kj_cuda_copy_to_host(KjCuda *cuda, void *dst, const void *src, size_t bytes,
                                  KjCudaStream *stream, char **error);
+kjit_status kj_cuda_copy_on_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
+                                   KjCudaStream *stream, char **error);
 kjit_status kj_cuda_stream_create(KjCuda *cuda, KjCudaStream **out, char **error);
 kjit_status kj_cuda_stream_sync(KjCuda *cuda, KjCudaStream *stream, char **error); /* NULL: ctx */
 void kj_cuda_stream_destroy(KjCuda *cuda, KjCudaStream *stream);
@@ -294,6 +296,7 @@ typedef struct KjCuDriver {
     KjCuResult (*DevicePrimaryCtxRetain)(void **context, int device);
     KjCuResult (*DevicePrimaryCtxRelease)(int device);
     KjCuResult (*DevicePrimaryCtxReset)(int device);
+    KjCuResult (*CtxGetCurrent)(void **context);
     KjCuResult (*CtxSetCurrent)(void *context);
     KjCuResult (*CtxSynchronize)(void);
     KjCuResult (*LinkCreate)(unsigned count, int *options, void **values, void **state);
@@ -321,6 +324,9 @@ typedef struct KjCuDriver {
     KjCuResult (*MemcpyHtoDAsync)(KjCuDevicePtr dst, const void *src, size_t bytes,
                                   void *stream);
     KjCuResult (*MemcpyDtoHAsync)(void *dst, KjCuDevicePtr src, size_t bytes, void *stream);
+    KjCuResult (*MemcpyDtoD)(KjCuDevicePtr dst, KjCuDevicePtr src, size_t bytes);
+    KjCuResult (*MemcpyDtoDAsync)(KjCuDevicePtr dst, KjCuDevicePtr src, size_t bytes,
+                                  void *stream);
     KjCuResult (*StreamCreate)(void **stream, unsigned flags);
     KjCuResult (*StreamSynchronize)(void *stream);
     KjCuResult (*StreamDestroy)(void *stream);

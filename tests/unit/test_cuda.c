@@ -552,6 +552,12 @@ START_TEST(device_arrays_stay_on_the_device)
     ck_assert_int_eq(kjit_copy(context, &hout, &db, NULL), KJIT_OK);
     ck_assert_int_eq(mismatches(&hout, want, N, 1.2e-7, 1e-6, "saxpy on device arrays"), 0);
 
+    /* Device to device: db (the saxpy result) into dout, then back to the host. */
+    ck_assert_int_eq(kjit_copy(context, &dout, &db, NULL), KJIT_OK);
+    poison(&hout);
+    ck_assert_int_eq(kjit_copy(context, &hout, &dout, NULL), KJIT_OK);
+    ck_assert_int_eq(mismatches(&hout, want, N, 1.2e-7, 1e-6, "a device-to-device copy"), 0);
+
     ck_assert_int_eq(kjit_device_free(context, &da), KJIT_OK);
     ck_assert_int_eq(kjit_device_free(context, &db), KJIT_OK);
     ck_assert_int_eq(kjit_device_free(context, &dout), KJIT_OK);
