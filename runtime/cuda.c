@@ -261,11 +261,6 @@ static kjit_status make_current(KjCuda *cuda, char **error)
     }
     if (result != CU_SUCCESS)
         return fail(cuda, result, "cuDevicePrimaryCtxRetain", NULL, error);
-    /* Every launch comes through here: reading the thread's current context
-     * costs a fraction of setting it, and it is nearly always ours already. */
-    void *current = NULL;
-    if (cuda->cu->CtxGetCurrent(&current) == CU_SUCCESS && current == context)
-        return KJIT_OK;
     result = cuda->cu->CtxSetCurrent(context);
     if (result != CU_SUCCESS)
         return fail(cuda, result, "cuCtxSetCurrent", NULL, error);

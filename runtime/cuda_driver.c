@@ -43,7 +43,6 @@ static const DriverSymbol driver_symbols[] = {
     {SLOT(DevicePrimaryCtxRetain), {"cuDevicePrimaryCtxRetain"}},
     {SLOT(DevicePrimaryCtxRelease), {"cuDevicePrimaryCtxRelease_v2"}},
     {SLOT(DevicePrimaryCtxReset), {"cuDevicePrimaryCtxReset_v2"}},
-    {SLOT(CtxGetCurrent), {"cuCtxGetCurrent"}},
     {SLOT(CtxSetCurrent), {"cuCtxSetCurrent"}},
     {SLOT(CtxSynchronize), {"cuCtxSynchronize"}},
     {SLOT(LinkCreate), {"cuLinkCreate_v2"}},

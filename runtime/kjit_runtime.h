@@ -296,7 +296,6 @@ typedef struct KjCuDriver {
     KjCuResult (*DevicePrimaryCtxRetain)(void **context, int device);
     KjCuResult (*DevicePrimaryCtxRelease)(int device);
     KjCuResult (*DevicePrimaryCtxReset)(int device);
-    KjCuResult (*CtxGetCurrent)(void **context);
     KjCuResult (*CtxSetCurrent)(void *context);
     KjCuResult (*CtxSynchronize)(void);
     KjCuResult (*LinkCreate)(unsigned count, int *options, void **values, void **state);
