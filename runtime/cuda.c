@@ -682,52 +682,58 @@ kjit_status kj_cuda_free(KjCuda *cuda, void *device_ptr, char **error)
     return KJIT_OK;
 }
 
-kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
-                                   KjCudaStream *stream, char **error)
+typedef enum { TO_DEVICE, TO_HOST, ON_DEVICE } CopyDirection;
+
+/* One copy of `bytes`, on the stream when there is one; the three public
+ * copies differ only in the driver call. */
+static kjit_status copy_bytes(KjCuda *cuda, CopyDirection direction, void *dst, const void *src,
+                              size_t bytes, KjCudaStream *stream, char **error)
 {
     if (stream && stream->generation != current_generation(cuda))
         return stale("stream", error);
     kjit_status status = make_current(cuda, error);
     if (status != KJIT_OK || bytes == 0)
         return status;
-    KjCuDevicePtr to = (KjCuDevicePtr)(uintptr_t)dst;
-    KjCuResult result = stream ? cuda->cu->MemcpyHtoDAsync(to, src, bytes, stream->stream)
-                               : cuda->cu->MemcpyHtoD(to, src, bytes);
-    if (result != CU_SUCCESS)
-        return fail(cuda, result, stream ? "cuMemcpyHtoDAsync" : "cuMemcpyHtoD", NULL, error);
-    return KJIT_OK;
+    const KjCuDriver *cu = cuda->cu;
+    void *on = stream ? stream->stream : NULL;
+    KjCuDevicePtr to = (KjCuDevicePtr)(uintptr_t)dst, from = (KjCuDevicePtr)(uintptr_t)src;
+    KjCuResult result;
+    const char *call;
+    switch (direction) {
+    case TO_DEVICE:
+        result = stream ? cu->MemcpyHtoDAsync(to, src, bytes, on) : cu->MemcpyHtoD(to, src, bytes);
+        call = stream ? "cuMemcpyHtoDAsync" : "cuMemcpyHtoD";
+        break;
+    case TO_HOST:
+        result = stream ? cu->MemcpyDtoHAsync(dst, from, bytes, on) : cu->MemcpyDtoH(dst, from, bytes);
+        call = stream ? "cuMemcpyDtoHAsync" : "cuMemcpyDtoH";
+        break;
+    case ON_DEVICE:
+        result = stream ? cu->MemcpyDtoDAsync(to, from, bytes, on) : cu->MemcpyDtoD(to, from, bytes);
+        call = stream ? "cuMemcpyDtoDAsync" : "cuMemcpyDtoD";
+        break;
+    default:
+        kj_unreachable();
+    }
+    return result == CU_SUCCESS ? KJIT_OK : fail(cuda, result, call, NULL, error);
+}
+
+kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
+                                   KjCudaStream *stream, char **error)
+{
+    return copy_bytes(cuda, TO_DEVICE, dst, src, bytes, stream, error);
 }
 
 kjit_status kj_cuda_copy_to_host(KjCuda *cuda, void *dst, const void *src, size_t bytes,
                                  KjCudaStream *stream, char **error)
 {
-    if (stream && stream->generation != current_generation(cuda))
-        return stale("stream", error);
-    kjit_status status = make_current(cuda, error);
-    if (status != KJIT_OK || bytes == 0)
-        return status;
-    KjCuDevicePtr from = (KjCuDevicePtr)(uintptr_t)src;
-    KjCuResult result = stream ? cuda->cu->MemcpyDtoHAsync(dst, from, bytes, stream->stream)
-                               : cuda->cu->MemcpyDtoH(dst, from, bytes);
-    if (result != CU_SUCCESS)
-        return fail(cuda, result, stream ? "cuMemcpyDtoHAsync" : "cuMemcpyDtoH", NULL, error);
-    return KJIT_OK;
+    return copy_bytes(cuda, TO_HOST, dst, src, bytes, stream, error);
 }
 
 kjit_status kj_cuda_copy_on_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
                                    KjCudaStream *stream, char **error)
 {
-    if (stream && stream->generation != current_generation(cuda))
-        return stale("stream", error);
-    kjit_status status = make_current(cuda, error);
-    if (status != KJIT_OK || bytes == 0)
-        return status;
-    KjCuDevicePtr to = (KjCuDevicePtr)(uintptr_t)dst, from = (KjCuDevicePtr)(uintptr_t)src;
-    KjCuResult result = stream ? cuda->cu->MemcpyDtoDAsync(to, from, bytes, stream->stream)
-                               : cuda->cu->MemcpyDtoD(to, from, bytes);
-    if (result != CU_SUCCESS)
-        return fail(cuda, result, stream ? "cuMemcpyDtoDAsync" : "cuMemcpyDtoD", NULL, error);
-    return KJIT_OK;
+    return copy_bytes(cuda, ON_DEVICE, dst, src, bytes, stream, error);
 }
 
 /* ======================================================= streams and events */
