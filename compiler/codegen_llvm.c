@@ -12,7 +12,10 @@
  * compiled for C-contiguous arrays (KjCodegenOptions.contiguous_params) gets
  * those arrays' strides computed from their shapes in its entry points, and
  * the facts reach every access through the impl's arguments, plain functions
- * it calls included once they are inlined.  Local
+ * it calls included once they are inlined; so is a vectorized kernel of the
+ * CONTIG layout.  On cuda such an array travels as a short record, its data
+ * pointer and extents (the prefix of KjArrayDesc), which keeps the launch's
+ * parameter block small.  Local
  * variables are allocas in the entry block (mem2reg makes them SSA values).
  * No fast-math flags are set anywhere: IEEE semantics, no reassociation, no
  * contraction.
@@ -534,6 +537,8 @@ static void define_impl(Gen *g, FnInfo *info)
  * kernels are specialised; the vectorize pass has layouts of its own. */
 static uint32_t root_contiguous(Gen *g, const KjIrFunction *fn)
 {
+    if (fn->kind == KJ_IR_FN_VEC_KERNEL && fn->contiguous)
+        return UINT32_MAX;
     return fn->kind == KJ_IR_FN_KERNEL ? g->options->contiguous_params : 0;
 }
 
@@ -546,20 +551,20 @@ static bool param_contiguous(uint32_t mask, int param)
  * promises to be C-contiguous the strides are computed from the shape instead
  * (1, then running products of the extents): the impl, inlined here, then
  * indexes its last dimension with no multiply, and LLVM sees unit stride. */
-static void array_from_desc(Gen *g, LLVMValueRef desc_ptr, const KjType *type, bool contiguous,
-                            ArrayVal *out)
+static void array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,
+                            const KjType *type, bool contiguous, ArrayVal *out)
 {
     out->ndim = type->ndim;
     out->elem = type->elem;
-    LLVMValueRef p = LLVMBuildStructGEP2(g->b, g->t_desc, desc_ptr, 0, "");
+    LLVMValueRef p = LLVMBuildStructGEP2(g->b, desc_type, desc_ptr, 0, "");
     out->data = LLVMBuildLoad2(g->b, g->t_ptr, p, "data");
     for (int k = 0; k < type->ndim; k++) {
         LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 1), const_i32(g, k)};
-        out->shape[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, g->t_desc, desc_ptr, idx, 3, ""), "shape");
+        out->shape[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, desc_type, desc_ptr, idx, 3, ""), "shape");
         if (contiguous)
             continue;
         idx[1] = const_i32(g, 2);
-        out->strides[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, g->t_desc, desc_ptr, idx, 3, ""), "stride");
+        out->strides[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, desc_type, desc_ptr, idx, 3, ""), "stride");
     }
     if (contiguous && type->ndim > 0) {
         out->strides[type->ndim - 1] = const_i64(g, 1);
@@ -580,7 +585,7 @@ static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LL
         LLVMValueRef p = LLVMBuildLoad2(g->b, g->t_ptr, slot, fn->params[i]->name);
         if (is_array(t)) {
             ArrayVal a;
-            array_from_desc(g, p, t, param_contiguous(contiguous, i), &a);
+            array_from_desc(g, p, g->t_desc, t, param_contiguous(contiguous, i), &a);
             out[n++] = a.data;
             for (int k = 0; k < t->ndim; k++)
                 out[n++] = a.shape[k];
@@ -702,6 +707,18 @@ static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
     }
 }
 
+/* How a cuda .entry takes an array: a C-contiguous one as the record
+ * {data, shape[ndim]} (KjArrayDesc's first fields, so the runtime passes a
+ * pointer to its descriptor all the same), any other as the whole
+ * KjArrayDesc. */
+static LLVMTypeRef cuda_array_type(Gen *g, const KjType *t, bool contiguous)
+{
+    if (!contiguous)
+        return g->t_desc;
+    LLVMTypeRef fields[2] = {g->t_ptr, LLVMArrayType2(g->t_i64, (uint64_t)t->ndim)};
+    return LLVMStructTypeInContext(g->ctx, fields, 2, 0);
+}
+
 /* The cuda .entry: parameters in IR order, arrays (and complex scalars) by
  * value as byval pointers, bools as one byte. */
 static void emit_cuda_kernel(Gen *g, FnInfo *info)
@@ -723,15 +740,17 @@ static void emit_cuda_kernel(Gen *g, FnInfo *info)
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
         LLVMValueRef p = LLVMGetParam(e, (unsigned)i);
+        bool compact = is_array(t) && param_contiguous(contiguous, i);
+        LLVMTypeRef array_type = is_array(t) ? cuda_array_type(g, t, compact) : NULL;
         if (is_array(t) || kj_type_is_complex(t)) {
-            LLVMTypeRef vt = is_array(t) ? g->t_desc : llty(g, t);
+            LLVMTypeRef vt = is_array(t) ? array_type : llty(g, t);
             unsigned kind = LLVMGetEnumAttributeKindForName("byval", 5);
             LLVMAddAttributeAtIndex(e, (unsigned)i + 1, LLVMCreateTypeAttribute(g->ctx, kind, vt));
             add_param_attr(g, e, (unsigned)i, "align", is_array(t) ? 8 : (uint64_t)kj_type_size(kj_type_complex_part(t)));
         }
         if (is_array(t)) {
             ArrayVal a;
-            array_from_desc(g, p, t, param_contiguous(contiguous, i), &a);
+            array_from_desc(g, p, array_type, t, compact, &a);
             args[n++] = a.data;
             for (int k = 0; k < t->ndim; k++)
                 args[n++] = a.shape[k];

@@ -505,6 +505,7 @@ typedef struct KjIrFunction {
     int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
                                 generator may round it up to its 16-byte aligned layout) */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
+    bool contiguous;         /* VEC_KERNEL of the CONTIG layout: every array is C-contiguous */
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */

@@ -102,6 +102,7 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
     fn->ret = kj_type_void();
     fn->loc = scalar->loc;
     fn->scalar = scalar;
+    fn->contiguous = variant.layout == KJ_LAYOUT_CONTIG;
     Lifter lifter = {arena, fn, scalar->loc}, *l = &lifter;
 
     /* Parameters: the inputs in order, then out. */

@@ -77,6 +77,8 @@ static int elementwise_block_override(void)
 /* Per device, shared by every KjCuda open on it. */
 typedef struct DeviceState {
     pthread_mutex_t lock;
+    /* context and generation change under the lock but are read without it
+     * (atomically), so that a launch takes no lock. */
     void *context;       /* the retained primary context; NULL: retain on next use */
     int open_count;      /* KjCuda handles open on this device */
     unsigned generation; /* bumped by every reset after a fault */
@@ -171,8 +173,8 @@ static KjCuResult reset_locked(KjCuda *cuda)
     DeviceState *state = cuda->state;
     cuda->cu->CtxSetCurrent(NULL);
     KjCuResult result = cuda->cu->DevicePrimaryCtxReset(cuda->device);
-    state->context = NULL;
-    state->generation++;
+    __atomic_store_n(&state->context, NULL, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&state->generation, 1, __ATOMIC_RELEASE);
     return result;
 }
 
@@ -233,20 +235,24 @@ static void device_states_init(void)
 static kjit_status make_current(KjCuda *cuda, char **error)
 {
     DeviceState *state = cuda->state;
-    pthread_mutex_lock(&state->lock);
     KjCuResult result = CU_SUCCESS;
-    if (!state->context) {
-        result = cuda->cu->DevicePrimaryCtxRetain(&state->context, cuda->device);
-        /* A fault another handle saw may still hold the device: reset once more. */
-        if (is_sticky(result)) {
-            reset_locked(cuda);
-            result = cuda->cu->DevicePrimaryCtxRetain(&state->context, cuda->device);
+    void *context = __atomic_load_n(&state->context, __ATOMIC_ACQUIRE);
+    if (!context) {
+        pthread_mutex_lock(&state->lock);
+        context = state->context;
+        if (!context) {
+            result = cuda->cu->DevicePrimaryCtxRetain(&context, cuda->device);
+            /* A fault another handle saw may still hold the device: reset once more. */
+            if (is_sticky(result)) {
+                reset_locked(cuda);
+                result = cuda->cu->DevicePrimaryCtxRetain(&context, cuda->device);
+            }
+            if (result != CU_SUCCESS)
+                context = NULL;
+            __atomic_store_n(&state->context, context, __ATOMIC_RELEASE);
         }
-        if (result != CU_SUCCESS)
-            state->context = NULL;
+        pthread_mutex_unlock(&state->lock);
     }
-    void *context = state->context;
-    pthread_mutex_unlock(&state->lock);
     if (is_sticky(result)) {
         /* Seen with driver 580 after an illegal address: the reset succeeds
          * but the device stays poisoned for this process. */
@@ -269,10 +275,7 @@ static kjit_status make_current(KjCuda *cuda, char **error)
 
 static unsigned current_generation(KjCuda *cuda)
 {
-    pthread_mutex_lock(&cuda->state->lock);
-    unsigned generation = cuda->state->generation;
-    pthread_mutex_unlock(&cuda->state->lock);
-    return generation;
+    return __atomic_load_n(&cuda->state->generation, __ATOMIC_ACQUIRE);
 }
 
 kjit_status kj_cuda_probe(char **error)
@@ -358,7 +361,7 @@ void kj_cuda_close(KjCuda *cuda)
     pthread_mutex_lock(&state->lock);
     if (--state->open_count == 0 && state->context) {
         cuda->cu->DevicePrimaryCtxRelease(cuda->device);
-        state->context = NULL;
+        __atomic_store_n(&state->context, NULL, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&state->lock);
     free(cuda);
@@ -562,9 +565,12 @@ kjit_status kj_cuda_function(KjCudaModule *module, const char *symbol, void **fu
 
 static void remember_kernel(KjCuda *cuda, const char *name)
 {
-    /* Written without the lock: it only labels a later error message. */
-    snprintf(cuda->state->last_kernel, sizeof cuda->state->last_kernel, "%s",
-             name ? name : "?");
+    /* Written without the lock: it only labels a later error message.  (Not
+     * snprintf: this is on every launch's path.) */
+    char *last = cuda->state->last_kernel;
+    size_t length = name ? strnlen(name, sizeof cuda->state->last_kernel - 1) : 0;
+    memcpy(last, name ? name : "", length);
+    last[length] = '\0';
 }
 
 static kjit_status check_kernel(KjCuda *cuda, KjCudaKernel *kernel, KjCudaStream *stream,

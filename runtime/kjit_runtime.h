@@ -52,7 +52,10 @@ typedef struct KjThreadCtx {
  *   VEC_KERNEL (cpu) "<symbol>__range": void (void **args, int64_t begin, int64_t end)
  *       runs PARFOR iterations [begin, end).
  *   KERNEL / VEC_KERNEL (cuda) "<symbol>": a .entry whose parameters are the
- *       function's parameters in order, arrays as KjArrayDesc by value; a
+ *       function's parameters in order, arrays as KjArrayDesc by value, but
+ *       C-contiguous ones (a kernel's contiguous-mask bits, every array of a
+ *       CONTIG VEC_KERNEL) as the 8 + 8 * ndim bytes {data, shape[ndim]} that
+ *       open a KjArrayDesc, so a pointer to the descriptor serves both; a
  *       VEC_KERNEL walks its PARFOR with a grid-stride loop.
  */
 typedef void (*KjEntryFn)(void **args, void *result);

@@ -9,6 +9,15 @@
  *                  parameter (cuda only)
  *   vectorized     kjit_call of an add on 1,000-element device arrays, host
  *                  time per call
+ *   launch gap     (cuda) what the GPU sees: CUDA events recorded just before
+ *                  and just after one call on an idle stream, around an add
+ *                  on 1e6 f32 device arrays.  This is how the GPU benchmark
+ *                  times its rows, so host work between the two records adds
+ *                  to a short kernel's time.  kjit's vectorized call and
+ *                  kjit_launch, beside bare cuLaunchKernel calls of one
+ *                  hand-written PTX add taking its arrays as pointers, as
+ *                  16-byte {data, extent} records (kjit's contiguous arrays)
+ *                  and as full 136-byte descriptors.
  *
  * Compile times are the median of RUNS new processes; call costs the median
  * of RUNS batches of CALLS calls.  Each compiled function's results are
@@ -63,7 +72,9 @@ static const char source[] =
     "@vectorize\nfn add(a: f32, b: f32) -> f32 {\n    return a + b;\n}\n"
     "@vectorize\nfn vsin(x: f64, y: f64) -> f64 {\n    return sin(x) + y;\n}\n"
     "@vectorize\nfn vexp(x: f32, y: f32) -> f32 {\n    return exp(x) * y;\n}\n"
-    "@kernel\nfn empty(x: f32[]) {\n}\n";
+    "@kernel\nfn empty(x: f32[]) {\n}\n"
+    "@kernel\nfn addk(a: f32[], b: f32[], c: f32[]) {\n"
+    "    let i = grid(1);\n    if i < c.shape[0] { c[i] = a[i] + b[i]; }\n}\n";
 
 static kjit_context *open_context(kjit_target target)
 {
@@ -263,6 +274,198 @@ static const char bare_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
                                ".visible .entry bare_empty(.param .align 8 .b8 x[136])\n{\n"
                                "    ret;\n}\n";
 
+/* ------------------------------------------------------------ launch gap */
+
+#define GAP_ELEMENTS 1000000
+#define GAP_RUNS 101
+#define GAP_BLOCK 256
+
+/* One add kernel, three ways of passing its arrays: %s is the parameter
+ * list, the loads read the data pointers and c's extent. */
+static const char gap_ptx_format[] =
+    ".version 7.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry %s(%s)\n{\n"
+    "    .reg .pred %%p<2>;\n    .reg .b32 %%r<4>;\n    .reg .b64 %%rd<12>;\n"
+    "    .reg .f32 %%f<4>;\n"
+    "    ld.param.u64 %%rd1, [pa];\n    ld.param.u64 %%rd2, [pb];\n"
+    "    ld.param.u64 %%rd3, [pc];\n    ld.param.u64 %%rd4, [%s];\n"
+    "    mov.u32 %%r1, %%ctaid.x;\n    mov.u32 %%r2, %%ntid.x;\n    mov.u32 %%r3, %%tid.x;\n"
+    "    mul.wide.u32 %%rd5, %%r1, %%r2;\n    cvt.u64.u32 %%rd6, %%r3;\n"
+    "    add.s64 %%rd5, %%rd5, %%rd6;\n    setp.ge.s64 %%p1, %%rd5, %%rd4;\n"
+    "    @%%p1 bra DONE;\n    shl.b64 %%rd7, %%rd5, 2;\n"
+    "    cvta.to.global.u64 %%rd1, %%rd1;\n    cvta.to.global.u64 %%rd2, %%rd2;\n"
+    "    cvta.to.global.u64 %%rd3, %%rd3;\n"
+    "    add.s64 %%rd8, %%rd1, %%rd7;\n    add.s64 %%rd9, %%rd2, %%rd7;\n"
+    "    add.s64 %%rd10, %%rd3, %%rd7;\n"
+    "    ld.global.f32 %%f1, [%%rd8];\n    ld.global.f32 %%f2, [%%rd9];\n"
+    "    add.f32 %%f3, %%f1, %%f2;\n    st.global.f32 [%%rd10], %%f3;\n"
+    "DONE:\n    ret;\n}\n";
+
+typedef struct GapCase {
+    const char *label;
+    kjit_context *context;
+    const KjCuDriver *cu;
+    void *cu_function;     /* bare cases */
+    void *params[4];
+    kjit_function *function; /* kjit cases */
+    kjit_arg args[3];
+    kjit_array *out;
+    double times[GAP_RUNS];
+} GapCase;
+
+static void gap_call(GapCase *g)
+{
+    kjit_status status = KJIT_OK;
+    unsigned blocks = (GAP_ELEMENTS + GAP_BLOCK - 1) / GAP_BLOCK;
+    if (g->cu_function) {
+        if (g->cu->LaunchKernel(g->cu_function, blocks, 1, 1, GAP_BLOCK, 1, 1, 0, NULL, g->params,
+                                NULL) != 0) {
+            fprintf(stderr, "latency: cuLaunchKernel failed for %s\n", g->label);
+            exit(1);
+        }
+    } else if (g->out) {
+        status = kjit_call_async(g->function, g->args, 2, g->out, NULL);
+    } else {
+        const uint32_t grid[3] = {blocks, 1, 1}, block[3] = {GAP_BLOCK, 1, 1};
+        status = kjit_launch(g->function, grid, block, g->args, 3, NULL);
+    }
+    if (status != KJIT_OK)
+        die(g->context, status, g->label);
+}
+
+static void *gap_kernel(const KjCuDriver *cu, const char *name, const char *params,
+                        const char *extent)
+{
+    char ptx[4096];
+    snprintf(ptx, sizeof ptx, gap_ptx_format, name, params, extent);
+    void *module = NULL, *function = NULL;
+    if (cu->ModuleLoadDataEx(&module, ptx, 0, NULL, NULL) != 0 ||
+        cu->ModuleGetFunction(&function, module, name) != 0) {
+        fprintf(stderr, "latency: the PTX of %s did not load\n", name);
+        exit(1);
+    }
+    return function;
+}
+
+/* Fails unless c == a + b everywhere (the case's kernel ran, and right). */
+static void gap_check(GapCase *g, kjit_array *c, const float *a, const float *b, float *got)
+{
+    kjit_array host = kjit_array_make(got, KJIT_F32, 1, c->shape);
+    kjit_status status = kjit_copy(g->context, &host, c, NULL);
+    if (status != KJIT_OK)
+        die(g->context, status, "copy back");
+    for (int64_t i = 0; i < GAP_ELEMENTS; i++)
+        if (got[i] != a[i] + b[i]) {
+            fprintf(stderr, "latency: %s: element %lld is %g, want %g\n", g->label,
+                    (long long)i, got[i], a[i] + b[i]);
+            exit(1);
+        }
+}
+
+static void launch_gaps(kjit_context *context, kjit_module *module)
+{
+    const KjCuDriver *cu = kj_cuda_driver(NULL);
+    int64_t shape[1] = {GAP_ELEMENTS};
+    kjit_array a, b, c;
+    kjit_status status;
+    if ((status = kjit_device_alloc(context, KJIT_F32, 1, shape, &a)) != KJIT_OK ||
+        (status = kjit_device_alloc(context, KJIT_F32, 1, shape, &b)) != KJIT_OK ||
+        (status = kjit_device_alloc(context, KJIT_F32, 1, shape, &c)) != KJIT_OK)
+        die(context, status, "device arrays");
+    float *ha = malloc(GAP_ELEMENTS * sizeof *ha), *hb = malloc(GAP_ELEMENTS * sizeof *hb);
+    float *hc = malloc(GAP_ELEMENTS * sizeof *hc);
+    srand(7);
+    for (int64_t i = 0; i < GAP_ELEMENTS; i++) {
+        ha[i] = (float)rand() / (float)RAND_MAX * 200.0f - 100.0f;
+        hb[i] = (float)rand() / (float)RAND_MAX * 200.0f - 100.0f;
+    }
+    kjit_array host_a = kjit_array_make(ha, KJIT_F32, 1, shape);
+    kjit_array host_b = kjit_array_make(hb, KJIT_F32, 1, shape);
+    if ((status = kjit_copy(context, &a, &host_a, NULL)) != KJIT_OK ||
+        (status = kjit_copy(context, &b, &host_b, NULL)) != KJIT_OK)
+        die(context, status, "copy in");
+
+    /* Parameter blocks: pointers; {data, extent}; full descriptors. */
+    void *ptrs[3] = {a.data, b.data, c.data};
+    int64_t n = GAP_ELEMENTS;
+    KjArrayDesc descs[3];
+    memset(descs, 0, sizeof descs);
+    for (int i = 0; i < 3; i++) {
+        descs[i].data = ptrs[i];
+        descs[i].shape[0] = n;
+        descs[i].strides[0] = 1;
+    }
+    GapCase cases[5] = {
+        {.label = "bare cuLaunchKernel, pointer parameters"},
+        {.label = "bare cuLaunchKernel, 16-byte array records"},
+        {.label = "bare cuLaunchKernel, 136-byte descriptors"},
+        {.label = "kjit_call_async (vectorized add)"},
+        {.label = "kjit_launch (@kernel add)"},
+    };
+    for (int k = 0; k < 5; k++) {
+        cases[k].context = context;
+        cases[k].cu = cu;
+    }
+    cases[0].cu_function = gap_kernel(cu, "gap_ptr",
+                                      ".param .u64 pa, .param .u64 pb, .param .u64 pc, "
+                                      ".param .u64 pn", "pn");
+    for (int i = 0; i < 3; i++)
+        cases[0].params[i] = &ptrs[i];
+    cases[0].params[3] = &n;
+    cases[1].cu_function = gap_kernel(cu, "gap_record",
+                                      ".param .align 8 .b8 pa[16], .param .align 8 .b8 pb[16], "
+                                      ".param .align 8 .b8 pc[16]", "pc+8");
+    cases[2].cu_function = gap_kernel(cu, "gap_desc",
+                                      ".param .align 8 .b8 pa[136], .param .align 8 .b8 pb[136], "
+                                      ".param .align 8 .b8 pc[136]", "pc+8");
+    for (int i = 0; i < 3; i++)
+        cases[1].params[i] = cases[2].params[i] = &descs[i];
+    if ((status = kjit_module_function(module, "add", &cases[3].function)) != KJIT_OK ||
+        (status = kjit_module_function(module, "addk", &cases[4].function)) != KJIT_OK)
+        die(context, status, "add");
+    cases[3].args[0] = cases[4].args[0] = kjit_arg_array(&a);
+    cases[3].args[1] = cases[4].args[1] = kjit_arg_array(&b);
+    cases[4].args[2] = kjit_arg_array(&c);
+    cases[3].out = &c;
+
+    void *start, *end;
+    if (cu->EventCreate(&start, 0) != 0 || cu->EventCreate(&end, 0) != 0)
+        die(context, KJIT_ERROR_CUDA, "cuEventCreate");
+    for (int k = 0; k < 5; k++) {
+        for (int w = 0; w < 3; w++)
+            gap_call(&cases[k]);
+        kjit_synchronize(context);
+        gap_check(&cases[k], &c, ha, hb, hc);
+        if ((status = kjit_copy(context, &c, &a, NULL)) != KJIT_OK) /* spoil c for the next */
+            die(context, status, "copy");
+    }
+    /* The cases take turns, so drift in the GPU's clocks reaches them alike. */
+    for (int r = 0; r < GAP_RUNS; r++)
+        for (int k = 0; k < 5; k++) {
+            float ms = 0;
+            cu->EventRecord(start, NULL);
+            gap_call(&cases[k]);
+            cu->EventRecord(end, NULL);
+            if (cu->EventSynchronize(end) != 0 || cu->EventElapsedTime(&ms, start, end) != 0)
+                die(context, KJIT_ERROR_CUDA, "events");
+            cases[k].times[r] = ms * 1e3;
+        }
+    double floor = median(cases[0].times, GAP_RUNS);
+    for (int k = 0; k < 5; k++) {
+        double us = k == 0 ? floor : median(cases[k].times, GAP_RUNS);
+        printf("| cuda     | add | launch gap, 1e6 f32       | %9.2f us | %s; %+.1f%% over pointer parameters |\n",
+               us, cases[k].label, 100.0 * (us - floor) / floor);
+    }
+    cu->EventDestroy(start);
+    cu->EventDestroy(end);
+    free(ha);
+    free(hb);
+    free(hc);
+    kjit_device_free(context, &a);
+    kjit_device_free(context, &b);
+    kjit_device_free(context, &c);
+}
+
 static void call_costs(kjit_target target)
 {
     kjit_context *context = open_context(target);
@@ -317,6 +520,8 @@ static void call_costs(kjit_target target)
                launch);
     printf("| %-8s | add | vectorized call, device   | %9.2f us | %d f32 elements, host time |\n",
            name, call, ELEMENTS);
+    if (kjit_context_target(context) == KJIT_TARGET_CUDA)
+        launch_gaps(context, module);
     kjit_device_free(context, &a);
     kjit_device_free(context, &b);
     kjit_device_free(context, &c.out);

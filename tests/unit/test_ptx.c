@@ -223,6 +223,45 @@ START_TEST(kernel_features_assemble)
 }
 END_TEST
 
+/* A launch copies its parameter block, so C-contiguous arrays travel as the
+ * short record {data, shape[ndim]}; other arrays as the whole descriptor. */
+START_TEST(contiguous_arrays_travel_as_records)
+{
+    KjArena arena = {0};
+    KjDiag diag = {.sink = diag_to_stderr};
+    KjSource *src = kj_source_from_string(
+        &arena, "records.kern",
+        "@vectorize fn add(a: f32, b: f32) -> f32 { return a + b; }\n"
+        "@kernel fn scale(m: f64[,], v: f64[,]) {\n"
+        "    let i, j = grid(2);\n"
+        "    if i < m.shape[0] && j < m.shape[1] { m[i, j] = 2.0 * v[i, j]; }\n"
+        "}\n");
+    const char *stdlib_dirs[] = {"stdlib", NULL};
+    KjIrModule *module = kj_compile_source(&arena, src, stdlib_dirs, &diag);
+    ck_assert_ptr_nonnull(module);
+    KjIrEntry *add = module->entries.items[0], *scale = module->entries.items[1];
+    KjVecVariant contig = {KJ_LAYOUT_CONTIG, 1, 0}, strided = {KJ_LAYOUT_STRIDED, 2, 0};
+    KjIrFunction *roots[3] = {kj_vectorize(module, add->variants.items[0], contig),
+                              kj_vectorize(module, add->variants.items[0], strided),
+                              scale->variants.items[0]};
+    /* m (bit 0) is C-contiguous, v is not. */
+    KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA, .opt_level = 3,
+                                .cuda_arch = "sm_90", .verify = true, .contiguous_params = 1u};
+    char *error = NULL;
+    char *ptx = kj_ptx_generate(module, roots, 3, &options, &error);
+    ck_assert_msg(ptx != NULL, "PTX generation failed: %s", error ? error : "?");
+    const char *want[] = {"add__v0c_param_0[16]", "add__v0c_param_2[16]",
+                          "add__v0s2_param_0[136]", "scale__c1_param_0[24]",
+                          "scale__c1_param_1[136]"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(ptx, want[i]) != NULL, "no parameter %s in the PTX:\n%s", want[i],
+                      ptx);
+    assemble(ptx, "records.kern");
+    free(ptx);
+    kj_arena_free(&arena);
+}
+END_TEST
+
 START_TEST(missing_libdevice_is_a_clear_error)
 {
     KjArena arena = {0};
@@ -264,6 +303,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, every_example_assembles);
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
+    tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
     suite_add_tcase(suite, tcase);
     return suite;
