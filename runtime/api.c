@@ -687,19 +687,36 @@ static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
 /* The code for signature `sig` (vectorized as `variant` when not NULL; a
  * kernel with the C-contiguous array parameters in `contiguous`), generated
  * now if this is its first use. */
+static KjCompiled *lookup_compiled(KjCompiled *list, int sig, const KjVecVariant *variant,
+                                   uint32_t contiguous)
+{
+    for (KjCompiled *c = list; c; c = c->next)
+        if (c->signature == sig && c->vectorized == (variant != NULL) &&
+            c->contiguous == contiguous && (!variant || same_variant(&c->variant, variant)))
+            return c;
+    return NULL;
+}
+
 kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
                                  uint32_t contiguous, KjCompiled **out)
 {
+    /* Every call comes here, so the common case takes no lock: the list only
+     * grows, at its head, and an entry is complete before it is published. */
+    KjCompiled *found = lookup_compiled(__atomic_load_n(&function->compiled, __ATOMIC_ACQUIRE),
+                                        sig, variant, contiguous);
+    if (found) {
+        *out = found;
+        return KJIT_OK;
+    }
     kjit_module *module = function->module;
     kjit_context *context = module->context;
     pthread_mutex_lock(&context->lock);
-    for (KjCompiled *c = function->compiled; c; c = c->next)
-        if (c->signature == sig && c->vectorized == (variant != NULL) &&
-            c->contiguous == contiguous && (!variant || same_variant(&c->variant, variant))) {
-            *out = c;
-            pthread_mutex_unlock(&context->lock);
-            return KJIT_OK;
-        }
+    found = lookup_compiled(function->compiled, sig, variant, contiguous);
+    if (found) {
+        *out = found;
+        pthread_mutex_unlock(&context->lock);
+        return KJIT_OK;
+    }
     KjCompiled *compiled = kj_xcalloc(1, sizeof *compiled);
     compiled->signature = sig;
     compiled->vectorized = variant != NULL;
@@ -721,7 +738,7 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
         return status;
     }
     compiled->next = function->compiled;
-    function->compiled = compiled;
+    __atomic_store_n(&function->compiled, compiled, __ATOMIC_RELEASE);
     *out = compiled;
     pthread_mutex_unlock(&context->lock);
     return KJIT_OK;

@@ -388,12 +388,16 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     const kjit_array *inputs[KJ_MAX_VEC_INPUTS];
     for (int i = 0; i < nargs; i++)
         inputs[i] = args[i].kind == KJIT_ARG_ARRAY ? args[i].value.array : NULL;
-    int ndim;
+    /* The shape to allocate when no output is given (the plan checks a
+     * given output against the broadcast shape itself). */
+    int ndim = 0;
     int64_t shape[KJ_MAX_DIMS];
     char *error = NULL;
-    status = kj_broadcast_shape(inputs, nargs, &ndim, shape, &error);
-    if (status != KJIT_OK)
-        return kj_api_take_named_error(context, status, name, error);
+    if (!out) {
+        status = kj_broadcast_shape(inputs, nargs, &ndim, shape, &error);
+        if (status != KJIT_OK)
+            return kj_api_take_named_error(context, status, name, error);
+    }
 
     kjit_array target, allocated = {0};
     if (out) {

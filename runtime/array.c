@@ -208,14 +208,54 @@ typedef struct Operand {
     int64_t strides[KJ_MAX_DIMS];
 } Operand;
 
+/* The usual call, planned without the general walk: every array and the
+ * output have one shape (of more than one element) and are C-contiguous, so
+ * the plan is the CONTIG layout over flat indices.  False for anything else. */
+static bool plan_same_shape(const kjit_array *const *inputs, int count, const kjit_array *out,
+                            KjBroadcastPlan *plan)
+{
+    int64_t size = kjit_array_size(out);
+    if (size <= 1 || !kj_array_is_contiguous(out))
+        return false;
+    size_t shape_bytes = (size_t)out->ndim * sizeof out->shape[0];
+    for (int i = 0; i < count; i++)
+        if (inputs[i] && (inputs[i]->ndim != out->ndim ||
+                          memcmp(inputs[i]->shape, out->shape, shape_bytes) != 0 ||
+                          !kj_array_is_contiguous(inputs[i])))
+            return false;
+    plan->ndim = out->ndim;
+    memcpy(plan->shape, out->shape, shape_bytes);
+    plan->size = size;
+    memset(&plan->variant, 0, sizeof plan->variant);
+    plan->variant.layout = KJ_LAYOUT_CONTIG;
+    plan->variant.ndim = 1;
+    /* Only the fields the CONTIG code reads: data, shape[0], strides[0]. */
+    for (int i = 0; i <= count; i++) {
+        KjArrayDesc *desc = i < count ? &plan->inputs[i] : &plan->output;
+        const kjit_array *array = i < count ? inputs[i] : out;
+        if (i < count)
+            plan->scalar_data[i] = NULL;
+        if (!array) {
+            plan->variant.scalar_mask |= 1u << i;
+            continue;
+        }
+        desc->data = array->data;
+        desc->shape[0] = size;
+        desc->strides[0] = 1;
+    }
+    return true;
+}
+
 kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const kjit_array *out,
                               KjBroadcastPlan *plan, char **error)
 {
-    memset(plan, 0, sizeof *plan);
     if (count > KJ_MAX_VEC_INPUTS) {
         *error = format_error("a vectorized call takes at most %d inputs", KJ_MAX_VEC_INPUTS);
         return KJIT_ERROR_INVALID_ARGUMENT;
     }
+    if (plan_same_shape(inputs, count, out, plan))
+        return KJIT_OK;
+    memset(plan, 0, sizeof *plan);
     kjit_status status = kj_broadcast_shape(inputs, count, &plan->ndim, plan->shape, error);
     if (status != KJIT_OK)
         return status;

@@ -4,6 +4,15 @@
 # hand-written CUDA C (built here with nvcc -O3 -arch=sm_90), Numba and CuPy,
 # side by side in one run, printed as one Markdown table.
 #
+# kjit and CUDA C take turns: KJIT_BENCH_ROUNDS rounds (default 5), each
+# running both programs (which one goes first alternates), each program
+# timing every row as the median of 20 launches.  A row's figure for each
+# side is the median of its rounds, and the table shows the range of the
+# per-round ratios beside their median ratio.  Short rows (a 9 us add) move
+# by 5-10% between two runs of the same program a second apart (GPU and host
+# clocks), so one round each would mostly measure which one ran at a quieter
+# moment.
+#
 # KJIT_NUMBA_WHEELS, when set, names a folder of wheels (a NumPy that the
 # image's Numba accepts) installed into a private folder for the Numba part
 # only; CuPy runs with the machine's own NumPy.
@@ -13,8 +22,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 nvcc -O3 -arch=sm_90 -o "$work/bench_gpu_cuda" "$here/bench_gpu_cuda.cu" || exit 1
-"$work/bench_gpu_cuda" > "$work/cuda.txt" || exit 1
-bin/bench_gpu_kjit > "$work/kjit.txt" || exit 1
+rounds=${KJIT_BENCH_ROUNDS:-5}
+for round in $(seq 1 "$rounds"); do
+    if [ $((round % 2)) -eq 1 ]; then
+        "$work/bench_gpu_cuda" > "$work/cuda.$round.txt" || exit 1
+        bin/bench_gpu_kjit > "$work/kjit.$round.txt" || exit 1
+    else
+        bin/bench_gpu_kjit > "$work/kjit.$round.txt" || exit 1
+        "$work/bench_gpu_cuda" > "$work/cuda.$round.txt" || exit 1
+    fi
+done
 python3 "$here/bench_gpu_py.py" cupy > "$work/py.txt"
 numba_path=${PYTHONPATH:-}
 if [ -n "${KJIT_NUMBA_WHEELS:-}" ]; then
@@ -24,9 +41,9 @@ fi
 PYTHONPATH=$numba_path python3 "$here/bench_gpu_py.py" numba >> "$work/py.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/gpu.txt" 2>/dev/null
 
-python3 - "$work" <<'PY'
-import sys
-work = sys.argv[1]
+python3 - "$work" "$rounds" <<'PY'
+import statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
 def pairs(name):
     out = {}
     for line in open(f"{work}/{name}"):
@@ -34,7 +51,15 @@ def pairs(name):
         if len(parts) == 2:
             out[parts[0]] = float(parts[1])
     return out
-kjit, cuda = pairs("kjit.txt"), pairs("cuda.txt")
+kjit_rounds = [pairs(f"kjit.{r}.txt") for r in range(1, rounds + 1)]
+cuda_rounds = [pairs(f"cuda.{r}.txt") for r in range(1, rounds + 1)]
+def across(per_round):
+    keys = set().union(*per_round)
+    return {k: statistics.median(p[k] for p in per_round if k in p) for k in keys}
+kjit, cuda = across(kjit_rounds), across(cuda_rounds)
+def ratio_range(key):
+    ratios = [k[key] / c[key] for k, c in zip(kjit_rounds, cuda_rounds) if k.get(key) and c.get(key)]
+    return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 py = {}
 for line in open(f"{work}/py.txt"):
     parts = line.split()
@@ -50,10 +75,12 @@ rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("lla_1000x1000", "LLA distance 1000x1000, mesh on the GPU"),
         ("das_1200x762", "delay-and-sum 1200x762x128x128 f64")]
 gpu = open(f"{work}/gpu.txt").read().strip() or "unknown GPU"
-print(f"GPU: {gpu}; device-to-device copy: {copy:.0f} GB/s (read + written)")
+print(f"GPU: {gpu}; device-to-device copy: {copy:.0f} GB/s (read + written); "
+      f"kjit and CUDA C: median of {rounds} alternating rounds of 20 launches each")
 print()
-print("| workload | kjit ms | CUDA C ms | kjit / CUDA C | Numba ms | CuPy ms | kjit GB/s (% of copy) |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+print("| workload | kjit ms | CUDA C ms | kjit / CUDA C | per round | Numba ms | CuPy ms "
+      "| kjit GB/s (% of copy) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 fmt = lambda v: "-" if v is None else f"{v:.4f}"
 for key, label in rows:
     k, c = kjit.get(key), cuda.get(key)
@@ -62,6 +89,6 @@ for key, label in rows:
     if key in moved and k:
         gbps = moved[key] / k / 1e6
         bw = f"{gbps:.0f} ({100 * gbps / copy:.0f}%)" if copy else f"{gbps:.0f}"
-    print(f"| {label} | {fmt(k)} | {fmt(c)} | {ratio} | {fmt(py.get((key, 'numba')))} "
+    print(f"| {label} | {fmt(k)} | {fmt(c)} | {ratio} | {ratio_range(key)} | {fmt(py.get((key, 'numba')))} "
           f"| {fmt(py.get((key, 'cupy')))} | {bw} |")
 PY
