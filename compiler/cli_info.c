@@ -4,7 +4,7 @@
  * Prints the version, the targets and whether each can run here (the cuda
  * target with the reason when it cannot), every GPU with its compute
  * capability, memory and the driver version, the libdevice file the cuda
- * target would link, the host CPU the cpu code is tuned for, and the cache
+ * target would link and the ptxas that would assemble its PTX, the host CPU the cpu code is tuned for, and the cache
  * folder.  It is the first thing to run when a target misbehaves, so every
  * line says where its answer came from when that is not obvious.
  */
@@ -92,6 +92,12 @@ int kj_cli_info(int argc, char **argv)
     else
         printf("libdevice:  none: %s\n", error);
     free(error);
+    const char *ptxas = kj_ptxas_path();
+    if (ptxas)
+        printf("ptxas:      %s (cubins assembled whole-program)\n", ptxas);
+    else
+        printf("ptxas:      none: the driver's linker assembles PTX (relocatable code, "
+               "more registers; set KJIT_PTXAS or CUDA_HOME)\n");
 
     printf("host cpu:   %s\n", kj_host_cpu_description());
     print_cache_dir();

@@ -270,7 +270,8 @@ char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
         goto done;
     if (!kj_libdevice_link_lazy(mod, machine, libdevice_path, error))
         goto done;
-    inline_libdevice(mod);
+    if (!options->cuda_whole_program)
+        inline_libdevice(mod);
 
     /* __nvvm_reflect("__CUDA_FTZ") reads this flag: 0 keeps denormals, as the
      * cpu target does.  Settling the reflect calls first lets the optimiser
@@ -288,6 +289,8 @@ char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
     }
     if (!kj_codegen_optimize(mod, machine, opt_level, error))
         goto done;
+    if (opt_level > 0)
+        kj_ptx_rematerialize(mod);
     if (options->verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &message)) {
         KjBuf buf = {0};
         kj_buf_printf(&buf, "the NVPTX module does not verify: %s", message);

@@ -607,9 +607,12 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
 }
 
 /*
- * cuda: a cubin (the driver's compilation for this exact device and driver)
- * loads with no JIT at all; else cached PTX goes through the driver's JIT;
- * else LLVM makes the PTX.  What was made is kept in both tiers.
+ * cuda: a cubin (compiled for this exact device, driver and assembler) loads
+ * with no JIT at all; else cached PTX is assembled; else LLVM makes the PTX.
+ * The toolkit's ptxas assembles whole-program when there is one (ptxas.c
+ * says why), else the driver's linker; if ptxas's cubin does not load (a
+ * driver older than the toolkit), the linker takes the same PTX.  What was
+ * made is kept in both tiers.
  */
 static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
@@ -617,11 +620,14 @@ static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, cons
     KjIrFunction *root = compiled->root;
     const char *arch = context->options.cuda_arch ? context->options.cuda_arch
                                                   : kj_cuda_arch(context->cuda);
+    const char *ptxas = kj_ptxas_path();
     KjCacheKey ptx_key = {0}, cubin_key = {0};
     build_key(module, compiled, true, arch, &ptx_key);
+    kj_cache_key_add(&ptx_key, "whole-program", "%d", ptxas != NULL);
     kj_cache_key_finish(&ptx_key);
     build_key(module, compiled, true, arch, &cubin_key);
     kj_cache_key_add(&cubin_key, "device", "%s", context->device_text);
+    kj_cache_key_add(&cubin_key, "assembler", "%s", kj_ptxas_identity());
     kj_cache_key_finish(&cubin_key);
 
     char *error = NULL;
@@ -641,7 +647,8 @@ static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, cons
             KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA,
                                         .opt_level = context->options.opt_level,
                                         .cuda_arch = arch,
-                                        .contiguous_params = compiled->contiguous};
+                                        .contiguous_params = compiled->contiguous,
+                                        .cuda_whole_program = ptxas != NULL};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);
@@ -652,8 +659,26 @@ static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, cons
         }
         void *cubin = NULL;
         size_t cubin_size = 0;
-        status = kj_cuda_load_ptx(context->cuda, ptx, &compiled->cuda_module, &cubin, &cubin_size,
-                                  &error);
+        char *ptxas_error = NULL;
+        if (ptxas && kj_ptxas_compile(ptx, kj_cuda_arch(context->cuda), &cubin, &cubin_size,
+                                      &ptxas_error) == KJIT_OK) {
+            status = kj_cuda_load_cubin(context->cuda, cubin, cubin_size, &compiled->cuda_module,
+                                        &ptxas_error);
+            if (status != KJIT_OK) {
+                free(cubin);
+                cubin = NULL;
+            }
+        }
+        if (status != KJIT_OK)
+            status = kj_cuda_load_ptx(context->cuda, ptx, &compiled->cuda_module, &cubin,
+                                      &cubin_size, &error);
+        if (status != KJIT_OK && ptxas_error) {
+            KjBuf both = {0};
+            kj_buf_printf(&both, "%s (ptxas, tried first: %s)", error ? error : "", ptxas_error);
+            free(error);
+            error = both.data;
+        }
+        free(ptxas_error);
         free(ptx);
         if (status == KJIT_OK && cubin)
             cache_keep(&cubin_key, KJ_CACHE_CUBIN, cubin, cubin_size);

@@ -89,6 +89,11 @@ typedef struct KjCodegenOptions {
      * multiply; the entry points are then named after
      * kj_kernel_variant_symbol. */
     uint32_t contiguous_params;
+    /* cuda: the PTX will be assembled whole-program (ptxas, as nvcc does), so
+     * libdevice's rare slow paths may stay out of line as calls.  false: it
+     * goes through the driver's linker, which compiles relocatable code where
+     * a call costs the callee's registers, so they are inlined (ptx.c). */
+    bool cuda_whole_program;
 } KjCodegenOptions;
 
 /* The symbol a kernel's entry points are named from: fn->symbol for the
@@ -126,6 +131,18 @@ const char *kj_host_cpu_description(void);
 /* libdevice.10.bc: $KJIT_LIBDEVICE, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, ...
  * NULL (and the folders tried in *error) when none is found. */
 const char *kj_find_libdevice(char **error);
+
+/* ================================================================ ptxas.c */
+
+/* The toolkit's ptxas (KJIT_PTXAS, beside libdevice, CUDA_HOME, PATH ...), or
+ * NULL; looked for once per process.  The identity ("path size mtime", or
+ * "none") goes into cache keys. */
+const char *kj_ptxas_path(void);
+const char *kj_ptxas_identity(void);
+/* PTX -> cubin (heap) for `arch`, assembled whole-program by ptxas, as nvcc
+ * does; ptxas's messages in *error when it fails. */
+kjit_status kj_ptxas_compile(const char *ptx, const char *arch, void **cubin, size_t *size,
+                             char **error);
 
 /* ============================================================ thread pool */
 

@@ -254,10 +254,69 @@ START_TEST(contiguous_arrays_travel_as_records)
                           "add__v0s2_param_0[136]", "scale__c1_param_0[24]",
                           "scale__c1_param_1[136]"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        ck_assert_msg(strstr(ptx, want[i]) != NULL, "no parameter %s in the PTX:\n%s", want[i],
-                      ptx);
+        ck_assert_msg(strstr(ptx, want[i]) != NULL, "no parameter %s in the PTX", want[i]);
     assemble(ptx, "records.kern");
     free(ptx);
+    kj_arena_free(&arena);
+}
+END_TEST
+
+/* A kernel's coordinates are read again where it stores its result, after
+ * its math, rather than held in registers across it (ptx_remat.c); inside
+ * a loop they are not. */
+START_TEST(coordinates_are_read_again_late)
+{
+    KjArena arena = {0};
+    KjIrFunction **roots;
+    int count;
+    char *ptx = ptx_for_string(&arena,
+                               "@kernel fn haversine(lat: f64, out: f64[,]) {\n"
+                               "    let i, j = grid(2);\n"
+                               "    if j < out.shape[0] && i < out.shape[1] {\n"
+                               "        let a = sin(lat - f64(j)) ** 2 + cos(lat) * cos(f64(i));\n"
+                               "        out[j, i] = atan2(a, 1 - a);\n"
+                               "    }\n"
+                               "}\n",
+                               &roots, &count);
+    check_ptx(ptx, roots, count, "haversine");
+    int reads = 0;
+    for (const char *p = ptx; (p = strstr(p, "%tid.x")) != NULL; p++)
+        reads++;
+    ck_assert_msg(reads >= 2, "%%tid.x is read %d time(s): not rematerialised", reads);
+    free(ptx);
+    kj_arena_free(&arena);
+}
+END_TEST
+
+/* With the toolkit's ptxas, PTX becomes a whole-program cubin (an ELF file);
+ * PTX that ptxas rejects comes back as an error carrying its message. */
+START_TEST(ptxas_assembles_whole_program)
+{
+    if (!kj_ptxas_path()) {
+        printf("test_ptx: skipped ptxas_assembles_whole_program: no ptxas found\n");
+        return;
+    }
+    KjArena arena = {0};
+    KjIrFunction **roots;
+    int count;
+    char *ptx = ptx_for_string(&arena, "@vectorize fn s(x: f64) -> f64 { return sin(x); }\n",
+                               &roots, &count);
+    void *cubin = NULL;
+    size_t size = 0;
+    char *error = NULL;
+    kjit_status status = kj_ptxas_compile(ptx, "sm_90", &cubin, &size, &error);
+    ck_assert_msg(status == KJIT_OK, "ptxas failed: %s", error ? error : "?");
+    ck_assert_msg(size > 4 && memcmp(cubin, "\x7f" "ELF", 4) == 0, "not a cubin (%zu bytes)", size);
+    free(cubin);
+    free(ptx);
+
+    status = kj_ptxas_compile(".version 8.5\n.target sm_90\n.address_size 64\nnonsense;\n",
+                              "sm_90", &cubin, &size, &error);
+    ck_assert_int_eq(status, KJIT_ERROR_BACKEND);
+    ck_assert_msg(error && strstr(error, "ptxas") && strstr(error, "nonsense"),
+                  "unclear error: %s", error ? error : "(none)");
+    ck_assert_ptr_null(cubin);
+    free(error);
     kj_arena_free(&arena);
 }
 END_TEST
@@ -304,6 +363,8 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
+    tcase_add_test(tcase, coordinates_are_read_again_late);
+    tcase_add_test(tcase, ptxas_assembles_whole_program);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
     suite_add_tcase(suite, tcase);
     return suite;
