@@ -22,10 +22,6 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
 /* Runs the new pass manager's pipeline (default<O3> at opt_level 3) on `mod`. */
 bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level,
                          char **error);
-/* ptx_remat.c: copies of cheap values (special registers, by-value parameter
- * loads, integer arithmetic on them) next to their uses in later blocks of
- * each kernel, so they are not held in registers across the kernel's work. */
-void kj_ptx_rematerialize(LLVMModuleRef mod);
 
 /* ============================================================ lowering internals */
 

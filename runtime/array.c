@@ -117,8 +117,11 @@ kjit_status kj_array_desc(const kjit_array *array, KjArrayDesc *desc, char **err
     memset(desc, 0, sizeof *desc);
     desc->data = array->data;
     int64_t elem = (int64_t)kjit_dtype_size(array->dtype);
+    /* Element sizes are powers of two: a mask and a shift, not a division,
+     * on every call's path. */
+    int shift = __builtin_ctzll((unsigned long long)elem);
     for (int d = 0; d < array->ndim; d++) {
-        if (array->strides[d] % elem != 0) {
+        if ((array->strides[d] & (elem - 1)) != 0) {
             *error = format_error("stride %lld of dimension %d is not a multiple of the %s "
                                   "element size (%lld bytes)",
                                   (long long)array->strides[d], d,
@@ -126,7 +129,7 @@ kjit_status kj_array_desc(const kjit_array *array, KjArrayDesc *desc, char **err
             return KJIT_ERROR_INVALID_ARGUMENT;
         }
         desc->shape[d] = array->shape[d];
-        desc->strides[d] = array->strides[d] / elem;
+        desc->strides[d] = array->strides[d] >> shift; /* exact: arithmetic shift of a multiple */
     }
     return KJIT_OK;
 }

@@ -58,6 +58,16 @@ if grep -q 'skipped: no CUDA driver' "$work/unit.log"; then
     fail "the cuda unit tests skipped on the GPU machine"
 fi
 
+# The same cuda suite with the driver's linker assembling the PTX, as on a
+# machine without the toolkit's ptxas (what runs above used ptxas when found).
+echo "=== the cuda unit tests again, ptxas off (the driver's linker)"
+if CK_RUN_SUITE=cuda KJIT_PTXAS=off KJIT_CACHE_DIR=$work/cache-linker "$root/bin/unit-tests" \
+        > "$work/unit-linker.log" 2>&1 && grep -q '100%: Checks' "$work/unit-linker.log"; then
+    tail -1 "$work/unit-linker.log"; pass "cuda unit tests through the driver's linker"
+else
+    cat "$work/unit-linker.log"; fail "cuda unit tests through the driver's linker"
+fi
+
 echo "=== examples: cuda vs cpu through kjit run"
 # name | kjit run arguments; @OUT@ names the result files of one target.
 examples=(

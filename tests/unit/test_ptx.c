@@ -261,33 +261,6 @@ START_TEST(contiguous_arrays_travel_as_records)
 }
 END_TEST
 
-/* A kernel's coordinates are read again where it stores its result, after
- * its math, rather than held in registers across it (ptx_remat.c); inside
- * a loop they are not. */
-START_TEST(coordinates_are_read_again_late)
-{
-    KjArena arena = {0};
-    KjIrFunction **roots;
-    int count;
-    char *ptx = ptx_for_string(&arena,
-                               "@kernel fn haversine(lat: f64, out: f64[,]) {\n"
-                               "    let i, j = grid(2);\n"
-                               "    if j < out.shape[0] && i < out.shape[1] {\n"
-                               "        let a = sin(lat - f64(j)) ** 2 + cos(lat) * cos(f64(i));\n"
-                               "        out[j, i] = atan2(a, 1 - a);\n"
-                               "    }\n"
-                               "}\n",
-                               &roots, &count);
-    check_ptx(ptx, roots, count, "haversine");
-    int reads = 0;
-    for (const char *p = ptx; (p = strstr(p, "%tid.x")) != NULL; p++)
-        reads++;
-    ck_assert_msg(reads >= 2, "%%tid.x is read %d time(s): not rematerialised", reads);
-    free(ptx);
-    kj_arena_free(&arena);
-}
-END_TEST
-
 /* With the toolkit's ptxas, PTX becomes a whole-program cubin (an ELF file);
  * PTX that ptxas rejects comes back as an error carrying its message. */
 START_TEST(ptxas_assembles_whole_program)
@@ -363,7 +336,6 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
-    tcase_add_test(tcase, coordinates_are_read_again_late);
     tcase_add_test(tcase, ptxas_assembles_whole_program);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
     suite_add_tcase(suite, tcase);
