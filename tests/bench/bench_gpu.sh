@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
 # tests/bench/bench_gpu.sh: the GPU benchmark, on the GPU machine, from the
-# bundle's root (tests/gpu/run.sh calls it): kjit (bin/bench_gpu_kjit), the
-# hand-written CUDA C (built here with nvcc -O3 -arch=sm_90), Numba and CuPy,
-# side by side in one run, printed as one Markdown table.
+# bundle's root (tests/gpu/run.sh calls it): kjit and the hand-written CUDA C
+# in one program (tests/bench/bench_gpu.cu, built here with nvcc -O3
+# -arch=sm_90 against bin/libkjit.so), then Numba and CuPy, printed as one
+# Markdown table.
 #
-# kjit and CUDA C take turns: KJIT_BENCH_ROUNDS rounds (default 5), each
-# running both programs (which one goes first alternates), each program
-# timing every row as the median of 20 launches.  A row's figure for each
-# side is the median of its rounds, and the table shows the range of the
-# per-round ratios beside their median ratio.  Short rows (a 9 us add) move
-# by 5-10% between two runs of the same program a second apart (GPU and host
-# clocks), so one round each would mostly measure which one ran at a quieter
-# moment.
+# bench_gpu.cu times kjit and CUDA C taking turns on the same buffers (20
+# launches each per row).  It runs KJIT_BENCH_ROUNDS times (default 3): a
+# row's figures are the medians over the rounds, and the table shows the
+# range of the per-round ratios beside their overall ratio.
 #
 # KJIT_NUMBA_WHEELS, when set, names a folder of wheels (a NumPy that the
 # image's Numba accepts) installed into a private folder for the Numba part
@@ -21,16 +18,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-nvcc -O3 -arch=sm_90 -o "$work/bench_gpu_cuda" "$here/bench_gpu_cuda.cu" || exit 1
-rounds=${KJIT_BENCH_ROUNDS:-5}
+[ -f bin/libkjit.so ] || { echo "bench_gpu.sh: no bin/libkjit.so (run from the unpacked bundle)"; exit 1; }
+nvcc -O3 -arch=sm_90 -std=c++17 -I"$here" -o "$work/bench_gpu" "$here/bench_gpu.cu" \
+    -L"$PWD/bin" -lkjit -Xlinker -rpath="$PWD/bin" || exit 1
+rounds=${KJIT_BENCH_ROUNDS:-3}
 for round in $(seq 1 "$rounds"); do
-    if [ $((round % 2)) -eq 1 ]; then
-        "$work/bench_gpu_cuda" > "$work/cuda.$round.txt" || exit 1
-        bin/bench_gpu_kjit > "$work/kjit.$round.txt" || exit 1
-    else
-        bin/bench_gpu_kjit > "$work/kjit.$round.txt" || exit 1
-        "$work/bench_gpu_cuda" > "$work/cuda.$round.txt" || exit 1
-    fi
+    "$work/bench_gpu" > "$work/pair.$round.txt" || exit 1
 done
 python3 "$here/bench_gpu_py.py" cupy > "$work/py.txt"
 numba_path=${PYTHONPATH:-}
@@ -44,28 +37,30 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/gpu.tx
 python3 - "$work" "$rounds" <<'PY'
 import statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
-def pairs(name):
-    out = {}
-    for line in open(f"{work}/{name}"):
+rounds_kjit, rounds_cuda, copies = [], [], []
+for r in range(1, rounds + 1):
+    k, c = {}, {}
+    for line in open(f"{work}/pair.{r}.txt"):
         parts = line.split()
-        if len(parts) == 2:
-            out[parts[0]] = float(parts[1])
-    return out
-kjit_rounds = [pairs(f"kjit.{r}.txt") for r in range(1, rounds + 1)]
-cuda_rounds = [pairs(f"cuda.{r}.txt") for r in range(1, rounds + 1)]
+        if len(parts) == 3:
+            k[parts[0]], c[parts[0]] = float(parts[1]), float(parts[2])
+        elif len(parts) == 2 and parts[0] == "copy_gbps":
+            copies.append(float(parts[1]))
+    rounds_kjit.append(k)
+    rounds_cuda.append(c)
 def across(per_round):
     keys = set().union(*per_round)
     return {k: statistics.median(p[k] for p in per_round if k in p) for k in keys}
-kjit, cuda = across(kjit_rounds), across(cuda_rounds)
+kjit, cuda = across(rounds_kjit), across(rounds_cuda)
 def ratio_range(key):
-    ratios = [k[key] / c[key] for k, c in zip(kjit_rounds, cuda_rounds) if k.get(key) and c.get(key)]
+    ratios = [k[key] / c[key] for k, c in zip(rounds_kjit, rounds_cuda) if k.get(key) and c.get(key)]
     return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 py = {}
 for line in open(f"{work}/py.txt"):
     parts = line.split()
     if len(parts) == 3:
         py[(parts[0], parts[1])] = float(parts[2])
-copy = cuda.get("copy_gbps")
+copy = statistics.median(copies) if copies else None
 # Bytes each elementwise row moves (read + written).
 moved = {"add_f32_1e8": 12e8, "sin_f64_1e8": 16e8}
 rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
@@ -76,7 +71,7 @@ rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("das_1200x762", "delay-and-sum 1200x762x128x128 f64")]
 gpu = open(f"{work}/gpu.txt").read().strip() or "unknown GPU"
 print(f"GPU: {gpu}; device-to-device copy: {copy:.0f} GB/s (read + written); "
-      f"kjit and CUDA C: median of {rounds} alternating rounds of 20 launches each")
+      f"kjit and CUDA C taking turns, 20 launches each, {rounds} rounds")
 print()
 print("| workload | kjit ms | CUDA C ms | kjit / CUDA C | per round | Numba ms | CuPy ms "
       "| kjit GB/s (% of copy) |")

@@ -15,14 +15,12 @@ GPU_BUNDLE_MAX_MB = 40
 GPU_BUNDLE_LIBS = linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|ld-linux|libkjit\.so
 
 .PHONY: gpu-bundle
-gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/bench_gpu_kjit \
-            $(BUILD)/latency
+gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/latency
 	@rm -rf $(GPU_BUNDLE)
 	@mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/tests $(GPU_BUNDLE)/libdevice
-	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/bench_gpu_kjit $(BUILD)/latency $(GPU_BUNDLE)/bin/
+	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/latency $(GPU_BUNDLE)/bin/
 	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit.so $(BUILD)/libkjit.so
-	strip $(GPU_BUNDLE)/bin/kjit $(GPU_BUNDLE)/bin/unit-tests $(GPU_BUNDLE)/bin/bench_gpu_kjit \
-	  $(GPU_BUNDLE)/bin/latency
+	strip $(GPU_BUNDLE)/bin/kjit $(GPU_BUNDLE)/bin/unit-tests $(GPU_BUNDLE)/bin/latency
 	cp -r examples stdlib $(GPU_BUNDLE)/
 	cp -r tests/golden tests/gpu tests/bench tests/cli $(GPU_BUNDLE)/tests/
 	@# The grammar test reads the grammar and the parser's source.
@@ -42,6 +40,6 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/bench
 	    echo "gpu-bundle: $$size MB, over the $(GPU_BUNDLE_MAX_MB) MB limit"; exit 1; fi; \
 	  echo "gpu-bundle: $(GPU_BUNDLE) ($$size MB); on the GPU machine: bash tests/gpu/run.sh $(GPU_BUNDLE)"
 
-# kjit's side of the GPU benchmark, built here against libkjit.so.
-$(BUILD)/bench_gpu_kjit: tests/bench/bench_gpu_kjit.c runtime/kjit.h $(BUILD)/libkjit.so
-	$(CC) -std=c11 -O2 -Wall -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
+# The GPU benchmark (tests/bench/bench_gpu.cu) is built on the GPU machine by
+# tests/bench/bench_gpu.sh, with nvcc against the bundle's libkjit.so and
+# kjit.h (copied into tests/bench/ above).

@@ -1,0 +1,508 @@
+// bench_gpu.cu: the GPU benchmark, kjit against hand-written CUDA C, side by
+// side in one process.
+//
+// Each seed workload is written twice: as CUDA C the way a CUDA programmer
+// would (one thread per element on 256-thread blocks; the 2-D kernels on
+// 32 x 8 blocks), built with `nvcc -O3 -arch=sm_90`, and in .kern, run
+// through kjit.h on the same device buffers (vectorized calls with the launch
+// shape kjit's runtime chooses; kernels on the CUDA C grid and block).  Both
+// run on the default stream and are timed alike, with CUDA events around one
+// launch: after 3 warm-ups of each, 20 launches of each, taking turns (which
+// side goes first alternates), so that the GPU's and the host's clock changes
+// reach both sides alike; the medians are printed.  Before timing, each side's
+// result is checked against float64 values computed here, so a fast wrong
+// kernel cannot enter the table.
+//
+// Prints "<name> <kjit ms> <CUDA C ms>" per workload and "copy_gbps <GB/s>",
+// the device-to-device copy bandwidth (bytes read + written) the elementwise
+// rows are held against.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "kjit.h"
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        cudaError_t err_ = (call);                                                    \
+        if (err_ != cudaSuccess) {                                                    \
+            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,        \
+                         cudaGetErrorString(err_));                                   \
+            std::exit(1);                                                             \
+        }                                                                             \
+    } while (0)
+
+static kjit_context *context;
+
+static void check(kjit_status status, const char *what)
+{
+    if (status != KJIT_OK) {
+        std::fprintf(stderr, "bench_gpu: %s: %s: %s\n", what, kjit_status_name(status),
+                     kjit_last_error(context));
+        std::exit(1);
+    }
+}
+
+// ------------------------------------------------------------- CUDA C side
+
+__global__ void add_f32(const float *a, const float *b, float *c, long n)
+{
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n)
+        c[i] = a[i] + b[i];
+}
+
+__global__ void sin_f64(const double *x, double *y, long n)
+{
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = sin(x[i]);
+}
+
+__global__ void exp_f32(const float *x, float *y, long n)
+{
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = expf(x[i]);
+}
+
+__device__ int mandel(double x, double y, int max_iters)
+{
+    double zr = 0, zi = 0;
+    for (int i = 0; i < max_iters; i++) {
+        double r = zr * zr - zi * zi + x;
+        zi = 2 * zr * zi + y;
+        zr = r;
+        if (zr * zr + zi * zi >= 4)
+            return i;
+    }
+    return max_iters;
+}
+
+__global__ void mandel_kernel(double min_x, double max_x, double min_y, double max_y,
+                              unsigned char *image, int height, int width, int iters)
+{
+    double px = (max_x - min_x) / width, py = (max_y - min_y) / height;
+    int sx = blockIdx.x * blockDim.x + threadIdx.x, sy = blockIdx.y * blockDim.y + threadIdx.y;
+    int gx = gridDim.x * blockDim.x, gy = gridDim.y * blockDim.y;
+    for (int x = sx; x < width; x += gx)
+        for (int y = sy; y < height; y += gy)
+            image[(long)y * width + x] = (unsigned char)mandel(min_x + x * px, min_y + y * py, iters);
+}
+
+__global__ void lla_mesh(double lat0, double lon0, double dlat, double dlon, double lat2,
+                         double lon2, double s, double *out, int rows, int cols)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (j < rows && i < cols) {
+        double lat1 = lat0 + j * dlat, lon1 = lon0 + i * dlon;
+        double sa = sin(0.008726645 * (lat2 - lat1)), so = sin(0.008726645 * (lon2 - lon1));
+        double a = sa * sa + cos(0.01745329 * lat1) * cos(0.01745329 * lat2) * so * so;
+        out[(long)j * cols + i] = atan2(a, 1 - a) * s;
+    }
+}
+
+__global__ void das(double *out, int rows, int cols, const long *data)
+{
+    long i = blockIdx.x, j = threadIdx.x;
+    if (i < cols && j < rows) {
+        double acc = 0;
+        for (long k = 0; k < 128; k++)
+            for (long n = 0; n < 128; n++) {
+                long order = (long)((sqrt((double)(i * i + (j - k * 6) * (j - k * 6))) +
+                                     sqrt((double)(i * i + (j - n * 6) * (j - n * 6)))) *
+                                    0.05 / 1.54 * 30);
+                if (order < 2000)
+                    acc += (double)data[k * 2000 + order];
+            }
+        out[j * cols + i] = acc;
+    }
+}
+
+// --------------------------------------------------------------- kjit side
+
+static const char source[] =
+    "@vectorize fn add(a: f32, b: f32) -> f32 { return a + b; }\n"
+    "@vectorize fn vsin(x: f64) -> f64 { return sin(x); }\n"
+    "@vectorize fn vexp(x: f32) -> f32 { return exp(x); }\n"
+    "fn mandel(x: f64, y: f64, max_iters: i32) -> i32 {\n"
+    "    let c = complex(x, y);\n"
+    "    let z = complex(0.0, 0.0);\n"
+    "    for i in range(max_iters) {\n"
+    "        z = z * z + c;\n"
+    "        if z.real * z.real + z.imag * z.imag >= 4 { return i; }\n"
+    "    }\n"
+    "    return max_iters;\n"
+    "}\n"
+    "@kernel fn mandel_kernel(min_x: f64, max_x: f64, min_y: f64, max_y: f64, image: u8[,],\n"
+    "                         iters: i32) {\n"
+    "    let height = image.shape[0];\n"
+    "    let width = image.shape[1];\n"
+    "    let px = (max_x - min_x) / f64(width);\n"
+    "    let py = (max_y - min_y) / f64(height);\n"
+    "    let sx, sy = grid(2);\n"
+    "    let gx, gy = gridsize(2);\n"
+    "    for x in range(sx, width, gx) {\n"
+    "        for y in range(sy, height, gy) {\n"
+    "            image[y, x] = u8(mandel(min_x + f64(x) * px, min_y + f64(y) * py, iters));\n"
+    "        }\n"
+    "    }\n"
+    "}\n"
+    "@kernel fn lla_mesh(lat0: f64, lon0: f64, dlat: f64, dlon: f64, lat2: f64, lon2: f64,\n"
+    "                    s: f64, out: f64[,]) {\n"
+    "    let i, j = grid(2);\n"
+    "    if j < out.shape[0] && i < out.shape[1] {\n"
+    "        let lat1 = lat0 + f64(j) * dlat;\n"
+    "        let lon1 = lon0 + f64(i) * dlon;\n"
+    "        let a = sin(0.008726645 * (lat2 - lat1)) ** 2\n"
+    "              + cos(0.01745329 * lat1) * cos(0.01745329 * lat2)\n"
+    "                * sin(0.008726645 * (lon2 - lon1)) ** 2;\n"
+    "        out[j, i] = atan2(a, 1 - a) * s;\n"
+    "    }\n"
+    "}\n"
+    "@kernel fn das(out: f64[,], data: i64[]) {\n"
+    "    let i = blockIdx.x;\n"
+    "    let j = threadIdx.x;\n"
+    "    if i < out.shape[1] && j < out.shape[0] {\n"
+    "        let acc = 0.0;\n"
+    "        for k in range(128) {\n"
+    "            for n in range(128) {\n"
+    "                let order = i64(((f64(i*i + (j - k*6)*(j - k*6)) ** 0.5\n"
+    "                                + f64(i*i + (j - n*6)*(j - n*6)) ** 0.5) * 0.05) / 1.54 * 30);\n"
+    "                if order < 2000 { acc += f64(data[k * 2000 + order]); }\n"
+    "            }\n"
+    "        }\n"
+    "        out[j, i] = acc;\n"
+    "    }\n"
+    "}\n";
+
+static kjit_module *module;
+
+static kjit_function *function(const char *name)
+{
+    kjit_function *f;
+    check(kjit_module_function(module, name, &f), name);
+    return f;
+}
+
+// A kjit view of a CUDA C buffer: both sides work on the same memory.
+static kjit_array view(void *data, kjit_dtype dtype, int ndim, const int64_t *shape)
+{
+    kjit_array array = kjit_array_make(data, dtype, ndim, shape);
+    array.memory = KJIT_MEMORY_DEVICE;
+    return array;
+}
+
+// A vectorized call, on the default stream.
+static std::function<void()> kjit_call(kjit_function *f, std::vector<kjit_arg> args,
+                                       kjit_array *out)
+{
+    return [=]() mutable {
+        check(kjit_call_async(f, args.data(), (int)args.size(), out, NULL), "call");
+    };
+}
+
+// A kernel launch, on the default stream.
+static std::function<void()> kjit_kernel(kjit_function *f, std::vector<kjit_arg> args, dim3 grid,
+                                         dim3 block)
+{
+    return [=]() mutable {
+        const uint32_t g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+        check(kjit_launch(f, g, b, args.data(), (int)args.size(), NULL), "launch");
+    };
+}
+
+// ------------------------------------------------------------------ timing
+
+static double median(std::vector<float> v)
+{
+    std::sort(v.begin(), v.end());
+    return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+static float event_ms(const std::function<void()> &launch, cudaEvent_t start, cudaEvent_t end)
+{
+    CHECK(cudaEventRecord(start));
+    launch();
+    CHECK(cudaEventRecord(end));
+    CHECK(cudaEventSynchronize(end));
+    CHECK(cudaGetLastError());
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, start, end));
+    return ms;
+}
+
+// Prints "<name> <kjit ms> <CUDA C ms>": 20 launches of each, taking turns.
+static void compare(const char *name, const std::function<void()> &kjit,
+                    const std::function<void()> &cuda)
+{
+    cudaEvent_t start, end;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&end));
+    for (int i = 0; i < 3; i++) {
+        cuda();
+        kjit();
+    }
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> kjit_ms, cuda_ms;
+    for (int i = 0; i < 20; i++) {
+        bool cuda_first = i % 2 == 0;
+        (cuda_first ? cuda_ms : kjit_ms).push_back(event_ms(cuda_first ? cuda : kjit, start, end));
+        (cuda_first ? kjit_ms : cuda_ms).push_back(event_ms(cuda_first ? kjit : cuda, start, end));
+    }
+    CHECK(cudaEventDestroy(start));
+    CHECK(cudaEventDestroy(end));
+    std::printf("%s %.4f %.4f\n", name, median(kjit_ms), median(cuda_ms));
+    std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------- checking
+
+template <typename T> static T *device_random(long n, double lo, double hi, std::vector<T> &host)
+{
+    host.resize(n);
+    for (long i = 0; i < n; i++)
+        host[i] = (T)(lo + (hi - lo) * (std::rand() / (double)RAND_MAX));
+    T *dev;
+    CHECK(cudaMalloc(&dev, n * sizeof(T)));
+    CHECK(cudaMemcpy(dev, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    return dev;
+}
+
+template <typename T> static std::vector<T> to_host(const T *dev, long n)
+{
+    std::vector<T> host(n);
+    CHECK(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+}
+
+static void verify(const char *side, const char *name, double got, double want, double tolerance)
+{
+    if (!(std::fabs(got - want) <= tolerance * (1 + std::fabs(want)))) {
+        std::fprintf(stderr, "bench_gpu: %s's %s is wrong: got %.17g, want %.17g\n", side, name,
+                     got, want);
+        std::exit(1);
+    }
+}
+
+// Runs one side once into cleared output and checks it with `test`.
+template <typename T>
+static void run_and_verify(const char *side, const std::function<void()> &launch, T *out, long n,
+                           const std::function<void(const char *, const std::vector<T> &)> &test)
+{
+    CHECK(cudaMemset(out, 0, n * sizeof(T)));
+    launch();
+    CHECK(cudaDeviceSynchronize());
+    test(side, to_host(out, n));
+}
+
+template <typename T>
+static void verify_both(const std::function<void()> &kjit, const std::function<void()> &cuda,
+                        T *out, long n,
+                        const std::function<void(const char *, const std::vector<T> &)> &test)
+{
+    run_and_verify<T>("kjit", kjit, out, n, test);
+    run_and_verify<T>("CUDA C", cuda, out, n, test);
+}
+
+// The two sides' images may differ only in a few boundary pixels, where an
+// fma rounds an escape test the other way.
+static void compare_images(const std::function<void()> &kjit, const std::function<void()> &cuda,
+                           unsigned char *image, long n)
+{
+    std::vector<unsigned char> first;
+    run_and_verify<unsigned char>("kjit", kjit, image, n,
+                                  [&](const char *, const std::vector<unsigned char> &v) { first = v; });
+    long differ = 0;
+    run_and_verify<unsigned char>("CUDA C", cuda, image, n,
+                                  [&](const char *, const std::vector<unsigned char> &v) {
+        for (long i = 0; i < n; i++)
+            differ += v[i] != first[i];
+    });
+    if (differ > n / 1000) {
+        std::fprintf(stderr, "bench_gpu: the Mandelbrot images differ in %ld of %ld pixels\n",
+                     differ, n);
+        std::exit(1);
+    }
+}
+
+// -------------------------------------------------------------------- main
+
+int main()
+{
+    std::srand(1);
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CUDA;
+    check(kjit_context_create(&options, &context), "context");
+    check(kjit_compile_string(context, "bench.kern", source, &module), "compile");
+
+    const long big = 100000000;
+    std::vector<float> ha, hb;
+    float *a = device_random<float>(big, -1, 1, ha), *b = device_random<float>(big, -1, 1, hb);
+    float *c;
+    CHECK(cudaMalloc(&c, big * sizeof(float)));
+    {
+        cudaEvent_t start, end;
+        CHECK(cudaEventCreate(&start));
+        CHECK(cudaEventCreate(&end));
+        std::function<void()> copy = [&] {
+            CHECK(cudaMemcpyAsync(c, a, big * sizeof(float), cudaMemcpyDeviceToDevice));
+        };
+        std::vector<float> ms;
+        for (int i = 0; i < 23; i++)
+            ms.push_back(event_ms(copy, start, end));
+        ms.erase(ms.begin(), ms.begin() + 3);
+        std::printf("copy_gbps %.1f\n", 2.0 * big * sizeof(float) / median(ms) / 1e6);
+    }
+
+    for (long n : {big, 1000000L}) {
+        int64_t shape[1] = {n};
+        static kjit_array av, bv, cv;
+        av = view(a, KJIT_F32, 1, shape), bv = view(b, KJIT_F32, 1, shape);
+        cv = view(c, KJIT_F32, 1, shape);
+        auto kjit = kjit_call(function("add"), {kjit_arg_array(&av), kjit_arg_array(&bv)}, &cv);
+        auto cuda = [=] { add_f32<<<(n + 255) / 256, 256>>>(a, b, c, n); };
+        verify_both<float>(kjit, cuda, c, n, [&](const char *side, const std::vector<float> &y) {
+            for (long i = 0; i < n; i += n / 97)
+                verify(side, "add", y[i], (double)ha[i] + hb[i], 1e-6);
+        });
+        compare(n == big ? "add_f32_1e8" : "add_f32_1e6", kjit, cuda);
+    }
+    {
+        std::vector<double> hx;
+        double *x = device_random<double>(big, -10, 10, hx), *y;
+        CHECK(cudaMalloc(&y, big * sizeof(double)));
+        int64_t shape[1] = {big};
+        static kjit_array xv, yv;
+        xv = view(x, KJIT_F64, 1, shape), yv = view(y, KJIT_F64, 1, shape);
+        auto kjit = kjit_call(function("vsin"), {kjit_arg_array(&xv)}, &yv);
+        auto cuda = [=] { sin_f64<<<(big + 255) / 256, 256>>>(x, y, big); };
+        verify_both<double>(kjit, cuda, y, big, [&](const char *side, const std::vector<double> &v) {
+            for (long i = 0; i < big; i += big / 97)
+                verify(side, "sin", v[i], std::sin(hx[i]), 1e-15);
+        });
+        compare("sin_f64_1e8", kjit, cuda);
+        CHECK(cudaFree(x));
+        CHECK(cudaFree(y));
+    }
+    {
+        const long n = 10000000;
+        int64_t shape[1] = {n};
+        static kjit_array xv, yv;
+        xv = view(a, KJIT_F32, 1, shape), yv = view(c, KJIT_F32, 1, shape);
+        auto kjit = kjit_call(function("vexp"), {kjit_arg_array(&xv)}, &yv);
+        auto cuda = [=] { exp_f32<<<(n + 255) / 256, 256>>>(a, c, n); };
+        verify_both<float>(kjit, cuda, c, n, [&](const char *side, const std::vector<float> &v) {
+            for (long i = 0; i < n; i += n / 97)
+                verify(side, "exp", v[i], std::exp((double)ha[i]), 1e-6);
+        });
+        compare("exp_f32_1e7", kjit, cuda);
+    }
+    for (int big_image = 0; big_image < 2; big_image++) {
+        int width = big_image ? 8192 : 1536, height = big_image ? 8192 : 1024;
+        int iters = big_image ? 256 : 20;
+        long n = (long)width * height;
+        unsigned char *image;
+        CHECK(cudaMalloc(&image, n));
+        int64_t shape[2] = {height, width};
+        static kjit_array iv;
+        iv = view(image, KJIT_U8, 2, shape);
+        dim3 block(32, 8), grid((width + 31) / 32, (height + 7) / 8);
+        auto kjit = kjit_kernel(function("mandel_kernel"),
+                                {kjit_arg_f64(-2.0), kjit_arg_f64(1.0), kjit_arg_f64(-1.0),
+                                 kjit_arg_f64(1.0), kjit_arg_array(&iv), kjit_arg_i32(iters)},
+                                grid, block);
+        auto cuda = [=] {
+            mandel_kernel<<<grid, block>>>(-2.0, 1.0, -1.0, 1.0, image, height, width, iters);
+        };
+        verify_both<unsigned char>(kjit, cuda, image, n,
+                                   [&](const char *side, const std::vector<unsigned char> &v) {
+            // A point inside the set reaches the limit (as u8: 256 wraps to 0);
+            // the far corner escapes at once.
+            verify(side, "mandelbrot (inside)", v[(long)(height / 2) * width + width * 2 / 3],
+                   (unsigned char)iters, 0);
+            verify(side, "mandelbrot (outside)", v[0], 0, 0);
+        });
+        compare_images(kjit, cuda, image, n);
+        char name[64];
+        std::snprintf(name, sizeof name, "mandel_%dx%dx%d", width, height, iters);
+        compare(name, kjit, cuda);
+        CHECK(cudaFree(image));
+    }
+    {
+        int rows = 1000, cols = 1000;
+        double *out;
+        CHECK(cudaMalloc(&out, (long)rows * cols * sizeof(double)));
+        int64_t shape[2] = {rows, cols};
+        static kjit_array ov;
+        ov = view(out, KJIT_F64, 2, shape);
+        dim3 block(32, 8), grid((cols + 31) / 32, (rows + 7) / 8);
+        auto kjit = kjit_kernel(function("lla_mesh"),
+                                {kjit_arg_f64(-45.0), kjit_arg_f64(-90.0), kjit_arg_f64(0.09),
+                                 kjit_arg_f64(0.18), kjit_arg_f64(30.0), kjit_arg_f64(60.0),
+                                 kjit_arg_f64(6371.0), kjit_arg_array(&ov)},
+                                grid, block);
+        auto cuda = [=] {
+            lla_mesh<<<grid, block>>>(-45.0, -90.0, 0.09, 0.18, 30.0, 60.0, 6371.0, out, rows,
+                                      cols);
+        };
+        verify_both<double>(kjit, cuda, out, (long)rows * cols,
+                            [&](const char *side, const std::vector<double> &v) {
+            for (int j = 0; j < rows; j += 111)
+                for (int i = 0; i < cols; i += 97) {
+                    double lat1 = -45.0 + j * 0.09, lon1 = -90.0 + i * 0.18;
+                    double sa = std::sin(0.008726645 * (30.0 - lat1));
+                    double so = std::sin(0.008726645 * (60.0 - lon1));
+                    double av = sa * sa + std::cos(0.01745329 * lat1) *
+                                              std::cos(0.01745329 * 30.0) * so * so;
+                    verify(side, "lla", v[(long)j * cols + i], std::atan2(av, 1 - av) * 6371.0,
+                           1e-12);
+                }
+        });
+        compare("lla_1000x1000", kjit, cuda);
+        CHECK(cudaFree(out));
+    }
+    {
+        int rows = 762, cols = 1200;
+        double *out;
+        CHECK(cudaMalloc(&out, (long)rows * cols * sizeof(double)));
+        std::vector<long> hd;
+        long *data = device_random<long>(128 * 2000, 0, 100, hd);
+        int64_t shape[2] = {rows, cols}, data_shape[1] = {128 * 2000};
+        static kjit_array ov, dv;
+        ov = view(out, KJIT_F64, 2, shape), dv = view(data, KJIT_I64, 1, data_shape);
+        auto kjit = kjit_kernel(function("das"), {kjit_arg_array(&ov), kjit_arg_array(&dv)},
+                                dim3(cols), dim3(rows));
+        auto cuda = [=] { das<<<cols, rows>>>(out, rows, cols, data); };
+        verify_both<double>(kjit, cuda, out, (long)rows * cols,
+                            [&](const char *side, const std::vector<double> &v) {
+            for (long i : {0L, 700L, 1199L})
+                for (long j : {0L, 300L, 761L}) {
+                    double acc = 0;
+                    for (long k = 0; k < 128; k++)
+                        for (long n = 0; n < 128; n++) {
+                            long order = (long)((std::sqrt((double)(i * i + (j - k * 6) * (j - k * 6))) +
+                                                 std::sqrt((double)(i * i + (j - n * 6) * (j - n * 6)))) *
+                                                0.05 / 1.54 * 30);
+                            if (order < 2000)
+                                acc += (double)hd[k * 2000 + order];
+                        }
+                    verify(side, "das", v[j * cols + i], acc, 1e-12);
+                }
+        });
+        compare("das_1200x762", kjit, cuda);
+        CHECK(cudaFree(out));
+        CHECK(cudaFree(data));
+    }
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+    CHECK(cudaFree(c));
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return 0;
+}
