@@ -38,7 +38,7 @@ LEXER_C       = $(BUILD)/gen/lex.c
 CLI_SRCS      = compiler/main.c $(wildcard compiler/cli_*.c)
 COMPILER_SRCS = $(filter-out $(CLI_SRCS) $(BACKEND_SRCS), $(wildcard compiler/*.c))
 BACKEND_SRCS  = $(wildcard compiler/codegen_llvm.c compiler/codegen_expr.c compiler/cpu_jit.c \
-                  compiler/ptx.c compiler/libdevice_split.c)
+                  compiler/ptx.c compiler/ptx_branches.c compiler/libdevice_split.c)
 RUNTIME_SRCS  = $(wildcard runtime/*.c)
 
 FRONT_OBJS   = $(COMPILER_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/lex.o

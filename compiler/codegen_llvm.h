@@ -22,6 +22,9 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
 /* Runs the new pass manager's pipeline (default<O3> at opt_level 3) on `mod`. */
 bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level,
                          char **error);
+/* ptx_branches.c: selects between floating-point operations that the
+ * optimiser speculated turned back into branches (after optimisation). */
+void kj_ptx_branch_selects(LLVMModuleRef mod);
 
 /* ============================================================ lowering internals */
 

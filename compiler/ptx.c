@@ -289,6 +289,8 @@ char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
     }
     if (!kj_codegen_optimize(mod, machine, opt_level, error))
         goto done;
+    if (opt_level > 0)
+        kj_ptx_branch_selects(mod);
     if (options->verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &message)) {
         KjBuf buf = {0};
         kj_buf_printf(&buf, "the NVPTX module does not verify: %s", message);

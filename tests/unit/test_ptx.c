@@ -294,6 +294,29 @@ START_TEST(ptxas_assembles_whole_program)
 }
 END_TEST
 
+/* libdevice's sin ends choosing between two polynomial steps and between a
+ * value and its negation; those choices are branches in the PTX, as nvcc's,
+ * not both sides computed and selected (ptx_branches.c). */
+START_TEST(sin_tails_are_branches)
+{
+    KjArena arena = {0};
+    KjIrFunction **roots;
+    int count;
+    char *ptx = ptx_for_string(&arena, "@vectorize fn s(x: f64) -> f64 { return sin(x); }\n",
+                               &roots, &count);
+    check_ptx(ptx, roots, count, "sin");
+    /* Three kernels (contiguous, strided, scalar-first is not made for one
+     * input): at most the one select each that is not a choice of work. */
+    int selects = 0;
+    for (const char *p = ptx; (p = strstr(p, "selp.f64")) != NULL; p++)
+        selects++;
+    ck_assert_msg(selects <= count, "%d selp.f64 in %d kernels: sin's tails were selected",
+                  selects, count);
+    free(ptx);
+    kj_arena_free(&arena);
+}
+END_TEST
+
 START_TEST(missing_libdevice_is_a_clear_error)
 {
     KjArena arena = {0};
@@ -337,6 +360,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, kernel_features_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);
+    tcase_add_test(tcase, sin_tails_are_branches);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
     suite_add_tcase(suite, tcase);
     return suite;
