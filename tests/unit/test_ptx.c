@@ -23,28 +23,10 @@ static void diag_to_stderr(void *user, KjSeverity severity, const char *text)
     fputs(text, stderr);
 }
 
-/* ptxas from PATH or the usual toolkit folder; NULL when neither exists. */
-static const char *find_ptxas(void)
-{
-    static char found[512];
-    const char *path = getenv("PATH");
-    while (path && *path) {
-        const char *end = strchr(path, ':');
-        size_t len = end ? (size_t)(end - path) : strlen(path);
-        snprintf(found, sizeof found, "%.*s/ptxas", (int)len, path);
-        if (len > 0 && access(found, X_OK) == 0)
-            return found;
-        path = end ? end + 1 : NULL;
-    }
-    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0)
-        return "/usr/local/cuda/bin/ptxas";
-    return NULL;
-}
-
 /* Assembles `ptx` for sm_90; a failure shows ptxas's own messages. */
 static void assemble(const char *ptx, const char *label)
 {
-    const char *ptxas = find_ptxas();
+    const char *ptxas = kj_ptxas_path(); /* the one the runtime assembles with */
     if (!ptxas) {
         static bool said;
         if (!said)
