@@ -22,7 +22,11 @@ DEB_PACKAGES = llvm-19-dev re2c check libpng-dev zlib1g-dev libzstd-dev pkg-conf
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
               -Wno-missing-field-initializers -fPIC -g
 CFLAGS     ?= -O2
-ALL_CFLAGS  = $(CFLAGS_BASE) $(CFLAGS) -Icompiler -Iruntime -I$(BUILD)/gen
+# Sources name what they include by relative path, so that the layers are
+# visible in the #include lines (tests/layers.sh checks them); only the
+# generated lexer and the tests search folders.
+ALL_CFLAGS  = $(CFLAGS_BASE) $(CFLAGS) -I$(BUILD)/gen
+TEST_CFLAGS = -Icompiler -Icompiler/backend -Iruntime
 
 LLVM_CFLAGS = $(shell $(LLVM_CONFIG) --cflags 2>/dev/null | sed 's/-std=[^ ]*//')
 LLVM_LIBDIR = $(shell $(LLVM_CONFIG) --libdir 2>/dev/null)
@@ -34,20 +38,22 @@ SYS_LIBS    = -Wl,-Bstatic -lz -lzstd -Wl,-Bdynamic -lpthread -ldl -lm -lrt
 PNG_LIBS    = -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic -lm
 CHECK_LIBS  = -Wl,-Bstatic -lcheck_pic -lsubunit -Wl,-Bdynamic -lrt -lm -lpthread
 
+# The layers, each in its folder, each built only on the ones before it:
+# compiler/ (front end and IR passes) <- compiler/backend/ (LLVM) <- runtime/
+# (libkjit, kjit.h) <- compiler/cli/ (the kjit command).
 LEXER_C       = $(BUILD)/gen/lex.c
-CLI_SRCS      = compiler/main.c $(wildcard compiler/cli_*.c)
-COMPILER_SRCS = $(filter-out $(CLI_SRCS) $(BACKEND_SRCS), $(wildcard compiler/*.c))
-BACKEND_SRCS  = $(wildcard compiler/codegen_llvm.c compiler/codegen_expr.c compiler/cpu_jit.c \
-                  compiler/ptx.c compiler/ptx_branches.c compiler/libdevice_split.c)
+COMPILER_SRCS = $(wildcard compiler/*.c)
+BACKEND_SRCS  = $(wildcard compiler/backend/*.c)
 RUNTIME_SRCS  = $(wildcard runtime/*.c)
+CLI_SRCS      = $(wildcard compiler/cli/*.c)
 
 FRONT_OBJS   = $(COMPILER_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/lex.o
 BACKEND_OBJS = $(BACKEND_SRCS:%.c=$(BUILD)/obj/%.o)
 RUNTIME_OBJS = $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_OBJS     = $(FRONT_OBJS) $(BACKEND_OBJS) $(RUNTIME_OBJS)
-HEADERS      = $(wildcard compiler/*.h runtime/*.h)
+HEADERS      = $(wildcard compiler/*.h compiler/backend/*.h compiler/cli/*.h runtime/*.h)
 
-.PHONY: all deps check test-unit test-golden test-robust demo bench-cpu gpu-bundle \
+.PHONY: all deps check test-layers test-unit test-golden test-robust demo bench-cpu gpu-bundle \
         install clean ptx-check
 
 all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a
@@ -108,7 +114,7 @@ install: all
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/kjit/stdlib
 	install -m 755 $(BUILD)/kjit $(DESTDIR)$(PREFIX)/bin/kjit
 	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 runtime/kjit.h $(DESTDIR)$(PREFIX)/include/kjit.h
+	install -m 644 runtime/kjit.h runtime/kjit_tools.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 stdlib/*.kern $(DESTDIR)$(PREFIX)/share/kjit/stdlib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' runtime/kjit.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kjit.pc

@@ -5,8 +5,9 @@
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
  * grammar/kern.re), parse.c (AST), check.c and check_expr.c (names, types, AST to
  * IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
- * the back-end seam (codegen_llvm.c) that the front end only forward-declares.
- * Nothing here includes LLVM or CUDA headers.
+ * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
+ * nothing from the back end (compiler/backend/), the runtime or the command
+ * line, and nothing of LLVM or CUDA.
  */
 #ifndef KJIT_COMPILER_H
 #define KJIT_COMPILER_H
@@ -701,10 +702,6 @@ KjAstFile *kj_module_imported(const KjModuleLoader *loader, const KjNode *import
 KjSource *kj_source_read(KjArena *arena, const char *path, KjDiag *diag);
 KjSource *kj_source_from_string(KjArena *arena, const char *name, const char *text);
 
-/* Everything from source text to a verified, checked module.  NULL on errors. */
-KjIrModule *kj_compile_source(KjArena *arena, const KjSource *src, const char **stdlib_dirs,
-                              KjDiag *diag);
-
 /* The stdlib folder: $KJIT_STDLIB, else the one installed or beside the binary. */
 const char *kj_default_stdlib_dir(void);
 
@@ -738,9 +735,48 @@ typedef struct KjVecVariant {
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
 
-/* ============================================================= back-end seam */
+/* ================================================================ pipeline.c */
 
-/* Implemented in codegen_llvm.c; the front end only sees this declaration. */
-typedef struct KjBackend KjBackend;
+/* How far kj_pipeline_run goes. */
+typedef enum KjStage {
+    KJ_STAGE_AST,   /* parse only */
+    KJ_STAGE_IR,    /* the checked, verified module */
+    KJ_STAGE_ROOTS, /* and the middle passes on each root asked for */
+} KjStage;
+
+/* A root the back end will compile: a checked function as it is, or a
+ * @vectorize signature lifted into a kernel for one layout. */
+typedef struct KjPipelineRoot {
+    KjIrFunction *fn;
+    bool vectorize;
+    KjVecVariant variant;
+    KjIrFunction *root; /* out: what to hand the back end */
+} KjPipelineRoot;
+
+typedef struct KjPipeline {
+    KjArena *arena;
+    KjDiag *diag;
+    const KjSource *src;      /* the main file, when module is NULL */
+    const char **stdlib_dirs; /* NULL-terminated */
+    KjIrModule *module;       /* in: a module already checked (the front end is skipped);
+                                 out: the checked module */
+    KjAstFile *ast;           /* out, when the front end ran */
+    KjPipelineRoot *roots;
+    int root_count;
+    KjStage stop;             /* the last stage to run */
+    bool verify;              /* the verifier after every pass, not only after check */
+} KjPipeline;
+
+/* The pass list (pipeline.c says which passes, in which order).  false when a
+ * stage reported errors to p->diag (a verifier failure is one, as an internal
+ * error). */
+bool kj_pipeline_run(KjPipeline *p);
+
+/* The front end alone: source text to a verified, checked module; NULL on errors. */
+KjIrModule *kj_compile_source(KjArena *arena, const KjSource *src, const char **stdlib_dirs,
+                              KjDiag *diag);
+
+/* Whether --verify is on by default: KJIT_VERIFY set and not 0. */
+bool kj_pipeline_verify_default(void);
 
 #endif

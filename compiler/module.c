@@ -205,41 +205,6 @@ KjAstFile *kj_module_imported(const KjModuleLoader *loader, const KjNode *import
     return NULL;
 }
 
-/* ================================================================ pipeline */
-
-/*
- * The front end's pass list: parse the main file; load what it imports; check
- * names and types into the IR; verify the IR.  Stops after the first stage
- * that reports errors.  A verifier failure is a compiler bug, reported as an
- * internal error at the main file rather than a crash.
- */
-KjIrModule *kj_compile_source(KjArena *arena, const KjSource *src, const char **stdlib_dirs,
-                              KjDiag *diag)
-{
-    int errors = diag->error_count;
-    KjAstFile *file = kj_parse(arena, src, diag);
-    if (diag->error_count > errors)
-        return NULL;
-    KjModuleLoader loader = {.arena = arena, .diag = diag, .stdlib_dirs = stdlib_dirs};
-    KjIrModule *module = kj_check(arena, file, &loader, diag);
-    if (!module || diag->error_count > errors)
-        return NULL;
-    uint64_t hash = kj_hash_bytes(0, src->text, src->len);
-    for (int i = 0; i < loader.sources.count; i++) {
-        const KjSource *import = loader.sources.items[i];
-        hash = kj_hash_bytes(hash, import->path, strlen(import->path));
-        hash = kj_hash_bytes(hash, import->text, import->len);
-    }
-    module->source_hash = hash;
-    char *why = NULL;
-    if (!kj_ir_verify(module, &why)) {
-        kj_error_plain(diag, src->path, "internal error: the checked IR does not verify: %s", why);
-        free(why);
-        return NULL;
-    }
-    return module;
-}
-
 /* ================================================================= stdlib */
 
 static bool folder_exists(const char *path)

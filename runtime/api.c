@@ -704,6 +704,23 @@ static kjit_status generate(kjit_module *module, KjCompiled *compiled, bool on_g
     return on_gpu ? generate_cuda(module, compiled, prefix) : generate_cpu(module, compiled, prefix);
 }
 
+/* The middle of the pass list for one root (pipeline.c); an internal error
+ * (the IR does not verify) becomes the context's error. */
+static bool middle_passes(kjit_context *context, kjit_module *module, KjPipelineRoot *root)
+{
+    DiagCollector collector = {context, {0}};
+    KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
+    KjPipeline p = {.arena = &module->arena, .diag = &diag, .module = module->ir,
+                    .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
+                    .verify = kj_pipeline_verify_default()};
+    bool ok = kj_pipeline_run(&p);
+    if (!ok)
+        kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",
+                         collector.text.data ? collector.text.data : "internal error");
+    kj_buf_free(&collector.text);
+    return ok;
+}
+
 static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
 {
     return a->layout == b->layout && a->ndim == b->ndim && a->scalar_mask == b->scalar_mask;
@@ -746,13 +763,19 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
     compiled->signature = sig;
     compiled->vectorized = variant != NULL;
     KjIrFunction *fn = kj_api_variant_of(function, sig);
+    KjPipelineRoot root = {.fn = fn, .vectorize = variant != NULL};
     if (variant) {
         compiled->variant = *variant;
-        compiled->root = kj_vectorize(module->ir, fn, *variant);
+        root.variant = *variant;
     } else {
-        compiled->root = fn;
         compiled->contiguous = fn->kind == KJ_IR_FN_KERNEL ? contiguous : 0;
     }
+    if (!middle_passes(context, module, &root)) {
+        free(compiled);
+        pthread_mutex_unlock(&context->lock);
+        return KJIT_ERROR_BACKEND;
+    }
+    compiled->root = root.root;
     kj_kernel_variant_symbol(compiled->root, compiled->contiguous, compiled->symbol,
                              sizeof compiled->symbol);
     bool on_gpu = context->target == KJIT_TARGET_CUDA && compiled->root->kind != KJ_IR_FN_PLAIN;

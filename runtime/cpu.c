@@ -260,6 +260,7 @@ static void block_coordinates(const KernelJob *job, int64_t linear, int32_t out[
 
 static void fill_dims(const KernelJob *job, KjThreadCtx *ctx)
 {
+    ctx->syncthreads = kj_cpu_syncthreads;
     for (int d = 0; d < 3; d++) {
         ctx->block_dim[d] = (int32_t)job->block[d];
         ctx->grid_dim[d] = (int32_t)job->grid[d];

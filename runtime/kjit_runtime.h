@@ -1,136 +1,20 @@
 /*
- * kjit_runtime.h: the one internal header of the runtime, and the seam between
- * the runtime and the code generator.
+ * kjit_runtime.h: the one internal header of the runtime (libkjit).
  *
- * Sections follow their files: codegen (compiler/codegen_llvm.c, the only code
- * that includes LLVM headers), cpu_jit (compiler/cpu_jit.c, ORC LLJIT), ptx
- * (compiler/ptx.c, NVPTX and libdevice), pool.c (the thread pool), cpu.c (the cpu
- * and parallel targets), cuda_driver.c (the driver API opened with dlopen),
- * cuda.c (the cuda target), array.c, npy.c, api.c and api_call.c (kjit.h).
+ * Sections follow their files: ptxas.c, pool.c (the thread pool), cpu.c (the
+ * cpu and parallel targets), array.c, npy.c, cuda.c (the cuda target),
+ * cuda_driver.c (the driver API opened with dlopen), cache.c, and the objects
+ * that api.c and api_call.c share behind kjit.h.  The runtime sits on the back
+ * end (compiler/backend/kjit_backend.h, for the ABI of compiled code and the
+ * code generators) and the front end below it; the command line sits on top
+ * and sees only kjit.h and kjit_tools.h.
  */
 #ifndef KJIT_RUNTIME_H
 #define KJIT_RUNTIME_H
 
-#include "../compiler/kjit_compiler.h"
+#include "../compiler/backend/kjit_backend.h"
 #include "kjit.h"
-
-/* ================================================ the ABI compiled code uses */
-
-/*
- * An array as compiled code sees it, on every target: the data pointer, then
- * the shape and the strides in ELEMENTS, always KJ_MAX_DIMS of each (only the
- * first ndim mean anything).  On cuda a kernel takes it by value (the kernel
- * parameter is a copy of this struct); on cpu, entry points take a pointer.
- */
-typedef struct KjArrayDesc {
-    void *data;
-    int64_t shape[KJ_MAX_DIMS];
-    int64_t strides[KJ_MAX_DIMS];
-} KjArrayDesc;
-
-/* What a kernel running on the CPU reads for its special registers. */
-typedef struct KjThreadCtx {
-    int32_t thread_idx[3];
-    int32_t block_idx[3];
-    int32_t block_dim[3];
-    int32_t grid_dim[3];
-    char *shared;        /* this block's shared memory (kernel->shared_bytes) */
-    void *barrier;       /* runtime state for kj_cpu_syncthreads */
-} KjThreadCtx;
-
-/*
- * Entry points the code generator emits for each root function, by symbol:
- *
- *   PLAIN / SCALAR  "<symbol>__entry":  void (void **args, void *result)
- *       args[i] points to scalar i's value or to a KjArrayDesc; the result is
- *       stored at `result` (complex: {re, im}).
- *   KERNEL (cpu)    "<symbol>__thread": void (void **args, KjThreadCtx *ctx)
- *       runs one thread; syncthreads() calls kj_cpu_syncthreads(ctx).
- *                   "<symbol>__block":  void (void **args, KjThreadCtx *ctx)
- *       runs every thread of block ctx->block_idx in a loop (emitted only for
- *       kernels without syncthreads()).
- *   VEC_KERNEL (cpu) "<symbol>__range": void (void **args, int64_t begin, int64_t end)
- *       runs PARFOR iterations [begin, end).
- *   KERNEL / VEC_KERNEL (cuda) "<symbol>": a .entry whose parameters are the
- *       function's parameters in order, arrays as KjArrayDesc by value, but
- *       C-contiguous ones (a kernel's contiguous-mask bits, every array of a
- *       CONTIG VEC_KERNEL) as the 8 + 8 * ndim bytes {data, shape[ndim]} that
- *       open a KjArrayDesc, so a pointer to the descriptor serves both; a
- *       VEC_KERNEL walks its PARFOR with a grid-stride loop.
- */
-typedef void (*KjEntryFn)(void **args, void *result);
-typedef void (*KjThreadFn)(void **args, KjThreadCtx *ctx);
-typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);
-
-/* Provided by the runtime (cpu.c) and resolved by the CPU JIT from the process. */
-void kj_cpu_syncthreads(KjThreadCtx *ctx);
-
-/* ================================================================ codegen */
-
-typedef enum { KJ_CODEGEN_CPU, KJ_CODEGEN_CUDA } KjCodegenTarget;
-
-typedef enum {
-    KJ_EMIT_LLVM, /* textual LLVM IR after optimisation */
-    KJ_EMIT_ASM,  /* host assembly (cpu) */
-    KJ_EMIT_OBJ,  /* host object file (cpu) */
-    KJ_EMIT_PTX,  /* PTX text (cuda) */
-} KjEmitKind;
-
-typedef struct KjCodegenOptions {
-    KjCodegenTarget target;
-    int opt_level;               /* 0..3 */
-    const char *cuda_arch;       /* "sm_90" */
-    const char *libdevice_path;  /* NULL: kj_find_libdevice() */
-    bool verify;                 /* run the LLVM verifier after each step */
-    /* KERNEL roots: bit i set when array parameter i is C-contiguous at every
-     * launch of this code (the runtime checks each launch's arguments).  Such a
-     * parameter's strides are not read from its descriptor but computed from
-     * its shape (1 for the last dimension), so the innermost index needs no
-     * multiply; the entry points are then named after
-     * kj_kernel_variant_symbol. */
-    uint32_t contiguous_params;
-    /* cuda: the PTX will be assembled whole-program (ptxas, as nvcc does), so
-     * libdevice's rare slow paths may stay out of line as calls.  false: it
-     * goes through the driver's linker, which compiles relocatable code where
-     * a call costs the callee's registers, so they are inlined (ptx.c). */
-    bool cuda_whole_program;
-} KjCodegenOptions;
-
-/* The symbol a kernel's entry points are named from: fn->symbol for the
- * general code (mask 0), "<symbol>__c<mask in hex>" for code specialised for
- * the contiguous array parameters in `mask`, so that the variants of one
- * kernel never share a name in any object, module or cache listing. */
-static inline void kj_kernel_variant_symbol(const KjIrFunction *fn, uint32_t mask, char *buf,
-                                            size_t size)
-{
-    if (mask && fn->kind == KJ_IR_FN_KERNEL)
-        snprintf(buf, size, "%s__c%x", fn->symbol, (unsigned)mask);
-    else
-        snprintf(buf, size, "%s", fn->symbol);
-}
-
-/*
- * Generates code for `roots` (and the functions they call) of a checked module.
- * On failure returns NULL/false and sets *error (heap string, caller frees).
- */
-typedef struct KjCpuCode KjCpuCode; /* an ORC LLJIT holding compiled code */
-
-KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_count,
-                          const KjCodegenOptions *options, char **error);
-void *kj_cpu_lookup(KjCpuCode *code, const char *symbol); /* NULL if absent */
-void kj_cpu_code_free(KjCpuCode *code);
-
-/* kjit build --emit: the text or object bytes of one stage (heap, *size set). */
-char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
-                      const KjCodegenOptions *options, KjEmitKind kind, size_t *size,
-                      char **error);
-
-/* The host CPU's name and features, as the cpu code is tuned for ("znver4 +avx512f,..."). */
-const char *kj_host_cpu_description(void);
-
-/* libdevice.10.bc: $KJIT_LIBDEVICE, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, ...
- * NULL (and the folders tried in *error) when none is found. */
-const char *kj_find_libdevice(char **error);
+#include "kjit_tools.h"
 
 /* ================================================================ ptxas.c */
 
@@ -160,6 +44,10 @@ void kj_pool_destroy(KjPool *pool);
 /* Elements below which a vectorized call stays on the calling thread (a chunk
  * of the parallel target is at least this long). */
 #define KJ_CPU_MIN_CHUNK 16384
+
+/* The barrier compiled kernels call through KjThreadCtx.syncthreads: switches
+ * to the next fiber of the block (a no-op when the block runs without fibers). */
+void kj_cpu_syncthreads(KjThreadCtx *ctx);
 
 /* Runs a VEC_KERNEL's __range over [0, count): across the pool in chunks of at
  * least KJ_CPU_MIN_CHUNK, or on the calling thread when pool is NULL. */
@@ -361,38 +249,6 @@ typedef struct KjCuDriver {
 const KjCuDriver *kj_cuda_driver(char **error);
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
 const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
-
-/* ================================================================ ptx.c */
-
-/* IR -> PTX: the shared LLVM lowering for nvptx64-nvidia-cuda, libdevice linked
- * (only what is used kept), NVVM reflect settled, optimised, emitted. */
-char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
-                      const KjCodegenOptions *options, char **error);
-
-/* ============================================================ cpu_jit.c */
-
-/*
- * Host code as a relocatable object file (what the cache stores for the cpu
- * targets), and an object file linked into a KjCpuCode of its own.
- * kj_cpu_compile above is the two in one.
- */
-/* The object file for `roots` (heap, *size set); NULL and *error on failure. */
-char *kj_cpu_compile_object(KjIrModule *module, KjIrFunction **roots, int root_count,
-                            const KjCodegenOptions *options, size_t *size, char **error);
-/* Links the object into a new JIT; NULL and *error when it does not link. */
-KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error);
-
-/* "19.1.7": the LLVM this library was built with (cache keys, kjit info). */
-const char *kj_llvm_version(void);
-
-/* ======================================================= libdevice_split.c */
-
-/* Links into an NVPTX module the libdevice functions it declares, and what
- * they call, without parsing the rest of libdevice: the bitcode is read
- * lazily and only the needed bodies are materialised.  The linked functions
- * are internal.  `module` and `machine` are LLVMModuleRef and
- * LLVMTargetMachineRef (kept opaque here).  false and *error on failure. */
-bool kj_libdevice_link_lazy(void *module, void *machine, const char *path, char **error);
 
 /* ================================================================ cache.c */
 

@@ -14,6 +14,7 @@ $(BUILD)/gen/suites.h: $(UNIT_SRCS)
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 
 $(BUILD)/obj/tests/unit/runner.o: $(BUILD)/gen/suites.h
+$(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(TEST_CFLAGS)
 
 $(BUILD)/unit-tests: $(UNIT_OBJS) $(BUILD)/libkjit.so
 	$(CC) -o $@ $(UNIT_OBJS) -L$(BUILD) -lkjit $(CHECK_LIBS) -Wl,-rpath,'$$ORIGIN'
@@ -21,6 +22,8 @@ $(BUILD)/unit-tests: $(UNIT_OBJS) $(BUILD)/libkjit.so
 # Tests write their compiled code to a cache of their own, never the user's; the
 # generous timeout is for loaded CI machines (no test is timed).
 check test-unit test-golden test-robust test-embed test-cli: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
+# The IR verifier after every pass (pipeline.c), in every test.
+check test-unit test-golden test-robust test-embed test-cli: export KJIT_VERIFY = 1
 check test-unit: export CK_DEFAULT_TIMEOUT = 120
 
 test-unit: deps $(BUILD)/unit-tests $(BUILD)/kjit
@@ -39,17 +42,21 @@ ASAN_OBJS  = $(patsubst %.c,$(BUILD)/asan/%.o,$(COMPILER_SRCS) tests/robust/chec
 
 $(BUILD)/asan/gen/lex.o: $(LEXER_C) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) -Icompiler -Iruntime -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) -Icompiler -c $< -o $@
 $(BUILD)/asan/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) -Icompiler -Iruntime -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) $(TEST_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/kjit-check-asan: $(ASAN_OBJS)
 	$(CC) $(ASAN_FLAGS) -o $@ $^ -lm
 
 test-robust: deps $(BUILD)/kjit-check-asan
 	tests/robust/run.sh $(BUILD)/kjit-check-asan
 
-check: all test-unit test-golden test-robust test-embed test-cli
+# Layers: no #include crosses the folders' order (docs/architecture.md).
+test-layers:
+	tests/layers.sh
+
+check: all test-layers test-unit test-golden test-robust test-embed test-cli
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.

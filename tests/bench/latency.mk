@@ -4,7 +4,7 @@
 .PHONY: bench-latency
 
 $(BUILD)/latency: tests/bench/latency.c $(BUILD)/libkjit.so $(HEADERS)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
+	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
 
 bench-latency: $(BUILD)/latency
 	$(BUILD)/latency

@@ -118,43 +118,43 @@ static void print_table(FILE *f, const Table *t, const Group *groups, int group_
             width[groups[g].last] += need - span;
     }
     if (group_count) {
-        KjBuf line = {0};
+        KjCliBuf line = {0};
         int column = 0;
         for (int g = 0; g < group_count; g++) {
             for (; column < groups[g].first; column++)
-                kj_buf_printf(&line, "%*s", width[column] + 2, "");
+                kj_cli_printf(&line, "%*s", width[column] + 2, "");
             int span = 0;
             for (int c = groups[g].first; c <= groups[g].last; c++)
                 span += width[c] + 2;
-            kj_buf_printf(&line, "%-*s", span, groups[g].title);
+            kj_cli_printf(&line, "%-*s", span, groups[g].title);
             column = groups[g].last + 1;
         }
         size_t n = strlen(line.data);
         while (n > 0 && line.data[n - 1] == ' ')
             line.data[--n] = '\0';
         fprintf(f, "%s\n", line.data);
-        kj_buf_free(&line);
+        kj_cli_buf_free(&line);
     }
     for (int r = 0; r < t->rows; r++) {
-        KjBuf line = {0};
+        KjCliBuf line = {0};
         for (int c = 0; c < t->columns; c++) {
             if (t->wide[r][0] && c == 1) {
-                kj_buf_printf(&line, "%s", t->wide[r]);
+                kj_cli_printf(&line, "%s", t->wide[r]);
                 break;
             }
             bool last = c == t->columns - 1;
             if (last && t->left[c])
-                kj_buf_printf(&line, "%s", t->cells[r][c]);
+                kj_cli_printf(&line, "%s", t->cells[r][c]);
             else if (t->left[c])
-                kj_buf_printf(&line, "%-*s  ", width[c], t->cells[r][c]);
+                kj_cli_printf(&line, "%-*s  ", width[c], t->cells[r][c]);
             else
-                kj_buf_printf(&line, last ? "%*s" : "%*s  ", width[c], t->cells[r][c]);
+                kj_cli_printf(&line, last ? "%*s" : "%*s  ", width[c], t->cells[r][c]);
         }
         size_t n = line.data ? strlen(line.data) : 0;
         while (n > 0 && line.data[n - 1] == ' ')
             line.data[--n] = '\0';
         fprintf(f, "%s\n", line.data ? line.data : "");
-        kj_buf_free(&line);
+        kj_cli_buf_free(&line);
     }
 }
 
@@ -168,7 +168,7 @@ void kj_bench_print_size(FILE *f, const Bench *b, const SizeRun *s)
     fprintf(f, "\n%lld element%s, %s moved per call (arrays read and written)\n",
             (long long)s->elements, s->elements == 1 ? "" : "s", bytes);
 
-    Table *t = kj_xcalloc(1, sizeof *t);
+    Table *t = kj_cli_xcalloc(1, sizeof *t);
     t->columns = 14;
     t->left[0] = t->left[1] = t->left[13] = true;
     static const char *const heads[] = {"target", "device", "cold", "cached", "in", "out",
@@ -283,7 +283,7 @@ static int64_t crossover(const SizeRun *runs, int count, int base, int k)
 void kj_bench_print_sweep(FILE *f, const Bench *b, const SizeRun *runs)
 {
     const BenchOptions *o = b->o;
-    Table *t = kj_xcalloc(1, sizeof *t);
+    Table *t = kj_cli_xcalloc(1, sizeof *t);
     int base = sweep_baseline(o);
     t->columns = 1 + o->target_count;
     t->left[0] = true;
@@ -338,179 +338,179 @@ void kj_bench_print_sweep(FILE *f, const Bench *b, const SizeRun *runs)
 
 /* ================================================================= JSON */
 
-static void json_string(KjBuf *j, const char *s)
+static void json_string(KjCliBuf *j, const char *s)
 {
-    kj_buf_printf(j, "\"");
+    kj_cli_printf(j, "\"");
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') kj_buf_printf(j, "\\%c", c);
-        else if (c == '\n') kj_buf_printf(j, "\\n");
-        else if (c == '\t') kj_buf_printf(j, "\\t");
-        else if (c < 0x20) kj_buf_printf(j, "\\u%04x", c);
-        else kj_buf_printf(j, "%c", c);
+        if (c == '"' || c == '\\') kj_cli_printf(j, "\\%c", c);
+        else if (c == '\n') kj_cli_printf(j, "\\n");
+        else if (c == '\t') kj_cli_printf(j, "\\t");
+        else if (c < 0x20) kj_cli_printf(j, "\\u%04x", c);
+        else kj_cli_printf(j, "%c", c);
     }
-    kj_buf_printf(j, "\"");
+    kj_cli_printf(j, "\"");
 }
 
 /* JSON has no NaN or infinity: those are null. */
-static void json_number(KjBuf *j, double v)
+static void json_number(KjCliBuf *j, double v)
 {
-    if (isfinite(v)) kj_buf_printf(j, "%.9g", v);
-    else kj_buf_printf(j, "null");
+    if (isfinite(v)) kj_cli_printf(j, "%.9g", v);
+    else kj_cli_printf(j, "null");
 }
 
-static void json_stats(KjBuf *j, const Stats *s)
+static void json_stats(KjCliBuf *j, const Stats *s)
 {
-    kj_buf_printf(j, "{\"median\": ");
+    kj_cli_printf(j, "{\"median\": ");
     json_number(j, s->median);
-    kj_buf_printf(j, ", \"min\": ");
+    kj_cli_printf(j, ", \"min\": ");
     json_number(j, s->min);
-    kj_buf_printf(j, ", \"max\": ");
+    kj_cli_printf(j, ", \"max\": ");
     json_number(j, s->max);
-    kj_buf_printf(j, "}");
+    kj_cli_printf(j, "}");
 }
 
-static void json_target(KjBuf *j, const SizeRun *s, const TargetRun *r, const TargetRun *base)
+static void json_target(KjCliBuf *j, const SizeRun *s, const TargetRun *r, const TargetRun *base)
 {
-    kj_buf_printf(j, "{\"target\": ");
+    kj_cli_printf(j, "{\"target\": ");
     json_string(j, kjit_target_name(r->target));
     if (r->state == TARGET_UNAVAILABLE) {
-        kj_buf_printf(j, ", \"available\": false, \"reason\": ");
+        kj_cli_printf(j, ", \"available\": false, \"reason\": ");
         json_string(j, r->reason);
-        kj_buf_printf(j, "}");
+        kj_cli_printf(j, "}");
         return;
     }
-    kj_buf_printf(j, ", \"available\": true, \"ok\": %s, \"device\": ",
+    kj_cli_printf(j, ", \"available\": true, \"ok\": %s, \"device\": ",
                   r->state == TARGET_OK ? "true" : "false");
     json_string(j, r->device);
     if (r->threads)
-        kj_buf_printf(j, ", \"threads\": %d", r->threads);
+        kj_cli_printf(j, ", \"threads\": %d", r->threads);
     if (r->state == TARGET_FAILED) {
-        kj_buf_printf(j, ", \"error\": ");
+        kj_cli_printf(j, ", \"error\": ");
         json_string(j, r->reason);
-        kj_buf_printf(j, "}");
+        kj_cli_printf(j, "}");
         return;
     }
-    kj_buf_printf(j, ", \"compile_ms\": {\"cold\": ");
+    kj_cli_printf(j, ", \"compile_ms\": {\"cold\": ");
     json_number(j, r->compile_ms[0]);
-    kj_buf_printf(j, ", \"cached\": ");
+    kj_cli_printf(j, ", \"cached\": ");
     json_number(j, r->compile_ms[1]);
-    kj_buf_printf(j, ", \"cached_from\": ");
+    kj_cli_printf(j, ", \"cached_from\": ");
     json_string(j, r->cached_from);
-    kj_buf_printf(j, "}, \"transfer_ms\": ");
+    kj_cli_printf(j, "}, \"transfer_ms\": ");
     if (r->transfers) {
-        kj_buf_printf(j, "{\"in\": ");
+        kj_cli_printf(j, "{\"in\": ");
         json_stats(j, &r->in);
-        kj_buf_printf(j, ", \"out\": ");
+        kj_cli_printf(j, ", \"out\": ");
         json_stats(j, &r->out);
-        kj_buf_printf(j, "}");
+        kj_cli_printf(j, "}");
     } else {
-        kj_buf_printf(j, "null");
+        kj_cli_printf(j, "null");
     }
-    kj_buf_printf(j, ", \"run_ms\": ");
+    kj_cli_printf(j, ", \"run_ms\": ");
     json_stats(j, &r->run);
-    kj_buf_printf(j, ", \"total_ms\": ");
+    kj_cli_printf(j, ", \"total_ms\": ");
     json_number(j, r->total);
     double seconds = r->run.median / 1e3;
-    kj_buf_printf(j, ", \"elements_per_s\": ");
+    kj_cli_printf(j, ", \"elements_per_s\": ");
     json_number(j, (double)s->elements / seconds);
-    kj_buf_printf(j, ", \"gb_per_s\": ");
+    kj_cli_printf(j, ", \"gb_per_s\": ");
     json_number(j, s->bytes / seconds / 1e9);
-    kj_buf_printf(j, ", \"speedup\": ");
+    kj_cli_printf(j, ", \"speedup\": ");
     json_number(j, base->run.median / r->run.median);
-    kj_buf_printf(j, ", \"speedup_with_transfers\": ");
+    kj_cli_printf(j, ", \"speedup_with_transfers\": ");
     json_number(j, base->total / r->total);
     const Agreement *a = &r->agreement;
-    kj_buf_printf(j, ", \"agreement\": {\"verdict\": ");
+    kj_cli_printf(j, ", \"agreement\": {\"verdict\": ");
     json_string(j, verdict_names[a->verdict]);
-    kj_buf_printf(j, ", \"max_abs\": ");
+    kj_cli_printf(j, ", \"max_abs\": ");
     json_number(j, a->max_abs);
-    kj_buf_printf(j, ", \"max_rel\": ");
+    kj_cli_printf(j, ", \"max_rel\": ");
     json_number(j, a->max_rel);
-    kj_buf_printf(j, ", \"max_ulp\": ");
+    kj_cli_printf(j, ", \"max_ulp\": ");
     json_number(j, a->floats ? a->max_ulp : NAN);
-    kj_buf_printf(j, ", \"differing\": %lld, \"compared\": %lld", (long long)a->differing,
+    kj_cli_printf(j, ", \"differing\": %lld, \"compared\": %lld", (long long)a->differing,
                   (long long)a->total);
     if (a->detail[0]) {
-        kj_buf_printf(j, ", \"detail\": ");
+        kj_cli_printf(j, ", \"detail\": ");
         json_string(j, a->detail);
     }
-    kj_buf_printf(j, "}}");
+    kj_cli_printf(j, "}}");
 }
 
 char *kj_bench_json(const Bench *b, const SizeRun *runs, int run_count)
 {
     const BenchOptions *o = b->o;
     static const char *const kinds[] = {"plain", "vectorize", "kernel"};
-    KjBuf j = {0};
-    kj_buf_printf(&j, "{\"kjit\": \"%s\", \"file\": ", KJIT_VERSION);
+    KjCliBuf j = {0};
+    kj_cli_printf(&j, "{\"kjit\": \"%s\", \"file\": ", KJIT_VERSION);
     json_string(&j, o->file);
-    kj_buf_printf(&j, ", \"function\": ");
+    kj_cli_printf(&j, ", \"function\": ");
     json_string(&j, o->function);
-    kj_buf_printf(&j, ", \"kind\": \"%s\", \"signature\": ", kinds[b->kind]);
+    kj_cli_printf(&j, ", \"kind\": \"%s\", \"signature\": ", kinds[b->kind]);
     json_string(&j, b->signature);
-    kj_buf_printf(&j, ", \"seed\": %llu, \"repeat\": %d, \"warmup\": %d, \"ulps\": %d",
+    kj_cli_printf(&j, ", \"seed\": %llu, \"repeat\": %d, \"warmup\": %d, \"ulps\": %d",
                   (unsigned long long)o->seed, o->repeat, o->warmup, o->ulps);
     if (o->has_grid)
-        kj_buf_printf(&j, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u]", o->grid[0],
+        kj_cli_printf(&j, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u]", o->grid[0],
                       o->grid[1], o->grid[2], o->block[0], o->block[1], o->block[2]);
-    kj_buf_printf(&j, ", \"reference\": ");
+    kj_cli_printf(&j, ", \"reference\": ");
     if (b->have_reference)
         json_string(&j, o->reference);
     else
-        kj_buf_printf(&j, "null");
-    kj_buf_printf(&j, ", \"results\": [");
+        kj_cli_printf(&j, "null");
+    kj_cli_printf(&j, ", \"results\": [");
     for (int i = 0; i < run_count; i++) {
         const SizeRun *s = &runs[i];
-        kj_buf_printf(&j, "%s\n  {\"size\": ", i ? "," : "");
-        if (s->size) kj_buf_printf(&j, "%lld", (long long)s->size);
-        else kj_buf_printf(&j, "null");
-        kj_buf_printf(&j, ", \"args\": [");
+        kj_cli_printf(&j, "%s\n  {\"size\": ", i ? "," : "");
+        if (s->size) kj_cli_printf(&j, "%lld", (long long)s->size);
+        else kj_cli_printf(&j, "null");
+        kj_cli_printf(&j, ", \"args\": [");
         for (int a = 0; a < o->arg_count; a++) {
-            kj_buf_printf(&j, a ? ", " : "");
+            kj_cli_printf(&j, a ? ", " : "");
             json_string(&j, s->args[a]);
         }
         const TargetRun *base = kj_bench_baseline(s, o->target_count);
-        kj_buf_printf(&j, "], \"elements\": %lld, \"bytes\": %.0f, \"baseline\": ",
+        kj_cli_printf(&j, "], \"elements\": %lld, \"bytes\": %.0f, \"baseline\": ",
                       (long long)s->elements, s->bytes);
         if (base)
             json_string(&j, kjit_target_name(base->target));
         else
-            kj_buf_printf(&j, "null");
-        kj_buf_printf(&j, ", \"targets\": [");
+            kj_cli_printf(&j, "null");
+        kj_cli_printf(&j, ", \"targets\": [");
         for (int k = 0; k < o->target_count; k++) {
-            kj_buf_printf(&j, "%s\n    ", k ? "," : "");
+            kj_cli_printf(&j, "%s\n    ", k ? "," : "");
             json_target(&j, s, &s->targets[k], base);
         }
-        kj_buf_printf(&j, "]}");
+        kj_cli_printf(&j, "]}");
     }
-    kj_buf_printf(&j, "]");
+    kj_cli_printf(&j, "]");
     if (o->size_count) {
         int base = sweep_baseline(o);
-        kj_buf_printf(&j, ",\n \"crossover\": [");
+        kj_cli_printf(&j, ",\n \"crossover\": [");
         bool any = false;
         for (int k = 0; k < o->target_count; k++) {
             if (k == base)
                 continue;
             const TargetRun *last = &runs[run_count - 1].targets[k];
-            kj_buf_printf(&j, "%s{\"target\": \"%s\", \"baseline\": \"%s\", ", any ? ", " : "",
+            kj_cli_printf(&j, "%s{\"target\": \"%s\", \"baseline\": \"%s\", ", any ? ", " : "",
                           kjit_target_name(o->targets[k]), kjit_target_name(o->targets[base]));
             any = true;
             if (last->state == TARGET_UNAVAILABLE) {
-                kj_buf_printf(&j, "\"available\": false, \"reason\": ");
+                kj_cli_printf(&j, "\"available\": false, \"reason\": ");
                 json_string(&j, last->reason);
-                kj_buf_printf(&j, "}");
+                kj_cli_printf(&j, "}");
                 continue;
             }
             int64_t from = crossover(runs, run_count, base, k);
-            kj_buf_printf(&j, "\"available\": true, \"from_size\": ");
-            if (from) kj_buf_printf(&j, "%lld", (long long)from);
-            else kj_buf_printf(&j, "null");
-            kj_buf_printf(&j, ", \"largest_size\": %lld}", (long long)o->sizes[o->size_count - 1]);
+            kj_cli_printf(&j, "\"available\": true, \"from_size\": ");
+            if (from) kj_cli_printf(&j, "%lld", (long long)from);
+            else kj_cli_printf(&j, "null");
+            kj_cli_printf(&j, ", \"largest_size\": %lld}", (long long)o->sizes[o->size_count - 1]);
         }
-        kj_buf_printf(&j, "]");
+        kj_cli_printf(&j, "]");
     }
-    kj_buf_printf(&j, "}\n");
+    kj_cli_printf(&j, "}\n");
     return j.data;
 }
 
@@ -518,21 +518,21 @@ char *kj_bench_json(const Bench *b, const SizeRun *runs, int run_count)
 
 /* Free text goes last and is quoted, so that `cut -d,` or awk -F, can take
  * the numbers before it. */
-static void csv_text(KjBuf *c, const char *s)
+static void csv_text(KjCliBuf *c, const char *s)
 {
-    kj_buf_printf(c, "\"");
+    kj_cli_printf(c, "\"");
     for (; s && *s; s++) {
-        if (*s == '\n') kj_buf_printf(c, " ");
-        else kj_buf_printf(c, *s == '"' ? "\"\"" : "%c", *s);
+        if (*s == '\n') kj_cli_printf(c, " ");
+        else kj_cli_printf(c, *s == '"' ? "\"\"" : "%c", *s);
     }
-    kj_buf_printf(c, "\"");
+    kj_cli_printf(c, "\"");
 }
 
 char *kj_bench_csv(const Bench *b, const SizeRun *runs, int run_count)
 {
     const BenchOptions *o = b->o;
-    KjBuf c = {0};
-    kj_buf_printf(&c, "function,size,target,status,compile_cold_ms,compile_cached_ms,in_ms,out_ms,"
+    KjCliBuf c = {0};
+    kj_cli_printf(&c, "function,size,target,status,compile_cold_ms,compile_cached_ms,in_ms,out_ms,"
                       "run_median_ms,run_min_ms,run_max_ms,total_ms,elements,bytes,"
                       "elements_per_s,gb_per_s,speedup,speedup_with_transfers,agreement,"
                       "max_abs,max_rel,max_ulp,differing,device,reason\n");
@@ -542,33 +542,33 @@ char *kj_bench_csv(const Bench *b, const SizeRun *runs, int run_count)
         for (int k = 0; k < o->target_count; k++) {
             const TargetRun *r = &s->targets[k];
             static const char *const states[] = {"ok", "unavailable", "failed"};
-            kj_buf_printf(&c, "%s,%lld,%s,%s", o->function, (long long)(s->size ? s->size : s->elements),
+            kj_cli_printf(&c, "%s,%lld,%s,%s", o->function, (long long)(s->size ? s->size : s->elements),
                           kjit_target_name(r->target), states[r->state]);
             if (r->state == TARGET_OK) {
                 double seconds = r->run.median / 1e3;
                 double with = base->total / r->total;
                 double speedup = base->run.median / r->run.median;
-                kj_buf_printf(&c, ",%.6g,%.6g,", r->compile_ms[0], r->compile_ms[1]);
+                kj_cli_printf(&c, ",%.6g,%.6g,", r->compile_ms[0], r->compile_ms[1]);
                 if (r->transfers)
-                    kj_buf_printf(&c, "%.6g,%.6g", r->in.median, r->out.median);
+                    kj_cli_printf(&c, "%.6g,%.6g", r->in.median, r->out.median);
                 else
-                    kj_buf_printf(&c, ",");
-                kj_buf_printf(&c, ",%.6g,%.6g,%.6g,%.6g,%lld,%.0f,%.6g,%.6g,%.4g,%.4g,%s,%.3g,%.3g,",
+                    kj_cli_printf(&c, ",");
+                kj_cli_printf(&c, ",%.6g,%.6g,%.6g,%.6g,%lld,%.0f,%.6g,%.6g,%.4g,%.4g,%s,%.3g,%.3g,",
                               r->run.median, r->run.min, r->run.max, r->total,
                               (long long)s->elements, s->bytes, (double)s->elements / seconds,
                               s->bytes / seconds / 1e9, speedup, with,
                               verdict_names[r->agreement.verdict], r->agreement.max_abs,
                               r->agreement.max_rel);
                 if (r->agreement.floats)
-                    kj_buf_printf(&c, "%.3g", r->agreement.max_ulp);
-                kj_buf_printf(&c, ",%lld,", (long long)r->agreement.differing);
+                    kj_cli_printf(&c, "%.3g", r->agreement.max_ulp);
+                kj_cli_printf(&c, ",%lld,", (long long)r->agreement.differing);
             } else {
-                kj_buf_printf(&c, ",,,,,,,,,%lld,%.0f,,,,,,,,,,", (long long)s->elements, s->bytes);
+                kj_cli_printf(&c, ",,,,,,,,,%lld,%.0f,,,,,,,,,,", (long long)s->elements, s->bytes);
             }
             csv_text(&c, r->device);
-            kj_buf_printf(&c, ",");
+            kj_cli_printf(&c, ",");
             csv_text(&c, r->reason ? r->reason : "");
-            kj_buf_printf(&c, "\n");
+            kj_cli_printf(&c, "\n");
         }
     }
     return c.data;

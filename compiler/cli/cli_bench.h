@@ -8,7 +8,6 @@
 
 #include <stdio.h>
 
-#include "../runtime/kjit_runtime.h"
 #include "cli.h"
 
 #define KJ_BENCH_MAX_TARGETS 3

@@ -10,13 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/kjit_runtime.h"
 #include "cli.h"
 
 static char *png_error_text(const char *path, const char *what)
 {
-    KjBuf buf = {0};
-    kj_buf_printf(&buf, "%s: %s", path, what);
+    KjCliBuf buf = {0};
+    kj_cli_printf(&buf, "%s: %s", path, what);
     return buf.data;
 }
 
@@ -78,8 +77,8 @@ bool kj_png_write(const char *path, const kjit_array *array, char **error)
 
     FILE *file = fopen(path, "wb");
     if (!file) {
-        KjBuf buf = {0};
-        kj_buf_printf(&buf, "%s: cannot create: %s", path, strerror(errno));
+        KjCliBuf buf = {0};
+        kj_cli_printf(&buf, "%s: cannot create: %s", path, strerror(errno));
         *error = buf.data;
         free(pixels);
         return false;

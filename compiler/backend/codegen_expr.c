@@ -812,7 +812,9 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
             call_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
         } else if (g->thread_ctx) {
             LLVMTypeRef ft = LLVMFunctionType(g->t_void, &g->t_ptr, 1, 0);
-            LLVMBuildCall2(B, ft, get_extern(g, "kj_cpu_syncthreads", ft), &g->thread_ctx, 1, "");
+            LLVMValueRef slot = LLVMBuildStructGEP2(B, g->t_thread_ctx, g->thread_ctx, 6, "");
+            LLVMValueRef barrier = LLVMBuildLoad2(B, g->t_ptr, slot, "syncthreads");
+            LLVMBuildCall2(B, ft, barrier, &g->thread_ctx, 1, "");
         } else {
             kj_codegen_error(g, "syncthreads() is only available in kernels%s", NULL);
         }

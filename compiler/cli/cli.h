@@ -7,10 +7,13 @@
 #ifndef KJIT_CLI_H
 #define KJIT_CLI_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
-#include "../runtime/kjit.h"
+#include "../../runtime/kjit.h"
+#include "../../runtime/kjit_tools.h"
 
 /* cli_run.c: kjit run FILE FUNCTION [ARG...] [options] */
 int kj_cli_run(int argc, char **argv);
@@ -29,6 +32,19 @@ int kj_cli_cache(int argc, char **argv);
 bool kj_png_write(const char *path, const kjit_array *array, char **error);
 
 /* cli_args.c: what run and bench share. */
+
+/* Allocation that ends the command with a message when memory runs out. */
+void *kj_cli_xmalloc(size_t size);
+void *kj_cli_xcalloc(size_t count, size_t size);
+char *kj_cli_xstrdup(const char *s);
+
+/* A growable heap string. */
+typedef struct KjCliBuf {
+    char *data;
+    size_t len;
+} KjCliBuf;
+void kj_cli_printf(KjCliBuf *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kj_cli_buf_free(KjCliBuf *buf);
 
 /* In a loop over argv with `i` the index, `a` the current argument and `value`
  * a const char *: true when `a` is the option `name`, given as "name VALUE" or

@@ -315,7 +315,7 @@ static void describe_cpu(char *buf, size_t size)
             }
         fclose(f);
     }
-    const char *llvm = kj_host_cpu_description();
+    const char *llvm = kjit_host_cpu();
     int llvm_len = (int)strcspn(llvm, " ");
     if (model[0])
         snprintf(buf, size, "%s (%.*s)", model, llvm_len, llvm);
@@ -340,19 +340,19 @@ typedef struct Compiled {
     kjit_context *context;
     kjit_module *module;
     kjit_function *function;
-    KjBuf diagnostics;
+    KjCliBuf diagnostics;
 } Compiled;
 
 static void collect_diagnostic(void *user, const char *text)
 {
-    kj_buf_printf(user, "%s", text);
+    kj_cli_printf(user, "%s", text);
 }
 
 static void compiled_free(Compiled *c)
 {
     kjit_module_free(c->module);
     kjit_context_destroy(c->context);
-    kj_buf_free(&c->diagnostics);
+    kj_cli_buf_free(&c->diagnostics);
     memset(c, 0, sizeof *c);
 }
 
@@ -370,7 +370,7 @@ static bool compile_on(const Bench *b, kjit_target target, const KjCliArgs *inpu
     options.diagnostic_user = &c->diagnostics;
     double t0 = kj_cli_now_ms();
     if (kjit_context_create(&options, &c->context) != KJIT_OK) {
-        *error = kj_xstrdup(kjit_last_error(NULL));
+        *error = kj_cli_xstrdup(kjit_last_error(NULL));
         return false;
     }
     kjit_status status = kjit_compile_file(c->context, b->o->file, &c->module);
@@ -380,7 +380,7 @@ static bool compile_on(const Bench *b, kjit_target target, const KjCliArgs *inpu
         status = kjit_prepare(c->function, inputs->args, inputs->count, NULL);
     *ms = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
-        *error = kj_xstrdup(c->diagnostics.data && c->diagnostics.data[0] ? c->diagnostics.data
+        *error = kj_cli_xstrdup(c->diagnostics.data && c->diagnostics.data[0] ? c->diagnostics.data
                                                                             : kjit_last_error(c->context));
         return false;
     }
@@ -396,7 +396,7 @@ static void fresh_cache_dir(Bench *b)
     snprintf(dir, sizeof dir, "%s/%d", b->cache_root, b->cache_dirs++);
     mkdir(dir, 0700);
     setenv("KJIT_CACHE_DIR", dir, 1);
-    kj_cache_memory_clear();
+    kjit_cache_memory_clear();
 }
 
 static void remove_cache_dirs(Bench *b)
@@ -406,14 +406,14 @@ static void remove_cache_dirs(Bench *b)
     for (int i = 0; i < b->cache_dirs; i++) {
         char dir[300];
         snprintf(dir, sizeof dir, "%s/%d", b->cache_root, i);
-        kj_cache_clear(dir);
+        kjit_cache_clear(dir);
         rmdir(dir);
     }
     rmdir(b->cache_root);
 }
 
 /* What served the second compile, from the cache's counters around it. */
-static const char *cached_from(KjCacheCounters before, KjCacheCounters after)
+static const char *cached_from(kjit_cache_counters before, kjit_cache_counters after)
 {
     if (after.compiles > before.compiles)
         return "compiled again";
@@ -446,7 +446,7 @@ static size_t array_bytes(const kjit_array *a)
 /* The context's message about the call that just failed. */
 static void fail(Working *w, char **error)
 {
-    *error = kj_xstrdup(kjit_last_error(w->context));
+    *error = kj_cli_xstrdup(kjit_last_error(w->context));
 }
 
 /* The arrays a run needs: on cuda, device arrays for every array argument
@@ -467,13 +467,13 @@ static bool working_setup(const Bench *b, const KjCliArgs *inputs, Working *w, c
             }
             w->device[i] = true;
             if (b->kind == KJIT_FUNCTION_KERNEL && !(w->host_out[i] = malloc(array_bytes(in) + 1))) {
-                *error = kj_xstrdup("out of memory for the outputs");
+                *error = kj_cli_xstrdup("out of memory for the outputs");
                 return false;
             }
         } else if (b->kind != KJIT_FUNCTION_VECTORIZE) {
             w->arrays[i] = *in;
             if (!(w->arrays[i].data = malloc(array_bytes(in) + 1))) {
-                *error = kj_xstrdup("out of memory for a copy of the inputs");
+                *error = kj_cli_xstrdup("out of memory for a copy of the inputs");
                 return false;
             }
             w->copied[i] = true;
@@ -576,7 +576,7 @@ static bool take_outputs(const Bench *b, const KjCliArgs *inputs, Working *w, Ta
         size_t bytes = array_bytes(&w->result);
         if (!(out->data = malloc(bytes + 1)))
             return false;
-        kj_array_gather(&w->result, out->data);
+        kjit_array_copy_c_order(&w->result, out->data);
         return true;
     }
     for (int i = 0; i < inputs->count; i++) {
@@ -604,7 +604,7 @@ static void bench_target(Bench *b, const KjCliArgs *inputs, const char *size_lab
     if (t->target == KJIT_TARGET_CUDA) {
         if (kjit_cuda_available(reason, sizeof reason) != KJIT_OK) {
             t->state = TARGET_UNAVAILABLE;
-            t->reason = kj_xstrdup(reason);
+            t->reason = kj_cli_xstrdup(reason);
             return;
         }
         kjit_device_info info;
@@ -633,10 +633,10 @@ static void bench_target(Bench *b, const KjCliArgs *inputs, const char *size_lab
     }
     /* The second context finds what a new process would: nothing loaded, and
      * the code in the cache. */
-    kj_cache_memory_clear();
-    KjCacheCounters before = kj_cache_counters();
+    kjit_cache_memory_clear();
+    kjit_cache_counters before = kjit_cache_stats();
     ok = compile_on(b, t->target, inputs, &again, &t->compile_ms[1], &error);
-    t->cached_from = cached_from(before, kj_cache_counters());
+    t->cached_from = cached_from(before, kjit_cache_stats());
     if (!ok) {
         t->state = TARGET_FAILED;
         t->reason = error;
@@ -646,7 +646,7 @@ static void bench_target(Bench *b, const KjCliArgs *inputs, const char *size_lab
 
     Working w = {.context = again.context, .function = again.function};
     int repeat = b->o->repeat, total = b->o->warmup + repeat;
-    double *times = kj_xmalloc(sizeof *times * (size_t)repeat * 3);
+    double *times = kj_cli_xmalloc(sizeof *times * (size_t)repeat * 3);
     t->transfers = kjit_context_target(again.context) == KJIT_TARGET_CUDA &&
                    b->kind != KJIT_FUNCTION_PLAIN;
     ok = working_setup(b, inputs, &w, &error);
@@ -660,7 +660,7 @@ static void bench_target(Bench *b, const KjCliArgs *inputs, const char *size_lab
     }
     if (ok && !take_outputs(b, inputs, &w, t)) {
         ok = false;
-        error = kj_xstrdup("out of memory for the outputs");
+        error = kj_cli_xstrdup("out of memory for the outputs");
     }
     if (ok) {
         t->state = TARGET_OK;
@@ -724,8 +724,8 @@ static void compare_output(const Output *got, const Output *ref, int ulps, Agree
     if (got->ndim != ref->ndim || memcmp(got->shape, ref->shape, sizeof(int64_t) * (size_t)got->ndim)) {
         a->verdict = VERDICT_MISMATCH;
         snprintf(a->detail, sizeof a->detail, "shape %s, expected %s",
-                 kj_shape_string(s1, sizeof s1, got->ndim, got->shape),
-                 kj_shape_string(s2, sizeof s2, ref->ndim, ref->shape));
+                 kjit_shape_text(s1, sizeof s1, got->ndim, got->shape),
+                 kjit_shape_text(s2, sizeof s2, ref->ndim, ref->shape));
         return;
     }
     bool floats = dtype_is_float(got->dtype);
@@ -832,10 +832,10 @@ static void make_contiguous(KjCliArgs *args)
 {
     for (int i = 0; i < args->count; i++) {
         kjit_array *a = &args->arrays[i];
-        if (args->args[i].kind != KJIT_ARG_ARRAY || kj_array_is_contiguous(a))
+        if (args->args[i].kind != KJIT_ARG_ARRAY || kjit_array_is_contiguous(a))
             continue;
-        void *data = kj_xmalloc(array_bytes(a) + 1);
-        kj_array_gather(a, data);
+        void *data = kj_cli_xmalloc(array_bytes(a) + 1);
+        kjit_array_copy_c_order(a, data);
         kjit_array copy = kjit_array_make(data, a->dtype, a->ndim, a->shape);
         if (args->owned[i])
             kjit_array_free(a);
@@ -874,7 +874,7 @@ static int bench_size(Bench *b, kjit_function *typing, SizeRun *s)
     if (s->size)
         snprintf(label, sizeof label, "[size %lld] ", (long long)s->size);
     kj_cli_seed(o->seed);
-    KjCliArgs *inputs = kj_xcalloc(1, sizeof *inputs);
+    KjCliArgs *inputs = kj_cli_xcalloc(1, sizeof *inputs);
     int code = kj_cli_make_args("bench", typing, (const char *const *)s->args, o->arg_count, inputs);
     if (code != 0) {
         kj_cli_args_free(inputs);
@@ -929,7 +929,7 @@ static int load_reference(Bench *b)
     const BenchOptions *o = b->o;
     kjit_array array;
     char *why = NULL;
-    kjit_status status = kj_npy_read(o->reference, &array, &why);
+    kjit_status status = kjit_npy_read(o->reference, &array, &why);
     if (status != KJIT_OK) {
         fprintf(stderr, "kjit bench: --reference: %s\n", why);
         free(why);
@@ -938,8 +938,8 @@ static int load_reference(Bench *b)
     Output *r = &b->reference;
     *r = (Output){.arg = o->reference_arg, .dtype = array.dtype, .ndim = array.ndim};
     memcpy(r->shape, array.shape, sizeof r->shape);
-    r->data = kj_xmalloc(array_bytes(&array) + 1);
-    kj_array_gather(&array, r->data);
+    r->data = kj_cli_xmalloc(array_bytes(&array) + 1);
+    kjit_array_copy_c_order(&array, r->data);
     kjit_array_free(&array);
     b->have_reference = true;
     if (b->kind != KJIT_FUNCTION_KERNEL && o->reference_arg >= 0) {
@@ -1040,14 +1040,14 @@ int kj_cli_bench(int argc, char **argv)
         }
     }
 
-    runs = kj_xcalloc((size_t)run_count, sizeof *runs);
+    runs = kj_cli_xcalloc((size_t)run_count, sizeof *runs);
     bool resized_any = false;
     for (int i = 0; i < run_count; i++) {
         runs[i].size = o.size_count ? o.sizes[i] : 0;
         for (int a = 0; a < o.arg_count; a++) {
             char *resized = o.size_count ? kj_cli_resize_generator(o.args[a], runs[i].size) : NULL;
             resized_any = resized_any || resized;
-            runs[i].args[a] = resized ? resized : kj_xstrdup(o.args[a]);
+            runs[i].args[a] = resized ? resized : kj_cli_xstrdup(o.args[a]);
         }
     }
     if (o.size_count && !resized_any) {

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../runtime/kjit_runtime.h"
 #include "cli.h"
 
 static int parallel_threads(const char **source)
@@ -86,20 +85,20 @@ int kj_cli_info(int argc, char **argv)
         printf("device:     %s\n", device_env && *device_env ? device_env : "0 (KJIT_DEVICE unset)");
 
     char *error = NULL;
-    const char *libdevice = kj_find_libdevice(&error);
+    const char *libdevice = kjit_libdevice_path(&error);
     if (libdevice)
         printf("libdevice:  %s\n", libdevice);
     else
         printf("libdevice:  none: %s\n", error);
     free(error);
-    const char *ptxas = kj_ptxas_path();
+    const char *ptxas = kjit_ptxas_path();
     if (ptxas)
         printf("ptxas:      %s (cubins assembled whole-program)\n", ptxas);
     else
         printf("ptxas:      none: the driver's linker assembles PTX (relocatable code, "
                "more registers; set KJIT_PTXAS or CUDA_HOME)\n");
 
-    printf("host cpu:   %s\n", kj_host_cpu_description());
+    printf("host cpu:   %s\n", kjit_host_cpu());
     print_cache_dir();
     return 0;
 }

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../runtime/kjit_runtime.h"
 #include "cli.h"
 
 static const char cache_usage[] =
@@ -39,7 +38,7 @@ static void key_field(const char *key, const char *field, char *out, size_t size
     }
 }
 
-static void print_entry(void *user, const KjCacheEntryInfo *entry)
+static void print_entry(void *user, const kjit_cache_entry *entry)
 {
     if (!entry->valid) {
         printf("%-10s %10llu  %-19s  %s (damaged: replaced on next use)\n", "?",
@@ -53,16 +52,19 @@ static void print_entry(void *user, const KjCacheEntryInfo *entry)
     key_field(entry->key_text, "target", target, sizeof target);
     if (strlen(target) > 48)
         strcpy(target + 45, "...");
-    printf("%-10s %10llu  %s  %-28s %s\n", kj_cache_kind_name(entry->kind),
+    printf("%-10s %10llu  %s  %-28s %s\n", entry->kind,
            (unsigned long long)entry->payload_bytes, when, symbol, target);
 }
 
+static const char *const kinds[] = {"cpu-object", "ptx", "cubin"};
+#define KIND_COUNT (int)(sizeof kinds / sizeof *kinds)
+
 typedef struct Totals {
-    int entries[4], damaged;
-    unsigned long long bytes[4], damaged_bytes;
+    int entries[KIND_COUNT], damaged;
+    unsigned long long bytes[KIND_COUNT], damaged_bytes;
 } Totals;
 
-static void add_entry(void *user, const KjCacheEntryInfo *entry)
+static void add_entry(void *user, const kjit_cache_entry *entry)
 {
     Totals *totals = user;
     if (!entry->valid) {
@@ -70,8 +72,11 @@ static void add_entry(void *user, const KjCacheEntryInfo *entry)
         totals->damaged_bytes += entry->file_bytes;
         return;
     }
-    totals->entries[entry->kind]++;
-    totals->bytes[entry->kind] += entry->file_bytes;
+    for (int k = 0; k < KIND_COUNT; k++)
+        if (strcmp(entry->kind, kinds[k]) == 0) {
+            totals->entries[k]++;
+            totals->bytes[k] += entry->file_bytes;
+        }
 }
 
 static void print_size(unsigned long long bytes)
@@ -107,27 +112,27 @@ int kj_cli_cache(int argc, char **argv)
         fputs(cache_usage, stderr);
         return 2;
     }
-    if (!dir[0] && !kj_cache_dir(dir, sizeof dir)) {
+    if (!dir[0] && !kjit_cache_dir(dir, sizeof dir)) {
         fprintf(stderr, "kjit cache: no cache folder (set KJIT_CACHE_DIR or HOME)\n");
         return 2;
     }
     if (strcmp(action, "list") == 0) {
         printf("%-10s %10s  %-19s  %-28s %s\n", "kind", "bytes", "last used", "function", "target");
-        kj_cache_list(dir, print_entry, NULL);
+        kjit_cache_list(dir, print_entry, NULL);
         return 0;
     }
     if (strcmp(action, "stats") == 0) {
         Totals totals;
         memset(&totals, 0, sizeof totals);
-        int n = kj_cache_list(dir, add_entry, &totals);
+        int n = kjit_cache_list(dir, add_entry, &totals);
         printf("folder:   %s%s\n", dir, n < 0 ? " (not created yet)" : "");
-        printf("enabled:  %s\n", kj_cache_enabled() ? "yes" : "no (KJIT_CACHE=off)");
+        printf("enabled:  %s\n", kjit_cache_enabled() ? "yes" : "no (KJIT_CACHE=off)");
         printf("limit:    ");
-        print_size(kj_cache_max_bytes());
+        print_size(kjit_cache_max_bytes());
         printf(" (KJIT_CACHE_MAX)\n");
         unsigned long long total = totals.damaged_bytes;
-        for (int k = KJ_CACHE_CPU_OBJECT; k <= KJ_CACHE_CUBIN; k++) {
-            printf("%-10s %5d entries, ", kj_cache_kind_name((KjCacheKind)k), totals.entries[k]);
+        for (int k = 0; k < KIND_COUNT; k++) {
+            printf("%-10s %5d entries, ", kinds[k], totals.entries[k]);
             print_size(totals.bytes[k]);
             printf("\n");
             total += totals.bytes[k];
@@ -136,11 +141,11 @@ int kj_cli_cache(int argc, char **argv)
             printf("damaged    %5d entries (replaced on next use)\n", totals.damaged);
         printf("total:    ");
         print_size(total);
-        printf("\nbuild:    %s\n", kj_cache_build_identity());
+        printf("\nbuild:    %s\n", kjit_cache_build_identity());
         return 0;
     }
     if (strcmp(action, "clear") == 0) {
-        int removed = kj_cache_clear(dir);
+        int removed = kjit_cache_clear(dir);
         printf("removed %d file%s from %s\n", removed, removed == 1 ? "" : "s", dir);
         return 0;
     }

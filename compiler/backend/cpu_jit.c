@@ -6,8 +6,9 @@
  * callees, lowered by codegen_llvm.c and optimised for the host CPU, becomes a
  * relocatable object file (what the cache keeps); an object file is linked into
  * a KjCpuCode, which owns one LLJIT.  Symbols the compiled code calls (libm,
- * glibc's libmvec vector math, kj_cpu_syncthreads) are resolved from the
- * process; libmvec is loaded here with RTLD_GLOBAL so that the search finds it.
+ * glibc's libmvec vector math) are resolved from the process, and libmvec is
+ * loaded here with RTLD_GLOBAL so that the search finds it.  The runtime's
+ * barrier is called through the thread context, never by name.
  */
 #include "codegen_llvm.h"
 
@@ -163,16 +164,8 @@ KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error)
     LLVMOrcDefinitionGeneratorRef generator;
     err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
         &generator, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);
-    if (!err) {
+    if (!err)
         LLVMOrcJITDylibAddGenerator(dylib, generator);
-        /* kj_cpu_syncthreads by address: a host that links libkjit.a
-         * statically may not export it. */
-        LLVMOrcCSymbolMapPair pair = {
-            LLVMOrcLLJITMangleAndIntern(jit, "kj_cpu_syncthreads"),
-            {(LLVMOrcExecutorAddress)(uintptr_t)&kj_cpu_syncthreads,
-             {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
-        err = LLVMOrcJITDylibDefine(dylib, LLVMOrcAbsoluteSymbols(&pair, 1));
-    }
     if (!err) {
         /* The JIT takes the buffer; a copy, so the caller keeps its bytes. */
         LLVMMemoryBufferRef buffer =

@@ -10,7 +10,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "../runtime/kjit_runtime.h"
+#include "kjit_backend.h"
 
 /* Builds an LLVM module for `roots` and their callees, with the entry points
  * that kjit_runtime.h lists for the target.  The module gets the target's

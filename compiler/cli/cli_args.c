@@ -13,8 +13,62 @@
 #include <string.h>
 #include <time.h>
 
-#include "../runtime/kjit_runtime.h"
 #include "cli.h"
+
+static _Noreturn void out_of_memory(void)
+{
+    fputs("kjit: out of memory\n", stderr);
+    exit(2);
+}
+
+void *kj_cli_xmalloc(size_t size)
+{
+    void *p = malloc(size ? size : 1);
+    if (!p)
+        out_of_memory();
+    return p;
+}
+
+void *kj_cli_xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p)
+        out_of_memory();
+    return p;
+}
+
+char *kj_cli_xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p)
+        out_of_memory();
+    return p;
+}
+
+void kj_cli_printf(KjCliBuf *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *piece;
+    int n = vasprintf(&piece, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        out_of_memory();
+    char *grown = realloc(buf->data, buf->len + (size_t)n + 1);
+    if (!grown)
+        out_of_memory();
+    memcpy(grown + buf->len, piece, (size_t)n + 1);
+    buf->data = grown;
+    buf->len += (size_t)n;
+    free(piece);
+}
+
+void kj_cli_buf_free(KjCliBuf *buf)
+{
+    free(buf->data);
+    buf->data = NULL;
+    buf->len = 0;
+}
 
 double kj_cli_now_ms(void)
 {
@@ -184,18 +238,18 @@ static int make_generated(const char *text, bool have_param, kjit_dtype param_dt
     kjit_dtype dtype = param_dtype;
     if (second) {
         if (!parse_dtype(rest, (size_t)(second - rest), &dtype)) {
-            *why = kj_xstrdup("unknown element type in the generator");
+            *why = kj_cli_xstrdup("unknown element type in the generator");
             return 2;
         }
         rest = second + 1;
     } else if (!have_param) {
-        *why = kj_xstrdup("the generator needs a DTYPE here (NAME:DTYPE:SHAPE)");
+        *why = kj_cli_xstrdup("the generator needs a DTYPE here (NAME:DTYPE:SHAPE)");
         return 2;
     }
     int ndim;
     int64_t shape[KJIT_MAX_DIMS];
     if (!parse_shape(rest, &ndim, shape)) {
-        *why = kj_xstrdup("bad SHAPE in the generator (1000, 1e6 or 300x200)");
+        *why = kj_cli_xstrdup("bad SHAPE in the generator (1000, 1e6 or 300x200)");
         return 2;
     }
     *out = kjit_array_make(NULL, dtype, ndim, shape);
@@ -203,7 +257,7 @@ static int make_generated(const char *text, bool have_param, kjit_dtype param_dt
     size_t elem = kjit_dtype_size(dtype);
     void *data = NULL;
     if (posix_memalign(&data, 64, (size_t)size * elem + 64) != 0) {
-        *why = kj_xstrdup("out of memory for the generated array");
+        *why = kj_cli_xstrdup("out of memory for the generated array");
         return 2;
     }
     out->data = data;
@@ -247,15 +301,15 @@ char *kj_cli_resize_generator(const char *text, int64_t size)
     if (scaled == 0)
         return NULL;
     double factor = pow((double)size / old_size, 1.0 / scaled);
-    KjBuf buf = {0};
-    kj_buf_printf(&buf, "%.*s", (int)(shape_text - text), text);
+    KjCliBuf buf = {0};
+    kj_cli_printf(&buf, "%.*s", (int)(shape_text - text), text);
     for (int d = 0; d < ndim; d++) {
         int64_t extent = shape[d];
         if (extent > 1) {
             extent = scaled == 1 ? size : (int64_t)llround((double)extent * factor);
             extent = extent < 1 ? 1 : extent;
         }
-        kj_buf_printf(&buf, "%s%lld", d ? "x" : "", (long long)extent);
+        kj_cli_printf(&buf, "%s%lld", d ? "x" : "", (long long)extent);
     }
     return buf.data;
 }
@@ -278,7 +332,7 @@ int kj_cli_make_args(const char *command, kjit_function *function, const char *c
                           kjit_function_param(function, 0, i, &param_dtype, &param_ndim) == KJIT_OK;
         char *why = NULL;
         if (kj_cli_ends_with(text, ".npy")) {
-            kjit_status status = kj_npy_read(text, array, &why);
+            kjit_status status = kjit_npy_read(text, array, &why);
             if (status != KJIT_OK) {
                 fprintf(stderr, "kjit %s: argument %d: %s\n", command, i, why);
                 free(why);

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../runtime/kjit_runtime.h"
 #include "cli.h"
 
 static const char run_usage[] =
@@ -148,7 +147,7 @@ static void print_value(const void *at, kjit_dtype dtype)
 static void summarise(const char *label, const kjit_array *a)
 {
     char shape[160];
-    kj_shape_string(shape, sizeof shape, a->ndim, a->shape);
+    kjit_shape_text(shape, sizeof shape, a->ndim, a->shape);
     int64_t size = kjit_array_size(a);
     if (a->ndim == 0) {
         printf("%s: %s ", label, kjit_dtype_name(a->dtype));
@@ -163,7 +162,7 @@ static void summarise(const char *label, const kjit_array *a)
     char *flat = malloc((size_t)size * elem);
     if (!flat)
         return;
-    kj_array_gather(a, flat);
+    kjit_array_copy_c_order(a, flat);
     printf("  first:");
     for (int64_t i = 0; i < size && i < 8; i++) {
         printf(i ? ", " : " ");
@@ -204,7 +203,7 @@ static int write_array(const char *path, const kjit_array *a)
             free(error);
             return 2;
         }
-    } else if (kj_npy_write(path, a, &error) != KJIT_OK) {
+    } else if (kjit_npy_write(path, a, &error) != KJIT_OK) {
         fprintf(stderr, "kjit run: %s\n", error);
         free(error);
         return 2;

@@ -1,0 +1,173 @@
+/*
+ * kjit_backend.h: the back end's interface: LLVM lowering and emission for
+ * each target (codegen_llvm.c, codegen_expr.c, cpu_jit.c, ptx.c,
+ * ptx_branches.c, libdevice_split.c), and the ABI that compiled code shares
+ * with the runtime (array descriptors, thread context, entry points and the
+ * symbols they are named by).
+ *
+ * It includes only the compiler's header: the runtime builds on this one, never
+ * the other way round.  Nothing of LLVM shows here (codegen_llvm.h is the
+ * back end's private header).
+ */
+#ifndef KJIT_BACKEND_H
+#define KJIT_BACKEND_H
+
+#include "../kjit_compiler.h"
+
+/* ================================================ the ABI compiled code uses */
+
+/*
+ * An array as compiled code sees it, on every target: the data pointer, then
+ * the shape and the strides in ELEMENTS, always KJ_MAX_DIMS of each (only the
+ * first ndim mean anything).  On cuda a kernel takes it by value (the kernel
+ * parameter is a copy of this struct); on cpu, entry points take a pointer.
+ */
+typedef struct KjArrayDesc {
+    void *data;
+    int64_t shape[KJ_MAX_DIMS];
+    int64_t strides[KJ_MAX_DIMS];
+} KjArrayDesc;
+
+/*
+ * What a kernel running on the CPU reads for its special registers, and the
+ * runtime's services it calls back: syncthreads() is a call through
+ * ctx->syncthreads, so compiled code names no runtime symbol (the runtime
+ * passes the address; the back end never links against it).
+ */
+typedef struct KjThreadCtx KjThreadCtx;
+typedef void (*KjSyncthreadsFn)(KjThreadCtx *ctx);
+struct KjThreadCtx {
+    int32_t thread_idx[3];
+    int32_t block_idx[3];
+    int32_t block_dim[3];
+    int32_t grid_dim[3];
+    char *shared;                /* this block's shared memory (kernel->shared_bytes) */
+    void *barrier;               /* the runtime's state for syncthreads */
+    KjSyncthreadsFn syncthreads; /* the runtime's barrier (cpu.c) */
+};
+
+/*
+ * Entry points the code generator emits for each root function, by symbol:
+ *
+ *   PLAIN / SCALAR  "<symbol>__entry":  void (void **args, void *result)
+ *       args[i] points to scalar i's value or to a KjArrayDesc; the result is
+ *       stored at `result` (complex: {re, im}).
+ *   KERNEL (cpu)    "<symbol>__thread": void (void **args, KjThreadCtx *ctx)
+ *       runs one thread; syncthreads() calls ctx->syncthreads(ctx).
+ *                   "<symbol>__block":  void (void **args, KjThreadCtx *ctx)
+ *       runs every thread of block ctx->block_idx in a loop (emitted only for
+ *       kernels without syncthreads()).
+ *   VEC_KERNEL (cpu) "<symbol>__range": void (void **args, int64_t begin, int64_t end)
+ *       runs PARFOR iterations [begin, end).
+ *   KERNEL / VEC_KERNEL (cuda) "<symbol>": a .entry whose parameters are the
+ *       function's parameters in order, arrays as KjArrayDesc by value, but
+ *       C-contiguous ones (a kernel's contiguous-mask bits, every array of a
+ *       CONTIG VEC_KERNEL) as the 8 + 8 * ndim bytes {data, shape[ndim]} that
+ *       open a KjArrayDesc, so a pointer to the descriptor serves both; a
+ *       VEC_KERNEL walks its PARFOR with a grid-stride loop.
+ */
+typedef void (*KjEntryFn)(void **args, void *result);
+typedef void (*KjThreadFn)(void **args, KjThreadCtx *ctx);
+typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);
+
+
+/* ================================================================ codegen */
+
+typedef enum { KJ_CODEGEN_CPU, KJ_CODEGEN_CUDA } KjCodegenTarget;
+
+typedef enum {
+    KJ_EMIT_LLVM, /* textual LLVM IR after optimisation */
+    KJ_EMIT_ASM,  /* host assembly (cpu) */
+    KJ_EMIT_OBJ,  /* host object file (cpu) */
+    KJ_EMIT_PTX,  /* PTX text (cuda) */
+} KjEmitKind;
+
+typedef struct KjCodegenOptions {
+    KjCodegenTarget target;
+    int opt_level;               /* 0..3 */
+    const char *cuda_arch;       /* "sm_90" */
+    const char *libdevice_path;  /* NULL: kj_find_libdevice() */
+    bool verify;                 /* run the LLVM verifier after each step */
+    /* KERNEL roots: bit i set when array parameter i is C-contiguous at every
+     * launch of this code (the runtime checks each launch's arguments).  Such a
+     * parameter's strides are not read from its descriptor but computed from
+     * its shape (1 for the last dimension), so the innermost index needs no
+     * multiply; the entry points are then named after
+     * kj_kernel_variant_symbol. */
+    uint32_t contiguous_params;
+    /* cuda: the PTX will be assembled whole-program (ptxas, as nvcc does), so
+     * libdevice's rare slow paths may stay out of line as calls.  false: it
+     * goes through the driver's linker, which compiles relocatable code where
+     * a call costs the callee's registers, so they are inlined (ptx.c). */
+    bool cuda_whole_program;
+} KjCodegenOptions;
+
+/* The symbol a kernel's entry points are named from: fn->symbol for the
+ * general code (mask 0), "<symbol>__c<mask in hex>" for code specialised for
+ * the contiguous array parameters in `mask`, so that the variants of one
+ * kernel never share a name in any object, module or cache listing. */
+static inline void kj_kernel_variant_symbol(const KjIrFunction *fn, uint32_t mask, char *buf,
+                                            size_t size)
+{
+    if (mask && fn->kind == KJ_IR_FN_KERNEL)
+        snprintf(buf, size, "%s__c%x", fn->symbol, (unsigned)mask);
+    else
+        snprintf(buf, size, "%s", fn->symbol);
+}
+
+/*
+ * Generates code for `roots` (and the functions they call) of a checked module.
+ * On failure returns NULL/false and sets *error (heap string, caller frees).
+ */
+typedef struct KjCpuCode KjCpuCode; /* an ORC LLJIT holding compiled code */
+
+KjCpuCode *kj_cpu_compile(KjIrModule *module, KjIrFunction **roots, int root_count,
+                          const KjCodegenOptions *options, char **error);
+void *kj_cpu_lookup(KjCpuCode *code, const char *symbol); /* NULL if absent */
+void kj_cpu_code_free(KjCpuCode *code);
+
+/* kjit build --emit: the text or object bytes of one stage (heap, *size set). */
+char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, KjEmitKind kind, size_t *size,
+                      char **error);
+
+/* The host CPU's name and features, as the cpu code is tuned for ("znver4 +avx512f,..."). */
+const char *kj_host_cpu_description(void);
+
+/* libdevice.10.bc: $KJIT_LIBDEVICE, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, ...
+ * NULL (and the folders tried in *error) when none is found. */
+const char *kj_find_libdevice(char **error);
+
+/* ================================================================ ptx.c */
+
+/* IR -> PTX: the shared LLVM lowering for nvptx64-nvidia-cuda, libdevice linked
+ * (only what is used kept), NVVM reflect settled, optimised, emitted. */
+char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, char **error);
+
+/* ============================================================ cpu_jit.c */
+
+/*
+ * Host code as a relocatable object file (what the cache stores for the cpu
+ * targets), and an object file linked into a KjCpuCode of its own.
+ * kj_cpu_compile above is the two in one.
+ */
+/* The object file for `roots` (heap, *size set); NULL and *error on failure. */
+char *kj_cpu_compile_object(KjIrModule *module, KjIrFunction **roots, int root_count,
+                            const KjCodegenOptions *options, size_t *size, char **error);
+/* Links the object into a new JIT; NULL and *error when it does not link. */
+KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error);
+
+/* "19.1.7": the LLVM this library was built with (cache keys, kjit info). */
+const char *kj_llvm_version(void);
+
+/* ======================================================= libdevice_split.c */
+
+/* Links into an NVPTX module the libdevice functions it declares, and what
+ * they call, without parsing the rest of libdevice: the bitcode is read
+ * lazily and only the needed bodies are materialised.  The linked functions
+ * are internal.  `module` and `machine` are LLVMModuleRef and
+ * LLVMTargetMachineRef (kept opaque here).  false and *error on failure. */
+bool kj_libdevice_link_lazy(void *module, void *machine, const char *path, char **error);
+
+#endif

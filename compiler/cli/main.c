@@ -1,0 +1,183 @@
+/*
+ * main.c: the kjit command line.  It dispatches to one function per command;
+ * `check` and `build` live here, `run` and `info` in their own cli_ files.
+ *
+ * Exit codes: 0 success, 1 errors in the program (or a failed run), 2 usage or
+ * I/O errors.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage_text[] =
+    "usage: kjit <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  check [--dump=ast|ir|vec] [--verify] FILE...   parse and type-check\n"
+    "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [--arch sm_XX]\n"
+    "             [--function NAME] [--verify] [-O0..3] [-o OUT]   show a stage of code generation\n"
+    "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
+    "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
+    "  info                                targets, GPU, driver, libdevice\n"
+    "  cache list|stats|clear              the compiled-code cache (kjit cache --help)\n"
+    "  version                             print the version\n";
+
+static void print_to_stderr(void *user, const char *text)
+{
+    fputs(text, stderr);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "kjit: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", usage_text);
+    return 2;
+}
+
+/* One stage of one file to `output` (stdout when NULL); the exit code. */
+static int print_stage(const char *command, const char *path, kjit_stage stage,
+                       const kjit_stage_options *options, const char *output)
+{
+    char *bytes = NULL, *error = NULL;
+    size_t size = 0;
+    kjit_status status = kjit_stage_file(path, stage, options, &bytes, &size, &error);
+    int code = 0;
+    if (status == KJIT_OK) {
+        FILE *out = output ? fopen(output, "wb") : stdout;
+        if (!out) {
+            fprintf(stderr, "kjit: %s: cannot write '%s'\n", command, output);
+            code = 2;
+        } else {
+            fwrite(bytes, 1, size, out);
+            if (output)
+                fclose(out);
+        }
+    } else if (status == KJIT_ERROR_IO) {
+        code = 2; /* the diagnostic said which file and why */
+    } else if (status == KJIT_ERROR_INVALID_ARGUMENT) {
+        fprintf(stderr, "kjit: %s: %s\n%s", command, error, usage_text);
+        code = 2;
+    } else {
+        if (error)
+            fprintf(stderr, "kjit: %s: %s\n", command, error);
+        code = 1;
+    }
+    free(bytes);
+    free(error);
+    return code;
+}
+
+/* ------------------------------------------------------------------ check */
+
+static int cmd_check(int argc, char **argv)
+{
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.on_diagnostic = print_to_stderr;
+    const char *dump = NULL;
+    kjit_stage stage = KJIT_STAGE_IR;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--dump=", 7) == 0) {
+            dump = argv[i] + 7;
+            if (strcmp(dump, "ast") == 0) stage = KJIT_STAGE_AST;
+            else if (strcmp(dump, "ir") == 0) stage = KJIT_STAGE_IR;
+            else if (strcmp(dump, "vec") == 0) stage = KJIT_STAGE_VEC;
+            else return usage_error("unknown dump '%s' (ast, ir or vec)", dump);
+        } else if (strcmp(argv[i], "--verify") == 0) {
+            options.verify = true;
+        }
+    }
+    int status = 0, files = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--dump=", 7) == 0 || strcmp(argv[i], "--verify") == 0)
+            continue;
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return usage_error("unknown option '%s'", argv[i]);
+        files++;
+        /* Without --dump the stage is only run, for its diagnostics. */
+        const char *discard = dump ? NULL : "/dev/null";
+        int code = print_stage("check", argv[i], stage, &options, discard);
+        if (code == 2 || (code == 1 && status == 0))
+            status = code;
+    }
+    if (files == 0)
+        return usage_error("check: no input file%s", "");
+    return status;
+}
+
+/* ------------------------------------------------------------------ build */
+
+static int cmd_build(int argc, char **argv)
+{
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.on_diagnostic = print_to_stderr;
+    const char *path = NULL, *target = "cpu", *emit = NULL, *output = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--target=", 9) == 0) target = a + 9;
+        else if (strcmp(a, "--target") == 0 && i + 1 < argc) target = argv[++i];
+        else if (strncmp(a, "--emit=", 7) == 0) emit = a + 7;
+        else if (strcmp(a, "--emit") == 0 && i + 1 < argc) emit = argv[++i];
+        else if (strncmp(a, "--arch=", 7) == 0) options.cuda_arch = a + 7;
+        else if (strcmp(a, "--arch") == 0 && i + 1 < argc) options.cuda_arch = argv[++i];
+        else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
+        else if (strcmp(a, "--verify") == 0) options.verify = true;
+        else if (strcmp(a, "-o") == 0 && i + 1 < argc) output = argv[++i];
+        else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) options.opt_level = a[2] - '0';
+        else if (a[0] == '-') return usage_error("build: unknown option '%s'", a);
+        else if (!path) path = a;
+        else return usage_error("build: more than one input file ('%s')", a);
+    }
+    if (!path)
+        return usage_error("build: no input file%s", "");
+
+    kjit_stage stage;
+    if (strcmp(target, "cpu") == 0 || strcmp(target, "parallel") == 0) {
+        options.target = KJIT_TARGET_CPU;
+        stage = KJIT_STAGE_ASM;
+    } else if (strcmp(target, "cuda") == 0) {
+        options.target = KJIT_TARGET_CUDA;
+        stage = KJIT_STAGE_PTX;
+    } else {
+        return usage_error("build: unknown target '%s' (cpu, parallel or cuda)", target);
+    }
+    if (emit) {
+        if (strcmp(emit, "llvm") == 0) stage = KJIT_STAGE_LLVM;
+        else if (strcmp(emit, "asm") == 0) stage = KJIT_STAGE_ASM;
+        else if (strcmp(emit, "obj") == 0) stage = KJIT_STAGE_OBJ;
+        else if (strcmp(emit, "ptx") == 0) stage = KJIT_STAGE_PTX;
+        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj or ptx)", emit);
+    }
+    if (stage == KJIT_STAGE_OBJ && !output)
+        return usage_error("build: --emit=obj needs -o FILE%s", "");
+    return print_stage("build", path, stage, &options, output);
+}
+
+/* ------------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    const char *command = argv[1];
+    if (strcmp(command, "check") == 0) return cmd_check(argc - 2, argv + 2);
+    if (strcmp(command, "build") == 0) return cmd_build(argc - 2, argv + 2);
+    if (strcmp(command, "run") == 0) return kj_cli_run(argc - 2, argv + 2);
+    if (strcmp(command, "bench") == 0) return kj_cli_bench(argc - 2, argv + 2);
+    if (strcmp(command, "info") == 0) return kj_cli_info(argc - 2, argv + 2);
+    if (strcmp(command, "cache") == 0) return kj_cli_cache(argc - 2, argv + 2);
+    if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
+        printf("kjit %s\n", KJIT_VERSION);
+        return 0;
+    }
+    if (strcmp(command, "help") == 0 || strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    return usage_error("unknown command '%s'", command);
+}

@@ -1,0 +1,107 @@
+/*
+ * pipeline.c: the pass list, in one function.
+ *
+ * Every way into kjit (the runtime's first compile of a module, its first use
+ * of a signature or a vectorized layout, `kjit check` and `kjit build`) goes
+ * through kj_pipeline_run, which runs the front end's passes on a source file
+ * and the middle passes on the roots asked for.  The back end (LLVM lowering,
+ * optimisation, emission: compiler/backend/) takes the roots from there.
+ *
+ *   front end, once per module      parse -> imports -> check -> verify
+ *   middle, once per root           vectorize (a @vectorize signature) -> verify
+ *   back end, per target            lower -> optimise -> emit (object or PTX)
+ *
+ * The checked module is always verified: a verifier failure is a compiler bug,
+ * reported as an internal error at the main file, never a crash.  With
+ * `verify` (kjit --verify, KJIT_VERIFY=1, on in make check) the verifier also
+ * runs after each middle pass.  A new pass goes in the list below, opening
+ * with its contract.
+ */
+#include "kjit_compiler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A hash of the main file and every import, by path and text: the module's
+ * part of every cache key. */
+static uint64_t source_hash(const KjSource *src, const KjModuleLoader *loader)
+{
+    uint64_t hash = kj_hash_bytes(0, src->text, src->len);
+    for (int i = 0; i < loader->sources.count; i++) {
+        const KjSource *import = loader->sources.items[i];
+        hash = kj_hash_bytes(hash, import->path, strlen(import->path));
+        hash = kj_hash_bytes(hash, import->text, import->len);
+    }
+    return hash;
+}
+
+static bool verified(KjPipeline *p, const char *after)
+{
+    char *why = NULL;
+    if (kj_ir_verify(p->module, &why))
+        return true;
+    const char *where = p->src ? p->src->path : "kjit";
+    kj_error_plain(p->diag, where, "internal error: the IR does not verify after %s: %s", after,
+                   why);
+    free(why);
+    return false;
+}
+
+bool kj_pipeline_run(KjPipeline *p)
+{
+    int errors = p->diag->error_count;
+
+    if (!p->module) {
+        /* parse: source text -> AST.  Needs: a source.  Gives: an AST with
+         * locations, or syntax errors. */
+        p->ast = kj_parse(p->arena, p->src, p->diag);
+        if (p->diag->error_count > errors || p->stop == KJ_STAGE_AST)
+            return p->diag->error_count == errors;
+
+        /* imports + check: AST -> typed IR (check.c loads the imports through
+         * the loader).  Needs: an AST without syntax errors.  Gives: a module
+         * of typed functions, callees before callers, or type errors. */
+        KjModuleLoader loader = {.arena = p->arena, .diag = p->diag,
+                                 .stdlib_dirs = p->stdlib_dirs};
+        p->module = kj_check(p->arena, p->ast, &loader, p->diag);
+        if (!p->module || p->diag->error_count > errors) {
+            p->module = NULL;
+            return false;
+        }
+        p->module->source_hash = source_hash(p->src, &loader);
+
+        /* verify: always, once, on the checked module. */
+        if (!verified(p, "check")) {
+            p->module = NULL;
+            return false;
+        }
+    }
+    if (p->stop == KJ_STAGE_IR)
+        return true;
+
+    for (int i = 0; i < p->root_count; i++) {
+        KjPipelineRoot *root = &p->roots[i];
+        root->root = root->fn;
+        /* vectorize: a SCALAR function -> a VEC_KERNEL over arrays laid out
+         * as root->variant says (vectorize.c has the contract). */
+        if (root->vectorize)
+            root->root = kj_vectorize(p->module, root->fn, root->variant);
+        if (p->verify && !verified(p, "vectorize"))
+            return false;
+    }
+    return true;
+}
+
+KjIrModule *kj_compile_source(KjArena *arena, const KjSource *src, const char **stdlib_dirs,
+                              KjDiag *diag)
+{
+    KjPipeline p = {.arena = arena, .diag = diag, .src = src, .stdlib_dirs = stdlib_dirs,
+                    .stop = KJ_STAGE_IR};
+    return kj_pipeline_run(&p) ? p.module : NULL;
+}
+
+bool kj_pipeline_verify_default(void)
+{
+    const char *env = getenv("KJIT_VERIFY");
+    return env && *env && strcmp(env, "0") != 0;
+}

@@ -1,0 +1,115 @@
+/*
+ * kjit_tools.h: what tools built on libkjit share beyond kjit.h: the `kjit`
+ * command, the Python package and test programs use it.  .npy files, array
+ * views in C order, the compiled-code cache, what the build found (LLVM, the
+ * host CPU, libdevice, ptxas), and each stage of the compiler as text.
+ *
+ * Like kjit.h it shows nothing of the compiler's internals, LLVM or CUDA.
+ * Messages come back as heap strings (*error) the caller frees with free().
+ */
+#ifndef KJIT_TOOLS_H
+#define KJIT_TOOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kjit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ arrays */
+
+/* Reads a .npy file (format 1.0-3.0, little-endian; Fortran order through
+ * strides) into a new host array (kjit_array_free releases it). */
+kjit_status kjit_npy_read(const char *path, kjit_array *out, char **error);
+/* Writes any host view as a C-ordered .npy file (format 1.0). */
+kjit_status kjit_npy_write(const char *path, const kjit_array *array, char **error);
+
+/* Copies a host view into C order at dst (kjit_array_size * dtype size bytes). */
+void kjit_array_copy_c_order(const kjit_array *array, void *dst);
+/* C order, no gaps. */
+bool kjit_array_is_contiguous(const kjit_array *array);
+/* NumPy's spelling of a shape, "(3,4)", "(5,)" or "()"; returns buf. */
+char *kjit_shape_text(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* ------------------------------------------------------------------- cache */
+
+bool kjit_cache_enabled(void);               /* false when KJIT_CACHE=off */
+bool kjit_cache_dir(char *buf, size_t size); /* false when there is no usable folder */
+uint64_t kjit_cache_max_bytes(void);         /* KJIT_CACHE_MAX, else 1 GiB */
+/* kjit's and LLVM's versions, the cache format and this build of libkjit. */
+const char *kjit_cache_build_identity(void);
+
+typedef struct kjit_cache_entry {
+    const char *name;     /* file name in the folder */
+    bool valid;           /* the header reads; the payload is not checked */
+    const char *kind;     /* "cpu-object", "ptx", "cubin" (valid entries) */
+    uint64_t file_bytes, payload_bytes;
+    long long last_used;  /* seconds since the epoch */
+    const char *key_text; /* what the code depends on, "field=value" lines; NULL when not valid */
+} kjit_cache_entry;
+typedef void (*kjit_cache_visit_fn)(void *user, const kjit_cache_entry *entry);
+/* Visits every entry of the folder; the number of entries, -1 when there is no folder. */
+int kjit_cache_list(const char *dir, kjit_cache_visit_fn visit, void *user);
+int kjit_cache_clear(const char *dir); /* files removed */
+/* Empties this process's memory tier (the next compile reads the disk). */
+void kjit_cache_memory_clear(void);
+
+/* What this process's cache did.  `compiles`: code generation it could not avoid. */
+typedef struct kjit_cache_counters {
+    uint64_t memory_hits, disk_hits, disk_misses, disk_rejected, disk_stores, evictions;
+    uint64_t compiles, shared_hits;
+} kjit_cache_counters;
+kjit_cache_counters kjit_cache_stats(void);
+
+/* ------------------------------------------------------- the build's tools */
+
+const char *kjit_host_cpu(void);     /* "znver4 +avx512f,...": what cpu code is tuned for */
+const char *kjit_llvm_version(void); /* "19.1.7" */
+/* libdevice.10.bc, or NULL and the folders tried in *error. */
+const char *kjit_libdevice_path(char **error);
+const char *kjit_ptxas_path(void);   /* the toolkit's ptxas, or NULL */
+
+/* ---------------------------------------------------------------- stages */
+
+/* What `kjit check --dump` and `kjit build --emit` print. */
+typedef enum kjit_stage {
+    KJIT_STAGE_AST,  /* the syntax tree */
+    KJIT_STAGE_IR,   /* the checked IR */
+    KJIT_STAGE_VEC,  /* the IR with each @vectorize signature lifted (contiguous layout) */
+    KJIT_STAGE_LLVM, /* LLVM IR after optimisation, for the target */
+    KJIT_STAGE_ASM,  /* host assembly (cpu) */
+    KJIT_STAGE_OBJ,  /* a host object file (cpu) */
+    KJIT_STAGE_PTX,  /* PTX (cuda) */
+} kjit_stage;
+
+typedef struct kjit_stage_options {
+    kjit_target target;    /* cpu, parallel (the same code) or cuda */
+    int opt_level;         /* 0..3 */
+    const char *cuda_arch; /* NULL: sm_90 */
+    const char *function;  /* NULL: every function of the file */
+    bool verify;           /* the IR verifier after every pass */
+    kjit_diagnostic_fn on_diagnostic; /* syntax and type errors, one call each */
+    void *diagnostic_user;
+} kjit_stage_options;
+
+void kjit_stage_options_init(kjit_stage_options *options); /* cpu, -O3, no verify */
+
+/*
+ * Runs the pipeline on a .kern file up to `stage` and returns that stage's
+ * text (or object bytes) in *bytes (heap, *size bytes, NUL-terminated).
+ * KJIT_ERROR_COMPILE after reporting the program's errors to on_diagnostic;
+ * KJIT_ERROR_IO, KJIT_ERROR_NOT_FOUND (no such function), INVALID_ARGUMENT
+ * (a stage the target has not) or BACKEND with a message in *error.
+ */
+kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage_options *options,
+                            char **bytes, size_t *size, char **error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

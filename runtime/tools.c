@@ -1,0 +1,242 @@
+/*
+ * tools.c: kjit_tools.h, the runtime's services for tools (the kjit command,
+ * the Python package, tests) in public types: .npy files, C-order copies, the
+ * cache, what the build found, and the compiler's stages as text.
+ *
+ * kjit_stage_file runs the same pass list as the runtime (pipeline.c) and
+ * hands the roots to the back end's emitter; it is how `kjit check --dump`
+ * and `kjit build --emit` see the compiler without including its headers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit_runtime.h"
+
+/* ------------------------------------------------------------------ arrays */
+
+kjit_status kjit_npy_read(const char *path, kjit_array *out, char **error)
+{
+    return kj_npy_read(path, out, error);
+}
+
+kjit_status kjit_npy_write(const char *path, const kjit_array *array, char **error)
+{
+    return kj_npy_write(path, array, error);
+}
+
+void kjit_array_copy_c_order(const kjit_array *array, void *dst)
+{
+    kj_array_gather(array, dst);
+}
+
+bool kjit_array_is_contiguous(const kjit_array *array)
+{
+    return kj_array_is_contiguous(array);
+}
+
+char *kjit_shape_text(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    return kj_shape_string(buf, size, ndim, shape);
+}
+
+/* ------------------------------------------------------------------- cache */
+
+bool kjit_cache_enabled(void) { return kj_cache_enabled(); }
+bool kjit_cache_dir(char *buf, size_t size) { return kj_cache_dir(buf, size); }
+uint64_t kjit_cache_max_bytes(void) { return kj_cache_max_bytes(); }
+const char *kjit_cache_build_identity(void) { return kj_cache_build_identity(); }
+int kjit_cache_clear(const char *dir) { return kj_cache_clear(dir); }
+void kjit_cache_memory_clear(void) { kj_cache_memory_clear(); }
+
+typedef struct ListVisit {
+    kjit_cache_visit_fn visit;
+    void *user;
+} ListVisit;
+
+static void visit_entry(void *user, const KjCacheEntryInfo *info)
+{
+    ListVisit *v = user;
+    kjit_cache_entry entry = {
+        .name = info->name,
+        .valid = info->valid,
+        .kind = info->valid ? kj_cache_kind_name(info->kind) : "?",
+        .file_bytes = info->file_bytes,
+        .payload_bytes = info->payload_bytes,
+        .last_used = info->last_used,
+        .key_text = info->key_text,
+    };
+    v->visit(v->user, &entry);
+}
+
+int kjit_cache_list(const char *dir, kjit_cache_visit_fn visit, void *user)
+{
+    ListVisit v = {visit, user};
+    return kj_cache_list(dir, visit_entry, &v);
+}
+
+kjit_cache_counters kjit_cache_stats(void)
+{
+    KjCacheCounters c = kj_cache_counters();
+    return (kjit_cache_counters){c.memory_hits, c.disk_hits,  c.disk_misses, c.disk_rejected,
+                                 c.disk_stores, c.evictions, c.compiles,    c.shared_hits};
+}
+
+/* ------------------------------------------------------- the build's tools */
+
+const char *kjit_host_cpu(void) { return kj_host_cpu_description(); }
+const char *kjit_llvm_version(void) { return kj_llvm_version(); }
+const char *kjit_libdevice_path(char **error) { return kj_find_libdevice(error); }
+const char *kjit_ptxas_path(void) { return kj_ptxas_path(); }
+
+/* ---------------------------------------------------------------- stages */
+
+void kjit_stage_options_init(kjit_stage_options *options)
+{
+    memset(options, 0, sizeof *options);
+    options->target = KJIT_TARGET_CPU;
+    options->opt_level = 3;
+}
+
+typedef struct StageDiag {
+    const kjit_stage_options *options;
+} StageDiag;
+
+static void stage_diagnostic(void *user, KjSeverity severity, const char *text)
+{
+    const kjit_stage_options *options = ((StageDiag *)user)->options;
+    if (options->on_diagnostic)
+        options->on_diagnostic(options->diagnostic_user, text);
+}
+
+/* What `build` compiles: every plain function and kernel of the file (or the
+ * one named), and for a vectorized function each signature's scalar function
+ * and its contiguous all-array kernel. */
+static int collect_roots(KjArena *arena, KjIrModule *module, const char *only,
+                         KjPipelineRoot **out)
+{
+    int count = 0;
+    for (int e = 0; e < module->entries.count; e++) {
+        KjIrEntry *entry = module->entries.items[e];
+        if (!only || strcmp(entry->name, only) == 0)
+            count += 2 * entry->variants.count;
+    }
+    KjPipelineRoot *roots = kj_arena_alloc(arena, sizeof *roots * (size_t)(count + 1));
+    int n = 0;
+    KjVecVariant contig = {.layout = KJ_LAYOUT_CONTIG, .ndim = 1, .scalar_mask = 0};
+    for (int e = 0; e < module->entries.count; e++) {
+        KjIrEntry *entry = module->entries.items[e];
+        if (only && strcmp(entry->name, only) != 0)
+            continue;
+        for (int v = 0; v < entry->variants.count; v++) {
+            KjIrFunction *fn = entry->variants.items[v];
+            roots[n++] = (KjPipelineRoot){.fn = fn};
+            if (fn->kind == KJ_IR_FN_SCALAR)
+                roots[n++] = (KjPipelineRoot){.fn = fn, .vectorize = true, .variant = contig};
+        }
+    }
+    *out = roots;
+    return n;
+}
+
+/* What a printer writes, as a heap string. */
+static char *text_of(void (*print)(FILE *, const void *), const void *what, size_t *size)
+{
+    char *data = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&data, &len);
+    if (!f)
+        kj_die("out of memory");
+    print(f, what);
+    fclose(f);
+    *size = len;
+    return data;
+}
+
+static void print_ast(FILE *f, const void *ast) { kj_ast_dump(f, ast); }
+static void print_ir(FILE *f, const void *module) { kj_ir_print_module(f, module); }
+
+static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
+                          KjCodegenOptions *codegen, KjEmitKind *kind, char **error)
+{
+    bool cuda = options->target == KJIT_TARGET_CUDA;
+    *codegen = (KjCodegenOptions){.target = cuda ? KJ_CODEGEN_CUDA : KJ_CODEGEN_CPU,
+                                  .opt_level = options->opt_level,
+                                  .cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90",
+                                  .verify = options->verify};
+    switch (stage) {
+    case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
+    case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;
+    case KJIT_STAGE_OBJ: *kind = KJ_EMIT_OBJ; break;
+    case KJIT_STAGE_PTX:
+        *kind = KJ_EMIT_PTX;
+        if (!cuda) {
+            *error = kj_xstrdup("--emit=ptx needs --target cuda");
+            return false;
+        }
+        return true;
+    default: kj_unreachable();
+    }
+    if (cuda) {
+        *error = kj_xstrdup(*kind == KJ_EMIT_ASM ? "--target cuda emits llvm or ptx, not 'asm'"
+                                                 : "--target cuda emits llvm or ptx, not 'obj'");
+        return false;
+    }
+    return true;
+}
+
+kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage_options *options,
+                            char **bytes, size_t *size, char **error)
+{
+    *bytes = NULL;
+    *size = 0;
+    *error = NULL;
+    KjCodegenOptions codegen;
+    KjEmitKind kind = KJ_EMIT_LLVM;
+    if (stage >= KJIT_STAGE_LLVM && !stage_codegen(stage, options, &codegen, &kind, error))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+
+    KjArena arena = {0};
+    StageDiag user = {options};
+    KjDiag diag = {.sink = stage_diagnostic, .user = &user};
+    KjSource *src = kj_source_read(&arena, path, &diag);
+    if (!src) {
+        kj_arena_free(&arena);
+        *error = kj_xstrdup("cannot read the source");
+        return KJIT_ERROR_IO;
+    }
+    const char *stdlib_dirs[] = {kj_default_stdlib_dir(), NULL};
+    KjPipeline p = {.arena = &arena, .diag = &diag, .src = src, .stdlib_dirs = stdlib_dirs,
+                    .stop = stage == KJIT_STAGE_AST ? KJ_STAGE_AST : KJ_STAGE_IR,
+                    .verify = options->verify};
+    kjit_status status = KJIT_OK;
+    if (!kj_pipeline_run(&p)) {
+        status = KJIT_ERROR_COMPILE;
+    } else if (stage == KJIT_STAGE_AST) {
+        *bytes = text_of(print_ast, p.ast, size);
+    } else if (stage == KJIT_STAGE_IR) {
+        *bytes = text_of(print_ir, p.module, size);
+    } else {
+        p.root_count = collect_roots(&arena, p.module, options->function, &p.roots);
+        p.stop = KJ_STAGE_ROOTS;
+        if (p.root_count == 0) {
+            KjBuf why = {0};
+            kj_buf_printf(&why, "%s has no function%s%s", path, options->function ? " named " : "",
+                          options->function ? options->function : "");
+            *error = why.data;
+            status = KJIT_ERROR_NOT_FOUND;
+        } else if (!kj_pipeline_run(&p)) {
+            status = KJIT_ERROR_COMPILE;
+        } else if (stage == KJIT_STAGE_VEC) {
+            *bytes = text_of(print_ir, p.module, size);
+        } else {
+            KjIrFunction **roots = kj_arena_alloc(&arena, sizeof *roots * (size_t)p.root_count);
+            for (int i = 0; i < p.root_count; i++)
+                roots[i] = p.roots[i].root;
+            *bytes = kj_codegen_emit(p.module, roots, p.root_count, &codegen, kind, size, error);
+            if (!*bytes)
+                status = KJIT_ERROR_BACKEND;
+        }
+    }
+    kj_arena_free(&arena);
+    return status;
+}
