@@ -179,28 +179,47 @@ static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
                     LLVMMetadataAsValue(g->ctx, loop));
 }
 
-static void gen_for(Gen *g, KjIrStmt *s)
-{
-    const KjType *t = s->var->type;
-    LLVMTypeRef lt = llty(g, t);
-    LLVMValueRef start = kj_codegen_convert(g, kj_codegen_expr(g, s->start), s->start->type, t);
-    LLVMValueRef stop = kj_codegen_convert(g, kj_codegen_expr(g, s->stop), s->stop->type, t);
-    LLVMValueRef step = kj_codegen_convert(g, kj_codegen_expr(g, s->step), s->step->type, t);
-    bool sgn = kj_type_is_signed(t);
-    /* The loop counts with its own hidden counter, so assigning to the loop
-     * variable in the body does not change the iterations (as in Python). */
-    LLVMValueRef counter = kj_codegen_alloca_in_entry(g, lt, "for.counter");
-    LLVMBuildStore(g->b, start, counter);
-    LLVMValueRef up = LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntNE, step, LLVMConstNull(lt), "up");
+/* A counted loop, the skeleton `for` and PARFOR share: its variable runs
+ * from start by step while below stop, or above it when the step is
+ * negative and the loop runs either_way. */
+typedef struct CountedLoop {
+    const char *name;         /* the blocks are "<name>.cond", ".body", ".inc", ".exit" */
+    const char *counter_name; /* of the hidden counter's alloca */
+    LLVMTypeRef type;
+    LLVMValueRef start, stop, step;
+    bool is_signed;
+    bool either_way; /* false: upward only (PARFOR's i64 index) */
+    bool nsw;        /* the increment cannot wrap */
+} CountedLoop;
 
-    LLVMBasicBlockRef cond_bb = new_block(g, "for.cond"), body_bb = new_block(g, "for.body"),
-                      inc_bb = new_block(g, "for.inc"), exit_bb = new_block(g, "for.exit");
+/* The loop counts with its own hidden counter, so assigning to the loop
+ * variable in the body does not change the iterations (as in Python).
+ * Returns the back edge's branch. */
+static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loop)
+{
+    LLVMTypeRef lt = loop->type;
+    bool sgn = loop->is_signed;
+    LLVMValueRef counter = kj_codegen_alloca_in_entry(g, lt, loop->counter_name);
+    LLVMBuildStore(g->b, loop->start, counter);
+    LLVMValueRef up = loop->either_way ? LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntNE, loop->step,
+                                                       LLVMConstNull(lt), "up")
+                                       : NULL;
+
+    char names[4][32];
+    static const char *const parts[4] = {"cond", "body", "inc", "exit"};
+    for (int k = 0; k < 4; k++)
+        snprintf(names[k], sizeof names[k], "%s.%s", loop->name, parts[k]);
+    LLVMBasicBlockRef cond_bb = new_block(g, names[0]), body_bb = new_block(g, names[1]),
+                      inc_bb = new_block(g, names[2]), exit_bb = new_block(g, names[3]);
     LLVMBuildBr(g->b, cond_bb);
     LLVMPositionBuilderAtEnd(g->b, cond_bb);
     LLVMValueRef i = LLVMBuildLoad2(g->b, lt, counter, "i");
-    LLVMValueRef below = LLVMBuildICmp(g->b, sgn ? LLVMIntSLT : LLVMIntULT, i, stop, "");
-    LLVMValueRef above = LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntUGT, i, stop, "");
-    LLVMBuildCondBr(g->b, LLVMBuildSelect(g->b, up, below, above, ""), body_bb, exit_bb);
+    LLVMValueRef go_on = LLVMBuildICmp(g->b, sgn ? LLVMIntSLT : LLVMIntULT, i, loop->stop, "");
+    if (up) {
+        LLVMValueRef above = LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntUGT, i, loop->stop, "");
+        go_on = LLVMBuildSelect(g->b, up, go_on, above, "");
+    }
+    LLVMBuildCondBr(g->b, go_on, body_bb, exit_bb);
 
     LLVMPositionBuilderAtEnd(g->b, body_bb);
     LLVMBuildStore(g->b, i, g->slots[s->var->id].scalar);
@@ -211,37 +230,33 @@ static void gen_for(Gen *g, KjIrStmt *s)
 
     LLVMPositionBuilderAtEnd(g->b, inc_bb);
     LLVMValueRef cur = LLVMBuildLoad2(g->b, lt, counter, "");
-    LLVMBuildStore(g->b, LLVMBuildAdd(g->b, cur, step, ""), counter);
-    request_unroll(g, s, LLVMBuildBr(g->b, cond_bb));
+    LLVMValueRef next = loop->nsw ? LLVMBuildNSWAdd(g->b, cur, loop->step, "")
+                                  : LLVMBuildAdd(g->b, cur, loop->step, "");
+    LLVMBuildStore(g->b, next, counter);
+    LLVMValueRef back_edge = LLVMBuildBr(g->b, cond_bb);
     LLVMPositionBuilderAtEnd(g->b, exit_bb);
+    return back_edge;
+}
+
+static void gen_for(Gen *g, KjIrStmt *s)
+{
+    const KjType *t = s->var->type;
+    CountedLoop loop = {.name = "for", .counter_name = "for.counter", .type = llty(g, t),
+                        .is_signed = kj_type_is_signed(t), .either_way = true};
+    loop.start = kj_codegen_convert(g, kj_codegen_expr(g, s->start), s->start->type, t);
+    loop.stop = kj_codegen_convert(g, kj_codegen_expr(g, s->stop), s->stop->type, t);
+    loop.step = kj_codegen_convert(g, kj_codegen_expr(g, s->step), s->step->type, t);
+    request_unroll(g, s, gen_counted_loop(g, s, &loop));
 }
 
 /* PARFOR: the target says which iterations this code runs (cpu: the
  * [begin, end) the runtime hands to __range; cuda: a grid-stride loop). */
 static void gen_parfor(Gen *g, KjIrStmt *s)
 {
-    LLVMValueRef begin, end, step;
-    if (!g->target->parfor_range(g, s, &begin, &end, &step))
-        return;
-    LLVMValueRef counter = kj_codegen_alloca_in_entry(g, g->t_i64, "parfor.i");
-    LLVMBuildStore(g->b, begin, counter);
-    LLVMBasicBlockRef cond_bb = new_block(g, "parfor.cond"), body_bb = new_block(g, "parfor.body"),
-                      inc_bb = new_block(g, "parfor.inc"), exit_bb = new_block(g, "parfor.exit");
-    LLVMBuildBr(g->b, cond_bb);
-    LLVMPositionBuilderAtEnd(g->b, cond_bb);
-    LLVMValueRef i = LLVMBuildLoad2(g->b, g->t_i64, counter, "i");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, i, end, ""), body_bb, exit_bb);
-    LLVMPositionBuilderAtEnd(g->b, body_bb);
-    LLVMBuildStore(g->b, i, g->slots[s->var->id].scalar);
-    push_loop(g, exit_bb, inc_bb);
-    gen_stmt(g, s->body);
-    g->loop_depth--;
-    branch_to(g, inc_bb);
-    LLVMPositionBuilderAtEnd(g->b, inc_bb);
-    LLVMValueRef cur = LLVMBuildLoad2(g->b, g->t_i64, counter, "");
-    LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, cur, step, ""), counter);
-    LLVMBuildBr(g->b, cond_bb);
-    LLVMPositionBuilderAtEnd(g->b, exit_bb);
+    CountedLoop loop = {.name = "parfor", .counter_name = "parfor.i", .type = g->t_i64,
+                        .is_signed = true, .nsw = true};
+    if (g->target->parfor_range(g, s, &loop.start, &loop.stop, &loop.step))
+        gen_counted_loop(g, s, &loop);
 }
 
 static void gen_stmt(Gen *g, KjIrStmt *s)
