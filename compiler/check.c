@@ -131,10 +131,19 @@ static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
     return cond;
 }
 
-/* let x = shared(T, n[, m]) / local(T, n[, m]): a kernel's static arrays. */
+/* let x = shared(T, n[, m]) / local(T, n[, m]): a kernel's static arrays.
+ * shared() belongs to the kernel itself: a device function would need a slice
+ * of every calling kernel's shared block at one offset, so it takes the array
+ * as a parameter instead. */
 static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
 {
     const char *name = shared ? "shared" : "local";
+    if (shared && c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
+        kj_error(c->diag, call->loc, "shared() is declared in the kernel itself, not in the plain "
+                 "function '%s'; declare it in the kernel and pass the array as an argument",
+                 c->cur->ir->name);
+        return NULL;
+    }
     if (!kj_check_require_kernel(c, call->loc, shared ? "shared()" : "local()") ||
         !kj_check_arg_count_is(c, call, name, 2, 4))
         return NULL;
@@ -544,6 +553,51 @@ static bool check_stmt(KjChecker *c, KjNode *n)
         kj_error(c->diag, n->loc, "expected a statement");
         return true;
     }
+}
+
+/* ======================================================= device functions */
+
+/*
+ * A plain function that uses a kernel built-in, or calls a function that does,
+ * is a device function: kernels and other device functions may call it, a
+ * @vectorize function may not (the error names the chain of calls down to the
+ * built-in), and the runtime refuses to call it from the host.  Callees are
+ * checked before their callers, so a call site already knows whether its
+ * callee is one.
+ */
+
+static void mark_device(KjChecker *c, KjIrFunction *fn, const char *use, KjLoc loc,
+                        const char *callee_chain)
+{
+    if (fn->device_use)
+        return; /* the first use found is the one errors name */
+    fn->device_use = kj_arena_strdup(c->arena, use);
+    fn->device_loc = loc;
+    fn->device_chain = callee_chain ? kj_arena_printf(c->arena, "%s -> %s", fn->name, callee_chain)
+                                    : fn->name;
+}
+
+void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc)
+{
+    mark_device(c, c->cur->ir, what, loc, NULL);
+}
+
+bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
+{
+    KjIrFunction *caller = c->cur ? c->cur->ir : NULL;
+    if (caller && (caller->kind == KJ_IR_FN_KERNEL || caller->kind == KJ_IR_FN_PLAIN)) {
+        if (caller->kind == KJ_IR_FN_PLAIN)
+            mark_device(c, caller, callee->device_use, callee->device_loc, callee->device_chain);
+        caller->uses_syncthreads |= callee->uses_syncthreads;
+        return true;
+    }
+    const char *name = caller ? caller->name : "?";
+    kj_error(c->diag, loc, "'%s' is @vectorize, so it cannot call '%s', a device function: "
+             "%s -> %s uses %s", name, callee->name, name, callee->device_chain,
+             callee->device_use);
+    kj_note(c->diag, callee->device_loc, "%s is used here; kernel built-ins are for kernels and "
+            "the plain functions only kernels call", callee->device_use);
+    return false;
 }
 
 /* ============================================================== functions */

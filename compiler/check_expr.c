@@ -348,11 +348,22 @@ static bool in_kernel(KjChecker *c)
     return c->cur && c->cur->ir->kind == KJ_IR_FN_KERNEL;
 }
 
+/* A kernel built-in is allowed in kernels, and in plain functions, which it
+ * makes device functions (check.c's kj_check_device_use). */
 bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what)
 {
     if (in_kernel(c))
         return true;
-    kj_error(c->diag, loc, "%s is only available in a @kernel function", what);
+    if (c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
+        kj_check_device_use(c, what, loc);
+        return true;
+    }
+    if (c->cur && c->cur->ir->kind == KJ_IR_FN_SCALAR)
+        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
+                 "call; '%s' is @vectorize", what, c->cur->ir->name);
+    else
+        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
+                 "call", what);
     return false;
 }
 
@@ -1455,6 +1466,8 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
     }
     if (callee->impure)
         kj_check_note_impure(c);
+    if (ok && target->device_use && !kj_check_device_call(c, target, n->loc))
+        return NULL;
     return ok ? e : NULL;
 }
 

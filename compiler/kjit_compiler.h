@@ -532,11 +532,22 @@ typedef struct KjIrFunction {
     KjVec locals;            /* KjIrVar*: every variable, params first */
     KjIrStmt *body;          /* BLOCK */
     KjLoc loc;
-    bool uses_syncthreads;   /* kernels: some path calls syncthreads() */
+    bool uses_syncthreads;   /* kernels and device functions: some path calls syncthreads(),
+                                here or in a device function it calls */
     int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
                                 generator may round it up to its 16-byte aligned layout) */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
     bool contiguous;         /* VEC_KERNEL of the CONTIG layout: every array is C-contiguous */
+    /* PLAIN: a device function, one that uses a kernel built-in (threadIdx.x,
+     * an atomic, syncthreads() ...) or calls a device function, so that only
+     * kernels and other device functions may call it (the checker proves it;
+     * the runtime refuses to call it from the host).  device_use is the
+     * built-in's spelling, NULL for other functions; device_chain the calls
+     * that lead to it ("f -> g -> h", h using it) and device_loc where h uses
+     * it: "f -> g -> h uses threadIdx.x at file:line:col". */
+    const char *device_use;
+    const char *device_chain;
+    KjLoc device_loc;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -667,6 +678,11 @@ static inline bool kj_check_is_real(const KjType *t)
 /* check.c: locals, and checking a function's body on demand (for calls). */
 KjCheckBinding *kj_check_lookup_local(KjChecker *c, const char *name);
 void kj_check_function(KjChecker *c, KjCheckFn *info);
+/* check.c: device functions.  A plain function being checked uses the kernel
+ * built-in `what` at loc; a call at loc of the device function callee (false
+ * after an error: the caller is @vectorize). */
+void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc);
+bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc);
 
 /* check_expr.c: IR shorthands. */
 KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
