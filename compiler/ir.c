@@ -37,7 +37,7 @@ const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
 };
 
 static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
-#define X(id, name) name,
+#define X(id, name, elements) name,
     KJ_ATOMIC_OPS(X)
 #undef X
 };
@@ -648,17 +648,19 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                             e->alloc_shape[i]);
         return args_are(v, e, 0, NULL);
     case KJ_IR_ATOMIC: {
-        int count = e->atomic == KJ_ATOMIC_CAS ? 4 : 3;
         if (e->atomic < 0 || e->atomic >= KJ_ATOMIC_COUNT)
             return fail(v, e->loc, "bad atomic op %d", (int)e->atomic);
-        if (!args_are(v, e, count, NULL))
+        const KjType *array = e->arg_count > 0 ? e->args[0]->type : NULL;
+        if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t)
+            return fail(v, e->loc, "%s on %s, typed %s", atomic_names[e->atomic],
+                        kj_type_name(array), kj_type_name(t));
+        int values = e->atomic == KJ_ATOMIC_CAS ? 2 : 1;
+        if (!args_are(v, e, 1 + array->ndim + values, NULL))
             return false;
-        const KjType *array = e->args[0]->type;
-        if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t ||
-            e->args[1]->type != i64 || e->args[2]->type != t ||
-            (count == 4 && e->args[3]->type != t))
-            return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
-                        kj_type_name(t));
+        for (int i = 1; i < e->arg_count; i++)
+            if (e->args[i]->type != (i <= array->ndim ? i64 : t))
+                return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
+                            kj_type_name(t));
         return true;
     }
     case KJ_IR_SYNCTHREADS:

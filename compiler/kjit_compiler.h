@@ -373,10 +373,20 @@ typedef enum {
 
 extern const char *const kj_special_reg_names[KJ_SREG_COUNT];
 
-#define KJ_ATOMIC_OPS(X) X(ADD, "atomic_add") X(MIN, "atomic_min") X(MAX, "atomic_max") \
-    X(EXCH, "atomic_exch") X(CAS, "atomic_cas")
+/* Atomics: X(id, name, elements), elements saying which element types the
+ * op takes: KJ_ATOMIC_NUMBERS 32- and 64-bit integers and floats,
+ * KJ_ATOMIC_INTS 32- and 64-bit integers, KJ_ATOMIC_UNSIGNED u32 and u64.
+ * INC and DEC are CUDA's wrapping atomicInc / atomicDec. */
+typedef enum { KJ_ATOMIC_NUMBERS, KJ_ATOMIC_INTS, KJ_ATOMIC_UNSIGNED } KjAtomicElements;
+#define KJ_ATOMIC_OPS(X)                                                                 \
+    X(ADD, "atomic_add", KJ_ATOMIC_NUMBERS) X(SUB, "atomic_sub", KJ_ATOMIC_NUMBERS)      \
+    X(MIN, "atomic_min", KJ_ATOMIC_NUMBERS) X(MAX, "atomic_max", KJ_ATOMIC_NUMBERS)      \
+    X(EXCH, "atomic_exch", KJ_ATOMIC_NUMBERS) X(CAS, "atomic_cas", KJ_ATOMIC_INTS)       \
+    X(AND, "atomic_and", KJ_ATOMIC_INTS) X(OR, "atomic_or", KJ_ATOMIC_INTS)              \
+    X(XOR, "atomic_xor", KJ_ATOMIC_INTS) X(INC, "atomic_inc", KJ_ATOMIC_UNSIGNED)        \
+    X(DEC, "atomic_dec", KJ_ATOMIC_UNSIGNED)
 typedef enum {
-#define X(id, name) KJ_ATOMIC_##id,
+#define X(id, name, elements) KJ_ATOMIC_##id,
     KJ_ATOMIC_OPS(X)
 #undef X
     KJ_ATOMIC_COUNT
@@ -434,8 +444,8 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(SREG)        /* sreg: i32 */                                                             \
     X(SHARED)      /* alloc_elem, alloc_shape[0..alloc_ndim): a block-wide array */            \
     X(LOCAL)       /* alloc_elem, alloc_shape[0..alloc_ndim): a per-thread array */            \
-    X(ATOMIC)      /* atomic, args[0] (array), args[1] (i64 flat index), args[2] (value),      \
-                      args[3] (CAS: the new value); returns the old value */                   \
+    X(ATOMIC)      /* atomic, args[0] (array of rank n), args[1..n] (i64 indices), args[n+1] \
+                      (value), args[n+2] (CAS: the new value); returns the old value */       \
     X(SYNCTHREADS) /* void */
 
 typedef enum {
