@@ -397,7 +397,7 @@ KjCheckFn *kj_check_find_function(KjChecker *c, const char *name)
 /* A function is visible in its own file and in the files that import its file. */
 static bool visible_from(KjChecker *c, KjCheckFn *fn)
 {
-    KjCheckFile *here = c->cur ? c->cur->info->file : NULL;
+    KjCheckFile *here = kj_check_current_file(c);
     if (!here || fn->file == here)
         return true;
     for (int i = 0; i < here->imports.count; i++)
@@ -456,6 +456,9 @@ KjIrExpr *kj_check_name(KjChecker *c, KjNode *n)
     int constant = constant_lookup(name);
     if (constant >= 0)
         return float_const(c, kj_check_t_untyped_float(), constant_values[constant], n->loc);
+    KjCheckConst *user_constant = kj_check_find_const(c, name);
+    if (user_constant)
+        return kj_check_const_value(c, user_constant, n->loc);
     if (register_group_lookup(name) >= 0) {
         kj_error(c->diag, n->loc, "%s is a group of registers; use %s.x, %s.y or %s.z", name,
                  name, name, name);
@@ -1450,7 +1453,7 @@ static KjIrExpr *check_call(KjChecker *c, KjNode *n)
     const Builtin *builtin = builtin_lookup(name);
     if (builtin)
         return check_builtin_call(c, n, builtin);
-    if (constant_lookup(name) >= 0) {
+    if (constant_lookup(name) >= 0 || kj_check_find_const(c, name)) {
         kj_error(c->diag, n->loc, "'%s' is a constant, not a function", name);
         return NULL;
     }

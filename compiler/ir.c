@@ -679,7 +679,8 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
         return fail(v, e->loc, "%s has no settled type (%s)", kj_ir_op_name(e->op),
                     kj_type_name(e->type));
     /* kernel built-ins: in kernels, and in device functions but shared() */
-    bool device = v->fn->kind == KJ_IR_FN_PLAIN && v->fn->device_use && e->op != KJ_IR_SHARED;
+    bool device = v->fn->kind == KJ_IR_FN_PLAIN && (e->op == KJ_IR_LOCAL ||
+                                                     (v->fn->device_use && e->op != KJ_IR_SHARED));
     if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL && !device)
         return fail(v, e->loc, "%s outside a kernel or device function", kj_ir_op_name(e->op));
     if (e->arg_count > 0 && !e->args)

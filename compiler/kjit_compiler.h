@@ -157,7 +157,7 @@ int kj_type_int_bits(const KjType *type);
     X(KW_FN, "fn") X(KW_LET, "let") X(KW_IF, "if") X(KW_ELSE, "else") X(KW_FOR, "for")  \
     X(KW_IN, "in") X(KW_WHILE, "while") X(KW_BREAK, "break") X(KW_CONTINUE, "continue") \
     X(KW_RETURN, "return") X(KW_IMPORT, "import") X(KW_TRUE, "true")                     \
-    X(KW_FALSE, "false")                                                                 \
+    X(KW_FALSE, "false") X(KW_CONST, "const")                                            \
     X(LPAREN, "(") X(RPAREN, ")") X(LBRACE, "{") X(RBRACE, "}") X(LBRACKET, "[")       \
     X(RBRACKET, "]") X(COMMA, ",") X(SEMI, ";") X(COLON, ":") X(DOT, ".") X(AT, "@")   \
     X(ARROW, "->") X(QUESTION, "?")                                                      \
@@ -246,6 +246,7 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     X(RETURN)      /* lhs (or NULL) */                                                \
     /* declarations */                                                                \
     X(IMPORT)      /* name (module) */                                                \
+    X(CONST)       /* name, declared_type (or NULL), rhs (the value) */               \
     X(FUNCTION)    /* see KjFunctionDecl: fn */
 
 typedef enum {
@@ -307,10 +308,10 @@ typedef struct KjNode {
     KjFunctionDecl *fn;
 } KjNode;
 
-/* A parsed file: its imports and functions in source order. */
+/* A parsed file: its imports, constants and functions in source order. */
 typedef struct KjAstFile {
     const KjSource *src;
-    KjVec decls; /* KjNode* of kind IMPORT or FUNCTION */
+    KjVec decls; /* KjNode* of kind IMPORT, CONST or FUNCTION */
 } KjAstFile;
 
 /* Parses a whole file.  Syntax errors go to diag; the parser recovers at the next
@@ -619,6 +620,15 @@ typedef struct KjCheckFn {
     bool impure; /* stores to memory or calls something that does */
 } KjCheckFn;
 
+/* A module-level constant, `const N = 128;`: checked before any function, in
+ * source order, so that its value is known wherever a literal could stand. */
+typedef struct KjCheckConst {
+    KjNode *decl;        /* CONST */
+    KjCheckFile *file;
+    KjCheckFnState state;
+    KjIrExpr *value;     /* a CONST (untyped unless a type is written); NULL after an error */
+} KjCheckConst;
+
 /* A name bound in a block: locals may not hide one another in one function. */
 typedef struct KjCheckBinding {
     const char *name;
@@ -648,8 +658,10 @@ typedef struct KjChecker {
     KjIrModule *module;
     KjVec files; /* KjCheckFile* */
     KjVec fns;   /* KjCheckFn*, every function of every file */
+    KjVec consts; /* KjCheckConst*, every constant of every file, files in import order */
     KjVec stack; /* KjCheckFn* being checked, outermost first */
     KjCheckFnCtx *cur;
+    KjCheckFile *const_file; /* while a constant's value is checked: its file (cur is NULL) */
 } KjChecker;
 
 static inline const KjType *kj_check_t_bool(void) { return kj_type_scalar(KJ_TYPE_BOOL); }
@@ -693,6 +705,13 @@ void kj_check_function(KjChecker *c, KjCheckFn *info);
  * after an error: the caller is @vectorize). */
 void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc);
 bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc);
+/* check.c: module-level constants.  The one named `name`, or NULL; the value
+ * of a use of it at loc (NULL after an error: not visible from here, or used
+ * in a constant before its definition). */
+KjCheckConst *kj_check_find_const(KjChecker *c, const char *name);
+KjIrExpr *kj_check_const_value(KjChecker *c, KjCheckConst *k, KjLoc loc);
+/* The file whose code is being checked (a function's, or a constant's). */
+KjCheckFile *kj_check_current_file(KjChecker *c);
 
 /* check_expr.c: IR shorthands. */
 KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
