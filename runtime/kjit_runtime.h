@@ -16,6 +16,17 @@
 #include "kjit.h"
 #include "kjit_tools.h"
 
+/* ================================================================= file.c */
+
+/* read(2) and write(2) of exactly `size` bytes, through EINTR and short
+ * transfers; false on an error or an early end of file. */
+bool kj_fd_read_all(int fd, void *data, size_t size);
+bool kj_fd_write_all(int fd, const void *data, size_t size);
+/* A whole file (heap, NUL-terminated past *size), or NULL. */
+char *kj_file_read(const char *path, size_t *size);
+/* Creates or truncates path and writes `size` bytes; false on any failure. */
+bool kj_file_write(const char *path, const void *data, size_t size);
+
 /* ================================================================ ptxas.c */
 
 /* The toolkit's ptxas (KJIT_PTXAS, beside libdevice, CUDA_HOME, PATH ...), or
