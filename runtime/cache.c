@@ -579,3 +579,23 @@ void kj_cache_memory_clear(void)
     memory_bytes = 0;
     pthread_mutex_unlock(&memory_lock);
 }
+
+/* ========================================================= both tiers */
+
+/* What code generation asks: memory first (no file system at all), then the
+ * disk, whose hit is kept in memory for the next context that asks. */
+bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size)
+{
+    if (kj_cache_memory_get(key, kind, data, size))
+        return true;
+    if (!kj_cache_load(key, kind, data, size))
+        return false;
+    kj_cache_memory_put(key, kind, *data, *size);
+    return true;
+}
+
+void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size)
+{
+    kj_cache_memory_put(key, kind, data, size);
+    kj_cache_store(key, kind, data, size);
+}
