@@ -512,7 +512,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_LOGOR:
         return t == b ? args_are(v, e, 2, b) : fail(v, e->loc, "logical op gives %s", kj_type_name(t));
     case KJ_IR_SELECT:
-        if (!is_element_type(t) && !(t && t->kind == KJ_TYPE_ARRAY))
+        if (!is_element_type(t))
             return fail(v, e->loc, "select of %s", kj_type_name(t));
         if (!args_are(v, e, 3, NULL))
             return false;
@@ -665,6 +665,11 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
     if (!e->type || e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT)
         return fail(v, e->loc, "%s has no settled type (%s)", kj_ir_op_name(e->op),
                     kj_type_name(e->type));
+    /* The back end makes arrays only from these (kj_codegen_array). */
+    if (e->type->kind == KJ_TYPE_ARRAY && e->op != KJ_IR_VAR && e->op != KJ_IR_SHARED &&
+        e->op != KJ_IR_LOCAL)
+        return fail(v, e->loc, "%s makes an array; only variables, shared() and local() do",
+                    kj_ir_op_name(e->op));
     if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL)
         return fail(v, e->loc, "%s outside a kernel", kj_ir_op_name(e->op));
     if (e->arg_count > 0 && !e->args)
