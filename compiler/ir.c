@@ -355,6 +355,8 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
     fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
     if (fn->kind == KJ_IR_FN_KERNEL) {
         fprintf(out, ", shared %" PRId64 " bytes", fn->shared_bytes);
+        if (fn->local_bytes)
+            fprintf(out, ", local %" PRId64 " bytes", fn->local_bytes);
         if (fn->uses_syncthreads)
             fputs(", syncthreads", out);
     }
@@ -827,6 +829,8 @@ static bool verify_function(Verifier *v, const KjIrFunction *fn)
         return fail(v, fn->loc, "a vectorized kernel without its scalar function");
     if (fn->shared_bytes < 0)
         return fail(v, fn->loc, "negative shared memory size");
+    if (fn->local_bytes < 0 || fn->local_bytes > KJ_MAX_LOCAL_BYTES)
+        return fail(v, fn->loc, "local memory of %" PRId64 " bytes per thread", fn->local_bytes);
     v->loop_depth = 0;
     return verify_stmt(v, fn->body);
 }
