@@ -207,8 +207,8 @@ static LLVMValueRef complex_div(Gen *g, LLVMValueRef x, LLVMValueRef y)
     LLVMValueRef a = re_of(g, x), b = im_of(g, x), c = re_of(g, y), d = im_of(g, y);
     LLVMTypeRef t = LLVMTypeOf(a);
     LLVMValueRef zero = LLVMConstReal(t, 0.0);
-    LLVMValueRef abs_c = call_intrinsic(g, "llvm.fabs", &t, 1, &c, 1);
-    LLVMValueRef abs_d = call_intrinsic(g, "llvm.fabs", &t, 1, &d, 1);
+    LLVMValueRef abs_c = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, &c, 1);
+    LLVMValueRef abs_d = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, &d, 1);
     LLVMValueRef swap = LLVMBuildFCmp(B, LLVMRealOLT, abs_c, abs_d, "");
     LLVMValueRef p = LLVMBuildSelect(B, swap, d, c, ""), q = LLVMBuildSelect(B, swap, c, d, "");
     LLVMValueRef u = LLVMBuildSelect(B, swap, b, a, ""), v = LLVMBuildSelect(B, swap, a, b, "");
