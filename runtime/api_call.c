@@ -18,11 +18,6 @@
 
 /* ---------------------------------------------------------------- types */
 
-struct kjit_stream {
-    kjit_context *context;
-    KjCudaStream *cuda;
-};
-
 struct kjit_event {
     kjit_context *context;
     KjCudaEvent *cuda;
