@@ -49,7 +49,7 @@ $(BUILD)/kjit-check-asan: $(ASAN_OBJS)
 test-robust: deps $(BUILD)/kjit-check-asan
 	tests/robust/run.sh $(BUILD)/kjit-check-asan
 
-check: all test-unit test-golden test-robust test-embed test-cli
+check: all test-unit test-golden test-robust test-embed test-cli test-python
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
@@ -59,3 +59,4 @@ check: all test-unit test-golden test-robust test-embed test-cli
 -include tests/bench/latency.mk
 -include tests/cli/cli.mk
 -include examples/embed/embed.mk
+-include python/python.mk
