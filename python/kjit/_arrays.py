@@ -13,6 +13,7 @@ result type), shape is None for scalars, allocator makes an output like this
 argument (None: a NumPy array), and gpu says the memory is on a GPU.
 """
 import ctypes
+import math
 import weakref
 
 import numpy as np
@@ -24,6 +25,7 @@ from ._lib import (ARG_ARRAY, ARG_ARRAY_STRUCT, ARG_COMPLEX_STRUCT, ARG_FLOAT_ST
 from .errors import DTypeError, InvalidArgumentError, ShapeError, from_status
 
 ARRAY_SIZE = ctypes.sizeof(_lib.Array)
+_ARG_PAD = bytes(8)
 ARG_SIZE = ctypes.sizeof(_lib.Arg)
 PAD = tuple((0,) * (MAX_DIMS - n) for n in range(MAX_DIMS + 1))
 
@@ -98,7 +100,7 @@ def _numpy(x, cb, i):
 def _device_array(x, cb, i):
     start = i * ARG_SIZE
     cb.args_view[start:start + ARG_SIZE] = x._arg
-    return x._code, x.shape, _alloc_like_kjit, x._gpu
+    return x._info
 
 
 def _alloc_numpy(template, shape, code):
@@ -348,11 +350,48 @@ class DeviceArray:
         ARRAY_STRUCT.pack_into(self._struct, 0, ptr, self._code, nd, *self.shape, *PAD[nd],
                                *self.strides, *PAD[nd], MEMORY_DEVICE if gpu else MEMORY_HOST)
         self._addr = ctypes.addressof(self._struct)
-        self._arg = ARG_ARRAY_STRUCT.pack(ARG_ARRAY, self._code, self._addr) + bytes(8)
+        self._arg = ARG_ARRAY_STRUCT.pack(ARG_ARRAY, self._code, self._addr) + _ARG_PAD
+        # what the converters say of it: (code, shape, allocator, gpu)
+        self._info = (self._code, self.shape, _alloc_like_kjit, self._gpu)
+
+    @staticmethod
+    def _layout(shape, dtype, gpu):
+        """(shape, dtype, code, strides, kjit_array bytes without the pointer,
+        bytes to allocate) of a C-ordered array."""
+        dtype = np.dtype(dtype)
+        code = dtype_code(dtype)
+        nd = len(shape)
+        if nd > MAX_DIMS:
+            raise ShapeError(f"{nd} dimensions; kjit takes at most {MAX_DIMS}")
+        strides, step = [], dtype.itemsize
+        for extent in reversed(shape):
+            if extent < 0:
+                raise ShapeError(f"negative extent in shape {shape}")
+            strides.append(step)
+            step *= extent
+        strides = tuple(reversed(strides))
+        struct = ARRAY_STRUCT.pack(0, code, nd, *shape, *PAD[nd], *strides, *PAD[nd],
+                                   MEMORY_DEVICE if gpu else MEMORY_HOST)
+        struct += bytes(ARRAY_SIZE - len(struct))
+        return shape, dtype, code, strides, struct, (step + 255) & ~255
+
+    @classmethod
+    def _from_layout(cls, context, ptr, layout, owner):
+        self = cls.__new__(cls)
+        self.context = context
+        self.shape, self.dtype, self._code, self.strides, struct, _ = layout
+        self._gpu = context.is_cuda
+        self._owner = owner
+        self._struct = s = _lib.Array.from_buffer_copy(struct)
+        s.data = ptr
+        self._addr = addr = ctypes.addressof(s)
+        self._arg = ARG_ARRAY_STRUCT.pack(ARG_ARRAY, self._code, addr) + _ARG_PAD
+        self._info = (self._code, self.shape, _alloc_like_kjit, self._gpu)
+        return self
 
     ptr = property(lambda self: self._struct.data or 0, doc="the address of element 0")
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self.shape))
     nbytes = property(lambda self: self.size * self.dtype.itemsize)
     on_gpu = property(lambda self: self._gpu, doc="True when the memory is a GPU's")
 

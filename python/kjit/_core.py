@@ -56,6 +56,7 @@ class Context:
         self._pool = {}          # bytes -> [pointers] of freed device arrays
         self._pool_bytes = 0
         self._pool_lock = threading.Lock()
+        self._layouts = {}       # (shape, dtype) -> DeviceArray._layout
         self._wrapped = {}       # CUstream handle -> Stream wrapping it
         self._default_stream = None
 
@@ -84,29 +85,42 @@ class Context:
     POOL_LIMIT = 256 << 20
 
     def device_array(self, shape, dtype=np.float64):
-        if isinstance(shape, (int, np.integer)):
-            shape = (int(shape),)
-        dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        size = (nbytes + 255) & ~255
+        try:
+            layout = self._layouts[shape, dtype]
+        except (KeyError, TypeError):
+            layout = self._layout(shape, dtype)
+        size = layout[5]
         with self._pool_lock:
             free = self._pool.get(size)
             ptr = free.pop() if free else None
             if ptr is not None:
                 self._pool_bytes -= size
         if ptr is None:
-            block = _lib.Array()
-            status = lib.kjit_device_alloc(self.handle, _lib.U8, 1,
-                                           (ctypes.c_int64 * 1)(max(size, 1)), ctypes.byref(block))
-            if status == _lib.ERROR_OUT_OF_MEMORY and self._pool_bytes:
-                self.empty_pool()
-                status = lib.kjit_device_alloc(self.handle, _lib.U8, 1,
-                                               (ctypes.c_int64 * 1)(max(size, 1)),
-                                               ctypes.byref(block))
-            self.check(status)
-            ptr = block.data
-        owner = _PoolBlock(self, ptr, size)
-        return DeviceArray(self, ptr, shape, dtype, None, self.is_cuda, owner)
+            ptr = self._allocate(size)
+        return DeviceArray._from_layout(self, ptr, layout, _PoolBlock(self, ptr, size))
+
+    def _layout(self, shape, dtype):
+        """What every device array of this shape and dtype shares."""
+        key = (shape, dtype)
+        if isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        layout = DeviceArray._layout(tuple(int(s) for s in shape), dtype, self.is_cuda)
+        try:
+            if len(self._layouts) < 1024:
+                self._layouts[key] = layout
+        except TypeError:  # an unhashable shape or dtype
+            pass
+        return layout
+
+    def _allocate(self, size):
+        block = _lib.Array()
+        extent = (ctypes.c_int64 * 1)(max(size, 1))
+        status = lib.kjit_device_alloc(self.handle, _lib.U8, 1, extent, ctypes.byref(block))
+        if status == _lib.ERROR_OUT_OF_MEMORY and self._pool_bytes:
+            self.empty_pool()
+            status = lib.kjit_device_alloc(self.handle, _lib.U8, 1, extent, ctypes.byref(block))
+        self.check(status)
+        return block.data
 
     def _release(self, ptr, size):
         with self._pool_lock:
@@ -137,8 +151,7 @@ class Context:
         cb = CallBuffers(2)
         for i, x in enumerate((dst, src)):
             conv = CONVERTERS.get(type(x)) or converter_for(type(x))
-            _, _, _, gpu = conv(x, cb, i)
-            if gpu and not self.is_cuda:
+            if conv(x, cb, i)[3] and not self.is_cuda:
                 raise InvalidArgumentError(f"copy: GPU memory on a {self.target} context")
         self.check(lib.kjit_copy(self.handle, array_address(cb, 0), array_address(cb, 1),
                                  stream_pointer(stream, self)))
@@ -205,7 +218,9 @@ class Module:
         status = lib.kjit_module_function(self.handle, name.encode(), ctypes.byref(out))
         if status:
             _raise(self.context.handle, status)
-        fn = Function(self, out.value)
+        kind = lib.kjit_function_kind_of(out.value)
+        fn = (VectorizedFunction if _lib.FUNCTION_KINDS[kind] == "vectorize" else Function)(
+            self, out.value)
         self.__dict__[name] = fn  # the next m.name is a plain attribute
         return fn
 
@@ -261,6 +276,8 @@ class Function:
             else:
                 self._results.append(None)
         self._result_by_key = {}
+        self._single = count == 1
+        self._is_cuda = self.context.is_cuda
         self._free = []       # CallBuffers not in use
         self._launchers = {}  # launch configuration -> Launcher
 
@@ -325,7 +342,7 @@ class Function:
     def __call__(self, *args, out=None, stream=None):
         kind = self.kind
         if kind == "vectorize":
-            return self._vectorized(args, out, stream)
+            return VectorizedFunction.__call__(self, *args, out=out, stream=stream)
         if kind == "plain":
             if out is not None or stream is not None:
                 raise InvalidArgumentError(f"{self.name} is a plain function: no out= or "
@@ -333,53 +350,6 @@ class Function:
             return self._plain(args)
         raise InvalidArgumentError(f"{self.name} is a @kernel: launch it with "
                                    f"{self.name}[grid, block](...)")
-
-    def _vectorized(self, args, out, stream):
-        cb, info = self._pack(args)
-        try:
-            n = len(args)
-            gpu = alloc = template = shape = None
-            for i, (code, s, a, g) in enumerate(info):
-                if g:
-                    gpu = True
-                if a is not None and template is None:
-                    alloc, template = a, args[i]
-                if s is not None:
-                    if shape is None:
-                        shape = s
-                    elif s != shape:
-                        shape = _broadcast(shape, s)
-            if gpu and not self.context.is_cuda:
-                self._check_memory(info)
-            if out is None:
-                if shape is False:
-                    # Shapes that do not broadcast: kjit's own message says so.
-                    result = _lib.Array()
-                    _raise(self.context.handle,
-                           _kjit_call(self.handle, cb.args_addr, n, None,
-                                      ctypes.addressof(result)) or _lib.ERROR_SHAPE)
-                code = self._result_code(info, cb, n)
-                out_shape = shape or ()
-                result = (alloc or _alloc_host)(template, out_shape, code)
-                pack_out(result, cb, n)
-            else:
-                result = out
-                _, _, _, g = pack_out(out, cb, n)
-                if g and not self.context.is_cuda:
-                    self._check_memory([(0, 0, 0, True)])
-            stream_ptr = stream_pointer(stream, self.context) if stream is not None else None
-            out_addr = array_address(cb, n)
-            if stream_ptr is None:
-                status = _kjit_call(self.handle, cb.args_addr, n, out_addr, None)
-            else:
-                status = lib.kjit_call_async(self.handle, cb.args_addr, n, out_addr, stream_ptr)
-            if status:
-                _raise(self.context.handle, status)
-        finally:
-            self._done(cb)
-        if out is None and shape is None and alloc is None:
-            return result[()]  # all scalars: a scalar, as NumPy's ufuncs give
-        return result
 
     def _result_code(self, info, cb, n):
         results = self._results
@@ -448,6 +418,74 @@ class Function:
             if len(self._launchers) < 64:
                 self._launchers[config] = launcher
         return launcher
+
+
+class VectorizedFunction(Function):
+    """A @vectorize function: f(*arrays_or_scalars, out=None, stream=None)."""
+
+    def __call__(self, *args, out=None, stream=None):
+        # The hot path: kjit's device arrays are packed inline, other
+        # arguments through their converter; then the output and one call.
+        n = len(args)
+        if n != self.param_count:
+            self._pack(args)  # raises the argument-count error
+        free = self._free
+        cb = free.pop() if free else CallBuffers(n)
+        try:
+            view = cb.args_view
+            info = []
+            i = 0
+            for x in args:
+                if type(x) is DeviceArray:
+                    view[i * 24:i * 24 + 24] = x._arg
+                    info.append(x._info)
+                else:
+                    info.append((CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i))
+                i += 1
+            if cb.keep:
+                self._sync_producers(cb)
+            if not self._is_cuda:
+                self._check_memory(info)
+            if out is None:
+                alloc = template = shape = None
+                for i, (code, s, a, g) in enumerate(info):
+                    if a is not None and template is None:
+                        alloc, template = a, args[i]
+                    if s is not None:
+                        if shape is None:
+                            shape = s
+                        elif s != shape:
+                            shape = _broadcast(shape, s)
+                if shape is False:
+                    # Shapes that do not broadcast: kjit's own message says so.
+                    result = _lib.Array()
+                    _raise(self.context.handle,
+                           _kjit_call(self.handle, cb.args_addr, n, None,
+                                      ctypes.addressof(result)) or _lib.ERROR_SHAPE)
+                code = self._results[0] if self._single else self._result_code(info, cb, n)
+                result = (alloc or _alloc_host)(template, shape or (), code)
+            else:
+                result = out
+            if type(result) is DeviceArray:
+                out_addr = result._addr
+            else:
+                if pack_out(result, cb, n)[3] and not self._is_cuda:
+                    self._check_memory([(0, 0, 0, True)])
+                out_addr = array_address(cb, n)
+            if stream is None:
+                status = _kjit_call(self.handle, cb.args_addr, n, out_addr, None)
+            else:
+                status = lib.kjit_call_async(self.handle, cb.args_addr, n, out_addr,
+                                             stream_pointer(stream, self.context))
+            if status:
+                _raise(self.context.handle, status)
+        finally:
+            if cb.keep:
+                cb.keep.clear()
+            free.append(cb)
+        if out is None and shape is None and alloc is None:
+            return result[()]  # all scalars: a scalar, as NumPy's ufuncs give
+        return result
 
 
 def _alloc_host(template, shape, code):
