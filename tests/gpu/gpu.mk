@@ -29,7 +29,8 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/laten
 	cp runtime/kjit.h $(GPU_BUNDLE)/tests/bench/
 	@# The Python package and its tests, and pytest's wheels for a machine
 	@# without network (when they can be fetched here; run.sh says if not).
-	mkdir -p $(GPU_BUNDLE)/python && cp -r python/kjit python/tests $(GPU_BUNDLE)/python/
+	mkdir -p $(GPU_BUNDLE)/python && cp -r python/kjit python/tests python/build_backend \
+	  python/pyproject.toml python/README.md $(GPU_BUNDLE)/python/
 	find $(GPU_BUNDLE)/python -name __pycache__ -prune -exec rm -rf {} +
 	-@python3 -m pip download -q -d $(GPU_BUNDLE)/python/wheels pytest >/dev/null 2>&1 || \
 	  echo "gpu-bundle: no pytest wheels (offline?): the GPU machine needs its own pytest"
