@@ -816,6 +816,7 @@ static const char *const device_source =
     "    let t = threadIdx.x;\n"
     "    let i = global_index();\n"
     "    tile[t] = i < len(x) ? x[i] : 0.0;\n"
+    "    syncthreads();\n"
     "    scan_block(tile, t);\n"
     "    if i < len(out) { out[i] = tile[t]; }\n"
     "}\n"
