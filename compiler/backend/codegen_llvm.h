@@ -224,9 +224,19 @@ LLVMValueRef kj_codegen_extern(Gen *g, const char *name, LLVMTypeRef type);
  * __nv_sinf/__nv_sin on cuda; vectorizable: it has vector variants. */
 LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
                                   int arity);
+/* A real math built-in on args of one float type: the target's own lowering,
+ * an LLVM intrinsic, or the target's math library. */
+LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
 /* The address of a[indices]; `contiguous` takes indices[0] as the flat offset. */
 LLVMValueRef kj_codegen_element_address(Gen *g, const ArrayVal *a, LLVMValueRef *indices, int count,
                                         bool contiguous);
+
+/* codegen_complex.c */
+
+/* A kj_math_complex built-in on complex args (all of one complex type). */
+LLVMValueRef kj_codegen_complex_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
+LLVMValueRef kj_codegen_complex_arg(Gen *g, LLVMValueRef z);
+LLVMValueRef kj_codegen_polar(Gen *g, LLVMTypeRef complex_type, LLVMValueRef r, LLVMValueRef theta);
 
 /* Types and constants, used on both sides of the seam. */
 
