@@ -83,22 +83,41 @@ static LLVMValueRef cx_exp(Cx *c, LLVMValueRef x, LLVMValueRef y)
     return pack(c->g, c->ct, re, im);
 }
 
+/* a + b as a rounded sum and its exact rounding error (Knuth's TwoSum). */
+static LLVMValueRef two_sum(Cx *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef *err)
+{
+    LLVMValueRef s = add(c, a, b);
+    LLVMValueRef bb = sub(c, s, a);
+    *err = add(c, sub(c, a, sub(c, s, bb)), sub(c, b, bb));
+    return s;
+}
+
+/* x * x rounded, and its exact rounding error.  The product is an fma with a
+ * +0 addend: cuda contracts a multiply into the add that uses it, which
+ * would round hi^2 - 1 once while the error term assumes x * x rounded. */
+static LLVMValueRef exact_square(Cx *c, LLVMValueRef x, LLVMValueRef *err)
+{
+    LLVMValueRef sq = m3(c, KJ_MATH_FMA, x, x, k(c, 0.0));
+    *err = m3(c, KJ_MATH_FMA, x, x, neg(c, sq));
+    return sq;
+}
+
 /*
  * log(z) = log|z| + i arg(z).  Near the unit circle (0.7 < |z| < 1.5),
- * log|z| = log1p(hi^2 - 1 + lo^2) / 2 with the sum formed from the exact
- * products (fma gives each product's rounding error), so the real part keeps
- * its relative accuracy where log|z| is close to zero.
+ * log|z| = log1p(hi^2 + lo^2 - 1) / 2, the argument summed from the exact
+ * squares and exact sums (double the part's precision), so the real part
+ * keeps its relative accuracy where log|z| is close to zero.
  */
 static LLVMValueRef cx_log(Cx *c, LLVMValueRef x, LLVMValueRef y)
 {
     LLVMValueRef ax = m1(c, KJ_MATH_FABS, x), ay = m1(c, KJ_MATH_FABS, y);
     LLVMValueRef hi = m2(c, KJ_MATH_FMAX, ax, ay), lo = m2(c, KJ_MATH_FMIN, ax, ay);
     LLVMValueRef r = m2(c, KJ_MATH_HYPOT, x, y);
-    LLVMValueRef hh = mul(c, hi, hi), hh_err = m3(c, KJ_MATH_FMA, hi, hi, neg(c, hh));
-    LLVMValueRef ll = mul(c, lo, lo), ll_err = m3(c, KJ_MATH_FMA, lo, lo, neg(c, ll));
-    /* hh - 1 is exact for hh in [0.5, 2] (Sterbenz), and so is its sum
-     * with ll where the two cancel */
-    LLVMValueRef sum = add(c, add(c, sub(c, hh, k(c, 1.0)), ll), add(c, hh_err, ll_err));
+    LLVMValueRef hh_err, ll_err, e1, e2;
+    LLVMValueRef hh = exact_square(c, hi, &hh_err), ll = exact_square(c, lo, &ll_err);
+    LLVMValueRef s1 = two_sum(c, hh, k(c, -1.0), &e1);
+    LLVMValueRef s2 = two_sum(c, s1, ll, &e2);
+    LLVMValueRef sum = add(c, s2, add(c, add(c, e1, e2), add(c, hh_err, ll_err)));
     LLVMValueRef near_one = mul(c, k(c, 0.5), m1(c, KJ_MATH_LOG1P, sum));
     LLVMValueRef near = LLVMBuildAnd(c->g->b, cmp(c, LLVMRealOGT, r, k(c, 0.7)),
                                      cmp(c, LLVMRealOLT, r, k(c, 1.5)), "");
@@ -110,18 +129,25 @@ static LLVMValueRef cx_log(Cx *c, LLVMValueRef x, LLVMValueRef y)
  * sqrt(z), Kahan's way: t = sqrt((|x| + |z|) / 2); for x >= 0 the root is
  * t + i y/(2t), else |y|/(2t) + i copysign(t, y), so neither part comes
  * from a cancelling difference.  Inputs above a quarter of the largest
- * float are scaled by 1/4 first (and t by 2) so |x| + |z| cannot overflow.
+ * float are scaled by 1/4 first (and t by 2) so |x| + |z| cannot overflow,
+ * and tiny ones up (t down) so subnormals lose no bits.
  * sqrt(+-0 + yi) with y = +-0 is +0 + yi, sqrt(x + inf i) is inf + inf i.
  */
 static LLVMValueRef cx_sqrt(Cx *c, LLVMValueRef x, LLVMValueRef y)
 {
     LLVMValueRef ax = m1(c, KJ_MATH_FABS, x), ay = m1(c, KJ_MATH_FABS, y);
     double quarter_max = c->single ? 3.4028234663852886e38 / 4 : 1.7976931348623157e308 / 4;
-    LLVMValueRef big = cmp(c, LLVMRealOGT, m2(c, KJ_MATH_FMAX, ax, ay), k(c, quarter_max));
-    LLVMValueRef s = sel(c, big, k(c, 0.25), k(c, 1.0));
+    /* below the smallest normal times 2^(digits + 1), scaled up by an even
+     * power of two so subnormal parts keep their bits */
+    double tiny = c->single ? 0x1p-101 : 0x1p-968;
+    double up = c->single ? 0x1p50 : 0x1p108, down = c->single ? 0x1p-25 : 0x1p-54;
+    LLVMValueRef most = m2(c, KJ_MATH_FMAX, ax, ay);
+    LLVMValueRef big = cmp(c, LLVMRealOGT, most, k(c, quarter_max));
+    LLVMValueRef small = cmp(c, LLVMRealOLT, most, k(c, tiny));
+    LLVMValueRef s = sel(c, big, k(c, 0.25), sel(c, small, k(c, up), k(c, 1.0)));
     LLVMValueRef r = m2(c, KJ_MATH_HYPOT, mul(c, x, s), mul(c, y, s));
     LLVMValueRef t = m1(c, KJ_MATH_SQRT, mul(c, add(c, mul(c, ax, s), r), k(c, 0.5)));
-    t = mul(c, t, sel(c, big, k(c, 2.0), k(c, 1.0)));
+    t = mul(c, t, sel(c, big, k(c, 2.0), sel(c, small, k(c, down), k(c, 1.0))));
     LLVMValueRef two_t = mul(c, t, k(c, 2.0));
     LLVMValueRef right = cmp(c, LLVMRealOGE, x, k(c, 0.0));
     LLVMValueRef re = sel(c, right, t, fdiv(c, ay, two_t));
