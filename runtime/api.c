@@ -107,6 +107,7 @@ void kjit_options_init(kjit_options *options)
     options->target = KJIT_TARGET_AUTO;
     options->device = -1;
     options->opt_level = 3;
+    options->line_info = kj_codegen_line_info_default();
 }
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
@@ -507,7 +508,8 @@ static void build_key(const kjit_module *module, const KjCompiled *compiled, boo
                          compiled->variant.ndim, (unsigned)compiled->variant.scalar_mask);
     if (compiled->contiguous)
         kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
-    kj_cache_key_add(key, "opt", "%d", module->context->options.opt_level);
+    kj_cache_key_add(key, "opt", "%d%s", module->context->options.opt_level,
+                     module->context->options.line_info ? " lineinfo" : "");
     if (on_gpu)
         kj_cache_key_add(key, "target", "cuda %s", arch);
     else
@@ -571,7 +573,8 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
         kj_cache_count_compile();
         KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
                                     .opt_level = context->options.opt_level,
-                                    .contiguous_params = compiled->contiguous};
+                                    .contiguous_params = compiled->contiguous,
+                                    .line_info = context->options.line_info != 0};
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
@@ -648,7 +651,8 @@ static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, cons
                                         .opt_level = context->options.opt_level,
                                         .cuda_arch = arch,
                                         .contiguous_params = compiled->contiguous,
-                                        .cuda_whole_program = ptxas != NULL};
+                                        .cuda_whole_program = ptxas != NULL,
+                                        .line_info = context->options.line_info != 0};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);
