@@ -31,7 +31,7 @@ TEST_CFLAGS = -Icompiler -Icompiler/backend -Iruntime
 
 LLVM_CFLAGS = $(shell $(LLVM_CONFIG) --cflags 2>/dev/null | sed 's/-std=[^ ]*//')
 LLVM_LIBDIR = $(shell $(LLVM_CONFIG) --libdir 2>/dev/null)
-LLVM_LIBS   = $(shell $(LLVM_CONFIG) --link-static --libs orcjit native nvptx passes ipo \
+LLVM_LIBS   = $(shell $(LLVM_CONFIG) --link-static --libs orcjit perfjitevents native nvptx passes ipo \
                 linker bitreader bitwriter irreader 2>/dev/null)
 # Only what the static LLVM needs and every Linux machine has (z and zstd are
 # linked statically too: the GPU machine may lack their -dev files but not the .so).

@@ -19,13 +19,19 @@
 /* ================================================================== tables */
 
 const char *const kj_math_names[KJ_MATH_COUNT] = {
-#define X(id, name, arity) name,
+#define X(id, name, arity, complex) name,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
 
 const int kj_math_arity[KJ_MATH_COUNT] = {
-#define X(id, name, arity) arity,
+#define X(id, name, arity, complex) arity,
+    KJ_MATH_BUILTINS(X)
+#undef X
+};
+
+const bool kj_math_complex[KJ_MATH_COUNT] = {
+#define X(id, name, arity, complex) complex,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
@@ -581,7 +587,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                             kj_math_names[e->math]);
             return true;
         }
-        if (!kj_type_is_float(t))
+        if (!kj_type_is_float(t) && !(kj_type_is_complex(t) && kj_math_complex[e->math]))
             return fail(v, e->loc, "math.%s of %s", kj_math_names[e->math], kj_type_name(t));
         return args_are(v, e, arity, t);
     }
@@ -600,6 +606,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_REAL:
     case KJ_IR_IMAG:
     case KJ_IR_CABS:
+    case KJ_IR_CARG:
         if (!args_are(v, e, 1, NULL))
             return false;
         if (!kj_type_is_complex(e->args[0]->type) ||
@@ -611,6 +618,14 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         if (!kj_type_is_complex(t))
             return fail(v, e->loc, "conj typed %s", kj_type_name(t));
         return args_are(v, e, 1, t);
+    case KJ_IR_POLAR:
+        if (!kj_type_is_complex(t))
+            return fail(v, e->loc, "polar typed %s", kj_type_name(t));
+        return args_are(v, e, 2, kj_type_complex_part(t));
+    case KJ_IR_MULHI:
+        if (!kj_type_is_int(t) || kj_type_int_bits(t) < 32)
+            return fail(v, e->loc, "mulhi typed %s", kj_type_name(t));
+        return args_are(v, e, 2, t);
     case KJ_IR_LOAD: {
         if (e->arg_count < 2)
             return fail(v, e->loc, "load without indices");

@@ -337,22 +337,26 @@ extern const char *const kj_parser_productions[];
  * the LLVM back end turns them into allocas that mem2reg promotes to SSA.
  */
 
-/* Math built-ins: X(id, name, arity). Valid for f32 and f64 operands. */
-#define KJ_MATH_BUILTINS(X)                                                               \
-    X(SQRT, "sqrt", 1) X(CBRT, "cbrt", 1) X(EXP, "exp", 1) X(EXP2, "exp2", 1)            \
-    X(EXPM1, "expm1", 1) X(LOG, "log", 1) X(LOG2, "log2", 1) X(LOG10, "log10", 1)        \
-    X(LOG1P, "log1p", 1) X(SIN, "sin", 1) X(COS, "cos", 1) X(TAN, "tan", 1)              \
-    X(ASIN, "asin", 1) X(ACOS, "acos", 1) X(ATAN, "atan", 1) X(ATAN2, "atan2", 2)        \
-    X(SINH, "sinh", 1) X(COSH, "cosh", 1) X(TANH, "tanh", 1) X(ASINH, "asinh", 1)        \
-    X(ACOSH, "acosh", 1) X(ATANH, "atanh", 1) X(POW, "pow", 2) X(HYPOT, "hypot", 2)      \
-    X(FLOOR, "floor", 1) X(CEIL, "ceil", 1) X(TRUNC, "trunc", 1) X(ROUND, "round", 1)    \
-    X(FABS, "abs", 1) X(FMIN, "min", 2) X(FMAX, "max", 2) X(FMA, "fma", 3)               \
-    X(ERF, "erf", 1) X(ERFC, "erfc", 1) X(LGAMMA, "lgamma", 1) X(TGAMMA, "tgamma", 1)    \
-    X(COPYSIGN, "copysign", 2) X(FMOD, "fmod", 2) X(ISNAN, "isnan", 1)                   \
-    X(ISINF, "isinf", 1) X(ISFINITE, "isfinite", 1)
+/* Math built-ins: X(id, name, arity, complex).  Valid for f32 and f64
+ * operands; `complex` 1: also for c64 and c128 ones (the result is then
+ * complex too, lowered in codegen_expr.c from real math calls). */
+#define KJ_MATH_BUILTINS(X)                                                                \
+    X(SQRT, "sqrt", 1, 1) X(CBRT, "cbrt", 1, 0) X(EXP, "exp", 1, 1) X(EXP2, "exp2", 1, 0)   \
+    X(EXPM1, "expm1", 1, 0) X(LOG, "log", 1, 1) X(LOG2, "log2", 1, 0)                      \
+    X(LOG10, "log10", 1, 0) X(LOG1P, "log1p", 1, 0) X(SIN, "sin", 1, 1)                    \
+    X(COS, "cos", 1, 1) X(TAN, "tan", 1, 0) X(ASIN, "asin", 1, 0) X(ACOS, "acos", 1, 0)    \
+    X(ATAN, "atan", 1, 0) X(ATAN2, "atan2", 2, 0) X(SINH, "sinh", 1, 0)                    \
+    X(COSH, "cosh", 1, 0) X(TANH, "tanh", 1, 1) X(ASINH, "asinh", 1, 0)                    \
+    X(ACOSH, "acosh", 1, 0) X(ATANH, "atanh", 1, 0) X(POW, "pow", 2, 1)                    \
+    X(HYPOT, "hypot", 2, 0) X(FLOOR, "floor", 1, 0) X(CEIL, "ceil", 1, 0)                  \
+    X(TRUNC, "trunc", 1, 0) X(ROUND, "round", 1, 0) X(FABS, "abs", 1, 0)                   \
+    X(FMIN, "min", 2, 0) X(FMAX, "max", 2, 0) X(FMA, "fma", 3, 0) X(ERF, "erf", 1, 0)      \
+    X(ERFC, "erfc", 1, 0) X(LGAMMA, "lgamma", 1, 0) X(TGAMMA, "tgamma", 1, 0)              \
+    X(COPYSIGN, "copysign", 2, 0) X(FMOD, "fmod", 2, 0) X(ISNAN, "isnan", 1, 0)            \
+    X(ISINF, "isinf", 1, 0) X(ISFINITE, "isfinite", 1, 0)
 
 typedef enum {
-#define X(id, name, arity) KJ_MATH_##id,
+#define X(id, name, arity, complex) KJ_MATH_##id,
     KJ_MATH_BUILTINS(X)
 #undef X
     KJ_MATH_COUNT
@@ -360,6 +364,7 @@ typedef enum {
 
 extern const char *const kj_math_names[KJ_MATH_COUNT];
 extern const int kj_math_arity[KJ_MATH_COUNT];
+extern const bool kj_math_complex[KJ_MATH_COUNT];
 
 /* Kernel special registers: X(id, name). Each is i32. */
 #define KJ_SPECIAL_REGS(X)                                                   \
@@ -412,6 +417,10 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(COMPLEX, "complex", 2, 2, KJ_IN_ANY, check_complex)                 \
     X(LEN, "len", 1, 1, KJ_IN_ANY, check_len)                             \
     X(CONJ, "conj", 1, 1, KJ_IN_ANY, check_conj)                          \
+    X(ARG, "arg", 1, 1, KJ_IN_ANY, check_arg)                             \
+    X(PHASE, "phase", 1, 1, KJ_IN_ANY, check_arg)                         \
+    X(POLAR, "polar", 2, 2, KJ_IN_ANY, check_polar)                       \
+    X(MULHI, "mulhi", 2, 2, KJ_IN_ANY, check_mulhi)                       \
     X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
     X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
     X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
@@ -439,10 +448,14 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(SELECT)      /* args[0] (bool), args[1], args[2]; only the chosen arm is evaluated */    \
     X(CAST)        /* args[0] converted to type (numeric and bool conversions) */              \
     X(CALL)        /* callee (a plain function), args */                                       \
-    X(MATH)        /* math, args (all of the result's type, except ISNAN.. give bool) */       \
+    X(MATH)        /* math, args (all of the result's type, except ISNAN.. give bool); a     \
+                      complex result for kj_math_complex functions */                         \
     X(IPOW)        /* args[0] ** args[1] with args[1] an integer (not constant) */             \
     X(COMPLEX)     /* args[0] (re), args[1] (im) -> c64/c128 */                                \
-    X(REAL) X(IMAG) X(CONJ) X(CABS)              /* args[0] complex */                         \
+    X(REAL) X(IMAG) X(CONJ) X(CABS) X(CARG)      /* args[0] complex */                         \
+    X(POLAR)       /* args[0] (modulus), args[1] (angle), of the result's part type */         \
+    X(MULHI)       /* args[0], args[1]: 32- or 64-bit ints of the result's type; the high      \
+                      half of their full product */                                            \
     X(LOAD)        /* args[0] (array), args[1..ndim] (i64 indices) */                          \
     X(DIM)         /* args[0] (array), dim: the i64 extent of dimension `dim` */               \
     X(SREG)        /* sreg: i32 */                                                             \

@@ -112,9 +112,14 @@ typedef struct kjit_options {
     int opt_level;              /* 0..3; default 3 */
     kjit_diagnostic_fn on_diagnostic;
     void *diagnostic_user;
+    /* 1: compiled code carries the .kern source's line tables (DWARF on cpu
+     * for gdb and perf, .loc lines in PTX for Nsight Compute and
+     * compute-sanitizer); part of the cache key.  Default: KJIT_LINEINFO. */
+    int line_info;
 } kjit_options;
 
-/* Fills the defaults (target AUTO, opt_level 3, device -1). */
+/* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
+ * KJIT_LINEINFO). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);

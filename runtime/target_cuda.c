@@ -90,7 +90,8 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
                                         .opt_level = context->options.opt_level,
                                         .cuda_arch = arch,
                                         .contiguous_params = compiled->contiguous,
-                                        .cuda_whole_program = ptxas != NULL};
+                                        .cuda_whole_program = ptxas != NULL,
+                                        .line_info = context->options.line_info != 0};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);

@@ -102,7 +102,14 @@ typedef struct KjCodegenOptions {
      * goes through the driver's linker, which compiles relocatable code where
      * a call costs the callee's registers, so they are inlined (ptx.c). */
     bool cuda_whole_program;
+    /* Line tables of the .kern source in the code: DWARF line tables on cpu
+     * (gdb, perf annotate), .file/.loc directives in PTX on cuda (nvcc's
+     * -lineinfo: Nsight Compute, compute-sanitizer).  Part of the cache key. */
+    bool line_info;
 } KjCodegenOptions;
+
+/* Whether line_info is on by default: KJIT_LINEINFO set and not 0 (target.c). */
+bool kj_codegen_line_info_default(void);
 
 /* The symbol a kernel's entry points are named from: fn->symbol for the
  * general code (mask 0), "<symbol>__c<mask in hex>" for code specialised for

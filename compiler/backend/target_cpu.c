@@ -442,4 +442,5 @@ const KjTarget kj_target_cpu = {
     .vectorizable_math_call = cpu_vectorizable_math_call,
     .float_to_int = NULL, /* llvm.fpto[su]i.sat: NaN gives 0 */
     .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
+    .line_info_kind = LLVMDWARFEmissionLineTablesOnly,
 };

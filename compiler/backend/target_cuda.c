@@ -258,4 +258,6 @@ const KjTarget kj_target_cuda = {
     .vectorizable_math_call = NULL,
     .float_to_int = cuda_float_to_int,
     .atomic_ordering = LLVMAtomicOrderingMonotonic,
+    /* DICompileUnit::DebugDirectivesOnly, which the C API does not name */
+    .line_info_kind = (LLVMDWARFEmissionKind)3,
 };

@@ -31,7 +31,9 @@ static const char run_usage[] =
     "  --save N=OUT.npy|OUT.png          write argument N (from 0) after the run\n"
     "  --seed S                          seed of the rand/randn generators (default 1)\n"
     "  --repeat N                        time N runs (each launch runs again on the\n"
-    "                                    same arrays; the median is reported)\n";
+    "                                    same arrays; the median is reported)\n"
+    "  --lineinfo                        .kern line tables in the code (gdb, perf,\n"
+    "                                    Nsight Compute); also KJIT_LINEINFO=1\n";
 
 #define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
@@ -50,6 +52,7 @@ typedef struct RunOptions {
     int save_count;
     uint64_t seed;
     int repeat;
+    bool line_info;
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -104,6 +107,8 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             } else if (KJ_CLI_OPTION("--seed")) {
                 if (!value || !kj_cli_is_number(value)) return usage("--seed takes a number%s", "");
                 o->seed = strtoull(value, NULL, 10);
+            } else if (strcmp(a, "--lineinfo") == 0) {
+                o->line_info = true;
             } else if (KJ_CLI_OPTION("--repeat")) {
                 if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
                 o->repeat = atoi(value);
@@ -300,6 +305,8 @@ int kj_cli_run(int argc, char **argv)
     kjit_options_init(&options);
     options.target = o.target;
     options.on_diagnostic = print_diagnostic;
+    if (o.line_info)
+        options.line_info = 1;
     kjit_context *context = NULL;
     kjit_status status = kjit_context_create(&options, &context);
     if (status != KJIT_OK) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kjit_runtime.h"
+#include "kjit_tools.h"
 
 static void diag_to_stderr(void *user, KjSeverity severity, const char *text)
 {
@@ -341,6 +342,82 @@ START_TEST(sin_tails_are_branches)
 }
 END_TEST
 
+/* --lineinfo (kjit build, kjit_stage_options.line_info): PTX carries .loc
+ * lines naming the .kern file, as nvcc -lineinfo, and ptxas takes it; cpu
+ * assembly carries .file/.loc; without it neither has any. */
+static char *stage_of(const char *path, kjit_stage stage, kjit_target target, bool line_info)
+{
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.target = target;
+    options.line_info = line_info;
+    char *bytes = NULL, *error = NULL;
+    size_t size = 0;
+    kjit_status status = kjit_stage_file(path, stage, &options, &bytes, &size, &error);
+    ck_assert_msg(status == KJIT_OK, "%s: %s", path, error ? error : "?");
+    free(error);
+    return bytes;
+}
+
+/* The .loc lines of `text` name file 1 and only lines the source has. */
+static int loc_lines(const char *text, int max_line)
+{
+    int count = 0;
+    for (const char *p = strstr(text, ".loc\t"); p; p = strstr(p + 1, ".loc\t")) {
+        int file = 0, line = -1;
+        ck_assert_msg(sscanf(p, ".loc\t%d %d", &file, &line) == 2, "bad .loc: %.40s", p);
+        ck_assert_int_eq(file, 1);
+        ck_assert_msg(line >= 0 && line <= max_line, "a .loc at line %d of %d", line, max_line);
+        count += line > 0;
+    }
+    return count;
+}
+
+START_TEST(line_info_names_the_kern_lines)
+{
+    char path[] = "/tmp/kjit-lines-XXXXXX.kern";
+    int fd = mkstemps(path, 5);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("@kernel\n"
+          "fn scale(a: f32[], b: f32[], s: f32) {\n"
+          "    let i = grid(1);\n"
+          "    if i < len(a) {\n"
+          "        b[i] = sin(a[i]) * s;\n"
+          "    }\n"
+          "}\n"
+          "@vectorize\n"
+          "fn rot(z: c64, phi: f32) -> c64 {\n"
+          "    return z * exp(complex(0.0, phi));\n"
+          "}\n",
+          f);
+    fclose(f);
+    const char *name = strrchr(path, '/') + 1;
+
+    char *ptx = stage_of(path, KJIT_STAGE_PTX, KJIT_TARGET_CUDA, true);
+    ck_assert_msg(strstr(ptx, ".file\t1 \"") && strstr(ptx, name), "no .file naming %s", name);
+    ck_assert_int_gt(loc_lines(ptx, 11), 0);
+    ck_assert_msg(strstr(ptx, ".loc\t1 5 "), "no .loc for line 5 (b[i] = ...)");
+    ck_assert_msg(strstr(ptx, ".loc\t1 10 "), "no .loc for line 10 (return z * exp(...))");
+    assemble(ptx, "the --lineinfo PTX");
+    free(ptx);
+    ptx = stage_of(path, KJIT_STAGE_PTX, KJIT_TARGET_CUDA, false);
+    ck_assert_msg(!strstr(ptx, ".loc\t") && !strstr(ptx, ".file\t"), "line info without --lineinfo");
+    free(ptx);
+
+    char *asm_text = stage_of(path, KJIT_STAGE_ASM, KJIT_TARGET_CPU, true);
+    ck_assert_msg(strstr(asm_text, ".file\t1 \"") && strstr(asm_text, name), "no .file naming %s", name);
+    ck_assert_int_gt(loc_lines(asm_text, 11), 0);
+    ck_assert_msg(strstr(asm_text, ".loc\t1 5 ") && strstr(asm_text, ".loc\t1 10 "),
+                  "cpu assembly lacks lines 5 and 10");
+    free(asm_text);
+    asm_text = stage_of(path, KJIT_STAGE_ASM, KJIT_TARGET_CPU, false);
+    ck_assert_msg(!strstr(asm_text, ".loc\t"), "cpu line info without --lineinfo");
+    free(asm_text);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(missing_libdevice_is_a_clear_error)
 {
     KjArena arena = {0};
@@ -387,6 +464,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, ptxas_assembles_whole_program);
     tcase_add_test(tcase, sin_tails_are_branches);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
+    tcase_add_test(tcase, line_info_names_the_kern_lines);
     suite_add_tcase(suite, tcase);
     return suite;
 }
