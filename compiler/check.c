@@ -131,12 +131,13 @@ static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
     return cond;
 }
 
-/* let x = shared(T, n[, m]) / local(T, n[, m]): a kernel's static arrays. */
+/* let x = shared(T, n[, m]) / local(T, n[, m]): a kernel's static arrays;
+ * let x = shared(T): the launch's dynamic shared memory as a T[]. */
 static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
 {
     const char *name = shared ? "shared" : "local";
     if (!kj_check_require_kernel(c, call->loc, shared ? "shared()" : "local()") ||
-        !kj_check_arg_count_is(c, call, name, 2, 4))
+        !kj_check_arg_count_is(c, call, name, shared ? 1 : 2, 4))
         return NULL;
     KjNode *type_node = call->args.items[0];
     const KjType *elem = type_node->kind == KJ_NODE_NAME
@@ -146,6 +147,14 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         kj_error(c->diag, type_node->loc, "the first argument of %s() is an element type, such as "
                  "f32", name);
         return NULL;
+    }
+    if (call->args.count == 1) {
+        /* Sized at launch (kjit run --shared-bytes, kjit_launch_ex). */
+        KjIrExpr *e = kj_check_new_expr(c, KJ_IR_DYNAMIC_SHARED, kj_type_array(elem, 1),
+                                        call->loc, 0);
+        e->alloc_elem = elem;
+        c->cur->ir->uses_dynamic_shared = true;
+        return e;
     }
     int ndim = call->args.count - 1;
     KjIrExpr *e = kj_check_new_expr(c, shared ? KJ_IR_SHARED : KJ_IR_LOCAL,
