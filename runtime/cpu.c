@@ -238,16 +238,17 @@ static uint64_t warp_result(const FiberSlot *lanes, int lane, uint32_t present)
         if ((present >> j & 1u) && lanes[j].value != 0)
             ballot |= 1u << j;
     int64_t source = lane;
-    uint32_t arg = (uint32_t)me->arg;
+    /* Only the low five bits of the lane argument count, as in PTX's shfl. */
+    int arg = me->arg & (KJ_WARP_SIZE - 1);
     switch (me->op) {
     case KJ_EXEC_ACTIVEMASK: return present;
     case KJ_EXEC_BALLOT: return ballot;
     case KJ_EXEC_ALL: return ballot == present;
     case KJ_EXEC_ANY: return ballot != 0;
-    case KJ_EXEC_SHFL: source = arg % KJ_WARP_SIZE; break;
-    case KJ_EXEC_SHFL_UP: source = (int64_t)lane - arg; break;
-    case KJ_EXEC_SHFL_DOWN: source = (int64_t)lane + arg; break;
-    case KJ_EXEC_SHFL_XOR: source = (int64_t)(lane ^ arg); break;
+    case KJ_EXEC_SHFL: source = arg; break;
+    case KJ_EXEC_SHFL_UP: source = lane - arg; break;
+    case KJ_EXEC_SHFL_DOWN: source = lane + arg; break;
+    case KJ_EXEC_SHFL_XOR: source = lane ^ arg; break;
     default: return 0; /* syncwarp */
     }
     if (source < 0 || source >= KJ_WARP_SIZE || !(present >> source & 1u))

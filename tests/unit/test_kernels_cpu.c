@@ -111,7 +111,7 @@ static void grid_walk(KjPool *pool)
     KjIrFunction kernel = fake_kernel(false, 0);
     char *error = NULL;
     ck_assert_int_eq(kj_cpu_run_kernel(pool, &kernel, record_indices, NULL, args, grid, block,
-                                       &error), KJIT_OK);
+                                       0, &error), KJIT_OK);
     for (int64_t i = 0; i < total; i++)
         ck_assert_int_eq(out[i], i + 1);
     free(out);
@@ -159,7 +159,7 @@ static void reduce_on(KjPool *pool)
     uint32_t grid[3] = {BLOCKS, 1, 1}, block[3] = {THREADS, 1, 1};
     char *error = NULL;
     ck_assert_int_eq(kj_cpu_run_kernel(pool, &kernel, block_reduce, NULL, args, grid, block,
-                                       &error), KJIT_OK);
+                                       0, &error), KJIT_OK);
     for (int b = 0; b < BLOCKS; b++)
         ck_assert_int_eq(out[b], want[b]);
     free(in);
@@ -202,7 +202,7 @@ START_TEST(barrier_inside_a_loop)
     uint32_t grid[3] = {BLOCKS, 1, 1}, block[3] = {THREADS, 1, 1};
     char *error = NULL;
     ck_assert_int_eq(kj_cpu_run_kernel(NULL, &kernel, rotate_rounds, NULL, args, grid, block,
-                                       &error), KJIT_OK);
+                                       0, &error), KJIT_OK);
     int64_t want[THREADS], next[THREADS];
     for (int t = 0; t < THREADS; t++)
         want[t] = t;
