@@ -226,18 +226,16 @@ void kj_cpu_syncthreads(KjThreadCtx *ctx)
 
 /*
  * The result of warp collective `op` for `lane`, among the lanes `present`
- * (a bit per lane) whose slots are `lanes`.  A shuffle whose source lane is
+ * (a bit per lane) whose slots are `lanes`, `truth` having a bit for each
+ * lane whose operand is not zero.  A shuffle whose source lane is
  * not present (it has exited, is not in the mask, or lies past the block's
  * last thread) gives the lane's own value: CUDA leaves that undefined.
  */
-static uint64_t warp_result(const FiberSlot *lanes, int lane, uint32_t present)
+static uint64_t warp_result(const FiberSlot *lanes, int lane, uint32_t present, uint32_t truth)
 {
     const FiberSlot *me = &lanes[lane];
-    uint32_t ballot = 0;
-    for (int j = 0; j < KJ_WARP_SIZE; j++)
-        if ((present >> j & 1u) && lanes[j].value != 0)
-            ballot |= 1u << j;
-    int64_t source = lane;
+    uint32_t ballot = truth & present;
+    int source = lane;
     /* Only the low five bits of the lane argument count, as in PTX's shfl. */
     int arg = me->arg & (KJ_WARP_SIZE - 1);
     switch (me->op) {
@@ -273,12 +271,14 @@ static bool release_warps(FiberGroup *group, bool strict)
             if (lanes > KJ_WARP_SIZE)
                 lanes = KJ_WARP_SIZE;
             FiberSlot *slots = &group->slots[base];
-            uint32_t waiting = 0, live = 0;
+            uint32_t waiting = 0, live = 0, truth = 0;
             for (int j = 0; j < lanes; j++) {
                 if (slots[j].state == FIBER_AT_WARP)
                     waiting |= 1u << j;
                 if (slots[j].state != FIBER_DONE)
                     live |= 1u << j;
+                if (slots[j].value != 0)
+                    truth |= 1u << j;
             }
             if (!waiting)
                 continue;
@@ -288,7 +288,8 @@ static bool release_warps(FiberGroup *group, bool strict)
                     go |= 1u << j;
             for (int j = 0; j < lanes; j++)
                 if (go >> j & 1u)
-                    slots[j].result = warp_result(slots, j, (slots[j].mask & waiting) | 1u << j);
+                    slots[j].result =
+                        warp_result(slots, j, (slots[j].mask & waiting) | 1u << j, truth);
             for (int j = 0; j < lanes; j++)
                 if (go >> j & 1u)
                     slots[j].state = FIBER_READY;
