@@ -3,8 +3,8 @@
  *
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
- * grammar/kern.re), parse.c (AST), check.c and check_expr.c (names, types, AST to
- * IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * grammar/kern.re), parse.c (AST), check.c, check_expr.c and check_exec.c (names,
+ * types, AST to IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
  * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
