@@ -419,6 +419,47 @@ START_TEST(mismatched_barriers_are_an_error)
 }
 END_TEST
 
+/* A device function's collectives are its calling thread's; syncgrid() in
+ * one makes the kernel cooperative. */
+START_TEST(collectives_in_device_functions)
+{
+    static const char source[] =
+        "fn warp_total(v: f32) -> f32 {\n"
+        "    let s = v;\n"
+        "    for k in range(5) { s += shfl_xor(s, 16 >> k); }\n"
+        "    return s;\n"
+        "}\n"
+        "fn everyone() { syncgrid(); }\n"
+        "@kernel\n"
+        "fn totals(x: f32[], out: f32[]) {\n"
+        "    let i = grid(1);\n"
+        "    x[i] = warp_total(x[i]);\n"
+        "    everyone();\n"
+        "    out[i] = x[(i + 32) % len(x)];\n"
+        "}\n";
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        ck_assert_int_eq(kjit_compile_string(context, "device.kern", source, &module), KJIT_OK);
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "totals", &fn), KJIT_OK);
+        float x[128], out[128];
+        for (int i = 0; i < 128; i++)
+            x[i] = (float)i;
+        kjit_array X = array_of(x, KJIT_F32, 128), O = array_of(out, KJIT_F32, 128);
+        kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+        launch(fn, 4, 32, args, 2, 0);
+        /* out[i] is the total of the next warp, written before the barrier */
+        for (int i = 0; i < 128; i++) {
+            int next = (i / 32 + 1) % 4;
+            ck_assert_float_eq(out[i], (float)(32 * 32 * next + 496));
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 /* --------------------------------------------------- dynamic shared memory */
 
 START_TEST(dynamic_shared_memory)
@@ -495,6 +536,7 @@ Suite *suite_exec(void)
     tcase_add_test(tc, block_votes);
     tcase_add_test(tc, heat_equation_with_syncgrid);
     tcase_add_test(tc, mismatched_barriers_are_an_error);
+    tcase_add_test(tc, collectives_in_device_functions);
     tcase_add_test(tc, dynamic_shared_memory);
     suite_add_tcase(s, tc);
     return s;
