@@ -17,10 +17,14 @@
  * A kernel with syncgrid() runs every thread of its grid as fibers of one
  * group on the calling thread, so that all blocks are resident at once.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "kjit_runtime.h"
 
@@ -51,9 +55,26 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
 
 /* --------------------------------------------------------------- fibers */
 
-/* Enough for a kernel's locals and its `local` arrays of a few thousand
- * elements; the pages are only touched as the stack grows. */
-#define FIBER_STACK_BYTES (128 * 1024)
+/* A fiber's stack holds its kernel's local() arrays (kernel->local_bytes, at
+ * most KJ_MAX_LOCAL_BYTES) and, above them, this much for the thread's frames,
+ * the plain functions it calls and libm.  The pages are only touched as the
+ * stack grows; below each stack an inaccessible guard page turns an overflow
+ * into a fault at once rather than into another fiber's data. */
+#define FIBER_FRAME_BYTES (128 * 1024)
+
+static size_t page_bytes(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (size_t)page : 4096;
+}
+
+/* One fiber's stack, guard page excluded, for a kernel. */
+static size_t fiber_stack_bytes(const KjIrFunction *kernel)
+{
+    size_t page = page_bytes();
+    size_t bytes = (size_t)kernel->local_bytes + FIBER_FRAME_BYTES;
+    return (bytes + page - 1) / page * page;
+}
 
 /*
  * Switching fibers is the hot path of a kernel with barriers (one switch per
@@ -133,7 +154,9 @@ typedef struct FiberGroup {
     ucontext_t scheduler;
     ucontext_t *fibers;
 #endif
-    char *stacks;
+    char *stacks;        /* count slots of a guard page and stack_bytes of stack */
+    size_t stacks_bytes; /* the whole mapping */
+    size_t stack_bytes;
     KjThreadCtx *contexts;
     FiberSlot *slots;
     int count;     /* threads in the group */
@@ -348,11 +371,18 @@ static bool release_grid(FiberGroup *group)
 
 /* ------------------------------------------------------------ the group */
 
-static bool fiber_group_init(FiberGroup *group, int count, int per_block)
+/* The start of fiber i's stack slot: its guard page, then its stack. */
+static char *fiber_slot(FiberGroup *group, int i)
+{
+    return group->stacks + (size_t)i * (page_bytes() + group->stack_bytes);
+}
+
+static bool fiber_group_init(FiberGroup *group, int count, int per_block, size_t stack_bytes)
 {
     memset(group, 0, sizeof *group);
     group->count = count;
     group->per_block = per_block;
+    group->stack_bytes = stack_bytes;
 #if KJ_FAST_FIBERS
     group->fiber_sp = calloc((size_t)count, sizeof *group->fiber_sp);
     bool switches = group->fiber_sp != NULL;
@@ -362,8 +392,16 @@ static bool fiber_group_init(FiberGroup *group, int count, int per_block)
 #endif
     group->contexts = calloc((size_t)count, sizeof *group->contexts);
     group->slots = calloc((size_t)count, sizeof *group->slots);
-    group->stacks = malloc((size_t)count * FIBER_STACK_BYTES);
-    return switches && group->contexts && group->slots && group->stacks;
+    /* Reserved, not committed: a block of 1024 threads with 512 KiB of local()
+     * each maps 640 MiB but uses only the pages its threads touch. */
+    group->stacks_bytes = (size_t)count * (page_bytes() + stack_bytes);
+    void *stacks = mmap(NULL, group->stacks_bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    group->stacks = stacks == MAP_FAILED ? NULL : stacks;
+    bool guarded = group->stacks != NULL;
+    for (int i = 0; guarded && i < count; i++)
+        guarded = mprotect(fiber_slot(group, i), page_bytes(), PROT_NONE) == 0;
+    return switches && group->contexts && group->slots && guarded;
 }
 
 static void fiber_group_free(FiberGroup *group)
@@ -375,20 +413,21 @@ static void fiber_group_free(FiberGroup *group)
 #endif
     free(group->contexts);
     free(group->slots);
-    free(group->stacks);
+    if (group->stacks)
+        munmap(group->stacks, group->stacks_bytes);
 }
 
 /* Makes fiber i start at fiber_main on its own stack the first time it is
  * switched to. */
 static void fiber_prepare(FiberGroup *group, int i)
 {
-    char *stack = group->stacks + (size_t)i * FIBER_STACK_BYTES;
+    char *stack = fiber_slot(group, i) + page_bytes();
 #if KJ_FAST_FIBERS
     /* What kj_fiber_switch pops, from the top of a 16-byte aligned stack: a
      * fake return address for fiber_main (so it starts as if called), the
      * address kj_fiber_switch returns to, six callee-saved registers, and
      * the MXCSR and x87 control words of this thread. */
-    uint64_t *top = (uint64_t *)(((uintptr_t)(stack + FIBER_STACK_BYTES)) & ~(uintptr_t)15);
+    uint64_t *top = (uint64_t *)(((uintptr_t)(stack + group->stack_bytes)) & ~(uintptr_t)15);
     uint64_t *sp = top - 9;
     sp[8] = 0;
     sp[7] = (uint64_t)(uintptr_t)fiber_main;
@@ -403,7 +442,7 @@ static void fiber_prepare(FiberGroup *group, int i)
 #else
     getcontext(&group->fibers[i]);
     group->fibers[i].uc_stack.ss_sp = stack;
-    group->fibers[i].uc_stack.ss_size = FIBER_STACK_BYTES;
+    group->fibers[i].uc_stack.ss_size = group->stack_bytes;
     group->fibers[i].uc_link = &group->scheduler;
     makecontext(&group->fibers[i], fiber_main, 0);
 #endif
@@ -585,7 +624,8 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
     FiberGroup fg;
     SharedMemory shared;
     bool have_shared = shared_alloc(job, 1, &shared);
-    if (!fiber_group_init(&fg, threads, threads) || !have_shared) {
+    if (!fiber_group_init(&fg, threads, threads, fiber_stack_bytes(job->kernel)) ||
+        !have_shared) {
         fiber_group_free(&fg);
         free(shared.memory);
         job->failed = 1;
@@ -607,7 +647,9 @@ static void run_cooperative(KernelJob *job, int64_t blocks, int64_t threads)
     FiberGroup fg;
     SharedMemory shared;
     bool have_shared = shared_alloc(job, blocks, &shared);
-    if (!fiber_group_init(&fg, (int)(blocks * threads), (int)threads) || !have_shared) {
+    if (!fiber_group_init(&fg, (int)(blocks * threads), (int)threads,
+                          fiber_stack_bytes(job->kernel)) ||
+        !have_shared) {
         fiber_group_free(&fg);
         free(shared.memory);
         job->failed = 1;
@@ -619,6 +661,26 @@ static void run_cooperative(KernelJob *job, int64_t blocks, int64_t threads)
         job->deadlock = 1;
     fiber_group_free(&fg);
     free(shared.memory);
+}
+
+/* Kernels whose local() arrays are smaller run anywhere. */
+#define CALLER_STACK_CHECK_BYTES (64 * 1024)
+
+/* Bytes left below this point on the calling thread's stack (SIZE_MAX when
+ * the system does not say). */
+static size_t caller_stack_room(void)
+{
+    pthread_attr_t attr;
+    void *low = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return SIZE_MAX;
+    int got = pthread_attr_getstack(&attr, &low, &size);
+    pthread_attr_destroy(&attr);
+    char here;
+    if (got != 0 || !low || (uintptr_t)&here < (uintptr_t)low)
+        return SIZE_MAX;
+    return (size_t)((uintptr_t)&here - (uintptr_t)low);
 }
 
 kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
@@ -639,6 +701,21 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
     if (fibers && !thread_fn) {
         *error = kj_xstrdup("kernel has no per-thread entry point for its barriers");
         return KJIT_ERROR_BACKEND;
+    }
+    if (!fibers && kernel->local_bytes > CALLER_STACK_CHECK_BYTES) {
+        /* Without fibers the threads run on this thread's stack (and the pool
+         * workers', which have KJ_POOL_STACK_BYTES): make sure the local()
+         * arrays fit before running rather than overflow it. */
+        size_t need = (size_t)kernel->local_bytes + FIBER_FRAME_BYTES;
+        size_t room = caller_stack_room();
+        if (room < need) {
+            char text[256];
+            snprintf(text, sizeof text, "the local() arrays of kernel %s need %zu KiB of stack per "
+                     "thread, and the calling thread has %zu KiB left; call it from a thread with "
+                     "a larger stack", kernel->name, need / 1024, room / 1024);
+            *error = kj_xstrdup(text);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
     }
     int64_t threads = (int64_t)block[0] * block[1] * block[2];
     if (kernel->uses_syncgrid) {
