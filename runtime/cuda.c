@@ -590,15 +590,6 @@ static kjit_status check_kernel(KjCuda *cuda, KjCudaKernel *kernel, KjCudaStream
     return make_current(cuda, error);
 }
 
-kjit_status kj_cuda_launch(KjCuda *cuda, void *function, const char *kernel_name,
-                           const uint32_t grid[3], const uint32_t block[3],
-                           uint32_t shared_bytes, void **params, KjCudaStream *stream,
-                           char **error)
-{
-    return kj_cuda_launch_ex(cuda, function, kernel_name, grid, block, shared_bytes, false,
-                             params, stream, error);
-}
-
 /* Dynamic shared memory above the 48 KiB every kernel may have must be
  * allowed per kernel, up to what the device lets a block opt in to. */
 static kjit_status allow_dynamic_shared(KjCuda *cuda, KjCudaKernel *kernel, const char *name,

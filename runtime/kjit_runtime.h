@@ -178,14 +178,10 @@ void kj_cuda_module_free(KjCudaModule *module);
 kjit_status kj_cuda_function(KjCudaModule *module, const char *symbol, void **function,
                              char **error);
 
-/* params as cuLaunchKernel takes them: params[i] points to parameter i's value
- * (an array parameter points to a KjArrayDesc holding the device pointer). */
-kjit_status kj_cuda_launch(KjCuda *cuda, void *function, const char *kernel_name,
-                           const uint32_t grid[3], const uint32_t block[3],
-                           uint32_t shared_bytes, void **params, KjCudaStream *stream,
-                           char **error);
-/* The same with the launch's dynamic shared memory (above 48 KiB the kernel
- * is first allowed it, up to the device's opt-in limit) and, when
+/* A kernel launch, params as cuLaunchKernel takes them: params[i] points to
+ * parameter i's value (an array parameter points to a KjArrayDesc holding the
+ * device pointer).  With the launch's dynamic shared memory (above 48 KiB the
+ * kernel is first allowed it, up to the device's opt-in limit) and, when
  * `cooperative`, through cuLaunchCooperativeKernel (a kernel with
  * syncgrid()), after checking with the occupancy calculator that the grid's
  * blocks can all be resident at once: KJIT_ERROR_INVALID_ARGUMENT naming the
