@@ -91,7 +91,8 @@ static int expr_size(const KjIrExpr *e)
 bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e)
 {
     if (e->op == KJ_IR_ATOMIC || e->op == KJ_IR_SYNCTHREADS || e->op == KJ_IR_SHARED ||
-        e->op == KJ_IR_LOCAL)
+        e->op == KJ_IR_LOCAL || e->op == KJ_IR_DYNAMIC_SHARED ||
+        (e->op == KJ_IR_EXEC && e->exec != KJ_EXEC_LANEID))
         return false;
     if (e->op == KJ_IR_CALL) {
         for (int i = 0; i < c->fns.count; i++) {
@@ -349,7 +350,8 @@ bool kj_check_is_builtin_name(const char *name)
 {
     return builtin_lookup(name) || constant_lookup(name) >= 0 ||
            register_group_lookup(name) >= 0 || math_lookup(name) >= 0 ||
-           atomic_lookup(name) >= 0 || kj_type_from_name(name, strlen(name)) != NULL;
+           atomic_lookup(name) >= 0 || kj_type_from_name(name, strlen(name)) != NULL ||
+           kj_check_is_kernel_constant(name);
 }
 
 static bool in_kernel(KjChecker *c)
@@ -459,6 +461,8 @@ KjIrExpr *kj_check_name(KjChecker *c, KjNode *n)
     int constant = constant_lookup(name);
     if (constant >= 0)
         return float_const(c, kj_check_t_untyped_float(), constant_values[constant], n->loc);
+    if (kj_check_is_kernel_constant(name))
+        return kj_check_kernel_constant(c, n);
     KjCheckConst *user_constant = kj_check_find_const(c, name);
     if (user_constant)
         return kj_check_const_value(c, user_constant, n->loc);

@@ -3,8 +3,8 @@
  *
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
- * grammar/kern.re), parse.c (AST), check.c and check_expr.c (names, types, AST to
- * IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * grammar/kern.re), parse.c (AST), check.c, check_expr.c and check_exec.c (names,
+ * types, AST to IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
  * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
@@ -424,9 +424,66 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
     X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
     X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
-    X(SHARED, "shared", 2, 4, KJ_IN_LET, NULL)                            \
+    X(LANEID, "laneid", 0, 0, KJ_IN_KERNEL, kj_check_exec)               \
+    X(ACTIVEMASK, "activemask", 0, 0, KJ_IN_KERNEL, kj_check_exec)       \
+    X(BALLOT, "ballot", 1, 2, KJ_IN_KERNEL, kj_check_exec)               \
+    X(ALL_SYNC, "all_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
+    X(ANY_SYNC, "any_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SHFL, "shfl", 2, 3, KJ_IN_KERNEL, kj_check_exec)                   \
+    X(SHFL_UP, "shfl_up", 2, 3, KJ_IN_KERNEL, kj_check_exec)             \
+    X(SHFL_DOWN, "shfl_down", 2, 3, KJ_IN_KERNEL, kj_check_exec)         \
+    X(SHFL_XOR, "shfl_xor", 2, 3, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SYNCWARP, "syncwarp", 0, 1, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
+    X(SYNCTHREADS_AND, "syncthreads_and", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
+    X(SYNCTHREADS_OR, "syncthreads_or", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
+    X(THREADFENCE, "threadfence", 0, 0, KJ_IN_KERNEL, kj_check_exec)     \
+    X(THREADFENCE_BLOCK, "threadfence_block", 0, 0, KJ_IN_KERNEL, kj_check_exec) \
+    X(SYNCGRID, "syncgrid", 0, 0, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SHARED, "shared", 1, 4, KJ_IN_LET, NULL)                            \
     X(LOCAL, "local", 2, 4, KJ_IN_LET, NULL)                              \
     X(RANGE, "range", 1, 3, KJ_IN_FOR, NULL)
+
+/*
+ * The execution-model built-ins (warp, block and grid level), one IR op
+ * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier).  `barrier` is true
+ * for those the cpu targets run as a meeting point of fibers (a kernel that
+ * uses one runs its threads on fibers, as with syncthreads()).  The order is
+ * an ABI: the cpu code passes the id to the runtime (KjThreadCtx.collective).
+ * Every warp op's IR has its mask first (the checker supplies 0xffffffff when
+ * the call names none), then its operands:
+ *   LANEID, ACTIVEMASK                () / (mask)      -> i32 / u32
+ *   BALLOT, ALL, ANY                  (mask, pred)     -> u32 / bool / bool
+ *   SHFL, SHFL_UP, SHFL_DOWN, SHFL_XOR (mask, v, lane) -> v's type (32/64 bits)
+ *   SYNCWARP                          (mask)
+ *   SYNCTHREADS_COUNT, _AND, _OR      (pred)           -> i32 / bool / bool
+ *   THREADFENCE, THREADFENCE_BLOCK, SYNCGRID ()
+ */
+#define KJ_EXEC_OPS(X)                                                            \
+    X(LANEID, "laneid", false) X(ACTIVEMASK, "activemask", true)                 \
+    X(BALLOT, "ballot", true) X(ALL, "all_sync", true) X(ANY, "any_sync", true)  \
+    X(SHFL, "shfl", true) X(SHFL_UP, "shfl_up", true)                            \
+    X(SHFL_DOWN, "shfl_down", true) X(SHFL_XOR, "shfl_xor", true)                \
+    X(SYNCWARP, "syncwarp", true)                                                \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", true)                              \
+    X(SYNCTHREADS_AND, "syncthreads_and", true)                                  \
+    X(SYNCTHREADS_OR, "syncthreads_or", true)                                    \
+    X(THREADFENCE, "threadfence", false)                                         \
+    X(THREADFENCE_BLOCK, "threadfence_block", false) X(SYNCGRID, "syncgrid", true)
+
+typedef enum {
+#define X(id, name, barrier) KJ_EXEC_##id,
+    KJ_EXEC_OPS(X)
+#undef X
+    KJ_EXEC_COUNT
+} KjExecOp;
+
+extern const char *const kj_exec_names[KJ_EXEC_COUNT];
+extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
+
+/* Threads of a warp, on every target (the cpu targets group a block's threads
+ * by their linear index, x fastest, 32 at a time, as CUDA does). */
+#define KJ_WARP_SIZE 32
 
 /* Named constants: X(id, name, value). */
 #define KJ_CONSTANT_BUILTINS(X) \
@@ -463,7 +520,10 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(LOCAL)       /* alloc_elem, alloc_shape[0..alloc_ndim): a per-thread array */            \
     X(ATOMIC)      /* atomic, args[0] (array of rank n), args[1..n] (i64 indices), args[n+1] \
                       (value), args[n+2] (CAS: the new value); returns the old value */       \
-    X(SYNCTHREADS) /* void */
+    X(SYNCTHREADS) /* void */                                                                 \
+    X(EXEC)        /* exec, args as KJ_EXEC_OPS says */                                        \
+    X(DYNAMIC_SHARED) /* alloc_elem: the launch's dynamic shared memory as a 1-D array of      \
+                      (its bytes / the element size) elements; every one aliases the others */
 
 typedef enum {
 #define X(op) KJ_IR_##op,
@@ -495,6 +555,7 @@ typedef struct KjIrExpr {
     KjMathFn math;
     KjSpecialReg sreg;
     KjAtomicOp atomic;
+    KjExecOp exec;
     int dim;
     const KjType *alloc_elem;
     int alloc_ndim;
@@ -559,8 +620,11 @@ typedef struct KjIrFunction {
     KjVec locals;            /* KjIrVar*: every variable, params first */
     KjIrStmt *body;          /* BLOCK */
     KjLoc loc;
-    bool uses_syncthreads;   /* kernels and device functions: some path calls syncthreads(),
-                                here or in a device function it calls */
+    bool uses_syncthreads;   /* kernels and device functions: some path calls syncthreads()
+                                or another barrier (kj_exec_is_barrier), here or in a device
+                                function it calls: the cpu targets run the kernel on fibers */
+    bool uses_syncgrid;      /* the same for syncgrid(): the kernel is launched cooperatively */
+    bool uses_dynamic_shared; /* kernels: some shared(T) takes the launch's dynamic bytes */
     int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
                                 generator may round it up to its 16-byte aligned layout) */
     int64_t local_bytes;     /* what its local() arrays take per thread, each rounded up
@@ -757,6 +821,11 @@ bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
 bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
 bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
 KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
+
+/* check_exec.c: the execution-model built-ins (KJ_EXEC_OPS) and warpsize. */
+KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n);
+bool kj_check_is_kernel_constant(const char *name);
+KjIrExpr *kj_check_kernel_constant(KjChecker *c, KjNode *n);
 
 /* check_expr.c: expressions. */
 KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);

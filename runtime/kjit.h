@@ -188,6 +188,22 @@ kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, i
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],
                         const kjit_arg *args, int nargs, kjit_stream *stream);
 
+/* What else a launch may say; kjit_launch_options_init fills the defaults
+ * (those of kjit_launch). */
+typedef struct kjit_launch_options {
+    kjit_stream *stream;         /* NULL: the default stream */
+    size_t dynamic_shared_bytes; /* per block, for the kernel's shared(T) arrays (CUDA's
+                                    sharedMemBytes; 0: none) */
+} kjit_launch_options;
+void kjit_launch_options_init(kjit_launch_options *options);
+/* kjit_launch with options (NULL: the defaults).  A kernel that calls
+ * syncgrid() is launched cooperatively by either call: on cuda, when its
+ * blocks cannot all be resident at once, KJIT_ERROR_INVALID_ARGUMENT names the
+ * most that can. */
+kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
+                           const uint32_t block[3], const kjit_arg *args, int nargs,
+                           const kjit_launch_options *options);
+
 /* ------------------------------------------------- device memory, streams */
 
 kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,

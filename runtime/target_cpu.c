@@ -231,7 +231,8 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
     kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
                                            (KjThreadFn)compiled->entry,
                                            (KjThreadFn)compiled->block, launch->params,
-                                           launch->grid, launch->block, &error);
+                                           launch->grid, launch->block,
+                                           launch->dynamic_shared_bytes, &error);
     if (status != KJIT_OK)
         kj_api_take_named_error(context, status, launch->name, error);
     return status;

@@ -253,10 +253,12 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
     }
     if (status == KJIT_OK) {
         char *error = NULL;
-        status = kj_cuda_launch(context->cuda, launch->compiled->entry,
-                                launch->compiled->root->symbol, launch->grid, launch->block, 0,
-                                launch->params, launch->stream ? launch->stream->handle : NULL,
-                                &error);
+        /* a kernel with syncgrid() is launched cooperatively */
+        status = kj_cuda_launch_ex(context->cuda, launch->compiled->entry,
+                                   launch->compiled->root->symbol, launch->grid, launch->block,
+                                   launch->dynamic_shared_bytes,
+                                   launch->compiled->root->uses_syncgrid, launch->params,
+                                   launch->stream ? launch->stream->handle : NULL, &error);
         if (status != KJIT_OK)
             kj_api_take_error(context, status, "", error);
     }

@@ -770,6 +770,12 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
     case KJ_IR_SYNCTHREADS:
         g->target->syncthreads(g);
         return NULL;
+    case KJ_IR_EXEC: {
+        LLVMValueRef args[3];
+        for (int i = 0; i < e->arg_count && i < 3; i++)
+            args[i] = kj_codegen_expr(g, e->args[i]);
+        return g->target->exec(g, e->exec, e->type, args, e->arg_count);
+    }
     case KJ_IR_SHARED:
     case KJ_IR_LOCAL:
         break;
@@ -809,6 +815,15 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
     case KJ_IR_SHARED:
         array_fixed(g, g->target->shared_array(g, e->alloc_elem, alloc_count(e)), e, out);
         return;
+    case KJ_IR_DYNAMIC_SHARED: {
+        LLVMValueRef bytes;
+        out->ndim = 1;
+        out->elem = e->alloc_elem;
+        out->data = g->target->dynamic_shared(g, &bytes);
+        out->shape[0] = LLVMBuildUDiv(g->b, bytes, const_i64(g, kj_type_size(e->alloc_elem)), "");
+        out->strides[0] = const_i64(g, 1);
+        return;
+    }
     default:
         kj_codegen_error(g, "the code generator cannot make an array from a %s expression", kj_ir_op_name(e->op));
         out->ndim = e->type->ndim;

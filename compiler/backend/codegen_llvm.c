@@ -698,7 +698,8 @@ static void init_types(Gen *g)
     LLVMStructSetBody(g->t_desc, (LLVMTypeRef[]){g->t_ptr, dims, dims}, 3, 0);
     LLVMTypeRef three = LLVMArrayType2(g->t_i32, 3);
     g->t_thread_ctx = LLVMStructCreateNamed(c, "KjThreadCtx");
-    LLVMStructSetBody(g->t_thread_ctx, (LLVMTypeRef[]){three, three, three, three, g->t_ptr, g->t_ptr, g->t_ptr}, 7, 0);
+    LLVMStructSetBody(g->t_thread_ctx, (LLVMTypeRef[]){three, three, three, three, g->t_ptr, g->t_ptr, g->t_ptr,
+                                                       g->t_ptr, g->t_ptr, g->t_i64}, 10, 0);
 }
 
 LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef machine, KjIrModule *module,

@@ -126,6 +126,12 @@ typedef struct KjTarget {
     void (*syncthreads)(Gen *g);
     /* The data pointer of one shared() array of `count` elements. */
     LLVMValueRef (*shared_array)(Gen *g, const KjType *elem, int64_t count);
+    /* The launch's dynamic shared memory (shared(T)): its data pointer, and
+     * its size in bytes (an i64) into *bytes. */
+    LLVMValueRef (*dynamic_shared)(Gen *g, LLVMValueRef *bytes);
+    /* An execution-model built-in (KJ_EXEC_OPS) of result type `type`, its
+     * operands lowered into args (the IR's order); NULL for a void one. */
+    LLVMValueRef (*exec)(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count);
     /* Before a math library function's name: "sin" -> "<prefix>sin(f)". */
     const char *math_prefix;
     /* A math built-in the target lowers its own way; NULL for the shared

@@ -28,6 +28,8 @@ static const char run_usage[] =
     "  --target cpu|parallel|cuda|auto   where to run (default auto: cuda if usable)\n"
     "  -o OUT.npy|OUT.png                write the result of a vectorized function\n"
     "  --grid X[,Y[,Z]] --block X[,Y[,Z]] launch shape of a @kernel\n"
+    "  --shared-bytes N                  dynamic shared memory per block, for a\n"
+    "                                    @kernel's shared(T) arrays (default 0)\n"
     "  --save N=OUT.npy|OUT.png          write argument N (from 0) after the run\n"
     "  --seed S                          seed of the rand/randn generators (default 1)\n"
     "  --repeat N                        time N runs (each launch runs again on the\n"
@@ -47,6 +49,7 @@ typedef struct RunOptions {
     const char *output;
     bool has_grid, has_block;
     uint32_t grid[3], block[3];
+    size_t shared_bytes;
     int save_index[MAX_SAVES];
     const char *save_path[MAX_SAVES];
     int save_count;
@@ -84,6 +87,12 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             if (shape < 0)
                 return usage("%s", why);
             if (shape > 0)
+                continue;
+            int shared = kj_cli_shared_bytes_option(argc, argv, &i, &o->shared_bytes, why,
+                                                    sizeof why);
+            if (shared < 0)
+                return usage("%s", why);
+            if (shared > 0)
                 continue;
             if (KJ_CLI_OPTION("--target")) {
                 if (!value) return usage("--target needs a value", "");
@@ -367,8 +376,12 @@ int kj_cli_run(int argc, char **argv)
     }
     for (int r = 0; r < o.repeat; r++) {
         t0 = kj_cli_now_ms();
-        if (kind == KJIT_FUNCTION_KERNEL)
-            status = kjit_launch(function, o.grid, o.block, args, o.arg_count, NULL);
+        if (kind == KJIT_FUNCTION_KERNEL) {
+            kjit_launch_options launch;
+            kjit_launch_options_init(&launch);
+            launch.dynamic_shared_bytes = o.shared_bytes;
+            status = kjit_launch_ex(function, o.grid, o.block, args, o.arg_count, &launch);
+        }
         else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
             status = kjit_call(function, args, o.arg_count, &result, NULL);
         else

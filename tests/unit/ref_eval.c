@@ -911,6 +911,12 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         ev->thread->waiting = true;
         swapcontext(&ev->thread->context, &ev->scheduler);
         return r;
+    case KJ_IR_EXEC:
+    case KJ_IR_DYNAMIC_SHARED:
+        /* Warp, block and grid collectives and the launch's dynamic shared
+         * memory are checked by test_exec.c against references of their own. */
+        fail(ev, e, "the evaluator does not model %s", kj_ir_op_name(e->op));
+        return r;
     case KJ_IR_OP_COUNT:
         break;
     }

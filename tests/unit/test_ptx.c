@@ -206,6 +206,38 @@ START_TEST(kernel_features_assemble)
 }
 END_TEST
 
+/* The execution-model kernels (tests/golden/exec) assemble, each built-in
+ * its PTX instruction, syncgrid() a global counter, shared(T) an extern
+ * shared array sized by %dynamic_smem_size. */
+START_TEST(exec_builtins_assemble)
+{
+    const char *files[] = {"tests/golden/exec/warp.kern", "tests/golden/exec/grid.kern",
+                           "tests/golden/exec/dynamic_shared.kern"};
+    const char *want[3][9] = {
+        {"shfl.sync.down.b32", "shfl.sync.bfly.b32", "shfl.sync.up.b32", "shfl.sync.idx.b32",
+         "vote.sync.ballot.b32", "vote.sync.all.pred", "activemask.b32", "bar.red.popc",
+         "%laneid"},
+        {"atom.global.add.u32", "ld.volatile.global.u32", "membar.gl", "kj_grid_barrier"},
+        {".extern .shared .align 16 .b8 kj_dynamic_shared[]", "%dynamic_smem_size"},
+    };
+    for (int f = 0; f < 3; f++) {
+        KjArena arena = {0};
+        KjDiag diag = {.sink = diag_to_stderr};
+        KjSource *src = kj_source_read(&arena, files[f], &diag);
+        ck_assert_msg(src != NULL, "cannot read %s", files[f]);
+        KjIrFunction **roots;
+        int count;
+        char *ptx = ptx_for_source(&arena, src, &roots, &count);
+        check_ptx(ptx, roots, count, files[f]);
+        for (int k = 0; k < 9 && want[f][k]; k++)
+            ck_assert_msg(strstr(ptx, want[f][k]) != NULL, "%s: no '%s' in the PTX", files[f],
+                          want[f][k]);
+        free(ptx);
+        kj_arena_free(&arena);
+    }
+}
+END_TEST
+
 /* Device functions (plain functions using kernel built-ins, called from a
  * kernel) and every atomic, on elements of 2-D arrays too, sized by
  * constants; LLVM makes compare-and-swap loops of the ones PTX lacks. */
@@ -459,6 +491,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, every_example_assembles);
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
+    tcase_add_test(tcase, exec_builtins_assemble);
     tcase_add_test(tcase, device_functions_and_atomics_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);
