@@ -84,6 +84,7 @@ const char *kjit_status_name(kjit_status status)
     static const char *const names[] = {
         "ok", "compile error", "I/O error", "not found", "invalid argument", "shape error",
         "type error", "no device", "CUDA error", "out of memory", "back-end error",
+        "check failed",
     };
     return (unsigned)status < sizeof names / sizeof names[0] ? names[status] : "unknown status";
 }
@@ -121,6 +122,7 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->options = *options;
     if (context->options.opt_level < 0 || context->options.opt_level > 3)
         context->options.opt_level = 3;
+    context->options.check = context->options.check || kj_check_env();
     pthread_mutex_init(&context->lock, NULL);
     context->stdlib_dirs[0] = kj_default_stdlib_dir();
     context->stdlib_dirs[1] = NULL;
@@ -166,6 +168,7 @@ void kjit_context_destroy(kjit_context *context)
     if (!context)
         return;
     kj_pool_destroy(context->pool);
+    kj_check_context_free(context);
     if (context->cuda)
         kj_cuda_close(context->cuda);
     free(context->last_error);
@@ -508,6 +511,8 @@ static void build_key(const kjit_module *module, const KjCompiled *compiled, boo
     if (compiled->contiguous)
         kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
     kj_cache_key_add(key, "opt", "%d", module->context->options.opt_level);
+    if (module->context->options.check)
+        kj_cache_key_add(key, "checks", "%d", 1);
     if (on_gpu)
         kj_cache_key_add(key, "target", "cuda %s", arch);
     else
@@ -571,7 +576,8 @@ static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const
         kj_cache_count_compile();
         KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
                                     .opt_level = context->options.opt_level,
-                                    .contiguous_params = compiled->contiguous};
+                                    .contiguous_params = compiled->contiguous,
+                                    .checks = context->options.check != 0};
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
@@ -648,7 +654,8 @@ static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, cons
                                         .opt_level = context->options.opt_level,
                                         .cuda_arch = arch,
                                         .contiguous_params = compiled->contiguous,
-                                        .cuda_whole_program = ptxas != NULL};
+                                        .cuda_whole_program = ptxas != NULL,
+                                        .checks = context->options.check != 0};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);
@@ -712,7 +719,8 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
     KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
     KjPipeline p = {.arena = &module->arena, .diag = &diag, .module = module->ir,
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
-                    .verify = kj_pipeline_verify_default()};
+                    .verify = kj_pipeline_verify_default(),
+                    .checks = context->options.check != 0};
     bool ok = kj_pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",

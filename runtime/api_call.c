@@ -443,7 +443,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     }
 
     KjScalar scalars[KJ_MAX_VEC_INPUTS];
-    void *params[KJ_MAX_VEC_INPUTS + 1];
+    void *params[KJ_MAX_VEC_INPUTS + 2];
     for (int i = 0; i < nargs; i++) {
         if (!(plan.variant.scalar_mask & (1u << i)))
             params[i] = &plan.inputs[i];
@@ -455,6 +455,15 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
         }
     }
     params[nargs] = &plan.output;
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, &check, context->target == KJIT_TARGET_CUDA,
+                                &params[nargs + 1]);
+        if (status != KJIT_OK) {
+            free(allocated.data);
+            return status;
+        }
+    }
 
     if (context->target != KJIT_TARGET_CUDA) {
         kj_cpu_run_range(context->pool, (KjRangeFn)compiled->entry, params, plan.size);
@@ -478,6 +487,9 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
         }
         status = unstage(context, &staging, status);
     }
+    if (context->options.check)
+        status = kj_check_end(context, &check, function->module->ir, name,
+                              stream ? stream->cuda : NULL, status);
     if (status == KJIT_OK && result)
         *result = allocated;
     else
@@ -495,7 +507,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
 typedef struct Marshalled {
     KjScalar scalars[MAX_PARAMS];
     KjArrayDesc descs[MAX_PARAMS];
-    void *params[MAX_PARAMS];
+    void *params[MAX_PARAMS + 1]; /* and checked mode's record */
     uint32_t contiguous; /* bit i: array argument i (i < 32) is C-contiguous */
 } Marshalled;
 
@@ -577,7 +589,16 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
         return status;
     KjScalar value;
     memset(&value, 0, sizeof value);
+    KjCheckCall check;
+    if (context->options.check && kj_check_begin(context, &check, false, &m.params[nargs]) != KJIT_OK)
+        return KJIT_ERROR_CHECK;
     ((KjEntryFn)compiled->entry)(m.params, &value);
+    if (context->options.check) {
+        status = kj_check_end(context, &check, function->module->ir, function->entry->name, NULL,
+                              KJIT_OK);
+        if (status != KJIT_OK)
+            return status;
+    }
     kjit_dtype ret;
     if (result && kj_type_dtype(compiled->root->ret, &ret)) {
         void *data = aligned_alloc_bytes(sizeof value);
@@ -663,11 +684,21 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
     if (status != KJIT_OK)
         return status;
     char *error = NULL;
+    const char *name = function->entry->name;
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, &check, context->target == KJIT_TARGET_CUDA,
+                                &m.params[nargs]);
+        if (status != KJIT_OK)
+            return status;
+    }
     if (context->target != KJIT_TARGET_CUDA) {
         status = kj_cpu_run_kernel(context->pool, compiled->root, (KjThreadFn)compiled->entry,
                                    (KjThreadFn)compiled->block, m.params, grid, block, &error);
         if (status != KJIT_OK)
-            kj_api_take_named_error(context, status, function->entry->name, error);
+            kj_api_take_named_error(context, status, name, error);
+        if (context->options.check)
+            status = kj_check_end(context, &check, function->module->ir, name, NULL, status);
         return status;
     }
     Staging staging; /* not zeroed: only `count` items are ever read */
@@ -681,7 +712,11 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
         if (status != KJIT_OK)
             kj_api_take_error(context, status, "", error);
     }
-    return unstage(context, &staging, status);
+    status = unstage(context, &staging, status);
+    if (context->options.check)
+        status = kj_check_end(context, &check, function->module->ir, name,
+                              stream ? stream->cuda : NULL, status);
+    return status;
 }
 
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,

@@ -250,6 +250,34 @@ const KjCuDriver *kj_cuda_driver(char **error);
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
 const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
 
+/* ======================================================== check_report.c */
+
+/*
+ * Checked mode at run time: a KjCheckRecord per call (kjit_backend.h) handed
+ * to the compiled code, read back after it, and a failure turned into the
+ * call's KJIT_ERROR_CHECK with a message naming the source place.
+ */
+typedef struct KjCheckCall {
+    KjCheckRecord host;  /* cpu targets: the record itself; cuda: the copy read back */
+    void *device;        /* cuda: the context's device record */
+    bool on_gpu;
+} KjCheckCall;
+
+/* Whether KJIT_CHECK asks for checked mode (set and not 0). */
+bool kj_check_env(void);
+/* The pointer compiled code takes for the record (*param: for a cpu entry the
+ * record's address, for a cuda launch a pointer to the device address). */
+kjit_status kj_check_begin(kjit_context *context, KjCheckCall *call, bool on_gpu, void **param);
+/* After the call (status: how it went so far): on cuda waits for `stream` and
+ * reads the record back (zeroing it again after a failure); a failure becomes
+ * KJIT_ERROR_CHECK with its message on the context. */
+kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrModule *module,
+                         const char *function, KjCudaStream *stream, kjit_status status);
+/* The message of a failed record: "file:line:col: error: ...", the line, a caret. */
+char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
+                       const char *function);
+void kj_check_context_free(kjit_context *context);
+
 /* ================================================================ cache.c */
 
 /*
@@ -356,6 +384,7 @@ struct kjit_context {
     char *last_error;
     const char *stdlib_dirs[2];
     char device_text[160]; /* cuda: the device as cubin cache keys name it */
+    void *check_device;    /* cuda, checked mode: the device's KjCheckRecord (check_report.c) */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
 };
 

@@ -27,6 +27,7 @@ typedef struct BenchOptions {
     uint32_t grid[3], block[3];
     uint64_t seed;
     int threads;
+    bool check;                 /* --check: every target in checked mode */
     const char *reference;
     int reference_arg; /* -1: the result, or the only array argument of a kernel */
     int ulps;

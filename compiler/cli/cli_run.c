@@ -31,7 +31,10 @@ static const char run_usage[] =
     "  --save N=OUT.npy|OUT.png          write argument N (from 0) after the run\n"
     "  --seed S                          seed of the rand/randn generators (default 1)\n"
     "  --repeat N                        time N runs (each launch runs again on the\n"
-    "                                    same arrays; the median is reported)\n";
+    "                                    same arrays; the median is reported)\n"
+    "  --check                           checked mode: bad indices, integer division by\n"
+    "                                    zero, bad conversions and shifts are reported at\n"
+    "                                    their source line (also KJIT_CHECK=1)\n";
 
 #define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
@@ -50,6 +53,7 @@ typedef struct RunOptions {
     int save_count;
     uint64_t seed;
     int repeat;
+    bool check;
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -107,6 +111,8 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             } else if (KJ_CLI_OPTION("--repeat")) {
                 if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
                 o->repeat = atoi(value);
+            } else if (strcmp(a, "--check") == 0) {
+                o->check = true;
             } else {
                 return usage("unknown option '%s'", a);
             }
@@ -244,6 +250,7 @@ int kj_cli_run(int argc, char **argv)
     kjit_options options;
     kjit_options_init(&options);
     options.target = o.target;
+    options.check = o.check;
     options.on_diagnostic = print_diagnostic;
     kjit_context *context = NULL;
     kjit_status status = kjit_context_create(&options, &context);
