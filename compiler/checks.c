@@ -116,7 +116,9 @@ static void mark_stmt(KjIrModule *module, KjIrStmt *s)
      * evaluates them in. */
     mark_expr(module, s->value);
     if (s->kind == KJ_IR_STMT_STORE && !s->contiguous)
-        s->check_site = new_site(module, KJ_CHECK_INDEX, s->loc, array_name(s->array), NULL);
+        /* at the array's name: the statement's own place is its `=` */
+        s->check_site = new_site(module, KJ_CHECK_INDEX, s->array ? s->array->loc : s->loc,
+                                 array_name(s->array), NULL);
     mark_stmt(module, s->then_stmt);
     mark_stmt(module, s->else_stmt);
     mark_stmt(module, s->body);

@@ -2,7 +2,7 @@
 # Not a timed test: it reports ratios; see docs/performance.md.
 
 $(BUILD)/bench_cpu: tests/bench/bench_cpu.c $(BUILD)/libkjit.so runtime/kjit.h
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lkjit -Wl,-rpath,'$$ORIGIN'
+	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -Wl,-rpath,'$$ORIGIN'
 
 bench-cpu: all $(BUILD)/bench_cpu
 	@python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q numpy numba
