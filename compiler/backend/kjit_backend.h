@@ -77,8 +77,8 @@ struct KjThreadCtx {
  * failed check runs on that thread.  The record's address reaches compiled
  * code as one more argument: on cpu in args[param_count] of every entry
  * point above; on cuda as one more .entry parameter, a pointer to device
- * memory, after the function's own.  The runtime zeroes it before the call
- * and reads it after.
+ * memory, after the function's own.  The runtime hands it over zeroed and
+ * reads it after the call.
  */
 typedef enum KjCheckWhere {
     KJ_CHECK_WHERE_NONE,    /* a plain function called from the host */
