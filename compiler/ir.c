@@ -37,7 +37,7 @@ const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
 };
 
 static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
-#define X(id, name) name,
+#define X(id, name, elements) name,
     KJ_ATOMIC_OPS(X)
 #undef X
 };
@@ -360,6 +360,11 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
     }
     if (fn->kind == KJ_IR_FN_VEC_KERNEL && fn->scalar)
         fprintf(out, ", lifts %s", fn->scalar->symbol);
+    if (fn->device_use) {
+        fprintf(out, ", device: %s uses %s", fn->device_chain, fn->device_use);
+        if (fn->uses_syncthreads)
+            fputs(", syncthreads", out);
+    }
     fputs("]\n", out);
     for (int i = 0; i < fn->locals.count; i++) {
         const KjIrVar *var = fn->locals.items[i];
@@ -544,6 +549,12 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         if (callee->kind != KJ_IR_FN_PLAIN && callee->kind != KJ_IR_FN_SCALAR)
             return fail(v, e->loc, "call of %s, which is not a plain or scalar function",
                         callee->symbol);
+        if (callee->device_use && v->fn->kind != KJ_IR_FN_KERNEL && !v->fn->device_use)
+            return fail(v, e->loc, "call of the device function %s from %s, which is neither a "
+                        "kernel nor a device function", callee->symbol, v->fn->symbol);
+        if (callee->uses_syncthreads && !v->fn->uses_syncthreads)
+            return fail(v, e->loc, "call of %s, which uses syncthreads(), from %s, which is not "
+                        "marked so", callee->symbol, v->fn->symbol);
         if (e->arg_count != callee->param_count)
             return fail(v, e->loc, "call of %s with %d arguments, it takes %d", callee->symbol,
                         e->arg_count, callee->param_count);
@@ -637,17 +648,19 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                             e->alloc_shape[i]);
         return args_are(v, e, 0, NULL);
     case KJ_IR_ATOMIC: {
-        int count = e->atomic == KJ_ATOMIC_CAS ? 4 : 3;
         if (e->atomic < 0 || e->atomic >= KJ_ATOMIC_COUNT)
             return fail(v, e->loc, "bad atomic op %d", (int)e->atomic);
-        if (!args_are(v, e, count, NULL))
+        const KjType *array = e->arg_count > 0 ? e->args[0]->type : NULL;
+        if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t)
+            return fail(v, e->loc, "%s on %s, typed %s", atomic_names[e->atomic],
+                        kj_type_name(array), kj_type_name(t));
+        int values = e->atomic == KJ_ATOMIC_CAS ? 2 : 1;
+        if (!args_are(v, e, 1 + array->ndim + values, NULL))
             return false;
-        const KjType *array = e->args[0]->type;
-        if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t ||
-            e->args[1]->type != i64 || e->args[2]->type != t ||
-            (count == 4 && e->args[3]->type != t))
-            return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
-                        kj_type_name(t));
+        for (int i = 1; i < e->arg_count; i++)
+            if (e->args[i]->type != (i <= array->ndim ? i64 : t))
+                return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
+                            kj_type_name(t));
         return true;
     }
     case KJ_IR_SYNCTHREADS:
@@ -665,8 +678,11 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
     if (!e->type || e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT)
         return fail(v, e->loc, "%s has no settled type (%s)", kj_ir_op_name(e->op),
                     kj_type_name(e->type));
-    if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL)
-        return fail(v, e->loc, "%s outside a kernel", kj_ir_op_name(e->op));
+    /* kernel built-ins: in kernels, and in device functions but shared() */
+    bool device = v->fn->kind == KJ_IR_FN_PLAIN && (e->op == KJ_IR_LOCAL ||
+                                                     (v->fn->device_use && e->op != KJ_IR_SHARED));
+    if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL && !device)
+        return fail(v, e->loc, "%s outside a kernel or device function", kj_ir_op_name(e->op));
     if (e->arg_count > 0 && !e->args)
         return fail(v, e->loc, "%s without operands", kj_ir_op_name(e->op));
     for (int i = 0; i < e->arg_count; i++)

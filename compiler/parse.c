@@ -24,7 +24,7 @@
 #include <string.h>
 
 const char *const kj_parser_productions[] = {
-    "file", "import_decl", "function_decl", "attribute", "signature", "param", "type",
+    "file", "import_decl", "const_decl", "function_decl", "attribute", "signature", "param", "type",
     "block", "statement", "let_stmt", "if_stmt", "for_stmt", "while_stmt", "jump_stmt",
     "simple_stmt", "expr", "ternary", "logor", "logand", "bitor", "bitxor", "bitand",
     "equality", "relational", "shift", "add", "mul", "unary", "power", "postfix", "args",
@@ -175,7 +175,7 @@ static bool accept(Parser *p, KjTokenKind kind)
  * statement is not an attribute: that takes '@' name, then 'fn' or '('. */
 static bool at_decl_start(Parser *p)
 {
-    if (at(p, KJ_TOK_KW_FN) || at(p, KJ_TOK_KW_IMPORT))
+    if (at(p, KJ_TOK_KW_FN) || at(p, KJ_TOK_KW_IMPORT) || at(p, KJ_TOK_KW_CONST))
         return true;
     if (!at(p, KJ_TOK_AT) || p->pos + 2 >= p->count)
         return false;
@@ -810,6 +810,24 @@ static KjNode *import_decl(Parser *p)
     return node;
 }
 
+// const_decl = "const" IDENT (":" type)? "=" expr ";"
+static KjNode *const_decl(Parser *p)
+{
+    KjNode *node = new_node(p, KJ_NODE_CONST, advance(p)->loc);
+    KjToken *name = peek(p);
+    if (!expect(p, KJ_TOK_IDENT))
+        return node;
+    node->name = token_text(p, name);
+    node->loc = name->loc;
+    if (accept(p, KJ_TOK_COLON))
+        node->declared_type = type(p);
+    if (p->panic || !expect(p, KJ_TOK_ASSIGN))
+        return node;
+    node->rhs = expr(p);
+    expect_semi(p);
+    return node;
+}
+
 // signature = type "(" (type ("," type)*)? ")"
 static void signature(Parser *p, KjSignature *sig)
 {
@@ -935,19 +953,21 @@ static KjNode *function_decl(Parser *p)
     return node;
 }
 
-// file = (import_decl | function_decl)*
+// file = (import_decl | const_decl | function_decl)*
 static void file(Parser *p, KjAstFile *out)
 {
     while (!at(p, KJ_TOK_EOF)) {
         KjNode *decl = NULL;
         if (at(p, KJ_TOK_KW_IMPORT))
             decl = import_decl(p);
+        else if (at(p, KJ_TOK_KW_CONST))
+            decl = const_decl(p);
         else if (at(p, KJ_TOK_KW_FN) || at(p, KJ_TOK_AT))
             decl = function_decl(p);
         else
-            syntax_error(p, peek(p)->loc, "expected 'fn', '@' or 'import', found %s",
+            syntax_error(p, peek(p)->loc, "expected 'fn', '@', 'const' or 'import', found %s",
                          describe(p, peek(p)));
-        if (decl && !(decl->kind == KJ_NODE_IMPORT && p->panic))
+        if (decl && !((decl->kind == KJ_NODE_IMPORT || decl->kind == KJ_NODE_CONST) && p->panic))
             kj_vec_push(p->arena, &out->decls, decl);
         if (p->panic) {
             sync_top(p);
@@ -1088,6 +1108,11 @@ static void dump_node(FILE *out, const KjNode *node, int depth)
     case KJ_NODE_RETURN: fputs("return", out); break;
     case KJ_NODE_IMPORT:
         fprintf(out, "import %s", node->name);
+        break;
+    case KJ_NODE_CONST:
+        fprintf(out, "const %s", node->name);
+        if (node->declared_type)
+            fprintf(out, ": %s", kj_type_name(node->declared_type));
         break;
     case KJ_NODE_FUNCTION:
         dump_function(out, node, depth);

@@ -572,6 +572,14 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
                               kjit_array *result, bool run)
 {
     kjit_context *context = function->module->context;
+    const KjIrFunction *fn = kj_api_variant_of(function, 0);
+    if (fn->device_use)
+        return kj_api_set_error(
+            context, KJIT_ERROR_INVALID_ARGUMENT,
+            "%s is a device function (%s uses %s at %s:%d:%d): only kernels can call it",
+            function->entry->name, fn->device_chain, fn->device_use,
+            fn->device_loc.src ? fn->device_loc.src->path : "?", fn->device_loc.line,
+            fn->device_loc.col);
     Marshalled m;
     kjit_status status = marshal(function, args, nargs, &m);
     if (status != KJIT_OK)

@@ -116,13 +116,9 @@ static void describe(KjBuf *buf, const KjCheckSite *site, const KjCheckRecord *r
     switch (site->kind) {
     case KJ_CHECK_INDEX: {
         const char *name = site->array ? site->array : "?";
-        if (v[2] < 0)
-            kj_buf_printf(buf, "flat index %" PRId64 " out of range for '%s' (size %" PRId64 ")",
-                          v[0], name, v[1]);
-        else
-            kj_buf_printf(buf,
-                          "index %" PRId64 " out of range for axis %" PRId64 " of '%s' (length %" PRId64 ")",
-                          v[0], v[2], name, v[1]);
+        kj_buf_printf(buf,
+                      "index %" PRId64 " out of range for axis %" PRId64 " of '%s' (length %" PRId64 ")",
+                      v[0], v[2], name, v[1]);
         return;
     }
     case KJ_CHECK_DIVIDE:

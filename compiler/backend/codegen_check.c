@@ -177,19 +177,10 @@ void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMV
     LLVMPositionBuilderAtEnd(g->b, go_on);
 }
 
-void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count,
-                            bool flat)
+void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count)
 {
     if (!site || !g->check_record)
         return;
-    if (flat) {
-        LLVMValueRef size = const_i64(g, 1);
-        for (int k = 0; k < a->ndim; k++)
-            size = LLVMBuildMul(g->b, size, a->shape[k], "");
-        LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, indices[0], size, "");
-        kj_codegen_check(g, site, KJ_CHECK_INDEX, ok, indices[0], size, const_i64(g, -1));
-        return;
-    }
     /* A negative index is a large unsigned one: one comparison per axis. */
     for (int k = 0; k < count && k < a->ndim; k++) {
         LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, indices[k], a->shape[k], "");

@@ -486,18 +486,22 @@ static LLVMValueRef gen_ipow(Gen *g, const KjType *type, LLVMValueRef x, LLVMVal
 
 LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg) { return g->target->read_sreg(g, reg); }
 
+/* Atomics are one atomicrmw each, or a cmpxchg for CAS.  LLVM expands the
+ * ones a target has no instruction for (float min/max, the wrapping inc and
+ * dec, f64 add on old GPUs) into compare-and-swap loops; float min and max
+ * are llvm.minnum / llvm.maxnum there: a NaN operand loses to a number. */
 static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
 {
     ArrayVal a;
     kj_codegen_array(g, e->args[0], &a);
-    LLVMValueRef index = kj_codegen_expr(g, e->args[1]);
-    /* The flat index counts elements along the array's storage: for a 1-D view
-     * that is the first stride; for N-D arrays the checker gives a row-major index
-     * into a contiguous array. */
-    kj_codegen_check_index(g, e->check_site, &a, &index, 1, a.ndim != 1);
-    LLVMValueRef ptr = a.ndim == 1 ? kj_codegen_element_address(g, &a, &index, 1, false)
-                                   : kj_codegen_element_address(g, &a, &index, 1, true);
-    LLVMValueRef v = kj_codegen_expr(g, e->args[2]);
+    int ndim = a.ndim;
+    LLVMValueRef idx[KJ_MAX_DIMS];
+    for (int k = 0; k < ndim; k++)
+        idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
+                                    kj_type_scalar(KJ_TYPE_I64));
+    kj_codegen_check_index(g, e->check_site, &a, idx, ndim);
+    LLVMValueRef ptr = kj_codegen_element_address(g, &a, idx, ndim, false);
+    LLVMValueRef v = kj_codegen_expr(g, e->args[1 + ndim]);
     const KjType *t = e->type;
     LLVMAtomicOrdering order = g->target->atomic_ordering;
     if (!kj_type_is_int(t) && !kj_type_is_float(t)) {
@@ -508,11 +512,17 @@ static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
     LLVMAtomicRMWBinOp op;
     switch (e->atomic) {
     case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
+    case KJ_ATOMIC_SUB: op = is_float ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub; break;
     case KJ_ATOMIC_MIN: op = is_float ? LLVMAtomicRMWBinOpFMin : sgn ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin; break;
     case KJ_ATOMIC_MAX: op = is_float ? LLVMAtomicRMWBinOpFMax : sgn ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax; break;
     case KJ_ATOMIC_EXCH: op = LLVMAtomicRMWBinOpXchg; break;
+    case KJ_ATOMIC_AND: op = LLVMAtomicRMWBinOpAnd; break;
+    case KJ_ATOMIC_OR: op = LLVMAtomicRMWBinOpOr; break;
+    case KJ_ATOMIC_XOR: op = LLVMAtomicRMWBinOpXor; break;
+    case KJ_ATOMIC_INC: op = LLVMAtomicRMWBinOpUIncWrap; break;
+    case KJ_ATOMIC_DEC: op = LLVMAtomicRMWBinOpUDecWrap; break;
     case KJ_ATOMIC_CAS: {
-        LLVMValueRef nv = kj_codegen_expr(g, e->args[3]);
+        LLVMValueRef nv = kj_codegen_expr(g, e->args[2 + ndim]);
         LLVMTypeRef it = is_float ? LLVMIntTypeInContext(g->ctx, (unsigned)kj_type_size(t) * 8) : llty(g, t);
         LLVMValueRef cmp = is_float ? LLVMBuildBitCast(g->b, v, it, "") : v;
         LLVMValueRef nw = is_float ? LLVMBuildBitCast(g->b, nv, it, "") : nv;
@@ -698,7 +708,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
             idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
                                         kj_type_scalar(KJ_TYPE_I64));
-        kj_codegen_check_index(g, e->check_site, &a, idx, count, false);
+        kj_codegen_check_index(g, e->check_site, &a, idx, count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, count, e->contiguous);
         return from_mem(g, e->type, LLVMBuildLoad2(B, memty(g, e->type), p, ""));
     }

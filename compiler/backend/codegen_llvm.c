@@ -284,7 +284,7 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
             idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, s->indices[k]), s->indices[k]->type,
                                         kj_type_scalar(KJ_TYPE_I64));
         LLVMValueRef v = kj_codegen_convert(g, kj_codegen_expr(g, s->value), s->value->type, a.elem);
-        kj_codegen_check_index(g, s->check_site, &a, idx, s->index_count, false);
+        kj_codegen_check_index(g, s->check_site, &a, idx, s->index_count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, s->index_count, s->contiguous);
         LLVMBuildStore(g->b, to_mem(g, a.elem, v), p);
         return;

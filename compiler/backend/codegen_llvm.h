@@ -235,10 +235,8 @@ void kj_codegen_check_after_call(Gen *g);
  * NULL for 0).  Does nothing when site is 0 or checks are off. */
 void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,
                       LLVMValueRef v1, LLVMValueRef v2);
-/* The checks of an array access a[indices] at `site` (flat: one index into
- * the whole contiguous array, as N-D atomics take). */
-void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count,
-                            bool flat);
+/* The checks of an array access a[indices] (i64 values) at `site`. */
+void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count);
 /* The check of an operation e marked by checks.c, given its operands as
  * lowered: DIV and REM (a, b of e's type), SHL and SHR (a of e's type, b
  * the count as written), IPOW (b the exponent as written), CAST (a the
