@@ -1,11 +1,13 @@
 /*
  * check_report.c: checked mode in the runtime.  Each call of checked code
- * gets a zeroed KjCheckRecord (kjit_backend.h): on the cpu targets one on
- * the caller's stack, whose address goes in the entry point's
- * args[param_count]; on cuda the context's one record in device memory,
- * whose address is the kernel's last parameter.  After the call the record
- * is read (on cuda after the stream is done: a checked call always
- * synchronises) and, when a check failed, the call ends with
+ * gets a zeroed KjCheckRecord (kjit_backend.h): on the host (cpu, parallel,
+ * and plain functions in every context) one on the caller's stack, whose
+ * address goes in the entry point's args[param_count]; on a target with
+ * device memory (cuda) the context's one record there, made, read and
+ * zeroed through the target's alloc, copy and synchronize, whose address is
+ * the kernel's last parameter.  After the call the record is read (on the
+ * device once the stream is done: a checked call always synchronises) and,
+ * when a check failed, the call ends with
  * KJIT_ERROR_CHECK and a message in the compiler's diagnostic form, from
  * the module's table of check sites (checks.c):
  *
@@ -31,23 +33,38 @@ bool kj_check_env(void)
     return env && *env && strcmp(env, "0") != 0;
 }
 
-kjit_status kj_check_begin(kjit_context *context, KjCheckCall *call, bool on_gpu, void **param)
+/* kjit_arrays of bytes for the target's copy: the record on the host and on
+ * the device. */
+static void record_arrays(KjCheckRecord *host, void *device, kjit_array *on_host,
+                          kjit_array *on_device)
+{
+    int64_t bytes[1] = {(int64_t)sizeof *host};
+    *on_host = kjit_array_make(host, KJIT_U8, 1, bytes);
+    *on_device = kjit_array_make(device, KJIT_U8, 1, bytes);
+    on_device->memory = KJIT_MEMORY_DEVICE;
+}
+
+kjit_status kj_check_begin(kjit_context *context, const KjRuntimeTarget *runtime,
+                           KjCheckCall *call, void **param)
 {
     memset(call, 0, sizeof *call);
-    call->on_gpu = on_gpu;
-    if (!on_gpu) {
+    call->runtime = runtime;
+    if (runtime->device_memory_on_host) {
         *param = &call->host;
         return KJIT_OK;
     }
     if (!context->check_device) {
-        char *error = NULL;
         void *device = NULL;
-        kjit_status status = kj_cuda_alloc(context->cuda, sizeof(KjCheckRecord), &device, &error);
-        if (status == KJIT_OK)
-            status = kj_cuda_copy_to_device(context->cuda, device, &call->host,
-                                            sizeof(KjCheckRecord), NULL, &error);
+        kjit_status status = runtime->alloc(context, sizeof(KjCheckRecord), &device);
         if (status != KJIT_OK)
-            return kj_api_take_error(context, status, "checked mode: ", error);
+            return status;
+        kjit_array on_host, on_device;
+        record_arrays(&call->host, device, &on_host, &on_device);
+        status = runtime->copy(context, &on_device, &on_host, sizeof call->host, NULL);
+        if (status != KJIT_OK) {
+            runtime->free(context, device);
+            return status;
+        }
         context->check_device = device;
     }
     call->device = context->check_device;
@@ -56,24 +73,26 @@ kjit_status kj_check_begin(kjit_context *context, KjCheckCall *call, bool on_gpu
 }
 
 kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrModule *module,
-                         const char *function, KjCudaStream *stream, kjit_status status)
+                         const char *function, kjit_stream *stream, kjit_status status)
 {
     if (status != KJIT_OK)
         return status;
-    if (call->on_gpu) {
-        char *error = NULL;
-        status = kj_cuda_stream_sync(context->cuda, stream, &error);
+    const KjRuntimeTarget *runtime = call->runtime;
+    if (!runtime->device_memory_on_host) {
+        kjit_array on_host, on_device;
+        record_arrays(&call->host, call->device, &on_host, &on_device);
+        status = runtime->synchronize(context, stream);
         if (status == KJIT_OK)
-            status = kj_cuda_copy_to_host(context->cuda, &call->host, call->device,
-                                          sizeof call->host, NULL, &error);
+            status = runtime->copy(context, &on_host, &on_device, sizeof call->host, NULL);
         if (status == KJIT_OK && call->host.failed) {
             KjCheckRecord zero;
             memset(&zero, 0, sizeof zero);
-            status = kj_cuda_copy_to_device(context->cuda, call->device, &zero, sizeof zero,
-                                            NULL, &error);
+            kjit_array zero_host, ignored;
+            record_arrays(&zero, call->device, &zero_host, &ignored);
+            status = runtime->copy(context, &on_device, &zero_host, sizeof zero, NULL);
         }
         if (status != KJIT_OK)
-            return kj_api_take_error(context, status, "checked mode: ", error);
+            return status;
     }
     if (!call->host.failed)
         return KJIT_OK;
@@ -85,11 +104,8 @@ kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrMod
 
 void kj_check_context_free(kjit_context *context)
 {
-    if (context->check_device && context->cuda) {
-        char *error = NULL;
-        kj_cuda_free(context->cuda, context->check_device, &error);
-        free(error);
-    }
+    if (context->check_device)
+        context->runtime->free(context, context->check_device);
     context->check_device = NULL;
 }
 

@@ -1,10 +1,11 @@
 /*
  * kjit_runtime.h: the one internal header of the runtime (libkjit).
  *
- * Sections follow their files: ptxas.c, pool.c (the thread pool), cpu.c (the
- * cpu and parallel targets), array.c, npy.c, cuda.c (the cuda target),
- * cuda_driver.c (the driver API opened with dlopen), cache.c, and the objects
- * that api.c and api_call.c share behind kjit.h.  The runtime sits on the back
+ * Sections follow their files: file.c, ptxas.c, pool.c (the thread pool),
+ * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
+ * driver, one device), cuda_driver.c (the driver API opened with dlopen),
+ * cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
+ * runtime targets (target_cpu.c, target_cuda.c) they call through.  The runtime sits on the back
  * end (compiler/backend/kjit_backend.h, for the ABI of compiled code and the
  * code generators) and the front end below it; the command line sits on top
  * and sees only kjit.h and kjit_tools.h.
@@ -15,6 +16,17 @@
 #include "../compiler/backend/kjit_backend.h"
 #include "kjit.h"
 #include "kjit_tools.h"
+
+/* ================================================================= file.c */
+
+/* read(2) and write(2) of exactly `size` bytes, through EINTR and short
+ * transfers; false on an error or an early end of file. */
+bool kj_fd_read_all(int fd, void *data, size_t size);
+bool kj_fd_write_all(int fd, const void *data, size_t size);
+/* A whole file (heap, NUL-terminated past *size), or NULL. */
+char *kj_file_read(const char *path, size_t *size);
+/* Creates or truncates path and writes `size` bytes; false on any failure. */
+bool kj_file_write(const char *path, const void *data, size_t size);
 
 /* ================================================================ ptxas.c */
 
@@ -122,10 +134,10 @@ void kj_array_gather(const kjit_array *array, void *dst);
 /* ============================================================ cuda.c */
 
 /*
- * The cuda target.  The driver (libcuda.so.1) is opened with dlopen on first
- * use; nothing links against it.  Every failure returns a status and a heap
- * message in *error naming the call, the driver's error name and its text (and
- * the kernel, for launches).  After a sticky fault (illegal address ...) the
+ * One GPU, for target_cuda.c.  The driver (libcuda.so.1) is opened with
+ * dlopen on first use; nothing links against it.  Every failure returns a
+ * status and a heap message in *error naming the call, the driver's error
+ * name and its text (and the kernel, for launches).  After a sticky fault (illegal address ...) the
  * next call re-creates the context, so the host program can go on.
  */
 typedef struct KjCuda KjCuda;             /* one device, its primary context */
@@ -250,34 +262,6 @@ const KjCuDriver *kj_cuda_driver(char **error);
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
 const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
 
-/* ======================================================== check_report.c */
-
-/*
- * Checked mode at run time: a KjCheckRecord per call (kjit_backend.h) handed
- * to the compiled code, read back after it, and a failure turned into the
- * call's KJIT_ERROR_CHECK with a message naming the source place.
- */
-typedef struct KjCheckCall {
-    KjCheckRecord host;  /* cpu targets: the record itself; cuda: the copy read back */
-    void *device;        /* cuda: the context's device record */
-    bool on_gpu;
-} KjCheckCall;
-
-/* Whether KJIT_CHECK asks for checked mode (set and not 0). */
-bool kj_check_env(void);
-/* The pointer compiled code takes for the record (*param: for a cpu entry the
- * record's address, for a cuda launch a pointer to the device address). */
-kjit_status kj_check_begin(kjit_context *context, KjCheckCall *call, bool on_gpu, void **param);
-/* After the call (status: how it went so far): on cuda waits for `stream` and
- * reads the record back (zeroing it again after a failure); a failure becomes
- * KJIT_ERROR_CHECK with its message on the context. */
-kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrModule *module,
-                         const char *function, KjCudaStream *stream, kjit_status status);
-/* The message of a failed record: "file:line:col: error: ...", the line, a caret. */
-char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
-                       const char *function);
-void kj_check_context_free(kjit_context *context);
-
 /* ================================================================ cache.c */
 
 /*
@@ -336,6 +320,11 @@ typedef void (*KjCacheVisit)(void *user, const KjCacheEntryInfo *entry);
 int kj_cache_list(const char *dir, KjCacheVisit visit, void *user); /* -1: no folder */
 int kj_cache_clear(const char *dir);                                /* files removed */
 
+/* Both tiers, as code generation uses them: a payload from memory, else from
+ * the disk (then kept in memory); and a fresh payload kept in both. */
+bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
+void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+
 /* The memory tier (process-wide, bounded): a copy of the payload on a hit. */
 bool kj_cache_memory_get(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
 void kj_cache_memory_put(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
@@ -356,35 +345,43 @@ void kj_cache_count_shared_hit(void);
 /*
  * The objects behind kjit.h's handles, shared by the two halves of the API:
  * api.c makes contexts, modules and functions and the code they run;
- * api_call.c runs it.
+ * api_call.c runs it, through the context's runtime target (below).
  */
 #include <pthread.h>
+#include <time.h>
+
+typedef struct KjRuntimeTarget KjRuntimeTarget;
 
 /* One piece of generated code and its entry points. */
 typedef struct KjCompiled {
     struct KjCompiled *next;
+    const KjRuntimeTarget *runtime; /* the target that made it, and frees it */
     int signature;
     bool vectorized;
     KjVecVariant variant;
     uint32_t contiguous; /* kernels: the array parameters compiled as C-contiguous */
     char symbol[480];    /* the entry points' symbol (kj_kernel_variant_symbol) */
     KjIrFunction *root;
-    struct KjSharedCpu *cpu; /* cpu code, shared across the process by cache key */
-    void *entry; /* __entry, __range or __thread */
-    void *block; /* __block, when the kernel has one */
-    KjCudaModule *cuda_module;
-    void *cuda_function;
+    /* What the target loaded, in its own terms: on the host the code shared
+     * across the process by cache key and the addresses of __entry, __range
+     * or __thread and of __block (when the kernel has one); on cuda the
+     * loaded module and its kernel (kj_cuda_function's handle). */
+    void *code;
+    void *entry;
+    void *block;
 } KjCompiled;
 
 struct kjit_context {
     kjit_options options;
     kjit_target target;
-    KjPool *pool;
-    KjCuda *cuda;
+    const KjRuntimeTarget *runtime; /* chosen once, in kjit_context_create */
+    /* The targets' state, each touched only by its own target's functions. */
+    KjPool *pool;          /* parallel */
+    KjCuda *cuda;          /* cuda */
+    char device_text[160]; /* cuda: the device as cubin cache keys name it */
     char *last_error;
     const char *stdlib_dirs[2];
-    char device_text[160]; /* cuda: the device as cubin cache keys name it */
-    void *check_device;    /* cuda, checked mode: the device's KjCheckRecord (check_report.c) */
+    void *check_device;    /* checked mode, a target with device memory: the record there */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
 };
 
@@ -401,6 +398,17 @@ struct kjit_module {
     KjIrModule *ir;
     kjit_function *functions;
     int function_count;
+};
+
+struct kjit_stream {
+    kjit_context *context;
+    void *handle; /* the target's stream (a KjCudaStream); NULL on the host */
+};
+
+struct kjit_event {
+    kjit_context *context;
+    void *handle;         /* the target's event (a KjCudaEvent) */
+    struct timespec host; /* when the target keeps time on the host */
 };
 
 /* The context's last error (a NULL context keeps it per thread, for
@@ -423,5 +431,138 @@ KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
  * now if this is its first use. */
 kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
                                  uint32_t contiguous, KjCompiled **out);
+/* The cache key of one root's code, every field but the target's (which each
+ * target adds last: its name and what it compiles for). */
+void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key);
+/* aligned for SIMD loads; NULL when the memory cannot be had (0 bytes: 64). */
+void *kj_api_alloc_aligned(size_t bytes);
+
+/* ============================================ target_cpu.c, target_cuda.c */
+
+/*
+ * A runtime target: everything that differs between running code on the host
+ * and on a GPU, as QBE's Target struct holds what differs between machines.
+ * api.c and api_call.c check arguments, choose signatures and variants, and
+ * broadcast; then they call through the context's target and never ask which
+ * one it is.
+ *
+ * Every function that can fail leaves its message as the context's error
+ * (kj_api_set_error and friends) and returns the status, except `open`, which
+ * runs before there is a context to keep one.
+ */
+
+/* A vectorized call, planned (kj_broadcast_plan) and its code found.  params
+ * point into plan (arrays), at converted host scalars and at plan->output;
+ * a target may change the data pointers in plan (cuda stages host arrays). */
+typedef struct KjVectorizedRun {
+    const KjCompiled *compiled;
+    KjBroadcastPlan *plan;
+    void **params;
+    const kjit_array *const *inputs; /* NULL for host scalars */
+    int input_count;
+    kjit_array *output;
+    kjit_stream *stream; /* NULL: the default stream */
+} KjVectorizedRun;
+
+/* A kernel launch, its arguments marshalled: descs[i] is array argument i's
+ * descriptor, which params[i] points to (cuda may stage a host array and
+ * point its descriptor at the copy). */
+typedef struct KjLaunch {
+    const char *name; /* the kernel, for messages */
+    const KjCompiled *compiled;
+    const uint32_t *grid, *block;
+    const kjit_arg *args;
+    int arg_count;
+    KjArrayDesc *descs;
+    void **params;
+    kjit_stream *stream;
+} KjLaunch;
+
+struct KjRuntimeTarget {
+    const char *name;
+    /* Device arrays are ordinary host memory, which host code can read (the
+     * cpu targets: a program written for cuda runs there unchanged). */
+    bool device_memory_on_host;
+
+    /* The context's state for this target (a pool, a device); on failure a
+     * heap message in *error.  close undoes open. */
+    kjit_status (*open)(kjit_context *context, char **error);
+    void (*close)(kjit_context *context);
+
+    /* Code for compiled->root (its symbol set): from the caches or generated
+     * now, loaded, its entry points in compiled; `prefix` opens the message
+     * of a failure.  release frees what generate left, after a failure too. */
+    kjit_status (*generate)(kjit_module *module, KjCompiled *compiled, const char *prefix);
+    void (*release)(KjCompiled *compiled);
+
+    /* A plain function (NULL where the target runs none: see kj_runtime_for);
+     * result receives its value. */
+    void (*call)(const KjCompiled *compiled, void **params, void *result);
+    kjit_status (*run_vectorized)(kjit_context *context, KjVectorizedRun *run);
+    kjit_status (*launch)(kjit_context *context, KjLaunch *launch);
+
+    /* Device memory (bytes may be 0), and copies between contiguous arrays of
+     * either memory, in the stream's order when one is given. */
+    kjit_status (*alloc)(kjit_context *context, size_t bytes, void **data);
+    kjit_status (*free)(kjit_context *context, void *data);
+    kjit_status (*copy)(kjit_context *context, kjit_array *dst, const kjit_array *src,
+                        size_t bytes, kjit_stream *stream);
+
+    /* Streams (synchronize with NULL: all the context's work) and events.
+     * Two events can be compared when the same event_elapsed measures them. */
+    kjit_status (*stream_create)(kjit_context *context, kjit_stream *stream);
+    kjit_status (*synchronize)(kjit_context *context, kjit_stream *stream);
+    void (*stream_destroy)(kjit_stream *stream);
+    kjit_status (*event_record)(kjit_context *context, kjit_stream *stream, kjit_event *event);
+    kjit_status (*event_elapsed)(kjit_event *start, kjit_event *end, double *milliseconds);
+    void (*event_destroy)(kjit_event *event);
+};
+
+extern const KjRuntimeTarget kj_runtime_cpu;      /* target_cpu.c: the calling thread */
+extern const KjRuntimeTarget kj_runtime_parallel; /* target_cpu.c: the thread pool */
+extern const KjRuntimeTarget kj_runtime_cuda;     /* target_cuda.c */
+
+/*
+ * The target that makes and runs code of this kind in a context.  Plain
+ * functions always run on the host, whatever the context's target: the cuda
+ * target has no entry point for them and a GPU round trip for one scalar
+ * would never pay.
+ */
+static inline const KjRuntimeTarget *kj_runtime_for(const kjit_context *context,
+                                                    KjIrFunctionKind kind)
+{
+    return kind == KJ_IR_FN_PLAIN ? &kj_runtime_cpu : context->runtime;
+}
+
+/* ======================================================== check_report.c */
+
+/*
+ * Checked mode at run time: a KjCheckRecord per call (kjit_backend.h) handed
+ * to the compiled code, read back after it, and a failure turned into the
+ * call's KJIT_ERROR_CHECK with a message naming the source place.
+ */
+typedef struct KjCheckCall {
+    const KjRuntimeTarget *runtime; /* the target running the call */
+    KjCheckRecord host;  /* on the host: the record itself; else the copy read back */
+    void *device;        /* a target with device memory: the context's record there */
+} KjCheckCall;
+
+/* Whether KJIT_CHECK asks for checked mode (set and not 0). */
+bool kj_check_env(void);
+/* The parameter compiled code takes for the record: on the host the record's
+ * address; on a device a pointer to the device record's address (the
+ * context's, made on first use through the target's alloc and copy). */
+kjit_status kj_check_begin(kjit_context *context, const KjRuntimeTarget *runtime,
+                           KjCheckCall *call, void **param);
+/* After the call (status: how it went so far): on a device, waits for
+ * `stream` and reads the record back (zeroing it again after a failure); a
+ * failure becomes KJIT_ERROR_CHECK with its message on the context. */
+kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrModule *module,
+                         const char *function, kjit_stream *stream, kjit_status status);
+/* The message of a failed record: "file:line:col: error: ...", the line, a caret. */
+char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
+                       const char *function);
+/* Frees the device record, through the context's target (before it closes). */
+void kj_check_context_free(kjit_context *context);
 
 #endif
