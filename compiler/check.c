@@ -194,8 +194,19 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         kj_error(c->diag, call->loc, "%s() of %" PRId64 " bytes is too large", name, total);
         return NULL;
     }
-    if (shared)
+    if (shared) {
         c->cur->ir->shared_bytes += total;
+        return e;
+    }
+    /* Each local() is its own 16-byte aligned stack slot in the back end. */
+    int64_t *local_bytes = &c->cur->ir->local_bytes;
+    *local_bytes += (total + 15) & ~(int64_t)15;
+    if (*local_bytes > KJ_MAX_LOCAL_BYTES) {
+        kj_error(c->diag, call->loc, "the local() arrays of this kernel take %" PRId64 " bytes "
+                 "per thread with this one; the most is %d (512 KiB, as on CUDA): use shared() "
+                 "or an array parameter", *local_bytes, KJ_MAX_LOCAL_BYTES);
+        return NULL;
+    }
     return e;
 }
 

@@ -884,11 +884,18 @@ static KjIrExpr *check_ternary(KjChecker *c, KjNode *n)
                  kj_type_name(cond->type));
         return NULL;
     }
+    /* An array is a place, not a value: the back end lowers arrays only from
+     * variables, parameters and shared()/local(), never a choice between two. */
+    if (kj_check_is_array(a->type) || kj_check_is_array(b->type)) {
+        kj_error(c->diag, n->loc, "'?:' chooses between single values, not arrays (%s); index "
+                 "each arm (c ? a[i] : b[i]), or use if/else with the array in each branch",
+                 kj_type_name(kj_check_is_array(a->type) ? a->type : b->type));
+        return NULL;
+    }
     const KjType *t;
     if (a->type == b->type && !kj_check_is_untyped(a))
         t = a->type;
-    else if (a->type == kj_check_t_bool() || b->type == kj_check_t_bool() ||
-             kj_check_is_array(a->type) || kj_check_is_array(b->type)) {
+    else if (a->type == kj_check_t_bool() || b->type == kj_check_t_bool()) {
         kj_error(c->diag, n->loc, "the two arms of '?:' are %s and %s; they must have one type",
                  kj_type_name(a->type), kj_type_name(b->type));
         return NULL;

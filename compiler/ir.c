@@ -355,6 +355,8 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
     fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
     if (fn->kind == KJ_IR_FN_KERNEL) {
         fprintf(out, ", shared %" PRId64 " bytes", fn->shared_bytes);
+        if (fn->local_bytes)
+            fprintf(out, ", local %" PRId64 " bytes", fn->local_bytes);
         if (fn->uses_syncthreads)
             fputs(", syncthreads", out);
     }
@@ -517,7 +519,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_LOGOR:
         return t == b ? args_are(v, e, 2, b) : fail(v, e->loc, "logical op gives %s", kj_type_name(t));
     case KJ_IR_SELECT:
-        if (!is_element_type(t) && !(t && t->kind == KJ_TYPE_ARRAY))
+        if (!is_element_type(t))
             return fail(v, e->loc, "select of %s", kj_type_name(t));
         if (!args_are(v, e, 3, NULL))
             return false;
@@ -678,6 +680,11 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
     if (!e->type || e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT)
         return fail(v, e->loc, "%s has no settled type (%s)", kj_ir_op_name(e->op),
                     kj_type_name(e->type));
+    /* The back end makes arrays only from these (kj_codegen_array). */
+    if (e->type->kind == KJ_TYPE_ARRAY && e->op != KJ_IR_VAR && e->op != KJ_IR_SHARED &&
+        e->op != KJ_IR_LOCAL)
+        return fail(v, e->loc, "%s makes an array; only variables, shared() and local() do",
+                    kj_ir_op_name(e->op));
     /* kernel built-ins: in kernels, and in device functions but shared() */
     bool device = v->fn->kind == KJ_IR_FN_PLAIN && (e->op == KJ_IR_LOCAL ||
                                                      (v->fn->device_use && e->op != KJ_IR_SHARED));
@@ -838,6 +845,8 @@ static bool verify_function(Verifier *v, const KjIrFunction *fn)
         return fail(v, fn->loc, "a vectorized kernel without its scalar function");
     if (fn->shared_bytes < 0)
         return fail(v, fn->loc, "negative shared memory size");
+    if (fn->local_bytes < 0 || fn->local_bytes > KJ_MAX_LOCAL_BYTES)
+        return fail(v, fn->loc, "local memory of %" PRId64 " bytes per thread", fn->local_bytes);
     v->loop_depth = 0;
     return verify_stmt(v, fn->body);
 }

@@ -21,6 +21,9 @@
 /* ===================================================================== util.c */
 
 #define KJ_MAX_DIMS 8
+/* A kernel's local() arrays per thread: CUDA's limit of local memory per
+ * thread, kept on every target so that a program runs on all of them. */
+#define KJ_MAX_LOCAL_BYTES (512 * 1024)
 
 /* Internal invariants only: bad user input is never a reason to die. */
 _Noreturn void kj_die_at(const char *file, int line, const char *fmt, ...);
@@ -576,6 +579,8 @@ typedef struct KjIrFunction {
                                 here or in a device function it calls */
     int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
                                 generator may round it up to its 16-byte aligned layout) */
+    int64_t local_bytes;     /* kernels: what its local() arrays take per thread, each
+                                rounded up to 16 bytes; at most KJ_MAX_LOCAL_BYTES */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
     bool contiguous;         /* VEC_KERNEL of the CONTIG layout: every array is C-contiguous */
     /* PLAIN: a device function, one that uses a kernel built-in (threadIdx.x,

@@ -214,6 +214,8 @@ static void report(Parser *p, KjLoc loc, const char *fmt, ...)
 /* A syntax error: reported unless the statement already has one (or the lexer
  * already complained about the token at hand); the parser then panics until the
  * next synchronisation point. */
+static void note_floor_division(Parser *p);
+
 static void syntax_error(Parser *p, KjLoc loc, const char *fmt, ...)
 {
     if (p->panic)
@@ -226,6 +228,61 @@ static void syntax_error(Parser *p, KjLoc loc, const char *fmt, ...)
     va_start(ap, fmt);
     vreport(p, loc, fmt, ap);
     va_end(ap);
+    note_floor_division(p);
+}
+
+/* Whether a token can end an operand: what Python's `a // b` would follow. */
+static bool ends_operand(KjTokenKind kind)
+{
+    return kind == KJ_TOK_IDENT || kind == KJ_TOK_INT || kind == KJ_TOK_FLOAT ||
+           kind == KJ_TOK_RPAREN || kind == KJ_TOK_RBRACKET || kind == KJ_TOK_KW_TRUE ||
+           kind == KJ_TOK_KW_FALSE;
+}
+
+/* After a syntax error: when the token before the error ends an operand and
+ * is followed on its line by `//`, the user most likely meant Python's floor
+ * division, which here starts a comment that swallowed the rest of the line. */
+static void note_floor_division(Parser *p)
+{
+    if (p->pos == 0)
+        return;
+    const KjToken *prev = &p->tokens[p->pos - 1];
+    if (!ends_operand(prev->kind))
+        return;
+    const char *s = prev->start + prev->len;
+    int col = prev->loc.col + prev->len;
+    while (*s == ' ' || *s == '\t')
+        s++, col++;
+    if (s[0] != '/' || s[1] != '/')
+        return;
+    KjLoc loc = prev->loc;
+    loc.col = col;
+    kj_note(p->diag, loc, "'//' starts a comment here; there is no floor division: write "
+            "floor(a / b) for floats ('/' on integers truncates toward zero)");
+}
+
+/* Two '+' or two '-' tokens written together, at tokens[at] and tokens[at + 1]. */
+static bool is_increment(Parser *p, int at)
+{
+    if (at < 0 || at + 1 >= p->count)
+        return false;
+    const KjToken *a = &p->tokens[at], *b = &p->tokens[at + 1];
+    return (a->kind == KJ_TOK_PLUS || a->kind == KJ_TOK_MINUS) && b->kind == a->kind &&
+           b->start == a->start + 1;
+}
+
+/* "there is no '++' operator": `v++` and `++v` as C writes them.  `name` is
+ * the variable's token when known. */
+static void no_increment(Parser *p, const KjToken *op, const KjToken *name, bool prefix)
+{
+    bool plus = op->kind == KJ_TOK_PLUS;
+    const char *var = name && name->kind == KJ_TOK_IDENT
+                          ? kj_arena_printf(p->arena, "%.*s ", name->len, name->start)
+                          : "";
+    syntax_error(p, op->loc, "there is no '%s' operator; write '%s%s= 1;'%s", plus ? "++" : "--",
+                 var, plus ? "+" : "-",
+                 !prefix ? "" : plus ? " (or '+ +' with a space for two signs)"
+                                     : " (or '- -' with a space for two signs)");
 }
 
 static bool expect(Parser *p, KjTokenKind kind)
@@ -371,6 +428,12 @@ static KjNode *primary(Parser *p)
         expect(p, KJ_TOK_RPAREN);
         return node;
     default:
+        /* `v++;`: the second '+' looked for an operand. */
+        if (is_increment(p, p->pos - 2)) {
+            const KjToken *op = &p->tokens[p->pos - 2];
+            no_increment(p, op, p->pos >= 3 ? &p->tokens[p->pos - 3] : NULL, false);
+            return error_node(p);
+        }
         syntax_error(p, tok->loc, "expected an expression, found %s", describe(p, tok));
         return error_node(p);
     }
@@ -456,6 +519,12 @@ static KjNode *unary(Parser *p)
     case KJ_TOK_BANG: op = KJ_UN_NOT; break;
     case KJ_TOK_TILDE: op = KJ_UN_BITNOT; break;
     default: return power(p);
+    }
+    /* `++v` and `--v` read as C's increment: say so rather than take them as
+     * two signs (write `- -v` for that). */
+    if (is_increment(p, p->pos)) {
+        no_increment(p, peek(p), &p->tokens[p->pos + 2], true);
+        return error_node(p);
     }
     KjNode *node = new_node(p, KJ_NODE_UNARY, advance(p)->loc);
     node->unary_op = op;

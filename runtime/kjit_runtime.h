@@ -51,6 +51,10 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
 int kj_pool_threads(const KjPool *pool);
 void kj_pool_destroy(KjPool *pool);
 
+/* The stack of each pool worker: a kernel's threads run on it with their
+ * local() arrays (up to KJ_MAX_LOCAL_BYTES), whatever the process's default. */
+#define KJ_POOL_STACK_BYTES (8 * 1024 * 1024)
+
 /* ================================================================ cpu.c */
 
 /* Elements below which a vectorized call stays on the calling thread (a chunk
@@ -70,8 +74,11 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
  * across the pool), each with its own zeroed shared memory of
  * kernel->shared_bytes.  Kernels that use syncthreads() run each thread of a
  * block as a fiber through thread_fn; the others run block_fn (or, when that is
- * NULL, thread_fn once per thread).  KJIT_ERROR_OUT_OF_MEMORY with *error set
- * when the fiber stacks cannot be had.
+ * NULL, thread_fn once per thread).  A fiber's stack is sized from
+ * kernel->local_bytes and has a guard page below it.  KJIT_ERROR_OUT_OF_MEMORY
+ * with *error set when the fiber stacks cannot be had; KJIT_ERROR_INVALID_ARGUMENT
+ * before anything runs when a kernel without barriers has local() arrays that
+ * do not fit the calling thread's stack.
  */
 kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],

@@ -311,12 +311,20 @@ static double complex complex_mul(double complex x, double complex y)
     return CMPLX(a * c - b * d, a * d + b * c);
 }
 
-/* The textbook quotient, with no rescaling (as the language documents). */
+/* Smith's quotient, as the language documents and the back end computes it:
+ * divided through by the divisor's larger part, so nothing is squared; a zero
+ * divisor gives a/+0 and b/+0. */
 static double complex complex_div(double complex x, double complex y)
 {
     double a = creal(x), b = cimag(x), c = creal(y), d = cimag(y);
-    double den = c * c + d * d;
-    return CMPLX((a * c + b * d) / den, (b * c - a * d) / den);
+    if (c == 0 && d == 0)
+        return CMPLX(a / 0.0, b / 0.0);
+    if (!(fabs(c) < fabs(d))) {
+        double r = d / c, t = c + d * r;
+        return CMPLX((a + b * r) / t, (b - a * r) / t);
+    }
+    double r = c / d, t = d + c * r;
+    return CMPLX((b + a * r) / t, (b * r - a) / t);
 }
 
 static RefValue arith(Ev *ev, const KjIrExpr *e, KjIrOp op, const KjType *t, RefValue a, RefValue b)

@@ -1147,6 +1147,40 @@ START_TEST(out_of_memory_is_reported)
 }
 END_TEST
 
+/* ------------------------------------------- issue 16 on the GPU */
+
+/* test_complex.c and test_kernels_cpu.c hold these checks; they run here on
+ * cuda, there on cpu and parallel. */
+void kj_test_complex_on(kjit_target target);
+void kj_test_local_kernel_on(kjit_target target, const char *name, int64_t count,
+                             uint32_t blocks, uint32_t threads, double rtol, bool may_fail);
+
+/* Smith's complex division and hypot-based abs: the c64 and c128 cases of
+ * issue 16, a Butterworth response, and the normwise error of random quotients
+ * and the ULP error of abs against exact references. */
+START_TEST(complex_division_and_abs_match_exact)
+{
+    if (!gpu_or_skip("complex_division_and_abs_match_exact"))
+        return;
+    kj_test_complex_on(KJIT_TARGET_CUDA);
+}
+END_TEST
+
+/* local() arrays of 128 KiB per thread with syncthreads() (the cpu target's
+ * fibers crashed on these), and of 512 KiB, CUDA's limit, which a GPU may
+ * refuse to reserve for all its resident threads: then only a clean error is
+ * asked for.  FMA contraction changes the sums' roundings: 1e-11 relative. */
+START_TEST(local_arrays_with_barriers)
+{
+    if (!gpu_or_skip("local_arrays_with_barriers"))
+        return;
+    kj_test_local_kernel_on(KJIT_TARGET_CUDA, "local_128k", 16384, 1, 64, 1e-11, false);
+    kj_test_local_kernel_on(KJIT_TARGET_CUDA, "local_128k", 16384, 4, 128, 1e-11, false);
+    kj_test_local_kernel_on(KJIT_TARGET_CUDA, "local_512k", 32768, 2, 32, 1e-11, true);
+    kj_test_local_kernel_on(KJIT_TARGET_CUDA, "local_512k_no_barrier", 65536, 2, 32, 1e-11, true);
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
     Suite *suite = suite_create("cuda");
@@ -1170,6 +1204,8 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, out_of_memory_is_reported);
     tcase_add_test(tcase, contiguous_and_strided_kernel_variants_agree);
     tcase_add_test(tcase, device_functions_and_atomics_match_reference);
+    tcase_add_test(tcase, complex_division_and_abs_match_exact);
+    tcase_add_test(tcase, local_arrays_with_barriers);
     tcase_add_test(tcase, checked_mode_reports_and_the_gpu_stays_usable);
     suite_add_tcase(suite, tcase);
     return suite;
