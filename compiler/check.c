@@ -952,6 +952,14 @@ static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
         kj_error(c->diag, end, "'%s' returns %s, but control can reach the end of its body "
                  "without a return", fn->name, kj_type_name(fn->ret));
     }
+    if (ctx.call_local_bytes > 0) {
+        fn->local_bytes += ctx.call_local_bytes;
+        if (fn->local_bytes > KJ_MAX_LOCAL_BYTES)
+            kj_error(c->diag, ctx.call_local_loc, "with this call, the local() arrays of '%s' "
+                     "and of the functions it calls take %" PRId64 " bytes per thread; the most "
+                     "is %d (512 KiB, as on CUDA)", fn->name, fn->local_bytes,
+                     KJ_MAX_LOCAL_BYTES);
+    }
     pop_scope(c);
     c->cur = saved;
 }

@@ -1524,6 +1524,12 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
         return NULL;
     KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CALL, target->ret, n->loc, n->args.count);
     e->callee = target;
+    /* The callee's local() arrays (and its callees') are on this thread's
+     * stack while it runs: the most any call takes counts toward ours. */
+    if (target->local_bytes > c->cur->call_local_bytes) {
+        c->cur->call_local_bytes = target->local_bytes;
+        c->cur->call_local_loc = n->loc;
+    }
     for (int i = 0; i < n->args.count; i++) {
         char context[160];
         snprintf(context, sizeof context, "argument %d ('%s') of %s", i + 1,

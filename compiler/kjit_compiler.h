@@ -579,8 +579,10 @@ typedef struct KjIrFunction {
                                 here or in a device function it calls */
     int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
                                 generator may round it up to its 16-byte aligned layout) */
-    int64_t local_bytes;     /* kernels: what its local() arrays take per thread, each
-                                rounded up to 16 bytes; at most KJ_MAX_LOCAL_BYTES */
+    int64_t local_bytes;     /* what its local() arrays take per thread, each rounded up
+                                to 16 bytes, plus the most that one of its calls takes (a
+                                device function's local() arrays live on the caller's
+                                stack too); at most KJ_MAX_LOCAL_BYTES */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
     bool contiguous;         /* VEC_KERNEL of the CONTIG layout: every array is C-contiguous */
     /* PLAIN: a device function, one that uses a kernel built-in (threadIdx.x,
@@ -686,6 +688,8 @@ typedef struct KjCheckFnCtx {
     bool loop_has_break; /* the innermost loop has a `break` */
     KjVec *out;          /* the statement list being filled */
     KjVec poisoned;      /* KjIrVar* whose initialiser was an error: uses stay quiet */
+    int64_t call_local_bytes; /* the most local() bytes one of its calls takes */
+    KjLoc call_local_loc;     /* that call */
 } KjCheckFnCtx;
 
 typedef struct KjChecker {

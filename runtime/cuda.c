@@ -115,6 +115,7 @@ struct KjCudaModule {
 struct KjCudaStream {
     void *stream;
     unsigned generation;
+    bool borrowed; /* made elsewhere (kj_cuda_stream_wrap): never destroyed here */
 };
 
 struct KjCudaEvent {
@@ -778,11 +779,30 @@ kjit_status kj_cuda_stream_sync(KjCuda *cuda, KjCudaStream *stream, char **error
     return KJIT_OK;
 }
 
+kjit_status kj_cuda_stream_wrap(KjCuda *cuda, void *handle, KjCudaStream **out, char **error)
+{
+    *out = NULL;
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    KjCudaStream *stream = kj_xcalloc(1, sizeof *stream);
+    stream->stream = handle;
+    stream->generation = current_generation(cuda);
+    stream->borrowed = true;
+    *out = stream;
+    return KJIT_OK;
+}
+
+void *kj_cuda_stream_handle(const KjCudaStream *stream)
+{
+    return stream ? stream->stream : NULL;
+}
+
 void kj_cuda_stream_destroy(KjCuda *cuda, KjCudaStream *stream)
 {
     if (!stream)
         return;
-    if (stream->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
+    if (!stream->borrowed && stream->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
         cuda->cu->StreamDestroy(stream->stream);
     free(stream);
 }

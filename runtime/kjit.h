@@ -223,6 +223,23 @@ kjit_status kjit_cuda_available(char *reason, size_t reason_size);
 kjit_status kjit_cuda_device_info(int device, kjit_device_info *info);
 int kjit_cuda_device_count(void);
 
+/* ------------------------------------- sharing a GPU with other libraries */
+
+/*
+ * kjit uses each device's primary context, as the CUDA runtime (and so CuPy,
+ * PyTorch and Numba) does: their device pointers go straight into a
+ * kjit_array with memory DEVICE, and their streams can carry kjit's work.
+ *
+ * kjit_stream_wrap makes a kjit_stream over a CUstream another library made on
+ * the context's device; kjit launches and copies on it and
+ * kjit_stream_destroy frees the wrapper, never the stream (which must outlive
+ * it).  A NULL handle, or a context of a cpu target, gives a stream that acts
+ * as the default one.  kjit_stream_handle returns the CUstream under any
+ * kjit_stream (NULL on cpu targets), for handing kjit's streams to them.
+ */
+kjit_status kjit_stream_wrap(kjit_context *context, void *cu_stream, kjit_stream **out);
+void *kjit_stream_handle(const kjit_stream *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -194,6 +194,10 @@ kjit_status kj_cuda_copy_on_device(KjCuda *cuda, void *dst, const void *src, siz
 kjit_status kj_cuda_stream_create(KjCuda *cuda, KjCudaStream **out, char **error);
 kjit_status kj_cuda_stream_sync(KjCuda *cuda, KjCudaStream *stream, char **error); /* NULL: ctx */
 void kj_cuda_stream_destroy(KjCuda *cuda, KjCudaStream *stream);
+/* A stream over a CUstream another library made in the same primary context
+ * (CuPy, PyTorch): launches go on it, kj_cuda_stream_destroy leaves it alone. */
+kjit_status kj_cuda_stream_wrap(KjCuda *cuda, void *handle, KjCudaStream **out, char **error);
+void *kj_cuda_stream_handle(const KjCudaStream *stream); /* the CUstream */
 kjit_status kj_cuda_event_record(KjCuda *cuda, KjCudaStream *stream, KjCudaEvent **out,
                                  char **error);
 kjit_status kj_cuda_event_elapsed(KjCuda *cuda, KjCudaEvent *start, KjCudaEvent *end,
