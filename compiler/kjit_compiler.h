@@ -534,6 +534,31 @@ typedef enum {
 
 const char *kj_ir_op_name(KjIrOp op);
 
+/* Run-time checks of checked mode (checks.c): X(kind, name).  What the
+ * failure record's values hold for each is in checks.c. */
+#define KJ_CHECK_KINDS(X)                                                                 \
+    X(INDEX, "index")       /* values: index, extent, axis */                        \
+    X(DIVIDE, "division")   /* values: dividend, divisor, 1 for a remainder */            \
+    X(CONVERT, "conversion") /* values: the float's f64 bits, target bits, signed */     \
+    X(SHIFT, "shift")       /* values: count, width */                                    \
+    X(POWER, "power")       /* values: the exponent */
+
+typedef enum {
+    KJ_CHECK_NONE,
+#define X(kind, name) KJ_CHECK_##kind,
+    KJ_CHECK_KINDS(X)
+#undef X
+    KJ_CHECK_KIND_COUNT
+} KjCheckKind;
+
+/* One place in the source where a check can fail. */
+typedef struct KjCheckSite {
+    KjCheckKind kind;
+    KjLoc loc;
+    const char *array; /* INDEX: the array's name; else NULL */
+    const char *type;  /* CONVERT: the target type's name; else NULL */
+} KjCheckSite;
+
 typedef struct KjIrVar {
     const char *name;
     const KjType *type;
@@ -564,6 +589,9 @@ typedef struct KjIrExpr {
      * flat element index: address = data + index, strides ignored.  Only the
      * vectorize pass sets it, so the back end can see unit-stride accesses. */
     bool contiguous;
+    /* Checked mode (checks.c): the site this node's run-time check reports,
+     * an index into the module's check_sites from 1; 0 for no check. */
+    int check_site;
 } KjIrExpr;
 
 #define KJ_IR_STMT_KINDS(X)                                                                 \
@@ -601,6 +629,7 @@ typedef struct KjIrStmt {
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
     struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
+    int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 
 typedef enum {
@@ -659,6 +688,8 @@ typedef struct KjIrModule {
     KjVec functions; /* KjIrFunction*, callees before callers */
     KjVec entries;   /* KjIrEntry*, the functions of the main file (imported ones too) */
     uint64_t source_hash; /* of the main source and every import's text */
+    KjVec check_sites;    /* KjCheckSite*: checked mode's sites (checks.c), site i at i-1 */
+    bool checks_inserted; /* checks.c has marked the module */
 } KjIrModule;
 
 /* Builders (used by the checker and the vectorize pass). */
@@ -901,6 +932,15 @@ typedef struct KjVecVariant {
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
 
+/* =================================================================== checks.c */
+
+/* Checked mode: gives every array access, integer division and remainder,
+ * float-to-integer conversion, shift and integer power with a variable
+ * exponent of the module's checked functions a check site (check_site, and
+ * an entry in module->check_sites) for the back end to test at run time.
+ * Once per module; a second call does nothing. */
+void kj_checks_insert(KjIrModule *module);
+
 /* ================================================================ pipeline.c */
 
 /* How far kj_pipeline_run goes. */
@@ -931,6 +971,7 @@ typedef struct KjPipeline {
     int root_count;
     KjStage stop;             /* the last stage to run */
     bool verify;              /* the verifier after every pass, not only after check */
+    bool checks;              /* checked mode: mark the module's check sites (checks.c) */
 } KjPipeline;
 
 /* The pass list (pipeline.c says which passes, in which order).  false when a

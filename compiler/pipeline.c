@@ -8,6 +8,7 @@
  * optimisation, emission: compiler/backend/) takes the roots from there.
  *
  *   front end, once per module      parse -> imports -> check -> verify
+ *   middle, once per module         checks (checked mode: mark the check sites)
  *   middle, once per root           vectorize (a @vectorize signature) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
@@ -78,6 +79,14 @@ bool kj_pipeline_run(KjPipeline *p)
     }
     if (p->stop == KJ_STAGE_IR)
         return true;
+
+    /* checks: marks the sites the back end tests in checked mode (checks.c
+     * has the contract).  Once per module, before any vectorize pass. */
+    if (p->checks && !p->module->checks_inserted) {
+        kj_checks_insert(p->module);
+        if (p->verify && !verified(p, "checks"))
+            return false;
+    }
 
     for (int i = 0; i < p->root_count; i++) {
         KjPipelineRoot *root = &p->roots[i];

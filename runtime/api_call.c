@@ -359,7 +359,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     }
 
     KjScalar scalars[KJ_MAX_VEC_INPUTS];
-    void *params[KJ_MAX_VEC_INPUTS + 1];
+    void *params[KJ_MAX_VEC_INPUTS + 2];
     for (int i = 0; i < nargs; i++) {
         if (!(plan.variant.scalar_mask & (1u << i)))
             params[i] = &plan.inputs[i];
@@ -371,11 +371,21 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
         }
     }
     params[nargs] = &plan.output;
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, compiled->runtime, &check, &params[nargs + 1]);
+        if (status != KJIT_OK) {
+            free(allocated.data);
+            return status;
+        }
+    }
 
     KjVectorizedRun vectorized_run = {.compiled = compiled, .plan = &plan, .params = params,
                                       .inputs = inputs, .input_count = nargs, .output = &target,
                                       .stream = stream};
     status = context->runtime->run_vectorized(context, &vectorized_run);
+    if (context->options.check)
+        status = kj_check_end(context, &check, function->module->ir, name, stream, status);
     if (status == KJIT_OK && result)
         *result = allocated;
     else
@@ -393,7 +403,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
 typedef struct Marshalled {
     KjScalar scalars[MAX_PARAMS];
     KjArrayDesc descs[MAX_PARAMS];
-    void *params[MAX_PARAMS];
+    void *params[MAX_PARAMS + 1]; /* and checked mode's record */
     uint32_t contiguous; /* bit i: array argument i (i < 32) is C-contiguous */
 } Marshalled;
 
@@ -483,7 +493,19 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
         return status;
     KjScalar value;
     memset(&value, 0, sizeof value);
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, compiled->runtime, &check, &m.params[nargs]);
+        if (status != KJIT_OK)
+            return status;
+    }
     compiled->runtime->call(compiled, m.params, &value);
+    if (context->options.check) {
+        status = kj_check_end(context, &check, function->module->ir, function->entry->name, NULL,
+                              KJIT_OK);
+        if (status != KJIT_OK)
+            return status;
+    }
     kjit_dtype ret;
     if (result && kj_type_dtype(compiled->root->ret, &ret)) {
         void *data = kj_api_alloc_aligned(sizeof value);
@@ -598,11 +620,21 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
     status = kj_api_find_compiled(function, 0, NULL, m.contiguous, &compiled);
     if (status != KJIT_OK)
         return status;
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, compiled->runtime, &check, &m.params[nargs]);
+        if (status != KJIT_OK)
+            return status;
+    }
     KjLaunch launch = {.name = function->entry->name, .compiled = compiled, .grid = grid,
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
                        .params = m.params, .stream = stream,
                        .dynamic_shared_bytes = dynamic_bytes};
-    return context->runtime->launch(context, &launch);
+    status = compiled->runtime->launch(context, &launch);
+    if (context->options.check)
+        status = kj_check_end(context, &check, function->module->ir, function->entry->name,
+                              stream, status);
+    return status;
 }
 
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,

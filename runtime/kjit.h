@@ -31,6 +31,8 @@ typedef enum kjit_status {
     KJIT_ERROR_CUDA,             /* a driver call failed (launch, fault, JIT) */
     KJIT_ERROR_OUT_OF_MEMORY,    /* host or device memory exhausted */
     KJIT_ERROR_BACKEND,          /* code generation failed (a bug, or a missing libdevice) */
+    KJIT_ERROR_CHECK,            /* checked mode: a run-time check failed (the message names
+                                    the source place and the values) */
 } kjit_status;
 
 const char *kjit_status_name(kjit_status status);
@@ -116,10 +118,13 @@ typedef struct kjit_options {
      * for gdb and perf, .loc lines in PTX for Nsight Compute and
      * compute-sanitizer); part of the cache key.  Default: KJIT_LINEINFO. */
     int line_info;
+    int check; /* checked mode: indices, integer division, float-to-int conversions,
+                  shifts and integer powers tested at run time (KJIT_CHECK=1 also
+                  turns it on); a failure ends the call with KJIT_ERROR_CHECK */
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
- * KJIT_LINEINFO). */
+ * KJIT_LINEINFO, check from KJIT_CHECK). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);

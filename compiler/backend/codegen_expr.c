@@ -534,6 +534,7 @@ static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
     for (int k = 0; k < ndim; k++)
         idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
                                     kj_type_scalar(KJ_TYPE_I64));
+    kj_codegen_check_index(g, e->check_site, &a, idx, ndim);
     LLVMValueRef ptr = kj_codegen_element_address(g, &a, idx, ndim, false);
     LLVMValueRef v = kj_codegen_expr(g, e->args[1 + ndim]);
     const KjType *t = e->type;
@@ -598,8 +599,10 @@ static LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
     }
     if (g->target->hidden_args)
         n += g->target->hidden_args(g, e->callee, out + n);
+    n += kj_codegen_check_call_args(g, out + n);
     LLVMValueRef call = LLVMBuildCall2(g->b, info->impl_type, info->impl, out, (unsigned)n, "");
     free(many);
+    kj_codegen_check_after_call(g);
     return call;
 }
 
@@ -678,6 +681,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         LLVMValueRef b = kj_codegen_expr(g, e->args[1]);
         if (e->op != KJ_IR_SHL && e->op != KJ_IR_SHR)
             b = kj_codegen_convert(g, b, e->args[1]->type, e->type);
+        kj_codegen_check_operands(g, e, a, b);
         return gen_arith(g, e->op, e->type, a, b);
     }
     case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: {
@@ -689,7 +693,11 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
     case KJ_IR_LOGAND:
     case KJ_IR_LOGOR: return gen_short_circuit(g, e);
     case KJ_IR_SELECT: return gen_select(g, e);
-    case KJ_IR_CAST: return kj_codegen_convert(g, kj_codegen_expr(g, e->args[0]), e->args[0]->type, e->type);
+    case KJ_IR_CAST: {
+        LLVMValueRef v = kj_codegen_expr(g, e->args[0]);
+        kj_codegen_check_operands(g, e, v, NULL);
+        return kj_codegen_convert(g, v, e->args[0]->type, e->type);
+    }
     case KJ_IR_CALL: return gen_call(g, e);
     case KJ_IR_MATH: {
         LLVMValueRef a[3];
@@ -712,7 +720,9 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
             if (n >= -64 && n <= 64)
                 return ipow_const(g, e->type, x, n);
         }
-        return gen_ipow(g, e->type, x, kj_codegen_expr(g, e->args[1]), e->args[1]->type);
+        LLVMValueRef n = kj_codegen_expr(g, e->args[1]);
+        kj_codegen_check_operands(g, e, x, n);
+        return gen_ipow(g, e->type, x, n, e->args[1]->type);
     }
     case KJ_IR_COMPLEX: {
         const KjType *part = kj_type_complex_part(e->type);
@@ -753,6 +763,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
             idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
                                         kj_type_scalar(KJ_TYPE_I64));
+        kj_codegen_check_index(g, e->check_site, &a, idx, count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, count, e->contiguous);
         return from_mem(g, e->type, LLVMBuildLoad2(B, memty(g, e->type), p, ""));
     }

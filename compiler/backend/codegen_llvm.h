@@ -200,6 +200,13 @@ struct Gen {
     const KjSource *di_sources[64];
     LLVMMetadataRef di_files[64];
     int di_file_count;
+    /* checked mode (codegen_check.c): every impl takes the record's address
+     * and the address of its thread's state (0: running, 1: stopping after
+     * another thread's failure, 2: stopping after its own) */
+    LLVMTypeRef t_check_record;       /* KjCheckRecord */
+    LLVMValueRef check_record, check_state;
+    LLVMBasicBlockRef bail_bb;        /* the impl's way out after a failure */
+    LLVMValueRef element_slot;        /* VEC_KERNEL: the PARFOR index's slot */
 };
 
 /* codegen_llvm.c */
@@ -231,6 +238,34 @@ void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_
 /* Starts an entry point of root fn named after its variant's symbol and
  * suffix; the builder is left in its first block. */
 LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *suffix, LLVMTypeRef type);
+
+/* codegen_check.c: checked mode */
+
+/* The LLVM type of KjCheckRecord (made once per module). */
+void kj_codegen_check_types(Gen *g);
+/* Hidden parameters every impl takes in checked mode (record, state): their
+ * types into `types`, the count returned (0 unchecked). */
+int kj_codegen_check_params(Gen *g, LLVMTypeRef *types);
+/* While g->llfn is an impl: takes the two, the first at index `first`. */
+void kj_codegen_check_bind(Gen *g, unsigned first);
+/* The arguments an impl call passes on (the caller's record and state). */
+int kj_codegen_check_call_args(Gen *g, LLVMValueRef *out);
+/* In an entry point: a fresh state for this thread, and the two arguments
+ * for the impl (record given: loaded from args or an .entry parameter). */
+int kj_codegen_check_entry_args(Gen *g, LLVMValueRef record, LLVMValueRef *out);
+/* After a call to an impl: leaves this impl when the callee failed. */
+void kj_codegen_check_after_call(Gen *g);
+/* Fails check `site` unless `ok`; values are the record's operands (i64, or
+ * NULL for 0).  Does nothing when site is 0 or checks are off. */
+void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,
+                      LLVMValueRef v1, LLVMValueRef v2);
+/* The checks of an array access a[indices] (i64 values) at `site`. */
+void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count);
+/* The check of an operation e marked by checks.c, given its operands as
+ * lowered: DIV and REM (a, b of e's type), SHL and SHR (a of e's type, b
+ * the count as written), IPOW (b the exponent as written), CAST (a the
+ * float).  Does nothing for an unmarked e. */
+void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMValueRef b);
 
 /* codegen_expr.c */
 

@@ -363,6 +363,18 @@ static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LL
 }
 
 
+/* Checked mode: the KjCheckRecord's address, in args[param_count], and a
+ * fresh state for this thread, as the impl's last two arguments. */
+static int check_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LLVMValueRef *out)
+{
+    if (!g->options->checks)
+        return 0;
+    LLVMValueRef idx = const_i64(g, fn->param_count);
+    LLVMValueRef slot = LLVMBuildInBoundsGEP2(g->b, g->t_ptr, args_ptr, &idx, 1, "");
+    LLVMValueRef record = LLVMBuildLoad2(g->b, g->t_ptr, slot, "check.record");
+    return kj_codegen_check_entry_args(g, record, out);
+}
+
 /* The entry points of kjit_backend.h, each unpacking `void **args` into the
  * impl's arguments: __entry for plain and scalar functions; __thread, and
  * __block when the kernel has no barrier, for kernels; __range for
@@ -378,6 +390,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
             return; /* a device function: the host never calls it (api_call.c) */
         LLVMValueRef e = kj_codegen_add_entry(g, fn, "__entry", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+        n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMValueRef r = LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         if (fn->ret->kind != KJ_TYPE_VOID)
             LLVMBuildStore(g->b, to_mem(g, fn->ret, r), LLVMGetParam(e, 1));
@@ -394,6 +407,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
             LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 0), const_i32(g, k)};
             args[n++] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "tid");
         }
+        n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         LLVMBuildRetVoid(g->b);
         if (fn->uses_syncthreads)
@@ -405,6 +419,9 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         ctx = LLVMGetParam(e, 1);
         n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         args[n] = ctx;
+        /* checked mode: after ctx and threadIdx, the record and a state that
+         * each thread starts at 0 */
+        int checks = check_args(g, fn, LLVMGetParam(e, 0), args + n + 4);
         LLVMValueRef dims[3];
         for (int k = 0; k < 3; k++) {
             LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 2), const_i32(g, k)};
@@ -430,7 +447,9 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         }
         for (int k = 0; k < 3; k++)
             args[n + 1 + k] = LLVMBuildLoad2(g->b, g->t_i32, counters[k], "");
-        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n + 4, "");
+        if (checks)
+            LLVMBuildStore(g->b, const_i32(g, 0), args[n + 5]);
+        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)(n + 4 + checks), "");
         for (int level = 0; level < 3; level++) {
             LLVMBuildBr(g->b, incs[level]);
             LLVMPositionBuilderAtEnd(g->b, incs[level]);
@@ -448,6 +467,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         args[n++] = LLVMGetParam(e, 1);
         args[n++] = LLVMGetParam(e, 2);
+        n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         LLVMBuildRetVoid(g->b);
         return;

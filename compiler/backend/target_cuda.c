@@ -304,7 +304,11 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
         const KjType *t = fn->params[i]->type;
         ps[i] = is_array(t) || kj_type_is_complex(t) ? g->t_ptr : memty(g, t);
     }
-    LLVMValueRef e = kj_codegen_add_entry(g, fn, "", LLVMFunctionType(g->t_void, ps, (unsigned)fn->param_count, 0));
+    /* checked mode: the KjCheckRecord's device address after the parameters */
+    int count = fn->param_count;
+    if (g->options->checks)
+        ps[count++] = g->t_ptr;
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "", LLVMFunctionType(g->t_void, ps, (unsigned)count, 0));
     LLVMSetFunctionCallConv(e, LLVMPTXKernelCallConv);
     free(ps);
     int n = 0;
@@ -333,6 +337,8 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
             args[n++] = from_mem(g, t, p);
         }
     }
+    if (g->options->checks)
+        n += kj_codegen_check_entry_args(g, LLVMGetParam(e, (unsigned)fn->param_count), args + n);
     LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
     LLVMBuildRetVoid(g->b);
     free(args);

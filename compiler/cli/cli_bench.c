@@ -58,6 +58,7 @@ static const char bench_usage[] =
     "  --reference [N=]FILE.npy      compare every target with this array (the\n"
     "                                result, or argument N of a @kernel)\n"
     "  --ulps N                      agreement tolerance for floats (default 16)\n"
+    "  --check                       every target in checked mode (as kjit run --check)\n"
     "  --json[=FILE]                 the data as JSON (to stdout instead of the table)\n"
     "  --csv[=FILE]                  the data as CSV, one row per target and size\n";
 
@@ -198,6 +199,8 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
                 if (!value || !kj_cli_is_number(value))
                     return usage("--seed takes a number");
                 o->seed = strtoull(value, NULL, 10);
+            } else if (strcmp(a, "--check") == 0) {
+                o->check = true;
             } else if (KJ_CLI_OPTION("--threads")) {
                 if (!parse_count(value, 1, &o->threads))
                     return usage("--threads takes a count >= 1");
@@ -370,6 +373,7 @@ static bool compile_on(const Bench *b, kjit_target target, const KjCliArgs *inpu
     kjit_options_init(&options);
     options.target = target;
     options.num_threads = b->o->threads;
+    options.check = b->o->check;
     options.on_diagnostic = collect_diagnostic;
     options.diagnostic_user = &c->diagnostics;
     double t0 = kj_cli_now_ms();

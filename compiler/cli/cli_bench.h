@@ -28,6 +28,7 @@ typedef struct BenchOptions {
     size_t shared_bytes; /* dynamic shared memory per block (--shared-bytes) */
     uint64_t seed;
     int threads;
+    bool check;                 /* --check: every target in checked mode */
     const char *reference;
     int reference_arg; /* -1: the result, or the only array argument of a kernel */
     int ulps;

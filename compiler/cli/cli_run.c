@@ -35,7 +35,10 @@ static const char run_usage[] =
     "  --repeat N                        time N runs (each launch runs again on the\n"
     "                                    same arrays; the median is reported)\n"
     "  --lineinfo                        .kern line tables in the code (gdb, perf,\n"
-    "                                    Nsight Compute); also KJIT_LINEINFO=1\n";
+    "                                    Nsight Compute); also KJIT_LINEINFO=1\n"
+    "  --check                           checked mode: bad indices, integer division by\n"
+    "                                    zero, bad conversions and shifts are reported at\n"
+    "                                    their source line (also KJIT_CHECK=1)\n";
 
 #define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
@@ -56,6 +59,7 @@ typedef struct RunOptions {
     uint64_t seed;
     int repeat;
     bool line_info;
+    bool check;
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -121,6 +125,8 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             } else if (KJ_CLI_OPTION("--repeat")) {
                 if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
                 o->repeat = atoi(value);
+            } else if (strcmp(a, "--check") == 0) {
+                o->check = true;
             } else {
                 return usage("unknown option '%s'", a);
             }
@@ -313,6 +319,7 @@ int kj_cli_run(int argc, char **argv)
     kjit_options options;
     kjit_options_init(&options);
     options.target = o.target;
+    options.check = o.check;
     options.on_diagnostic = print_diagnostic;
     if (o.line_info)
         options.line_info = 1;

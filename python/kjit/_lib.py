@@ -14,7 +14,7 @@ MAX_DIMS = 8
 # kjit_status, in kjit.h's order.
 OK = 0
 (ERROR_COMPILE, ERROR_IO, ERROR_NOT_FOUND, ERROR_INVALID_ARGUMENT, ERROR_SHAPE, ERROR_TYPE,
- ERROR_NO_DEVICE, ERROR_CUDA, ERROR_OUT_OF_MEMORY, ERROR_BACKEND) = range(1, 11)
+ ERROR_NO_DEVICE, ERROR_CUDA, ERROR_OUT_OF_MEMORY, ERROR_BACKEND, ERROR_CHECK) = range(1, 12)
 
 TARGETS = {"auto": 0, "cpu": 1, "parallel": 2, "cuda": 3}
 TARGET_NAMES = {v: k for k, v in TARGETS.items()}
@@ -47,7 +47,8 @@ class Arg(ctypes.Structure):
 class Options(ctypes.Structure):
     _fields_ = [("target", ctypes.c_int), ("num_threads", ctypes.c_int), ("device", ctypes.c_int),
                 ("cuda_arch", ctypes.c_char_p), ("opt_level", ctypes.c_int),
-                ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p)]
+                ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p),
+                ("line_info", ctypes.c_int), ("check", ctypes.c_int)]
 
 
 class DeviceInfo(ctypes.Structure):
