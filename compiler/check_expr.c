@@ -1122,7 +1122,9 @@ static KjIrExpr *check_cast(KjChecker *c, KjNode *n, const KjType *to)
     return e;
 }
 
-static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
+/* complex(re, im) and polar(r, theta): two real numbers that meet as one
+ * float type (integers become f64), making a c64 or c128 through `op`. */
+static KjIrExpr *check_two_parts(KjChecker *c, KjNode *n, const char *name, KjIrOp op)
 {
     KjIrExpr *a[2];
     if (!check_args(c, n, a))
@@ -1130,10 +1132,10 @@ static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
     for (int i = 0; i < 2; i++)
         if (!kj_check_is_untyped(a[i]) && !kj_check_is_real(a[i]->type)) {
             kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
-                     "complex() takes real numbers, not %s", kj_type_name(a[i]->type));
+                     "%s() takes real numbers, not %s", name, kj_type_name(a[i]->type));
             return NULL;
         }
-    const KjType *part = unify(c, &a[0], &a[1], n->loc, "complex");
+    const KjType *part = unify(c, &a[0], &a[1], n->loc, name);
     if (!part)
         return NULL;
     if (kj_type_is_int(part))
@@ -1141,7 +1143,12 @@ static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
     a[0] = cast_ir(c, a[0], part);
     a[1] = cast_ir(c, a[1], part);
     const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
-    return binary_ir(c, KJ_IR_COMPLEX, t, n->loc, a[0], a[1]);
+    return binary_ir(c, op, t, n->loc, a[0], a[1]);
+}
+
+static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
+{
+    return check_two_parts(c, n, "complex", KJ_IR_COMPLEX);
 }
 
 /* Integer abs, min and max: SELECTs that use their operands twice. */
@@ -1216,24 +1223,7 @@ static KjIrExpr *check_arg(KjChecker *c, KjNode *n)
  * complex(re, im). */
 static KjIrExpr *check_polar(KjChecker *c, KjNode *n)
 {
-    KjIrExpr *a[2];
-    if (!check_args(c, n, a))
-        return NULL;
-    for (int i = 0; i < 2; i++)
-        if (!kj_check_is_untyped(a[i]) && !kj_check_is_real(a[i]->type)) {
-            kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
-                     "polar() takes real numbers, not %s", kj_type_name(a[i]->type));
-            return NULL;
-        }
-    const KjType *part = unify(c, &a[0], &a[1], n->loc, "polar");
-    if (!part)
-        return NULL;
-    if (kj_type_is_int(part))
-        part = kj_check_t_f64();
-    a[0] = cast_ir(c, a[0], part);
-    a[1] = cast_ir(c, a[1], part);
-    const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
-    return binary_ir(c, KJ_IR_POLAR, t, n->loc, a[0], a[1]);
+    return check_two_parts(c, n, "polar", KJ_IR_POLAR);
 }
 
 /* mulhi(a, b): the high half of the double-width product of two 32- or
