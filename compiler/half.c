@@ -84,7 +84,8 @@ double kj_half_round(KjTypeKind kind, double value)
 /*
  * kj_half_lower: f16/bf16 arithmetic -> f32 arithmetic and a rounding CAST.
  * Needs: a checked module.  Gives: a module in which no NEG, arithmetic,
- * comparison, IPOW or MATH node has an f16 or bf16 operand or result; LOAD,
+ * comparison, IPOW, MATH or EXEC (shfl) node has an f16 or bf16 operand or
+ * result; LOAD,
  * STORE, VAR, CONST, CAST, SELECT, CALL and the rest may still carry them.
  * The meaning is the language's (docs/language.md, "16-bit floats").
  */
@@ -95,6 +96,7 @@ static bool lowers(KjIrOp op)
     case KJ_IR_NEG: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV:
     case KJ_IR_REM: case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE:
     case KJ_IR_GT: case KJ_IR_GE: case KJ_IR_MATH: case KJ_IR_IPOW:
+    case KJ_IR_EXEC: /* shfl of a 16-bit value: moved as an f32, exactly */
         return true;
     default:
         return false;
