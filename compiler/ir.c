@@ -450,7 +450,7 @@ static bool fail(Verifier *v, KjLoc loc, const char *fmt, ...)
 
 static bool is_element_type(const KjType *t)
 {
-    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_C128;
+    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_LAST_SCALAR;
 }
 
 static bool var_belongs(const Verifier *v, const KjIrVar *var)

@@ -116,13 +116,16 @@ void kj_error_plain(KjDiag *diag, const char *where, const char *fmt, ...);
     X(F32, "f32", 4)       \
     X(F64, "f64", 8)       \
     X(C64, "c64", 8)       \
-    X(C128, "c128", 16)
+    X(C128, "c128", 16)    \
+    X(F16, "f16", 2)       \
+    X(BF16, "bf16", 2)
 
 typedef enum {
     KJ_TYPE_VOID,
 #define X(kind, name, size) KJ_TYPE_##kind,
     KJ_SCALAR_TYPES(X)
 #undef X
+    KJ_TYPE_LAST_SCALAR = KJ_TYPE_BF16,
     KJ_TYPE_ARRAY,       /* elem, ndim */
     KJ_TYPE_UNTYPED_INT, /* literal whose type is not settled yet (checker only) */
     KJ_TYPE_UNTYPED_FLOAT,
@@ -144,11 +147,23 @@ const char *kj_type_name(const KjType *type);                  /* "f32[,]" (stat
 int kj_type_size(const KjType *type);                          /* scalars: bytes */
 bool kj_type_is_int(const KjType *type);                       /* i*, u* */
 bool kj_type_is_signed(const KjType *type);
-bool kj_type_is_float(const KjType *type);   /* f32 f64 */
+bool kj_type_is_float(const KjType *type);   /* f16 bf16 f32 f64 */
+bool kj_type_is_half(const KjType *type);    /* f16 bf16: stored narrow, computed as f32 */
 bool kj_type_is_complex(const KjType *type); /* c64 c128 */
 bool kj_type_is_numeric(const KjType *type); /* int, float or complex */
 const KjType *kj_type_complex_part(const KjType *type); /* c64 -> f32, c128 -> f64 */
 int kj_type_int_bits(const KjType *type);
+
+/* half.c: f16 (IEEE binary16) and bf16 (bfloat16) bit patterns.  Narrowing
+ * rounds to nearest, ties to even, in one step from f64 (no double rounding);
+ * NaN stays NaN (quiet) and infinities stay infinite.  kind is KJ_TYPE_F16 or
+ * KJ_TYPE_BF16. */
+uint16_t kj_half_from_double(KjTypeKind kind, double value);
+double kj_half_to_double(KjTypeKind kind, uint16_t bits);
+double kj_half_round(KjTypeKind kind, double value); /* value rounded to the type */
+/* The pass: f16/bf16 arithmetic becomes f32 arithmetic and a rounding CAST. */
+struct KjIrModule;
+void kj_half_lower(struct KjIrModule *module);
 
 /* ====================================================================== lex.c */
 
@@ -801,7 +816,7 @@ static inline bool kj_check_is_untyped(const KjIrExpr *e)
 
 static inline bool kj_check_is_scalar(const KjType *t)
 {
-    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_C128;
+    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_LAST_SCALAR;
 }
 
 static inline bool kj_check_is_array(const KjType *t)

@@ -7,7 +7,7 @@
  * and the middle passes on the roots asked for.  The back end (LLVM lowering,
  * optimisation, emission: compiler/backend/) takes the roots from there.
  *
- *   front end, once per module      parse -> imports -> check -> verify
+ *   front end, once per module      parse -> imports -> check -> halves -> verify
  *   middle, once per module         checks (checked mode: mark the check sites)
  *   middle, once per root           vectorize (a @vectorize signature) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
@@ -70,6 +70,11 @@ bool kj_pipeline_run(KjPipeline *p)
             return false;
         }
         p->module->source_hash = source_hash(p->src, &loader);
+
+        /* halves: f16/bf16 arithmetic -> f32 arithmetic rounded back (half.c
+         * has the contract).  Needs: a checked module.  Gives: one whose
+         * 16-bit values are only loaded, stored, converted and selected. */
+        kj_half_lower(p->module);
 
         /* verify: always, once, on the checked module. */
         if (!verified(p, "check")) {

@@ -75,7 +75,10 @@ kjit_arg kjit_arg_array(kjit_array *array)
 }
 
 static bool dtype_is_unsigned(kjit_dtype d) { return d >= KJIT_U8 && d <= KJIT_U64; }
-static bool dtype_is_float(kjit_dtype d) { return d == KJIT_F32 || d == KJIT_F64; }
+static bool dtype_is_float(kjit_dtype d)
+{
+    return d == KJIT_F32 || d == KJIT_F64 || d == KJIT_F16 || d == KJIT_BF16;
+}
 static bool dtype_is_complex(kjit_dtype d) { return d == KJIT_C64 || d == KJIT_C128; }
 
 /* Stores a host scalar as `type`.  False when the conversion would lose the
@@ -122,6 +125,7 @@ static bool convert_scalar(const kjit_arg *arg, const KjType *type, KjScalar *ou
     case KJ_TYPE_F64: out->f64 = re; break;
     case KJ_TYPE_C64: out->c64[0] = (float)re; out->c64[1] = (float)im; break;
     case KJ_TYPE_C128: out->c128[0] = re; out->c128[1] = im; break;
+    case KJ_TYPE_F16: case KJ_TYPE_BF16: out->u16 = kj_half_from_double(type->kind, re); break;
     default: return false;
     }
     return true;

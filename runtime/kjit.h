@@ -51,11 +51,17 @@ typedef enum kjit_dtype {
     KJIT_BOOL, KJIT_I8, KJIT_I16, KJIT_I32, KJIT_I64,
     KJIT_U8, KJIT_U16, KJIT_U32, KJIT_U64,
     KJIT_F32, KJIT_F64, KJIT_C64, KJIT_C128,
+    KJIT_F16, KJIT_BF16, /* IEEE half; bfloat16 (the top half of an f32): in memory,
+                            2-byte bit patterns */
     KJIT_DTYPE_COUNT
 } kjit_dtype;
 
 size_t kjit_dtype_size(kjit_dtype dtype);
 const char *kjit_dtype_name(kjit_dtype dtype); /* "f32" */
+/* f16 and bf16 bit patterns: a double rounded to nearest even (NaN and
+ * infinities kept), and back exactly.  dtype is KJIT_F16 or KJIT_BF16. */
+uint16_t kjit_half_from_double(kjit_dtype dtype, double value);
+double kjit_half_to_double(kjit_dtype dtype, uint16_t bits);
 
 typedef enum kjit_memory { KJIT_MEMORY_HOST = 0, KJIT_MEMORY_DEVICE = 1 } kjit_memory;
 
@@ -84,7 +90,7 @@ typedef struct kjit_arg {
     union {
         int64_t i;  /* bool and signed ints */
         uint64_t u; /* unsigned ints */
-        double f;   /* f32 and f64 */
+        double f;   /* f16, bf16, f32 and f64 (rounded to the type when passed) */
         double c[2];
         kjit_array *array; /* ARRAY */
     } value;

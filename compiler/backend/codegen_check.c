@@ -259,8 +259,10 @@ void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMVa
         return;
     }
     case KJ_IR_CAST: {
-        ok = convert_ok(g, a, t);
-        LLVMValueRef wide = LLVMTypeOf(a) == g->t_f64 ? a : LLVMBuildFPExt(g->b, a, g->t_f64, "");
+        /* through the conversions of codegen_expr.c: f16 and bf16 have no
+         * fpext to f64 every target lowers without a libcall */
+        LLVMValueRef wide = kj_codegen_convert(g, a, e->args[0]->type, kj_type_scalar(KJ_TYPE_F64));
+        ok = convert_ok(g, wide, t);
         kj_codegen_check(g, e->check_site, KJ_CHECK_CONVERT, ok,
                          LLVMBuildBitCast(g->b, wide, g->t_i64, ""),
                          const_i64(g, kj_type_int_bits(t)), const_i64(g, kj_type_is_signed(t)));

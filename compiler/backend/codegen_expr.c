@@ -240,10 +240,77 @@ static LLVMValueRef complex_abs(Gen *g, LLVMValueRef z)
 
 /* ============================================================ conversions */
 
+/* f16 and bf16 (half.c has the rules).  Every conversion goes through f32:
+ * widening is exact; narrowing from f32 rounds once, to nearest even.  An f64
+ * is first narrowed to f32 rounding to odd (truncate, then set the last bit
+ * when inexact), which keeps the second rounding from being a double one.
+ * bf16 is converted with integer operations, so no target needs a libcall or
+ * a bf16 instruction; f16 uses fpext/fptrunc (F16C or cvt.f16.f32). */
+static LLVMValueRef f64_to_f32_odd(Gen *g, LLVMValueRef x)
+{
+    LLVMBuilderRef B = g->b;
+    LLVMValueRef r = LLVMBuildFPTrunc(B, x, g->t_f32, "");
+    LLVMValueRef back = LLVMBuildFPExt(B, r, g->t_f64, "");
+    LLVMValueRef inexact = LLVMBuildFCmp(B, LLVMRealONE, back, x, ""); /* false for NaN */
+    LLVMValueRef fabs_back = kj_codegen_call_intrinsic(g, "llvm.fabs", &g->t_f64, 1, &back, 1);
+    LLVMValueRef fabs_x = kj_codegen_call_intrinsic(g, "llvm.fabs", &g->t_f64, 1, &x, 1);
+    LLVMValueRef away = LLVMBuildFCmp(B, LLVMRealOGT, fabs_back, fabs_x, "");
+    LLVMValueRef bits = LLVMBuildBitCast(B, r, g->t_i32, "");
+    LLVMValueRef toward = LLVMBuildSelect(B, away, LLVMBuildSub(B, bits, LLVMConstInt(g->t_i32, 1, 0), ""), bits, "");
+    LLVMValueRef odd = LLVMBuildOr(B, toward, LLVMConstInt(g->t_i32, 1, 0), "");
+    return LLVMBuildBitCast(B, LLVMBuildSelect(B, inexact, odd, bits, ""), g->t_f32, "");
+}
+
+static LLVMValueRef f32_to_half(Gen *g, LLVMValueRef x, const KjType *to)
+{
+    LLVMBuilderRef B = g->b;
+    if (to->kind == KJ_TYPE_F16)
+        return LLVMBuildFPTrunc(B, x, g->t_f16, "");
+    LLVMValueRef bits = LLVMBuildBitCast(B, x, g->t_i32, "");
+    LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, bits, LLVMConstInt(g->t_i32, 16, 0), ""),
+                                    LLVMConstInt(g->t_i32, 1, 0), "");
+    LLVMValueRef rounded = LLVMBuildAdd(B, bits, LLVMBuildAdd(B, lsb, LLVMConstInt(g->t_i32, 0x7fff, 0), ""), "");
+    LLVMValueRef quiet = LLVMBuildOr(B, bits, LLVMConstInt(g->t_i32, 0x400000, 0), "");
+    LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+    LLVMValueRef chosen = LLVMBuildSelect(B, nan, quiet, rounded, "");
+    LLVMValueRef top = LLVMBuildTrunc(B, LLVMBuildLShr(B, chosen, LLVMConstInt(g->t_i32, 16, 0), ""), g->t_i16, "");
+    return LLVMBuildBitCast(B, top, g->t_bf16, "");
+}
+
+static LLVMValueRef half_to_f32(Gen *g, LLVMValueRef x, const KjType *from)
+{
+    LLVMBuilderRef B = g->b;
+    if (from->kind == KJ_TYPE_F16)
+        return LLVMBuildFPExt(B, x, g->t_f32, "");
+    LLVMValueRef bits = LLVMBuildZExt(B, LLVMBuildBitCast(B, x, g->t_i16, ""), g->t_i32, "");
+    return LLVMBuildBitCast(B, LLVMBuildShl(B, bits, LLVMConstInt(g->t_i32, 16, 0), ""), g->t_f32, "");
+}
+
+static LLVMValueRef convert_half(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to)
+{
+    const KjType *f32 = kj_type_scalar(KJ_TYPE_F32), *f64 = kj_type_scalar(KJ_TYPE_F64);
+    if (kj_type_is_half(from)) {
+        LLVMValueRef wide = half_to_f32(g, v, from);
+        return kj_codegen_convert(g, wide, f32, to);
+    }
+    /* to is f16 or bf16 */
+    LLVMValueRef x;
+    if (from->kind == KJ_TYPE_F32)
+        x = v;
+    else if (from->kind == KJ_TYPE_F64)
+        x = f64_to_f32_odd(g, v);
+    else
+        x = f64_to_f32_odd(g, kj_codegen_convert(g, v, from, f64));
+    return f32_to_half(g, x, to);
+}
+
 LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to)
 {
     if (from == to)
         return v;
+    if ((kj_type_is_half(from) || kj_type_is_half(to)) && !kj_type_is_complex(to) &&
+        !kj_type_is_complex(from))
+        return convert_half(g, v, from, to);
     LLVMTypeRef dst = llty(g, to);
     if (kj_type_is_complex(to)) {
         const KjType *part = kj_type_complex_part(to);

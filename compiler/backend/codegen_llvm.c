@@ -696,6 +696,8 @@ static void init_types(Gen *g)
     g->t_i64 = LLVMInt64TypeInContext(c);
     g->t_f32 = LLVMFloatTypeInContext(c);
     g->t_f64 = LLVMDoubleTypeInContext(c);
+    g->t_f16 = LLVMHalfTypeInContext(c);
+    g->t_bf16 = LLVMBFloatTypeInContext(c);
     g->t_ptr = LLVMPointerTypeInContext(c, 0);
     g->t_c64 = LLVMStructTypeInContext(c, (LLVMTypeRef[]){g->t_f32, g->t_f32}, 2, 0);
     g->t_c128 = LLVMStructTypeInContext(c, (LLVMTypeRef[]){g->t_f64, g->t_f64}, 2, 0);

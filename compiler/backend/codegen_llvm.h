@@ -168,6 +168,7 @@ struct Gen {
     char *error;
 
     LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f64, t_ptr, t_c64, t_c128;
+    LLVMTypeRef t_f16, t_bf16;
     LLVMTypeRef t_desc;       /* KjArrayDesc */
     LLVMTypeRef t_thread_ctx; /* KjThreadCtx */
 
@@ -313,6 +314,8 @@ static inline LLVMTypeRef llty(Gen *g, const KjType *type)
     case KJ_TYPE_F64: return g->t_f64;
     case KJ_TYPE_C64: return g->t_c64;
     case KJ_TYPE_C128: return g->t_c128;
+    case KJ_TYPE_F16: return g->t_f16;
+    case KJ_TYPE_BF16: return g->t_bf16;
     default: kj_die("no LLVM type for %s", kj_type_name(type));
     }
 }

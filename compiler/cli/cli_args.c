@@ -252,6 +252,7 @@ static void store_value(void *at, kjit_dtype dtype, double re, double im)
     case KJIT_F64: *(double *)at = re; break;
     case KJIT_C64: ((float *)at)[0] = (float)re; ((float *)at)[1] = (float)im; break;
     case KJIT_C128: ((double *)at)[0] = re; ((double *)at)[1] = im; break;
+    case KJIT_F16: case KJIT_BF16: *(uint16_t *)at = kjit_half_from_double(dtype, re); break;
     default: break;
     }
 }
@@ -273,6 +274,7 @@ double kj_cli_load_value(const void *at, kjit_dtype dtype, double *im)
     case KJIT_F64: return *(const double *)at;
     case KJIT_C64: *im = ((const float *)at)[1]; return ((const float *)at)[0];
     case KJIT_C128: *im = ((const double *)at)[1]; return ((const double *)at)[0];
+    case KJIT_F16: case KJIT_BF16: return kjit_half_to_double(dtype, *(const uint16_t *)at);
     default: return 0;
     }
 }
@@ -357,7 +359,8 @@ static int make_generated(const char *text, bool have_param, kjit_dtype param_dt
         return 2;
     }
     out->data = data;
-    bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 && dtype != KJIT_C128;
+    bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 &&
+                   dtype != KJIT_C128 && dtype != KJIT_F16 && dtype != KJIT_BF16;
     for (int64_t i = 0; i < size; i++) {
         double re = 0, im = 0;
         switch (kind) {

@@ -695,9 +695,19 @@ static double ulp_distance(double x, double r, bool single)
     return (double)d;
 }
 
+/* The same for f16 and bf16, in their own last place. */
+static double half_ulp_distance(double x, double r, kjit_dtype d)
+{
+    uint16_t a = kjit_half_from_double(d, x), c = kjit_half_from_double(d, r);
+    int32_t oa = a & 0x8000 ? -(int32_t)(a & 0x7fff) : a, oc = c & 0x8000 ? -(int32_t)(c & 0x7fff) : c;
+    return fabs((double)oa - (double)oc);
+}
+
+static bool dtype_is_half(kjit_dtype d) { return d == KJIT_F16 || d == KJIT_BF16; }
+
 static bool dtype_is_float(kjit_dtype d)
 {
-    return d == KJIT_F32 || d == KJIT_F64 || d == KJIT_C64 || d == KJIT_C128;
+    return d == KJIT_F32 || d == KJIT_F64 || d == KJIT_C64 || d == KJIT_C128 || dtype_is_half(d);
 }
 
 /*
@@ -740,6 +750,8 @@ static void compare_output(const Output *got, const Output *ref, int ulps, Agree
         if (isfinite(im) && fabs(im) > scale) scale = fabs(im);
     }
     double eps = single ? 0x1p-23 : 0x1p-52;
+    if (dtype_is_half(got->dtype))
+        eps = got->dtype == KJIT_F16 ? 0x1p-10 : 0x1p-7;
     double scale_tolerance = (double)ulps * eps * scale;
 
     for (int64_t i = 0; i < size; i++) {
@@ -764,7 +776,9 @@ static void compare_output(const Output *got, const Output *ref, int ulps, Agree
             if ((isnan(x) && isnan(r)) || x == r)
                 continue;
             double d = fabs(x - r);
-            double ulp = ulp_distance(x, r, single);
+            double ulp = dtype_is_half(got->dtype) && got->dtype == ref->dtype
+                             ? half_ulp_distance(x, r, got->dtype)
+                             : ulp_distance(x, r, single);
             if (isnan(x) || isnan(r)) {
                 d = INFINITY;
                 ulp = INFINITY;

@@ -145,6 +145,8 @@ static void print_value(const void *at, kjit_dtype dtype)
         printf("%.6g%+.6gj", re, im);
     else if (dtype == KJIT_F32 || dtype == KJIT_F64)
         printf("%.7g", re);
+    else if (dtype == KJIT_F16 || dtype == KJIT_BF16)
+        printf("%.5g", re); /* enough digits to tell neighbouring f16 values apart */
     else if (dtype == KJIT_BOOL)
         printf("%s", re != 0 ? "true" : "false");
     else if (is_signed_int(dtype))

@@ -21,8 +21,8 @@ TARGET_NAMES = {v: k for k, v in TARGETS.items()}
 
 # kjit_dtype, in kjit.h's order.
 DTYPE_NAMES = ("bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-               "f32", "f64", "c64", "c128")
-(BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, C64, C128) = range(13)
+               "f32", "f64", "c64", "c128", "f16", "bf16")
+(BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, C64, C128, F16, BF16) = range(15)
 
 MEMORY_HOST, MEMORY_DEVICE = 0, 1
 ARG_SCALAR, ARG_ARRAY = 0, 1
