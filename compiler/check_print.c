@@ -67,9 +67,11 @@ static KjIrExpr *convert_for(KjChecker *c, KjBuf *fmt, const char *spec, int spe
     char conv = spec[spec_len - 1];
     const KjType *t = value->type;
     if (is_int_conversion(conv)) {
-        if (t->kind == KJ_TYPE_BOOL) {
-            value = kj_check_convert(c, value, kj_check_t_i32(), loc, "a print conversion");
-            t = kj_check_t_i32();
+        if (t->kind == KJ_TYPE_BOOL) { /* 0 or 1 */
+            KjIrExpr *cast = kj_check_new_expr(c, KJ_IR_CAST, kj_check_t_i32(), loc, 1);
+            cast->args[0] = value;
+            value = cast;
+            t = value->type;
         }
         if (!kj_type_is_int(t)) {
             kj_error(c->diag, loc, "'%.*s' formats an integer, but this argument is %s",
@@ -94,6 +96,24 @@ static KjIrExpr *convert_for(KjChecker *c, KjBuf *fmt, const char *spec, int spe
     /* A complex: both parts in the conversion, the imaginary one signed. */
     kj_buf_printf(fmt, "(%.*s%%+%.*sj)", spec_len, spec, spec_len - 1, spec + 1);
     return value;
+}
+
+/* Where the character `offset` bytes into a string literal's decoded text
+ * (the literal at loc, its opening quote) stands in the source. */
+static KjLoc loc_in_string(KjLoc loc, int offset)
+{
+    if (!loc.src)
+        return loc;
+    const char *p = loc.src->text;
+    for (int line = 1; line < loc.line && *p; p++)
+        if (*p == '\n')
+            line++;
+    const char *raw = p + loc.col; /* just after the quote */
+    int j = 0;
+    for (int k = 0; k < offset && raw[j] && raw[j] != '\n'; k++)
+        j += raw[j] == '\\' ? 2 : 1;
+    loc.col += 1 + j;
+    return loc;
 }
 
 /* The length of the conversion at s[0] == '%' (flags, width, precision and
@@ -168,13 +188,14 @@ KjIrExpr *kj_check_print(KjChecker *c, KjNode *n)
                 s++;
                 continue;
             }
-            int len = conversion_length(c, s, arg->loc);
+            KjLoc at = loc_in_string(arg->loc, (int)(s - arg->name));
+            int len = conversion_length(c, s, at);
             if (!len) {
                 ok = false;
                 break;
             }
             if (next >= count || ((KjNode *)n->args.items[next])->kind == KJ_NODE_STRING_LIT) {
-                kj_error(c->diag, arg->loc, "'%.*s' in this string has no number to format: "
+                kj_error(c->diag, at, "'%.*s' in this string has no number to format: "
                          "put one after the string", len, s);
                 ok = false;
                 break;
