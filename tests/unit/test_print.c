@@ -63,8 +63,7 @@ static const char *source =
     "    if barrier != 0 { syncthreads(); }\n"
     "}\n"
     "fn long_line(x: f64) {\n"
-    "    print(x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x,\n"
-    "          x, x, x, x, x,\n"
+    "    print(x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x,\n"
     "          \"%0200.1f %0200.1f %0200.1f %0200.1f %0200.1f %0200.1f\", x, x, x, x, x, x);\n"
     "}\n";
 
