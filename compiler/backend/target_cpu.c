@@ -576,10 +576,18 @@ static void cpu_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int cou
         LLVMSetAlignment(hook, 8);
     }
     LLVMValueRef fn = LLVMBuildLoad2(g->b, g->t_ptr, hook, "print.fn");
+    /* Code loaded by something other than the runtime has no hook set: it
+     * prints nothing rather than call address 0. */
+    LLVMBasicBlockRef call_bb = new_block(g, "print.call");
+    LLVMBasicBlockRef done_bb = new_block(g, "print.done");
+    LLVMBuildCondBr(g->b, LLVMBuildIsNotNull(g->b, fn, ""), call_bb, done_bb);
+    LLVMPositionBuilderAtEnd(g->b, call_bb);
     LLVMTypeRef print_params[] = {g->t_ptr, g->t_i64};
     LLVMTypeRef print_type = LLVMFunctionType(g->t_void, print_params, 2, 0);
     LLVMValueRef call_args[] = {buf, len};
     LLVMBuildCall2(g->b, print_type, fn, call_args, 2, "");
+    LLVMBuildBr(g->b, done_bb);
+    LLVMPositionBuilderAtEnd(g->b, done_bb);
 }
 
 /* ============================================================ the target */
