@@ -243,8 +243,9 @@ END_TEST
  * constant; ptxas takes it. */
 START_TEST(print_calls_vprintf)
 {
-    const char *files[] = {"tests/golden/print/kernel.kern", "tests/golden/print/vectorize.kern"};
-    for (int f = 0; f < 2; f++) {
+    const char *files[] = {"tests/golden/print/kernel.kern", "tests/golden/print/vectorize.kern",
+                           "tests/golden/print/formats.kern"};
+    for (int f = 0; f < 3; f++) {
         KjArena arena = {0};
         KjDiag diag = {.sink = diag_to_stderr};
         KjSource *src = kj_source_read(&arena, files[f], &diag);
@@ -254,8 +255,9 @@ START_TEST(print_calls_vprintf)
         char *ptx = ptx_for_source(&arena, src, &roots, &count);
         check_ptx(ptx, roots, count, files[f]);
         const char *want[] = {".extern .func  (.param .b32 func_retval0) vprintf", "call.uni",
-                              ".global .align 1 .b8", "st.local.f64"};
-        for (int k = 0; k < 4; k++)
+                              ".global .align 1 .b8", "st.local.f64",
+                              f == 2 ? "st.local.u32" : "vprintf"};
+        for (int k = 0; k < 5; k++)
             ck_assert_msg(strstr(ptx, want[k]) != NULL, "%s: no '%s' in the PTX", files[f],
                           want[k]);
         free(ptx);
