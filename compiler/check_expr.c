@@ -91,6 +91,7 @@ static int expr_size(const KjIrExpr *e)
 bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e)
 {
     if (e->op == KJ_IR_ATOMIC || e->op == KJ_IR_SYNCTHREADS || e->op == KJ_IR_SHARED ||
+        e->op == KJ_IR_PRINT ||
         e->op == KJ_IR_LOCAL || e->op == KJ_IR_DYNAMIC_SHARED ||
         (e->op == KJ_IR_EXEC && e->exec != KJ_EXEC_LANEID))
         return false;
@@ -1700,6 +1701,9 @@ KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n)
         return kj_check_index(c, n);
     case KJ_NODE_MEMBER:
         return check_member(c, n);
+    case KJ_NODE_STRING_LIT:
+        kj_error(c->diag, n->loc, "a string can only be printed: print(\"text\", x)");
+        return NULL;
     default:
         kj_error(c->diag, n->loc, "expected an expression");
         return NULL;

@@ -4,7 +4,7 @@
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
  * grammar/kern.re), parse.c (AST), check.c, check_expr.c and check_exec.c (names,
- * types, AST to IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * types, AST to IR; check_print.c for print), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
  * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
@@ -64,6 +64,9 @@ typedef struct KjBuf {
 void kj_buf_printf(KjBuf *buf, const char *fmt, ...);
 void kj_buf_vprintf(KjBuf *buf, const char *fmt, va_list ap);
 void kj_buf_free(KjBuf *buf);
+
+/* text between double quotes, with \n \t \" \\ escaped (dumps of strings). */
+void kj_write_quoted(FILE *out, const char *text);
 
 /* 64-bit FNV-1a, for content hashes. */
 uint64_t kj_hash_bytes(uint64_t seed, const void *data, size_t len);
@@ -171,7 +174,7 @@ void kj_half_lower(struct KjIrModule *module);
  * name table cannot drift apart. */
 #define KJ_TOKENS(X)                                                                     \
     X(EOF, "end of file") X(IDENT, "identifier") X(INT, "integer literal")              \
-    X(FLOAT, "float literal") X(ERROR, "invalid character")                             \
+    X(FLOAT, "float literal") X(STRING, "string literal") X(ERROR, "invalid character") \
     X(KW_FN, "fn") X(KW_LET, "let") X(KW_IF, "if") X(KW_ELSE, "else") X(KW_FOR, "for")  \
     X(KW_IN, "in") X(KW_WHILE, "while") X(KW_BREAK, "break") X(KW_CONTINUE, "continue") \
     X(KW_RETURN, "return") X(KW_IMPORT, "import") X(KW_TRUE, "true")                     \
@@ -243,6 +246,7 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     /* expressions */                                                                 \
     X(INT_LIT)     /* int_value */                                                    \
     X(FLOAT_LIT)   /* float_value */                                                  \
+    X(STRING_LIT)  /* name (the text, escapes decoded); only as a print() argument */ \
     X(BOOL_LIT)    /* int_value (0 or 1) */                                           \
     X(NAME)        /* name */                                                         \
     X(UNARY)       /* unary_op, lhs */                                                \
@@ -436,6 +440,7 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(PHASE, "phase", 1, 1, KJ_IN_ANY, check_arg)                         \
     X(POLAR, "polar", 2, 2, KJ_IN_ANY, check_polar)                       \
     X(MULHI, "mulhi", 2, 2, KJ_IN_ANY, check_mulhi)                       \
+    X(PRINT, "print", 0, 64, KJ_IN_ANY, kj_check_print)                   \
     X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
     X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
     X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
@@ -537,6 +542,9 @@ extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
                       (value), args[n+2] (CAS: the new value); returns the old value */       \
     X(SYNCTHREADS) /* void */                                                                 \
     X(EXEC)        /* exec, args as KJ_EXEC_OPS says */                                        \
+    X(PRINT)       /* void; format (a C printf format ending in a newline), args: scalars   \
+                      that it formats, each passed as C's varargs promotion has it          \
+                      (check_print.c says which conversions match) */                        \
     X(DYNAMIC_SHARED) /* alloc_elem: the launch's dynamic shared memory as a 1-D array of      \
                       (its bytes / the element size) elements; every one aliases the others */
 
@@ -597,6 +605,7 @@ typedef struct KjIrExpr {
     KjAtomicOp atomic;
     KjExecOp exec;
     int dim;
+    const char *format; /* PRINT */
     const KjType *alloc_elem;
     int alloc_ndim;
     int64_t alloc_shape[3];
@@ -867,6 +876,9 @@ bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
 bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
 bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
 KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
+
+/* check_print.c: print(...) into one PRINT op. */
+KjIrExpr *kj_check_print(KjChecker *c, KjNode *n);
 
 /* check_exec.c: the execution-model built-ins (KJ_EXEC_OPS) and warpsize. */
 KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n);

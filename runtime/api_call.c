@@ -526,6 +526,7 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, result, NULL, true);
@@ -543,6 +544,7 @@ kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int n
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     if (function->entry->kind != KJ_FN_VECTORIZE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_call_async takes a @vectorize function",
@@ -602,6 +604,7 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     kjit_launch_options defaults;
     if (!options) {
         kjit_launch_options_init(&defaults);
@@ -646,6 +649,7 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, NULL, NULL, false);

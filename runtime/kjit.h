@@ -112,6 +112,8 @@ typedef struct kjit_stream kjit_stream;
 /* Called once per diagnostic with the text "file:line:col: error: ...\n<line>\n<caret>\n". */
 typedef void (*kjit_diagnostic_fn)(void *user, const char *text);
 
+typedef void (*kjit_print_fn)(void *user, const char *line, size_t len);
+
 typedef struct kjit_options {
     kjit_target target;
     int num_threads;            /* parallel: 0 means KJIT_NUM_THREADS or one per core */
@@ -127,6 +129,12 @@ typedef struct kjit_options {
     int check; /* checked mode: indices, integer division, float-to-int conversions,
                   shifts and integer powers tested at run time (KJIT_CHECK=1 also
                   turns it on); a failure ends the call with KJIT_ERROR_CHECK */
+    /* print(...) on the cpu targets: each line, whole and ending in '\n', goes
+     * here (one call at a time, from whichever thread printed it) instead of
+     * to stdout.  NULL: stdout.  On cuda the driver's printf buffer goes to
+     * stdout at the next synchronisation, as in CUDA C; this is not called. */
+    kjit_print_fn on_print;
+    void *print_user;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from

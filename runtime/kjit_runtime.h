@@ -1,7 +1,7 @@
 /*
  * kjit_runtime.h: the one internal header of the runtime (libkjit).
  *
- * Sections follow their files: file.c, ptxas.c, pool.c (the thread pool),
+ * Sections follow their files: file.c, ptxas.c, print.c, pool.c (the thread pool),
  * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
  * driver, one device), cuda_driver.c (the driver API opened with dlopen),
  * cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
@@ -39,6 +39,16 @@ const char *kj_ptxas_identity(void);
  * does; ptxas's messages in *error when it fails. */
 kjit_status kj_ptxas_compile(const char *ptx, const char *arch, void **cubin, size_t *size,
                              char **error);
+
+/* ================================================================= print.c */
+
+/* The context whose call or launch this thread is running, so that a cpu
+ * print(...) reaches its on_print (the pool's workers take the caller's). */
+extern _Thread_local kjit_context *kj_print_context;
+/* What compiled cpu code calls through its KJ_PRINT_HOOK_SYMBOL (KjPrintFn). */
+void kj_print_line(const char *line, int64_t len);
+/* After loading cpu code: points its print hook, if it has one, at kj_print_line. */
+void kj_print_bind(KjCpuCode *code);
 
 /* ============================================================ thread pool */
 

@@ -195,6 +195,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
                                     prefix, compiled->symbol, suffix);
         }
     }
+    kj_print_bind(code);
     shared = kj_xcalloc(1, sizeof *shared);
     shared->key = key;
     shared->code = code;

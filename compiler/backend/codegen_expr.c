@@ -714,6 +714,60 @@ static LLVMValueRef gen_select(Gen *g, KjIrExpr *e)
     return phi;
 }
 
+/* ============================================================ print */
+
+LLVMValueRef kj_codegen_string(Gen *g, const char *text)
+{
+    LLVMValueRef init = LLVMConstStringInContext(g->ctx, text, (unsigned)strlen(text), 0);
+    LLVMValueRef gv = LLVMAddGlobalInAddressSpace(g->mod, LLVMTypeOf(init), "kj.str",
+                                                  g->target->string_address_space);
+    LLVMSetInitializer(gv, init);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+    LLVMSetAlignment(gv, 1);
+    if (g->target->string_address_space == 0)
+        return gv;
+    return LLVMConstAddrSpaceCast(gv, g->t_ptr);
+}
+
+/* The values of a PRINT promoted as C's varargs are (check_print.c wrote the
+ * format for them): ints to i32 or i64, floats to double, a complex to two
+ * doubles, a bool to the string "true" or "false". */
+static void gen_print(Gen *g, KjIrExpr *e)
+{
+    LLVMValueRef values[64];
+    int count = 0;
+    for (int i = 0; i < e->arg_count && count < 63; i++) {
+        const KjType *t = e->args[i]->type;
+        LLVMValueRef v = kj_codegen_expr(g, e->args[i]);
+        if (t->kind == KJ_TYPE_BOOL) {
+            values[count++] = LLVMBuildSelect(g->b, v, kj_codegen_string(g, "true"),
+                                              kj_codegen_string(g, "false"), "");
+        } else if (kj_type_is_int(t)) {
+            if (kj_type_int_bits(t) < 32)
+                v = kj_type_is_signed(t) ? LLVMBuildSExt(g->b, v, g->t_i32, "")
+                                         : LLVMBuildZExt(g->b, v, g->t_i32, "");
+            values[count++] = v;
+        } else if (kj_type_is_complex(t)) {
+            LLVMValueRef re = re_of(g, v), im = im_of(g, v);
+            if (t->kind == KJ_TYPE_C64) {
+                re = LLVMBuildFPExt(g->b, re, g->t_f64, "");
+                im = LLVMBuildFPExt(g->b, im, g->t_f64, "");
+            }
+            values[count++] = re;
+            values[count++] = im;
+        } else {
+            /* C's varargs take every float as a double (f16 and bf16 too,
+             * through their own conversions). */
+            values[count++] = t->kind == KJ_TYPE_F64
+                                  ? v
+                                  : kj_codegen_convert(g, v, t, kj_type_scalar(KJ_TYPE_F64));
+        }
+    }
+    g->target->print(g, kj_codegen_string(g, e->format), values, count);
+}
+
 LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
 {
     LLVMBuilderRef B = g->b;
@@ -854,6 +908,9 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
             args[i] = kj_codegen_expr(g, e->args[i]);
         return g->target->exec(g, e->exec, e->type, args, e->arg_count);
     }
+    case KJ_IR_PRINT:
+        gen_print(g, e);
+        return NULL;
     case KJ_IR_SHARED:
     case KJ_IR_LOCAL:
         break;

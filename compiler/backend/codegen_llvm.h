@@ -144,6 +144,13 @@ typedef struct KjTarget {
      * llvm.fpto[su]i.sat.  May be NULL. */
     LLVMValueRef (*float_to_int)(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
     LLVMAtomicOrdering atomic_ordering; /* of every atomic read-modify-write */
+    /* print(...): hands the line that C's printf would make of format (a
+     * constant string) and values (promoted: i32, i64, double or a string
+     * pointer each) to the target's output (cpu: snprintf and the runtime's
+     * print function; cuda: vprintf). */
+    void (*print)(Gen *g, LLVMValueRef format, LLVMValueRef *values, int count);
+    /* Where constant strings live (0: generic; cuda: 1, global). */
+    unsigned string_address_space;
     /* What KjCodegenOptions.line_info asks of the compile unit: line tables
      * (cpu), or .loc directives alone (cuda: ptxas takes them as nvcc's
      * -lineinfo, where line tables would be DWARF sections). */
@@ -219,6 +226,8 @@ void kj_codegen_add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const ch
 void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value);
 /* An alloca at the end of the entry block, where mem2reg looks for them. */
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name);
+/* A constant NUL-terminated string's address (a generic pointer). */
+LLVMValueRef kj_codegen_string(Gen *g, const char *text);
 /* The impl of an IR function the module declared (dies if it was not). */
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
 /* How many LLVM arguments the impl of fn takes (an upper bound). */

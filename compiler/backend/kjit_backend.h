@@ -106,6 +106,19 @@ typedef struct KjCheckRecord {
     int32_t thread[3];
 } KjCheckRecord;
 
+/*
+ * print(...) on cpu: the code formats a line with snprintf into a buffer of
+ * KJ_PRINT_LINE_BYTES on its stack and hands it, whole, to the function whose
+ * address is in the module's global KJ_PRINT_HOOK_SYMBOL (a pointer the
+ * runtime fills after loading the code; compiled code names no runtime
+ * symbol).  `len` is what snprintf returned, capped at the buffer's size less
+ * one: a longer line arrives cut, without its newline.  On cuda print is a
+ * call to vprintf.
+ */
+#define KJ_PRINT_HOOK_SYMBOL "kj_print_hook"
+#define KJ_PRINT_LINE_BYTES 1024
+typedef void (*KjPrintFn)(const char *line, int64_t len);
+
 typedef void (*KjEntryFn)(void **args, void *result);
 typedef void (*KjThreadFn)(void **args, KjThreadCtx *ctx);
 typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);

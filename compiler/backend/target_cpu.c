@@ -545,6 +545,51 @@ static char *cpu_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
     return result;
 }
 
+/* ============================================================ print */
+
+/* snprintf into a buffer on the stack, then the runtime's print function
+ * through the module's hook (kjit_backend.h). */
+static void cpu_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int count)
+{
+    LLVMTypeRef buf_type = LLVMArrayType(g->t_i8, KJ_PRINT_LINE_BYTES);
+    LLVMValueRef buf = kj_codegen_alloca_in_entry(g, buf_type, "print.line");
+    LLVMTypeRef snprintf_params[] = {g->t_ptr, g->t_i64, g->t_ptr};
+    LLVMTypeRef snprintf_type = LLVMFunctionType(g->t_i32, snprintf_params, 3, 1);
+    LLVMValueRef snprintf_fn = kj_codegen_extern(g, "snprintf", snprintf_type);
+    LLVMValueRef args[3 + 64];
+    args[0] = buf;
+    args[1] = const_i64(g, KJ_PRINT_LINE_BYTES);
+    args[2] = format;
+    for (int i = 0; i < count && i < 64; i++)
+        args[3 + i] = values[i];
+    LLVMValueRef n = LLVMBuildCall2(g->b, snprintf_type, snprintf_fn, args, (unsigned)(3 + count), "");
+    LLVMValueRef len = LLVMBuildSExt(g->b, n, g->t_i64, "");
+    LLVMValueRef cap = const_i64(g, KJ_PRINT_LINE_BYTES - 1);
+    len = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, len, cap, ""), cap, len, "");
+    len = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, len, const_i64(g, 0), ""),
+                          const_i64(g, 0), len, "");
+
+    LLVMValueRef hook = LLVMGetNamedGlobal(g->mod, KJ_PRINT_HOOK_SYMBOL);
+    if (!hook) {
+        hook = LLVMAddGlobal(g->mod, g->t_ptr, KJ_PRINT_HOOK_SYMBOL);
+        LLVMSetInitializer(hook, LLVMConstNull(g->t_ptr));
+        LLVMSetAlignment(hook, 8);
+    }
+    LLVMValueRef fn = LLVMBuildLoad2(g->b, g->t_ptr, hook, "print.fn");
+    /* Code loaded by something other than the runtime has no hook set: it
+     * prints nothing rather than call address 0. */
+    LLVMBasicBlockRef call_bb = new_block(g, "print.call");
+    LLVMBasicBlockRef done_bb = new_block(g, "print.done");
+    LLVMBuildCondBr(g->b, LLVMBuildIsNotNull(g->b, fn, ""), call_bb, done_bb);
+    LLVMPositionBuilderAtEnd(g->b, call_bb);
+    LLVMTypeRef print_params[] = {g->t_ptr, g->t_i64};
+    LLVMTypeRef print_type = LLVMFunctionType(g->t_void, print_params, 2, 0);
+    LLVMValueRef call_args[] = {buf, len};
+    LLVMBuildCall2(g->b, print_type, fn, call_args, 2, "");
+    LLVMBuildBr(g->b, done_bb);
+    LLVMPositionBuilderAtEnd(g->b, done_bb);
+}
+
 /* ============================================================ the target */
 
 const KjTarget kj_target_cpu = {
@@ -569,4 +614,6 @@ const KjTarget kj_target_cpu = {
     .float_to_int = NULL, /* llvm.fpto[su]i.sat: NaN gives 0 */
     .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
     .line_info_kind = LLVMDWARFEmissionLineTablesOnly,
+    .print = cpu_print,
+    .string_address_space = 0,
 };

@@ -48,7 +48,8 @@ class Options(ctypes.Structure):
     _fields_ = [("target", ctypes.c_int), ("num_threads", ctypes.c_int), ("device", ctypes.c_int),
                 ("cuda_arch", ctypes.c_char_p), ("opt_level", ctypes.c_int),
                 ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p),
-                ("line_info", ctypes.c_int), ("check", ctypes.c_int)]
+                ("line_info", ctypes.c_int), ("check", ctypes.c_int),
+                ("on_print", ctypes.c_void_p), ("print_user", ctypes.c_void_p)]
 
 
 class DeviceInfo(ctypes.Structure):

@@ -8,6 +8,10 @@
 #               cuda where a GPU is usable), the same on each (exit 1): a
 #               failed run-time check; ARGS is the file's first line after
 #               `// run: `
+#   <name>.out  what `kjit run FILE ARGS` prints before its own report (the
+#               program's print lines), on cpu and parallel (and cuda), exit 0;
+#               lines compared sorted, as threads print in any order; ARGS as
+#               for .run
 # A .kern with none of these is a helper (an imported module) and is skipped.
 # Run from the repository root, so that paths in messages read
 # tests/golden/<group>/<name>.kern:
@@ -43,7 +47,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 passed=0
 failed=0
 
-# check KERN EXPECTED KIND: KIND is ast, ir, err or run-TARGET.
+# check KERN EXPECTED KIND: KIND is ast, ir, err, run-TARGET or out-TARGET.
 check() {
     kern=$1 expected=$2 kind=$3
     : >"$tmp/stderr"
@@ -55,6 +59,12 @@ check() {
         # shellcheck disable=SC2086
         "$kjit" run --check "$kern" $run_args --target "${kind#run-}" >/dev/null 2>"$tmp/got"
         rc=$? want_rc=1 ;;
+    out*) run_args=$(sed -n '1s|^// run: ||p' "$kern")
+        function=${run_args%% *}
+        # shellcheck disable=SC2086
+        "$kjit" run "$kern" $run_args --target "${kind#out-}" >"$tmp/stdout" 2>"$tmp/stderr"
+        rc=$? want_rc=0
+        sed "/^$function .* on ${kind#out-}\$/,\$d" "$tmp/stdout" | LC_ALL=C sort >"$tmp/got" ;;
     esac
     if [ $update = 1 ]; then
         cp "$tmp/got" "$expected"
@@ -80,12 +90,13 @@ for kern in $files; do
     for kind in ast ir err; do
         [ -f "$base.$kind" ] && check "$kern" "$base.$kind" $kind
     done
-    if [ -f "$base.run" ]; then
+    for runs in run out; do # check() sets kind
+        [ -f "$base.$runs" ] || continue
         for target in $targets; do
-            check "$kern" "$base.run" "run-$target"
+            check "$kern" "$base.$runs" "$runs-$target"
             [ $update = 1 ] && break # the first target writes it; the others must agree
         done
-    fi
+    done
 done
 
 echo "golden: $passed passed, $failed failed"

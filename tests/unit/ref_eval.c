@@ -919,6 +919,12 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         ev->thread->waiting = true;
         swapcontext(&ev->thread->context, &ev->scheduler);
         return r;
+    case KJ_IR_PRINT:
+        /* Its values are evaluated (they may fail); the text is the
+         * targets' business, compared by the golden .out files. */
+        for (int i = 0; i < e->arg_count && !ev->st->error[0]; i++)
+            eval(ev, fr, e->args[i]);
+        return r;
     case KJ_IR_EXEC:
     case KJ_IR_DYNAMIC_SHARED:
         /* Warp, block and grid collectives and the launch's dynamic shared

@@ -1360,6 +1360,57 @@ START_TEST(dynamic_shared_memory_on_the_gpu)
 }
 END_TEST
 
+/* ------------------------------------------------- print on the GPU */
+
+/* print(...) in a kernel and its device function is vprintf: the lines reach
+ * the process's stdout (fd 1) when the host waits, each whole, the same
+ * lines as on cpu in some order. */
+START_TEST(print_reaches_stdout_whole)
+{
+    if (!gpu_or_skip("print_reaches_stdout_whole"))
+        return;
+    char path[] = "/tmp/kjit-print-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_file(context, "tests/golden/print/kernel.kern", &module),
+                     KJIT_OK);
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, "threads", &fn), KJIT_OK);
+    int64_t n = 6;
+    kjit_array a = host_array(KJIT_F32, 1, &n);
+    for (int i = 0; i < 6; i++)
+        ((float *)a.data)[i] = (float)i;
+    kjit_arg args[1] = {kjit_arg_array(&a)};
+    uint32_t grid[3] = {2, 1, 1}, block[3] = {4, 1, 1};
+    ck_assert_int_eq(kjit_launch(fn, grid, block, args, 1, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_synchronize(context), KJIT_OK);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char text[8192] = "";
+    ssize_t got = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    unlink(path);
+    ck_assert_int_gt(got, 0);
+    text[got] = 0;
+    ck_assert_msg(strstr(text, "thread 1 of block 1 sees 5\n"), "%s", text);
+    ck_assert_msg(strstr(text, "  element 3 holds 3.0\n"), "%s", text);
+    ck_assert_msg(strstr(text, "block 1 passed the barrier\n"), "%s", text);
+    int lines = 0;
+    for (char *c = text; *c; c++)
+        lines += *c == '\n';
+    ck_assert_int_eq(lines, 14);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    free(a.data);
+}
+END_TEST
+
 /* ------------------------------------------- issue 16 on the GPU */
 
 /* test_complex.c and test_kernels_cpu.c hold these checks; they run here on
@@ -1419,6 +1470,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, warp_collectives_match_cpu_bit_for_bit);
     tcase_add_test(tcase, syncgrid_heat_equation_matches_float64);
     tcase_add_test(tcase, dynamic_shared_memory_on_the_gpu);
+    tcase_add_test(tcase, print_reaches_stdout_whole);
     tcase_add_test(tcase, device_functions_and_atomics_match_reference);
     tcase_add_test(tcase, complex_division_and_abs_match_exact);
     tcase_add_test(tcase, local_arrays_with_barriers);
