@@ -213,7 +213,11 @@ for example in "$root"/examples/python/*.py; do
         cat "$work/pyexample.log"; fail "Python example $(basename "$example") on cuda"
     fi
 done
-python3 "$root/tests/bench/bench_python.py" > "$work/bench_python.log" 2>&1
+# Numba in its own process, with the NumPy it can import ($KJIT_NUMBA_WHEELS,
+# installed above for the latency rows), as tests/bench/bench_gpu.sh does.
+{ python3 "$root/tests/bench/bench_python.py" kjit cupy
+  PYTHONPATH=$numba_site python3 "$root/tests/bench/bench_python.py" numba | grep -v '^| library\|^| ---'; } \
+    > "$work/bench_python.log" 2>&1
 cat "$work/bench_python.log"
 grep -q '^| kjit | add, device' "$work/bench_python.log" \
     && pass "Python call overhead measured (tests/bench/bench_python.py)" \
