@@ -8,7 +8,8 @@
  * optimisation, emission: compiler/backend/) takes the roots from there.
  *
  *   front end, once per module      parse -> imports -> check -> verify
- *   middle, once per root           vectorize (a @vectorize signature) -> verify
+ *   middle, once per root           vectorize (a @vectorize signature) or
+ *                                   reduce (a @reduce signature, one level) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
  * The checked module is always verified: a verifier failure is a compiler bug,
@@ -86,7 +87,11 @@ bool kj_pipeline_run(KjPipeline *p)
          * as root->variant says (vectorize.c has the contract). */
         if (root->vectorize)
             root->root = kj_vectorize(p->module, root->fn, root->variant);
-        if (p->verify && !verified(p, "vectorize"))
+        /* reduce: a @reduce's SCALAR function (and its map's) -> a kernel for
+         * one level of the reduction tree (reduce.c has the contract). */
+        if (root->reduce)
+            root->root = kj_reduce_lift(p->module, root->fn, root->map, *root->reduce);
+        if (p->verify && !verified(p, root->reduce ? "reduce" : "vectorize"))
             return false;
     }
     return true;

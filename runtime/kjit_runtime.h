@@ -339,6 +339,8 @@ typedef struct KjCompiled {
     bool vectorized;
     KjVecVariant variant;
     uint32_t contiguous; /* kernels: the array parameters compiled as C-contiguous */
+    char lifted[96];     /* a root another pass made (reduce.c): its variant, for the
+                            lookup and the cache key; "" otherwise */
     char symbol[480];    /* the entry points' symbol (kj_kernel_variant_symbol) */
     KjIrFunction *root;
     struct KjSharedCpu *cpu; /* cpu code, shared across the process by cache key */
@@ -347,6 +349,8 @@ typedef struct KjCompiled {
     KjCudaModule *cuda_module;
     void *cuda_function;
 } KjCompiled;
+
+typedef struct KjReduceScratch KjReduceScratch; /* api_reduce.c */
 
 struct kjit_context {
     kjit_options options;
@@ -357,6 +361,7 @@ struct kjit_context {
     const char *stdlib_dirs[2];
     char device_text[160]; /* cuda: the device as cubin cache keys name it */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
+    KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
 };
 
 struct kjit_function {
@@ -394,5 +399,19 @@ KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
  * now if this is its first use. */
 kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
                                  uint32_t contiguous, KjCompiled **out);
+/* The same for a root that a middle pass other than vectorize makes (the
+ * reduce pass: request->reduce): `lifted` names the variant (it goes into
+ * the lookup and the cache key), `contiguous` the array parameters compiled
+ * as C-contiguous. */
+kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot *request,
+                               uint32_t contiguous, const char *lifted, KjCompiled **out);
+
+/* api_call.c: the CUDA stream behind a kjit_stream (NULL for NULL). */
+KjCudaStream *kj_stream_cuda(kjit_stream *stream);
+
+/* api_reduce.c: kjit_prepare of a @reduce function (over every axis), and
+ * the context's reduction scratch memory, released with the context. */
+kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
+void kj_reduce_scratch_free(kjit_context *context);
 
 #endif
