@@ -665,7 +665,9 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
     if (!e->type || e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT)
         return fail(v, e->loc, "%s has no settled type (%s)", kj_ir_op_name(e->op),
                     kj_type_name(e->type));
-    if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL)
+    /* The reduce pass gives vectorized kernels local() arrays (its lanes). */
+    if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL &&
+        !(e->op == KJ_IR_LOCAL && v->fn->kind == KJ_IR_FN_VEC_KERNEL))
         return fail(v, e->loc, "%s outside a kernel", kj_ir_op_name(e->op));
     if (e->arg_count > 0 && !e->args)
         return fail(v, e->loc, "%s without operands", kj_ir_op_name(e->op));

@@ -778,6 +778,9 @@ typedef struct KjReduceVariant {
     bool contiguous;  /* reduced_rank 1 and every input's reduced stride 1 */
     bool mapped;      /* the inputs are the map function's (the first level of a fused
                          @reduce(map = g)); else one input of type T */
+    bool simd;        /* LANES: the lanes in a local array under an inner loop that the
+                         loop vectoriser makes SIMD code of (cpu); else L variables
+                         (registers on a GPU).  The order is the same. */
 } KjReduceVariant;
 
 /*

@@ -298,53 +298,90 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
     KjIrVar *lane[KJ_REDUCE_LANES];
     for (int j = 0; j < L; j++)
         lane[j] = new_var(l, kj_arena_printf(l->arena, "lane%d", j), l->t);
+    KjIrVar *lanes = new_var(l, "lanes", kj_type_array(l->t, 1));
+    KjIrExpr *alloc = kj_ir_new_expr(l->arena, KJ_IR_LOCAL, lanes->type, l->loc, 0);
+    alloc->alloc_elem = l->t;
+    alloc->alloc_ndim = 1;
+    alloc->alloc_shape[0] = L;
+    set(l, lanes, alloc);
 
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
     emit(l, full);
 
-    /* A full block: no tests. */
+    /* A full block, without tests. */
     KjVec *saved = open_block(l, &full->then_stmt);
-    for (int j = 0; j < L; j++) {
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), i64(l, j)));
-        set(l, lane[j], element(l, t));
+    if (l->v.simd) {
+        /* The lanes in the local array, walked by an inner loop that LLVM's
+         * loop vectoriser turns into SIMD loads and operations (each lane an
+         * independent chain).  min(m, L) is L here (a full block has m >= B),
+         * but not a constant to LLVM: a loop of a constant 32 iterations
+         * would be unrolled, its lanes scattered into scalars, before the
+         * loop vectoriser saw them. */
+        KjIrVar *width = new_var(l, "width", i64_type());
+        set(l, width, min_i64(l, ref(l, l->m), i64(l, L)));
+        KjIrVar *j0 = new_var(l, "j", i64_type());
+        KjVec *inner = open_for(l, j0, i64(l, 0), ref(l, width));
+        store_flat(l, lanes, ref(l, j0),
+                   element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j0)))));
+        l->body = inner;
+        KjIrVar *i = new_var(l, "i", i64_type());
+        KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
+        KjIrVar *base = new_var(l, "base", i64_type());
+        set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+        KjIrVar *j1 = new_var(l, "j", i64_type());
+        inner = open_for(l, j1, i64(l, 0), ref(l, width));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j1)));
+        store_flat(l, lanes, ref(l, j1), combine(l, load_flat(l, lanes, ref(l, j1)), element(l, t)));
+        l->body = inner;
+        l->body = outer;
+        for (int j = 0; j < L; j++)
+            set(l, lane[j], load_flat(l, lanes, i64(l, j)));
+    } else {
+        /* The lanes as L variables, the loop over steps holding L
+         * independent chains (registers on a GPU). */
+        for (int j = 0; j < L; j++) {
+            KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), i64(l, j)));
+            set(l, lane[j], element(l, t));
+        }
+        KjIrVar *i = new_var(l, "i", i64_type());
+        KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
+        KjIrVar *base = new_var(l, "base", i64_type());
+        set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+        for (int j = 0; j < L; j++) {
+            KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, j)));
+            set(l, lane[j], combine(l, ref(l, lane[j]), element(l, t)));
+        }
+        l->body = outer;
     }
-    KjIrVar *i = new_var(l, "i", i64_type());
-    KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
-    KjIrVar *base = new_var(l, "base", i64_type());
-    set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
-    for (int j = 0; j < L; j++) {
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, j)));
-        set(l, lane[j], combine(l, ref(l, lane[j]), element(l, t)));
-    }
-    l->body = outer;
     lane_tree(l, lane, NULL);
     set(l, value, ref(l, lane[0]));
     l->body = saved;
 
-    /* The last block of an output, shorter than B: lanes past the end stay
-     * empty, and the tree skips them. */
+    /* The last block of an output, shorter than B: element u goes to lane
+     * u % L, and the tree skips the lanes that got none. */
     saved = open_block(l, &full->else_stmt);
-    for (int j = 0; j < L; j++)
-        set(l, lane[j], zero_of(l, l->t));
-    for (int j = 0; j < L; j++) {
-        KjVec *in_if = open_if(l, less(l, i64(l, j), ref(l, count)));
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), i64(l, j)));
-        set(l, lane[j], element(l, t));
+    KjIrVar *u = new_var(l, "u", i64_type()), *j = new_var(l, "j", i64_type());
+    KjVec *loop = open_for(l, u, i64(l, 0), ref(l, count));
+    set(l, j, op2(l, KJ_IR_REM, i64_type(), ref(l, u), i64(l, L)));
+    KjIrExpr *e = element(l, index_var(l, "t", add(l, ref(l, start), ref(l, u))));
+    KjIrStmt *first = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
+    first->cond = less(l, ref(l, u), i64(l, L));
+    emit(l, first);
+    KjVec *branch = open_block(l, &first->then_stmt);
+    store_flat(l, lanes, ref(l, j), e);
+    l->body = branch;
+    branch = open_block(l, &first->else_stmt);
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), copy(l, e)));
+    l->body = branch;
+    l->body = loop;
+    for (int q = 0; q < L; q++)
+        set(l, lane[q], zero_of(l, l->t));
+    for (int q = 0; q < L; q++) {
+        KjVec *in_if = open_if(l, less(l, i64(l, q), ref(l, count)));
+        set(l, lane[q], load_flat(l, lanes, i64(l, q)));
         l->body = in_if;
     }
-    KjIrVar *i2 = new_var(l, "i", i64_type());
-    KjIrExpr *steps = op2(l, KJ_IR_DIV, i64_type(), add(l, ref(l, count), i64(l, L - 1)), i64(l, L));
-    outer = open_for(l, i2, i64(l, 1), steps);
-    KjIrVar *u = new_var(l, "u", i64_type());
-    set(l, u, mul(l, ref(l, i2), i64(l, L)));
-    for (int j = 0; j < L; j++) {
-        KjVec *in_if = open_if(l, less(l, add(l, ref(l, u), i64(l, j)), ref(l, count)));
-        KjIrExpr *t = index_var(l, "t", add(l, add(l, ref(l, start), ref(l, u)), i64(l, j)));
-        set(l, lane[j], combine(l, ref(l, lane[j]), element(l, t)));
-        l->body = in_if;
-    }
-    l->body = outer;
     KjIrVar *ne = new_var(l, "ne", i64_type());
     set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
     lane_tree(l, lane, ne);
@@ -450,7 +487,7 @@ static const char *kernel_symbol(KjArena *arena, const KjIrFunction *combine,
                                  const KjIrFunction *map, KjReduceVariant v)
 {
     return kj_arena_printf(arena, "%s__r%c%d%d%c%s%s", combine->symbol,
-                           v.form == KJ_REDUCE_FORM_WARPS ? 'w' : 'l', v.kept_rank,
+                           v.form == KJ_REDUCE_FORM_WARPS ? 'w' : v.simd ? 'v' : 'l', v.kept_rank,
                            v.reduced_rank, v.contiguous ? 'c' : 's', v.mapped ? "__m_" : "",
                            v.mapped ? map->symbol : "");
 }

@@ -134,7 +134,7 @@ static int scalar_match(kjit_dtype given, kjit_dtype want)
 
 /* ----------------------------------------------------------- signatures */
 
-static kjit_function *map_function(kjit_function *function)
+static kjit_function *map_function(const kjit_function *function)
 {
     const KjIrEntry *map = function->entry->map;
     if (!map)
@@ -144,6 +144,11 @@ static kjit_function *map_function(kjit_function *function)
         if (module->functions[i].entry == map)
             return &module->functions[i];
     return NULL;
+}
+
+kjit_function *kjit_function_map(const kjit_function *function)
+{
+    return function->entry->kind == KJ_FN_REDUCE ? map_function(function) : NULL;
 }
 
 int kjit_function_reduce_inputs(const kjit_function *function)
@@ -297,9 +302,9 @@ static int64_t chunks_of(int64_t m)
 /* The variant's name, for the compiled-code table and the cache key. */
 static void variant_key(const KjReduceVariant *v, int map_sig, char *buf, size_t size)
 {
-    snprintf(buf, size, "reduce form %d kept %d reduced %d contiguous %d map %d",
-             (int)v->form, v->kept_rank, v->reduced_rank, (int)v->contiguous,
-             v->mapped ? map_sig : -1);
+    snprintf(buf, size, "reduce form %d%s kept %d reduced %d contiguous %d map %d",
+             (int)v->form, v->simd ? " simd" : "", v->kept_rank, v->reduced_rank,
+             (int)v->contiguous, v->mapped ? map_sig : -1);
 }
 
 static kjit_status find_level_code(kjit_function *function, int sig, kjit_function *map,
@@ -375,19 +380,30 @@ static void run_chunk(void *user, int64_t begin, int64_t end)
 }
 
 /* A LANES level on the host: work items across the pool (a work item is a
- * block of elements, so chunks of a few items are already worth a thread). */
-static void run_cpu(kjit_context *context, Level *level, void **params)
+ * block of elements, so chunks of a few items are already worth a thread).
+ * A WARPS level (only with KJIT_REDUCE_FORM, for the tests) runs as a
+ * kernel, the CUDA way. */
+static kjit_status run_cpu(kjit_context *context, Level *level, void **params, char **error)
 {
     if (level->items <= 0)
-        return;
+        return KJIT_OK;
+    if (level->variant.form == KJ_REDUCE_FORM_WARPS) {
+        int64_t blocks = (level->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
+        uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
+        uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
+        return kj_cpu_run_kernel(context->pool, level->compiled->root,
+                                 (KjThreadFn)level->compiled->entry,
+                                 (KjThreadFn)level->compiled->block, params, grid, block, error);
+    }
     KjRangeFn range = (KjRangeFn)level->compiled->entry;
     if (!context->pool) {
         range(params, 0, level->items);
-        return;
+        return KJIT_OK;
     }
     RangeJob job = {range, params};
     int64_t min_chunk = KJ_CPU_MIN_CHUNK / KJ_REDUCE_BLOCK;
     kj_pool_run(context->pool, level->items, min_chunk > 0 ? min_chunk : 1, run_chunk, &job);
+    return KJIT_OK;
 }
 
 static kjit_status run_cuda(kjit_context *context, Level *level, void **params,
@@ -663,14 +679,24 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     for (int q = 0; contiguous && q < nargs; q++)
         contiguous = red[0].extent == 1 || red[0].stride[q] == 1;
 
+    /* KJIT_REDUCE_FORM=lanes|warps makes the cpu targets run the kernels the
+     * cuda target would (the tests check that every form gives the same bits). */
+    KjReduceForm contiguous_form = on_gpu ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES;
+    bool simd = !on_gpu;
+    const char *force = getenv("KJIT_REDUCE_FORM");
+    if (!on_gpu && force && strcmp(force, "warps") == 0)
+        contiguous_form = KJ_REDUCE_FORM_WARPS, simd = false;
+    else if (!on_gpu && force && strcmp(force, "lanes") == 0)
+        simd = false;
+
     Level levels[8];
     int level_count = 0;
     Level *first = &levels[level_count++];
     memset(first, 0, sizeof *first);
     first->variant = (KjReduceVariant){
-        .form = on_gpu && contiguous ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES,
+        .form = contiguous ? contiguous_form : KJ_REDUCE_FORM_LANES,
         .kept_rank = n_kept, .reduced_rank = n_red, .contiguous = contiguous,
-        .mapped = map != NULL};
+        .mapped = map != NULL, .simd = simd};
     first->inputs = nargs;
     first->m = m;
     first->chunks = chunks_of(m);
@@ -683,8 +709,8 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         memset(next, 0, sizeof *next);
         int kept_rank = outputs > 1 ? 1 : 0;
         next->variant = (KjReduceVariant){
-            .form = on_gpu ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES,
-            .kept_rank = kept_rank, .reduced_rank = 1, .contiguous = true, .mapped = false};
+            .form = contiguous_form, .kept_rank = kept_rank, .reduced_rank = 1,
+            .contiguous = true, .mapped = false, .simd = simd};
         next->inputs = 1;
         next->m = prev->chunks;
         next->chunks = chunks_of(next->m);
@@ -792,13 +818,10 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         level->out = flat_desc(last ? out_data : regions[i % 2], level->items);
         LevelArgs a;
         level_args(level, init != NULL, &init_value, &a);
-        if (!on_gpu) {
-            run_cpu(context, level, a.params);
-        } else {
-            status = run_cuda(context, level, a.params, cuda_stream, &error);
-            if (status != KJIT_OK)
-                kj_api_take_named_error(context, status, name, error);
-        }
+        status = on_gpu ? run_cuda(context, level, a.params, cuda_stream, &error)
+                        : run_cpu(context, level, a.params, &error);
+        if (status != KJIT_OK)
+            kj_api_take_named_error(context, status, name, error);
     }
     if (on_gpu) {
         if (shared)
@@ -852,4 +875,11 @@ kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs)
 {
     return reduce_call(function, args, nargs, NULL, 0, NULL, NULL, NULL, NULL, false);
+}
+
+kjit_status kjit_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
+                                const int *axes, int naxes)
+{
+    kj_api_clear_error(function->module->context);
+    return reduce_call(function, args, nargs, axes, naxes, NULL, NULL, NULL, NULL, false);
 }

@@ -202,9 +202,15 @@ kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs
 kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int nargs,
                               const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                               kjit_stream *stream);
+/* Generates the code of that reduction without running it (`init` does not
+ * change the code, so it is not asked for). */
+kjit_status kjit_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
+                                const int *axes, int naxes);
 /* The arguments kjit_reduce takes: 1, or the map's parameter count (0 for a
  * function that is not a @reduce). */
 int kjit_function_reduce_inputs(const kjit_function *function);
+/* A @reduce(map = g)'s g (its arguments are the reduction's); else NULL. */
+kjit_function *kjit_function_map(const kjit_function *function);
 
 /* Launches a @kernel on grid x block threads (CUDA semantics on every target). */
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],

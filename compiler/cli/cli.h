@@ -84,4 +84,26 @@ void kj_cli_args_free(KjCliArgs *args);
  * generator or has no extent above 1.  Heap, caller frees. */
 char *kj_cli_resize_generator(const char *text, int64_t size);
 
+/* cli_reduce.c: --axis and --init for a @reduce function, and its call. */
+typedef struct KjCliReduce {
+    bool has_axes; /* false: every axis */
+    int axes[KJIT_MAX_DIMS];
+    int naxes;
+    bool has_init;
+    kjit_arg init;
+} KjCliReduce;
+/* Takes `option` ("--axis", "--init") with its value: true when it is one of
+ * them and well formed; false with *why set when malformed, NULL when it is
+ * another option. */
+bool kj_cli_reduce_option(const char *option, const char *value, KjCliReduce *r,
+                          const char **why);
+/* The function whose parameters type the command-line arguments (a fused
+ * map's for @reduce(map = g)), and how many arguments a call takes. */
+kjit_function *kj_cli_typing_function(kjit_function *function);
+int kj_cli_param_count(kjit_function *function);
+kjit_status kj_cli_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
+                                  const KjCliReduce *r);
+kjit_status kj_cli_reduce_call(kjit_function *function, const kjit_arg *args, int nargs,
+                               const KjCliReduce *r, kjit_array *out, kjit_array *result);
+
 #endif

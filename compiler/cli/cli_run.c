@@ -29,6 +29,10 @@ static const char run_usage[] =
     "  -o OUT.npy|OUT.png                write the result of a vectorized function\n"
     "  --grid X[,Y[,Z]] --block X[,Y[,Z]] launch shape of a @kernel\n"
     "  --save N=OUT.npy|OUT.png          write argument N (from 0) after the run\n"
+    "  --axis N[,N...]                   a @reduce: the axes to reduce (default: every\n"
+    "                                    axis, a 0-d result; negative from the end)\n"
+    "  --init V                          a @reduce: the initial value (without it an\n"
+    "                                    empty reduction is an error)\n"
     "  --seed S                          seed of the rand/randn generators (default 1)\n"
     "  --repeat N                        time N runs (each launch runs again on the\n"
     "                                    same arrays; the median is reported)\n";
@@ -50,6 +54,7 @@ typedef struct RunOptions {
     int save_count;
     uint64_t seed;
     int repeat;
+    KjCliReduce reduce;
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -110,6 +115,11 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             } else if (KJ_CLI_OPTION("--repeat")) {
                 if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
                 o->repeat = atoi(value);
+            } else if (KJ_CLI_OPTION("--axis") || KJ_CLI_OPTION("--init")) {
+                const char *why = NULL;
+                const char *name = strncmp(a, "--axis", 6) == 0 ? "--axis" : "--init";
+                if (!kj_cli_reduce_option(name, value, &o->reduce, &why))
+                    return usage("%s", why);
             } else {
                 return usage("unknown option '%s'", a);
             }
@@ -281,7 +291,12 @@ int kj_cli_run(int argc, char **argv)
         goto done;
     }
     kjit_function_kind kind = kjit_function_kind_of(function);
-    int params = kjit_function_param_count(function);
+    int params = kj_cli_param_count(function);
+    if ((o.reduce.has_axes || o.reduce.has_init) && kind != KJIT_FUNCTION_REDUCE) {
+        fprintf(stderr, "kjit run: --axis and --init are for a @reduce function\n");
+        code = 2;
+        goto done;
+    }
     if (o.arg_count != params) {
         fprintf(stderr, "kjit run: %s takes %d argument%s (%s), %d given\n", o.function, params,
                 params == 1 ? "" : "s", kjit_function_signature(function, 0), o.arg_count);
@@ -294,12 +309,16 @@ int kj_cli_run(int argc, char **argv)
         goto done;
     }
 
-    if ((code = kj_cli_make_args("run", function, o.args, o.arg_count, &made)) != 0)
+    if ((code = kj_cli_make_args("run", kj_cli_typing_function(function), o.args, o.arg_count,
+                                 &made)) != 0)
         goto done;
 
     /* Code generation, timed apart from the runs. */
     t0 = kj_cli_now_ms();
-    status = kjit_prepare(function, args, o.arg_count, NULL);
+    if (kind == KJIT_FUNCTION_REDUCE)
+        status = kj_cli_reduce_prepare(function, args, o.arg_count, &o.reduce);
+    else
+        status = kjit_prepare(function, args, o.arg_count, NULL);
     double t_codegen = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
         fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
@@ -310,7 +329,10 @@ int kj_cli_run(int argc, char **argv)
         t0 = kj_cli_now_ms();
         if (kind == KJIT_FUNCTION_KERNEL)
             status = kjit_launch(function, o.grid, o.block, args, o.arg_count, NULL);
-        else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
+        else if (kind == KJIT_FUNCTION_REDUCE) {
+            kjit_array_free(&result);
+            status = kj_cli_reduce_call(function, args, o.arg_count, &o.reduce, NULL, &result);
+        } else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
             status = kjit_call(function, args, o.arg_count, &result, NULL);
         else
             status = kjit_call(function, args, o.arg_count, NULL, &result);
@@ -329,6 +351,11 @@ int kj_cli_run(int argc, char **argv)
 
     int signature = 0;
     kjit_function_match(function, args, o.arg_count, &signature);
+    for (int s = 0; kind == KJIT_FUNCTION_REDUCE && s < kjit_function_signature_count(function); s++) {
+        kjit_dtype dtype;
+        if (kjit_function_result(function, s, &dtype) == KJIT_OK && dtype == result.dtype)
+            signature = s;
+    }
     printf("%s %s on %s\n", o.function, kjit_function_signature(function, signature),
            kjit_target_name(kjit_context_target(context)));
     if (kind == KJIT_FUNCTION_KERNEL) {
