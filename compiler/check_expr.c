@@ -258,7 +258,11 @@ KjIrExpr *kj_check_need_value(KjChecker *c, KjIrExpr *e, KjLoc loc)
 }
 /* ============================================================== built-ins */
 
-static const char *const kernel_names[] = {"threadIdx", "blockIdx", "blockDim", "gridDim"};
+static const char *const kernel_names[] = {
+#define X(name) name,
+    KJ_REGISTER_GROUPS(X)
+#undef X
+};
 
 static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
 #define X(id, name) name,
@@ -266,11 +270,54 @@ static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
 #undef X
 };
 
-/* Names a user function may not take. */
-static const char *const builtin_names[] = {
-    "len", "complex", "conj", "grid", "gridsize", "syncthreads", "shared", "local", "range",
-    "pi", "e", "inf", "nan", "threadIdx", "blockIdx", "blockDim", "gridDim",
+typedef struct Builtin {
+    const char *name;
+    int min_args, max_args;
+    KjBuiltinWhere where;
+    KjIrExpr *(*rule)(KjChecker *c, KjNode *n); /* NULL: never called as an expression */
+} Builtin;
+
+static KjIrExpr *check_complex(KjChecker *c, KjNode *n);
+static KjIrExpr *check_len(KjChecker *c, KjNode *n);
+static KjIrExpr *check_conj(KjChecker *c, KjNode *n);
+static KjIrExpr *check_grid(KjChecker *c, KjNode *n);
+static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n);
+
+static const Builtin call_builtins[] = {
+#define X(id, name, min_args, max_args, where, rule) {name, min_args, max_args, where, rule},
+    KJ_CALL_BUILTINS(X)
+#undef X
 };
+
+static const char *const constant_names[] = {
+#define X(id, name, value) name,
+    KJ_CONSTANT_BUILTINS(X)
+#undef X
+};
+
+static const Builtin *builtin_lookup(const char *name)
+{
+    for (size_t i = 0; i < sizeof call_builtins / sizeof *call_builtins; i++)
+        if (strcmp(call_builtins[i].name, name) == 0)
+            return &call_builtins[i];
+    return NULL;
+}
+
+static int constant_lookup(const char *name)
+{
+    for (size_t i = 0; i < sizeof constant_names / sizeof *constant_names; i++)
+        if (strcmp(constant_names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int register_group_lookup(const char *name)
+{
+    for (size_t i = 0; i < sizeof kernel_names / sizeof *kernel_names; i++)
+        if (strcmp(kernel_names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
 
 static int math_lookup(const char *name)
 {
@@ -288,13 +335,12 @@ static int atomic_lookup(const char *name)
     return -1;
 }
 
+/* Names a user function may not take. */
 bool kj_check_is_builtin_name(const char *name)
 {
-    for (size_t i = 0; i < sizeof builtin_names / sizeof *builtin_names; i++)
-        if (strcmp(builtin_names[i], name) == 0)
-            return true;
-    return math_lookup(name) >= 0 || atomic_lookup(name) >= 0 ||
-           kj_type_from_name(name, strlen(name)) != NULL;
+    return builtin_lookup(name) || constant_lookup(name) >= 0 ||
+           register_group_lookup(name) >= 0 || math_lookup(name) >= 0 ||
+           atomic_lookup(name) >= 0 || kj_type_from_name(name, strlen(name)) != NULL;
 }
 
 static bool in_kernel(KjChecker *c)
@@ -385,17 +431,19 @@ KjIrExpr *kj_check_name(KjChecker *c, KjNode *n)
     if (b)
         return kj_check_is_poisoned(c, b->var) ? NULL : kj_check_var_ref(c, b->var, n->loc);
     const char *name = n->name;
-    if (strcmp(name, "pi") == 0 || strcmp(name, "e") == 0 || strcmp(name, "inf") == 0 ||
-        strcmp(name, "nan") == 0) {
-        double value = name[0] == 'p' ? M_PI : name[0] == 'e' ? M_E : name[0] == 'i' ? INFINITY : NAN;
-        return float_const(c, kj_check_t_untyped_float(), value, n->loc);
+    static const double constant_values[] = {
+#define X(id, name, value) value,
+        KJ_CONSTANT_BUILTINS(X)
+#undef X
+    };
+    int constant = constant_lookup(name);
+    if (constant >= 0)
+        return float_const(c, kj_check_t_untyped_float(), constant_values[constant], n->loc);
+    if (register_group_lookup(name) >= 0) {
+        kj_error(c->diag, n->loc, "%s is a group of registers; use %s.x, %s.y or %s.z", name,
+                 name, name, name);
+        return NULL;
     }
-    for (size_t i = 0; i < 4; i++)
-        if (strcmp(name, kernel_names[i]) == 0) {
-            kj_error(c->diag, n->loc, "%s is a group of registers; use %s.x, %s.y or %s.z", name,
-                     name, name, name);
-            return NULL;
-        }
     if (kj_type_from_name(name, strlen(name))) {
         kj_error(c->diag, n->loc, "%s is a type; to convert a value write %s(value)", name, name);
         return NULL;
@@ -1042,8 +1090,6 @@ static KjIrExpr *check_cast(KjChecker *c, KjNode *n, const KjType *to)
 
 static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
 {
-    if (!kj_check_arg_count_is(c, n, "complex", 2, 2))
-        return NULL;
     KjIrExpr *a[2];
     if (!check_args(c, n, a))
         return NULL;
@@ -1161,8 +1207,6 @@ static KjIrExpr *check_math(KjChecker *c, KjNode *n, KjMathFn fn)
 
 static KjIrExpr *check_len(KjChecker *c, KjNode *n)
 {
-    if (!kj_check_arg_count_is(c, n, "len", 1, 1))
-        return NULL;
     KjIrExpr *a;
     if (!check_args(c, n, &a))
         return NULL;
@@ -1177,8 +1221,6 @@ static KjIrExpr *check_len(KjChecker *c, KjNode *n)
 
 static KjIrExpr *check_conj(KjChecker *c, KjNode *n)
 {
-    if (!kj_check_arg_count_is(c, n, "conj", 1, 1))
-        return NULL;
     KjIrExpr *a;
     if (!check_args(c, n, &a))
         return NULL;
@@ -1271,6 +1313,53 @@ static KjIrExpr *check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op)
     return ok ? e : NULL;
 }
 
+/* grid(n) / gridsize(n) as an expression: n must be 1 (a let takes more apart). */
+static KjIrExpr *check_grid(KjChecker *c, KjNode *n)
+{
+    const char *name = n->lhs->name;
+    int64_t count;
+    if (!kj_check_grid_count(c, n, name, &count))
+        return NULL;
+    if (count != 1) {
+        kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " values; take them apart "
+                 "with let %s = %s(%" PRId64 ");", name, count, count,
+                 count == 2 ? "x, y" : "x, y, z", name, count);
+        return NULL;
+    }
+    return kj_check_grid_component(c, strcmp(name, "gridsize") == 0, 0, n->loc);
+}
+
+static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n)
+{
+    c->cur->ir->uses_syncthreads = true;
+    kj_check_note_impure(c);
+    return kj_check_new_expr(c, KJ_IR_SYNCTHREADS, kj_type_void(), n->loc, 0);
+}
+
+/* A call of a KJ_CALL_BUILTINS entry: where it may appear, its argument
+ * count, then its rule. */
+static KjIrExpr *check_builtin_call(KjChecker *c, KjNode *n, const Builtin *b)
+{
+    char what[48];
+    snprintf(what, sizeof what, "%s()", b->name);
+    if ((b->where == KJ_IN_KERNEL || b->where == KJ_IN_LET) &&
+        !kj_check_require_kernel(c, n->loc, what))
+        return NULL;
+    if (b->where == KJ_IN_LET) {
+        kj_error(c->diag, n->loc, "%s() makes an array for a let: let buffer = %s(f32, 256);",
+                 b->name, b->name);
+        return NULL;
+    }
+    if (b->where == KJ_IN_FOR) {
+        kj_error(c->diag, n->loc, "%s() only appears in a for loop: for i in range(n) { }",
+                 b->name);
+        return NULL;
+    }
+    if (!kj_check_arg_count_is(c, n, b->name, b->min_args, b->max_args))
+        return NULL;
+    return b->rule(c, n);
+}
+
 static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee);
 
 static KjIrExpr *check_call(KjChecker *c, KjNode *n)
@@ -1283,55 +1372,17 @@ static KjIrExpr *check_call(KjChecker *c, KjNode *n)
     const KjType *cast_to = kj_type_from_name(name, strlen(name));
     if (cast_to)
         return check_cast(c, n, cast_to);
-    if (strcmp(name, "complex") == 0)
-        return check_complex(c, n);
     int math = math_lookup(name);
     if (math >= 0)
         return check_math(c, n, (KjMathFn)math);
-    if (strcmp(name, "len") == 0)
-        return check_len(c, n);
-    if (strcmp(name, "conj") == 0)
-        return check_conj(c, n);
     int atomic = atomic_lookup(name);
     if (atomic >= 0)
         return check_atomic(c, n, (KjAtomicOp)atomic);
-    bool grid = strcmp(name, "grid") == 0, gridsize = strcmp(name, "gridsize") == 0;
-    if (grid || gridsize) {
-        if (!kj_check_require_kernel(c, n->loc, grid ? "grid()" : "gridsize()"))
-            return NULL;
-        int64_t count;
-        if (!kj_check_grid_count(c, n, name, &count))
-            return NULL;
-        if (count != 1) {
-            kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " values; take them apart "
-                     "with let %s = %s(%" PRId64 ");", name, count, count,
-                     count == 2 ? "x, y" : "x, y, z", name, count);
-            return NULL;
-        }
-        return kj_check_grid_component(c, gridsize, 0, n->loc);
-    }
-    if (strcmp(name, "syncthreads") == 0) {
-        if (!kj_check_require_kernel(c, n->loc, "syncthreads()") ||
-            !kj_check_arg_count_is(c, n, name, 0, 0))
-            return NULL;
-        c->cur->ir->uses_syncthreads = true;
-        kj_check_note_impure(c);
-        return kj_check_new_expr(c, KJ_IR_SYNCTHREADS, kj_type_void(), n->loc, 0);
-    }
-    if (strcmp(name, "shared") == 0 || strcmp(name, "local") == 0) {
-        if (!kj_check_require_kernel(c, n->loc, name[0] == 's' ? "shared()" : "local()"))
-            return NULL;
-        kj_error(c->diag, n->loc, "%s() makes an array for a let: let buffer = %s(f32, 256);",
-                 name, name);
-        return NULL;
-    }
-    if (strcmp(name, "pi") == 0 || strcmp(name, "e") == 0 || strcmp(name, "inf") == 0 ||
-        strcmp(name, "nan") == 0) {
+    const Builtin *builtin = builtin_lookup(name);
+    if (builtin)
+        return check_builtin_call(c, n, builtin);
+    if (constant_lookup(name) >= 0) {
         kj_error(c->diag, n->loc, "'%s' is a constant, not a function", name);
-        return NULL;
-    }
-    if (strcmp(name, "range") == 0) {
-        kj_error(c->diag, n->loc, "range() only appears in a for loop: for i in range(n) { }");
         return NULL;
     }
     KjCheckFn *callee = kj_check_find_function(c, name);

@@ -386,6 +386,36 @@ typedef enum {
     KJ_ATOMIC_COUNT
 } KjAtomicOp;
 
+/*
+ * Every other built-in a call can name: X(id, name, min_args, max_args, where, rule).
+ *   where  KJ_IN_ANY: any function; KJ_IN_KERNEL: @kernel functions only;
+ *          KJ_IN_LET: a kernel's let value only (let buf = shared(f32, 256););
+ *          KJ_IN_FOR: a for loop's range only.
+ *   rule   the check_expr.c function that types the call (the X-macro is
+ *          expanded there only), and that builds the IR the back end lowers.
+ * Adding a built-in is one line here, its rule, and the lowering of any new
+ * IR op it makes.  Math functions and atomics have lists of their own above.
+ */
+typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
+
+#define KJ_CALL_BUILTINS(X)                                               \
+    X(COMPLEX, "complex", 2, 2, KJ_IN_ANY, check_complex)                 \
+    X(LEN, "len", 1, 1, KJ_IN_ANY, check_len)                             \
+    X(CONJ, "conj", 1, 1, KJ_IN_ANY, check_conj)                          \
+    X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
+    X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
+    X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
+    X(SHARED, "shared", 2, 4, KJ_IN_LET, NULL)                            \
+    X(LOCAL, "local", 2, 4, KJ_IN_LET, NULL)                              \
+    X(RANGE, "range", 1, 3, KJ_IN_FOR, NULL)
+
+/* Named constants: X(id, name, value). */
+#define KJ_CONSTANT_BUILTINS(X) \
+    X(PI, "pi", M_PI) X(E, "e", M_E) X(INF, "inf", INFINITY) X(NAN, "nan", NAN)
+
+/* The groups of special registers (threadIdx.x ...), KJ_SPECIAL_REGS's prefixes. */
+#define KJ_REGISTER_GROUPS(X) X("threadIdx") X("blockIdx") X("blockDim") X("gridDim")
+
 /* IR expression ops.  The comment names the fields used; `args` are operands. */
 #define KJ_IR_OPS(X)                                                                          \
     X(CONST)       /* const_int (ints, bool) or const_float (floats); complex: re/im in        \

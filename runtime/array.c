@@ -18,6 +18,17 @@
 
 /* ----------------------------------------------------------------- dtypes */
 
+/* kjit.h spells kjit_dtype out for embedders (it includes nothing of the
+ * compiler); the scalar-type list is the one source of its order, names and
+ * sizes, and a dtype that drifts from it does not compile. */
+#define X(kind, name, size)                                                        \
+    _Static_assert((int)KJIT_##kind == (int)KJ_TYPE_##kind - (int)KJ_TYPE_BOOL, \
+                   "kjit_dtype KJIT_" #kind " is out of step with KJ_SCALAR_TYPES");
+KJ_SCALAR_TYPES(X)
+#undef X
+_Static_assert((int)KJIT_DTYPE_COUNT == (int)KJ_TYPE_C128 - (int)KJ_TYPE_BOOL + 1,
+               "kjit_dtype has a type KJ_SCALAR_TYPES lacks");
+
 static const size_t dtype_sizes[KJIT_DTYPE_COUNT] = {
 #define X(kind, name, size) size,
     KJ_SCALAR_TYPES(X)

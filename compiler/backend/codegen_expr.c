@@ -1,9 +1,11 @@
 /*
  * codegen_expr.c: IR expressions lowered to LLVM values, for codegen_llvm.c,
  * which walks the statements.  Arithmetic, comparisons and powers; casts;
- * complex numbers; math built-ins as intrinsics or libm (cpu, with libmvec
- * vector variants) and libdevice (cuda) calls; atomics; special registers;
- * array loads and the arrays that shared() and local() make.
+ * complex numbers; math built-ins as intrinsics or calls to the target's
+ * math library (libm on cpu, libdevice on cuda); atomics; special registers;
+ * array loads and the arrays that shared() and local() make.  What differs
+ * between the targets (special registers, barriers, shared memory, atomic
+ * orderings, some math and conversions) is asked of g->target.
  *
  * Choices a reader of the generated code should know:
  *   - Integer arithmetic wraps.  Division never traps: x / 0 gives x, x % 0
@@ -19,7 +21,8 @@
  *   - No fast-math flags: IEEE semantics, no reassociation, no contraction.
  *   - On cpu, libm calls carry "vector-function-abi-variant" naming glibc's
  *     libmvec functions for the host's vector ISA, so the loop vectoriser
- *     turns a loop over sin() into calls to _ZGVeN8v_sin and kin.
+ *     turns a loop over sin() into calls to _ZGVeN8v_sin and kin
+ *     (target_cpu.c).
  */
 #define KJ_CODEGEN_LOWERING
 #include "codegen_llvm.h"
@@ -29,8 +32,8 @@
 
 /* ============================================================ intrinsics and calls */
 
-static LLVMValueRef call_intrinsic(Gen *g, const char *name, LLVMTypeRef *overloads, int overload_count,
-                                   LLVMValueRef *args, int arg_count)
+LLVMValueRef kj_codegen_call_intrinsic(Gen *g, const char *name, LLVMTypeRef *overloads,
+                                       int overload_count, LLVMValueRef *args, int arg_count)
 {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     if (id == 0)
@@ -40,15 +43,7 @@ static LLVMValueRef call_intrinsic(Gen *g, const char *name, LLVMTypeRef *overlo
     return LLVMBuildCall2(g->b, type, fn, args, (unsigned)arg_count, "");
 }
 
-/* memory(none): the call reads and writes no memory the program can see. */
-static LLVMAttributeRef memory_none(Gen *g)
-{
-    unsigned kind = LLVMGetEnumAttributeKindForName("memory", 6);
-    return LLVMCreateEnumAttribute(g->ctx, kind, 0);
-}
-
-/* A declared external function (libm, libdevice, the runtime). */
-static LLVMValueRef get_extern(Gen *g, const char *name, LLVMTypeRef type)
+LLVMValueRef kj_codegen_extern(Gen *g, const char *name, LLVMTypeRef type)
 {
     LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
     if (!fn) {
@@ -88,125 +83,59 @@ static const struct {
     [KJ_MATH_ISFINITE] = {"isfinite", false},
 };
 
-/*
- * The "vector-function-abi-variant" list for a libm function: one entry per
- * libmvec ISA the host runs (sse 'b', avx2 'd', avx-512 'e'), each with the
- * vector length that ISA's registers hold.  The vectoriser picks the entry
- * whose length matches the width it chose.
- */
-static void add_libmvec_variants(Gen *g, LLVMValueRef call, const char *name, bool is_f32, int arity)
-{
-    struct { bool ok; char isa; int lanes_f64; } isas[3] = {
-        {g->vec_sse, 'b', 2}, {g->vec_avx2, 'd', 4}, {g->vec_avx512, 'e', 8}};
-    char list[1024] = "";
-    size_t len = 0;
-    const char *params = arity == 1 ? "v" : "vv";
-    LLVMTypeRef elem = is_f32 ? g->t_f32 : g->t_f64;
-    for (int i = 0; i < 3; i++) {
-        if (!isas[i].ok)
-            continue;
-        int lanes = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
-        char vname[96];
-        snprintf(vname, sizeof vname, "_ZGV%cN%d%s_%s", isas[i].isa, lanes, params, name);
-        /* The vector function must be declared for the vectoriser to use it, and
-         * kept in llvm.compiler.used so no pass drops the unused declaration. */
-        if (!LLVMGetNamedFunction(g->mod, vname)) {
-            LLVMTypeRef vt = LLVMVectorType(elem, (unsigned)lanes);
-            LLVMTypeRef ps[2] = {vt, vt};
-            LLVMValueRef vfn = LLVMAddFunction(g->mod, vname, LLVMFunctionType(vt, ps, (unsigned)arity, 0));
-            kj_codegen_add_fn_attr(g, vfn, "nounwind");
-            LLVMAddAttributeAtIndex(vfn, LLVMAttributeFunctionIndex, memory_none(g));
-            if (g->used_count == g->used_cap) {
-                g->used_cap = g->used_cap ? 2 * g->used_cap : 32;
-                g->used = kj_xrealloc(g->used, sizeof *g->used * (size_t)g->used_cap);
-            }
-            g->used[g->used_count++] = vfn;
-        }
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s_ZGV_LLVM_N%d%s_%s(%s)",
-                                len ? "," : "", lanes, params, name, vname);
-    }
-    if (len == 0)
-        return;
-    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
-                             LLVMCreateStringAttribute(g->ctx, "vector-function-abi-variant", 27,
-                                                       list, (unsigned)len));
-}
-
-/* A call to libm (cpu) or libdevice (cuda) by base name: "sin" -> sinf/sin or
- * __nv_sinf/__nv_sin. */
-static LLVMValueRef call_math_lib(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
+LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
                                   int arity)
 {
     LLVMTypeRef t = LLVMTypeOf(args[0]);
     bool is_f32 = t == g->t_f32;
     char name[64];
-    snprintf(name, sizeof name, "%s%s%s", g->target == KJ_CODEGEN_CUDA ? "__nv_" : "", base,
-             is_f32 ? "f" : "");
+    snprintf(name, sizeof name, "%s%s%s", g->target->math_prefix, base, is_f32 ? "f" : "");
     LLVMTypeRef ps[3] = {t, t, t};
     LLVMTypeRef ft = LLVMFunctionType(t, ps, (unsigned)arity, 0);
-    LLVMValueRef fn = get_extern(g, name, ft);
+    LLVMValueRef fn = kj_codegen_extern(g, name, ft);
     LLVMValueRef call = LLVMBuildCall2(g->b, ft, fn, args, (unsigned)arity, "");
     /* errno is never read, so a math call is a pure function of its operands:
      * that lets the optimiser hoist, merge and vectorise it. */
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, memory_none(g));
-    if (g->target == KJ_CODEGEN_CPU && vectorizable) {
-        char vname[64];
-        snprintf(vname, sizeof vname, "%s%s", base, is_f32 ? "f" : "");
-        add_libmvec_variants(g, call, vname, is_f32, arity);
+    if (vectorizable && g->target->vectorizable_math_call) {
+        char libm_name[64];
+        snprintf(libm_name, sizeof libm_name, "%s%s", base, is_f32 ? "f" : "");
+        g->target->vectorizable_math_call(g, call, libm_name, arity);
     }
     return call;
 }
 
-/* lgamma through lgamma_r: plain lgamma writes the global signgam, a data race
- * when the parallel target runs it on several threads. */
-static LLVMValueRef call_lgamma(Gen *g, LLVMValueRef x)
-{
-    LLVMTypeRef t = LLVMTypeOf(x);
-    bool is_f32 = t == g->t_f32;
-    if (g->target == KJ_CODEGEN_CUDA)
-        return call_math_lib(g, "lgamma", false, &x, 1);
-    LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
-    LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
-    LLVMValueRef sign = LLVMBuildAlloca(ab, g->t_i32, "signgam");
-    LLVMDisposeBuilder(ab);
-    LLVMTypeRef ps[2] = {t, g->t_ptr};
-    LLVMTypeRef ft = LLVMFunctionType(t, ps, 2, 0);
-    LLVMValueRef fn = get_extern(g, is_f32 ? "lgammaf_r" : "lgamma_r", ft);
-    LLVMValueRef args[2] = {x, sign};
-    return LLVMBuildCall2(g->b, ft, fn, args, 2, "");
-}
-
+/* A math built-in: the target's own lowering where it has one, else an LLVM
+ * intrinsic or the target's math library. */
 static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
 {
     LLVMTypeRef t = LLVMTypeOf(a[0]);
-    bool cuda = g->target == KJ_CODEGEN_CUDA;
+    if (g->target->math) {
+        LLVMValueRef v = g->target->math(g, math, a, arity);
+        if (v)
+            return v;
+    }
     switch (math) {
-    case KJ_MATH_SQRT: return call_intrinsic(g, "llvm.sqrt", &t, 1, a, 1);
-    case KJ_MATH_FABS: return call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
-    case KJ_MATH_FLOOR: return call_intrinsic(g, "llvm.floor", &t, 1, a, 1);
-    case KJ_MATH_CEIL: return call_intrinsic(g, "llvm.ceil", &t, 1, a, 1);
-    case KJ_MATH_TRUNC: return call_intrinsic(g, "llvm.trunc", &t, 1, a, 1);
-    case KJ_MATH_FMA: return call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
-    case KJ_MATH_FMIN: return call_intrinsic(g, "llvm.minnum", &t, 1, a, 2);
-    case KJ_MATH_FMAX: return call_intrinsic(g, "llvm.maxnum", &t, 1, a, 2);
-    case KJ_MATH_COPYSIGN: return call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
-    case KJ_MATH_ROUND:
-        /* llvm.round (half away from zero, as C's round) has no PTX instruction. */
-        return cuda ? call_math_lib(g, "round", false, a, 1)
-                    : call_intrinsic(g, "llvm.round", &t, 1, a, 1);
-    case KJ_MATH_FMOD:
-        /* The NVPTX back end expands frem with an inexact formula; libdevice's is exact. */
-        return cuda ? call_math_lib(g, "fmod", false, a, 2) : LLVMBuildFRem(g->b, a[0], a[1], "");
+    case KJ_MATH_SQRT: return kj_codegen_call_intrinsic(g, "llvm.sqrt", &t, 1, a, 1);
+    case KJ_MATH_FABS: return kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+    case KJ_MATH_FLOOR: return kj_codegen_call_intrinsic(g, "llvm.floor", &t, 1, a, 1);
+    case KJ_MATH_CEIL: return kj_codegen_call_intrinsic(g, "llvm.ceil", &t, 1, a, 1);
+    case KJ_MATH_TRUNC: return kj_codegen_call_intrinsic(g, "llvm.trunc", &t, 1, a, 1);
+    case KJ_MATH_FMA: return kj_codegen_call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
+    case KJ_MATH_FMIN: return kj_codegen_call_intrinsic(g, "llvm.minnum", &t, 1, a, 2);
+    case KJ_MATH_FMAX: return kj_codegen_call_intrinsic(g, "llvm.maxnum", &t, 1, a, 2);
+    case KJ_MATH_COPYSIGN: return kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
+    case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
+    case KJ_MATH_FMOD: return LLVMBuildFRem(g->b, a[0], a[1], "");
     case KJ_MATH_ISNAN: return LLVMBuildFCmp(g->b, LLVMRealUNO, a[0], a[0], "");
     case KJ_MATH_ISINF:
     case KJ_MATH_ISFINITE: {
-        LLVMValueRef mag = call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+        LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
         LLVMValueRef inf = LLVMConstReal(t, __builtin_inf());
         return LLVMBuildFCmp(g->b, math == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
     }
-    case KJ_MATH_LGAMMA: return call_lgamma(g, a[0]);
     default:
-        return call_math_lib(g, math_info[math].libm, math_info[math].libmvec, a, arity);
+        return kj_codegen_call_math(g, math_info[math].libm, math_info[math].libmvec, a, arity);
     }
 }
 
@@ -271,7 +200,7 @@ static LLVMValueRef complex_div(Gen *g, LLVMValueRef x, LLVMValueRef y)
 static LLVMValueRef complex_abs(Gen *g, LLVMValueRef z)
 {
     LLVMValueRef parts[2] = {re_of(g, z), im_of(g, z)};
-    return call_math_lib(g, "hypot", true, parts, 2);
+    return kj_codegen_call_math(g, "hypot", true, parts, 2);
 }
 
 /* ============================================================ conversions */
@@ -313,23 +242,13 @@ LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, cons
     if (kj_type_is_int(from) && kj_type_is_float(to))
         return kj_type_is_signed(from) ? LLVMBuildSIToFP(g->b, v, dst, "") : LLVMBuildUIToFP(g->b, v, dst, "");
     if (kj_type_is_float(from) && kj_type_is_int(to)) {
-        int bits = kj_type_int_bits(to);
-        if (g->target == KJ_CODEGEN_CUDA && (bits == 32 || bits == 64) &&
-            (from->kind == KJ_TYPE_F32 || from->kind == KJ_TYPE_F64)) {
-            /* PTX's cvt.rzi already saturates, as fptosi.sat must; the
-             * NVPTX back end does not know that and clamps with four more
-             * instructions.  NaN is left to the hardware (the H100 gives the
-             * most negative integer, or 2^63 / 2^31 unsigned): the language
-             * leaves it unspecified, and testing for it cost delay-and-sum 3%
-             * (tests/gpu/convert.kern checks every other edge against cpu). */
-            char name[32];
-            snprintf(name, sizeof name, "llvm.nvvm.%c2%s.rz", from->kind == KJ_TYPE_F32 ? 'f' : 'd',
-                     bits == 32 ? (kj_type_is_signed(to) ? "i" : "ui")
-                                : (kj_type_is_signed(to) ? "ll" : "ull"));
-            return call_intrinsic(g, name, NULL, 0, &v, 1);
+        if (g->target->float_to_int) {
+            LLVMValueRef r = g->target->float_to_int(g, v, from, to);
+            if (r)
+                return r;
         }
         LLVMTypeRef ts[2] = {dst, LLVMTypeOf(v)};
-        return call_intrinsic(g, kj_type_is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat", ts, 2, &v, 1);
+        return kj_codegen_call_intrinsic(g, kj_type_is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat", ts, 2, &v, 1);
     }
     if (kj_type_is_float(from) && kj_type_is_float(to))
         return kj_type_size(to) > kj_type_size(from) ? LLVMBuildFPExt(g->b, v, dst, "")
@@ -426,9 +345,7 @@ static LLVMValueRef gen_arith(Gen *g, KjIrOp op, const KjType *type, LLVMValueRe
         case KJ_IR_SUB: return LLVMBuildFSub(B, a, b, "");
         case KJ_IR_MUL: return LLVMBuildFMul(B, a, b, "");
         case KJ_IR_DIV: return LLVMBuildFDiv(B, a, b, "");
-        case KJ_IR_REM:
-            return g->target == KJ_CODEGEN_CUDA ? call_math_lib(g, "fmod", false, (LLVMValueRef[]){a, b}, 2)
-                                                : LLVMBuildFRem(B, a, b, "");
+        case KJ_IR_REM: return gen_math(g, KJ_MATH_FMOD, (LLVMValueRef[]){a, b}, 2);
         default: kj_codegen_error(g, "float operands are not supported for %s", kj_ir_op_name(op)); return a;
         }
     }
@@ -567,25 +484,7 @@ static LLVMValueRef gen_ipow(Gen *g, const KjType *type, LLVMValueRef x, LLVMVal
     return LLVMBuildSelect(g->b, neg, gen_arith(g, KJ_IR_DIV, type, one, r), r, "");
 }
 
-LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg)
-{
-    if (g->target == KJ_CODEGEN_CPU) {
-        if (!g->sreg[reg]) {
-            kj_codegen_error(g, "%s is only available in kernels", kj_special_reg_names[reg]);
-            return const_i32(g, 0);
-        }
-        return g->sreg[reg];
-    }
-    static const char *const names[KJ_SREG_COUNT] = {
-        [KJ_SREG_TID_X] = "llvm.nvvm.read.ptx.sreg.tid.x",     [KJ_SREG_TID_Y] = "llvm.nvvm.read.ptx.sreg.tid.y",
-        [KJ_SREG_TID_Z] = "llvm.nvvm.read.ptx.sreg.tid.z",     [KJ_SREG_BID_X] = "llvm.nvvm.read.ptx.sreg.ctaid.x",
-        [KJ_SREG_BID_Y] = "llvm.nvvm.read.ptx.sreg.ctaid.y",   [KJ_SREG_BID_Z] = "llvm.nvvm.read.ptx.sreg.ctaid.z",
-        [KJ_SREG_BDIM_X] = "llvm.nvvm.read.ptx.sreg.ntid.x",   [KJ_SREG_BDIM_Y] = "llvm.nvvm.read.ptx.sreg.ntid.y",
-        [KJ_SREG_BDIM_Z] = "llvm.nvvm.read.ptx.sreg.ntid.z",   [KJ_SREG_GDIM_X] = "llvm.nvvm.read.ptx.sreg.nctaid.x",
-        [KJ_SREG_GDIM_Y] = "llvm.nvvm.read.ptx.sreg.nctaid.y", [KJ_SREG_GDIM_Z] = "llvm.nvvm.read.ptx.sreg.nctaid.z",
-    };
-    return call_intrinsic(g, names[reg], NULL, 0, NULL, 0);
-}
+LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg) { return g->target->read_sreg(g, reg); }
 
 static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
 {
@@ -599,8 +498,7 @@ static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
                                    : kj_codegen_element_address(g, &a, &index, 1, true);
     LLVMValueRef v = kj_codegen_expr(g, e->args[2]);
     const KjType *t = e->type;
-    LLVMAtomicOrdering order = g->target == KJ_CODEGEN_CUDA ? LLVMAtomicOrderingMonotonic
-                                                            : LLVMAtomicOrderingSequentiallyConsistent;
+    LLVMAtomicOrdering order = g->target->atomic_ordering;
     if (!kj_type_is_int(t) && !kj_type_is_float(t)) {
         kj_codegen_error(g, "atomics on %s are not supported", kj_type_name(t));
         return v;
@@ -653,11 +551,8 @@ static LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
             out[n++] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[i]), e->args[i]->type, pt);
         }
     }
-    if (e->callee->kind == KJ_IR_FN_KERNEL && g->target == KJ_CODEGEN_CPU) {
-        out[n++] = g->thread_ctx;
-        for (int k = 0; k < 3; k++)
-            out[n++] = g->sreg[KJ_SREG_TID_X + k];
-    }
+    if (g->target->hidden_args)
+        n += g->target->hidden_args(g, e->callee, out + n);
     LLVMValueRef call = LLVMBuildCall2(g->b, info->impl_type, info->impl, out, (unsigned)n, "");
     free(many);
     return call;
@@ -808,16 +703,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
     case KJ_IR_SREG: return kj_codegen_read_sreg(g, e->sreg);
     case KJ_IR_ATOMIC: return gen_atomic(g, e);
     case KJ_IR_SYNCTHREADS:
-        if (g->target == KJ_CODEGEN_CUDA) {
-            call_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
-        } else if (g->thread_ctx) {
-            LLVMTypeRef ft = LLVMFunctionType(g->t_void, &g->t_ptr, 1, 0);
-            LLVMValueRef slot = LLVMBuildStructGEP2(B, g->t_thread_ctx, g->thread_ctx, 6, "");
-            LLVMValueRef barrier = LLVMBuildLoad2(B, g->t_ptr, slot, "syncthreads");
-            LLVMBuildCall2(B, ft, barrier, &g->thread_ctx, 1, "");
-        } else {
-            kj_codegen_error(g, "syncthreads() is only available in kernels%s", NULL);
-        }
+        g->target->syncthreads(g);
         return NULL;
     case KJ_IR_SHARED:
     case KJ_IR_LOCAL:
@@ -855,30 +741,9 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
         array_fixed(g, mem, e, out);
         return;
     }
-    case KJ_IR_SHARED: {
-        int64_t bytes = alloc_count(e) * kj_type_size(e->alloc_elem);
-        if (g->target == KJ_CODEGEN_CUDA) {
-            LLVMTypeRef at = LLVMArrayType2(memty(g, e->alloc_elem), (uint64_t)alloc_count(e));
-            LLVMValueRef gv = LLVMAddGlobalInAddressSpace(g->mod, at, "shared", 3);
-            LLVMSetLinkage(gv, LLVMInternalLinkage);
-            LLVMSetInitializer(gv, LLVMGetUndef(at));
-            LLVMSetAlignment(gv, 16);
-            array_fixed(g, LLVMBuildAddrSpaceCast(g->b, gv, g->t_ptr, ""), e, out);
-            return;
-        }
-        if (!g->shared_base) {
-            kj_codegen_error(g, "shared() is only available in kernels%s", NULL);
-            array_fixed(g, LLVMConstNull(g->t_ptr), e, out);
-            return;
-        }
-        /* Each shared() call gets its own 16-byte aligned slice of ctx->shared,
-         * in the order the calls appear in the function. */
-        int64_t offset = g->shared_offset;
-        g->shared_offset += (bytes + 15) & ~(int64_t)15;
-        LLVMValueRef off = const_i64(g, offset);
-        array_fixed(g, LLVMBuildInBoundsGEP2(g->b, g->t_i8, g->shared_base, &off, 1, "shared"), e, out);
+    case KJ_IR_SHARED:
+        array_fixed(g, g->target->shared_array(g, e->alloc_elem, alloc_count(e)), e, out);
         return;
-    }
     default:
         kj_codegen_error(g, "the code generator cannot make an array from a %s expression", kj_ir_op_name(e->op));
         out->ndim = e->type->ndim;

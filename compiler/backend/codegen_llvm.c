@@ -1,8 +1,11 @@
 /*
  * codegen_llvm.c: the typed IR lowered to LLVM IR, shared by the cpu target
- * (cpu_jit.c, ORC on the host) and the cuda target (ptx.c, NVPTX).  This file
- * holds the module, its functions and entry points, statements and control
- * flow, and the optimisation pipeline; codegen_expr.c lowers expressions.
+ * (target_cpu.c; cpu_jit.c, ORC on the host) and the cuda target
+ * (target_cuda.c; ptx.c, NVPTX).  This file holds the module, its functions,
+ * the helpers the targets' entry points are built from, statements and
+ * control flow, and the optimisation pipeline; codegen_expr.c lowers
+ * expressions.  Where the targets differ it calls g->target's hooks
+ * (codegen_llvm.h); it never asks which target it builds for.
  *
  * Every IR function becomes an internal "<symbol>__impl" function whose
  * arrays arrive as SSA values (data pointer, then the first ndim extents and
@@ -23,7 +26,6 @@
 #define KJ_CODEGEN_LOWERING
 #include "codegen_llvm.h"
 
-#include <dlfcn.h>
 #include <llvm-c/Analysis.h>
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -49,13 +51,13 @@ void kj_codegen_add_fn_attr(Gen *g, LLVMValueRef fn, const char *name)
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
 }
 
-static void add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const char *name, uint64_t value)
+void kj_codegen_add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const char *name, uint64_t value)
 {
     unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
     LLVMAddAttributeAtIndex(fn, param + 1, LLVMCreateEnumAttribute(g->ctx, kind, value));
 }
 
-static void add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value)
+void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value)
 {
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(g->ctx, key, strlen(key), value, strlen(value)));
@@ -66,16 +68,10 @@ static void set_common_attrs(Gen *g, LLVMValueRef fn)
 {
     kj_codegen_add_fn_attr(g, fn, "nounwind");
     if (g->cpu_name && *g->cpu_name)
-        add_string_attr(g, fn, "target-cpu", g->cpu_name);
+        kj_codegen_add_string_attr(g, fn, "target-cpu", g->cpu_name);
     if (g->cpu_features && *g->cpu_features)
-        add_string_attr(g, fn, "target-features", g->cpu_features);
-    if (g->target == KJ_CODEGEN_CPU && g->vec_avx512)
-        /* The libmvec AVX-512 variants take 512-bit vectors; without this the
-         * vectoriser may settle on 256 bits and never pick them. */
-        add_string_attr(g, fn, "prefer-vector-width", "512");
-    if (g->target == KJ_CODEGEN_CUDA)
-        /* Barriers must not be moved across control flow by the optimiser. */
-        kj_codegen_add_fn_attr(g, fn, "convergent");
+        kj_codegen_add_string_attr(g, fn, "target-features", g->cpu_features);
+    g->target->function_attrs(g, fn);
 }
 
 /* ============================================================ blocks */
@@ -125,7 +121,7 @@ static void push_loop(Gen *g, LLVMBasicBlockRef break_bb, LLVMBasicBlockRef cont
     g->loops[++g->loop_depth - 1] = (LoopTargets){break_bb, continue_bb};
 }
 
-static LLVMValueRef alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
+LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
 {
     LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
     LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
@@ -160,16 +156,17 @@ static bool leaves_or_loops(const KjIrStmt *s)
 }
 
 /*
- * On cuda, an innermost `for` over constant bounds with no early exit is
- * unrolled four times, as nvcc does with such loops: LLVM's NVPTX defaults
- * unroll the delay-and-sum inner loop only twice, and the four copies let the
- * GPU overlap one step's square roots and division with the next's (measured:
- * 48.4 to 47.1 ms on the H100).  The request is loop metadata on the back edge.
+ * An innermost `for` over constant bounds with no early exit is unrolled
+ * four times on targets that ask for it (cuda: as nvcc does with such loops;
+ * LLVM's NVPTX defaults unroll the delay-and-sum inner loop only twice, and
+ * the four copies let the GPU overlap one step's square roots and division
+ * with the next's, measured 48.4 to 47.1 ms on the H100).  The request is
+ * loop metadata on the back edge.
  */
 static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
 {
-    if (g->target != KJ_CODEGEN_CUDA || s->start->op != KJ_IR_CONST || s->stop->op != KJ_IR_CONST ||
-        s->step->op != KJ_IR_CONST || leaves_or_loops(s->body))
+    if (!g->target->unroll_constant_loops || s->start->op != KJ_IR_CONST ||
+        s->stop->op != KJ_IR_CONST || s->step->op != KJ_IR_CONST || leaves_or_loops(s->body))
         return;
     LLVMMetadataRef count[2] = {
         LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.count", strlen("llvm.loop.unroll.count")),
@@ -182,28 +179,47 @@ static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
                     LLVMMetadataAsValue(g->ctx, loop));
 }
 
-static void gen_for(Gen *g, KjIrStmt *s)
-{
-    const KjType *t = s->var->type;
-    LLVMTypeRef lt = llty(g, t);
-    LLVMValueRef start = kj_codegen_convert(g, kj_codegen_expr(g, s->start), s->start->type, t);
-    LLVMValueRef stop = kj_codegen_convert(g, kj_codegen_expr(g, s->stop), s->stop->type, t);
-    LLVMValueRef step = kj_codegen_convert(g, kj_codegen_expr(g, s->step), s->step->type, t);
-    bool sgn = kj_type_is_signed(t);
-    /* The loop counts with its own hidden counter, so assigning to the loop
-     * variable in the body does not change the iterations (as in Python). */
-    LLVMValueRef counter = alloca_in_entry(g, lt, "for.counter");
-    LLVMBuildStore(g->b, start, counter);
-    LLVMValueRef up = LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntNE, step, LLVMConstNull(lt), "up");
+/* A counted loop, the skeleton `for` and PARFOR share: its variable runs
+ * from start by step while below stop, or above it when the step is
+ * negative and the loop runs either_way. */
+typedef struct CountedLoop {
+    const char *name;         /* the blocks are "<name>.cond", ".body", ".inc", ".exit" */
+    const char *counter_name; /* of the hidden counter's alloca */
+    LLVMTypeRef type;
+    LLVMValueRef start, stop, step;
+    bool is_signed;
+    bool either_way; /* false: upward only (PARFOR's i64 index) */
+    bool nsw;        /* the increment cannot wrap */
+} CountedLoop;
 
-    LLVMBasicBlockRef cond_bb = new_block(g, "for.cond"), body_bb = new_block(g, "for.body"),
-                      inc_bb = new_block(g, "for.inc"), exit_bb = new_block(g, "for.exit");
+/* The loop counts with its own hidden counter, so assigning to the loop
+ * variable in the body does not change the iterations (as in Python).
+ * Returns the back edge's branch. */
+static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loop)
+{
+    LLVMTypeRef lt = loop->type;
+    bool sgn = loop->is_signed;
+    LLVMValueRef counter = kj_codegen_alloca_in_entry(g, lt, loop->counter_name);
+    LLVMBuildStore(g->b, loop->start, counter);
+    LLVMValueRef up = loop->either_way ? LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntNE, loop->step,
+                                                       LLVMConstNull(lt), "up")
+                                       : NULL;
+
+    char names[4][32];
+    static const char *const parts[4] = {"cond", "body", "inc", "exit"};
+    for (int k = 0; k < 4; k++)
+        snprintf(names[k], sizeof names[k], "%s.%s", loop->name, parts[k]);
+    LLVMBasicBlockRef cond_bb = new_block(g, names[0]), body_bb = new_block(g, names[1]),
+                      inc_bb = new_block(g, names[2]), exit_bb = new_block(g, names[3]);
     LLVMBuildBr(g->b, cond_bb);
     LLVMPositionBuilderAtEnd(g->b, cond_bb);
     LLVMValueRef i = LLVMBuildLoad2(g->b, lt, counter, "i");
-    LLVMValueRef below = LLVMBuildICmp(g->b, sgn ? LLVMIntSLT : LLVMIntULT, i, stop, "");
-    LLVMValueRef above = LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntUGT, i, stop, "");
-    LLVMBuildCondBr(g->b, LLVMBuildSelect(g->b, up, below, above, ""), body_bb, exit_bb);
+    LLVMValueRef go_on = LLVMBuildICmp(g->b, sgn ? LLVMIntSLT : LLVMIntULT, i, loop->stop, "");
+    if (up) {
+        LLVMValueRef above = LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntUGT, i, loop->stop, "");
+        go_on = LLVMBuildSelect(g->b, up, go_on, above, "");
+    }
+    LLVMBuildCondBr(g->b, go_on, body_bb, exit_bb);
 
     LLVMPositionBuilderAtEnd(g->b, body_bb);
     LLVMBuildStore(g->b, i, g->slots[s->var->id].scalar);
@@ -214,53 +230,33 @@ static void gen_for(Gen *g, KjIrStmt *s)
 
     LLVMPositionBuilderAtEnd(g->b, inc_bb);
     LLVMValueRef cur = LLVMBuildLoad2(g->b, lt, counter, "");
-    LLVMBuildStore(g->b, LLVMBuildAdd(g->b, cur, step, ""), counter);
-    request_unroll(g, s, LLVMBuildBr(g->b, cond_bb));
+    LLVMValueRef next = loop->nsw ? LLVMBuildNSWAdd(g->b, cur, loop->step, "")
+                                  : LLVMBuildAdd(g->b, cur, loop->step, "");
+    LLVMBuildStore(g->b, next, counter);
+    LLVMValueRef back_edge = LLVMBuildBr(g->b, cond_bb);
     LLVMPositionBuilderAtEnd(g->b, exit_bb);
+    return back_edge;
 }
 
-/* PARFOR: on cpu the iterations [begin, end) the runtime hands to __range; on
- * cuda a grid-stride loop over [0, stop). */
+static void gen_for(Gen *g, KjIrStmt *s)
+{
+    const KjType *t = s->var->type;
+    CountedLoop loop = {.name = "for", .counter_name = "for.counter", .type = llty(g, t),
+                        .is_signed = kj_type_is_signed(t), .either_way = true};
+    loop.start = kj_codegen_convert(g, kj_codegen_expr(g, s->start), s->start->type, t);
+    loop.stop = kj_codegen_convert(g, kj_codegen_expr(g, s->stop), s->stop->type, t);
+    loop.step = kj_codegen_convert(g, kj_codegen_expr(g, s->step), s->step->type, t);
+    request_unroll(g, s, gen_counted_loop(g, s, &loop));
+}
+
+/* PARFOR: the target says which iterations this code runs (cpu: the
+ * [begin, end) the runtime hands to __range; cuda: a grid-stride loop). */
 static void gen_parfor(Gen *g, KjIrStmt *s)
 {
-    LLVMValueRef begin, end, step;
-    bool cuda = g->target == KJ_CODEGEN_CUDA;
-    if (cuda) {
-        end = kj_codegen_convert(g, kj_codegen_expr(g, s->stop), s->stop->type, kj_type_scalar(KJ_TYPE_I64));
-        LLVMValueRef bid = LLVMBuildZExt(g->b, kj_codegen_read_sreg(g, KJ_SREG_BID_X), g->t_i64, "");
-        LLVMValueRef bdim = LLVMBuildZExt(g->b, kj_codegen_read_sreg(g, KJ_SREG_BDIM_X), g->t_i64, "");
-        LLVMValueRef tid = LLVMBuildZExt(g->b, kj_codegen_read_sreg(g, KJ_SREG_TID_X), g->t_i64, "");
-        LLVMValueRef gdim = LLVMBuildZExt(g->b, kj_codegen_read_sreg(g, KJ_SREG_GDIM_X), g->t_i64, "");
-        begin = LLVMBuildNUWAdd(g->b, LLVMBuildNUWMul(g->b, bid, bdim, ""), tid, "");
-        step = LLVMBuildNUWMul(g->b, bdim, gdim, "");
-    } else {
-        if (!g->range_begin) {
-            kj_codegen_error(g, "a parallel loop outside a vectorized kernel%s", NULL);
-            return;
-        }
-        begin = g->range_begin;
-        end = g->range_end;
-        step = const_i64(g, 1);
-    }
-    LLVMValueRef counter = alloca_in_entry(g, g->t_i64, "parfor.i");
-    LLVMBuildStore(g->b, begin, counter);
-    LLVMBasicBlockRef cond_bb = new_block(g, "parfor.cond"), body_bb = new_block(g, "parfor.body"),
-                      inc_bb = new_block(g, "parfor.inc"), exit_bb = new_block(g, "parfor.exit");
-    LLVMBuildBr(g->b, cond_bb);
-    LLVMPositionBuilderAtEnd(g->b, cond_bb);
-    LLVMValueRef i = LLVMBuildLoad2(g->b, g->t_i64, counter, "i");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, i, end, ""), body_bb, exit_bb);
-    LLVMPositionBuilderAtEnd(g->b, body_bb);
-    LLVMBuildStore(g->b, i, g->slots[s->var->id].scalar);
-    push_loop(g, exit_bb, inc_bb);
-    gen_stmt(g, s->body);
-    g->loop_depth--;
-    branch_to(g, inc_bb);
-    LLVMPositionBuilderAtEnd(g->b, inc_bb);
-    LLVMValueRef cur = LLVMBuildLoad2(g->b, g->t_i64, counter, "");
-    LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, cur, step, ""), counter);
-    LLVMBuildBr(g->b, cond_bb);
-    LLVMPositionBuilderAtEnd(g->b, exit_bb);
+    CountedLoop loop = {.name = "parfor", .counter_name = "parfor.i", .type = g->t_i64,
+                        .is_signed = true, .nsw = true};
+    if (g->target->parfor_range(g, s, &loop.start, &loop.stop, &loop.step))
+        gen_counted_loop(g, s, &loop);
 }
 
 static void gen_stmt(Gen *g, KjIrStmt *s)
@@ -348,16 +344,9 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
 
 /* ============================================================ functions */
 
-static bool is_cpu_kernel(Gen *g, const KjIrFunction *fn)
-{
-    return g->target == KJ_CODEGEN_CPU && fn->kind == KJ_IR_FN_KERNEL;
-}
-
-/* The impl's parameters: each IR parameter (an array as data, shape[ndim],
- * strides[ndim]); cpu kernels add ctx and threadIdx.x/y/z; cpu vectorized
- * kernels add the [begin, end) range. */
-/* How many LLVM arguments the impl of fn takes (an upper bound is enough). */
-static int impl_arg_capacity(const KjIrFunction *fn)
+/* How many LLVM arguments the impl of fn takes (an upper bound is enough):
+ * 8 for the target's hidden parameters. */
+int kj_codegen_impl_arg_capacity(const KjIrFunction *fn)
 {
     int n = 8;
     for (int i = 0; i < fn->param_count; i++)
@@ -365,9 +354,12 @@ static int impl_arg_capacity(const KjIrFunction *fn)
     return n;
 }
 
+/* The impl's parameters: each IR parameter (an array as data, shape[ndim],
+ * strides[ndim]), then the target's hidden ones (cpu kernels: ctx and
+ * threadIdx.x/y/z; cpu vectorized kernels: the [begin, end) range). */
 static LLVMTypeRef impl_type(Gen *g, const KjIrFunction *fn)
 {
-    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)impl_arg_capacity(fn));
+    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)kj_codegen_impl_arg_capacity(fn));
     int n = 0;
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
@@ -379,16 +371,8 @@ static LLVMTypeRef impl_type(Gen *g, const KjIrFunction *fn)
             ps[n++] = llty(g, t);
         }
     }
-    if (is_cpu_kernel(g, fn)) {
-        ps[n++] = g->t_ptr;
-        ps[n++] = g->t_i32;
-        ps[n++] = g->t_i32;
-        ps[n++] = g->t_i32;
-    }
-    if (g->target == KJ_CODEGEN_CPU && fn->kind == KJ_IR_FN_VEC_KERNEL) {
-        ps[n++] = g->t_i64;
-        ps[n++] = g->t_i64;
-    }
+    if (g->target->hidden_params)
+        n += g->target->hidden_params(g, fn, ps + n);
     LLVMTypeRef ret = fn->kind == KJ_IR_FN_KERNEL || fn->kind == KJ_IR_FN_VEC_KERNEL ? g->t_void : llty(g, fn->ret);
     LLVMTypeRef type = LLVMFunctionType(ret, ps, (unsigned)n, 0);
     free(ps);
@@ -418,10 +402,6 @@ static void declare_impl(Gen *g, KjIrFunction *fn)
      * the whole element computation.  Plain functions are left to the inliner. */
     if (fn->kind != KJ_IR_FN_PLAIN)
         kj_codegen_add_fn_attr(g, info->impl, "alwaysinline");
-    if (is_cpu_kernel(g, fn)) {
-        unsigned ctx_index = LLVMCountParamTypes(info->impl_type) - 4;
-        add_param_attr(g, info->impl, ctx_index, "noalias", 0);
-    }
 }
 
 static void define_impl(Gen *g, FnInfo *info)
@@ -493,25 +473,8 @@ static void define_impl(Gen *g, FnInfo *info)
             LLVMBuildStore(g->b, LLVMGetParam(g->llfn, p++), s->scalar);
         }
     }
-    if (is_cpu_kernel(g, fn)) {
-        /* The special registers are read once: ctx is noalias, and SSA values
-         * keep them out of the way of the kernel's own stores. */
-        g->thread_ctx = LLVMGetParam(g->llfn, p++);
-        for (int k = 0; k < 3; k++)
-            g->sreg[KJ_SREG_TID_X + k] = LLVMGetParam(g->llfn, p++);
-        for (int field = 1; field < 4; field++)
-            for (int k = 0; k < 3; k++) {
-                LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, field), const_i32(g, k)};
-                LLVMValueRef ptr = LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, g->thread_ctx, idx, 3, "");
-                g->sreg[KJ_SREG_TID_X + field * 3 + k] = LLVMBuildLoad2(g->b, g->t_i32, ptr, "");
-            }
-        LLVMValueRef sp = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 4, "");
-        g->shared_base = LLVMBuildLoad2(g->b, g->t_ptr, sp, "shared");
-    }
-    if (g->target == KJ_CODEGEN_CPU && fn->kind == KJ_IR_FN_VEC_KERNEL) {
-        g->range_begin = LLVMGetParam(g->llfn, p++);
-        g->range_end = LLVMGetParam(g->llfn, p++);
-    }
+    if (g->target->bind_hidden_params)
+        g->target->bind_hidden_params(g, fn, p);
 
     LLVMPositionBuilderAtEnd(g->b, start);
     gen_stmt(g, fn->body);
@@ -522,10 +485,10 @@ static void define_impl(Gen *g, FnInfo *info)
         else /* the checker proves every path returns; this block is dead */
             LLVMBuildRet(g->b, LLVMConstNull(rt));
     }
-    /* The checker sums the sizes of the shared() arrays; the 16-byte aligned
-     * layout above may need a little more, and the runtime allocates what
-     * shared_bytes says. */
-    if (is_cpu_kernel(g, fn) && g->shared_offset > fn->shared_bytes)
+    /* The checker sums the sizes of the shared() arrays; a target that lays
+     * them out itself (cpu, 16-byte aligned) may need a little more, and the
+     * runtime allocates what shared_bytes says.  Elsewhere the offset stays 0. */
+    if (g->shared_offset > fn->shared_bytes)
         fn->shared_bytes = g->shared_offset;
     free(g->slots);
     g->slots = NULL;
@@ -533,26 +496,23 @@ static void define_impl(Gen *g, FnInfo *info)
 
 /* ============================================================ entry points */
 
+/* What the targets' entry points (target_cpu.c, target_cuda.c) are built from. */
+
 /* The contiguous array parameters of a root's code (KjCodegenOptions): only
  * kernels are specialised; the vectorize pass has layouts of its own. */
-static uint32_t root_contiguous(Gen *g, const KjIrFunction *fn)
+uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn)
 {
     if (fn->kind == KJ_IR_FN_VEC_KERNEL && fn->contiguous)
         return UINT32_MAX;
     return fn->kind == KJ_IR_FN_KERNEL ? g->options->contiguous_params : 0;
 }
 
-static bool param_contiguous(uint32_t mask, int param)
-{
-    return param < 32 && (mask >> param & 1u);
-}
-
 /* An array's fields read from its KjArrayDesc.  For an array the runtime
  * promises to be C-contiguous the strides are computed from the shape instead
  * (1, then running products of the extents): the impl, inlined here, then
  * indexes its last dimension with no multiply, and LLVM sees unit stride. */
-static void array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,
-                            const KjType *type, bool contiguous, ArrayVal *out)
+void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,
+                                const KjType *type, bool contiguous, ArrayVal *out)
 {
     out->ndim = type->ndim;
     out->elem = type->elem;
@@ -573,203 +533,17 @@ static void array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type
     }
 }
 
-/* Unpacks `void **args` (cpu entries) into impl arguments. */
-static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LLVMValueRef *out)
-{
-    uint32_t contiguous = root_contiguous(g, fn);
-    int n = 0;
-    for (int i = 0; i < fn->param_count; i++) {
-        const KjType *t = fn->params[i]->type;
-        LLVMValueRef idx = const_i64(g, i);
-        LLVMValueRef slot = LLVMBuildInBoundsGEP2(g->b, g->t_ptr, args_ptr, &idx, 1, "");
-        LLVMValueRef p = LLVMBuildLoad2(g->b, g->t_ptr, slot, fn->params[i]->name);
-        if (is_array(t)) {
-            ArrayVal a;
-            array_from_desc(g, p, g->t_desc, t, param_contiguous(contiguous, i), &a);
-            out[n++] = a.data;
-            for (int k = 0; k < t->ndim; k++)
-                out[n++] = a.shape[k];
-            for (int k = 0; k < t->ndim; k++)
-                out[n++] = a.strides[k];
-        } else {
-            out[n++] = from_mem(g, t, LLVMBuildLoad2(g->b, memty(g, t), p, ""));
-        }
-    }
-    return n;
-}
-
 /* An entry point of root fn: its variant's symbol, then suffix. */
-static LLVMValueRef add_entry(Gen *g, const KjIrFunction *fn, const char *suffix, LLVMTypeRef type)
+LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *suffix, LLVMTypeRef type)
 {
     char symbol[480], name[512];
-    kj_kernel_variant_symbol(fn, root_contiguous(g, fn), symbol, sizeof symbol);
+    kj_kernel_variant_symbol(fn, kj_codegen_root_contiguous(g, fn), symbol, sizeof symbol);
     snprintf(name, sizeof name, "%s%s", symbol, suffix);
     LLVMValueRef entry = LLVMAddFunction(g->mod, name, type);
     set_common_attrs(g, entry);
     g->llfn = entry;
     LLVMPositionBuilderAtEnd(g->b, new_block(g, "entry"));
     return entry;
-}
-
-static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args);
-
-static void emit_cpu_entries(Gen *g, FnInfo *info)
-{
-    KjIrFunction *fn = info->ir;
-    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)impl_arg_capacity(fn));
-    emit_cpu_entries_into(g, info, args);
-    free(args);
-}
-
-static void emit_cpu_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
-{
-    KjIrFunction *fn = info->ir;
-    LLVMTypeRef two_ptrs[2] = {g->t_ptr, g->t_ptr};
-    switch (fn->kind) {
-    case KJ_IR_FN_PLAIN:
-    case KJ_IR_FN_SCALAR: {
-        LLVMValueRef e = add_entry(g, fn, "__entry", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
-        int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
-        LLVMValueRef r = LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
-        if (fn->ret->kind != KJ_TYPE_VOID)
-            LLVMBuildStore(g->b, to_mem(g, fn->ret, r), LLVMGetParam(e, 1));
-        LLVMBuildRetVoid(g->b);
-        return;
-    }
-    case KJ_IR_FN_KERNEL: {
-        LLVMTypeRef ft = LLVMFunctionType(g->t_void, two_ptrs, 2, 0);
-        LLVMValueRef e = add_entry(g, fn, "__thread", ft);
-        LLVMValueRef ctx = LLVMGetParam(e, 1);
-        int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
-        args[n++] = ctx;
-        for (int k = 0; k < 3; k++) {
-            LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 0), const_i32(g, k)};
-            args[n++] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "tid");
-        }
-        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
-        LLVMBuildRetVoid(g->b);
-        if (fn->uses_syncthreads)
-            return;
-
-        /* __block: every thread of the block in turn, z outermost.  The thread
-         * indices go to the impl as values; ctx->thread_idx is not written. */
-        e = add_entry(g, fn, "__block", ft);
-        ctx = LLVMGetParam(e, 1);
-        n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
-        args[n] = ctx;
-        LLVMValueRef dims[3];
-        for (int k = 0; k < 3; k++) {
-            LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 2), const_i32(g, k)};
-            dims[k] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "bdim");
-        }
-        /* Counters live in allocas (mem2reg makes them SSA): z outermost. */
-        LLVMValueRef counters[3];
-        for (int k = 0; k < 3; k++) {
-            counters[k] = LLVMBuildAlloca(g->b, g->t_i32, "t");
-        }
-        LLVMBasicBlockRef conds[3], bodies[3], incs[3], exits[3];
-        for (int level = 2; level >= 0; level--) {
-            conds[level] = new_block(g, "thread.cond");
-            bodies[level] = new_block(g, "thread.body");
-            incs[level] = new_block(g, "thread.inc");
-            exits[level] = new_block(g, "thread.exit");
-            LLVMBuildStore(g->b, const_i32(g, 0), counters[level]);
-            LLVMBuildBr(g->b, conds[level]);
-            LLVMPositionBuilderAtEnd(g->b, conds[level]);
-            LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");
-            LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, t, dims[level], ""), bodies[level], exits[level]);
-            LLVMPositionBuilderAtEnd(g->b, bodies[level]);
-        }
-        for (int k = 0; k < 3; k++)
-            args[n + 1 + k] = LLVMBuildLoad2(g->b, g->t_i32, counters[k], "");
-        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n + 4, "");
-        for (int level = 0; level < 3; level++) {
-            LLVMBuildBr(g->b, incs[level]);
-            LLVMPositionBuilderAtEnd(g->b, incs[level]);
-            LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");
-            LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, t, const_i32(g, 1), ""), counters[level]);
-            LLVMBuildBr(g->b, conds[level]);
-            LLVMPositionBuilderAtEnd(g->b, exits[level]);
-        }
-        LLVMBuildRetVoid(g->b);
-        return;
-    }
-    case KJ_IR_FN_VEC_KERNEL: {
-        LLVMTypeRef ps[3] = {g->t_ptr, g->t_i64, g->t_i64};
-        LLVMValueRef e = add_entry(g, fn, "__range", LLVMFunctionType(g->t_void, ps, 3, 0));
-        int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
-        args[n++] = LLVMGetParam(e, 1);
-        args[n++] = LLVMGetParam(e, 2);
-        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
-        LLVMBuildRetVoid(g->b);
-        return;
-    }
-    }
-}
-
-/* How a cuda .entry takes an array: a C-contiguous one as the record
- * {data, shape[ndim]} (KjArrayDesc's first fields, so the runtime passes a
- * pointer to its descriptor all the same), any other as the whole
- * KjArrayDesc. */
-static LLVMTypeRef cuda_array_type(Gen *g, const KjType *t, bool contiguous)
-{
-    if (!contiguous)
-        return g->t_desc;
-    LLVMTypeRef fields[2] = {g->t_ptr, LLVMArrayType2(g->t_i64, (uint64_t)t->ndim)};
-    return LLVMStructTypeInContext(g->ctx, fields, 2, 0);
-}
-
-/* The cuda .entry: parameters in IR order, arrays (and complex scalars) by
- * value as byval pointers, bools as one byte. */
-static void emit_cuda_kernel(Gen *g, FnInfo *info)
-{
-    KjIrFunction *fn = info->ir;
-    if (fn->kind != KJ_IR_FN_KERNEL && fn->kind != KJ_IR_FN_VEC_KERNEL)
-        return;
-    uint32_t contiguous = root_contiguous(g, fn);
-    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)(fn->param_count + 1));
-    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)impl_arg_capacity(fn));
-    for (int i = 0; i < fn->param_count; i++) {
-        const KjType *t = fn->params[i]->type;
-        ps[i] = is_array(t) || kj_type_is_complex(t) ? g->t_ptr : memty(g, t);
-    }
-    LLVMValueRef e = add_entry(g, fn, "", LLVMFunctionType(g->t_void, ps, (unsigned)fn->param_count, 0));
-    LLVMSetFunctionCallConv(e, LLVMPTXKernelCallConv);
-    free(ps);
-    int n = 0;
-    for (int i = 0; i < fn->param_count; i++) {
-        const KjType *t = fn->params[i]->type;
-        LLVMValueRef p = LLVMGetParam(e, (unsigned)i);
-        bool compact = is_array(t) && param_contiguous(contiguous, i);
-        LLVMTypeRef array_type = is_array(t) ? cuda_array_type(g, t, compact) : NULL;
-        if (is_array(t) || kj_type_is_complex(t)) {
-            LLVMTypeRef vt = is_array(t) ? array_type : llty(g, t);
-            unsigned kind = LLVMGetEnumAttributeKindForName("byval", 5);
-            LLVMAddAttributeAtIndex(e, (unsigned)i + 1, LLVMCreateTypeAttribute(g->ctx, kind, vt));
-            add_param_attr(g, e, (unsigned)i, "align", is_array(t) ? 8 : (uint64_t)kj_type_size(kj_type_complex_part(t)));
-        }
-        if (is_array(t)) {
-            ArrayVal a;
-            array_from_desc(g, p, array_type, t, compact, &a);
-            args[n++] = a.data;
-            for (int k = 0; k < t->ndim; k++)
-                args[n++] = a.shape[k];
-            for (int k = 0; k < t->ndim; k++)
-                args[n++] = a.strides[k];
-        } else if (kj_type_is_complex(t)) {
-            args[n++] = LLVMBuildLoad2(g->b, llty(g, t), p, "");
-        } else {
-            args[n++] = from_mem(g, t, p);
-        }
-    }
-    LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
-    LLVMBuildRetVoid(g->b);
-    free(args);
-
-    LLVMMetadataRef md[3] = {LLVMValueAsMetadata(e), LLVMMDStringInContext2(g->ctx, "kernel", 6),
-                             LLVMValueAsMetadata(const_i32(g, 1))};
-    LLVMAddNamedMetadataOperand(g->mod, "nvvm.annotations",
-                                LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, md, 3)));
 }
 
 /* ============================================================ reachability */
@@ -845,7 +619,7 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
     Gen gen = {0}, *g = &gen;
     g->ctx = context;
     g->options = options;
-    g->target = options->target;
+    g->target = kj_target_for(options->target);
     g->mod = LLVMModuleCreateWithNameInContext("kjit", context);
     g->b = LLVMCreateBuilderInContext(context);
     init_types(g);
@@ -859,14 +633,8 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
     char *features = LLVMGetTargetMachineFeatureString(machine);
     g->cpu_name = cpu;
     g->cpu_features = features;
-    /* Vector variants only when libmvec is in the process (cpu_jit.c loads it):
-     * a host without it gets scalar libm calls rather than unresolved symbols. */
-    if (g->target == KJ_CODEGEN_CPU && strncmp(triple, "x86_64", 6) == 0 &&
-        dlsym(RTLD_DEFAULT, "_ZGVbN2v_sin") != NULL) {
-        g->vec_sse = true;
-        g->vec_avx2 = strstr(features, "+avx2") != NULL;
-        g->vec_avx512 = strstr(features, "+avx512f") != NULL;
-    }
+    if (g->target->setup_module)
+        g->target->setup_module(g, triple);
 
     int cap = module->functions.count + root_count + 1;
     KjIrFunction **reach = kj_xcalloc((size_t)cap, sizeof *reach);
@@ -878,13 +646,8 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
         declare_impl(g, reach[i]);
     for (int i = 0; i < g->fn_count && !g->error; i++)
         define_impl(g, &g->fns[i]);
-    for (int i = 0; i < root_count && !g->error; i++) {
-        FnInfo *info = kj_codegen_fn_info(g, roots[i]);
-        if (g->target == KJ_CODEGEN_CPU)
-            emit_cpu_entries(g, info);
-        else
-            emit_cuda_kernel(g, info);
-    }
+    for (int i = 0; i < root_count && !g->error; i++)
+        g->target->emit_entries(g, kj_codegen_fn_info(g, roots[i]));
 
     if (g->used_count > 0) {
         LLVMTypeRef at = LLVMArrayType2(g->t_ptr, (uint64_t)g->used_count);

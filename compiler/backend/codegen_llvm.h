@@ -1,8 +1,10 @@
 /*
- * codegen_llvm.h: the seam between the shared IR -> LLVM lowering
- * (codegen_llvm.c, with expressions in codegen_expr.c) and the files that
- * drive LLVM for one target (cpu_jit.c for ORC on the host, ptx.c for NVPTX).
- * Only the back-end files include LLVM.
+ * codegen_llvm.h: the back end's private header.  The seam between the
+ * shared IR -> LLVM lowering (codegen_llvm.c, with expressions in
+ * codegen_expr.c), the two targets that lowering calls where cpu and cuda
+ * part ways (target_cpu.c, target_cuda.c, picked in target.c), and the files
+ * that drive LLVM for one of them (cpu_jit.c for ORC on the host, ptx.c for
+ * NVPTX).  Only the back-end files include LLVM.
  */
 #ifndef KJIT_CODEGEN_LLVM_H
 #define KJIT_CODEGEN_LLVM_H
@@ -26,12 +28,19 @@ bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int op
  * optimiser speculated turned back into branches (after optimisation). */
 void kj_ptx_branch_selects(LLVMModuleRef mod);
 
+/* cpu_jit.c: a target machine for the host (its CPU and features), LLVM's
+ * native target initialised first.  NULL and *error when there is none. */
+LLVMTargetMachineRef kj_cpu_host_machine(char **error);
+
 /* ============================================================ lowering internals */
 
-/* Shared by codegen_llvm.c (module, functions, statements) and codegen_expr.c
- * (expressions); the two define KJ_CODEGEN_LOWERING before including this
- * header, so the target drivers never see these short names. */
+/* Shared by codegen_llvm.c (module, functions, statements), codegen_expr.c
+ * (expressions) and the targets (target.c, target_cpu.c, target_cuda.c);
+ * they define KJ_CODEGEN_LOWERING before including this header, so the
+ * LLVM drivers (cpu_jit.c, ptx.c) never see these short names. */
 #ifdef KJ_CODEGEN_LOWERING
+
+typedef struct Gen Gen;
 
 /* Where an array lives while a function runs: one slot (alloca) per field. */
 typedef struct ArraySlots {
@@ -60,12 +69,90 @@ typedef struct LoopTargets {
     LLVMBasicBlockRef break_bb, continue_bb;
 } LoopTargets;
 
+/* ============================================================ targets */
+
+/*
+ * A target: everything in which cpu and cuda differ, as a struct of function
+ * pointers (QBE's Target).  The shared lowering calls these hooks where the
+ * two part ways and never asks which target it builds for; target_cpu.c and
+ * target_cuda.c hold the two instances, and kj_target_for is the one place
+ * that picks between them.  Hooks marked "may be NULL" refine the shared
+ * lowering, which NULL leaves as it is.
+ */
+typedef struct KjTarget {
+    const char *name; /* "cpu", "cuda" */
+
+    /* ---- emission */
+    /* One stage (kjit build --emit, and the runtime's compilations) for roots:
+     * heap text or bytes, *size set; NULL and *error for a kind the target
+     * does not emit. */
+    char *(*emit)(KjIrModule *module, KjIrFunction **roots, int root_count,
+                  const KjCodegenOptions *options, KjEmitKind kind, size_t *size, char **error);
+
+    /* ---- the module */
+    /* Once the module has the machine's triple and data layout, what the
+     * target reads off them (cpu: which libmvec ISAs the host runs).  May be
+     * NULL. */
+    void (*setup_module)(Gen *g, const char *triple);
+    /* Attributes of every function defined, after nounwind and the machine's
+     * CPU and features. */
+    void (*function_attrs)(Gen *g, LLVMValueRef fn);
+
+    /* ---- impls and entry points */
+    /* Parameters an impl takes after its IR parameters (at most 8): their
+     * types into `types`, the count returned.  May be NULL (none). */
+    int (*hidden_params)(Gen *g, const KjIrFunction *fn, LLVMTypeRef *types);
+    /* While g->llfn is fn's impl: takes the hidden parameters, the first at
+     * index `first`, into g's per-function state.  May be NULL. */
+    void (*bind_hidden_params)(Gen *g, const KjIrFunction *fn, unsigned first);
+    /* The hidden arguments of a call from the function being lowered to
+     * callee's impl, into `out`; the count returned.  May be NULL. */
+    int (*hidden_args)(Gen *g, const KjIrFunction *callee, LLVMValueRef *out);
+    /* The entry points of a root (kjit_backend.h lists them), around its impl. */
+    void (*emit_entries)(Gen *g, FnInfo *root);
+
+    /* ---- statements */
+    /* Innermost `for` loops over constant bounds get an unroll request. */
+    bool unroll_constant_loops;
+    /* The iterations of a PARFOR this thread runs: from *begin by *step while
+     * below *end (i64 values).  false when there are none to run here (the
+     * error is recorded). */
+    bool (*parfor_range)(Gen *g, KjIrStmt *s, LLVMValueRef *begin, LLVMValueRef *end,
+                         LLVMValueRef *step);
+
+    /* ---- expressions */
+    LLVMValueRef (*read_sreg)(Gen *g, KjSpecialReg reg); /* an i32 */
+    void (*syncthreads)(Gen *g);
+    /* The data pointer of one shared() array of `count` elements. */
+    LLVMValueRef (*shared_array)(Gen *g, const KjType *elem, int64_t count);
+    /* Before a math library function's name: "sin" -> "<prefix>sin(f)". */
+    const char *math_prefix;
+    /* A math built-in the target lowers its own way; NULL for the shared
+     * lowering (an LLVM intrinsic, or the math library).  May be NULL. */
+    LLVMValueRef (*math)(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
+    /* After a call to a math library function that has vector variants
+     * somewhere (libm_name: "sin", "sinf"; cpu: libmvec's).  May be NULL. */
+    void (*vectorizable_math_call)(Gen *g, LLVMValueRef call, const char *libm_name, int arity);
+    /* A float to integer conversion the target lowers its own way; NULL for
+     * llvm.fpto[su]i.sat.  May be NULL. */
+    LLVMValueRef (*float_to_int)(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
+    LLVMAtomicOrdering atomic_ordering; /* of every atomic read-modify-write */
+} KjTarget;
+
+extern const KjTarget kj_target_cpu;  /* target_cpu.c */
+extern const KjTarget kj_target_cuda; /* target_cuda.c */
+
+/* target.c: the target a KjCodegenOptions names. */
+const KjTarget *kj_target_for(KjCodegenTarget target);
+
+/* ============================================================ lowering state */
+
 /* The lowering state of one kj_codegen_module call. */
-typedef struct Gen {
+struct Gen {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMBuilderRef b;
-    KjCodegenTarget target;
+    const KjTarget *target;
     const KjCodegenOptions *options;
     char *error;
 
@@ -94,15 +181,31 @@ typedef struct Gen {
     LLVMValueRef shared_base;         /* cpu kernels: ctx->shared */
     int64_t shared_offset;            /* cpu kernels: bytes of shared memory laid out */
     LLVMValueRef range_begin, range_end; /* cpu VEC_KERNEL */
-} Gen;
+};
 
 /* codegen_llvm.c */
 
 /* Records the first error of the lowering; fmt has one %s for arg. */
 void kj_codegen_error(Gen *g, const char *fmt, const char *arg);
 void kj_codegen_add_fn_attr(Gen *g, LLVMValueRef fn, const char *name);
+void kj_codegen_add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const char *name, uint64_t value);
+void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value);
+/* An alloca at the end of the entry block, where mem2reg looks for them. */
+LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name);
 /* The impl of an IR function the module declared (dies if it was not). */
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
+/* How many LLVM arguments the impl of fn takes (an upper bound). */
+int kj_codegen_impl_arg_capacity(const KjIrFunction *fn);
+/* The contiguous array parameters of a root's code, a mask (see
+ * KjCodegenOptions.contiguous_params). */
+uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn);
+/* An array's fields read from a KjArrayDesc (or from its {data, shape}
+ * prefix, desc_type saying which), strides computed when contiguous. */
+void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,
+                                const KjType *type, bool contiguous, ArrayVal *out);
+/* Starts an entry point of root fn named after its variant's symbol and
+ * suffix; the builder is left in its first block. */
+LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *suffix, LLVMTypeRef type);
 
 /* codegen_expr.c */
 
@@ -112,6 +215,15 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e);
 void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out);
 LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
 LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg);
+/* A call to an LLVM intrinsic, declared on first use. */
+LLVMValueRef kj_codegen_call_intrinsic(Gen *g, const char *name, LLVMTypeRef *overloads,
+                                       int overload_count, LLVMValueRef *args, int arg_count);
+/* A declared external function (math library, libdevice). */
+LLVMValueRef kj_codegen_extern(Gen *g, const char *name, LLVMTypeRef type);
+/* A call to the target's math library by base name: "sin" -> sinf/sin, or
+ * __nv_sinf/__nv_sin on cuda; vectorizable: it has vector variants. */
+LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
+                                  int arity);
 /* The address of a[indices]; `contiguous` takes indices[0] as the flat offset. */
 LLVMValueRef kj_codegen_element_address(Gen *g, const ArrayVal *a, LLVMValueRef *indices, int count,
                                         bool contiguous);
@@ -154,6 +266,19 @@ static inline LLVMValueRef from_mem(Gen *g, const KjType *type, LLVMValueRef v)
 }
 
 static inline bool is_array(const KjType *type) { return type->kind == KJ_TYPE_ARRAY; }
+
+/* Whether array parameter `param` is in a contiguous mask. */
+static inline bool param_contiguous(uint32_t mask, int param)
+{
+    return param < 32 && (mask >> param & 1u);
+}
+
+/* memory(none): the call reads and writes no memory the program can see. */
+static inline LLVMAttributeRef memory_none(Gen *g)
+{
+    unsigned kind = LLVMGetEnumAttributeKindForName("memory", 6);
+    return LLVMCreateEnumAttribute(g->ctx, kind, 0);
+}
 
 static inline LLVMValueRef const_i64(Gen *g, int64_t v) { return LLVMConstInt(g->t_i64, (uint64_t)v, 1); }
 static inline LLVMValueRef const_i32(Gen *g, int32_t v) { return LLVMConstInt(g->t_i32, (uint64_t)(int64_t)v, 1); }

@@ -1,11 +1,13 @@
 /*
- * cpu_jit.c: native code for the host through LLVM ORC (LLJIT), and the
- * `kjit build --emit` stages for both targets.
+ * cpu_jit.c: native code for the host through LLVM ORC (LLJIT): LLVM's
+ * native target set up once, the host's target machine, and object files
+ * linked and run.
  *
  * Code for the host is made in two steps: the IR of the roots and their
- * callees, lowered by codegen_llvm.c and optimised for the host CPU, becomes a
- * relocatable object file (what the cache keeps); an object file is linked into
- * a KjCpuCode, which owns one LLJIT.  Symbols the compiled code calls (libm,
+ * callees, lowered by codegen_llvm.c for the cpu target (target_cpu.c) and
+ * optimised for the host CPU, becomes a relocatable object file (what the
+ * cache keeps); an object file is linked into a KjCpuCode, which owns one
+ * LLJIT.  Symbols the compiled code calls (libm,
  * glibc's libmvec vector math) are resolved from the process, and libmvec is
  * loaded here with RTLD_GLOBAL so that the search finds it.  The runtime's
  * barrier is called through the thread context, never by name.
@@ -91,8 +93,10 @@ static char *take_error(LLVMErrorRef err)
 }
 
 /* A target machine for the host: its CPU, its features, full optimisation. */
-static LLVMTargetMachineRef host_machine(char **error)
+LLVMTargetMachineRef kj_cpu_host_machine(char **error)
 {
+    if (!ensure_llvm(error))
+        return NULL;
     char *triple = LLVMGetDefaultTargetTriple();
     char *normal = LLVMNormalizeTargetTriple(triple);
     LLVMTargetRef target;
@@ -114,23 +118,6 @@ static LLVMTargetMachineRef host_machine(char **error)
     LLVMDisposeMessage(triple);
     LLVMDisposeMessage(normal);
     return tm;
-}
-
-/* Lowered and optimised IR for the host, in `context`. */
-static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachineRef tm, KjIrModule *module,
-                                       KjIrFunction **roots, int root_count,
-                                       const KjCodegenOptions *options, char **error)
-{
-    KjCodegenOptions cpu_options = *options;
-    cpu_options.target = KJ_CODEGEN_CPU;
-    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, &cpu_options, error);
-    if (!mod)
-        return NULL;
-    if (!kj_codegen_optimize(mod, tm, options->opt_level, error)) {
-        LLVMDisposeModule(mod);
-        return NULL;
-    }
-    return mod;
 }
 
 /* The host's object file for `roots`: what the cache stores for the cpu targets. */
@@ -234,97 +221,4 @@ void kj_cpu_code_free(KjCpuCode *code)
     if (err)
         LLVMConsumeError(err);
     free(code);
-}
-
-/* --target cuda --emit=llvm: the NVPTX module as the shared lowering makes it,
- * optimised, before ptx.c links libdevice (its __nv_* calls are declarations). */
-static char *emit_cuda_llvm(KjIrModule *module, KjIrFunction **roots, int root_count,
-                            const KjCodegenOptions *options, size_t *size, char **error)
-{
-    LLVMInitializeNVPTXTargetInfo();
-    LLVMInitializeNVPTXTarget();
-    LLVMInitializeNVPTXTargetMC();
-    LLVMTargetRef target;
-    char *message = NULL;
-    if (LLVMGetTargetFromTriple("nvptx64-nvidia-cuda", &target, &message)) {
-        if (error)
-            *error = kj_xstrdup(message ? message : "LLVM has no NVPTX target");
-        LLVMDisposeMessage(message);
-        return NULL;
-    }
-    LLVMTargetMachineRef tm = LLVMCreateTargetMachine(
-        target, "nvptx64-nvidia-cuda", options->cuda_arch ? options->cuda_arch : "sm_90", "+ptx85",
-        LLVMCodeGenLevelAggressive, LLVMRelocDefault, LLVMCodeModelDefault);
-    LLVMContextRef context = LLVMContextCreate();
-    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, options, error);
-    char *result = NULL;
-    if (mod && kj_codegen_optimize(mod, tm, options->opt_level, error)) {
-        char *text = LLVMPrintModuleToString(mod);
-        result = kj_xstrdup(text);
-        if (size)
-            *size = strlen(result);
-        LLVMDisposeMessage(text);
-    }
-    if (mod)
-        LLVMDisposeModule(mod);
-    LLVMContextDispose(context);
-    LLVMDisposeTargetMachine(tm);
-    return result;
-}
-
-char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
-                      const KjCodegenOptions *options, KjEmitKind kind, size_t *size, char **error)
-{
-    if (kind == KJ_EMIT_PTX || (options->target == KJ_CODEGEN_CUDA && kind != KJ_EMIT_LLVM)) {
-        if (options->target != KJ_CODEGEN_CUDA || kind != KJ_EMIT_PTX) {
-            if (error)
-                *error = kj_xstrdup(options->target == KJ_CODEGEN_CUDA
-                                        ? "the cuda target emits llvm or ptx"
-                                        : "ptx is emitted for the cuda target only");
-            return NULL;
-        }
-        char *ptx = kj_ptx_generate(module, roots, root_count, options, error);
-        if (ptx && size)
-            *size = strlen(ptx);
-        return ptx;
-    }
-    if (options->target == KJ_CODEGEN_CUDA)
-        return emit_cuda_llvm(module, roots, root_count, options, size, error);
-    if (!ensure_llvm(error))
-        return NULL;
-    LLVMTargetMachineRef tm = host_machine(error);
-    if (!tm)
-        return NULL;
-    LLVMContextRef context = LLVMContextCreate();
-    LLVMModuleRef mod = build_host_module(context, tm, module, roots, root_count, options, error);
-    char *result = NULL;
-    if (mod && kind == KJ_EMIT_LLVM) {
-        char *text = LLVMPrintModuleToString(mod);
-        result = kj_xstrdup(text);
-        if (size)
-            *size = strlen(result);
-        LLVMDisposeMessage(text);
-    } else if (mod) {
-        LLVMMemoryBufferRef buffer = NULL;
-        char *message = NULL;
-        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, kind == KJ_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
-                                                &message, &buffer)) {
-            if (error)
-                *error = kj_xstrdup(message ? message : "LLVM could not emit code");
-        } else {
-            size_t n = LLVMGetBufferSize(buffer);
-            result = kj_xmalloc(n + 1);
-            memcpy(result, LLVMGetBufferStart(buffer), n);
-            result[n] = '\0';
-            if (size)
-                *size = n;
-            LLVMDisposeMemoryBuffer(buffer);
-        }
-        LLVMDisposeMessage(message);
-    }
-    if (mod)
-        LLVMDisposeModule(mod);
-    LLVMContextDispose(context);
-    LLVMDisposeTargetMachine(tm);
-    return result;
 }

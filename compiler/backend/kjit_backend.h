@@ -1,9 +1,11 @@
 /*
  * kjit_backend.h: the back end's interface: LLVM lowering and emission for
- * each target (codegen_llvm.c, codegen_expr.c, cpu_jit.c, ptx.c,
- * ptx_branches.c, libdevice_split.c), and the ABI that compiled code shares
- * with the runtime (array descriptors, thread context, entry points and the
- * symbols they are named by).
+ * each target (codegen_llvm.c, codegen_expr.c, target.c, target_cpu.c,
+ * target_cuda.c, cpu_jit.c, ptx.c, ptx_branches.c, libdevice_split.c), and
+ * the ABI that compiled code shares with the runtime (array descriptors,
+ * thread context, entry points and the symbols they are named by).  The
+ * targets are structs of hooks in codegen_llvm.h (KjTarget), chosen by
+ * KjCodegenOptions.target.
  *
  * It includes only the compiler's header: the runtime builds on this one, never
  * the other way round.  Nothing of LLVM shows here (codegen_llvm.h is the

@@ -49,8 +49,9 @@ void kj_cli_buf_free(KjCliBuf *buf);
 /* In a loop over argv with `i` the index, `a` the current argument and `value`
  * a const char *: true when `a` is the option `name`, given as "name VALUE" or
  * "name=VALUE"; the value (NULL when missing) goes to `value`. */
-#define KJ_CLI_OPTION(name)                                                          \
-    ((strcmp(a, name) == 0 && (value = i + 1 < argc ? argv[++i] : NULL, true)) ||   \
+#define KJ_CLI_OPTION(name) KJ_CLI_OPTION_AT(i, name)
+#define KJ_CLI_OPTION_AT(i, name)                                                    \
+    ((strcmp(a, name) == 0 && (value = (i) + 1 < argc ? argv[++(i)] : NULL, true)) || \
      (strncmp(a, name "=", strlen(name) + 1) == 0 && (value = a + strlen(name) + 1, true)))
 
 #define KJ_CLI_MAX_ARGS 64
@@ -68,6 +69,11 @@ double kj_cli_now_ms(void); /* a monotonic clock */
 bool kj_cli_ends_with(const char *s, const char *suffix);
 bool kj_cli_is_number(const char *text);
 bool kj_cli_parse_dim3(const char *text, uint32_t out[3]); /* "X[,Y[,Z]]", extents >= 1 */
+/* --grid and --block, as run and bench both take them, at argv[*i] (the value
+ * may be the next argument): 0 when it is neither, 1 when taken, -1 with the
+ * usage message in why when the value is not X[,Y[,Z]]. */
+int kj_cli_launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], uint32_t block[3],
+                               bool *has_grid, bool *has_block, char *why, size_t why_size);
 /* Seeds the stream of the rand and randn generators. */
 void kj_cli_seed(uint64_t seed);
 /* Element `at` of type dtype as a double (*im: the imaginary part, else 0). */

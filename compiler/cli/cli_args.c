@@ -102,6 +102,26 @@ bool kj_cli_parse_dim3(const char *text, uint32_t out[3])
     return false;
 }
 
+int kj_cli_launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], uint32_t block[3],
+                               bool *has_grid, bool *has_block, char *why, size_t why_size)
+{
+    const char *a = argv[*i], *value = NULL;
+    bool is_grid;
+    if (KJ_CLI_OPTION_AT(*i, "--grid"))
+        is_grid = true;
+    else if (KJ_CLI_OPTION_AT(*i, "--block"))
+        is_grid = false;
+    else
+        return 0;
+    if (!value || !kj_cli_parse_dim3(value, is_grid ? grid : block)) {
+        snprintf(why, why_size, "%s takes X[,Y[,Z]] with extents >= 1, not '%s'",
+                 is_grid ? "--grid" : "--block", value ? value : "");
+        return -1;
+    }
+    *(is_grid ? has_grid : has_block) = true;
+    return 1;
+}
+
 bool kj_cli_is_number(const char *text)
 {
     char *end;

@@ -162,6 +162,13 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
             return 0;
         }
         if (a[0] == '-' && a[1] != '\0' && !kj_cli_is_number(a)) {
+            char why[160];
+            int shape = kj_cli_launch_shape_option(argc, argv, &i, o->grid, o->block,
+                                                   &o->has_grid, &o->has_block, why, sizeof why);
+            if (shape < 0)
+                return usage("%s", why);
+            if (shape > 0)
+                continue;
             if (strcmp(a, "--json") == 0 || strncmp(a, "--json=", 7) == 0) {
                 o->json = true;
                 o->json_path = a[6] == '=' ? a + 7 : NULL;
@@ -182,16 +189,6 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
                 if (!value || !parse_sizes(value, o))
                     return usage("--sizes takes up to %d sizes >= 1 such as 1e3,1e5,1e7 (not '%s')",
                                  KJ_BENCH_MAX_SIZES, value ? value : "");
-            } else if (KJ_CLI_OPTION("--grid")) {
-                if (!value || !kj_cli_parse_dim3(value, o->grid))
-                    return usage("--grid takes X[,Y[,Z]] with extents >= 1, not '%s'",
-                                 value ? value : "");
-                o->has_grid = true;
-            } else if (KJ_CLI_OPTION("--block")) {
-                if (!value || !kj_cli_parse_dim3(value, o->block))
-                    return usage("--block takes X[,Y[,Z]] with extents >= 1, not '%s'",
-                                 value ? value : "");
-                o->has_block = true;
             } else if (KJ_CLI_OPTION("--seed")) {
                 if (!value || !kj_cli_is_number(value))
                     return usage("--seed takes a number");

@@ -23,22 +23,9 @@ static char *png_error_text(const char *path, const char *what)
 static double element(const kjit_array *a, int64_t y, int64_t x)
 {
     const char *p = (const char *)a->data + y * a->strides[0] + x * a->strides[1];
-    switch (a->dtype) {
-    case KJIT_BOOL: return *(const uint8_t *)p != 0;
-    case KJIT_I8: return *(const int8_t *)p;
-    case KJIT_I16: return *(const int16_t *)p;
-    case KJIT_I32: return *(const int32_t *)p;
-    case KJIT_I64: return (double)*(const int64_t *)p;
-    case KJIT_U8: return *(const uint8_t *)p;
-    case KJIT_U16: return *(const uint16_t *)p;
-    case KJIT_U32: return *(const uint32_t *)p;
-    case KJIT_U64: return (double)*(const uint64_t *)p;
-    case KJIT_F32: return *(const float *)p;
-    case KJIT_F64: return *(const double *)p;
-    case KJIT_C64: return hypot(((const float *)p)[0], ((const float *)p)[1]);
-    case KJIT_C128: return hypot(((const double *)p)[0], ((const double *)p)[1]);
-    default: return 0;
-    }
+    double im = 0;
+    double re = kj_cli_load_value(p, a->dtype, &im);
+    return a->dtype == KJIT_C64 || a->dtype == KJIT_C128 ? hypot(re, im) : re;
 }
 
 bool kj_png_write(const char *path, const kjit_array *array, char **error)

@@ -80,6 +80,13 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             return 0;
         }
         if (a[0] == '-' && a[1] != '\0' && !kj_cli_is_number(a)) {
+            char why[160];
+            int shape = kj_cli_launch_shape_option(argc, argv, &i, o->grid, o->block,
+                                                   &o->has_grid, &o->has_block, why, sizeof why);
+            if (shape < 0)
+                return usage("%s", why);
+            if (shape > 0)
+                continue;
             if (KJ_CLI_OPTION("--target")) {
                 if (!value) return usage("--target needs a value", "");
                 if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
@@ -90,16 +97,6 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             } else if (KJ_CLI_OPTION("-o") || KJ_CLI_OPTION("--output")) {
                 if (!value) return usage("-o needs a file name", "");
                 o->output = value;
-            } else if (KJ_CLI_OPTION("--grid")) {
-                if (!value || !kj_cli_parse_dim3(value, o->grid))
-                    return usage("--grid takes X[,Y[,Z]] with extents >= 1, not '%s'",
-                                 value ? value : "");
-                o->has_grid = true;
-            } else if (KJ_CLI_OPTION("--block")) {
-                if (!value || !kj_cli_parse_dim3(value, o->block))
-                    return usage("--block takes X[,Y[,Z]] with extents >= 1, not '%s'",
-                                 value ? value : "");
-                o->has_block = true;
             } else if (KJ_CLI_OPTION("--save")) {
                 char *end;
                 long n = value ? strtol(value, &end, 10) : -1;

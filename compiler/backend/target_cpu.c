@@ -1,0 +1,429 @@
+/*
+ * target_cpu.c: the cpu target, the host through LLVM's native back end.
+ * What the shared lowering asks of a target, answered for the host:
+ *
+ *   - a kernel runs one CUDA thread per call of its __thread entry (or a
+ *     block's threads in a loop, __block); its impl takes the thread context
+ *     (KjThreadCtx) and threadIdx as hidden parameters, reads the other
+ *     special registers from the context once, carves shared() arrays out of
+ *     ctx->shared, and calls the runtime's barrier through ctx->syncthreads;
+ *   - a vectorized kernel's PARFOR runs the [begin, end) its __range entry is
+ *     handed (the runtime splits the index space over its thread pool);
+ *   - math calls go to libm, with glibc's libmvec vector variants named for
+ *     the loop vectoriser; lgamma goes through the reentrant lgamma_r;
+ *   - atomics are sequentially consistent, which costs nothing on x86,
+ *     whose locked read-modify-write instructions are full barriers anyway;
+ *   - emission: the optimised LLVM IR, host assembly, or the relocatable
+ *     object file that cpu_jit.c links and the cache keeps.
+ */
+#define KJ_CODEGEN_LOWERING
+#include "codegen_llvm.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ============================================================ the module */
+
+static void cpu_setup_module(Gen *g, const char *triple)
+{
+    /* Vector variants only when libmvec is in the process (cpu_jit.c loads it):
+     * a host without it gets scalar libm calls rather than unresolved symbols. */
+    if (strncmp(triple, "x86_64", 6) == 0 && dlsym(RTLD_DEFAULT, "_ZGVbN2v_sin") != NULL) {
+        g->vec_sse = true;
+        g->vec_avx2 = strstr(g->cpu_features, "+avx2") != NULL;
+        g->vec_avx512 = strstr(g->cpu_features, "+avx512f") != NULL;
+    }
+}
+
+static void cpu_function_attrs(Gen *g, LLVMValueRef fn)
+{
+    if (g->vec_avx512)
+        /* The libmvec AVX-512 variants take 512-bit vectors; without this the
+         * vectoriser may settle on 256 bits and never pick them. */
+        kj_codegen_add_string_attr(g, fn, "prefer-vector-width", "512");
+}
+
+/* ============================================================ math */
+
+/*
+ * The "vector-function-abi-variant" list for a libm function: one entry per
+ * libmvec ISA the host runs (sse 'b', avx2 'd', avx-512 'e'), each with the
+ * vector length that ISA's registers hold.  The vectoriser picks the entry
+ * whose length matches the width it chose.
+ */
+static void cpu_vectorizable_math_call(Gen *g, LLVMValueRef call, const char *name, int arity)
+{
+    bool is_f32 = LLVMTypeOf(call) == g->t_f32;
+    struct { bool ok; char isa; int lanes_f64; } isas[3] = {
+        {g->vec_sse, 'b', 2}, {g->vec_avx2, 'd', 4}, {g->vec_avx512, 'e', 8}};
+    char list[1024] = "";
+    size_t len = 0;
+    const char *params = arity == 1 ? "v" : "vv";
+    LLVMTypeRef elem = is_f32 ? g->t_f32 : g->t_f64;
+    for (int i = 0; i < 3; i++) {
+        if (!isas[i].ok)
+            continue;
+        int lanes = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
+        char vname[96];
+        snprintf(vname, sizeof vname, "_ZGV%cN%d%s_%s", isas[i].isa, lanes, params, name);
+        /* The vector function must be declared for the vectoriser to use it, and
+         * kept in llvm.compiler.used so no pass drops the unused declaration. */
+        if (!LLVMGetNamedFunction(g->mod, vname)) {
+            LLVMTypeRef vt = LLVMVectorType(elem, (unsigned)lanes);
+            LLVMTypeRef ps[2] = {vt, vt};
+            LLVMValueRef vfn = LLVMAddFunction(g->mod, vname, LLVMFunctionType(vt, ps, (unsigned)arity, 0));
+            kj_codegen_add_fn_attr(g, vfn, "nounwind");
+            LLVMAddAttributeAtIndex(vfn, LLVMAttributeFunctionIndex, memory_none(g));
+            if (g->used_count == g->used_cap) {
+                g->used_cap = g->used_cap ? 2 * g->used_cap : 32;
+                g->used = kj_xrealloc(g->used, sizeof *g->used * (size_t)g->used_cap);
+            }
+            g->used[g->used_count++] = vfn;
+        }
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s_ZGV_LLVM_N%d%s_%s(%s)",
+                                len ? "," : "", lanes, params, name, vname);
+    }
+    if (len == 0)
+        return;
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                             LLVMCreateStringAttribute(g->ctx, "vector-function-abi-variant", 27,
+                                                       list, (unsigned)len));
+}
+
+
+/* lgamma through lgamma_r: plain lgamma writes the global signgam, a data race
+ * when the parallel target runs it on several threads.  The rest is the
+ * shared lowering's (llvm.round, frem, libm). */
+static LLVMValueRef cpu_math(Gen *g, KjMathFn math, LLVMValueRef *args, int arity)
+{
+    if (math != KJ_MATH_LGAMMA)
+        return NULL;
+    LLVMValueRef x = args[0];
+    LLVMTypeRef t = LLVMTypeOf(x);
+    bool is_f32 = t == g->t_f32;
+    LLVMValueRef sign = kj_codegen_alloca_in_entry(g, g->t_i32, "signgam");
+    LLVMTypeRef ps[2] = {t, g->t_ptr};
+    LLVMTypeRef ft = LLVMFunctionType(t, ps, 2, 0);
+    LLVMValueRef fn = kj_codegen_extern(g, is_f32 ? "lgammaf_r" : "lgamma_r", ft);
+    LLVMValueRef call_args[2] = {x, sign};
+    return LLVMBuildCall2(g->b, ft, fn, call_args, 2, "");
+}
+
+/* ============================================================ kernels */
+
+/* A kernel's impl takes ctx and threadIdx.x/y/z after its parameters; a
+ * vectorized kernel's, the [begin, end) of its PARFOR. */
+static int cpu_hidden_params(Gen *g, const KjIrFunction *fn, LLVMTypeRef *types)
+{
+    switch (fn->kind) {
+    case KJ_IR_FN_KERNEL:
+        types[0] = g->t_ptr;
+        types[1] = types[2] = types[3] = g->t_i32;
+        return 4;
+    case KJ_IR_FN_VEC_KERNEL:
+        types[0] = types[1] = g->t_i64;
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+static void cpu_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned p)
+{
+    if (fn->kind == KJ_IR_FN_VEC_KERNEL) {
+        g->range_begin = LLVMGetParam(g->llfn, p++);
+        g->range_end = LLVMGetParam(g->llfn, p++);
+        return;
+    }
+    if (fn->kind != KJ_IR_FN_KERNEL)
+        return;
+    /* The special registers are read once: ctx is noalias, and SSA values
+     * keep them out of the way of the kernel's own stores. */
+    kj_codegen_add_param_attr(g, g->llfn, p, "noalias", 0);
+    g->thread_ctx = LLVMGetParam(g->llfn, p++);
+    for (int k = 0; k < 3; k++)
+        g->sreg[KJ_SREG_TID_X + k] = LLVMGetParam(g->llfn, p++);
+    for (int field = 1; field < 4; field++)
+        for (int k = 0; k < 3; k++) {
+            LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, field), const_i32(g, k)};
+            LLVMValueRef ptr = LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, g->thread_ctx, idx, 3, "");
+            g->sreg[KJ_SREG_TID_X + field * 3 + k] = LLVMBuildLoad2(g->b, g->t_i32, ptr, "");
+        }
+    LLVMValueRef sp = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 4, "");
+    g->shared_base = LLVMBuildLoad2(g->b, g->t_ptr, sp, "shared");
+}
+
+/* A kernel calling a kernel passes on its thread: the same ctx and threadIdx. */
+static int cpu_hidden_args(Gen *g, const KjIrFunction *callee, LLVMValueRef *out)
+{
+    if (callee->kind != KJ_IR_FN_KERNEL)
+        return 0;
+    out[0] = g->thread_ctx;
+    for (int k = 0; k < 3; k++)
+        out[1 + k] = g->sreg[KJ_SREG_TID_X + k];
+    return 4;
+}
+
+static LLVMValueRef cpu_read_sreg(Gen *g, KjSpecialReg reg)
+{
+    if (!g->sreg[reg]) {
+        kj_codegen_error(g, "%s is only available in kernels", kj_special_reg_names[reg]);
+        return const_i32(g, 0);
+    }
+    return g->sreg[reg];
+}
+
+/* The runtime's barrier, called through the context so that compiled code
+ * names no runtime symbol: on fibers when the block's threads share a CPU. */
+static void cpu_syncthreads(Gen *g)
+{
+    if (!g->thread_ctx) {
+        kj_codegen_error(g, "syncthreads() is only available in kernels%s", NULL);
+        return;
+    }
+    LLVMTypeRef ft = LLVMFunctionType(g->t_void, &g->t_ptr, 1, 0);
+    LLVMValueRef slot = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 6, "");
+    LLVMValueRef barrier = LLVMBuildLoad2(g->b, g->t_ptr, slot, "syncthreads");
+    LLVMBuildCall2(g->b, ft, barrier, &g->thread_ctx, 1, "");
+}
+
+static LLVMValueRef cpu_shared_array(Gen *g, const KjType *elem, int64_t count)
+{
+    int64_t bytes = count * kj_type_size(elem);
+    if (!g->shared_base) {
+        kj_codegen_error(g, "shared() is only available in kernels%s", NULL);
+        return LLVMConstNull(g->t_ptr);
+    }
+    /* Each shared() call gets its own 16-byte aligned slice of ctx->shared,
+     * in the order the calls appear in the function. */
+    int64_t offset = g->shared_offset;
+    g->shared_offset += (bytes + 15) & ~(int64_t)15;
+    LLVMValueRef off = const_i64(g, offset);
+    return LLVMBuildInBoundsGEP2(g->b, g->t_i8, g->shared_base, &off, 1, "shared");
+}
+
+/* The iterations [begin, end) the runtime hands to __range. */
+static bool cpu_parfor_range(Gen *g, KjIrStmt *s, LLVMValueRef *begin, LLVMValueRef *end,
+                             LLVMValueRef *step)
+{
+    if (!g->range_begin) {
+        kj_codegen_error(g, "a parallel loop outside a vectorized kernel%s", NULL);
+        return false;
+    }
+    *begin = g->range_begin;
+    *end = g->range_end;
+    *step = const_i64(g, 1);
+    return true;
+}
+
+/* ============================================================ entry points */
+
+/* Unpacks `void **args` (cpu entries) into impl arguments. */
+static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LLVMValueRef *out)
+{
+    uint32_t contiguous = kj_codegen_root_contiguous(g, fn);
+    int n = 0;
+    for (int i = 0; i < fn->param_count; i++) {
+        const KjType *t = fn->params[i]->type;
+        LLVMValueRef idx = const_i64(g, i);
+        LLVMValueRef slot = LLVMBuildInBoundsGEP2(g->b, g->t_ptr, args_ptr, &idx, 1, "");
+        LLVMValueRef p = LLVMBuildLoad2(g->b, g->t_ptr, slot, fn->params[i]->name);
+        if (is_array(t)) {
+            ArrayVal a;
+            kj_codegen_array_from_desc(g, p, g->t_desc, t, param_contiguous(contiguous, i), &a);
+            out[n++] = a.data;
+            for (int k = 0; k < t->ndim; k++)
+                out[n++] = a.shape[k];
+            for (int k = 0; k < t->ndim; k++)
+                out[n++] = a.strides[k];
+        } else {
+            out[n++] = from_mem(g, t, LLVMBuildLoad2(g->b, memty(g, t), p, ""));
+        }
+    }
+    return n;
+}
+
+
+/* The entry points of kjit_backend.h, each unpacking `void **args` into the
+ * impl's arguments: __entry for plain and scalar functions; __thread, and
+ * __block when the kernel has no barrier, for kernels; __range for
+ * vectorized kernels.  `args` holds the impl's arguments. */
+static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
+{
+    KjIrFunction *fn = info->ir;
+    LLVMTypeRef two_ptrs[2] = {g->t_ptr, g->t_ptr};
+    switch (fn->kind) {
+    case KJ_IR_FN_PLAIN:
+    case KJ_IR_FN_SCALAR: {
+        LLVMValueRef e = kj_codegen_add_entry(g, fn, "__entry", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
+        int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+        LLVMValueRef r = LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
+        if (fn->ret->kind != KJ_TYPE_VOID)
+            LLVMBuildStore(g->b, to_mem(g, fn->ret, r), LLVMGetParam(e, 1));
+        LLVMBuildRetVoid(g->b);
+        return;
+    }
+    case KJ_IR_FN_KERNEL: {
+        LLVMTypeRef ft = LLVMFunctionType(g->t_void, two_ptrs, 2, 0);
+        LLVMValueRef e = kj_codegen_add_entry(g, fn, "__thread", ft);
+        LLVMValueRef ctx = LLVMGetParam(e, 1);
+        int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+        args[n++] = ctx;
+        for (int k = 0; k < 3; k++) {
+            LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 0), const_i32(g, k)};
+            args[n++] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "tid");
+        }
+        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
+        LLVMBuildRetVoid(g->b);
+        if (fn->uses_syncthreads)
+            return;
+
+        /* __block: every thread of the block in turn, z outermost.  The thread
+         * indices go to the impl as values; ctx->thread_idx is not written. */
+        e = kj_codegen_add_entry(g, fn, "__block", ft);
+        ctx = LLVMGetParam(e, 1);
+        n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+        args[n] = ctx;
+        LLVMValueRef dims[3];
+        for (int k = 0; k < 3; k++) {
+            LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 2), const_i32(g, k)};
+            dims[k] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "bdim");
+        }
+        /* Counters live in allocas (mem2reg makes them SSA): z outermost. */
+        LLVMValueRef counters[3];
+        for (int k = 0; k < 3; k++) {
+            counters[k] = LLVMBuildAlloca(g->b, g->t_i32, "t");
+        }
+        LLVMBasicBlockRef conds[3], bodies[3], incs[3], exits[3];
+        for (int level = 2; level >= 0; level--) {
+            conds[level] = new_block(g, "thread.cond");
+            bodies[level] = new_block(g, "thread.body");
+            incs[level] = new_block(g, "thread.inc");
+            exits[level] = new_block(g, "thread.exit");
+            LLVMBuildStore(g->b, const_i32(g, 0), counters[level]);
+            LLVMBuildBr(g->b, conds[level]);
+            LLVMPositionBuilderAtEnd(g->b, conds[level]);
+            LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");
+            LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, t, dims[level], ""), bodies[level], exits[level]);
+            LLVMPositionBuilderAtEnd(g->b, bodies[level]);
+        }
+        for (int k = 0; k < 3; k++)
+            args[n + 1 + k] = LLVMBuildLoad2(g->b, g->t_i32, counters[k], "");
+        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n + 4, "");
+        for (int level = 0; level < 3; level++) {
+            LLVMBuildBr(g->b, incs[level]);
+            LLVMPositionBuilderAtEnd(g->b, incs[level]);
+            LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");
+            LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, t, const_i32(g, 1), ""), counters[level]);
+            LLVMBuildBr(g->b, conds[level]);
+            LLVMPositionBuilderAtEnd(g->b, exits[level]);
+        }
+        LLVMBuildRetVoid(g->b);
+        return;
+    }
+    case KJ_IR_FN_VEC_KERNEL: {
+        LLVMTypeRef ps[3] = {g->t_ptr, g->t_i64, g->t_i64};
+        LLVMValueRef e = kj_codegen_add_entry(g, fn, "__range", LLVMFunctionType(g->t_void, ps, 3, 0));
+        int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+        args[n++] = LLVMGetParam(e, 1);
+        args[n++] = LLVMGetParam(e, 2);
+        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
+        LLVMBuildRetVoid(g->b);
+        return;
+    }
+    }
+}
+
+static void cpu_emit_entries(Gen *g, FnInfo *info)
+{
+    KjIrFunction *fn = info->ir;
+    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)kj_codegen_impl_arg_capacity(fn));
+    emit_entries_into(g, info, args);
+    free(args);
+}
+
+/* ============================================================ emission */
+
+/* Lowered and optimised IR for the host, in `context`. */
+static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachineRef tm, KjIrModule *module,
+                                       KjIrFunction **roots, int root_count,
+                                       const KjCodegenOptions *options, char **error)
+{
+    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, options, error);
+    if (!mod)
+        return NULL;
+    if (!kj_codegen_optimize(mod, tm, options->opt_level, error)) {
+        LLVMDisposeModule(mod);
+        return NULL;
+    }
+    return mod;
+}
+
+static char *cpu_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, KjEmitKind kind, size_t *size, char **error)
+{
+    if (kind == KJ_EMIT_PTX) {
+        if (error)
+            *error = kj_xstrdup("ptx is emitted for the cuda target only");
+        return NULL;
+    }
+    LLVMTargetMachineRef tm = kj_cpu_host_machine(error);
+    if (!tm)
+        return NULL;
+    LLVMContextRef context = LLVMContextCreate();
+    LLVMModuleRef mod = build_host_module(context, tm, module, roots, root_count, options, error);
+    char *result = NULL;
+    if (mod && kind == KJ_EMIT_LLVM) {
+        char *text = LLVMPrintModuleToString(mod);
+        result = kj_xstrdup(text);
+        if (size)
+            *size = strlen(result);
+        LLVMDisposeMessage(text);
+    } else if (mod) {
+        LLVMMemoryBufferRef buffer = NULL;
+        char *message = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, kind == KJ_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
+                                                &message, &buffer)) {
+            if (error)
+                *error = kj_xstrdup(message ? message : "LLVM could not emit code");
+        } else {
+            size_t n = LLVMGetBufferSize(buffer);
+            result = kj_xmalloc(n + 1);
+            memcpy(result, LLVMGetBufferStart(buffer), n);
+            result[n] = '\0';
+            if (size)
+                *size = n;
+            LLVMDisposeMemoryBuffer(buffer);
+        }
+        LLVMDisposeMessage(message);
+    }
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(context);
+    LLVMDisposeTargetMachine(tm);
+    return result;
+}
+
+/* ============================================================ the target */
+
+const KjTarget kj_target_cpu = {
+    .name = "cpu",
+    .emit = cpu_emit,
+    .setup_module = cpu_setup_module,
+    .function_attrs = cpu_function_attrs,
+    .hidden_params = cpu_hidden_params,
+    .bind_hidden_params = cpu_bind_hidden_params,
+    .hidden_args = cpu_hidden_args,
+    .emit_entries = cpu_emit_entries,
+    .unroll_constant_loops = false, /* LLVM's own heuristics, tuned for the host */
+    .parfor_range = cpu_parfor_range,
+    .read_sreg = cpu_read_sreg,
+    .syncthreads = cpu_syncthreads,
+    .shared_array = cpu_shared_array,
+    .math_prefix = "",
+    .math = cpu_math,
+    .vectorizable_math_call = cpu_vectorizable_math_call,
+    .float_to_int = NULL, /* llvm.fpto[su]i.sat: NaN gives 0 */
+    .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
+};
