@@ -649,6 +649,10 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     KjCudaStream *cuda_stream = stream ? kj_stream_cuda(stream) : NULL;
 
     if (m == 0 && outputs > 0) {
+        if (!run) {
+            free(allocated.data);
+            return KJIT_OK; /* no code to prepare; the call itself says what is missing */
+        }
         if (!init) {
             free(allocated.data);
             char a[160];
