@@ -131,11 +131,29 @@ static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
     return cond;
 }
 
-/* let x = shared(T, n[, m]) / local(T, n[, m]): a kernel's static arrays. */
+/* let x = shared(T, n[, m]) / local(T, n[, m]): static arrays, a kernel's
+ * block-wide ones and a thread's own (in kernels and plain functions).
+ * shared() belongs to the kernel itself: a device function would need a slice
+ * of every calling kernel's shared block at one offset, so it takes the array
+ * as a parameter instead. */
 static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
 {
     const char *name = shared ? "shared" : "local";
-    if (!kj_check_require_kernel(c, call->loc, shared ? "shared()" : "local()") ||
+    if (shared && c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
+        kj_error(c->diag, call->loc, "shared() is declared in the kernel itself, not in the plain "
+                 "function '%s'; declare it in the kernel and pass the array as an argument",
+                 c->cur->ir->name);
+        return NULL;
+    }
+    /* local() is stack memory: any plain function may have it */
+    bool plain = c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN;
+    if (!shared && !plain && !(c->cur && c->cur->ir->kind == KJ_IR_FN_KERNEL)) {
+        kj_error(c->diag, call->loc, "local() is only available in kernels and plain functions%s%s%s",
+                 c->cur ? "; '" : "", c->cur ? c->cur->ir->name : "",
+                 c->cur ? "' is @vectorize" : "");
+        return NULL;
+    }
+    if ((shared && !kj_check_require_kernel(c, call->loc, "shared()")) ||
         !kj_check_arg_count_is(c, call, name, 2, 4))
         return NULL;
     KjNode *type_node = call->args.items[0];
@@ -159,7 +177,12 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         int64_t value;
         if (!size)
             return NULL;
-        if (!kj_check_constant_int(size, &value) || value < 1 || value > (1 << 24)) {
+        /* an untyped constant, or a typed integer one (const N: i32 = 64;) */
+        bool typed = size->op == KJ_IR_CONST && kj_type_is_int(size->type);
+        if (typed)
+            value = kj_type_is_signed(size->type) || (int64_t)size->const_int >= 0
+                        ? (int64_t)size->const_int : -1;
+        if ((!typed && !kj_check_constant_int(size, &value)) || value < 1 || value > (1 << 24)) {
             kj_error(c->diag, size_node->loc, "the sizes of %s() must be constant integers from "
                      "1 to 16777216", name);
             return NULL;
@@ -171,8 +194,19 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         kj_error(c->diag, call->loc, "%s() of %" PRId64 " bytes is too large", name, total);
         return NULL;
     }
-    if (shared)
+    if (shared) {
         c->cur->ir->shared_bytes += total;
+        return e;
+    }
+    /* Each local() is its own 16-byte aligned stack slot in the back end. */
+    int64_t *local_bytes = &c->cur->ir->local_bytes;
+    *local_bytes += (total + 15) & ~(int64_t)15;
+    if (*local_bytes > KJ_MAX_LOCAL_BYTES) {
+        kj_error(c->diag, call->loc, "the local() arrays of this kernel take %" PRId64 " bytes "
+                 "per thread with this one; the most is %d (512 KiB, as on CUDA): use shared() "
+                 "or an array parameter", *local_bytes, KJ_MAX_LOCAL_BYTES);
+        return NULL;
+    }
     return e;
 }
 
@@ -546,6 +580,168 @@ static bool check_stmt(KjChecker *c, KjNode *n)
     }
 }
 
+/* ============================================================== constants */
+
+/*
+ * `const N = 128;` and `const SCALE: f32 = 0.5;`: a name for a value known
+ * when the program is compiled.  Without a type the value stays untyped, as
+ * the literal it names would be, and takes its type from where it is used;
+ * with one it is settled to that type once.  A constant's value may use the
+ * constants declared before it in its file and those of the files it imports;
+ * functions see every constant of their file and its imports, in any order.
+ */
+
+KjCheckFile *kj_check_current_file(KjChecker *c)
+{
+    return c->cur ? c->cur->info->file : c->const_file;
+}
+
+KjCheckConst *kj_check_find_const(KjChecker *c, const char *name)
+{
+    for (int i = 0; i < c->consts.count; i++) {
+        KjCheckConst *k = c->consts.items[i];
+        if (strcmp(k->decl->name, name) == 0)
+            return k;
+    }
+    return NULL;
+}
+
+KjIrExpr *kj_check_const_value(KjChecker *c, KjCheckConst *k, KjLoc loc)
+{
+    const char *name = k->decl->name;
+    KjCheckFile *here = kj_check_current_file(c);
+    bool visible = !here || k->file == here;
+    for (int i = 0; here && i < here->imports.count; i++)
+        visible = visible || here->imports.items[i] == k->file;
+    if (!visible) {
+        kj_error(c->diag, loc, "'%s' is defined in %s, which this file does not import", name,
+                 k->file->ast->src->path);
+        return NULL;
+    }
+    if (k->state != KJ_CHECK_FN_DONE) {
+        if (k->state == KJ_CHECK_FN_CHECKING)
+            kj_error(c->diag, loc, "the value of the constant '%s' uses '%s' itself", name, name);
+        else {
+            kj_error(c->diag, loc, "the constant '%s' is used before its definition", name);
+            kj_note(c->diag, k->decl->loc, "'%s' is defined here; define it before the constant "
+                    "that uses it", name);
+        }
+        return NULL;
+    }
+    if (!k->value)
+        return NULL; /* its own error has been reported */
+    KjIrExpr *e = kj_check_clone_expr(c, k->value);
+    e->loc = loc;
+    return e;
+}
+
+/* Calls other than conversions, indexing and members cannot be constant. */
+static KjNode *not_constant(KjNode *n)
+{
+    if (!n)
+        return NULL;
+    switch (n->kind) {
+    case KJ_NODE_CALL:
+        if (!n->lhs || n->lhs->kind != KJ_NODE_NAME ||
+            !kj_type_from_name(n->lhs->name, strlen(n->lhs->name)))
+            return n;
+        break;
+    case KJ_NODE_INDEX:
+    case KJ_NODE_MEMBER:
+        return n;
+    default:
+        break;
+    }
+    KjNode *parts[] = {n->lhs, n->rhs, n->cond};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        KjNode *bad = not_constant(parts[i]);
+        if (bad)
+            return bad;
+    }
+    for (int i = 0; i < n->args.count; i++) {
+        KjNode *bad = not_constant(n->args.items[i]);
+        if (bad)
+            return bad;
+    }
+    return NULL;
+}
+
+static void check_const(KjChecker *c, KjCheckConst *k)
+{
+    KjNode *n = k->decl;
+    const KjType *type = n->declared_type;
+    c->const_file = k->file;
+    k->state = KJ_CHECK_FN_CHECKING;
+    KjIrExpr *value = NULL;
+    KjNode *bad = not_constant(n->rhs);
+    if (type && !kj_check_is_scalar(type)) {
+        kj_error(c->diag, n->loc, "a constant is a single value, not %s", kj_type_name(type));
+    } else if (bad) {
+        kj_error(c->diag, bad->loc, "the value of the constant '%s' must be known when the "
+                 "program is compiled: literals, constants, operators and conversions", n->name);
+    } else {
+        value = kj_check_expr(c, n->rhs);
+        char context[160];
+        snprintf(context, sizeof context, "the value of the constant '%s'", n->name);
+        if (value && type)
+            value = kj_check_convert(c, value, type, n->rhs->loc, context);
+        if (value && value->op != KJ_IR_CONST) {
+            kj_error(c->diag, n->rhs->loc, "the value of the constant '%s' must be known when the "
+                     "program is compiled; this %s is computed when it runs", n->name,
+                     kj_type_name(value->type));
+            value = NULL;
+        }
+    }
+    k->value = value;
+    k->state = KJ_CHECK_FN_DONE;
+    c->const_file = NULL;
+}
+
+/* ======================================================= device functions */
+
+/*
+ * A plain function that uses a kernel built-in, or calls a function that does,
+ * is a device function: kernels and other device functions may call it, a
+ * @vectorize function may not (the error names the chain of calls down to the
+ * built-in), and the runtime refuses to call it from the host.  Callees are
+ * checked before their callers, so a call site already knows whether its
+ * callee is one.
+ */
+
+static void mark_device(KjChecker *c, KjIrFunction *fn, const char *use, KjLoc loc,
+                        const char *callee_chain)
+{
+    if (fn->device_use)
+        return; /* the first use found is the one errors name */
+    fn->device_use = kj_arena_strdup(c->arena, use);
+    fn->device_loc = loc;
+    fn->device_chain = callee_chain ? kj_arena_printf(c->arena, "%s -> %s", fn->name, callee_chain)
+                                    : fn->name;
+}
+
+void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc)
+{
+    mark_device(c, c->cur->ir, what, loc, NULL);
+}
+
+bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
+{
+    KjIrFunction *caller = c->cur ? c->cur->ir : NULL;
+    if (caller && (caller->kind == KJ_IR_FN_KERNEL || caller->kind == KJ_IR_FN_PLAIN)) {
+        if (caller->kind == KJ_IR_FN_PLAIN)
+            mark_device(c, caller, callee->device_use, callee->device_loc, callee->device_chain);
+        caller->uses_syncthreads |= callee->uses_syncthreads;
+        return true;
+    }
+    const char *name = caller ? caller->name : "?";
+    kj_error(c->diag, loc, "'%s' is @vectorize, so it cannot call '%s', a device function: "
+             "%s -> %s uses %s", name, callee->name, name, callee->device_chain,
+             callee->device_use);
+    kj_note(c->diag, callee->device_loc, "%s is used here; kernel built-ins are for kernels and "
+            "the plain functions only kernels call", callee->device_use);
+    return false;
+}
+
 /* ============================================================== functions */
 
 static KjIrFunction *new_function(KjChecker *c, KjCheckFn *info, KjIrFunctionKind kind,
@@ -811,7 +1007,21 @@ static KjCheckFile *file_info(KjChecker *c, KjAstFile *ast)
     return f;
 }
 
-static void collect_functions(KjChecker *c, KjCheckFile *file, KjModuleLoader *loader)
+/* An earlier function or constant of the name (its location in *loc), for
+ * the one namespace that functions and constants of every file share. */
+static bool name_taken(KjChecker *c, const char *name, KjLoc *loc)
+{
+    KjCheckFn *fn = kj_check_find_function(c, name);
+    KjCheckConst *k = kj_check_find_const(c, name);
+    if (fn)
+        *loc = fn->decl->loc;
+    else if (k)
+        *loc = k->decl->loc;
+    return fn || k;
+}
+
+/* The functions and constants of a file, into c->fns and c->consts. */
+static void collect_declarations(KjChecker *c, KjCheckFile *file, KjModuleLoader *loader)
 {
     for (int d = 0; d < file->ast->decls.count; d++) {
         KjNode *decl = file->ast->decls.items[d];
@@ -824,20 +1034,30 @@ static void collect_functions(KjChecker *c, KjCheckFile *file, KjModuleLoader *l
                 kj_vec_push(c->arena, &file->imports, file_info(c, target));
             continue;
         }
-        if (decl->kind != KJ_NODE_FUNCTION || !decl->fn)
+        const char *name = decl->kind == KJ_NODE_FUNCTION && decl->fn ? decl->fn->name
+                           : decl->kind == KJ_NODE_CONST                ? decl->name
+                                                                        : NULL;
+        if (!name)
             continue;
+        KjLoc loc = decl->kind == KJ_NODE_FUNCTION ? decl->fn->loc : decl->loc, old_loc;
+        if (kj_check_is_builtin_name(name)) {
+            kj_error(c->diag, loc, "'%s' is the name of a built-in; choose another name", name);
+            continue;
+        }
+        if (name_taken(c, name, &old_loc)) {
+            kj_error(c->diag, loc, "a %s named '%s' already exists",
+                     kj_check_find_function(c, name) ? "function" : "constant", name);
+            kj_note(c->diag, old_loc, "'%s' was declared here", name);
+            continue;
+        }
+        if (decl->kind == KJ_NODE_CONST) {
+            KjCheckConst *k = kj_arena_alloc(c->arena, sizeof *k);
+            k->decl = decl;
+            k->file = file;
+            kj_vec_push(c->arena, &c->consts, k);
+            continue;
+        }
         KjFunctionDecl *fd = decl->fn;
-        if (kj_check_is_builtin_name(fd->name)) {
-            kj_error(c->diag, fd->loc, "'%s' is the name of a built-in; choose another name",
-                     fd->name);
-            continue;
-        }
-        KjCheckFn *old = kj_check_find_function(c, fd->name);
-        if (old) {
-            kj_error(c->diag, fd->loc, "a function named '%s' already exists", fd->name);
-            kj_note(c->diag, old->decl->loc, "'%s' was declared here", fd->name);
-            continue;
-        }
         KjCheckFn *info = kj_arena_alloc(c->arena, sizeof *info);
         info->decl = fd;
         info->file = file;
@@ -866,7 +1086,9 @@ KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, Kj
     if (diag->error_count > errors_before)
         return NULL; /* an import is missing or does not parse */
     for (int i = 0; i < c.files.count; i++)
-        collect_functions(&c, c.files.items[i], loader);
+        collect_declarations(&c, c.files.items[i], loader);
+    for (int i = 0; i < c.consts.count; i++)
+        check_const(&c, c.consts.items[i]);
     for (int i = 0; i < c.fns.count; i++)
         declare_function(&c, c.fns.items[i]);
     for (int i = 0; i < c.fns.count; i++)

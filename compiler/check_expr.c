@@ -265,7 +265,13 @@ static const char *const kernel_names[] = {
 };
 
 static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
-#define X(id, name) name,
+#define X(id, name, elements) name,
+    KJ_ATOMIC_OPS(X)
+#undef X
+};
+
+static const KjAtomicElements atomic_elements[KJ_ATOMIC_COUNT] = {
+#define X(id, name, elements) elements,
     KJ_ATOMIC_OPS(X)
 #undef X
 };
@@ -348,11 +354,22 @@ static bool in_kernel(KjChecker *c)
     return c->cur && c->cur->ir->kind == KJ_IR_FN_KERNEL;
 }
 
+/* A kernel built-in is allowed in kernels, and in plain functions, which it
+ * makes device functions (check.c's kj_check_device_use). */
 bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what)
 {
     if (in_kernel(c))
         return true;
-    kj_error(c->diag, loc, "%s is only available in a @kernel function", what);
+    if (c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
+        kj_check_device_use(c, what, loc);
+        return true;
+    }
+    if (c->cur && c->cur->ir->kind == KJ_IR_FN_SCALAR)
+        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
+                 "call; '%s' is @vectorize", what, c->cur->ir->name);
+    else
+        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
+                 "call", what);
     return false;
 }
 
@@ -380,7 +397,7 @@ KjCheckFn *kj_check_find_function(KjChecker *c, const char *name)
 /* A function is visible in its own file and in the files that import its file. */
 static bool visible_from(KjChecker *c, KjCheckFn *fn)
 {
-    KjCheckFile *here = c->cur ? c->cur->info->file : NULL;
+    KjCheckFile *here = kj_check_current_file(c);
     if (!here || fn->file == here)
         return true;
     for (int i = 0; i < here->imports.count; i++)
@@ -439,6 +456,9 @@ KjIrExpr *kj_check_name(KjChecker *c, KjNode *n)
     int constant = constant_lookup(name);
     if (constant >= 0)
         return float_const(c, kj_check_t_untyped_float(), constant_values[constant], n->loc);
+    KjCheckConst *user_constant = kj_check_find_const(c, name);
+    if (user_constant)
+        return kj_check_const_value(c, user_constant, n->loc);
     if (register_group_lookup(name) >= 0) {
         kj_error(c->diag, n->loc, "%s is a group of registers; use %s.x, %s.y or %s.z", name,
                  name, name, name);
@@ -864,11 +884,18 @@ static KjIrExpr *check_ternary(KjChecker *c, KjNode *n)
                  kj_type_name(cond->type));
         return NULL;
     }
+    /* An array is a place, not a value: the back end lowers arrays only from
+     * variables, parameters and shared()/local(), never a choice between two. */
+    if (kj_check_is_array(a->type) || kj_check_is_array(b->type)) {
+        kj_error(c->diag, n->loc, "'?:' chooses between single values, not arrays (%s); index "
+                 "each arm (c ? a[i] : b[i]), or use if/else with the array in each branch",
+                 kj_type_name(kj_check_is_array(a->type) ? a->type : b->type));
+        return NULL;
+    }
     const KjType *t;
     if (a->type == b->type && !kj_check_is_untyped(a))
         t = a->type;
-    else if (a->type == kj_check_t_bool() || b->type == kj_check_t_bool() ||
-             kj_check_is_array(a->type) || kj_check_is_array(b->type)) {
+    else if (a->type == kj_check_t_bool() || b->type == kj_check_t_bool()) {
         kj_error(c->diag, n->loc, "the two arms of '?:' are %s and %s; they must have one type",
                  kj_type_name(a->type), kj_type_name(b->type));
         return NULL;
@@ -1266,48 +1293,100 @@ static bool is_atomic_elem(const KjType *t, KjAtomicOp op)
 {
     bool wide_int = t->kind == KJ_TYPE_I32 || t->kind == KJ_TYPE_I64 || t->kind == KJ_TYPE_U32 ||
                     t->kind == KJ_TYPE_U64;
-    if (op == KJ_ATOMIC_ADD || op == KJ_ATOMIC_EXCH)
-        return wide_int || kj_type_is_float(t);
-    return wide_int;
+    switch (atomic_elements[op]) {
+    case KJ_ATOMIC_NUMBERS: return wide_int || kj_type_is_float(t);
+    case KJ_ATOMIC_INTS: return wide_int;
+    case KJ_ATOMIC_UNSIGNED: return t->kind == KJ_TYPE_U32 || t->kind == KJ_TYPE_U64;
+    }
+    return false;
 }
 
+static const char *atomic_elements_text(KjAtomicOp op)
+{
+    switch (atomic_elements[op]) {
+    case KJ_ATOMIC_NUMBERS: return "32- and 64-bit integers and floats";
+    case KJ_ATOMIC_INTS: return "32- and 64-bit integers";
+    case KJ_ATOMIC_UNSIGNED: return "u32 and u64";
+    }
+    return "?";
+}
+
+/*
+ * atomic_op(a, i, v...) on a 1-D array with a flat index, or
+ * atomic_op(a[i, j, ...], v...) on an element of an array of any rank.  The
+ * IR holds the array, one i64 index per dimension, then the values.
+ */
 static KjIrExpr *check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op)
 {
     const char *name = atomic_names[op];
-    int count = op == KJ_ATOMIC_CAS ? 4 : 3;
-    if (!kj_check_require_kernel(c, n->loc, name) ||
-        !kj_check_arg_count_is(c, n, name, count, count))
+    int values = op == KJ_ATOMIC_CAS ? 2 : 1;
+    KjNode *first = n->args.count > 0 ? n->args.items[0] : NULL;
+    bool element = first && first->kind == KJ_NODE_INDEX;
+    int count = values + (element ? 1 : 2);
+    if (!kj_check_require_kernel(c, n->loc, name))
         return NULL;
+    if (n->args.count != count) {
+        kj_error(c->diag, n->loc, "%s takes %d arguments, got %d (%s)", name, count,
+                 n->args.count,
+                 element ? (values == 2 ? "the element, the expected value and the new one"
+                                        : "the element and the value")
+                         : (values == 2 ? "the array, the index, the expected value and the "
+                                          "new one"
+                                        : "the array, the index and the value"));
+        return NULL;
+    }
     KjIrExpr *a[4];
     if (!check_args(c, n, a))
         return NULL;
-    const KjType *array = a[0]->type;
-    if (!kj_check_is_array(array) || array->ndim != 1) {
-        kj_error(c->diag, ((KjNode *)n->args.items[0])->loc,
-                 "%s works on a 1-D array, not %s", name, kj_type_name(array));
-        return NULL;
+    const KjType *array;
+    if (element) {
+        if (a[0]->op != KJ_IR_LOAD) {
+            kj_error(c->diag, first->loc, "%s takes an array element: %s(a[i, j], v)", name, name);
+            return NULL;
+        }
+        array = a[0]->args[0]->type;
+    } else {
+        array = a[0]->type;
+        if (!kj_check_is_array(array)) {
+            kj_error(c->diag, first->loc, "%s works on an array, not %s", name,
+                     kj_type_name(array));
+            return NULL;
+        }
+        if (array->ndim != 1) {
+            kj_error(c->diag, first->loc, "%s on %s takes the element, one index per dimension: "
+                     "%s(a[%s], v)", name, kj_type_name(array), name,
+                     array->ndim == 2 ? "i, j" : "i, j, k");
+            return NULL;
+        }
     }
     if (!is_atomic_elem(array->elem, op)) {
         kj_error(c->diag, n->loc, "%s does not work on %s elements (%s)", name,
-                 kj_type_name(array->elem),
-                 op == KJ_ATOMIC_ADD || op == KJ_ATOMIC_EXCH ? "32- and 64-bit integers and floats"
-                                                            : "32- and 64-bit integers");
+                 kj_type_name(array->elem), atomic_elements_text(op));
         return NULL;
     }
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_ATOMIC, array->elem, n->loc, count);
+    int ndim = array->ndim;
+    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_ATOMIC, array->elem, n->loc, 1 + ndim + values);
     e->atomic = op;
-    e->args[0] = a[0];
-    if (kj_check_is_untyped(a[1]) || kj_type_is_int(a[1]->type))
-        e->args[1] = kj_check_is_untyped(a[1]) ? settle(c, a[1], kj_check_t_i64(), n->loc)
-                                               : cast_ir(c, a[1], kj_check_t_i64());
-    else
-        kj_error(c->diag, ((KjNode *)n->args.items[1])->loc, "the index of %s must be an integer, "
-                 "not %s", name, kj_type_name(a[1]->type));
-    bool ok = e->args[1] != NULL;
-    for (int i = 2; i < count; i++) {
-        e->args[i] = kj_check_convert(c, a[i], array->elem, ((KjNode *)n->args.items[i])->loc,
-                                      "the value");
-        ok = ok && e->args[i];
+    bool ok = true;
+    if (element) {
+        for (int k = 0; k <= ndim; k++)
+            e->args[k] = a[0]->args[k];
+    } else {
+        e->args[0] = a[0];
+        if (kj_check_is_untyped(a[1]) || kj_type_is_int(a[1]->type))
+            e->args[1] = kj_check_is_untyped(a[1]) ? settle(c, a[1], kj_check_t_i64(), n->loc)
+                                                   : cast_ir(c, a[1], kj_check_t_i64());
+        else
+            kj_error(c->diag, ((KjNode *)n->args.items[1])->loc, "the index of %s must be an "
+                     "integer, not %s", name, kj_type_name(a[1]->type));
+        ok = e->args[1] != NULL;
+    }
+    int first_value = element ? 1 : 2;
+    for (int i = 0; i < values; i++) {
+        KjNode *node = n->args.items[first_value + i];
+        e->args[1 + ndim + i] = kj_check_convert(c, a[first_value + i], array->elem, node->loc,
+                                                 "the value");
+        ok = ok && e->args[1 + ndim + i];
     }
     kj_check_note_impure(c);
     return ok ? e : NULL;
@@ -1381,7 +1460,7 @@ static KjIrExpr *check_call(KjChecker *c, KjNode *n)
     const Builtin *builtin = builtin_lookup(name);
     if (builtin)
         return check_builtin_call(c, n, builtin);
-    if (constant_lookup(name) >= 0) {
+    if (constant_lookup(name) >= 0 || kj_check_find_const(c, name)) {
         kj_error(c->diag, n->loc, "'%s' is a constant, not a function", name);
         return NULL;
     }
@@ -1456,6 +1535,8 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
     }
     if (callee->impure)
         kj_check_note_impure(c);
+    if (ok && target->device_use && !kj_check_device_call(c, target, n->loc))
+        return NULL;
     return ok ? e : NULL;
 }
 

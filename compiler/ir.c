@@ -37,7 +37,7 @@ const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
 };
 
 static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
-#define X(id, name) name,
+#define X(id, name, elements) name,
     KJ_ATOMIC_OPS(X)
 #undef X
 };
@@ -355,11 +355,18 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
     fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
     if (fn->kind == KJ_IR_FN_KERNEL) {
         fprintf(out, ", shared %" PRId64 " bytes", fn->shared_bytes);
+        if (fn->local_bytes)
+            fprintf(out, ", local %" PRId64 " bytes", fn->local_bytes);
         if (fn->uses_syncthreads)
             fputs(", syncthreads", out);
     }
     if (fn->kind == KJ_IR_FN_VEC_KERNEL && fn->scalar)
         fprintf(out, ", lifts %s", fn->scalar->symbol);
+    if (fn->device_use) {
+        fprintf(out, ", device: %s uses %s", fn->device_chain, fn->device_use);
+        if (fn->uses_syncthreads)
+            fputs(", syncthreads", out);
+    }
     fputs("]\n", out);
     for (int i = 0; i < fn->locals.count; i++) {
         const KjIrVar *var = fn->locals.items[i];
@@ -512,7 +519,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_LOGOR:
         return t == b ? args_are(v, e, 2, b) : fail(v, e->loc, "logical op gives %s", kj_type_name(t));
     case KJ_IR_SELECT:
-        if (!is_element_type(t) && !(t && t->kind == KJ_TYPE_ARRAY))
+        if (!is_element_type(t))
             return fail(v, e->loc, "select of %s", kj_type_name(t));
         if (!args_are(v, e, 3, NULL))
             return false;
@@ -544,6 +551,12 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         if (callee->kind != KJ_IR_FN_PLAIN && callee->kind != KJ_IR_FN_SCALAR)
             return fail(v, e->loc, "call of %s, which is not a plain or scalar function",
                         callee->symbol);
+        if (callee->device_use && v->fn->kind != KJ_IR_FN_KERNEL && !v->fn->device_use)
+            return fail(v, e->loc, "call of the device function %s from %s, which is neither a "
+                        "kernel nor a device function", callee->symbol, v->fn->symbol);
+        if (callee->uses_syncthreads && !v->fn->uses_syncthreads)
+            return fail(v, e->loc, "call of %s, which uses syncthreads(), from %s, which is not "
+                        "marked so", callee->symbol, v->fn->symbol);
         if (e->arg_count != callee->param_count)
             return fail(v, e->loc, "call of %s with %d arguments, it takes %d", callee->symbol,
                         e->arg_count, callee->param_count);
@@ -637,17 +650,19 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                             e->alloc_shape[i]);
         return args_are(v, e, 0, NULL);
     case KJ_IR_ATOMIC: {
-        int count = e->atomic == KJ_ATOMIC_CAS ? 4 : 3;
         if (e->atomic < 0 || e->atomic >= KJ_ATOMIC_COUNT)
             return fail(v, e->loc, "bad atomic op %d", (int)e->atomic);
-        if (!args_are(v, e, count, NULL))
+        const KjType *array = e->arg_count > 0 ? e->args[0]->type : NULL;
+        if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t)
+            return fail(v, e->loc, "%s on %s, typed %s", atomic_names[e->atomic],
+                        kj_type_name(array), kj_type_name(t));
+        int values = e->atomic == KJ_ATOMIC_CAS ? 2 : 1;
+        if (!args_are(v, e, 1 + array->ndim + values, NULL))
             return false;
-        const KjType *array = e->args[0]->type;
-        if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t ||
-            e->args[1]->type != i64 || e->args[2]->type != t ||
-            (count == 4 && e->args[3]->type != t))
-            return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
-                        kj_type_name(t));
+        for (int i = 1; i < e->arg_count; i++)
+            if (e->args[i]->type != (i <= array->ndim ? i64 : t))
+                return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
+                            kj_type_name(t));
         return true;
     }
     case KJ_IR_SYNCTHREADS:
@@ -665,10 +680,18 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
     if (!e->type || e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT)
         return fail(v, e->loc, "%s has no settled type (%s)", kj_ir_op_name(e->op),
                     kj_type_name(e->type));
+    /* The back end makes arrays only from these (kj_codegen_array). */
+    if (e->type->kind == KJ_TYPE_ARRAY && e->op != KJ_IR_VAR && e->op != KJ_IR_SHARED &&
+        e->op != KJ_IR_LOCAL)
+        return fail(v, e->loc, "%s makes an array; only variables, shared() and local() do",
+                    kj_ir_op_name(e->op));
+    /* kernel built-ins: in kernels, and in device functions but shared() */
+    bool device = v->fn->kind == KJ_IR_FN_PLAIN && (e->op == KJ_IR_LOCAL ||
+                                                     (v->fn->device_use && e->op != KJ_IR_SHARED));
     /* The reduce pass gives vectorized kernels local() arrays (its lanes). */
-    if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL &&
-        !(e->op == KJ_IR_LOCAL && v->fn->kind == KJ_IR_FN_VEC_KERNEL))
-        return fail(v, e->loc, "%s outside a kernel", kj_ir_op_name(e->op));
+    device = device || (e->op == KJ_IR_LOCAL && v->fn->kind == KJ_IR_FN_VEC_KERNEL);
+    if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL && !device)
+        return fail(v, e->loc, "%s outside a kernel or device function", kj_ir_op_name(e->op));
     if (e->arg_count > 0 && !e->args)
         return fail(v, e->loc, "%s without operands", kj_ir_op_name(e->op));
     for (int i = 0; i < e->arg_count; i++)
@@ -824,6 +847,8 @@ static bool verify_function(Verifier *v, const KjIrFunction *fn)
         return fail(v, fn->loc, "a vectorized kernel without its scalar function");
     if (fn->shared_bytes < 0)
         return fail(v, fn->loc, "negative shared memory size");
+    if (fn->local_bytes < 0 || fn->local_bytes > KJ_MAX_LOCAL_BYTES)
+        return fail(v, fn->loc, "local memory of %" PRId64 " bytes per thread", fn->local_bytes);
     v->loop_depth = 0;
     return verify_stmt(v, fn->body);
 }

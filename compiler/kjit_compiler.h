@@ -21,6 +21,9 @@
 /* ===================================================================== util.c */
 
 #define KJ_MAX_DIMS 8
+/* A kernel's local() arrays per thread: CUDA's limit of local memory per
+ * thread, kept on every target so that a program runs on all of them. */
+#define KJ_MAX_LOCAL_BYTES (512 * 1024)
 
 /* Internal invariants only: bad user input is never a reason to die. */
 _Noreturn void kj_die_at(const char *file, int line, const char *fmt, ...);
@@ -157,7 +160,7 @@ int kj_type_int_bits(const KjType *type);
     X(KW_FN, "fn") X(KW_LET, "let") X(KW_IF, "if") X(KW_ELSE, "else") X(KW_FOR, "for")  \
     X(KW_IN, "in") X(KW_WHILE, "while") X(KW_BREAK, "break") X(KW_CONTINUE, "continue") \
     X(KW_RETURN, "return") X(KW_IMPORT, "import") X(KW_TRUE, "true")                     \
-    X(KW_FALSE, "false")                                                                 \
+    X(KW_FALSE, "false") X(KW_CONST, "const")                                            \
     X(LPAREN, "(") X(RPAREN, ")") X(LBRACE, "{") X(RBRACE, "}") X(LBRACKET, "[")       \
     X(RBRACKET, "]") X(COMMA, ",") X(SEMI, ";") X(COLON, ":") X(DOT, ".") X(AT, "@")   \
     X(ARROW, "->") X(QUESTION, "?")                                                      \
@@ -246,6 +249,7 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     X(RETURN)      /* lhs (or NULL) */                                                \
     /* declarations */                                                                \
     X(IMPORT)      /* name (module) */                                                \
+    X(CONST)       /* name, declared_type (or NULL), rhs (the value) */               \
     X(FUNCTION)    /* see KjFunctionDecl: fn */
 
 typedef enum {
@@ -311,10 +315,10 @@ typedef struct KjNode {
     KjFunctionDecl *fn;
 } KjNode;
 
-/* A parsed file: its imports and functions in source order. */
+/* A parsed file: its imports, constants and functions in source order. */
 typedef struct KjAstFile {
     const KjSource *src;
-    KjVec decls; /* KjNode* of kind IMPORT or FUNCTION */
+    KjVec decls; /* KjNode* of kind IMPORT, CONST or FUNCTION */
 } KjAstFile;
 
 /* Parses a whole file.  Syntax errors go to diag; the parser recovers at the next
@@ -377,10 +381,20 @@ typedef enum {
 
 extern const char *const kj_special_reg_names[KJ_SREG_COUNT];
 
-#define KJ_ATOMIC_OPS(X) X(ADD, "atomic_add") X(MIN, "atomic_min") X(MAX, "atomic_max") \
-    X(EXCH, "atomic_exch") X(CAS, "atomic_cas")
+/* Atomics: X(id, name, elements), elements saying which element types the
+ * op takes: KJ_ATOMIC_NUMBERS 32- and 64-bit integers and floats,
+ * KJ_ATOMIC_INTS 32- and 64-bit integers, KJ_ATOMIC_UNSIGNED u32 and u64.
+ * INC and DEC are CUDA's wrapping atomicInc / atomicDec. */
+typedef enum { KJ_ATOMIC_NUMBERS, KJ_ATOMIC_INTS, KJ_ATOMIC_UNSIGNED } KjAtomicElements;
+#define KJ_ATOMIC_OPS(X)                                                                 \
+    X(ADD, "atomic_add", KJ_ATOMIC_NUMBERS) X(SUB, "atomic_sub", KJ_ATOMIC_NUMBERS)      \
+    X(MIN, "atomic_min", KJ_ATOMIC_NUMBERS) X(MAX, "atomic_max", KJ_ATOMIC_NUMBERS)      \
+    X(EXCH, "atomic_exch", KJ_ATOMIC_NUMBERS) X(CAS, "atomic_cas", KJ_ATOMIC_INTS)       \
+    X(AND, "atomic_and", KJ_ATOMIC_INTS) X(OR, "atomic_or", KJ_ATOMIC_INTS)              \
+    X(XOR, "atomic_xor", KJ_ATOMIC_INTS) X(INC, "atomic_inc", KJ_ATOMIC_UNSIGNED)        \
+    X(DEC, "atomic_dec", KJ_ATOMIC_UNSIGNED)
 typedef enum {
-#define X(id, name) KJ_ATOMIC_##id,
+#define X(id, name, elements) KJ_ATOMIC_##id,
     KJ_ATOMIC_OPS(X)
 #undef X
     KJ_ATOMIC_COUNT
@@ -438,8 +452,8 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(SREG)        /* sreg: i32 */                                                             \
     X(SHARED)      /* alloc_elem, alloc_shape[0..alloc_ndim): a block-wide array */            \
     X(LOCAL)       /* alloc_elem, alloc_shape[0..alloc_ndim): a per-thread array */            \
-    X(ATOMIC)      /* atomic, args[0] (array), args[1] (i64 flat index), args[2] (value),      \
-                      args[3] (CAS: the new value); returns the old value */                   \
+    X(ATOMIC)      /* atomic, args[0] (array of rank n), args[1..n] (i64 indices), args[n+1] \
+                      (value), args[n+2] (CAS: the new value); returns the old value */       \
     X(SYNCTHREADS) /* void */
 
 typedef enum {
@@ -536,11 +550,24 @@ typedef struct KjIrFunction {
     KjVec locals;            /* KjIrVar*: every variable, params first */
     KjIrStmt *body;          /* BLOCK */
     KjLoc loc;
-    bool uses_syncthreads;   /* kernels: some path calls syncthreads() */
+    bool uses_syncthreads;   /* kernels and device functions: some path calls syncthreads(),
+                                here or in a device function it calls */
     int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
                                 generator may round it up to its 16-byte aligned layout) */
+    int64_t local_bytes;     /* kernels: what its local() arrays take per thread, each
+                                rounded up to 16 bytes; at most KJ_MAX_LOCAL_BYTES */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
     bool contiguous;         /* VEC_KERNEL of the CONTIG layout: every array is C-contiguous */
+    /* PLAIN: a device function, one that uses a kernel built-in (threadIdx.x,
+     * an atomic, syncthreads() ...) or calls a device function, so that only
+     * kernels and other device functions may call it (the checker proves it;
+     * the runtime refuses to call it from the host).  device_use is the
+     * built-in's spelling, NULL for other functions; device_chain the calls
+     * that lead to it ("f -> g -> h", h using it) and device_loc where h uses
+     * it: "f -> g -> h uses threadIdx.x at file:line:col". */
+    const char *device_use;
+    const char *device_chain;
+    KjLoc device_loc;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -604,6 +631,15 @@ typedef struct KjCheckFn {
     bool impure; /* stores to memory or calls something that does */
 } KjCheckFn;
 
+/* A module-level constant, `const N = 128;`: checked before any function, in
+ * source order, so that its value is known wherever a literal could stand. */
+typedef struct KjCheckConst {
+    KjNode *decl;        /* CONST */
+    KjCheckFile *file;
+    KjCheckFnState state;
+    KjIrExpr *value;     /* a CONST (untyped unless a type is written); NULL after an error */
+} KjCheckConst;
+
 /* A name bound in a block: locals may not hide one another in one function. */
 typedef struct KjCheckBinding {
     const char *name;
@@ -633,8 +669,10 @@ typedef struct KjChecker {
     KjIrModule *module;
     KjVec files; /* KjCheckFile* */
     KjVec fns;   /* KjCheckFn*, every function of every file */
+    KjVec consts; /* KjCheckConst*, every constant of every file, files in import order */
     KjVec stack; /* KjCheckFn* being checked, outermost first */
     KjCheckFnCtx *cur;
+    KjCheckFile *const_file; /* while a constant's value is checked: its file (cur is NULL) */
 } KjChecker;
 
 static inline const KjType *kj_check_t_bool(void) { return kj_type_scalar(KJ_TYPE_BOOL); }
@@ -673,6 +711,18 @@ static inline bool kj_check_is_real(const KjType *t)
 /* check.c: locals, and checking a function's body on demand (for calls). */
 KjCheckBinding *kj_check_lookup_local(KjChecker *c, const char *name);
 void kj_check_function(KjChecker *c, KjCheckFn *info);
+/* check.c: device functions.  A plain function being checked uses the kernel
+ * built-in `what` at loc; a call at loc of the device function callee (false
+ * after an error: the caller is @vectorize). */
+void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc);
+bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc);
+/* check.c: module-level constants.  The one named `name`, or NULL; the value
+ * of a use of it at loc (NULL after an error: not visible from here, or used
+ * in a constant before its definition). */
+KjCheckConst *kj_check_find_const(KjChecker *c, const char *name);
+KjIrExpr *kj_check_const_value(KjChecker *c, KjCheckConst *k, KjLoc loc);
+/* The file whose code is being checked (a function's, or a constant's). */
+KjCheckFile *kj_check_current_file(KjChecker *c);
 
 /* check_reduce.c: a @reduce declaration (two parameters and a result of one
  * scalar type, per signature), and its map = f once every function is declared. */

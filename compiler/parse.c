@@ -24,7 +24,7 @@
 #include <string.h>
 
 const char *const kj_parser_productions[] = {
-    "file", "import_decl", "function_decl", "attribute", "attribute_arg", "signature", "param", "type",
+    "file", "import_decl", "const_decl", "function_decl", "attribute", "attribute_arg", "signature", "param", "type",
     "block", "statement", "let_stmt", "if_stmt", "for_stmt", "while_stmt", "jump_stmt",
     "simple_stmt", "expr", "ternary", "logor", "logand", "bitor", "bitxor", "bitand",
     "equality", "relational", "shift", "add", "mul", "unary", "power", "postfix", "args",
@@ -175,7 +175,7 @@ static bool accept(Parser *p, KjTokenKind kind)
  * statement is not an attribute: that takes '@' name, then 'fn' or '('. */
 static bool at_decl_start(Parser *p)
 {
-    if (at(p, KJ_TOK_KW_FN) || at(p, KJ_TOK_KW_IMPORT))
+    if (at(p, KJ_TOK_KW_FN) || at(p, KJ_TOK_KW_IMPORT) || at(p, KJ_TOK_KW_CONST))
         return true;
     if (!at(p, KJ_TOK_AT) || p->pos + 2 >= p->count)
         return false;
@@ -214,6 +214,8 @@ static void report(Parser *p, KjLoc loc, const char *fmt, ...)
 /* A syntax error: reported unless the statement already has one (or the lexer
  * already complained about the token at hand); the parser then panics until the
  * next synchronisation point. */
+static void note_floor_division(Parser *p);
+
 static void syntax_error(Parser *p, KjLoc loc, const char *fmt, ...)
 {
     if (p->panic)
@@ -226,6 +228,61 @@ static void syntax_error(Parser *p, KjLoc loc, const char *fmt, ...)
     va_start(ap, fmt);
     vreport(p, loc, fmt, ap);
     va_end(ap);
+    note_floor_division(p);
+}
+
+/* Whether a token can end an operand: what Python's `a // b` would follow. */
+static bool ends_operand(KjTokenKind kind)
+{
+    return kind == KJ_TOK_IDENT || kind == KJ_TOK_INT || kind == KJ_TOK_FLOAT ||
+           kind == KJ_TOK_RPAREN || kind == KJ_TOK_RBRACKET || kind == KJ_TOK_KW_TRUE ||
+           kind == KJ_TOK_KW_FALSE;
+}
+
+/* After a syntax error: when the token before the error ends an operand and
+ * is followed on its line by `//`, the user most likely meant Python's floor
+ * division, which here starts a comment that swallowed the rest of the line. */
+static void note_floor_division(Parser *p)
+{
+    if (p->pos == 0)
+        return;
+    const KjToken *prev = &p->tokens[p->pos - 1];
+    if (!ends_operand(prev->kind))
+        return;
+    const char *s = prev->start + prev->len;
+    int col = prev->loc.col + prev->len;
+    while (*s == ' ' || *s == '\t')
+        s++, col++;
+    if (s[0] != '/' || s[1] != '/')
+        return;
+    KjLoc loc = prev->loc;
+    loc.col = col;
+    kj_note(p->diag, loc, "'//' starts a comment here; there is no floor division: write "
+            "floor(a / b) for floats ('/' on integers truncates toward zero)");
+}
+
+/* Two '+' or two '-' tokens written together, at tokens[at] and tokens[at + 1]. */
+static bool is_increment(Parser *p, int at)
+{
+    if (at < 0 || at + 1 >= p->count)
+        return false;
+    const KjToken *a = &p->tokens[at], *b = &p->tokens[at + 1];
+    return (a->kind == KJ_TOK_PLUS || a->kind == KJ_TOK_MINUS) && b->kind == a->kind &&
+           b->start == a->start + 1;
+}
+
+/* "there is no '++' operator": `v++` and `++v` as C writes them.  `name` is
+ * the variable's token when known. */
+static void no_increment(Parser *p, const KjToken *op, const KjToken *name, bool prefix)
+{
+    bool plus = op->kind == KJ_TOK_PLUS;
+    const char *var = name && name->kind == KJ_TOK_IDENT
+                          ? kj_arena_printf(p->arena, "%.*s ", name->len, name->start)
+                          : "";
+    syntax_error(p, op->loc, "there is no '%s' operator; write '%s%s= 1;'%s", plus ? "++" : "--",
+                 var, plus ? "+" : "-",
+                 !prefix ? "" : plus ? " (or '+ +' with a space for two signs)"
+                                     : " (or '- -' with a space for two signs)");
 }
 
 static bool expect(Parser *p, KjTokenKind kind)
@@ -371,6 +428,12 @@ static KjNode *primary(Parser *p)
         expect(p, KJ_TOK_RPAREN);
         return node;
     default:
+        /* `v++;`: the second '+' looked for an operand. */
+        if (is_increment(p, p->pos - 2)) {
+            const KjToken *op = &p->tokens[p->pos - 2];
+            no_increment(p, op, p->pos >= 3 ? &p->tokens[p->pos - 3] : NULL, false);
+            return error_node(p);
+        }
         syntax_error(p, tok->loc, "expected an expression, found %s", describe(p, tok));
         return error_node(p);
     }
@@ -456,6 +519,12 @@ static KjNode *unary(Parser *p)
     case KJ_TOK_BANG: op = KJ_UN_NOT; break;
     case KJ_TOK_TILDE: op = KJ_UN_BITNOT; break;
     default: return power(p);
+    }
+    /* `++v` and `--v` read as C's increment: say so rather than take them as
+     * two signs (write `- -v` for that). */
+    if (is_increment(p, p->pos)) {
+        no_increment(p, peek(p), &p->tokens[p->pos + 2], true);
+        return error_node(p);
     }
     KjNode *node = new_node(p, KJ_NODE_UNARY, advance(p)->loc);
     node->unary_op = op;
@@ -810,6 +879,24 @@ static KjNode *import_decl(Parser *p)
     return node;
 }
 
+// const_decl = "const" IDENT (":" type)? "=" expr ";"
+static KjNode *const_decl(Parser *p)
+{
+    KjNode *node = new_node(p, KJ_NODE_CONST, advance(p)->loc);
+    KjToken *name = peek(p);
+    if (!expect(p, KJ_TOK_IDENT))
+        return node;
+    node->name = token_text(p, name);
+    node->loc = name->loc;
+    if (accept(p, KJ_TOK_COLON))
+        node->declared_type = type(p);
+    if (p->panic || !expect(p, KJ_TOK_ASSIGN))
+        return node;
+    node->rhs = expr(p);
+    expect_semi(p);
+    return node;
+}
+
 // signature = type "(" (type ("," type)*)? ")"
 static void signature(Parser *p, KjSignature *sig)
 {
@@ -963,19 +1050,21 @@ static KjNode *function_decl(Parser *p)
     return node;
 }
 
-// file = (import_decl | function_decl)*
+// file = (import_decl | const_decl | function_decl)*
 static void file(Parser *p, KjAstFile *out)
 {
     while (!at(p, KJ_TOK_EOF)) {
         KjNode *decl = NULL;
         if (at(p, KJ_TOK_KW_IMPORT))
             decl = import_decl(p);
+        else if (at(p, KJ_TOK_KW_CONST))
+            decl = const_decl(p);
         else if (at(p, KJ_TOK_KW_FN) || at(p, KJ_TOK_AT))
             decl = function_decl(p);
         else
-            syntax_error(p, peek(p)->loc, "expected 'fn', '@' or 'import', found %s",
+            syntax_error(p, peek(p)->loc, "expected 'fn', '@', 'const' or 'import', found %s",
                          describe(p, peek(p)));
-        if (decl && !(decl->kind == KJ_NODE_IMPORT && p->panic))
+        if (decl && !((decl->kind == KJ_NODE_IMPORT || decl->kind == KJ_NODE_CONST) && p->panic))
             kj_vec_push(p->arena, &out->decls, decl);
         if (p->panic) {
             sync_top(p);
@@ -1118,6 +1207,11 @@ static void dump_node(FILE *out, const KjNode *node, int depth)
     case KJ_NODE_RETURN: fputs("return", out); break;
     case KJ_NODE_IMPORT:
         fprintf(out, "import %s", node->name);
+        break;
+    case KJ_NODE_CONST:
+        fprintf(out, "const %s", node->name);
+        if (node->declared_type)
+            fprintf(out, ": %s", kj_type_name(node->declared_type));
         break;
     case KJ_NODE_FUNCTION:
         dump_function(out, node, depth);

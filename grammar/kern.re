@@ -222,6 +222,7 @@ KjToken *kj_lex(KjArena *arena, const KjSource *src, KjDiag *diag, int *count)
             "import"   { push(&lx, KJ_TOK_KW_IMPORT, start, YYCURSOR); continue; }
             "true"     { push(&lx, KJ_TOK_KW_TRUE, start, YYCURSOR); continue; }
             "false"    { push(&lx, KJ_TOK_KW_FALSE, start, YYCURSOR); continue; }
+            "const"    { push(&lx, KJ_TOK_KW_CONST, start, YYCURSOR); continue; }
             ident      { push(&lx, KJ_TOK_IDENT, start, YYCURSOR); continue; }
 
             "("   { push(&lx, KJ_TOK_LPAREN, start, YYCURSOR); continue; }

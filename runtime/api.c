@@ -3,12 +3,16 @@
  * contexts, errors, modules and their functions, and the code behind them
  * (api_call.c runs it: calls, launches, arguments, device memory, streams).
  *
- * A context owns its target (AUTO settled when it is made), the thread pool of
- * the parallel target, the cuda device, the last error and the diagnostic
- * callback.  A module owns the arena its checked IR lives in and the code
- * generated from it.  Code is generated lazily, on the first call that needs
- * it: one piece per plain function or kernel, and one per vectorized variant,
- * keyed by (signature, layout, rank, scalar mask), and one per kernel variant,
+ * A context owns its target (AUTO settled when it is made) and that target's
+ * state (the thread pool of the parallel target, the cuda device), the last
+ * error and the diagnostic callback.  Everything that differs between targets
+ * is behind the KjRuntimeTarget the context holds (target_cpu.c,
+ * target_cuda.c); this file picks it once and never asks again.
+ *
+ * A module owns the arena its checked IR lives in and the code generated from
+ * it.  Code is generated lazily, on the first call that needs it: one piece
+ * per plain function or kernel, and one per vectorized variant, keyed by
+ * (signature, layout, rank, scalar mask), and one per kernel variant,
  * keyed by which array arguments are C-contiguous (their strides are then
  * computed, not read: the launch checks every argument).  Each is kept in its
  * function, so nothing is compiled twice in a context; across contexts and
@@ -125,37 +129,34 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->stdlib_dirs[0] = kj_default_stdlib_dir();
     context->stdlib_dirs[1] = NULL;
 
+    /* AUTO is cuda when a GPU answers, else cpu; anything but cuda and
+     * parallel runs as cpu. */
     kjit_target target = options->target;
+    const KjRuntimeTarget *runtime = target == KJIT_TARGET_PARALLEL ? &kj_runtime_parallel
+                                                                    : &kj_runtime_cpu;
     if (target == KJIT_TARGET_AUTO || target == KJIT_TARGET_CUDA) {
-        char *error = NULL;
-        kjit_status status = kj_cuda_probe(&error);
-        if (status == KJIT_OK)
-            status = kj_cuda_open(options->device, &context->cuda, &error);
-        if (status == KJIT_OK) {
-            target = KJIT_TARGET_CUDA;
-            free(error);
-        } else if (target == KJIT_TARGET_CUDA) {
-            kj_api_take_error(NULL, status, "cuda target: ", error);
-            pthread_mutex_destroy(&context->lock);
-            free(context);
-            return status;
-        } else {
-            free(error);
-            target = KJIT_TARGET_CPU;
-        }
+        runtime = &kj_runtime_cuda;
+        target = KJIT_TARGET_CUDA;
     }
-    if (target == KJIT_TARGET_PARALLEL)
-        context->pool = kj_pool_create(options->num_threads);
-    if (context->cuda) {
-        /* A cubin is the driver's own compilation: it is keyed by the exact
-         * device and driver as well as by what the PTX is keyed by. */
-        kjit_device_info info;
-        memset(&info, 0, sizeof info);
-        kj_cuda_info(context->cuda, &info);
-        snprintf(context->device_text, sizeof context->device_text,
-                 "%s, compute %d.%d, driver %d, %.100s", kj_cuda_arch(context->cuda),
-                 info.compute_major, info.compute_minor, info.driver_version, info.name);
+    char *error = NULL;
+    kjit_status status = runtime->open(context, &error);
+    if (status != KJIT_OK && options->target == KJIT_TARGET_AUTO) {
+        free(error);
+        error = NULL;
+        runtime = &kj_runtime_cpu;
+        target = KJIT_TARGET_CPU;
+        status = runtime->open(context, &error);
     }
+    if (status != KJIT_OK) {
+        kj_api_set_error(NULL, status, "%s target: %s", runtime->name,
+                         error ? error : "unknown failure");
+        free(error);
+        pthread_mutex_destroy(&context->lock);
+        free(context);
+        return status;
+    }
+    free(error);
+    context->runtime = runtime;
     context->target = target;
     *out = context;
     return KJIT_OK;
@@ -165,10 +166,8 @@ void kjit_context_destroy(kjit_context *context)
 {
     if (!context)
         return;
-    kj_pool_destroy(context->pool);
     kj_reduce_scratch_free(context);
-    if (context->cuda)
-        kj_cuda_close(context->cuda);
+    context->runtime->close(context);
     free(context->last_error);
     pthread_mutex_destroy(&context->lock);
     free(context);
@@ -270,14 +269,9 @@ kjit_status kjit_compile_string(kjit_context *context, const char *name, const c
     return compile_module(context, NULL, name ? name : "<string>", source, out);
 }
 
-static void shared_cpu_release(struct KjSharedCpu *shared);
-
-static void compiled_free(kjit_context *context, KjCompiled *compiled)
+static void compiled_free(KjCompiled *compiled)
 {
-    if (compiled->cpu)
-        shared_cpu_release(compiled->cpu);
-    if (compiled->cuda_module)
-        kj_cuda_module_free(compiled->cuda_module);
+    compiled->runtime->release(compiled);
     free(compiled);
 }
 
@@ -289,7 +283,7 @@ void kjit_module_free(kjit_module *module)
         kjit_function *function = &module->functions[i];
         for (KjCompiled *c = function->compiled, *next; c; c = next) {
             next = c->next;
-            compiled_free(module->context, c);
+            compiled_free(c);
         }
         for (int s = 0; s < function->entry->variants.count; s++)
             free(function->signature_text[s]);
@@ -400,98 +394,13 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
 /* ------------------------------------------------------ code generation */
 
 /*
- * Loaded cpu code is shared by every context and module of the process that
- * asks for the same key (the same source, function, variant, host and
- * options): a second kjit_compile_string of one text finds its functions
- * already linked.  The last user unloads it; its object bytes stay in the
- * cache's memory tier.
+ * The key of one root's code: everything the bytes depend on but the target,
+ * whose own fields (its name, the host CPU or the GPU and assembler) each
+ * target adds.  The module's source hash covers its text and the path and
+ * text of every module it imports, so editing an import changes the key of
+ * each importer.
  */
-typedef struct KjSharedCpu {
-    struct KjSharedCpu *next;
-    KjCacheKey key;
-    KjCpuCode *code;
-    void *entry, *block;
-    int users;
-} KjSharedCpu;
-
-static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
-static KjSharedCpu *shared_cpu;
-
-static bool same_key(const KjCacheKey *a, const KjCacheKey *b)
-{
-    return a->hash[0] == b->hash[0] && a->hash[1] == b->hash[1] && a->text.len == b->text.len &&
-           memcmp(a->text.data, b->text.data, a->text.len) == 0;
-}
-
-/* The shared code for key, with one more user; NULL if none is loaded. */
-static KjSharedCpu *shared_cpu_find(const KjCacheKey *key)
-{
-    pthread_mutex_lock(&shared_lock);
-    KjSharedCpu *s = shared_cpu;
-    while (s && !same_key(&s->key, key))
-        s = s->next;
-    if (s)
-        s->users++;
-    pthread_mutex_unlock(&shared_lock);
-    return s;
-}
-
-/* Publishes freshly loaded code; when another thread was quicker, keeps
- * theirs and unloads this copy. */
-static KjSharedCpu *shared_cpu_publish(KjSharedCpu *fresh)
-{
-    pthread_mutex_lock(&shared_lock);
-    KjSharedCpu *s = shared_cpu;
-    while (s && !same_key(&s->key, &fresh->key))
-        s = s->next;
-    if (s) {
-        s->users++;
-    } else {
-        fresh->users = 1;
-        fresh->next = shared_cpu;
-        shared_cpu = fresh;
-    }
-    pthread_mutex_unlock(&shared_lock);
-    if (s) {
-        kj_cpu_code_free(fresh->code);
-        kj_cache_key_free(&fresh->key);
-        free(fresh);
-    }
-    return s ? s : fresh;
-}
-
-static void shared_cpu_release(KjSharedCpu *shared)
-{
-    pthread_mutex_lock(&shared_lock);
-    bool last = --shared->users == 0;
-    if (last) {
-        KjSharedCpu **link = &shared_cpu;
-        while (*link != shared)
-            link = &(*link)->next;
-        *link = shared->next;
-    }
-    pthread_mutex_unlock(&shared_lock);
-    if (last) {
-        kj_cpu_code_free(shared->code);
-        kj_cache_key_free(&shared->key);
-        free(shared);
-    }
-}
-
-static void *lookup(KjCpuCode *code, const char *symbol, const char *suffix)
-{
-    char name[512];
-    snprintf(name, sizeof name, "%s%s", symbol, suffix);
-    return kj_cpu_lookup(code, name);
-}
-
-/*
- * The key of one root's code: everything the bytes depend on.  The module's
- * source hash covers its text and the path and text of every module it
- * imports, so editing an import changes the key of each importer.
- */
-static void build_key(const kjit_module *module, const KjCompiled *compiled, bool on_gpu,
-                      const char *arch, KjCacheKey *key)
+void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key)
 {
     const KjIrFunction *root = compiled->root;
     kj_cache_key_add(key, "build", "%s", kj_cache_build_identity());
@@ -512,200 +421,6 @@ static void build_key(const kjit_module *module, const KjCompiled *compiled, boo
     if (compiled->lifted[0])
         kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
     kj_cache_key_add(key, "opt", "%d", module->context->options.opt_level);
-    if (on_gpu)
-        kj_cache_key_add(key, "target", "cuda %s", arch);
-    else
-        kj_cache_key_add(key, "target", "cpu %s", kj_host_cpu_description());
-}
-
-/* A payload from the memory tier, else the disk (then kept in memory). */
-static bool cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size)
-{
-    if (kj_cache_memory_get(key, kind, data, size))
-        return true;
-    if (!kj_cache_load(key, kind, data, size))
-        return false;
-    kj_cache_memory_put(key, kind, *data, *size);
-    return true;
-}
-
-static void cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size)
-{
-    kj_cache_memory_put(key, kind, data, size);
-    kj_cache_store(key, kind, data, size);
-}
-
-static kjit_status generate_cpu(kjit_module *module, KjCompiled *compiled, const char *prefix)
-{
-    kjit_context *context = module->context;
-    KjIrFunction *root = compiled->root;
-    KjCacheKey key = {0};
-    build_key(module, compiled, false, NULL, &key);
-    kj_cache_key_finish(&key);
-    KjSharedCpu *shared = shared_cpu_find(&key);
-    if (shared) {
-        kj_cache_count_shared_hit();
-        kj_cache_key_free(&key);
-        compiled->cpu = shared;
-        compiled->entry = shared->entry;
-        compiled->block = shared->block;
-        return KJIT_OK;
-    }
-
-    const char *suffix = root->kind == KJ_IR_FN_VEC_KERNEL ? "__range"
-                         : root->kind == KJ_IR_FN_KERNEL   ? "__thread"
-                                                           : "__entry";
-    char *error = NULL;
-    KjCpuCode *code = NULL;
-    void *entry = NULL;
-    void *object = NULL;
-    size_t size = 0;
-    /* A cached object that will not link or lacks its entry point is treated
-     * as damaged: compiled again below. */
-    if (cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
-        code = kj_cpu_load_object(object, size, NULL);
-        entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
-        if (!entry) {
-            kj_cpu_code_free(code);
-            code = NULL;
-        }
-        free(object);
-    }
-    if (!code) {
-        kj_cache_count_compile();
-        KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
-                                    .opt_level = context->options.opt_level,
-                                    .contiguous_params = compiled->contiguous};
-        object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
-        if (!object) {
-            kj_cache_key_free(&key);
-            return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
-        }
-        code = kj_cpu_load_object(object, size, &error);
-        entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
-        if (entry)
-            cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
-        free(object);
-        if (!code) {
-            kj_cache_key_free(&key);
-            return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
-        }
-        if (!entry) {
-            kj_cpu_code_free(code);
-            kj_cache_key_free(&key);
-            return kj_api_set_error(context, KJIT_ERROR_BACKEND, "%sthe generated code has no %s%s",
-                                    prefix, compiled->symbol, suffix);
-        }
-    }
-    shared = kj_xcalloc(1, sizeof *shared);
-    shared->key = key;
-    shared->code = code;
-    shared->entry = entry;
-    if (root->kind == KJ_IR_FN_KERNEL)
-        shared->block = lookup(code, compiled->symbol, "__block");
-    shared = shared_cpu_publish(shared);
-    compiled->cpu = shared;
-    compiled->entry = shared->entry;
-    compiled->block = shared->block;
-    return KJIT_OK;
-}
-
-/*
- * cuda: a cubin (compiled for this exact device, driver and assembler) loads
- * with no JIT at all; else cached PTX is assembled; else LLVM makes the PTX.
- * The toolkit's ptxas assembles whole-program when there is one (ptxas.c
- * says why), else the driver's linker; if ptxas's cubin does not load (a
- * driver older than the toolkit), the linker takes the same PTX.  What was
- * made is kept in both tiers.
- */
-static kjit_status generate_cuda(kjit_module *module, KjCompiled *compiled, const char *prefix)
-{
-    kjit_context *context = module->context;
-    KjIrFunction *root = compiled->root;
-    const char *arch = context->options.cuda_arch ? context->options.cuda_arch
-                                                  : kj_cuda_arch(context->cuda);
-    const char *ptxas = kj_ptxas_path();
-    KjCacheKey ptx_key = {0}, cubin_key = {0};
-    build_key(module, compiled, true, arch, &ptx_key);
-    kj_cache_key_add(&ptx_key, "whole-program", "%d", ptxas != NULL);
-    kj_cache_key_finish(&ptx_key);
-    build_key(module, compiled, true, arch, &cubin_key);
-    kj_cache_key_add(&cubin_key, "device", "%s", context->device_text);
-    kj_cache_key_add(&cubin_key, "assembler", "%s", kj_ptxas_identity());
-    kj_cache_key_finish(&cubin_key);
-
-    char *error = NULL;
-    kjit_status status = KJIT_ERROR_BACKEND;
-    void *data = NULL;
-    size_t size = 0;
-    if (cache_fetch(&cubin_key, KJ_CACHE_CUBIN, &data, &size)) {
-        status = kj_cuda_load_cubin(context->cuda, data, size, &compiled->cuda_module, NULL);
-        free(data);
-    }
-    if (status != KJIT_OK) {
-        char *ptx = NULL;
-        if (cache_fetch(&ptx_key, KJ_CACHE_PTX, &data, &size)) {
-            ptx = data;
-        } else {
-            kj_cache_count_compile();
-            KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA,
-                                        .opt_level = context->options.opt_level,
-                                        .cuda_arch = arch,
-                                        .contiguous_params = compiled->contiguous,
-                                        .cuda_whole_program = ptxas != NULL};
-            ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
-            if (!ptx) {
-                kj_cache_key_free(&ptx_key);
-                kj_cache_key_free(&cubin_key);
-                return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
-            }
-            cache_keep(&ptx_key, KJ_CACHE_PTX, ptx, strlen(ptx));
-        }
-        void *cubin = NULL;
-        size_t cubin_size = 0;
-        char *ptxas_error = NULL;
-        if (ptxas && kj_ptxas_compile(ptx, kj_cuda_arch(context->cuda), &cubin, &cubin_size,
-                                      &ptxas_error) == KJIT_OK) {
-            status = kj_cuda_load_cubin(context->cuda, cubin, cubin_size, &compiled->cuda_module,
-                                        &ptxas_error);
-            if (status != KJIT_OK) {
-                free(cubin);
-                cubin = NULL;
-            }
-        }
-        if (status != KJIT_OK)
-            status = kj_cuda_load_ptx(context->cuda, ptx, &compiled->cuda_module, &cubin,
-                                      &cubin_size, &error);
-        if (status != KJIT_OK && ptxas_error) {
-            KjBuf both = {0};
-            kj_buf_printf(&both, "%s (ptxas, tried first: %s)", error ? error : "", ptxas_error);
-            free(error);
-            error = both.data;
-        }
-        free(ptxas_error);
-        free(ptx);
-        if (status == KJIT_OK && cubin)
-            cache_keep(&cubin_key, KJ_CACHE_CUBIN, cubin, cubin_size);
-        free(cubin);
-    }
-    kj_cache_key_free(&ptx_key);
-    kj_cache_key_free(&cubin_key);
-    if (status == KJIT_OK)
-        status = kj_cuda_function(compiled->cuda_module, compiled->symbol, &compiled->cuda_function,
-                                  &error);
-    if (status != KJIT_OK)
-        return kj_api_take_error(context, status, "", error);
-    return KJIT_OK;
-}
-
-/* Finds (in the caches) or generates code for one root and its entry points:
- * host code for the cpu targets (and for plain functions on any target), a
- * loaded module on cuda. */
-static kjit_status generate(kjit_module *module, KjCompiled *compiled, bool on_gpu)
-{
-    char prefix[256];
-    snprintf(prefix, sizeof prefix, "code generation for %s failed: ", compiled->root->name);
-    return on_gpu ? generate_cuda(module, compiled, prefix) : generate_cpu(module, compiled, prefix);
 }
 
 /* The middle of the pass list for one root (pipeline.c); an internal error
@@ -788,10 +503,13 @@ static kjit_status find_compiled(kjit_function *function, int sig, KjPipelineRoo
     compiled->root = root.root;
     kj_kernel_variant_symbol(compiled->root, compiled->contiguous, compiled->symbol,
                              sizeof compiled->symbol);
-    bool on_gpu = context->target == KJIT_TARGET_CUDA && compiled->root->kind != KJ_IR_FN_PLAIN;
-    kjit_status status = generate(module, compiled, on_gpu);
+    /* Finds (in the caches) or generates code for the root and loads it. */
+    compiled->runtime = kj_runtime_for(context, compiled->root->kind);
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "code generation for %s failed: ", compiled->root->name);
+    kjit_status status = compiled->runtime->generate(module, compiled, prefix);
     if (status != KJIT_OK) {
-        compiled_free(context, compiled);
+        compiled_free(compiled);
         pthread_mutex_unlock(&context->lock);
         return status;
     }

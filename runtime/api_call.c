@@ -1,38 +1,22 @@
 /*
  * api_call.c: the half of kjit.h that runs code: arguments, calls of plain
- * and @vectorize functions (with broadcasting), kernel launches, the staging
- * of host arrays for cuda, device memory, streams and events.  The code each
- * call runs comes from kj_api_find_compiled (api.c).
+ * and @vectorize functions (with broadcasting), kernel launches, device
+ * memory, streams and events.  The code each call runs comes from
+ * kj_api_find_compiled (api.c).
  *
- * Plain functions always run on the host, whatever the target: the cuda
- * target has no entry point for them and a GPU round trip for one scalar
- * would never pay.  On cpu targets "device" memory is ordinary host memory,
- * so a program written for cuda runs unchanged there.
+ * This file checks and converts what the host passes and plans the
+ * broadcast; the running itself (and the staging of host arrays that cuda
+ * needs) is the context's runtime target's (target_cpu.c, target_cuda.c),
+ * reached through one indirect call.  Plain functions run on the host
+ * whatever the target (kj_runtime_for says so once).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kjit_runtime.h"
 
 /* ---------------------------------------------------------------- types */
-
-struct kjit_stream {
-    kjit_context *context;
-    KjCudaStream *cuda;
-};
-
-KjCudaStream *kj_stream_cuda(kjit_stream *stream)
-{
-    return stream ? stream->cuda : NULL;
-}
-
-struct kjit_event {
-    kjit_context *context;
-    KjCudaEvent *cuda;
-    struct timespec host;
-};
 
 /* A scalar argument in the representation compiled code reads. */
 typedef union KjScalar {
@@ -209,79 +193,6 @@ static kjit_status check_args_present(kjit_context *context, const kjit_function
     return KJIT_OK;
 }
 
-/* ------------------------------------------------------- cuda transfers */
-
-/* A host array copied to the device for one call. */
-typedef struct Staged {
-    kjit_array *host;
-    char *device;  /* the copy of the bytes [low, high) of host->data */
-    int64_t low, high;
-    bool copy_back;
-} Staged;
-
-typedef struct Staging {
-    Staged items[KJ_MAX_VEC_INPUTS + 64];
-    int count;
-} Staging;
-
-/* Copies the bytes a host view touches to the device (when copy_in) and
- * returns the device address that stands for host->data. */
-static kjit_status stage(kjit_context *context, Staging *staging, kjit_array *host, bool copy_in,
-                         bool copy_back, void **device_data)
-{
-    if (staging->count == (int)(sizeof staging->items / sizeof staging->items[0]))
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "too many host arrays in one call");
-    Staged *st = &staging->items[staging->count];
-    st->host = host;
-    st->copy_back = copy_back;
-    kj_array_extent(host, &st->low, &st->high);
-    size_t bytes = (size_t)(st->high - st->low);
-    char *error = NULL;
-    void *device = NULL;
-    kjit_status status = kj_cuda_alloc(context->cuda, bytes ? bytes : 1, &device, &error);
-    if (status != KJIT_OK)
-        return kj_api_take_error(context, status, "", error);
-    st->device = device;
-    staging->count++;
-    if (copy_in && bytes) {
-        status = kj_cuda_copy_to_device(context->cuda, st->device, (char *)host->data + st->low,
-                                        bytes, NULL, &error);
-        if (status != KJIT_OK)
-            return kj_api_take_error(context, status, "", error);
-    }
-    *device_data = st->device - st->low;
-    return KJIT_OK;
-}
-
-/* Waits for the launch, copies results back and frees the device copies. */
-static kjit_status unstage(kjit_context *context, Staging *staging, kjit_status status)
-{
-    char *error = NULL;
-    if (staging->count == 0)
-        return status;
-    if (status == KJIT_OK) {
-        status = kj_cuda_stream_sync(context->cuda, NULL, &error);
-        if (status != KJIT_OK)
-            kj_api_take_error(context, status, "", error), error = NULL;
-    }
-    for (int i = 0; i < staging->count; i++) {
-        Staged *st = &staging->items[i];
-        size_t bytes = (size_t)(st->high - st->low);
-        if (status == KJIT_OK && st->copy_back && bytes) {
-            status = kj_cuda_copy_to_host(context->cuda, (char *)st->host->data + st->low,
-                                          st->device, bytes, NULL, &error);
-            if (status != KJIT_OK)
-                kj_api_take_error(context, status, "", error), error = NULL;
-        }
-        kj_cuda_free(context->cuda, st->device, &error);
-        free(error);
-        error = NULL;
-    }
-    staging->count = 0;
-    return status;
-}
-
 /* ---------------------------------------------------- vectorized calls */
 
 static kjit_status choose_signature(kjit_function *function, const kjit_arg *args, int nargs,
@@ -356,7 +267,7 @@ static kjit_status choose_signature(kjit_function *function, const kjit_arg *arg
     return KJIT_ERROR_TYPE;
 }
 
-static void *aligned_alloc_bytes(size_t bytes)
+void *kj_api_alloc_aligned(size_t bytes)
 {
     void *data = NULL;
     if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0)
@@ -418,7 +329,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
         int64_t size = 1;
         for (int d = 0; d < ndim; d++)
             size *= shape[d];
-        void *data = aligned_alloc_bytes((size_t)size * kjit_dtype_size(ret));
+        void *data = kj_api_alloc_aligned((size_t)size * kjit_dtype_size(ret));
         if (!data)
             return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
                                     "%s: out of memory for an output of %lld elements", name,
@@ -461,28 +372,10 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     }
     params[nargs] = &plan.output;
 
-    if (context->target != KJIT_TARGET_CUDA) {
-        kj_cpu_run_range(context->pool, (KjRangeFn)compiled->entry, params, plan.size);
-    } else {
-        Staging staging; /* not zeroed: only `count` items are ever read */
-        staging.count = 0;
-        for (int i = 0; i < nargs && status == KJIT_OK; i++)
-            if (inputs[i] && !(plan.variant.scalar_mask & (1u << i)) &&
-                inputs[i]->memory == KJIT_MEMORY_HOST)
-                status = stage(context, &staging, (kjit_array *)inputs[i], true, false,
-                               &plan.inputs[i].data);
-        if (status == KJIT_OK && target.memory == KJIT_MEMORY_HOST)
-            status = stage(context, &staging, &target, !kj_array_is_contiguous(&target), true,
-                           &plan.output.data);
-        if (status == KJIT_OK) {
-            status = kj_cuda_launch_elementwise(context->cuda, compiled->cuda_function,
-                                                compiled->root->symbol, plan.size, params,
-                                                stream ? stream->cuda : NULL, &error);
-            if (status != KJIT_OK)
-                kj_api_take_error(context, status, "", error);
-        }
-        status = unstage(context, &staging, status);
-    }
+    KjVectorizedRun vectorized_run = {.compiled = compiled, .plan = &plan, .params = params,
+                                      .inputs = inputs, .input_count = nargs, .output = &target,
+                                      .stream = stream};
+    status = context->runtime->run_vectorized(context, &vectorized_run);
     if (status == KJIT_OK && result)
         *result = allocated;
     else
@@ -565,12 +458,20 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
                               kjit_array *result, bool run)
 {
     kjit_context *context = function->module->context;
+    const KjIrFunction *fn = kj_api_variant_of(function, 0);
+    if (fn->device_use)
+        return kj_api_set_error(
+            context, KJIT_ERROR_INVALID_ARGUMENT,
+            "%s is a device function (%s uses %s at %s:%d:%d): only kernels can call it",
+            function->entry->name, fn->device_chain, fn->device_use,
+            fn->device_loc.src ? fn->device_loc.src->path : "?", fn->device_loc.line,
+            fn->device_loc.col);
     Marshalled m;
     kjit_status status = marshal(function, args, nargs, &m);
     if (status != KJIT_OK)
         return status;
     for (int i = 0; i < nargs; i++)
-        if (args[i].kind == KJIT_ARG_ARRAY && context->target == KJIT_TARGET_CUDA &&
+        if (args[i].kind == KJIT_ARG_ARRAY && !context->runtime->device_memory_on_host &&
             args[i].value.array->memory == KJIT_MEMORY_DEVICE)
             return kj_api_set_error(
                 context, KJIT_ERROR_INVALID_ARGUMENT,
@@ -582,10 +483,10 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
         return status;
     KjScalar value;
     memset(&value, 0, sizeof value);
-    ((KjEntryFn)compiled->entry)(m.params, &value);
+    compiled->runtime->call(compiled, m.params, &value);
     kjit_dtype ret;
     if (result && kj_type_dtype(compiled->root->ret, &ret)) {
-        void *data = aligned_alloc_bytes(sizeof value);
+        void *data = kj_api_alloc_aligned(sizeof value);
         if (!data)
             return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY, "out of memory");
         memcpy(data, &value, sizeof value);
@@ -671,26 +572,10 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
     status = kj_api_find_compiled(function, 0, NULL, m.contiguous, &compiled);
     if (status != KJIT_OK)
         return status;
-    char *error = NULL;
-    if (context->target != KJIT_TARGET_CUDA) {
-        status = kj_cpu_run_kernel(context->pool, compiled->root, (KjThreadFn)compiled->entry,
-                                   (KjThreadFn)compiled->block, m.params, grid, block, &error);
-        if (status != KJIT_OK)
-            kj_api_take_named_error(context, status, function->entry->name, error);
-        return status;
-    }
-    Staging staging; /* not zeroed: only `count` items are ever read */
-    staging.count = 0;
-    for (int i = 0; i < nargs && status == KJIT_OK; i++)
-        if (args[i].kind == KJIT_ARG_ARRAY && args[i].value.array->memory == KJIT_MEMORY_HOST)
-            status = stage(context, &staging, args[i].value.array, true, true, &m.descs[i].data);
-    if (status == KJIT_OK) {
-        status = kj_cuda_launch(context->cuda, compiled->cuda_function, compiled->root->symbol,
-                                grid, block, 0, m.params, stream ? stream->cuda : NULL, &error);
-        if (status != KJIT_OK)
-            kj_api_take_error(context, status, "", error);
-    }
-    return unstage(context, &staging, status);
+    KjLaunch launch = {.name = function->entry->name, .compiled = compiled, .grid = grid,
+                       .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
+                       .params = m.params, .stream = stream};
+    return context->runtime->launch(context, &launch);
 }
 
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
@@ -744,15 +629,9 @@ kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
     }
     size_t bytes = (size_t)size * kjit_dtype_size(dtype);
     void *data = NULL;
-    if (context->cuda) {
-        char *error = NULL;
-        kjit_status status = kj_cuda_alloc(context->cuda, bytes ? bytes : 1, &data, &error);
-        if (status != KJIT_OK)
-            return kj_api_take_error(context, status, "", error);
-    } else if (!(data = aligned_alloc_bytes(bytes))) {
-        return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
-                                "out of memory for a device array of %zu bytes", bytes);
-    }
+    kjit_status status = context->runtime->alloc(context, bytes, &data);
+    if (status != KJIT_OK)
+        return status;
     *out = kjit_array_make(data, dtype, ndim, shape);
     out->memory = KJIT_MEMORY_DEVICE;
     return KJIT_OK;
@@ -766,15 +645,7 @@ kjit_status kjit_device_free(kjit_context *context, kjit_array *array)
     if (array->memory != KJIT_MEMORY_DEVICE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "kjit_device_free takes a device array (use kjit_array_free)");
-    kjit_status status = KJIT_OK;
-    if (context->cuda) {
-        char *error = NULL;
-        status = kj_cuda_free(context->cuda, array->data, &error);
-        if (status != KJIT_OK)
-            kj_api_take_error(context, status, "", error);
-    } else {
-        free(array->data);
-    }
+    kjit_status status = context->runtime->free(context, array->data);
     array->data = NULL;
     return status;
 }
@@ -800,23 +671,7 @@ kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *
     size_t bytes = (size_t)kjit_array_size(src) * kjit_dtype_size(src->dtype);
     if (bytes == 0)
         return KJIT_OK;
-    bool dst_device = context->cuda && dst->memory == KJIT_MEMORY_DEVICE;
-    bool src_device = context->cuda && src->memory == KJIT_MEMORY_DEVICE;
-    KjCudaStream *s = stream ? stream->cuda : NULL;
-    char *error = NULL;
-    kjit_status status = KJIT_OK;
-    if (!dst_device && !src_device) {
-        memmove(dst->data, src->data, bytes);
-    } else if (dst_device && !src_device) {
-        status = kj_cuda_copy_to_device(context->cuda, dst->data, src->data, bytes, s, &error);
-    } else if (!dst_device && src_device) {
-        status = kj_cuda_copy_to_host(context->cuda, dst->data, src->data, bytes, s, &error);
-    } else {
-        status = kj_cuda_copy_on_device(context->cuda, dst->data, src->data, bytes, s, &error);
-    }
-    if (status != KJIT_OK)
-        kj_api_take_error(context, status, "kjit_copy: ", error);
-    return status;
+    return context->runtime->copy(context, dst, src, bytes, stream);
 }
 
 /* ------------------------------------------------------ streams, events */
@@ -826,51 +681,34 @@ kjit_status kjit_stream_create(kjit_context *context, kjit_stream **out)
     kj_api_clear_error(context);
     kjit_stream *stream = kj_xcalloc(1, sizeof *stream);
     stream->context = context;
-    if (context->cuda) {
-        char *error = NULL;
-        kjit_status status = kj_cuda_stream_create(context->cuda, &stream->cuda, &error);
-        if (status != KJIT_OK) {
-            free(stream);
-            *out = NULL;
-            return kj_api_take_error(context, status, "", error);
-        }
+    kjit_status status = context->runtime->stream_create(context, stream);
+    if (status != KJIT_OK) {
+        free(stream);
+        stream = NULL;
     }
     *out = stream;
-    return KJIT_OK;
+    return status;
 }
 
 kjit_status kjit_stream_synchronize(kjit_stream *stream)
 {
     kjit_context *context = stream->context;
     kj_api_clear_error(context);
-    if (!context->cuda)
-        return KJIT_OK; /* cpu work is done when its call returns */
-    char *error = NULL;
-    kjit_status status = kj_cuda_stream_sync(context->cuda, stream->cuda, &error);
-    if (status != KJIT_OK)
-        kj_api_take_error(context, status, "", error);
-    return status;
+    return context->runtime->synchronize(context, stream);
 }
 
 void kjit_stream_destroy(kjit_stream *stream)
 {
     if (!stream)
         return;
-    if (stream->cuda)
-        kj_cuda_stream_destroy(stream->context->cuda, stream->cuda);
+    stream->context->runtime->stream_destroy(stream);
     free(stream);
 }
 
 kjit_status kjit_synchronize(kjit_context *context)
 {
     kj_api_clear_error(context);
-    if (!context->cuda)
-        return KJIT_OK;
-    char *error = NULL;
-    kjit_status status = kj_cuda_stream_sync(context->cuda, NULL, &error);
-    if (status != KJIT_OK)
-        kj_api_take_error(context, status, "", error);
-    return status;
+    return context->runtime->synchronize(context, NULL);
 }
 
 kjit_status kjit_event_record(kjit_context *context, kjit_stream *stream, kjit_event **out)
@@ -878,47 +716,32 @@ kjit_status kjit_event_record(kjit_context *context, kjit_stream *stream, kjit_e
     kj_api_clear_error(context);
     kjit_event *event = kj_xcalloc(1, sizeof *event);
     event->context = context;
-    if (context->cuda) {
-        char *error = NULL;
-        kjit_status status = kj_cuda_event_record(context->cuda, stream ? stream->cuda : NULL,
-                                                  &event->cuda, &error);
-        if (status != KJIT_OK) {
-            free(event);
-            *out = NULL;
-            return kj_api_take_error(context, status, "", error);
-        }
-    } else {
-        clock_gettime(CLOCK_MONOTONIC, &event->host);
+    kjit_status status = context->runtime->event_record(context, stream, event);
+    if (status != KJIT_OK) {
+        free(event);
+        event = NULL;
     }
     *out = event;
-    return KJIT_OK;
+    return status;
 }
 
 kjit_status kjit_event_elapsed(kjit_event *start, kjit_event *end, double *milliseconds)
 {
     kjit_context *context = start->context;
     kj_api_clear_error(context);
-    if (start->cuda && end->cuda) {
-        char *error = NULL;
-        kjit_status status = kj_cuda_event_elapsed(context->cuda, start->cuda, end->cuda,
-                                                   milliseconds, &error);
-        if (status != KJIT_OK)
-            kj_api_take_error(context, status, "", error);
-        return status;
-    }
-    if (start->cuda || end->cuda)
+    /* Host clocks compare across cpu and parallel contexts, device events
+     * across cuda contexts; a host time against a GPU event means nothing. */
+    const KjRuntimeTarget *runtime = context->runtime;
+    if (end->context->runtime->event_elapsed != runtime->event_elapsed)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "events from different kinds of context");
-    *milliseconds = (double)(end->host.tv_sec - start->host.tv_sec) * 1e3 +
-                    (double)(end->host.tv_nsec - start->host.tv_nsec) / 1e6;
-    return KJIT_OK;
+    return runtime->event_elapsed(start, end, milliseconds);
 }
 
 void kjit_event_destroy(kjit_event *event)
 {
     if (!event)
         return;
-    if (event->cuda)
-        kj_cuda_event_destroy(event->context->cuda, event->cuda);
+    event->context->runtime->event_destroy(event);
     free(event);
 }

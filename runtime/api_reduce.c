@@ -29,12 +29,12 @@
 
 #define MAX_INPUTS KJ_MAX_VEC_INPUTS
 
-/* The partial results of the cuda target's reductions on the default stream,
- * kept for the next call; the lock is held from the first level's launch to
- * the last, so that two host threads never interleave in it. */
+/* The partial results of reductions on the default stream, in the target's
+ * memory, kept for the next call; the lock is held from the first level's
+ * launch to the last, so that two host threads never interleave in it. */
 struct KjReduceScratch {
     pthread_mutex_t lock;
-    void *device;
+    void *data;
     size_t bytes;
 };
 
@@ -43,11 +43,8 @@ void kj_reduce_scratch_free(kjit_context *context)
     KjReduceScratch *scratch = context->reduce_scratch;
     if (!scratch)
         return;
-    if (scratch->device && context->cuda) {
-        char *error = NULL;
-        kj_cuda_free(context->cuda, scratch->device, &error);
-        free(error);
-    }
+    if (scratch->data)
+        context->runtime->free(context, scratch->data);
     pthread_mutex_destroy(&scratch->lock);
     free(scratch);
     context->reduce_scratch = NULL;
@@ -366,93 +363,40 @@ static KjArrayDesc flat_desc(void *data, int64_t count)
     return desc;
 }
 
-/* ---------------------------------------------------------------- runs */
-
-typedef struct RangeJob {
-    KjRangeFn range;
-    void **args;
-} RangeJob;
-
-static void run_chunk(void *user, int64_t begin, int64_t end)
-{
-    RangeJob *job = user;
-    job->range(job->args, begin, end);
-}
-
-/* A LANES level on the host: work items across the pool (a work item is a
- * block of elements, so chunks of a few items are already worth a thread).
- * A WARPS level (only with KJIT_REDUCE_FORM, for the tests) runs as a
- * kernel, the CUDA way. */
-static kjit_status run_cpu(kjit_context *context, Level *level, void **params, char **error)
-{
-    if (level->items <= 0)
-        return KJIT_OK;
-    if (level->variant.form == KJ_REDUCE_FORM_WARPS) {
-        int64_t blocks = (level->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
-        uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
-        uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
-        return kj_cpu_run_kernel(context->pool, level->compiled->root,
-                                 (KjThreadFn)level->compiled->entry,
-                                 (KjThreadFn)level->compiled->block, params, grid, block, error);
-    }
-    KjRangeFn range = (KjRangeFn)level->compiled->entry;
-    if (!context->pool) {
-        range(params, 0, level->items);
-        return KJIT_OK;
-    }
-    RangeJob job = {range, params};
-    int64_t min_chunk = KJ_CPU_MIN_CHUNK / KJ_REDUCE_BLOCK;
-    kj_pool_run(context->pool, level->items, min_chunk > 0 ? min_chunk : 1, run_chunk, &job);
-    return KJIT_OK;
-}
-
-static kjit_status run_cuda(kjit_context *context, Level *level, void **params,
-                            KjCudaStream *stream, char **error)
-{
-    if (level->items <= 0)
-        return KJIT_OK;
-    KjCompiled *c = level->compiled;
-    if (level->variant.form == KJ_REDUCE_FORM_LANES)
-        return kj_cuda_launch_elementwise(context->cuda, c->cuda_function, c->root->symbol,
-                                          level->items, params, stream, error);
-    int64_t blocks = (level->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
-    if (blocks > INT32_MAX) {
-        *error = kj_xstrdup("too many outputs for one reduction");
-        return KJIT_ERROR_INVALID_ARGUMENT;
-    }
-    uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
-    uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
-    return kj_cuda_launch(context->cuda, c->cuda_function, c->root->symbol, grid, block, 0,
-                          params, stream, error);
-}
-
 /* ---------------------------------------------------------- the call */
 
-/* Host memory the call made on the device, freed at the end. */
-typedef struct DeviceTemps {
+/* Target memory the call made, freed at the end. */
+typedef struct Temps {
     void *ptr[MAX_INPUTS + 4];
     int count;
-} DeviceTemps;
+} Temps;
 
-static kjit_status device_temp(kjit_context *context, DeviceTemps *temps, size_t bytes,
-                               void **out)
+static kjit_status temp_alloc(kjit_context *context, Temps *temps, size_t bytes, void **out)
 {
-    char *error = NULL;
-    kjit_status status = kj_cuda_alloc(context->cuda, bytes ? bytes : 1, out, &error);
-    if (status != KJIT_OK)
-        return kj_api_take_error(context, status, "", error);
-    temps->ptr[temps->count++] = *out;
-    return KJIT_OK;
+    kjit_status status = context->runtime->alloc(context, bytes, out);
+    if (status == KJIT_OK)
+        temps->ptr[temps->count++] = *out;
+    return status;
 }
 
-static void free_temps(kjit_context *context, DeviceTemps *temps)
+static void free_temps(kjit_context *context, Temps *temps)
 {
-    for (int i = 0; i < temps->count; i++) {
-        char *error = NULL;
-        kj_cuda_free(context->cuda, temps->ptr[i], &error);
-        free(error);
-    }
+    for (int i = 0; i < temps->count; i++)
+        context->runtime->free(context, temps->ptr[i]);
     temps->count = 0;
+}
+
+/* Bytes between host memory and the target's, through its copy. */
+static kjit_status copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
+                              bool src_target, size_t bytes, kjit_stream *stream)
+{
+    if (bytes == 0)
+        return KJIT_OK;
+    int64_t n = (int64_t)bytes;
+    kjit_array d = kjit_array_make(dst, KJIT_U8, 1, &n), s = kjit_array_make((void *)src, KJIT_U8, 1, &n);
+    d.memory = dst_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
+    s.memory = src_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
+    return context->runtime->copy(context, &d, &s, bytes, stream);
 }
 
 static void *host_alloc(size_t bytes)
@@ -463,26 +407,22 @@ static void *host_alloc(size_t bytes)
     return data;
 }
 
-/* Fills `count` elements of `size` bytes at dst (host or device) with value. */
-static kjit_status fill(kjit_context *context, void *dst, bool on_device, int64_t count,
-                        size_t size, const Scalar *value, KjCudaStream *stream)
+/* Fills `count` elements of `size` bytes at dst with value. */
+static kjit_status fill(kjit_context *context, void *dst, bool on_target, int64_t count,
+                        size_t size, const Scalar *value, kjit_stream *stream)
 {
     if (count <= 0)
         return KJIT_OK;
-    char *host = on_device ? host_alloc((size_t)count * size) : dst;
+    char *host = on_target ? host_alloc((size_t)count * size) : dst;
     if (!host)
         return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY, "out of memory");
     for (int64_t i = 0; i < count; i++)
         memcpy(host + (size_t)i * size, value, size);
     kjit_status status = KJIT_OK;
-    if (on_device) {
-        char *error = NULL;
-        status = kj_cuda_copy_to_device(context->cuda, dst, host, (size_t)count * size, stream,
-                                        &error);
+    if (on_target) {
+        status = copy_bytes(context, dst, true, host, false, (size_t)count * size, stream);
         if (status == KJIT_OK)
-            status = kj_cuda_stream_sync(context->cuda, stream, &error);
-        if (status != KJIT_OK)
-            kj_api_take_error(context, status, "", error);
+            status = context->runtime->synchronize(context, stream);
         free(host);
     }
     return status;
@@ -548,10 +488,9 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         }
         inputs[i] = &views[i];
     }
-    bool on_gpu = context->target == KJIT_TARGET_CUDA;
-    for (int i = 0; i < nargs; i++)
-        if (views[i].memory == KJIT_MEMORY_DEVICE && !on_gpu && !context->cuda)
-            views[i].memory = KJIT_MEMORY_HOST; /* cpu "device" memory is host memory */
+    const KjRuntimeTarget *runtime = context->runtime;
+    /* Host arrays are copied to a target whose memory is not the host's. */
+    bool staged = !runtime->device_memory_on_host;
 
     int ndim;
     int64_t shape[KJ_MAX_DIMS];
@@ -645,8 +584,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     } else {
         target = kjit_array_make(NULL, dtype, out_ndim, out_shape);
     }
-    bool out_on_device = on_gpu && target.memory == KJIT_MEMORY_DEVICE;
-    KjCudaStream *cuda_stream = stream ? kj_stream_cuda(stream) : NULL;
+    bool out_on_target = !staged || target.memory == KJIT_MEMORY_DEVICE;
 
     if (m == 0 && outputs > 0) {
         if (!run) {
@@ -662,8 +600,8 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
                                     kj_shape_string(a, sizeof a, ndim, shape));
         }
         if (run)
-            status = fill(context, target.data, out_on_device, outputs, size, &init_value,
-                          cuda_stream);
+            status = fill(context, target.data, staged && out_on_target, outputs, size,
+                          &init_value, stream);
         if (status == KJIT_OK && result && run)
             *result = allocated;
         else
@@ -685,12 +623,13 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
 
     /* KJIT_REDUCE_FORM=lanes|warps makes the cpu targets run the kernels the
      * cuda target would (the tests check that every form gives the same bits). */
-    KjReduceForm contiguous_form = on_gpu ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES;
-    bool simd = !on_gpu;
+    bool warps = runtime->reduce_in_warps;
+    KjReduceForm contiguous_form = warps ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES;
+    bool simd = !warps;
     const char *force = getenv("KJIT_REDUCE_FORM");
-    if (!on_gpu && force && strcmp(force, "warps") == 0)
+    if (!warps && force && strcmp(force, "warps") == 0)
         contiguous_form = KJ_REDUCE_FORM_WARPS, simd = false;
-    else if (!on_gpu && force && strcmp(force, "lanes") == 0)
+    else if (!warps && force && strcmp(force, "lanes") == 0)
         simd = false;
 
     Level levels[8];
@@ -740,71 +679,50 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         if (levels[i].items > region[i % 2])
             region[i % 2] = levels[i].items;
     size_t scratch_bytes = (size_t)(region[0] + region[1]) * size;
-    DeviceTemps temps = {.count = 0};
+    Temps temps = {.count = 0};
     KjReduceScratch *shared = NULL;
     char *scratch = NULL;
     void *in_data[MAX_INPUTS];
     void *out_data = target.data;
-    if (!on_gpu) {
-        for (int q = 0; q < nargs; q++)
-            in_data[q] = views[q].data;
-        scratch = scratch_bytes ? host_alloc(scratch_bytes) : NULL;
-        if (scratch_bytes && !scratch) {
-            free(allocated.data);
-            return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
-                                    "%s: out of memory for %zu bytes of partial results", name,
-                                    scratch_bytes);
-        }
-    } else {
-        for (int q = 0; q < nargs && status == KJIT_OK; q++) {
-            if (views[q].memory == KJIT_MEMORY_DEVICE) {
-                in_data[q] = views[q].data;
-                continue;
+    for (int q = 0; q < nargs && status == KJIT_OK; q++) {
+        in_data[q] = views[q].data;
+        if (!staged || views[q].memory == KJIT_MEMORY_DEVICE)
+            continue;
+        int64_t low, high;
+        kj_array_extent(&views[q], &low, &high);
+        void *copy;
+        status = temp_alloc(context, &temps, (size_t)(high - low), &copy);
+        if (status == KJIT_OK)
+            status = copy_bytes(context, copy, true, (char *)views[q].data + low, false,
+                                (size_t)(high - low), stream);
+        in_data[q] = (char *)copy - low;
+    }
+    if (status == KJIT_OK && !out_on_target)
+        status = temp_alloc(context, &temps, (size_t)outputs * size, &out_data);
+    if (status == KJIT_OK && scratch_bytes) {
+        if (stream) {
+            /* A stream of its own: partials of its own, freed after it. */
+            status = temp_alloc(context, &temps, scratch_bytes, (void **)&scratch);
+        } else {
+            pthread_mutex_lock(&context->lock);
+            if (!context->reduce_scratch) {
+                KjReduceScratch *fresh = kj_xcalloc(1, sizeof *fresh);
+                pthread_mutex_init(&fresh->lock, NULL);
+                context->reduce_scratch = fresh;
             }
-            int64_t low, high;
-            kj_array_extent(&views[q], &low, &high);
-            void *device;
-            status = device_temp(context, &temps, (size_t)(high - low), &device);
-            if (status == KJIT_OK && high > low) {
-                status = kj_cuda_copy_to_device(context->cuda, device,
-                                                (char *)views[q].data + low, (size_t)(high - low),
-                                                cuda_stream, &error);
-                if (status != KJIT_OK)
-                    kj_api_take_error(context, status, "", error);
+            shared = context->reduce_scratch;
+            pthread_mutex_unlock(&context->lock);
+            pthread_mutex_lock(&shared->lock);
+            if (shared->bytes < scratch_bytes) {
+                if (shared->data)
+                    runtime->free(context, shared->data);
+                shared->data = NULL;
+                shared->bytes = 0;
+                status = runtime->alloc(context, scratch_bytes, &shared->data);
+                if (status == KJIT_OK)
+                    shared->bytes = scratch_bytes;
             }
-            in_data[q] = (char *)device - low;
-        }
-        if (status == KJIT_OK && !out_on_device)
-            status = device_temp(context, &temps, (size_t)outputs * size, &out_data);
-        if (status == KJIT_OK && scratch_bytes) {
-            if (cuda_stream) {
-                /* A stream of its own: partials of its own, freed after it. */
-                status = device_temp(context, &temps, scratch_bytes, (void **)&scratch);
-            } else {
-                pthread_mutex_lock(&context->lock);
-                if (!context->reduce_scratch) {
-                    KjReduceScratch *fresh = kj_xcalloc(1, sizeof *fresh);
-                    pthread_mutex_init(&fresh->lock, NULL);
-                    context->reduce_scratch = fresh;
-                }
-                shared = context->reduce_scratch;
-                pthread_mutex_unlock(&context->lock);
-                pthread_mutex_lock(&shared->lock);
-                if (shared->bytes < scratch_bytes) {
-                    if (shared->device)
-                        kj_cuda_free(context->cuda, shared->device, &error);
-                    free(error);
-                    error = NULL;
-                    shared->device = NULL;
-                    shared->bytes = 0;
-                    status = kj_cuda_alloc(context->cuda, scratch_bytes, &shared->device, &error);
-                    if (status == KJIT_OK)
-                        shared->bytes = scratch_bytes;
-                    else
-                        kj_api_take_error(context, status, "", error);
-                }
-                scratch = shared->device;
-            }
+            scratch = shared->data;
         }
     }
 
@@ -822,32 +740,21 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         level->out = flat_desc(last ? out_data : regions[i % 2], level->items);
         LevelArgs a;
         level_args(level, init != NULL, &init_value, &a);
-        status = on_gpu ? run_cuda(context, level, a.params, cuda_stream, &error)
-                        : run_cpu(context, level, a.params, &error);
-        if (status != KJIT_OK)
-            kj_api_take_named_error(context, status, name, error);
+        KjReduceLevelRun run = {.name = name, .compiled = level->compiled,
+                                .warps = level->variant.form == KJ_REDUCE_FORM_WARPS,
+                                .items = level->items, .params = a.params, .stream = stream};
+        status = runtime->run_reduce_level(context, &run);
     }
-    if (on_gpu) {
-        if (shared)
-            pthread_mutex_unlock(&shared->lock);
-        bool wait = temps.count > 0;
-        if (status == KJIT_OK && wait) {
-            status = kj_cuda_stream_sync(context->cuda, cuda_stream, &error);
-            if (status != KJIT_OK)
-                kj_api_take_error(context, status, "", error);
-        }
-        if (status == KJIT_OK && !out_on_device) {
-            status = kj_cuda_copy_to_host(context->cuda, target.data, out_data,
-                                          (size_t)outputs * size, cuda_stream, &error);
-            if (status == KJIT_OK)
-                status = kj_cuda_stream_sync(context->cuda, cuda_stream, &error);
-            if (status != KJIT_OK)
-                kj_api_take_error(context, status, "", error);
-        }
-        free_temps(context, &temps);
-    } else {
-        free(scratch);
-    }
+    if (shared)
+        pthread_mutex_unlock(&shared->lock);
+    /* Staged inputs and partials of a stream are freed once the work is done;
+     * the result goes back to the host when it was given there. */
+    if (status == KJIT_OK && !out_on_target)
+        status = copy_bytes(context, target.data, false, out_data, true, (size_t)outputs * size,
+                            stream);
+    if (status == KJIT_OK && temps.count > 0)
+        status = runtime->synchronize(context, stream);
+    free_temps(context, &temps);
     if (status == KJIT_OK && result)
         *result = allocated;
     else

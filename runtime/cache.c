@@ -243,41 +243,11 @@ void kj_cache_entry_path(const char *dir, const KjCacheKey *key, KjCacheKind kin
 
 /* ============================================================ reading */
 
-static bool read_all(int fd, void *data, size_t size)
-{
-    char *p = data;
-    while (size > 0) {
-        ssize_t n = read(fd, p, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        size -= (size_t)n;
-    }
-    return true;
-}
-
-static bool write_all(int fd, const void *data, size_t size)
-{
-    const char *p = data;
-    while (size > 0) {
-        ssize_t n = write(fd, p, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        p += n;
-        size -= (size_t)n;
-    }
-    return true;
-}
-
 /* Reads and checks a header against the file's size: false for anything
  * that is not a whole entry of this format. */
 static bool read_header(int fd, off_t file_size, CacheHeader *header)
 {
-    if (file_size < (off_t)sizeof *header || !read_all(fd, header, sizeof *header))
+    if (file_size < (off_t)sizeof *header || !kj_fd_read_all(fd, header, sizeof *header))
         return false;
     if (memcmp(header->magic, CACHE_MAGIC, 8) != 0 || header->format != KJ_CACHE_FORMAT)
         return false;
@@ -307,10 +277,11 @@ static LoadResult load_file(const char *path, const KjCacheKey *key, KjCacheKind
         header.key_checksum != kj_hash_bytes(0, want, key->text.len))
         goto done;
     key_text = kj_xmalloc(header.key_size + 1);
-    if (!read_all(fd, key_text, header.key_size) || memcmp(key_text, want, header.key_size) != 0)
+    if (!kj_fd_read_all(fd, key_text, header.key_size) ||
+        memcmp(key_text, want, header.key_size) != 0)
         goto done;
     payload = kj_xmalloc(header.payload_size + 1);
-    if (!read_all(fd, payload, header.payload_size) ||
+    if (!kj_fd_read_all(fd, payload, header.payload_size) ||
         kj_hash_bytes(0, payload, header.payload_size) != header.payload_checksum)
         goto done;
     payload[header.payload_size] = '\0'; /* PTX is read as text */
@@ -372,8 +343,8 @@ bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, s
                           .payload_checksum = kj_hash_bytes(0, data, size),
                           .key_checksum = kj_hash_bytes(0, text, key->text.len)};
     memcpy(header.magic, CACHE_MAGIC, 8);
-    bool ok = write_all(fd, &header, sizeof header) && write_all(fd, text, key->text.len) &&
-              write_all(fd, data, size);
+    bool ok = kj_fd_write_all(fd, &header, sizeof header) &&
+              kj_fd_write_all(fd, text, key->text.len) && kj_fd_write_all(fd, data, size);
     ok = close(fd) == 0 && ok;
     /* rename is atomic within a folder: readers see the old entry or this one. */
     if (!ok || rename(temp, path) != 0) {
@@ -476,7 +447,7 @@ int kj_cache_list(const char *dir, KjCacheVisit visit, void *user)
             info.last_used = st.st_mtim.tv_sec;
             if (read_header(fd, st.st_size, &header)) {
                 key_text = kj_xmalloc(header.key_size + 1);
-                if (read_all(fd, key_text, header.key_size)) {
+                if (kj_fd_read_all(fd, key_text, header.key_size)) {
                     key_text[header.key_size] = '\0';
                     info.valid = true;
                     info.kind = (KjCacheKind)header.kind;
@@ -607,4 +578,24 @@ void kj_cache_memory_clear(void)
     }
     memory_bytes = 0;
     pthread_mutex_unlock(&memory_lock);
+}
+
+/* ========================================================= both tiers */
+
+/* What code generation asks: memory first (no file system at all), then the
+ * disk, whose hit is kept in memory for the next context that asks. */
+bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size)
+{
+    if (kj_cache_memory_get(key, kind, data, size))
+        return true;
+    if (!kj_cache_load(key, kind, data, size))
+        return false;
+    kj_cache_memory_put(key, kind, *data, *size);
+    return true;
+}
+
+void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size)
+{
+    kj_cache_memory_put(key, kind, data, size);
+    kj_cache_store(key, kind, data, size);
 }

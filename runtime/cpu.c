@@ -13,10 +13,14 @@
  * That holds for barriers anywhere, inside loops and branches too, which
  * splitting the kernel at its barriers would make hard.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "kjit_runtime.h"
 
@@ -47,9 +51,26 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
 
 /* --------------------------------------------------------------- fibers */
 
-/* Enough for a kernel's locals and its `local` arrays of a few thousand
- * elements; the pages are only touched as the stack grows. */
-#define FIBER_STACK_BYTES (128 * 1024)
+/* A fiber's stack holds its kernel's local() arrays (kernel->local_bytes, at
+ * most KJ_MAX_LOCAL_BYTES) and, above them, this much for the thread's frames,
+ * the plain functions it calls and libm.  The pages are only touched as the
+ * stack grows; below each stack an inaccessible guard page turns an overflow
+ * into a fault at once rather than into another fiber's data. */
+#define FIBER_FRAME_BYTES (128 * 1024)
+
+static size_t page_bytes(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (size_t)page : 4096;
+}
+
+/* One fiber's stack, guard page excluded, for a kernel. */
+static size_t fiber_stack_bytes(const KjIrFunction *kernel)
+{
+    size_t page = page_bytes();
+    size_t bytes = (size_t)kernel->local_bytes + FIBER_FRAME_BYTES;
+    return (bytes + page - 1) / page * page;
+}
 
 /*
  * Switching fibers is the hot path of a kernel with barriers (one switch per
@@ -100,7 +121,9 @@ typedef struct FiberBlock {
     ucontext_t scheduler;
     ucontext_t *fibers;
 #endif
-    char *stacks;
+    char *stacks;       /* count slots of a guard page and stack_bytes of stack */
+    size_t stacks_bytes; /* the whole mapping */
+    size_t stack_bytes;
     KjThreadCtx *contexts;
     bool *done;
     int count;
@@ -145,10 +168,17 @@ void kj_cpu_syncthreads(KjThreadCtx *ctx)
     fiber_yield(block);
 }
 
-static bool fiber_block_init(FiberBlock *block, int count)
+/* The start of fiber i's stack slot: its guard page, then its stack. */
+static char *fiber_slot(FiberBlock *block, int i)
+{
+    return block->stacks + (size_t)i * (page_bytes() + block->stack_bytes);
+}
+
+static bool fiber_block_init(FiberBlock *block, int count, size_t stack_bytes)
 {
     memset(block, 0, sizeof *block);
     block->count = count;
+    block->stack_bytes = stack_bytes;
 #if KJ_FAST_FIBERS
     block->fiber_sp = calloc((size_t)count, sizeof *block->fiber_sp);
     bool switches = block->fiber_sp != NULL;
@@ -158,8 +188,16 @@ static bool fiber_block_init(FiberBlock *block, int count)
 #endif
     block->contexts = calloc((size_t)count, sizeof *block->contexts);
     block->done = calloc((size_t)count, sizeof *block->done);
-    block->stacks = malloc((size_t)count * FIBER_STACK_BYTES);
-    return switches && block->contexts && block->done && block->stacks;
+    /* Reserved, not committed: a block of 1024 threads with 512 KiB of local()
+     * each maps 640 MiB but uses only the pages its threads touch. */
+    block->stacks_bytes = (size_t)count * (page_bytes() + stack_bytes);
+    void *stacks = mmap(NULL, block->stacks_bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    block->stacks = stacks == MAP_FAILED ? NULL : stacks;
+    bool guarded = block->stacks != NULL;
+    for (int i = 0; guarded && i < count; i++)
+        guarded = mprotect(fiber_slot(block, i), page_bytes(), PROT_NONE) == 0;
+    return switches && block->contexts && block->done && guarded;
 }
 
 static void fiber_block_free(FiberBlock *block)
@@ -171,20 +209,21 @@ static void fiber_block_free(FiberBlock *block)
 #endif
     free(block->contexts);
     free(block->done);
-    free(block->stacks);
+    if (block->stacks)
+        munmap(block->stacks, block->stacks_bytes);
 }
 
 /* Makes fiber i start at fiber_main on its own stack the first time it is
  * switched to. */
 static void fiber_prepare(FiberBlock *block, int i)
 {
-    char *stack = block->stacks + (size_t)i * FIBER_STACK_BYTES;
+    char *stack = fiber_slot(block, i) + page_bytes();
 #if KJ_FAST_FIBERS
     /* What kj_fiber_switch pops, from the top of a 16-byte aligned stack: a
      * fake return address for fiber_main (so it starts as if called), the
      * address kj_fiber_switch returns to, six callee-saved registers, and
      * the MXCSR and x87 control words of this thread. */
-    uint64_t *top = (uint64_t *)(((uintptr_t)(stack + FIBER_STACK_BYTES)) & ~(uintptr_t)15);
+    uint64_t *top = (uint64_t *)(((uintptr_t)(stack + block->stack_bytes)) & ~(uintptr_t)15);
     uint64_t *sp = top - 9;
     sp[8] = 0;
     sp[7] = (uint64_t)(uintptr_t)fiber_main;
@@ -199,7 +238,7 @@ static void fiber_prepare(FiberBlock *block, int i)
 #else
     getcontext(&block->fibers[i]);
     block->fibers[i].uc_stack.ss_sp = stack;
-    block->fibers[i].uc_stack.ss_size = FIBER_STACK_BYTES;
+    block->fibers[i].uc_stack.ss_size = block->stack_bytes;
     block->fibers[i].uc_link = &block->scheduler;
     makecontext(&block->fibers[i], fiber_main, 0);
 #endif
@@ -316,7 +355,8 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
     int threads = (int)(job->block[0] * job->block[1] * job->block[2]);
     FiberBlock fb;
     char *shared = shared_bytes ? alloc_shared(shared_bytes) : NULL;
-    if (!fiber_block_init(&fb, threads) || (shared_bytes && !shared)) {
+    if (!fiber_block_init(&fb, threads, fiber_stack_bytes(job->kernel)) ||
+        (shared_bytes && !shared)) {
         fiber_block_free(&fb);
         free(shared);
         job->failed = 1;
@@ -348,6 +388,26 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
     free(shared);
 }
 
+/* Kernels whose local() arrays are smaller run anywhere. */
+#define CALLER_STACK_CHECK_BYTES (64 * 1024)
+
+/* Bytes left below this point on the calling thread's stack (SIZE_MAX when
+ * the system does not say). */
+static size_t caller_stack_room(void)
+{
+    pthread_attr_t attr;
+    void *low = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return SIZE_MAX;
+    int got = pthread_attr_getstack(&attr, &low, &size);
+    pthread_attr_destroy(&attr);
+    char here;
+    if (got != 0 || !low || (uintptr_t)&here < (uintptr_t)low)
+        return SIZE_MAX;
+    return (size_t)((uintptr_t)&here - (uintptr_t)low);
+}
+
 kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
                               const uint32_t block[3], char **error)
@@ -366,6 +426,21 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
     if (fibers && !thread_fn) {
         *error = kj_xstrdup("kernel has no per-thread entry point for its barriers");
         return KJIT_ERROR_BACKEND;
+    }
+    if (!fibers && kernel->local_bytes > CALLER_STACK_CHECK_BYTES) {
+        /* Without fibers the threads run on this thread's stack (and the pool
+         * workers', which have KJ_POOL_STACK_BYTES): make sure the local()
+         * arrays fit before running rather than overflow it. */
+        size_t need = (size_t)kernel->local_bytes + FIBER_FRAME_BYTES;
+        size_t room = caller_stack_room();
+        if (room < need) {
+            char text[256];
+            snprintf(text, sizeof text, "the local() arrays of kernel %s need %zu KiB of stack per "
+                     "thread, and the calling thread has %zu KiB left; call it from a thread with "
+                     "a larger stack", kernel->name, need / 1024, room / 1024);
+            *error = kj_xstrdup(text);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
     }
     int64_t threads = (int64_t)block[0] * block[1] * block[2];
     /* A launch of fewer than some thousands of threads stays on the calling

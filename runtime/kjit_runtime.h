@@ -1,10 +1,11 @@
 /*
  * kjit_runtime.h: the one internal header of the runtime (libkjit).
  *
- * Sections follow their files: ptxas.c, pool.c (the thread pool), cpu.c (the
- * cpu and parallel targets), array.c, npy.c, cuda.c (the cuda target),
- * cuda_driver.c (the driver API opened with dlopen), cache.c, and the objects
- * that api.c and api_call.c share behind kjit.h.  The runtime sits on the back
+ * Sections follow their files: file.c, ptxas.c, pool.c (the thread pool),
+ * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
+ * driver, one device), cuda_driver.c (the driver API opened with dlopen),
+ * cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
+ * runtime targets (target_cpu.c, target_cuda.c) they call through.  The runtime sits on the back
  * end (compiler/backend/kjit_backend.h, for the ABI of compiled code and the
  * code generators) and the front end below it; the command line sits on top
  * and sees only kjit.h and kjit_tools.h.
@@ -15,6 +16,17 @@
 #include "../compiler/backend/kjit_backend.h"
 #include "kjit.h"
 #include "kjit_tools.h"
+
+/* ================================================================= file.c */
+
+/* read(2) and write(2) of exactly `size` bytes, through EINTR and short
+ * transfers; false on an error or an early end of file. */
+bool kj_fd_read_all(int fd, void *data, size_t size);
+bool kj_fd_write_all(int fd, const void *data, size_t size);
+/* A whole file (heap, NUL-terminated past *size), or NULL. */
+char *kj_file_read(const char *path, size_t *size);
+/* Creates or truncates path and writes `size` bytes; false on any failure. */
+bool kj_file_write(const char *path, const void *data, size_t size);
 
 /* ================================================================ ptxas.c */
 
@@ -39,6 +51,10 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
 int kj_pool_threads(const KjPool *pool);
 void kj_pool_destroy(KjPool *pool);
 
+/* The stack of each pool worker: a kernel's threads run on it with their
+ * local() arrays (up to KJ_MAX_LOCAL_BYTES), whatever the process's default. */
+#define KJ_POOL_STACK_BYTES (8 * 1024 * 1024)
+
 /* ================================================================ cpu.c */
 
 /* Elements below which a vectorized call stays on the calling thread (a chunk
@@ -58,8 +74,11 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
  * across the pool), each with its own zeroed shared memory of
  * kernel->shared_bytes.  Kernels that use syncthreads() run each thread of a
  * block as a fiber through thread_fn; the others run block_fn (or, when that is
- * NULL, thread_fn once per thread).  KJIT_ERROR_OUT_OF_MEMORY with *error set
- * when the fiber stacks cannot be had.
+ * NULL, thread_fn once per thread).  A fiber's stack is sized from
+ * kernel->local_bytes and has a guard page below it.  KJIT_ERROR_OUT_OF_MEMORY
+ * with *error set when the fiber stacks cannot be had; KJIT_ERROR_INVALID_ARGUMENT
+ * before anything runs when a kernel without barriers has local() arrays that
+ * do not fit the calling thread's stack.
  */
 kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
@@ -122,10 +141,10 @@ void kj_array_gather(const kjit_array *array, void *dst);
 /* ============================================================ cuda.c */
 
 /*
- * The cuda target.  The driver (libcuda.so.1) is opened with dlopen on first
- * use; nothing links against it.  Every failure returns a status and a heap
- * message in *error naming the call, the driver's error name and its text (and
- * the kernel, for launches).  After a sticky fault (illegal address ...) the
+ * One GPU, for target_cuda.c.  The driver (libcuda.so.1) is opened with
+ * dlopen on first use; nothing links against it.  Every failure returns a
+ * status and a heap message in *error naming the call, the driver's error
+ * name and its text (and the kernel, for launches).  After a sticky fault (illegal address ...) the
  * next call re-creates the context, so the host program can go on.
  */
 typedef struct KjCuda KjCuda;             /* one device, its primary context */
@@ -308,6 +327,11 @@ typedef void (*KjCacheVisit)(void *user, const KjCacheEntryInfo *entry);
 int kj_cache_list(const char *dir, KjCacheVisit visit, void *user); /* -1: no folder */
 int kj_cache_clear(const char *dir);                                /* files removed */
 
+/* Both tiers, as code generation uses them: a payload from memory, else from
+ * the disk (then kept in memory); and a fresh payload kept in both. */
+bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
+void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+
 /* The memory tier (process-wide, bounded): a copy of the payload on a hit. */
 bool kj_cache_memory_get(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
 void kj_cache_memory_put(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
@@ -328,13 +352,17 @@ void kj_cache_count_shared_hit(void);
 /*
  * The objects behind kjit.h's handles, shared by the two halves of the API:
  * api.c makes contexts, modules and functions and the code they run;
- * api_call.c runs it.
+ * api_call.c runs it, through the context's runtime target (below).
  */
 #include <pthread.h>
+#include <time.h>
+
+typedef struct KjRuntimeTarget KjRuntimeTarget;
 
 /* One piece of generated code and its entry points. */
 typedef struct KjCompiled {
     struct KjCompiled *next;
+    const KjRuntimeTarget *runtime; /* the target that made it, and frees it */
     int signature;
     bool vectorized;
     KjVecVariant variant;
@@ -343,11 +371,13 @@ typedef struct KjCompiled {
                             lookup and the cache key; "" otherwise */
     char symbol[480];    /* the entry points' symbol (kj_kernel_variant_symbol) */
     KjIrFunction *root;
-    struct KjSharedCpu *cpu; /* cpu code, shared across the process by cache key */
-    void *entry; /* __entry, __range or __thread */
-    void *block; /* __block, when the kernel has one */
-    KjCudaModule *cuda_module;
-    void *cuda_function;
+    /* What the target loaded, in its own terms: on the host the code shared
+     * across the process by cache key and the addresses of __entry, __range
+     * or __thread and of __block (when the kernel has one); on cuda the
+     * loaded module and its kernel (kj_cuda_function's handle). */
+    void *code;
+    void *entry;
+    void *block;
 } KjCompiled;
 
 typedef struct KjReduceScratch KjReduceScratch; /* api_reduce.c */
@@ -355,11 +385,13 @@ typedef struct KjReduceScratch KjReduceScratch; /* api_reduce.c */
 struct kjit_context {
     kjit_options options;
     kjit_target target;
-    KjPool *pool;
-    KjCuda *cuda;
+    const KjRuntimeTarget *runtime; /* chosen once, in kjit_context_create */
+    /* The targets' state, each touched only by its own target's functions. */
+    KjPool *pool;          /* parallel */
+    KjCuda *cuda;          /* cuda */
+    char device_text[160]; /* cuda: the device as cubin cache keys name it */
     char *last_error;
     const char *stdlib_dirs[2];
-    char device_text[160]; /* cuda: the device as cubin cache keys name it */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
     KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
 };
@@ -377,6 +409,17 @@ struct kjit_module {
     KjIrModule *ir;
     kjit_function *functions;
     int function_count;
+};
+
+struct kjit_stream {
+    kjit_context *context;
+    void *handle; /* the target's stream (a KjCudaStream); NULL on the host */
+};
+
+struct kjit_event {
+    kjit_context *context;
+    void *handle;         /* the target's event (a KjCudaEvent) */
+    struct timespec host; /* when the target keeps time on the host */
 };
 
 /* The context's last error (a NULL context keeps it per thread, for
@@ -406,12 +449,129 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
 kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot *request,
                                uint32_t contiguous, const char *lifted, KjCompiled **out);
 
-/* api_call.c: the CUDA stream behind a kjit_stream (NULL for NULL). */
-KjCudaStream *kj_stream_cuda(kjit_stream *stream);
-
 /* api_reduce.c: kjit_prepare of a @reduce function (over every axis), and
  * the context's reduction scratch memory, released with the context. */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
 void kj_reduce_scratch_free(kjit_context *context);
+/* The cache key of one root's code, every field but the target's (which each
+ * target adds last: its name and what it compiles for). */
+void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key);
+/* aligned for SIMD loads; NULL when the memory cannot be had (0 bytes: 64). */
+void *kj_api_alloc_aligned(size_t bytes);
+
+/* ============================================ target_cpu.c, target_cuda.c */
+
+/*
+ * A runtime target: everything that differs between running code on the host
+ * and on a GPU, as QBE's Target struct holds what differs between machines.
+ * api.c and api_call.c check arguments, choose signatures and variants, and
+ * broadcast; then they call through the context's target and never ask which
+ * one it is.
+ *
+ * Every function that can fail leaves its message as the context's error
+ * (kj_api_set_error and friends) and returns the status, except `open`, which
+ * runs before there is a context to keep one.
+ */
+
+/* A vectorized call, planned (kj_broadcast_plan) and its code found.  params
+ * point into plan (arrays), at converted host scalars and at plan->output;
+ * a target may change the data pointers in plan (cuda stages host arrays). */
+typedef struct KjVectorizedRun {
+    const KjCompiled *compiled;
+    KjBroadcastPlan *plan;
+    void **params;
+    const kjit_array *const *inputs; /* NULL for host scalars */
+    int input_count;
+    kjit_array *output;
+    kjit_stream *stream; /* NULL: the default stream */
+} KjVectorizedRun;
+
+/* A kernel launch, its arguments marshalled: descs[i] is array argument i's
+ * descriptor, which params[i] points to (cuda may stage a host array and
+ * point its descriptor at the copy). */
+typedef struct KjLaunch {
+    const char *name; /* the kernel, for messages */
+    const KjCompiled *compiled;
+    const uint32_t *grid, *block;
+    const kjit_arg *args;
+    int arg_count;
+    KjArrayDesc *descs;
+    void **params;
+    kjit_stream *stream;
+} KjLaunch;
+
+/* One level of a reduction (api_reduce.c): `items` work items of a LANES
+ * kernel (a VEC_KERNEL, a PARFOR iteration per item) or, with `warps`, of a
+ * WARPS kernel (a KERNEL on blocks of KJ_REDUCE_WARPS_PER_BLOCK warps, a warp
+ * per item).  params as the kernel takes them (reduce.c's order). */
+typedef struct KjReduceLevelRun {
+    const char *name; /* the function, for messages */
+    const KjCompiled *compiled;
+    bool warps;
+    int64_t items;
+    void **params;
+    kjit_stream *stream;
+} KjReduceLevelRun;
+
+struct KjRuntimeTarget {
+    const char *name;
+    /* Device arrays are ordinary host memory, which host code can read (the
+     * cpu targets: a program written for cuda runs there unchanged). */
+    bool device_memory_on_host;
+
+    /* The context's state for this target (a pool, a device); on failure a
+     * heap message in *error.  close undoes open. */
+    kjit_status (*open)(kjit_context *context, char **error);
+    void (*close)(kjit_context *context);
+
+    /* Code for compiled->root (its symbol set): from the caches or generated
+     * now, loaded, its entry points in compiled; `prefix` opens the message
+     * of a failure.  release frees what generate left, after a failure too. */
+    kjit_status (*generate)(kjit_module *module, KjCompiled *compiled, const char *prefix);
+    void (*release)(KjCompiled *compiled);
+
+    /* A plain function (NULL where the target runs none: see kj_runtime_for);
+     * result receives its value. */
+    void (*call)(const KjCompiled *compiled, void **params, void *result);
+    kjit_status (*run_vectorized)(kjit_context *context, KjVectorizedRun *run);
+    kjit_status (*launch)(kjit_context *context, KjLaunch *launch);
+    /* Reductions: contiguous levels run as the WARPS form (a GPU) or as the
+     * LANES form with SIMD lanes (the host); strided ones as LANES, with the
+     * lanes in registers where reduce_in_warps. */
+    bool reduce_in_warps;
+    kjit_status (*run_reduce_level)(kjit_context *context, const KjReduceLevelRun *run);
+
+    /* Device memory (bytes may be 0), and copies between contiguous arrays of
+     * either memory, in the stream's order when one is given. */
+    kjit_status (*alloc)(kjit_context *context, size_t bytes, void **data);
+    kjit_status (*free)(kjit_context *context, void *data);
+    kjit_status (*copy)(kjit_context *context, kjit_array *dst, const kjit_array *src,
+                        size_t bytes, kjit_stream *stream);
+
+    /* Streams (synchronize with NULL: all the context's work) and events.
+     * Two events can be compared when the same event_elapsed measures them. */
+    kjit_status (*stream_create)(kjit_context *context, kjit_stream *stream);
+    kjit_status (*synchronize)(kjit_context *context, kjit_stream *stream);
+    void (*stream_destroy)(kjit_stream *stream);
+    kjit_status (*event_record)(kjit_context *context, kjit_stream *stream, kjit_event *event);
+    kjit_status (*event_elapsed)(kjit_event *start, kjit_event *end, double *milliseconds);
+    void (*event_destroy)(kjit_event *event);
+};
+
+extern const KjRuntimeTarget kj_runtime_cpu;      /* target_cpu.c: the calling thread */
+extern const KjRuntimeTarget kj_runtime_parallel; /* target_cpu.c: the thread pool */
+extern const KjRuntimeTarget kj_runtime_cuda;     /* target_cuda.c */
+
+/*
+ * The target that makes and runs code of this kind in a context.  Plain
+ * functions always run on the host, whatever the context's target: the cuda
+ * target has no entry point for them and a GPU round trip for one scalar
+ * would never pay.
+ */
+static inline const KjRuntimeTarget *kj_runtime_for(const kjit_context *context,
+                                                    KjIrFunctionKind kind)
+{
+    return kind == KJ_IR_FN_PLAIN ? &kj_runtime_cpu : context->runtime;
+}
 
 #endif

@@ -92,13 +92,18 @@ KjPool *kj_pool_create(int threads)
     pthread_mutex_init(&pool->run_lock, NULL);
     int workers = pool->thread_count - 1;
     pool->workers = kj_xcalloc(workers > 0 ? (size_t)workers : 1, sizeof(pthread_t));
+    pthread_attr_t attr;
+    bool have_attr = pthread_attr_init(&attr) == 0;
+    bool sized = have_attr && pthread_attr_setstacksize(&attr, KJ_POOL_STACK_BYTES) == 0;
     for (int i = 0; i < workers; i++) {
-        if (pthread_create(&pool->workers[i], NULL, worker_main, pool) != 0) {
+        if (pthread_create(&pool->workers[i], sized ? &attr : NULL, worker_main, pool) != 0) {
             /* Fewer threads than asked is still a working pool. */
             pool->thread_count = i + 1;
             break;
         }
     }
+    if (have_attr)
+        pthread_attr_destroy(&attr);
     return pool;
 }
 

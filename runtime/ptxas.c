@@ -107,35 +107,6 @@ const char *kj_ptxas_identity(void)
     return found_identity;
 }
 
-static char *read_all(const char *path, size_t *size)
-{
-    FILE *file = fopen(path, "rb");
-    if (!file)
-        return NULL;
-    size_t length = 0, capacity = 8192;
-    char *data = kj_xmalloc(capacity + 1);
-    size_t n;
-    while ((n = fread(data + length, 1, capacity - length, file)) > 0) {
-        length += n;
-        if (length == capacity)
-            data = kj_xrealloc(data, (capacity *= 2) + 1);
-    }
-    fclose(file);
-    data[length] = '\0';
-    *size = length;
-    return data;
-}
-
-static bool write_all(const char *path, const char *text)
-{
-    FILE *file = fopen(path, "wb");
-    if (!file)
-        return false;
-    size_t length = strlen(text);
-    bool ok = fwrite(text, 1, length, file) == length;
-    return fclose(file) == 0 && ok;
-}
-
 kjit_status kj_ptxas_compile(const char *ptx, const char *arch, void **cubin, size_t *size,
                              char **error)
 {
@@ -163,7 +134,7 @@ kjit_status kj_ptxas_compile(const char *ptx, const char *arch, void **cubin, si
     kj_buf_printf(&log, "%s/ptxas.log", dir.data);
     kj_buf_printf(&arch_flag, "-arch=%s", arch);
     kjit_status status = KJIT_OK;
-    if (!write_all(in.data, ptx)) {
+    if (!kj_file_write(in.data, ptx, strlen(ptx))) {
         *error = kj_xstrdup("cannot write the PTX for ptxas");
         status = KJIT_ERROR_IO;
     }
@@ -191,7 +162,7 @@ kjit_status kj_ptxas_compile(const char *ptx, const char *arch, void **cubin, si
             waited = waitpid(pid, &wstatus, 0);
         while (waited < 0 && errno == EINTR);
         size_t log_size = 0;
-        char *text = read_all(log.data, &log_size);
+        char *text = kj_file_read(log.data, &log_size);
         if (waited < 0 || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
             KjBuf message = {0};
             kj_buf_printf(&message, "%s %s failed", ptxas, arch_flag.data);
@@ -199,7 +170,7 @@ kjit_status kj_ptxas_compile(const char *ptx, const char *arch, void **cubin, si
                 kj_buf_printf(&message, ":\n%.*s", (int)log_size, text);
             *error = message.data;
             status = KJIT_ERROR_BACKEND;
-        } else if (!(*cubin = read_all(out.data, size)) || *size == 0) {
+        } else if (!(*cubin = kj_file_read(out.data, size)) || *size == 0) {
             free(*cubin);
             *cubin = NULL;
             *error = kj_xstrdup("ptxas wrote no cubin");

@@ -187,16 +187,46 @@ static bool is_same_var(const KjIrExpr *x, const KjIrExpr *y, const KjType *type
            y->type == type;
 }
 
-/* (a+bi)/(c+di) = ((ac+bd) + (bc-ad)i) / (c^2+d^2): the textbook formula. */
+/*
+ * (a+bi)/(c+di) by Smith's algorithm (1962), as NumPy does: divide through by
+ * the part of the divisor that is larger in magnitude, p, so that nothing is
+ * squared and no intermediate overflows or underflows before the quotient
+ * itself would (the textbook (ac+bd)/(c^2+d^2) fails for |c+di| past the
+ * square root of the largest float, 1.8e19 in f32).  With q the other part
+ * and r = q/p (|r| <= 1), t = p + q*r:
+ *   |c| >= |d|:  re = (a + b*r)/t,  im = (b - a*r)/t
+ *   |c| <  |d|:  re = (b + a*r)/t,  im = (b*r - a)/t
+ * which is one formula with a and b swapped.  Written with selects, not
+ * branches, so that loops stay vectorised.  A zero divisor gives a/+0 and
+ * b/+0 (infinities, or NaN for 0/0), as NumPy does.  docs/language.md states
+ * the accuracy (measured by tests/unit/test_complex.c).
+ */
 static LLVMValueRef complex_div(Gen *g, LLVMValueRef x, LLVMValueRef y)
 {
+    LLVMBuilderRef B = g->b;
     LLVMValueRef a = re_of(g, x), b = im_of(g, x), c = re_of(g, y), d = im_of(g, y);
-    LLVMValueRef den = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, c, c, ""), LLVMBuildFMul(g->b, d, d, ""), "");
-    LLVMValueRef re = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, a, c, ""), LLVMBuildFMul(g->b, b, d, ""), "");
-    LLVMValueRef im = LLVMBuildFSub(g->b, LLVMBuildFMul(g->b, b, c, ""), LLVMBuildFMul(g->b, a, d, ""), "");
-    return make_complex(g, LLVMTypeOf(x), LLVMBuildFDiv(g->b, re, den, ""), LLVMBuildFDiv(g->b, im, den, ""));
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef zero = LLVMConstReal(t, 0.0);
+    LLVMValueRef abs_c = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, &c, 1);
+    LLVMValueRef abs_d = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, &d, 1);
+    LLVMValueRef swap = LLVMBuildFCmp(B, LLVMRealOLT, abs_c, abs_d, "");
+    LLVMValueRef p = LLVMBuildSelect(B, swap, d, c, ""), q = LLVMBuildSelect(B, swap, c, d, "");
+    LLVMValueRef u = LLVMBuildSelect(B, swap, b, a, ""), v = LLVMBuildSelect(B, swap, a, b, "");
+    LLVMValueRef p_zero = LLVMBuildFCmp(B, LLVMRealOEQ, p, zero, "");
+    LLVMValueRef r = LLVMBuildSelect(B, p_zero, zero, LLVMBuildFDiv(B, q, p, ""), "");
+    LLVMValueRef den = LLVMBuildFAdd(B, p, LLVMBuildFMul(B, q, r, ""), "");
+    den = LLVMBuildSelect(B, p_zero, zero, den, "");
+    LLVMValueRef re = LLVMBuildFDiv(B, LLVMBuildFAdd(B, u, LLVMBuildFMul(B, v, r, ""), ""), den, "");
+    /* -(a - b*r) as b*r - a, so that a zero has NumPy's sign. */
+    LLVMValueRef ur = LLVMBuildFMul(B, u, r, "");
+    LLVMValueRef im_num = LLVMBuildSelect(B, swap, LLVMBuildFSub(B, ur, v, ""),
+                                          LLVMBuildFSub(B, v, ur, ""), "");
+    LLVMValueRef im = LLVMBuildFDiv(B, im_num, den, "");
+    return make_complex(g, LLVMTypeOf(x), re, im);
 }
 
+/* |a+bi| through hypot (libm and libmvec on cpu, libdevice on cuda), which
+ * scales, so that neither a^2 nor b^2 overflows or underflows on the way. */
 static LLVMValueRef complex_abs(Gen *g, LLVMValueRef z)
 {
     LLVMValueRef parts[2] = {re_of(g, z), im_of(g, z)};
@@ -486,17 +516,21 @@ static LLVMValueRef gen_ipow(Gen *g, const KjType *type, LLVMValueRef x, LLVMVal
 
 LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg) { return g->target->read_sreg(g, reg); }
 
+/* Atomics are one atomicrmw each, or a cmpxchg for CAS.  LLVM expands the
+ * ones a target has no instruction for (float min/max, the wrapping inc and
+ * dec, f64 add on old GPUs) into compare-and-swap loops; float min and max
+ * are llvm.minnum / llvm.maxnum there: a NaN operand loses to a number. */
 static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
 {
     ArrayVal a;
     kj_codegen_array(g, e->args[0], &a);
-    LLVMValueRef index = kj_codegen_expr(g, e->args[1]);
-    /* The flat index counts elements along the array's storage: for a 1-D view
-     * that is the first stride; for N-D arrays the checker gives a row-major index
-     * into a contiguous array. */
-    LLVMValueRef ptr = a.ndim == 1 ? kj_codegen_element_address(g, &a, &index, 1, false)
-                                   : kj_codegen_element_address(g, &a, &index, 1, true);
-    LLVMValueRef v = kj_codegen_expr(g, e->args[2]);
+    int ndim = a.ndim;
+    LLVMValueRef idx[KJ_MAX_DIMS];
+    for (int k = 0; k < ndim; k++)
+        idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
+                                    kj_type_scalar(KJ_TYPE_I64));
+    LLVMValueRef ptr = kj_codegen_element_address(g, &a, idx, ndim, false);
+    LLVMValueRef v = kj_codegen_expr(g, e->args[1 + ndim]);
     const KjType *t = e->type;
     LLVMAtomicOrdering order = g->target->atomic_ordering;
     if (!kj_type_is_int(t) && !kj_type_is_float(t)) {
@@ -507,11 +541,17 @@ static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
     LLVMAtomicRMWBinOp op;
     switch (e->atomic) {
     case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
+    case KJ_ATOMIC_SUB: op = is_float ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub; break;
     case KJ_ATOMIC_MIN: op = is_float ? LLVMAtomicRMWBinOpFMin : sgn ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin; break;
     case KJ_ATOMIC_MAX: op = is_float ? LLVMAtomicRMWBinOpFMax : sgn ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax; break;
     case KJ_ATOMIC_EXCH: op = LLVMAtomicRMWBinOpXchg; break;
+    case KJ_ATOMIC_AND: op = LLVMAtomicRMWBinOpAnd; break;
+    case KJ_ATOMIC_OR: op = LLVMAtomicRMWBinOpOr; break;
+    case KJ_ATOMIC_XOR: op = LLVMAtomicRMWBinOpXor; break;
+    case KJ_ATOMIC_INC: op = LLVMAtomicRMWBinOpUIncWrap; break;
+    case KJ_ATOMIC_DEC: op = LLVMAtomicRMWBinOpUDecWrap; break;
     case KJ_ATOMIC_CAS: {
-        LLVMValueRef nv = kj_codegen_expr(g, e->args[3]);
+        LLVMValueRef nv = kj_codegen_expr(g, e->args[2 + ndim]);
         LLVMTypeRef it = is_float ? LLVMIntTypeInContext(g->ctx, (unsigned)kj_type_size(t) * 8) : llty(g, t);
         LLVMValueRef cmp = is_float ? LLVMBuildBitCast(g->b, v, it, "") : v;
         LLVMValueRef nw = is_float ? LLVMBuildBitCast(g->b, nv, it, "") : nv;

@@ -3,8 +3,10 @@
  * What the shared lowering asks of a target, answered for the host:
  *
  *   - a kernel runs one CUDA thread per call of its __thread entry (or a
- *     block's threads in a loop, __block); its impl takes the thread context
- *     (KjThreadCtx) and threadIdx as hidden parameters, reads the other
+ *     block's threads in a loop, __block); its impl, and the impl of each
+ *     device function (a plain function using kernel built-ins), takes the
+ *     thread context (KjThreadCtx) and threadIdx as hidden parameters, which
+ *     calls pass on, reads the other
  *     special registers from the context once, carves shared() arrays out of
  *     ctx->shared, and calls the runtime's barrier through ctx->syncthreads;
  *   - a vectorized kernel's PARFOR runs the [begin, end) its __range entry is
@@ -112,21 +114,27 @@ static LLVMValueRef cpu_math(Gen *g, KjMathFn math, LLVMValueRef *args, int arit
 
 /* ============================================================ kernels */
 
-/* A kernel's impl takes ctx and threadIdx.x/y/z after its parameters; a
- * vectorized kernel's, the [begin, end) of its PARFOR. */
+/* Whether fn's impl runs as a kernel thread: a kernel, or a device function
+ * (a plain function that uses kernel built-ins, which only kernels call). */
+static bool runs_on_thread(const KjIrFunction *fn)
+{
+    return fn->kind == KJ_IR_FN_KERNEL || (fn->kind == KJ_IR_FN_PLAIN && fn->device_use);
+}
+
+/* A kernel's or device function's impl takes ctx and threadIdx.x/y/z after
+ * its parameters; a vectorized kernel's, the [begin, end) of its PARFOR. */
 static int cpu_hidden_params(Gen *g, const KjIrFunction *fn, LLVMTypeRef *types)
 {
-    switch (fn->kind) {
-    case KJ_IR_FN_KERNEL:
+    if (runs_on_thread(fn)) {
         types[0] = g->t_ptr;
         types[1] = types[2] = types[3] = g->t_i32;
         return 4;
-    case KJ_IR_FN_VEC_KERNEL:
+    }
+    if (fn->kind == KJ_IR_FN_VEC_KERNEL) {
         types[0] = types[1] = g->t_i64;
         return 2;
-    default:
-        return 0;
     }
+    return 0;
 }
 
 static void cpu_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned p)
@@ -136,7 +144,7 @@ static void cpu_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned p)
         g->range_end = LLVMGetParam(g->llfn, p++);
         return;
     }
-    if (fn->kind != KJ_IR_FN_KERNEL)
+    if (!runs_on_thread(fn))
         return;
     /* The special registers are read once: ctx is noalias, and SSA values
      * keep them out of the way of the kernel's own stores. */
@@ -154,11 +162,16 @@ static void cpu_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned p)
     g->shared_base = LLVMBuildLoad2(g->b, g->t_ptr, sp, "shared");
 }
 
-/* A kernel calling a kernel passes on its thread: the same ctx and threadIdx. */
+/* A kernel or device function calling a device function passes on its
+ * thread: the same ctx and threadIdx. */
 static int cpu_hidden_args(Gen *g, const KjIrFunction *callee, LLVMValueRef *out)
 {
-    if (callee->kind != KJ_IR_FN_KERNEL)
+    if (!runs_on_thread(callee))
         return 0;
+    if (!g->thread_ctx) {
+        kj_codegen_error(g, "the device function %s is called outside a kernel", callee->name);
+        return 0;
+    }
     out[0] = g->thread_ctx;
     for (int k = 0; k < 3; k++)
         out[1 + k] = g->sreg[KJ_SREG_TID_X + k];
@@ -168,7 +181,8 @@ static int cpu_hidden_args(Gen *g, const KjIrFunction *callee, LLVMValueRef *out
 static LLVMValueRef cpu_read_sreg(Gen *g, KjSpecialReg reg)
 {
     if (!g->sreg[reg]) {
-        kj_codegen_error(g, "%s is only available in kernels", kj_special_reg_names[reg]);
+        kj_codegen_error(g, "%s is only available in kernels and device functions",
+                         kj_special_reg_names[reg]);
         return const_i32(g, 0);
     }
     return g->sreg[reg];
@@ -256,6 +270,8 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
     switch (fn->kind) {
     case KJ_IR_FN_PLAIN:
     case KJ_IR_FN_SCALAR: {
+        if (runs_on_thread(fn))
+            return; /* a device function: the host never calls it (api_call.c) */
         LLVMValueRef e = kj_codegen_add_entry(g, fn, "__entry", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         LLVMValueRef r = LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");

@@ -336,6 +336,160 @@ char *kj_cli_resize_generator(const char *text, int64_t size)
 
 /* ------------------------------------------------------------ arguments */
 
+static bool dtype_is_integer(kjit_dtype d) { return d >= KJIT_I8 && d <= KJIT_U64; }
+static bool dtype_is_signed(kjit_dtype d) { return d >= KJIT_I8 && d <= KJIT_I64; }
+
+/* An integer literal: [+-] then decimal digits, or 0x and hex digits.  The
+ * magnitude, exactly, in *magnitude; false when it is not one, or past 2^64-1. */
+static bool parse_integer_text(const char *text, bool *negative, uint64_t *magnitude,
+                               bool *too_large)
+{
+    const char *s = text;
+    *negative = false;
+    *too_large = false;
+    if (*s == '+' || *s == '-')
+        *negative = *s++ == '-';
+    unsigned base = 10;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+    }
+    if (*s == '\0')
+        return false;
+    uint64_t value = 0;
+    for (; *s; s++) {
+        unsigned digit;
+        if (*s >= '0' && *s <= '9') digit = (unsigned)(*s - '0');
+        else if (base == 16 && *s >= 'a' && *s <= 'f') digit = (unsigned)(*s - 'a' + 10);
+        else if (base == 16 && *s >= 'A' && *s <= 'F') digit = (unsigned)(*s - 'A' + 10);
+        else return false;
+        if (value > (UINT64_MAX - digit) / base)
+            *too_large = true;
+        value = value * base + digit;
+    }
+    *magnitude = value;
+    return true;
+}
+
+/* The range of an integer dtype, as text for messages. */
+static void integer_range(kjit_dtype dtype, int64_t *low, uint64_t *high)
+{
+    int bits = (int)kjit_dtype_size(dtype) * 8;
+    if (dtype_is_signed(dtype)) {
+        *low = bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+        *high = ((uint64_t)1 << (bits - 1)) - 1;
+    } else {
+        *low = 0;
+        *high = bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+    }
+}
+
+static char *range_message(const char *text, kjit_dtype dtype)
+{
+    int64_t low;
+    uint64_t high;
+    integer_range(dtype, &low, &high);
+    KjCliBuf buf = {0};
+    kj_cli_printf(&buf, "%s does not fit %s (%lld to %llu)", text, kjit_dtype_name(dtype),
+                  (long long)low, (unsigned long long)high);
+    return buf.data;
+}
+
+/*
+ * A number from the command line as a scalar of `dtype`, exactly: integers of
+ * any size parse without a detour through double and must fit the type
+ * (`300` is no u8, `-1` no u64); a float text given to an integer type must
+ * be a whole number in range (`1e6`); floats parse straight to f32 or f64
+ * (strtof: one rounding); complex types take the number as the real part.
+ * False with *why (heap) otherwise.
+ */
+static bool parse_number_as(const char *text, kjit_dtype dtype, kjit_arg *out, char **why)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = KJIT_ARG_SCALAR;
+    out->dtype = dtype;
+    bool negative, too_large;
+    uint64_t magnitude = 0;
+    bool integer = parse_integer_text(text, &negative, &magnitude, &too_large);
+    if (dtype == KJIT_BOOL) {
+        if (integer && !too_large && magnitude <= 1) {
+            out->value.i = (int64_t)magnitude;
+            return true;
+        }
+        *why = kj_cli_xstrdup("a bool argument is true, false, 0 or 1");
+        return false;
+    }
+    if (dtype_is_integer(dtype)) {
+        if (!integer) {
+            /* 1e6 or 2.0: a whole number written as a float */
+            char *end;
+            double v = strtod(text, &end);
+            if (*end != '\0' || v != floor(v) || !isfinite(v)) {
+                KjCliBuf buf = {0};
+                kj_cli_printf(&buf, "%s is not a whole number, and the parameter is %s", text,
+                              kjit_dtype_name(dtype));
+                *why = buf.data;
+                return false;
+            }
+            negative = v < 0;
+            too_large = fabs(v) >= 18446744073709551616.0;
+            magnitude = too_large ? 0 : (uint64_t)fabs(v);
+        }
+        int64_t low;
+        uint64_t high;
+        integer_range(dtype, &low, &high);
+        /* -|low| as a magnitude: 2^63 for i64, without signed overflow */
+        uint64_t low_magnitude = (uint64_t)(-(low + 1)) + 1;
+        bool fits = !too_large && (negative ? (low < 0 && magnitude <= low_magnitude) || magnitude == 0
+                                            : magnitude <= high);
+        if (!fits) {
+            *why = range_message(text, dtype);
+            return false;
+        }
+        if (dtype_is_signed(dtype))
+            out->value.i = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
+        else
+            out->value.u = magnitude;
+        return true;
+    }
+    char *end;
+    double v = dtype == KJIT_F32 || dtype == KJIT_C64 ? (double)strtof(text, &end) : strtod(text, &end);
+    if (*end != '\0') {
+        KjCliBuf buf = {0};
+        kj_cli_printf(&buf, "%s is not a number", text);
+        *why = buf.data;
+        return false;
+    }
+    if (dtype == KJIT_C64 || dtype == KJIT_C128) {
+        out->value.c[0] = v;
+        out->value.c[1] = 0;
+    } else {
+        out->value.f = v;
+    }
+    return true;
+}
+
+/* A number when the parameter's type is not known yet (a function with
+ * several signatures): an integer is i64, or u64 past the largest i64; a
+ * float is f64.  kj_cli_make_args parses it again, exactly, for the
+ * signature the call matches. */
+static bool parse_number_generic(const char *text, kjit_arg *out, char **why)
+{
+    bool negative, too_large;
+    uint64_t magnitude;
+    if (!parse_integer_text(text, &negative, &magnitude, &too_large))
+        return parse_number_as(text, KJIT_F64, out, why);
+    if (!negative && !too_large && magnitude > (uint64_t)INT64_MAX)
+        return parse_number_as(text, KJIT_U64, out, why);
+    if (too_large || (negative && magnitude > (uint64_t)INT64_MAX + 1)) {
+        KjCliBuf buf = {0};
+        kj_cli_printf(&buf, "%s is outside the 64-bit integers", text);
+        *why = buf.data;
+        return false;
+    }
+    return parse_number_as(text, KJIT_I64, out, why);
+}
+
 int kj_cli_make_args(const char *command, kjit_function *function, const char *const *texts,
                      int count, KjCliArgs *out)
 {
@@ -364,8 +518,13 @@ int kj_cli_make_args(const char *command, kjit_function *function, const char *c
             *arg = kjit_arg_i64(text[0] == 't');
             arg->dtype = KJIT_BOOL;
         } else if (kj_cli_is_number(text)) {
-            bool integral = strpbrk(text, ".eEnNiI") == NULL;
-            *arg = integral ? kjit_arg_i64(strtoll(text, NULL, 0)) : kjit_arg_f64(strtod(text, NULL));
+            bool exact = have_param && param_ndim == 0;
+            if (!(exact ? parse_number_as(text, param_dtype, arg, &why)
+                        : parse_number_generic(text, arg, &why))) {
+                fprintf(stderr, "kjit %s: argument %d: %s\n", command, i, why);
+                free(why);
+                return 2;
+            }
         } else {
             int made = make_generated(text, have_param, param_dtype, array, &why);
             if (made == 1) {
@@ -380,6 +539,26 @@ int kj_cli_make_args(const char *command, kjit_function *function, const char *c
             }
             out->owned[i] = true;
             *arg = kjit_arg_array(array);
+        }
+    }
+    /* Numbers again, exactly as the parameters of the signature the call
+     * takes: a value that does not fit its parameter is an error, never
+     * wrapped or clamped.  With no signature matching, the call says why. */
+    int signature = 0;
+    if (one_signature || kjit_function_match(function, out->args, count, &signature) != KJIT_OK)
+        return 0;
+    for (int i = 0; i < count; i++) {
+        kjit_dtype dtype;
+        int ndim;
+        if (!kj_cli_is_number(texts[i]) ||
+            kjit_function_param(function, signature, i, &dtype, &ndim) != KJIT_OK || ndim != 0)
+            continue;
+        char *why = NULL;
+        if (!parse_number_as(texts[i], dtype, &out->args[i], &why)) {
+            fprintf(stderr, "kjit %s: argument %d: %s, in the signature %s that the call takes\n",
+                    command, i, why, kjit_function_signature(function, signature));
+            free(why);
+            return 2;
         }
     }
     return 0;

@@ -137,6 +137,30 @@ static int parse_options(int argc, char **argv, RunOptions *o)
 
 /* ---------------------------------------------------------------- summary */
 
+static bool is_signed_int(kjit_dtype d) { return d >= KJIT_I8 && d <= KJIT_I64; }
+static bool is_unsigned_int(kjit_dtype d) { return d >= KJIT_U8 && d <= KJIT_U64; }
+
+/* Integers exactly: a double holds only 53 bits (2^53 + 1 would print as 2^53). */
+static int64_t load_signed(const void *at, kjit_dtype dtype)
+{
+    switch (dtype) {
+    case KJIT_I8: return *(const int8_t *)at;
+    case KJIT_I16: return *(const int16_t *)at;
+    case KJIT_I32: return *(const int32_t *)at;
+    default: return *(const int64_t *)at;
+    }
+}
+
+static uint64_t load_unsigned(const void *at, kjit_dtype dtype)
+{
+    switch (dtype) {
+    case KJIT_U8: return *(const uint8_t *)at;
+    case KJIT_U16: return *(const uint16_t *)at;
+    case KJIT_U32: return *(const uint32_t *)at;
+    default: return *(const uint64_t *)at;
+    }
+}
+
 static void print_value(const void *at, kjit_dtype dtype)
 {
     double im;
@@ -147,8 +171,33 @@ static void print_value(const void *at, kjit_dtype dtype)
         printf("%.7g", re);
     else if (dtype == KJIT_BOOL)
         printf("%s", re != 0 ? "true" : "false");
+    else if (is_signed_int(dtype))
+        printf("%lld", (long long)load_signed(at, dtype));
     else
-        printf("%.0f", re);
+        printf("%llu", (unsigned long long)load_unsigned(at, dtype));
+}
+
+/* "min A  max B" of an integer array, exactly. */
+static void print_integer_range(const char *flat, int64_t size, kjit_dtype dtype)
+{
+    size_t elem = kjit_dtype_size(dtype);
+    if (is_signed_int(dtype)) {
+        int64_t low = INT64_MAX, high = INT64_MIN;
+        for (int64_t i = 0; i < size; i++) {
+            int64_t v = load_signed(flat + i * (int64_t)elem, dtype);
+            low = v < low ? v : low;
+            high = v > high ? v : high;
+        }
+        printf("  min %lld  max %lld", (long long)low, (long long)high);
+        return;
+    }
+    uint64_t low = UINT64_MAX, high = 0;
+    for (int64_t i = 0; i < size; i++) {
+        uint64_t v = load_unsigned(flat + i * (int64_t)elem, dtype);
+        low = v < low ? v : low;
+        high = v > high ? v : high;
+    }
+    printf("  min %llu  max %llu", (unsigned long long)low, (unsigned long long)high);
 }
 
 static void summarise(const char *label, const kjit_array *a)
@@ -193,8 +242,14 @@ static void summarise(const char *label, const kjit_array *a)
         sum += v;
     }
     int64_t counted = size - nans;
-    printf("  %smin %.7g  max %.7g  mean %.7g  sum %.7g", complex ? "|z|: " : "", low, high,
-           counted ? sum / (double)counted : NAN, sum);
+    if (is_signed_int(a->dtype) || is_unsigned_int(a->dtype)) {
+        /* min and max exactly; the mean and sum are approximate (doubles) */
+        print_integer_range(flat, size, a->dtype);
+        printf("  mean %.7g  sum %.7g", sum / (double)size, sum);
+    } else {
+        printf("  %smin %.7g  max %.7g  mean %.7g  sum %.7g", complex ? "|z|: " : "", low, high,
+               counted ? sum / (double)counted : NAN, sum);
+    }
     if (nans)
         printf("  (%lld NaN)", (long long)nans);
     printf("\n");

@@ -311,12 +311,20 @@ static double complex complex_mul(double complex x, double complex y)
     return CMPLX(a * c - b * d, a * d + b * c);
 }
 
-/* The textbook quotient, with no rescaling (as the language documents). */
+/* Smith's quotient, as the language documents and the back end computes it:
+ * divided through by the divisor's larger part, so nothing is squared; a zero
+ * divisor gives a/+0 and b/+0. */
 static double complex complex_div(double complex x, double complex y)
 {
     double a = creal(x), b = cimag(x), c = creal(y), d = cimag(y);
-    double den = c * c + d * d;
-    return CMPLX((a * c + b * d) / den, (b * c - a * d) / den);
+    if (c == 0 && d == 0)
+        return CMPLX(a / 0.0, b / 0.0);
+    if (!(fabs(c) < fabs(d))) {
+        double r = d / c, t = c + d * r;
+        return CMPLX((a + b * r) / t, (b - a * r) / t);
+    }
+    double r = c / d, t = d + c * r;
+    return CMPLX((b + a * r) / t, (b * r - a) / t);
 }
 
 static RefValue arith(Ev *ev, const KjIrExpr *e, KjIrOp op, const KjType *t, RefValue a, RefValue b)
@@ -625,32 +633,32 @@ static RefValue atomic(Ev *ev, Frame *fr, const KjIrExpr *e)
 {
     RefValue zero = {0};
     RefArray *a = eval_array(ev, fr, e->args[0]);
-    int64_t index = as_index(ev, fr, e->args[1]);
-    RefValue v = ref_convert(eval(ev, fr, e->args[2]), e->args[2]->type, e->type);
+    int ndim = e->args[0]->type->ndim;
+    /* one index per dimension, as an element access */
+    int64_t offset = element_offset(ev, fr, e, a, e->args + 1, ndim, false);
+    RefValue v = ref_convert(eval(ev, fr, e->args[1 + ndim]), e->args[1 + ndim]->type, e->type);
     RefValue nv = zero;
     if (e->atomic == KJ_ATOMIC_CAS)
-        nv = ref_convert(eval(ev, fr, e->args[3]), e->args[3]->type, e->type);
-    if (!a || stopped(ev))
+        nv = ref_convert(eval(ev, fr, e->args[2 + ndim]), e->args[2 + ndim]->type, e->type);
+    if (!a || offset < 0 || stopped(ev))
         return zero;
-    /* a flat index: along the first stride of a 1-D view, row-major otherwise */
-    int64_t offset = a->ndim == 1 ? index * a->strides[0] : index;
-    if (index < 0 || (a->ndim == 1 && index >= a->shape[0]) || offset < 0 || offset >= a->count) {
-        fail(ev, e, "atomic index %lld outside the array", (long long)index);
-        return zero;
-    }
     RefValue old = ref_array_read(a, offset), now = old;
     const KjType *t = e->type;
     switch (e->atomic) {
     case KJ_ATOMIC_ADD:
+    case KJ_ATOMIC_SUB: {
+        bool add = e->atomic == KJ_ATOMIC_ADD;
         if (is_float(t))
-            now.f = old.f + v.f;
+            now.f = add ? old.f + v.f : old.f - v.f;
         else
-            now.u = wrap(t, old.u + v.u);
+            now.u = wrap(t, add ? old.u + v.u : old.u - v.u);
         break;
+    }
     case KJ_ATOMIC_MIN:
     case KJ_ATOMIC_MAX: {
         bool take_v;
         if (is_float(t)) {
+            /* a NaN loses to a number (minnum / maxnum) */
             now.f = e->atomic == KJ_ATOMIC_MIN ? fmin(old.f, v.f) : fmax(old.f, v.f);
             break;
         }
@@ -660,6 +668,12 @@ static RefValue atomic(Ev *ev, Frame *fr, const KjIrExpr *e)
         break;
     }
     case KJ_ATOMIC_EXCH: now = v; break;
+    case KJ_ATOMIC_AND: now.u = old.u & v.u; break;
+    case KJ_ATOMIC_OR: now.u = old.u | v.u; break;
+    case KJ_ATOMIC_XOR: now.u = old.u ^ v.u; break;
+    /* CUDA's atomicInc and atomicDec, on unsigned values */
+    case KJ_ATOMIC_INC: now.u = old.u >= v.u ? 0 : old.u + 1; break;
+    case KJ_ATOMIC_DEC: now.u = old.u == 0 || old.u > v.u ? v.u : old.u - 1; break;
     case KJ_ATOMIC_CAS: {
         /* compares the stored bits with the expected value's bits in memory */
         unsigned char expected[16];

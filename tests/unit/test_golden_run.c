@@ -10,7 +10,8 @@
  * once) runs on fresh random inputs:
  *   - plain functions: PLAIN_SAMPLES calls with random scalars (and random
  *     arrays for array parameters); the return value and every array argument
- *     after the call are compared;
+ *     after the call are compared; a device function (one that uses kernel
+ *     built-ins) must be refused by kjit_call, naming the built-in;
  *   - @vectorize signatures: arrays of VEC_COUNT elements, then the first
  *     input as a broadcast scalar; every element is compared, and the
  *     evaluator also runs the vectorize pass's own kernel (PARFOR) over the
@@ -551,6 +552,27 @@ static void check_plain(Checked *c, const KjIrFunction *fn)
                redrawn, nan_results, reason[0] ? reason : "none");
 }
 
+/* A device function (a plain function using kernel built-ins) runs only in
+ * kernels: kjit_call from the host must refuse it, naming the built-in. */
+static void check_device_refused(Checked *c, const KjIrFunction *fn)
+{
+    for (int t = 0; t < c->target_count; t++) {
+        kjit_function *kf = NULL;
+        const char *tname = kjit_target_name(c->targets[t].kind);
+        if (kjit_module_function(c->targets[t].module, fn->name, &kf) != KJIT_OK) {
+            failure(c->rep, "%s: %s on %s: not found", c->file, fn->name, tname);
+            continue;
+        }
+        kjit_status s = kjit_call(kf, NULL, 0, NULL, NULL);
+        const char *message = kjit_last_error(c->targets[t].context);
+        if (s == KJIT_OK || !strstr(message, "device function") || !strstr(message, fn->device_use))
+            failure(c->rep, "%s: the device function %s on %s: kjit_call gave %s (%s), not a "
+                    "refusal naming %s", c->file, fn->name, tname, kjit_status_name(s), message,
+                    fn->device_use);
+    }
+    checked_name(c->rep, fn->name);
+}
+
 /* ================================================================ @vectorize */
 
 /* One vectorized call: every input an array of VEC_COUNT, or input 0 a scalar. */
@@ -885,7 +907,14 @@ static void check_file(Report *rep, Target *targets, int target_count, const cha
         if (seen_before(seen, entry))
             continue;
         switch (entry->kind) {
-        case KJ_FN_PLAIN: check_plain(&c, entry->variants.items[0]); break;
+        case KJ_FN_PLAIN: {
+            const KjIrFunction *fn = entry->variants.items[0];
+            if (fn->device_use)
+                check_device_refused(&c, fn);
+            else
+                check_plain(&c, fn);
+            break;
+        }
         case KJ_FN_VECTORIZE: check_vectorize(&c, module, entry); break;
         case KJ_FN_KERNEL: check_kernel(&c, entry->variants.items[0]); break;
         case KJ_FN_REDUCE: break; /* test_reduce.c runs reductions */

@@ -7,14 +7,22 @@
  * indices, and the fiber scheduler makes syncthreads() a real barrier (a
  * shared-memory tree reduction and a barrier inside a loop give exact answers).
  * Then kernels written in .kern, through the public API: a block reduction in
- * shared memory, atomics, the Mandelbrot and delay-and-sum seeds, each against
- * a float64 reference computed here in C on random inputs.
+ * shared memory, atomics, device functions (a histogram's helper, a block
+ * scan's step with its barriers), the newer atomics on elements of 2-D arrays,
+ * the Mandelbrot and delay-and-sum seeds, each against a float64 reference
+ * computed here in C on random inputs; kernels with local() arrays of 128 and
+ * 512 KiB per thread, with and without barriers, and the guard page under
+ * each fiber's stack.
  */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kjit_runtime.h"
 
@@ -217,6 +225,58 @@ START_TEST(barrier_inside_a_loop)
 }
 END_TEST
 
+/* Uses about 200 KiB of stack, a page at a time from the top down, as a
+ * deep call chain would: one frame of 1 KiB per level. */
+static __attribute__((noinline)) int64_t deep_frames(int depth)
+{
+    volatile char frame[1024];
+    frame[0] = (char)depth;
+    frame[sizeof frame - 1] = (char)depth;
+    if (depth == 0)
+        return frame[0];
+    return deep_frames(depth - 1) + frame[sizeof frame - 1];
+}
+
+/* Thread 1 of the block overflows its 128 KiB fiber stack (the kernel
+ * declares no local() arrays) into the stack below it, thread 0's, which has
+ * ended: without a guard page nothing would notice. */
+static void overflow_thread(void **args, KjThreadCtx *ctx)
+{
+    int64_t *out = args[0];
+    if (ctx->thread_idx[0] == 1)
+        out[1] = deep_frames(200);
+}
+
+/* The guard page below each fiber's stack: an overflow faults where it
+ * happens (SIGSEGV, which Check expects) instead of writing over the
+ * stack of the fiber below. */
+START_TEST(fiber_stack_overflow_hits_the_guard_page)
+{
+    int64_t out[2] = {0, 0};
+    void *args[1] = {out};
+    KjIrFunction kernel = fake_kernel(true, 0);
+    uint32_t grid[3] = {1, 1, 1}, block[3] = {2, 1, 1};
+    char *error = NULL;
+    kj_cpu_run_kernel(NULL, &kernel, overflow_thread, NULL, args, grid, block, &error);
+}
+END_TEST
+
+/* The same depth fits once the kernel declares its local() bytes: the fiber
+ * stacks grow with kernel->local_bytes. */
+START_TEST(fiber_stacks_grow_with_local_bytes)
+{
+    int64_t out[2] = {0, 0};
+    void *args[1] = {out};
+    KjIrFunction kernel = fake_kernel(true, 0);
+    kernel.local_bytes = 256 * 1024;
+    uint32_t grid[3] = {1, 1, 1}, block[3] = {2, 1, 1};
+    char *error = NULL;
+    ck_assert_int_eq(kj_cpu_run_kernel(NULL, &kernel, overflow_thread, NULL, args, grid, block,
+                                       &error), KJIT_OK);
+    ck_assert_int_eq(out[1], deep_frames(200));
+}
+END_TEST
+
 /* --------------------------------------------------- .kern through the API */
 
 static const char kernels_source[] =
@@ -305,6 +365,313 @@ END_TEST
 START_TEST(shared_reduction_and_atomics_parallel)
 {
     block_sum_on(KJIT_TARGET_PARALLEL);
+}
+END_TEST
+
+/* ------------------------------------------- device functions and atomics */
+
+/* A histogram through a device function, a block scan whose step (with its
+ * barriers) is a device function, 2-D and float atomics, all sized by
+ * module-level constants.  tests/unit/test_cuda.c runs the same on a GPU. */
+static const char *const device_source =
+    "const BLOCK = 128;\n"
+    "const BINS: i64 = 16;\n"
+    "fn add_byte(hist: i32[], v: u8) { atomic_add(hist, i64(v), 1); }\n"
+    "fn global_index() -> i64 {\n"
+    "    return i64(blockIdx.x) * i64(blockDim.x) + i64(threadIdx.x);\n"
+    "}\n"
+    "@kernel\n"
+    "fn histogram(data: u8[], hist: i32[]) {\n"
+    "    let i = global_index();\n"
+    "    if i < len(data) { add_byte(hist, data[i]); }\n"
+    "}\n"
+    "fn scan_block(tile: f64[], t: i32) {\n"
+    "    let offset = 1;\n"
+    "    while offset < BLOCK {\n"
+    "        let v = t >= offset ? tile[t - offset] : 0.0;\n"
+    "        syncthreads();\n"
+    "        tile[t] += v;\n"
+    "        syncthreads();\n"
+    "        offset *= 2;\n"
+    "    }\n"
+    "}\n"
+    "@kernel\n"
+    "fn block_scan(x: f64[], out: f64[]) {\n"
+    "    let tile = shared(f64, BLOCK);\n"
+    "    let t = threadIdx.x;\n"
+    "    let i = global_index();\n"
+    "    tile[t] = i < len(x) ? x[i] : 0.0;\n"
+    "    scan_block(tile, t);\n"
+    "    if i < len(out) { out[i] = tile[t]; }\n"
+    "}\n"
+    "@kernel\n"
+    "fn pairs(a: u8[], b: u8[], hist: u32[,], low: f32[], high: f32[], wrap: u32[]) {\n"
+    "    let i = global_index();\n"
+    "    if i < len(a) {\n"
+    "        atomic_add(hist[i64(a[i]) % BINS, i64(b[i]) % BINS], 1);\n"
+    "        atomic_min(low, i64(a[i] % 8), f32(b[i]) - 0.5);\n"
+    "        atomic_max(high[a[i] % 8], i % 5 == 0 ? f32(nan) : f32(b[i]) + 0.5);\n"
+    "        atomic_inc(wrap, 0, 999);\n"
+    "        atomic_dec(wrap[1], 999);\n"
+    "        atomic_xor(wrap[2], u32(a[i]));\n"
+    "    }\n"
+    "}\n";
+
+static void device_functions_on(kjit_target target)
+{
+    kjit_context *context = make_context(target);
+    kjit_module *module;
+    ck_assert_msg(kjit_compile_string(context, "device.kern", device_source, &module) == KJIT_OK,
+                  "%s", kjit_last_error(context));
+    kjit_function *histogram, *scan, *pairs, *add_byte;
+    ck_assert_int_eq(kjit_module_function(module, "histogram", &histogram), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "block_scan", &scan), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "pairs", &pairs), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "add_byte", &add_byte), KJIT_OK);
+    rng ^= (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ULL;
+    enum { N = 50000, THREADS = 128, BINS = 16 };
+    uint32_t grid[3] = {(N + THREADS - 1) / THREADS, 1, 1}, block[3] = {THREADS, 1, 1};
+    uint8_t *a = malloc(N), *b = malloc(N);
+    double *x = malloc(N * sizeof(double)), *out = malloc(N * sizeof(double));
+    int32_t hist[256] = {0}, want_hist[256] = {0};
+    uint32_t pair_hist[BINS][BINS] = {{0}}, want_pairs[BINS][BINS] = {{0}};
+    float low[8], high[8], want_low[8], want_high[8];
+    uint32_t wrap[3] = {(uint32_t)(next_random() % 1000), (uint32_t)(next_random() % 1000), 7};
+    uint32_t want_wrap[3] = {wrap[0], wrap[1], wrap[2]};
+    for (int k = 0; k < 8; k++) {
+        low[k] = want_low[k] = 1000;
+        high[k] = want_high[k] = -1000;
+    }
+    for (int i = 0; i < N; i++) {
+        a[i] = (uint8_t)next_random();
+        b[i] = (uint8_t)next_random();
+        x[i] = (double)(next_random() % 2001) / 1000.0 - 1.0;
+        want_hist[a[i]]++;
+        want_pairs[a[i] % BINS][b[i] % BINS]++;
+        want_low[a[i] % 8] = fminf(want_low[a[i] % 8], (float)b[i] - 0.5f);
+        if (i % 5 != 0)
+            want_high[a[i] % 8] = fmaxf(want_high[a[i] % 8], (float)b[i] + 0.5f);
+        want_wrap[0] = want_wrap[0] >= 999 ? 0 : want_wrap[0] + 1;
+        want_wrap[1] = want_wrap[1] == 0 || want_wrap[1] > 999 ? 999 : want_wrap[1] - 1;
+        want_wrap[2] ^= a[i];
+    }
+    int64_t n = N, bins = 256, eight = 8, three = 3, pshape[2] = {BINS, BINS};
+    kjit_array A = kjit_array_make(a, KJIT_U8, 1, &n), B = kjit_array_make(b, KJIT_U8, 1, &n);
+    kjit_array H = kjit_array_make(hist, KJIT_I32, 1, &bins);
+    kjit_arg hargs[2] = {kjit_arg_array(&A), kjit_arg_array(&H)};
+    ck_assert_msg(kjit_launch(histogram, grid, block, hargs, 2, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    for (int k = 0; k < 256; k++)
+        ck_assert_int_eq(hist[k], want_hist[k]);
+
+    kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), O = kjit_array_make(out, KJIT_F64, 1, &n);
+    kjit_arg sargs[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+    ck_assert_msg(kjit_launch(scan, grid, block, sargs, 2, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    for (int i = 0; i < N; i++) {
+        double want = 0;
+        for (int j = i - i % THREADS; j <= i; j++)
+            want += x[j];
+        ck_assert_msg(fabs(out[i] - want) <= 1e-12 * (1 + fabs(want)), "scan %d: %.17g vs %.17g",
+                      i, out[i], want);
+    }
+
+    kjit_array P = kjit_array_make(pair_hist, KJIT_U32, 2, pshape);
+    kjit_array L = kjit_array_make(low, KJIT_F32, 1, &eight);
+    kjit_array G = kjit_array_make(high, KJIT_F32, 1, &eight);
+    kjit_array W = kjit_array_make(wrap, KJIT_U32, 1, &three);
+    kjit_arg pargs[6] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&P),
+                         kjit_arg_array(&L), kjit_arg_array(&G), kjit_arg_array(&W)};
+    ck_assert_msg(kjit_launch(pairs, grid, block, pargs, 6, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    for (int r = 0; r < BINS; r++)
+        for (int c = 0; c < BINS; c++)
+            ck_assert_uint_eq(pair_hist[r][c], want_pairs[r][c]);
+    for (int k = 0; k < 8; k++) {
+        ck_assert_msg(low[k] == want_low[k], "low[%d] %g vs %g", k, low[k], want_low[k]);
+        ck_assert_msg(high[k] == want_high[k], "high[%d] %g vs %g", k, high[k], want_high[k]);
+    }
+    for (int k = 0; k < 3; k++)
+        ck_assert_uint_eq(wrap[k], want_wrap[k]);
+
+    /* the host cannot call a device function; the error names the built-in */
+    kjit_arg bargs[2] = {kjit_arg_array(&H), kjit_arg_i64(3)};
+    ck_assert_int_eq(kjit_call(add_byte, bargs, 2, NULL, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kjit_last_error(context), "add_byte is a device function (add_byte uses "
+                                                   "atomic_add at device.kern:3:"),
+                  "%s", kjit_last_error(context));
+    free(a), free(b), free(x), free(out);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+/* ------------------------------------------------------ local() memory */
+
+/* 128 KiB and 512 KiB (the most) of local() per thread, with barriers, so
+ * that every thread of a block runs on a fiber stack of its own; and 512 KiB
+ * without barriers, on the pool's and the caller's stacks. */
+static const char local_source[] =
+    "@kernel\n"
+    "fn local_128k(x: f64[], out: f64[]) {\n"
+    "    let l = local(f64, 16384);\n"
+    "    let t = grid(1);\n"
+    "    for k in range(16384) { l[k] = x[(k * 7 + t) % len(x)]; }\n"
+    "    syncthreads();\n"
+    "    let s = 0.0;\n"
+    "    for k in range(16384) { s += l[(k * 3) % 16384] * f64(k % 5 + 1); }\n"
+    "    out[t] = s;\n"
+    "}\n"
+    "@kernel\n"
+    "fn local_512k(x: f64[], out: f64[]) {\n"
+    "    let l = local(f64, 32768);\n"
+    "    let m = local(i64, 32768);\n"
+    "    let t = grid(1);\n"
+    "    for k in range(32768) { l[k] = x[(k * 7 + t) % len(x)]; m[k] = k % 5 + 1; }\n"
+    "    syncthreads();\n"
+    "    let s = 0.0;\n"
+    "    for k in range(32768) { s += l[(k * 3) % 32768] * f64(m[k]); }\n"
+    "    out[t] = s;\n"
+    "}\n"
+    "@kernel\n"
+    "fn local_512k_no_barrier(x: f64[], out: f64[]) {\n"
+    "    let l = local(f64, 65536);\n"
+    "    let t = grid(1);\n"
+    "    for k in range(65536) { l[k] = x[(k * 7 + t) % len(x)]; }\n"
+    "    let s = 0.0;\n"
+    "    for k in range(65536) { s += l[(k * 3) % 65536] * f64(k % 5 + 1); }\n"
+    "    out[t] = s;\n"
+    "}\n";
+
+/* What thread t of local_*(x, out) writes, with `count` local elements. */
+static double local_reference(const double *x, int64_t n, int64_t t, int64_t count)
+{
+    double s = 0;
+    for (int64_t k = 0; k < count; k++)
+        s += x[((k * 3) % count * 7 + t) % n] * (double)(k % 5 + 1);
+    return s;
+}
+
+void kj_test_local_kernel_on(kjit_target target, const char *name, int64_t count,
+                             uint32_t blocks, uint32_t threads, double rtol, bool may_fail);
+
+/* Launches local_*(x, out) on blocks x threads and compares every thread's sum
+ * with the reference within rtol.  may_fail: a launch the device refuses (a
+ * GPU that cannot reserve that much local memory) is accepted if it fails
+ * with a message.  test_cuda.c calls it for cuda. */
+void kj_test_local_kernel_on(kjit_target target, const char *name, int64_t count,
+                             uint32_t blocks, uint32_t threads, double rtol, bool may_fail)
+{
+    kjit_context *context = make_context(target);
+    kjit_module *module;
+    ck_assert_msg(kjit_compile_string(context, "local.kern", local_source, &module) == KJIT_OK,
+                  "%s", kjit_last_error(context));
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, name, &fn), KJIT_OK);
+    int64_t n = 1009, total = (int64_t)blocks * threads;
+    double *x = malloc((size_t)n * sizeof(double));
+    double *out = calloc((size_t)total, sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (double)(next_random() >> 11) / 9007199254740992.0;
+    kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), O = kjit_array_make(out, KJIT_F64, 1, &total);
+    kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+    uint32_t grid[3] = {blocks, 1, 1}, block[3] = {threads, 1, 1};
+    kjit_status status = kjit_launch(fn, grid, block, args, 2, NULL);
+    if (status == KJIT_OK)
+        status = kjit_synchronize(context);
+    if (may_fail && status != KJIT_OK) {
+        ck_assert_msg(kjit_last_error(context)[0] != '\0', "%s failed without a message", name);
+        printf("%s on %s: refused: %s\n", name, kjit_target_name(target), kjit_last_error(context));
+    } else {
+        ck_assert_msg(status == KJIT_OK, "%s on %s: %s", name, kjit_target_name(target),
+                      kjit_last_error(context));
+        /* positive terms summed in the same order: within rtol */
+        for (int64_t t = 0; t < total; t++) {
+            double want = local_reference(x, n, t, count);
+            ck_assert_msg(fabs(out[t] - want) <= rtol * want,
+                          "%s on %s, thread %lld: %.17g vs %.17g", name,
+                          kjit_target_name(target), (long long)t, out[t], want);
+        }
+    }
+    free(x);
+    free(out);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+START_TEST(device_functions_and_atomics_cpu)
+{
+    device_functions_on(KJIT_TARGET_CPU);
+}
+END_TEST
+
+START_TEST(device_functions_and_atomics_parallel)
+{
+    device_functions_on(KJIT_TARGET_PARALLEL);
+}
+END_TEST
+
+START_TEST(local_arrays_with_barriers_cpu)
+{
+    kj_test_local_kernel_on(KJIT_TARGET_CPU, "local_128k", 16384, 1, 64, 1e-12, false);
+    kj_test_local_kernel_on(KJIT_TARGET_CPU, "local_512k", 32768, 2, 32, 1e-12, false);
+    kj_test_local_kernel_on(KJIT_TARGET_CPU, "local_512k_no_barrier", 65536, 2, 32, 1e-12, false);
+}
+END_TEST
+
+START_TEST(local_arrays_with_barriers_parallel)
+{
+    kj_test_local_kernel_on(KJIT_TARGET_PARALLEL, "local_128k", 16384, 1, 64, 1e-12, false);
+    kj_test_local_kernel_on(KJIT_TARGET_PARALLEL, "local_512k", 32768, 3, 32, 1e-12, false);
+    kj_test_local_kernel_on(KJIT_TARGET_PARALLEL, "local_512k_no_barrier", 65536, 3, 64, 1e-12,
+                            false);
+}
+END_TEST
+
+typedef struct SmallStackLaunch {
+    kjit_function *fn;
+    kjit_arg args[2];
+    kjit_status status;
+} SmallStackLaunch;
+
+static void *launch_on_small_stack(void *user)
+{
+    SmallStackLaunch *launch = user;
+    uint32_t grid[3] = {1, 1, 1}, block[3] = {4, 1, 1};
+    launch->status = kjit_launch(launch->fn, grid, block, launch->args, 2, NULL);
+    return NULL;
+}
+
+/* A kernel without barriers runs on the calling thread's stack: one that has
+ * no room for its local() arrays gets an error before anything runs. */
+START_TEST(local_arrays_past_the_caller_stack_are_an_error)
+{
+    kjit_context *context = make_context(KJIT_TARGET_CPU);
+    kjit_module *module;
+    ck_assert_msg(kjit_compile_string(context, "local.kern", local_source, &module) == KJIT_OK,
+                  "%s", kjit_last_error(context));
+    SmallStackLaunch launch = {0};
+    ck_assert_int_eq(kjit_module_function(module, "local_512k_no_barrier", &launch.fn), KJIT_OK);
+    int64_t n = 16, four = 4;
+    double x[16] = {0}, out[4] = {-1, -1, -1, -1};
+    kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), O = kjit_array_make(out, KJIT_F64, 1, &four);
+    launch.args[0] = kjit_arg_array(&X);
+    launch.args[1] = kjit_arg_array(&O);
+    /* Code generation needs a deep stack: do it here, then launch there. */
+    ck_assert_int_eq(kjit_prepare(launch.fn, launch.args, 2, NULL), KJIT_OK);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, &attr, launch_on_small_stack, &launch), 0);
+    pthread_join(thread, NULL);
+    pthread_attr_destroy(&attr);
+    ck_assert_msg(launch.status == KJIT_ERROR_INVALID_ARGUMENT, "got %s: %s",
+                  kjit_status_name(launch.status), kjit_last_error(context));
+    ck_assert_msg(strstr(kjit_last_error(context), "local()") != NULL, "%s",
+                  kjit_last_error(context));
+    ck_assert(out[0] == -1); /* nothing ran */
+    kjit_module_free(module);
+    kjit_context_destroy(context);
 }
 END_TEST
 
@@ -446,15 +813,22 @@ Suite *suite_kernels_cpu(void)
     tcase_add_test(runtime, grid_walk_gives_cuda_indices);
     tcase_add_test(runtime, syncthreads_reduction_is_exact);
     tcase_add_test(runtime, barrier_inside_a_loop);
+    tcase_add_test_raise_signal(runtime, fiber_stack_overflow_hits_the_guard_page, SIGSEGV);
+    tcase_add_test(runtime, fiber_stacks_grow_with_local_bytes);
     suite_add_tcase(s, runtime);
     TCase *kern = tcase_create("kern");
     tcase_set_timeout(kern, 120);
     tcase_add_test(kern, shared_reduction_and_atomics_cpu);
     tcase_add_test(kern, shared_reduction_and_atomics_parallel);
+    tcase_add_test(kern, device_functions_and_atomics_cpu);
+    tcase_add_test(kern, device_functions_and_atomics_parallel);
     tcase_add_test(kern, mandelbrot_cpu);
     tcase_add_test(kern, mandelbrot_parallel);
     tcase_add_test(kern, delay_and_sum_cpu);
     tcase_add_test(kern, delay_and_sum_parallel);
+    tcase_add_test(kern, local_arrays_with_barriers_cpu);
+    tcase_add_test(kern, local_arrays_with_barriers_parallel);
+    tcase_add_test(kern, local_arrays_past_the_caller_stack_are_an_error);
     suite_add_tcase(s, kern);
     return s;
 }

@@ -561,7 +561,7 @@ START_TEST(test_several_errors_in_order)
         "t.kern:3:12: error: expected an expression, found ';'",
         "t.kern:5:9: error: invalid character '$'",
         "t.kern:6:14: error: expected an expression, found ';'",
-        "t.kern:8:1: error: expected 'fn', '@' or 'import', found 'junk'",
+        "t.kern:8:1: error: expected 'fn', '@', 'const' or 'import', found 'junk'",
         "t.kern:9:27: error: expected ';' before '}'",
     };
     int n = sizeof want / sizeof want[0];

@@ -205,6 +205,48 @@ START_TEST(kernel_features_assemble)
 }
 END_TEST
 
+/* Device functions (plain functions using kernel built-ins, called from a
+ * kernel) and every atomic, on elements of 2-D arrays too, sized by
+ * constants; LLVM makes compare-and-swap loops of the ones PTX lacks. */
+START_TEST(device_functions_and_atomics_assemble)
+{
+    KjArena arena = {0};
+    KjIrFunction **roots;
+    int count;
+    char *ptx = ptx_for_string(
+        &arena,
+        "const TILE = 64;\n"
+        "fn lane() -> i32 { return threadIdx.x % 32; }\n"
+        "fn step(tile: f32[], t: i32) -> f32 { syncthreads(); return tile[(t + 1) % TILE]; }\n"
+        "fn bump(h: u32[,], i: i64, j: i64) -> u32 { return atomic_inc(h[i, j], 9); }\n"
+        "@kernel fn k(x: f32[], h: u32[,], f: f64[], w: i64[]) {\n"
+        "    let tile = shared(f32, TILE);\n"
+        "    let t = threadIdx.x;\n"
+        "    tile[t] = x[grid(1)];\n"
+        "    let v = step(tile, t);\n"
+        "    let old = bump(h, i64(lane()), 0);\n"
+        "    atomic_dec(h[1, 1], 9);\n"
+        "    atomic_sub(f, 0, f64(v));\n"
+        "    atomic_min(f[1], f64(v));\n"
+        "    atomic_max(f, 2, f64(old));\n"
+        "    atomic_and(w, 0, 12);\n"
+        "    atomic_or(w[1], 3);\n"
+        "    atomic_xor(w, 2, i64(t));\n"
+        "    atomic_cas(w[3], 0, 1);\n"
+        "}\n",
+        &roots, &count);
+    check_ptx(ptx, roots, count, "device functions and atomics");
+    ck_assert_msg(strstr(ptx, "bar.sync") != NULL || strstr(ptx, "barrier.sync") != NULL,
+                  "syncthreads() in a device function is not a barrier");
+    const char *native[] = {"atom.global.and.b64", "atom.global.or.b64", "atom.global.xor.b64",
+                            "atom.global.cas.b64", "atom.global.cas.b32"};
+    for (size_t i = 0; i < sizeof native / sizeof native[0]; i++)
+        ck_assert_msg(strstr(ptx, native[i]) != NULL, "no %s in the PTX", native[i]);
+    free(ptx);
+    kj_arena_free(&arena);
+}
+END_TEST
+
 /* A launch copies its parameter block, so C-contiguous arrays travel as the
  * short record {data, shape[ndim]}; other arrays as the whole descriptor. */
 START_TEST(contiguous_arrays_travel_as_records)
@@ -340,6 +382,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, every_example_assembles);
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
+    tcase_add_test(tcase, device_functions_and_atomics_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);
     tcase_add_test(tcase, sin_tails_are_branches);

@@ -1,0 +1,371 @@
+/*
+ * target_cpu.c: the cpu and parallel runtime targets, which run code on the
+ * host and differ only in the thread pool (parallel opens one; cpu runs
+ * everything on the calling thread).  Plain functions of every context run
+ * here too (kj_runtime_for).
+ *
+ * Host code travels as object files: generate finds one in the cache or has
+ * LLVM make one, links it and looks up its entry points.  Loaded code is
+ * shared by the whole process by cache key.  "Device" memory is ordinary
+ * host memory, streams have nothing to wait for (a call is done when it
+ * returns) and events read the monotonic clock.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kjit_runtime.h"
+
+/* ------------------------------------------------------------- contexts */
+
+static kjit_status cpu_open(kjit_context *context, char **error)
+{
+    return KJIT_OK;
+}
+
+static kjit_status parallel_open(kjit_context *context, char **error)
+{
+    context->pool = kj_pool_create(context->options.num_threads);
+    return KJIT_OK;
+}
+
+static void cpu_close(kjit_context *context)
+{
+    kj_pool_destroy(context->pool);
+    context->pool = NULL;
+}
+
+/* ------------------------------------------------------ code generation */
+
+/*
+ * Loaded cpu code is shared by every context and module of the process that
+ * asks for the same key (the same source, function, variant, host and
+ * options): a second kjit_compile_string of one text finds its functions
+ * already linked.  The last user unloads it; its object bytes stay in the
+ * cache's memory tier.
+ */
+typedef struct KjSharedCpu {
+    struct KjSharedCpu *next;
+    KjCacheKey key;
+    KjCpuCode *code;
+    void *entry, *block;
+    int users;
+} KjSharedCpu;
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static KjSharedCpu *shared_cpu;
+
+static bool same_key(const KjCacheKey *a, const KjCacheKey *b)
+{
+    return a->hash[0] == b->hash[0] && a->hash[1] == b->hash[1] && a->text.len == b->text.len &&
+           memcmp(a->text.data, b->text.data, a->text.len) == 0;
+}
+
+/* The shared code for key, with one more user; NULL if none is loaded. */
+static KjSharedCpu *shared_cpu_find(const KjCacheKey *key)
+{
+    pthread_mutex_lock(&shared_lock);
+    KjSharedCpu *s = shared_cpu;
+    while (s && !same_key(&s->key, key))
+        s = s->next;
+    if (s)
+        s->users++;
+    pthread_mutex_unlock(&shared_lock);
+    return s;
+}
+
+/* Publishes freshly loaded code; when another thread was quicker, keeps
+ * theirs and unloads this copy. */
+static KjSharedCpu *shared_cpu_publish(KjSharedCpu *fresh)
+{
+    pthread_mutex_lock(&shared_lock);
+    KjSharedCpu *s = shared_cpu;
+    while (s && !same_key(&s->key, &fresh->key))
+        s = s->next;
+    if (s) {
+        s->users++;
+    } else {
+        fresh->users = 1;
+        fresh->next = shared_cpu;
+        shared_cpu = fresh;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    if (s) {
+        kj_cpu_code_free(fresh->code);
+        kj_cache_key_free(&fresh->key);
+        free(fresh);
+    }
+    return s ? s : fresh;
+}
+
+static void shared_cpu_release(KjSharedCpu *shared)
+{
+    pthread_mutex_lock(&shared_lock);
+    bool last = --shared->users == 0;
+    if (last) {
+        KjSharedCpu **link = &shared_cpu;
+        while (*link != shared)
+            link = &(*link)->next;
+        *link = shared->next;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    if (last) {
+        kj_cpu_code_free(shared->code);
+        kj_cache_key_free(&shared->key);
+        free(shared);
+    }
+}
+
+static void *lookup(KjCpuCode *code, const char *symbol, const char *suffix)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s%s", symbol, suffix);
+    return kj_cpu_lookup(code, name);
+}
+
+static void use_shared(KjCompiled *compiled, KjSharedCpu *shared)
+{
+    compiled->code = shared;
+    compiled->entry = shared->entry;
+    compiled->block = shared->block;
+}
+
+static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
+{
+    kjit_context *context = module->context;
+    KjIrFunction *root = compiled->root;
+    KjCacheKey key = {0};
+    kj_api_code_key(module, compiled, &key);
+    kj_cache_key_add(&key, "target", "cpu %s", kj_host_cpu_description());
+    kj_cache_key_finish(&key);
+    KjSharedCpu *shared = shared_cpu_find(&key);
+    if (shared) {
+        kj_cache_count_shared_hit();
+        kj_cache_key_free(&key);
+        use_shared(compiled, shared);
+        return KJIT_OK;
+    }
+
+    const char *suffix = root->kind == KJ_IR_FN_VEC_KERNEL ? "__range"
+                         : root->kind == KJ_IR_FN_KERNEL   ? "__thread"
+                                                           : "__entry";
+    char *error = NULL;
+    KjCpuCode *code = NULL;
+    void *entry = NULL;
+    void *object = NULL;
+    size_t size = 0;
+    /* A cached object that will not link or lacks its entry point is treated
+     * as damaged: compiled again below. */
+    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+        code = kj_cpu_load_object(object, size, NULL);
+        entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
+        if (!entry) {
+            kj_cpu_code_free(code);
+            code = NULL;
+        }
+        free(object);
+    }
+    if (!code) {
+        kj_cache_count_compile();
+        KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
+                                    .opt_level = context->options.opt_level,
+                                    .contiguous_params = compiled->contiguous};
+        object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
+        if (!object) {
+            kj_cache_key_free(&key);
+            return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
+        }
+        code = kj_cpu_load_object(object, size, &error);
+        entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
+        if (entry)
+            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+        free(object);
+        if (!code) {
+            kj_cache_key_free(&key);
+            return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
+        }
+        if (!entry) {
+            kj_cpu_code_free(code);
+            kj_cache_key_free(&key);
+            return kj_api_set_error(context, KJIT_ERROR_BACKEND, "%sthe generated code has no %s%s",
+                                    prefix, compiled->symbol, suffix);
+        }
+    }
+    shared = kj_xcalloc(1, sizeof *shared);
+    shared->key = key;
+    shared->code = code;
+    shared->entry = entry;
+    if (root->kind == KJ_IR_FN_KERNEL)
+        shared->block = lookup(code, compiled->symbol, "__block");
+    use_shared(compiled, shared_cpu_publish(shared));
+    return KJIT_OK;
+}
+
+static void cpu_release(KjCompiled *compiled)
+{
+    if (compiled->code)
+        shared_cpu_release(compiled->code);
+}
+
+/* -------------------------------------------------------------- running */
+
+static void cpu_call(const KjCompiled *compiled, void **params, void *result)
+{
+    ((KjEntryFn)compiled->entry)(params, result);
+}
+
+static kjit_status cpu_run_vectorized(kjit_context *context, KjVectorizedRun *run)
+{
+    kj_cpu_run_range(context->pool, (KjRangeFn)run->compiled->entry, run->params,
+                     run->plan->size);
+    return KJIT_OK;
+}
+
+static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
+{
+    const KjCompiled *compiled = launch->compiled;
+    char *error = NULL;
+    kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
+                                           (KjThreadFn)compiled->entry,
+                                           (KjThreadFn)compiled->block, launch->params,
+                                           launch->grid, launch->block, &error);
+    if (status != KJIT_OK)
+        kj_api_take_named_error(context, status, launch->name, error);
+    return status;
+}
+
+/* --------------------------------------------------------------- memory */
+
+typedef struct ReduceJob {
+    KjRangeFn range;
+    void **params;
+} ReduceJob;
+
+static void reduce_chunk(void *user, int64_t begin, int64_t end)
+{
+    ReduceJob *job = user;
+    job->range(job->params, begin, end);
+}
+
+/* A work item is a block of 1024 elements, so chunks of a few items are
+ * already worth a thread; the WARPS form (only with KJIT_REDUCE_FORM, for the
+ * tests) runs as a kernel, the CUDA way. */
+static kjit_status cpu_run_reduce_level(kjit_context *context, const KjReduceLevelRun *run)
+{
+    const KjCompiled *compiled = run->compiled;
+    if (run->items <= 0)
+        return KJIT_OK;
+    if (run->warps) {
+        int64_t blocks = (run->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
+        uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
+        uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
+        char *error = NULL;
+        kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
+                                               (KjThreadFn)compiled->entry,
+                                               (KjThreadFn)compiled->block, run->params, grid,
+                                               block, &error);
+        if (status != KJIT_OK)
+            kj_api_take_named_error(context, status, run->name, error);
+        return status;
+    }
+    KjRangeFn range = (KjRangeFn)compiled->entry;
+    if (!context->pool) {
+        range(run->params, 0, run->items);
+        return KJIT_OK;
+    }
+    ReduceJob job = {range, run->params};
+    int64_t min_chunk = KJ_CPU_MIN_CHUNK / KJ_REDUCE_BLOCK;
+    kj_pool_run(context->pool, run->items, min_chunk > 0 ? min_chunk : 1, reduce_chunk, &job);
+    return KJIT_OK;
+}
+
+static kjit_status cpu_alloc(kjit_context *context, size_t bytes, void **data)
+{
+    if (!(*data = kj_api_alloc_aligned(bytes)))
+        return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
+                                "out of memory for a device array of %zu bytes", bytes);
+    return KJIT_OK;
+}
+
+static kjit_status cpu_free(kjit_context *context, void *data)
+{
+    free(data);
+    return KJIT_OK;
+}
+
+static kjit_status cpu_copy(kjit_context *context, kjit_array *dst, const kjit_array *src,
+                            size_t bytes, kjit_stream *stream)
+{
+    memmove(dst->data, src->data, bytes);
+    return KJIT_OK;
+}
+
+/* ------------------------------------------------------ streams, events */
+
+static kjit_status cpu_stream_create(kjit_context *context, kjit_stream *stream)
+{
+    return KJIT_OK;
+}
+
+static kjit_status cpu_synchronize(kjit_context *context, kjit_stream *stream)
+{
+    return KJIT_OK; /* cpu work is done when its call returns */
+}
+
+static void cpu_stream_destroy(kjit_stream *stream)
+{
+}
+
+static kjit_status cpu_event_record(kjit_context *context, kjit_stream *stream, kjit_event *event)
+{
+    clock_gettime(CLOCK_MONOTONIC, &event->host);
+    return KJIT_OK;
+}
+
+static kjit_status cpu_event_elapsed(kjit_event *start, kjit_event *end, double *milliseconds)
+{
+    *milliseconds = (double)(end->host.tv_sec - start->host.tv_sec) * 1e3 +
+                    (double)(end->host.tv_nsec - start->host.tv_nsec) / 1e6;
+    return KJIT_OK;
+}
+
+static void cpu_event_destroy(kjit_event *event)
+{
+}
+
+/* ------------------------------------------------------------- the targets */
+
+/* The two differ only in open: parallel's makes the pool that run_vectorized
+ * and launch spread work across (a NULL pool keeps it on the caller). */
+#define KJ_HOST_TARGET_FUNCTIONS                \
+    .device_memory_on_host = true,              \
+    .close = cpu_close,                         \
+    .generate = cpu_generate,                   \
+    .release = cpu_release,                     \
+    .call = cpu_call,                           \
+    .run_vectorized = cpu_run_vectorized,       \
+    .launch = cpu_launch,                       \
+    .run_reduce_level = cpu_run_reduce_level,   \
+    .alloc = cpu_alloc,                         \
+    .free = cpu_free,                           \
+    .copy = cpu_copy,                           \
+    .stream_create = cpu_stream_create,         \
+    .synchronize = cpu_synchronize,             \
+    .stream_destroy = cpu_stream_destroy,       \
+    .event_record = cpu_event_record,           \
+    .event_elapsed = cpu_event_elapsed,         \
+    .event_destroy = cpu_event_destroy
+
+const KjRuntimeTarget kj_runtime_cpu = {
+    .name = "cpu",
+    .open = cpu_open,
+    KJ_HOST_TARGET_FUNCTIONS,
+};
+
+const KjRuntimeTarget kj_runtime_parallel = {
+    .name = "parallel",
+    .open = parallel_open,
+    KJ_HOST_TARGET_FUNCTIONS,
+};
