@@ -5,6 +5,7 @@
 #   make demo         the seed examples on every available target
 #   make gpu-bundle   what the GPU machine needs, in build/gpu-bundle
 #   make install PREFIX=/usr/local
+#   make install-python   the Python package (python/), after make install
 #
 # LLVM 19 is linked statically into libkjit.so (once); kjit and the test programs
 # link that shared library, so they also run where LLVM is not installed.
@@ -30,7 +31,7 @@ TEST_CFLAGS = -Icompiler -Icompiler/backend -Iruntime
 
 LLVM_CFLAGS = $(shell $(LLVM_CONFIG) --cflags 2>/dev/null | sed 's/-std=[^ ]*//')
 LLVM_LIBDIR = $(shell $(LLVM_CONFIG) --libdir 2>/dev/null)
-LLVM_LIBS   = $(shell $(LLVM_CONFIG) --link-static --libs orcjit native nvptx passes ipo \
+LLVM_LIBS   = $(shell $(LLVM_CONFIG) --link-static --libs orcjit perfjitevents native nvptx passes ipo \
                 linker bitreader bitwriter irreader 2>/dev/null)
 # Only what the static LLVM needs and every Linux machine has (z and zstd are
 # linked statically too: the GPU machine may lack their -dev files but not the .so).
@@ -118,6 +119,7 @@ install: all
 	install -m 644 stdlib/*.kern $(DESTDIR)$(PREFIX)/share/kjit/stdlib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' runtime/kjit.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kjit.pc
+	@echo "the Python package: make install-python PREFIX=$(PREFIX) (pip install ./python; docs/python.md)"
 
 clean:
 	rm -rf $(BUILD)

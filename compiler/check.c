@@ -132,7 +132,8 @@ static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
 }
 
 /* let x = shared(T, n[, m]) / local(T, n[, m]): static arrays, a kernel's
- * block-wide ones and a thread's own (in kernels and plain functions).
+ * block-wide ones and a thread's own (in kernels and plain functions);
+ * let x = shared(T): the launch's dynamic shared memory as a T[].
  * shared() belongs to the kernel itself: a device function would need a slice
  * of every calling kernel's shared block at one offset, so it takes the array
  * as a parameter instead. */
@@ -154,7 +155,7 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         return NULL;
     }
     if ((shared && !kj_check_require_kernel(c, call->loc, "shared()")) ||
-        !kj_check_arg_count_is(c, call, name, 2, 4))
+        !kj_check_arg_count_is(c, call, name, shared ? 1 : 2, 4))
         return NULL;
     KjNode *type_node = call->args.items[0];
     const KjType *elem = type_node->kind == KJ_NODE_NAME
@@ -164,6 +165,14 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         kj_error(c->diag, type_node->loc, "the first argument of %s() is an element type, such as "
                  "f32", name);
         return NULL;
+    }
+    if (call->args.count == 1) {
+        /* Sized at launch (kjit run --shared-bytes, kjit_launch_ex). */
+        KjIrExpr *e = kj_check_new_expr(c, KJ_IR_DYNAMIC_SHARED, kj_type_array(elem, 1),
+                                        call->loc, 0);
+        e->alloc_elem = elem;
+        c->cur->ir->uses_dynamic_shared = true;
+        return e;
     }
     int ndim = call->args.count - 1;
     KjIrExpr *e = kj_check_new_expr(c, shared ? KJ_IR_SHARED : KJ_IR_LOCAL,
@@ -731,6 +740,7 @@ bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
         if (caller->kind == KJ_IR_FN_PLAIN)
             mark_device(c, caller, callee->device_use, callee->device_loc, callee->device_chain);
         caller->uses_syncthreads |= callee->uses_syncthreads;
+        caller->uses_syncgrid |= callee->uses_syncgrid;
         return true;
     }
     const char *name = caller ? caller->name : "?";
@@ -958,6 +968,14 @@ static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
         KjLoc end = body ? closing_brace(body->loc) : fn->loc;
         kj_error(c->diag, end, "'%s' returns %s, but control can reach the end of its body "
                  "without a return", fn->name, kj_type_name(fn->ret));
+    }
+    if (ctx.call_local_bytes > 0) {
+        fn->local_bytes += ctx.call_local_bytes;
+        if (fn->local_bytes > KJ_MAX_LOCAL_BYTES)
+            kj_error(c->diag, ctx.call_local_loc, "with this call, the local() arrays of '%s' "
+                     "and of the functions it calls take %" PRId64 " bytes per thread; the most "
+                     "is %d (512 KiB, as on CUDA)", fn->name, fn->local_bytes,
+                     KJ_MAX_LOCAL_BYTES);
     }
     pop_scope(c);
     c->cur = saved;

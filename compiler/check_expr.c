@@ -91,7 +91,8 @@ static int expr_size(const KjIrExpr *e)
 bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e)
 {
     if (e->op == KJ_IR_ATOMIC || e->op == KJ_IR_SYNCTHREADS || e->op == KJ_IR_SHARED ||
-        e->op == KJ_IR_LOCAL)
+        e->op == KJ_IR_LOCAL || e->op == KJ_IR_DYNAMIC_SHARED ||
+        (e->op == KJ_IR_EXEC && e->exec != KJ_EXEC_LANEID))
         return false;
     if (e->op == KJ_IR_CALL) {
         for (int i = 0; i < c->fns.count; i++) {
@@ -286,6 +287,9 @@ typedef struct Builtin {
 static KjIrExpr *check_complex(KjChecker *c, KjNode *n);
 static KjIrExpr *check_len(KjChecker *c, KjNode *n);
 static KjIrExpr *check_conj(KjChecker *c, KjNode *n);
+static KjIrExpr *check_arg(KjChecker *c, KjNode *n);
+static KjIrExpr *check_polar(KjChecker *c, KjNode *n);
+static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n);
 static KjIrExpr *check_grid(KjChecker *c, KjNode *n);
 static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n);
 
@@ -346,7 +350,8 @@ bool kj_check_is_builtin_name(const char *name)
 {
     return builtin_lookup(name) || constant_lookup(name) >= 0 ||
            register_group_lookup(name) >= 0 || math_lookup(name) >= 0 ||
-           atomic_lookup(name) >= 0 || kj_type_from_name(name, strlen(name)) != NULL;
+           atomic_lookup(name) >= 0 || kj_type_from_name(name, strlen(name)) != NULL ||
+           kj_check_is_kernel_constant(name);
 }
 
 static bool in_kernel(KjChecker *c)
@@ -456,6 +461,8 @@ KjIrExpr *kj_check_name(KjChecker *c, KjNode *n)
     int constant = constant_lookup(name);
     if (constant >= 0)
         return float_const(c, kj_check_t_untyped_float(), constant_values[constant], n->loc);
+    if (kj_check_is_kernel_constant(name))
+        return kj_check_kernel_constant(c, n);
     KjCheckConst *user_constant = kj_check_find_const(c, name);
     if (user_constant)
         return kj_check_const_value(c, user_constant, n->loc);
@@ -648,9 +655,9 @@ static KjIrExpr *check_pow(KjChecker *c, KjIrExpr *base, KjIrExpr *exp, KjLoc lo
             return chain;
         }
         if (kj_type_is_complex(t)) {
-            kj_error(c->diag, loc, "complex '**' takes a constant integer exponent from -8 to 8 "
-                     "and a base without side effects");
-            return NULL;
+            KjIrExpr *e = binary_ir(c, KJ_IR_MATH, t, loc, base, float_const(c, t, (double)n, loc));
+            e->math = KJ_MATH_POW;
+            return e;
         }
         return binary_ir(c, KJ_IR_IPOW, t, loc, base,
                          kj_check_int_const(c, kj_check_t_i64(), n, loc));
@@ -659,11 +666,6 @@ static KjIrExpr *check_pow(KjChecker *c, KjIrExpr *base, KjIrExpr *exp, KjLoc lo
         exp->const_float == 0.5) {
         const KjType *t = kj_check_is_untyped(base) ? kj_check_t_f64()
                           : kj_type_is_int(base->type) ? kj_check_t_f64() : base->type;
-        if (kj_type_is_complex(t)) {
-            kj_error(c->diag, loc, "'**' is not defined for complex %s with a float exponent",
-                     kj_type_name(t));
-            return NULL;
-        }
         base = kj_check_convert(c, base, t, loc, "the base of '**'");
         if (!base)
             return NULL;
@@ -673,8 +675,13 @@ static KjIrExpr *check_pow(KjChecker *c, KjIrExpr *base, KjIrExpr *exp, KjLoc lo
     }
     if ((!kj_check_is_untyped(base) && kj_type_is_complex(base->type)) ||
         (!kj_check_is_untyped(exp) && kj_type_is_complex(exp->type))) {
-        kj_error(c->diag, loc, "complex '**' takes a constant integer exponent from -8 to 8");
-        return NULL;
+        /* any other complex power: the complex pow, exp(w * log(z)) */
+        const KjType *t = unify(c, &base, &exp, loc, "**");
+        if (!t)
+            return NULL;
+        KjIrExpr *e = binary_ir(c, KJ_IR_MATH, t, loc, base, exp);
+        e->math = KJ_MATH_POW;
+        return e;
     }
     if (!kj_check_is_untyped(exp) && !kj_type_is_numeric(exp->type)) {
         kj_error(c->diag, loc, "'**' needs a number as exponent, not %s", kj_type_name(exp->type));
@@ -1164,6 +1171,94 @@ static KjIrExpr *int_minmax_abs(KjChecker *c, KjMathFn fn, KjIrExpr **a, const K
     return e;
 }
 
+/* A math function of complex arguments (kj_math_complex): they meet at a
+ * complex type (a real one converts: pow(z, 2.5), pow(2, z)). */
+static KjIrExpr *complex_math(KjChecker *c, KjNode *n, KjMathFn fn, KjIrExpr **a)
+{
+    int arity = kj_math_arity[fn];
+    const KjType *t = a[0]->type;
+    if (arity == 2 && !(t = unify(c, &a[0], &a[1], n->loc, kj_math_names[fn])))
+        return NULL;
+    if (!kj_type_is_complex(t))
+        kj_die("complex_math of %s", kj_type_name(t));
+    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_MATH, t, n->loc, arity);
+    e->math = fn;
+    for (int i = 0; i < arity; i++)
+        e->args[i] = a[i];
+    return e;
+}
+
+/* arg(z) / phase(z): the angle of z in [-pi, pi], atan2(z.imag, z.real); a
+ * real x is the complex x + 0i (0 or pi). */
+static KjIrExpr *check_arg(KjChecker *c, KjNode *n)
+{
+    KjIrExpr *a;
+    if (!check_args(c, n, &a))
+        return NULL;
+    if (kj_check_is_untyped(a) || kj_check_is_real(a->type)) {
+        const KjType *part = kj_check_is_untyped(a) || kj_type_is_int(a->type) ||
+                                     a->type->kind == KJ_TYPE_F64
+                                 ? kj_check_t_f64()
+                                 : a->type;
+        const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
+        if (!(a = kj_check_convert(c, a, t, n->loc, "the argument")))
+            return NULL;
+    }
+    if (!kj_type_is_complex(a->type)) {
+        kj_error(c->diag, n->loc, "%s() takes a number, not %s", n->lhs->name,
+                 kj_type_name(a->type));
+        return NULL;
+    }
+    return unary_ir(c, KJ_IR_CARG, kj_type_complex_part(a->type), n->loc, a);
+}
+
+/* polar(r, theta): r * (cos(theta) + i sin(theta)); the parts meet as in
+ * complex(re, im). */
+static KjIrExpr *check_polar(KjChecker *c, KjNode *n)
+{
+    KjIrExpr *a[2];
+    if (!check_args(c, n, a))
+        return NULL;
+    for (int i = 0; i < 2; i++)
+        if (!kj_check_is_untyped(a[i]) && !kj_check_is_real(a[i]->type)) {
+            kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
+                     "polar() takes real numbers, not %s", kj_type_name(a[i]->type));
+            return NULL;
+        }
+    const KjType *part = unify(c, &a[0], &a[1], n->loc, "polar");
+    if (!part)
+        return NULL;
+    if (kj_type_is_int(part))
+        part = kj_check_t_f64();
+    a[0] = cast_ir(c, a[0], part);
+    a[1] = cast_ir(c, a[1], part);
+    const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
+    return binary_ir(c, KJ_IR_POLAR, t, n->loc, a[0], a[1]);
+}
+
+/* mulhi(a, b): the high half of the double-width product of two 32- or
+ * 64-bit integers of one signedness (Philox's multiply; CUDA's __umulhi). */
+static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n)
+{
+    KjIrExpr *a[2];
+    if (!check_args(c, n, a))
+        return NULL;
+    if (kj_check_is_untyped(a[0]) && kj_check_is_untyped(a[1])) {
+        kj_error(c->diag, n->loc, "mulhi() of two literals: give one of them a type, "
+                 "as in mulhi(u32(a), b)");
+        return NULL;
+    }
+    const KjType *t = unify(c, &a[0], &a[1], n->loc, "mulhi");
+    if (!t)
+        return NULL;
+    if (!kj_type_is_int(t) || kj_type_int_bits(t) < 32) {
+        kj_error(c->diag, n->loc, "mulhi() takes 32- or 64-bit integers, not %s",
+                 kj_type_name(t));
+        return NULL;
+    }
+    return binary_ir(c, KJ_IR_MULHI, t, n->loc, a[0], a[1]);
+}
+
 static KjIrExpr *check_math(KjChecker *c, KjNode *n, KjMathFn fn)
 {
     const char *name = kj_math_names[fn];
@@ -1177,6 +1272,10 @@ static KjIrExpr *check_math(KjChecker *c, KjNode *n, KjMathFn fn)
     bool int_ok = fn == KJ_MATH_FABS || fn == KJ_MATH_FMIN || fn == KJ_MATH_FMAX;
     if (fn == KJ_MATH_FABS && kj_type_is_complex(a[0]->type))
         return unary_ir(c, KJ_IR_CABS, kj_type_complex_part(a[0]->type), n->loc, a[0]);
+    if (kj_math_complex[fn])
+        for (int i = 0; i < arity; i++)
+            if (!kj_check_is_untyped(a[i]) && kj_type_is_complex(a[i]->type))
+                return complex_math(c, n, fn, a);
     /* The widest typed float wins; typed ints go to it (f64 if no float). */
     const KjType *t = NULL, *int_type = NULL;
     bool any_float_const = false;
@@ -1189,7 +1288,10 @@ static KjIrExpr *check_math(KjChecker *c, KjNode *n, KjMathFn fn)
         }
         if (kj_type_is_complex(at)) {
             kj_error(c->diag, loc, "%s takes real numbers; complex %s is not supported%s", name,
-                     kj_type_name(at), fn == KJ_MATH_FABS ? "" : " (only abs takes complex)");
+                     kj_type_name(at),
+                     fn == KJ_MATH_FABS ? ""
+                                        : " (abs, sqrt, exp, log, pow, sin, cos and tanh take "
+                                          "complex)");
             return NULL;
         }
         if (!kj_check_is_real(at)) {
@@ -1525,6 +1627,12 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
         return NULL;
     KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CALL, target->ret, n->loc, n->args.count);
     e->callee = target;
+    /* The callee's local() arrays (and its callees') are on this thread's
+     * stack while it runs: the most any call takes counts toward ours. */
+    if (target->local_bytes > c->cur->call_local_bytes) {
+        c->cur->call_local_bytes = target->local_bytes;
+        c->cur->call_local_loc = n->loc;
+    }
     for (int i = 0; i < n->args.count; i++) {
         char context[160];
         snprintf(context, sizeof context, "argument %d ('%s') of %s", i + 1,

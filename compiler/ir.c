@@ -19,13 +19,19 @@
 /* ================================================================== tables */
 
 const char *const kj_math_names[KJ_MATH_COUNT] = {
-#define X(id, name, arity) name,
+#define X(id, name, arity, complex) name,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
 
 const int kj_math_arity[KJ_MATH_COUNT] = {
-#define X(id, name, arity) arity,
+#define X(id, name, arity, complex) arity,
+    KJ_MATH_BUILTINS(X)
+#undef X
+};
+
+const bool kj_math_complex[KJ_MATH_COUNT] = {
+#define X(id, name, arity, complex) complex,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
@@ -33,6 +39,18 @@ const int kj_math_arity[KJ_MATH_COUNT] = {
 const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
 #define X(id, name) name,
     KJ_SPECIAL_REGS(X)
+#undef X
+};
+
+const char *const kj_exec_names[KJ_EXEC_COUNT] = {
+#define X(id, name, barrier) name,
+    KJ_EXEC_OPS(X)
+#undef X
+};
+
+const bool kj_exec_is_barrier[KJ_EXEC_COUNT] = {
+#define X(id, name, barrier) barrier,
+    KJ_EXEC_OPS(X)
 #undef X
 };
 
@@ -208,11 +226,16 @@ static void print_expr(Printer *p, const KjIrExpr *e)
     case KJ_IR_ATOMIC:
         fputs(atomic_names[e->atomic], p->out);
         break;
+    case KJ_IR_EXEC:
+        fputs(kj_exec_names[e->exec], p->out);
+        break;
     default:
         print_lower(p->out, kj_ir_op_name(e->op));
         break;
     }
     fprintf(p->out, ":%s", kj_type_name(e->type));
+    if (e->op == KJ_IR_DYNAMIC_SHARED)
+        fputs(" dynamic", p->out);
     if (e->op == KJ_IR_SHARED || e->op == KJ_IR_LOCAL) {
         for (int i = 0; i < e->alloc_ndim; i++)
             fprintf(p->out, "%s%" PRId64, i ? "x" : " ", e->alloc_shape[i]);
@@ -355,10 +378,14 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
     fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
     if (fn->kind == KJ_IR_FN_KERNEL) {
         fprintf(out, ", shared %" PRId64 " bytes", fn->shared_bytes);
+        if (fn->uses_dynamic_shared)
+            fputs(" + dynamic", out);
         if (fn->local_bytes)
             fprintf(out, ", local %" PRId64 " bytes", fn->local_bytes);
         if (fn->uses_syncthreads)
             fputs(", syncthreads", out);
+        if (fn->uses_syncgrid)
+            fputs(", syncgrid", out);
     }
     if (fn->kind == KJ_IR_FN_VEC_KERNEL && fn->scalar)
         fprintf(out, ", lifts %s", fn->scalar->symbol);
@@ -366,6 +393,8 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
         fprintf(out, ", device: %s uses %s", fn->device_chain, fn->device_use);
         if (fn->uses_syncthreads)
             fputs(", syncthreads", out);
+        if (fn->uses_syncgrid)
+            fputs(", syncgrid", out);
     }
     fputs("]\n", out);
     for (int i = 0; i < fn->locals.count; i++) {
@@ -433,7 +462,7 @@ static bool var_belongs(const Verifier *v, const KjIrVar *var)
 static bool kernel_only(KjIrOp op)
 {
     return op == KJ_IR_SREG || op == KJ_IR_SHARED || op == KJ_IR_LOCAL || op == KJ_IR_ATOMIC ||
-           op == KJ_IR_SYNCTHREADS;
+           op == KJ_IR_SYNCTHREADS || op == KJ_IR_EXEC || op == KJ_IR_DYNAMIC_SHARED;
 }
 
 static bool verify_expr(Verifier *v, const KjIrExpr *e);
@@ -449,6 +478,45 @@ static bool args_are(Verifier *v, const KjIrExpr *e, int count, const KjType *ty
                         kj_type_name(e->args[i]->type), kj_type_name(type));
     }
     return true;
+}
+
+/* The operands and type of an execution-model built-in (KJ_EXEC_OPS's table). */
+static bool verify_exec(Verifier *v, const KjIrExpr *e)
+{
+    const KjType *t = e->type, *u32 = kj_type_scalar(KJ_TYPE_U32);
+    const KjType *b = kj_type_scalar(KJ_TYPE_BOOL), *i32 = kj_type_scalar(KJ_TYPE_I32);
+    const KjType *void_type = kj_type_void();
+    const char *name = (unsigned)e->exec < KJ_EXEC_COUNT ? kj_exec_names[e->exec] : "?";
+    bool ok;
+    switch (e->exec) {
+    case KJ_EXEC_LANEID:
+        ok = t == i32 && args_are(v, e, 0, NULL);
+        break;
+    case KJ_EXEC_ACTIVEMASK:
+        ok = t == u32 && args_are(v, e, 1, u32);
+        break;
+    case KJ_EXEC_BALLOT: case KJ_EXEC_ALL: case KJ_EXEC_ANY:
+        ok = t == (e->exec == KJ_EXEC_BALLOT ? u32 : b) && args_are(v, e, 2, NULL) &&
+             e->args[0]->type == u32 && e->args[1]->type == b;
+        break;
+    case KJ_EXEC_SHFL: case KJ_EXEC_SHFL_UP: case KJ_EXEC_SHFL_DOWN: case KJ_EXEC_SHFL_XOR:
+        ok = (kj_type_is_float(t) || kj_type_int_bits(t) == 32 || kj_type_int_bits(t) == 64) &&
+             args_are(v, e, 3, NULL) && e->args[0]->type == u32 && e->args[1]->type == t &&
+             e->args[2]->type == i32;
+        break;
+    case KJ_EXEC_SYNCWARP:
+        ok = t == void_type && args_are(v, e, 1, u32);
+        break;
+    case KJ_EXEC_SYNCTHREADS_COUNT: case KJ_EXEC_SYNCTHREADS_AND: case KJ_EXEC_SYNCTHREADS_OR:
+        ok = t == (e->exec == KJ_EXEC_SYNCTHREADS_COUNT ? i32 : b) && args_are(v, e, 1, b);
+        break;
+    case KJ_EXEC_THREADFENCE: case KJ_EXEC_THREADFENCE_BLOCK: case KJ_EXEC_SYNCGRID:
+        ok = t == void_type && args_are(v, e, 0, NULL);
+        break;
+    default:
+        return fail(v, e->loc, "bad execution op %d", (int)e->exec);
+    }
+    return ok || fail(v, e->loc, "%s typed %s or with bad operands", name, kj_type_name(t));
 }
 
 static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
@@ -557,6 +625,9 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         if (callee->uses_syncthreads && !v->fn->uses_syncthreads)
             return fail(v, e->loc, "call of %s, which uses syncthreads(), from %s, which is not "
                         "marked so", callee->symbol, v->fn->symbol);
+        if (callee->uses_syncgrid && !v->fn->uses_syncgrid)
+            return fail(v, e->loc, "call of %s, which uses syncgrid(), from %s, which is not "
+                        "marked so", callee->symbol, v->fn->symbol);
         if (e->arg_count != callee->param_count)
             return fail(v, e->loc, "call of %s with %d arguments, it takes %d", callee->symbol,
                         e->arg_count, callee->param_count);
@@ -581,7 +652,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                             kj_math_names[e->math]);
             return true;
         }
-        if (!kj_type_is_float(t))
+        if (!kj_type_is_float(t) && !(kj_type_is_complex(t) && kj_math_complex[e->math]))
             return fail(v, e->loc, "math.%s of %s", kj_math_names[e->math], kj_type_name(t));
         return args_are(v, e, arity, t);
     }
@@ -600,6 +671,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_REAL:
     case KJ_IR_IMAG:
     case KJ_IR_CABS:
+    case KJ_IR_CARG:
         if (!args_are(v, e, 1, NULL))
             return false;
         if (!kj_type_is_complex(e->args[0]->type) ||
@@ -611,6 +683,14 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         if (!kj_type_is_complex(t))
             return fail(v, e->loc, "conj typed %s", kj_type_name(t));
         return args_are(v, e, 1, t);
+    case KJ_IR_POLAR:
+        if (!kj_type_is_complex(t))
+            return fail(v, e->loc, "polar typed %s", kj_type_name(t));
+        return args_are(v, e, 2, kj_type_complex_part(t));
+    case KJ_IR_MULHI:
+        if (!kj_type_is_int(t) || kj_type_int_bits(t) < 32)
+            return fail(v, e->loc, "mulhi typed %s", kj_type_name(t));
+        return args_are(v, e, 2, t);
     case KJ_IR_LOAD: {
         if (e->arg_count < 2)
             return fail(v, e->loc, "load without indices");
@@ -668,6 +748,12 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_SYNCTHREADS:
         return t == kj_type_void() ? args_are(v, e, 0, NULL)
                                    : fail(v, e->loc, "syncthreads typed %s", kj_type_name(t));
+    case KJ_IR_EXEC:
+        return verify_exec(v, e);
+    case KJ_IR_DYNAMIC_SHARED:
+        if (!is_element_type(e->alloc_elem) || t != kj_type_array(e->alloc_elem, 1))
+            return fail(v, e->loc, "bad dynamic shared array");
+        return args_are(v, e, 0, NULL);
     default:
         return fail(v, e->loc, "unknown op %d", (int)e->op);
     }
@@ -682,7 +768,7 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
                     kj_type_name(e->type));
     /* The back end makes arrays only from these (kj_codegen_array). */
     if (e->type->kind == KJ_TYPE_ARRAY && e->op != KJ_IR_VAR && e->op != KJ_IR_SHARED &&
-        e->op != KJ_IR_LOCAL)
+        e->op != KJ_IR_LOCAL && e->op != KJ_IR_DYNAMIC_SHARED)
         return fail(v, e->loc, "%s makes an array; only variables, shared() and local() do",
                     kj_ir_op_name(e->op));
     /* kernel built-ins: in kernels, and in device functions but shared() */

@@ -3,8 +3,8 @@
  *
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
- * grammar/kern.re), parse.c (AST), check.c and check_expr.c (names, types, AST to
- * IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * grammar/kern.re), parse.c (AST), check.c, check_expr.c and check_exec.c (names,
+ * types, AST to IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
  * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
@@ -341,22 +341,26 @@ extern const char *const kj_parser_productions[];
  * the LLVM back end turns them into allocas that mem2reg promotes to SSA.
  */
 
-/* Math built-ins: X(id, name, arity). Valid for f32 and f64 operands. */
-#define KJ_MATH_BUILTINS(X)                                                               \
-    X(SQRT, "sqrt", 1) X(CBRT, "cbrt", 1) X(EXP, "exp", 1) X(EXP2, "exp2", 1)            \
-    X(EXPM1, "expm1", 1) X(LOG, "log", 1) X(LOG2, "log2", 1) X(LOG10, "log10", 1)        \
-    X(LOG1P, "log1p", 1) X(SIN, "sin", 1) X(COS, "cos", 1) X(TAN, "tan", 1)              \
-    X(ASIN, "asin", 1) X(ACOS, "acos", 1) X(ATAN, "atan", 1) X(ATAN2, "atan2", 2)        \
-    X(SINH, "sinh", 1) X(COSH, "cosh", 1) X(TANH, "tanh", 1) X(ASINH, "asinh", 1)        \
-    X(ACOSH, "acosh", 1) X(ATANH, "atanh", 1) X(POW, "pow", 2) X(HYPOT, "hypot", 2)      \
-    X(FLOOR, "floor", 1) X(CEIL, "ceil", 1) X(TRUNC, "trunc", 1) X(ROUND, "round", 1)    \
-    X(FABS, "abs", 1) X(FMIN, "min", 2) X(FMAX, "max", 2) X(FMA, "fma", 3)               \
-    X(ERF, "erf", 1) X(ERFC, "erfc", 1) X(LGAMMA, "lgamma", 1) X(TGAMMA, "tgamma", 1)    \
-    X(COPYSIGN, "copysign", 2) X(FMOD, "fmod", 2) X(ISNAN, "isnan", 1)                   \
-    X(ISINF, "isinf", 1) X(ISFINITE, "isfinite", 1)
+/* Math built-ins: X(id, name, arity, complex).  Valid for f32 and f64
+ * operands; `complex` 1: also for c64 and c128 ones (the result is then
+ * complex too, lowered in codegen_expr.c from real math calls). */
+#define KJ_MATH_BUILTINS(X)                                                                \
+    X(SQRT, "sqrt", 1, 1) X(CBRT, "cbrt", 1, 0) X(EXP, "exp", 1, 1) X(EXP2, "exp2", 1, 0)   \
+    X(EXPM1, "expm1", 1, 0) X(LOG, "log", 1, 1) X(LOG2, "log2", 1, 0)                      \
+    X(LOG10, "log10", 1, 0) X(LOG1P, "log1p", 1, 0) X(SIN, "sin", 1, 1)                    \
+    X(COS, "cos", 1, 1) X(TAN, "tan", 1, 0) X(ASIN, "asin", 1, 0) X(ACOS, "acos", 1, 0)    \
+    X(ATAN, "atan", 1, 0) X(ATAN2, "atan2", 2, 0) X(SINH, "sinh", 1, 0)                    \
+    X(COSH, "cosh", 1, 0) X(TANH, "tanh", 1, 1) X(ASINH, "asinh", 1, 0)                    \
+    X(ACOSH, "acosh", 1, 0) X(ATANH, "atanh", 1, 0) X(POW, "pow", 2, 1)                    \
+    X(HYPOT, "hypot", 2, 0) X(FLOOR, "floor", 1, 0) X(CEIL, "ceil", 1, 0)                  \
+    X(TRUNC, "trunc", 1, 0) X(ROUND, "round", 1, 0) X(FABS, "abs", 1, 0)                   \
+    X(FMIN, "min", 2, 0) X(FMAX, "max", 2, 0) X(FMA, "fma", 3, 0) X(ERF, "erf", 1, 0)      \
+    X(ERFC, "erfc", 1, 0) X(LGAMMA, "lgamma", 1, 0) X(TGAMMA, "tgamma", 1, 0)              \
+    X(COPYSIGN, "copysign", 2, 0) X(FMOD, "fmod", 2, 0) X(ISNAN, "isnan", 1, 0)            \
+    X(ISINF, "isinf", 1, 0) X(ISFINITE, "isfinite", 1, 0)
 
 typedef enum {
-#define X(id, name, arity) KJ_MATH_##id,
+#define X(id, name, arity, complex) KJ_MATH_##id,
     KJ_MATH_BUILTINS(X)
 #undef X
     KJ_MATH_COUNT
@@ -364,6 +368,7 @@ typedef enum {
 
 extern const char *const kj_math_names[KJ_MATH_COUNT];
 extern const int kj_math_arity[KJ_MATH_COUNT];
+extern const bool kj_math_complex[KJ_MATH_COUNT];
 
 /* Kernel special registers: X(id, name). Each is i32. */
 #define KJ_SPECIAL_REGS(X)                                                   \
@@ -416,12 +421,73 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(COMPLEX, "complex", 2, 2, KJ_IN_ANY, check_complex)                 \
     X(LEN, "len", 1, 1, KJ_IN_ANY, check_len)                             \
     X(CONJ, "conj", 1, 1, KJ_IN_ANY, check_conj)                          \
+    X(ARG, "arg", 1, 1, KJ_IN_ANY, check_arg)                             \
+    X(PHASE, "phase", 1, 1, KJ_IN_ANY, check_arg)                         \
+    X(POLAR, "polar", 2, 2, KJ_IN_ANY, check_polar)                       \
+    X(MULHI, "mulhi", 2, 2, KJ_IN_ANY, check_mulhi)                       \
     X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
     X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
     X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
-    X(SHARED, "shared", 2, 4, KJ_IN_LET, NULL)                            \
+    X(LANEID, "laneid", 0, 0, KJ_IN_KERNEL, kj_check_exec)               \
+    X(ACTIVEMASK, "activemask", 0, 0, KJ_IN_KERNEL, kj_check_exec)       \
+    X(BALLOT, "ballot", 1, 2, KJ_IN_KERNEL, kj_check_exec)               \
+    X(ALL_SYNC, "all_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
+    X(ANY_SYNC, "any_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SHFL, "shfl", 2, 3, KJ_IN_KERNEL, kj_check_exec)                   \
+    X(SHFL_UP, "shfl_up", 2, 3, KJ_IN_KERNEL, kj_check_exec)             \
+    X(SHFL_DOWN, "shfl_down", 2, 3, KJ_IN_KERNEL, kj_check_exec)         \
+    X(SHFL_XOR, "shfl_xor", 2, 3, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SYNCWARP, "syncwarp", 0, 1, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
+    X(SYNCTHREADS_AND, "syncthreads_and", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
+    X(SYNCTHREADS_OR, "syncthreads_or", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
+    X(THREADFENCE, "threadfence", 0, 0, KJ_IN_KERNEL, kj_check_exec)     \
+    X(THREADFENCE_BLOCK, "threadfence_block", 0, 0, KJ_IN_KERNEL, kj_check_exec) \
+    X(SYNCGRID, "syncgrid", 0, 0, KJ_IN_KERNEL, kj_check_exec)           \
+    X(SHARED, "shared", 1, 4, KJ_IN_LET, NULL)                            \
     X(LOCAL, "local", 2, 4, KJ_IN_LET, NULL)                              \
     X(RANGE, "range", 1, 3, KJ_IN_FOR, NULL)
+
+/*
+ * The execution-model built-ins (warp, block and grid level), one IR op
+ * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier).  `barrier` is true
+ * for those the cpu targets run as a meeting point of fibers (a kernel that
+ * uses one runs its threads on fibers, as with syncthreads()).  The order is
+ * an ABI: the cpu code passes the id to the runtime (KjThreadCtx.collective).
+ * Every warp op's IR has its mask first (the checker supplies 0xffffffff when
+ * the call names none), then its operands:
+ *   LANEID, ACTIVEMASK                () / (mask)      -> i32 / u32
+ *   BALLOT, ALL, ANY                  (mask, pred)     -> u32 / bool / bool
+ *   SHFL, SHFL_UP, SHFL_DOWN, SHFL_XOR (mask, v, lane) -> v's type (32/64 bits)
+ *   SYNCWARP                          (mask)
+ *   SYNCTHREADS_COUNT, _AND, _OR      (pred)           -> i32 / bool / bool
+ *   THREADFENCE, THREADFENCE_BLOCK, SYNCGRID ()
+ */
+#define KJ_EXEC_OPS(X)                                                            \
+    X(LANEID, "laneid", false) X(ACTIVEMASK, "activemask", true)                 \
+    X(BALLOT, "ballot", true) X(ALL, "all_sync", true) X(ANY, "any_sync", true)  \
+    X(SHFL, "shfl", true) X(SHFL_UP, "shfl_up", true)                            \
+    X(SHFL_DOWN, "shfl_down", true) X(SHFL_XOR, "shfl_xor", true)                \
+    X(SYNCWARP, "syncwarp", true)                                                \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", true)                              \
+    X(SYNCTHREADS_AND, "syncthreads_and", true)                                  \
+    X(SYNCTHREADS_OR, "syncthreads_or", true)                                    \
+    X(THREADFENCE, "threadfence", false)                                         \
+    X(THREADFENCE_BLOCK, "threadfence_block", false) X(SYNCGRID, "syncgrid", true)
+
+typedef enum {
+#define X(id, name, barrier) KJ_EXEC_##id,
+    KJ_EXEC_OPS(X)
+#undef X
+    KJ_EXEC_COUNT
+} KjExecOp;
+
+extern const char *const kj_exec_names[KJ_EXEC_COUNT];
+extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
+
+/* Threads of a warp, on every target (the cpu targets group a block's threads
+ * by their linear index, x fastest, 32 at a time, as CUDA does). */
+#define KJ_WARP_SIZE 32
 
 /* Named constants: X(id, name, value). */
 #define KJ_CONSTANT_BUILTINS(X) \
@@ -443,10 +509,14 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(SELECT)      /* args[0] (bool), args[1], args[2]; only the chosen arm is evaluated */    \
     X(CAST)        /* args[0] converted to type (numeric and bool conversions) */              \
     X(CALL)        /* callee (a plain function), args */                                       \
-    X(MATH)        /* math, args (all of the result's type, except ISNAN.. give bool) */       \
+    X(MATH)        /* math, args (all of the result's type, except ISNAN.. give bool); a     \
+                      complex result for kj_math_complex functions */                         \
     X(IPOW)        /* args[0] ** args[1] with args[1] an integer (not constant) */             \
     X(COMPLEX)     /* args[0] (re), args[1] (im) -> c64/c128 */                                \
-    X(REAL) X(IMAG) X(CONJ) X(CABS)              /* args[0] complex */                         \
+    X(REAL) X(IMAG) X(CONJ) X(CABS) X(CARG)      /* args[0] complex */                         \
+    X(POLAR)       /* args[0] (modulus), args[1] (angle), of the result's part type */         \
+    X(MULHI)       /* args[0], args[1]: 32- or 64-bit ints of the result's type; the high      \
+                      half of their full product */                                            \
     X(LOAD)        /* args[0] (array), args[1..ndim] (i64 indices) */                          \
     X(DIM)         /* args[0] (array), dim: the i64 extent of dimension `dim` */               \
     X(SREG)        /* sreg: i32 */                                                             \
@@ -454,7 +524,10 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(LOCAL)       /* alloc_elem, alloc_shape[0..alloc_ndim): a per-thread array */            \
     X(ATOMIC)      /* atomic, args[0] (array of rank n), args[1..n] (i64 indices), args[n+1] \
                       (value), args[n+2] (CAS: the new value); returns the old value */       \
-    X(SYNCTHREADS) /* void */
+    X(SYNCTHREADS) /* void */                                                                 \
+    X(EXEC)        /* exec, args as KJ_EXEC_OPS says */                                        \
+    X(DYNAMIC_SHARED) /* alloc_elem: the launch's dynamic shared memory as a 1-D array of      \
+                      (its bytes / the element size) elements; every one aliases the others */
 
 typedef enum {
 #define X(op) KJ_IR_##op,
@@ -486,6 +559,7 @@ typedef struct KjIrExpr {
     KjMathFn math;
     KjSpecialReg sreg;
     KjAtomicOp atomic;
+    KjExecOp exec;
     int dim;
     const KjType *alloc_elem;
     int alloc_ndim;
@@ -550,12 +624,17 @@ typedef struct KjIrFunction {
     KjVec locals;            /* KjIrVar*: every variable, params first */
     KjIrStmt *body;          /* BLOCK */
     KjLoc loc;
-    bool uses_syncthreads;   /* kernels and device functions: some path calls syncthreads(),
-                                here or in a device function it calls */
+    bool uses_syncthreads;   /* kernels and device functions: some path calls syncthreads()
+                                or another barrier (kj_exec_is_barrier), here or in a device
+                                function it calls: the cpu targets run the kernel on fibers */
+    bool uses_syncgrid;      /* the same for syncgrid(): the kernel is launched cooperatively */
+    bool uses_dynamic_shared; /* kernels: some shared(T) takes the launch's dynamic bytes */
     int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
                                 generator may round it up to its 16-byte aligned layout) */
-    int64_t local_bytes;     /* kernels: what its local() arrays take per thread, each
-                                rounded up to 16 bytes; at most KJ_MAX_LOCAL_BYTES */
+    int64_t local_bytes;     /* what its local() arrays take per thread, each rounded up
+                                to 16 bytes, plus the most that one of its calls takes (a
+                                device function's local() arrays live on the caller's
+                                stack too); at most KJ_MAX_LOCAL_BYTES */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
     bool contiguous;         /* VEC_KERNEL of the CONTIG layout: every array is C-contiguous */
     /* PLAIN: a device function, one that uses a kernel built-in (threadIdx.x,
@@ -661,6 +740,8 @@ typedef struct KjCheckFnCtx {
     bool loop_has_break; /* the innermost loop has a `break` */
     KjVec *out;          /* the statement list being filled */
     KjVec poisoned;      /* KjIrVar* whose initialiser was an error: uses stay quiet */
+    int64_t call_local_bytes; /* the most local() bytes one of its calls takes */
+    KjLoc call_local_loc;     /* that call */
 } KjCheckFnCtx;
 
 typedef struct KjChecker {
@@ -751,6 +832,11 @@ bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
 bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
 bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
 KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
+
+/* check_exec.c: the execution-model built-ins (KJ_EXEC_OPS) and warpsize. */
+KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n);
+bool kj_check_is_kernel_constant(const char *name);
+KjIrExpr *kj_check_kernel_constant(KjChecker *c, KjNode *n);
 
 /* check_expr.c: expressions. */
 KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);

@@ -111,6 +111,7 @@ void kjit_options_init(kjit_options *options)
     options->target = KJIT_TARGET_AUTO;
     options->device = -1;
     options->opt_level = 3;
+    options->line_info = kj_codegen_line_info_default();
 }
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
@@ -420,7 +421,8 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
     if (compiled->lifted[0])
         kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
-    kj_cache_key_add(key, "opt", "%d", module->context->options.opt_level);
+    kj_cache_key_add(key, "opt", "%d%s", module->context->options.opt_level,
+                     module->context->options.line_info ? " lineinfo" : "");
 }
 
 /* The middle of the pass list for one root (pipeline.c); an internal error

@@ -559,11 +559,41 @@ static kjit_status check_launch_shape(kjit_function *function, const uint32_t gr
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],
                         const kjit_arg *args, int nargs, kjit_stream *stream)
 {
+    kjit_launch_options options;
+    kjit_launch_options_init(&options);
+    options.stream = stream;
+    return kjit_launch_ex(function, grid, block, args, nargs, &options);
+}
+
+void kjit_launch_options_init(kjit_launch_options *options)
+{
+    memset(options, 0, sizeof *options);
+}
+
+/* The most dynamic shared memory a launch may ask for on the cpu targets (a
+ * GPU allows far less: the driver says how much). */
+#define MAX_DYNAMIC_SHARED_BYTES ((size_t)1 << 30)
+
+kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
+                           const uint32_t block[3], const kjit_arg *args, int nargs,
+                           const kjit_launch_options *options)
+{
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kjit_launch_options defaults;
+    if (!options) {
+        kjit_launch_options_init(&defaults);
+        options = &defaults;
+    }
+    kjit_stream *stream = options->stream;
+    size_t dynamic_bytes = options->dynamic_shared_bytes;
     kjit_status status = check_launch_shape(function, grid, block);
     if (status != KJIT_OK)
         return status;
+    if (dynamic_bytes > MAX_DYNAMIC_SHARED_BYTES)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %zu bytes of dynamic shared memory; at most %zu",
+                                function->entry->name, dynamic_bytes, MAX_DYNAMIC_SHARED_BYTES);
     Marshalled m;
     status = marshal(function, args, nargs, &m);
     if (status != KJIT_OK)
@@ -574,7 +604,8 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
         return status;
     KjLaunch launch = {.name = function->entry->name, .compiled = compiled, .grid = grid,
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
-                       .params = m.params, .stream = stream};
+                       .params = m.params, .stream = stream,
+                       .dynamic_shared_bytes = dynamic_bytes};
     return context->runtime->launch(context, &launch);
 }
 

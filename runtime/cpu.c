@@ -7,11 +7,15 @@
  * blocks (across the pool on parallel), gives each block zeroed shared memory
  * of its own, and runs the block's threads.  A kernel without syncthreads()
  * runs its threads one after the other (the __block entry loops over them).  A
- * kernel with syncthreads() runs each thread as a fiber with its own stack:
- * kj_cpu_syncthreads switches back to the block's scheduler, which resumes the
- * next fiber, so every thread reaches the barrier before any goes past it.
- * That holds for barriers anywhere, inside loops and branches too, which
- * splitting the kernel at its barriers would make hard.
+ * kernel with syncthreads() or another barrier (a warp collective,
+ * syncthreads_count ...) runs each thread as a fiber with its own stack: the
+ * barrier switches back to the group's scheduler, which resumes the next
+ * fiber, and lets a barrier's threads go on only once all of them (the 32
+ * lanes of a warp, the block, or the grid) have reached it, handing each the
+ * collective's result.  That holds for barriers anywhere, inside loops and
+ * branches too, which splitting the kernel at its barriers would make hard.
+ * A kernel with syncgrid() runs every thread of its grid as fibers of one
+ * group on the calling thread, so that all blocks are resident at once.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -113,7 +117,36 @@ __asm__(".text\n"
         ".size kj_fiber_switch, .-kj_fiber_switch\n");
 #endif
 
-typedef struct FiberBlock {
+/* Where a fiber stands between two turns of its group's scheduler. */
+typedef enum {
+    FIBER_READY,    /* to be resumed */
+    FIBER_AT_BLOCK, /* at syncthreads() or syncthreads_count/_and/_or */
+    FIBER_AT_WARP,  /* at a warp collective */
+    FIBER_AT_GRID,  /* at syncgrid() */
+    FIBER_DONE,     /* returned: inactive from now on, as an exited GPU thread */
+} FiberState;
+
+/* Plain syncthreads(), next to the KJ_EXEC_OPS ids that ctx->collective takes. */
+#define OP_SYNCTHREADS (-1)
+
+/* A thread's part in the collective it waits at: its operands, set before it
+ * yields, and its result, set by the scheduler that releases it. */
+typedef struct FiberSlot {
+    FiberState state;
+    int32_t op;
+    int32_t arg;
+    uint32_t mask;
+    uint64_t value;
+    uint64_t result;
+} FiberSlot;
+
+/*
+ * The threads of one block (or, for a kernel with syncgrid(), of every block
+ * of the grid, so that all are co-resident) as fibers on one OS thread.
+ * Thread i is thread i % per_block of block i / per_block, in linear order
+ * (x fastest), so its warp is (i % per_block) / 32 and its lane i % 32 of that.
+ */
+typedef struct FiberGroup {
 #if KJ_FAST_FIBERS
     void *scheduler_sp;
     void **fiber_sp;
@@ -121,109 +154,280 @@ typedef struct FiberBlock {
     ucontext_t scheduler;
     ucontext_t *fibers;
 #endif
-    char *stacks;       /* count slots of a guard page and stack_bytes of stack */
+    char *stacks;        /* count slots of a guard page and stack_bytes of stack */
     size_t stacks_bytes; /* the whole mapping */
     size_t stack_bytes;
     KjThreadCtx *contexts;
-    bool *done;
-    int count;
+    FiberSlot *slots;
+    int count;     /* threads in the group */
+    int per_block; /* threads of one block */
     int current;
     KjThreadFn thread_fn;
     void **args;
-} FiberBlock;
+} FiberGroup;
 
-/* A fiber finds its block here (makecontext passes only ints, and the fast
+/* A fiber finds its group here (makecontext passes only ints, and the fast
  * switch passes nothing): it is set by the scheduler of this OS thread before
- * it switches to the block's fibers. */
-static _Thread_local FiberBlock *running_block;
+ * it switches to the group's fibers. */
+static _Thread_local FiberGroup *running_group;
 
 /* Back to the scheduler: at a barrier, or for good at the thread's end. */
-static void fiber_yield(FiberBlock *block)
+static void fiber_yield(FiberGroup *group)
 {
 #if KJ_FAST_FIBERS
-    kj_fiber_switch(&block->fiber_sp[block->current], block->scheduler_sp);
+    kj_fiber_switch(&group->fiber_sp[group->current], group->scheduler_sp);
 #else
-    swapcontext(&block->fibers[block->current], &block->scheduler);
+    swapcontext(&group->fibers[group->current], &group->scheduler);
 #endif
 }
 
 static void fiber_main(void)
 {
-    FiberBlock *block = running_block;
-    int index = block->current;
-    block->thread_fn(block->args, &block->contexts[index]);
-    block->done[index] = true;
+    FiberGroup *group = running_group;
+    int index = group->current;
+    group->thread_fn(group->args, &group->contexts[index]);
+    group->slots[index].state = FIBER_DONE;
 #if KJ_FAST_FIBERS
-    fiber_yield(block); /* never resumed */
+    fiber_yield(group); /* never resumed */
     kj_unreachable();
 #endif
     /* ucontext: returning resumes uc_link, the scheduler. */
 }
 
+static bool is_warp_op(int32_t op)
+{
+    return op >= KJ_EXEC_ACTIVEMASK && op <= KJ_EXEC_SYNCWARP;
+}
+
+/* A collective of a thread that runs alone (no fibers: nobody to meet). */
+static uint64_t collective_alone(KjThreadCtx *ctx, int32_t op, uint64_t value, int32_t arg)
+{
+    int32_t lane = (ctx->thread_idx[0] +
+                    ctx->block_dim[0] * (ctx->thread_idx[1] + ctx->block_dim[1] * ctx->thread_idx[2])) %
+                   KJ_WARP_SIZE;
+    switch (op) {
+    case KJ_EXEC_ACTIVEMASK: return 1u << lane;
+    case KJ_EXEC_BALLOT: return value ? 1u << lane : 0;
+    case KJ_EXEC_ALL: case KJ_EXEC_ANY: case KJ_EXEC_SYNCTHREADS_AND: case KJ_EXEC_SYNCTHREADS_OR:
+    case KJ_EXEC_SYNCTHREADS_COUNT:
+        return value != 0;
+    case KJ_EXEC_SHFL: case KJ_EXEC_SHFL_UP: case KJ_EXEC_SHFL_DOWN: case KJ_EXEC_SHFL_XOR:
+        return value;
+    default:
+        (void)arg;
+        return 0;
+    }
+}
+
+/* ctx->collective: waits, as a fiber, until the scheduler releases this
+ * thread's warp (or block, or grid), and returns what it computed. */
+static uint64_t cpu_collective(KjThreadCtx *ctx, int32_t op, uint64_t value, int32_t arg,
+                               uint32_t mask)
+{
+    FiberGroup *group = ctx->barrier;
+    if (!group)
+        return collective_alone(ctx, op, value, arg);
+    FiberSlot *slot = &group->slots[ctx - group->contexts];
+    slot->op = op;
+    slot->value = value;
+    slot->arg = arg;
+    slot->mask = mask;
+    slot->state = is_warp_op(op)          ? FIBER_AT_WARP
+                  : op == KJ_EXEC_SYNCGRID ? FIBER_AT_GRID
+                                           : FIBER_AT_BLOCK;
+    fiber_yield(group);
+    return slot->result;
+}
+
 void kj_cpu_syncthreads(KjThreadCtx *ctx)
 {
-    FiberBlock *block = ctx->barrier;
-    if (!block)
-        return; /* run without fibers: a single thread has nobody to wait for */
-    fiber_yield(block);
+    if (ctx->barrier) /* without fibers a single thread has nobody to wait for */
+        cpu_collective(ctx, OP_SYNCTHREADS, 0, 0, 0);
 }
+
+/* ------------------------------------------------------- releasing barriers */
+
+/*
+ * The result of warp collective `op` for `lane`, among the lanes `present`
+ * (a bit per lane) whose slots are `lanes`, `truth` having a bit for each
+ * lane whose operand is not zero.  A shuffle whose source lane is
+ * not present (it has exited, is not in the mask, or lies past the block's
+ * last thread) gives the lane's own value: CUDA leaves that undefined.
+ */
+static uint64_t warp_result(const FiberSlot *lanes, int lane, uint32_t present, uint32_t truth)
+{
+    const FiberSlot *me = &lanes[lane];
+    uint32_t ballot = truth & present;
+    int source = lane;
+    /* Only the low five bits of the lane argument count, as in PTX's shfl. */
+    int arg = me->arg & (KJ_WARP_SIZE - 1);
+    switch (me->op) {
+    case KJ_EXEC_ACTIVEMASK: return present;
+    case KJ_EXEC_BALLOT: return ballot;
+    case KJ_EXEC_ALL: return ballot == present;
+    case KJ_EXEC_ANY: return ballot != 0;
+    case KJ_EXEC_SHFL: source = arg; break;
+    case KJ_EXEC_SHFL_UP: source = lane - arg; break;
+    case KJ_EXEC_SHFL_DOWN: source = lane + arg; break;
+    case KJ_EXEC_SHFL_XOR: source = lane ^ arg; break;
+    default: return 0; /* syncwarp */
+    }
+    if (source < 0 || source >= KJ_WARP_SIZE || !(present >> source & 1u))
+        return me->value;
+    return lanes[source].value;
+}
+
+/*
+ * Releases lanes waiting at warp collectives.  strict: a lane goes on only
+ * when every live lane of its mask waits at a warp collective too (they meet,
+ * as on a GPU).  Not strict (no other barrier can be released: some lanes of
+ * the mask wait at a block or grid barrier instead, as in code that diverges
+ * around a shuffle), the lanes that wait go on among themselves, the others
+ * counting as inactive.  Returns whether any lane was released.
+ */
+static bool release_warps(FiberGroup *group, bool strict)
+{
+    bool released = false;
+    for (int block = 0; block < group->count; block += group->per_block)
+        for (int base = block; base < block + group->per_block; base += KJ_WARP_SIZE) {
+            int lanes = block + group->per_block - base;
+            if (lanes > KJ_WARP_SIZE)
+                lanes = KJ_WARP_SIZE;
+            FiberSlot *slots = &group->slots[base];
+            uint32_t waiting = 0, live = 0, truth = 0;
+            for (int j = 0; j < lanes; j++) {
+                if (slots[j].state == FIBER_AT_WARP)
+                    waiting |= 1u << j;
+                if (slots[j].state != FIBER_DONE)
+                    live |= 1u << j;
+                if (slots[j].value != 0)
+                    truth |= 1u << j;
+            }
+            if (!waiting)
+                continue;
+            uint32_t go = 0;
+            for (int j = 0; j < lanes; j++)
+                if ((waiting >> j & 1u) && (!strict || (slots[j].mask & live & ~waiting) == 0))
+                    go |= 1u << j;
+            for (int j = 0; j < lanes; j++)
+                if (go >> j & 1u)
+                    slots[j].result =
+                        warp_result(slots, j, (slots[j].mask & waiting) | 1u << j, truth);
+            for (int j = 0; j < lanes; j++)
+                if (go >> j & 1u)
+                    slots[j].state = FIBER_READY;
+            released = released || go;
+        }
+    return released;
+}
+
+/* Releases each block whose live threads all wait at a block barrier, with
+ * the count, and and or of their predicates. */
+static bool release_blocks(FiberGroup *group)
+{
+    bool released = false;
+    for (int block = 0; block < group->count; block += group->per_block) {
+        FiberSlot *slots = &group->slots[block];
+        int live = 0, waiting = 0, count = 0;
+        for (int t = 0; t < group->per_block; t++) {
+            if (slots[t].state == FIBER_DONE)
+                continue;
+            live++;
+            if (slots[t].state == FIBER_AT_BLOCK) {
+                waiting++;
+                count += slots[t].value != 0;
+            }
+        }
+        if (live == 0 || waiting != live)
+            continue;
+        for (int t = 0; t < group->per_block; t++) {
+            if (slots[t].state != FIBER_AT_BLOCK)
+                continue;
+            slots[t].result = slots[t].op == KJ_EXEC_SYNCTHREADS_AND ? count == live
+                              : slots[t].op == KJ_EXEC_SYNCTHREADS_OR ? count > 0
+                                                                      : (uint64_t)count;
+            slots[t].state = FIBER_READY;
+        }
+        released = true;
+    }
+    return released;
+}
+
+/* Releases the grid barrier once every live thread of the group waits at it. */
+static bool release_grid(FiberGroup *group)
+{
+    int live = 0, waiting = 0;
+    for (int i = 0; i < group->count; i++) {
+        live += group->slots[i].state != FIBER_DONE;
+        waiting += group->slots[i].state == FIBER_AT_GRID;
+    }
+    if (live == 0 || waiting != live)
+        return false;
+    for (int i = 0; i < group->count; i++)
+        if (group->slots[i].state == FIBER_AT_GRID)
+            group->slots[i].state = FIBER_READY;
+    return true;
+}
+
+/* ------------------------------------------------------------ the group */
 
 /* The start of fiber i's stack slot: its guard page, then its stack. */
-static char *fiber_slot(FiberBlock *block, int i)
+static char *fiber_slot(FiberGroup *group, int i)
 {
-    return block->stacks + (size_t)i * (page_bytes() + block->stack_bytes);
+    return group->stacks + (size_t)i * (page_bytes() + group->stack_bytes);
 }
 
-static bool fiber_block_init(FiberBlock *block, int count, size_t stack_bytes)
+static bool fiber_group_init(FiberGroup *group, int count, int per_block, size_t stack_bytes)
 {
-    memset(block, 0, sizeof *block);
-    block->count = count;
-    block->stack_bytes = stack_bytes;
+    memset(group, 0, sizeof *group);
+    group->count = count;
+    group->per_block = per_block;
+    group->stack_bytes = stack_bytes;
 #if KJ_FAST_FIBERS
-    block->fiber_sp = calloc((size_t)count, sizeof *block->fiber_sp);
-    bool switches = block->fiber_sp != NULL;
+    group->fiber_sp = calloc((size_t)count, sizeof *group->fiber_sp);
+    bool switches = group->fiber_sp != NULL;
 #else
-    block->fibers = calloc((size_t)count, sizeof *block->fibers);
-    bool switches = block->fibers != NULL;
+    group->fibers = calloc((size_t)count, sizeof *group->fibers);
+    bool switches = group->fibers != NULL;
 #endif
-    block->contexts = calloc((size_t)count, sizeof *block->contexts);
-    block->done = calloc((size_t)count, sizeof *block->done);
+    group->contexts = calloc((size_t)count, sizeof *group->contexts);
+    group->slots = calloc((size_t)count, sizeof *group->slots);
     /* Reserved, not committed: a block of 1024 threads with 512 KiB of local()
      * each maps 640 MiB but uses only the pages its threads touch. */
-    block->stacks_bytes = (size_t)count * (page_bytes() + stack_bytes);
-    void *stacks = mmap(NULL, block->stacks_bytes, PROT_READ | PROT_WRITE,
+    group->stacks_bytes = (size_t)count * (page_bytes() + stack_bytes);
+    void *stacks = mmap(NULL, group->stacks_bytes, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    block->stacks = stacks == MAP_FAILED ? NULL : stacks;
-    bool guarded = block->stacks != NULL;
+    group->stacks = stacks == MAP_FAILED ? NULL : stacks;
+    bool guarded = group->stacks != NULL;
     for (int i = 0; guarded && i < count; i++)
-        guarded = mprotect(fiber_slot(block, i), page_bytes(), PROT_NONE) == 0;
-    return switches && block->contexts && block->done && guarded;
+        guarded = mprotect(fiber_slot(group, i), page_bytes(), PROT_NONE) == 0;
+    return switches && group->contexts && group->slots && guarded;
 }
 
-static void fiber_block_free(FiberBlock *block)
+static void fiber_group_free(FiberGroup *group)
 {
 #if KJ_FAST_FIBERS
-    free(block->fiber_sp);
+    free(group->fiber_sp);
 #else
-    free(block->fibers);
+    free(group->fibers);
 #endif
-    free(block->contexts);
-    free(block->done);
-    if (block->stacks)
-        munmap(block->stacks, block->stacks_bytes);
+    free(group->contexts);
+    free(group->slots);
+    if (group->stacks)
+        munmap(group->stacks, group->stacks_bytes);
 }
 
 /* Makes fiber i start at fiber_main on its own stack the first time it is
  * switched to. */
-static void fiber_prepare(FiberBlock *block, int i)
+static void fiber_prepare(FiberGroup *group, int i)
 {
-    char *stack = fiber_slot(block, i) + page_bytes();
+    char *stack = fiber_slot(group, i) + page_bytes();
 #if KJ_FAST_FIBERS
     /* What kj_fiber_switch pops, from the top of a 16-byte aligned stack: a
      * fake return address for fiber_main (so it starts as if called), the
      * address kj_fiber_switch returns to, six callee-saved registers, and
      * the MXCSR and x87 control words of this thread. */
-    uint64_t *top = (uint64_t *)(((uintptr_t)(stack + block->stack_bytes)) & ~(uintptr_t)15);
+    uint64_t *top = (uint64_t *)(((uintptr_t)(stack + group->stack_bytes)) & ~(uintptr_t)15);
     uint64_t *sp = top - 9;
     sp[8] = 0;
     sp[7] = (uint64_t)(uintptr_t)fiber_main;
@@ -234,47 +438,54 @@ static void fiber_prepare(FiberBlock *block, int i)
     __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
     __asm__ volatile("fnstcw %0" : "=m"(fpu_control));
     sp[0] = (uint64_t)mxcsr | ((uint64_t)fpu_control << 32);
-    block->fiber_sp[i] = sp;
+    group->fiber_sp[i] = sp;
 #else
-    getcontext(&block->fibers[i]);
-    block->fibers[i].uc_stack.ss_sp = stack;
-    block->fibers[i].uc_stack.ss_size = block->stack_bytes;
-    block->fibers[i].uc_link = &block->scheduler;
-    makecontext(&block->fibers[i], fiber_main, 0);
+    getcontext(&group->fibers[i]);
+    group->fibers[i].uc_stack.ss_sp = stack;
+    group->fibers[i].uc_stack.ss_size = group->stack_bytes;
+    group->fibers[i].uc_link = &group->scheduler;
+    makecontext(&group->fibers[i], fiber_main, 0);
 #endif
 }
 
-static void fiber_resume(FiberBlock *block, int i)
+static void fiber_resume(FiberGroup *group, int i)
 {
-    block->current = i;
+    group->current = i;
 #if KJ_FAST_FIBERS
-    kj_fiber_switch(&block->scheduler_sp, block->fiber_sp[i]);
+    kj_fiber_switch(&group->scheduler_sp, group->fiber_sp[i]);
 #else
-    swapcontext(&block->scheduler, &block->fibers[i]);
+    swapcontext(&group->scheduler, &group->fibers[i]);
 #endif
 }
 
-/* Runs every thread of one block to its end, one barrier interval at a time. */
-static void fiber_block_run(FiberBlock *block)
+/*
+ * Runs every thread of the group to its end, one barrier interval at a time:
+ * each turn resumes every ready thread once, and it runs to its next barrier
+ * or its end; then the barriers whose threads have all arrived let them go
+ * (warp collectives first, then blocks, then the grid).  Threads that ended
+ * no longer count, as on a GPU.  false when threads wait at barriers that can
+ * never all be reached (some of a block at syncthreads(), others at
+ * syncgrid()): the threads are abandoned where they stand.
+ */
+static bool fiber_group_run(FiberGroup *group)
 {
-    running_block = block;
-    for (int i = 0; i < block->count; i++) {
-        block->done[i] = false;
-        fiber_prepare(block, i);
+    running_group = group;
+    for (int i = 0; i < group->count; i++) {
+        group->slots[i].state = FIBER_READY;
+        fiber_prepare(group, i);
     }
-    /* Each pass resumes every live thread once: it runs to its next barrier
-     * or its end.  Threads that ended no longer count at later barriers, as on
-     * a GPU. */
-    int live = block->count;
-    while (live > 0) {
-        live = 0;
-        for (int i = 0; i < block->count; i++) {
-            if (block->done[i])
-                continue;
-            fiber_resume(block, i);
-            if (!block->done[i])
-                live++;
+    for (;;) {
+        bool live = false;
+        for (int i = 0; i < group->count; i++) {
+            if (group->slots[i].state == FIBER_READY)
+                fiber_resume(group, i);
+            live = live || group->slots[i].state != FIBER_DONE;
         }
+        if (!live)
+            return true;
+        if (!release_warps(group, true) && !release_blocks(group) && !release_grid(group) &&
+            !release_warps(group, false))
+            return false;
     }
 }
 
@@ -287,7 +498,9 @@ typedef struct KernelJob {
     void **args;
     uint32_t grid[3];
     uint32_t block[3];
-    _Atomic int failed; /* a chunk could not get its memory */
+    size_t dynamic_shared_bytes;
+    _Atomic int failed;   /* a chunk could not get its memory */
+    _Atomic int deadlock; /* a block's threads waited at different barriers */
 } KernelJob;
 
 static void block_coordinates(const KernelJob *job, int64_t linear, int32_t out[3])
@@ -300,6 +513,8 @@ static void block_coordinates(const KernelJob *job, int64_t linear, int32_t out[
 static void fill_dims(const KernelJob *job, KjThreadCtx *ctx)
 {
     ctx->syncthreads = kj_cpu_syncthreads;
+    ctx->collective = cpu_collective;
+    ctx->dynamic_shared_bytes = (int64_t)job->dynamic_shared_bytes;
     for (int d = 0; d < 3; d++) {
         ctx->block_dim[d] = (int32_t)job->block[d];
         ctx->grid_dim[d] = (int32_t)job->grid[d];
@@ -313,24 +528,50 @@ static char *alloc_shared(size_t bytes)
     return posix_memalign(&memory, 64, bytes) == 0 ? memory : NULL;
 }
 
+/* The shared memory of `blocks` blocks, each its static part then its
+ * dynamic part (from a 64-byte boundary), one allocation. */
+typedef struct SharedMemory {
+    char *memory;
+    size_t static_bytes, dynamic_offset, stride;
+} SharedMemory;
+
+static bool shared_alloc(const KernelJob *job, int64_t blocks, SharedMemory *out)
+{
+    out->static_bytes = (size_t)job->kernel->shared_bytes;
+    out->dynamic_offset = (out->static_bytes + 63) & ~(size_t)63;
+    out->stride = (out->dynamic_offset + job->dynamic_shared_bytes + 63) & ~(size_t)63;
+    out->memory = NULL;
+    if (out->stride == 0)
+        return true;
+    out->memory = alloc_shared(out->stride * (size_t)blocks);
+    return out->memory != NULL;
+}
+
+/* Block b's memory, zeroed, into ctx. */
+static void shared_give(const SharedMemory *shared, int64_t b, KjThreadCtx *ctx)
+{
+    char *base = shared->memory ? shared->memory + shared->stride * (size_t)b : NULL;
+    if (base)
+        memset(base, 0, shared->stride);
+    ctx->shared = base;
+    ctx->dynamic_shared = base ? base + shared->dynamic_offset : NULL;
+}
+
 /* Blocks [begin, end) of a kernel that has no barrier. */
 static void run_plain_blocks(void *user, int64_t begin, int64_t end)
 {
     KernelJob *job = user;
-    size_t shared_bytes = (size_t)job->kernel->shared_bytes;
-    char *shared = shared_bytes ? alloc_shared(shared_bytes) : NULL;
-    if (shared_bytes && !shared) {
+    SharedMemory shared;
+    if (!shared_alloc(job, 1, &shared)) {
         job->failed = 1;
         return;
     }
     KjThreadCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     fill_dims(job, &ctx);
-    ctx.shared = shared;
     for (int64_t b = begin; b < end; b++) {
         block_coordinates(job, b, ctx.block_idx);
-        if (shared_bytes)
-            memset(shared, 0, shared_bytes);
+        shared_give(&shared, 0, &ctx);
         if (job->block_fn) {
             job->block_fn(job->args, &ctx);
             continue;
@@ -344,48 +585,82 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
                     job->thread_fn(job->args, &ctx);
                 }
     }
-    free(shared);
+    free(shared.memory);
+}
+
+/* Sets up the contexts of the threads of blocks [first, first + blocks) as
+ * group members from index 0, and runs them. */
+static bool run_fiber_group(KernelJob *job, FiberGroup *fg, const SharedMemory *shared,
+                            int64_t first, int64_t blocks)
+{
+    int t = 0;
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t block_idx[3];
+        block_coordinates(job, first + b, block_idx);
+        KjThreadCtx block_ctx;
+        shared_give(shared, b, &block_ctx);
+        for (uint32_t z = 0; z < job->block[2]; z++)
+            for (uint32_t y = 0; y < job->block[1]; y++)
+                for (uint32_t x = 0; x < job->block[0]; x++, t++) {
+                    KjThreadCtx *ctx = &fg->contexts[t];
+                    fill_dims(job, ctx);
+                    memcpy(ctx->block_idx, block_idx, sizeof block_idx);
+                    ctx->thread_idx[0] = (int32_t)x;
+                    ctx->thread_idx[1] = (int32_t)y;
+                    ctx->thread_idx[2] = (int32_t)z;
+                    ctx->shared = block_ctx.shared;
+                    ctx->dynamic_shared = block_ctx.dynamic_shared;
+                    ctx->barrier = fg;
+                }
+    }
+    return fiber_group_run(fg);
 }
 
 /* Blocks [begin, end) of a kernel with barriers: one set of fibers, reused. */
 static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
 {
     KernelJob *job = user;
-    size_t shared_bytes = (size_t)job->kernel->shared_bytes;
     int threads = (int)(job->block[0] * job->block[1] * job->block[2]);
-    FiberBlock fb;
-    char *shared = shared_bytes ? alloc_shared(shared_bytes) : NULL;
-    if (!fiber_block_init(&fb, threads, fiber_stack_bytes(job->kernel)) ||
-        (shared_bytes && !shared)) {
-        fiber_block_free(&fb);
-        free(shared);
+    FiberGroup fg;
+    SharedMemory shared;
+    bool have_shared = shared_alloc(job, 1, &shared);
+    if (!fiber_group_init(&fg, threads, threads, fiber_stack_bytes(job->kernel)) ||
+        !have_shared) {
+        fiber_group_free(&fg);
+        free(shared.memory);
         job->failed = 1;
         return;
     }
-    fb.thread_fn = job->thread_fn;
-    fb.args = job->args;
-    for (int64_t b = begin; b < end; b++) {
-        int32_t block_idx[3];
-        block_coordinates(job, b, block_idx);
-        if (shared_bytes)
-            memset(shared, 0, shared_bytes);
-        int t = 0;
-        for (uint32_t z = 0; z < job->block[2]; z++)
-            for (uint32_t y = 0; y < job->block[1]; y++)
-                for (uint32_t x = 0; x < job->block[0]; x++, t++) {
-                    KjThreadCtx *ctx = &fb.contexts[t];
-                    fill_dims(job, ctx);
-                    memcpy(ctx->block_idx, block_idx, sizeof block_idx);
-                    ctx->thread_idx[0] = (int32_t)x;
-                    ctx->thread_idx[1] = (int32_t)y;
-                    ctx->thread_idx[2] = (int32_t)z;
-                    ctx->shared = shared;
-                    ctx->barrier = &fb;
-                }
-        fiber_block_run(&fb);
+    fg.thread_fn = job->thread_fn;
+    fg.args = job->args;
+    for (int64_t b = begin; b < end && !job->deadlock; b++)
+        if (!run_fiber_group(job, &fg, &shared, b, 1))
+            job->deadlock = 1;
+    fiber_group_free(&fg);
+    free(shared.memory);
+}
+
+/* A kernel with syncgrid(): every thread of the grid a fiber of one group, on
+ * the calling thread, so that all blocks are co-resident. */
+static void run_cooperative(KernelJob *job, int64_t blocks, int64_t threads)
+{
+    FiberGroup fg;
+    SharedMemory shared;
+    bool have_shared = shared_alloc(job, blocks, &shared);
+    if (!fiber_group_init(&fg, (int)(blocks * threads), (int)threads,
+                          fiber_stack_bytes(job->kernel)) ||
+        !have_shared) {
+        fiber_group_free(&fg);
+        free(shared.memory);
+        job->failed = 1;
+        return;
     }
-    fiber_block_free(&fb);
-    free(shared);
+    fg.thread_fn = job->thread_fn;
+    fg.args = job->args;
+    if (!run_fiber_group(job, &fg, &shared, 0, blocks))
+        job->deadlock = 1;
+    fiber_group_free(&fg);
+    free(shared.memory);
 }
 
 /* Kernels whose local() arrays are smaller run anywhere. */
@@ -410,10 +685,10 @@ static size_t caller_stack_room(void)
 
 kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
-                              const uint32_t block[3], char **error)
+                              const uint32_t block[3], size_t dynamic_shared_bytes, char **error)
 {
     KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .block_fn = block_fn,
-                     .args = args};
+                     .args = args, .dynamic_shared_bytes = dynamic_shared_bytes};
     int64_t blocks = 1;
     for (int d = 0; d < 3; d++) {
         job.grid[d] = grid[d];
@@ -422,7 +697,7 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
     }
     if (blocks == 0 || (uint64_t)block[0] * block[1] * block[2] == 0)
         return KJIT_OK;
-    bool fibers = kernel->uses_syncthreads;
+    bool fibers = kernel->uses_syncthreads || kernel->uses_syncgrid;
     if (fibers && !thread_fn) {
         *error = kj_xstrdup("kernel has no per-thread entry point for its barriers");
         return KJIT_ERROR_BACKEND;
@@ -443,22 +718,43 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
         }
     }
     int64_t threads = (int64_t)block[0] * block[1] * block[2];
-    /* A launch of fewer than some thousands of threads stays on the calling
-     * thread (waking the pool would cost more than it saves).  Otherwise plain
-     * blocks go one at a time, since a block's work is unknown and can be
-     * large; a chunk of a fiber kernel holds some thousands of threads, as it
-     * pays for its fibers' set-up once. */
-    int64_t min_chunk = 1;
-    if (blocks * threads < 4096)
-        min_chunk = blocks;
-    else if (fibers && threads < 4096)
-        min_chunk = 4096 / threads;
-    KjPoolFn run = fibers ? run_fiber_blocks : run_plain_blocks;
-    kj_pool_run(pool, blocks, min_chunk, run, &job);
+    if (kernel->uses_syncgrid) {
+        if (blocks * threads > KJ_CPU_MAX_COOPERATIVE_THREADS) {
+            char message[256];
+            snprintf(message, sizeof message,
+                     "syncgrid() needs every thread of the grid resident at once: %lld blocks of "
+                     "%lld threads is %lld threads; the cpu targets run at most %d (as fibers on "
+                     "one thread)",
+                     (long long)blocks, (long long)threads, (long long)(blocks * threads),
+                     KJ_CPU_MAX_COOPERATIVE_THREADS);
+            *error = kj_xstrdup(message);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        run_cooperative(&job, blocks, threads);
+    } else {
+        /* A launch of fewer than some thousands of threads stays on the calling
+         * thread (waking the pool would cost more than it saves).  Otherwise
+         * plain blocks go one at a time, since a block's work is unknown and
+         * can be large; a chunk of a fiber kernel holds some thousands of
+         * threads, as it pays for its fibers' set-up once. */
+        int64_t min_chunk = 1;
+        if (blocks * threads < 4096)
+            min_chunk = blocks;
+        else if (fibers && threads < 4096)
+            min_chunk = 4096 / threads;
+        KjPoolFn run = fibers ? run_fiber_blocks : run_plain_blocks;
+        kj_pool_run(pool, blocks, min_chunk, run, &job);
+    }
     if (job.failed) {
         *error = kj_xstrdup(fibers ? "out of memory for the stacks of a block's threads"
                                    : "out of memory for a block's shared memory");
         return KJIT_ERROR_OUT_OF_MEMORY;
+    }
+    if (job.deadlock) {
+        *error = kj_xstrdup("the threads of a block wait at barriers that can never all be "
+                            "reached (some at syncthreads(), others at syncgrid()); the launch "
+                            "was abandoned");
+        return KJIT_ERROR_INVALID_ARGUMENT;
     }
     return KJIT_OK;
 }

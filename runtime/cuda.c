@@ -35,7 +35,12 @@ enum {
     CU_ERROR_INVALID_VALUE = 1,
     CU_ERROR_OUT_OF_MEMORY = 2,
     CU_ERROR_NOT_FOUND = 500,
+    CU_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95,
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_JIT_INFO_LOG_BUFFER = 3,
@@ -102,6 +107,7 @@ typedef struct KjCudaKernel {
     void *function;    /* CUfunction */
     int block;         /* elementwise block size; 0 until first used */
     int64_t max_grid;  /* elementwise grid cap */
+    size_t dynamic_allowed; /* dynamic shared bytes the kernel was allowed above 48 KiB */
 } KjCudaKernel;
 
 struct KjCudaModule {
@@ -115,6 +121,7 @@ struct KjCudaModule {
 struct KjCudaStream {
     void *stream;
     unsigned generation;
+    bool borrowed; /* made elsewhere (kj_cuda_stream_wrap): never destroyed here */
 };
 
 struct KjCudaEvent {
@@ -584,10 +591,76 @@ static kjit_status check_kernel(KjCuda *cuda, KjCudaKernel *kernel, KjCudaStream
     return make_current(cuda, error);
 }
 
-kjit_status kj_cuda_launch(KjCuda *cuda, void *function, const char *kernel_name,
-                           const uint32_t grid[3], const uint32_t block[3],
-                           uint32_t shared_bytes, void **params, KjCudaStream *stream,
-                           char **error)
+/* Dynamic shared memory above the 48 KiB every kernel may have must be
+ * allowed per kernel, up to what the device lets a block opt in to. */
+static kjit_status allow_dynamic_shared(KjCuda *cuda, KjCudaKernel *kernel, const char *name,
+                                        size_t bytes, char **error)
+{
+    if (bytes <= 48 * 1024 || bytes <= kernel->dynamic_allowed)
+        return KJIT_OK;
+    int optin = 0, static_bytes = 0;
+    KjCuResult result = cuda->cu->DeviceGetAttribute(
+        &optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, cuda->device);
+    if (result == CU_SUCCESS)
+        result = cuda->cu->FuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                            kernel->function);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuFuncGetAttribute", name, error);
+    if ((uint64_t)bytes + (uint64_t)static_bytes > (uint64_t)optin) {
+        set_error(error, format_heap("kernel '%s': %zu bytes of dynamic shared memory and its "
+                                     "%d static bytes exceed the %d bytes a block may have on "
+                                     "this GPU", name, bytes, static_bytes, optin));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    result = cuda->cu->FuncSetAttribute(kernel->function,
+                                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuFuncSetAttribute", name, error);
+    kernel->dynamic_allowed = bytes;
+    return KJIT_OK;
+}
+
+/* Whether every block of a cooperative launch can be resident at once (the
+ * driver refuses the launch otherwise): the occupancy calculator's blocks per
+ * multiprocessor for this block size and shared memory, times the
+ * multiprocessors. */
+static kjit_status check_cooperative(KjCuda *cuda, KjCudaKernel *kernel, const char *name,
+                                     const uint32_t grid[3], const uint32_t block[3],
+                                     size_t shared_bytes, char **error)
+{
+    int supported = 0;
+    KjCuResult result = cuda->cu->DeviceGetAttribute(
+        &supported, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, cuda->device);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuDeviceGetAttribute", name, error);
+    if (!supported) {
+        set_error(error, format_heap("kernel '%s' calls syncgrid(), which needs a cooperative "
+                                     "launch, and this GPU does not support one", name));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    int threads = (int)(block[0] * block[1] * block[2]), per_sm = 0;
+    result = cuda->cu->OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel->function,
+                                                                 threads, shared_bytes);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuOccupancyMaxActiveBlocksPerMultiprocessor", name, error);
+    uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+    uint64_t most = (uint64_t)per_sm * (uint64_t)cuda->multiprocessors;
+    if (blocks > most) {
+        set_error(error, format_heap(
+            "kernel '%s' calls syncgrid(), so every block of its grid must be resident on the "
+            "GPU at once: a grid of %llu blocks of %d threads is too large; at most %llu fit "
+            "(%d per multiprocessor x %d multiprocessors, with %zu bytes of dynamic shared "
+            "memory)", name, (unsigned long long)blocks, threads, (unsigned long long)most,
+            per_sm, cuda->multiprocessors, shared_bytes));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_launch_ex(KjCuda *cuda, void *function, const char *kernel_name,
+                              const uint32_t grid[3], const uint32_t block[3],
+                              size_t dynamic_shared_bytes, bool cooperative, void **params,
+                              KjCudaStream *stream, char **error)
 {
     KjCudaKernel *kernel = function;
     kjit_status status = check_kernel(cuda, kernel, stream, error);
@@ -595,12 +668,37 @@ kjit_status kj_cuda_launch(KjCuda *cuda, void *function, const char *kernel_name
         return status;
     if ((uint64_t)grid[0] * grid[1] * grid[2] == 0 || (uint64_t)block[0] * block[1] * block[2] == 0)
         return KJIT_OK; /* an empty grid runs nothing, as in CUDA C */
+    if (dynamic_shared_bytes > UINT32_MAX) {
+        set_error(error, format_heap("kernel '%s': %zu bytes of dynamic shared memory is too "
+                                     "many", kernel_name, dynamic_shared_bytes));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    status = allow_dynamic_shared(cuda, kernel, kernel_name, dynamic_shared_bytes, error);
+    if (status == KJIT_OK && cooperative)
+        status = check_cooperative(cuda, kernel, kernel_name, grid, block, dynamic_shared_bytes,
+                                   error);
+    if (status != KJIT_OK)
+        return status;
     remember_kernel(cuda, kernel_name);
-    KjCuResult result = cuda->cu->LaunchKernel(kernel->function, grid[0], grid[1], grid[2],
-                                               block[0], block[1], block[2], shared_bytes,
-                                               stream ? stream->stream : NULL, params, NULL);
+    void *on = stream ? stream->stream : NULL;
+    unsigned shared = (unsigned)dynamic_shared_bytes;
+    KjCuResult result =
+        cooperative
+            ? cuda->cu->LaunchCooperativeKernel(kernel->function, grid[0], grid[1], grid[2],
+                                                block[0], block[1], block[2], shared, on, params)
+            : cuda->cu->LaunchKernel(kernel->function, grid[0], grid[1], grid[2], block[0],
+                                     block[1], block[2], shared, on, params, NULL);
+    if (result == CU_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {
+        set_error(error, format_heap("kernel '%s' calls syncgrid(), so every block of its grid "
+                                     "must be resident on the GPU at once, and the driver says "
+                                     "%u blocks of %u threads do not fit "
+                                     "(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)", kernel_name,
+                                     grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
     if (result != CU_SUCCESS)
-        return fail(cuda, result, "cuLaunchKernel", kernel_name, error);
+        return fail(cuda, result, cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
+                    kernel_name, error);
     return KJIT_OK;
 }
 
@@ -778,11 +876,30 @@ kjit_status kj_cuda_stream_sync(KjCuda *cuda, KjCudaStream *stream, char **error
     return KJIT_OK;
 }
 
+kjit_status kj_cuda_stream_wrap(KjCuda *cuda, void *handle, KjCudaStream **out, char **error)
+{
+    *out = NULL;
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    KjCudaStream *stream = kj_xcalloc(1, sizeof *stream);
+    stream->stream = handle;
+    stream->generation = current_generation(cuda);
+    stream->borrowed = true;
+    *out = stream;
+    return KJIT_OK;
+}
+
+void *kj_cuda_stream_handle(const KjCudaStream *stream)
+{
+    return stream ? stream->stream : NULL;
+}
+
 void kj_cuda_stream_destroy(KjCuda *cuda, KjCudaStream *stream)
 {
     if (!stream)
         return;
-    if (stream->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
+    if (!stream->borrowed && stream->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
         cuda->cu->StreamDestroy(stream->stream);
     free(stream);
 }

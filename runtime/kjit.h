@@ -112,9 +112,14 @@ typedef struct kjit_options {
     int opt_level;              /* 0..3; default 3 */
     kjit_diagnostic_fn on_diagnostic;
     void *diagnostic_user;
+    /* 1: compiled code carries the .kern source's line tables (DWARF on cpu
+     * for gdb and perf, .loc lines in PTX for Nsight Compute and
+     * compute-sanitizer); part of the cache key.  Default: KJIT_LINEINFO. */
+    int line_info;
 } kjit_options;
 
-/* Fills the defaults (target AUTO, opt_level 3, device -1). */
+/* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
+ * KJIT_LINEINFO). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);
@@ -216,6 +221,22 @@ kjit_function *kjit_function_map(const kjit_function *function);
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],
                         const kjit_arg *args, int nargs, kjit_stream *stream);
 
+/* What else a launch may say; kjit_launch_options_init fills the defaults
+ * (those of kjit_launch). */
+typedef struct kjit_launch_options {
+    kjit_stream *stream;         /* NULL: the default stream */
+    size_t dynamic_shared_bytes; /* per block, for the kernel's shared(T) arrays (CUDA's
+                                    sharedMemBytes; 0: none) */
+} kjit_launch_options;
+void kjit_launch_options_init(kjit_launch_options *options);
+/* kjit_launch with options (NULL: the defaults).  A kernel that calls
+ * syncgrid() is launched cooperatively by either call: on cuda, when its
+ * blocks cannot all be resident at once, KJIT_ERROR_INVALID_ARGUMENT names the
+ * most that can. */
+kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
+                           const uint32_t block[3], const kjit_arg *args, int nargs,
+                           const kjit_launch_options *options);
+
 /* ------------------------------------------------- device memory, streams */
 
 kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
@@ -250,6 +271,23 @@ typedef struct kjit_device_info {
 kjit_status kjit_cuda_available(char *reason, size_t reason_size);
 kjit_status kjit_cuda_device_info(int device, kjit_device_info *info);
 int kjit_cuda_device_count(void);
+
+/* ------------------------------------- sharing a GPU with other libraries */
+
+/*
+ * kjit uses each device's primary context, as the CUDA runtime (and so CuPy,
+ * PyTorch and Numba) does: their device pointers go straight into a
+ * kjit_array with memory DEVICE, and their streams can carry kjit's work.
+ *
+ * kjit_stream_wrap makes a kjit_stream over a CUstream another library made on
+ * the context's device; kjit launches and copies on it and
+ * kjit_stream_destroy frees the wrapper, never the stream (which must outlive
+ * it).  A NULL handle, or a context of a cpu target, gives a stream that acts
+ * as the default one.  kjit_stream_handle returns the CUstream under any
+ * kjit_stream (NULL on cpu targets), for handing kjit's streams to them.
+ */
+kjit_status kjit_stream_wrap(kjit_context *context, void *cu_stream, kjit_stream **out);
+void *kjit_stream_handle(const kjit_stream *stream);
 
 #ifdef __cplusplus
 }

@@ -72,17 +72,24 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
 /*
  * Runs a kernel over grid x block with CUDA semantics: blocks in order (or
  * across the pool), each with its own zeroed shared memory of
- * kernel->shared_bytes.  Kernels that use syncthreads() run each thread of a
- * block as a fiber through thread_fn; the others run block_fn (or, when that is
- * NULL, thread_fn once per thread).  A fiber's stack is sized from
+ * kernel->shared_bytes, and dynamic_shared_bytes more for shared(T).  Kernels
+ * that use syncthreads() or another barrier run each thread of a block as a
+ * fiber through thread_fn (those with syncgrid(): every thread of the grid, on
+ * the calling thread); the others run block_fn (or, when that is NULL,
+ * thread_fn once per thread).  A fiber's stack is sized from
  * kernel->local_bytes and has a guard page below it.  KJIT_ERROR_OUT_OF_MEMORY
  * with *error set when the fiber stacks cannot be had; KJIT_ERROR_INVALID_ARGUMENT
  * before anything runs when a kernel without barriers has local() arrays that
- * do not fit the calling thread's stack.
+ * do not fit the calling thread's stack, and for a grid too large for
+ * syncgrid() or threads stuck at different barriers.
  */
 kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
-                              const uint32_t block[3], char **error);
+                              const uint32_t block[3], size_t dynamic_shared_bytes, char **error);
+
+/* The most threads a launch of a kernel with syncgrid() may have on the cpu
+ * targets: they are all fibers at once (a stack each) on the calling thread. */
+#define KJ_CPU_MAX_COOPERATIVE_THREADS 16384
 
 /* ============================================================== array.c */
 
@@ -171,12 +178,18 @@ void kj_cuda_module_free(KjCudaModule *module);
 kjit_status kj_cuda_function(KjCudaModule *module, const char *symbol, void **function,
                              char **error);
 
-/* params as cuLaunchKernel takes them: params[i] points to parameter i's value
- * (an array parameter points to a KjArrayDesc holding the device pointer). */
-kjit_status kj_cuda_launch(KjCuda *cuda, void *function, const char *kernel_name,
-                           const uint32_t grid[3], const uint32_t block[3],
-                           uint32_t shared_bytes, void **params, KjCudaStream *stream,
-                           char **error);
+/* A kernel launch, params as cuLaunchKernel takes them: params[i] points to
+ * parameter i's value (an array parameter points to a KjArrayDesc holding the
+ * device pointer).  With the launch's dynamic shared memory (above 48 KiB the
+ * kernel is first allowed it, up to the device's opt-in limit) and, when
+ * `cooperative`, through cuLaunchCooperativeKernel (a kernel with
+ * syncgrid()), after checking with the occupancy calculator that the grid's
+ * blocks can all be resident at once: KJIT_ERROR_INVALID_ARGUMENT naming the
+ * most blocks when they cannot. */
+kjit_status kj_cuda_launch_ex(KjCuda *cuda, void *function, const char *kernel_name,
+                              const uint32_t grid[3], const uint32_t block[3],
+                              size_t dynamic_shared_bytes, bool cooperative, void **params,
+                              KjCudaStream *stream, char **error);
 /* A vectorized kernel over n elements: the launch shape is chosen here
  * (occupancy-aware, cached per function). */
 kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char *kernel_name,
@@ -194,6 +207,10 @@ kjit_status kj_cuda_copy_on_device(KjCuda *cuda, void *dst, const void *src, siz
 kjit_status kj_cuda_stream_create(KjCuda *cuda, KjCudaStream **out, char **error);
 kjit_status kj_cuda_stream_sync(KjCuda *cuda, KjCudaStream *stream, char **error); /* NULL: ctx */
 void kj_cuda_stream_destroy(KjCuda *cuda, KjCudaStream *stream);
+/* A stream over a CUstream another library made in the same primary context
+ * (CuPy, PyTorch): launches go on it, kj_cuda_stream_destroy leaves it alone. */
+kjit_status kj_cuda_stream_wrap(KjCuda *cuda, void *handle, KjCudaStream **out, char **error);
+void *kj_cuda_stream_handle(const KjCudaStream *stream); /* the CUstream */
 kjit_status kj_cuda_event_record(KjCuda *cuda, KjCudaStream *stream, KjCudaEvent **out,
                                  char **error);
 kjit_status kj_cuda_event_elapsed(KjCuda *cuda, KjCudaEvent *start, KjCudaEvent *end,
@@ -238,6 +255,12 @@ typedef struct KjCuDriver {
                                unsigned grid_z, unsigned block_x, unsigned block_y,
                                unsigned block_z, unsigned shared_bytes, void *stream,
                                void **params, void **extra);
+    KjCuResult (*LaunchCooperativeKernel)(void *function, unsigned grid_x, unsigned grid_y,
+                                          unsigned grid_z, unsigned block_x, unsigned block_y,
+                                          unsigned block_z, unsigned shared_bytes, void *stream,
+                                          void **params);
+    KjCuResult (*FuncGetAttribute)(int *value, int attribute, void *function);
+    KjCuResult (*FuncSetAttribute)(void *function, int attribute, int value);
     KjCuResult (*OccupancyMaxPotentialBlockSize)(int *min_grid, int *block, void *function,
                                                  size_t (*dynamic_shared)(int),
                                                  size_t shared_bytes, int block_limit);
@@ -498,6 +521,7 @@ typedef struct KjLaunch {
     KjArrayDesc *descs;
     void **params;
     kjit_stream *stream;
+    size_t dynamic_shared_bytes; /* per block, for shared(T) */
 } KjLaunch;
 
 /* One level of a reduction (api_reduce.c): `items` work items of a LANES

@@ -94,6 +94,7 @@ typedef struct kjit_stage_options {
     bool verify;           /* the IR verifier after every pass */
     kjit_diagnostic_fn on_diagnostic; /* syntax and type errors, one call each */
     void *diagnostic_user;
+    bool line_info;        /* .kern line tables (DWARF, PTX .loc); init: KJIT_LINEINFO */
 } kjit_stage_options;
 
 void kjit_stage_options_init(kjit_stage_options *options); /* cpu, -O3, no verify */

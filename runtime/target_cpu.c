@@ -171,7 +171,8 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
         kj_cache_count_compile();
         KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
                                     .opt_level = context->options.opt_level,
-                                    .contiguous_params = compiled->contiguous};
+                                    .contiguous_params = compiled->contiguous,
+                                    .line_info = context->options.line_info != 0};
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
@@ -230,7 +231,8 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
     kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
                                            (KjThreadFn)compiled->entry,
                                            (KjThreadFn)compiled->block, launch->params,
-                                           launch->grid, launch->block, &error);
+                                           launch->grid, launch->block,
+                                           launch->dynamic_shared_bytes, &error);
     if (status != KJIT_OK)
         kj_api_take_named_error(context, status, launch->name, error);
     return status;
@@ -265,7 +267,7 @@ static kjit_status cpu_run_reduce_level(kjit_context *context, const KjReduceLev
         kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
                                                (KjThreadFn)compiled->entry,
                                                (KjThreadFn)compiled->block, run->params, grid,
-                                               block, &error);
+                                               block, 0, &error);
         if (status != KJIT_OK)
             kj_api_take_named_error(context, status, run->name, error);
         return status;

@@ -90,7 +90,8 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
                                         .opt_level = context->options.opt_level,
                                         .cuda_arch = arch,
                                         .contiguous_params = compiled->contiguous,
-                                        .cuda_whole_program = ptxas != NULL};
+                                        .cuda_whole_program = ptxas != NULL,
+                                        .line_info = context->options.line_info != 0};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);
@@ -252,10 +253,12 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
     }
     if (status == KJIT_OK) {
         char *error = NULL;
-        status = kj_cuda_launch(context->cuda, launch->compiled->entry,
-                                launch->compiled->root->symbol, launch->grid, launch->block, 0,
-                                launch->params, launch->stream ? launch->stream->handle : NULL,
-                                &error);
+        /* a kernel with syncgrid() is launched cooperatively */
+        status = kj_cuda_launch_ex(context->cuda, launch->compiled->entry,
+                                   launch->compiled->root->symbol, launch->grid, launch->block,
+                                   launch->dynamic_shared_bytes,
+                                   launch->compiled->root->uses_syncgrid, launch->params,
+                                   launch->stream ? launch->stream->handle : NULL, &error);
         if (status != KJIT_OK)
             kj_api_take_error(context, status, "", error);
     }
@@ -284,8 +287,8 @@ static kjit_status cuda_run_reduce_level(kjit_context *context, const KjReduceLe
                                     "%s: too many outputs for one reduction", run->name);
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
         uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
-        status = kj_cuda_launch(context->cuda, c->entry, c->root->symbol, grid, block, 0,
-                                run->params, stream, &error);
+        status = kj_cuda_launch_ex(context->cuda, c->entry, c->root->symbol, grid, block, 0,
+                                   false, run->params, stream, &error);
     }
     if (status != KJIT_OK)
         kj_api_take_named_error(context, status, run->name, error);

@@ -95,6 +95,7 @@ void kjit_stage_options_init(kjit_stage_options *options)
     memset(options, 0, sizeof *options);
     options->target = KJIT_TARGET_CPU;
     options->opt_level = 3;
+    options->line_info = kj_codegen_line_info_default();
 }
 
 typedef struct StageDiag {
@@ -162,7 +163,8 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
     *codegen = (KjCodegenOptions){.target = cuda ? KJ_CODEGEN_CUDA : KJ_CODEGEN_CPU,
                                   .opt_level = options->opt_level,
                                   .cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90",
-                                  .verify = options->verify};
+                                  .verify = options->verify,
+                                  .line_info = options->line_info};
     switch (stage) {
     case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
     case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;

@@ -56,7 +56,7 @@ test-robust: deps $(BUILD)/kjit-check-asan
 test-layers:
 	tests/layers.sh
 
-check: all test-layers test-unit test-golden test-robust test-embed test-cli
+check: all test-layers test-unit test-golden test-robust test-embed test-cli test-python
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
@@ -66,3 +66,4 @@ check: all test-layers test-unit test-golden test-robust test-embed test-cli
 -include tests/bench/latency.mk
 -include tests/cli/cli.mk
 -include examples/embed/embed.mk
+-include python/python.mk

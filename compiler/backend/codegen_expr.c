@@ -139,6 +139,11 @@ static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
     }
 }
 
+LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity)
+{
+    return gen_math(g, fn, args, arity);
+}
+
 /* ============================================================ complex */
 
 static LLVMValueRef make_complex(Gen *g, LLVMTypeRef ct, LLVMValueRef re, LLVMValueRef im)
@@ -691,6 +696,8 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         const KjType *ft = e->args[0]->type;
         for (int i = 0; i < e->arg_count && i < 3; i++)
             a[i] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[i]), e->args[i]->type, ft);
+        if (kj_type_is_complex(e->type))
+            return kj_codegen_complex_math(g, e->math, a, e->arg_count);
         return gen_math(g, e->math, a, e->arg_count);
     }
     case KJ_IR_IPOW: {
@@ -720,6 +727,24 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         return make_complex(g, LLVMTypeOf(z), re_of(g, z), LLVMBuildFNeg(B, im_of(g, z), ""));
     }
     case KJ_IR_CABS: return complex_abs(g, kj_codegen_expr(g, e->args[0]));
+    case KJ_IR_CARG: return kj_codegen_complex_arg(g, kj_codegen_expr(g, e->args[0]));
+    case KJ_IR_POLAR: {
+        LLVMValueRef r = kj_codegen_expr(g, e->args[0]);
+        return kj_codegen_polar(g, llty(g, e->type), r, kj_codegen_expr(g, e->args[1]));
+    }
+    case KJ_IR_MULHI: {
+        /* in twice the width: PTX's mul.hi, x86's one-operand mul */
+        LLVMValueRef a = kj_codegen_expr(g, e->args[0]);
+        LLVMValueRef b = kj_codegen_expr(g, e->args[1]);
+        unsigned bits = (unsigned)kj_type_int_bits(e->type);
+        LLVMTypeRef wide = LLVMIntTypeInContext(g->ctx, 2 * bits);
+        bool sgn = kj_type_is_signed(e->type);
+        LLVMValueRef wa = sgn ? LLVMBuildSExt(B, a, wide, "") : LLVMBuildZExt(B, a, wide, "");
+        LLVMValueRef wb = sgn ? LLVMBuildSExt(B, b, wide, "") : LLVMBuildZExt(B, b, wide, "");
+        LLVMValueRef product = LLVMBuildMul(B, wa, wb, "");
+        LLVMValueRef high = LLVMBuildLShr(B, product, LLVMConstInt(wide, bits, 0), "");
+        return LLVMBuildTrunc(B, high, llty(g, e->type), "mulhi");
+    }
     case KJ_IR_LOAD: {
         ArrayVal a;
         kj_codegen_array(g, e->args[0], &a);
@@ -745,6 +770,12 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
     case KJ_IR_SYNCTHREADS:
         g->target->syncthreads(g);
         return NULL;
+    case KJ_IR_EXEC: {
+        LLVMValueRef args[3];
+        for (int i = 0; i < e->arg_count && i < 3; i++)
+            args[i] = kj_codegen_expr(g, e->args[i]);
+        return g->target->exec(g, e->exec, e->type, args, e->arg_count);
+    }
     case KJ_IR_SHARED:
     case KJ_IR_LOCAL:
         break;
@@ -784,6 +815,15 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
     case KJ_IR_SHARED:
         array_fixed(g, g->target->shared_array(g, e->alloc_elem, alloc_count(e)), e, out);
         return;
+    case KJ_IR_DYNAMIC_SHARED: {
+        LLVMValueRef bytes;
+        out->ndim = 1;
+        out->elem = e->alloc_elem;
+        out->data = g->target->dynamic_shared(g, &bytes);
+        out->shape[0] = LLVMBuildUDiv(g->b, bytes, const_i64(g, kj_type_size(e->alloc_elem)), "");
+        out->strides[0] = const_i64(g, 1);
+        return;
+    }
     default:
         kj_codegen_error(g, "the code generator cannot make an array from a %s expression", kj_ir_op_name(e->op));
         out->ndim = e->type->ndim;

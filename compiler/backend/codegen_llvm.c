@@ -31,6 +31,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ============================================================ errors */
 
@@ -225,6 +226,7 @@ static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loo
     LLVMBuildStore(g->b, i, g->slots[s->var->id].scalar);
     push_loop(g, exit_bb, inc_bb);
     gen_stmt(g, s->body);
+    kj_codegen_debug_loc(g, s->loc); /* the step and the test are the loop's line */
     g->loop_depth--;
     branch_to(g, inc_bb);
 
@@ -263,6 +265,8 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
 {
     if (!block_open(g))
         start_dead_block(g);
+    if (s->kind != KJ_IR_STMT_BLOCK)
+        kj_codegen_debug_loc(g, s->loc);
     switch (s->kind) {
     case KJ_IR_STMT_BLOCK:
         for (int i = 0; i < s->stmts.count; i++)
@@ -314,6 +318,8 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
         LLVMPositionBuilderAtEnd(g->b, body_bb);
         push_loop(g, exit_bb, cond_bb);
         gen_stmt(g, s->body);
+        kj_codegen_debug_loc(g, s->loc);
+    kj_codegen_debug_loc(g, s->loc); /* the step and the test are the loop's line */
         g->loop_depth--;
         branch_to(g, cond_bb);
         LLVMPositionBuilderAtEnd(g->b, exit_bb);
@@ -387,6 +393,86 @@ FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn)
     kj_die("function %s was not declared", fn->symbol);
 }
 
+/* ============================================================ line info */
+
+/* The DIFile of a source, made on first use. */
+static LLVMMetadataRef debug_file(Gen *g, const KjSource *src)
+{
+    for (int i = 0; i < g->di_file_count; i++)
+        if (g->di_sources[i] == src)
+            return g->di_files[i];
+    const char *path = src && src->path ? src->path : "<source>";
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    /* an absolute folder, so a debugger finds the file from anywhere */
+    char dir[4096] = ".", cwd[3072];
+    bool relative = path[0] != '/' && getcwd(cwd, sizeof cwd);
+    if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else if (slash && relative)
+        snprintf(dir, sizeof dir, "%s/%.*s", cwd, (int)(slash - path), path);
+    else if (slash)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else if (relative)
+        snprintf(dir, sizeof dir, "%s", cwd);
+    LLVMMetadataRef file = LLVMDIBuilderCreateFile(g->di, name, strlen(name), dir, strlen(dir));
+    if (g->di_file_count < (int)(sizeof g->di_files / sizeof g->di_files[0])) {
+        g->di_sources[g->di_file_count] = src;
+        g->di_files[g->di_file_count++] = file;
+    }
+    return file;
+}
+
+/* The compile unit, in the main file (the first root's), and the module
+ * flags that make LLVM emit what it describes. */
+static void debug_begin(Gen *g, const KjSource *main_source)
+{
+    if (!g->options->line_info)
+        return;
+    g->di = LLVMCreateDIBuilder(g->mod);
+    LLVMMetadataRef file = debug_file(g, main_source);
+    g->di_unit = LLVMDIBuilderCreateCompileUnit(
+        g->di, LLVMDWARFSourceLanguageC, file, "kjit", 4, g->options->opt_level > 0, "", 0, 0, "",
+        0, g->target->line_info_kind, 0, 0, 0, "", 0, "", 0);
+    LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "Debug Info Version", 18,
+                      LLVMValueAsMetadata(LLVMConstInt(g->t_i32, LLVMDebugMetadataVersion(), 0)));
+    LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "Dwarf Version", 13,
+                      LLVMValueAsMetadata(LLVMConstInt(g->t_i32, 4, 0)));
+}
+
+static void debug_end(Gen *g)
+{
+    if (!g->di)
+        return;
+    LLVMDIBuilderFinalize(g->di);
+    LLVMDisposeDIBuilder(g->di);
+    g->di = NULL;
+}
+
+void kj_codegen_debug_function(Gen *g, LLVMValueRef fn, const char *name, KjLoc loc)
+{
+    if (!g->di)
+        return;
+    LLVMMetadataRef file = debug_file(g, loc.src);
+    LLVMMetadataRef type = LLVMDIBuilderCreateSubroutineType(g->di, file, NULL, 0, LLVMDIFlagZero);
+    size_t len;
+    const char *linkage = LLVMGetValueName2(fn, &len);
+    unsigned line = loc.line > 0 ? (unsigned)loc.line : 1;
+    g->di_scope = LLVMDIBuilderCreateFunction(g->di, file, name, strlen(name), linkage, len, file,
+                                              line, type, LLVMGetLinkage(fn) == LLVMInternalLinkage,
+                                              1, line, LLVMDIFlagZero, g->options->opt_level > 0);
+    LLVMSetSubprogram(fn, g->di_scope);
+    kj_codegen_debug_loc(g, loc);
+}
+
+void kj_codegen_debug_loc(Gen *g, KjLoc loc)
+{
+    if (!g->di || !g->di_scope)
+        return;
+    unsigned line = loc.line > 0 ? (unsigned)loc.line : 0, col = loc.col > 0 ? (unsigned)loc.col : 0;
+    LLVMSetCurrentDebugLocation2(g->b, LLVMDIBuilderCreateDebugLocation(g->ctx, line, col, g->di_scope, NULL));
+}
+
 static void declare_impl(Gen *g, KjIrFunction *fn)
 {
     FnInfo *info = &g->fns[g->fn_count++];
@@ -426,6 +512,7 @@ static void define_impl(Gen *g, FnInfo *info)
     g->slot_count = max_id + 1;
     g->slots = kj_xcalloc((size_t)g->slot_count + 1, sizeof(VarSlot));
 
+    kj_codegen_debug_function(g, g->llfn, fn->name, fn->loc);
     g->entry_bb = new_block(g, "entry");
     LLVMBasicBlockRef start = new_block(g, "start");
     LLVMPositionBuilderAtEnd(g->b, g->entry_bb);
@@ -543,6 +630,8 @@ LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *su
     set_common_attrs(g, entry);
     g->llfn = entry;
     LLVMPositionBuilderAtEnd(g->b, new_block(g, "entry"));
+    /* the entry's own code (and the impl inlined into it) at the function's line */
+    kj_codegen_debug_function(g, entry, fn->name, fn->loc);
     return entry;
 }
 
@@ -609,7 +698,8 @@ static void init_types(Gen *g)
     LLVMStructSetBody(g->t_desc, (LLVMTypeRef[]){g->t_ptr, dims, dims}, 3, 0);
     LLVMTypeRef three = LLVMArrayType2(g->t_i32, 3);
     g->t_thread_ctx = LLVMStructCreateNamed(c, "KjThreadCtx");
-    LLVMStructSetBody(g->t_thread_ctx, (LLVMTypeRef[]){three, three, three, three, g->t_ptr, g->t_ptr, g->t_ptr}, 7, 0);
+    LLVMStructSetBody(g->t_thread_ctx, (LLVMTypeRef[]){three, three, three, three, g->t_ptr, g->t_ptr, g->t_ptr,
+                                                       g->t_ptr, g->t_ptr, g->t_i64}, 10, 0);
 }
 
 LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef machine, KjIrModule *module,
@@ -636,6 +726,7 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
     if (g->target->setup_module)
         g->target->setup_module(g, triple);
 
+    debug_begin(g, root_count > 0 ? roots[0]->loc.src : NULL);
     int cap = module->functions.count + root_count + 1;
     KjIrFunction **reach = kj_xcalloc((size_t)cap, sizeof *reach);
     int reach_count = 0;
@@ -657,6 +748,7 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
         LLVMSetInitializer(used, LLVMConstArray2(g->t_ptr, g->used, (uint64_t)g->used_count));
     }
     free(g->used);
+    debug_end(g);
 
     if (!g->error && options->verify) {
         char *message = NULL;

@@ -10,6 +10,7 @@
 #define KJIT_CODEGEN_LLVM_H
 
 #include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/TargetMachine.h>
 
 #include "kjit_backend.h"
@@ -125,6 +126,12 @@ typedef struct KjTarget {
     void (*syncthreads)(Gen *g);
     /* The data pointer of one shared() array of `count` elements. */
     LLVMValueRef (*shared_array)(Gen *g, const KjType *elem, int64_t count);
+    /* The launch's dynamic shared memory (shared(T)): its data pointer, and
+     * its size in bytes (an i64) into *bytes. */
+    LLVMValueRef (*dynamic_shared)(Gen *g, LLVMValueRef *bytes);
+    /* An execution-model built-in (KJ_EXEC_OPS) of result type `type`, its
+     * operands lowered into args (the IR's order); NULL for a void one. */
+    LLVMValueRef (*exec)(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count);
     /* Before a math library function's name: "sin" -> "<prefix>sin(f)". */
     const char *math_prefix;
     /* A math built-in the target lowers its own way; NULL for the shared
@@ -137,6 +144,10 @@ typedef struct KjTarget {
      * llvm.fpto[su]i.sat.  May be NULL. */
     LLVMValueRef (*float_to_int)(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
     LLVMAtomicOrdering atomic_ordering; /* of every atomic read-modify-write */
+    /* What KjCodegenOptions.line_info asks of the compile unit: line tables
+     * (cpu), or .loc directives alone (cuda: ptxas takes them as nvcc's
+     * -lineinfo, where line tables would be DWARF sections). */
+    LLVMDWARFEmissionKind line_info_kind;
 } KjTarget;
 
 extern const KjTarget kj_target_cpu;  /* target_cpu.c */
@@ -181,6 +192,14 @@ struct Gen {
     LLVMValueRef shared_base;         /* cpu kernels: ctx->shared */
     int64_t shared_offset;            /* cpu kernels: bytes of shared memory laid out */
     LLVMValueRef range_begin, range_end; /* cpu VEC_KERNEL */
+
+    /* line_info: the debug-info builder, its compile unit, one file per
+     * source (the main file and its imports), the function's subprogram */
+    LLVMDIBuilderRef di;
+    LLVMMetadataRef di_unit, di_scope;
+    const KjSource *di_sources[64];
+    LLVMMetadataRef di_files[64];
+    int di_file_count;
 };
 
 /* codegen_llvm.c */
@@ -196,6 +215,12 @@ LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
 /* How many LLVM arguments the impl of fn takes (an upper bound). */
 int kj_codegen_impl_arg_capacity(const KjIrFunction *fn);
+/* line_info: gives `fn` (named `name`) a subprogram at loc, which later
+ * debug locations are scoped to; then the builder's location is loc.  No-op
+ * without line_info. */
+void kj_codegen_debug_function(Gen *g, LLVMValueRef fn, const char *name, KjLoc loc);
+/* line_info: instructions built from now on carry loc (no-op without). */
+void kj_codegen_debug_loc(Gen *g, KjLoc loc);
 /* The contiguous array parameters of a root's code, a mask (see
  * KjCodegenOptions.contiguous_params). */
 uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn);
@@ -224,9 +249,19 @@ LLVMValueRef kj_codegen_extern(Gen *g, const char *name, LLVMTypeRef type);
  * __nv_sinf/__nv_sin on cuda; vectorizable: it has vector variants. */
 LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
                                   int arity);
+/* A real math built-in on args of one float type: the target's own lowering,
+ * an LLVM intrinsic, or the target's math library. */
+LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
 /* The address of a[indices]; `contiguous` takes indices[0] as the flat offset. */
 LLVMValueRef kj_codegen_element_address(Gen *g, const ArrayVal *a, LLVMValueRef *indices, int count,
                                         bool contiguous);
+
+/* codegen_complex.c */
+
+/* A kj_math_complex built-in on complex args (all of one complex type). */
+LLVMValueRef kj_codegen_complex_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
+LLVMValueRef kj_codegen_complex_arg(Gen *g, LLVMValueRef z);
+LLVMValueRef kj_codegen_polar(Gen *g, LLVMTypeRef complex_type, LLVMValueRef r, LLVMValueRef theta);
 
 /* Types and constants, used on both sides of the seam. */
 

@@ -16,7 +16,9 @@
 
 #include <dlfcn.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/ExecutionEngine.h>
 #include <llvm-c/LLJIT.h>
+#include <llvm-c/OrcEE.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
 #include <pthread.h>
@@ -137,12 +139,35 @@ static void fail(LLVMErrorRef err, char **error)
         LLVMConsumeError(err);
 }
 
+/*
+ * Code with line tables (KjCodegenOptions.line_info) is linked by RuntimeDyld
+ * with LLVM's listeners: the GDB JIT interface (gdb then knows the code's
+ * .kern lines) and perf's jitdump (perf record -k 1, then perf inject
+ * --jit, annotates them; LLVM writes the dump only when built with perf
+ * support).
+ */
+static LLVMOrcObjectLayerRef debuggable_object_layer(void *ctx, LLVMOrcExecutionSessionRef session,
+                                                     const char *triple)
+{
+    LLVMOrcObjectLayerRef layer = LLVMOrcCreateRTDyldObjectLinkingLayerWithSectionMemoryManager(session);
+    LLVMJITEventListenerRef gdb = LLVMCreateGDBRegistrationListener();
+    if (gdb)
+        LLVMOrcRTDyldObjectLinkingLayerRegisterJITEventListener(layer, gdb);
+    LLVMJITEventListenerRef perf = LLVMCreatePerfJITEventListener();
+    if (perf)
+        LLVMOrcRTDyldObjectLinkingLayerRegisterJITEventListener(layer, perf);
+    return layer;
+}
+
 KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error)
 {
     if (!ensure_llvm(error))
         return NULL;
     LLVMOrcLLJITRef jit;
-    LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, LLVMOrcCreateLLJITBuilder());
+    LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+    if (memmem(object, size, ".debug_line", 11))
+        LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(builder, debuggable_object_layer, NULL);
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, builder);
     if (err) {
         fail(err, error);
         return NULL;

@@ -38,6 +38,11 @@ typedef struct KjArrayDesc {
  */
 typedef struct KjThreadCtx KjThreadCtx;
 typedef void (*KjSyncthreadsFn)(KjThreadCtx *ctx);
+/* A collective (a KJ_EXEC_OPS id that kj_exec_is_barrier names): the lane's
+ * operand (a shuffled value's bits, zero-extended; a predicate as 0 or 1), the
+ * shuffle's lane argument and the lane mask in; the result's bits out. */
+typedef uint64_t (*KjCollectiveFn)(KjThreadCtx *ctx, int32_t op, uint64_t value, int32_t arg,
+                                   uint32_t mask);
 struct KjThreadCtx {
     int32_t thread_idx[3];
     int32_t block_idx[3];
@@ -46,6 +51,9 @@ struct KjThreadCtx {
     char *shared;                /* this block's shared memory (kernel->shared_bytes) */
     void *barrier;               /* the runtime's state for syncthreads */
     KjSyncthreadsFn syncthreads; /* the runtime's barrier (cpu.c) */
+    KjCollectiveFn collective;   /* warp, block and grid collectives (cpu.c) */
+    char *dynamic_shared;        /* this block's dynamic shared memory (16-byte aligned) */
+    int64_t dynamic_shared_bytes; /* its size: the launch's */
 };
 
 /*
@@ -56,6 +64,7 @@ struct KjThreadCtx {
  *       stored at `result` (complex: {re, im}).
  *   KERNEL (cpu)    "<symbol>__thread": void (void **args, KjThreadCtx *ctx)
  *       runs one thread; syncthreads() calls ctx->syncthreads(ctx).
+ *       warp, block and grid collectives call ctx->collective(ctx, op, ...).
  *                   "<symbol>__block":  void (void **args, KjThreadCtx *ctx)
  *       runs every thread of block ctx->block_idx in a loop (emitted only for
  *       kernels without syncthreads()).
@@ -102,7 +111,14 @@ typedef struct KjCodegenOptions {
      * goes through the driver's linker, which compiles relocatable code where
      * a call costs the callee's registers, so they are inlined (ptx.c). */
     bool cuda_whole_program;
+    /* Line tables of the .kern source in the code: DWARF line tables on cpu
+     * (gdb, perf annotate), .file/.loc directives in PTX on cuda (nvcc's
+     * -lineinfo: Nsight Compute, compute-sanitizer).  Part of the cache key. */
+    bool line_info;
 } KjCodegenOptions;
+
+/* Whether line_info is on by default: KJIT_LINEINFO set and not 0 (target.c). */
+bool kj_codegen_line_info_default(void);
 
 /* The symbol a kernel's entry points are named from: fn->symbol for the
  * general code (mask 0), "<symbol>__c<mask in hex>" for code specialised for

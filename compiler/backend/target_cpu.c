@@ -8,7 +8,8 @@
  *     thread context (KjThreadCtx) and threadIdx as hidden parameters, which
  *     calls pass on, reads the other
  *     special registers from the context once, carves shared() arrays out of
- *     ctx->shared, and calls the runtime's barrier through ctx->syncthreads;
+ *     ctx->shared, and calls the runtime's barrier through ctx->syncthreads
+ *     and its warp, block and grid collectives through ctx->collective;
  *   - a vectorized kernel's PARFOR runs the [begin, end) its __range entry is
  *     handed (the runtime splits the index space over its thread pool);
  *   - math calls go to libm, with glibc's libmvec vector variants named for
@@ -215,6 +216,109 @@ static LLVMValueRef cpu_shared_array(Gen *g, const KjType *elem, int64_t count)
     g->shared_offset += (bytes + 15) & ~(int64_t)15;
     LLVMValueRef off = const_i64(g, offset);
     return LLVMBuildInBoundsGEP2(g->b, g->t_i8, g->shared_base, &off, 1, "shared");
+}
+
+/* The launch's dynamic shared memory: ctx->dynamic_shared, of
+ * ctx->dynamic_shared_bytes (the runtime puts it after the static arrays). */
+static LLVMValueRef cpu_dynamic_shared(Gen *g, LLVMValueRef *bytes)
+{
+    if (!g->thread_ctx) {
+        kj_codegen_error(g, "shared() is only available in kernels%s", NULL);
+        *bytes = const_i64(g, 0);
+        return LLVMConstNull(g->t_ptr);
+    }
+    LLVMValueRef size = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 9, "");
+    *bytes = LLVMBuildLoad2(g->b, g->t_i64, size, "dynamic_bytes");
+    LLVMValueRef data = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 8, "");
+    return LLVMBuildLoad2(g->b, g->t_ptr, data, "dynamic_shared");
+}
+
+/* The lane of this thread: its linear index in the block, modulo 32. */
+static LLVMValueRef cpu_lane(Gen *g)
+{
+    LLVMValueRef tz = LLVMBuildMul(g->b, g->sreg[KJ_SREG_TID_Z], g->sreg[KJ_SREG_BDIM_Y], "");
+    LLVMValueRef tyz = LLVMBuildAdd(g->b, g->sreg[KJ_SREG_TID_Y], tz, "");
+    LLVMValueRef linear = LLVMBuildAdd(g->b, g->sreg[KJ_SREG_TID_X],
+                                       LLVMBuildMul(g->b, tyz, g->sreg[KJ_SREG_BDIM_X], ""), "");
+    return LLVMBuildAnd(g->b, linear, const_i32(g, KJ_WARP_SIZE - 1), "lane");
+}
+
+/* The bits of a scalar, zero-extended to an i64 (a bool is 0 or 1). */
+static LLVMValueRef to_bits64(Gen *g, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    if (t == g->t_f32)
+        v = LLVMBuildBitCast(g->b, v, g->t_i32, "");
+    else if (t == g->t_f64)
+        v = LLVMBuildBitCast(g->b, v, g->t_i64, "");
+    return LLVMTypeOf(v) == g->t_i64 ? v : LLVMBuildZExt(g->b, v, g->t_i64, "");
+}
+
+static LLVMValueRef from_bits64(Gen *g, LLVMValueRef bits, const KjType *type)
+{
+    if (type->kind == KJ_TYPE_BOOL)
+        return LLVMBuildICmp(g->b, LLVMIntNE, bits, const_i64(g, 0), "");
+    LLVMTypeRef t = llty(g, type);
+    if (t == g->t_f32)
+        return LLVMBuildBitCast(g->b, LLVMBuildTrunc(g->b, bits, g->t_i32, ""), t, "");
+    if (t == g->t_f64)
+        return LLVMBuildBitCast(g->b, bits, t, "");
+    return t == g->t_i64 ? bits : LLVMBuildTrunc(g->b, bits, t, "");
+}
+
+/*
+ * The execution-model built-ins.  laneid() is computed here and the fences
+ * are fences (the threads of a block share one OS thread, but blocks of the
+ * parallel target do not).  Every collective calls the runtime through
+ * ctx->collective, which runs it as a meeting point of the fibers of the warp
+ * (or the block, or the grid) and hands each lane its result (cpu.c).
+ */
+static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count)
+{
+    if (!g->thread_ctx) {
+        kj_codegen_error(g, "%s() is only available in kernels", kj_exec_names[op]);
+        return type->kind == KJ_TYPE_VOID ? NULL : zero_of(g, type);
+    }
+    switch (op) {
+    case KJ_EXEC_LANEID:
+        return cpu_lane(g);
+    case KJ_EXEC_THREADFENCE:
+    case KJ_EXEC_THREADFENCE_BLOCK:
+        LLVMBuildFence(g->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+        return NULL;
+    default:
+        break;
+    }
+    /* Operands by the IR's layout (KJ_EXEC_OPS): the mask first for warp ops. */
+    LLVMValueRef mask = const_i32(g, -1), value = const_i64(g, 0), arg = const_i32(g, 0);
+    switch (op) {
+    case KJ_EXEC_ACTIVEMASK:
+    case KJ_EXEC_SYNCWARP:
+        mask = args[0];
+        break;
+    case KJ_EXEC_BALLOT: case KJ_EXEC_ALL: case KJ_EXEC_ANY:
+        mask = args[0];
+        value = to_bits64(g, args[1]);
+        break;
+    case KJ_EXEC_SHFL: case KJ_EXEC_SHFL_UP: case KJ_EXEC_SHFL_DOWN: case KJ_EXEC_SHFL_XOR:
+        mask = args[0];
+        value = to_bits64(g, args[1]);
+        arg = args[2];
+        break;
+    case KJ_EXEC_SYNCTHREADS_COUNT: case KJ_EXEC_SYNCTHREADS_AND: case KJ_EXEC_SYNCTHREADS_OR:
+        value = to_bits64(g, args[0]);
+        break;
+    default:
+        break;
+    }
+    (void)count;
+    LLVMTypeRef ps[5] = {g->t_ptr, g->t_i32, g->t_i64, g->t_i32, g->t_i32};
+    LLVMTypeRef ft = LLVMFunctionType(g->t_i64, ps, 5, 0);
+    LLVMValueRef slot = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 7, "");
+    LLVMValueRef collective = LLVMBuildLoad2(g->b, g->t_ptr, slot, "collective");
+    LLVMValueRef call_args[5] = {g->thread_ctx, const_i32(g, (int32_t)op), value, arg, mask};
+    LLVMValueRef bits = LLVMBuildCall2(g->b, ft, collective, call_args, 5, "");
+    return type->kind == KJ_TYPE_VOID ? NULL : from_bits64(g, bits, type);
 }
 
 /* The iterations [begin, end) the runtime hands to __range. */
@@ -437,9 +541,12 @@ const KjTarget kj_target_cpu = {
     .read_sreg = cpu_read_sreg,
     .syncthreads = cpu_syncthreads,
     .shared_array = cpu_shared_array,
+    .dynamic_shared = cpu_dynamic_shared,
+    .exec = cpu_exec,
     .math_prefix = "",
     .math = cpu_math,
     .vectorizable_math_call = cpu_vectorizable_math_call,
     .float_to_int = NULL, /* llvm.fpto[su]i.sat: NaN gives 0 */
     .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
+    .line_info_kind = LLVMDWARFEmissionLineTablesOnly,
 };

@@ -13,6 +13,10 @@
  *   - math calls go to libdevice (__nv_*), as do round, fmod and float %,
  *     which LLVM's NVPTX back end lowers inexactly or not at all; float to
  *     32- and 64-bit integers is PTX's saturating cvt.rzi;
+ *   - warp, block and grid collectives are NVVM's intrinsics (shfl.sync,
+ *     vote.sync, barrier0.popc/and/or, membar), but syncgrid(), which is a
+ *     counter in global memory as cooperative groups' grid.sync() is; the
+ *     launch's dynamic shared memory is an extern shared array;
  *   - atomics are relaxed (monotonic), as CUDA C's atomicAdd and kin are;
  *   - emission: the optimised LLVM IR, or PTX (ptx.c links libdevice and
  *     emits it).
@@ -96,6 +100,165 @@ static LLVMValueRef cuda_shared_array(Gen *g, const KjType *elem, int64_t count)
     LLVMSetInitializer(gv, LLVMGetUndef(at));
     LLVMSetAlignment(gv, 16);
     return LLVMBuildAddrSpaceCast(g->b, gv, g->t_ptr, "");
+}
+
+/* The launch's dynamic shared memory: one extern array in the shared
+ * address space (CUDA's extern __shared__, PTX's .extern .shared), sized by
+ * the launch's sharedMemBytes, which %dynamic_smem_size reads back. */
+static LLVMValueRef cuda_dynamic_shared(Gen *g, LLVMValueRef *bytes)
+{
+    LLVMValueRef gv = LLVMGetNamedGlobal(g->mod, "kj_dynamic_shared");
+    if (!gv) {
+        LLVMTypeRef at = LLVMArrayType2(g->t_i8, 0);
+        gv = LLVMAddGlobalInAddressSpace(g->mod, at, "kj_dynamic_shared", 3);
+        LLVMSetLinkage(gv, LLVMExternalLinkage);
+        LLVMSetAlignment(gv, 16);
+    }
+    static const char text[] = "mov.u32 $0, %dynamic_smem_size;";
+    LLVMTypeRef ft = LLVMFunctionType(g->t_i32, NULL, 0, 0);
+    LLVMValueRef asm_value = LLVMGetInlineAsm(ft, (char *)text, sizeof text - 1, (char *)"=r", 2,
+                                              0, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef size = LLVMBuildCall2(g->b, ft, asm_value, NULL, 0, "dynamic_bytes");
+    *bytes = LLVMBuildZExt(g->b, size, g->t_i64, "");
+    return LLVMBuildAddrSpaceCast(g->b, gv, g->t_ptr, "");
+}
+
+/* One shuffle of a 32-bit int or f32: llvm.nvvm.shfl.sync.<mode>.<i32|f32>. */
+static LLVMValueRef shfl32(Gen *g, KjExecOp op, LLVMValueRef mask, LLVMValueRef v, LLVMValueRef lane)
+{
+    const char *mode = op == KJ_EXEC_SHFL ? "idx" : op == KJ_EXEC_SHFL_UP ? "up"
+                       : op == KJ_EXEC_SHFL_DOWN ? "down" : "bfly";
+    char name[48];
+    snprintf(name, sizeof name, "llvm.nvvm.shfl.sync.%s.%s", mode,
+             LLVMTypeOf(v) == g->t_f32 ? "f32" : "i32");
+    /* c packs the segment mask (0: the whole warp is one segment) over the
+     * clamp lane: 31 for idx, down and bfly, 0 for up (CUDA's __shfl_*_sync
+     * with width 32). */
+    LLVMValueRef c = const_i32(g, op == KJ_EXEC_SHFL_UP ? 0 : KJ_WARP_SIZE - 1);
+    LLVMValueRef args[4] = {mask, v, lane, c};
+    return kj_codegen_call_intrinsic(g, name, NULL, 0, args, 4);
+}
+
+/* A shuffle of any width: 64-bit values move as two 32-bit halves. */
+static LLVMValueRef cuda_shuffle(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef mask,
+                                 LLVMValueRef v, LLVMValueRef lane)
+{
+    LLVMTypeRef t = llty(g, type);
+    if (t == g->t_i32 || t == g->t_f32)
+        return shfl32(g, op, mask, v, lane);
+    LLVMValueRef bits = t == g->t_f64 ? LLVMBuildBitCast(g->b, v, g->t_i64, "") : v;
+    LLVMValueRef lo = LLVMBuildTrunc(g->b, bits, g->t_i32, "");
+    LLVMValueRef hi = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, bits, const_i64(g, 32), ""), g->t_i32, "");
+    lo = LLVMBuildZExt(g->b, shfl32(g, op, mask, lo, lane), g->t_i64, "");
+    hi = LLVMBuildZExt(g->b, shfl32(g, op, mask, hi, lane), g->t_i64, "");
+    LLVMValueRef joined = LLVMBuildOr(g->b, lo, LLVMBuildShl(g->b, hi, const_i64(g, 32), ""), "");
+    return t == g->t_f64 ? LLVMBuildBitCast(g->b, joined, t, "") : joined;
+}
+
+/*
+ * syncgrid(): a barrier over every block of a cooperative launch, as
+ * cooperative groups' grid.sync() does it (NVVM has no instruction for it).
+ * After a block barrier, thread 0 of each block adds to one counter in
+ * global memory (kj_grid_barrier, zero when the module loads): block 0 adds
+ * 0x80000000 - (blocks - 1) and every other block 1, so that once all have
+ * arrived the counter has grown by exactly 0x80000000: its top bit flips and
+ * its low bits are as before, ready for the next barrier and the next launch
+ * without a reset.  Each adder spins until it sees the flip; fences on both
+ * sides make the grid's writes before the barrier visible after it; a second
+ * block barrier holds the block's other threads until then.
+ */
+static void cuda_syncgrid(Gen *g)
+{
+    LLVMValueRef gv = LLVMGetNamedGlobal(g->mod, "kj_grid_barrier");
+    if (!gv) {
+        gv = LLVMAddGlobalInAddressSpace(g->mod, g->t_i32, "kj_grid_barrier", 1);
+        LLVMSetLinkage(gv, LLVMInternalLinkage);
+        LLVMSetInitializer(gv, const_i32(g, 0));
+        LLVMSetAlignment(gv, 4);
+    }
+    kj_codegen_call_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
+    LLVMValueRef tid = LLVMBuildOr(g->b, cuda_read_sreg(g, KJ_SREG_TID_X),
+                                   LLVMBuildOr(g->b, cuda_read_sreg(g, KJ_SREG_TID_Y),
+                                               cuda_read_sreg(g, KJ_SREG_TID_Z), ""), "");
+    LLVMBasicBlockRef arrive = new_block(g, "grid.arrive"), spin = new_block(g, "grid.spin"),
+                      done = new_block(g, "grid.done");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, tid, const_i32(g, 0), ""), arrive, done);
+
+    LLVMPositionBuilderAtEnd(g->b, arrive);
+    LLVMValueRef bid = LLVMBuildOr(g->b, cuda_read_sreg(g, KJ_SREG_BID_X),
+                                   LLVMBuildOr(g->b, cuda_read_sreg(g, KJ_SREG_BID_Y),
+                                               cuda_read_sreg(g, KJ_SREG_BID_Z), ""), "");
+    LLVMValueRef blocks = LLVMBuildMul(g->b, cuda_read_sreg(g, KJ_SREG_GDIM_X),
+                                       LLVMBuildMul(g->b, cuda_read_sreg(g, KJ_SREG_GDIM_Y),
+                                                    cuda_read_sreg(g, KJ_SREG_GDIM_Z), ""), "");
+    LLVMValueRef first = LLVMBuildSub(g->b, const_i32(g, (int32_t)0x80000000u),
+                                      LLVMBuildSub(g->b, blocks, const_i32(g, 1), ""), "");
+    LLVMValueRef add = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, bid, const_i32(g, 0), ""),
+                                       first, const_i32(g, 1), "");
+    kj_codegen_call_intrinsic(g, "llvm.nvvm.membar.gl", NULL, 0, NULL, 0);
+    LLVMValueRef old = LLVMBuildAtomicRMW(g->b, LLVMAtomicRMWBinOpAdd, gv, add,
+                                          LLVMAtomicOrderingMonotonic, 0);
+    LLVMBuildBr(g->b, spin);
+
+    LLVMPositionBuilderAtEnd(g->b, spin);
+    LLVMValueRef now = LLVMBuildLoad2(g->b, g->t_i32, gv, "");
+    LLVMSetVolatile(now, 1);
+    LLVMValueRef flipped = LLVMBuildAnd(g->b, LLVMBuildXor(g->b, old, now, ""),
+                                        const_i32(g, (int32_t)0x80000000u), "");
+    LLVMBasicBlockRef leave = new_block(g, "grid.leave");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, flipped, const_i32(g, 0), ""), leave, spin);
+
+    LLVMPositionBuilderAtEnd(g->b, leave);
+    kj_codegen_call_intrinsic(g, "llvm.nvvm.membar.gl", NULL, 0, NULL, 0);
+    LLVMBuildBr(g->b, done);
+
+    LLVMPositionBuilderAtEnd(g->b, done);
+    kj_codegen_call_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
+}
+
+/* The execution-model built-ins, each PTX's own instruction (through the
+ * NVVM intrinsics), but syncgrid() (above). */
+static LLVMValueRef cuda_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count)
+{
+    (void)count;
+    switch (op) {
+    case KJ_EXEC_LANEID:
+        return kj_codegen_call_intrinsic(g, "llvm.nvvm.read.ptx.sreg.laneid", NULL, 0, NULL, 0);
+    case KJ_EXEC_ACTIVEMASK:
+        return kj_codegen_call_intrinsic(g, "llvm.nvvm.activemask", NULL, 0, NULL, 0);
+    case KJ_EXEC_BALLOT:
+        return kj_codegen_call_intrinsic(g, "llvm.nvvm.vote.ballot.sync", NULL, 0, args, 2);
+    case KJ_EXEC_ALL:
+        return kj_codegen_call_intrinsic(g, "llvm.nvvm.vote.all.sync", NULL, 0, args, 2);
+    case KJ_EXEC_ANY:
+        return kj_codegen_call_intrinsic(g, "llvm.nvvm.vote.any.sync", NULL, 0, args, 2);
+    case KJ_EXEC_SHFL: case KJ_EXEC_SHFL_UP: case KJ_EXEC_SHFL_DOWN: case KJ_EXEC_SHFL_XOR:
+        return cuda_shuffle(g, op, type, args[0], args[1], args[2]);
+    case KJ_EXEC_SYNCWARP:
+        kj_codegen_call_intrinsic(g, "llvm.nvvm.bar.warp.sync", NULL, 0, args, 1);
+        return NULL;
+    case KJ_EXEC_SYNCTHREADS_COUNT:
+    case KJ_EXEC_SYNCTHREADS_AND:
+    case KJ_EXEC_SYNCTHREADS_OR: {
+        const char *name = op == KJ_EXEC_SYNCTHREADS_COUNT ? "llvm.nvvm.barrier0.popc"
+                           : op == KJ_EXEC_SYNCTHREADS_AND ? "llvm.nvvm.barrier0.and"
+                                                           : "llvm.nvvm.barrier0.or";
+        LLVMValueRef pred = LLVMBuildZExt(g->b, args[0], g->t_i32, "");
+        LLVMValueRef r = kj_codegen_call_intrinsic(g, name, NULL, 0, &pred, 1);
+        return op == KJ_EXEC_SYNCTHREADS_COUNT ? r : LLVMBuildICmp(g->b, LLVMIntNE, r, const_i32(g, 0), "");
+    }
+    case KJ_EXEC_THREADFENCE:
+        kj_codegen_call_intrinsic(g, "llvm.nvvm.membar.gl", NULL, 0, NULL, 0);
+        return NULL;
+    case KJ_EXEC_THREADFENCE_BLOCK:
+        kj_codegen_call_intrinsic(g, "llvm.nvvm.membar.cta", NULL, 0, NULL, 0);
+        return NULL;
+    case KJ_EXEC_SYNCGRID:
+        cuda_syncgrid(g);
+        return NULL;
+    default:
+        kj_unreachable();
+    }
 }
 
 /* A grid-stride loop over [0, stop): each thread starts at its global index
@@ -253,9 +416,13 @@ const KjTarget kj_target_cuda = {
     .read_sreg = cuda_read_sreg,
     .syncthreads = cuda_syncthreads,
     .shared_array = cuda_shared_array,
+    .dynamic_shared = cuda_dynamic_shared,
+    .exec = cuda_exec,
     .math_prefix = "__nv_",
     .math = cuda_math,
     .vectorizable_math_call = NULL,
     .float_to_int = cuda_float_to_int,
     .atomic_ordering = LLVMAtomicOrderingMonotonic,
+    /* DICompileUnit::DebugDirectivesOnly, which the C API does not name */
+    .line_info_kind = (LLVMDWARFEmissionKind)3,
 };

@@ -74,6 +74,11 @@ bool kj_cli_parse_dim3(const char *text, uint32_t out[3]); /* "X[,Y[,Z]]", exten
  * usage message in why when the value is not X[,Y[,Z]]. */
 int kj_cli_launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], uint32_t block[3],
                                bool *has_grid, bool *has_block, char *why, size_t why_size);
+/* --shared-bytes N (a @kernel's dynamic shared memory per block), as run and
+ * bench both take it: 0 when argv[*i] is not it, 1 when taken, -1 with the
+ * usage message in why. */
+int kj_cli_shared_bytes_option(int argc, char **argv, int *i, size_t *bytes, char *why,
+                               size_t why_size);
 /* Seeds the stream of the rand and randn generators. */
 void kj_cli_seed(uint64_t seed);
 /* Element `at` of type dtype as a double (*im: the imaginary part, else 0). */

@@ -122,6 +122,23 @@ int kj_cli_launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], 
     return 1;
 }
 
+int kj_cli_shared_bytes_option(int argc, char **argv, int *i, size_t *bytes, char *why,
+                               size_t why_size)
+{
+    const char *a = argv[*i], *value = NULL;
+    if (!KJ_CLI_OPTION_AT(*i, "--shared-bytes"))
+        return 0;
+    char *end = NULL;
+    unsigned long long n = value && value[0] >= '0' && value[0] <= '9' ? strtoull(value, &end, 10) : 0;
+    if (!value || !end || end == value || *end != '\0' || n > ((unsigned long long)1 << 30)) {
+        snprintf(why, why_size, "--shared-bytes takes a byte count from 0 to 1073741824, not '%s'",
+                 value ? value : "");
+        return -1;
+    }
+    *bytes = (size_t)n;
+    return 1;
+}
+
 bool kj_cli_is_number(const char *text)
 {
     char *end;

@@ -52,6 +52,7 @@ static const char bench_usage[] =
     "  --sizes 1e3,1e5,1e7           run once per size, with every generator resized\n"
     "                                to that many elements; prints the crossover\n"
     "  --grid X[,Y[,Z]] --block X[,Y[,Z]]  launch shape of a @kernel\n"
+    "  --shared-bytes N                    dynamic shared memory per block (shared(T))\n"
     "  --seed S                      seed of the rand/randn generators (default 1)\n"
     "  --threads N                   threads of the parallel target\n"
     "  --reference [N=]FILE.npy      compare every target with this array (the\n"
@@ -168,6 +169,12 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
             if (shape < 0)
                 return usage("%s", why);
             if (shape > 0)
+                continue;
+            int shared = kj_cli_shared_bytes_option(argc, argv, &i, &o->shared_bytes, why,
+                                                    sizeof why);
+            if (shared < 0)
+                return usage("%s", why);
+            if (shared > 0)
                 continue;
             if (strcmp(a, "--json") == 0 || strncmp(a, "--json=", 7) == 0) {
                 o->json = true;
@@ -540,9 +547,13 @@ static kjit_status run_once(const Bench *b, const KjCliArgs *inputs, Working *w,
         status = kjit_event_record(w->context, NULL, &events[1]);
     if (status == KJIT_OK) {
         switch (b->kind) {
-        case KJIT_FUNCTION_KERNEL:
-            status = kjit_launch(w->function, b->o->grid, b->o->block, w->args, n, NULL);
+        case KJIT_FUNCTION_KERNEL: {
+            kjit_launch_options launch;
+            kjit_launch_options_init(&launch);
+            launch.dynamic_shared_bytes = b->o->shared_bytes;
+            status = kjit_launch_ex(w->function, b->o->grid, b->o->block, w->args, n, &launch);
             break;
+        }
         case KJIT_FUNCTION_VECTORIZE:
             status = kjit_call(w->function, w->args, n,
                                w->result_device.data ? &w->result_device : &w->result, NULL);

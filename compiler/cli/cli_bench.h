@@ -25,6 +25,7 @@ typedef struct BenchOptions {
     int size_count;
     bool has_grid, has_block;
     uint32_t grid[3], block[3];
+    size_t shared_bytes; /* dynamic shared memory per block (--shared-bytes) */
     uint64_t seed;
     int threads;
     const char *reference;

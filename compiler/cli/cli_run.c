@@ -28,6 +28,8 @@ static const char run_usage[] =
     "  --target cpu|parallel|cuda|auto   where to run (default auto: cuda if usable)\n"
     "  -o OUT.npy|OUT.png                write the result of a vectorized function\n"
     "  --grid X[,Y[,Z]] --block X[,Y[,Z]] launch shape of a @kernel\n"
+    "  --shared-bytes N                  dynamic shared memory per block, for a\n"
+    "                                    @kernel's shared(T) arrays (default 0)\n"
     "  --save N=OUT.npy|OUT.png          write argument N (from 0) after the run\n"
     "  --axis N[,N...]                   a @reduce: the axes to reduce (default: every\n"
     "                                    axis, a 0-d result; negative from the end)\n"
@@ -35,7 +37,9 @@ static const char run_usage[] =
     "                                    empty reduction is an error)\n"
     "  --seed S                          seed of the rand/randn generators (default 1)\n"
     "  --repeat N                        time N runs (each launch runs again on the\n"
-    "                                    same arrays; the median is reported)\n";
+    "                                    same arrays; the median is reported)\n"
+    "  --lineinfo                        .kern line tables in the code (gdb, perf,\n"
+    "                                    Nsight Compute); also KJIT_LINEINFO=1\n";
 
 #define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
@@ -49,12 +53,14 @@ typedef struct RunOptions {
     const char *output;
     bool has_grid, has_block;
     uint32_t grid[3], block[3];
+    size_t shared_bytes;
     int save_index[MAX_SAVES];
     const char *save_path[MAX_SAVES];
     int save_count;
     uint64_t seed;
     int repeat;
     KjCliReduce reduce;
+    bool line_info;
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -87,6 +93,12 @@ static int parse_options(int argc, char **argv, RunOptions *o)
                 return usage("%s", why);
             if (shape > 0)
                 continue;
+            int shared = kj_cli_shared_bytes_option(argc, argv, &i, &o->shared_bytes, why,
+                                                    sizeof why);
+            if (shared < 0)
+                return usage("%s", why);
+            if (shared > 0)
+                continue;
             if (KJ_CLI_OPTION("--target")) {
                 if (!value) return usage("--target needs a value", "");
                 if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
@@ -109,6 +121,8 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             } else if (KJ_CLI_OPTION("--seed")) {
                 if (!value || !kj_cli_is_number(value)) return usage("--seed takes a number%s", "");
                 o->seed = strtoull(value, NULL, 10);
+            } else if (strcmp(a, "--lineinfo") == 0) {
+                o->line_info = true;
             } else if (KJ_CLI_OPTION("--repeat")) {
                 if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
                 o->repeat = atoi(value);
@@ -310,6 +324,8 @@ int kj_cli_run(int argc, char **argv)
     kjit_options_init(&options);
     options.target = o.target;
     options.on_diagnostic = print_diagnostic;
+    if (o.line_info)
+        options.line_info = 1;
     kjit_context *context = NULL;
     kjit_status status = kjit_context_create(&options, &context);
     if (status != KJIT_OK) {
@@ -379,8 +395,12 @@ int kj_cli_run(int argc, char **argv)
     }
     for (int r = 0; r < o.repeat; r++) {
         t0 = kj_cli_now_ms();
-        if (kind == KJIT_FUNCTION_KERNEL)
-            status = kjit_launch(function, o.grid, o.block, args, o.arg_count, NULL);
+        if (kind == KJIT_FUNCTION_KERNEL) {
+            kjit_launch_options launch;
+            kjit_launch_options_init(&launch);
+            launch.dynamic_shared_bytes = o.shared_bytes;
+            status = kjit_launch_ex(function, o.grid, o.block, args, o.arg_count, &launch);
+        }
         else if (kind == KJIT_FUNCTION_REDUCE) {
             kjit_array_free(&result);
             status = kj_cli_reduce_call(function, args, o.arg_count, &o.reduce, NULL, &result);

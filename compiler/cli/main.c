@@ -16,7 +16,8 @@ static const char usage_text[] =
     "commands:\n"
     "  check [--dump=ast|ir|vec] [--verify] FILE...   parse and type-check\n"
     "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [--arch sm_XX]\n"
-    "             [--function NAME] [--verify] [-O0..3] [-o OUT]   show a stage of code generation\n"
+    "             [--function NAME] [--verify] [--lineinfo] [-O0..3] [-o OUT]\n"
+    "                                                  show a stage of code generation\n"
     "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
     "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
     "  info                                targets, GPU, driver, libdevice\n"
@@ -125,6 +126,7 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(a, "--arch") == 0 && i + 1 < argc) options.cuda_arch = argv[++i];
         else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
         else if (strcmp(a, "--verify") == 0) options.verify = true;
+        else if (strcmp(a, "--lineinfo") == 0) options.line_info = true;
         else if (strcmp(a, "-o") == 0 && i + 1 < argc) output = argv[++i];
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) options.opt_level = a[2] - '0';
         else if (a[0] == '-') return usage_error("build: unknown option '%s'", a);

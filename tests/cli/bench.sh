@@ -206,6 +206,21 @@ if bench 0 examples/add.kern add rand:f32:10 rand:f32:10 --sizes 1e3,1e4 --repea
     if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [r["size"] for r in d["results"]]==[1000,10000]; assert d["results"][1]["args"]==["rand:f32:10000","rand:f32:10000"]; assert {c["target"] for c in d["crossover"]}=={"parallel","cuda"}' "$tmp/out"; then ok; else bad "the sweep's JSON"; fi
 fi
 
+# ------------------------------------------------ dynamic shared memory
+# reverse_blocks reverses each block of 64 through shared(f32): with 256
+# bytes every element moves; the targets must agree.
+if bench 0 tests/golden/exec/dynamic_shared.kern reverse_blocks arange:f32:256 zeros:f32:256 \
+    --grid 4 --block 64 --shared-bytes 256 --targets cpu,parallel --repeat 1; then
+    expect '^parallel .*identical' "--shared-bytes reaches the kernel on every target"
+fi
+"$kjit" run tests/golden/exec/dynamic_shared.kern reverse_blocks arange:f32:128 zeros:f32:128 \
+    --grid 2 --block 64 --shared-bytes 256 --target cpu --save 1="$tmp/reversed.npy" \
+    >"$tmp/out" 2>"$tmp/err" &&
+    python3 -c 'import numpy as np,sys; r=np.load(sys.argv[1]); a=np.arange(128,dtype=np.float32).reshape(2,64)[:,::-1].ravel(); assert (r==a).all()' "$tmp/reversed.npy" &&
+    ok || bad "kjit run --shared-bytes: each block reversed"
+bench 2 tests/golden/exec/dynamic_shared.kern reverse_blocks arange:f32:256 zeros:f32:256 \
+    --grid 4 --block 64 --shared-bytes lots && ok
+
 # --------------------------------------------------------- usage errors
 bench 2 examples/add.kern add rand:f32:10 rand:f32:10 --targets cpu,gpu && ok
 bench 2 examples/add.kern add rand:f32:10 rand:f32:10 --targets cpu,cpu && ok

@@ -195,5 +195,36 @@ check_error 'argument 0: 300 does not fit i8 \(-128 to 127\), in the signature i
 check_error 'argument 0: 99999999999999999999 is outside the 64-bit integers' ident_multi 99999999999999999999
 check_error 'argument 0: a bool argument is true, false, 0 or 1' flag 2
 
+# A device function's local() array (128 KiB) called from a kernel with a
+# barrier: on cpu and parallel every thread's fiber stack must hold it too.
+cat >"$tmp/devlocal.kern" <<'EOF'
+fn window_sum(x: f64[], t: i64) -> f64 {
+    let l = local(f64, 16384);
+    for k in range(16384) { l[k] = x[(k + t) % len(x)]; }
+    let s = 0.0;
+    for k in range(16384) { s += l[k]; }
+    return s;
+}
+@kernel
+fn windows(x: f64[], out: f64[]) {
+    let t = grid(1);
+    let s = window_sum(x, t);
+    syncthreads();
+    out[t] = s;
+}
+EOF
+python3 -c 'import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(5).standard_normal(1000))' "$tmp/devx.npy"
+for target in $targets; do
+    if run 0 "$tmp/devlocal.kern" windows "$tmp/devx.npy" zeros:f64:64 --grid 2 --block 32 \
+           --target "$target" --save 1="$tmp/devout.$target.npy"; then
+        python3 - "$tmp/devx.npy" "$tmp/devout.$target.npy" <<'PY' && ok || bad "device function local() on $target"
+import sys, numpy as np
+x, out = np.load(sys.argv[1]), np.load(sys.argv[2])
+want = np.array([x[(np.arange(16384) + t) % len(x)].sum() for t in range(64)])
+sys.exit(0 if np.allclose(out, want, rtol=1e-12, atol=1e-9) else 1)
+PY
+    fi
+done
+
 echo "run.sh: $passed passed, $failed failed"
 [ $failed = 0 ]

@@ -27,6 +27,13 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/laten
 	mkdir -p $(GPU_BUNDLE)/compiler && cp compiler/parse.c $(GPU_BUNDLE)/compiler/
 	cp -r grammar $(GPU_BUNDLE)/
 	cp runtime/kjit.h $(GPU_BUNDLE)/tests/bench/
+	@# The Python package and its tests, and pytest's wheels for a machine
+	@# without network (when they can be fetched here; run.sh says if not).
+	mkdir -p $(GPU_BUNDLE)/python && cp -r python/kjit python/tests python/build_backend \
+	  python/pyproject.toml python/README.md $(GPU_BUNDLE)/python/
+	find $(GPU_BUNDLE)/python -name __pycache__ -prune -exec rm -rf {} +
+	-@python3 -m pip download -q -d $(GPU_BUNDLE)/python/wheels pytest >/dev/null 2>&1 || \
+	  echo "gpu-bundle: no pytest wheels (offline?): the GPU machine needs its own pytest"
 	@# A fallback for a machine whose toolkit lacks nvvm/ (run.sh uses it only then).
 	@lib=$$(KJIT_LIBDEVICE= $(GPU_BUNDLE)/bin/kjit info 2>/dev/null | sed -n 's/^libdevice: *\(\/.*\)/\1/p'); \
 	  if [ -n "$$lib" ]; then cp "$$lib" $(GPU_BUNDLE)/libdevice/; fi

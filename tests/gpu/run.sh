@@ -13,7 +13,10 @@
 #      beside a bare cuLaunchKernel), the tests of `kjit bench`
 #      (tests/cli/bench.sh, with its cuda rows) and the demo (examples/demo.sh:
 #      kjit bench over every seed example, cuda included);
-#   4. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
+#   4. the Python package's tests (python/tests, CuPy and PyTorch arrays),
+#      the Python seed examples on cuda and the Python call overhead
+#      (tests/bench/bench_python.py);
+#   5. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
 # Ends with one line: "N passed, N failed".
 set -u
 bundle=${1:-build/gpu-bundle}
@@ -176,6 +179,46 @@ if sh "$root/examples/demo.sh" "$kjit" "$work/demo"; then
 else
     fail "examples/demo.sh on every target, cuda included"
 fi
+
+echo "=== the Python package (python/tests: CuPy and PyTorch arrays in and out)"
+# pytest from the machine, else from the wheels the bundle carries; the
+# cuda tests must run, not skip.  Then every Python seed example on cuda.
+export KJIT_LIBRARY=$root/bin/libkjit.so
+pytest_path=
+if ! python3 -m pytest --version >/dev/null 2>&1 && [ -d "$root/python/wheels" ]; then
+    python3 -m pip install -q --no-index --find-links "$root/python/wheels" \
+        --target "$work/pytest-site" pytest >/dev/null 2>&1 && pytest_path=$work/pytest-site
+fi
+if PYTHONPATH=$pytest_path${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest --version >/dev/null 2>&1; then
+    PYTHONPATH=$pytest_path${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest -rs -p no:cacheprovider \
+        "$root/python/tests" > "$work/python.log" 2>&1
+    cat "$work/python.log"
+    summary=$(tail -1 "$work/python.log")
+    py_passed=$(echo "$summary" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
+    py_failed=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+    py_errors=$(echo "$summary" | sed -n 's/.* \([0-9]*\) error.*/\1/p')
+    passed=$((passed + ${py_passed:-0}))
+    failed=$((failed + ${py_failed:-0} + ${py_errors:-0}))
+    [ -n "$py_passed" ] || fail "python/tests ran"
+    if grep -q 'skipped: no CUDA driver' "$work/python.log"; then
+        fail "the Python cuda tests skipped on the GPU machine"
+    fi
+else
+    echo "SKIP python/tests: no pytest here and none in the bundle (python3 -m pip install pytest)"
+fi
+for example in "$root"/examples/python/*.py; do
+    if python3 "$example" --target cuda > "$work/pyexample.log" 2>&1; then
+        cat "$work/pyexample.log"; pass "Python example $(basename "$example") on cuda"
+    else
+        cat "$work/pyexample.log"; fail "Python example $(basename "$example") on cuda"
+    fi
+done
+python3 "$root/tests/bench/bench_python.py" > "$work/bench_python.log" 2>&1
+cat "$work/bench_python.log"
+grep -q '^| kjit | add, device' "$work/bench_python.log" \
+    && pass "Python call overhead measured (tests/bench/bench_python.py)" \
+    || fail "Python call overhead measured (tests/bench/bench_python.py)"
+unset KJIT_LIBRARY
 
 echo "=== benchmark"
 if bash "$root/tests/bench/bench_gpu.sh"; then

@@ -474,6 +474,34 @@ static RefValue math(Ev *ev, const KjIrExpr *e, const RefValue *a)
     return r;
 }
 
+/* The complex math built-ins: C99's (glibc's) functions, which follow the
+ * same branch cuts and signed zeros; pow adds the language's rule for 0. */
+static RefValue complex_math(Ev *ev, const KjIrExpr *e, const RefValue *a)
+{
+    RefValue r = {0};
+    double complex z = a[0].c;
+    switch (e->math) {
+    case KJ_MATH_SQRT: r.c = csqrt(z); break;
+    case KJ_MATH_EXP: r.c = cexp(z); break;
+    case KJ_MATH_LOG: r.c = clog(z); break;
+    case KJ_MATH_SIN: r.c = csin(z); break;
+    case KJ_MATH_COS: r.c = ccos(z); break;
+    case KJ_MATH_TANH: r.c = ctanh(z); break;
+    case KJ_MATH_POW: {
+        double complex w = a[1].c;
+        if (z == 0 && w == 0)
+            r.c = 1;
+        else if (z == 0 && creal(w) > 0)
+            r.c = 0;
+        else
+            r.c = cpow(z, w);
+        break;
+    }
+    default: fail(ev, e, "no complex %s", kj_math_names[e->math]); break;
+    }
+    return r;
+}
+
 /* x ** n for an integer n held at run time (or a constant the checker left). */
 static RefValue int_power(const KjType *t, RefValue x, int64_t n)
 {
@@ -796,7 +824,7 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         const KjType *ft = e->args[0]->type;
         for (int i = 0; i < e->arg_count && i < 3; i++)
             a[i] = ref_convert(eval(ev, fr, e->args[i]), e->args[i]->type, ft);
-        return math(ev, e, a);
+        return is_complex(t) ? complex_math(ev, e, a) : math(ev, e, a);
     }
     case KJ_IR_IPOW: {
         RefValue x = ref_convert(eval(ev, fr, e->args[0]), e->args[0]->type, t);
@@ -825,6 +853,23 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
     case KJ_IR_CABS: {
         double complex z = eval(ev, fr, e->args[0]).c;
         r.f = hypot(creal(z), cimag(z));
+        return r;
+    }
+    case KJ_IR_CARG:
+        r.f = carg(eval(ev, fr, e->args[0]).c);
+        return r;
+    case KJ_IR_POLAR: {
+        double m = eval(ev, fr, e->args[0]).f, theta = eval(ev, fr, e->args[1]).f;
+        r.c = CMPLX(m * cos(theta), m * sin(theta));
+        return r;
+    }
+    case KJ_IR_MULHI: {
+        uint64_t a = eval(ev, fr, e->args[0]).u, b = eval(ev, fr, e->args[1]).u;
+        int bits = kj_type_int_bits(t);
+        if (is_signed(t))
+            r.u = wrap(t, (uint64_t)(((__int128)(int64_t)a * (int64_t)b) >> bits));
+        else
+            r.u = wrap(t, (uint64_t)(((unsigned __int128)a * b) >> bits));
         return r;
     }
     case KJ_IR_LOAD: {
@@ -865,6 +910,12 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         }
         ev->thread->waiting = true;
         swapcontext(&ev->thread->context, &ev->scheduler);
+        return r;
+    case KJ_IR_EXEC:
+    case KJ_IR_DYNAMIC_SHARED:
+        /* Warp, block and grid collectives and the launch's dynamic shared
+         * memory are checked by test_exec.c against references of their own. */
+        fail(ev, e, "the evaluator does not model %s", kj_ir_op_name(e->op));
         return r;
     case KJ_IR_OP_COUNT:
         break;

@@ -8,7 +8,11 @@
  * error; the context is re-created, or where the driver forbids that every
  * cuda call says so, and the cpu target goes on), an out-of-memory
  * allocation, a kernel's contiguous and strided variants, and device
- * functions with the newer atomics (against a C reference) are checked.
+ * functions with the newer atomics (against a C reference) are checked; the
+ * warp collectives (a shuffle block sum and scan, votes, every shuffle) must
+ * give cpu's bits exactly, syncgrid() a heat equation within rounding of
+ * float64 (and a clear error for a grid too large to be co-resident), and the
+ * launch's dynamic shared memory, 64 KiB included, cpu's results.
  *
  * Without a CUDA driver the suite holds no tests and prints one line saying
  * so: nothing here passes without a GPU.  The driver is only dlopen'ed while
@@ -816,6 +820,7 @@ static const char *const device_source =
     "    let t = threadIdx.x;\n"
     "    let i = global_index();\n"
     "    tile[t] = i < len(x) ? x[i] : 0.0;\n"
+    "    syncthreads();\n"
     "    scan_block(tile, t);\n"
     "    if i < len(out) { out[i] = tile[t]; }\n"
     "}\n"
@@ -1067,6 +1072,214 @@ START_TEST(reductions_match_the_cpu)
 }
 END_TEST
 
+/* -------------------------------------- warp, block and grid collectives */
+
+/* A deep copy of a host array (same shape, C order). */
+static kjit_array copy_of(const kjit_array *a)
+{
+    kjit_array c = host_array(a->dtype, a->ndim, a->shape);
+    memcpy(c.data, a->data, (size_t)kjit_array_size(a) * kjit_dtype_size(a->dtype));
+    return c;
+}
+
+/*
+ * Launches `name` of tests/golden/exec/<file> on cpu and on cuda, each on its
+ * own copy of `arrays` (every argument an array), and checks that every array
+ * ends the same, bit for bit.  The cuda results are left in `arrays`.
+ */
+static void launch_both_bit_exact(const char *file, const char *name, uint32_t blocks,
+                                  uint32_t threads, size_t dynamic_bytes, kjit_array *arrays,
+                                  int count)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/golden/exec/%s", file);
+    kjit_array cpu_arrays[16];
+    kjit_arg cpu_args[16], cuda_args[16];
+    ck_assert_int_le(count, 16);
+    for (int i = 0; i < count; i++) {
+        cpu_arrays[i] = copy_of(&arrays[i]);
+        cpu_args[i] = kjit_arg_array(&cpu_arrays[i]);
+        cuda_args[i] = kjit_arg_array(&arrays[i]);
+    }
+    uint32_t grid[3] = {blocks, 1, 1}, block[3] = {threads, 1, 1};
+    kjit_launch_options options;
+    kjit_launch_options_init(&options);
+    options.dynamic_shared_bytes = dynamic_bytes;
+    kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_CUDA};
+    for (int t = 0; t < 2; t++) {
+        kjit_context *context = open_context(targets[t]);
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_file(context, path, &module) == KJIT_OK, "%s: %s", path,
+                      kjit_last_error(context));
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, name, &fn), KJIT_OK);
+        kjit_status status = kjit_launch_ex(fn, grid, block, t ? cuda_args : cpu_args, count,
+                                            &options);
+        ck_assert_msg(status == KJIT_OK, "%s on %s: %s", name, kjit_target_name(targets[t]),
+                      kjit_last_error(context));
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+    for (int i = 0; i < count; i++) {
+        size_t bytes = (size_t)kjit_array_size(&arrays[i]) * kjit_dtype_size(arrays[i].dtype);
+        ck_assert_msg(memcmp(cpu_arrays[i].data, arrays[i].data, bytes) == 0,
+                      "%s: argument %d differs between cpu and cuda", name, i);
+        free(cpu_arrays[i].data);
+    }
+}
+
+static void fill_random(kjit_array *a, double low, double high)
+{
+    for (int64_t i = 0; i < kjit_array_size(a); i++)
+        set_element(a, i, a->dtype == KJIT_F32 || a->dtype == KJIT_F64 ? uniform(low, high)
+                                                                      : floor(uniform(low, high)));
+}
+
+START_TEST(warp_collectives_match_cpu_bit_for_bit)
+{
+    if (!gpu_or_skip("warp_collectives_match_cpu_bit_for_bit"))
+        return;
+    /* the shuffle block sum and the shuffle scan: the same additions in the
+     * same order on both targets (no multiply to contract) */
+    int64_t n = 37 * 256 - 77, blocks = 37;
+    kjit_array sum[2] = {host_array(KJIT_F32, 1, &n), host_array(KJIT_F32, 1, &blocks)};
+    fill_random(&sum[0], -100, 100);
+    launch_both_bit_exact("warp.kern", "block_sum", 37, 256, 0, sum, 2);
+    int64_t m = 7 * 100 - 13;
+    kjit_array scan[2] = {host_array(KJIT_F64, 1, &m), host_array(KJIT_F64, 1, &m)};
+    fill_random(&scan[0], -1, 1);
+    launch_both_bit_exact("warp.kern", "warp_scan", 7, 100, 0, scan, 2);
+    /* votes with exited lanes and a partial warp (48 threads a block) */
+    int64_t v = 3 * 48 - 21;
+    kjit_array votes[5] = {host_array(KJIT_I32, 1, &v), host_array(KJIT_U32, 1, &v),
+                           host_array(KJIT_BOOL, 1, &v), host_array(KJIT_BOOL, 1, &v),
+                           host_array(KJIT_U32, 1, &v)};
+    fill_random(&votes[0], -3, 3);
+    launch_both_bit_exact("warp.kern", "votes", 3, 48, 0, votes, 5);
+    /* every shuffle, lanes in and out of 0..31 */
+    int64_t s = 4 * 64;
+    kjit_dtype types[9] = {KJIT_I64, KJIT_F64, KJIT_U32, KJIT_F32, KJIT_I32,
+                           KJIT_I64, KJIT_F64, KJIT_U32, KJIT_F32};
+    kjit_array shuffles[9];
+    for (int i = 0; i < 9; i++)
+        shuffles[i] = host_array(types[i], 1, &s);
+    for (int i = 0; i < 4; i++)
+        fill_random(&shuffles[i], -1e6, 1e6);
+    fill_random(&shuffles[4], -70, 70);
+    launch_both_bit_exact("warp.kern", "shuffles", 4, 64, 0, shuffles, 9);
+    /* block votes */
+    int64_t bv = 5 * 128, nb = 5;
+    kjit_array block_votes[4] = {host_array(KJIT_F32, 1, &bv), host_array(KJIT_I32, 1, &nb),
+                                 host_array(KJIT_BOOL, 1, &nb), host_array(KJIT_BOOL, 1, &nb)};
+    fill_random(&block_votes[0], 0, 1);
+    launch_both_bit_exact("warp.kern", "block_votes", 5, 128, 0, block_votes, 4);
+    kjit_array *all[] = {sum, scan, votes, shuffles, block_votes};
+    int counts[] = {2, 2, 5, 9, 4};
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < counts[k]; i++)
+            free(all[k][i].data);
+}
+END_TEST
+
+START_TEST(syncgrid_heat_equation_matches_float64)
+{
+    if (!gpu_or_skip("syncgrid_heat_equation_matches_float64"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_file(context, "tests/golden/exec/grid.kern", &module), KJIT_OK);
+    kjit_function *heat;
+    ck_assert_int_eq(kjit_module_function(module, "heat", &heat), KJIT_OK);
+    /* twice: the barrier's counter must be ready for a second launch */
+    for (int round = 0; round < 2; round++) {
+        int64_t n = 64 * 256 - 100;
+        int steps = 200;
+        double alpha = 0.3;
+        kjit_array u = host_array(KJIT_F64, 1, &n), scratch = host_array(KJIT_F64, 1, &n);
+        double *ref = malloc(sizeof *ref * (size_t)n), *next = malloc(sizeof *next * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            ((double *)u.data)[i] = ref[i] = uniform(0, 1);
+        for (int st = 0; st < steps; st++) {
+            for (int64_t i = 0; i < n; i++)
+                next[i] = i > 0 && i < n - 1
+                              ? ref[i] + alpha * (ref[i - 1] - 2.0 * ref[i] + ref[i + 1])
+                              : ref[i];
+            memcpy(ref, next, sizeof *ref * (size_t)n);
+        }
+        kjit_arg args[4] = {kjit_arg_array(&u), kjit_arg_array(&scratch), kjit_arg_f64(alpha),
+                            kjit_arg_i64(steps)};
+        uint32_t grid[3] = {64, 1, 1}, block[3] = {256, 1, 1};
+        ck_assert_msg(kjit_launch(heat, grid, block, args, 4, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        /* cuda contracts a * b + c into one fma: a few ulp per step */
+        ck_assert_int_eq(mismatches(&u, ref, n, 1e-12, 1e-14, "heat on cuda"), 0);
+        free(ref);
+        free(next);
+        free(u.data);
+        free(scratch.data);
+    }
+    /* a grid that cannot be resident at once: the error names the most blocks */
+    int64_t big = 1 << 20;
+    kjit_array u = host_array(KJIT_F64, 1, &big), scratch = host_array(KJIT_F64, 1, &big);
+    kjit_arg args[4] = {kjit_arg_array(&u), kjit_arg_array(&scratch), kjit_arg_f64(0.1),
+                        kjit_arg_i64(1)};
+    /* 100000 blocks of 1024 threads: no GPU holds them all at once */
+    uint32_t grid[3] = {100000, 1, 1}, block[3] = {1024, 1, 1};
+    ck_assert_int_eq(kjit_launch(heat, grid, block, args, 4, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kjit_last_error(context), "at most") &&
+                      strstr(kjit_last_error(context), "syncgrid()"),
+                  "%s", kjit_last_error(context));
+    free(u.data);
+    free(scratch.data);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
+START_TEST(dynamic_shared_memory_on_the_gpu)
+{
+    if (!gpu_or_skip("dynamic_shared_memory_on_the_gpu"))
+        return;
+    int64_t n = 3 * 64;
+    kjit_array arrays[2] = {host_array(KJIT_F32, 1, &n), host_array(KJIT_F32, 1, &n)};
+    fill_random(&arrays[0], -10, 10);
+    /* a block's worth, half of it, and 64 KiB (above the 48 KiB every kernel
+     * may have without opting in) */
+    size_t sizes[3] = {64 * 4, 32 * 4, 64 * 1024};
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < n; i++)
+            ((float *)arrays[1].data)[i] = -1000;
+        launch_both_bit_exact("dynamic_shared.kern", "reverse_blocks", 3, 64, sizes[k], arrays, 2);
+    }
+    int64_t w = 64;
+    kjit_array words = host_array(KJIT_U32, 1, &w);
+    launch_both_bit_exact("dynamic_shared.kern", "aliasing", 2, 32, 24, &words, 1);
+    for (int i = 0; i < 64; i++)
+        ck_assert_uint_eq(((uint32_t *)words.data)[i], (uint32_t)(i % 4 + 1) + 24000);
+    /* more than a block may have: a clear error */
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_file(context, "tests/golden/exec/dynamic_shared.kern", &module),
+                     KJIT_OK);
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, "reverse_blocks", &fn), KJIT_OK);
+    kjit_arg args[2] = {kjit_arg_array(&arrays[0]), kjit_arg_array(&arrays[1])};
+    uint32_t grid[3] = {3, 1, 1}, block[3] = {64, 1, 1};
+    kjit_launch_options options;
+    kjit_launch_options_init(&options);
+    options.dynamic_shared_bytes = 1 << 20;
+    ck_assert_int_eq(kjit_launch_ex(fn, grid, block, args, 2, &options),
+                     KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kjit_last_error(context), "dynamic shared memory"), "%s",
+                  kjit_last_error(context));
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    free(arrays[0].data);
+    free(arrays[1].data);
+    free(words.data);
+}
+END_TEST
+
 /* ------------------------------------------- issue 16 on the GPU */
 
 /* test_complex.c and test_kernels_cpu.c hold these checks; they run here on
@@ -1124,6 +1337,9 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, out_of_memory_is_reported);
     tcase_add_test(tcase, contiguous_and_strided_kernel_variants_agree);
     tcase_add_test(tcase, reductions_match_the_cpu);
+    tcase_add_test(tcase, warp_collectives_match_cpu_bit_for_bit);
+    tcase_add_test(tcase, syncgrid_heat_equation_matches_float64);
+    tcase_add_test(tcase, dynamic_shared_memory_on_the_gpu);
     tcase_add_test(tcase, device_functions_and_atomics_match_reference);
     tcase_add_test(tcase, complex_division_and_abs_match_exact);
     tcase_add_test(tcase, local_arrays_with_barriers);

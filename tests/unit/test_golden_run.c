@@ -6,7 +6,7 @@
  * examples/ (files with an .err expectation do not compile and are skipped),
  * the file is checked once into IR for the evaluator and compiled through the
  * public API on cpu, parallel and, when kjit_cuda_available() says a GPU is
- * usable, cuda.  Then each function of the file (and of what it imports, each
+ * usable, cuda (parallel and cuda with kjit_options.line_info, cpu without).  Then each function of the file (and of what it imports, each
  * once) runs on fresh random inputs:
  *   - plain functions: PLAIN_SAMPLES calls with random scalars (and random
  *     arrays for array parameters); the return value and every array argument
@@ -273,6 +273,8 @@ static int open_targets(Target *targets, char *cuda_note, size_t note_size)
         kjit_options options;
         kjit_options_init(&options);
         options.target = kinds[i];
+        /* parallel and cuda code carries line tables: they must change no result */
+        options.line_info = kinds[i] != KJIT_TARGET_CPU;
         targets[i].kind = kinds[i];
         targets[i].module = NULL;
         ck_assert_msg(kjit_context_create(&options, &targets[i].context) == KJIT_OK, "%s: %s",

@@ -119,7 +119,7 @@ static void grid_walk(KjPool *pool)
     KjIrFunction kernel = fake_kernel(false, 0);
     char *error = NULL;
     ck_assert_int_eq(kj_cpu_run_kernel(pool, &kernel, record_indices, NULL, args, grid, block,
-                                       &error), KJIT_OK);
+                                       0, &error), KJIT_OK);
     for (int64_t i = 0; i < total; i++)
         ck_assert_int_eq(out[i], i + 1);
     free(out);
@@ -167,7 +167,7 @@ static void reduce_on(KjPool *pool)
     uint32_t grid[3] = {BLOCKS, 1, 1}, block[3] = {THREADS, 1, 1};
     char *error = NULL;
     ck_assert_int_eq(kj_cpu_run_kernel(pool, &kernel, block_reduce, NULL, args, grid, block,
-                                       &error), KJIT_OK);
+                                       0, &error), KJIT_OK);
     for (int b = 0; b < BLOCKS; b++)
         ck_assert_int_eq(out[b], want[b]);
     free(in);
@@ -210,7 +210,7 @@ START_TEST(barrier_inside_a_loop)
     uint32_t grid[3] = {BLOCKS, 1, 1}, block[3] = {THREADS, 1, 1};
     char *error = NULL;
     ck_assert_int_eq(kj_cpu_run_kernel(NULL, &kernel, rotate_rounds, NULL, args, grid, block,
-                                       &error), KJIT_OK);
+                                       0, &error), KJIT_OK);
     int64_t want[THREADS], next[THREADS];
     for (int t = 0; t < THREADS; t++)
         want[t] = t;
@@ -257,7 +257,7 @@ START_TEST(fiber_stack_overflow_hits_the_guard_page)
     KjIrFunction kernel = fake_kernel(true, 0);
     uint32_t grid[3] = {1, 1, 1}, block[3] = {2, 1, 1};
     char *error = NULL;
-    kj_cpu_run_kernel(NULL, &kernel, overflow_thread, NULL, args, grid, block, &error);
+    kj_cpu_run_kernel(NULL, &kernel, overflow_thread, NULL, args, grid, block, 0, &error);
 }
 END_TEST
 
@@ -272,7 +272,7 @@ START_TEST(fiber_stacks_grow_with_local_bytes)
     uint32_t grid[3] = {1, 1, 1}, block[3] = {2, 1, 1};
     char *error = NULL;
     ck_assert_int_eq(kj_cpu_run_kernel(NULL, &kernel, overflow_thread, NULL, args, grid, block,
-                                       &error), KJIT_OK);
+                                       0, &error), KJIT_OK);
     ck_assert_int_eq(out[1], deep_frames(200));
 }
 END_TEST
@@ -401,6 +401,7 @@ static const char *const device_source =
     "    let t = threadIdx.x;\n"
     "    let i = global_index();\n"
     "    tile[t] = i < len(x) ? x[i] : 0.0;\n"
+    "    syncthreads();\n"
     "    scan_block(tile, t);\n"
     "    if i < len(out) { out[i] = tile[t]; }\n"
     "}\n"

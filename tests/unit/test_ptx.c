@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kjit_runtime.h"
+#include "kjit_tools.h"
 
 static void diag_to_stderr(void *user, KjSeverity severity, const char *text)
 {
@@ -205,6 +206,38 @@ START_TEST(kernel_features_assemble)
 }
 END_TEST
 
+/* The execution-model kernels (tests/golden/exec) assemble, each built-in
+ * its PTX instruction, syncgrid() a global counter, shared(T) an extern
+ * shared array sized by %dynamic_smem_size. */
+START_TEST(exec_builtins_assemble)
+{
+    const char *files[] = {"tests/golden/exec/warp.kern", "tests/golden/exec/grid.kern",
+                           "tests/golden/exec/dynamic_shared.kern"};
+    const char *want[3][9] = {
+        {"shfl.sync.down.b32", "shfl.sync.bfly.b32", "shfl.sync.up.b32", "shfl.sync.idx.b32",
+         "vote.sync.ballot.b32", "vote.sync.all.pred", "activemask.b32", "bar.red.popc",
+         "%laneid"},
+        {"atom.global.add.u32", "ld.volatile.global.u32", "membar.gl", "kj_grid_barrier"},
+        {".extern .shared .align 16 .b8 kj_dynamic_shared[]", "%dynamic_smem_size"},
+    };
+    for (int f = 0; f < 3; f++) {
+        KjArena arena = {0};
+        KjDiag diag = {.sink = diag_to_stderr};
+        KjSource *src = kj_source_read(&arena, files[f], &diag);
+        ck_assert_msg(src != NULL, "cannot read %s", files[f]);
+        KjIrFunction **roots;
+        int count;
+        char *ptx = ptx_for_source(&arena, src, &roots, &count);
+        check_ptx(ptx, roots, count, files[f]);
+        for (int k = 0; k < 9 && want[f][k]; k++)
+            ck_assert_msg(strstr(ptx, want[f][k]) != NULL, "%s: no '%s' in the PTX", files[f],
+                          want[f][k]);
+        free(ptx);
+        kj_arena_free(&arena);
+    }
+}
+END_TEST
+
 /* Device functions (plain functions using kernel built-ins, called from a
  * kernel) and every atomic, on elements of 2-D arrays too, sized by
  * constants; LLVM makes compare-and-swap loops of the ones PTX lacks. */
@@ -341,6 +374,82 @@ START_TEST(sin_tails_are_branches)
 }
 END_TEST
 
+/* --lineinfo (kjit build, kjit_stage_options.line_info): PTX carries .loc
+ * lines naming the .kern file, as nvcc -lineinfo, and ptxas takes it; cpu
+ * assembly carries .file/.loc; without it neither has any. */
+static char *stage_of(const char *path, kjit_stage stage, kjit_target target, bool line_info)
+{
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.target = target;
+    options.line_info = line_info;
+    char *bytes = NULL, *error = NULL;
+    size_t size = 0;
+    kjit_status status = kjit_stage_file(path, stage, &options, &bytes, &size, &error);
+    ck_assert_msg(status == KJIT_OK, "%s: %s", path, error ? error : "?");
+    free(error);
+    return bytes;
+}
+
+/* The .loc lines of `text` name file 1 and only lines the source has. */
+static int loc_lines(const char *text, int max_line)
+{
+    int count = 0;
+    for (const char *p = strstr(text, ".loc\t"); p; p = strstr(p + 1, ".loc\t")) {
+        int file = 0, line = -1;
+        ck_assert_msg(sscanf(p, ".loc\t%d %d", &file, &line) == 2, "bad .loc: %.40s", p);
+        ck_assert_int_eq(file, 1);
+        ck_assert_msg(line >= 0 && line <= max_line, "a .loc at line %d of %d", line, max_line);
+        count += line > 0;
+    }
+    return count;
+}
+
+START_TEST(line_info_names_the_kern_lines)
+{
+    char path[] = "/tmp/kjit-lines-XXXXXX.kern";
+    int fd = mkstemps(path, 5);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("@kernel\n"
+          "fn scale(a: f32[], b: f32[], s: f32) {\n"
+          "    let i = grid(1);\n"
+          "    if i < len(a) {\n"
+          "        b[i] = sin(a[i]) * s;\n"
+          "    }\n"
+          "}\n"
+          "@vectorize\n"
+          "fn rot(z: c64, phi: f32) -> c64 {\n"
+          "    return z * exp(complex(0.0, phi));\n"
+          "}\n",
+          f);
+    fclose(f);
+    const char *name = strrchr(path, '/') + 1;
+
+    char *ptx = stage_of(path, KJIT_STAGE_PTX, KJIT_TARGET_CUDA, true);
+    ck_assert_msg(strstr(ptx, ".file\t1 \"") && strstr(ptx, name), "no .file naming %s", name);
+    ck_assert_int_gt(loc_lines(ptx, 11), 0);
+    ck_assert_msg(strstr(ptx, ".loc\t1 5 "), "no .loc for line 5 (b[i] = ...)");
+    ck_assert_msg(strstr(ptx, ".loc\t1 10 "), "no .loc for line 10 (return z * exp(...))");
+    assemble(ptx, "the --lineinfo PTX");
+    free(ptx);
+    ptx = stage_of(path, KJIT_STAGE_PTX, KJIT_TARGET_CUDA, false);
+    ck_assert_msg(!strstr(ptx, ".loc\t") && !strstr(ptx, ".file\t"), "line info without --lineinfo");
+    free(ptx);
+
+    char *asm_text = stage_of(path, KJIT_STAGE_ASM, KJIT_TARGET_CPU, true);
+    ck_assert_msg(strstr(asm_text, ".file\t1 \"") && strstr(asm_text, name), "no .file naming %s", name);
+    ck_assert_int_gt(loc_lines(asm_text, 11), 0);
+    ck_assert_msg(strstr(asm_text, ".loc\t1 5 ") && strstr(asm_text, ".loc\t1 10 "),
+                  "cpu assembly lacks lines 5 and 10");
+    free(asm_text);
+    asm_text = stage_of(path, KJIT_STAGE_ASM, KJIT_TARGET_CPU, false);
+    ck_assert_msg(!strstr(asm_text, ".loc\t"), "cpu line info without --lineinfo");
+    free(asm_text);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(missing_libdevice_is_a_clear_error)
 {
     KjArena arena = {0};
@@ -382,11 +491,13 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, every_example_assembles);
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
+    tcase_add_test(tcase, exec_builtins_assemble);
     tcase_add_test(tcase, device_functions_and_atomics_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);
     tcase_add_test(tcase, sin_tails_are_branches);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
+    tcase_add_test(tcase, line_info_names_the_kern_lines);
     suite_add_tcase(suite, tcase);
     return suite;
 }

@@ -1,0 +1,702 @@
+"""Contexts, modules, functions, launches, streams and events over kjit.h.
+
+A Context is a kjit_context: one per target and options, made on first use
+and kept for the life of the process (device arrays, streams and modules hold
+theirs).  A Module's functions are looked up once and kept as attributes, and
+each Function keeps what every call needs (its handle, its context, its
+result types, a free list of argument buffers), so that a call is a dict
+lookup per argument, a few struct packs and one foreign call.
+"""
+import ctypes
+import threading
+
+import numpy as np
+
+from . import _lib
+from ._arrays import (CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
+                      _array_like, array_address, converter_for, pack_out)
+from ._lib import lib
+from .errors import InvalidArgumentError, from_status
+
+_kjit_call = lib.kjit_call
+_kjit_launch = lib.kjit_launch
+_last_error = lib.kjit_last_error
+
+
+def _raise(handle, status):
+    raise from_status(status, _last_error(handle).decode(errors="replace"))
+
+
+# ----------------------------------------------------------------- contexts
+
+class Context:
+    """A kjit_context: a target ("cpu", "parallel", "cuda"; "auto" picks cuda
+    when a GPU is usable) and its options."""
+
+    def __init__(self, target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None):
+        if target not in _lib.TARGETS:
+            raise InvalidArgumentError(f"target {target!r}: one of "
+                                       f"{', '.join(_lib.TARGETS)}")
+        options = _lib.Options()
+        lib.kjit_options_init(ctypes.byref(options))
+        options.target = _lib.TARGETS[target]
+        options.num_threads = num_threads
+        options.device = device
+        options.opt_level = opt_level
+        self._arch = cuda_arch.encode() if cuda_arch else None
+        options.cuda_arch = self._arch
+        handle = ctypes.c_void_p()
+        status = lib.kjit_context_create(ctypes.byref(options), ctypes.byref(handle))
+        if status:
+            raise from_status(status, lib.kjit_last_error(None).decode(errors="replace"))
+        self.handle = handle.value
+        self.target = _lib.TARGET_NAMES[lib.kjit_context_target(self.handle)]
+        self.is_cuda = self.target == "cuda"
+        self.device_ordinal = (device if device >= 0 else 0) if self.is_cuda else 0
+        self._pool = {}          # bytes -> [pointers] of freed device arrays
+        self._pool_bytes = 0
+        self._pool_lock = threading.Lock()
+        self._layouts = {}       # (shape, dtype) -> DeviceArray._layout
+        self._wrapped = {}       # CUstream handle -> Stream wrapping it
+        self._default_stream = None
+
+    def __repr__(self):
+        return f"<kjit.Context {self.target}>"
+
+    def check(self, status):
+        if status:
+            _raise(self.handle, status)
+
+    # Modules ---------------------------------------------------------------
+    def load(self, path):
+        out = ctypes.c_void_p()
+        self.check(lib.kjit_compile_file(self.handle, str(path).encode(), ctypes.byref(out)))
+        return Module(self, out.value, str(path))
+
+    def compile(self, source, name="<source>.kern"):
+        out = ctypes.c_void_p()
+        self.check(lib.kjit_compile_string(self.handle, name.encode(), source.encode(),
+                                           ctypes.byref(out)))
+        return Module(self, out.value, name)
+
+    # Device memory -----------------------------------------------------------
+    # Freed device arrays go back to a pool by size (cuMemFree waits for the
+    # whole device, and a 1,000-element call must not pay a cuMemAlloc).
+    POOL_LIMIT = 256 << 20
+
+    def device_array(self, shape, dtype=np.float64):
+        try:
+            layout = self._layouts[shape, dtype]
+        except (KeyError, TypeError):
+            layout = self._layout(shape, dtype)
+        size = layout[5]
+        with self._pool_lock:
+            free = self._pool.get(size)
+            ptr = free.pop() if free else None
+            if ptr is not None:
+                self._pool_bytes -= size
+        if ptr is None:
+            ptr = self._allocate(size)
+        return DeviceArray._from_layout(self, ptr, layout, _PoolBlock(self, ptr, size))
+
+    def _layout(self, shape, dtype):
+        """What every device array of this shape and dtype shares."""
+        key = (shape, dtype)
+        if isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        layout = DeviceArray._layout(tuple(int(s) for s in shape), dtype, self.is_cuda)
+        try:
+            if len(self._layouts) < 1024:
+                self._layouts[key] = layout
+        except TypeError:  # an unhashable shape or dtype
+            pass
+        return layout
+
+    def _allocate(self, size):
+        block = _lib.Array()
+        extent = (ctypes.c_int64 * 1)(max(size, 1))
+        status = lib.kjit_device_alloc(self.handle, _lib.U8, 1, extent, ctypes.byref(block))
+        if status == _lib.ERROR_OUT_OF_MEMORY and self._pool_bytes:
+            self.empty_pool()
+            status = lib.kjit_device_alloc(self.handle, _lib.U8, 1, extent, ctypes.byref(block))
+        self.check(status)
+        return block.data
+
+    def _release(self, ptr, size):
+        with self._pool_lock:
+            if self._pool_bytes + size <= self.POOL_LIMIT:
+                self._pool.setdefault(size, []).append(ptr)
+                self._pool_bytes += size
+                return
+        self._free(ptr)
+
+    def _free(self, ptr):
+        block = _lib.Array()
+        block.data = ptr
+        block.memory = _lib.MEMORY_DEVICE
+        lib.kjit_device_free(self.handle, ctypes.byref(block))
+
+    def empty_pool(self):
+        """Frees the device memory that freed arrays left for reuse."""
+        with self._pool_lock:
+            blocks = [p for ptrs in self._pool.values() for p in ptrs]
+            self._pool.clear()
+            self._pool_bytes = 0
+        for ptr in blocks:
+            self._free(ptr)
+
+    def copy(self, dst, src, stream=None):
+        """Copies between host and device arrays of one shape and dtype
+        (both contiguous)."""
+        cb = CallBuffers(2)
+        for i, x in enumerate((dst, src)):
+            conv = CONVERTERS.get(type(x)) or converter_for(type(x))
+            if conv(x, cb, i)[3] and not self.is_cuda:
+                raise InvalidArgumentError(f"copy: GPU memory on a {self.target} context")
+        self.check(lib.kjit_copy(self.handle, array_address(cb, 0), array_address(cb, 1),
+                                 stream_pointer(stream, self)))
+
+    def synchronize(self):
+        self.check(lib.kjit_synchronize(self.handle))
+
+
+class _PoolBlock:
+    __slots__ = ("context", "ptr", "size", "__weakref__")
+
+    def __init__(self, context, ptr, size):
+        self.context, self.ptr, self.size = context, ptr, size
+
+    def __del__(self):
+        try:
+            self.context._release(self.ptr, self.size)
+        except Exception:  # at interpreter exit
+            pass
+
+
+_contexts = {}
+_contexts_lock = threading.Lock()
+
+
+def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None):
+    """The shared Context for these options (made on first use)."""
+    key = (target, device, num_threads, opt_level, cuda_arch)
+    ctx = _contexts.get(key)
+    if ctx is None:
+        with _contexts_lock:
+            ctx = _contexts.get(key)
+            if ctx is None:
+                ctx = _contexts[key] = Context(target, device, num_threads, opt_level,
+                                               cuda_arch)
+    return ctx
+
+
+def default_context(gpu=None):
+    """cuda when a GPU is usable (or asked for with gpu=True), else cpu."""
+    if gpu:
+        return context("cuda")
+    if gpu is False:
+        return context("cpu")
+    return context("auto")
+
+
+# ------------------------------------------------------------------ modules
+
+class Module:
+    """A compiled .kern file: its functions are attributes (m.add), or
+    m["add"] for names that clash with the module's own."""
+
+    def __init__(self, context, handle, name):
+        self.context = context
+        self.handle = handle
+        self.name = name
+        count = lib.kjit_module_function_count(handle)
+        self.function_names = tuple(lib.kjit_module_function_name(handle, i).decode()
+                                    for i in range(count))
+
+    def function(self, name):
+        out = ctypes.c_void_p()
+        status = lib.kjit_module_function(self.handle, name.encode(), ctypes.byref(out))
+        if status:
+            _raise(self.context.handle, status)
+        kind = lib.kjit_function_kind_of(out.value)
+        fn = (VectorizedFunction if _lib.FUNCTION_KINDS[kind] == "vectorize" else Function)(
+            self, out.value)
+        self.__dict__[name] = fn  # the next m.name is a plain attribute
+        return fn
+
+    def __getitem__(self, name):
+        fn = self.__dict__.get(name)
+        return fn if isinstance(fn, Function) else self.function(name)
+
+    def __iter__(self):
+        return (self[name] for name in self.function_names)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.function(name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self.function_names))
+
+    def __repr__(self):
+        return (f"<kjit.Module {self.name} on {self.context.target}: "
+                f"{', '.join(self.function_names)}>")
+
+    def __del__(self):
+        handle, self.handle = getattr(self, "handle", None), None
+        if handle:
+            try:
+                lib.kjit_module_free(handle)
+            except Exception:
+                pass
+
+
+# ---------------------------------------------------------------- functions
+
+class Function:
+    """A function of a module: plain or @vectorize ones are called, @kernel
+    ones launched with f[grid, block](...) or f[grid, block, stream](...)."""
+
+    def __init__(self, module, handle):
+        self.module = module  # keeps the module (and its code) alive
+        self.handle = handle
+        self.context = module.context
+        self.name = lib.kjit_function_name(handle).decode()
+        self.kind = _lib.FUNCTION_KINDS[lib.kjit_function_kind_of(handle)]
+        self.param_count = lib.kjit_function_param_count(handle)
+        count = lib.kjit_function_signature_count(handle)
+        self.signatures = tuple(lib.kjit_function_signature(handle, s).decode()
+                                for s in range(count))
+        self._results = []
+        for s in range(count):
+            code = ctypes.c_int(-1)
+            if lib.kjit_function_result(handle, s, ctypes.byref(code)) == 0:
+                self._results.append(code.value)
+            else:
+                self._results.append(None)
+        self._result_by_key = {}
+        self._single = count == 1
+        self._is_cuda = self.context.is_cuda
+        self._free = []       # CallBuffers not in use
+        self._launchers = {}  # launch configuration -> Launcher
+
+    def __repr__(self):
+        return f"<kjit.Function {self.kind} {self.name} {' | '.join(self.signatures)}>"
+
+    def params(self, signature=0):
+        """[(element type name, rank)] of each parameter of a signature."""
+        out = []
+        for p in range(self.param_count):
+            code, ndim = ctypes.c_int(), ctypes.c_int()
+            self.context.check(lib.kjit_function_param(self.handle, signature, p,
+                                                       ctypes.byref(code), ctypes.byref(ndim)))
+            out.append((_lib.DTYPE_NAMES[code.value], ndim.value))
+        return out
+
+    def result(self, signature=0):
+        """The element type name a signature returns (None for kernels)."""
+        code = self._results[signature]
+        return None if code is None or code < 0 else _lib.DTYPE_NAMES[code]
+
+    # Arguments ---------------------------------------------------------------
+    def _pack(self, args):
+        """CallBuffers holding args, and what the converters said of them."""
+        n = len(args)
+        if n != self.param_count:
+            raise InvalidArgumentError(f"{self.name} takes {self.param_count} argument"
+                                       f"{'' if self.param_count == 1 else 's'}, {n} given")
+        cb = self._free.pop() if self._free else CallBuffers(n)
+        try:
+            info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+                    for i, x in enumerate(args)]
+        except BaseException:
+            cb.keep.clear()
+            self._free.append(cb)
+            raise
+        if cb.keep:
+            self._sync_producers(cb)
+        return cb, info
+
+    def _sync_producers(self, cb):
+        for item in cb.keep:
+            if type(item) is tuple and item[0] == "sync":
+                stream = wrap_stream(self.context, item[1])
+                self.context.check(lib.kjit_stream_synchronize(stream._ptr))
+
+    def _check_memory(self, info):
+        if not self.context.is_cuda:
+            for i, (_, _, _, gpu) in enumerate(info):
+                if gpu:
+                    raise InvalidArgumentError(
+                        f"{self.name}: argument {i} is in GPU memory but the module was "
+                        f"compiled for the {self.context.target} target; load it with "
+                        f"target='cuda'")
+
+    def _done(self, cb):
+        if cb.keep:
+            cb.keep.clear()
+        self._free.append(cb)
+
+    # Calls -------------------------------------------------------------------
+    def __call__(self, *args, out=None, stream=None):
+        kind = self.kind
+        if kind == "vectorize":
+            return VectorizedFunction.__call__(self, *args, out=out, stream=stream)
+        if kind == "plain":
+            if out is not None or stream is not None:
+                raise InvalidArgumentError(f"{self.name} is a plain function: no out= or "
+                                           f"stream=")
+            return self._plain(args)
+        raise InvalidArgumentError(f"{self.name} is a @kernel: launch it with "
+                                   f"{self.name}[grid, block](...)")
+
+    def _result_code(self, info, cb, n):
+        results = self._results
+        if len(results) == 1:
+            return results[0]
+        key = tuple(i[0] for i in info)
+        code = self._result_by_key.get(key)
+        if code is None:
+            sig = ctypes.c_int()
+            self.context.check(lib.kjit_function_match(self.handle, cb.args_addr, n,
+                                                       ctypes.byref(sig)))
+            code = self._result_by_key[key] = results[sig.value]
+        return code
+
+    def _plain(self, args):
+        cb, info = self._pack(args)
+        try:
+            self._check_memory(info)
+            result = _lib.Array()
+            status = _kjit_call(self.handle, cb.args_addr, len(args), None,
+                                ctypes.addressof(result))
+            if status:
+                _raise(self.context.handle, status)
+        finally:
+            self._done(cb)
+        if not result.data:
+            return None
+        dtype = NP_DTYPES[result.dtype]
+        value = np.frombuffer((ctypes.c_char * dtype.itemsize).from_address(result.data),
+                              dtype)[0].copy()
+        lib.kjit_array_free(ctypes.addressof(result))
+        return value
+
+    def prepare(self, *args, out=None):
+        """Generates the code a call (or, for a kernel, a launch) with these
+        arguments would run, without running it: time calls after this."""
+        cb, info = self._pack(args)
+        try:
+            out_addr = None
+            if out is not None:
+                pack_out(out, cb, len(args))
+                out_addr = array_address(cb, len(args))
+            self.context.check(lib.kjit_prepare(self.handle, cb.args_addr, len(args), out_addr))
+        finally:
+            self._done(cb)
+
+    def match(self, *args):
+        """The index of the signature a call with these arguments takes."""
+        cb, _ = self._pack(args)
+        try:
+            sig = ctypes.c_int()
+            self.context.check(lib.kjit_function_match(self.handle, cb.args_addr, len(args),
+                                                       ctypes.byref(sig)))
+            return sig.value
+        finally:
+            self._done(cb)
+
+    # Launches ----------------------------------------------------------------
+    def __getitem__(self, config):
+        launcher = self._launchers.get(config)
+        if launcher is None:
+            if self.kind != "kernel":
+                raise InvalidArgumentError(f"{self.name} is not a @kernel: call it as "
+                                           f"{self.name}(...)")
+            launcher = Launcher(self, config)
+            if len(self._launchers) < 64:
+                self._launchers[config] = launcher
+        return launcher
+
+
+class VectorizedFunction(Function):
+    """A @vectorize function: f(*arrays_or_scalars, out=None, stream=None)."""
+
+    def __call__(self, *args, out=None, stream=None):
+        # The hot path: kjit's device arrays are packed inline, other
+        # arguments through their converter; then the output and one call.
+        n = len(args)
+        if n != self.param_count:
+            self._pack(args)  # raises the argument-count error
+        free = self._free
+        cb = free.pop() if free else CallBuffers(n)
+        try:
+            view = cb.args_view
+            info = []
+            i = 0
+            for x in args:
+                if type(x) is DeviceArray:
+                    view[i * 24:i * 24 + 24] = x._arg
+                    info.append(x._info)
+                else:
+                    info.append((CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i))
+                i += 1
+            if cb.keep:
+                self._sync_producers(cb)
+            if not self._is_cuda:
+                self._check_memory(info)
+            if out is None:
+                alloc = template = shape = None
+                for i, (code, s, a, g) in enumerate(info):
+                    if a is not None and template is None:
+                        alloc, template = a, args[i]
+                    if s is not None:
+                        if shape is None:
+                            shape = s
+                        elif s != shape:
+                            shape = _broadcast(shape, s)
+                if shape is False:
+                    # Shapes that do not broadcast: kjit's own message says so.
+                    result = _lib.Array()
+                    _raise(self.context.handle,
+                           _kjit_call(self.handle, cb.args_addr, n, None,
+                                      ctypes.addressof(result)) or _lib.ERROR_SHAPE)
+                code = self._results[0] if self._single else self._result_code(info, cb, n)
+                result = (alloc or _alloc_host)(template, shape or (), code)
+            else:
+                result = out
+            if type(result) is DeviceArray:
+                out_addr = result._addr
+            else:
+                if pack_out(result, cb, n)[3] and not self._is_cuda:
+                    self._check_memory([(0, 0, 0, True)])
+                out_addr = array_address(cb, n)
+            if stream is None:
+                status = _kjit_call(self.handle, cb.args_addr, n, out_addr, None)
+            else:
+                status = lib.kjit_call_async(self.handle, cb.args_addr, n, out_addr,
+                                             stream_pointer(stream, self.context))
+            if status:
+                _raise(self.context.handle, status)
+        finally:
+            if cb.keep:
+                cb.keep.clear()
+            free.append(cb)
+        if out is None and shape is None and alloc is None:
+            return result[()]  # all scalars: a scalar, as NumPy's ufuncs give
+        return result
+
+
+def _alloc_host(template, shape, code):
+    return np.empty(shape, NP_DTYPES[code])
+
+
+def _broadcast(a, b):
+    """NumPy's broadcast of two shapes, or False when they do not broadcast."""
+    if a is False:
+        return False
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            return False
+    return tuple(out)
+
+
+def _dims(value, what):
+    if isinstance(value, (int, np.integer)):
+        dims = (int(value), 1, 1)
+    else:
+        dims = tuple(int(v) for v in value)
+        if not 1 <= len(dims) <= 3:
+            raise InvalidArgumentError(f"the {what} has 1 to 3 extents, not {len(dims)}")
+        dims += (1,) * (3 - len(dims))
+    if any(d < 1 or d >= 1 << 32 for d in dims):
+        raise InvalidArgumentError(f"{what} {dims}: every extent is at least 1")
+    return (ctypes.c_uint32 * 3)(*dims)
+
+
+class Launcher:
+    """kernel[grid, block] or kernel[grid, block, stream]: call it with the
+    kernel's arguments to launch."""
+
+    def __init__(self, function, config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise InvalidArgumentError(f"launch {function.name} as {function.name}[grid, "
+                                       f"block] or [grid, block, stream]")
+        if len(config) == 4 and config[3]:
+            raise InvalidArgumentError("kjit kernels declare their shared memory in the "
+                                       "source: the fourth launch setting must be 0")
+        self.function = function
+        self.grid = _dims(config[0], "grid")
+        self.block = _dims(config[1], "block")
+        self._grid_addr = ctypes.addressof(self.grid)
+        self._block_addr = ctypes.addressof(self.block)
+        stream = config[2] if len(config) > 2 else None
+        self._stream = stream  # keeps a foreign stream object alive
+        self._stream_ptr = stream_pointer(stream, function.context) if stream is not None \
+            else None
+
+    def __call__(self, *args):
+        fn = self.function
+        cb, info = fn._pack(args)
+        try:
+            if not fn.context.is_cuda:
+                fn._check_memory(info)
+            for i, x in enumerate(args):
+                if CONVERTERS.get(type(x)) is _array_like:
+                    raise InvalidArgumentError(
+                        f"{fn.name}: argument {i} is a {type(x).__name__}; pass an array "
+                        f"(a kernel may write into it)")
+            status = _kjit_launch(fn.handle, self._grid_addr, self._block_addr, cb.args_addr,
+                                  len(args), self._stream_ptr)
+            if status:
+                _raise(fn.context.handle, status)
+        finally:
+            fn._done(cb)
+
+
+# ------------------------------------------------------------------ streams
+
+class Stream:
+    """A kjit stream: work queued on it runs in order, concurrently with other
+    streams.  On cpu targets a stream is accepted and does nothing (calls
+    complete before they return).  `handle` is the CUstream, for CuPy
+    (cupy.cuda.ExternalStream(s.handle)) or PyTorch
+    (torch.cuda.ExternalStream(s.handle))."""
+
+    def __init__(self, context=None, _wrap=None):
+        self.context = context or default_context()
+        out = ctypes.c_void_p()
+        self._borrowed = _wrap is not None
+        if _wrap is None:
+            self.context.check(lib.kjit_stream_create(self.context.handle, ctypes.byref(out)))
+        else:
+            if not _lib.HAS_STREAM_WRAP:
+                raise InvalidArgumentError("this libkjit.so is older than kjit_stream_wrap: "
+                                           "foreign streams are not accepted")
+            self.context.check(lib.kjit_stream_wrap(self.context.handle, _wrap,
+                                                    ctypes.byref(out)))
+        self._ptr = out.value
+
+    @property
+    def handle(self):
+        if not _lib.HAS_STREAM_WRAP:
+            return 0
+        return lib.kjit_stream_handle(self._ptr) or 0
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+    def synchronize(self):
+        self.context.check(lib.kjit_stream_synchronize(self._ptr))
+
+    def __repr__(self):
+        kind = "wrapping" if self._borrowed else "on"
+        return f"<kjit.Stream {kind} {self.handle:#x} ({self.context.target})>"
+
+    def __del__(self):
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr:
+            try:
+                lib.kjit_stream_destroy(ptr)
+            except Exception:
+                pass
+
+
+def foreign_stream_handle(stream):
+    """The CUstream of a CuPy, PyTorch or Numba stream, or of anything with
+    __cuda_stream__; None when `stream` is none of them."""
+    if isinstance(stream, (int, np.integer)):
+        return int(stream)
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        return int(protocol()[1])
+    for attribute in ("cuda_stream", "ptr"):  # PyTorch, CuPy
+        value = getattr(stream, attribute, None)
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+    handle = getattr(stream, "handle", None)  # Numba: a ctypes c_void_p
+    if handle is not None:
+        return int(getattr(handle, "value", handle) or 0)
+    return None
+
+
+def wrap_stream(context, handle):
+    stream = context._wrapped.get(handle)
+    if stream is None:
+        stream = context._wrapped[handle] = Stream(context, _wrap=handle)
+    return stream
+
+
+def stream_pointer(stream, context):
+    """The kjit_stream pointer for a stream= argument (None: the default stream)."""
+    if stream is None:
+        return None
+    if isinstance(stream, Stream):
+        return stream._ptr
+    handle = foreign_stream_handle(stream)
+    if handle is None:
+        raise InvalidArgumentError(f"{stream!r} is not a stream (kjit.Stream, a CuPy or "
+                                   f"PyTorch stream, or a CUstream handle)")
+    if handle == 0:
+        return None  # the legacy default stream
+    return wrap_stream(context, handle)._ptr
+
+
+# ------------------------------------------------------------------- events
+
+class Event:
+    """A point recorded on a stream; end.elapsed_ms(start) or
+    kjit.elapsed_ms(start, end) gives the time between two, in milliseconds
+    (CUDA events on cuda, the host clock elsewhere)."""
+
+    def __init__(self, stream=None, context=None):
+        if context is None:
+            context = stream.context if isinstance(stream, Stream) else default_context()
+        self.context = context
+        out = ctypes.c_void_p()
+        context.check(lib.kjit_event_record(context.handle, stream_pointer(stream, context),
+                                            ctypes.byref(out)))
+        self._ptr = out.value
+
+    def elapsed_ms(self, start):
+        ms = ctypes.c_double()
+        self.context.check(lib.kjit_event_elapsed(start._ptr, self._ptr, ctypes.byref(ms)))
+        return ms.value
+
+    def __del__(self):
+        ptr, self._ptr = getattr(self, "_ptr", None), None
+        if ptr:
+            try:
+                lib.kjit_event_destroy(ptr)
+            except Exception:
+                pass
+
+
+# ------------------------------------------------------------------ devices
+
+def cuda_reason():
+    """None when the cuda target is usable, else why not."""
+    reason = ctypes.create_string_buffer(512)
+    if lib.kjit_cuda_available(reason, len(reason)) == 0:
+        return None
+    return reason.value.decode(errors="replace") or "no CUDA driver or GPU"
+
+
+def device_info(index):
+    info = _lib.DeviceInfo()
+    status = lib.kjit_cuda_device_info(index, ctypes.byref(info))
+    if status:
+        raise from_status(status, cuda_reason() or f"no CUDA device {index}")
+    return {"index": index, "name": info.name.decode(errors="replace"),
+            "compute_capability": (info.compute_major, info.compute_minor),
+            "total_memory": info.total_memory, "driver_version": info.driver_version,
+            "multiprocessors": info.multiprocessors}

@@ -1,0 +1,543 @@
+/*
+ * test_exec.c: the execution-model built-ins on the cpu and parallel targets,
+ * through the public API: the warp collectives (a shuffle block sum and a
+ * shuffle scan, bit for bit against a C emulation of the same additions in
+ * the same order; votes with exited lanes and partial warps; every shuffle on
+ * 32- and 64-bit values with source lanes in and out of range), the block
+ * votes, syncgrid() (a heat equation against a float64 reference) and the
+ * launch's dynamic shared memory, and the errors a launch gives.  The
+ * kernels are the .kern files of tests/golden/exec, docs/language.md's
+ * examples.
+ * test_cuda.c runs the same kernels on a GPU and compares them with cpu.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kjit.h"
+
+enum { WARP = 32 };
+
+static uint64_t rng;
+
+static void seed_once(void)
+{
+    if (rng)
+        return;
+    const char *fixed = getenv("KJIT_EXEC_SEED");
+    rng = fixed ? strtoull(fixed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
+    printf("test_exec: seed %llu (KJIT_EXEC_SEED)\n", (unsigned long long)rng);
+}
+
+static uint64_t next_random(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static double uniform(double low, double high)
+{
+    return low + (high - low) * (double)(next_random() >> 11) / 9007199254740992.0;
+}
+
+static int64_t between(int64_t low, int64_t high)
+{
+    return low + (int64_t)(next_random() % (uint64_t)(high - low + 1));
+}
+
+static kjit_context *make_context(kjit_target target)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    options.num_threads = 3;
+    kjit_context *context;
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+    return context;
+}
+
+static kjit_function *load(kjit_context *context, const char *file, const char *name,
+                           kjit_module **module)
+{
+    kjit_status status = kjit_compile_file(context, file, module);
+    ck_assert_msg(status == KJIT_OK, "%s: %s", file, kjit_last_error(context));
+    kjit_function *function;
+    ck_assert_int_eq(kjit_module_function(*module, name, &function), KJIT_OK);
+    return function;
+}
+
+static kjit_array array_of(void *data, kjit_dtype dtype, int64_t n)
+{
+    return kjit_array_make(data, dtype, 1, &n);
+}
+
+static void launch(kjit_function *fn, uint32_t blocks, uint32_t threads, kjit_arg *args, int n,
+                   size_t dynamic_bytes)
+{
+    uint32_t grid[3] = {blocks, 1, 1}, block[3] = {threads, 1, 1};
+    kjit_launch_options options;
+    kjit_launch_options_init(&options);
+    options.dynamic_shared_bytes = dynamic_bytes;
+    kjit_status status = kjit_launch_ex(fn, grid, block, args, n, &options);
+    ck_assert_msg(status == KJIT_OK, "%s", kjit_last_error(NULL));
+}
+
+static const kjit_target targets[] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
+
+/* ------------------------------------------------------ warp reductions */
+
+/* block_sum's additions, in its order, in f32. */
+static float block_sum_reference(const float *x, int64_t n, int64_t block, int64_t threads)
+{
+    float partial[WARP] = {0};
+    int warps = (int)(threads / WARP);
+    for (int w = 0; w < warps; w++) {
+        float v[WARP];
+        for (int l = 0; l < WARP; l++) {
+            int64_t i = block * threads + w * WARP + l;
+            v[l] = i < n ? x[i] : 0.0f;
+        }
+        for (int offset = 16; offset > 0; offset /= 2) {
+            float next[WARP];
+            for (int l = 0; l < WARP; l++)
+                next[l] = v[l] + (l + offset < WARP ? v[l + offset] : v[l]);
+            memcpy(v, next, sizeof v);
+        }
+        partial[w] = v[0];
+    }
+    float w[WARP];
+    for (int l = 0; l < WARP; l++)
+        w[l] = l < warps ? partial[l] : 0.0f;
+    for (int k = 16; k > 0; k /= 2) {
+        float next[WARP];
+        for (int l = 0; l < WARP; l++)
+            next[l] = w[l] + w[l ^ k];
+        memcpy(w, next, sizeof w);
+    }
+    return w[0];
+}
+
+START_TEST(warp_block_sum_is_bit_exact)
+{
+    seed_once();
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/warp.kern", "block_sum", &module);
+        int64_t threads = 32 * between(1, 8), blocks = between(1, 40);
+        int64_t n = blocks * threads - between(0, threads - 1);
+        float *x = malloc(sizeof *x * (size_t)n), *out = malloc(sizeof *out * (size_t)blocks);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (float)uniform(-100, 100);
+        kjit_array X = array_of(x, KJIT_F32, n), O = array_of(out, KJIT_F32, blocks);
+        kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+        launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 2, 0);
+        for (int64_t b = 0; b < blocks; b++) {
+            float want = block_sum_reference(x, n, b, threads);
+            ck_assert_msg(memcmp(&out[b], &want, sizeof want) == 0,
+                          "%s: block %lld of %lld threads: %.9g, want %.9g",
+                          kjit_target_name(targets[t]), (long long)b, (long long)threads,
+                          out[b], want);
+        }
+        free(x);
+        free(out);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+START_TEST(warp_scan_is_bit_exact)
+{
+    seed_once();
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/warp.kern", "warp_scan", &module);
+        int64_t threads = between(1, 300), blocks = between(1, 6);
+        int64_t n = blocks * threads - between(0, threads - 1);
+        double *x = malloc(sizeof *x * (size_t)n), *out = malloc(sizeof *out * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = uniform(-1, 1);
+        kjit_array X = array_of(x, KJIT_F64, n), O = array_of(out, KJIT_F64, n);
+        kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+        launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 2, 0);
+        /* Each warp of each block: lanes past the block's last thread do not
+         * exist, so a shuffle from them gives the lane's own value. */
+        for (int64_t b = 0; b < blocks; b++)
+            for (int64_t base = 0; base < threads; base += WARP) {
+                int lanes = (int)(threads - base < WARP ? threads - base : WARP);
+                double v[WARP];
+                for (int l = 0; l < lanes; l++) {
+                    int64_t i = b * threads + base + l;
+                    v[l] = i < n ? x[i] : 0.0;
+                }
+                for (int d = 1; d < WARP; d *= 2) {
+                    double next[WARP];
+                    for (int l = 0; l < lanes; l++)
+                        next[l] = l >= d ? v[l] + v[l - d] : v[l];
+                    memcpy(v, next, sizeof v);
+                }
+                for (int l = 0; l < lanes; l++) {
+                    int64_t i = b * threads + base + l;
+                    if (i < n)
+                        ck_assert_msg(memcmp(&out[i], &v[l], sizeof v[l]) == 0,
+                                      "%s: scan[%lld] = %.17g, want %.17g",
+                                      kjit_target_name(targets[t]), (long long)i, out[i], v[l]);
+                }
+            }
+        free(x);
+        free(out);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ votes */
+
+START_TEST(votes_count_only_lanes_still_running)
+{
+    seed_once();
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/warp.kern", "votes", &module);
+        /* 48 threads a block: a full warp and a warp of 16; the last block is
+         * cut short by threads that return before voting. */
+        const int64_t threads = 48, blocks = 3;
+        int64_t n = blocks * threads - between(1, 40);
+        int32_t *x = malloc(sizeof *x * (size_t)n);
+        uint32_t *ballots = calloc((size_t)n, 4), *masks = calloc((size_t)n, 4);
+        uint8_t *alls = calloc((size_t)n, 1), *anys = calloc((size_t)n, 1);
+        for (int64_t i = 0; i < n; i++) {
+            int kind = (int)(next_random() % 3);
+            x[i] = kind == 0 ? -1 : 1; /* some warps all true */
+            if (i >= 32 && i < 96)
+                x[i] = 1;
+            if (i >= 96 && i < 112)
+                x[i] = -1;
+        }
+        kjit_array X = array_of(x, KJIT_I32, n), B = array_of(ballots, KJIT_U32, n),
+                   AL = array_of(alls, KJIT_BOOL, n), AN = array_of(anys, KJIT_BOOL, n),
+                   M = array_of(masks, KJIT_U32, n);
+        kjit_arg args[5] = {kjit_arg_array(&X), kjit_arg_array(&B), kjit_arg_array(&AL),
+                            kjit_arg_array(&AN), kjit_arg_array(&M)};
+        launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 5, 0);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t b = i / threads, in_block = i % threads;
+            int64_t base = b * threads + in_block / WARP * WARP;
+            int64_t end = base + WARP < (b + 1) * threads ? base + WARP : (b + 1) * threads;
+            uint32_t present = 0, ballot = 0;
+            for (int64_t j = base; j < end && j < n; j++) {
+                present |= 1u << (j - base);
+                if (x[j] > 0)
+                    ballot |= 1u << (j - base);
+            }
+            ck_assert_msg(masks[i] == present, "%s: activemask at %lld: %x, want %x",
+                          kjit_target_name(targets[t]), (long long)i, masks[i], present);
+            ck_assert_msg(ballots[i] == ballot, "%s: ballot at %lld: %x, want %x",
+                          kjit_target_name(targets[t]), (long long)i, ballots[i], ballot);
+            ck_assert_int_eq(alls[i], ballot == present);
+            ck_assert_int_eq(anys[i], ballot != 0);
+        }
+        free(x);
+        free(ballots);
+        free(masks);
+        free(alls);
+        free(anys);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ shuffles */
+
+START_TEST(every_shuffle_on_32_and_64_bits)
+{
+    seed_once();
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/warp.kern", "shuffles", &module);
+        const int64_t threads = 64, blocks = 2, n = threads * blocks;
+        int64_t a[128], ra[128];
+        double b[128], rb[128];
+        uint32_t c[128], rc[128];
+        float d[128], rd[128];
+        int32_t lanes[128];
+        for (int64_t i = 0; i < n; i++) {
+            a[i] = (int64_t)next_random();
+            b[i] = uniform(-1e300, 1e300);
+            c[i] = (uint32_t)next_random();
+            d[i] = (float)uniform(-1e30, 1e30);
+            /* mostly 0..31; some outside, of which only the low five bits count */
+            lanes[i] = next_random() % 4 ? (int32_t)between(0, 31) : (int32_t)between(-70, 70);
+        }
+        kjit_array A = array_of(a, KJIT_I64, n), B = array_of(b, KJIT_F64, n),
+                   C = array_of(c, KJIT_U32, n), D = array_of(d, KJIT_F32, n),
+                   L = array_of(lanes, KJIT_I32, n), RA = array_of(ra, KJIT_I64, n),
+                   RB = array_of(rb, KJIT_F64, n), RC = array_of(rc, KJIT_U32, n),
+                   RD = array_of(rd, KJIT_F32, n);
+        kjit_arg args[9] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&C),
+                            kjit_arg_array(&D), kjit_arg_array(&L), kjit_arg_array(&RA),
+                            kjit_arg_array(&RB), kjit_arg_array(&RC), kjit_arg_array(&RD)};
+        launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 9, 0);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t base = i / WARP * WARP;
+            int lane = (int)(i - base), k = lanes[i] & 31;
+            int up = lane - k >= 0 ? lane - k : lane;
+            int down = lane + k < WARP ? lane + k : lane;
+            ck_assert_msg(ra[i] == a[base + k], "%s: shfl at %lld lane %d", kjit_target_name(targets[t]),
+                          (long long)i, lanes[i]);
+            ck_assert_msg(memcmp(&rb[i], &b[base + up], 8) == 0, "shfl_up at %lld", (long long)i);
+            ck_assert_msg(rc[i] == c[base + down], "shfl_down at %lld", (long long)i);
+            ck_assert_msg(memcmp(&rd[i], &d[base + (lane ^ k)], 4) == 0, "shfl_xor at %lld",
+                          (long long)i);
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+START_TEST(block_votes)
+{
+    seed_once();
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/warp.kern", "block_votes", &module);
+        const int64_t threads = 128, blocks = 5, n = threads * blocks;
+        float x[640];
+        int32_t count[5];
+        uint8_t every[5], some[5];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t b = i / threads;
+            x[i] = b == 0 ? 1.0f : b == 1 ? 0.0f : (float)uniform(0, 1);
+        }
+        kjit_array X = array_of(x, KJIT_F32, n), C = array_of(count, KJIT_I32, blocks),
+                   E = array_of(every, KJIT_BOOL, blocks), S = array_of(some, KJIT_BOOL, blocks);
+        kjit_arg args[4] = {kjit_arg_array(&X), kjit_arg_array(&C), kjit_arg_array(&E),
+                            kjit_arg_array(&S)};
+        launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 4, 0);
+        for (int64_t b = 0; b < blocks; b++) {
+            int want = 0;
+            for (int64_t j = 0; j < threads; j++)
+                want += x[b * threads + j] > 0.5f;
+            ck_assert_int_eq(count[b], want);
+            ck_assert_int_eq(every[b], want == threads);
+            ck_assert_int_eq(some[b], want > 0);
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ syncgrid */
+
+START_TEST(heat_equation_with_syncgrid)
+{
+    seed_once();
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/grid.kern", "heat", &module);
+        const int64_t threads = 128, blocks = 8;
+        int64_t n = blocks * threads - between(0, 100);
+        int steps = (int)between(20, 60);
+        double alpha = uniform(0.1, 0.45);
+        double *u = malloc(sizeof *u * (size_t)n), *scratch = calloc((size_t)n, sizeof *u);
+        double *ref = malloc(sizeof *ref * (size_t)n), *next = malloc(sizeof *next * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            u[i] = ref[i] = uniform(0, 1);
+        for (int s = 0; s < steps; s++) {
+            for (int64_t i = 0; i < n; i++)
+                next[i] = i > 0 && i < n - 1
+                              ? ref[i] + alpha * (ref[i - 1] - 2.0 * ref[i] + ref[i + 1])
+                              : ref[i];
+            memcpy(ref, next, sizeof *ref * (size_t)n);
+        }
+        kjit_array U = array_of(u, KJIT_F64, n), S = array_of(scratch, KJIT_F64, n);
+        kjit_arg args[4] = {kjit_arg_array(&U), kjit_arg_array(&S), kjit_arg_f64(alpha),
+                            kjit_arg_i64(steps)};
+        launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 4, 0);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(fabs(u[i] - ref[i]) <= 1e-12 * fabs(ref[i]) + 1e-15,
+                          "%s: u[%lld] = %.17g after %d steps, want %.17g",
+                          kjit_target_name(targets[t]), (long long)i, u[i], steps, ref[i]);
+
+        /* Too many threads to be resident at once: a clear error. */
+        uint32_t grid[3] = {200, 1, 1}, block[3] = {128, 1, 1};
+        ck_assert_int_eq(kjit_launch(fn, grid, block, args, 4, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "at most 16384") &&
+                          strstr(kjit_last_error(context), "syncgrid()"),
+                      "%s", kjit_last_error(context));
+        free(u);
+        free(scratch);
+        free(ref);
+        free(next);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+START_TEST(mismatched_barriers_are_an_error)
+{
+    static const char source[] =
+        "@kernel\n"
+        "fn stuck(out: i32[]) {\n"
+        "    if threadIdx.x == 0 { syncgrid(); } else { syncthreads(); }\n"
+        "    out[grid(1)] = 1;\n"
+        "}\n";
+    kjit_context *context = make_context(KJIT_TARGET_CPU);
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_string(context, "stuck.kern", source, &module), KJIT_OK);
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, "stuck", &fn), KJIT_OK);
+    int32_t out[64];
+    kjit_array O = array_of(out, KJIT_I32, 64);
+    kjit_arg args[1] = {kjit_arg_array(&O)};
+    uint32_t grid[3] = {2, 1, 1}, block[3] = {32, 1, 1};
+    ck_assert_int_eq(kjit_launch(fn, grid, block, args, 1, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kjit_last_error(context), "never all be reached"), "%s",
+                  kjit_last_error(context));
+    /* the context goes on */
+    ck_assert_int_eq(kjit_compile_string(context, "ok.kern",
+                                         "@kernel\nfn ok(o: i32[]) { o[grid(1)] = 2; }\n",
+                                         &module), KJIT_OK);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
+/* A device function's collectives are its calling thread's; syncgrid() in
+ * one makes the kernel cooperative. */
+START_TEST(collectives_in_device_functions)
+{
+    static const char source[] =
+        "fn warp_total(v: f32) -> f32 {\n"
+        "    let s = v;\n"
+        "    for k in range(5) { s += shfl_xor(s, 16 >> k); }\n"
+        "    return s;\n"
+        "}\n"
+        "fn everyone() { syncgrid(); }\n"
+        "@kernel\n"
+        "fn totals(x: f32[], out: f32[]) {\n"
+        "    let i = grid(1);\n"
+        "    x[i] = warp_total(x[i]);\n"
+        "    everyone();\n"
+        "    out[i] = x[(i + 32) % len(x)];\n"
+        "}\n";
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        ck_assert_int_eq(kjit_compile_string(context, "device.kern", source, &module), KJIT_OK);
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "totals", &fn), KJIT_OK);
+        float x[128], out[128];
+        for (int i = 0; i < 128; i++)
+            x[i] = (float)i;
+        kjit_array X = array_of(x, KJIT_F32, 128), O = array_of(out, KJIT_F32, 128);
+        kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+        launch(fn, 4, 32, args, 2, 0);
+        /* out[i] is the total of the next warp, written before the barrier */
+        for (int i = 0; i < 128; i++) {
+            int next = (i / 32 + 1) % 4;
+            ck_assert_float_eq(out[i], (float)(32 * 32 * next + 496));
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+/* --------------------------------------------------- dynamic shared memory */
+
+START_TEST(dynamic_shared_memory)
+{
+    seed_once();
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn =
+            load(context, "tests/golden/exec/dynamic_shared.kern", "reverse_blocks", &module);
+        const int64_t threads = 64, blocks = 3, n = threads * blocks;
+        float x[192], out[192];
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (float)uniform(-10, 10);
+        kjit_array X = array_of(x, KJIT_F32, n), O = array_of(out, KJIT_F32, n);
+        kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+        /* the whole block's worth, then half of it: only half the threads
+         * find their element */
+        for (int half = 0; half < 2; half++) {
+            int64_t tile = half ? threads / 2 : threads;
+            for (int64_t i = 0; i < n; i++)
+                out[i] = -1000;
+            launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 2, (size_t)tile * 4);
+            for (int64_t i = 0; i < n; i++) {
+                int64_t b = i / threads, from = threads - 1 - i % threads;
+                float want = from < tile ? x[b * threads + from] : -1000;
+                ck_assert_msg(out[i] == want, "%s: tile %lld, out[%lld] = %g, want %g",
+                              kjit_target_name(targets[t]), (long long)tile, (long long)i,
+                              out[i], want);
+            }
+        }
+        kjit_function *alias;
+        ck_assert_int_eq(kjit_module_function(module, "aliasing", &alias), KJIT_OK);
+        uint32_t words[64];
+        kjit_array W = array_of(words, KJIT_U32, 64);
+        kjit_arg wargs[1] = {kjit_arg_array(&W)};
+        launch(alias, 2, 32, wargs, 1, 24);
+        for (int i = 0; i < 64; i++)
+            ck_assert_uint_eq(words[i], (uint32_t)(i % 32 % 4 + 1) + 24 * 1000);
+
+        /* the API's limit */
+        uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+        kjit_launch_options options;
+        kjit_launch_options_init(&options);
+        ck_assert_uint_eq(options.dynamic_shared_bytes, 0);
+        ck_assert_ptr_null(options.stream);
+        options.dynamic_shared_bytes = (size_t)1 << 31;
+        ck_assert_int_eq(kjit_launch_ex(alias, grid, block, wargs, 1, &options),
+                         KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "dynamic shared memory"), "%s",
+                      kjit_last_error(context));
+        /* NULL options are kjit_launch's defaults: len(shared(T)) is 0 */
+        for (int64_t i = 0; i < n; i++)
+            out[i] = -1000;
+        ck_assert_int_eq(kjit_launch_ex(fn, grid, block, args, 2, NULL), KJIT_OK);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert(out[i] == -1000);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+Suite *suite_exec(void)
+{
+    seed_once(); /* here, so that the forked tests share the seed printed once */
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("exec");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, warp_block_sum_is_bit_exact);
+    tcase_add_test(tc, warp_scan_is_bit_exact);
+    tcase_add_test(tc, votes_count_only_lanes_still_running);
+    tcase_add_test(tc, every_shuffle_on_32_and_64_bits);
+    tcase_add_test(tc, block_votes);
+    tcase_add_test(tc, heat_equation_with_syncgrid);
+    tcase_add_test(tc, mismatched_barriers_are_an_error);
+    tcase_add_test(tc, collectives_in_device_functions);
+    tcase_add_test(tc, dynamic_shared_memory);
+    suite_add_tcase(s, tc);
+    return s;
+}
