@@ -91,6 +91,7 @@ static int expr_size(const KjIrExpr *e)
 bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e)
 {
     if (e->op == KJ_IR_ATOMIC || e->op == KJ_IR_SYNCTHREADS || e->op == KJ_IR_SHARED ||
+        e->op == KJ_IR_PRINT ||
         e->op == KJ_IR_LOCAL || e->op == KJ_IR_DYNAMIC_SHARED ||
         (e->op == KJ_IR_EXEC && e->exec != KJ_EXEC_LANEID))
         return false;
@@ -116,7 +117,8 @@ void kj_check_note_impure(KjChecker *c)
 /* ========================================================= implicit typing */
 
 /* Implicit conversions only widen: int to a larger int of the same
- * signedness, int to float, f32 to f64, real to complex, c64 to c128. */
+ * signedness, int to float, f16 or bf16 to f32 to f64, real to complex, c64
+ * to c128. */
 static bool widens(const KjType *from, const KjType *to)
 {
     if (from == to)
@@ -127,6 +129,8 @@ static bool widens(const KjType *from, const KjType *to)
                    kj_type_size(from) <= kj_type_size(to);
         return kj_type_is_float(to) || kj_type_is_complex(to);
     }
+    if (kj_type_is_half(from)) /* f16 and bf16 never meet each other implicitly */
+        return to->kind == KJ_TYPE_F32 || to->kind == KJ_TYPE_F64 || kj_type_is_complex(to);
     if (from->kind == KJ_TYPE_F32)
         return to->kind == KJ_TYPE_F64 || kj_type_is_complex(to);
     if (from->kind == KJ_TYPE_F64)
@@ -158,8 +162,16 @@ const KjType *kj_check_common_type(const KjType *a, const KjType *b, const char 
             return kj_type_scalar(KJ_TYPE_C128);
         return z;
     }
-    if (kj_type_is_float(a) && kj_type_is_float(b))
-        return a->kind == KJ_TYPE_F64 ? a : b;
+    if (kj_type_is_float(a) && kj_type_is_float(b)) {
+        if (kj_type_is_half(a) && kj_type_is_half(b)) {
+            *why = "f16 and bf16 do not mix; convert one with a cast, f16(...), bf16(...) "
+                   "or f32(...)";
+            return NULL;
+        }
+        if (a->kind == KJ_TYPE_F64 || b->kind == KJ_TYPE_F64)
+            return kj_type_scalar(KJ_TYPE_F64);
+        return kj_type_is_half(a) ? b : a; /* the wider: f32 over f16 and bf16 */
+    }
     return kj_type_is_float(a) ? a : b; /* int with float: the float's type */
 }
 
@@ -203,6 +215,13 @@ static KjIrExpr *settle(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc)
             return NULL;
         }
         double value = single ? (double)(float)fv : fv;
+        if (kj_type_is_half(to)) {
+            value = kj_half_round(to->kind, fv);
+            if (isfinite(fv) && isinf(value)) {
+                kj_error(c->diag, loc, "the constant %g does not fit in %s", fv, kj_type_name(to));
+                return NULL;
+            }
+        }
         KjIrExpr *k = float_const(c, to, value, e->loc);
         return k;
     }
@@ -1122,7 +1141,9 @@ static KjIrExpr *check_cast(KjChecker *c, KjNode *n, const KjType *to)
     return e;
 }
 
-static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
+/* complex(re, im) and polar(r, theta): two real numbers that meet as one
+ * float type (integers become f64), making a c64 or c128 through `op`. */
+static KjIrExpr *check_two_parts(KjChecker *c, KjNode *n, const char *name, KjIrOp op)
 {
     KjIrExpr *a[2];
     if (!check_args(c, n, a))
@@ -1130,18 +1151,25 @@ static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
     for (int i = 0; i < 2; i++)
         if (!kj_check_is_untyped(a[i]) && !kj_check_is_real(a[i]->type)) {
             kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
-                     "complex() takes real numbers, not %s", kj_type_name(a[i]->type));
+                     "%s() takes real numbers, not %s", name, kj_type_name(a[i]->type));
             return NULL;
         }
-    const KjType *part = unify(c, &a[0], &a[1], n->loc, "complex");
+    const KjType *part = unify(c, &a[0], &a[1], n->loc, name);
     if (!part)
         return NULL;
     if (kj_type_is_int(part))
         part = kj_check_t_f64();
+    if (kj_type_is_half(part)) /* no c32: half parts widen to c64's */
+        part = kj_type_scalar(KJ_TYPE_F32);
     a[0] = cast_ir(c, a[0], part);
     a[1] = cast_ir(c, a[1], part);
-    const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
-    return binary_ir(c, KJ_IR_COMPLEX, t, n->loc, a[0], a[1]);
+    const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F64 ? KJ_TYPE_C128 : KJ_TYPE_C64);
+    return binary_ir(c, op, t, n->loc, a[0], a[1]);
+}
+
+static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
+{
+    return check_two_parts(c, n, "complex", KJ_IR_COMPLEX);
 }
 
 /* Integer abs, min and max: SELECTs that use their operands twice. */
@@ -1200,7 +1228,7 @@ static KjIrExpr *check_arg(KjChecker *c, KjNode *n)
                                      a->type->kind == KJ_TYPE_F64
                                  ? kj_check_t_f64()
                                  : a->type;
-        const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
+        const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F64 ? KJ_TYPE_C128 : KJ_TYPE_C64);
         if (!(a = kj_check_convert(c, a, t, n->loc, "the argument")))
             return NULL;
     }
@@ -1216,24 +1244,7 @@ static KjIrExpr *check_arg(KjChecker *c, KjNode *n)
  * complex(re, im). */
 static KjIrExpr *check_polar(KjChecker *c, KjNode *n)
 {
-    KjIrExpr *a[2];
-    if (!check_args(c, n, a))
-        return NULL;
-    for (int i = 0; i < 2; i++)
-        if (!kj_check_is_untyped(a[i]) && !kj_check_is_real(a[i]->type)) {
-            kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
-                     "polar() takes real numbers, not %s", kj_type_name(a[i]->type));
-            return NULL;
-        }
-    const KjType *part = unify(c, &a[0], &a[1], n->loc, "polar");
-    if (!part)
-        return NULL;
-    if (kj_type_is_int(part))
-        part = kj_check_t_f64();
-    a[0] = cast_ir(c, a[0], part);
-    a[1] = cast_ir(c, a[1], part);
-    const KjType *t = kj_type_scalar(part->kind == KJ_TYPE_F32 ? KJ_TYPE_C64 : KJ_TYPE_C128);
-    return binary_ir(c, KJ_IR_POLAR, t, n->loc, a[0], a[1]);
+    return check_two_parts(c, n, "polar", KJ_IR_POLAR);
 }
 
 /* mulhi(a, b): the high half of the double-width product of two 32- or
@@ -1298,8 +1309,16 @@ static KjIrExpr *check_math(KjChecker *c, KjNode *n, KjMathFn fn)
             kj_error(c->diag, loc, "%s takes numbers, not %s", name, kj_type_name(at));
             return NULL;
         }
-        if (kj_type_is_float(at))
-            t = !t || at->kind == KJ_TYPE_F64 ? at : t;
+        if (kj_type_is_float(at)) {
+            const char *why = NULL;
+            const KjType *wider = t ? kj_check_common_type(t, at, &why) : at;
+            if (!wider) {
+                kj_error(c->diag, loc, "%s of %s and %s: %s", name, kj_type_name(t),
+                         kj_type_name(at), why);
+                return NULL;
+            }
+            t = wider;
+        }
         else if (!int_type)
             int_type = at;
         else {
@@ -1396,7 +1415,7 @@ static bool is_atomic_elem(const KjType *t, KjAtomicOp op)
     bool wide_int = t->kind == KJ_TYPE_I32 || t->kind == KJ_TYPE_I64 || t->kind == KJ_TYPE_U32 ||
                     t->kind == KJ_TYPE_U64;
     switch (atomic_elements[op]) {
-    case KJ_ATOMIC_NUMBERS: return wide_int || kj_type_is_float(t);
+    case KJ_ATOMIC_NUMBERS: return wide_int || (kj_type_is_float(t) && !kj_type_is_half(t));
     case KJ_ATOMIC_INTS: return wide_int;
     case KJ_ATOMIC_UNSIGNED: return t->kind == KJ_TYPE_U32 || t->kind == KJ_TYPE_U64;
     }
@@ -1683,6 +1702,9 @@ KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n)
         return kj_check_index(c, n);
     case KJ_NODE_MEMBER:
         return check_member(c, n);
+    case KJ_NODE_STRING_LIT:
+        kj_error(c->diag, n->loc, "a string can only be printed: print(\"text\", x)");
+        return NULL;
     default:
         kj_error(c->diag, n->loc, "expected an expression");
         return NULL;

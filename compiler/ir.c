@@ -236,6 +236,10 @@ static void print_expr(Printer *p, const KjIrExpr *e)
     fprintf(p->out, ":%s", kj_type_name(e->type));
     if (e->op == KJ_IR_DYNAMIC_SHARED)
         fputs(" dynamic", p->out);
+    if (e->op == KJ_IR_PRINT) {
+        fputc(' ', p->out);
+        kj_write_quoted(p->out, e->format ? e->format : "");
+    }
     if (e->op == KJ_IR_SHARED || e->op == KJ_IR_LOCAL) {
         for (int i = 0; i < e->alloc_ndim; i++)
             fprintf(p->out, "%s%" PRId64, i ? "x" : " ", e->alloc_shape[i]);
@@ -450,7 +454,7 @@ static bool fail(Verifier *v, KjLoc loc, const char *fmt, ...)
 
 static bool is_element_type(const KjType *t)
 {
-    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_C128;
+    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_LAST_SCALAR;
 }
 
 static bool var_belongs(const Verifier *v, const KjIrVar *var)
@@ -750,6 +754,17 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                                    : fail(v, e->loc, "syncthreads typed %s", kj_type_name(t));
     case KJ_IR_EXEC:
         return verify_exec(v, e);
+    case KJ_IR_PRINT: {
+        size_t len = e->format ? strlen(e->format) : 0;
+        if (t != kj_type_void() || len == 0 || e->format[len - 1] != '\n')
+            return fail(v, e->loc, "print without a format ending in a newline, or typed %s",
+                        kj_type_name(t));
+        for (int i = 0; i < e->arg_count; i++)
+            if (!is_element_type(e->args[i]->type))
+                return fail(v, e->loc, "print operand %d is %s", i,
+                            kj_type_name(e->args[i]->type));
+        return true;
+    }
     case KJ_IR_DYNAMIC_SHARED:
         if (!is_element_type(e->alloc_elem) || t != kj_type_array(e->alloc_elem, 1))
             return fail(v, e->loc, "bad dynamic shared array");

@@ -4,7 +4,7 @@
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
  * grammar/kern.re), parse.c (AST), check.c, check_expr.c and check_exec.c (names,
- * types, AST to IR), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * types, AST to IR; check_print.c for print), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
  * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
@@ -65,6 +65,9 @@ void kj_buf_printf(KjBuf *buf, const char *fmt, ...);
 void kj_buf_vprintf(KjBuf *buf, const char *fmt, va_list ap);
 void kj_buf_free(KjBuf *buf);
 
+/* text between double quotes, with \n \t \" \\ escaped (dumps of strings). */
+void kj_write_quoted(FILE *out, const char *text);
+
 /* 64-bit FNV-1a, for content hashes. */
 uint64_t kj_hash_bytes(uint64_t seed, const void *data, size_t len);
 
@@ -116,13 +119,16 @@ void kj_error_plain(KjDiag *diag, const char *where, const char *fmt, ...);
     X(F32, "f32", 4)       \
     X(F64, "f64", 8)       \
     X(C64, "c64", 8)       \
-    X(C128, "c128", 16)
+    X(C128, "c128", 16)    \
+    X(F16, "f16", 2)       \
+    X(BF16, "bf16", 2)
 
 typedef enum {
     KJ_TYPE_VOID,
 #define X(kind, name, size) KJ_TYPE_##kind,
     KJ_SCALAR_TYPES(X)
 #undef X
+    KJ_TYPE_LAST_SCALAR = KJ_TYPE_BF16,
     KJ_TYPE_ARRAY,       /* elem, ndim */
     KJ_TYPE_UNTYPED_INT, /* literal whose type is not settled yet (checker only) */
     KJ_TYPE_UNTYPED_FLOAT,
@@ -144,11 +150,23 @@ const char *kj_type_name(const KjType *type);                  /* "f32[,]" (stat
 int kj_type_size(const KjType *type);                          /* scalars: bytes */
 bool kj_type_is_int(const KjType *type);                       /* i*, u* */
 bool kj_type_is_signed(const KjType *type);
-bool kj_type_is_float(const KjType *type);   /* f32 f64 */
+bool kj_type_is_float(const KjType *type);   /* f16 bf16 f32 f64 */
+bool kj_type_is_half(const KjType *type);    /* f16 bf16: stored narrow, computed as f32 */
 bool kj_type_is_complex(const KjType *type); /* c64 c128 */
 bool kj_type_is_numeric(const KjType *type); /* int, float or complex */
 const KjType *kj_type_complex_part(const KjType *type); /* c64 -> f32, c128 -> f64 */
 int kj_type_int_bits(const KjType *type);
+
+/* half.c: f16 (IEEE binary16) and bf16 (bfloat16) bit patterns.  Narrowing
+ * rounds to nearest, ties to even, in one step from f64 (no double rounding);
+ * NaN stays NaN (quiet) and infinities stay infinite.  kind is KJ_TYPE_F16 or
+ * KJ_TYPE_BF16. */
+uint16_t kj_half_from_double(KjTypeKind kind, double value);
+double kj_half_to_double(KjTypeKind kind, uint16_t bits);
+double kj_half_round(KjTypeKind kind, double value); /* value rounded to the type */
+/* The pass: f16/bf16 arithmetic becomes f32 arithmetic and a rounding CAST. */
+struct KjIrModule;
+void kj_half_lower(struct KjIrModule *module);
 
 /* ====================================================================== lex.c */
 
@@ -156,7 +174,7 @@ int kj_type_int_bits(const KjType *type);
  * name table cannot drift apart. */
 #define KJ_TOKENS(X)                                                                     \
     X(EOF, "end of file") X(IDENT, "identifier") X(INT, "integer literal")              \
-    X(FLOAT, "float literal") X(ERROR, "invalid character")                             \
+    X(FLOAT, "float literal") X(STRING, "string literal") X(ERROR, "invalid character") \
     X(KW_FN, "fn") X(KW_LET, "let") X(KW_IF, "if") X(KW_ELSE, "else") X(KW_FOR, "for")  \
     X(KW_IN, "in") X(KW_WHILE, "while") X(KW_BREAK, "break") X(KW_CONTINUE, "continue") \
     X(KW_RETURN, "return") X(KW_IMPORT, "import") X(KW_TRUE, "true")                     \
@@ -228,6 +246,7 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     /* expressions */                                                                 \
     X(INT_LIT)     /* int_value */                                                    \
     X(FLOAT_LIT)   /* float_value */                                                  \
+    X(STRING_LIT)  /* name (the text, escapes decoded); only as a print() argument */ \
     X(BOOL_LIT)    /* int_value (0 or 1) */                                           \
     X(NAME)        /* name */                                                         \
     X(UNARY)       /* unary_op, lhs */                                                \
@@ -425,6 +444,7 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(PHASE, "phase", 1, 1, KJ_IN_ANY, check_arg)                         \
     X(POLAR, "polar", 2, 2, KJ_IN_ANY, check_polar)                       \
     X(MULHI, "mulhi", 2, 2, KJ_IN_ANY, check_mulhi)                       \
+    X(PRINT, "print", 0, 64, KJ_IN_ANY, kj_check_print)                   \
     X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
     X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
     X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
@@ -526,6 +546,9 @@ extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
                       (value), args[n+2] (CAS: the new value); returns the old value */       \
     X(SYNCTHREADS) /* void */                                                                 \
     X(EXEC)        /* exec, args as KJ_EXEC_OPS says */                                        \
+    X(PRINT)       /* void; format (a C printf format ending in a newline), args: scalars   \
+                      that it formats, each passed as C's varargs promotion has it          \
+                      (check_print.c says which conversions match) */                        \
     X(DYNAMIC_SHARED) /* alloc_elem: the launch's dynamic shared memory as a 1-D array of      \
                       (its bytes / the element size) elements; every one aliases the others */
 
@@ -537,6 +560,31 @@ typedef enum {
 } KjIrOp;
 
 const char *kj_ir_op_name(KjIrOp op);
+
+/* Run-time checks of checked mode (checks.c): X(kind, name).  What the
+ * failure record's values hold for each is in checks.c. */
+#define KJ_CHECK_KINDS(X)                                                                 \
+    X(INDEX, "index")       /* values: index, extent, axis */                        \
+    X(DIVIDE, "division")   /* values: dividend, divisor, 1 for a remainder */            \
+    X(CONVERT, "conversion") /* values: the float's f64 bits, target bits, signed */     \
+    X(SHIFT, "shift")       /* values: count, width */                                    \
+    X(POWER, "power")       /* values: the exponent */
+
+typedef enum {
+    KJ_CHECK_NONE,
+#define X(kind, name) KJ_CHECK_##kind,
+    KJ_CHECK_KINDS(X)
+#undef X
+    KJ_CHECK_KIND_COUNT
+} KjCheckKind;
+
+/* One place in the source where a check can fail. */
+typedef struct KjCheckSite {
+    KjCheckKind kind;
+    KjLoc loc;
+    const char *array; /* INDEX: the array's name; else NULL */
+    const char *type;  /* CONVERT: the target type's name; else NULL */
+} KjCheckSite;
 
 typedef struct KjIrVar {
     const char *name;
@@ -561,6 +609,7 @@ typedef struct KjIrExpr {
     KjAtomicOp atomic;
     KjExecOp exec;
     int dim;
+    const char *format; /* PRINT */
     const KjType *alloc_elem;
     int alloc_ndim;
     int64_t alloc_shape[3];
@@ -568,6 +617,9 @@ typedef struct KjIrExpr {
      * flat element index: address = data + index, strides ignored.  Only the
      * vectorize pass sets it, so the back end can see unit-stride accesses. */
     bool contiguous;
+    /* Checked mode (checks.c): the site this node's run-time check reports,
+     * an index into the module's check_sites from 1; 0 for no check. */
+    int check_site;
 } KjIrExpr;
 
 #define KJ_IR_STMT_KINDS(X)                                                                 \
@@ -605,6 +657,7 @@ typedef struct KjIrStmt {
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
     struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
+    int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 
 typedef enum {
@@ -665,6 +718,8 @@ typedef struct KjIrModule {
     KjVec functions; /* KjIrFunction*, callees before callers */
     KjVec entries;   /* KjIrEntry*, the functions of the main file (imported ones too) */
     uint64_t source_hash; /* of the main source and every import's text */
+    KjVec check_sites;    /* KjCheckSite*: checked mode's sites (checks.c), site i at i-1 */
+    bool checks_inserted; /* checks.c has marked the module */
 } KjIrModule;
 
 /* Builders (used by the checker and the vectorize pass). */
@@ -776,7 +831,7 @@ static inline bool kj_check_is_untyped(const KjIrExpr *e)
 
 static inline bool kj_check_is_scalar(const KjType *t)
 {
-    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_C128;
+    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_LAST_SCALAR;
 }
 
 static inline bool kj_check_is_array(const KjType *t)
@@ -832,6 +887,9 @@ bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
 bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
 bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
 KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
+
+/* check_print.c: print(...) into one PRINT op. */
+KjIrExpr *kj_check_print(KjChecker *c, KjNode *n);
 
 /* check_exec.c: the execution-model built-ins (KJ_EXEC_OPS) and warpsize. */
 KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n);
@@ -968,6 +1026,15 @@ typedef struct KjReduceVariant {
 KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine, KjIrFunction *map,
                              KjReduceVariant variant);
 
+/* =================================================================== checks.c */
+
+/* Checked mode: gives every array access, integer division and remainder,
+ * float-to-integer conversion, shift and integer power with a variable
+ * exponent of the module's checked functions a check site (check_site, and
+ * an entry in module->check_sites) for the back end to test at run time.
+ * Once per module; a second call does nothing. */
+void kj_checks_insert(KjIrModule *module);
+
 /* ================================================================ pipeline.c */
 
 /* How far kj_pipeline_run goes. */
@@ -1000,6 +1067,7 @@ typedef struct KjPipeline {
     int root_count;
     KjStage stop;             /* the last stage to run */
     bool verify;              /* the verifier after every pass, not only after check */
+    bool checks;              /* checked mode: mark the module's check sites (checks.c) */
 } KjPipeline;
 
 /* The pass list (pipeline.c says which passes, in which order).  false when a

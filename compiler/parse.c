@@ -28,7 +28,7 @@ const char *const kj_parser_productions[] = {
     "block", "statement", "let_stmt", "if_stmt", "for_stmt", "while_stmt", "jump_stmt",
     "simple_stmt", "expr", "ternary", "logor", "logand", "bitor", "bitxor", "bitand",
     "equality", "relational", "shift", "add", "mul", "unary", "power", "postfix", "args",
-    "primary", NULL,
+    "print_args", "primary", NULL,
 };
 
 const char *kj_binary_op_spelling(KjBinaryOp op)
@@ -427,6 +427,10 @@ static KjNode *primary(Parser *p)
         node = expr(p);
         expect(p, KJ_TOK_RPAREN);
         return node;
+    case KJ_TOK_STRING:
+        report(p, tok->loc, "a string can only be printed: print(\"text\", x)");
+        advance(p);
+        return error_node(p);
     default:
         /* `v++;`: the second '+' looked for an operand. */
         if (is_increment(p, p->pos - 2)) {
@@ -447,6 +451,41 @@ static void args(Parser *p, KjVec *out)
         kj_vec_push(p->arena, out, expr(p));
 }
 
+/* A string token's text without its quotes, escapes decoded (the lexer has
+ * reported any it does not know; they stay as written). */
+static const char *string_value(Parser *p, const KjToken *tok)
+{
+    int n = tok->len >= 2 && tok->start[tok->len - 1] == '"' ? tok->len - 2 : tok->len - 1;
+    const char *in = tok->start + 1;
+    char *out = kj_arena_alloc(p->arena, (size_t)n + 1);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (in[i] == '\\' && i + 1 < n) {
+            char e = in[++i];
+            out[k++] = e == 'n' ? '\n' : e == 't' ? '\t' : e;
+        } else {
+            out[k++] = in[i];
+        }
+    }
+    out[k] = 0;
+    return out;
+}
+
+// print_args = (STRING | expr) ("," (STRING | expr))*
+static void print_args(Parser *p, KjVec *out)
+{
+    do {
+        KjToken *tok = peek(p);
+        if (tok->kind == KJ_TOK_STRING) {
+            KjNode *node = new_node(p, KJ_NODE_STRING_LIT, advance(p)->loc);
+            node->name = string_value(p, tok);
+            kj_vec_push(p->arena, out, node);
+        } else {
+            kj_vec_push(p->arena, out, expr(p));
+        }
+    } while (!p->panic && accept(p, KJ_TOK_COMMA));
+}
+
 // postfix = primary ("(" args? ")" | "[" args "]" | "." IDENT)*
 static KjNode *postfix(Parser *p)
 {
@@ -461,7 +500,11 @@ static KjNode *postfix(Parser *p)
             }
             KjNode *call = new_node(p, KJ_NODE_CALL, node->loc);
             call->lhs = node;
-            if (!at(p, KJ_TOK_RPAREN))
+            if (at(p, KJ_TOK_RPAREN))
+                ;
+            else if (strcmp(node->name, "print") == 0)
+                print_args(p, &call->args);
+            else
                 args(p, &call->args);
             expect(p, KJ_TOK_RPAREN);
             node = call;
@@ -1169,6 +1212,10 @@ static void dump_node(FILE *out, const KjNode *node, int depth)
         break;
     case KJ_NODE_BOOL_LIT:
         fputs(node->int_value ? "bool true" : "bool false", out);
+        break;
+    case KJ_NODE_STRING_LIT:
+        fputs("string ", out);
+        kj_write_quoted(out, node->name);
         break;
     case KJ_NODE_NAME:
         fprintf(out, "name %s", node->name);

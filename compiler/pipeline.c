@@ -7,7 +7,8 @@
  * and the middle passes on the roots asked for.  The back end (LLVM lowering,
  * optimisation, emission: compiler/backend/) takes the roots from there.
  *
- *   front end, once per module      parse -> imports -> check -> verify
+ *   front end, once per module      parse -> imports -> check -> halves -> verify
+ *   middle, once per module         checks (checked mode: mark the check sites)
  *   middle, once per root           vectorize (a @vectorize signature) or
  *                                   reduce (a @reduce signature, one level) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
@@ -71,6 +72,11 @@ bool kj_pipeline_run(KjPipeline *p)
         }
         p->module->source_hash = source_hash(p->src, &loader);
 
+        /* halves: f16/bf16 arithmetic -> f32 arithmetic rounded back (half.c
+         * has the contract).  Needs: a checked module.  Gives: one whose
+         * 16-bit values are only loaded, stored, converted and selected. */
+        kj_half_lower(p->module);
+
         /* verify: always, once, on the checked module. */
         if (!verified(p, "check")) {
             p->module = NULL;
@@ -79,6 +85,14 @@ bool kj_pipeline_run(KjPipeline *p)
     }
     if (p->stop == KJ_STAGE_IR)
         return true;
+
+    /* checks: marks the sites the back end tests in checked mode (checks.c
+     * has the contract).  Once per module, before any vectorize pass. */
+    if (p->checks && !p->module->checks_inserted) {
+        kj_checks_insert(p->module);
+        if (p->verify && !verified(p, "checks"))
+            return false;
+    }
 
     for (int i = 0; i < p->root_count; i++) {
         KjPipelineRoot *root = &p->roots[i];

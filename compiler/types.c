@@ -58,7 +58,7 @@ _Static_assert(KJ_MAX_DIMS == 8, "array_types and array_names spell out 8 ranks"
 
 static bool is_element_kind(KjTypeKind kind)
 {
-    return kind >= KJ_TYPE_BOOL && kind <= KJ_TYPE_C128;
+    return kind >= KJ_TYPE_BOOL && kind <= KJ_TYPE_LAST_SCALAR;
 }
 
 const KjType *kj_type_scalar(KjTypeKind kind)
@@ -82,7 +82,7 @@ const KjType *kj_type_array(const KjType *elem, int ndim)
 
 const KjType *kj_type_from_name(const char *name, size_t len)
 {
-    for (int kind = KJ_TYPE_BOOL; kind <= KJ_TYPE_C128; kind++) {
+    for (int kind = KJ_TYPE_BOOL; kind <= KJ_TYPE_LAST_SCALAR; kind++) {
         const char *s = scalar_names[kind];
         if (strlen(s) == len && memcmp(s, name, len) == 0)
             return &scalar_types[kind];
@@ -120,7 +120,12 @@ bool kj_type_is_signed(const KjType *type)
 
 bool kj_type_is_float(const KjType *type)
 {
-    return type && (type->kind == KJ_TYPE_F32 || type->kind == KJ_TYPE_F64);
+    return type && (type->kind == KJ_TYPE_F32 || type->kind == KJ_TYPE_F64 || kj_type_is_half(type));
+}
+
+bool kj_type_is_half(const KjType *type)
+{
+    return type && (type->kind == KJ_TYPE_F16 || type->kind == KJ_TYPE_BF16);
 }
 
 bool kj_type_is_complex(const KjType *type)

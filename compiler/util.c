@@ -197,3 +197,19 @@ uint64_t kj_hash_bytes(uint64_t seed, const void *data, size_t len)
     }
     return h;
 }
+
+void kj_write_quoted(FILE *out, const char *text)
+{
+    fputc('"', out);
+    for (const char *c = text; *c; c++) {
+        if (*c == '\n')
+            fputs("\\n", out);
+        else if (*c == '\t')
+            fputs("\\t", out);
+        else if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else
+            fputc(*c, out);
+    }
+    fputc('"', out);
+}

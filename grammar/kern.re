@@ -12,6 +12,8 @@
  * overflowing number is reported and still becomes a literal (value 0), so the
  * statement around it parses normally.  Comments are scanned by hand: a block
  * comment may hold any bytes, and an unterminated one is reported at its start.
+ * A string literal ("x =\n", print's arguments only) keeps its quotes in the
+ * token; the lexer checks its escapes (\n \t \" \\) and the parser decodes it.
  */
 #include "kjit_compiler.h"
 
@@ -130,6 +132,25 @@ static void lex_bad_number(Lexer *lx, const unsigned char *start, const unsigned
     kj_error(lx->diag, tok->loc, "malformed number '%.*s'", tok->len, tok->start);
 }
 
+static void lex_string(Lexer *lx, const unsigned char *start, const unsigned char *end,
+                       bool terminated)
+{
+    KjToken *tok = push(lx, KJ_TOK_STRING, start, end);
+    if (!terminated) {
+        kj_error(lx->diag, tok->loc, "unterminated string literal");
+        return;
+    }
+    for (const unsigned char *p = start + 1; p < end - 1; p++) {
+        if (*p != '\\')
+            continue;
+        p++;
+        if (*p != 'n' && *p != 't' && *p != '"' && *p != '\\')
+            kj_error(lx->diag, loc_at(lx, p - 1),
+                     "unknown escape '\\%c' in a string (only \\n \\t \\\" and \\\\ are known)",
+                     *p >= 0x20 && *p < 0x7f ? *p : '?');
+    }
+}
+
 static void lex_invalid(Lexer *lx, const unsigned char *start, const unsigned char *end)
 {
     KjToken *tok = push(lx, KJ_TOK_ERROR, start, end);
@@ -195,6 +216,7 @@ KjToken *kj_lex(KjArena *arena, const KjSource *src, KjDiag *diag, int *count)
             tail  = [0-9A-Za-z_];
             ident = [A-Za-z_] [A-Za-z0-9_]*;
             utf8  = [\xc0-\xff] [\x80-\xbf]*;
+            strch = [^"\\\n\x00] | "\\" [^\n\x00];
 
             $ { push(&lx, KJ_TOK_EOF, start, start); break; }
 
@@ -208,6 +230,9 @@ KjToken *kj_lex(KjArena *arena, const KjSource *src, KjDiag *diag, int *count)
             float            { lex_float(&lx, start, YYCURSOR); continue; }
             (dec | hex | float) tail+ | [0-9] tail*
                              { lex_bad_number(&lx, start, YYCURSOR); continue; }
+
+            "\"" strch* "\"" { lex_string(&lx, start, YYCURSOR, true); continue; }
+            "\"" strch*      { lex_string(&lx, start, YYCURSOR, false); continue; }
 
             "fn"       { push(&lx, KJ_TOK_KW_FN, start, YYCURSOR); continue; }
             "let"      { push(&lx, KJ_TOK_KW_LET, start, YYCURSOR); continue; }

@@ -88,6 +88,7 @@ const char *kjit_status_name(kjit_status status)
     static const char *const names[] = {
         "ok", "compile error", "I/O error", "not found", "invalid argument", "shape error",
         "type error", "no device", "CUDA error", "out of memory", "back-end error",
+        "check failed",
     };
     return (unsigned)status < sizeof names / sizeof names[0] ? names[status] : "unknown status";
 }
@@ -126,6 +127,7 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->options = *options;
     if (context->options.opt_level < 0 || context->options.opt_level > 3)
         context->options.opt_level = 3;
+    context->options.check = context->options.check || kj_check_env();
     pthread_mutex_init(&context->lock, NULL);
     context->stdlib_dirs[0] = kj_default_stdlib_dir();
     context->stdlib_dirs[1] = NULL;
@@ -168,6 +170,7 @@ void kjit_context_destroy(kjit_context *context)
     if (!context)
         return;
     kj_reduce_scratch_free(context);
+    kj_check_context_free(context); /* through the target, before it closes */
     context->runtime->close(context);
     free(context->last_error);
     pthread_mutex_destroy(&context->lock);
@@ -423,6 +426,8 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
     kj_cache_key_add(key, "opt", "%d%s", module->context->options.opt_level,
                      module->context->options.line_info ? " lineinfo" : "");
+    if (module->context->options.check)
+        kj_cache_key_add(key, "checks", "%d", 1);
 }
 
 /* The middle of the pass list for one root (pipeline.c); an internal error
@@ -433,7 +438,8 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
     KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
     KjPipeline p = {.arena = &module->arena, .diag = &diag, .module = module->ir,
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
-                    .verify = kj_pipeline_verify_default()};
+                    .verify = kj_pipeline_verify_default(),
+                    .checks = context->options.check != 0};
     bool ok = kj_pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",

@@ -75,7 +75,10 @@ kjit_arg kjit_arg_array(kjit_array *array)
 }
 
 static bool dtype_is_unsigned(kjit_dtype d) { return d >= KJIT_U8 && d <= KJIT_U64; }
-static bool dtype_is_float(kjit_dtype d) { return d == KJIT_F32 || d == KJIT_F64; }
+static bool dtype_is_float(kjit_dtype d)
+{
+    return d == KJIT_F32 || d == KJIT_F64 || d == KJIT_F16 || d == KJIT_BF16;
+}
 static bool dtype_is_complex(kjit_dtype d) { return d == KJIT_C64 || d == KJIT_C128; }
 
 /* Stores a host scalar as `type`.  False when the conversion would lose the
@@ -122,6 +125,7 @@ static bool convert_scalar(const kjit_arg *arg, const KjType *type, KjScalar *ou
     case KJ_TYPE_F64: out->f64 = re; break;
     case KJ_TYPE_C64: out->c64[0] = (float)re; out->c64[1] = (float)im; break;
     case KJ_TYPE_C128: out->c128[0] = re; out->c128[1] = im; break;
+    case KJ_TYPE_F16: case KJ_TYPE_BF16: out->u16 = kj_half_from_double(type->kind, re); break;
     default: return false;
     }
     return true;
@@ -359,7 +363,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     }
 
     KjScalar scalars[KJ_MAX_VEC_INPUTS];
-    void *params[KJ_MAX_VEC_INPUTS + 1];
+    void *params[KJ_MAX_VEC_INPUTS + 2];
     for (int i = 0; i < nargs; i++) {
         if (!(plan.variant.scalar_mask & (1u << i)))
             params[i] = &plan.inputs[i];
@@ -371,11 +375,21 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
         }
     }
     params[nargs] = &plan.output;
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, compiled->runtime, &check, &params[nargs + 1]);
+        if (status != KJIT_OK) {
+            free(allocated.data);
+            return status;
+        }
+    }
 
     KjVectorizedRun vectorized_run = {.compiled = compiled, .plan = &plan, .params = params,
                                       .inputs = inputs, .input_count = nargs, .output = &target,
                                       .stream = stream};
     status = context->runtime->run_vectorized(context, &vectorized_run);
+    if (context->options.check)
+        status = kj_check_end(context, &check, function->module->ir, name, stream, status);
     if (status == KJIT_OK && result)
         *result = allocated;
     else
@@ -393,7 +407,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
 typedef struct Marshalled {
     KjScalar scalars[MAX_PARAMS];
     KjArrayDesc descs[MAX_PARAMS];
-    void *params[MAX_PARAMS];
+    void *params[MAX_PARAMS + 1]; /* and checked mode's record */
     uint32_t contiguous; /* bit i: array argument i (i < 32) is C-contiguous */
 } Marshalled;
 
@@ -483,7 +497,19 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
         return status;
     KjScalar value;
     memset(&value, 0, sizeof value);
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, compiled->runtime, &check, &m.params[nargs]);
+        if (status != KJIT_OK)
+            return status;
+    }
     compiled->runtime->call(compiled, m.params, &value);
+    if (context->options.check) {
+        status = kj_check_end(context, &check, function->module->ir, function->entry->name, NULL,
+                              KJIT_OK);
+        if (status != KJIT_OK)
+            return status;
+    }
     kjit_dtype ret;
     if (result && kj_type_dtype(compiled->root->ret, &ret)) {
         void *data = kj_api_alloc_aligned(sizeof value);
@@ -500,6 +526,7 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, result, NULL, true);
@@ -521,6 +548,7 @@ kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int n
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     if (function->entry->kind != KJ_FN_VECTORIZE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_call_async takes a @vectorize function",
@@ -580,6 +608,7 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     kjit_launch_options defaults;
     if (!options) {
         kjit_launch_options_init(&defaults);
@@ -602,11 +631,21 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
     status = kj_api_find_compiled(function, 0, NULL, m.contiguous, &compiled);
     if (status != KJIT_OK)
         return status;
+    KjCheckCall check;
+    if (context->options.check) {
+        status = kj_check_begin(context, compiled->runtime, &check, &m.params[nargs]);
+        if (status != KJIT_OK)
+            return status;
+    }
     KjLaunch launch = {.name = function->entry->name, .compiled = compiled, .grid = grid,
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
                        .params = m.params, .stream = stream,
                        .dynamic_shared_bytes = dynamic_bytes};
-    return context->runtime->launch(context, &launch);
+    status = compiled->runtime->launch(context, &launch);
+    if (context->options.check)
+        status = kj_check_end(context, &check, function->module->ir, function->entry->name,
+                              stream, status);
+    return status;
 }
 
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
@@ -614,6 +653,7 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
+    kj_print_context = context;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, NULL, NULL, false);

@@ -26,7 +26,7 @@
                    "kjit_dtype KJIT_" #kind " is out of step with KJ_SCALAR_TYPES");
 KJ_SCALAR_TYPES(X)
 #undef X
-_Static_assert((int)KJIT_DTYPE_COUNT == (int)KJ_TYPE_C128 - (int)KJ_TYPE_BOOL + 1,
+_Static_assert((int)KJIT_DTYPE_COUNT == (int)KJ_TYPE_LAST_SCALAR - (int)KJ_TYPE_BOOL + 1,
                "kjit_dtype has a type KJ_SCALAR_TYPES lacks");
 
 static const size_t dtype_sizes[KJIT_DTYPE_COUNT] = {
@@ -51,6 +51,16 @@ const char *kjit_dtype_name(kjit_dtype dtype)
     return (unsigned)dtype < KJIT_DTYPE_COUNT ? dtype_names[dtype] : "?";
 }
 
+uint16_t kjit_half_from_double(kjit_dtype dtype, double value)
+{
+    return kj_half_from_double(dtype == KJIT_BF16 ? KJ_TYPE_BF16 : KJ_TYPE_F16, value);
+}
+
+double kjit_half_to_double(kjit_dtype dtype, uint16_t bits)
+{
+    return kj_half_to_double(dtype == KJIT_BF16 ? KJ_TYPE_BF16 : KJ_TYPE_F16, bits);
+}
+
 const KjType *kj_dtype_type(kjit_dtype dtype)
 {
     if ((unsigned)dtype >= KJIT_DTYPE_COUNT)
@@ -60,7 +70,7 @@ const KjType *kj_dtype_type(kjit_dtype dtype)
 
 bool kj_type_dtype(const KjType *type, kjit_dtype *dtype)
 {
-    if (!type || type->kind < KJ_TYPE_BOOL || type->kind > KJ_TYPE_C128)
+    if (!type || type->kind < KJ_TYPE_BOOL || type->kind > KJ_TYPE_LAST_SCALAR)
         return false;
     *dtype = (kjit_dtype)(type->kind - KJ_TYPE_BOOL);
     return true;

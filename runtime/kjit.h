@@ -31,6 +31,8 @@ typedef enum kjit_status {
     KJIT_ERROR_CUDA,             /* a driver call failed (launch, fault, JIT) */
     KJIT_ERROR_OUT_OF_MEMORY,    /* host or device memory exhausted */
     KJIT_ERROR_BACKEND,          /* code generation failed (a bug, or a missing libdevice) */
+    KJIT_ERROR_CHECK,            /* checked mode: a run-time check failed (the message names
+                                    the source place and the values) */
 } kjit_status;
 
 const char *kjit_status_name(kjit_status status);
@@ -49,11 +51,17 @@ typedef enum kjit_dtype {
     KJIT_BOOL, KJIT_I8, KJIT_I16, KJIT_I32, KJIT_I64,
     KJIT_U8, KJIT_U16, KJIT_U32, KJIT_U64,
     KJIT_F32, KJIT_F64, KJIT_C64, KJIT_C128,
+    KJIT_F16, KJIT_BF16, /* IEEE half; bfloat16 (the top half of an f32): in memory,
+                            2-byte bit patterns */
     KJIT_DTYPE_COUNT
 } kjit_dtype;
 
 size_t kjit_dtype_size(kjit_dtype dtype);
 const char *kjit_dtype_name(kjit_dtype dtype); /* "f32" */
+/* f16 and bf16 bit patterns: a double rounded to nearest even (NaN and
+ * infinities kept), and back exactly.  dtype is KJIT_F16 or KJIT_BF16. */
+uint16_t kjit_half_from_double(kjit_dtype dtype, double value);
+double kjit_half_to_double(kjit_dtype dtype, uint16_t bits);
 
 typedef enum kjit_memory { KJIT_MEMORY_HOST = 0, KJIT_MEMORY_DEVICE = 1 } kjit_memory;
 
@@ -82,7 +90,7 @@ typedef struct kjit_arg {
     union {
         int64_t i;  /* bool and signed ints */
         uint64_t u; /* unsigned ints */
-        double f;   /* f32 and f64 */
+        double f;   /* f16, bf16, f32 and f64 (rounded to the type when passed) */
         double c[2];
         kjit_array *array; /* ARRAY */
     } value;
@@ -104,6 +112,8 @@ typedef struct kjit_stream kjit_stream;
 /* Called once per diagnostic with the text "file:line:col: error: ...\n<line>\n<caret>\n". */
 typedef void (*kjit_diagnostic_fn)(void *user, const char *text);
 
+typedef void (*kjit_print_fn)(void *user, const char *line, size_t len);
+
 typedef struct kjit_options {
     kjit_target target;
     int num_threads;            /* parallel: 0 means KJIT_NUM_THREADS or one per core */
@@ -116,10 +126,19 @@ typedef struct kjit_options {
      * for gdb and perf, .loc lines in PTX for Nsight Compute and
      * compute-sanitizer); part of the cache key.  Default: KJIT_LINEINFO. */
     int line_info;
+    int check; /* checked mode: indices, integer division, float-to-int conversions,
+                  shifts and integer powers tested at run time (KJIT_CHECK=1 also
+                  turns it on); a failure ends the call with KJIT_ERROR_CHECK */
+    /* print(...) on the cpu targets: each line, whole and ending in '\n', goes
+     * here (one call at a time, from whichever thread printed it) instead of
+     * to stdout.  NULL: stdout.  On cuda the driver's printf buffer goes to
+     * stdout at the next synchronisation, as in CUDA C; this is not called. */
+    kjit_print_fn on_print;
+    void *print_user;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
- * KJIT_LINEINFO). */
+ * KJIT_LINEINFO, check from KJIT_CHECK). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);

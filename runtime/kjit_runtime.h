@@ -1,7 +1,7 @@
 /*
  * kjit_runtime.h: the one internal header of the runtime (libkjit).
  *
- * Sections follow their files: file.c, ptxas.c, pool.c (the thread pool),
+ * Sections follow their files: file.c, ptxas.c, print.c, pool.c (the thread pool),
  * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
  * driver, one device), cuda_driver.c (the driver API opened with dlopen),
  * cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
@@ -39,6 +39,16 @@ const char *kj_ptxas_identity(void);
  * does; ptxas's messages in *error when it fails. */
 kjit_status kj_ptxas_compile(const char *ptx, const char *arch, void **cubin, size_t *size,
                              char **error);
+
+/* ================================================================= print.c */
+
+/* The context whose call or launch this thread is running, so that a cpu
+ * print(...) reaches its on_print (the pool's workers take the caller's). */
+extern _Thread_local kjit_context *kj_print_context;
+/* What compiled cpu code calls through its KJ_PRINT_HOOK_SYMBOL (KjPrintFn). */
+void kj_print_line(const char *line, int64_t len);
+/* After loading cpu code: points its print hook, if it has one, at kj_print_line. */
+void kj_print_bind(KjCpuCode *code);
 
 /* ============================================================ thread pool */
 
@@ -415,6 +425,7 @@ struct kjit_context {
     char device_text[160]; /* cuda: the device as cubin cache keys name it */
     char *last_error;
     const char *stdlib_dirs[2];
+    void *check_device;    /* checked mode, a target with device memory: the record there */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
     KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
 };
@@ -597,5 +608,36 @@ static inline const KjRuntimeTarget *kj_runtime_for(const kjit_context *context,
 {
     return kind == KJ_IR_FN_PLAIN ? &kj_runtime_cpu : context->runtime;
 }
+
+/* ======================================================== check_report.c */
+
+/*
+ * Checked mode at run time: a KjCheckRecord per call (kjit_backend.h) handed
+ * to the compiled code, read back after it, and a failure turned into the
+ * call's KJIT_ERROR_CHECK with a message naming the source place.
+ */
+typedef struct KjCheckCall {
+    const KjRuntimeTarget *runtime; /* the target running the call */
+    KjCheckRecord host;  /* on the host: the record itself; else the copy read back */
+    void *device;        /* a target with device memory: the context's record there */
+} KjCheckCall;
+
+/* Whether KJIT_CHECK asks for checked mode (set and not 0). */
+bool kj_check_env(void);
+/* The parameter compiled code takes for the record: on the host the record's
+ * address; on a device a pointer to the device record's address (the
+ * context's, made on first use through the target's alloc and copy). */
+kjit_status kj_check_begin(kjit_context *context, const KjRuntimeTarget *runtime,
+                           KjCheckCall *call, void **param);
+/* After the call (status: how it went so far): on a device, waits for
+ * `stream` and reads the record back (zeroing it again after a failure); a
+ * failure becomes KJIT_ERROR_CHECK with its message on the context. */
+kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrModule *module,
+                         const char *function, kjit_stream *stream, kjit_status status);
+/* The message of a failed record: "file:line:col: error: ...", the line, a caret. */
+char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
+                       const char *function);
+/* Frees the device record, through the context's target (before it closes). */
+void kj_check_context_free(kjit_context *context);
 
 #endif

@@ -29,9 +29,13 @@ static char *npy_error(const char *path, const char *fmt, ...)
     return buf.data;
 }
 
-/* NumPy's type codes for our dtypes, without the byte-order character. */
+/* NumPy's type codes for our dtypes, without the byte-order character.  NumPy
+ * has no bf16: ml_dtypes' bfloat16 arrays are saved as '<V2' (two raw bytes),
+ * so kjit reads every V2 array as bf16 and writes bf16 as '<V2', which
+ * np.load gives back as void and .view(ml_dtypes.bfloat16) (or
+ * .view(np.uint16), the raw bits) turns into numbers. */
 static const char *const npy_codes[KJIT_DTYPE_COUNT] = {
-    "b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "c8", "c16",
+    "b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "c8", "c16", "f2", "V2",
 };
 
 /* The value of 'key' in the header dict: a pointer just past "'key':" and spaces. */

@@ -28,6 +28,7 @@ struct KjPool {
     /* the current run */
     KjPoolFn fn;
     void *user;
+    kjit_context *print_context; /* the caller's kj_print_context */
     int64_t count, chunk;
     _Atomic int64_t next;
 };
@@ -59,6 +60,7 @@ static void *worker_main(void *arg)
         if (pool->stopping)
             break;
         seen = pool->generation;
+        kj_print_context = pool->print_context;
         pthread_mutex_unlock(&pool->lock);
         run_chunks(pool);
         pthread_mutex_lock(&pool->lock);
@@ -132,6 +134,7 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
     pthread_mutex_lock(&pool->lock);
     pool->fn = fn;
     pool->user = user;
+    pool->print_context = kj_print_context;
     pool->count = count;
     pool->chunk = chunk;
     atomic_store(&pool->next, 0);

@@ -172,7 +172,8 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
         KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
                                     .opt_level = context->options.opt_level,
                                     .contiguous_params = compiled->contiguous,
-                                    .line_info = context->options.line_info != 0};
+                                    .line_info = context->options.line_info != 0,
+                                    .checks = context->options.check != 0};
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
@@ -194,6 +195,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
                                     prefix, compiled->symbol, suffix);
         }
     }
+    kj_print_bind(code);
     shared = kj_xcalloc(1, sizeof *shared);
     shared->key = key;
     shared->code = code;

@@ -240,10 +240,77 @@ static LLVMValueRef complex_abs(Gen *g, LLVMValueRef z)
 
 /* ============================================================ conversions */
 
+/* f16 and bf16 (half.c has the rules).  Every conversion goes through f32:
+ * widening is exact; narrowing from f32 rounds once, to nearest even.  An f64
+ * is first narrowed to f32 rounding to odd (truncate, then set the last bit
+ * when inexact), which keeps the second rounding from being a double one.
+ * bf16 is converted with integer operations, so no target needs a libcall or
+ * a bf16 instruction; f16 uses fpext/fptrunc (F16C or cvt.f16.f32). */
+static LLVMValueRef f64_to_f32_odd(Gen *g, LLVMValueRef x)
+{
+    LLVMBuilderRef B = g->b;
+    LLVMValueRef r = LLVMBuildFPTrunc(B, x, g->t_f32, "");
+    LLVMValueRef back = LLVMBuildFPExt(B, r, g->t_f64, "");
+    LLVMValueRef inexact = LLVMBuildFCmp(B, LLVMRealONE, back, x, ""); /* false for NaN */
+    LLVMValueRef fabs_back = kj_codegen_call_intrinsic(g, "llvm.fabs", &g->t_f64, 1, &back, 1);
+    LLVMValueRef fabs_x = kj_codegen_call_intrinsic(g, "llvm.fabs", &g->t_f64, 1, &x, 1);
+    LLVMValueRef away = LLVMBuildFCmp(B, LLVMRealOGT, fabs_back, fabs_x, "");
+    LLVMValueRef bits = LLVMBuildBitCast(B, r, g->t_i32, "");
+    LLVMValueRef toward = LLVMBuildSelect(B, away, LLVMBuildSub(B, bits, LLVMConstInt(g->t_i32, 1, 0), ""), bits, "");
+    LLVMValueRef odd = LLVMBuildOr(B, toward, LLVMConstInt(g->t_i32, 1, 0), "");
+    return LLVMBuildBitCast(B, LLVMBuildSelect(B, inexact, odd, bits, ""), g->t_f32, "");
+}
+
+static LLVMValueRef f32_to_half(Gen *g, LLVMValueRef x, const KjType *to)
+{
+    LLVMBuilderRef B = g->b;
+    if (to->kind == KJ_TYPE_F16)
+        return LLVMBuildFPTrunc(B, x, g->t_f16, "");
+    LLVMValueRef bits = LLVMBuildBitCast(B, x, g->t_i32, "");
+    LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, bits, LLVMConstInt(g->t_i32, 16, 0), ""),
+                                    LLVMConstInt(g->t_i32, 1, 0), "");
+    LLVMValueRef rounded = LLVMBuildAdd(B, bits, LLVMBuildAdd(B, lsb, LLVMConstInt(g->t_i32, 0x7fff, 0), ""), "");
+    LLVMValueRef quiet = LLVMBuildOr(B, bits, LLVMConstInt(g->t_i32, 0x400000, 0), "");
+    LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+    LLVMValueRef chosen = LLVMBuildSelect(B, nan, quiet, rounded, "");
+    LLVMValueRef top = LLVMBuildTrunc(B, LLVMBuildLShr(B, chosen, LLVMConstInt(g->t_i32, 16, 0), ""), g->t_i16, "");
+    return LLVMBuildBitCast(B, top, g->t_bf16, "");
+}
+
+static LLVMValueRef half_to_f32(Gen *g, LLVMValueRef x, const KjType *from)
+{
+    LLVMBuilderRef B = g->b;
+    if (from->kind == KJ_TYPE_F16)
+        return LLVMBuildFPExt(B, x, g->t_f32, "");
+    LLVMValueRef bits = LLVMBuildZExt(B, LLVMBuildBitCast(B, x, g->t_i16, ""), g->t_i32, "");
+    return LLVMBuildBitCast(B, LLVMBuildShl(B, bits, LLVMConstInt(g->t_i32, 16, 0), ""), g->t_f32, "");
+}
+
+static LLVMValueRef convert_half(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to)
+{
+    const KjType *f32 = kj_type_scalar(KJ_TYPE_F32), *f64 = kj_type_scalar(KJ_TYPE_F64);
+    if (kj_type_is_half(from)) {
+        LLVMValueRef wide = half_to_f32(g, v, from);
+        return kj_codegen_convert(g, wide, f32, to);
+    }
+    /* to is f16 or bf16 */
+    LLVMValueRef x;
+    if (from->kind == KJ_TYPE_F32)
+        x = v;
+    else if (from->kind == KJ_TYPE_F64)
+        x = f64_to_f32_odd(g, v);
+    else
+        x = f64_to_f32_odd(g, kj_codegen_convert(g, v, from, f64));
+    return f32_to_half(g, x, to);
+}
+
 LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to)
 {
     if (from == to)
         return v;
+    if ((kj_type_is_half(from) || kj_type_is_half(to)) && !kj_type_is_complex(to) &&
+        !kj_type_is_complex(from))
+        return convert_half(g, v, from, to);
     LLVMTypeRef dst = llty(g, to);
     if (kj_type_is_complex(to)) {
         const KjType *part = kj_type_complex_part(to);
@@ -534,6 +601,7 @@ static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
     for (int k = 0; k < ndim; k++)
         idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
                                     kj_type_scalar(KJ_TYPE_I64));
+    kj_codegen_check_index(g, e->check_site, &a, idx, ndim);
     LLVMValueRef ptr = kj_codegen_element_address(g, &a, idx, ndim, false);
     LLVMValueRef v = kj_codegen_expr(g, e->args[1 + ndim]);
     const KjType *t = e->type;
@@ -598,8 +666,10 @@ static LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
     }
     if (g->target->hidden_args)
         n += g->target->hidden_args(g, e->callee, out + n);
+    n += kj_codegen_check_call_args(g, out + n);
     LLVMValueRef call = LLVMBuildCall2(g->b, info->impl_type, info->impl, out, (unsigned)n, "");
     free(many);
+    kj_codegen_check_after_call(g);
     return call;
 }
 
@@ -644,6 +714,60 @@ static LLVMValueRef gen_select(Gen *g, KjIrExpr *e)
     return phi;
 }
 
+/* ============================================================ print */
+
+LLVMValueRef kj_codegen_string(Gen *g, const char *text)
+{
+    LLVMValueRef init = LLVMConstStringInContext(g->ctx, text, (unsigned)strlen(text), 0);
+    LLVMValueRef gv = LLVMAddGlobalInAddressSpace(g->mod, LLVMTypeOf(init), "kj.str",
+                                                  g->target->string_address_space);
+    LLVMSetInitializer(gv, init);
+    LLVMSetGlobalConstant(gv, 1);
+    LLVMSetLinkage(gv, LLVMPrivateLinkage);
+    LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+    LLVMSetAlignment(gv, 1);
+    if (g->target->string_address_space == 0)
+        return gv;
+    return LLVMConstAddrSpaceCast(gv, g->t_ptr);
+}
+
+/* The values of a PRINT promoted as C's varargs are (check_print.c wrote the
+ * format for them): ints to i32 or i64, floats to double, a complex to two
+ * doubles, a bool to the string "true" or "false". */
+static void gen_print(Gen *g, KjIrExpr *e)
+{
+    LLVMValueRef values[64];
+    int count = 0;
+    for (int i = 0; i < e->arg_count && count < 63; i++) {
+        const KjType *t = e->args[i]->type;
+        LLVMValueRef v = kj_codegen_expr(g, e->args[i]);
+        if (t->kind == KJ_TYPE_BOOL) {
+            values[count++] = LLVMBuildSelect(g->b, v, kj_codegen_string(g, "true"),
+                                              kj_codegen_string(g, "false"), "");
+        } else if (kj_type_is_int(t)) {
+            if (kj_type_int_bits(t) < 32)
+                v = kj_type_is_signed(t) ? LLVMBuildSExt(g->b, v, g->t_i32, "")
+                                         : LLVMBuildZExt(g->b, v, g->t_i32, "");
+            values[count++] = v;
+        } else if (kj_type_is_complex(t)) {
+            LLVMValueRef re = re_of(g, v), im = im_of(g, v);
+            if (t->kind == KJ_TYPE_C64) {
+                re = LLVMBuildFPExt(g->b, re, g->t_f64, "");
+                im = LLVMBuildFPExt(g->b, im, g->t_f64, "");
+            }
+            values[count++] = re;
+            values[count++] = im;
+        } else {
+            /* C's varargs take every float as a double (f16 and bf16 too,
+             * through their own conversions). */
+            values[count++] = t->kind == KJ_TYPE_F64
+                                  ? v
+                                  : kj_codegen_convert(g, v, t, kj_type_scalar(KJ_TYPE_F64));
+        }
+    }
+    g->target->print(g, kj_codegen_string(g, e->format), values, count);
+}
+
 LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
 {
     LLVMBuilderRef B = g->b;
@@ -678,6 +802,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         LLVMValueRef b = kj_codegen_expr(g, e->args[1]);
         if (e->op != KJ_IR_SHL && e->op != KJ_IR_SHR)
             b = kj_codegen_convert(g, b, e->args[1]->type, e->type);
+        kj_codegen_check_operands(g, e, a, b);
         return gen_arith(g, e->op, e->type, a, b);
     }
     case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: {
@@ -689,7 +814,11 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
     case KJ_IR_LOGAND:
     case KJ_IR_LOGOR: return gen_short_circuit(g, e);
     case KJ_IR_SELECT: return gen_select(g, e);
-    case KJ_IR_CAST: return kj_codegen_convert(g, kj_codegen_expr(g, e->args[0]), e->args[0]->type, e->type);
+    case KJ_IR_CAST: {
+        LLVMValueRef v = kj_codegen_expr(g, e->args[0]);
+        kj_codegen_check_operands(g, e, v, NULL);
+        return kj_codegen_convert(g, v, e->args[0]->type, e->type);
+    }
     case KJ_IR_CALL: return gen_call(g, e);
     case KJ_IR_MATH: {
         LLVMValueRef a[3];
@@ -712,7 +841,9 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
             if (n >= -64 && n <= 64)
                 return ipow_const(g, e->type, x, n);
         }
-        return gen_ipow(g, e->type, x, kj_codegen_expr(g, e->args[1]), e->args[1]->type);
+        LLVMValueRef n = kj_codegen_expr(g, e->args[1]);
+        kj_codegen_check_operands(g, e, x, n);
+        return gen_ipow(g, e->type, x, n, e->args[1]->type);
     }
     case KJ_IR_COMPLEX: {
         const KjType *part = kj_type_complex_part(e->type);
@@ -753,6 +884,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
             idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
                                         kj_type_scalar(KJ_TYPE_I64));
+        kj_codegen_check_index(g, e->check_site, &a, idx, count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, count, e->contiguous);
         return from_mem(g, e->type, LLVMBuildLoad2(B, memty(g, e->type), p, ""));
     }
@@ -776,6 +908,9 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
             args[i] = kj_codegen_expr(g, e->args[i]);
         return g->target->exec(g, e->exec, e->type, args, e->arg_count);
     }
+    case KJ_IR_PRINT:
+        gen_print(g, e);
+        return NULL;
     case KJ_IR_SHARED:
     case KJ_IR_LOCAL:
         break;

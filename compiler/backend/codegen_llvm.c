@@ -257,8 +257,10 @@ static void gen_parfor(Gen *g, KjIrStmt *s)
 {
     CountedLoop loop = {.name = "parfor", .counter_name = "parfor.i", .type = g->t_i64,
                         .is_signed = true, .nsw = true};
-    if (g->target->parfor_range(g, s, &loop.start, &loop.stop, &loop.step))
-        gen_counted_loop(g, s, &loop);
+    if (!g->target->parfor_range(g, s, &loop.start, &loop.stop, &loop.step))
+        return;
+    g->element_slot = g->slots[s->var->id].scalar; /* checked mode names the element */
+    gen_counted_loop(g, s, &loop);
 }
 
 static void gen_stmt(Gen *g, KjIrStmt *s)
@@ -286,6 +288,7 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
             idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, s->indices[k]), s->indices[k]->type,
                                         kj_type_scalar(KJ_TYPE_I64));
         LLVMValueRef v = kj_codegen_convert(g, kj_codegen_expr(g, s->value), s->value->type, a.elem);
+        kj_codegen_check_index(g, s->check_site, &a, idx, s->index_count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, s->index_count, s->contiguous);
         LLVMBuildStore(g->b, to_mem(g, a.elem, v), p);
         return;
@@ -351,10 +354,10 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
 /* ============================================================ functions */
 
 /* How many LLVM arguments the impl of fn takes (an upper bound is enough):
- * 8 for the target's hidden parameters. */
+ * 8 for the target's hidden parameters and checked mode's two. */
 int kj_codegen_impl_arg_capacity(const KjIrFunction *fn)
 {
-    int n = 8;
+    int n = 10;
     for (int i = 0; i < fn->param_count; i++)
         n += is_array(fn->params[i]->type) ? 1 + 2 * fn->params[i]->type->ndim : 1;
     return n;
@@ -379,6 +382,7 @@ static LLVMTypeRef impl_type(Gen *g, const KjIrFunction *fn)
     }
     if (g->target->hidden_params)
         n += g->target->hidden_params(g, fn, ps + n);
+    n += kj_codegen_check_params(g, ps + n);
     LLVMTypeRef ret = fn->kind == KJ_IR_FN_KERNEL || fn->kind == KJ_IR_FN_VEC_KERNEL ? g->t_void : llty(g, fn->ret);
     LLVMTypeRef type = LLVMFunctionType(ret, ps, (unsigned)n, 0);
     free(ps);
@@ -562,6 +566,8 @@ static void define_impl(Gen *g, FnInfo *info)
     }
     if (g->target->bind_hidden_params)
         g->target->bind_hidden_params(g, fn, p);
+    LLVMTypeRef hidden[8];
+    kj_codegen_check_bind(g, p + (g->target->hidden_params ? (unsigned)g->target->hidden_params(g, fn, hidden) : 0));
 
     LLVMPositionBuilderAtEnd(g->b, start);
     gen_stmt(g, fn->body);
@@ -690,6 +696,8 @@ static void init_types(Gen *g)
     g->t_i64 = LLVMInt64TypeInContext(c);
     g->t_f32 = LLVMFloatTypeInContext(c);
     g->t_f64 = LLVMDoubleTypeInContext(c);
+    g->t_f16 = LLVMHalfTypeInContext(c);
+    g->t_bf16 = LLVMBFloatTypeInContext(c);
     g->t_ptr = LLVMPointerTypeInContext(c, 0);
     g->t_c64 = LLVMStructTypeInContext(c, (LLVMTypeRef[]){g->t_f32, g->t_f32}, 2, 0);
     g->t_c128 = LLVMStructTypeInContext(c, (LLVMTypeRef[]){g->t_f64, g->t_f64}, 2, 0);
@@ -698,6 +706,7 @@ static void init_types(Gen *g)
     LLVMStructSetBody(g->t_desc, (LLVMTypeRef[]){g->t_ptr, dims, dims}, 3, 0);
     LLVMTypeRef three = LLVMArrayType2(g->t_i32, 3);
     g->t_thread_ctx = LLVMStructCreateNamed(c, "KjThreadCtx");
+    kj_codegen_check_types(g);
     LLVMStructSetBody(g->t_thread_ctx, (LLVMTypeRef[]){three, three, three, three, g->t_ptr, g->t_ptr, g->t_ptr,
                                                        g->t_ptr, g->t_ptr, g->t_i64}, 10, 0);
 }

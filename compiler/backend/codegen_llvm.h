@@ -144,6 +144,13 @@ typedef struct KjTarget {
      * llvm.fpto[su]i.sat.  May be NULL. */
     LLVMValueRef (*float_to_int)(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
     LLVMAtomicOrdering atomic_ordering; /* of every atomic read-modify-write */
+    /* print(...): hands the line that C's printf would make of format (a
+     * constant string) and values (promoted: i32, i64, double or a string
+     * pointer each) to the target's output (cpu: snprintf and the runtime's
+     * print function; cuda: vprintf). */
+    void (*print)(Gen *g, LLVMValueRef format, LLVMValueRef *values, int count);
+    /* Where constant strings live (0: generic; cuda: 1, global). */
+    unsigned string_address_space;
     /* What KjCodegenOptions.line_info asks of the compile unit: line tables
      * (cpu), or .loc directives alone (cuda: ptxas takes them as nvcc's
      * -lineinfo, where line tables would be DWARF sections). */
@@ -168,6 +175,7 @@ struct Gen {
     char *error;
 
     LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f32, t_f64, t_ptr, t_c64, t_c128;
+    LLVMTypeRef t_f16, t_bf16;
     LLVMTypeRef t_desc;       /* KjArrayDesc */
     LLVMTypeRef t_thread_ctx; /* KjThreadCtx */
 
@@ -200,6 +208,13 @@ struct Gen {
     const KjSource *di_sources[64];
     LLVMMetadataRef di_files[64];
     int di_file_count;
+    /* checked mode (codegen_check.c): every impl takes the record's address
+     * and the address of its thread's state (0: running, 1: stopping after
+     * another thread's failure, 2: stopping after its own) */
+    LLVMTypeRef t_check_record;       /* KjCheckRecord */
+    LLVMValueRef check_record, check_state;
+    LLVMBasicBlockRef bail_bb;        /* the impl's way out after a failure */
+    LLVMValueRef element_slot;        /* VEC_KERNEL: the PARFOR index's slot */
 };
 
 /* codegen_llvm.c */
@@ -211,6 +226,8 @@ void kj_codegen_add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const ch
 void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value);
 /* An alloca at the end of the entry block, where mem2reg looks for them. */
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name);
+/* A constant NUL-terminated string's address (a generic pointer). */
+LLVMValueRef kj_codegen_string(Gen *g, const char *text);
 /* The impl of an IR function the module declared (dies if it was not). */
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
 /* How many LLVM arguments the impl of fn takes (an upper bound). */
@@ -231,6 +248,34 @@ void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_
 /* Starts an entry point of root fn named after its variant's symbol and
  * suffix; the builder is left in its first block. */
 LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *suffix, LLVMTypeRef type);
+
+/* codegen_check.c: checked mode */
+
+/* The LLVM type of KjCheckRecord (made once per module). */
+void kj_codegen_check_types(Gen *g);
+/* Hidden parameters every impl takes in checked mode (record, state): their
+ * types into `types`, the count returned (0 unchecked). */
+int kj_codegen_check_params(Gen *g, LLVMTypeRef *types);
+/* While g->llfn is an impl: takes the two, the first at index `first`. */
+void kj_codegen_check_bind(Gen *g, unsigned first);
+/* The arguments an impl call passes on (the caller's record and state). */
+int kj_codegen_check_call_args(Gen *g, LLVMValueRef *out);
+/* In an entry point: a fresh state for this thread, and the two arguments
+ * for the impl (record given: loaded from args or an .entry parameter). */
+int kj_codegen_check_entry_args(Gen *g, LLVMValueRef record, LLVMValueRef *out);
+/* After a call to an impl: leaves this impl when the callee failed. */
+void kj_codegen_check_after_call(Gen *g);
+/* Fails check `site` unless `ok`; values are the record's operands (i64, or
+ * NULL for 0).  Does nothing when site is 0 or checks are off. */
+void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,
+                      LLVMValueRef v1, LLVMValueRef v2);
+/* The checks of an array access a[indices] (i64 values) at `site`. */
+void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count);
+/* The check of an operation e marked by checks.c, given its operands as
+ * lowered: DIV and REM (a, b of e's type), SHL and SHR (a of e's type, b
+ * the count as written), IPOW (b the exponent as written), CAST (a the
+ * float).  Does nothing for an unmarked e. */
+void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMValueRef b);
 
 /* codegen_expr.c */
 
@@ -278,6 +323,8 @@ static inline LLVMTypeRef llty(Gen *g, const KjType *type)
     case KJ_TYPE_F64: return g->t_f64;
     case KJ_TYPE_C64: return g->t_c64;
     case KJ_TYPE_C128: return g->t_c128;
+    case KJ_TYPE_F16: return g->t_f16;
+    case KJ_TYPE_BF16: return g->t_bf16;
     default: kj_die("no LLVM type for %s", kj_type_name(type));
     }
 }

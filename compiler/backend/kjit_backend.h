@@ -77,6 +77,48 @@ struct KjThreadCtx {
  *       open a KjArrayDesc, so a pointer to the descriptor serves both; a
  *       VEC_KERNEL walks its PARFOR with a grid-stride loop.
  */
+/*
+ * Checked mode (KjCodegenOptions.checks): the first failed check of a call
+ * is written here.  The thread that fails sets `failed` from 0 to 1 with a
+ * compare-and-swap and, having won, writes the rest; every other failure
+ * leaves the record alone.  A failing thread returns from its function, and
+ * every function it was called from returns in turn, so nothing past the
+ * failed check runs on that thread.  The record's address reaches compiled
+ * code as one more argument: on cpu in args[param_count] of every entry
+ * point above; on cuda as one more .entry parameter, a pointer to device
+ * memory, after the function's own.  The runtime hands it over zeroed and
+ * reads it after the call.
+ */
+typedef enum KjCheckWhere {
+    KJ_CHECK_WHERE_NONE,    /* a plain function called from the host */
+    KJ_CHECK_WHERE_THREAD,  /* a kernel: block and thread */
+    KJ_CHECK_WHERE_ELEMENT, /* a vectorized call: element (the flat index of the output) */
+} KjCheckWhere;
+
+typedef struct KjCheckRecord {
+    int32_t failed;    /* 0 until the first failure */
+    int32_t site;      /* the module's check site, from 1 (KjCheckSite) */
+    int32_t kind;      /* KjCheckKind */
+    int32_t where;     /* KjCheckWhere */
+    int64_t values[3]; /* the operands, as KJ_CHECK_KINDS lists them */
+    int64_t element;
+    int32_t block[3];
+    int32_t thread[3];
+} KjCheckRecord;
+
+/*
+ * print(...) on cpu: the code formats a line with snprintf into a buffer of
+ * KJ_PRINT_LINE_BYTES on its stack and hands it, whole, to the function whose
+ * address is in the module's global KJ_PRINT_HOOK_SYMBOL (a pointer the
+ * runtime fills after loading the code; compiled code names no runtime
+ * symbol).  `len` is what snprintf returned, capped at the buffer's size less
+ * one: a longer line arrives cut, without its newline.  On cuda print is a
+ * call to vprintf.
+ */
+#define KJ_PRINT_HOOK_SYMBOL "kj_print_hook"
+#define KJ_PRINT_LINE_BYTES 1024
+typedef void (*KjPrintFn)(const char *line, int64_t len);
+
 typedef void (*KjEntryFn)(void **args, void *result);
 typedef void (*KjThreadFn)(void **args, KjThreadCtx *ctx);
 typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);
@@ -115,6 +157,10 @@ typedef struct KjCodegenOptions {
      * (gdb, perf annotate), .file/.loc directives in PTX on cuda (nvcc's
      * -lineinfo: Nsight Compute, compute-sanitizer).  Part of the cache key. */
     bool line_info;
+    /* Checked mode: the check sites the module carries (kj_checks_insert)
+     * are tested, and every entry point takes the address of a
+     * KjCheckRecord after its arguments. */
+    bool checks;
 } KjCodegenOptions;
 
 /* Whether line_info is on by default: KJIT_LINEINFO set and not 0 (target.c). */

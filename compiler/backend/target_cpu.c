@@ -363,6 +363,18 @@ static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LL
 }
 
 
+/* Checked mode: the KjCheckRecord's address, in args[param_count], and a
+ * fresh state for this thread, as the impl's last two arguments. */
+static int check_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LLVMValueRef *out)
+{
+    if (!g->options->checks)
+        return 0;
+    LLVMValueRef idx = const_i64(g, fn->param_count);
+    LLVMValueRef slot = LLVMBuildInBoundsGEP2(g->b, g->t_ptr, args_ptr, &idx, 1, "");
+    LLVMValueRef record = LLVMBuildLoad2(g->b, g->t_ptr, slot, "check.record");
+    return kj_codegen_check_entry_args(g, record, out);
+}
+
 /* The entry points of kjit_backend.h, each unpacking `void **args` into the
  * impl's arguments: __entry for plain and scalar functions; __thread, and
  * __block when the kernel has no barrier, for kernels; __range for
@@ -378,6 +390,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
             return; /* a device function: the host never calls it (api_call.c) */
         LLVMValueRef e = kj_codegen_add_entry(g, fn, "__entry", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+        n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMValueRef r = LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         if (fn->ret->kind != KJ_TYPE_VOID)
             LLVMBuildStore(g->b, to_mem(g, fn->ret, r), LLVMGetParam(e, 1));
@@ -394,6 +407,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
             LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 0), const_i32(g, k)};
             args[n++] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "tid");
         }
+        n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         LLVMBuildRetVoid(g->b);
         if (fn->uses_syncthreads)
@@ -405,6 +419,9 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         ctx = LLVMGetParam(e, 1);
         n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         args[n] = ctx;
+        /* checked mode: after ctx and threadIdx, the record and a state that
+         * each thread starts at 0 */
+        int checks = check_args(g, fn, LLVMGetParam(e, 0), args + n + 4);
         LLVMValueRef dims[3];
         for (int k = 0; k < 3; k++) {
             LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 2), const_i32(g, k)};
@@ -430,7 +447,9 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         }
         for (int k = 0; k < 3; k++)
             args[n + 1 + k] = LLVMBuildLoad2(g->b, g->t_i32, counters[k], "");
-        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n + 4, "");
+        if (checks)
+            LLVMBuildStore(g->b, const_i32(g, 0), args[n + 5]);
+        LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)(n + 4 + checks), "");
         for (int level = 0; level < 3; level++) {
             LLVMBuildBr(g->b, incs[level]);
             LLVMPositionBuilderAtEnd(g->b, incs[level]);
@@ -448,6 +467,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         args[n++] = LLVMGetParam(e, 1);
         args[n++] = LLVMGetParam(e, 2);
+        n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         LLVMBuildRetVoid(g->b);
         return;
@@ -525,6 +545,51 @@ static char *cpu_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
     return result;
 }
 
+/* ============================================================ print */
+
+/* snprintf into a buffer on the stack, then the runtime's print function
+ * through the module's hook (kjit_backend.h). */
+static void cpu_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int count)
+{
+    LLVMTypeRef buf_type = LLVMArrayType(g->t_i8, KJ_PRINT_LINE_BYTES);
+    LLVMValueRef buf = kj_codegen_alloca_in_entry(g, buf_type, "print.line");
+    LLVMTypeRef snprintf_params[] = {g->t_ptr, g->t_i64, g->t_ptr};
+    LLVMTypeRef snprintf_type = LLVMFunctionType(g->t_i32, snprintf_params, 3, 1);
+    LLVMValueRef snprintf_fn = kj_codegen_extern(g, "snprintf", snprintf_type);
+    LLVMValueRef args[3 + 64];
+    args[0] = buf;
+    args[1] = const_i64(g, KJ_PRINT_LINE_BYTES);
+    args[2] = format;
+    for (int i = 0; i < count && i < 64; i++)
+        args[3 + i] = values[i];
+    LLVMValueRef n = LLVMBuildCall2(g->b, snprintf_type, snprintf_fn, args, (unsigned)(3 + count), "");
+    LLVMValueRef len = LLVMBuildSExt(g->b, n, g->t_i64, "");
+    LLVMValueRef cap = const_i64(g, KJ_PRINT_LINE_BYTES - 1);
+    len = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, len, cap, ""), cap, len, "");
+    len = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, len, const_i64(g, 0), ""),
+                          const_i64(g, 0), len, "");
+
+    LLVMValueRef hook = LLVMGetNamedGlobal(g->mod, KJ_PRINT_HOOK_SYMBOL);
+    if (!hook) {
+        hook = LLVMAddGlobal(g->mod, g->t_ptr, KJ_PRINT_HOOK_SYMBOL);
+        LLVMSetInitializer(hook, LLVMConstNull(g->t_ptr));
+        LLVMSetAlignment(hook, 8);
+    }
+    LLVMValueRef fn = LLVMBuildLoad2(g->b, g->t_ptr, hook, "print.fn");
+    /* Code loaded by something other than the runtime has no hook set: it
+     * prints nothing rather than call address 0. */
+    LLVMBasicBlockRef call_bb = new_block(g, "print.call");
+    LLVMBasicBlockRef done_bb = new_block(g, "print.done");
+    LLVMBuildCondBr(g->b, LLVMBuildIsNotNull(g->b, fn, ""), call_bb, done_bb);
+    LLVMPositionBuilderAtEnd(g->b, call_bb);
+    LLVMTypeRef print_params[] = {g->t_ptr, g->t_i64};
+    LLVMTypeRef print_type = LLVMFunctionType(g->t_void, print_params, 2, 0);
+    LLVMValueRef call_args[] = {buf, len};
+    LLVMBuildCall2(g->b, print_type, fn, call_args, 2, "");
+    LLVMBuildBr(g->b, done_bb);
+    LLVMPositionBuilderAtEnd(g->b, done_bb);
+}
+
 /* ============================================================ the target */
 
 const KjTarget kj_target_cpu = {
@@ -549,4 +614,6 @@ const KjTarget kj_target_cpu = {
     .float_to_int = NULL, /* llvm.fpto[su]i.sat: NaN gives 0 */
     .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
     .line_info_kind = LLVMDWARFEmissionLineTablesOnly,
+    .print = cpu_print,
+    .string_address_space = 0,
 };

@@ -304,7 +304,11 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
         const KjType *t = fn->params[i]->type;
         ps[i] = is_array(t) || kj_type_is_complex(t) ? g->t_ptr : memty(g, t);
     }
-    LLVMValueRef e = kj_codegen_add_entry(g, fn, "", LLVMFunctionType(g->t_void, ps, (unsigned)fn->param_count, 0));
+    /* checked mode: the KjCheckRecord's device address after the parameters */
+    int count = fn->param_count;
+    if (g->options->checks)
+        ps[count++] = g->t_ptr;
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "", LLVMFunctionType(g->t_void, ps, (unsigned)count, 0));
     LLVMSetFunctionCallConv(e, LLVMPTXKernelCallConv);
     free(ps);
     int n = 0;
@@ -333,6 +337,8 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
             args[n++] = from_mem(g, t, p);
         }
     }
+    if (g->options->checks)
+        n += kj_codegen_check_entry_args(g, LLVMGetParam(e, (unsigned)fn->param_count), args + n);
     LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
     LLVMBuildRetVoid(g->b);
     free(args);
@@ -400,6 +406,30 @@ static char *cuda_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
     }
 }
 
+/* ============================================================ print */
+
+/* As nvcc does: the values in a local struct, each at its natural alignment
+ * (C's varargs layout, which the driver's vprintf reads), and
+ * vprintf(format, &values); every thread's line comes out whole. */
+static void cuda_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int count)
+{
+    LLVMTypeRef params[] = {g->t_ptr, g->t_ptr};
+    LLVMTypeRef type = LLVMFunctionType(g->t_i32, params, 2, 0);
+    LLVMValueRef vprintf_fn = kj_codegen_extern(g, "vprintf", type);
+    LLVMValueRef packed = LLVMConstNull(g->t_ptr);
+    if (count > 0) {
+        LLVMTypeRef fields[64];
+        for (int i = 0; i < count && i < 64; i++)
+            fields[i] = LLVMTypeOf(values[i]);
+        LLVMTypeRef st = LLVMStructTypeInContext(g->ctx, fields, (unsigned)count, 0);
+        packed = kj_codegen_alloca_in_entry(g, st, "print.args");
+        for (int i = 0; i < count && i < 64; i++)
+            LLVMBuildStore(g->b, values[i], LLVMBuildStructGEP2(g->b, st, packed, (unsigned)i, ""));
+    }
+    LLVMValueRef args[] = {format, packed};
+    LLVMBuildCall2(g->b, type, vprintf_fn, args, 2, "");
+}
+
 /* ============================================================ the target */
 
 const KjTarget kj_target_cuda = {
@@ -425,4 +455,6 @@ const KjTarget kj_target_cuda = {
     .atomic_ordering = LLVMAtomicOrderingMonotonic,
     /* DICompileUnit::DebugDirectivesOnly, which the C API does not name */
     .line_info_kind = (LLVMDWARFEmissionKind)3,
+    .print = cuda_print,
+    .string_address_space = 1,
 };

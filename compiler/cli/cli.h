@@ -56,6 +56,43 @@ void kj_cli_buf_free(KjCliBuf *buf);
 
 #define KJ_CLI_MAX_ARGS 64
 
+/* cli_reduce.c: --axis and --init for a @reduce function (part of KjCliCall). */
+typedef struct KjCliReduce {
+    bool has_axes; /* false: every axis */
+    int axes[KJIT_MAX_DIMS];
+    int naxes;
+    bool has_init;
+    kjit_arg init;
+} KjCliReduce;
+
+/* What kjit run and kjit bench share: the call (a file, a function and its
+ * arguments' texts), a kernel's launch shape, and the options that change the
+ * inputs or the compiled code. */
+typedef struct KjCliCall {
+    const char *file;
+    const char *function;
+    const char *args[KJ_CLI_MAX_ARGS];
+    int arg_count;
+    bool has_grid, has_block;
+    uint32_t grid[3], block[3];
+    size_t shared_bytes; /* --shared-bytes: dynamic shared memory per block */
+    uint64_t seed;       /* --seed: the rand/randn generators' stream */
+    bool line_info;      /* --lineinfo */
+    bool check;          /* --check: checked mode */
+    KjCliReduce reduce;  /* --axis, --init: a @reduce */
+} KjCliCall;
+
+/* The defaults: seed 1, nothing else set. */
+void kj_cli_call_init(KjCliCall *call);
+/* argv[*i] as one of the shared options (its value may be the next argument)
+ * or a positional (file, function, then arguments): 1 when taken, 0 when it is
+ * an option of the command's own, -1 with the usage message in why. */
+int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *why,
+                         size_t why_size);
+/* After the arguments: FILE and FUNCTION given, --grid and --block together;
+ * false with the usage message in why. */
+bool kj_cli_call_complete(const KjCliCall *call, char *why, size_t why_size);
+
 /* A function's arguments made from their command-line texts.  args[i] points
  * into arrays[i] for array arguments, so the struct must stay where it is. */
 typedef struct KjCliArgs {
@@ -69,16 +106,6 @@ double kj_cli_now_ms(void); /* a monotonic clock */
 bool kj_cli_ends_with(const char *s, const char *suffix);
 bool kj_cli_is_number(const char *text);
 bool kj_cli_parse_dim3(const char *text, uint32_t out[3]); /* "X[,Y[,Z]]", extents >= 1 */
-/* --grid and --block, as run and bench both take them, at argv[*i] (the value
- * may be the next argument): 0 when it is neither, 1 when taken, -1 with the
- * usage message in why when the value is not X[,Y[,Z]]. */
-int kj_cli_launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], uint32_t block[3],
-                               bool *has_grid, bool *has_block, char *why, size_t why_size);
-/* --shared-bytes N (a @kernel's dynamic shared memory per block), as run and
- * bench both take it: 0 when argv[*i] is not it, 1 when taken, -1 with the
- * usage message in why. */
-int kj_cli_shared_bytes_option(int argc, char **argv, int *i, size_t *bytes, char *why,
-                               size_t why_size);
 /* Seeds the stream of the rand and randn generators. */
 void kj_cli_seed(uint64_t seed);
 /* Element `at` of type dtype as a double (*im: the imaginary part, else 0). */
@@ -95,15 +122,7 @@ void kj_cli_args_free(KjCliArgs *args);
  * generator or has no extent above 1.  Heap, caller frees. */
 char *kj_cli_resize_generator(const char *text, int64_t size);
 
-/* cli_reduce.c: --axis and --init for a @reduce function, and its call. */
-typedef struct KjCliReduce {
-    bool has_axes; /* false: every axis */
-    int axes[KJIT_MAX_DIMS];
-    int naxes;
-    bool has_init;
-    kjit_arg init;
-} KjCliReduce;
-/* Takes `option` ("--axis", "--init") with its value: true when it is one of
+/* cli_reduce.c.  Takes `option` ("--axis", "--init") with its value: true when it is one of
  * them and well formed; false with *why set when malformed, NULL when it is
  * another option. */
 bool kj_cli_reduce_option(const char *option, const char *value, KjCliReduce *r,

@@ -102,7 +102,7 @@ bool kj_cli_parse_dim3(const char *text, uint32_t out[3])
     return false;
 }
 
-int kj_cli_launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], uint32_t block[3],
+static int launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], uint32_t block[3],
                                bool *has_grid, bool *has_block, char *why, size_t why_size)
 {
     const char *a = argv[*i], *value = NULL;
@@ -122,7 +122,7 @@ int kj_cli_launch_shape_option(int argc, char **argv, int *i, uint32_t grid[3], 
     return 1;
 }
 
-int kj_cli_shared_bytes_option(int argc, char **argv, int *i, size_t *bytes, char *why,
+static int shared_bytes_option(int argc, char **argv, int *i, size_t *bytes, char *why,
                                size_t why_size)
 {
     const char *a = argv[*i], *value = NULL;
@@ -137,6 +137,74 @@ int kj_cli_shared_bytes_option(int argc, char **argv, int *i, size_t *bytes, cha
     }
     *bytes = (size_t)n;
     return 1;
+}
+
+void kj_cli_call_init(KjCliCall *call)
+{
+    memset(call, 0, sizeof *call);
+    call->seed = 1;
+}
+
+int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *why,
+                         size_t why_size)
+{
+    const char *a = argv[*i], *value = NULL;
+    if (a[0] != '-' || a[1] == '\0' || kj_cli_is_number(a)) {
+        if (!call->file) {
+            call->file = a;
+        } else if (!call->function) {
+            call->function = a;
+        } else if (call->arg_count == KJ_CLI_MAX_ARGS) {
+            snprintf(why, why_size, "too many arguments (at most %d)", KJ_CLI_MAX_ARGS);
+            return -1;
+        } else {
+            call->args[call->arg_count++] = a;
+        }
+        return 1;
+    }
+    int taken = launch_shape_option(argc, argv, i, call->grid, call->block, &call->has_grid,
+                                    &call->has_block, why, why_size);
+    if (taken == 0)
+        taken = shared_bytes_option(argc, argv, i, &call->shared_bytes, why, why_size);
+    if (taken != 0)
+        return taken;
+    if (KJ_CLI_OPTION_AT(*i, "--seed")) {
+        if (!value || !kj_cli_is_number(value)) {
+            snprintf(why, why_size, "--seed takes a number");
+            return -1;
+        }
+        call->seed = strtoull(value, NULL, 10);
+        return 1;
+    }
+    if (strcmp(a, "--lineinfo") == 0) {
+        call->line_info = true;
+        return 1;
+    }
+    if (strcmp(a, "--check") == 0) {
+        call->check = true;
+        return 1;
+    }
+    if (KJ_CLI_OPTION_AT(*i, "--axis") || KJ_CLI_OPTION_AT(*i, "--init")) {
+        const char *message = NULL;
+        const char *name = strncmp(a, "--axis", 6) == 0 ? "--axis" : "--init";
+        if (!kj_cli_reduce_option(name, value, &call->reduce, &message)) {
+            snprintf(why, why_size, "%s", message ? message : "a bad option");
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+bool kj_cli_call_complete(const KjCliCall *call, char *why, size_t why_size)
+{
+    if (!call->file || !call->function)
+        snprintf(why, why_size, "needs a FILE and a FUNCTION");
+    else if (call->has_grid != call->has_block)
+        snprintf(why, why_size, "--grid and --block go together");
+    else
+        return true;
+    return false;
 }
 
 bool kj_cli_is_number(const char *text)
@@ -193,6 +261,7 @@ static void store_value(void *at, kjit_dtype dtype, double re, double im)
     case KJIT_F64: *(double *)at = re; break;
     case KJIT_C64: ((float *)at)[0] = (float)re; ((float *)at)[1] = (float)im; break;
     case KJIT_C128: ((double *)at)[0] = re; ((double *)at)[1] = im; break;
+    case KJIT_F16: case KJIT_BF16: *(uint16_t *)at = kjit_half_from_double(dtype, re); break;
     default: break;
     }
 }
@@ -214,6 +283,7 @@ double kj_cli_load_value(const void *at, kjit_dtype dtype, double *im)
     case KJIT_F64: return *(const double *)at;
     case KJIT_C64: *im = ((const float *)at)[1]; return ((const float *)at)[0];
     case KJIT_C128: *im = ((const double *)at)[1]; return ((const double *)at)[0];
+    case KJIT_F16: case KJIT_BF16: return kjit_half_to_double(dtype, *(const uint16_t *)at);
     default: return 0;
     }
 }
@@ -298,7 +368,8 @@ static int make_generated(const char *text, bool have_param, kjit_dtype param_dt
         return 2;
     }
     out->data = data;
-    bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 && dtype != KJIT_C128;
+    bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 &&
+                   dtype != KJIT_C128 && dtype != KJIT_F16 && dtype != KJIT_BF16;
     for (int64_t i = 0; i < size; i++) {
         double re = 0, im = 0;
         switch (kind) {

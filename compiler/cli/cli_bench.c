@@ -60,6 +60,8 @@ static const char bench_usage[] =
     "  --ulps N                      agreement tolerance for floats (default 16)\n"
     "  --axis N[,N...]  --init V     a @reduce: the axes to reduce (default every\n"
     "                                axis) and the initial value\n"
+    "  --check                       every target in checked mode (as kjit run --check)\n"
+    "  --lineinfo                    .kern line tables in the code (as kjit run --lineinfo)\n"
     "  --json[=FILE]                 the data as JSON (to stdout instead of the table)\n"
     "  --csv[=FILE]                  the data as CSV, one row per target and size\n";
 
@@ -151,10 +153,10 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
     o->target_count = 3;
     o->repeat = 10;
     o->warmup = 1;
-    o->seed = 1;
+    kj_cli_call_init(&o->call);
     o->ulps = DEFAULT_ULPS;
     o->reference_arg = -1;
-    int positional = 0;
+    char why[160];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *value = NULL;
@@ -162,20 +164,10 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
             fputs(bench_usage, stdout);
             return 0;
         }
-        if (a[0] == '-' && a[1] != '\0' && !kj_cli_is_number(a)) {
-            char why[160];
-            int shape = kj_cli_launch_shape_option(argc, argv, &i, o->grid, o->block,
-                                                   &o->has_grid, &o->has_block, why, sizeof why);
-            if (shape < 0)
-                return usage("%s", why);
-            if (shape > 0)
-                continue;
-            int shared = kj_cli_shared_bytes_option(argc, argv, &i, &o->shared_bytes, why,
-                                                    sizeof why);
-            if (shared < 0)
-                return usage("%s", why);
-            if (shared > 0)
-                continue;
+        int taken = kj_cli_call_argument(argc, argv, &i, &o->call, why, sizeof why);
+        if (taken < 0)
+            return usage("%s", why);
+        if (taken == 0) {
             if (strcmp(a, "--json") == 0 || strncmp(a, "--json=", 7) == 0) {
                 o->json = true;
                 o->json_path = a[6] == '=' ? a + 7 : NULL;
@@ -196,10 +188,6 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
                 if (!value || !parse_sizes(value, o))
                     return usage("--sizes takes up to %d sizes >= 1 such as 1e3,1e5,1e7 (not '%s')",
                                  KJ_BENCH_MAX_SIZES, value ? value : "");
-            } else if (KJ_CLI_OPTION("--seed")) {
-                if (!value || !kj_cli_is_number(value))
-                    return usage("--seed takes a number");
-                o->seed = strtoull(value, NULL, 10);
             } else if (KJ_CLI_OPTION("--threads")) {
                 if (!parse_count(value, 1, &o->threads))
                     return usage("--threads takes a count >= 1");
@@ -218,26 +206,13 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
                 if (!kj_cli_ends_with(value, ".npy"))
                     return usage("--reference takes [N=]FILE.npy, not '%s'", value);
                 o->reference = value;
-            } else if (KJ_CLI_OPTION("--axis") || KJ_CLI_OPTION("--init")) {
-                const char *why = NULL;
-                const char *name = strncmp(a, "--axis", 6) == 0 ? "--axis" : "--init";
-                if (!kj_cli_reduce_option(name, value, &o->reduce, &why))
-                    return usage("%s", why);
             } else {
                 return usage("unknown option '%s'", a);
             }
-            continue;
         }
-        if (positional == 0) o->file = a;
-        else if (positional == 1) o->function = a;
-        else if (o->arg_count == KJ_CLI_MAX_ARGS) return usage("too many arguments");
-        else o->args[o->arg_count++] = a;
-        positional++;
     }
-    if (!o->file || !o->function)
-        return usage("needs a FILE and a FUNCTION");
-    if (o->has_grid != o->has_block)
-        return usage("--grid and --block go together");
+    if (!kj_cli_call_complete(&o->call, why, sizeof why))
+        return usage("%s", why);
     if (o->json && o->csv && !o->json_path && !o->csv_path)
         return usage("--json and --csv cannot both go to stdout (give one a =FILE)");
     return -1;
@@ -377,6 +352,8 @@ static bool compile_on(const Bench *b, kjit_target target, const KjCliArgs *inpu
     kjit_options_init(&options);
     options.target = target;
     options.num_threads = b->o->threads;
+    options.check = b->o->call.check;
+    options.line_info = b->o->call.line_info;
     options.on_diagnostic = collect_diagnostic;
     options.diagnostic_user = &c->diagnostics;
     double t0 = kj_cli_now_ms();
@@ -384,11 +361,12 @@ static bool compile_on(const Bench *b, kjit_target target, const KjCliArgs *inpu
         *error = kj_cli_xstrdup(kjit_last_error(NULL));
         return false;
     }
-    kjit_status status = kjit_compile_file(c->context, b->o->file, &c->module);
+    kjit_status status = kjit_compile_file(c->context, b->o->call.file, &c->module);
     if (status == KJIT_OK)
-        status = kjit_module_function(c->module, b->o->function, &c->function);
+        status = kjit_module_function(c->module, b->o->call.function, &c->function);
     if (status == KJIT_OK && kjit_function_kind_of(c->function) == KJIT_FUNCTION_REDUCE)
-        status = kj_cli_reduce_prepare(c->function, inputs->args, inputs->count, &b->o->reduce);
+        status = kj_cli_reduce_prepare(c->function, inputs->args, inputs->count,
+                                       &b->o->call.reduce);
     else if (status == KJIT_OK)
         status = kjit_prepare(c->function, inputs->args, inputs->count, NULL);
     *ms = kj_cli_now_ms() - t0;
@@ -499,7 +477,7 @@ static bool working_setup(const Bench *b, const KjCliArgs *inputs, Working *w, c
         /* The first call, from host arrays, gives the result's shape. */
         kjit_status status =
             b->kind == KJIT_FUNCTION_REDUCE
-                ? kj_cli_reduce_call(w->function, inputs->args, inputs->count, &b->o->reduce,
+                ? kj_cli_reduce_call(w->function, inputs->args, inputs->count, &b->o->call.reduce,
                                      NULL, &w->result)
                 : kjit_call(w->function, inputs->args, inputs->count, NULL, &w->result);
         if (status != KJIT_OK) {
@@ -550,8 +528,8 @@ static kjit_status run_once(const Bench *b, const KjCliArgs *inputs, Working *w,
         case KJIT_FUNCTION_KERNEL: {
             kjit_launch_options launch;
             kjit_launch_options_init(&launch);
-            launch.dynamic_shared_bytes = b->o->shared_bytes;
-            status = kjit_launch_ex(w->function, b->o->grid, b->o->block, w->args, n, &launch);
+            launch.dynamic_shared_bytes = b->o->call.shared_bytes;
+            status = kjit_launch_ex(w->function, b->o->call.grid, b->o->call.block, w->args, n, &launch);
             break;
         }
         case KJIT_FUNCTION_VECTORIZE:
@@ -563,7 +541,7 @@ static kjit_status run_once(const Bench *b, const KjCliArgs *inputs, Working *w,
             status = kjit_call(w->function, w->args, n, NULL, &w->result);
             break;
         case KJIT_FUNCTION_REDUCE:
-            status = kj_cli_reduce_call(w->function, w->args, n, &b->o->reduce,
+            status = kj_cli_reduce_call(w->function, w->args, n, &b->o->call.reduce,
                                         w->result_device.data ? &w->result_device : &w->result,
                                         NULL);
             break;
@@ -732,9 +710,19 @@ static double ulp_distance(double x, double r, bool single)
     return (double)d;
 }
 
+/* The same for f16 and bf16, in their own last place. */
+static double half_ulp_distance(double x, double r, kjit_dtype d)
+{
+    uint16_t a = kjit_half_from_double(d, x), c = kjit_half_from_double(d, r);
+    int32_t oa = a & 0x8000 ? -(int32_t)(a & 0x7fff) : a, oc = c & 0x8000 ? -(int32_t)(c & 0x7fff) : c;
+    return fabs((double)oa - (double)oc);
+}
+
+static bool dtype_is_half(kjit_dtype d) { return d == KJIT_F16 || d == KJIT_BF16; }
+
 static bool dtype_is_float(kjit_dtype d)
 {
-    return d == KJIT_F32 || d == KJIT_F64 || d == KJIT_C64 || d == KJIT_C128;
+    return d == KJIT_F32 || d == KJIT_F64 || d == KJIT_C64 || d == KJIT_C128 || dtype_is_half(d);
 }
 
 /*
@@ -777,6 +765,8 @@ static void compare_output(const Output *got, const Output *ref, int ulps, Agree
         if (isfinite(im) && fabs(im) > scale) scale = fabs(im);
     }
     double eps = single ? 0x1p-23 : 0x1p-52;
+    if (dtype_is_half(got->dtype))
+        eps = got->dtype == KJIT_F16 ? 0x1p-10 : 0x1p-7;
     double scale_tolerance = (double)ulps * eps * scale;
 
     for (int64_t i = 0; i < size; i++) {
@@ -801,7 +791,9 @@ static void compare_output(const Output *got, const Output *ref, int ulps, Agree
             if ((isnan(x) && isnan(r)) || x == r)
                 continue;
             double d = fabs(x - r);
-            double ulp = ulp_distance(x, r, single);
+            double ulp = dtype_is_half(got->dtype) && got->dtype == ref->dtype
+                             ? half_ulp_distance(x, r, got->dtype)
+                             : ulp_distance(x, r, single);
             if (isnan(x) || isnan(r)) {
                 d = INFINITY;
                 ulp = INFINITY;
@@ -889,7 +881,8 @@ static void measure_work(const Bench *b, const KjCliArgs *inputs, const TargetRu
     if (b->kind != KJIT_FUNCTION_KERNEL && done) {
         const Output *out = &done->outputs[0];
         bytes += (double)output_size(out) * (double)kjit_dtype_size(out->dtype);
-        s->elements = output_size(out);
+        if (b->kind != KJIT_FUNCTION_REDUCE) /* a reduction's elements are its inputs' */
+            s->elements = output_size(out);
     }
     s->bytes = bytes;
 }
@@ -900,9 +893,9 @@ static int bench_size(Bench *b, kjit_function *typing, SizeRun *s)
     char label[64] = "";
     if (s->size)
         snprintf(label, sizeof label, "[size %lld] ", (long long)s->size);
-    kj_cli_seed(o->seed);
+    kj_cli_seed(o->call.seed);
     KjCliArgs *inputs = kj_cli_xcalloc(1, sizeof *inputs);
-    int code = kj_cli_make_args("bench", typing, (const char *const *)s->args, o->arg_count, inputs);
+    int code = kj_cli_make_args("bench", typing, (const char *const *)s->args, o->call.arg_count, inputs);
     if (code != 0) {
         kj_cli_args_free(inputs);
         free(inputs);
@@ -971,7 +964,7 @@ static int load_reference(Bench *b)
     b->have_reference = true;
     if (b->kind != KJIT_FUNCTION_KERNEL && o->reference_arg >= 0) {
         fprintf(stderr, "kjit bench: --reference N=FILE is for a @kernel's argument N; "
-                        "%s's result is compared with FILE alone\n", o->function);
+                        "%s's result is compared with FILE alone\n", o->call.function);
         return 2;
     }
     return 0;
@@ -1005,40 +998,40 @@ int kj_cli_bench(int argc, char **argv)
     Bench b = {.o = &o};
     SizeRun *runs = NULL;
     int run_count = o.size_count ? o.size_count : 1;
-    kjit_status status = kjit_compile_file(context, o.file, &module);
+    kjit_status status = kjit_compile_file(context, o.call.file, &module);
     if (status != KJIT_OK) {
         if (diagnostics == 0)
             fprintf(stderr, "kjit bench: %s\n", kjit_last_error(context));
         code = status == KJIT_ERROR_IO ? 2 : 1;
         goto done;
     }
-    if (kjit_module_function(module, o.function, &function) != KJIT_OK) {
-        fprintf(stderr, "kjit bench: %s: %s\n", o.file, kjit_last_error(context));
+    if (kjit_module_function(module, o.call.function, &function) != KJIT_OK) {
+        fprintf(stderr, "kjit bench: %s: %s\n", o.call.file, kjit_last_error(context));
         code = 1;
         goto done;
     }
     b.kind = kjit_function_kind_of(function);
     b.signature = kjit_function_signature(function, 0);
     int params = kj_cli_param_count(function);
-    if ((o.reduce.has_axes || o.reduce.has_init) && b.kind != KJIT_FUNCTION_REDUCE) {
+    if ((o.call.reduce.has_axes || o.call.reduce.has_init) && b.kind != KJIT_FUNCTION_REDUCE) {
         fprintf(stderr, "kjit bench: --axis and --init are for a @reduce function\n");
         code = 2;
         goto done;
     }
-    if (o.arg_count != params) {
-        fprintf(stderr, "kjit bench: %s takes %d argument%s (%s), %d given\n", o.function, params,
-                params == 1 ? "" : "s", b.signature, o.arg_count);
+    if (o.call.arg_count != params) {
+        fprintf(stderr, "kjit bench: %s takes %d argument%s (%s), %d given\n", o.call.function, params,
+                params == 1 ? "" : "s", b.signature, o.call.arg_count);
         code = 2;
         goto done;
     }
-    if (b.kind == KJIT_FUNCTION_KERNEL && !o.has_grid) {
-        fprintf(stderr, "kjit bench: %s is a @kernel: give --grid and --block\n", o.function);
+    if (b.kind == KJIT_FUNCTION_KERNEL && !o.call.has_grid) {
+        fprintf(stderr, "kjit bench: %s is a @kernel: give --grid and --block\n", o.call.function);
         code = 2;
         goto done;
     }
-    if (b.kind != KJIT_FUNCTION_KERNEL && o.has_grid) {
+    if (b.kind != KJIT_FUNCTION_KERNEL && o.call.has_grid) {
         fprintf(stderr, "kjit bench: --grid and --block are for a @kernel; %s is not one\n",
-                o.function);
+                o.call.function);
         code = 2;
         goto done;
     }
@@ -1046,7 +1039,7 @@ int kj_cli_bench(int argc, char **argv)
         goto done;
     if (b.kind == KJIT_FUNCTION_KERNEL && o.reference && o.reference_arg < 0) {
         int arrays = 0, last = -1;
-        for (int i = 0; i < o.arg_count; i++) {
+        for (int i = 0; i < o.call.arg_count; i++) {
             kjit_dtype dtype;
             int ndim = 0;
             if (kjit_function_param(function, 0, i, &dtype, &ndim) == KJIT_OK && ndim > 0)
@@ -1054,7 +1047,7 @@ int kj_cli_bench(int argc, char **argv)
         }
         if (arrays != 1) {
             fprintf(stderr, "kjit bench: %s has %d array arguments: say which one the "
-                            "reference is with --reference N=FILE\n", o.function, arrays);
+                            "reference is with --reference N=FILE\n", o.call.function, arrays);
             code = 2;
             goto done;
         }
@@ -1063,10 +1056,10 @@ int kj_cli_bench(int argc, char **argv)
     if (b.kind == KJIT_FUNCTION_KERNEL && o.reference && o.reference_arg >= 0) {
         kjit_dtype dtype;
         int ndim = 0;
-        if (o.reference_arg >= o.arg_count ||
+        if (o.reference_arg >= o.call.arg_count ||
             kjit_function_param(function, 0, o.reference_arg, &dtype, &ndim) != KJIT_OK || ndim == 0) {
             fprintf(stderr, "kjit bench: --reference %d=FILE: argument %d of %s is not an array\n",
-                    o.reference_arg, o.reference_arg, o.function);
+                    o.reference_arg, o.reference_arg, o.call.function);
             code = 2;
             goto done;
         }
@@ -1076,10 +1069,10 @@ int kj_cli_bench(int argc, char **argv)
     bool resized_any = false;
     for (int i = 0; i < run_count; i++) {
         runs[i].size = o.size_count ? o.sizes[i] : 0;
-        for (int a = 0; a < o.arg_count; a++) {
-            char *resized = o.size_count ? kj_cli_resize_generator(o.args[a], runs[i].size) : NULL;
+        for (int a = 0; a < o.call.arg_count; a++) {
+            char *resized = o.size_count ? kj_cli_resize_generator(o.call.args[a], runs[i].size) : NULL;
             resized_any = resized_any || resized;
-            runs[i].args[a] = resized ? resized : kj_cli_xstrdup(o.args[a]);
+            runs[i].args[a] = resized ? resized : kj_cli_xstrdup(o.call.args[a]);
         }
     }
     if (o.size_count && !resized_any) {
@@ -1104,14 +1097,14 @@ int kj_cli_bench(int argc, char **argv)
 
     bool table = !(o.json && !o.json_path) && !(o.csv && !o.csv_path);
     if (table) {
-        printf("kjit bench: %s %s in %s", o.function, b.signature, o.file);
-        for (int a = 0; a < o.arg_count; a++)
-            printf(" %s", o.args[a]);
+        printf("kjit bench: %s %s in %s", o.call.function, b.signature, o.call.file);
+        for (int a = 0; a < o.call.arg_count; a++)
+            printf(" %s", o.call.args[a]);
         printf("\n%d timed run%s after %d warm-up; seed %llu", o.repeat, o.repeat == 1 ? "" : "s",
-               o.warmup, (unsigned long long)o.seed);
-        if (o.has_grid)
-            printf("; grid %u,%u,%u block %u,%u,%u", o.grid[0], o.grid[1], o.grid[2], o.block[0],
-                   o.block[1], o.block[2]);
+               o.warmup, (unsigned long long)o.call.seed);
+        if (o.call.has_grid)
+            printf("; grid %u,%u,%u block %u,%u,%u", o.call.grid[0], o.call.grid[1], o.call.grid[2], o.call.block[0],
+                   o.call.block[1], o.call.block[2]);
         printf("\n");
         for (int i = 0; i < run_count; i++)
             kj_bench_print_size(stdout, &b, &runs[i]);
@@ -1142,7 +1135,7 @@ int kj_cli_bench(int argc, char **argv)
 done:
     if (runs)
         for (int i = 0; i < run_count; i++) {
-            for (int a = 0; a < o.arg_count; a++)
+            for (int a = 0; a < o.call.arg_count; a++)
                 free(runs[i].args[a]);
             for (int k = 0; k < KJ_BENCH_MAX_TARGETS; k++) {
                 outputs_free(&runs[i].targets[k]);

@@ -14,19 +14,12 @@
 #define KJ_BENCH_MAX_SIZES 32
 
 typedef struct BenchOptions {
-    const char *file;
-    const char *function;
-    const char *args[KJ_CLI_MAX_ARGS];
-    int arg_count;
+    KjCliCall call;
     kjit_target targets[KJ_BENCH_MAX_TARGETS];
     int target_count;
     int repeat, warmup;
     int64_t sizes[KJ_BENCH_MAX_SIZES];
     int size_count;
-    bool has_grid, has_block;
-    uint32_t grid[3], block[3];
-    size_t shared_bytes; /* dynamic shared memory per block (--shared-bytes) */
-    uint64_t seed;
     int threads;
     const char *reference;
     int reference_arg; /* -1: the result, or the only array argument of a kernel */

@@ -444,16 +444,16 @@ char *kj_bench_json(const Bench *b, const SizeRun *runs, int run_count)
     static const char *const kinds[] = {"plain", "vectorize", "kernel"};
     KjCliBuf j = {0};
     kj_cli_printf(&j, "{\"kjit\": \"%s\", \"file\": ", KJIT_VERSION);
-    json_string(&j, o->file);
+    json_string(&j, o->call.file);
     kj_cli_printf(&j, ", \"function\": ");
-    json_string(&j, o->function);
+    json_string(&j, o->call.function);
     kj_cli_printf(&j, ", \"kind\": \"%s\", \"signature\": ", kinds[b->kind]);
     json_string(&j, b->signature);
     kj_cli_printf(&j, ", \"seed\": %llu, \"repeat\": %d, \"warmup\": %d, \"ulps\": %d",
-                  (unsigned long long)o->seed, o->repeat, o->warmup, o->ulps);
-    if (o->has_grid)
-        kj_cli_printf(&j, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u]", o->grid[0],
-                      o->grid[1], o->grid[2], o->block[0], o->block[1], o->block[2]);
+                  (unsigned long long)o->call.seed, o->repeat, o->warmup, o->ulps);
+    if (o->call.has_grid)
+        kj_cli_printf(&j, ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u]", o->call.grid[0],
+                      o->call.grid[1], o->call.grid[2], o->call.block[0], o->call.block[1], o->call.block[2]);
     kj_cli_printf(&j, ", \"reference\": ");
     if (b->have_reference)
         json_string(&j, o->reference);
@@ -466,7 +466,7 @@ char *kj_bench_json(const Bench *b, const SizeRun *runs, int run_count)
         if (s->size) kj_cli_printf(&j, "%lld", (long long)s->size);
         else kj_cli_printf(&j, "null");
         kj_cli_printf(&j, ", \"args\": [");
-        for (int a = 0; a < o->arg_count; a++) {
+        for (int a = 0; a < o->call.arg_count; a++) {
             kj_cli_printf(&j, a ? ", " : "");
             json_string(&j, s->args[a]);
         }
@@ -542,7 +542,7 @@ char *kj_bench_csv(const Bench *b, const SizeRun *runs, int run_count)
         for (int k = 0; k < o->target_count; k++) {
             const TargetRun *r = &s->targets[k];
             static const char *const states[] = {"ok", "unavailable", "failed"};
-            kj_cli_printf(&c, "%s,%lld,%s,%s", o->function, (long long)(s->size ? s->size : s->elements),
+            kj_cli_printf(&c, "%s,%lld,%s,%s", o->call.function, (long long)(s->size ? s->size : s->elements),
                           kjit_target_name(r->target), states[r->state]);
             if (r->state == TARGET_OK) {
                 double seconds = r->run.median / 1e3;

@@ -39,28 +39,22 @@ static const char run_usage[] =
     "  --repeat N                        time N runs (each launch runs again on the\n"
     "                                    same arrays; the median is reported)\n"
     "  --lineinfo                        .kern line tables in the code (gdb, perf,\n"
-    "                                    Nsight Compute); also KJIT_LINEINFO=1\n";
+    "                                    Nsight Compute); also KJIT_LINEINFO=1\n"
+    "  --check                           checked mode: bad indices, integer division by\n"
+    "                                    zero, bad conversions and shifts are reported at\n"
+    "                                    their source line (also KJIT_CHECK=1)\n";
 
 #define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
 
 typedef struct RunOptions {
-    const char *file;
-    const char *function;
-    const char *args[MAX_RUN_ARGS];
-    int arg_count;
+    KjCliCall call;
     kjit_target target;
     const char *output;
-    bool has_grid, has_block;
-    uint32_t grid[3], block[3];
-    size_t shared_bytes;
     int save_index[MAX_SAVES];
     const char *save_path[MAX_SAVES];
     int save_count;
-    uint64_t seed;
     int repeat;
-    KjCliReduce reduce;
-    bool line_info;
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -74,10 +68,10 @@ static int usage(const char *fmt, const char *arg)
 static int parse_options(int argc, char **argv, RunOptions *o)
 {
     memset(o, 0, sizeof *o);
+    kj_cli_call_init(&o->call);
     o->target = KJIT_TARGET_AUTO;
-    o->seed = 1;
     o->repeat = 1;
-    int positional = 0;
+    char why[160];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *value = NULL;
@@ -85,67 +79,39 @@ static int parse_options(int argc, char **argv, RunOptions *o)
             fputs(run_usage, stdout);
             return 0;
         }
-        if (a[0] == '-' && a[1] != '\0' && !kj_cli_is_number(a)) {
-            char why[160];
-            int shape = kj_cli_launch_shape_option(argc, argv, &i, o->grid, o->block,
-                                                   &o->has_grid, &o->has_block, why, sizeof why);
-            if (shape < 0)
-                return usage("%s", why);
-            if (shape > 0)
-                continue;
-            int shared = kj_cli_shared_bytes_option(argc, argv, &i, &o->shared_bytes, why,
-                                                    sizeof why);
-            if (shared < 0)
-                return usage("%s", why);
-            if (shared > 0)
-                continue;
-            if (KJ_CLI_OPTION("--target")) {
-                if (!value) return usage("--target needs a value", "");
-                if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
-                else if (strcmp(value, "parallel") == 0) o->target = KJIT_TARGET_PARALLEL;
-                else if (strcmp(value, "cuda") == 0) o->target = KJIT_TARGET_CUDA;
-                else if (strcmp(value, "auto") == 0) o->target = KJIT_TARGET_AUTO;
-                else return usage("unknown target '%s' (cpu, parallel, cuda or auto)", value);
-            } else if (KJ_CLI_OPTION("-o") || KJ_CLI_OPTION("--output")) {
-                if (!value) return usage("-o needs a file name", "");
-                o->output = value;
-            } else if (KJ_CLI_OPTION("--save")) {
-                char *end;
-                long n = value ? strtol(value, &end, 10) : -1;
-                if (!value || end == value || *end != '=' || n < 0 || end[1] == '\0')
-                    return usage("--save takes N=FILE, not '%s'", value ? value : "");
-                if (o->save_count == MAX_SAVES)
-                    return usage("at most 16 --save options%s", "");
-                o->save_index[o->save_count] = (int)n;
-                o->save_path[o->save_count++] = end + 1;
-            } else if (KJ_CLI_OPTION("--seed")) {
-                if (!value || !kj_cli_is_number(value)) return usage("--seed takes a number%s", "");
-                o->seed = strtoull(value, NULL, 10);
-            } else if (strcmp(a, "--lineinfo") == 0) {
-                o->line_info = true;
-            } else if (KJ_CLI_OPTION("--repeat")) {
-                if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
-                o->repeat = atoi(value);
-            } else if (KJ_CLI_OPTION("--axis") || KJ_CLI_OPTION("--init")) {
-                const char *why = NULL;
-                const char *name = strncmp(a, "--axis", 6) == 0 ? "--axis" : "--init";
-                if (!kj_cli_reduce_option(name, value, &o->reduce, &why))
-                    return usage("%s", why);
-            } else {
-                return usage("unknown option '%s'", a);
-            }
+        int taken = kj_cli_call_argument(argc, argv, &i, &o->call, why, sizeof why);
+        if (taken < 0)
+            return usage("%s", why);
+        if (taken > 0)
             continue;
+        if (KJ_CLI_OPTION("--target")) {
+            if (!value) return usage("--target needs a value", "");
+            if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
+            else if (strcmp(value, "parallel") == 0) o->target = KJIT_TARGET_PARALLEL;
+            else if (strcmp(value, "cuda") == 0) o->target = KJIT_TARGET_CUDA;
+            else if (strcmp(value, "auto") == 0) o->target = KJIT_TARGET_AUTO;
+            else return usage("unknown target '%s' (cpu, parallel, cuda or auto)", value);
+        } else if (KJ_CLI_OPTION("-o") || KJ_CLI_OPTION("--output")) {
+            if (!value) return usage("-o needs a file name", "");
+            o->output = value;
+        } else if (KJ_CLI_OPTION("--save")) {
+            char *end;
+            long n = value ? strtol(value, &end, 10) : -1;
+            if (!value || end == value || *end != '=' || n < 0 || end[1] == '\0')
+                return usage("--save takes N=FILE, not '%s'", value ? value : "");
+            if (o->save_count == MAX_SAVES)
+                return usage("at most 16 --save options%s", "");
+            o->save_index[o->save_count] = (int)n;
+            o->save_path[o->save_count++] = end + 1;
+        } else if (KJ_CLI_OPTION("--repeat")) {
+            if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
+            o->repeat = atoi(value);
+        } else {
+            return usage("unknown option '%s'", a);
         }
-        if (positional == 0) o->file = a;
-        else if (positional == 1) o->function = a;
-        else if (o->arg_count == MAX_RUN_ARGS) return usage("too many arguments%s", "");
-        else o->args[o->arg_count++] = a;
-        positional++;
     }
-    if (!o->file || !o->function)
-        return usage("needs a FILE and a FUNCTION%s", "");
-    if (o->has_grid != o->has_block)
-        return usage("--grid and --block go together%s", "");
+    if (!kj_cli_call_complete(&o->call, why, sizeof why))
+        return usage("%s", why);
     return -1;
 }
 
@@ -183,6 +149,8 @@ static void print_value(const void *at, kjit_dtype dtype)
         printf("%.6g%+.6gj", re, im);
     else if (dtype == KJIT_F32 || dtype == KJIT_F64)
         printf("%.7g", re);
+    else if (dtype == KJIT_F16 || dtype == KJIT_BF16)
+        printf("%.5g", re); /* enough digits to tell neighbouring f16 values apart */
     else if (dtype == KJIT_BOOL)
         printf("%s", re != 0 ? "true" : "false");
     else if (is_signed_int(dtype))
@@ -318,13 +286,14 @@ int kj_cli_run(int argc, char **argv)
     int code = parse_options(argc, argv, &o);
     if (code >= 0)
         return code;
-    kj_cli_seed(o.seed);
+    kj_cli_seed(o.call.seed);
 
     kjit_options options;
     kjit_options_init(&options);
     options.target = o.target;
+    options.check = o.call.check;
     options.on_diagnostic = print_diagnostic;
-    if (o.line_info)
+    if (o.call.line_info)
         options.line_info = 1;
     kjit_context *context = NULL;
     kjit_status status = kjit_context_create(&options, &context);
@@ -343,7 +312,7 @@ int kj_cli_run(int argc, char **argv)
     code = 0;
 
     double t0 = kj_cli_now_ms();
-    status = kjit_compile_file(context, o.file, &module);
+    status = kjit_compile_file(context, o.call.file, &module);
     double t_front = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
         /* Diagnostics were printed as they came. */
@@ -352,41 +321,40 @@ int kj_cli_run(int argc, char **argv)
         code = exit_code(status);
         goto done;
     }
-    status = kjit_module_function(module, o.function, &function);
+    status = kjit_module_function(module, o.call.function, &function);
     if (status != KJIT_OK) {
-        fprintf(stderr, "kjit run: %s: %s\n", o.file, kjit_last_error(context));
+        fprintf(stderr, "kjit run: %s: %s\n", o.call.file, kjit_last_error(context));
         code = 1;
         goto done;
     }
     kjit_function_kind kind = kjit_function_kind_of(function);
     int params = kj_cli_param_count(function);
-    if ((o.reduce.has_axes || o.reduce.has_init) && kind != KJIT_FUNCTION_REDUCE) {
+    if ((o.call.reduce.has_axes || o.call.reduce.has_init) && kind != KJIT_FUNCTION_REDUCE) {
         fprintf(stderr, "kjit run: --axis and --init are for a @reduce function\n");
         code = 2;
         goto done;
     }
-    if (o.arg_count != params) {
-        fprintf(stderr, "kjit run: %s takes %d argument%s (%s), %d given\n", o.function, params,
-                params == 1 ? "" : "s", kjit_function_signature(function, 0), o.arg_count);
+    if (o.call.arg_count != params) {
+        fprintf(stderr, "kjit run: %s takes %d argument%s (%s), %d given\n", o.call.function, params,
+                params == 1 ? "" : "s", kjit_function_signature(function, 0), o.call.arg_count);
         code = 2;
         goto done;
     }
-    if (kind == KJIT_FUNCTION_KERNEL && !o.has_grid) {
-        fprintf(stderr, "kjit run: %s is a @kernel: give --grid and --block\n", o.function);
+    if (kind == KJIT_FUNCTION_KERNEL && !o.call.has_grid) {
+        fprintf(stderr, "kjit run: %s is a @kernel: give --grid and --block\n", o.call.function);
         code = 2;
         goto done;
     }
 
-    if ((code = kj_cli_make_args("run", kj_cli_typing_function(function), o.args, o.arg_count,
-                                 &made)) != 0)
+    if ((code = kj_cli_make_args("run", kj_cli_typing_function(function), o.call.args, o.call.arg_count, &made)) != 0)
         goto done;
 
     /* Code generation, timed apart from the runs. */
     t0 = kj_cli_now_ms();
     if (kind == KJIT_FUNCTION_REDUCE)
-        status = kj_cli_reduce_prepare(function, args, o.arg_count, &o.reduce);
+        status = kj_cli_reduce_prepare(function, args, o.call.arg_count, &o.call.reduce);
     else
-        status = kjit_prepare(function, args, o.arg_count, NULL);
+        status = kjit_prepare(function, args, o.call.arg_count, NULL);
     double t_codegen = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
         fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
@@ -398,16 +366,17 @@ int kj_cli_run(int argc, char **argv)
         if (kind == KJIT_FUNCTION_KERNEL) {
             kjit_launch_options launch;
             kjit_launch_options_init(&launch);
-            launch.dynamic_shared_bytes = o.shared_bytes;
-            status = kjit_launch_ex(function, o.grid, o.block, args, o.arg_count, &launch);
+            launch.dynamic_shared_bytes = o.call.shared_bytes;
+            status = kjit_launch_ex(function, o.call.grid, o.call.block, args, o.call.arg_count, &launch);
         }
         else if (kind == KJIT_FUNCTION_REDUCE) {
             kjit_array_free(&result);
-            status = kj_cli_reduce_call(function, args, o.arg_count, &o.reduce, NULL, &result);
+            status = kj_cli_reduce_call(function, args, o.call.arg_count, &o.call.reduce, NULL,
+                                        &result);
         } else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
-            status = kjit_call(function, args, o.arg_count, &result, NULL);
+            status = kjit_call(function, args, o.call.arg_count, &result, NULL);
         else
-            status = kjit_call(function, args, o.arg_count, NULL, &result);
+            status = kjit_call(function, args, o.call.arg_count, NULL, &result);
         if (status == KJIT_OK)
             status = kjit_synchronize(context);
         if (timed < 1024)
@@ -422,16 +391,16 @@ int kj_cli_run(int argc, char **argv)
     }
 
     int signature = 0;
-    kjit_function_match(function, args, o.arg_count, &signature);
+    kjit_function_match(function, args, o.call.arg_count, &signature);
     for (int s = 0; kind == KJIT_FUNCTION_REDUCE && s < kjit_function_signature_count(function); s++) {
         kjit_dtype dtype;
         if (kjit_function_result(function, s, &dtype) == KJIT_OK && dtype == result.dtype)
             signature = s;
     }
-    printf("%s %s on %s\n", o.function, kjit_function_signature(function, signature),
+    printf("%s %s on %s\n", o.call.function, kjit_function_signature(function, signature),
            kjit_target_name(kjit_context_target(context)));
     if (kind == KJIT_FUNCTION_KERNEL) {
-        for (int i = 0; i < o.arg_count; i++)
+        for (int i = 0; i < o.call.arg_count; i++)
             if (args[i].kind == KJIT_ARG_ARRAY) {
                 char label[32];
                 snprintf(label, sizeof label, "argument %d", i);
@@ -454,7 +423,7 @@ int kj_cli_run(int argc, char **argv)
     if (o.output) {
         if (!result.data) {
             fprintf(stderr, "kjit run: -o: %s has no result array to write (use --save N=FILE)\n",
-                    o.function);
+                    o.call.function);
             code = 2;
             goto done;
         }
@@ -463,7 +432,7 @@ int kj_cli_run(int argc, char **argv)
     }
     for (int s = 0; s < o.save_count; s++) {
         int n = o.save_index[s];
-        if (n >= o.arg_count || args[n].kind != KJIT_ARG_ARRAY) {
+        if (n >= o.call.arg_count || args[n].kind != KJIT_ARG_ARRAY) {
             fprintf(stderr, "kjit run: --save %d: argument %d is not an array\n", n, n);
             code = 2;
             goto done;

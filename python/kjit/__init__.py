@@ -12,9 +12,9 @@ from . import _lib
 from ._arrays import DeviceArray, from_dlpack
 from ._core import (Context, Event, Function, Launcher, Module, Stream, context,
                     cuda_reason, default_context, device_info)
-from .errors import (BackendError, CompileError, CudaError, DTypeError, InvalidArgumentError,
-                     KjitError, KjitIOError, KjitMemoryError, NoDeviceError, NotFoundError,
-                     ShapeError)
+from .errors import (BackendError, CheckError, CompileError, CudaError, DTypeError,
+                     InvalidArgumentError, KjitError, KjitIOError, KjitMemoryError,
+                     NoDeviceError, NotFoundError, ShapeError)
 
 __version__ = "0.1.0"
 library_path = _lib.path
@@ -25,7 +25,7 @@ DTYPES = _lib.DTYPE_NAMES
 def load(path, target="auto", **options):
     """Compiles a .kern file (and what it imports) for a target: "cpu",
     "parallel", "cuda" or "auto" (cuda when a GPU is usable, else cpu).
-    Options: device, num_threads, opt_level, cuda_arch."""
+    Options: device, num_threads, opt_level, cuda_arch, check (checked mode)."""
     return context(target, **options).load(path)
 
 
@@ -93,4 +93,4 @@ __all__ = ["load", "compile", "cuda_available", "cuda_reason", "device_count", "
            "Context", "Module", "Function", "Launcher", "Stream", "Event", "DeviceArray",
            "KjitError", "CompileError", "KjitIOError", "NotFoundError", "InvalidArgumentError",
            "ShapeError", "DTypeError", "NoDeviceError", "CudaError", "KjitMemoryError",
-           "BackendError", "TARGETS", "DTYPES", "library_path"]
+           "BackendError", "CheckError", "TARGETS", "DTYPES", "library_path"]

@@ -29,14 +29,27 @@ _ARG_PAD = bytes(8)
 ARG_SIZE = ctypes.sizeof(_lib.Arg)
 PAD = tuple((0,) * (MAX_DIMS - n) for n in range(MAX_DIMS + 1))
 
+# bf16: NumPy has none.  With ml_dtypes installed its bfloat16 is kjit's bf16
+# both ways; without it, a bf16 argument is an array of two raw bytes
+# (a.view("V2"), what np.load gives for a bf16 .npy file) and a bf16 result
+# comes back the same way: r.view(np.uint16) are the raw bits, and
+# (r.view(np.uint16).astype(np.uint32) << 16).view(np.float32) the values.
+try:
+    import ml_dtypes
+    BF16_DTYPE = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    BF16_DTYPE = None
+
 # NumPy's types for kjit's, in kjit_dtype's order, and the way back.
 NP_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64,
                                         np.uint8, np.uint16, np.uint32, np.uint64,
-                                        np.float32, np.float64, np.complex64, np.complex128))
+                                        np.float32, np.float64, np.complex64, np.complex128,
+                                        np.float16, BF16_DTYPE or np.dtype("V2")))
 NP_CODES = {dtype: code for code, dtype in enumerate(NP_DTYPES)}
+NP_CODES[np.dtype("V2")] = _lib.BF16
 for _char in "lLqQ":  # the other spellings of the 64-bit integers
     NP_CODES.setdefault(np.dtype(_char), NP_CODES[np.dtype(_char).newbyteorder("=")])
-SCALAR_TYPES = {t.type: code for code, t in enumerate(NP_DTYPES)}
+SCALAR_TYPES = {t.type: code for code, t in enumerate(NP_DTYPES) if t.kind != "V"}
 
 
 def dtype_code(dtype):
@@ -55,12 +68,13 @@ def dtype_code(dtype):
 def _dtype_refusal(dt):
     if dt.hasobject:
         return ("object arrays hold Python objects, not numbers: kjit takes arrays of "
-                "bool, int8..int64, uint8..uint64, float32, float64, complex64, complex128")
+                "bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128")
     if not dt.isnative and NP_CODES.get(dt.newbyteorder("=")) is not None:
         return (f"the array's bytes are in non-native byte order ({dt.str}); convert it "
                 f"first, e.g. a.astype(a.dtype.newbyteorder('='))")
     return (f"kjit has no element type for {dt} (it takes bool, int8..int64, "
-            f"uint8..uint64, float32, float64, complex64, complex128)")
+            f"uint8..uint64, float16, bfloat16 (ml_dtypes, or raw 'V2'), float32, float64, "
+            f"complex64, complex128)")
 
 
 class CallBuffers:
@@ -133,7 +147,7 @@ def _torch_tables():
     global _TORCH_CODES, _TORCH_DTYPES
     import torch
     names = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-             "float32", "float64", "complex64", "complex128")
+             "float32", "float64", "complex64", "complex128", "float16", "bfloat16")
     _TORCH_DTYPES = [getattr(torch, name, None) for name in names]
     _TORCH_CODES = {t: code for code, t in enumerate(_TORCH_DTYPES) if t is not None}
 
@@ -240,7 +254,7 @@ def _bool(x, cb, i):
 
 
 def _numpy_scalar(code):
-    if code in (_lib.F32, _lib.F64):
+    if code in (_lib.F32, _lib.F64, _lib.F16, _lib.BF16):
         def convert(x, cb, i):
             ARG_FLOAT_STRUCT.pack_into(cb.args, i * ARG_SIZE, ARG_SCALAR, code, float(x))
             return -1 - code, None, None, False

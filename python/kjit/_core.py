@@ -33,7 +33,8 @@ class Context:
     """A kjit_context: a target ("cpu", "parallel", "cuda"; "auto" picks cuda
     when a GPU is usable) and its options."""
 
-    def __init__(self, target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None):
+    def __init__(self, target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None,
+                 check=False):
         if target not in _lib.TARGETS:
             raise InvalidArgumentError(f"target {target!r}: one of "
                                        f"{', '.join(_lib.TARGETS)}")
@@ -43,6 +44,7 @@ class Context:
         options.num_threads = num_threads
         options.device = device
         options.opt_level = opt_level
+        options.check = 1 if check else 0
         self._arch = cuda_arch.encode() if cuda_arch else None
         options.cuda_arch = self._arch
         handle = ctypes.c_void_p()
@@ -177,16 +179,16 @@ _contexts = {}
 _contexts_lock = threading.Lock()
 
 
-def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None):
+def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None, check=False):
     """The shared Context for these options (made on first use)."""
-    key = (target, device, num_threads, opt_level, cuda_arch)
+    key = (target, device, num_threads, opt_level, cuda_arch, bool(check))
     ctx = _contexts.get(key)
     if ctx is None:
         with _contexts_lock:
             ctx = _contexts.get(key)
             if ctx is None:
                 ctx = _contexts[key] = Context(target, device, num_threads, opt_level,
-                                               cuda_arch)
+                                               cuda_arch, check)
     return ctx
 
 

@@ -14,15 +14,15 @@ MAX_DIMS = 8
 # kjit_status, in kjit.h's order.
 OK = 0
 (ERROR_COMPILE, ERROR_IO, ERROR_NOT_FOUND, ERROR_INVALID_ARGUMENT, ERROR_SHAPE, ERROR_TYPE,
- ERROR_NO_DEVICE, ERROR_CUDA, ERROR_OUT_OF_MEMORY, ERROR_BACKEND) = range(1, 11)
+ ERROR_NO_DEVICE, ERROR_CUDA, ERROR_OUT_OF_MEMORY, ERROR_BACKEND, ERROR_CHECK) = range(1, 12)
 
 TARGETS = {"auto": 0, "cpu": 1, "parallel": 2, "cuda": 3}
 TARGET_NAMES = {v: k for k, v in TARGETS.items()}
 
 # kjit_dtype, in kjit.h's order.
 DTYPE_NAMES = ("bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-               "f32", "f64", "c64", "c128")
-(BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, C64, C128) = range(13)
+               "f32", "f64", "c64", "c128", "f16", "bf16")
+(BOOL, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, C64, C128, F16, BF16) = range(15)
 
 MEMORY_HOST, MEMORY_DEVICE = 0, 1
 ARG_SCALAR, ARG_ARRAY = 0, 1
@@ -47,7 +47,9 @@ class Arg(ctypes.Structure):
 class Options(ctypes.Structure):
     _fields_ = [("target", ctypes.c_int), ("num_threads", ctypes.c_int), ("device", ctypes.c_int),
                 ("cuda_arch", ctypes.c_char_p), ("opt_level", ctypes.c_int),
-                ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p)]
+                ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p),
+                ("line_info", ctypes.c_int), ("check", ctypes.c_int),
+                ("on_print", ctypes.c_void_p), ("print_user", ctypes.c_void_p)]
 
 
 class DeviceInfo(ctypes.Structure):

@@ -64,9 +64,16 @@ class BackendError(KjitError, RuntimeError):
     code, status = 10, "back-end error"
 
 
+class CheckError(KjitError, RuntimeError):
+    """Checked mode: a run-time check failed (an index outside its array,
+    integer division by zero, ...); the message names the source place."""
+    code, status = 11, "check failed"
+
+
 BY_CODE = {cls.code: cls for cls in (CompileError, KjitIOError, NotFoundError,
                                      InvalidArgumentError, ShapeError, DTypeError,
-                                     NoDeviceError, CudaError, KjitMemoryError, BackendError)}
+                                     NoDeviceError, CudaError, KjitMemoryError, BackendError,
+                                     CheckError)}
 
 
 def from_status(code, message):

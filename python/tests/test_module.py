@@ -207,3 +207,29 @@ def test_wheel_builds_offline(tmp_path):
     names = zipfile.ZipFile(tmp_path / name).namelist()
     assert "kjit/__init__.py" in names and "kjit/_core.py" in names
     assert f"kjit-{kjit.__version__}.dist-info/RECORD" in names
+
+
+CHECKED = """
+@kernel
+fn shift_left(src: f64[], dst: f64[]) {
+    let i = grid(1);
+    if i < len(dst) { dst[i] = src[i + 1]; }
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "parallel"])
+def test_checked_mode_names_the_source_place(target):
+    """check=True: an index past the end raises CheckError with file:line:col,
+    the values and the thread; the same context then runs a correct launch."""
+    m = kjit.compile(CHECKED, name="shift.kern", target=target, check=True)
+    rng = np.random.default_rng()
+    src = rng.standard_normal(1000)
+    dst = np.zeros(1000)
+    with pytest.raises(kjit.CheckError) as error:
+        m.shift_left[4, 256](src, dst)
+    assert error.value.status == "check failed"
+    assert ("shift.kern:5:35: error: index 1000 out of range for axis 0 of 'src' "
+            "(length 1000) in block (3,0,0), thread (231,0,0)") in str(error.value)
+    m.shift_left[4, 256](src, dst[:999])
+    np.testing.assert_array_equal(dst[:999], src[1:])

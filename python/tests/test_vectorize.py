@@ -135,7 +135,9 @@ def test_errors(types_module, rng):
         m.add(a.astype(">f4"), a)
     with pytest.raises(kjit.DTypeError, match="object arrays"):
         m.add(np.array([1.0, 2.0], dtype=object), a[:2])
-    with pytest.raises(kjit.DTypeError, match="no element type for float16"):
+    with pytest.raises(kjit.DTypeError, match="no element type for float128"):
+        m.add(a.astype(np.longdouble), a)
+    with pytest.raises(kjit.DTypeError, match="argument 0 has type f16"):
         m.add(a.astype(np.float16), a)
     with pytest.raises(kjit.DTypeError, match="signatures on offer") as error:
         m.add(a, a.astype(np.float64))
@@ -289,3 +291,39 @@ def test_gpu_memory_refused_on_cpu_target():
                                     "version": 3, "strides": None}
     with pytest.raises(kjit.InvalidArgumentError, match="compiled for the cpu target"):
         m.add(FakeDevice(), np.ones(4, np.float32))
+
+
+HALVES_SOURCE = ("@vectorize(f16(f16, f16), bf16(bf16, bf16))\n"
+                 "fn add(a, b) { return a + b; }\n"
+                 "fn scale(x: f16, k: f64) -> f16 { return x * f16(k); }\n")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f16_and_bf16(target):
+    """float16 arrays in and out; a + b is NumPy's own float16 sum (f32, then
+    rounded), bit for bit.  bf16 through ml_dtypes when it is installed, else
+    as raw bytes ('V2') both ways."""
+    mod = kjit.compile(HALVES_SOURCE, target=target)
+    rng = np.random.default_rng(16)
+    a = (rng.standard_normal(1001) * 100).astype(np.float16)
+    b = (rng.standard_normal(1001) * 0.01).astype(np.float16)
+    got = mod.add(a, b)
+    assert got.dtype == np.float16
+    assert (got.view(np.uint16) == (a + b).view(np.uint16)).all()
+    assert mod.scale(np.float16(1.5), 3.0) == np.float16(4.5)
+
+    wide = a.astype(np.float32)
+    bits = ((wide.view(np.uint32) + 0x7fff + ((wide.view(np.uint32) >> 16) & 1)) >> 16)
+    bits = bits.astype(np.uint16)  # bf16 of a by hand: round to nearest even
+    try:
+        import ml_dtypes
+        x = wide.astype(ml_dtypes.bfloat16)
+        assert (x.view(np.uint16) == bits).all()
+        y = mod.add(x, x)
+        assert y.dtype == np.dtype(ml_dtypes.bfloat16)
+        assert (y == (x.astype(np.float32) * 2).astype(ml_dtypes.bfloat16)).all()
+    except ImportError:
+        y = mod.add(bits.view("V2"), bits.view("V2"))
+        assert y.dtype == np.dtype("V2")
+        want = (((bits.astype(np.uint32) << 16).view(np.float32) * 2).view(np.uint32) >> 16)
+        assert (y.view(np.uint16) == want.astype(np.uint16)).all()

@@ -226,5 +226,18 @@ PY
     fi
 done
 
+# print() of 16-bit floats: C's varargs take them as doubles, as every float.
+cat >"$tmp/halfprint.kern" <<'EOF'
+fn show(x: f16, y: bf16) -> f32 {
+    print("x = %.3f", x, "y =", y);
+    return f32(x) + f32(y);
+}
+EOF
+for target in $targets; do
+    if run 0 "$tmp/halfprint.kern" show 1.5 2.25 --target "$target"; then
+        expect "$tmp/out" '^x = 1\.500 y = 2\.25$' "print of f16 and bf16 on $target"
+    fi
+done
+
 echo "run.sh: $passed passed, $failed failed"
 [ $failed = 0 ]

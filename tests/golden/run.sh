@@ -4,6 +4,14 @@
 #   <name>.ast  stdout of `kjit check --dump=ast FILE` (exit 0)
 #   <name>.ir   stdout of `kjit check --dump=ir FILE`  (exit 0)
 #   <name>.err  stderr of `kjit check FILE`, exactly   (exit 1)
+#   <name>.run  stderr of `kjit run --check FILE ARGS` on cpu and parallel (and
+#               cuda where a GPU is usable), the same on each (exit 1): a
+#               failed run-time check; ARGS is the file's first line after
+#               `// run: `
+#   <name>.out  what `kjit run FILE ARGS` prints before its own report (the
+#               program's print lines), on cpu and parallel (and cuda), exit 0;
+#               lines compared sorted, as threads print in any order; ARGS as
+#               for .run
 # A .kern with none of these is a helper (an imported module) and is skipped.
 # Run from the repository root, so that paths in messages read
 # tests/golden/<group>/<name>.kern:
@@ -31,18 +39,32 @@ fi
 : "${KJIT_STDLIB:=$PWD/stdlib}"
 export KJIT_STDLIB
 
+targets="cpu parallel"
+if "$kjit" info 2>/dev/null | grep -q '^  cuda *yes'; then targets="$targets cuda"; fi
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 passed=0
 failed=0
 
-# check KERN EXPECTED KIND: KIND is ast, ir or err.
+# check KERN EXPECTED KIND: KIND is ast, ir, err, run-TARGET or out-TARGET.
 check() {
     kern=$1 expected=$2 kind=$3
+    : >"$tmp/stderr"
     case $kind in
     ast) "$kjit" check --dump=ast "$kern" >"$tmp/got" 2>"$tmp/stderr"; rc=$? want_rc=0 ;;
     ir) "$kjit" check --dump=ir "$kern" >"$tmp/got" 2>"$tmp/stderr"; rc=$? want_rc=0 ;;
     err) "$kjit" check "$kern" >/dev/null 2>"$tmp/got"; rc=$? want_rc=1 ;;
+    run*) run_args=$(sed -n '1s|^// run: ||p' "$kern")
+        # shellcheck disable=SC2086
+        "$kjit" run --check "$kern" $run_args --target "${kind#run-}" >/dev/null 2>"$tmp/got"
+        rc=$? want_rc=1 ;;
+    out*) run_args=$(sed -n '1s|^// run: ||p' "$kern")
+        function=${run_args%% *}
+        # shellcheck disable=SC2086
+        "$kjit" run "$kern" $run_args --target "${kind#out-}" >"$tmp/stdout" 2>"$tmp/stderr"
+        rc=$? want_rc=0
+        sed "/^$function .* on ${kind#out-}\$/,\$d" "$tmp/stdout" | LC_ALL=C sort >"$tmp/got" ;;
     esac
     if [ $update = 1 ]; then
         cp "$tmp/got" "$expected"
@@ -67,6 +89,13 @@ for kern in $files; do
     base=${kern%.kern}
     for kind in ast ir err; do
         [ -f "$base.$kind" ] && check "$kern" "$base.$kind" $kind
+    done
+    for runs in run out; do # check() sets kind
+        [ -f "$base.$runs" ] || continue
+        for target in $targets; do
+            check "$kern" "$base.$runs" "$runs-$target"
+            [ $update = 1 ] && break # the first target writes it; the others must agree
+        done
     done
 done
 

@@ -7,12 +7,13 @@
  * agree; device arrays, streams and events, a kernel fault (named in the
  * error; the context is re-created, or where the driver forbids that every
  * cuda call says so, and the cpu target goes on), an out-of-memory
- * allocation, a kernel's contiguous and strided variants, and device
- * functions with the newer atomics (against a C reference) are checked; the
- * warp collectives (a shuffle block sum and scan, votes, every shuffle) must
- * give cpu's bits exactly, syncgrid() a heat equation within rounding of
- * float64 (and a clear error for a grid too large to be co-resident), and the
- * launch's dynamic shared memory, 64 KiB included, cpu's results.
+ * allocation, a kernel's contiguous and strided variants, device functions
+ * with the newer atomics (against a C reference), and checked mode (each kind
+ * of check, then a correct call on the same GPU) are checked; the warp
+ * collectives (a shuffle block sum and scan, votes, every shuffle) must give
+ * cpu's bits exactly, syncgrid() a heat equation within rounding of float64
+ * (and a clear error for a grid too large to be co-resident), and the launch's
+ * dynamic shared memory, 64 KiB included, cpu's results.
  *
  * Without a CUDA driver the suite holds no tests and prints one line saying
  * so: nothing here passes without a GPU.  The driver is only dlopen'ed while
@@ -706,6 +707,212 @@ START_TEST(a_fault_names_the_kernel_and_the_host_goes_on)
 }
 END_TEST
 
+/* ------------------------------------------------------- checked mode */
+
+/* Checked mode on the GPU (kjit_options.check; test_checks.c has the same
+ * on cpu and parallel): each kind of check fails with KJIT_ERROR_CHECK and a
+ * message naming the source place, the values and the block and thread (or
+ * element), and the call right after it in the same context, on the same
+ * GPU, gives the float64 reference's answer: a failed check only returns
+ * early from the failing thread, so nothing faults. */
+static const char checked_source[] =
+    "@kernel\n"
+    "fn gather(src: f64[], idx: i64[], out: f64[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i < len(out) {\n"
+    "        out[i] = src[idx[i]] * 2.0;\n"
+    "    }\n"
+    "}\n"
+    "@vectorize\n"
+    "fn idiv(a: i32, b: i32) -> i32 { return a / b + a % b; }\n"
+    "@vectorize\n"
+    "fn conv(x: f64) -> i16 { return i16(x * 100.0); }\n"
+    "@vectorize\n"
+    "fn shifts(x: i64, n: i64) -> i64 { return (x << n) >> n; }\n"
+    "@vectorize\n"
+    "fn power(k: i64, n: i64) -> i64 { return k ** n; }\n"
+    "@kernel\n"
+    "fn staged(a: f32[], out: f32[], shift: i64) {\n"
+    "    let t = shared(f32, 128);\n"
+    "    let l = local(f32, 2);\n"
+    "    t[threadIdx.x] = a[grid(1)];\n"
+    "    l[shift % 4] = 1.0;\n"
+    "    syncthreads();\n"
+    "    out[grid(1)] = t[threadIdx.x + shift] + l[0];\n"
+    "}\n";
+
+static void expect_check_failure(kjit_context *context, kjit_status status, const char *a,
+                                 const char *b)
+{
+    const char *message = kjit_last_error(context);
+    printf("checked mode: %s\n", message);
+    ck_assert_msg(status == KJIT_ERROR_CHECK, "status %s: %s", kjit_status_name(status), message);
+    ck_assert_msg(strstr(message, a) != NULL, "'%s' not in: %s", a, message);
+    ck_assert_msg(!b || strstr(message, b) != NULL, "'%s' not in: %s", b, message);
+}
+
+START_TEST(checked_mode_reports_and_the_gpu_stays_usable)
+{
+    if (!gpu_or_skip("checked_mode_reports_and_the_gpu_stays_usable"))
+        return;
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CUDA;
+    options.check = 1;
+    kjit_context *context = NULL;
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+    kjit_module *module;
+    kjit_function *gather = compile(context, checked_source, "gather", &module);
+    kjit_function *idiv, *conv, *shifts, *power, *staged;
+    ck_assert_int_eq(kjit_module_function(module, "idiv", &idiv), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "conv", &conv), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "shifts", &shifts), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "power", &power), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "staged", &staged), KJIT_OK);
+
+    /* gather: an index past the end, then a correct launch (host arrays) */
+    enum { N = 1 << 16, SRC = 10000, BLOCK = 256 };
+    int64_t n_shape[1] = {N}, src_shape[1] = {SRC};
+    kjit_array src = host_array(KJIT_F64, 1, src_shape), idx = host_array(KJIT_I64, 1, n_shape),
+               out = host_array(KJIT_F64, 1, n_shape);
+    for (int64_t i = 0; i < SRC; i++)
+        set_element(&src, i, uniform(-1e3, 1e3));
+    int64_t *ix = idx.data;
+    double *want = malloc(sizeof(double) * N);
+    for (int round = 0; round < 3; round++) {
+        for (int64_t i = 0; i < N; i++) {
+            ix[i] = (int64_t)uniform(0, SRC - 1);
+            want[i] = 2 * element(&src, ix[i]);
+        }
+        int64_t bad = (int64_t)uniform(0, N - 1);
+        ix[bad] = round == 1 ? -5 : SRC + 3;
+        kjit_arg args[3] = {kjit_arg_array(&src), kjit_arg_array(&idx), kjit_arg_array(&out)};
+        uint32_t grid[3] = {N / BLOCK, 1, 1}, block[3] = {BLOCK, 1, 1};
+        char what[128], where[96];
+        snprintf(what, sizeof what, "test.kern:5:21: error: index %lld out of range for axis 0 of 'src' (length %d)",
+                 (long long)ix[bad], SRC);
+        snprintf(where, sizeof where, "in block (%lld,0,0), thread (%lld,0,0) of kernel 'gather'",
+                 (long long)(bad / BLOCK), (long long)(bad % BLOCK));
+        expect_check_failure(context, kjit_launch(gather, grid, block, args, 3, NULL), what, where);
+        /* the next launch in the same process and context */
+        ix[bad] = (int64_t)uniform(0, SRC - 1);
+        want[bad] = 2 * element(&src, ix[bad]);
+        poison(&out);
+        ck_assert_int_eq(kjit_launch(gather, grid, block, args, 3, NULL), KJIT_OK);
+        ck_assert_int_eq(mismatches(&out, want, N, 0, 0, "gather after a failed check"), 0);
+    }
+
+    /* idiv on device arrays: by zero, MIN / -1, then right */
+    enum { V = 100000 };
+    int64_t v_shape[1] = {V};
+    kjit_array a = host_array(KJIT_I32, 1, v_shape), b = host_array(KJIT_I32, 1, v_shape),
+               q = host_array(KJIT_I32, 1, v_shape);
+    kjit_array da, db, dq;
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_I32, 1, v_shape, &da), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_I32, 1, v_shape, &db), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_I32, 1, v_shape, &dq), KJIT_OK);
+    int32_t *av = a.data, *bv = b.data;
+    double *qwant = malloc(sizeof(double) * V);
+    for (int64_t i = 0; i < V; i++) {
+        av[i] = (int32_t)uniform(-2e9, 2e9);
+        bv[i] = (int32_t)uniform(1, 1000) * (uniform(0, 1) < 0.5 ? -1 : 1);
+        qwant[i] = (double)(av[i] / bv[i] + av[i] % bv[i]);
+    }
+    int64_t zero_at = (int64_t)uniform(0, V - 1);
+    int32_t saved = bv[zero_at];
+    bv[zero_at] = 0;
+    kjit_arg dargs[2] = {kjit_arg_array(&da), kjit_arg_array(&db)};
+    ck_assert_int_eq(kjit_copy(context, &da, &a, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(context, &db, &b, NULL), KJIT_OK);
+    char where[96];
+    snprintf(where, sizeof where, "at element %lld of the call of 'idiv'", (long long)zero_at);
+    expect_check_failure(context, kjit_call(idiv, dargs, 2, &dq, NULL),
+                         "test.kern:9:43: error: integer division by zero", where);
+    bv[zero_at] = -1;
+    av[zero_at] = INT32_MIN;
+    ck_assert_int_eq(kjit_copy(context, &da, &a, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(context, &db, &b, NULL), KJIT_OK);
+    expect_check_failure(context, kjit_call(idiv, dargs, 2, &dq, NULL),
+                         "integer division overflows i32: -2147483648 / -1", where);
+    bv[zero_at] = saved;
+    av[zero_at] = 12345;
+    qwant[zero_at] = (double)(12345 / saved + 12345 % saved);
+    ck_assert_int_eq(kjit_copy(context, &da, &a, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(context, &db, &b, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_call(idiv, dargs, 2, &dq, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(context, &q, &dq, NULL), KJIT_OK);
+    ck_assert_int_eq(mismatches(&q, qwant, V, 0, 0, "idiv after failed checks"), 0);
+    kjit_device_free(context, &da), kjit_device_free(context, &db), kjit_device_free(context, &dq);
+
+    /* conversions, shifts and powers on host arrays */
+    kjit_array x = host_array(KJIT_F64, 1, v_shape), xi = host_array(KJIT_I16, 1, v_shape);
+    for (int64_t i = 0; i < V; i++) {
+        set_element(&x, i, uniform(-327.6, 327.6));
+        qwant[i] = (double)(int16_t)(element(&x, i) * 100.0);
+    }
+    int64_t bad = (int64_t)uniform(0, V - 1);
+    set_element(&x, bad, NAN);
+    kjit_arg xarg[1] = {kjit_arg_array(&x)};
+    expect_check_failure(context, kjit_call(conv, xarg, 1, &xi, NULL), "conversion of NaN to i16", NULL);
+    set_element(&x, bad, 1e6);
+    expect_check_failure(context, kjit_call(conv, xarg, 1, &xi, NULL),
+                         "conversion of 100000000 to i16 is out of range", NULL);
+    set_element(&x, bad, 1.5);
+    qwant[bad] = 150;
+    ck_assert_int_eq(kjit_call(conv, xarg, 1, &xi, NULL), KJIT_OK);
+    ck_assert_int_eq(mismatches(&xi, qwant, V, 0, 0, "conv after failed checks"), 0);
+
+    kjit_array k = host_array(KJIT_I64, 1, v_shape), n = host_array(KJIT_I64, 1, v_shape),
+               r = host_array(KJIT_I64, 1, v_shape);
+    int64_t *kv = k.data, *nv = n.data;
+    for (int64_t i = 0; i < V; i++) {
+        kv[i] = (int64_t)uniform(-5, 5);
+        nv[i] = (int64_t)uniform(0, 20);
+        double p = 1;
+        for (int j = 0; j < nv[i]; j++)
+            p *= (double)kv[i];
+        qwant[i] = p;
+    }
+    kjit_arg kn[2] = {kjit_arg_array(&k), kjit_arg_array(&n)};
+    nv[bad] = -3;
+    expect_check_failure(context, kjit_call(power, kn, 2, &r, NULL),
+                         "negative exponent -3 in an integer power", NULL);
+    expect_check_failure(context, kjit_call(shifts, kn, 2, &r, NULL),
+                         "shift count -3 out of range for a 64-bit operand", NULL);
+    nv[bad] = 2;
+    qwant[bad] = (double)(kv[bad] * kv[bad]);
+    ck_assert_int_eq(kjit_call(power, kn, 2, &r, NULL), KJIT_OK);
+    ck_assert_int_eq(mismatches(&r, qwant, V, 0, 0, "power after failed checks"), 0);
+
+    /* shared and local arrays, with a barrier after the failing store */
+    enum { S = 1024 };
+    int64_t s_shape[1] = {S};
+    kjit_array sa = host_array(KJIT_F32, 1, s_shape), so = host_array(KJIT_F32, 1, s_shape);
+    double swant[S];
+    for (int64_t i = 0; i < S; i++)
+        set_element(&sa, i, uniform(-1, 1));
+    uint32_t sgrid[3] = {S / 128, 1, 1}, sblock[3] = {128, 1, 1};
+    kjit_arg sargs[3] = {kjit_arg_array(&sa), kjit_arg_array(&so), kjit_arg_i64(2)};
+    expect_check_failure(context, kjit_launch(staged, sgrid, sblock, sargs, 3, NULL),
+                         "index 2 out of range for axis 0 of 'l' (length 2)", "of kernel 'staged'");
+    sargs[2] = kjit_arg_i64(4);
+    expect_check_failure(context, kjit_launch(staged, sgrid, sblock, sargs, 3, NULL),
+                         "out of range for axis 0 of 't' (length 128)", "thread (1");
+    sargs[2] = kjit_arg_i64(0);
+    for (int64_t i = 0; i < S; i++)
+        swant[i] = element(&sa, i) + 1.0;
+    ck_assert_int_eq(kjit_launch(staged, sgrid, sblock, sargs, 3, NULL), KJIT_OK);
+    ck_assert_int_eq(mismatches(&so, swant, S, 1e-6, 1e-6, "staged after failed checks"), 0);
+
+    free(want), free(qwant);
+    free(src.data), free(idx.data), free(out.data), free(a.data), free(b.data), free(q.data);
+    free(x.data), free(xi.data), free(k.data), free(n.data), free(r.data);
+    free(sa.data), free(so.data);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
 /* ------------------------------------- contiguous and strided kernel variants */
 
 /* kjit_launch compiles a kernel once per set of C-contiguous array arguments
@@ -1280,6 +1487,57 @@ START_TEST(dynamic_shared_memory_on_the_gpu)
 }
 END_TEST
 
+/* ------------------------------------------------- print on the GPU */
+
+/* print(...) in a kernel and its device function is vprintf: the lines reach
+ * the process's stdout (fd 1) when the host waits, each whole, the same
+ * lines as on cpu in some order. */
+START_TEST(print_reaches_stdout_whole)
+{
+    if (!gpu_or_skip("print_reaches_stdout_whole"))
+        return;
+    char path[] = "/tmp/kjit-print-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_file(context, "tests/golden/print/kernel.kern", &module),
+                     KJIT_OK);
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, "threads", &fn), KJIT_OK);
+    int64_t n = 6;
+    kjit_array a = host_array(KJIT_F32, 1, &n);
+    for (int i = 0; i < 6; i++)
+        ((float *)a.data)[i] = (float)i;
+    kjit_arg args[1] = {kjit_arg_array(&a)};
+    uint32_t grid[3] = {2, 1, 1}, block[3] = {4, 1, 1};
+    ck_assert_int_eq(kjit_launch(fn, grid, block, args, 1, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_synchronize(context), KJIT_OK);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char text[8192] = "";
+    ssize_t got = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    unlink(path);
+    ck_assert_int_gt(got, 0);
+    text[got] = 0;
+    ck_assert_msg(strstr(text, "thread 1 of block 1 sees 5\n"), "%s", text);
+    ck_assert_msg(strstr(text, "  element 3 holds 3.0\n"), "%s", text);
+    ck_assert_msg(strstr(text, "block 1 passed the barrier\n"), "%s", text);
+    int lines = 0;
+    for (char *c = text; *c; c++)
+        lines += *c == '\n';
+    ck_assert_int_eq(lines, 14);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    free(a.data);
+}
+END_TEST
+
 /* ------------------------------------------- issue 16 on the GPU */
 
 /* test_complex.c and test_kernels_cpu.c hold these checks; they run here on
@@ -1340,9 +1598,11 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, warp_collectives_match_cpu_bit_for_bit);
     tcase_add_test(tcase, syncgrid_heat_equation_matches_float64);
     tcase_add_test(tcase, dynamic_shared_memory_on_the_gpu);
+    tcase_add_test(tcase, print_reaches_stdout_whole);
     tcase_add_test(tcase, device_functions_and_atomics_match_reference);
     tcase_add_test(tcase, complex_division_and_abs_match_exact);
     tcase_add_test(tcase, local_arrays_with_barriers);
+    tcase_add_test(tcase, checked_mode_reports_and_the_gpu_stays_usable);
     suite_add_tcase(suite, tcase);
     return suite;
 }

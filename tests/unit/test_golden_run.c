@@ -29,7 +29,8 @@
  * evaluation produced (the absolute floor for results that cancel to near
  * zero); f32 (computed by the reference in double), and f64 results that
  * f32 arithmetic fed, within 1e-5 relative, 8 f32 ULP, or 1e-5 times that
- * magnitude; complex numbers part by part.
+ * magnitude; complex numbers part by part; f16 and bf16 within one step of
+ * the type (exactly, for + - * /, unless f32 arithmetic fed them).
  *
  * The seed comes from the clock unless KJIT_GOLDEN_SEED is set; every failure
  * names it with the file, function, target, inputs and both results.
@@ -134,6 +135,8 @@ static RefValue draw_scalar(const KjType *t)
     }
     if (kj_type_is_float(t)) {
         v.f = t->kind == KJ_TYPE_F32 ? to_single(draw_real()) : draw_real();
+        if (kj_type_is_half(t))
+            v.f = kj_half_round(t->kind, v.f);
         return v;
     }
     double re = draw_real(), im = draw_real();
@@ -206,6 +209,16 @@ static bool values_match(RefValue got, RefValue want, const KjType *t, Scale sca
         return float_close(creal(got.c), creal(want.c), single, scale) &&
                float_close(cimag(got.c), cimag(want.c), single, scale);
     }
+    if (kj_type_is_half(t)) {
+        /* + - * / round the same in both; what f32 arithmetic or an f32 math
+         * function fed may land one step of the type away */
+        if (isnan(got.f) || isnan(want.f))
+            return isnan(got.f) && isnan(want.f);
+        if (got.f == want.f)
+            return true;
+        double step = ldexp(1.0, ilogb(want.f == 0 ? 1e-30 : want.f) - (t->kind == KJ_TYPE_F16 ? 10 : 7));
+        return !isinf(got.f) && !isinf(want.f) && fabs(got.f - want.f) <= fmax(step, 1e-5 * scale.magnitude);
+    }
     if (kj_type_is_float(t))
         return float_close(got.f, want.f, t->kind == KJ_TYPE_F32, scale);
     return got.u == want.u;
@@ -250,6 +263,11 @@ static void not_run(Report *rep, const char *file, const char *name, const char 
     kj_buf_printf(&rep->not_run, "  not run: %s: %s: %s\n", file, name, why);
 }
 
+static void discard_line(void *user, const char *line, size_t len)
+{
+    (void)user, (void)line, (void)len;
+}
+
 /* ================================================================ targets */
 
 typedef struct Target {
@@ -275,6 +293,7 @@ static int open_targets(Target *targets, char *cuda_note, size_t note_size)
         options.target = kinds[i];
         /* parallel and cuda code carries line tables: they must change no result */
         options.line_info = kinds[i] != KJIT_TARGET_CPU;
+        options.on_print = discard_line; /* print's text is the .out goldens' business */
         targets[i].kind = kinds[i];
         targets[i].module = NULL;
         ck_assert_msg(kjit_context_create(&options, &targets[i].context) == KJIT_OK, "%s: %s",

@@ -238,6 +238,34 @@ START_TEST(exec_builtins_assemble)
 }
 END_TEST
 
+/* print(...) in a kernel, a device function and a vectorized function: a
+ * call of vprintf with the values in a local buffer, the format a global
+ * constant; ptxas takes it. */
+START_TEST(print_calls_vprintf)
+{
+    const char *files[] = {"tests/golden/print/kernel.kern", "tests/golden/print/vectorize.kern",
+                           "tests/golden/print/formats.kern"};
+    for (int f = 0; f < 3; f++) {
+        KjArena arena = {0};
+        KjDiag diag = {.sink = diag_to_stderr};
+        KjSource *src = kj_source_read(&arena, files[f], &diag);
+        ck_assert_msg(src != NULL, "cannot read %s", files[f]);
+        KjIrFunction **roots;
+        int count;
+        char *ptx = ptx_for_source(&arena, src, &roots, &count);
+        check_ptx(ptx, roots, count, files[f]);
+        const char *want[] = {".extern .func  (.param .b32 func_retval0) vprintf", "call.uni",
+                              ".global .align 1 .b8", "st.local.f64",
+                              f == 2 ? "st.local.u32" : "vprintf"};
+        for (int k = 0; k < 5; k++)
+            ck_assert_msg(strstr(ptx, want[k]) != NULL, "%s: no '%s' in the PTX", files[f],
+                          want[k]);
+        free(ptx);
+        kj_arena_free(&arena);
+    }
+}
+END_TEST
+
 /* Device functions (plain functions using kernel built-ins, called from a
  * kernel) and every atomic, on elements of 2-D arrays too, sized by
  * constants; LLVM makes compare-and-swap loops of the ones PTX lacks. */
@@ -492,6 +520,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
     tcase_add_test(tcase, exec_builtins_assemble);
+    tcase_add_test(tcase, print_calls_vprintf);
     tcase_add_test(tcase, device_functions_and_atomics_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);

@@ -32,7 +32,9 @@ START_TEST(test_interning_and_names)
             strcat(name, ",");
         }
     }
-    ck_assert_ptr_null(kj_type_from_name("f16", 3));
+    ck_assert_ptr_eq(kj_type_from_name("f16", 3), kj_type_scalar(KJ_TYPE_F16));
+    ck_assert_ptr_eq(kj_type_from_name("bf16", 4), kj_type_scalar(KJ_TYPE_BF16));
+    ck_assert_ptr_null(kj_type_from_name("f8", 2));
     ck_assert_ptr_null(kj_type_from_name("void", 4));
     ck_assert_ptr_eq(kj_type_from_name("f32x", 3), kj_type_scalar(KJ_TYPE_F32));
     ck_assert_str_eq(kj_type_name(kj_type_void()), "void");
@@ -41,11 +43,12 @@ END_TEST
 
 START_TEST(test_predicates)
 {
-    for (int k = KJ_TYPE_BOOL; k <= KJ_TYPE_C128; k++) {
+    for (int k = KJ_TYPE_BOOL; k <= KJ_TYPE_LAST_SCALAR; k++) {
         const KjType *t = kj_type_scalar(k);
         bool is_int = k >= KJ_TYPE_I8 && k <= KJ_TYPE_U64;
         bool is_signed = k >= KJ_TYPE_I8 && k <= KJ_TYPE_I64;
-        bool is_float = k == KJ_TYPE_F32 || k == KJ_TYPE_F64;
+        bool is_float = k == KJ_TYPE_F32 || k == KJ_TYPE_F64 || k == KJ_TYPE_F16 || k == KJ_TYPE_BF16;
+        ck_assert_int_eq(kj_type_is_half(t), k == KJ_TYPE_F16 || k == KJ_TYPE_BF16);
         bool is_complex = k == KJ_TYPE_C64 || k == KJ_TYPE_C128;
         ck_assert_int_eq(kj_type_is_int(t), is_int);
         ck_assert_int_eq(kj_type_is_signed(t), is_signed);

@@ -1,0 +1,274 @@
+/*
+ * codegen_check.c: checked mode's lowering (KjCodegenOptions.checks), the
+ * same on every target.
+ *
+ * Each impl takes two more parameters after the target's hidden ones: the
+ * address of the call's KjCheckRecord (kjit_backend.h) and the address of
+ * its thread's state, an i32 that its entry point allocates and zeroes (0:
+ * running; 2: this thread failed a check and won the record; 1: it failed
+ * one after another thread had won).  A site that checks.c marked becomes
+ *
+ *       br ok, %check.ok, %check.fail
+ *   check.fail:
+ *       cmpxchg record.failed 0 -> 1; the winner writes site, kind, values
+ *       state = won ? 2 : 1; br %check.bail
+ *
+ * and every call of an impl is followed by a test of the state that leaves
+ * for the same block.  %check.bail, one per impl, returns zero; in a kernel
+ * it first writes the failing thread's block and thread into the record, in
+ * a vectorized kernel the element it was computing (when this thread won).
+ * So the failing thread runs nothing past its failed check, on the GPU too
+ * (no trap: the context stays usable), and the other threads finish their
+ * own work, each stopped by its own checks.  After inlining the state is an
+ * SSA value, so a call that cannot fail costs nothing.
+ */
+#define KJ_CODEGEN_LOWERING
+#include "codegen_llvm.h"
+
+#include <string.h>
+
+/* KjCheckRecord's fields, in order. */
+enum { F_FAILED, F_SITE, F_KIND, F_WHERE, F_VALUES, F_ELEMENT, F_BLOCK, F_THREAD };
+
+void kj_codegen_check_types(Gen *g)
+{
+    LLVMTypeRef three_i64 = LLVMArrayType2(g->t_i64, 3), three_i32 = LLVMArrayType2(g->t_i32, 3);
+    LLVMTypeRef fields[] = {g->t_i32, g->t_i32, g->t_i32, g->t_i32,
+                            three_i64, g->t_i64, three_i32, three_i32};
+    g->t_check_record = LLVMStructCreateNamed(g->ctx, "KjCheckRecord");
+    LLVMStructSetBody(g->t_check_record, fields, sizeof fields / sizeof fields[0], 0);
+}
+
+static bool checked(Gen *g) { return g->options->checks; }
+
+int kj_codegen_check_params(Gen *g, LLVMTypeRef *types)
+{
+    if (!checked(g))
+        return 0;
+    types[0] = types[1] = g->t_ptr;
+    return 2;
+}
+
+void kj_codegen_check_bind(Gen *g, unsigned first)
+{
+    g->check_record = g->check_state = NULL;
+    g->bail_bb = NULL;
+    g->element_slot = NULL;
+    if (!checked(g))
+        return;
+    g->check_record = LLVMGetParam(g->llfn, first);
+    g->check_state = LLVMGetParam(g->llfn, first + 1);
+    kj_codegen_add_param_attr(g, g->llfn, first + 1, "noalias", 0);
+}
+
+int kj_codegen_check_call_args(Gen *g, LLVMValueRef *out)
+{
+    if (!checked(g))
+        return 0;
+    out[0] = g->check_record;
+    out[1] = g->check_state;
+    return 2;
+}
+
+int kj_codegen_check_entry_args(Gen *g, LLVMValueRef record, LLVMValueRef *out)
+{
+    if (!checked(g))
+        return 0;
+    LLVMValueRef state = LLVMBuildAlloca(g->b, g->t_i32, "check.state");
+    LLVMBuildStore(g->b, const_i32(g, 0), state);
+    out[0] = record;
+    out[1] = state;
+    return 2;
+}
+
+static LLVMValueRef field(Gen *g, int index, int element)
+{
+    if (element < 0)
+        return LLVMBuildStructGEP2(g->b, g->t_check_record, g->check_record, (unsigned)index, "");
+    LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, index), const_i32(g, element)};
+    return LLVMBuildInBoundsGEP2(g->b, g->t_check_record, g->check_record, idx, 3, "");
+}
+
+/* Writes who failed: the kernel thread, or the vectorized kernel's element. */
+static void write_where(Gen *g)
+{
+    KjIrFunction *fn = g->fn;
+    if (fn->kind == KJ_IR_FN_KERNEL) {
+        LLVMBuildStore(g->b, const_i32(g, KJ_CHECK_WHERE_THREAD), field(g, F_WHERE, -1));
+        for (int k = 0; k < 3; k++) {
+            LLVMBuildStore(g->b, kj_codegen_read_sreg(g, KJ_SREG_BID_X + k), field(g, F_BLOCK, k));
+            LLVMBuildStore(g->b, kj_codegen_read_sreg(g, KJ_SREG_TID_X + k), field(g, F_THREAD, k));
+        }
+    } else if (fn->kind == KJ_IR_FN_VEC_KERNEL && g->element_slot) {
+        LLVMBuildStore(g->b, const_i32(g, KJ_CHECK_WHERE_ELEMENT), field(g, F_WHERE, -1));
+        LLVMValueRef i = LLVMBuildLoad2(g->b, g->t_i64, g->element_slot, "element");
+        LLVMBuildStore(g->b, i, field(g, F_ELEMENT, -1));
+    }
+}
+
+/* The impl's way out, made on first use. */
+static LLVMBasicBlockRef bail_block(Gen *g)
+{
+    if (g->bail_bb)
+        return g->bail_bb;
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
+    g->bail_bb = new_block(g, "check.bail");
+    LLVMPositionBuilderAtEnd(g->b, g->bail_bb);
+    bool has_where = g->fn->kind == KJ_IR_FN_KERNEL ||
+                     (g->fn->kind == KJ_IR_FN_VEC_KERNEL && g->element_slot);
+    if (has_where) {
+        LLVMBasicBlockRef write = new_block(g, "check.where"), done = new_block(g, "check.leave");
+        LLVMValueRef state = LLVMBuildLoad2(g->b, g->t_i32, g->check_state, "");
+        LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, state, const_i32(g, 2), ""), write, done);
+        LLVMPositionBuilderAtEnd(g->b, write);
+        write_where(g);
+        LLVMBuildBr(g->b, done);
+        LLVMPositionBuilderAtEnd(g->b, done);
+    }
+    LLVMTypeRef ret = LLVMGetReturnType(LLVMGlobalGetValueType(g->llfn));
+    if (LLVMGetTypeKind(ret) == LLVMVoidTypeKind)
+        LLVMBuildRetVoid(g->b);
+    else
+        LLVMBuildRet(g->b, LLVMConstNull(ret));
+    LLVMPositionBuilderAtEnd(g->b, here);
+    return g->bail_bb;
+}
+
+void kj_codegen_check_after_call(Gen *g)
+{
+    if (!g->check_state)
+        return;
+    LLVMValueRef state = LLVMBuildLoad2(g->b, g->t_i32, g->check_state, "");
+    LLVMBasicBlockRef go_on = new_block(g, "call.ok");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, state, const_i32(g, 0), ""),
+                    bail_block(g), go_on);
+    LLVMPositionBuilderAtEnd(g->b, go_on);
+}
+
+void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,
+                      LLVMValueRef v1, LLVMValueRef v2)
+{
+    if (!site || !g->check_record)
+        return;
+    LLVMBasicBlockRef fail = new_block(g, "check.fail"), go_on = new_block(g, "check.ok");
+    LLVMBuildCondBr(g->b, ok, go_on, fail);
+
+    LLVMPositionBuilderAtEnd(g->b, fail);
+    LLVMAtomicOrdering order = g->target->atomic_ordering;
+    LLVMValueRef pair = LLVMBuildAtomicCmpXchg(g->b, field(g, F_FAILED, -1), const_i32(g, 0),
+                                               const_i32(g, 1), order, order, 0);
+    LLVMValueRef won = LLVMBuildExtractValue(g->b, pair, 1, "won");
+    LLVMBasicBlockRef write = new_block(g, "check.write"), lost = new_block(g, "check.lost");
+    LLVMBuildCondBr(g->b, won, write, lost);
+
+    LLVMPositionBuilderAtEnd(g->b, write);
+    LLVMBuildStore(g->b, const_i32(g, site), field(g, F_SITE, -1));
+    LLVMBuildStore(g->b, const_i32(g, (int32_t)kind), field(g, F_KIND, -1));
+    LLVMValueRef values[3] = {v0, v1, v2};
+    for (int k = 0; k < 3; k++)
+        LLVMBuildStore(g->b, values[k] ? values[k] : const_i64(g, 0), field(g, F_VALUES, k));
+    LLVMBuildStore(g->b, const_i32(g, 2), g->check_state);
+    LLVMBuildBr(g->b, bail_block(g));
+
+    LLVMPositionBuilderAtEnd(g->b, lost);
+    LLVMBuildStore(g->b, const_i32(g, 1), g->check_state);
+    LLVMBuildBr(g->b, bail_block(g));
+
+    LLVMPositionBuilderAtEnd(g->b, go_on);
+}
+
+void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count)
+{
+    if (!site || !g->check_record)
+        return;
+    /* A negative index is a large unsigned one: one comparison per axis. */
+    for (int k = 0; k < count && k < a->ndim; k++) {
+        LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, indices[k], a->shape[k], "");
+        kj_codegen_check(g, site, KJ_CHECK_INDEX, ok, indices[k], a->shape[k], const_i64(g, k));
+    }
+}
+
+/* An integer operand widened to i64 by its own signedness. */
+static LLVMValueRef to_i64(Gen *g, LLVMValueRef v, const KjType *type)
+{
+    if (kj_type_int_bits(type) == 64)
+        return v;
+    return kj_type_is_signed(type) ? LLVMBuildSExt(g->b, v, g->t_i64, "")
+                                   : LLVMBuildZExt(g->b, v, g->t_i64, "");
+}
+
+/* Whether float x truncates to a value integer type `to` holds (false for
+ * NaN: every comparison is ordered).  Compared in f64, which holds every f32
+ * exactly and every bound below exactly. */
+static LLVMValueRef convert_ok(Gen *g, LLVMValueRef x, const KjType *to)
+{
+    if (LLVMTypeOf(x) != g->t_f64)
+        x = LLVMBuildFPExt(g->b, x, g->t_f64, "");
+    int bits = kj_type_int_bits(to);
+    double hi = bits == 64 ? 18446744073709551616.0 : (double)((uint64_t)1 << bits);
+    LLVMValueRef above;
+    if (kj_type_is_signed(to)) {
+        hi /= 2;
+        double min = -hi;
+        /* Above MIN - 1; for 64 bits MIN - 1 is no double: at least MIN. */
+        above = bits == 64 ? LLVMBuildFCmp(g->b, LLVMRealOGE, x, LLVMConstReal(g->t_f64, min), "")
+                           : LLVMBuildFCmp(g->b, LLVMRealOGT, x, LLVMConstReal(g->t_f64, min - 1), "");
+    } else {
+        above = LLVMBuildFCmp(g->b, LLVMRealOGT, x, LLVMConstReal(g->t_f64, -1.0), "");
+    }
+    LLVMValueRef below = LLVMBuildFCmp(g->b, LLVMRealOLT, x, LLVMConstReal(g->t_f64, hi), "");
+    return LLVMBuildAnd(g->b, above, below, "");
+}
+
+void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMValueRef b)
+{
+    if (!e->check_site || !g->check_record)
+        return;
+    const KjType *t = e->type;
+    LLVMValueRef ok;
+    switch (e->op) {
+    case KJ_IR_DIV:
+    case KJ_IR_REM: {
+        LLVMTypeRef lt = llty(g, t);
+        ok = LLVMBuildICmp(g->b, LLVMIntNE, b, LLVMConstNull(lt), "");
+        if (e->op == KJ_IR_DIV && kj_type_is_signed(t)) {
+            /* MIN / -1: the one quotient that overflows */
+            int bits = kj_type_int_bits(t);
+            LLVMValueRef min = LLVMConstInt(lt, (uint64_t)1 << (bits - 1), 0);
+            LLVMValueRef overflow = LLVMBuildAnd(
+                g->b, LLVMBuildICmp(g->b, LLVMIntEQ, a, min, ""),
+                LLVMBuildICmp(g->b, LLVMIntEQ, b, LLVMConstAllOnes(lt), ""), "");
+            ok = LLVMBuildAnd(g->b, ok, LLVMBuildNot(g->b, overflow, ""), "");
+        }
+        kj_codegen_check(g, e->check_site, KJ_CHECK_DIVIDE, ok, to_i64(g, a, t), to_i64(g, b, t),
+                         const_i64(g, e->op == KJ_IR_REM));
+        return;
+    }
+    case KJ_IR_SHL:
+    case KJ_IR_SHR: {
+        LLVMValueRef count = to_i64(g, b, e->args[1]->type);
+        LLVMValueRef width = const_i64(g, kj_type_int_bits(t));
+        ok = LLVMBuildICmp(g->b, LLVMIntULT, count, width, "");
+        kj_codegen_check(g, e->check_site, KJ_CHECK_SHIFT, ok, count, width, NULL);
+        return;
+    }
+    case KJ_IR_IPOW: {
+        LLVMValueRef n = to_i64(g, b, e->args[1]->type);
+        ok = LLVMBuildICmp(g->b, LLVMIntSGE, n, const_i64(g, 0), "");
+        kj_codegen_check(g, e->check_site, KJ_CHECK_POWER, ok, n, NULL, NULL);
+        return;
+    }
+    case KJ_IR_CAST: {
+        /* through the conversions of codegen_expr.c: f16 and bf16 have no
+         * fpext to f64 every target lowers without a libcall */
+        LLVMValueRef wide = kj_codegen_convert(g, a, e->args[0]->type, kj_type_scalar(KJ_TYPE_F64));
+        ok = convert_ok(g, wide, t);
+        kj_codegen_check(g, e->check_site, KJ_CHECK_CONVERT, ok,
+                         LLVMBuildBitCast(g->b, wide, g->t_i64, ""),
+                         const_i64(g, kj_type_int_bits(t)), const_i64(g, kj_type_is_signed(t)));
+        return;
+    }
+    default:
+        return;
+    }
+}

@@ -1,0 +1,137 @@
+/*
+ * checks.c: checked mode's pass.  It finds every operation whose result the
+ * language leaves unspecified for some operands (docs/language.md, "Checked
+ * mode") and gives it a check site: a number stored in the node
+ * (check_site) and an entry in the module's table (module->check_sites)
+ * with the kind of check, the source place and, for an array access, the
+ * array's name.  The back end tests each marked node at run time; a failure
+ * writes the site's number and the operands into a record the runtime reads
+ * back and turns into a message through this table.
+ *
+ * Needs: a checked, verified module.  Gives: the same module with sites
+ * marked, once (module->checks_inserted); the IR's meaning is unchanged.
+ * Kernels that the vectorize pass makes are skipped: their accesses are the
+ * runtime's own broadcasting, in range by construction, and the scalar
+ * function each one calls carries its own sites.
+ *
+ * What gets a site:
+ *   - LOAD, STORE and atomics: each index against its axis's extent;
+ *   - integer / and %: a divisor of zero, and MIN / -1 (no site when the
+ *     divisor is a constant other than 0 and -1);
+ *   - float-to-integer casts: NaN and values whose truncation the integer
+ *     type cannot hold;
+ *   - << and >>: counts outside 0 .. width-1 (none for a constant in range);
+ *   - an integer raised to a signed integer power held in a variable: a
+ *     negative exponent.
+ */
+#include "kjit_compiler.h"
+
+static int new_site(KjIrModule *module, KjCheckKind kind, KjLoc loc, const char *array,
+                    const char *type)
+{
+    KjCheckSite *site = kj_arena_alloc(module->arena, sizeof *site);
+    site->kind = kind;
+    site->loc = loc;
+    site->array = array;
+    site->type = type;
+    kj_vec_push(module->arena, &module->check_sites, site);
+    return module->check_sites.count;
+}
+
+static const char *array_name(const KjIrExpr *array)
+{
+    return array && array->op == KJ_IR_VAR && array->var ? array->var->name : NULL;
+}
+
+/* A constant integer operand's value, as a signed 64-bit number. */
+static bool constant_int(const KjIrExpr *e, int64_t *out)
+{
+    if (e->op != KJ_IR_CONST || !kj_type_is_int(e->type))
+        return false;
+    int bits = kj_type_int_bits(e->type);
+    uint64_t v = e->const_int;
+    if (bits < 64 && kj_type_is_signed(e->type))
+        *out = (int64_t)(v << (64 - bits)) >> (64 - bits);
+    else
+        *out = (int64_t)v;
+    return true;
+}
+
+static void mark_expr(KjIrModule *module, KjIrExpr *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->arg_count; i++)
+        mark_expr(module, e->args[i]);
+    int64_t k;
+    switch (e->op) {
+    case KJ_IR_LOAD:
+        if (!e->contiguous)
+            e->check_site = new_site(module, KJ_CHECK_INDEX, e->loc, array_name(e->args[0]), NULL);
+        return;
+    case KJ_IR_ATOMIC:
+        e->check_site = new_site(module, KJ_CHECK_INDEX, e->loc, array_name(e->args[0]), NULL);
+        return;
+    case KJ_IR_DIV:
+    case KJ_IR_REM:
+        if (!kj_type_is_int(e->type))
+            return;
+        if (constant_int(e->args[1], &k) && k != 0 && !(k == -1 && kj_type_is_signed(e->type)))
+            return;
+        e->check_site = new_site(module, KJ_CHECK_DIVIDE, e->loc, NULL, kj_type_name(e->type));
+        return;
+    case KJ_IR_CAST:
+        if (kj_type_is_float(e->args[0]->type) && kj_type_is_int(e->type))
+            e->check_site = new_site(module, KJ_CHECK_CONVERT, e->loc, NULL, kj_type_name(e->type));
+        return;
+    case KJ_IR_SHL:
+    case KJ_IR_SHR:
+        if (constant_int(e->args[1], &k) && k >= 0 && k < kj_type_int_bits(e->type))
+            return;
+        e->check_site = new_site(module, KJ_CHECK_SHIFT, e->loc, NULL,
+                                 kj_type_name(e->args[1]->type));
+        return;
+    case KJ_IR_IPOW:
+        if (kj_type_is_int(e->type) && e->args[1]->op != KJ_IR_CONST &&
+            kj_type_is_signed(e->args[1]->type))
+            e->check_site = new_site(module, KJ_CHECK_POWER, e->loc, NULL, NULL);
+        return;
+    default:
+        return;
+    }
+}
+
+static void mark_stmt(KjIrModule *module, KjIrStmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->stmts.count; i++)
+        mark_stmt(module, s->stmts.items[i]);
+    KjIrExpr *exprs[] = {s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
+        mark_expr(module, exprs[i]);
+    for (int i = 0; i < s->index_count; i++)
+        mark_expr(module, s->indices[i]);
+    /* The stored value after the indices: the order code generation
+     * evaluates them in. */
+    mark_expr(module, s->value);
+    if (s->kind == KJ_IR_STMT_STORE && !s->contiguous)
+        /* at the array's name: the statement's own place is its `=` */
+        s->check_site = new_site(module, KJ_CHECK_INDEX, s->array ? s->array->loc : s->loc,
+                                 array_name(s->array), NULL);
+    mark_stmt(module, s->then_stmt);
+    mark_stmt(module, s->else_stmt);
+    mark_stmt(module, s->body);
+}
+
+void kj_checks_insert(KjIrModule *module)
+{
+    if (module->checks_inserted)
+        return;
+    module->checks_inserted = true;
+    for (int i = 0; i < module->functions.count; i++) {
+        KjIrFunction *fn = module->functions.items[i];
+        if (fn->kind != KJ_IR_FN_VEC_KERNEL)
+            mark_stmt(module, fn->body);
+    }
+}

@@ -1,0 +1,165 @@
+/*
+ * half.c: the two 16-bit float types, f16 (IEEE binary16) and bf16
+ * (bfloat16, the top half of an f32).
+ *
+ * They are storage types that compute as f32: kj_half_lower rewrites every
+ * operation on them into the same operation on f32 operands, followed by a
+ * rounding CAST back to the 16-bit type.  So the back ends only ever load,
+ * store, convert and select 16-bit values, every target gives the same bits,
+ * and the reference evaluator needs nothing but the conversions below.  For
+ * + - * / and sqrt the result is the correctly rounded one, because f32 has
+ * more than twice the precision plus two bits of either type; other math
+ * functions are f32's result rounded once more.
+ *
+ * The C conversions here are the reference the runtime, the CLI and the tests
+ * use; the code generator emits the same rounding (codegen_expr.c).
+ */
+#include "kjit_compiler.h"
+
+#include <math.h>
+
+/* ============================================================ conversions */
+
+typedef struct {
+    int mantissa_bits; /* stored fraction bits */
+    int bias;
+} HalfFormat;
+
+static HalfFormat format_of(KjTypeKind kind)
+{
+    if (kind == KJ_TYPE_F16)
+        return (HalfFormat){10, 15};
+    if (kind == KJ_TYPE_BF16)
+        return (HalfFormat){7, 127};
+    kj_die("half.c: kind %d is not f16 or bf16", (int)kind);
+}
+
+uint16_t kj_half_from_double(KjTypeKind kind, double value)
+{
+    HalfFormat f = format_of(kind);
+    uint16_t sign = signbit(value) ? 0x8000 : 0;
+    uint16_t inf = (uint16_t)(((2 * f.bias + 1) << f.mantissa_bits));
+    if (isnan(value))
+        return sign | inf | (uint16_t)(1 << (f.mantissa_bits - 1));
+    double a = fabs(value);
+    if (isinf(a))
+        return sign | inf;
+    int min_exponent = 1 - f.bias;
+    if (a < ldexp(1.0, min_exponent)) /* subnormal: a multiple of the smallest step */
+        return sign | (uint16_t)nearbyint(ldexp(a, f.mantissa_bits - min_exponent));
+    int exponent;
+    frexp(a, &exponent);
+    exponent--; /* a = 1.m * 2^exponent */
+    if (exponent > f.bias)
+        return sign | inf;
+    /* Scaled to an integer of mantissa_bits + 1 bits; rounding up to the next
+     * power of two carries into the exponent field by itself. */
+    double scaled = nearbyint(ldexp(a, f.mantissa_bits - exponent));
+    uint32_t bits = ((uint32_t)(exponent + f.bias) << f.mantissa_bits) +
+                    (uint32_t)scaled - (1u << f.mantissa_bits);
+    return sign | (uint16_t)(bits >= inf ? inf : bits);
+}
+
+double kj_half_to_double(KjTypeKind kind, uint16_t bits)
+{
+    HalfFormat f = format_of(kind);
+    int exponent_field = (bits & 0x7fff) >> f.mantissa_bits;
+    int mantissa = bits & ((1 << f.mantissa_bits) - 1);
+    double sign = bits & 0x8000 ? -1.0 : 1.0;
+    if (exponent_field == 2 * f.bias + 1)
+        return mantissa ? NAN : sign * INFINITY;
+    if (exponent_field == 0)
+        return sign * ldexp(mantissa, 1 - f.bias - f.mantissa_bits);
+    return sign * ldexp(mantissa + (1 << f.mantissa_bits),
+                        exponent_field - f.bias - f.mantissa_bits);
+}
+
+double kj_half_round(KjTypeKind kind, double value)
+{
+    return kj_half_to_double(kind, kj_half_from_double(kind, value));
+}
+
+/* ============================================================== lowering */
+
+/*
+ * kj_half_lower: f16/bf16 arithmetic -> f32 arithmetic and a rounding CAST.
+ * Needs: a checked module.  Gives: a module in which no NEG, arithmetic,
+ * comparison, IPOW, MATH or EXEC (shfl) node has an f16 or bf16 operand or
+ * result; LOAD,
+ * STORE, VAR, CONST, CAST, SELECT, CALL and the rest may still carry them.
+ * The meaning is the language's (docs/language.md, "16-bit floats").
+ */
+
+static bool lowers(KjIrOp op)
+{
+    switch (op) {
+    case KJ_IR_NEG: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV:
+    case KJ_IR_REM: case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE:
+    case KJ_IR_GT: case KJ_IR_GE: case KJ_IR_MATH: case KJ_IR_IPOW:
+    case KJ_IR_EXEC: /* shfl of a 16-bit value: moved as an f32, exactly */
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void lower_expr(KjArena *arena, KjIrExpr *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->arg_count; i++)
+        lower_expr(arena, e->args[i]);
+    if (!lowers(e->op))
+        return;
+    bool any = kj_type_is_half(e->type);
+    for (int i = 0; i < e->arg_count; i++)
+        any |= kj_type_is_half(e->args[i]->type);
+    if (!any)
+        return;
+    const KjType *f32 = kj_type_scalar(KJ_TYPE_F32);
+    for (int i = 0; i < e->arg_count; i++) {
+        KjIrExpr *a = e->args[i];
+        if (!kj_type_is_half(a->type))
+            continue;
+        KjIrExpr *wide = kj_ir_new_expr(arena, KJ_IR_CAST, f32, a->loc, 1);
+        wide->args[0] = a;
+        e->args[i] = wide;
+    }
+    if (!kj_type_is_half(e->type))
+        return; /* a comparison, isnan ...: bool from f32 operands */
+    /* e becomes the rounding CAST; a copy of it computes in f32. */
+    KjIrExpr *inner = kj_ir_new_expr(arena, e->op, f32, e->loc, e->arg_count);
+    KjIrExpr **args = inner->args;
+    *inner = *e;
+    inner->args = args;
+    inner->type = f32;
+    for (int i = 0; i < e->arg_count; i++)
+        inner->args[i] = e->args[i];
+    KjIrExpr *round = kj_ir_new_expr(arena, KJ_IR_CAST, e->type, e->loc, 1);
+    round->args[0] = inner;
+    *e = *round;
+}
+
+static void lower_stmt(KjArena *arena, KjIrStmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->stmts.count; i++)
+        lower_stmt(arena, s->stmts.items[i]);
+    KjIrExpr *exprs[] = {s->array, s->cond, s->start, s->stop, s->step, s->value};
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
+        lower_expr(arena, exprs[i]);
+    for (int i = 0; i < s->index_count; i++)
+        lower_expr(arena, s->indices[i]);
+    lower_stmt(arena, s->then_stmt);
+    lower_stmt(arena, s->else_stmt);
+    lower_stmt(arena, s->body);
+}
+
+void kj_half_lower(KjIrModule *module)
+{
+    for (int i = 0; i < module->functions.count; i++) {
+        KjIrFunction *fn = module->functions.items[i];
+        lower_stmt(module->arena, fn->body);
+    }
+}

@@ -1,0 +1,37 @@
+#!/bin/sh
+# check_cost.sh: what checked mode costs on the seed workloads (cpu and
+# parallel), `make bench-checks`.  Runs build/bench_cpu (tests/bench/bench_cpu.c)
+# ROUNDS times each way, taking turns so that a busy machine slows both alike,
+# and prints per workload and target the best time without checks, the best
+# with KJIT_CHECK=1, and their ratio.  Not a timed test; docs/language.md
+# quotes its figures.  KJIT_BENCH_CLOCK=thread times the cpu target by the
+# calling thread's CPU time, for a busy machine (its parallel rows are then
+# meaningless and left out).
+#
+#   tests/bench/check_cost.sh [BENCH_CPU] [ROUNDS] [REPEAT]
+set -u
+bench=${1:-build/bench_cpu}
+rounds=${2:-5}
+repeat=${3:-5}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+i=0
+while [ $i -lt "$rounds" ]; do
+    KJIT_CHECK=0 "$bench" examples "$repeat" >"$tmp/off.$i" || exit 1
+    KJIT_CHECK=1 "$bench" examples "$repeat" >"$tmp/on.$i" || exit 1
+    i=$((i + 1))
+done
+python3 - "$tmp" "$rounds" <<'PY'
+import json, os, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def best(kind):
+    runs = [json.load(open(f"{d}/{kind}.{i}")) for i in range(rounds)]
+    return {t: {w: min(r[t][w] for r in runs) for w in runs[0][t]} for t in runs[0]}
+off, on = best("off"), best("on")
+if os.environ.get("KJIT_BENCH_CLOCK") == "thread":
+    off.pop("parallel", None)
+print(f"{'workload':28} {'target':9} {'unchecked ms':>13} {'checked ms':>11} {'ratio':>6}")
+for t in off:
+    for w in off[t]:
+        print(f"{w:28} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}")
+PY
