@@ -838,6 +838,13 @@ static void declare_function(KjChecker *c, KjCheckFn *info)
         if (!info->bad)
             new_function(c, info, KJ_IR_FN_KERNEL, name, types, kj_type_void());
         break;
+    case KJ_FN_REDUCE:
+        /* The shape of a binary reduction (check_reduce.c); then its
+         * signatures are made as a @vectorize's are. */
+        kj_check_reduce_decl(c, info);
+        if (info->bad)
+            break;
+        /* fall through */
     case KJ_FN_VECTORIZE:
         if (decl->signature_count == 0) {
             if (!decl->ret) {
@@ -1102,6 +1109,8 @@ KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, Kj
         check_const(&c, c.consts.items[i]);
     for (int i = 0; i < c.fns.count; i++)
         declare_function(&c, c.fns.items[i]);
+    for (int i = 0; i < c.fns.count; i++)
+        kj_check_reduce_map(&c, c.fns.items[i]);
     for (int i = 0; i < c.fns.count; i++)
         kj_check_function(&c, c.fns.items[i]);
     if (diag->error_count > errors_before)

@@ -789,6 +789,8 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
     /* kernel built-ins: in kernels, and in device functions but shared() */
     bool device = v->fn->kind == KJ_IR_FN_PLAIN && (e->op == KJ_IR_LOCAL ||
                                                      (v->fn->device_use && e->op != KJ_IR_SHARED));
+    /* The reduce pass gives vectorized kernels local() arrays (its lanes). */
+    device = device || (e->op == KJ_IR_LOCAL && v->fn->kind == KJ_IR_FN_VEC_KERNEL);
     if (kernel_only(e->op) && v->fn->kind != KJ_IR_FN_KERNEL && !device)
         return fail(v, e->loc, "%s outside a kernel or device function", kj_ir_op_name(e->op));
     if (e->arg_count > 0 && !e->args)

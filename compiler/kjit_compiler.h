@@ -284,6 +284,8 @@ typedef enum {
     KJ_FN_PLAIN,     /* fn f(...) */
     KJ_FN_VECTORIZE, /* @vectorize or @vectorize(sig, ...) */
     KJ_FN_KERNEL,    /* @kernel */
+    KJ_FN_REDUCE,    /* @reduce, @reduce(sig, ...), @reduce(map = f, ...): a binary
+                        associative function, checked like @vectorize */
 } KjFunctionKind;
 
 typedef struct KjParam {
@@ -310,6 +312,8 @@ typedef struct KjFunctionDecl {
     int signature_count;
     struct KjNode *body;      /* BLOCK */
     KjLoc loc;                /* at the name */
+    const char *map_name;     /* @reduce(map = name): the @vectorize it fuses; else NULL */
+    KjLoc map_loc;
 } KjFunctionDecl;
 
 typedef struct KjNode {
@@ -702,8 +706,10 @@ typedef struct KjIrFunction {
 typedef struct KjIrEntry {
     const char *name;
     KjFunctionKind kind;
-    KjVec variants; /* KjIrFunction*: PLAIN/KERNEL: one; VECTORIZE: one SCALAR per signature */
+    KjVec variants; /* KjIrFunction*: PLAIN/KERNEL: one; VECTORIZE, REDUCE: one SCALAR per
+                       signature */
     KjLoc loc;
+    struct KjIrEntry *map; /* REDUCE with map = f: f's entry (a VECTORIZE); else NULL */
 } KjIrEntry;
 
 /* A checked module: every function of the file and of what it imports. */
@@ -854,6 +860,11 @@ KjIrExpr *kj_check_const_value(KjChecker *c, KjCheckConst *k, KjLoc loc);
 /* The file whose code is being checked (a function's, or a constant's). */
 KjCheckFile *kj_check_current_file(KjChecker *c);
 
+/* check_reduce.c: a @reduce declaration (two parameters and a result of one
+ * scalar type, per signature), and its map = f once every function is declared. */
+void kj_check_reduce_decl(KjChecker *c, KjCheckFn *info);
+void kj_check_reduce_map(KjChecker *c, KjCheckFn *info);
+
 /* check_expr.c: IR shorthands. */
 KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
 KjIrExpr *kj_check_int_const(KjChecker *c, const KjType *type, int64_t value, KjLoc loc);
@@ -959,6 +970,62 @@ typedef struct KjVecVariant {
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
 
+/* =================================================================== reduce.c */
+
+/*
+ * The reduce pass lifts the SCALAR function f(a: T, b: T) -> T of a @reduce
+ * into a kernel that reduces one level of the fixed tree (docs/language.md,
+ * "Reductions"): the reduced index space of each output element, m elements
+ * in C order, is cut into blocks of KJ_REDUCE_BLOCK; each block is reduced in
+ * KJ_REDUCE_LANES interleaved lanes (lane j takes elements j, j + L, j + 2L
+ * ... in order), whose values are then combined by the fixed tree
+ * lane[j] = f(lane[j], lane[j + s]) for s = L/2 ... 1.  Each block gives one
+ * partial; the runtime reduces the partials with the same kernel shape until
+ * one value per output is left.  The order is a function of m alone, so every
+ * target that runs these kernels gives the same bits.
+ */
+#define KJ_REDUCE_BLOCK 1024
+#define KJ_REDUCE_LANES 32
+#define KJ_REDUCE_WARPS_PER_BLOCK 8 /* WARPS form: threads per block = 8 * 32 */
+
+typedef enum {
+    KJ_REDUCE_FORM_LANES, /* a VEC_KERNEL: one block of elements per PARFOR iteration, its
+                             lanes unrolled in one thread (cpu, parallel; cuda when strided) */
+    KJ_REDUCE_FORM_WARPS, /* a KERNEL for cuda: one warp per block of elements, lane j on
+                             thread j, the tree in shared memory */
+} KjReduceForm;
+
+typedef struct KjReduceVariant {
+    KjReduceForm form;
+    int kept_rank;    /* 0..KJ_MAX_DIMS: the output's dimensions, after merging */
+    int reduced_rank; /* 1..KJ_MAX_DIMS: the reduced dimensions, after merging */
+    bool contiguous;  /* reduced_rank 1 and every input's reduced stride 1 */
+    bool mapped;      /* the inputs are the map function's (the first level of a fused
+                         @reduce(map = g)); else one input of type T */
+    bool simd;        /* LANES: the lanes in a local array under an inner loop that the
+                         loop vectoriser makes SIMD code of (cpu); else L variables
+                         (registers on a GPU).  The order is the same. */
+} KjReduceVariant;
+
+/*
+ * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,
+ * KERNEL for WARPS) appended to the module, with parameters
+ *     in_0 .. in_{n-1}   1-D arrays addressed by flat element offsets (the map's
+ *                        parameter types when mapped, else T)
+ *     out                T[], one element per work item
+ *     items chunks m     i64: work items (outputs x chunks), blocks per output,
+ *                        reduced elements per output
+ *     ke_0 ..            i64 kept extents (kept_rank), then re_0 .. reduced extents
+ *                        (when reduced_rank > 1)
+ *     ks<q>_<d>, rs<q>_<d>  i64 element strides of input q, kept then reduced (no
+ *                        reduced strides when contiguous)
+ *     has_init, init     bool, T: out = f(init, value) when chunks == 1
+ * Work item w reduces block (w % chunks) of output (w / chunks) into out[w].
+ * The same (functions, variant) asked twice gives the same kernel.
+ */
+KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine, KjIrFunction *map,
+                             KjReduceVariant variant);
+
 /* =================================================================== checks.c */
 
 /* Checked mode: gives every array access, integer division and remainder,
@@ -983,6 +1050,8 @@ typedef struct KjPipelineRoot {
     KjIrFunction *fn;
     bool vectorize;
     KjVecVariant variant;
+    const KjReduceVariant *reduce; /* a @reduce signature lifted by the reduce pass */
+    KjIrFunction *map;             /* reduce->mapped: the map's signature */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 

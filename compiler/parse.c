@@ -24,7 +24,7 @@
 #include <string.h>
 
 const char *const kj_parser_productions[] = {
-    "file", "import_decl", "const_decl", "function_decl", "attribute", "signature", "param", "type",
+    "file", "import_decl", "const_decl", "function_decl", "attribute", "attribute_arg", "signature", "param", "type",
     "block", "statement", "let_stmt", "if_stmt", "for_stmt", "while_stmt", "jump_stmt",
     "simple_stmt", "expr", "ternary", "logor", "logand", "bitor", "bitxor", "bitand",
     "equality", "relational", "shift", "add", "mul", "unary", "power", "postfix", "args",
@@ -958,7 +958,36 @@ static void signature(Parser *p, KjSignature *sig)
     sig->param_count = params.count;
 }
 
-// attribute = "@" IDENT ("(" signature ("," signature)* ")")?
+// attribute_arg = IDENT "=" IDENT | signature
+static void attribute_arg(Parser *p, KjFunctionDecl *fn, KjVec *sigs)
+{
+    KjToken *key = peek(p);
+    if (key->kind == KJ_TOK_IDENT && p->pos + 1 < p->count &&
+        p->tokens[p->pos + 1].kind == KJ_TOK_ASSIGN) {
+        advance(p);
+        advance(p);
+        KjToken *value = peek(p);
+        if (!expect(p, KJ_TOK_IDENT))
+            return;
+        if (!(key->len == 3 && memcmp(key->start, "map", 3) == 0) || fn->kind != KJ_FN_REDUCE) {
+            syntax_error(p, key->loc, "unknown attribute argument '%.*s' (only @reduce takes "
+                         "one: map = a @vectorize function)", key->len, key->start);
+            return;
+        }
+        if (fn->map_name) {
+            report(p, key->loc, "map is given twice");
+            return;
+        }
+        fn->map_name = token_text(p, value);
+        fn->map_loc = value->loc;
+        return;
+    }
+    KjSignature *sig = kj_arena_alloc(p->arena, sizeof *sig);
+    signature(p, sig);
+    kj_vec_push(p->arena, sigs, sig);
+}
+
+// attribute = "@" IDENT ("(" attribute_arg ("," attribute_arg)* ")")?
 static void attribute(Parser *p, KjFunctionDecl *fn)
 {
     advance(p);
@@ -967,12 +996,13 @@ static void attribute(Parser *p, KjFunctionDecl *fn)
         return;
     bool is_vectorize = name->len == 9 && memcmp(name->start, "vectorize", 9) == 0;
     bool is_kernel = name->len == 6 && memcmp(name->start, "kernel", 6) == 0;
-    if (!is_vectorize && !is_kernel) {
-        syntax_error(p, name->loc, "unknown attribute '@%.*s' (there are @vectorize and @kernel)",
-                     name->len, name->start);
+    bool is_reduce = name->len == 6 && memcmp(name->start, "reduce", 6) == 0;
+    if (!is_vectorize && !is_kernel && !is_reduce) {
+        syntax_error(p, name->loc, "unknown attribute '@%.*s' (there are @vectorize, @reduce "
+                     "and @kernel)", name->len, name->start);
         return;
     }
-    fn->kind = is_vectorize ? KJ_FN_VECTORIZE : KJ_FN_KERNEL;
+    fn->kind = is_vectorize ? KJ_FN_VECTORIZE : is_reduce ? KJ_FN_REDUCE : KJ_FN_KERNEL;
     KjToken *open = peek(p);
     if (!accept(p, KJ_TOK_LPAREN))
         return;
@@ -982,14 +1012,12 @@ static void attribute(Parser *p, KjFunctionDecl *fn)
     }
     KjVec sigs = {0};
     do {
-        KjSignature *sig = kj_arena_alloc(p->arena, sizeof *sig);
-        signature(p, sig);
-        kj_vec_push(p->arena, &sigs, sig);
+        attribute_arg(p, fn, &sigs);
     } while (!p->panic && accept(p, KJ_TOK_COMMA));
     if (!expect(p, KJ_TOK_RPAREN))
         return;
     fn->signature_count = sigs.count;
-    fn->signatures = kj_arena_alloc(p->arena, sizeof(KjSignature) * (size_t)sigs.count);
+    fn->signatures = kj_arena_alloc(p->arena, sizeof(KjSignature) * (size_t)(sigs.count + 1));
     for (int i = 0; i < sigs.count; i++)
         fn->signatures[i] = *(KjSignature *)sigs.items[i];
 }
@@ -1142,9 +1170,11 @@ static void dump_children(FILE *out, const KjVec *vec, int depth)
 
 static void dump_function(FILE *out, const KjNode *node, int depth)
 {
-    static const char *const kinds[] = {"plain", "vectorize", "kernel"};
+    static const char *const kinds[] = {"plain", "vectorize", "kernel", "reduce"};
     const KjFunctionDecl *fn = node->fn;
     fprintf(out, "function %s %s", fn->name, kinds[fn->kind]);
+    if (fn->map_name)
+        fprintf(out, " map=%s", fn->map_name);
     if (fn->ret)
         fprintf(out, " -> %s", kj_type_name(fn->ret));
     dump_loc_end(out, node->loc);

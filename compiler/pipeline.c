@@ -9,7 +9,8 @@
  *
  *   front end, once per module      parse -> imports -> check -> halves -> verify
  *   middle, once per module         checks (checked mode: mark the check sites)
- *   middle, once per root           vectorize (a @vectorize signature) -> verify
+ *   middle, once per root           vectorize (a @vectorize signature) or
+ *                                   reduce (a @reduce signature, one level) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
  * The checked module is always verified: a verifier failure is a compiler bug,
@@ -100,7 +101,11 @@ bool kj_pipeline_run(KjPipeline *p)
          * as root->variant says (vectorize.c has the contract). */
         if (root->vectorize)
             root->root = kj_vectorize(p->module, root->fn, root->variant);
-        if (p->verify && !verified(p, "vectorize"))
+        /* reduce: a @reduce's SCALAR function (and its map's) -> a kernel for
+         * one level of the reduction tree (reduce.c has the contract). */
+        if (root->reduce)
+            root->root = kj_reduce_lift(p->module, root->fn, root->map, *root->reduce);
+        if (p->verify && !verified(p, root->reduce ? "reduce" : "vectorize"))
             return false;
     }
     return true;

@@ -169,6 +169,7 @@ void kjit_context_destroy(kjit_context *context)
 {
     if (!context)
         return;
+    kj_reduce_scratch_free(context);
     kj_check_context_free(context); /* through the target, before it closes */
     context->runtime->close(context);
     free(context->last_error);
@@ -335,6 +336,7 @@ kjit_function_kind kjit_function_kind_of(const kjit_function *function)
     case KJ_FN_PLAIN: return KJIT_FUNCTION_PLAIN;
     case KJ_FN_VECTORIZE: return KJIT_FUNCTION_VECTORIZE;
     case KJ_FN_KERNEL: return KJIT_FUNCTION_KERNEL;
+    case KJ_FN_REDUCE: return KJIT_FUNCTION_REDUCE;
     }
     kj_unreachable();
 }
@@ -420,6 +422,8 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
                          compiled->variant.ndim, (unsigned)compiled->variant.scalar_mask);
     if (compiled->contiguous)
         kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
+    if (compiled->lifted[0])
+        kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
     kj_cache_key_add(key, "opt", "%d%s", module->context->options.opt_level,
                      module->context->options.line_info ? " lineinfo" : "");
     if (module->context->options.check)
@@ -453,22 +457,27 @@ static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
  * kernel with the C-contiguous array parameters in `contiguous`), generated
  * now if this is its first use. */
 static KjCompiled *lookup_compiled(KjCompiled *list, int sig, const KjVecVariant *variant,
-                                   uint32_t contiguous)
+                                   uint32_t contiguous, const char *lifted)
 {
     for (KjCompiled *c = list; c; c = c->next)
         if (c->signature == sig && c->vectorized == (variant != NULL) &&
-            c->contiguous == contiguous && (!variant || same_variant(&c->variant, variant)))
+            c->contiguous == contiguous && (!variant || same_variant(&c->variant, variant)) &&
+            strcmp(c->lifted, lifted ? lifted : "") == 0)
             return c;
     return NULL;
 }
 
-kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
-                                 uint32_t contiguous, KjCompiled **out)
+/* The code for signature `sig` as `request` asks (a root as it is, vectorized,
+ * or lifted by another pass and named by `lifted`), generated now if this is
+ * its first use. */
+static kjit_status find_compiled(kjit_function *function, int sig, KjPipelineRoot *request,
+                                 uint32_t contiguous, const char *lifted, KjCompiled **out)
 {
+    const KjVecVariant *variant = request->vectorize ? &request->variant : NULL;
     /* Every call comes here, so the common case takes no lock: the list only
      * grows, at its head, and an entry is complete before it is published. */
     KjCompiled *found = lookup_compiled(__atomic_load_n(&function->compiled, __ATOMIC_ACQUIRE),
-                                        sig, variant, contiguous);
+                                        sig, variant, contiguous, lifted);
     if (found) {
         *out = found;
         return KJIT_OK;
@@ -476,7 +485,7 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
     kjit_module *module = function->module;
     kjit_context *context = module->context;
     pthread_mutex_lock(&context->lock);
-    found = lookup_compiled(function->compiled, sig, variant, contiguous);
+    found = lookup_compiled(function->compiled, sig, variant, contiguous, lifted);
     if (found) {
         *out = found;
         pthread_mutex_unlock(&context->lock);
@@ -485,14 +494,15 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
     KjCompiled *compiled = kj_xcalloc(1, sizeof *compiled);
     compiled->signature = sig;
     compiled->vectorized = variant != NULL;
+    if (lifted)
+        snprintf(compiled->lifted, sizeof compiled->lifted, "%s", lifted);
     KjIrFunction *fn = kj_api_variant_of(function, sig);
-    KjPipelineRoot root = {.fn = fn, .vectorize = variant != NULL};
-    if (variant) {
+    KjPipelineRoot root = *request;
+    root.fn = fn;
+    if (variant)
         compiled->variant = *variant;
-        root.variant = *variant;
-    } else {
-        compiled->contiguous = fn->kind == KJ_IR_FN_KERNEL ? contiguous : 0;
-    }
+    else if (fn->kind == KJ_IR_FN_KERNEL || lifted)
+        compiled->contiguous = contiguous;
     if (!middle_passes(context, module, &root)) {
         free(compiled);
         pthread_mutex_unlock(&context->lock);
@@ -516,4 +526,19 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
     *out = compiled;
     pthread_mutex_unlock(&context->lock);
     return KJIT_OK;
+}
+
+kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
+                                 uint32_t contiguous, KjCompiled **out)
+{
+    KjPipelineRoot request = {.vectorize = variant != NULL};
+    if (variant)
+        request.variant = *variant;
+    return find_compiled(function, sig, &request, contiguous, NULL, out);
+}
+
+kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot *request,
+                               uint32_t contiguous, const char *lifted, KjCompiled **out)
+{
+    return find_compiled(function, sig, request, contiguous, lifted, out);
 }

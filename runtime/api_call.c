@@ -534,6 +534,10 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
         return call_plain(function, args, nargs, result, true);
     case KJ_FN_KERNEL:
         break;
+    case KJ_FN_REDUCE:
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s is a @reduce: call it with kjit_reduce",
+                                function->entry->name);
     }
     return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                             "%s is a @kernel: launch it with kjit_launch", function->entry->name);
@@ -655,6 +659,8 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
         return call_vectorized(function, args, nargs, out, NULL, NULL, false);
     case KJ_FN_PLAIN:
         return call_plain(function, args, nargs, NULL, false);
+    case KJ_FN_REDUCE:
+        return kj_reduce_prepare(function, args, nargs);
     case KJ_FN_KERNEL: {
         Marshalled m;
         kjit_status status = marshal(function, args, nargs, &m);

@@ -158,7 +158,7 @@ void kjit_module_free(kjit_module *module);
 /* ---------------------------------------------------------------- functions */
 
 typedef enum kjit_function_kind {
-    KJIT_FUNCTION_PLAIN, KJIT_FUNCTION_VECTORIZE, KJIT_FUNCTION_KERNEL
+    KJIT_FUNCTION_PLAIN, KJIT_FUNCTION_VECTORIZE, KJIT_FUNCTION_KERNEL, KJIT_FUNCTION_REDUCE
 } kjit_function_kind;
 
 kjit_status kjit_module_function(kjit_module *module, const char *name, kjit_function **out);
@@ -202,6 +202,39 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
  * and kernels, which have one); KJIT_ERROR_TYPE when none matches. */
 kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
                                 int *signature);
+
+/*
+ * Reduces with a @reduce function f, over every axis (axes NULL: a 0-d
+ * result) or over the `naxes` axes listed (negative ones count from the end).
+ * args: the array to reduce; for @reduce(map = g), g's arguments (arrays and
+ * scalars, broadcast together), whose results are reduced without a
+ * temporary array.  init: NULL, or a scalar combined first, f(init, ...),
+ * and the result of an empty reduction (without it, an empty reduction is
+ * KJIT_ERROR_SHAPE).  The result has the kept dimensions in order: written to
+ * `out` (C-contiguous, of f's type) or to a host array allocated into
+ * *result.  Floats are summed as a tree whose order depends only on the
+ * number of reduced elements: the same bits on every run and on cpu and
+ * parallel.  As for kjit_call, host arrays on the cuda target are copied in
+ * and out; with device arrays and `out` the call does not synchronise.
+ */
+kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs,
+                        const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
+                        kjit_array *result);
+/* The same on a stream, into `out`.  A reduction of more than 1024 elements
+ * per output needs partial results; on a stream other than the default one
+ * they are allocated for the call, and the call waits for its stream. */
+kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int nargs,
+                              const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
+                              kjit_stream *stream);
+/* Generates the code of that reduction without running it (`init` does not
+ * change the code, so it is not asked for). */
+kjit_status kjit_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
+                                const int *axes, int naxes);
+/* The arguments kjit_reduce takes: 1, or the map's parameter count (0 for a
+ * function that is not a @reduce). */
+int kjit_function_reduce_inputs(const kjit_function *function);
+/* A @reduce(map = g)'s g (its arguments are the reduction's); else NULL. */
+kjit_function *kjit_function_map(const kjit_function *function);
 
 /* Launches a @kernel on grid x block threads (CUDA semantics on every target). */
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],

@@ -400,6 +400,8 @@ typedef struct KjCompiled {
     bool vectorized;
     KjVecVariant variant;
     uint32_t contiguous; /* kernels: the array parameters compiled as C-contiguous */
+    char lifted[96];     /* a root another pass made (reduce.c): its variant, for the
+                            lookup and the cache key; "" otherwise */
     char symbol[480];    /* the entry points' symbol (kj_kernel_variant_symbol) */
     KjIrFunction *root;
     /* What the target loaded, in its own terms: on the host the code shared
@@ -410,6 +412,8 @@ typedef struct KjCompiled {
     void *entry;
     void *block;
 } KjCompiled;
+
+typedef struct KjReduceScratch KjReduceScratch; /* api_reduce.c */
 
 struct kjit_context {
     kjit_options options;
@@ -423,6 +427,7 @@ struct kjit_context {
     const char *stdlib_dirs[2];
     void *check_device;    /* checked mode, a target with device memory: the record there */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
+    KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
 };
 
 struct kjit_function {
@@ -471,6 +476,17 @@ KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
  * now if this is its first use. */
 kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVariant *variant,
                                  uint32_t contiguous, KjCompiled **out);
+/* The same for a root that a middle pass other than vectorize makes (the
+ * reduce pass: request->reduce): `lifted` names the variant (it goes into
+ * the lookup and the cache key), `contiguous` the array parameters compiled
+ * as C-contiguous. */
+kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot *request,
+                               uint32_t contiguous, const char *lifted, KjCompiled **out);
+
+/* api_reduce.c: kjit_prepare of a @reduce function (over every axis), and
+ * the context's reduction scratch memory, released with the context. */
+kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
+void kj_reduce_scratch_free(kjit_context *context);
 /* The cache key of one root's code, every field but the target's (which each
  * target adds last: its name and what it compiles for). */
 void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key);
@@ -519,6 +535,19 @@ typedef struct KjLaunch {
     size_t dynamic_shared_bytes; /* per block, for shared(T) */
 } KjLaunch;
 
+/* One level of a reduction (api_reduce.c): `items` work items of a LANES
+ * kernel (a VEC_KERNEL, a PARFOR iteration per item) or, with `warps`, of a
+ * WARPS kernel (a KERNEL on blocks of KJ_REDUCE_WARPS_PER_BLOCK warps, a warp
+ * per item).  params as the kernel takes them (reduce.c's order). */
+typedef struct KjReduceLevelRun {
+    const char *name; /* the function, for messages */
+    const KjCompiled *compiled;
+    bool warps;
+    int64_t items;
+    void **params;
+    kjit_stream *stream;
+} KjReduceLevelRun;
+
 struct KjRuntimeTarget {
     const char *name;
     /* Device arrays are ordinary host memory, which host code can read (the
@@ -541,6 +570,11 @@ struct KjRuntimeTarget {
     void (*call)(const KjCompiled *compiled, void **params, void *result);
     kjit_status (*run_vectorized)(kjit_context *context, KjVectorizedRun *run);
     kjit_status (*launch)(kjit_context *context, KjLaunch *launch);
+    /* Reductions: contiguous levels run as the WARPS form (a GPU) or as the
+     * LANES form with SIMD lanes (the host); strided ones as LANES, with the
+     * lanes in registers where reduce_in_warps. */
+    bool reduce_in_warps;
+    kjit_status (*run_reduce_level)(kjit_context *context, const KjReduceLevelRun *run);
 
     /* Device memory (bytes may be 0), and copies between contiguous arrays of
      * either memory, in the stream's order when one is given. */

@@ -242,6 +242,49 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
 
 /* --------------------------------------------------------------- memory */
 
+typedef struct ReduceJob {
+    KjRangeFn range;
+    void **params;
+} ReduceJob;
+
+static void reduce_chunk(void *user, int64_t begin, int64_t end)
+{
+    ReduceJob *job = user;
+    job->range(job->params, begin, end);
+}
+
+/* A work item is a block of 1024 elements, so chunks of a few items are
+ * already worth a thread; the WARPS form (only with KJIT_REDUCE_FORM, for the
+ * tests) runs as a kernel, the CUDA way. */
+static kjit_status cpu_run_reduce_level(kjit_context *context, const KjReduceLevelRun *run)
+{
+    const KjCompiled *compiled = run->compiled;
+    if (run->items <= 0)
+        return KJIT_OK;
+    if (run->warps) {
+        int64_t blocks = (run->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
+        uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
+        uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
+        char *error = NULL;
+        kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
+                                               (KjThreadFn)compiled->entry,
+                                               (KjThreadFn)compiled->block, run->params, grid,
+                                               block, 0, &error);
+        if (status != KJIT_OK)
+            kj_api_take_named_error(context, status, run->name, error);
+        return status;
+    }
+    KjRangeFn range = (KjRangeFn)compiled->entry;
+    if (!context->pool) {
+        range(run->params, 0, run->items);
+        return KJIT_OK;
+    }
+    ReduceJob job = {range, run->params};
+    int64_t min_chunk = KJ_CPU_MIN_CHUNK / KJ_REDUCE_BLOCK;
+    kj_pool_run(context->pool, run->items, min_chunk > 0 ? min_chunk : 1, reduce_chunk, &job);
+    return KJIT_OK;
+}
+
 static kjit_status cpu_alloc(kjit_context *context, size_t bytes, void **data)
 {
     if (!(*data = kj_api_alloc_aligned(bytes)))
@@ -308,6 +351,7 @@ static void cpu_event_destroy(kjit_event *event)
     .call = cpu_call,                           \
     .run_vectorized = cpu_run_vectorized,       \
     .launch = cpu_launch,                       \
+    .run_reduce_level = cpu_run_reduce_level,   \
     .alloc = cpu_alloc,                         \
     .free = cpu_free,                           \
     .copy = cpu_copy,                           \

@@ -268,6 +268,34 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
 
 /* --------------------------------------------------------------- memory */
 
+/* A LANES level takes the elementwise launch shape (a thread per work item,
+ * grid-stride); a WARPS level a block of 8 warps per 8 work items. */
+static kjit_status cuda_run_reduce_level(kjit_context *context, const KjReduceLevelRun *run)
+{
+    if (run->items <= 0)
+        return KJIT_OK;
+    const KjCompiled *c = run->compiled;
+    KjCudaStream *stream = run->stream ? run->stream->handle : NULL;
+    char *error = NULL;
+    kjit_status status;
+    if (!run->warps) {
+        status = kj_cuda_launch_elementwise(context->cuda, c->entry, c->root->symbol, run->items,
+                                            run->params, stream, &error);
+    } else {
+        int64_t blocks = (run->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
+        if (blocks > INT32_MAX)
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: too many outputs for one reduction", run->name);
+        uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
+        uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
+        status = kj_cuda_launch_ex(context->cuda, c->entry, c->root->symbol, grid, block, 0,
+                                   false, run->params, stream, &error);
+    }
+    if (status != KJIT_OK)
+        kj_api_take_named_error(context, status, run->name, error);
+    return status;
+}
+
 static kjit_status cuda_alloc(kjit_context *context, size_t bytes, void **data)
 {
     char *error = NULL;
@@ -380,6 +408,8 @@ const KjRuntimeTarget kj_runtime_cuda = {
     .call = NULL, /* plain functions run on the host: kj_runtime_for */
     .run_vectorized = cuda_run_vectorized,
     .launch = cuda_launch,
+    .reduce_in_warps = true,
+    .run_reduce_level = cuda_run_reduce_level,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy = cuda_copy,

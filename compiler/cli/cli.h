@@ -56,6 +56,15 @@ void kj_cli_buf_free(KjCliBuf *buf);
 
 #define KJ_CLI_MAX_ARGS 64
 
+/* cli_reduce.c: --axis and --init for a @reduce function (part of KjCliCall). */
+typedef struct KjCliReduce {
+    bool has_axes; /* false: every axis */
+    int axes[KJIT_MAX_DIMS];
+    int naxes;
+    bool has_init;
+    kjit_arg init;
+} KjCliReduce;
+
 /* What kjit run and kjit bench share: the call (a file, a function and its
  * arguments' texts), a kernel's launch shape, and the options that change the
  * inputs or the compiled code. */
@@ -70,6 +79,7 @@ typedef struct KjCliCall {
     uint64_t seed;       /* --seed: the rand/randn generators' stream */
     bool line_info;      /* --lineinfo */
     bool check;          /* --check: checked mode */
+    KjCliReduce reduce;  /* --axis, --init: a @reduce */
 } KjCliCall;
 
 /* The defaults: seed 1, nothing else set. */
@@ -111,5 +121,19 @@ void kj_cli_args_free(KjCliArgs *args);
  * of 1 kept, the others scaled in proportion); NULL when the text is not a
  * generator or has no extent above 1.  Heap, caller frees. */
 char *kj_cli_resize_generator(const char *text, int64_t size);
+
+/* cli_reduce.c.  Takes `option` ("--axis", "--init") with its value: true when it is one of
+ * them and well formed; false with *why set when malformed, NULL when it is
+ * another option. */
+bool kj_cli_reduce_option(const char *option, const char *value, KjCliReduce *r,
+                          const char **why);
+/* The function whose parameters type the command-line arguments (a fused
+ * map's for @reduce(map = g)), and how many arguments a call takes. */
+kjit_function *kj_cli_typing_function(kjit_function *function);
+int kj_cli_param_count(kjit_function *function);
+kjit_status kj_cli_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
+                                  const KjCliReduce *r);
+kjit_status kj_cli_reduce_call(kjit_function *function, const kjit_arg *args, int nargs,
+                               const KjCliReduce *r, kjit_array *out, kjit_array *result);
 
 #endif

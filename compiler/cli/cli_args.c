@@ -184,6 +184,15 @@ int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *w
         call->check = true;
         return 1;
     }
+    if (KJ_CLI_OPTION_AT(*i, "--axis") || KJ_CLI_OPTION_AT(*i, "--init")) {
+        const char *message = NULL;
+        const char *name = strncmp(a, "--axis", 6) == 0 ? "--axis" : "--init";
+        if (!kj_cli_reduce_option(name, value, &call->reduce, &message)) {
+            snprintf(why, why_size, "%s", message ? message : "a bad option");
+            return -1;
+        }
+        return 1;
+    }
     return 0;
 }
 

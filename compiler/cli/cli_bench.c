@@ -58,6 +58,8 @@ static const char bench_usage[] =
     "  --reference [N=]FILE.npy      compare every target with this array (the\n"
     "                                result, or argument N of a @kernel)\n"
     "  --ulps N                      agreement tolerance for floats (default 16)\n"
+    "  --axis N[,N...]  --init V     a @reduce: the axes to reduce (default every\n"
+    "                                axis) and the initial value\n"
     "  --check                       every target in checked mode (as kjit run --check)\n"
     "  --lineinfo                    .kern line tables in the code (as kjit run --lineinfo)\n"
     "  --json[=FILE]                 the data as JSON (to stdout instead of the table)\n"
@@ -362,7 +364,10 @@ static bool compile_on(const Bench *b, kjit_target target, const KjCliArgs *inpu
     kjit_status status = kjit_compile_file(c->context, b->o->call.file, &c->module);
     if (status == KJIT_OK)
         status = kjit_module_function(c->module, b->o->call.function, &c->function);
-    if (status == KJIT_OK)
+    if (status == KJIT_OK && kjit_function_kind_of(c->function) == KJIT_FUNCTION_REDUCE)
+        status = kj_cli_reduce_prepare(c->function, inputs->args, inputs->count,
+                                       &b->o->call.reduce);
+    else if (status == KJIT_OK)
         status = kjit_prepare(c->function, inputs->args, inputs->count, NULL);
     *ms = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
@@ -456,7 +461,7 @@ static bool working_setup(const Bench *b, const KjCliArgs *inputs, Working *w, c
                 *error = kj_cli_xstrdup("out of memory for the outputs");
                 return false;
             }
-        } else if (b->kind != KJIT_FUNCTION_VECTORIZE) {
+        } else if (b->kind != KJIT_FUNCTION_VECTORIZE && b->kind != KJIT_FUNCTION_REDUCE) {
             w->arrays[i] = *in;
             if (!(w->arrays[i].data = malloc(array_bytes(in) + 1))) {
                 *error = kj_cli_xstrdup("out of memory for a copy of the inputs");
@@ -468,9 +473,14 @@ static bool working_setup(const Bench *b, const KjCliArgs *inputs, Working *w, c
         }
         w->args[i] = kjit_arg_array(&w->arrays[i]);
     }
-    if (b->kind == KJIT_FUNCTION_VECTORIZE) {
+    if (b->kind == KJIT_FUNCTION_VECTORIZE || b->kind == KJIT_FUNCTION_REDUCE) {
         /* The first call, from host arrays, gives the result's shape. */
-        if (kjit_call(w->function, inputs->args, inputs->count, NULL, &w->result) != KJIT_OK) {
+        kjit_status status =
+            b->kind == KJIT_FUNCTION_REDUCE
+                ? kj_cli_reduce_call(w->function, inputs->args, inputs->count, &b->o->call.reduce,
+                                     NULL, &w->result)
+                : kjit_call(w->function, inputs->args, inputs->count, NULL, &w->result);
+        if (status != KJIT_OK) {
             fail(w, error);
             return false;
         }
@@ -529,6 +539,11 @@ static kjit_status run_once(const Bench *b, const KjCliArgs *inputs, Working *w,
         case KJIT_FUNCTION_PLAIN:
             kjit_array_free(&w->result);
             status = kjit_call(w->function, w->args, n, NULL, &w->result);
+            break;
+        case KJIT_FUNCTION_REDUCE:
+            status = kj_cli_reduce_call(w->function, w->args, n, &b->o->call.reduce,
+                                        w->result_device.data ? &w->result_device : &w->result,
+                                        NULL);
             break;
         }
     }
@@ -866,7 +881,8 @@ static void measure_work(const Bench *b, const KjCliArgs *inputs, const TargetRu
     if (b->kind != KJIT_FUNCTION_KERNEL && done) {
         const Output *out = &done->outputs[0];
         bytes += (double)output_size(out) * (double)kjit_dtype_size(out->dtype);
-        s->elements = output_size(out);
+        if (b->kind != KJIT_FUNCTION_REDUCE) /* a reduction's elements are its inputs' */
+            s->elements = output_size(out);
     }
     s->bytes = bytes;
 }
@@ -996,7 +1012,12 @@ int kj_cli_bench(int argc, char **argv)
     }
     b.kind = kjit_function_kind_of(function);
     b.signature = kjit_function_signature(function, 0);
-    int params = kjit_function_param_count(function);
+    int params = kj_cli_param_count(function);
+    if ((o.call.reduce.has_axes || o.call.reduce.has_init) && b.kind != KJIT_FUNCTION_REDUCE) {
+        fprintf(stderr, "kjit bench: --axis and --init are for a @reduce function\n");
+        code = 2;
+        goto done;
+    }
     if (o.call.arg_count != params) {
         fprintf(stderr, "kjit bench: %s takes %d argument%s (%s), %d given\n", o.call.function, params,
                 params == 1 ? "" : "s", b.signature, o.call.arg_count);
@@ -1068,7 +1089,7 @@ int kj_cli_bench(int argc, char **argv)
         b.cache_root[0] = '\0'; /* then the usual cache: cold may not be cold */
 
     for (int i = 0; i < run_count && code == 0; i++)
-        code = bench_size(&b, function, &runs[i]);
+        code = bench_size(&b, kj_cli_typing_function(function), &runs[i]);
     progress_clear();
     remove_cache_dirs(&b);
     if (code != 0)

@@ -26,6 +26,7 @@ typedef struct BenchOptions {
     int ulps;
     bool json, csv;
     const char *json_path, *csv_path; /* NULL: stdout, in place of the table */
+    KjCliReduce reduce;               /* a @reduce: --axis, --init */
 } BenchOptions;
 
 typedef struct Stats {

@@ -31,6 +31,10 @@ static const char run_usage[] =
     "  --shared-bytes N                  dynamic shared memory per block, for a\n"
     "                                    @kernel's shared(T) arrays (default 0)\n"
     "  --save N=OUT.npy|OUT.png          write argument N (from 0) after the run\n"
+    "  --axis N[,N...]                   a @reduce: the axes to reduce (default: every\n"
+    "                                    axis, a 0-d result; negative from the end)\n"
+    "  --init V                          a @reduce: the initial value (without it an\n"
+    "                                    empty reduction is an error)\n"
     "  --seed S                          seed of the rand/randn generators (default 1)\n"
     "  --repeat N                        time N runs (each launch runs again on the\n"
     "                                    same arrays; the median is reported)\n"
@@ -324,7 +328,12 @@ int kj_cli_run(int argc, char **argv)
         goto done;
     }
     kjit_function_kind kind = kjit_function_kind_of(function);
-    int params = kjit_function_param_count(function);
+    int params = kj_cli_param_count(function);
+    if ((o.call.reduce.has_axes || o.call.reduce.has_init) && kind != KJIT_FUNCTION_REDUCE) {
+        fprintf(stderr, "kjit run: --axis and --init are for a @reduce function\n");
+        code = 2;
+        goto done;
+    }
     if (o.call.arg_count != params) {
         fprintf(stderr, "kjit run: %s takes %d argument%s (%s), %d given\n", o.call.function, params,
                 params == 1 ? "" : "s", kjit_function_signature(function, 0), o.call.arg_count);
@@ -337,12 +346,15 @@ int kj_cli_run(int argc, char **argv)
         goto done;
     }
 
-    if ((code = kj_cli_make_args("run", function, o.call.args, o.call.arg_count, &made)) != 0)
+    if ((code = kj_cli_make_args("run", kj_cli_typing_function(function), o.call.args, o.call.arg_count, &made)) != 0)
         goto done;
 
     /* Code generation, timed apart from the runs. */
     t0 = kj_cli_now_ms();
-    status = kjit_prepare(function, args, o.call.arg_count, NULL);
+    if (kind == KJIT_FUNCTION_REDUCE)
+        status = kj_cli_reduce_prepare(function, args, o.call.arg_count, &o.call.reduce);
+    else
+        status = kjit_prepare(function, args, o.call.arg_count, NULL);
     double t_codegen = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
         fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
@@ -357,7 +369,11 @@ int kj_cli_run(int argc, char **argv)
             launch.dynamic_shared_bytes = o.call.shared_bytes;
             status = kjit_launch_ex(function, o.call.grid, o.call.block, args, o.call.arg_count, &launch);
         }
-        else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
+        else if (kind == KJIT_FUNCTION_REDUCE) {
+            kjit_array_free(&result);
+            status = kj_cli_reduce_call(function, args, o.call.arg_count, &o.call.reduce, NULL,
+                                        &result);
+        } else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
             status = kjit_call(function, args, o.call.arg_count, &result, NULL);
         else
             status = kjit_call(function, args, o.call.arg_count, NULL, &result);
@@ -376,6 +392,11 @@ int kj_cli_run(int argc, char **argv)
 
     int signature = 0;
     kjit_function_match(function, args, o.call.arg_count, &signature);
+    for (int s = 0; kind == KJIT_FUNCTION_REDUCE && s < kjit_function_signature_count(function); s++) {
+        kjit_dtype dtype;
+        if (kjit_function_result(function, s, &dtype) == KJIT_OK && dtype == result.dtype)
+            signature = s;
+    }
     printf("%s %s on %s\n", o.call.function, kjit_function_signature(function, signature),
            kjit_target_name(kjit_context_target(context)));
     if (kind == KJIT_FUNCTION_KERNEL) {

@@ -6,12 +6,13 @@
  *
  *   bench_cpu EXAMPLES_DIR [REPEAT]
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "kjit.h"
+#include "../../runtime/kjit.h"
 
 static int repeat = 7;
 
@@ -51,10 +52,13 @@ typedef struct Call {
     int nargs;
     kjit_array *out;            /* vectorized */
     uint32_t grid[3], block[3]; /* kernels */
+    bool reduce;                /* @reduce over every axis, into out */
 } Call;
 
 static kjit_status run_once(const Call *call)
 {
+    if (call->reduce)
+        return kjit_reduce(call->function, call->args, call->nargs, NULL, 0, NULL, call->out, NULL);
     if (call->out)
         return kjit_call(call->function, call->args, call->nargs, call->out, NULL);
     return kjit_launch(call->function, call->grid, call->block, call->args, call->nargs, NULL);
@@ -130,6 +134,18 @@ int main(int argc, char **argv)
     kjit_array DAS_OUT = kjit_array_make(das_out, KJIT_F64, 2, das_shape);
     kjit_array DAS_DATA = kjit_array_make(das_data, KJIT_I64, 1, &data_n);
 
+    /* The reductions: 1e8 elements, as NumPy's np.sum is usually timed. */
+    const int64_t big = 100000000;
+    float *s32 = malloc(sizeof(float) * big);
+    double *s64 = malloc(sizeof(double) * big);
+    fill_random(s32, s64, big, 1.0);
+    kjit_array S32 = kjit_array_make(s32, KJIT_F32, 1, &big);
+    kjit_array S64 = kjit_array_make(s64, KJIT_F64, 1, &big);
+    float r32;
+    double r64;
+    kjit_array R32 = kjit_array_make(&r32, KJIT_F32, 0, NULL);
+    kjit_array R64 = kjit_array_make(&r64, KJIT_F64, 0, NULL);
+
     const kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
     printf("{");
     for (int t = 0; t < 2; t++) {
@@ -145,18 +161,25 @@ int main(int argc, char **argv)
         kjit_arg mandel_args[6] = {kjit_arg_f64(-2.0), kjit_arg_f64(1.0), kjit_arg_f64(-1.0),
                                    kjit_arg_f64(1.0), kjit_arg_array(&IMAGE), kjit_arg_i32(20)};
         kjit_arg das_args[2] = {kjit_arg_array(&DAS_OUT), kjit_arg_array(&DAS_DATA)};
-        Call calls[5] = {
+        kjit_arg sum32_args[1] = {kjit_arg_array(&S32)};
+        kjit_arg sum64_args[1] = {kjit_arg_array(&S64)};
+        kjit_arg dot_args[2] = {kjit_arg_array(&A32), kjit_arg_array(&B32)};
+        Call calls[8] = {
             {load(context, dir, "add.kern", "add"), add_args, 2, &O32},
             {load(context, dir, "sin.kern", "vsin"), sin_args, 1, &O64},
             {load(context, dir, "exp.kern", "vexp"), exp_args, 1, &O32},
             {load(context, dir, "mandelbrot.kern", "mandel_kernel"), mandel_args, 6, NULL,
              {48, 32, 1}, {32, 8, 1}},
             {load(context, dir, "das.kern", "das"), das_args, 2, NULL, {120, 1, 1}, {76, 1, 1}},
+            {load(context, dir, "reduce.kern", "vsum"), sum32_args, 1, &R32, .reduce = true},
+            {load(context, dir, "reduce.kern", "vsum"), sum64_args, 1, &R64, .reduce = true},
+            {load(context, dir, "reduce.kern", "dot"), dot_args, 2, &R32, .reduce = true},
         };
-        const char *names[5] = {"add f32 1e7", "sin f64 1e7", "exp f32 1e7",
-                                "mandelbrot 1536x1024x20", "delay-and-sum 120x76"};
+        const char *names[8] = {"add f32 1e7", "sin f64 1e7", "exp f32 1e7",
+                                "mandelbrot 1536x1024x20", "delay-and-sum 120x76",
+                                "sum f32 1e8", "sum f64 1e8", "dot f32 1e7"};
         printf("%s\"%s\": {", t ? ", " : "", kjit_target_name(targets[t]));
-        for (int w = 0; w < 5; w++)
+        for (int w = 0; w < 8; w++)
             printf("%s\"%s\": %.4f", w ? ", " : "", names[w], median_ms(context, &calls[w]));
         printf("}");
         kjit_context_destroy(context);

@@ -39,6 +39,13 @@ out64 = np.empty(N, np.float64)
 results = {}
 
 results["add f32 1e7"] = {"numpy": median_ms(lambda: np.add(a32, b32, out=out32))}
+# The reductions: np.sum is pairwise (blocks of 128 in 8 lanes), np.dot is BLAS.
+s32 = np.random.default_rng(3).random(100_000_000, dtype=np.float32)
+s64 = s32.astype(np.float64)
+results["sum f32 1e8"] = {"numpy": median_ms(lambda: np.sum(s32))}
+results["sum f64 1e8"] = {"numpy": median_ms(lambda: np.sum(s64))}
+results["dot f32 1e7"] = {"numpy": median_ms(lambda: np.dot(a32, b32))}
+del s64
 results["sin f64 1e7"] = {"numpy": median_ms(lambda: np.sin(x64, out=out64))}
 results["exp f32 1e7"] = {"numpy": median_ms(lambda: np.exp(a32, out=out32))}
 

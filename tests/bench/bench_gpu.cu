@@ -24,6 +24,8 @@
 #include <functional>
 #include <vector>
 
+#include <cub/cub.cuh>
+
 #include "kjit.h"
 
 #define CHECK(call)                                                                   \
@@ -123,12 +125,34 @@ __global__ void das(double *out, int rows, int cols, const long *data)
     }
 }
 
+// The reductions' references: CUB's DeviceReduce (sum, and the dot product
+// through a transform iterator), DeviceSegmentedReduce for the row sums, and a
+// column-sum kernel (one thread per column: coalesced rows) for axis 0.
+struct Product {
+    const float *a, *b;
+    __host__ __device__ float operator()(long i) const { return a[i] * b[i]; }
+};
+
+__global__ void column_sums(const float *x, float *out, long rows, long cols)
+{
+    long j = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (j >= cols)
+        return;
+    float acc = 0;
+    for (long i = 0; i < rows; i++)
+        acc += x[i * cols + j];
+    out[j] = acc;
+}
+
 // --------------------------------------------------------------- kjit side
 
 static const char source[] =
     "@vectorize fn add(a: f32, b: f32) -> f32 { return a + b; }\n"
     "@vectorize fn vsin(x: f64) -> f64 { return sin(x); }\n"
     "@vectorize fn vexp(x: f32) -> f32 { return exp(x); }\n"
+    "@reduce fn vsum(a: f32, b: f32) -> f32 { return a + b; }\n"
+    "@vectorize fn mul(x: f32, y: f32) -> f32 { return x * y; }\n"
+    "@reduce(map = mul) fn dot(a: f32, b: f32) -> f32 { return a + b; }\n"
     "fn mandel(x: f64, y: f64, max_iters: i32) -> i32 {\n"
     "    let c = complex(x, y);\n"
     "    let z = complex(0.0, 0.0);\n"
@@ -372,6 +396,68 @@ int main()
                 verify(side, "add", y[i], (double)ha[i] + hb[i], 1e-6);
         });
         compare(n == big ? "add_f32_1e8" : "add_f32_1e6", kjit, cuda);
+    }
+    {
+        // Reductions of 1e8 f32: the sum, the fused dot, and the sums along
+        // each axis of the same buffer as a 10000 x 10000 array.
+        float *sum;
+        CHECK(cudaMalloc(&sum, 10000 * sizeof(float)));
+        int64_t shape[1] = {big}, square[2] = {10000, 10000}, cols[1] = {10000};
+        static kjit_array av, bv, mv, sv0, sv1;
+        av = view(a, KJIT_F32, 1, shape), bv = view(b, KJIT_F32, 1, shape);
+        mv = view(a, KJIT_F32, 2, square);
+        sv0 = view(sum, KJIT_F32, 0, NULL), sv1 = view(sum, KJIT_F32, 1, cols);
+        void *temp = NULL;
+        size_t temp_bytes = 0, more = 0;
+        cub::DeviceReduce::Sum(NULL, temp_bytes, a, sum, big);
+        cub::TransformInputIterator<float, Product, cub::CountingInputIterator<long>> products(
+            cub::CountingInputIterator<long>(0), Product{a, b});
+        cub::DeviceReduce::Sum(NULL, more, products, sum, big);
+        temp_bytes = std::max(temp_bytes, more);
+        std::vector<int> offsets(10001);
+        for (int i = 0; i <= 10000; i++)
+            offsets[i] = i * 10000;
+        int *d_offsets;
+        CHECK(cudaMalloc(&d_offsets, offsets.size() * sizeof(int)));
+        CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * sizeof(int),
+                         cudaMemcpyHostToDevice));
+        cub::DeviceSegmentedReduce::Sum(NULL, more, a, sum, 10000, d_offsets, d_offsets + 1);
+        temp_bytes = std::max(temp_bytes, more);
+        CHECK(cudaMalloc(&temp, temp_bytes));
+        auto reduce = [](kjit_function *f, std::vector<kjit_arg> args, int axis, kjit_array *out) {
+            return [=]() mutable {
+                check(kjit_reduce(f, args.data(), (int)args.size(), axis < 0 ? NULL : &axis,
+                                  axis < 0 ? 0 : 1, NULL, out, NULL), "reduce");
+            };
+        };
+        double want_sum = 0, want_dot = 0;
+        for (long i = 0; i < big; i++)
+            want_sum += ha[i], want_dot += (double)ha[i] * hb[i];
+        auto check_sum = [&](double want, const char *what) {
+            return [=](const char *side, const std::vector<float> &v) {
+                verify(side, what, v[0], want, 1e-3);
+            };
+        };
+        auto kjit = reduce(function("vsum"), {kjit_arg_array(&av)}, -1, &sv0);
+        auto cuda = [=] { size_t t = temp_bytes; cub::DeviceReduce::Sum(temp, t, a, sum, big); };
+        verify_both<float>(kjit, cuda, sum, 1, check_sum(want_sum, "sum"));
+        compare("sum_f32_1e8", kjit, cuda);
+        kjit = reduce(function("dot"), {kjit_arg_array(&av), kjit_arg_array(&bv)}, -1, &sv0);
+        cuda = [=] { size_t t = temp_bytes; cub::DeviceReduce::Sum(temp, t, products, sum, big); };
+        verify_both<float>(kjit, cuda, sum, 1, check_sum(want_dot, "dot"));
+        compare("dot_f32_1e8", kjit, cuda);
+        kjit = reduce(function("vsum"), {kjit_arg_array(&mv)}, 1, &sv1);
+        cuda = [=] {
+            size_t t = temp_bytes;
+            cub::DeviceSegmentedReduce::Sum(temp, t, a, sum, 10000, d_offsets, d_offsets + 1);
+        };
+        compare("sum_axis1_10000x10000", kjit, cuda);
+        kjit = reduce(function("vsum"), {kjit_arg_array(&mv)}, 0, &sv1);
+        cuda = [=] { column_sums<<<(10000 + 255) / 256, 256>>>(a, sum, 10000, 10000); };
+        compare("sum_axis0_10000x10000", kjit, cuda);
+        CHECK(cudaFree(temp));
+        CHECK(cudaFree(d_offsets));
+        CHECK(cudaFree(sum));
     }
     {
         std::vector<double> hx;

@@ -62,9 +62,14 @@ for line in open(f"{work}/py.txt"):
         py[(parts[0], parts[1])] = float(parts[2])
 copy = statistics.median(copies) if copies else None
 # Bytes each elementwise row moves (read + written).
-moved = {"add_f32_1e8": 12e8, "sin_f64_1e8": 16e8}
+moved = {"add_f32_1e8": 12e8, "sin_f64_1e8": 16e8, "sum_f32_1e8": 4e8, "dot_f32_1e8": 8e8,
+         "sum_axis1_10000x10000": 4e8, "sum_axis0_10000x10000": 4e8}
 rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
-        ("sin_f64_1e8", "sin f64, 1e8"), ("exp_f32_1e7", "exp f32, 1e7"),
+        ("sin_f64_1e8", "sin f64, 1e8"),
+        ("sum_f32_1e8", "sum f32, 1e8 (CUB DeviceReduce::Sum)"),
+        ("dot_f32_1e8", "dot f32, 2 x 1e8, fused (CUB over a transform)"),
+        ("sum_axis1_10000x10000", "sum f32 10000x10000, axis 1 (CUB segmented)"),
+        ("sum_axis0_10000x10000", "sum f32 10000x10000, axis 0 (a column kernel)"), ("exp_f32_1e7", "exp f32, 1e7"),
         ("mandel_1536x1024x20", "Mandelbrot 1536x1024, 20 iters"),
         ("mandel_8192x8192x256", "Mandelbrot 8192x8192, 256 iters"),
         ("lla_1000x1000", "LLA distance 1000x1000, mesh on the GPU"),

@@ -65,6 +65,12 @@ def bench_cupy():
     del x, y
     a7, c7 = a[:10_000_000], c[:10_000_000]
     emit("exp_f32_1e7", "cupy", median_ms(lambda: cp.exp(a7, out=c7), record, elapsed))
+    # The reductions: cp.sum (CUB underneath), cp.dot (cuBLAS), sums along each axis.
+    emit("sum_f32_1e8", "cupy", median_ms(lambda: cp.sum(a), record, elapsed))
+    emit("dot_f32_1e8", "cupy", median_ms(lambda: cp.dot(a, b), record, elapsed))
+    m = a.reshape(10_000, 10_000)
+    emit("sum_axis1_10000x10000", "cupy", median_ms(lambda: cp.sum(m, axis=1), record, elapsed))
+    emit("sum_axis0_10000x10000", "cupy", median_ms(lambda: cp.sum(m, axis=0), record, elapsed))
 
 
 def bench_numba():
@@ -103,6 +109,10 @@ def bench_numba():
     del x, y
     a7, c7 = a[:10_000_000], c[:10_000_000]
     emit("exp_f32_1e7", "numba", median_ms(lambda: vexp(a7, out=c7), record, elapsed))
+    # cuda.reduce: Numba's reduction, into a device array (no copy back).
+    sum_reduce = cuda.reduce(lambda x, y: x + y)
+    total = cuda.device_array(1, np.float32)
+    emit("sum_f32_1e8", "numba", median_ms(lambda: sum_reduce(a, res=total), record, elapsed))
     del a, b, c
 
     @cuda.jit(device=True)

@@ -1152,6 +1152,133 @@ START_TEST(out_of_memory_is_reported)
 }
 END_TEST
 
+/* @reduce on the GPU: the same bits as the cpu target for sums over every
+ * axis and along each axis of a 2-D array (the WARPS and the strided LANES
+ * kernels keep the cpu's order), a fused dot within float rounding of the
+ * cpu's (the GPU may contract its multiply into the add), host and device
+ * arrays, a stream, sizes of one to three tree levels, empty with init. */
+static const char reduce_source[] =
+    "@reduce(f32(f32, f32), f64(f64, f64), i64(i64, i64))\n"
+    "fn vsum(a, b) { return a + b; }\n"
+    "@vectorize(f32(f32, f32), f64(f64, f64))\n"
+    "fn mul(x, y) { return x * y; }\n"
+    "@reduce(map = mul, f32(f32, f32), f64(f64, f64))\n"
+    "fn dot(a, b) { return a + b; }\n";
+
+static kjit_array reduce_on(kjit_context *context, kjit_function *function, kjit_arg *args,
+                            int nargs, const int *axes, int naxes, const kjit_arg *init)
+{
+    kjit_array r;
+    ck_assert_msg(kjit_reduce(function, args, nargs, axes, naxes, init, NULL, &r) == KJIT_OK,
+                  "%s: %s", kjit_function_name(function), kjit_last_error(context));
+    return r;
+}
+
+START_TEST(reductions_match_the_cpu)
+{
+    if (!gpu_or_skip("reductions_match_the_cpu"))
+        return;
+    kjit_context *gpu = open_context(KJIT_TARGET_CUDA), *cpu = open_context(KJIT_TARGET_CPU);
+    kjit_module *gm, *cm;
+    kjit_function *gsum = compile(gpu, reduce_source, "vsum", &gm);
+    kjit_function *csum = compile(cpu, reduce_source, "vsum", &cm);
+    kjit_function *gdot, *cdot;
+    ck_assert_int_eq(kjit_module_function(gm, "dot", &gdot), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(cm, "dot", &cdot), KJIT_OK);
+    const int64_t sizes[] = {1, 31, 1024, 1025, 33001, 1048576 + 5, 3 * 1048576 + 77};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int64_t n = sizes[k];
+        kjit_array x = host_array(KJIT_F32, 1, &n), y = host_array(KJIT_F32, 1, &n);
+        for (int64_t i = 0; i < n; i++) {
+            set_element(&x, i, uniform(-1, 1));
+            set_element(&y, i, uniform(-1, 1));
+        }
+        kjit_arg args[2] = {kjit_arg_array(&x), kjit_arg_array(&y)};
+        kjit_array g = reduce_on(gpu, gsum, args, 1, NULL, 0, NULL);
+        kjit_array c = reduce_on(cpu, csum, args, 1, NULL, 0, NULL);
+        ck_assert_msg(memcmp(g.data, c.data, 4) == 0, "sum of %lld: cuda %.9g, cpu %.9g",
+                      (long long)n, element(&g, 0), element(&c, 0));
+        kjit_array_free(&g), kjit_array_free(&c);
+        g = reduce_on(gpu, gdot, args, 2, NULL, 0, NULL);
+        c = reduce_on(cpu, cdot, args, 2, NULL, 0, NULL);
+        double scale = 0;
+        for (int64_t i = 0; i < n; i++)
+            scale += fabs(element(&x, i) * element(&y, i));
+        ck_assert_msg(fabs(element(&g, 0) - element(&c, 0)) <= 1e-5 * scale,
+                      "dot of %lld: cuda %.9g, cpu %.9g", (long long)n, element(&g, 0),
+                      element(&c, 0));
+        kjit_array_free(&g), kjit_array_free(&c);
+        free(x.data), free(y.data);
+    }
+
+    /* Along each axis of a 2-D array, and of a transposed view. */
+    int64_t shape[2] = {1500, 2100};
+    kjit_array m = host_array(KJIT_F32, 2, shape);
+    for (int64_t i = 0; i < shape[0] * shape[1]; i++)
+        set_element(&m, i, uniform(-1, 1));
+    for (int transposed = 0; transposed < 2; transposed++) {
+        kjit_array v = m;
+        if (transposed) {
+            v.shape[0] = shape[1], v.shape[1] = shape[0];
+            v.strides[0] = m.strides[1], v.strides[1] = m.strides[0];
+        }
+        for (int axis = 0; axis < 2; axis++) {
+            kjit_arg arg = kjit_arg_array(&v);
+            kjit_array g = reduce_on(gpu, gsum, &arg, 1, &axis, 1, NULL);
+            kjit_array c = reduce_on(cpu, csum, &arg, 1, &axis, 1, NULL);
+            ck_assert_int_eq(kjit_array_size(&g), kjit_array_size(&c));
+            ck_assert_msg(memcmp(g.data, c.data, (size_t)kjit_array_size(&g) * 4) == 0,
+                          "axis %d%s: cuda and cpu differ", axis, transposed ? " (transposed)" : "");
+            kjit_array_free(&g), kjit_array_free(&c);
+        }
+    }
+
+    /* Device arrays and a device output; then on a stream. */
+    int64_t n = 1 << 22, one = 1;
+    kjit_array hx = host_array(KJIT_F64, 1, &n);
+    for (int64_t i = 0; i < n; i++)
+        set_element(&hx, i, uniform(-1, 1));
+    kjit_array dx, dout, hout = host_array(KJIT_F64, 0, &one);
+    ck_assert_int_eq(kjit_device_alloc(gpu, KJIT_F64, 1, &n, &dx), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(gpu, KJIT_F64, 0, NULL, &dout), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(gpu, &dx, &hx, NULL), KJIT_OK);
+    kjit_arg darg = kjit_arg_array(&dx), harg = kjit_arg_array(&hx);
+    ck_assert_msg(kjit_reduce(gsum, &darg, 1, NULL, 0, NULL, &dout, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(gpu));
+    ck_assert_int_eq(kjit_synchronize(gpu), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(gpu, &hout, &dout, NULL), KJIT_OK);
+    kjit_array c = reduce_on(cpu, csum, &harg, 1, NULL, 0, NULL);
+    ck_assert_msg(memcmp(hout.data, c.data, 8) == 0, "device arrays: cuda and cpu differ");
+    kjit_stream *stream;
+    ck_assert_int_eq(kjit_stream_create(gpu, &stream), KJIT_OK);
+    memset(hout.data, 0, 8);
+    ck_assert_int_eq(kjit_copy(gpu, &dout, &hout, NULL), KJIT_OK);
+    ck_assert_msg(kjit_reduce_async(gsum, &darg, 1, NULL, 0, NULL, &dout, stream) == KJIT_OK,
+                  "%s", kjit_last_error(gpu));
+    ck_assert_int_eq(kjit_stream_synchronize(stream), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(gpu, &hout, &dout, NULL), KJIT_OK);
+    ck_assert_msg(memcmp(hout.data, c.data, 8) == 0, "on a stream: cuda and cpu differ");
+    kjit_stream_destroy(stream);
+    kjit_array_free(&c);
+
+    /* Empty: the initial value, written on the device; an error without it. */
+    int64_t zero = 0;
+    kjit_array e = kjit_array_make(hx.data, KJIT_F64, 1, &zero);
+    kjit_arg earg = kjit_arg_array(&e), init = kjit_arg_f64(4.5);
+    ck_assert_int_eq(kjit_reduce(gsum, &earg, 1, NULL, 0, &init, &dout, NULL), KJIT_OK);
+    ck_assert_int_eq(kjit_copy(gpu, &hout, &dout, NULL), KJIT_OK);
+    ck_assert(*(double *)hout.data == 4.5);
+    kjit_array r;
+    ck_assert_int_eq(kjit_reduce(gsum, &earg, 1, NULL, 0, NULL, NULL, &r), KJIT_ERROR_SHAPE);
+
+    ck_assert_int_eq(kjit_device_free(gpu, &dx), KJIT_OK);
+    ck_assert_int_eq(kjit_device_free(gpu, &dout), KJIT_OK);
+    free(hx.data), free(hout.data), free(m.data);
+    kjit_module_free(gm), kjit_module_free(cm);
+    kjit_context_destroy(gpu), kjit_context_destroy(cpu);
+}
+END_TEST
+
 /* -------------------------------------- warp, block and grid collectives */
 
 /* A deep copy of a host array (same shape, C order). */
@@ -1467,6 +1594,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, a_fault_names_the_kernel_and_the_host_goes_on);
     tcase_add_test(tcase, out_of_memory_is_reported);
     tcase_add_test(tcase, contiguous_and_strided_kernel_variants_agree);
+    tcase_add_test(tcase, reductions_match_the_cpu);
     tcase_add_test(tcase, warp_collectives_match_cpu_bit_for_bit);
     tcase_add_test(tcase, syncgrid_heat_equation_matches_float64);
     tcase_add_test(tcase, dynamic_shared_memory_on_the_gpu);

@@ -1,0 +1,590 @@
+/*
+ * reduce.c: the reduce pass, which lifts the SCALAR function f(a: T, b: T)
+ * -> T of a @reduce into a kernel for one level of the fixed reduction tree.
+ *
+ * Needs: a checked module, one SCALAR signature of a @reduce (its two
+ * parameters and its result of one type T, as check_reduce.c guarantees) and,
+ * for the first level of a fused @reduce(map = g), g's SCALAR signature that
+ * returns T.
+ * Gives: a new kernel appended to the module (callees before callers still
+ * holds) with the parameters kjit_compiler.h lists under kj_reduce_lift, in
+ * which work item w reduces block (w % chunks) of the reduced elements of
+ * output (w / chunks) and stores the block's value in out[w]:
+ *     block c of an output: its elements t in [c B, min((c + 1) B, m)), in C
+ *                  order of the reduced dimensions;
+ *     lanes:       lane j (0 <= j < L) takes the elements j, j + L, j + 2L ...
+ *                  of the block, in that order: lane = x[j], then
+ *                  lane = f(lane, x[j + i L]) for i = 1, 2 ...;
+ *     tree:        for s = L/2, L/4 ... 1: lane[j] = f(lane[j], lane[j + s])
+ *                  for every j < s whose partner lane holds a value;
+ *     value:       lane[0], and f(init, lane[0]) at the last level when the
+ *                  caller gives an initial value.
+ * The LANES form is a VEC_KERNEL whose PARFOR walks the work items, each with
+ * its L lanes as L local variables (the loads of one step are consecutive in
+ * a contiguous input, so LLVM's SLP vectoriser packs the lanes into SIMD
+ * registers: IEEE operations, no reassociation).  The WARPS form is a KERNEL
+ * for cuda in which one warp takes one work item, lane j on thread j (the
+ * loads of a step are one coalesced transaction), and the tree runs in
+ * shared memory between barriers.  Both compute the same operations in the
+ * same order, so their results are the same bits.
+ */
+#include "kjit_compiler.h"
+
+#include <string.h>
+
+#define MAX_INPUTS 32
+
+typedef struct Lift {
+    KjArena *arena;
+    KjIrFunction *fn;
+    KjLoc loc;
+    KjIrFunction *combine, *map;
+    KjReduceVariant v;
+    const KjType *t; /* T */
+    int n_in;
+    KjIrVar *in[MAX_INPUTS], *out;
+    KjIrVar *items, *chunks, *m, *has_init, *init;
+    KjIrVar *ke[KJ_MAX_DIMS], *re[KJ_MAX_DIMS];
+    KjIrVar *ks[MAX_INPUTS][KJ_MAX_DIMS], *rs[MAX_INPUTS][KJ_MAX_DIMS];
+    KjIrVar *off[MAX_INPUTS];   /* each input's offset of the current output */
+    KjIrVar *coord[KJ_MAX_DIMS]; /* scratch: coordinates peeled off an index */
+    KjVec *body;                /* where statements go */
+} Lift;
+
+/* ---------------------------------------------------------------- builders */
+
+static const KjType *i64_type(void) { return kj_type_scalar(KJ_TYPE_I64); }
+static const KjType *bool_type(void) { return kj_type_scalar(KJ_TYPE_BOOL); }
+
+static KjIrVar *new_var(Lift *l, const char *name, const KjType *type)
+{
+    return kj_ir_new_var(l->arena, l->fn, name, type, l->loc);
+}
+
+static KjIrVar *new_param(Lift *l, const char *name, const KjType *type)
+{
+    KjIrVar *p = new_var(l, name, type);
+    p->is_param = true;
+    return p;
+}
+
+static KjIrExpr *ref(Lift *l, KjIrVar *var)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_VAR, var->type, l->loc, 0);
+    e->var = var;
+    return e;
+}
+
+static KjIrExpr *int_const(Lift *l, const KjType *type, int64_t value)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_CONST, type, l->loc, 0);
+    e->const_int = (uint64_t)value;
+    return e;
+}
+
+static KjIrExpr *i64(Lift *l, int64_t value) { return int_const(l, i64_type(), value); }
+
+static KjIrExpr *zero_of(Lift *l, const KjType *type)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_CONST, type, l->loc, 0);
+    return e; /* const_int, const_float and const_imag are all zero */
+}
+
+static KjIrExpr *op2(Lift *l, KjIrOp op, const KjType *type, KjIrExpr *a, KjIrExpr *b)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, op, type, l->loc, 2);
+    e->args[0] = a;
+    e->args[1] = b;
+    return e;
+}
+
+static KjIrExpr *add(Lift *l, KjIrExpr *a, KjIrExpr *b) { return op2(l, KJ_IR_ADD, i64_type(), a, b); }
+static KjIrExpr *mul(Lift *l, KjIrExpr *a, KjIrExpr *b) { return op2(l, KJ_IR_MUL, i64_type(), a, b); }
+static KjIrExpr *less(Lift *l, KjIrExpr *a, KjIrExpr *b) { return op2(l, KJ_IR_LT, bool_type(), a, b); }
+
+/* A second node for the same value (expressions are trees). */
+static KjIrExpr *copy(Lift *l, const KjIrExpr *e)
+{
+    KjIrExpr *c = kj_arena_alloc(l->arena, sizeof *c);
+    *c = *e;
+    return c;
+}
+
+static KjIrExpr *min_i64(Lift *l, KjIrExpr *a, KjIrExpr *b)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_SELECT, i64_type(), l->loc, 3);
+    e->args[0] = less(l, a, b);
+    e->args[1] = copy(l, a);
+    e->args[2] = copy(l, b);
+    return e;
+}
+
+static KjIrExpr *combine(Lift *l, KjIrExpr *a, KjIrExpr *b)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_CALL, l->t, l->loc, 2);
+    e->callee = l->combine;
+    e->args[0] = a;
+    e->args[1] = b;
+    return e;
+}
+
+static KjIrExpr *load_flat(Lift *l, KjIrVar *array, KjIrExpr *index)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_LOAD, array->type->elem, l->loc, 2);
+    e->args[0] = ref(l, array);
+    e->args[1] = index;
+    e->contiguous = true;
+    return e;
+}
+
+static void emit(Lift *l, KjIrStmt *s) { kj_vec_push(l->arena, l->body, s); }
+
+static void set(Lift *l, KjIrVar *var, KjIrExpr *value)
+{
+    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_SET, l->loc);
+    s->var = var;
+    s->value = value;
+    emit(l, s);
+}
+
+static void store_flat(Lift *l, KjIrVar *array, KjIrExpr *index, KjIrExpr *value)
+{
+    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_STORE, l->loc);
+    s->array = ref(l, array);
+    s->value = value;
+    s->contiguous = true;
+    s->index_count = 1;
+    s->indices = kj_arena_alloc(l->arena, sizeof *s->indices);
+    s->indices[0] = index;
+    emit(l, s);
+}
+
+/* Opens a block that statements go to until close_block; returns the
+ * previous destination. */
+static KjVec *open_block(Lift *l, KjIrStmt **block)
+{
+    *block = kj_ir_new_stmt(l->arena, KJ_IR_STMT_BLOCK, l->loc);
+    KjVec *saved = l->body;
+    l->body = &(*block)->stmts;
+    return saved;
+}
+
+/* if cond { ... }: the caller fills the returned block, then restores l->body. */
+static KjVec *open_if(Lift *l, KjIrExpr *cond)
+{
+    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
+    s->cond = cond;
+    emit(l, s);
+    return open_block(l, &s->then_stmt);
+}
+
+/* for var in [start, stop) { ... } */
+static KjVec *open_for(Lift *l, KjIrVar *var, KjIrExpr *start, KjIrExpr *stop)
+{
+    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_FOR, l->loc);
+    s->var = var;
+    s->start = start;
+    s->stop = stop;
+    s->step = i64(l, 1);
+    emit(l, s);
+    return open_block(l, &s->body);
+}
+
+/* ---------------------------------------------------------------- the body */
+
+/* Peels the coordinates of `index` off the extents (last dimension fastest)
+ * into l->coord[0..rank). */
+static void peel(Lift *l, KjIrExpr *index, KjIrVar **extents, int rank)
+{
+    KjIrVar *rest = new_var(l, "rest", i64_type());
+    set(l, rest, index);
+    for (int d = rank - 1; d >= 0; d--) {
+        if (d == 0) {
+            set(l, l->coord[d], ref(l, rest));
+        } else {
+            set(l, l->coord[d], op2(l, KJ_IR_REM, i64_type(), ref(l, rest), ref(l, extents[d])));
+            set(l, rest, op2(l, KJ_IR_DIV, i64_type(), ref(l, rest), ref(l, extents[d])));
+        }
+    }
+}
+
+/* The value of reduced element t (an i64 expression, the flat index in the
+ * output's reduced space) of the current output: an input's element, or the
+ * map applied to the inputs' elements. */
+static KjIrExpr *element(Lift *l, KjIrExpr *t)
+{
+    bool peeled = !l->v.contiguous && l->v.reduced_rank > 1;
+    if (peeled)
+        peel(l, t, l->re, l->v.reduced_rank);
+    KjIrExpr *loads[MAX_INPUTS];
+    for (int q = 0; q < l->n_in; q++) {
+        KjIrExpr *offset;
+        KjIrExpr *tq = copy(l, t);
+        if (l->v.contiguous) {
+            offset = tq;
+        } else if (!peeled) {
+            offset = mul(l, tq, ref(l, l->rs[q][0]));
+        } else {
+            offset = mul(l, ref(l, l->coord[0]), ref(l, l->rs[q][0]));
+            for (int d = 1; d < l->v.reduced_rank; d++)
+                offset = add(l, offset, mul(l, ref(l, l->coord[d]), ref(l, l->rs[q][d])));
+        }
+        loads[q] = load_flat(l, l->in[q], add(l, ref(l, l->off[q]), offset));
+    }
+    if (!l->v.mapped)
+        return loads[0];
+    KjIrExpr *call = kj_ir_new_expr(l->arena, KJ_IR_CALL, l->t, l->loc, l->n_in);
+    call->callee = l->map;
+    for (int q = 0; q < l->n_in; q++)
+        call->args[q] = loads[q];
+    return call;
+}
+
+/* An i64 expression that is a variable reference or a constant: `element`
+ * copies such a node once per input. */
+static KjIrExpr *index_var(Lift *l, const char *name, KjIrExpr *value)
+{
+    KjIrVar *var = new_var(l, name, i64_type());
+    set(l, var, value);
+    return ref(l, var);
+}
+
+/* Sets l->off[q] for output k (an i64 variable): the sum of k's kept
+ * coordinates times input q's kept strides. */
+static void output_offsets(Lift *l, KjIrVar *k)
+{
+    if (l->v.kept_rank > 0)
+        peel(l, ref(l, k), l->ke, l->v.kept_rank);
+    for (int q = 0; q < l->n_in; q++) {
+        KjIrExpr *offset = i64(l, 0);
+        for (int d = 0; d < l->v.kept_rank; d++)
+            offset = add(l, offset, mul(l, ref(l, l->coord[d]), ref(l, l->ks[q][d])));
+        set(l, l->off[q], offset);
+    }
+}
+
+/* The lane tree over lane[0..L), each combining step taken only when the
+ * partner holds a value (`ne`, a variable holding how many lanes do, or NULL
+ * when all do). */
+static void lane_tree(Lift *l, KjIrVar **lane, KjIrVar *ne)
+{
+    for (int s = KJ_REDUCE_LANES / 2; s >= 1; s /= 2) {
+        for (int j = 0; j < s; j++) {
+            KjVec *saved = NULL;
+            if (ne)
+                saved = open_if(l, less(l, i64(l, j + s), ref(l, ne)));
+            set(l, lane[j], combine(l, ref(l, lane[j]), ref(l, lane[j + s])));
+            if (ne)
+                l->body = saved;
+        }
+        if (ne)
+            set(l, ne, min_i64(l, ref(l, ne), i64(l, s)));
+    }
+}
+
+/* LANES: the body of work item w: one block of one output, its L lanes in L
+ * local variables; a full block takes a path without tests. */
+static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
+{
+    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
+    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
+    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
+    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
+    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+    output_offsets(l, k);
+    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
+    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
+
+    KjIrVar *lane[KJ_REDUCE_LANES];
+    for (int j = 0; j < L; j++)
+        lane[j] = new_var(l, kj_arena_printf(l->arena, "lane%d", j), l->t);
+    KjIrVar *lanes = new_var(l, "lanes", kj_type_array(l->t, 1));
+    KjIrExpr *alloc = kj_ir_new_expr(l->arena, KJ_IR_LOCAL, lanes->type, l->loc, 0);
+    alloc->alloc_elem = l->t;
+    alloc->alloc_ndim = 1;
+    alloc->alloc_shape[0] = L;
+    set(l, lanes, alloc);
+
+    KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
+    full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
+    emit(l, full);
+
+    /* A full block, without tests. */
+    KjVec *saved = open_block(l, &full->then_stmt);
+    if (l->v.simd) {
+        /* The lanes in the local array, walked by an inner loop that LLVM's
+         * loop vectoriser turns into SIMD loads and operations (each lane an
+         * independent chain).  min(m, L) is L here (a full block has m >= B),
+         * but not a constant to LLVM: a loop of a constant 32 iterations
+         * would be unrolled, its lanes scattered into scalars, before the
+         * loop vectoriser saw them. */
+        KjIrVar *width = new_var(l, "width", i64_type());
+        set(l, width, min_i64(l, ref(l, l->m), i64(l, L)));
+        KjIrVar *j0 = new_var(l, "j", i64_type());
+        KjVec *inner = open_for(l, j0, i64(l, 0), ref(l, width));
+        store_flat(l, lanes, ref(l, j0),
+                   element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j0)))));
+        l->body = inner;
+        KjIrVar *i = new_var(l, "i", i64_type());
+        KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
+        KjIrVar *base = new_var(l, "base", i64_type());
+        set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+        KjIrVar *j1 = new_var(l, "j", i64_type());
+        inner = open_for(l, j1, i64(l, 0), ref(l, width));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j1)));
+        store_flat(l, lanes, ref(l, j1), combine(l, load_flat(l, lanes, ref(l, j1)), element(l, t)));
+        l->body = inner;
+        l->body = outer;
+        for (int j = 0; j < L; j++)
+            set(l, lane[j], load_flat(l, lanes, i64(l, j)));
+    } else {
+        /* The lanes as L variables, the loop over steps holding L
+         * independent chains (registers on a GPU). */
+        for (int j = 0; j < L; j++) {
+            KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), i64(l, j)));
+            set(l, lane[j], element(l, t));
+        }
+        KjIrVar *i = new_var(l, "i", i64_type());
+        KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
+        KjIrVar *base = new_var(l, "base", i64_type());
+        set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+        for (int j = 0; j < L; j++) {
+            KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, j)));
+            set(l, lane[j], combine(l, ref(l, lane[j]), element(l, t)));
+        }
+        l->body = outer;
+    }
+    lane_tree(l, lane, NULL);
+    set(l, value, ref(l, lane[0]));
+    l->body = saved;
+
+    /* The last block of an output, shorter than B: element u goes to lane
+     * u % L, and the tree skips the lanes that got none. */
+    saved = open_block(l, &full->else_stmt);
+    KjIrVar *u = new_var(l, "u", i64_type()), *j = new_var(l, "j", i64_type());
+    KjVec *loop = open_for(l, u, i64(l, 0), ref(l, count));
+    set(l, j, op2(l, KJ_IR_REM, i64_type(), ref(l, u), i64(l, L)));
+    KjIrExpr *e = element(l, index_var(l, "t", add(l, ref(l, start), ref(l, u))));
+    KjIrStmt *first = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
+    first->cond = less(l, ref(l, u), i64(l, L));
+    emit(l, first);
+    KjVec *branch = open_block(l, &first->then_stmt);
+    store_flat(l, lanes, ref(l, j), e);
+    l->body = branch;
+    branch = open_block(l, &first->else_stmt);
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), copy(l, e)));
+    l->body = branch;
+    l->body = loop;
+    for (int q = 0; q < L; q++)
+        set(l, lane[q], zero_of(l, l->t));
+    for (int q = 0; q < L; q++) {
+        KjVec *in_if = open_if(l, less(l, i64(l, q), ref(l, count)));
+        set(l, lane[q], load_flat(l, lanes, i64(l, q)));
+        l->body = in_if;
+    }
+    KjIrVar *ne = new_var(l, "ne", i64_type());
+    set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
+    lane_tree(l, lane, ne);
+    set(l, value, ref(l, lane[0]));
+    l->body = saved;
+}
+
+/* out[w] = value, or f(init, value) at the last level when there is an init. */
+static void store_result(Lift *l, KjIrVar *w, KjIrVar *value)
+{
+    KjIrExpr *last = op2(l, KJ_IR_EQ, bool_type(), ref(l, l->chunks), i64(l, 1));
+    KjIrExpr *cond = op2(l, KJ_IR_LOGAND, bool_type(), ref(l, l->has_init), last);
+    KjVec *saved = open_if(l, cond);
+    set(l, value, combine(l, ref(l, l->init), ref(l, value)));
+    l->body = saved;
+    store_flat(l, l->out, ref(l, w), ref(l, value));
+}
+
+static KjIrExpr *sreg_i64(Lift *l, KjSpecialReg reg)
+{
+    KjIrExpr *r = kj_ir_new_expr(l->arena, KJ_IR_SREG, kj_type_scalar(KJ_TYPE_I32), l->loc, 0);
+    r->sreg = reg;
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_CAST, i64_type(), l->loc, 1);
+    e->args[0] = r;
+    return e;
+}
+
+static void syncthreads(Lift *l)
+{
+    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_EVAL, l->loc);
+    s->value = kj_ir_new_expr(l->arena, KJ_IR_SYNCTHREADS, kj_type_void(), l->loc, 0);
+    emit(l, s);
+}
+
+/* WARPS: the body of a cuda kernel of 8 warps per thread block, one work item
+ * per warp. */
+static void warps_body(Lift *l)
+{
+    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, W = KJ_REDUCE_WARPS_PER_BLOCK;
+    l->fn->uses_syncthreads = true;
+    l->fn->shared_bytes = (int64_t)W * L * kj_type_size(l->t);
+    KjIrVar *tid = new_var(l, "tid", i64_type()), *lane = new_var(l, "lane", i64_type());
+    KjIrVar *w = new_var(l, "w", i64_type()), *acc = new_var(l, "acc", l->t);
+    KjIrVar *ne = new_var(l, "ne", i64_type());
+    set(l, tid, sreg_i64(l, KJ_SREG_TID_X));
+    set(l, lane, op2(l, KJ_IR_REM, i64_type(), ref(l, tid), i64(l, L)));
+    set(l, w, add(l, mul(l, sreg_i64(l, KJ_SREG_BID_X), i64(l, W)),
+                  op2(l, KJ_IR_DIV, i64_type(), ref(l, tid), i64(l, L))));
+    KjIrVar *tile = new_var(l, "tile", kj_type_array(l->t, 1));
+    KjIrExpr *shared = kj_ir_new_expr(l->arena, KJ_IR_SHARED, tile->type, l->loc, 0);
+    shared->alloc_elem = l->t;
+    shared->alloc_ndim = 1;
+    shared->alloc_shape[0] = (int64_t)W * L;
+    set(l, tile, shared);
+    set(l, acc, zero_of(l, l->t));
+    set(l, ne, i64(l, 0));
+
+    KjVec *saved = open_if(l, less(l, ref(l, w), ref(l, l->items)));
+    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
+    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
+    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
+    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+    output_offsets(l, k);
+    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
+    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
+    set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
+    KjVec *in_if = open_if(l, less(l, ref(l, lane), ref(l, count)));
+    set(l, acc, element(l, index_var(l, "t", add(l, ref(l, start), ref(l, lane)))));
+    l->body = in_if;
+    KjIrVar *i = new_var(l, "i", i64_type()), *u = new_var(l, "u", i64_type());
+    KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
+    set(l, u, add(l, mul(l, ref(l, i), i64(l, L)), ref(l, lane)));
+    in_if = open_if(l, less(l, ref(l, u), ref(l, count)));
+    KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), ref(l, u)));
+    set(l, acc, combine(l, ref(l, acc), element(l, t)));
+    l->body = in_if;
+    l->body = outer;
+    l->body = saved;
+
+    store_flat(l, tile, ref(l, tid), ref(l, acc));
+    syncthreads(l);
+    for (int s = L / 2; s >= 1; s /= 2) {
+        KjIrExpr *cond = op2(l, KJ_IR_LOGAND, bool_type(), less(l, ref(l, lane), i64(l, s)),
+                             less(l, add(l, ref(l, lane), i64(l, s)), ref(l, ne)));
+        saved = open_if(l, cond);
+        set(l, acc, combine(l, load_flat(l, tile, ref(l, tid)),
+                            load_flat(l, tile, add(l, ref(l, tid), i64(l, s)))));
+        store_flat(l, tile, ref(l, tid), ref(l, acc));
+        l->body = saved;
+        syncthreads(l);
+    }
+    KjIrExpr *first = op2(l, KJ_IR_LOGAND, bool_type(), less(l, ref(l, w), ref(l, l->items)),
+                          op2(l, KJ_IR_EQ, bool_type(), ref(l, lane), i64(l, 0)));
+    saved = open_if(l, first);
+    set(l, acc, load_flat(l, tile, ref(l, tid)));
+    store_result(l, w, acc);
+    l->body = saved;
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static const char *kernel_symbol(KjArena *arena, const KjIrFunction *combine,
+                                 const KjIrFunction *map, KjReduceVariant v)
+{
+    return kj_arena_printf(arena, "%s__r%c%d%d%c%s%s", combine->symbol,
+                           v.form == KJ_REDUCE_FORM_WARPS ? 'w' : v.simd ? 'v' : 'l', v.kept_rank,
+                           v.reduced_rank, v.contiguous ? 'c' : 's', v.mapped ? "__m_" : "",
+                           v.mapped ? map->symbol : "");
+}
+
+KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrFunction *map,
+                             KjReduceVariant variant)
+{
+    if (combine_fn->kind != KJ_IR_FN_SCALAR || combine_fn->param_count != 2)
+        kj_die("kj_reduce_lift: %s is not a binary scalar function", combine_fn->symbol);
+    if (variant.mapped && (!map || map->ret != combine_fn->ret || map->param_count > MAX_INPUTS))
+        kj_die("kj_reduce_lift: bad map for %s", combine_fn->symbol);
+    if (variant.kept_rank < 0 || variant.kept_rank > KJ_MAX_DIMS || variant.reduced_rank < 1 ||
+        variant.reduced_rank > KJ_MAX_DIMS || (variant.contiguous && variant.reduced_rank != 1))
+        kj_die("kj_reduce_lift: bad variant");
+
+    KjArena *arena = module->arena;
+    const char *symbol = kernel_symbol(arena, combine_fn, map, variant);
+    for (int i = 0; i < module->functions.count; i++) {
+        KjIrFunction *existing = module->functions.items[i];
+        if ((existing->kind == KJ_IR_FN_VEC_KERNEL || existing->kind == KJ_IR_FN_KERNEL) &&
+            strcmp(existing->symbol, symbol) == 0)
+            return existing;
+    }
+
+    KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
+    fn->name = combine_fn->name;
+    fn->symbol = symbol;
+    fn->kind = variant.form == KJ_REDUCE_FORM_WARPS ? KJ_IR_FN_KERNEL : KJ_IR_FN_VEC_KERNEL;
+    fn->ret = kj_type_void();
+    fn->loc = combine_fn->loc;
+    fn->scalar = combine_fn;
+    fn->contiguous = true; /* every array is addressed by flat offsets */
+
+    Lift lift = {.arena = arena, .fn = fn, .loc = combine_fn->loc, .combine = combine_fn,
+                 .map = variant.mapped ? map : NULL, .v = variant, .t = combine_fn->ret};
+    Lift *l = &lift;
+    l->n_in = variant.mapped ? map->param_count : 1;
+
+    /* Parameters, in the order kjit_compiler.h gives. */
+    KjVec params = {0};
+    for (int q = 0; q < l->n_in; q++) {
+        const KjType *elem = variant.mapped ? map->params[q]->type : l->t;
+        l->in[q] = new_param(l, kj_arena_printf(arena, "in%d", q), kj_type_array(elem, 1));
+        kj_vec_push(arena, &params, l->in[q]);
+    }
+    l->out = new_param(l, "out", kj_type_array(l->t, 1));
+    kj_vec_push(arena, &params, l->out);
+    l->items = new_param(l, "items", i64_type());
+    l->chunks = new_param(l, "chunks", i64_type());
+    l->m = new_param(l, "m", i64_type());
+    kj_vec_push(arena, &params, l->items);
+    kj_vec_push(arena, &params, l->chunks);
+    kj_vec_push(arena, &params, l->m);
+    for (int d = 0; d < variant.kept_rank; d++) {
+        l->ke[d] = new_param(l, kj_arena_printf(arena, "ke%d", d), i64_type());
+        kj_vec_push(arena, &params, l->ke[d]);
+    }
+    for (int d = 0; variant.reduced_rank > 1 && d < variant.reduced_rank; d++) {
+        l->re[d] = new_param(l, kj_arena_printf(arena, "re%d", d), i64_type());
+        kj_vec_push(arena, &params, l->re[d]);
+    }
+    for (int q = 0; q < l->n_in; q++) {
+        for (int d = 0; d < variant.kept_rank; d++) {
+            l->ks[q][d] = new_param(l, kj_arena_printf(arena, "ks%d_%d", q, d), i64_type());
+            kj_vec_push(arena, &params, l->ks[q][d]);
+        }
+        for (int d = 0; !variant.contiguous && d < variant.reduced_rank; d++) {
+            l->rs[q][d] = new_param(l, kj_arena_printf(arena, "rs%d_%d", q, d), i64_type());
+            kj_vec_push(arena, &params, l->rs[q][d]);
+        }
+    }
+    l->has_init = new_param(l, "has_init", bool_type());
+    l->init = new_param(l, "init", l->t);
+    kj_vec_push(arena, &params, l->has_init);
+    kj_vec_push(arena, &params, l->init);
+    fn->param_count = params.count;
+    fn->params = (KjIrVar **)params.items;
+
+    for (int q = 0; q < l->n_in; q++)
+        l->off[q] = new_var(l, kj_arena_printf(arena, "off%d", q), i64_type());
+    for (int d = 0; d < KJ_MAX_DIMS; d++)
+        l->coord[d] = new_var(l, kj_arena_printf(arena, "c%d", d), i64_type());
+
+    fn->body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
+    l->body = &fn->body->stmts;
+    if (variant.form == KJ_REDUCE_FORM_WARPS) {
+        warps_body(l);
+    } else {
+        KjIrVar *w = new_var(l, "w", i64_type()), *value = new_var(l, "value", l->t);
+        KjIrStmt *loop = kj_ir_new_stmt(arena, KJ_IR_STMT_PARFOR, l->loc);
+        loop->var = w;
+        loop->stop = ref(l, l->items);
+        emit(l, loop);
+        open_block(l, &loop->body);
+        lanes_body(l, w, value);
+        store_result(l, w, value);
+    }
+    kj_vec_push(arena, &module->functions, fn);
+    return fn;
+}

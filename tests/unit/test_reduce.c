@@ -1,0 +1,467 @@
+/*
+ * test_reduce.c: @reduce through the public API (kjit_reduce) on cpu and
+ * parallel, against float64 / long double / exact references on fresh random
+ * inputs: sizes around the block (1024) and the lane count (32), sizes of
+ * two and three levels of the tree, empty arrays with and without an initial
+ * value, one element, every axis combination of a 3-D array, strided and
+ * broadcast inputs of a fused map, integers exactly; the float error within
+ * the bound docs/language.md states; the same bits on cpu and parallel and in
+ * every form of the kernels (KJIT_REDUCE_FORM runs the cuda target's WARPS
+ * kernel under the cpu target's CUDA emulation); and the errors.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kjit.h"
+
+static const char source[] =
+    "@reduce(f32(f32, f32), f64(f64, f64), i64(i64, i64))\n"
+    "fn vsum(a, b) { return a + b; }\n"
+    "@reduce(f32(f32, f32), f64(f64, f64), i32(i32, i32))\n"
+    "fn vmax(a, b) { return max(a, b); }\n"
+    "@vectorize(f32(f32, f32), f64(f64, f64))\n"
+    "fn mul(x, y) { return x * y; }\n"
+    "@reduce(map = mul, f32(f32, f32), f64(f64, f64))\n"
+    "fn dot(a, b) { return a + b; }\n"
+    "@vectorize\n"
+    "fn square(x: f64) -> f64 { return x * x; }\n"
+    "@reduce(map = square)\n"
+    "fn sumsq(a: f64, b: f64) -> f64 { return a + b; }\n";
+
+static uint64_t rng_state;
+
+static void seed_rng(void)
+{
+    if (rng_state)
+        return;
+    rng_state = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
+    printf("test_reduce: random seed %llu\n", (unsigned long long)rng_state);
+}
+
+static double uniform(double lo, double hi)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+typedef struct Fixture {
+    kjit_context *context;
+    kjit_module *module;
+} Fixture;
+
+static Fixture open_fixture(kjit_target target)
+{
+    Fixture f;
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    options.num_threads = target == KJIT_TARGET_PARALLEL ? 3 : 0;
+    ck_assert_int_eq(kjit_context_create(&options, &f.context), KJIT_OK);
+    kjit_status status = kjit_compile_string(f.context, "reduce.kern", source, &f.module);
+    ck_assert_msg(status == KJIT_OK, "compile: %s", kjit_last_error(f.context));
+    return f;
+}
+
+static void close_fixture(Fixture *f)
+{
+    kjit_module_free(f->module);
+    kjit_context_destroy(f->context);
+}
+
+static kjit_function *fn(Fixture *f, const char *name)
+{
+    kjit_function *function = NULL;
+    ck_assert_int_eq(kjit_module_function(f->module, name, &function), KJIT_OK);
+    return function;
+}
+
+/* The float error bound of docs/language.md: each level of the tree adds at
+ * most B/L - 1 + log2(L) = 36 roundings to any element's path. */
+static double error_bound(int64_t n, double unit, double sum_abs)
+{
+    int levels = 0;
+    for (int64_t m = n; levels == 0 || m > 1; m = (m + 1023) / 1024)
+        levels++;
+    return levels * 36.0 * unit * sum_abs;
+}
+
+/* Sums of random f64 and f32 arrays of many sizes, on one target. */
+static void check_sums(kjit_target target)
+{
+    seed_rng();
+    Fixture f = open_fixture(target);
+    kjit_function *vsum = fn(&f, "vsum");
+    const int64_t sizes[] = {1, 2, 31, 32, 33, 1000, 1023, 1024, 1025, 2048, 33001,
+                             1048576, 1048576 + 1024 + 5};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int64_t n = sizes[k];
+        double *x = malloc((size_t)n * sizeof *x);
+        float *y = malloc((size_t)n * sizeof *y);
+        long double ref64 = 0, ref32 = 0;
+        double abs64 = 0, abs32 = 0;
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = uniform(-1, 1);
+            y[i] = (float)uniform(-1, 1);
+            ref64 += x[i];
+            ref32 += y[i];
+            abs64 += fabs(x[i]);
+            abs32 += fabs(y[i]);
+        }
+        kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), Y = kjit_array_make(y, KJIT_F32, 1, &n);
+        kjit_array r;
+        kjit_arg arg = kjit_arg_array(&X);
+        ck_assert_msg(kjit_reduce(vsum, &arg, 1, NULL, 0, NULL, NULL, &r) == KJIT_OK, "%s",
+                      kjit_last_error(f.context));
+        ck_assert_int_eq(r.ndim, 0);
+        double got = *(double *)r.data;
+        kjit_array_free(&r);
+        ck_assert_msg(fabs(got - (double)ref64) <= error_bound(n, 0x1p-53, abs64),
+                      "f64 sum of %lld: %.17g, want %.17Lg", (long long)n, got, ref64);
+        arg = kjit_arg_array(&Y);
+        ck_assert_int_eq(kjit_reduce(vsum, &arg, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+        ck_assert_int_eq(r.dtype, KJIT_F32);
+        float got32 = *(float *)r.data;
+        kjit_array_free(&r);
+        ck_assert_msg(fabs(got32 - (double)ref32) <= error_bound(n, 0x1p-24, abs32),
+                      "f32 sum of %lld: %.9g, want %.17Lg", (long long)n, got32, ref32);
+        free(x);
+        free(y);
+    }
+    close_fixture(&f);
+}
+
+START_TEST(sums_within_the_bound_cpu)
+{
+    check_sums(KJIT_TARGET_CPU);
+}
+END_TEST
+
+START_TEST(sums_within_the_bound_parallel)
+{
+    check_sums(KJIT_TARGET_PARALLEL);
+}
+END_TEST
+
+/* The bits of sum, dot and max on one target (and form of the kernels). */
+static void results(kjit_target target, const char *form, const float *x, const float *y,
+                    int64_t n, uint32_t out[4])
+{
+    if (form)
+        setenv("KJIT_REDUCE_FORM", form, 1);
+    else
+        unsetenv("KJIT_REDUCE_FORM");
+    Fixture f = open_fixture(target);
+    kjit_array X = kjit_array_make((void *)x, KJIT_F32, 1, &n);
+    kjit_array Y = kjit_array_make((void *)y, KJIT_F32, 1, &n);
+    kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&Y)};
+    const char *names[3] = {"vsum", "dot", "vmax"};
+    int nargs[3] = {1, 2, 1};
+    for (int k = 0; k < 3; k++) {
+        kjit_array r;
+        ck_assert_msg(kjit_reduce(fn(&f, names[k]), args, nargs[k], NULL, 0, NULL, NULL, &r) ==
+                          KJIT_OK, "%s: %s", names[k], kjit_last_error(f.context));
+        memcpy(&out[k], r.data, 4);
+        kjit_array_free(&r);
+    }
+    /* along an axis: the rows of x as 7 x (n / 7) */
+    int64_t shape[2] = {7, n / 7};
+    kjit_array M = kjit_array_make((void *)x, KJIT_F32, 2, shape);
+    kjit_arg m = kjit_arg_array(&M);
+    int axis = 1;
+    kjit_array r;
+    ck_assert_int_eq(kjit_reduce(fn(&f, "vsum"), &m, 1, &axis, 1, NULL, NULL, &r), KJIT_OK);
+    uint32_t h = 0;
+    for (int i = 0; i < 7; i++)
+        h = h * 31 + ((uint32_t *)r.data)[i];
+    out[3] = h;
+    kjit_array_free(&r);
+    close_fixture(&f);
+    unsetenv("KJIT_REDUCE_FORM");
+}
+
+START_TEST(same_bits_on_every_run_target_and_form)
+{
+    seed_rng();
+    int64_t n = 3 * 1048576 + 77;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (float)uniform(-1, 1);
+        y[i] = (float)uniform(0, 2);
+    }
+    uint32_t want[4], got[4];
+    results(KJIT_TARGET_CPU, NULL, x, y, n, want);
+    results(KJIT_TARGET_CPU, NULL, x, y, n, got);
+    ck_assert_msg(memcmp(want, got, sizeof want) == 0, "cpu twice differs");
+    results(KJIT_TARGET_PARALLEL, NULL, x, y, n, got);
+    ck_assert_msg(memcmp(want, got, sizeof want) == 0, "parallel differs from cpu");
+    results(KJIT_TARGET_PARALLEL, "lanes", x, y, n, got);
+    ck_assert_msg(memcmp(want, got, sizeof want) == 0, "the LANES form differs from SIMD");
+    results(KJIT_TARGET_PARALLEL, "warps", x, y, n, got);
+    ck_assert_msg(memcmp(want, got, sizeof want) == 0, "the WARPS form differs from SIMD");
+    free(x);
+    free(y);
+}
+END_TEST
+
+START_TEST(integers_are_exact)
+{
+    seed_rng();
+    Fixture f = open_fixture(KJIT_TARGET_PARALLEL);
+    int64_t n = 2 * 1048576 + 3;
+    int64_t *x = malloc((size_t)n * sizeof *x);
+    int32_t *y = malloc((size_t)n * sizeof *y);
+    int64_t sum = 0;
+    int32_t most = INT32_MIN;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (int64_t)uniform(-1e12, 1e12);
+        y[i] = (int32_t)uniform(-2e9, 2e9);
+        sum += x[i];
+        most = y[i] > most ? y[i] : most;
+    }
+    kjit_array X = kjit_array_make(x, KJIT_I64, 1, &n), Y = kjit_array_make(y, KJIT_I32, 1, &n);
+    kjit_arg a = kjit_arg_array(&X), b = kjit_arg_array(&Y);
+    kjit_array r;
+    ck_assert_int_eq(kjit_reduce(fn(&f, "vsum"), &a, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(*(int64_t *)r.data, sum);
+    kjit_array_free(&r);
+    ck_assert_int_eq(kjit_reduce(fn(&f, "vmax"), &b, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(*(int32_t *)r.data, most);
+    kjit_array_free(&r);
+    free(x);
+    free(y);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(empty_one_and_init)
+{
+    Fixture f = open_fixture(KJIT_TARGET_CPU);
+    kjit_function *vsum = fn(&f, "vsum"), *vmax = fn(&f, "vmax");
+    double x[1] = {2.5};
+    int64_t zero = 0, one = 1;
+    kjit_array E = kjit_array_make(x, KJIT_F64, 1, &zero), O = kjit_array_make(x, KJIT_F64, 1, &one);
+    kjit_arg e = kjit_arg_array(&E), o = kjit_arg_array(&O), init = kjit_arg_f64(10);
+    kjit_array r;
+    /* empty without an initial value: an error that says so */
+    ck_assert_int_eq(kjit_reduce(vsum, &e, 1, NULL, 0, NULL, NULL, &r), KJIT_ERROR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(kjit_last_error(f.context), "give an initial value"));
+    ck_assert_int_eq(kjit_reduce(vmax, &e, 1, NULL, 0, NULL, NULL, &r), KJIT_ERROR_SHAPE);
+    /* empty with one: the initial value */
+    ck_assert_int_eq(kjit_reduce(vsum, &e, 1, NULL, 0, &init, NULL, &r), KJIT_OK);
+    ck_assert(*(double *)r.data == 10);
+    kjit_array_free(&r);
+    /* one element: itself, or f(init, it) */
+    ck_assert_int_eq(kjit_reduce(vsum, &o, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+    ck_assert(*(double *)r.data == 2.5);
+    kjit_array_free(&r);
+    ck_assert_int_eq(kjit_reduce(vsum, &o, 1, NULL, 0, &init, NULL, &r), KJIT_OK);
+    ck_assert(*(double *)r.data == 12.5);
+    kjit_array_free(&r);
+    ck_assert_int_eq(kjit_reduce(vmax, &o, 1, NULL, 0, &init, NULL, &r), KJIT_OK);
+    ck_assert(*(double *)r.data == 10);
+    kjit_array_free(&r);
+    /* an empty axis of a 2-D array: one initial value per output */
+    int64_t shape[2] = {3, 0};
+    kjit_array E2 = kjit_array_make(x, KJIT_F64, 2, shape);
+    kjit_arg e2 = kjit_arg_array(&E2);
+    int axis = 1;
+    ck_assert_int_eq(kjit_reduce(vsum, &e2, 1, &axis, 1, &init, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(r.ndim, 1);
+    ck_assert_int_eq(r.shape[0], 3);
+    ck_assert(((double *)r.data)[2] == 10);
+    kjit_array_free(&r);
+    /* no outputs: nothing to do, and no error */
+    axis = 0;
+    ck_assert_int_eq(kjit_reduce(vsum, &e2, 1, &axis, 1, NULL, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(r.ndim, 1);
+    ck_assert_int_eq(r.shape[0], 0);
+    kjit_array_free(&r);
+    axis = 1;
+    int64_t shape2[2] = {0, 5};
+    kjit_array E3 = kjit_array_make(x, KJIT_F64, 2, shape2);
+    kjit_arg e3 = kjit_arg_array(&E3);
+    ck_assert_int_eq(kjit_reduce(vsum, &e3, 1, &axis, 1, NULL, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(r.shape[0], 0);
+    kjit_array_free(&r);
+    close_fixture(&f);
+}
+END_TEST
+
+/* Every subset of the axes of a 3-D array (and a transposed view of it),
+ * against float64 sums over the same elements. */
+START_TEST(every_axis_combination_of_3d)
+{
+    seed_rng();
+    kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
+    int64_t shape[3] = {3, 1500, 5};
+    int64_t n = shape[0] * shape[1] * shape[2];
+    double *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = uniform(-1, 1);
+    for (int t = 0; t < 2; t++) {
+        Fixture f = open_fixture(targets[t]);
+        kjit_function *vsum = fn(&f, "vsum");
+        for (int transposed = 0; transposed < 2; transposed++) {
+            kjit_array X = kjit_array_make(x, KJIT_F64, 3, shape);
+            if (transposed) { /* a view of shape (5, 1500, 3) */
+                X.shape[0] = shape[2];
+                X.shape[2] = shape[0];
+                int64_t s = X.strides[0];
+                X.strides[0] = X.strides[2];
+                X.strides[2] = s;
+            }
+            for (int mask = 0; mask < 8; mask++) {
+                int axes[3], naxes = 0;
+                for (int d = 0; d < 3; d++)
+                    if (mask >> d & 1)
+                        axes[naxes++] = d - (d == 2 ? 3 : 0); /* -1 for the last */
+                kjit_arg arg = kjit_arg_array(&X);
+                kjit_array r;
+                ck_assert_msg(kjit_reduce(vsum, &arg, 1, axes, naxes, NULL, NULL, &r) == KJIT_OK,
+                              "%s", kjit_last_error(f.context));
+                /* the reference over the same elements, in float64 */
+                int64_t outs = 1;
+                for (int d = 0; d < 3; d++)
+                    if (!(mask >> d & 1))
+                        outs *= X.shape[d];
+                ck_assert_int_eq(kjit_array_size(&r), outs);
+                double *want = calloc((size_t)outs, sizeof *want), *abs = calloc((size_t)outs, sizeof *abs);
+                for (int64_t i = 0; i < X.shape[0]; i++)
+                    for (int64_t j = 0; j < X.shape[1]; j++)
+                        for (int64_t k = 0; k < X.shape[2]; k++) {
+                            int64_t c[3] = {i, j, k}, o = 0;
+                            for (int d = 0; d < 3; d++)
+                                if (!(mask >> d & 1))
+                                    o = o * X.shape[d] + c[d];
+                            double v = *(double *)((char *)X.data + i * X.strides[0] +
+                                                   j * X.strides[1] + k * X.strides[2]);
+                            want[o] += v;
+                            abs[o] += fabs(v);
+                        }
+                for (int64_t o = 0; o < outs; o++) {
+                    double got = ((double *)r.data)[o];
+                    ck_assert_msg(fabs(got - want[o]) <= 1e-12 * abs[o] + 1e-300,
+                                  "axes mask %d%s output %lld: %.17g, want %.17g", mask,
+                                  transposed ? " (transposed)" : "", (long long)o, got, want[o]);
+                }
+                free(want);
+                free(abs);
+                kjit_array_free(&r);
+            }
+        }
+        close_fixture(&f);
+    }
+    free(x);
+}
+END_TEST
+
+/* A fused map over broadcast and strided inputs: dot of each row of a
+ * (4, n) array with one vector, and of a column view with a scalar. */
+START_TEST(fused_map_broadcasts)
+{
+    seed_rng();
+    Fixture f = open_fixture(KJIT_TARGET_PARALLEL);
+    kjit_function *dot = fn(&f, "dot"), *sumsq = fn(&f, "sumsq");
+    int64_t n = 5000, shape[2] = {4, 5000};
+    double *a = malloc(sizeof *a * 4 * (size_t)n), *v = malloc(sizeof *v * (size_t)n);
+    for (int64_t i = 0; i < 4 * n; i++)
+        a[i] = uniform(-1, 1);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = uniform(-1, 1);
+    kjit_array A = kjit_array_make(a, KJIT_F64, 2, shape), V = kjit_array_make(v, KJIT_F64, 1, &n);
+    kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&V)};
+    int axis = -1;
+    kjit_array r;
+    ck_assert_msg(kjit_reduce(dot, args, 2, &axis, 1, NULL, NULL, &r) == KJIT_OK, "%s",
+                  kjit_last_error(f.context));
+    ck_assert_int_eq(r.shape[0], 4);
+    for (int row = 0; row < 4; row++) {
+        double want = 0;
+        for (int64_t i = 0; i < n; i++)
+            want += a[row * n + i] * v[i];
+        ck_assert_msg(fabs(((double *)r.data)[row] - want) < 1e-11, "row %d", row);
+    }
+    kjit_array_free(&r);
+    /* column 2 of the (4, n) array as a strided view, times the scalar 3 */
+    kjit_array C = kjit_array_make(a + 2, KJIT_F64, 1, &shape[0]);
+    C.strides[0] = n * (int64_t)sizeof(double);
+    kjit_arg col[2] = {kjit_arg_array(&C), kjit_arg_f64(3)};
+    ck_assert_int_eq(kjit_reduce(dot, col, 2, NULL, 0, NULL, NULL, &r), KJIT_OK);
+    double want = 0;
+    for (int row = 0; row < 4; row++)
+        want += a[row * n + 2] * 3;
+    ck_assert(fabs(*(double *)r.data - want) < 1e-14);
+    kjit_array_free(&r);
+    /* sum of squares: the map's one input */
+    kjit_arg one = kjit_arg_array(&V);
+    ck_assert_int_eq(kjit_reduce(sumsq, &one, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+    want = 0;
+    for (int64_t i = 0; i < n; i++)
+        want += v[i] * v[i];
+    ck_assert(fabs(*(double *)r.data - want) < 1e-11);
+    kjit_array_free(&r);
+    free(a);
+    free(v);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(errors_name_the_problem)
+{
+    Fixture f = open_fixture(KJIT_TARGET_CPU);
+    kjit_function *vsum = fn(&f, "vsum"), *dot = fn(&f, "dot");
+    double x[6] = {0};
+    int64_t shape[2] = {2, 3};
+    kjit_array X = kjit_array_make(x, KJIT_F64, 2, shape);
+    kjit_arg arg = kjit_arg_array(&X);
+    kjit_array r;
+    int bad = 2;
+    ck_assert_int_eq(kjit_reduce(vsum, &arg, 1, &bad, 1, NULL, NULL, &r),
+                     KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kjit_last_error(f.context), "axis 2 is out of range"));
+    int twice[2] = {1, -1};
+    ck_assert_int_eq(kjit_reduce(vsum, &arg, 1, twice, 2, NULL, NULL, &r),
+                     KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kjit_last_error(f.context), "given twice"));
+    double o[2];
+    int64_t three = 3;
+    kjit_array Out = kjit_array_make(o, KJIT_F64, 1, &three);
+    int axis = 1;
+    ck_assert_int_eq(kjit_reduce(vsum, &arg, 1, &axis, 1, NULL, &Out, NULL), KJIT_ERROR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(kjit_last_error(f.context), "(3,)"));
+    uint8_t u[6] = {0};
+    kjit_array U = kjit_array_make(u, KJIT_U8, 2, shape);
+    kjit_arg ua = kjit_arg_array(&U);
+    ck_assert_int_eq(kjit_reduce(vsum, &ua, 1, NULL, 0, NULL, NULL, &r), KJIT_ERROR_TYPE);
+    ck_assert_int_eq(kjit_reduce(dot, &arg, 1, NULL, 0, NULL, NULL, &r),
+                     KJIT_ERROR_INVALID_ARGUMENT);
+    kjit_arg plain[1] = {arg};
+    ck_assert_int_eq(kjit_call(vsum, plain, 1, NULL, &r), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kjit_last_error(f.context), "kjit_reduce"));
+    close_fixture(&f);
+}
+END_TEST
+
+Suite *suite_reduce(void)
+{
+    Suite *suite = suite_create("reduce");
+    TCase *tcase = tcase_create("reduce");
+    tcase_set_timeout(tcase, 300);
+    tcase_add_test(tcase, sums_within_the_bound_cpu);
+    tcase_add_test(tcase, sums_within_the_bound_parallel);
+    tcase_add_test(tcase, same_bits_on_every_run_target_and_form);
+    tcase_add_test(tcase, integers_are_exact);
+    tcase_add_test(tcase, empty_one_and_init);
+    tcase_add_test(tcase, every_axis_combination_of_3d);
+    tcase_add_test(tcase, fused_map_broadcasts);
+    tcase_add_test(tcase, errors_name_the_problem);
+    suite_add_tcase(suite, tcase);
+    return suite;
+}
