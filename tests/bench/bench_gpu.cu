@@ -25,6 +25,8 @@
 #include <vector>
 
 #include <cub/cub.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include "kjit.h"
 
@@ -410,8 +412,10 @@ int main()
         void *temp = NULL;
         size_t temp_bytes = 0, more = 0;
         cub::DeviceReduce::Sum(NULL, temp_bytes, a, sum, big);
-        cub::TransformInputIterator<float, Product, cub::CountingInputIterator<long>> products(
-            cub::CountingInputIterator<long>(0), Product{a, b});
+        // The fused dot for CUB: products made on the fly (CUDA 13's CUB has
+        // no iterators of its own; Thrust's serve).
+        auto products = thrust::make_transform_iterator(thrust::counting_iterator<long>(0),
+                                                        Product{a, b});
         cub::DeviceReduce::Sum(NULL, more, products, sum, big);
         temp_bytes = std::max(temp_bytes, more);
         std::vector<int> offsets(10001);
@@ -438,8 +442,11 @@ int main()
                 verify(side, what, v[0], want, 1e-3);
             };
         };
-        auto kjit = reduce(function("vsum"), {kjit_arg_array(&av)}, -1, &sv0);
-        auto cuda = [=] { size_t t = temp_bytes; cub::DeviceReduce::Sum(temp, t, a, sum, big); };
+        std::function<void()> kjit = reduce(function("vsum"), {kjit_arg_array(&av)}, -1, &sv0);
+        std::function<void()> cuda = [=] {
+            size_t t = temp_bytes;
+            cub::DeviceReduce::Sum(temp, t, a, sum, big);
+        };
         verify_both<float>(kjit, cuda, sum, 1, check_sum(want_sum, "sum"));
         compare("sum_f32_1e8", kjit, cuda);
         kjit = reduce(function("dot"), {kjit_arg_array(&av), kjit_arg_array(&bv)}, -1, &sv0);
