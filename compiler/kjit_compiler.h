@@ -689,6 +689,8 @@ typedef struct KjIrFunction {
                                 device function's local() arrays live on the caller's
                                 stack too); at most KJ_MAX_LOCAL_BYTES */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
+    bool unchecked;          /* made by reduce.c, whose runtime passes no check record:
+                                compiled without checked mode's tests */
     bool contiguous;         /* VEC_KERNEL of the CONTIG layout: every array is C-contiguous */
     /* PLAIN: a device function, one that uses a kernel built-in (threadIdx.x,
      * an atomic, syncthreads() ...) or calls a device function, so that only

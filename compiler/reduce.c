@@ -520,6 +520,7 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
     fn->loc = combine_fn->loc;
     fn->scalar = combine_fn;
     fn->contiguous = true; /* every array is addressed by flat offsets */
+    fn->unchecked = true;  /* api_reduce.c passes no check record */
 
     Lift lift = {.arena = arena, .fn = fn, .loc = combine_fn->loc, .combine = combine_fn,
                  .map = variant.mapped ? map : NULL, .v = variant, .t = combine_fn->ret};
