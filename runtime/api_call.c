@@ -149,6 +149,27 @@ static int scalar_match(kjit_dtype given, const KjType *param)
     return -1;
 }
 
+int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs)
+{
+    if (fn->param_count != nargs)
+        return -1;
+    int score = 0;
+    for (int i = 0; i < nargs; i++) {
+        const KjType *param = fn->params[i]->type;
+        if (args[i].kind == KJIT_ARG_ARRAY) {
+            kjit_dtype want;
+            if (!kj_type_dtype(param, &want) || args[i].value.array->dtype != want)
+                return -1;
+        } else {
+            int m = scalar_match(args[i].dtype, param);
+            if (m < 0)
+                return -1;
+            score += m;
+        }
+    }
+    return score;
+}
+
 static void describe_arg(const kjit_arg *arg, char *buf, size_t size)
 {
     if (arg->kind == KJIT_ARG_SCALAR) {
@@ -207,20 +228,8 @@ static kjit_status choose_signature(kjit_function *function, const kjit_arg *arg
     int count = function->entry->variants.count;
     for (int s = 0; s < count; s++) {
         const KjIrFunction *fn = kj_api_variant_of(function, s);
-        int score = 0;
-        bool ok = fn->param_count == nargs;
-        for (int i = 0; ok && i < nargs; i++) {
-            const KjType *param = fn->params[i]->type;
-            if (args[i].kind == KJIT_ARG_ARRAY) {
-                kjit_dtype want;
-                ok = kj_type_dtype(param, &want) && args[i].value.array->dtype == want;
-            } else {
-                int m = scalar_match(args[i].dtype, param);
-                ok = m >= 0;
-                score += m;
-            }
-        }
-        if (ok && (best < 0 || score < best_score)) {
+        int score = kj_api_signature_distance(fn, args, nargs);
+        if (score >= 0 && (best < 0 || score < best_score)) {
             best = s;
             best_score = score;
         }

@@ -116,18 +116,6 @@ static bool scalar_as(const kjit_arg *arg, kjit_dtype to, Scalar *out)
 
 /* How a signature's parameter takes a host scalar: 0 exactly, 1 through the
  * host's generic i64 / f64 (Python's int and float), -1 not at all. */
-static int scalar_match(kjit_dtype given, kjit_dtype want)
-{
-    if (given == want)
-        return 0;
-    if (given == KJIT_I64 && want != KJIT_BOOL)
-        return 1;
-    if (given == KJIT_F64 && (dtype_is_float(want) || dtype_is_complex(want)))
-        return 1;
-    if (given == KJIT_C128 && dtype_is_complex(want))
-        return 1;
-    return -1;
-}
 
 /* ----------------------------------------------------------- signatures */
 
@@ -206,20 +194,8 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
             const KjIrFunction *g = kj_api_variant_of(map, s);
             if (reduce_signature_of(function, g->ret) < 0)
                 continue;
-            int score = 0;
-            bool ok = true;
-            for (int i = 0; ok && i < nargs; i++) {
-                kjit_dtype want_dtype;
-                kj_type_dtype(g->params[i]->type, &want_dtype);
-                if (args[i].kind == KJIT_ARG_ARRAY) {
-                    ok = args[i].value.array->dtype == want_dtype;
-                } else {
-                    int m = scalar_match(args[i].dtype, want_dtype);
-                    ok = m >= 0;
-                    score += m;
-                }
-            }
-            if (ok && (best < 0 || score < best_score)) {
+            int score = kj_api_signature_distance(g, args, nargs);
+            if (score >= 0 && (best < 0 || score < best_score)) {
                 best = s;
                 best_score = score;
             }

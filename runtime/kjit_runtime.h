@@ -469,6 +469,12 @@ kjit_status kj_api_take_named_error(kjit_context *context, kjit_status status, c
                                     char *message);
 void kj_api_clear_error(kjit_context *context);
 
+/* How far a call's arguments are from a signature's parameters: 0 when every
+ * one is exact, one more for each scalar that widens implicitly (an i64 to
+ * any number, an f64 to any float or complex, a c128 to any complex); -1 when
+ * they do not fit.  The call takes the signature of the least. */
+int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs);
+
 /* The checked IR of signature `sig` of a function. */
 KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
 /* The code for signature `sig` (vectorized as `variant` when not NULL; a
