@@ -6,6 +6,7 @@ each the median of REPEAT runs after a warm-up (compile time excluded), so the
 kjit side (tests/bench/bench_cpu.c) can be printed beside it in one table.
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -20,13 +21,17 @@ except ImportError:  # the table then shows "-" for Numba
     nb = None
 
 
+# KJIT_BENCH_CLOCK=thread: the calling thread's CPU time, as bench_cpu.c's.
+clock = time.thread_time if os.environ.get("KJIT_BENCH_CLOCK") == "thread" else time.perf_counter
+
+
 def median_ms(fn):
     fn()
     times = []
     for _ in range(REPEAT):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((clock() - t0) * 1e3)
     return statistics.median(times)
 
 

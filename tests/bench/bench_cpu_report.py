@@ -14,6 +14,9 @@ reference time: below 1 means kjit is faster).
   without kjit's own SIMD lowering of kernel threads and vectorized loops.
 
 Every program checks its results before it prints a time (see each file).
+KJIT_BENCH_CLOCK=thread times every row by the calling thread's CPU time
+instead of the wall clock: steadier one-thread columns on a busy machine, but
+the parallel columns then mean nothing.
 """
 import datetime
 import json
@@ -109,6 +112,9 @@ switch = ("KJIT_CPU_SIMD=0" if simd_switch_known()
 print(f"{datetime.date.today().isoformat()}, {machine()}; "
       f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
 print(f"hand-SIMD C: {simd['isa']} (gcc -O3 -march=native -ffp-contract=off)")
+if os.environ.get("KJIT_BENCH_CLOCK") == "thread":
+    print("clock: the calling thread's CPU time (KJIT_BENCH_CLOCK=thread): "
+          "the parallel columns mean nothing")
 print(f"median of {repeat} runs, ms; ratio = kjit / reference (below 1: kjit faster); "
       "goals: cpu / hand-SIMD at most 1.25, parallel / Numba parallel below 1\n")
 print(f"| workload | kjit cpu | kjit parallel | kjit cpu, {switch} | hand-SIMD C | scalar C "

@@ -28,12 +28,17 @@ except ImportError:  # the table then shows "-" for Numba
     nb = None
 
 
+# KJIT_BENCH_CLOCK=thread: the calling thread's CPU time, as bench_simd.c's
+# (for a busy machine; meaningless for the parallel rows).
+clock = time.thread_time if os.environ.get("KJIT_BENCH_CLOCK") == "thread" else time.perf_counter
+
+
 def median_ms(fn, repeat):
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((clock() - t0) * 1e3)
     return statistics.median(times)
 
 
