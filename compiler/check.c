@@ -792,6 +792,24 @@ static const char *signature_symbol(KjChecker *c, const char *name, const KjType
     return symbol;
 }
 
+/* A @guvectorize signature's symbol: name__f64a1_f64a2 ... (a symbol has no
+ * brackets: an array type is its element type, 'a' and its rank). */
+static const char *gufunc_symbol(KjChecker *c, const char *name, const KjType **params, int count)
+{
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "%s_", name);
+    for (int i = 0; i < count; i++) {
+        const KjType *t = params[i];
+        if (t->kind == KJ_TYPE_ARRAY)
+            kj_buf_printf(&buf, "_%sa%d", kj_type_name(t->elem), t->ndim);
+        else
+            kj_buf_printf(&buf, "_%s", kj_type_name(t));
+    }
+    char *symbol = kj_arena_strdup(c->arena, buf.data);
+    kj_buf_free(&buf);
+    return symbol;
+}
+
 /* Checks the declaration of a function (not its body) and makes its IR
  * functions, so that calls can refer to them before the body is checked. */
 static void declare_function(KjChecker *c, KjCheckFn *info)
@@ -837,6 +855,52 @@ static void declare_function(KjChecker *c, KjCheckFn *info)
                 info->bad = true;
         if (!info->bad)
             new_function(c, info, KJ_IR_FN_KERNEL, name, types, kj_type_void());
+        break;
+    case KJ_FN_GUVECTORIZE:
+        /* The layout and each signature's ranks (check_guvectorize.c); each
+         * signature becomes a plain function over the operands' cores. */
+        if (!kj_check_guvectorize_layout(c, info)) {
+            info->bad = true;
+            break;
+        }
+        if (decl->ret && decl->signature_count == 0) {
+            kj_error(c->diag, decl->loc, "a @guvectorize function returns nothing, but '%s' "
+                     "declares -> %s; write results into its output parameters", name,
+                     kj_type_name(decl->ret));
+            info->bad = true;
+        }
+        if (decl->signature_count == 0) {
+            if (!kj_check_guvectorize_params(c, info, decl->loc, types, n, NULL))
+                info->bad = true;
+            if (!info->bad)
+                new_function(c, info, KJ_IR_FN_PLAIN, name, types, kj_type_void());
+            break;
+        }
+        for (int s = 0; s < decl->signature_count; s++) {
+            KjSignature *sig = &decl->signatures[s];
+            if (sig->param_count != n) {
+                kj_error(c->diag, sig->loc, "this signature has %d parameter%s, but '%s' has %d",
+                         sig->param_count, sig->param_count == 1 ? "" : "s", name, n);
+                info->bad = true;
+                continue;
+            }
+            if (!kj_check_guvectorize_params(c, info, sig->loc, sig->params, n, sig->ret)) {
+                info->bad = true;
+                continue;
+            }
+            const char *symbol = gufunc_symbol(c, name, sig->params, n);
+            bool twice = false;
+            for (int v = 0; v < info->entry->variants.count && !twice; v++)
+                twice = strcmp(((KjIrFunction *)info->entry->variants.items[v])->symbol,
+                               symbol) == 0;
+            if (twice) {
+                kj_error(c->diag, sig->loc, "two signatures of '%s' take the same parameter "
+                         "types", name);
+                info->bad = true;
+                continue;
+            }
+            new_function(c, info, KJ_IR_FN_PLAIN, symbol, sig->params, kj_type_void());
+        }
         break;
     case KJ_FN_REDUCE:
         /* The shape of a binary reduction (check_reduce.c); then its
