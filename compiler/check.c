@@ -563,6 +563,9 @@ static bool check_stmt(KjChecker *c, KjNode *n)
                 if (fn->kind == KJ_IR_FN_KERNEL)
                     kj_error(c->diag, n->loc, "a @kernel returns nothing; write its results "
                              "into an array");
+                else if (c->cur->info->decl->kind == KJ_FN_GUVECTORIZE)
+                    kj_error(c->diag, n->loc, "a @guvectorize function returns nothing; write "
+                             "its results into its output parameters");
                 else
                     kj_error(c->diag, n->loc, "'%s' has no return type, so it returns "
                              "nothing; declare one: fn %s(...) -> T", fn->name, fn->name);

@@ -1610,8 +1610,9 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
     if ((callee->decl->kind == KJ_FN_VECTORIZE || callee->decl->kind == KJ_FN_REDUCE ||
          callee->decl->kind == KJ_FN_GUVECTORIZE) &&
         callee->decl->signature_count > 1) {
-        kj_error(c->diag, n->loc, "'%s' has %d signatures, so it cannot be called as a scalar "
-                 "function; write a plain fn for that", name, callee->decl->signature_count);
+        kj_error(c->diag, n->loc, "'%s' has %d signatures, so it cannot be called as a %s "
+                 "function; write a plain fn for that", name, callee->decl->signature_count,
+                 callee->decl->kind == KJ_FN_GUVECTORIZE ? "plain" : "scalar");
         kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
         return NULL;
     }
