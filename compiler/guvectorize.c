@@ -22,7 +22,9 @@
  * itself, passed by value.  Every target walks the PARFOR its own way (a
  * loop on cpu, the pool on parallel, a grid-stride loop on cuda: one
  * thread per loop element); this pass knows none of them.
- * The same (function, loop_ndim) asked twice gives the same kernel.
+ * With `contiguous` (every core C-contiguous, as the runtime has checked),
+ * each VIEW is marked so: the back end computes its strides from its extents.
+ * The same (function, loop_ndim, contiguous) asked twice gives the same kernel.
  */
 #include "kjit_compiler.h"
 
@@ -70,7 +72,8 @@ static void set(Lift *l, KjIrVar *var, KjIrExpr *value)
 
 /* Operand `array` at loop coordinates c: a LOAD of the element (rank
  * loop_ndim) or a VIEW of the core beyond them. */
-static KjIrExpr *at_coords(Lift *l, KjIrVar *array, KjIrVar **coords, int loop_ndim)
+static KjIrExpr *at_coords(Lift *l, KjIrVar *array, KjIrVar **coords, int loop_ndim,
+                           bool contiguous)
 {
     bool element = array->type->ndim == loop_ndim;
     const KjType *type = element ? array->type->elem
@@ -80,11 +83,12 @@ static KjIrExpr *at_coords(Lift *l, KjIrVar *array, KjIrVar **coords, int loop_n
     e->args[0] = ref(l, array);
     for (int k = 0; k < loop_ndim; k++)
         e->args[1 + k] = ref(l, coords[k]);
+    e->contiguous = contiguous && !element;
     return e;
 }
 
 KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
-                             const KjGufuncLayout *layout, int loop_ndim)
+                             const KjGufuncLayout *layout, int loop_ndim, bool contiguous)
 {
     if (core->kind != KJ_IR_FN_PLAIN || !layout)
         kj_die("kj_guvectorize: %s is not a @guvectorize signature", core->symbol);
@@ -95,7 +99,8 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
         kj_die("kj_guvectorize: %s does not match its layout", core->symbol);
 
     KjArena *arena = module->arena;
-    const char *symbol = kj_arena_printf(arena, "%s__g%d", core->symbol, loop_ndim);
+    const char *symbol = kj_arena_printf(arena, "%s__g%d%s", core->symbol, loop_ndim,
+                                         contiguous ? "c" : "");
     for (int i = 0; i < module->functions.count; i++) {
         KjIrFunction *existing = module->functions.items[i];
         if (existing->kind == KJ_IR_FN_VEC_KERNEL && strcmp(existing->symbol, symbol) == 0)
@@ -149,7 +154,7 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
     KjIrExpr *call = kj_ir_new_expr(arena, KJ_IR_CALL, kj_type_void(), l->loc, n);
     call->callee = core;
     for (int q = 0; q < n; q++)
-        call->args[q] = at_coords(l, fn->params[q], coords, loop_ndim);
+        call->args[q] = at_coords(l, fn->params[q], coords, loop_ndim, contiguous);
     KjIrStmt *eval = kj_ir_new_stmt(arena, KJ_IR_STMT_EVAL, l->loc);
     eval->value = call;
     kj_vec_push(arena, &l->body->stmts, eval);

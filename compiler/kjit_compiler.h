@@ -622,7 +622,9 @@ typedef struct KjIrExpr {
     int64_t alloc_shape[3];
     /* LOAD (and STORE in KjIrStmt): the array is known contiguous and args[1] is a
      * flat element index: address = data + index, strides ignored.  Only the
-     * vectorize pass sets it, so the back end can see unit-stride accesses. */
+     * vectorize pass sets it, so the back end can see unit-stride accesses.
+     * VIEW: the view is C-contiguous; its strides come from its extents (the
+     * guvectorize pass sets it for cores the runtime found contiguous). */
     bool contiguous;
     /* Checked mode (checks.c): the site this node's run-time check reports,
      * an index into the module's check_sites from 1; 0 for no check. */
@@ -1080,10 +1082,13 @@ bool kj_gufunc_layout_parse(KjArena *arena, const char *text, KjGufuncLayout *ou
  *   body:   PARFOR i over the loop elements (the loop extents of operand
  *           `inputs`, the first output, which is never broadcast): i's
  *           coordinates c, then core(VIEW(op_0, c...) or op_0[c...], ...)
- * The same (function, loop_ndim) asked twice gives the same kernel.
+ * `contiguous`: every core is C-contiguous at every call of this code (the
+ * runtime checks), so the views' strides come from their extents (the last
+ * is 1) and the optimiser sees unit-stride cores once it inlines the core.
+ * The same (function, loop_ndim, contiguous) asked twice gives the same kernel.
  */
 KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
-                             const KjGufuncLayout *layout, int loop_ndim);
+                             const KjGufuncLayout *layout, int loop_ndim, bool contiguous);
 
 /* =================================================================== checks.c */
 
@@ -1113,6 +1118,7 @@ typedef struct KjPipelineRoot {
     KjIrFunction *map;             /* reduce->mapped: the map's signature */
     const KjGufuncLayout *gufunc;  /* a @guvectorize signature lifted over loop_ndim */
     int loop_ndim;
+    bool gufunc_contiguous;        /* its cores C-contiguous (kj_guvectorize) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 

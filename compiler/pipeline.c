@@ -109,7 +109,8 @@ bool kj_pipeline_run(KjPipeline *p)
         /* guvectorize: a @guvectorize's core function -> a VEC_KERNEL over
          * its loop dimensions (guvectorize.c has the contract). */
         if (root->gufunc)
-            root->root = kj_guvectorize(p->module, root->fn, root->gufunc, root->loop_ndim);
+            root->root = kj_guvectorize(p->module, root->fn, root->gufunc, root->loop_ndim,
+                                        root->gufunc_contiguous);
         if (p->verify && !verified(p, root->reduce ? "reduce"
                                       : root->gufunc ? "guvectorize" : "vectorize"))
             return false;

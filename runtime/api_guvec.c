@@ -290,6 +290,13 @@ static kjit_status kernel_desc(kjit_function *function, const Geometry *g, int q
     return KJIT_OK;
 }
 
+/* The rank of operand q's descriptor in the kernel: the loop, then its core. */
+static int descs_rank(const KjIrFunction *fn, int q, int loop_ndim)
+{
+    const KjType *t = fn->params[q]->type;
+    return loop_ndim + (t->kind == KJ_TYPE_ARRAY ? t->ndim : 0);
+}
+
 /* ------------------------------------------------------------ the call */
 
 /* Target memory the call made, freed at the end. */
@@ -404,10 +411,25 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
                                           KJ_MAX_DIMS);
         }
     }
+    /* The operands' descriptors over the loop, and whether every core is
+     * C-contiguous (the code for that case knows its core strides). */
+    KjArrayDesc descs[MAX_OPERANDS];
+    bool contiguous = true;
+    for (int q = 0; q < n && status == KJIT_OK; q++) {
+        status = kernel_desc(function, g, q, loop_ndim, l, &descs[q]);
+        int64_t expect = 1;
+        for (int d = descs_rank(fn, q, loop_ndim) - 1; d >= loop_ndim; d--) {
+            if (descs[q].shape[d] != 1 && descs[q].strides[d] != expect)
+                contiguous = false;
+            expect *= descs[q].shape[d];
+        }
+    }
     if (status == KJIT_OK) {
-        KjPipelineRoot request = {.gufunc = l, .loop_ndim = loop_ndim};
+        KjPipelineRoot request = {.gufunc = l, .loop_ndim = loop_ndim,
+                                  .gufunc_contiguous = contiguous};
         char key[48];
-        snprintf(key, sizeof key, "guvectorize loop %d", loop_ndim);
+        snprintf(key, sizeof key, "guvectorize loop %d%s", loop_ndim,
+                 contiguous ? " contiguous" : "");
         status = kj_api_find_lifted(function, sig, &request, 0, key, &compiled);
     }
     if (status != KJIT_OK || !run || g->items == 0) {
@@ -424,15 +446,13 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
     const KjRuntimeTarget *runtime = context->runtime;
     bool staged = !runtime->device_memory_on_host;
     Temps temps = {.count = 0};
-    KjArrayDesc descs[MAX_OPERANDS];
     void *params[MAX_OPERANDS + 1];
     void *host_data[MAX_OPERANDS];
     int64_t low[MAX_OPERANDS], high[MAX_OPERANDS];
     for (int q = 0; q < n && status == KJIT_OK; q++) {
-        status = kernel_desc(function, g, q, loop_ndim, l, &descs[q]);
         params[q] = &descs[q];
         host_data[q] = NULL;
-        if (status != KJIT_OK || !staged || g->views[q].memory == KJIT_MEMORY_DEVICE)
+        if (!staged || g->views[q].memory == KJIT_MEMORY_DEVICE)
             continue;
         kj_array_extent(&g->views[q], &low[q], &high[q]);
         void *copy;

@@ -962,9 +962,16 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
         out->ndim = base.ndim - k;
         out->elem = base.elem;
         out->data = kj_codegen_element_address(g, &base, index, k, false);
-        for (int d = 0; d < out->ndim; d++) {
+        for (int d = 0; d < out->ndim; d++)
             out->shape[d] = base.shape[k + d];
-            out->strides[d] = base.strides[k + d];
+        LLVMValueRef stride = const_i64(g, 1);
+        for (int d = out->ndim - 1; d >= 0; d--) {
+            if (e->contiguous) { /* C order: from the extents */
+                out->strides[d] = stride;
+                stride = LLVMBuildNSWMul(g->b, stride, out->shape[d], "");
+            } else {
+                out->strides[d] = base.strides[k + d];
+            }
         }
         return;
     }
