@@ -739,7 +739,9 @@ void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc)
 bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
 {
     KjIrFunction *caller = c->cur ? c->cur->ir : NULL;
-    if (caller && (caller->kind == KJ_IR_FN_KERNEL || caller->kind == KJ_IR_FN_PLAIN)) {
+    bool gufunc = c->cur && c->cur->info->decl->kind == KJ_FN_GUVECTORIZE;
+    if (caller && !gufunc &&
+        (caller->kind == KJ_IR_FN_KERNEL || caller->kind == KJ_IR_FN_PLAIN)) {
         if (caller->kind == KJ_IR_FN_PLAIN)
             mark_device(c, caller, callee->device_use, callee->device_loc, callee->device_chain);
         caller->uses_syncthreads |= callee->uses_syncthreads;
@@ -747,9 +749,9 @@ bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
         return true;
     }
     const char *name = caller ? caller->name : "?";
-    kj_error(c->diag, loc, "'%s' is @vectorize, so it cannot call '%s', a device function: "
-             "%s -> %s uses %s", name, callee->name, name, callee->device_chain,
-             callee->device_use);
+    kj_error(c->diag, loc, "'%s' is @%s, so it cannot call '%s', a device function: "
+             "%s -> %s uses %s", name, gufunc ? "guvectorize" : "vectorize", callee->name, name,
+             callee->device_chain, callee->device_use);
     kj_note(c->diag, callee->device_loc, "%s is used here; kernel built-ins are for kernels and "
             "the plain functions only kernels call", callee->device_use);
     return false;

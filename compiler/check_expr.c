@@ -384,6 +384,11 @@ bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what)
 {
     if (in_kernel(c))
         return true;
+    if (c->cur && c->cur->info->decl->kind == KJ_FN_GUVECTORIZE) {
+        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
+                 "call; '%s' is @guvectorize", what, c->cur->ir->name);
+        return false;
+    }
     if (c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
         kj_check_device_use(c, what, loc);
         return true;
