@@ -294,6 +294,7 @@ typedef struct KjCuDriver {
     KjCuResult (*EventSynchronize)(void *event);
     KjCuResult (*EventElapsedTime)(float *ms, void *start, void *end);
     KjCuResult (*EventDestroy)(void *event);
+    KjCuResult (*StreamWaitEvent)(void *stream, void *event, unsigned flags);
 } KjCuDriver;
 
 /* The driver, opened and cuInit'ed once per process; NULL and a reason in
