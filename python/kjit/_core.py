@@ -551,13 +551,34 @@ class GuvectorizedFunction(Function):
             self._done(cb)
         return outs[0] if no == 1 else outs
 
+    def _pack_inputs(self, args):
+        """CallBuffers holding the inputs alone (or the inputs and outputs)."""
+        if len(args) not in (self.inputs, self.inputs + self.outputs):
+            raise InvalidArgumentError(f"{self.name} takes its {self.inputs} inputs, or its "
+                                       f"inputs and outputs; {len(args)} given")
+        cb = CallBuffers(len(args))
+        info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+                for i, x in enumerate(args)]
+        return cb, info
+
+    def prepare(self, *args, out=None):
+        """Generates the code a call with these inputs (and outputs) would run."""
+        cb, _ = self._pack_inputs(args)
+        self.context.check(lib.kjit_prepare(self.handle, cb.args_addr, len(args), None))
+
+    def match(self, *args):
+        """The index of the signature a call with these inputs takes."""
+        cb, _ = self._pack_inputs(args)
+        sig = ctypes.c_int()
+        self.context.check(lib.kjit_function_match(self.handle, cb.args_addr, len(args),
+                                                   ctypes.byref(sig)))
+        return sig.value
+
     def _allocate(self, inputs):
         """Outputs of the shape the call gives: the broadcast loop shape, then
         each output's core, of the types of the signature the inputs pick."""
         n = len(inputs)
-        cb = CallBuffers(n)
-        info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
-                for i, x in enumerate(inputs)]
+        cb, info = self._pack_inputs(inputs)
         sig = ctypes.c_int()
         self.context.check(lib.kjit_function_match(self.handle, cb.args_addr, n,
                                                    ctypes.byref(sig)))

@@ -107,6 +107,10 @@ def test_errors_name_the_problem(rng):
     with pytest.raises(kjit.InvalidArgumentError, match="takes its 2 inputs"):
         m.dot(rng.random(3))
     assert m.matmul.layout == "(m,n),(n,p)->(m,p)"
+    assert (m.matmul.inputs, m.matmul.outputs) == (2, 1)
+    a32 = np.ones((3, 4), np.float32)
+    assert m.matmul.signatures[m.matmul.match(a32, a32.T)] == "(f32[,], f32[,], f32[,])"
+    m.matmul.prepare(a32, a32.T)   # code generated, nothing run
 
 
 @requires_gpu
