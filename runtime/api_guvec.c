@@ -331,7 +331,8 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
     bool outputs_given = nargs == n;
     if (outputs_given && out)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: the outputs are among the arguments; give no other", name);
+                                "%s: the outputs are given as arguments, so out must be NULL",
+                                name);
     if (!outputs_given && l->outputs > 1)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s has %d outputs: give them as arguments after the inputs",
@@ -365,11 +366,18 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
                                       "%s: output %d would have %d dimensions (at most %d)", name,
                                       q - l->inputs, ndim, KJIT_MAX_DIMS);
         } else if (given) {
-            bool same = given->ndim == ndim;
-            for (int d = 0; same && d < ndim; d++)
+            bool same = given->ndim == ndim, repeats = false;
+            for (int d = 0; same && d < ndim; d++) {
                 same = given->shape[d] == want[d];
+                repeats |= given->shape[d] > 1 && given->strides[d] == 0;
+            }
             char s1[160], s2[160];
-            if (!same)
+            if (same && repeats)
+                status = kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                          "%s: output %d has a stride of 0, so loop elements "
+                                          "would write one element together", name,
+                                          q - l->inputs);
+            else if (!same)
                 status = kj_api_set_error(context, KJIT_ERROR_SHAPE,
                                           "%s: output %d has shape %s, but the call gives %s "
                                           "(the loop shape, then the core)", name, q - l->inputs,
@@ -401,15 +409,13 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
     /* The kernel's code, for the loop rank. */
     int loop_ndim = g->loop_ndim > 0 ? g->loop_ndim : 1;
     KjCompiled *compiled = NULL;
-    if (status == KJIT_OK) {
-        for (int q = 0; q < n && status == KJIT_OK; q++) {
-            int core = fn->params[q]->type->kind == KJ_TYPE_ARRAY ? fn->params[q]->type->ndim : 0;
-            if (loop_ndim + core > KJ_MAX_DIMS)
-                status = kj_api_set_error(context, KJIT_ERROR_SHAPE,
-                                          "%s: argument %d has %d loop and %d core dimensions "
-                                          "(at most %d in all)", name, q, loop_ndim, core,
-                                          KJ_MAX_DIMS);
-        }
+    for (int q = 0; q < n && status == KJIT_OK; q++) {
+        int rank = descs_rank(fn, q, loop_ndim);
+        if (rank > KJ_MAX_DIMS)
+            status = kj_api_set_error(context, KJIT_ERROR_SHAPE,
+                                      "%s: argument %d has %d loop and %d core dimensions (at "
+                                      "most %d in all)", name, q, loop_ndim, rank - loop_ndim,
+                                      KJ_MAX_DIMS);
     }
     /* The operands' descriptors over the loop, and whether every core is
      * C-contiguous (the code for that case knows its core strides). */

@@ -500,6 +500,11 @@ START_TEST(errors_name_the_problem)
     kjit_array wrong_type = kjit_array_make(o, KJIT_F32, 1, (int64_t[]){4});
     ck_assert_int_eq(call_dot(&f, &a16, &a16, &wrong_type), KJIT_ERROR_TYPE);
 
+    kjit_array repeated = kjit_array_make(o, KJIT_F64, 1, (int64_t[]){4});
+    repeated.strides[0] = 0;
+    ck_assert_int_eq(call_dot(&f, &a16, &a16, &repeated), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kjit_last_error(f.context), "stride of 0"));
+
     int32_t ints[64] = {0};
     kjit_array i16 = kjit_array_make(ints, KJIT_I32, 2, (int64_t[]){4, 16});
     ck_assert_int_eq(call_dot(&f, &i16, &i16, NULL), KJIT_ERROR_TYPE);
