@@ -42,8 +42,8 @@ def best(kind):
 off, on = best("off"), best("on")
 if os.environ.get("KJIT_BENCH_CLOCK") == "thread":
     off.pop("parallel", None)
-print(f"{'workload':28} {'target':9} {'unchecked ms':>13} {'checked ms':>11} {'ratio':>6}")
+print(f"{'workload':38} {'target':9} {'unchecked ms':>13} {'checked ms':>11} {'ratio':>6}")
 for t in off:
     for w in off[t]:
-        print(f"{w:28} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}")
+        print(f"{w:38} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}")
 PY
