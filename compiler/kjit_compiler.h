@@ -657,6 +657,8 @@ typedef struct KjIrStmt {
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
     struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
+    bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
+                          lanes (reduce.c): vectorised whole, never unrolled */
     int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 

@@ -190,6 +190,15 @@ static KjVec *open_for(Lift *l, KjIrVar *var, KjIrExpr *start, KjIrExpr *stop)
     return open_block(l, &s->body);
 }
 
+/* for j in [0, L) over the lanes, vectorised whole by the back end. */
+static KjVec *open_lanes_for(Lift *l, KjIrVar *j)
+{
+    KjVec *saved = open_for(l, j, i64(l, 0), i64(l, KJ_REDUCE_LANES));
+    KjIrStmt *loop = saved->items[saved->count - 1];
+    loop->simd_lanes = true;
+    return saved;
+}
+
 /* ---------------------------------------------------------------- the body */
 
 /* Peels the coordinates of `index` off the extents (last dimension fastest)
@@ -282,6 +291,18 @@ static void lane_tree(Lift *l, KjIrVar **lane, KjIrVar *ne)
     }
 }
 
+/* A local array of L elements of T, in a new variable. */
+static KjIrVar *local_lanes(Lift *l, const char *name)
+{
+    KjIrVar *lanes = new_var(l, name, kj_type_array(l->t, 1));
+    KjIrExpr *alloc = kj_ir_new_expr(l->arena, KJ_IR_LOCAL, lanes->type, l->loc, 0);
+    alloc->alloc_elem = l->t;
+    alloc->alloc_ndim = 1;
+    alloc->alloc_shape[0] = KJ_REDUCE_LANES;
+    set(l, lanes, alloc);
+    return lanes;
+}
+
 /* LANES: the body of work item w: one block of one output, its L lanes in L
  * local variables; a full block takes a path without tests. */
 static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
@@ -298,12 +319,10 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
     KjIrVar *lane[KJ_REDUCE_LANES];
     for (int j = 0; j < L; j++)
         lane[j] = new_var(l, kj_arena_printf(l->arena, "lane%d", j), l->t);
-    KjIrVar *lanes = new_var(l, "lanes", kj_type_array(l->t, 1));
-    KjIrExpr *alloc = kj_ir_new_expr(l->arena, KJ_IR_LOCAL, lanes->type, l->loc, 0);
-    alloc->alloc_elem = l->t;
-    alloc->alloc_ndim = 1;
-    alloc->alloc_shape[0] = L;
-    set(l, lanes, alloc);
+    /* Two local arrays: the full blocks' is only ever indexed by the lanes
+     * loops, which the back end vectorises whole, so that LLVM keeps it in
+     * registers; the last block's, indexed by u % L, would stop that. */
+    KjIrVar *lanes = local_lanes(l, "lanes"), *tail = local_lanes(l, "tail");
 
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
@@ -312,16 +331,12 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
     /* A full block, without tests. */
     KjVec *saved = open_block(l, &full->then_stmt);
     if (l->v.simd) {
-        /* The lanes in the local array, walked by an inner loop that LLVM's
-         * loop vectoriser turns into SIMD loads and operations (each lane an
-         * independent chain).  min(m, L) is L here (a full block has m >= B),
-         * but not a constant to LLVM: a loop of a constant 32 iterations
-         * would be unrolled, its lanes scattered into scalars, before the
-         * loop vectoriser saw them. */
-        KjIrVar *width = new_var(l, "width", i64_type());
-        set(l, width, min_i64(l, ref(l, l->m), i64(l, L)));
+        /* The lanes in the local array, walked by an inner loop over the L
+         * lanes that the back end vectorises whole (simd_lanes): each lane
+         * an independent chain, all of them in vector registers across the
+         * steps. */
         KjIrVar *j0 = new_var(l, "j", i64_type());
-        KjVec *inner = open_for(l, j0, i64(l, 0), ref(l, width));
+        KjVec *inner = open_lanes_for(l, j0);
         store_flat(l, lanes, ref(l, j0),
                    element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j0)))));
         l->body = inner;
@@ -330,7 +345,7 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
         KjIrVar *base = new_var(l, "base", i64_type());
         set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
         KjIrVar *j1 = new_var(l, "j", i64_type());
-        inner = open_for(l, j1, i64(l, 0), ref(l, width));
+        inner = open_lanes_for(l, j1);
         KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j1)));
         store_flat(l, lanes, ref(l, j1), combine(l, load_flat(l, lanes, ref(l, j1)), element(l, t)));
         l->body = inner;
@@ -369,17 +384,17 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
     first->cond = less(l, ref(l, u), i64(l, L));
     emit(l, first);
     KjVec *branch = open_block(l, &first->then_stmt);
-    store_flat(l, lanes, ref(l, j), e);
+    store_flat(l, tail, ref(l, j), e);
     l->body = branch;
     branch = open_block(l, &first->else_stmt);
-    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), copy(l, e)));
+    store_flat(l, tail, ref(l, j), combine(l, load_flat(l, tail, ref(l, j)), copy(l, e)));
     l->body = branch;
     l->body = loop;
     for (int q = 0; q < L; q++)
         set(l, lane[q], zero_of(l, l->t));
     for (int q = 0; q < L; q++) {
         KjVec *in_if = open_if(l, less(l, i64(l, q), ref(l, count)));
-        set(l, lane[q], load_flat(l, lanes, i64(l, q)));
+        set(l, lane[q], load_flat(l, tail, i64(l, q)));
         l->body = in_if;
     }
     KjIrVar *ne = new_var(l, "ne", i64_type());
