@@ -617,6 +617,10 @@ typedef struct KjIrExpr {
      * flat element index: address = data + index, strides ignored.  Only the
      * vectorize pass sets it, so the back end can see unit-stride accesses. */
     bool contiguous;
+    /* LOAD: the address is a multiple of this many bytes (0: of the element's
+     * size); reduce.c's aligned variants set it, so that LLVM joins a thread's
+     * consecutive loads into one vector load. */
+    int align_bytes;
     /* Checked mode (checks.c): the site this node's run-time check reports,
      * an index into the module's check_sites from 1; 0 for no check. */
     int check_site;
@@ -1009,7 +1013,17 @@ typedef struct KjReduceVariant {
     bool simd;        /* LANES: the lanes in a local array under an inner loop that the
                          loop vectoriser makes SIMD code of (cpu); else L variables
                          (registers on a GPU).  The order is the same. */
+    int thread_lanes; /* WARPS: V, the lanes each thread holds (kj_reduce_thread_lanes);
+                         0: one lane per thread, the tree in shared memory */
+    bool aligned;     /* WARPS with V lanes: each thread's V consecutive elements of
+                         every input start at a multiple of V elements (the runtime
+                         has checked the data pointers and the kept strides) */
 } KjReduceVariant;
+
+/* V for the WARPS form: lanes per thread, so that one thread's V consecutive
+ * elements of the widest input fill 16 bytes (4 f32, 2 f64); 0 when T is not
+ * a type warp shuffles move (then one lane per thread). */
+int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes);
 
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,

@@ -282,7 +282,8 @@ static kjit_status cuda_run_reduce_level(kjit_context *context, const KjReduceLe
         status = kj_cuda_launch_elementwise(context->cuda, c->entry, c->root->symbol, run->items,
                                             run->params, stream, &error);
     } else {
-        int64_t blocks = (run->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
+        int64_t per_block = KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
+        int64_t blocks = (run->items + per_block - 1) / per_block;
         if (blocks > INT32_MAX)
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "%s: too many outputs for one reduction", run->name);

@@ -155,6 +155,14 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, b
                 *full = (KjReduceVariant){
                     .form = cuda ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES, .kept_rank = 0,
                     .reduced_rank = 1, .contiguous = true, .mapped = map != NULL, .simd = !cuda};
+                if (cuda) {
+                    int widest = map ? 0 : kj_type_size(fn->ret);
+                    for (int q = 0; map && q < map->param_count; q++)
+                        if (kj_type_size(map->params[q]->type) > widest)
+                            widest = kj_type_size(map->params[q]->type);
+                    full->thread_lanes = kj_reduce_thread_lanes(fn->ret, widest);
+                    full->aligned = full->thread_lanes > 1;
+                }
                 KjReduceVariant *leading = kj_arena_alloc(arena, sizeof *leading);
                 *leading = (KjReduceVariant){
                     .form = KJ_REDUCE_FORM_LANES, .kept_rank = 1, .reduced_rank = 1,
