@@ -310,13 +310,26 @@ static KjIrVar *local_lanes(Lift *l, const char *name)
 
 /* LANES: the body of work item w: one block of one output, its L lanes in L
  * local variables; a full block takes a path without tests. */
-static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
+static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
     KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
     KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
-    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+    if (l->v.contiguous) {
+        set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
+        set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+        set(l, slot, ref(l, w));
+    } else {
+        /* Strided: neighbouring work items take neighbouring outputs of one
+         * chunk (on a GPU a warp's loads of a step then fall side by side
+         * when the kept dimension is the fast one: the columns of a sum
+         * along axis 0); the block's value still goes to out[k chunks + c]. */
+        KjIrVar *outputs = new_var(l, "outputs", i64_type());
+        set(l, outputs, op2(l, KJ_IR_DIV, i64_type(), ref(l, l->items), ref(l, l->chunks)));
+        set(l, chunk, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, outputs)));
+        set(l, k, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, chunk), ref(l, outputs))));
+        set(l, slot, add(l, mul(l, ref(l, k), ref(l, l->chunks)), ref(l, chunk)));
+    }
     output_offsets(l, k);
     set(l, start, mul(l, ref(l, chunk), i64(l, B)));
     set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
@@ -746,8 +759,9 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
         loop->stop = ref(l, l->items);
         emit(l, loop);
         open_block(l, &loop->body);
-        lanes_body(l, w, value);
-        store_result(l, w, value);
+        KjIrVar *slot = new_var(l, "slot", i64_type());
+        lanes_body(l, w, value, slot);
+        store_result(l, slot, value);
     }
     kj_vec_push(arena, &module->functions, fn);
     return fn;
