@@ -999,8 +999,9 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
 typedef enum {
     KJ_REDUCE_FORM_LANES, /* a VEC_KERNEL: one block of elements per PARFOR iteration, its
                              lanes unrolled in one thread (cpu, parallel; cuda when strided) */
-    KJ_REDUCE_FORM_WARPS, /* a KERNEL for cuda: one warp per block of elements, lane j on
-                             thread j, the tree in shared memory */
+    KJ_REDUCE_FORM_WARPS, /* a KERNEL for cuda: 32 / V threads per block of elements, V
+                             lanes a thread, the tree by warp shuffles (V = 0: a warp
+                             per block, lane j on thread j, the tree in shared memory) */
 } KjReduceForm;
 
 typedef struct KjReduceVariant {
@@ -1038,7 +1039,9 @@ int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes);
  *     ks<q>_<d>, rs<q>_<d>  i64 element strides of input q, kept then reduced (no
  *                        reduced strides when contiguous)
  *     has_init, init     bool, T: out = f(init, value) when chunks == 1
- * Work item w reduces block (w % chunks) of output (w / chunks) into out[w].
+ * Each work item reduces block c of output k into out[k chunks + c]; a
+ * contiguous level numbers them w = k chunks + c, a strided one w = c outputs
+ * + k (outputs = items / chunks).
  * The same (functions, variant) asked twice gives the same kernel.
  */
 KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine, KjIrFunction *map,

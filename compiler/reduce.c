@@ -8,8 +8,10 @@
  * returns T.
  * Gives: a new kernel appended to the module (callees before callers still
  * holds) with the parameters kjit_compiler.h lists under kj_reduce_lift, in
- * which work item w reduces block (w % chunks) of the reduced elements of
- * output (w / chunks) and stores the block's value in out[w]:
+ * which each work item reduces one block c of the reduced elements of one
+ * output k and stores the block's value in out[k chunks + c] (a contiguous
+ * level numbers its work items w = k chunks + c; a strided one
+ * w = c outputs + k, neighbouring outputs side by side):
  *     block c of an output: its elements t in [c B, min((c + 1) B, m)), in C
  *                  order of the reduced dimensions;
  *     lanes:       lane j (0 <= j < L) takes the elements j, j + L, j + 2L ...
@@ -21,12 +23,17 @@
  *                  caller gives an initial value.
  * The LANES form is a VEC_KERNEL whose PARFOR walks the work items, each with
  * its L lanes as L local variables (the loads of one step are consecutive in
- * a contiguous input, so LLVM's SLP vectoriser packs the lanes into SIMD
- * registers: IEEE operations, no reassociation).  The WARPS form is a KERNEL
- * for cuda in which one warp takes one work item, lane j on thread j (the
- * loads of a step are one coalesced transaction), and the tree runs in
- * shared memory between barriers.  Both compute the same operations in the
- * same order, so their results are the same bits.
+ * a contiguous input; with `simd` the lanes sit in a local array under an
+ * inner loop over the L lanes that the back end vectorises whole, so they
+ * stay in vector registers across the steps: IEEE operations, no
+ * reassociation).  The WARPS form is a KERNEL for cuda in which G threads of
+ * a warp take one work item: with V = L / G lanes a thread
+ * (kj_reduce_thread_lanes) thread g holds lanes V g .. V g + V - 1, reads
+ * its V consecutive elements of a step as one vector where the variant is
+ * aligned, and the tree's steps across threads are warp shuffles; for a T
+ * no shuffle moves, one lane a thread and the tree in shared memory between
+ * barriers.  Every form computes the same operations in the same order, so
+ * their results are the same bits.
  */
 #include "kjit_compiler.h"
 

@@ -16,9 +16,11 @@
  * split into the kept dimensions (the output's) and the reduced ones, each
  * in C order; dimensions of extent 1 are dropped and neighbours that every
  * input walks as one run are merged (neither changes the order).  The cuda
- * target runs a contiguous level as the WARPS form (a warp per block of
- * elements) and a strided one as the LANES form (a thread per block); cpu and
- * parallel run the LANES form, split across the pool by work items.
+ * target runs a contiguous level as the WARPS form (V lanes a thread, 32 / V
+ * threads a block of elements, vector loads where every input is aligned)
+ * and a strided one as the LANES form (a thread per block, neighbouring
+ * threads on neighbouring outputs); cpu and parallel run the LANES form,
+ * split across the pool by work items.
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -269,7 +269,8 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
 /* --------------------------------------------------------------- memory */
 
 /* A LANES level takes the elementwise launch shape (a thread per work item,
- * grid-stride); a WARPS level a block of 8 warps per 8 work items. */
+ * grid-stride); a WARPS level blocks of 8 warps, each warp taking V work
+ * items (V lanes a thread; one item a warp when V is 0). */
 static kjit_status cuda_run_reduce_level(kjit_context *context, const KjReduceLevelRun *run)
 {
     if (run->items <= 0)

@@ -102,8 +102,9 @@ static char *ptx_for_source(KjArena *arena, const KjSource *src, KjIrFunction **
                     kj_vec_push(arena, &roots, kj_vectorize(module, fn, scalar_first));
                 }
             }
-            if (fn->kind == KJ_IR_FN_SCALAR && entry->kind == KJ_FN_REDUCE) {
-                /* A reduction's levels in the forms cuda runs: V lanes a
+            if (fn->kind == KJ_IR_FN_SCALAR && entry->kind == KJ_FN_REDUCE && v == 0) {
+                /* A reduction's levels in the forms cuda runs (for its first
+                 * signature: the test's time is mostly ptxas's): V lanes a
                  * thread, aligned or not; one lane a thread; strided LANES. */
                 KjIrFunction *map = NULL;
                 for (int m = 0; entry->map && m < entry->map->variants.count; m++)
