@@ -124,10 +124,12 @@ static KjIrFunction *reduce_map_for(const KjIrEntry *entry, const KjIrFunction *
 }
 
 /* What `build` compiles: every plain function and kernel of the file (or the
- * one named), for a vectorized function each signature's scalar function
- * and its contiguous all-array kernel, and for a @reduce each signature's
- * first level of a full reduction of contiguous inputs and its level over
- * the leading axis of a C-contiguous 2-D array, in the target's forms. */
+ * one named), for a vectorized function each signature's scalar function and
+ * its contiguous all-array kernel, for a @guvectorize each signature's core
+ * function and its kernel over one loop dimension and contiguous cores, and
+ * for a @reduce each signature's first level of a full reduction of
+ * contiguous inputs and its level over the leading axis of a C-contiguous
+ * 2-D array, in the target's forms. */
 static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, bool cuda,
                          KjPipelineRoot **out)
 {
@@ -172,6 +174,9 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, b
             } else if (fn->kind == KJ_IR_FN_SCALAR) {
                 roots[n++] = (KjPipelineRoot){.fn = fn, .vectorize = true, .variant = contig};
             }
+            if (entry->layout) /* a @guvectorize: its kernel over one loop dimension */
+                roots[n++] = (KjPipelineRoot){.fn = fn, .gufunc = entry->layout, .loop_ndim = 1,
+                                              .gufunc_contiguous = true};
         }
     }
     *out = roots;
