@@ -626,6 +626,10 @@ typedef struct KjIrExpr {
      * VIEW: the view is C-contiguous; its strides come from its extents (the
      * guvectorize pass sets it for cores the runtime found contiguous). */
     bool contiguous;
+    /* LOAD: the address is a multiple of this many bytes (0: of the element's
+     * size); reduce.c's aligned variants set it, so that LLVM joins a thread's
+     * consecutive loads into one vector load. */
+    int align_bytes;
     /* Checked mode (checks.c): the site this node's run-time check reports,
      * an index into the module's check_sites from 1; 0 for no check. */
     int check_site;
@@ -666,6 +670,8 @@ typedef struct KjIrStmt {
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
     struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
+    bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
+                          lanes (reduce.c): vectorised whole, never unrolled */
     int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 
@@ -1011,8 +1017,9 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
 typedef enum {
     KJ_REDUCE_FORM_LANES, /* a VEC_KERNEL: one block of elements per PARFOR iteration, its
                              lanes unrolled in one thread (cpu, parallel; cuda when strided) */
-    KJ_REDUCE_FORM_WARPS, /* a KERNEL for cuda: one warp per block of elements, lane j on
-                             thread j, the tree in shared memory */
+    KJ_REDUCE_FORM_WARPS, /* a KERNEL for cuda: 32 / V threads per block of elements, V
+                             lanes a thread, the tree by warp shuffles (V = 0: a warp
+                             per block, lane j on thread j, the tree in shared memory) */
 } KjReduceForm;
 
 typedef struct KjReduceVariant {
@@ -1025,7 +1032,17 @@ typedef struct KjReduceVariant {
     bool simd;        /* LANES: the lanes in a local array under an inner loop that the
                          loop vectoriser makes SIMD code of (cpu); else L variables
                          (registers on a GPU).  The order is the same. */
+    int thread_lanes; /* WARPS: V, the lanes each thread holds (kj_reduce_thread_lanes);
+                         0: one lane per thread, the tree in shared memory */
+    bool aligned;     /* WARPS with V lanes: each thread's V consecutive elements of
+                         every input start at a multiple of V elements (the runtime
+                         has checked the data pointers and the kept strides) */
 } KjReduceVariant;
+
+/* V for the WARPS form: lanes per thread, so that one thread's V consecutive
+ * elements of the widest input fill 16 bytes (4 f32, 2 f64); 0 when T is not
+ * a type warp shuffles move (then one lane per thread). */
+int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes);
 
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,
@@ -1040,7 +1057,9 @@ typedef struct KjReduceVariant {
  *     ks<q>_<d>, rs<q>_<d>  i64 element strides of input q, kept then reduced (no
  *                        reduced strides when contiguous)
  *     has_init, init     bool, T: out = f(init, value) when chunks == 1
- * Work item w reduces block (w % chunks) of output (w / chunks) into out[w].
+ * Each work item reduces block c of output k into out[k chunks + c]; a
+ * contiguous level numbers them w = k chunks + c, a strided one w = c outputs
+ * + k (outputs = items / chunks).
  * The same (functions, variant) asked twice gives the same kernel.
  */
 KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine, KjIrFunction *map,

@@ -563,6 +563,7 @@ typedef struct KjReduceLevelRun {
     const char *name; /* the function, for messages */
     const KjCompiled *compiled;
     bool warps;
+    int thread_lanes; /* WARPS: the variant's V (0 counts as 1): 8 V work items a block */
     int64_t items;
     void **params;
     kjit_stream *stream;

@@ -886,7 +886,10 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
                                         kj_type_scalar(KJ_TYPE_I64));
         kj_codegen_check_index(g, e->check_site, &a, idx, count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, count, e->contiguous);
-        return from_mem(g, e->type, LLVMBuildLoad2(B, memty(g, e->type), p, ""));
+        LLVMValueRef load = LLVMBuildLoad2(B, memty(g, e->type), p, "");
+        if (e->align_bytes > 0)
+            LLVMSetAlignment(load, (unsigned)e->align_bytes);
+        return from_mem(g, e->type, load);
     }
     case KJ_IR_DIM: {
         ArrayVal a;

@@ -1233,6 +1233,34 @@ START_TEST(reductions_match_the_cpu)
         }
     }
 
+    /* The leading axes of a C-contiguous 3-D array (the column sums), and
+     * full sums of f32 views that start 1 to 3 elements in (the unaligned
+     * WARPS variant) and of f64. */
+    int64_t cube[3] = {37, 1100, 29};
+    kjit_array c3 = host_array(KJIT_F32, 3, cube);
+    for (int64_t i = 0; i < cube[0] * cube[1] * cube[2]; i++)
+        set_element(&c3, i, uniform(-1, 1));
+    for (int naxes = 1; naxes <= 2; naxes++) {
+        int axes[2] = {0, 1};
+        kjit_arg arg = kjit_arg_array(&c3);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, axes, naxes, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, axes, naxes, NULL);
+        ck_assert_msg(memcmp(g.data, c.data, (size_t)kjit_array_size(&g) * 4) == 0,
+                      "leading %d axes of 3-D: cuda and cpu differ", naxes);
+        kjit_array_free(&g), kjit_array_free(&c);
+    }
+    for (int offset = 1; offset < 4; offset++) {
+        int64_t len = cube[0] * cube[1] * cube[2] - offset;
+        kjit_array v = kjit_array_make((float *)c3.data + offset, KJIT_F32, 1, &len);
+        kjit_arg arg = kjit_arg_array(&v);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, NULL, 0, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, NULL, 0, NULL);
+        ck_assert_msg(memcmp(g.data, c.data, 4) == 0, "sum from element %d: cuda and cpu differ",
+                      offset);
+        kjit_array_free(&g), kjit_array_free(&c);
+    }
+    free(c3.data);
+
     /* Device arrays and a device output; then on a stream. */
     int64_t n = 1 << 22, one = 1;
     kjit_array hx = host_array(KJIT_F64, 1, &n);
