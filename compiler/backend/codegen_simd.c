@@ -75,10 +75,22 @@ typedef struct Simd {
     SimdLoop loops[SIMD_MAX_DEPTH];
     int loop_depth;
     LLVMValueRef lane_base;  /* kernel: threadIdx.x of lane 0 (i32) */
+    uint64_t varying_params; /* callee: its parameters that are vectors */
+    /* The outermost varying loop being emitted, when no varying if or
+     * `continue` lies between it and the code: see assign_lanes. */
+    const KjIrStmt *plain_loop;
+    bool plain;
     /* callees whose SIMD variant is declared but not yet defined */
-    KjIrFunction **pending;
+    struct Pending *pending;
     int *pending_count;
 } Simd;
+
+/* A callee's SIMD variant: the function, and which of its parameters vary
+ * (those that are uniform at the call stay scalar). */
+typedef struct Pending {
+    KjIrFunction *fn;
+    uint64_t varying_params;
+} Pending;
 
 /* ============================================================ types and constants */
 
@@ -272,13 +284,20 @@ static bool arrays_uniform(const KjIrFunction *fn, KjUniformSources sources)
     return ok;
 }
 
-static KjUniformSources callee_sources(const KjIrFunction *fn)
+/* Every scalar parameter: the sources of the variant that scan_fn checks,
+ * the most varying one. */
+static uint64_t all_scalar_params(const KjIrFunction *fn)
 {
-    KjUniformSources src = {0};
+    uint64_t params = 0;
     for (int i = 0; i < fn->param_count && i < 64; i++)
         if (fn->params[i]->type->kind != KJ_TYPE_ARRAY)
-            src.params |= 1ull << i;
-    return src;
+            params |= 1ull << i;
+    return params;
+}
+
+static KjUniformSources callee_sources(const KjIrFunction *fn)
+{
+    return (KjUniformSources){.params = all_scalar_params(fn)};
 }
 
 static KjUniformSources root_sources(const KjIrFunction *fn)
@@ -738,10 +757,42 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
     return phi;
 }
 
+/* A complex element's parts in every lane: the addresses of part `part`
+ * (0 real, 1 imaginary) of the elements at offs. */
+static LLVMValueRef part_addresses(Simd *s, const ArrayVal *a, LLVMValueRef offs, int part)
+{
+    LLVMValueRef idx[2] = {offs, const_i32(s->g, part)};
+    return LLVMBuildGEP2(s->b, llty(s->g, a->elem), a->data, idx, 2, "");
+}
+
+/* Complex elements go part by part through gathers and scatters. */
+static LLVMValueRef complex_access(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value)
+{
+    Gen *g = s->g;
+    const KjType *part_type = kj_type_complex_part(a->elem);
+    LLVMTypeRef pt = vty(s, part_type);
+    LLVMTypeRef ts[2] = {pt, vec_of(s, g->t_ptr)};
+    LLVMValueRef parts[2];
+    for (int k = 0; k < 2; k++) {
+        LLVMValueRef ps = part_addresses(s, a, offs, k);
+        if (value) {
+            LLVMValueRef args[4] = {LLVMBuildExtractValue(s->b, value, (unsigned)k, ""), ps,
+                                    align_of(s, part_type), s->mask};
+            kj_codegen_call_intrinsic(g, "llvm.masked.scatter", ts, 2, args, 4);
+        } else {
+            LLVMValueRef args[4] = {ps, align_of(s, part_type), s->mask, LLVMConstNull(pt)};
+            parts[k] = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, args, 4);
+        }
+    }
+    return value ? NULL : make_pair(s, parts[0], parts[1]);
+}
+
 static LLVMValueRef load_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef unused, bool contiguous)
 {
     (void)unused;
     Gen *g = s->g;
+    if (kj_type_is_complex(a->elem))
+        return complex_access(s, a, offs, NULL);
     LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
     LLVMValueRef v;
     if (contiguous) {
@@ -764,6 +815,8 @@ static LLVMValueRef load_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMV
 static LLVMValueRef store_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value, bool contiguous)
 {
     Gen *g = s->g;
+    if (kj_type_is_complex(a->elem))
+        return complex_access(s, a, offs, value);
     LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
     if (a->elem->kind == KJ_TYPE_BOOL)
         value = LLVMBuildZExt(s->b, value, mt, "");
@@ -851,8 +904,8 @@ static void set_function_attrs(Gen *g, LLVMValueRef fn)
 }
 
 /* Parameters of fn's SIMD function: arrays as in its impl, scalars as
- * vectors when `vector_scalars`, then `extra`. */
-static LLVMTypeRef simd_type(Simd *s, const KjIrFunction *fn, bool vector_scalars, LLVMTypeRef ret,
+ * vectors when their bit is in `vector_scalars`, then `extra`. */
+static LLVMTypeRef simd_type(Simd *s, const KjIrFunction *fn, uint64_t vector_scalars, LLVMTypeRef ret,
                              const LLVMTypeRef *extra, int extra_count)
 {
     Gen *g = s->g;
@@ -868,7 +921,7 @@ static LLVMTypeRef simd_type(Simd *s, const KjIrFunction *fn, bool vector_scalar
             for (int k = 0; k < 2 * t->ndim; k++)
                 ps[n++] = g->t_i64;
         } else {
-            ps[n++] = vector_scalars ? vty(s, t) : llty(g, t);
+            ps[n++] = i < 64 && (vector_scalars >> i & 1u) ? vty(s, t) : llty(g, t);
         }
     }
     for (int i = 0; i < extra_count; i++)
@@ -878,19 +931,28 @@ static LLVMTypeRef simd_type(Simd *s, const KjIrFunction *fn, bool vector_scalar
     return ft;
 }
 
-static LLVMTypeRef callee_type(Simd *s, const KjIrFunction *fn)
+static LLVMTypeRef callee_type(Simd *s, const KjIrFunction *fn, uint64_t varying_params)
 {
     LLVMTypeRef ret = fn->ret->kind == KJ_TYPE_VOID ? s->g->t_void : vty(s, fn->ret);
-    return simd_type(s, fn, true, ret, &s->mask_type, 1);
+    return simd_type(s, fn, varying_params, ret, &s->mask_type, 1);
+}
+
+static void callee_name(const KjIrFunction *fn, int lanes, uint64_t varying_params, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s__simd%d_%llx", fn->symbol, lanes, (unsigned long long)varying_params);
 }
 
 static LLVMValueRef vcall(Simd *s, KjIrExpr *e)
 {
     Gen *g = s->g;
     KjIrFunction *callee = e->callee;
+    uint64_t varying_params = 0;
+    for (int i = 0; i < e->arg_count && i < 64; i++)
+        if (!is_array(e->args[i]->type) && varying(s, e->args[i]))
+            varying_params |= 1ull << i;
     char name[512];
-    snprintf(name, sizeof name, "%s__simd%d", callee->symbol, s->lanes);
-    LLVMTypeRef ft = callee_type(s, callee);
+    callee_name(callee, s->lanes, varying_params, name, sizeof name);
+    LLVMTypeRef ft = callee_type(s, callee, varying_params);
     LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
     if (!fn) {
         fn = LLVMAddFunction(g->mod, name, ft);
@@ -899,7 +961,7 @@ static LLVMValueRef vcall(Simd *s, KjIrExpr *e)
         if (*s->pending_count >= SIMD_MAX_PENDING)
             kj_codegen_error(g, "too many functions called on SIMD lanes%s", NULL);
         else
-            s->pending[(*s->pending_count)++] = callee;
+            s->pending[(*s->pending_count)++] = (Pending){callee, varying_params};
     }
     int cap = 1;
     for (int i = 0; i < e->arg_count; i++)
@@ -915,8 +977,11 @@ static LLVMValueRef vcall(Simd *s, KjIrExpr *e)
                 args[n++] = a.shape[k];
             for (int k = 0; k < a.ndim; k++)
                 args[n++] = a.strides[k];
-        } else {
+        } else if (i < 64 && (varying_params >> i & 1u)) {
             args[n++] = lanes_of(s, e->args[i], callee->params[i]->type);
+        } else {
+            args[n++] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[i]), e->args[i]->type,
+                                           callee->params[i]->type);
         }
     }
     args[n++] = s->mask;
@@ -1104,9 +1169,68 @@ static void refresh_mask(Simd *s, LLVMValueRef before)
 }
 
 /* var = value (a vector for a varying var, blended in under divergence). */
+static bool reads_var(const KjIrExpr *e, const KjIrVar *var)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_VAR && e->var == var)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (reads_var(e->args[i], var))
+            return true;
+    return false;
+}
+
+/* Whether st reads var outside `inside` (a loop: its body and condition). */
+static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt *inside)
+{
+    if (!st)
+        return false;
+    if (st == inside)
+        return reads_var(st->start, var) || reads_var(st->stop, var) || reads_var(st->step, var);
+    const KjIrExpr *es[] = {st->value, st->array, st->cond, st->start, st->stop, st->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (reads_var(es[i], var))
+            return true;
+    for (int i = 0; i < st->index_count; i++)
+        if (reads_var(st->indices[i], var))
+            return true;
+    for (int i = 0; i < st->stmts.count; i++)
+        if (reads_outside(st->stmts.items[i], var, inside))
+            return true;
+    return reads_outside(st->then_stmt, var, inside) || reads_outside(st->else_stmt, var, inside) ||
+           reads_outside(st->body, var, inside);
+}
+
+static bool has_continue(const KjIrStmt *st)
+{
+    if (!st)
+        return false;
+    if (st->kind == KJ_IR_STMT_CONTINUE)
+        return true;
+    if (st->kind == KJ_IR_STMT_FOR || st->kind == KJ_IR_STMT_WHILE)
+        return false; /* an inner loop's own */
+    for (int i = 0; i < st->stmts.count; i++)
+        if (has_continue(st->stmts.items[i]))
+            return true;
+    return has_continue(st->then_stmt) || has_continue(st->else_stmt);
+}
+
+/*
+ * var = v in the running lanes.  Under divergence the new value is blended
+ * into the old, so that the lanes that do not run keep theirs; except where
+ * those lanes can never read it again: inside an outermost varying loop that
+ * runs once per call, with no varying if or continue in between (so every
+ * lane running an iteration ran the whole of the iterations before), for a
+ * variable read nowhere outside that loop.  The lanes that left the loop,
+ * or never entered it, then never see the value (the Mandelbrot iteration's
+ * z and i need no blends).
+ */
 static void assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
 {
     LLVMValueRef slot = s->vslots[var->id];
+    if (divergent && s->plain_loop && s->plain && !reads_outside(s->fn->body, var, s->plain_loop))
+        divergent = false;
     if (divergent)
         v = blend(s, s->mask, v, LLVMBuildLoad2(s->b, vty(s, var->type), slot, ""));
     LLVMBuildStore(s->b, v, slot);
@@ -1193,6 +1317,8 @@ static void gen_if(Simd *s, KjIrStmt *st)
                       done = new_block(g, "vif.done");
     LLVMBuildCondBr(s->b, any_lane(s, then_mask), then_bb, else_check);
     LLVMPositionBuilderAtEnd(s->b, then_bb);
+    bool plain = s->plain;
+    s->plain = false;
     s->mask = then_mask;
     push_skip(s, else_check);
     gen_stmt(s, st->then_stmt);
@@ -1212,6 +1338,7 @@ static void gen_if(Simd *s, KjIrStmt *st)
     if (block_open(s))
         LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, done);
+    s->plain = plain;
     s->mask = before;
     if (leaves)
         refresh_mask(s, before);
@@ -1294,7 +1421,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             s->mask = active;
             go_on = lanes_of(s, st->cond, kj_type_scalar(KJ_TYPE_BOOL));
         } else if (!lane_counter) {
-            go_on = splat(s, go_on);
+            /* a uniform count ends the loop for every lane at once */
+            LLVMBasicBlockRef counted = new_block(g, "loop.counted");
+            LLVMBuildCondBr(B, go_on, counted, exit);
+            LLVMPositionBuilderAtEnd(B, counted);
+            go_on = splat_const(s, LLVMConstInt(g->t_i1, 1, 0));
         }
         /* lanes whose condition fails leave for good, as by break */
         add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
@@ -1303,6 +1434,12 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMPositionBuilderAtEnd(B, body);
         LLVMBuildStore(B, no_lanes(s), loop.continue_slot);
         s->mask = active;
+    }
+    const KjIrStmt *plain_loop = s->plain_loop;
+    bool plain = s->plain;
+    if (loop_varying && s->loop_depth == 0 && !s->plain_loop) {
+        s->plain_loop = st;
+        s->plain = !has_continue(st->body);
     }
     if (is_for) {
         if (kj_uniform_var_varying(s->u, st->var))
@@ -1319,6 +1456,8 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     if (loop_varying)
         s->skip_depth--;
     s->loop_depth--;
+    s->plain_loop = plain_loop;
+    s->plain = plain;
     if (block_open(s))
         LLVMBuildBr(B, latch);
     LLVMPositionBuilderAtEnd(B, latch);
@@ -1470,7 +1609,7 @@ static unsigned bind_params(Simd *s)
             continue;
         }
         LLVMValueRef x = LLVMGetParam(g->llfn, p++);
-        if (s->role == ROLE_CALLEE) {
+        if (s->role == ROLE_CALLEE && i < 64 && (s->varying_params >> i & 1u)) {
             LLVMBuildStore(s->b, x, s->vslots[v->id]);
         } else {
             LLVMBuildStore(s->b, x, slot->scalar);
@@ -1482,14 +1621,16 @@ static unsigned bind_params(Simd *s)
 }
 
 /* Defines llfn, fn's code on s->lanes lanes in role. */
-static void define(Gen *g, KjIrFunction *fn, Role role, int lanes, LLVMValueRef llfn, KjIrFunction **pending,
-                   int *pending_count)
+static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params, int lanes, LLVMValueRef llfn,
+                   Pending *pending, int *pending_count)
 {
     Simd simd = {.g = g, .b = g->b, .lanes = lanes, .role = role, .fn = fn, .pending = pending,
-                 .pending_count = pending_count};
+                 .pending_count = pending_count, .varying_params = varying_params};
     Simd *s = &simd;
     s->mask_type = vec_of(s, g->t_i1);
-    s->u = kj_uniform_analyze(&s->arena, fn, role == ROLE_CALLEE ? callee_sources(fn) : root_sources(fn));
+    KjUniformSources sources = role == ROLE_CALLEE ? (KjUniformSources){.params = varying_params}
+                                                   : root_sources(fn);
+    s->u = kj_uniform_analyze(&s->arena, fn, sources);
 
     g->fn = fn;
     g->llfn = llfn;
@@ -1563,7 +1704,7 @@ LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeR
         extra[1] = g->t_i32;
         extra_count = 2;
     }
-    *type = simd_type(&probe, fn, false, g->t_void, extra, extra_count);
+    *type = simd_type(&probe, fn, 0, g->t_void, extra, extra_count);
     char symbol[480], name[512];
     kj_kernel_variant_symbol(fn, kj_codegen_root_contiguous(g, fn), symbol, sizeof symbol);
     snprintf(name, sizeof name, "%s__simd%d", symbol, lanes);
@@ -1573,18 +1714,19 @@ LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeR
     if (fn->kind == KJ_IR_FN_KERNEL)
         kj_codegen_add_param_attr(g, chunk, (unsigned)(LLVMCountParamTypes(*type) - 5), "noalias", 0);
 
-    KjIrFunction *pending[SIMD_MAX_PENDING];
+    Pending pending[SIMD_MAX_PENDING];
     int pending_count = 0;
-    define(g, fn, fn->kind == KJ_IR_FN_KERNEL ? ROLE_KERNEL : ROLE_VEC_KERNEL, lanes, chunk, pending,
+    define(g, fn, fn->kind == KJ_IR_FN_KERNEL ? ROLE_KERNEL : ROLE_VEC_KERNEL, 0, lanes, chunk, pending,
            &pending_count);
     /* the SIMD variants of the functions it calls with varying arguments,
      * and of those they call */
     for (int i = 0; i < pending_count && !g->error; i++) {
-        char callee_name[512];
-        snprintf(callee_name, sizeof callee_name, "%s__simd%d", pending[i]->symbol, lanes);
-        LLVMValueRef callee = LLVMGetNamedFunction(g->mod, callee_name);
+        char name[512];
+        callee_name(pending[i].fn, lanes, pending[i].varying_params, name, sizeof name);
+        LLVMValueRef callee = LLVMGetNamedFunction(g->mod, name);
         if (LLVMCountBasicBlocks(callee) == 0)
-            define(g, pending[i], ROLE_CALLEE, lanes, callee, pending, &pending_count);
+            define(g, pending[i].fn, ROLE_CALLEE, pending[i].varying_params, lanes, callee, pending,
+                   &pending_count);
     }
     return chunk;
 }
