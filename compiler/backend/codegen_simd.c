@@ -66,6 +66,13 @@ typedef struct Simd {
     KjArena arena;           /* the analysis */
     LLVMValueRef *vslots;    /* by var id: a varying variable's vector alloca */
     LLVMTypeRef mask_type;
+    /* Masks kept in slots (lanes that broke, continued, returned) are
+     * integers of the lanes' width, all ones or zero: across the blocks of
+     * a loop the backend then keeps them in the form its compares make
+     * (<4 x i1> would travel as <4 x i32> beside 64-bit lanes, packed and
+     * unpacked on every iteration). */
+    LLVMTypeRef slot_mask_type;
+    bool wide_masks; /* see widen_mask */
     LLVMValueRef mask;       /* the lanes running the code being emitted */
     LLVMValueRef returned;   /* alloca: lanes that returned (NULL: no divergent return) */
     LLVMValueRef result;     /* callee: alloca of its result vector */
@@ -76,8 +83,10 @@ typedef struct Simd {
     int loop_depth;
     LLVMValueRef lane_base;  /* kernel: threadIdx.x of lane 0 (i32) */
     uint64_t varying_params; /* callee: its parameters that are vectors */
-    /* The outermost varying loop being emitted, when no varying if or
-     * `continue` lies between it and the code: see assign_lanes. */
+    /* The plain region being emitted (an outermost varying loop, or a side
+     * of an outermost varying if), and whether nothing partial (a varying
+     * if or loop, a `continue`) lies between it and the code: see
+     * assign_lanes. */
     const KjIrStmt *plain_loop;
     bool plain;
     /* callees whose SIMD variant is declared but not yet defined */
@@ -147,16 +156,60 @@ static LLVMValueRef any_lane(Simd *s, LLVMValueRef mask)
     return kj_codegen_call_intrinsic(s->g, "llvm.vector.reduce.or", &s->mask_type, 1, &mask, 1);
 }
 
+static LLVMValueRef narrow_mask(Simd *s, LLVMValueRef wide);
+
+static LLVMValueRef load_mask(Simd *s, LLVMValueRef slot)
+{
+    return narrow_mask(s, LLVMBuildLoad2(s->b, s->slot_mask_type, slot, ""));
+}
+
+/*
+ * A mask's lanes as integers of the lanes' width, behind an empty inline
+ * asm that the optimiser cannot see through.  Between blocks (and around a
+ * loop) the x86 back end keeps a <4 x i1> as <4 x i32>, whatever the width
+ * of the compares that made it and of the selects that use it: beside
+ * 64-bit lanes every such mask is packed after its compare and unpacked
+ * before its blend, on the loop's critical path.  Kept as the compares
+ * make it, it needs neither.  Only on x86 without AVX-512 (whose mask
+ * registers hold any <W x i1>).
+ */
+static bool wide_masks(Simd *s) { return s->wide_masks; }
+
+static LLVMValueRef widen_mask(Simd *s, LLVMValueRef m)
+{
+    LLVMValueRef wide = LLVMBuildSExt(s->b, m, s->slot_mask_type, "");
+    if (!wide_masks(s))
+        return wide;
+    LLVMTypeRef t = s->slot_mask_type;
+    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+    LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+}
+
+static LLVMValueRef narrow_mask(Simd *s, LLVMValueRef wide)
+{
+    return LLVMBuildICmp(s->b, LLVMIntSLT, wide, LLVMConstNull(s->slot_mask_type), "mask");
+}
+
+static void store_mask(Simd *s, LLVMValueRef slot, LLVMValueRef m)
+{
+    LLVMBuildStore(s->b, widen_mask(s, m), slot);
+}
+
+static LLVMValueRef mask_slot(Simd *s, const char *name)
+{
+    LLVMValueRef slot = kj_codegen_alloca_in_entry(s->g, s->slot_mask_type, name);
+    return slot;
+}
+
 static LLVMValueRef mask_and_not(Simd *s, LLVMValueRef m, LLVMValueRef slot)
 {
-    LLVMValueRef gone = LLVMBuildLoad2(s->b, s->mask_type, slot, "");
-    return LLVMBuildAnd(s->b, m, LLVMBuildNot(s->b, gone, ""), "");
+    return LLVMBuildAnd(s->b, m, LLVMBuildNot(s->b, load_mask(s, slot), ""), "");
 }
 
 static void add_lanes(Simd *s, LLVMValueRef slot, LLVMValueRef m)
 {
-    LLVMValueRef old = LLVMBuildLoad2(s->b, s->mask_type, slot, "");
-    LLVMBuildStore(s->b, LLVMBuildOr(s->b, old, m, ""), slot);
+    store_mask(s, slot, LLVMBuildOr(s->b, load_mask(s, slot), m, ""));
 }
 
 /* select(mask, a, b) lane by lane; complex values part by part. */
@@ -1219,12 +1272,14 @@ static bool has_continue(const KjIrStmt *st)
 /*
  * var = v in the running lanes.  Under divergence the new value is blended
  * into the old, so that the lanes that do not run keep theirs; except where
- * those lanes can never read it again: inside an outermost varying loop that
- * runs once per call, with no varying if or continue in between (so every
- * lane running an iteration ran the whole of the iterations before), for a
- * variable read nowhere outside that loop.  The lanes that left the loop,
- * or never entered it, then never see the value (the Mandelbrot iteration's
- * z and i need no blends).
+ * those lanes can never read it again: in a plain region, an outermost
+ * varying loop or a side of an outermost varying if (each runs at most once
+ * per call), with nothing partial in between (no varying if or inner
+ * varying loop, no continue: every lane running there ran all of the region
+ * before it), for a variable read nowhere outside the region.  The lanes
+ * that left the region, or never entered it, then never see the value (the
+ * Mandelbrot iteration's z and i, delay-and-sum's loop counters need no
+ * blends).
  */
 static void assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
 {
@@ -1282,6 +1337,115 @@ static void gen_store(Simd *s, KjIrStmt *st)
     access(s, &a, st->indices, st->index_count, st->contiguous, v, store_at);
 }
 
+/* Whether e costs little to compute for lanes that do not need it: no
+ * memory, no calls, no libm function. */
+static bool cheap_expr(const KjIrExpr *e)
+{
+    switch (e->op) {
+    case KJ_IR_LOAD: case KJ_IR_CALL: case KJ_IR_ATOMIC: case KJ_IR_IPOW: case KJ_IR_PRINT:
+    case KJ_IR_EXEC: case KJ_IR_CABS:
+        return false;
+    case KJ_IR_MATH: {
+        bool libmvec;
+        kj_codegen_math_libm(e->math, &libmvec);
+        if (libmvec || e->math == KJ_MATH_LGAMMA || e->math == KJ_MATH_TGAMMA || e->math == KJ_MATH_FMOD)
+            return false;
+        break;
+    }
+    default:
+        break;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (!cheap_expr(e->args[i]))
+            return false;
+    return true;
+}
+
+/* A side of an if that is a few cheap assignments: run for every lane
+ * under its mask rather than behind a branch on whether any lane takes it
+ * (a branch that lanes of mixed minds make hard to predict). */
+static bool cheap_side(const KjIrStmt *st, int *budget)
+{
+    if (!st)
+        return true;
+    switch (st->kind) {
+    case KJ_IR_STMT_BLOCK:
+        for (int i = 0; i < st->stmts.count; i++)
+            if (!cheap_side(st->stmts.items[i], budget))
+                return false;
+        return true;
+    case KJ_IR_STMT_SET:
+        return --*budget >= 0 && !is_array(st->var->type) && cheap_expr(st->value);
+    case KJ_IR_STMT_IF:
+        return cheap_expr(st->cond) && cheap_side(st->then_stmt, budget) && cheap_side(st->else_stmt, budget);
+    default:
+        return false;
+    }
+}
+
+/* The variables a side assigns (SETs, in nested ifs too), at most 16. */
+static int assigned_vars(const KjIrStmt *st, KjIrVar **vars, int count)
+{
+    if (!st)
+        return count;
+    if (st->kind == KJ_IR_STMT_SET) {
+        for (int i = 0; i < count; i++)
+            if (vars[i] == st->var)
+                return count;
+        if (count < 16)
+            vars[count++] = st->var;
+        return count;
+    }
+    for (int i = 0; i < st->stmts.count; i++)
+        count = assigned_vars(st->stmts.items[i], vars, count);
+    count = assigned_vars(st->then_stmt, vars, count);
+    return assigned_vars(st->else_stmt, vars, count);
+}
+
+/*
+ * A varying if of cheap sides, in line: the then side under its mask, then
+ * the else side under its own, reading and writing shadows of the
+ * variables either side assigns, which start as they were before the if;
+ * last, each variable takes the else side's value in the else lanes.  The
+ * else lanes see what they would have seen (the then side changes nothing
+ * of theirs), and the two sides no longer wait for one another: x = x / 2
+ * or 3 * x + 1 is one blend deep, not two.
+ */
+static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef then_mask, LLVMValueRef else_mask)
+{
+    const KjIrStmt *plain_region = s->plain_loop;
+    bool plain = s->plain;
+    s->plain = false;
+    KjIrVar *vars[16];
+    int count = st->else_stmt ? assigned_vars(st->then_stmt, vars, 0) : 0;
+    if (st->else_stmt)
+        count = assigned_vars(st->else_stmt, vars, count);
+    LLVMValueRef shadows[16], real[16];
+    for (int i = 0; i < count; i++) {
+        LLVMTypeRef t = vty(s, vars[i]->type);
+        real[i] = s->vslots[vars[i]->id];
+        shadows[i] = entry_alloca(s, t, "shadow");
+        LLVMBuildStore(s->b, LLVMBuildLoad2(s->b, t, real[i], ""), shadows[i]);
+    }
+    s->mask = then_mask;
+    gen_stmt(s, st->then_stmt);
+    if (st->else_stmt) {
+        for (int i = 0; i < count; i++)
+            s->vslots[vars[i]->id] = shadows[i];
+        s->mask = else_mask;
+        gen_stmt(s, st->else_stmt);
+        for (int i = 0; i < count; i++) {
+            LLVMTypeRef t = vty(s, vars[i]->type);
+            s->vslots[vars[i]->id] = real[i];
+            LLVMValueRef v = blend(s, else_mask, LLVMBuildLoad2(s->b, t, shadows[i], ""),
+                                   LLVMBuildLoad2(s->b, t, real[i], ""));
+            LLVMBuildStore(s->b, v, real[i]);
+        }
+    }
+    s->plain_loop = plain_region;
+    s->plain = plain;
+}
+
 static void gen_if(Simd *s, KjIrStmt *st)
 {
     Gen *g = s->g;
@@ -1313,12 +1477,24 @@ static void gen_if(Simd *s, KjIrStmt *st)
     LLVMValueRef c = lanes_of(s, st->cond, kj_type_scalar(KJ_TYPE_BOOL));
     LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");
     LLVMValueRef else_mask = LLVMBuildAnd(s->b, before, LLVMBuildNot(s->b, c, ""), "else.mask");
+    /* a few cheap assignments: both sides in line, under their masks */
+    int budget = 8;
+    if (cheap_side(st->then_stmt, &budget) && cheap_side(st->else_stmt, &budget)) {
+        gen_if_in_line(s, st, then_mask, else_mask);
+        s->mask = before;
+        return;
+    }
     LLVMBasicBlockRef then_bb = new_block(g, "vif.then"), else_check = new_block(g, "vif.else.check"),
                       done = new_block(g, "vif.done");
     LLVMBuildCondBr(s->b, any_lane(s, then_mask), then_bb, else_check);
     LLVMPositionBuilderAtEnd(s->b, then_bb);
+    /* an if that runs once per call is a plain region of its own, side by
+     * side; one inside a plain region makes it partial */
+    const KjIrStmt *plain_region = s->plain_loop;
     bool plain = s->plain;
-    s->plain = false;
+    bool region = s->loop_depth == 0 && !s->plain_loop;
+    s->plain_loop = region ? st->then_stmt : plain_region;
+    s->plain = region;
     s->mask = then_mask;
     push_skip(s, else_check);
     gen_stmt(s, st->then_stmt);
@@ -1331,6 +1507,8 @@ static void gen_if(Simd *s, KjIrStmt *st)
         LLVMBuildCondBr(s->b, any_lane(s, else_mask), else_bb, done);
         LLVMPositionBuilderAtEnd(s->b, else_bb);
         s->mask = else_mask;
+        s->plain_loop = region ? st->else_stmt : plain_region;
+        s->plain = region;
         push_skip(s, done);
         gen_stmt(s, st->else_stmt);
         s->skip_depth--;
@@ -1338,6 +1516,7 @@ static void gen_if(Simd *s, KjIrStmt *st)
     if (block_open(s))
         LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, done);
+    s->plain_loop = plain_region;
     s->plain = plain;
     s->mask = before;
     if (leaves)
@@ -1388,9 +1567,9 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     }
     SimdLoop loop = {.varying = loop_varying};
     if (loop_varying) {
-        loop.break_slot = entry_alloca(s, s->mask_type, "break.lanes");
-        loop.continue_slot = entry_alloca(s, s->mask_type, "continue.lanes");
-        LLVMBuildStore(B, no_lanes(s), loop.break_slot);
+        loop.break_slot = mask_slot(s, "break.lanes");
+        loop.continue_slot = mask_slot(s, "continue.lanes");
+        store_mask(s, loop.break_slot, no_lanes(s));
     }
     LLVMBasicBlockRef head = new_block(g, "loop.head"), body = new_block(g, "loop.body"),
                       latch = new_block(g, "loop.latch"), exit = new_block(g, "loop.exit");
@@ -1414,10 +1593,13 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         if (s->returned)
             active = mask_and_not(s, active, s->returned);
         if (!is_for) {
-            /* the condition under the lanes still in the loop */
-            LLVMBasicBlockRef cond_bb = new_block(g, "loop.cond");
-            LLVMBuildCondBr(B, any_lane(s, active), cond_bb, exit);
-            LLVMPositionBuilderAtEnd(B, cond_bb);
+            /* the condition under the lanes still in the loop; one that
+             * touches memory only while there are some */
+            if (touches_memory(st->cond)) {
+                LLVMBasicBlockRef cond_bb = new_block(g, "loop.cond");
+                LLVMBuildCondBr(B, any_lane(s, active), cond_bb, exit);
+                LLVMPositionBuilderAtEnd(B, cond_bb);
+            }
             s->mask = active;
             go_on = lanes_of(s, st->cond, kj_type_scalar(KJ_TYPE_BOOL));
         } else if (!lane_counter) {
@@ -1432,7 +1614,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         active = LLVMBuildAnd(B, active, go_on, "active");
         LLVMBuildCondBr(B, any_lane(s, active), body, exit);
         LLVMPositionBuilderAtEnd(B, body);
-        LLVMBuildStore(B, no_lanes(s), loop.continue_slot);
+        store_mask(s, loop.continue_slot, no_lanes(s));
         s->mask = active;
     }
     const KjIrStmt *plain_loop = s->plain_loop;
@@ -1440,6 +1622,8 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     if (loop_varying && s->loop_depth == 0 && !s->plain_loop) {
         s->plain_loop = st;
         s->plain = !has_continue(st->body);
+    } else if (loop_varying) {
+        s->plain = false; /* lanes leave this inner loop and read on after it */
     }
     if (is_for) {
         if (kj_uniform_var_varying(s->u, st->var))
@@ -1620,6 +1804,40 @@ static unsigned bind_params(Simd *s)
     return p;
 }
 
+/* Every mask used in a block other than its own reaches it wide (see
+ * widen_mask): widened once after its definition, narrowed before each use.
+ * Phis of masks are left as they are. */
+static void widen_crossing_masks(Simd *s, LLVMValueRef entry_mask)
+{
+    Gen *g = s->g;
+    LLVMBuilderRef b = s->b;
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(g->llfn); bb; bb = LLVMGetNextBasicBlock(bb)) {
+        for (LLVMValueRef def = LLVMGetFirstInstruction(bb); def; def = LLVMGetNextInstruction(def)) {
+            /* the lanes a chunk starts with become a constant once inlined
+             * into the entry's loop over whole chunks: left in the open */
+            if (LLVMTypeOf(def) != s->mask_type || LLVMIsAPHINode(def) || def == entry_mask)
+                continue;
+            LLVMValueRef wide = NULL;
+            LLVMUseRef next;
+            for (LLVMUseRef use = LLVMGetFirstUse(def); use; use = next) {
+                next = LLVMGetNextUse(use);
+                LLVMValueRef user = LLVMGetUser(use);
+                if (LLVMIsAPHINode(user) || !LLVMIsAInstruction(user) || LLVMGetInstructionParent(user) == bb)
+                    continue;
+                if (!wide) {
+                    LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
+                    wide = widen_mask(s, def);
+                }
+                LLVMPositionBuilderBefore(b, user);
+                LLVMValueRef narrow = narrow_mask(s, wide);
+                for (unsigned k = 0; k < (unsigned)LLVMGetNumOperands(user); k++)
+                    if (LLVMGetOperand(user, k) == def)
+                        LLVMSetOperand(user, k, narrow);
+            }
+        }
+    }
+}
+
 /* Defines llfn, fn's code on s->lanes lanes in role. */
 static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params, int lanes, LLVMValueRef llfn,
                    Pending *pending, int *pending_count)
@@ -1628,6 +1846,10 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
                  .pending_count = pending_count, .varying_params = varying_params};
     Simd *s = &simd;
     s->mask_type = vec_of(s, g->t_i1);
+    int mask_bits = register_bytes(g) * 8 / lanes;
+    s->slot_mask_type = vec_of(s, LLVMIntTypeInContext(g->ctx, (unsigned)(mask_bits < 8 ? 8 : mask_bits > 64 ? 64 : mask_bits)));
+    const char *triple = LLVMGetTarget(g->mod);
+    s->wide_masks = strncmp(triple, "x86_64", 6) == 0 && register_bytes(g) < 64;
     KjUniformSources sources = role == ROLE_CALLEE ? (KjUniformSources){.params = varying_params}
                                                    : root_sources(fn);
     s->u = kj_uniform_analyze(&s->arena, fn, sources);
@@ -1656,8 +1878,8 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         count = LLVMGetParam(llfn, p + 1);
     }
     if (kj_uniform_divergent_return(s->u)) {
-        s->returned = LLVMBuildAlloca(s->b, s->mask_type, "returned");
-        LLVMBuildStore(s->b, no_lanes(s), s->returned);
+        s->returned = LLVMBuildAlloca(s->b, s->slot_mask_type, "returned");
+        store_mask(s, s->returned, no_lanes(s));
     }
     if (role == ROLE_CALLEE && fn->ret->kind != KJ_TYPE_VOID) {
         s->result = LLVMBuildAlloca(s->b, vty(s, fn->ret), "result");
@@ -1669,6 +1891,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         s->mask = LLVMGetParam(llfn, p);
     else
         s->mask = LLVMBuildICmp(s->b, LLVMIntULT, iota(s, g->t_i32), splat(s, count), "lanes");
+    LLVMValueRef entry_mask = s->mask;
     s->exit_bb = new_block(g, "exit");
     push_skip(s, s->exit_bb);
     if (role == ROLE_VEC_KERNEL)
@@ -1682,6 +1905,8 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         LLVMBuildRet(s->b, LLVMBuildLoad2(s->b, vty(s, fn->ret), s->result, ""));
     else
         LLVMBuildRetVoid(s->b);
+    if (wide_masks(s))
+        widen_crossing_masks(s, entry_mask);
     if (g->shared_offset > fn->shared_bytes)
         fn->shared_bytes = g->shared_offset;
     free(g->slots);
