@@ -178,7 +178,7 @@ static bool wide_masks(Simd *s) { return s->wide_masks; }
 static LLVMValueRef widen_mask(Simd *s, LLVMValueRef m)
 {
     LLVMValueRef wide = LLVMBuildSExt(s->b, m, s->slot_mask_type, "");
-    if (!wide_masks(s))
+    if (!wide_masks(s) || LLVMIsConstant(m))
         return wide;
     LLVMTypeRef t = s->slot_mask_type;
     LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
