@@ -436,6 +436,141 @@ static LLVMValueRef make_pair(Simd *s, LLVMValueRef re, LLVMValueRef im)
     return LLVMBuildInsertValue(s->b, v, im, 1, "");
 }
 
+/*
+ * 64-bit integers and f64 on hosts without AVX-512DQ, which have no packed
+ * instruction for either conversion: LLVM would convert lane by lane (and
+ * the saturating one with a branch per lane).  Both are exact here in a
+ * few vector instructions, with the scalar code's results:
+ *   i64 -> f64: hi * 2^32 + lo, the halves converted exactly (hi signed or
+ *     unsigned, lo unsigned); the one addition rounds once, to nearest, as
+ *     the scalar conversion does;
+ *   f64 -> i64, saturating: t = trunc(x), hi = floor(t / 2^32) and
+ *     lo = t - hi * 2^32 are exact integers of 32 bits, converted and put
+ *     together; NaN gives 0, and what is out of range the nearest bound.
+ */
+static bool split_64bit_conversions(Simd *s)
+{
+    const char *f = s->g->cpu_features ? s->g->cpu_features : "";
+    return strncmp(LLVMGetTarget(s->g->mod), "x86_64", 6) == 0 && !has_feature(f, "+avx512dq");
+}
+
+static LLVMValueRef vconst_f64(Simd *s, double v) { return splat_const(s, LLVMConstReal(s->g->t_f64, v)); }
+
+/* Whether every lane of a <W x i1> is set. */
+static LLVMValueRef all_lanes(Simd *s, LLVMValueRef m)
+{
+    LLVMTypeRef bits = LLVMIntTypeInContext(s->g->ctx, (unsigned)s->lanes);
+    return LLVMBuildICmp(s->b, LLVMIntEQ, LLVMBuildBitCast(s->b, m, bits, ""), LLVMConstAllOnes(bits), "");
+}
+
+/* `fast` when cond holds, else `slow`: both are built by fn on v, each
+ * behind its side of a branch, and a phi joins them. */
+typedef LLVMValueRef (*ConvertFn)(Simd *s, LLVMValueRef v, bool fast, bool flag);
+
+static LLVMValueRef fast_or_slow(Simd *s, LLVMValueRef cond, ConvertFn fn, LLVMValueRef v, bool flag)
+{
+    LLVMBasicBlockRef fast_bb = new_block(s->g, "convert.fast"), slow_bb = new_block(s->g, "convert.slow"),
+                      done = new_block(s->g, "convert.done");
+    LLVMBuildCondBr(s->b, cond, fast_bb, slow_bb);
+    LLVMPositionBuilderAtEnd(s->b, fast_bb);
+    LLVMValueRef a = fn(s, v, true, flag);
+    LLVMBasicBlockRef fast_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, slow_bb);
+    LLVMValueRef b = fn(s, v, false, flag);
+    LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, done);
+    LLVMValueRef phi = LLVMBuildPhi(s->b, LLVMTypeOf(a), "");
+    LLVMAddIncoming(phi, (LLVMValueRef[]){a, b}, (LLVMBasicBlockRef[]){fast_end, slow_end}, 2);
+    return phi;
+}
+
+static LLVMValueRef i64_to_f64_split(Simd *s, LLVMValueRef v, bool is_signed)
+{
+    LLVMBuilderRef B = s->b;
+    Gen *g = s->g;
+    LLVMTypeRef i64v = vec_of(s, g->t_i64), i32v = vec_of(s, g->t_i32), f64v = vec_of(s, g->t_f64);
+    LLVMValueRef shift = splat_const(s, LLVMConstInt(g->t_i64, 32, 0));
+    LLVMValueRef hi = LLVMBuildTrunc(B, is_signed ? LLVMBuildAShr(B, v, shift, "") : LLVMBuildLShr(B, v, shift, ""),
+                                     i32v, "");
+    LLVMValueRef lo = LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffu, 0)), "");
+    (void)i64v;
+    LLVMValueRef hf = is_signed ? LLVMBuildSIToFP(B, hi, f64v, "") : LLVMBuildUIToFP(B, hi, f64v, "");
+    LLVMValueRef lf = LLVMBuildSIToFP(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""), i32v, ""),
+                                      f64v, "");
+    /* lo as two exact halves: (lo >> 1) * 2 + (lo & 1), each below 2^31 */
+    lf = LLVMBuildFAdd(B, LLVMBuildFMul(B, lf, vconst_f64(s, 2.0), ""),
+                       LLVMBuildUIToFP(B, LLVMBuildTrunc(B, LLVMBuildAnd(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""),
+                                                         i32v, ""), f64v, ""), "");
+    return LLVMBuildFAdd(B, LLVMBuildFMul(B, hf, vconst_f64(s, 4294967296.0), ""), lf, "");
+}
+
+static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
+{
+    LLVMBuilderRef B = s->b;
+    Gen *g = s->g;
+    LLVMTypeRef f64v = vec_of(s, g->t_f64), i32v = vec_of(s, g->t_i32), i64v = vec_of(s, g->t_i64);
+    LLVMValueRef t = kj_codegen_call_intrinsic(g, "llvm.trunc", &f64v, 1, &x, 1);
+    /* in range (and not NaN): [-2^63, 2^63) */
+    LLVMValueRef low_ok = LLVMBuildFCmp(B, LLVMRealOGE, t, vconst_f64(s, -9223372036854775808.0), "");
+    LLVMValueRef high_ok = LLVMBuildFCmp(B, LLVMRealOLT, t, vconst_f64(s, 9223372036854775808.0), "");
+    LLVMValueRef in_range = LLVMBuildAnd(B, low_ok, high_ok, "");
+    LLVMValueRef safe = LLVMBuildSelect(B, in_range, t, LLVMConstNull(f64v), "");
+    LLVMValueRef hf = LLVMBuildFMul(B, safe, vconst_f64(s, 1.0 / 4294967296.0), "");
+    hf = kj_codegen_call_intrinsic(g, "llvm.floor", &f64v, 1, &hf, 1);
+    LLVMValueRef lf = LLVMBuildFSub(B, safe, LLVMBuildFMul(B, hf, vconst_f64(s, 4294967296.0), ""), "");
+    /* hi in [-2^31, 2^31); lo in [0, 2^32), converted as lo - 2^31 */
+    LLVMValueRef hi = LLVMBuildFPToSI(B, hf, i32v, "");
+    LLVMValueRef lo = LLVMBuildFPToSI(B, LLVMBuildFSub(B, lf, vconst_f64(s, 2147483648.0), ""), i32v, "");
+    lo = LLVMBuildXor(B, lo, splat_const(s, LLVMConstInt(g->t_i32, 0x80000000u, 0)), "");
+    LLVMValueRef r = LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildSExt(B, hi, i64v, ""), splat_const(s, LLVMConstInt(g->t_i64, 32, 0)), ""),
+                                 LLVMBuildZExt(B, lo, i64v, ""), "");
+    LLVMValueRef bound = LLVMBuildSelect(B, low_ok, splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MAX, 0)),
+                                         splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MIN, 0)), "");
+    LLVMValueRef is_nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+    bound = LLVMBuildSelect(B, is_nan, LLVMConstNull(i64v), bound, "");
+    return LLVMBuildSelect(B, in_range, r, bound, "");
+}
+
+/* The common case first: values that fit 32 bits convert in one packed
+ * instruction each way; the split forms above take the rest. */
+static LLVMValueRef i64_to_f64_step(Simd *s, LLVMValueRef v, bool fast, bool is_signed)
+{
+    if (!fast)
+        return i64_to_f64_split(s, v, is_signed);
+    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
+    return LLVMBuildSIToFP(s->b, narrow, vec_of(s, s->g->t_f64), "");
+}
+
+static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
+{
+    /* fits: the value is its low half, sign-extended (non-negative for u64) */
+    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
+    LLVMValueRef back = LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
+    LLVMValueRef fits = LLVMBuildICmp(s->b, LLVMIntEQ, back, v, "");
+    if (!is_signed)
+        fits = LLVMBuildAnd(s->b, fits, LLVMBuildICmp(s->b, LLVMIntSGE, v, LLVMConstNull(LLVMTypeOf(v)), ""), "");
+    return fast_or_slow(s, all_lanes(s, fits), i64_to_f64_step, v, is_signed);
+}
+
+static LLVMValueRef f64_to_i64_step(Simd *s, LLVMValueRef x, bool fast, bool unused)
+{
+    (void)unused;
+    if (!fast)
+        return f64_to_i64_sat_split(s, x);
+    LLVMValueRef narrow = LLVMBuildFPToSI(s->b, x, vec_of(s, s->g->t_i32), "");
+    return LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
+}
+
+static LLVMValueRef f64_to_i64_sat(Simd *s, LLVMValueRef x)
+{
+    /* truncation lands in i32's range (NaN fails both tests) */
+    LLVMValueRef above = LLVMBuildFCmp(s->b, LLVMRealOGT, x, vconst_f64(s, -2147483649.0), "");
+    LLVMValueRef below = LLVMBuildFCmp(s->b, LLVMRealOLT, x, vconst_f64(s, 2147483648.0), "");
+    return fast_or_slow(s, all_lanes(s, LLVMBuildAnd(s->b, above, below, "")), f64_to_i64_step, x, false);
+}
+
 /* kj_codegen_convert on vectors (f16 and bf16 never get here). */
 static LLVMValueRef vconvert(Simd *s, LLVMValueRef v, const KjType *from, const KjType *to)
 {
@@ -468,8 +603,13 @@ static LLVMValueRef vconvert(Simd *s, LLVMValueRef v, const KjType *from, const 
             return LLVMBuildTrunc(B, v, dst, "");
         return kj_type_is_signed(from) ? LLVMBuildSExt(B, v, dst, "") : LLVMBuildZExt(B, v, dst, "");
     }
-    if (kj_type_is_int(from) && kj_type_is_float(to))
+    if (kj_type_is_int(from) && kj_type_is_float(to)) {
+        if (kj_type_int_bits(from) == 64 && to->kind == KJ_TYPE_F64 && split_64bit_conversions(s))
+            return i64_to_f64(s, v, kj_type_is_signed(from));
         return kj_type_is_signed(from) ? LLVMBuildSIToFP(B, v, dst, "") : LLVMBuildUIToFP(B, v, dst, "");
+    }
+    if (from->kind == KJ_TYPE_F64 && (to->kind == KJ_TYPE_I64) && split_64bit_conversions(s))
+        return f64_to_i64_sat(s, v);
     if (kj_type_is_float(from) && kj_type_is_int(to)) {
         LLVMTypeRef ts[2] = {dst, LLVMTypeOf(v)};
         return kj_codegen_call_intrinsic(s->g, kj_type_is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat",
@@ -857,8 +997,28 @@ static LLVMValueRef load_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMV
     } else {
         LLVMValueRef ps = LLVMBuildGEP2(s->b, memty(g, a->elem), a->data, &offs, 1, "");
         LLVMTypeRef ts[2] = {mt, vec_of(s, g->t_ptr)};
-        LLVMValueRef args[4] = {ps, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
-        v = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, args, 4);
+        if (s->wide_masks) {
+            /* Without AVX-512 LLVM expands a masked gather into a branch
+             * per lane: when every lane is active (the usual case), an
+             * unmasked one, lane by lane without branches. */
+            LLVMBasicBlockRef all_bb = new_block(g, "gather.all"), some_bb = new_block(g, "gather.some"),
+                              done = new_block(g, "gather.done");
+            LLVMBuildCondBr(s->b, all_lanes(s, s->mask), all_bb, some_bb);
+            LLVMPositionBuilderAtEnd(s->b, all_bb);
+            LLVMValueRef all_args[4] = {ps, align_of(s, a->elem), LLVMConstAllOnes(s->mask_type), LLVMConstNull(mt)};
+            LLVMValueRef all = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, all_args, 4);
+            LLVMBuildBr(s->b, done);
+            LLVMPositionBuilderAtEnd(s->b, some_bb);
+            LLVMValueRef some_args[4] = {ps, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
+            LLVMValueRef some = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, some_args, 4);
+            LLVMBuildBr(s->b, done);
+            LLVMPositionBuilderAtEnd(s->b, done);
+            v = LLVMBuildPhi(s->b, mt, "");
+            LLVMAddIncoming(v, (LLVMValueRef[]){all, some}, (LLVMBasicBlockRef[]){all_bb, some_bb}, 2);
+        } else {
+            LLVMValueRef args[4] = {ps, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
+            v = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, args, 4);
+        }
     }
     if (a->elem->kind == KJ_TYPE_BOOL)
         v = LLVMBuildICmp(s->b, LLVMIntNE, v, LLVMConstNull(mt), "");

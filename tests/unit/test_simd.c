@@ -52,8 +52,9 @@ static const char source[] =
     "    }\n"
     "    if v < -0.9 { out_f[i] = -1.0; out_i[i] = count; return; }\n"
     "    let s = ((count << (q & 63)) ^ (q >> (count & 7))) + i64(v * 1.0e19);\n"
-    "    if v > 0 { out_f[i] = sqrt(acc) / v; } else { out_f[i] = acc - v; }\n"
-    "    out_i[i] = div + s;\n"
+    "    let edges = i64((v - v) / (v - v)) + i64(v / 0.0) / 2 + i64(v * 3.0e9);\n"
+    "    if v > 0 { out_f[i] = sqrt(acc) / v + f64(q); } else { out_f[i] = acc - v + f64(q * 4097); }\n"
+    "    out_i[i] = div + s + edges;\n"
     "}\n"
     "\n"
     "@kernel\n"
@@ -159,8 +160,11 @@ static void mixed_reference(double v, int64_t q, int64_t i, double *out_f, int64
     }
     uint64_t shifted = (uint64_t)count << (q & 63);
     int64_t s = (int64_t)((shifted ^ (uint64_t)(q >> (count & 7))) + (uint64_t)to_i64_sat(v * 1.0e19));
-    *out_f = v > 0 ? sqrt(acc) / v : acc - v;
-    *out_i = (int64_t)((uint64_t)div + (uint64_t)s);
+    /* NaN, infinities and values past 32 bits, each way */
+    int64_t edges = (int64_t)((uint64_t)to_i64_sat((v - v) / (v - v)) + (uint64_t)kdiv(to_i64_sat(v / 0.0), 2) +
+                              (uint64_t)to_i64_sat(v * 3.0e9));
+    *out_f = v > 0 ? sqrt(acc) / v + (double)q : acc - v + (double)(int64_t)((uint64_t)q * 4097);
+    *out_i = (int64_t)((uint64_t)div + (uint64_t)s + (uint64_t)edges);
 }
 
 static int escape_count_reference(double cr, double ci, int limit)
