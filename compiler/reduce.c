@@ -8,8 +8,10 @@
  * returns T.
  * Gives: a new kernel appended to the module (callees before callers still
  * holds) with the parameters kjit_compiler.h lists under kj_reduce_lift, in
- * which work item w reduces block (w % chunks) of the reduced elements of
- * output (w / chunks) and stores the block's value in out[w]:
+ * which each work item reduces one block c of the reduced elements of one
+ * output k and stores the block's value in out[k chunks + c] (a contiguous
+ * level numbers its work items w = k chunks + c; a strided one
+ * w = c outputs + k, neighbouring outputs side by side):
  *     block c of an output: its elements t in [c B, min((c + 1) B, m)), in C
  *                  order of the reduced dimensions;
  *     lanes:       lane j (0 <= j < L) takes the elements j, j + L, j + 2L ...
@@ -21,15 +23,21 @@
  *                  caller gives an initial value.
  * The LANES form is a VEC_KERNEL whose PARFOR walks the work items, each with
  * its L lanes as L local variables (the loads of one step are consecutive in
- * a contiguous input, so LLVM's SLP vectoriser packs the lanes into SIMD
- * registers: IEEE operations, no reassociation).  The WARPS form is a KERNEL
- * for cuda in which one warp takes one work item, lane j on thread j (the
- * loads of a step are one coalesced transaction), and the tree runs in
- * shared memory between barriers.  Both compute the same operations in the
- * same order, so their results are the same bits.
+ * a contiguous input; with `simd` the lanes sit in a local array under an
+ * inner loop over the L lanes that the back end vectorises whole, so they
+ * stay in vector registers across the steps: IEEE operations, no
+ * reassociation).  The WARPS form is a KERNEL for cuda in which G threads of
+ * a warp take one work item: with V = L / G lanes a thread
+ * (kj_reduce_thread_lanes) thread g holds lanes V g .. V g + V - 1, reads
+ * its V consecutive elements of a step as one vector where the variant is
+ * aligned, and the tree's steps across threads are warp shuffles; for a T
+ * no shuffle moves, one lane a thread and the tree in shared memory between
+ * barriers.  Every form computes the same operations in the same order, so
+ * their results are the same bits.
  */
 #include "kjit_compiler.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_INPUTS 32
@@ -49,6 +57,8 @@ typedef struct Lift {
     KjIrVar *off[MAX_INPUTS];   /* each input's offset of the current output */
     KjIrVar *coord[KJ_MAX_DIMS]; /* scratch: coordinates peeled off an index */
     KjVec *body;                /* where statements go */
+    bool aligned_group;         /* element(): its loads start a thread's aligned group
+                                   of V elements */
 } Lift;
 
 /* ---------------------------------------------------------------- builders */
@@ -190,6 +200,15 @@ static KjVec *open_for(Lift *l, KjIrVar *var, KjIrExpr *start, KjIrExpr *stop)
     return open_block(l, &s->body);
 }
 
+/* for j in [0, L) over the lanes, vectorised whole by the back end. */
+static KjVec *open_lanes_for(Lift *l, KjIrVar *j)
+{
+    KjVec *saved = open_for(l, j, i64(l, 0), i64(l, KJ_REDUCE_LANES));
+    KjIrStmt *loop = saved->items[saved->count - 1];
+    loop->simd_lanes = true;
+    return saved;
+}
+
 /* ---------------------------------------------------------------- the body */
 
 /* Peels the coordinates of `index` off the extents (last dimension fastest)
@@ -230,6 +249,8 @@ static KjIrExpr *element(Lift *l, KjIrExpr *t)
                 offset = add(l, offset, mul(l, ref(l, l->coord[d]), ref(l, l->rs[q][d])));
         }
         loads[q] = load_flat(l, l->in[q], add(l, ref(l, l->off[q]), offset));
+        if (l->aligned_group)
+            loads[q]->align_bytes = l->v.thread_lanes * (int)kj_type_size(l->in[q]->type->elem);
     }
     if (!l->v.mapped)
         return loads[0];
@@ -282,15 +303,40 @@ static void lane_tree(Lift *l, KjIrVar **lane, KjIrVar *ne)
     }
 }
 
+/* A local array of L elements of T, in a new variable. */
+static KjIrVar *local_lanes(Lift *l, const char *name)
+{
+    KjIrVar *lanes = new_var(l, name, kj_type_array(l->t, 1));
+    KjIrExpr *alloc = kj_ir_new_expr(l->arena, KJ_IR_LOCAL, lanes->type, l->loc, 0);
+    alloc->alloc_elem = l->t;
+    alloc->alloc_ndim = 1;
+    alloc->alloc_shape[0] = KJ_REDUCE_LANES;
+    set(l, lanes, alloc);
+    return lanes;
+}
+
 /* LANES: the body of work item w: one block of one output, its L lanes in L
  * local variables; a full block takes a path without tests. */
-static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
+static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
     KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
     KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
-    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+    if (l->v.contiguous) {
+        set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
+        set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+        set(l, slot, ref(l, w));
+    } else {
+        /* Strided: neighbouring work items take neighbouring outputs of one
+         * chunk (on a GPU a warp's loads of a step then fall side by side
+         * when the kept dimension is the fast one: the columns of a sum
+         * along axis 0); the block's value still goes to out[k chunks + c]. */
+        KjIrVar *outputs = new_var(l, "outputs", i64_type());
+        set(l, outputs, op2(l, KJ_IR_DIV, i64_type(), ref(l, l->items), ref(l, l->chunks)));
+        set(l, chunk, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, outputs)));
+        set(l, k, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, chunk), ref(l, outputs))));
+        set(l, slot, add(l, mul(l, ref(l, k), ref(l, l->chunks)), ref(l, chunk)));
+    }
     output_offsets(l, k);
     set(l, start, mul(l, ref(l, chunk), i64(l, B)));
     set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
@@ -298,12 +344,10 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
     KjIrVar *lane[KJ_REDUCE_LANES];
     for (int j = 0; j < L; j++)
         lane[j] = new_var(l, kj_arena_printf(l->arena, "lane%d", j), l->t);
-    KjIrVar *lanes = new_var(l, "lanes", kj_type_array(l->t, 1));
-    KjIrExpr *alloc = kj_ir_new_expr(l->arena, KJ_IR_LOCAL, lanes->type, l->loc, 0);
-    alloc->alloc_elem = l->t;
-    alloc->alloc_ndim = 1;
-    alloc->alloc_shape[0] = L;
-    set(l, lanes, alloc);
+    /* Two local arrays: the full blocks' is only ever indexed by the lanes
+     * loops, which the back end vectorises whole, so that LLVM keeps it in
+     * registers; the last block's, indexed by u % L, would stop that. */
+    KjIrVar *lanes = local_lanes(l, "lanes"), *tail = local_lanes(l, "tail");
 
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
@@ -312,16 +356,12 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
     /* A full block, without tests. */
     KjVec *saved = open_block(l, &full->then_stmt);
     if (l->v.simd) {
-        /* The lanes in the local array, walked by an inner loop that LLVM's
-         * loop vectoriser turns into SIMD loads and operations (each lane an
-         * independent chain).  min(m, L) is L here (a full block has m >= B),
-         * but not a constant to LLVM: a loop of a constant 32 iterations
-         * would be unrolled, its lanes scattered into scalars, before the
-         * loop vectoriser saw them. */
-        KjIrVar *width = new_var(l, "width", i64_type());
-        set(l, width, min_i64(l, ref(l, l->m), i64(l, L)));
+        /* The lanes in the local array, walked by an inner loop over the L
+         * lanes that the back end vectorises whole (simd_lanes): each lane
+         * an independent chain, all of them in vector registers across the
+         * steps. */
         KjIrVar *j0 = new_var(l, "j", i64_type());
-        KjVec *inner = open_for(l, j0, i64(l, 0), ref(l, width));
+        KjVec *inner = open_lanes_for(l, j0);
         store_flat(l, lanes, ref(l, j0),
                    element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j0)))));
         l->body = inner;
@@ -330,7 +370,7 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
         KjIrVar *base = new_var(l, "base", i64_type());
         set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
         KjIrVar *j1 = new_var(l, "j", i64_type());
-        inner = open_for(l, j1, i64(l, 0), ref(l, width));
+        inner = open_lanes_for(l, j1);
         KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j1)));
         store_flat(l, lanes, ref(l, j1), combine(l, load_flat(l, lanes, ref(l, j1)), element(l, t)));
         l->body = inner;
@@ -369,17 +409,17 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value)
     first->cond = less(l, ref(l, u), i64(l, L));
     emit(l, first);
     KjVec *branch = open_block(l, &first->then_stmt);
-    store_flat(l, lanes, ref(l, j), e);
+    store_flat(l, tail, ref(l, j), e);
     l->body = branch;
     branch = open_block(l, &first->else_stmt);
-    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), copy(l, e)));
+    store_flat(l, tail, ref(l, j), combine(l, load_flat(l, tail, ref(l, j)), copy(l, e)));
     l->body = branch;
     l->body = loop;
     for (int q = 0; q < L; q++)
         set(l, lane[q], zero_of(l, l->t));
     for (int q = 0; q < L; q++) {
         KjVec *in_if = open_if(l, less(l, i64(l, q), ref(l, count)));
-        set(l, lane[q], load_flat(l, lanes, i64(l, q)));
+        set(l, lane[q], load_flat(l, tail, i64(l, q)));
         l->body = in_if;
     }
     KjIrVar *ne = new_var(l, "ne", i64_type());
@@ -481,15 +521,151 @@ static void warps_body(Lift *l)
     l->body = saved;
 }
 
+/* -------------------------------------------------- WARPS, V lanes a thread */
+
+int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes)
+{
+    switch (t->kind) {
+    case KJ_TYPE_I32: case KJ_TYPE_I64: case KJ_TYPE_U32: case KJ_TYPE_U64:
+    case KJ_TYPE_F32: case KJ_TYPE_F64:
+        break;
+    default:
+        return 0; /* no warp shuffle moves it */
+    }
+    int v = widest_input_bytes > 0 && widest_input_bytes < 16 ? 16 / widest_input_bytes : 1;
+    return v > KJ_REDUCE_LANES ? KJ_REDUCE_LANES : v;
+}
+
+static KjIrExpr *shfl_down(Lift *l, KjIrVar *value, int delta)
+{
+    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_EXEC, l->t, l->loc, 3);
+    e->exec = KJ_EXEC_SHFL_DOWN;
+    e->args[0] = int_const(l, kj_type_scalar(KJ_TYPE_U32), (int64_t)0xffffffffu);
+    e->args[1] = ref(l, value);
+    e->args[2] = int_const(l, kj_type_scalar(KJ_TYPE_I32), delta);
+    return e;
+}
+
+/* WARPS with V lanes a thread: G = L / V threads of a warp take one work
+ * item, thread g holding the lanes j = V g ... V g + V - 1 in V registers, so
+ * that a step's V elements of a thread are consecutive (one vector load when
+ * the variant is aligned) and a warp's step reads V blocks' 32 elements each,
+ * contiguously.  The tree's steps s >= V take the partner lane from thread
+ * g + s / V by a warp shuffle, the steps s < V stay in the thread: no shared
+ * memory and no barrier.  The lanes, their elements and the tree are the
+ * LANES form's, in the same order. */
+static void thread_lanes_body(Lift *l)
+{
+    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes, G = L / V;
+    const int per_block = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES / G;
+    l->fn->uses_syncthreads = true; /* the shuffles are barriers on the cpu targets */
+    KjIrVar *tid = new_var(l, "tid", i64_type()), *g = new_var(l, "g", i64_type());
+    KjIrVar *j0 = new_var(l, "j0", i64_type()), *w = new_var(l, "w", i64_type());
+    KjIrVar *ne = new_var(l, "ne", i64_type());
+    set(l, tid, sreg_i64(l, KJ_SREG_TID_X));
+    set(l, g, op2(l, KJ_IR_REM, i64_type(), ref(l, tid), i64(l, G)));
+    set(l, j0, mul(l, ref(l, g), i64(l, V)));
+    set(l, w, add(l, mul(l, sreg_i64(l, KJ_SREG_BID_X), i64(l, per_block)),
+                  op2(l, KJ_IR_DIV, i64_type(), ref(l, tid), i64(l, G))));
+    KjIrVar *acc[KJ_REDUCE_LANES];
+    for (int v = 0; v < V; v++) {
+        acc[v] = new_var(l, kj_arena_printf(l->arena, "acc%d", v), l->t);
+        set(l, acc[v], zero_of(l, l->t));
+    }
+    set(l, ne, i64(l, 0));
+
+    KjVec *saved = open_if(l, less(l, ref(l, w), ref(l, l->items)));
+    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
+    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
+    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
+    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+    output_offsets(l, k);
+    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
+    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
+    set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
+    KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
+    full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
+    emit(l, full);
+
+    /* A full block, without tests. */
+    KjVec *outer_saved = open_block(l, &full->then_stmt);
+    KjIrVar *first = new_var(l, "first", i64_type());
+    set(l, first, add(l, ref(l, start), ref(l, j0)));
+    for (int v = 0; v < V; v++) {
+        l->aligned_group = l->v.aligned && v == 0;
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
+    }
+    KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
+    KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
+    for (int v = 0; v < V; v++) {
+        l->aligned_group = l->v.aligned && v == 0;
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, v)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+    }
+    l->aligned_group = false;
+    l->body = loop;
+    l->body = outer_saved;
+
+    /* The last block of an output, shorter than B: each element tested. */
+    outer_saved = open_block(l, &full->else_stmt);
+    for (int v = 0; v < V; v++) {
+        KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
+        KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, start), copy(l, u)))));
+        l->body = in_if;
+    }
+    loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    for (int v = 0; v < V; v++) {
+        KjIrVar *u = new_var(l, "u", i64_type());
+        set(l, u, add(l, add(l, mul(l, ref(l, i), i64(l, L)), ref(l, j0)), i64(l, v)));
+        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, count)));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), ref(l, u)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+        l->body = in_if;
+    }
+    l->body = loop;
+    l->body = outer_saved;
+    l->body = saved;
+
+    /* The tree: lane j = j0 + v takes lane j + s when j < s and j + s < ne. */
+    for (int s = L / 2; s >= 1; s /= 2) {
+        for (int v = 0; v < V && v < s; v++) {
+            KjIrExpr *j = add(l, ref(l, j0), i64(l, v));
+            KjIrExpr *partner_in = less(l, add(l, copy(l, j), i64(l, s)), ref(l, ne));
+            KjIrExpr *cond = op2(l, KJ_IR_LOGAND, bool_type(), less(l, j, i64(l, s)), partner_in);
+            if (s >= V) {
+                KjIrVar *other = new_var(l, "other", l->t);
+                set(l, other, shfl_down(l, acc[v], s / V));
+                KjVec *in_if = open_if(l, cond);
+                set(l, acc[v], combine(l, ref(l, acc[v]), ref(l, other)));
+                l->body = in_if;
+            } else {
+                KjVec *in_if = open_if(l, cond);
+                set(l, acc[v], combine(l, ref(l, acc[v]), ref(l, acc[v + s])));
+                l->body = in_if;
+            }
+        }
+    }
+    KjIrExpr *leader = op2(l, KJ_IR_LOGAND, bool_type(), less(l, ref(l, w), ref(l, l->items)),
+                           op2(l, KJ_IR_EQ, bool_type(), ref(l, g), i64(l, 0)));
+    saved = open_if(l, leader);
+    store_result(l, w, acc[0]);
+    l->body = saved;
+}
+
 /* ------------------------------------------------------------------ driver */
 
 static const char *kernel_symbol(KjArena *arena, const KjIrFunction *combine,
                                  const KjIrFunction *map, KjReduceVariant v)
 {
-    return kj_arena_printf(arena, "%s__r%c%d%d%c%s%s", combine->symbol,
-                           v.form == KJ_REDUCE_FORM_WARPS ? 'w' : v.simd ? 'v' : 'l', v.kept_rank,
-                           v.reduced_rank, v.contiguous ? 'c' : 's', v.mapped ? "__m_" : "",
-                           v.mapped ? map->symbol : "");
+    char lanes[16] = "";
+    if (v.form == KJ_REDUCE_FORM_WARPS && v.thread_lanes > 0)
+        snprintf(lanes, sizeof lanes, "t%d%s", v.thread_lanes, v.aligned ? "a" : "");
+    return kj_arena_printf(arena, "%s__r%c%s%d%d%c%s%s", combine->symbol,
+                           v.form == KJ_REDUCE_FORM_WARPS ? 'w' : v.simd ? 'v' : 'l', lanes,
+                           v.kept_rank, v.reduced_rank, v.contiguous ? 'c' : 's',
+                           v.mapped ? "__m_" : "", v.mapped ? map->symbol : "");
 }
 
 KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrFunction *map,
@@ -500,7 +676,12 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
     if (variant.mapped && (!map || map->ret != combine_fn->ret || map->param_count > MAX_INPUTS))
         kj_die("kj_reduce_lift: bad map for %s", combine_fn->symbol);
     if (variant.kept_rank < 0 || variant.kept_rank > KJ_MAX_DIMS || variant.reduced_rank < 1 ||
-        variant.reduced_rank > KJ_MAX_DIMS || (variant.contiguous && variant.reduced_rank != 1))
+        variant.reduced_rank > KJ_MAX_DIMS || (variant.contiguous && variant.reduced_rank != 1) ||
+        (variant.thread_lanes != 0 &&
+         (variant.form != KJ_REDUCE_FORM_WARPS || !variant.contiguous || variant.thread_lanes < 0 ||
+          variant.thread_lanes > KJ_REDUCE_LANES ||
+          (variant.thread_lanes & (variant.thread_lanes - 1)) != 0)) ||
+        (variant.aligned && variant.thread_lanes == 0))
         kj_die("kj_reduce_lift: bad variant");
 
     KjArena *arena = module->arena;
@@ -574,7 +755,9 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
 
     fn->body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
     l->body = &fn->body->stmts;
-    if (variant.form == KJ_REDUCE_FORM_WARPS) {
+    if (variant.form == KJ_REDUCE_FORM_WARPS && variant.thread_lanes > 0) {
+        thread_lanes_body(l);
+    } else if (variant.form == KJ_REDUCE_FORM_WARPS) {
         warps_body(l);
     } else {
         KjIrVar *w = new_var(l, "w", i64_type()), *value = new_var(l, "value", l->t);
@@ -583,8 +766,9 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
         loop->stop = ref(l, l->items);
         emit(l, loop);
         open_block(l, &loop->body);
-        lanes_body(l, w, value);
-        store_result(l, w, value);
+        KjIrVar *slot = new_var(l, "slot", i64_type());
+        lanes_body(l, w, value, slot);
+        store_result(l, slot, value);
     }
     kj_vec_push(arena, &module->functions, fn);
     return fn;

@@ -16,9 +16,11 @@
  * split into the kept dimensions (the output's) and the reduced ones, each
  * in C order; dimensions of extent 1 are dropped and neighbours that every
  * input walks as one run are merged (neither changes the order).  The cuda
- * target runs a contiguous level as the WARPS form (a warp per block of
- * elements) and a strided one as the LANES form (a thread per block); cpu and
- * parallel run the LANES form, split across the pool by work items.
+ * target runs a contiguous level as the WARPS form (V lanes a thread, 32 / V
+ * threads a block of elements, vector loads where every input is aligned)
+ * and a strided one as the LANES form (a thread per block, neighbouring
+ * threads on neighbouring outputs); cpu and parallel run the LANES form,
+ * split across the pool by work items.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -275,9 +277,9 @@ static int64_t chunks_of(int64_t m)
 /* The variant's name, for the compiled-code table and the cache key. */
 static void variant_key(const KjReduceVariant *v, int map_sig, char *buf, size_t size)
 {
-    snprintf(buf, size, "reduce form %d%s kept %d reduced %d contiguous %d map %d",
-             (int)v->form, v->simd ? " simd" : "", v->kept_rank, v->reduced_rank,
-             (int)v->contiguous, v->mapped ? map_sig : -1);
+    snprintf(buf, size, "reduce form %d%s lanes %d%s kept %d reduced %d contiguous %d map %d",
+             (int)v->form, v->simd ? " simd" : "", v->thread_lanes, v->aligned ? " aligned" : "",
+             v->kept_rank, v->reduced_rank, (int)v->contiguous, v->mapped ? map_sig : -1);
 }
 
 static kjit_status find_level_code(kjit_function *function, int sig, kjit_function *map,
@@ -286,7 +288,7 @@ static kjit_status find_level_code(kjit_function *function, int sig, kjit_functi
     KjPipelineRoot request = {.reduce = &level->variant};
     if (level->variant.mapped)
         request.map = kj_api_variant_of(map, map_sig);
-    char key[96];
+    char key[128];
     variant_key(&level->variant, map_sig, key, sizeof key);
     uint32_t all_arrays = (1u << (level->inputs + 1)) - 1; /* the inputs and out */
     uint32_t contiguous = level->variant.form == KJ_REDUCE_FORM_WARPS ? all_arrays : 0;
@@ -616,6 +618,30 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         .form = contiguous ? contiguous_form : KJ_REDUCE_FORM_LANES,
         .kept_rank = n_kept, .reduced_rank = n_red, .contiguous = contiguous,
         .mapped = map != NULL, .simd = simd};
+    if (first->variant.form == KJ_REDUCE_FORM_WARPS) {
+        /* V lanes a thread, aligned when every input's address (its staged
+         * copy's, for a host array going to the GPU) and kept strides keep
+         * each thread's V elements on a multiple of V elements. */
+        int widest = 0;
+        for (int q = 0; q < nargs; q++)
+            if ((int)kjit_dtype_size(views[q].dtype) > widest)
+                widest = (int)kjit_dtype_size(views[q].dtype);
+        int v = kj_reduce_thread_lanes(t, widest);
+        bool aligned = v > 1;
+        for (int q = 0; aligned && q < nargs; q++) {
+            uintptr_t address = (uintptr_t)views[q].data;
+            if (staged && views[q].memory != KJIT_MEMORY_DEVICE) {
+                int64_t low, high;
+                kj_array_extent(&views[q], &low, &high);
+                address = (uintptr_t)(-low); /* the copy starts on a 256-byte boundary */
+            }
+            aligned = address % ((uintptr_t)v * kjit_dtype_size(views[q].dtype)) == 0;
+            for (int d = 0; aligned && d < n_kept; d++)
+                aligned = kept[d].stride[q] % v == 0;
+        }
+        first->variant.thread_lanes = v;
+        first->variant.aligned = aligned;
+    }
     first->inputs = nargs;
     first->m = m;
     first->chunks = chunks_of(m);
@@ -636,6 +662,12 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         next->items = outputs * next->chunks;
         next->kept[0].extent = outputs;
         next->kept[0].stride[0] = prev->chunks;
+        if (contiguous_form == KJ_REDUCE_FORM_WARPS) {
+            /* The partials start on 16-byte boundaries (see the regions below). */
+            int v = kj_reduce_thread_lanes(t, (int)size);
+            next->variant.thread_lanes = v;
+            next->variant.aligned = v > 1 && (outputs == 1 || prev->chunks % v == 0);
+        }
     }
     for (int i = 0; i < level_count && status == KJIT_OK; i++)
         status = find_level_code(function, sig, map, map_sig, &levels[i]);
@@ -654,6 +686,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     for (int i = 0; i + 1 < level_count; i++)
         if (levels[i].items > region[i % 2])
             region[i % 2] = levels[i].items;
+    region[0] = (region[0] + KJ_REDUCE_LANES - 1) / KJ_REDUCE_LANES * KJ_REDUCE_LANES;
     size_t scratch_bytes = (size_t)(region[0] + region[1]) * size;
     Temps temps = {.count = 0};
     KjReduceScratch *shared = NULL;
@@ -718,6 +751,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         level_args(level, init != NULL, &init_value, &a);
         KjReduceLevelRun run = {.name = name, .compiled = level->compiled,
                                 .warps = level->variant.form == KJ_REDUCE_FORM_WARPS,
+                                .thread_lanes = level->variant.thread_lanes,
                                 .items = level->items, .params = a.params, .stream = stream};
         status = runtime->run_reduce_level(context, &run);
     }

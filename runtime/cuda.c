@@ -49,6 +49,7 @@ enum {
     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     CU_JIT_INPUT_PTX = 1,
     CU_EVENT_DEFAULT = 0,
+    CU_EVENT_DISABLE_TIMING = 2,
     CU_STREAM_DEFAULT = 0,
 };
 
@@ -116,6 +117,12 @@ struct KjCudaModule {
     unsigned generation;
     KjCudaKernel **kernels;
     int kernel_count;
+    /* syncgrid()'s counter is one global of the module (target_cuda.c in the
+     * back end), so two cooperative launches of its kernels must not overlap:
+     * the last one's completion event and stream, which a launch on another
+     * stream waits for. */
+    void *grid_done;   /* CUevent, made at the first cooperative launch */
+    void *grid_stream; /* the stream it was recorded on */
 };
 
 struct KjCudaStream {
@@ -536,7 +543,11 @@ void kj_cuda_module_free(KjCudaModule *module)
     KjCuda *cuda = module->cuda;
     /* A module of a reset context died with it; only unload live ones. */
     if (module->generation == current_generation(cuda) && make_current(cuda, NULL) == KJIT_OK)
+    {
         cuda->cu->ModuleUnload(module->module);
+        if (module->grid_done)
+            cuda->cu->EventDestroy(module->grid_done);
+    }
     for (int i = 0; i < module->kernel_count; i++)
         free(module->kernels[i]);
     free(module->kernels);
@@ -682,7 +693,15 @@ kjit_status kj_cuda_launch_ex(KjCuda *cuda, void *function, const char *kernel_n
     remember_kernel(cuda, kernel_name);
     void *on = stream ? stream->stream : NULL;
     unsigned shared = (unsigned)dynamic_shared_bytes;
-    KjCuResult result =
+    KjCudaModule *module = kernel->module;
+    KjCuResult result = CU_SUCCESS;
+    if (cooperative && module->grid_done && module->grid_stream != on)
+        result = cuda->cu->StreamWaitEvent(on, module->grid_done, 0);
+    if (cooperative && !module->grid_done && result == CU_SUCCESS)
+        result = cuda->cu->EventCreate(&module->grid_done, CU_EVENT_DISABLE_TIMING);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "ordering the cooperative launch", kernel_name, error);
+    result =
         cooperative
             ? cuda->cu->LaunchCooperativeKernel(kernel->function, grid[0], grid[1], grid[2],
                                                 block[0], block[1], block[2], shared, on, params)
@@ -699,6 +718,12 @@ kjit_status kj_cuda_launch_ex(KjCuda *cuda, void *function, const char *kernel_n
     if (result != CU_SUCCESS)
         return fail(cuda, result, cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
                     kernel_name, error);
+    if (cooperative) {
+        result = cuda->cu->EventRecord(module->grid_done, on);
+        if (result != CU_SUCCESS)
+            return fail(cuda, result, "cuEventRecord", kernel_name, error);
+        module->grid_stream = on;
+    }
     return KJIT_OK;
 }
 

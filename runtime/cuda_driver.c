@@ -76,6 +76,7 @@ static const DriverSymbol driver_symbols[] = {
     /* CUDA 12.8 added _v2 (and CUDA 13 headers map to it); older drivers lack it. */
     {SLOT(EventElapsedTime), {"cuEventElapsedTime_v2", "cuEventElapsedTime"}},
     {SLOT(EventDestroy), {"cuEventDestroy_v2"}},
+    {SLOT(StreamWaitEvent), {"cuStreamWaitEvent"}},
 };
 
 #undef SLOT

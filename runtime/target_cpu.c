@@ -263,7 +263,8 @@ static kjit_status cpu_run_reduce_level(kjit_context *context, const KjReduceLev
     if (run->items <= 0)
         return KJIT_OK;
     if (run->warps) {
-        int64_t blocks = (run->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
+        int64_t per_block = KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
+        int64_t blocks = (run->items + per_block - 1) / per_block;
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
         uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
         char *error = NULL;

@@ -269,7 +269,8 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
 /* --------------------------------------------------------------- memory */
 
 /* A LANES level takes the elementwise launch shape (a thread per work item,
- * grid-stride); a WARPS level a block of 8 warps per 8 work items. */
+ * grid-stride); a WARPS level blocks of 8 warps, each warp taking V work
+ * items (V lanes a thread; one item a warp when V is 0). */
 static kjit_status cuda_run_reduce_level(kjit_context *context, const KjReduceLevelRun *run)
 {
     if (run->items <= 0)
@@ -282,7 +283,8 @@ static kjit_status cuda_run_reduce_level(kjit_context *context, const KjReduceLe
         status = kj_cuda_launch_elementwise(context->cuda, c->entry, c->root->symbol, run->items,
                                             run->params, stream, &error);
     } else {
-        int64_t blocks = (run->items + KJ_REDUCE_WARPS_PER_BLOCK - 1) / KJ_REDUCE_WARPS_PER_BLOCK;
+        int64_t per_block = KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
+        int64_t blocks = (run->items + per_block - 1) / per_block;
         if (blocks > INT32_MAX)
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "%s: too many outputs for one reduction", run->name);

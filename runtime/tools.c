@@ -110,17 +110,35 @@ static void stage_diagnostic(void *user, KjSeverity severity, const char *text)
         options->on_diagnostic(options->diagnostic_user, text);
 }
 
+/* The map signature of a fused @reduce whose result is the reduce
+ * signature's type, or NULL. */
+static KjIrFunction *reduce_map_for(const KjIrEntry *entry, const KjIrFunction *fn)
+{
+    if (!entry->map)
+        return NULL;
+    for (int s = 0; s < entry->map->variants.count; s++) {
+        KjIrFunction *g = entry->map->variants.items[s];
+        if (g->ret == fn->ret)
+            return g;
+    }
+    return NULL;
+}
+
 /* What `build` compiles: every plain function and kernel of the file (or the
- * one named), and for a vectorized function each signature's scalar function
- * and its contiguous all-array kernel. */
-static int collect_roots(KjArena *arena, KjIrModule *module, const char *only,
+ * one named), for a vectorized function each signature's scalar function and
+ * its contiguous all-array kernel, for a @guvectorize each signature's core
+ * function and its kernel over one loop dimension and contiguous cores, and
+ * for a @reduce each signature's first level of a full reduction of
+ * contiguous inputs and its level over the leading axis of a C-contiguous
+ * 2-D array, in the target's forms. */
+static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, bool cuda,
                          KjPipelineRoot **out)
 {
     int count = 0;
     for (int e = 0; e < module->entries.count; e++) {
         KjIrEntry *entry = module->entries.items[e];
         if (!only || strcmp(entry->name, only) == 0)
-            count += 2 * entry->variants.count;
+            count += 3 * entry->variants.count;
     }
     KjPipelineRoot *roots = kj_arena_alloc(arena, sizeof *roots * (size_t)(count + 1));
     int n = 0;
@@ -132,8 +150,34 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only,
         for (int v = 0; v < entry->variants.count; v++) {
             KjIrFunction *fn = entry->variants.items[v];
             roots[n++] = (KjPipelineRoot){.fn = fn};
-            if (fn->kind == KJ_IR_FN_SCALAR)
+            if (fn->kind == KJ_IR_FN_SCALAR && entry->kind == KJ_FN_REDUCE) {
+                KjIrFunction *map = reduce_map_for(entry, fn);
+                if (entry->map && !map)
+                    continue;
+                KjReduceVariant *full = kj_arena_alloc(arena, sizeof *full);
+                *full = (KjReduceVariant){
+                    .form = cuda ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES, .kept_rank = 0,
+                    .reduced_rank = 1, .contiguous = true, .mapped = map != NULL, .simd = !cuda};
+                if (cuda) {
+                    int widest = map ? 0 : kj_type_size(fn->ret);
+                    for (int q = 0; map && q < map->param_count; q++)
+                        if (kj_type_size(map->params[q]->type) > widest)
+                            widest = kj_type_size(map->params[q]->type);
+                    full->thread_lanes = kj_reduce_thread_lanes(fn->ret, widest);
+                    full->aligned = full->thread_lanes > 1;
+                }
+                KjReduceVariant *leading = kj_arena_alloc(arena, sizeof *leading);
+                *leading = (KjReduceVariant){
+                    .form = KJ_REDUCE_FORM_LANES, .kept_rank = 1, .reduced_rank = 1,
+                    .contiguous = false, .mapped = map != NULL, .simd = !cuda};
+                roots[n++] = (KjPipelineRoot){.fn = fn, .reduce = full, .map = map};
+                roots[n++] = (KjPipelineRoot){.fn = fn, .reduce = leading, .map = map};
+            } else if (fn->kind == KJ_IR_FN_SCALAR) {
                 roots[n++] = (KjPipelineRoot){.fn = fn, .vectorize = true, .variant = contig};
+            }
+            if (entry->layout) /* a @guvectorize: its kernel over one loop dimension */
+                roots[n++] = (KjPipelineRoot){.fn = fn, .gufunc = entry->layout, .loop_ndim = 1,
+                                              .gufunc_contiguous = true};
         }
     }
     *out = roots;
@@ -220,7 +264,8 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
     } else if (stage == KJIT_STAGE_IR) {
         *bytes = text_of(print_ir, p.module, size);
     } else {
-        p.root_count = collect_roots(&arena, p.module, options->function, &p.roots);
+        p.root_count = collect_roots(&arena, p.module, options->function,
+                                      options->target == KJIT_TARGET_CUDA, &p.roots);
         p.stop = KJ_STAGE_ROOTS;
         if (p.root_count == 0) {
             KjBuf why = {0};

@@ -180,6 +180,35 @@ static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
                     LLVMMetadataAsValue(g->ctx, loop));
 }
 
+/* A FOR marked simd_lanes (reduce.c's lanes of a block) is vectorised at its
+ * whole trip count and never unrolled: the vector loop then runs once, its
+ * accesses to the lanes' local array fall at constant offsets, and LLVM keeps
+ * the lanes in vector registers across the enclosing loop.  Left to its
+ * heuristics, LLVM unrolls a constant 32-iteration loop into scalars first,
+ * or vectorises a shorter width whose lanes go through the stack each step. */
+static void request_simd_lanes(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
+{
+    if (s->start->op != KJ_IR_CONST || s->stop->op != KJ_IR_CONST)
+        kj_die("a simd_lanes loop without constant bounds");
+    int64_t width = (int64_t)(s->stop->const_int - s->start->const_int);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(g->ctx), i1 = LLVMInt1TypeInContext(g->ctx);
+#define MD_STRING(text) LLVMMDStringInContext2(g->ctx, text, strlen(text))
+    LLVMMetadataRef enable[2] = {MD_STRING("llvm.loop.vectorize.enable"),
+                                 LLVMValueAsMetadata(LLVMConstInt(i1, 1, 0))};
+    LLVMMetadataRef vf[2] = {MD_STRING("llvm.loop.vectorize.width"),
+                             LLVMValueAsMetadata(LLVMConstInt(i32, (unsigned long long)width, 0))};
+    LLVMMetadataRef no_unroll[1] = {MD_STRING("llvm.loop.unroll.disable")};
+#undef MD_STRING
+    LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    LLVMMetadataRef loop_ops[4] = {self, LLVMMDNodeInContext2(g->ctx, enable, 2),
+                                   LLVMMDNodeInContext2(g->ctx, vf, 2),
+                                   LLVMMDNodeInContext2(g->ctx, no_unroll, 1)};
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, loop_ops, 4);
+    LLVMMetadataReplaceAllUsesWith(self, loop);
+    LLVMSetMetadata(back_edge, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", strlen("llvm.loop")),
+                    LLVMMetadataAsValue(g->ctx, loop));
+}
+
 /* A counted loop, the skeleton `for` and PARFOR share: its variable runs
  * from start by step while below stop, or above it when the step is
  * negative and the loop runs either_way. */
@@ -248,7 +277,11 @@ static void gen_for(Gen *g, KjIrStmt *s)
     loop.start = kj_codegen_convert(g, kj_codegen_expr(g, s->start), s->start->type, t);
     loop.stop = kj_codegen_convert(g, kj_codegen_expr(g, s->stop), s->stop->type, t);
     loop.step = kj_codegen_convert(g, kj_codegen_expr(g, s->step), s->step->type, t);
-    request_unroll(g, s, gen_counted_loop(g, s, &loop));
+    LLVMValueRef back_edge = gen_counted_loop(g, s, &loop);
+    if (s->simd_lanes)
+        request_simd_lanes(g, s, back_edge);
+    else
+        request_unroll(g, s, back_edge);
 }
 
 /* PARFOR: the target says which iterations this code runs (cpu: the

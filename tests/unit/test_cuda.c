@@ -1233,6 +1233,34 @@ START_TEST(reductions_match_the_cpu)
         }
     }
 
+    /* The leading axes of a C-contiguous 3-D array (the column sums), and
+     * full sums of f32 views that start 1 to 3 elements in (the unaligned
+     * WARPS variant) and of f64. */
+    int64_t cube[3] = {37, 1100, 29};
+    kjit_array c3 = host_array(KJIT_F32, 3, cube);
+    for (int64_t i = 0; i < cube[0] * cube[1] * cube[2]; i++)
+        set_element(&c3, i, uniform(-1, 1));
+    for (int naxes = 1; naxes <= 2; naxes++) {
+        int axes[2] = {0, 1};
+        kjit_arg arg = kjit_arg_array(&c3);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, axes, naxes, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, axes, naxes, NULL);
+        ck_assert_msg(memcmp(g.data, c.data, (size_t)kjit_array_size(&g) * 4) == 0,
+                      "leading %d axes of 3-D: cuda and cpu differ", naxes);
+        kjit_array_free(&g), kjit_array_free(&c);
+    }
+    for (int offset = 1; offset < 4; offset++) {
+        int64_t len = cube[0] * cube[1] * cube[2] - offset;
+        kjit_array v = kjit_array_make((float *)c3.data + offset, KJIT_F32, 1, &len);
+        kjit_arg arg = kjit_arg_array(&v);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, NULL, 0, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, NULL, 0, NULL);
+        ck_assert_msg(memcmp(g.data, c.data, 4) == 0, "sum from element %d: cuda and cpu differ",
+                      offset);
+        kjit_array_free(&g), kjit_array_free(&c);
+    }
+    free(c3.data);
+
     /* Device arrays and a device output; then on a stream. */
     int64_t n = 1 << 22, one = 1;
     kjit_array hx = host_array(KJIT_F64, 1, &n);
@@ -1385,6 +1413,67 @@ START_TEST(warp_collectives_match_cpu_bit_for_bit)
     for (int k = 0; k < 5; k++)
         for (int i = 0; i < counts[k]; i++)
             free(all[k][i].data);
+}
+END_TEST
+
+/* Cooperative launches of one module on two streams: the grid barrier's
+ * counter is the module's, so the runtime orders them; each stream's heat
+ * equation must still match float64 (interleaved on purpose). */
+START_TEST(syncgrid_on_two_streams)
+{
+    if (!gpu_or_skip("syncgrid_on_two_streams"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_file(context, "tests/golden/exec/grid.kern", &module), KJIT_OK);
+    kjit_function *heat;
+    ck_assert_int_eq(kjit_module_function(module, "heat", &heat), KJIT_OK);
+    enum { STREAMS = 2, ROUNDS = 6 };
+    int64_t n = 64 * 256 - 37;
+    int steps = 50;
+    double alpha[STREAMS] = {0.3, 0.2};
+    kjit_stream *streams[STREAMS];
+    kjit_array host[STREAMS], dev[STREAMS], scratch[STREAMS];
+    double *ref[STREAMS];
+    double *next = malloc(sizeof *next * (size_t)n);
+    for (int s = 0; s < STREAMS; s++) {
+        ck_assert_int_eq(kjit_stream_create(context, &streams[s]), KJIT_OK);
+        host[s] = host_array(KJIT_F64, 1, &n);
+        ref[s] = malloc(sizeof *ref[s] * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            ((double *)host[s].data)[i] = ref[s][i] = uniform(0, 1);
+        ck_assert_int_eq(kjit_device_alloc(context, KJIT_F64, 1, &n, &dev[s]), KJIT_OK);
+        ck_assert_int_eq(kjit_device_alloc(context, KJIT_F64, 1, &n, &scratch[s]), KJIT_OK);
+        ck_assert_int_eq(kjit_copy(context, &dev[s], &host[s], streams[s]), KJIT_OK);
+    }
+    uint32_t grid[3] = {64, 1, 1}, block[3] = {256, 1, 1};
+    for (int round = 0; round < ROUNDS; round++)
+        for (int s = 0; s < STREAMS; s++) {
+            kjit_arg args[4] = {kjit_arg_array(&dev[s]), kjit_arg_array(&scratch[s]),
+                                kjit_arg_f64(alpha[s]), kjit_arg_i64(steps)};
+            ck_assert_msg(kjit_launch(heat, grid, block, args, 4, streams[s]) == KJIT_OK, "%s",
+                          kjit_last_error(context));
+        }
+    for (int s = 0; s < STREAMS; s++) {
+        ck_assert_int_eq(kjit_copy(context, &host[s], &dev[s], streams[s]), KJIT_OK);
+        ck_assert_int_eq(kjit_stream_synchronize(streams[s]), KJIT_OK);
+        for (int st = 0; st < ROUNDS * steps; st++) {
+            for (int64_t i = 0; i < n; i++)
+                next[i] = i > 0 && i < n - 1
+                              ? ref[s][i] + alpha[s] * (ref[s][i - 1] - 2.0 * ref[s][i] + ref[s][i + 1])
+                              : ref[s][i];
+            memcpy(ref[s], next, sizeof *next * (size_t)n);
+        }
+        ck_assert_int_eq(mismatches(&host[s], ref[s], n, 1e-12, 1e-14, "heat on two streams"), 0);
+        kjit_device_free(context, &dev[s]);
+        kjit_device_free(context, &scratch[s]);
+        kjit_stream_destroy(streams[s]);
+        free(host[s].data);
+        free(ref[s]);
+    }
+    free(next);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
 }
 END_TEST
 
@@ -1597,6 +1686,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, reductions_match_the_cpu);
     tcase_add_test(tcase, warp_collectives_match_cpu_bit_for_bit);
     tcase_add_test(tcase, syncgrid_heat_equation_matches_float64);
+    tcase_add_test(tcase, syncgrid_on_two_streams);
     tcase_add_test(tcase, dynamic_shared_memory_on_the_gpu);
     tcase_add_test(tcase, print_reaches_stdout_whole);
     tcase_add_test(tcase, device_functions_and_atomics_match_reference);

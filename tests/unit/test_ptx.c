@@ -102,6 +102,31 @@ static char *ptx_for_source(KjArena *arena, const KjSource *src, KjIrFunction **
                     kj_vec_push(arena, &roots, kj_vectorize(module, fn, scalar_first));
                 }
             }
+            if (fn->kind == KJ_IR_FN_SCALAR && entry->kind == KJ_FN_REDUCE && v == 0) {
+                /* A reduction's levels in the forms cuda runs (for its first
+                 * signature: the test's time is mostly ptxas's): V lanes a
+                 * thread, aligned or not; one lane a thread; strided LANES. */
+                KjIrFunction *map = NULL;
+                for (int m = 0; entry->map && m < entry->map->variants.count; m++)
+                    if (((KjIrFunction *)entry->map->variants.items[m])->ret == fn->ret)
+                        map = entry->map->variants.items[m];
+                if (entry->map && !map)
+                    continue;
+                int widest = map ? kj_type_size(map->params[0]->type) : kj_type_size(fn->ret);
+                KjReduceVariant forms[4] = {
+                    {.form = KJ_REDUCE_FORM_WARPS, .reduced_rank = 1, .contiguous = true,
+                     .thread_lanes = kj_reduce_thread_lanes(fn->ret, widest)},
+                    {.form = KJ_REDUCE_FORM_WARPS, .kept_rank = 1, .reduced_rank = 1,
+                     .contiguous = true, .thread_lanes = kj_reduce_thread_lanes(fn->ret, widest)},
+                    {.form = KJ_REDUCE_FORM_WARPS, .kept_rank = 1, .reduced_rank = 1,
+                     .contiguous = true},
+                    {.form = KJ_REDUCE_FORM_LANES, .kept_rank = 2, .reduced_rank = 2}};
+                forms[0].aligned = forms[0].thread_lanes > 1;
+                for (int k = 0; k < 4; k++) {
+                    forms[k].mapped = map != NULL;
+                    kj_vec_push(arena, &roots, kj_reduce_lift(module, fn, map, forms[k]));
+                }
+            }
         }
     }
     KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA, .opt_level = 3,

@@ -294,6 +294,99 @@ START_TEST(empty_one_and_init)
 }
 END_TEST
 
+/* The leading axes of C-contiguous arrays (the column sums whose work items
+ * go output-fastest) and full sums of views that start off the 16-byte
+ * boundary (the WARPS form's unaligned variant) and of every short size: on
+ * cpu, parallel and each form of the kernels, the same bits, within the bound
+ * of float64 sums over the same elements. */
+static void leading_sums(kjit_target target, const char *form, const double *x, int64_t n,
+                         double *got, int64_t *count)
+{
+    if (form)
+        setenv("KJIT_REDUCE_FORM", form, 1);
+    Fixture f = open_fixture(target);
+    kjit_function *vsum = fn(&f, "vsum");
+    int64_t at = 0;
+    /* axis 0 of 2-D shapes; axes (0, 1) and axis 0 of a 3-D one */
+    int64_t shapes[4][3] = {{2500, 37, 0}, {1, 9, 0}, {1025, 1, 0}, {40, 70, 9}};
+    int ndims[4] = {2, 2, 2, 3};
+    for (int c = 0; c < 4 + 1; c++) {
+        int k = c < 4 ? c : 3;
+        kjit_array X = kjit_array_make((void *)x, KJIT_F64, ndims[k], shapes[k]);
+        ck_assert(kjit_array_size(&X) <= n);
+        int axes[2] = {0, 1}, naxes = c == 3 ? 2 : 1;
+        kjit_arg arg = kjit_arg_array(&X);
+        kjit_array r;
+        ck_assert_msg(kjit_reduce(vsum, &arg, 1, axes, naxes, NULL, NULL, &r) == KJIT_OK, "%s",
+                      kjit_last_error(f.context));
+        int64_t outs = kjit_array_size(&r), m = kjit_array_size(&X) / outs;
+        for (int64_t o = 0; o < outs; o++) {
+            double want = 0, abs = 0;
+            for (int64_t i = 0; i < m; i++) {
+                want += x[i * outs + o];
+                abs += fabs(x[i * outs + o]);
+            }
+            double value = ((double *)r.data)[o];
+            ck_assert_msg(fabs(value - want) <= error_bound(m, 0x1p-53, abs) + 1e-300,
+                          "shape %d axes %d output %lld: %.17g, want %.17g", k, naxes,
+                          (long long)o, value, want);
+            got[at++] = value;
+        }
+        kjit_array_free(&r);
+    }
+    /* full sums of f32 views starting 0 to 3 elements in, of short sizes */
+    float *y = malloc((size_t)n * sizeof *y);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)x[i];
+    const int64_t sizes[] = {1, 3, 31, 1023, 1024, 1027, 4096 + 3, 70001};
+    for (int offset = 0; offset < 4; offset++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            int64_t len = sizes[k];
+            kjit_array Y = kjit_array_make(y + offset, KJIT_F32, 1, &len);
+            kjit_arg arg = kjit_arg_array(&Y);
+            kjit_array r;
+            ck_assert_int_eq(kjit_reduce(vsum, &arg, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+            double want = 0, abs = 0;
+            for (int64_t i = 0; i < len; i++) {
+                want += y[offset + i];
+                abs += fabs(y[offset + i]);
+            }
+            double value = *(float *)r.data;
+            ck_assert_msg(fabs(value - want) <= error_bound(len, 0x1p-24, abs),
+                          "f32 sum of %lld from element %d: %.9g, want %.17g", (long long)len,
+                          offset, value, want);
+            got[at++] = value;
+            kjit_array_free(&r);
+        }
+    free(y);
+    *count = at;
+    close_fixture(&f);
+    unsetenv("KJIT_REDUCE_FORM");
+}
+
+START_TEST(leading_axes_and_unaligned_views)
+{
+    seed_rng();
+    int64_t n = 2500 * 37 + 16;
+    double *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = uniform(-1, 1);
+    double want[20000], got[20000];
+    int64_t count_want, count_got;
+    leading_sums(KJIT_TARGET_CPU, NULL, x, n, want, &count_want);
+    const char *forms[3] = {NULL, "lanes", "warps"};
+    for (int k = 0; k < 3; k++) {
+        leading_sums(KJIT_TARGET_PARALLEL, forms[k], x, n, got, &count_got);
+        ck_assert_int_eq(count_got, count_want);
+        for (int64_t i = 0; i < count_want; i++)
+            ck_assert_msg(memcmp(&want[i], &got[i], sizeof want[i]) == 0,
+                          "result %lld: parallel (%s) %.17g, cpu %.17g", (long long)i,
+                          forms[k] ? forms[k] : "simd", got[i], want[i]);
+    }
+    free(x);
+}
+END_TEST
+
 /* Every subset of the axes of a 3-D array (and a transposed view of it),
  * against float64 sums over the same elements. */
 START_TEST(every_axis_combination_of_3d)
@@ -460,6 +553,7 @@ Suite *suite_reduce(void)
     tcase_add_test(tcase, integers_are_exact);
     tcase_add_test(tcase, empty_one_and_init);
     tcase_add_test(tcase, every_axis_combination_of_3d);
+    tcase_add_test(tcase, leading_axes_and_unaligned_views);
     tcase_add_test(tcase, fused_map_broadcasts);
     tcase_add_test(tcase, errors_name_the_problem);
     suite_add_tcase(suite, tcase);
