@@ -372,12 +372,25 @@ static void scan_fn(Scan *sc, const KjIrFunction *fn, bool root)
         scan_type(sc, fn->params[i]->type);
 }
 
-/* A VEC_KERNEL as vectorize.c makes it: one PARFOR, of stores and calls. */
+/* A VEC_KERNEL as vectorize.c makes it: one PARFOR whose body ends in
+ * out[...] = scalar(...), the scalar function taking scalars alone (the
+ * kernels of reduce.c and guvectorize.c keep the scalar code). */
 static bool is_lifted(const KjIrFunction *fn)
 {
     const KjIrStmt *body = fn->body;
-    return fn->scalar && body->kind == KJ_IR_STMT_BLOCK && body->stmts.count == 1 &&
-           ((KjIrStmt *)body->stmts.items[0])->kind == KJ_IR_STMT_PARFOR;
+    if (!fn->scalar || fn->scalar->kind != KJ_IR_FN_SCALAR || body->kind != KJ_IR_STMT_BLOCK ||
+        body->stmts.count != 1)
+        return false;
+    const KjIrStmt *loop = body->stmts.items[0];
+    if (loop->kind != KJ_IR_STMT_PARFOR || loop->body->kind != KJ_IR_STMT_BLOCK || loop->body->stmts.count == 0)
+        return false;
+    const KjIrStmt *last = loop->body->stmts.items[loop->body->stmts.count - 1];
+    if (last->kind != KJ_IR_STMT_STORE || last->value->op != KJ_IR_CALL || last->value->callee != fn->scalar)
+        return false;
+    for (int i = 0; i < fn->scalar->param_count; i++)
+        if (is_array(fn->scalar->params[i]->type))
+            return false;
+    return true;
 }
 
 /* Whether the feature list ("+avx,+avx2,-avx512f,...") turns `name` on. */
