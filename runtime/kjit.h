@@ -135,6 +135,11 @@ typedef struct kjit_options {
      * stdout at the next synchronisation, as in CUDA C; this is not called. */
     kjit_print_fn on_print;
     void *print_user;
+    /* cpu and parallel: 1 runs a kernel's threads (without barriers) and a
+     * vectorized function's elements (when it loops) on SIMD lanes, 0 keeps
+     * the scalar code (for comparison and debugging); part of the cache key.
+     * Default: 1 unless KJIT_CPU_SIMD=0. */
+    int cpu_simd;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from

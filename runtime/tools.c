@@ -96,6 +96,7 @@ void kjit_stage_options_init(kjit_stage_options *options)
     options->target = KJIT_TARGET_CPU;
     options->opt_level = 3;
     options->line_info = kj_codegen_line_info_default();
+    options->cpu_simd = kj_codegen_cpu_simd_default();
 }
 
 typedef struct StageDiag {
@@ -208,7 +209,8 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                                   .opt_level = options->opt_level,
                                   .cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90",
                                   .verify = options->verify,
-                                  .line_info = options->line_info};
+                                  .line_info = options->line_info,
+                                  .cpu_simd = options->cpu_simd};
     switch (stage) {
     case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
     case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;

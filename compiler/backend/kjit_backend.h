@@ -161,8 +161,14 @@ typedef struct KjCodegenOptions {
      * are tested, and every entry point takes the address of a
      * KjCheckRecord after its arguments. */
     bool checks;
+    /* cpu targets: kernels without barriers, and vectorized functions with
+     * loops, run their threads or elements on SIMD lanes (codegen_simd.c);
+     * false keeps the scalar code.  Part of the cache key. */
+    bool cpu_simd;
 } KjCodegenOptions;
 
+/* Whether cpu_simd is on by default: unless KJIT_CPU_SIMD is 0 (target.c). */
+bool kj_codegen_cpu_simd_default(void);
 /* Whether line_info is on by default: KJIT_LINEINFO set and not 0 (target.c). */
 bool kj_codegen_line_info_default(void);
 
