@@ -635,7 +635,10 @@ typedef struct KjIrExpr {
     X(RETURN)   /* value (or NULL) */                                                        \
     X(PARFOR)   /* var (i64) over [0, stop): the vectorize pass's index space; each target   \
                    walks it its own way (a loop over a sub-range on cpu, the thread pool on  \
-                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */
+                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */ \
+    X(THREADS)  /* body, once for each thread of the block (z, y, x from 0, x fastest): in   \
+                   it threadIdx is that thread's, and a return ends that thread's turn.  Only \
+                   in a kernel's split form (barrier_split.c), for the cpu targets. */
 
 typedef enum {
 #define X(kind) KJ_IR_STMT_##kind,
@@ -702,6 +705,12 @@ typedef struct KjIrFunction {
     const char *device_use;
     const char *device_chain;
     KjLoc device_loc;
+    /* KERNEL with syncthreads(), cpu targets: the kernel cut at its barriers
+     * into THREADS loops (barrier_split.c), which runs a whole block in one
+     * call; NULL while none was asked for or when it must run on fibers.
+     * split_of: in such a split form, the kernel it was made from. */
+    struct KjIrFunction *split;
+    struct KjIrFunction *split_of;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -972,6 +981,21 @@ typedef struct KjVecVariant {
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
 
+/* ============================================================ barrier_split.c */
+
+/* The most threads a block has (CUDA's limit, which kjit_launch enforces):
+ * the split form keeps the values that live across a barrier in arrays of
+ * this many elements. */
+#define KJ_MAX_BLOCK_THREADS 1024
+
+/*
+ * The split form of a kernel whose syncthreads() calls all sit outside
+ * varying control flow (the cpu targets run it without fibers): kernel->split,
+ * made once and added to the module.  NULL when the kernel must stay on
+ * fibers; *why (may be NULL) then says why, for --dump and the tests.
+ */
+KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const char **why);
+
 /* =================================================================== reduce.c */
 
 /*
@@ -1054,6 +1078,7 @@ typedef struct KjPipelineRoot {
     KjVecVariant variant;
     const KjReduceVariant *reduce; /* a @reduce signature lifted by the reduce pass */
     KjIrFunction *map;             /* reduce->mapped: the map's signature */
+    bool split_barriers;           /* cpu targets: make a kernel's split form (fn->split) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 

@@ -11,6 +11,7 @@
  *   middle, once per module         checks (checked mode: mark the check sites)
  *   middle, once per root           vectorize (a @vectorize signature) or
  *                                   reduce (a @reduce signature, one level) -> verify
+ *                                   barrier split (cpu: a kernel's thread loops) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
  * The checked module is always verified: a verifier failure is a compiler bug,
@@ -107,6 +108,15 @@ bool kj_pipeline_run(KjPipeline *p)
             root->root = kj_reduce_lift(p->module, root->fn, root->map, *root->reduce);
         if (p->verify && !verified(p, root->reduce ? "reduce" : "vectorize"))
             return false;
+        /* barrier split: a kernel with syncthreads() -> its split form, for
+         * the cpu targets (barrier_split.c has the contract); none when its
+         * barriers must stay on fibers. */
+        if (root->split_barriers && root->root->kind == KJ_IR_FN_KERNEL &&
+            root->root->uses_syncthreads && !root->root->split) {
+            kj_barrier_split(p->module, root->root, NULL);
+            if (p->verify && !verified(p, "barrier split"))
+                return false;
+        }
     }
     return true;
 }

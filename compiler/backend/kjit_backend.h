@@ -66,8 +66,9 @@ struct KjThreadCtx {
  *       runs one thread; syncthreads() calls ctx->syncthreads(ctx).
  *       warp, block and grid collectives call ctx->collective(ctx, op, ...).
  *                   "<symbol>__block":  void (void **args, KjThreadCtx *ctx)
- *       runs every thread of block ctx->block_idx in a loop (emitted only for
- *       kernels without syncthreads()).
+ *       runs every thread of block ctx->block_idx in a loop (emitted for
+ *       kernels without syncthreads(), and for those whose split form runs
+ *       the block's threads in loops between its barriers).
  *   VEC_KERNEL (cpu) "<symbol>__range": void (void **args, int64_t begin, int64_t end)
  *       runs PARFOR iterations [begin, end).
  *   KERNEL / VEC_KERNEL (cuda) "<symbol>": a .entry whose parameters are the
@@ -161,10 +162,17 @@ typedef struct KjCodegenOptions {
      * are tested, and every entry point takes the address of a
      * KjCheckRecord after its arguments. */
     bool checks;
+    /* cpu: a kernel with syncthreads() that has a split form (fn->split,
+     * barrier_split.c) gets a __block entry that runs it, instead of running
+     * only on fibers.  Off: KJIT_CPU_SIMD=0 (kjit_options.cpu_simd).  Part of
+     * the cache key. */
+    bool cpu_simd;
 } KjCodegenOptions;
 
 /* Whether line_info is on by default: KJIT_LINEINFO set and not 0 (target.c). */
 bool kj_codegen_line_info_default(void);
+/* Whether KjCodegenOptions.cpu_simd is on by default: unless KJIT_CPU_SIMD=0. */
+bool kj_codegen_cpu_simd_default(void);
 
 /* The symbol a kernel's entry points are named from: fn->symbol for the
  * general code (mask 0), "<symbol>__c<mask in hex>" for code specialised for
