@@ -38,9 +38,9 @@
  * these: a thread that returned would have to skip the later regions, and
  * CUDA leaves a barrier that some threads never reach undefined anyway.
  *
- * Which values vary between threads: a local predicate for now, conservative
- * (threadIdx, loads, atomics, collectives and calls vary; so does a variable
- * assigned a varying value or under varying control flow).
+ * Which values vary between threads is uniform.c's answer, with every load
+ * and call varying: the threads of a region run one after another, so memory
+ * read by one may have changed by the next one's turn.
  */
 #include "kjit_compiler.h"
 
@@ -61,8 +61,7 @@ typedef struct Split {
     KjIrFunction *kernel; /* the original, read only */
     KjIrFunction *fn;     /* the split form being built */
     const char *why;      /* the first reason to refuse */
-    bool *varying;        /* by kernel variable id */
-    bool changed;
+    KjUniformity *uniformity;
     VarUse *uses;
     int regions;
     /* while planning a region */
@@ -148,108 +147,27 @@ static bool is_barrier_stmt(const KjIrStmt *s)
     return s->kind == KJ_IR_STMT_EVAL && s->value->op == KJ_IR_SYNCTHREADS;
 }
 
-/* A return, break or continue anywhere in s. */
-static bool has_exit(const KjIrStmt *s)
-{
-    if (!s)
-        return false;
-    if (s->kind == KJ_IR_STMT_RETURN || s->kind == KJ_IR_STMT_BREAK ||
-        s->kind == KJ_IR_STMT_CONTINUE)
-        return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (has_exit(s->stmts.items[i]))
-            return true;
-    return has_exit(s->then_stmt) || has_exit(s->else_stmt) || has_exit(s->body);
-}
-
 /* ============================================================ uniformity */
 
-/*
- * The local predicate: an expression varies when it reads threadIdx, memory
- * (another thread may have written it), an atomic, a collective, a call, a
- * local() array, or a varying variable.
- */
+/* Which values differ between threads: uniform.c's analysis, with threadIdx
+ * the source and every load varying (the threads of a region run one after
+ * another, so memory may change between two threads' reads). */
+static void analyze_uniformity(Split *S)
+{
+    KjUniformSources sources = {.sregs = 1u << KJ_SREG_TID_X | 1u << KJ_SREG_TID_Y |
+                                         1u << KJ_SREG_TID_Z,
+                                .loads = true};
+    S->uniformity = kj_uniform_analyze(S->arena, S->kernel, sources);
+}
+
 static bool value_varies(Split *S, const KjIrExpr *e)
 {
-    if (!e)
-        return false;
-    switch (e->op) {
-    case KJ_IR_SREG:
-        return e->sreg == KJ_SREG_TID_X || e->sreg == KJ_SREG_TID_Y || e->sreg == KJ_SREG_TID_Z;
-    case KJ_IR_LOAD: case KJ_IR_ATOMIC: case KJ_IR_EXEC: case KJ_IR_CALL: case KJ_IR_LOCAL:
-        return true;
-    case KJ_IR_VAR:
-        return S->varying[e->var->id];
-    default:
-        break;
-    }
-    for (int i = 0; i < e->arg_count; i++)
-        if (value_varies(S, e->args[i]))
-            return true;
-    return false;
+    return kj_uniform_expr_varying(S->uniformity, e);
 }
 
 static bool var_varies(Split *S, const KjIrVar *var)
 {
-    return S->varying[var->id];
-}
-
-static void mark_varying(Split *S, const KjIrVar *var)
-{
-    if (!S->varying[var->id]) {
-        S->varying[var->id] = true;
-        S->changed = true;
-    }
-}
-
-/* One round over s: a variable assigned a varying value, or under varying
- * control flow (a varying condition or bound, a loop that may be left early,
- * the rest of a block after a statement that may leave it), varies. */
-static void uniformity_round(Split *S, const KjIrStmt *s, bool divergent)
-{
-    if (!s)
-        return;
-    switch (s->kind) {
-    case KJ_IR_STMT_BLOCK:
-        for (int i = 0; i < s->stmts.count; i++) {
-            const KjIrStmt *item = s->stmts.items[i];
-            uniformity_round(S, item, divergent);
-            if (item->kind != KJ_IR_STMT_BLOCK && has_exit(item))
-                divergent = true;
-        }
-        return;
-    case KJ_IR_STMT_SET:
-        if (divergent || value_varies(S, s->value))
-            mark_varying(S, s->var);
-        return;
-    case KJ_IR_STMT_IF:
-        divergent = divergent || value_varies(S, s->cond);
-        uniformity_round(S, s->then_stmt, divergent);
-        uniformity_round(S, s->else_stmt, divergent);
-        return;
-    case KJ_IR_STMT_FOR:
-        divergent = divergent || value_varies(S, s->start) || value_varies(S, s->stop) ||
-                    value_varies(S, s->step) || has_exit(s->body);
-        if (divergent)
-            mark_varying(S, s->var);
-        uniformity_round(S, s->body, divergent);
-        return;
-    case KJ_IR_STMT_WHILE:
-        divergent = divergent || value_varies(S, s->cond) || has_exit(s->body);
-        uniformity_round(S, s->body, divergent);
-        return;
-    default:
-        return;
-    }
-}
-
-static void analyze_uniformity(Split *S)
-{
-    S->varying = kj_arena_alloc(S->arena, sizeof *S->varying * (size_t)(S->kernel->locals.count + 1));
-    do {
-        S->changed = false;
-        uniformity_round(S, S->kernel->body, false);
-    } while (S->changed);
+    return kj_uniform_var_varying(S->uniformity, var);
 }
 
 /* ============================================================ planning */
@@ -418,6 +336,8 @@ static KjIrStmt *plan(Split *S, const KjIrStmt *s, bool tail)
             continue;
         close_region(S, out, items, first, i, tail);
         first = i + 1;
+        if (kj_uniform_stmt_divergent(S->uniformity, item))
+            refuse(S, "a barrier sits under control flow that differs between threads");
         if (!is_barrier_stmt(item))
             kj_vec_push(S->arena, &out->stmts,
                         plan_control(S, item, tail && only_barriers_from(items, i + 1)));

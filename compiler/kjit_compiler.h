@@ -981,6 +981,54 @@ typedef struct KjVecVariant {
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
 
+/* ================================================================== uniform.c */
+
+/*
+ * The uniformity analysis: which values of a function differ between the
+ * threads (or the elements of a vectorized call) that run it side by side,
+ * and which statements run under varying control flow.  The SIMD lowering of
+ * the cpu targets keeps uniform values scalar and makes varying ones vectors;
+ * the cpu barrier splitting asks whether a syncthreads() is divergent.
+ */
+typedef struct KjUniformSources {
+    uint32_t sregs;  /* bit (1u << KjSpecialReg): that register is varying */
+    uint64_t params; /* bit i: parameter i is varying */
+    bool parfor_var; /* the PARFOR index is varying */
+    bool loads;      /* every load and call varies: another thread may write the
+                        memory between two threads' reads (the barrier split,
+                        whose threads run one after another) */
+} KjUniformSources;
+
+typedef enum {
+    KJ_ACCESS_UNIFORM,    /* every index uniform: one element for all threads */
+    KJ_ACCESS_CONTIGUOUS, /* the last index is uniform + the lane's index (unit step),
+                             the others uniform */
+    KJ_ACCESS_GENERAL,    /* anything else: a gather or scatter */
+} KjAccessKind;
+
+typedef struct KjUniformity KjUniformity;
+
+/* Runs the analysis to its fixed point; the result lives in arena. */
+KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUniformSources sources);
+bool kj_uniform_var_varying(const KjUniformity *u, const KjIrVar *var);
+bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e);
+/* e is uniform + the lane's index: threadIdx.x (when varying), the PARFOR
+ * index, a variable only ever assigned such a value outside divergence. */
+bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e);
+/* s may run with some of the threads inactive (under a varying if or loop,
+ * or after a varying break, continue or return). */
+bool kj_uniform_stmt_divergent(const KjUniformity *u, const KjIrStmt *s);
+/* A FOR or WHILE whose threads may leave it at different times. */
+bool kj_uniform_loop_varying(const KjUniformity *u, const KjIrStmt *loop);
+/* Some return value is varying, or some return is divergent. */
+bool kj_uniform_result_varying(const KjUniformity *u);
+bool kj_uniform_divergent_return(const KjUniformity *u);
+/* How an access array[indices] (indices as in LOAD, STORE, ATOMIC) varies. */
+KjAccessKind kj_uniform_access(const KjUniformity *u, KjIrExpr *const *indices, int count);
+/* The callee stores, prints, runs atomics or reads the thread (here or in
+ * what it calls): a call to it runs once per thread. */
+bool kj_uniform_call_has_effects(const KjIrFunction *callee);
+
 /* ============================================================ barrier_split.c */
 
 /* The most threads a block has (CUDA's limit, which kjit_launch enforces):
