@@ -28,6 +28,10 @@
  *     that assigns it works on a copy taken at each thread's start and written
  *     back once after the loop (every thread computes the same value, and
  *     the next thread must still start from the old one);
+ *   - a varying variable assigned once, from threadIdx, blockIdx, constants
+ *     and parameters never assigned (`let t = threadIdx.x;`), is computed
+ *     again where another region reads it rather than kept in an array;
+ *   - a region of uniform assignments alone (`s = s / 2;`) runs once;
  *   - other variables are private to a region and stay as they are: each
  *     thread assigns them before it reads them.
  * The pass refuses (NULL, the kernel stays on fibers) a barrier under varying
@@ -74,6 +78,10 @@ typedef struct Split {
     KjIrVar **copy;       /* id -> a uniform variable's copy in the region being built */
     bool *copying;        /* id -> this region works on the copy */
     KjIrVar *linear;      /* the thread's linear index in the region being built */
+    int *sets;            /* id -> how many statements assign it */
+    const KjIrExpr **def; /* id -> the value of its one assignment */
+    bool *remade;         /* id -> recomputed from its definition where it is used */
+    int64_t per_thread_bytes; /* what the per-thread arrays take */
 } Split;
 
 static void refuse(Split *S, const char *why)
@@ -346,6 +354,73 @@ static KjIrStmt *plan(Split *S, const KjIrStmt *s, bool tail)
     return out;
 }
 
+/* ============================================================ recomputing */
+
+/*
+ * A varying value that crosses a barrier costs a store and loads through its
+ * per-thread array; one that is cheap to compute again from values that never
+ * change (threadIdx, blockIdx, constants, parameters never assigned) is
+ * instead recomputed where it is used: `let t = threadIdx.x;` or
+ * `let i = blockIdx.x * blockDim.x + t;`, assigned once.
+ */
+static void count_sets(Split *S, const KjIrStmt *s)
+{
+    if (!s)
+        return;
+    if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var) {
+        S->sets[s->var->id]++;
+        S->def[s->var->id] = s->kind == KJ_IR_STMT_SET ? s->value : NULL;
+    }
+    for (int i = 0; i < s->stmts.count; i++)
+        count_sets(S, s->stmts.items[i]);
+    count_sets(S, s->then_stmt);
+    count_sets(S, s->else_stmt);
+    count_sets(S, s->body);
+}
+
+/* The nodes of e once its variables are recomputed; -1 when it cannot be. */
+static int remake_cost(Split *S, const KjIrExpr *e, int depth)
+{
+    if (!e || depth > 8)
+        return -1;
+    int cost = 1;
+    switch (e->op) {
+    case KJ_IR_CONST: case KJ_IR_SREG:
+        return 1;
+    case KJ_IR_VAR: {
+        const KjIrVar *v = e->var;
+        if (v->is_param && S->sets[v->id] == 0)
+            return 1;
+        if (v->is_param || v->type->kind == KJ_TYPE_ARRAY || S->sets[v->id] != 1 || !S->def[v->id])
+            return -1;
+        return remake_cost(S, S->def[v->id], depth + 1);
+    }
+    case KJ_IR_NEG: case KJ_IR_NOT: case KJ_IR_BITNOT: case KJ_IR_ADD: case KJ_IR_SUB:
+    case KJ_IR_MUL: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR: case KJ_IR_EQ:
+    case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: case KJ_IR_CAST:
+    case KJ_IR_SELECT: case KJ_IR_DIM:
+        break;
+    default:
+        return -1;
+    }
+    for (int i = 0; i < e->arg_count; i++) {
+        int c = remake_cost(S, e->args[i], depth);
+        if (c < 0)
+            return -1;
+        cost += c;
+    }
+    return cost;
+}
+
+static bool can_remake(Split *S, const KjIrVar *var)
+{
+    if (var->is_param || var->type->kind == KJ_TYPE_ARRAY || S->sets[var->id] != 1 ||
+        !S->def[var->id])
+        return false;
+    int cost = remake_cost(S, S->def[var->id], 0);
+    return cost > 0 && cost <= 24;
+}
+
 /* ============================================================ building */
 
 static KjIrExpr *var_ref(Split *S, KjIrVar *var, KjLoc loc)
@@ -424,6 +499,8 @@ static KjIrExpr *build_expr(Split *S, const KjIrExpr *e, bool in_region)
         return NULL;
     if (e->op == KJ_IR_VAR) {
         int id = e->var->id;
+        if (in_region && S->remade[id])
+            return build_expr(S, S->def[id], true);
         if (in_region && S->per_thread[id])
             return per_thread_load(S, e->var, e->loc);
         if (in_region && S->copying[id])
@@ -505,10 +582,29 @@ static bool note_uniform_set(const KjIrStmt *s, Split *S)
     return false;
 }
 
+/* A region of uniform assignments only (`s = s / 2;` between two barriers):
+ * every thread would compute the same values, without effects, so they are
+ * computed once. */
+static bool region_is_uniform(Split *S, const KjIrStmt *planned)
+{
+    for (int i = 0; i < planned->body->stmts.count; i++) {
+        const KjIrStmt *item = planned->body->stmts.items[i];
+        if (item->kind != KJ_IR_STMT_SET || var_varies(S, item->var) ||
+            value_varies(S, item->value) || S->per_thread[item->var->id])
+            return false;
+    }
+    return true;
+}
+
 /* One region: `threads { linear = ...; copies; the statements }`, then the
  * uniform variables it assigned, written back once.  Appended to out. */
 static void build_region(Split *S, KjIrStmt *out, const KjIrStmt *planned)
 {
+    if (region_is_uniform(S, planned)) {
+        for (int i = 0; i < planned->body->stmts.count; i++)
+            kj_vec_push(S->arena, &out->stmts, build_stmt(S, planned->body->stmts.items[i], false));
+        return;
+    }
     int count = S->kernel->locals.count;
     memset(S->copying, 0, sizeof *S->copying * (size_t)count);
     note_uniform_set(planned->body, S);
@@ -516,8 +612,9 @@ static void build_region(Split *S, KjIrStmt *out, const KjIrStmt *planned)
     KjIrStmt *threads = kj_ir_new_stmt(S->arena, KJ_IR_STMT_THREADS, planned->loc);
     KjIrStmt *body = new_block(S, planned->loc);
     threads->body = body;
-    kj_vec_push(S->arena, &body->stmts, set_var(S, S->linear, linear_thread_index(S, planned->loc),
-                                                planned->loc));
+    if (S->per_thread_bytes > 0)
+        kj_vec_push(S->arena, &body->stmts, set_var(S, S->linear, linear_thread_index(S, planned->loc),
+                                                    planned->loc));
     for (int id = 0; id < count; id++)
         if (S->copying[id])
             kj_vec_push(S->arena, &body->stmts,
@@ -581,6 +678,10 @@ static int64_t make_variables(Split *S, KjIrStmt *prologue)
     S->per_thread = kj_arena_alloc(S->arena, sizeof *S->per_thread * (size_t)(count + 1));
     S->copy = kj_arena_alloc(S->arena, sizeof *S->copy * (size_t)(count + 1));
     S->copying = kj_arena_alloc(S->arena, sizeof *S->copying * (size_t)(count + 1));
+    S->remade = kj_arena_alloc(S->arena, sizeof *S->remade * (size_t)(count + 1));
+    S->sets = kj_arena_alloc(S->arena, sizeof *S->sets * (size_t)(count + 1));
+    S->def = kj_arena_alloc(S->arena, sizeof *S->def * (size_t)(count + 1));
+    count_sets(S, kernel->body);
     for (int i = 0; i < count; i++) {
         const KjIrVar *v = kernel->locals.items[i];
         KjIrVar *c = kj_ir_new_var(S->arena, fn, v->name, v->type, v->loc);
@@ -607,6 +708,10 @@ static int64_t make_variables(Split *S, KjIrStmt *prologue)
         }
         if (v->type->kind == KJ_TYPE_ARRAY) {
             refuse(S, "a local() array lives across a barrier");
+            continue;
+        }
+        if (can_remake(S, v)) {
+            S->remade[i] = true;
             continue;
         }
         const KjType *array_type = kj_type_array(v->type, 1);
@@ -679,6 +784,7 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
         KjIrStmt *prologue = fn->body;
         S->fn = fn;
         int64_t bytes = make_variables(S, prologue);
+        S->per_thread_bytes = bytes;
         if (kernel->local_bytes + bytes > KJ_MAX_LOCAL_BYTES)
             refuse(S, "the values that live across barriers take too much memory");
         fn->local_bytes = kernel->local_bytes + bytes;
