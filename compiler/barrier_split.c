@@ -31,7 +31,9 @@
  *   - a varying variable assigned once, from threadIdx, blockIdx, constants
  *     and parameters never assigned (`let t = threadIdx.x;`), is computed
  *     again where another region reads it rather than kept in an array;
- *   - a region of uniform assignments alone (`s = s / 2;`) runs once;
+ *   - a region of uniform assignments alone (`s = s / 2;`) runs once, and
+ *     one that is a single `if` comparing threadIdx.x with a uniform value
+ *     loops over the threads that pass it only;
  *   - other variables are private to a region and stay as they are: each
  *     thread assigns them before it reads them.
  * The pass refuses (NULL, the kernel stays on fibers) a barrier under varying
@@ -596,6 +598,80 @@ static bool region_is_uniform(Split *S, const KjIrStmt *planned)
     return true;
 }
 
+/* In the split form, a value the same for every thread: no threadIdx, no
+ * memory, no per-thread array, no call. */
+static bool built_uniform(Split *S, const KjIrExpr *e)
+{
+    switch (e->op) {
+    case KJ_IR_SREG:
+        return e->sreg != KJ_SREG_TID_X && e->sreg != KJ_SREG_TID_Y && e->sreg != KJ_SREG_TID_Z;
+    case KJ_IR_LOAD: case KJ_IR_CALL: case KJ_IR_ATOMIC: case KJ_IR_EXEC: case KJ_IR_LOCAL:
+    case KJ_IR_PRINT:
+        return false;
+    case KJ_IR_VAR:
+        return e->var != S->linear;
+    default:
+        break;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (!built_uniform(S, e->args[i]))
+            return false;
+    return true;
+}
+
+static bool is_thread_x(const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_CAST && kj_type_is_int(e->type) && kj_type_int_bits(e->type) >= 32)
+        e = e->args[0];
+    return e->op == KJ_IR_SREG && e->sreg == KJ_SREG_TID_X;
+}
+
+static KjIrExpr *plus_one(Split *S, KjIrExpr *e)
+{
+    KjIrExpr *one = kj_ir_new_expr(S->arena, KJ_IR_CONST, i64_type(), e->loc, 0);
+    one->const_int = 1;
+    return binary(S, KJ_IR_ADD, e, one);
+}
+
+/*
+ * A region that is one `if` on threadIdx.x against a uniform value
+ * (`if t < s { ... }`, `if t == 0 { ... }`) loops only over the threads that
+ * pass it: the tree of a reduction then walks s threads, not the block.
+ */
+static void narrow_to_condition(Split *S, KjIrStmt *threads)
+{
+    KjVec *items = &threads->body->stmts;
+    if (items->count != 1)
+        return;
+    KjIrStmt *only = items->items[0];
+    if (only->kind != KJ_IR_STMT_IF || only->else_stmt)
+        return;
+    KjIrExpr *c = only->cond;
+    KjIrOp op = c->op;
+    if (op != KJ_IR_LT && op != KJ_IR_LE && op != KJ_IR_GT && op != KJ_IR_GE && op != KJ_IR_EQ)
+        return;
+    KjIrExpr *x = c->args[0], *bound = c->args[1];
+    if (!is_thread_x(x)) { /* u < x is x > u */
+        KjIrExpr *swap = x;
+        x = bound;
+        bound = swap;
+        op = op == KJ_IR_LT ? KJ_IR_GT : op == KJ_IR_LE ? KJ_IR_GE : op == KJ_IR_GT ? KJ_IR_LT
+           : op == KJ_IR_GE ? KJ_IR_LE : op;
+    }
+    if (!is_thread_x(x) || !kj_type_is_int(bound->type) || !built_uniform(S, bound) ||
+        (!kj_type_is_signed(bound->type) && kj_type_int_bits(bound->type) >= 64))
+        return; /* (a u64 bound past INT64_MAX would not survive the i64 range) */
+    KjIrExpr *u = bound->type == i64_type() ? bound : as_i64(S, bound);
+    switch (op) {
+    case KJ_IR_LT: threads->stop = u; break;
+    case KJ_IR_LE: threads->stop = plus_one(S, u); break;
+    case KJ_IR_GT: threads->start = plus_one(S, u); break;
+    case KJ_IR_GE: threads->start = u; break;
+    default: threads->start = u; threads->stop = plus_one(S, u); break; /* EQ */
+    }
+    threads->body = only->then_stmt;
+}
+
 /* One region: `threads { linear = ...; copies; the statements }`, then the
  * uniform variables it assigned, written back once.  Appended to out. */
 static void build_region(Split *S, KjIrStmt *out, const KjIrStmt *planned)
@@ -621,6 +697,7 @@ static void build_region(Split *S, KjIrStmt *out, const KjIrStmt *planned)
                         set_var(S, S->copy[id], var_ref(S, S->map[id], planned->loc), planned->loc));
     for (int i = 0; i < planned->body->stmts.count; i++)
         kj_vec_push(S->arena, &body->stmts, build_region_stmt(S, planned->body->stmts.items[i]));
+    narrow_to_condition(S, threads);
     kj_vec_push(S->arena, &out->stmts, threads);
     for (int id = 0; id < count; id++)
         if (S->copying[id])

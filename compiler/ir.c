@@ -343,7 +343,21 @@ static void print_stmt(Printer *p, const KjIrStmt *s, int depth)
         }
         break;
     case KJ_IR_STMT_THREADS:
-        fputs("threads\n", p->out);
+        fputs("threads", p->out);
+        if (s->start || s->stop) {
+            fputs(" with threadIdx.x in [", p->out);
+            if (s->start)
+                print_expr(p, s->start);
+            else
+                fputs("0", p->out);
+            fputs(", ", p->out);
+            if (s->stop)
+                print_expr(p, s->stop);
+            else
+                fputs("blockDim.x", p->out);
+            fputs(")", p->out);
+        }
+        fputc('\n', p->out);
         print_body(p, s->body, depth + 1);
         return;
     case KJ_IR_STMT_PARFOR:
@@ -912,6 +926,9 @@ static bool verify_stmt(Verifier *v, const KjIrStmt *s)
             return fail(v, s->loc, "threads loop outside a kernel's split form");
         if (v->in_threads)
             return fail(v, s->loc, "threads loop inside another");
+        if ((s->start && (!verify_expr(v, s->start) || s->start->type != kj_type_scalar(KJ_TYPE_I64))) ||
+            (s->stop && (!verify_expr(v, s->stop) || s->stop->type != kj_type_scalar(KJ_TYPE_I64))))
+            return fail(v, s->loc, "threads loop with a bad range of threadIdx.x");
         int loops = v->loop_depth;
         v->in_threads = true;
         v->loop_depth = 0;

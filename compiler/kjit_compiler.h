@@ -637,8 +637,9 @@ typedef struct KjIrExpr {
                    walks it its own way (a loop over a sub-range on cpu, the thread pool on  \
                    parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */ \
     X(THREADS)  /* body, once for each thread of the block (z, y, x from 0, x fastest): in   \
-                   it threadIdx is that thread's, and a return ends that thread's turn.  Only \
-                   in a kernel's split form (barrier_split.c), for the cpu targets. */
+                   it threadIdx is that thread's, and a return ends that thread's turn;      \
+                   start, stop (i64, or NULL): only threads with start <= threadIdx.x < stop.\
+                   Only in a kernel's split form (barrier_split.c), for the cpu targets. */
 
 typedef enum {
 #define X(kind) KJ_IR_STMT_##kind,

@@ -282,12 +282,31 @@ static void gen_threads(Gen *g, KjIrStmt *s)
         dims[k] = kj_codegen_read_sreg(g, KJ_SREG_BDIM_X + k);
         counters[k] = kj_codegen_alloca_in_entry(g, g->t_i32, "thread");
     }
+    /* threadIdx.x from its range's start (clamped to the block) */
+    LLVMValueRef first = const_i32(g, 0);
+    if (s->start || s->stop) {
+        LLVMValueRef wide = LLVMBuildSExt(g->b, dims[0], g->t_i64, "");
+        LLVMValueRef zero = const_i64(g, 0), bounds[2] = {NULL, NULL};
+        KjIrExpr *ends[2] = {s->start, s->stop};
+        for (int k = 0; k < 2; k++) {
+            if (!ends[k])
+                continue;
+            LLVMValueRef v = kj_codegen_expr(g, ends[k]);
+            v = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, v, zero, ""), zero, v, "");
+            v = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, v, wide, ""), wide, v, "");
+            bounds[k] = LLVMBuildTrunc(g->b, v, g->t_i32, "");
+        }
+        if (bounds[0])
+            first = bounds[0];
+        if (bounds[1])
+            dims[0] = bounds[1];
+    }
     for (int level = 2; level >= 0; level--) {
         conds[level] = new_block(g, "threads.cond");
         bodies[level] = new_block(g, "threads.body");
         incs[level] = new_block(g, "threads.next");
         exits[level] = new_block(g, "threads.exit");
-        LLVMBuildStore(g->b, const_i32(g, 0), counters[level]);
+        LLVMBuildStore(g->b, level == 0 ? first : const_i32(g, 0), counters[level]);
         LLVMBuildBr(g->b, conds[level]);
         LLVMPositionBuilderAtEnd(g->b, conds[level]);
         LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");
