@@ -425,12 +425,11 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
     if (compiled->lifted[0])
         kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
-    kj_cache_key_add(key, "opt", "%d%s", module->context->options.opt_level,
-                     module->context->options.line_info ? " lineinfo" : "");
+    kj_cache_key_add(key, "opt", "%d%s%s", module->context->options.opt_level,
+                     module->context->options.line_info ? " lineinfo" : "",
+                     module->context->options.cpu_simd ? "" : " nosimd");
     if (module->context->options.check)
         kj_cache_key_add(key, "checks", "%d", 1);
-    if (!module->context->options.cpu_simd)
-        kj_cache_key_add(key, "cpu_simd", "%d", 0);
 }
 
 /* The middle of the pass list for one root (pipeline.c); an internal error

@@ -135,10 +135,12 @@ typedef struct kjit_options {
      * stdout at the next synchronisation, as in CUDA C; this is not called. */
     kjit_print_fn on_print;
     void *print_user;
-    /* cpu, parallel: 1 runs a kernel whose syncthreads() calls sit outside
-     * varying control flow as loops over its threads between the barriers;
-     * 0 keeps every kernel with barriers on fibers, one per thread (the
-     * reference path, for comparison and debugging).  Part of the cache key.
+    /* cpu and parallel: 1 runs a kernel's threads (without barriers) and a
+     * vectorized function's elements (when it loops) on SIMD lanes, and a
+     * kernel whose syncthreads() calls sit outside varying control flow as
+     * loops over its threads between the barriers; 0 keeps the scalar code
+     * and runs every kernel with barriers on fibers, one per thread (for
+     * comparison and debugging); part of the cache key.
      * Default: 1 unless KJIT_CPU_SIMD=0. */
     int cpu_simd;
 } kjit_options;

@@ -306,6 +306,26 @@ LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity)
 LLVMValueRef kj_codegen_element_address(Gen *g, const ArrayVal *a, LLVMValueRef *indices, int count,
                                         bool contiguous);
 
+/* Complex arithmetic (ADD SUB MUL DIV) and z * z on values of any complex
+ * layout, scalar parts or vectors of parts (codegen_simd.c). */
+LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z);
+/* A math built-in's libm name ("sin"; f32 adds "f") and whether libmvec has it. */
+const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec);
+
+/* codegen_simd.c: the SIMD lowering of the cpu targets (docs/architecture.md) */
+
+/* The lanes fn runs on when it can be lowered onto SIMD lanes as a root
+ * (a kernel without barriers: threadIdx.x varying; a vectorized kernel: its
+ * PARFOR index varying); 0 when it cannot (the scalar code is used). */
+int kj_simd_lanes(Gen *g, KjIrFunction *fn);
+/* Defines fn's SIMD chunk function for `lanes` lanes and returns it, its
+ * type in *type.  A kernel's takes its impl's arguments up to threadIdx
+ * (ctx, then threadIdx.x of lane 0, threadIdx.y, threadIdx.z) and the count
+ * of active lanes (i32, from lane 0); a vectorized kernel's, its arrays and
+ * scalars, the PARFOR index of lane 0 (i64) and the count of active lanes. */
+LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type);
+
 /* codegen_complex.c */
 
 /* A kj_math_complex built-in on complex args (all of one complex type). */

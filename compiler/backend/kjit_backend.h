@@ -162,17 +162,18 @@ typedef struct KjCodegenOptions {
      * are tested, and every entry point takes the address of a
      * KjCheckRecord after its arguments. */
     bool checks;
-    /* cpu: a kernel with syncthreads() that has a split form (fn->split,
-     * barrier_split.c) gets a __block entry that runs it, instead of running
-     * only on fibers.  Off: KJIT_CPU_SIMD=0 (kjit_options.cpu_simd).  Part of
-     * the cache key. */
+    /* cpu targets: kernels without barriers, and vectorized functions with
+     * loops, run their threads or elements on SIMD lanes (codegen_simd.c); a
+     * kernel with syncthreads() that has a split form (fn->split,
+     * barrier_split.c) gets a __block entry that runs it instead of fibers.
+     * false keeps the scalar code and the fibers.  Part of the cache key. */
     bool cpu_simd;
 } KjCodegenOptions;
 
+/* Whether cpu_simd is on by default: unless KJIT_CPU_SIMD is 0 (target.c). */
+bool kj_codegen_cpu_simd_default(void);
 /* Whether line_info is on by default: KJIT_LINEINFO set and not 0 (target.c). */
 bool kj_codegen_line_info_default(void);
-/* Whether KjCodegenOptions.cpu_simd is on by default: unless KJIT_CPU_SIMD=0. */
-bool kj_codegen_cpu_simd_default(void);
 
 /* The symbol a kernel's entry points are named from: fn->symbol for the
  * general code (mask 0), "<symbol>__c<mask in hex>" for code specialised for
