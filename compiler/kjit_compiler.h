@@ -659,7 +659,7 @@ typedef struct KjIrStmt {
     int index_count;
     KjIrExpr *cond;    /* IF, WHILE */
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
-    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
+    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR/THREADS body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
     int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;

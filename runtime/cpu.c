@@ -13,7 +13,9 @@
  * fiber, and lets a barrier's threads go on only once all of them (the 32
  * lanes of a warp, the block, or the grid) have reached it, handing each the
  * collective's result.  That holds for barriers anywhere, inside loops and
- * branches too, which splitting the kernel at its barriers would make hard.
+ * branches too.  A kernel whose syncthreads() calls sit outside varying
+ * control flow has a split form instead (barrier_split.c), whose __block
+ * entry runs the block's threads in loops between the barriers: no fibers.
  * A kernel with syncgrid() runs every thread of its grid as fibers of one
  * group on the calling thread, so that all blocks are resident at once.
  */

@@ -3,7 +3,8 @@
  * What the shared lowering asks of a target, answered for the host:
  *
  *   - a kernel runs one CUDA thread per call of its __thread entry (or a
- *     block's threads in a loop, __block); its impl, and the impl of each
+ *     block's threads in a loop, __block; for a kernel with barriers, its
+ *     split form's THREADS loops between them, barrier_split.c); its impl, and the impl of each
  *     device function (a plain function using kernel built-ins), takes the
  *     thread context (KjThreadCtx) and threadIdx as hidden parameters, which
  *     calls pass on, reads the other
