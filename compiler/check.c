@@ -563,6 +563,9 @@ static bool check_stmt(KjChecker *c, KjNode *n)
                 if (fn->kind == KJ_IR_FN_KERNEL)
                     kj_error(c->diag, n->loc, "a @kernel returns nothing; write its results "
                              "into an array");
+                else if (c->cur->info->decl->kind == KJ_FN_GUVECTORIZE)
+                    kj_error(c->diag, n->loc, "a @guvectorize function returns nothing; write "
+                             "its results into its output parameters");
                 else
                     kj_error(c->diag, n->loc, "'%s' has no return type, so it returns "
                              "nothing; declare one: fn %s(...) -> T", fn->name, fn->name);
@@ -736,7 +739,9 @@ void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc)
 bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
 {
     KjIrFunction *caller = c->cur ? c->cur->ir : NULL;
-    if (caller && (caller->kind == KJ_IR_FN_KERNEL || caller->kind == KJ_IR_FN_PLAIN)) {
+    bool gufunc = c->cur && c->cur->info->decl->kind == KJ_FN_GUVECTORIZE;
+    if (caller && !gufunc &&
+        (caller->kind == KJ_IR_FN_KERNEL || caller->kind == KJ_IR_FN_PLAIN)) {
         if (caller->kind == KJ_IR_FN_PLAIN)
             mark_device(c, caller, callee->device_use, callee->device_loc, callee->device_chain);
         caller->uses_syncthreads |= callee->uses_syncthreads;
@@ -744,9 +749,9 @@ bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
         return true;
     }
     const char *name = caller ? caller->name : "?";
-    kj_error(c->diag, loc, "'%s' is @vectorize, so it cannot call '%s', a device function: "
-             "%s -> %s uses %s", name, callee->name, name, callee->device_chain,
-             callee->device_use);
+    kj_error(c->diag, loc, "'%s' is @%s, so it cannot call '%s', a device function: "
+             "%s -> %s uses %s", name, gufunc ? "guvectorize" : "vectorize", callee->name, name,
+             callee->device_chain, callee->device_use);
     kj_note(c->diag, callee->device_loc, "%s is used here; kernel built-ins are for kernels and "
             "the plain functions only kernels call", callee->device_use);
     return false;
@@ -787,6 +792,24 @@ static const char *signature_symbol(KjChecker *c, const char *name, const KjType
         kj_buf_printf(&buf, "_%s", kj_type_name(params[i]));
     if (count == 0)
         kj_buf_printf(&buf, "_void");
+    char *symbol = kj_arena_strdup(c->arena, buf.data);
+    kj_buf_free(&buf);
+    return symbol;
+}
+
+/* A @guvectorize signature's symbol: name__f64a1_f64a2 ... (a symbol has no
+ * brackets: an array type is its element type, 'a' and its rank). */
+static const char *gufunc_symbol(KjChecker *c, const char *name, const KjType **params, int count)
+{
+    KjBuf buf = {0};
+    kj_buf_printf(&buf, "%s_", name);
+    for (int i = 0; i < count; i++) {
+        const KjType *t = params[i];
+        if (t->kind == KJ_TYPE_ARRAY)
+            kj_buf_printf(&buf, "_%sa%d", kj_type_name(t->elem), t->ndim);
+        else
+            kj_buf_printf(&buf, "_%s", kj_type_name(t));
+    }
     char *symbol = kj_arena_strdup(c->arena, buf.data);
     kj_buf_free(&buf);
     return symbol;
@@ -837,6 +860,52 @@ static void declare_function(KjChecker *c, KjCheckFn *info)
                 info->bad = true;
         if (!info->bad)
             new_function(c, info, KJ_IR_FN_KERNEL, name, types, kj_type_void());
+        break;
+    case KJ_FN_GUVECTORIZE:
+        /* The layout and each signature's ranks (check_guvectorize.c); each
+         * signature becomes a plain function over the operands' cores. */
+        if (!kj_check_guvectorize_layout(c, info)) {
+            info->bad = true;
+            break;
+        }
+        if (decl->ret && decl->signature_count == 0) {
+            kj_error(c->diag, decl->loc, "a @guvectorize function returns nothing, but '%s' "
+                     "declares -> %s; write results into its output parameters", name,
+                     kj_type_name(decl->ret));
+            info->bad = true;
+        }
+        if (decl->signature_count == 0) {
+            if (!kj_check_guvectorize_params(c, info, decl->loc, types, n, NULL))
+                info->bad = true;
+            if (!info->bad)
+                new_function(c, info, KJ_IR_FN_PLAIN, name, types, kj_type_void());
+            break;
+        }
+        for (int s = 0; s < decl->signature_count; s++) {
+            KjSignature *sig = &decl->signatures[s];
+            if (sig->param_count != n) {
+                kj_error(c->diag, sig->loc, "this signature has %d parameter%s, but '%s' has %d",
+                         sig->param_count, sig->param_count == 1 ? "" : "s", name, n);
+                info->bad = true;
+                continue;
+            }
+            if (!kj_check_guvectorize_params(c, info, sig->loc, sig->params, n, sig->ret)) {
+                info->bad = true;
+                continue;
+            }
+            const char *symbol = gufunc_symbol(c, name, sig->params, n);
+            bool twice = false;
+            for (int v = 0; v < info->entry->variants.count && !twice; v++)
+                twice = strcmp(((KjIrFunction *)info->entry->variants.items[v])->symbol,
+                               symbol) == 0;
+            if (twice) {
+                kj_error(c->diag, sig->loc, "two signatures of '%s' take the same parameter "
+                         "types", name);
+                info->bad = true;
+                continue;
+            }
+            new_function(c, info, KJ_IR_FN_PLAIN, symbol, sig->params, kj_type_void());
+        }
         break;
     case KJ_FN_REDUCE:
         /* The shape of a binary reduction (check_reduce.c); then its

@@ -384,6 +384,11 @@ bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what)
 {
     if (in_kernel(c))
         return true;
+    if (c->cur && c->cur->info->decl->kind == KJ_FN_GUVECTORIZE) {
+        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
+                 "call; '%s' is @guvectorize", what, c->cur->ir->name);
+        return false;
+    }
     if (c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
         kj_check_device_use(c, what, loc);
         return true;
@@ -1607,10 +1612,12 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
         kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
         return NULL;
     }
-    if ((callee->decl->kind == KJ_FN_VECTORIZE || callee->decl->kind == KJ_FN_REDUCE) &&
+    if ((callee->decl->kind == KJ_FN_VECTORIZE || callee->decl->kind == KJ_FN_REDUCE ||
+         callee->decl->kind == KJ_FN_GUVECTORIZE) &&
         callee->decl->signature_count > 1) {
-        kj_error(c->diag, n->loc, "'%s' has %d signatures, so it cannot be called as a scalar "
-                 "function; write a plain fn for that", name, callee->decl->signature_count);
+        kj_error(c->diag, n->loc, "'%s' has %d signatures, so it cannot be called as a %s "
+                 "function; write a plain fn for that", name, callee->decl->signature_count,
+                 callee->decl->kind == KJ_FN_GUVECTORIZE ? "plain" : "scalar");
         kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
         return NULL;
     }

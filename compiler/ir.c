@@ -730,6 +730,22 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         return t == array->elem ||
                fail(v, e->loc, "load from %s typed %s", kj_type_name(array), kj_type_name(t));
     }
+    case KJ_IR_VIEW: {
+        const KjType *array = e->args && e->arg_count > 0 ? e->args[0]->type : NULL;
+        if (!array || array->kind != KJ_TYPE_ARRAY)
+            return fail(v, e->loc, "view of %s", kj_type_name(array));
+        int k = e->arg_count - 1;
+        if (k < 1 || k >= array->ndim)
+            return fail(v, e->loc, "view of %s with %d indices", kj_type_name(array), k);
+        for (int i = 1; i < e->arg_count; i++)
+            if (e->args[i]->type != i64)
+                return fail(v, e->loc, "view index %d is %s, not i64", i - 1,
+                            kj_type_name(e->args[i]->type));
+        if (v->fn->kind != KJ_IR_FN_VEC_KERNEL)
+            return fail(v, e->loc, "view outside a vectorized kernel");
+        return t == kj_type_array(array->elem, array->ndim - k) ||
+               fail(v, e->loc, "view of %s typed %s", kj_type_name(array), kj_type_name(t));
+    }
     case KJ_IR_DIM:
         if (!args_are(v, e, 1, NULL))
             return false;
@@ -804,9 +820,9 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
                     kj_type_name(e->type));
     /* The back end makes arrays only from these (kj_codegen_array). */
     if (e->type->kind == KJ_TYPE_ARRAY && e->op != KJ_IR_VAR && e->op != KJ_IR_SHARED &&
-        e->op != KJ_IR_LOCAL && e->op != KJ_IR_DYNAMIC_SHARED)
-        return fail(v, e->loc, "%s makes an array; only variables, shared() and local() do",
-                    kj_ir_op_name(e->op));
+        e->op != KJ_IR_LOCAL && e->op != KJ_IR_DYNAMIC_SHARED && e->op != KJ_IR_VIEW)
+        return fail(v, e->loc, "%s makes an array; only variables, shared(), local() and "
+                    "views do", kj_ir_op_name(e->op));
     /* kernel built-ins: in kernels, and in device functions but shared() */
     bool device = v->fn->kind == KJ_IR_FN_PLAIN && (e->op == KJ_IR_LOCAL ||
                                                      (v->fn->device_use && e->op != KJ_IR_SHARED));

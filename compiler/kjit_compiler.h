@@ -286,6 +286,8 @@ typedef enum {
     KJ_FN_KERNEL,    /* @kernel */
     KJ_FN_REDUCE,    /* @reduce, @reduce(sig, ...), @reduce(map = f, ...): a binary
                         associative function, checked like @vectorize */
+    KJ_FN_GUVECTORIZE, /* @guvectorize("(n),(n)->()") or @guvectorize(sig, ..., "layout"):
+                        a core function over arrays, lifted over loop dimensions */
 } KjFunctionKind;
 
 typedef struct KjParam {
@@ -314,6 +316,8 @@ typedef struct KjFunctionDecl {
     KjLoc loc;                /* at the name */
     const char *map_name;     /* @reduce(map = name): the @vectorize it fuses; else NULL */
     KjLoc map_loc;
+    const char *layout_text;  /* @guvectorize("..."): the string token, quotes kept; else NULL */
+    KjLoc layout_loc;         /* at its opening quote */
 } KjFunctionDecl;
 
 typedef struct KjNode {
@@ -538,6 +542,9 @@ extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
     X(MULHI)       /* args[0], args[1]: 32- or 64-bit ints of the result's type; the high      \
                       half of their full product */                                            \
     X(LOAD)        /* args[0] (array), args[1..ndim] (i64 indices) */                          \
+    X(VIEW)        /* args[0] (array of rank n), args[1..k] (i64 indices, 0 < k < n): the array \
+                      of rank n - k at those leading indices, sharing memory (made by the    \
+                      guvectorize pass only) */                                               \
     X(DIM)         /* args[0] (array), dim: the i64 extent of dimension `dim` */               \
     X(SREG)        /* sreg: i32 */                                                             \
     X(SHARED)      /* alloc_elem, alloc_shape[0..alloc_ndim): a block-wide array */            \
@@ -615,7 +622,9 @@ typedef struct KjIrExpr {
     int64_t alloc_shape[3];
     /* LOAD (and STORE in KjIrStmt): the array is known contiguous and args[1] is a
      * flat element index: address = data + index, strides ignored.  Only the
-     * vectorize pass sets it, so the back end can see unit-stride accesses. */
+     * vectorize pass sets it, so the back end can see unit-stride accesses.
+     * VIEW: the view is C-contiguous; its strides come from its extents (the
+     * guvectorize pass sets it for cores the runtime found contiguous). */
     bool contiguous;
     /* Checked mode (checks.c): the site this node's run-time check reports,
      * an index into the module's check_sites from 1; 0 for no check. */
@@ -722,6 +731,7 @@ typedef struct KjIrEntry {
                        signature */
     KjLoc loc;
     struct KjIrEntry *map; /* REDUCE with map = f: f's entry (a VECTORIZE); else NULL */
+    const struct KjGufuncLayout *layout; /* GUVECTORIZE: its layout; else NULL */
 } KjIrEntry;
 
 /* A checked module: every function of the file and of what it imports. */
@@ -876,6 +886,14 @@ KjCheckFile *kj_check_current_file(KjChecker *c);
  * scalar type, per signature), and its map = f once every function is declared. */
 void kj_check_reduce_decl(KjChecker *c, KjCheckFn *info);
 void kj_check_reduce_map(KjChecker *c, KjCheckFn *info);
+
+/* check_guvectorize.c: a @guvectorize declaration: its layout string (parsed
+ * into entry->layout), the parameter count, and each parameter's rank against
+ * its operand's core rank, for the typed form or one signature (`params`,
+ * `ret` the signature's leading type or NULL); false after reporting. */
+bool kj_check_guvectorize_layout(KjChecker *c, KjCheckFn *info);
+bool kj_check_guvectorize_params(KjChecker *c, KjCheckFn *info, KjLoc where,
+                                 const KjType *const *params, int count, const KjType *ret);
 
 /* check_expr.c: IR shorthands. */
 KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
@@ -1101,6 +1119,50 @@ typedef struct KjReduceVariant {
 KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine, KjIrFunction *map,
                              KjReduceVariant variant);
 
+/* ============================================================== guvectorize.c */
+
+/*
+ * A @guvectorize layout, NumPy's gufunc signature "(m,n),(n,p)->(m,p)": the
+ * operands are the inputs, then the outputs (the function's parameters in
+ * order); operand q has rank[q] core dimensions, each named by an index into
+ * names.  Every output dimension also appears in some input.  A "()" input is
+ * a scalar parameter; a "()" output is a one-element array (core rank 1 in
+ * the lifted kernel, extent 1).
+ */
+#define KJ_GUFUNC_MAX_OPERANDS 32
+#define KJ_GUFUNC_MAX_NAMES 32
+
+typedef struct KjGufuncLayout {
+    const char *text; /* as written, without the quotes */
+    int inputs, outputs;
+    int rank[KJ_GUFUNC_MAX_OPERANDS];
+    int dims[KJ_GUFUNC_MAX_OPERANDS][KJ_MAX_DIMS];
+    const char *names[KJ_GUFUNC_MAX_NAMES];
+    int name_count;
+} KjGufuncLayout;
+
+/* Parses a layout (text without quotes); on an error returns false with a
+ * message in `why` (static text) and the byte offset it points at. */
+bool kj_gufunc_layout_parse(KjArena *arena, const char *text, KjGufuncLayout *out,
+                            const char **why, int *offset);
+
+/*
+ * Lifts a @guvectorize signature (a PLAIN core function over the operands'
+ * cores) into a VEC_KERNEL over `loop_ndim` (1..KJ_MAX_DIMS) loop dimensions:
+ *   params: operand q as an array of rank loop_ndim + core rank (a "()"
+ *           output: core rank 1; a "()" input: rank loop_ndim), the loop
+ *           dimensions first, broadcast ones with stride 0
+ *   body:   PARFOR i over the loop elements (the loop extents of operand
+ *           `inputs`, the first output, which is never broadcast): i's
+ *           coordinates c, then core(VIEW(op_0, c...) or op_0[c...], ...)
+ * `contiguous`: every core is C-contiguous at every call of this code (the
+ * runtime checks), so the views' strides come from their extents (the last
+ * is 1) and the optimiser sees unit-stride cores once it inlines the core.
+ * The same (function, loop_ndim, contiguous) asked twice gives the same kernel.
+ */
+KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
+                             const KjGufuncLayout *layout, int loop_ndim, bool contiguous);
+
 /* =================================================================== checks.c */
 
 /* Checked mode: gives every array access, integer division and remainder,
@@ -1127,6 +1189,9 @@ typedef struct KjPipelineRoot {
     KjVecVariant variant;
     const KjReduceVariant *reduce; /* a @reduce signature lifted by the reduce pass */
     KjIrFunction *map;             /* reduce->mapped: the map's signature */
+    const KjGufuncLayout *gufunc;  /* a @guvectorize signature lifted over loop_ndim */
+    int loop_ndim;
+    bool gufunc_contiguous;        /* its cores C-contiguous (kj_guvectorize) */
     bool split_barriers;           /* cpu targets: make a kernel's split form (fn->split) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;

@@ -958,10 +958,25 @@ static void signature(Parser *p, KjSignature *sig)
     sig->param_count = params.count;
 }
 
-// attribute_arg = IDENT "=" IDENT | signature
+// attribute_arg = IDENT "=" IDENT | STRING | signature
 static void attribute_arg(Parser *p, KjFunctionDecl *fn, KjVec *sigs)
 {
     KjToken *key = peek(p);
+    if (key->kind == KJ_TOK_STRING) {
+        advance(p);
+        if (fn->kind != KJ_FN_GUVECTORIZE) {
+            syntax_error(p, key->loc, "a string here is a @guvectorize layout; this attribute "
+                         "takes signatures");
+            return;
+        }
+        if (fn->layout_text) {
+            report(p, key->loc, "@guvectorize takes one layout string");
+            return;
+        }
+        fn->layout_text = token_text(p, key);
+        fn->layout_loc = key->loc;
+        return;
+    }
     if (key->kind == KJ_TOK_IDENT && p->pos + 1 < p->count &&
         p->tokens[p->pos + 1].kind == KJ_TOK_ASSIGN) {
         advance(p);
@@ -997,12 +1012,14 @@ static void attribute(Parser *p, KjFunctionDecl *fn)
     bool is_vectorize = name->len == 9 && memcmp(name->start, "vectorize", 9) == 0;
     bool is_kernel = name->len == 6 && memcmp(name->start, "kernel", 6) == 0;
     bool is_reduce = name->len == 6 && memcmp(name->start, "reduce", 6) == 0;
-    if (!is_vectorize && !is_kernel && !is_reduce) {
-        syntax_error(p, name->loc, "unknown attribute '@%.*s' (there are @vectorize, @reduce "
-                     "and @kernel)", name->len, name->start);
+    bool is_gufunc = name->len == 11 && memcmp(name->start, "guvectorize", 11) == 0;
+    if (!is_vectorize && !is_kernel && !is_reduce && !is_gufunc) {
+        syntax_error(p, name->loc, "unknown attribute '@%.*s' (there are @vectorize, "
+                     "@guvectorize, @reduce and @kernel)", name->len, name->start);
         return;
     }
-    fn->kind = is_vectorize ? KJ_FN_VECTORIZE : is_reduce ? KJ_FN_REDUCE : KJ_FN_KERNEL;
+    fn->kind = is_vectorize ? KJ_FN_VECTORIZE : is_reduce ? KJ_FN_REDUCE
+             : is_gufunc ? KJ_FN_GUVECTORIZE : KJ_FN_KERNEL;
     KjToken *open = peek(p);
     if (!accept(p, KJ_TOK_LPAREN))
         return;
@@ -1016,6 +1033,9 @@ static void attribute(Parser *p, KjFunctionDecl *fn)
     } while (!p->panic && accept(p, KJ_TOK_COMMA));
     if (!expect(p, KJ_TOK_RPAREN))
         return;
+    if (is_gufunc && !fn->layout_text)
+        report(p, open->loc, "@guvectorize needs a layout string, as in "
+               "@guvectorize(\"(n),(n)->()\")");
     fn->signature_count = sigs.count;
     fn->signatures = kj_arena_alloc(p->arena, sizeof(KjSignature) * (size_t)(sigs.count + 1));
     for (int i = 0; i < sigs.count; i++)
@@ -1170,11 +1190,13 @@ static void dump_children(FILE *out, const KjVec *vec, int depth)
 
 static void dump_function(FILE *out, const KjNode *node, int depth)
 {
-    static const char *const kinds[] = {"plain", "vectorize", "kernel", "reduce"};
+    static const char *const kinds[] = {"plain", "vectorize", "kernel", "reduce", "guvectorize"};
     const KjFunctionDecl *fn = node->fn;
     fprintf(out, "function %s %s", fn->name, kinds[fn->kind]);
     if (fn->map_name)
         fprintf(out, " map=%s", fn->map_name);
+    if (fn->layout_text)
+        fprintf(out, " layout=%s", fn->layout_text);
     if (fn->ret)
         fprintf(out, " -> %s", kj_type_name(fn->ret));
     dump_loc_end(out, node->loc);

@@ -9,8 +9,9 @@
  *
  *   front end, once per module      parse -> imports -> check -> halves -> verify
  *   middle, once per module         checks (checked mode: mark the check sites)
- *   middle, once per root           vectorize (a @vectorize signature) or
- *                                   reduce (a @reduce signature, one level) -> verify
+ *   middle, once per root           vectorize (a @vectorize signature),
+ *                                   reduce (a @reduce signature, one level) or
+ *                                   guvectorize (a @guvectorize signature) -> verify
  *                                   barrier split (cpu: a kernel's thread loops) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
@@ -106,7 +107,13 @@ bool kj_pipeline_run(KjPipeline *p)
          * one level of the reduction tree (reduce.c has the contract). */
         if (root->reduce)
             root->root = kj_reduce_lift(p->module, root->fn, root->map, *root->reduce);
-        if (p->verify && !verified(p, root->reduce ? "reduce" : "vectorize"))
+        /* guvectorize: a @guvectorize's core function -> a VEC_KERNEL over
+         * its loop dimensions (guvectorize.c has the contract). */
+        if (root->gufunc)
+            root->root = kj_guvectorize(p->module, root->fn, root->gufunc, root->loop_ndim,
+                                        root->gufunc_contiguous);
+        if (p->verify && !verified(p, root->reduce ? "reduce"
+                                      : root->gufunc ? "guvectorize" : "vectorize"))
             return false;
         /* barrier split: a kernel with syncthreads() -> its split form, for
          * the cpu targets (barrier_split.c has the contract); none when its

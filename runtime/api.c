@@ -338,6 +338,7 @@ kjit_function_kind kjit_function_kind_of(const kjit_function *function)
     case KJ_FN_VECTORIZE: return KJIT_FUNCTION_VECTORIZE;
     case KJ_FN_KERNEL: return KJIT_FUNCTION_KERNEL;
     case KJ_FN_REDUCE: return KJIT_FUNCTION_REDUCE;
+    case KJ_FN_GUVECTORIZE: return KJIT_FUNCTION_GUVECTORIZE;
     }
     kj_unreachable();
 }

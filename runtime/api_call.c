@@ -149,6 +149,20 @@ static int scalar_match(kjit_dtype given, const KjType *param)
     return -1;
 }
 
+bool kj_api_convert_scalar(const kjit_arg *arg, const KjType *type, void *out)
+{
+    KjScalar value;
+    if (!convert_scalar(arg, type, &value))
+        return false;
+    memcpy(out, &value, sizeof value);
+    return true;
+}
+
+int kj_api_scalar_match(kjit_dtype given, const KjType *param)
+{
+    return scalar_match(given, param);
+}
+
 int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs)
 {
     if (fn->param_count != nargs)
@@ -547,6 +561,8 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s is a @reduce: call it with kjit_reduce",
                                 function->entry->name);
+    case KJ_FN_GUVECTORIZE:
+        return kj_gufunc_call(function, args, nargs, out, result, NULL, true);
     }
     return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                             "%s is a @kernel: launch it with kjit_launch", function->entry->name);
@@ -558,9 +574,11 @@ kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int n
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
     kj_print_context = context;
+    if (function->entry->kind == KJ_FN_GUVECTORIZE)
+        return kj_gufunc_call(function, args, nargs, out, NULL, stream, true);
     if (function->entry->kind != KJ_FN_VECTORIZE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: kjit_call_async takes a @vectorize function",
+                                "%s: kjit_call_async takes a @vectorize or @guvectorize function",
                                 function->entry->name);
     if (!out)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
@@ -670,6 +688,8 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
         return call_plain(function, args, nargs, NULL, false);
     case KJ_FN_REDUCE:
         return kj_reduce_prepare(function, args, nargs);
+    case KJ_FN_GUVECTORIZE:
+        return kj_gufunc_call(function, args, nargs, (kjit_array *)out, NULL, NULL, false);
     case KJ_FN_KERNEL: {
         Marshalled m;
         kjit_status status = marshal(function, args, nargs, &m);
@@ -685,6 +705,8 @@ kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, i
                                 int *signature)
 {
     kj_api_clear_error(function->module->context);
+    if (function->entry->kind == KJ_FN_GUVECTORIZE)
+        return kj_gufunc_match(function, args, nargs, signature);
     if (function->entry->kind != KJ_FN_VECTORIZE) {
         *signature = 0;
         return KJIT_OK;

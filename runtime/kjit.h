@@ -166,7 +166,8 @@ void kjit_module_free(kjit_module *module);
 /* ---------------------------------------------------------------- functions */
 
 typedef enum kjit_function_kind {
-    KJIT_FUNCTION_PLAIN, KJIT_FUNCTION_VECTORIZE, KJIT_FUNCTION_KERNEL, KJIT_FUNCTION_REDUCE
+    KJIT_FUNCTION_PLAIN, KJIT_FUNCTION_VECTORIZE, KJIT_FUNCTION_KERNEL, KJIT_FUNCTION_REDUCE,
+    KJIT_FUNCTION_GUVECTORIZE
 } kjit_function_kind;
 
 kjit_status kjit_module_function(kjit_module *module, const char *name, kjit_function **out);
@@ -196,6 +197,22 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
  */
 kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                       kjit_array *out, kjit_array *result);
+/*
+ * A @guvectorize function is called with kjit_call too, over its inputs'
+ * loop dimensions (the leading ones, before each operand's core dimensions),
+ * broadcast with NumPy's rules; each core dimension's size must be the same
+ * in every operand that has it.  args are the inputs (a "()" input may be a
+ * scalar), then optionally every output as an array of the loop shape
+ * followed by its core (a "()" output: the loop shape alone).  With the
+ * inputs only, the one output goes to `out` or is allocated into *result
+ * (a function of several outputs takes them as arguments).  kjit_call_async
+ * takes it too, with its outputs given.
+ */
+/* A @guvectorize's layout ("(n),(n)->()"), inputs and outputs; NULL and 0
+ * for other functions. */
+const char *kjit_function_layout(const kjit_function *function);
+int kjit_function_layout_inputs(const kjit_function *function);
+int kjit_function_layout_outputs(const kjit_function *function);
 kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
                             kjit_array *out, kjit_stream *stream);
 void kjit_array_free(kjit_array *array); /* for arrays kjit allocated on the host */

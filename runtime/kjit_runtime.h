@@ -494,6 +494,19 @@ kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot 
  * the context's reduction scratch memory, released with the context. */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
 void kj_reduce_scratch_free(kjit_context *context);
+/* api_call.c: a host scalar stored as `type` at out (16 bytes; false for
+ * complex to real), and how a signature's parameter of that type takes it
+ * (0 exactly, 1 widened from the host's i64/f64/c128, -1 not at all). */
+bool kj_api_convert_scalar(const kjit_arg *arg, const KjType *type, void *out);
+int kj_api_scalar_match(kjit_dtype given, const KjType *param);
+
+/* api_guvec.c: kjit_call, kjit_call_async and kjit_prepare (run false) of a
+ * @guvectorize function; kjit_function_match of one. */
+kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int nargs,
+                           kjit_array *out, kjit_array *result, kjit_stream *stream, bool run);
+kjit_status kj_gufunc_match(kjit_function *function, const kjit_arg *args, int nargs,
+                            int *signature);
+
 /* The cache key of one root's code, every field but the target's (which each
  * target adds last: its name and what it compiles for). */
 void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key);

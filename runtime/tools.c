@@ -111,8 +111,9 @@ static void stage_diagnostic(void *user, KjSeverity severity, const char *text)
 }
 
 /* What `build` compiles: every plain function and kernel of the file (or the
- * one named), and for a vectorized function each signature's scalar function
- * and its contiguous all-array kernel. */
+ * one named), for a vectorized function each signature's scalar function and
+ * its contiguous all-array kernel, and for a @guvectorize each signature's
+ * core function and its kernel over one loop dimension and contiguous cores. */
 static int collect_roots(KjArena *arena, KjIrModule *module, const char *only,
                          KjPipelineRoot **out)
 {
@@ -134,6 +135,9 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only,
             roots[n++] = (KjPipelineRoot){.fn = fn};
             if (fn->kind == KJ_IR_FN_SCALAR)
                 roots[n++] = (KjPipelineRoot){.fn = fn, .vectorize = true, .variant = contig};
+            if (entry->layout) /* a @guvectorize: its kernel over one loop dimension */
+                roots[n++] = (KjPipelineRoot){.fn = fn, .gufunc = entry->layout, .loop_ndim = 1,
+                                              .gufunc_contiguous = true};
         }
     }
     *out = roots;

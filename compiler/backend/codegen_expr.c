@@ -965,6 +965,31 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
     case KJ_IR_SHARED:
         array_fixed(g, g->target->shared_array(g, e->alloc_elem, alloc_count(e)), e, out);
         return;
+    case KJ_IR_VIEW: {
+        /* The sub-array at leading indices: the element they address, and
+         * the remaining extents and strides (guvectorize.c's operand cores). */
+        ArrayVal base;
+        kj_codegen_array(g, e->args[0], &base);
+        int k = e->arg_count - 1;
+        LLVMValueRef index[KJ_MAX_DIMS];
+        for (int i = 0; i < k; i++)
+            index[i] = kj_codegen_expr(g, e->args[1 + i]);
+        out->ndim = base.ndim - k;
+        out->elem = base.elem;
+        out->data = kj_codegen_element_address(g, &base, index, k, false);
+        for (int d = 0; d < out->ndim; d++)
+            out->shape[d] = base.shape[k + d];
+        LLVMValueRef stride = const_i64(g, 1);
+        for (int d = out->ndim - 1; d >= 0; d--) {
+            if (e->contiguous) { /* C order: from the extents */
+                out->strides[d] = stride;
+                stride = LLVMBuildNSWMul(g->b, stride, out->shape[d], "");
+            } else {
+                out->strides[d] = base.strides[k + d];
+            }
+        }
+        return;
+    }
     case KJ_IR_DYNAMIC_SHARED: {
         LLVMValueRef bytes;
         out->ndim = 1;

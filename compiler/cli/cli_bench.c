@@ -461,7 +461,8 @@ static bool working_setup(const Bench *b, const KjCliArgs *inputs, Working *w, c
                 *error = kj_cli_xstrdup("out of memory for the outputs");
                 return false;
             }
-        } else if (b->kind != KJIT_FUNCTION_VECTORIZE && b->kind != KJIT_FUNCTION_REDUCE) {
+        } else if (b->kind != KJIT_FUNCTION_VECTORIZE && b->kind != KJIT_FUNCTION_REDUCE &&
+                   b->kind != KJIT_FUNCTION_GUVECTORIZE) {
             w->arrays[i] = *in;
             if (!(w->arrays[i].data = malloc(array_bytes(in) + 1))) {
                 *error = kj_cli_xstrdup("out of memory for a copy of the inputs");
@@ -473,7 +474,8 @@ static bool working_setup(const Bench *b, const KjCliArgs *inputs, Working *w, c
         }
         w->args[i] = kjit_arg_array(&w->arrays[i]);
     }
-    if (b->kind == KJIT_FUNCTION_VECTORIZE || b->kind == KJIT_FUNCTION_REDUCE) {
+    if (b->kind == KJIT_FUNCTION_VECTORIZE || b->kind == KJIT_FUNCTION_REDUCE ||
+        b->kind == KJIT_FUNCTION_GUVECTORIZE) {
         /* The first call, from host arrays, gives the result's shape. */
         kjit_status status =
             b->kind == KJIT_FUNCTION_REDUCE
@@ -533,6 +535,7 @@ static kjit_status run_once(const Bench *b, const KjCliArgs *inputs, Working *w,
             break;
         }
         case KJIT_FUNCTION_VECTORIZE:
+        case KJIT_FUNCTION_GUVECTORIZE:
             status = kjit_call(w->function, w->args, n,
                                w->result_device.data ? &w->result_device : &w->result, NULL);
             break;
@@ -881,7 +884,8 @@ static void measure_work(const Bench *b, const KjCliArgs *inputs, const TargetRu
     if (b->kind != KJIT_FUNCTION_KERNEL && done) {
         const Output *out = &done->outputs[0];
         bytes += (double)output_size(out) * (double)kjit_dtype_size(out->dtype);
-        if (b->kind != KJIT_FUNCTION_REDUCE) /* a reduction's elements are its inputs' */
+        /* a reduction's elements are its inputs', and so are a gufunc's */
+        if (b->kind != KJIT_FUNCTION_REDUCE && b->kind != KJIT_FUNCTION_GUVECTORIZE)
             s->elements = output_size(out);
     }
     s->bytes = bytes;

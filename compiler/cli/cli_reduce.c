@@ -56,6 +56,8 @@ int kj_cli_param_count(kjit_function *function)
 {
     if (kjit_function_kind_of(function) == KJIT_FUNCTION_REDUCE)
         return kjit_function_reduce_inputs(function);
+    if (kjit_function_kind_of(function) == KJIT_FUNCTION_GUVECTORIZE)
+        return kjit_function_layout_inputs(function);
     return kjit_function_param_count(function);
 }
 

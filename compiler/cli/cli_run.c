@@ -26,7 +26,8 @@ static const char run_usage[] =
     "\n"
     "options:\n"
     "  --target cpu|parallel|cuda|auto   where to run (default auto: cuda if usable)\n"
-    "  -o OUT.npy|OUT.png                write the result of a vectorized function\n"
+    "  -o OUT.npy|OUT.png                write the result of a vectorized function (or of\n"
+    "                                    a @guvectorize given its inputs only)\n"
     "  --grid X[,Y[,Z]] --block X[,Y[,Z]] launch shape of a @kernel\n"
     "  --shared-bytes N                  dynamic shared memory per block, for a\n"
     "                                    @kernel's shared(T) arrays (default 0)\n"
@@ -334,6 +335,9 @@ int kj_cli_run(int argc, char **argv)
         code = 2;
         goto done;
     }
+    /* A @guvectorize takes its inputs, or its inputs and outputs. */
+    if (kind == KJIT_FUNCTION_GUVECTORIZE && o.call.arg_count == kjit_function_param_count(function))
+        params = o.call.arg_count;
     if (o.call.arg_count != params) {
         fprintf(stderr, "kjit run: %s takes %d argument%s (%s), %d given\n", o.call.function, params,
                 params == 1 ? "" : "s", kjit_function_signature(function, 0), o.call.arg_count);
@@ -373,7 +377,8 @@ int kj_cli_run(int argc, char **argv)
             kjit_array_free(&result);
             status = kj_cli_reduce_call(function, args, o.call.arg_count, &o.call.reduce, NULL,
                                         &result);
-        } else if (kind == KJIT_FUNCTION_VECTORIZE && r > 0)
+        } else if ((kind == KJIT_FUNCTION_VECTORIZE || kind == KJIT_FUNCTION_GUVECTORIZE) &&
+                   r > 0 && result.data)
             status = kjit_call(function, args, o.call.arg_count, &result, NULL);
         else
             status = kjit_call(function, args, o.call.arg_count, NULL, &result);
@@ -399,7 +404,7 @@ int kj_cli_run(int argc, char **argv)
     }
     printf("%s %s on %s\n", o.call.function, kjit_function_signature(function, signature),
            kjit_target_name(kjit_context_target(context)));
-    if (kind == KJIT_FUNCTION_KERNEL) {
+    if (kind == KJIT_FUNCTION_KERNEL || (kind == KJIT_FUNCTION_GUVECTORIZE && !result.data)) {
         for (int i = 0; i < o.call.arg_count; i++)
             if (args[i].kind == KJIT_ARG_ARRAY) {
                 char label[32];

@@ -8,6 +8,7 @@ result types, a free list of argument buffers), so that a call is a dict
 lookup per argument, a few struct packs and one foreign call.
 """
 import ctypes
+import re
 import threading
 
 import numpy as np
@@ -16,7 +17,7 @@ from . import _lib
 from ._arrays import (CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
                       _array_like, array_address, converter_for, pack_out)
 from ._lib import lib
-from .errors import InvalidArgumentError, from_status
+from .errors import InvalidArgumentError, ShapeError, from_status
 
 _kjit_call = lib.kjit_call
 _kjit_launch = lib.kjit_launch
@@ -220,9 +221,10 @@ class Module:
         status = lib.kjit_module_function(self.handle, name.encode(), ctypes.byref(out))
         if status:
             _raise(self.context.handle, status)
-        kind = lib.kjit_function_kind_of(out.value)
-        fn = (VectorizedFunction if _lib.FUNCTION_KINDS[kind] == "vectorize" else Function)(
-            self, out.value)
+        kind = _lib.FUNCTION_KINDS[lib.kjit_function_kind_of(out.value)]
+        cls = {"vectorize": VectorizedFunction, "guvectorize": GuvectorizedFunction}.get(
+            kind, Function)
+        fn = cls(self, out.value)
         self.__dict__[name] = fn  # the next m.name is a plain attribute
         return fn
 
@@ -345,6 +347,11 @@ class Function:
         kind = self.kind
         if kind == "vectorize":
             return VectorizedFunction.__call__(self, *args, out=out, stream=stream)
+        if kind == "guvectorize":
+            return GuvectorizedFunction.__call__(self, *args, out=out, stream=stream)
+        if kind == "reduce":
+            raise InvalidArgumentError(f"{self.name} is a @reduce: reductions run through "
+                                       f"kjit_reduce in the C API or `kjit run`")
         if kind == "plain":
             if out is not None or stream is not None:
                 raise InvalidArgumentError(f"{self.name} is a plain function: no out= or "
@@ -488,6 +495,131 @@ class VectorizedFunction(Function):
         if out is None and shape is None and alloc is None:
             return result[()]  # all scalars: a scalar, as NumPy's ufuncs give
         return result
+
+
+class GuvectorizedFunction(Function):
+    """A @guvectorize function: f(*inputs, out=None, stream=None) or
+    f(*inputs, *outputs).  The loop dimensions (those before each operand's
+    core) broadcast as NumPy's gufuncs do; outputs not given are allocated
+    (beside the first input that is an array, on its device) and returned:
+    one array, or a tuple for several outputs."""
+
+    def __init__(self, module, handle):
+        super().__init__(module, handle)
+        self.layout = lib.kjit_function_layout(handle).decode()
+        self.inputs = lib.kjit_function_layout_inputs(handle)
+        self.outputs = lib.kjit_function_layout_outputs(handle)
+        self._cores = _parse_layout(self.layout)
+
+    def __repr__(self):
+        return (f"<kjit.Function guvectorize {self.name} \"{self.layout}\" "
+                f"{' | '.join(self.signatures)}>")
+
+    def __call__(self, *args, out=None, stream=None):
+        ni, no = self.inputs, self.outputs
+        if len(args) == ni + no:
+            if out is not None:
+                raise InvalidArgumentError(f"{self.name}: the outputs are among the "
+                                           f"arguments; give no out=")
+            outs = tuple(args[ni:])
+        elif len(args) == ni:
+            outs = None if out is None else (tuple(out) if isinstance(out, tuple) else (out,))
+            if outs is not None and len(outs) != no:
+                raise InvalidArgumentError(f"{self.name} has {no} output"
+                                           f"{'' if no == 1 else 's'}; out= gives {len(outs)}")
+        else:
+            raise InvalidArgumentError(f"{self.name} takes its {ni} input"
+                                       f"{'' if ni == 1 else 's'}, or its inputs and "
+                                       f"{no} output{'' if no == 1 else 's'} "
+                                       f"(\"{self.layout}\"); {len(args)} given")
+        inputs = args[:ni]
+        if outs is None:
+            outs = self._allocate(inputs)
+        full = tuple(inputs) + tuple(outs)
+        cb, info = self._pack(full)
+        try:
+            if not self._is_cuda:
+                self._check_memory(info)
+            if stream is None:
+                status = _kjit_call(self.handle, cb.args_addr, len(full), None, None)
+            else:
+                status = lib.kjit_call_async(self.handle, cb.args_addr, len(full), None,
+                                             stream_pointer(stream, self.context))
+            if status:
+                _raise(self.context.handle, status)
+        finally:
+            self._done(cb)
+        return outs[0] if no == 1 else outs
+
+    def _pack_inputs(self, args):
+        """CallBuffers holding the inputs alone (or the inputs and outputs)."""
+        if len(args) not in (self.inputs, self.inputs + self.outputs):
+            raise InvalidArgumentError(f"{self.name} takes its {self.inputs} inputs, or its "
+                                       f"inputs and outputs; {len(args)} given")
+        cb = CallBuffers(len(args))
+        info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+                for i, x in enumerate(args)]
+        return cb, info
+
+    def prepare(self, *args, out=None):
+        """Generates the code a call with these inputs (and outputs) would run."""
+        cb, _ = self._pack_inputs(args)
+        self.context.check(lib.kjit_prepare(self.handle, cb.args_addr, len(args), None))
+
+    def match(self, *args):
+        """The index of the signature a call with these inputs takes."""
+        cb, _ = self._pack_inputs(args)
+        sig = ctypes.c_int()
+        self.context.check(lib.kjit_function_match(self.handle, cb.args_addr, len(args),
+                                                   ctypes.byref(sig)))
+        return sig.value
+
+    def _allocate(self, inputs):
+        """Outputs of the shape the call gives: the broadcast loop shape, then
+        each output's core, of the types of the signature the inputs pick."""
+        n = len(inputs)
+        cb, info = self._pack_inputs(inputs)
+        sig = ctypes.c_int()
+        self.context.check(lib.kjit_function_match(self.handle, cb.args_addr, n,
+                                                   ctypes.byref(sig)))
+        cores, sizes, loop = self._cores, {}, ()
+        for q, (code, shape, alloc, gpu) in enumerate(info):
+            shape = tuple(shape or ())
+            rank = len(cores[q])
+            if len(shape) < rank:
+                loop = False
+                break
+            for name, size in zip(cores[q], shape[len(shape) - rank:]):
+                if sizes.setdefault(name, size) != size:
+                    loop = False
+            if loop is False:
+                break
+            loop = _broadcast(loop, shape[:len(shape) - rank])
+        if loop is False:
+            # Shapes kjit refuses: its own message says why.
+            self.context.check(lib.kjit_prepare(self.handle, cb.args_addr, n, None))
+            raise ShapeError(f"{self.name}: the shapes do not fit \"{self.layout}\"")
+        alloc = template = None
+        for i, (_, _, a, _) in enumerate(info):
+            if a is not None:
+                alloc, template = a, inputs[i]
+                break
+        params = self.params(sig.value)
+        outs = []
+        for q in range(n, n + self.outputs):
+            code = _lib.DTYPE_NAMES.index(params[q][0])
+            shape = tuple(loop) + tuple(sizes[name] for name in cores[q])
+            outs.append((alloc or _alloc_host)(template, shape, code))
+        return tuple(outs)
+
+
+def _parse_layout(layout):
+    """[(dimension names of each operand's core)], inputs then outputs."""
+    cores = []
+    for side in layout.replace(" ", "").replace("\t", "").split("->"):
+        for core in re.findall(r"\(([^)]*)\)", side):
+            cores.append(tuple(d for d in core.split(",") if d))
+    return cores
 
 
 def _alloc_host(template, shape, code):

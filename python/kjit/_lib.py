@@ -26,7 +26,7 @@ DTYPE_NAMES = ("bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
 
 MEMORY_HOST, MEMORY_DEVICE = 0, 1
 ARG_SCALAR, ARG_ARRAY = 0, 1
-FUNCTION_KINDS = ("plain", "vectorize", "kernel")
+FUNCTION_KINDS = ("plain", "vectorize", "kernel", "reduce", "guvectorize")
 
 
 class Array(ctypes.Structure):
@@ -155,6 +155,9 @@ _protos = {
     "kjit_function_param": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
                                  ctypes.POINTER(ctypes.c_int)]),
     "kjit_function_result": (_S, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
+    "kjit_function_layout": (ctypes.c_char_p, [_P]),
+    "kjit_function_layout_inputs": (ctypes.c_int, [_P]),
+    "kjit_function_layout_outputs": (ctypes.c_int, [_P]),
     # Calls take raw addresses (c_void_p) so that the hot path passes ints.
     "kjit_call": (_S, [_P, _P, ctypes.c_int, _P, _P]),
     "kjit_call_async": (_S, [_P, _P, ctypes.c_int, _P, _P]),

@@ -124,5 +124,30 @@ if nb is not None:
     das_out = np.zeros((76, 120))
     results["delay-and-sum 120x76"] = {"numba_parallel": median_ms(lambda: das(das_out, das_data))}
 
+
+
+def gufunc_rows():
+    """The @guvectorize dot over 1e6 rows of 16 f64: NumPy's einsum, Numba's
+    @guvectorize on its cpu and parallel targets."""
+    rows_rng = np.random.default_rng(5)
+    a = rows_rng.random((1_000_000, 16))
+    b = rows_rng.random((1_000_000, 16))
+    out = np.empty(1_000_000)
+    row = {"numpy": median_ms(lambda: np.einsum("ij,ij->i", a, b, out=out))}
+    if nb is not None:
+        def dot(x, y, res):
+            s = 0.0
+            for i in range(x.shape[0]):
+                s += x[i] * y[i]
+            res[0] = s
+        sig = ["void(float64[:], float64[:], float64[:])"]
+        nb_dot = nb.guvectorize(sig, "(n),(n)->()")(dot)
+        nb_dot_par = nb.guvectorize(sig, "(n),(n)->()", target="parallel")(dot)
+        row["numba"] = median_ms(lambda: nb_dot(a, b, out))
+        row["numba_parallel"] = median_ms(lambda: nb_dot_par(a, b, out))
+    results["gufunc dot f64 1e6x16"] = row
+
+
+gufunc_rows()
 json.dump(results, sys.stdout)
 print()

@@ -63,7 +63,8 @@ for line in open(f"{work}/py.txt"):
 copy = statistics.median(copies) if copies else None
 # Bytes each elementwise row moves (read + written).
 moved = {"add_f32_1e8": 12e8, "sin_f64_1e8": 16e8, "sum_f32_1e8": 4e8, "dot_f32_1e8": 8e8,
-         "sum_axis1_10000x10000": 4e8, "sum_axis0_10000x10000": 4e8}
+         "sum_axis1_10000x10000": 4e8, "sum_axis0_10000x10000": 4e8,
+         "gufunc_dot_1e6x16": 2.64e8}
 rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("sin_f64_1e8", "sin f64, 1e8"),
         ("sum_f32_1e8", "sum f32, 1e8 (CUB DeviceReduce::Sum)"),
@@ -73,7 +74,8 @@ rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("mandel_1536x1024x20", "Mandelbrot 1536x1024, 20 iters"),
         ("mandel_8192x8192x256", "Mandelbrot 8192x8192, 256 iters"),
         ("lla_1000x1000", "LLA distance 1000x1000, mesh on the GPU"),
-        ("das_1200x762", "delay-and-sum 1200x762x128x128 f64")]
+        ("das_1200x762", "delay-and-sum 1200x762x128x128 f64"),
+        ("gufunc_dot_1e6x16", "@guvectorize dot f64, 1e6 rows of 16 (a thread per row)")]
 gpu = open(f"{work}/gpu.txt").read().strip() or "unknown GPU"
 print(f"GPU: {gpu}; device-to-device copy: {copy:.0f} GB/s (read + written); "
       f"kjit and CUDA C taking turns, 20 launches each, {rounds} rounds")

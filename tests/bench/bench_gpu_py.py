@@ -183,6 +183,55 @@ def bench_numba():
          median_ms(lambda: das[1200, 762](out, data), record, elapsed))
 
 
+def bench_gufunc(library):
+    """The gufunc dot over 1e6 rows of 16 f64: Numba's @guvectorize(target='cuda')
+    and CuPy's einsum, on device arrays, beside kjit's @guvectorize in bench_gpu.cu."""
+    a = rng.random((1_000_000, 16))
+    b = rng.random((1_000_000, 16))
+    want = np.einsum("ij,ij->i", a, b)
+    if library == "numba":
+        from numba import cuda, guvectorize
+
+        def record():
+            e = cuda.event()
+            e.record()
+            return e
+
+        def elapsed(s, e):
+            e.synchronize()
+            return cuda.event_elapsed_time(s, e)
+
+        @guvectorize(["void(float64[:], float64[:], float64[:])"], "(n),(n)->()",
+                     target="cuda")
+        def dot(x, y, res):
+            s = 0.0
+            for i in range(x.shape[0]):
+                s += x[i] * y[i]
+            res[0] = s
+
+        da, db = cuda.to_device(a), cuda.to_device(b)
+        out = cuda.device_array(1_000_000, np.float64)
+        dot(da, db, out)
+        assert np.allclose(out.copy_to_host(), want, rtol=1e-12, atol=0)
+        emit("gufunc_dot_1e6x16", "numba", median_ms(lambda: dot(da, db, out), record, elapsed))
+    else:
+        import cupy as cp
+
+        def record():
+            e = cp.cuda.Event()
+            e.record()
+            return e
+
+        def elapsed(s, e):
+            e.synchronize()
+            return cp.cuda.get_elapsed_time(s, e)
+
+        da, db = cp.asarray(a), cp.asarray(b)
+        out = cp.empty(1_000_000, cp.float64)
+        emit("gufunc_dot_1e6x16", "cupy",
+             median_ms(lambda: cp.einsum("ij,ij->i", da, db, out=out), record, elapsed))
+
+
 LIBRARIES = {"cupy": bench_cupy, "numba": bench_numba}
 for library in sys.argv[1:] or list(LIBRARIES):
     bench = LIBRARIES.get(library)
@@ -193,4 +242,9 @@ for library in sys.argv[1:] or list(LIBRARIES):
         bench()
     except Exception as error:  # a missing or broken library leaves its rows empty
         print(f"bench_gpu_py: {library} failed: {type(error).__name__}: {error}",
+              file=sys.stderr)
+    try:
+        bench_gufunc(library)
+    except Exception as error:
+        print(f"bench_gpu_py: {library}'s gufunc row failed: {type(error).__name__}: {error}",
               file=sys.stderr)

@@ -11,7 +11,8 @@
 #      the tolerances), plus `kjit build --emit=ptx` and `kjit info`;
 #   3. the latency benchmark (bin/latency: compile times, and launch costs
 #      beside a bare cuLaunchKernel), the tests of `kjit bench`
-#      (tests/cli/bench.sh, with its cuda rows) and the demo (examples/demo.sh:
+#      (tests/cli/bench.sh, with its cuda rows), the @guvectorize examples
+#      against NumPy (tests/cli/gufunc.sh, cuda included) and the demo (examples/demo.sh:
 #      kjit bench over every seed example, cuda included);
 #   4. the Python package's tests (python/tests, CuPy and PyTorch arrays),
 #      the Python seed examples on cuda and the Python call overhead
@@ -81,6 +82,10 @@ examples=(
     "lla|examples/lla.kern lla 30.0 60.0 -45.0 45.0 -90.0 90.0 6371.0 1000 1000 zeros:f64:1000x1000 --grid 32,125 --block 32,8 --save 9=@OUT@.npy"
     "mandelbrot|examples/mandelbrot.kern mandel_kernel -2.0 1.0 -1.0 1.0 zeros:u8:1024x1536 20 --grid 48,128 --block 32,8 --save 4=@OUT@.npy"
     "das|examples/das.kern das zeros:f64:762x1200 arange:i64:256000 --grid 1200 --block 762 --save 0=@OUT@.npy"
+    "gufunc_dot|examples/gufunc.kern dot rand:f64:100003x16 rand:f64:100003x16 -o @OUT@.npy"
+    "gufunc_norm|examples/gufunc.kern row_norm randn:f64:7x1001x33 -o @OUT@.npy"
+    "gufunc_moving|examples/gufunc.kern moving_average randn:f64:517x300 7 -o @OUT@.npy"
+    "gufunc_matmul|examples/gufunc.kern matmul rand:f32:1000x1x8x5 rand:f32:3x5x6 -o @OUT@.npy"
 )
 # Float to integer conversions at their edges: cpu and cuda must agree exactly.
 # NaN is not among them: its conversion is unspecified (docs/language.md) and
@@ -172,6 +177,17 @@ read -r cli_passed cli_failed < <(sed -n 's/^bench.sh: \([0-9]*\) passed, \([0-9
 passed=$((passed + ${cli_passed:-0}))
 failed=$((failed + ${cli_failed:-0}))
 [ "$cli_rc" -eq 0 ] || [ "${cli_failed:-0}" -gt 0 ] || fail "tests/cli/bench.sh exited $cli_rc"
+
+echo "=== @guvectorize through kjit run (tests/cli/gufunc.sh, cuda included)"
+sh "$root/tests/cli/gufunc.sh" "$kjit" > "$work/gufunc.log" 2>&1
+gufunc_rc=$?
+cat "$work/gufunc.log"
+read -r g_passed g_failed < <(sed -n 's/^gufunc.sh: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$work/gufunc.log" | tail -1)
+passed=$((passed + ${g_passed:-0}))
+failed=$((failed + ${g_failed:-0}))
+[ "$gufunc_rc" -eq 0 ] || [ "${g_failed:-0}" -gt 0 ] || fail "tests/cli/gufunc.sh exited $gufunc_rc"
+grep -q '^gufunc.sh: seed .*targets: .*cuda' "$work/gufunc.log" \
+    || fail "tests/cli/gufunc.sh did not run on cuda"
 
 echo "=== demo (examples/demo.sh)"
 if sh "$root/examples/demo.sh" "$kjit" "$work/demo"; then

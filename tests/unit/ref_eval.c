@@ -927,8 +927,10 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         return r;
     case KJ_IR_EXEC:
     case KJ_IR_DYNAMIC_SHARED:
+    case KJ_IR_VIEW:
         /* Warp, block and grid collectives and the launch's dynamic shared
-         * memory are checked by test_exec.c against references of their own. */
+         * memory are checked by test_exec.c against references of their own;
+         * views (the guvectorize pass's) by test_guvectorize.c. */
         fail(ev, e, "the evaluator does not model %s", kj_ir_op_name(e->op));
         return r;
     case KJ_IR_OP_COUNT:

@@ -946,6 +946,7 @@ static void check_file(Report *rep, Target *targets, int target_count, const cha
         case KJ_FN_VECTORIZE: check_vectorize(&c, module, entry); break;
         case KJ_FN_KERNEL: check_kernel(&c, entry->variants.items[0]); break;
         case KJ_FN_REDUCE: break; /* test_reduce.c runs reductions */
+        case KJ_FN_GUVECTORIZE: break; /* test_guvectorize.c runs gufuncs */
         }
     }
     kj_buf_printf(&rep->checked, "\n");
