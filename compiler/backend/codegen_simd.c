@@ -218,6 +218,7 @@ static void scan_expr(Scan *sc, const KjIrExpr *e)
     scan_type(sc, e->type);
     switch (e->op) {
     case KJ_IR_PRINT: case KJ_IR_LOCAL: case KJ_IR_SYNCTHREADS: case KJ_IR_CARG: case KJ_IR_POLAR:
+    case KJ_IR_VIEW: /* a @guvectorize core's views: the scalar code walks them */
         sc->ok = false;
         return;
     case KJ_IR_EXEC:
