@@ -648,7 +648,11 @@ typedef struct KjIrExpr {
     X(RETURN)   /* value (or NULL) */                                                        \
     X(PARFOR)   /* var (i64) over [0, stop): the vectorize pass's index space; each target   \
                    walks it its own way (a loop over a sub-range on cpu, the thread pool on  \
-                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */
+                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */ \
+    X(THREADS)  /* body, once for each thread of the block (z, y, x from 0, x fastest): in   \
+                   it threadIdx is that thread's, and a return ends that thread's turn;      \
+                   start, stop (i64, or NULL): only threads with start <= threadIdx.x < stop.\
+                   Only in a kernel's split form (barrier_split.c), for the cpu targets. */
 
 typedef enum {
 #define X(kind) KJ_IR_STMT_##kind,
@@ -668,7 +672,7 @@ typedef struct KjIrStmt {
     int index_count;
     KjIrExpr *cond;    /* IF, WHILE */
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
-    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
+    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR/THREADS body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
@@ -717,6 +721,12 @@ typedef struct KjIrFunction {
     const char *device_use;
     const char *device_chain;
     KjLoc device_loc;
+    /* KERNEL with syncthreads(), cpu targets: the kernel cut at its barriers
+     * into THREADS loops (barrier_split.c), which runs a whole block in one
+     * call; NULL while none was asked for or when it must run on fibers.
+     * split_of: in such a split form, the kernel it was made from. */
+    struct KjIrFunction *split;
+    struct KjIrFunction *split_of;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -1009,6 +1019,9 @@ typedef struct KjUniformSources {
     uint32_t sregs;  /* bit (1u << KjSpecialReg): that register is varying */
     uint64_t params; /* bit i: parameter i is varying */
     bool parfor_var; /* the PARFOR index is varying */
+    bool loads;      /* every load and call varies: another thread may write the
+                        memory between two threads' reads (the barrier split,
+                        whose threads run one after another) */
 } KjUniformSources;
 
 typedef enum {
@@ -1040,6 +1053,21 @@ KjAccessKind kj_uniform_access(const KjUniformity *u, KjIrExpr *const *indices, 
 /* The callee stores, prints, runs atomics or reads the thread (here or in
  * what it calls): a call to it runs once per thread. */
 bool kj_uniform_call_has_effects(const KjIrFunction *callee);
+
+/* ============================================================ barrier_split.c */
+
+/* The most threads a block has (CUDA's limit, which kjit_launch enforces):
+ * the split form keeps the values that live across a barrier in arrays of
+ * this many elements. */
+#define KJ_MAX_BLOCK_THREADS 1024
+
+/*
+ * The split form of a kernel whose syncthreads() calls all sit outside
+ * varying control flow (the cpu targets run it without fibers): kernel->split,
+ * made once and added to the module.  NULL when the kernel must stay on
+ * fibers; *why (may be NULL) then says why, for --dump and the tests.
+ */
+KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const char **why);
 
 /* =================================================================== reduce.c */
 
@@ -1183,6 +1211,7 @@ typedef struct KjPipelineRoot {
     const KjGufuncLayout *gufunc;  /* a @guvectorize signature lifted over loop_ndim */
     int loop_ndim;
     bool gufunc_contiguous;        /* its cores C-contiguous (kj_guvectorize) */
+    bool split_barriers;           /* cpu targets: make a kernel's split form (fn->split) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 
