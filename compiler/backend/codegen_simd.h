@@ -1,0 +1,263 @@
+/*
+ * codegen_simd.h: what the two files of the SIMD lowering share:
+ * codegen_simd.c (what goes on lanes, statements, masks, functions) and
+ * codegen_simd_expr.c (expressions, conversions, memory, math, calls).
+ * Private to them; codegen_llvm.h declares the entry points the cpu target
+ * calls (kj_simd_lanes, kj_simd_define_chunk).
+ */
+#ifndef KJIT_CODEGEN_SIMD_H
+#define KJIT_CODEGEN_SIMD_H
+
+#define KJ_CODEGEN_LOWERING
+#include "codegen_llvm.h"
+
+#include <string.h>
+
+/* ============================================================ state */
+
+typedef enum { ROLE_KERNEL, ROLE_VEC_KERNEL, ROLE_CALLEE } Role;
+
+typedef struct SimdLoop {
+    bool varying;
+    LLVMBasicBlockRef break_bb, continue_bb; /* uniform: targets; varying: exit, latch */
+    LLVMValueRef break_slot, continue_slot;  /* varying: lanes that left (allocas) */
+} SimdLoop;
+
+#define SIMD_MAX_DEPTH 256
+#define SIMD_MAX_PENDING 256
+
+typedef struct Simd {
+    Gen *g;
+    LLVMBuilderRef b;
+    int lanes;
+    Role role;
+    KjIrFunction *fn;
+    KjUniformity *u;
+    KjArena arena;           /* the analysis */
+    LLVMValueRef *vslots;    /* by var id: a varying variable's vector alloca */
+    LLVMTypeRef mask_type;
+    /* Masks kept in slots (lanes that broke, continued, returned) are
+     * integers of the lanes' width, all ones or zero: across the blocks of
+     * a loop the backend then keeps them in the form its compares make
+     * (<4 x i1> would travel as <4 x i32> beside 64-bit lanes, packed and
+     * unpacked on every iteration). */
+    LLVMTypeRef slot_mask_type;
+    bool wide_masks; /* see widen_mask */
+    LLVMValueRef mask;       /* the lanes running the code being emitted */
+    LLVMValueRef returned;   /* alloca: lanes that returned (NULL: no divergent return) */
+    LLVMValueRef result;     /* callee: alloca of its result vector */
+    LLVMBasicBlockRef exit_bb;
+    LLVMBasicBlockRef skip[SIMD_MAX_DEPTH]; /* where to go when no lane is left */
+    int skip_depth;
+    SimdLoop loops[SIMD_MAX_DEPTH];
+    int loop_depth;
+    LLVMValueRef lane_base;  /* kernel: threadIdx.x of lane 0 (i32) */
+    uint64_t varying_params; /* callee: its parameters that are vectors */
+    /* The plain region being emitted (an outermost varying loop, or a side
+     * of an outermost varying if), and whether nothing partial (a varying
+     * if or loop, a `continue`) lies between it and the code: see
+     * assign_lanes. */
+    const KjIrStmt *plain_loop;
+    bool plain;
+    /* callees whose SIMD variant is declared but not yet defined */
+    struct Pending *pending;
+    int *pending_count;
+} Simd;
+
+/* A callee's SIMD variant: the function, and which of its parameters vary
+ * (those that are uniform at the call stay scalar). */
+typedef struct Pending {
+    KjIrFunction *fn;
+    uint64_t varying_params;
+} Pending;
+
+/* ============================================================ types and constants */
+
+static inline LLVMTypeRef vec_of(Simd *s, LLVMTypeRef elem) { return LLVMVectorType(elem, (unsigned)s->lanes); }
+
+/* The vector type of a varying value of `type` (complex: a pair of vectors). */
+static inline LLVMTypeRef vty(Simd *s, const KjType *type)
+{
+    if (kj_type_is_complex(type)) {
+        LLVMTypeRef part = vec_of(s, llty(s->g, kj_type_complex_part(type)));
+        return LLVMStructTypeInContext(s->g->ctx, (LLVMTypeRef[]){part, part}, 2, 0);
+    }
+    return vec_of(s, llty(s->g, type));
+}
+
+static inline LLVMValueRef splat_const(Simd *s, LLVMValueRef c)
+{
+    LLVMValueRef items[64];
+    for (int k = 0; k < s->lanes; k++)
+        items[k] = c;
+    return LLVMConstVector(items, (unsigned)s->lanes);
+}
+
+static inline LLVMValueRef iota(Simd *s, LLVMTypeRef elem)
+{
+    LLVMValueRef items[64];
+    for (int k = 0; k < s->lanes; k++)
+        items[k] = LLVMConstInt(elem, (unsigned long long)k, 0);
+    return LLVMConstVector(items, (unsigned)s->lanes);
+}
+
+/* A scalar (or a complex struct of scalars) repeated in every lane. */
+static inline LLVMValueRef splat(Simd *s, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    if (LLVMGetTypeKind(t) == LLVMStructTypeKind) {
+        LLVMValueRef re = splat(s, LLVMBuildExtractValue(s->b, x, 0, "")),
+                     im = splat(s, LLVMBuildExtractValue(s->b, x, 1, ""));
+        LLVMTypeRef vt = LLVMStructTypeInContext(s->g->ctx, (LLVMTypeRef[]){LLVMTypeOf(re), LLVMTypeOf(re)}, 2, 0);
+        LLVMValueRef v = LLVMBuildInsertValue(s->b, LLVMGetPoison(vt), re, 0, "");
+        return LLVMBuildInsertValue(s->b, v, im, 1, "");
+    }
+    if (LLVMIsConstant(x))
+        return splat_const(s, x);
+    LLVMTypeRef vt = vec_of(s, t);
+    LLVMValueRef v = LLVMBuildInsertElement(s->b, LLVMGetPoison(vt), x, const_i32(s->g, 0), "");
+    return LLVMBuildShuffleVector(s->b, v, LLVMGetPoison(vt), LLVMConstNull(vec_of(s, s->g->t_i32)), "splat");
+}
+
+static inline LLVMValueRef no_lanes(Simd *s) { return LLVMConstNull(s->mask_type); }
+
+static inline LLVMValueRef any_lane(Simd *s, LLVMValueRef mask)
+{
+    return kj_codegen_call_intrinsic(s->g, "llvm.vector.reduce.or", &s->mask_type, 1, &mask, 1);
+}
+
+static inline LLVMValueRef narrow_mask(Simd *s, LLVMValueRef wide);
+
+static inline LLVMValueRef load_mask(Simd *s, LLVMValueRef slot)
+{
+    return narrow_mask(s, LLVMBuildLoad2(s->b, s->slot_mask_type, slot, ""));
+}
+
+/*
+ * A mask's lanes as integers of the lanes' width, behind an empty inline
+ * asm that the optimiser cannot see through.  Between blocks (and around a
+ * loop) the x86 back end keeps a <4 x i1> as <4 x i32>, whatever the width
+ * of the compares that made it and of the selects that use it: beside
+ * 64-bit lanes every such mask is packed after its compare and unpacked
+ * before its blend, on the loop's critical path.  Kept as the compares
+ * make it, it needs neither.  Only on x86 without AVX-512 (whose mask
+ * registers hold any <W x i1>).
+ */
+static inline bool wide_masks(Simd *s) { return s->wide_masks; }
+
+static inline LLVMValueRef widen_mask(Simd *s, LLVMValueRef m)
+{
+    LLVMValueRef wide = LLVMBuildSExt(s->b, m, s->slot_mask_type, "");
+    if (!wide_masks(s) || LLVMIsConstant(m))
+        return wide;
+    LLVMTypeRef t = s->slot_mask_type;
+    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+    LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+}
+
+static inline LLVMValueRef narrow_mask(Simd *s, LLVMValueRef wide)
+{
+    return LLVMBuildICmp(s->b, LLVMIntSLT, wide, LLVMConstNull(s->slot_mask_type), "mask");
+}
+
+static inline void store_mask(Simd *s, LLVMValueRef slot, LLVMValueRef m)
+{
+    LLVMBuildStore(s->b, widen_mask(s, m), slot);
+}
+
+static inline LLVMValueRef mask_slot(Simd *s, const char *name)
+{
+    LLVMValueRef slot = kj_codegen_alloca_in_entry(s->g, s->slot_mask_type, name);
+    return slot;
+}
+
+static inline LLVMValueRef mask_and_not(Simd *s, LLVMValueRef m, LLVMValueRef slot)
+{
+    return LLVMBuildAnd(s->b, m, LLVMBuildNot(s->b, load_mask(s, slot), ""), "");
+}
+
+static inline void add_lanes(Simd *s, LLVMValueRef slot, LLVMValueRef m)
+{
+    store_mask(s, slot, LLVMBuildOr(s->b, load_mask(s, slot), m, ""));
+}
+
+/* select(mask, a, b) lane by lane; complex values part by part. */
+static inline LLVMValueRef blend(Simd *s, LLVMValueRef mask, LLVMValueRef a, LLVMValueRef b)
+{
+    if (LLVMGetTypeKind(LLVMTypeOf(a)) == LLVMStructTypeKind) {
+        LLVMValueRef re = LLVMBuildSelect(s->b, mask, LLVMBuildExtractValue(s->b, a, 0, ""),
+                                          LLVMBuildExtractValue(s->b, b, 0, ""), "");
+        LLVMValueRef im = LLVMBuildSelect(s->b, mask, LLVMBuildExtractValue(s->b, a, 1, ""),
+                                          LLVMBuildExtractValue(s->b, b, 1, ""), "");
+        LLVMValueRef v = LLVMBuildInsertValue(s->b, LLVMGetPoison(LLVMTypeOf(a)), re, 0, "");
+        return LLVMBuildInsertValue(s->b, v, im, 1, "");
+    }
+    return LLVMBuildSelect(s->b, mask, a, b, "");
+}
+
+static inline void start_dead_block(Simd *s)
+{
+    LLVMPositionBuilderAtEnd(s->b, LLVMAppendBasicBlockInContext(s->g->ctx, s->g->llfn, "dead"));
+}
+
+static inline bool block_open(Simd *s) { return LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(s->b)) == NULL; }
+
+static inline LLVMValueRef entry_alloca(Simd *s, LLVMTypeRef t, const char *name)
+{
+    return kj_codegen_alloca_in_entry(s->g, t, name);
+}
+
+
+/* Whether the feature list ("+avx,+avx2,-avx512f,...") turns `name` on. */
+static inline bool has_feature(const char *features, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = features; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == features || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* The host's vector register in bytes (SSE2 is the x86-64 baseline; other
+ * hosts' vectors are 16 bytes too). */
+static inline int register_bytes(Gen *g)
+{
+    const char *f = g->cpu_features ? g->cpu_features : "";
+    if (has_feature(f, "+avx512f"))
+        return 64;
+    if (has_feature(f, "+avx"))
+        return 32;
+    return 16;
+}
+
+static inline bool simd_varying(Simd *s, const KjIrExpr *e) { return kj_uniform_expr_varying(s->u, e); }
+
+/* Whether every lane of a <W x i1> is set. */
+static inline LLVMValueRef all_lanes(Simd *s, LLVMValueRef m)
+{
+    LLVMTypeRef bits = LLVMIntTypeInContext(s->g->ctx, (unsigned)s->lanes);
+    return LLVMBuildICmp(s->b, LLVMIntEQ, LLVMBuildBitCast(s->b, m, bits, ""), LLVMConstAllOnes(bits), "");
+}
+
+/* ---- codegen_simd_expr.c */
+
+/* The value of a varying expression, a vector (of the lanes of its type). */
+LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e);
+/* e's value in every lane, converted to `to`: a varying value as lowered
+ * here, a uniform one by the shared lowering and repeated. */
+LLVMValueRef kj_simd_lanes_of(Simd *s, KjIrExpr *e, const KjType *to);
+/* Whether e reads memory or calls: code that must not run for no lane. */
+bool kj_simd_touches_memory(const KjIrExpr *e);
+/* a[indices] = value (a vector of the element type) in the running lanes. */
+void kj_simd_store(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat, LLVMValueRef value);
+/* The type of a SIMD function of fn: arrays as in its impl, the scalar
+ * parameters whose bit is in vector_scalars as vectors, then `extra`. */
+LLVMTypeRef kj_simd_function_type(Simd *s, const KjIrFunction *fn, uint64_t vector_scalars, LLVMTypeRef ret,
+                                  const LLVMTypeRef *extra, int extra_count);
+/* The attributes of every SIMD function (always inlined). */
+void kj_simd_function_attrs(Gen *g, LLVMValueRef fn);
+/* "<symbol>__simd<lanes>_<varying parameters in hex>" */
+void kj_simd_callee_name(const KjIrFunction *fn, int lanes, uint64_t varying_params, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,903 @@
+/*
+ * codegen_simd_expr.c: the expressions of the SIMD lowering (codegen_simd.c
+ * has the statements and says what goes on lanes): a varying expression is
+ * lowered to a vector of its lanes, a complex one to a pair of vectors, a
+ * uniform one by the shared lowering (kj_codegen_expr) and repeated.
+ * Arithmetic keeps the scalar code's rules lane by lane; conversions,
+ * masked loads and stores, gathers and scatters, atomics lane by lane, math
+ * (LLVM's vector intrinsics, libmvec's vector functions, or per lane) and
+ * calls to the SIMD variants of plain functions.
+ */
+#include "codegen_simd.h"
+
+#include <stdlib.h>
+
+/* ============================================================ conversions */
+
+static LLVMValueRef make_pair(Simd *s, LLVMValueRef re, LLVMValueRef im)
+{
+    LLVMTypeRef t = LLVMStructTypeInContext(s->g->ctx, (LLVMTypeRef[]){LLVMTypeOf(re), LLVMTypeOf(re)}, 2, 0);
+    LLVMValueRef v = LLVMBuildInsertValue(s->b, LLVMGetPoison(t), re, 0, "");
+    return LLVMBuildInsertValue(s->b, v, im, 1, "");
+}
+
+/*
+ * 64-bit integers and f64 on hosts without AVX-512DQ, which have no packed
+ * instruction for either conversion: LLVM would convert lane by lane (and
+ * the saturating one with a branch per lane).  Both are exact here in a
+ * few vector instructions, with the scalar code's results:
+ *   i64 -> f64: hi * 2^32 + lo, the halves converted exactly (hi signed or
+ *     unsigned, lo unsigned); the one addition rounds once, to nearest, as
+ *     the scalar conversion does;
+ *   f64 -> i64, saturating: t = trunc(x), hi = floor(t / 2^32) and
+ *     lo = t - hi * 2^32 are exact integers of 32 bits, converted and put
+ *     together; NaN gives 0, and what is out of range the nearest bound.
+ */
+static bool split_64bit_conversions(Simd *s)
+{
+    const char *f = s->g->cpu_features ? s->g->cpu_features : "";
+    return strncmp(LLVMGetTarget(s->g->mod), "x86_64", 6) == 0 && !has_feature(f, "+avx512dq");
+}
+
+static LLVMValueRef vconst_f64(Simd *s, double v) { return splat_const(s, LLVMConstReal(s->g->t_f64, v)); }
+
+/* `fast` when cond holds, else `slow`: both are built by fn on v, each
+ * behind its side of a branch, and a phi joins them. */
+typedef LLVMValueRef (*ConvertFn)(Simd *s, LLVMValueRef v, bool fast, bool flag);
+
+static LLVMValueRef fast_or_slow(Simd *s, LLVMValueRef cond, ConvertFn fn, LLVMValueRef v, bool flag)
+{
+    LLVMBasicBlockRef fast_bb = new_block(s->g, "convert.fast"), slow_bb = new_block(s->g, "convert.slow"),
+                      done = new_block(s->g, "convert.done");
+    LLVMBuildCondBr(s->b, cond, fast_bb, slow_bb);
+    LLVMPositionBuilderAtEnd(s->b, fast_bb);
+    LLVMValueRef a = fn(s, v, true, flag);
+    LLVMBasicBlockRef fast_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, slow_bb);
+    LLVMValueRef b = fn(s, v, false, flag);
+    LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, done);
+    LLVMValueRef phi = LLVMBuildPhi(s->b, LLVMTypeOf(a), "");
+    LLVMAddIncoming(phi, (LLVMValueRef[]){a, b}, (LLVMBasicBlockRef[]){fast_end, slow_end}, 2);
+    return phi;
+}
+
+static LLVMValueRef i64_to_f64_split(Simd *s, LLVMValueRef v, bool is_signed)
+{
+    LLVMBuilderRef B = s->b;
+    Gen *g = s->g;
+    LLVMTypeRef i64v = vec_of(s, g->t_i64), i32v = vec_of(s, g->t_i32), f64v = vec_of(s, g->t_f64);
+    LLVMValueRef shift = splat_const(s, LLVMConstInt(g->t_i64, 32, 0));
+    LLVMValueRef hi = LLVMBuildTrunc(B, is_signed ? LLVMBuildAShr(B, v, shift, "") : LLVMBuildLShr(B, v, shift, ""),
+                                     i32v, "");
+    LLVMValueRef lo = LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffu, 0)), "");
+    (void)i64v;
+    LLVMValueRef hf = is_signed ? LLVMBuildSIToFP(B, hi, f64v, "") : LLVMBuildUIToFP(B, hi, f64v, "");
+    LLVMValueRef lf = LLVMBuildSIToFP(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""), i32v, ""),
+                                      f64v, "");
+    /* lo as two exact halves: (lo >> 1) * 2 + (lo & 1), each below 2^31 */
+    lf = LLVMBuildFAdd(B, LLVMBuildFMul(B, lf, vconst_f64(s, 2.0), ""),
+                       LLVMBuildUIToFP(B, LLVMBuildTrunc(B, LLVMBuildAnd(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""),
+                                                         i32v, ""), f64v, ""), "");
+    return LLVMBuildFAdd(B, LLVMBuildFMul(B, hf, vconst_f64(s, 4294967296.0), ""), lf, "");
+}
+
+static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
+{
+    LLVMBuilderRef B = s->b;
+    Gen *g = s->g;
+    LLVMTypeRef f64v = vec_of(s, g->t_f64), i32v = vec_of(s, g->t_i32), i64v = vec_of(s, g->t_i64);
+    LLVMValueRef t = kj_codegen_call_intrinsic(g, "llvm.trunc", &f64v, 1, &x, 1);
+    /* in range (and not NaN): [-2^63, 2^63) */
+    LLVMValueRef low_ok = LLVMBuildFCmp(B, LLVMRealOGE, t, vconst_f64(s, -9223372036854775808.0), "");
+    LLVMValueRef high_ok = LLVMBuildFCmp(B, LLVMRealOLT, t, vconst_f64(s, 9223372036854775808.0), "");
+    LLVMValueRef in_range = LLVMBuildAnd(B, low_ok, high_ok, "");
+    LLVMValueRef safe = LLVMBuildSelect(B, in_range, t, LLVMConstNull(f64v), "");
+    LLVMValueRef hf = LLVMBuildFMul(B, safe, vconst_f64(s, 1.0 / 4294967296.0), "");
+    hf = kj_codegen_call_intrinsic(g, "llvm.floor", &f64v, 1, &hf, 1);
+    LLVMValueRef lf = LLVMBuildFSub(B, safe, LLVMBuildFMul(B, hf, vconst_f64(s, 4294967296.0), ""), "");
+    /* hi in [-2^31, 2^31); lo in [0, 2^32), converted as lo - 2^31 */
+    LLVMValueRef hi = LLVMBuildFPToSI(B, hf, i32v, "");
+    LLVMValueRef lo = LLVMBuildFPToSI(B, LLVMBuildFSub(B, lf, vconst_f64(s, 2147483648.0), ""), i32v, "");
+    lo = LLVMBuildXor(B, lo, splat_const(s, LLVMConstInt(g->t_i32, 0x80000000u, 0)), "");
+    LLVMValueRef r = LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildSExt(B, hi, i64v, ""), splat_const(s, LLVMConstInt(g->t_i64, 32, 0)), ""),
+                                 LLVMBuildZExt(B, lo, i64v, ""), "");
+    LLVMValueRef bound = LLVMBuildSelect(B, low_ok, splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MAX, 0)),
+                                         splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MIN, 0)), "");
+    LLVMValueRef is_nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+    bound = LLVMBuildSelect(B, is_nan, LLVMConstNull(i64v), bound, "");
+    return LLVMBuildSelect(B, in_range, r, bound, "");
+}
+
+/* The common case first: values that fit 32 bits convert in one packed
+ * instruction each way; the split forms above take the rest. */
+static LLVMValueRef i64_to_f64_step(Simd *s, LLVMValueRef v, bool fast, bool is_signed)
+{
+    if (!fast)
+        return i64_to_f64_split(s, v, is_signed);
+    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
+    return LLVMBuildSIToFP(s->b, narrow, vec_of(s, s->g->t_f64), "");
+}
+
+static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
+{
+    /* fits: the value is its low half, sign-extended (non-negative for u64) */
+    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
+    LLVMValueRef back = LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
+    LLVMValueRef fits = LLVMBuildICmp(s->b, LLVMIntEQ, back, v, "");
+    if (!is_signed)
+        fits = LLVMBuildAnd(s->b, fits, LLVMBuildICmp(s->b, LLVMIntSGE, v, LLVMConstNull(LLVMTypeOf(v)), ""), "");
+    return fast_or_slow(s, all_lanes(s, fits), i64_to_f64_step, v, is_signed);
+}
+
+static LLVMValueRef f64_to_i64_step(Simd *s, LLVMValueRef x, bool fast, bool unused)
+{
+    (void)unused;
+    if (!fast)
+        return f64_to_i64_sat_split(s, x);
+    LLVMValueRef narrow = LLVMBuildFPToSI(s->b, x, vec_of(s, s->g->t_i32), "");
+    return LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
+}
+
+static LLVMValueRef f64_to_i64_sat(Simd *s, LLVMValueRef x)
+{
+    /* truncation lands in i32's range (NaN fails both tests) */
+    LLVMValueRef above = LLVMBuildFCmp(s->b, LLVMRealOGT, x, vconst_f64(s, -2147483649.0), "");
+    LLVMValueRef below = LLVMBuildFCmp(s->b, LLVMRealOLT, x, vconst_f64(s, 2147483648.0), "");
+    return fast_or_slow(s, all_lanes(s, LLVMBuildAnd(s->b, above, below, "")), f64_to_i64_step, x, false);
+}
+
+/* kj_codegen_convert on vectors (f16 and bf16 never get here). */
+static LLVMValueRef vconvert(Simd *s, LLVMValueRef v, const KjType *from, const KjType *to)
+{
+    LLVMBuilderRef B = s->b;
+    if (from == to)
+        return v;
+    LLVMTypeRef dst = vty(s, to);
+    if (kj_type_is_complex(to)) {
+        const KjType *part = kj_type_complex_part(to);
+        if (kj_type_is_complex(from)) {
+            const KjType *fpart = kj_type_complex_part(from);
+            return make_pair(s, vconvert(s, LLVMBuildExtractValue(B, v, 0, ""), fpart, part),
+                             vconvert(s, LLVMBuildExtractValue(B, v, 1, ""), fpart, part));
+        }
+        LLVMValueRef re = vconvert(s, v, from, part);
+        return make_pair(s, re, LLVMConstNull(LLVMTypeOf(re)));
+    }
+    if (kj_type_is_complex(from))
+        return vconvert(s, LLVMBuildExtractValue(B, v, 0, ""), kj_type_complex_part(from), to);
+    if (to->kind == KJ_TYPE_BOOL)
+        return kj_type_is_float(from) ? LLVMBuildFCmp(B, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "")
+                                      : LLVMBuildICmp(B, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    if (from->kind == KJ_TYPE_BOOL)
+        return kj_type_is_float(to) ? LLVMBuildUIToFP(B, v, dst, "") : LLVMBuildZExt(B, v, dst, "");
+    if (kj_type_is_int(from) && kj_type_is_int(to)) {
+        int fb = kj_type_int_bits(from), tb = kj_type_int_bits(to);
+        if (fb == tb)
+            return v;
+        if (fb > tb)
+            return LLVMBuildTrunc(B, v, dst, "");
+        return kj_type_is_signed(from) ? LLVMBuildSExt(B, v, dst, "") : LLVMBuildZExt(B, v, dst, "");
+    }
+    if (kj_type_is_int(from) && kj_type_is_float(to)) {
+        if (kj_type_int_bits(from) == 64 && to->kind == KJ_TYPE_F64 && split_64bit_conversions(s))
+            return i64_to_f64(s, v, kj_type_is_signed(from));
+        return kj_type_is_signed(from) ? LLVMBuildSIToFP(B, v, dst, "") : LLVMBuildUIToFP(B, v, dst, "");
+    }
+    if (from->kind == KJ_TYPE_F64 && (to->kind == KJ_TYPE_I64) && split_64bit_conversions(s))
+        return f64_to_i64_sat(s, v);
+    if (kj_type_is_float(from) && kj_type_is_int(to)) {
+        LLVMTypeRef ts[2] = {dst, LLVMTypeOf(v)};
+        return kj_codegen_call_intrinsic(s->g, kj_type_is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat",
+                                         ts, 2, &v, 1);
+    }
+    if (kj_type_is_float(from) && kj_type_is_float(to))
+        return kj_type_size(to) > kj_type_size(from) ? LLVMBuildFPExt(B, v, dst, "")
+                                                     : LLVMBuildFPTrunc(B, v, dst, "");
+    kj_die("no vector conversion from %s to %s", kj_type_name(from), kj_type_name(to));
+}
+
+/* ============================================================ expressions */
+
+/* e's value in every lane, of e's type: a varying value as lowered here, a
+ * uniform one by the shared code and repeated. */
+LLVMValueRef kj_simd_lanes_of(Simd *s, KjIrExpr *e, const KjType *to)
+{
+    LLVMValueRef v = simd_varying(s, e) ? kj_simd_expr(s, e) : splat(s, kj_codegen_expr(s->g, e));
+    return vconvert(s, v, e->type, to);
+}
+
+/* Whether e reads memory or calls: code that must not run for no lane. */
+bool kj_simd_touches_memory(const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_LOAD || e->op == KJ_IR_CALL || e->op == KJ_IR_ATOMIC)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (kj_simd_touches_memory(e->args[i]))
+            return true;
+    return false;
+}
+
+/* e under `mask`: evaluated only when some lane is in it, when it touches
+ * memory (a uniform load behind `i < n &&` must not run for no lane). */
+static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
+{
+    LLVMValueRef saved = s->mask;
+    s->mask = mask;
+    LLVMValueRef v;
+    if (!kj_simd_touches_memory(e)) {
+        v = kj_simd_lanes_of(s, e, to);
+    } else {
+        LLVMBasicBlockRef before = LLVMGetInsertBlock(s->b);
+        LLVMBasicBlockRef run = new_block(s->g, "lanes.run"), done = new_block(s->g, "lanes.done");
+        LLVMBuildCondBr(s->b, any_lane(s, mask), run, done);
+        LLVMPositionBuilderAtEnd(s->b, run);
+        LLVMValueRef r = kj_simd_lanes_of(s, e, to);
+        LLVMBasicBlockRef run_end = LLVMGetInsertBlock(s->b);
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, done);
+        v = LLVMBuildPhi(s->b, LLVMTypeOf(r), "");
+        LLVMAddIncoming(v, (LLVMValueRef[]){LLVMConstNull(LLVMTypeOf(r)), r},
+                        (LLVMBasicBlockRef[]){before, run_end}, 2);
+    }
+    s->mask = saved;
+    return v;
+}
+
+static LLVMValueRef vint_div(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef d)
+{
+    LLVMBuilderRef B = s->b;
+    LLVMTypeRef t = vty(s, type);
+    LLVMValueRef zero = LLVMConstNull(t), one = splat_const(s, LLVMConstInt(llty(s->g, type), 1, 0));
+    LLVMValueRef is_zero = LLVMBuildICmp(B, LLVMIntEQ, d, zero, "");
+    if (!kj_type_is_signed(type)) {
+        LLVMValueRef safe = LLVMBuildSelect(B, is_zero, one, d, "");
+        return op == KJ_IR_DIV ? LLVMBuildUDiv(B, a, safe, "") : LLVMBuildURem(B, a, safe, "");
+    }
+    /* as gen_int_div: divisors 0 and -1 become 1 (in inactive lanes too) */
+    LLVMValueRef is_minus_one = LLVMBuildICmp(B, LLVMIntEQ, d, LLVMConstAllOnes(t), "");
+    LLVMValueRef safe = LLVMBuildSelect(B, LLVMBuildOr(B, is_zero, is_minus_one, ""), one, d, "");
+    if (op == KJ_IR_REM)
+        return LLVMBuildSRem(B, a, safe, "");
+    LLVMValueRef q = LLVMBuildSDiv(B, a, safe, "");
+    return LLVMBuildSelect(B, is_minus_one, LLVMBuildSub(B, zero, a, ""), q, "");
+}
+
+/* gen_arith on vectors; b of the result's type except a shift's count. */
+static LLVMValueRef varith(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b,
+                           const KjType *btype)
+{
+    LLVMBuilderRef B = s->b;
+    if (kj_type_is_complex(type))
+        return kj_codegen_complex_arith(s->g, op, a, b);
+    if (kj_type_is_float(type)) {
+        switch (op) {
+        case KJ_IR_ADD: return LLVMBuildFAdd(B, a, b, "");
+        case KJ_IR_SUB: return LLVMBuildFSub(B, a, b, "");
+        case KJ_IR_MUL: return LLVMBuildFMul(B, a, b, "");
+        case KJ_IR_DIV: return LLVMBuildFDiv(B, a, b, "");
+        case KJ_IR_REM: return LLVMBuildFRem(B, a, b, "");
+        default: kj_unreachable();
+        }
+    }
+    switch (op) {
+    case KJ_IR_ADD: return LLVMBuildAdd(B, a, b, "");
+    case KJ_IR_SUB: return LLVMBuildSub(B, a, b, "");
+    case KJ_IR_MUL: return LLVMBuildMul(B, a, b, "");
+    case KJ_IR_DIV: case KJ_IR_REM: return vint_div(s, op, type, a, b);
+    case KJ_IR_BITAND: return LLVMBuildAnd(B, a, b, "");
+    case KJ_IR_BITOR: return LLVMBuildOr(B, a, b, "");
+    case KJ_IR_BITXOR: return LLVMBuildXor(B, a, b, "");
+    case KJ_IR_SHL: case KJ_IR_SHR: {
+        int bits = kj_type_int_bits(type), bbits = kj_type_int_bits(btype);
+        LLVMTypeRef t = vty(s, type);
+        if (bbits > bits)
+            b = LLVMBuildTrunc(B, b, t, "");
+        else if (bbits < bits)
+            b = LLVMBuildZExt(B, b, t, "");
+        b = LLVMBuildAnd(B, b, splat_const(s, LLVMConstInt(llty(s->g, type), (unsigned)bits - 1, 0)), "");
+        if (op == KJ_IR_SHL)
+            return LLVMBuildShl(B, a, b, "");
+        return kj_type_is_signed(type) ? LLVMBuildAShr(B, a, b, "") : LLVMBuildLShr(B, a, b, "");
+    }
+    default: kj_unreachable();
+    }
+}
+
+static LLVMValueRef vcompare(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMBuilderRef B = s->b;
+    if (kj_type_is_complex(type)) {
+        LLVMValueRef re = LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildExtractValue(B, a, 0, ""),
+                                        LLVMBuildExtractValue(B, b, 0, ""), "");
+        LLVMValueRef im = LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildExtractValue(B, a, 1, ""),
+                                        LLVMBuildExtractValue(B, b, 1, ""), "");
+        LLVMValueRef eq = LLVMBuildAnd(B, re, im, "");
+        return op == KJ_IR_EQ ? eq : LLVMBuildNot(B, eq, "");
+    }
+    if (kj_type_is_float(type)) {
+        static const LLVMRealPredicate preds[] = {
+            [KJ_IR_EQ] = LLVMRealOEQ, [KJ_IR_NE] = LLVMRealUNE, [KJ_IR_LT] = LLVMRealOLT,
+            [KJ_IR_LE] = LLVMRealOLE, [KJ_IR_GT] = LLVMRealOGT, [KJ_IR_GE] = LLVMRealOGE};
+        return LLVMBuildFCmp(B, preds[op], a, b, "");
+    }
+    bool sgn = kj_type_is_signed(type);
+    LLVMIntPredicate p;
+    switch (op) {
+    case KJ_IR_EQ: p = LLVMIntEQ; break;
+    case KJ_IR_NE: p = LLVMIntNE; break;
+    case KJ_IR_LT: p = sgn ? LLVMIntSLT : LLVMIntULT; break;
+    case KJ_IR_LE: p = sgn ? LLVMIntSLE : LLVMIntULE; break;
+    case KJ_IR_GT: p = sgn ? LLVMIntSGT : LLVMIntUGT; break;
+    case KJ_IR_GE: p = sgn ? LLVMIntSGE : LLVMIntUGE; break;
+    default: kj_unreachable();
+    }
+    return LLVMBuildICmp(B, p, a, b, "");
+}
+
+/* ---- math */
+
+/* fn applied lane by lane through the scalar lowering. */
+static LLVMValueRef math_per_lane(Simd *s, KjMathFn fn, LLVMValueRef *a, int arity)
+{
+    LLVMValueRef out = NULL;
+    for (int k = 0; k < s->lanes; k++) {
+        LLVMValueRef lane[3];
+        for (int i = 0; i < arity; i++)
+            lane[i] = LLVMBuildExtractElement(s->b, a[i], const_i32(s->g, k), "");
+        LLVMValueRef r = kj_codegen_math(s->g, fn, lane, arity);
+        if (!out)
+            out = LLVMGetPoison(vec_of(s, LLVMTypeOf(r)));
+        out = LLVMBuildInsertElement(s->b, out, r, const_i32(s->g, k), "");
+    }
+    return out;
+}
+
+/* Lanes [first, first + count) of v. */
+static LLVMValueRef sub_vector(Simd *s, LLVMValueRef v, int first, int count)
+{
+    LLVMValueRef idx[64];
+    for (int k = 0; k < count; k++)
+        idx[k] = const_i32(s->g, first + k);
+    return LLVMBuildShuffleVector(s->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)count), "");
+}
+
+/* A libmvec function: _ZGV<isa>N<lanes><v...>_<name>, the widest ISA the
+ * host has whose lane count divides ours, called on each piece. */
+static LLVMValueRef math_libmvec(Simd *s, KjMathFn fn, const char *libm, LLVMValueRef *a, int arity)
+{
+    Gen *g = s->g;
+    LLVMTypeRef elem = LLVMGetElementType(LLVMTypeOf(a[0]));
+    bool is_f32 = elem == g->t_f32;
+    struct { bool ok; char isa; int lanes_f64; } isas[3] = {
+        {g->vec_avx512, 'e', 8}, {g->vec_avx2, 'd', 4}, {g->vec_sse, 'b', 2}};
+    for (int i = 0; i < 3; i++) {
+        int piece = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
+        if (!isas[i].ok || piece > s->lanes || s->lanes % piece != 0)
+            continue;
+        char name[96];
+        snprintf(name, sizeof name, "_ZGV%cN%d%s_%s%s", isas[i].isa, piece, arity == 1 ? "v" : "vv", libm,
+                 is_f32 ? "f" : "");
+        LLVMTypeRef pt = LLVMVectorType(elem, (unsigned)piece);
+        LLVMTypeRef ps[2] = {pt, pt};
+        LLVMTypeRef ft = LLVMFunctionType(pt, ps, (unsigned)arity, 0);
+        LLVMValueRef callee = LLVMGetNamedFunction(g->mod, name);
+        if (!callee) {
+            callee = LLVMAddFunction(g->mod, name, ft);
+            kj_codegen_add_fn_attr(g, callee, "nounwind");
+            LLVMAddAttributeAtIndex(callee, LLVMAttributeFunctionIndex, memory_none(g));
+        }
+        LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(a[0]));
+        for (int first = 0; first < s->lanes; first += piece) {
+            LLVMValueRef args[2];
+            for (int j = 0; j < arity; j++)
+                args[j] = piece == s->lanes ? a[j] : sub_vector(s, a[j], first, piece);
+            LLVMValueRef r = LLVMBuildCall2(s->b, ft, callee, args, (unsigned)arity, "");
+            if (piece == s->lanes)
+                return r;
+            for (int k = 0; k < piece; k++)
+                out = LLVMBuildInsertElement(s->b, out, LLVMBuildExtractElement(s->b, r, const_i32(g, k), ""),
+                                             const_i32(g, first + k), "");
+        }
+        return out;
+    }
+    return math_per_lane(s, fn, a, arity);
+}
+
+static LLVMValueRef vmath(Simd *s, KjMathFn fn, LLVMValueRef *a, int arity)
+{
+    Gen *g = s->g;
+    LLVMTypeRef t = LLVMTypeOf(a[0]);
+    switch (fn) {
+    case KJ_MATH_SQRT: return kj_codegen_call_intrinsic(g, "llvm.sqrt", &t, 1, a, 1);
+    case KJ_MATH_FABS: return kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+    case KJ_MATH_FLOOR: return kj_codegen_call_intrinsic(g, "llvm.floor", &t, 1, a, 1);
+    case KJ_MATH_CEIL: return kj_codegen_call_intrinsic(g, "llvm.ceil", &t, 1, a, 1);
+    case KJ_MATH_TRUNC: return kj_codegen_call_intrinsic(g, "llvm.trunc", &t, 1, a, 1);
+    case KJ_MATH_FMA: return kj_codegen_call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
+    case KJ_MATH_FMIN: return kj_codegen_call_intrinsic(g, "llvm.minnum", &t, 1, a, 2);
+    case KJ_MATH_FMAX: return kj_codegen_call_intrinsic(g, "llvm.maxnum", &t, 1, a, 2);
+    case KJ_MATH_COPYSIGN: return kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
+    case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
+    case KJ_MATH_FMOD: return LLVMBuildFRem(s->b, a[0], a[1], "");
+    case KJ_MATH_ISNAN: return LLVMBuildFCmp(s->b, LLVMRealUNO, a[0], a[0], "");
+    case KJ_MATH_ISINF:
+    case KJ_MATH_ISFINITE: {
+        LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+        LLVMValueRef inf = splat_const(s, LLVMConstReal(LLVMGetElementType(t), __builtin_inf()));
+        return LLVMBuildFCmp(s->b, fn == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
+    }
+    default: {
+        bool libmvec;
+        const char *libm = kj_codegen_math_libm(fn, &libmvec);
+        if (libmvec && (g->vec_sse || g->vec_avx2 || g->vec_avx512))
+            return math_libmvec(s, fn, libm, a, arity);
+        return math_per_lane(s, fn, a, arity);
+    }
+    }
+}
+
+/* x ** n for a constant n, as ipow_const: square-and-multiply. */
+static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int64_t n)
+{
+    LLVMValueRef one;
+    if (kj_type_is_complex(type)) {
+        LLVMTypeRef pt = vty(s, kj_type_complex_part(type));
+        one = make_pair(s, splat_const(s, LLVMConstReal(LLVMGetElementType(pt), 1.0)), LLVMConstNull(pt));
+    } else if (kj_type_is_float(type)) {
+        one = splat_const(s, LLVMConstReal(llty(s->g, type), 1.0));
+    } else {
+        one = splat_const(s, LLVMConstInt(llty(s->g, type), 1, 0));
+    }
+    uint64_t m = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n;
+    LLVMValueRef result = NULL, base = x;
+    while (m) {
+        if (m & 1)
+            result = result ? varith(s, KJ_IR_MUL, type, result, base, type) : base;
+        m >>= 1;
+        if (m)
+            base = varith(s, KJ_IR_MUL, type, base, base, type);
+    }
+    if (!result)
+        result = one;
+    if (n < 0)
+        result = varith(s, KJ_IR_DIV, type, one, result, type);
+    return result;
+}
+
+/* ---- memory */
+
+/* The element offsets of a[indices] in every lane (i64 vector), and whether
+ * they are known to run lane by lane (contiguous) when the last stride is 1. */
+static LLVMValueRef offsets(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat)
+{
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    if (flat)
+        return kj_simd_lanes_of(s, indices[0], i64);
+    LLVMValueRef offset = NULL;
+    for (int k = 0; k < count; k++) {
+        LLVMValueRef term = LLVMBuildMul(s->b, kj_simd_lanes_of(s, indices[k], i64), splat(s, a->strides[k]), "");
+        offset = offset ? LLVMBuildAdd(s->b, offset, term, "") : term;
+    }
+    return offset;
+}
+
+static LLVMValueRef align_of(Simd *s, const KjType *elem)
+{
+    return const_i32(s->g, (int32_t)kj_type_size(elem));
+}
+
+/* Runs `contiguous` when the lanes' elements are neighbours (the access is
+ * uniform + lane and, unless flat, the last stride is 1), else `general`:
+ * the two build the access at the offsets and return its value (or NULL). */
+typedef LLVMValueRef (*AccessFn)(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value, bool contiguous);
+
+static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
+                          LLVMValueRef value, AccessFn fn)
+{
+    LLVMValueRef offs = offsets(s, a, indices, count, flat);
+    if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
+        return fn(s, a, offs, value, false);
+    if (flat)
+        return fn(s, a, offs, value, true);
+    /* a stride that only the call knows: both ways, picked at run time (the
+     * contiguous variants' constant stride folds the test away) */
+    LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
+    LLVMBasicBlockRef yes = new_block(s->g, "access.contiguous"), no = new_block(s->g, "access.general"),
+                      done = new_block(s->g, "access.done");
+    LLVMBuildCondBr(s->b, unit, yes, no);
+    LLVMPositionBuilderAtEnd(s->b, yes);
+    LLVMValueRef r1 = fn(s, a, offs, value, true);
+    LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, no);
+    LLVMValueRef r2 = fn(s, a, offs, value, false);
+    LLVMBasicBlockRef no_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, done);
+    if (!r1)
+        return NULL;
+    LLVMValueRef phi = LLVMBuildPhi(s->b, LLVMTypeOf(r1), "");
+    LLVMAddIncoming(phi, (LLVMValueRef[]){r1, r2}, (LLVMBasicBlockRef[]){yes_end, no_end}, 2);
+    return phi;
+}
+
+/* A complex element's parts in every lane: the addresses of part `part`
+ * (0 real, 1 imaginary) of the elements at offs. */
+static LLVMValueRef part_addresses(Simd *s, const ArrayVal *a, LLVMValueRef offs, int part)
+{
+    LLVMValueRef idx[2] = {offs, const_i32(s->g, part)};
+    return LLVMBuildGEP2(s->b, llty(s->g, a->elem), a->data, idx, 2, "");
+}
+
+/* Complex elements go part by part through gathers and scatters. */
+static LLVMValueRef complex_access(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value)
+{
+    Gen *g = s->g;
+    const KjType *part_type = kj_type_complex_part(a->elem);
+    LLVMTypeRef pt = vty(s, part_type);
+    LLVMTypeRef ts[2] = {pt, vec_of(s, g->t_ptr)};
+    LLVMValueRef parts[2];
+    for (int k = 0; k < 2; k++) {
+        LLVMValueRef ps = part_addresses(s, a, offs, k);
+        if (value) {
+            LLVMValueRef args[4] = {LLVMBuildExtractValue(s->b, value, (unsigned)k, ""), ps,
+                                    align_of(s, part_type), s->mask};
+            kj_codegen_call_intrinsic(g, "llvm.masked.scatter", ts, 2, args, 4);
+        } else {
+            LLVMValueRef args[4] = {ps, align_of(s, part_type), s->mask, LLVMConstNull(pt)};
+            parts[k] = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, args, 4);
+        }
+    }
+    return value ? NULL : make_pair(s, parts[0], parts[1]);
+}
+
+static LLVMValueRef load_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef unused, bool contiguous)
+{
+    (void)unused;
+    Gen *g = s->g;
+    if (kj_type_is_complex(a->elem))
+        return complex_access(s, a, offs, NULL);
+    LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
+    LLVMValueRef v;
+    if (contiguous) {
+        LLVMValueRef first = LLVMBuildExtractElement(s->b, offs, const_i32(g, 0), "");
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
+        LLVMTypeRef ts[2] = {mt, g->t_ptr};
+        LLVMValueRef args[4] = {p, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
+        v = kj_codegen_call_intrinsic(g, "llvm.masked.load", ts, 2, args, 4);
+    } else {
+        LLVMValueRef ps = LLVMBuildGEP2(s->b, memty(g, a->elem), a->data, &offs, 1, "");
+        LLVMTypeRef ts[2] = {mt, vec_of(s, g->t_ptr)};
+        if (s->wide_masks) {
+            /* Without AVX-512 LLVM expands a masked gather into a branch
+             * per lane: when every lane is active (the usual case), an
+             * unmasked one, lane by lane without branches. */
+            LLVMBasicBlockRef all_bb = new_block(g, "gather.all"), some_bb = new_block(g, "gather.some"),
+                              done = new_block(g, "gather.done");
+            LLVMBuildCondBr(s->b, all_lanes(s, s->mask), all_bb, some_bb);
+            LLVMPositionBuilderAtEnd(s->b, all_bb);
+            LLVMValueRef all_args[4] = {ps, align_of(s, a->elem), LLVMConstAllOnes(s->mask_type), LLVMConstNull(mt)};
+            LLVMValueRef all = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, all_args, 4);
+            LLVMBuildBr(s->b, done);
+            LLVMPositionBuilderAtEnd(s->b, some_bb);
+            LLVMValueRef some_args[4] = {ps, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
+            LLVMValueRef some = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, some_args, 4);
+            LLVMBuildBr(s->b, done);
+            LLVMPositionBuilderAtEnd(s->b, done);
+            v = LLVMBuildPhi(s->b, mt, "");
+            LLVMAddIncoming(v, (LLVMValueRef[]){all, some}, (LLVMBasicBlockRef[]){all_bb, some_bb}, 2);
+        } else {
+            LLVMValueRef args[4] = {ps, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
+            v = kj_codegen_call_intrinsic(g, "llvm.masked.gather", ts, 2, args, 4);
+        }
+    }
+    if (a->elem->kind == KJ_TYPE_BOOL)
+        v = LLVMBuildICmp(s->b, LLVMIntNE, v, LLVMConstNull(mt), "");
+    return v;
+}
+
+static LLVMValueRef store_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value, bool contiguous)
+{
+    Gen *g = s->g;
+    if (kj_type_is_complex(a->elem))
+        return complex_access(s, a, offs, value);
+    LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
+    if (a->elem->kind == KJ_TYPE_BOOL)
+        value = LLVMBuildZExt(s->b, value, mt, "");
+    if (contiguous) {
+        LLVMValueRef first = LLVMBuildExtractElement(s->b, offs, const_i32(g, 0), "");
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
+        LLVMTypeRef ts[2] = {mt, g->t_ptr};
+        LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
+        kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+    } else {
+        /* lanes that meet at one element store in lane order: the last
+         * active lane's value stays, as when the threads run one by one */
+        LLVMValueRef ps = LLVMBuildGEP2(s->b, memty(g, a->elem), a->data, &offs, 1, "");
+        LLVMTypeRef ts[2] = {mt, vec_of(s, g->t_ptr)};
+        LLVMValueRef args[4] = {value, ps, align_of(s, a->elem), s->mask};
+        kj_codegen_call_intrinsic(g, "llvm.masked.scatter", ts, 2, args, 4);
+    }
+    return NULL;
+}
+
+/* ---- lane by lane */
+
+/* An atomic for each active lane, in lane order. */
+static LLVMValueRef vatomic(Simd *s, KjIrExpr *e)
+{
+    Gen *g = s->g;
+    ArrayVal a;
+    kj_codegen_array(g, e->args[0], &a);
+    int ndim = a.ndim;
+    LLVMValueRef offs = offsets(s, &a, e->args + 1, ndim, false);
+    LLVMValueRef value = kj_simd_lanes_of(s, e->args[1 + ndim], e->type);
+    LLVMValueRef swap = e->atomic == KJ_ATOMIC_CAS ? kj_simd_lanes_of(s, e->args[2 + ndim], e->type) : NULL;
+    LLVMValueRef result_slot = entry_alloca(s, vty(s, e->type), "atomic.old");
+    LLVMBuildStore(s->b, LLVMConstNull(vty(s, e->type)), result_slot);
+    bool is_float = kj_type_is_float(e->type), sgn = kj_type_is_signed(e->type);
+    LLVMAtomicOrdering order = g->target->atomic_ordering;
+    for (int k = 0; k < s->lanes; k++) {
+        LLVMValueRef lane = const_i32(g, k);
+        LLVMBasicBlockRef run = new_block(g, "atomic.lane"), next = new_block(g, "atomic.next");
+        LLVMBuildCondBr(s->b, LLVMBuildExtractElement(s->b, s->mask, lane, ""), run, next);
+        LLVMPositionBuilderAtEnd(s->b, run);
+        LLVMValueRef off = LLVMBuildExtractElement(s->b, offs, lane, "");
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a.elem), a.data, &off, 1, "");
+        LLVMValueRef v = LLVMBuildExtractElement(s->b, value, lane, ""), old;
+        if (e->atomic == KJ_ATOMIC_CAS) {
+            LLVMValueRef nv = LLVMBuildExtractElement(s->b, swap, lane, "");
+            LLVMValueRef pair = LLVMBuildAtomicCmpXchg(s->b, p, v, nv, order, order, 0);
+            old = LLVMBuildExtractValue(s->b, pair, 0, "");
+        } else {
+            LLVMAtomicRMWBinOp op;
+            switch (e->atomic) {
+            case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
+            case KJ_ATOMIC_SUB: op = is_float ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub; break;
+            case KJ_ATOMIC_MIN: op = is_float ? LLVMAtomicRMWBinOpFMin : sgn ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin; break;
+            case KJ_ATOMIC_MAX: op = is_float ? LLVMAtomicRMWBinOpFMax : sgn ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax; break;
+            case KJ_ATOMIC_EXCH: op = LLVMAtomicRMWBinOpXchg; break;
+            case KJ_ATOMIC_AND: op = LLVMAtomicRMWBinOpAnd; break;
+            case KJ_ATOMIC_OR: op = LLVMAtomicRMWBinOpOr; break;
+            case KJ_ATOMIC_XOR: op = LLVMAtomicRMWBinOpXor; break;
+            case KJ_ATOMIC_INC: op = LLVMAtomicRMWBinOpUIncWrap; break;
+            case KJ_ATOMIC_DEC: op = LLVMAtomicRMWBinOpUDecWrap; break;
+            default: kj_unreachable();
+            }
+            old = LLVMBuildAtomicRMW(s->b, op, p, v, order, 0);
+        }
+        LLVMValueRef all = LLVMBuildLoad2(s->b, vty(s, e->type), result_slot, "");
+        LLVMBuildStore(s->b, LLVMBuildInsertElement(s->b, all, old, lane, ""), result_slot);
+        LLVMBuildBr(s->b, next);
+        LLVMPositionBuilderAtEnd(s->b, next);
+    }
+    return LLVMBuildLoad2(s->b, vty(s, e->type), result_slot, "");
+}
+
+/* ---- calls */
+
+void kj_simd_function_attrs(Gen *g, LLVMValueRef fn)
+{
+    kj_codegen_add_fn_attr(g, fn, "nounwind");
+    if (g->cpu_name && *g->cpu_name)
+        kj_codegen_add_string_attr(g, fn, "target-cpu", g->cpu_name);
+    if (g->cpu_features && *g->cpu_features)
+        kj_codegen_add_string_attr(g, fn, "target-features", g->cpu_features);
+    g->target->function_attrs(g, fn);
+    kj_codegen_add_fn_attr(g, fn, "alwaysinline");
+}
+
+/* Parameters of fn's SIMD function: arrays as in its impl, scalars as
+ * vectors when their bit is in `vector_scalars`, then `extra`. */
+LLVMTypeRef kj_simd_function_type(Simd *s, const KjIrFunction *fn, uint64_t vector_scalars, LLVMTypeRef ret,
+                             const LLVMTypeRef *extra, int extra_count)
+{
+    Gen *g = s->g;
+    int cap = extra_count + 1;
+    for (int i = 0; i < fn->param_count; i++)
+        cap += 1 + 2 * KJ_MAX_DIMS;
+    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)cap);
+    int n = 0;
+    for (int i = 0; i < fn->param_count; i++) {
+        const KjType *t = fn->params[i]->type;
+        if (is_array(t)) {
+            ps[n++] = g->t_ptr;
+            for (int k = 0; k < 2 * t->ndim; k++)
+                ps[n++] = g->t_i64;
+        } else {
+            ps[n++] = i < 64 && (vector_scalars >> i & 1u) ? vty(s, t) : llty(g, t);
+        }
+    }
+    for (int i = 0; i < extra_count; i++)
+        ps[n++] = extra[i];
+    LLVMTypeRef ft = LLVMFunctionType(ret, ps, (unsigned)n, 0);
+    free(ps);
+    return ft;
+}
+
+static LLVMTypeRef callee_type(Simd *s, const KjIrFunction *fn, uint64_t varying_params)
+{
+    LLVMTypeRef ret = fn->ret->kind == KJ_TYPE_VOID ? s->g->t_void : vty(s, fn->ret);
+    return kj_simd_function_type(s, fn, varying_params, ret, &s->mask_type, 1);
+}
+
+void kj_simd_callee_name(const KjIrFunction *fn, int lanes, uint64_t varying_params, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s__simd%d_%llx", fn->symbol, lanes, (unsigned long long)varying_params);
+}
+
+static LLVMValueRef vcall(Simd *s, KjIrExpr *e)
+{
+    Gen *g = s->g;
+    KjIrFunction *callee = e->callee;
+    uint64_t varying_params = 0;
+    for (int i = 0; i < e->arg_count && i < 64; i++)
+        if (!is_array(e->args[i]->type) && simd_varying(s, e->args[i]))
+            varying_params |= 1ull << i;
+    char name[512];
+    kj_simd_callee_name(callee, s->lanes, varying_params, name, sizeof name);
+    LLVMTypeRef ft = callee_type(s, callee, varying_params);
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(g->mod, name, ft);
+        LLVMSetLinkage(fn, LLVMInternalLinkage);
+        kj_simd_function_attrs(g, fn);
+        if (*s->pending_count >= SIMD_MAX_PENDING)
+            kj_codegen_error(g, "too many functions called on SIMD lanes%s", NULL);
+        else
+            s->pending[(*s->pending_count)++] = (Pending){callee, varying_params};
+    }
+    int cap = 1;
+    for (int i = 0; i < e->arg_count; i++)
+        cap += 1 + 2 * KJ_MAX_DIMS;
+    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)cap);
+    int n = 0;
+    for (int i = 0; i < e->arg_count; i++) {
+        if (is_array(e->args[i]->type)) {
+            ArrayVal a;
+            kj_codegen_array(g, e->args[i], &a);
+            args[n++] = a.data;
+            for (int k = 0; k < a.ndim; k++)
+                args[n++] = a.shape[k];
+            for (int k = 0; k < a.ndim; k++)
+                args[n++] = a.strides[k];
+        } else if (i < 64 && (varying_params >> i & 1u)) {
+            args[n++] = kj_simd_lanes_of(s, e->args[i], callee->params[i]->type);
+        } else {
+            args[n++] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[i]), e->args[i]->type,
+                                           callee->params[i]->type);
+        }
+    }
+    args[n++] = s->mask;
+    LLVMValueRef r = LLVMBuildCall2(s->b, ft, fn, args, (unsigned)n, "");
+    free(args);
+    return r;
+}
+
+/* ---- the expression switch */
+
+LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
+{
+    Gen *g = s->g;
+    LLVMBuilderRef B = s->b;
+    if (!simd_varying(s, e))
+        return splat(s, kj_codegen_expr(g, e));
+    switch (e->op) {
+    case KJ_IR_VAR:
+        return LLVMBuildLoad2(B, vty(s, e->type), s->vslots[e->var->id], e->var->name);
+    case KJ_IR_NEG: {
+        LLVMValueRef x = kj_simd_expr(s, e->args[0]);
+        if (kj_type_is_complex(e->type))
+            return make_pair(s, LLVMBuildFNeg(B, LLVMBuildExtractValue(B, x, 0, ""), ""),
+                             LLVMBuildFNeg(B, LLVMBuildExtractValue(B, x, 1, ""), ""));
+        return kj_type_is_float(e->type) ? LLVMBuildFNeg(B, x, "") : LLVMBuildNeg(B, x, "");
+    }
+    case KJ_IR_NOT: case KJ_IR_BITNOT:
+        return LLVMBuildNot(B, kj_simd_expr(s, e->args[0]), "");
+    case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV: case KJ_IR_REM:
+    case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR: case KJ_IR_SHL: case KJ_IR_SHR: {
+        if (e->op == KJ_IR_MUL && kj_type_is_complex(e->type) && e->args[0]->op == KJ_IR_VAR &&
+            e->args[1]->op == KJ_IR_VAR && e->args[0]->var == e->args[1]->var &&
+            e->args[0]->type == e->type && e->args[1]->type == e->type)
+            return kj_codegen_complex_square(g, kj_simd_expr(s, e->args[0]));
+        LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], e->type);
+        bool shift = e->op == KJ_IR_SHL || e->op == KJ_IR_SHR;
+        const KjType *bt = shift ? e->args[1]->type : e->type;
+        LLVMValueRef b = kj_simd_lanes_of(s, e->args[1], bt);
+        return varith(s, e->op, e->type, a, b, bt);
+    }
+    case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: {
+        const KjType *t = e->args[0]->type;
+        LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], t);
+        LLVMValueRef b = kj_simd_lanes_of(s, e->args[1], t);
+        return vcompare(s, e->op, t, a, b);
+    }
+    case KJ_IR_LOGAND: case KJ_IR_LOGOR: {
+        bool is_and = e->op == KJ_IR_LOGAND;
+        LLVMValueRef l = kj_simd_lanes_of(s, e->args[0], e->type);
+        LLVMValueRef rhs_mask = LLVMBuildAnd(B, s->mask, is_and ? l : LLVMBuildNot(B, l, ""), "");
+        LLVMValueRef r = lanes_under(s, e->args[1], e->type, rhs_mask);
+        return is_and ? LLVMBuildAnd(B, l, r, "") : LLVMBuildOr(B, l, r, "");
+    }
+    case KJ_IR_SELECT: {
+        LLVMValueRef c = kj_simd_lanes_of(s, e->args[0], kj_type_scalar(KJ_TYPE_BOOL));
+        LLVMValueRef a = lanes_under(s, e->args[1], e->type, LLVMBuildAnd(B, s->mask, c, ""));
+        LLVMValueRef b = lanes_under(s, e->args[2], e->type, LLVMBuildAnd(B, s->mask, LLVMBuildNot(B, c, ""), ""));
+        return blend(s, c, a, b);
+    }
+    case KJ_IR_CAST:
+        return vconvert(s, kj_simd_expr(s, e->args[0]), e->args[0]->type, e->type);
+    case KJ_IR_CALL:
+        return vcall(s, e);
+    case KJ_IR_MATH: {
+        LLVMValueRef a[3];
+        const KjType *ft = e->args[0]->type;
+        for (int i = 0; i < e->arg_count && i < 3; i++)
+            a[i] = kj_simd_lanes_of(s, e->args[i], ft);
+        return vmath(s, e->math, a, e->arg_count);
+    }
+    case KJ_IR_IPOW: {
+        LLVMValueRef x = kj_simd_lanes_of(s, e->args[0], e->type);
+        int64_t n = (int64_t)e->args[1]->const_int;
+        if (kj_type_int_bits(e->args[1]->type) < 64 && kj_type_is_signed(e->args[1]->type)) {
+            int bits = kj_type_int_bits(e->args[1]->type);
+            n = (int64_t)(e->args[1]->const_int << (64 - bits)) >> (64 - bits);
+        } else if (!kj_type_is_signed(e->args[1]->type) && e->args[1]->const_int > INT64_MAX) {
+            n = INT64_MAX;
+        }
+        return vipow_const(s, e->type, x, n);
+    }
+    case KJ_IR_COMPLEX: {
+        const KjType *part = kj_type_complex_part(e->type);
+        LLVMValueRef re = kj_simd_lanes_of(s, e->args[0], part);
+        LLVMValueRef im = kj_simd_lanes_of(s, e->args[1], part);
+        return make_pair(s, re, im);
+    }
+    case KJ_IR_REAL: return LLVMBuildExtractValue(B, kj_simd_expr(s, e->args[0]), 0, "re");
+    case KJ_IR_IMAG: return LLVMBuildExtractValue(B, kj_simd_expr(s, e->args[0]), 1, "im");
+    case KJ_IR_CONJ: {
+        LLVMValueRef z = kj_simd_expr(s, e->args[0]);
+        return make_pair(s, LLVMBuildExtractValue(B, z, 0, ""), LLVMBuildFNeg(B, LLVMBuildExtractValue(B, z, 1, ""), ""));
+    }
+    case KJ_IR_CABS: {
+        LLVMValueRef z = kj_simd_expr(s, e->args[0]);
+        LLVMValueRef parts[2] = {LLVMBuildExtractValue(B, z, 0, ""), LLVMBuildExtractValue(B, z, 1, "")};
+        return vmath(s, KJ_MATH_HYPOT, parts, 2);
+    }
+    case KJ_IR_MULHI: {
+        LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], e->type), b = kj_simd_lanes_of(s, e->args[1], e->type);
+        unsigned bits = (unsigned)kj_type_int_bits(e->type);
+        LLVMTypeRef wide = vec_of(s, LLVMIntTypeInContext(g->ctx, 2 * bits));
+        bool sgn = kj_type_is_signed(e->type);
+        LLVMValueRef wa = sgn ? LLVMBuildSExt(B, a, wide, "") : LLVMBuildZExt(B, a, wide, "");
+        LLVMValueRef wb = sgn ? LLVMBuildSExt(B, b, wide, "") : LLVMBuildZExt(B, b, wide, "");
+        LLVMValueRef high = LLVMBuildLShr(B, LLVMBuildMul(B, wa, wb, ""),
+                                          splat_const(s, LLVMConstInt(LLVMGetElementType(wide), bits, 0)), "");
+        return LLVMBuildTrunc(B, high, vty(s, e->type), "mulhi");
+    }
+    case KJ_IR_LOAD: {
+        ArrayVal a;
+        kj_codegen_array(g, e->args[0], &a);
+        return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at);
+    }
+    case KJ_IR_SREG:
+        /* only threadIdx.x varies: lane k of the chunk is lane_base + k */
+        return LLVMBuildAdd(B, splat(s, s->lane_base), iota(s, g->t_i32), "tid.x");
+    case KJ_IR_ATOMIC:
+        return vatomic(s, e);
+    default:
+        break;
+    }
+    kj_codegen_error(g, "the SIMD lowering cannot lower this %s expression", kj_ir_op_name(e->op));
+    return LLVMGetPoison(vty(s, e->type));
+}
+
+
+void kj_simd_store(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat, LLVMValueRef value)
+{
+    access(s, a, indices, count, flat, value, store_at);
+}
+
