@@ -1022,6 +1022,9 @@ typedef struct KjUniformSources {
     bool loads;      /* every load and call varies: another thread may write the
                         memory between two threads' reads (the barrier split,
                         whose threads run one after another) */
+    bool block_locals; /* local() makes one array for the whole block, not one
+                          per thread: a split form's per-thread arrays, made
+                          before its THREADS loops (codegen_simd_threads.c) */
 } KjUniformSources;
 
 typedef enum {

@@ -178,7 +178,9 @@ bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e)
         return kj_uniform_var_varying(u, e->var);
     case KJ_IR_SREG:
         return e->sreg < 32 && (u->sources.sregs >> e->sreg & 1u);
-    case KJ_IR_LOCAL: case KJ_IR_ATOMIC: case KJ_IR_PRINT:
+    case KJ_IR_LOCAL:
+        return !u->sources.block_locals;
+    case KJ_IR_ATOMIC: case KJ_IR_PRINT:
         return true;
     case KJ_IR_EXEC:
         return e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK;

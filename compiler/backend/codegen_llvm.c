@@ -334,6 +334,9 @@ static void gen_threads(Gen *g, KjIrStmt *s)
         if (bounds[1])
             dims[0] = bounds[1];
     }
+    /* threadIdx.x in chunks on SIMD lanes where codegen_simd.c takes the region */
+    if (kj_simd_threads(g, s, first, dims[0], dims))
+        return;
     for (int level = 2; level >= 0; level--) {
         conds[level] = new_block(g, "threads.cond");
         bodies[level] = new_block(g, "threads.body");

@@ -325,6 +325,12 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn);
  * of active lanes (i32, from lane 0); a vectorized kernel's, its arrays and
  * scalars, the PARFOR index of lane 0 (i64) and the count of active lanes. */
 LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type);
+/* codegen_simd_threads.c: a THREADS statement of the split form being lowered
+ * on SIMD lanes, threadIdx.x in [first, stop) in chunks, y and z in [0,
+ * dims[1]) and [0, dims[2]) around them (i32 values).  false, with nothing
+ * emitted, when the region cannot go on lanes (the caller emits its scalar
+ * loop). */
+bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop, LLVMValueRef dims[3]);
 
 /* codegen_complex.c */
 

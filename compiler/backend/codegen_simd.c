@@ -200,6 +200,15 @@ static bool is_lifted(const KjIrFunction *fn)
 
 
 
+/* Lanes of the widest float the code uses (else of its widest integer):
+ * 4 f64 or 8 f32 in AVX2's 32 bytes. */
+static int lanes_for(Gen *g, const Scan *sc)
+{
+    int elem = sc->has_f64 ? 8 : sc->has_f32 ? 4 : sc->has_wide_int ? 8 : 4;
+    int lanes = register_bytes(g) / elem;
+    return lanes < 2 ? 2 : lanes > 16 ? 16 : lanes;
+}
+
 int kj_simd_lanes(Gen *g, KjIrFunction *fn)
 {
     if (!g->options->cpu_simd || g->options->checks)
@@ -218,11 +227,16 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn)
      * already makes SIMD code of it (add, sin, exp). */
     if (fn->kind == KJ_IR_FN_VEC_KERNEL && !sc.has_loop)
         return 0;
-    /* Lanes of the widest float the code uses (else of its widest integer):
-     * 4 f64 or 8 f32 in AVX2's 32 bytes. */
-    int elem = sc.has_f64 ? 8 : sc.has_f32 ? 4 : sc.has_wide_int ? 8 : 4;
-    int lanes = register_bytes(g) / elem;
-    return lanes < 2 ? 2 : lanes > 16 ? 16 : lanes;
+    return lanes_for(g, &sc);
+}
+
+int kj_simd_region_lanes(Gen *g, const KjIrStmt *region)
+{
+    if (!g->options->cpu_simd || g->options->checks)
+        return 0;
+    Scan sc = {.g = g, .ok = true};
+    scan_stmt(&sc, region);
+    return sc.ok ? lanes_for(g, &sc) : 0;
 }
 
 /* ============================================================ statements */
@@ -874,11 +888,10 @@ static unsigned bind_params(Simd *s)
 /* Every mask used in a block other than its own reaches it wide (see
  * widen_mask): widened once after its definition, narrowed before each use.
  * Phis of masks are left as they are. */
-static void widen_crossing_masks(Simd *s, LLVMValueRef entry_mask)
+void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlockRef from)
 {
-    Gen *g = s->g;
     LLVMBuilderRef b = s->b;
-    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(g->llfn); bb; bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMBasicBlockRef bb = from; bb; bb = LLVMGetNextBasicBlock(bb)) {
         for (LLVMValueRef def = LLVMGetFirstInstruction(bb); def; def = LLVMGetNextInstruction(def)) {
             /* the lanes a chunk starts with become a constant once inlined
              * into the entry's loop over whole chunks: left in the open */
@@ -905,6 +918,16 @@ static void widen_crossing_masks(Simd *s, LLVMValueRef entry_mask)
     }
 }
 
+void kj_simd_mask_types(Simd *s)
+{
+    Gen *g = s->g;
+    s->mask_type = vec_of(s, g->t_i1);
+    int mask_bits = register_bytes(g) * 8 / s->lanes;
+    s->slot_mask_type = vec_of(s, LLVMIntTypeInContext(g->ctx, (unsigned)(mask_bits < 8 ? 8 : mask_bits > 64 ? 64 : mask_bits)));
+    const char *triple = LLVMGetTarget(g->mod);
+    s->wide_masks = strncmp(triple, "x86_64", 6) == 0 && register_bytes(g) < 64;
+}
+
 /* Defines llfn, fn's code on s->lanes lanes in role. */
 static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params, int lanes, LLVMValueRef llfn,
                    Pending *pending, int *pending_count)
@@ -912,11 +935,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     Simd simd = {.g = g, .b = g->b, .lanes = lanes, .role = role, .fn = fn, .pending = pending,
                  .pending_count = pending_count, .varying_params = varying_params};
     Simd *s = &simd;
-    s->mask_type = vec_of(s, g->t_i1);
-    int mask_bits = register_bytes(g) * 8 / lanes;
-    s->slot_mask_type = vec_of(s, LLVMIntTypeInContext(g->ctx, (unsigned)(mask_bits < 8 ? 8 : mask_bits > 64 ? 64 : mask_bits)));
-    const char *triple = LLVMGetTarget(g->mod);
-    s->wide_masks = strncmp(triple, "x86_64", 6) == 0 && register_bytes(g) < 64;
+    kj_simd_mask_types(s);
     KjUniformSources sources = role == ROLE_CALLEE ? (KjUniformSources){.params = varying_params}
                                                    : root_sources(fn);
     s->u = kj_uniform_analyze(&s->arena, fn, sources);
@@ -973,7 +992,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     else
         LLVMBuildRetVoid(s->b);
     if (wide_masks(s))
-        widen_crossing_masks(s, entry_mask);
+        kj_simd_widen_crossing_masks(s, entry_mask, LLVMGetFirstBasicBlock(g->llfn));
     if (g->shared_offset > fn->shared_bytes)
         fn->shared_bytes = g->shared_offset;
     free(g->slots);
@@ -1010,15 +1029,24 @@ LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeR
     int pending_count = 0;
     define(g, fn, fn->kind == KJ_IR_FN_KERNEL ? ROLE_KERNEL : ROLE_VEC_KERNEL, 0, lanes, chunk, pending,
            &pending_count);
-    /* the SIMD variants of the functions it calls with varying arguments,
+    kj_simd_define_pending(g, lanes, pending, &pending_count);
+    return chunk;
+}
+
+void kj_simd_define_pending(Gen *g, int lanes, Pending *pending, int *pending_count)
+{
+    /* the SIMD variants of the functions called with varying arguments,
      * and of those they call */
-    for (int i = 0; i < pending_count && !g->error; i++) {
+    for (int i = 0; i < *pending_count && !g->error; i++) {
         char name[512];
         kj_simd_callee_name(pending[i].fn, lanes, pending[i].varying_params, name, sizeof name);
         LLVMValueRef callee = LLVMGetNamedFunction(g->mod, name);
         if (LLVMCountBasicBlocks(callee) == 0)
             define(g, pending[i].fn, ROLE_CALLEE, pending[i].varying_params, lanes, callee, pending,
-                   &pending_count);
+                   pending_count);
     }
-    return chunk;
 }
+
+void kj_simd_stmt(Simd *s, KjIrStmt *st) { gen_stmt(s, st); }
+
+void kj_simd_push_skip(Simd *s, LLVMBasicBlockRef bb) { push_skip(s, bb); }

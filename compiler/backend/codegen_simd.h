@@ -1,9 +1,11 @@
 /*
  * codegen_simd.h: what the two files of the SIMD lowering share:
- * codegen_simd.c (what goes on lanes, statements, masks, functions) and
- * codegen_simd_expr.c (expressions, conversions, memory, math, calls).
+ * codegen_simd.c (what goes on lanes, statements, masks, functions),
+ * codegen_simd_expr.c (expressions, conversions, memory, math, calls) and
+ * codegen_simd_threads.c (a split form's regions between barriers).
  * Private to them; codegen_llvm.h declares the entry points the cpu target
- * calls (kj_simd_lanes, kj_simd_define_chunk).
+ * and the shared lowering call (kj_simd_lanes, kj_simd_define_chunk,
+ * kj_simd_threads).
  */
 #ifndef KJIT_CODEGEN_SIMD_H
 #define KJIT_CODEGEN_SIMD_H
@@ -239,6 +241,24 @@ static inline LLVMValueRef all_lanes(Simd *s, LLVMValueRef m)
     LLVMTypeRef bits = LLVMIntTypeInContext(s->g->ctx, (unsigned)s->lanes);
     return LLVMBuildICmp(s->b, LLVMIntEQ, LLVMBuildBitCast(s->b, m, bits, ""), LLVMConstAllOnes(bits), "");
 }
+
+/* ---- codegen_simd.c, for codegen_simd_threads.c (a split form's regions) */
+
+/* The lanes a statement of a kernel can run on, as kj_simd_lanes says of a
+ * root (its callees scanned too); 0 when something in it is refused. */
+int kj_simd_region_lanes(Gen *g, const KjIrStmt *region);
+/* s->mask_type, s->slot_mask_type and s->wide_masks for s->lanes lanes. */
+void kj_simd_mask_types(Simd *s);
+/* A statement on the lanes of s->mask. */
+void kj_simd_stmt(Simd *s, KjIrStmt *st);
+/* Where code goes when no lane is left (the innermost first). */
+void kj_simd_push_skip(Simd *s, LLVMBasicBlockRef bb);
+/* Every mask made in the blocks from `from` on and used in another block
+ * reaches it wide (see widen_mask), entry_mask excepted. */
+void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlockRef from);
+/* Defines the SIMD variants of the callees in pending[0 .. *count) (and of
+ * theirs, appended), those not defined yet. */
+void kj_simd_define_pending(Gen *g, int lanes, Pending *pending, int *count);
 
 /* ---- codegen_simd_expr.c */
 
