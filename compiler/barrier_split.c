@@ -267,9 +267,24 @@ static bool only_barriers_from(const KjVec *items, int i)
 
 static KjIrStmt *plan(Split *S, const KjIrStmt *s, bool tail);
 
+/* An assignment of a value the same for every thread and without effects
+ * (no memory, no call: uniform with loads varying). */
+static bool is_uniform_set(Split *S, const KjIrStmt *s)
+{
+    return s->kind == KJ_IR_STMT_SET && !var_varies(S, s->var) && !value_varies(S, s->value);
+}
+
 /* Closes the run of statements [first, end) of items as one region. */
 static void close_region(Split *S, KjIrStmt *out, const KjVec *items, int first, int end, bool tail)
 {
+    /* Its leading uniform assignments (`let sh = shared(f32, 256);`) run once,
+     * before its loop: every thread would assign the same value, and the
+     * variable then needs no copy, so that later regions see a value set
+     * once (a shared array's fixed layout: unit stride, known extent). */
+    for (; first < end && is_uniform_set(S, items->items[first]); first++) {
+        note_region_stmt(S, items->items[first]);
+        kj_vec_push(S->arena, &out->stmts, items->items[first]);
+    }
     if (first >= end)
         return;
     const KjIrStmt *head = items->items[first];
@@ -723,6 +738,8 @@ static KjIrStmt *build_planned(Split *S, const KjIrStmt *planned)
         }
         return out;
     }
+    case KJ_IR_STMT_SET: /* a region's leading uniform assignment, run once */
+        return build_stmt(S, planned, false);
     case KJ_IR_STMT_IF:
     case KJ_IR_STMT_FOR:
     case KJ_IR_STMT_WHILE: {

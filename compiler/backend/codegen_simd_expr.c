@@ -337,6 +337,63 @@ static LLVMValueRef vcompare(Simd *s, KjIrOp op, const KjType *type, LLVMValueRe
     return LLVMBuildICmp(B, p, a, b, "");
 }
 
+/*
+ * A compare of a widened narrow integer with a uniform value of the wide
+ * type (`i64(i) < len(a)`, i an i32) made in the narrow type, as many lanes
+ * to a register as the narrow type holds: the uniform side is clamped to
+ * the narrow type's range, and where it lies outside that range every lane
+ * has the same answer.  NULL when e is not such a compare.
+ */
+static LLVMValueRef narrow_compare(Simd *s, KjIrExpr *e)
+{
+    Gen *g = s->g;
+    LLVMBuilderRef B = s->b;
+    const KjType *t = e->args[0]->type;
+    if (!kj_type_is_int(t) || kj_type_int_bits(t) != 64)
+        return NULL;
+    KjIrOp op = e->op;
+    KjIrExpr *cast = e->args[0], *other = e->args[1];
+    if (cast->op != KJ_IR_CAST) { /* u < i64(x) is i64(x) > u */
+        cast = e->args[1];
+        other = e->args[0];
+        op = op == KJ_IR_LT ? KJ_IR_GT : op == KJ_IR_LE ? KJ_IR_GE : op == KJ_IR_GT ? KJ_IR_LT
+           : op == KJ_IR_GE ? KJ_IR_LE : op;
+    }
+    if (cast->op != KJ_IR_CAST || !simd_varying(s, cast) || simd_varying(s, other))
+        return NULL;
+    const KjType *n = cast->args[0]->type;
+    if (!kj_type_is_int(n) || kj_type_int_bits(n) > 32 || n->kind == KJ_TYPE_BOOL)
+        return NULL;
+    bool wide_signed = kj_type_is_signed(t), narrow_signed = kj_type_is_signed(n);
+    /* the narrow values must keep their order in the wide type */
+    if (narrow_signed && !wide_signed)
+        return NULL;
+    int bits = kj_type_int_bits(n);
+    LLVMTypeRef nt = llty(g, n), wt = g->t_i64;
+    long long lo = narrow_signed ? -(1ll << (bits - 1)) : 0;
+    long long hi = narrow_signed ? (1ll << (bits - 1)) - 1 : (long long)((1ull << bits) - 1);
+    LLVMValueRef lo_w = LLVMConstInt(wt, (unsigned long long)lo, 1), hi_w = LLVMConstInt(wt, (unsigned long long)hi, 1);
+    LLVMValueRef u = kj_codegen_convert(g, kj_codegen_expr(g, other), other->type, t);
+    LLVMValueRef above = LLVMBuildICmp(B, wide_signed ? LLVMIntSGT : LLVMIntUGT, u, hi_w, "above");
+    LLVMValueRef below = narrow_signed || wide_signed
+                             ? LLVMBuildICmp(B, wide_signed ? LLVMIntSLT : LLVMIntULT, u, lo_w, "below")
+                             : LLVMConstInt(g->t_i1, 0, 0);
+    LLVMValueRef c = LLVMBuildSelect(B, above, hi_w, LLVMBuildSelect(B, below, lo_w, u, ""), "");
+    LLVMValueRef x = kj_simd_expr(s, cast->args[0]);
+    LLVMValueRef cmp = vcompare(s, op, n, x, splat(s, LLVMBuildTrunc(B, c, nt, "")));
+    /* the answer of every lane where u lies outside (a select on a uniform
+     * condition, which the optimiser takes out of loops) */
+    LLVMValueRef all = splat_const(s, LLVMConstInt(g->t_i1, 1, 0)), none = no_lanes(s);
+    switch (op) {
+    case KJ_IR_LT: return LLVMBuildSelect(B, above, all, cmp, "");
+    case KJ_IR_LE: return LLVMBuildSelect(B, above, all, LLVMBuildSelect(B, below, none, cmp, ""), "");
+    case KJ_IR_GT: return LLVMBuildSelect(B, below, all, cmp, "");
+    case KJ_IR_GE: return LLVMBuildSelect(B, below, all, LLVMBuildSelect(B, above, none, cmp, ""), "");
+    default: /* EQ, NE: no lane equals a value outside the narrow range */
+        return LLVMBuildSelect(B, LLVMBuildOr(B, above, below, ""), op == KJ_IR_EQ ? none : all, cmp, "");
+    }
+}
+
 /* ---- math */
 
 /* fn applied lane by lane through the scalar lowering. */
@@ -811,6 +868,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
     }
     case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: {
         const KjType *t = e->args[0]->type;
+        LLVMValueRef narrow = narrow_compare(s, e);
+        if (narrow)
+            return narrow;
         LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], t);
         LLVMValueRef b = kj_simd_lanes_of(s, e->args[1], t);
         return vcompare(s, e->op, t, a, b);

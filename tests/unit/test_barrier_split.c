@@ -4,7 +4,9 @@
  * (KJIT_CPU_SIMD=0, kjit_options.cpu_simd = 0), and a reference's: tree
  * reductions over block sizes 1 to 1024, values of several types (f16 and
  * complex too) across barriers in 3-D blocks, a shared-memory scan, barriers
- * under uniform ifs and loops, atomics in the fibers' order.  Kernels whose
+ * under uniform ifs and loops, atomics in the fibers' order, regions on
+ * SIMD lanes (varying loops and ifs, calls, gathers, masked tails) and the
+ * vector code they make.  Kernels whose
  * barriers sit under varying control flow are refused by the pass and stay
  * on fibers, still correct. */
 #include <check.h>
@@ -15,6 +17,7 @@
 
 #include "kjit.h"
 #include "kjit_compiler.h"
+#include "kjit_tools.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint64_t next_random(void)
@@ -518,6 +521,209 @@ START_TEST(barriers_under_varying_control_stay_on_fibers)
 }
 END_TEST
 
+/* ------------------------------------------------ regions on SIMD lanes */
+
+/* Regions that codegen_simd_threads.c runs on SIMD lanes: a loop whose exit
+ * varies, a call with a varying argument (its SIMD variant), a varying if,
+ * gathers across the block, integer division, a guarded load, a divergent
+ * return after the last barrier, per-thread values of three types across
+ * barriers in 3-D blocks; and one region with an f16 value, which the SIMD
+ * lowering refuses, between them (its scalar loop). */
+static const char lanes_source[] =
+    "fn collatz_steps(x: i64) -> i64 {\n"
+    "    let n: i64 = 0;\n"
+    "    let v = x;\n"
+    "    while v > 1 {\n"
+    "        if v % 2 == 0 { v = v / 2; } else { v = 3 * v + 1; }\n"
+    "        n += 1;\n"
+    "    }\n"
+    "    return n;\n"
+    "}\n"
+    "@kernel\n"
+    "fn lanes(a: f64[], k: i64[], out: f64[], steps: i64[], halves: f16[]) {\n"
+    "    let sh = shared(f64, 1024);\n"
+    "    let count = blockDim.x * blockDim.y * blockDim.z;\n"
+    "    let lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
+    "    let g = blockIdx.x * count + lin;\n"
+    "    let x = g < len(a) ? a[g] : 0.5;\n"
+    "    let zr = 0.0;\n"
+    "    let zi = 0.0;\n"
+    "    let it = 0;\n"
+    "    while it < 64 && zr * zr + zi * zi < 4.0 {\n"
+    "        let t = zr * zr - zi * zi + x;\n"
+    "        zi = 2.0 * zr * zi + 0.25;\n"
+    "        zr = t;\n"
+    "        it += 1;\n"
+    "    }\n"
+    "    let c = collatz_steps(g < len(k) ? k[g] : 7);\n"
+    "    sh[lin] = zr + f64(it);\n"
+    "    syncthreads();\n"
+    "    let nb = sh[(lin + 1) % count];\n"
+    "    if lin % 3 == 0 { nb = nb * 2.0; } else { nb = nb - 1.0; }\n"
+    "    syncthreads();\n"
+    "    let h = f16(nb);\n"
+    "    sh[lin] = nb + f64(c) + f64(h);\n"
+    "    syncthreads();\n"
+    "    if g >= len(out) { return; }\n"
+    "    out[g] = sh[(lin + count - 1) % count] + x / (1.0 + f64(lin));\n"
+    "    steps[g] = c * 3 / (i64(lin) + 1) - i64(it);\n"
+    "    halves[g] = h;\n"
+    "}\n";
+
+static int64_t collatz_steps(int64_t v)
+{
+    int64_t n = 0;
+    while (v > 1) {
+        v = v % 2 == 0 ? v / 2 : 3 * v + 1;
+        n++;
+    }
+    return n;
+}
+
+START_TEST(regions_on_lanes_over_block_shapes)
+{
+    ck_assert(splits(lanes_source, "lanes", NULL));
+    const uint32_t shapes[][3] = {{1, 1, 1}, {3, 1, 1}, {32, 1, 1}, {33, 1, 1}, {256, 1, 1},
+                                  {1024, 1, 1}, {5, 3, 2}, {8, 4, 4}, {9, 2, 3}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const uint32_t *b = shapes[s];
+        int64_t count = (int64_t)b[0] * b[1] * b[2], blocks = 3;
+        int64_t n = blocks * count - count / 3; /* the last block partly outside the arrays */
+        double *a = malloc(sizeof *a * (size_t)n), *out = calloc((size_t)n, sizeof *out);
+        int64_t *k = malloc(sizeof *k * (size_t)n), *steps = calloc((size_t)n, sizeof *steps);
+        uint16_t *halves = calloc((size_t)n, sizeof *halves);
+        for (int64_t i = 0; i < n; i++) {
+            a[i] = uniform01() * 2.5 - 2.0;
+            k[i] = (int64_t)(next_random() % 100000) + 1;
+        }
+        Launch l = {.source = lanes_source, .kernel = "lanes", .grid = {(uint32_t)blocks, 1, 1},
+                    .block = {b[0], b[1], b[2]}};
+        add_array(&l, a, KJIT_F64, n);
+        add_array(&l, k, KJIT_I64, n);
+        add_array(&l, out, KJIT_F64, n);
+        add_array(&l, steps, KJIT_I64, n);
+        add_array(&l, halves, KJIT_F16, n);
+        run_and_compare(&l);
+        /* the reference, a block at a time */
+        double *sh = malloc(sizeof *sh * (size_t)count), *nbs = malloc(sizeof *nbs * (size_t)count);
+        double *xs = malloc(sizeof *xs * (size_t)count);
+        int64_t *cs = malloc(sizeof *cs * (size_t)count), *its = malloc(sizeof *its * (size_t)count);
+        for (int64_t blk = 0; blk < blocks; blk++) {
+            for (int64_t lin = 0; lin < count; lin++) {
+                int64_t g = blk * count + lin;
+                double x = g < n ? a[g] : 0.5, zr = 0, zi = 0;
+                int it = 0;
+                while (it < 64 && zr * zr + zi * zi < 4.0) {
+                    double t = zr * zr - zi * zi + x;
+                    zi = 2.0 * zr * zi + 0.25;
+                    zr = t;
+                    it++;
+                }
+                xs[lin] = x;
+                its[lin] = it;
+                cs[lin] = collatz_steps(g < n ? k[g] : 7);
+                sh[lin] = zr + it;
+            }
+            for (int64_t lin = 0; lin < count; lin++) {
+                double nb = sh[(lin + 1) % count];
+                nbs[lin] = lin % 3 == 0 ? nb * 2.0 : nb - 1.0;
+            }
+            for (int64_t lin = 0; lin < count; lin++) {
+                uint16_t h = kjit_half_from_double(KJIT_F16, nbs[lin]);
+                sh[lin] = nbs[lin] + (double)cs[lin] + kjit_half_to_double(KJIT_F16, h);
+            }
+            for (int64_t lin = 0; lin < count; lin++) {
+                int64_t g = blk * count + lin;
+                if (g >= n)
+                    continue;
+                double want = sh[(lin + count - 1) % count] + xs[lin] / (1.0 + (double)lin);
+                ck_assert_msg(memcmp(&out[g], &want, sizeof want) == 0,
+                              "block %ux%ux%u, element %lld: %.17g, the reference %.17g", b[0], b[1], b[2],
+                              (long long)g, out[g], want);
+                ck_assert_int_eq(steps[g], cs[lin] * 3 / (lin + 1) - its[lin]);
+                ck_assert_int_eq(halves[g], kjit_half_from_double(KJIT_F16, nbs[lin]));
+            }
+        }
+        free(sh), free(nbs), free(xs), free(cs), free(its);
+        free(a), free(out), free(k), free(steps), free(halves);
+    }
+}
+END_TEST
+
+/* The text of function `name` in assembly (from its label to the next
+ * .Lfunc_end label); NULL if there is none. */
+static char *function_text(const char *asm_text, const char *name)
+{
+    char label[256];
+    snprintf(label, sizeof label, "\n%s:", name);
+    const char *start = strstr(asm_text, label);
+    if (!start)
+        return NULL;
+    const char *end = strstr(start + 1, "\n.Lfunc_end");
+    ck_assert(end);
+    char *text = malloc((size_t)(end - start) + 1);
+    memcpy(text, start, (size_t)(end - start));
+    text[end - start] = '\0';
+    return text;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* The assembly of `function` in the .kern file `path` (source, when path is
+ * NULL, written to a file first), with the SIMD lowering on or off. */
+static char *function_asm(const char *path, const char *source, const char *function, bool cpu_simd)
+{
+    char temp[] = "/tmp/kjit_split_XXXXXX.kern";
+    if (!path) {
+        int fd = mkstemps(temp, 5);
+        ck_assert(fd >= 0);
+        FILE *f = fdopen(fd, "w");
+        fputs(source, f);
+        fclose(f);
+        path = temp;
+    }
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.cpu_simd = cpu_simd;
+    char *bytes = NULL, *error = NULL;
+    size_t size = 0;
+    ck_assert_msg(kjit_stage_file(path, KJIT_STAGE_ASM, &options, &bytes, &size, &error) == KJIT_OK, "%s",
+                  error ? error : "?");
+    if (path == temp)
+        remove(temp);
+    char *text = function_text(bytes, function);
+    free(bytes);
+    return text;
+}
+
+/* The split form's regions are on lanes: the block sum's adds are packed
+ * (its tree's levels below a vector's width under masks, not a scalar
+ * loop's adds), and so are the multiplies of an escape-time loop between
+ * barriers, which LLVM's loop vectoriser cannot take (its exit varies). */
+START_TEST(split_regions_are_simd_code)
+{
+    char *sum = function_asm("tests/bench/block_sum_barriers.kern", NULL, "block_sum__block", true);
+    ck_assert_msg(sum, "no __block: the kernel was not split");
+    ck_assert_msg(count_of(sum, "addps") >= 2 && count_of(sum, "addss") == 0,
+                  "block_sum__block: %d packed and %d scalar f32 adds", count_of(sum, "addps"),
+                  count_of(sum, "addss"));
+    free(sum);
+    char *lanes = function_asm(NULL, lanes_source, "lanes__block", true);
+    ck_assert(lanes);
+    ck_assert_msg(count_of(lanes, "mulpd") >= 3, "lanes__block: %d packed f64 multiplies",
+                  count_of(lanes, "mulpd"));
+    free(lanes);
+    /* KJIT_CPU_SIMD=0: fibers, no split form and no __block */
+    ck_assert(!function_asm("tests/bench/block_sum_barriers.kern", NULL, "block_sum__block", false));
+}
+END_TEST
+
 Suite *suite_barrier_split(void)
 {
     Suite *s = suite_create("barrier_split");
@@ -528,6 +734,8 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, shared_memory_scan);
     tcase_add_test(c, barriers_under_uniform_ifs_and_loops);
     tcase_add_test(c, barriers_under_varying_control_stay_on_fibers);
+    tcase_add_test(c, regions_on_lanes_over_block_shapes);
+    tcase_add_test(c, split_regions_are_simd_code);
     suite_add_tcase(s, c);
     return s;
 }
