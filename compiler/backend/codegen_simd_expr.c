@@ -359,7 +359,7 @@ static LLVMValueRef narrow_compare(Simd *s, KjIrExpr *e)
         op = op == KJ_IR_LT ? KJ_IR_GT : op == KJ_IR_LE ? KJ_IR_GE : op == KJ_IR_GT ? KJ_IR_LT
            : op == KJ_IR_GE ? KJ_IR_LE : op;
     }
-    if (cast->op != KJ_IR_CAST || !simd_varying(s, cast) || simd_varying(s, other))
+    if (cast->op != KJ_IR_CAST || cast->type != t || !simd_varying(s, cast) || simd_varying(s, other))
         return NULL;
     const KjType *n = cast->args[0]->type;
     if (!kj_type_is_int(n) || kj_type_int_bits(n) > 32 || n->kind == KJ_TYPE_BOOL)

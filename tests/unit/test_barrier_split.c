@@ -650,6 +650,63 @@ START_TEST(regions_on_lanes_over_block_shapes)
 }
 END_TEST
 
+/* Compares of a widened i32 or u32 with a uniform i64 (made in the narrow
+ * type on lanes) against bounds in and outside the narrow range, in a
+ * region before a barrier; the answers go through shared memory. */
+static const char compare_source[] =
+    "@kernel\n"
+    "fn compares(u: i64, out: u8[]) {\n"
+    "    let sh = shared(i32, 1024);\n"
+    "    let t = threadIdx.x;\n"
+    "    let x = (t - 53) * 40000000 + blockIdx.x;\n"
+    "    let y = u32(t) * 40000000 + u32(blockIdx.x);\n"
+    "    let bits: i32 = 0;\n"
+    "    if i64(x) < u { bits = bits | 1; }\n"
+    "    if i64(x) <= u { bits = bits | 2; }\n"
+    "    if i64(x) > u { bits = bits | 4; }\n"
+    "    if i64(x) >= u { bits = bits | 8; }\n"
+    "    if i64(x) == u { bits = bits | 16; }\n"
+    "    if i64(x) != u { bits = bits | 32; }\n"
+    "    if u < i64(y) { bits = bits | 64; }\n"
+    "    if i64(y) <= u { bits = bits | 128; }\n"
+    "    if u == i64(y) { bits = bits | 256; }\n"
+    "    sh[t] = bits;\n"
+    "    syncthreads();\n"
+    "    let v = sh[(t + 1) % blockDim.x];\n"
+    "    out[2 * (blockIdx.x * blockDim.x + t)] = u8(v & 255);\n"
+    "    out[2 * (blockIdx.x * blockDim.x + t) + 1] = u8(v >> 8);\n"
+    "}\n";
+
+START_TEST(narrow_compares_on_lanes)
+{
+    ck_assert(splits(compare_source, "compares", NULL));
+    const int64_t bounds[] = {-((int64_t)1 << 40), (int64_t)INT32_MIN - 1, INT32_MIN, (int64_t)INT32_MIN + 1,
+                              -1, 0, 5, -53 * 40000000 + 1, INT32_MAX, (int64_t)INT32_MAX + 1,
+                              (int64_t)UINT32_MAX, (int64_t)UINT32_MAX + 1, (int64_t)1 << 40, 40000001};
+    enum { THREADS = 107, BLOCKS = 2, N = THREADS * BLOCKS };
+    for (size_t k = 0; k < sizeof bounds / sizeof bounds[0]; k++) {
+        int64_t u = bounds[k];
+        uint8_t out[2 * N] = {0};
+        Launch l = {.source = compare_source, .kernel = "compares", .grid = {BLOCKS, 1, 1},
+                    .block = {THREADS, 1, 1}};
+        add_scalar(&l, kjit_arg_i64(u));
+        add_array(&l, out, KJIT_U8, 2 * N);
+        run_and_compare(&l);
+        for (int b = 0; b < BLOCKS; b++)
+            for (int t = 0; t < THREADS; t++) {
+                int n = (t + 1) % THREADS; /* the neighbour whose bits t wrote */
+                int64_t x = (int64_t)(n - 53) * 40000000 + b;
+                int64_t y = (int64_t)n * 40000000 + b;
+                int want = (x < u) | (x <= u) << 1 | (x > u) << 2 | (x >= u) << 3 | (x == u) << 4 |
+                           (x != u) << 5 | (u < y) << 6 | (y <= u) << 7 | (u == y) << 8;
+                int got = out[2 * (b * THREADS + t)] | out[2 * (b * THREADS + t) + 1] << 8;
+                ck_assert_msg(got == want, "u %lld, block %d, thread %d: bits %#x, want %#x", (long long)u,
+                              b, t, got, want);
+            }
+    }
+}
+END_TEST
+
 /* The text of function `name` in assembly (from its label to the next
  * .Lfunc_end label); NULL if there is none. */
 static char *function_text(const char *asm_text, const char *name)
@@ -735,6 +792,7 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, barriers_under_uniform_ifs_and_loops);
     tcase_add_test(c, barriers_under_varying_control_stay_on_fibers);
     tcase_add_test(c, regions_on_lanes_over_block_shapes);
+    tcase_add_test(c, narrow_compares_on_lanes);
     tcase_add_test(c, split_regions_are_simd_code);
     suite_add_tcase(s, c);
     return s;
