@@ -302,8 +302,9 @@ static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt
 {
     if (!st)
         return false;
-    if (st == inside)
-        return reads_var(st->start, var) || reads_var(st->stop, var) || reads_var(st->step, var);
+    if (st == inside) /* a loop's condition reads on for the lanes that left (gen_loop) */
+        return reads_var(st->start, var) || reads_var(st->stop, var) || reads_var(st->step, var) ||
+               reads_var(st->cond, var);
     const KjIrExpr *es[] = {st->value, st->array, st->cond, st->start, st->stop, st->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
         if (reads_var(es[i], var))
@@ -652,9 +653,8 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMBuildCondBr(B, go_on, body, exit);
         LLVMPositionBuilderAtEnd(B, body);
     } else {
+        /* lanes that returned inside the loop are among the broken ones */
         LLVMValueRef active = mask_and_not(s, before, loop.break_slot);
-        if (s->returned)
-            active = mask_and_not(s, active, s->returned);
         if (!is_for) {
             /* the condition under the lanes still in the loop; one that
              * touches memory only while there are some */
@@ -672,8 +672,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             LLVMPositionBuilderAtEnd(B, counted);
             go_on = splat_const(s, LLVMConstInt(g->t_i1, 1, 0));
         }
-        /* lanes whose condition fails leave for good, as by break */
-        add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
+        /* lanes whose condition fails leave for good, as by break; a
+         * condition of no memory needs no record: it stays false for them,
+         * the variables it reads being blended (reads_outside) */
+        if (is_for || !cheap_expr(st->cond))
+            add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
         active = LLVMBuildAnd(B, active, go_on, "active");
         LLVMBuildCondBr(B, any_lane(s, active), body, exit);
         LLVMPositionBuilderAtEnd(B, body);
@@ -731,6 +734,11 @@ static void gen_leave(Simd *s, KjIrStmt *st)
         }
         if (kj_uniform_stmt_divergent(s->u, st)) {
             add_lanes(s, s->returned, s->mask);
+            /* and out of every varying loop around: their heads then test
+             * one mask, not two */
+            for (int k = 0; k < s->loop_depth; k++)
+                if (s->loops[k].varying)
+                    add_lanes(s, s->loops[k].break_slot, s->mask);
             LLVMBuildBr(s->b, skip_target(s));
         } else {
             LLVMBuildBr(s->b, s->exit_bb);
@@ -888,8 +896,16 @@ static void widen_crossing_masks(Simd *s, LLVMValueRef entry_mask)
                 if (LLVMIsAPHINode(user) || !LLVMIsAInstruction(user) || LLVMGetInstructionParent(user) == bb)
                     continue;
                 if (!wide) {
-                    LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
-                    wide = widen_mask(s, def);
+                    /* a mask narrowed from a wide one crosses as that one */
+                    LLVMValueRef from = LLVMGetNumOperands(def) > 0 ? LLVMGetOperand(def, 0) : NULL;
+                    if (LLVMGetInstructionOpcode(def) == LLVMICmp && LLVMGetICmpPredicate(def) == LLVMIntSLT &&
+                        from && LLVMTypeOf(from) == s->slot_mask_type && LLVMIsACallInst(from) &&
+                        LLVMIsAInlineAsm(LLVMGetCalledValue(from))) {
+                        wide = from;
+                    } else {
+                        LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
+                        wide = widen_mask(s, def);
+                    }
                 }
                 LLVMPositionBuilderBefore(b, user);
                 LLVMValueRef narrow = narrow_mask(s, wide);
