@@ -1018,6 +1018,21 @@ typedef struct KjVecVariant {
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
 
+/* The skeleton of a lifted VEC_KERNEL, shared by vectorize.c and
+ * guvectorize.c.  kj_lift_kernel: the kernel `symbol` the module already
+ * has (*is_new false), or a new one lifted from `from` (its name, location,
+ * `scalar`), without parameters or body yet.  kj_lift_coords: sets into
+ * `body` the coordinates of flat index `index` over the first `rank` extents
+ * of array `shape`, last dimension fastest.  kj_lift_finish: fn's body, a
+ * PARFOR of `index` over the product of those extents running `body`; fn
+ * joins the module. */
+KjIrFunction *kj_lift_kernel(KjIrModule *module, KjIrFunction *from, const char *symbol,
+                             bool *is_new);
+void kj_lift_coords(KjIrModule *module, KjIrFunction *fn, KjIrStmt *body, KjIrVar *index,
+                    KjIrVar *shape, int rank, KjIrVar **coords);
+void kj_lift_finish(KjIrModule *module, KjIrFunction *fn, KjIrVar *index, KjIrVar *shape,
+                    int rank, KjIrStmt *body);
+
 /* =================================================================== reduce.c */
 
 /*
