@@ -649,7 +649,11 @@ typedef struct KjIrExpr {
     X(RETURN)   /* value (or NULL) */                                                        \
     X(PARFOR)   /* var (i64) over [0, stop): the vectorize pass's index space; each target   \
                    walks it its own way (a loop over a sub-range on cpu, the thread pool on  \
-                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */
+                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */ \
+    X(THREADS)  /* body, once for each thread of the block (z, y, x from 0, x fastest): in   \
+                   it threadIdx is that thread's, and a return ends that thread's turn;      \
+                   start, stop (i64, or NULL): only threads with start <= threadIdx.x < stop.\
+                   Only in a kernel's split form (barrier_split.c), for the cpu targets. */
 
 typedef enum {
 #define X(kind) KJ_IR_STMT_##kind,
@@ -669,7 +673,7 @@ typedef struct KjIrStmt {
     int index_count;
     KjIrExpr *cond;    /* IF, WHILE */
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
-    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
+    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR/THREADS body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
@@ -718,6 +722,12 @@ typedef struct KjIrFunction {
     const char *device_use;
     const char *device_chain;
     KjLoc device_loc;
+    /* KERNEL with syncthreads(), cpu targets: the kernel cut at its barriers
+     * into THREADS loops (barrier_split.c), which runs a whole block in one
+     * call; NULL while none was asked for or when it must run on fibers.
+     * split_of: in such a split form, the kernel it was made from. */
+    struct KjIrFunction *split;
+    struct KjIrFunction *split_of;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -1033,6 +1043,69 @@ void kj_lift_coords(KjIrModule *module, KjIrFunction *fn, KjIrStmt *body, KjIrVa
 void kj_lift_finish(KjIrModule *module, KjIrFunction *fn, KjIrVar *index, KjIrVar *shape,
                     int rank, KjIrStmt *body);
 
+/* ================================================================== uniform.c */
+
+/*
+ * The uniformity analysis: which values of a function differ between the
+ * threads (or the elements of a vectorized call) that run it side by side,
+ * and which statements run under varying control flow.  The SIMD lowering of
+ * the cpu targets keeps uniform values scalar and makes varying ones vectors;
+ * the cpu barrier splitting asks whether a syncthreads() is divergent.
+ */
+typedef struct KjUniformSources {
+    uint32_t sregs;  /* bit (1u << KjSpecialReg): that register is varying */
+    uint64_t params; /* bit i: parameter i is varying */
+    bool parfor_var; /* the PARFOR index is varying */
+    bool loads;      /* every load and call varies: another thread may write the
+                        memory between two threads' reads (the barrier split,
+                        whose threads run one after another) */
+} KjUniformSources;
+
+typedef enum {
+    KJ_ACCESS_UNIFORM,    /* every index uniform: one element for all threads */
+    KJ_ACCESS_CONTIGUOUS, /* the last index is uniform + the lane's index (unit step),
+                             the others uniform */
+    KJ_ACCESS_GENERAL,    /* anything else: a gather or scatter */
+} KjAccessKind;
+
+typedef struct KjUniformity KjUniformity;
+
+/* Runs the analysis to its fixed point; the result lives in arena. */
+KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUniformSources sources);
+bool kj_uniform_var_varying(const KjUniformity *u, const KjIrVar *var);
+bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e);
+/* e is uniform + the lane's index: threadIdx.x (when varying), the PARFOR
+ * index, a variable only ever assigned such a value outside divergence. */
+bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e);
+/* s may run with some of the threads inactive (under a varying if or loop,
+ * or after a varying break, continue or return). */
+bool kj_uniform_stmt_divergent(const KjUniformity *u, const KjIrStmt *s);
+/* A FOR or WHILE whose threads may leave it at different times. */
+bool kj_uniform_loop_varying(const KjUniformity *u, const KjIrStmt *loop);
+/* Some return value is varying, or some return is divergent. */
+bool kj_uniform_result_varying(const KjUniformity *u);
+bool kj_uniform_divergent_return(const KjUniformity *u);
+/* How an access array[indices] (indices as in LOAD, STORE, ATOMIC) varies. */
+KjAccessKind kj_uniform_access(const KjUniformity *u, KjIrExpr *const *indices, int count);
+/* The callee stores, prints, runs atomics or reads the thread (here or in
+ * what it calls): a call to it runs once per thread. */
+bool kj_uniform_call_has_effects(const KjIrFunction *callee);
+
+/* ============================================================ barrier_split.c */
+
+/* The most threads a block has (CUDA's limit, which kjit_launch enforces):
+ * the split form keeps the values that live across a barrier in arrays of
+ * this many elements. */
+#define KJ_MAX_BLOCK_THREADS 1024
+
+/*
+ * The split form of a kernel whose syncthreads() calls all sit outside
+ * varying control flow (the cpu targets run it without fibers): kernel->split,
+ * made once and added to the module.  NULL when the kernel must stay on
+ * fibers; *why (may be NULL) then says why, for --dump and the tests.
+ */
+KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const char **why);
+
 /* =================================================================== reduce.c */
 
 /*
@@ -1175,6 +1248,7 @@ typedef struct KjPipelineRoot {
     const KjGufuncLayout *gufunc;  /* a @guvectorize signature lifted over loop_ndim */
     int loop_ndim;
     bool gufunc_contiguous;        /* its cores C-contiguous (kj_guvectorize) */
+    bool split_barriers;           /* cpu targets: make a kernel's split form (fn->split) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 

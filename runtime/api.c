@@ -113,6 +113,7 @@ void kjit_options_init(kjit_options *options)
     options->device = -1;
     options->opt_level = 3;
     options->line_info = kj_codegen_line_info_default();
+    options->cpu_simd = kj_codegen_cpu_simd_default();
 }
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
@@ -425,8 +426,9 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
     if (compiled->lifted[0])
         kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
-    kj_cache_key_add(key, "opt", "%d%s", module->context->options.opt_level,
-                     module->context->options.line_info ? " lineinfo" : "");
+    kj_cache_key_add(key, "opt", "%d%s%s", module->context->options.opt_level,
+                     module->context->options.line_info ? " lineinfo" : "",
+                     module->context->options.cpu_simd ? "" : " nosimd");
     if (module->context->options.check)
         kj_cache_key_add(key, "checks", "%d", 1);
 }
@@ -441,6 +443,9 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
                     .verify = kj_pipeline_verify_default(),
                     .checks = context->options.check != 0};
+    /* the cpu targets run a kernel with barriers through its split form */
+    root->split_barriers = context->runtime != &kj_runtime_cuda && context->options.cpu_simd &&
+                           !context->options.check;
     bool ok = kj_pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",

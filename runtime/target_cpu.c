@@ -173,6 +173,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
                                     .opt_level = context->options.opt_level,
                                     .contiguous_params = compiled->contiguous,
                                     .line_info = context->options.line_info != 0,
+                                    .cpu_simd = context->options.cpu_simd != 0,
                                     .checks = context->options.check != 0 && !root->unchecked};
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {

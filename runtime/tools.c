@@ -96,6 +96,7 @@ void kjit_stage_options_init(kjit_stage_options *options)
     options->target = KJIT_TARGET_CPU;
     options->opt_level = 3;
     options->line_info = kj_codegen_line_info_default();
+    options->cpu_simd = kj_codegen_cpu_simd_default();
 }
 
 typedef struct StageDiag {
@@ -208,7 +209,8 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                                   .opt_level = options->opt_level,
                                   .cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90",
                                   .verify = options->verify,
-                                  .line_info = options->line_info};
+                                  .line_info = options->line_info,
+                                  .cpu_simd = options->cpu_simd && !cuda};
     switch (stage) {
     case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
     case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;
@@ -265,6 +267,8 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
         p.root_count = collect_roots(&arena, p.module, options->function,
                                       options->target == KJIT_TARGET_CUDA, &p.roots);
         p.stop = KJ_STAGE_ROOTS;
+        for (int i = 0; i < p.root_count; i++)
+            p.roots[i].split_barriers = options->target != KJIT_TARGET_CUDA && options->cpu_simd;
         if (p.root_count == 0) {
             KjBuf why = {0};
             kj_buf_printf(&why, "%s has no function%s%s", path, options->function ? " named " : "",

@@ -22,9 +22,9 @@ $(BUILD)/unit-tests: $(UNIT_OBJS) $(BUILD)/libkjit.so
 
 # Tests write their compiled code to a cache of their own, never the user's; the
 # generous timeout is for loaded CI machines (no test is timed).
-check test-unit test-golden test-robust test-embed test-cli: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
+check test-unit test-golden test-robust test-embed test-cli test-bench-refs: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
 # The IR verifier after every pass (pipeline.c), in every test.
-check test-unit test-golden test-robust test-embed test-cli: export KJIT_VERIFY = 1
+check test-unit test-golden test-robust test-embed test-cli test-bench-refs: export KJIT_VERIFY = 1
 check test-unit: export CK_DEFAULT_TIMEOUT = 120
 
 test-unit: deps $(BUILD)/unit-tests $(BUILD)/kjit
@@ -57,7 +57,8 @@ test-robust: deps $(BUILD)/kjit-check-asan
 test-layers:
 	tests/layers.sh
 
-check: all test-layers test-unit test-golden test-robust test-embed test-cli test-python
+check: all test-layers test-unit test-golden test-robust test-embed test-cli test-python \
+       test-bench-refs
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.

@@ -478,6 +478,21 @@ static LLVMValueRef gen_arith(Gen *g, KjIrOp op, const KjType *type, LLVMValueRe
     }
 }
 
+/* Complex + - * / and z * z for codegen_simd.c, whose complex values are
+ * pairs of vectors: the formulas above build on the operands' own types. */
+LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMValueRef b)
+{
+    return gen_arith(g, op, kj_type_scalar(KJ_TYPE_C128), a, b);
+}
+
+LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z) { return complex_square(g, z); }
+
+const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec)
+{
+    *libmvec = math_info[fn].libmvec;
+    return math_info[fn].libm;
+}
+
 static LLVMValueRef gen_compare(Gen *g, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b)
 {
     if (kj_type_is_complex(type)) {

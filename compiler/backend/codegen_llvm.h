@@ -115,6 +115,9 @@ typedef struct KjTarget {
     /* ---- statements */
     /* Innermost `for` loops over constant bounds get an unroll request. */
     bool unroll_constant_loops;
+    /* THREADS statements (a kernel's split form) can be lowered: the target
+     * reads threadIdx from g->sreg, which their loops set (cpu). */
+    bool thread_loops;
     /* The iterations of a PARFOR this thread runs: from *begin by *step while
      * below *end (i64 values).  false when there are none to run here (the
      * error is recorded). */
@@ -215,6 +218,7 @@ struct Gen {
     LLVMValueRef check_record, check_state;
     LLVMBasicBlockRef bail_bb;        /* the impl's way out after a failure */
     LLVMValueRef element_slot;        /* VEC_KERNEL: the PARFOR index's slot */
+    LLVMBasicBlockRef thread_next;    /* in a THREADS loop: the next thread (a return) */
 };
 
 /* codegen_llvm.c */
@@ -241,6 +245,7 @@ void kj_codegen_debug_loc(Gen *g, KjLoc loc);
 /* The contiguous array parameters of a root's code, a mask (see
  * KjCodegenOptions.contiguous_params). */
 uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn);
+bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn);
 /* An array's fields read from a KjArrayDesc (or from its {data, shape}
  * prefix, desc_type saying which), strides computed when contiguous. */
 void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,
@@ -300,6 +305,26 @@ LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity)
 /* The address of a[indices]; `contiguous` takes indices[0] as the flat offset. */
 LLVMValueRef kj_codegen_element_address(Gen *g, const ArrayVal *a, LLVMValueRef *indices, int count,
                                         bool contiguous);
+
+/* Complex arithmetic (ADD SUB MUL DIV) and z * z on values of any complex
+ * layout, scalar parts or vectors of parts (codegen_simd.c). */
+LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z);
+/* A math built-in's libm name ("sin"; f32 adds "f") and whether libmvec has it. */
+const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec);
+
+/* codegen_simd.c: the SIMD lowering of the cpu targets (docs/architecture.md) */
+
+/* The lanes fn runs on when it can be lowered onto SIMD lanes as a root
+ * (a kernel without barriers: threadIdx.x varying; a vectorized kernel: its
+ * PARFOR index varying); 0 when it cannot (the scalar code is used). */
+int kj_simd_lanes(Gen *g, KjIrFunction *fn);
+/* Defines fn's SIMD chunk function for `lanes` lanes and returns it, its
+ * type in *type.  A kernel's takes its impl's arguments up to threadIdx
+ * (ctx, then threadIdx.x of lane 0, threadIdx.y, threadIdx.z) and the count
+ * of active lanes (i32, from lane 0); a vectorized kernel's, its arrays and
+ * scalars, the PARFOR index of lane 0 (i64) and the count of active lanes. */
+LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type);
 
 /* codegen_complex.c */
 

@@ -25,6 +25,12 @@ char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
     return kj_target_for(options->target)->emit(module, roots, root_count, options, kind, size, error);
 }
 
+bool kj_codegen_cpu_simd_default(void)
+{
+    const char *env = getenv("KJIT_CPU_SIMD");
+    return !(env && strcmp(env, "0") == 0);
+}
+
 bool kj_codegen_line_info_default(void)
 {
     const char *env = getenv("KJIT_LINEINFO");

@@ -3,7 +3,8 @@
  * What the shared lowering asks of a target, answered for the host:
  *
  *   - a kernel runs one CUDA thread per call of its __thread entry (or a
- *     block's threads in a loop, __block); its impl, and the impl of each
+ *     block's threads in a loop, __block; for a kernel with barriers, its
+ *     split form's THREADS loops between them, barrier_split.c); its impl, and the impl of each
  *     device function (a plain function using kernel built-ins), takes the
  *     thread context (KjThreadCtx) and threadIdx as hidden parameters, which
  *     calls pass on, reads the other
@@ -375,6 +376,130 @@ static int check_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LLV
     return kj_codegen_check_entry_args(g, record, out);
 }
 
+/* __block of a kernel with a split form: one call of the split impl runs the
+ * whole block, its THREADS loops walking the threads between barriers (the
+ * threadIdx it is handed is not read). */
+static void emit_split_block_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef *args)
+{
+    FnInfo *split = kj_codegen_fn_info(g, fn->split);
+    LLVMTypeRef two_ptrs[2] = {g->t_ptr, g->t_ptr};
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "__block", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
+    int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+    args[n++] = LLVMGetParam(e, 1);
+    for (int k = 0; k < 3; k++)
+        args[n++] = const_i32(g, 0);
+    LLVMBuildCall2(g->b, split->impl_type, split->impl, args, (unsigned)n, "");
+    LLVMBuildRetVoid(g->b);
+}
+
+/* ============================================================ SIMD entry points */
+
+/* Counts `counter` (an i32 or i64 alloca) from 0 while below `limit`: the
+ * builder is left in the body; close_count finishes the loop. */
+typedef struct Count {
+    LLVMValueRef counter;
+    LLVMTypeRef type;
+    LLVMBasicBlockRef cond, exit;
+} Count;
+
+static Count open_count(Gen *g, LLVMTypeRef type, LLVMValueRef start, LLVMValueRef limit, const char *name)
+{
+    /* the counter in the entry block, where mem2reg promotes it */
+    LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
+    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->llfn);
+    LLVMValueRef first = LLVMGetFirstInstruction(entry);
+    if (first)
+        LLVMPositionBuilderBefore(ab, first);
+    else
+        LLVMPositionBuilderAtEnd(ab, entry);
+    Count c = {LLVMBuildAlloca(ab, type, name), type, new_block(g, "count.cond"), new_block(g, "count.exit")};
+    LLVMDisposeBuilder(ab);
+    LLVMBasicBlockRef body = new_block(g, "count.body");
+    LLVMBuildStore(g->b, start, c.counter);
+    LLVMBuildBr(g->b, c.cond);
+    LLVMPositionBuilderAtEnd(g->b, c.cond);
+    LLVMValueRef t = LLVMBuildLoad2(g->b, type, c.counter, "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, t, limit, ""), body, c.exit);
+    LLVMPositionBuilderAtEnd(g->b, body);
+    return c;
+}
+
+static void close_count(Gen *g, Count c, LLVMValueRef step)
+{
+    LLVMValueRef t = LLVMBuildLoad2(g->b, c.type, c.counter, "");
+    LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, t, step, ""), c.counter);
+    LLVMBuildBr(g->b, c.cond);
+    LLVMPositionBuilderAtEnd(g->b, c.exit);
+}
+
+/* Calls `chunk` for [from, from + count) lanes at a time: whole chunks of
+ * `lanes` (their count a constant, so the inlined chunk's masks fold away),
+ * then the rest, if any.  `args[at]` and `args[at_count]` take the chunk's
+ * first index and its count. */
+static void call_chunks(Gen *g, LLVMValueRef chunk, LLVMTypeRef chunk_type, LLVMValueRef *args, int n,
+                        int at, int at_count, LLVMTypeRef index_type, LLVMValueRef from, LLVMValueRef to,
+                        int lanes)
+{
+    LLVMValueRef width = LLVMConstInt(index_type, (unsigned)lanes, 0);
+    /* whole chunks while to - i >= lanes (no overflow near the top of the range) */
+    LLVMValueRef last = LLVMBuildSub(g->b, to, LLVMConstInt(index_type, (unsigned)lanes - 1, 0), "");
+    LLVMValueRef whole_end = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, to, from, ""), last, from, "");
+    Count c = open_count(g, index_type, from, whole_end, "chunk");
+    args[at] = LLVMBuildLoad2(g->b, index_type, c.counter, "first");
+    args[at_count] = const_i32(g, lanes);
+    LLVMBuildCall2(g->b, chunk_type, chunk, args, (unsigned)n, "");
+    close_count(g, c, width);
+    LLVMValueRef first = LLVMBuildLoad2(g->b, index_type, c.counter, "first");
+    LLVMBasicBlockRef tail = new_block(g, "chunk.tail"), done = new_block(g, "chunk.done");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, first, to, ""), tail, done);
+    LLVMPositionBuilderAtEnd(g->b, tail);
+    args[at] = first;
+    LLVMValueRef rest = LLVMBuildSub(g->b, to, first, "");
+    args[at_count] = index_type == g->t_i32 ? rest : LLVMBuildTrunc(g->b, rest, g->t_i32, "");
+    LLVMBuildCall2(g->b, chunk_type, chunk, args, (unsigned)n, "");
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+}
+
+/* __block on SIMD lanes: threadIdx.x in chunks of `lanes`, y and z in
+ * loops around them (z outermost), as the scalar __block walks them. */
+static void emit_simd_block(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *args)
+{
+    LLVMTypeRef chunk_type;
+    LLVMValueRef chunk = kj_simd_define_chunk(g, fn, lanes, &chunk_type);
+    LLVMTypeRef two_ptrs[2] = {g->t_ptr, g->t_ptr};
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "__block", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
+    LLVMValueRef ctx = LLVMGetParam(e, 1);
+    int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+    args[n] = ctx;
+    LLVMValueRef dims[3];
+    for (int k = 0; k < 3; k++) {
+        LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 2), const_i32(g, k)};
+        dims[k] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "bdim");
+    }
+    Count z = open_count(g, g->t_i32, const_i32(g, 0), dims[2], "tz");
+    args[n + 3] = LLVMBuildLoad2(g->b, g->t_i32, z.counter, "");
+    Count y = open_count(g, g->t_i32, const_i32(g, 0), dims[1], "ty");
+    args[n + 2] = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "");
+    call_chunks(g, chunk, chunk_type, args, n + 5, n + 1, n + 4, g->t_i32, const_i32(g, 0), dims[0], lanes);
+    close_count(g, y, const_i32(g, 1));
+    close_count(g, z, const_i32(g, 1));
+    LLVMBuildRetVoid(g->b);
+}
+
+/* __range on SIMD lanes: [begin, end) in chunks of `lanes` elements. */
+static void emit_simd_range(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *args)
+{
+    LLVMTypeRef chunk_type;
+    LLVMValueRef chunk = kj_simd_define_chunk(g, fn, lanes, &chunk_type);
+    LLVMTypeRef ps[3] = {g->t_ptr, g->t_i64, g->t_i64};
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "__range", LLVMFunctionType(g->t_void, ps, 3, 0));
+    int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+    call_chunks(g, chunk, chunk_type, args, n + 2, n, n + 1, g->t_i64, LLVMGetParam(e, 1), LLVMGetParam(e, 2),
+                lanes);
+    LLVMBuildRetVoid(g->b);
+}
+
 /* The entry points of kjit_backend.h, each unpacking `void **args` into the
  * impl's arguments: __entry for plain and scalar functions; __thread, and
  * __block when the kernel has no barrier, for kernels; __range for
@@ -410,11 +535,20 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         LLVMBuildRetVoid(g->b);
+        if (kj_codegen_uses_split(g, fn)) {
+            emit_split_block_entry(g, fn, args);
+            return;
+        }
         if (fn->uses_syncthreads)
             return;
 
         /* __block: every thread of the block in turn, z outermost.  The thread
          * indices go to the impl as values; ctx->thread_idx is not written. */
+        int lanes = kj_simd_lanes(g, fn);
+        if (lanes) {
+            emit_simd_block(g, fn, lanes, args);
+            return;
+        }
         e = kj_codegen_add_entry(g, fn, "__block", ft);
         ctx = LLVMGetParam(e, 1);
         n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
@@ -462,6 +596,11 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         return;
     }
     case KJ_IR_FN_VEC_KERNEL: {
+        int lanes = kj_simd_lanes(g, fn);
+        if (lanes) {
+            emit_simd_range(g, fn, lanes, args);
+            return;
+        }
         LLVMTypeRef ps[3] = {g->t_ptr, g->t_i64, g->t_i64};
         LLVMValueRef e = kj_codegen_add_entry(g, fn, "__range", LLVMFunctionType(g->t_void, ps, 3, 0));
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
@@ -602,6 +741,7 @@ const KjTarget kj_target_cpu = {
     .hidden_args = cpu_hidden_args,
     .emit_entries = cpu_emit_entries,
     .unroll_constant_loops = false, /* LLVM's own heuristics, tuned for the host */
+    .thread_loops = true,
     .parfor_range = cpu_parfor_range,
     .read_sreg = cpu_read_sreg,
     .syncthreads = cpu_syncthreads,

@@ -49,7 +49,8 @@ class Options(ctypes.Structure):
                 ("cuda_arch", ctypes.c_char_p), ("opt_level", ctypes.c_int),
                 ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p),
                 ("line_info", ctypes.c_int), ("check", ctypes.c_int),
-                ("on_print", ctypes.c_void_p), ("print_user", ctypes.c_void_p)]
+                ("on_print", ctypes.c_void_p), ("print_user", ctypes.c_void_p),
+                ("cpu_simd", ctypes.c_int)]
 
 
 class DeviceInfo(ctypes.Structure):

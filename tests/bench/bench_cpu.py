@@ -1,10 +1,12 @@
-"""CPU references for `make bench-cpu`: NumPy and Numba on the seed workloads.
+"""CPU references for `make bench-cpu`: NumPy and Numba on the elementwise and
+reduction rows (the kernels' Numba rows are tests/bench/bench_simd.py's).
 
 Prints one JSON object: {workload: {"numpy": ms, "numba": ms, "numba_parallel": ms}},
 each the median of REPEAT runs after a warm-up (compile time excluded), so the
 kjit side (tests/bench/bench_cpu.c) can be printed beside it in one table.
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -19,13 +21,17 @@ except ImportError:  # the table then shows "-" for Numba
     nb = None
 
 
+# KJIT_BENCH_CLOCK=thread: the calling thread's CPU time, as bench_cpu.c's.
+clock = time.thread_time if os.environ.get("KJIT_BENCH_CLOCK") == "thread" else time.perf_counter
+
+
 def median_ms(fn):
     fn()
     times = []
     for _ in range(REPEAT):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((clock() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -48,9 +54,6 @@ results["dot f32 1e7"] = {"numpy": median_ms(lambda: np.dot(a32, b32))}
 del s64
 results["sin f64 1e7"] = {"numpy": median_ms(lambda: np.sin(x64, out=out64))}
 results["exp f32 1e7"] = {"numpy": median_ms(lambda: np.exp(a32, out=out32))}
-
-# Delay-and-sum data: 128 channels x 2000 samples of integers (seed 000).
-das_data = rng.integers(0, 1000, 128 * 2000, dtype=np.int64)
 
 if nb is not None:
     @nb.vectorize(["float32(float32, float32)"])
@@ -83,47 +86,6 @@ if nb is not None:
     results["sin f64 1e7"]["numba_parallel"] = median_ms(lambda: nb_sin_par(x64, out=out64))
     results["exp f32 1e7"]["numba"] = median_ms(lambda: nb_exp(a32, out=out32))
     results["exp f32 1e7"]["numba_parallel"] = median_ms(lambda: nb_exp_par(a32, out=out32))
-
-    @nb.njit
-    def mandel(x, y, max_iters):
-        c = complex(x, y)
-        z = 0.0j
-        for i in range(max_iters):
-            z = z * z + c
-            if z.real * z.real + z.imag * z.imag >= 4:
-                return i
-        return max_iters
-
-    @nb.njit(parallel=True)
-    def mandel_image(min_x, max_x, min_y, max_y, image, iters):
-        height, width = image.shape
-        px = (max_x - min_x) / width
-        py = (max_y - min_y) / height
-        for x in nb.prange(width):
-            for y in range(height):
-                image[y, x] = mandel(min_x + x * px, min_y + y * py, iters)
-
-    image = np.zeros((1024, 1536), np.uint8)
-    results["mandelbrot 1536x1024x20"] = {
-        "numba_parallel": median_ms(lambda: mandel_image(-2.0, 1.0, -1.0, 1.0, image, 20))}
-
-    @nb.njit(parallel=True)
-    def das(out, data):
-        for i in nb.prange(out.shape[1]):
-            for j in range(out.shape[0]):
-                acc = 0.0
-                for k in range(128):
-                    for n in range(128):
-                        order = int((((i * i + (j - k * 6) * (j - k * 6)) ** 0.5
-                                      + (i * i + (j - n * 6) * (j - n * 6)) ** 0.5) * 0.05)
-                                    / 1.54 * 30)
-                        if order < 2000:
-                            acc += data[k * 2000 + order]
-                out[j, i] = acc
-
-    das_out = np.zeros((76, 120))
-    results["delay-and-sum 120x76"] = {"numba_parallel": median_ms(lambda: das(das_out, das_data))}
-
 
 
 def gufunc_rows():

@@ -1,6 +1,7 @@
 #!/bin/sh
 # check_cost.sh: what checked mode costs on the seed workloads (cpu and
 # parallel), `make bench-checks`.  Runs build/bench_cpu (tests/bench/bench_cpu.c)
+# and the bench_simd beside it (tests/bench/bench_simd.c, kjit's side only)
 # ROUNDS times each way, taking turns so that a busy machine slows both alike,
 # and prints per workload and target the best time without checks, the best
 # with KJIT_CHECK=1, and their ratio.  Not a timed test; docs/language.md
@@ -11,27 +12,38 @@
 #   tests/bench/check_cost.sh [BENCH_CPU] [ROUNDS] [REPEAT]
 set -u
 bench=${1:-build/bench_cpu}
+simd=$(dirname "$bench")/bench_simd
 rounds=${2:-5}
 repeat=${3:-5}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 i=0
 while [ $i -lt "$rounds" ]; do
-    KJIT_CHECK=0 "$bench" examples "$repeat" >"$tmp/off.$i" || exit 1
-    KJIT_CHECK=1 "$bench" examples "$repeat" >"$tmp/on.$i" || exit 1
+    for mode in off on; do
+        check=0; [ $mode = on ] && check=1
+        KJIT_CHECK=$check "$bench" examples "$repeat" >"$tmp/$mode.$i" || exit 1
+        KJIT_CHECK=$check "$simd" --no-refs --repeat="$repeat" examples tests/bench \
+            >"$tmp/simd-$mode.$i" || exit 1
+    done
     i=$((i + 1))
 done
 python3 - "$tmp" "$rounds" <<'PY'
 import json, os, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
+def load(kind, i):
+    run = json.load(open(f"{d}/{kind}.{i}"))
+    kernels = json.load(open(f"{d}/simd-{kind}.{i}"))
+    for target in run:
+        run[target].update(kernels[target])
+    return run
 def best(kind):
-    runs = [json.load(open(f"{d}/{kind}.{i}")) for i in range(rounds)]
+    runs = [load(kind, i) for i in range(rounds)]
     return {t: {w: min(r[t][w] for r in runs) for w in runs[0][t]} for t in runs[0]}
 off, on = best("off"), best("on")
 if os.environ.get("KJIT_BENCH_CLOCK") == "thread":
     off.pop("parallel", None)
-print(f"{'workload':28} {'target':9} {'unchecked ms':>13} {'checked ms':>11} {'ratio':>6}")
+print(f"{'workload':38} {'target':9} {'unchecked ms':>13} {'checked ms':>11} {'ratio':>6}")
 for t in off:
     for w in off[t]:
-        print(f"{w:28} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}")
+        print(f"{w:38} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}")
 PY

@@ -1,13 +1,36 @@
-# make bench-cpu: kjit on cpu and parallel beside NumPy and Numba, one run, one table.
-# Not a timed test: it reports ratios; see docs/performance.md.
+# make bench-cpu: kjit on cpu and parallel beside hand-written C (scalar and
+# SIMD), NumPy and Numba, one run, one table.  Not a timed test: it reports
+# ratios; see docs/performance.md.
 
 $(BUILD)/bench_cpu: tests/bench/bench_cpu.c $(BUILD)/libkjit.so runtime/kjit.h
-	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -Wl,-rpath,'$$ORIGIN'
+	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
 
-bench-cpu: all $(BUILD)/bench_cpu
-	@python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q numpy numba
-	python3 tests/bench/bench_cpu_report.py $(BUILD)/bench_cpu examples
+# The C references are GCC's (vector extensions, __builtin_shuffle), built for
+# this machine's vector units; -ffp-contract=off because kjit never fuses a
+# multiply and an add, so both compute the same bits.
+BENCH_REF_CC     ?= gcc
+BENCH_REF_CFLAGS  = -std=c11 -D_GNU_SOURCE -O3 -march=native -ffp-contract=off -Wall -Wextra -g
+
+$(BUILD)/bench/simd_ref.o: tests/bench/simd_ref.c tests/bench/simd_ref.h
+	@mkdir -p $(dir $@)
+	$(BENCH_REF_CC) $(BENCH_REF_CFLAGS) -c $< -o $@
+
+$(BUILD)/bench_simd: tests/bench/bench_simd.c tests/bench/simd_ref.h \
+                     $(BUILD)/bench/simd_ref.o $(BUILD)/libkjit.so runtime/kjit.h
+	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< $(BUILD)/bench/simd_ref.o \
+	  -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
+
+bench-cpu: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
+	@python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q numpy
+	@python3 -c 'import numba' 2>/dev/null || python3 -m pip install -q numba || \
+	  echo "bench-cpu: Numba could not be installed; its columns show -"
+	python3 tests/bench/bench_cpu_report.py $(BUILD)/bench_cpu $(BUILD)/bench_simd examples
+
+# make test-bench-refs (part of make check): the C references of bench-cpu
+# build and agree with kjit on cpu and parallel at small sizes.  Times nothing.
+test-bench-refs: $(BUILD)/bench_simd
+	$(BUILD)/bench_simd --smoke examples tests/bench
 
 # make bench-checks: what checked mode (KJIT_CHECK=1) costs on the same workloads.
-bench-checks: all $(BUILD)/bench_cpu
+bench-checks: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 	KJIT_CACHE_DIR=$(abspath $(BUILD))/bench-cache tests/bench/check_cost.sh $(BUILD)/bench_cpu

@@ -1,0 +1,420 @@
+/*
+ * uniform.c: the uniformity analysis.  Given which inputs of a function
+ * differ between the threads (or elements) that run it side by side, it
+ * says which variables, expressions and statements do too.
+ *
+ * Needs: a checked function (any kind), and its varying sources: special
+ * registers (threadIdx.x ...), parameters, the PARFOR index.
+ * Gives: for every variable, whether it is varying; for every statement,
+ * whether it runs under varying control flow (divergent: some of the
+ * threads may be inactive there); for every loop, whether its exit is
+ * varying; for array accesses, whether the element is the same for every
+ * thread (uniform), one after another (contiguous: uniform + the lane's
+ * index with unit step) or anything else (general).
+ *
+ * The rules, run to a fixed point:
+ *   - an expression is varying when an operand is, or it reads a varying
+ *     source, a varying variable or a per-thread array (local()); atomics,
+ *     laneid() and the warp collectives are always varying; a call is
+ *     varying when an argument is or the callee has effects of its own
+ *     (stores, atomics, print) or reads the thread (a device function);
+ *   - an `if` on a varying condition makes both sides divergent; a loop whose
+ *     exit is varying (a varying condition or bounds, a `break` or `return`
+ *     under divergence inside it) makes its body divergent, and a varying
+ *     `continue` does too; after a divergent break, continue or return, the
+ *     rest of the enclosing block is divergent;
+ *   - a variable assigned in a divergent statement is varying (the threads
+ *     that skip the assignment keep their old value); so is one assigned a
+ *     varying value anywhere;
+ *   - a function's result is varying when some return value is, or some
+ *     return is divergent.
+ * The analysis is conservative: "uniform" is a promise, "varying" is not.
+ */
+#include "kjit_compiler.h"
+
+#include <string.h>
+
+/* ============================================================ pointer sets */
+
+/* Open addressing over pointers: which statements are divergent, which
+ * loops have a varying exit.  Sized once from the statement count. */
+typedef struct PtrSet {
+    const void **slots;
+    int capacity; /* a power of two */
+} PtrSet;
+
+static unsigned ptr_hash(const void *p)
+{
+    uintptr_t x = (uintptr_t)p;
+    x ^= x >> 17;
+    x *= 0x9e3779b97f4a7c15ull;
+    return (unsigned)(x >> 32);
+}
+
+static bool set_has(const PtrSet *s, const void *p)
+{
+    for (unsigned i = ptr_hash(p) & (unsigned)(s->capacity - 1);; i = (i + 1) & (unsigned)(s->capacity - 1)) {
+        if (s->slots[i] == p)
+            return true;
+        if (!s->slots[i])
+            return false;
+    }
+}
+
+/* true when p was not there yet */
+static bool set_add(PtrSet *s, const void *p)
+{
+    for (unsigned i = ptr_hash(p) & (unsigned)(s->capacity - 1);; i = (i + 1) & (unsigned)(s->capacity - 1)) {
+        if (s->slots[i] == p)
+            return false;
+        if (!s->slots[i]) {
+            s->slots[i] = p;
+            return true;
+        }
+    }
+}
+
+/* ============================================================ the result */
+
+struct KjUniformity {
+    const KjIrFunction *fn;
+    KjUniformSources sources;
+    int var_count;
+    bool *varying;   /* by KjIrVar.id */
+    bool *not_unit;  /* by id: some assignment is not uniform + lane, or divergent */
+    bool *assigned;  /* by id: assigned somewhere (params count as assigned) */
+    PtrSet divergent;   /* statements */
+    PtrSet loop_varying; /* FOR and WHILE statements whose exit is varying */
+    bool result_varying;
+    bool divergent_return;
+    bool changed;
+};
+
+static int count_stmts(const KjIrStmt *s)
+{
+    if (!s)
+        return 0;
+    int n = 1;
+    for (int i = 0; i < s->stmts.count; i++)
+        n += count_stmts(s->stmts.items[i]);
+    return n + count_stmts(s->then_stmt) + count_stmts(s->else_stmt) + count_stmts(s->body);
+}
+
+static void mark_var(KjUniformity *u, const KjIrVar *v)
+{
+    if (v->id >= 0 && v->id < u->var_count && !u->varying[v->id]) {
+        u->varying[v->id] = true;
+        u->changed = true;
+    }
+}
+
+static void mark_not_unit(KjUniformity *u, const KjIrVar *v)
+{
+    if (v->id >= 0 && v->id < u->var_count && !u->not_unit[v->id]) {
+        u->not_unit[v->id] = true;
+        u->changed = true;
+    }
+}
+
+/* ============================================================ calls */
+
+static bool stmt_has_effects(const KjIrStmt *s, int depth);
+
+/* Stores, atomics, print or a read of the thread, here or in a callee. */
+static bool expr_has_effects(const KjIrExpr *e, int depth)
+{
+    if (!e)
+        return false;
+    switch (e->op) {
+    case KJ_IR_ATOMIC: case KJ_IR_PRINT: case KJ_IR_EXEC: case KJ_IR_SREG: case KJ_IR_LOCAL:
+    case KJ_IR_SYNCTHREADS:
+        return true;
+    case KJ_IR_CALL:
+        if (e->callee && (e->callee->device_use || depth > 64 ||
+                          stmt_has_effects(e->callee->body, depth + 1)))
+            return true;
+        break;
+    default:
+        break;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (expr_has_effects(e->args[i], depth))
+            return true;
+    return false;
+}
+
+static bool stmt_has_effects(const KjIrStmt *s, int depth)
+{
+    if (!s)
+        return false;
+    if (s->kind == KJ_IR_STMT_STORE)
+        return true;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (stmt_has_effects(s->stmts.items[i], depth))
+            return true;
+    const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (expr_has_effects(es[i], depth))
+            return true;
+    return stmt_has_effects(s->then_stmt, depth) || stmt_has_effects(s->else_stmt, depth) ||
+           stmt_has_effects(s->body, depth);
+}
+
+bool kj_uniform_call_has_effects(const KjIrFunction *callee)
+{
+    return callee->device_use || stmt_has_effects(callee->body, 0);
+}
+
+/* ============================================================ expressions */
+
+bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e)
+{
+    if (!e)
+        return false;
+    switch (e->op) {
+    case KJ_IR_CONST: case KJ_IR_SHARED: case KJ_IR_DYNAMIC_SHARED: case KJ_IR_SYNCTHREADS:
+        return false;
+    case KJ_IR_VAR:
+        return kj_uniform_var_varying(u, e->var);
+    case KJ_IR_SREG:
+        return e->sreg < 32 && (u->sources.sregs >> e->sreg & 1u);
+    case KJ_IR_LOCAL: case KJ_IR_ATOMIC: case KJ_IR_PRINT:
+        return true;
+    case KJ_IR_EXEC:
+        return e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK;
+    case KJ_IR_LOAD:
+        if (u->sources.loads)
+            return true;
+        break;
+    case KJ_IR_CALL:
+        if (e->callee && (u->sources.loads || kj_uniform_call_has_effects(e->callee)))
+            return true;
+        break;
+    default:
+        break;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (kj_uniform_expr_varying(u, e->args[i]))
+            return true;
+    return false;
+}
+
+/* Whether e is uniform + the lane's index (unit step between threads). */
+bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e)
+{
+    switch (e->op) {
+    case KJ_IR_SREG:
+        return e->sreg == KJ_SREG_TID_X && (u->sources.sregs >> KJ_SREG_TID_X & 1u);
+    case KJ_IR_VAR:
+        return e->var->id >= 0 && e->var->id < u->var_count && u->varying[e->var->id] &&
+               !u->not_unit[e->var->id] && u->assigned[e->var->id];
+    case KJ_IR_CAST:
+        /* widening between integers keeps the step (the lanes' values are
+         * assumed not to wrap between neighbours) */
+        return kj_type_is_int(e->type) && kj_type_is_int(e->args[0]->type) &&
+               kj_type_int_bits(e->type) >= kj_type_int_bits(e->args[0]->type) &&
+               kj_uniform_expr_unit(u, e->args[0]);
+    case KJ_IR_ADD:
+        if (!kj_type_is_int(e->type))
+            return false;
+        return (kj_uniform_expr_unit(u, e->args[0]) && !kj_uniform_expr_varying(u, e->args[1])) ||
+               (kj_uniform_expr_unit(u, e->args[1]) && !kj_uniform_expr_varying(u, e->args[0]));
+    case KJ_IR_SUB:
+        return kj_type_is_int(e->type) && kj_uniform_expr_unit(u, e->args[0]) &&
+               !kj_uniform_expr_varying(u, e->args[1]);
+    default:
+        return false;
+    }
+}
+
+/* ============================================================ statements */
+
+/* How a statement may leave under divergence: some threads break, continue
+ * or return while others go on. */
+enum { LEAVES_BREAK = 1, LEAVES_CONTINUE = 2, LEAVES_RETURN = 4 };
+
+typedef struct Walk {
+    bool divergent;      /* some threads of the function may be inactive here */
+    bool loop_divergent; /* ... because of something inside the innermost loop */
+} Walk;
+
+static void assign(KjUniformity *u, const KjIrVar *var, const KjIrExpr *value, Walk w)
+{
+    if (var->id < 0 || var->id >= u->var_count)
+        return;
+    u->assigned[var->id] = true;
+    if (w.divergent || (value && kj_uniform_expr_varying(u, value)))
+        mark_var(u, var);
+    if (w.divergent || !value || !kj_uniform_expr_unit(u, value))
+        mark_not_unit(u, var);
+}
+
+static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w);
+
+/* A loop's body.  Something in it that leaves under divergence marks the
+ * loop varying, and the next round of the fixed point walks the body again
+ * as divergent. */
+static int walk_loop(KjUniformity *u, const KjIrStmt *s, Walk w, bool exit_varying)
+{
+    if (exit_varying && set_add(&u->loop_varying, s))
+        u->changed = true;
+    Walk inner = {w.divergent || exit_varying, exit_varying};
+    int leaves = walk_stmt(u, s->body, inner);
+    if (leaves && set_add(&u->loop_varying, s))
+        u->changed = true;
+    return leaves & LEAVES_RETURN;
+}
+
+static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
+{
+    if (!s)
+        return 0;
+    if (w.divergent && set_add(&u->divergent, s))
+        u->changed = true;
+    switch (s->kind) {
+    case KJ_IR_STMT_BLOCK: {
+        int leaves = 0;
+        for (int i = 0; i < s->stmts.count; i++) {
+            int l = walk_stmt(u, s->stmts.items[i], w);
+            if (l) {
+                /* the rest of the block runs for the threads that did not leave */
+                leaves |= l;
+                w.divergent = true;
+                if (l & (LEAVES_BREAK | LEAVES_CONTINUE))
+                    w.loop_divergent = true;
+            }
+        }
+        return leaves;
+    }
+    case KJ_IR_STMT_EVAL: case KJ_IR_STMT_STORE:
+        return 0;
+    case KJ_IR_STMT_SET:
+        assign(u, s->var, s->value, w);
+        return 0;
+    case KJ_IR_STMT_IF: {
+        if (kj_uniform_expr_varying(u, s->cond))
+            w = (Walk){true, true};
+        return walk_stmt(u, s->then_stmt, w) | walk_stmt(u, s->else_stmt, w);
+    }
+    case KJ_IR_STMT_FOR: {
+        bool exit_varying = kj_uniform_expr_varying(u, s->start) ||
+                            kj_uniform_expr_varying(u, s->stop) ||
+                            kj_uniform_expr_varying(u, s->step) ||
+                            set_has(&u->loop_varying, s);
+        Walk at = w;
+        at.divergent = w.divergent || exit_varying;
+        assign(u, s->var, exit_varying ? NULL : s->start, at);
+        if (exit_varying)
+            mark_var(u, s->var);
+        return walk_loop(u, s, w, exit_varying);
+    }
+    case KJ_IR_STMT_WHILE:
+        return walk_loop(u, s, w, kj_uniform_expr_varying(u, s->cond) || set_has(&u->loop_varying, s));
+    case KJ_IR_STMT_PARFOR: {
+        if (s->var->id >= 0 && s->var->id < u->var_count) {
+            u->assigned[s->var->id] = true;
+            if (u->sources.parfor_var)
+                mark_var(u, s->var);
+            else
+                mark_not_unit(u, s->var);
+            if (w.divergent)
+                mark_not_unit(u, s->var);
+        }
+        Walk inner = {w.divergent, false};
+        return walk_stmt(u, s->body, inner) & LEAVES_RETURN;
+    }
+    case KJ_IR_STMT_THREADS: /* a split form's loop over the threads (barrier_split.c) */
+        return walk_stmt(u, s->body, (Walk){w.divergent, false}) & LEAVES_RETURN;
+    case KJ_IR_STMT_BREAK:
+        return w.loop_divergent ? LEAVES_BREAK : 0;
+    case KJ_IR_STMT_CONTINUE:
+        return w.loop_divergent ? LEAVES_CONTINUE : 0;
+    case KJ_IR_STMT_RETURN:
+        if (s->value && kj_uniform_expr_varying(u, s->value) && !u->result_varying) {
+            u->result_varying = true;
+            u->changed = true;
+        }
+        if (w.divergent) {
+            if (!u->divergent_return || !u->result_varying)
+                u->changed = true;
+            u->divergent_return = true;
+            u->result_varying = true;
+            return LEAVES_RETURN;
+        }
+        return 0;
+    case KJ_IR_STMT_COUNT:
+        break;
+    }
+    kj_unreachable();
+}
+
+KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUniformSources sources)
+{
+    KjUniformity *u = kj_arena_alloc(arena, sizeof *u);
+    u->fn = fn;
+    u->sources = sources;
+    int max_id = -1;
+    for (int i = 0; i < fn->locals.count; i++) {
+        const KjIrVar *v = fn->locals.items[i];
+        if (v->id > max_id)
+            max_id = v->id;
+    }
+    for (int i = 0; i < fn->param_count; i++)
+        if (fn->params[i]->id > max_id)
+            max_id = fn->params[i]->id;
+    u->var_count = max_id + 1;
+    u->varying = kj_arena_alloc(arena, (size_t)u->var_count + 1);
+    u->not_unit = kj_arena_alloc(arena, (size_t)u->var_count + 1);
+    u->assigned = kj_arena_alloc(arena, (size_t)u->var_count + 1);
+    int capacity = 16;
+    while (capacity < 2 * count_stmts(fn->body) + 2)
+        capacity *= 2;
+    u->divergent = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
+    u->loop_varying = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
+
+    for (int i = 0; i < fn->param_count; i++) {
+        const KjIrVar *p = fn->params[i];
+        u->assigned[p->id] = true;
+        u->not_unit[p->id] = true; /* a varying parameter's lanes are anything */
+        if (i < 64 && (sources.params >> i & 1u))
+            u->varying[p->id] = true;
+    }
+    do {
+        u->changed = false;
+        walk_stmt(u, fn->body, (Walk){false, false});
+    } while (u->changed);
+    return u;
+}
+
+bool kj_uniform_var_varying(const KjUniformity *u, const KjIrVar *var)
+{
+    return var->id >= 0 && var->id < u->var_count && u->varying[var->id];
+}
+
+bool kj_uniform_stmt_divergent(const KjUniformity *u, const KjIrStmt *s)
+{
+    return set_has(&u->divergent, s);
+}
+
+bool kj_uniform_loop_varying(const KjUniformity *u, const KjIrStmt *loop)
+{
+    return set_has(&u->loop_varying, loop);
+}
+
+bool kj_uniform_result_varying(const KjUniformity *u) { return u->result_varying; }
+
+bool kj_uniform_divergent_return(const KjUniformity *u) { return u->divergent_return; }
+
+KjAccessKind kj_uniform_access(const KjUniformity *u, KjIrExpr *const *indices, int count)
+{
+    bool any = false;
+    for (int k = 0; k < count; k++)
+        if (kj_uniform_expr_varying(u, indices[k]))
+            any = true;
+    if (!any)
+        return KJ_ACCESS_UNIFORM;
+    for (int k = 0; k + 1 < count; k++)
+        if (kj_uniform_expr_varying(u, indices[k]))
+            return KJ_ACCESS_GENERAL;
+    return kj_uniform_expr_unit(u, indices[count - 1]) ? KJ_ACCESS_CONTIGUOUS : KJ_ACCESS_GENERAL;
+}

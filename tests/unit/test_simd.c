@@ -1,0 +1,605 @@
+/*
+ * test_simd.c: the SIMD lowering of the cpu targets (codegen_simd.c).  Each
+ * kernel and vectorized function here runs twice on fresh random inputs,
+ * with the SIMD lowering (kjit_options.cpu_simd = 1) and without, on cpu and
+ * parallel: the two must agree bit for bit, and both must match a reference
+ * computed here in C (exact: the operations are IEEE ones in the same order,
+ * or integers).  The kernels cover varying ifs, loops left through break,
+ * continue, return and their condition, integer division by varying
+ * divisors (zeros and -1 among them), shifts by varying counts, saturating
+ * conversions, gathers, scatters, atomics, complex values, and blocks of
+ * every shape (1, 3, 7, 33 threads across; 3-D).  Last, the SIMD path must
+ * be the one taken: the Mandelbrot kernel's assembly has packed multiplies
+ * with it and none without.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit.h"
+#include "kjit_tools.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t next_random(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static double uniform01(void) { return (double)(next_random() >> 11) * 0x1.0p-53; }
+
+static const char source[] =
+    "@kernel\n"
+    "fn mixed(x: f64[], d: i64[], out_f: f64[], out_i: i64[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i >= len(x) { return; }\n"
+    "    let v = x[i];\n"
+    "    let q = d[i];\n"
+    "    let acc = 0.0;\n"
+    "    let count: i64 = 0;\n"
+    "    let div = (q * 7 + 3) / q + (q * 5) % q;\n"
+    "    let k: i64 = 0;\n"
+    "    while k < 40 {\n"
+    "        k += 1;\n"
+    "        if k % 3 == i % 3 { continue; }\n"
+    "        acc = acc * 0.5 + v * f64(k);\n"
+    "        if acc > 50.0 { break; }\n"
+    "        count += 1;\n"
+    "    }\n"
+    "    if v < -0.9 { out_f[i] = -1.0; out_i[i] = count; return; }\n"
+    "    let s = ((count << (q & 63)) ^ (q >> (count & 7))) + i64(v * 1.0e19);\n"
+    "    let edges = i64((v - v) / (v - v)) + i64(v / 0.0) / 2 + i64(v * 3.0e9);\n"
+    "    if v > 0 { out_f[i] = sqrt(acc) / v + f64(q); } else { out_f[i] = acc - v + f64(q * 4097); }\n"
+    "    out_i[i] = div + s + edges;\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn shuffle(src: f32[], idx: i64[], dst: f32[], gathered: f32[], hist: i32[]) {\n"
+    "    let t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
+    "    let b = blockIdx.x + gridDim.x * blockIdx.y;\n"
+    "    let g = i64(b) * i64(blockDim.x * blockDim.y * blockDim.z) + i64(t);\n"
+    "    if g < len(idx) {\n"
+    "        let j = idx[g];\n"
+    "        dst[j] = src[g] * 2.0 + f32(threadIdx.z);\n"
+    "        gathered[g] = src[j] - f32(threadIdx.y);\n"
+    "        atomic_add(hist, j % 8, 1);\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "fn escape_count(c: c128, limit: i32) -> i32 {\n"
+    "    let z = complex(0.0, 0.0);\n"
+    "    for n in range(limit) {\n"
+    "        z = z * z + c;\n"
+    "        if abs(z) > 2.0 { return n; }\n"
+    "    }\n"
+    "    return -1;\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn escape_grid(re: f64[], im: f64[], limit: i32, out: i32[,]) {\n"
+    "    let x = threadIdx.x + blockIdx.x * blockDim.x;\n"
+    "    let y = threadIdx.y + blockIdx.y * blockDim.y;\n"
+    "    if x < len(re) && y < len(im) {\n"
+    "        out[y, x] = escape_count(complex(re[x], im[y]), limit + i32(y % 3));\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "@vectorize(i64(i64))\n"
+    "fn collatz(n) {\n"
+    "    let x = n;\n"
+    "    let steps = 0;\n"
+    "    while x > 1 {\n"
+    "        if x % 2 == 0 { x = x / 2; } else { x = 3 * x + 1; }\n"
+    "        steps += 1;\n"
+    "    }\n"
+    "    return steps;\n"
+    "}\n"
+    "\n"
+    "@vectorize(f64(f64, f64, f64), f32(f32, f32, f32))\n"
+    "fn escape(x, y, limit) {\n"
+    "    let zr = x * 0;\n"
+    "    let zi = x * 0;\n"
+    "    let count = x * 0;\n"
+    "    while count < limit {\n"
+    "        let t = zr * zr - zi * zi + x;\n"
+    "        zi = 2 * zr * zi + y;\n"
+    "        zr = t;\n"
+    "        if zr * zr + zi * zi > 4 { break; }\n"
+    "        count += 1;\n"
+    "    }\n"
+    "    return count;\n"
+    "}\n";
+
+/* ------------------------------------------------------------ references */
+
+static int64_t kdiv(int64_t a, int64_t b)
+{
+    if (b == 0)
+        return a;
+    if (b == -1)
+        return (int64_t)(0 - (uint64_t)a);
+    return a / b;
+}
+
+static int64_t krem(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
+
+static int64_t to_i64_sat(double v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 9223372036854775808.0)
+        return INT64_MAX;
+    if (v < -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+static void mixed_reference(double v, int64_t q, int64_t i, double *out_f, int64_t *out_i)
+{
+    double acc = 0.0;
+    int64_t count = 0;
+    int64_t div = (int64_t)((uint64_t)kdiv((int64_t)((uint64_t)q * 7 + 3), q) + (uint64_t)krem((int64_t)((uint64_t)q * 5), q));
+    int64_t k = 0;
+    while (k < 40) {
+        k += 1;
+        if (k % 3 == i % 3)
+            continue;
+        acc = acc * 0.5 + v * (double)k;
+        if (acc > 50.0)
+            break;
+        count += 1;
+    }
+    if (v < -0.9) {
+        *out_f = -1.0;
+        *out_i = count;
+        return;
+    }
+    uint64_t shifted = (uint64_t)count << (q & 63);
+    int64_t s = (int64_t)((shifted ^ (uint64_t)(q >> (count & 7))) + (uint64_t)to_i64_sat(v * 1.0e19));
+    /* NaN, infinities and values past 32 bits, each way */
+    int64_t edges = (int64_t)((uint64_t)to_i64_sat((v - v) / (v - v)) + (uint64_t)kdiv(to_i64_sat(v / 0.0), 2) +
+                              (uint64_t)to_i64_sat(v * 3.0e9));
+    *out_f = v > 0 ? sqrt(acc) / v + (double)q : acc - v + (double)(int64_t)((uint64_t)q * 4097);
+    *out_i = (int64_t)((uint64_t)div + (uint64_t)s + (uint64_t)edges);
+}
+
+static int escape_count_reference(double cr, double ci, int limit)
+{
+    double zr = 0, zi = 0;
+    for (int n = 0; n < limit; n++) {
+        double r = zr * zr - zi * zi + cr;
+        zi = zr * zi + zi * zr + ci;
+        zr = r;
+        if (hypot(zr, zi) > 2.0)
+            return n;
+    }
+    return -1;
+}
+
+static int64_t collatz_reference(int64_t n)
+{
+    int64_t steps = 0;
+    while (n > 1) {
+        n = n % 2 == 0 ? n / 2 : 3 * n + 1;
+        steps++;
+    }
+    return steps;
+}
+
+static double escape_reference(double x, double y, double limit)
+{
+    double zr = 0, zi = 0, count = 0;
+    while (count < limit) {
+        double t = zr * zr - zi * zi + x;
+        zi = 2 * zr * zi + y;
+        zr = t;
+        if (zr * zr + zi * zi > 4)
+            break;
+        count += 1;
+    }
+    return count;
+}
+
+static float escape_reference_f32(float x, float y, float limit)
+{
+    float zr = 0, zi = 0, count = 0;
+    while (count < limit) {
+        float t = zr * zr - zi * zi + x;
+        zi = 2 * zr * zi + y;
+        zr = t;
+        if (zr * zr + zi * zi > 4)
+            break;
+        count += 1;
+    }
+    return count;
+}
+
+/* ------------------------------------------------------------ fixtures */
+
+typedef struct Pair {
+    kjit_context *context[2]; /* [0] scalar, [1] SIMD */
+    kjit_module *module[2];
+} Pair;
+
+static Pair open_pair(kjit_target target)
+{
+    Pair p;
+    for (int simd = 0; simd < 2; simd++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = target;
+        options.num_threads = 3;
+        options.cpu_simd = simd;
+        ck_assert_int_eq(kjit_context_create(&options, &p.context[simd]), KJIT_OK);
+        ck_assert_msg(kjit_compile_string(p.context[simd], "simd.kern", source, &p.module[simd]) == KJIT_OK,
+                      "%s", kjit_last_error(p.context[simd]));
+    }
+    return p;
+}
+
+static void close_pair(Pair *p)
+{
+    for (int simd = 0; simd < 2; simd++) {
+        kjit_module_free(p->module[simd]);
+        kjit_context_destroy(p->context[simd]);
+    }
+}
+
+static kjit_function *fn_of(Pair *p, int simd, const char *name)
+{
+    kjit_function *fn = NULL;
+    ck_assert_int_eq(kjit_module_function(p->module[simd], name, &fn), KJIT_OK);
+    return fn;
+}
+
+static void launch(Pair *p, int simd, const char *name, const uint32_t grid[3], const uint32_t block[3],
+                   kjit_arg *args, int nargs)
+{
+    ck_assert_msg(kjit_launch(fn_of(p, simd, name), grid, block, args, nargs, NULL) == KJIT_OK, "%s: %s",
+                  name, kjit_last_error(p->context[simd]));
+}
+
+/* The block shapes every kernel runs with: widths that are not multiples
+ * of any vector width, and 3-D blocks. */
+static const uint32_t blocks[][3] = {{1, 1, 1}, {3, 1, 1}, {7, 2, 1}, {33, 1, 1}, {5, 3, 2}, {64, 1, 1}, {4, 4, 4}};
+enum { BLOCK_SHAPES = sizeof blocks / sizeof blocks[0] };
+
+/* ------------------------------------------------------------ kernels */
+
+static void mixed_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    enum { N = 1003 };
+    double *x = malloc(N * sizeof *x), *out_f[2];
+    int64_t *d = malloc(N * sizeof *d), *out_i[2];
+    for (int s = 0; s < 2; s++) {
+        out_f[s] = malloc(N * sizeof(double));
+        out_i[s] = malloc(N * sizeof(int64_t));
+    }
+    for (int b = 0; b < BLOCK_SHAPES; b++) {
+        for (int i = 0; i < N; i++) {
+            x[i] = 2.0 * uniform01() - 1.0;
+            /* divisors: 0, -1, small and large, of both signs */
+            int pick = (int)(next_random() % 6);
+            d[i] = pick == 0 ? 0 : pick == 1 ? -1 : pick == 2 ? INT64_MIN : (int64_t)(next_random() % 200) - 100;
+        }
+        uint32_t threads = blocks[b][0] * blocks[b][1] * blocks[b][2];
+        /* grid(1) counts blockIdx.x * blockDim.x + threadIdx.x: a 1-D grid
+         * of blocks whose x extent covers N; their y and z threads repeat
+         * the same indices, writing the same values */
+        uint32_t grid[3] = {(N + blocks[b][0] - 1) / blocks[b][0], 1, 1};
+        (void)threads;
+        int64_t shape[1] = {N};
+        for (int s = 0; s < 2; s++) {
+            memset(out_f[s], 0, N * sizeof(double));
+            memset(out_i[s], 0, N * sizeof(int64_t));
+            kjit_array ax = kjit_array_make(x, KJIT_F64, 1, shape), ad = kjit_array_make(d, KJIT_I64, 1, shape),
+                       af = kjit_array_make(out_f[s], KJIT_F64, 1, shape),
+                       ai = kjit_array_make(out_i[s], KJIT_I64, 1, shape);
+            kjit_arg args[4] = {kjit_arg_array(&ax), kjit_arg_array(&ad), kjit_arg_array(&af), kjit_arg_array(&ai)};
+            launch(&p, s, "mixed", grid, blocks[b], args, 4);
+        }
+        for (int i = 0; i < N; i++) {
+            double want_f;
+            int64_t want_i;
+            mixed_reference(x[i], d[i], i, &want_f, &want_i);
+            ck_assert_msg(memcmp(&out_f[0][i], &out_f[1][i], sizeof(double)) == 0 && out_i[0][i] == out_i[1][i],
+                          "block %u,%u,%u element %d: scalar %a %lld, SIMD %a %lld", blocks[b][0], blocks[b][1],
+                          blocks[b][2], i, out_f[0][i], (long long)out_i[0][i], out_f[1][i], (long long)out_i[1][i]);
+            ck_assert_msg(out_f[1][i] == want_f && out_i[1][i] == want_i,
+                          "element %d (x %a, d %lld): %a %lld, want %a %lld", i, x[i], (long long)d[i],
+                          out_f[1][i], (long long)out_i[1][i], want_f, (long long)want_i);
+        }
+    }
+    for (int s = 0; s < 2; s++) {
+        free(out_f[s]);
+        free(out_i[s]);
+    }
+    free(x);
+    free(d);
+    close_pair(&p);
+}
+
+START_TEST(mixed_control_flow_cpu) { mixed_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(mixed_control_flow_parallel) { mixed_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
+static void shuffle_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    enum { N = 999 };
+    float *src = malloc(N * sizeof *src), *dst[2], *gathered[2];
+    int64_t *idx = malloc(N * sizeof *idx);
+    int32_t hist[2][8];
+    for (int s = 0; s < 2; s++) {
+        dst[s] = malloc(N * sizeof(float));
+        gathered[s] = malloc(N * sizeof(float));
+    }
+    for (int b = 0; b < BLOCK_SHAPES; b++) {
+        /* a random permutation: every dst element written once */
+        for (int i = 0; i < N; i++) {
+            src[i] = (float)(uniform01() * 100.0 - 50.0);
+            idx[i] = i;
+        }
+        for (int i = N - 1; i > 0; i--) {
+            int j = (int)(next_random() % (uint64_t)(i + 1));
+            int64_t t = idx[i];
+            idx[i] = idx[j];
+            idx[j] = t;
+        }
+        uint32_t threads = blocks[b][0] * blocks[b][1] * blocks[b][2];
+        uint32_t count = (N + threads - 1) / threads;
+        uint32_t grid[3] = {(count + 1) / 2, 2, 1};
+        int64_t shape[1] = {N}, hshape[1] = {8};
+        for (int s = 0; s < 2; s++) {
+            memset(dst[s], 0, N * sizeof(float));
+            memset(gathered[s], 0, N * sizeof(float));
+            memset(hist[s], 0, sizeof hist[s]);
+            kjit_array as = kjit_array_make(src, KJIT_F32, 1, shape), ai = kjit_array_make(idx, KJIT_I64, 1, shape),
+                       ad = kjit_array_make(dst[s], KJIT_F32, 1, shape),
+                       ag = kjit_array_make(gathered[s], KJIT_F32, 1, shape),
+                       ah = kjit_array_make(hist[s], KJIT_I32, 1, hshape);
+            kjit_arg args[5] = {kjit_arg_array(&as), kjit_arg_array(&ai), kjit_arg_array(&ad),
+                                kjit_arg_array(&ag), kjit_arg_array(&ah)};
+            launch(&p, s, "shuffle", grid, blocks[b], args, 5);
+        }
+        ck_assert(memcmp(dst[0], dst[1], N * sizeof(float)) == 0);
+        ck_assert(memcmp(gathered[0], gathered[1], N * sizeof(float)) == 0);
+        ck_assert(memcmp(hist[0], hist[1], sizeof hist[0]) == 0);
+        int32_t want_hist[8] = {0};
+        for (int g = 0; g < N; g++) {
+            /* thread g of the launch: its z and y within the block */
+            uint32_t t = (uint32_t)g % threads;
+            uint32_t tz = t / (blocks[b][0] * blocks[b][1]), ty = t / blocks[b][0] % blocks[b][1];
+            float want_dst = src[g] * 2.0f + (float)tz;
+            float want_gathered = src[idx[g]] - (float)ty;
+            ck_assert_msg(dst[1][idx[g]] == want_dst, "block %u,%u,%u: dst[%lld] %g, want %g", blocks[b][0],
+                          blocks[b][1], blocks[b][2], (long long)idx[g], dst[1][idx[g]], want_dst);
+            ck_assert_msg(gathered[1][g] == want_gathered, "gathered[%d] %g, want %g", g, gathered[1][g],
+                          want_gathered);
+            want_hist[idx[g] % 8]++;
+        }
+        ck_assert(memcmp(hist[1], want_hist, sizeof want_hist) == 0);
+    }
+    for (int s = 0; s < 2; s++) {
+        free(dst[s]);
+        free(gathered[s]);
+    }
+    free(src);
+    free(idx);
+    close_pair(&p);
+}
+
+START_TEST(gather_scatter_atomics_cpu) { shuffle_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(gather_scatter_atomics_parallel) { shuffle_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
+static void escape_grid_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    enum { W = 77, H = 41, LIMIT = 30 };
+    double re[W], im[H];
+    int32_t *out[2];
+    for (int s = 0; s < 2; s++)
+        out[s] = malloc(W * H * sizeof(int32_t));
+    for (int x = 0; x < W; x++)
+        re[x] = -2.0 + 2.6 * uniform01();
+    for (int y = 0; y < H; y++)
+        im[y] = -1.2 + 2.4 * uniform01();
+    const uint32_t shapes[][3] = {{8, 4, 1}, {3, 5, 1}, {33, 2, 1}, {1, 16, 1}};
+    for (size_t b = 0; b < sizeof shapes / sizeof shapes[0]; b++) {
+        uint32_t grid[3] = {(W + shapes[b][0] - 1) / shapes[b][0], (H + shapes[b][1] - 1) / shapes[b][1], 1};
+        int64_t rshape[1] = {W}, ishape[1] = {H}, oshape[2] = {H, W};
+        for (int s = 0; s < 2; s++) {
+            memset(out[s], 0x55, W * H * sizeof(int32_t));
+            kjit_array ar = kjit_array_make(re, KJIT_F64, 1, rshape), ai = kjit_array_make(im, KJIT_F64, 1, ishape),
+                       ao = kjit_array_make(out[s], KJIT_I32, 2, oshape);
+            kjit_arg args[4] = {kjit_arg_array(&ar), kjit_arg_array(&ai), kjit_arg_i32(LIMIT), kjit_arg_array(&ao)};
+            launch(&p, s, "escape_grid", grid, shapes[b], args, 4);
+        }
+        ck_assert(memcmp(out[0], out[1], W * H * sizeof(int32_t)) == 0);
+        /* hypot is libm's in the reference and libmvec's on SIMD lanes:
+         * a point on the boundary may escape one step apart */
+        int differ = 0;
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                int want = escape_count_reference(re[x], im[y], LIMIT + y % 3);
+                int got = out[1][y * W + x];
+                if (got != want) {
+                    differ++;
+                    ck_assert_msg(abs(got - want) <= 1, "(%d,%d): %d, want %d", y, x, got, want);
+                }
+            }
+        ck_assert_msg(differ <= W * H / 100, "%d points differ", differ);
+    }
+    for (int s = 0; s < 2; s++)
+        free(out[s]);
+    close_pair(&p);
+}
+
+START_TEST(complex_escape_time_cpu) { escape_grid_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(complex_escape_time_parallel) { escape_grid_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
+/* ------------------------------------------------------------ vectorized */
+
+static void call(Pair *p, int simd, const char *name, kjit_arg *args, int nargs, kjit_array *out)
+{
+    ck_assert_msg(kjit_call(fn_of(p, simd, name), args, nargs, out, NULL) == KJIT_OK, "%s: %s", name,
+                  kjit_last_error(p->context[simd]));
+}
+
+static void vectorized_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    const int64_t lengths[] = {1, 3, 7, 33, 1000};
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        int64_t n = lengths[l], shape[1] = {n};
+        int64_t *seeds = malloc((size_t)n * sizeof *seeds), *steps[2];
+        double *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y), *counts[2];
+        float *xf = malloc((size_t)n * sizeof *xf), *yf = malloc((size_t)n * sizeof *yf), *countsf[2];
+        for (int64_t i = 0; i < n; i++) {
+            seeds[i] = (int64_t)(next_random() % 100000) + 1;
+            x[i] = -2.0 + 2.5 * uniform01();
+            y[i] = -1.2 + 2.4 * uniform01();
+            xf[i] = (float)x[i];
+            yf[i] = (float)y[i];
+        }
+        for (int s = 0; s < 2; s++) {
+            steps[s] = calloc((size_t)n, sizeof(int64_t));
+            counts[s] = calloc((size_t)n, sizeof(double));
+            countsf[s] = calloc((size_t)n, sizeof(float));
+            kjit_array as = kjit_array_make(seeds, KJIT_I64, 1, shape), ao = kjit_array_make(steps[s], KJIT_I64, 1, shape);
+            kjit_arg a1[1] = {kjit_arg_array(&as)};
+            call(&p, s, "collatz", a1, 1, &ao);
+            kjit_array ax = kjit_array_make(x, KJIT_F64, 1, shape), ay = kjit_array_make(y, KJIT_F64, 1, shape),
+                       ac = kjit_array_make(counts[s], KJIT_F64, 1, shape);
+            kjit_arg a2[3] = {kjit_arg_array(&ax), kjit_arg_array(&ay), kjit_arg_f64(60)};
+            call(&p, s, "escape", a2, 3, &ac);
+            kjit_array axf = kjit_array_make(xf, KJIT_F32, 1, shape), ayf = kjit_array_make(yf, KJIT_F32, 1, shape),
+                       acf = kjit_array_make(countsf[s], KJIT_F32, 1, shape);
+            kjit_arg a3[3] = {kjit_arg_array(&axf), kjit_arg_array(&ayf), kjit_arg_f32(45)};
+            call(&p, s, "escape", a3, 3, &acf);
+        }
+        ck_assert(memcmp(steps[0], steps[1], (size_t)n * sizeof(int64_t)) == 0);
+        ck_assert(memcmp(counts[0], counts[1], (size_t)n * sizeof(double)) == 0);
+        ck_assert(memcmp(countsf[0], countsf[1], (size_t)n * sizeof(float)) == 0);
+        for (int64_t i = 0; i < n; i++) {
+            ck_assert_msg(steps[1][i] == collatz_reference(seeds[i]), "collatz(%lld): %lld", (long long)seeds[i],
+                          (long long)steps[1][i]);
+            ck_assert_msg(counts[1][i] == escape_reference(x[i], y[i], 60), "escape(%a, %a): %g", x[i], y[i],
+                          counts[1][i]);
+            ck_assert_msg(countsf[1][i] == escape_reference_f32(xf[i], yf[i], 45), "escape f32(%a, %a): %g",
+                          (double)xf[i], (double)yf[i], (double)countsf[1][i]);
+        }
+        for (int s = 0; s < 2; s++) {
+            free(steps[s]);
+            free(counts[s]);
+            free(countsf[s]);
+        }
+        free(seeds);
+        free(x);
+        free(y);
+        free(xf);
+        free(yf);
+    }
+    /* broadcasting: a 2-D output from a row and a column (the strided
+     * layout, whose elements are gathered) */
+    enum { R = 9, C = 13 };
+    double rows[C], cols[R], out[2][R * C];
+    for (int i = 0; i < C; i++)
+        rows[i] = -2.0 + 2.5 * uniform01();
+    for (int j = 0; j < R; j++)
+        cols[j] = -1.2 + 2.4 * uniform01();
+    int64_t rshape[2] = {1, C}, cshape[2] = {R, 1}, oshape[2] = {R, C};
+    for (int s = 0; s < 2; s++) {
+        kjit_array ar = kjit_array_make(rows, KJIT_F64, 2, rshape), ac = kjit_array_make(cols, KJIT_F64, 2, cshape),
+                   ao = kjit_array_make(out[s], KJIT_F64, 2, oshape);
+        kjit_arg args[3] = {kjit_arg_array(&ar), kjit_arg_array(&ac), kjit_arg_f64(40)};
+        call(&p, s, "escape", args, 3, &ao);
+    }
+    ck_assert(memcmp(out[0], out[1], sizeof out[0]) == 0);
+    for (int j = 0; j < R; j++)
+        for (int i = 0; i < C; i++)
+            ck_assert(out[1][j * C + i] == escape_reference(rows[i], cols[j], 40));
+    close_pair(&p);
+}
+
+START_TEST(vectorized_loops_cpu) { vectorized_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(vectorized_loops_parallel) { vectorized_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
+/* ------------------------------------------------------------ the path taken */
+
+/* The text of function `name` in assembly (from its label to the next
+ * .Lfunc_end label). */
+static char *function_text(const char *asm_text, const char *name)
+{
+    char label[256];
+    snprintf(label, sizeof label, "\n%s:", name);
+    const char *start = strstr(asm_text, label);
+    ck_assert_msg(start, "no %s in the assembly", name);
+    const char *end = strstr(start + 1, "\n.Lfunc_end");
+    ck_assert(end);
+    char *text = malloc((size_t)(end - start) + 1);
+    memcpy(text, start, (size_t)(end - start));
+    text[end - start] = '\0';
+    return text;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+START_TEST(mandelbrot_runs_on_lanes)
+{
+    int packed[2];
+    for (int simd = 0; simd < 2; simd++) {
+        kjit_stage_options options;
+        kjit_stage_options_init(&options);
+        options.cpu_simd = simd;
+        char *bytes = NULL, *error = NULL;
+        size_t size = 0;
+        ck_assert_msg(kjit_stage_file("examples/mandelbrot.kern", KJIT_STAGE_ASM, &options, &bytes, &size, &error) ==
+                          KJIT_OK,
+                      "%s", error ? error : "?");
+        char *text = function_text(bytes, "mandel_kernel__block");
+        /* packed f64 multiplies: mulpd (SSE) or vmulpd on xmm, ymm or zmm */
+        packed[simd] = count_of(text, "mulpd");
+        free(text);
+        free(bytes);
+    }
+    ck_assert_msg(packed[0] == 0, "the scalar code has %d packed multiplies", packed[0]);
+    ck_assert_msg(packed[1] >= 6, "the SIMD code has %d packed multiplies", packed[1]);
+}
+END_TEST
+
+Suite *suite_simd(void)
+{
+    Suite *s = suite_create("simd");
+    TCase *tc = tcase_create("lanes");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, mixed_control_flow_cpu);
+    tcase_add_test(tc, mixed_control_flow_parallel);
+    tcase_add_test(tc, gather_scatter_atomics_cpu);
+    tcase_add_test(tc, gather_scatter_atomics_parallel);
+    tcase_add_test(tc, complex_escape_time_cpu);
+    tcase_add_test(tc, complex_escape_time_parallel);
+    tcase_add_test(tc, vectorized_loops_cpu);
+    tcase_add_test(tc, vectorized_loops_parallel);
+    tcase_add_test(tc, mandelbrot_runs_on_lanes);
+    suite_add_tcase(s, tc);
+    return s;
+}
