@@ -342,6 +342,24 @@ static void print_stmt(Printer *p, const KjIrStmt *s, int depth)
             print_expr(p, s->value);
         }
         break;
+    case KJ_IR_STMT_THREADS:
+        fputs("threads", p->out);
+        if (s->start || s->stop) {
+            fputs(" with threadIdx.x in [", p->out);
+            if (s->start)
+                print_expr(p, s->start);
+            else
+                fputs("0", p->out);
+            fputs(", ", p->out);
+            if (s->stop)
+                print_expr(p, s->stop);
+            else
+                fputs("blockDim.x", p->out);
+            fputs(")", p->out);
+        }
+        fputc('\n', p->out);
+        print_body(p, s->body, depth + 1);
+        return;
     case KJ_IR_STMT_PARFOR:
         fputs("parfor ", p->out);
         print_var_name(p, s->var);
@@ -435,6 +453,7 @@ typedef struct Verifier {
     const KjIrFunction *fn;
     int fn_index;
     int loop_depth;
+    bool in_threads; /* inside a THREADS statement */
     KjBuf why;
 } Verifier;
 
@@ -766,6 +785,8 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         return true;
     }
     case KJ_IR_SYNCTHREADS:
+        if (v->fn->split_of)
+            return fail(v, e->loc, "syncthreads in a split form (its barriers are its regions' ends)");
         return t == kj_type_void() ? args_are(v, e, 0, NULL)
                                    : fail(v, e->loc, "syncthreads typed %s", kj_type_name(t));
     case KJ_IR_EXEC:
@@ -914,6 +935,24 @@ static bool verify_stmt(Verifier *v, const KjIrStmt *s)
         if (s->stop->type != kj_type_scalar(KJ_TYPE_I64))
             return fail(v, s->loc, "parfor bound is %s", kj_type_name(s->stop->type));
         return verify_stmt(v, s->body);
+    case KJ_IR_STMT_THREADS: {
+        /* the cpu targets' loop over a block's threads: only in a split form,
+         * never nested, and no break or continue leaves it */
+        if (!v->fn->split_of || v->fn->kind != KJ_IR_FN_KERNEL)
+            return fail(v, s->loc, "threads loop outside a kernel's split form");
+        if (v->in_threads)
+            return fail(v, s->loc, "threads loop inside another");
+        if ((s->start && (!verify_expr(v, s->start) || s->start->type != kj_type_scalar(KJ_TYPE_I64))) ||
+            (s->stop && (!verify_expr(v, s->stop) || s->stop->type != kj_type_scalar(KJ_TYPE_I64))))
+            return fail(v, s->loc, "threads loop with a bad range of threadIdx.x");
+        int loops = v->loop_depth;
+        v->in_threads = true;
+        v->loop_depth = 0;
+        bool ok = verify_stmt(v, s->body);
+        v->in_threads = false;
+        v->loop_depth = loops;
+        return ok;
+    }
     default:
         return fail(v, s->loc, "unknown statement kind %d", (int)s->kind);
     }
@@ -966,7 +1005,10 @@ static bool verify_function(Verifier *v, const KjIrFunction *fn)
         return fail(v, fn->loc, "negative shared memory size");
     if (fn->local_bytes < 0 || fn->local_bytes > KJ_MAX_LOCAL_BYTES)
         return fail(v, fn->loc, "local memory of %" PRId64 " bytes per thread", fn->local_bytes);
+    if (fn->split && (fn->kind != KJ_IR_FN_KERNEL || fn->split->split_of != fn))
+        return fail(v, fn->loc, "a split form that is not this kernel's");
     v->loop_depth = 0;
+    v->in_threads = false;
     return verify_stmt(v, fn->body);
 }
 

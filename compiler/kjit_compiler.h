@@ -3,8 +3,9 @@
  *
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
- * grammar/kern.re), parse.c (AST), check.c, check_expr.c and check_exec.c (names,
- * types, AST to IR; check_print.c for print), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * grammar/kern.re), parse.c (AST), check.c, check_expr.c, check_operator.c,
+ * check_call.c and check_exec.c (names, types, AST to IR; check_print.c for
+ * print), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
  * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
@@ -433,7 +434,7 @@ typedef enum {
  *   where  KJ_IN_ANY: any function; KJ_IN_KERNEL: @kernel functions only;
  *          KJ_IN_LET: a kernel's let value only (let buf = shared(f32, 256););
  *          KJ_IN_FOR: a for loop's range only.
- *   rule   the check_expr.c function that types the call (the X-macro is
+ *   rule   the check_call.c function that types the call (the X-macro is
  *          expanded there only), and that builds the IR the back end lowers.
  * Adding a built-in is one line here, its rule, and the lowering of any new
  * IR op it makes.  Math functions and atomics have lists of their own above.
@@ -648,7 +649,11 @@ typedef struct KjIrExpr {
     X(RETURN)   /* value (or NULL) */                                                        \
     X(PARFOR)   /* var (i64) over [0, stop): the vectorize pass's index space; each target   \
                    walks it its own way (a loop over a sub-range on cpu, the thread pool on  \
-                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */
+                   parallel, a grid-stride loop on cuda). Only in VEC_KERNEL functions. */ \
+    X(THREADS)  /* body, once for each thread of the block (z, y, x from 0, x fastest): in   \
+                   it threadIdx is that thread's, and a return ends that thread's turn;      \
+                   start, stop (i64, or NULL): only threads with start <= threadIdx.x < stop.\
+                   Only in a kernel's split form (barrier_split.c), for the cpu targets. */
 
 typedef enum {
 #define X(kind) KJ_IR_STMT_##kind,
@@ -668,7 +673,7 @@ typedef struct KjIrStmt {
     int index_count;
     KjIrExpr *cond;    /* IF, WHILE */
     KjIrExpr *start, *stop, *step; /* FOR; PARFOR uses stop */
-    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR body */
+    struct KjIrStmt *then_stmt, *else_stmt, *body; /* IF; FOR/WHILE/PARFOR/THREADS body */
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
@@ -717,6 +722,12 @@ typedef struct KjIrFunction {
     const char *device_use;
     const char *device_chain;
     KjLoc device_loc;
+    /* KERNEL with syncthreads(), cpu targets: the kernel cut at its barriers
+     * into THREADS loops (barrier_split.c), which runs a whole block in one
+     * call; NULL while none was asked for or when it must run on fibers.
+     * split_of: in such a split form, the kernel it was made from. */
+    struct KjIrFunction *split;
+    struct KjIrFunction *split_of;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -762,10 +773,13 @@ bool kj_ir_verify(const KjIrModule *module, char **why);
 typedef struct KjModuleLoader KjModuleLoader;
 KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, KjDiag *diag);
 
-/* =============================================== check.c / check_expr.c internals */
+/* ============================================================ checker internals */
 
-/* The checker's state and the helpers its two files share: check.c does the
- * module, functions and statements, check_expr.c the expressions. */
+/* The checker's state and the helpers its files share: check.c does the
+ * module, functions and statements; check_expr.c the expressions, with
+ * check_operator.c for operators and check_call.c for casts, built-ins and
+ * calls; check_reduce.c, check_guvectorize.c, check_print.c and check_exec.c
+ * what their names say. */
 
 typedef enum { KJ_CHECK_FN_UNCHECKED, KJ_CHECK_FN_CHECKING, KJ_CHECK_FN_DONE } KjCheckFnState;
 
@@ -893,23 +907,50 @@ bool kj_check_guvectorize_params(KjChecker *c, KjCheckFn *info, KjLoc where,
 
 /* check_expr.c: IR shorthands. */
 KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
+KjIrExpr *kj_check_unary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a);
+KjIrExpr *kj_check_binary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
+                             KjIrExpr *b);
 KjIrExpr *kj_check_int_const(KjChecker *c, const KjType *type, int64_t value, KjLoc loc);
+KjIrExpr *kj_check_float_const(KjChecker *c, const KjType *type, double value, KjLoc loc);
 KjIrExpr *kj_check_var_ref(KjChecker *c, KjIrVar *var, KjLoc loc);
+KjIrExpr *kj_check_sreg(KjChecker *c, KjSpecialReg reg, KjLoc loc);
+/* e as `to`: itself if it has that type already, else a CAST. */
+KjIrExpr *kj_check_cast_ir(KjChecker *c, KjIrExpr *e, const KjType *to);
 KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e);
 bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e);
 void kj_check_note_impure(KjChecker *c);
 
 /* check_expr.c: implicit typing. */
 const KjType *kj_check_common_type(const KjType *a, const KjType *b, const char **why);
+bool kj_check_int_fits(int64_t v, const KjType *t);
+KjIrExpr *kj_check_settle(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc);
 KjIrExpr *kj_check_settle_default(KjChecker *c, KjIrExpr *e);
 KjIrExpr *kj_check_convert(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc,
                            const char *context);
 KjIrExpr *kj_check_need_value(KjChecker *c, KjIrExpr *e, KjLoc loc);
-
-/* check_expr.c: built-ins. */
-bool kj_check_is_builtin_name(const char *name);
-bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what);
 bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
+
+/* check_expr.c: expressions. */
+KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_name(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_index(KjChecker *c, KjNode *n);
+KjCheckFn *kj_check_find_function(KjChecker *c, const char *name);
+bool kj_check_is_poisoned(KjChecker *c, const KjIrVar *var);
+
+/* check_operator.c: the operators.  kj_check_unify brings two operands to one
+ * type (NULL after an error) and returns it; `op` names the operation in errors. */
+KjIrExpr *kj_check_unary(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_binary_values(KjChecker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r,
+                                 KjLoc loc);
+const KjType *kj_check_unify(KjChecker *c, KjIrExpr **l, KjIrExpr **r, KjLoc loc,
+                             const char *op);
+
+/* check_call.c: built-ins and calls. */
+KjIrExpr *kj_check_call(KjChecker *c, KjNode *n);
+bool kj_check_is_builtin_name(const char *name);
+bool kj_check_builtin_constant(const char *name, double *value);
+int kj_check_register_group(const char *name);
+bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what);
 bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
 bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
 KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
@@ -921,15 +962,6 @@ KjIrExpr *kj_check_print(KjChecker *c, KjNode *n);
 KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n);
 bool kj_check_is_kernel_constant(const char *name);
 KjIrExpr *kj_check_kernel_constant(KjChecker *c, KjNode *n);
-
-/* check_expr.c: expressions. */
-KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_name(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_index(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_binary_values(KjChecker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r,
-                                 KjLoc loc);
-KjCheckFn *kj_check_find_function(KjChecker *c, const char *name);
-bool kj_check_is_poisoned(KjChecker *c, const KjIrVar *var);
 
 /* =================================================================== module.c */
 
@@ -996,6 +1028,21 @@ typedef struct KjVecVariant {
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
 
+/* The skeleton of a lifted VEC_KERNEL, shared by vectorize.c and
+ * guvectorize.c.  kj_lift_kernel: the kernel `symbol` the module already
+ * has (*is_new false), or a new one lifted from `from` (its name, location,
+ * `scalar`), without parameters or body yet.  kj_lift_coords: sets into
+ * `body` the coordinates of flat index `index` over the first `rank` extents
+ * of array `shape`, last dimension fastest.  kj_lift_finish: fn's body, a
+ * PARFOR of `index` over the product of those extents running `body`; fn
+ * joins the module. */
+KjIrFunction *kj_lift_kernel(KjIrModule *module, KjIrFunction *from, const char *symbol,
+                             bool *is_new);
+void kj_lift_coords(KjIrModule *module, KjIrFunction *fn, KjIrStmt *body, KjIrVar *index,
+                    KjIrVar *shape, int rank, KjIrVar **coords);
+void kj_lift_finish(KjIrModule *module, KjIrFunction *fn, KjIrVar *index, KjIrVar *shape,
+                    int rank, KjIrStmt *body);
+
 /* ================================================================== uniform.c */
 
 /*
@@ -1009,6 +1056,9 @@ typedef struct KjUniformSources {
     uint32_t sregs;  /* bit (1u << KjSpecialReg): that register is varying */
     uint64_t params; /* bit i: parameter i is varying */
     bool parfor_var; /* the PARFOR index is varying */
+    bool loads;      /* every load and call varies: another thread may write the
+                        memory between two threads' reads (the barrier split,
+                        whose threads run one after another) */
 } KjUniformSources;
 
 typedef enum {
@@ -1040,6 +1090,21 @@ KjAccessKind kj_uniform_access(const KjUniformity *u, KjIrExpr *const *indices, 
 /* The callee stores, prints, runs atomics or reads the thread (here or in
  * what it calls): a call to it runs once per thread. */
 bool kj_uniform_call_has_effects(const KjIrFunction *callee);
+
+/* ============================================================ barrier_split.c */
+
+/* The most threads a block has (CUDA's limit, which kjit_launch enforces):
+ * the split form keeps the values that live across a barrier in arrays of
+ * this many elements. */
+#define KJ_MAX_BLOCK_THREADS 1024
+
+/*
+ * The split form of a kernel whose syncthreads() calls all sit outside
+ * varying control flow (the cpu targets run it without fibers): kernel->split,
+ * made once and added to the module.  NULL when the kernel must stay on
+ * fibers; *why (may be NULL) then says why, for --dump and the tests.
+ */
+KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const char **why);
 
 /* =================================================================== reduce.c */
 
@@ -1183,6 +1248,7 @@ typedef struct KjPipelineRoot {
     const KjGufuncLayout *gufunc;  /* a @guvectorize signature lifted over loop_ndim */
     int loop_ndim;
     bool gufunc_contiguous;        /* its cores C-contiguous (kj_guvectorize) */
+    bool split_barriers;           /* cpu targets: make a kernel's split form (fn->split) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 

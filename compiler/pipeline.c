@@ -12,6 +12,7 @@
  *   middle, once per root           vectorize (a @vectorize signature),
  *                                   reduce (a @reduce signature, one level) or
  *                                   guvectorize (a @guvectorize signature) -> verify
+ *                                   barrier split (cpu: a kernel's thread loops) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
  * The checked module is always verified: a verifier failure is a compiler bug,
@@ -114,6 +115,15 @@ bool kj_pipeline_run(KjPipeline *p)
         if (p->verify && !verified(p, root->reduce ? "reduce"
                                       : root->gufunc ? "guvectorize" : "vectorize"))
             return false;
+        /* barrier split: a kernel with syncthreads() -> its split form, for
+         * the cpu targets (barrier_split.c has the contract); none when its
+         * barriers must stay on fibers. */
+        if (root->split_barriers && root->root->kind == KJ_IR_FN_KERNEL &&
+            root->root->uses_syncthreads && !root->root->split) {
+            kj_barrier_split(p->module, root->root, NULL);
+            if (p->verify && !verified(p, "barrier split"))
+                return false;
+        }
     }
     return true;
 }

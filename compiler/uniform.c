@@ -182,8 +182,12 @@ bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e)
         return true;
     case KJ_IR_EXEC:
         return e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK;
+    case KJ_IR_LOAD:
+        if (u->sources.loads)
+            return true;
+        break;
     case KJ_IR_CALL:
-        if (e->callee && kj_uniform_call_has_effects(e->callee))
+        if (e->callee && (u->sources.loads || kj_uniform_call_has_effects(e->callee)))
             return true;
         break;
     default:
@@ -319,6 +323,8 @@ static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
         Walk inner = {w.divergent, false};
         return walk_stmt(u, s->body, inner) & LEAVES_RETURN;
     }
+    case KJ_IR_STMT_THREADS: /* a split form's loop over the threads (barrier_split.c) */
+        return walk_stmt(u, s->body, (Walk){w.divergent, false}) & LEAVES_RETURN;
     case KJ_IR_STMT_BREAK:
         return w.loop_divergent ? LEAVES_BREAK : 0;
     case KJ_IR_STMT_CONTINUE:

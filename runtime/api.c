@@ -443,6 +443,9 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
                     .verify = kj_pipeline_verify_default(),
                     .checks = context->options.check != 0};
+    /* the cpu targets run a kernel with barriers through its split form */
+    root->split_barriers = context->runtime != &kj_runtime_cuda && context->options.cpu_simd &&
+                           !context->options.check;
     bool ok = kj_pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",

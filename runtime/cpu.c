@@ -13,7 +13,9 @@
  * fiber, and lets a barrier's threads go on only once all of them (the 32
  * lanes of a warp, the block, or the grid) have reached it, handing each the
  * collective's result.  That holds for barriers anywhere, inside loops and
- * branches too, which splitting the kernel at its barriers would make hard.
+ * branches too.  A kernel whose syncthreads() calls sit outside varying
+ * control flow has a split form instead (barrier_split.c), whose __block
+ * entry runs the block's threads in loops between the barriers: no fibers.
  * A kernel with syncgrid() runs every thread of its grid as fibers of one
  * group on the calling thread, so that all blocks are resident at once.
  */
@@ -697,16 +699,23 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
     }
     if (blocks == 0 || (uint64_t)block[0] * block[1] * block[2] == 0)
         return KJIT_OK;
-    bool fibers = kernel->uses_syncthreads || kernel->uses_syncgrid;
+    /* A kernel with barriers runs without fibers when the code has a __block
+     * entry for it: its split form (barrier_split.c), whose loops over the
+     * block's threads keep per-thread values in arrays of at most
+     * KJ_MAX_BLOCK_THREADS. */
+    bool split = kernel->uses_syncthreads && !kernel->uses_syncgrid && kernel->split && block_fn &&
+                 (uint64_t)block[0] * block[1] * block[2] <= KJ_MAX_BLOCK_THREADS;
+    bool fibers = (kernel->uses_syncthreads && !split) || kernel->uses_syncgrid;
+    int64_t local_bytes = split ? kernel->split->local_bytes : kernel->local_bytes;
     if (fibers && !thread_fn) {
         *error = kj_xstrdup("kernel has no per-thread entry point for its barriers");
         return KJIT_ERROR_BACKEND;
     }
-    if (!fibers && kernel->local_bytes > CALLER_STACK_CHECK_BYTES) {
+    if (!fibers && local_bytes > CALLER_STACK_CHECK_BYTES) {
         /* Without fibers the threads run on this thread's stack (and the pool
          * workers', which have KJ_POOL_STACK_BYTES): make sure the local()
          * arrays fit before running rather than overflow it. */
-        size_t need = (size_t)kernel->local_bytes + FIBER_FRAME_BYTES;
+        size_t need = (size_t)local_bytes + FIBER_FRAME_BYTES;
         size_t room = caller_stack_room();
         if (room < need) {
             char text[256];

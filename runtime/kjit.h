@@ -136,14 +136,17 @@ typedef struct kjit_options {
     kjit_print_fn on_print;
     void *print_user;
     /* cpu and parallel: 1 runs a kernel's threads (without barriers) and a
-     * vectorized function's elements (when it loops) on SIMD lanes, 0 keeps
-     * the scalar code (for comparison and debugging); part of the cache key.
+     * vectorized function's elements (when it loops) on SIMD lanes, and a
+     * kernel whose syncthreads() calls sit outside varying control flow as
+     * loops over its threads between the barriers; 0 keeps the scalar code
+     * and runs every kernel with barriers on fibers, one per thread (for
+     * comparison and debugging); part of the cache key.
      * Default: 1 unless KJIT_CPU_SIMD=0. */
     int cpu_simd;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
- * KJIT_LINEINFO, check from KJIT_CHECK). */
+ * KJIT_LINEINFO, check from KJIT_CHECK, cpu_simd from KJIT_CPU_SIMD). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);

@@ -95,7 +95,8 @@ typedef struct kjit_stage_options {
     kjit_diagnostic_fn on_diagnostic; /* syntax and type errors, one call each */
     void *diagnostic_user;
     bool line_info;        /* .kern line tables (DWARF, PTX .loc); init: KJIT_LINEINFO */
-    bool cpu_simd;         /* cpu: threads and elements on SIMD lanes; init: unless KJIT_CPU_SIMD=0 */
+    bool cpu_simd;         /* cpu: threads and elements on SIMD lanes, kernels' split
+                              forms; init: unless KJIT_CPU_SIMD=0 */
 } kjit_stage_options;
 
 void kjit_stage_options_init(kjit_stage_options *options); /* cpu, -O3, no verify */

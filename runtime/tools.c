@@ -210,7 +210,7 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                                   .cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90",
                                   .verify = options->verify,
                                   .line_info = options->line_info,
-                                  .cpu_simd = options->cpu_simd};
+                                  .cpu_simd = options->cpu_simd && !cuda};
     switch (stage) {
     case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
     case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;
@@ -267,6 +267,8 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
         p.root_count = collect_roots(&arena, p.module, options->function,
                                       options->target == KJIT_TARGET_CUDA, &p.roots);
         p.stop = KJ_STAGE_ROOTS;
+        for (int i = 0; i < p.root_count; i++)
+            p.roots[i].split_barriers = options->target != KJIT_TARGET_CUDA && options->cpu_simd;
         if (p.root_count == 0) {
             KjBuf why = {0};
             kj_buf_printf(&why, "%s has no function%s%s", path, options->function ? " named " : "",

@@ -138,7 +138,7 @@ static bool leaves_or_loops(const KjIrStmt *s)
     if (!s)
         return false;
     switch (s->kind) {
-    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR:
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_RETURN:
         return true;
     case KJ_IR_STMT_BLOCK:
@@ -296,6 +296,77 @@ static void gen_parfor(Gen *g, KjIrStmt *s)
     gen_counted_loop(g, s, &loop);
 }
 
+/*
+ * THREADS: the block's threads in a loop nest, z outermost and x innermost,
+ * with threadIdx read from the counters; a return ends one thread's turn.
+ * Loops around it stay out of reach (the split pass leaves no break or
+ * continue that would cross it).
+ */
+static void gen_threads(Gen *g, KjIrStmt *s)
+{
+    if (!g->target->thread_loops || !g->thread_ctx || g->thread_next) {
+        kj_codegen_error(g, "a loop over a block's threads outside a cpu kernel's split form%s", NULL);
+        return;
+    }
+    LLVMValueRef saved[3], counters[3], dims[3];
+    LLVMBasicBlockRef conds[3], bodies[3], incs[3], exits[3];
+    for (int k = 0; k < 3; k++) {
+        saved[k] = g->sreg[KJ_SREG_TID_X + k];
+        dims[k] = kj_codegen_read_sreg(g, KJ_SREG_BDIM_X + k);
+        counters[k] = kj_codegen_alloca_in_entry(g, g->t_i32, "thread");
+    }
+    /* threadIdx.x from its range's start (clamped to the block) */
+    LLVMValueRef first = const_i32(g, 0);
+    if (s->start || s->stop) {
+        LLVMValueRef wide = LLVMBuildSExt(g->b, dims[0], g->t_i64, "");
+        LLVMValueRef zero = const_i64(g, 0), bounds[2] = {NULL, NULL};
+        KjIrExpr *ends[2] = {s->start, s->stop};
+        for (int k = 0; k < 2; k++) {
+            if (!ends[k])
+                continue;
+            LLVMValueRef v = kj_codegen_expr(g, ends[k]);
+            v = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, v, zero, ""), zero, v, "");
+            v = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, v, wide, ""), wide, v, "");
+            bounds[k] = LLVMBuildTrunc(g->b, v, g->t_i32, "");
+        }
+        if (bounds[0])
+            first = bounds[0];
+        if (bounds[1])
+            dims[0] = bounds[1];
+    }
+    for (int level = 2; level >= 0; level--) {
+        conds[level] = new_block(g, "threads.cond");
+        bodies[level] = new_block(g, "threads.body");
+        incs[level] = new_block(g, "threads.next");
+        exits[level] = new_block(g, "threads.exit");
+        LLVMBuildStore(g->b, level == 0 ? first : const_i32(g, 0), counters[level]);
+        LLVMBuildBr(g->b, conds[level]);
+        LLVMPositionBuilderAtEnd(g->b, conds[level]);
+        LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");
+        LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, t, dims[level], ""), bodies[level],
+                        exits[level]);
+        LLVMPositionBuilderAtEnd(g->b, bodies[level]);
+    }
+    for (int k = 0; k < 3; k++)
+        g->sreg[KJ_SREG_TID_X + k] = LLVMBuildLoad2(g->b, g->t_i32, counters[k], "tid");
+    int loops = g->loop_depth;
+    g->loop_depth = 0;
+    g->thread_next = incs[0];
+    gen_stmt(g, s->body);
+    g->thread_next = NULL;
+    g->loop_depth = loops;
+    for (int level = 0; level < 3; level++) {
+        branch_to(g, incs[level]);
+        LLVMPositionBuilderAtEnd(g->b, incs[level]);
+        LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");
+        LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, t, const_i32(g, 1), ""), counters[level]);
+        LLVMBuildBr(g->b, conds[level]);
+        LLVMPositionBuilderAtEnd(g->b, exits[level]);
+    }
+    for (int k = 0; k < 3; k++)
+        g->sreg[KJ_SREG_TID_X + k] = saved[k];
+}
+
 static void gen_stmt(Gen *g, KjIrStmt *s)
 {
     if (!block_open(g))
@@ -371,6 +442,10 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
                                                       : g->loops[g->loop_depth - 1].continue_bb);
         return;
     case KJ_IR_STMT_RETURN:
+        if (g->thread_next) { /* a kernel: ends this thread's turn of a THREADS loop */
+            LLVMBuildBr(g->b, g->thread_next);
+            return;
+        }
         if (s->value && g->fn->ret->kind != KJ_TYPE_VOID)
             LLVMBuildRet(g->b, kj_codegen_convert(g, kj_codegen_expr(g, s->value), s->value->type, g->fn->ret));
         else
@@ -378,6 +453,9 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
         return;
     case KJ_IR_STMT_PARFOR:
         gen_parfor(g, s);
+        return;
+    case KJ_IR_STMT_THREADS:
+        gen_threads(g, s);
         return;
     default:
         kj_unreachable();
@@ -534,6 +612,7 @@ static void define_impl(Gen *g, FnInfo *info)
     g->llfn = info->impl;
     g->loop_depth = 0;
     g->thread_ctx = g->shared_base = g->range_begin = g->range_end = NULL;
+    g->thread_next = NULL;
     g->shared_offset = 0;
     memset(g->sreg, 0, sizeof g->sreg);
 
@@ -674,6 +753,14 @@ LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *su
     return entry;
 }
 
+/* Whether a kernel root runs its blocks through its split form here: a
+ * target with thread loops, the option on, and not in checked mode (whose
+ * failure path names one thread). */
+bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
+{
+    return fn->split && g->target->thread_loops && g->options->cpu_simd && !g->options->checks;
+}
+
 /* ============================================================ reachability */
 
 static void mark_expr(KjIrFunction **seen, int *count, int cap, KjIrExpr *e);
@@ -772,8 +859,11 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
     int cap = module->functions.count + root_count + 1;
     KjIrFunction **reach = kj_xcalloc((size_t)cap, sizeof *reach);
     int reach_count = 0;
-    for (int i = 0; i < root_count; i++)
+    for (int i = 0; i < root_count; i++) {
         mark_fn(reach, &reach_count, cap, roots[i]);
+        if (kj_codegen_uses_split(g, roots[i]))
+            mark_fn(reach, &reach_count, cap, roots[i]->split);
+    }
     g->fns = kj_xcalloc((size_t)reach_count + 1, sizeof(FnInfo));
     for (int i = 0; i < reach_count; i++)
         declare_impl(g, reach[i]);

@@ -115,6 +115,9 @@ typedef struct KjTarget {
     /* ---- statements */
     /* Innermost `for` loops over constant bounds get an unroll request. */
     bool unroll_constant_loops;
+    /* THREADS statements (a kernel's split form) can be lowered: the target
+     * reads threadIdx from g->sreg, which their loops set (cpu). */
+    bool thread_loops;
     /* The iterations of a PARFOR this thread runs: from *begin by *step while
      * below *end (i64 values).  false when there are none to run here (the
      * error is recorded). */
@@ -215,6 +218,7 @@ struct Gen {
     LLVMValueRef check_record, check_state;
     LLVMBasicBlockRef bail_bb;        /* the impl's way out after a failure */
     LLVMValueRef element_slot;        /* VEC_KERNEL: the PARFOR index's slot */
+    LLVMBasicBlockRef thread_next;    /* in a THREADS loop: the next thread (a return) */
 };
 
 /* codegen_llvm.c */
@@ -241,6 +245,7 @@ void kj_codegen_debug_loc(Gen *g, KjLoc loc);
 /* The contiguous array parameters of a root's code, a mask (see
  * KjCodegenOptions.contiguous_params). */
 uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn);
+bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn);
 /* An array's fields read from a KjArrayDesc (or from its {data, shape}
  * prefix, desc_type saying which), strides computed when contiguous. */
 void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,

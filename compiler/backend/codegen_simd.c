@@ -75,6 +75,7 @@ static void scan_expr(Scan *sc, const KjIrExpr *e)
     scan_type(sc, e->type);
     switch (e->op) {
     case KJ_IR_PRINT: case KJ_IR_LOCAL: case KJ_IR_SYNCTHREADS: case KJ_IR_CARG: case KJ_IR_POLAR:
+    case KJ_IR_VIEW: /* a @guvectorize core's views: the scalar code walks them */
         sc->ok = false;
         return;
     case KJ_IR_EXEC:
@@ -795,6 +796,9 @@ static void gen_stmt(Simd *s, KjIrStmt *st)
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: case KJ_IR_STMT_RETURN: gen_leave(s, st); return;
     case KJ_IR_STMT_PARFOR:
         kj_codegen_error(g, "a parallel loop inside a function on SIMD lanes%s", NULL);
+        return;
+    case KJ_IR_STMT_THREADS: /* split forms are lowered by codegen_llvm.c */
+        kj_codegen_error(g, "a loop over a block's threads inside a function on SIMD lanes%s", NULL);
         return;
     case KJ_IR_STMT_COUNT:
         break;

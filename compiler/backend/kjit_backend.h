@@ -66,8 +66,9 @@ struct KjThreadCtx {
  *       runs one thread; syncthreads() calls ctx->syncthreads(ctx).
  *       warp, block and grid collectives call ctx->collective(ctx, op, ...).
  *                   "<symbol>__block":  void (void **args, KjThreadCtx *ctx)
- *       runs every thread of block ctx->block_idx in a loop (emitted only for
- *       kernels without syncthreads()).
+ *       runs every thread of block ctx->block_idx in a loop (emitted for
+ *       kernels without syncthreads(), and for those whose split form runs
+ *       the block's threads in loops between its barriers).
  *   VEC_KERNEL (cpu) "<symbol>__range": void (void **args, int64_t begin, int64_t end)
  *       runs PARFOR iterations [begin, end).
  *   KERNEL / VEC_KERNEL (cuda) "<symbol>": a .entry whose parameters are the
@@ -162,8 +163,10 @@ typedef struct KjCodegenOptions {
      * KjCheckRecord after its arguments. */
     bool checks;
     /* cpu targets: kernels without barriers, and vectorized functions with
-     * loops, run their threads or elements on SIMD lanes (codegen_simd.c);
-     * false keeps the scalar code.  Part of the cache key. */
+     * loops, run their threads or elements on SIMD lanes (codegen_simd.c); a
+     * kernel with syncthreads() that has a split form (fn->split,
+     * barrier_split.c) gets a __block entry that runs it instead of fibers.
+     * false keeps the scalar code and the fibers.  Part of the cache key. */
     bool cpu_simd;
 } KjCodegenOptions;
 

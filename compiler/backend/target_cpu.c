@@ -3,7 +3,8 @@
  * What the shared lowering asks of a target, answered for the host:
  *
  *   - a kernel runs one CUDA thread per call of its __thread entry (or a
- *     block's threads in a loop, __block); its impl, and the impl of each
+ *     block's threads in a loop, __block; for a kernel with barriers, its
+ *     split form's THREADS loops between them, barrier_split.c); its impl, and the impl of each
  *     device function (a plain function using kernel built-ins), takes the
  *     thread context (KjThreadCtx) and threadIdx as hidden parameters, which
  *     calls pass on, reads the other
@@ -375,6 +376,22 @@ static int check_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LLV
     return kj_codegen_check_entry_args(g, record, out);
 }
 
+/* __block of a kernel with a split form: one call of the split impl runs the
+ * whole block, its THREADS loops walking the threads between barriers (the
+ * threadIdx it is handed is not read). */
+static void emit_split_block_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef *args)
+{
+    FnInfo *split = kj_codegen_fn_info(g, fn->split);
+    LLVMTypeRef two_ptrs[2] = {g->t_ptr, g->t_ptr};
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "__block", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
+    int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+    args[n++] = LLVMGetParam(e, 1);
+    for (int k = 0; k < 3; k++)
+        args[n++] = const_i32(g, 0);
+    LLVMBuildCall2(g->b, split->impl_type, split->impl, args, (unsigned)n, "");
+    LLVMBuildRetVoid(g->b);
+}
+
 /* ============================================================ SIMD entry points */
 
 /* Counts `counter` (an i32 or i64 alloca) from 0 while below `limit`: the
@@ -518,6 +535,10 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
         LLVMBuildRetVoid(g->b);
+        if (kj_codegen_uses_split(g, fn)) {
+            emit_split_block_entry(g, fn, args);
+            return;
+        }
         if (fn->uses_syncthreads)
             return;
 
@@ -720,6 +741,7 @@ const KjTarget kj_target_cpu = {
     .hidden_args = cpu_hidden_args,
     .emit_entries = cpu_emit_entries,
     .unroll_constant_loops = false, /* LLVM's own heuristics, tuned for the host */
+    .thread_loops = true,
     .parfor_range = cpu_parfor_range,
     .read_sreg = cpu_read_sreg,
     .syncthreads = cpu_syncthreads,

@@ -1083,6 +1083,9 @@ static Flow exec(Ev *ev, Frame *fr, const KjIrStmt *s)
         }
         break;
     }
+    case KJ_IR_STMT_THREADS: /* kernels' split forms: not evaluated here */
+        fail(ev, NULL, "the reference evaluator runs no loop over a block's threads");
+        break;
     case KJ_IR_STMT_COUNT:
         break;
     }

@@ -1,0 +1,533 @@
+/* test_barrier_split.c: kernels with syncthreads() on the cpu targets run
+ * through their split form (barrier_split.c: loops over the block's threads
+ * between barriers) and give the fiber path's answers bit for bit
+ * (KJIT_CPU_SIMD=0, kjit_options.cpu_simd = 0), and a reference's: tree
+ * reductions over block sizes 1 to 1024, values of several types (f16 and
+ * complex too) across barriers in 3-D blocks, a shared-memory scan, barriers
+ * under uniform ifs and loops, atomics in the fibers' order.  Kernels whose
+ * barriers sit under varying control flow are refused by the pass and stay
+ * on fibers, still correct. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit.h"
+#include "kjit_compiler.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t next_random(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static double uniform01(void)
+{
+    return (double)(next_random() >> 11) / 9007199254740992.0;
+}
+
+/* ------------------------------------------------------------ the pass */
+
+typedef struct Compiled {
+    KjArena arena;
+    KjDiag diag;
+    KjBuf errors;
+    KjIrModule *module;
+} Compiled;
+
+static void collect(void *user, KjSeverity severity, const char *text)
+{
+    (void)severity;
+    kj_buf_printf(user, "%s", text);
+}
+
+/* Whether the pass splits `kernel` of `source`; *why says why not. */
+static bool splits(const char *source, const char *kernel, const char **why_out)
+{
+    Compiled cp = {0};
+    cp.diag = (KjDiag){collect, &cp.errors, 0, 0};
+    KjSource *src = kj_source_from_string(&cp.arena, "t.kern", source);
+    const char *dirs[] = {"stdlib", NULL};
+    cp.module = kj_compile_source(&cp.arena, src, dirs, &cp.diag);
+    ck_assert_msg(cp.module, "%s", cp.errors.data ? cp.errors.data : "");
+    KjIrFunction *fn = NULL;
+    for (int i = 0; i < cp.module->functions.count; i++) {
+        KjIrFunction *f = cp.module->functions.items[i];
+        if (strcmp(f->name, kernel) == 0)
+            fn = f;
+    }
+    ck_assert_msg(fn, "no kernel %s", kernel);
+    const char *why = NULL;
+    KjIrFunction *split = kj_barrier_split(cp.module, fn, &why);
+    if (split) {
+        char *problem = NULL;
+        ck_assert_msg(kj_ir_verify(cp.module, &problem), "%s", problem ? problem : "");
+    }
+    static char reason[256];
+    snprintf(reason, sizeof reason, "%s", why ? why : "");
+    if (why_out)
+        *why_out = reason;
+    kj_arena_free(&cp.arena);
+    kj_buf_free(&cp.errors);
+    return split != NULL;
+}
+
+/* ------------------------------------------------------------ running */
+
+enum { MAX_ARGS = 8 };
+
+typedef struct Launch {
+    const char *source, *kernel;
+    uint32_t grid[3], block[3];
+    int count;
+    kjit_arg args[MAX_ARGS];
+    kjit_array arrays[MAX_ARGS]; /* .data NULL: args[i] is a scalar */
+    bool block_order[MAX_ARGS];  /* depends on the order of the blocks (parallel differs) */
+} Launch;
+
+static void add_array(Launch *l, void *data, kjit_dtype dtype, int64_t n)
+{
+    l->arrays[l->count] = kjit_array_make(data, dtype, 1, &n);
+    l->count++;
+}
+
+static void add_scalar(Launch *l, kjit_arg arg)
+{
+    l->args[l->count] = arg;
+    l->arrays[l->count].data = NULL;
+    l->count++;
+}
+
+static size_t array_bytes(const kjit_array *a)
+{
+    return (size_t)a->shape[0] * kjit_dtype_size(a->dtype);
+}
+
+/* Runs the launch on copies of its arrays; the copies are returned. */
+static void **run_on(const Launch *l, kjit_target target, int cpu_simd)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    options.num_threads = 3;
+    options.cpu_simd = cpu_simd;
+    kjit_context *context;
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+    kjit_module *module;
+    ck_assert_msg(kjit_compile_string(context, "split.kern", l->source, &module) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    kjit_function *fn;
+    ck_assert_int_eq(kjit_module_function(module, l->kernel, &fn), KJIT_OK);
+    void **copies = calloc(MAX_ARGS, sizeof *copies);
+    kjit_array arrays[MAX_ARGS];
+    kjit_arg args[MAX_ARGS];
+    for (int i = 0; i < l->count; i++) {
+        if (!l->arrays[i].data) {
+            args[i] = l->args[i];
+            continue;
+        }
+        arrays[i] = l->arrays[i];
+        copies[i] = malloc(array_bytes(&arrays[i]));
+        memcpy(copies[i], l->arrays[i].data, array_bytes(&arrays[i]));
+        arrays[i].data = copies[i];
+        args[i] = kjit_arg_array(&arrays[i]);
+    }
+    ck_assert_msg(kjit_launch(fn, l->grid, l->block, args, l->count, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return copies;
+}
+
+static void free_copies(const Launch *l, void **copies)
+{
+    for (int i = 0; i < l->count; i++)
+        free(copies[i]);
+    free(copies);
+}
+
+/* Runs on the split form (cpu and parallel) and on fibers; every array must
+ * come out the same bytes.  The split run on cpu is written back into the
+ * launch's arrays for the caller's reference check. */
+static void run_and_compare(Launch *l)
+{
+    void **fibers = run_on(l, KJIT_TARGET_CPU, 0);
+    void **split = run_on(l, KJIT_TARGET_CPU, 1);
+    void **parallel = run_on(l, KJIT_TARGET_PARALLEL, 1);
+    for (int i = 0; i < l->count; i++) {
+        if (!l->arrays[i].data)
+            continue;
+        size_t bytes = array_bytes(&l->arrays[i]);
+        ck_assert_msg(memcmp(fibers[i], split[i], bytes) == 0,
+                      "%s, block %ux%ux%u: argument %d differs between fibers and the split form",
+                      l->kernel, l->block[0], l->block[1], l->block[2], i);
+        ck_assert_msg(l->block_order[i] || memcmp(fibers[i], parallel[i], bytes) == 0,
+                      "%s, block %ux%ux%u: argument %d differs between fibers and parallel",
+                      l->kernel, l->block[0], l->block[1], l->block[2], i);
+        memcpy(l->arrays[i].data, split[i], bytes);
+    }
+    free_copies(l, fibers);
+    free_copies(l, split);
+    free_copies(l, parallel);
+}
+
+/* ------------------------------------------------------- tree reduction */
+
+/* The block's values padded with zeros to a power of two, summed in a tree
+ * whose barriers sit in a uniform while loop. */
+static const char tree_source[] =
+    "@kernel\n"
+    "fn tree_sum(a: f32[], out: f32[]) {\n"
+    "    let sh = shared(f32, 2048);\n"
+    "    let t = threadIdx.x;\n"
+    "    let n = blockDim.x;\n"
+    "    let p = 1;\n"
+    "    while p < n { p = p * 2; }\n"
+    "    let i = blockIdx.x * n + t;\n"
+    "    sh[t] = i < len(a) ? a[i] : 0.0;\n"
+    "    sh[t + n] = 0.0;\n"
+    "    syncthreads();\n"
+    "    let s = p / 2;\n"
+    "    while s > 0 {\n"
+    "        if t < s { sh[t] += sh[t + s]; }\n"
+    "        syncthreads();\n"
+    "        s = s / 2;\n"
+    "    }\n"
+    "    if t == 0 { out[blockIdx.x] = sh[0]; }\n"
+    "}\n";
+
+static float tree_reference(const float *a, int64_t n, int64_t first, int threads)
+{
+    int p = 1;
+    while (p < threads)
+        p *= 2;
+    float sh[2048] = {0};
+    for (int t = 0; t < threads; t++)
+        sh[t] = first + t < n ? a[first + t] : 0.0f;
+    for (int s = p / 2; s > 0; s /= 2)
+        for (int t = 0; t < s; t++)
+            sh[t] += sh[t + s];
+    return sh[0];
+}
+
+START_TEST(tree_reduction_over_block_sizes)
+{
+    ck_assert(splits(tree_source, "tree_sum", NULL));
+    const int sizes[] = {1, 3, 32, 33, 256, 1024};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int threads = sizes[k];
+        int64_t n = 5 * threads + threads / 2 + 1;
+        int64_t blocks = (n + threads - 1) / threads;
+        float *a = malloc(sizeof *a * (size_t)n), *out = calloc((size_t)blocks, sizeof *out);
+        for (int64_t i = 0; i < n; i++)
+            a[i] = (float)(uniform01() * 2.0 - 1.0);
+        Launch l = {.source = tree_source, .kernel = "tree_sum",
+                    .grid = {(uint32_t)blocks, 1, 1}, .block = {(uint32_t)threads, 1, 1}};
+        add_array(&l, a, KJIT_F32, n);
+        add_array(&l, out, KJIT_F32, blocks);
+        run_and_compare(&l);
+        for (int64_t b = 0; b < blocks; b++) {
+            float want = tree_reference(a, n, b * threads, threads);
+            ck_assert_msg(memcmp(&out[b], &want, sizeof want) == 0,
+                          "block size %d, block %lld: %.9g, the reference %.9g", threads,
+                          (long long)b, out[b], want);
+        }
+        free(a);
+        free(out);
+    }
+}
+END_TEST
+
+/* ------------------------------------------- values across barriers, 3-D */
+
+/* Values of six types made before the barriers and used after them, in 3-D
+ * blocks; each thread also reads a neighbour's value through shared memory. */
+static const char mixed_source[] =
+    "@kernel\n"
+    "fn mixed(a: f64[], of: f32[], od: f64[], oi: i64[], oc: c64[], oh: f16[], ob: bool[]) {\n"
+    "    let sh = shared(f64, 1024);\n"
+    "    let count = blockDim.x * blockDim.y * blockDim.z;\n"
+    "    let lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
+    "    let g = blockIdx.x * count + lin;\n"
+    "    let x = a[g];\n"
+    "    let f = f32(x) * 1.5;\n"
+    "    let k = i64(x * 1000.0);\n"
+    "    let c = complex(f, -f);\n"
+    "    let h = f16(x);\n"
+    "    let flag = x > 0.5;\n"
+    "    sh[lin] = x;\n"
+    "    syncthreads();\n"
+    "    let nb = sh[(lin + 1) % count];\n"
+    "    syncthreads();\n"
+    "    sh[lin] = nb * 2.0;\n"
+    "    syncthreads();\n"
+    "    of[g] = f + f32(sh[(lin + count - 1) % count]);\n"
+    "    od[g] = x + nb;\n"
+    "    oi[g] = k * 2 + i64(lin);\n"
+    "    oc[g] = c * c;\n"
+    "    oh[g] = h;\n"
+    "    ob[g] = flag != (nb > 0.5);\n"
+    "}\n";
+
+START_TEST(values_of_several_types_live_across_barriers)
+{
+    ck_assert(splits(mixed_source, "mixed", NULL));
+    const uint32_t shapes[][3] = {{4, 3, 2}, {1, 1, 1}, {8, 8, 16}, {3, 5, 7}, {33, 1, 1}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const uint32_t *b = shapes[k];
+        int64_t count = (int64_t)b[0] * b[1] * b[2], blocks = 3, n = blocks * count;
+        double *a = malloc(sizeof *a * (size_t)n), *od = calloc((size_t)n, sizeof *od);
+        float *of = calloc((size_t)n, sizeof *of), *oc = calloc((size_t)(2 * n), sizeof *oc);
+        int64_t *oi = calloc((size_t)n, sizeof *oi);
+        uint16_t *oh = calloc((size_t)n, sizeof *oh);
+        uint8_t *ob = calloc((size_t)n, sizeof *ob);
+        for (int64_t i = 0; i < n; i++)
+            a[i] = uniform01();
+        Launch l = {.source = mixed_source, .kernel = "mixed", .grid = {(uint32_t)blocks, 1, 1},
+                    .block = {b[0], b[1], b[2]}};
+        add_array(&l, a, KJIT_F64, n);
+        add_array(&l, of, KJIT_F32, n);
+        add_array(&l, od, KJIT_F64, n);
+        add_array(&l, oi, KJIT_I64, n);
+        add_array(&l, oc, KJIT_C64, n);
+        add_array(&l, oh, KJIT_F16, n);
+        add_array(&l, ob, KJIT_BOOL, n);
+        run_and_compare(&l);
+        for (int64_t blk = 0; blk < blocks; blk++)
+            for (int64_t lin = 0; lin < count; lin++) {
+                int64_t g = blk * count + lin;
+                double x = a[g], nb = a[blk * count + (lin + 1) % count];
+                double before = a[blk * count + lin] * 2.0; /* the previous thread's nb */
+                float f = (float)x * 1.5f;
+                float want_f = f + (float)before;
+                ck_assert_msg(of[g] == want_f, "f32 at %lld: %.9g vs %.9g", (long long)g, of[g],
+                              want_f);
+                ck_assert(od[g] == x + nb);
+                ck_assert_int_eq(oi[g], (int64_t)(x * 1000.0) * 2 + lin);
+                /* (f - if)^2 = -2if^2, to a rounding (LLVM may fuse its products) */
+                ck_assert(fabsf(oc[2 * g]) <= 1e-6f * f * f &&
+                          fabsf(oc[2 * g + 1] + 2.0f * f * f) <= 1e-6f * f * f);
+                ck_assert_int_eq(oh[g], kjit_half_from_double(KJIT_F16, x));
+                ck_assert_int_eq(ob[g], (x > 0.5) != (nb > 0.5));
+            }
+        free(a), free(od), free(of), free(oc), free(oi), free(oh), free(ob);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------- scan */
+
+/* Hillis and Steele's inclusive scan: the value read before the barrier is
+ * added after it (a per-thread value across a barrier, in a uniform loop). */
+static const char scan_source[] =
+    "@kernel\n"
+    "fn scan(a: i32[], out: i32[]) {\n"
+    "    let sh = shared(i32, 1024);\n"
+    "    let t = threadIdx.x;\n"
+    "    let i = blockIdx.x * blockDim.x + t;\n"
+    "    sh[t] = i < len(a) ? a[i] : 0;\n"
+    "    syncthreads();\n"
+    "    let d = 1;\n"
+    "    while d < blockDim.x {\n"
+    "        let v = t >= d ? sh[t - d] : 0;\n"
+    "        syncthreads();\n"
+    "        sh[t] += v;\n"
+    "        syncthreads();\n"
+    "        d = d * 2;\n"
+    "    }\n"
+    "    if i < len(a) { out[i] = sh[t]; }\n"
+    "}\n";
+
+START_TEST(shared_memory_scan)
+{
+    ck_assert(splits(scan_source, "scan", NULL));
+    const int sizes[] = {1, 3, 32, 33, 256, 1024};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int threads = sizes[k];
+        int64_t n = 4 * threads - 1, blocks = (n + threads - 1) / threads;
+        int32_t *a = malloc(sizeof *a * (size_t)n), *out = calloc((size_t)n, sizeof *out);
+        for (int64_t i = 0; i < n; i++)
+            a[i] = (int32_t)(next_random() % 2001) - 1000;
+        Launch l = {.source = scan_source, .kernel = "scan", .grid = {(uint32_t)blocks, 1, 1},
+                    .block = {(uint32_t)threads, 1, 1}};
+        add_array(&l, a, KJIT_I32, n);
+        add_array(&l, out, KJIT_I32, n);
+        run_and_compare(&l);
+        int32_t running = 0;
+        for (int64_t i = 0; i < n; i++) {
+            running = i % threads == 0 ? a[i] : running + a[i];
+            ck_assert_msg(out[i] == running, "block size %d, element %lld: %d vs %d", threads,
+                          (long long)i, out[i], running);
+        }
+        free(a);
+        free(out);
+    }
+}
+END_TEST
+
+/* ---------------------------------------- uniform ifs, loops, atomics */
+
+/* Barriers under an if on blockIdx and in a loop over a scalar parameter;
+ * a device function; float atomics into one element, whose sum depends on
+ * the threads' order (the fibers' order, thread by thread). */
+static const char uniform_source[] =
+    "fn twice(x: f64) -> f64 { return x + x; }\n"
+    "@kernel\n"
+    "fn rounds(a: f64[], out: f64[], total: f32[], r: i32) {\n"
+    "    let sh = shared(f64, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    let n = blockDim.x;\n"
+    "    let acc = a[blockIdx.x * n + t];\n"
+    "    for k in range(r) {\n"
+    "        sh[t] = acc;\n"
+    "        syncthreads();\n"
+    "        if blockIdx.x % 2 == 0 {\n"
+    "            acc = acc + sh[(t + 1) % n];\n"
+    "            syncthreads();\n"
+    "            sh[t] = twice(acc);\n"
+    "            syncthreads();\n"
+    "            acc = sh[(t + n - 1) % n] * 0.25;\n"
+    "        } else {\n"
+    "            acc = acc - sh[(t + 2) % n] * 0.5;\n"
+    "        }\n"
+    "        syncthreads();\n"
+    "        atomic_add(total, 0, f32(acc) * 0.001);\n"
+    "    }\n"
+    "    out[blockIdx.x * n + t] = acc;\n"
+    "}\n";
+
+START_TEST(barriers_under_uniform_ifs_and_loops)
+{
+    ck_assert(splits(uniform_source, "rounds", NULL));
+    const int sizes[] = {1, 3, 32, 33, 256};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int threads = sizes[k], blocks = 4, rounds = 3;
+        int64_t n = (int64_t)threads * blocks;
+        double *a = malloc(sizeof *a * (size_t)n), *out = calloc((size_t)n, sizeof *out);
+        float total = 0;
+        for (int64_t i = 0; i < n; i++)
+            a[i] = uniform01() - 0.5;
+        Launch l = {.source = uniform_source, .kernel = "rounds", .grid = {(uint32_t)blocks, 1, 1},
+                    .block = {(uint32_t)threads, 1, 1}};
+        add_array(&l, a, KJIT_F64, n);
+        add_array(&l, out, KJIT_F64, n);
+        add_array(&l, &total, KJIT_F32, 1);
+        l.block_order[l.count - 1] = true;
+        add_scalar(&l, kjit_arg_i32(rounds));
+        run_and_compare(&l);
+        /* the reference, a block at a time with the same rounding */
+        double *acc = malloc(sizeof *acc * (size_t)threads), *sh = malloc(sizeof *sh * (size_t)threads);
+        float want_total = 0;
+        for (int b = 0; b < blocks; b++) {
+            for (int t = 0; t < threads; t++)
+                acc[t] = a[b * threads + t];
+            for (int r = 0; r < rounds; r++) {
+                memcpy(sh, acc, sizeof *sh * (size_t)threads);
+                if (b % 2 == 0) {
+                    for (int t = 0; t < threads; t++)
+                        acc[t] = acc[t] + sh[(t + 1) % threads];
+                    for (int t = 0; t < threads; t++)
+                        sh[t] = acc[t] + acc[t];
+                    for (int t = 0; t < threads; t++)
+                        acc[t] = sh[(t + threads - 1) % threads] * 0.25;
+                } else {
+                    for (int t = 0; t < threads; t++)
+                        acc[t] = acc[t] - sh[(t + 2) % threads] * 0.5;
+                }
+                for (int t = 0; t < threads; t++)
+                    want_total += (float)acc[t] * 0.001f;
+            }
+            for (int t = 0; t < threads; t++)
+                ck_assert_msg(out[b * threads + t] == acc[t], "block size %d: %.17g vs %.17g",
+                              threads, out[b * threads + t], acc[t]);
+        }
+        /* cpu runs the blocks in order, so the float sum is the reference's */
+        ck_assert_msg(fabsf(total - want_total) <= 1e-5f * (1 + fabsf(want_total)),
+                      "total %.9g vs %.9g", total, want_total);
+        free(acc);
+        free(sh);
+        free(a);
+        free(out);
+    }
+}
+END_TEST
+
+/* --------------------------------------------------- kept on fibers */
+
+/* A loop bound read from memory (varying as far as the pass can tell), and a
+ * return before a barrier: both stay on fibers, and still give the answer. */
+static const char fiber_source[] =
+    "@kernel\n"
+    "fn loaded_bound(a: f32[], m: i32[], out: f32[]) {\n"
+    "    let sh = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    let v = a[blockIdx.x * blockDim.x + t];\n"
+    "    for k in range(m[0]) {\n"
+    "        sh[t] = v;\n"
+    "        syncthreads();\n"
+    "        v = v + sh[(t + 1) % blockDim.x];\n"
+    "        syncthreads();\n"
+    "    }\n"
+    "    out[blockIdx.x * blockDim.x + t] = v;\n"
+    "}\n"
+    "@kernel\n"
+    "fn early_return(a: f32[], out: f32[]) {\n"
+    "    let sh = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[t];\n"
+    "    if t >= 200 { return; }\n"
+    "    syncthreads();\n"
+    "    out[t] = sh[(t + 1) % 200];\n"
+    "}\n";
+
+START_TEST(barriers_under_varying_control_stay_on_fibers)
+{
+    const char *why = NULL;
+    ck_assert(!splits(fiber_source, "loaded_bound", &why));
+    ck_assert_msg(strstr(why, "differ between threads"), "%s", why);
+    ck_assert(!splits(fiber_source, "early_return", &why));
+    ck_assert_msg(strstr(why, "differ") || strstr(why, "return"), "%s", why);
+
+    enum { THREADS = 64, BLOCKS = 3, N = THREADS * BLOCKS, ROUNDS = 3 };
+    float a[N], out[N] = {0};
+    int32_t m = ROUNDS;
+    for (int i = 0; i < N; i++)
+        a[i] = (float)(next_random() % 100);
+    Launch l = {.source = fiber_source, .kernel = "loaded_bound", .grid = {BLOCKS, 1, 1},
+                .block = {THREADS, 1, 1}};
+    add_array(&l, a, KJIT_F32, N);
+    add_array(&l, &m, KJIT_I32, 1);
+    add_array(&l, out, KJIT_F32, N);
+    run_and_compare(&l);
+    for (int b = 0; b < BLOCKS; b++) {
+        float v[THREADS], sh[THREADS];
+        for (int t = 0; t < THREADS; t++)
+            v[t] = a[b * THREADS + t];
+        for (int r = 0; r < ROUNDS; r++) {
+            memcpy(sh, v, sizeof sh);
+            for (int t = 0; t < THREADS; t++)
+                v[t] = v[t] + sh[(t + 1) % THREADS];
+        }
+        for (int t = 0; t < THREADS; t++)
+            ck_assert(out[b * THREADS + t] == v[t]); /* integers: exact */
+    }
+}
+END_TEST
+
+Suite *suite_barrier_split(void)
+{
+    Suite *s = suite_create("barrier_split");
+    TCase *c = tcase_create("split");
+    tcase_set_timeout(c, 120);
+    tcase_add_test(c, tree_reduction_over_block_sizes);
+    tcase_add_test(c, values_of_several_types_live_across_barriers);
+    tcase_add_test(c, shared_memory_scan);
+    tcase_add_test(c, barriers_under_uniform_ifs_and_loops);
+    tcase_add_test(c, barriers_under_varying_control_stay_on_fibers);
+    suite_add_tcase(s, c);
+    return s;
+}
