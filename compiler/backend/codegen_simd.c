@@ -882,6 +882,16 @@ static unsigned bind_params(Simd *s)
 /* Every mask used in a block other than its own reaches it wide (see
  * widen_mask): widened once after its definition, narrowed before each use.
  * Phis of masks are left as they are. */
+/* Whether slot is one of the function's mask allocas (break, continue,
+ * returned), not a variable's that happens to have their type. */
+static bool is_mask_slot(Simd *s, LLVMValueRef slot)
+{
+    for (int i = 0; i < s->mask_slot_count; i++)
+        if (s->mask_slots[i] == slot)
+            return true;
+    return false;
+}
+
 static void widen_crossing_masks(Simd *s, LLVMValueRef entry_mask)
 {
     Gen *g = s->g;
@@ -900,11 +910,15 @@ static void widen_crossing_masks(Simd *s, LLVMValueRef entry_mask)
                 if (LLVMIsAPHINode(user) || !LLVMIsAInstruction(user) || LLVMGetInstructionParent(user) == bb)
                     continue;
                 if (!wide) {
-                    /* a mask narrowed from a wide one crosses as that one */
+                    /* a mask narrowed from a wide one (a mask slot's, or a
+                     * barrier's) crosses as that one */
                     LLVMValueRef from = LLVMGetNumOperands(def) > 0 ? LLVMGetOperand(def, 0) : NULL;
+                    bool from_wide = from && LLVMTypeOf(from) == s->slot_mask_type &&
+                                     (LLVMIsALoadInst(from) || (LLVMIsACallInst(from) &&
+                                                                LLVMIsAInlineAsm(LLVMGetCalledValue(from))));
                     if (LLVMGetInstructionOpcode(def) == LLVMICmp && LLVMGetICmpPredicate(def) == LLVMIntSLT &&
-                        from && LLVMTypeOf(from) == s->slot_mask_type && LLVMIsACallInst(from) &&
-                        LLVMIsAInlineAsm(LLVMGetCalledValue(from))) {
+                        from_wide && LLVMIsNull(LLVMGetOperand(def, 1)) &&
+                        (!LLVMIsALoadInst(from) || is_mask_slot(s, LLVMGetOperand(from, 0)))) {
                         wide = from;
                     } else {
                         LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
@@ -961,7 +975,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         count = LLVMGetParam(llfn, p + 1);
     }
     if (kj_uniform_divergent_return(s->u)) {
-        s->returned = LLVMBuildAlloca(s->b, s->slot_mask_type, "returned");
+        s->returned = mask_slot(s, "returned");
         store_mask(s, s->returned, no_lanes(s));
     }
     if (role == ROLE_CALLEE && fn->ret->kind != KJ_TYPE_VOID) {

@@ -25,6 +25,7 @@ typedef struct SimdLoop {
 
 #define SIMD_MAX_DEPTH 256
 #define SIMD_MAX_PENDING 256
+#define SIMD_MAX_MASK_SLOTS 512
 
 typedef struct Simd {
     Gen *g;
@@ -43,6 +44,8 @@ typedef struct Simd {
      * unpacked on every iteration). */
     LLVMTypeRef slot_mask_type;
     bool wide_masks; /* see widen_mask */
+    LLVMValueRef mask_slots[SIMD_MAX_MASK_SLOTS]; /* every mask slot's alloca */
+    int mask_slot_count;
     LLVMValueRef mask;       /* the lanes running the code being emitted */
     LLVMValueRef returned;   /* alloca: lanes that returned (NULL: no divergent return) */
     LLVMValueRef result;     /* callee: alloca of its result vector */
@@ -169,6 +172,8 @@ static inline void store_mask(Simd *s, LLVMValueRef slot, LLVMValueRef m)
 static inline LLVMValueRef mask_slot(Simd *s, const char *name)
 {
     LLVMValueRef slot = kj_codegen_alloca_in_entry(s->g, s->slot_mask_type, name);
+    if (s->mask_slot_count < SIMD_MAX_MASK_SLOTS)
+        s->mask_slots[s->mask_slot_count++] = slot;
     return slot;
 }
 
