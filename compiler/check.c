@@ -18,8 +18,8 @@
  * This file holds the entry point and the work above expressions: scopes and
  * locals, statements, function declarations and signatures, the on-demand
  * checking of bodies, and the module.  The type rules of expressions live in
- * check_expr.c; what the two share is the "check.c / check_expr.c internals"
- * section of kjit_compiler.h.
+ * check_expr.c (with check_operator.c and check_call.c); what the files share
+ * is the "checker internals" section of kjit_compiler.h.
  */
 #include "kjit_compiler.h"
 

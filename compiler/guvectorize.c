@@ -46,30 +46,6 @@ static KjIrExpr *ref(Lift *l, KjIrVar *var)
     return e;
 }
 
-static KjIrExpr *dim_of(Lift *l, KjIrVar *array, int dim)
-{
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_DIM, i64_type(), l->loc, 1);
-    e->args[0] = ref(l, array);
-    e->dim = dim;
-    return e;
-}
-
-static KjIrExpr *binary(Lift *l, KjIrOp op, KjIrExpr *a, KjIrExpr *b)
-{
-    KjIrExpr *e = kj_ir_new_expr(l->arena, op, a->type, l->loc, 2);
-    e->args[0] = a;
-    e->args[1] = b;
-    return e;
-}
-
-static void set(Lift *l, KjIrVar *var, KjIrExpr *value)
-{
-    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_SET, l->loc);
-    s->var = var;
-    s->value = value;
-    kj_vec_push(l->arena, &l->body->stmts, s);
-}
-
 /* Operand `array` at loop coordinates c: a LOAD of the element (rank
  * loop_ndim) or a VIEW of the core beyond them. */
 static KjIrExpr *at_coords(Lift *l, KjIrVar *array, KjIrVar **coords, int loop_ndim,
@@ -101,20 +77,11 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
     KjArena *arena = module->arena;
     const char *symbol = kj_arena_printf(arena, "%s__g%d%s", core->symbol, loop_ndim,
                                          contiguous ? "c" : "");
-    for (int i = 0; i < module->functions.count; i++) {
-        KjIrFunction *existing = module->functions.items[i];
-        if (existing->kind == KJ_IR_FN_VEC_KERNEL && strcmp(existing->symbol, symbol) == 0)
-            return existing;
-    }
-
-    KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
-    fn->name = core->name;
-    fn->symbol = symbol;
-    fn->kind = KJ_IR_FN_VEC_KERNEL;
-    fn->ret = kj_type_void();
-    fn->loc = core->loc;
+    bool is_new;
+    KjIrFunction *fn = kj_lift_kernel(module, core, symbol, &is_new);
+    if (!is_new)
+        return fn;
     fn->local_bytes = core->local_bytes;
-    fn->scalar = core;
     Lift lift = {arena, fn, core->loc, NULL}, *l = &lift;
 
     fn->param_count = n;
@@ -138,17 +105,7 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
 
     /* Coordinates of loop element i, last dimension first. */
     KjIrVar *coords[KJ_MAX_DIMS];
-    KjIrVar *rest = kj_ir_new_var(arena, fn, "rest", i64_type(), l->loc);
-    set(l, rest, ref(l, index));
-    for (int k = loop_ndim - 1; k >= 0; k--) {
-        coords[k] = kj_ir_new_var(arena, fn, kj_arena_printf(arena, "c%d", k), i64_type(), l->loc);
-        if (k == 0) {
-            set(l, coords[k], ref(l, rest));
-        } else {
-            set(l, coords[k], binary(l, KJ_IR_REM, ref(l, rest), dim_of(l, first_out, k)));
-            set(l, rest, binary(l, KJ_IR_DIV, ref(l, rest), dim_of(l, first_out, k)));
-        }
-    }
+    kj_lift_coords(module, fn, l->body, index, first_out, loop_ndim, coords);
 
     /* core(operands at c) */
     KjIrExpr *call = kj_ir_new_expr(arena, KJ_IR_CALL, kj_type_void(), l->loc, n);
@@ -159,17 +116,7 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
     eval->value = call;
     kj_vec_push(arena, &l->body->stmts, eval);
 
-    /* total = the product of the loop extents; PARFOR i over [0, total) */
-    KjIrExpr *total = dim_of(l, first_out, 0);
-    for (int k = 1; k < loop_ndim; k++)
-        total = binary(l, KJ_IR_MUL, total, dim_of(l, first_out, k));
-    KjIrStmt *loop = kj_ir_new_stmt(arena, KJ_IR_STMT_PARFOR, l->loc);
-    loop->var = index;
-    loop->stop = total;
-    loop->body = l->body;
-
-    fn->body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
-    kj_vec_push(arena, &fn->body->stmts, loop);
-    kj_vec_push(arena, &module->functions, fn);
+    /* PARFOR i over the loop elements (the loop extents lead every operand) */
+    kj_lift_finish(module, fn, index, first_out, loop_ndim, l->body);
     return fn;
 }

@@ -3,8 +3,9 @@
  *
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
- * grammar/kern.re), parse.c (AST), check.c, check_expr.c and check_exec.c (names,
- * types, AST to IR; check_print.c for print), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
+ * grammar/kern.re), parse.c (AST), check.c, check_expr.c, check_operator.c,
+ * check_call.c and check_exec.c (names, types, AST to IR; check_print.c for
+ * print), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
  * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
@@ -433,7 +434,7 @@ typedef enum {
  *   where  KJ_IN_ANY: any function; KJ_IN_KERNEL: @kernel functions only;
  *          KJ_IN_LET: a kernel's let value only (let buf = shared(f32, 256););
  *          KJ_IN_FOR: a for loop's range only.
- *   rule   the check_expr.c function that types the call (the X-macro is
+ *   rule   the check_call.c function that types the call (the X-macro is
  *          expanded there only), and that builds the IR the back end lowers.
  * Adding a built-in is one line here, its rule, and the lowering of any new
  * IR op it makes.  Math functions and atomics have lists of their own above.
@@ -772,10 +773,13 @@ bool kj_ir_verify(const KjIrModule *module, char **why);
 typedef struct KjModuleLoader KjModuleLoader;
 KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, KjDiag *diag);
 
-/* =============================================== check.c / check_expr.c internals */
+/* ============================================================ checker internals */
 
-/* The checker's state and the helpers its two files share: check.c does the
- * module, functions and statements, check_expr.c the expressions. */
+/* The checker's state and the helpers its files share: check.c does the
+ * module, functions and statements; check_expr.c the expressions, with
+ * check_operator.c for operators and check_call.c for casts, built-ins and
+ * calls; check_reduce.c, check_guvectorize.c, check_print.c and check_exec.c
+ * what their names say. */
 
 typedef enum { KJ_CHECK_FN_UNCHECKED, KJ_CHECK_FN_CHECKING, KJ_CHECK_FN_DONE } KjCheckFnState;
 
@@ -903,23 +907,50 @@ bool kj_check_guvectorize_params(KjChecker *c, KjCheckFn *info, KjLoc where,
 
 /* check_expr.c: IR shorthands. */
 KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
+KjIrExpr *kj_check_unary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a);
+KjIrExpr *kj_check_binary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
+                             KjIrExpr *b);
 KjIrExpr *kj_check_int_const(KjChecker *c, const KjType *type, int64_t value, KjLoc loc);
+KjIrExpr *kj_check_float_const(KjChecker *c, const KjType *type, double value, KjLoc loc);
 KjIrExpr *kj_check_var_ref(KjChecker *c, KjIrVar *var, KjLoc loc);
+KjIrExpr *kj_check_sreg(KjChecker *c, KjSpecialReg reg, KjLoc loc);
+/* e as `to`: itself if it has that type already, else a CAST. */
+KjIrExpr *kj_check_cast_ir(KjChecker *c, KjIrExpr *e, const KjType *to);
 KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e);
 bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e);
 void kj_check_note_impure(KjChecker *c);
 
 /* check_expr.c: implicit typing. */
 const KjType *kj_check_common_type(const KjType *a, const KjType *b, const char **why);
+bool kj_check_int_fits(int64_t v, const KjType *t);
+KjIrExpr *kj_check_settle(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc);
 KjIrExpr *kj_check_settle_default(KjChecker *c, KjIrExpr *e);
 KjIrExpr *kj_check_convert(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc,
                            const char *context);
 KjIrExpr *kj_check_need_value(KjChecker *c, KjIrExpr *e, KjLoc loc);
-
-/* check_expr.c: built-ins. */
-bool kj_check_is_builtin_name(const char *name);
-bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what);
 bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
+
+/* check_expr.c: expressions. */
+KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_name(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_index(KjChecker *c, KjNode *n);
+KjCheckFn *kj_check_find_function(KjChecker *c, const char *name);
+bool kj_check_is_poisoned(KjChecker *c, const KjIrVar *var);
+
+/* check_operator.c: the operators.  kj_check_unify brings two operands to one
+ * type (NULL after an error) and returns it; `op` names the operation in errors. */
+KjIrExpr *kj_check_unary(KjChecker *c, KjNode *n);
+KjIrExpr *kj_check_binary_values(KjChecker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r,
+                                 KjLoc loc);
+const KjType *kj_check_unify(KjChecker *c, KjIrExpr **l, KjIrExpr **r, KjLoc loc,
+                             const char *op);
+
+/* check_call.c: built-ins and calls. */
+KjIrExpr *kj_check_call(KjChecker *c, KjNode *n);
+bool kj_check_is_builtin_name(const char *name);
+bool kj_check_builtin_constant(const char *name, double *value);
+int kj_check_register_group(const char *name);
+bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what);
 bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
 bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
 KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
@@ -931,15 +962,6 @@ KjIrExpr *kj_check_print(KjChecker *c, KjNode *n);
 KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n);
 bool kj_check_is_kernel_constant(const char *name);
 KjIrExpr *kj_check_kernel_constant(KjChecker *c, KjNode *n);
-
-/* check_expr.c: expressions. */
-KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_name(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_index(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_binary_values(KjChecker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r,
-                                 KjLoc loc);
-KjCheckFn *kj_check_find_function(KjChecker *c, const char *name);
-bool kj_check_is_poisoned(KjChecker *c, const KjIrVar *var);
 
 /* =================================================================== module.c */
 
@@ -1005,6 +1027,21 @@ typedef struct KjVecVariant {
  * The new function is appended to the module (callees before callers holds).
  */
 KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVariant variant);
+
+/* The skeleton of a lifted VEC_KERNEL, shared by vectorize.c and
+ * guvectorize.c.  kj_lift_kernel: the kernel `symbol` the module already
+ * has (*is_new false), or a new one lifted from `from` (its name, location,
+ * `scalar`), without parameters or body yet.  kj_lift_coords: sets into
+ * `body` the coordinates of flat index `index` over the first `rank` extents
+ * of array `shape`, last dimension fastest.  kj_lift_finish: fn's body, a
+ * PARFOR of `index` over the product of those extents running `body`; fn
+ * joins the module. */
+KjIrFunction *kj_lift_kernel(KjIrModule *module, KjIrFunction *from, const char *symbol,
+                             bool *is_new);
+void kj_lift_coords(KjIrModule *module, KjIrFunction *fn, KjIrStmt *body, KjIrVar *index,
+                    KjIrVar *shape, int rank, KjIrVar **coords);
+void kj_lift_finish(KjIrModule *module, KjIrFunction *fn, KjIrVar *index, KjIrVar *shape,
+                    int rank, KjIrStmt *body);
 
 /* ================================================================== uniform.c */
 

@@ -284,6 +284,28 @@ static void output_offsets(Lift *l, KjIrVar *k)
     }
 }
 
+/* The opening of the WARPS forms' work item w: an IF w < items (returned is
+ * the list to go back to after it), its output k and block chunk, the
+ * inputs' offsets for k, the block's first element `start`, its `count` of
+ * elements and in `ne` how many of the L lanes have one. */
+static KjVec *open_work_item(Lift *l, KjIrVar *w, KjIrVar *ne, KjIrVar **start_out,
+                             KjIrVar **count_out)
+{
+    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
+    KjVec *saved = open_if(l, less(l, ref(l, w), ref(l, l->items)));
+    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
+    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
+    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
+    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+    output_offsets(l, k);
+    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
+    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
+    set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
+    *start_out = start;
+    *count_out = count;
+    return saved;
+}
+
 /* The lane tree over lane[0..L), each combining step taken only when the
  * partner holds a value (`ne`, a variable holding how many lanes do, or NULL
  * when all do). */
@@ -479,15 +501,8 @@ static void warps_body(Lift *l)
     set(l, acc, zero_of(l, l->t));
     set(l, ne, i64(l, 0));
 
-    KjVec *saved = open_if(l, less(l, ref(l, w), ref(l, l->items)));
-    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
-    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
-    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
-    output_offsets(l, k);
-    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
-    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
-    set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
+    KjIrVar *start, *count;
+    KjVec *saved = open_work_item(l, w, ne, &start, &count);
     KjVec *in_if = open_if(l, less(l, ref(l, lane), ref(l, count)));
     set(l, acc, element(l, index_var(l, "t", add(l, ref(l, start), ref(l, lane)))));
     l->body = in_if;
@@ -574,15 +589,8 @@ static void thread_lanes_body(Lift *l)
     }
     set(l, ne, i64(l, 0));
 
-    KjVec *saved = open_if(l, less(l, ref(l, w), ref(l, l->items)));
-    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
-    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
-    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
-    output_offsets(l, k);
-    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
-    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
-    set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
+    KjIrVar *start, *count;
+    KjVec *saved = open_work_item(l, w, ne, &start, &count);
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
     emit(l, full);

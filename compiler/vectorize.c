@@ -72,6 +72,67 @@ static KjIrExpr *load_at(Lifter *l, KjIrVar *var, KjIrExpr **index, int count, b
     return e;
 }
 
+/* ------------------------------------ the skeleton of a lifted kernel */
+
+KjIrFunction *kj_lift_kernel(KjIrModule *module, KjIrFunction *from, const char *symbol,
+                             bool *is_new)
+{
+    *is_new = false;
+    for (int i = 0; i < module->functions.count; i++) {
+        KjIrFunction *existing = module->functions.items[i];
+        if (existing->kind == KJ_IR_FN_VEC_KERNEL && strcmp(existing->symbol, symbol) == 0)
+            return existing;
+    }
+    *is_new = true;
+    KjIrFunction *fn = kj_arena_alloc(module->arena, sizeof *fn);
+    fn->name = from->name;
+    fn->symbol = symbol;
+    fn->kind = KJ_IR_FN_VEC_KERNEL;
+    fn->ret = kj_type_void();
+    fn->loc = from->loc;
+    fn->scalar = from;
+    return fn;
+}
+
+void kj_lift_coords(KjIrModule *module, KjIrFunction *fn, KjIrStmt *body, KjIrVar *index,
+                    KjIrVar *shape, int rank, KjIrVar **coords)
+{
+    KjArena *arena = module->arena;
+    Lifter lifter = {arena, fn, fn->loc}, *l = &lifter;
+    KjIrVar *rest = kj_ir_new_var(arena, fn, "rest", i64_type(), l->loc);
+    kj_vec_push(arena, &body->stmts, set_var(l, rest, var_ref(l, index)));
+    for (int k = rank - 1; k >= 0; k--) {
+        KjIrVar *c = kj_ir_new_var(arena, fn, kj_arena_printf(arena, "c%d", k), i64_type(), l->loc);
+        if (k == 0) {
+            kj_vec_push(arena, &body->stmts, set_var(l, c, var_ref(l, rest)));
+        } else {
+            kj_vec_push(arena, &body->stmts, set_var(l, c, binary(l, KJ_IR_REM, var_ref(l, rest), dim_of(l, shape, k))));
+            kj_vec_push(arena, &body->stmts, set_var(l, rest, binary(l, KJ_IR_DIV, var_ref(l, rest), dim_of(l, shape, k))));
+        }
+        coords[k] = c;
+    }
+}
+
+void kj_lift_finish(KjIrModule *module, KjIrFunction *fn, KjIrVar *index, KjIrVar *shape,
+                    int rank, KjIrStmt *body)
+{
+    KjArena *arena = module->arena;
+    Lifter lifter = {arena, fn, fn->loc}, *l = &lifter;
+    KjIrExpr *total = dim_of(l, shape, 0);
+    for (int k = 1; k < rank; k++)
+        total = binary(l, KJ_IR_MUL, total, dim_of(l, shape, k));
+    KjIrStmt *loop = kj_ir_new_stmt(arena, KJ_IR_STMT_PARFOR, l->loc);
+    loop->var = index;
+    loop->stop = total;
+    loop->body = body;
+
+    fn->body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
+    kj_vec_push(arena, &fn->body->stmts, loop);
+    kj_vec_push(arena, &module->functions, fn);
+}
+
+/* ------------------------------------------------------------ the pass */
+
 static const char *kernel_symbol(KjArena *arena, const KjIrFunction *scalar, KjVecVariant variant)
 {
     if (variant.layout == KJ_LAYOUT_CONTIG)
@@ -88,20 +149,11 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
         kj_die("kj_vectorize: rank %d out of range", rank);
 
     KjArena *arena = module->arena;
-    const char *symbol = kernel_symbol(arena, scalar, variant);
-    for (int i = 0; i < module->functions.count; i++) {
-        KjIrFunction *existing = module->functions.items[i];
-        if (existing->kind == KJ_IR_FN_VEC_KERNEL && strcmp(existing->symbol, symbol) == 0)
-            return existing;
-    }
-
-    KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
-    fn->name = scalar->name;
-    fn->symbol = symbol;
-    fn->kind = KJ_IR_FN_VEC_KERNEL;
-    fn->ret = kj_type_void();
-    fn->loc = scalar->loc;
-    fn->scalar = scalar;
+    bool is_new;
+    KjIrFunction *fn = kj_lift_kernel(module, scalar, kernel_symbol(arena, scalar, variant),
+                                      &is_new);
+    if (!is_new)
+        return fn;
     fn->contiguous = variant.layout == KJ_LAYOUT_CONTIG;
     Lifter lifter = {arena, fn, scalar->loc}, *l = &lifter;
 
@@ -127,20 +179,8 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
     /* Coordinates of element i: CONTIG needs none (i itself indexes every
      * array); STRIDED peels them off i, last dimension first. */
     KjIrVar *coords[KJ_MAX_DIMS] = {0};
-    if (variant.layout != KJ_LAYOUT_CONTIG) {
-        KjIrVar *rest = kj_ir_new_var(arena, fn, "rest", i64_type(), l->loc);
-        kj_vec_push(arena, &body->stmts, set_var(l, rest, var_ref(l, index)));
-        for (int k = rank - 1; k >= 0; k--) {
-            KjIrVar *c = kj_ir_new_var(arena, fn, kj_arena_printf(arena, "c%d", k), i64_type(), l->loc);
-            if (k == 0) {
-                kj_vec_push(arena, &body->stmts, set_var(l, c, var_ref(l, rest)));
-            } else {
-                kj_vec_push(arena, &body->stmts, set_var(l, c, binary(l, KJ_IR_REM, var_ref(l, rest), dim_of(l, out, k))));
-                kj_vec_push(arena, &body->stmts, set_var(l, rest, binary(l, KJ_IR_DIV, var_ref(l, rest), dim_of(l, out, k))));
-            }
-            coords[k] = c;
-        }
-    }
+    if (variant.layout != KJ_LAYOUT_CONTIG)
+        kj_lift_coords(module, fn, body, index, out, rank, coords);
     bool contiguous = variant.layout == KJ_LAYOUT_CONTIG;
 
     /* out[idx] = scalar(args...) */
@@ -174,17 +214,7 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
     }
     kj_vec_push(arena, &body->stmts, store);
 
-    /* total = product of out's extents; PARFOR i over [0, total) */
-    KjIrExpr *total = dim_of(l, out, 0);
-    for (int k = 1; k < rank; k++)
-        total = binary(l, KJ_IR_MUL, total, dim_of(l, out, k));
-    KjIrStmt *loop = kj_ir_new_stmt(arena, KJ_IR_STMT_PARFOR, l->loc);
-    loop->var = index;
-    loop->stop = total;
-    loop->body = body;
-
-    fn->body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
-    kj_vec_push(arena, &fn->body->stmts, loop);
-    kj_vec_push(arena, &module->functions, fn);
+    /* PARFOR i over every element of out */
+    kj_lift_finish(module, fn, index, out, rank, body);
     return fn;
 }

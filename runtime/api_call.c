@@ -16,25 +16,6 @@
 
 #include "kjit_runtime.h"
 
-/* ---------------------------------------------------------------- types */
-
-/* A scalar argument in the representation compiled code reads. */
-typedef union KjScalar {
-    bool b;
-    int8_t i8;
-    int16_t i16;
-    int32_t i32;
-    int64_t i64;
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    uint64_t u64;
-    float f32;
-    double f64;
-    float c64[2];
-    double c128[2];
-} KjScalar;
-
 /* ------------------------------------------------------------- arguments */
 
 kjit_arg kjit_arg_f64(double v)
@@ -163,25 +144,56 @@ int kj_api_scalar_match(kjit_dtype given, const KjType *param)
     return scalar_match(given, param);
 }
 
+int kj_api_arg_distance(const kjit_arg *arg, const KjType *elem)
+{
+    if (arg->kind == KJIT_ARG_ARRAY) {
+        kjit_dtype want;
+        return kj_type_dtype(elem, &want) && arg->value.array->dtype == want ? 0 : -1;
+    }
+    return scalar_match(arg->dtype, elem);
+}
+
 int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs)
 {
     if (fn->param_count != nargs)
         return -1;
     int score = 0;
     for (int i = 0; i < nargs; i++) {
-        const KjType *param = fn->params[i]->type;
-        if (args[i].kind == KJIT_ARG_ARRAY) {
-            kjit_dtype want;
-            if (!kj_type_dtype(param, &want) || args[i].value.array->dtype != want)
-                return -1;
-        } else {
-            int m = scalar_match(args[i].dtype, param);
-            if (m < 0)
-                return -1;
-            score += m;
-        }
+        int m = kj_api_arg_distance(&args[i], fn->params[i]->type);
+        if (m < 0)
+            return -1;
+        score += m;
     }
     return score;
+}
+
+/* "f64 array" or "i64": what signatures are chosen by, for their messages. */
+static const char *describe_element_type(const kjit_arg *arg, char *buf, size_t size)
+{
+    if (arg->kind == KJIT_ARG_SCALAR)
+        snprintf(buf, size, "%s", kjit_dtype_name(arg->dtype));
+    else
+        snprintf(buf, size, "%s array", kjit_dtype_name(arg->value.array->dtype));
+    return buf;
+}
+
+void kj_api_print_element_types(KjBuf *message, const char *name, const kjit_arg *args,
+                                int nargs)
+{
+    kj_buf_printf(message, "%s(", name);
+    for (int i = 0; i < nargs; i++) {
+        char text[64];
+        kj_buf_printf(message, "%s%s", i ? ", " : "",
+                      describe_element_type(&args[i], text, sizeof text));
+    }
+    kj_buf_printf(message, ")");
+}
+
+void kj_api_print_signatures(KjBuf *message, const kjit_function *function)
+{
+    for (int s = 0; s < function->entry->variants.count; s++)
+        kj_buf_printf(message, "%s%s", s ? ", " : "", function->signature_text[s]);
+    kj_buf_printf(message, " (array element types must match exactly)");
 }
 
 static void describe_arg(const kjit_arg *arg, char *buf, size_t size)
@@ -198,6 +210,33 @@ static void describe_arg(const kjit_arg *arg, char *buf, size_t size)
     snprintf(buf, size, "%s", kj_type_name(kj_type_array(kj_dtype_type(a->dtype), a->ndim)));
 }
 
+kjit_status kj_api_check_args(kjit_context *context, const char *name, const kjit_arg *args,
+                              int nargs)
+{
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == KJIT_ARG_ARRAY) {
+            const kjit_array *a = args[i].value.array;
+            if (!a)
+                return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                        "argument %d of %s is a NULL array", i, name);
+            if ((unsigned)a->dtype >= KJIT_DTYPE_COUNT || a->ndim < 0 || a->ndim > KJIT_MAX_DIMS)
+                return kj_api_set_error(
+                    context, KJIT_ERROR_INVALID_ARGUMENT,
+                    "argument %d of %s is not a valid array (dtype %d, ndim %d)", i, name,
+                    (int)a->dtype, a->ndim);
+            for (int d = 0; d < a->ndim; d++)
+                if (a->shape[d] < 0)
+                    return kj_api_set_error(context, KJIT_ERROR_SHAPE,
+                                            "argument %d of %s has a negative extent", i, name);
+        } else if (args[i].kind != KJIT_ARG_SCALAR || (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT) {
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "argument %d of %s is neither a scalar nor an array", i,
+                                    name);
+        }
+    }
+    return KJIT_OK;
+}
+
 static kjit_status check_args_present(kjit_context *context, const kjit_function *function,
                                       const kjit_arg *args, int nargs)
 {
@@ -206,30 +245,7 @@ static kjit_status check_args_present(kjit_context *context, const kjit_function
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s takes %d argument%s, %d given", function->entry->name, want,
                                 want == 1 ? "" : "s", nargs);
-    for (int i = 0; i < nargs; i++) {
-        if (args[i].kind == KJIT_ARG_ARRAY) {
-            const kjit_array *a = args[i].value.array;
-            if (!a)
-                return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                        "argument %d of %s is a NULL array", i,
-                                        function->entry->name);
-            if ((unsigned)a->dtype >= KJIT_DTYPE_COUNT || a->ndim < 0 || a->ndim > KJIT_MAX_DIMS)
-                return kj_api_set_error(
-                    context, KJIT_ERROR_INVALID_ARGUMENT,
-                    "argument %d of %s is not a valid array (dtype %d, ndim %d)", i,
-                    function->entry->name, (int)a->dtype, a->ndim);
-            for (int d = 0; d < a->ndim; d++)
-                if (a->shape[d] < 0)
-                    return kj_api_set_error(context, KJIT_ERROR_SHAPE,
-                                            "argument %d of %s has a negative extent", i,
-                                            function->entry->name);
-        } else if (args[i].kind != KJIT_ARG_SCALAR || (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT) {
-            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                    "argument %d of %s is neither a scalar nor an array", i,
-                                    function->entry->name);
-        }
-    }
-    return KJIT_OK;
+    return kj_api_check_args(context, function->entry->name, args, nargs);
 }
 
 /* ---------------------------------------------------- vectorized calls */
@@ -266,11 +282,7 @@ static kjit_status choose_signature(kjit_function *function, const kjit_arg *arg
         bool taken = false;
         for (int s = 0; s < count && !taken; s++) {
             const KjType *param = kj_api_variant_of(function, s)->params[i]->type;
-            kjit_dtype want;
-            if (args[i].kind == KJIT_ARG_ARRAY)
-                taken = kj_type_dtype(param, &want) && args[i].value.array->dtype == want;
-            else
-                taken = scalar_match(args[i].dtype, param) >= 0;
+            taken = kj_api_arg_distance(&args[i], param) >= 0;
         }
         if (!taken)
             culprit = i;
@@ -285,9 +297,7 @@ static kjit_status choose_signature(kjit_function *function, const kjit_arg *arg
                       name, given.data ? given.data : "", name);
     }
     kj_buf_printf(&message, "; signatures on offer: ");
-    for (int s = 0; s < count; s++)
-        kj_buf_printf(&message, "%s%s", s ? ", " : "", function->signature_text[s]);
-    kj_buf_printf(&message, " (array element types must match exactly)");
+    kj_api_print_signatures(&message, function);
     kj_api_set_error(context, KJIT_ERROR_TYPE, "%s", message.data);
     kj_buf_free(&message);
     kj_buf_free(&given);
@@ -300,6 +310,21 @@ void *kj_api_alloc_aligned(size_t bytes)
     if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0)
         return NULL;
     return data;
+}
+
+kjit_status kj_api_alloc_output(kjit_context *context, const char *name, kjit_dtype dtype,
+                                int ndim, const int64_t *shape, kjit_array *out)
+{
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++)
+        count *= shape[d];
+    void *data = kj_api_alloc_aligned((size_t)count * kjit_dtype_size(dtype));
+    if (!data)
+        return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
+                                "%s: out of memory for an output of %lld elements", name,
+                                (long long)count);
+    *out = kjit_array_make(data, dtype, ndim, shape);
+    return KJIT_OK;
 }
 
 /*
@@ -353,15 +378,9 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     } else if (!run) {
         target = kjit_array_make(NULL, ret, ndim, shape);
     } else if (result) {
-        int64_t size = 1;
-        for (int d = 0; d < ndim; d++)
-            size *= shape[d];
-        void *data = kj_api_alloc_aligned((size_t)size * kjit_dtype_size(ret));
-        if (!data)
-            return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
-                                    "%s: out of memory for an output of %lld elements", name,
-                                    (long long)size);
-        allocated = kjit_array_make(data, ret, ndim, shape);
+        status = kj_api_alloc_output(context, name, ret, ndim, shape, &allocated);
+        if (status != KJIT_OK)
+            return status;
         target = allocated;
     } else {
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
@@ -774,6 +793,53 @@ kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *
     if (bytes == 0)
         return KJIT_OK;
     return context->runtime->copy(context, dst, src, bytes, stream);
+}
+
+/* The staging of host operands on a target whose memory is not the host's
+ * (api_guvec.c, api_reduce.c). */
+
+kjit_status kj_api_temp_alloc(kjit_context *context, KjTemps *temps, size_t bytes, void **out)
+{
+    if (temps->count == KJ_API_MAX_TEMPS)
+        kj_die("more than %d temporaries", KJ_API_MAX_TEMPS);
+    kjit_status status = context->runtime->alloc(context, bytes, out);
+    if (status == KJIT_OK)
+        temps->ptr[temps->count++] = *out;
+    return status;
+}
+
+void kj_api_free_temps(kjit_context *context, KjTemps *temps)
+{
+    for (int i = 0; i < temps->count; i++)
+        context->runtime->free(context, temps->ptr[i]);
+    temps->count = 0;
+}
+
+kjit_status kj_api_copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
+                              bool src_target, size_t bytes, kjit_stream *stream)
+{
+    if (bytes == 0)
+        return KJIT_OK;
+    int64_t n = (int64_t)bytes;
+    kjit_array d = kjit_array_make(dst, KJIT_U8, 1, &n);
+    kjit_array s = kjit_array_make((void *)src, KJIT_U8, 1, &n);
+    d.memory = dst_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
+    s.memory = src_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
+    return context->runtime->copy(context, &d, &s, bytes, stream);
+}
+
+kjit_status kj_api_stage(kjit_context *context, KjTemps *temps, const kjit_array *host,
+                         bool copy, kjit_stream *stream, void **data)
+{
+    int64_t low, high;
+    kj_array_extent(host, &low, &high);
+    void *staged;
+    kjit_status status = kj_api_temp_alloc(context, temps, (size_t)(high - low), &staged);
+    if (status == KJIT_OK && copy)
+        status = kj_api_copy_bytes(context, staged, true, (char *)host->data + low, false,
+                                   (size_t)(high - low), stream);
+    *data = status == KJIT_OK ? (char *)staged - low : NULL;
+    return status;
 }
 
 /* ------------------------------------------------------ streams, events */

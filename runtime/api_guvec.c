@@ -58,27 +58,12 @@ static int distance(const KjIrFunction *fn, const kjit_arg *args, int nargs)
 {
     int score = 0;
     for (int i = 0; i < nargs; i++) {
-        const KjType *elem = elem_of(fn, i);
-        if (args[i].kind == KJIT_ARG_ARRAY) {
-            kjit_dtype want;
-            if (!kj_type_dtype(elem, &want) || args[i].value.array->dtype != want)
-                return -1;
-        } else {
-            int m = kj_api_scalar_match(args[i].dtype, elem);
-            if (m < 0)
-                return -1;
-            score += m;
-        }
+        int m = kj_api_arg_distance(&args[i], elem_of(fn, i));
+        if (m < 0)
+            return -1;
+        score += m;
     }
     return score;
-}
-
-static void describe(const kjit_arg *arg, char *buf, size_t size)
-{
-    if (arg->kind == KJIT_ARG_SCALAR)
-        snprintf(buf, size, "%s", kjit_dtype_name(arg->dtype));
-    else
-        snprintf(buf, size, "%s array", kjit_dtype_name(arg->value.array->dtype));
 }
 
 static kjit_status choose(kjit_function *function, const kjit_arg *args, int nargs, int *sig)
@@ -97,17 +82,10 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
         return KJIT_OK;
     }
     KjBuf message = {0};
-    kj_buf_printf(&message, "%s(", function->entry->name);
-    for (int i = 0; i < nargs; i++) {
-        char text[64];
-        describe(&args[i], text, sizeof text);
-        kj_buf_printf(&message, "%s%s", i ? ", " : "", text);
-    }
-    kj_buf_printf(&message, "): no signature of %s takes these element types; signatures on "
+    kj_api_print_element_types(&message, function->entry->name, args, nargs);
+    kj_buf_printf(&message, ": no signature of %s takes these element types; signatures on "
                   "offer: ", function->entry->name);
-    for (int s = 0; s < count; s++)
-        kj_buf_printf(&message, "%s%s", s ? ", " : "", function->signature_text[s]);
-    kj_buf_printf(&message, " (array element types must match exactly)");
+    kj_api_print_signatures(&message, function);
     kj_api_set_error(function->module->context, KJIT_ERROR_TYPE, "%s", message.data);
     kj_buf_free(&message);
     return KJIT_ERROR_TYPE;
@@ -126,28 +104,13 @@ static kjit_status check_args(kjit_function *function, const kjit_arg *args, int
                                 "%s takes its %d input%s, or its %d inputs and %d outputs "
                                 "(\"%s\"); %d arguments given", name, l->inputs,
                                 l->inputs == 1 ? "" : "s", l->inputs, l->outputs, l->text, nargs);
-    for (int i = 0; i < nargs; i++) {
-        const kjit_arg *a = &args[i];
-        if (a->kind == KJIT_ARG_ARRAY) {
-            const kjit_array *x = a->value.array;
-            if (!x || (unsigned)x->dtype >= KJIT_DTYPE_COUNT || x->ndim < 0 ||
-                x->ndim > KJIT_MAX_DIMS)
-                return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                        "argument %d of %s is not a valid array", i, name);
-            for (int d = 0; d < x->ndim; d++)
-                if (x->shape[d] < 0)
-                    return kj_api_set_error(context, KJIT_ERROR_SHAPE,
-                                            "argument %d of %s has a negative extent", i, name);
-        } else if (a->kind != KJIT_ARG_SCALAR || (unsigned)a->dtype >= KJIT_DTYPE_COUNT) {
-            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                    "argument %d of %s is neither a scalar nor an array", i, name);
-        } else if (i >= l->inputs) {
-            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                    "argument %d of %s is output %d, which must be an array", i,
-                                    name, i - l->inputs);
-        }
-    }
-    return KJIT_OK;
+    kjit_status status = kj_api_check_args(context, name, args, nargs);
+    for (int i = l->inputs; i < nargs && status == KJIT_OK; i++)
+        if (args[i].kind != KJIT_ARG_ARRAY)
+            status = kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                      "argument %d of %s is output %d, which must be an array",
+                                      i, name, i - l->inputs);
+    return status;
 }
 
 kjit_status kj_gufunc_match(kjit_function *function, const kjit_arg *args, int nargs,
@@ -299,25 +262,6 @@ static int descs_rank(const KjIrFunction *fn, int q, int loop_ndim)
 
 /* ------------------------------------------------------------ the call */
 
-/* Target memory the call made, freed at the end. */
-typedef struct Temps {
-    void *ptr[MAX_OPERANDS];
-    int count;
-} Temps;
-
-static kjit_status copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
-                              bool src_target, size_t bytes, kjit_stream *stream)
-{
-    if (bytes == 0)
-        return KJIT_OK;
-    int64_t n = (int64_t)bytes;
-    kjit_array d = kjit_array_make(dst, KJIT_U8, 1, &n);
-    kjit_array s = kjit_array_make((void *)src, KJIT_U8, 1, &n);
-    d.memory = dst_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
-    s.memory = src_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
-    return context->runtime->copy(context, &d, &s, bytes, stream);
-}
-
 kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int nargs,
                            kjit_array *out, kjit_array *result, kjit_stream *stream, bool run)
 {
@@ -391,16 +335,8 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
             else
                 g->views[q] = *given;
         } else if (run) {
-            int64_t count = 1;
-            for (int d = 0; d < ndim; d++)
-                count *= want[d];
-            void *data = kj_api_alloc_aligned((size_t)count * kjit_dtype_size(dtype));
-            if (!data)
-                status = kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
-                                          "%s: out of memory for an output of %lld elements", name,
-                                          (long long)count);
-            else
-                allocated = g->views[q] = kjit_array_make(data, dtype, ndim, want);
+            status = kj_api_alloc_output(context, name, dtype, ndim, want, &allocated);
+            g->views[q] = allocated;
         } else {
             g->views[q] = kjit_array_make(NULL, dtype, ndim, want);
         }
@@ -451,27 +387,17 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
      * the host's (a given output too, so that its gaps survive the copy back). */
     const KjRuntimeTarget *runtime = context->runtime;
     bool staged = !runtime->device_memory_on_host;
-    Temps temps = {.count = 0};
+    KjTemps temps = {.count = 0};
     void *params[MAX_OPERANDS + 1];
     void *host_data[MAX_OPERANDS];
-    int64_t low[MAX_OPERANDS], high[MAX_OPERANDS];
     for (int q = 0; q < n && status == KJIT_OK; q++) {
         params[q] = &descs[q];
         host_data[q] = NULL;
         if (!staged || g->views[q].memory == KJIT_MEMORY_DEVICE)
             continue;
-        kj_array_extent(&g->views[q], &low[q], &high[q]);
-        void *copy;
-        status = runtime->alloc(context, (size_t)(high[q] - low[q]), &copy);
-        if (status != KJIT_OK)
-            break;
-        temps.ptr[temps.count++] = copy;
         bool fresh = q >= l->inputs && g->views[q].data == allocated.data;
-        if (!fresh)
-            status = copy_bytes(context, copy, true, (char *)g->views[q].data + low[q], false,
-                                (size_t)(high[q] - low[q]), stream);
+        status = kj_api_stage(context, &temps, &g->views[q], !fresh, stream, &descs[q].data);
         host_data[q] = g->views[q].data;
-        descs[q].data = (char *)copy - low[q];
     }
 
     KjCheckCall check;
@@ -487,15 +413,18 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
     }
     if (checking)
         status = kj_check_end(context, &check, function->module->ir, name, stream, status);
-    for (int q = l->inputs; q < n && status == KJIT_OK; q++)
-        if (host_data[q])
-            status = copy_bytes(context, (char *)host_data[q] + low[q], false,
-                                (char *)descs[q].data + low[q], true, (size_t)(high[q] - low[q]),
-                                stream);
+    for (int q = l->inputs; q < n && status == KJIT_OK; q++) {
+        if (!host_data[q])
+            continue;
+        int64_t low, high;
+        kj_array_extent(&g->views[q], &low, &high);
+        status = kj_api_copy_bytes(context, (char *)host_data[q] + low, false,
+                                   (char *)descs[q].data + low, true, (size_t)(high - low),
+                                   stream);
+    }
     if (status == KJIT_OK && temps.count > 0)
         status = runtime->synchronize(context, stream);
-    for (int i = 0; i < temps.count; i++)
-        runtime->free(context, temps.ptr[i]);
+    kj_api_free_temps(context, &temps);
     if (status == KJIT_OK && result && !outputs_given && !out)
         *result = allocated;
     else

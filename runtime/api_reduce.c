@@ -52,73 +52,6 @@ void kj_reduce_scratch_free(kjit_context *context)
     context->reduce_scratch = NULL;
 }
 
-/* ------------------------------------------------------------- scalars */
-
-typedef union Scalar {
-    uint8_t b;
-    int8_t i8;
-    int16_t i16;
-    int32_t i32;
-    int64_t i64;
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    uint64_t u64;
-    float f32;
-    double f64;
-    float c64[2];
-    double c128[2];
-} Scalar;
-
-static bool dtype_is_complex(kjit_dtype d) { return d == KJIT_C64 || d == KJIT_C128; }
-static bool dtype_is_float(kjit_dtype d) { return d == KJIT_F32 || d == KJIT_F64; }
-static bool dtype_is_unsigned(kjit_dtype d) { return d >= KJIT_U8 && d <= KJIT_U64; }
-
-/* A host scalar as `to` (a cast, as for a plain function's argument); false
- * for a complex value going to a real type. */
-static bool scalar_as(const kjit_arg *arg, kjit_dtype to, Scalar *out)
-{
-    memset(out, 0, sizeof *out);
-    kjit_dtype from = arg->dtype;
-    double re = 0, im = 0;
-    int64_t as_int = 0;
-    if (dtype_is_complex(from)) {
-        if (!dtype_is_complex(to))
-            return false;
-        re = arg->value.c[0];
-        im = arg->value.c[1];
-    } else if (dtype_is_float(from)) {
-        re = arg->value.f;
-        as_int = (int64_t)re;
-    } else if (dtype_is_unsigned(from)) {
-        as_int = (int64_t)arg->value.u;
-        re = (double)arg->value.u;
-    } else {
-        as_int = arg->value.i;
-        re = (double)as_int;
-    }
-    switch (to) {
-    case KJIT_BOOL: out->b = dtype_is_float(from) ? re != 0 : as_int != 0; break;
-    case KJIT_I8: out->i8 = (int8_t)as_int; break;
-    case KJIT_I16: out->i16 = (int16_t)as_int; break;
-    case KJIT_I32: out->i32 = (int32_t)as_int; break;
-    case KJIT_I64: out->i64 = as_int; break;
-    case KJIT_U8: out->u8 = (uint8_t)as_int; break;
-    case KJIT_U16: out->u16 = (uint16_t)as_int; break;
-    case KJIT_U32: out->u32 = (uint32_t)as_int; break;
-    case KJIT_U64: out->u64 = dtype_is_float(from) && re >= 0 ? (uint64_t)re : (uint64_t)as_int; break;
-    case KJIT_F32: out->f32 = (float)re; break;
-    case KJIT_F64: out->f64 = re; break;
-    case KJIT_C64: out->c64[0] = (float)re; out->c64[1] = (float)im; break;
-    case KJIT_C128: out->c128[0] = re; out->c128[1] = im; break;
-    default: return false;
-    }
-    return true;
-}
-
-/* How a signature's parameter takes a host scalar: 0 exactly, 1 through the
- * host's generic i64 / f64 (Python's int and float), -1 not at all. */
-
 /* ----------------------------------------------------------- signatures */
 
 static kjit_function *map_function(const kjit_function *function)
@@ -153,15 +86,6 @@ static int reduce_signature_of(const kjit_function *function, const KjType *t)
         if (kj_api_variant_of(function, s)->ret == t)
             return s;
     return -1;
-}
-
-static const char *describe(const kjit_arg *arg, char *buf, size_t size)
-{
-    if (arg->kind == KJIT_ARG_SCALAR)
-        snprintf(buf, size, "%s", kjit_dtype_name(arg->dtype));
-    else
-        snprintf(buf, size, "%s array", kjit_dtype_name(arg->value.array->dtype));
-    return buf;
 }
 
 /* Picks the reduce signature and, for a fused map, the map's signature, from
@@ -209,17 +133,10 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
         }
     }
     KjBuf message = {0};
-    kj_buf_printf(&message, "%s(", name);
-    for (int i = 0; i < nargs; i++) {
-        char text[64];
-        kj_buf_printf(&message, "%s%s", i ? ", " : "", describe(&args[i], text, sizeof text));
-    }
-    kj_buf_printf(&message, "): no signature takes these types; %s takes ",
+    kj_api_print_element_types(&message, name, args, nargs);
+    kj_buf_printf(&message, ": no signature takes these types; %s takes ",
                   map ? map->entry->name : name);
-    kjit_function *offer = map ? map : function;
-    for (int s = 0; s < offer->entry->variants.count; s++)
-        kj_buf_printf(&message, "%s%s", s ? ", " : "", kjit_function_signature(offer, s));
-    kj_buf_printf(&message, " (array element types must match exactly)");
+    kj_api_print_signatures(&message, map ? map : function);
     kj_api_set_error(context, KJIT_ERROR_TYPE, "%s", message.data);
     kj_buf_free(&message);
     return KJIT_ERROR_TYPE;
@@ -300,10 +217,10 @@ typedef struct LevelArgs {
     void *params[MAX_INPUTS * 2 * KJ_MAX_DIMS + 64];
     int64_t ints[MAX_INPUTS * 2 * KJ_MAX_DIMS + 32];
     uint8_t has_init;
-    Scalar init;
+    KjScalar init;
 } LevelArgs;
 
-static void level_args(Level *level, bool has_init, const Scalar *init, LevelArgs *a)
+static void level_args(Level *level, bool has_init, const KjScalar *init, LevelArgs *a)
 {
     int p = 0, n = 0;
     for (int q = 0; q < level->inputs; q++)
@@ -343,62 +260,21 @@ static KjArrayDesc flat_desc(void *data, int64_t count)
 
 /* ---------------------------------------------------------- the call */
 
-/* Target memory the call made, freed at the end. */
-typedef struct Temps {
-    void *ptr[MAX_INPUTS + 4];
-    int count;
-} Temps;
-
-static kjit_status temp_alloc(kjit_context *context, Temps *temps, size_t bytes, void **out)
-{
-    kjit_status status = context->runtime->alloc(context, bytes, out);
-    if (status == KJIT_OK)
-        temps->ptr[temps->count++] = *out;
-    return status;
-}
-
-static void free_temps(kjit_context *context, Temps *temps)
-{
-    for (int i = 0; i < temps->count; i++)
-        context->runtime->free(context, temps->ptr[i]);
-    temps->count = 0;
-}
-
-/* Bytes between host memory and the target's, through its copy. */
-static kjit_status copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
-                              bool src_target, size_t bytes, kjit_stream *stream)
-{
-    if (bytes == 0)
-        return KJIT_OK;
-    int64_t n = (int64_t)bytes;
-    kjit_array d = kjit_array_make(dst, KJIT_U8, 1, &n), s = kjit_array_make((void *)src, KJIT_U8, 1, &n);
-    d.memory = dst_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
-    s.memory = src_target ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
-    return context->runtime->copy(context, &d, &s, bytes, stream);
-}
-
-static void *host_alloc(size_t bytes)
-{
-    void *data = NULL;
-    if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0)
-        return NULL;
-    return data;
-}
-
 /* Fills `count` elements of `size` bytes at dst with value. */
 static kjit_status fill(kjit_context *context, void *dst, bool on_target, int64_t count,
-                        size_t size, const Scalar *value, kjit_stream *stream)
+                        size_t size, const KjScalar *value, kjit_stream *stream)
 {
     if (count <= 0)
         return KJIT_OK;
-    char *host = on_target ? host_alloc((size_t)count * size) : dst;
+    char *host = on_target ? kj_api_alloc_aligned((size_t)count * size) : dst;
     if (!host)
         return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY, "out of memory");
     for (int64_t i = 0; i < count; i++)
         memcpy(host + (size_t)i * size, value, size);
     kjit_status status = KJIT_OK;
     if (on_target) {
-        status = copy_bytes(context, dst, true, host, false, (size_t)count * size, stream);
+        status = kj_api_copy_bytes(context, dst, true, host, false, (size_t)count * size,
+                                   stream);
         if (status == KJIT_OK)
             status = context->runtime->synchronize(context, stream);
         free(host);
@@ -420,23 +296,12 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: %d arguments (a reduction takes 1 to %d)", name, nargs,
                                 MAX_INPUTS);
-    for (int i = 0; i < nargs; i++) {
-        const kjit_array *a = args[i].kind == KJIT_ARG_ARRAY ? args[i].value.array : NULL;
-        if (args[i].kind == KJIT_ARG_ARRAY &&
-            (!a || (unsigned)a->dtype >= KJIT_DTYPE_COUNT || a->ndim < 0 || a->ndim > KJIT_MAX_DIMS))
-            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                    "argument %d of %s is not a valid array", i, name);
-        for (int d = 0; a && d < a->ndim; d++)
-            if (a->shape[d] < 0)
-                return kj_api_set_error(context, KJIT_ERROR_SHAPE,
-                                        "argument %d of %s has a negative extent", i, name);
-        if (args[i].kind == KJIT_ARG_SCALAR && (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT)
-            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                    "argument %d of %s is not a valid scalar", i, name);
-    }
+    kjit_status status = kj_api_check_args(context, name, args, nargs);
+    if (status != KJIT_OK)
+        return status;
     int sig, map_sig;
     kjit_function *map;
-    kjit_status status = choose(function, args, nargs, &sig, &map, &map_sig);
+    status = choose(function, args, nargs, &sig, &map, &map_sig);
     if (status != KJIT_OK)
         return status;
     const KjType *t = kj_api_variant_of(function, sig)->ret;
@@ -444,15 +309,16 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     kj_type_dtype(t, &dtype);
     size_t size = kjit_dtype_size(dtype);
 
-    Scalar init_value;
+    KjScalar init_value;
     memset(&init_value, 0, sizeof init_value);
-    if (init && (init->kind != KJIT_ARG_SCALAR || !scalar_as(init, dtype, &init_value)))
+    if (init && (init->kind != KJIT_ARG_SCALAR ||
+                 !kj_api_convert_scalar(init, kj_dtype_type(dtype), &init_value)))
         return kj_api_set_error(context, KJIT_ERROR_TYPE,
                                 "%s: the initial value must be a scalar that converts to %s", name,
                                 kjit_dtype_name(dtype));
 
     /* The inputs as arrays: a scalar is a 0-d array of the map's type. */
-    Scalar scalars[MAX_INPUTS];
+    KjScalar scalars[MAX_INPUTS];
     kjit_array views[MAX_INPUTS];
     const kjit_array *inputs[MAX_INPUTS];
     for (int i = 0; i < nargs; i++) {
@@ -461,7 +327,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         } else {
             kjit_dtype want;
             kj_type_dtype(kj_api_variant_of(map, map_sig)->params[i]->type, &want);
-            scalar_as(&args[i], want, &scalars[i]);
+            kj_api_convert_scalar(&args[i], kj_dtype_type(want), &scalars[i]);
             views[i] = kjit_array_make(&scalars[i], want, 0, NULL);
         }
         inputs[i] = &views[i];
@@ -549,12 +415,9 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
                                     "%s: the output of a reduction must be C-contiguous", name);
         target = *out;
     } else if (run && result) {
-        void *data = host_alloc((size_t)outputs * size);
-        if (!data)
-            return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
-                                    "%s: out of memory for an output of %lld elements", name,
-                                    (long long)outputs);
-        allocated = kjit_array_make(data, dtype, out_ndim, out_shape);
+        status = kj_api_alloc_output(context, name, dtype, out_ndim, out_shape, &allocated);
+        if (status != KJIT_OK)
+            return status;
         target = allocated;
     } else if (run) {
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
@@ -688,7 +551,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
             region[i % 2] = levels[i].items;
     region[0] = (region[0] + KJ_REDUCE_LANES - 1) / KJ_REDUCE_LANES * KJ_REDUCE_LANES;
     size_t scratch_bytes = (size_t)(region[0] + region[1]) * size;
-    Temps temps = {.count = 0};
+    KjTemps temps = {.count = 0};
     KjReduceScratch *shared = NULL;
     char *scratch = NULL;
     void *in_data[MAX_INPUTS];
@@ -697,21 +560,14 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         in_data[q] = views[q].data;
         if (!staged || views[q].memory == KJIT_MEMORY_DEVICE)
             continue;
-        int64_t low, high;
-        kj_array_extent(&views[q], &low, &high);
-        void *copy;
-        status = temp_alloc(context, &temps, (size_t)(high - low), &copy);
-        if (status == KJIT_OK)
-            status = copy_bytes(context, copy, true, (char *)views[q].data + low, false,
-                                (size_t)(high - low), stream);
-        in_data[q] = (char *)copy - low;
+        status = kj_api_stage(context, &temps, &views[q], true, stream, &in_data[q]);
     }
     if (status == KJIT_OK && !out_on_target)
-        status = temp_alloc(context, &temps, (size_t)outputs * size, &out_data);
+        status = kj_api_temp_alloc(context, &temps, (size_t)outputs * size, &out_data);
     if (status == KJIT_OK && scratch_bytes) {
         if (stream) {
             /* A stream of its own: partials of its own, freed after it. */
-            status = temp_alloc(context, &temps, scratch_bytes, (void **)&scratch);
+            status = kj_api_temp_alloc(context, &temps, scratch_bytes, (void **)&scratch);
         } else {
             pthread_mutex_lock(&context->lock);
             if (!context->reduce_scratch) {
@@ -760,11 +616,11 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     /* Staged inputs and partials of a stream are freed once the work is done;
      * the result goes back to the host when it was given there. */
     if (status == KJIT_OK && !out_on_target)
-        status = copy_bytes(context, target.data, false, out_data, true, (size_t)outputs * size,
-                            stream);
+        status = kj_api_copy_bytes(context, target.data, false, out_data, true,
+                                   (size_t)outputs * size, stream);
     if (status == KJIT_OK && temps.count > 0)
         status = runtime->synchronize(context, stream);
-    free_temps(context, &temps);
+    kj_api_free_temps(context, &temps);
     if (status == KJIT_OK && result)
         *result = allocated;
     else

@@ -475,6 +475,18 @@ void kj_api_clear_error(kjit_context *context);
  * any number, an f64 to any float or complex, a c128 to any complex); -1 when
  * they do not fit.  The call takes the signature of the least. */
 int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs);
+/* The same for one argument and a parameter of scalar type `elem` (an array
+ * argument's element type must be elem exactly). */
+int kj_api_arg_distance(const kjit_arg *arg, const KjType *elem);
+/* Every argument is a scalar of a known dtype or an array kjit can read (no
+ * negative extent); else the error, naming argument i of function `name`. */
+kjit_status kj_api_check_args(kjit_context *context, const char *name, const kjit_arg *args,
+                              int nargs);
+/* For the message of a call that no signature takes: "name(f64 array, i64)",
+ * and the function's signatures, then that element types must match exactly. */
+void kj_api_print_element_types(KjBuf *message, const char *name, const kjit_arg *args,
+                                int nargs);
+void kj_api_print_signatures(KjBuf *message, const kjit_function *function);
 
 /* The checked IR of signature `sig` of a function. */
 KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
@@ -494,7 +506,24 @@ kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot 
  * the context's reduction scratch memory, released with the context. */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
 void kj_reduce_scratch_free(kjit_context *context);
-/* api_call.c: a host scalar stored as `type` at out (16 bytes; false for
+
+/* A host scalar in the representation compiled code reads (16 bytes). */
+typedef union KjScalar {
+    bool b;
+    int8_t i8;
+    int16_t i16;
+    int32_t i32;
+    int64_t i64;
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
+    float f32;
+    double f64;
+    float c64[2];
+    double c128[2];
+} KjScalar;
+/* api_call.c: a host scalar stored as `type` at out (a KjScalar; false for
  * complex to real), and how a signature's parameter of that type takes it
  * (0 exactly, 1 widened from the host's i64/f64/c128, -1 not at all). */
 bool kj_api_convert_scalar(const kjit_arg *arg, const KjType *type, void *out);
@@ -512,6 +541,29 @@ kjit_status kj_gufunc_match(kjit_function *function, const kjit_arg *args, int n
 void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key);
 /* aligned for SIMD loads; NULL when the memory cannot be had (0 bytes: 64). */
 void *kj_api_alloc_aligned(size_t bytes);
+/* A call's result array, allocated so on the host (C-contiguous); out of
+ * memory is an error that names the function. */
+kjit_status kj_api_alloc_output(kjit_context *context, const char *name, kjit_dtype dtype,
+                                int ndim, const int64_t *shape, kjit_array *out);
+
+/* api_call.c: host operands staged on a target whose memory is not the host's
+ * (api_guvec.c, api_reduce.c).  The target memory a call makes, freed at its
+ * end: every operand of a gufunc, or a reduction's inputs, output and partials. */
+#define KJ_API_MAX_TEMPS (KJ_GUFUNC_MAX_OPERANDS + 4)
+typedef struct KjTemps {
+    void *ptr[KJ_API_MAX_TEMPS];
+    int count;
+} KjTemps;
+kjit_status kj_api_temp_alloc(kjit_context *context, KjTemps *temps, size_t bytes, void **out);
+void kj_api_free_temps(kjit_context *context, KjTemps *temps);
+/* Bytes between host memory and the target's, through its copy. */
+kjit_status kj_api_copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
+                              bool src_target, size_t bytes, kjit_stream *stream);
+/* Target memory for the extent of `host`, a temporary, filled from it when
+ * `copy`; *data is where the staged array's data pointer goes (the copy
+ * less the extent's low offset). */
+kjit_status kj_api_stage(kjit_context *context, KjTemps *temps, const kjit_array *host,
+                         bool copy, kjit_stream *stream, void **data);
 
 /* ============================================ target_cpu.c, target_cuda.c */
 

@@ -317,8 +317,9 @@ static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt
 {
     if (!st)
         return false;
-    if (st == inside)
-        return reads_var(st->start, var) || reads_var(st->stop, var) || reads_var(st->step, var);
+    if (st == inside) /* a loop's condition reads on for the lanes that left (gen_loop) */
+        return reads_var(st->start, var) || reads_var(st->stop, var) || reads_var(st->step, var) ||
+               reads_var(st->cond, var);
     const KjIrExpr *es[] = {st->value, st->array, st->cond, st->start, st->stop, st->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
         if (reads_var(es[i], var))
@@ -667,9 +668,8 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMBuildCondBr(B, go_on, body, exit);
         LLVMPositionBuilderAtEnd(B, body);
     } else {
+        /* lanes that returned inside the loop are among the broken ones */
         LLVMValueRef active = mask_and_not(s, before, loop.break_slot);
-        if (s->returned)
-            active = mask_and_not(s, active, s->returned);
         if (!is_for) {
             /* the condition under the lanes still in the loop; one that
              * touches memory only while there are some */
@@ -687,8 +687,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             LLVMPositionBuilderAtEnd(B, counted);
             go_on = splat_const(s, LLVMConstInt(g->t_i1, 1, 0));
         }
-        /* lanes whose condition fails leave for good, as by break */
-        add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
+        /* lanes whose condition fails leave for good, as by break; a
+         * condition of no memory needs no record: it stays false for them,
+         * the variables it reads being blended (reads_outside) */
+        if (is_for || !cheap_expr(st->cond))
+            add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
         active = LLVMBuildAnd(B, active, go_on, "active");
         LLVMBuildCondBr(B, any_lane(s, active), body, exit);
         LLVMPositionBuilderAtEnd(B, body);
@@ -746,6 +749,11 @@ static void gen_leave(Simd *s, KjIrStmt *st)
         }
         if (kj_uniform_stmt_divergent(s->u, st)) {
             add_lanes(s, s->returned, s->mask);
+            /* and out of every varying loop around: their heads then test
+             * one mask, not two */
+            for (int k = 0; k < s->loop_depth; k++)
+                if (s->loops[k].varying)
+                    add_lanes(s, s->loops[k].break_slot, s->mask);
             LLVMBuildBr(s->b, skip_target(s));
         } else {
             LLVMBuildBr(s->b, s->exit_bb);
@@ -888,10 +896,20 @@ static unsigned bind_params(Simd *s)
 /* Every mask used in a block other than its own reaches it wide (see
  * widen_mask): widened once after its definition, narrowed before each use.
  * Phis of masks are left as they are. */
-void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlockRef from)
+/* Whether slot is one of the function's mask allocas (break, continue,
+ * returned), not a variable's that happens to have their type. */
+static bool is_mask_slot(Simd *s, LLVMValueRef slot)
+{
+    for (int i = 0; i < s->mask_slot_count; i++)
+        if (s->mask_slots[i] == slot)
+            return true;
+    return false;
+}
+
+void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlockRef first_bb)
 {
     LLVMBuilderRef b = s->b;
-    for (LLVMBasicBlockRef bb = from; bb; bb = LLVMGetNextBasicBlock(bb)) {
+    for (LLVMBasicBlockRef bb = first_bb; bb; bb = LLVMGetNextBasicBlock(bb)) {
         for (LLVMValueRef def = LLVMGetFirstInstruction(bb); def; def = LLVMGetNextInstruction(def)) {
             /* the lanes a chunk starts with become a constant once inlined
              * into the entry's loop over whole chunks: left in the open */
@@ -905,8 +923,20 @@ void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlo
                 if (LLVMIsAPHINode(user) || !LLVMIsAInstruction(user) || LLVMGetInstructionParent(user) == bb)
                     continue;
                 if (!wide) {
-                    LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
-                    wide = widen_mask(s, def);
+                    /* a mask narrowed from a wide one (a mask slot's, or a
+                     * barrier's) crosses as that one */
+                    LLVMValueRef from = LLVMGetNumOperands(def) > 0 ? LLVMGetOperand(def, 0) : NULL;
+                    bool from_wide = from && LLVMTypeOf(from) == s->slot_mask_type &&
+                                     (LLVMIsALoadInst(from) || (LLVMIsACallInst(from) &&
+                                                                LLVMIsAInlineAsm(LLVMGetCalledValue(from))));
+                    if (LLVMGetInstructionOpcode(def) == LLVMICmp && LLVMGetICmpPredicate(def) == LLVMIntSLT &&
+                        from_wide && LLVMIsNull(LLVMGetOperand(def, 1)) &&
+                        (!LLVMIsALoadInst(from) || is_mask_slot(s, LLVMGetOperand(from, 0)))) {
+                        wide = from;
+                    } else {
+                        LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
+                        wide = widen_mask(s, def);
+                    }
                 }
                 LLVMPositionBuilderBefore(b, user);
                 LLVMValueRef narrow = narrow_mask(s, wide);
@@ -964,7 +994,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         count = LLVMGetParam(llfn, p + 1);
     }
     if (kj_uniform_divergent_return(s->u)) {
-        s->returned = LLVMBuildAlloca(s->b, s->slot_mask_type, "returned");
+        s->returned = mask_slot(s, "returned");
         store_mask(s, s->returned, no_lanes(s));
     }
     if (role == ROLE_CALLEE && fn->ret->kind != KJ_TYPE_VOID) {

@@ -27,6 +27,7 @@ typedef struct SimdLoop {
 
 #define SIMD_MAX_DEPTH 256
 #define SIMD_MAX_PENDING 256
+#define SIMD_MAX_MASK_SLOTS 512
 
 typedef struct Simd {
     Gen *g;
@@ -45,6 +46,8 @@ typedef struct Simd {
      * unpacked on every iteration). */
     LLVMTypeRef slot_mask_type;
     bool wide_masks; /* see widen_mask */
+    LLVMValueRef mask_slots[SIMD_MAX_MASK_SLOTS]; /* every mask slot's alloca */
+    int mask_slot_count;
     LLVMValueRef mask;       /* the lanes running the code being emitted */
     LLVMValueRef returned;   /* alloca: lanes that returned (NULL: no divergent return) */
     LLVMValueRef result;     /* callee: alloca of its result vector */
@@ -171,6 +174,8 @@ static inline void store_mask(Simd *s, LLVMValueRef slot, LLVMValueRef m)
 static inline LLVMValueRef mask_slot(Simd *s, const char *name)
 {
     LLVMValueRef slot = kj_codegen_alloca_in_entry(s->g, s->slot_mask_type, name);
+    if (s->mask_slot_count < SIMD_MAX_MASK_SLOTS)
+        s->mask_slots[s->mask_slot_count++] = slot;
     return slot;
 }
 
@@ -253,9 +258,9 @@ void kj_simd_mask_types(Simd *s);
 void kj_simd_stmt(Simd *s, KjIrStmt *st);
 /* Where code goes when no lane is left (the innermost first). */
 void kj_simd_push_skip(Simd *s, LLVMBasicBlockRef bb);
-/* Every mask made in the blocks from `from` on and used in another block
+/* Every mask made in the blocks from first_bb on and used in another block
  * reaches it wide (see widen_mask), entry_mask excepted. */
-void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlockRef from);
+void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlockRef first_bb);
 /* Defines the SIMD variants of the callees in pending[0 .. *count) (and of
  * theirs, appended), those not defined yet. */
 void kj_simd_define_pending(Gen *g, int lanes, Pending *pending, int *count);

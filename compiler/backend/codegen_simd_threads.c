@@ -180,7 +180,7 @@ bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef
     LLVMBasicBlockRef from = LLVMGetInsertBlock(g->b);
     make_vector_slots(s);
     if (kj_uniform_divergent_return(s->u))
-        s->returned = entry_alloca(s, s->slot_mask_type, "returned");
+        s->returned = mask_slot(s, "returned");
 
     LLVMValueRef saved[3];
     for (int k = 0; k < 3; k++)

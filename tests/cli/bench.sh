@@ -9,26 +9,9 @@
 # (exit 1); usage errors (exit 2).  Run from the repository root:
 #
 #   tests/cli/bench.sh build/kjit
-set -u
-kjit=${1:-build/kjit}
-if [ ! -x "$kjit" ]; then
-    echo "bench.sh: $kjit is not built" >&2
-    exit 2
-fi
-: "${KJIT_STDLIB:=$PWD/stdlib}"
-export KJIT_STDLIB
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    [ -f "$tmp/out" ] && sed 's/^/    | /' "$tmp/out" | head -40
-    [ -s "$tmp/err" ] && sed 's/^/    ! /' "$tmp/err" | head -20
-}
+. "$(dirname "$0")/lib.sh"
+show_out=40
+show_err=20
 
 # bench WANT_RC ARGS...: runs kjit bench, output in $tmp/out and $tmp/err.
 bench() {
@@ -48,7 +31,7 @@ expect() {
     if grep -Eq "$1" "$tmp/out"; then ok; else bad "$2: no line matches /$1/"; fi
 }
 
-if "$kjit" info | grep -q '^  cuda *yes'; then gpu=1; else gpu=0; fi
+case " $targets " in *" cuda "*) gpu=1 ;; *) gpu=0 ;; esac
 
 # Inputs and float64 references from NumPy.
 python3 - "$tmp" <<'PY' || { echo "bench.sh: python3 with numpy is needed"; exit 2; }
@@ -233,5 +216,4 @@ bench 2 examples/mandelbrot.kern mandel_kernel -2.0 1.0 -1.0 1.0 zeros:u8:48x64 
 bench 2 examples/add.kern add rand:f32:10 && ok
 bench 1 examples/add.kern nosuch rand:f32:10 && ok
 
-echo "bench.sh: $passed passed, $failed failed"
-[ $failed = 0 ]
+finish

@@ -6,22 +6,9 @@
 # function called from the command line is refused, naming the built-in.
 #
 #   tests/cli/device_functions.sh build/kjit
-set -u
-kjit=${1:-build/kjit}
-if [ ! -x "$kjit" ]; then
-    echo "device_functions.sh: $kjit is not built" >&2
-    exit 2
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    [ -s "$tmp/err" ] && sed 's/^/    ! /' "$tmp/err" | head -20
-}
+. "$(dirname "$0")/lib.sh"
+show_out=0
+show_err=20
 
 cat >"$tmp/hist.kern" <<'KERN'
 const BLOCK = 256;
@@ -75,8 +62,6 @@ np.save(f"{d}/b.npy", rng.integers(0, 256, 100000, dtype=np.uint8))
 np.save(f"{d}/x.npy", rng.standard_normal(2048).astype(np.float32))
 PY
 
-targets="cpu parallel"
-if "$kjit" info | grep -q '^  cuda *yes'; then targets="$targets cuda"; fi
 for t in $targets; do
     if "$kjit" run "$tmp/hist.kern" histogram "$tmp/a.npy" zeros:i32:256 --grid 391 --block 256 \
         --target "$t" --save "1=$tmp/hist_$t.npy" >/dev/null 2>"$tmp/err" &&
@@ -109,5 +94,4 @@ else
     bad "the refusal of a device function does not name the built-in"
 fi
 
-echo "device_functions.sh: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

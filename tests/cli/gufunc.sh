@@ -14,27 +14,8 @@
 # Run from the repository root:
 #
 #   tests/cli/gufunc.sh build/kjit
-set -u
-kjit=${1:-build/kjit}
-if [ ! -x "$kjit" ]; then
-    echo "gufunc.sh: $kjit is not built" >&2
-    exit 2
-fi
-: "${KJIT_STDLIB:=$PWD/stdlib}"
-export KJIT_STDLIB
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    [ -s "$tmp/err" ] && sed 's/^/    ! /' "$tmp/err" | head -10
-}
-
-targets="cpu parallel"
-if "$kjit" info 2>/dev/null | grep -q '^  cuda *yes'; then targets="$targets cuda"; fi
+. "$(dirname "$0")/lib.sh"
+show_out=0
 kern=examples/gufunc.kern
 
 # Fresh inputs each run (the seed is printed for a failure to be replayed).
@@ -153,5 +134,4 @@ else
     bad "a wrong output shape: no message"
 fi
 
-echo "gufunc.sh: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

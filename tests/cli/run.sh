@@ -11,26 +11,7 @@
 # parallel, and on cuda where a GPU is usable.  Run from the repository root:
 #
 #   tests/cli/run.sh build/kjit
-set -u
-kjit=${1:-build/kjit}
-if [ ! -x "$kjit" ]; then
-    echo "run.sh: $kjit is not built" >&2
-    exit 2
-fi
-: "${KJIT_STDLIB:=$PWD/stdlib}"
-export KJIT_STDLIB
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    [ -f "$tmp/out" ] && sed 's/^/    | /' "$tmp/out" | head -20
-    [ -s "$tmp/err" ] && sed 's/^/    ! /' "$tmp/err" | head -10
-}
+. "$(dirname "$0")/lib.sh"
 
 # run WANT_RC ARGS...: runs kjit run, output in $tmp/out and $tmp/err.
 run() {
@@ -50,8 +31,6 @@ expect() {
     if grep -Eq "$2" "$1"; then ok; else bad "$3: no line matches /$2/"; fi
 }
 
-targets="cpu parallel"
-if "$kjit" info | grep -q '^  cuda *yes'; then targets="$targets cuda"; fi
 
 cat >"$tmp/scalars.kern" <<'EOF'
 // Each kernel stores its five scalar arguments, so that they can be read back.
@@ -239,5 +218,4 @@ for target in $targets; do
     fi
 done
 
-echo "run.sh: $passed passed, $failed failed"
-[ $failed = 0 ]
+finish

@@ -14,10 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "kjit.h"
+#include "rng.h"
 
 static const char source[] =
     "@reduce(f32(f32, f32), f64(f64, f64), i64(i64, i64))\n"
@@ -34,22 +33,8 @@ static const char source[] =
     "fn sumsq(a: f64, b: f64) -> f64 { return a + b; }\n";
 
 static uint64_t rng_state;
-
-static void seed_rng(void)
-{
-    if (rng_state)
-        return;
-    rng_state = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
-    printf("test_reduce: random seed %llu\n", (unsigned long long)rng_state);
-}
-
-static double uniform(double lo, double hi)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
-}
+static void seed_rng(void) { rng_seed(&rng_state, "test_reduce"); }
+static double uniform(double lo, double hi) { return rng_uniform(&rng_state, lo, hi); }
 
 typedef struct Fixture {
     kjit_context *context;

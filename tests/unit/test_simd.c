@@ -88,6 +88,16 @@ static const char source[] =
     "    }\n"
     "}\n"
     "\n"
+    "@kernel\n"
+    "fn guarded(a: f64[], n: i64, out: f64[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i >= len(out) { return; }\n"
+    "    if i < n && a[n - 1] > 0.0 { out[i] = a[i] + 1.0; } else { out[i] = -1.0; }\n"
+    "    let j: i64 = 0;\n"
+    "    while j < n && a[j] > 0.5 { j += 1; }\n"
+    "    if j > 0 { out[i] = out[i] + f64(j); }\n"
+    "}\n"
+    "\n"
     "@vectorize(i64(i64))\n"
     "fn collatz(n) {\n"
     "    let x = n;\n"
@@ -448,6 +458,45 @@ END_TEST
 START_TEST(complex_escape_time_parallel) { escape_grid_on(KJIT_TARGET_PARALLEL); }
 END_TEST
 
+/* A uniform load behind a varying && (a[n - 1]) runs only when some lane
+ * gets there: with n = 0 and an empty array it must not run at all. */
+static void guarded_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    enum { N = 37 };
+    double a[24], out[2][N];
+    for (int i = 0; i < 24; i++)
+        a[i] = uniform01();
+    const int64_t counts[] = {0, 5, 24};
+    for (size_t c = 0; c < 3; c++) {
+        int64_t n = counts[c], ashape[1] = {n}, oshape[1] = {N};
+        uint32_t grid[3] = {2, 1, 1}, block[3] = {19, 1, 1};
+        for (int s = 0; s < 2; s++) {
+            /* the empty array's data is NULL: a stray load faults */
+            kjit_array aa = kjit_array_make(n ? a : NULL, KJIT_F64, 1, ashape);
+            kjit_array ao = kjit_array_make(out[s], KJIT_F64, 1, oshape);
+            kjit_arg args[3] = {kjit_arg_array(&aa), kjit_arg_i64(n), kjit_arg_array(&ao)};
+            launch(&p, s, "guarded", grid, block, args, 3);
+        }
+        ck_assert(memcmp(out[0], out[1], sizeof out[0]) == 0);
+        int64_t j = 0;
+        while (j < n && a[j] > 0.5)
+            j++;
+        for (int i = 0; i < N; i++) {
+            double want = i < n && a[n - 1] > 0.0 ? a[i] + 1.0 : -1.0;
+            if (j > 0)
+                want += (double)j;
+            ck_assert_msg(out[1][i] == want, "n %lld, out[%d] %g, want %g", (long long)n, i, out[1][i], want);
+        }
+    }
+    close_pair(&p);
+}
+
+START_TEST(guarded_uniform_load_cpu) { guarded_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(guarded_uniform_load_parallel) { guarded_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
 /* ------------------------------------------------------------ vectorized */
 
 static void call(Pair *p, int simd, const char *name, kjit_arg *args, int nargs, kjit_array *out)
@@ -597,6 +646,8 @@ Suite *suite_simd(void)
     tcase_add_test(tc, gather_scatter_atomics_parallel);
     tcase_add_test(tc, complex_escape_time_cpu);
     tcase_add_test(tc, complex_escape_time_parallel);
+    tcase_add_test(tc, guarded_uniform_load_cpu);
+    tcase_add_test(tc, guarded_uniform_load_parallel);
     tcase_add_test(tc, vectorized_loops_cpu);
     tcase_add_test(tc, vectorized_loops_parallel);
     tcase_add_test(tc, mandelbrot_runs_on_lanes);
