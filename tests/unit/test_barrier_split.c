@@ -527,7 +527,9 @@ END_TEST
  * varies, a call with a varying argument (its SIMD variant), a varying if,
  * gathers across the block, integer division, a guarded load, a divergent
  * return after the last barrier, per-thread values of three types across
- * barriers in 3-D blocks; and one region with an f16 value, which the SIMD
+ * barriers in 3-D blocks, a shared() array made after a varying value (in
+ * the first region's loop, on each copy of it the same memory); and one
+ * region with an f16 value, which the SIMD
  * lowering refuses, between them (its scalar loop). */
 static const char lanes_source[] =
     "fn collatz_steps(x: i64) -> i64 {\n"
@@ -545,7 +547,9 @@ static const char lanes_source[] =
     "    let count = blockDim.x * blockDim.y * blockDim.z;\n"
     "    let lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
     "    let g = blockIdx.x * count + lin;\n"
+    "    let late = shared(f64, 1024);\n"
     "    let x = g < len(a) ? a[g] : 0.5;\n"
+    "    late[count - 1 - lin] = x;\n"
     "    let zr = 0.0;\n"
     "    let zi = 0.0;\n"
     "    let it = 0;\n"
@@ -563,11 +567,11 @@ static const char lanes_source[] =
     "    syncthreads();\n"
     "    let h = f16(nb);\n"
     "    sh[lin] = nb + f64(c) + f64(h);\n"
+    "    if g < len(halves) { halves[g] = h; }\n"
     "    syncthreads();\n"
     "    if g >= len(out) { return; }\n"
-    "    out[g] = sh[(lin + count - 1) % count] + x / (1.0 + f64(lin));\n"
+    "    out[g] = sh[(lin + count - 1) % count] + late[lin] / (1.0 + f64(lin));\n"
     "    steps[g] = c * 3 / (i64(lin) + 1) - i64(it);\n"
-    "    halves[g] = h;\n"
     "}\n";
 
 static int64_t collatz_steps(int64_t v)
@@ -636,7 +640,7 @@ START_TEST(regions_on_lanes_over_block_shapes)
                 int64_t g = blk * count + lin;
                 if (g >= n)
                     continue;
-                double want = sh[(lin + count - 1) % count] + xs[lin] / (1.0 + (double)lin);
+                double want = sh[(lin + count - 1) % count] + xs[count - 1 - lin] / (1.0 + (double)lin);
                 ck_assert_msg(memcmp(&out[g], &want, sizeof want) == 0,
                               "block %ux%ux%u, element %lld: %.17g, the reference %.17g", b[0], b[1], b[2],
                               (long long)g, out[g], want);
