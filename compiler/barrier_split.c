@@ -31,6 +31,9 @@
  *   - a varying variable assigned once, from threadIdx, blockIdx, constants
  *     and parameters never assigned (`let t = threadIdx.x;`), is computed
  *     again where another region reads it rather than kept in an array;
+ *   - a region's leading uniform assignments without effects (`let sh =
+ *     shared(f32, 256);`) run once before its loop, so that the variable
+ *     needs no copy and later regions see one value (a shared array's layout);
  *   - a region of uniform assignments alone (`s = s / 2;`) runs once, and
  *     one that is a single `if` comparing threadIdx.x with a uniform value
  *     loops over the threads that pass it only;
