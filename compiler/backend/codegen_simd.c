@@ -363,6 +363,8 @@ static bool has_continue(const KjIrStmt *st)
 static void assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
 {
     LLVMValueRef slot = s->vslots[var->id];
+    if (var == s->even_var)
+        s->even_var = NULL;
     if (divergent && s->plain_loop && s->plain && !reads_outside(s->fn->body, var, s->plain_loop))
         divergent = false;
     if (divergent)
@@ -481,46 +483,99 @@ static int assigned_vars(const KjIrStmt *st, KjIrVar **vars, int count)
     return assigned_vars(st->else_stmt, vars, count);
 }
 
+/* Whether cond is `x % 2^k == 0` (or `0 == x % 2^k`), x a signed integer
+ * variable of the remainder's type and 1 <= k < its bits: *var = x, *shift = k. */
+static bool multiple_test(const KjIrExpr *cond, KjIrVar **var, int *shift)
+{
+    if (cond->op != KJ_IR_EQ || cond->arg_count != 2)
+        return false;
+    const KjIrExpr *rem = cond->args[0], *zero = cond->args[1];
+    if (rem->op != KJ_IR_REM) {
+        const KjIrExpr *t = rem;
+        rem = zero, zero = t;
+    }
+    if (rem->op != KJ_IR_REM || zero->op != KJ_IR_CONST || zero->const_int != 0 ||
+        zero->type != rem->type || !kj_type_is_int(rem->type) || !kj_type_is_signed(rem->type))
+        return false;
+    const KjIrExpr *x = rem->args[0], *d = rem->args[1];
+    if (x->op != KJ_IR_VAR || x->type != rem->type || x->var->type != rem->type ||
+        d->op != KJ_IR_CONST || d->type != rem->type)
+        return false;
+    int bits = kj_type_int_bits(rem->type);
+    uint64_t m = d->const_int & (bits == 64 ? ~0ull : (1ull << bits) - 1);
+    if (m < 2 || (m & (m - 1)) || m >= 1ull << (bits - 1))
+        return false;
+    *var = x->var;
+    *shift = __builtin_ctzll(m);
+    return true;
+}
+
 /*
- * A varying if of cheap sides, in line: the then side under its mask, then
- * the else side under its own, reading and writing shadows of the
- * variables either side assigns, which start as they were before the if;
- * last, each variable takes the else side's value in the else lanes.  The
- * else lanes see what they would have seen (the then side changes nothing
- * of theirs), and the two sides no longer wait for one another: x = x / 2
- * or 3 * x + 1 is one blend deep, not two.
+ * A varying if of cheap sides, in line.  With an else side: each side runs
+ * for every lane (no blends; what a side computes in lanes not its own is
+ * thrown away, and cheap sides touch no memory and nothing across lanes),
+ * the then side on the variables' slots, the else side on shadows of them,
+ * both starting as the variables were before the if; last, each variable
+ * becomes before ? (c ? then's : else's) : as it was.  The two sides no
+ * longer wait for one another, and no side's mask is formed: x = x / 2 or
+ * 3 * x + 1 is a blend by c and one by the lanes running.  Without an else
+ * side (or with more than 15 variables), the then side runs under its mask.
  */
-static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef then_mask, LLVMValueRef else_mask)
+static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValueRef c)
 {
     const KjIrStmt *plain_region = s->plain_loop;
     bool plain = s->plain;
     s->plain = false;
     KjIrVar *vars[16];
-    int count = st->else_stmt ? assigned_vars(st->then_stmt, vars, 0) : 0;
-    if (st->else_stmt)
-        count = assigned_vars(st->else_stmt, vars, count);
-    LLVMValueRef shadows[16], real[16];
-    for (int i = 0; i < count; i++) {
-        LLVMTypeRef t = vty(s, vars[i]->type);
-        real[i] = s->vslots[vars[i]->id];
-        shadows[i] = entry_alloca(s, t, "shadow");
-        LLVMBuildStore(s->b, LLVMBuildLoad2(s->b, t, real[i], ""), shadows[i]);
-    }
-    s->mask = then_mask;
+    int count = assigned_vars(st->else_stmt, vars, assigned_vars(st->then_stmt, vars, 0));
+    bool merged = st->else_stmt && count < 16;
+    LLVMValueRef shadows[16], orig[16], real[16];
+    if (merged)
+        for (int i = 0; i < count; i++) {
+            LLVMTypeRef t = vty(s, vars[i]->type);
+            real[i] = s->vslots[vars[i]->id];
+            shadows[i] = entry_alloca(s, t, "shadow");
+            orig[i] = entry_alloca(s, t, "orig");
+            LLVMValueRef v = LLVMBuildLoad2(s->b, t, real[i], "");
+            LLVMBuildStore(s->b, v, shadows[i]);
+            LLVMBuildStore(s->b, v, orig[i]);
+        }
+    KjIrVar *even_var = s->even_var;
+    int even_shift = s->even_shift;
+    /* (a then side under its mask leaves x / 2^k to the select that
+     * LLVM would make a shift by a varying count: no faster) */
+    if (!merged || !multiple_test(st->cond, &s->even_var, &s->even_shift))
+        s->even_var = NULL;
+    LLVMValueRef all = LLVMConstAllOnes(LLVMTypeOf(before));
+    s->mask = merged ? all : LLVMBuildAnd(s->b, before, c, "then.mask");
     gen_stmt(s, st->then_stmt);
-    if (st->else_stmt) {
+    s->even_var = NULL;
+    if (merged) {
         for (int i = 0; i < count; i++)
             s->vslots[vars[i]->id] = shadows[i];
-        s->mask = else_mask;
+        s->mask = all;
         gen_stmt(s, st->else_stmt);
         for (int i = 0; i < count; i++) {
             LLVMTypeRef t = vty(s, vars[i]->type);
             s->vslots[vars[i]->id] = real[i];
-            LLVMValueRef v = blend(s, else_mask, LLVMBuildLoad2(s->b, t, shadows[i], ""),
-                                   LLVMBuildLoad2(s->b, t, real[i], ""));
+            LLVMValueRef v = blend(s, c, LLVMBuildLoad2(s->b, t, real[i], ""),
+                                   LLVMBuildLoad2(s->b, t, shadows[i], ""));
+            if (before != all)
+                v = blend(s, before, v, LLVMBuildLoad2(s->b, t, orig[i], ""));
             LLVMBuildStore(s->b, v, real[i]);
         }
+    } else if (st->else_stmt) {
+        s->mask = LLVMBuildAnd(s->b, before, LLVMBuildNot(s->b, c, ""), "else.mask");
+        gen_stmt(s, st->else_stmt);
     }
+    /* the enclosing side's fact, unless this if assigns its variable */
+    for (int i = 0; i < count && even_var; i++)
+        if (vars[i] == even_var)
+            even_var = NULL;
+    if (count >= 16)
+        even_var = NULL;
+    s->even_var = even_var;
+    s->even_shift = even_shift;
     s->plain_loop = plain_region;
     s->plain = plain;
 }
@@ -554,15 +609,15 @@ static void gen_if(Simd *s, KjIrStmt *st)
     }
     /* both sides, each under its lanes, each skipped when it has none */
     LLVMValueRef c = kj_simd_lanes_of(s, st->cond, kj_type_scalar(KJ_TYPE_BOOL));
-    LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");
-    LLVMValueRef else_mask = LLVMBuildAnd(s->b, before, LLVMBuildNot(s->b, c, ""), "else.mask");
-    /* a few cheap assignments: both sides in line, under their masks */
+    /* a few cheap assignments: both sides in line */
     int budget = 8;
     if (cheap_side(st->then_stmt, &budget) && cheap_side(st->else_stmt, &budget)) {
-        gen_if_in_line(s, st, then_mask, else_mask);
+        gen_if_in_line(s, st, before, c);
         s->mask = before;
         return;
     }
+    LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");
+    LLVMValueRef else_mask = LLVMBuildAnd(s->b, before, LLVMBuildNot(s->b, c, ""), "else.mask");
     LLVMBasicBlockRef then_bb = new_block(g, "vif.then"), else_check = new_block(g, "vif.else.check"),
                       done = new_block(g, "vif.done");
     LLVMBuildCondBr(s->b, any_lane(s, then_mask), then_bb, else_check);

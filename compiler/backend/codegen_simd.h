@@ -64,6 +64,14 @@ typedef struct Simd {
      * assign_lanes. */
     const KjIrStmt *plain_loop;
     bool plain;
+    /* Inside the then side of an in-line varying if whose condition is
+     * `even_var % 2^even_shift == 0` (even_var a signed integer, not yet
+     * assigned there): the lanes whose values count hold multiples of
+     * 2^even_shift, so even_var / 2^j (j <= even_shift) is a plain
+     * arithmetic shift, without the rounding fixup of negative values.
+     * Lanes outside the mask get some other value, blended away.  NULL: none. */
+    KjIrVar *even_var;
+    int even_shift;
     /* callees whose SIMD variant is declared but not yet defined */
     struct Pending *pending;
     int *pending_count;

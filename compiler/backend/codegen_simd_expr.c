@@ -265,6 +265,23 @@ static LLVMValueRef vint_div(Simd *s, KjIrOp op, const KjType *type, LLVMValueRe
     return LLVMBuildSelect(B, is_minus_one, LLVMBuildSub(B, zero, a, ""), q, "");
 }
 
+/* e is x / 2^k with x the variable that the enclosing then side knows a
+ * multiple of 2^j, k <= j (Simd.even_var): k, as the quotient is exact and
+ * an arithmetic shift gives it; else 0. */
+static int exact_shift(const Simd *s, const KjIrExpr *e)
+{
+    if (!s->even_var || e->op != KJ_IR_DIV || e->args[0]->op != KJ_IR_VAR || e->args[0]->var != s->even_var ||
+        e->args[0]->type != e->type || e->args[1]->op != KJ_IR_CONST || e->args[1]->type != e->type ||
+        !kj_type_is_int(e->type) || !kj_type_is_signed(e->type))
+        return 0;
+    int bits = kj_type_int_bits(e->type);
+    uint64_t m = e->args[1]->const_int & (bits == 64 ? ~0ull : (1ull << bits) - 1);
+    if (m < 2 || (m & (m - 1)))
+        return 0;
+    int k = __builtin_ctzll(m);
+    return k <= s->even_shift ? k : 0;
+}
+
 /* gen_arith on vectors; b of the result's type except a shift's count. */
 static LLVMValueRef varith(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b,
                            const KjType *btype)
@@ -860,6 +877,10 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
             e->args[1]->op == KJ_IR_VAR && e->args[0]->var == e->args[1]->var &&
             e->args[0]->type == e->type && e->args[1]->type == e->type)
             return kj_codegen_complex_square(g, kj_simd_expr(s, e->args[0]));
+        int k = exact_shift(s, e);
+        if (k > 0)
+            return LLVMBuildAShr(B, kj_simd_expr(s, e->args[0]),
+                                 splat_const(s, LLVMConstInt(llty(g, e->type), (unsigned)k, 0)), "");
         LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], e->type);
         bool shift = e->op == KJ_IR_SHL || e->op == KJ_IR_SHR;
         const KjType *bt = shift ? e->args[1]->type : e->type;

@@ -109,6 +109,22 @@ static const char source[] =
     "    return steps;\n"
     "}\n"
     "\n"
+    "@vectorize(i64(i64), i32(i32))\n"
+    "fn halves(n) {\n"
+    "    let x = n;\n"
+    "    let acc = n * 0;\n"
+    "    let k = n * 0;\n"
+    "    while k < 6 {\n"
+    "        if x % 4 == 0 { acc = acc + x / 2 + x / 4; x = x / 4 + 1; } else { x = x * 3 - 7; acc = acc - x / 8; }\n"
+    "        if x % 2 == 0 { x = x - 1; acc = acc + x / 2; } else {\n"
+    "            if acc % 2 == 0 { acc = acc / 2; } else { acc = acc + x / 2; }\n"
+    "        }\n"
+    "        if 0 == x % 8 { acc = acc + x / 8 - x / 16; } else { acc = acc - x / -2; }\n"
+    "        k += 1;\n"
+    "    }\n"
+    "    return acc + x;\n"
+    "}\n"
+    "\n"
     "@vectorize(f64(f64, f64, f64), f32(f32, f32, f32))\n"
     "fn escape(x, y, limit) {\n"
     "    let zr = x * 0;\n"
@@ -499,6 +515,35 @@ END_TEST
 
 /* ------------------------------------------------------------ vectorized */
 
+/* halves in C: the divisions under `x % 2^k == 0` (exact: lane code may
+ * shift), and those where x changed, or 2^k is larger, or negative (not). */
+static int64_t halves_reference(int64_t x)
+{
+    int64_t acc = 0;
+    for (int k = 0; k < 6; k++) {
+        if (x % 4 == 0) {
+            acc = acc + x / 2 + x / 4;
+            x = x / 4 + 1;
+        } else {
+            x = x * 3 - 7;
+            acc = acc - x / 8;
+        }
+        if (x % 2 == 0) {
+            x = x - 1;
+            acc = acc + x / 2;
+        } else if (acc % 2 == 0) {
+            acc = acc / 2;
+        } else {
+            acc = acc + x / 2;
+        }
+        if (x % 8 == 0)
+            acc = acc + x / 8 - x / 16;
+        else
+            acc = acc - x / -2;
+    }
+    return acc + x;
+}
+
 static void call(Pair *p, int simd, const char *name, kjit_arg *args, int nargs, kjit_array *out)
 {
     ck_assert_msg(kjit_call(fn_of(p, simd, name), args, nargs, out, NULL) == KJIT_OK, "%s: %s", name,
@@ -581,6 +626,45 @@ static void vectorized_on(kjit_target target)
     close_pair(&p);
 }
 
+/* Inline varying ifs with both sides, and divisions by powers of two under
+ * `x % 2^k == 0`, on negative values too, in i64 and i32: the lanes agree
+ * with the scalar code and with C. */
+static void halves_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    enum { N = 1001 };
+    int64_t seeds[N], got[2][N];
+    int32_t seeds32[N], got32[2][N];
+    for (int i = 0; i < N; i++) {
+        seeds[i] = i < 64 ? i - 32 : (int64_t)(next_random() % 2000001) - 1000000;
+        seeds32[i] = (int32_t)seeds[i];
+    }
+    int64_t shape[1] = {N};
+    for (int s = 0; s < 2; s++) {
+        kjit_array as = kjit_array_make(seeds, KJIT_I64, 1, shape), ao = kjit_array_make(got[s], KJIT_I64, 1, shape);
+        kjit_arg a1[1] = {kjit_arg_array(&as)};
+        call(&p, s, "halves", a1, 1, &ao);
+        kjit_array as32 = kjit_array_make(seeds32, KJIT_I32, 1, shape),
+                   ao32 = kjit_array_make(got32[s], KJIT_I32, 1, shape);
+        kjit_arg a2[1] = {kjit_arg_array(&as32)};
+        call(&p, s, "halves", a2, 1, &ao32);
+    }
+    ck_assert(memcmp(got[0], got[1], sizeof got[0]) == 0);
+    ck_assert(memcmp(got32[0], got32[1], sizeof got32[0]) == 0);
+    for (int i = 0; i < N; i++) {
+        int64_t want = halves_reference(seeds[i]);
+        ck_assert_msg(got[1][i] == want, "halves(%lld): %lld, want %lld", (long long)seeds[i], (long long)got[1][i],
+                      (long long)want);
+        ck_assert_msg(got32[1][i] == (int32_t)want, "halves i32(%lld): %d", (long long)seeds[i], got32[1][i]);
+    }
+    close_pair(&p);
+}
+
+START_TEST(exact_halves_cpu) { halves_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(exact_halves_parallel) { halves_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
 START_TEST(vectorized_loops_cpu) { vectorized_on(KJIT_TARGET_CPU); }
 END_TEST
 START_TEST(vectorized_loops_parallel) { vectorized_on(KJIT_TARGET_PARALLEL); }
@@ -650,6 +734,8 @@ Suite *suite_simd(void)
     tcase_add_test(tc, guarded_uniform_load_parallel);
     tcase_add_test(tc, vectorized_loops_cpu);
     tcase_add_test(tc, vectorized_loops_parallel);
+    tcase_add_test(tc, exact_halves_cpu);
+    tcase_add_test(tc, exact_halves_parallel);
     tcase_add_test(tc, mandelbrot_runs_on_lanes);
     suite_add_tcase(s, tc);
     return s;
