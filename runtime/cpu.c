@@ -571,8 +571,22 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
     KjThreadCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     fill_dims(job, &ctx);
+    /* The block's coordinates step along from the chunk's first, x fastest
+     * (no divisions per block). */
+    int32_t first[3];
+    block_coordinates(job, begin, first);
+    uint32_t bx = (uint32_t)first[0], by = (uint32_t)first[1], bz = (uint32_t)first[2];
     for (int64_t b = begin; b < end; b++) {
-        block_coordinates(job, b, ctx.block_idx);
+        if (b != begin && ++bx == job->grid[0]) {
+            bx = 0;
+            if (++by == job->grid[1]) {
+                by = 0;
+                bz++;
+            }
+        }
+        ctx.block_idx[0] = (int32_t)bx;
+        ctx.block_idx[1] = (int32_t)by;
+        ctx.block_idx[2] = (int32_t)bz;
         shared_give(&shared, 0, &ctx);
         if (job->block_fn) {
             job->block_fn(job->args, &ctx);
