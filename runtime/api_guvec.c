@@ -13,7 +13,7 @@
  * described over the loop shape, a broadcast loop dimension at stride 0.
  * The work items are the loop elements: a thread each on cuda, a loop on
  * cpu, chunks across the pool on parallel, through the runtime target's
- * run_reduce_level (a VEC_KERNEL over work items, as a reduction's LANES
+ * run_items (a VEC_KERNEL over work items, as a reduction's LANES
  * level).  On a target whose memory is not the host's, host operands are
  * copied over and outputs back, as api_reduce.c does.
  */
@@ -407,9 +407,9 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
         checking = status == KJIT_OK;
     }
     if (status == KJIT_OK) {
-        KjReduceLevelRun level = {.name = name, .compiled = compiled, .warps = false,
+        KjItemsRun level = {.name = name, .compiled = compiled, .warps = false,
                                   .items = g->items, .params = params, .stream = stream};
-        status = runtime->run_reduce_level(context, &level);
+        status = runtime->run_items(context, &level);
     }
     if (checking)
         status = kj_check_end(context, &check, function->module->ir, name, stream, status);

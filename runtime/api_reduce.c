@@ -605,11 +605,11 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         level->out = flat_desc(last ? out_data : regions[i % 2], level->items);
         LevelArgs a;
         level_args(level, init != NULL, &init_value, &a);
-        KjReduceLevelRun run = {.name = name, .compiled = level->compiled,
+        KjItemsRun run = {.name = name, .compiled = level->compiled,
                                 .warps = level->variant.form == KJ_REDUCE_FORM_WARPS,
                                 .thread_lanes = level->variant.thread_lanes,
                                 .items = level->items, .params = a.params, .stream = stream};
-        status = runtime->run_reduce_level(context, &run);
+        status = runtime->run_items(context, &run);
     }
     if (shared)
         pthread_mutex_unlock(&shared->lock);

@@ -607,11 +607,12 @@ typedef struct KjLaunch {
     size_t dynamic_shared_bytes; /* per block, for shared(T) */
 } KjLaunch;
 
-/* One level of a reduction (api_reduce.c): `items` work items of a LANES
- * kernel (a VEC_KERNEL, a PARFOR iteration per item) or, with `warps`, of a
- * WARPS kernel (a KERNEL on blocks of KJ_REDUCE_WARPS_PER_BLOCK warps, a warp
- * per item).  params as the kernel takes them (reduce.c's order). */
-typedef struct KjReduceLevelRun {
+/* `items` work items of a VEC_KERNEL (a PARFOR iteration per item): one
+ * level of a reduction's LANES form (api_reduce.c) or a gufunc's loop
+ * elements (api_guvec.c); or, with `warps`, of a reduction's WARPS kernel (a
+ * KERNEL on blocks of KJ_REDUCE_WARPS_PER_BLOCK warps, a warp per item).
+ * params as the kernel takes them. */
+typedef struct KjItemsRun {
     const char *name; /* the function, for messages */
     const KjCompiled *compiled;
     bool warps;
@@ -619,7 +620,7 @@ typedef struct KjReduceLevelRun {
     int64_t items;
     void **params;
     kjit_stream *stream;
-} KjReduceLevelRun;
+} KjItemsRun;
 
 struct KjRuntimeTarget {
     const char *name;
@@ -647,7 +648,7 @@ struct KjRuntimeTarget {
      * LANES form with SIMD lanes (the host); strided ones as LANES, with the
      * lanes in registers where reduce_in_warps. */
     bool reduce_in_warps;
-    kjit_status (*run_reduce_level)(kjit_context *context, const KjReduceLevelRun *run);
+    kjit_status (*run_items)(kjit_context *context, const KjItemsRun *run);
 
     /* Device memory (bytes may be 0), and copies between contiguous arrays of
      * either memory, in the stream's order when one is given. */

@@ -257,7 +257,7 @@ static void reduce_chunk(void *user, int64_t begin, int64_t end)
 /* A work item is a block of 1024 elements, so chunks of a few items are
  * already worth a thread; the WARPS form (only with KJIT_REDUCE_FORM, for the
  * tests) runs as a kernel, the CUDA way. */
-static kjit_status cpu_run_reduce_level(kjit_context *context, const KjReduceLevelRun *run)
+static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
 {
     const KjCompiled *compiled = run->compiled;
     if (run->items <= 0)
@@ -353,7 +353,7 @@ static void cpu_event_destroy(kjit_event *event)
     .call = cpu_call,                           \
     .run_vectorized = cpu_run_vectorized,       \
     .launch = cpu_launch,                       \
-    .run_reduce_level = cpu_run_reduce_level,   \
+    .run_items = cpu_run_items,   \
     .alloc = cpu_alloc,                         \
     .free = cpu_free,                           \
     .copy = cpu_copy,                           \

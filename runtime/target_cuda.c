@@ -271,7 +271,7 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
 /* A LANES level takes the elementwise launch shape (a thread per work item,
  * grid-stride); a WARPS level blocks of 8 warps, each warp taking V work
  * items (V lanes a thread; one item a warp when V is 0). */
-static kjit_status cuda_run_reduce_level(kjit_context *context, const KjReduceLevelRun *run)
+static kjit_status cuda_run_items(kjit_context *context, const KjItemsRun *run)
 {
     if (run->items <= 0)
         return KJIT_OK;
@@ -411,7 +411,7 @@ const KjRuntimeTarget kj_runtime_cuda = {
     .run_vectorized = cuda_run_vectorized,
     .launch = cuda_launch,
     .reduce_in_warps = true,
-    .run_reduce_level = cuda_run_reduce_level,
+    .run_items = cuda_run_items,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy = cuda_copy,

@@ -606,7 +606,40 @@ LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg) { return g->target->
 /* Atomics are one atomicrmw each, or a cmpxchg for CAS.  LLVM expands the
  * ones a target has no instruction for (float min/max, the wrapping inc and
  * dec, f64 add on old GPUs) into compare-and-swap loops; float min and max
- * are llvm.minnum / llvm.maxnum there: a NaN operand loses to a number. */
+ * are llvm.minnum / llvm.maxnum there: a NaN operand loses to a number.
+ * kj_codegen_atomic_at is the operation on one element at `ptr` (v, and
+ * swap for CAS, of type t), shared with the SIMD lowering's lane-by-lane
+ * atomics; it returns the old value. */
+LLVMValueRef kj_codegen_atomic_at(Gen *g, KjAtomicOp atomic, const KjType *t, LLVMValueRef ptr,
+                                  LLVMValueRef v, LLVMValueRef swap)
+{
+    LLVMAtomicOrdering order = g->target->atomic_ordering;
+    bool is_float = kj_type_is_float(t), sgn = kj_type_is_signed(t);
+    LLVMAtomicRMWBinOp op;
+    switch (atomic) {
+    case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
+    case KJ_ATOMIC_SUB: op = is_float ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub; break;
+    case KJ_ATOMIC_MIN: op = is_float ? LLVMAtomicRMWBinOpFMin : sgn ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin; break;
+    case KJ_ATOMIC_MAX: op = is_float ? LLVMAtomicRMWBinOpFMax : sgn ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax; break;
+    case KJ_ATOMIC_EXCH: op = LLVMAtomicRMWBinOpXchg; break;
+    case KJ_ATOMIC_AND: op = LLVMAtomicRMWBinOpAnd; break;
+    case KJ_ATOMIC_OR: op = LLVMAtomicRMWBinOpOr; break;
+    case KJ_ATOMIC_XOR: op = LLVMAtomicRMWBinOpXor; break;
+    case KJ_ATOMIC_INC: op = LLVMAtomicRMWBinOpUIncWrap; break;
+    case KJ_ATOMIC_DEC: op = LLVMAtomicRMWBinOpUDecWrap; break;
+    case KJ_ATOMIC_CAS: {
+        LLVMTypeRef it = is_float ? LLVMIntTypeInContext(g->ctx, (unsigned)kj_type_size(t) * 8) : llty(g, t);
+        LLVMValueRef cmp = is_float ? LLVMBuildBitCast(g->b, v, it, "") : v;
+        LLVMValueRef nw = is_float ? LLVMBuildBitCast(g->b, swap, it, "") : swap;
+        LLVMValueRef pair = LLVMBuildAtomicCmpXchg(g->b, ptr, cmp, nw, order, order, 0);
+        LLVMValueRef old = LLVMBuildExtractValue(g->b, pair, 0, "");
+        return is_float ? LLVMBuildBitCast(g->b, old, llty(g, t), "") : old;
+    }
+    default: kj_unreachable();
+    }
+    return LLVMBuildAtomicRMW(g->b, op, ptr, v, order, 0);
+}
+
 static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
 {
     ArrayVal a;
@@ -620,36 +653,12 @@ static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
     LLVMValueRef ptr = kj_codegen_element_address(g, &a, idx, ndim, false);
     LLVMValueRef v = kj_codegen_expr(g, e->args[1 + ndim]);
     const KjType *t = e->type;
-    LLVMAtomicOrdering order = g->target->atomic_ordering;
     if (!kj_type_is_int(t) && !kj_type_is_float(t)) {
         kj_codegen_error(g, "atomics on %s are not supported", kj_type_name(t));
         return v;
     }
-    bool is_float = kj_type_is_float(t), sgn = kj_type_is_signed(t);
-    LLVMAtomicRMWBinOp op;
-    switch (e->atomic) {
-    case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
-    case KJ_ATOMIC_SUB: op = is_float ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub; break;
-    case KJ_ATOMIC_MIN: op = is_float ? LLVMAtomicRMWBinOpFMin : sgn ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin; break;
-    case KJ_ATOMIC_MAX: op = is_float ? LLVMAtomicRMWBinOpFMax : sgn ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax; break;
-    case KJ_ATOMIC_EXCH: op = LLVMAtomicRMWBinOpXchg; break;
-    case KJ_ATOMIC_AND: op = LLVMAtomicRMWBinOpAnd; break;
-    case KJ_ATOMIC_OR: op = LLVMAtomicRMWBinOpOr; break;
-    case KJ_ATOMIC_XOR: op = LLVMAtomicRMWBinOpXor; break;
-    case KJ_ATOMIC_INC: op = LLVMAtomicRMWBinOpUIncWrap; break;
-    case KJ_ATOMIC_DEC: op = LLVMAtomicRMWBinOpUDecWrap; break;
-    case KJ_ATOMIC_CAS: {
-        LLVMValueRef nv = kj_codegen_expr(g, e->args[2 + ndim]);
-        LLVMTypeRef it = is_float ? LLVMIntTypeInContext(g->ctx, (unsigned)kj_type_size(t) * 8) : llty(g, t);
-        LLVMValueRef cmp = is_float ? LLVMBuildBitCast(g->b, v, it, "") : v;
-        LLVMValueRef nw = is_float ? LLVMBuildBitCast(g->b, nv, it, "") : nv;
-        LLVMValueRef pair = LLVMBuildAtomicCmpXchg(g->b, ptr, cmp, nw, order, order, 0);
-        LLVMValueRef old = LLVMBuildExtractValue(g->b, pair, 0, "");
-        return is_float ? LLVMBuildBitCast(g->b, old, llty(g, t), "") : old;
-    }
-    default: kj_unreachable();
-    }
-    return LLVMBuildAtomicRMW(g->b, op, ptr, v, order, 0);
+    LLVMValueRef swap = e->atomic == KJ_ATOMIC_CAS ? kj_codegen_expr(g, e->args[2 + ndim]) : NULL;
+    return kj_codegen_atomic_at(g, e->atomic, t, ptr, v, swap);
 }
 
 static LLVMValueRef gen_call(Gen *g, KjIrExpr *e)

@@ -302,6 +302,9 @@ LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, L
 /* A real math built-in on args of one float type: the target's own lowering,
  * an LLVM intrinsic, or the target's math library. */
 LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
+/* An atomic on the element at ptr (swap: CAS's new value); the old value. */
+LLVMValueRef kj_codegen_atomic_at(Gen *g, KjAtomicOp atomic, const KjType *t, LLVMValueRef ptr,
+                                  LLVMValueRef v, LLVMValueRef swap);
 /* The address of a[indices]; `contiguous` takes indices[0] as the flat offset. */
 LLVMValueRef kj_codegen_element_address(Gen *g, const ArrayVal *a, LLVMValueRef *indices, int count,
                                         bool contiguous);

@@ -712,8 +712,6 @@ static LLVMValueRef vatomic(Simd *s, KjIrExpr *e)
     LLVMValueRef swap = e->atomic == KJ_ATOMIC_CAS ? kj_simd_lanes_of(s, e->args[2 + ndim], e->type) : NULL;
     LLVMValueRef result_slot = entry_alloca(s, vty(s, e->type), "atomic.old");
     LLVMBuildStore(s->b, LLVMConstNull(vty(s, e->type)), result_slot);
-    bool is_float = kj_type_is_float(e->type), sgn = kj_type_is_signed(e->type);
-    LLVMAtomicOrdering order = g->target->atomic_ordering;
     for (int k = 0; k < s->lanes; k++) {
         LLVMValueRef lane = const_i32(g, k);
         LLVMBasicBlockRef run = new_block(g, "atomic.lane"), next = new_block(g, "atomic.next");
@@ -721,28 +719,9 @@ static LLVMValueRef vatomic(Simd *s, KjIrExpr *e)
         LLVMPositionBuilderAtEnd(s->b, run);
         LLVMValueRef off = LLVMBuildExtractElement(s->b, offs, lane, "");
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a.elem), a.data, &off, 1, "");
-        LLVMValueRef v = LLVMBuildExtractElement(s->b, value, lane, ""), old;
-        if (e->atomic == KJ_ATOMIC_CAS) {
-            LLVMValueRef nv = LLVMBuildExtractElement(s->b, swap, lane, "");
-            LLVMValueRef pair = LLVMBuildAtomicCmpXchg(s->b, p, v, nv, order, order, 0);
-            old = LLVMBuildExtractValue(s->b, pair, 0, "");
-        } else {
-            LLVMAtomicRMWBinOp op;
-            switch (e->atomic) {
-            case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
-            case KJ_ATOMIC_SUB: op = is_float ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub; break;
-            case KJ_ATOMIC_MIN: op = is_float ? LLVMAtomicRMWBinOpFMin : sgn ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin; break;
-            case KJ_ATOMIC_MAX: op = is_float ? LLVMAtomicRMWBinOpFMax : sgn ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax; break;
-            case KJ_ATOMIC_EXCH: op = LLVMAtomicRMWBinOpXchg; break;
-            case KJ_ATOMIC_AND: op = LLVMAtomicRMWBinOpAnd; break;
-            case KJ_ATOMIC_OR: op = LLVMAtomicRMWBinOpOr; break;
-            case KJ_ATOMIC_XOR: op = LLVMAtomicRMWBinOpXor; break;
-            case KJ_ATOMIC_INC: op = LLVMAtomicRMWBinOpUIncWrap; break;
-            case KJ_ATOMIC_DEC: op = LLVMAtomicRMWBinOpUDecWrap; break;
-            default: kj_unreachable();
-            }
-            old = LLVMBuildAtomicRMW(s->b, op, p, v, order, 0);
-        }
+        LLVMValueRef v = LLVMBuildExtractElement(s->b, value, lane, "");
+        LLVMValueRef nv = swap ? LLVMBuildExtractElement(s->b, swap, lane, "") : NULL;
+        LLVMValueRef old = kj_codegen_atomic_at(g, e->atomic, e->type, p, v, nv);
         LLVMValueRef all = LLVMBuildLoad2(s->b, vty(s, e->type), result_slot, "");
         LLVMBuildStore(s->b, LLVMBuildInsertElement(s->b, all, old, lane, ""), result_slot);
         LLVMBuildBr(s->b, next);
