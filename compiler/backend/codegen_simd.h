@@ -72,6 +72,7 @@ typedef struct Simd {
      * Lanes outside the mask get some other value, blended away.  NULL: none. */
     KjIrVar *even_var;
     int even_shift;
+    struct SimdRanges *ranges; /* codegen_simd_range.c's variables (NULL until asked) */
     /* callees whose SIMD variant is declared but not yet defined */
     struct Pending *pending;
     int *pending_count;
@@ -277,6 +278,10 @@ void kj_simd_define_pending(Gen *g, int lanes, Pending *pending, int *count);
 
 /* The value of a varying expression, a vector (of the lanes of its type). */
 LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e);
+
+/* codegen_simd_range.c: whether every value of the integer expression e lies
+ * in [lo, hi], in every lane and on every run (false when not known). */
+bool kj_simd_fits(Simd *s, const KjIrExpr *e, int64_t lo, int64_t hi);
 /* e's value in every lane, converted to `to`: a varying value as lowered
  * here, a uniform one by the shared lowering and repeated. */
 LLVMValueRef kj_simd_lanes_of(Simd *s, KjIrExpr *e, const KjType *to);

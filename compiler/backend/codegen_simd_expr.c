@@ -149,6 +149,57 @@ static LLVMValueRef f64_to_i64_sat(Simd *s, LLVMValueRef x)
     return fast_or_slow(s, all_lanes(s, LLVMBuildAnd(s->b, above, below, "")), f64_to_i64_step, x, false);
 }
 
+/* ---- narrowing rules (codegen_simd_range.c proves the ranges) */
+
+#define I32_LOW (-((int64_t)1 << 31))
+#define I32_HIGH (((int64_t)1 << 31) - 1)
+#define EXACT_LOW (-((int64_t)1 << 51))
+#define EXACT_HIGH (((int64_t)1 << 51) - 1)
+
+/* x * y of 64-bit lanes whose operands both lie in [-2^31, 2^31): the
+ * product of their low halves sign-extended, which never wraps and which
+ * x86 makes in one vpmuldq (without AVX-512 it has no 64-bit multiply; with
+ * it vpmullq is three micro-ops).  NULL when the operands are not known to
+ * be that small. */
+static LLVMValueRef narrow_multiply(Simd *s, KjIrExpr *e)
+{
+    const KjType *t = e->type;
+    if (e->op != KJ_IR_MUL || !kj_type_is_int(t) || kj_type_int_bits(t) != 64 || e->args[0]->type != t ||
+        e->args[1]->type != t || !kj_simd_fits(s, e->args[0], I32_LOW, I32_HIGH) ||
+        !kj_simd_fits(s, e->args[1], I32_LOW, I32_HIGH))
+        return NULL;
+    LLVMTypeRef i32v = vec_of(s, s->g->t_i32), i64v = vec_of(s, s->g->t_i64);
+    LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], t), b = kj_simd_lanes_of(s, e->args[1], t);
+    a = LLVMBuildSExt(s->b, LLVMBuildTrunc(s->b, a, i32v, ""), i64v, "");
+    b = LLVMBuildSExt(s->b, LLVMBuildTrunc(s->b, b, i32v, ""), i64v, "");
+    return LLVMBuildMul(s->b, a, b, "narrow.mul");
+}
+
+/* f64(x) for 64-bit lanes known to lie in [-2^51, 2^51): x added to the bits
+ * of 1.5 * 2^52 stays inside that double's significand (no carry or borrow
+ * reaches the exponent), so the sum's bits are the double 1.5 * 2^52 + x,
+ * and subtracting 1.5 * 2^52 is exact (0 gives +0.0, as the conversion
+ * does).  Two instructions, without the test of i64_to_f64. */
+static LLVMValueRef exact_i64_to_f64(Simd *s, LLVMValueRef v)
+{
+    Gen *g = s->g;
+    const double magic = 6755399441055744.0; /* 1.5 * 2^52: bits 0x4338000000000000 */
+    LLVMValueRef biased = LLVMBuildAdd(s->b, v, splat_const(s, LLVMConstInt(g->t_i64, 0x4338000000000000ull, 0)), "");
+    LLVMValueRef as_double = LLVMBuildBitCast(s->b, biased, vec_of(s, g->t_f64), "");
+    return LLVMBuildFSub(s->b, as_double, vconst_f64(s, magic), "exact.f64");
+}
+
+/* A cast from a 64-bit integer to f64 whose operand is known to lie in the
+ * exact range, on a host without the packed conversion.  NULL otherwise. */
+static LLVMValueRef narrow_i64_to_f64(Simd *s, KjIrExpr *e)
+{
+    const KjType *from = e->args[0]->type;
+    if (e->type->kind != KJ_TYPE_F64 || !kj_type_is_int(from) || kj_type_int_bits(from) != 64 ||
+        !split_64bit_conversions(s) || !kj_simd_fits(s, e->args[0], EXACT_LOW, EXACT_HIGH))
+        return NULL;
+    return exact_i64_to_f64(s, kj_simd_expr(s, e->args[0]));
+}
+
 /* kj_codegen_convert on vectors (f16 and bf16 never get here). */
 static LLVMValueRef vconvert(Simd *s, LLVMValueRef v, const KjType *from, const KjType *to)
 {
@@ -856,6 +907,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
             e->args[1]->op == KJ_IR_VAR && e->args[0]->var == e->args[1]->var &&
             e->args[0]->type == e->type && e->args[1]->type == e->type)
             return kj_codegen_complex_square(g, kj_simd_expr(s, e->args[0]));
+        LLVMValueRef narrow = narrow_multiply(s, e);
+        if (narrow)
+            return narrow;
         int k = exact_shift(s, e);
         if (k > 0)
             return LLVMBuildAShr(B, kj_simd_expr(s, e->args[0]),
@@ -888,8 +942,12 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
         LLVMValueRef b = lanes_under(s, e->args[2], e->type, LLVMBuildAnd(B, s->mask, LLVMBuildNot(B, c, ""), ""));
         return blend(s, c, a, b);
     }
-    case KJ_IR_CAST:
+    case KJ_IR_CAST: {
+        LLVMValueRef narrow = narrow_i64_to_f64(s, e);
+        if (narrow)
+            return narrow;
         return vconvert(s, kj_simd_expr(s, e->args[0]), e->args[0]->type, e->type);
+    }
     case KJ_IR_CALL:
         return vcall(s, e);
     case KJ_IR_MATH: {
