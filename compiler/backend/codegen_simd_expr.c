@@ -26,9 +26,9 @@ static LLVMValueRef make_pair(Simd *s, LLVMValueRef re, LLVMValueRef im)
  * instruction for either conversion: LLVM would convert lane by lane (and
  * the saturating one with a branch per lane).  Both are exact here in a
  * few vector instructions, with the scalar code's results:
- *   i64 -> f64: hi * 2^32 + lo, the halves converted exactly (hi signed or
- *     unsigned, lo unsigned); the one addition rounds once, to nearest, as
- *     the scalar conversion does;
+ *   i64 -> f64: hi * 2^32 + lo, the halves placed in the significands of
+ *     two large powers of two (i64_to_f64); the one addition rounds once,
+ *     to nearest, as the scalar conversion does;
  *   f64 -> i64, saturating: t = trunc(x), hi = floor(t / 2^32) and
  *     lo = t - hi * 2^32 are exact integers of 32 bits, converted and put
  *     together; NaN gives 0, and what is out of range the nearest bound.
@@ -64,24 +64,26 @@ static LLVMValueRef fast_or_slow(Simd *s, LLVMValueRef cond, ConvertFn fn, LLVMV
     return phi;
 }
 
-static LLVMValueRef i64_to_f64_split(Simd *s, LLVMValueRef v, bool is_signed)
+/* i64 -> f64 (or u64) in five instructions and no branch: the high half
+ * goes into the significand of 2^84 (+ 2^63, the sign bit flipped, when
+ * signed), the low half into that of 2^52; (high - their sum of biases) is
+ * hi * 2^32 - 2^52 exactly (a multiple of 2^32 below 2^64 in size), and
+ * adding (2^52 + lo) gives hi * 2^32 + lo rounded once, to nearest, as the
+ * scalar conversion rounds.  0 gives +0.0. */
+static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
 {
     LLVMBuilderRef B = s->b;
     Gen *g = s->g;
-    LLVMTypeRef i64v = vec_of(s, g->t_i64), i32v = vec_of(s, g->t_i32), f64v = vec_of(s, g->t_f64);
-    LLVMValueRef shift = splat_const(s, LLVMConstInt(g->t_i64, 32, 0));
-    LLVMValueRef hi = LLVMBuildTrunc(B, is_signed ? LLVMBuildAShr(B, v, shift, "") : LLVMBuildLShr(B, v, shift, ""),
-                                     i32v, "");
-    LLVMValueRef lo = LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffu, 0)), "");
-    (void)i64v;
-    LLVMValueRef hf = is_signed ? LLVMBuildSIToFP(B, hi, f64v, "") : LLVMBuildUIToFP(B, hi, f64v, "");
-    LLVMValueRef lf = LLVMBuildSIToFP(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""), i32v, ""),
-                                      f64v, "");
-    /* lo as two exact halves: (lo >> 1) * 2 + (lo & 1), each below 2^31 */
-    lf = LLVMBuildFAdd(B, LLVMBuildFMul(B, lf, vconst_f64(s, 2.0), ""),
-                       LLVMBuildUIToFP(B, LLVMBuildTrunc(B, LLVMBuildAnd(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""),
-                                                         i32v, ""), f64v, ""), "");
-    return LLVMBuildFAdd(B, LLVMBuildFMul(B, hf, vconst_f64(s, 4294967296.0), ""), lf, "");
+    LLVMTypeRef f64v = vec_of(s, g->t_f64);
+    LLVMValueRef high = LLVMBuildLShr(B, v, splat_const(s, LLVMConstInt(g->t_i64, 32, 0)), "");
+    high = LLVMBuildXor(B, high, splat_const(s, LLVMConstInt(g->t_i64, is_signed ? 0x4530000080000000ull
+                                                                                   : 0x4530000000000000ull, 0)), "");
+    LLVMValueRef low = LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffull, 0)), "");
+    low = LLVMBuildOr(B, low, splat_const(s, LLVMConstInt(g->t_i64, 0x4330000000000000ull, 0)), "");
+    /* 2^84 + 2^52, and 2^63 more when signed */
+    double bias = is_signed ? 0x1.00000801p+84 : 0x1.00000001p+84;
+    LLVMValueRef hf = LLVMBuildFSub(B, LLVMBuildBitCast(B, high, f64v, ""), vconst_f64(s, bias), "");
+    return LLVMBuildFAdd(B, hf, LLVMBuildBitCast(B, low, f64v, ""), "");
 }
 
 static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
@@ -112,26 +114,7 @@ static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
 }
 
 /* The common case first: values that fit 32 bits convert in one packed
- * instruction each way; the split forms above take the rest. */
-static LLVMValueRef i64_to_f64_step(Simd *s, LLVMValueRef v, bool fast, bool is_signed)
-{
-    if (!fast)
-        return i64_to_f64_split(s, v, is_signed);
-    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
-    return LLVMBuildSIToFP(s->b, narrow, vec_of(s, s->g->t_f64), "");
-}
-
-static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
-{
-    /* fits: the value is its low half, sign-extended (non-negative for u64) */
-    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
-    LLVMValueRef back = LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
-    LLVMValueRef fits = LLVMBuildICmp(s->b, LLVMIntEQ, back, v, "");
-    if (!is_signed)
-        fits = LLVMBuildAnd(s->b, fits, LLVMBuildICmp(s->b, LLVMIntSGE, v, LLVMConstNull(LLVMTypeOf(v)), ""), "");
-    return fast_or_slow(s, all_lanes(s, fits), i64_to_f64_step, v, is_signed);
-}
-
+ * instruction; the split form above takes the rest. */
 static LLVMValueRef f64_to_i64_step(Simd *s, LLVMValueRef x, bool fast, bool unused)
 {
     (void)unused;
@@ -619,12 +602,48 @@ static LLVMValueRef align_of(Simd *s, const KjType *elem)
  * the two build the access at the offsets and return its value (or NULL). */
 typedef LLVMValueRef (*AccessFn)(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value, bool contiguous);
 
+/* A gather or scatter on an array whose last stride only the call knows:
+ * with a stride of 1 (nearly always) the last index is the offset as it is,
+ * without the 64-bit multiply by the stride that hosts without AVX-512 make
+ * in seven instructions; both ways are built and the stride picks one at
+ * run time (a test the optimiser can take out of loops). */
+static LLVMValueRef unit_stride_or_not(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count,
+                                      LLVMValueRef value, AccessFn fn)
+{
+    LLVMValueRef rest = count > 1 ? offsets(s, a, indices, count - 1, false) : NULL;
+    LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], kj_type_scalar(KJ_TYPE_I64));
+    LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
+    LLVMBasicBlockRef yes = new_block(s->g, "gather.unit"), no = new_block(s->g, "gather.strided"),
+                      done = new_block(s->g, "gather.done");
+    LLVMBuildCondBr(s->b, unit, yes, no);
+    LLVMValueRef r[2];
+    LLVMBasicBlockRef ends[2];
+    for (int k = 0; k < 2; k++) {
+        LLVMPositionBuilderAtEnd(s->b, k == 0 ? yes : no);
+        LLVMValueRef offs = k == 0 ? last : LLVMBuildMul(s->b, last, splat(s, a->strides[count - 1]), "");
+        if (rest)
+            offs = LLVMBuildAdd(s->b, rest, offs, "");
+        r[k] = fn(s, a, offs, value, false);
+        ends[k] = LLVMGetInsertBlock(s->b);
+        LLVMBuildBr(s->b, done);
+    }
+    LLVMPositionBuilderAtEnd(s->b, done);
+    if (!r[0])
+        return NULL;
+    LLVMValueRef phi = LLVMBuildPhi(s->b, LLVMTypeOf(r[0]), "");
+    LLVMAddIncoming(phi, r, ends, 2);
+    return phi;
+}
+
 static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
                           LLVMValueRef value, AccessFn fn)
 {
+    if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS) {
+        if (flat || LLVMIsAConstantInt(a->strides[count - 1]))
+            return fn(s, a, offsets(s, a, indices, count, flat), value, false);
+        return unit_stride_or_not(s, a, indices, count, value, fn);
+    }
     LLVMValueRef offs = offsets(s, a, indices, count, flat);
-    if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
-        return fn(s, a, offs, value, false);
     if (flat)
         return fn(s, a, offs, value, true);
     /* a stride that only the call knows: both ways, picked at run time (the
