@@ -713,6 +713,14 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
     }
     if (blocks == 0 || (uint64_t)block[0] * block[1] * block[2] == 0)
         return KJIT_OK;
+    /* kjit_launch refuses larger blocks; the SIMD lowering's ranges
+     * (codegen_simd_range.c) count on threadIdx staying below this */
+    if ((uint64_t)block[0] * block[1] * block[2] > KJ_MAX_BLOCK_THREADS) {
+        char message[96];
+        snprintf(message, sizeof message, "a block of more than %d threads", KJ_MAX_BLOCK_THREADS);
+        *error = kj_xstrdup(message);
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
     /* A kernel with barriers runs without fibers when the code has a __block
      * entry for it: its split form (barrier_split.c), whose loops over the
      * block's threads keep per-thread values in arrays of at most
