@@ -124,8 +124,46 @@ static LLVMValueRef f64_to_i64_step(Simd *s, LLVMValueRef x, bool fast, bool unu
     return LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
 }
 
+/* x86's truncating conversion of the lanes to i32 (cvttpd2dq), which answers
+ * 0x80000000 for what it cannot convert (NaN, out of range); NULL where the
+ * lanes are not one xmm or ymm register. */
+static LLVMValueRef x86_truncate_i32(Simd *s, LLVMValueRef x)
+{
+    const char *f = s->g->cpu_features ? s->g->cpu_features : "";
+    if (s->lanes == 4 && has_feature(f, "+avx"))
+        return kj_codegen_call_intrinsic(s->g, "llvm.x86.avx.cvtt.pd2dq.256", NULL, 0, &x, 1);
+    if (s->lanes == 2) {
+        LLVMValueRef four = kj_codegen_call_intrinsic(s->g, "llvm.x86.sse2.cvttpd2dq", NULL, 0, &x, 1);
+        LLVMValueRef low[2] = {const_i32(s->g, 0), const_i32(s->g, 1)};
+        return LLVMBuildShuffleVector(s->b, four, LLVMGetPoison(LLVMTypeOf(four)), LLVMConstVector(low, 2), "");
+    }
+    return NULL;
+}
+
 static LLVMValueRef f64_to_i64_sat(Simd *s, LLVMValueRef x)
 {
+    LLVMValueRef narrow = x86_truncate_i32(s, x);
+    if (narrow) {
+        /* No lane reads 0x80000000: each converted, and the i32 is the
+         * answer (x in (-2^31 - 1, -2^31], which gives that value itself,
+         * takes the slow way, which answers the same). */
+        LLVMValueRef invalid = LLVMBuildICmp(s->b, LLVMIntEQ, narrow,
+                                             splat_const(s, LLVMConstInt(s->g->t_i32, 0x80000000u, 0)), "");
+        LLVMBasicBlockRef fast_bb = new_block(s->g, "convert.fast"), slow_bb = new_block(s->g, "convert.slow"),
+                          done = new_block(s->g, "convert.done");
+        LLVMBuildCondBr(s->b, any_lane(s, invalid), slow_bb, fast_bb);
+        LLVMPositionBuilderAtEnd(s->b, fast_bb);
+        LLVMValueRef a = LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, slow_bb);
+        LLVMValueRef b = f64_to_i64_sat_split(s, x);
+        LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(s->b);
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, done);
+        LLVMValueRef phi = LLVMBuildPhi(s->b, LLVMTypeOf(a), "");
+        LLVMAddIncoming(phi, (LLVMValueRef[]){a, b}, (LLVMBasicBlockRef[]){fast_bb, slow_end}, 2);
+        return phi;
+    }
     /* truncation lands in i32's range (NaN fails both tests) */
     LLVMValueRef above = LLVMBuildFCmp(s->b, LLVMRealOGT, x, vconst_f64(s, -2147483649.0), "");
     LLVMValueRef below = LLVMBuildFCmp(s->b, LLVMRealOLT, x, vconst_f64(s, 2147483648.0), "");

@@ -4,7 +4,8 @@
  * i32's range as one 32 x 32 -> 64 multiply, i64 -> f64 of values in
  * [-2^51, 2^51) in two instructions), the branch-free i64/u64 -> f64 of any
  * value, and gathers and scatters on arrays whose stride only the call knows
- * (stride 1 skips the multiply).  Each kernel runs on fresh random inputs,
+ * (stride 1 skips the multiply), and the saturating f64 -> i64 whose fast
+ * way trusts cvttpd2dq.  Each kernel runs on fresh random inputs,
  * with values at the edges of the proven ranges (INT32_MIN and INT32_MAX
  * operands, results at -2^51 and 2^51 - 1, one past them and up to 2^52
  * on either side (where the two-instruction form would be wrong), the last
@@ -70,6 +71,12 @@ static const char source[] =
     "        acc += f64(data[(k * 7 + j * 5) % len(data)]);\n"
     "    }\n"
     "    out[j, blockIdx.x] = acc;\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn truncations(x: f64[], out: i64[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i < len(x) { out[i] = i64(x[i] * 1.0); }\n"
     "}\n";
 
 /* ------------------------------------------------------------ fixtures */
@@ -268,6 +275,60 @@ END_TEST
 START_TEST(paths_gathers_scatters_parallel) { paths_on(KJIT_TARGET_PARALLEL); }
 END_TEST
 
+/* ------------------------------------------------------------ f64 -> i64 */
+
+static int64_t to_i64_sat(double v)
+{
+    if (isnan(v))
+        return 0;
+    if (v >= 0x1p63)
+        return INT64_MAX;
+    if (v < -0x1p63)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+/* The saturating conversion's fast test (cvttpd2dq's 0x80000000 marks a lane
+ * it could not convert) and its slow way: values next to -2^31 (which
+ * converts to 0x80000000 itself), 2^31, 2^63, NaN and the infinities, mixed
+ * into chunks of ordinary ones or alone. */
+static void truncations_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    static const double edges[] = {-0x1p31, -0x1p31 - 0.5, -0x1p31 - 1, -0x1p31 + 0.25, 0x1p31 - 0.5, 0x1p31,
+                                   0x1p31 + 1, 0x1p63, -0x1p63, 0x1p63 - 1024, -0x1p63 - 2048, NAN, -NAN,
+                                   INFINITY, -INFINITY, -0.0, 0.0, -0.75, 0.75, 1e19, -1e19};
+    enum { M = 997 };
+    double x[M];
+    int64_t out[2][M];
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < M; i++) {
+            uint64_t r = next_random();
+            double ordinary = ((double)(int64_t)(r >> 11) - 0x1p52) * 0x1p-30 * (double)(1 << (r % 16));
+            x[i] = (round == 0 || r % (round + 1) == 0) ? edges[(r >> 8) % (sizeof edges / sizeof edges[0])]
+                                                        : ordinary;
+        }
+        int64_t n = M;
+        for (int s = 0; s < 2; s++) {
+            kjit_array ax = kjit_array_make(x, KJIT_F64, 1, &n), ao = kjit_array_make(out[s], KJIT_I64, 1, &n);
+            kjit_arg args[2] = {kjit_arg_array(&ax), kjit_arg_array(&ao)};
+            launch(&p, s, "truncations", (uint32_t[]){(M + 63) / 64, 1, 1}, (uint32_t[]){64, 1, 1}, args, 2);
+        }
+        for (int i = 0; i < M; i++) {
+            ck_assert_msg(out[0][i] == out[1][i], "%a: scalar %lld, SIMD %lld", x[i], (long long)out[0][i],
+                          (long long)out[1][i]);
+            ck_assert_msg(out[1][i] == to_i64_sat(x[i]), "%a: %lld, want %lld", x[i], (long long)out[1][i],
+                          (long long)to_i64_sat(x[i]));
+        }
+    }
+    close_pair(&p);
+}
+
+START_TEST(truncations_cpu) { truncations_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(truncations_parallel) { truncations_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
 /* ------------------------------------------------------------ the rules are taken */
 
 #if defined(__x86_64__)
@@ -313,6 +374,8 @@ Suite *suite_simd_range(void)
     tcase_add_test(tc, narrowed_products_and_conversions_parallel);
     tcase_add_test(tc, paths_gathers_scatters_cpu);
     tcase_add_test(tc, paths_gathers_scatters_parallel);
+    tcase_add_test(tc, truncations_cpu);
+    tcase_add_test(tc, truncations_parallel);
 #if defined(__x86_64__)
     tcase_add_test(tc, narrow_multiply_is_taken);
 #endif
