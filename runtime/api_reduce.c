@@ -208,7 +208,7 @@ static kjit_status find_level_code(kjit_function *function, int sig, kjit_functi
     char key[128];
     variant_key(&level->variant, map_sig, key, sizeof key);
     uint32_t all_arrays = (1u << (level->inputs + 1)) - 1; /* the inputs and out */
-    uint32_t contiguous = level->variant.form == KJ_REDUCE_FORM_WARPS ? all_arrays : 0;
+    uint32_t contiguous = level->variant.form == KJ_REDUCE_FORM_LANES ? 0 : all_arrays;
     return kj_api_find_lifted(function, sig, &request, contiguous, key, &level->compiled);
 }
 
@@ -463,13 +463,17 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         contiguous = red[0].extent == 1 || red[0].stride[q] == 1;
 
     /* KJIT_REDUCE_FORM=lanes|warps makes the cpu targets run the kernels the
-     * cuda target would (the tests check that every form gives the same bits). */
+     * cuda target would (the tests check that every form gives the same bits):
+     * `warps` the cuda forms, WARPS for contiguous levels and COLUMNS for a
+     * strided one; `lanes` the LANES form without SIMD lanes. */
     bool warps = runtime->reduce_in_warps;
     KjReduceForm contiguous_form = warps ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES;
+    KjReduceForm strided_form = warps ? KJ_REDUCE_FORM_COLUMNS : KJ_REDUCE_FORM_LANES;
     bool simd = !warps;
     const char *force = getenv("KJIT_REDUCE_FORM");
     if (!warps && force && strcmp(force, "warps") == 0)
-        contiguous_form = KJ_REDUCE_FORM_WARPS, simd = false;
+        contiguous_form = KJ_REDUCE_FORM_WARPS, strided_form = KJ_REDUCE_FORM_COLUMNS,
+        simd = false;
     else if (!warps && force && strcmp(force, "lanes") == 0)
         simd = false;
 
@@ -478,7 +482,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     Level *first = &levels[level_count++];
     memset(first, 0, sizeof *first);
     first->variant = (KjReduceVariant){
-        .form = contiguous ? contiguous_form : KJ_REDUCE_FORM_LANES,
+        .form = contiguous ? contiguous_form : strided_form,
         .kept_rank = n_kept, .reduced_rank = n_red, .contiguous = contiguous,
         .mapped = map != NULL, .simd = simd};
     if (first->variant.form == KJ_REDUCE_FORM_WARPS) {
@@ -504,6 +508,8 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         }
         first->variant.thread_lanes = v;
         first->variant.aligned = aligned;
+    } else if (first->variant.form == KJ_REDUCE_FORM_COLUMNS) {
+        first->variant.thread_lanes = kj_reduce_column_lanes(t);
     }
     first->inputs = nargs;
     first->m = m;
@@ -607,6 +613,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         level_args(level, init != NULL, &init_value, &a);
         KjItemsRun run = {.name = name, .compiled = level->compiled,
                                 .warps = level->variant.form == KJ_REDUCE_FORM_WARPS,
+                                .columns = level->variant.form == KJ_REDUCE_FORM_COLUMNS,
                                 .thread_lanes = level->variant.thread_lanes,
                                 .items = level->items, .params = a.params, .stream = stream};
         status = runtime->run_items(context, &run);

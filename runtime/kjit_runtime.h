@@ -616,7 +616,10 @@ typedef struct KjItemsRun {
     const char *name; /* the function, for messages */
     const KjCompiled *compiled;
     bool warps;
-    int thread_lanes; /* WARPS: the variant's V (0 counts as 1): 8 V work items a block */
+    bool columns;     /* a reduction's COLUMNS kernel: KJ_REDUCE_COLUMN_ITEMS work items
+                         a block of KJ_REDUCE_COLUMN_ITEMS L / V threads */
+    int thread_lanes; /* WARPS: the variant's V (0 counts as 1): 8 V work items a block;
+                         COLUMNS: its V */
     int64_t items;
     void **params;
     kjit_stream *stream;
