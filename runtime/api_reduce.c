@@ -52,6 +52,18 @@ void kj_reduce_scratch_free(kjit_context *context)
     context->reduce_scratch = NULL;
 }
 
+void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint32_t *threads)
+{
+    if (run->columns) {
+        *items_per_block = KJ_REDUCE_COLUMN_ITEMS;
+        *threads = KJ_REDUCE_COLUMN_ITEMS * (KJ_REDUCE_LANES / run->thread_lanes);
+    } else {
+        *items_per_block =
+            KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
+        *threads = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES;
+    }
+}
+
 /* ----------------------------------------------------------- signatures */
 
 static kjit_function *map_function(const kjit_function *function)
@@ -509,7 +521,13 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         first->variant.thread_lanes = v;
         first->variant.aligned = aligned;
     } else if (first->variant.form == KJ_REDUCE_FORM_COLUMNS) {
+        /* KJIT_REDUCE_COLUMN_LANES=1|2|4|8|16|32 sets V, for tuning on a GPU
+         * (any V gives the same bits) */
         first->variant.thread_lanes = kj_reduce_column_lanes(t);
+        const char *lanes = getenv("KJIT_REDUCE_COLUMN_LANES");
+        int v = lanes ? atoi(lanes) : 0;
+        if (v >= 1 && v <= KJ_REDUCE_LANES && (v & (v - 1)) == 0)
+            first->variant.thread_lanes = v;
     }
     first->inputs = nargs;
     first->m = m;

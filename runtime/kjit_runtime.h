@@ -625,6 +625,10 @@ typedef struct KjItemsRun {
     kjit_stream *stream;
 } KjItemsRun;
 
+/* The thread blocks of a WARPS or COLUMNS run (api_reduce.c): how many work
+ * items a block takes and its threads. */
+void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint32_t *threads);
+
 struct KjRuntimeTarget {
     const char *name;
     /* Device arrays are ordinary host memory, which host code can read (the

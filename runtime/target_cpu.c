@@ -263,12 +263,9 @@ static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
     if (run->items <= 0)
         return KJIT_OK;
     if (run->warps || run->columns) {
-        int64_t per_block = KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
-        uint32_t threads = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES;
-        if (run->columns) {
-            per_block = KJ_REDUCE_COLUMN_ITEMS;
-            threads = KJ_REDUCE_COLUMN_ITEMS * (KJ_REDUCE_LANES / run->thread_lanes);
-        }
+        int64_t per_block;
+        uint32_t threads;
+        kj_items_block_shape(run, &per_block, &threads);
         int64_t blocks = (run->items + per_block - 1) / per_block;
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
         uint32_t block[3] = {threads, 1, 1};

@@ -284,12 +284,9 @@ static kjit_status cuda_run_items(kjit_context *context, const KjItemsRun *run)
         status = kj_cuda_launch_elementwise(context->cuda, c->entry, c->root->symbol, run->items,
                                             run->params, stream, &error);
     } else {
-        int64_t per_block = KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
-        uint32_t threads = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES;
-        if (run->columns) {
-            per_block = KJ_REDUCE_COLUMN_ITEMS;
-            threads = KJ_REDUCE_COLUMN_ITEMS * (KJ_REDUCE_LANES / run->thread_lanes);
-        }
+        int64_t per_block;
+        uint32_t threads;
+        kj_items_block_shape(run, &per_block, &threads);
         int64_t blocks = (run->items + per_block - 1) / per_block;
         if (blocks > INT32_MAX)
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,

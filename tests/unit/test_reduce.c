@@ -538,20 +538,26 @@ START_TEST(strided_levels_in_every_form)
     size_t capacity = 1 << 20;
     unsigned char *want = malloc(capacity), *got = malloc(capacity);
     size_t count = strided_results(KJIT_TARGET_CPU, NULL, &d, want, capacity);
+    /* the COLUMNS form with its V lanes a thread, and with 2 and 32 */
     const struct {
         kjit_target target;
-        const char *form;
-    } runs[4] = {{KJIT_TARGET_PARALLEL, NULL},
-                 {KJIT_TARGET_PARALLEL, "lanes"},
-                 {KJIT_TARGET_CPU, "warps"},
-                 {KJIT_TARGET_PARALLEL, "warps"}};
-    for (int k = 0; k < 4; k++) {
+        const char *form, *column_lanes;
+    } runs[] = {{KJIT_TARGET_PARALLEL, NULL, NULL}, {KJIT_TARGET_PARALLEL, "lanes", NULL},
+                {KJIT_TARGET_CPU, "warps", NULL},   {KJIT_TARGET_PARALLEL, "warps", NULL},
+                {KJIT_TARGET_PARALLEL, "warps", "2"},
+                {KJIT_TARGET_PARALLEL, "warps", "32"}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        if (runs[k].column_lanes)
+            setenv("KJIT_REDUCE_COLUMN_LANES", runs[k].column_lanes, 1);
         size_t n = strided_results(runs[k].target, runs[k].form, &d, got, capacity);
+        unsetenv("KJIT_REDUCE_COLUMN_LANES");
         ck_assert_uint_eq(n, count);
         for (size_t i = 0; i < count; i++)
-            ck_assert_msg(want[i] == got[i], "%s (%s): byte %zu differs from cpu's SIMD form",
+            ck_assert_msg(want[i] == got[i],
+                          "%s (%s, column lanes %s): byte %zu differs from cpu's SIMD form",
                           runs[k].target == KJIT_TARGET_CPU ? "cpu" : "parallel",
-                          runs[k].form ? runs[k].form : "simd", i);
+                          runs[k].form ? runs[k].form : "simd",
+                          runs[k].column_lanes ? runs[k].column_lanes : "default", i);
     }
     free(want);
     free(got);
