@@ -32,8 +32,14 @@
  * its V consecutive elements of a step as one vector where the variant is
  * aligned, and the tree's steps across threads are warp shuffles; for a T
  * no shuffle moves, one lane a thread and the tree in shared memory between
- * barriers.  Every form computes the same operations in the same order, so
- * their results are the same bits.
+ * barriers.  The COLUMNS form is a KERNEL for cuda's strided levels: a
+ * thread block takes 32 neighbouring work items (neighbouring outputs) and
+ * G = L / V threads each (kj_reduce_column_lanes), thread g of an item
+ * holding lanes V g .. V g + V - 1, so that a warp is one lane group of 32
+ * neighbouring outputs whose loads fall side by side; the tree's steps
+ * across threads go through shared memory, one barrier a step.  Every form
+ * computes the same operations in the same order, so their results are the
+ * same bits.
  */
 #include "kjit_compiler.h"
 
@@ -359,7 +365,8 @@ static KjIrVar *local_lanes(Lift *l, const char *name)
 }
 
 /* LANES: the body of work item w: one block of one output, its L lanes in L
- * local variables; a full block takes a path without tests. */
+ * local variables (or the local array of `simd`); a full block takes a path
+ * without tests. */
 static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;

@@ -18,9 +18,10 @@
  * input walks as one run are merged (neither changes the order).  The cuda
  * target runs a contiguous level as the WARPS form (V lanes a thread, 32 / V
  * threads a block of elements, vector loads where every input is aligned)
- * and a strided one as the LANES form (a thread per block, neighbouring
- * threads on neighbouring outputs); cpu and parallel run the LANES form,
- * split across the pool by work items.
+ * and a strided one as the COLUMNS form (thread blocks of 32 neighbouring
+ * outputs, 32 / V threads of V lanes each per output, a warp's loads side
+ * by side); cpu and parallel run the LANES form, split across the pool by
+ * work items, and the cuda forms under KJIT_REDUCE_FORM=warps.
  */
 #include <pthread.h>
 #include <stdio.h>
