@@ -677,6 +677,8 @@ typedef struct KjIrStmt {
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
+    int unroll;        /* FOR over constant bounds, on targets that unroll such loops: the
+                          copies asked for (reduce.c's COLUMNS); 0: the target's 4 */
     int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 

@@ -47,6 +47,11 @@
 #include <string.h>
 
 #define MAX_INPUTS 32
+/* COLUMNS: the copies of a full block's loop over steps (cuda unrolls a
+ * constant loop four times; each copy holds V row offsets of 64 bits in
+ * registers, and two copies keep 2 V loads a thread in flight with 64
+ * registers for f32 and 66 for f64, where four took 66 and 80). */
+#define COLUMN_UNROLL 2
 
 typedef struct Lift {
     KjArena *arena;
@@ -515,8 +520,7 @@ static void warps_body(Lift *l)
     set(l, acc, zero_of(l, l->t));
     set(l, ne, i64(l, 0));
 
-    KjIrVar *start, *count, *slot = new_var(l, "slot", i64_type());
-    set(l, slot, i64(l, 0));
+    KjIrVar *start, *count, *slot = new_var(l, "slot", i64_type()); /* w: contiguous */
     KjVec *saved = open_work_item(l, w, slot, ne, &start, &count);
     KjVec *in_if = open_if(l, less(l, ref(l, lane), ref(l, count)));
     set(l, acc, element(l, index_var(l, "t", add(l, ref(l, start), ref(l, lane)))));
@@ -547,7 +551,7 @@ static void warps_body(Lift *l)
                           op2(l, KJ_IR_EQ, bool_type(), ref(l, lane), i64(l, 0)));
     saved = open_if(l, first);
     set(l, acc, load_flat(l, tile, ref(l, tid)));
-    store_result(l, slot, acc);
+    store_result(l, w, acc);
     l->body = saved;
 }
 
@@ -576,6 +580,42 @@ static KjIrExpr *shfl_down(Lift *l, KjIrVar *value, int delta)
     return e;
 }
 
+/* The last block of an output, shorter than B, for COLUMNS: the steps in
+ * which every lane has an element (count / L of them) without tests, then
+ * the last step's elements each tested, so that the loads of a step need
+ * not wait for each other's tests. */
+static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
+                                   KjIrVar **acc)
+{
+    const int L = KJ_REDUCE_LANES, V = l->v.thread_lanes;
+    KjIrVar *steps = new_var(l, "steps", i64_type());
+    set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
+    for (int v = 0; v < V; v++) {
+        KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
+        KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, start), copy(l, u)))));
+        l->body = in_if;
+    }
+    KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
+    KjVec *loop = open_for(l, i, i64(l, 1), ref(l, steps));
+    set(l, base, add(l, add(l, ref(l, start), ref(l, j0)), mul(l, ref(l, i), i64(l, L))));
+    for (int v = 0; v < V; v++) {
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, v)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+    }
+    l->body = loop;
+    KjVec *last = open_if(l, less(l, i64(l, 0), ref(l, steps)));
+    for (int v = 0; v < V; v++) {
+        KjIrVar *u = new_var(l, "u", i64_type());
+        set(l, u, add(l, add(l, mul(l, ref(l, steps), i64(l, L)), ref(l, j0)), i64(l, v)));
+        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, count)));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), ref(l, u)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+        l->body = in_if;
+    }
+    l->body = last;
+}
+
 /* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
  * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
  * takes the elements j0 + v + i L of the block in order, as in the LANES
@@ -599,6 +639,8 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    if (l->v.form == KJ_REDUCE_FORM_COLUMNS)
+        ((KjIrStmt *)loop->items[loop->count - 1])->unroll = COLUMN_UNROLL;
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -609,8 +651,14 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     l->body = loop;
     l->body = outer_saved;
 
-    /* The last block of an output, shorter than B: each element tested. */
+    /* The last block of an output, shorter than B: each element tested (the
+     * COLUMNS form only the last step's). */
     outer_saved = open_block(l, &full->else_stmt);
+    if (l->v.form == KJ_REDUCE_FORM_COLUMNS) {
+        accumulate_short_block(l, start, count, j0, acc);
+        l->body = outer_saved;
+        return;
+    }
     for (int v = 0; v < V; v++) {
         KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
         KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
@@ -662,7 +710,8 @@ static void thread_lanes_body(Lift *l)
     l->fn->uses_syncthreads = true; /* the shuffles are barriers on the cpu targets */
     KjIrVar *tid = new_var(l, "tid", i64_type()), *g = new_var(l, "g", i64_type());
     KjIrVar *j0 = new_var(l, "j0", i64_type()), *w = new_var(l, "w", i64_type());
-    KjIrVar *ne = new_var(l, "ne", i64_type()), *slot = new_var(l, "slot", i64_type());
+    KjIrVar *ne = new_var(l, "ne", i64_type());
+    KjIrVar *slot = new_var(l, "slot", i64_type()); /* w: a contiguous level */
     set(l, tid, sreg_i64(l, KJ_SREG_TID_X));
     set(l, g, op2(l, KJ_IR_REM, i64_type(), ref(l, tid), i64(l, G)));
     set(l, j0, mul(l, ref(l, g), i64(l, V)));
@@ -674,7 +723,6 @@ static void thread_lanes_body(Lift *l)
         set(l, acc[v], zero_of(l, l->t));
     }
     set(l, ne, i64(l, 0));
-    set(l, slot, i64(l, 0));
 
     KjIrVar *start, *count;
     KjVec *saved = open_work_item(l, w, slot, ne, &start, &count);
@@ -699,7 +747,7 @@ static void thread_lanes_body(Lift *l)
     KjIrExpr *leader = op2(l, KJ_IR_LOGAND, bool_type(), less(l, ref(l, w), ref(l, l->items)),
                            op2(l, KJ_IR_EQ, bool_type(), ref(l, g), i64(l, 0)));
     saved = open_if(l, leader);
-    store_result(l, slot, acc[0]);
+    store_result(l, w, acc[0]);
     l->body = saved;
 }
 
@@ -708,7 +756,7 @@ static void thread_lanes_body(Lift *l)
 int kj_reduce_column_lanes(const KjType *t)
 {
     (void)t;
-    return 4; /* 8 threads a work item */
+    return 4; /* 8 threads a work item: 64 registers, 256 threads a block */
 }
 
 /* COLUMNS: a cuda kernel for a strided level, whose work items are numbered
