@@ -1288,6 +1288,18 @@ START_TEST(warp_collectives_match_cpu_bit_for_bit)
 }
 END_TEST
 
+/* grid.kern's heat equation in float64: steps explicit steps of
+ * u[i] += alpha (u[i-1] - 2 u[i] + u[i+1]) with fixed ends, in place in u
+ * (next: n doubles of scratch). */
+static void heat_reference(double *u, double *next, int64_t n, double alpha, int steps)
+{
+    for (int st = 0; st < steps; st++) {
+        for (int64_t i = 0; i < n; i++)
+            next[i] = i > 0 && i < n - 1 ? u[i] + alpha * (u[i - 1] - 2.0 * u[i] + u[i + 1]) : u[i];
+        memcpy(u, next, sizeof *u * (size_t)n);
+    }
+}
+
 /* Cooperative launches of one module on two streams: the grid barrier's
  * counter is the module's, so the runtime orders them; each stream's heat
  * equation must still match float64 (interleaved on purpose). */
@@ -1329,13 +1341,7 @@ START_TEST(syncgrid_on_two_streams)
     for (int s = 0; s < STREAMS; s++) {
         ck_assert_int_eq(kjit_copy(context, &host[s], &dev[s], streams[s]), KJIT_OK);
         ck_assert_int_eq(kjit_stream_synchronize(streams[s]), KJIT_OK);
-        for (int st = 0; st < ROUNDS * steps; st++) {
-            for (int64_t i = 0; i < n; i++)
-                next[i] = i > 0 && i < n - 1
-                              ? ref[s][i] + alpha[s] * (ref[s][i - 1] - 2.0 * ref[s][i] + ref[s][i + 1])
-                              : ref[s][i];
-            memcpy(ref[s], next, sizeof *next * (size_t)n);
-        }
+        heat_reference(ref[s], next, n, alpha[s], ROUNDS * steps);
         ck_assert_int_eq(mismatches(&host[s], ref[s], n, 1e-12, 1e-14, "heat on two streams"), 0);
         kjit_device_free(context, &dev[s]);
         kjit_device_free(context, &scratch[s]);
@@ -1367,13 +1373,7 @@ START_TEST(syncgrid_heat_equation_matches_float64)
         double *ref = malloc(sizeof *ref * (size_t)n), *next = malloc(sizeof *next * (size_t)n);
         for (int64_t i = 0; i < n; i++)
             ((double *)u.data)[i] = ref[i] = uniform(0, 1);
-        for (int st = 0; st < steps; st++) {
-            for (int64_t i = 0; i < n; i++)
-                next[i] = i > 0 && i < n - 1
-                              ? ref[i] + alpha * (ref[i - 1] - 2.0 * ref[i] + ref[i + 1])
-                              : ref[i];
-            memcpy(ref, next, sizeof *ref * (size_t)n);
-        }
+        heat_reference(ref, next, n, alpha, steps);
         kjit_arg args[4] = {kjit_arg_array(&u), kjit_arg_array(&scratch), kjit_arg_f64(alpha),
                             kjit_arg_i64(steps)};
         uint32_t grid[3] = {64, 1, 1}, block[3] = {256, 1, 1};
