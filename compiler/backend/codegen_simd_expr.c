@@ -78,8 +78,18 @@ static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
     LLVMValueRef high = LLVMBuildLShr(B, v, splat_const(s, LLVMConstInt(g->t_i64, 32, 0)), "");
     high = LLVMBuildXor(B, high, splat_const(s, LLVMConstInt(g->t_i64, is_signed ? 0x4530000080000000ull
                                                                                    : 0x4530000000000000ull, 0)), "");
-    LLVMValueRef low = LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffull, 0)), "");
-    low = LLVMBuildOr(B, low, splat_const(s, LLVMConstInt(g->t_i64, 0x4330000000000000ull, 0)), "");
+    /* the low halves beside 2^52's high half: one blend of 32-bit lanes
+     * (x86 is little-endian, so a 64-bit lane's low half comes first) */
+    LLVMTypeRef halves = LLVMVectorType(g->t_i32, (unsigned)(2 * s->lanes));
+    LLVMValueRef items[128], picks[128];
+    for (int k = 0; k < 2 * s->lanes; k++) {
+        items[k] = LLVMConstInt(g->t_i32, k % 2 ? 0x43300000u : 0, 0);
+        picks[k] = const_i32(g, k % 2 ? 2 * s->lanes + k : k);
+    }
+    LLVMValueRef low = LLVMBuildShuffleVector(B, LLVMBuildBitCast(B, v, halves, ""),
+                                              LLVMConstVector(items, (unsigned)(2 * s->lanes)),
+                                              LLVMConstVector(picks, (unsigned)(2 * s->lanes)), "");
+    low = LLVMBuildBitCast(B, low, vec_of(s, g->t_i64), "");
     /* 2^84 + 2^52, and 2^63 more when signed */
     double bias = is_signed ? 0x1.00000801p+84 : 0x1.00000001p+84;
     LLVMValueRef hf = LLVMBuildFSub(B, LLVMBuildBitCast(B, high, f64v, ""), vconst_f64(s, bias), "");
