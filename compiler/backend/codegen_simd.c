@@ -762,7 +762,9 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         s->plain = false; /* lanes leave this inner loop and read on after it */
     }
     if (is_for) {
-        if (kj_uniform_var_varying(s->u, st->var))
+        if (kj_uniform_var_unit(s->u, st->var))
+            LLVMBuildStore(B, i, s->vslots[st->var->id]); /* uniform + lane in every lane */
+        else if (kj_uniform_var_varying(s->u, st->var))
             assign_lanes(s, st->var, lane_counter ? i : splat(s, i), true);
         else
             LLVMBuildStore(B, i, g->slots[st->var->id].scalar);

@@ -686,7 +686,23 @@ static LLVMValueRef store_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVM
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
         LLVMTypeRef ts[2] = {mt, g->t_ptr};
         LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
+        if (!s->wide_masks || LLVMIsConstant(s->mask)) {
+            kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+            return NULL;
+        }
+        /* Without AVX-512 a masked store of bytes or halves is a branch
+         * and a store per lane (and of wider elements a slow vmaskmov):
+         * when every lane is active (the usual case), one plain store. */
+        LLVMBasicBlockRef all_bb = new_block(g, "store.all"), some_bb = new_block(g, "store.some"),
+                          done = new_block(g, "store.done");
+        LLVMBuildCondBr(s->b, all_lanes(s, s->mask), all_bb, some_bb);
+        LLVMPositionBuilderAtEnd(s->b, all_bb);
+        LLVMSetAlignment(LLVMBuildStore(s->b, value, p), (unsigned)kj_type_size(a->elem));
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, some_bb);
         kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, done);
     } else {
         /* lanes that meet at one element store in lane order: the last
          * active lane's value stays, as when the threads run one by one */
