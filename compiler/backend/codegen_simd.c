@@ -681,7 +681,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
 
     /* the counter: scalar when the bounds are uniform, else one per lane */
     bool lane_counter = is_for && (simd_varying(s, st->start) || simd_varying(s, st->stop) || simd_varying(s, st->step));
-    LLVMValueRef counter = NULL, stop = NULL, step = NULL, up = NULL;
+    LLVMValueRef counter = NULL, stop = NULL, step = NULL, down = NULL;
     LLVMTypeRef ct = NULL;
     if (is_for) {
         if (lane_counter) {
@@ -697,7 +697,12 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             stop = kj_codegen_convert(g, kj_codegen_expr(g, st->stop), st->stop->type, t);
             step = kj_codegen_convert(g, kj_codegen_expr(g, st->step), st->step->type, t);
         }
-        up = LLVMBuildICmp(B, sgn ? LLVMIntSGT : LLVMIntNE, step, LLVMConstNull(ct), "up");
+        LLVMValueRef up = LLVMBuildICmp(B, sgn ? LLVMIntSGT : LLVMIntNE, step, LLVMConstNull(ct), "up");
+        /* below stop going up, above it going down: with down all ones,
+         * i ^ down < stop ^ down either way (~ reverses the order), one
+         * compare in the loop instead of two and a select of masks */
+        down = LLVMBuildSExt(B, LLVMBuildNot(B, up, ""), ct, "down");
+        stop = LLVMBuildXor(B, stop, down, "");
     }
     SimdLoop loop = {.varying = loop_varying};
     if (loop_varying) {
@@ -713,9 +718,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     LLVMValueRef go_on = NULL, i = NULL;
     if (is_for) {
         i = LLVMBuildLoad2(B, ct, counter, "i");
-        LLVMValueRef below = LLVMBuildICmp(B, sgn ? LLVMIntSLT : LLVMIntULT, i, stop, "");
-        LLVMValueRef above = LLVMBuildICmp(B, sgn ? LLVMIntSGT : LLVMIntUGT, i, stop, "");
-        go_on = LLVMBuildSelect(B, up, below, above, "");
+        go_on = LLVMBuildICmp(B, sgn ? LLVMIntSLT : LLVMIntULT, LLVMBuildXor(B, i, down, ""), stop, "");
     }
     if (!loop_varying) {
         if (!is_for)
