@@ -564,11 +564,19 @@ typedef LLVMValueRef (*AccessFn)(Simd *s, const ArrayVal *a, LLVMValueRef offs, 
 static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
                           LLVMValueRef value, AccessFn fn)
 {
-    LLVMValueRef offs = offsets(s, a, indices, count, flat);
     if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
-        return fn(s, a, offs, value, false);
+        return fn(s, a, offsets(s, a, indices, count, flat), value, false);
     if (flat)
-        return fn(s, a, offs, value, true);
+        return fn(s, a, offsets(s, a, indices, count, flat), value, true);
+    /* the uniform indices' part of the offset once, as a scalar; the last
+     * index times its stride only on the general side */
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    LLVMValueRef base = const_i64(s->g, 0);
+    for (int k = 0; k + 1 < count; k++) {
+        LLVMValueRef idx = kj_codegen_convert(s->g, kj_codegen_expr(s->g, indices[k]), indices[k]->type, i64);
+        base = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, idx, a->strides[k], ""), "");
+    }
+    LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], i64);
     /* a stride that only the call knows: both ways, picked at run time (the
      * contiguous variants' constant stride folds the test away) */
     LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
@@ -576,10 +584,12 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
                       done = new_block(s->g, "access.done");
     LLVMBuildCondBr(s->b, unit, yes, no);
     LLVMPositionBuilderAtEnd(s->b, yes);
-    LLVMValueRef r1 = fn(s, a, offs, value, true);
+    LLVMValueRef r1 = fn(s, a, LLVMBuildAdd(s->b, splat(s, base), last, ""), value, true);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, no);
+    LLVMValueRef offs = LLVMBuildAdd(s->b, splat(s, base),
+                                     LLVMBuildMul(s->b, last, splat(s, a->strides[count - 1]), ""), "");
     LLVMValueRef r2 = fn(s, a, offs, value, false);
     LLVMBasicBlockRef no_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
