@@ -748,9 +748,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         /* lanes whose condition fails leave for good, as by break; a
          * condition of no memory needs no record: it stays false for them,
          * the variables it reads being blended (reads_outside) */
-        if (is_for || !cheap_expr(st->cond))
+        bool counted = is_for && !lane_counter; /* go_on is every lane: nothing to record */
+        if (!counted && (is_for || !cheap_expr(st->cond)))
             add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
-        active = LLVMBuildAnd(B, active, go_on, "active");
+        if (!counted)
+            active = LLVMBuildAnd(B, active, go_on, "active");
         LLVMBuildCondBr(B, any_lane(s, active), body, exit);
         LLVMPositionBuilderAtEnd(B, body);
         store_mask(s, loop.continue_slot, no_lanes(s));
