@@ -569,7 +569,9 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
     if (flat)
         return fn(s, a, offsets(s, a, indices, count, flat), value, true);
     /* the uniform indices' part of the offset once, as a scalar; the last
-     * index times its stride only on the general side */
+     * index is lane 0's + the lane's index in every lane (unit), so the
+     * general side's offsets are lane 0's + iota * stride: no multiply of
+     * 64-bit lanes (AVX2 has none) */
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
     LLVMValueRef base = const_i64(s->g, 0);
     for (int k = 0; k + 1 < count; k++) {
@@ -588,8 +590,11 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, no);
-    LLVMValueRef offs = LLVMBuildAdd(s->b, splat(s, base),
-                                     LLVMBuildMul(s->b, last, splat(s, a->strides[count - 1]), ""), "");
+    LLVMValueRef stride = a->strides[count - 1];
+    LLVMValueRef last0 = LLVMBuildExtractElement(s->b, last, const_i32(s->g, 0), "");
+    LLVMValueRef first = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, last0, stride, ""), "");
+    LLVMValueRef offs = LLVMBuildAdd(s->b, splat(s, first),
+                                     LLVMBuildMul(s->b, iota(s, s->g->t_i64), splat(s, stride), ""), "");
     LLVMValueRef r2 = fn(s, a, offs, value, false);
     LLVMBasicBlockRef no_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
