@@ -691,9 +691,19 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
             return fn(s, a, offsets(s, a, indices, count, flat), value, false);
         return unit_stride_or_not(s, a, indices, count, value, fn);
     }
-    LLVMValueRef offs = offsets(s, a, indices, count, flat);
     if (flat)
-        return fn(s, a, offs, value, true);
+        return fn(s, a, offsets(s, a, indices, count, flat), value, true);
+    /* the uniform indices' part of the offset once, as a scalar; the last
+     * index is lane 0's + the lane's index in every lane (unit), so the
+     * general side's offsets are lane 0's + iota * stride: no multiply of
+     * 64-bit lanes (AVX2 has none) */
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    LLVMValueRef base = const_i64(s->g, 0);
+    for (int k = 0; k + 1 < count; k++) {
+        LLVMValueRef idx = kj_codegen_convert(s->g, kj_codegen_expr(s->g, indices[k]), indices[k]->type, i64);
+        base = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, idx, a->strides[k], ""), "");
+    }
+    LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], i64);
     /* a stride that only the call knows: both ways, picked at run time (the
      * contiguous variants' constant stride folds the test away) */
     LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
@@ -701,10 +711,15 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
                       done = new_block(s->g, "access.done");
     LLVMBuildCondBr(s->b, unit, yes, no);
     LLVMPositionBuilderAtEnd(s->b, yes);
-    LLVMValueRef r1 = fn(s, a, offs, value, true);
+    LLVMValueRef r1 = fn(s, a, LLVMBuildAdd(s->b, splat(s, base), last, ""), value, true);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, no);
+    LLVMValueRef stride = a->strides[count - 1];
+    LLVMValueRef last0 = LLVMBuildExtractElement(s->b, last, const_i32(s->g, 0), "");
+    LLVMValueRef first = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, last0, stride, ""), "");
+    LLVMValueRef offs = LLVMBuildAdd(s->b, splat(s, first),
+                                     LLVMBuildMul(s->b, iota(s, s->g->t_i64), splat(s, stride), ""), "");
     LLVMValueRef r2 = fn(s, a, offs, value, false);
     LLVMBasicBlockRef no_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
@@ -804,7 +819,23 @@ static LLVMValueRef store_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVM
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
         LLVMTypeRef ts[2] = {mt, g->t_ptr};
         LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
+        if (!s->wide_masks || LLVMIsConstant(s->mask)) {
+            kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+            return NULL;
+        }
+        /* Without AVX-512 a masked store of bytes or halves is a branch
+         * and a store per lane (and of wider elements a slow vmaskmov):
+         * when every lane is active (the usual case), one plain store. */
+        LLVMBasicBlockRef all_bb = new_block(g, "store.all"), some_bb = new_block(g, "store.some"),
+                          done = new_block(g, "store.done");
+        LLVMBuildCondBr(s->b, all_lanes(s, s->mask), all_bb, some_bb);
+        LLVMPositionBuilderAtEnd(s->b, all_bb);
+        LLVMSetAlignment(LLVMBuildStore(s->b, value, p), (unsigned)kj_type_size(a->elem));
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, some_bb);
         kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, done);
     } else {
         /* lanes that meet at one element store in lane order: the last
          * active lane's value stays, as when the threads run one by one */
