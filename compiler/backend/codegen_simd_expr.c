@@ -220,6 +220,49 @@ bool kj_simd_touches_memory(const KjIrExpr *e)
     return false;
 }
 
+/* Whether e may be lowered twice, once with every lane on: no operator
+ * that lowers its operands under masks of their own (the copies would
+ * double at each level), no call or atomic. */
+static bool copyable(const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_SELECT || e->op == KJ_IR_LOGAND || e->op == KJ_IR_LOGOR || e->op == KJ_IR_CALL ||
+        e->op == KJ_IR_ATOMIC)
+        return false;
+    for (int i = 0; i < e->arg_count; i++)
+        if (!copyable(e->args[i]))
+            return false;
+    return true;
+}
+
+/* e's lanes when every lane of `mask` (not a constant) may be on: e with
+ * every lane on (its loads plain) when they all are, else under the mask,
+ * else zero.  The usual case (`i < n ? x[i] : 0` inside the array) then
+ * pays one test. */
+static LLVMValueRef lanes_all_some_none(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
+{
+    Gen *g = s->g;
+    LLVMBasicBlockRef all_bb = new_block(g, "lanes.all"), test_bb = new_block(g, "lanes.test"),
+                      some_bb = new_block(g, "lanes.some"), done = new_block(g, "lanes.done");
+    LLVMBuildCondBr(s->b, all_lanes(s, mask), all_bb, test_bb);
+    LLVMPositionBuilderAtEnd(s->b, all_bb);
+    s->mask = LLVMConstAllOnes(s->mask_type);
+    LLVMValueRef all = kj_simd_lanes_of(s, e, to);
+    LLVMBasicBlockRef all_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, test_bb);
+    LLVMBuildCondBr(s->b, any_lane(s, mask), some_bb, done);
+    LLVMPositionBuilderAtEnd(s->b, some_bb);
+    s->mask = mask;
+    LLVMValueRef some = kj_simd_lanes_of(s, e, to);
+    LLVMBasicBlockRef some_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, done);
+    LLVMValueRef v = LLVMBuildPhi(s->b, LLVMTypeOf(all), "");
+    LLVMAddIncoming(v, (LLVMValueRef[]){all, LLVMConstNull(LLVMTypeOf(all)), some},
+                    (LLVMBasicBlockRef[]){all_end, test_bb, some_end}, 3);
+    return v;
+}
+
 /* e under `mask`: evaluated only when some lane is in it, when it touches
  * memory (a uniform load behind `i < n &&` must not run for no lane). */
 static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
@@ -229,6 +272,8 @@ static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValu
     LLVMValueRef v;
     if (!kj_simd_touches_memory(e)) {
         v = kj_simd_lanes_of(s, e, to);
+    } else if (!LLVMIsConstant(mask) && copyable(e)) {
+        v = lanes_all_some_none(s, e, to, mask);
     } else {
         LLVMBasicBlockRef before = LLVMGetInsertBlock(s->b);
         LLVMBasicBlockRef run = new_block(s->g, "lanes.run"), done = new_block(s->g, "lanes.done");
@@ -543,19 +588,32 @@ static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int
 
 /* ---- memory */
 
-/* The element offsets of a[indices] in every lane (i64 vector), and whether
- * they are known to run lane by lane (contiguous) when the last stride is 1. */
+/* The element offsets of a[indices] in every lane (i64 vector) from the
+ * indices' lanes; unit_last: the last stride taken as 1 (the contiguous
+ * side of an access, where only lane 0's offset is used and the multiply
+ * folds away). */
+static LLVMValueRef offsets_of(Simd *s, const ArrayVal *a, LLVMValueRef *lanes, int count, bool unit_last)
+{
+    LLVMValueRef offset = NULL;
+    for (int k = 0; k < count; k++) {
+        LLVMValueRef term = unit_last && k == count - 1
+                                ? lanes[k]
+                                : LLVMBuildMul(s->b, lanes[k], splat(s, a->strides[k]), "");
+        offset = offset ? LLVMBuildAdd(s->b, offset, term, "") : term;
+    }
+    return offset;
+}
+
+/* The element offsets of a[indices] in every lane. */
 static LLVMValueRef offsets(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat)
 {
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
     if (flat)
         return kj_simd_lanes_of(s, indices[0], i64);
-    LLVMValueRef offset = NULL;
-    for (int k = 0; k < count; k++) {
-        LLVMValueRef term = LLVMBuildMul(s->b, kj_simd_lanes_of(s, indices[k], i64), splat(s, a->strides[k]), "");
-        offset = offset ? LLVMBuildAdd(s->b, offset, term, "") : term;
-    }
-    return offset;
+    LLVMValueRef lanes[KJ_MAX_DIMS];
+    for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
+        lanes[k] = kj_simd_lanes_of(s, indices[k], i64);
+    return offsets_of(s, a, lanes, count, false);
 }
 
 static LLVMValueRef align_of(Simd *s, const KjType *elem)
@@ -569,25 +627,32 @@ static LLVMValueRef align_of(Simd *s, const KjType *elem)
 typedef LLVMValueRef (*AccessFn)(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value, bool contiguous);
 
 static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
-                          LLVMValueRef value, AccessFn fn)
+                          LLVMValueRef value, AccessFn fn, bool private_memory)
 {
-    LLVMValueRef offs = offsets(s, a, indices, count, flat);
-    if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
-        return fn(s, a, offs, value, false);
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    LLVMValueRef lanes[KJ_MAX_DIMS];
+    int n = flat ? 1 : count;
+    for (int k = 0; k < n && k < KJ_MAX_DIMS; k++)
+        lanes[k] = kj_simd_lanes_of(s, indices[k], i64);
+    /* (set after the indices, whose own loads set it too) */
+    s->access_private = private_memory;
     if (flat)
-        return fn(s, a, offs, value, true);
+        return fn(s, a, lanes[0], value, kj_uniform_access(s->u, indices, count) == KJ_ACCESS_CONTIGUOUS);
+    if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
+        return fn(s, a, offsets_of(s, a, lanes, count, false), value, false);
     /* a stride that only the call knows: both ways, picked at run time (the
-     * contiguous variants' constant stride folds the test away) */
+     * contiguous variants' constant stride folds the test away); the
+     * general side alone multiplies every lane's indices by the strides */
     LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
     LLVMBasicBlockRef yes = new_block(s->g, "access.contiguous"), no = new_block(s->g, "access.general"),
                       done = new_block(s->g, "access.done");
     LLVMBuildCondBr(s->b, unit, yes, no);
     LLVMPositionBuilderAtEnd(s->b, yes);
-    LLVMValueRef r1 = fn(s, a, offs, value, true);
+    LLVMValueRef r1 = fn(s, a, offsets_of(s, a, lanes, count, true), value, true);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, no);
-    LLVMValueRef r2 = fn(s, a, offs, value, false);
+    LLVMValueRef r2 = fn(s, a, offsets_of(s, a, lanes, count, false), value, false);
     LLVMBasicBlockRef no_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, done);
@@ -596,6 +661,126 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
     LLVMValueRef phi = LLVMBuildPhi(s->b, LLVMTypeOf(r1), "");
     LLVMAddIncoming(phi, (LLVMValueRef[]){r1, r2}, (LLVMBasicBlockRef[]){yes_end, no_end}, 2);
     return phi;
+}
+
+/*
+ * Block-private memory: shared() and local() arrays, which only the OS
+ * thread running the block touches while it runs (each block has its own
+ * shared memory, on the parallel target too).  A masked access to W
+ * neighbours that all lie inside such an array may then read every lane
+ * and, to store, write the inactive lanes' own elements back: a plain
+ * load and a blend instead of a masked load or store (vmaskmovps, slow on
+ * AMD, and the masked store on Intel too).  Other memory keeps its masks
+ * (another thread may be writing the inactive lanes' elements).
+ */
+static bool private_alloc(const KjIrExpr *e)
+{
+    return e && (e->op == KJ_IR_SHARED || e->op == KJ_IR_DYNAMIC_SHARED || e->op == KJ_IR_LOCAL);
+}
+
+static void scan_private(const KjIrStmt *st, signed char *vars, int count)
+{
+    if (!st)
+        return;
+    if (st->kind == KJ_IR_STMT_SET && st->var && st->var->id >= 0 && st->var->id < count && is_array(st->var->type))
+        vars[st->var->id] = vars[st->var->id] >= 0 && private_alloc(st->value) ? 1 : -1;
+    for (int i = 0; i < st->stmts.count; i++)
+        scan_private(st->stmts.items[i], vars, count);
+    scan_private(st->then_stmt, vars, count);
+    scan_private(st->else_stmt, vars, count);
+    scan_private(st->body, vars, count);
+}
+
+/* Whether the array expression is block-private memory. */
+static bool private_array(Simd *s, const KjIrExpr *array)
+{
+    if (!array || s->role == ROLE_CALLEE)
+        return private_alloc(array);
+    if (array->op != KJ_IR_VAR)
+        return private_alloc(array);
+    int count = s->fn->locals.count;
+    if (!s->private_vars) {
+        s->private_vars = kj_arena_alloc(&s->arena, (size_t)count + 1);
+        for (int i = 0; i < s->fn->param_count; i++)
+            if (s->fn->params[i]->id >= 0 && s->fn->params[i]->id < count)
+                s->private_vars[s->fn->params[i]->id] = -1;
+        scan_private(s->fn->body, s->private_vars, count);
+    }
+    int id = array->var->id;
+    return id >= 0 && id < count && s->private_vars[id] > 0;
+}
+
+/* Whether a block-private array holds the W elements from `first` on (the
+ * elements of a contiguous array, which private ones are: shape[0] times
+ * strides[0]). */
+static LLVMValueRef lanes_inside(Simd *s, const ArrayVal *a, LLVMValueRef first)
+{
+    Gen *g = s->g;
+    LLVMValueRef total = a->ndim > 1 ? LLVMBuildMul(s->b, a->shape[0], a->strides[0], "") : a->shape[0];
+    LLVMValueRef low = LLVMBuildICmp(s->b, LLVMIntSGE, first, const_i64(g, 0), "");
+    LLVMValueRef high = LLVMBuildICmp(s->b, LLVMIntSLE, first, LLVMBuildSub(s->b, total, const_i64(g, s->lanes), ""), "");
+    return LLVMBuildAnd(s->b, low, high, "inside");
+}
+
+/* The masked load (value NULL) or store of the lanes at p. */
+static LLVMValueRef masked_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value)
+{
+    Gen *g = s->g;
+    LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
+    LLVMTypeRef ts[2] = {mt, g->t_ptr};
+    if (value) {
+        LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
+        kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+        return NULL;
+    }
+    LLVMValueRef args[4] = {p, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
+    return kj_codegen_call_intrinsic(g, "llvm.masked.load", ts, 2, args, 4);
+}
+
+/*
+ * A contiguous load or store of the lanes at p, when s->mask is not a
+ * constant: a plain load or store when every lane is on (any array), or
+ * when the lanes lie inside a block-private array (blended), else the
+ * masked one.  value NULL: a load, whose result it returns.
+ */
+static LLVMValueRef contiguous_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef first,
+                                      LLVMValueRef value)
+{
+    Gen *g = s->g;
+    LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
+    unsigned align = (unsigned)kj_type_size(a->elem);
+    if (LLVMIsConstant(s->mask))
+        return masked_access(s, a, p, value);
+    bool inside = s->access_private;
+    LLVMBasicBlockRef plain_bb = new_block(g, inside ? "access.inside" : "access.all"),
+                      masked_bb = new_block(g, "access.masked"), done = new_block(g, "access.joined");
+    LLVMBuildCondBr(s->b, inside ? lanes_inside(s, a, first) : all_lanes(s, s->mask), plain_bb, masked_bb);
+    LLVMPositionBuilderAtEnd(s->b, plain_bb);
+    LLVMValueRef plain = NULL;
+    if (value) {
+        LLVMValueRef v = value;
+        if (inside) {
+            LLVMValueRef old = LLVMBuildLoad2(s->b, mt, p, "");
+            LLVMSetAlignment(old, align);
+            v = LLVMBuildSelect(s->b, s->mask, value, old, "");
+        }
+        LLVMSetAlignment(LLVMBuildStore(s->b, v, p), align);
+    } else {
+        plain = LLVMBuildLoad2(s->b, mt, p, "");
+        LLVMSetAlignment(plain, align);
+        if (inside)
+            plain = LLVMBuildSelect(s->b, s->mask, plain, LLVMConstNull(mt), "");
+    }
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, masked_bb);
+    LLVMValueRef masked = masked_access(s, a, p, value);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, done);
+    if (value)
+        return NULL;
+    LLVMValueRef v = LLVMBuildPhi(s->b, mt, "");
+    LLVMAddIncoming(v, (LLVMValueRef[]){plain, masked}, (LLVMBasicBlockRef[]){plain_bb, masked_bb}, 2);
+    return v;
 }
 
 /* A complex element's parts in every lane: the addresses of part `part`
@@ -639,9 +824,7 @@ static LLVMValueRef load_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMV
     if (contiguous) {
         LLVMValueRef first = LLVMBuildExtractElement(s->b, offs, const_i32(g, 0), "");
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
-        LLVMTypeRef ts[2] = {mt, g->t_ptr};
-        LLVMValueRef args[4] = {p, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
-        v = kj_codegen_call_intrinsic(g, "llvm.masked.load", ts, 2, args, 4);
+        v = contiguous_access(s, a, p, first, NULL);
     } else {
         LLVMValueRef ps = LLVMBuildGEP2(s->b, memty(g, a->elem), a->data, &offs, 1, "");
         LLVMTypeRef ts[2] = {mt, vec_of(s, g->t_ptr)};
@@ -684,9 +867,7 @@ static LLVMValueRef store_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVM
     if (contiguous) {
         LLVMValueRef first = LLVMBuildExtractElement(s->b, offs, const_i32(g, 0), "");
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
-        LLVMTypeRef ts[2] = {mt, g->t_ptr};
-        LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
-        kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+        contiguous_access(s, a, p, first, value);
     } else {
         /* lanes that meet at one element store in lane order: the last
          * active lane's value stays, as when the threads run one by one */
@@ -941,7 +1122,8 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
     case KJ_IR_LOAD: {
         ArrayVal a;
         kj_codegen_array(g, e->args[0], &a);
-        return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at);
+        return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at,
+                      private_array(s, e->args[0]));
     }
     case KJ_IR_SREG:
         /* only threadIdx.x varies: lane k of the chunk is lane_base + k */
@@ -956,8 +1138,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
 }
 
 
-void kj_simd_store(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat, LLVMValueRef value)
+void kj_simd_store(Simd *s, const KjIrExpr *array, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
+                   LLVMValueRef value)
 {
-    access(s, a, indices, count, flat, value, store_at);
+    access(s, a, indices, count, flat, value, store_at, private_array(s, array));
 }
 
