@@ -738,6 +738,56 @@ static LLVMValueRef masked_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LL
 }
 
 /*
+ * The lanes at p, all inside a block-private array, the inactive ones zero:
+ * a load only as wide as the highest active lane needs (W, W/2, ... 1
+ * lanes).  The last store to these elements was often a whole vector at a
+ * lower address (the level before in a tree of halves): a narrower load
+ * lies inside it, and the store forwards to it, where a W-wide load that
+ * overlaps it only in part waits until the store has reached the cache.
+ */
+static LLVMValueRef inside_load(Simd *s, const ArrayVal *a, LLVMValueRef p)
+{
+    Gen *g = s->g;
+    LLVMTypeRef et = memty(g, a->elem), mt = vec_of(s, et);
+    unsigned align = (unsigned)kj_type_size(a->elem);
+    LLVMTypeRef bits_t = LLVMIntTypeInContext(g->ctx, (unsigned)s->lanes);
+    LLVMValueRef bits = LLVMBuildBitCast(s->b, s->mask, bits_t, "");
+    LLVMBasicBlockRef done = new_block(g, "inside.done");
+    LLVMValueRef vals[32];
+    LLVMBasicBlockRef from[32];
+    int n = 0;
+    for (int k = s->lanes; k >= 1 && n < 32; k /= 2) {
+        LLVMBasicBlockRef here = new_block(g, "inside.load"), narrower = k > 1 ? new_block(g, "inside.narrower") : NULL;
+        if (narrower) {
+            LLVMValueRef high = LLVMBuildLShr(s->b, bits, LLVMConstInt(bits_t, (unsigned)(k / 2), 0), "");
+            LLVMBuildCondBr(s->b, LLVMBuildICmp(s->b, LLVMIntEQ, high, LLVMConstNull(bits_t), ""), narrower, here);
+        } else {
+            LLVMBuildBr(s->b, here);
+        }
+        LLVMPositionBuilderAtEnd(s->b, here);
+        LLVMTypeRef nt = LLVMVectorType(et, (unsigned)k);
+        LLVMValueRef v = LLVMBuildLoad2(s->b, nt, p, "");
+        LLVMSetAlignment(v, align);
+        if (k < s->lanes) {
+            /* lanes k.. from a zero vector's first */
+            LLVMValueRef idx[64];
+            for (int i = 0; i < s->lanes && i < 64; i++)
+                idx[i] = const_i32(g, i < k ? i : k);
+            v = LLVMBuildShuffleVector(s->b, v, LLVMConstNull(nt), LLVMConstVector(idx, (unsigned)s->lanes), "");
+        }
+        vals[n] = LLVMBuildSelect(s->b, s->mask, v, LLVMConstNull(mt), "");
+        from[n++] = LLVMGetInsertBlock(s->b);
+        LLVMBuildBr(s->b, done);
+        if (narrower)
+            LLVMPositionBuilderAtEnd(s->b, narrower);
+    }
+    LLVMPositionBuilderAtEnd(s->b, done);
+    LLVMValueRef v = LLVMBuildPhi(s->b, mt, "");
+    LLVMAddIncoming(v, vals, from, (unsigned)n);
+    return v;
+}
+
+/*
  * A contiguous load or store of the lanes at p, when s->mask is not a
  * constant: a plain load or store when every lane is on (any array), or
  * when the lanes lie inside a block-private array (blended), else the
@@ -766,11 +816,14 @@ static LLVMValueRef contiguous_access(Simd *s, const ArrayVal *a, LLVMValueRef p
         }
         LLVMSetAlignment(LLVMBuildStore(s->b, v, p), align);
     } else {
-        plain = LLVMBuildLoad2(s->b, mt, p, "");
-        LLVMSetAlignment(plain, align);
-        if (inside)
-            plain = LLVMBuildSelect(s->b, s->mask, plain, LLVMConstNull(mt), "");
+        if (inside) {
+            plain = inside_load(s, a, p);
+        } else {
+            plain = LLVMBuildLoad2(s->b, mt, p, "");
+            LLVMSetAlignment(plain, align);
+        }
     }
+    plain_bb = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, masked_bb);
     LLVMValueRef masked = masked_access(s, a, p, value);
