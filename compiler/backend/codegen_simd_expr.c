@@ -264,15 +264,16 @@ static LLVMValueRef lanes_all_some_none(Simd *s, KjIrExpr *e, const KjType *to, 
 }
 
 /* e under `mask`: evaluated only when some lane is in it, when it touches
- * memory (a uniform load behind `i < n &&` must not run for no lane). */
-static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
+ * memory (a uniform load behind `i < n &&` must not run for no lane);
+ * all_path: with a copy for every lane on (lanes_all_some_none). */
+static LLVMValueRef lanes_under_as(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask, bool all_path)
 {
     LLVMValueRef saved = s->mask;
     s->mask = mask;
     LLVMValueRef v;
     if (!kj_simd_touches_memory(e)) {
         v = kj_simd_lanes_of(s, e, to);
-    } else if (!LLVMIsConstant(mask) && copyable(e)) {
+    } else if (all_path && !LLVMIsConstant(mask) && copyable(e)) {
         v = lanes_all_some_none(s, e, to, mask);
     } else {
         LLVMBasicBlockRef before = LLVMGetInsertBlock(s->b);
@@ -288,6 +289,54 @@ static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValu
                         (LLVMBasicBlockRef[]){before, run_end}, 2);
     }
     s->mask = saved;
+    return v;
+}
+
+static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
+{
+    return lanes_under_as(s, e, to, mask, true);
+}
+
+/*
+ * c ? a : b when a side touches memory: when every running lane takes one
+ * side, that side alone with every lane on (no masks, no blend), else both
+ * under their masks and blended.  Both sides copyable (see copyable).
+ */
+static LLVMValueRef select_one_side(Simd *s, KjIrExpr *e, LLVMValueRef c)
+{
+    Gen *g = s->g;
+    LLVMBuilderRef B = s->b;
+    LLVMValueRef saved = s->mask;
+    LLVMValueRef then_mask = LLVMBuildAnd(B, saved, c, "");
+    LLVMValueRef else_mask = LLVMBuildAnd(B, saved, LLVMBuildNot(B, c, ""), "");
+    LLVMBasicBlockRef then_bb = new_block(g, "select.then"), test_bb = new_block(g, "select.test"),
+                      else_bb = new_block(g, "select.else"), mixed_bb = new_block(g, "select.mixed"),
+                      done = new_block(g, "select.done");
+    LLVMValueRef vals[3];
+    LLVMBasicBlockRef from[3];
+    LLVMBuildCondBr(B, all_lanes(s, then_mask), then_bb, test_bb);
+    LLVMPositionBuilderAtEnd(B, then_bb);
+    s->mask = LLVMConstAllOnes(s->mask_type);
+    vals[0] = kj_simd_lanes_of(s, e->args[1], e->type);
+    from[0] = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, test_bb);
+    LLVMBuildCondBr(B, all_lanes(s, else_mask), else_bb, mixed_bb);
+    LLVMPositionBuilderAtEnd(B, else_bb);
+    vals[1] = kj_simd_lanes_of(s, e->args[2], e->type);
+    from[1] = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, mixed_bb);
+    s->mask = saved;
+    LLVMValueRef a = lanes_under_as(s, e->args[1], e->type, then_mask, false);
+    LLVMValueRef b = lanes_under_as(s, e->args[2], e->type, else_mask, false);
+    vals[2] = blend(s, c, a, b);
+    from[2] = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, done);
+    s->mask = saved;
+    LLVMValueRef v = LLVMBuildPhi(B, LLVMTypeOf(vals[0]), "");
+    LLVMAddIncoming(v, vals, from, 3);
     return v;
 }
 
@@ -399,6 +448,16 @@ static LLVMValueRef vcompare(Simd *s, KjIrOp op, const KjType *type, LLVMValueRe
     return LLVMBuildICmp(B, p, a, b, "");
 }
 
+/* A uniform flag in every lane, as a mask of the lanes' width (see
+ * widen_mask): a splat of an i1 would be combined with the compares' masks
+ * in bytes, repacked per use. */
+static LLVMValueRef uniform_lanes(Simd *s, LLVMValueRef flag)
+{
+    if (LLVMIsConstant(flag))
+        return splat(s, flag);
+    return narrow_mask(s, widen_mask(s, splat(s, flag)));
+}
+
 /*
  * A compare of a widened narrow integer with a uniform value of the wide
  * type (`i64(i) < len(a)`, i an i32) made in the narrow type, as many lanes
@@ -443,16 +502,19 @@ static LLVMValueRef narrow_compare(Simd *s, KjIrExpr *e)
     LLVMValueRef c = LLVMBuildSelect(B, above, hi_w, LLVMBuildSelect(B, below, lo_w, u, ""), "");
     LLVMValueRef x = kj_simd_expr(s, cast->args[0]);
     LLVMValueRef cmp = vcompare(s, op, n, x, splat(s, LLVMBuildTrunc(B, c, nt, "")));
-    /* the answer of every lane where u lies outside (a select on a uniform
-     * condition, which the optimiser takes out of loops) */
-    LLVMValueRef all = splat_const(s, LLVMConstInt(g->t_i1, 1, 0)), none = no_lanes(s);
+    /* the answer of every lane where u lies outside, as lane logic with the
+     * uniform flags repeated (made once outside a loop; a select on the
+     * flag stayed in the loop, a branch and the mask repacked per chunk) */
+    LLVMValueRef A = uniform_lanes(s, above), Bw = uniform_lanes(s, below);
     switch (op) {
-    case KJ_IR_LT: return LLVMBuildSelect(B, above, all, cmp, "");
-    case KJ_IR_LE: return LLVMBuildSelect(B, above, all, LLVMBuildSelect(B, below, none, cmp, ""), "");
-    case KJ_IR_GT: return LLVMBuildSelect(B, below, all, cmp, "");
-    case KJ_IR_GE: return LLVMBuildSelect(B, below, all, LLVMBuildSelect(B, above, none, cmp, ""), "");
-    default: /* EQ, NE: no lane equals a value outside the narrow range */
-        return LLVMBuildSelect(B, LLVMBuildOr(B, above, below, ""), op == KJ_IR_EQ ? none : all, cmp, "");
+    case KJ_IR_LT: return LLVMBuildOr(B, cmp, A, "");
+    case KJ_IR_LE: return LLVMBuildOr(B, LLVMBuildAnd(B, cmp, LLVMBuildNot(B, Bw, ""), ""), A, "");
+    case KJ_IR_GT: return LLVMBuildOr(B, cmp, Bw, "");
+    case KJ_IR_GE: return LLVMBuildOr(B, LLVMBuildAnd(B, cmp, LLVMBuildNot(B, A, ""), ""), Bw, "");
+    default: { /* EQ, NE: no lane equals a value outside the narrow range */
+        LLVMValueRef out = LLVMBuildOr(B, A, Bw, "");
+        return op == KJ_IR_EQ ? LLVMBuildAnd(B, cmp, LLVMBuildNot(B, out, ""), "") : LLVMBuildOr(B, cmp, out, "");
+    }
     }
 }
 
@@ -1118,6 +1180,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
     }
     case KJ_IR_SELECT: {
         LLVMValueRef c = kj_simd_lanes_of(s, e->args[0], kj_type_scalar(KJ_TYPE_BOOL));
+        if ((kj_simd_touches_memory(e->args[1]) || kj_simd_touches_memory(e->args[2])) && copyable(e->args[1]) &&
+            copyable(e->args[2]) && !LLVMIsConstant(c))
+            return select_one_side(s, e, c);
         LLVMValueRef a = lanes_under(s, e->args[1], e->type, LLVMBuildAnd(B, s->mask, c, ""));
         LLVMValueRef b = lanes_under(s, e->args[2], e->type, LLVMBuildAnd(B, s->mask, LLVMBuildNot(B, c, ""), ""));
         return blend(s, c, a, b);
