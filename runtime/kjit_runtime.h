@@ -475,6 +475,13 @@ void kj_api_clear_error(kjit_context *context);
  * any number, an f64 to any float or complex, a c128 to any complex); -1 when
  * they do not fit.  The call takes the signature of the least. */
 int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs);
+/* A measure of that kind, for kj_api_closest_signature; user is the caller's. */
+typedef int KjSignatureDistance(const KjIrFunction *fn, const kjit_arg *args, int nargs,
+                                const void *user);
+/* The signature of function whose distance from the arguments is least (the
+ * first of equals), or -1 when every distance is -1. */
+int kj_api_closest_signature(const kjit_function *function, KjSignatureDistance *distance,
+                             const kjit_arg *args, int nargs, const void *user);
 /* The same for one argument and a parameter of scalar type `elem` (an array
  * argument's element type must be elem exactly). */
 int kj_api_arg_distance(const kjit_arg *arg, const KjType *elem);
@@ -616,11 +623,18 @@ typedef struct KjItemsRun {
     const char *name; /* the function, for messages */
     const KjCompiled *compiled;
     bool warps;
-    int thread_lanes; /* WARPS: the variant's V (0 counts as 1): 8 V work items a block */
+    bool columns;     /* a reduction's COLUMNS kernel: KJ_REDUCE_COLUMN_ITEMS work items
+                         a block of KJ_REDUCE_COLUMN_ITEMS L / V threads */
+    int thread_lanes; /* WARPS: the variant's V (0 counts as 1): 8 V work items a block;
+                         COLUMNS: its V */
     int64_t items;
     void **params;
     kjit_stream *stream;
 } KjItemsRun;
+
+/* The thread blocks of a WARPS or COLUMNS run (api_reduce.c): how many work
+ * items a block takes and its threads. */
+void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint32_t *threads);
 
 struct KjRuntimeTarget {
     const char *name;

@@ -26,9 +26,12 @@ static LLVMValueRef make_pair(Simd *s, LLVMValueRef re, LLVMValueRef im)
  * instruction for either conversion: LLVM would convert lane by lane (and
  * the saturating one with a branch per lane).  Both are exact here in a
  * few vector instructions, with the scalar code's results:
- *   i64 -> f64: hi * 2^32 + lo, the halves converted exactly (hi signed or
- *     unsigned, lo unsigned); the one addition rounds once, to nearest, as
- *     the scalar conversion does;
+ *   i64 -> f64, without a branch: hi = v >> 48 (signed or unsigned) and
+ *     lo = v mod 2^48 become doubles by their bits alone: hi * 2^32 added
+ *     to the bits of 3 * 2^67 (whose unit in the last place is 2^16) gives
+ *     3 * 2^67 + hi * 2^48, less 3 * 2^67 + 2^52 exactly; lo's bits under
+ *     those of 2^52 give 2^52 + lo.  Their sum hi * 2^48 + lo rounds once,
+ *     to nearest, as the scalar conversion does;
  *   f64 -> i64, saturating: t = trunc(x), hi = floor(t / 2^32) and
  *     lo = t - hi * 2^32 are exact integers of 32 bits, converted and put
  *     together; NaN gives 0, and what is out of range the nearest bound.
@@ -64,24 +67,33 @@ static LLVMValueRef fast_or_slow(Simd *s, LLVMValueRef cond, ConvertFn fn, LLVMV
     return phi;
 }
 
-static LLVMValueRef i64_to_f64_split(Simd *s, LLVMValueRef v, bool is_signed)
+static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
 {
     LLVMBuilderRef B = s->b;
     Gen *g = s->g;
-    LLVMTypeRef i64v = vec_of(s, g->t_i64), i32v = vec_of(s, g->t_i32), f64v = vec_of(s, g->t_f64);
-    LLVMValueRef shift = splat_const(s, LLVMConstInt(g->t_i64, 32, 0));
-    LLVMValueRef hi = LLVMBuildTrunc(B, is_signed ? LLVMBuildAShr(B, v, shift, "") : LLVMBuildLShr(B, v, shift, ""),
-                                     i32v, "");
-    LLVMValueRef lo = LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffu, 0)), "");
-    (void)i64v;
-    LLVMValueRef hf = is_signed ? LLVMBuildSIToFP(B, hi, f64v, "") : LLVMBuildUIToFP(B, hi, f64v, "");
-    LLVMValueRef lf = LLVMBuildSIToFP(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""), i32v, ""),
-                                      f64v, "");
-    /* lo as two exact halves: (lo >> 1) * 2 + (lo & 1), each below 2^31 */
-    lf = LLVMBuildFAdd(B, LLVMBuildFMul(B, lf, vconst_f64(s, 2.0), ""),
-                       LLVMBuildUIToFP(B, LLVMBuildTrunc(B, LLVMBuildAnd(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""),
-                                                         i32v, ""), f64v, ""), "");
-    return LLVMBuildFAdd(B, LLVMBuildFMul(B, hf, vconst_f64(s, 4294967296.0), ""), lf, "");
+    LLVMTypeRef i64v = vec_of(s, g->t_i64), f64v = vec_of(s, g->t_f64);
+    LLVMTypeRef i32x2 = LLVMVectorType(g->t_i32, (unsigned)(2 * s->lanes));
+    /* hi = v >> 48 in the upper half of each lane, the lower half zero: the
+     * 32-bit halves shifted by 16, the lower ones then replaced by zeros */
+    LLVMValueRef halves = LLVMBuildBitCast(B, v, i32x2, "");
+    LLVMValueRef sixteen[128], pick[128];
+    for (int k = 0; k < 2 * s->lanes; k++) {
+        sixteen[k] = LLVMConstInt(g->t_i32, 16, 0);
+        pick[k] = const_i32(g, k % 2 ? k : 2 * s->lanes + k); /* odd: shifted; even: zero */
+    }
+    LLVMValueRef by16 = LLVMConstVector(sixteen, (unsigned)(2 * s->lanes));
+    halves = is_signed ? LLVMBuildAShr(B, halves, by16, "") : LLVMBuildLShr(B, halves, by16, "");
+    halves = LLVMBuildShuffleVector(B, halves, LLVMConstNull(i32x2),
+                                    LLVMConstVector(pick, (unsigned)(2 * s->lanes)), "");
+    LLVMValueRef hi_bits = LLVMBuildAdd(B, LLVMBuildBitCast(B, halves, i64v, ""),
+                                        splat_const(s, LLVMConstInt(g->t_i64, 0x4438000000000000ull, 0)), "");
+    /* 3 * 2^67 + hi * 2^48, less 3 * 2^67 + 2^52 */
+    LLVMValueRef high = LLVMBuildFSub(B, LLVMBuildBitCast(B, hi_bits, f64v, ""),
+                                      vconst_f64(s, 0x1.8p68 + 0x1p52), "");
+    /* 2^52 + (v mod 2^48) */
+    LLVMValueRef lo_bits = LLVMBuildOr(B, LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffffffull, 0)), ""),
+                                       splat_const(s, LLVMConstInt(g->t_i64, 0x4330000000000000ull, 0)), "");
+    return LLVMBuildFAdd(B, high, LLVMBuildBitCast(B, lo_bits, f64v, ""), "");
 }
 
 static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
@@ -112,26 +124,7 @@ static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
 }
 
 /* The common case first: values that fit 32 bits convert in one packed
- * instruction each way; the split forms above take the rest. */
-static LLVMValueRef i64_to_f64_step(Simd *s, LLVMValueRef v, bool fast, bool is_signed)
-{
-    if (!fast)
-        return i64_to_f64_split(s, v, is_signed);
-    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
-    return LLVMBuildSIToFP(s->b, narrow, vec_of(s, s->g->t_f64), "");
-}
-
-static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
-{
-    /* fits: the value is its low half, sign-extended (non-negative for u64) */
-    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
-    LLVMValueRef back = LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
-    LLVMValueRef fits = LLVMBuildICmp(s->b, LLVMIntEQ, back, v, "");
-    if (!is_signed)
-        fits = LLVMBuildAnd(s->b, fits, LLVMBuildICmp(s->b, LLVMIntSGE, v, LLVMConstNull(LLVMTypeOf(v)), ""), "");
-    return fast_or_slow(s, all_lanes(s, fits), i64_to_f64_step, v, is_signed);
-}
-
+ * instruction; the split form above takes the rest. */
 static LLVMValueRef f64_to_i64_step(Simd *s, LLVMValueRef x, bool fast, bool unused)
 {
     (void)unused;
@@ -650,32 +643,19 @@ static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int
 
 /* ---- memory */
 
-/* The element offsets of a[indices] in every lane (i64 vector) from the
- * indices' lanes; unit_last: the last stride taken as 1 (the contiguous
- * side of an access, where only lane 0's offset is used and the multiply
- * folds away). */
-static LLVMValueRef offsets_of(Simd *s, const ArrayVal *a, LLVMValueRef *lanes, int count, bool unit_last)
-{
-    LLVMValueRef offset = NULL;
-    for (int k = 0; k < count; k++) {
-        LLVMValueRef term = unit_last && k == count - 1
-                                ? lanes[k]
-                                : LLVMBuildMul(s->b, lanes[k], splat(s, a->strides[k]), "");
-        offset = offset ? LLVMBuildAdd(s->b, offset, term, "") : term;
-    }
-    return offset;
-}
-
-/* The element offsets of a[indices] in every lane. */
+/* The element offsets of a[indices] in every lane (i64 vector), and whether
+ * they are known to run lane by lane (contiguous) when the last stride is 1. */
 static LLVMValueRef offsets(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat)
 {
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
     if (flat)
         return kj_simd_lanes_of(s, indices[0], i64);
-    LLVMValueRef lanes[KJ_MAX_DIMS];
-    for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
-        lanes[k] = kj_simd_lanes_of(s, indices[k], i64);
-    return offsets_of(s, a, lanes, count, false);
+    LLVMValueRef offset = NULL;
+    for (int k = 0; k < count; k++) {
+        LLVMValueRef term = LLVMBuildMul(s->b, kj_simd_lanes_of(s, indices[k], i64), splat(s, a->strides[k]), "");
+        offset = offset ? LLVMBuildAdd(s->b, offset, term, "") : term;
+    }
+    return offset;
 }
 
 static LLVMValueRef align_of(Simd *s, const KjType *elem)
@@ -691,30 +671,41 @@ typedef LLVMValueRef (*AccessFn)(Simd *s, const ArrayVal *a, LLVMValueRef offs, 
 static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
                           LLVMValueRef value, AccessFn fn, bool private_memory)
 {
+    bool contiguous = kj_uniform_access(s->u, indices, count) == KJ_ACCESS_CONTIGUOUS;
+    if (!contiguous || flat) {
+        LLVMValueRef offs = offsets(s, a, indices, count, flat);
+        s->access_private = private_memory; /* (after the indices: their loads set it too) */
+        return fn(s, a, offs, value, contiguous);
+    }
+    /* the uniform indices' part of the offset once, as a scalar; the last
+     * index is lane 0's + the lane's index in every lane (unit), so the
+     * general side's offsets are lane 0's + iota * stride: no multiply of
+     * 64-bit lanes (AVX2 has none) */
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
-    LLVMValueRef lanes[KJ_MAX_DIMS];
-    int n = flat ? 1 : count;
-    for (int k = 0; k < n && k < KJ_MAX_DIMS; k++)
-        lanes[k] = kj_simd_lanes_of(s, indices[k], i64);
-    /* (set after the indices, whose own loads set it too) */
+    LLVMValueRef base = const_i64(s->g, 0);
+    for (int k = 0; k + 1 < count; k++) {
+        LLVMValueRef idx = kj_codegen_convert(s->g, kj_codegen_expr(s->g, indices[k]), indices[k]->type, i64);
+        base = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, idx, a->strides[k], ""), "");
+    }
+    LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], i64);
     s->access_private = private_memory;
-    if (flat)
-        return fn(s, a, lanes[0], value, kj_uniform_access(s->u, indices, count) == KJ_ACCESS_CONTIGUOUS);
-    if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
-        return fn(s, a, offsets_of(s, a, lanes, count, false), value, false);
     /* a stride that only the call knows: both ways, picked at run time (the
-     * contiguous variants' constant stride folds the test away); the
-     * general side alone multiplies every lane's indices by the strides */
+     * contiguous variants' constant stride folds the test away) */
     LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
     LLVMBasicBlockRef yes = new_block(s->g, "access.contiguous"), no = new_block(s->g, "access.general"),
                       done = new_block(s->g, "access.done");
     LLVMBuildCondBr(s->b, unit, yes, no);
     LLVMPositionBuilderAtEnd(s->b, yes);
-    LLVMValueRef r1 = fn(s, a, offsets_of(s, a, lanes, count, true), value, true);
+    LLVMValueRef r1 = fn(s, a, LLVMBuildAdd(s->b, splat(s, base), last, ""), value, true);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, no);
-    LLVMValueRef r2 = fn(s, a, offsets_of(s, a, lanes, count, false), value, false);
+    LLVMValueRef stride = a->strides[count - 1];
+    LLVMValueRef last0 = LLVMBuildExtractElement(s->b, last, const_i32(s->g, 0), "");
+    LLVMValueRef first = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, last0, stride, ""), "");
+    LLVMValueRef offs = LLVMBuildAdd(s->b, splat(s, first),
+                                     LLVMBuildMul(s->b, iota(s, s->g->t_i64), splat(s, stride), ""), "");
+    LLVMValueRef r2 = fn(s, a, offs, value, false);
     LLVMBasicBlockRef no_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, done);
@@ -851,7 +842,9 @@ static LLVMValueRef inside_load(Simd *s, const ArrayVal *a, LLVMValueRef p)
 
 /*
  * A contiguous load or store of the lanes at p, when s->mask is not a
- * constant: a plain load or store when every lane is on (any array), or
+ * constant, on x86 without AVX-512 (where a masked store of bytes is a
+ * branch per lane, and vmaskmov is slow on AMD): a plain load or store
+ * when every lane is on (any array), or
  * when the lanes lie inside a block-private array (blended), else the
  * masked one.  value NULL: a load, whose result it returns.
  */
@@ -861,7 +854,7 @@ static LLVMValueRef contiguous_access(Simd *s, const ArrayVal *a, LLVMValueRef p
     Gen *g = s->g;
     LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
     unsigned align = (unsigned)kj_type_size(a->elem);
-    if (LLVMIsConstant(s->mask))
+    if (LLVMIsConstant(s->mask) || !s->wide_masks) /* AVX-512's masked accesses are quick */
         return masked_access(s, a, p, value);
     bool inside = s->access_private;
     LLVMBasicBlockRef plain_bb = new_block(g, inside ? "access.inside" : "access.all"),

@@ -1025,8 +1025,10 @@ START_TEST(out_of_memory_is_reported)
 END_TEST
 
 /* @reduce on the GPU: the same bits as the cpu target for sums over every
- * axis and along each axis of a 2-D array (the WARPS and the strided LANES
- * kernels keep the cpu's order), a fused dot within float rounding of the
+ * axis and along each axis of a 2-D array (the WARPS and the strided COLUMNS
+ * kernels keep the cpu's order; axis 0 of shapes whose columns are not a
+ * multiple of 32 and rows not of 1024, f32, f64 and i64, two reduced
+ * dimensions that do not merge), a fused dot within float rounding of the
  * cpu's (the GPU may contract its multiply into the add), host and device
  * arrays, a stream, sizes of one to three tree levels, empty with init. */
 static const char reduce_source[] =
@@ -1129,6 +1131,37 @@ START_TEST(reductions_match_the_cpu)
         kjit_array c = reduce_on(cpu, csum, &arg, 1, NULL, 0, NULL);
         ck_assert_msg(memcmp(g.data, c.data, 4) == 0, "sum from element %d: cuda and cpu differ",
                       offset);
+        kjit_array_free(&g), kjit_array_free(&c);
+    }
+    /* COLUMNS: axis 0 with ragged shapes and types, and axes (0, 2) of the cube */
+    const struct {
+        kjit_dtype dtype;
+        int64_t shape[2];
+    } columns[] = {{KJIT_F32, {2049, 33}}, {KJIT_F64, {1030, 65}}, {KJIT_I64, {2100, 31}},
+                   {KJIT_F32, {5, 3}}};
+    for (size_t k = 0; k < sizeof columns / sizeof columns[0]; k++) {
+        kjit_array a = host_array(columns[k].dtype, 2, columns[k].shape);
+        for (int64_t i = 0; i < columns[k].shape[0] * columns[k].shape[1]; i++)
+            set_element(&a, i, columns[k].dtype == KJIT_I64 ? uniform(-1e12, 1e12) : uniform(-1, 1));
+        int axis = 0;
+        kjit_arg arg = kjit_arg_array(&a);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, &axis, 1, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, &axis, 1, NULL);
+        ck_assert_msg(memcmp(g.data, c.data,
+                             (size_t)kjit_array_size(&g) * kjit_dtype_size(columns[k].dtype)) == 0,
+                      "axis 0 of %lld x %lld %s: cuda and cpu differ",
+                      (long long)columns[k].shape[0], (long long)columns[k].shape[1],
+                      kjit_dtype_name(columns[k].dtype));
+        kjit_array_free(&g), kjit_array_free(&c);
+        free(a.data);
+    }
+    {
+        int axes[2] = {0, 2};
+        kjit_arg arg = kjit_arg_array(&c3);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, axes, 2, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, axes, 2, NULL);
+        ck_assert_msg(memcmp(g.data, c.data, (size_t)kjit_array_size(&g) * 4) == 0,
+                      "axes (0, 2) of 3-D: cuda and cpu differ");
         kjit_array_free(&g), kjit_array_free(&c);
     }
     free(c3.data);
