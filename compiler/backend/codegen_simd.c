@@ -739,10 +739,17 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         up = LLVMBuildICmp(B, sgn ? LLVMIntSGT : LLVMIntNE, step, LLVMConstNull(ct), "up");
     }
     SimdLoop loop = {.varying = loop_varying};
+    /* the lanes still in a loop whose exit is recorded (exit_frees_blends) */
+    LLVMValueRef alive = NULL;
     if (loop_varying) {
         loop.break_slot = mask_slot(s, "break.lanes");
         loop.continue_slot = mask_slot(s, "continue.lanes");
         store_mask(s, loop.break_slot, no_lanes(s));
+        if (!is_for && cheap_expr(st->cond) && exit_frees_blends(s, st)) {
+            s->exit_recorded = st;
+            alive = mask_slot(s, "alive.lanes");
+            store_mask(s, alive, LLVMConstAllOnes(s->mask_type));
+        }
     }
     LLVMBasicBlockRef head = new_block(g, "loop.head"), body = new_block(g, "loop.body"),
                       latch = new_block(g, "loop.latch"), exit = new_block(g, "loop.exit");
@@ -763,7 +770,9 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMPositionBuilderAtEnd(B, body);
     } else {
         /* lanes that returned inside the loop are among the broken ones */
-        LLVMValueRef active = mask_and_not(s, before, loop.break_slot);
+        LLVMValueRef active = mask_and_not(s, before, loop.break_slot), staying = active;
+        if (alive)
+            active = LLVMBuildAnd(B, active, load_mask(s, alive), "");
         if (!is_for) {
             /* the condition under the lanes still in the loop; one that
              * touches memory only while there are some */
@@ -783,13 +792,21 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         }
         /* lanes whose condition fails leave for good, as by break; a
          * condition of no memory needs no record: it stays false for them,
-         * the variables it reads being blended (reads_outside), unless
-         * the record spares those blends */
-        if (!is_for && cheap_expr(st->cond) && exit_frees_blends(s, st))
-            s->exit_recorded = st;
-        if (is_for || !cheap_expr(st->cond) || s->exit_recorded == st)
+         * the variables it reads being blended (reads_outside), unless a
+         * record spares those blends: then the lanes still alive are kept,
+         * one mask that the body's blends use as it is */
+        if (is_for || !cheap_expr(st->cond))
             add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
         active = LLVMBuildAnd(B, active, go_on, "active");
+        if (alive) {
+            /* and-ed as the wide masks they are: no compare narrows the
+             * slot's mask for it */
+            LLVMValueRef kept = LLVMBuildLoad2(B, s->slot_mask_type, alive, "");
+            LLVMValueRef going = LLVMBuildAnd(B, staying, go_on, "");
+            LLVMValueRef now = LLVMBuildAnd(B, kept, LLVMBuildSExt(B, going, s->slot_mask_type, ""), "");
+            LLVMBuildStore(B, wide_masks(s) ? mask_barrier(s, now) : now, alive);
+            active = load_mask(s, alive);
+        }
         LLVMBuildCondBr(B, any_lane(s, active), body, exit);
         LLVMPositionBuilderAtEnd(B, body);
         store_mask(s, loop.continue_slot, no_lanes(s));
@@ -1034,6 +1051,12 @@ void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlo
                         LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
                         wide = widen_mask(s, def);
                     }
+                }
+                /* a byte blend's lanes widened again (blend_bytes) are the
+                 * wide mask itself */
+                if (LLVMGetInstructionOpcode(user) == LLVMSExt && LLVMTypeOf(user) == s->slot_mask_type) {
+                    LLVMReplaceAllUsesWith(user, wide);
+                    continue;
                 }
                 LLVMPositionBuilderBefore(b, user);
                 LLVMValueRef narrow = narrow_mask(s, wide);

@@ -162,15 +162,21 @@ static inline LLVMValueRef load_mask(Simd *s, LLVMValueRef slot)
  */
 static inline bool wide_masks(Simd *s) { return s->wide_masks; }
 
+/* A wide mask (lanes all ones or zero) behind the barrier. */
+static inline LLVMValueRef mask_barrier(Simd *s, LLVMValueRef wide)
+{
+    LLVMTypeRef t = s->slot_mask_type;
+    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+    LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+}
+
 static inline LLVMValueRef widen_mask(Simd *s, LLVMValueRef m)
 {
     LLVMValueRef wide = LLVMBuildSExt(s->b, m, s->slot_mask_type, "");
     if (!wide_masks(s) || LLVMIsConstant(m))
         return wide;
-    LLVMTypeRef t = s->slot_mask_type;
-    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
-    LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
-    return LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+    return mask_barrier(s, wide);
 }
 
 static inline LLVMValueRef narrow_mask(Simd *s, LLVMValueRef wide)
