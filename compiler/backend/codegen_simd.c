@@ -1052,10 +1052,17 @@ void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlo
                         wide = widen_mask(s, def);
                     }
                 }
-                /* a byte blend's lanes widened again (blend_bytes) are the
-                 * wide mask itself */
-                if (LLVMGetInstructionOpcode(user) == LLVMSExt && LLVMTypeOf(user) == s->slot_mask_type) {
-                    LLVMReplaceAllUsesWith(user, wide);
+                /* the mask's lanes made all ones or zero again (a byte
+                 * blend's, blend_bytes) are the wide ones, cut or extended
+                 * to their width: no compare remakes them */
+                if (LLVMGetInstructionOpcode(user) == LLVMSExt) {
+                    LLVMPositionBuilderBefore(b, user);
+                    unsigned to = LLVMGetIntTypeWidth(LLVMGetElementType(LLVMTypeOf(user)));
+                    unsigned from = LLVMGetIntTypeWidth(LLVMGetElementType(s->slot_mask_type));
+                    LLVMValueRef same = to == from ? wide
+                                        : to < from ? LLVMBuildTrunc(b, wide, LLVMTypeOf(user), "")
+                                                    : LLVMBuildSExt(b, wide, LLVMTypeOf(user), "");
+                    LLVMReplaceAllUsesWith(user, same);
                     continue;
                 }
                 LLVMPositionBuilderBefore(b, user);
