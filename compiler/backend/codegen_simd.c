@@ -770,9 +770,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMPositionBuilderAtEnd(B, body);
     } else {
         /* lanes that returned inside the loop are among the broken ones */
-        LLVMValueRef active = mask_and_not(s, before, loop.break_slot), staying = active;
-        if (alive)
-            active = LLVMBuildAnd(B, active, load_mask(s, alive), "");
+        LLVMValueRef active = mask_and_not(s, before, loop.break_slot);
         if (!is_for) {
             /* the condition under the lanes still in the loop; one that
              * touches memory only while there are some */
@@ -799,11 +797,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
         active = LLVMBuildAnd(B, active, go_on, "active");
         if (alive) {
-            /* and-ed as the wide masks they are: no compare narrows the
-             * slot's mask for it */
+            /* (the condition, cheap, ran in the lanes that left too) the
+             * masks and-ed as the wide ones they are, so that no compare
+             * narrows the slot's for it */
             LLVMValueRef kept = LLVMBuildLoad2(B, s->slot_mask_type, alive, "");
-            LLVMValueRef going = LLVMBuildAnd(B, staying, go_on, "");
-            LLVMValueRef now = LLVMBuildAnd(B, kept, LLVMBuildSExt(B, going, s->slot_mask_type, ""), "");
+            LLVMValueRef now = LLVMBuildAnd(B, kept, LLVMBuildSExt(B, active, s->slot_mask_type, ""), "");
             LLVMBuildStore(B, wide_masks(s) ? mask_barrier(s, now) : now, alive);
             active = load_mask(s, alive);
         }
