@@ -677,6 +677,8 @@ typedef struct KjIrStmt {
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
+    int unroll;        /* FOR over constant bounds, on targets that unroll such loops: the
+                          copies asked for (reduce.c's COLUMNS); 0: the target's 4 */
     int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 
@@ -1126,13 +1128,19 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
 #define KJ_REDUCE_BLOCK 1024
 #define KJ_REDUCE_LANES 32
 #define KJ_REDUCE_WARPS_PER_BLOCK 8 /* WARPS form: threads per block = 8 * 32 */
+#define KJ_REDUCE_COLUMN_ITEMS 32   /* COLUMNS form: work items (neighbouring outputs) per
+                                       block of 32 L / V threads */
 
 typedef enum {
     KJ_REDUCE_FORM_LANES, /* a VEC_KERNEL: one block of elements per PARFOR iteration, its
-                             lanes unrolled in one thread (cpu, parallel; cuda when strided) */
+                             lanes unrolled in one thread (cpu, parallel) */
     KJ_REDUCE_FORM_WARPS, /* a KERNEL for cuda: 32 / V threads per block of elements, V
                              lanes a thread, the tree by warp shuffles (V = 0: a warp
                              per block, lane j on thread j, the tree in shared memory) */
+    KJ_REDUCE_FORM_COLUMNS, /* a KERNEL for cuda's strided levels: 32 neighbouring work
+                               items a block, L / V threads (one a warp) a work item,
+                               V lanes a thread, the tree's steps across threads in
+                               shared memory */
 } KjReduceForm;
 
 typedef struct KjReduceVariant {
@@ -1146,7 +1154,8 @@ typedef struct KjReduceVariant {
                          loop vectoriser makes SIMD code of (cpu); else L variables
                          (registers on a GPU).  The order is the same. */
     int thread_lanes; /* WARPS: V, the lanes each thread holds (kj_reduce_thread_lanes);
-                         0: one lane per thread, the tree in shared memory */
+                         0: one lane per thread, the tree in shared memory.
+                         COLUMNS: V (kj_reduce_column_lanes), 1 to L */
     bool aligned;     /* WARPS with V lanes: each thread's V consecutive elements of
                          every input start at a multiple of V elements (the runtime
                          has checked the data pointers and the kept strides) */
@@ -1157,9 +1166,14 @@ typedef struct KjReduceVariant {
  * a type warp shuffles move (then one lane per thread). */
 int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes);
 
+/* V for the COLUMNS form: the lanes each thread holds, so that L / V threads
+ * share a work item (enough threads to keep the loads in flight, few
+ * registers a thread). */
+int kj_reduce_column_lanes(const KjType *t);
+
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,
- * KERNEL for WARPS) appended to the module, with parameters
+ * KERNEL for WARPS and COLUMNS) appended to the module, with parameters
  *     in_0 .. in_{n-1}   1-D arrays addressed by flat element offsets (the map's
  *                        parameter types when mapped, else T)
  *     out                T[], one element per work item

@@ -32,8 +32,14 @@
  * its V consecutive elements of a step as one vector where the variant is
  * aligned, and the tree's steps across threads are warp shuffles; for a T
  * no shuffle moves, one lane a thread and the tree in shared memory between
- * barriers.  Every form computes the same operations in the same order, so
- * their results are the same bits.
+ * barriers.  The COLUMNS form is a KERNEL for cuda's strided levels: a
+ * thread block takes 32 neighbouring work items (neighbouring outputs) and
+ * G = L / V threads each (kj_reduce_column_lanes), thread g of an item
+ * holding lanes V g .. V g + V - 1, so that a warp is one lane group of 32
+ * neighbouring outputs whose loads fall side by side; the tree's steps
+ * across threads go through shared memory, one barrier a step.  Every form
+ * computes the same operations in the same order, so their results are the
+ * same bits.
  */
 #include "kjit_compiler.h"
 
@@ -41,6 +47,11 @@
 #include <string.h>
 
 #define MAX_INPUTS 32
+/* COLUMNS: the copies of a full block's loop over steps (cuda unrolls a
+ * constant loop four times; each copy holds V row offsets of 64 bits in
+ * registers, and two copies keep 2 V loads a thread in flight with 64
+ * registers for f32 and 66 for f64, where four took 66 and 80). */
+#define COLUMN_UNROLL 2
 
 typedef struct Lift {
     KjArena *arena;
@@ -284,19 +295,40 @@ static void output_offsets(Lift *l, KjIrVar *k)
     }
 }
 
-/* The opening of the WARPS forms' work item w: an IF w < items (returned is
- * the list to go back to after it), its output k and block chunk, the
- * inputs' offsets for k, the block's first element `start`, its `count` of
- * elements and in `ne` how many of the L lanes have one. */
-static KjVec *open_work_item(Lift *l, KjIrVar *w, KjIrVar *ne, KjIrVar **start_out,
-                             KjIrVar **count_out)
+/* Work item w's output k, its block `chunk` and the `slot` of out its value
+ * goes to: a contiguous level numbers the items w = k chunks + chunk; a
+ * strided one w = chunk outputs + k, so that neighbouring work items take
+ * neighbouring outputs of one chunk (on a GPU a warp's loads of a step then
+ * fall side by side when the kept dimension is the fast one: the columns of
+ * a sum along axis 0); the value still goes to out[k chunks + chunk]. */
+static void item_coords(Lift *l, KjIrVar *w, KjIrVar *k, KjIrVar *chunk, KjIrVar *slot)
+{
+    if (l->v.contiguous) {
+        set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
+        set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+        set(l, slot, ref(l, w));
+    } else {
+        KjIrVar *outputs = new_var(l, "outputs", i64_type());
+        set(l, outputs, op2(l, KJ_IR_DIV, i64_type(), ref(l, l->items), ref(l, l->chunks)));
+        set(l, chunk, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, outputs)));
+        set(l, k, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, chunk), ref(l, outputs))));
+        set(l, slot, add(l, mul(l, ref(l, k), ref(l, l->chunks)), ref(l, chunk)));
+    }
+}
+
+/* The opening of the WARPS and COLUMNS forms' work item w: an IF w < items
+ * (returned is the list to go back to after it), its output k, block chunk
+ * and out's slot (set in `slot`), the inputs' offsets for k, the block's
+ * first element `start`, its `count` of elements and in `ne` how many of the
+ * L lanes have one. */
+static KjVec *open_work_item(Lift *l, KjIrVar *w, KjIrVar *slot, KjIrVar *ne,
+                             KjIrVar **start_out, KjIrVar **count_out)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
     KjVec *saved = open_if(l, less(l, ref(l, w), ref(l, l->items)));
     KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
     KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
-    set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
+    item_coords(l, w, k, chunk, slot);
     output_offsets(l, k);
     set(l, start, mul(l, ref(l, chunk), i64(l, B)));
     set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
@@ -338,27 +370,14 @@ static KjIrVar *local_lanes(Lift *l, const char *name)
 }
 
 /* LANES: the body of work item w: one block of one output, its L lanes in L
- * local variables; a full block takes a path without tests. */
+ * local variables (or the local array of `simd`); a full block takes a path
+ * without tests. */
 static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
     KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
     KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    if (l->v.contiguous) {
-        set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
-        set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
-        set(l, slot, ref(l, w));
-    } else {
-        /* Strided: neighbouring work items take neighbouring outputs of one
-         * chunk (on a GPU a warp's loads of a step then fall side by side
-         * when the kept dimension is the fast one: the columns of a sum
-         * along axis 0); the block's value still goes to out[k chunks + c]. */
-        KjIrVar *outputs = new_var(l, "outputs", i64_type());
-        set(l, outputs, op2(l, KJ_IR_DIV, i64_type(), ref(l, l->items), ref(l, l->chunks)));
-        set(l, chunk, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, outputs)));
-        set(l, k, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, chunk), ref(l, outputs))));
-        set(l, slot, add(l, mul(l, ref(l, k), ref(l, l->chunks)), ref(l, chunk)));
-    }
+    item_coords(l, w, k, chunk, slot);
     output_offsets(l, k);
     set(l, start, mul(l, ref(l, chunk), i64(l, B)));
     set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
@@ -501,8 +520,8 @@ static void warps_body(Lift *l)
     set(l, acc, zero_of(l, l->t));
     set(l, ne, i64(l, 0));
 
-    KjIrVar *start, *count;
-    KjVec *saved = open_work_item(l, w, ne, &start, &count);
+    KjIrVar *start, *count, *slot = new_var(l, "slot", i64_type()); /* w: contiguous */
+    KjVec *saved = open_work_item(l, w, slot, ne, &start, &count);
     KjVec *in_if = open_if(l, less(l, ref(l, lane), ref(l, count)));
     set(l, acc, element(l, index_var(l, "t", add(l, ref(l, start), ref(l, lane)))));
     l->body = in_if;
@@ -561,36 +580,51 @@ static KjIrExpr *shfl_down(Lift *l, KjIrVar *value, int delta)
     return e;
 }
 
-/* WARPS with V lanes a thread: G = L / V threads of a warp take one work
- * item, thread g holding the lanes j = V g ... V g + V - 1 in V registers, so
- * that a step's V elements of a thread are consecutive (one vector load when
- * the variant is aligned) and a warp's step reads V blocks' 32 elements each,
- * contiguously.  The tree's steps s >= V take the partner lane from thread
- * g + s / V by a warp shuffle, the steps s < V stay in the thread: no shared
- * memory and no barrier.  The lanes, their elements and the tree are the
- * LANES form's, in the same order. */
-static void thread_lanes_body(Lift *l)
+/* The last block of an output, shorter than B, for COLUMNS: the steps in
+ * which every lane has an element (count / L of them) without tests, then
+ * the last step's elements each tested, so that the loads of a step need
+ * not wait for each other's tests. */
+static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
+                                   KjIrVar **acc)
 {
-    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes, G = L / V;
-    const int per_block = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES / G;
-    l->fn->uses_syncthreads = true; /* the shuffles are barriers on the cpu targets */
-    KjIrVar *tid = new_var(l, "tid", i64_type()), *g = new_var(l, "g", i64_type());
-    KjIrVar *j0 = new_var(l, "j0", i64_type()), *w = new_var(l, "w", i64_type());
-    KjIrVar *ne = new_var(l, "ne", i64_type());
-    set(l, tid, sreg_i64(l, KJ_SREG_TID_X));
-    set(l, g, op2(l, KJ_IR_REM, i64_type(), ref(l, tid), i64(l, G)));
-    set(l, j0, mul(l, ref(l, g), i64(l, V)));
-    set(l, w, add(l, mul(l, sreg_i64(l, KJ_SREG_BID_X), i64(l, per_block)),
-                  op2(l, KJ_IR_DIV, i64_type(), ref(l, tid), i64(l, G))));
-    KjIrVar *acc[KJ_REDUCE_LANES];
+    const int L = KJ_REDUCE_LANES, V = l->v.thread_lanes;
+    KjIrVar *steps = new_var(l, "steps", i64_type());
+    set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
     for (int v = 0; v < V; v++) {
-        acc[v] = new_var(l, kj_arena_printf(l->arena, "acc%d", v), l->t);
-        set(l, acc[v], zero_of(l, l->t));
+        KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
+        KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, start), copy(l, u)))));
+        l->body = in_if;
     }
-    set(l, ne, i64(l, 0));
+    KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
+    KjVec *loop = open_for(l, i, i64(l, 1), ref(l, steps));
+    set(l, base, add(l, add(l, ref(l, start), ref(l, j0)), mul(l, ref(l, i), i64(l, L))));
+    for (int v = 0; v < V; v++) {
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, v)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+    }
+    l->body = loop;
+    KjVec *last = open_if(l, less(l, i64(l, 0), ref(l, steps)));
+    for (int v = 0; v < V; v++) {
+        KjIrVar *u = new_var(l, "u", i64_type());
+        set(l, u, add(l, add(l, mul(l, ref(l, steps), i64(l, L)), ref(l, j0)), i64(l, v)));
+        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, count)));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), ref(l, u)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+        l->body = in_if;
+    }
+    l->body = last;
+}
 
-    KjIrVar *start, *count;
-    KjVec *saved = open_work_item(l, w, ne, &start, &count);
+/* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
+ * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
+ * takes the elements j0 + v + i L of the block in order, as in the LANES
+ * form.  A full block takes a path without tests; `aligned` marks each
+ * step's first load of a thread's V consecutive elements. */
+static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
+                                    KjIrVar **acc, bool aligned)
+{
+    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes;
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
     emit(l, full);
@@ -600,14 +634,16 @@ static void thread_lanes_body(Lift *l)
     KjIrVar *first = new_var(l, "first", i64_type());
     set(l, first, add(l, ref(l, start), ref(l, j0)));
     for (int v = 0; v < V; v++) {
-        l->aligned_group = l->v.aligned && v == 0;
+        l->aligned_group = aligned && v == 0;
         set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    if (l->v.form == KJ_REDUCE_FORM_COLUMNS)
+        ((KjIrStmt *)loop->items[loop->count - 1])->unroll = COLUMN_UNROLL;
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
-        l->aligned_group = l->v.aligned && v == 0;
+        l->aligned_group = aligned && v == 0;
         KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, v)));
         set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
     }
@@ -615,8 +651,14 @@ static void thread_lanes_body(Lift *l)
     l->body = loop;
     l->body = outer_saved;
 
-    /* The last block of an output, shorter than B: each element tested. */
+    /* The last block of an output, shorter than B: each element tested (the
+     * COLUMNS form only the last step's). */
     outer_saved = open_block(l, &full->else_stmt);
+    if (l->v.form == KJ_REDUCE_FORM_COLUMNS) {
+        accumulate_short_block(l, start, count, j0, acc);
+        l->body = outer_saved;
+        return;
+    }
     for (int v = 0; v < V; v++) {
         KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
         KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
@@ -634,31 +676,166 @@ static void thread_lanes_body(Lift *l)
     }
     l->body = loop;
     l->body = outer_saved;
-    l->body = saved;
+}
 
-    /* The tree: lane j = j0 + v takes lane j + s when j < s and j + s < ne. */
-    for (int s = L / 2; s >= 1; s /= 2) {
-        for (int v = 0; v < V && v < s; v++) {
+/* The tree's steps s < V, inside the thread that holds lanes j0 ... j0 + V
+ * - 1 in acc: lane j = j0 + v takes lane j + s when j < s and j + s < ne. */
+static void thread_tree(Lift *l, KjIrVar *j0, KjIrVar *ne, KjIrVar **acc)
+{
+    const int V = l->v.thread_lanes;
+    for (int s = V / 2; s >= 1; s /= 2) {
+        for (int v = 0; v < s; v++) {
             KjIrExpr *j = add(l, ref(l, j0), i64(l, v));
             KjIrExpr *partner_in = less(l, add(l, copy(l, j), i64(l, s)), ref(l, ne));
             KjIrExpr *cond = op2(l, KJ_IR_LOGAND, bool_type(), less(l, j, i64(l, s)), partner_in);
-            if (s >= V) {
-                KjIrVar *other = new_var(l, "other", l->t);
-                set(l, other, shfl_down(l, acc[v], s / V));
-                KjVec *in_if = open_if(l, cond);
-                set(l, acc[v], combine(l, ref(l, acc[v]), ref(l, other)));
-                l->body = in_if;
-            } else {
-                KjVec *in_if = open_if(l, cond);
-                set(l, acc[v], combine(l, ref(l, acc[v]), ref(l, acc[v + s])));
-                l->body = in_if;
-            }
+            KjVec *in_if = open_if(l, cond);
+            set(l, acc[v], combine(l, ref(l, acc[v]), ref(l, acc[v + s])));
+            l->body = in_if;
         }
     }
+}
+
+/* WARPS with V lanes a thread: G = L / V threads of a warp take one work
+ * item, thread g holding the lanes j = V g ... V g + V - 1 in V registers, so
+ * that a step's V elements of a thread are consecutive (one vector load when
+ * the variant is aligned) and a warp's step reads V blocks' 32 elements each,
+ * contiguously.  The tree's steps s >= V take the partner lane from thread
+ * g + s / V by a warp shuffle, the steps s < V stay in the thread: no shared
+ * memory and no barrier.  The lanes, their elements and the tree are the
+ * LANES form's, in the same order. */
+static void thread_lanes_body(Lift *l)
+{
+    const int L = KJ_REDUCE_LANES, V = l->v.thread_lanes, G = L / V;
+    const int per_block = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES / G;
+    l->fn->uses_syncthreads = true; /* the shuffles are barriers on the cpu targets */
+    KjIrVar *tid = new_var(l, "tid", i64_type()), *g = new_var(l, "g", i64_type());
+    KjIrVar *j0 = new_var(l, "j0", i64_type()), *w = new_var(l, "w", i64_type());
+    KjIrVar *ne = new_var(l, "ne", i64_type());
+    KjIrVar *slot = new_var(l, "slot", i64_type()); /* w: a contiguous level */
+    set(l, tid, sreg_i64(l, KJ_SREG_TID_X));
+    set(l, g, op2(l, KJ_IR_REM, i64_type(), ref(l, tid), i64(l, G)));
+    set(l, j0, mul(l, ref(l, g), i64(l, V)));
+    set(l, w, add(l, mul(l, sreg_i64(l, KJ_SREG_BID_X), i64(l, per_block)),
+                  op2(l, KJ_IR_DIV, i64_type(), ref(l, tid), i64(l, G))));
+    KjIrVar *acc[KJ_REDUCE_LANES];
+    for (int v = 0; v < V; v++) {
+        acc[v] = new_var(l, kj_arena_printf(l->arena, "acc%d", v), l->t);
+        set(l, acc[v], zero_of(l, l->t));
+    }
+    set(l, ne, i64(l, 0));
+
+    KjIrVar *start, *count;
+    KjVec *saved = open_work_item(l, w, slot, ne, &start, &count);
+    accumulate_thread_lanes(l, start, count, j0, acc, l->v.aligned);
+    l->body = saved;
+
+    /* The tree: lane j = j0 + v takes lane j + s when j < s and j + s < ne;
+     * the steps s >= V from thread g + s / V by a shuffle. */
+    for (int s = L / 2; s >= V; s /= 2) {
+        for (int v = 0; v < V; v++) {
+            KjIrExpr *j = add(l, ref(l, j0), i64(l, v));
+            KjIrExpr *partner_in = less(l, add(l, copy(l, j), i64(l, s)), ref(l, ne));
+            KjIrExpr *cond = op2(l, KJ_IR_LOGAND, bool_type(), less(l, j, i64(l, s)), partner_in);
+            KjIrVar *other = new_var(l, "other", l->t);
+            set(l, other, shfl_down(l, acc[v], s / V));
+            KjVec *in_if = open_if(l, cond);
+            set(l, acc[v], combine(l, ref(l, acc[v]), ref(l, other)));
+            l->body = in_if;
+        }
+    }
+    thread_tree(l, j0, ne, acc);
     KjIrExpr *leader = op2(l, KJ_IR_LOGAND, bool_type(), less(l, ref(l, w), ref(l, l->items)),
                            op2(l, KJ_IR_EQ, bool_type(), ref(l, g), i64(l, 0)));
     saved = open_if(l, leader);
     store_result(l, w, acc[0]);
+    l->body = saved;
+}
+
+/* ------------------------------------------ COLUMNS, strided levels on cuda */
+
+int kj_reduce_column_lanes(const KjType *t)
+{
+    (void)t;
+    return 4; /* 8 threads a work item: 64 registers, 256 threads a block */
+}
+
+/* COLUMNS: a cuda kernel for a strided level, whose work items are numbered
+ * outputs fastest.  A thread block takes X = KJ_REDUCE_COLUMN_ITEMS
+ * neighbouring work items and G = L / V threads for each: thread tid is
+ * work item x = tid % X of the block, lane group g = tid / X, holding the
+ * lanes j = V g ... V g + V - 1 in V registers.  A warp is then one lane
+ * group of 32 neighbouring outputs, and each of its loads reads one row of
+ * 32 neighbouring columns (a sum along axis 0), as the LANES form's warps
+ * did with a thread per work item, but with G times the threads and V
+ * rather than L registers of lanes each.  The tree's steps s >= V cross
+ * threads through shared memory, tile[j X + x] holding lane j of item x:
+ * before step s the groups [s / V, 2 s / V) write their lanes [s, 2 s),
+ * and after a barrier the groups below s / V combine them into theirs (the
+ * lanes a step reads are not those the next one writes, so one barrier a
+ * step); the steps s < V stay in group 0's thread.  The lanes, their
+ * elements and the tree are the LANES form's, in the same order. */
+static void columns_body(Lift *l)
+{
+    const int L = KJ_REDUCE_LANES, V = l->v.thread_lanes, X = KJ_REDUCE_COLUMN_ITEMS;
+    l->fn->uses_syncthreads = true;
+    KjIrVar *tid = new_var(l, "tid", i64_type()), *x = new_var(l, "x", i64_type());
+    KjIrVar *g = new_var(l, "g", i64_type()), *j0 = new_var(l, "j0", i64_type());
+    KjIrVar *w = new_var(l, "w", i64_type()), *ne = new_var(l, "ne", i64_type());
+    KjIrVar *slot = new_var(l, "slot", i64_type());
+    set(l, tid, sreg_i64(l, KJ_SREG_TID_X));
+    set(l, x, op2(l, KJ_IR_REM, i64_type(), ref(l, tid), i64(l, X)));
+    set(l, g, op2(l, KJ_IR_DIV, i64_type(), ref(l, tid), i64(l, X)));
+    set(l, j0, mul(l, ref(l, g), i64(l, V)));
+    set(l, w, add(l, mul(l, sreg_i64(l, KJ_SREG_BID_X), i64(l, X)), ref(l, x)));
+    KjIrVar *acc[KJ_REDUCE_LANES];
+    for (int v = 0; v < V; v++) {
+        acc[v] = new_var(l, kj_arena_printf(l->arena, "acc%d", v), l->t);
+        set(l, acc[v], zero_of(l, l->t));
+    }
+    set(l, ne, i64(l, 0));
+    set(l, slot, i64(l, 0));
+
+    KjIrVar *start, *count;
+    KjVec *saved = open_work_item(l, w, slot, ne, &start, &count);
+    accumulate_thread_lanes(l, start, count, j0, acc, false);
+    l->body = saved;
+
+    if (V < L) {
+        l->fn->shared_bytes = (int64_t)L * X * kj_type_size(l->t);
+        KjIrVar *tile = new_var(l, "tile", kj_type_array(l->t, 1));
+        KjIrExpr *shared = kj_ir_new_expr(l->arena, KJ_IR_SHARED, tile->type, l->loc, 0);
+        shared->alloc_elem = l->t;
+        shared->alloc_ndim = 1;
+        shared->alloc_shape[0] = (int64_t)L * X;
+        set(l, tile, shared);
+        for (int s = L / 2; s >= V; s /= 2) {
+            /* groups [s / V, 2 s / V) publish their lanes */
+            KjIrExpr *from = op2(l, KJ_IR_LE, bool_type(), i64(l, s / V), ref(l, g));
+            KjIrExpr *below = less(l, ref(l, g), i64(l, 2 * s / V));
+            saved = open_if(l, op2(l, KJ_IR_LOGAND, bool_type(), from, below));
+            for (int v = 0; v < V; v++) {
+                KjIrExpr *j = add(l, ref(l, j0), i64(l, v));
+                store_flat(l, tile, add(l, mul(l, j, i64(l, X)), ref(l, x)), ref(l, acc[v]));
+            }
+            l->body = saved;
+            syncthreads(l);
+            /* groups below s / V take them: lane j from lane j + s */
+            saved = open_if(l, less(l, ref(l, g), i64(l, s / V)));
+            for (int v = 0; v < V; v++) {
+                KjIrExpr *partner = add(l, add(l, ref(l, j0), i64(l, v)), i64(l, s));
+                KjVec *in_if = open_if(l, less(l, partner, ref(l, ne)));
+                KjIrExpr *at = add(l, mul(l, copy(l, partner), i64(l, X)), ref(l, x));
+                set(l, acc[v], combine(l, ref(l, acc[v]), load_flat(l, tile, at)));
+                l->body = in_if;
+            }
+            l->body = saved;
+        }
+    }
+    thread_tree(l, j0, ne, acc);
+    KjIrExpr *leader = op2(l, KJ_IR_LOGAND, bool_type(), less(l, ref(l, w), ref(l, l->items)),
+                           op2(l, KJ_IR_EQ, bool_type(), ref(l, g), i64(l, 0)));
+    saved = open_if(l, leader);
+    store_result(l, slot, acc[0]);
     l->body = saved;
 }
 
@@ -668,10 +845,13 @@ static const char *kernel_symbol(KjArena *arena, const KjIrFunction *combine,
                                  const KjIrFunction *map, KjReduceVariant v)
 {
     char lanes[16] = "";
-    if (v.form == KJ_REDUCE_FORM_WARPS && v.thread_lanes > 0)
+    if (v.form != KJ_REDUCE_FORM_LANES && v.thread_lanes > 0)
         snprintf(lanes, sizeof lanes, "t%d%s", v.thread_lanes, v.aligned ? "a" : "");
-    return kj_arena_printf(arena, "%s__r%c%s%d%d%c%s%s", combine->symbol,
-                           v.form == KJ_REDUCE_FORM_WARPS ? 'w' : v.simd ? 'v' : 'l', lanes,
+    char form = v.form == KJ_REDUCE_FORM_WARPS     ? 'w'
+                : v.form == KJ_REDUCE_FORM_COLUMNS ? 'k'
+                : v.simd                           ? 'v'
+                                                   : 'l';
+    return kj_arena_printf(arena, "%s__r%c%s%d%d%c%s%s", combine->symbol, form, lanes,
                            v.kept_rank, v.reduced_rank, v.contiguous ? 'c' : 's',
                            v.mapped ? "__m_" : "", v.mapped ? map->symbol : "");
 }
@@ -686,10 +866,12 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
     if (variant.kept_rank < 0 || variant.kept_rank > KJ_MAX_DIMS || variant.reduced_rank < 1 ||
         variant.reduced_rank > KJ_MAX_DIMS || (variant.contiguous && variant.reduced_rank != 1) ||
         (variant.thread_lanes != 0 &&
-         (variant.form != KJ_REDUCE_FORM_WARPS || !variant.contiguous || variant.thread_lanes < 0 ||
-          variant.thread_lanes > KJ_REDUCE_LANES ||
+         (variant.form == KJ_REDUCE_FORM_LANES ||
+          (variant.form == KJ_REDUCE_FORM_WARPS && !variant.contiguous) ||
+          variant.thread_lanes < 0 || variant.thread_lanes > KJ_REDUCE_LANES ||
           (variant.thread_lanes & (variant.thread_lanes - 1)) != 0)) ||
-        (variant.aligned && variant.thread_lanes == 0))
+        (variant.form == KJ_REDUCE_FORM_COLUMNS && variant.thread_lanes == 0) ||
+        (variant.aligned && (variant.thread_lanes == 0 || variant.form != KJ_REDUCE_FORM_WARPS)))
         kj_die("kj_reduce_lift: bad variant");
 
     KjArena *arena = module->arena;
@@ -704,7 +886,7 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
     KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
     fn->name = combine_fn->name;
     fn->symbol = symbol;
-    fn->kind = variant.form == KJ_REDUCE_FORM_WARPS ? KJ_IR_FN_KERNEL : KJ_IR_FN_VEC_KERNEL;
+    fn->kind = variant.form == KJ_REDUCE_FORM_LANES ? KJ_IR_FN_VEC_KERNEL : KJ_IR_FN_KERNEL;
     fn->ret = kj_type_void();
     fn->loc = combine_fn->loc;
     fn->scalar = combine_fn;
@@ -763,7 +945,9 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
 
     fn->body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
     l->body = &fn->body->stmts;
-    if (variant.form == KJ_REDUCE_FORM_WARPS && variant.thread_lanes > 0) {
+    if (variant.form == KJ_REDUCE_FORM_COLUMNS) {
+        columns_body(l);
+    } else if (variant.form == KJ_REDUCE_FORM_WARPS && variant.thread_lanes > 0) {
         thread_lanes_body(l);
     } else if (variant.form == KJ_REDUCE_FORM_WARPS) {
         warps_body(l);

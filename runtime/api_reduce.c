@@ -18,9 +18,10 @@
  * input walks as one run are merged (neither changes the order).  The cuda
  * target runs a contiguous level as the WARPS form (V lanes a thread, 32 / V
  * threads a block of elements, vector loads where every input is aligned)
- * and a strided one as the LANES form (a thread per block, neighbouring
- * threads on neighbouring outputs); cpu and parallel run the LANES form,
- * split across the pool by work items.
+ * and a strided one as the COLUMNS form (thread blocks of 32 neighbouring
+ * outputs, 32 / V threads of V lanes each per output, a warp's loads side
+ * by side); cpu and parallel run the LANES form, split across the pool by
+ * work items, and the cuda forms under KJIT_REDUCE_FORM=warps.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -50,6 +51,18 @@ void kj_reduce_scratch_free(kjit_context *context)
     pthread_mutex_destroy(&scratch->lock);
     free(scratch);
     context->reduce_scratch = NULL;
+}
+
+void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint32_t *threads)
+{
+    if (run->columns) {
+        *items_per_block = KJ_REDUCE_COLUMN_ITEMS;
+        *threads = KJ_REDUCE_COLUMN_ITEMS * (KJ_REDUCE_LANES / run->thread_lanes);
+    } else {
+        *items_per_block =
+            KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
+        *threads = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES;
+    }
 }
 
 /* ----------------------------------------------------------- signatures */
@@ -208,7 +221,7 @@ static kjit_status find_level_code(kjit_function *function, int sig, kjit_functi
     char key[128];
     variant_key(&level->variant, map_sig, key, sizeof key);
     uint32_t all_arrays = (1u << (level->inputs + 1)) - 1; /* the inputs and out */
-    uint32_t contiguous = level->variant.form == KJ_REDUCE_FORM_WARPS ? all_arrays : 0;
+    uint32_t contiguous = level->variant.form == KJ_REDUCE_FORM_LANES ? 0 : all_arrays;
     return kj_api_find_lifted(function, sig, &request, contiguous, key, &level->compiled);
 }
 
@@ -463,13 +476,17 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         contiguous = red[0].extent == 1 || red[0].stride[q] == 1;
 
     /* KJIT_REDUCE_FORM=lanes|warps makes the cpu targets run the kernels the
-     * cuda target would (the tests check that every form gives the same bits). */
+     * cuda target would (the tests check that every form gives the same bits):
+     * `warps` the cuda forms, WARPS for contiguous levels and COLUMNS for a
+     * strided one; `lanes` the LANES form without SIMD lanes. */
     bool warps = runtime->reduce_in_warps;
     KjReduceForm contiguous_form = warps ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES;
+    KjReduceForm strided_form = warps ? KJ_REDUCE_FORM_COLUMNS : KJ_REDUCE_FORM_LANES;
     bool simd = !warps;
     const char *force = getenv("KJIT_REDUCE_FORM");
     if (!warps && force && strcmp(force, "warps") == 0)
-        contiguous_form = KJ_REDUCE_FORM_WARPS, simd = false;
+        contiguous_form = KJ_REDUCE_FORM_WARPS, strided_form = KJ_REDUCE_FORM_COLUMNS,
+        simd = false;
     else if (!warps && force && strcmp(force, "lanes") == 0)
         simd = false;
 
@@ -478,7 +495,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     Level *first = &levels[level_count++];
     memset(first, 0, sizeof *first);
     first->variant = (KjReduceVariant){
-        .form = contiguous ? contiguous_form : KJ_REDUCE_FORM_LANES,
+        .form = contiguous ? contiguous_form : strided_form,
         .kept_rank = n_kept, .reduced_rank = n_red, .contiguous = contiguous,
         .mapped = map != NULL, .simd = simd};
     if (first->variant.form == KJ_REDUCE_FORM_WARPS) {
@@ -504,6 +521,14 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         }
         first->variant.thread_lanes = v;
         first->variant.aligned = aligned;
+    } else if (first->variant.form == KJ_REDUCE_FORM_COLUMNS) {
+        /* KJIT_REDUCE_COLUMN_LANES=1|2|4|8|16|32 sets V, for tuning on a GPU
+         * (any V gives the same bits) */
+        first->variant.thread_lanes = kj_reduce_column_lanes(t);
+        const char *lanes = getenv("KJIT_REDUCE_COLUMN_LANES");
+        int v = lanes ? atoi(lanes) : 0;
+        if (v >= 1 && v <= KJ_REDUCE_LANES && (v & (v - 1)) == 0)
+            first->variant.thread_lanes = v;
     }
     first->inputs = nargs;
     first->m = m;
@@ -607,6 +632,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         level_args(level, init != NULL, &init_value, &a);
         KjItemsRun run = {.name = name, .compiled = level->compiled,
                                 .warps = level->variant.form == KJ_REDUCE_FORM_WARPS,
+                                .columns = level->variant.form == KJ_REDUCE_FORM_COLUMNS,
                                 .thread_lanes = level->variant.thread_lanes,
                                 .items = level->items, .params = a.params, .stream = stream};
         status = runtime->run_items(context, &run);

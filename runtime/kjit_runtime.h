@@ -616,11 +616,18 @@ typedef struct KjItemsRun {
     const char *name; /* the function, for messages */
     const KjCompiled *compiled;
     bool warps;
-    int thread_lanes; /* WARPS: the variant's V (0 counts as 1): 8 V work items a block */
+    bool columns;     /* a reduction's COLUMNS kernel: KJ_REDUCE_COLUMN_ITEMS work items
+                         a block of KJ_REDUCE_COLUMN_ITEMS L / V threads */
+    int thread_lanes; /* WARPS: the variant's V (0 counts as 1): 8 V work items a block;
+                         COLUMNS: its V */
     int64_t items;
     void **params;
     kjit_stream *stream;
 } KjItemsRun;
+
+/* The thread blocks of a WARPS or COLUMNS run (api_reduce.c): how many work
+ * items a block takes and its threads. */
+void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint32_t *threads);
 
 struct KjRuntimeTarget {
     const char *name;

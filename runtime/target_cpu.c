@@ -255,18 +255,20 @@ static void reduce_chunk(void *user, int64_t begin, int64_t end)
 }
 
 /* A work item is a block of 1024 elements, so chunks of a few items are
- * already worth a thread; the WARPS form (only with KJIT_REDUCE_FORM, for the
- * tests) runs as a kernel, the CUDA way. */
+ * already worth a thread; the WARPS and COLUMNS forms (only with
+ * KJIT_REDUCE_FORM, for the tests) run as kernels, the CUDA way. */
 static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
 {
     const KjCompiled *compiled = run->compiled;
     if (run->items <= 0)
         return KJIT_OK;
-    if (run->warps) {
-        int64_t per_block = KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
+    if (run->warps || run->columns) {
+        int64_t per_block;
+        uint32_t threads;
+        kj_items_block_shape(run, &per_block, &threads);
         int64_t blocks = (run->items + per_block - 1) / per_block;
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
-        uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
+        uint32_t block[3] = {threads, 1, 1};
         char *error = NULL;
         kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
                                                (KjThreadFn)compiled->entry,

@@ -270,7 +270,8 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
 
 /* A LANES level takes the elementwise launch shape (a thread per work item,
  * grid-stride); a WARPS level blocks of 8 warps, each warp taking V work
- * items (V lanes a thread; one item a warp when V is 0). */
+ * items (V lanes a thread; one item a warp when V is 0); a COLUMNS level
+ * blocks of 32 work items, L / V warps each. */
 static kjit_status cuda_run_items(kjit_context *context, const KjItemsRun *run)
 {
     if (run->items <= 0)
@@ -279,17 +280,19 @@ static kjit_status cuda_run_items(kjit_context *context, const KjItemsRun *run)
     KjCudaStream *stream = run->stream ? run->stream->handle : NULL;
     char *error = NULL;
     kjit_status status;
-    if (!run->warps) {
+    if (!run->warps && !run->columns) {
         status = kj_cuda_launch_elementwise(context->cuda, c->entry, c->root->symbol, run->items,
                                             run->params, stream, &error);
     } else {
-        int64_t per_block = KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
+        int64_t per_block;
+        uint32_t threads;
+        kj_items_block_shape(run, &per_block, &threads);
         int64_t blocks = (run->items + per_block - 1) / per_block;
         if (blocks > INT32_MAX)
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "%s: too many outputs for one reduction", run->name);
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
-        uint32_t block[3] = {KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES, 1, 1};
+        uint32_t block[3] = {threads, 1, 1};
         status = kj_cuda_launch_ex(context->cuda, c->entry, c->root->symbol, grid, block, 0,
                                    false, run->params, stream, &error);
     }

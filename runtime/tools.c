@@ -168,8 +168,10 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, b
                 }
                 KjReduceVariant *leading = kj_arena_alloc(arena, sizeof *leading);
                 *leading = (KjReduceVariant){
-                    .form = KJ_REDUCE_FORM_LANES, .kept_rank = 1, .reduced_rank = 1,
-                    .contiguous = false, .mapped = map != NULL, .simd = !cuda};
+                    .form = cuda ? KJ_REDUCE_FORM_COLUMNS : KJ_REDUCE_FORM_LANES,
+                    .kept_rank = 1, .reduced_rank = 1, .contiguous = false,
+                    .mapped = map != NULL, .simd = !cuda,
+                    .thread_lanes = cuda ? kj_reduce_column_lanes(fn->ret) : 0};
                 roots[n++] = (KjPipelineRoot){.fn = fn, .reduce = full, .map = map};
                 roots[n++] = (KjPipelineRoot){.fn = fn, .reduce = leading, .map = map};
             } else if (fn->kind == KJ_IR_FN_SCALAR) {

@@ -361,7 +361,9 @@ static void compare_images(const std::function<void()> &kjit, const std::functio
 // ---------------------------------------------------------- @guvectorize
 
 // The gufunc dot over 1e6 rows of 16 f64: kjit's @guvectorize (a thread per
-// row) beside the CUDA C a user writes for it, one thread per row.
+// row) beside the CUDA C a user writes for it, one thread per row.  All three
+// (and Numba's in bench_gpu_py.py) sum in a local variable: a sum kept in
+// out[0] stores to memory at every step, since out may alias a or b.
 __global__ void dot_rows(const double *a, const double *b, double *out, long rows, int n)
 {
     for (long r = blockIdx.x * (long)blockDim.x + threadIdx.x; r < rows;
@@ -378,8 +380,9 @@ static void gufunc_rows()
     static const char gufunc_source[] =
         "@guvectorize(\"(n),(n)->()\")\n"
         "fn dot(a: f64[], b: f64[], out: f64[]) {\n"
-        "    out[0] = 0.0;\n"
-        "    for i in range(len(a)) { out[0] += a[i] * b[i]; }\n"
+        "    let s = 0.0;\n"
+        "    for i in range(len(a)) { s += a[i] * b[i]; }\n"
+        "    out[0] = s;\n"
         "}\n";
     kjit_module *gufuncs;
     check(kjit_compile_string(context, "gufunc.kern", gufunc_source, &gufuncs), "compile");

@@ -27,6 +27,8 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/laten
 	mkdir -p $(GPU_BUNDLE)/compiler && cp compiler/parse.c $(GPU_BUNDLE)/compiler/
 	cp -r grammar $(GPU_BUNDLE)/
 	cp runtime/kjit.h $(GPU_BUNDLE)/tests/bench/
+	@# bench_simd.c and bench_cpu.c include ../../runtime/kjit.h (tests/gpu/bench_cpu_host.sh).
+	mkdir -p $(GPU_BUNDLE)/runtime && cp runtime/kjit.h $(GPU_BUNDLE)/runtime/
 	@# The Python package and its tests, and pytest's wheels for a machine
 	@# without network (when they can be fetched here; run.sh says if not).
 	mkdir -p $(GPU_BUNDLE)/python && cp -r python/kjit python/tests python/build_backend \

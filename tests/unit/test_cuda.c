@@ -33,6 +33,9 @@
 
 #include "kjit.h"
 
+#include "case_device_functions.h"
+#include "rng.h"
+
 /* ------------------------------------------------------------ helpers */
 
 static uint64_t rng_state;
@@ -991,145 +994,14 @@ END_TEST
 
 /* ------------------------------------------- device functions and atomics */
 
-static uint64_t random_bits(void)
-{
-    return (uint64_t)(uniform(0, 1) * 9007199254740992.0);
-}
-
-/* The source tests/unit/test_kernels_cpu.c runs on cpu and parallel: a
- * histogram through a device function, a block scan whose step (with its
- * barriers) is a device function, 2-D and float atomics, constants. */
-static const char *const device_source =
-    "const BLOCK = 128;\n"
-    "const BINS: i64 = 16;\n"
-    "fn add_byte(hist: i32[], v: u8) { atomic_add(hist, i64(v), 1); }\n"
-    "fn global_index() -> i64 {\n"
-    "    return i64(blockIdx.x) * i64(blockDim.x) + i64(threadIdx.x);\n"
-    "}\n"
-    "@kernel\n"
-    "fn histogram(data: u8[], hist: i32[]) {\n"
-    "    let i = global_index();\n"
-    "    if i < len(data) { add_byte(hist, data[i]); }\n"
-    "}\n"
-    "fn scan_block(tile: f64[], t: i32) {\n"
-    "    let offset = 1;\n"
-    "    while offset < BLOCK {\n"
-    "        let v = t >= offset ? tile[t - offset] : 0.0;\n"
-    "        syncthreads();\n"
-    "        tile[t] += v;\n"
-    "        syncthreads();\n"
-    "        offset *= 2;\n"
-    "    }\n"
-    "}\n"
-    "@kernel\n"
-    "fn block_scan(x: f64[], out: f64[]) {\n"
-    "    let tile = shared(f64, BLOCK);\n"
-    "    let t = threadIdx.x;\n"
-    "    let i = global_index();\n"
-    "    tile[t] = i < len(x) ? x[i] : 0.0;\n"
-    "    syncthreads();\n"
-    "    scan_block(tile, t);\n"
-    "    if i < len(out) { out[i] = tile[t]; }\n"
-    "}\n"
-    "@kernel\n"
-    "fn pairs(a: u8[], b: u8[], hist: u32[,], low: f32[], high: f32[], wrap: u32[]) {\n"
-    "    let i = global_index();\n"
-    "    if i < len(a) {\n"
-    "        atomic_add(hist[i64(a[i]) % BINS, i64(b[i]) % BINS], 1);\n"
-    "        atomic_min(low, i64(a[i] % 8), f32(b[i]) - 0.5);\n"
-    "        atomic_max(high[a[i] % 8], i % 5 == 0 ? f32(nan) : f32(b[i]) + 0.5);\n"
-    "        atomic_inc(wrap, 0, 999);\n"
-    "        atomic_dec(wrap[1], 999);\n"
-    "        atomic_xor(wrap[2], u32(a[i]));\n"
-    "    }\n"
-    "}\n";
-
 START_TEST(device_functions_and_atomics_match_reference)
 {
     if (!gpu_or_skip("device_functions_and_atomics_match_reference"))
         return;
     kjit_context *context = open_context(KJIT_TARGET_CUDA);
-    kjit_module *module;
-    ck_assert_msg(kjit_compile_string(context, "device.kern", device_source, &module) == KJIT_OK,
-                  "%s", kjit_last_error(context));
-    kjit_function *histogram, *scan, *pairs, *add_byte;
-    ck_assert_int_eq(kjit_module_function(module, "histogram", &histogram), KJIT_OK);
-    ck_assert_int_eq(kjit_module_function(module, "block_scan", &scan), KJIT_OK);
-    ck_assert_int_eq(kjit_module_function(module, "pairs", &pairs), KJIT_OK);
-    ck_assert_int_eq(kjit_module_function(module, "add_byte", &add_byte), KJIT_OK);
-    enum { N = 50000, THREADS = 128, BINS = 16 };
-    uint32_t grid[3] = {(N + THREADS - 1) / THREADS, 1, 1}, block[3] = {THREADS, 1, 1};
-    uint8_t *a = malloc(N), *b = malloc(N);
-    double *x = malloc(N * sizeof(double)), *out = malloc(N * sizeof(double));
-    int32_t hist[256] = {0}, want_hist[256] = {0};
-    uint32_t pair_hist[BINS][BINS] = {{0}}, want_pairs[BINS][BINS] = {{0}};
-    float low[8], high[8], want_low[8], want_high[8];
-    uint32_t wrap[3] = {(uint32_t)(random_bits() % 1000), (uint32_t)(random_bits() % 1000), 7};
-    uint32_t want_wrap[3] = {wrap[0], wrap[1], wrap[2]};
-    for (int k = 0; k < 8; k++) {
-        low[k] = want_low[k] = 1000;
-        high[k] = want_high[k] = -1000;
-    }
-    for (int i = 0; i < N; i++) {
-        a[i] = (uint8_t)random_bits();
-        b[i] = (uint8_t)random_bits();
-        x[i] = (double)(random_bits() % 2001) / 1000.0 - 1.0;
-        want_hist[a[i]]++;
-        want_pairs[a[i] % BINS][b[i] % BINS]++;
-        want_low[a[i] % 8] = fminf(want_low[a[i] % 8], (float)b[i] - 0.5f);
-        if (i % 5 != 0)
-            want_high[a[i] % 8] = fmaxf(want_high[a[i] % 8], (float)b[i] + 0.5f);
-        want_wrap[0] = want_wrap[0] >= 999 ? 0 : want_wrap[0] + 1;
-        want_wrap[1] = want_wrap[1] == 0 || want_wrap[1] > 999 ? 999 : want_wrap[1] - 1;
-        want_wrap[2] ^= a[i];
-    }
-    int64_t n = N, bins = 256, eight = 8, three = 3, pshape[2] = {BINS, BINS};
-    kjit_array A = kjit_array_make(a, KJIT_U8, 1, &n), B = kjit_array_make(b, KJIT_U8, 1, &n);
-    kjit_array H = kjit_array_make(hist, KJIT_I32, 1, &bins);
-    kjit_arg hargs[2] = {kjit_arg_array(&A), kjit_arg_array(&H)};
-    ck_assert_msg(kjit_launch(histogram, grid, block, hargs, 2, NULL) == KJIT_OK, "%s",
-                  kjit_last_error(context));
-    for (int k = 0; k < 256; k++)
-        ck_assert_int_eq(hist[k], want_hist[k]);
-
-    kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), O = kjit_array_make(out, KJIT_F64, 1, &n);
-    kjit_arg sargs[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
-    ck_assert_msg(kjit_launch(scan, grid, block, sargs, 2, NULL) == KJIT_OK, "%s",
-                  kjit_last_error(context));
-    for (int i = 0; i < N; i++) {
-        double want = 0;
-        for (int j = i - i % THREADS; j <= i; j++)
-            want += x[j];
-        ck_assert_msg(fabs(out[i] - want) <= 1e-12 * (1 + fabs(want)), "scan %d: %.17g vs %.17g",
-                      i, out[i], want);
-    }
-
-    kjit_array P = kjit_array_make(pair_hist, KJIT_U32, 2, pshape);
-    kjit_array L = kjit_array_make(low, KJIT_F32, 1, &eight);
-    kjit_array G = kjit_array_make(high, KJIT_F32, 1, &eight);
-    kjit_array W = kjit_array_make(wrap, KJIT_U32, 1, &three);
-    kjit_arg pargs[6] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&P),
-                         kjit_arg_array(&L), kjit_arg_array(&G), kjit_arg_array(&W)};
-    ck_assert_msg(kjit_launch(pairs, grid, block, pargs, 6, NULL) == KJIT_OK, "%s",
-                  kjit_last_error(context));
-    for (int r = 0; r < BINS; r++)
-        for (int c = 0; c < BINS; c++)
-            ck_assert_uint_eq(pair_hist[r][c], want_pairs[r][c]);
-    for (int k = 0; k < 8; k++) {
-        ck_assert_msg(low[k] == want_low[k], "low[%d] %g vs %g", k, low[k], want_low[k]);
-        ck_assert_msg(high[k] == want_high[k], "high[%d] %g vs %g", k, high[k], want_high[k]);
-    }
-    for (int k = 0; k < 3; k++)
-        ck_assert_uint_eq(wrap[k], want_wrap[k]);
-
-    /* the host cannot call a device function; the error names the built-in */
-    kjit_arg bargs[2] = {kjit_arg_array(&H), kjit_arg_i64(3)};
-    ck_assert_int_eq(kjit_call(add_byte, bargs, 2, NULL, NULL), KJIT_ERROR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(kjit_last_error(context), "add_byte is a device function (add_byte uses "
-                                                   "atomic_add at device.kern:3:"),
-                  "%s", kjit_last_error(context));
-    free(a), free(b), free(x), free(out);
-    kjit_module_free(module);
+    static uint64_t state;
+    rng_seed(&state, "test_cuda device functions");
+    case_device_functions(context, &state);
     kjit_context_destroy(context);
 }
 END_TEST
@@ -1153,8 +1025,10 @@ START_TEST(out_of_memory_is_reported)
 END_TEST
 
 /* @reduce on the GPU: the same bits as the cpu target for sums over every
- * axis and along each axis of a 2-D array (the WARPS and the strided LANES
- * kernels keep the cpu's order), a fused dot within float rounding of the
+ * axis and along each axis of a 2-D array (the WARPS and the strided COLUMNS
+ * kernels keep the cpu's order; axis 0 of shapes whose columns are not a
+ * multiple of 32 and rows not of 1024, f32, f64 and i64, two reduced
+ * dimensions that do not merge), a fused dot within float rounding of the
  * cpu's (the GPU may contract its multiply into the add), host and device
  * arrays, a stream, sizes of one to three tree levels, empty with init. */
 static const char reduce_source[] =
@@ -1257,6 +1131,37 @@ START_TEST(reductions_match_the_cpu)
         kjit_array c = reduce_on(cpu, csum, &arg, 1, NULL, 0, NULL);
         ck_assert_msg(memcmp(g.data, c.data, 4) == 0, "sum from element %d: cuda and cpu differ",
                       offset);
+        kjit_array_free(&g), kjit_array_free(&c);
+    }
+    /* COLUMNS: axis 0 with ragged shapes and types, and axes (0, 2) of the cube */
+    const struct {
+        kjit_dtype dtype;
+        int64_t shape[2];
+    } columns[] = {{KJIT_F32, {2049, 33}}, {KJIT_F64, {1030, 65}}, {KJIT_I64, {2100, 31}},
+                   {KJIT_F32, {5, 3}}};
+    for (size_t k = 0; k < sizeof columns / sizeof columns[0]; k++) {
+        kjit_array a = host_array(columns[k].dtype, 2, columns[k].shape);
+        for (int64_t i = 0; i < columns[k].shape[0] * columns[k].shape[1]; i++)
+            set_element(&a, i, columns[k].dtype == KJIT_I64 ? uniform(-1e12, 1e12) : uniform(-1, 1));
+        int axis = 0;
+        kjit_arg arg = kjit_arg_array(&a);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, &axis, 1, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, &axis, 1, NULL);
+        ck_assert_msg(memcmp(g.data, c.data,
+                             (size_t)kjit_array_size(&g) * kjit_dtype_size(columns[k].dtype)) == 0,
+                      "axis 0 of %lld x %lld %s: cuda and cpu differ",
+                      (long long)columns[k].shape[0], (long long)columns[k].shape[1],
+                      kjit_dtype_name(columns[k].dtype));
+        kjit_array_free(&g), kjit_array_free(&c);
+        free(a.data);
+    }
+    {
+        int axes[2] = {0, 2};
+        kjit_arg arg = kjit_arg_array(&c3);
+        kjit_array g = reduce_on(gpu, gsum, &arg, 1, axes, 2, NULL);
+        kjit_array c = reduce_on(cpu, csum, &arg, 1, axes, 2, NULL);
+        ck_assert_msg(memcmp(g.data, c.data, (size_t)kjit_array_size(&g) * 4) == 0,
+                      "axes (0, 2) of 3-D: cuda and cpu differ");
         kjit_array_free(&g), kjit_array_free(&c);
     }
     free(c3.data);
@@ -1416,6 +1321,18 @@ START_TEST(warp_collectives_match_cpu_bit_for_bit)
 }
 END_TEST
 
+/* grid.kern's heat equation in float64: steps explicit steps of
+ * u[i] += alpha (u[i-1] - 2 u[i] + u[i+1]) with fixed ends, in place in u
+ * (next: n doubles of scratch). */
+static void heat_reference(double *u, double *next, int64_t n, double alpha, int steps)
+{
+    for (int st = 0; st < steps; st++) {
+        for (int64_t i = 0; i < n; i++)
+            next[i] = i > 0 && i < n - 1 ? u[i] + alpha * (u[i - 1] - 2.0 * u[i] + u[i + 1]) : u[i];
+        memcpy(u, next, sizeof *u * (size_t)n);
+    }
+}
+
 /* Cooperative launches of one module on two streams: the grid barrier's
  * counter is the module's, so the runtime orders them; each stream's heat
  * equation must still match float64 (interleaved on purpose). */
@@ -1457,13 +1374,7 @@ START_TEST(syncgrid_on_two_streams)
     for (int s = 0; s < STREAMS; s++) {
         ck_assert_int_eq(kjit_copy(context, &host[s], &dev[s], streams[s]), KJIT_OK);
         ck_assert_int_eq(kjit_stream_synchronize(streams[s]), KJIT_OK);
-        for (int st = 0; st < ROUNDS * steps; st++) {
-            for (int64_t i = 0; i < n; i++)
-                next[i] = i > 0 && i < n - 1
-                              ? ref[s][i] + alpha[s] * (ref[s][i - 1] - 2.0 * ref[s][i] + ref[s][i + 1])
-                              : ref[s][i];
-            memcpy(ref[s], next, sizeof *next * (size_t)n);
-        }
+        heat_reference(ref[s], next, n, alpha[s], ROUNDS * steps);
         ck_assert_int_eq(mismatches(&host[s], ref[s], n, 1e-12, 1e-14, "heat on two streams"), 0);
         kjit_device_free(context, &dev[s]);
         kjit_device_free(context, &scratch[s]);
@@ -1495,13 +1406,7 @@ START_TEST(syncgrid_heat_equation_matches_float64)
         double *ref = malloc(sizeof *ref * (size_t)n), *next = malloc(sizeof *next * (size_t)n);
         for (int64_t i = 0; i < n; i++)
             ((double *)u.data)[i] = ref[i] = uniform(0, 1);
-        for (int st = 0; st < steps; st++) {
-            for (int64_t i = 0; i < n; i++)
-                next[i] = i > 0 && i < n - 1
-                              ? ref[i] + alpha * (ref[i - 1] - 2.0 * ref[i] + ref[i + 1])
-                              : ref[i];
-            memcpy(ref, next, sizeof *ref * (size_t)n);
-        }
+        heat_reference(ref, next, n, alpha, steps);
         kjit_arg args[4] = {kjit_arg_array(&u), kjit_arg_array(&scratch), kjit_arg_f64(alpha),
                             kjit_arg_i64(steps)};
         uint32_t grid[3] = {64, 1, 1}, block[3] = {256, 1, 1};

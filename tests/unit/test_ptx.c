@@ -105,7 +105,8 @@ static char *ptx_for_source(KjArena *arena, const KjSource *src, KjIrFunction **
             if (fn->kind == KJ_IR_FN_SCALAR && entry->kind == KJ_FN_REDUCE && v == 0) {
                 /* A reduction's levels in the forms cuda runs (for its first
                  * signature: the test's time is mostly ptxas's): V lanes a
-                 * thread, aligned or not; one lane a thread; strided LANES. */
+                 * thread, aligned or not; one lane a thread; strided COLUMNS,
+                 * one reduced dimension and two; strided LANES. */
                 KjIrFunction *map = NULL;
                 for (int m = 0; entry->map && m < entry->map->variants.count; m++)
                     if (((KjIrFunction *)entry->map->variants.items[m])->ret == fn->ret)
@@ -113,16 +114,20 @@ static char *ptx_for_source(KjArena *arena, const KjSource *src, KjIrFunction **
                 if (entry->map && !map)
                     continue;
                 int widest = map ? kj_type_size(map->params[0]->type) : kj_type_size(fn->ret);
-                KjReduceVariant forms[4] = {
+                KjReduceVariant forms[6] = {
                     {.form = KJ_REDUCE_FORM_WARPS, .reduced_rank = 1, .contiguous = true,
                      .thread_lanes = kj_reduce_thread_lanes(fn->ret, widest)},
                     {.form = KJ_REDUCE_FORM_WARPS, .kept_rank = 1, .reduced_rank = 1,
                      .contiguous = true, .thread_lanes = kj_reduce_thread_lanes(fn->ret, widest)},
                     {.form = KJ_REDUCE_FORM_WARPS, .kept_rank = 1, .reduced_rank = 1,
                      .contiguous = true},
+                    {.form = KJ_REDUCE_FORM_COLUMNS, .kept_rank = 1, .reduced_rank = 1,
+                     .thread_lanes = kj_reduce_column_lanes(fn->ret)},
+                    {.form = KJ_REDUCE_FORM_COLUMNS, .kept_rank = 1, .reduced_rank = 2,
+                     .thread_lanes = kj_reduce_column_lanes(fn->ret)},
                     {.form = KJ_REDUCE_FORM_LANES, .kept_rank = 2, .reduced_rank = 2}};
                 forms[0].aligned = forms[0].thread_lanes > 1;
-                for (int k = 0; k < 4; k++) {
+                for (int k = 0; k < 6; k++) {
                     forms[k].mapped = map != NULL;
                     kj_vec_push(arena, &roots, kj_reduce_lift(module, fn, map, forms[k]));
                 }

@@ -7,10 +7,12 @@
  * broadcast inputs of a fused map, integers exactly; the float error within
  * the bound docs/language.md states; the same bits on cpu and parallel and in
  * every form of the kernels (KJIT_REDUCE_FORM runs the cuda target's WARPS
- * kernel under the cpu target's CUDA emulation); and the errors.
+ * and COLUMNS kernels under the cpu target's CUDA emulation), strided first
+ * levels included; and the errors.
  */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +374,200 @@ START_TEST(leading_axes_and_unaligned_views)
 }
 END_TEST
 
+/* Reductions whose first level is strided (the COLUMNS form on cuda, and
+ * under KJIT_REDUCE_FORM=warps on the cpu targets): axis 0 of 2-D arrays
+ * whose columns are not a multiple of 32 and rows not a multiple of 1024
+ * (a short last block; fewer rows than lanes), the leading axes of 3-D ones,
+ * two reduced dimensions that do not merge, f32, f64, i64 and i32, and a
+ * fused map over two arrays and over a broadcast column. */
+typedef struct StridedCase {
+    const char *function;
+    kjit_dtype dtype;
+    int ndim;
+    int64_t shape[3];
+    int naxes;
+    int axes[2];
+    int second; /* dot's second input: 0 none, 1 the same shape 7 elements on, 2 a
+                   column of shape (rows, 1) */
+} StridedCase;
+
+static const StridedCase strided_cases[] = {
+    {"vsum", KJIT_F32, 2, {2049, 33}, 1, {0}, 0},
+    {"vsum", KJIT_F32, 2, {3000, 40}, 1, {0}, 0},
+    {"vsum", KJIT_F32, 2, {5, 3}, 1, {0}, 0},
+    {"vsum", KJIT_F64, 2, {1030, 65}, 1, {0}, 0},
+    {"vsum", KJIT_F64, 3, {40, 70, 9}, 2, {0, 1}, 0},
+    {"vsum", KJIT_F64, 3, {40, 70, 9}, 1, {0}, 0},
+    {"vsum", KJIT_F64, 3, {40, 70, 9}, 2, {0, 2}, 0},
+    {"vsum", KJIT_I64, 2, {2100, 31}, 1, {0}, 0},
+    {"vmax", KJIT_I32, 2, {1500, 50}, 1, {0}, 0},
+    {"dot", KJIT_F32, 2, {2049, 33}, 1, {0}, 1},
+    {"dot", KJIT_F64, 2, {1030, 65}, 1, {0}, 2},
+};
+#define STRIDED_CASES (int)(sizeof strided_cases / sizeof strided_cases[0])
+
+typedef struct StridedData {
+    int64_t n;
+    double *f64;
+    float *f32;
+    int64_t *i64;
+    int32_t *i32;
+} StridedData;
+
+static void *strided_buffer(const StridedData *d, kjit_dtype dtype)
+{
+    switch (dtype) {
+    case KJIT_F32: return d->f32;
+    case KJIT_F64: return d->f64;
+    case KJIT_I64: return d->i64;
+    default: return d->i32;
+    }
+}
+
+static double strided_value(const StridedData *d, kjit_dtype dtype, int64_t i)
+{
+    switch (dtype) {
+    case KJIT_F32: return d->f32[i];
+    case KJIT_F64: return d->f64[i];
+    case KJIT_I64: return (double)d->i64[i];
+    default: return d->i32[i];
+    }
+}
+
+/* Runs every case on one target and form, checks each output against a
+ * float64 reference (exactly for integers), and appends the results' bytes
+ * to `bytes`. */
+static size_t strided_results(kjit_target target, const char *form, const StridedData *d,
+                              unsigned char *bytes, size_t capacity)
+{
+    if (form)
+        setenv("KJIT_REDUCE_FORM", form, 1);
+    else
+        unsetenv("KJIT_REDUCE_FORM");
+    Fixture f = open_fixture(target);
+    size_t at = 0;
+    for (int c = 0; c < STRIDED_CASES; c++) {
+        const StridedCase *k = &strided_cases[c];
+        kjit_array X = kjit_array_make(strided_buffer(d, k->dtype), k->dtype, k->ndim, k->shape);
+        int64_t size = kjit_array_size(&X);
+        ck_assert(size + 7 <= d->n);
+        kjit_array Y = X;
+        if (k->second == 1) {
+            Y.data = (char *)Y.data + 7 * kjit_dtype_size(k->dtype);
+        } else if (k->second == 2) {
+            int64_t column[2] = {k->shape[0], 1};
+            Y = kjit_array_make(Y.data, k->dtype, 2, column);
+        }
+        kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&Y)};
+        kjit_array r;
+        ck_assert_msg(kjit_reduce(fn(&f, k->function), args, k->second ? 2 : 1, k->axes,
+                                  k->naxes, NULL, NULL, &r) == KJIT_OK,
+                      "case %d: %s", c, kjit_last_error(f.context));
+        /* the reference: every element of X (and Y) to its output */
+        int64_t outs = kjit_array_size(&r), m = size / outs;
+        double *want = calloc((size_t)outs, sizeof *want), *abs = calloc((size_t)outs, sizeof *abs);
+        bool *seen = calloc((size_t)outs, sizeof *seen);
+        int64_t dims[3] = {k->shape[0], k->shape[1], k->ndim == 3 ? k->shape[2] : 1};
+        for (int64_t i = 0; i < dims[0]; i++)
+            for (int64_t j = 0; j < dims[1]; j++)
+                for (int64_t l = 0; l < dims[2]; l++) {
+                    int64_t coord[3] = {i, j, l}, o = 0, flat = (i * dims[1] + j) * dims[2] + l;
+                    for (int e = 0; e < k->ndim; e++) {
+                        bool reduced = false;
+                        for (int a = 0; a < k->naxes; a++)
+                            reduced |= k->axes[a] == e;
+                        if (!reduced)
+                            o = o * k->shape[e] + coord[e];
+                    }
+                    double v = strided_value(d, k->dtype, flat);
+                    if (k->second == 1)
+                        v *= strided_value(d, k->dtype, flat + 7);
+                    else if (k->second == 2)
+                        v *= strided_value(d, k->dtype, i);
+                    if (strcmp(k->function, "vmax") == 0)
+                        want[o] = seen[o] && want[o] > v ? want[o] : v;
+                    else
+                        want[o] += v;
+                    seen[o] = true;
+                    abs[o] += fabs(v);
+                }
+        for (int64_t o = 0; o < outs; o++) {
+            double got;
+            if (k->dtype == KJIT_F32)
+                got = ((float *)r.data)[o];
+            else if (k->dtype == KJIT_F64)
+                got = ((double *)r.data)[o];
+            else if (k->dtype == KJIT_I64)
+                got = (double)((int64_t *)r.data)[o];
+            else
+                got = ((int32_t *)r.data)[o];
+            double bound = k->dtype == KJIT_F32   ? error_bound(m, 0x1p-24, abs[o])
+                           : k->dtype == KJIT_F64 ? error_bound(m, 0x1p-53, abs[o]) + 1e-300
+                                                  : 0; /* integers: exact (all below 2^53) */
+            ck_assert_msg(fabs(got - want[o]) <= bound, "case %d (%s) output %lld: %.17g, want %.17g",
+                          c, form ? form : "simd", (long long)o, got, want[o]);
+        }
+        size_t bytes_of = (size_t)outs * kjit_dtype_size(k->dtype);
+        ck_assert(at + bytes_of <= capacity);
+        memcpy(bytes + at, r.data, bytes_of);
+        at += bytes_of;
+        free(want);
+        free(abs);
+        free(seen);
+        kjit_array_free(&r);
+    }
+    close_fixture(&f);
+    unsetenv("KJIT_REDUCE_FORM");
+    return at;
+}
+
+START_TEST(strided_levels_in_every_form)
+{
+    seed_rng();
+    StridedData d = {.n = 3000 * 40 + 16};
+    d.f64 = malloc((size_t)d.n * sizeof *d.f64);
+    d.f32 = malloc((size_t)d.n * sizeof *d.f32);
+    d.i64 = malloc((size_t)d.n * sizeof *d.i64);
+    d.i32 = malloc((size_t)d.n * sizeof *d.i32);
+    for (int64_t i = 0; i < d.n; i++) {
+        d.f64[i] = uniform(-1, 1);
+        d.f32[i] = (float)uniform(-1, 1);
+        d.i64[i] = (int64_t)uniform(-1e12, 1e12);
+        d.i32[i] = (int32_t)uniform(-2e9, 2e9);
+    }
+    size_t capacity = 1 << 20;
+    unsigned char *want = malloc(capacity), *got = malloc(capacity);
+    size_t count = strided_results(KJIT_TARGET_CPU, NULL, &d, want, capacity);
+    /* the COLUMNS form with its V lanes a thread, and with 2 and 32 */
+    const struct {
+        kjit_target target;
+        const char *form, *column_lanes;
+    } runs[] = {{KJIT_TARGET_PARALLEL, NULL, NULL}, {KJIT_TARGET_PARALLEL, "lanes", NULL},
+                {KJIT_TARGET_CPU, "warps", NULL},   {KJIT_TARGET_PARALLEL, "warps", NULL},
+                {KJIT_TARGET_PARALLEL, "warps", "2"},
+                {KJIT_TARGET_PARALLEL, "warps", "32"}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        if (runs[k].column_lanes)
+            setenv("KJIT_REDUCE_COLUMN_LANES", runs[k].column_lanes, 1);
+        size_t n = strided_results(runs[k].target, runs[k].form, &d, got, capacity);
+        unsetenv("KJIT_REDUCE_COLUMN_LANES");
+        ck_assert_uint_eq(n, count);
+        for (size_t i = 0; i < count; i++)
+            ck_assert_msg(want[i] == got[i],
+                          "%s (%s, column lanes %s): byte %zu differs from cpu's SIMD form",
+                          runs[k].target == KJIT_TARGET_CPU ? "cpu" : "parallel",
+                          runs[k].form ? runs[k].form : "simd",
+                          runs[k].column_lanes ? runs[k].column_lanes : "default", i);
+    }
+    free(want);
+    free(got);
+    free(d.f64);
+    free(d.f32);
+    free(d.i64);
+    free(d.i32);
+}
+END_TEST
+
 /* Every subset of the axes of a 3-D array (and a transposed view of it),
  * against float64 sums over the same elements. */
 START_TEST(every_axis_combination_of_3d)
@@ -539,6 +735,7 @@ Suite *suite_reduce(void)
     tcase_add_test(tcase, empty_one_and_init);
     tcase_add_test(tcase, every_axis_combination_of_3d);
     tcase_add_test(tcase, leading_axes_and_unaligned_views);
+    tcase_add_test(tcase, strided_levels_in_every_form);
     tcase_add_test(tcase, fused_map_broadcasts);
     tcase_add_test(tcase, errors_name_the_problem);
     suite_add_tcase(suite, tcase);
