@@ -1082,6 +1082,9 @@ bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e);
 /* e is uniform + the lane's index: threadIdx.x (when varying), the PARFOR
  * index, a variable only ever assigned such a value outside divergence. */
 bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e);
+/* var holds uniform + the lane's index in every lane, inactive ones too
+ * (a FOR counter so started and stepped is never blended). */
+bool kj_uniform_var_unit(const KjUniformity *u, const KjIrVar *var);
 /* s may run with some of the threads inactive (under a varying if or loop,
  * or after a varying break, continue or return). */
 bool kj_uniform_stmt_divergent(const KjUniformity *u, const KjIrStmt *s);

@@ -85,6 +85,8 @@ struct KjUniformity {
     bool *assigned;  /* by id: assigned somewhere (params count as assigned) */
     PtrSet divergent;   /* statements */
     PtrSet loop_varying; /* FOR and WHILE statements whose exit is varying */
+    PtrSet private_counter; /* FOR statements whose variable nothing outside the
+                               loop (its body) reads: see walk_stmt's FOR */
     bool result_varying;
     bool divergent_return;
     bool changed;
@@ -208,8 +210,7 @@ bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e)
     case KJ_IR_SREG:
         return e->sreg == KJ_SREG_TID_X && (u->sources.sregs >> KJ_SREG_TID_X & 1u);
     case KJ_IR_VAR:
-        return e->var->id >= 0 && e->var->id < u->var_count && u->varying[e->var->id] &&
-               !u->not_unit[e->var->id] && u->assigned[e->var->id];
+        return kj_uniform_var_unit(u, e->var);
     case KJ_IR_CAST:
         /* widening between integers keeps the step (the lanes' values are
          * assumed not to wrap between neighbours) */
@@ -230,6 +231,52 @@ bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e)
 }
 
 /* ============================================================ statements */
+
+static bool expr_reads(const KjIrExpr *e, const KjIrVar *var)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_VAR && e->var == var)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (expr_reads(e->args[i], var))
+            return true;
+    return false;
+}
+
+/* Whether s reads var outside the body of `loop` (its bounds count as
+ * outside: they are read before the variable is set). */
+static bool reads_outside(const KjIrStmt *s, const KjIrVar *var, const KjIrStmt *loop)
+{
+    if (!s)
+        return false;
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (expr_reads(es[i], var))
+            return true;
+    for (int i = 0; i < s->index_count; i++)
+        if (expr_reads(s->indices[i], var))
+            return true;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (reads_outside(s->stmts.items[i], var, loop))
+            return true;
+    return reads_outside(s->then_stmt, var, loop) || reads_outside(s->else_stmt, var, loop) ||
+           (s != loop && reads_outside(s->body, var, loop));
+}
+
+/* Fills u->private_counter from the FOR statements under s. */
+static void find_private_counters(KjUniformity *u, const KjIrStmt *s)
+{
+    if (!s)
+        return;
+    if (s->kind == KJ_IR_STMT_FOR && !reads_outside(u->fn->body, s->var, s))
+        set_add(&u->private_counter, s);
+    for (int i = 0; i < s->stmts.count; i++)
+        find_private_counters(u, s->stmts.items[i]);
+    find_private_counters(u, s->then_stmt);
+    find_private_counters(u, s->else_stmt);
+    find_private_counters(u, s->body);
+}
 
 /* How a statement may leave under divergence: some threads break, continue
  * or return while others go on. */
@@ -303,9 +350,22 @@ static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
                             kj_uniform_expr_varying(u, s->stop) ||
                             kj_uniform_expr_varying(u, s->step) ||
                             set_has(&u->loop_varying, s);
+        /* A counter read only in its loop's body: every thread that runs
+         * the body has just been given it, so the threads that skip the loop
+         * (divergence outside it) never read it.  Under a uniform exit it is
+         * the same in every running thread: uniform.  Under a varying exit
+         * the lowering steps it in every lane (never blended): from a start
+         * of uniform + lane by a uniform step it stays uniform + lane. */
+        bool private_counter = set_has(&u->private_counter, s);
         Walk at = w;
-        at.divergent = w.divergent || exit_varying;
-        assign(u, s->var, exit_varying ? NULL : s->start, at);
+        at.divergent = (w.divergent && !private_counter) || exit_varying;
+        if (exit_varying && private_counter && !kj_uniform_expr_varying(u, s->step) &&
+            kj_uniform_expr_unit(u, s->start) && s->var->id >= 0 && s->var->id < u->var_count) {
+            u->assigned[s->var->id] = true;
+            mark_var(u, s->var);
+        } else {
+            assign(u, s->var, exit_varying ? NULL : s->start, at);
+        }
         if (exit_varying)
             mark_var(u, s->var);
         return walk_loop(u, s, w, exit_varying);
@@ -373,6 +433,8 @@ KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUnifo
         capacity *= 2;
     u->divergent = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
     u->loop_varying = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
+    u->private_counter = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
+    find_private_counters(u, fn->body);
 
     for (int i = 0; i < fn->param_count; i++) {
         const KjIrVar *p = fn->params[i];
@@ -391,6 +453,11 @@ KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUnifo
 bool kj_uniform_var_varying(const KjUniformity *u, const KjIrVar *var)
 {
     return var->id >= 0 && var->id < u->var_count && u->varying[var->id];
+}
+
+bool kj_uniform_var_unit(const KjUniformity *u, const KjIrVar *var)
+{
+    return kj_uniform_var_varying(u, var) && !u->not_unit[var->id] && u->assigned[var->id];
 }
 
 bool kj_uniform_stmt_divergent(const KjUniformity *u, const KjIrStmt *s)

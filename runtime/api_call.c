@@ -167,6 +167,27 @@ int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int 
     return score;
 }
 
+int kj_api_closest_signature(const kjit_function *function, KjSignatureDistance *distance,
+                             const kjit_arg *args, int nargs, const void *user)
+{
+    int best = -1, best_score = 0;
+    for (int s = 0; s < function->entry->variants.count; s++) {
+        int score = distance(kj_api_variant_of(function, s), args, nargs, user);
+        if (score >= 0 && (best < 0 || score < best_score)) {
+            best = s;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+static int plain_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs,
+                          const void *user)
+{
+    (void)user;
+    return kj_api_signature_distance(fn, args, nargs);
+}
+
 /* "f64 array" or "i64": what signatures are chosen by, for their messages. */
 static const char *describe_element_type(const kjit_arg *arg, char *buf, size_t size)
 {
@@ -254,16 +275,8 @@ static kjit_status choose_signature(kjit_function *function, const kjit_arg *arg
                                     int *sig)
 {
     kjit_context *context = function->module->context;
-    int best = -1, best_score = 0;
     int count = function->entry->variants.count;
-    for (int s = 0; s < count; s++) {
-        const KjIrFunction *fn = kj_api_variant_of(function, s);
-        int score = kj_api_signature_distance(fn, args, nargs);
-        if (score >= 0 && (best < 0 || score < best_score)) {
-            best = s;
-            best_score = score;
-        }
-    }
+    int best = kj_api_closest_signature(function, plain_distance, args, nargs, NULL);
     if (best >= 0) {
         *sig = best;
         return KJIT_OK;

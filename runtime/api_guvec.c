@@ -54,8 +54,9 @@ static const KjType *elem_of(const KjIrFunction *fn, int q)
 
 /* How far the arguments are from signature `fn`: as kj_api_signature_distance,
  * on the element types. */
-static int distance(const KjIrFunction *fn, const kjit_arg *args, int nargs)
+static int distance(const KjIrFunction *fn, const kjit_arg *args, int nargs, const void *user)
 {
+    (void)user;
     int score = 0;
     for (int i = 0; i < nargs; i++) {
         int m = kj_api_arg_distance(&args[i], elem_of(fn, i));
@@ -68,15 +69,7 @@ static int distance(const KjIrFunction *fn, const kjit_arg *args, int nargs)
 
 static kjit_status choose(kjit_function *function, const kjit_arg *args, int nargs, int *sig)
 {
-    int best = -1, best_score = 0;
-    int count = function->entry->variants.count;
-    for (int s = 0; s < count; s++) {
-        int score = distance(kj_api_variant_of(function, s), args, nargs);
-        if (score >= 0 && (best < 0 || score < best_score)) {
-            best = s;
-            best_score = score;
-        }
-    }
+    int best = kj_api_closest_signature(function, distance, args, nargs, NULL);
     if (best >= 0) {
         *sig = best;
         return KJIT_OK;
@@ -284,7 +277,7 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
     if (!outputs_given && run && !out && !result)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: give an output array or a result to fill", name);
-    int sig;
+    int sig = 0;
     status = choose(function, args, l->inputs, &sig);
     if (status != KJIT_OK)
         return status;

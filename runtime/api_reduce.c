@@ -101,6 +101,15 @@ static int reduce_signature_of(const kjit_function *function, const KjType *t)
     return -1;
 }
 
+/* How far the arguments are from signature g of a fused map whose result
+ * the reduction (user) has a signature for; -1 when it has none. */
+static int map_distance(const KjIrFunction *g, const kjit_arg *args, int nargs, const void *user)
+{
+    if (reduce_signature_of(user, g->ret) < 0)
+        return -1;
+    return kj_api_signature_distance(g, args, nargs);
+}
+
 /* Picks the reduce signature and, for a fused map, the map's signature, from
  * the arguments' element types. */
 static kjit_status choose(kjit_function *function, const kjit_arg *args, int nargs, int *sig,
@@ -128,17 +137,7 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "%s reduces %s over its %d argument%s; %d given", name,
                                     map->entry->name, want, want == 1 ? "" : "s", nargs);
-        int best = -1, best_score = 0;
-        for (int s = 0; s < map->entry->variants.count; s++) {
-            const KjIrFunction *g = kj_api_variant_of(map, s);
-            if (reduce_signature_of(function, g->ret) < 0)
-                continue;
-            int score = kj_api_signature_distance(g, args, nargs);
-            if (score >= 0 && (best < 0 || score < best_score)) {
-                best = s;
-                best_score = score;
-            }
-        }
+        int best = kj_api_closest_signature(map, map_distance, args, nargs, function);
         if (best >= 0) {
             *map_sig = best;
             *sig = reduce_signature_of(function, kj_api_variant_of(map, best)->ret);

@@ -475,6 +475,13 @@ void kj_api_clear_error(kjit_context *context);
  * any number, an f64 to any float or complex, a c128 to any complex); -1 when
  * they do not fit.  The call takes the signature of the least. */
 int kj_api_signature_distance(const KjIrFunction *fn, const kjit_arg *args, int nargs);
+/* A measure of that kind, for kj_api_closest_signature; user is the caller's. */
+typedef int KjSignatureDistance(const KjIrFunction *fn, const kjit_arg *args, int nargs,
+                                const void *user);
+/* The signature of function whose distance from the arguments is least (the
+ * first of equals), or -1 when every distance is -1. */
+int kj_api_closest_signature(const kjit_function *function, KjSignatureDistance *distance,
+                             const kjit_arg *args, int nargs, const void *user);
 /* The same for one argument and a parameter of scalar type `elem` (an array
  * argument's element type must be elem exactly). */
 int kj_api_arg_distance(const kjit_arg *arg, const KjType *elem);

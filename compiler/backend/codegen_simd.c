@@ -720,7 +720,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
 
     /* the counter: scalar when the bounds are uniform, else one per lane */
     bool lane_counter = is_for && (simd_varying(s, st->start) || simd_varying(s, st->stop) || simd_varying(s, st->step));
-    LLVMValueRef counter = NULL, stop = NULL, step = NULL, up = NULL;
+    LLVMValueRef counter = NULL, stop = NULL, step = NULL, down = NULL;
     LLVMTypeRef ct = NULL;
     if (is_for) {
         if (lane_counter) {
@@ -736,7 +736,12 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             stop = kj_codegen_convert(g, kj_codegen_expr(g, st->stop), st->stop->type, t);
             step = kj_codegen_convert(g, kj_codegen_expr(g, st->step), st->step->type, t);
         }
-        up = LLVMBuildICmp(B, sgn ? LLVMIntSGT : LLVMIntNE, step, LLVMConstNull(ct), "up");
+        LLVMValueRef up = LLVMBuildICmp(B, sgn ? LLVMIntSGT : LLVMIntNE, step, LLVMConstNull(ct), "up");
+        /* below stop going up, above it going down: with down all ones,
+         * i ^ down < stop ^ down either way (~ reverses the order), one
+         * compare in the loop instead of two and a select of masks */
+        down = LLVMBuildSExt(B, LLVMBuildNot(B, up, ""), ct, "down");
+        stop = LLVMBuildXor(B, stop, down, "");
     }
     SimdLoop loop = {.varying = loop_varying};
     /* the lanes still in a loop whose exit is recorded (exit_frees_blends) */
@@ -759,9 +764,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     LLVMValueRef go_on = NULL, i = NULL;
     if (is_for) {
         i = LLVMBuildLoad2(B, ct, counter, "i");
-        LLVMValueRef below = LLVMBuildICmp(B, sgn ? LLVMIntSLT : LLVMIntULT, i, stop, "");
-        LLVMValueRef above = LLVMBuildICmp(B, sgn ? LLVMIntSGT : LLVMIntUGT, i, stop, "");
-        go_on = LLVMBuildSelect(B, up, below, above, "");
+        go_on = LLVMBuildICmp(B, sgn ? LLVMIntSLT : LLVMIntULT, LLVMBuildXor(B, i, down, ""), stop, "");
     }
     if (!loop_varying) {
         if (!is_for)
@@ -793,9 +796,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
          * the variables it reads being blended (reads_outside), unless a
          * record spares those blends: then the lanes still alive are kept,
          * one mask that the body's blends use as it is */
-        if (is_for || !cheap_expr(st->cond))
+        bool counted = is_for && !lane_counter; /* go_on is every lane: nothing to record */
+        if (!counted && (is_for || !cheap_expr(st->cond)))
             add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
-        active = LLVMBuildAnd(B, active, go_on, "active");
+        if (!counted)
+            active = LLVMBuildAnd(B, active, go_on, "active");
         if (alive) {
             /* (the condition, cheap, ran in the lanes that left too) the
              * masks and-ed as the wide ones they are, so that no compare
@@ -819,7 +824,9 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         s->plain = false; /* lanes leave this inner loop and read on after it */
     }
     if (is_for) {
-        if (kj_uniform_var_varying(s->u, st->var))
+        if (kj_uniform_var_unit(s->u, st->var))
+            LLVMBuildStore(B, i, s->vslots[st->var->id]); /* uniform + lane in every lane */
+        else if (kj_uniform_var_varying(s->u, st->var))
             assign_lanes(s, st->var, lane_counter ? i : splat(s, i), true);
         else
             LLVMBuildStore(B, i, g->slots[st->var->id].scalar);

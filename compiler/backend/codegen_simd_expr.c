@@ -26,9 +26,12 @@ static LLVMValueRef make_pair(Simd *s, LLVMValueRef re, LLVMValueRef im)
  * instruction for either conversion: LLVM would convert lane by lane (and
  * the saturating one with a branch per lane).  Both are exact here in a
  * few vector instructions, with the scalar code's results:
- *   i64 -> f64: hi * 2^32 + lo, the halves converted exactly (hi signed or
- *     unsigned, lo unsigned); the one addition rounds once, to nearest, as
- *     the scalar conversion does;
+ *   i64 -> f64, without a branch: hi = v >> 48 (signed or unsigned) and
+ *     lo = v mod 2^48 become doubles by their bits alone: hi * 2^32 added
+ *     to the bits of 3 * 2^67 (whose unit in the last place is 2^16) gives
+ *     3 * 2^67 + hi * 2^48, less 3 * 2^67 + 2^52 exactly; lo's bits under
+ *     those of 2^52 give 2^52 + lo.  Their sum hi * 2^48 + lo rounds once,
+ *     to nearest, as the scalar conversion does;
  *   f64 -> i64, saturating: t = trunc(x), hi = floor(t / 2^32) and
  *     lo = t - hi * 2^32 are exact integers of 32 bits, converted and put
  *     together; NaN gives 0, and what is out of range the nearest bound.
@@ -64,24 +67,33 @@ static LLVMValueRef fast_or_slow(Simd *s, LLVMValueRef cond, ConvertFn fn, LLVMV
     return phi;
 }
 
-static LLVMValueRef i64_to_f64_split(Simd *s, LLVMValueRef v, bool is_signed)
+static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
 {
     LLVMBuilderRef B = s->b;
     Gen *g = s->g;
-    LLVMTypeRef i64v = vec_of(s, g->t_i64), i32v = vec_of(s, g->t_i32), f64v = vec_of(s, g->t_f64);
-    LLVMValueRef shift = splat_const(s, LLVMConstInt(g->t_i64, 32, 0));
-    LLVMValueRef hi = LLVMBuildTrunc(B, is_signed ? LLVMBuildAShr(B, v, shift, "") : LLVMBuildLShr(B, v, shift, ""),
-                                     i32v, "");
-    LLVMValueRef lo = LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffu, 0)), "");
-    (void)i64v;
-    LLVMValueRef hf = is_signed ? LLVMBuildSIToFP(B, hi, f64v, "") : LLVMBuildUIToFP(B, hi, f64v, "");
-    LLVMValueRef lf = LLVMBuildSIToFP(B, LLVMBuildTrunc(B, LLVMBuildLShr(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""), i32v, ""),
-                                      f64v, "");
-    /* lo as two exact halves: (lo >> 1) * 2 + (lo & 1), each below 2^31 */
-    lf = LLVMBuildFAdd(B, LLVMBuildFMul(B, lf, vconst_f64(s, 2.0), ""),
-                       LLVMBuildUIToFP(B, LLVMBuildTrunc(B, LLVMBuildAnd(B, lo, splat_const(s, LLVMConstInt(g->t_i64, 1, 0)), ""),
-                                                         i32v, ""), f64v, ""), "");
-    return LLVMBuildFAdd(B, LLVMBuildFMul(B, hf, vconst_f64(s, 4294967296.0), ""), lf, "");
+    LLVMTypeRef i64v = vec_of(s, g->t_i64), f64v = vec_of(s, g->t_f64);
+    LLVMTypeRef i32x2 = LLVMVectorType(g->t_i32, (unsigned)(2 * s->lanes));
+    /* hi = v >> 48 in the upper half of each lane, the lower half zero: the
+     * 32-bit halves shifted by 16, the lower ones then replaced by zeros */
+    LLVMValueRef halves = LLVMBuildBitCast(B, v, i32x2, "");
+    LLVMValueRef sixteen[128], pick[128];
+    for (int k = 0; k < 2 * s->lanes; k++) {
+        sixteen[k] = LLVMConstInt(g->t_i32, 16, 0);
+        pick[k] = const_i32(g, k % 2 ? k : 2 * s->lanes + k); /* odd: shifted; even: zero */
+    }
+    LLVMValueRef by16 = LLVMConstVector(sixteen, (unsigned)(2 * s->lanes));
+    halves = is_signed ? LLVMBuildAShr(B, halves, by16, "") : LLVMBuildLShr(B, halves, by16, "");
+    halves = LLVMBuildShuffleVector(B, halves, LLVMConstNull(i32x2),
+                                    LLVMConstVector(pick, (unsigned)(2 * s->lanes)), "");
+    LLVMValueRef hi_bits = LLVMBuildAdd(B, LLVMBuildBitCast(B, halves, i64v, ""),
+                                        splat_const(s, LLVMConstInt(g->t_i64, 0x4438000000000000ull, 0)), "");
+    /* 3 * 2^67 + hi * 2^48, less 3 * 2^67 + 2^52 */
+    LLVMValueRef high = LLVMBuildFSub(B, LLVMBuildBitCast(B, hi_bits, f64v, ""),
+                                      vconst_f64(s, 0x1.8p68 + 0x1p52), "");
+    /* 2^52 + (v mod 2^48) */
+    LLVMValueRef lo_bits = LLVMBuildOr(B, LLVMBuildAnd(B, v, splat_const(s, LLVMConstInt(g->t_i64, 0xffffffffffffull, 0)), ""),
+                                       splat_const(s, LLVMConstInt(g->t_i64, 0x4330000000000000ull, 0)), "");
+    return LLVMBuildFAdd(B, high, LLVMBuildBitCast(B, lo_bits, f64v, ""), "");
 }
 
 static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
@@ -112,26 +124,7 @@ static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
 }
 
 /* The common case first: values that fit 32 bits convert in one packed
- * instruction each way; the split forms above take the rest. */
-static LLVMValueRef i64_to_f64_step(Simd *s, LLVMValueRef v, bool fast, bool is_signed)
-{
-    if (!fast)
-        return i64_to_f64_split(s, v, is_signed);
-    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
-    return LLVMBuildSIToFP(s->b, narrow, vec_of(s, s->g->t_f64), "");
-}
-
-static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
-{
-    /* fits: the value is its low half, sign-extended (non-negative for u64) */
-    LLVMValueRef narrow = LLVMBuildTrunc(s->b, v, vec_of(s, s->g->t_i32), "");
-    LLVMValueRef back = LLVMBuildSExt(s->b, narrow, vec_of(s, s->g->t_i64), "");
-    LLVMValueRef fits = LLVMBuildICmp(s->b, LLVMIntEQ, back, v, "");
-    if (!is_signed)
-        fits = LLVMBuildAnd(s->b, fits, LLVMBuildICmp(s->b, LLVMIntSGE, v, LLVMConstNull(LLVMTypeOf(v)), ""), "");
-    return fast_or_slow(s, all_lanes(s, fits), i64_to_f64_step, v, is_signed);
-}
-
+ * instruction; the split form above takes the rest. */
 static LLVMValueRef f64_to_i64_step(Simd *s, LLVMValueRef x, bool fast, bool unused)
 {
     (void)unused;
@@ -571,11 +564,21 @@ typedef LLVMValueRef (*AccessFn)(Simd *s, const ArrayVal *a, LLVMValueRef offs, 
 static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
                           LLVMValueRef value, AccessFn fn)
 {
-    LLVMValueRef offs = offsets(s, a, indices, count, flat);
     if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
-        return fn(s, a, offs, value, false);
+        return fn(s, a, offsets(s, a, indices, count, flat), value, false);
     if (flat)
-        return fn(s, a, offs, value, true);
+        return fn(s, a, offsets(s, a, indices, count, flat), value, true);
+    /* the uniform indices' part of the offset once, as a scalar; the last
+     * index is lane 0's + the lane's index in every lane (unit), so the
+     * general side's offsets are lane 0's + iota * stride: no multiply of
+     * 64-bit lanes (AVX2 has none) */
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    LLVMValueRef base = const_i64(s->g, 0);
+    for (int k = 0; k + 1 < count; k++) {
+        LLVMValueRef idx = kj_codegen_convert(s->g, kj_codegen_expr(s->g, indices[k]), indices[k]->type, i64);
+        base = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, idx, a->strides[k], ""), "");
+    }
+    LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], i64);
     /* a stride that only the call knows: both ways, picked at run time (the
      * contiguous variants' constant stride folds the test away) */
     LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
@@ -583,10 +586,15 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
                       done = new_block(s->g, "access.done");
     LLVMBuildCondBr(s->b, unit, yes, no);
     LLVMPositionBuilderAtEnd(s->b, yes);
-    LLVMValueRef r1 = fn(s, a, offs, value, true);
+    LLVMValueRef r1 = fn(s, a, LLVMBuildAdd(s->b, splat(s, base), last, ""), value, true);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
     LLVMPositionBuilderAtEnd(s->b, no);
+    LLVMValueRef stride = a->strides[count - 1];
+    LLVMValueRef last0 = LLVMBuildExtractElement(s->b, last, const_i32(s->g, 0), "");
+    LLVMValueRef first = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, last0, stride, ""), "");
+    LLVMValueRef offs = LLVMBuildAdd(s->b, splat(s, first),
+                                     LLVMBuildMul(s->b, iota(s, s->g->t_i64), splat(s, stride), ""), "");
     LLVMValueRef r2 = fn(s, a, offs, value, false);
     LLVMBasicBlockRef no_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
@@ -686,7 +694,23 @@ static LLVMValueRef store_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVM
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
         LLVMTypeRef ts[2] = {mt, g->t_ptr};
         LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
+        if (!s->wide_masks || LLVMIsConstant(s->mask)) {
+            kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+            return NULL;
+        }
+        /* Without AVX-512 a masked store of bytes or halves is a branch
+         * and a store per lane (and of wider elements a slow vmaskmov):
+         * when every lane is active (the usual case), one plain store. */
+        LLVMBasicBlockRef all_bb = new_block(g, "store.all"), some_bb = new_block(g, "store.some"),
+                          done = new_block(g, "store.done");
+        LLVMBuildCondBr(s->b, all_lanes(s, s->mask), all_bb, some_bb);
+        LLVMPositionBuilderAtEnd(s->b, all_bb);
+        LLVMSetAlignment(LLVMBuildStore(s->b, value, p), (unsigned)kj_type_size(a->elem));
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, some_bb);
         kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+        LLVMBuildBr(s->b, done);
+        LLVMPositionBuilderAtEnd(s->b, done);
     } else {
         /* lanes that meet at one element store in lane order: the last
          * active lane's value stays, as when the threads run one by one */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kjit.h"
+#include "fixture.h"
 #include "rng.h"
 
 static const char source[] =
@@ -63,12 +64,6 @@ static uint64_t rng_state;
 static void seed_rng(void) { rng_seed(&rng_state, "test_guvectorize"); }
 static double uniform(double lo, double hi) { return rng_uniform(&rng_state, lo, hi); }
 
-typedef struct Fixture {
-    kjit_context *context;
-    kjit_module *module;
-    kjit_target target;
-} Fixture;
-
 /* The targets to run on: cpu, parallel, and cuda when a GPU is usable (the
  * check is made in the forked test, never in the suite's parent). */
 static int targets_here(kjit_target *out)
@@ -82,32 +77,6 @@ static int targets_here(kjit_target *out)
     else
         printf("test_guvectorize: cuda skipped: no CUDA driver (%s)\n", reason);
     return n;
-}
-
-static Fixture open_fixture(kjit_target target)
-{
-    Fixture f = {.target = target};
-    kjit_options options;
-    kjit_options_init(&options);
-    options.target = target;
-    options.num_threads = target == KJIT_TARGET_PARALLEL ? 3 : 0;
-    ck_assert_int_eq(kjit_context_create(&options, &f.context), KJIT_OK);
-    kjit_status status = kjit_compile_string(f.context, "gufunc.kern", source, &f.module);
-    ck_assert_msg(status == KJIT_OK, "compile: %s", kjit_last_error(f.context));
-    return f;
-}
-
-static void close_fixture(Fixture *f)
-{
-    kjit_module_free(f->module);
-    kjit_context_destroy(f->context);
-}
-
-static kjit_function *fn(Fixture *f, const char *name)
-{
-    kjit_function *function = NULL;
-    ck_assert_int_eq(kjit_module_function(f->module, name, &function), KJIT_OK);
-    return function;
 }
 
 static double *random_f64(int64_t count, double lo, double hi)
@@ -135,7 +104,7 @@ static void check_dot(Fixture *f, int andim, const int64_t *ashape, int bndim,
     kjit_array B = kjit_array_make(b, KJIT_F64, bndim, bshape);
     kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
     kjit_array r;
-    kjit_status status = kjit_call(fn(f, "dot"), args, 2, NULL, &r);
+    kjit_status status = kjit_call(fixture_fn(f, "dot"), args, 2, NULL, &r);
     ck_assert_msg(status == KJIT_OK, "dot: %s", kjit_last_error(f->context));
     /* The loop shape: the two loop shapes broadcast. */
     int ln = andim - 1 > bndim - 1 ? andim - 1 : bndim - 1;
@@ -189,7 +158,7 @@ START_TEST(dot_against_float64)
     kjit_target targets[3];
     int count = targets_here(targets);
     for (int t = 0; t < count; t++) {
-        Fixture f = open_fixture(targets[t]);
+        Fixture f = fixture_open(targets[t], "gufunc.kern", source);
         int64_t rows = 1000 + (int64_t)uniform(0, 999); /* rarely a multiple of anything */
         int64_t n = 1 + (int64_t)uniform(0, 40);
         check_dot(&f, 2, (int64_t[]){rows, n}, 2, (int64_t[]){rows, n});
@@ -200,7 +169,7 @@ START_TEST(dot_against_float64)
         check_dot(&f, 2, (int64_t[]){33, n}, 1, (int64_t[]){n});           /* b broadcast */
         check_dot(&f, 2, (int64_t[]){3, 0}, 2, (int64_t[]){3, 0});         /* empty cores */
         check_dot(&f, 4, (int64_t[]){2, 3, 1, n}, 3, (int64_t[]){1, 4, n}); /* 3 loop dims */
-        close_fixture(&f);
+        fixture_close(&f);
     }
 }
 END_TEST
@@ -213,7 +182,7 @@ START_TEST(matmul_against_float64)
     kjit_target targets[3];
     int count = targets_here(targets);
     for (int t = 0; t < count; t++) {
-        Fixture f = open_fixture(targets[t]);
+        Fixture f = fixture_open(targets[t], "gufunc.kern", source);
         int64_t L = 3 + (int64_t)uniform(0, 20), M = 1 + (int64_t)uniform(0, 7);
         int64_t N = 1 + (int64_t)uniform(0, 9), P = 1 + (int64_t)uniform(0, 6);
         /* a: (L, M, N) f32; b: (N, P) given as the transpose of a (P, N)
@@ -237,7 +206,7 @@ START_TEST(matmul_against_float64)
         C.strides[1] = 8 * P;
         C.strides[0] = 8 * P * M;
         kjit_arg args[3] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&C)};
-        kjit_status status = kjit_call(fn(&f, "matmul"), args, 3, NULL, NULL);
+        kjit_status status = kjit_call(fixture_fn(&f, "matmul"), args, 3, NULL, NULL);
         ck_assert_msg(status == KJIT_OK, "matmul: %s", kjit_last_error(f.context));
         for (int64_t l = 0; l < L; l++)
             for (int64_t i = 0; i < M; i++)
@@ -258,7 +227,7 @@ START_TEST(matmul_against_float64)
         free(a);
         free(bt);
         free(big);
-        close_fixture(&f);
+        fixture_close(&f);
     }
 }
 END_TEST
@@ -271,7 +240,7 @@ START_TEST(moving_average_and_norms)
     kjit_target targets[3];
     int count = targets_here(targets);
     for (int t = 0; t < count; t++) {
-        Fixture f = open_fixture(targets[t]);
+        Fixture f = fixture_open(targets[t], "gufunc.kern", source);
         int64_t rows = 2 + (int64_t)uniform(0, 50), n = 1 + (int64_t)uniform(0, 300);
         double *x = random_f64(rows * n, -10, 10);
         kjit_array X = kjit_array_make(x, KJIT_F64, 2, (int64_t[]){rows, n});
@@ -284,7 +253,7 @@ START_TEST(moving_average_and_norms)
         for (int pass = 0; pass < 2; pass++) {
             kjit_arg args[2] = {kjit_arg_array(&X), pass ? kjit_arg_array(&W) : kjit_arg_i64(4)};
             kjit_array r;
-            kjit_status status = kjit_call(fn(&f, "moving_average"), args, 2, NULL, &r);
+            kjit_status status = kjit_call(fixture_fn(&f, "moving_average"), args, 2, NULL, &r);
             ck_assert_msg(status == KJIT_OK, "moving_average: %s", kjit_last_error(f.context));
             ck_assert_int_eq(r.ndim, 2);
             ck_assert_int_eq(r.shape[0], rows);
@@ -314,7 +283,7 @@ START_TEST(moving_average_and_norms)
         kjit_array Y = kjit_array_make(y, KJIT_F64, 3, (int64_t[]){d0, d1, n});
         kjit_arg arg = kjit_arg_array(&Y);
         kjit_array r;
-        ck_assert_msg(kjit_call(fn(&f, "row_norm"), &arg, 1, NULL, &r) == KJIT_OK, "%s",
+        ck_assert_msg(kjit_call(fixture_fn(&f, "row_norm"), &arg, 1, NULL, &r) == KJIT_OK, "%s",
                       kjit_last_error(f.context));
         ck_assert_int_eq(r.ndim, 2);
         for (int64_t e = 0; e < d0 * d1; e++) {
@@ -328,7 +297,7 @@ START_TEST(moving_average_and_norms)
         kjit_array_free(&r);
         free(x);
         free(y);
-        close_fixture(&f);
+        fixture_close(&f);
     }
 }
 END_TEST
@@ -341,7 +310,7 @@ START_TEST(several_outputs_given)
     kjit_target targets[3];
     int count = targets_here(targets);
     for (int t = 0; t < count; t++) {
-        Fixture f = open_fixture(targets[t]);
+        Fixture f = fixture_open(targets[t], "gufunc.kern", source);
         int64_t rows = 1 + (int64_t)uniform(0, 100), n = 1 + (int64_t)uniform(0, 50);
         double *x = random_f64(rows * n, -5, 5);
         double *lo = calloc((size_t)rows, sizeof *lo), *hi = calloc((size_t)rows, sizeof *hi);
@@ -349,7 +318,7 @@ START_TEST(several_outputs_given)
         kjit_array LO = kjit_array_make(lo, KJIT_F64, 1, &rows);
         kjit_array HI = kjit_array_make(hi, KJIT_F64, 1, &rows);
         kjit_arg args[3] = {kjit_arg_array(&X), kjit_arg_array(&LO), kjit_arg_array(&HI)};
-        kjit_function *min_max = fn(&f, "min_max");
+        kjit_function *min_max = fixture_fn(&f, "min_max");
         ck_assert_msg(kjit_call(min_max, args, 3, NULL, NULL) == KJIT_OK, "%s",
                       kjit_last_error(f.context));
         for (int64_t r = 0; r < rows; r++) {
@@ -365,7 +334,7 @@ START_TEST(several_outputs_given)
         free(x);
         free(lo);
         free(hi);
-        close_fixture(&f);
+        fixture_close(&f);
     }
 }
 END_TEST
@@ -380,7 +349,7 @@ START_TEST(device_arrays_on_a_stream)
         printf("device_arrays_on_a_stream: skipped: no CUDA driver (%s)\n", reason);
         return;
     }
-    Fixture f = open_fixture(KJIT_TARGET_CUDA);
+    Fixture f = fixture_open(KJIT_TARGET_CUDA, "gufunc.kern", source);
     int64_t rows = 4097, n = 16;
     double *a = random_f64(rows * n, -1, 1), *b = random_f64(rows * n, -1, 1);
     double *out = calloc((size_t)rows, sizeof *out);
@@ -395,7 +364,7 @@ START_TEST(device_arrays_on_a_stream)
     ck_assert_int_eq(kjit_copy(f.context, &dA, &A, stream), KJIT_OK);
     ck_assert_int_eq(kjit_copy(f.context, &dB, &B, stream), KJIT_OK);
     kjit_arg args[2] = {kjit_arg_array(&dA), kjit_arg_array(&dB)};
-    ck_assert_msg(kjit_call_async(fn(&f, "dot"), args, 2, &dOut, stream) == KJIT_OK, "%s",
+    ck_assert_msg(kjit_call_async(fixture_fn(&f, "dot"), args, 2, &dOut, stream) == KJIT_OK, "%s",
                   kjit_last_error(f.context));
     kjit_array Out = kjit_array_make(out, KJIT_F64, 1, &rows);
     ck_assert_int_eq(kjit_copy(f.context, &Out, &dOut, stream), KJIT_OK);
@@ -414,7 +383,7 @@ START_TEST(device_arrays_on_a_stream)
     free(a);
     free(b);
     free(out);
-    close_fixture(&f);
+    fixture_close(&f);
 }
 END_TEST
 
@@ -451,7 +420,7 @@ static kjit_status call_dot(Fixture *f, kjit_array *a, kjit_array *b, kjit_array
 {
     kjit_arg args[2] = {kjit_arg_array(a), kjit_arg_array(b)};
     kjit_array r;
-    kjit_status status = kjit_call(fn(f, "dot"), args, 2, out, out ? NULL : &r);
+    kjit_status status = kjit_call(fixture_fn(f, "dot"), args, 2, out, out ? NULL : &r);
     if (status == KJIT_OK && !out)
         kjit_array_free(&r);
     return status;
@@ -459,7 +428,7 @@ static kjit_status call_dot(Fixture *f, kjit_array *a, kjit_array *b, kjit_array
 
 START_TEST(errors_name_the_problem)
 {
-    Fixture f = open_fixture(KJIT_TARGET_CPU);
+    Fixture f = fixture_open(KJIT_TARGET_CPU, "gufunc.kern", source);
     double data[64] = {0};
     kjit_array a16 = kjit_array_make(data, KJIT_F64, 2, (int64_t[]){4, 16});
     kjit_array a12 = kjit_array_make(data, KJIT_F64, 2, (int64_t[]){4, 12});
@@ -497,21 +466,21 @@ START_TEST(errors_name_the_problem)
 
     kjit_arg one = kjit_arg_array(&a16);
     kjit_array r;
-    ck_assert_int_eq(kjit_call(fn(&f, "dot"), &one, 1, NULL, &r), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kjit_call(fixture_fn(&f, "dot"), &one, 1, NULL, &r), KJIT_ERROR_INVALID_ARGUMENT);
 
     /* matmul's n: named with the letter, as written in the layout. */
     kjit_array m23 = kjit_array_make(data, KJIT_F64, 2, (int64_t[]){2, 3});
     kjit_array m42 = kjit_array_make(data, KJIT_F64, 2, (int64_t[]){4, 2});
     kjit_arg margs[2] = {kjit_arg_array(&m23), kjit_arg_array(&m42)};
-    ck_assert_int_eq(kjit_call(fn(&f, "matmul"), margs, 2, NULL, &r), KJIT_ERROR_SHAPE);
+    ck_assert_int_eq(kjit_call(fixture_fn(&f, "matmul"), margs, 2, NULL, &r), KJIT_ERROR_SHAPE);
     ck_assert_str_eq(kjit_last_error(f.context),
                      "matmul: core dimension n: 3 in argument 0, 4 in argument 1");
 
-    ck_assert_str_eq(kjit_function_layout(fn(&f, "matmul")), "(m, n), (n, p) -> (m, p)");
-    ck_assert_int_eq(kjit_function_layout_inputs(fn(&f, "min_max")), 1);
-    ck_assert_int_eq(kjit_function_layout_outputs(fn(&f, "min_max")), 2);
-    ck_assert_int_eq(kjit_function_kind_of(fn(&f, "dot")), KJIT_FUNCTION_GUVECTORIZE);
-    close_fixture(&f);
+    ck_assert_str_eq(kjit_function_layout(fixture_fn(&f, "matmul")), "(m, n), (n, p) -> (m, p)");
+    ck_assert_int_eq(kjit_function_layout_inputs(fixture_fn(&f, "min_max")), 1);
+    ck_assert_int_eq(kjit_function_layout_outputs(fixture_fn(&f, "min_max")), 2);
+    ck_assert_int_eq(kjit_function_kind_of(fixture_fn(&f, "dot")), KJIT_FUNCTION_GUVECTORIZE);
+    fixture_close(&f);
 }
 END_TEST
 

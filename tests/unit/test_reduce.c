@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kjit.h"
+#include "fixture.h"
 #include "rng.h"
 
 static const char source[] =
@@ -38,37 +39,6 @@ static uint64_t rng_state;
 static void seed_rng(void) { rng_seed(&rng_state, "test_reduce"); }
 static double uniform(double lo, double hi) { return rng_uniform(&rng_state, lo, hi); }
 
-typedef struct Fixture {
-    kjit_context *context;
-    kjit_module *module;
-} Fixture;
-
-static Fixture open_fixture(kjit_target target)
-{
-    Fixture f;
-    kjit_options options;
-    kjit_options_init(&options);
-    options.target = target;
-    options.num_threads = target == KJIT_TARGET_PARALLEL ? 3 : 0;
-    ck_assert_int_eq(kjit_context_create(&options, &f.context), KJIT_OK);
-    kjit_status status = kjit_compile_string(f.context, "reduce.kern", source, &f.module);
-    ck_assert_msg(status == KJIT_OK, "compile: %s", kjit_last_error(f.context));
-    return f;
-}
-
-static void close_fixture(Fixture *f)
-{
-    kjit_module_free(f->module);
-    kjit_context_destroy(f->context);
-}
-
-static kjit_function *fn(Fixture *f, const char *name)
-{
-    kjit_function *function = NULL;
-    ck_assert_int_eq(kjit_module_function(f->module, name, &function), KJIT_OK);
-    return function;
-}
-
 /* The float error bound of docs/language.md: each level of the tree adds at
  * most B/L - 1 + log2(L) = 36 roundings to any element's path. */
 static double error_bound(int64_t n, double unit, double sum_abs)
@@ -83,8 +53,8 @@ static double error_bound(int64_t n, double unit, double sum_abs)
 static void check_sums(kjit_target target)
 {
     seed_rng();
-    Fixture f = open_fixture(target);
-    kjit_function *vsum = fn(&f, "vsum");
+    Fixture f = fixture_open(target, "reduce.kern", source);
+    kjit_function *vsum = fixture_fn(&f, "vsum");
     const int64_t sizes[] = {1, 2, 31, 32, 33, 1000, 1023, 1024, 1025, 2048, 33001,
                              1048576, 1048576 + 1024 + 5};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
@@ -121,7 +91,7 @@ static void check_sums(kjit_target target)
         free(x);
         free(y);
     }
-    close_fixture(&f);
+    fixture_close(&f);
 }
 
 START_TEST(sums_within_the_bound_cpu)
@@ -144,7 +114,7 @@ static void results(kjit_target target, const char *form, const float *x, const 
         setenv("KJIT_REDUCE_FORM", form, 1);
     else
         unsetenv("KJIT_REDUCE_FORM");
-    Fixture f = open_fixture(target);
+    Fixture f = fixture_open(target, "reduce.kern", source);
     kjit_array X = kjit_array_make((void *)x, KJIT_F32, 1, &n);
     kjit_array Y = kjit_array_make((void *)y, KJIT_F32, 1, &n);
     kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&Y)};
@@ -152,7 +122,7 @@ static void results(kjit_target target, const char *form, const float *x, const 
     int nargs[3] = {1, 2, 1};
     for (int k = 0; k < 3; k++) {
         kjit_array r;
-        ck_assert_msg(kjit_reduce(fn(&f, names[k]), args, nargs[k], NULL, 0, NULL, NULL, &r) ==
+        ck_assert_msg(kjit_reduce(fixture_fn(&f, names[k]), args, nargs[k], NULL, 0, NULL, NULL, &r) ==
                           KJIT_OK, "%s: %s", names[k], kjit_last_error(f.context));
         memcpy(&out[k], r.data, 4);
         kjit_array_free(&r);
@@ -163,13 +133,13 @@ static void results(kjit_target target, const char *form, const float *x, const 
     kjit_arg m = kjit_arg_array(&M);
     int axis = 1;
     kjit_array r;
-    ck_assert_int_eq(kjit_reduce(fn(&f, "vsum"), &m, 1, &axis, 1, NULL, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(kjit_reduce(fixture_fn(&f, "vsum"), &m, 1, &axis, 1, NULL, NULL, &r), KJIT_OK);
     uint32_t h = 0;
     for (int i = 0; i < 7; i++)
         h = h * 31 + ((uint32_t *)r.data)[i];
     out[3] = h;
     kjit_array_free(&r);
-    close_fixture(&f);
+    fixture_close(&f);
     unsetenv("KJIT_REDUCE_FORM");
 }
 
@@ -200,7 +170,7 @@ END_TEST
 START_TEST(integers_are_exact)
 {
     seed_rng();
-    Fixture f = open_fixture(KJIT_TARGET_PARALLEL);
+    Fixture f = fixture_open(KJIT_TARGET_PARALLEL, "reduce.kern", source);
     int64_t n = 2 * 1048576 + 3;
     int64_t *x = malloc((size_t)n * sizeof *x);
     int32_t *y = malloc((size_t)n * sizeof *y);
@@ -215,22 +185,22 @@ START_TEST(integers_are_exact)
     kjit_array X = kjit_array_make(x, KJIT_I64, 1, &n), Y = kjit_array_make(y, KJIT_I32, 1, &n);
     kjit_arg a = kjit_arg_array(&X), b = kjit_arg_array(&Y);
     kjit_array r;
-    ck_assert_int_eq(kjit_reduce(fn(&f, "vsum"), &a, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(kjit_reduce(fixture_fn(&f, "vsum"), &a, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
     ck_assert_int_eq(*(int64_t *)r.data, sum);
     kjit_array_free(&r);
-    ck_assert_int_eq(kjit_reduce(fn(&f, "vmax"), &b, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
+    ck_assert_int_eq(kjit_reduce(fixture_fn(&f, "vmax"), &b, 1, NULL, 0, NULL, NULL, &r), KJIT_OK);
     ck_assert_int_eq(*(int32_t *)r.data, most);
     kjit_array_free(&r);
     free(x);
     free(y);
-    close_fixture(&f);
+    fixture_close(&f);
 }
 END_TEST
 
 START_TEST(empty_one_and_init)
 {
-    Fixture f = open_fixture(KJIT_TARGET_CPU);
-    kjit_function *vsum = fn(&f, "vsum"), *vmax = fn(&f, "vmax");
+    Fixture f = fixture_open(KJIT_TARGET_CPU, "reduce.kern", source);
+    kjit_function *vsum = fixture_fn(&f, "vsum"), *vmax = fixture_fn(&f, "vmax");
     double x[1] = {2.5};
     int64_t zero = 0, one = 1;
     kjit_array E = kjit_array_make(x, KJIT_F64, 1, &zero), O = kjit_array_make(x, KJIT_F64, 1, &one);
@@ -277,7 +247,7 @@ START_TEST(empty_one_and_init)
     ck_assert_int_eq(kjit_reduce(vsum, &e3, 1, &axis, 1, NULL, NULL, &r), KJIT_OK);
     ck_assert_int_eq(r.shape[0], 0);
     kjit_array_free(&r);
-    close_fixture(&f);
+    fixture_close(&f);
 }
 END_TEST
 
@@ -291,8 +261,8 @@ static void leading_sums(kjit_target target, const char *form, const double *x, 
 {
     if (form)
         setenv("KJIT_REDUCE_FORM", form, 1);
-    Fixture f = open_fixture(target);
-    kjit_function *vsum = fn(&f, "vsum");
+    Fixture f = fixture_open(target, "reduce.kern", source);
+    kjit_function *vsum = fixture_fn(&f, "vsum");
     int64_t at = 0;
     /* axis 0 of 2-D shapes; axes (0, 1) and axis 0 of a 3-D one */
     int64_t shapes[4][3] = {{2500, 37, 0}, {1, 9, 0}, {1025, 1, 0}, {40, 70, 9}};
@@ -347,7 +317,7 @@ static void leading_sums(kjit_target target, const char *form, const double *x, 
         }
     free(y);
     *count = at;
-    close_fixture(&f);
+    fixture_close(&f);
     unsetenv("KJIT_REDUCE_FORM");
 }
 
@@ -444,7 +414,7 @@ static size_t strided_results(kjit_target target, const char *form, const Stride
         setenv("KJIT_REDUCE_FORM", form, 1);
     else
         unsetenv("KJIT_REDUCE_FORM");
-    Fixture f = open_fixture(target);
+    Fixture f = fixture_open(target, "reduce.kern", source);
     size_t at = 0;
     for (int c = 0; c < STRIDED_CASES; c++) {
         const StridedCase *k = &strided_cases[c];
@@ -460,7 +430,7 @@ static size_t strided_results(kjit_target target, const char *form, const Stride
         }
         kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&Y)};
         kjit_array r;
-        ck_assert_msg(kjit_reduce(fn(&f, k->function), args, k->second ? 2 : 1, k->axes,
+        ck_assert_msg(kjit_reduce(fixture_fn(&f, k->function), args, k->second ? 2 : 1, k->axes,
                                   k->naxes, NULL, NULL, &r) == KJIT_OK,
                       "case %d: %s", c, kjit_last_error(f.context));
         /* the reference: every element of X (and Y) to its output */
@@ -516,7 +486,7 @@ static size_t strided_results(kjit_target target, const char *form, const Stride
         free(seen);
         kjit_array_free(&r);
     }
-    close_fixture(&f);
+    fixture_close(&f);
     unsetenv("KJIT_REDUCE_FORM");
     return at;
 }
@@ -580,8 +550,8 @@ START_TEST(every_axis_combination_of_3d)
     for (int64_t i = 0; i < n; i++)
         x[i] = uniform(-1, 1);
     for (int t = 0; t < 2; t++) {
-        Fixture f = open_fixture(targets[t]);
-        kjit_function *vsum = fn(&f, "vsum");
+        Fixture f = fixture_open(targets[t], "reduce.kern", source);
+        kjit_function *vsum = fixture_fn(&f, "vsum");
         for (int transposed = 0; transposed < 2; transposed++) {
             kjit_array X = kjit_array_make(x, KJIT_F64, 3, shape);
             if (transposed) { /* a view of shape (5, 1500, 3) */
@@ -630,7 +600,7 @@ START_TEST(every_axis_combination_of_3d)
                 kjit_array_free(&r);
             }
         }
-        close_fixture(&f);
+        fixture_close(&f);
     }
     free(x);
 }
@@ -641,8 +611,8 @@ END_TEST
 START_TEST(fused_map_broadcasts)
 {
     seed_rng();
-    Fixture f = open_fixture(KJIT_TARGET_PARALLEL);
-    kjit_function *dot = fn(&f, "dot"), *sumsq = fn(&f, "sumsq");
+    Fixture f = fixture_open(KJIT_TARGET_PARALLEL, "reduce.kern", source);
+    kjit_function *dot = fixture_fn(&f, "dot"), *sumsq = fixture_fn(&f, "sumsq");
     int64_t n = 5000, shape[2] = {4, 5000};
     double *a = malloc(sizeof *a * 4 * (size_t)n), *v = malloc(sizeof *v * (size_t)n);
     for (int64_t i = 0; i < 4 * n; i++)
@@ -683,14 +653,14 @@ START_TEST(fused_map_broadcasts)
     kjit_array_free(&r);
     free(a);
     free(v);
-    close_fixture(&f);
+    fixture_close(&f);
 }
 END_TEST
 
 START_TEST(errors_name_the_problem)
 {
-    Fixture f = open_fixture(KJIT_TARGET_CPU);
-    kjit_function *vsum = fn(&f, "vsum"), *dot = fn(&f, "dot");
+    Fixture f = fixture_open(KJIT_TARGET_CPU, "reduce.kern", source);
+    kjit_function *vsum = fixture_fn(&f, "vsum"), *dot = fixture_fn(&f, "dot");
     double x[6] = {0};
     int64_t shape[2] = {2, 3};
     kjit_array X = kjit_array_make(x, KJIT_F64, 2, shape);
@@ -719,7 +689,7 @@ START_TEST(errors_name_the_problem)
     kjit_arg plain[1] = {arg};
     ck_assert_int_eq(kjit_call(vsum, plain, 1, NULL, &r), KJIT_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kjit_last_error(f.context), "kjit_reduce"));
-    close_fixture(&f);
+    fixture_close(&f);
 }
 END_TEST
 

@@ -8,9 +8,10 @@
  * continue, return and their condition, integer division by varying
  * divisors (zeros and -1 among them), shifts by varying counts, saturating
  * conversions, gathers, scatters, atomics, complex values, and blocks of
- * every shape (1, 3, 7, 33 threads across; 3-D).  Last, the SIMD path must
- * be the one taken: the Mandelbrot kernel's assembly has packed multiplies
- * with it and none without.
+ * every shape (1, 3, 7, 33 threads across; 3-D), grid-stride loops.  Last,
+ * the SIMD path must be the one taken: the Mandelbrot kernel's assembly has
+ * packed multiplies with it and none without, and its pixels are stored
+ * as vectors.
  */
 #include <check.h>
 #include <math.h>
@@ -96,6 +97,36 @@ static const char source[] =
     "    let j: i64 = 0;\n"
     "    while j < n && a[j] > 0.5 { j += 1; }\n"
     "    if j > 0 { out[i] = out[i] + f64(j); }\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn grid_stride(src: i64[], usrc: u64[], image: u8[,], wide: i16[,], conv: f64[,], uconv: f64[,],\n"
+    "               back: i64[], rev: i32[]) {\n"
+    "    let h = image.shape[0];\n"
+    "    let w = image.shape[1];\n"
+    "    let sx, sy = grid(2);\n"
+    "    let gx, gy = gridsize(2);\n"
+    "    for x in range(sx, w, gx) {\n"
+    "        let fx = f64(src[x]);\n"
+    "        for y in range(sy, h, gy) {\n"
+    "            image[y, x] = u8(src[x] + y * 7);\n"
+    "            wide[y, x] = i16(x * 3 - y);\n"
+    "            conv[y, x] = f64(src[x] ^ y);\n"
+    "            uconv[y, x] = f64(usrc[x] ^ u64(y));\n"
+    "        }\n"
+    "        let acc: i64 = 0;\n"
+    "        for j in range(3, -3, -2) { acc = acc * 5 + j * x; }\n"
+    "        if sy == 0 { back[x] = acc + i64(fx / 1024.0); }\n"
+    "    }\n"
+    "    for t in range(sx, w, gx) {\n"
+    "        let t0 = t;\n"
+    "        if t % 5 == 1 { t = t + 1000; }\n"
+    "        if sy == 0 { back[t0] += t - t0; }\n"
+    "    }\n"
+    "    if sy == 0 {\n"
+    "        for k in range(w - 1 - sx, -1, -gx) { rev[k] = i32(k * 2 + 1); }\n"
+    "        for u in range(u64(sx), u64(w), u64(gx)) { rev[w + i64(u)] = i32(u) * 3; }\n"
+    "    }\n"
     "}\n"
     "\n"
     "@vectorize(i64(i64))\n"
@@ -474,6 +505,105 @@ END_TEST
 START_TEST(complex_escape_time_parallel) { escape_grid_on(KJIT_TARGET_PARALLEL); }
 END_TEST
 
+/*
+ * Grid-stride loops over a 2-D image, the grid smaller than the image (the
+ * lanes step on, some of them done): a counter started at uniform + lane
+ * stores bytes and halves contiguously (through views whose last stride is
+ * 1, and through strided ones), a uniform counter under the varying loop
+ * indexes rows, i64 and u64 of every magnitude become f64, and loops count
+ * down (by lanes and uniformly) and over u64.
+ */
+static int64_t wide_random(void)
+{
+    uint64_t r = next_random();
+    return (int64_t)(r >> (next_random() % 64)) * (next_random() & 1 ? -1 : 1);
+}
+
+static void grid_stride_on(kjit_target target)
+{
+    Pair p = open_pair(target);
+    enum { W = 101, H = 13, PAD = 2 };
+    int64_t src[W];
+    uint64_t usrc[W];
+    for (int x = 0; x < W; x++) {
+        src[x] = wide_random();
+        usrc[x] = next_random() >> (next_random() % 64);
+    }
+    src[0] = INT64_MIN, src[1] = INT64_MAX, src[2] = (1ll << 53) + 1, usrc[0] = UINT64_MAX;
+    uint8_t *image[2];
+    int16_t *wide[2];
+    double *conv[2], *uconv[2];
+    int64_t back[2][W];
+    int32_t rev[2][2 * W];
+    for (int s = 0; s < 2; s++) {
+        image[s] = malloc(W * H * PAD), wide[s] = malloc(W * H * PAD * sizeof(int16_t));
+        conv[s] = malloc(W * H * sizeof(double)), uconv[s] = malloc(W * H * sizeof(double));
+    }
+    const uint32_t shapes[][3] = {{1, 1, 1}, {3, 1, 1}, {7, 2, 1}, {33, 1, 1}, {64, 1, 1}, {8, 4, 1}};
+    for (size_t b = 0; b < sizeof shapes / sizeof shapes[0]; b++)
+        for (int strided = 0; strided < 2; strided++) {
+            /* about two thirds of the image across, a third down */
+            uint32_t grid[3] = {(2 * W / 3 + shapes[b][0] - 1) / shapes[b][0],
+                                (H / 3 + shapes[b][1] - 1) / shapes[b][1], 1};
+            int64_t shape1[1] = {W}, shape2[2] = {H, W}, rshape[1] = {2 * W};
+            for (int s = 0; s < 2; s++) {
+                memset(image[s], 0x55, W * H * PAD), memset(wide[s], 0x55, W * H * PAD * sizeof(int16_t));
+                memset(back[s], 0x55, sizeof back[s]), memset(rev[s], 0x55, sizeof rev[s]);
+                kjit_array as = kjit_array_make(src, KJIT_I64, 1, shape1), au = kjit_array_make(usrc, KJIT_U64, 1, shape1);
+                kjit_array ai = kjit_array_make(image[s], KJIT_U8, 2, shape2);
+                kjit_array aw = kjit_array_make(wide[s], KJIT_I16, 2, shape2);
+                if (strided) {
+                    /* every other element of rows twice as long */
+                    ai.strides[0] *= PAD, ai.strides[1] *= PAD, aw.strides[0] *= PAD, aw.strides[1] *= PAD;
+                }
+                kjit_array ac = kjit_array_make(conv[s], KJIT_F64, 2, shape2),
+                           auc = kjit_array_make(uconv[s], KJIT_F64, 2, shape2),
+                           ab = kjit_array_make(back[s], KJIT_I64, 1, shape1),
+                           ar = kjit_array_make(rev[s], KJIT_I32, 1, rshape);
+                kjit_arg args[8] = {kjit_arg_array(&as), kjit_arg_array(&au), kjit_arg_array(&ai),
+                                    kjit_arg_array(&aw), kjit_arg_array(&ac), kjit_arg_array(&auc),
+                                    kjit_arg_array(&ab), kjit_arg_array(&ar)};
+                launch(&p, s, "grid_stride", grid, shapes[b], args, 8);
+            }
+            ck_assert(memcmp(image[0], image[1], W * H * PAD) == 0);
+            ck_assert(memcmp(wide[0], wide[1], W * H * PAD * sizeof(int16_t)) == 0);
+            ck_assert(memcmp(conv[0], conv[1], W * H * sizeof(double)) == 0);
+            ck_assert(memcmp(uconv[0], uconv[1], W * H * sizeof(double)) == 0);
+            ck_assert(memcmp(back[0], back[1], sizeof back[0]) == 0);
+            ck_assert(memcmp(rev[0], rev[1], sizeof rev[0]) == 0);
+            int step = strided ? PAD : 1;
+            for (int64_t y = 0; y < H; y++)
+                for (int64_t x = 0; x < W; x++) {
+                    int64_t at = y * W + x;
+                    ck_assert_int_eq(image[1][at * step], (uint8_t)(src[x] + y * 7));
+                    ck_assert_int_eq(wide[1][at * step], (int16_t)(x * 3 - y));
+                    /* C's conversions round to nearest, as the scalar code's */
+                    ck_assert_msg(conv[1][at] == (double)(src[x] ^ y), "conv[%lld, %lld]: %a, want %a",
+                                  (long long)y, (long long)x, conv[1][at], (double)(src[x] ^ y));
+                    ck_assert_msg(uconv[1][at] == (double)(usrc[x] ^ (uint64_t)y), "uconv[%lld, %lld]: %a",
+                                  (long long)y, (long long)x, uconv[1][at]);
+                }
+            for (int64_t x = 0; x < W; x++) {
+                int64_t acc = 0;
+                for (int64_t j = 3; j > -3; j -= 2)
+                    acc = acc * 5 + j * x;
+                double fx = (double)src[x] / 1024.0;
+                int64_t tail = fx >= 9223372036854775807.0 ? INT64_MAX : (int64_t)fx;
+                ck_assert_int_eq(back[1][x], (x % 5 == 1 ? 1000 : 0) + acc + tail);
+                ck_assert_int_eq(rev[1][x], (int32_t)(x * 2 + 1));
+                ck_assert_int_eq(rev[1][W + x], (int32_t)(x * 3));
+            }
+        }
+    for (int s = 0; s < 2; s++)
+        free(image[s]), free(wide[s]), free(conv[s]), free(uconv[s]);
+    close_pair(&p);
+}
+
+START_TEST(grid_stride_loops_cpu) { grid_stride_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(grid_stride_loops_parallel) { grid_stride_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
 /* A uniform load behind a varying && (a[n - 1]) runs only when some lane
  * gets there: with n = 0 and an empty array it must not run at all. */
 static void guarded_on(kjit_target target)
@@ -716,6 +846,21 @@ START_TEST(mandelbrot_runs_on_lanes)
     }
     ck_assert_msg(packed[0] == 0, "the scalar code has %d packed multiplies", packed[0]);
     ck_assert_msg(packed[1] >= 6, "the SIMD code has %d packed multiplies", packed[1]);
+    /* its grid-stride loops' counters: x uniform + lane, y uniform, so the
+     * pixels are stored as a vector of bytes (when the image's rows are
+     * contiguous; scattered when not) */
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.cpu_simd = 1;
+    char *bytes = NULL, *error = NULL;
+    size_t size = 0;
+    ck_assert_msg(kjit_stage_file("examples/mandelbrot.kern", KJIT_STAGE_LLVM, &options, &bytes, &size, &error) ==
+                      KJIT_OK,
+                  "%s", error ? error : "?");
+    const char *store = strstr(bytes, "declare void @llvm.masked.store.v");
+    ck_assert_msg(store && strstr(store, "i8.p0") && strstr(store, "i8.p0") < strchr(store, '\n'),
+                  "the Mandelbrot kernel's pixels are not stored contiguously");
+    free(bytes);
 }
 END_TEST
 
@@ -730,6 +875,8 @@ Suite *suite_simd(void)
     tcase_add_test(tc, gather_scatter_atomics_parallel);
     tcase_add_test(tc, complex_escape_time_cpu);
     tcase_add_test(tc, complex_escape_time_parallel);
+    tcase_add_test(tc, grid_stride_loops_cpu);
+    tcase_add_test(tc, grid_stride_loops_parallel);
     tcase_add_test(tc, guarded_uniform_load_cpu);
     tcase_add_test(tc, guarded_uniform_load_parallel);
     tcase_add_test(tc, vectorized_loops_cpu);

@@ -305,6 +305,43 @@ START_TEST(effects_vary)
 }
 END_TEST
 
+/* Counters read only in their loop: the grid-stride x stays uniform + lane
+ * under its varying exit, the y inside it uniform; a counter assigned in its
+ * body, read after its loop, or started anywhere else does not. */
+START_TEST(grid_stride_counters)
+{
+    Compiled *cp = compile("@kernel\n"
+                           "fn image(out: u8[,], n: i64) {\n"
+                           "    let sx, sy = grid(2);\n"
+                           "    let gx, gy = gridsize(2);\n"
+                           "    let last: i64 = 0;\n"
+                           "    for x in range(sx, out.shape[1], gx) {\n"
+                           "        for y in range(sy, out.shape[0], gy) { out[y, x] = u8(x + y); }\n"
+                           "        for q in range(n) { last = q; }\n"
+                           "    }\n"
+                           "    for t in range(sx, n, gx) { if t > 3 { t = t + 1; } out[0, t] = 1; }\n"
+                           "    for r in range(sx * 2, n, gx) { out[0, r] = 2; }\n"
+                           "    let k: i64 = 0;\n"
+                           "    for k2 in range(n) { if sx > 2 { k = k2; } }\n"
+                           "    out[0, k] = 3;\n"
+                           "}\n");
+    KjIrFunction *fn = function(cp, "image");
+    KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
+    ck_assert(kj_uniform_loop_varying(u, nth_stmt(fn, KJ_IR_STMT_FOR, 0)));
+    ck_assert(kj_uniform_var_unit(u, var(fn, "x")));
+    ck_assert(!kj_uniform_var_varying(u, var(fn, "y")));
+    ck_assert(!kj_uniform_var_varying(u, var(fn, "q")));
+    ck_assert(kj_uniform_var_varying(u, var(fn, "last"))); /* read after the loop */
+    KjIrStmt *store = nth_stmt(fn, KJ_IR_STMT_STORE, 0);
+    ck_assert_int_eq(kj_uniform_access(u, store->indices, 2), KJ_ACCESS_CONTIGUOUS);
+    ck_assert(kj_uniform_var_varying(u, var(fn, "t")) && !kj_uniform_var_unit(u, var(fn, "t")));
+    ck_assert(kj_uniform_var_varying(u, var(fn, "r")) && !kj_uniform_var_unit(u, var(fn, "r")));
+    ck_assert(!kj_uniform_var_varying(u, var(fn, "k2")));
+    ck_assert(kj_uniform_var_varying(u, var(fn, "k")));
+    compiled_free(cp);
+}
+END_TEST
+
 START_TEST(vectorized_index_is_unit)
 {
     Compiled *cp = compile("@vectorize(f64(f64, f64))\n"
@@ -335,6 +372,7 @@ Suite *suite_uniform(void)
     tcase_add_test(tc, escape_time_function);
     tcase_add_test(tc, effects_vary);
     tcase_add_test(tc, vectorized_index_is_unit);
+    tcase_add_test(tc, grid_stride_counters);
     suite_add_tcase(s, tc);
     return s;
 }
