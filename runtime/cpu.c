@@ -534,13 +534,14 @@ static char *alloc_shared(size_t bytes)
  * dynamic part (from a 64-byte boundary), one allocation. */
 typedef struct SharedMemory {
     char *memory;
-    size_t static_bytes, dynamic_offset, stride;
+    size_t static_bytes, dynamic_offset, dynamic_bytes, stride;
 } SharedMemory;
 
 static bool shared_alloc(const KernelJob *job, int64_t blocks, SharedMemory *out)
 {
     out->static_bytes = (size_t)job->kernel->shared_bytes;
     out->dynamic_offset = (out->static_bytes + 63) & ~(size_t)63;
+    out->dynamic_bytes = job->dynamic_shared_bytes;
     out->stride = (out->dynamic_offset + job->dynamic_shared_bytes + 63) & ~(size_t)63;
     out->memory = NULL;
     if (out->stride == 0)
@@ -549,12 +550,16 @@ static bool shared_alloc(const KernelJob *job, int64_t blocks, SharedMemory *out
     return out->memory != NULL;
 }
 
-/* Block b's memory, zeroed, into ctx. */
+/* Block b's memory, zeroed, into ctx: the bytes the kernel declares and the
+ * launch's dynamic bytes (the padding between and after them is never read). */
 static void shared_give(const SharedMemory *shared, int64_t b, KjThreadCtx *ctx)
 {
     char *base = shared->memory ? shared->memory + shared->stride * (size_t)b : NULL;
-    if (base)
-        memset(base, 0, shared->stride);
+    if (base) {
+        memset(base, 0, shared->static_bytes);
+        if (shared->dynamic_bytes)
+            memset(base + shared->dynamic_offset, 0, shared->dynamic_bytes);
+    }
     ctx->shared = base;
     ctx->dynamic_shared = base ? base + shared->dynamic_offset : NULL;
 }

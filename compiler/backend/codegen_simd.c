@@ -427,7 +427,7 @@ static void gen_store(Simd *s, KjIrStmt *st)
         return;
     }
     LLVMValueRef v = kj_simd_lanes_of(s, st->value, a.elem);
-    kj_simd_store(s, &a, st->indices, st->index_count, st->contiguous, v);
+    kj_simd_store(s, st->array, &a, st->indices, st->index_count, st->contiguous, v);
 }
 
 /* Whether e costs little to compute for lanes that do not need it: no

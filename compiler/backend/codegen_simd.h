@@ -76,6 +76,11 @@ typedef struct Simd {
      * Lanes outside the mask get some other value, blended away.  NULL: none. */
     KjIrVar *even_var;
     int even_shift;
+    /* by var id: 1 an array variable assigned only block-private arrays
+     * (shared(), local()), -1 any other; NULL until the first access asks
+     * (see private_array in codegen_simd_expr.c) */
+    signed char *private_vars;
+    bool access_private; /* the access being built is to a block-private array */
     /* callees whose SIMD variant is declared but not yet defined */
     struct Pending *pending;
     int *pending_count;
@@ -323,8 +328,10 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e);
 LLVMValueRef kj_simd_lanes_of(Simd *s, KjIrExpr *e, const KjType *to);
 /* Whether e reads memory or calls: code that must not run for no lane. */
 bool kj_simd_touches_memory(const KjIrExpr *e);
-/* a[indices] = value (a vector of the element type) in the running lanes. */
-void kj_simd_store(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat, LLVMValueRef value);
+/* a[indices] = value (a vector of the element type) in the running lanes;
+ * array is the expression a was made from. */
+void kj_simd_store(Simd *s, const KjIrExpr *array, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
+                   LLVMValueRef value);
 /* The type of a SIMD function of fn: arrays as in its impl, the scalar
  * parameters whose bit is in vector_scalars as vectors, then `extra`. */
 LLVMTypeRef kj_simd_function_type(Simd *s, const KjIrFunction *fn, uint64_t vector_scalars, LLVMTypeRef ret,

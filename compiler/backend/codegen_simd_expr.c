@@ -213,15 +213,61 @@ bool kj_simd_touches_memory(const KjIrExpr *e)
     return false;
 }
 
+/* Whether e may be lowered twice, once with every lane on: no operator
+ * that lowers its operands under masks of their own (the copies would
+ * double at each level), no call or atomic. */
+static bool copyable(const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_SELECT || e->op == KJ_IR_LOGAND || e->op == KJ_IR_LOGOR || e->op == KJ_IR_CALL ||
+        e->op == KJ_IR_ATOMIC)
+        return false;
+    for (int i = 0; i < e->arg_count; i++)
+        if (!copyable(e->args[i]))
+            return false;
+    return true;
+}
+
+/* e's lanes when every lane of `mask` (not a constant) may be on: e with
+ * every lane on (its loads plain) when they all are, else under the mask,
+ * else zero.  The usual case (`i < n ? x[i] : 0` inside the array) then
+ * pays one test. */
+static LLVMValueRef lanes_all_some_none(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
+{
+    Gen *g = s->g;
+    LLVMBasicBlockRef all_bb = new_block(g, "lanes.all"), test_bb = new_block(g, "lanes.test"),
+                      some_bb = new_block(g, "lanes.some"), done = new_block(g, "lanes.done");
+    LLVMBuildCondBr(s->b, all_lanes(s, mask), all_bb, test_bb);
+    LLVMPositionBuilderAtEnd(s->b, all_bb);
+    s->mask = LLVMConstAllOnes(s->mask_type);
+    LLVMValueRef all = kj_simd_lanes_of(s, e, to);
+    LLVMBasicBlockRef all_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, test_bb);
+    LLVMBuildCondBr(s->b, any_lane(s, mask), some_bb, done);
+    LLVMPositionBuilderAtEnd(s->b, some_bb);
+    s->mask = mask;
+    LLVMValueRef some = kj_simd_lanes_of(s, e, to);
+    LLVMBasicBlockRef some_end = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, done);
+    LLVMValueRef v = LLVMBuildPhi(s->b, LLVMTypeOf(all), "");
+    LLVMAddIncoming(v, (LLVMValueRef[]){all, LLVMConstNull(LLVMTypeOf(all)), some},
+                    (LLVMBasicBlockRef[]){all_end, test_bb, some_end}, 3);
+    return v;
+}
+
 /* e under `mask`: evaluated only when some lane is in it, when it touches
- * memory (a uniform load behind `i < n &&` must not run for no lane). */
-static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
+ * memory (a uniform load behind `i < n &&` must not run for no lane);
+ * all_path: with a copy for every lane on (lanes_all_some_none). */
+static LLVMValueRef lanes_under_as(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask, bool all_path)
 {
     LLVMValueRef saved = s->mask;
     s->mask = mask;
     LLVMValueRef v;
     if (!kj_simd_touches_memory(e)) {
         v = kj_simd_lanes_of(s, e, to);
+    } else if (all_path && !LLVMIsConstant(mask) && copyable(e)) {
+        v = lanes_all_some_none(s, e, to, mask);
     } else {
         LLVMBasicBlockRef before = LLVMGetInsertBlock(s->b);
         LLVMBasicBlockRef run = new_block(s->g, "lanes.run"), done = new_block(s->g, "lanes.done");
@@ -236,6 +282,54 @@ static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValu
                         (LLVMBasicBlockRef[]){before, run_end}, 2);
     }
     s->mask = saved;
+    return v;
+}
+
+static LLVMValueRef lanes_under(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask)
+{
+    return lanes_under_as(s, e, to, mask, true);
+}
+
+/*
+ * c ? a : b when a side touches memory: when every running lane takes one
+ * side, that side alone with every lane on (no masks, no blend), else both
+ * under their masks and blended.  Both sides copyable (see copyable).
+ */
+static LLVMValueRef select_one_side(Simd *s, KjIrExpr *e, LLVMValueRef c)
+{
+    Gen *g = s->g;
+    LLVMBuilderRef B = s->b;
+    LLVMValueRef saved = s->mask;
+    LLVMValueRef then_mask = LLVMBuildAnd(B, saved, c, "");
+    LLVMValueRef else_mask = LLVMBuildAnd(B, saved, LLVMBuildNot(B, c, ""), "");
+    LLVMBasicBlockRef then_bb = new_block(g, "select.then"), test_bb = new_block(g, "select.test"),
+                      else_bb = new_block(g, "select.else"), mixed_bb = new_block(g, "select.mixed"),
+                      done = new_block(g, "select.done");
+    LLVMValueRef vals[3];
+    LLVMBasicBlockRef from[3];
+    LLVMBuildCondBr(B, all_lanes(s, then_mask), then_bb, test_bb);
+    LLVMPositionBuilderAtEnd(B, then_bb);
+    s->mask = LLVMConstAllOnes(s->mask_type);
+    vals[0] = kj_simd_lanes_of(s, e->args[1], e->type);
+    from[0] = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, test_bb);
+    LLVMBuildCondBr(B, all_lanes(s, else_mask), else_bb, mixed_bb);
+    LLVMPositionBuilderAtEnd(B, else_bb);
+    vals[1] = kj_simd_lanes_of(s, e->args[2], e->type);
+    from[1] = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, mixed_bb);
+    s->mask = saved;
+    LLVMValueRef a = lanes_under_as(s, e->args[1], e->type, then_mask, false);
+    LLVMValueRef b = lanes_under_as(s, e->args[2], e->type, else_mask, false);
+    vals[2] = blend(s, c, a, b);
+    from[2] = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, done);
+    s->mask = saved;
+    LLVMValueRef v = LLVMBuildPhi(B, LLVMTypeOf(vals[0]), "");
+    LLVMAddIncoming(v, vals, from, 3);
     return v;
 }
 
@@ -347,6 +441,16 @@ static LLVMValueRef vcompare(Simd *s, KjIrOp op, const KjType *type, LLVMValueRe
     return LLVMBuildICmp(B, p, a, b, "");
 }
 
+/* A uniform flag in every lane, as a mask of the lanes' width (see
+ * widen_mask): a splat of an i1 would be combined with the compares' masks
+ * in bytes, repacked per use. */
+static LLVMValueRef uniform_lanes(Simd *s, LLVMValueRef flag)
+{
+    if (LLVMIsConstant(flag))
+        return splat(s, flag);
+    return narrow_mask(s, widen_mask(s, splat(s, flag)));
+}
+
 /*
  * A compare of a widened narrow integer with a uniform value of the wide
  * type (`i64(i) < len(a)`, i an i32) made in the narrow type, as many lanes
@@ -391,16 +495,19 @@ static LLVMValueRef narrow_compare(Simd *s, KjIrExpr *e)
     LLVMValueRef c = LLVMBuildSelect(B, above, hi_w, LLVMBuildSelect(B, below, lo_w, u, ""), "");
     LLVMValueRef x = kj_simd_expr(s, cast->args[0]);
     LLVMValueRef cmp = vcompare(s, op, n, x, splat(s, LLVMBuildTrunc(B, c, nt, "")));
-    /* the answer of every lane where u lies outside (a select on a uniform
-     * condition, which the optimiser takes out of loops) */
-    LLVMValueRef all = splat_const(s, LLVMConstInt(g->t_i1, 1, 0)), none = no_lanes(s);
+    /* the answer of every lane where u lies outside, as lane logic with the
+     * uniform flags repeated (made once outside a loop; a select on the
+     * flag stayed in the loop, a branch and the mask repacked per chunk) */
+    LLVMValueRef A = uniform_lanes(s, above), Bw = uniform_lanes(s, below);
     switch (op) {
-    case KJ_IR_LT: return LLVMBuildSelect(B, above, all, cmp, "");
-    case KJ_IR_LE: return LLVMBuildSelect(B, above, all, LLVMBuildSelect(B, below, none, cmp, ""), "");
-    case KJ_IR_GT: return LLVMBuildSelect(B, below, all, cmp, "");
-    case KJ_IR_GE: return LLVMBuildSelect(B, below, all, LLVMBuildSelect(B, above, none, cmp, ""), "");
-    default: /* EQ, NE: no lane equals a value outside the narrow range */
-        return LLVMBuildSelect(B, LLVMBuildOr(B, above, below, ""), op == KJ_IR_EQ ? none : all, cmp, "");
+    case KJ_IR_LT: return LLVMBuildOr(B, cmp, A, "");
+    case KJ_IR_LE: return LLVMBuildOr(B, LLVMBuildAnd(B, cmp, LLVMBuildNot(B, Bw, ""), ""), A, "");
+    case KJ_IR_GT: return LLVMBuildOr(B, cmp, Bw, "");
+    case KJ_IR_GE: return LLVMBuildOr(B, LLVMBuildAnd(B, cmp, LLVMBuildNot(B, A, ""), ""), Bw, "");
+    default: { /* EQ, NE: no lane equals a value outside the narrow range */
+        LLVMValueRef out = LLVMBuildOr(B, A, Bw, "");
+        return op == KJ_IR_EQ ? LLVMBuildAnd(B, cmp, LLVMBuildNot(B, out, ""), "") : LLVMBuildOr(B, cmp, out, "");
+    }
     }
 }
 
@@ -562,12 +669,14 @@ static LLVMValueRef align_of(Simd *s, const KjType *elem)
 typedef LLVMValueRef (*AccessFn)(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMValueRef value, bool contiguous);
 
 static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
-                          LLVMValueRef value, AccessFn fn)
+                          LLVMValueRef value, AccessFn fn, bool private_memory)
 {
-    if (kj_uniform_access(s->u, indices, count) != KJ_ACCESS_CONTIGUOUS)
-        return fn(s, a, offsets(s, a, indices, count, flat), value, false);
-    if (flat)
-        return fn(s, a, offsets(s, a, indices, count, flat), value, true);
+    bool contiguous = kj_uniform_access(s->u, indices, count) == KJ_ACCESS_CONTIGUOUS;
+    if (!contiguous || flat) {
+        LLVMValueRef offs = offsets(s, a, indices, count, flat);
+        s->access_private = private_memory; /* (after the indices: their loads set it too) */
+        return fn(s, a, offs, value, contiguous);
+    }
     /* the uniform indices' part of the offset once, as a scalar; the last
      * index is lane 0's + the lane's index in every lane (unit), so the
      * general side's offsets are lane 0's + iota * stride: no multiply of
@@ -579,6 +688,7 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
         base = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, idx, a->strides[k], ""), "");
     }
     LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], i64);
+    s->access_private = private_memory;
     /* a stride that only the call knows: both ways, picked at run time (the
      * contiguous variants' constant stride folds the test away) */
     LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
@@ -604,6 +714,181 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
     LLVMValueRef phi = LLVMBuildPhi(s->b, LLVMTypeOf(r1), "");
     LLVMAddIncoming(phi, (LLVMValueRef[]){r1, r2}, (LLVMBasicBlockRef[]){yes_end, no_end}, 2);
     return phi;
+}
+
+/*
+ * Block-private memory: shared() and local() arrays, which only the OS
+ * thread running the block touches while it runs (each block has its own
+ * shared memory, on the parallel target too).  A masked access to W
+ * neighbours that all lie inside such an array may then read every lane
+ * and, to store, write the inactive lanes' own elements back: a plain
+ * load and a blend instead of a masked load or store (vmaskmovps, slow on
+ * AMD, and the masked store on Intel too).  Other memory keeps its masks
+ * (another thread may be writing the inactive lanes' elements).
+ */
+static bool private_alloc(const KjIrExpr *e)
+{
+    return e && (e->op == KJ_IR_SHARED || e->op == KJ_IR_DYNAMIC_SHARED || e->op == KJ_IR_LOCAL);
+}
+
+static void scan_private(const KjIrStmt *st, signed char *vars, int count)
+{
+    if (!st)
+        return;
+    if (st->kind == KJ_IR_STMT_SET && st->var && st->var->id >= 0 && st->var->id < count && is_array(st->var->type))
+        vars[st->var->id] = vars[st->var->id] >= 0 && private_alloc(st->value) ? 1 : -1;
+    for (int i = 0; i < st->stmts.count; i++)
+        scan_private(st->stmts.items[i], vars, count);
+    scan_private(st->then_stmt, vars, count);
+    scan_private(st->else_stmt, vars, count);
+    scan_private(st->body, vars, count);
+}
+
+/* Whether the array expression is block-private memory. */
+static bool private_array(Simd *s, const KjIrExpr *array)
+{
+    if (!array || s->role == ROLE_CALLEE)
+        return private_alloc(array);
+    if (array->op != KJ_IR_VAR)
+        return private_alloc(array);
+    int count = s->fn->locals.count;
+    if (!s->private_vars) {
+        s->private_vars = kj_arena_alloc(&s->arena, (size_t)count + 1);
+        for (int i = 0; i < s->fn->param_count; i++)
+            if (s->fn->params[i]->id >= 0 && s->fn->params[i]->id < count)
+                s->private_vars[s->fn->params[i]->id] = -1;
+        scan_private(s->fn->body, s->private_vars, count);
+    }
+    int id = array->var->id;
+    return id >= 0 && id < count && s->private_vars[id] > 0;
+}
+
+/* Whether a block-private array holds the W elements from `first` on (the
+ * elements of a contiguous array, which private ones are: shape[0] times
+ * strides[0]). */
+static LLVMValueRef lanes_inside(Simd *s, const ArrayVal *a, LLVMValueRef first)
+{
+    Gen *g = s->g;
+    LLVMValueRef total = a->ndim > 1 ? LLVMBuildMul(s->b, a->shape[0], a->strides[0], "") : a->shape[0];
+    LLVMValueRef low = LLVMBuildICmp(s->b, LLVMIntSGE, first, const_i64(g, 0), "");
+    LLVMValueRef high = LLVMBuildICmp(s->b, LLVMIntSLE, first, LLVMBuildSub(s->b, total, const_i64(g, s->lanes), ""), "");
+    return LLVMBuildAnd(s->b, low, high, "inside");
+}
+
+/* The masked load (value NULL) or store of the lanes at p. */
+static LLVMValueRef masked_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value)
+{
+    Gen *g = s->g;
+    LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
+    LLVMTypeRef ts[2] = {mt, g->t_ptr};
+    if (value) {
+        LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
+        kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
+        return NULL;
+    }
+    LLVMValueRef args[4] = {p, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
+    return kj_codegen_call_intrinsic(g, "llvm.masked.load", ts, 2, args, 4);
+}
+
+/*
+ * The lanes at p, all inside a block-private array, the inactive ones zero:
+ * a load only as wide as the highest active lane needs (W, W/2, ... 1
+ * lanes).  The last store to these elements was often a whole vector at a
+ * lower address (the level before in a tree of halves): a narrower load
+ * lies inside it, and the store forwards to it, where a W-wide load that
+ * overlaps it only in part waits until the store has reached the cache.
+ */
+static LLVMValueRef inside_load(Simd *s, const ArrayVal *a, LLVMValueRef p)
+{
+    Gen *g = s->g;
+    LLVMTypeRef et = memty(g, a->elem), mt = vec_of(s, et);
+    unsigned align = (unsigned)kj_type_size(a->elem);
+    LLVMTypeRef bits_t = LLVMIntTypeInContext(g->ctx, (unsigned)s->lanes);
+    LLVMValueRef bits = LLVMBuildBitCast(s->b, s->mask, bits_t, "");
+    LLVMBasicBlockRef done = new_block(g, "inside.done");
+    LLVMValueRef vals[32];
+    LLVMBasicBlockRef from[32];
+    int n = 0;
+    for (int k = s->lanes; k >= 1 && n < 32; k /= 2) {
+        LLVMBasicBlockRef here = new_block(g, "inside.load"), narrower = k > 1 ? new_block(g, "inside.narrower") : NULL;
+        if (narrower) {
+            LLVMValueRef high = LLVMBuildLShr(s->b, bits, LLVMConstInt(bits_t, (unsigned)(k / 2), 0), "");
+            LLVMBuildCondBr(s->b, LLVMBuildICmp(s->b, LLVMIntEQ, high, LLVMConstNull(bits_t), ""), narrower, here);
+        } else {
+            LLVMBuildBr(s->b, here);
+        }
+        LLVMPositionBuilderAtEnd(s->b, here);
+        LLVMTypeRef nt = LLVMVectorType(et, (unsigned)k);
+        LLVMValueRef v = LLVMBuildLoad2(s->b, nt, p, "");
+        LLVMSetAlignment(v, align);
+        if (k < s->lanes) {
+            /* lanes k.. from a zero vector's first */
+            LLVMValueRef idx[64];
+            for (int i = 0; i < s->lanes && i < 64; i++)
+                idx[i] = const_i32(g, i < k ? i : k);
+            v = LLVMBuildShuffleVector(s->b, v, LLVMConstNull(nt), LLVMConstVector(idx, (unsigned)s->lanes), "");
+        }
+        vals[n] = LLVMBuildSelect(s->b, s->mask, v, LLVMConstNull(mt), "");
+        from[n++] = LLVMGetInsertBlock(s->b);
+        LLVMBuildBr(s->b, done);
+        if (narrower)
+            LLVMPositionBuilderAtEnd(s->b, narrower);
+    }
+    LLVMPositionBuilderAtEnd(s->b, done);
+    LLVMValueRef v = LLVMBuildPhi(s->b, mt, "");
+    LLVMAddIncoming(v, vals, from, (unsigned)n);
+    return v;
+}
+
+/*
+ * A contiguous load or store of the lanes at p, when s->mask is not a
+ * constant, on x86 without AVX-512 (where a masked store of bytes is a
+ * branch per lane, and vmaskmov is slow on AMD): a plain load or store
+ * when every lane is on (any array), or
+ * when the lanes lie inside a block-private array (blended), else the
+ * masked one.  value NULL: a load, whose result it returns.
+ */
+static LLVMValueRef contiguous_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef first,
+                                      LLVMValueRef value)
+{
+    Gen *g = s->g;
+    LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
+    unsigned align = (unsigned)kj_type_size(a->elem);
+    if (LLVMIsConstant(s->mask) || !s->wide_masks) /* AVX-512's masked accesses are quick */
+        return masked_access(s, a, p, value);
+    bool inside = s->access_private;
+    LLVMBasicBlockRef plain_bb = new_block(g, inside ? "access.inside" : "access.all"),
+                      masked_bb = new_block(g, "access.masked"), done = new_block(g, "access.joined");
+    LLVMBuildCondBr(s->b, inside ? lanes_inside(s, a, first) : all_lanes(s, s->mask), plain_bb, masked_bb);
+    LLVMPositionBuilderAtEnd(s->b, plain_bb);
+    LLVMValueRef plain = NULL;
+    if (value) {
+        LLVMValueRef v = value;
+        if (inside) {
+            LLVMValueRef old = LLVMBuildLoad2(s->b, mt, p, "");
+            LLVMSetAlignment(old, align);
+            v = LLVMBuildSelect(s->b, s->mask, value, old, "");
+        }
+        LLVMSetAlignment(LLVMBuildStore(s->b, v, p), align);
+    } else {
+        if (inside) {
+            plain = inside_load(s, a, p);
+        } else {
+            plain = LLVMBuildLoad2(s->b, mt, p, "");
+            LLVMSetAlignment(plain, align);
+        }
+    }
+    plain_bb = LLVMGetInsertBlock(s->b);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, masked_bb);
+    LLVMValueRef masked = masked_access(s, a, p, value);
+    LLVMBuildBr(s->b, done);
+    LLVMPositionBuilderAtEnd(s->b, done);
+    if (value)
+        return NULL;
+    LLVMValueRef v = LLVMBuildPhi(s->b, mt, "");
+    LLVMAddIncoming(v, (LLVMValueRef[]){plain, masked}, (LLVMBasicBlockRef[]){plain_bb, masked_bb}, 2);
+    return v;
 }
 
 /* A complex element's parts in every lane: the addresses of part `part`
@@ -647,9 +932,7 @@ static LLVMValueRef load_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVMV
     if (contiguous) {
         LLVMValueRef first = LLVMBuildExtractElement(s->b, offs, const_i32(g, 0), "");
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
-        LLVMTypeRef ts[2] = {mt, g->t_ptr};
-        LLVMValueRef args[4] = {p, align_of(s, a->elem), s->mask, LLVMConstNull(mt)};
-        v = kj_codegen_call_intrinsic(g, "llvm.masked.load", ts, 2, args, 4);
+        v = contiguous_access(s, a, p, first, NULL);
     } else {
         LLVMValueRef ps = LLVMBuildGEP2(s->b, memty(g, a->elem), a->data, &offs, 1, "");
         LLVMTypeRef ts[2] = {mt, vec_of(s, g->t_ptr)};
@@ -692,25 +975,7 @@ static LLVMValueRef store_at(Simd *s, const ArrayVal *a, LLVMValueRef offs, LLVM
     if (contiguous) {
         LLVMValueRef first = LLVMBuildExtractElement(s->b, offs, const_i32(g, 0), "");
         LLVMValueRef p = LLVMBuildInBoundsGEP2(s->b, memty(g, a->elem), a->data, &first, 1, "");
-        LLVMTypeRef ts[2] = {mt, g->t_ptr};
-        LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
-        if (!s->wide_masks || LLVMIsConstant(s->mask)) {
-            kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
-            return NULL;
-        }
-        /* Without AVX-512 a masked store of bytes or halves is a branch
-         * and a store per lane (and of wider elements a slow vmaskmov):
-         * when every lane is active (the usual case), one plain store. */
-        LLVMBasicBlockRef all_bb = new_block(g, "store.all"), some_bb = new_block(g, "store.some"),
-                          done = new_block(g, "store.done");
-        LLVMBuildCondBr(s->b, all_lanes(s, s->mask), all_bb, some_bb);
-        LLVMPositionBuilderAtEnd(s->b, all_bb);
-        LLVMSetAlignment(LLVMBuildStore(s->b, value, p), (unsigned)kj_type_size(a->elem));
-        LLVMBuildBr(s->b, done);
-        LLVMPositionBuilderAtEnd(s->b, some_bb);
-        kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);
-        LLVMBuildBr(s->b, done);
-        LLVMPositionBuilderAtEnd(s->b, done);
+        contiguous_access(s, a, p, first, value);
     } else {
         /* lanes that meet at one element store in lane order: the last
          * active lane's value stays, as when the threads run one by one */
@@ -908,6 +1173,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
     }
     case KJ_IR_SELECT: {
         LLVMValueRef c = kj_simd_lanes_of(s, e->args[0], kj_type_scalar(KJ_TYPE_BOOL));
+        if ((kj_simd_touches_memory(e->args[1]) || kj_simd_touches_memory(e->args[2])) && copyable(e->args[1]) &&
+            copyable(e->args[2]) && !LLVMIsConstant(c))
+            return select_one_side(s, e, c);
         LLVMValueRef a = lanes_under(s, e->args[1], e->type, LLVMBuildAnd(B, s->mask, c, ""));
         LLVMValueRef b = lanes_under(s, e->args[2], e->type, LLVMBuildAnd(B, s->mask, LLVMBuildNot(B, c, ""), ""));
         return blend(s, c, a, b);
@@ -965,7 +1233,8 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
     case KJ_IR_LOAD: {
         ArrayVal a;
         kj_codegen_array(g, e->args[0], &a);
-        return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at);
+        return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at,
+                      private_array(s, e->args[0]));
     }
     case KJ_IR_SREG:
         /* only threadIdx.x varies: lane k of the chunk is lane_base + k */
@@ -980,8 +1249,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
 }
 
 
-void kj_simd_store(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat, LLVMValueRef value)
+void kj_simd_store(Simd *s, const KjIrExpr *array, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
+                   LLVMValueRef value)
 {
-    access(s, a, indices, count, flat, value, store_at);
+    access(s, a, indices, count, flat, value, store_at, private_array(s, array));
 }
 
