@@ -312,14 +312,16 @@ static bool reads_var(const KjIrExpr *e, const KjIrVar *var)
     return false;
 }
 
-/* Whether st reads var outside `inside` (a loop: its body and condition). */
-static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt *inside)
+/* Whether st reads var outside `inside` (a loop: its body, and its
+ * condition where exit_recorded). */
+static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt *inside, bool exit_recorded)
 {
     if (!st)
         return false;
-    if (st == inside) /* a loop's condition reads on for the lanes that left (gen_loop) */
+    if (st == inside) /* a loop's condition reads on for the lanes that left, unless they are
+                       * recorded as gone (gen_loop) */
         return reads_var(st->start, var) || reads_var(st->stop, var) || reads_var(st->step, var) ||
-               reads_var(st->cond, var);
+               (!exit_recorded && reads_var(st->cond, var));
     const KjIrExpr *es[] = {st->value, st->array, st->cond, st->start, st->stop, st->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
         if (reads_var(es[i], var))
@@ -328,10 +330,20 @@ static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt
         if (reads_var(st->indices[i], var))
             return true;
     for (int i = 0; i < st->stmts.count; i++)
-        if (reads_outside(st->stmts.items[i], var, inside))
+        if (reads_outside(st->stmts.items[i], var, inside, exit_recorded))
             return true;
-    return reads_outside(st->then_stmt, var, inside) || reads_outside(st->else_stmt, var, inside) ||
-           reads_outside(st->body, var, inside);
+    return reads_outside(st->then_stmt, var, inside, exit_recorded) ||
+           reads_outside(st->else_stmt, var, inside, exit_recorded) ||
+           reads_outside(st->body, var, inside, exit_recorded);
+}
+
+/* Whether var's lanes outside the running ones are never read again: var
+ * is read nowhere outside the plain region being emitted (see
+ * assign_lanes). */
+static bool dead_outside_region(Simd *s, const KjIrVar *var)
+{
+    return s->plain_loop && s->plain &&
+           !reads_outside(s->fn->body, var, s->plain_loop, s->plain_loop == s->exit_recorded);
 }
 
 static bool has_continue(const KjIrStmt *st)
@@ -365,7 +377,7 @@ static void assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
     LLVMValueRef slot = s->vslots[var->id];
     if (var == s->even_var)
         s->even_var = NULL;
-    if (divergent && s->plain_loop && s->plain && !reads_outside(s->fn->body, var, s->plain_loop))
+    if (divergent && dead_outside_region(s, var))
         divergent = false;
     if (divergent)
         v = blend(s, s->mask, v, LLVMBuildLoad2(s->b, vty(s, var->type), slot, ""));
@@ -523,12 +535,17 @@ static bool multiple_test(const KjIrExpr *cond, KjIrVar **var, int *shift)
  */
 static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValueRef c)
 {
-    const KjIrStmt *plain_region = s->plain_loop;
-    bool plain = s->plain;
-    s->plain = false;
     KjIrVar *vars[16];
     int count = assigned_vars(st->else_stmt, vars, assigned_vars(st->then_stmt, vars, 0));
     bool merged = st->else_stmt && count < 16;
+    /* a variable whose other lanes are never read again takes no blend by
+     * the lanes running */
+    bool dead_outside[16];
+    for (int i = 0; i < count && merged; i++)
+        dead_outside[i] = dead_outside_region(s, vars[i]);
+    const KjIrStmt *plain_region = s->plain_loop;
+    bool plain = s->plain;
+    s->plain = false;
     LLVMValueRef shadows[16], orig[16], real[16];
     if (merged)
         for (int i = 0; i < count; i++) {
@@ -560,7 +577,7 @@ static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValue
             s->vslots[vars[i]->id] = real[i];
             LLVMValueRef v = blend(s, c, LLVMBuildLoad2(s->b, t, real[i], ""),
                                    LLVMBuildLoad2(s->b, t, shadows[i], ""));
-            if (before != all)
+            if (before != all && !dead_outside[i])
                 v = blend(s, before, v, LLVMBuildLoad2(s->b, t, orig[i], ""));
             LLVMBuildStore(s->b, v, real[i]);
         }
@@ -666,6 +683,28 @@ static void push_loop(Simd *s, SimdLoop loop)
     s->loops[s->loop_depth++] = loop;
 }
 
+/*
+ * Whether the outermost varying while loop st, a plain region, should
+ * record the lanes its condition retires among the broken ones: a condition
+ * that does not is re-tested for them every iteration, and stays false only
+ * because the variables it reads keep their values in them (blended).
+ * Recorded, a variable that the condition and the body read and nothing
+ * after the loop does takes no blend at all (the Collatz n: its step is
+ * then only the step's own instructions), for one or-not of the masks.
+ */
+static bool exit_frees_blends(Simd *s, const KjIrStmt *st)
+{
+    if (st->kind != KJ_IR_STMT_WHILE || s->loop_depth != 0 || s->plain_loop || has_continue(st->body))
+        return false;
+    KjIrVar *vars[16];
+    int count = assigned_vars(st->body, vars, 0);
+    for (int i = 0; i < count; i++)
+        if (kj_uniform_var_varying(s->u, vars[i]) && reads_var(st->cond, vars[i]) &&
+            !reads_outside(s->fn->body, vars[i], st, true))
+            return true;
+    return false;
+}
+
 /* for and while.  A uniform loop is the scalar code's loop of branches (its
  * variable, if varying, set in the running lanes); a varying one runs while
  * any lane is active. */
@@ -705,10 +744,17 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         stop = LLVMBuildXor(B, stop, down, "");
     }
     SimdLoop loop = {.varying = loop_varying};
+    /* the lanes still in a loop whose exit is recorded (exit_frees_blends) */
+    LLVMValueRef alive = NULL;
     if (loop_varying) {
         loop.break_slot = mask_slot(s, "break.lanes");
         loop.continue_slot = mask_slot(s, "continue.lanes");
         store_mask(s, loop.break_slot, no_lanes(s));
+        if (!is_for && cheap_expr(st->cond) && exit_frees_blends(s, st)) {
+            s->exit_recorded = st;
+            alive = mask_slot(s, "alive.lanes");
+            store_mask(s, alive, LLVMConstAllOnes(s->mask_type));
+        }
     }
     LLVMBasicBlockRef head = new_block(g, "loop.head"), body = new_block(g, "loop.body"),
                       latch = new_block(g, "loop.latch"), exit = new_block(g, "loop.exit");
@@ -747,12 +793,23 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         }
         /* lanes whose condition fails leave for good, as by break; a
          * condition of no memory needs no record: it stays false for them,
-         * the variables it reads being blended (reads_outside) */
+         * the variables it reads being blended (reads_outside), unless a
+         * record spares those blends: then the lanes still alive are kept,
+         * one mask that the body's blends use as it is */
         bool counted = is_for && !lane_counter; /* go_on is every lane: nothing to record */
         if (!counted && (is_for || !cheap_expr(st->cond)))
             add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
         if (!counted)
             active = LLVMBuildAnd(B, active, go_on, "active");
+        if (alive) {
+            /* (the condition, cheap, ran in the lanes that left too) the
+             * masks and-ed as the wide ones they are, so that no compare
+             * narrows the slot's for it */
+            LLVMValueRef kept = LLVMBuildLoad2(B, s->slot_mask_type, alive, "");
+            LLVMValueRef now = LLVMBuildAnd(B, kept, LLVMBuildSExt(B, active, s->slot_mask_type, ""), "");
+            LLVMBuildStore(B, wide_masks(s) ? mask_barrier(s, now) : now, alive);
+            active = load_mask(s, alive);
+        }
         LLVMBuildCondBr(B, any_lane(s, active), body, exit);
         LLVMPositionBuilderAtEnd(B, body);
         store_mask(s, loop.continue_slot, no_lanes(s));
@@ -999,6 +1056,19 @@ void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlo
                         LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(def));
                         wide = widen_mask(s, def);
                     }
+                }
+                /* the mask's lanes made all ones or zero again (a byte
+                 * blend's, blend_bytes) are the wide ones, cut or extended
+                 * to their width: no compare remakes them */
+                if (LLVMGetInstructionOpcode(user) == LLVMSExt) {
+                    LLVMPositionBuilderBefore(b, user);
+                    unsigned to = LLVMGetIntTypeWidth(LLVMGetElementType(LLVMTypeOf(user)));
+                    unsigned from = LLVMGetIntTypeWidth(LLVMGetElementType(s->slot_mask_type));
+                    LLVMValueRef same = to == from ? wide
+                                        : to < from ? LLVMBuildTrunc(b, wide, LLVMTypeOf(user), "")
+                                                    : LLVMBuildSExt(b, wide, LLVMTypeOf(user), "");
+                    LLVMReplaceAllUsesWith(user, same);
+                    continue;
                 }
                 LLVMPositionBuilderBefore(b, user);
                 LLVMValueRef narrow = narrow_mask(s, wide);

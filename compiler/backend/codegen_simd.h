@@ -64,6 +64,10 @@ typedef struct Simd {
      * assign_lanes. */
     const KjIrStmt *plain_loop;
     bool plain;
+    /* The outermost varying while loop whose lanes that fail its condition
+     * are recorded as broken, so that the variables it reads and nothing
+     * after it reads need no blends (gen_loop).  NULL: none. */
+    const KjIrStmt *exit_recorded;
     /* Inside the then side of an in-line varying if whose condition is
      * `even_var % 2^even_shift == 0` (even_var a signed integer, not yet
      * assigned there): the lanes whose values count hold multiples of
@@ -164,15 +168,21 @@ static inline LLVMValueRef load_mask(Simd *s, LLVMValueRef slot)
  */
 static inline bool wide_masks(Simd *s) { return s->wide_masks; }
 
+/* A wide mask (lanes all ones or zero) behind the barrier. */
+static inline LLVMValueRef mask_barrier(Simd *s, LLVMValueRef wide)
+{
+    LLVMTypeRef t = s->slot_mask_type;
+    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+    LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+}
+
 static inline LLVMValueRef widen_mask(Simd *s, LLVMValueRef m)
 {
     LLVMValueRef wide = LLVMBuildSExt(s->b, m, s->slot_mask_type, "");
     if (!wide_masks(s) || LLVMIsConstant(m))
         return wide;
-    LLVMTypeRef t = s->slot_mask_type;
-    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
-    LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
-    return LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+    return mask_barrier(s, wide);
 }
 
 static inline LLVMValueRef narrow_mask(Simd *s, LLVMValueRef wide)
@@ -203,9 +213,40 @@ static inline void add_lanes(Simd *s, LLVMValueRef slot, LLVMValueRef m)
     store_mask(s, slot, LLVMBuildOr(s->b, load_mask(s, slot), m, ""));
 }
 
+/*
+ * select(mask, a, b) of 32- or 64-bit integer lanes on x86 without AVX-512,
+ * as a select of their bytes under the mask's lanes widened to all ones or
+ * zero: the back end makes a select of <4 x i64> a vblendvpd (it tests the
+ * lanes' sign bits, so it turns an `x & 1 == 0` into a shift by 63 to feed
+ * it), a floating-point instruction that costs integer data a bypass delay
+ * each way (znver3: the Collatz step went from 3 to 5 cycles); the byte
+ * select is a vpblendvb, an integer one, and takes the compare as it is.
+ */
+static inline bool byte_blend(Simd *s, LLVMTypeRef vt)
+{
+    if (!s->wide_masks || LLVMGetTypeKind(vt) != LLVMVectorTypeKind)
+        return false;
+    LLVMTypeRef elem = LLVMGetElementType(vt);
+    return LLVMGetTypeKind(elem) == LLVMIntegerTypeKind &&
+           (LLVMGetIntTypeWidth(elem) == 32 || LLVMGetIntTypeWidth(elem) == 64);
+}
+
+static inline LLVMValueRef blend_bytes(Simd *s, LLVMValueRef mask, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMTypeRef vt = LLVMTypeOf(a);
+    unsigned bytes = (unsigned)s->lanes * LLVMGetIntTypeWidth(LLVMGetElementType(vt)) / 8;
+    LLVMTypeRef bt = LLVMVectorType(LLVMInt8TypeInContext(s->g->ctx), bytes);
+    LLVMValueRef full = LLVMBuildBitCast(s->b, LLVMBuildSExt(s->b, mask, vt, ""), bt, "");
+    LLVMValueRef c = LLVMBuildICmp(s->b, LLVMIntSLT, full, LLVMConstNull(bt), "");
+    LLVMValueRef r = LLVMBuildSelect(s->b, c, LLVMBuildBitCast(s->b, a, bt, ""), LLVMBuildBitCast(s->b, b, bt, ""), "");
+    return LLVMBuildBitCast(s->b, r, vt, "");
+}
+
 /* select(mask, a, b) lane by lane; complex values part by part. */
 static inline LLVMValueRef blend(Simd *s, LLVMValueRef mask, LLVMValueRef a, LLVMValueRef b)
 {
+    if (byte_blend(s, LLVMTypeOf(a)) && !LLVMIsConstant(mask))
+        return blend_bytes(s, mask, a, b);
     if (LLVMGetTypeKind(LLVMTypeOf(a)) == LLVMStructTypeKind) {
         LLVMValueRef re = LLVMBuildSelect(s->b, mask, LLVMBuildExtractValue(s->b, a, 0, ""),
                                           LLVMBuildExtractValue(s->b, b, 0, ""), "");
