@@ -2,7 +2,10 @@
  * Makefile from the tests/unit/test_<name>.c files). */
 #include <check.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
+#include <ucontext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,10 +16,90 @@
 
 /* A test that dies of a signal loses its output with its forked child; this
  * leaves the stack on stderr first (addresses in libkjit.so resolve with
- * `addr2line -e build/libkjit.so OFFSET` against the same build), then lets
- * the signal kill the child as Check expects. */
-static void crash_backtrace(int sig)
+ * `addr2line -e build/libkjit.so OFFSET` against the same build), with the
+ * faulting address and instruction and the memory mappings around them,
+ * then lets the signal kill the child as Check expects. */
+static void put(const char *text) { (void)!write(STDERR_FILENO, text, strlen(text)); }
+
+static void put_hex(uintptr_t v)
 {
+    char buf[19] = "0x";
+    for (int i = 0; i < 16; i++)
+        buf[2 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
+    buf[18] = 0;
+    put(buf);
+}
+
+static uintptr_t parse_hex(const char **p)
+{
+    uintptr_t v = 0;
+    for (;; (*p)++) {
+        char c = **p;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return v;
+        v = v * 16 + (uintptr_t)d;
+    }
+}
+
+/* The lines of /proc/self/maps around each address (the mapping that holds
+ * it, or the two it falls between): whether a fault is just past a buffer or
+ * a stack, and whether the code is in a library or JIT-compiled. */
+static void put_mappings(const uintptr_t *addresses, int count)
+{
+    static char maps[1 << 20];
+    int fd = open("/proc/self/maps", O_RDONLY);
+    if (fd < 0)
+        return;
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof maps - 1 && (got = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
+        len += (size_t)got;
+    close(fd);
+    maps[len] = 0;
+    for (int a = 0; a < count; a++) {
+        put("  near ");
+        put_hex(addresses[a]);
+        put(":\n");
+        const char *previous = NULL;
+        for (const char *line = maps; *line;) {
+            const char *end = strchr(line, '\n');
+            if (!end)
+                end = line + strlen(line);
+            const char *p = line;
+            uintptr_t low = parse_hex(&p);
+            p++;
+            uintptr_t high = parse_hex(&p);
+            if (high > addresses[a]) {
+                if (low > addresses[a] && previous) {
+                    put("    ");
+                    (void)!write(STDERR_FILENO, previous, (size_t)(strchr(previous, '\n') - previous + 1));
+                }
+                put("    ");
+                (void)!write(STDERR_FILENO, line, (size_t)(end - line) + (*end ? 1 : 0));
+                break;
+            }
+            previous = line;
+            line = *end ? end + 1 : end;
+        }
+    }
+}
+
+static void crash_backtrace(int sig, siginfo_t *info, void *context)
+{
+    ucontext_t *uc = context;
+    uintptr_t at[2] = {(uintptr_t)info->si_addr, 0};
+#if defined(__x86_64__)
+    at[1] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#else
+    (void)uc;
+#endif
+    put("unit-tests: fault address ");
+    put_hex(at[0]);
+    put(", instruction ");
+    put_hex(at[1]);
+    put("\n");
+    put_mappings(at, at[1] ? 2 : 1);
     void *frames[24];
     int n = backtrace(frames, 24);
     const char *head = "unit-tests: signal ";
@@ -45,8 +128,8 @@ int main(void)
         sigaltstack(&ss, NULL);
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = crash_backtrace;
-        sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+        sa.sa_sigaction = crash_backtrace;
+        sa.sa_flags = SA_RESETHAND | SA_ONSTACK | SA_SIGINFO;
         sigaction(SIGSEGV, &sa, NULL);
         sigaction(SIGBUS, &sa, NULL);
         sigaction(SIGFPE, &sa, NULL);
