@@ -32,6 +32,7 @@ struct KjCpuCode {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool native_ready;
 static char *host_description;
+static char *host_features; /* the host's LLVM features, and KJIT_CPU_FEATURES */
 static char llvm_version[32];
 
 static void init_llvm(void)
@@ -47,6 +48,15 @@ static void init_llvm(void)
     dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
 
     char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+    /* KJIT_CPU_FEATURES adds LLVM features (as llc's -mattr) to the host's:
+     * "+prefer-no-gather,+prefer-no-scatter" makes gathers and scatters one
+     * load or store a lane, for comparisons where the hardware's are slow. */
+    const char *extra = getenv("KJIT_CPU_FEATURES");
+    size_t extra_len = extra ? strlen(extra) : 0;
+    host_features = kj_xmalloc(strlen(features) + extra_len + 2);
+    sprintf(host_features, "%s%s%s", features, extra_len ? "," : "", extra_len ? extra : "");
+    LLVMDisposeMessage(features);
+    features = host_features;
     /* Only the enabled features: the string is for people and for cache keys. */
     size_t cap = strlen(cpu) + strlen(features) + 4;
     host_description = kj_xmalloc(cap);
@@ -63,7 +73,6 @@ static void init_llvm(void)
         p += n + (comma ? 1 : 0);
     }
     LLVMDisposeMessage(cpu);
-    LLVMDisposeMessage(features);
 }
 
 static bool ensure_llvm(char **error)
@@ -108,11 +117,10 @@ LLVMTargetMachineRef kj_cpu_host_machine(char **error)
         if (error)
             *error = kj_xstrdup(message ? message : "no LLVM target for the host");
     } else {
-        char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
-        tm = LLVMCreateTargetMachine(target, normal, cpu, features, LLVMCodeGenLevelAggressive,
+        char *cpu = LLVMGetHostCPUName();
+        tm = LLVMCreateTargetMachine(target, normal, cpu, host_features, LLVMCodeGenLevelAggressive,
                                      LLVMRelocPIC, LLVMCodeModelSmall);
         LLVMDisposeMessage(cpu);
-        LLVMDisposeMessage(features);
         if (!tm && error)
             *error = kj_xstrdup("LLVM could not create a target machine for the host");
     }
