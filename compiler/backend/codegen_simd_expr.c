@@ -180,6 +180,36 @@ static LLVMValueRef f64_to_i64_sat(Simd *s, LLVMValueRef x)
     return fast_or_slow(s, all_lanes(s, LLVMBuildAnd(s->b, above, below, "")), f64_to_i64_step, x, false);
 }
 
+/* A float to i64, saturating, on hosts with packed 64-bit conversions
+ * (AVX-512DQ), where LLVM would still take llvm.fptosi.sat lane by lane with
+ * a branch per lane: lanes in [-2^63, 2^63) convert as they are (a plain
+ * fptosi of a value in range), the others take the bound the saturating
+ * conversion gives (NaN 0, above the range the largest i64, below it the
+ * smallest), so every lane is the scalar code's. */
+static LLVMValueRef float_to_i64_sat_packed(Simd *s, LLVMValueRef x)
+{
+    LLVMBuilderRef B = s->b;
+    Gen *g = s->g;
+    LLVMTypeRef ft = LLVMGetElementType(LLVMTypeOf(x)), i64v = vec_of(s, g->t_i64);
+    LLVMValueRef low = splat_const(s, LLVMConstReal(ft, -9223372036854775808.0));
+    LLVMValueRef high = splat_const(s, LLVMConstReal(ft, 9223372036854775808.0));
+    LLVMValueRef in_range = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGE, x, low, ""),
+                                         LLVMBuildFCmp(B, LLVMRealOLT, x, high, ""), "");
+    LLVMValueRef safe = LLVMBuildSelect(B, in_range, x, LLVMConstNull(LLVMTypeOf(x)), "");
+    LLVMValueRef r = LLVMBuildFPToSI(B, safe, i64v, "");
+    LLVMValueRef bound = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, LLVMConstNull(LLVMTypeOf(x)), ""),
+                                         splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MAX, 0)),
+                                         splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MIN, 0)), "");
+    bound = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), LLVMConstNull(i64v), bound, "");
+    return LLVMBuildSelect(B, in_range, r, bound, "");
+}
+
+static bool packed_64bit_conversions(Simd *s)
+{
+    const char *f = s->g->cpu_features ? s->g->cpu_features : "";
+    return strncmp(LLVMGetTarget(s->g->mod), "x86_64", 6) == 0 && has_feature(f, "+avx512dq");
+}
+
 /* ---- narrowing rules (codegen_simd_range.c proves the ranges) */
 
 #define I32_LOW (-((int64_t)1 << 31))
@@ -270,6 +300,9 @@ static LLVMValueRef vconvert(Simd *s, LLVMValueRef v, const KjType *from, const 
     }
     if (from->kind == KJ_TYPE_F64 && (to->kind == KJ_TYPE_I64) && split_64bit_conversions(s))
         return f64_to_i64_sat(s, v);
+    if ((from->kind == KJ_TYPE_F64 || from->kind == KJ_TYPE_F32) && to->kind == KJ_TYPE_I64 &&
+        packed_64bit_conversions(s))
+        return float_to_i64_sat_packed(s, v);
     if (kj_type_is_float(from) && kj_type_is_int(to)) {
         LLVMTypeRef ts[2] = {dst, LLVMTypeOf(v)};
         return kj_codegen_call_intrinsic(s->g, kj_type_is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat",
