@@ -29,3 +29,41 @@ kjit_function *fixture_fn(Fixture *f, const char *name)
                   name);
     return function;
 }
+
+Pair pair_open(kjit_target target, const char *file, const char *source)
+{
+    Pair p;
+    for (int simd = 0; simd < 2; simd++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = target;
+        options.num_threads = 3;
+        options.cpu_simd = simd;
+        ck_assert_int_eq(kjit_context_create(&options, &p.context[simd]), KJIT_OK);
+        ck_assert_msg(kjit_compile_string(p.context[simd], file, source, &p.module[simd]) == KJIT_OK,
+                      "%s", kjit_last_error(p.context[simd]));
+    }
+    return p;
+}
+
+void pair_close(Pair *p)
+{
+    for (int simd = 0; simd < 2; simd++) {
+        kjit_module_free(p->module[simd]);
+        kjit_context_destroy(p->context[simd]);
+    }
+}
+
+kjit_function *pair_fn(Pair *p, int simd, const char *name)
+{
+    kjit_function *fn = NULL;
+    ck_assert_msg(kjit_module_function(p->module[simd], name, &fn) == KJIT_OK, "no function %s", name);
+    return fn;
+}
+
+void pair_launch(Pair *p, int simd, const char *name, const uint32_t grid[3], const uint32_t block[3],
+                 kjit_arg *args, int nargs)
+{
+    ck_assert_msg(kjit_launch(pair_fn(p, simd, name), grid, block, args, nargs, NULL) == KJIT_OK,
+                  "%s: %s", name, kjit_last_error(p->context[simd]));
+}

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "kjit.h"
+#include "fixture.h"
 #include "kjit_tools.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
@@ -277,49 +278,6 @@ static float escape_reference_f32(float x, float y, float limit)
 
 /* ------------------------------------------------------------ fixtures */
 
-typedef struct Pair {
-    kjit_context *context[2]; /* [0] scalar, [1] SIMD */
-    kjit_module *module[2];
-} Pair;
-
-static Pair open_pair(kjit_target target)
-{
-    Pair p;
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = target;
-        options.num_threads = 3;
-        options.cpu_simd = simd;
-        ck_assert_int_eq(kjit_context_create(&options, &p.context[simd]), KJIT_OK);
-        ck_assert_msg(kjit_compile_string(p.context[simd], "simd.kern", source, &p.module[simd]) == KJIT_OK,
-                      "%s", kjit_last_error(p.context[simd]));
-    }
-    return p;
-}
-
-static void close_pair(Pair *p)
-{
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_module_free(p->module[simd]);
-        kjit_context_destroy(p->context[simd]);
-    }
-}
-
-static kjit_function *fn_of(Pair *p, int simd, const char *name)
-{
-    kjit_function *fn = NULL;
-    ck_assert_int_eq(kjit_module_function(p->module[simd], name, &fn), KJIT_OK);
-    return fn;
-}
-
-static void launch(Pair *p, int simd, const char *name, const uint32_t grid[3], const uint32_t block[3],
-                   kjit_arg *args, int nargs)
-{
-    ck_assert_msg(kjit_launch(fn_of(p, simd, name), grid, block, args, nargs, NULL) == KJIT_OK, "%s: %s",
-                  name, kjit_last_error(p->context[simd]));
-}
-
 /* The block shapes every kernel runs with: widths that are not multiples
  * of any vector width, and 3-D blocks. */
 static const uint32_t blocks[][3] = {{1, 1, 1}, {3, 1, 1}, {7, 2, 1}, {33, 1, 1}, {5, 3, 2}, {64, 1, 1}, {4, 4, 4}};
@@ -329,7 +287,7 @@ enum { BLOCK_SHAPES = sizeof blocks / sizeof blocks[0] };
 
 static void mixed_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd.kern", source);
     enum { N = 1003 };
     double *x = malloc(N * sizeof *x), *out_f[2];
     int64_t *d = malloc(N * sizeof *d), *out_i[2];
@@ -358,7 +316,7 @@ static void mixed_on(kjit_target target)
                        af = kjit_array_make(out_f[s], KJIT_F64, 1, shape),
                        ai = kjit_array_make(out_i[s], KJIT_I64, 1, shape);
             kjit_arg args[4] = {kjit_arg_array(&ax), kjit_arg_array(&ad), kjit_arg_array(&af), kjit_arg_array(&ai)};
-            launch(&p, s, "mixed", grid, blocks[b], args, 4);
+            pair_launch(&p, s, "mixed", grid, blocks[b], args, 4);
         }
         for (int i = 0; i < N; i++) {
             double want_f;
@@ -378,7 +336,7 @@ static void mixed_on(kjit_target target)
     }
     free(x);
     free(d);
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(mixed_control_flow_cpu) { mixed_on(KJIT_TARGET_CPU); }
@@ -388,7 +346,7 @@ END_TEST
 
 static void shuffle_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd.kern", source);
     enum { N = 999 };
     float *src = malloc(N * sizeof *src), *dst[2], *gathered[2];
     int64_t *idx = malloc(N * sizeof *idx);
@@ -423,7 +381,7 @@ static void shuffle_on(kjit_target target)
                        ah = kjit_array_make(hist[s], KJIT_I32, 1, hshape);
             kjit_arg args[5] = {kjit_arg_array(&as), kjit_arg_array(&ai), kjit_arg_array(&ad),
                                 kjit_arg_array(&ag), kjit_arg_array(&ah)};
-            launch(&p, s, "shuffle", grid, blocks[b], args, 5);
+            pair_launch(&p, s, "shuffle", grid, blocks[b], args, 5);
         }
         ck_assert(memcmp(dst[0], dst[1], N * sizeof(float)) == 0);
         ck_assert(memcmp(gathered[0], gathered[1], N * sizeof(float)) == 0);
@@ -449,7 +407,7 @@ static void shuffle_on(kjit_target target)
     }
     free(src);
     free(idx);
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(gather_scatter_atomics_cpu) { shuffle_on(KJIT_TARGET_CPU); }
@@ -459,7 +417,7 @@ END_TEST
 
 static void escape_grid_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd.kern", source);
     enum { W = 77, H = 41, LIMIT = 30 };
     double re[W], im[H];
     int32_t *out[2];
@@ -478,7 +436,7 @@ static void escape_grid_on(kjit_target target)
             kjit_array ar = kjit_array_make(re, KJIT_F64, 1, rshape), ai = kjit_array_make(im, KJIT_F64, 1, ishape),
                        ao = kjit_array_make(out[s], KJIT_I32, 2, oshape);
             kjit_arg args[4] = {kjit_arg_array(&ar), kjit_arg_array(&ai), kjit_arg_i32(LIMIT), kjit_arg_array(&ao)};
-            launch(&p, s, "escape_grid", grid, shapes[b], args, 4);
+            pair_launch(&p, s, "escape_grid", grid, shapes[b], args, 4);
         }
         ck_assert(memcmp(out[0], out[1], W * H * sizeof(int32_t)) == 0);
         /* hypot is libm's in the reference and libmvec's on SIMD lanes:
@@ -497,7 +455,7 @@ static void escape_grid_on(kjit_target target)
     }
     for (int s = 0; s < 2; s++)
         free(out[s]);
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(complex_escape_time_cpu) { escape_grid_on(KJIT_TARGET_CPU); }
@@ -521,7 +479,7 @@ static int64_t wide_random(void)
 
 static void grid_stride_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd.kern", source);
     enum { W = 101, H = 13, PAD = 2 };
     int64_t src[W];
     uint64_t usrc[W];
@@ -563,7 +521,7 @@ static void grid_stride_on(kjit_target target)
                 kjit_arg args[8] = {kjit_arg_array(&as), kjit_arg_array(&au), kjit_arg_array(&ai),
                                     kjit_arg_array(&aw), kjit_arg_array(&ac), kjit_arg_array(&auc),
                                     kjit_arg_array(&ab), kjit_arg_array(&ar)};
-                launch(&p, s, "grid_stride", grid, shapes[b], args, 8);
+                pair_launch(&p, s, "grid_stride", grid, shapes[b], args, 8);
             }
             ck_assert(memcmp(image[0], image[1], W * H * PAD) == 0);
             ck_assert(memcmp(wide[0], wide[1], W * H * PAD * sizeof(int16_t)) == 0);
@@ -596,7 +554,7 @@ static void grid_stride_on(kjit_target target)
         }
     for (int s = 0; s < 2; s++)
         free(image[s]), free(wide[s]), free(conv[s]), free(uconv[s]);
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(grid_stride_loops_cpu) { grid_stride_on(KJIT_TARGET_CPU); }
@@ -608,7 +566,7 @@ END_TEST
  * gets there: with n = 0 and an empty array it must not run at all. */
 static void guarded_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd.kern", source);
     enum { N = 37 };
     double a[24], out[2][N];
     for (int i = 0; i < 24; i++)
@@ -622,7 +580,7 @@ static void guarded_on(kjit_target target)
             kjit_array aa = kjit_array_make(n ? a : NULL, KJIT_F64, 1, ashape);
             kjit_array ao = kjit_array_make(out[s], KJIT_F64, 1, oshape);
             kjit_arg args[3] = {kjit_arg_array(&aa), kjit_arg_i64(n), kjit_arg_array(&ao)};
-            launch(&p, s, "guarded", grid, block, args, 3);
+            pair_launch(&p, s, "guarded", grid, block, args, 3);
         }
         ck_assert(memcmp(out[0], out[1], sizeof out[0]) == 0);
         int64_t j = 0;
@@ -635,7 +593,7 @@ static void guarded_on(kjit_target target)
             ck_assert_msg(out[1][i] == want, "n %lld, out[%d] %g, want %g", (long long)n, i, out[1][i], want);
         }
     }
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(guarded_uniform_load_cpu) { guarded_on(KJIT_TARGET_CPU); }
@@ -676,13 +634,13 @@ static int64_t halves_reference(int64_t x)
 
 static void call(Pair *p, int simd, const char *name, kjit_arg *args, int nargs, kjit_array *out)
 {
-    ck_assert_msg(kjit_call(fn_of(p, simd, name), args, nargs, out, NULL) == KJIT_OK, "%s: %s", name,
+    ck_assert_msg(kjit_call(pair_fn(p, simd, name), args, nargs, out, NULL) == KJIT_OK, "%s: %s", name,
                   kjit_last_error(p->context[simd]));
 }
 
 static void vectorized_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd.kern", source);
     const int64_t lengths[] = {1, 3, 7, 33, 1000};
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
         int64_t n = lengths[l], shape[1] = {n};
@@ -753,7 +711,7 @@ static void vectorized_on(kjit_target target)
     for (int j = 0; j < R; j++)
         for (int i = 0; i < C; i++)
             ck_assert(out[1][j * C + i] == escape_reference(rows[i], cols[j], 40));
-    close_pair(&p);
+    pair_close(&p);
 }
 
 /* Inline varying ifs with both sides, and divisions by powers of two under
@@ -761,7 +719,7 @@ static void vectorized_on(kjit_target target)
  * with the scalar code and with C. */
 static void halves_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd.kern", source);
     enum { N = 1001 };
     int64_t seeds[N], got[2][N];
     int32_t seeds32[N], got32[2][N];
@@ -787,7 +745,7 @@ static void halves_on(kjit_target target)
                       (long long)want);
         ck_assert_msg(got32[1][i] == (int32_t)want, "halves i32(%lld): %d", (long long)seeds[i], got32[1][i]);
     }
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(exact_halves_cpu) { halves_on(KJIT_TARGET_CPU); }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kjit.h"
+#include "fixture.h"
 #include "rng.h"
 
 static uint64_t rng;
@@ -140,44 +141,17 @@ static int32_t narrow_compares_reference(int64_t u, int32_t base, int x)
 
 /* ------------------------------------------------------------ fixtures */
 
-typedef struct Pair {
-    kjit_context *context[2]; /* [0] scalar, [1] SIMD */
-    kjit_module *module[2];
-} Pair;
-
 static Pair open_pair(kjit_target target)
 {
     rng_seed(&rng, "simd_access");
-    Pair p;
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = target;
-        options.num_threads = 3;
-        options.cpu_simd = simd;
-        ck_assert_int_eq(kjit_context_create(&options, &p.context[simd]), KJIT_OK);
-        ck_assert_msg(kjit_compile_string(p.context[simd], "simd_access.kern", source, &p.module[simd]) == KJIT_OK,
-                      "%s", kjit_last_error(p.context[simd]));
-    }
-    return p;
-}
-
-static void close_pair(Pair *p)
-{
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_module_free(p->module[simd]);
-        kjit_context_destroy(p->context[simd]);
-    }
+    return pair_open(target, "simd_access.kern", source);
 }
 
 static void launch(Pair *p, int simd, const char *name, uint32_t blocks, uint32_t threads, kjit_arg *args,
                    int nargs)
 {
-    kjit_function *fn = NULL;
-    ck_assert_int_eq(kjit_module_function(p->module[simd], name, &fn), KJIT_OK);
     uint32_t grid[3] = {blocks, 1, 1}, block[3] = {threads, 1, 1};
-    ck_assert_msg(kjit_launch(fn, grid, block, args, nargs, NULL) == KJIT_OK, "%s: %s", name,
-                  kjit_last_error(p->context[simd]));
+    pair_launch(p, simd, name, grid, block, args, nargs);
 }
 
 /* 1-D view of n floats of data, every stride-th. */
@@ -238,7 +212,7 @@ static void tree_sum_on(kjit_target target)
         free(sums[s]);
     free(want);
     free(x);
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(tree_sum_cpu) { tree_sum_on(KJIT_TARGET_CPU); }
@@ -295,7 +269,7 @@ static void private_masks_on(kjit_target target)
         free(out[s]);
     free(want);
     free(x);
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(private_masks_cpu) { private_masks_on(KJIT_TARGET_CPU); }
@@ -336,7 +310,7 @@ static void narrow_compares_on(kjit_target target)
                           out[0][i], out[1][i], want);
         }
     }
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(narrow_compares_cpu) { narrow_compares_on(KJIT_TARGET_CPU); }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kjit.h"
+#include "fixture.h"
 #include "kjit_tools.h"
 #include "rng.h"
 
@@ -260,43 +261,13 @@ static int32_t pick32(void)
 
 /* ------------------------------------------------------------ running */
 
-typedef struct Pair {
-    kjit_context *context[2]; /* [0] scalar, [1] SIMD */
-    kjit_module *module[2];
-} Pair;
-
-static Pair open_pair(kjit_target target)
-{
-    Pair p;
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = target;
-        options.num_threads = 3;
-        options.cpu_simd = simd;
-        ck_assert_int_eq(kjit_context_create(&options, &p.context[simd]), KJIT_OK);
-        ck_assert_msg(kjit_compile_string(p.context[simd], "simd_blend.kern", source, &p.module[simd]) == KJIT_OK,
-                      "%s", kjit_last_error(p.context[simd]));
-    }
-    return p;
-}
-
-static void close_pair(Pair *p)
-{
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_module_free(p->module[simd]);
-        kjit_context_destroy(p->context[simd]);
-    }
-}
-
 /* name(a, b) over n elements into out[simd], with and without the lowering. */
 static void call_both(Pair *p, const char *name, kjit_dtype ta, const void *a, kjit_dtype tb, const void *b,
                       kjit_dtype tout, void *out[2], int64_t n)
 {
     int64_t shape[1] = {n};
     for (int simd = 0; simd < 2; simd++) {
-        kjit_function *fn = NULL;
-        ck_assert_int_eq(kjit_module_function(p->module[simd], name, &fn), KJIT_OK);
+        kjit_function *fn = pair_fn(p, simd, name);
         kjit_array aa = kjit_array_make((void *)a, ta, 1, shape), ab = kjit_array_make((void *)b, tb, 1, shape),
                    ao = kjit_array_make(out[simd], tout, 1, shape);
         kjit_arg args[2] = {kjit_arg_array(&aa), kjit_arg_array(&ab)};
@@ -312,7 +283,7 @@ enum { LENGTHS = sizeof lengths / sizeof lengths[0] };
 static void blends_on(kjit_target target)
 {
     rng_seed(&rng, "simd_blend");
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd_blend.kern", source);
     for (int l = 0; l < LENGTHS; l++) {
         int64_t n = lengths[l];
         int64_t *a64 = malloc((size_t)n * 8), *b64 = malloc((size_t)n * 8), *o64[2];
@@ -400,7 +371,7 @@ static void blends_on(kjit_target target)
         free(b32);
         free(f);
     }
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(integer_blends_and_recorded_exits_cpu) { blends_on(KJIT_TARGET_CPU); }

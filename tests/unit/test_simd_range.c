@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "kjit.h"
+#include "fixture.h"
 #include "kjit_tools.h"
 #include "rng.h"
 
@@ -81,44 +82,6 @@ static const char source[] =
 
 /* ------------------------------------------------------------ fixtures */
 
-typedef struct Pair {
-    kjit_context *context[2]; /* [0] scalar, [1] SIMD */
-    kjit_module *module[2];
-} Pair;
-
-static Pair open_pair(kjit_target target)
-{
-    Pair p;
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = target;
-        options.num_threads = 3;
-        options.cpu_simd = simd;
-        ck_assert_int_eq(kjit_context_create(&options, &p.context[simd]), KJIT_OK);
-        ck_assert_msg(kjit_compile_string(p.context[simd], "simd_range.kern", source, &p.module[simd]) == KJIT_OK,
-                      "%s", kjit_last_error(p.context[simd]));
-    }
-    return p;
-}
-
-static void close_pair(Pair *p)
-{
-    for (int simd = 0; simd < 2; simd++) {
-        kjit_module_free(p->module[simd]);
-        kjit_context_destroy(p->context[simd]);
-    }
-}
-
-static void launch(Pair *p, int simd, const char *name, const uint32_t grid[3], const uint32_t block[3],
-                   kjit_arg *args, int nargs)
-{
-    kjit_function *fn = NULL;
-    ck_assert_int_eq(kjit_module_function(p->module[simd], name, &fn), KJIT_OK);
-    ck_assert_msg(kjit_launch(fn, grid, block, args, nargs, NULL) == KJIT_OK, "%s: %s", name,
-                  kjit_last_error(p->context[simd]));
-}
-
 /* i64 arithmetic that wraps, as kjit's does */
 static int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
@@ -148,7 +111,7 @@ static uint64_t edge_u64(void)
 
 static void products_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd_range.kern", source);
     int32_t x[N], y[N];
     int16_t h[N];
     int64_t u[N], out_i[2][N];
@@ -178,7 +141,7 @@ static void products_on(kjit_target target)
                                 kjit_arg_array(&aw), kjit_arg_array(&ai), kjit_arg_array(&af)};
             uint32_t block[3] = {round == 0 ? 64 : round == 1 ? 7 : 1024, 1, 1};
             uint32_t grid[3] = {(N + block[0] - 1) / block[0], 1, 1};
-            launch(&p, s, "products", grid, block, args, 7);
+            pair_launch(&p, s, "products", grid, block, args, 7);
         }
         ck_assert_msg(memcmp(out_i[0], out_i[1], sizeof out_i[0]) == 0 &&
                           memcmp(out_f[0], out_f[1], sizeof out_f[0]) == 0,
@@ -201,7 +164,7 @@ static void products_on(kjit_target target)
                               (long long)u[i], h[i], (unsigned long long)w[i], out_f[1][r * N + i], want_f[r]);
         }
     }
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(narrowed_products_and_conversions_cpu) { products_on(KJIT_TARGET_CPU); }
@@ -230,7 +193,7 @@ static double paths_reference(int32_t base, uint32_t bx, int64_t j, const int64_
  * out written through a C-ordered and a transposed view. */
 static void paths_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd_range.kern", source);
     enum { LEN = 301, WIDTH = 5, MAX_THREADS = 1024 };
     int64_t *storage = malloc(sizeof(int64_t) * LEN * 3);
     double *out[2];
@@ -252,7 +215,7 @@ static void paths_on(kjit_target target)
                 o.strides[1] = (int64_t)sizeof(double) * threads;
             }
             kjit_arg args[3] = {kjit_arg_i32(base), kjit_arg_array(&data), kjit_arg_array(&o)};
-            launch(&p, s, "paths", (uint32_t[]){WIDTH, 1, 1}, (uint32_t[]){threads, 1, 1}, args, 3);
+            pair_launch(&p, s, "paths", (uint32_t[]){WIDTH, 1, 1}, (uint32_t[]){threads, 1, 1}, args, 3);
         }
         for (uint32_t j = 0; j < threads; j++)
             for (uint32_t bx = 0; bx < WIDTH; bx++) {
@@ -267,7 +230,7 @@ static void paths_on(kjit_target target)
     }
     for (int s = 0; s < 2; s++) free(out[s]);
     free(storage);
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(paths_gathers_scatters_cpu) { paths_on(KJIT_TARGET_CPU); }
@@ -294,7 +257,7 @@ static int64_t to_i64_sat(double v)
  * into chunks of ordinary ones or alone. */
 static void truncations_on(kjit_target target)
 {
-    Pair p = open_pair(target);
+    Pair p = pair_open(target, "simd_range.kern", source);
     static const double edges[] = {-0x1p31, -0x1p31 - 0.5, -0x1p31 - 1, -0x1p31 + 0.25, 0x1p31 - 0.5, 0x1p31,
                                    0x1p31 + 1, 0x1p63, -0x1p63, 0x1p63 - 1024, -0x1p63 - 2048, NAN, -NAN,
                                    INFINITY, -INFINITY, -0.0, 0.0, -0.75, 0.75, 1e19, -1e19};
@@ -312,7 +275,7 @@ static void truncations_on(kjit_target target)
         for (int s = 0; s < 2; s++) {
             kjit_array ax = kjit_array_make(x, KJIT_F64, 1, &n), ao = kjit_array_make(out[s], KJIT_I64, 1, &n);
             kjit_arg args[2] = {kjit_arg_array(&ax), kjit_arg_array(&ao)};
-            launch(&p, s, "truncations", (uint32_t[]){(M + 63) / 64, 1, 1}, (uint32_t[]){64, 1, 1}, args, 2);
+            pair_launch(&p, s, "truncations", (uint32_t[]){(M + 63) / 64, 1, 1}, (uint32_t[]){64, 1, 1}, args, 2);
         }
         for (int i = 0; i < M; i++) {
             ck_assert_msg(out[0][i] == out[1][i], "%a: scalar %lld, SIMD %lld", x[i], (long long)out[0][i],
@@ -321,7 +284,7 @@ static void truncations_on(kjit_target target)
                           (long long)to_i64_sat(x[i]));
         }
     }
-    close_pair(&p);
+    pair_close(&p);
 }
 
 START_TEST(truncations_cpu) { truncations_on(KJIT_TARGET_CPU); }
