@@ -107,14 +107,12 @@ LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, L
 
 /* A math built-in: the target's own lowering where it has one, else an LLVM
  * intrinsic or the target's math library. */
-static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
+/* The math built-ins that are one LLVM intrinsic or instruction, on
+ * scalars and vectors alike (the SIMD lowering calls this too); NULL for
+ * the others (libm's and libmvec's functions). */
+LLVMValueRef kj_codegen_math_inline(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a)
 {
     LLVMTypeRef t = LLVMTypeOf(a[0]);
-    if (g->target->math) {
-        LLVMValueRef v = g->target->math(g, math, a, arity);
-        if (v)
-            return v;
-    }
     switch (math) {
     case KJ_MATH_SQRT: return kj_codegen_call_intrinsic(g, "llvm.sqrt", &t, 1, a, 1);
     case KJ_MATH_FABS: return kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
@@ -126,17 +124,34 @@ static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
     case KJ_MATH_FMAX: return kj_codegen_call_intrinsic(g, "llvm.maxnum", &t, 1, a, 2);
     case KJ_MATH_COPYSIGN: return kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
     case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
-    case KJ_MATH_FMOD: return LLVMBuildFRem(g->b, a[0], a[1], "");
-    case KJ_MATH_ISNAN: return LLVMBuildFCmp(g->b, LLVMRealUNO, a[0], a[0], "");
+    case KJ_MATH_FMOD: return LLVMBuildFRem(b, a[0], a[1], "");
+    case KJ_MATH_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");
     case KJ_MATH_ISINF:
     case KJ_MATH_ISFINITE: {
         LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
-        LLVMValueRef inf = LLVMConstReal(t, __builtin_inf());
-        return LLVMBuildFCmp(g->b, math == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
+        bool vector = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+        LLVMValueRef inf = LLVMConstReal(vector ? LLVMGetElementType(t) : t, __builtin_inf());
+        if (vector) {
+            unsigned lanes = LLVMGetVectorSize(t);
+            LLVMValueRef *each = kj_xmalloc(sizeof *each * lanes);
+            for (unsigned i = 0; i < lanes; i++)
+                each[i] = inf;
+            inf = LLVMConstVector(each, lanes);
+            free(each);
+        }
+        return LLVMBuildFCmp(b, math == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
     }
     default:
-        return kj_codegen_call_math(g, math_info[math].libm, math_info[math].libmvec, a, arity);
+        return NULL;
     }
+}
+
+static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
+{
+    LLVMValueRef v = g->target->math ? g->target->math(g, math, a, arity) : NULL;
+    if (!v)
+        v = kj_codegen_math_inline(g, g->b, math, a);
+    return v ? v : kj_codegen_call_math(g, math_info[math].libm, math_info[math].libmvec, a, arity);
 }
 
 LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity)

@@ -291,6 +291,10 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out);
 LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
 LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg);
 /* A call to an LLVM intrinsic, declared on first use. */
+/* A math built-in that is one LLVM intrinsic or instruction (sqrt, fabs,
+ * floor ... fmod, isnan, isinf, isfinite), on scalars or vectors; NULL when
+ * it is a libm function. */
+LLVMValueRef kj_codegen_math_inline(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a);
 LLVMValueRef kj_codegen_call_intrinsic(Gen *g, const char *name, LLVMTypeRef *overloads,
                                        int overload_count, LLVMValueRef *args, int arg_count);
 /* A declared external function (math library, libdevice). */

@@ -96,6 +96,18 @@ static LLVMValueRef i64_to_f64(Simd *s, LLVMValueRef v, bool is_signed)
     return LLVMBuildFAdd(B, hf, LLVMBuildBitCast(B, low, f64v, ""), "");
 }
 
+/* What a saturating float to i64 gives a lane outside [-2^63, 2^63): NaN
+ * 0, above the range the largest i64, below it the smallest. */
+static LLVMValueRef i64_saturated(Simd *s, LLVMValueRef x)
+{
+    LLVMBuilderRef B = s->b;
+    LLVMValueRef bound = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, LLVMConstNull(LLVMTypeOf(x)), ""),
+                                         splat_const(s, LLVMConstInt(s->g->t_i64, (unsigned long long)INT64_MAX, 0)),
+                                         splat_const(s, LLVMConstInt(s->g->t_i64, (unsigned long long)INT64_MIN, 0)), "");
+    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), LLVMConstNull(vec_of(s, s->g->t_i64)),
+                           bound, "");
+}
+
 static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
 {
     LLVMBuilderRef B = s->b;
@@ -116,11 +128,7 @@ static LLVMValueRef f64_to_i64_sat_split(Simd *s, LLVMValueRef x)
     lo = LLVMBuildXor(B, lo, splat_const(s, LLVMConstInt(g->t_i32, 0x80000000u, 0)), "");
     LLVMValueRef r = LLVMBuildOr(B, LLVMBuildShl(B, LLVMBuildSExt(B, hi, i64v, ""), splat_const(s, LLVMConstInt(g->t_i64, 32, 0)), ""),
                                  LLVMBuildZExt(B, lo, i64v, ""), "");
-    LLVMValueRef bound = LLVMBuildSelect(B, low_ok, splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MAX, 0)),
-                                         splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MIN, 0)), "");
-    LLVMValueRef is_nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
-    bound = LLVMBuildSelect(B, is_nan, LLVMConstNull(i64v), bound, "");
-    return LLVMBuildSelect(B, in_range, r, bound, "");
+    return LLVMBuildSelect(B, in_range, r, i64_saturated(s, x), "");
 }
 
 /* The common case first: values that fit 32 bits convert in one packed
@@ -183,9 +191,8 @@ static LLVMValueRef f64_to_i64_sat(Simd *s, LLVMValueRef x)
 /* A float to i64, saturating, on hosts with packed 64-bit conversions
  * (AVX-512DQ), where LLVM would still take llvm.fptosi.sat lane by lane with
  * a branch per lane: lanes in [-2^63, 2^63) convert as they are (a plain
- * fptosi of a value in range), the others take the bound the saturating
- * conversion gives (NaN 0, above the range the largest i64, below it the
- * smallest), so every lane is the scalar code's. */
+ * fptosi of a value in range), the others i64_saturated's bound, so every
+ * lane is the scalar code's. */
 static LLVMValueRef float_to_i64_sat_packed(Simd *s, LLVMValueRef x)
 {
     LLVMBuilderRef B = s->b;
@@ -197,11 +204,7 @@ static LLVMValueRef float_to_i64_sat_packed(Simd *s, LLVMValueRef x)
                                          LLVMBuildFCmp(B, LLVMRealOLT, x, high, ""), "");
     LLVMValueRef safe = LLVMBuildSelect(B, in_range, x, LLVMConstNull(LLVMTypeOf(x)), "");
     LLVMValueRef r = LLVMBuildFPToSI(B, safe, i64v, "");
-    LLVMValueRef bound = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, x, LLVMConstNull(LLVMTypeOf(x)), ""),
-                                         splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MAX, 0)),
-                                         splat_const(s, LLVMConstInt(g->t_i64, (unsigned long long)INT64_MIN, 0)), "");
-    bound = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), LLVMConstNull(i64v), bound, "");
-    return LLVMBuildSelect(B, in_range, r, bound, "");
+    return LLVMBuildSelect(B, in_range, r, i64_saturated(s, x), "");
 }
 
 static bool packed_64bit_conversions(Simd *s)
@@ -705,34 +708,14 @@ static LLVMValueRef math_libmvec(Simd *s, KjMathFn fn, const char *libm, LLVMVal
 static LLVMValueRef vmath(Simd *s, KjMathFn fn, LLVMValueRef *a, int arity)
 {
     Gen *g = s->g;
-    LLVMTypeRef t = LLVMTypeOf(a[0]);
-    switch (fn) {
-    case KJ_MATH_SQRT: return kj_codegen_call_intrinsic(g, "llvm.sqrt", &t, 1, a, 1);
-    case KJ_MATH_FABS: return kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
-    case KJ_MATH_FLOOR: return kj_codegen_call_intrinsic(g, "llvm.floor", &t, 1, a, 1);
-    case KJ_MATH_CEIL: return kj_codegen_call_intrinsic(g, "llvm.ceil", &t, 1, a, 1);
-    case KJ_MATH_TRUNC: return kj_codegen_call_intrinsic(g, "llvm.trunc", &t, 1, a, 1);
-    case KJ_MATH_FMA: return kj_codegen_call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
-    case KJ_MATH_FMIN: return kj_codegen_call_intrinsic(g, "llvm.minnum", &t, 1, a, 2);
-    case KJ_MATH_FMAX: return kj_codegen_call_intrinsic(g, "llvm.maxnum", &t, 1, a, 2);
-    case KJ_MATH_COPYSIGN: return kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
-    case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
-    case KJ_MATH_FMOD: return LLVMBuildFRem(s->b, a[0], a[1], "");
-    case KJ_MATH_ISNAN: return LLVMBuildFCmp(s->b, LLVMRealUNO, a[0], a[0], "");
-    case KJ_MATH_ISINF:
-    case KJ_MATH_ISFINITE: {
-        LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
-        LLVMValueRef inf = splat_const(s, LLVMConstReal(LLVMGetElementType(t), __builtin_inf()));
-        return LLVMBuildFCmp(s->b, fn == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
-    }
-    default: {
-        bool libmvec;
-        const char *libm = kj_codegen_math_libm(fn, &libmvec);
-        if (libmvec && (g->vec_sse || g->vec_avx2 || g->vec_avx512))
-            return math_libmvec(s, fn, libm, a, arity);
-        return math_per_lane(s, fn, a, arity);
-    }
-    }
+    LLVMValueRef v = kj_codegen_math_inline(g, s->b, fn, a);
+    if (v)
+        return v;
+    bool libmvec;
+    const char *libm = kj_codegen_math_libm(fn, &libmvec);
+    if (libmvec && (g->vec_sse || g->vec_avx2 || g->vec_avx512))
+        return math_libmvec(s, fn, libm, a, arity);
+    return math_per_lane(s, fn, a, arity);
 }
 
 /* x ** n for a constant n, as ipow_const: square-and-multiply. */
