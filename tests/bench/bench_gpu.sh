@@ -26,11 +26,8 @@ for round in $(seq 1 "$rounds"); do
     "$work/bench_gpu" > "$work/pair.$round.txt" || exit 1
 done
 python3 "$here/bench_gpu_py.py" cupy > "$work/py.txt"
-numba_path=${PYTHONPATH:-}
-if [ -n "${KJIT_NUMBA_WHEELS:-}" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/numba-site" \
-        "$KJIT_NUMBA_WHEELS"/*.whl && numba_path=$work/numba-site${numba_path:+:$numba_path}
-fi
+. "$here/../gpu/bundle.sh"
+numba_path=$(numba_pythonpath "$work/numba-site")
 PYTHONPATH=$numba_path python3 "$here/bench_gpu_py.py" numba >> "$work/py.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/gpu.txt" 2>/dev/null
 

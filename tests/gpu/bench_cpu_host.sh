@@ -14,10 +14,8 @@ set -u
 bundle=${1:-build/gpu-bundle}
 cd "$bundle" || { echo "bench_cpu_host.sh: no bundle at $bundle"; exit 1; }
 root=$PWD
-if [ ! -f bin/libkjit.so ]; then
-    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-        bin/libkjit.so.xz bin/libkjit.so || { echo "bench_cpu_host.sh: cannot unpack bin/libkjit.so.xz"; exit 1; }
-fi
+. "$root/tests/gpu/bundle.sh"
+unpack_libkjit || { echo "bench_cpu_host.sh: cannot unpack bin/libkjit.so.xz"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
@@ -33,11 +31,7 @@ gcc $flags -o "$work/bench_simd" "$bench/bench_simd.c" "$work/simd_ref.o" -L"$wo
 gcc $flags -o "$work/bench_cpu" "$bench/bench_cpu.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
     { echo "bench_cpu_host.sh: the benchmark programs do not build here"; exit 1; }
 
-numba_path=${PYTHONPATH:-}
-if [ -n "${KJIT_NUMBA_WHEELS:-}" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/numba-site" \
-        "$KJIT_NUMBA_WHEELS"/*.whl && numba_path=$work/numba-site${numba_path:+:$numba_path}
-fi
+numba_path=$(numba_pythonpath "$work/numba-site")
 grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
 echo
 PYTHONPATH=$numba_path python3 "$bench/bench_cpu_report.py" "$work/bench_cpu" "$work/bench_simd" \

@@ -23,10 +23,8 @@ set -u
 bundle=${1:-build/gpu-bundle}
 cd "$bundle" || { echo "no bundle at $bundle (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
 root=$PWD
-if [ ! -f bin/libkjit.so ]; then
-    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-        bin/libkjit.so.xz bin/libkjit.so || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
-fi
+. "$root/tests/gpu/bundle.sh"
+unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
@@ -155,11 +153,7 @@ else
 fi
 # The same host-side costs for CuPy and Numba (Numba with the NumPy it can
 # import, from $KJIT_NUMBA_WHEELS when set, as tests/bench/bench_gpu.sh does).
-numba_site=${PYTHONPATH:-}
-if [ -n "${KJIT_NUMBA_WHEELS:-}" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/latency-site" \
-        "$KJIT_NUMBA_WHEELS"/*.whl && numba_site=$work/latency-site${numba_site:+:$numba_site}
-fi
+numba_site=$(numba_pythonpath "$work/latency-site")
 { python3 "$root/tests/bench/latency_py.py" cupy
   PYTHONPATH=$numba_site python3 "$root/tests/bench/latency_py.py" numba; } > "$work/latency_py.log" 2>&1
 cat "$work/latency_py.log"
