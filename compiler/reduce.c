@@ -580,6 +580,32 @@ static KjIrExpr *shfl_down(Lift *l, KjIrVar *value, int delta)
     return e;
 }
 
+/* A block's first step (lane j0 + v takes element j0 + v, v < V) and its
+ * step `step` (element step L + j0 + v, combined into the lane), each
+ * element tested against the block's count. */
+static void first_step_tested(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0, KjIrVar **acc)
+{
+    for (int v = 0; v < l->v.thread_lanes; v++) {
+        KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
+        KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, start), copy(l, u)))));
+        l->body = in_if;
+    }
+}
+
+static void step_tested(Lift *l, KjIrVar *step, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
+                        KjIrVar **acc)
+{
+    for (int v = 0; v < l->v.thread_lanes; v++) {
+        KjIrVar *u = new_var(l, "u", i64_type());
+        set(l, u, add(l, add(l, mul(l, ref(l, step), i64(l, KJ_REDUCE_LANES)), ref(l, j0)), i64(l, v)));
+        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, count)));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), ref(l, u)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+        l->body = in_if;
+    }
+}
+
 /* The last block of an output, shorter than B, for COLUMNS: the steps in
  * which every lane has an element (count / L of them) without tests, then
  * the last step's elements each tested, so that the loads of a step need
@@ -590,12 +616,7 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
     const int L = KJ_REDUCE_LANES, V = l->v.thread_lanes;
     KjIrVar *steps = new_var(l, "steps", i64_type());
     set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
-    for (int v = 0; v < V; v++) {
-        KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
-        KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
-        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, start), copy(l, u)))));
-        l->body = in_if;
-    }
+    first_step_tested(l, start, count, j0, acc);
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), ref(l, steps));
     set(l, base, add(l, add(l, ref(l, start), ref(l, j0)), mul(l, ref(l, i), i64(l, L))));
@@ -605,14 +626,7 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
     }
     l->body = loop;
     KjVec *last = open_if(l, less(l, i64(l, 0), ref(l, steps)));
-    for (int v = 0; v < V; v++) {
-        KjIrVar *u = new_var(l, "u", i64_type());
-        set(l, u, add(l, add(l, mul(l, ref(l, steps), i64(l, L)), ref(l, j0)), i64(l, v)));
-        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, count)));
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), ref(l, u)));
-        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
-        l->body = in_if;
-    }
+    step_tested(l, steps, start, count, j0, acc);
     l->body = last;
 }
 
@@ -659,21 +673,9 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
         l->body = outer_saved;
         return;
     }
-    for (int v = 0; v < V; v++) {
-        KjIrExpr *u = add(l, ref(l, j0), i64(l, v));
-        KjVec *in_if = open_if(l, less(l, u, ref(l, count)));
-        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, start), copy(l, u)))));
-        l->body = in_if;
-    }
+    first_step_tested(l, start, count, j0, acc);
     loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    for (int v = 0; v < V; v++) {
-        KjIrVar *u = new_var(l, "u", i64_type());
-        set(l, u, add(l, add(l, mul(l, ref(l, i), i64(l, L)), ref(l, j0)), i64(l, v)));
-        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, count)));
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), ref(l, u)));
-        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
-        l->body = in_if;
-    }
+    step_tested(l, i, start, count, j0, acc);
     l->body = loop;
     l->body = outer_saved;
 }
