@@ -24,9 +24,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 struct KjCpuCode {
     LLVMOrcLLJITRef jit;
+    size_t object_size; /* of the object being linked: sizes ObjectMemory */
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -148,16 +151,134 @@ static void fail(LLVMErrorRef err, char **error)
 }
 
 /*
+ * Memory for code that RuntimeDyld links (code with line tables, below).
+ *
+ * Code of the small code model reaches its constant pools, its GOT entries
+ * and the stubs of calls out through 32-bit PC-relative offsets, so every
+ * section of one object must lie within 2 GiB of the others.  LLVM's
+ * SectionMemoryManager maps each section apart wherever mmap puts it, and
+ * RuntimeDyld truncates an offset that does not fit without a word (the check
+ * is an assertion, off in release builds): the code then reads a constant or
+ * jumps at a wrong address.  An address space with large gaps (a process with
+ * the CUDA driver loaded) gives such layouts now and then.  So the sections of
+ * one object go into one reservation of address space, sized from the object
+ * file: code, read-only data and writable data each in a part of their own,
+ * their pages writable while RuntimeDyld fills them and given their final
+ * permissions when it finalizes.  (The default linker, JITLink, allocates an
+ * object in one block already.)
+ */
+enum { PART_CODE, PART_READ_ONLY, PART_WRITABLE, PARTS };
+
+typedef struct ObjectMemory {
+    uint8_t *base; /* the reservation: PARTS parts of part_bytes, PROT_NONE until used */
+    size_t part_bytes;
+    size_t used[PARTS];     /* bytes handed out from the start of each part */
+    size_t writable[PARTS]; /* bytes of each part (whole pages) made writable */
+} ObjectMemory;
+
+static size_t page_bytes(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+/* Every section of an object is at most its bytes in the file, stubs and GOT
+ * entries take fewer bytes than the relocations that ask for them, and the
+ * only zero-filled data is a pointer or two (the print hook); the MiB is for
+ * alignment.  The parts must stay well within 2 GiB of each other. */
+static void *object_memory_create(void *context)
+{
+    const KjCpuCode *code = context;
+    ObjectMemory *m = kj_xcalloc(1, sizeof *m);
+    m->part_bytes = round_up(2 * code->object_size + ((size_t)1 << 20), page_bytes());
+    if (m->part_bytes <= ((size_t)512 << 20)) {
+        void *base = mmap(NULL, PARTS * m->part_bytes, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        m->base = base == MAP_FAILED ? NULL : base;
+    }
+    return m; /* without a base every allocation fails, and RuntimeDyld says so */
+}
+
+static uint8_t *object_memory_take(ObjectMemory *m, int part, uintptr_t size, unsigned align)
+{
+    if (!m->base)
+        return NULL;
+    uint8_t *start = m->base + (size_t)part * m->part_bytes;
+    uintptr_t at = (uintptr_t)start + m->used[part];
+    if (align > 1)
+        at = (at + align - 1) / align * align;
+    size_t offset = at - (uintptr_t)start;
+    if (offset > m->part_bytes || size > m->part_bytes - offset)
+        return NULL;
+    size_t end = round_up(offset + size, page_bytes());
+    if (end > m->writable[part]) {
+        if (mprotect(start + m->writable[part], end - m->writable[part], PROT_READ | PROT_WRITE))
+            return NULL;
+        m->writable[part] = end;
+    }
+    m->used[part] = offset + size;
+    return start + offset;
+}
+
+static uint8_t *object_memory_code(void *opaque, uintptr_t size, unsigned align, unsigned id,
+                                   const char *name)
+{
+    return object_memory_take(opaque, PART_CODE, size, align);
+}
+
+static uint8_t *object_memory_data(void *opaque, uintptr_t size, unsigned align, unsigned id,
+                                   const char *name, LLVMBool read_only)
+{
+    return object_memory_take(opaque, read_only ? PART_READ_ONLY : PART_WRITABLE, size, align);
+}
+
+/* True on failure, with a message that LLVM frees. */
+static LLVMBool object_memory_finalize(void *opaque, char **error)
+{
+    ObjectMemory *m = opaque;
+    static const int protection[PARTS] = {PROT_READ | PROT_EXEC, PROT_READ, PROT_READ | PROT_WRITE};
+    for (int part = 0; part < PARTS; part++) {
+        uint8_t *start = m->base + (size_t)part * m->part_bytes;
+        if (m->writable[part] && mprotect(start, m->writable[part], protection[part])) {
+            *error = kj_xstrdup("could not set the permissions of JIT-linked code");
+            return 1;
+        }
+    }
+    if (m->used[PART_CODE])
+        __builtin___clear_cache((char *)m->base, (char *)m->base + m->used[PART_CODE]);
+    return 0;
+}
+
+static void object_memory_destroy(void *opaque)
+{
+    ObjectMemory *m = opaque;
+    if (m->base)
+        munmap(m->base, PARTS * m->part_bytes);
+    free(m);
+}
+
+static void object_memory_terminating(void *context)
+{
+}
+
+/*
  * Code with line tables (KjCodegenOptions.line_info) is linked by RuntimeDyld
  * with LLVM's listeners: the GDB JIT interface (gdb then knows the code's
  * .kern lines) and perf's jitdump (perf record -k 1, then perf inject
  * --jit, annotates them; LLVM writes the dump only when built with perf
- * support).
+ * support).  Its memory is ObjectMemory's; ctx is the KjCpuCode being loaded.
  */
 static LLVMOrcObjectLayerRef debuggable_object_layer(void *ctx, LLVMOrcExecutionSessionRef session,
                                                      const char *triple)
 {
-    LLVMOrcObjectLayerRef layer = LLVMOrcCreateRTDyldObjectLinkingLayerWithSectionMemoryManager(session);
+    LLVMOrcObjectLayerRef layer =
+        LLVMOrcCreateRTDyldObjectLinkingLayerWithMCJITMemoryManagerLikeCallbacks(
+            session, ctx, object_memory_create, object_memory_terminating, object_memory_code,
+            object_memory_data, object_memory_finalize, object_memory_destroy);
     LLVMJITEventListenerRef gdb = LLVMCreateGDBRegistrationListener();
     if (gdb)
         LLVMOrcRTDyldObjectLinkingLayerRegisterJITEventListener(layer, gdb);
@@ -171,13 +292,16 @@ KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error)
 {
     if (!ensure_llvm(error))
         return NULL;
+    KjCpuCode *code = kj_xcalloc(1, sizeof *code);
+    code->object_size = size;
     LLVMOrcLLJITRef jit;
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
     if (memmem(object, size, ".debug_line", 11))
-        LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(builder, debuggable_object_layer, NULL);
+        LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(builder, debuggable_object_layer, code);
     LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, builder);
     if (err) {
         fail(err, error);
+        free(code);
         return NULL;
     }
     LLVMOrcJITDylibRef dylib = LLVMOrcLLJITGetMainJITDylib(jit);
@@ -197,9 +321,9 @@ KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error)
         LLVMErrorRef dispose = LLVMOrcDisposeLLJIT(jit);
         if (dispose)
             LLVMConsumeError(dispose);
+        free(code);
         return NULL;
     }
-    KjCpuCode *code = kj_xcalloc(1, sizeof *code);
     code->jit = jit;
     return code;
 }
