@@ -85,6 +85,54 @@ static void put_mappings(const uintptr_t *addresses, int count)
     }
 }
 
+/* The mappings that hold the fault address plus or minus a multiple of 4 GiB
+ * (smaller ones, far from it): a 32-bit PC-relative offset that overflowed
+ * when code and its constants were linked more than 2 GiB apart faults at the
+ * right address modulo 4 GiB.  And the bytes of the faulting instruction, to
+ * disassemble (`echo 'BYTES' | xxd -r -p > i.bin; objdump -D -b binary -m
+ * i386:x86-64 i.bin`). */
+static void put_aliases(uintptr_t fault, uintptr_t instruction)
+{
+    static char maps[1 << 20];
+    int fd = open("/proc/self/maps", O_RDONLY);
+    if (fd < 0)
+        return;
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof maps - 1 && (got = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
+        len += (size_t)got;
+    close(fd);
+    maps[len] = 0;
+    const uintptr_t span = (uintptr_t)1 << 32;
+    int shown = 0;
+    for (const char *line = maps; *line && shown < 8;) {
+        const char *end = strchr(line, '\n');
+        if (!end)
+            end = line + strlen(line);
+        const char *p = line;
+        uintptr_t low = parse_hex(&p);
+        p++;
+        uintptr_t high = parse_hex(&p);
+        uintptr_t distance = fault > low ? fault - low : low - fault;
+        if (high - low < span && distance > span / 2 && (fault - low) % span < high - low) {
+            if (!shown++)
+                put("  mappings at the fault address modulo 4 GiB:\n");
+            put("    ");
+            (void)!write(STDERR_FILENO, line, (size_t)(end - line) + (*end ? 1 : 0));
+        }
+        line = *end ? end + 1 : end;
+    }
+    if (instruction && instruction != fault) {
+        put("  instruction bytes:");
+        for (int i = 0; i < 16; i++) {
+            unsigned char b = ((const unsigned char *)instruction)[i];
+            char hex[4] = {' ', "0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15], 0};
+            put(hex);
+        }
+        put("\n");
+    }
+}
+
 static void crash_backtrace(int sig, siginfo_t *info, void *context)
 {
     ucontext_t *uc = context;
@@ -100,6 +148,8 @@ static void crash_backtrace(int sig, siginfo_t *info, void *context)
     put_hex(at[1]);
     put("\n");
     put_mappings(at, at[1] ? 2 : 1);
+    if (sig == SIGSEGV || sig == SIGBUS)
+        put_aliases(at[0], at[1]);
     void *frames[24];
     int n = backtrace(frames, 24);
     const char *head = "unit-tests: signal ";
