@@ -5,7 +5,8 @@
 # build/gpu-bundle, carried to the machine).  In order:
 #   1. the unit tests (the cuda suite must run, not skip): seeds against
 #      float64, every example's vectorized functions cuda vs cpu, device
-#      arrays, streams and events, a kernel fault, out-of-memory;
+#      arrays, streams and events, a kernel fault, out-of-memory; then the
+#      JIT layout probe (tests/gpu/jit_layout.sh) and far_sections.sh;
 #   2. every example through `kjit run` on cuda and on cpu with the same
 #      seeded inputs, the results compared (tests/gpu/compare_npy.py states
 #      the tolerances), plus `kjit build --emit=ptx` and `kjit info`;
@@ -69,6 +70,17 @@ if CK_RUN_SUITE=cuda KJIT_PTXAS=off KJIT_CACHE_DIR=$work/cache-linker "$root/bin
 else
     cat "$work/unit-linker.log"; fail "cuda unit tests through the driver's linker"
 fi
+
+# Code with line tables keeps its constants within 2 GiB of its code while the
+# CUDA driver holds its address space (tests/gpu/jit_layout.c), and runs when
+# every mapping is far from the others (tests/cli/far_sections.sh).
+echo "=== JIT layout with a cuda context open (tests/gpu/jit_layout.sh, tests/cli/far_sections.sh)"
+bash "$root/tests/gpu/jit_layout.sh" "$root" > "$work/layout.log" 2>&1 && pass "jit layout" \
+    || fail "jit layout"
+cat "$work/layout.log"
+sh "$root/tests/cli/far_sections.sh" "$kjit" > "$work/far.log" 2>&1 && pass "far sections" \
+    || fail "far sections"
+tail -1 "$work/far.log"
 
 echo "=== examples: cuda vs cpu through kjit run"
 # name | kjit run arguments; @OUT@ names the result files of one target.
