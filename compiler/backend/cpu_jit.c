@@ -160,7 +160,7 @@ static void fail(LLVMErrorRef err, char **error)
  * RuntimeDyld truncates an offset that does not fit without a word (the check
  * is an assertion, off in release builds): the code then reads a constant or
  * jumps at a wrong address.  An address space with large gaps (a process with
- * the CUDA driver loaded) gives such layouts now and then.  So the sections of
+ * the CUDA driver loaded) can give such layouts.  So the sections of
  * one object go into one reservation of address space, sized from the object
  * file: code, read-only data and writable data each in a part of their own,
  * their pages writable while RuntimeDyld fills them and given their final
@@ -168,12 +168,13 @@ static void fail(LLVMErrorRef err, char **error)
  * object in one block already.)
  */
 enum { PART_CODE, PART_READ_ONLY, PART_WRITABLE, PARTS };
+#define MAX_PART_BYTES ((size_t)512 << 20)
 
 typedef struct ObjectMemory {
     uint8_t *base; /* the reservation: PARTS parts of part_bytes, PROT_NONE until used */
     size_t part_bytes;
     size_t used[PARTS];     /* bytes handed out from the start of each part */
-    size_t writable[PARTS]; /* bytes of each part (whole pages) made writable */
+    size_t opened[PARTS];   /* bytes of each part (whole pages) no longer PROT_NONE */
 } ObjectMemory;
 
 static size_t page_bytes(void)
@@ -189,18 +190,21 @@ static size_t round_up(size_t n, size_t to)
 /* Every section of an object is at most its bytes in the file, stubs and GOT
  * entries take fewer bytes than the relocations that ask for them, and the
  * only zero-filled data is a pointer or two (the print hook); the MiB is for
- * alignment.  The parts must stay well within 2 GiB of each other. */
+ * alignment.  The parts stay well within 2 GiB of each other: larger objects
+ * are refused before they get here (kj_cpu_load_object). */
 static void *object_memory_create(void *context)
 {
     const KjCpuCode *code = context;
     ObjectMemory *m = kj_xcalloc(1, sizeof *m);
     m->part_bytes = round_up(2 * code->object_size + ((size_t)1 << 20), page_bytes());
-    if (m->part_bytes <= ((size_t)512 << 20)) {
+    if (m->part_bytes <= MAX_PART_BYTES) {
         void *base = mmap(NULL, PARTS * m->part_bytes, PROT_NONE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         m->base = base == MAP_FAILED ? NULL : base;
     }
-    return m; /* without a base every allocation fails, and RuntimeDyld says so */
+    /* Without a base (no address space left) every allocation fails, and
+     * RuntimeDyld stops the process: "Unable to allocate section memory!". */
+    return m;
 }
 
 static uint8_t *object_memory_take(ObjectMemory *m, int part, uintptr_t size, unsigned align)
@@ -215,10 +219,10 @@ static uint8_t *object_memory_take(ObjectMemory *m, int part, uintptr_t size, un
     if (offset > m->part_bytes || size > m->part_bytes - offset)
         return NULL;
     size_t end = round_up(offset + size, page_bytes());
-    if (end > m->writable[part]) {
-        if (mprotect(start + m->writable[part], end - m->writable[part], PROT_READ | PROT_WRITE))
+    if (end > m->opened[part]) {
+        if (mprotect(start + m->opened[part], end - m->opened[part], PROT_READ | PROT_WRITE))
             return NULL;
-        m->writable[part] = end;
+        m->opened[part] = end;
     }
     m->used[part] = offset + size;
     return start + offset;
@@ -243,7 +247,7 @@ static LLVMBool object_memory_finalize(void *opaque, char **error)
     static const int protection[PARTS] = {PROT_READ | PROT_EXEC, PROT_READ, PROT_READ | PROT_WRITE};
     for (int part = 0; part < PARTS; part++) {
         uint8_t *start = m->base + (size_t)part * m->part_bytes;
-        if (m->writable[part] && mprotect(start, m->writable[part], protection[part])) {
+        if (m->opened[part] && mprotect(start, m->opened[part], protection[part])) {
             *error = kj_xstrdup("could not set the permissions of JIT-linked code");
             return 1;
         }
@@ -292,11 +296,17 @@ KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error)
 {
     if (!ensure_llvm(error))
         return NULL;
+    bool line_tables = memmem(object, size, ".debug_line", 11) != NULL;
+    if (line_tables && 2 * size + ((size_t)1 << 20) > MAX_PART_BYTES) {
+        if (error)
+            *error = kj_xstrdup("the object with line tables is too large to link (over 255 MiB)");
+        return NULL;
+    }
     KjCpuCode *code = kj_xcalloc(1, sizeof *code);
     code->object_size = size;
     LLVMOrcLLJITRef jit;
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
-    if (memmem(object, size, ".debug_line", 11))
+    if (line_tables)
         LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(builder, debuggable_object_layer, code);
     LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, builder);
     if (err) {
