@@ -4,7 +4,7 @@
 # (tests/gpu/jit_layout.c says why that matters), on the GPU machine.
 #
 # Builds the probe with gcc against the bundle's libkjit.so and runs it over
-# 400 objects; with LIBDIR (a folder holding another build's libkjit.so, say
+# $JIT_LAYOUT_OBJECTS objects (default 400); with LIBDIR (a folder holding another build's libkjit.so, say
 # one made before cpu_jit.c linked each object into one reservation) it runs
 # the same probe against that library too, for comparison.  Exits non-zero
 # when the bundle's library put some object's constants far from its code.
@@ -19,6 +19,7 @@ unpack_libkjit || { echo "jit_layout.sh: cannot unpack bin/libkjit.so.xz"; exit 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export KJIT_STDLIB=$root/stdlib KJIT_CACHE=off
+objects=${JIT_LAYOUT_OBJECTS:-400}
 
 gcc -std=c11 -D_GNU_SOURCE -O2 -o "$work/jit_layout" \
     "$root/tests/gpu/jit_layout.c" -L"$root/bin" -lkjit || {
@@ -27,7 +28,7 @@ gcc -std=c11 -D_GNU_SOURCE -O2 -o "$work/jit_layout" \
 }
 if [ -n "$other" ]; then
     echo "--- $other/libkjit.so"
-    LD_LIBRARY_PATH=$other "$work/jit_layout" 400
+    LD_LIBRARY_PATH=$other "$work/jit_layout" "$objects"
 fi
 echo "--- $root/bin/libkjit.so"
-LD_LIBRARY_PATH=$root/bin "$work/jit_layout" 400
+LD_LIBRARY_PATH=$root/bin "$work/jit_layout" "$objects"
