@@ -286,8 +286,10 @@ static LLVMValueRef unit_i64_to_f64(Simd *s, KjIrExpr *e)
     LLVMBuilderRef B = s->b;
     LLVMValueRef lanes = kj_simd_expr(s, e->args[0]);
     LLVMValueRef x0 = LLVMBuildLoad2(B, g->t_i64, slot, "lane0");
-    LLVMValueRef near = LLVMBuildICmp(B, LLVMIntULT, LLVMBuildAdd(B, x0, const_i64(g, 1ll << 52), ""),
-                                      const_i64(g, 1ll << 53), "");
+    /* x0 >> 52 is -1 or 0 (small immediates, where x0 + 2^52 < 2^53 needs
+     * two of ten bytes) */
+    LLVMValueRef top = LLVMBuildAShr(B, x0, const_i64(g, 52), "");
+    LLVMValueRef near = LLVMBuildICmp(B, LLVMIntULT, LLVMBuildAdd(B, top, const_i64(g, 1), ""), const_i64(g, 2), "");
     LLVMBasicBlockRef fast_bb = new_block(g, "convert.unit"), slow_bb = new_block(g, "convert.slow"),
                       done = new_block(g, "convert.done");
     LLVMBuildCondBr(B, near, fast_bb, slow_bb);
