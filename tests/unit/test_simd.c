@@ -8,7 +8,10 @@
  * continue, return and their condition, integer division by varying
  * divisors (zeros and -1 among them), shifts by varying counts, saturating
  * conversions, gathers, scatters, atomics, complex values, and blocks of
- * every shape (1, 3, 7, 33 threads across; 3-D), grid-stride loops.  Last,
+ * every shape (1, 3, 7, 33 threads across; 3-D), grid-stride loops,
+ * counted loops that carry their running lanes (left by return and break)
+ * and grid-stride counters kept as lane 0's value, whose f64 conversion
+ * is checked on both sides of +-2^52 and +-2^53.  Last,
  * the SIMD path must be the one taken: the Mandelbrot kernel's assembly has
  * packed multiplies with it and none without, and its pixels are stored
  * as vectors.
