@@ -620,8 +620,8 @@ static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValue
 static void gen_if_leaving(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValueRef c)
 {
     Gen *g = s->g;
-    LLVMValueRef after = mask_slot(s, "if.lanes");
-    LLVMBuildStore(s->b, wide_form(s, before), after);
+    LLVMValueRef after = lanes_slot(s, "if.lanes");
+    store_lanes(s, after, before);
     LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");
     LLVMBasicBlockRef then_bb = new_block(g, "vif.then"), then_out = new_block(g, "vif.then.out"),
                       done = new_block(g, "vif.done");
@@ -642,10 +642,10 @@ static void gen_if_leaving(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValue
         LLVMBuildBr(s->b, then_out);
     LLVMPositionBuilderAtEnd(s->b, then_out);
     LLVMValueRef left = lanes_left(s, before);
-    LLVMBuildStore(s->b, widen_mask(s, left), after);
+    store_lanes(s, after, left);
     LLVMBuildCondBr(s->b, any_lane(s, left), done, skip_target(s));
     LLVMPositionBuilderAtEnd(s->b, done);
-    s->mask = load_mask(s, after);
+    s->mask = load_lanes(s, after);
 }
 
 static void gen_if(Simd *s, KjIrStmt *st)
@@ -819,8 +819,8 @@ static void gen_loop(Simd *s, KjIrStmt *st)
      * leaves (gen_if_leaving) hands on the same mask, with no instruction. */
     LLVMValueRef carried = NULL;
     if (loop_varying && is_for && !lane_counter && !has_continue(st->body)) {
-        carried = mask_slot(s, "loop.lanes");
-        LLVMBuildStore(B, wide_form(s, before), carried);
+        carried = lanes_slot(s, "loop.lanes");
+        store_lanes(s, carried, before);
     }
     /* the lanes still in a loop whose exit is recorded (exit_frees_blends) */
     LLVMValueRef alive = NULL;
@@ -876,7 +876,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             LLVMPositionBuilderAtEnd(B, counted);
             go_on = splat_const(s, LLVMConstInt(g->t_i1, 1, 0));
             if (carried)
-                active = load_mask(s, carried);
+                active = load_lanes(s, carried);
         }
         /* lanes whose condition fails leave for good, as by break; a
          * condition of no memory needs no record: it stays false for them,
@@ -934,7 +934,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     if (loop_varying)
         s->skip_depth--;
     if (carried && block_open(s))
-        LLVMBuildStore(B, wide_form(s, s->mask), carried);
+        store_lanes(s, carried, s->mask);
     s->loop_depth--;
     s->plain_loop = plain_loop;
     s->plain = plain;

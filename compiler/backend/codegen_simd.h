@@ -225,6 +225,24 @@ static inline LLVMValueRef mask_slot(Simd *s, const char *name)
     return slot;
 }
 
+/* A slot for lanes handed from block to block (a loop's carried lanes, the
+ * lanes after a leaving if): wide where masks cross blocks so (wide_masks),
+ * else the mask itself, which AVX-512's mask registers hold as it is. */
+static inline LLVMValueRef lanes_slot(Simd *s, const char *name)
+{
+    return wide_masks(s) ? mask_slot(s, name) : kj_codegen_alloca_in_entry(s->g, s->mask_type, name);
+}
+
+static inline void store_lanes(Simd *s, LLVMValueRef slot, LLVMValueRef m)
+{
+    LLVMBuildStore(s->b, wide_masks(s) ? wide_form(s, m) : m, slot);
+}
+
+static inline LLVMValueRef load_lanes(Simd *s, LLVMValueRef slot)
+{
+    return wide_masks(s) ? load_mask(s, slot) : LLVMBuildLoad2(s->b, s->mask_type, slot, "lanes");
+}
+
 static inline LLVMValueRef mask_and_not(Simd *s, LLVMValueRef m, LLVMValueRef slot)
 {
     return LLVMBuildAnd(s->b, m, LLVMBuildNot(s->b, load_mask(s, slot), ""), "");
