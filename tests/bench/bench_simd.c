@@ -186,7 +186,7 @@ static uint64_t next_random(uint64_t *state)
 
 static void setup_mandel(Workload *w, bool smoke)
 {
-    w->height = smoke ? 37 : 1024, w->width = smoke ? 101 : 1536, w->iters = getenv("KJIT_EXP_ITERS") ? atoi(getenv("KJIT_EXP_ITERS")) : 20;
+    w->height = smoke ? 37 : 1024, w->width = smoke ? 101 : 1536, w->iters = 20;
     snprintf(w->name, sizeof w->name, "mandelbrot %lldx%lldx%d", (long long)w->width,
              (long long)w->height, w->iters);
     w->file = "mandelbrot.kern", w->function_name = "mandel_kernel";
