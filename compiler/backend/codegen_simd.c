@@ -815,8 +815,9 @@ static void gen_loop(Simd *s, KjIrStmt *st)
      * the end of one iteration to the next in a wide slot, rather than
      * forming them at the head from the lanes that broke: lanes only leave
      * it, so when none is left the body goes to the exit (not the latch),
-     * the head needs no test of them, and an iteration in which no lane
-     * leaves (gen_if_leaving) hands on the same mask, with no instruction. */
+     * the head needs no test of them (no code runs for no lane, so the
+     * first iteration has some), and an iteration in which no lane leaves
+     * (gen_if_leaving) hands on the same mask, with no instruction. */
     LLVMValueRef carried = NULL;
     if (loop_varying && is_for && !lane_counter && !has_continue(st->body)) {
         carried = lanes_slot(s, "loop.lanes");
