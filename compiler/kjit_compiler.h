@@ -1114,6 +1114,18 @@ bool kj_uniform_call_has_effects(const KjIrFunction *callee);
  */
 KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const char **why);
 
+/* ======================================================= split_specialise.c */
+
+/*
+ * The kernel's split form for blocks of `block` threads (x, y, z): blockDim a
+ * constant, the uniform values outside its regions that then fold, folded,
+ * and its loops between regions unrolled where their trip count becomes
+ * constant.  Returns a shallow copy of `kernel` (its body, params and
+ * symbol shared) whose split is the new form, made in `arena`; NULL when the
+ * kernel has no split form.
+ */
+KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, const uint32_t block[3]);
+
 /* =================================================================== reduce.c */
 
 /*

@@ -604,6 +604,8 @@ typedef struct KjVectorizedRun {
  * point its descriptor at the copy). */
 typedef struct KjLaunch {
     const char *name; /* the kernel, for messages */
+    kjit_module *module; /* its module (the cpu targets compile code for the
+                            launch's block shape from its IR) */
     const KjCompiled *compiled;
     const uint32_t *grid, *block;
     const kjit_arg *args;

@@ -46,11 +46,21 @@ static void cpu_close(kjit_context *context)
  * already linked.  The last user unloads it; its object bytes stay in the
  * cache's memory tier.
  */
+/* The __block of a kernel with a split form compiled for one block shape
+ * (kj_split_specialise), kept with the shared code it specialises. */
+typedef struct KjShapeCode {
+    struct KjShapeCode *next;
+    uint32_t dims[3];
+    KjCpuCode *code;
+    void *block;
+} KjShapeCode;
+
 typedef struct KjSharedCpu {
     struct KjSharedCpu *next;
     KjCacheKey key;
     KjCpuCode *code;
     void *entry, *block;
+    KjShapeCode *shapes; /* under shared_lock; only grows while loaded */
     int users;
 } KjSharedCpu;
 
@@ -112,6 +122,12 @@ static void shared_cpu_release(KjSharedCpu *shared)
     }
     pthread_mutex_unlock(&shared_lock);
     if (last) {
+        while (shared->shapes) {
+            KjShapeCode *shape = shared->shapes;
+            shared->shapes = shape->next;
+            kj_cpu_code_free(shape->code);
+            free(shape);
+        }
         kj_cpu_code_free(shared->code);
         kj_cache_key_free(&shared->key);
         free(shared);
@@ -227,13 +243,127 @@ static kjit_status cpu_run_vectorized(kjit_context *context, KjVectorizedRun *ru
     return KJIT_OK;
 }
 
+/* ------------------------------------------- code for one block shape */
+
+static void *shape_find(KjSharedCpu *shared, const uint32_t dims[3])
+{
+    void *block = NULL;
+    pthread_mutex_lock(&shared_lock);
+    for (KjShapeCode *s = shared->shapes; s && !block; s = s->next)
+        if (memcmp(s->dims, dims, sizeof s->dims) == 0)
+            block = s->block;
+    pthread_mutex_unlock(&shared_lock);
+    return block;
+}
+
+/* Adds fresh code for a shape; when another thread was quicker (a context
+ * beside this one sharing the code), keeps theirs. */
+static void *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
+{
+    void *block = NULL;
+    pthread_mutex_lock(&shared_lock);
+    for (KjShapeCode *s = shared->shapes; s && !block; s = s->next)
+        if (memcmp(s->dims, fresh->dims, sizeof s->dims) == 0)
+            block = s->block;
+    if (!block) {
+        fresh->next = shared->shapes;
+        shared->shapes = fresh;
+        block = fresh->block;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    if (block != fresh->block) {
+        kj_cpu_code_free(fresh->code);
+        free(fresh);
+    }
+    return block;
+}
+
+/* The object of the split form's __block for blocks of `dims`, from the
+ * cache or compiled now (under the context's lock, as all code generation
+ * from a module's IR is); NULL on any failure (the general code then runs). */
+static void *shape_generate(kjit_context *context, kjit_module *module, const KjCompiled *compiled,
+                            const uint32_t dims[3])
+{
+    KjCacheKey key = {0};
+    kj_api_code_key(module, compiled, &key);
+    kj_cache_key_add(&key, "target", "cpu %s", kj_host_cpu_description());
+    kj_cache_key_add(&key, "block", "%u %u %u", (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2]);
+    kj_cache_key_finish(&key);
+    KjCpuCode *code = NULL;
+    void *block = NULL, *object = NULL;
+    size_t size = 0;
+    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+        code = kj_cpu_load_object(object, size, NULL);
+        block = code ? lookup(code, compiled->symbol, "__block") : NULL;
+        free(object);
+        object = NULL;
+    }
+    if (!block) {
+        kj_cpu_code_free(code);
+        code = NULL;
+        kj_cache_count_compile();
+        KjArena arena = {0};
+        KjIrFunction *root = kj_split_specialise(&arena, compiled->root, dims);
+        KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
+                                    .opt_level = context->options.opt_level,
+                                    .contiguous_params = compiled->contiguous,
+                                    .line_info = context->options.line_info != 0,
+                                    .cpu_simd = true,
+                                    .block_dims = {dims[0], dims[1], dims[2]}};
+        char *error = NULL;
+        object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error) : NULL;
+        free(error);
+        kj_arena_free(&arena);
+        code = object ? kj_cpu_load_object(object, size, NULL) : NULL;
+        block = code ? lookup(code, compiled->symbol, "__block") : NULL;
+        if (block)
+            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+        free(object);
+    }
+    kj_cache_key_free(&key);
+    if (!block) {
+        kj_cpu_code_free(code);
+        return NULL;
+    }
+    kj_print_bind(code);
+    KjShapeCode *shape = kj_xcalloc(1, sizeof *shape);
+    memcpy(shape->dims, dims, sizeof shape->dims);
+    shape->code = code;
+    shape->block = block;
+    return shape_publish(compiled->code, shape);
+}
+
+/* The __block a launch runs: for a kernel with a split form (cpu_simd on,
+ * not checked), the one compiled for the launch's block dims unless
+ * cpu_specialise is off; else the general one. */
+static void *launch_block(kjit_context *context, const KjLaunch *launch)
+{
+    const KjCompiled *compiled = launch->compiled;
+    const KjIrFunction *root = compiled->root;
+    const uint32_t *dims = launch->block;
+    if (!compiled->block || !root->split || !context->options.cpu_simd ||
+        !context->options.cpu_specialise || context->options.check || root->unchecked ||
+        !launch->module || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
+        dims[0] == 0)
+        return compiled->block;
+    void *block = shape_find(compiled->code, dims);
+    if (block)
+        return block;
+    pthread_mutex_lock(&context->lock);
+    block = shape_find(compiled->code, dims);
+    if (!block)
+        block = shape_generate(context, launch->module, compiled, dims);
+    pthread_mutex_unlock(&context->lock);
+    return block ? block : compiled->block;
+}
+
 static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
     char *error = NULL;
     kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
                                            (KjThreadFn)compiled->entry,
-                                           (KjThreadFn)compiled->block, launch->params,
+                                           (KjThreadFn)launch_block(context, launch), launch->params,
                                            launch->grid, launch->block,
                                            launch->dynamic_shared_bytes, &error);
     if (status != KJIT_OK)

@@ -213,6 +213,9 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                                   .verify = options->verify,
                                   .line_info = options->line_info,
                                   .cpu_simd = options->cpu_simd && !cuda};
+    if (!cuda)
+        for (int k = 0; k < 3; k++)
+            codegen->block_dims[k] = options->block[0] ? options->block[k] : 0;
     switch (stage) {
     case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
     case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;
@@ -283,8 +286,11 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
             *bytes = text_of(print_ir, p.module, size);
         } else {
             KjIrFunction **roots = kj_arena_alloc(&arena, sizeof *roots * (size_t)p.root_count);
-            for (int i = 0; i < p.root_count; i++)
+            for (int i = 0; i < p.root_count; i++) {
                 roots[i] = p.roots[i].root;
+                if (codegen.block_dims[0] && codegen.cpu_simd && roots[i]->split)
+                    roots[i] = kj_split_specialise(&arena, roots[i], codegen.block_dims);
+            }
             *bytes = kj_codegen_emit(p.module, roots, p.root_count, &codegen, kind, size, error);
             if (!*bytes)
                 status = KJIT_ERROR_BACKEND;

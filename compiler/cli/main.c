@@ -16,7 +16,8 @@ static const char usage_text[] =
     "commands:\n"
     "  check [--dump=ast|ir|vec] [--verify] FILE...   parse and type-check\n"
     "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [--arch sm_XX]\n"
-    "             [--function NAME] [--verify] [--lineinfo] [-O0..3] [-o OUT]\n"
+    "             [--function NAME] [--block X,Y,Z] [--verify] [--lineinfo] [-O0..3]\n"
+    "             [-o OUT]\n"
     "                                                  show a stage of code generation\n"
     "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
     "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
@@ -110,6 +111,27 @@ static int cmd_check(int argc, char **argv)
 
 /* ------------------------------------------------------------------ build */
 
+/* "X[,Y[,Z]]" into dims (the rest 1): a block of 1 to 1024 threads. */
+static bool parse_block(const char *text, unsigned dims[3])
+{
+    dims[0] = dims[1] = dims[2] = 1;
+    unsigned long long threads = 1;
+    for (int k = 0; k < 3; k++) {
+        char *end;
+        unsigned long v = strtoul(text, &end, 10);
+        if (end == text || v == 0 || v > 1024)
+            return false;
+        dims[k] = (unsigned)v;
+        threads *= v;
+        if (*end == '\0')
+            return threads <= 1024;
+        if (*end != ',')
+            return false;
+        text = end + 1;
+    }
+    return false;
+}
+
 static int cmd_build(int argc, char **argv)
 {
     kjit_stage_options options;
@@ -127,6 +149,10 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
         else if (strcmp(a, "--verify") == 0) options.verify = true;
         else if (strcmp(a, "--lineinfo") == 0) options.line_info = true;
+        else if (strncmp(a, "--block=", 8) == 0 || (strcmp(a, "--block") == 0 && i + 1 < argc)) {
+            if (!parse_block(a[7] == '=' ? a + 8 : argv[++i], options.block))
+                return usage_error("build: --block takes X[,Y[,Z]], 1 to 1024 threads in all ('%s')", a);
+        }
         else if (strcmp(a, "-o") == 0 && i + 1 < argc) output = argv[++i];
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) options.opt_level = a[2] - '0';
         else if (a[0] == '-') return usage_error("build: unknown option '%s'", a);

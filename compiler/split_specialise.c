@@ -1,0 +1,445 @@
+/*
+ * split_specialise.c: a kernel's split form for one launch's block shape.
+ *
+ * The cpu targets compile a kernel with barriers for the block dims it is
+ * launched with, as PoCL compiles a work-group function for the local size
+ * (runtime/target_cpu.c keeps one specialised __block per shape).  With
+ * blockDim a constant, the split form's control flow between regions (run
+ * once per block, so uniform) often becomes constant too: the tree of a
+ * block reduction, `let half = blockDim.x / 2; while half > 0 { if t < half
+ * {...} syncthreads(); half = half / 2; }`, has a known trip count that LLVM
+ * cannot see (a halving is no recurrence its scalar evolution knows), and
+ * each level's region runs a known range of threads.
+ *
+ * Needs: a KERNEL with a split form (barrier_split.c) and the block dims.
+ * Gives: a shallow copy of the kernel whose split is a new split form (same
+ * variables) in which
+ *   - blockDim.x/y/z are constants;
+ *   - outside the regions, an integer or bool variable assigned a value that
+ *     folds to a constant is that constant where it is read next (in
+ *     conditions, region bounds, and in regions that do not assign it);
+ *   - an if whose condition folds runs its one branch;
+ *   - a while whose condition folds at every turn is unrolled (at most
+ *     KJ_SPLIT_UNROLL_TURNS turns and KJ_SPLIT_UNROLL_REGIONS regions made
+ *     in all; past that, or when the condition does not fold, the loop stays);
+ *   - a region whose thread range folds to nothing is dropped.
+ * Integer folding follows the code generator's semantics exactly (wrapping
+ * arithmetic in the type's width, division by 0 and -1 as codegen_expr.c
+ * makes them safe), so the specialised code computes what the general code
+ * computes at those dims; floats are never folded.
+ */
+#include "kjit_compiler.h"
+
+#include <string.h>
+
+enum {
+    KJ_SPLIT_UNROLL_TURNS = 64,    /* turns of one while */
+    KJ_SPLIT_UNROLL_REGIONS = 512, /* regions made by unrolling, in all */
+};
+
+/* What is known of each variable at a point of the code outside the regions. */
+typedef struct Known {
+    bool *is;
+    uint64_t *value;
+} Known;
+
+typedef struct Spec {
+    KjArena *arena;
+    const uint32_t *block;
+    int var_count;
+    int regions_left; /* the unrolling's budget */
+} Spec;
+
+static Known known_new(Spec *S)
+{
+    Known k = {kj_arena_alloc(S->arena, sizeof *k.is * (size_t)(S->var_count + 1)),
+               kj_arena_alloc(S->arena, sizeof *k.value * (size_t)(S->var_count + 1))};
+    return k;
+}
+
+static Known known_copy(Spec *S, Known from)
+{
+    Known k = known_new(S);
+    memcpy(k.is, from.is, sizeof *k.is * (size_t)S->var_count);
+    memcpy(k.value, from.value, sizeof *k.value * (size_t)S->var_count);
+    return k;
+}
+
+static void known_set(Spec *S, Known to, Known from)
+{
+    memcpy(to.is, from.is, sizeof *to.is * (size_t)S->var_count);
+    memcpy(to.value, from.value, sizeof *to.value * (size_t)S->var_count);
+}
+
+/* ============================================================ constants */
+
+static bool is_int_like(const KjType *t)
+{
+    return t->kind == KJ_TYPE_BOOL || kj_type_is_int(t);
+}
+
+static int bits_of(const KjType *t)
+{
+    return t->kind == KJ_TYPE_BOOL ? 1 : kj_type_int_bits(t);
+}
+
+/* v as an int of type t: sign-extended from its width when t is signed,
+ * zero-extended otherwise (the form the checker gives constants). */
+static uint64_t normal(const KjType *t, uint64_t v)
+{
+    int bits = bits_of(t);
+    if (bits >= 64)
+        return v;
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    v &= mask;
+    if (t->kind != KJ_TYPE_BOOL && kj_type_is_signed(t) && (v >> (bits - 1)) & 1)
+        v |= ~mask;
+    return v;
+}
+
+static KjIrExpr *constant(Spec *S, const KjType *t, KjLoc loc, uint64_t v)
+{
+    KjIrExpr *e = kj_ir_new_expr(S->arena, KJ_IR_CONST, t, loc, 0);
+    e->const_int = normal(t, v);
+    return e;
+}
+
+static bool is_const_int(const KjIrExpr *e)
+{
+    return e->op == KJ_IR_CONST && is_int_like(e->type);
+}
+
+static bool less(const KjType *t, uint64_t a, uint64_t b)
+{
+    return t->kind != KJ_TYPE_BOOL && kj_type_is_signed(t) ? (int64_t)a < (int64_t)b : a < b;
+}
+
+/* a op b on ints of type t, as codegen_expr.c's gen_arith computes it. */
+static bool fold_binary(KjIrOp op, const KjType *t, uint64_t a, uint64_t b, uint64_t *out)
+{
+    bool is_signed = t->kind != KJ_TYPE_BOOL && kj_type_is_signed(t);
+    int bits = bits_of(t);
+    switch (op) {
+    case KJ_IR_ADD: *out = a + b; return true;
+    case KJ_IR_SUB: *out = a - b; return true;
+    case KJ_IR_MUL: *out = a * b; return true;
+    case KJ_IR_DIV:
+    case KJ_IR_REM:
+        if (!is_signed) {
+            uint64_t d = b == 0 ? 1 : b;
+            *out = op == KJ_IR_DIV ? a / d : a % d;
+            return true;
+        }
+        if (b == 0 || normal(t, b) == normal(t, (uint64_t)-1)) {
+            /* 0 and -1 divide as 1; x / -1 is -x (wrapping), x % -1 is 0 */
+            *out = op == KJ_IR_REM ? 0 : b == 0 ? a : (uint64_t)0 - a;
+            return true;
+        }
+        *out = op == KJ_IR_DIV ? (uint64_t)((int64_t)a / (int64_t)b)
+                               : (uint64_t)((int64_t)a % (int64_t)b);
+        return true;
+    case KJ_IR_BITAND: *out = a & b; return true;
+    case KJ_IR_BITOR: *out = a | b; return true;
+    case KJ_IR_BITXOR: *out = a ^ b; return true;
+    case KJ_IR_SHL:
+    case KJ_IR_SHR: {
+        unsigned n = (unsigned)(b & (uint64_t)(bits - 1));
+        if (op == KJ_IR_SHL)
+            *out = a << n;
+        else if (is_signed)
+            *out = (uint64_t)((int64_t)a >> n); /* a is sign-extended */
+        else
+            *out = a >> n;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+static bool fold_compare(KjIrOp op, const KjType *t, uint64_t a, uint64_t b, bool *out)
+{
+    switch (op) {
+    case KJ_IR_EQ: *out = a == b; return true;
+    case KJ_IR_NE: *out = a != b; return true;
+    case KJ_IR_LT: *out = less(t, a, b); return true;
+    case KJ_IR_LE: *out = !less(t, b, a); return true;
+    case KJ_IR_GT: *out = less(t, b, a); return true;
+    case KJ_IR_GE: *out = !less(t, a, b); return true;
+    default: return false;
+    }
+}
+
+/* ============================================================ expressions */
+
+/* A copy of e with blockDim and the known variables (those not in `skip`)
+ * replaced by constants, and the integer operations on constants folded. */
+static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
+{
+    if (!e)
+        return NULL;
+    if (e->op == KJ_IR_SREG && e->sreg >= KJ_SREG_BDIM_X && e->sreg <= KJ_SREG_BDIM_Z)
+        return constant(S, e->type, e->loc, S->block[e->sreg - KJ_SREG_BDIM_X]);
+    if (e->op == KJ_IR_VAR && e->var->id < S->var_count && k.is[e->var->id] &&
+        !(skip && skip[e->var->id]))
+        return constant(S, e->type, e->loc, k.value[e->var->id]);
+    KjIrExpr *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *e;
+    if (e->arg_count > 0) {
+        c->args = kj_arena_alloc(S->arena, sizeof *c->args * (size_t)e->arg_count);
+        for (int i = 0; i < e->arg_count; i++)
+            c->args[i] = expr(S, e->args[i], k, skip);
+    }
+    if (c->op == KJ_IR_SELECT && is_const_int(c->args[0])) /* only the chosen arm runs */
+        return c->args[0]->const_int ? c->args[1] : c->args[2];
+    if (!is_int_like(c->type))
+        return c;
+    uint64_t v;
+    switch (c->op) {
+    case KJ_IR_LOGAND:
+    case KJ_IR_LOGOR:
+        if (is_const_int(c->args[0])) {
+            bool first = c->args[0]->const_int != 0;
+            if (first == (c->op == KJ_IR_LOGOR))
+                return constant(S, c->type, c->loc, first);
+            return c->args[1];
+        }
+        return c;
+    case KJ_IR_NOT:
+        return is_const_int(c->args[0]) ? constant(S, c->type, c->loc, !c->args[0]->const_int) : c;
+    case KJ_IR_NEG:
+        return is_const_int(c->args[0]) ? constant(S, c->type, c->loc, 0 - c->args[0]->const_int) : c;
+    case KJ_IR_BITNOT:
+        return is_const_int(c->args[0]) ? constant(S, c->type, c->loc, ~c->args[0]->const_int) : c;
+    case KJ_IR_CAST:
+        if (!is_const_int(c->args[0]))
+            return c;
+        if (c->type->kind == KJ_TYPE_BOOL)
+            return constant(S, c->type, c->loc, c->args[0]->const_int != 0);
+        return constant(S, c->type, c->loc, c->args[0]->const_int);
+    case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: {
+        bool b;
+        if (is_const_int(c->args[0]) && is_const_int(c->args[1]) &&
+            fold_compare(c->op, c->args[0]->type, c->args[0]->const_int, c->args[1]->const_int, &b))
+            return constant(S, c->type, c->loc, b);
+        return c;
+    }
+    default:
+        if (c->arg_count == 2 && is_const_int(c->args[0]) && is_const_int(c->args[1]) &&
+            fold_binary(c->op, c->type, c->args[0]->const_int, c->args[1]->const_int, &v))
+            return constant(S, c->type, c->loc, v);
+        return c;
+    }
+}
+
+/* ============================================================ statements */
+
+/* Marks in `out` the variables s assigns (nested statements included). */
+static void mark_assigned(const KjIrStmt *s, bool *out)
+{
+    if (!s)
+        return;
+    if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_PARFOR) &&
+        s->var)
+        out[s->var->id] = true;
+    for (int i = 0; i < s->stmts.count; i++)
+        mark_assigned(s->stmts.items[i], out);
+    mark_assigned(s->then_stmt, out);
+    mark_assigned(s->else_stmt, out);
+    mark_assigned(s->body, out);
+}
+
+static void forget(Spec *S, Known k, const bool *assigned)
+{
+    for (int i = 0; i < S->var_count; i++)
+        if (assigned[i])
+            k.is[i] = false;
+}
+
+static KjIrStmt *new_block(Spec *S, KjLoc loc)
+{
+    return kj_ir_new_stmt(S->arena, KJ_IR_STMT_BLOCK, loc);
+}
+
+/* A statement inside a region: a copy with its expressions folded (the
+ * variables the region assigns, `skip`, are not replaced) and the ifs on
+ * constants cut to their branch. */
+static KjIrStmt *region_stmt(Spec *S, const KjIrStmt *s, Known k, const bool *skip)
+{
+    if (!s)
+        return NULL;
+    KjIrStmt *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *s;
+    c->value = expr(S, s->value, k, skip);
+    c->array = expr(S, s->array, k, skip);
+    c->cond = expr(S, s->cond, k, skip);
+    c->start = expr(S, s->start, k, skip);
+    c->stop = expr(S, s->stop, k, skip);
+    c->step = expr(S, s->step, k, skip);
+    if (s->index_count > 0) {
+        c->indices = kj_arena_alloc(S->arena, sizeof *c->indices * (size_t)s->index_count);
+        for (int i = 0; i < s->index_count; i++)
+            c->indices[i] = expr(S, s->indices[i], k, skip);
+    }
+    c->stmts = (KjVec){0};
+    for (int i = 0; i < s->stmts.count; i++)
+        kj_vec_push(S->arena, &c->stmts, region_stmt(S, s->stmts.items[i], k, skip));
+    if (s->kind == KJ_IR_STMT_IF && is_const_int(c->cond)) {
+        const KjIrStmt *taken = c->cond->const_int ? s->then_stmt : s->else_stmt;
+        return taken ? region_stmt(S, taken, k, skip) : new_block(S, s->loc);
+    }
+    c->then_stmt = region_stmt(S, s->then_stmt, k, skip);
+    c->else_stmt = region_stmt(S, s->else_stmt, k, skip);
+    c->body = region_stmt(S, s->body, k, skip);
+    return c;
+}
+
+static void control_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out);
+
+/* Whether a region's thread range [start, stop) is known to hold no thread
+ * of the block (the back end clamps it to [0, blockDim.x)). */
+static bool empty_range(Spec *S, const KjIrStmt *threads)
+{
+    int64_t first = 0, end = S->block[0];
+    if (threads->start && !is_const_int(threads->start))
+        return false;
+    if (threads->stop && !is_const_int(threads->stop))
+        return false;
+    if (threads->start && (int64_t)threads->start->const_int > first)
+        first = (int64_t)threads->start->const_int;
+    if (threads->stop && (int64_t)threads->stop->const_int < end)
+        end = (int64_t)threads->stop->const_int;
+    return first >= end;
+}
+
+static void threads_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
+{
+    bool *assigned = kj_arena_alloc(S->arena, sizeof *assigned * (size_t)(S->var_count + 1));
+    mark_assigned(s->body, assigned);
+    KjIrStmt *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *s;
+    /* the bounds are evaluated once, before the loop */
+    c->start = expr(S, s->start, k, NULL);
+    c->stop = expr(S, s->stop, k, NULL);
+    c->body = region_stmt(S, s->body, k, assigned);
+    forget(S, k, assigned);
+    if (empty_range(S, c))
+        return;
+    S->regions_left--;
+    kj_vec_push(S->arena, &out->stmts, c);
+}
+
+/* Unrolls `while cond { body }` into out when cond folds at every turn and
+ * the budget allows; otherwise leaves k and out as they were. */
+static bool unroll_while(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
+{
+    Known turn = known_copy(S, k);
+    KjIrStmt *unrolled = new_block(S, s->loc);
+    int budget = S->regions_left;
+    for (int turns = 0;; turns++) {
+        KjIrExpr *cond = expr(S, s->cond, turn, NULL);
+        if (!is_const_int(cond) || turns > KJ_SPLIT_UNROLL_TURNS || S->regions_left < 0) {
+            S->regions_left = budget;
+            return false;
+        }
+        if (!cond->const_int)
+            break;
+        control_stmt(S, s->body, turn, unrolled);
+    }
+    for (int i = 0; i < unrolled->stmts.count; i++)
+        kj_vec_push(S->arena, &out->stmts, unrolled->stmts.items[i]);
+    known_set(S, k, turn);
+    return true;
+}
+
+/* A statement outside the regions (run once for the block), appended to out
+ * as the dims and k make it; k follows it. */
+static void control_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
+{
+    if (!s)
+        return;
+    switch (s->kind) {
+    case KJ_IR_STMT_BLOCK:
+        for (int i = 0; i < s->stmts.count; i++)
+            control_stmt(S, s->stmts.items[i], k, out);
+        return;
+    case KJ_IR_STMT_THREADS:
+        threads_stmt(S, s, k, out);
+        return;
+    case KJ_IR_STMT_SET: {
+        KjIrStmt *c = region_stmt(S, s, k, NULL);
+        kj_vec_push(S->arena, &out->stmts, c);
+        int id = s->var->id;
+        k.is[id] = is_const_int(c->value) && is_int_like(s->var->type);
+        k.value[id] = k.is[id] ? c->value->const_int : 0;
+        return;
+    }
+    case KJ_IR_STMT_IF: {
+        KjIrExpr *cond = expr(S, s->cond, k, NULL);
+        if (is_const_int(cond)) {
+            control_stmt(S, cond->const_int ? s->then_stmt : s->else_stmt, k, out);
+            return;
+        }
+        KjIrStmt *c = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, s->loc);
+        c->cond = cond;
+        Known other = known_copy(S, k);
+        c->then_stmt = new_block(S, s->loc);
+        control_stmt(S, s->then_stmt, k, c->then_stmt);
+        if (s->else_stmt) {
+            c->else_stmt = new_block(S, s->loc);
+            control_stmt(S, s->else_stmt, other, c->else_stmt);
+        }
+        /* what both branches leave the same */
+        for (int i = 0; i < S->var_count; i++)
+            k.is[i] = k.is[i] && other.is[i] && k.value[i] == other.value[i];
+        kj_vec_push(S->arena, &out->stmts, c);
+        return;
+    }
+    case KJ_IR_STMT_WHILE:
+    case KJ_IR_STMT_FOR: {
+        if (s->kind == KJ_IR_STMT_WHILE && unroll_while(S, s, k, out))
+            return;
+        /* the loop stays: what it assigns is unknown in it and after it */
+        bool *assigned = kj_arena_alloc(S->arena, sizeof *assigned * (size_t)(S->var_count + 1));
+        mark_assigned(s, assigned);
+        forget(S, k, assigned);
+        KjIrStmt *c = kj_ir_new_stmt(S->arena, s->kind, s->loc);
+        c->var = s->var;
+        c->cond = expr(S, s->cond, k, NULL);
+        c->start = expr(S, s->start, k, NULL);
+        c->stop = expr(S, s->stop, k, NULL);
+        c->step = expr(S, s->step, k, NULL);
+        c->simd_lanes = s->simd_lanes;
+        c->unroll = s->unroll;
+        c->body = new_block(S, s->loc);
+        control_stmt(S, s->body, known_copy(S, k), c->body);
+        kj_vec_push(S->arena, &out->stmts, c);
+        return;
+    }
+    default: {
+        bool *assigned = kj_arena_alloc(S->arena, sizeof *assigned * (size_t)(S->var_count + 1));
+        mark_assigned(s, assigned);
+        kj_vec_push(S->arena, &out->stmts, region_stmt(S, s, k, assigned));
+        forget(S, k, assigned);
+        return;
+    }
+    }
+}
+
+KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, const uint32_t block[3])
+{
+    const KjIrFunction *split = kernel->split;
+    if (!split)
+        return NULL;
+    Spec spec = {.arena = arena, .block = block, .var_count = split->locals.count,
+                 .regions_left = KJ_SPLIT_UNROLL_REGIONS},
+         *S = &spec;
+    KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
+    *fn = *split;
+    fn->body = new_block(S, split->body->loc);
+    control_stmt(S, split->body, known_new(S), fn->body);
+    KjIrFunction *root = kj_arena_alloc(arena, sizeof *root);
+    *root = *kernel;
+    root->split = fn;
+    return root;
+}
