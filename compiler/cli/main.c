@@ -14,7 +14,8 @@ static const char usage_text[] =
     "usage: kjit <command> [options]\n"
     "\n"
     "commands:\n"
-    "  check [--dump=ast|ir|vec] [--verify] FILE...   parse and type-check\n"
+    "  check [--dump=ast|ir|vec] [--block=X,Y,Z] [--verify] FILE...\n"
+    "                                                  parse and type-check\n"
     "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [--arch sm_XX]\n"
     "             [--function NAME] [--block X,Y,Z] [--verify] [--lineinfo] [-O0..3]\n"
     "             [-o OUT]\n"
@@ -73,44 +74,6 @@ static int print_stage(const char *command, const char *path, kjit_stage stage,
 
 /* ------------------------------------------------------------------ check */
 
-static int cmd_check(int argc, char **argv)
-{
-    kjit_stage_options options;
-    kjit_stage_options_init(&options);
-    options.on_diagnostic = print_to_stderr;
-    const char *dump = NULL;
-    kjit_stage stage = KJIT_STAGE_IR;
-    for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "--dump=", 7) == 0) {
-            dump = argv[i] + 7;
-            if (strcmp(dump, "ast") == 0) stage = KJIT_STAGE_AST;
-            else if (strcmp(dump, "ir") == 0) stage = KJIT_STAGE_IR;
-            else if (strcmp(dump, "vec") == 0) stage = KJIT_STAGE_VEC;
-            else return usage_error("unknown dump '%s' (ast, ir or vec)", dump);
-        } else if (strcmp(argv[i], "--verify") == 0) {
-            options.verify = true;
-        }
-    }
-    int status = 0, files = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "--dump=", 7) == 0 || strcmp(argv[i], "--verify") == 0)
-            continue;
-        if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return usage_error("unknown option '%s'", argv[i]);
-        files++;
-        /* Without --dump the stage is only run, for its diagnostics. */
-        const char *discard = dump ? NULL : "/dev/null";
-        int code = print_stage("check", argv[i], stage, &options, discard);
-        if (code == 2 || (code == 1 && status == 0))
-            status = code;
-    }
-    if (files == 0)
-        return usage_error("check: no input file%s", "");
-    return status;
-}
-
-/* ------------------------------------------------------------------ build */
-
 /* "X[,Y[,Z]]" into dims (the rest 1): a block of 1 to 1024 threads. */
 static bool parse_block(const char *text, unsigned dims[3])
 {
@@ -131,6 +94,49 @@ static bool parse_block(const char *text, unsigned dims[3])
     }
     return false;
 }
+
+static int cmd_check(int argc, char **argv)
+{
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.on_diagnostic = print_to_stderr;
+    const char *dump = NULL;
+    kjit_stage stage = KJIT_STAGE_IR;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--dump=", 7) == 0) {
+            dump = argv[i] + 7;
+            if (strcmp(dump, "ast") == 0) stage = KJIT_STAGE_AST;
+            else if (strcmp(dump, "ir") == 0) stage = KJIT_STAGE_IR;
+            else if (strcmp(dump, "vec") == 0) stage = KJIT_STAGE_VEC;
+            else return usage_error("unknown dump '%s' (ast, ir or vec)", dump);
+        } else if (strcmp(argv[i], "--verify") == 0) {
+            options.verify = true;
+        } else if (strncmp(argv[i], "--block=", 8) == 0) {
+            if (!parse_block(argv[i] + 8, options.block))
+                return usage_error("check: --block= takes X[,Y[,Z]], 1 to 1024 threads in all ('%s')", argv[i]);
+        }
+    }
+    int status = 0, files = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--dump=", 7) == 0 || strcmp(argv[i], "--verify") == 0 ||
+            strncmp(argv[i], "--block=", 8) == 0)
+            continue;
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return usage_error("unknown option '%s'", argv[i]);
+        files++;
+        /* Without --dump the stage is only run, for its diagnostics. */
+        const char *discard = dump ? NULL : "/dev/null";
+        int code = print_stage("check", argv[i], stage, &options, discard);
+        if (code == 2 || (code == 1 && status == 0))
+            status = code;
+    }
+    if (files == 0)
+        return usage_error("check: no input file%s", "");
+    return status;
+}
+
+/* ------------------------------------------------------------------ build */
+
 
 static int cmd_build(int argc, char **argv)
 {

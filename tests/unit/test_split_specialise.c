@@ -326,7 +326,6 @@ static const char ints_source[] =
     "@kernel\n"
     "fn ints(out: i64[]) {\n"
     "    let sh = shared(i64, 1024);\n"
-    "    let t = threadIdx.x;\n"
     "    let bx = blockDim.x;\n"
     "    let q = (bx - 7) / -2;\n"
     "    let r = (bx * 3) % -5;\n"
@@ -334,10 +333,12 @@ static const char ints_source[] =
     "    let v = i64(u >> u32(1));\n"
     "    let b8 = i8(bx * 37);\n"
     "    let sr = (0 - bx) >> 2;\n"
+    "    let sr64 = (0 - i64(bx) * 3) >> 3;\n"
     "    let z = bx / (bx - bx);\n"
     "    let m1 = bx % (bx - bx - 1);\n"
     "    let d1 = bx / (bx - bx - 1);\n"
     "    let big = (bx << 24) * 200;\n"
+    "    let t = threadIdx.x;\n"
     "    sh[t] = i64(q) + i64(r) * 1000 + v;\n"
     "    syncthreads();\n"
     "    if r < -1 && u > u32(100) {\n"
@@ -345,7 +346,7 @@ static const char ints_source[] =
     "        syncthreads();\n"
     "    }\n"
     "    out[blockIdx.x * bx + t] = sh[(t + 1) % bx] * 7 + i64(b8) + i64(sr) + i64(z) * 100000 +\n"
-    "        i64(m1) + i64(d1) * 10 + i64(big);\n"
+    "        i64(m1) + i64(d1) * 10 + i64(big) + sr64 * 1000003;\n"
     "}\n";
 
 START_TEST(integer_values_of_blockdim_fold)
@@ -365,11 +366,12 @@ START_TEST(integer_values_of_blockdim_fold)
         int64_t v = (int64_t)(u >> 1);
         int8_t b8 = (int8_t)(uint8_t)(bx * 37);
         int32_t sr = (0 - bx) >> 2;
+        int64_t sr64 = (0 - (int64_t)bx * 3) >> 3;
         int32_t z = bx, m1 = 0, d1 = -bx;
         int32_t big = (int32_t)(((uint32_t)bx << 24) * 200u);
         int64_t cell = (int64_t)q + (int64_t)r * 1000 + v + (r < -1 && u > 100u ? 1 : 0);
         for (int64_t g = 0; g < len; g++) {
-            int64_t want = cell * 7 + b8 + sr + (int64_t)z * 100000 + m1 + (int64_t)d1 * 10 + big;
+            int64_t want = cell * 7 + b8 + sr + (int64_t)z * 100000 + m1 + (int64_t)d1 * 10 + big + sr64 * 1000003;
             ck_assert_msg(out[g] == want, "block size %d, thread %lld: %lld, C %lld", bx, (long long)g,
                           (long long)out[g], (long long)want);
         }
