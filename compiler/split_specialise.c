@@ -43,11 +43,17 @@ typedef struct Known {
     uint64_t *value;
 } Known;
 
+enum { MAX_GUARDS = 4 };
+
 typedef struct Spec {
     KjArena *arena;
     const uint32_t *block;
     int var_count;
     int regions_left; /* the unrolling's budget */
+    /* while copying a region for the block whose guards all hold: the
+     * guards' conditions, each replaced by true */
+    const KjIrExpr *holds[MAX_GUARDS];
+    int hold_count;
 } Spec;
 
 static Known known_new(Spec *S)
@@ -178,6 +184,9 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
 {
     if (!e)
         return NULL;
+    for (int i = 0; i < S->hold_count; i++)
+        if (e == S->holds[i])
+            return constant(S, e->type, e->loc, 1);
     if (e->op == KJ_IR_SREG && e->sreg >= KJ_SREG_BDIM_X && e->sreg <= KJ_SREG_BDIM_Z)
         return constant(S, e->type, e->loc, S->block[e->sreg - KJ_SREG_BDIM_X]);
     if (e->op == KJ_IR_VAR && e->var->id < S->var_count && k.is[e->var->id] &&
@@ -312,6 +321,227 @@ static bool empty_range(Spec *S, const KjIrStmt *threads)
     return first >= end;
 }
 
+/* ============================================================ guards */
+
+/*
+ * A region whose threads are known (its threadIdx.x range [a, b) constant)
+ * often guards an access with `i < n` where i = X + threadIdx.x and X, n
+ * are the same for every thread (`i < len(x) ? x[i] : 0`).  i grows with
+ * threadIdx.x, so when X + b - 1 does not wrap and the last thread passes
+ * the test, every thread passes it.  The region is then run as
+ * `if <that> { the region, the test true } else { the region }`: the block
+ * that lies inside the array (all but the last, usually) runs without the
+ * test, and the rest as before.  Each thread computes what it did.
+ */
+typedef struct Guards {
+    const KjIrExpr **def; /* var id -> its one assignment in the region, if any */
+    int *sets;            /* var id -> assignments in the region */
+    int64_t last;         /* b - 1, the last thread's threadIdx.x */
+    KjIrExpr *test;       /* the conjunction so far */
+} Guards;
+
+static void count_region_sets(Spec *S, const KjIrStmt *s, Guards *G, bool top)
+{
+    if (!s)
+        return;
+    if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var) {
+        G->sets[s->var->id]++;
+        G->def[s->var->id] = top && s->kind == KJ_IR_STMT_SET ? s->value : NULL;
+    }
+    bool block = s->kind == KJ_IR_STMT_BLOCK;
+    for (int i = 0; i < s->stmts.count; i++)
+        count_region_sets(S, s->stmts.items[i], G, top && block);
+    count_region_sets(S, s->then_stmt, G, false);
+    count_region_sets(S, s->else_stmt, G, false);
+    count_region_sets(S, s->body, G, false);
+}
+
+static bool is_tid_x(const KjIrExpr *e)
+{
+    return e->op == KJ_IR_SREG && e->sreg == KJ_SREG_TID_X;
+}
+
+/* e is the same for every thread of the region and has no effect: no
+ * threadIdx, memory, call, nor variable the region assigns. */
+static bool same_for_all(const KjIrExpr *e, const Guards *G)
+{
+    switch (e->op) {
+    case KJ_IR_SREG:
+        return e->sreg != KJ_SREG_TID_X && e->sreg != KJ_SREG_TID_Y && e->sreg != KJ_SREG_TID_Z;
+    case KJ_IR_VAR:
+        return e->var->type->kind != KJ_TYPE_ARRAY ? G->sets[e->var->id] == 0 : G->sets[e->var->id] == 0;
+    case KJ_IR_CONST: case KJ_IR_DIM: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV:
+    case KJ_IR_REM: case KJ_IR_NEG: case KJ_IR_CAST: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR:
+    case KJ_IR_SHL: case KJ_IR_SHR:
+        break;
+    default:
+        return false;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (!same_for_all(e->args[i], G))
+            return false;
+    return true;
+}
+
+/* Through a variable assigned once at the region's top: its value. */
+static const KjIrExpr *through(const KjIrExpr *e, const Guards *G)
+{
+    if (e->op == KJ_IR_VAR && G->sets[e->var->id] == 1 && G->def[e->var->id])
+        return G->def[e->var->id];
+    return e;
+}
+
+/*
+ * When e is X + threadIdx.x (either order, through a variable and a widening
+ * cast) in a signed type of 32 or 64 bits, X the same for every thread:
+ * the test that it does not wrap up to the last thread, and e's value for
+ * that thread (X + last in e's type, exact under that test), both i64.
+ */
+static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **no_wrap, KjIrExpr **at_last)
+{
+    e = through(e, G);
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    if (e->op == KJ_IR_CAST && kj_type_is_int(e->type) && kj_type_is_signed(e->type) &&
+        kj_type_int_bits(e->type) == 64) {
+        const KjIrExpr *inner = through(e->args[0], G);
+        if (!kj_type_is_int(inner->type) || !kj_type_is_signed(inner->type) || kj_type_int_bits(inner->type) != 32)
+            return false;
+        e = inner;
+    }
+    if (!kj_type_is_int(e->type) || !kj_type_is_signed(e->type) ||
+        (kj_type_int_bits(e->type) != 32 && kj_type_int_bits(e->type) != 64))
+        return false;
+    const KjIrExpr *x = NULL;
+    if (is_tid_x(e) || (e->op == KJ_IR_CAST && is_tid_x(e->args[0])))
+        x = NULL;
+    else if (e->op == KJ_IR_ADD && (is_tid_x(e->args[1]) || (e->args[1]->op == KJ_IR_CAST && is_tid_x(e->args[1]->args[0]))))
+        x = e->args[0];
+    else if (e->op == KJ_IR_ADD && (is_tid_x(e->args[0]) || (e->args[0]->op == KJ_IR_CAST && is_tid_x(e->args[0]->args[0]))))
+        x = e->args[1];
+    else
+        return false;
+    if (x && !same_for_all(x, G))
+        return false;
+    int bits = kj_type_int_bits(e->type);
+    KjIrExpr *wide = NULL;
+    if (x) {
+        wide = kj_arena_alloc(S->arena, sizeof *wide);
+        *wide = *x; /* shared below its top: expressions are read only */
+        if (bits == 32) {
+            KjIrExpr *c = kj_ir_new_expr(S->arena, KJ_IR_CAST, i64, x->loc, 1);
+            c->args[0] = wide;
+            wide = c;
+        }
+    } else {
+        wide = constant(S, i64, e->loc, 0);
+    }
+    uint64_t limit = bits == 32 ? (uint64_t)INT32_MAX - (uint64_t)G->last : (uint64_t)INT64_MAX - (uint64_t)G->last;
+    *no_wrap = kj_ir_new_expr(S->arena, KJ_IR_LE, kj_type_scalar(KJ_TYPE_BOOL), e->loc, 2);
+    (*no_wrap)->args[0] = wide;
+    (*no_wrap)->args[1] = constant(S, i64, e->loc, limit);
+    *at_last = kj_ir_new_expr(S->arena, KJ_IR_ADD, i64, e->loc, 2);
+    (*at_last)->args[0] = wide;
+    (*at_last)->args[1] = constant(S, i64, e->loc, (uint64_t)G->last);
+    return true;
+}
+
+static KjIrExpr *both(Spec *S, KjIrExpr *a, KjIrExpr *b)
+{
+    if (!a)
+        return b;
+    KjIrExpr *e = kj_ir_new_expr(S->arena, KJ_IR_LOGAND, kj_type_scalar(KJ_TYPE_BOOL), b->loc, 2);
+    e->args[0] = a;
+    e->args[1] = b;
+    return e;
+}
+
+/* A condition `A < U`, `A <= U`, `U > A` or `U >= A` (A increasing, U the
+ * same for every thread, compared as i64): added to G's test and to the
+ * conditions taken as true. */
+static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
+{
+    if (S->hold_count >= MAX_GUARDS || c->arg_count != 2)
+        return;
+    KjIrOp op = c->op;
+    const KjIrExpr *a = c->args[0], *u = c->args[1];
+    if (op == KJ_IR_GT || op == KJ_IR_GE) {
+        a = c->args[1];
+        u = c->args[0];
+        op = op == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
+    }
+    if (op != KJ_IR_LT && op != KJ_IR_LE)
+        return;
+    if (u->type != kj_type_scalar(KJ_TYPE_I64) || !same_for_all(u, G))
+        return;
+    KjIrExpr *no_wrap, *at_last;
+    if (!increasing(S, a, G, &no_wrap, &at_last))
+        return;
+    KjIrExpr *cmp = kj_ir_new_expr(S->arena, op, c->type, c->loc, 2);
+    cmp->args[0] = at_last;
+    cmp->args[1] = (KjIrExpr *)u;
+    G->test = both(S, G->test, both(S, no_wrap, cmp));
+    S->holds[S->hold_count++] = c;
+}
+
+static void find_guards(Spec *S, const KjIrStmt *s, Guards *G);
+
+static void find_guard_exprs(Spec *S, const KjIrExpr *e, Guards *G)
+{
+    if (!e)
+        return;
+    if (e->op == KJ_IR_SELECT)
+        note_guard(S, e->args[0], G);
+    for (int i = 0; i < e->arg_count; i++)
+        find_guard_exprs(S, e->args[i], G);
+}
+
+static void find_guards(Spec *S, const KjIrStmt *s, Guards *G)
+{
+    if (!s)
+        return;
+    if (s->kind == KJ_IR_STMT_IF)
+        note_guard(S, s->cond, G);
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        find_guard_exprs(S, es[i], G);
+    for (int i = 0; i < s->index_count; i++)
+        find_guard_exprs(S, s->indices[i], G);
+    for (int i = 0; i < s->stmts.count; i++)
+        find_guards(S, s->stmts.items[i], G);
+    find_guards(S, s->then_stmt, G);
+    find_guards(S, s->else_stmt, G);
+    find_guards(S, s->body, G);
+}
+
+/* The region c (folded, its thread range [a, b) of the block's x) as
+ * `if guards hold { c with them true } else { c }`, or c alone. */
+static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
+{
+    if (b <= a || S->regions_left <= 1)
+        return c;
+    Guards G = {kj_arena_alloc(S->arena, sizeof *G.def * (size_t)(S->var_count + 1)),
+                kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)), b - 1, NULL};
+    count_region_sets(S, c->body, &G, true);
+    S->hold_count = 0;
+    find_guards(S, c->body, &G);
+    if (!G.test) {
+        S->hold_count = 0;
+        return c;
+    }
+    KjIrStmt *fast = kj_arena_alloc(S->arena, sizeof *fast);
+    *fast = *c;
+    fast->body = region_stmt(S, c->body, known_new(S), NULL);
+    S->hold_count = 0;
+    S->regions_left--;
+    KjIrStmt *branch = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, c->loc);
+    branch->cond = G.test;
+    branch->then_stmt = new_block(S, c->loc);
+    kj_vec_push(S->arena, &branch->then_stmt->stmts, fast);
+    branch->else_stmt = new_block(S, c->loc);
+    kj_vec_push(S->arena, &branch->else_stmt->stmts, c);
+    return branch;
+}
+
 static void threads_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
 {
     bool *assigned = kj_arena_alloc(S->arena, sizeof *assigned * (size_t)(S->var_count + 1));
@@ -326,6 +556,15 @@ static void threads_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
     if (empty_range(S, c))
         return;
     S->regions_left--;
+    int64_t a = 0, b = S->block[0];
+    if ((!c->start || is_const_int(c->start)) && (!c->stop || is_const_int(c->stop))) {
+        if (c->start && (int64_t)c->start->const_int > a)
+            a = (int64_t)c->start->const_int;
+        if (c->stop && (int64_t)c->stop->const_int < b)
+            b = (int64_t)c->stop->const_int;
+        kj_vec_push(S->arena, &out->stmts, version_on_guards(S, c, a, b));
+        return;
+    }
     kj_vec_push(S->arena, &out->stmts, c);
 }
 
