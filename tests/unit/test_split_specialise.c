@@ -380,6 +380,66 @@ START_TEST(integer_values_of_blockdim_fold)
 }
 END_TEST
 
+/* ------------------------------------------------ guards near wrapping */
+
+/* Guards `i < n` on indices that wrap within the block (i64 and i32): a
+ * region runs without its guard only when no thread's index wraps. */
+static const char edge_source[] =
+    "@kernel\n"
+    "fn edge64(out: i32[], base: i64, n: i64) {\n"
+    "    let sh = shared(i32, 1024);\n"
+    "    let t = threadIdx.x;\n"
+    "    let i = base + i64(threadIdx.x);\n"
+    "    sh[t] = i < n ? i32(1) : i32(2);\n"
+    "    syncthreads();\n"
+    "    out[blockIdx.x * blockDim.x + t] = sh[t] + sh[(t + 1) % blockDim.x] * 10;\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn edge32(out: i32[], base: i32, n: i64) {\n"
+    "    let sh = shared(i32, 1024);\n"
+    "    let t = threadIdx.x;\n"
+    "    let i = base + threadIdx.x;\n"
+    "    if i64(i) < n { sh[t] = i32(1); } else { sh[t] = i32(2); }\n"
+    "    syncthreads();\n"
+    "    out[blockIdx.x * blockDim.x + t] = sh[t] + sh[(t + 1) % blockDim.x] * 10;\n"
+    "}\n";
+
+START_TEST(guards_on_indices_that_wrap)
+{
+    const int64_t bases64[] = {INT64_MAX - 2, INT64_MAX - 40, 5, -3, INT64_MIN};
+    const int32_t bases32[] = {INT32_MAX - 2, INT32_MAX - 40, 5, -3, INT32_MIN};
+    const int64_t limits[] = {10, INT64_MAX, INT64_MIN, (int64_t)INT32_MAX + 5};
+    const int sizes[] = {8, 33};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (size_t b = 0; b < sizeof bases64 / sizeof bases64[0]; b++)
+            for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++)
+                for (int wide = 0; wide < 2; wide++) {
+                    int threads = sizes[s];
+                    int64_t len = threads;
+                    int32_t *out = calloc((size_t)len, sizeof *out);
+                    kjit_array arrays[3] = {kjit_array_make(out, KJIT_I32, 1, &len), {0}, {0}};
+                    kjit_arg scalars[3] = {{0}, wide ? kjit_arg_i64(bases64[b]) : kjit_arg_i32(bases32[b]),
+                                           kjit_arg_i64(limits[l])};
+                    run_five_ways(edge_source, wide ? "edge64" : "edge32", (uint32_t[3]){1, 1, 1},
+                                  (uint32_t[3]){(uint32_t)threads, 1, 1}, arrays, scalars, 3);
+                    int cell[1024];
+                    for (int t = 0; t < threads; t++) {
+                        /* the index as the kernel computes it: wrapping */
+                        int64_t i = wide ? (int64_t)((uint64_t)bases64[b] + (uint64_t)t)
+                                         : (int64_t)(int32_t)((uint32_t)bases32[b] + (uint32_t)t);
+                        cell[t] = i < limits[l] ? 1 : 2;
+                    }
+                    for (int t = 0; t < threads; t++)
+                        ck_assert_msg(out[t] == cell[t] + cell[(t + 1) % threads] * 10,
+                                      "%s, base %lld, n %lld, thread %d: %d", wide ? "i64" : "i32",
+                                      (long long)(wide ? bases64[b] : bases32[b]), (long long)limits[l], t,
+                                      out[t]);
+                    free(out);
+                }
+}
+END_TEST
+
 /* ------------------------------------------------- one context, new shapes */
 
 /* Launches of one function with shapes that change run each shape's code:
@@ -437,6 +497,7 @@ Suite *suite_split_specialise(void)
     tcase_add_test(c, tree_with_a_bound_from_an_argument);
     tcase_add_test(c, linear_tree_over_block_shapes);
     tcase_add_test(c, integer_values_of_blockdim_fold);
+    tcase_add_test(c, guards_on_indices_that_wrap);
     tcase_add_test(c, new_block_shape_after_a_first);
     suite_add_tcase(s, c);
     return s;
