@@ -1125,6 +1125,11 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
  * kernel has no split form.
  */
 KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, const uint32_t block[3]);
+/* Whether the split form of `root` (kj_split_specialise's result for
+ * `block`) stores every element of each of its shared() arrays in its first
+ * region before anything reads it: the runtime then need not zero the
+ * block's static shared memory. */
+bool kj_split_writes_shared(const KjIrFunction *root, const uint32_t block[3]);
 
 /* =================================================================== reduce.c */
 

@@ -682,3 +682,157 @@ KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, co
     root->split = fn;
     return root;
 }
+
+/* ============================================================ shared memory */
+
+/*
+ * Whether the specialised split form writes every element of every shared()
+ * array in its first region before anything reads it, so that the runtime
+ * need not zero the block's static shared memory: the form starts with
+ * assignments without effects (the arrays' among them), then a region (or
+ * the two copies of one that version_on_guards makes) whose threads [0, N)
+ * each store `arr[threadIdx.x]`, before any control flow of the region,
+ * for each 1-D array of N elements, N at most the threads it runs; the
+ * region reads no shared array, and nothing calls a function (whose
+ * shared() arrays this would not see).
+ */
+static bool names_call(const KjIrExpr *e)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_CALL)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (names_call(e->args[i]))
+            return true;
+    return false;
+}
+
+static bool stmt_calls(const KjIrStmt *s)
+{
+    if (!s)
+        return false;
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (names_call(es[i]))
+            return true;
+    for (int i = 0; i < s->index_count; i++)
+        if (names_call(s->indices[i]))
+            return true;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (stmt_calls(s->stmts.items[i]))
+            return true;
+    return stmt_calls(s->then_stmt) || stmt_calls(s->else_stmt) || stmt_calls(s->body);
+}
+
+static bool reads_var(const KjIrExpr *e, const KjIrVar *var)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_VAR && e->var == var)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (reads_var(e->args[i], var))
+            return true;
+    return false;
+}
+
+/* Whether s reads var: names it anywhere but as the array a store writes. */
+static bool stmt_reads(const KjIrStmt *s, const KjIrVar *var)
+{
+    if (!s)
+        return false;
+    const KjIrExpr *array = s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR ? NULL : s->array;
+    const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step, array};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (reads_var(es[i], var))
+            return true;
+    for (int i = 0; i < s->index_count; i++)
+        if (reads_var(s->indices[i], var))
+            return true;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (stmt_reads(s->stmts.items[i], var))
+            return true;
+    return stmt_reads(s->then_stmt, var) || stmt_reads(s->else_stmt, var) || stmt_reads(s->body, var);
+}
+
+static bool is_thread_x_index(const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_CAST && kj_type_is_int(e->type) && kj_type_int_bits(e->type) == 64)
+        e = e->args[0];
+    return is_tid_x(e);
+}
+
+/* Whether the region `threads` (of blocks of `block`) stores every element
+ * of each of the `count` arrays, and reads none of them. */
+static bool region_writes(const KjIrStmt *threads, const uint32_t block[3], KjIrVar *const *arrays,
+                          const int64_t *sizes, int count)
+{
+    if (threads->kind != KJ_IR_STMT_THREADS)
+        return false;
+    if (threads->start && (!is_const_int(threads->start) || (int64_t)threads->start->const_int > 0))
+        return false;
+    int64_t end = block[0];
+    if (threads->stop) {
+        if (!is_const_int(threads->stop))
+            return false;
+        if ((int64_t)threads->stop->const_int < end)
+            end = (int64_t)threads->stop->const_int;
+    }
+    const KjVec *items = &threads->body->stmts;
+    for (int a = 0; a < count; a++) {
+        if (sizes[a] > end)
+            return false;
+        bool stored = false;
+        for (int i = 0; i < items->count && !stored; i++) {
+            const KjIrStmt *item = items->items[i];
+            if (item->kind == KJ_IR_STMT_STORE && item->array->op == KJ_IR_VAR && item->array->var == arrays[a] &&
+                item->index_count == 1 && is_thread_x_index(item->indices[0]))
+                stored = true;
+            else if (item->kind != KJ_IR_STMT_SET && item->kind != KJ_IR_STMT_STORE)
+                return false; /* control flow before the store */
+        }
+        if (!stored)
+            return false;
+        if (stmt_reads(threads->body, arrays[a]))
+            return false;
+    }
+    return true;
+}
+
+bool kj_split_writes_shared(const KjIrFunction *root, const uint32_t block[3])
+{
+    const KjIrFunction *split = root->split;
+    if (!split || root->uses_dynamic_shared || stmt_calls(split->body))
+        return false;
+    KjIrVar *arrays[16];
+    int64_t sizes[16];
+    int count = 0;
+    int64_t bytes = 0;
+    const KjVec *items = &split->body->stmts;
+    int i = 0;
+    for (; i < items->count; i++) {
+        const KjIrStmt *item = items->items[i];
+        if (item->kind != KJ_IR_STMT_SET)
+            break;
+        const KjIrExpr *v = item->value;
+        if (v->op == KJ_IR_SHARED) {
+            if (count == 16 || v->alloc_ndim != 1)
+                return false;
+            arrays[count] = item->var;
+            sizes[count++] = v->alloc_shape[0];
+            bytes += (v->alloc_shape[0] * kj_type_size(v->alloc_elem) + 15) & ~(int64_t)15;
+        } else if (v->op == KJ_IR_LOAD) {
+            return false;
+        }
+    }
+    /* every shared() array of the kernel is one of those */
+    if (count == 0 || i == items->count || bytes < root->shared_bytes)
+        return false;
+    const KjIrStmt *first = items->items[i];
+    if (first->kind == KJ_IR_STMT_IF && first->else_stmt && first->then_stmt->stmts.count == 1 &&
+        first->else_stmt->stmts.count == 1)
+        return region_writes(first->then_stmt->stmts.items[0], block, arrays, sizes, count) &&
+               region_writes(first->else_stmt->stmts.items[0], block, arrays, sizes, count);
+    return region_writes(first, block, arrays, sizes, count);
+}

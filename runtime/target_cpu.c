@@ -53,6 +53,7 @@ typedef struct KjShapeCode {
     uint32_t dims[3];
     KjCpuCode *code;
     void *block;
+    bool shared_written; /* kj_split_writes_shared: no zeroing of shared memory */
 } KjShapeCode;
 
 typedef struct KjSharedCpu {
@@ -245,44 +246,44 @@ static kjit_status cpu_run_vectorized(kjit_context *context, KjVectorizedRun *ru
 
 /* ------------------------------------------- code for one block shape */
 
-static void *shape_find(KjSharedCpu *shared, const uint32_t dims[3])
+static const KjShapeCode *shape_find(KjSharedCpu *shared, const uint32_t dims[3])
 {
-    void *block = NULL;
+    const KjShapeCode *found = NULL;
     pthread_mutex_lock(&shared_lock);
-    for (KjShapeCode *s = shared->shapes; s && !block; s = s->next)
+    for (KjShapeCode *s = shared->shapes; s && !found; s = s->next)
         if (memcmp(s->dims, dims, sizeof s->dims) == 0)
-            block = s->block;
+            found = s;
     pthread_mutex_unlock(&shared_lock);
-    return block;
+    return found;
 }
 
 /* Adds fresh code for a shape; when another thread was quicker (a context
  * beside this one sharing the code), keeps theirs. */
-static void *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
+static const KjShapeCode *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
 {
-    void *block = NULL;
+    KjShapeCode *found = NULL;
     pthread_mutex_lock(&shared_lock);
-    for (KjShapeCode *s = shared->shapes; s && !block; s = s->next)
+    for (KjShapeCode *s = shared->shapes; s && !found; s = s->next)
         if (memcmp(s->dims, fresh->dims, sizeof s->dims) == 0)
-            block = s->block;
-    if (!block) {
+            found = s;
+    if (!found) {
         fresh->next = shared->shapes;
         shared->shapes = fresh;
-        block = fresh->block;
     }
     pthread_mutex_unlock(&shared_lock);
-    if (block != fresh->block) {
+    if (found) {
         kj_cpu_code_free(fresh->code);
         free(fresh);
+        return found;
     }
-    return block;
+    return fresh;
 }
 
 /* The object of the split form's __block for blocks of `dims`, from the
  * cache or compiled now (under the context's lock, as all code generation
  * from a module's IR is); NULL on any failure (the general code then runs). */
-static void *shape_generate(kjit_context *context, kjit_module *module, const KjCompiled *compiled,
-                            const uint32_t dims[3])
+static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *module,
+                                         const KjCompiled *compiled, const uint32_t dims[3])
 {
     KjCacheKey key = {0};
     kj_api_code_key(module, compiled, &key);
@@ -298,12 +299,13 @@ static void *shape_generate(kjit_context *context, kjit_module *module, const Kj
         free(object);
         object = NULL;
     }
+    KjArena arena = {0};
+    KjIrFunction *root = kj_split_specialise(&arena, compiled->root, dims);
+    bool shared_written = root && kj_split_writes_shared(root, dims);
     if (!block) {
         kj_cpu_code_free(code);
         code = NULL;
         kj_cache_count_compile();
-        KjArena arena = {0};
-        KjIrFunction *root = kj_split_specialise(&arena, compiled->root, dims);
         KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
                                     .opt_level = context->options.opt_level,
                                     .contiguous_params = compiled->contiguous,
@@ -313,7 +315,6 @@ static void *shape_generate(kjit_context *context, kjit_module *module, const Kj
         char *error = NULL;
         object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error) : NULL;
         free(error);
-        kj_arena_free(&arena);
         code = object ? kj_cpu_load_object(object, size, NULL) : NULL;
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         if (block)
@@ -321,6 +322,7 @@ static void *shape_generate(kjit_context *context, kjit_module *module, const Kj
         free(object);
     }
     kj_cache_key_free(&key);
+    kj_arena_free(&arena);
     if (!block) {
         kj_cpu_code_free(code);
         return NULL;
@@ -330,13 +332,14 @@ static void *shape_generate(kjit_context *context, kjit_module *module, const Kj
     memcpy(shape->dims, dims, sizeof shape->dims);
     shape->code = code;
     shape->block = block;
+    shape->shared_written = shared_written;
     return shape_publish(compiled->code, shape);
 }
 
-/* The __block a launch runs: for a kernel with a split form (cpu_simd on,
- * not checked), the one compiled for the launch's block dims unless
- * cpu_specialise is off; else the general one. */
-static void *launch_block(kjit_context *context, const KjLaunch *launch)
+/* The code for a launch's block dims, for a kernel with a split form
+ * (cpu_simd on, not checked) unless cpu_specialise is off; NULL: the
+ * general __block runs. */
+static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
     const KjIrFunction *root = compiled->root;
@@ -345,25 +348,27 @@ static void *launch_block(kjit_context *context, const KjLaunch *launch)
         !context->options.cpu_specialise || context->options.check || root->unchecked ||
         !launch->module || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
         dims[0] == 0)
-        return compiled->block;
-    void *block = shape_find(compiled->code, dims);
-    if (block)
-        return block;
+        return NULL;
+    const KjShapeCode *shape = shape_find(compiled->code, dims);
+    if (shape)
+        return shape;
     pthread_mutex_lock(&context->lock);
-    block = shape_find(compiled->code, dims);
-    if (!block)
-        block = shape_generate(context, launch->module, compiled, dims);
+    shape = shape_find(compiled->code, dims);
+    if (!shape)
+        shape = shape_generate(context, launch->module, compiled, dims);
     pthread_mutex_unlock(&context->lock);
-    return block ? block : compiled->block;
+    return shape;
 }
 
 static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
     char *error = NULL;
-    kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
+    const KjShapeCode *shape = launch_shape(context, launch);
+    kjit_status status = kj_cpu_run_kernel_written(context->pool, compiled->root,
                                            (KjThreadFn)compiled->entry,
-                                           (KjThreadFn)launch_block(context, launch), launch->params,
+                                           (KjThreadFn)(shape ? shape->block : compiled->block),
+                                           shape && shape->shared_written, launch->params,
                                            launch->grid, launch->block,
                                            launch->dynamic_shared_bytes, &error);
     if (status != KJIT_OK)

@@ -440,6 +440,70 @@ START_TEST(guards_on_indices_that_wrap)
 }
 END_TEST
 
+/* ------------------------------------------------------ shared memory */
+
+/* Shared memory that the first region does not write in full, or reads
+ * first, is zero at each block's start however the block before left it
+ * (a later region writes every element); the block sum's, written whole
+ * before any read, need not be zeroed (tree_over_block_sizes at 1024). */
+static const char zero_source[] =
+    "@kernel\n"
+    "fn partial(out: i32[]) {\n"
+    "    let a = shared(i32, 64);\n"
+    "    let b = shared(i32, 32);\n"
+    "    let t = threadIdx.x;\n"
+    "    a[t] = 1;\n"
+    "    if t % 2 == 0 { b[t] = 2; }\n"
+    "    syncthreads();\n"
+    "    out[blockIdx.x * 32 + t] = a[t + 32] * 100 + b[t] * 10 + b[(t + 1) % 32] + a[t] * 1000;\n"
+    "    syncthreads();\n"
+    "    a[t + 32] = 5;\n"
+    "    b[t] = 7;\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn early(out: i32[]) {\n"
+    "    let a = shared(i32, 32);\n"
+    "    let t = threadIdx.x;\n"
+    "    let v = a[t];\n"
+    "    a[t] = v + 1;\n"
+    "    syncthreads();\n"
+    "    out[blockIdx.x * 32 + t] = a[t];\n"
+    "    syncthreads();\n"
+    "    a[t] = 9;\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn second(out: i32[]) {\n"
+    "    let a = shared(i32, 32);\n"
+    "    let b = shared(i32, 32);\n"
+    "    let t = threadIdx.x;\n"
+    "    a[t] = 3;\n"
+    "    syncthreads();\n"
+    "    out[blockIdx.x * 32 + t] = a[t] + b[t] * 10;\n"
+    "    syncthreads();\n"
+    "    b[t] = 4;\n"
+    "}\n";
+
+START_TEST(shared_memory_not_written_first_is_zero)
+{
+    const char *kernels[] = {"partial", "early", "second"};
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        int64_t blocks = 5, len = blocks * 32;
+        int32_t *out = calloc((size_t)len, sizeof *out);
+        kjit_array arrays[1] = {kjit_array_make(out, KJIT_I32, 1, &len)};
+        run_five_ways(zero_source, kernels[k], (uint32_t[3]){(uint32_t)blocks, 1, 1}, (uint32_t[3]){32, 1, 1},
+                      arrays, NULL, 1);
+        for (int64_t g = 0; g < len; g++) {
+            int t = (int)(g % 32);
+            int want = k == 0 ? 1000 + (t % 2 == 0 ? 20 : 0) + ((t + 1) % 32 % 2 == 0 ? 2 : 0) : k == 1 ? 1 : 3;
+            ck_assert_msg(out[g] == want, "%s, thread %lld: %d, want %d", kernels[k], (long long)g, out[g], want);
+        }
+        free(out);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------- one context, new shapes */
 
 /* Launches of one function with shapes that change run each shape's code:
@@ -498,6 +562,7 @@ Suite *suite_split_specialise(void)
     tcase_add_test(c, linear_tree_over_block_shapes);
     tcase_add_test(c, integer_values_of_blockdim_fold);
     tcase_add_test(c, guards_on_indices_that_wrap);
+    tcase_add_test(c, shared_memory_not_written_first_is_zero);
     tcase_add_test(c, new_block_shape_after_a_first);
     suite_add_tcase(s, c);
     return s;
