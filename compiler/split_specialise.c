@@ -691,8 +691,8 @@ KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, co
  * need not zero the block's static shared memory: the form starts with
  * assignments without effects (the arrays' among them), then a region (or
  * the two copies of one that version_on_guards makes) whose threads [0, N)
- * each store `arr[threadIdx.x]`, before any control flow of the region,
- * for each 1-D array of N elements, N at most the threads it runs; the
+ * each store `arr[threadIdx.x]` at the region's top level, for each 1-D
+ * array of N elements, N at most the threads it runs; the
  * region reads no shared array, and nothing calls a function (whose
  * shared() arrays this would not see).
  */
@@ -783,14 +783,15 @@ static bool region_writes(const KjIrStmt *threads, const uint32_t block[3], KjIr
     for (int a = 0; a < count; a++) {
         if (sizes[a] > end)
             return false;
+        /* a store at the region's top runs for every thread (no thread
+         * leaves a region early but at the kernel's end, after which no
+         * region reads anything) */
         bool stored = false;
         for (int i = 0; i < items->count && !stored; i++) {
             const KjIrStmt *item = items->items[i];
-            if (item->kind == KJ_IR_STMT_STORE && item->array->op == KJ_IR_VAR && item->array->var == arrays[a] &&
-                item->index_count == 1 && is_thread_x_index(item->indices[0]))
-                stored = true;
-            else if (item->kind != KJ_IR_STMT_SET && item->kind != KJ_IR_STMT_STORE)
-                return false; /* control flow before the store */
+            stored = item->kind == KJ_IR_STMT_STORE && item->array->op == KJ_IR_VAR &&
+                     item->array->var == arrays[a] && item->index_count == 1 &&
+                     is_thread_x_index(item->indices[0]);
         }
         if (!stored)
             return false;
