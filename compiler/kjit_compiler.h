@@ -678,7 +678,9 @@ typedef struct KjIrStmt {
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
     int unroll;        /* FOR over constant bounds, on targets that unroll such loops: the
-                          copies asked for (reduce.c's COLUMNS); 0: the target's 4 */
+                          copies asked for (reduce.c's COLUMNS); 0: the target's 4.
+                          THREADS: 1 keeps its loops where its threads are known (a copy
+                          that seldom runs, split_specialise.c); 0: the back end's choice */
     int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 

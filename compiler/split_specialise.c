@@ -538,6 +538,7 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
     branch->then_stmt = new_block(S, c->loc);
     kj_vec_push(S->arena, &branch->then_stmt->stmts, fast);
     branch->else_stmt = new_block(S, c->loc);
+    c->unroll = 1; /* the last block, at most: its loops stay loops */
     kj_vec_push(S->arena, &branch->else_stmt->stmts, c);
     return branch;
 }

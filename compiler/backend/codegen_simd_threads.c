@@ -184,7 +184,7 @@ static bool straight_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first, LLVM
 {
     Gen *g = s->g;
     int64_t from, to, dy, dz;
-    if (!const_int_of(first, &from) || !const_int_of(stop, &to) || !const_int_of(dims[1], &dy) ||
+    if (threads->unroll == 1 || !const_int_of(first, &from) || !const_int_of(stop, &to) || !const_int_of(dims[1], &dy) ||
         !const_int_of(dims[2], &dz) || dy != 1 || dz != 1)
         return false;
     if (to <= from)
