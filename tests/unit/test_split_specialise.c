@@ -12,6 +12,7 @@
  * bound comes from an argument (no unrolling) stays right. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,6 +565,70 @@ START_TEST(new_block_shape_after_a_first)
 }
 END_TEST
 
+/* ------------------------------------------------- launches from threads */
+
+typedef struct Launcher {
+    kjit_function *fn;
+    int threads;        /* the block's */
+    uint64_t seed;
+    int wrong;          /* blocks whose sum is not the reference's */
+    kjit_status status;
+} Launcher;
+
+/* Several launches of one shape, each on fresh values, checked. */
+static void *launch_from_thread(void *user)
+{
+    Launcher *l = user;
+    for (int round = 0; round < 3; round++) {
+        int64_t len = 5 * l->threads + 3;
+        int64_t blocks = (len + l->threads - 1) / l->threads;
+        float *a = malloc(sizeof *a * (size_t)len), *out = calloc((size_t)blocks, sizeof *out);
+        for (int64_t i = 0; i < len; i++)
+            a[i] = (float)rng_uniform(&l->seed, -1.0, 1.0);
+        kjit_array arrays[2] = {kjit_array_make(a, KJIT_F32, 1, &len), kjit_array_make(out, KJIT_F32, 1, &blocks)};
+        kjit_arg args[2] = {kjit_arg_array(&arrays[0]), kjit_arg_array(&arrays[1])};
+        kjit_status status = kjit_launch(l->fn, (uint32_t[3]){(uint32_t)blocks, 1, 1},
+                                         (uint32_t[3]){(uint32_t)l->threads, 1, 1}, args, 2, NULL);
+        if (status != KJIT_OK)
+            l->status = status;
+        for (int64_t b = 0; b < blocks && status == KJIT_OK; b++) {
+            float want = tree_reference(a, len, b * l->threads, l->threads);
+            l->wrong += memcmp(&out[b], &want, sizeof want) != 0;
+        }
+        free(a);
+        free(out);
+    }
+    return NULL;
+}
+
+/* Host threads launching one function with shapes new and shared, at once,
+ * on cpu and parallel: each gets its shape's code. */
+START_TEST(launches_from_several_host_threads)
+{
+    rng_seed(&rng, "split_specialise");
+    const int shapes[] = {64, 100, 64, 256, 100, 33};
+    enum { COUNT = sizeof shapes / sizeof shapes[0] };
+    kjit_target targets[] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
+    for (int t = 0; t < 2; t++) {
+        Run r = open_run(tree_source, "tree", targets[t], 1, 1);
+        Launcher launchers[COUNT];
+        pthread_t ids[COUNT];
+        for (int k = 0; k < COUNT; k++) {
+            launchers[k] = (Launcher){r.fn, shapes[k], 0, 0, KJIT_OK};
+            launchers[k].seed = (uint64_t)rng_uniform(&rng, 1.0, 9e15);
+            ck_assert_int_eq(pthread_create(&ids[k], NULL, launch_from_thread, &launchers[k]), 0);
+        }
+        for (int k = 0; k < COUNT; k++) {
+            pthread_join(ids[k], NULL);
+            ck_assert_msg(launchers[k].status == KJIT_OK && launchers[k].wrong == 0,
+                          "target %d, thread %d (block %d): status %d, %d wrong sums", t, k, shapes[k],
+                          (int)launchers[k].status, launchers[k].wrong);
+        }
+        close_run(&r);
+    }
+}
+END_TEST
+
 Suite *suite_split_specialise(void)
 {
     Suite *s = suite_create("split_specialise");
@@ -575,6 +640,7 @@ Suite *suite_split_specialise(void)
     tcase_add_test(c, guards_on_indices_that_wrap);
     tcase_add_test(c, shared_memory_not_written_first_is_zero);
     tcase_add_test(c, new_block_shape_after_a_first);
+    tcase_add_test(c, launches_from_several_host_threads);
     suite_add_tcase(s, c);
     return s;
 }
