@@ -64,6 +64,8 @@ void kj_pool_destroy(KjPool *pool);
 /* The stack of each pool worker: a kernel's threads run on it with their
  * local() arrays (up to KJ_MAX_LOCAL_BYTES), whatever the process's default. */
 #define KJ_POOL_STACK_BYTES (8 * 1024 * 1024)
+/* How long an idle pool worker spins before it sleeps (pool.c). */
+#define KJ_POOL_SPIN_NS 100000
 
 /* ================================================================ cpu.c */
 

@@ -6,11 +6,24 @@
  * thread take chunks from one atomic counter until none are left, so a slow
  * chunk never holds up the others.  A run from inside a chunk (a nested call)
  * or a range too short to be worth waking anybody runs on the calling thread.
+ *
+ * Between runs a worker first spins for a while (KJ_POOL_SPIN_NS, or
+ * $KJIT_POOL_SPIN_US) watching the run counter, and only then sleeps on the
+ * condition variable, as OpenMP runtimes do: a run that follows soon after
+ * the last (a loop of launches) finds its workers awake, instead of paying a
+ * futex wake-up per worker, which on a machine of many cores costs more
+ * than a short kernel.  The caller waits for the workers' last chunks the
+ * same way.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "kjit_runtime.h"
 
@@ -20,10 +33,12 @@ struct KjPool {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_cond_t finished;
-    pthread_mutex_t run_lock; /* one run at a time per pool */
-    uint64_t generation;      /* bumped by every run, under lock */
-    int busy;                 /* workers still inside the current run */
-    bool stopping;
+    pthread_mutex_t run_lock;    /* one run at a time per pool */
+    _Atomic uint64_t generation; /* bumped by every run */
+    _Atomic int busy;            /* workers still inside the current run */
+    int sleepers;                /* workers waiting on wake, under lock */
+    _Atomic bool stopping;
+    int64_t spin_ns;             /* how long a worker watches before it sleeps */
 
     /* the current run */
     KjPoolFn fn;
@@ -48,27 +63,97 @@ static void run_chunks(KjPool *pool)
     }
 }
 
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins for up to spin_ns until done(pool, arg) holds; whether it did.  The
+ * clock is read every 64 rounds, and the thread yields its core every 1024
+ * (a machine with more runnable threads than cores must not starve the
+ * thread it waits for). */
+static bool spin_until(KjPool *pool, bool (*done)(KjPool *, uint64_t), uint64_t arg)
+{
+    if (pool->spin_ns <= 0)
+        return done(pool, arg);
+    int64_t deadline = 0;
+    for (uint32_t round = 0;; round++) {
+        if (done(pool, arg))
+            return true;
+        if ((round & 63) == 63) {
+            int64_t t = now_ns();
+            if (!deadline)
+                deadline = t + pool->spin_ns;
+            else if (t >= deadline)
+                return false;
+        }
+        if ((round & 1023) == 1023)
+            sched_yield();
+        else
+            cpu_relax();
+    }
+}
+
+static bool new_run(KjPool *pool, uint64_t seen)
+{
+    return atomic_load_explicit(&pool->generation, memory_order_acquire) != seen ||
+           atomic_load_explicit(&pool->stopping, memory_order_relaxed);
+}
+
+static bool workers_done(KjPool *pool, uint64_t unused)
+{
+    return atomic_load_explicit(&pool->busy, memory_order_acquire) == 0;
+}
+
 static void *worker_main(void *arg)
 {
     KjPool *pool = arg;
     inside_pool_run = true;
     uint64_t seen = 0;
-    pthread_mutex_lock(&pool->lock);
     for (;;) {
-        while (pool->generation == seen && !pool->stopping)
-            pthread_cond_wait(&pool->wake, &pool->lock);
-        if (pool->stopping)
+        if (!spin_until(pool, new_run, seen)) {
+            pthread_mutex_lock(&pool->lock);
+            pool->sleepers++;
+            while (!new_run(pool, seen))
+                pthread_cond_wait(&pool->wake, &pool->lock);
+            pool->sleepers--;
+            pthread_mutex_unlock(&pool->lock);
+        }
+        if (atomic_load(&pool->stopping))
             break;
-        seen = pool->generation;
+        seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         kj_print_context = pool->print_context;
-        pthread_mutex_unlock(&pool->lock);
         run_chunks(pool);
-        pthread_mutex_lock(&pool->lock);
-        if (--pool->busy == 0)
+        if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool->lock);
             pthread_cond_signal(&pool->finished);
+            pthread_mutex_unlock(&pool->lock);
+        }
     }
-    pthread_mutex_unlock(&pool->lock);
     return NULL;
+}
+
+/* How long workers and the caller spin before sleeping: $KJIT_POOL_SPIN_US
+ * microseconds (0 sleeps at once), else KJ_POOL_SPIN_NS. */
+static int64_t spin_nanoseconds(void)
+{
+    const char *env = getenv("KJIT_POOL_SPIN_US");
+    if (env && *env) {
+        long us = strtol(env, NULL, 10);
+        return us > 0 ? (int64_t)(us > 1000000 ? 1000000 : us) * 1000 : 0;
+    }
+    return KJ_POOL_SPIN_NS;
 }
 
 /* threads <= 0: $KJIT_NUM_THREADS, else one per online core. */
@@ -88,6 +173,7 @@ KjPool *kj_pool_create(int threads)
 {
     KjPool *pool = kj_xcalloc(1, sizeof *pool);
     pool->thread_count = threads > 0 ? threads : default_thread_count();
+    pool->spin_ns = spin_nanoseconds();
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->finished, NULL);
@@ -131,26 +217,33 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
         chunk = min_chunk;
 
     pthread_mutex_lock(&pool->run_lock);
-    pthread_mutex_lock(&pool->lock);
+    /* No worker reads these until the counter below moves (release), and
+     * every worker of the last run has left run_chunks (busy was 0). */
     pool->fn = fn;
     pool->user = user;
     pool->print_context = kj_print_context;
     pool->count = count;
     pool->chunk = chunk;
-    atomic_store(&pool->next, 0);
-    pool->busy = pool->thread_count - 1;
-    pool->generation++;
-    pthread_cond_broadcast(&pool->wake);
+    atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->busy, pool->thread_count - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_acq_rel);
+    /* A worker that found the old count under the lock is asleep by now or
+     * counted in sleepers; one that looks later sees the new count. */
+    pthread_mutex_lock(&pool->lock);
+    if (pool->sleepers > 0)
+        pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
 
     inside_pool_run = true;
     run_chunks(pool);
     inside_pool_run = false;
 
-    pthread_mutex_lock(&pool->lock);
-    while (pool->busy > 0)
-        pthread_cond_wait(&pool->finished, &pool->lock);
-    pthread_mutex_unlock(&pool->lock);
+    if (!spin_until(pool, workers_done, 0)) {
+        pthread_mutex_lock(&pool->lock);
+        while (!workers_done(pool, 0))
+            pthread_cond_wait(&pool->finished, &pool->lock);
+        pthread_mutex_unlock(&pool->lock);
+    }
     pthread_mutex_unlock(&pool->run_lock);
 }
 
@@ -159,7 +252,7 @@ void kj_pool_destroy(KjPool *pool)
     if (!pool)
         return;
     pthread_mutex_lock(&pool->lock);
-    pool->stopping = true;
+    atomic_store(&pool->stopping, true);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
     for (int i = 0; i < pool->thread_count - 1; i++)

@@ -10,6 +10,10 @@
 
 #include "kjit.h"
 
+/* What the running test is doing, in a few words (runner.c prints it when the
+ * test dies of a signal). */
+extern char unit_test_doing[512];
+
 typedef struct Fixture {
     kjit_context *context;
     kjit_module *module;

@@ -85,6 +85,58 @@ static void put_mappings(const uintptr_t *addresses, int count)
     }
 }
 
+/* What a test says it is doing (unit_test_doing), for the fault report:
+ * which function, target and call, where the stack cannot tell (JIT code). */
+char unit_test_doing[512];
+
+/* The general registers, the code from the start of the faulting page up to
+ * 16 bytes past the instruction (the page is executable, so readable), and
+ * the top of the stack: enough to decode the instruction and its operands
+ * with `objdump -D -b binary -m i386:x86-64` where the code is JIT-compiled. */
+static void put_machine_state(const ucontext_t *uc)
+{
+#if defined(__x86_64__)
+    static const struct { const char *name; int reg; } regs[] = {
+        {"rax", REG_RAX}, {"rbx", REG_RBX}, {"rcx", REG_RCX}, {"rdx", REG_RDX},
+        {"rsi", REG_RSI}, {"rdi", REG_RDI}, {"rbp", REG_RBP}, {"rsp", REG_RSP},
+        {"r8", REG_R8},   {"r9", REG_R9},   {"r10", REG_R10}, {"r11", REG_R11},
+        {"r12", REG_R12}, {"r13", REG_R13}, {"r14", REG_R14}, {"r15", REG_R15},
+        {"rip", REG_RIP},
+    };
+    for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
+        put(i % 4 == 0 ? "  " : " ");
+        put(regs[i].name);
+        put("=");
+        put_hex((uintptr_t)uc->uc_mcontext.gregs[regs[i].reg]);
+        if (i % 4 == 3 || i + 1 == sizeof regs / sizeof regs[0])
+            put("\n");
+    }
+    uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t page = rip & ~(uintptr_t)4095, stop = rip + 16;
+    if (stop > page + 4096)
+        stop = page + 4096;
+    put("  code from ");
+    put_hex(page);
+    put(":");
+    for (uintptr_t a = page; a < stop; a++) {
+        char hex[4] = {(a - page) % 32 == 0 ? '\n' : ' ', 0, 0, 0};
+        unsigned char b = *(const unsigned char *)a;
+        hex[1] = "0123456789abcdef"[b >> 4];
+        hex[2] = "0123456789abcdef"[b & 15];
+        put(hex);
+    }
+    put("\n  stack:");
+    const uintptr_t *sp = (const uintptr_t *)uc->uc_mcontext.gregs[REG_RSP];
+    for (int i = 0; i < 16; i++) {
+        put(i % 4 == 0 ? "\n   " : " ");
+        put_hex(sp[i]);
+    }
+    put("\n");
+#else
+    (void)uc;
+#endif
+}
+
 static void crash_backtrace(int sig, siginfo_t *info, void *context)
 {
     ucontext_t *uc = context;
@@ -100,6 +152,12 @@ static void crash_backtrace(int sig, siginfo_t *info, void *context)
     put_hex(at[1]);
     put("\n");
     put_mappings(at, at[1] ? 2 : 1);
+    if (unit_test_doing[0]) {
+        put("unit-tests: the test was ");
+        put(unit_test_doing);
+        put("\n");
+    }
+    put_machine_state(uc);
     void *frames[24];
     int n = backtrace(frames, 24);
     const char *head = "unit-tests: signal ";

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fixture.h"
 #include "kjit_runtime.h"
 #include "ref_eval.h"
 
@@ -545,6 +546,7 @@ static void check_plain(Checked *c, const KjIrFunction *fn)
             make_kjit_args(&a, args, views);
             kjit_array result;
             memset(&result, 0, sizeof result);
+            snprintf(unit_test_doing, sizeof unit_test_doing, "kjit_call %.480s", where);
             kjit_status s = kjit_call(kf, args, a.count, NULL, &result);
             if (s != KJIT_OK) {
                 failure(c->rep, "%s: kjit_call: %s", where, kjit_last_error(c->targets[t].context));
@@ -704,6 +706,8 @@ static void check_vectorized_call(Checked *c, KjIrModule *module, const KjIrEntr
         }
         kjit_array result;
         memset(&result, 0, sizeof result);
+        snprintf(unit_test_doing, sizeof unit_test_doing, "kjit_call %s: %s on %s (%s)", c->file,
+                 label, tname, mode);
         if (kjit_call(kf, args, n, NULL, &result) != KJIT_OK) {
             failure(c->rep, "%s: %s on %s (%s): kjit_call: %s", c->file, label, tname, mode,
                     kjit_last_error(c->targets[t].context));
@@ -842,6 +846,7 @@ static void check_kernel(Checked *c, const KjIrFunction *fn)
             kjit_arg args[MAX_PARAMS];
             kjit_array views[MAX_PARAMS];
             make_kjit_args(&a, args, views);
+            snprintf(unit_test_doing, sizeof unit_test_doing, "kjit_launch %.480s", where);
             if (kjit_launch(kf, grid, block, args, a.count, NULL) != KJIT_OK) {
                 failure(c->rep, "%s: kjit_launch: %s", where, kjit_last_error(c->targets[t].context));
             } else {
