@@ -54,6 +54,9 @@ typedef struct Spec {
      * guards' conditions, each replaced by true */
     const KjIrExpr *holds[MAX_GUARDS];
     int hold_count;
+    /* and the i64 value of the variables the guards prove do not wrap:
+     * var id -> what `i64(var)` is there, NULL where not */
+    KjIrExpr **widened;
 } Spec;
 
 static Known known_new(Spec *S)
@@ -187,6 +190,9 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
     for (int i = 0; i < S->hold_count; i++)
         if (e == S->holds[i])
             return constant(S, e->type, e->loc, 1);
+    if (S->widened && e->op == KJ_IR_CAST && e->args[0]->op == KJ_IR_VAR && e->args[0]->var->id < S->var_count &&
+        S->widened[e->args[0]->var->id] && e->type == S->widened[e->args[0]->var->id]->type)
+        return S->widened[e->args[0]->var->id];
     if (e->op == KJ_IR_SREG && e->sreg >= KJ_SREG_BDIM_X && e->sreg <= KJ_SREG_BDIM_Z)
         return constant(S, e->type, e->loc, S->block[e->sreg - KJ_SREG_BDIM_X]);
     if (e->op == KJ_IR_VAR && e->var->id < S->var_count && k.is[e->var->id] &&
@@ -338,6 +344,8 @@ typedef struct Guards {
     int *sets;            /* var id -> assignments in the region */
     int64_t last;         /* b - 1, the last thread's threadIdx.x */
     KjIrExpr *test;       /* the conjunction so far */
+    KjIrExpr **widened;   /* var id -> i64(X) + i64(threadIdx.x), where var = X + threadIdx.x
+                             in 32 bits and the test proves it does not wrap */
 } Guards;
 
 static void count_region_sets(Spec *S, const KjIrStmt *s, Guards *G, bool top)
@@ -397,12 +405,16 @@ static const KjIrExpr *through(const KjIrExpr *e, const Guards *G)
  * the test that it does not wrap up to the last thread, and e's value for
  * that thread (X + last in e's type, exact under that test), both i64.
  */
-static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **no_wrap, KjIrExpr **at_last)
+static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **no_wrap, KjIrExpr **at_last,
+                       const KjIrVar **narrow_var)
 {
     e = through(e, G);
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    *narrow_var = NULL;
     if (e->op == KJ_IR_CAST && kj_type_is_int(e->type) && kj_type_is_signed(e->type) &&
         kj_type_int_bits(e->type) == 64) {
+        if (e->args[0]->op == KJ_IR_VAR)
+            *narrow_var = e->args[0]->var;
         const KjIrExpr *inner = through(e->args[0], G);
         if (!kj_type_is_int(inner->type) || !kj_type_is_signed(inner->type) || kj_type_int_bits(inner->type) != 32)
             return false;
@@ -474,13 +486,26 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
     if (u->type != kj_type_scalar(KJ_TYPE_I64) || !same_for_all(u, G))
         return;
     KjIrExpr *no_wrap, *at_last;
-    if (!increasing(S, a, G, &no_wrap, &at_last))
+    const KjIrVar *narrow_var;
+    if (!increasing(S, a, G, &no_wrap, &at_last, &narrow_var))
         return;
     KjIrExpr *cmp = kj_ir_new_expr(S->arena, op, c->type, c->loc, 2);
     cmp->args[0] = at_last;
     cmp->args[1] = (KjIrExpr *)u;
     G->test = both(S, G->test, both(S, no_wrap, cmp));
     S->holds[S->hold_count++] = c;
+    /* i64(var) is at_last's X + i64(threadIdx.x) where the test holds: the
+     * index of each lane without a widening of its own */
+    if (narrow_var) {
+        KjIrExpr *tid = kj_ir_new_expr(S->arena, KJ_IR_SREG, kj_type_scalar(KJ_TYPE_I32), c->loc, 0);
+        tid->sreg = KJ_SREG_TID_X;
+        KjIrExpr *wide_tid = kj_ir_new_expr(S->arena, KJ_IR_CAST, at_last->type, c->loc, 1);
+        wide_tid->args[0] = tid;
+        KjIrExpr *sum = kj_ir_new_expr(S->arena, KJ_IR_ADD, at_last->type, c->loc, 2);
+        sum->args[0] = at_last->args[0];
+        sum->args[1] = wide_tid;
+        G->widened[narrow_var->id] = sum;
+    }
 }
 
 static void find_guards(Spec *S, const KjIrStmt *s, Guards *G);
@@ -520,7 +545,8 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
     if (b <= a || S->regions_left <= 1)
         return c;
     Guards G = {kj_arena_alloc(S->arena, sizeof *G.def * (size_t)(S->var_count + 1)),
-                kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)), b - 1, NULL};
+                kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)), b - 1, NULL,
+                kj_arena_alloc(S->arena, sizeof *G.widened * (size_t)(S->var_count + 1))};
     count_region_sets(S, c->body, &G, true);
     S->hold_count = 0;
     find_guards(S, c->body, &G);
@@ -530,7 +556,9 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
     }
     KjIrStmt *fast = kj_arena_alloc(S->arena, sizeof *fast);
     *fast = *c;
+    S->widened = G.widened;
     fast->body = region_stmt(S, c->body, known_new(S), NULL);
+    S->widened = NULL;
     S->hold_count = 0;
     S->regions_left--;
     KjIrStmt *branch = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, c->loc);
