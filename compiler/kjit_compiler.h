@@ -769,6 +769,9 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn);
  * break/continue inside loops, ...).  Returns false and describes the first
  * problem in `why` (heap string, caller frees) when broken. */
 bool kj_ir_verify(const KjIrModule *module, char **why);
+/* One function made outside the module's list (split_specialise.c's forms),
+ * checked as if it stood where the module's function of its symbol does. */
+bool kj_ir_verify_function(const KjIrModule *module, const KjIrFunction *fn, char **why);
 
 /* ==================================================================== check.c */
 

@@ -279,11 +279,12 @@ static const KjShapeCode *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
     return fresh;
 }
 
-/* The object of the split form's __block for blocks of `dims`, from the
- * cache or compiled now (under the context's lock, as all code generation
- * from a module's IR is); NULL on any failure (the general code then runs). */
+/* The split form's __block for blocks of `dims`, from the cache or compiled
+ * now (under the context's lock, as all code generation from a module's IR
+ * is).  NULL with *error set when it cannot be made (a compiler bug). */
 static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *module,
-                                         const KjCompiled *compiled, const uint32_t dims[3])
+                                         const KjCompiled *compiled, const uint32_t dims[3],
+                                         char **error)
 {
     KjCacheKey key = {0};
     kj_api_code_key(module, compiled, &key);
@@ -301,6 +302,18 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
     }
     KjArena arena = {0};
     KjIrFunction *root = kj_split_specialise(&arena, compiled->root, dims);
+    char *why = NULL;
+    if (root && kj_pipeline_verify_default() && !kj_ir_verify_function(module->ir, root->split, &why)) {
+        KjBuf message = {0};
+        kj_buf_printf(&message, "internal error: the split form for blocks of %u x %u x %u does not verify: %s",
+                      (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2], why);
+        *error = message.data;
+        free(why);
+        kj_arena_free(&arena);
+        kj_cpu_code_free(code);
+        kj_cache_key_free(&key);
+        return NULL;
+    }
     bool shared_written = root && kj_split_writes_shared(root, dims);
     if (!block) {
         kj_cpu_code_free(code);
@@ -312,13 +325,19 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
                                     .line_info = context->options.line_info != 0,
                                     .cpu_simd = true,
                                     .block_dims = {dims[0], dims[1], dims[2]}};
-        char *error = NULL;
-        object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error) : NULL;
-        free(error);
-        code = object ? kj_cpu_load_object(object, size, NULL) : NULL;
+        char *failure = NULL;
+        object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &failure) : NULL;
+        code = object ? kj_cpu_load_object(object, size, &failure) : NULL;
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         if (block)
             kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+        else if (root) {
+            KjBuf message = {0};
+            kj_buf_printf(&message, "code generation for blocks of %u x %u x %u failed: %s", (unsigned)dims[0],
+                          (unsigned)dims[1], (unsigned)dims[2], failure ? failure : "no __block entry");
+            *error = message.data;
+        }
+        free(failure);
         free(object);
     }
     kj_cache_key_free(&key);
@@ -339,7 +358,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
 /* The code for a launch's block dims, for a kernel with a split form
  * (cpu_simd on, not checked) unless cpu_specialise is off; NULL: the
  * general __block runs. */
-static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch)
+static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch, char **error)
 {
     const KjCompiled *compiled = launch->compiled;
     const KjIrFunction *root = compiled->root;
@@ -355,7 +374,7 @@ static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *la
     pthread_mutex_lock(&context->lock);
     shape = shape_find(compiled->code, dims);
     if (!shape)
-        shape = shape_generate(context, launch->module, compiled, dims);
+        shape = shape_generate(context, launch->module, compiled, dims, error);
     pthread_mutex_unlock(&context->lock);
     return shape;
 }
@@ -364,7 +383,11 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
     char *error = NULL;
-    const KjShapeCode *shape = launch_shape(context, launch);
+    const KjShapeCode *shape = launch_shape(context, launch, &error);
+    if (error) {
+        kj_api_take_named_error(context, KJIT_ERROR_BACKEND, launch->name, error);
+        return KJIT_ERROR_BACKEND;
+    }
     kjit_status status = kj_cpu_run_kernel_written(context->pool, compiled->root,
                                            (KjThreadFn)compiled->entry,
                                            (KjThreadFn)(shape ? shape->block : compiled->block),
