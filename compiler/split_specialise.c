@@ -190,9 +190,11 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
     for (int i = 0; i < S->hold_count; i++)
         if (e == S->holds[i])
             return constant(S, e->type, e->loc, 1);
-    if (S->widened && e->op == KJ_IR_CAST && e->args[0]->op == KJ_IR_VAR && e->args[0]->var->id < S->var_count &&
-        S->widened[e->args[0]->var->id] && e->type == S->widened[e->args[0]->var->id]->type)
-        return S->widened[e->args[0]->var->id];
+    if (S->widened && e->op == KJ_IR_CAST && e->args[0]->op == KJ_IR_VAR) {
+        const KjIrExpr *wide = S->widened[e->args[0]->var->id];
+        if (wide && e->type == wide->type)
+            return expr(S, wide, k, skip); /* a copy: each use its own nodes */
+    }
     if (e->op == KJ_IR_SREG && e->sreg >= KJ_SREG_BDIM_X && e->sreg <= KJ_SREG_BDIM_Z)
         return constant(S, e->type, e->loc, S->block[e->sreg - KJ_SREG_BDIM_X]);
     if (e->op == KJ_IR_VAR && e->var->id < S->var_count && k.is[e->var->id] &&
@@ -369,6 +371,12 @@ static bool is_tid_x(const KjIrExpr *e)
     return e->op == KJ_IR_SREG && e->sreg == KJ_SREG_TID_X;
 }
 
+/* threadIdx.x, or a conversion of it (to a type of the sum it is in) */
+static bool is_tid_x_cast(const KjIrExpr *e)
+{
+    return is_tid_x(e) || (e->op == KJ_IR_CAST && is_tid_x(e->args[0]));
+}
+
 /* e is the same for every thread of the region and has no effect: no
  * threadIdx, memory, call, nor variable the region assigns. */
 static bool same_for_all(const KjIrExpr *e, const Guards *G)
@@ -377,7 +385,7 @@ static bool same_for_all(const KjIrExpr *e, const Guards *G)
     case KJ_IR_SREG:
         return e->sreg != KJ_SREG_TID_X && e->sreg != KJ_SREG_TID_Y && e->sreg != KJ_SREG_TID_Z;
     case KJ_IR_VAR:
-        return e->var->type->kind != KJ_TYPE_ARRAY ? G->sets[e->var->id] == 0 : G->sets[e->var->id] == 0;
+        return G->sets[e->var->id] == 0;
     case KJ_IR_CONST: case KJ_IR_DIM: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV:
     case KJ_IR_REM: case KJ_IR_NEG: case KJ_IR_CAST: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR:
     case KJ_IR_SHL: case KJ_IR_SHR:
@@ -424,11 +432,11 @@ static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **n
         (kj_type_int_bits(e->type) != 32 && kj_type_int_bits(e->type) != 64))
         return false;
     const KjIrExpr *x = NULL;
-    if (is_tid_x(e) || (e->op == KJ_IR_CAST && is_tid_x(e->args[0])))
+    if (is_tid_x_cast(e))
         x = NULL;
-    else if (e->op == KJ_IR_ADD && (is_tid_x(e->args[1]) || (e->args[1]->op == KJ_IR_CAST && is_tid_x(e->args[1]->args[0]))))
+    else if (e->op == KJ_IR_ADD && is_tid_x_cast(e->args[1]))
         x = e->args[0];
-    else if (e->op == KJ_IR_ADD && (is_tid_x(e->args[0]) || (e->args[0]->op == KJ_IR_CAST && is_tid_x(e->args[0]->args[0]))))
+    else if (e->op == KJ_IR_ADD && is_tid_x_cast(e->args[0]))
         x = e->args[1];
     else
         return false;

@@ -184,8 +184,8 @@ static bool straight_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first, LLVM
 {
     Gen *g = s->g;
     int64_t from, to, dy, dz;
-    if (threads->unroll == 1 || !const_int_of(first, &from) || !const_int_of(stop, &to) || !const_int_of(dims[1], &dy) ||
-        !const_int_of(dims[2], &dz) || dy != 1 || dz != 1)
+    if (threads->unroll == 1 || !const_int_of(first, &from) || !const_int_of(stop, &to) ||
+        !const_int_of(dims[1], &dy) || !const_int_of(dims[2], &dz) || dy != 1 || dz != 1)
         return false;
     if (to <= from)
         return true; /* no thread runs it */
