@@ -280,10 +280,9 @@ static bool may_leave(Simd *s, const KjIrStmt *st, bool nested_loop)
     return may_leave(s, st->then_stmt, nested_loop) || may_leave(s, st->else_stmt, nested_loop);
 }
 
-/* After a statement that may have retired lanes: the running mask is what
- * it was before, less the lanes that left; with none left, go on at the
- * skip target. */
-static void refresh_mask(Simd *s, LLVMValueRef before)
+/* The lanes of before that have not left: returned, or broken out of or
+ * continued in the current loop. */
+static LLVMValueRef lanes_left(Simd *s, LLVMValueRef before)
 {
     LLVMValueRef m = before;
     if (s->returned)
@@ -293,6 +292,15 @@ static void refresh_mask(Simd *s, LLVMValueRef before)
         m = mask_and_not(s, m, loop->break_slot);
         m = mask_and_not(s, m, loop->continue_slot);
     }
+    return m;
+}
+
+/* After a statement that may have retired lanes: the running mask is what
+ * it was before, less the lanes that left; with none left, go on at the
+ * skip target. */
+static void refresh_mask(Simd *s, LLVMValueRef before)
+{
+    LLVMValueRef m = lanes_left(s, before);
     s->mask = m;
     LLVMBasicBlockRef go_on = new_block(s->g, "lanes.left");
     LLVMBuildCondBr(s->b, any_lane(s, m), go_on, skip_target(s));
@@ -377,6 +385,9 @@ static void assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
     LLVMValueRef slot = s->vslots[var->id];
     if (var == s->even_var)
         s->even_var = NULL;
+    for (int i = 0; i < s->lane0_count; i++)
+        if (s->lane0_vars[i] == var)
+            s->lane0_vars[i] = NULL; /* its scalar slot no longer follows it */
     if (divergent && dead_outside_region(s, var))
         divergent = false;
     if (divergent)
@@ -597,6 +608,46 @@ static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValue
     s->plain = plain;
 }
 
+/*
+ * A varying if without an else side whose then side may retire lanes (`if
+ * c { return i; }` in a loop).  The lanes after it are before's on the way
+ * that skips the then side, the same value, and are formed again from the
+ * slots only on the then side's way out, where lanes left; the two meet in
+ * a wide slot.  In a loop that carries its lanes (gen_loop), an iteration
+ * where no lane takes the then side costs no mask instructions but the
+ * test of c.
+ */
+static void gen_if_leaving(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValueRef c)
+{
+    Gen *g = s->g;
+    LLVMValueRef after = lanes_slot(s, "if.lanes");
+    store_lanes(s, after, before);
+    LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");
+    LLVMBasicBlockRef then_bb = new_block(g, "vif.then"), then_out = new_block(g, "vif.then.out"),
+                      done = new_block(g, "vif.done");
+    LLVMBuildCondBr(s->b, any_lane(s, then_mask), then_bb, done);
+    LLVMPositionBuilderAtEnd(s->b, then_bb);
+    const KjIrStmt *plain_region = s->plain_loop;
+    bool plain = s->plain;
+    bool region = s->loop_depth == 0 && !s->plain_loop;
+    s->plain_loop = region ? st->then_stmt : plain_region;
+    s->plain = region;
+    s->mask = then_mask;
+    push_skip(s, then_out);
+    gen_stmt(s, st->then_stmt);
+    s->skip_depth--;
+    s->plain_loop = plain_region;
+    s->plain = plain;
+    if (block_open(s))
+        LLVMBuildBr(s->b, then_out);
+    LLVMPositionBuilderAtEnd(s->b, then_out);
+    LLVMValueRef left = lanes_left(s, before);
+    store_lanes(s, after, left);
+    LLVMBuildCondBr(s->b, any_lane(s, left), done, skip_target(s));
+    LLVMPositionBuilderAtEnd(s->b, done);
+    s->mask = load_lanes(s, after);
+}
+
 static void gen_if(Simd *s, KjIrStmt *st)
 {
     Gen *g = s->g;
@@ -631,6 +682,10 @@ static void gen_if(Simd *s, KjIrStmt *st)
     if (cheap_side(st->then_stmt, &budget) && cheap_side(st->else_stmt, &budget)) {
         gen_if_in_line(s, st, before, c);
         s->mask = before;
+        return;
+    }
+    if (leaves && !st->else_stmt) {
+        gen_if_leaving(s, st, before, c);
         return;
     }
     LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");
@@ -722,8 +777,19 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     bool lane_counter = is_for && (simd_varying(s, st->start) || simd_varying(s, st->stop) || simd_varying(s, st->step));
     LLVMValueRef counter = NULL, stop = NULL, step = NULL, down = NULL;
     LLVMTypeRef ct = NULL;
+    /* a counter of uniform + lane stepped uniformly to a uniform end: lane
+     * 0's value, a scalar, the lanes made from it where they are read */
+    bool unit_counter = lane_counter && kj_uniform_var_unit(s->u, st->var) && !simd_varying(s, st->stop) &&
+                        !simd_varying(s, st->step);
     if (is_for) {
-        if (lane_counter) {
+        if (unit_counter) {
+            ct = llty(g, t);
+            counter = entry_alloca(s, ct, "for.base");
+            LLVMBuildStore(B, LLVMBuildExtractElement(B, kj_simd_lanes_of(s, st->start, t), const_i32(g, 0), ""),
+                           counter);
+            stop = kj_codegen_convert(g, kj_codegen_expr(g, st->stop), st->stop->type, t);
+            step = kj_codegen_convert(g, kj_codegen_expr(g, st->step), st->step->type, t);
+        } else if (lane_counter) {
             ct = vty(s, t);
             counter = entry_alloca(s, ct, "for.lanes");
             LLVMBuildStore(B, kj_simd_lanes_of(s, st->start, t), counter);
@@ -744,6 +810,19 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         stop = LLVMBuildXor(B, stop, down, "");
     }
     SimdLoop loop = {.varying = loop_varying};
+    /* A varying loop with a uniform count and no continue (`for i in
+     * range(n)` left by return or break) carries its running lanes from
+     * the end of one iteration to the next in a wide slot, rather than
+     * forming them at the head from the lanes that broke: lanes only leave
+     * it, so when none is left the body goes to the exit (not the latch),
+     * the head needs no test of them (no code runs for no lane, so the
+     * first iteration has some), and an iteration in which no lane leaves
+     * (gen_if_leaving) hands on the same mask, with no instruction. */
+    LLVMValueRef carried = NULL;
+    if (loop_varying && is_for && !lane_counter && !has_continue(st->body)) {
+        carried = lanes_slot(s, "loop.lanes");
+        store_lanes(s, carried, before);
+    }
     /* the lanes still in a loop whose exit is recorded (exit_frees_blends) */
     LLVMValueRef alive = NULL;
     if (loop_varying) {
@@ -764,7 +843,14 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     LLVMValueRef go_on = NULL, i = NULL;
     if (is_for) {
         i = LLVMBuildLoad2(B, ct, counter, "i");
-        go_on = LLVMBuildICmp(B, sgn ? LLVMIntSLT : LLVMIntULT, LLVMBuildXor(B, i, down, ""), stop, "");
+        if (unit_counter) {
+            LLVMBuildStore(B, i, g->slots[st->var->id].scalar);
+            i = LLVMBuildAdd(B, splat(s, i), iota(s, ct), "i.lanes");
+            go_on = LLVMBuildICmp(B, sgn ? LLVMIntSLT : LLVMIntULT, LLVMBuildXor(B, i, splat(s, down), ""),
+                                  splat(s, stop), "");
+        } else {
+            go_on = LLVMBuildICmp(B, sgn ? LLVMIntSLT : LLVMIntULT, LLVMBuildXor(B, i, down, ""), stop, "");
+        }
     }
     if (!loop_varying) {
         if (!is_for)
@@ -773,7 +859,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMPositionBuilderAtEnd(B, body);
     } else {
         /* lanes that returned inside the loop are among the broken ones */
-        LLVMValueRef active = mask_and_not(s, before, loop.break_slot);
+        LLVMValueRef active = carried ? NULL : mask_and_not(s, before, loop.break_slot);
         if (!is_for) {
             /* the condition under the lanes still in the loop; one that
              * touches memory only while there are some */
@@ -790,6 +876,8 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             LLVMBuildCondBr(B, go_on, counted, exit);
             LLVMPositionBuilderAtEnd(B, counted);
             go_on = splat_const(s, LLVMConstInt(g->t_i1, 1, 0));
+            if (carried)
+                active = load_lanes(s, carried);
         }
         /* lanes whose condition fails leave for good, as by break; a
          * condition of no memory needs no record: it stays false for them,
@@ -810,7 +898,10 @@ static void gen_loop(Simd *s, KjIrStmt *st)
             LLVMBuildStore(B, wide_masks(s) ? mask_barrier(s, now) : now, alive);
             active = load_mask(s, alive);
         }
-        LLVMBuildCondBr(B, any_lane(s, active), body, exit);
+        if (carried)
+            LLVMBuildBr(B, body);
+        else
+            LLVMBuildCondBr(B, any_lane(s, active), body, exit);
         LLVMPositionBuilderAtEnd(B, body);
         store_mask(s, loop.continue_slot, no_lanes(s));
         s->mask = active;
@@ -823,6 +914,9 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     } else if (loop_varying) {
         s->plain = false; /* lanes leave this inner loop and read on after it */
     }
+    int lane0_count = s->lane0_count;
+    if (unit_counter && s->lane0_count < SIMD_MAX_LANE0)
+        s->lane0_vars[s->lane0_count++] = st->var;
     if (is_for) {
         if (kj_uniform_var_unit(s->u, st->var))
             LLVMBuildStore(B, i, s->vslots[st->var->id]); /* uniform + lane in every lane */
@@ -835,10 +929,13 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     loop.continue_bb = latch;
     push_loop(s, loop);
     if (loop_varying)
-        push_skip(s, latch);
+        push_skip(s, carried ? exit : latch);
     gen_stmt(s, st->body);
+    s->lane0_count = lane0_count;
     if (loop_varying)
         s->skip_depth--;
+    if (carried && block_open(s))
+        store_lanes(s, carried, s->mask);
     s->loop_depth--;
     s->plain_loop = plain_loop;
     s->plain = plain;

@@ -28,6 +28,7 @@ typedef struct SimdLoop {
 #define SIMD_MAX_DEPTH 256
 #define SIMD_MAX_PENDING 256
 #define SIMD_MAX_MASK_SLOTS 512
+#define SIMD_MAX_LANE0 16
 
 typedef struct Simd {
     Gen *g;
@@ -76,6 +77,11 @@ typedef struct Simd {
      * Lanes outside the mask get some other value, blended away.  NULL: none. */
     KjIrVar *even_var;
     int even_shift;
+    /* unit variables (uniform + lane) whose scalar slot holds lane 0's
+     * value: the counters of the loops being emitted that gen_loop keeps
+     * as lane 0's value (unit_counter) */
+    const KjIrVar *lane0_vars[SIMD_MAX_LANE0];
+    int lane0_count;
     struct SimdRanges *ranges; /* codegen_simd_range.c's variables (NULL until asked) */
     /* by var id: 1 an array variable assigned only block-private arrays
      * (shared(), local()), -1 any other; NULL until the first access asks
@@ -190,6 +196,22 @@ static inline LLVMValueRef narrow_mask(Simd *s, LLVMValueRef wide)
     return LLVMBuildICmp(s->b, LLVMIntSLT, wide, LLVMConstNull(s->slot_mask_type), "mask");
 }
 
+/* m as a wide mask: the wide one it was narrowed from (a barrier's, or a
+ * load of a mask slot, whose lanes are all ones or zero), else m widened. */
+static inline LLVMValueRef wide_form(Simd *s, LLVMValueRef m)
+{
+    LLVMValueRef from = LLVMIsAICmpInst(m) ? LLVMGetOperand(m, 0) : NULL;
+    if (from && LLVMGetICmpPredicate(m) == LLVMIntSLT && LLVMIsNull(LLVMGetOperand(m, 1)) &&
+        LLVMTypeOf(from) == s->slot_mask_type) {
+        if (LLVMIsACallInst(from) && LLVMIsAInlineAsm(LLVMGetCalledValue(from)))
+            return from;
+        for (int i = 0; i < s->mask_slot_count && LLVMIsALoadInst(from); i++)
+            if (s->mask_slots[i] == LLVMGetOperand(from, 0))
+                return from;
+    }
+    return widen_mask(s, m);
+}
+
 static inline void store_mask(Simd *s, LLVMValueRef slot, LLVMValueRef m)
 {
     LLVMBuildStore(s->b, widen_mask(s, m), slot);
@@ -201,6 +223,24 @@ static inline LLVMValueRef mask_slot(Simd *s, const char *name)
     if (s->mask_slot_count < SIMD_MAX_MASK_SLOTS)
         s->mask_slots[s->mask_slot_count++] = slot;
     return slot;
+}
+
+/* A slot for lanes handed from block to block (a loop's carried lanes, the
+ * lanes after a leaving if): wide where masks cross blocks so (wide_masks),
+ * else the mask itself, which AVX-512's mask registers hold as it is. */
+static inline LLVMValueRef lanes_slot(Simd *s, const char *name)
+{
+    return wide_masks(s) ? mask_slot(s, name) : kj_codegen_alloca_in_entry(s->g, s->mask_type, name);
+}
+
+static inline void store_lanes(Simd *s, LLVMValueRef slot, LLVMValueRef m)
+{
+    LLVMBuildStore(s->b, wide_masks(s) ? wide_form(s, m) : m, slot);
+}
+
+static inline LLVMValueRef load_lanes(Simd *s, LLVMValueRef slot)
+{
+    return wide_masks(s) ? load_mask(s, slot) : LLVMBuildLoad2(s->b, s->mask_type, slot, "lanes");
 }
 
 static inline LLVMValueRef mask_and_not(Simd *s, LLVMValueRef m, LLVMValueRef slot)
@@ -319,6 +359,16 @@ void kj_simd_widen_crossing_masks(Simd *s, LLVMValueRef entry_mask, LLVMBasicBlo
 /* Defines the SIMD variants of the callees in pending[0 .. *count) (and of
  * theirs, appended), those not defined yet. */
 void kj_simd_define_pending(Gen *g, int lanes, Pending *pending, int *count);
+
+/* The scalar slot holding lane 0's value of the unit variable var, or NULL
+ * (see Simd.lane0_vars). */
+static inline LLVMValueRef lane0_slot(Simd *s, const KjIrVar *var)
+{
+    for (int i = 0; i < s->lane0_count; i++)
+        if (s->lane0_vars[i] == var)
+            return s->g->slots[var->id].scalar;
+    return NULL;
+}
 
 /* ---- codegen_simd_expr.c */
 

@@ -264,6 +264,49 @@ static LLVMValueRef narrow_i64_to_f64(Simd *s, KjIrExpr *e)
     return exact_i64_to_f64(s, kj_simd_expr(s, e->args[0]));
 }
 
+/*
+ * f64(x) for a signed 64-bit unit variable whose lane 0 is at hand as a
+ * scalar (a counter that gen_loop keeps so, Simd.lane0_vars), on a host
+ * without the packed conversion: lane k is x0 + k, so with x0 in
+ * [-2^52, 2^52) every lane is f64(x0) + k exactly (each an integer below
+ * 2^53 in size), one scalar conversion and one vector addition after a
+ * branch that always goes one way; other x0 take i64_to_f64.  NULL when it
+ * does not apply.
+ */
+static LLVMValueRef unit_i64_to_f64(Simd *s, KjIrExpr *e)
+{
+    Gen *g = s->g;
+    const KjIrExpr *x = e->args[0];
+    if (e->type->kind != KJ_TYPE_F64 || x->op != KJ_IR_VAR || x->type->kind != KJ_TYPE_I64 ||
+        !split_64bit_conversions(s))
+        return NULL;
+    LLVMValueRef slot = lane0_slot(s, x->var);
+    if (!slot)
+        return NULL;
+    LLVMBuilderRef B = s->b;
+    LLVMValueRef lanes = kj_simd_expr(s, e->args[0]);
+    LLVMValueRef x0 = LLVMBuildLoad2(B, g->t_i64, slot, "lane0");
+    /* x0 >> 52 is -1 or 0 (small immediates, where x0 + 2^52 < 2^53 needs
+     * two of ten bytes) */
+    LLVMValueRef top = LLVMBuildAShr(B, x0, const_i64(g, 52), "");
+    LLVMValueRef near = LLVMBuildICmp(B, LLVMIntULT, LLVMBuildAdd(B, top, const_i64(g, 1), ""), const_i64(g, 2), "");
+    LLVMBasicBlockRef fast_bb = new_block(g, "convert.unit"), slow_bb = new_block(g, "convert.slow"),
+                      done = new_block(g, "convert.done");
+    LLVMBuildCondBr(B, near, fast_bb, slow_bb);
+    LLVMPositionBuilderAtEnd(B, fast_bb);
+    LLVMValueRef steps = LLVMBuildSIToFP(B, iota(s, g->t_i64), vec_of(s, g->t_f64), "");
+    LLVMValueRef fast = LLVMBuildFAdd(B, splat(s, LLVMBuildSIToFP(B, x0, g->t_f64, "")), steps, "");
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, slow_bb);
+    LLVMValueRef slow = i64_to_f64(s, lanes, true);
+    LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(B);
+    LLVMBuildBr(B, done);
+    LLVMPositionBuilderAtEnd(B, done);
+    LLVMValueRef phi = LLVMBuildPhi(B, vec_of(s, g->t_f64), "unit.f64");
+    LLVMAddIncoming(phi, (LLVMValueRef[]){fast, slow}, (LLVMBasicBlockRef[]){fast_bb, slow_end}, 2);
+    return phi;
+}
+
 /* kj_codegen_convert on vectors (f16 and bf16 never get here). */
 static LLVMValueRef vconvert(Simd *s, LLVMValueRef v, const KjType *from, const KjType *to)
 {
@@ -1373,6 +1416,8 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
     }
     case KJ_IR_CAST: {
         LLVMValueRef narrow = narrow_i64_to_f64(s, e);
+        if (!narrow)
+            narrow = unit_i64_to_f64(s, e);
         if (narrow)
             return narrow;
         return vconvert(s, kj_simd_expr(s, e->args[0]), e->args[0]->type, e->type);

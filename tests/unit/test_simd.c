@@ -8,7 +8,10 @@
  * continue, return and their condition, integer division by varying
  * divisors (zeros and -1 among them), shifts by varying counts, saturating
  * conversions, gathers, scatters, atomics, complex values, and blocks of
- * every shape (1, 3, 7, 33 threads across; 3-D), grid-stride loops.  Last,
+ * every shape (1, 3, 7, 33 threads across; 3-D), grid-stride loops,
+ * counted loops that carry their running lanes (left by return and break)
+ * and grid-stride counters kept as lane 0's value, whose f64 conversion
+ * is checked on both sides of +-2^52 and +-2^53.  Last,
  * the SIMD path must be the one taken: the Mandelbrot kernel's assembly has
  * packed multiplies with it and none without, and its pixels are stored
  * as vectors.
@@ -758,6 +761,147 @@ END_TEST
 START_TEST(vectorized_loops_parallel) { vectorized_on(KJIT_TARGET_PARALLEL); }
 END_TEST
 
+/* ------------------------------------------------------------ loops that carry their lanes */
+
+/*
+ * A counted loop left by return and by break (its running lanes carried
+ * from one iteration to the next, an `if` that retires lanes joining the
+ * lanes that stay), code after the leaving ifs in the same iteration, and a
+ * grid-stride counter of uniform + lane kept as lane 0's value, whose f64
+ * conversion takes a scalar conversion while lane 0 lies in [-2^52, 2^52)
+ * and the exact vector one elsewhere (the bases cross both edges).
+ */
+static const char carried_source[] =
+    "fn leave_early(x: f64, y: f64, n: i32) -> i32 {\n"
+    "    let c = complex(x, y);\n"
+    "    let z = complex(0.0, 0.0);\n"
+    "    let extra: i32 = 0;\n"
+    "    for i in range(n) {\n"
+    "        z = z * z + c;\n"
+    "        if z.real * z.real + z.imag * z.imag >= 4 { return i; }\n"
+    "        if z.imag > 0.75 { extra = extra + 100; break; }\n"
+    "        if z.real < -0.5 { extra = extra + 1; }\n"
+    "    }\n"
+    "    return 1000 + extra;\n"
+    "}\n"
+    "\n"
+    "@kernel\n"
+    "fn leave_grid(re: f64[], im: f64[], n: i32, out: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i < len(out) { out[i] = leave_early(re[i], im[i], n + i32(i % 3)); }\n"
+    "}\n"
+    "\n"
+    "@vectorize\n"
+    "fn leave_vec(x: f64, y: f64, n: i32) -> i32 { return leave_early(x, y, n); }\n"
+    "\n"
+    "@kernel\n"
+    "fn unit_f64(base: i64, every: i64, out: f64[], seen: i64[]) {\n"
+    "    for x in range(base + grid(1), base + len(out), gridsize(1) * every) {\n"
+    "        out[x - base] = f64(x) * 0.5 + 0.25;\n"
+    "        seen[x - base] = x;\n"
+    "    }\n"
+    "}\n";
+
+static int leave_early_reference(double x, double y, int n)
+{
+    double zr = 0, zi = 0;
+    int extra = 0;
+    for (int i = 0; i < n; i++) {
+        double ab = zr * zi;
+        double r = zr * zr - zi * zi + x;
+        zi = ab * 2.0 + y;
+        zr = r;
+        if (zr * zr + zi * zi >= 4) return i;
+        if (zi > 0.75) {
+            extra += 100;
+            break;
+        }
+        if (zr < -0.5) extra += 1;
+    }
+    return 1000 + extra;
+}
+
+static void carried_on(kjit_target target)
+{
+    Pair p = pair_open(target, "carried.kern", carried_source);
+    enum { N = 389, LIMIT = 24 };
+    double re[N], im[N];
+    int32_t out[2][N], vec[2][N];
+    for (int i = 0; i < N; i++)
+        re[i] = -2.1 + 2.7 * uniform01(), im[i] = -1.3 + 2.6 * uniform01();
+    const uint32_t blocks[][3] = {{1, 1, 1}, {3, 1, 1}, {8, 1, 1}, {33, 1, 1}, {64, 1, 1}};
+    int64_t shape[1] = {N};
+    for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+        uint32_t grid[3] = {(N + blocks[b][0] - 1) / blocks[b][0], 1, 1};
+        for (int s = 0; s < 2; s++) {
+            memset(out[s], 0x55, sizeof out[s]);
+            kjit_array ar = kjit_array_make(re, KJIT_F64, 1, shape), ai = kjit_array_make(im, KJIT_F64, 1, shape),
+                       ao = kjit_array_make(out[s], KJIT_I32, 1, shape);
+            kjit_arg args[4] = {kjit_arg_array(&ar), kjit_arg_array(&ai), kjit_arg_i32(LIMIT), kjit_arg_array(&ao)};
+            pair_launch(&p, s, "leave_grid", grid, blocks[b], args, 4);
+        }
+        ck_assert(memcmp(out[0], out[1], sizeof out[0]) == 0);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(out[1][i] == leave_early_reference(re[i], im[i], LIMIT + i % 3), "leave_grid[%d]: %d, want %d",
+                          i, out[1][i], leave_early_reference(re[i], im[i], LIMIT + i % 3));
+    }
+    for (int s = 0; s < 2; s++) {
+        kjit_array ar = kjit_array_make(re, KJIT_F64, 1, shape), ai = kjit_array_make(im, KJIT_F64, 1, shape),
+                   ao = kjit_array_make(vec[s], KJIT_I32, 1, shape);
+        kjit_arg args[3] = {kjit_arg_array(&ar), kjit_arg_array(&ai), kjit_arg_i32(LIMIT)};
+        ck_assert(kjit_call(pair_fn(&p, s, "leave_vec"), args, 3, &ao, NULL) == KJIT_OK);
+    }
+    ck_assert(memcmp(vec[0], vec[1], sizeof vec[0]) == 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(vec[1][i], leave_early_reference(re[i], im[i], LIMIT));
+
+    /* lane 0 below, inside and above [-2^52, 2^52) as the counter steps,
+     * and across +-2^53 (where f64(x0) + k would round twice)
+     * (and no counter passing INT64_MAX: the threads' own loops would wrap
+     * round and go on) */
+    enum { M = 203 };
+    double conv[2][M];
+    int64_t seen[2][M], mshape[1] = {M};
+    const int64_t edge = (int64_t)1 << 52;
+    int64_t bases[] = {edge - 60, -edge - 60, edge - 1, -edge, 2 * edge - 60, -2 * edge - 60,
+                       INT64_MAX - 4 * M, INT64_MIN, 0, 0};
+    bases[8] = wide_random(), bases[9] = (int64_t)(next_random() % 1000) - 500;
+    if (bases[8] > INT64_MAX - 4 * M)
+        bases[8] -= 4 * M;
+    for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++)
+        for (int every = 1; every <= 2; every++)
+            for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+                uint32_t grid[3] = {(M / 3 + blocks[b][0] - 1) / blocks[b][0], 1, 1};
+                for (int s = 0; s < 2; s++) {
+                    memset(conv[s], 0x55, sizeof conv[s]), memset(seen[s], 0x55, sizeof seen[s]);
+                    kjit_array ac = kjit_array_make(conv[s], KJIT_F64, 1, mshape),
+                               as = kjit_array_make(seen[s], KJIT_I64, 1, mshape);
+                    kjit_arg args[4] = {kjit_arg_i64(bases[k]), kjit_arg_i64(every), kjit_arg_array(&ac),
+                                        kjit_arg_array(&as)};
+                    pair_launch(&p, s, "unit_f64", grid, blocks[b], args, 4);
+                }
+                ck_assert(memcmp(conv[0], conv[1], sizeof conv[0]) == 0);
+                ck_assert(memcmp(seen[0], seen[1], sizeof seen[0]) == 0);
+                int64_t stride = (int64_t)grid[0] * blocks[b][0] * every;
+                for (int64_t i = 0; i < M; i++) {
+                    bool written = i % stride < (int64_t)grid[0] * blocks[b][0];
+                    if (!written)
+                        continue;
+                    int64_t x = bases[k] + i;
+                    ck_assert_msg(seen[1][i] == x, "unit_f64 base %lld: seen[%lld] = %lld", (long long)bases[k],
+                                  (long long)i, (long long)seen[1][i]);
+                    ck_assert_msg(conv[1][i] == (double)x * 0.5 + 0.25, "unit_f64 base %lld: out[%lld] = %a, want %a",
+                                  (long long)bases[k], (long long)i, conv[1][i], (double)x * 0.5 + 0.25);
+                }
+            }
+    pair_close(&p);
+}
+
+START_TEST(carried_lanes_cpu) { carried_on(KJIT_TARGET_CPU); }
+END_TEST
+START_TEST(carried_lanes_parallel) { carried_on(KJIT_TARGET_PARALLEL); }
+END_TEST
+
 /* ------------------------------------------------------------ the path taken */
 
 /* The text of function `name` in assembly (from its label to the next
@@ -841,6 +985,8 @@ Suite *suite_simd(void)
     tcase_add_test(tc, vectorized_loops_parallel);
     tcase_add_test(tc, exact_halves_cpu);
     tcase_add_test(tc, exact_halves_parallel);
+    tcase_add_test(tc, carried_lanes_cpu);
+    tcase_add_test(tc, carried_lanes_parallel);
     tcase_add_test(tc, mandelbrot_runs_on_lanes);
     suite_add_tcase(s, tc);
     return s;
