@@ -1041,3 +1041,17 @@ bool kj_ir_verify(const KjIrModule *module, char **why)
     kj_buf_free(&v.why);
     return ok;
 }
+
+bool kj_ir_verify_function(const KjIrModule *module, const KjIrFunction *fn, char **why)
+{
+    /* in the module's order where the function it stands for (its symbol) is */
+    Verifier v = {.module = module, .fn = fn, .fn_index = module->functions.count};
+    for (int i = 0; i < module->functions.count; i++)
+        if (strcmp(((const KjIrFunction *)module->functions.items[i])->symbol, fn->symbol) == 0)
+            v.fn_index = i;
+    bool ok = verify_function(&v, fn);
+    if (!ok && why)
+        *why = kj_xstrdup(v.why.data ? v.why.data : "invalid IR");
+    kj_buf_free(&v.why);
+    return ok;
+}

@@ -678,7 +678,9 @@ typedef struct KjIrStmt {
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
     int unroll;        /* FOR over constant bounds, on targets that unroll such loops: the
-                          copies asked for (reduce.c's COLUMNS); 0: the target's 4 */
+                          copies asked for (reduce.c's COLUMNS); 0: the target's 4.
+                          THREADS: 1 keeps its loops where its threads are known (a copy
+                          that seldom runs, split_specialise.c); 0: the back end's choice */
     int check_site;    /* STORE: as KjIrExpr.check_site */
 } KjIrStmt;
 
@@ -767,6 +769,9 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn);
  * break/continue inside loops, ...).  Returns false and describes the first
  * problem in `why` (heap string, caller frees) when broken. */
 bool kj_ir_verify(const KjIrModule *module, char **why);
+/* One function made outside the module's list (split_specialise.c's forms),
+ * checked as if it stood where the module's function of its symbol does. */
+bool kj_ir_verify_function(const KjIrModule *module, const KjIrFunction *fn, char **why);
 
 /* ==================================================================== check.c */
 
@@ -1113,6 +1118,23 @@ bool kj_uniform_call_has_effects(const KjIrFunction *callee);
  * fibers; *why (may be NULL) then says why, for --dump and the tests.
  */
 KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const char **why);
+
+/* ======================================================= split_specialise.c */
+
+/*
+ * The kernel's split form for blocks of `block` threads (x, y, z): blockDim a
+ * constant, the uniform values outside its regions that then fold, folded,
+ * and its loops between regions unrolled where their trip count becomes
+ * constant.  Returns a shallow copy of `kernel` (its body, params and
+ * symbol shared) whose split is the new form, made in `arena`; NULL when the
+ * kernel has no split form.
+ */
+KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, const uint32_t block[3]);
+/* Whether the split form of `root` (kj_split_specialise's result for
+ * `block`) stores every element of each of its shared() arrays in its first
+ * region before anything reads it: the runtime then need not zero the
+ * block's static shared memory. */
+bool kj_split_writes_shared(const KjIrFunction *root, const uint32_t block[3]);
 
 /* =================================================================== reduce.c */
 

@@ -114,6 +114,8 @@ void kjit_options_init(kjit_options *options)
     options->opt_level = 3;
     options->line_info = kj_codegen_line_info_default();
     options->cpu_simd = kj_codegen_cpu_simd_default();
+    const char *specialise = getenv("KJIT_CPU_SPECIALISE");
+    options->cpu_specialise = !(specialise && strcmp(specialise, "0") == 0);
 }
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)

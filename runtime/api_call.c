@@ -696,7 +696,8 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
         if (status != KJIT_OK)
             return status;
     }
-    KjLaunch launch = {.name = function->entry->name, .compiled = compiled, .grid = grid,
+    KjLaunch launch = {.name = function->entry->name, .module = function->module,
+                       .compiled = compiled, .grid = grid,
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
                        .params = m.params, .stream = stream,
                        .dynamic_shared_bytes = dynamic_bytes};

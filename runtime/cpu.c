@@ -501,6 +501,7 @@ typedef struct KernelJob {
     uint32_t grid[3];
     uint32_t block[3];
     size_t dynamic_shared_bytes;
+    bool shared_written; /* block_fn writes all static shared memory before reading it */
     _Atomic int failed;   /* a chunk could not get its memory */
     _Atomic int deadlock; /* a block's threads waited at different barriers */
 } KernelJob;
@@ -535,11 +536,13 @@ static char *alloc_shared(size_t bytes)
 typedef struct SharedMemory {
     char *memory;
     size_t static_bytes, dynamic_offset, dynamic_bytes, stride;
+    bool static_zeroed; /* false: the code writes the static part before it reads it */
 } SharedMemory;
 
 static bool shared_alloc(const KernelJob *job, int64_t blocks, SharedMemory *out)
 {
     out->static_bytes = (size_t)job->kernel->shared_bytes;
+    out->static_zeroed = true;
     out->dynamic_offset = (out->static_bytes + 63) & ~(size_t)63;
     out->dynamic_bytes = job->dynamic_shared_bytes;
     out->stride = (out->dynamic_offset + job->dynamic_shared_bytes + 63) & ~(size_t)63;
@@ -556,7 +559,8 @@ static void shared_give(const SharedMemory *shared, int64_t b, KjThreadCtx *ctx)
 {
     char *base = shared->memory ? shared->memory + shared->stride * (size_t)b : NULL;
     if (base) {
-        memset(base, 0, shared->static_bytes);
+        if (shared->static_zeroed)
+            memset(base, 0, shared->static_bytes);
         if (shared->dynamic_bytes)
             memset(base + shared->dynamic_offset, 0, shared->dynamic_bytes);
     }
@@ -573,6 +577,7 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
         job->failed = 1;
         return;
     }
+    shared.static_zeroed = !(job->shared_written && job->block_fn);
     KjThreadCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     fill_dims(job, &ctx);
@@ -708,7 +713,17 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
                               const uint32_t block[3], size_t dynamic_shared_bytes, char **error)
 {
+    return kj_cpu_run_kernel_written(pool, kernel, thread_fn, block_fn, false, args, grid, block,
+                                     dynamic_shared_bytes, error);
+}
+
+kjit_status kj_cpu_run_kernel_written(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
+                                      KjThreadFn block_fn, bool shared_written, void **args,
+                                      const uint32_t grid[3], const uint32_t block[3],
+                                      size_t dynamic_shared_bytes, char **error)
+{
     KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .block_fn = block_fn,
+                     .shared_written = shared_written,
                      .args = args, .dynamic_shared_bytes = dynamic_shared_bytes};
     int64_t blocks = 1;
     for (int d = 0; d < 3; d++) {

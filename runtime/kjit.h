@@ -143,10 +143,18 @@ typedef struct kjit_options {
      * comparison and debugging); part of the cache key.
      * Default: 1 unless KJIT_CPU_SIMD=0. */
     int cpu_simd;
+    /* cpu and parallel, with cpu_simd: 1 runs a kernel that has barriers
+     * (and a split form) through code compiled for the launch's block dims,
+     * once per shape on its first launch (blockDim a constant, the loops
+     * between barriers unrolled where that makes their trip counts
+     * constant); 0 uses the code for any block dims.  The results are the
+     * same bits.  Default: 1 unless KJIT_CPU_SPECIALISE=0. */
+    int cpu_specialise;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
- * KJIT_LINEINFO, check from KJIT_CHECK, cpu_simd from KJIT_CPU_SIMD). */
+ * KJIT_LINEINFO, check from KJIT_CHECK, cpu_simd from KJIT_CPU_SIMD,
+ * cpu_specialise from KJIT_CPU_SPECIALISE). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);

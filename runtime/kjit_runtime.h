@@ -98,6 +98,13 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
 kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
                               const uint32_t block[3], size_t dynamic_shared_bytes, char **error);
+/* The same, where shared_written says that block_fn writes the block's
+ * static shared memory before it reads it (kj_split_writes_shared): when
+ * block_fn runs the blocks, that memory is not zeroed first. */
+kjit_status kj_cpu_run_kernel_written(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
+                                      KjThreadFn block_fn, bool shared_written, void **args,
+                                      const uint32_t grid[3], const uint32_t block[3],
+                                      size_t dynamic_shared_bytes, char **error);
 
 /* The most threads a launch of a kernel with syncgrid() may have on the cpu
  * targets: they are all fibers at once (a stack each) on the calling thread. */
@@ -606,6 +613,8 @@ typedef struct KjVectorizedRun {
  * point its descriptor at the copy). */
 typedef struct KjLaunch {
     const char *name; /* the kernel, for messages */
+    kjit_module *module; /* its module (the cpu targets compile code for the
+                            launch's block shape from its IR) */
     const KjCompiled *compiled;
     const uint32_t *grid, *block;
     const kjit_arg *args;

@@ -97,6 +97,9 @@ typedef struct kjit_stage_options {
     bool line_info;        /* .kern line tables (DWARF, PTX .loc); init: KJIT_LINEINFO */
     bool cpu_simd;         /* cpu: threads and elements on SIMD lanes, kernels' split
                               forms; init: unless KJIT_CPU_SIMD=0 */
+    unsigned block[3];     /* cpu: code for blocks of these dims (blockDim a constant;
+                              a kernel with a split form gets only the __block its
+                              launches with that shape run); block[0] 0: any dims */
 } kjit_stage_options;
 
 void kjit_stage_options_init(kjit_stage_options *options); /* cpu, -O3, no verify */

@@ -46,11 +46,22 @@ static void cpu_close(kjit_context *context)
  * already linked.  The last user unloads it; its object bytes stay in the
  * cache's memory tier.
  */
+/* The __block of a kernel with a split form compiled for one block shape
+ * (kj_split_specialise), kept with the shared code it specialises. */
+typedef struct KjShapeCode {
+    struct KjShapeCode *next;
+    uint32_t dims[3];
+    KjCpuCode *code;
+    void *block;
+    bool shared_written; /* kj_split_writes_shared: no zeroing of shared memory */
+} KjShapeCode;
+
 typedef struct KjSharedCpu {
     struct KjSharedCpu *next;
     KjCacheKey key;
     KjCpuCode *code;
     void *entry, *block;
+    KjShapeCode *shapes; /* under shared_lock; only grows while loaded */
     int users;
 } KjSharedCpu;
 
@@ -112,6 +123,12 @@ static void shared_cpu_release(KjSharedCpu *shared)
     }
     pthread_mutex_unlock(&shared_lock);
     if (last) {
+        while (shared->shapes) {
+            KjShapeCode *shape = shared->shapes;
+            shared->shapes = shape->next;
+            kj_cpu_code_free(shape->code);
+            free(shape);
+        }
         kj_cpu_code_free(shared->code);
         kj_cache_key_free(&shared->key);
         free(shared);
@@ -227,13 +244,154 @@ static kjit_status cpu_run_vectorized(kjit_context *context, KjVectorizedRun *ru
     return KJIT_OK;
 }
 
+/* ------------------------------------------- code for one block shape */
+
+static const KjShapeCode *shape_find(KjSharedCpu *shared, const uint32_t dims[3])
+{
+    const KjShapeCode *found = NULL;
+    pthread_mutex_lock(&shared_lock);
+    for (KjShapeCode *s = shared->shapes; s && !found; s = s->next)
+        if (memcmp(s->dims, dims, sizeof s->dims) == 0)
+            found = s;
+    pthread_mutex_unlock(&shared_lock);
+    return found;
+}
+
+/* Adds fresh code for a shape; when another thread was quicker (a context
+ * beside this one sharing the code), keeps theirs. */
+static const KjShapeCode *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
+{
+    KjShapeCode *found = NULL;
+    pthread_mutex_lock(&shared_lock);
+    for (KjShapeCode *s = shared->shapes; s && !found; s = s->next)
+        if (memcmp(s->dims, fresh->dims, sizeof s->dims) == 0)
+            found = s;
+    if (!found) {
+        fresh->next = shared->shapes;
+        shared->shapes = fresh;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    if (found) {
+        kj_cpu_code_free(fresh->code);
+        free(fresh);
+        return found;
+    }
+    return fresh;
+}
+
+/* The split form's __block for blocks of `dims`, from the cache or compiled
+ * now (under the context's lock, as all code generation from a module's IR
+ * is).  NULL with *error set when it cannot be made (a compiler bug). */
+static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *module,
+                                         const KjCompiled *compiled, const uint32_t dims[3],
+                                         char **error)
+{
+    KjCacheKey key = {0};
+    kj_api_code_key(module, compiled, &key);
+    kj_cache_key_add(&key, "target", "cpu %s", kj_host_cpu_description());
+    kj_cache_key_add(&key, "block", "%u %u %u", (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2]);
+    kj_cache_key_finish(&key);
+    KjCpuCode *code = NULL;
+    void *block = NULL, *object = NULL;
+    size_t size = 0;
+    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+        code = kj_cpu_load_object(object, size, NULL);
+        block = code ? lookup(code, compiled->symbol, "__block") : NULL;
+        free(object);
+        object = NULL;
+    }
+    KjArena arena = {0};
+    KjIrFunction *root = kj_split_specialise(&arena, compiled->root, dims);
+    char *why = NULL;
+    if (root && kj_pipeline_verify_default() && !kj_ir_verify_function(module->ir, root->split, &why)) {
+        KjBuf message = {0};
+        kj_buf_printf(&message, "internal error: the split form for blocks of %u x %u x %u does not verify: %s",
+                      (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2], why);
+        *error = message.data;
+        free(why);
+        kj_arena_free(&arena);
+        kj_cpu_code_free(code);
+        kj_cache_key_free(&key);
+        return NULL;
+    }
+    bool shared_written = root && kj_split_writes_shared(root, dims);
+    if (!block) {
+        kj_cpu_code_free(code);
+        code = NULL;
+        kj_cache_count_compile();
+        KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
+                                    .opt_level = context->options.opt_level,
+                                    .contiguous_params = compiled->contiguous,
+                                    .line_info = context->options.line_info != 0,
+                                    .cpu_simd = true,
+                                    .block_dims = {dims[0], dims[1], dims[2]}};
+        char *failure = NULL;
+        object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &failure) : NULL;
+        code = object ? kj_cpu_load_object(object, size, &failure) : NULL;
+        block = code ? lookup(code, compiled->symbol, "__block") : NULL;
+        if (block)
+            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+        else if (root) {
+            KjBuf message = {0};
+            kj_buf_printf(&message, "code generation for blocks of %u x %u x %u failed: %s", (unsigned)dims[0],
+                          (unsigned)dims[1], (unsigned)dims[2], failure ? failure : "no __block entry");
+            *error = message.data;
+        }
+        free(failure);
+        free(object);
+    }
+    kj_cache_key_free(&key);
+    kj_arena_free(&arena);
+    if (!block) {
+        kj_cpu_code_free(code);
+        return NULL;
+    }
+    kj_print_bind(code);
+    KjShapeCode *shape = kj_xcalloc(1, sizeof *shape);
+    memcpy(shape->dims, dims, sizeof shape->dims);
+    shape->code = code;
+    shape->block = block;
+    shape->shared_written = shared_written;
+    return shape_publish(compiled->code, shape);
+}
+
+/* The code for a launch's block dims, for a kernel with a split form
+ * (cpu_simd on, not checked) unless cpu_specialise is off; NULL: the
+ * general __block runs. */
+static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch, char **error)
+{
+    const KjCompiled *compiled = launch->compiled;
+    const KjIrFunction *root = compiled->root;
+    const uint32_t *dims = launch->block;
+    if (!compiled->block || !root->split || !context->options.cpu_simd ||
+        !context->options.cpu_specialise || context->options.check || root->unchecked ||
+        !launch->module || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
+        dims[0] == 0)
+        return NULL;
+    const KjShapeCode *shape = shape_find(compiled->code, dims);
+    if (shape)
+        return shape;
+    pthread_mutex_lock(&context->lock);
+    shape = shape_find(compiled->code, dims);
+    if (!shape)
+        shape = shape_generate(context, launch->module, compiled, dims, error);
+    pthread_mutex_unlock(&context->lock);
+    return shape;
+}
+
 static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
     char *error = NULL;
-    kjit_status status = kj_cpu_run_kernel(context->pool, compiled->root,
+    const KjShapeCode *shape = launch_shape(context, launch, &error);
+    if (error) {
+        kj_api_take_named_error(context, KJIT_ERROR_BACKEND, launch->name, error);
+        return KJIT_ERROR_BACKEND;
+    }
+    kjit_status status = kj_cpu_run_kernel_written(context->pool, compiled->root,
                                            (KjThreadFn)compiled->entry,
-                                           (KjThreadFn)compiled->block, launch->params,
+                                           (KjThreadFn)(shape ? shape->block : compiled->block),
+                                           shape && shape->shared_written, launch->params,
                                            launch->grid, launch->block,
                                            launch->dynamic_shared_bytes, &error);
     if (status != KJIT_OK)

@@ -203,6 +203,26 @@ static char *text_of(void (*print)(FILE *, const void *), const void *what, size
 static void print_ast(FILE *f, const void *ast) { kj_ast_dump(f, ast); }
 static void print_ir(FILE *f, const void *module) { kj_ir_print_module(f, module); }
 
+/* The split forms of a module's kernels for one block shape. */
+typedef struct KjSpecialised {
+    const KjIrModule *module;
+    const unsigned *block;
+    KjArena *arena;
+} KjSpecialised;
+
+static void print_specialised(FILE *f, const void *what)
+{
+    const KjSpecialised *shapes = what;
+    uint32_t dims[3] = {shapes->block[0], shapes->block[1], shapes->block[2]};
+    for (int i = 0; i < shapes->module->functions.count; i++) {
+        const KjIrFunction *fn = shapes->module->functions.items[i];
+        if (!fn->split)
+            continue;
+        fprintf(f, "// %s for blocks of %u x %u x %u threads\n", fn->split->symbol, dims[0], dims[1], dims[2]);
+        kj_ir_print_function(f, kj_split_specialise(shapes->arena, fn, dims)->split);
+    }
+}
+
 static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                           KjCodegenOptions *codegen, KjEmitKind *kind, char **error)
 {
@@ -213,6 +233,9 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                                   .verify = options->verify,
                                   .line_info = options->line_info,
                                   .cpu_simd = options->cpu_simd && !cuda};
+    if (!cuda)
+        for (int k = 0; k < 3; k++)
+            codegen->block_dims[k] = options->block[0] ? options->block[k] : 0;
     switch (stage) {
     case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
     case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;
@@ -279,12 +302,20 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
             status = KJIT_ERROR_NOT_FOUND;
         } else if (!kj_pipeline_run(&p)) {
             status = KJIT_ERROR_COMPILE;
+        } else if (stage == KJIT_STAGE_VEC && options->block[0] && options->cpu_simd &&
+                   options->target != KJIT_TARGET_CUDA) {
+            /* each split form as the code for that block shape has it */
+            KjSpecialised shapes = {p.module, options->block, &arena};
+            *bytes = text_of(print_specialised, &shapes, size);
         } else if (stage == KJIT_STAGE_VEC) {
             *bytes = text_of(print_ir, p.module, size);
         } else {
             KjIrFunction **roots = kj_arena_alloc(&arena, sizeof *roots * (size_t)p.root_count);
-            for (int i = 0; i < p.root_count; i++)
+            for (int i = 0; i < p.root_count; i++) {
                 roots[i] = p.roots[i].root;
+                if (codegen.block_dims[0] && codegen.cpu_simd && roots[i]->split)
+                    roots[i] = kj_split_specialise(&arena, roots[i], codegen.block_dims);
+            }
             *bytes = kj_codegen_emit(p.module, roots, p.root_count, &codegen, kind, size, error);
             if (!*bytes)
                 status = KJIT_ERROR_BACKEND;

@@ -959,12 +959,59 @@ static LLVMValueRef lanes_inside(Simd *s, const ArrayVal *a, LLVMValueRef first)
     return LLVMBuildAnd(s->b, low, high, "inside");
 }
 
+/* k when the mask is a constant with lanes [0, k) on and the others off
+ * (a chunk's mask in code for one block shape); -1 otherwise. */
+static int prefix_lanes(Simd *s, LLVMValueRef mask)
+{
+    if (!LLVMIsConstant(mask))
+        return -1;
+    int k = 0;
+    for (int i = 0; i < s->lanes; i++) {
+        LLVMValueRef lane = LLVMGetAggregateElement(mask, (unsigned)i);
+        if (!lane || !LLVMIsAConstantInt(lane))
+            return -1;
+        bool on = LLVMConstIntGetZExtValue(lane) != 0;
+        if (on && k != i)
+            return -1;
+        k += on;
+    }
+    return k;
+}
+
+/* The access of the first k lanes at p as a plain access of k elements
+ * (those lanes' own, so no other memory is touched): what a masked one
+ * would do, without vmaskmov (slow on AMD) or a masked store's branches. */
+static LLVMValueRef prefix_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value, int k)
+{
+    Gen *g = s->g;
+    LLVMTypeRef et = memty(g, a->elem), mt = vec_of(s, et), nt = LLVMVectorType(et, (unsigned)k);
+    unsigned align = (unsigned)kj_type_size(a->elem);
+    LLVMValueRef idx[64];
+    if (value) {
+        for (int i = 0; i < k; i++)
+            idx[i] = const_i32(g, i);
+        LLVMValueRef part = LLVMBuildShuffleVector(s->b, value, LLVMGetUndef(mt), LLVMConstVector(idx, (unsigned)k), "");
+        LLVMSetAlignment(LLVMBuildStore(s->b, part, p), align);
+        return NULL;
+    }
+    LLVMValueRef v = LLVMBuildLoad2(s->b, nt, p, "");
+    LLVMSetAlignment(v, align);
+    for (int i = 0; i < s->lanes && i < 64; i++)
+        idx[i] = const_i32(g, i < k ? i : k);
+    return LLVMBuildShuffleVector(s->b, v, LLVMConstNull(nt), LLVMConstVector(idx, (unsigned)s->lanes), "");
+}
+
 /* The masked load (value NULL) or store of the lanes at p. */
 static LLVMValueRef masked_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value)
 {
     Gen *g = s->g;
     LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
     LLVMTypeRef ts[2] = {mt, g->t_ptr};
+    int k = s->lanes <= 64 ? prefix_lanes(s, s->mask) : -1;
+    if (k == 0)
+        return value ? NULL : LLVMConstNull(mt);
+    if (k > 0 && k < s->lanes)
+        return prefix_access(s, a, p, value, k);
     if (value) {
         LLVMValueRef args[4] = {value, p, align_of(s, a->elem), s->mask};
         kj_codegen_call_intrinsic(g, "llvm.masked.store", ts, 2, args, 4);

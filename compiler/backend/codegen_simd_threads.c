@@ -160,6 +160,79 @@ static void define_callees(Simd *s, Pending *pending, int *count)
     LLVMSetCurrentDebugLocation2(g->b, debug_loc);
 }
 
+/* The most chunks a region whose thread range is a constant is written out
+ * as straight-line code for (code for one block shape, target_cpu.c). */
+enum { STRAIGHT_CHUNKS = 64 };
+
+static bool const_int_of(LLVMValueRef v, int64_t *out)
+{
+    if (!v || !LLVMIsAConstantInt(v))
+        return false;
+    *out = LLVMConstIntGetSExtValue(v);
+    return true;
+}
+
+/*
+ * A region whose threads are known when the code is made (blockDim a
+ * constant, the range's bounds constants, a block of one row and one layer)
+ * as its chunks one after another: no loops, each chunk's base a constant,
+ * the last chunk's mask a constant.  False, with nothing emitted, when the
+ * range is not known or takes more than STRAIGHT_CHUNKS chunks.
+ */
+static bool straight_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop,
+                            LLVMValueRef dims[3], int64_t shared_offset)
+{
+    Gen *g = s->g;
+    int64_t from, to, dy, dz;
+    if (threads->unroll == 1 || !const_int_of(first, &from) || !const_int_of(stop, &to) ||
+        !const_int_of(dims[1], &dy) || !const_int_of(dims[2], &dz) || dy != 1 || dz != 1)
+        return false;
+    if (to <= from)
+        return true; /* no thread runs it */
+    if ((to - from + s->lanes - 1) / s->lanes > STRAIGHT_CHUNKS)
+        return false;
+    g->sreg[KJ_SREG_TID_Z] = const_i32(g, 0);
+    g->sreg[KJ_SREG_TID_Y] = const_i32(g, 0);
+    int64_t x = from;
+    for (; to - x >= s->lanes; x += s->lanes)
+        emit_chunk(s, threads, const_i32(g, (int32_t)x), NULL, shared_offset);
+    if (x < to)
+        emit_chunk(s, threads, const_i32(g, (int32_t)x), const_i32(g, (int32_t)(to - x)), shared_offset);
+    return true;
+}
+
+/* The region as loops over threadIdx.z and .y and, inside them, threadIdx.x
+ * in whole chunks, then the rest under a mask.  Returns the rest's mask. */
+static LLVMValueRef chunk_loops(Simd *s, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop,
+                                LLVMValueRef dims[3], int64_t shared_offset)
+{
+    Gen *g = s->g;
+    int lanes = s->lanes;
+    CountLoop z = open_loop(g, const_i32(g, 0), dims[2], "thread.z");
+    g->sreg[KJ_SREG_TID_Z] = LLVMBuildLoad2(g->b, g->t_i32, z.counter, "tid.z");
+    CountLoop y = open_loop(g, const_i32(g, 0), dims[1], "thread.y");
+    g->sreg[KJ_SREG_TID_Y] = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "tid.y");
+    /* whole chunks while x <= stop - W, then the rest (x < stop) */
+    LLVMValueRef last = LLVMBuildSub(g->b, stop, const_i32(g, lanes - 1), "");
+    LLVMValueRef whole_end =
+        LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, stop, first, ""), last, first, "");
+    CountLoop x = open_loop(g, first, whole_end, "thread.x");
+    emit_chunk(s, threads, LLVMBuildLoad2(g->b, g->t_i32, x.counter, "tid.x"), NULL, shared_offset);
+    close_loop(g, x, lanes);
+    LLVMValueRef rest_first = LLVMBuildLoad2(g->b, g->t_i32, x.counter, "tid.x");
+    LLVMBasicBlockRef rest = new_block(g, "threads.rest"), done = new_block(g, "threads.done");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, rest_first, stop, ""), rest, done);
+    LLVMPositionBuilderAtEnd(g->b, rest);
+    /* the rest's mask is left in the open, as the chunk function's is */
+    LLVMValueRef tail_mask = emit_chunk(s, threads, rest_first, LLVMBuildSub(g->b, stop, rest_first, ""),
+                                        shared_offset);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+    close_loop(g, y, 1);
+    close_loop(g, z, 1);
+    return tail_mask;
+}
+
 bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop, LLVMValueRef dims[3])
 {
     int lanes = kj_simd_region_lanes(g, threads->body);
@@ -188,28 +261,9 @@ bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef
     int loops = g->loop_depth;
     g->loop_depth = 0;
     int64_t shared_offset = g->shared_offset;
-    CountLoop z = open_loop(g, const_i32(g, 0), dims[2], "thread.z");
-    g->sreg[KJ_SREG_TID_Z] = LLVMBuildLoad2(g->b, g->t_i32, z.counter, "tid.z");
-    CountLoop y = open_loop(g, const_i32(g, 0), dims[1], "thread.y");
-    g->sreg[KJ_SREG_TID_Y] = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "tid.y");
-    /* whole chunks while x <= stop - W, then the rest (x < stop) */
-    LLVMValueRef last = LLVMBuildSub(g->b, stop, const_i32(g, lanes - 1), "");
-    LLVMValueRef whole_end =
-        LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, stop, first, ""), last, first, "");
-    CountLoop x = open_loop(g, first, whole_end, "thread.x");
-    emit_chunk(s, threads, LLVMBuildLoad2(g->b, g->t_i32, x.counter, "tid.x"), NULL, shared_offset);
-    close_loop(g, x, lanes);
-    LLVMValueRef rest_first = LLVMBuildLoad2(g->b, g->t_i32, x.counter, "tid.x");
-    LLVMBasicBlockRef rest = new_block(g, "threads.rest"), done = new_block(g, "threads.done");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, rest_first, stop, ""), rest, done);
-    LLVMPositionBuilderAtEnd(g->b, rest);
-    /* the rest's mask is left in the open, as the chunk function's is */
-    LLVMValueRef tail_mask = emit_chunk(s, threads, rest_first, LLVMBuildSub(g->b, stop, rest_first, ""),
-                                        shared_offset);
-    LLVMBuildBr(g->b, done);
-    LLVMPositionBuilderAtEnd(g->b, done);
-    close_loop(g, y, 1);
-    close_loop(g, z, 1);
+    LLVMValueRef tail_mask = NULL;
+    if (!straight_chunks(s, threads, first, stop, dims, shared_offset))
+        tail_mask = chunk_loops(s, threads, first, stop, dims, shared_offset);
     for (int k = 0; k < 3; k++)
         g->sreg[KJ_SREG_TID_X + k] = saved[k];
     g->loop_depth = loops;

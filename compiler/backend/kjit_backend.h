@@ -168,6 +168,13 @@ typedef struct KjCodegenOptions {
      * barrier_split.c) gets a __block entry that runs it instead of fibers.
      * false keeps the scalar code and the fibers.  Part of the cache key. */
     bool cpu_simd;
+    /* cpu targets, a kernel with a split form: code for blocks of exactly
+     * these dims (x, y, z; 0 in x: any dims).  blockDim is then a constant
+     * in every function of the code, and the kernel's only entry is the
+     * __block of its split form as kj_split_specialise makes it for these
+     * dims (the root passed is that function's result).  Part of the cache
+     * key (runtime/target_cpu.c). */
+    uint32_t block_dims[3];
 } KjCodegenOptions;
 
 /* Whether cpu_simd is on by default: unless KJIT_CPU_SIMD is 0 (target.c). */

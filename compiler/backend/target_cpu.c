@@ -160,6 +160,10 @@ static void cpu_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned p)
             LLVMValueRef ptr = LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, g->thread_ctx, idx, 3, "");
             g->sreg[KJ_SREG_TID_X + field * 3 + k] = LLVMBuildLoad2(g->b, g->t_i32, ptr, "");
         }
+    /* code specialised for one block shape: blockDim is a constant */
+    if (g->options->block_dims[0])
+        for (int k = 0; k < 3; k++)
+            g->sreg[KJ_SREG_BDIM_X + k] = const_i32(g, (int32_t)g->options->block_dims[k]);
     LLVMValueRef sp = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 4, "");
     g->shared_base = LLVMBuildLoad2(g->b, g->t_ptr, sp, "shared");
 }
@@ -523,6 +527,11 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         return;
     }
     case KJ_IR_FN_KERNEL: {
+        /* code for one block shape: the split form's __block alone */
+        if (g->options->block_dims[0] && kj_codegen_uses_split(g, fn)) {
+            emit_split_block_entry(g, fn, args);
+            return;
+        }
         LLVMTypeRef ft = LLVMFunctionType(g->t_void, two_ptrs, 2, 0);
         LLVMValueRef e = kj_codegen_add_entry(g, fn, "__thread", ft);
         LLVMValueRef ctx = LLVMGetParam(e, 1);

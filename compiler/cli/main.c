@@ -14,9 +14,11 @@ static const char usage_text[] =
     "usage: kjit <command> [options]\n"
     "\n"
     "commands:\n"
-    "  check [--dump=ast|ir|vec] [--verify] FILE...   parse and type-check\n"
+    "  check [--dump=ast|ir|vec] [--block=X,Y,Z] [--verify] FILE...\n"
+    "                                                  parse and type-check\n"
     "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [--arch sm_XX]\n"
-    "             [--function NAME] [--verify] [--lineinfo] [-O0..3] [-o OUT]\n"
+    "             [--function NAME] [--block X,Y,Z] [--verify] [--lineinfo] [-O0..3]\n"
+    "             [-o OUT]\n"
     "                                                  show a stage of code generation\n"
     "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
     "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
@@ -72,6 +74,27 @@ static int print_stage(const char *command, const char *path, kjit_stage stage,
 
 /* ------------------------------------------------------------------ check */
 
+/* "X[,Y[,Z]]" into dims (the rest 1): a block of 1 to 1024 threads. */
+static bool parse_block(const char *text, unsigned dims[3])
+{
+    dims[0] = dims[1] = dims[2] = 1;
+    unsigned long long threads = 1;
+    for (int k = 0; k < 3; k++) {
+        char *end;
+        unsigned long v = strtoul(text, &end, 10);
+        if (end == text || v == 0 || v > 1024)
+            return false;
+        dims[k] = (unsigned)v;
+        threads *= v;
+        if (*end == '\0')
+            return threads <= 1024;
+        if (*end != ',')
+            return false;
+        text = end + 1;
+    }
+    return false;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     kjit_stage_options options;
@@ -88,11 +111,15 @@ static int cmd_check(int argc, char **argv)
             else return usage_error("unknown dump '%s' (ast, ir or vec)", dump);
         } else if (strcmp(argv[i], "--verify") == 0) {
             options.verify = true;
+        } else if (strncmp(argv[i], "--block=", 8) == 0) {
+            if (!parse_block(argv[i] + 8, options.block))
+                return usage_error("check: --block= takes X[,Y[,Z]], 1 to 1024 threads in all ('%s')", argv[i]);
         }
     }
     int status = 0, files = 0;
     for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "--dump=", 7) == 0 || strcmp(argv[i], "--verify") == 0)
+        if (strncmp(argv[i], "--dump=", 7) == 0 || strcmp(argv[i], "--verify") == 0 ||
+            strncmp(argv[i], "--block=", 8) == 0)
             continue;
         if (argv[i][0] == '-' && argv[i][1] != '\0')
             return usage_error("unknown option '%s'", argv[i]);
@@ -109,6 +136,7 @@ static int cmd_check(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------------ build */
+
 
 static int cmd_build(int argc, char **argv)
 {
@@ -127,6 +155,10 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
         else if (strcmp(a, "--verify") == 0) options.verify = true;
         else if (strcmp(a, "--lineinfo") == 0) options.line_info = true;
+        else if (strncmp(a, "--block=", 8) == 0 || (strcmp(a, "--block") == 0 && i + 1 < argc)) {
+            if (!parse_block(a[7] == '=' ? a + 8 : argv[++i], options.block))
+                return usage_error("build: --block takes X[,Y[,Z]], 1 to 1024 threads in all ('%s')", a);
+        }
         else if (strcmp(a, "-o") == 0 && i + 1 < argc) output = argv[++i];
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) options.opt_level = a[2] - '0';
         else if (a[0] == '-') return usage_error("build: unknown option '%s'", a);

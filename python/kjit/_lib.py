@@ -50,7 +50,7 @@ class Options(ctypes.Structure):
                 ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p),
                 ("line_info", ctypes.c_int), ("check", ctypes.c_int),
                 ("on_print", ctypes.c_void_p), ("print_user", ctypes.c_void_p),
-                ("cpu_simd", ctypes.c_int)]
+                ("cpu_simd", ctypes.c_int), ("cpu_specialise", ctypes.c_int)]
 
 
 class DeviceInfo(ctypes.Structure):

@@ -1,0 +1,876 @@
+/*
+ * split_specialise.c: a kernel's split form for one launch's block shape.
+ *
+ * The cpu targets compile a kernel with barriers for the block dims it is
+ * launched with, as PoCL compiles a work-group function for the local size
+ * (runtime/target_cpu.c keeps one specialised __block per shape).  With
+ * blockDim a constant, the split form's control flow between regions (run
+ * once per block, so uniform) often becomes constant too: the tree of a
+ * block reduction, `let half = blockDim.x / 2; while half > 0 { if t < half
+ * {...} syncthreads(); half = half / 2; }`, has a known trip count that LLVM
+ * cannot see (a halving is no recurrence its scalar evolution knows), and
+ * each level's region runs a known range of threads.
+ *
+ * Needs: a KERNEL with a split form (barrier_split.c) and the block dims.
+ * Gives: a shallow copy of the kernel whose split is a new split form (same
+ * variables) in which
+ *   - blockDim.x/y/z are constants;
+ *   - outside the regions, an integer or bool variable assigned a value that
+ *     folds to a constant is that constant where it is read next (in
+ *     conditions, region bounds, and in regions that do not assign it);
+ *   - an if whose condition folds runs its one branch;
+ *   - a while whose condition folds at every turn is unrolled (at most
+ *     KJ_SPLIT_UNROLL_TURNS turns and KJ_SPLIT_UNROLL_REGIONS regions made
+ *     in all; past that, or when the condition does not fold, the loop stays);
+ *   - a region whose thread range folds to nothing is dropped.
+ * Integer folding follows the code generator's semantics exactly (wrapping
+ * arithmetic in the type's width, division by 0 and -1 as codegen_expr.c
+ * makes them safe), so the specialised code computes what the general code
+ * computes at those dims; floats are never folded.
+ */
+#include "kjit_compiler.h"
+
+#include <string.h>
+
+enum {
+    KJ_SPLIT_UNROLL_TURNS = 64,    /* turns of one while */
+    KJ_SPLIT_UNROLL_REGIONS = 512, /* regions made by unrolling, in all */
+};
+
+/* What is known of each variable at a point of the code outside the regions. */
+typedef struct Known {
+    bool *is;
+    uint64_t *value;
+} Known;
+
+enum { MAX_GUARDS = 4 };
+
+typedef struct Spec {
+    KjArena *arena;
+    const uint32_t *block;
+    int var_count;
+    int regions_left; /* the unrolling's budget */
+    /* while copying a region for the block whose guards all hold: the
+     * guards' conditions, each replaced by true */
+    const KjIrExpr *holds[MAX_GUARDS];
+    int hold_count;
+    /* and the i64 value of the variables the guards prove do not wrap:
+     * var id -> what `i64(var)` is there, NULL where not */
+    KjIrExpr **widened;
+} Spec;
+
+static Known known_new(Spec *S)
+{
+    Known k = {kj_arena_alloc(S->arena, sizeof *k.is * (size_t)(S->var_count + 1)),
+               kj_arena_alloc(S->arena, sizeof *k.value * (size_t)(S->var_count + 1))};
+    return k;
+}
+
+static Known known_copy(Spec *S, Known from)
+{
+    Known k = known_new(S);
+    memcpy(k.is, from.is, sizeof *k.is * (size_t)S->var_count);
+    memcpy(k.value, from.value, sizeof *k.value * (size_t)S->var_count);
+    return k;
+}
+
+static void known_set(Spec *S, Known to, Known from)
+{
+    memcpy(to.is, from.is, sizeof *to.is * (size_t)S->var_count);
+    memcpy(to.value, from.value, sizeof *to.value * (size_t)S->var_count);
+}
+
+/* ============================================================ constants */
+
+static bool is_int_like(const KjType *t)
+{
+    return t->kind == KJ_TYPE_BOOL || kj_type_is_int(t);
+}
+
+static int bits_of(const KjType *t)
+{
+    return t->kind == KJ_TYPE_BOOL ? 1 : kj_type_int_bits(t);
+}
+
+/* v as an int of type t: sign-extended from its width when t is signed,
+ * zero-extended otherwise (the form the checker gives constants). */
+static uint64_t normal(const KjType *t, uint64_t v)
+{
+    int bits = bits_of(t);
+    if (bits >= 64)
+        return v;
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    v &= mask;
+    if (t->kind != KJ_TYPE_BOOL && kj_type_is_signed(t) && (v >> (bits - 1)) & 1)
+        v |= ~mask;
+    return v;
+}
+
+static KjIrExpr *constant(Spec *S, const KjType *t, KjLoc loc, uint64_t v)
+{
+    KjIrExpr *e = kj_ir_new_expr(S->arena, KJ_IR_CONST, t, loc, 0);
+    e->const_int = normal(t, v);
+    return e;
+}
+
+static bool is_const_int(const KjIrExpr *e)
+{
+    return e->op == KJ_IR_CONST && is_int_like(e->type);
+}
+
+static bool less(const KjType *t, uint64_t a, uint64_t b)
+{
+    return t->kind != KJ_TYPE_BOOL && kj_type_is_signed(t) ? (int64_t)a < (int64_t)b : a < b;
+}
+
+/* a op b on ints of type t, as codegen_expr.c's gen_arith computes it. */
+static bool fold_binary(KjIrOp op, const KjType *t, uint64_t a, uint64_t b, uint64_t *out)
+{
+    bool is_signed = t->kind != KJ_TYPE_BOOL && kj_type_is_signed(t);
+    int bits = bits_of(t);
+    switch (op) {
+    case KJ_IR_ADD: *out = a + b; return true;
+    case KJ_IR_SUB: *out = a - b; return true;
+    case KJ_IR_MUL: *out = a * b; return true;
+    case KJ_IR_DIV:
+    case KJ_IR_REM:
+        if (!is_signed) {
+            uint64_t d = b == 0 ? 1 : b;
+            *out = op == KJ_IR_DIV ? a / d : a % d;
+            return true;
+        }
+        if (b == 0 || normal(t, b) == normal(t, (uint64_t)-1)) {
+            /* 0 and -1 divide as 1; x / -1 is -x (wrapping), x % -1 is 0 */
+            *out = op == KJ_IR_REM ? 0 : b == 0 ? a : (uint64_t)0 - a;
+            return true;
+        }
+        *out = op == KJ_IR_DIV ? (uint64_t)((int64_t)a / (int64_t)b)
+                               : (uint64_t)((int64_t)a % (int64_t)b);
+        return true;
+    case KJ_IR_BITAND: *out = a & b; return true;
+    case KJ_IR_BITOR: *out = a | b; return true;
+    case KJ_IR_BITXOR: *out = a ^ b; return true;
+    case KJ_IR_SHL:
+    case KJ_IR_SHR: {
+        unsigned n = (unsigned)(b & (uint64_t)(bits - 1));
+        if (op == KJ_IR_SHL)
+            *out = a << n;
+        else if (is_signed)
+            *out = (uint64_t)((int64_t)a >> n); /* a is sign-extended */
+        else
+            *out = a >> n;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+static bool fold_compare(KjIrOp op, const KjType *t, uint64_t a, uint64_t b, bool *out)
+{
+    switch (op) {
+    case KJ_IR_EQ: *out = a == b; return true;
+    case KJ_IR_NE: *out = a != b; return true;
+    case KJ_IR_LT: *out = less(t, a, b); return true;
+    case KJ_IR_LE: *out = !less(t, b, a); return true;
+    case KJ_IR_GT: *out = less(t, b, a); return true;
+    case KJ_IR_GE: *out = !less(t, a, b); return true;
+    default: return false;
+    }
+}
+
+/* ============================================================ expressions */
+
+/* A copy of e with blockDim and the known variables (those not in `skip`)
+ * replaced by constants, and the integer operations on constants folded. */
+static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
+{
+    if (!e)
+        return NULL;
+    for (int i = 0; i < S->hold_count; i++)
+        if (e == S->holds[i])
+            return constant(S, e->type, e->loc, 1);
+    if (S->widened && e->op == KJ_IR_CAST && e->args[0]->op == KJ_IR_VAR) {
+        const KjIrExpr *wide = S->widened[e->args[0]->var->id];
+        if (wide && e->type == wide->type)
+            return expr(S, wide, k, skip); /* a copy: each use its own nodes */
+    }
+    if (e->op == KJ_IR_SREG && e->sreg >= KJ_SREG_BDIM_X && e->sreg <= KJ_SREG_BDIM_Z)
+        return constant(S, e->type, e->loc, S->block[e->sreg - KJ_SREG_BDIM_X]);
+    if (e->op == KJ_IR_VAR && e->var->id < S->var_count && k.is[e->var->id] &&
+        !(skip && skip[e->var->id]))
+        return constant(S, e->type, e->loc, k.value[e->var->id]);
+    KjIrExpr *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *e;
+    if (e->arg_count > 0) {
+        c->args = kj_arena_alloc(S->arena, sizeof *c->args * (size_t)e->arg_count);
+        for (int i = 0; i < e->arg_count; i++)
+            c->args[i] = expr(S, e->args[i], k, skip);
+    }
+    if (c->op == KJ_IR_SELECT && is_const_int(c->args[0])) /* only the chosen arm runs */
+        return c->args[0]->const_int ? c->args[1] : c->args[2];
+    if (!is_int_like(c->type))
+        return c;
+    uint64_t v;
+    switch (c->op) {
+    case KJ_IR_LOGAND:
+    case KJ_IR_LOGOR:
+        if (is_const_int(c->args[0])) {
+            bool first = c->args[0]->const_int != 0;
+            if (first == (c->op == KJ_IR_LOGOR))
+                return constant(S, c->type, c->loc, first);
+            return c->args[1];
+        }
+        return c;
+    case KJ_IR_NOT:
+        return is_const_int(c->args[0]) ? constant(S, c->type, c->loc, !c->args[0]->const_int) : c;
+    case KJ_IR_NEG:
+        return is_const_int(c->args[0]) ? constant(S, c->type, c->loc, 0 - c->args[0]->const_int) : c;
+    case KJ_IR_BITNOT:
+        return is_const_int(c->args[0]) ? constant(S, c->type, c->loc, ~c->args[0]->const_int) : c;
+    case KJ_IR_CAST:
+        if (!is_const_int(c->args[0]))
+            return c;
+        if (c->type->kind == KJ_TYPE_BOOL)
+            return constant(S, c->type, c->loc, c->args[0]->const_int != 0);
+        return constant(S, c->type, c->loc, c->args[0]->const_int);
+    case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: {
+        bool b;
+        if (is_const_int(c->args[0]) && is_const_int(c->args[1]) &&
+            fold_compare(c->op, c->args[0]->type, c->args[0]->const_int, c->args[1]->const_int, &b))
+            return constant(S, c->type, c->loc, b);
+        return c;
+    }
+    default:
+        if (c->arg_count == 2 && is_const_int(c->args[0]) && is_const_int(c->args[1]) &&
+            fold_binary(c->op, c->type, c->args[0]->const_int, c->args[1]->const_int, &v))
+            return constant(S, c->type, c->loc, v);
+        return c;
+    }
+}
+
+/* ============================================================ statements */
+
+/* Marks in `out` the variables s assigns (nested statements included). */
+static void mark_assigned(const KjIrStmt *s, bool *out)
+{
+    if (!s)
+        return;
+    if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_PARFOR) &&
+        s->var)
+        out[s->var->id] = true;
+    for (int i = 0; i < s->stmts.count; i++)
+        mark_assigned(s->stmts.items[i], out);
+    mark_assigned(s->then_stmt, out);
+    mark_assigned(s->else_stmt, out);
+    mark_assigned(s->body, out);
+}
+
+static void forget(Spec *S, Known k, const bool *assigned)
+{
+    for (int i = 0; i < S->var_count; i++)
+        if (assigned[i])
+            k.is[i] = false;
+}
+
+static KjIrStmt *new_block(Spec *S, KjLoc loc)
+{
+    return kj_ir_new_stmt(S->arena, KJ_IR_STMT_BLOCK, loc);
+}
+
+/* A statement inside a region: a copy with its expressions folded (the
+ * variables the region assigns, `skip`, are not replaced) and the ifs on
+ * constants cut to their branch. */
+static KjIrStmt *region_stmt(Spec *S, const KjIrStmt *s, Known k, const bool *skip)
+{
+    if (!s)
+        return NULL;
+    KjIrStmt *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *s;
+    c->value = expr(S, s->value, k, skip);
+    c->array = expr(S, s->array, k, skip);
+    c->cond = expr(S, s->cond, k, skip);
+    c->start = expr(S, s->start, k, skip);
+    c->stop = expr(S, s->stop, k, skip);
+    c->step = expr(S, s->step, k, skip);
+    if (s->index_count > 0) {
+        c->indices = kj_arena_alloc(S->arena, sizeof *c->indices * (size_t)s->index_count);
+        for (int i = 0; i < s->index_count; i++)
+            c->indices[i] = expr(S, s->indices[i], k, skip);
+    }
+    c->stmts = (KjVec){0};
+    for (int i = 0; i < s->stmts.count; i++)
+        kj_vec_push(S->arena, &c->stmts, region_stmt(S, s->stmts.items[i], k, skip));
+    if (s->kind == KJ_IR_STMT_IF && is_const_int(c->cond)) {
+        const KjIrStmt *taken = c->cond->const_int ? s->then_stmt : s->else_stmt;
+        return taken ? region_stmt(S, taken, k, skip) : new_block(S, s->loc);
+    }
+    c->then_stmt = region_stmt(S, s->then_stmt, k, skip);
+    c->else_stmt = region_stmt(S, s->else_stmt, k, skip);
+    c->body = region_stmt(S, s->body, k, skip);
+    return c;
+}
+
+static void control_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out);
+
+/* Whether a region's thread range [start, stop) is known to hold no thread
+ * of the block (the back end clamps it to [0, blockDim.x)). */
+static bool empty_range(Spec *S, const KjIrStmt *threads)
+{
+    int64_t first = 0, end = S->block[0];
+    if (threads->start && !is_const_int(threads->start))
+        return false;
+    if (threads->stop && !is_const_int(threads->stop))
+        return false;
+    if (threads->start && (int64_t)threads->start->const_int > first)
+        first = (int64_t)threads->start->const_int;
+    if (threads->stop && (int64_t)threads->stop->const_int < end)
+        end = (int64_t)threads->stop->const_int;
+    return first >= end;
+}
+
+/* ============================================================ guards */
+
+/*
+ * A region whose threads are known (its threadIdx.x range [a, b) constant)
+ * often guards an access with `i < n` where i = X + threadIdx.x and X, n
+ * are the same for every thread (`i < len(x) ? x[i] : 0`).  i grows with
+ * threadIdx.x, so when X + b - 1 does not wrap and the last thread passes
+ * the test, every thread passes it.  The region is then run as
+ * `if <that> { the region, the test true } else { the region }`: the block
+ * that lies inside the array (all but the last, usually) runs without the
+ * test, and the rest as before.  Each thread computes what it did.
+ */
+typedef struct Guards {
+    const KjIrExpr **def; /* var id -> its one assignment in the region, if any */
+    int *sets;            /* var id -> assignments in the region */
+    int64_t last;         /* b - 1, the last thread's threadIdx.x */
+    KjIrExpr *test;       /* the conjunction so far */
+    KjIrExpr **widened;   /* var id -> i64(X) + i64(threadIdx.x), where var = X + threadIdx.x
+                             in 32 bits and the test proves it does not wrap */
+} Guards;
+
+static void count_region_sets(Spec *S, const KjIrStmt *s, Guards *G, bool top)
+{
+    if (!s)
+        return;
+    if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var) {
+        G->sets[s->var->id]++;
+        G->def[s->var->id] = top && s->kind == KJ_IR_STMT_SET ? s->value : NULL;
+    }
+    bool block = s->kind == KJ_IR_STMT_BLOCK;
+    for (int i = 0; i < s->stmts.count; i++)
+        count_region_sets(S, s->stmts.items[i], G, top && block);
+    count_region_sets(S, s->then_stmt, G, false);
+    count_region_sets(S, s->else_stmt, G, false);
+    count_region_sets(S, s->body, G, false);
+}
+
+static bool is_tid_x(const KjIrExpr *e)
+{
+    return e->op == KJ_IR_SREG && e->sreg == KJ_SREG_TID_X;
+}
+
+/* threadIdx.x, or a conversion of it (to a type of the sum it is in) */
+static bool is_tid_x_cast(const KjIrExpr *e)
+{
+    return is_tid_x(e) || (e->op == KJ_IR_CAST && is_tid_x(e->args[0]));
+}
+
+/* e is the same for every thread of the region and has no effect: no
+ * threadIdx, memory, call, nor variable the region assigns. */
+static bool same_for_all(const KjIrExpr *e, const Guards *G)
+{
+    switch (e->op) {
+    case KJ_IR_SREG:
+        return e->sreg != KJ_SREG_TID_X && e->sreg != KJ_SREG_TID_Y && e->sreg != KJ_SREG_TID_Z;
+    case KJ_IR_VAR:
+        return G->sets[e->var->id] == 0;
+    case KJ_IR_CONST: case KJ_IR_DIM: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV:
+    case KJ_IR_REM: case KJ_IR_NEG: case KJ_IR_CAST: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR:
+    case KJ_IR_SHL: case KJ_IR_SHR:
+        break;
+    default:
+        return false;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (!same_for_all(e->args[i], G))
+            return false;
+    return true;
+}
+
+/* Through a variable assigned once at the region's top: its value. */
+static const KjIrExpr *through(const KjIrExpr *e, const Guards *G)
+{
+    if (e->op == KJ_IR_VAR && G->sets[e->var->id] == 1 && G->def[e->var->id])
+        return G->def[e->var->id];
+    return e;
+}
+
+/*
+ * When e is X + threadIdx.x (either order, through a variable and a widening
+ * cast) in a signed type of 32 or 64 bits, X the same for every thread:
+ * the test that it does not wrap up to the last thread, and e's value for
+ * that thread (X + last in e's type, exact under that test), both i64.
+ */
+static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **no_wrap, KjIrExpr **at_last,
+                       const KjIrVar **narrow_var)
+{
+    e = through(e, G);
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    *narrow_var = NULL;
+    if (e->op == KJ_IR_CAST && kj_type_is_int(e->type) && kj_type_is_signed(e->type) &&
+        kj_type_int_bits(e->type) == 64) {
+        if (e->args[0]->op == KJ_IR_VAR)
+            *narrow_var = e->args[0]->var;
+        const KjIrExpr *inner = through(e->args[0], G);
+        if (!kj_type_is_int(inner->type) || !kj_type_is_signed(inner->type) || kj_type_int_bits(inner->type) != 32)
+            return false;
+        e = inner;
+    }
+    if (!kj_type_is_int(e->type) || !kj_type_is_signed(e->type) ||
+        (kj_type_int_bits(e->type) != 32 && kj_type_int_bits(e->type) != 64))
+        return false;
+    const KjIrExpr *x = NULL;
+    if (is_tid_x_cast(e))
+        x = NULL;
+    else if (e->op == KJ_IR_ADD && is_tid_x_cast(e->args[1]))
+        x = e->args[0];
+    else if (e->op == KJ_IR_ADD && is_tid_x_cast(e->args[0]))
+        x = e->args[1];
+    else
+        return false;
+    if (x && !same_for_all(x, G))
+        return false;
+    int bits = kj_type_int_bits(e->type);
+    KjIrExpr *wide = NULL;
+    if (x) {
+        wide = kj_arena_alloc(S->arena, sizeof *wide);
+        *wide = *x; /* shared below its top: expressions are read only */
+        if (bits == 32) {
+            KjIrExpr *c = kj_ir_new_expr(S->arena, KJ_IR_CAST, i64, x->loc, 1);
+            c->args[0] = wide;
+            wide = c;
+        }
+    } else {
+        wide = constant(S, i64, e->loc, 0);
+    }
+    uint64_t limit = bits == 32 ? (uint64_t)INT32_MAX - (uint64_t)G->last : (uint64_t)INT64_MAX - (uint64_t)G->last;
+    *no_wrap = kj_ir_new_expr(S->arena, KJ_IR_LE, kj_type_scalar(KJ_TYPE_BOOL), e->loc, 2);
+    (*no_wrap)->args[0] = wide;
+    (*no_wrap)->args[1] = constant(S, i64, e->loc, limit);
+    *at_last = kj_ir_new_expr(S->arena, KJ_IR_ADD, i64, e->loc, 2);
+    (*at_last)->args[0] = wide;
+    (*at_last)->args[1] = constant(S, i64, e->loc, (uint64_t)G->last);
+    return true;
+}
+
+static KjIrExpr *both(Spec *S, KjIrExpr *a, KjIrExpr *b)
+{
+    if (!a)
+        return b;
+    KjIrExpr *e = kj_ir_new_expr(S->arena, KJ_IR_LOGAND, kj_type_scalar(KJ_TYPE_BOOL), b->loc, 2);
+    e->args[0] = a;
+    e->args[1] = b;
+    return e;
+}
+
+/* A condition `A < U`, `A <= U`, `U > A` or `U >= A` (A increasing, U the
+ * same for every thread, compared as i64): added to G's test and to the
+ * conditions taken as true. */
+static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
+{
+    if (S->hold_count >= MAX_GUARDS || c->arg_count != 2)
+        return;
+    KjIrOp op = c->op;
+    const KjIrExpr *a = c->args[0], *u = c->args[1];
+    if (op == KJ_IR_GT || op == KJ_IR_GE) {
+        a = c->args[1];
+        u = c->args[0];
+        op = op == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
+    }
+    if (op != KJ_IR_LT && op != KJ_IR_LE)
+        return;
+    if (u->type != kj_type_scalar(KJ_TYPE_I64) || !same_for_all(u, G))
+        return;
+    KjIrExpr *no_wrap, *at_last;
+    const KjIrVar *narrow_var;
+    if (!increasing(S, a, G, &no_wrap, &at_last, &narrow_var))
+        return;
+    KjIrExpr *cmp = kj_ir_new_expr(S->arena, op, c->type, c->loc, 2);
+    cmp->args[0] = at_last;
+    cmp->args[1] = (KjIrExpr *)u;
+    G->test = both(S, G->test, both(S, no_wrap, cmp));
+    S->holds[S->hold_count++] = c;
+    /* i64(var) is at_last's X + i64(threadIdx.x) where the test holds: the
+     * index of each lane without a widening of its own */
+    if (narrow_var) {
+        KjIrExpr *tid = kj_ir_new_expr(S->arena, KJ_IR_SREG, kj_type_scalar(KJ_TYPE_I32), c->loc, 0);
+        tid->sreg = KJ_SREG_TID_X;
+        KjIrExpr *wide_tid = kj_ir_new_expr(S->arena, KJ_IR_CAST, at_last->type, c->loc, 1);
+        wide_tid->args[0] = tid;
+        KjIrExpr *sum = kj_ir_new_expr(S->arena, KJ_IR_ADD, at_last->type, c->loc, 2);
+        sum->args[0] = at_last->args[0];
+        sum->args[1] = wide_tid;
+        G->widened[narrow_var->id] = sum;
+    }
+}
+
+static void find_guards(Spec *S, const KjIrStmt *s, Guards *G);
+
+static void find_guard_exprs(Spec *S, const KjIrExpr *e, Guards *G)
+{
+    if (!e)
+        return;
+    if (e->op == KJ_IR_SELECT)
+        note_guard(S, e->args[0], G);
+    for (int i = 0; i < e->arg_count; i++)
+        find_guard_exprs(S, e->args[i], G);
+}
+
+static void find_guards(Spec *S, const KjIrStmt *s, Guards *G)
+{
+    if (!s)
+        return;
+    if (s->kind == KJ_IR_STMT_IF)
+        note_guard(S, s->cond, G);
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        find_guard_exprs(S, es[i], G);
+    for (int i = 0; i < s->index_count; i++)
+        find_guard_exprs(S, s->indices[i], G);
+    for (int i = 0; i < s->stmts.count; i++)
+        find_guards(S, s->stmts.items[i], G);
+    find_guards(S, s->then_stmt, G);
+    find_guards(S, s->else_stmt, G);
+    find_guards(S, s->body, G);
+}
+
+/* The region c (folded, its thread range [a, b) of the block's x) as
+ * `if guards hold { c with them true } else { c }`, or c alone. */
+static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
+{
+    if (b <= a || S->regions_left <= 1)
+        return c;
+    Guards G = {kj_arena_alloc(S->arena, sizeof *G.def * (size_t)(S->var_count + 1)),
+                kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)), b - 1, NULL,
+                kj_arena_alloc(S->arena, sizeof *G.widened * (size_t)(S->var_count + 1))};
+    count_region_sets(S, c->body, &G, true);
+    S->hold_count = 0;
+    find_guards(S, c->body, &G);
+    if (!G.test) {
+        S->hold_count = 0;
+        return c;
+    }
+    KjIrStmt *fast = kj_arena_alloc(S->arena, sizeof *fast);
+    *fast = *c;
+    S->widened = G.widened;
+    fast->body = region_stmt(S, c->body, known_new(S), NULL);
+    S->widened = NULL;
+    S->hold_count = 0;
+    S->regions_left--;
+    KjIrStmt *branch = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, c->loc);
+    branch->cond = G.test;
+    branch->then_stmt = new_block(S, c->loc);
+    kj_vec_push(S->arena, &branch->then_stmt->stmts, fast);
+    branch->else_stmt = new_block(S, c->loc);
+    c->unroll = 1; /* the last block, at most: its loops stay loops */
+    kj_vec_push(S->arena, &branch->else_stmt->stmts, c);
+    return branch;
+}
+
+static void threads_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
+{
+    bool *assigned = kj_arena_alloc(S->arena, sizeof *assigned * (size_t)(S->var_count + 1));
+    mark_assigned(s->body, assigned);
+    KjIrStmt *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *s;
+    /* the bounds are evaluated once, before the loop */
+    c->start = expr(S, s->start, k, NULL);
+    c->stop = expr(S, s->stop, k, NULL);
+    c->body = region_stmt(S, s->body, k, assigned);
+    forget(S, k, assigned);
+    if (empty_range(S, c))
+        return;
+    S->regions_left--;
+    int64_t a = 0, b = S->block[0];
+    if ((!c->start || is_const_int(c->start)) && (!c->stop || is_const_int(c->stop))) {
+        if (c->start && (int64_t)c->start->const_int > a)
+            a = (int64_t)c->start->const_int;
+        if (c->stop && (int64_t)c->stop->const_int < b)
+            b = (int64_t)c->stop->const_int;
+        kj_vec_push(S->arena, &out->stmts, version_on_guards(S, c, a, b));
+        return;
+    }
+    kj_vec_push(S->arena, &out->stmts, c);
+}
+
+/* Unrolls `while cond { body }` into out when cond folds at every turn and
+ * the budget allows; otherwise leaves k and out as they were. */
+static bool unroll_while(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
+{
+    Known turn = known_copy(S, k);
+    KjIrStmt *unrolled = new_block(S, s->loc);
+    int budget = S->regions_left;
+    for (int turns = 0;; turns++) {
+        KjIrExpr *cond = expr(S, s->cond, turn, NULL);
+        if (!is_const_int(cond) || turns > KJ_SPLIT_UNROLL_TURNS || S->regions_left < 0) {
+            S->regions_left = budget;
+            return false;
+        }
+        if (!cond->const_int)
+            break;
+        control_stmt(S, s->body, turn, unrolled);
+    }
+    for (int i = 0; i < unrolled->stmts.count; i++)
+        kj_vec_push(S->arena, &out->stmts, unrolled->stmts.items[i]);
+    known_set(S, k, turn);
+    return true;
+}
+
+/* A statement outside the regions (run once for the block), appended to out
+ * as the dims and k make it; k follows it. */
+static void control_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
+{
+    if (!s)
+        return;
+    switch (s->kind) {
+    case KJ_IR_STMT_BLOCK:
+        for (int i = 0; i < s->stmts.count; i++)
+            control_stmt(S, s->stmts.items[i], k, out);
+        return;
+    case KJ_IR_STMT_THREADS:
+        threads_stmt(S, s, k, out);
+        return;
+    case KJ_IR_STMT_SET: {
+        KjIrStmt *c = region_stmt(S, s, k, NULL);
+        kj_vec_push(S->arena, &out->stmts, c);
+        int id = s->var->id;
+        k.is[id] = is_const_int(c->value) && is_int_like(s->var->type);
+        k.value[id] = k.is[id] ? c->value->const_int : 0;
+        return;
+    }
+    case KJ_IR_STMT_IF: {
+        KjIrExpr *cond = expr(S, s->cond, k, NULL);
+        if (is_const_int(cond)) {
+            control_stmt(S, cond->const_int ? s->then_stmt : s->else_stmt, k, out);
+            return;
+        }
+        KjIrStmt *c = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, s->loc);
+        c->cond = cond;
+        Known other = known_copy(S, k);
+        c->then_stmt = new_block(S, s->loc);
+        control_stmt(S, s->then_stmt, k, c->then_stmt);
+        if (s->else_stmt) {
+            c->else_stmt = new_block(S, s->loc);
+            control_stmt(S, s->else_stmt, other, c->else_stmt);
+        }
+        /* what both branches leave the same */
+        for (int i = 0; i < S->var_count; i++)
+            k.is[i] = k.is[i] && other.is[i] && k.value[i] == other.value[i];
+        kj_vec_push(S->arena, &out->stmts, c);
+        return;
+    }
+    case KJ_IR_STMT_WHILE:
+    case KJ_IR_STMT_FOR: {
+        if (s->kind == KJ_IR_STMT_WHILE && unroll_while(S, s, k, out))
+            return;
+        /* the loop stays: what it assigns is unknown in it and after it */
+        bool *assigned = kj_arena_alloc(S->arena, sizeof *assigned * (size_t)(S->var_count + 1));
+        mark_assigned(s, assigned);
+        forget(S, k, assigned);
+        KjIrStmt *c = kj_ir_new_stmt(S->arena, s->kind, s->loc);
+        c->var = s->var;
+        c->cond = expr(S, s->cond, k, NULL);
+        c->start = expr(S, s->start, k, NULL);
+        c->stop = expr(S, s->stop, k, NULL);
+        c->step = expr(S, s->step, k, NULL);
+        c->simd_lanes = s->simd_lanes;
+        c->unroll = s->unroll;
+        c->body = new_block(S, s->loc);
+        control_stmt(S, s->body, known_copy(S, k), c->body);
+        kj_vec_push(S->arena, &out->stmts, c);
+        return;
+    }
+    default: {
+        bool *assigned = kj_arena_alloc(S->arena, sizeof *assigned * (size_t)(S->var_count + 1));
+        mark_assigned(s, assigned);
+        kj_vec_push(S->arena, &out->stmts, region_stmt(S, s, k, assigned));
+        forget(S, k, assigned);
+        return;
+    }
+    }
+}
+
+KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, const uint32_t block[3])
+{
+    const KjIrFunction *split = kernel->split;
+    if (!split)
+        return NULL;
+    Spec spec = {.arena = arena, .block = block, .var_count = split->locals.count,
+                 .regions_left = KJ_SPLIT_UNROLL_REGIONS},
+         *S = &spec;
+    KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
+    *fn = *split;
+    fn->body = new_block(S, split->body->loc);
+    control_stmt(S, split->body, known_new(S), fn->body);
+    KjIrFunction *root = kj_arena_alloc(arena, sizeof *root);
+    *root = *kernel;
+    root->split = fn;
+    return root;
+}
+
+/* ============================================================ shared memory */
+
+/*
+ * Whether the specialised split form writes every element of every shared()
+ * array in its first region before anything reads it, so that the runtime
+ * need not zero the block's static shared memory: the form starts with
+ * assignments without effects (the arrays' among them), then a region (or
+ * the two copies of one that version_on_guards makes) whose threads [0, N)
+ * each store `arr[threadIdx.x]` at the region's top level, for each 1-D
+ * array of N elements, N at most the threads it runs; the
+ * region reads no shared array, and nothing calls a function (whose
+ * shared() arrays this would not see).
+ */
+static bool names_call(const KjIrExpr *e)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_CALL)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (names_call(e->args[i]))
+            return true;
+    return false;
+}
+
+static bool stmt_calls(const KjIrStmt *s)
+{
+    if (!s)
+        return false;
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (names_call(es[i]))
+            return true;
+    for (int i = 0; i < s->index_count; i++)
+        if (names_call(s->indices[i]))
+            return true;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (stmt_calls(s->stmts.items[i]))
+            return true;
+    return stmt_calls(s->then_stmt) || stmt_calls(s->else_stmt) || stmt_calls(s->body);
+}
+
+static bool reads_var(const KjIrExpr *e, const KjIrVar *var)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_VAR && e->var == var)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (reads_var(e->args[i], var))
+            return true;
+    return false;
+}
+
+/* Whether s reads var: names it anywhere but as the array a store writes. */
+static bool stmt_reads(const KjIrStmt *s, const KjIrVar *var)
+{
+    if (!s)
+        return false;
+    const KjIrExpr *array = s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR ? NULL : s->array;
+    const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step, array};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (reads_var(es[i], var))
+            return true;
+    for (int i = 0; i < s->index_count; i++)
+        if (reads_var(s->indices[i], var))
+            return true;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (stmt_reads(s->stmts.items[i], var))
+            return true;
+    return stmt_reads(s->then_stmt, var) || stmt_reads(s->else_stmt, var) || stmt_reads(s->body, var);
+}
+
+static bool is_thread_x_index(const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_CAST && kj_type_is_int(e->type) && kj_type_int_bits(e->type) == 64)
+        e = e->args[0];
+    return is_tid_x(e);
+}
+
+/* Whether the region `threads` (of blocks of `block`) stores every element
+ * of each of the `count` arrays, and reads none of them. */
+static bool region_writes(const KjIrStmt *threads, const uint32_t block[3], KjIrVar *const *arrays,
+                          const int64_t *sizes, int count)
+{
+    if (threads->kind != KJ_IR_STMT_THREADS)
+        return false;
+    if (threads->start && (!is_const_int(threads->start) || (int64_t)threads->start->const_int > 0))
+        return false;
+    int64_t end = block[0];
+    if (threads->stop) {
+        if (!is_const_int(threads->stop))
+            return false;
+        if ((int64_t)threads->stop->const_int < end)
+            end = (int64_t)threads->stop->const_int;
+    }
+    const KjVec *items = &threads->body->stmts;
+    for (int a = 0; a < count; a++) {
+        if (sizes[a] > end)
+            return false;
+        /* a store at the region's top runs for every thread (no thread
+         * leaves a region early but at the kernel's end, after which no
+         * region reads anything) */
+        bool stored = false;
+        for (int i = 0; i < items->count && !stored; i++) {
+            const KjIrStmt *item = items->items[i];
+            stored = item->kind == KJ_IR_STMT_STORE && item->array->op == KJ_IR_VAR &&
+                     item->array->var == arrays[a] && item->index_count == 1 &&
+                     is_thread_x_index(item->indices[0]);
+        }
+        if (!stored)
+            return false;
+        if (stmt_reads(threads->body, arrays[a]))
+            return false;
+    }
+    return true;
+}
+
+bool kj_split_writes_shared(const KjIrFunction *root, const uint32_t block[3])
+{
+    const KjIrFunction *split = root->split;
+    if (!split || root->uses_dynamic_shared || stmt_calls(split->body))
+        return false;
+    KjIrVar *arrays[16];
+    int64_t sizes[16];
+    int count = 0;
+    int64_t bytes = 0;
+    const KjVec *items = &split->body->stmts;
+    int i = 0;
+    for (; i < items->count; i++) {
+        const KjIrStmt *item = items->items[i];
+        if (item->kind != KJ_IR_STMT_SET)
+            break;
+        const KjIrExpr *v = item->value;
+        if (v->op == KJ_IR_SHARED) {
+            if (count == 16 || v->alloc_ndim != 1)
+                return false;
+            arrays[count] = item->var;
+            sizes[count++] = v->alloc_shape[0];
+            bytes += (v->alloc_shape[0] * kj_type_size(v->alloc_elem) + 15) & ~(int64_t)15;
+        } else if (v->op == KJ_IR_LOAD) {
+            return false;
+        }
+    }
+    /* every shared() array of the kernel is one of those */
+    if (count == 0 || i == items->count || bytes < root->shared_bytes)
+        return false;
+    const KjIrStmt *first = items->items[i];
+    if (first->kind == KJ_IR_STMT_IF && first->else_stmt && first->then_stmt->stmts.count == 1 &&
+        first->else_stmt->stmts.count == 1)
+        return region_writes(first->then_stmt->stmts.items[0], block, arrays, sizes, count) &&
+               region_writes(first->else_stmt->stmts.items[0], block, arrays, sizes, count);
+    return region_writes(first, block, arrays, sizes, count);
+}

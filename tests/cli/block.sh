@@ -1,0 +1,59 @@
+#!/bin/sh
+# block.sh: the code for one block shape from the command line (run by
+# `make test-cli`): `kjit check --dump=vec --block=X,Y,Z` prints a kernel's
+# split form as the code for that shape has it (its tree unrolled, blockDim
+# a constant), `kjit build --block` makes only that shape's __block, and a
+# shape that is no block is a usage error.
+#
+#   tests/cli/block.sh build/kjit
+. "$(dirname "$0")/lib.sh"
+
+cat >"$tmp/tree.kern" <<'KERN'
+@kernel
+fn tree(a: f32[], out: f32[]) {
+    let sh = shared(f32, 1024);
+    let t = threadIdx.x;
+    let i = blockIdx.x * blockDim.x + t;
+    sh[t] = i < len(a) ? a[i] : 0.0;
+    syncthreads();
+    let s = blockDim.x / 2;
+    while s > 0 {
+        if t < s { sh[t] += sh[t + s]; }
+        syncthreads();
+        s = s / 2;
+    }
+    if t == 0 { out[blockIdx.x] = sh[0]; }
+}
+KERN
+
+# the general split form loops; the one for 64 threads has six levels
+"$kjit" check --dump=vec "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^  while' "$tmp/out"; then ok; else bad "the general split form keeps its while"; fi
+"$kjit" check --dump=vec --block=64 "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+levels=$(grep -c '^  threads with threadIdx.x in' "$tmp/out")
+if grep -q 'tree__split for blocks of 64 x 1 x 1' "$tmp/out" && ! grep -q 'while' "$tmp/out" &&
+    ! grep -q 'blockDim' "$tmp/out" && [ "$levels" = 7 ]; then ok
+else bad "--block=64: the tree unrolled into 6 levels and thread 0's store ($levels regions)"; fi
+"$kjit" check --dump=vec --block=4,2,3 "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+if grep -q 'for blocks of 4 x 2 x 3' "$tmp/out" && grep -q 's = 2:i32' "$tmp/out"; then ok
+else bad "--block=4,2,3: s starts at 2"; fi
+
+# build: only the shape's __block
+"$kjit" build --block 64 "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^tree__block:' "$tmp/out" && ! grep -q '^tree__thread:' "$tmp/out"; then ok
+else bad "build --block 64: tree__block alone"; fi
+"$kjit" build "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^tree__block:' "$tmp/out" && grep -q '^tree__thread:' "$tmp/out"; then ok
+else bad "build: tree__block and tree__thread"; fi
+
+# shapes that are no block
+for shape in 0 1025 32,33 2,2,2,2 x 64,; do
+    "$kjit" build --block "$shape" "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+    code=$?
+    if [ $code = 2 ] && grep -q -- '--block takes' "$tmp/err"; then ok; else bad "build --block $shape: exit $code, not 2"; fi
+    "$kjit" check --dump=vec --block="$shape" "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+    code=$?
+    if [ $code = 2 ]; then ok; else bad "check --block=$shape: exit $code, not 2"; fi
+done
+
+finish
