@@ -29,6 +29,11 @@ check test-unit: export CK_DEFAULT_TIMEOUT = 120
 
 test-unit: deps $(BUILD)/unit-tests $(BUILD)/kjit
 	$(BUILD)/unit-tests
+	@if [ "$$(uname -m)" = x86_64 ]; then \
+	  echo "the SIMD suites again with SSE registers only (KJIT_CPU_FEATURES=-avx):"; \
+	  for s in simd simd_access simd_range barrier_split kernels_cpu; do \
+	    KJIT_CPU_FEATURES=-avx CK_RUN_SUITE=$$s $(BUILD)/unit-tests || exit 1; done; \
+	else echo "SSE-only SIMD suites: skipped: not an x86-64 host"; fi
 
 # Golden tests: tests/golden/<feature>/*.kern beside .ir / .ast / .err / .out files.
 test-golden: deps $(BUILD)/kjit
