@@ -497,6 +497,7 @@ typedef struct KernelJob {
     const KjIrFunction *kernel;
     KjThreadFn thread_fn;
     KjThreadFn block_fn;
+    KjBlocksFn blocks_fn; /* block_fn's blocks in one call, or NULL */
     void **args;
     uint32_t grid[3];
     uint32_t block[3];
@@ -581,6 +582,16 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
     KjThreadCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     fill_dims(job, &ctx);
+    if (job->blocks_fn && job->block_fn) {
+        /* one call runs the chunk, every block on the same shared memory,
+         * which it zeroes before each block as shared_give does */
+        ctx.shared = shared.memory;
+        ctx.dynamic_shared = shared.memory ? shared.memory + shared.dynamic_offset : NULL;
+        job->blocks_fn(job->args, &ctx, begin, end,
+                       shared.static_zeroed ? (int64_t)shared.static_bytes : 0);
+        free(shared.memory);
+        return;
+    }
     /* The block's coordinates step along from the chunk's first, x fastest
      * (no divisions per block). */
     int32_t first[3];
@@ -722,7 +733,17 @@ kjit_status kj_cpu_run_kernel_written(KjPool *pool, const KjIrFunction *kernel, 
                                       const uint32_t grid[3], const uint32_t block[3],
                                       size_t dynamic_shared_bytes, char **error)
 {
+    return kj_cpu_run_kernel_blocks(pool, kernel, thread_fn, block_fn, NULL, shared_written, args, grid,
+                                    block, dynamic_shared_bytes, error);
+}
+
+kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
+                                     KjThreadFn block_fn, KjBlocksFn blocks_fn, bool shared_written,
+                                     void **args, const uint32_t grid[3], const uint32_t block[3],
+                                     size_t dynamic_shared_bytes, char **error)
+{
     KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .block_fn = block_fn,
+                     .blocks_fn = blocks_fn,
                      .shared_written = shared_written,
                      .args = args, .dynamic_shared_bytes = dynamic_shared_bytes};
     int64_t blocks = 1;

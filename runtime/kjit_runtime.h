@@ -105,6 +105,12 @@ kjit_status kj_cpu_run_kernel_written(KjPool *pool, const KjIrFunction *kernel, 
                                       KjThreadFn block_fn, bool shared_written, void **args,
                                       const uint32_t grid[3], const uint32_t block[3],
                                       size_t dynamic_shared_bytes, char **error);
+/* The same, where blocks_fn (may be NULL), the __blocks of block_fn's code,
+ * runs each chunk of blocks in one call. */
+kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
+                                     KjThreadFn block_fn, KjBlocksFn blocks_fn, bool shared_written,
+                                     void **args, const uint32_t grid[3], const uint32_t block[3],
+                                     size_t dynamic_shared_bytes, char **error);
 
 /* The most threads a launch of a kernel with syncgrid() may have on the cpu
  * targets: they are all fibers at once (a stack each) on the calling thread. */

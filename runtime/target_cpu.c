@@ -53,6 +53,7 @@ typedef struct KjShapeCode {
     uint32_t dims[3];
     KjCpuCode *code;
     void *block;
+    void *blocks; /* its __blocks */
     bool shared_written; /* kj_split_writes_shared: no zeroing of shared memory */
 } KjShapeCode;
 
@@ -351,6 +352,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
     memcpy(shape->dims, dims, sizeof shape->dims);
     shape->code = code;
     shape->block = block;
+    shape->blocks = lookup(code, compiled->symbol, "__blocks");
     shape->shared_written = shared_written;
     return shape_publish(compiled->code, shape);
 }
@@ -388,9 +390,10 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
         kj_api_take_named_error(context, KJIT_ERROR_BACKEND, launch->name, error);
         return KJIT_ERROR_BACKEND;
     }
-    kjit_status status = kj_cpu_run_kernel_written(context->pool, compiled->root,
+    kjit_status status = kj_cpu_run_kernel_blocks(context->pool, compiled->root,
                                            (KjThreadFn)compiled->entry,
                                            (KjThreadFn)(shape ? shape->block : compiled->block),
+                                           (KjBlocksFn)(shape ? shape->blocks : NULL),
                                            shape && shape->shared_written, launch->params,
                                            launch->grid, launch->block,
                                            launch->dynamic_shared_bytes, &error);

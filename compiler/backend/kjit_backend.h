@@ -123,6 +123,10 @@ typedef void (*KjPrintFn)(const char *line, int64_t len);
 typedef void (*KjEntryFn)(void **args, void *result);
 typedef void (*KjThreadFn)(void **args, KjThreadCtx *ctx);
 typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);
+/* __blocks of code for one block shape: blocks [begin, end) of the grid on
+ * one shared memory, its first zero_bytes static bytes (and its dynamic
+ * ones) zeroed before each (target_cpu.c). */
+typedef void (*KjBlocksFn)(void **args, KjThreadCtx *ctx, int64_t begin, int64_t end, int64_t zero_bytes);
 
 
 /* ================================================================ codegen */

@@ -465,6 +465,104 @@ static void call_chunks(Gen *g, LLVMValueRef chunk, LLVMTypeRef chunk_type, LLVM
     LLVMPositionBuilderAtEnd(g->b, done);
 }
 
+/* The address of ctx's field `field`, element k of it (k < 0: the field
+ * itself). */
+static LLVMValueRef ctx_field(Gen *g, LLVMValueRef ctx, int field, int k)
+{
+    LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, field), const_i32(g, k)};
+    return LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, k < 0 ? 2 : 3, "");
+}
+
+/* memset(ctx's pointer field `field`, 0, bytes) when bytes is not 0. */
+static void zero_shared(Gen *g, LLVMValueRef ctx, LLVMValueRef bytes, int field)
+{
+    LLVMBasicBlockRef zero = new_block(g, "zero"), done = new_block(g, "zero.done");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, bytes, const_i64(g, 0), ""), zero, done);
+    LLVMPositionBuilderAtEnd(g->b, zero);
+    LLVMValueRef base = LLVMBuildLoad2(g->b, g->t_ptr, ctx_field(g, ctx, field, -1), "");
+    LLVMBuildMemSet(g->b, base, LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 0, 0), bytes, 16);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+}
+
+/*
+ * __blocks(args, ctx, begin, end) of code for one block shape: the blocks of
+ * linear index [begin, end) in turn (x fastest), each through the split impl
+ * inlined here, so that what its prologue loads and builds (the arguments,
+ * the context's fields, constants) is hoisted out of the loop over blocks.
+ * The runtime fills ctx as for __block; every block has the same shared
+ * memory, ctx->shared and ctx->dynamic_shared, which the loop zeroes before
+ * each block as runtime/cpu.c would: the first `zero_bytes` bytes of
+ * ctx->shared (0 where the code writes its static shared memory before
+ * reading it, kj_split_writes_shared) and ctx->dynamic_shared_bytes of
+ * ctx->dynamic_shared.  blockIdx is written to ctx->block_idx before each
+ * block, where the impl reads it.
+ */
+static void emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef *args)
+{
+    FnInfo *split = kj_codegen_fn_info(g, fn->split);
+    LLVMTypeRef ps[5] = {g->t_ptr, g->t_ptr, g->t_i64, g->t_i64, g->t_i64};
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "__blocks", LLVMFunctionType(g->t_void, ps, 5, 0));
+    LLVMValueRef ctx = LLVMGetParam(e, 1), begin = LLVMGetParam(e, 2), end = LLVMGetParam(e, 3);
+    LLVMValueRef zero_bytes = LLVMGetParam(e, 4);
+    /* the context is the runtime's, apart from the shared memory it points to */
+    kj_codegen_add_param_attr(g, e, 1, "noalias", 0);
+    int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+    args[n++] = ctx;
+    for (int k = 0; k < 3; k++)
+        args[n++] = const_i32(g, 0);
+    LLVMValueRef gx = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, ctx_field(g, ctx, 3, 0), "gx"), g->t_i64, "");
+    LLVMValueRef gy = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, ctx_field(g, ctx, 3, 1), "gy"), g->t_i64, "");
+    /* the first block's coordinates by division, the others by stepping */
+    LLVMValueRef bx0 = LLVMBuildURem(g->b, begin, gx, "");
+    LLVMValueRef row = LLVMBuildUDiv(g->b, begin, gx, "");
+    LLVMValueRef by0 = LLVMBuildURem(g->b, row, gy, "");
+    LLVMValueRef bz0 = LLVMBuildUDiv(g->b, row, gy, "");
+    LLVMValueRef at[3];
+    const char *names[3] = {"bx", "by", "bz"};
+    LLVMValueRef firsts[3] = {bx0, by0, bz0};
+    Count c = open_count(g, g->t_i64, begin, end, "block");
+    for (int k = 2; k >= 0; k--) {
+        /* allocas beside the counter's, in the entry block, set before the loop */
+        LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
+        LLVMPositionBuilderBefore(ab, LLVMGetFirstInstruction(LLVMGetEntryBasicBlock(g->llfn)));
+        at[k] = LLVMBuildAlloca(ab, g->t_i64, names[k]);
+        LLVMDisposeBuilder(ab);
+    }
+    /* the stores of the first coordinates go before the loop's branch: in the
+     * entry block, before its terminator */
+    {
+        LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->llfn);
+        LLVMBuilderRef sb = LLVMCreateBuilderInContext(g->ctx);
+        LLVMPositionBuilderBefore(sb, LLVMGetBasicBlockTerminator(entry));
+        for (int k = 0; k < 3; k++)
+            LLVMBuildStore(sb, firsts[k], at[k]);
+        LLVMDisposeBuilder(sb);
+    }
+    zero_shared(g, ctx, zero_bytes, 4);
+    LLVMValueRef dynamic_bytes = LLVMBuildLoad2(g->b, g->t_i64, ctx_field(g, ctx, 9, -1), "");
+    zero_shared(g, ctx, dynamic_bytes, 8);
+    LLVMValueRef bx = LLVMBuildLoad2(g->b, g->t_i64, at[0], "");
+    LLVMValueRef by = LLVMBuildLoad2(g->b, g->t_i64, at[1], "");
+    LLVMValueRef bz = LLVMBuildLoad2(g->b, g->t_i64, at[2], "");
+    LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, bx, g->t_i32, ""), ctx_field(g, ctx, 1, 0));
+    LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, by, g->t_i32, ""), ctx_field(g, ctx, 1, 1));
+    LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, bz, g->t_i32, ""), ctx_field(g, ctx, 1, 2));
+    LLVMValueRef call = LLVMBuildCall2(g->b, split->impl_type, split->impl, args, (unsigned)n, "");
+    unsigned inline_kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, inline_kind, 0));
+    /* step: x, then y when x wraps, then z when y wraps */
+    LLVMValueRef nx = LLVMBuildAdd(g->b, bx, const_i64(g, 1), "");
+    LLVMValueRef wrap_x = LLVMBuildICmp(g->b, LLVMIntEQ, nx, gx, "");
+    LLVMValueRef ny = LLVMBuildSelect(g->b, wrap_x, LLVMBuildAdd(g->b, by, const_i64(g, 1), ""), by, "");
+    LLVMValueRef wrap_y = LLVMBuildICmp(g->b, LLVMIntEQ, ny, gy, "");
+    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_x, const_i64(g, 0), nx, ""), at[0]);
+    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_y, const_i64(g, 0), ny, ""), at[1]);
+    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_y, LLVMBuildAdd(g->b, bz, const_i64(g, 1), ""), bz, ""), at[2]);
+    close_count(g, c, const_i64(g, 1));
+    LLVMBuildRetVoid(g->b);
+}
+
 /* __block on SIMD lanes: threadIdx.x in chunks of `lanes`, y and z in
  * loops around them (z outermost), as the scalar __block walks them. */
 static void emit_simd_block(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *args)
@@ -530,6 +628,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         /* code for one block shape: the split form's __block alone */
         if (g->options->block_dims[0] && kj_codegen_uses_split(g, fn)) {
             emit_split_block_entry(g, fn, args);
+            emit_split_blocks_entry(g, fn, args);
             return;
         }
         LLVMTypeRef ft = LLVMFunctionType(g->t_void, two_ptrs, 2, 0);

@@ -319,6 +319,82 @@ START_TEST(linear_tree_over_block_shapes)
 }
 END_TEST
 
+/* ------------------------------------------------------ grids of blocks */
+
+/* Every block of a grid of three dims in one array, indexed by its linear
+ * number from blockIdx and gridDim, with a tree over the block.  Specialised
+ * code runs a chunk of blocks in one call (__blocks), stepping blockIdx from
+ * the chunk's first block, which on the pool can start mid-row of the grid. */
+static const char grid_source[] =
+    "@kernel\n"
+    "fn grid_tree(a: f64[], out: f64[], where: i32[]) {\n"
+    "    let sh = shared(f64, 1024);\n"
+    "    let count = blockDim.x * blockDim.y * blockDim.z;\n"
+    "    let lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);\n"
+    "    let blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);\n"
+    "    sh[lin] = a[blk * count + lin] * f64(blockIdx.y + 1) - f64(blockIdx.z);\n"
+    "    syncthreads();\n"
+    "    let n = count;\n"
+    "    while n > 1 {\n"
+    "        let h = (n + 1) / 2;\n"
+    "        if lin < n / 2 { sh[lin] += sh[lin + h]; }\n"
+    "        syncthreads();\n"
+    "        n = h;\n"
+    "    }\n"
+    "    if lin == 0 {\n"
+    "        out[blk] = sh[0];\n"
+    "        where[blk] = blockIdx.x + 100 * blockIdx.y + 10000 * blockIdx.z;\n"
+    "    }\n"
+    "}\n";
+
+START_TEST(grids_of_several_dims)
+{
+    rng_seed(&rng, "split_specialise");
+    /* 7x5x3 blocks of 64 threads is enough threads for the pool (3 threads,
+     * chunks of 9 blocks: most start mid-row); the others stay on one thread */
+    const uint32_t grids[][3] = {{7, 5, 3}, {1, 4, 5}, {3, 1, 2}, {11, 1, 1}};
+    const uint32_t blocks_of[][3] = {{8, 4, 2}, {16, 1, 1}, {5, 3, 1}, {100, 1, 1}};
+    for (size_t k = 0; k < sizeof grids / sizeof grids[0]; k++) {
+        const uint32_t *gd = grids[k], *b = blocks_of[k];
+        int count = (int)(b[0] * b[1] * b[2]);
+        int64_t blocks = (int64_t)gd[0] * gd[1] * gd[2], len = blocks * count;
+        double *a = malloc(sizeof *a * (size_t)len);
+        double *out = calloc((size_t)len, sizeof *out);
+        int32_t *where = calloc((size_t)len, sizeof *where);
+        for (int64_t i = 0; i < len; i++)
+            a[i] = rng_uniform(&rng, -1.0, 1.0);
+        for (int64_t i = 0; i < len; i++)
+            where[i] = -1;
+        kjit_array arrays[3] = {kjit_array_make(a, KJIT_F64, 1, &len), kjit_array_make(out, KJIT_F64, 1, &len),
+                                kjit_array_make(where, KJIT_I32, 1, &len)};
+        run_five_ways(grid_source, "grid_tree", gd, b, arrays, NULL, 3);
+        for (int64_t blk = 0; blk < blocks; blk++) {
+            int x = (int)(blk % gd[0]), y = (int)(blk / gd[0] % gd[1]), z = (int)(blk / ((int64_t)gd[0] * gd[1]));
+            double sh[1024];
+            for (int lin = 0; lin < count; lin++)
+                sh[lin] = a[blk * count + lin] * (double)(y + 1) - (double)z;
+            for (int n = count; n > 1;) {
+                int h = (n + 1) / 2;
+                for (int t = 0; t < n / 2; t++)
+                    sh[t] += sh[t + h];
+                n = h;
+            }
+            ck_assert_msg(memcmp(&out[blk], &sh[0], sizeof sh[0]) == 0,
+                          "grid %ux%ux%u, block %lld: %.17g, the reference %.17g", gd[0], gd[1], gd[2],
+                          (long long)blk, out[blk], sh[0]);
+            ck_assert_msg(where[blk] == x + 100 * y + 10000 * z, "grid %ux%ux%u, block %lld ran as %d",
+                          gd[0], gd[1], gd[2], (long long)blk, where[blk]);
+        }
+        for (int64_t i = blocks; i < len; i++)
+            ck_assert_msg(out[i] == 0.0 && where[i] == -1, "grid %ux%ux%u: element %lld written", gd[0], gd[1],
+                          gd[2], (long long)i);
+        free(a);
+        free(out);
+        free(where);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------ integer folding */
 
 /* Integer values of blockDim folded in several types (wrapping, division by
@@ -636,6 +712,7 @@ Suite *suite_split_specialise(void)
     tcase_add_test(c, tree_over_block_sizes);
     tcase_add_test(c, tree_with_a_bound_from_an_argument);
     tcase_add_test(c, linear_tree_over_block_shapes);
+    tcase_add_test(c, grids_of_several_dims);
     tcase_add_test(c, integer_values_of_blockdim_fold);
     tcase_add_test(c, guards_on_indices_that_wrap);
     tcase_add_test(c, shared_memory_not_written_first_is_zero);
