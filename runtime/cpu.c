@@ -15,7 +15,9 @@
  * collective's result.  That holds for barriers anywhere, inside loops and
  * branches too.  A kernel whose syncthreads() calls sit outside varying
  * control flow has a split form instead (barrier_split.c), whose __block
- * entry runs the block's threads in loops between the barriers: no fibers.
+ * entry runs the block's threads in loops between the barriers: no fibers;
+ * code compiled for the launch's block shape also has __blocks, which runs a
+ * chunk of blocks in one call.
  * A kernel with syncgrid() runs every thread of its grid as fibers of one
  * group on the calling thread, so that all blocks are resident at once.
  */

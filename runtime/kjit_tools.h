@@ -98,8 +98,9 @@ typedef struct kjit_stage_options {
     bool cpu_simd;         /* cpu: threads and elements on SIMD lanes, kernels' split
                               forms; init: unless KJIT_CPU_SIMD=0 */
     unsigned block[3];     /* cpu: code for blocks of these dims (blockDim a constant;
-                              a kernel with a split form gets only the __block its
-                              launches with that shape run); block[0] 0: any dims */
+                              a kernel with a split form gets only the __block and
+                              __blocks its launches with that shape run); block[0]
+                              0: any dims */
 } kjit_stage_options;
 
 void kjit_stage_options_init(kjit_stage_options *options); /* cpu, -O3, no verify */
