@@ -42,21 +42,31 @@ static uintptr_t parse_hex(const char **p)
     }
 }
 
-/* The lines of /proc/self/maps around each address (the mapping that holds
- * it, or the two it falls between): whether a fault is just past a buffer or
- * a stack, and whether the code is in a library or JIT-compiled. */
-static void put_mappings(const uintptr_t *addresses, int count)
+/* /proc/self/maps as text (the first MiB), read without allocating: the
+ * handler may run where malloc is broken.  NULL when it cannot be read. */
+static const char *read_maps(void)
 {
     static char maps[1 << 20];
     int fd = open("/proc/self/maps", O_RDONLY);
     if (fd < 0)
-        return;
+        return NULL;
     size_t len = 0;
     ssize_t got;
     while (len < sizeof maps - 1 && (got = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
         len += (size_t)got;
     close(fd);
     maps[len] = 0;
+    return maps;
+}
+
+/* The lines of /proc/self/maps around each address (the mapping that holds
+ * it, or the two it falls between): whether a fault is just past a buffer or
+ * a stack, and whether the code is in a library or JIT-compiled. */
+static void put_mappings(const uintptr_t *addresses, int count)
+{
+    const char *maps = read_maps();
+    if (!maps)
+        return;
     for (int a = 0; a < count; a++) {
         put("  near ");
         put_hex(addresses[a]);
@@ -91,16 +101,9 @@ static void put_mappings(const uintptr_t *addresses, int count)
  * right address modulo 4 GiB. */
 static void put_aliases(uintptr_t fault)
 {
-    static char maps[1 << 20];
-    int fd = open("/proc/self/maps", O_RDONLY);
-    if (fd < 0)
+    const char *maps = read_maps();
+    if (!maps)
         return;
-    size_t len = 0;
-    ssize_t got;
-    while (len < sizeof maps - 1 && (got = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
-        len += (size_t)got;
-    close(fd);
-    maps[len] = 0;
     const uintptr_t span = (uintptr_t)1 << 32;
     int shown = 0;
     for (const char *line = maps; *line && shown < 8;) {
