@@ -4,6 +4,7 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <ucontext.h>
 #include <stdlib.h>
@@ -57,6 +58,24 @@ static const char *read_maps(void)
     close(fd);
     maps[len] = 0;
     return maps;
+}
+
+/* Whether [address, address + bytes) lies in one readable mapping (a fault
+ * on a stack's guard page leaves the stack pointer in an unreadable one). */
+static bool readable(uintptr_t address, size_t bytes)
+{
+    const char *maps = read_maps();
+    for (const char *line = maps; line && *line;) {
+        const char *p = line;
+        uintptr_t low = parse_hex(&p);
+        p++;
+        uintptr_t high = parse_hex(&p);
+        if (low <= address && address < high)
+            return address + bytes <= high && p[1] == 'r';
+        const char *end = strchr(line, '\n');
+        line = end ? end + 1 : "";
+    }
+    return false;
 }
 
 /* The lines of /proc/self/maps around each address (the mapping that holds
@@ -129,8 +148,8 @@ static void put_aliases(uintptr_t fault)
  * which function, target and call, where the stack cannot tell (JIT code). */
 char unit_test_doing[512];
 
-/* The general registers, the code from the start of the faulting page up to
- * 16 bytes past the instruction (the page is executable, so readable), and
+/* The general registers, the code from the start of the faulting page (at
+ * most 256 bytes before the instruction) up to 16 bytes past it, and
  * the top of the stack: enough to decode the instruction and its operands
  * with `objdump -D -b binary -m i386:x86-64` where the code is JIT-compiled. */
 static void put_machine_state(const ucontext_t *uc)
@@ -153,8 +172,12 @@ static void put_machine_state(const ucontext_t *uc)
     }
     uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     uintptr_t page = rip & ~(uintptr_t)4095, stop = rip + 16;
-    if (stop > page + 4096)
-        stop = page + 4096;
+    if (rip - page > 256) /* the 256 bytes before it: its function's entry, often */
+        page = rip - 256;
+    if (stop > (rip & ~(uintptr_t)4095) + 4096)
+        stop = (rip & ~(uintptr_t)4095) + 4096;
+    if (!readable(page, (size_t)(stop - page)))
+        stop = page;
     put("  code from ");
     put_hex(page);
     put(":");
@@ -167,7 +190,8 @@ static void put_machine_state(const ucontext_t *uc)
     }
     put("\n  stack:");
     const uintptr_t *sp = (const uintptr_t *)uc->uc_mcontext.gregs[REG_RSP];
-    for (int i = 0; i < 16; i++) {
+    int words = readable((uintptr_t)sp, 16 * sizeof *sp) ? 16 : 0;
+    for (int i = 0; i < words; i++) {
         put(i % 4 == 0 ? "\n   " : " ");
         put_hex(sp[i]);
     }
