@@ -108,6 +108,18 @@ KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc)
     return stmt;
 }
 
+bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_VAR && e->var == var)
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (kj_ir_expr_reads(e->args[i], var))
+            return true;
+    return false;
+}
+
 /* ================================================================= printer */
 
 /* Variables print by name; a name that several locals of one function share

@@ -761,6 +761,9 @@ KjIrVar *kj_ir_new_var(KjArena *arena, KjIrFunction *fn, const char *name, const
 KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, int arg_count);
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc);
 
+/* Whether expression e (NULL: no) names var anywhere in it. */
+bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);
+
 /* --dump=ir */
 void kj_ir_print_module(FILE *out, const KjIrModule *module);
 void kj_ir_print_function(FILE *out, const KjIrFunction *fn);

@@ -762,18 +762,6 @@ static bool stmt_calls(const KjIrStmt *s)
     return stmt_calls(s->then_stmt) || stmt_calls(s->else_stmt) || stmt_calls(s->body);
 }
 
-static bool reads_var(const KjIrExpr *e, const KjIrVar *var)
-{
-    if (!e)
-        return false;
-    if (e->op == KJ_IR_VAR && e->var == var)
-        return true;
-    for (int i = 0; i < e->arg_count; i++)
-        if (reads_var(e->args[i], var))
-            return true;
-    return false;
-}
-
 /* Whether s reads var: names it anywhere but as the array a store writes. */
 static bool stmt_reads(const KjIrStmt *s, const KjIrVar *var)
 {
@@ -782,10 +770,10 @@ static bool stmt_reads(const KjIrStmt *s, const KjIrVar *var)
     const KjIrExpr *array = s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR ? NULL : s->array;
     const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step, array};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (reads_var(es[i], var))
+        if (kj_ir_expr_reads(es[i], var))
             return true;
     for (int i = 0; i < s->index_count; i++)
-        if (reads_var(s->indices[i], var))
+        if (kj_ir_expr_reads(s->indices[i], var))
             return true;
     for (int i = 0; i < s->stmts.count; i++)
         if (stmt_reads(s->stmts.items[i], var))

@@ -232,18 +232,6 @@ bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e)
 
 /* ============================================================ statements */
 
-static bool expr_reads(const KjIrExpr *e, const KjIrVar *var)
-{
-    if (!e)
-        return false;
-    if (e->op == KJ_IR_VAR && e->var == var)
-        return true;
-    for (int i = 0; i < e->arg_count; i++)
-        if (expr_reads(e->args[i], var))
-            return true;
-    return false;
-}
-
 /* Whether s reads var outside the body of `loop` (its bounds count as
  * outside: they are read before the variable is set). */
 static bool reads_outside(const KjIrStmt *s, const KjIrVar *var, const KjIrStmt *loop)
@@ -252,10 +240,10 @@ static bool reads_outside(const KjIrStmt *s, const KjIrVar *var, const KjIrStmt 
         return false;
     const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (expr_reads(es[i], var))
+        if (kj_ir_expr_reads(es[i], var))
             return true;
     for (int i = 0; i < s->index_count; i++)
-        if (expr_reads(s->indices[i], var))
+        if (kj_ir_expr_reads(s->indices[i], var))
             return true;
     for (int i = 0; i < s->stmts.count; i++)
         if (reads_outside(s->stmts.items[i], var, loop))

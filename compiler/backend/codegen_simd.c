@@ -307,19 +307,6 @@ static void refresh_mask(Simd *s, LLVMValueRef before)
     LLVMPositionBuilderAtEnd(s->b, go_on);
 }
 
-/* var = value (a vector for a varying var, blended in under divergence). */
-static bool reads_var(const KjIrExpr *e, const KjIrVar *var)
-{
-    if (!e)
-        return false;
-    if (e->op == KJ_IR_VAR && e->var == var)
-        return true;
-    for (int i = 0; i < e->arg_count; i++)
-        if (reads_var(e->args[i], var))
-            return true;
-    return false;
-}
-
 /* Whether st reads var outside `inside` (a loop: its body, and its
  * condition where exit_recorded). */
 static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt *inside, bool exit_recorded)
@@ -328,14 +315,14 @@ static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt
         return false;
     if (st == inside) /* a loop's condition reads on for the lanes that left, unless they are
                        * recorded as gone (gen_loop) */
-        return reads_var(st->start, var) || reads_var(st->stop, var) || reads_var(st->step, var) ||
-               (!exit_recorded && reads_var(st->cond, var));
+        return kj_ir_expr_reads(st->start, var) || kj_ir_expr_reads(st->stop, var) || kj_ir_expr_reads(st->step, var) ||
+               (!exit_recorded && kj_ir_expr_reads(st->cond, var));
     const KjIrExpr *es[] = {st->value, st->array, st->cond, st->start, st->stop, st->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (reads_var(es[i], var))
+        if (kj_ir_expr_reads(es[i], var))
             return true;
     for (int i = 0; i < st->index_count; i++)
-        if (reads_var(st->indices[i], var))
+        if (kj_ir_expr_reads(st->indices[i], var))
             return true;
     for (int i = 0; i < st->stmts.count; i++)
         if (reads_outside(st->stmts.items[i], var, inside, exit_recorded))
@@ -608,6 +595,28 @@ static void gen_if_in_line(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValue
     s->plain = plain;
 }
 
+/* One side of a varying if, under its lanes, ending in a branch to `out`
+ * (where the builder is left).  An if that runs once per call is a plain
+ * region of its own, side by side; one inside a plain region makes it
+ * partial. */
+static void gen_side(Simd *s, KjIrStmt *side, LLVMValueRef mask, LLVMBasicBlockRef out)
+{
+    const KjIrStmt *plain_region = s->plain_loop;
+    bool plain = s->plain;
+    bool region = s->loop_depth == 0 && !s->plain_loop;
+    s->plain_loop = region ? side : plain_region;
+    s->plain = region;
+    s->mask = mask;
+    push_skip(s, out);
+    gen_stmt(s, side);
+    s->skip_depth--;
+    s->plain_loop = plain_region;
+    s->plain = plain;
+    if (block_open(s))
+        LLVMBuildBr(s->b, out);
+    LLVMPositionBuilderAtEnd(s->b, out);
+}
+
 /*
  * A varying if without an else side whose then side may retire lanes (`if
  * c { return i; }` in a loop).  The lanes after it are before's on the way
@@ -627,20 +636,7 @@ static void gen_if_leaving(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValue
                       done = new_block(g, "vif.done");
     LLVMBuildCondBr(s->b, any_lane(s, then_mask), then_bb, done);
     LLVMPositionBuilderAtEnd(s->b, then_bb);
-    const KjIrStmt *plain_region = s->plain_loop;
-    bool plain = s->plain;
-    bool region = s->loop_depth == 0 && !s->plain_loop;
-    s->plain_loop = region ? st->then_stmt : plain_region;
-    s->plain = region;
-    s->mask = then_mask;
-    push_skip(s, then_out);
-    gen_stmt(s, st->then_stmt);
-    s->skip_depth--;
-    s->plain_loop = plain_region;
-    s->plain = plain;
-    if (block_open(s))
-        LLVMBuildBr(s->b, then_out);
-    LLVMPositionBuilderAtEnd(s->b, then_out);
+    gen_side(s, st->then_stmt, then_mask, then_out);
     LLVMValueRef left = lanes_left(s, before);
     store_lanes(s, after, left);
     LLVMBuildCondBr(s->b, any_lane(s, left), done, skip_target(s));
@@ -694,36 +690,16 @@ static void gen_if(Simd *s, KjIrStmt *st)
                       done = new_block(g, "vif.done");
     LLVMBuildCondBr(s->b, any_lane(s, then_mask), then_bb, else_check);
     LLVMPositionBuilderAtEnd(s->b, then_bb);
-    /* an if that runs once per call is a plain region of its own, side by
-     * side; one inside a plain region makes it partial */
-    const KjIrStmt *plain_region = s->plain_loop;
-    bool plain = s->plain;
-    bool region = s->loop_depth == 0 && !s->plain_loop;
-    s->plain_loop = region ? st->then_stmt : plain_region;
-    s->plain = region;
-    s->mask = then_mask;
-    push_skip(s, else_check);
-    gen_stmt(s, st->then_stmt);
-    s->skip_depth--;
-    if (block_open(s))
-        LLVMBuildBr(s->b, else_check);
-    LLVMPositionBuilderAtEnd(s->b, else_check);
+    gen_side(s, st->then_stmt, then_mask, else_check);
     if (st->else_stmt) {
         LLVMBasicBlockRef else_bb = new_block(g, "vif.else");
         LLVMBuildCondBr(s->b, any_lane(s, else_mask), else_bb, done);
         LLVMPositionBuilderAtEnd(s->b, else_bb);
-        s->mask = else_mask;
-        s->plain_loop = region ? st->else_stmt : plain_region;
-        s->plain = region;
-        push_skip(s, done);
-        gen_stmt(s, st->else_stmt);
-        s->skip_depth--;
-    }
-    if (block_open(s))
+        gen_side(s, st->else_stmt, else_mask, done);
+    } else {
         LLVMBuildBr(s->b, done);
-    LLVMPositionBuilderAtEnd(s->b, done);
-    s->plain_loop = plain_region;
-    s->plain = plain;
+        LLVMPositionBuilderAtEnd(s->b, done);
+    }
     s->mask = before;
     if (leaves)
         refresh_mask(s, before);
@@ -754,7 +730,7 @@ static bool exit_frees_blends(Simd *s, const KjIrStmt *st)
     KjIrVar *vars[16];
     int count = assigned_vars(st->body, vars, 0);
     for (int i = 0; i < count; i++)
-        if (kj_uniform_var_varying(s->u, vars[i]) && reads_var(st->cond, vars[i]) &&
+        if (kj_uniform_var_varying(s->u, vars[i]) && kj_ir_expr_reads(st->cond, vars[i]) &&
             !reads_outside(s->fn->body, vars[i], st, true))
             return true;
     return false;

@@ -4,6 +4,7 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <ucontext.h>
 #include <stdlib.h>
@@ -42,21 +43,49 @@ static uintptr_t parse_hex(const char **p)
     }
 }
 
-/* The lines of /proc/self/maps around each address (the mapping that holds
- * it, or the two it falls between): whether a fault is just past a buffer or
- * a stack, and whether the code is in a library or JIT-compiled. */
-static void put_mappings(const uintptr_t *addresses, int count)
+/* /proc/self/maps as text (the first MiB), read without allocating: the
+ * handler may run where malloc is broken.  NULL when it cannot be read. */
+static const char *read_maps(void)
 {
     static char maps[1 << 20];
     int fd = open("/proc/self/maps", O_RDONLY);
     if (fd < 0)
-        return;
+        return NULL;
     size_t len = 0;
     ssize_t got;
     while (len < sizeof maps - 1 && (got = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
         len += (size_t)got;
     close(fd);
     maps[len] = 0;
+    return maps;
+}
+
+/* Whether [address, address + bytes) lies in one readable mapping (a fault
+ * on a stack's guard page leaves the stack pointer in an unreadable one). */
+static bool readable(uintptr_t address, size_t bytes)
+{
+    const char *maps = read_maps();
+    for (const char *line = maps; line && *line;) {
+        const char *p = line;
+        uintptr_t low = parse_hex(&p);
+        p++;
+        uintptr_t high = parse_hex(&p);
+        if (low <= address && address < high)
+            return address + bytes <= high && p[1] == 'r';
+        const char *end = strchr(line, '\n');
+        line = end ? end + 1 : "";
+    }
+    return false;
+}
+
+/* The lines of /proc/self/maps around each address (the mapping that holds
+ * it, or the two it falls between): whether a fault is just past a buffer or
+ * a stack, and whether the code is in a library or JIT-compiled. */
+static void put_mappings(const uintptr_t *addresses, int count)
+{
+    const char *maps = read_maps();
+    if (!maps)
+        return;
     for (int a = 0; a < count; a++) {
         put("  near ");
         put_hex(addresses[a]);
@@ -91,16 +120,9 @@ static void put_mappings(const uintptr_t *addresses, int count)
  * right address modulo 4 GiB. */
 static void put_aliases(uintptr_t fault)
 {
-    static char maps[1 << 20];
-    int fd = open("/proc/self/maps", O_RDONLY);
-    if (fd < 0)
+    const char *maps = read_maps();
+    if (!maps)
         return;
-    size_t len = 0;
-    ssize_t got;
-    while (len < sizeof maps - 1 && (got = read(fd, maps + len, sizeof maps - 1 - len)) > 0)
-        len += (size_t)got;
-    close(fd);
-    maps[len] = 0;
     const uintptr_t span = (uintptr_t)1 << 32;
     int shown = 0;
     for (const char *line = maps; *line && shown < 8;) {
@@ -126,8 +148,8 @@ static void put_aliases(uintptr_t fault)
  * which function, target and call, where the stack cannot tell (JIT code). */
 char unit_test_doing[512];
 
-/* The general registers, the code from the start of the faulting page up to
- * 16 bytes past the instruction (the page is executable, so readable), and
+/* The general registers, the code from the start of the faulting page (at
+ * most 256 bytes before the instruction) up to 16 bytes past it, and
  * the top of the stack: enough to decode the instruction and its operands
  * with `objdump -D -b binary -m i386:x86-64` where the code is JIT-compiled. */
 static void put_machine_state(const ucontext_t *uc)
@@ -150,8 +172,12 @@ static void put_machine_state(const ucontext_t *uc)
     }
     uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     uintptr_t page = rip & ~(uintptr_t)4095, stop = rip + 16;
-    if (stop > page + 4096)
-        stop = page + 4096;
+    if (rip - page > 256) /* the 256 bytes before it: its function's entry, often */
+        page = rip - 256;
+    if (stop > (rip & ~(uintptr_t)4095) + 4096)
+        stop = (rip & ~(uintptr_t)4095) + 4096;
+    if (!readable(page, (size_t)(stop - page)))
+        stop = page;
     put("  code from ");
     put_hex(page);
     put(":");
@@ -164,7 +190,8 @@ static void put_machine_state(const ucontext_t *uc)
     }
     put("\n  stack:");
     const uintptr_t *sp = (const uintptr_t *)uc->uc_mcontext.gregs[REG_RSP];
-    for (int i = 0; i < 16; i++) {
+    int words = readable((uintptr_t)sp, 16 * sizeof *sp) ? 16 : 0;
+    for (int i = 0; i < words; i++) {
         put(i % 4 == 0 ? "\n   " : " ");
         put_hex(sp[i]);
     }
