@@ -486,7 +486,7 @@ static void zero_shared(Gen *g, LLVMValueRef ctx, LLVMValueRef bytes, int field)
 }
 
 /*
- * __blocks(args, ctx, begin, end) of code for one block shape: the blocks of
+ * __blocks(args, ctx, begin, end, zero_bytes) of code for one block shape: the blocks of
  * linear index [begin, end) in turn (x fastest), each through the split impl
  * inlined here, so that what its prologue loads and builds (the arguments,
  * the context's fields, constants) is hoisted out of the loop over blocks.
@@ -518,27 +518,16 @@ static void emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef
     LLVMValueRef row = LLVMBuildUDiv(g->b, begin, gx, "");
     LLVMValueRef by0 = LLVMBuildURem(g->b, row, gy, "");
     LLVMValueRef bz0 = LLVMBuildUDiv(g->b, row, gy, "");
+    /* blockIdx in allocas of the entry block (mem2reg makes them SSA), set
+     * there before the loop */
     LLVMValueRef at[3];
     const char *names[3] = {"bx", "by", "bz"};
     LLVMValueRef firsts[3] = {bx0, by0, bz0};
+    for (int k = 0; k < 3; k++) {
+        at[k] = LLVMBuildAlloca(g->b, g->t_i64, names[k]);
+        LLVMBuildStore(g->b, firsts[k], at[k]);
+    }
     Count c = open_count(g, g->t_i64, begin, end, "block");
-    for (int k = 2; k >= 0; k--) {
-        /* allocas beside the counter's, in the entry block, set before the loop */
-        LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
-        LLVMPositionBuilderBefore(ab, LLVMGetFirstInstruction(LLVMGetEntryBasicBlock(g->llfn)));
-        at[k] = LLVMBuildAlloca(ab, g->t_i64, names[k]);
-        LLVMDisposeBuilder(ab);
-    }
-    /* the stores of the first coordinates go before the loop's branch: in the
-     * entry block, before its terminator */
-    {
-        LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->llfn);
-        LLVMBuilderRef sb = LLVMCreateBuilderInContext(g->ctx);
-        LLVMPositionBuilderBefore(sb, LLVMGetBasicBlockTerminator(entry));
-        for (int k = 0; k < 3; k++)
-            LLVMBuildStore(sb, firsts[k], at[k]);
-        LLVMDisposeBuilder(sb);
-    }
     zero_shared(g, ctx, zero_bytes, 4);
     LLVMValueRef dynamic_bytes = LLVMBuildLoad2(g->b, g->t_i64, ctx_field(g, ctx, 9, -1), "");
     zero_shared(g, ctx, dynamic_bytes, 8);
@@ -625,7 +614,7 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         return;
     }
     case KJ_IR_FN_KERNEL: {
-        /* code for one block shape: the split form's __block alone */
+        /* code for one block shape: the split form's __block and __blocks alone */
         if (g->options->block_dims[0] && kj_codegen_uses_split(g, fn)) {
             emit_split_block_entry(g, fn, args);
             emit_split_blocks_entry(g, fn, args);
