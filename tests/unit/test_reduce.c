@@ -11,6 +11,7 @@
  * levels included; and the errors.
  */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -627,10 +628,15 @@ START_TEST(fused_map_broadcasts)
                   kjit_last_error(f.context));
     ck_assert_int_eq(r.shape[0], 4);
     for (int row = 0; row < 4; row++) {
-        double want = 0;
-        for (int64_t i = 0; i < n; i++)
+        /* both sums round each of n terms' partial sums at most once: within
+         * n epsilon of the sum of the terms' magnitudes, each way */
+        double want = 0, scale = 0;
+        for (int64_t i = 0; i < n; i++) {
             want += a[row * n + i] * v[i];
-        ck_assert_msg(fabs(((double *)r.data)[row] - want) < 1e-11, "row %d", row);
+            scale += fabs(a[row * n + i] * v[i]);
+        }
+        ck_assert_msg(fabs(((double *)r.data)[row] - want) <= 2.0 * (double)n * DBL_EPSILON * scale,
+                      "row %d", row);
     }
     kjit_array_free(&r);
     /* column 2 of the (4, n) array as a strided view, times the scalar 3 */
@@ -649,7 +655,7 @@ START_TEST(fused_map_broadcasts)
     want = 0;
     for (int64_t i = 0; i < n; i++)
         want += v[i] * v[i];
-    ck_assert(fabs(*(double *)r.data - want) < 1e-11);
+    ck_assert(fabs(*(double *)r.data - want) <= 2.0 * (double)n * DBL_EPSILON * want);
     kjit_array_free(&r);
     free(a);
     free(v);
