@@ -120,6 +120,20 @@ bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var)
     return false;
 }
 
+bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_target)
+{
+    const KjIrExpr *array =
+        !store_target && s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR ? NULL : s->array;
+    const KjIrExpr *es[] = {s->value, array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (kj_ir_expr_reads(es[i], var))
+            return true;
+    for (int i = 0; i < s->index_count; i++)
+        if (kj_ir_expr_reads(s->indices[i], var))
+            return true;
+    return false;
+}
+
 /* ================================================================= printer */
 
 /* Variables print by name; a name that several locals of one function share

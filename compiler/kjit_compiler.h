@@ -763,6 +763,10 @@ KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc);
 
 /* Whether expression e (NULL: no) names var anywhere in it. */
 bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);
+/* Whether statement s's own expressions (not the statements under it) name
+ * var; with store_target false, the array variable a store writes through
+ * does not count. */
+bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_target);
 
 /* --dump=ir */
 void kj_ir_print_module(FILE *out, const KjIrModule *module);

@@ -767,14 +767,8 @@ static bool stmt_reads(const KjIrStmt *s, const KjIrVar *var)
 {
     if (!s)
         return false;
-    const KjIrExpr *array = s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR ? NULL : s->array;
-    const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step, array};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (kj_ir_expr_reads(es[i], var))
-            return true;
-    for (int i = 0; i < s->index_count; i++)
-        if (kj_ir_expr_reads(s->indices[i], var))
-            return true;
+    if (kj_ir_stmt_exprs_read(s, var, false))
+        return true;
     for (int i = 0; i < s->stmts.count; i++)
         if (stmt_reads(s->stmts.items[i], var))
             return true;

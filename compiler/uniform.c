@@ -238,13 +238,8 @@ static bool reads_outside(const KjIrStmt *s, const KjIrVar *var, const KjIrStmt 
 {
     if (!s)
         return false;
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (kj_ir_expr_reads(es[i], var))
-            return true;
-    for (int i = 0; i < s->index_count; i++)
-        if (kj_ir_expr_reads(s->indices[i], var))
-            return true;
+    if (kj_ir_stmt_exprs_read(s, var, true))
+        return true;
     for (int i = 0; i < s->stmts.count; i++)
         if (reads_outside(s->stmts.items[i], var, loop))
             return true;

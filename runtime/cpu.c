@@ -726,17 +726,8 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
                               const uint32_t block[3], size_t dynamic_shared_bytes, char **error)
 {
-    return kj_cpu_run_kernel_written(pool, kernel, thread_fn, block_fn, false, args, grid, block,
-                                     dynamic_shared_bytes, error);
-}
-
-kjit_status kj_cpu_run_kernel_written(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
-                                      KjThreadFn block_fn, bool shared_written, void **args,
-                                      const uint32_t grid[3], const uint32_t block[3],
-                                      size_t dynamic_shared_bytes, char **error)
-{
-    return kj_cpu_run_kernel_blocks(pool, kernel, thread_fn, block_fn, NULL, shared_written, args, grid,
-                                    block, dynamic_shared_bytes, error);
+    return kj_cpu_run_kernel_blocks(pool, kernel, thread_fn, block_fn, NULL, false, args, grid, block,
+                                    dynamic_shared_bytes, error);
 }
 
 kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,

@@ -99,14 +99,10 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
                               KjThreadFn block_fn, void **args, const uint32_t grid[3],
                               const uint32_t block[3], size_t dynamic_shared_bytes, char **error);
 /* The same, where shared_written says that block_fn writes the block's
- * static shared memory before it reads it (kj_split_writes_shared): when
- * block_fn runs the blocks, that memory is not zeroed first. */
-kjit_status kj_cpu_run_kernel_written(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
-                                      KjThreadFn block_fn, bool shared_written, void **args,
-                                      const uint32_t grid[3], const uint32_t block[3],
-                                      size_t dynamic_shared_bytes, char **error);
-/* The same, where blocks_fn (may be NULL), the __blocks of block_fn's code,
- * runs each chunk of blocks in one call. */
+ * static shared memory before it reads it (kj_split_writes_shared: when
+ * block_fn runs the blocks, that memory is not zeroed first), and blocks_fn
+ * (may be NULL), the __blocks of block_fn's code, runs each chunk of blocks
+ * in one call. */
 kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                                      KjThreadFn block_fn, KjBlocksFn blocks_fn, bool shared_written,
                                      void **args, const uint32_t grid[3], const uint32_t block[3],

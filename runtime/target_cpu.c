@@ -150,13 +150,31 @@ static void use_shared(KjCompiled *compiled, KjSharedCpu *shared)
     compiled->block = shared->block;
 }
 
+/* The key of a compiled function's host code: the module's and the
+ * function's, and this host. */
+static void cpu_code_key(kjit_module *module, const KjCompiled *compiled, KjCacheKey *key)
+{
+    kj_api_code_key(module, compiled, key);
+    kj_cache_key_add(key, "target", "cpu %s", kj_host_cpu_description());
+}
+
+/* How the context's options say to generate a compiled function's host code. */
+static KjCodegenOptions cpu_codegen_options(const kjit_context *context, const KjCompiled *compiled)
+{
+    return (KjCodegenOptions){.target = KJ_CODEGEN_CPU,
+                              .opt_level = context->options.opt_level,
+                              .contiguous_params = compiled->contiguous,
+                              .line_info = context->options.line_info != 0,
+                              .cpu_simd = context->options.cpu_simd != 0,
+                              .checks = context->options.check != 0 && !compiled->root->unchecked};
+}
+
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
     kjit_context *context = module->context;
     KjIrFunction *root = compiled->root;
     KjCacheKey key = {0};
-    kj_api_code_key(module, compiled, &key);
-    kj_cache_key_add(&key, "target", "cpu %s", kj_host_cpu_description());
+    cpu_code_key(module, compiled, &key);
     kj_cache_key_finish(&key);
     KjSharedCpu *shared = shared_cpu_find(&key);
     if (shared) {
@@ -187,12 +205,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     }
     if (!code) {
         kj_cache_count_compile();
-        KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
-                                    .opt_level = context->options.opt_level,
-                                    .contiguous_params = compiled->contiguous,
-                                    .line_info = context->options.line_info != 0,
-                                    .cpu_simd = context->options.cpu_simd != 0,
-                                    .checks = context->options.check != 0 && !root->unchecked};
+        KjCodegenOptions options = cpu_codegen_options(context, compiled);
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
@@ -247,13 +260,19 @@ static kjit_status cpu_run_vectorized(kjit_context *context, KjVectorizedRun *ru
 
 /* ------------------------------------------- code for one block shape */
 
+/* The code for dims among shared's shapes, or NULL; under shared_lock. */
+static KjShapeCode *shape_search(KjSharedCpu *shared, const uint32_t dims[3])
+{
+    KjShapeCode *s = shared->shapes;
+    while (s && memcmp(s->dims, dims, sizeof s->dims) != 0)
+        s = s->next;
+    return s;
+}
+
 static const KjShapeCode *shape_find(KjSharedCpu *shared, const uint32_t dims[3])
 {
-    const KjShapeCode *found = NULL;
     pthread_mutex_lock(&shared_lock);
-    for (KjShapeCode *s = shared->shapes; s && !found; s = s->next)
-        if (memcmp(s->dims, dims, sizeof s->dims) == 0)
-            found = s;
+    const KjShapeCode *found = shape_search(shared, dims);
     pthread_mutex_unlock(&shared_lock);
     return found;
 }
@@ -262,11 +281,8 @@ static const KjShapeCode *shape_find(KjSharedCpu *shared, const uint32_t dims[3]
  * beside this one sharing the code), keeps theirs. */
 static const KjShapeCode *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
 {
-    KjShapeCode *found = NULL;
     pthread_mutex_lock(&shared_lock);
-    for (KjShapeCode *s = shared->shapes; s && !found; s = s->next)
-        if (memcmp(s->dims, fresh->dims, sizeof s->dims) == 0)
-            found = s;
+    KjShapeCode *found = shape_search(shared, fresh->dims);
     if (!found) {
         fresh->next = shared->shapes;
         shared->shapes = fresh;
@@ -288,8 +304,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
                                          char **error)
 {
     KjCacheKey key = {0};
-    kj_api_code_key(module, compiled, &key);
-    kj_cache_key_add(&key, "target", "cpu %s", kj_host_cpu_description());
+    cpu_code_key(module, compiled, &key);
     kj_cache_key_add(&key, "block", "%u %u %u", (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2]);
     kj_cache_key_finish(&key);
     KjCpuCode *code = NULL;
@@ -320,12 +335,9 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         kj_cpu_code_free(code);
         code = NULL;
         kj_cache_count_compile();
-        KjCodegenOptions options = {.target = KJ_CODEGEN_CPU,
-                                    .opt_level = context->options.opt_level,
-                                    .contiguous_params = compiled->contiguous,
-                                    .line_info = context->options.line_info != 0,
-                                    .cpu_simd = true,
-                                    .block_dims = {dims[0], dims[1], dims[2]}};
+        /* launch_shape asks for none with cpu_simd off or checks on */
+        KjCodegenOptions options = cpu_codegen_options(context, compiled);
+        memcpy(options.block_dims, dims, sizeof options.block_dims);
         char *failure = NULL;
         object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &failure) : NULL;
         code = object ? kj_cpu_load_object(object, size, &failure) : NULL;

@@ -317,13 +317,8 @@ static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt
                        * recorded as gone (gen_loop) */
         return kj_ir_expr_reads(st->start, var) || kj_ir_expr_reads(st->stop, var) || kj_ir_expr_reads(st->step, var) ||
                (!exit_recorded && kj_ir_expr_reads(st->cond, var));
-    const KjIrExpr *es[] = {st->value, st->array, st->cond, st->start, st->stop, st->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (kj_ir_expr_reads(es[i], var))
-            return true;
-    for (int i = 0; i < st->index_count; i++)
-        if (kj_ir_expr_reads(st->indices[i], var))
-            return true;
+    if (kj_ir_stmt_exprs_read(st, var, true))
+        return true;
     for (int i = 0; i < st->stmts.count; i++)
         if (reads_outside(st->stmts.items[i], var, inside, exit_recorded))
             return true;

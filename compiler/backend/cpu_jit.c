@@ -154,7 +154,7 @@ static void fail(LLVMErrorRef err, char **error)
  * Memory for code that RuntimeDyld links (code with line tables, below).
  *
  * Code of the small code model reaches its constant pools, its GOT entries
- * and the stubs of calls out through 32-bit PC-relative offsets, so every
+ * and the trampolines of calls out through 32-bit PC-relative offsets, so every
  * section of one object must lie within 2 GiB of the others.  LLVM's
  * SectionMemoryManager maps each section apart wherever mmap puts it, and
  * RuntimeDyld truncates an offset that does not fit without a word (the check
@@ -187,7 +187,7 @@ static size_t round_up(size_t n, size_t to)
     return (n + to - 1) / to * to;
 }
 
-/* Every section of an object is at most its bytes in the file, stubs and GOT
+/* Every section of an object is at most its bytes in the file, call trampolines and GOT
  * entries take fewer bytes than the relocations that ask for them, and the
  * only zero-filled data is a pointer or two (the print hook); the MiB is for
  * alignment.  The parts stay well within 2 GiB of each other: larger objects

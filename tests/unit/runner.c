@@ -60,20 +60,42 @@ static const char *read_maps(void)
     return maps;
 }
 
+/* One line of /proc/self/maps: the mapping's bounds, where its permissions
+ * start (*perms) and where the line ends (*end, its newline or the text's
+ * end); returns the next line. */
+static const char *parse_mapping(const char *line, uintptr_t *low, uintptr_t *high,
+                                 const char **perms, const char **end)
+{
+    const char *p = line;
+    *low = parse_hex(&p);
+    p++;
+    *high = parse_hex(&p);
+    *perms = *p ? p + 1 : p;
+    *end = strchr(line, '\n');
+    if (!*end)
+        *end = line + strlen(line);
+    return **end ? *end + 1 : *end;
+}
+
+/* Writes one line of maps, from line to end, with its newline. */
+static void put_line(const char *line, const char *end)
+{
+    put("    ");
+    (void)!write(STDERR_FILENO, line, (size_t)(end - line) + (*end ? 1 : 0));
+}
+
 /* Whether [address, address + bytes) lies in one readable mapping (a fault
  * on a stack's guard page leaves the stack pointer in an unreadable one). */
 static bool readable(uintptr_t address, size_t bytes)
 {
     const char *maps = read_maps();
     for (const char *line = maps; line && *line;) {
-        const char *p = line;
-        uintptr_t low = parse_hex(&p);
-        p++;
-        uintptr_t high = parse_hex(&p);
+        uintptr_t low, high;
+        const char *perms, *end;
+        const char *next = parse_mapping(line, &low, &high, &perms, &end);
         if (low <= address && address < high)
-            return address + bytes <= high && p[1] == 'r';
-        const char *end = strchr(line, '\n');
-        line = end ? end + 1 : "";
+            return address + bytes <= high && perms[0] == 'r';
+        line = next;
     }
     return false;
 }
@@ -90,26 +112,19 @@ static void put_mappings(const uintptr_t *addresses, int count)
         put("  near ");
         put_hex(addresses[a]);
         put(":\n");
-        const char *previous = NULL;
+        const char *previous = NULL, *previous_end = NULL;
         for (const char *line = maps; *line;) {
-            const char *end = strchr(line, '\n');
-            if (!end)
-                end = line + strlen(line);
-            const char *p = line;
-            uintptr_t low = parse_hex(&p);
-            p++;
-            uintptr_t high = parse_hex(&p);
+            uintptr_t low, high;
+            const char *perms, *end;
+            const char *next = parse_mapping(line, &low, &high, &perms, &end);
             if (high > addresses[a]) {
-                if (low > addresses[a] && previous) {
-                    put("    ");
-                    (void)!write(STDERR_FILENO, previous, (size_t)(strchr(previous, '\n') - previous + 1));
-                }
-                put("    ");
-                (void)!write(STDERR_FILENO, line, (size_t)(end - line) + (*end ? 1 : 0));
+                if (low > addresses[a] && previous)
+                    put_line(previous, previous_end);
+                put_line(line, end);
                 break;
             }
-            previous = line;
-            line = *end ? end + 1 : end;
+            previous = line, previous_end = end;
+            line = next;
         }
     }
 }
@@ -126,21 +141,16 @@ static void put_aliases(uintptr_t fault)
     const uintptr_t span = (uintptr_t)1 << 32;
     int shown = 0;
     for (const char *line = maps; *line && shown < 8;) {
-        const char *end = strchr(line, '\n');
-        if (!end)
-            end = line + strlen(line);
-        const char *p = line;
-        uintptr_t low = parse_hex(&p);
-        p++;
-        uintptr_t high = parse_hex(&p);
+        uintptr_t low, high;
+        const char *perms, *end;
+        const char *next = parse_mapping(line, &low, &high, &perms, &end);
         uintptr_t distance = fault > low ? fault - low : low - fault;
         if (high - low < span && distance > span / 2 && (fault - low) % span < high - low) {
             if (!shown++)
                 put("  mappings at the fault address modulo 4 GiB:\n");
-            put("    ");
-            (void)!write(STDERR_FILENO, line, (size_t)(end - line) + (*end ? 1 : 0));
+            put_line(line, end);
         }
-        line = *end ? end + 1 : end;
+        line = next;
     }
 }
 
