@@ -512,6 +512,31 @@ static KjIrStmt *per_thread_store(Split *S, const KjIrVar *var, KjIrExpr *value,
     return s;
 }
 
+/*
+ * A remade variable's definition, as a region computes it again: every
+ * variable it reads is remade too, whether or not that one crosses a barrier
+ * itself (`let y = threadIdx.y; let sy = y + 1;` with only sy read after the
+ * barrier: the region after it never assigns y, so its y would be another
+ * thread's).  remake_cost has checked that each is a parameter never
+ * assigned or a variable assigned once.
+ */
+static KjIrExpr *remake_expr(Split *S, const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_VAR) {
+        if (e->var->is_param)
+            return var_ref(S, S->map[e->var->id], e->loc);
+        return remake_expr(S, S->def[e->var->id]);
+    }
+    KjIrExpr *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *e;
+    if (e->arg_count > 0) {
+        c->args = kj_arena_alloc(S->arena, sizeof *c->args * (size_t)e->arg_count);
+        for (int i = 0; i < e->arg_count; i++)
+            c->args[i] = remake_expr(S, e->args[i]);
+    }
+    return c;
+}
+
 /* A copy of e in the split form; in_region: as a thread of a region sees it. */
 static KjIrExpr *build_expr(Split *S, const KjIrExpr *e, bool in_region)
 {
@@ -520,7 +545,7 @@ static KjIrExpr *build_expr(Split *S, const KjIrExpr *e, bool in_region)
     if (e->op == KJ_IR_VAR) {
         int id = e->var->id;
         if (in_region && S->remade[id])
-            return build_expr(S, S->def[id], true);
+            return remake_expr(S, S->def[id]);
         if (in_region && S->per_thread[id])
             return per_thread_load(S, e->var, e->loc);
         if (in_region && S->copying[id])

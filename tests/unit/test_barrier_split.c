@@ -107,7 +107,10 @@ static void add_scalar(Launch *l, kjit_arg arg)
 
 static size_t array_bytes(const kjit_array *a)
 {
-    return (size_t)a->shape[0] * kjit_dtype_size(a->dtype);
+    size_t count = 1;
+    for (int d = 0; d < a->ndim; d++)
+        count *= (size_t)a->shape[d];
+    return count * kjit_dtype_size(a->dtype);
 }
 
 /* Runs the launch on copies of its arrays; the copies are returned. */
@@ -785,6 +788,111 @@ START_TEST(split_regions_are_simd_code)
 }
 END_TEST
 
+/* ------------------------------------ values remade from variables (issue 22) */
+
+/* sy and sx cross the barrier and are remade from their definitions; those
+ * read x and y, which the later region never assigns: they must be remade
+ * too, or the region reads the last thread's.  The 2-D shared halo stencil
+ * of a ported Jacobi relaxation, exactly as it was reported. */
+static const char halo_source[] =
+    "@kernel\n"
+    "fn relax(a: f64[,], b: f64[,], e: f64[,]) {\n"
+    "    let t = shared(f64, 34, 34);\n"
+    "    let x = threadIdx.x; let y = threadIdx.y;\n"
+    "    let i = blockIdx.x * blockDim.x + x;\n"
+    "    let j = blockIdx.y * blockDim.y + y;\n"
+    "    let n = a.shape[0]; let m = a.shape[1];\n"
+    "    let sy = y + 1; let sx = x + 1;\n"
+    "    if j < n && i < m {\n"
+    "        t[sy, sx] = a[j, i];\n"
+    "        if x == 0 && i >= 1 { t[sy, 0] = a[j, i - 1]; }\n"
+    "        if x == 31 && i + 1 < m { t[sy, 33] = a[j, i + 1]; }\n"
+    "        if y == 0 && j >= 1 { t[0, sx] = a[j - 1, i]; }\n"
+    "        if y == 31 && j + 1 < n { t[33, sx] = a[j + 1, i]; }\n"
+    "    }\n"
+    "    syncthreads();\n"
+    "    if j >= 1 && j < n - 1 && i >= 1 && i < m - 1 {\n"
+    "        b[j, i] = 0.25 * (t[sy, sx + 1] + t[sy, sx - 1] + t[sy - 1, sx] + t[sy + 1, sx]);\n"
+    "        e[j, i] = b[j, i] - a[j, i];\n"
+    "    }\n"
+    "}\n";
+
+START_TEST(remade_values_read_remade_variables)
+{
+    ck_assert(splits(halo_source, "relax", NULL));
+    enum { N = 64 };
+    static double a[N * N], b[N * N], e[N * N];
+    for (int k = 0; k < N * N; k++) {
+        a[k] = uniform01() * 2.0 - 1.0;
+        b[k] = e[k] = 0.0;
+    }
+    Launch l = {.source = halo_source, .kernel = "relax", .grid = {2, 2, 1}, .block = {32, 32, 1}};
+    int64_t shape[2] = {N, N};
+    double *arrays[3] = {a, b, e};
+    for (int k = 0; k < 3; k++) {
+        l.arrays[l.count] = kjit_array_make(arrays[k], KJIT_F64, 2, shape);
+        l.count++;
+    }
+    run_and_compare(&l);
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < N; i++) {
+            double want = 0.0;
+            if (j >= 1 && j < N - 1 && i >= 1 && i < N - 1)
+                want = 0.25 * (a[j * N + i + 1] + a[j * N + i - 1] + a[(j - 1) * N + i] + a[(j + 1) * N + i]);
+            ck_assert_msg(b[j * N + i] == want, "b[%d, %d] = %.17g, not %.17g", j, i, b[j * N + i], want);
+        }
+}
+END_TEST
+
+/* A u32 index made before a barrier loop and updated (p += n): the final
+ * region's g is remade from t, which only the first region assigns. */
+static const char hillis_steele_source[] =
+    "@kernel\n"
+    "fn prefix(dst: u32[], src: u32[], n: u32) {\n"
+    "    let buf = shared(u32, 512);\n"
+    "    let t = u32(threadIdx.x);\n"
+    "    let g = i64(blockIdx.x) * i64(blockDim.x) + i64(t);\n"
+    "    let v = src[g];\n"
+    "    let p = 2 * t - (t & (n - 1));\n"
+    "    buf[p] = 0;\n"
+    "    p += n;\n"
+    "    buf[p] = v;\n"
+    "    let off: u32 = 1;\n"
+    "    while off < n {\n"
+    "        syncthreads();\n"
+    "        let s = buf[p] + buf[p - off];\n"
+    "        syncthreads();\n"
+    "        buf[p] = s;\n"
+    "        off <<= 1;\n"
+    "    }\n"
+    "    dst[g] = buf[p] - v;\n"
+    "}\n";
+
+START_TEST(hillis_steele_scan_across_barrier_loop)
+{
+    ck_assert(splits(hillis_steele_source, "prefix", NULL));
+    enum { N = 1024, T = 256 };
+    static uint32_t src[N], dst[N];
+    for (int k = 0; k < N; k++) {
+        src[k] = (uint32_t)(next_random() % 1000);
+        dst[k] = 0;
+    }
+    Launch l = {.source = hillis_steele_source, .kernel = "prefix", .grid = {N / T, 1, 1},
+                .block = {T, 1, 1}};
+    add_array(&l, dst, KJIT_U32, N);
+    add_array(&l, src, KJIT_U32, N);
+    add_scalar(&l, (kjit_arg){.kind = KJIT_ARG_SCALAR, .dtype = KJIT_U32, .value.u = T});
+    run_and_compare(&l);
+    uint32_t running = 0;
+    for (int k = 0; k < N; k++) {
+        if (k % T == 0)
+            running = 0;
+        ck_assert_msg(dst[k] == running, "element %d: %u, not %u", k, dst[k], running);
+        running += src[k];
+    }
+}
+END_TEST
+
 Suite *suite_barrier_split(void)
 {
     Suite *s = suite_create("barrier_split");
@@ -798,6 +906,8 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, regions_on_lanes_over_block_shapes);
     tcase_add_test(c, narrow_compares_on_lanes);
     tcase_add_test(c, split_regions_are_simd_code);
+    tcase_add_test(c, remade_values_read_remade_variables);
+    tcase_add_test(c, hillis_steele_scan_across_barrier_loop);
     suite_add_tcase(s, c);
     return s;
 }
