@@ -223,9 +223,10 @@ int kj_cache_folder_open(const char *dir, bool create, char **why)
         int error = errno;
         close(fd);
         if (next < 0) {
-            /* A link or a file where realpath saw a folder: something changed it since. */
+            /* A file, or a link where realpath saw a folder (changed since). */
             if (error == ELOOP || error == ENOTDIR)
-                *why = text_of("%s became a symbolic link or a file while it was checked", walked);
+                *why = text_of("%s is not a folder (a file, or a symbolic link made while it was checked)",
+                               walked);
             return -1;
         }
         fd = next;
