@@ -93,6 +93,15 @@ int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *w
  * false with the usage message in why. */
 bool kj_cli_call_complete(const KjCliCall *call, char *why, size_t why_size);
 
+/* An output path that names a file the command reads: NULL when `output`
+ * does not exist yet or is another file; else the input it is (the .kern
+ * source or a .npy argument), found by device and inode, so that no spelling
+ * of the path (./x, a link) hides it.  Writing there would replace what the
+ * run read (and the rename of a whole-file write would replace the source). */
+const char *kj_cli_output_clash(const char *output, const KjCliCall *call);
+/* The same against one input file (kjit build's source). */
+bool kj_cli_same_file(const char *a, const char *b);
+
 /* A function's arguments made from their command-line texts.  args[i] points
  * into arrays[i] for array arguments, so the struct must stay where it is. */
 typedef struct KjCliArgs {

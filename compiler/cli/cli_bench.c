@@ -215,6 +215,11 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
         return usage("%s", why);
     if (o->json && o->csv && !o->json_path && !o->csv_path)
         return usage("--json and --csv cannot both go to stdout (give one a =FILE)");
+    const char *reports[2] = {o->json_path, o->csv_path};
+    for (int r = 0; r < 2; r++)
+        if (reports[r] && (kj_cli_output_clash(reports[r], &o->call) ||
+                           (o->reference && kj_cli_same_file(reports[r], o->reference))))
+            return usage("%s is an input of this bench; refusing to overwrite it", reports[r]);
     return -1;
 }
 
@@ -928,9 +933,21 @@ static int write_text(const char *path, const char *text)
         fputs(text, stdout);
         return 0;
     }
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "kjit bench: cannot write '%s': %s\n", path, strerror(errno));
+    /* whole or not at all: the previous report stays until this one is on disk */
+    kjit_output_file out;
+    char *error = NULL;
+    kjit_status status = kjit_output_open(path, &out, &error);
+    if (status == KJIT_OK) {
+        bool written = fputs(text, out.file) >= 0;
+        status = kjit_output_close(&out, written, &error);
+        if (!written && status == KJIT_OK) {
+            status = KJIT_ERROR_IO;
+            error = kj_cli_xstrdup("write failed");
+        }
+    }
+    if (status != KJIT_OK) {
+        fprintf(stderr, "kjit bench: cannot write '%s': %s\n", path, error ? error : "");
+        free(error);
         return 2;
     }
     return 0;

@@ -287,6 +287,16 @@ int kj_cli_run(int argc, char **argv)
     int code = parse_options(argc, argv, &o);
     if (code >= 0)
         return code;
+    /* Before anything runs: an output must not replace what the run reads. */
+    for (int s = -1; s < o.save_count; s++) {
+        const char *path = s < 0 ? o.output : o.save_path[s];
+        const char *input = path ? kj_cli_output_clash(path, &o.call) : NULL;
+        if (input) {
+            fprintf(stderr, "kjit run: %s %s is the file %s, an input of this run; refusing to "
+                            "overwrite it\n", s < 0 ? "-o" : "--save", path, input);
+            return 2;
+        }
+    }
     kj_cli_seed(o.call.seed);
 
     kjit_options options;
