@@ -409,6 +409,12 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     /* The output: given (C-contiguous, the kept shape, type T) or allocated. */
     kjit_array target, allocated = {0};
     if (out) {
+        status = kj_array_check(out, &error);
+        if (status != KJIT_OK) {
+            char prefix[160];
+            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
+            return kj_api_take_error(context, status, prefix, error);
+        }
         bool same = out->ndim == out_ndim;
         for (int d = 0; same && d < out_ndim; d++)
             same = out->shape[d] == out_shape[d];
