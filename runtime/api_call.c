@@ -766,6 +766,8 @@ kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, i
     kj_api_clear_error(function->module->context);
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
         return kj_gufunc_match(function, args, nargs, signature);
+    if (function->entry->kind == KJ_FN_REDUCE)
+        return kj_reduce_match(function, args, nargs, signature);
     if (function->entry->kind != KJ_FN_VECTORIZE) {
         *signature = 0;
         return KJIT_OK;

@@ -154,6 +154,16 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
     return KJIT_ERROR_TYPE;
 }
 
+kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
+                            int *signature)
+{
+    kjit_status status = kj_api_check_args(function->module->context, function->entry->name,
+                                           args, nargs);
+    kjit_function *map;
+    int map_sig;
+    return status != KJIT_OK ? status : choose(function, args, nargs, signature, &map, &map_sig);
+}
+
 /* ------------------------------------------------------------- geometry */
 
 /* One dimension of the iteration: its extent and each input's element stride. */

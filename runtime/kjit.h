@@ -241,7 +241,8 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
                          const kjit_array *out);
 
 /* The signature a kjit_call with these arguments takes (0 for plain functions
- * and kernels, which have one); KJIT_ERROR_TYPE when none matches. */
+ * and kernels, which have one; for a @reduce, the one kjit_reduce takes);
+ * KJIT_ERROR_TYPE when none matches. */
 kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
                                 int *signature);
 

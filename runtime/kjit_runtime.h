@@ -547,6 +547,9 @@ kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot 
 /* api_reduce.c: kjit_prepare of a @reduce function (over every axis), and
  * the context's reduction scratch memory, released with the context. */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
+/* The signature kjit_reduce takes for these arguments (kjit_function_match). */
+kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
+                            int *signature);
 void kj_reduce_scratch_free(kjit_context *context);
 
 /* A host scalar in the representation compiled code reads (16 bytes). */

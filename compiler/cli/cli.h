@@ -62,6 +62,7 @@ typedef struct KjCliReduce {
     int axes[KJIT_MAX_DIMS];
     int naxes;
     bool has_init;
+    const char *init_text; /* --init's text, parsed as the reduction's type by kj_cli_reduce_init */
     kjit_arg init;
 } KjCliReduce;
 
@@ -111,6 +112,10 @@ typedef struct KjCliArgs {
     int count;
 } KjCliArgs;
 
+/* A number from the command line as a scalar of `dtype`, exactly (integers
+ * without a detour through double, in range; floats that do not overflow the
+ * type); false with *why (heap) otherwise. */
+bool kj_cli_parse_number(const char *text, kjit_dtype dtype, kjit_arg *out, char **why);
 double kj_cli_now_ms(void); /* a monotonic clock */
 bool kj_cli_ends_with(const char *s, const char *suffix);
 bool kj_cli_is_number(const char *text);
@@ -140,6 +145,11 @@ bool kj_cli_reduce_option(const char *option, const char *value, KjCliReduce *r,
  * map's for @reduce(map = g)), and how many arguments a call takes. */
 kjit_function *kj_cli_typing_function(kjit_function *function);
 int kj_cli_param_count(kjit_function *function);
+/* --init's text as a scalar of the type the reduction of these arguments
+ * gives, exactly (kj_cli_parse_number): 0, or 2 after printing "kjit COMMAND:
+ * --init ..." when it does not fit.  Nothing to do without --init. */
+int kj_cli_reduce_init(const char *command, kjit_function *function, const kjit_arg *args,
+                       int nargs, KjCliReduce *r);
 kjit_status kj_cli_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
                                   const KjCliReduce *r);
 kjit_status kj_cli_reduce_call(kjit_function *function, const kjit_arg *args, int nargs,

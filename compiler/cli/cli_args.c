@@ -522,7 +522,7 @@ static char *range_message(const char *text, kjit_dtype dtype)
  * real part.
  * False with *why (heap) otherwise.
  */
-static bool parse_number_as(const char *text, kjit_dtype dtype, kjit_arg *out, char **why)
+bool kj_cli_parse_number(const char *text, kjit_dtype dtype, kjit_arg *out, char **why)
 {
     memset(out, 0, sizeof *out);
     out->kind = KJIT_ARG_SCALAR;
@@ -611,16 +611,16 @@ static bool parse_number_generic(const char *text, kjit_arg *out, char **why)
     bool negative, too_large;
     uint64_t magnitude;
     if (!parse_integer_text(text, &negative, &magnitude, &too_large))
-        return parse_number_as(text, KJIT_F64, out, why);
+        return kj_cli_parse_number(text, KJIT_F64, out, why);
     if (!negative && !too_large && magnitude > (uint64_t)INT64_MAX)
-        return parse_number_as(text, KJIT_U64, out, why);
+        return kj_cli_parse_number(text, KJIT_U64, out, why);
     if (too_large || (negative && magnitude > (uint64_t)INT64_MAX + 1)) {
         KjCliBuf buf = {0};
         kj_cli_printf(&buf, "%s is outside the 64-bit integers", text);
         *why = buf.data;
         return false;
     }
-    return parse_number_as(text, KJIT_I64, out, why);
+    return kj_cli_parse_number(text, KJIT_I64, out, why);
 }
 
 int kj_cli_make_args(const char *command, kjit_function *function, const char *const *texts,
@@ -652,7 +652,7 @@ int kj_cli_make_args(const char *command, kjit_function *function, const char *c
             arg->dtype = KJIT_BOOL;
         } else if (kj_cli_is_number(text)) {
             bool exact = have_param && param_ndim == 0;
-            if (!(exact ? parse_number_as(text, param_dtype, arg, &why)
+            if (!(exact ? kj_cli_parse_number(text, param_dtype, arg, &why)
                         : parse_number_generic(text, arg, &why))) {
                 fprintf(stderr, "kjit %s: argument %d: %s\n", command, i, why);
                 free(why);
@@ -687,7 +687,7 @@ int kj_cli_make_args(const char *command, kjit_function *function, const char *c
             kjit_function_param(function, signature, i, &dtype, &ndim) != KJIT_OK || ndim != 0)
             continue;
         char *why = NULL;
-        if (!parse_number_as(texts[i], dtype, &out->args[i], &why)) {
+        if (!kj_cli_parse_number(texts[i], dtype, &out->args[i], &why)) {
             fprintf(stderr, "kjit %s: argument %d: %s, in the signature %s that the call takes\n",
                     command, i, why, kjit_function_signature(function, signature));
             free(why);

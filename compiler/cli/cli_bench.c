@@ -896,8 +896,9 @@ static void measure_work(const Bench *b, const KjCliArgs *inputs, const TargetRu
     s->bytes = bytes;
 }
 
-static int bench_size(Bench *b, kjit_function *typing, SizeRun *s)
+static int bench_size(Bench *b, kjit_function *function, SizeRun *s)
 {
+    kjit_function *typing = kj_cli_typing_function(function);
     const BenchOptions *o = b->o;
     char label[64] = "";
     if (s->size)
@@ -905,6 +906,11 @@ static int bench_size(Bench *b, kjit_function *typing, SizeRun *s)
     kj_cli_seed(o->call.seed);
     KjCliArgs *inputs = kj_cli_xcalloc(1, sizeof *inputs);
     int code = kj_cli_make_args("bench", typing, (const char *const *)s->args, o->call.arg_count, inputs);
+    /* --init as the reduction's type (the options are the caller's own,
+     * const here only so that the runs cannot change them) */
+    if (code == 0 && b->kind == KJIT_FUNCTION_REDUCE)
+        code = kj_cli_reduce_init("bench", function, inputs->args, inputs->count,
+                                  (KjCliReduce *)&o->call.reduce);
     if (code != 0) {
         kj_cli_args_free(inputs);
         free(inputs);
@@ -1110,7 +1116,7 @@ int kj_cli_bench(int argc, char **argv)
         b.cache_root[0] = '\0'; /* then the usual cache: cold may not be cold */
 
     for (int i = 0; i < run_count && code == 0; i++)
-        code = bench_size(&b, kj_cli_typing_function(function), &runs[i]);
+        code = bench_size(&b, function, &runs[i]);
     progress_clear();
     remove_cache_dirs(&b);
     if (code != 0)

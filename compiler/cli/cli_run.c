@@ -362,6 +362,8 @@ int kj_cli_run(int argc, char **argv)
 
     if ((code = kj_cli_make_args("run", kj_cli_typing_function(function), o.call.args, o.call.arg_count, &made)) != 0)
         goto done;
+    if ((code = kj_cli_reduce_init("run", function, args, o.call.arg_count, &o.call.reduce)) != 0)
+        goto done;
 
     /* Code generation, timed apart from the runs. */
     t0 = kj_cli_now_ms();

@@ -5,7 +5,8 @@
 # A .npy header or a generator whose shape times the element size passes
 # 2^63 bytes, a header that claims more data than its file holds (said before
 # anything is allocated), a header that gives a key twice, a number that
-# overflows its float parameter (1e39 for f32, 70000 for f16), and a launch
+# overflows its float parameter (1e39 for f32, 70000 for f16) or the type a
+# reduction's --init becomes, and a launch
 # past CUDA's limits are errors naming the problem, never a crash or exit 0.
 # An output (-o, --save, build -o, bench --json=) that is the source or an
 # input is refused before anything runs; an output that cannot be written
@@ -91,6 +92,18 @@ if run 0 run "$add" add inf 1e38 --target cpu; then
     if grep -q 'result: f32 inf' "$tmp/out"; then ok; else bad "inf is an f32"; fi
 fi
 run 0 run "$add" add 1e-50 0 --target cpu && ok # underflow rounds, as NumPy's float32 does
+
+# --init as the reduction's type, exactly
+reduce=examples/reduce.kern
+refused 2 '--init 1e39 does not fit f32 .*, the reduction.s type' \
+    run "$reduce" vmax zeros:f32:0 --init 1e39 --target cpu
+refused 2 '--init 3000000000 does not fit i32 \(-2147483648 to 2147483647\)' \
+    run "$reduce" vmax zeros:i32:0 --init 3000000000 --target cpu
+refused 2 '--init 1e39 does not fit f32' run "$reduce" dot zeros:f32:0 zeros:f32:0 --init 1e39 --target cpu
+refused 2 '--init 1e39 does not fit f32' bench "$reduce" vmax zeros:f32:8 --init 1e39 --targets cpu --repeat 1
+if run 0 run "$reduce" vmax zeros:i64:3 --init 9223372036854775807 --target cpu; then
+    if grep -q 'result: i64 9223372036854775807$' "$tmp/out"; then ok; else bad "--init of the largest i64"; fi
+fi
 
 # CUDA's launch limits on every target
 for target in $targets; do
