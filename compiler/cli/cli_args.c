@@ -171,11 +171,15 @@ int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *w
     if (taken != 0)
         return taken;
     if (KJ_CLI_OPTION_AT(*i, "--seed")) {
-        if (!value || !kj_cli_is_number(value)) {
-            snprintf(why, why_size, "--seed takes a number");
+        kjit_arg seed;
+        char *message = NULL;
+        if (!value || !kj_cli_parse_number(value, KJIT_U64, &seed, &message)) {
+            snprintf(why, why_size, "--seed takes a whole number from 0 to 2^64 - 1, not '%s'",
+                     value ? value : "");
+            free(message);
             return -1;
         }
-        call->seed = strtoull(value, NULL, 10);
+        call->seed = seed.value.u;
         return 1;
     }
     if (strcmp(a, "--lineinfo") == 0) {

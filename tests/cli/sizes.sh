@@ -105,6 +105,11 @@ if run 0 run "$reduce" vmax zeros:i64:3 --init 9223372036854775807 --target cpu;
     if grep -q 'result: i64 9223372036854775807$' "$tmp/out"; then ok; else bad "--init of the largest i64"; fi
 fi
 
+# the options' numbers: in range, or a usage error (2^31 was a negative index)
+refused 2 '--save takes N=FILE' run "$add" add arange:f32:4 1 --target cpu --save 2147483648="$tmp/x.npy"
+refused 2 '--repeat takes a count from 1 to 1000000' run "$add" add arange:f32:4 1 --repeat 99999999999
+refused 2 '--seed takes a whole number' run "$add" add rand:f32:4 1 --seed -1
+
 # CUDA's launch limits on every target
 for target in $targets; do
     refused 1 'a grid of 2147483648 blocks in x; at most 2147483647' \
