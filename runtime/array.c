@@ -149,30 +149,41 @@ kjit_status kj_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int6
 
 kjit_status kj_array_check(const kjit_array *array, char **error)
 {
-    int64_t count;
-    kjit_status status = kj_shape_size(array->dtype, array->ndim, array->shape, &count, NULL,
-                                       error);
-    if (status != KJIT_OK || count == 0)
-        return status;
-    /* The bytes the view reaches from data, before and after: each fits. */
-    int64_t low = 0, high = (int64_t)kjit_dtype_size(array->dtype);
+    /* One pass on every call's path; the messages come from kj_shape_size. */
+    if ((unsigned)array->dtype >= KJIT_DTYPE_COUNT || array->ndim < 0 ||
+        array->ndim > KJIT_MAX_DIMS)
+        return kj_shape_size(array->dtype, array->ndim, array->shape, NULL, NULL, error);
+    int64_t elem = (int64_t)dtype_sizes[array->dtype];
+    int64_t span = elem, low = 0, high = elem;
+    bool bad = false, empty = false;
     for (int d = 0; d < array->ndim; d++) {
-        int64_t reach;
-        bool overflow = __builtin_mul_overflow(array->shape[d] - 1, array->strides[d], &reach) ||
-                        (reach < 0 ? __builtin_add_overflow(low, reach, &low)
-                                   : __builtin_add_overflow(high, reach, &high));
-        if (overflow) {
-            char text[KJ_SHAPE_TEXT_SIZE];
-            if (error)
-                *error = format_error("a view of shape %s whose stride %lld (dimension %d) reaches "
-                                  "past 2^63 bytes",
-                                      kj_shape_string(text, sizeof text, array->ndim,
-                                                      array->shape),
-                                      (long long)array->strides[d], d);
-            return KJIT_ERROR_INVALID_ARGUMENT;
-        }
+        int64_t extent = array->shape[d], reach;
+        empty |= extent == 0;
+        bad |= extent < 0 || (extent > 1 && __builtin_mul_overflow(span, extent, &span));
+        /* the bytes the view reaches from data, before and after */
+        bad |= __builtin_mul_overflow(extent - 1, array->strides[d], &reach) ||
+               (reach < 0 ? __builtin_add_overflow(low, reach, &low)
+                          : __builtin_add_overflow(high, reach, &high));
     }
-    return KJIT_OK;
+    if (!bad)
+        return KJIT_OK;
+    kjit_status status = kj_shape_size(array->dtype, array->ndim, array->shape, NULL, NULL, error);
+    if (status != KJIT_OK || empty)
+        return status; /* an empty view reaches nothing */
+    char text[KJ_SHAPE_TEXT_SIZE];
+    if (error)
+        *error = format_error("a view of shape %s whose strides reach past 2^63 bytes",
+                              kj_shape_string(text, sizeof text, array->ndim, array->shape));
+    return KJIT_ERROR_INVALID_ARGUMENT;
+}
+
+/* The element count of a view kj_array_check passed: a plain product. */
+static int64_t checked_count(const kjit_array *array)
+{
+    int64_t count = 1;
+    for (int d = 0; d < array->ndim; d++)
+        count *= array->shape[d];
+    return count;
 }
 
 /* ----------------------------------------------------------------- views */
@@ -263,7 +274,7 @@ bool kj_array_is_contiguous(const kjit_array *array)
 void kj_array_extent(const kjit_array *array, int64_t *low, int64_t *high)
 {
     int64_t lo = 0, hi = 0;
-    if (kjit_array_size(array) == 0) {
+    if (checked_count(array) == 0) {
         *low = *high = 0;
         return;
     }
@@ -339,7 +350,7 @@ typedef struct Operand {
 static bool plan_same_shape(const kjit_array *const *inputs, int count, const kjit_array *out,
                             KjBroadcastPlan *plan)
 {
-    int64_t size = kjit_array_size(out);
+    int64_t size = checked_count(out);
     if (size <= 1 || !kj_array_is_contiguous(out))
         return false;
     size_t shape_bytes = (size_t)out->ndim * sizeof out->shape[0];
@@ -413,7 +424,7 @@ kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const 
         status = kj_array_desc(in, &element, error);
         if (status != KJIT_OK)
             return status;
-        if (kjit_array_size(in) == 1 && in->memory == KJIT_MEMORY_HOST) {
+        if (checked_count(in) == 1 && in->memory == KJIT_MEMORY_HOST) {
             plan->variant.scalar_mask |= 1u << i;
             plan->scalar_data[i] = in->data;
             continue;

@@ -481,7 +481,7 @@ START_TEST(sizes_that_overflow)
     args[0] = kjit_arg_array(&far);
     args[1] = kjit_arg_f64(1);
     assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_INVALID_ARGUMENT,
-                 "reaches past 2^63 bytes");
+                 "reach past 2^63 bytes");
 
     /* kjit_array_make cuts nothing: 9 dimensions, a NULL shape, a negative
      * extent and an overflowing one all give the invalid marker */
