@@ -115,6 +115,11 @@ kjit_status kj_output_open(const char *path, KjOutputFile *out, char **error)
         out->path = kj_xstrdup(path);
         return KJIT_OK;
     }
+    /* A link to a file is written through: the file it names is replaced,
+     * not the link by a file of its own. */
+    char *resolved = exists ? realpath(path, NULL) : NULL;
+    if (resolved)
+        path = resolved;
     /* A fresh name in the target's folder (rename(2) does not cross file
      * systems), created with O_EXCL so nothing else's file is ever used;
      * 0666 less the umask, as the target itself would have been made. */
@@ -133,6 +138,7 @@ kjit_status kj_output_open(const char *path, KjOutputFile *out, char **error)
     if (fd < 0) {
         *error = output_error(path, "cannot create a temporary file beside it", errno);
         kj_buf_free(&temp);
+        free(resolved);
         return KJIT_ERROR_IO;
     }
     /* An existing file keeps its permissions (one the user made private
@@ -145,10 +151,12 @@ kjit_status kj_output_open(const char *path, KjOutputFile *out, char **error)
         close(fd);
         unlink(temp.data);
         kj_buf_free(&temp);
+        free(resolved);
         return KJIT_ERROR_IO;
     }
     out->path = kj_xstrdup(path);
     out->temp = temp.data;
+    free(resolved);
     return KJIT_OK;
 }
 

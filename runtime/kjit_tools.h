@@ -42,8 +42,10 @@ kjit_status kjit_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, in
  * close with keep flushes it to disk and renames it over `path`, so a full
  * disk or a crash never leaves a fragment of the old file or the new one;
  * close without keep (or a failed write) removes it.  An existing file's
- * permissions carry over; a path that exists and is not a regular file
- * (/dev/stdout, a FIFO) is written in place.  KJIT_ERROR_IO with *error. */
+ * permissions carry over; a symbolic link is written through (the file it
+ * names is replaced, the link stays); a path that exists and is not a
+ * regular file (/dev/stdout, a FIFO) is written in place.  KJIT_ERROR_IO
+ * with *error. */
 typedef struct kjit_output_file {
     FILE *file;
     char *path, *temp; /* temp: NULL when written in place */

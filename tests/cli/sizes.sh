@@ -158,6 +158,12 @@ if run 0 run "$add" add arange:f32:100 1 --target cpu -o "$tmp/outs/prev.npy"; t
         [ "$(ls -A "$tmp/outs")" = prev.npy ] && ok || bad "a write left $(ls -A "$tmp/outs")"
     fi
 fi
+# a link is written through: the file it names is replaced, the link stays
+ln -s prev.npy "$tmp/outs/link.npy"
+if run 0 run "$add" add arange:f32:7 1 --target cpu -o "$tmp/outs/link.npy"; then
+    if [ -L "$tmp/outs/link.npy" ] && python3 -c 'import numpy as np, sys; sys.exit(0 if np.load(sys.argv[1]).shape == (7,) else 1)' "$tmp/outs/prev.npy"; then
+        ok; else bad "a write through a link"; fi
+fi
 # /dev/null is written in place, not replaced
 run 0 run "$add" add arange:f32:10 1 --target cpu -o /dev/null && ok
 
