@@ -126,6 +126,11 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
         kjit_options_init(&defaults);
         options = &defaults;
     }
+    /* A target kjit does not know is a mistake to report, not cpu to guess. */
+    if ((unsigned)options->target > KJIT_TARGET_CUDA)
+        return kj_api_set_error(NULL, KJIT_ERROR_INVALID_ARGUMENT,
+                                "unknown target %d (KJIT_TARGET_AUTO, _CPU, _PARALLEL or _CUDA)",
+                                (int)options->target);
     kjit_context *context = kj_xcalloc(1, sizeof *context);
     context->options = *options;
     if (context->options.opt_level < 0 || context->options.opt_level > 3)
@@ -135,8 +140,7 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->stdlib_dirs[0] = kj_default_stdlib_dir();
     context->stdlib_dirs[1] = NULL;
 
-    /* AUTO is cuda when a GPU answers, else cpu; anything but cuda and
-     * parallel runs as cpu. */
+    /* AUTO is cuda when a GPU answers, else cpu. */
     kjit_target target = options->target;
     const KjRuntimeTarget *runtime = target == KJIT_TARGET_PARALLEL ? &kj_runtime_parallel
                                                                     : &kj_runtime_cpu;

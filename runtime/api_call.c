@@ -240,15 +240,13 @@ kjit_status kj_api_check_args(kjit_context *context, const char *name, const kji
             if (!a)
                 return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                         "argument %d of %s is a NULL array", i, name);
-            if ((unsigned)a->dtype >= KJIT_DTYPE_COUNT || a->ndim < 0 || a->ndim > KJIT_MAX_DIMS)
-                return kj_api_set_error(
-                    context, KJIT_ERROR_INVALID_ARGUMENT,
-                    "argument %d of %s is not a valid array (dtype %d, ndim %d)", i, name,
-                    (int)a->dtype, a->ndim);
-            for (int d = 0; d < a->ndim; d++)
-                if (a->shape[d] < 0)
-                    return kj_api_set_error(context, KJIT_ERROR_SHAPE,
-                                            "argument %d of %s has a negative extent", i, name);
+            char *error = NULL;
+            kjit_status status = kj_array_check(a, &error);
+            if (status != KJIT_OK) {
+                char prefix[160];
+                snprintf(prefix, sizeof prefix, "argument %d of %s: ", i, name);
+                return kj_api_take_error(context, status, prefix, error);
+            }
         } else if (args[i].kind != KJIT_ARG_SCALAR || (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT) {
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "argument %d of %s is neither a scalar nor an array", i,
@@ -328,14 +326,16 @@ void *kj_api_alloc_aligned(size_t bytes)
 kjit_status kj_api_alloc_output(kjit_context *context, const char *name, kjit_dtype dtype,
                                 int ndim, const int64_t *shape, kjit_array *out)
 {
-    int64_t count = 1;
-    for (int d = 0; d < ndim; d++)
-        count *= shape[d];
-    void *data = kj_api_alloc_aligned((size_t)count * kjit_dtype_size(dtype));
+    int64_t count, bytes;
+    char *error = NULL;
+    kjit_status status = kj_shape_size(dtype, ndim, shape, &count, &bytes, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_named_error(context, status, name, error);
+    void *data = kj_api_alloc_aligned((size_t)bytes);
     if (!data)
         return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
-                                "%s: out of memory for an output of %lld elements", name,
-                                (long long)count);
+                                "%s: out of memory for an output of %lld elements (%lld bytes)",
+                                name, (long long)count, (long long)bytes);
     *out = kjit_array_make(data, dtype, ndim, shape);
     return KJIT_OK;
 }
@@ -382,6 +382,12 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
 
     kjit_array target, allocated = {0};
     if (out) {
+        status = kj_array_check(out, &error);
+        if (status != KJIT_OK) {
+            char prefix[160];
+            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
+            return kj_api_take_error(context, status, prefix, error);
+        }
         if (out->dtype != ret)
             return kj_api_set_error(context, KJIT_ERROR_TYPE,
                                     "%s: the output has element type %s but %s%s returns %s", name,
@@ -618,9 +624,21 @@ kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int n
     return call_vectorized(function, args, nargs, out, NULL, stream, true);
 }
 
+_Static_assert(KJIT_MAX_BLOCK_THREADS == KJ_MAX_BLOCK_THREADS,
+               "kjit.h's block limit is the split form's");
+
+/*
+ * The one check of a launch's shape, for every target: CUDA's limits, so a
+ * launch that runs on cpu runs on a GPU too, and so blockIdx, gridDim and
+ * blockDim (i32 in the language) hold every value a launch can give them:
+ * grid x below 2^31, y and z below 65536; a block of at most 1024 threads,
+ * at most 1024 in x and y and 64 in z.
+ */
 static kjit_status check_launch_shape(kjit_function *function, const uint32_t grid[3],
                                       const uint32_t block[3])
 {
+    static const uint32_t grid_limit[3] = {KJIT_MAX_GRID_X, KJIT_MAX_GRID_YZ, KJIT_MAX_GRID_YZ};
+    static const uint32_t block_limit[3] = {KJIT_MAX_BLOCK_XY, KJIT_MAX_BLOCK_XY, KJIT_MAX_BLOCK_Z};
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
     if (function->entry->kind != KJ_FN_KERNEL)
@@ -632,14 +650,22 @@ static kjit_status check_launch_shape(kjit_function *function, const uint32_t gr
                 context, KJIT_ERROR_INVALID_ARGUMENT,
                 "%s: grid (%u,%u,%u) and block (%u,%u,%u) need every extent >= 1", name, grid[0],
                 grid[1], grid[2], block[0], block[1], block[2]);
+    static const char axis[3] = {'x', 'y', 'z'};
+    for (int d = 0; d < 3; d++) {
+        if (grid[d] > grid_limit[d])
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: a grid of %u blocks in %c; at most %u (as on a GPU)",
+                                    name, grid[d], axis[d], grid_limit[d]);
+        if (block[d] > block_limit[d])
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: a block of %u threads in %c; at most %u (as on a GPU)",
+                                    name, block[d], axis[d], block_limit[d]);
+    }
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
-    if (threads > 1024)
+    if (threads > KJIT_MAX_BLOCK_THREADS)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: a block of %llu threads; at most 1024 (as on a GPU)", name,
-                                (unsigned long long)threads);
-    if (grid[1] > 65535 || grid[2] > 65535)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: grid y and z extents are at most 65535", name);
+                                "%s: a block of %llu threads; at most %d (as on a GPU)", name,
+                                (unsigned long long)threads, KJIT_MAX_BLOCK_THREADS);
     return KJIT_OK;
 }
 
@@ -740,6 +766,8 @@ kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, i
     kj_api_clear_error(function->module->context);
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
         return kj_gufunc_match(function, args, nargs, signature);
+    if (function->entry->kind == KJ_FN_REDUCE)
+        return kj_reduce_match(function, args, nargs, signature);
     if (function->entry->kind != KJ_FN_VECTORIZE) {
         *signature = 0;
         return KJIT_OK;
@@ -754,17 +782,13 @@ kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
 {
     kj_api_clear_error(context);
     memset(out, 0, sizeof *out);
-    if ((unsigned)dtype >= KJIT_DTYPE_COUNT || ndim < 0 || ndim > KJIT_MAX_DIMS)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "invalid dtype or rank");
-    int64_t size = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return kj_api_set_error(context, KJIT_ERROR_SHAPE, "negative extent in a device array");
-        size *= shape[d];
-    }
-    size_t bytes = (size_t)size * kjit_dtype_size(dtype);
+    int64_t bytes;
+    char *error = NULL;
+    kjit_status status = kj_shape_size(dtype, ndim, shape, NULL, &bytes, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_error(context, status, "kjit_device_alloc: ", error);
     void *data = NULL;
-    kjit_status status = context->runtime->alloc(context, bytes, &data);
+    status = context->runtime->alloc(context, (size_t)bytes, &data);
     if (status != KJIT_OK)
         return status;
     *out = kjit_array_make(data, dtype, ndim, shape);
@@ -789,6 +813,14 @@ kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *
                       kjit_stream *stream)
 {
     kj_api_clear_error(context);
+    for (int i = 0; i < 2; i++) {
+        char *error = NULL;
+        kjit_status status = kj_array_check(i ? dst : src, &error);
+        if (status != KJIT_OK)
+            return kj_api_take_error(context, status,
+                                     i ? "kjit_copy: the destination: " : "kjit_copy: the source: ",
+                                     error);
+    }
     bool same = dst->dtype == src->dtype && dst->ndim == src->ndim;
     for (int d = 0; same && d < src->ndim; d++)
         same = dst->shape[d] == src->shape[d];
@@ -803,10 +835,11 @@ kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *
     if (!kj_array_is_contiguous(dst) || !kj_array_is_contiguous(src))
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "kjit_copy copies contiguous arrays only");
-    size_t bytes = (size_t)kjit_array_size(src) * kjit_dtype_size(src->dtype);
+    int64_t bytes;
+    kj_shape_size(src->dtype, src->ndim, src->shape, NULL, &bytes, NULL); /* checked above */
     if (bytes == 0)
         return KJIT_OK;
-    return context->runtime->copy(context, dst, src, bytes, stream);
+    return context->runtime->copy(context, dst, src, (size_t)bytes, stream);
 }
 
 /* The staging of host operands on a target whose memory is not the host's

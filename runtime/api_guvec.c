@@ -197,9 +197,13 @@ static kjit_status input_shapes(kjit_function *function, const KjIrFunction *fn,
         g->loop_ndim = ndim;
         memcpy(g->loop, shape, sizeof shape[0] * (size_t)ndim);
     }
-    g->items = 1;
-    for (int k = 0; k < g->loop_ndim; k++)
-        g->items *= g->loop[k];
+    /* Each input fits, but their broadcast loop may not. */
+    if (kj_shape_size(KJIT_U8, g->loop_ndim, g->loop, &g->items, NULL, NULL) != KJIT_OK) {
+        char text[KJ_SHAPE_TEXT_SIZE];
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: the loop shape %s has more than 2^63 - 1 elements", name,
+                                kj_shape_string(text, sizeof text, g->loop_ndim, g->loop));
+    }
     return KJIT_OK;
 }
 

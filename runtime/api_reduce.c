@@ -154,6 +154,16 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
     return KJIT_ERROR_TYPE;
 }
 
+kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
+                            int *signature)
+{
+    kjit_status status = kj_api_check_args(function->module->context, function->entry->name,
+                                           args, nargs);
+    kjit_function *map;
+    int map_sig;
+    return status != KJIT_OK ? status : choose(function, args, nargs, signature, &map, &map_sig);
+}
+
 /* ------------------------------------------------------------- geometry */
 
 /* One dimension of the iteration: its extent and each input's element stride. */
@@ -409,6 +419,12 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     /* The output: given (C-contiguous, the kept shape, type T) or allocated. */
     kjit_array target, allocated = {0};
     if (out) {
+        status = kj_array_check(out, &error);
+        if (status != KJIT_OK) {
+            char prefix[160];
+            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
+            return kj_api_take_error(context, status, prefix, error);
+        }
         bool same = out->ndim == out_ndim;
         for (int d = 0; same && d < out_ndim; d++)
             same = out->shape[d] == out_shape[d];

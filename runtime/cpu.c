@@ -782,16 +782,18 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
             return KJIT_ERROR_INVALID_ARGUMENT;
         }
     }
+    /* blocks reaches (2^31 - 1) * 65535^2, just under 2^63 (kjit_launch's
+     * limits): the grid's thread count may not fit in 64 bits, so it is
+     * compared by division. */
     int64_t threads = (int64_t)block[0] * block[1] * block[2];
     if (kernel->uses_syncgrid) {
-        if (blocks * threads > KJ_CPU_MAX_COOPERATIVE_THREADS) {
+        if (blocks > KJ_CPU_MAX_COOPERATIVE_THREADS / threads) {
             char message[256];
             snprintf(message, sizeof message,
                      "syncgrid() needs every thread of the grid resident at once: %lld blocks of "
-                     "%lld threads is %lld threads; the cpu targets run at most %d (as fibers on "
-                     "one thread)",
-                     (long long)blocks, (long long)threads, (long long)(blocks * threads),
-                     KJ_CPU_MAX_COOPERATIVE_THREADS);
+                     "%lld threads; the cpu targets run at most %d threads (as fibers on one "
+                     "thread)",
+                     (long long)blocks, (long long)threads, KJ_CPU_MAX_COOPERATIVE_THREADS);
             *error = kj_xstrdup(message);
             return KJIT_ERROR_INVALID_ARGUMENT;
         }
@@ -803,7 +805,7 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
          * can be large; a chunk of a fiber kernel holds some thousands of
          * threads, as it pays for its fibers' set-up once. */
         int64_t min_chunk = 1;
-        if (blocks * threads < 4096)
+        if (blocks < 4096 / threads)
             min_chunk = blocks;
         else if (fibers && threads < 4096)
             min_chunk = 4096 / threads;

@@ -79,9 +79,18 @@ typedef struct kjit_array {
     kjit_memory memory;
 } kjit_array;
 
-/* A C-ordered contiguous view of `data` with the given shape. */
+/* The ndim of an array that kjit_array_make could not describe. */
+#define KJIT_NDIM_INVALID (-1)
+
+/* A C-ordered contiguous view of `data` with the given shape.  A shape no
+ * array can have (ndim outside 0..KJIT_MAX_DIMS, shape NULL with ndim > 0, a
+ * negative extent, an unknown dtype, or extents whose product (zeros counted
+ * as 1) times the element size passes 2^63 - 1 bytes) gives a view of ndim
+ * KJIT_NDIM_INVALID with no extents, which every call refuses with
+ * KJIT_ERROR_INVALID_ARGUMENT: check ndim, or let the call report it. */
 kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t *shape);
-int64_t kjit_array_size(const kjit_array *array); /* number of elements */
+/* The number of elements; -1 for a view that describes no array (as above). */
+int64_t kjit_array_size(const kjit_array *array);
 
 /* One argument of a call: a scalar (copied) or an array view (referenced). */
 typedef struct kjit_arg {
@@ -234,7 +243,8 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
                          const kjit_array *out);
 
 /* The signature a kjit_call with these arguments takes (0 for plain functions
- * and kernels, which have one); KJIT_ERROR_TYPE when none matches. */
+ * and kernels, which have one; for a @reduce, the one kjit_reduce takes);
+ * KJIT_ERROR_TYPE when none matches. */
 kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
                                 int *signature);
 
@@ -270,6 +280,15 @@ kjit_status kjit_reduce_prepare(kjit_function *function, const kjit_arg *args, i
 int kjit_function_reduce_inputs(const kjit_function *function);
 /* A @reduce(map = g)'s g (its arguments are the reduction's); else NULL. */
 kjit_function *kjit_function_map(const kjit_function *function);
+
+/* The launch shapes every target takes, CUDA's: grid x up to 2^31 - 1 blocks,
+ * y and z up to 65535; blocks of at most 1024 threads, 1024 in x and y and
+ * 64 in z.  Anything past them is KJIT_ERROR_INVALID_ARGUMENT. */
+#define KJIT_MAX_GRID_X 2147483647u
+#define KJIT_MAX_GRID_YZ 65535u
+#define KJIT_MAX_BLOCK_XY 1024u
+#define KJIT_MAX_BLOCK_Z 64u
+#define KJIT_MAX_BLOCK_THREADS 1024
 
 /* Launches a @kernel on grid x block threads (CUDA semantics on every target). */
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],

@@ -30,6 +30,15 @@ char *kj_file_read(const char *path, size_t *size);
 /* Creates or truncates path and writes `size` bytes; false on any failure. */
 bool kj_file_write(const char *path, const void *data, size_t size);
 
+/* A user's output file (kjit_output_open in kjit_tools.h), written whole or
+ * not at all: `file` is a new file beside `path` that kj_output_close(keep)
+ * flushes to disk and renames over it; kj_output_close(!keep), or a failed
+ * write, removes it and leaves `path` as it was.  A path that exists and is
+ * not a regular file (/dev/stdout, a FIFO) is written in place. */
+typedef struct kjit_output_file KjOutputFile;
+kjit_status kj_output_open(const char *path, KjOutputFile *out, char **error);
+kjit_status kj_output_close(KjOutputFile *out, bool keep, char **error);
+
 /* ================================================================ ptxas.c */
 
 /* The toolkit's ptxas (KJIT_PTXAS, beside libdevice, CUDA_HOME, PATH ...), or
@@ -123,8 +132,23 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
 const KjType *kj_dtype_type(kjit_dtype dtype);
 bool kj_type_dtype(const KjType *type, kjit_dtype *dtype); /* false: not a scalar */
 
-/* NumPy's spelling of a shape, "(3,4)", "(5,)" or "()"; returns buf. */
+/* NumPy's spelling of a shape, "(3,4)", "(5,)" or "()"; returns buf.  A
+ * buffer of KJ_SHAPE_TEXT_SIZE holds any shape of KJIT_MAX_DIMS extents. */
 char *kj_shape_string(char *buf, size_t size, int ndim, const int64_t *shape);
+#define KJ_SHAPE_TEXT_SIZE 192
+
+/* The one place element counts and byte sizes are computed, with overflow
+ * checks: *count elements and *bytes bytes (either may be NULL) of a `dtype`
+ * array of that shape.  KJIT_ERROR_INVALID_ARGUMENT for an unknown dtype, a
+ * rank outside 0..KJIT_MAX_DIMS or a shape whose extents (zeros counted as 1)
+ * times the element size pass 2^63 - 1 bytes; KJIT_ERROR_SHAPE for a negative
+ * extent; the message in *error (heap; error may be NULL). */
+kjit_status kj_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int64_t *count,
+                          int64_t *bytes, char **error);
+/* A view the host passed: kj_shape_size's checks, and the bytes its strides
+ * reach from data (before and after) fit in 64 bits.  Every array that
+ * enters through the API passes here (kj_api_check_args). */
+kjit_status kj_array_check(const kjit_array *array, char **error);
 
 /* The view as compiled code sees it: byte strides -> element strides.
  * KJIT_ERROR_INVALID_ARGUMENT when a stride is not a multiple of the element size. */
@@ -622,6 +646,9 @@ kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot 
 /* api_reduce.c: kjit_prepare of a @reduce function (over every axis), and
  * the context's reduction scratch memory, released with the context. */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
+/* The signature kjit_reduce takes for these arguments (kjit_function_match). */
+kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
+                            int *signature);
 void kj_reduce_scratch_free(kjit_context *context);
 
 /* A host scalar in the representation compiled code reads (16 bytes). */

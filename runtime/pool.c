@@ -45,7 +45,10 @@ struct KjPool {
     void *user;
     kjit_context *print_context; /* the caller's kj_print_context */
     int64_t count, chunk;
-    _Atomic int64_t next;
+    /* unsigned: a launch's count of blocks comes near 2^63, and each thread
+     * adds one chunk past the end before it stops, which must not wrap to a
+     * negative begin */
+    _Atomic uint64_t next;
 };
 
 /* Set on pool workers and on a caller while it runs chunks: a nested run then
@@ -55,11 +58,12 @@ static _Thread_local bool inside_pool_run;
 static void run_chunks(KjPool *pool)
 {
     for (;;) {
-        int64_t begin = atomic_fetch_add(&pool->next, pool->chunk);
-        if (begin >= pool->count)
+        uint64_t begin = atomic_fetch_add(&pool->next, (uint64_t)pool->chunk);
+        if (begin >= (uint64_t)pool->count)
             return;
-        int64_t end = begin + pool->chunk < pool->count ? begin + pool->chunk : pool->count;
-        pool->fn(pool->user, begin, end);
+        int64_t end = pool->count - (int64_t)begin > pool->chunk ? (int64_t)begin + pool->chunk
+                                                                  : pool->count;
+        pool->fn(pool->user, (int64_t)begin, end);
     }
 }
 
@@ -212,7 +216,8 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
     }
     /* About four chunks per thread balances uneven chunks without making
      * the shared counter a hot spot. */
-    int64_t chunk = (count + pool->thread_count * 4 - 1) / (pool->thread_count * 4);
+    int64_t chunks = (int64_t)pool->thread_count * 4;
+    int64_t chunk = count / chunks + (count % chunks != 0); /* rounded up, without overflow */
     if (chunk < min_chunk)
         chunk = min_chunk;
 

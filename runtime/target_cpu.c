@@ -441,7 +441,10 @@ static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
         int64_t per_block;
         uint32_t threads;
         kj_items_block_shape(run, &per_block, &threads);
-        int64_t blocks = (run->items + per_block - 1) / per_block;
+        int64_t blocks = run->items / per_block + (run->items % per_block != 0);
+        if (blocks > KJIT_MAX_GRID_X)
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: too many outputs for one reduction", run->name);
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
         uint32_t block[3] = {threads, 1, 1};
         char *error = NULL;

@@ -24,6 +24,22 @@ kjit_status kjit_npy_write(const char *path, const kjit_array *array, char **err
     return kj_npy_write(path, array, error);
 }
 
+kjit_status kjit_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int64_t *count,
+                            int64_t *bytes, char **error)
+{
+    return kj_shape_size(dtype, ndim, shape, count, bytes, error);
+}
+
+kjit_status kjit_output_open(const char *path, kjit_output_file *out, char **error)
+{
+    return kj_output_open(path, out, error);
+}
+
+kjit_status kjit_output_close(kjit_output_file *out, bool keep, char **error)
+{
+    return kj_output_close(out, keep, error);
+}
+
 void kjit_array_copy_c_order(const kjit_array *array, void *dst)
 {
     kj_array_gather(array, dst);

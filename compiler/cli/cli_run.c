@@ -98,15 +98,24 @@ static int parse_options(int argc, char **argv, RunOptions *o)
         } else if (KJ_CLI_OPTION("--save")) {
             char *end;
             long n = value ? strtol(value, &end, 10) : -1;
-            if (!value || end == value || *end != '=' || n < 0 || end[1] == '\0')
-                return usage("--save takes N=FILE, not '%s'", value ? value : "");
+            if (!value || end == value || *end != '=' || n < 0 || n >= KJ_CLI_MAX_ARGS ||
+                end[1] == '\0')
+                return usage("--save takes N=FILE (N from 0, an argument), not '%s'",
+                             value ? value : "");
             if (o->save_count == MAX_SAVES)
                 return usage("at most 16 --save options%s", "");
             o->save_index[o->save_count] = (int)n;
             o->save_path[o->save_count++] = end + 1;
         } else if (KJ_CLI_OPTION("--repeat")) {
-            if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
-            o->repeat = atoi(value);
+            kjit_arg count;
+            char *why = NULL;
+            if (!value || !kj_cli_parse_number(value, KJIT_I32, &count, &why) ||
+                count.value.i < 1 || count.value.i > 1000000) {
+                free(why);
+                return usage("--repeat takes a count from 1 to 1000000, not '%s'",
+                             value ? value : "");
+            }
+            o->repeat = (int)count.value.i;
         } else {
             return usage("unknown option '%s'", a);
         }
@@ -288,6 +297,16 @@ int kj_cli_run(int argc, char **argv)
     int code = parse_options(argc, argv, &o);
     if (code >= 0)
         return code;
+    /* Before anything runs: an output must not replace what the run reads. */
+    for (int s = -1; s < o.save_count; s++) {
+        const char *path = s < 0 ? o.output : o.save_path[s];
+        const char *input = path ? kj_cli_output_clash(path, &o.call) : NULL;
+        if (input) {
+            fprintf(stderr, "kjit run: %s %s is the file %s, an input of this run; refusing to "
+                            "overwrite it\n", s < 0 ? "-o" : "--save", path, input);
+            return 2;
+        }
+    }
     kj_cli_seed(o.call.seed);
 
     kjit_options options;
@@ -352,6 +371,8 @@ int kj_cli_run(int argc, char **argv)
     }
 
     if ((code = kj_cli_make_args("run", kj_cli_typing_function(function), o.call.args, o.call.arg_count, &made)) != 0)
+        goto done;
+    if ((code = kj_cli_reduce_init("run", function, args, o.call.arg_count, &o.call.reduce)) != 0)
         goto done;
 
     /* Code generation, timed apart from the runs. */

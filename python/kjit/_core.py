@@ -664,7 +664,9 @@ def _dims(value, what):
             raise InvalidArgumentError(f"the {what} has 1 to 3 extents, not {len(dims)}")
         dims += (1,) * (3 - len(dims))
     if any(d < 1 or d >= 1 << 32 for d in dims):
-        raise InvalidArgumentError(f"{what} {dims}: every extent is at least 1")
+        # past 32 bits too (ctypes would wrap 2**32 to 0); kjit_launch holds
+        # the rest to CUDA's limits on every target
+        raise InvalidArgumentError(f"{what} {dims}: every extent is at least 1 and below 2**32")
     return (ctypes.c_uint32 * 3)(*dims)
 
 
