@@ -50,6 +50,39 @@ void kj_print_line(const char *line, int64_t len);
 /* After loading cpu code: points its print hook, if it has one, at kj_print_line. */
 void kj_print_bind(KjCpuCode *code);
 
+/* ================================================================ cancel.c */
+
+typedef struct KjCancel KjCancel;         /* a context's cancellation state */
+typedef struct KjCancelSlot KjCancelSlot; /* one running call's flag */
+/* The slot of the call this thread runs (NULL outside calls); the pool's
+ * workers take the caller's. */
+extern _Thread_local KjCancelSlot *kj_cancel_slot;
+/* Whether the call this thread runs is cancelled: the runtime's loops ask
+ * between chunks, blocks and barriers. */
+bool kj_cancel_requested(void);
+/* After loading cpu code: points its cancellation globals, if it has them,
+ * at the runtime's (kjit_backend.h, "Cancellation"). */
+void kj_cancel_bind(KjCpuCode *code);
+KjCancel *kj_cancel_create(const kjit_options *options);
+void kj_cancel_destroy(KjCancel *cancel);
+/* cuda: the context's flag in mapped host memory (NULL: none), which
+ * kjit_context_cancel and the watchdog set; take returns and clears it. */
+void kj_cancel_set_device_flag(KjCancel *cancel, void *host_flag);
+bool kj_cancel_take_device_flag(KjCancel *cancel);
+/* One call of the API that runs code: a slot taken for it, and at its end
+ * the status: KJIT_ERROR_CANCELLED or KJIT_ERROR_TIMEOUT (with the
+ * message, naming `name`) when it was stopped, else `status`. */
+typedef struct KjCancelCall {
+    KjCancelSlot *slot;
+    KjCancelSlot *previous;
+} KjCancelCall;
+void kj_cancel_begin(kjit_context *context, KjCancelCall *call);
+kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,
+                          kjit_status status);
+/* cuda, after waiting for the context's kernels: KJIT_ERROR_CANCELLED (and
+ * the flag cleared) when a cancel reached them. */
+kjit_status kj_cancel_device_status(kjit_context *context, const char *name);
+
 /* ============================================================ thread pool */
 
 typedef struct KjPool KjPool;
@@ -80,6 +113,12 @@ void kj_cpu_syncthreads(KjThreadCtx *ctx);
 /* Runs a VEC_KERNEL's __range over [0, count): across the pool in chunks of at
  * least KJ_CPU_MIN_CHUNK, or on the calling thread when pool is NULL. */
 void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count);
+/* Elements a run on the calling thread hands __range at a time, asking
+ * between pieces whether the call is cancelled. */
+#define KJ_CPU_CANCEL_CHUNK 65536
+/* range over [begin, end) on this thread in pieces of `chunk`, stopping
+ * between pieces when the call is cancelled. */
+void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t end, int64_t chunk);
 
 /*
  * Runs a kernel over grid x block with CUDA semantics: blocks in order (or
@@ -440,6 +479,7 @@ struct kjit_context {
     void *check_device;    /* checked mode, a target with device memory: the record there */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
     KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
+    KjCancel *cancel;      /* kjit_context_cancel and the time limit (cancel.c) */
 };
 
 struct kjit_function {

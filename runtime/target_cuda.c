@@ -92,7 +92,8 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
                                         .contiguous_params = compiled->contiguous,
                                         .cuda_whole_program = ptxas != NULL,
                                         .line_info = context->options.line_info != 0,
-                                        .checks = context->options.check != 0 && !root->unchecked};
+                                        .checks = context->options.check != 0 && !root->unchecked,
+                                        .cancel = context->options.cancellable != 0};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);

@@ -1,0 +1,321 @@
+/*
+ * cancel.c: stopping calls: kjit_context_cancel, the time limit's watchdog,
+ * and what compiled code and the runtime's loops ask while they run.
+ *
+ * Each call of the API that runs code (kjit_call, kjit_call_async,
+ * kjit_launch_ex, kjit_reduce, kjit_reduce_async) takes one of its
+ * context's slots for its run and gives it back at its end; a slot's flag
+ * says that this call is cancelled.  kjit_context_cancel sets the flag of
+ * every slot in use and nothing else, with atomic operations only, so a
+ * signal handler or another thread may call it at any time: it stops the
+ * calls running then, and a call that starts later runs normally (a claimed
+ * slot starts clear).  The watchdog of a context with a time limit sets the
+ * flag of a slot whose call has run past it, and marks it timed out.
+ *
+ * The running call's slot is in a thread-local (kj_cancel_slot) that the
+ * pool's workers take from the caller, as they take kj_print_context: the
+ * runtime's loops over chunks, blocks and fibers ask kj_cancel_requested
+ * between pieces.  Compiled code built with cancellation polls one word,
+ * the process's count of raised flags (cancel_pending), which is 0 unless
+ * some call somewhere is being cancelled; only then does it call the hook,
+ * which asks its own thread's slot (kjit_backend.h, "Cancellation").
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kjit_runtime.h"
+
+/* Slots of one context: calls running at once beyond this share the last. */
+#define KJ_CANCEL_SLOTS 64
+
+struct KjCancelSlot {
+    _Atomic int32_t flag;   /* 1: the call is cancelled */
+    _Atomic int32_t users;  /* calls holding it (more than 1 only for the last slot) */
+    _Atomic int32_t timed_out; /* the watchdog raised the flag */
+    int64_t deadline_ns;    /* the time limit's end (0: none), under the context's watch lock */
+};
+
+struct KjCancel {
+    KjCancelSlot slots[KJ_CANCEL_SLOTS];
+    double time_limit_s;
+    pthread_mutex_t lock; /* deadlines and the watchdog */
+    pthread_cond_t wake;
+    pthread_t watchdog;
+    bool watchdog_running, stopping;
+    /* cuda: the context's flag in mapped host memory, which its kernels poll */
+    _Atomic int32_t *device_flag;
+};
+
+_Thread_local KjCancelSlot *kj_cancel_slot;
+
+/* How many flags are raised in the whole process: what compiled code polls. */
+static _Atomic int32_t cancel_pending;
+
+static void raise_flag(KjCancelSlot *slot)
+{
+    if (atomic_exchange(&slot->flag, 1) == 0)
+        atomic_fetch_add(&cancel_pending, 1);
+}
+
+static void clear_flag(KjCancelSlot *slot)
+{
+    if (atomic_exchange(&slot->flag, 0) == 1)
+        atomic_fetch_sub(&cancel_pending, 1);
+}
+
+bool kj_cancel_requested(void)
+{
+    KjCancelSlot *slot = kj_cancel_slot;
+    return slot && atomic_load_explicit(&slot->flag, memory_order_relaxed) != 0;
+}
+
+/* What compiled code calls when the pending count is not 0 (KjCancelFn). */
+static int32_t cancel_hook(void)
+{
+    return kj_cancel_requested();
+}
+
+void kj_cancel_bind(KjCpuCode *code)
+{
+    _Atomic int32_t **word = kj_cpu_lookup(code, KJ_CANCEL_WORD_SYMBOL);
+    KjCancelFn *hook = kj_cpu_lookup(code, KJ_CANCEL_HOOK_SYMBOL);
+    if (hook)
+        *hook = cancel_hook;
+    if (word)
+        *word = &cancel_pending;
+}
+
+/* ------------------------------------------------------------- contexts */
+
+KjCancel *kj_cancel_create(const kjit_options *options)
+{
+    KjCancel *cancel = kj_xcalloc(1, sizeof *cancel);
+    cancel->time_limit_s = options->time_limit_s > 0 ? options->time_limit_s : 0;
+    pthread_mutex_init(&cancel->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&cancel->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    return cancel;
+}
+
+void kj_cancel_destroy(KjCancel *cancel)
+{
+    if (!cancel)
+        return;
+    pthread_mutex_lock(&cancel->lock);
+    cancel->stopping = true;
+    pthread_cond_signal(&cancel->wake);
+    bool running = cancel->watchdog_running;
+    pthread_mutex_unlock(&cancel->lock);
+    if (running)
+        pthread_join(cancel->watchdog, NULL);
+    for (int i = 0; i < KJ_CANCEL_SLOTS; i++)
+        clear_flag(&cancel->slots[i]);
+    pthread_mutex_destroy(&cancel->lock);
+    pthread_cond_destroy(&cancel->wake);
+    free(cancel);
+}
+
+void kj_cancel_set_device_flag(KjCancel *cancel, void *host_flag)
+{
+    cancel->device_flag = host_flag;
+}
+
+bool kj_cancel_take_device_flag(KjCancel *cancel)
+{
+    return cancel->device_flag && atomic_exchange(cancel->device_flag, 0) != 0;
+}
+
+void kjit_context_cancel(kjit_context *context)
+{
+    if (!context || !context->cancel)
+        return;
+    KjCancel *cancel = context->cancel;
+    for (int i = 0; i < KJ_CANCEL_SLOTS; i++)
+        if (atomic_load(&cancel->slots[i].users) > 0)
+            raise_flag(&cancel->slots[i]);
+    if (cancel->device_flag)
+        atomic_store(cancel->device_flag, 1);
+}
+
+/* ------------------------------------------------------------- watchdog */
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Raises the flag of every call past its deadline, then sleeps until the
+ * next deadline (or until a call sets one). */
+static void *watchdog_main(void *arg)
+{
+    KjCancel *cancel = arg;
+    pthread_mutex_lock(&cancel->lock);
+    while (!cancel->stopping) {
+        int64_t now = now_ns(), next = 0;
+        for (int i = 0; i < KJ_CANCEL_SLOTS; i++) {
+            KjCancelSlot *slot = &cancel->slots[i];
+            if (!slot->deadline_ns)
+                continue;
+            if (slot->deadline_ns <= now) {
+                atomic_store(&slot->timed_out, 1);
+                raise_flag(slot);
+                if (cancel->device_flag)
+                    atomic_store(cancel->device_flag, 1);
+                slot->deadline_ns = 0;
+            } else if (!next || slot->deadline_ns < next) {
+                next = slot->deadline_ns;
+            }
+        }
+        if (!next) {
+            pthread_cond_wait(&cancel->wake, &cancel->lock);
+            continue;
+        }
+        struct timespec until = {.tv_sec = next / 1000000000, .tv_nsec = next % 1000000000};
+        pthread_cond_timedwait(&cancel->wake, &cancel->lock, &until);
+    }
+    pthread_mutex_unlock(&cancel->lock);
+    return NULL;
+}
+
+/* Under the lock: a deadline for the slot, the watchdog started on first use. */
+static void set_deadline(KjCancel *cancel, KjCancelSlot *slot)
+{
+    int64_t limit = cancel->time_limit_s >= 1e9 ? (int64_t)1e18 : (int64_t)(cancel->time_limit_s * 1e9);
+    slot->deadline_ns = now_ns() + (limit > 0 ? limit : 1);
+    if (!cancel->watchdog_running &&
+        pthread_create(&cancel->watchdog, NULL, watchdog_main, cancel) == 0)
+        cancel->watchdog_running = true;
+    pthread_cond_signal(&cancel->wake);
+}
+
+/* ----------------------------------------------------------------- calls */
+
+void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
+{
+    KjCancel *cancel = context->cancel;
+    call->previous = kj_cancel_slot;
+    KjCancelSlot *slot = &cancel->slots[KJ_CANCEL_SLOTS - 1];
+    for (int i = 0; i < KJ_CANCEL_SLOTS - 1; i++) {
+        int32_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&cancel->slots[i].users, &free_slot, 1)) {
+            slot = &cancel->slots[i];
+            break;
+        }
+    }
+    /* the shared last slot starts clear when its first user takes it */
+    if (slot != &cancel->slots[KJ_CANCEL_SLOTS - 1] || atomic_fetch_add(&slot->users, 1) == 0) {
+        clear_flag(slot);
+        atomic_store(&slot->timed_out, 0);
+    }
+    call->slot = slot;
+    if (cancel->time_limit_s > 0) {
+        pthread_mutex_lock(&cancel->lock);
+        set_deadline(cancel, slot);
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    kj_cancel_slot = slot;
+}
+
+kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,
+                          kjit_status status)
+{
+    KjCancel *cancel = context->cancel;
+    KjCancelSlot *slot = call->slot;
+    kj_cancel_slot = call->previous;
+    if (cancel->time_limit_s > 0) {
+        pthread_mutex_lock(&cancel->lock);
+        slot->deadline_ns = 0;
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    bool cancelled = atomic_load(&slot->flag) != 0;
+    bool timed_out = atomic_load(&slot->timed_out) != 0;
+    if (atomic_fetch_sub(&slot->users, 1) == 1) {
+        clear_flag(slot);
+        atomic_store(&slot->timed_out, 0);
+    }
+    /* a cuda kernel polls the context's flag: the call that waited for it
+     * reports it (kj_cancel_take_device_flag, target_cuda.c) */
+    /* a call that failed otherwise keeps its own error */
+    if (status != KJIT_OK || !cancelled)
+        return status;
+    if (timed_out)
+        return kj_api_set_error(context, KJIT_ERROR_TIMEOUT,
+                                "%s: stopped: it ran past the time limit of %g s "
+                                "(kjit_options.time_limit_s); its results are incomplete",
+                                name, cancel->time_limit_s);
+    return kj_api_set_error(context, KJIT_ERROR_CANCELLED,
+                            "%s: cancelled by kjit_context_cancel; its results are incomplete",
+                            name);
+}
+
+kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
+{
+    if (!kj_cancel_take_device_flag(context->cancel))
+        return KJIT_OK;
+    return kj_api_set_error(context, KJIT_ERROR_CANCELLED,
+                            "%s: cancelled on the GPU (kjit_context_cancel or the time limit); "
+                            "its results are incomplete", name);
+}
+
+/* ------------------------------------------------------- signal helper */
+
+/* The context a signal cancels, and what the handler replaced.  One guard
+ * at a time per process: signal handlers are process-wide. */
+static kjit_context *_Atomic signal_context;
+static volatile sig_atomic_t signal_seen;
+static int signal_number;
+static struct sigaction signal_previous;
+static int signal_depth;
+
+static void on_signal(int signo)
+{
+    (void)signo;
+    signal_seen = 1;
+    kjit_context *context = atomic_load(&signal_context);
+    if (context)
+        kjit_context_cancel(context);
+}
+
+kjit_status kjit_cancel_on_signal(kjit_context *context, int signo)
+{
+    if (!context)
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    if (signal_depth++ > 0)
+        return KJIT_OK; /* already guarded (a nested call): the outer guard stays */
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    signal_seen = 0;
+    signal_number = signo;
+    atomic_store(&signal_context, context);
+    if (sigaction(signo, &action, &signal_previous) != 0) {
+        signal_depth--;
+        atomic_store(&signal_context, NULL);
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "kjit_cancel_on_signal: signal %d cannot be caught: %s", signo,
+                                strerror(errno));
+    }
+    return KJIT_OK;
+}
+
+int kjit_cancel_on_signal_end(kjit_context *context)
+{
+    (void)context;
+    if (signal_depth == 0 || --signal_depth > 0)
+        return 0;
+    sigaction(signal_number, &signal_previous, NULL);
+    atomic_store(&signal_context, NULL);
+    int seen = signal_seen;
+    signal_seen = 0;
+    return seen;
+}
