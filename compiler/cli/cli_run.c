@@ -10,6 +10,7 @@
  * 0 success, 1 errors in the program or the run, 2 usage or I/O errors.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,13 @@ static const char run_usage[] =
     "                                    Nsight Compute); also KJIT_LINEINFO=1\n"
     "  --check                           checked mode: bad indices, integer division by\n"
     "                                    zero, bad conversions and shifts are reported at\n"
-    "                                    their source line (also KJIT_CHECK=1)\n";
+    "                                    their source line (also KJIT_CHECK=1)\n"
+    "  --time-limit S                    stop a run (each, with --repeat) that takes more\n"
+    "                                    than S seconds: an error, exit status 1\n"
+    "\n"
+    "Ctrl-C (SIGINT) during a run stops the running code and exits with status 130.\n"
+    "The code is built to be stoppable (kjit_options.cancellable) unless\n"
+    "KJIT_CANCELLABLE=0.\n";
 
 #define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
@@ -56,6 +63,7 @@ typedef struct RunOptions {
     const char *save_path[MAX_SAVES];
     int save_count;
     int repeat;
+    double time_limit_s; /* --time-limit; 0: none */
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -104,6 +112,13 @@ static int parse_options(int argc, char **argv, RunOptions *o)
                 return usage("at most 16 --save options%s", "");
             o->save_index[o->save_count] = (int)n;
             o->save_path[o->save_count++] = end + 1;
+        } else if (KJ_CLI_OPTION("--time-limit")) {
+            char *end = NULL;
+            double seconds = value ? strtod(value, &end) : 0;
+            if (!value || end == value || *end != '\0' || !(seconds > 0) || seconds >= 1e9)
+                return usage("--time-limit takes a number of seconds above 0, not '%s'",
+                             value ? value : "");
+            o->time_limit_s = seconds;
         } else if (KJ_CLI_OPTION("--repeat")) {
             if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
             o->repeat = atoi(value);
@@ -294,6 +309,10 @@ int kj_cli_run(int argc, char **argv)
     options.target = o.target;
     options.check = o.call.check;
     options.on_diagnostic = print_diagnostic;
+    /* Ctrl-C must stop any kernel, one that never ends included */
+    const char *cancellable = getenv("KJIT_CANCELLABLE");
+    options.cancellable = !(cancellable && strcmp(cancellable, "0") == 0);
+    options.time_limit_s = o.time_limit_s;
     if (o.call.line_info)
         options.line_info = 1;
     kjit_context *context = NULL;
@@ -366,6 +385,8 @@ int kj_cli_run(int argc, char **argv)
         goto done;
     }
     for (int r = 0; r < o.repeat; r++) {
+        /* SIGINT cancels the call; kjit_cancel_on_signal_end says it came */
+        kjit_cancel_on_signal(context, SIGINT);
         t0 = kj_cli_now_ms();
         if (kind == KJIT_FUNCTION_KERNEL) {
             kjit_launch_options launch;
@@ -386,6 +407,12 @@ int kj_cli_run(int argc, char **argv)
             status = kjit_synchronize(context);
         if (timed < 1024)
             times[timed++] = kj_cli_now_ms() - t0;
+        if (kjit_cancel_on_signal_end(context)) {
+            fprintf(stderr, "kjit run: interrupted (Ctrl-C): %s was stopped%s\n", o.call.function,
+                    status == KJIT_OK ? " after it had finished" : " before it finished; nothing was written");
+            code = 130;
+            goto done;
+        }
         if (status != KJIT_OK) {
             fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
             code = 1;
