@@ -29,6 +29,9 @@
 
 #include "kjit_runtime.h"
 
+int kj_signal_guard_begin(kjit_context *context);
+void kj_signal_guard_end(int slot);
+
 /* Slots of one context: calls running at once beyond this share the last. */
 #define KJ_CANCEL_SLOTS 64
 
@@ -203,6 +206,7 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
 {
     KjCancel *cancel = context->cancel;
     call->previous = kj_cancel_slot;
+    call->signal_slot = kj_signal_guard_begin(context);
     KjCancelSlot *slot = &cancel->slots[KJ_CANCEL_SLOTS - 1];
     for (int i = 0; i < KJ_CANCEL_SLOTS - 1; i++) {
         int32_t free_slot = 0;
@@ -231,6 +235,7 @@ kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char 
     KjCancel *cancel = context->cancel;
     KjCancelSlot *slot = call->slot;
     kj_cancel_slot = call->previous;
+    kj_signal_guard_end(call->signal_slot);
     if (cancel->time_limit_s > 0) {
         pthread_mutex_lock(&cancel->lock);
         slot->deadline_ns = 0;
@@ -266,56 +271,91 @@ kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
                             "its results are incomplete", name);
 }
 
-/* ------------------------------------------------------- signal helper */
+/* ---------------------------------------------------- cancel_signal */
 
-/* The context a signal cancels, and what the handler replaced.  One guard
- * at a time per process: signal handlers are process-wide. */
-static kjit_context *_Atomic signal_context;
-static volatile sig_atomic_t signal_seen;
-static int signal_number;
+/*
+ * kjit_options.cancel_signal: while calls of such contexts run, the signal's
+ * handler is kjit's, which cancels them.  Handlers are process-wide, so the
+ * first call to begin installs it and the last to end puts back the one it
+ * found; the contexts in between are in a table the handler reads with
+ * atomic loads only.  A signal that came is raised again for the handler put
+ * back when that is a function (Python's sets its flag, and Python raises
+ * KeyboardInterrupt once the call has returned); the default action is not
+ * taken again (a command line reads KJIT_ERROR_CANCELLED instead).
+ */
+#define KJ_SIGNAL_CONTEXTS 64
+
+static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
+static kjit_context *_Atomic signal_contexts[KJ_SIGNAL_CONTEXTS];
+static int signal_users, signal_number;
 static struct sigaction signal_previous;
-static int signal_depth;
+static volatile sig_atomic_t signal_seen;
 
 static void on_signal(int signo)
 {
     (void)signo;
     signal_seen = 1;
-    kjit_context *context = atomic_load(&signal_context);
-    if (context)
-        kjit_context_cancel(context);
-}
-
-kjit_status kjit_cancel_on_signal(kjit_context *context, int signo)
-{
-    if (!context)
-        return KJIT_ERROR_INVALID_ARGUMENT;
-    if (signal_depth++ > 0)
-        return KJIT_OK; /* already guarded (a nested call): the outer guard stays */
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_handler = on_signal;
-    sigemptyset(&action.sa_mask);
-    signal_seen = 0;
-    signal_number = signo;
-    atomic_store(&signal_context, context);
-    if (sigaction(signo, &action, &signal_previous) != 0) {
-        signal_depth--;
-        atomic_store(&signal_context, NULL);
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "kjit_cancel_on_signal: signal %d cannot be caught: %s", signo,
-                                strerror(errno));
+    for (int i = 0; i < KJ_SIGNAL_CONTEXTS; i++) {
+        kjit_context *context = atomic_load(&signal_contexts[i]);
+        if (context)
+            kjit_context_cancel(context);
     }
-    return KJIT_OK;
 }
 
-int kjit_cancel_on_signal_end(kjit_context *context)
+int kj_signal_guard_begin(kjit_context *context)
 {
-    (void)context;
-    if (signal_depth == 0 || --signal_depth > 0)
-        return 0;
-    sigaction(signal_number, &signal_previous, NULL);
-    atomic_store(&signal_context, NULL);
-    int seen = signal_seen;
-    signal_seen = 0;
-    return seen;
+    int signo = context->options.cancel_signal;
+    if (signo <= 0)
+        return -1;
+    pthread_mutex_lock(&signal_lock);
+    int slot = -1;
+    if (signal_users == 0 || signal_number == signo) {
+        for (int i = 0; i < KJ_SIGNAL_CONTEXTS && slot < 0; i++) {
+            kjit_context *none = NULL;
+            if (atomic_compare_exchange_strong(&signal_contexts[i], &none, context))
+                slot = i;
+        }
+    }
+    if (slot >= 0 && signal_users == 0) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = on_signal;
+        sigemptyset(&action.sa_mask);
+        signal_seen = 0;
+        bool installed = sigaction(signo, &action, &signal_previous) == 0;
+        if (installed && !(signal_previous.sa_flags & SA_SIGINFO) &&
+            signal_previous.sa_handler == SIG_IGN) {
+            /* an ignored signal stays ignored (a shell's background job) */
+            sigaction(signo, &signal_previous, NULL);
+            installed = false;
+        }
+        if (!installed) {
+            atomic_store(&signal_contexts[slot], NULL);
+            slot = -1;
+        } else {
+            signal_number = signo;
+        }
+    }
+    if (slot >= 0)
+        signal_users++;
+    pthread_mutex_unlock(&signal_lock);
+    return slot;
+}
+
+void kj_signal_guard_end(int slot)
+{
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&signal_lock);
+    atomic_store(&signal_contexts[slot], NULL);
+    if (--signal_users == 0) {
+        sigaction(signal_number, &signal_previous, NULL);
+        bool handler = !(signal_previous.sa_flags & SA_SIGINFO)
+                           ? signal_previous.sa_handler != SIG_DFL && signal_previous.sa_handler != SIG_IGN
+                           : signal_previous.sa_sigaction != NULL;
+        if (signal_seen && handler)
+            raise(signal_number);
+        signal_seen = 0;
+    }
+    pthread_mutex_unlock(&signal_lock);
 }

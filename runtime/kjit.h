@@ -168,6 +168,15 @@ typedef struct kjit_options {
      * than this many seconds is stopped and returns KJIT_ERROR_TIMEOUT.
      * 0: no limit.  Default: KJIT_TIME_LIMIT (seconds) or 0. */
     double time_limit_s;
+    /* A signal number (SIGINT) or 0: while a call of this context runs, that
+     * signal cancels it (kjit_context_cancel, from kjit's handler).  The
+     * handler is installed when the first such call of the process starts
+     * and the one it replaced is put back when the last ends; if the signal
+     * came and the handler put back is a function (Python's), the signal is
+     * raised again for it.  For hosts whose own handler cannot act while a
+     * call holds the thread: Python's KeyboardInterrupt, a command line's
+     * Ctrl-C (which then sees KJIT_ERROR_CANCELLED).  Default: 0. */
+    int cancel_signal;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
@@ -192,17 +201,6 @@ kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
  * KJIT_ERROR_CANCELLED.
  */
 void kjit_context_cancel(kjit_context *context);
-/*
- * For hosts whose own signal handling cannot run while a call holds the
- * thread (Python, a command line): until kjit_cancel_on_signal_end, signal
- * `signo` (SIGINT) runs a handler that calls kjit_context_cancel(context)
- * and notes that it came.  _end puts the previous handler back and returns
- * 1 when the signal came (the caller then acts on it: raise
- * KeyboardInterrupt, exit), else 0.  Handlers are process-wide: one guard
- * at a time (a nested begin keeps the outer one).
- */
-kjit_status kjit_cancel_on_signal(kjit_context *context, int signo);
-int kjit_cancel_on_signal_end(kjit_context *context);
 /* The message of the last failed call on this context ("" if none).  With
  * NULL: the last failure of kjit_context_create on this thread. */
 const char *kjit_last_error(const kjit_context *context);

@@ -75,6 +75,7 @@ bool kj_cancel_take_device_flag(KjCancel *cancel);
 typedef struct KjCancelCall {
     KjCancelSlot *slot;
     KjCancelSlot *previous;
+    int signal_slot; /* kjit_options.cancel_signal's table entry, or -1 */
 } KjCancelCall;
 void kj_cancel_begin(kjit_context *context, KjCancelCall *call);
 kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,

@@ -38,8 +38,10 @@ for target in cpu parallel; do
     else bad "$target: a kernel that ends runs to its end under --time-limit (exit $code)"; fi
 
     # Ctrl-C: SIGINT to the process once the kernel runs (compiled first, so
-    # the signal finds it running: the cache holds the code from above)
-    "$kjit" run "$tmp/spin.kern" spin zeros:i32:256 -1 --grid 4 --block 64 --target $target \
+    # the signal finds it running: the cache holds the code from above).  A
+    # shell starts a background job with SIGINT ignored, which kjit leaves
+    # ignored: env gives it the default disposition a terminal's job has.
+    env --default-signal=INT "$kjit" run "$tmp/spin.kern" spin zeros:i32:256 -1 --grid 4 --block 64 --target $target \
         >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     sleep 1
