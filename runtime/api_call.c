@@ -912,7 +912,9 @@ kjit_status kjit_stream_synchronize(kjit_stream *stream)
 {
     kjit_context *context = stream->context;
     kj_api_clear_error(context);
-    return context->runtime->synchronize(context, stream);
+    kjit_status status = context->runtime->synchronize(context, stream);
+    /* cuda: kernels a cancel stopped have only returned early */
+    return status == KJIT_OK ? kj_cancel_device_status(context, "kjit_stream_synchronize") : status;
 }
 
 void kjit_stream_destroy(kjit_stream *stream)
@@ -926,7 +928,8 @@ void kjit_stream_destroy(kjit_stream *stream)
 kjit_status kjit_synchronize(kjit_context *context)
 {
     kj_api_clear_error(context);
-    return context->runtime->synchronize(context, NULL);
+    kjit_status status = context->runtime->synchronize(context, NULL);
+    return status == KJIT_OK ? kj_cancel_device_status(context, "kjit_synchronize") : status;
 }
 
 kjit_status kjit_event_record(kjit_context *context, kjit_stream *stream, kjit_event **out)

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kjit_runtime.h"
 
@@ -49,8 +50,10 @@ struct KjCancel {
     pthread_cond_t wake;
     pthread_t watchdog;
     bool watchdog_running, stopping;
-    /* cuda: the context's flag in mapped host memory, which its kernels poll */
+    /* cuda: the context's flag in mapped host memory, which its kernels poll
+     * (the first word of device_page, ours, mapped by the cuda target) */
     _Atomic int32_t *device_flag;
+    void *device_page;
 };
 
 _Thread_local KjCancelSlot *kj_cancel_slot;
@@ -122,6 +125,7 @@ void kj_cancel_destroy(KjCancel *cancel)
         clear_flag(&cancel->slots[i]);
     pthread_mutex_destroy(&cancel->lock);
     pthread_cond_destroy(&cancel->wake);
+    free(cancel->device_page);
     free(cancel);
 }
 
@@ -130,9 +134,25 @@ void kj_cancel_set_device_flag(KjCancel *cancel, void *host_flag)
     cancel->device_flag = host_flag;
 }
 
+void *kj_cancel_device_page(KjCancel *cancel, size_t *bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    *bytes = page > 0 ? (size_t)page : 4096;
+    pthread_mutex_lock(&cancel->lock);
+    if (!cancel->device_page) {
+        if (posix_memalign(&cancel->device_page, *bytes, *bytes) != 0)
+            kj_die("out of memory for a page");
+        memset(cancel->device_page, 0, *bytes);
+        cancel->device_flag = cancel->device_page;
+    }
+    pthread_mutex_unlock(&cancel->lock);
+    return cancel->device_page;
+}
+
 bool kj_cancel_take_device_flag(KjCancel *cancel)
 {
-    return cancel->device_flag && atomic_exchange(cancel->device_flag, 0) != 0;
+    return cancel->device_flag && atomic_load(cancel->device_flag) &&
+           atomic_exchange(cancel->device_flag, 0) != 0;
 }
 
 void kjit_context_cancel(kjit_context *context)
@@ -202,6 +222,17 @@ static void set_deadline(KjCancel *cancel, KjCancelSlot *slot)
 
 /* ----------------------------------------------------------------- calls */
 
+/* Whether `slot`'s call is the only one running on the context. */
+static bool alone(KjCancel *cancel, KjCancelSlot *slot)
+{
+    for (int i = 0; i < KJ_CANCEL_SLOTS; i++) {
+        int32_t users = atomic_load(&cancel->slots[i].users);
+        if (users > (&cancel->slots[i] == slot))
+            return false;
+    }
+    return true;
+}
+
 void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
 {
     KjCancel *cancel = context->cancel;
@@ -221,6 +252,10 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
         atomic_store(&slot->timed_out, 0);
     }
     call->slot = slot;
+    /* cuda: a request that no running call took is not kept for this one
+     * (the kernels it stopped were reported by a synchronisation, or not) */
+    if (cancel->device_flag && alone(cancel, slot))
+        atomic_store(cancel->device_flag, 0);
     if (cancel->time_limit_s > 0) {
         pthread_mutex_lock(&cancel->lock);
         set_deadline(cancel, slot);
@@ -243,12 +278,17 @@ kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char 
     }
     bool cancelled = atomic_load(&slot->flag) != 0;
     bool timed_out = atomic_load(&slot->timed_out) != 0;
+    /* cuda: the kernels poll the context's flag; the last call running
+     * clears it */
+    if (cancel->device_flag && atomic_load(cancel->device_flag)) {
+        cancelled = true;
+        if (alone(cancel, slot))
+            atomic_store(cancel->device_flag, 0);
+    }
     if (atomic_fetch_sub(&slot->users, 1) == 1) {
         clear_flag(slot);
         atomic_store(&slot->timed_out, 0);
     }
-    /* a cuda kernel polls the context's flag: the call that waited for it
-     * reports it (kj_cancel_take_device_flag, target_cuda.c) */
     /* a call that failed otherwise keeps its own error */
     if (status != KJIT_OK || !cancelled)
         return status;

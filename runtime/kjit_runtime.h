@@ -68,6 +68,9 @@ void kj_cancel_destroy(KjCancel *cancel);
 /* cuda: the context's flag in mapped host memory (NULL: none), which
  * kjit_context_cancel and the watchdog set; take returns and clears it. */
 void kj_cancel_set_device_flag(KjCancel *cancel, void *host_flag);
+/* A zeroed page of the context's (made on first use) whose first word is its
+ * device flag (set as kj_cancel_set_device_flag does); its size in *bytes. */
+void *kj_cancel_device_page(KjCancel *cancel, size_t *bytes);
 bool kj_cancel_take_device_flag(KjCancel *cancel);
 /* One call of the API that runs code: a slot taken for it, and at its end
  * the status: KJIT_ERROR_CANCELLED or KJIT_ERROR_TIMEOUT (with the
@@ -258,6 +261,17 @@ kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char 
                                        char **error);
 
 kjit_status kj_cuda_alloc(KjCuda *cuda, size_t bytes, void **device_ptr, char **error);
+/* Host memory of ours (page-aligned, `bytes`) mapped into the device's
+ * address space (cuMemHostRegister with DEVICEMAP, cuMemHostGetDevicePointer):
+ * its device address in *device.  One mapping per KjCuda, made again after a
+ * fault reset the context; kj_cuda_close undoes it.  The memory stays the
+ * caller's: a host store to it is always safe. */
+kjit_status kj_cuda_map_host(KjCuda *cuda, void *host, size_t bytes, uint64_t *device,
+                             char **error);
+/* Writes `bytes` at the module's global `name`: KJIT_ERROR_NOT_FOUND (no
+ * message) when it has none. */
+kjit_status kj_cuda_module_set_global(KjCudaModule *module, const char *name, const void *value,
+                                      size_t bytes, char **error);
 kjit_status kj_cuda_free(KjCuda *cuda, void *device_ptr, char **error);
 kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
                                    KjCudaStream *stream, char **error);
@@ -346,6 +360,12 @@ typedef struct KjCuDriver {
     KjCuResult (*EventElapsedTime)(float *ms, void *start, void *end);
     KjCuResult (*EventDestroy)(void *event);
     KjCuResult (*StreamWaitEvent)(void *stream, void *event, unsigned flags);
+    /* cancellation (cancel.c): host memory the kernels read, and a module's global */
+    KjCuResult (*MemHostRegister)(void *host, size_t bytes, unsigned flags);
+    KjCuResult (*MemHostUnregister)(void *host);
+    KjCuResult (*MemHostGetDevicePointer)(KjCuDevicePtr *device, void *host, unsigned flags);
+    KjCuResult (*ModuleGetGlobal)(KjCuDevicePtr *device, size_t *bytes, void *module,
+                                  const char *name);
 } KjCuDriver;
 
 /* The driver, opened and cuInit'ed once per process; NULL and a reason in

@@ -199,6 +199,11 @@ static void poll_device(Gen *g, LLVMBasicBlockRef go_on)
 {
     unsigned stride = g->target->cancel_stride;
     LLVMValueRef counter = kj_codegen_alloca_in_entry(g, g->t_i32, "cancel.turns");
+    /* zero once, in the entry block, where the alloca is */
+    LLVMBuilderRef entry = LLVMCreateBuilderInContext(g->ctx);
+    LLVMPositionBuilderBefore(entry, LLVMGetBasicBlockTerminator(g->entry_bb));
+    LLVMBuildStore(entry, const_i32(g, 0), counter);
+    LLVMDisposeBuilder(entry);
     LLVMValueRef turns = LLVMBuildAdd(g->b, LLVMBuildLoad2(g->b, g->t_i32, counter, ""), const_i32(g, 1), "");
     LLVMBuildStore(g->b, turns, counter);
     LLVMValueRef due = LLVMBuildICmp(g->b, LLVMIntEQ,
