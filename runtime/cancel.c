@@ -30,8 +30,8 @@
 
 #include "kjit_runtime.h"
 
-int kj_signal_guard_begin(kjit_context *context);
-void kj_signal_guard_end(int slot);
+static int kj_signal_guard_begin(kjit_context *context);
+static void kj_signal_guard_end(int slot);
 
 /* Slots of one context: calls running at once beyond this share the last. */
 #define KJ_CANCEL_SLOTS 64
@@ -246,10 +246,13 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
             break;
         }
     }
-    /* the shared last slot starts clear when its first user takes it */
+    /* a slot starts clear (the shared last one when its first user takes
+     * it); the hot path reads and writes nothing more when it is */
     if (slot != &cancel->slots[KJ_CANCEL_SLOTS - 1] || atomic_fetch_add(&slot->users, 1) == 0) {
-        clear_flag(slot);
-        atomic_store(&slot->timed_out, 0);
+        if (atomic_load_explicit(&slot->flag, memory_order_relaxed))
+            clear_flag(slot);
+        if (atomic_load_explicit(&slot->timed_out, memory_order_relaxed))
+            atomic_store(&slot->timed_out, 0);
     }
     call->slot = slot;
     /* cuda: a request that no running call took is not kept for this one
@@ -285,9 +288,21 @@ kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char 
         if (alone(cancel, slot))
             atomic_store(cancel->device_flag, 0);
     }
-    if (atomic_fetch_sub(&slot->users, 1) == 1) {
-        clear_flag(slot);
-        atomic_store(&slot->timed_out, 0);
+    if (slot == &cancel->slots[KJ_CANCEL_SLOTS - 1]) {
+        if (atomic_fetch_sub(&slot->users, 1) == 1) {
+            clear_flag(slot);
+            atomic_store(&slot->timed_out, 0);
+        }
+    } else {
+        if (cancelled)
+            clear_flag(slot);
+        if (timed_out)
+            atomic_store(&slot->timed_out, 0);
+        atomic_store_explicit(&slot->users, 0, memory_order_release);
+        /* a cancel that saw this call running may land just now: leave no
+         * raised flag on a free slot (it would keep the pending count up) */
+        if (atomic_load_explicit(&slot->flag, memory_order_relaxed))
+            clear_flag(slot);
     }
     /* a call that failed otherwise keeps its own error */
     if (status != KJIT_OK || !cancelled)
@@ -342,7 +357,7 @@ static void on_signal(int signo)
     }
 }
 
-int kj_signal_guard_begin(kjit_context *context)
+static int kj_signal_guard_begin(kjit_context *context)
 {
     int signo = context->options.cancel_signal;
     if (signo <= 0)
@@ -382,7 +397,7 @@ int kj_signal_guard_begin(kjit_context *context)
     return slot;
 }
 
-void kj_signal_guard_end(int slot)
+static void kj_signal_guard_end(int slot)
 {
     if (slot < 0)
         return;
