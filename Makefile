@@ -55,7 +55,7 @@ LIB_OBJS     = $(FRONT_OBJS) $(BACKEND_OBJS) $(RUNTIME_OBJS)
 HEADERS      = $(wildcard compiler/*.h compiler/backend/*.h compiler/cli/*.h runtime/*.h)
 
 .PHONY: all deps check test-layers test-unit test-golden test-robust demo bench-cpu gpu-bundle \
-        install clean ptx-check test-bench-refs bench-checks
+        install clean ptx-check test-bench-refs bench-checks bench-cancel
 
 all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a
 

@@ -88,7 +88,7 @@ const char *kjit_status_name(kjit_status status)
     static const char *const names[] = {
         "ok", "compile error", "I/O error", "not found", "invalid argument", "shape error",
         "type error", "no device", "CUDA error", "out of memory", "back-end error",
-        "check failed",
+        "check failed", "cancelled", "time limit exceeded",
     };
     return (unsigned)status < sizeof names / sizeof names[0] ? names[status] : "unknown status";
 }
@@ -116,6 +116,15 @@ void kjit_options_init(kjit_options *options)
     options->cpu_simd = kj_codegen_cpu_simd_default();
     const char *specialise = getenv("KJIT_CPU_SPECIALISE");
     options->cpu_specialise = !(specialise && strcmp(specialise, "0") == 0);
+    const char *cancellable = getenv("KJIT_CANCELLABLE");
+    options->cancellable = cancellable && *cancellable && strcmp(cancellable, "0") != 0;
+    const char *limit = getenv("KJIT_TIME_LIMIT");
+    if (limit && *limit) {
+        char *end = NULL;
+        double seconds = strtod(limit, &end);
+        if (end != limit && *end == '\0' && seconds > 0 && seconds < 1e9)
+            options->time_limit_s = seconds;
+    }
 }
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
@@ -136,6 +145,12 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     if (context->options.opt_level < 0 || context->options.opt_level > 3)
         context->options.opt_level = 3;
     context->options.check = context->options.check || kj_check_env();
+    if (!(context->options.time_limit_s > 0)) /* NaN and negatives too: no limit */
+        context->options.time_limit_s = 0;
+    if (context->options.time_limit_s > 0)
+        context->options.cancellable = 1;
+    context->options.cancellable = context->options.cancellable != 0;
+    context->cancel = kj_cancel_create(&context->options);
     pthread_mutex_init(&context->lock, NULL);
     context->stdlib_dirs[0] = kj_default_stdlib_dir();
     context->stdlib_dirs[1] = NULL;
@@ -161,6 +176,7 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
         kj_api_set_error(NULL, status, "%s target: %s", runtime->name,
                          error ? error : "unknown failure");
         free(error);
+        kj_cancel_destroy(context->cancel);
         pthread_mutex_destroy(&context->lock);
         free(context);
         return status;
@@ -179,6 +195,7 @@ void kjit_context_destroy(kjit_context *context)
     kj_reduce_scratch_free(context);
     kj_check_context_free(context); /* through the target, before it closes */
     context->runtime->close(context);
+    kj_cancel_destroy(context->cancel);
     free(context->last_error);
     pthread_mutex_destroy(&context->lock);
     free(context);
@@ -437,6 +454,8 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
                      module->context->options.cpu_simd ? "" : " nosimd");
     if (module->context->options.check)
         kj_cache_key_add(key, "checks", "%d", 1);
+    if (module->context->options.cancellable)
+        kj_cache_key_add(key, "cancel", "%d", 1);
 }
 
 /* The middle of the pass list for one root (pipeline.c); an internal error

@@ -582,12 +582,10 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
     return KJIT_OK;
 }
 
-kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
-                      kjit_array *out, kjit_array *result)
+static kjit_status call_any(kjit_function *function, const kjit_arg *args, int nargs,
+                           kjit_array *out, kjit_array *result)
 {
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, result, NULL, true);
@@ -606,12 +604,27 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                             "%s is a @kernel: launch it with kjit_launch", function->entry->name);
 }
 
-kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
-                            kjit_array *out, kjit_stream *stream)
+kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
+                      kjit_array *out, kjit_array *result)
 {
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
     kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status ran = call_any(function, args, nargs, out, result);
+    kjit_status status = kj_cancel_end(context, &cancel, function->entry->name, ran);
+    if (ran == KJIT_OK && status != KJIT_OK && result) {
+        kjit_array_free(result); /* a stopped call hands back no result */
+        memset(result, 0, sizeof *result);
+    }
+    return status;
+}
+
+static kjit_status call_async_any(kjit_function *function, const kjit_arg *args, int nargs,
+                                  kjit_array *out, kjit_stream *stream)
+{
+    kjit_context *context = function->module->context;
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
         return kj_gufunc_call(function, args, nargs, out, NULL, stream, true);
     if (function->entry->kind != KJ_FN_VECTORIZE)
@@ -623,6 +636,19 @@ kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int n
                                 "%s: kjit_call_async needs an output array", function->entry->name);
     return call_vectorized(function, args, nargs, out, NULL, stream, true);
 }
+
+kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
+                            kjit_array *out, kjit_stream *stream)
+{
+    kjit_context *context = function->module->context;
+    kj_api_clear_error(context);
+    kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status status = call_async_any(function, args, nargs, out, stream);
+    return kj_cancel_end(context, &cancel, function->entry->name, status);
+}
+
 
 _Static_assert(KJIT_MAX_BLOCK_THREADS == KJ_MAX_BLOCK_THREADS,
                "kjit.h's block limit is the split form's");
@@ -687,13 +713,11 @@ void kjit_launch_options_init(kjit_launch_options *options)
  * GPU allows far less: the driver says how much). */
 #define MAX_DYNAMIC_SHARED_BYTES ((size_t)1 << 30)
 
-kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
-                           const uint32_t block[3], const kjit_arg *args, int nargs,
-                           const kjit_launch_options *options)
+static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
+                              const uint32_t block[3], const kjit_arg *args, int nargs,
+                              const kjit_launch_options *options)
 {
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
     kjit_launch_options defaults;
     if (!options) {
         kjit_launch_options_init(&defaults);
@@ -732,6 +756,19 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
         status = kj_check_end(context, &check, function->module->ir, function->entry->name,
                               stream, status);
     return status;
+}
+
+kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
+                           const uint32_t block[3], const kjit_arg *args, int nargs,
+                           const kjit_launch_options *options)
+{
+    kjit_context *context = function->module->context;
+    kj_api_clear_error(context);
+    kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status status = launch_any(function, grid, block, args, nargs, options);
+    return kj_cancel_end(context, &cancel, function->entry->name, status);
 }
 
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
@@ -909,7 +946,9 @@ kjit_status kjit_stream_synchronize(kjit_stream *stream)
 {
     kjit_context *context = stream->context;
     kj_api_clear_error(context);
-    return context->runtime->synchronize(context, stream);
+    kjit_status status = context->runtime->synchronize(context, stream);
+    /* cuda: kernels a cancel stopped have only returned early */
+    return status == KJIT_OK ? kj_cancel_device_status(context, "kjit_stream_synchronize") : status;
 }
 
 void kjit_stream_destroy(kjit_stream *stream)
@@ -923,7 +962,8 @@ void kjit_stream_destroy(kjit_stream *stream)
 kjit_status kjit_synchronize(kjit_context *context)
 {
     kj_api_clear_error(context);
-    return context->runtime->synchronize(context, NULL);
+    kjit_status status = context->runtime->synchronize(context, NULL);
+    return status == KJIT_OK ? kj_cancel_device_status(context, "kjit_synchronize") : status;
 }
 
 kjit_status kjit_event_record(kjit_context *context, kjit_stream *stream, kjit_event **out)

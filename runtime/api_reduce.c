@@ -673,8 +673,18 @@ kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs
                         const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                         kjit_array *result)
 {
-    kj_api_clear_error(function->module->context);
-    return reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
+    kjit_context *context = function->module->context;
+    kj_api_clear_error(context);
+    kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status ran = reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
+    kjit_status status = kj_cancel_end(context, &cancel, function->entry->name, ran);
+    if (ran == KJIT_OK && status != KJIT_OK && result) {
+        kjit_array_free(result); /* a stopped call hands back no result */
+        memset(result, 0, sizeof *result);
+    }
+    return status;
 }
 
 kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int nargs,
@@ -687,7 +697,11 @@ kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_reduce_async needs an output array",
                                 function->entry->name);
-    return reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
+    kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status status = reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
+    return kj_cancel_end(context, &cancel, function->entry->name, status);
 }
 
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs)

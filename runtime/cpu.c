@@ -39,10 +39,19 @@ typedef struct RangeJob {
     void **args;
 } RangeJob;
 
+void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t end, int64_t chunk)
+{
+    for (int64_t b = begin; b < end; b += chunk) {
+        if (kj_cancel_requested())
+            return;
+        range(args, b, end - b > chunk ? b + chunk : end);
+    }
+}
+
 static void run_range_chunk(void *user, int64_t begin, int64_t end)
 {
     RangeJob *job = user;
-    job->range(job->args, begin, end);
+    kj_cpu_run_range_here(job->range, job->args, begin, end, KJ_CPU_CANCEL_CHUNK);
 }
 
 void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
@@ -50,7 +59,7 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
     if (count <= 0)
         return;
     if (!pool) {
-        range(args, 0, count);
+        kj_cpu_run_range_here(range, args, 0, count, KJ_CPU_CANCEL_CHUNK);
         return;
     }
     RangeJob job = {range, args};
@@ -479,6 +488,10 @@ static bool fiber_group_run(FiberGroup *group)
         fiber_prepare(group, i);
     }
     for (;;) {
+        /* a cancelled call's fibers are abandoned where they stand (at a
+         * barrier, or after polling), as after a deadlock */
+        if (kj_cancel_requested())
+            return true;
         bool live = false;
         for (int i = 0; i < group->count; i++) {
             if (group->slots[i].state == FIBER_READY)
@@ -600,6 +613,8 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
     block_coordinates(job, begin, first);
     uint32_t bx = (uint32_t)first[0], by = (uint32_t)first[1], bz = (uint32_t)first[2];
     for (int64_t b = begin; b < end; b++) {
+        if (kj_cancel_requested())
+            break;
         if (b != begin && ++bx == job->grid[0]) {
             bx = 0;
             if (++by == job->grid[1]) {
@@ -672,7 +687,7 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
     }
     fg.thread_fn = job->thread_fn;
     fg.args = job->args;
-    for (int64_t b = begin; b < end && !job->deadlock; b++)
+    for (int64_t b = begin; b < end && !job->deadlock && !kj_cancel_requested(); b++)
         if (!run_fiber_group(job, &fg, &shared, b, 1))
             job->deadlock = 1;
     fiber_group_free(&fg);

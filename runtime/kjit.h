@@ -33,6 +33,10 @@ typedef enum kjit_status {
     KJIT_ERROR_BACKEND,          /* code generation failed (a bug, or a missing libdevice) */
     KJIT_ERROR_CHECK,            /* checked mode: a run-time check failed (the message names
                                     the source place and the values) */
+    KJIT_ERROR_CANCELLED,        /* kjit_context_cancel stopped the call; its outputs are
+                                    partly written */
+    KJIT_ERROR_TIMEOUT,          /* the call ran past kjit_options.time_limit_s and was
+                                    stopped; its outputs are partly written */
 } kjit_status;
 
 const char *kjit_status_name(kjit_status status);
@@ -161,16 +165,53 @@ typedef struct kjit_options {
      * constant); 0 uses the code for any block dims.  The results are the
      * same bits.  Default: 1 unless KJIT_CPU_SPECIALISE=0. */
     int cpu_specialise;
+    /* 1: compiled code polls for kjit_context_cancel at every loop's back
+     * edge (and after calls, and between a kernel's barrier regions), so a
+     * kernel that loops without end can be stopped; part of the cache key.
+     * Without it a cancel still stops a call between its pieces (chunks of
+     * elements, blocks, barriers on fibers), but not inside a loop.  Costs
+     * a load and a branch per turn of a loop, and keeps LLVM from
+     * vectorising loops that the SIMD lowering does not take (docs/
+     * embedding.md has the figures).  Default: KJIT_CANCELLABLE (0 unless
+     * set).  A time limit turns it on. */
+    int cancellable;
+    /* > 0: a call (kjit_call, kjit_launch, kjit_reduce ...) that runs longer
+     * than this many seconds is stopped and returns KJIT_ERROR_TIMEOUT.
+     * 0: no limit.  Default: KJIT_TIME_LIMIT (seconds) or 0. */
+    double time_limit_s;
+    /* A signal number (SIGINT) or 0: while a call of this context runs, that
+     * signal cancels it (kjit_context_cancel, from kjit's handler).  The
+     * handler is installed when the first such call of the process starts
+     * and the one it replaced is put back when the last ends; if the signal
+     * came and the handler put back is a function (Python's), the signal is
+     * raised again for it.  For hosts whose own handler cannot act while a
+     * call holds the thread: Python's KeyboardInterrupt, a command line's
+     * Ctrl-C (which then sees KJIT_ERROR_CANCELLED).  Default: 0. */
+    int cancel_signal;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
  * KJIT_LINEINFO, check from KJIT_CHECK, cpu_simd from KJIT_CPU_SIMD,
- * cpu_specialise from KJIT_CPU_SPECIALISE). */
+ * cpu_specialise from KJIT_CPU_SPECIALISE, cancellable from
+ * KJIT_CANCELLABLE, time_limit_s from KJIT_TIME_LIMIT). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);
 void kjit_context_destroy(kjit_context *context);
 kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
+/*
+ * Stops the calls running on the context now (from any thread, or from a
+ * signal handler: it only stores to atomic flags).  Each ends as soon as
+ * practical with KJIT_ERROR_CANCELLED, its outputs partly written: at its
+ * next loop back edge when the context is cancellable (above), else at the
+ * next piece the runtime hands out (a chunk of elements, a block, a
+ * barrier).  It applies to the calls in flight only: a call that starts
+ * afterwards runs normally, and the context stays usable.  On cuda the
+ * kernels poll a flag in mapped host memory when cancellable; the call or
+ * synchronisation that waits for a cancelled kernel returns
+ * KJIT_ERROR_CANCELLED.
+ */
+void kjit_context_cancel(kjit_context *context);
 /* The message of the last failed call on this context ("" if none).  With
  * NULL: the last failure of kjit_context_create on this thread. */
 const char *kjit_last_error(const kjit_context *context);

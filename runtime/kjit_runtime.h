@@ -61,6 +61,43 @@ void kj_print_line(const char *line, int64_t len);
 /* After loading cpu code: points its print hook, if it has one, at kj_print_line. */
 void kj_print_bind(KjCpuCode *code);
 
+/* ================================================================ cancel.c */
+
+typedef struct KjCancel KjCancel;         /* a context's cancellation state */
+typedef struct KjCancelSlot KjCancelSlot; /* one running call's flag */
+/* The slot of the call this thread runs (NULL outside calls); the pool's
+ * workers take the caller's. */
+extern _Thread_local KjCancelSlot *kj_cancel_slot;
+/* Whether the call this thread runs is cancelled: the runtime's loops ask
+ * between chunks, blocks and barriers. */
+bool kj_cancel_requested(void);
+/* After loading cpu code: points its cancellation globals, if it has them,
+ * at the runtime's (kjit_backend.h, "Cancellation"). */
+void kj_cancel_bind(KjCpuCode *code);
+KjCancel *kj_cancel_create(const kjit_options *options);
+void kj_cancel_destroy(KjCancel *cancel);
+/* cuda: the context's flag in mapped host memory (NULL: none), which
+ * kjit_context_cancel and the watchdog set; take returns and clears it. */
+void kj_cancel_set_device_flag(KjCancel *cancel, void *host_flag);
+/* A zeroed page of the context's (made on first use) whose first word is its
+ * device flag (set as kj_cancel_set_device_flag does); its size in *bytes. */
+void *kj_cancel_device_page(KjCancel *cancel, size_t *bytes);
+bool kj_cancel_take_device_flag(KjCancel *cancel);
+/* One call of the API that runs code: a slot taken for it, and at its end
+ * the status: KJIT_ERROR_CANCELLED or KJIT_ERROR_TIMEOUT (with the
+ * message, naming `name`) when it was stopped, else `status`. */
+typedef struct KjCancelCall {
+    KjCancelSlot *slot;
+    KjCancelSlot *previous;
+    int signal_slot; /* kjit_options.cancel_signal's table entry, or -1 */
+} KjCancelCall;
+void kj_cancel_begin(kjit_context *context, KjCancelCall *call);
+kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,
+                          kjit_status status);
+/* cuda, after waiting for the context's kernels: KJIT_ERROR_CANCELLED (and
+ * the flag cleared) when a cancel reached them. */
+kjit_status kj_cancel_device_status(kjit_context *context, const char *name);
+
 /* ============================================================ thread pool */
 
 typedef struct KjPool KjPool;
@@ -91,6 +128,12 @@ void kj_cpu_syncthreads(KjThreadCtx *ctx);
 /* Runs a VEC_KERNEL's __range over [0, count): across the pool in chunks of at
  * least KJ_CPU_MIN_CHUNK, or on the calling thread when pool is NULL. */
 void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count);
+/* Elements a run on the calling thread hands __range at a time, asking
+ * between pieces whether the call is cancelled. */
+#define KJ_CPU_CANCEL_CHUNK 65536
+/* range over [begin, end) on this thread in pieces of `chunk`, stopping
+ * between pieces when the call is cancelled. */
+void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t end, int64_t chunk);
 
 /*
  * Runs a kernel over grid x block with CUDA semantics: blocks in order (or
@@ -244,6 +287,17 @@ kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char 
                                        char **error);
 
 kjit_status kj_cuda_alloc(KjCuda *cuda, size_t bytes, void **device_ptr, char **error);
+/* Host memory of ours (page-aligned, `bytes`) mapped into the device's
+ * address space (cuMemHostRegister with DEVICEMAP, cuMemHostGetDevicePointer):
+ * its device address in *device.  One mapping per KjCuda, made again after a
+ * fault reset the context; kj_cuda_close undoes it.  The memory stays the
+ * caller's: a host store to it is always safe. */
+kjit_status kj_cuda_map_host(KjCuda *cuda, void *host, size_t bytes, uint64_t *device,
+                             char **error);
+/* Writes `bytes` at the module's global `name`: KJIT_ERROR_NOT_FOUND (no
+ * message) when it has none. */
+kjit_status kj_cuda_module_set_global(KjCudaModule *module, const char *name, const void *value,
+                                      size_t bytes, char **error);
 kjit_status kj_cuda_free(KjCuda *cuda, void *device_ptr, char **error);
 kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
                                    KjCudaStream *stream, char **error);
@@ -332,6 +386,12 @@ typedef struct KjCuDriver {
     KjCuResult (*EventElapsedTime)(float *ms, void *start, void *end);
     KjCuResult (*EventDestroy)(void *event);
     KjCuResult (*StreamWaitEvent)(void *stream, void *event, unsigned flags);
+    /* cancellation (cancel.c): host memory the kernels read, and a module's global */
+    KjCuResult (*MemHostRegister)(void *host, size_t bytes, unsigned flags);
+    KjCuResult (*MemHostUnregister)(void *host);
+    KjCuResult (*MemHostGetDevicePointer)(KjCuDevicePtr *device, void *host, unsigned flags);
+    KjCuResult (*ModuleGetGlobal)(KjCuDevicePtr *device, size_t *bytes, void *module,
+                                  const char *name);
 } KjCuDriver;
 
 /* The driver, opened and cuInit'ed once per process; NULL and a reason in
@@ -557,6 +617,7 @@ struct kjit_context {
     void *check_device;    /* checked mode, a target with device memory: the record there */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
     KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
+    KjCancel *cancel;      /* kjit_context_cancel and the time limit (cancel.c) */
 };
 
 /* The disk cache's warnings for code a context compiles go to its on_diagnostic. */

@@ -44,6 +44,7 @@ struct KjPool {
     KjPoolFn fn;
     void *user;
     kjit_context *print_context; /* the caller's kj_print_context */
+    KjCancelSlot *cancel_slot;   /* the caller's kj_cancel_slot */
     int64_t count, chunk;
     /* unsigned: a launch's count of blocks comes near 2^63, and each thread
      * adds one chunk past the end before it stops, which must not wrap to a
@@ -55,9 +56,13 @@ struct KjPool {
  * stays on its thread instead of waiting for workers that are all busy. */
 static _Thread_local bool inside_pool_run;
 
+/* Chunks until none are left, or the call is cancelled: then the rest are
+ * left undone (the caller's status says so). */
 static void run_chunks(KjPool *pool)
 {
     for (;;) {
+        if (kj_cancel_requested())
+            return;
         uint64_t begin = atomic_fetch_add(&pool->next, (uint64_t)pool->chunk);
         if (begin >= (uint64_t)pool->count)
             return;
@@ -138,7 +143,9 @@ static void *worker_main(void *arg)
             break;
         seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         kj_print_context = pool->print_context;
+        kj_cancel_slot = pool->cancel_slot;
         run_chunks(pool);
+        kj_cancel_slot = NULL;
         if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
             pthread_mutex_lock(&pool->lock);
             pthread_cond_signal(&pool->finished);
@@ -227,6 +234,7 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
     pool->fn = fn;
     pool->user = user;
     pool->print_context = kj_print_context;
+    pool->cancel_slot = kj_cancel_slot;
     pool->count = count;
     pool->chunk = chunk;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);

@@ -166,7 +166,8 @@ static KjCodegenOptions cpu_codegen_options(const kjit_context *context, const K
                               .contiguous_params = compiled->contiguous,
                               .line_info = context->options.line_info != 0,
                               .cpu_simd = context->options.cpu_simd != 0,
-                              .checks = context->options.check != 0 && !compiled->root->unchecked};
+                              .checks = context->options.check != 0 && !compiled->root->unchecked,
+                              .cancel = context->options.cancellable != 0};
 }
 
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
@@ -229,6 +230,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
         }
     }
     kj_print_bind(code);
+    kj_cancel_bind(code);
     shared = kj_xcalloc(1, sizeof *shared);
     shared->key = key;
     shared->code = code;
@@ -362,6 +364,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         return NULL;
     }
     kj_print_bind(code);
+    kj_cancel_bind(code);
     KjShapeCode *shape = kj_xcalloc(1, sizeof *shape);
     memcpy(shape->dims, dims, sizeof shape->dims);
     shape->code = code;
@@ -426,7 +429,8 @@ typedef struct ReduceJob {
 static void reduce_chunk(void *user, int64_t begin, int64_t end)
 {
     ReduceJob *job = user;
-    job->range(job->params, begin, end);
+    int64_t chunk = KJ_CPU_CANCEL_CHUNK / KJ_REDUCE_BLOCK;
+    kj_cpu_run_range_here(job->range, job->params, begin, end, chunk > 0 ? chunk : 1);
 }
 
 /* A work item is a block of 1024 elements, so chunks of a few items are
@@ -458,7 +462,9 @@ static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
     }
     KjRangeFn range = (KjRangeFn)compiled->entry;
     if (!context->pool) {
-        range(run->params, 0, run->items);
+        /* a work item is a block of KJ_REDUCE_BLOCK elements */
+        int64_t chunk = KJ_CPU_CANCEL_CHUNK / KJ_REDUCE_BLOCK;
+        kj_cpu_run_range_here(range, run->params, 0, run->items, chunk > 0 ? chunk : 1);
         return KJIT_OK;
     }
     ReduceJob job = {range, run->params};

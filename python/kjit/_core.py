@@ -9,6 +9,7 @@ lookup per argument, a few struct packs and one foreign call.
 """
 import ctypes
 import re
+import signal
 import threading
 import warnings
 
@@ -45,7 +46,7 @@ class Context:
     when a GPU is usable) and its options."""
 
     def __init__(self, target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None,
-                 check=False):
+                 check=False, cancellable=True, time_limit=None):
         if target not in _lib.TARGETS:
             raise InvalidArgumentError(f"target {target!r}: one of "
                                        f"{', '.join(_lib.TARGETS)}")
@@ -57,6 +58,16 @@ class Context:
         options.opt_level = opt_level
         options.check = 1 if check else 0
         options.on_diagnostic = ctypes.cast(_on_diagnostic, ctypes.c_void_p)
+        # Ctrl-C during a call: libkjit's handler cancels the call, then
+        # raises SIGINT again for Python's, which raises KeyboardInterrupt
+        # once the call has returned.  With cancellable code every loop polls,
+        # so a kernel that never ends stops too.
+        options.cancellable = 1 if cancellable else 0
+        options.cancel_signal = int(signal.SIGINT)
+        if time_limit is not None:
+            if not time_limit > 0:
+                raise InvalidArgumentError(f"time_limit {time_limit!r}: seconds above 0, or None")
+            options.time_limit_s = float(time_limit)
         self._arch = cuda_arch.encode() if cuda_arch else None
         options.cuda_arch = self._arch
         handle = ctypes.c_void_p()
@@ -80,6 +91,11 @@ class Context:
     def check(self, status):
         if status:
             _raise(self.handle, status)
+
+    def cancel(self):
+        """Stops the calls running on this context now (from another thread):
+        each raises CancelledError.  A call made afterwards runs normally."""
+        lib.kjit_context_cancel(self.handle)
 
     # Modules ---------------------------------------------------------------
     def load(self, path):
@@ -191,16 +207,18 @@ _contexts = {}
 _contexts_lock = threading.Lock()
 
 
-def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None, check=False):
+def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None, check=False,
+            cancellable=True, time_limit=None):
     """The shared Context for these options (made on first use)."""
-    key = (target, device, num_threads, opt_level, cuda_arch, bool(check))
+    key = (target, device, num_threads, opt_level, cuda_arch, bool(check), bool(cancellable),
+           time_limit)
     ctx = _contexts.get(key)
     if ctx is None:
         with _contexts_lock:
             ctx = _contexts.get(key)
             if ctx is None:
                 ctx = _contexts[key] = Context(target, device, num_threads, opt_level,
-                                               cuda_arch, check)
+                                               cuda_arch, check, cancellable, time_limit)
     return ctx
 
 
