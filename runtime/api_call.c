@@ -249,6 +249,10 @@ kjit_status kj_api_check_args(kjit_context *context, const char *name, const kji
                 if (a->shape[d] < 0)
                     return kj_api_set_error(context, KJIT_ERROR_SHAPE,
                                             "argument %d of %s has a negative extent", i, name);
+            if (!a->data && kj_array_has_elements(a))
+                return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                        "argument %d of %s has NULL data and %lld elements", i,
+                                        name, (long long)kjit_array_size(a));
         } else if (args[i].kind != KJIT_ARG_SCALAR || (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT) {
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "argument %d of %s is neither a scalar nor an array", i,
@@ -267,6 +271,55 @@ static kjit_status check_args_present(kjit_context *context, const kjit_function
                                 "%s takes %d argument%s, %d given", function->entry->name, want,
                                 want == 1 ? "" : "s", nargs);
     return kj_api_check_args(context, function->entry->name, args, nargs);
+}
+
+kjit_status kj_api_check_array(kjit_context *context, const char *api, const char *what,
+                               const kjit_array *array)
+{
+    if ((unsigned)array->dtype >= KJIT_DTYPE_COUNT || array->ndim < 0 ||
+        array->ndim > KJIT_MAX_DIMS)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s is not a valid array (dtype %d, ndim %d)", api, what,
+                                (int)array->dtype, array->ndim);
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] < 0)
+            return kj_api_set_error(context, KJIT_ERROR_SHAPE, "%s: %s has a negative extent",
+                                    api, what);
+    if (!array->data && kj_array_has_elements(array))
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s has NULL data and %lld elements", api, what,
+                                (long long)kjit_array_size(array));
+    return KJIT_OK;
+}
+
+kjit_status kj_api_check_stream(kjit_context *context, const char *api, const kjit_stream *stream)
+{
+    if (!stream)
+        return KJIT_OK;
+    if (!kj_handle_live(stream, KJ_HANDLE_STREAM))
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: the stream is not a live stream (destroyed already?)", api);
+    if (stream->context != context)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: the stream belongs to another context", api);
+    return KJIT_OK;
+}
+
+kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
+                              int nargs, const kjit_array *out, const kjit_stream *stream)
+{
+    kjit_context *context = function->module->context;
+    if (nargs < 0)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: nargs is %d", api,
+                                nargs);
+    if (nargs > 0 && !args)
+        return kj_api_null(context, api, "args");
+    if (out) {
+        kjit_status status = kj_api_check_array(context, api, "the output", out);
+        if (status != KJIT_OK)
+            return status;
+    }
+    return kj_api_check_stream(context, api, stream);
 }
 
 /* ---------------------------------------------------- vectorized calls */
@@ -579,9 +632,12 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
 kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                       kjit_array *out, kjit_array *result)
 {
+    if (!kj_api_live_function(function, "kjit_call"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
+    kjit_status status = kj_api_check_call(function, "kjit_call", args, nargs, out, NULL);
+    if (status != KJIT_OK)
+        return status;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, result, NULL, true);
@@ -603,9 +659,12 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
 kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
                             kjit_array *out, kjit_stream *stream)
 {
+    if (!kj_api_live_function(function, "kjit_call_async"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
+    kjit_status status = kj_api_check_call(function, "kjit_call_async", args, nargs, out, stream);
+    if (status != KJIT_OK)
+        return status;
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
         return kj_gufunc_call(function, args, nargs, out, NULL, stream, true);
     if (function->entry->kind != KJ_FN_VECTORIZE)
@@ -654,7 +713,8 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
 
 void kjit_launch_options_init(kjit_launch_options *options)
 {
-    memset(options, 0, sizeof *options);
+    if (options)
+        memset(options, 0, sizeof *options);
 }
 
 /* The most dynamic shared memory a launch may ask for on the cpu targets (a
@@ -665,9 +725,9 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
                            const uint32_t block[3], const kjit_arg *args, int nargs,
                            const kjit_launch_options *options)
 {
+    if (!kj_api_live_function(function, "kjit_launch"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
     kjit_launch_options defaults;
     if (!options) {
         kjit_launch_options_init(&defaults);
@@ -675,7 +735,12 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
     }
     kjit_stream *stream = options->stream;
     size_t dynamic_bytes = options->dynamic_shared_bytes;
-    kjit_status status = check_launch_shape(function, grid, block);
+    kjit_status status = kj_api_check_call(function, "kjit_launch", args, nargs, NULL, stream);
+    if (status != KJIT_OK)
+        return status;
+    if (!grid || !block)
+        return kj_api_null(context, "kjit_launch", grid ? "block" : "grid");
+    status = check_launch_shape(function, grid, block);
     if (status != KJIT_OK)
         return status;
     if (dynamic_bytes > MAX_DYNAMIC_SHARED_BYTES)
@@ -711,9 +776,11 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
                          const kjit_array *out)
 {
-    kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
+    if (!kj_api_live_function(function, "kjit_prepare"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status checked = kj_api_check_call(function, "kjit_prepare", args, nargs, NULL, NULL);
+    if (checked != KJIT_OK)
+        return checked;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, NULL, NULL, false);
@@ -737,7 +804,14 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
 kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
                                 int *signature)
 {
-    kj_api_clear_error(function->module->context);
+    if (!kj_api_live_function(function, "kjit_function_match"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status status = kj_api_check_call(function, "kjit_function_match", args, nargs, NULL,
+                                           NULL);
+    if (status != KJIT_OK)
+        return status;
+    if (!signature)
+        return kj_api_null(function->module->context, "kjit_function_match", "signature");
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
         return kj_gufunc_match(function, args, nargs, signature);
     if (function->entry->kind != KJ_FN_VECTORIZE) {
@@ -752,10 +826,16 @@ kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, i
 kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
                               const int64_t *shape, kjit_array *out)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_device_alloc"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
+    if (!out)
+        return kj_api_null(context, "kjit_device_alloc", "out");
     memset(out, 0, sizeof *out);
     if ((unsigned)dtype >= KJIT_DTYPE_COUNT || ndim < 0 || ndim > KJIT_MAX_DIMS)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "invalid dtype or rank");
+    if (ndim > 0 && !shape)
+        return kj_api_null(context, "kjit_device_alloc", "shape");
     int64_t size = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
@@ -767,6 +847,9 @@ kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
     kjit_status status = context->runtime->alloc(context, bytes, &data);
     if (status != KJIT_OK)
         return status;
+    pthread_mutex_lock(&context->handles_lock);
+    kj_pointer_set_add(&context->device_blocks, data);
+    pthread_mutex_unlock(&context->handles_lock);
     *out = kjit_array_make(data, dtype, ndim, shape);
     out->memory = KJIT_MEMORY_DEVICE;
     return KJIT_OK;
@@ -774,12 +857,23 @@ kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
 
 kjit_status kjit_device_free(kjit_context *context, kjit_array *array)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_device_free"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
     if (!array || !array->data)
         return KJIT_OK;
     if (array->memory != KJIT_MEMORY_DEVICE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "kjit_device_free takes a device array (use kjit_array_free)");
+    /* Only what kjit_device_alloc gave this context, once. */
+    pthread_mutex_lock(&context->handles_lock);
+    bool ours = kj_pointer_set_remove(&context->device_blocks, array->data);
+    pthread_mutex_unlock(&context->handles_lock);
+    if (!ours)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "kjit_device_free: %p is not device memory that "
+                                "kjit_device_alloc gave this context (freed already?)",
+                                array->data);
     kjit_status status = context->runtime->free(context, array->data);
     array->data = NULL;
     return status;
@@ -788,7 +882,18 @@ kjit_status kjit_device_free(kjit_context *context, kjit_array *array)
 kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *src,
                       kjit_stream *stream)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_copy"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
+    if (!dst || !src)
+        return kj_api_null(context, "kjit_copy", dst ? "src" : "dst");
+    kjit_status status = kj_api_check_array(context, "kjit_copy", "dst", dst);
+    if (status == KJIT_OK)
+        status = kj_api_check_array(context, "kjit_copy", "src", src);
+    if (status == KJIT_OK)
+        status = kj_api_check_stream(context, "kjit_copy", stream);
+    if (status != KJIT_OK)
+        return status;
     bool same = dst->dtype == src->dtype && dst->ndim == src->ndim;
     for (int d = 0; same && d < src->ndim; d++)
         same = dst->shape[d] == src->shape[d];
@@ -858,15 +963,49 @@ kjit_status kj_api_stage(kjit_context *context, KjTemps *temps, const kjit_array
 
 /* ------------------------------------------------------ streams, events */
 
+/* A stream or event joins its context's list, so that destroying the
+ * context destroys it. */
+#define LINK(head, item)                                                                       \
+    do {                                                                                       \
+        pthread_mutex_lock(&(item)->context->handles_lock);                                    \
+        (item)->next = (head);                                                                 \
+        if ((item)->next)                                                                      \
+            (item)->next->prev = (item);                                                       \
+        (head) = (item);                                                                       \
+        pthread_mutex_unlock(&(item)->context->handles_lock);                                  \
+    } while (0)
+#define UNLINK(head, item)                                                                     \
+    do {                                                                                       \
+        pthread_mutex_lock(&(item)->context->handles_lock);                                    \
+        if ((item)->prev)                                                                      \
+            (item)->prev->next = (item)->next;                                                 \
+        else                                                                                   \
+            (head) = (item)->next;                                                             \
+        if ((item)->next)                                                                      \
+            (item)->next->prev = (item)->prev;                                                 \
+        pthread_mutex_unlock(&(item)->context->handles_lock);                                  \
+    } while (0)
+
+void kj_api_stream_register(kjit_stream *stream)
+{
+    LINK(stream->context->streams, stream);
+}
+
 kjit_status kjit_stream_create(kjit_context *context, kjit_stream **out)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_stream_create"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
-    kjit_stream *stream = kj_xcalloc(1, sizeof *stream);
+    if (!out)
+        return kj_api_null(context, "kjit_stream_create", "out");
+    kjit_stream *stream = kj_handle_new(KJ_HANDLE_STREAM, sizeof *stream);
     stream->context = context;
     kjit_status status = context->runtime->stream_create(context, stream);
     if (status != KJIT_OK) {
-        free(stream);
+        kj_handle_free(stream);
         stream = NULL;
+    } else {
+        kj_api_stream_register(stream);
     }
     *out = stream;
     return status;
@@ -874,6 +1013,8 @@ kjit_status kjit_stream_create(kjit_context *context, kjit_stream **out)
 
 kjit_status kjit_stream_synchronize(kjit_stream *stream)
 {
+    if (!kj_api_live(stream, KJ_HANDLE_STREAM, "kjit_stream_synchronize"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = stream->context;
     kj_api_clear_error(context);
     return context->runtime->synchronize(context, stream);
@@ -881,36 +1022,53 @@ kjit_status kjit_stream_synchronize(kjit_stream *stream)
 
 void kjit_stream_destroy(kjit_stream *stream)
 {
-    if (!stream)
+    if (!stream || !kj_api_live(stream, KJ_HANDLE_STREAM, "kjit_stream_destroy"))
         return;
+    UNLINK(stream->context->streams, stream);
     stream->context->runtime->stream_destroy(stream);
-    free(stream);
+    kj_handle_free(stream);
 }
 
 kjit_status kjit_synchronize(kjit_context *context)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_synchronize"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
     return context->runtime->synchronize(context, NULL);
 }
 
 kjit_status kjit_event_record(kjit_context *context, kjit_stream *stream, kjit_event **out)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_event_record"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
-    kjit_event *event = kj_xcalloc(1, sizeof *event);
+    if (!out)
+        return kj_api_null(context, "kjit_event_record", "out");
+    *out = NULL;
+    kjit_status status = kj_api_check_stream(context, "kjit_event_record", stream);
+    if (status != KJIT_OK)
+        return status;
+    kjit_event *event = kj_handle_new(KJ_HANDLE_EVENT, sizeof *event);
     event->context = context;
-    kjit_status status = context->runtime->event_record(context, stream, event);
+    status = context->runtime->event_record(context, stream, event);
     if (status != KJIT_OK) {
-        free(event);
-        event = NULL;
+        kj_handle_free(event);
+        return status;
     }
+    LINK(context->events, event);
     *out = event;
     return status;
 }
 
 kjit_status kjit_event_elapsed(kjit_event *start, kjit_event *end, double *milliseconds)
 {
+    if (!kj_api_live(start, KJ_HANDLE_EVENT, "kjit_event_elapsed (start)") ||
+        !kj_api_live(end, KJ_HANDLE_EVENT, "kjit_event_elapsed (end)"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = start->context;
     kj_api_clear_error(context);
+    if (!milliseconds)
+        return kj_api_null(context, "kjit_event_elapsed", "milliseconds");
     /* Host clocks compare across cpu and parallel contexts, device events
      * across cuda contexts; a host time against a GPU event means nothing. */
     const KjRuntimeTarget *runtime = context->runtime;
@@ -922,8 +1080,24 @@ kjit_status kjit_event_elapsed(kjit_event *start, kjit_event *end, double *milli
 
 void kjit_event_destroy(kjit_event *event)
 {
-    if (!event)
+    if (!event || !kj_api_live(event, KJ_HANDLE_EVENT, "kjit_event_destroy"))
         return;
+    UNLINK(event->context->events, event);
     event->context->runtime->event_destroy(event);
-    free(event);
+    kj_handle_free(event);
+}
+
+static void free_device_block(void *user, void *data)
+{
+    kjit_context *context = user;
+    context->runtime->free(context, data);
+}
+
+void kj_api_release_handles(kjit_context *context)
+{
+    while (context->streams)
+        kjit_stream_destroy(context->streams);
+    while (context->events)
+        kjit_event_destroy(context->events);
+    kj_pointer_set_drain(&context->device_blocks, free_device_block, context);
 }

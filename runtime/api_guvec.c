@@ -27,18 +27,24 @@
 
 const char *kjit_function_layout(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_layout"))
+        return NULL;
     const KjGufuncLayout *l = function->entry->layout;
     return l ? l->text : NULL;
 }
 
 int kjit_function_layout_inputs(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_layout_inputs"))
+        return 0;
     const KjGufuncLayout *l = function->entry->layout;
     return l ? l->inputs : 0;
 }
 
 int kjit_function_layout_outputs(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_layout_outputs"))
+        return 0;
     const KjGufuncLayout *l = function->entry->layout;
     return l ? l->outputs : 0;
 }

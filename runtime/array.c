@@ -82,6 +82,8 @@ kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t
 {
     kjit_array array;
     memset(&array, 0, sizeof array);
+    if (!shape && ndim > 0)
+        return array; /* no data and ndim 0: every call refuses it, naming a NULL array */
     array.data = data;
     array.dtype = dtype;
     array.ndim = ndim < 0 ? 0 : ndim > KJIT_MAX_DIMS ? KJIT_MAX_DIMS : ndim;
@@ -97,6 +99,8 @@ kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t
 
 int64_t kjit_array_size(const kjit_array *array)
 {
+    if (!array || array->ndim < 0 || array->ndim > KJIT_MAX_DIMS)
+        return 0;
     int64_t size = 1;
     for (int d = 0; d < array->ndim; d++)
         size *= array->shape[d];
@@ -384,4 +388,12 @@ kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const 
             ops[o].desc->strides[d] = ops[o].strides[d];
         }
     return KJIT_OK;
+}
+
+bool kj_array_has_elements(const kjit_array *array)
+{
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] == 0)
+            return false;
+    return true;
 }

@@ -192,6 +192,12 @@ const char *kjit_function_signature(const kjit_function *function, int index);
 kjit_status kjit_function_param(const kjit_function *function, int sig, int param,
                                 kjit_dtype *dtype, int *ndim);
 kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dtype *dtype);
+/* 1 when the function (a kernel, a @guvectorize core, a plain function) may
+ * store into array parameter `param`, or a function it calls may: through
+ * the parameter, an array `let` of it, or an atomic; 0 for a parameter it
+ * only reads, a scalar, or no such parameter.  A caller may pass read-only
+ * memory for the parameters it gives 0. */
+int kjit_function_param_written(const kjit_function *function, int param);
 
 /*
  * Calls a plain function with scalar arguments, or a @vectorize function

@@ -128,6 +128,7 @@ char *kj_shape_string(char *buf, size_t size, int ndim, const int64_t *shape);
  * KJIT_ERROR_INVALID_ARGUMENT when a stride is not a multiple of the element size. */
 kjit_status kj_array_desc(const kjit_array *array, KjArrayDesc *desc, char **error);
 bool kj_array_is_contiguous(const kjit_array *array); /* C order, no gaps */
+bool kj_array_has_elements(const kjit_array *array);  /* no extent is 0 */
 /* The bytes a view touches: [*low, *high) relative to array->data. */
 void kj_array_extent(const kjit_array *array, int64_t *low, int64_t *high);
 
@@ -392,6 +393,31 @@ KjCacheCounters kj_cache_counters(void);
 void kj_cache_count_compile(void);
 void kj_cache_count_shared_hit(void);
 
+/* ============================================================== handle.c */
+
+/*
+ * The memory of kjit.h's handles: a KjHandle header first in each, whose
+ * magic says the kind while the handle lives and is cleared when it is
+ * freed; freed blocks are kept (and reused for the same kind only after
+ * many others), so that a freed handle reads as freed instead of as freed
+ * memory.  kj_handle_new gives zeroed memory of `size` bytes (the same for
+ * every handle of a kind).
+ */
+typedef enum KjHandleKind {
+    KJ_HANDLE_CONTEXT, KJ_HANDLE_MODULE, KJ_HANDLE_FUNCTION, KJ_HANDLE_STREAM, KJ_HANDLE_EVENT,
+    KJ_HANDLE_KIND_COUNT
+} KjHandleKind;
+#define KJ_HANDLE_FREED 0xdeadf7eeu
+typedef struct KjHandle {
+    uint32_t magic;
+    uint64_t serial; /* unique in the process while live; 0 once freed */
+} KjHandle;
+void *kj_handle_new(KjHandleKind kind, size_t size);
+void kj_handle_free(void *handle);
+bool kj_handle_live(const void *handle, KjHandleKind kind); /* false for NULL */
+uint64_t kj_handle_serial(const void *handle);
+const char *kj_handle_kind_name(KjHandleKind kind);
+
 /* ========================================= api.c / api_call.c internals */
 
 /*
@@ -427,7 +453,19 @@ typedef struct KjCompiled {
 
 typedef struct KjReduceScratch KjReduceScratch; /* api_reduce.c */
 
+/* A set of pointers (open addressing; NULL is never a member). */
+typedef struct KjPointerSet {
+    void **slots;
+    size_t capacity, count; /* count: members and tombstones */
+} KjPointerSet;
+bool kj_pointer_set_add(KjPointerSet *set, void *pointer);
+bool kj_pointer_set_remove(KjPointerSet *set, void *pointer); /* false: not a member */
+/* Calls visit on every member, then empties the set. */
+void kj_pointer_set_drain(KjPointerSet *set, void (*visit)(void *user, void *pointer),
+                          void *user);
+
 struct kjit_context {
+    KjHandle header;
     kjit_options options;
     kjit_target target;
     const KjRuntimeTarget *runtime; /* chosen once, in kjit_context_create */
@@ -435,35 +473,52 @@ struct kjit_context {
     KjPool *pool;          /* parallel */
     KjCuda *cuda;          /* cuda */
     char device_text[160]; /* cuda: the device as cubin cache keys name it */
-    char *last_error;
     const char *stdlib_dirs[2];
     void *check_device;    /* checked mode, a target with device memory: the record there */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
     KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
+    /* What the context made and frees when it is destroyed (its handles die
+     * with it): modules, streams, events (each list linked through its
+     * handles' next and prev) and device memory from kjit_device_alloc;
+     * under handles_lock. */
+    pthread_mutex_t handles_lock;
+    kjit_module *modules;
+    kjit_stream *streams;
+    kjit_event *events;
+    KjPointerSet device_blocks;
 };
 
 struct kjit_function {
+    KjHandle header;
     kjit_module *module;
     KjIrEntry *entry;
     char **signature_text;
     KjCompiled *compiled;
+    uint32_t params_written; /* bit i: array parameter i may be stored into by some
+                                signature (kj_ir_params_written; from 32 on: always) */
 };
 
 struct kjit_module {
+    KjHandle header;
     kjit_context *context;
+    kjit_module *next, *prev; /* the context's modules */
     KjArena arena;
     KjIrModule *ir;
-    kjit_function *functions;
+    kjit_function **functions;
     int function_count;
 };
 
 struct kjit_stream {
+    KjHandle header;
     kjit_context *context;
+    kjit_stream *next, *prev; /* the context's streams */
     void *handle; /* the target's stream (a KjCudaStream); NULL on the host */
 };
 
 struct kjit_event {
+    KjHandle header;
     kjit_context *context;
+    kjit_event *next, *prev; /* the context's events */
     void *handle;         /* the target's event (a KjCudaEvent) */
     struct timespec host; /* when the target keeps time on the host */
 };
@@ -480,6 +535,31 @@ kjit_status kj_api_take_error(kjit_context *context, kjit_status status, const c
 kjit_status kj_api_take_named_error(kjit_context *context, kjit_status status, const char *name,
                                     char *message);
 void kj_api_clear_error(kjit_context *context);
+/* The checks at the door of each public function (api_error.c): true when
+ * `handle` is a live handle of that kind; else false, with a message naming
+ * `api` and what is wrong with the handle (NULL, or freed: a module freed,
+ * its context destroyed) as the thread's error that kjit_last_error(NULL)
+ * returns.  kj_api_live_function also clears the function's context's error. */
+bool kj_api_live(const void *handle, KjHandleKind kind, const char *api);
+bool kj_api_live_function(const kjit_function *function, const char *api);
+/* A pointer argument given as NULL: KJIT_ERROR_INVALID_ARGUMENT naming it,
+ * on the context when it is live, else the thread's. */
+kjit_status kj_api_null(kjit_context *context, const char *api, const char *what);
+
+/* api_call.c: the checks every call makes of what it is given beyond its
+ * function: args not NULL when nargs > 0, `out` (when not NULL) and each
+ * array a valid view (NULL data only with no elements), the stream (when
+ * not NULL) a live one of the function's context. */
+kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
+                              int nargs, const kjit_array *out, const kjit_stream *stream);
+kjit_status kj_api_check_array(kjit_context *context, const char *api, const char *what,
+                               const kjit_array *array);
+kjit_status kj_api_check_stream(kjit_context *context, const char *api,
+                                const kjit_stream *stream);
+/* A new stream joins its context's list (kjit_stream_create, kjit_stream_wrap). */
+void kj_api_stream_register(kjit_stream *stream);
+/* kjit_context_destroy: the context's streams, events and device memory. */
+void kj_api_release_handles(kjit_context *context);
 
 /* How far a call's arguments are from a signature's parameters: 0 when every
  * one is exact, one more for each scalar that widens implicitly (an i64 to
