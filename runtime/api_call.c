@@ -393,6 +393,106 @@ kjit_status kj_api_alloc_output(kjit_context *context, const char *name, kjit_dt
     return KJIT_OK;
 }
 
+static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg *args,
+                                int nargs, const kjit_array **inputs, kjit_array *output,
+                                kjit_stream *stream, bool run);
+
+/* ------------------------------------------------ outputs over inputs */
+
+/* Both arrays are in the same memory (the host's, or one device's), so
+ * their addresses compare. */
+static bool same_memory(const kjit_context *context, const kjit_array *a, const kjit_array *b)
+{
+    return a->memory == b->memory || context->runtime->device_memory_on_host;
+}
+
+bool kj_api_overlaps(const kjit_array *a, const kjit_array *b)
+{
+    if (!a->data || !b->data || !kj_array_has_elements(a) || !kj_array_has_elements(b))
+        return false;
+    int64_t a_low, a_high, b_low, b_high;
+    kj_array_extent(a, &a_low, &a_high);
+    kj_array_extent(b, &b_low, &b_high);
+    uintptr_t a0 = (uintptr_t)a->data + (uintptr_t)a_low, a1 = (uintptr_t)a->data + (uintptr_t)a_high;
+    uintptr_t b0 = (uintptr_t)b->data + (uintptr_t)b_low, b1 = (uintptr_t)b->data + (uintptr_t)b_high;
+    return a0 < b1 && b0 < a1;
+}
+
+/* The same elements at the same places: an elementwise call reads each of
+ * them before it writes it, in the same work item. */
+static bool same_view(const kjit_array *a, const kjit_array *b)
+{
+    if (a->data != b->data || a->ndim != b->ndim || a->dtype != b->dtype)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->strides[d] != b->strides[d]))
+            return false;
+    return true;
+}
+
+kjit_status kj_api_unalias(kjit_context *context, const kjit_array **inputs, int count,
+                           const kjit_array *const *outputs, int output_count,
+                           bool elementwise, kjit_array *copies, KjTemps *temps,
+                           void **host_copies, kjit_stream *stream)
+{
+    for (int i = 0; i < count; i++)
+        host_copies[i] = NULL;
+    for (int i = 0; i < count; i++) {
+        const kjit_array *in = inputs[i];
+        if (!in)
+            continue;
+        bool overlaps = false;
+        for (int o = 0; o < output_count && !overlaps; o++)
+            overlaps = outputs[o] && same_memory(context, in, outputs[o]) &&
+                       kj_api_overlaps(in, outputs[o]) &&
+                       !(elementwise && same_view(in, outputs[o]));
+        if (!overlaps)
+            continue;
+        /* A C-ordered copy of the input, in its own memory, as NumPy makes. */
+        size_t bytes = (size_t)kjit_array_size(in) * kjit_dtype_size(in->dtype);
+        void *host = kj_api_alloc_aligned(bytes);
+        if (!host)
+            return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
+                                    "out of memory for a copy of an input that the output "
+                                    "overlaps (%zu bytes)", bytes);
+        host_copies[i] = host;
+        copies[i] = kjit_array_make(host, in->dtype, in->ndim, in->shape);
+        if (in->memory == KJIT_MEMORY_HOST || context->runtime->device_memory_on_host) {
+            kj_array_gather(in, host);
+            copies[i].memory = in->memory;
+        } else {
+            /* On a device: its extent to the host, gathered there, and back. */
+            int64_t low, high;
+            kj_array_extent(in, &low, &high);
+            char *extent = malloc((size_t)(high - low));
+            void *device = NULL;
+            kjit_status status = extent ? KJIT_OK : KJIT_ERROR_OUT_OF_MEMORY;
+            if (status == KJIT_OK)
+                status = kj_api_copy_bytes(context, extent, false, (char *)in->data + low, true,
+                                           (size_t)(high - low), stream);
+            if (status == KJIT_OK)
+                status = context->runtime->synchronize(context, stream);
+            if (status == KJIT_OK) {
+                kjit_array on_host = *in;
+                on_host.data = extent - low;
+                kj_array_gather(&on_host, host);
+                status = kj_api_temp_alloc(context, temps, bytes, &device);
+            }
+            if (status == KJIT_OK)
+                status = kj_api_copy_bytes(context, device, true, host, false, bytes, stream);
+            free(extent);
+            if (status != KJIT_OK)
+                return status == KJIT_ERROR_OUT_OF_MEMORY && !extent
+                           ? kj_api_set_error(context, status, "out of memory")
+                           : status;
+            copies[i].data = device;
+            copies[i].memory = KJIT_MEMORY_DEVICE;
+        }
+        inputs[i] = &copies[i];
+    }
+    return KJIT_OK;
+}
+
 /*
  * A @vectorize call: picks the signature, broadcasts, allocates the output if
  * asked, generates the variant's code, and (when run) runs it.
@@ -453,22 +553,49 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
                                 "%s: give an output array or a result to fill", name);
     }
 
-    KjBroadcastPlan plan;
-    status = kj_broadcast_plan(inputs, nargs, &target, &plan, &error);
-    if (status != KJIT_OK) {
-        free(allocated.data);
-        return kj_api_take_named_error(context, status, name, error);
+    /* An input that the output overlaps, other than as the same view, is
+     * read from a copy (a[::-1] into a, say). */
+    kjit_array copies[KJ_MAX_VEC_INPUTS];
+    void *host_copies[KJ_MAX_VEC_INPUTS];
+    KjTemps temps = {.count = 0};
+    const kjit_array *written[1] = {&target};
+    status = run && out ? kj_api_unalias(context, inputs, nargs, written, 1, true, copies, &temps,
+                                         host_copies, stream)
+                        : KJIT_OK;
+    if (status == KJIT_OK)
+        status = call_planned(function, sig, args, nargs, inputs, &target, stream, run);
+    if (temps.count > 0) {
+        kjit_status synced = context->runtime->synchronize(context, stream);
+        status = status == KJIT_OK ? synced : status;
     }
+    kj_api_free_temps(context, &temps);
+    for (int i = 0; run && out && i < nargs; i++)
+        free(host_copies[i]);
+    if (status == KJIT_OK && run && result)
+        *result = allocated;
+    else
+        free(allocated.data);
+    return status;
+}
+
+/* The rest of a vectorized call, its inputs and output settled. */
+static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg *args,
+                                int nargs, const kjit_array **inputs, kjit_array *output,
+                                kjit_stream *stream, bool run)
+{
+    kjit_context *context = function->module->context;
+    const char *name = function->entry->name;
+    const KjIrFunction *scalar = kj_api_variant_of(function, sig);
+    char *error = NULL;
+    KjBroadcastPlan plan;
+    kjit_status status = kj_broadcast_plan(inputs, nargs, output, &plan, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_named_error(context, status, name, error);
     KjCompiled *compiled = NULL;
     if (plan.size > 0)
         status = kj_api_find_compiled(function, sig, &plan.variant, 0, &compiled);
-    if (status != KJIT_OK || !run || plan.size == 0) {
-        if (status == KJIT_OK && run && result)
-            *result = allocated;
-        else
-            free(allocated.data);
+    if (status != KJIT_OK || !run || plan.size == 0)
         return status;
-    }
 
     KjScalar scalars[KJ_MAX_VEC_INPUTS];
     void *params[KJ_MAX_VEC_INPUTS + 2];
@@ -486,22 +613,16 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     KjCheckCall check;
     if (context->options.check) {
         status = kj_check_begin(context, compiled->runtime, &check, &params[nargs + 1]);
-        if (status != KJIT_OK) {
-            free(allocated.data);
+        if (status != KJIT_OK)
             return status;
-        }
     }
 
     KjVectorizedRun vectorized_run = {.compiled = compiled, .plan = &plan, .params = params,
-                                      .inputs = inputs, .input_count = nargs, .output = &target,
+                                      .inputs = inputs, .input_count = nargs, .output = output,
                                       .stream = stream};
     status = context->runtime->run_vectorized(context, &vectorized_run);
     if (context->options.check)
         status = kj_check_end(context, &check, function->module->ir, name, stream, status);
-    if (status == KJIT_OK && result)
-        *result = allocated;
-    else
-        free(allocated.data);
     return status;
 }
 

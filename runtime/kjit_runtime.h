@@ -654,6 +654,17 @@ typedef struct KjTemps {
 } KjTemps;
 kjit_status kj_api_temp_alloc(kjit_context *context, KjTemps *temps, size_t bytes, void **out);
 void kj_api_free_temps(kjit_context *context, KjTemps *temps);
+/* Whether two views' bytes overlap (arrays with no elements never do). */
+bool kj_api_overlaps(const kjit_array *a, const kjit_array *b);
+/* Each input array that one of the outputs overlaps (in the same memory),
+ * unless, for an `elementwise` call, as the very same view, is replaced in
+ * inputs[] by a C-ordered copy, &copies[i], as NumPy copies them: on the
+ * host in host_copies[i] (which the caller frees, NULL for the others), on a
+ * device in a temporary (kj_api_free_temps, after the stream is done). */
+kjit_status kj_api_unalias(kjit_context *context, const kjit_array **inputs, int count,
+                           const kjit_array *const *outputs, int output_count,
+                           bool elementwise, kjit_array *copies, KjTemps *temps,
+                           void **host_copies, kjit_stream *stream);
 /* Bytes between host memory and the target's, through its copy. */
 kjit_status kj_api_copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
                               bool src_target, size_t bytes, kjit_stream *stream);
