@@ -886,7 +886,8 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
                        .compiled = compiled, .grid = grid,
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
                        .params = m.params, .stream = stream,
-                       .dynamic_shared_bytes = dynamic_bytes};
+                       .dynamic_shared_bytes = dynamic_bytes,
+                       .written = function->params_written};
     status = compiled->runtime->launch(context, &launch);
     if (context->options.check)
         status = kj_check_end(context, &check, function->module->ir, function->entry->name,

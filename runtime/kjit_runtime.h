@@ -716,6 +716,8 @@ typedef struct KjLaunch {
     void **params;
     kjit_stream *stream;
     size_t dynamic_shared_bytes; /* per block, for shared(T) */
+    uint32_t written; /* bit i: the kernel may store into array argument i (from 32 on:
+                         always counted written); cuda copies only those back */
 } KjLaunch;
 
 /* `items` work items of a VEC_KERNEL (a PARFOR iteration per item): one
