@@ -127,6 +127,8 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
 
 void kjit_context_destroy(kjit_context *context)
 {
+    if (!context)
+        return; /* as free(NULL) */
     if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_context_destroy"))
         return;
     /* What the context made dies with it, before its target closes. */
