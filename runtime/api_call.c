@@ -249,10 +249,6 @@ kjit_status kj_api_check_args(kjit_context *context, const char *name, const kji
                 if (a->shape[d] < 0)
                     return kj_api_set_error(context, KJIT_ERROR_SHAPE,
                                             "argument %d of %s has a negative extent", i, name);
-            if (!a->data && kj_array_has_elements(a))
-                return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                        "argument %d of %s has NULL data and %lld elements", i,
-                                        name, (long long)kjit_array_size(a));
         } else if (args[i].kind != KJIT_ARG_SCALAR || (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT) {
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "argument %d of %s is neither a scalar nor an array", i,
@@ -265,7 +261,7 @@ kjit_status kj_api_check_args(kjit_context *context, const char *name, const kji
 static kjit_status check_args_present(kjit_context *context, const kjit_function *function,
                                       const kjit_arg *args, int nargs)
 {
-    int want = kjit_function_param_count(function);
+    int want = function->entry->variants.count ? kj_api_variant_of(function, 0)->param_count : 0;
     if (nargs != want)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s takes %d argument%s, %d given", function->entry->name, want,
@@ -306,7 +302,8 @@ kjit_status kj_api_check_stream(kjit_context *context, const char *api, const kj
 }
 
 kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
-                              int nargs, const kjit_array *out, const kjit_stream *stream)
+                              int nargs, const kjit_array *out, const kjit_stream *stream,
+                              bool runs)
 {
     kjit_context *context = function->module->context;
     if (nargs < 0)
@@ -314,6 +311,14 @@ kjit_status kj_api_check_call(kjit_function *function, const char *api, const kj
                                 nargs);
     if (nargs > 0 && !args)
         return kj_api_null(context, api, "args");
+    for (int i = 0; runs && i < nargs; i++) {
+        const kjit_array *a = args[i].kind == KJIT_ARG_ARRAY ? args[i].value.array : NULL;
+        if (a && !a->data && a->ndim >= 0 && a->ndim <= KJIT_MAX_DIMS &&
+            kj_array_has_elements(a))
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: argument %d of %s has NULL data and %lld elements", api,
+                                    i, function->entry->name, (long long)kjit_array_size(a));
+    }
     if (out) {
         kjit_status status = kj_api_check_array(context, api, "the output", out);
         if (status != KJIT_OK)
@@ -406,16 +411,25 @@ static bool same_memory(const kjit_context *context, const kjit_array *a, const 
     return a->memory == b->memory || context->runtime->device_memory_on_host;
 }
 
-bool kj_api_overlaps(const kjit_array *a, const kjit_array *b)
+/* The bytes a view touches, [*low, *high); false when it has no elements.
+ * (Every call with an output asks, so this is one loop and no calls.) */
+static inline bool byte_range(const kjit_array *a, uintptr_t *low, uintptr_t *high)
 {
-    if (!a->data || !b->data || !kj_array_has_elements(a) || !kj_array_has_elements(b))
+    if (!a->data)
         return false;
-    int64_t a_low, a_high, b_low, b_high;
-    kj_array_extent(a, &a_low, &a_high);
-    kj_array_extent(b, &b_low, &b_high);
-    uintptr_t a0 = (uintptr_t)a->data + (uintptr_t)a_low, a1 = (uintptr_t)a->data + (uintptr_t)a_high;
-    uintptr_t b0 = (uintptr_t)b->data + (uintptr_t)b_low, b1 = (uintptr_t)b->data + (uintptr_t)b_high;
-    return a0 < b1 && b0 < a1;
+    int64_t lo = 0, hi = kj_dtype_bytes(a->dtype);
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] == 0)
+            return false;
+        int64_t reach = (a->shape[d] - 1) * a->strides[d];
+        if (reach < 0)
+            lo += reach;
+        else
+            hi += reach;
+    }
+    *low = (uintptr_t)a->data + (uintptr_t)lo;
+    *high = (uintptr_t)a->data + (uintptr_t)hi;
+    return true;
 }
 
 /* The same elements at the same places: an elementwise call reads each of
@@ -433,21 +447,29 @@ static bool same_view(const kjit_array *a, const kjit_array *b)
 kjit_status kj_api_unalias(kjit_context *context, const kjit_array **inputs, int count,
                            const kjit_array *const *outputs, int output_count,
                            bool elementwise, kjit_array *copies, KjTemps *temps,
-                           void **host_copies, kjit_stream *stream)
+                           void **host_copies, int *copied, kjit_stream *stream)
 {
-    for (int i = 0; i < count; i++)
-        host_copies[i] = NULL;
+    *copied = 0;
+    uintptr_t out_low[KJ_GUFUNC_MAX_OPERANDS], out_high[KJ_GUFUNC_MAX_OPERANDS];
+    bool out_touches[KJ_GUFUNC_MAX_OPERANDS];
+    for (int o = 0; o < output_count && o < KJ_GUFUNC_MAX_OPERANDS; o++)
+        out_touches[o] = outputs[o] && byte_range(outputs[o], &out_low[o], &out_high[o]);
     for (int i = 0; i < count; i++) {
         const kjit_array *in = inputs[i];
-        if (!in)
+        uintptr_t low, high;
+        if (!in || !byte_range(in, &low, &high))
             continue;
         bool overlaps = false;
-        for (int o = 0; o < output_count && !overlaps; o++)
-            overlaps = outputs[o] && same_memory(context, in, outputs[o]) &&
-                       kj_api_overlaps(in, outputs[o]) &&
+        for (int o = 0; o < output_count && o < KJ_GUFUNC_MAX_OPERANDS && !overlaps; o++)
+            overlaps = out_touches[o] && low < out_high[o] && out_low[o] < high &&
+                       same_memory(context, in, outputs[o]) &&
                        !(elementwise && same_view(in, outputs[o]));
         if (!overlaps)
             continue;
+        if (!*copied)
+            for (int j = 0; j < count; j++)
+                host_copies[j] = NULL;
+        *copied += 1;
         /* A C-ordered copy of the input, in its own memory, as NumPy makes. */
         size_t bytes = (size_t)kjit_array_size(in) * kjit_dtype_size(in->dtype);
         void *host = kj_api_alloc_aligned(bytes);
@@ -557,10 +579,12 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
      * read from a copy (a[::-1] into a, say). */
     kjit_array copies[KJ_MAX_VEC_INPUTS];
     void *host_copies[KJ_MAX_VEC_INPUTS];
-    KjTemps temps = {.count = 0};
+    KjTemps temps;
+    temps.count = 0; /* (not the whole struct: every call comes here) */
     const kjit_array *written[1] = {&target};
+    int copied = 0;
     status = run && out ? kj_api_unalias(context, inputs, nargs, written, 1, true, copies, &temps,
-                                         host_copies, stream)
+                                         host_copies, &copied, stream)
                         : KJIT_OK;
     if (status == KJIT_OK)
         status = call_planned(function, sig, args, nargs, inputs, &target, stream, run);
@@ -569,7 +593,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
         status = status == KJIT_OK ? synced : status;
     }
     kj_api_free_temps(context, &temps);
-    for (int i = 0; run && out && i < nargs; i++)
+    for (int i = 0; copied && i < nargs; i++)
         free(host_copies[i]);
     if (status == KJIT_OK && run && result)
         *result = allocated;
@@ -756,7 +780,7 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
     if (!kj_api_live_function(function, "kjit_call"))
         return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
-    kjit_status status = kj_api_check_call(function, "kjit_call", args, nargs, out, NULL);
+    kjit_status status = kj_api_check_call(function, "kjit_call", args, nargs, out, NULL, true);
     if (status != KJIT_OK)
         return status;
     switch (function->entry->kind) {
@@ -783,7 +807,8 @@ kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int n
     if (!kj_api_live_function(function, "kjit_call_async"))
         return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
-    kjit_status status = kj_api_check_call(function, "kjit_call_async", args, nargs, out, stream);
+    kjit_status status = kj_api_check_call(function, "kjit_call_async", args, nargs, out, stream,
+                                           true);
     if (status != KJIT_OK)
         return status;
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
@@ -856,7 +881,7 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
     }
     kjit_stream *stream = options->stream;
     size_t dynamic_bytes = options->dynamic_shared_bytes;
-    kjit_status status = kj_api_check_call(function, "kjit_launch", args, nargs, NULL, stream);
+    kjit_status status = kj_api_check_call(function, "kjit_launch", args, nargs, NULL, stream, true);
     if (status != KJIT_OK)
         return status;
     if (!grid || !block)
@@ -900,7 +925,8 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
 {
     if (!kj_api_live_function(function, "kjit_prepare"))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_status checked = kj_api_check_call(function, "kjit_prepare", args, nargs, NULL, NULL);
+    kjit_status checked = kj_api_check_call(function, "kjit_prepare", args, nargs, NULL, NULL,
+                                            false);
     if (checked != KJIT_OK)
         return checked;
     switch (function->entry->kind) {
@@ -929,7 +955,7 @@ kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, i
     if (!kj_api_live_function(function, "kjit_function_match"))
         return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_status status = kj_api_check_call(function, "kjit_function_match", args, nargs, NULL,
-                                           NULL);
+                                           NULL, false);
     if (status != KJIT_OK)
         return status;
     if (!signature)

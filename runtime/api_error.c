@@ -175,15 +175,6 @@ bool kj_api_live(const void *handle, KjHandleKind kind, const char *api)
     return false;
 }
 
-bool kj_api_live_function(const kjit_function *function, const char *api)
-{
-    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, api))
-        return false;
-    kj_api_clear_error(function->module->context);
-    kj_print_context = function->module->context;
-    return true;
-}
-
 kjit_status kj_api_null(kjit_context *context, const char *api, const char *what)
 {
     return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", api, what);

@@ -361,11 +361,12 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
     kjit_array copies[MAX_OPERANDS];
     void *host_copies[MAX_OPERANDS] = {0};
     KjTemps copy_temps = {.count = 0};
+    int copied = 0;
     for (int q = 0; q < n; q++)
         (q < l->inputs ? read : written)[q < l->inputs ? q : q - l->inputs] = &g->views[q];
     if (status == KJIT_OK && run)
         status = kj_api_unalias(context, read, l->inputs, written, l->outputs, false, copies,
-                                &copy_temps, host_copies, stream);
+                                &copy_temps, host_copies, &copied, stream);
     for (int q = 0; q < l->inputs && status == KJIT_OK; q++)
         if (read[q] != &g->views[q])
             g->views[q] = *read[q];

@@ -136,7 +136,7 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
         if (*sig >= 0)
             return KJIT_OK;
     } else {
-        int want = kjit_function_param_count(map);
+        int want = map->entry->variants.count ? kj_api_variant_of(map, 0)->param_count : 0;
         if (nargs != want)
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "%s reduces %s over its %d argument%s; %d given", name,
@@ -663,7 +663,7 @@ kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs
 {
     if (!kj_api_live_function(function, "kjit_reduce"))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_status status = kj_api_check_call(function, "kjit_reduce", args, nargs, out, NULL);
+    kjit_status status = kj_api_check_call(function, "kjit_reduce", args, nargs, out, NULL, true);
     if (status != KJIT_OK)
         return status;
     return reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
@@ -677,7 +677,7 @@ kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int
         return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
     kjit_status status = kj_api_check_call(function, "kjit_reduce_async", args, nargs, out,
-                                           stream);
+                                           stream, true);
     if (status != KJIT_OK)
         return status;
     if (!out)
@@ -698,7 +698,7 @@ kjit_status kjit_reduce_prepare(kjit_function *function, const kjit_arg *args, i
     if (!kj_api_live_function(function, "kjit_reduce_prepare"))
         return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_status status = kj_api_check_call(function, "kjit_reduce_prepare", args, nargs, NULL,
-                                           NULL);
+                                           NULL, false);
     if (status != KJIT_OK)
         return status;
     return reduce_call(function, args, nargs, axes, naxes, NULL, NULL, NULL, NULL, false);

@@ -23,14 +23,6 @@
 /* How many freed handles of a kind wait before the oldest is reused. */
 #define KJ_HANDLE_QUARANTINE 256
 
-static const uint32_t magics[KJ_HANDLE_KIND_COUNT] = {
-    [KJ_HANDLE_CONTEXT] = 0x6b6a6378,  /* "kjcx" */
-    [KJ_HANDLE_MODULE] = 0x6b6a6d64,   /* "kjmd" */
-    [KJ_HANDLE_FUNCTION] = 0x6b6a666e, /* "kjfn" */
-    [KJ_HANDLE_STREAM] = 0x6b6a7374,   /* "kjst" */
-    [KJ_HANDLE_EVENT] = 0x6b6a6576,    /* "kjev" */
-};
-
 /* A freed block in its kind's queue: the header stays first, so its magic
  * reads as freed. */
 typedef struct FreedHandle {
@@ -75,7 +67,7 @@ void *kj_handle_new(KjHandleKind kind, size_t size)
         block = kj_xcalloc(1, size);
     KjHandle *header = block;
     __atomic_store_n(&header->serial, serial, __ATOMIC_RELAXED);
-    __atomic_store_n(&header->magic, magics[kind], __ATOMIC_RELEASE);
+    __atomic_store_n(&header->magic, KJ_HANDLE_MAGIC(kind), __ATOMIC_RELEASE);
     return block;
 }
 
@@ -87,7 +79,7 @@ void kj_handle_free(void *handle)
     KjHandleKind kind = KJ_HANDLE_KIND_COUNT;
     uint32_t magic = __atomic_load_n(&header->magic, __ATOMIC_ACQUIRE);
     for (int k = 0; k < KJ_HANDLE_KIND_COUNT; k++)
-        if (magics[k] == magic)
+        if (KJ_HANDLE_MAGIC(k) == magic)
             kind = (KjHandleKind)k;
     if (kind == KJ_HANDLE_KIND_COUNT)
         kj_die("kj_handle_free of a block that is no live handle");
@@ -104,17 +96,6 @@ void kj_handle_free(void *handle)
     pool->newest = freed;
     pool->count++;
     pthread_mutex_unlock(&pools_lock);
-}
-
-bool kj_handle_live(const void *handle, KjHandleKind kind)
-{
-    return handle &&
-           __atomic_load_n(&((const KjHandle *)handle)->magic, __ATOMIC_ACQUIRE) == magics[kind];
-}
-
-uint64_t kj_handle_serial(const void *handle)
-{
-    return __atomic_load_n(&((const KjHandle *)handle)->serial, __ATOMIC_ACQUIRE);
 }
 
 const char *kj_handle_kind_name(KjHandleKind kind)

@@ -117,6 +117,20 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
 /* Inputs a vectorized call can take: scalar_mask is 32 bits wide. */
 #define KJ_MAX_VEC_INPUTS 31
 
+/* kjit_dtype_size without a call (the hot paths' checks); 0 for no dtype. */
+static inline int64_t kj_dtype_bytes(kjit_dtype dtype)
+{
+    switch (dtype) {
+    case KJIT_BOOL: case KJIT_I8: case KJIT_U8: return 1;
+    case KJIT_I16: case KJIT_U16: case KJIT_F16: case KJIT_BF16: return 2;
+    case KJIT_I32: case KJIT_U32: case KJIT_F32: return 4;
+    case KJIT_I64: case KJIT_U64: case KJIT_F64: case KJIT_C64: return 8;
+    case KJIT_C128: return 16;
+    case KJIT_DTYPE_COUNT: break;
+    }
+    return 0;
+}
+
 /* kjit_dtype <-> the language's scalar types (same order from KJ_TYPE_BOOL). */
 const KjType *kj_dtype_type(kjit_dtype dtype);
 bool kj_type_dtype(const KjType *type, kjit_dtype *dtype); /* false: not a scalar */
@@ -407,6 +421,8 @@ typedef enum KjHandleKind {
     KJ_HANDLE_CONTEXT, KJ_HANDLE_MODULE, KJ_HANDLE_FUNCTION, KJ_HANDLE_STREAM, KJ_HANDLE_EVENT,
     KJ_HANDLE_KIND_COUNT
 } KjHandleKind;
+/* "kjh" and the kind while live; KJ_HANDLE_FREED once freed. */
+#define KJ_HANDLE_MAGIC(kind) (0x6b6a6800u + (uint32_t)(kind))
 #define KJ_HANDLE_FREED 0xdeadf7eeu
 typedef struct KjHandle {
     uint32_t magic;
@@ -414,8 +430,16 @@ typedef struct KjHandle {
 } KjHandle;
 void *kj_handle_new(KjHandleKind kind, size_t size);
 void kj_handle_free(void *handle);
-bool kj_handle_live(const void *handle, KjHandleKind kind); /* false for NULL */
-uint64_t kj_handle_serial(const void *handle);
+/* false for NULL (inline: every call asks) */
+static inline bool kj_handle_live(const void *handle, KjHandleKind kind)
+{
+    return handle && __atomic_load_n(&((const KjHandle *)handle)->magic, __ATOMIC_ACQUIRE) ==
+                         KJ_HANDLE_MAGIC(kind);
+}
+static inline uint64_t kj_handle_serial(const void *handle)
+{
+    return __atomic_load_n(&((const KjHandle *)handle)->serial, __ATOMIC_ACQUIRE);
+}
 const char *kj_handle_kind_name(KjHandleKind kind);
 
 /* ========================================= api.c / api_call.c internals */
@@ -541,17 +565,20 @@ void kj_api_clear_error(kjit_context *context);
  * its context destroyed) as the thread's error that kjit_last_error(NULL)
  * returns.  kj_api_live_function also clears the function's context's error. */
 bool kj_api_live(const void *handle, KjHandleKind kind, const char *api);
-bool kj_api_live_function(const kjit_function *function, const char *api);
+static inline bool kj_api_live_function(const kjit_function *function, const char *api);
 /* A pointer argument given as NULL: KJIT_ERROR_INVALID_ARGUMENT naming it,
  * on the context when it is live, else the thread's. */
 kjit_status kj_api_null(kjit_context *context, const char *api, const char *what);
 
 /* api_call.c: the checks every call makes of what it is given beyond its
- * function: args not NULL when nargs > 0, `out` (when not NULL) and each
- * array a valid view (NULL data only with no elements), the stream (when
- * not NULL) a live one of the function's context. */
+ * function: args not NULL when nargs > 0, `out` (when not NULL) a valid
+ * view (NULL data only with no elements), the stream (when not NULL) a live
+ * one of the function's context; and when the call `runs` (it is not
+ * kjit_prepare or kjit_function_match, which only look at shapes and
+ * types), no array argument with NULL data and elements. */
 kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
-                              int nargs, const kjit_array *out, const kjit_stream *stream);
+                              int nargs, const kjit_array *out, const kjit_stream *stream,
+                              bool runs);
 kjit_status kj_api_check_array(kjit_context *context, const char *api, const char *what,
                                const kjit_array *array);
 kjit_status kj_api_check_stream(kjit_context *context, const char *api,
@@ -654,17 +681,17 @@ typedef struct KjTemps {
 } KjTemps;
 kjit_status kj_api_temp_alloc(kjit_context *context, KjTemps *temps, size_t bytes, void **out);
 void kj_api_free_temps(kjit_context *context, KjTemps *temps);
-/* Whether two views' bytes overlap (arrays with no elements never do). */
-bool kj_api_overlaps(const kjit_array *a, const kjit_array *b);
 /* Each input array that one of the outputs overlaps (in the same memory),
  * unless, for an `elementwise` call, as the very same view, is replaced in
  * inputs[] by a C-ordered copy, &copies[i], as NumPy copies them: on the
- * host in host_copies[i] (which the caller frees, NULL for the others), on a
- * device in a temporary (kj_api_free_temps, after the stream is done). */
+ * host in host_copies[i], on a device in a temporary (kj_api_free_temps,
+ * after the stream is done).  *copied: how many; when not 0, the caller
+ * frees host_copies[0..count) (NULL for the inputs not copied); when 0,
+ * host_copies is not written. */
 kjit_status kj_api_unalias(kjit_context *context, const kjit_array **inputs, int count,
                            const kjit_array *const *outputs, int output_count,
                            bool elementwise, kjit_array *copies, KjTemps *temps,
-                           void **host_copies, kjit_stream *stream);
+                           void **host_copies, int *copied, kjit_stream *stream);
 /* Bytes between host memory and the target's, through its copy. */
 kjit_status kj_api_copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
                               bool src_target, size_t bytes, kjit_stream *stream);
@@ -833,5 +860,16 @@ char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
                        const char *function);
 /* Frees the device record, through the context's target (before it closes). */
 void kj_check_context_free(kjit_context *context);
+
+/* ============================================================ api_error.c */
+
+static inline bool kj_api_live_function(const kjit_function *function, const char *api)
+{
+    if (__builtin_expect(!kj_handle_live(function, KJ_HANDLE_FUNCTION), 0))
+        return kj_api_live(function, KJ_HANDLE_FUNCTION, api); /* says why */
+    kj_api_clear_error(function->module->context);
+    kj_print_context = function->module->context;
+    return true;
+}
 
 #endif
