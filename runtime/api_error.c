@@ -37,6 +37,9 @@ static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static void free_thread_errors(void *user)
 {
     ThreadErrors *errors = user;
+    /* A later destructor of the exiting thread that calls kjit starts afresh
+     * (the key's destructor runs again for what it makes). */
+    thread_errors = NULL;
     for (ThreadError *e = errors->list, *next; e; e = next) {
         next = e->next;
         free(e->message);
