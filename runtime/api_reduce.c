@@ -74,18 +74,22 @@ static kjit_function *map_function(const kjit_function *function)
         return NULL;
     kjit_module *module = function->module;
     for (int i = 0; i < module->function_count; i++)
-        if (module->functions[i].entry == map)
-            return &module->functions[i];
+        if (module->functions[i]->entry == map)
+            return module->functions[i];
     return NULL;
 }
 
 kjit_function *kjit_function_map(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_map"))
+        return NULL;
     return function->entry->kind == KJ_FN_REDUCE ? map_function(function) : NULL;
 }
 
 int kjit_function_reduce_inputs(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_reduce_inputs"))
+        return 0;
     if (function->entry->kind != KJ_FN_REDUCE)
         return 0;
     const KjIrEntry *map = function->entry->map;
@@ -132,7 +136,7 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
         if (*sig >= 0)
             return KJIT_OK;
     } else {
-        int want = kjit_function_param_count(map);
+        int want = map->entry->variants.count ? kj_api_variant_of(map, 0)->param_count : 0;
         if (nargs != want)
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "%s reduces %s over its %d argument%s; %d given", name,
@@ -673,9 +677,14 @@ kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs
                         const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                         kjit_array *result)
 {
+    if (!kj_api_live_function(function, "kjit_reduce"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
     kj_print_context = context;
+    kjit_status checked = kj_api_check_call(function, "kjit_reduce", args, nargs, out, NULL, true);
+    if (checked != KJIT_OK)
+        return checked;
     KjCancelCall cancel;
     kj_cancel_begin(context, &cancel);
     kjit_status ran = reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
@@ -691,8 +700,13 @@ kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int
                               const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                               kjit_stream *stream)
 {
+    if (!kj_api_live_function(function, "kjit_reduce_async"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
+    kjit_status status = kj_api_check_call(function, "kjit_reduce_async", args, nargs, out,
+                                           stream, true);
+    if (status != KJIT_OK)
+        return status;
     if (!out)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_reduce_async needs an output array",
@@ -700,7 +714,7 @@ kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int
     kj_print_context = context;
     KjCancelCall cancel;
     kj_cancel_begin(context, &cancel);
-    kjit_status status = reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
+    status = reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
     return kj_cancel_end(context, &cancel, function->entry->name, status);
 }
 
@@ -712,6 +726,11 @@ kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int
 kjit_status kjit_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
                                 const int *axes, int naxes)
 {
-    kj_api_clear_error(function->module->context);
+    if (!kj_api_live_function(function, "kjit_reduce_prepare"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status status = kj_api_check_call(function, "kjit_reduce_prepare", args, nargs, NULL,
+                                           NULL, false);
+    if (status != KJIT_OK)
+        return status;
     return reduce_call(function, args, nargs, axes, naxes, NULL, NULL, NULL, NULL, false);
 }

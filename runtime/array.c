@@ -192,6 +192,8 @@ kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t
 {
     kjit_array array;
     memset(&array, 0, sizeof array);
+    if (!shape && ndim > 0)
+        return array; /* no data and ndim 0: every call refuses it, naming a NULL array */
     array.data = data;
     array.dtype = dtype;
     array.memory = KJIT_MEMORY_HOST;
@@ -213,6 +215,8 @@ kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t
 
 int64_t kjit_array_size(const kjit_array *array)
 {
+    if (!array)
+        return 0;
     int64_t count;
     return kj_shape_size(array->dtype, array->ndim, array->shape, &count, NULL, NULL) == KJIT_OK
                ? count
@@ -496,4 +500,12 @@ kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const 
             ops[o].desc->strides[d] = ops[o].strides[d];
         }
     return KJIT_OK;
+}
+
+bool kj_array_has_elements(const kjit_array *array)
+{
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] == 0)
+            return false;
+    return true;
 }

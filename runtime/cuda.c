@@ -438,6 +438,8 @@ kjit_status kjit_cuda_available(char *reason, size_t reason_size)
 
 kjit_status kjit_cuda_device_info(int device, kjit_device_info *info)
 {
+    if (!info)
+        return KJIT_ERROR_INVALID_ARGUMENT;
     const KjCuDriver *cu = kj_cuda_driver(NULL);
     if (!cu)
         return KJIT_ERROR_NO_DEVICE;

@@ -5,6 +5,15 @@
  * failure the context keeps a message (kjit_last_error) that names the file,
  * line and column for compile errors, or the kernel and the driver's error for
  * GPU failures.  The library never prints and never exits.
+ *
+ * Threads: a context, its modules and functions may be used from any number
+ * of threads at once (code is generated once, whichever thread asks first);
+ * kjit_last_error(context) is the calling thread's own last message on that
+ * context.  Freeing a handle (kjit_module_free, kjit_context_destroy,
+ * kjit_stream_destroy ...) while another thread uses it is the caller's
+ * error.  Every function refuses NULL pointers and handles that were freed
+ * (KJIT_ERROR_INVALID_ARGUMENT; getters answer 0 or NULL) instead of
+ * crashing; docs/embedding.md has the whole contract.
  */
 #ifndef KJIT_H
 #define KJIT_H
@@ -197,6 +206,8 @@ typedef struct kjit_options {
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);
+/* Frees the context and everything made through it that is still alive: its
+ * modules (and so their functions), streams, events and device arrays. */
 void kjit_context_destroy(kjit_context *context);
 kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
 /*
@@ -212,8 +223,11 @@ kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
  * KJIT_ERROR_CANCELLED.
  */
 void kjit_context_cancel(kjit_context *context);
-/* The message of the last failed call on this context ("" if none).  With
- * NULL: the last failure of kjit_context_create on this thread. */
+/* The message of the calling thread's last failed call on this context (""
+ * after a call that succeeded); valid until that thread's next call on it.
+ * With NULL (or a context that is not live): the thread's last failure that
+ * had no live context to keep it: kjit_context_create, or a call refused
+ * because a handle it was given was NULL or freed. */
 const char *kjit_last_error(const kjit_context *context);
 
 /* ----------------------------------------------------------------- modules */
@@ -244,6 +258,12 @@ const char *kjit_function_signature(const kjit_function *function, int index);
 kjit_status kjit_function_param(const kjit_function *function, int sig, int param,
                                 kjit_dtype *dtype, int *ndim);
 kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dtype *dtype);
+/* 1 when the function (a kernel, a @guvectorize core, a plain function) may
+ * store into array parameter `param`, or a function it calls may: through
+ * the parameter, an array `let` of it, or an atomic; 0 for a parameter it
+ * only reads, a scalar, or no such parameter.  A caller may pass read-only
+ * memory for the parameters it gives 0. */
+int kjit_function_param_written(const kjit_function *function, int param);
 
 /*
  * Calls a plain function with scalar arguments, or a @vectorize function
@@ -253,7 +273,9 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
  *   (kjit_array_free releases it); for a plain function, *result is ndim 0 and
  *   holds the scalar.
  * Host arrays on the cuda target are copied in and out; device arrays are not,
- * and then the call does not synchronise.
+ * and then the call does not synchronise.  An input that `out` overlaps
+ * (other than as the very same view, which an elementwise call may read and
+ * write in place) is read from a copy, as NumPy does.
  */
 kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                       kjit_array *out, kjit_array *result);
@@ -355,6 +377,8 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
 
 kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
                               const int64_t *shape, kjit_array *out);
+/* Frees what kjit_device_alloc gave this context (then sets array->data to
+ * NULL); anything else, or memory freed already, is KJIT_ERROR_INVALID_ARGUMENT. */
 kjit_status kjit_device_free(kjit_context *context, kjit_array *array);
 /* Copies between arrays of equal dtype and shape (both contiguous). */
 kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *src,

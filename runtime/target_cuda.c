@@ -268,8 +268,10 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
     for (int i = 0; i < launch->arg_count && status == KJIT_OK; i++) {
         const kjit_arg *arg = &launch->args[i];
         if (arg->kind == KJIT_ARG_ARRAY && arg->value.array->memory == KJIT_MEMORY_HOST)
-            status = stage(context, &staging, arg->value.array, true, true,
-                           &launch->descs[i].data);
+            /* back to the host only if the kernel may have written it (the
+             * host's may be read-only memory) */
+            status = stage(context, &staging, arg->value.array, true,
+                           i >= 32 || (launch->written >> i & 1), &launch->descs[i].data);
     }
     if (status == KJIT_OK) {
         char *error = NULL;

@@ -309,6 +309,14 @@ class Function:
             else:
                 self._results.append(None)
         self._result_by_key = {}
+        # The parameters the function may store into: a read-only array is
+        # refused there (it would crash, or be changed behind its back).
+        if _lib.HAS_PARAM_WRITTEN:
+            self._written = tuple(bool(lib.kjit_function_param_written(handle, p))
+                                  for p in range(self.param_count))
+        else:
+            self._written = (True,) * self.param_count
+        self._writes = any(self._written)
         self._single = count == 1
         self._is_cuda = self.context.is_cuda
         self._free = []       # CallBuffers not in use
@@ -357,6 +365,16 @@ class Function:
                 stream = wrap_stream(self.context, item[1])
                 self.context.check(lib.kjit_stream_synchronize(stream._ptr))
 
+    def _refuse_read_only(self, args):
+        """A read-only array (a NumPy array with flags.writeable False, or
+        np.load(..., mmap_mode='r')) for a parameter the function may store
+        into is an error, before anything runs."""
+        for i, x in enumerate(args):
+            if self._written[i] and isinstance(x, np.ndarray) and not x.flags.writeable:
+                raise InvalidArgumentError(
+                    f"{self.name}: argument {i} is a read-only array, and {self.name} may "
+                    f"store into it; pass a writable array (a copy: np.array(x))")
+
     def _check_memory(self, info):
         if not self.context.is_cuda:
             for i, (_, _, _, gpu) in enumerate(info):
@@ -403,6 +421,8 @@ class Function:
         return code
 
     def _plain(self, args):
+        if self._writes:
+            self._refuse_read_only(args)
         cb, info = self._pack(args)
         try:
             self._check_memory(info)
@@ -565,6 +585,8 @@ class GuvectorizedFunction(Function):
         if outs is None:
             outs = self._allocate(inputs)
         full = tuple(inputs) + tuple(outs)
+        if len(full) == len(self._written):
+            self._refuse_read_only(full)
         cb, info = self._pack(full)
         try:
             if not self._is_cuda:
@@ -711,6 +733,8 @@ class Launcher:
 
     def __call__(self, *args):
         fn = self.function
+        if fn._writes and len(args) == fn.param_count:
+            fn._refuse_read_only(args)
         cb, info = fn._pack(args)
         try:
             if not fn.context.is_cuda:

@@ -159,6 +159,7 @@ _protos = {
     "kjit_function_param": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
                                  ctypes.POINTER(ctypes.c_int)]),
     "kjit_function_result": (_S, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
+    "kjit_function_param_written": (ctypes.c_int, [_P, ctypes.c_int]),
     "kjit_function_layout": (ctypes.c_char_p, [_P]),
     "kjit_function_layout_inputs": (ctypes.c_int, [_P]),
     "kjit_function_layout_outputs": (ctypes.c_int, [_P]),
@@ -192,10 +193,14 @@ for _name, (_restype, _argtypes) in _protos.items():
     except AttributeError:
         if _name in ("kjit_stream_wrap", "kjit_stream_handle"):
             continue  # an older library: foreign streams are refused (kjit.Stream says so)
+        if _name == "kjit_function_param_written":
+            continue  # an older library: every array argument counts as written
         raise
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 
+HAS_PARAM_WRITTEN = (hasattr(lib, "kjit_function_param_written") and
+                     lib.kjit_function_param_written.argtypes is not None)
 HAS_STREAM_WRAP = hasattr(lib, "kjit_stream_wrap") and lib.kjit_stream_wrap.argtypes is not None
 
 
