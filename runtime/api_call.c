@@ -293,9 +293,15 @@ kjit_status kj_api_check_stream(kjit_context *context, const char *api, const kj
     if (!kj_handle_live(stream, KJ_HANDLE_STREAM))
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: the stream is not a live stream (destroyed already?)", api);
-    if (stream->context != context)
+    /* A stream is the device's: another context of the same target on the
+     * same device may queue work on it (Python makes one context per set of
+     * options, and a Stream of the default one serves them all). */
+    if (stream->context != context &&
+        (stream->context->runtime != context->runtime ||
+         strcmp(stream->context->device_text, context->device_text) != 0))
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: the stream belongs to another context", api);
+                                "%s: the stream belongs to a context of another target or device",
+                                api);
     return KJIT_OK;
 }
 

@@ -69,18 +69,20 @@ static const char source[] =
     "@guvectorize(\"(n)->()\")\n"
     "fn first(x: f32[], out: f32[]) { out[0] = x[0]; }\n";
 
-static kjit_context *cpu_context(void)
+static kjit_context *context_on(kjit_target target)
 {
     kjit_options options;
     kjit_options_init(&options);
-    options.target = KJIT_TARGET_CPU;
+    options.target = target;
     kjit_context *context = NULL;
     if (kjit_context_create(&options, &context) != KJIT_OK) {
-        fprintf(stderr, "api_misuse.c: no cpu context: %s\n", kjit_last_error(NULL));
+        fprintf(stderr, "api_misuse.c: no context: %s\n", kjit_last_error(NULL));
         exit(1);
     }
     return context;
 }
+
+static kjit_context *cpu_context(void) { return context_on(KJIT_TARGET_CPU); }
 
 static kjit_function *function(kjit_module *module, const char *name)
 {
@@ -362,13 +364,14 @@ static void lifetimes(void)
     double ms;
     INVALID(kjit_event_elapsed(event, event, &ms), NULL, "not a live event");
 
-    /* a stream of another context */
-    kjit_context *other = cpu_context();
+    /* a stream of a context of another target (one of the same target and
+     * device is the device's stream, and welcome) */
+    kjit_context *other = context_on(KJIT_TARGET_PARALLEL);
     kjit_stream *foreign;
     STATUS(kjit_stream_create(other, &foreign), KJIT_OK, other, NULL);
     STATUS(kjit_compile_string(context, "x.kern", source, &module), KJIT_OK, context, NULL);
     add = function(module, "add");
-    INVALID(kjit_call_async(add, args, 2, &O, foreign), context, "another context");
+    INVALID(kjit_call_async(add, args, 2, &O, foreign), context, "another target or device");
 
     /* everything a context made dies with it: its modules (and so their
      * functions), streams, events and device memory */
