@@ -58,9 +58,10 @@ $(BUILD)/kjit-check-asan: $(ASAN_OBJS)
 test-robust: deps $(BUILD)/kjit-check-asan
 	tests/robust/run.sh $(BUILD)/kjit-check-asan
 
-# Layers: no #include crosses the folders' order (docs/architecture.md).
-test-layers:
-	tests/layers.sh
+# Layers: no #include crosses the folders' order (docs/architecture.md), and no
+# circle of files uses each other's symbols (read from the object files).
+test-layers: $(LIB_OBJS)
+	BUILD=$(BUILD) tests/layers.sh
 
 check: all test-layers test-unit test-golden test-robust test-embed test-cli test-python \
        test-bench-refs
