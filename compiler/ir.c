@@ -54,7 +54,7 @@ const bool kj_exec_is_barrier[KJ_EXEC_COUNT] = {
 #undef X
 };
 
-static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
+const char *const kj_atomic_names[KJ_ATOMIC_COUNT] = {
 #define X(id, name, elements) name,
     KJ_ATOMIC_OPS(X)
 #undef X
@@ -250,7 +250,7 @@ static void print_expr(Printer *p, const KjIrExpr *e)
         fprintf(p->out, "dim.%d", e->dim);
         break;
     case KJ_IR_ATOMIC:
-        fputs(atomic_names[e->atomic], p->out);
+        fputs(kj_atomic_names[e->atomic], p->out);
         break;
     case KJ_IR_EXEC:
         fputs(kj_exec_names[e->exec], p->out);
@@ -799,14 +799,14 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
             return fail(v, e->loc, "bad atomic op %d", (int)e->atomic);
         const KjType *array = e->arg_count > 0 ? e->args[0]->type : NULL;
         if (!array || array->kind != KJ_TYPE_ARRAY || array->elem != t)
-            return fail(v, e->loc, "%s on %s, typed %s", atomic_names[e->atomic],
+            return fail(v, e->loc, "%s on %s, typed %s", kj_atomic_names[e->atomic],
                         kj_type_name(array), kj_type_name(t));
         int values = e->atomic == KJ_ATOMIC_CAS ? 2 : 1;
         if (!args_are(v, e, 1 + array->ndim + values, NULL))
             return false;
         for (int i = 1; i < e->arg_count; i++)
             if (e->args[i]->type != (i <= array->ndim ? i64 : t))
-                return fail(v, e->loc, "%s operands do not match %s", atomic_names[e->atomic],
+                return fail(v, e->loc, "%s operands do not match %s", kj_atomic_names[e->atomic],
                             kj_type_name(t));
         return true;
     }

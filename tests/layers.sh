@@ -70,18 +70,19 @@ if ! ls "$BUILD"/obj/compiler/*.o >/dev/null 2>&1; then
     cycles_bad=1
 else
     python3 - "$BUILD" tests/layers_cycles.allow <<'PY' || cycles_bad=1
-import collections, glob, subprocess, sys
+import collections, glob, os, subprocess, sys
 
 build, allow_path = sys.argv[1], sys.argv[2]
-objects = sorted(glob.glob(f"{build}/obj/compiler/*.o") + glob.glob(f"{build}/obj/compiler/backend/*.o")
-                 + glob.glob(f"{build}/obj/runtime/*.o"))
+def source(obj):
+    return obj[len(build) + len("/obj/"):-len(".o")] + ".c"
+
+# Objects of sources that are gone (a file renamed since the last build) are left out.
+objects = sorted(o for o in glob.glob(f"{build}/obj/compiler/*.o") + glob.glob(f"{build}/obj/compiler/backend/*.o")
+                 + glob.glob(f"{build}/obj/runtime/*.o") if os.path.exists(source(o)))
 
 def symbols(flags, obj):
     out = subprocess.run(["nm", *flags, obj], capture_output=True, text=True, check=True).stdout
     return [line.split()[-1] for line in out.splitlines() if line.strip()]
-
-def source(obj):
-    return obj[len(build) + len("/obj/"):-len(".o")] + ".c"
 
 defined_in, undefined = {}, {}
 for obj in objects:
