@@ -1099,7 +1099,8 @@ typedef enum KjStage {
 } KjStage;
 
 /* A root the back end will compile: a checked function as it is, or a
- * @vectorize signature lifted into a kernel for one layout. */
+ * @vectorize signature lifted into a kernel for one layout; on the cpu
+ * targets, a kernel's split form, for one block shape or any. */
 typedef struct KjPipelineRoot {
     KjIrFunction *fn;
     bool vectorize;
@@ -1110,6 +1111,8 @@ typedef struct KjPipelineRoot {
     int loop_ndim;
     bool gufunc_contiguous;        /* its cores C-contiguous (kj_guvectorize) */
     bool split_barriers;           /* cpu targets: make a kernel's split form (fn->split) */
+    uint32_t block[3];             /* a launch's block dims, or 0s: a kernel with a split form
+                                      becomes its copy specialised for them (split_specialise.c) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 

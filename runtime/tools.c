@@ -203,23 +203,23 @@ static char *text_of(void (*print)(FILE *, const void *), const void *what, size
 static void print_ast(FILE *f, const void *ast) { kj_ast_dump(f, ast); }
 static void print_ir(FILE *f, const void *module) { kj_ir_print_module(f, module); }
 
-/* The split forms of a module's kernels for one block shape. */
+/* The split forms of a module's kernels, each specialised for one block
+ * shape by the pipeline (its roots' block dims). */
 typedef struct KjSpecialised {
-    const KjIrModule *module;
+    const KjPipeline *pipeline;
     const unsigned *block;
-    KjArena *arena;
 } KjSpecialised;
 
 static void print_specialised(FILE *f, const void *what)
 {
     const KjSpecialised *shapes = what;
-    uint32_t dims[3] = {shapes->block[0], shapes->block[1], shapes->block[2]};
-    for (int i = 0; i < shapes->module->functions.count; i++) {
-        const KjIrFunction *fn = shapes->module->functions.items[i];
+    for (int i = 0; i < shapes->pipeline->root_count; i++) {
+        const KjIrFunction *fn = shapes->pipeline->roots[i].root;
         if (!fn->split)
             continue;
-        fprintf(f, "// %s for blocks of %u x %u x %u threads\n", fn->split->symbol, dims[0], dims[1], dims[2]);
-        kj_ir_print_function(f, kj_split_specialise(shapes->arena, fn, dims)->split);
+        fprintf(f, "// %s for blocks of %u x %u x %u threads\n", fn->split->symbol,
+                shapes->block[0], shapes->block[1], shapes->block[2]);
+        kj_ir_print_function(f, fn->split);
     }
 }
 
@@ -292,8 +292,12 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
         p.root_count = collect_roots(&arena, p.module, options->function,
                                       options->target == KJIT_TARGET_CUDA, &p.roots);
         p.stop = KJ_STAGE_ROOTS;
-        for (int i = 0; i < p.root_count; i++)
+        for (int i = 0; i < p.root_count; i++) {
+            /* the cpu code's split forms, for --block's shape if given */
             p.roots[i].split_barriers = options->target != KJIT_TARGET_CUDA && options->cpu_simd;
+            for (int k = 0; k < 3 && p.roots[i].split_barriers && options->block[0]; k++)
+                p.roots[i].block[k] = options->block[k];
+        }
         if (p.root_count == 0) {
             KjBuf why = {0};
             kj_buf_printf(&why, "%s has no function%s%s", path, options->function ? " named " : "",
@@ -305,17 +309,14 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
         } else if (stage == KJIT_STAGE_VEC && options->block[0] && options->cpu_simd &&
                    options->target != KJIT_TARGET_CUDA) {
             /* each split form as the code for that block shape has it */
-            KjSpecialised shapes = {p.module, options->block, &arena};
+            KjSpecialised shapes = {&p, options->block};
             *bytes = text_of(print_specialised, &shapes, size);
         } else if (stage == KJIT_STAGE_VEC) {
             *bytes = text_of(print_ir, p.module, size);
         } else {
             KjIrFunction **roots = kj_arena_alloc(&arena, sizeof *roots * (size_t)p.root_count);
-            for (int i = 0; i < p.root_count; i++) {
+            for (int i = 0; i < p.root_count; i++)
                 roots[i] = p.roots[i].root;
-                if (codegen.block_dims[0] && codegen.cpu_simd && roots[i]->split)
-                    roots[i] = kj_split_specialise(&arena, roots[i], codegen.block_dims);
-            }
             *bytes = kj_codegen_emit(p.module, roots, p.root_count, &codegen, kind, size, error);
             if (!*bytes)
                 status = KJIT_ERROR_BACKEND;
