@@ -20,6 +20,9 @@ mkdir -p "$out"
 out=$(realpath "$out")
 export KJIT_CACHE_DIR="$out/.cache"
 unset KJIT_CHECK KJIT_CPU_SIMD KJIT_CPU_SPECIALISE KJIT_VERIFY
+# one stdlib folder whichever kjit runs (its default is beside the binary,
+# and a missing import's message names it)
+export KJIT_STDLIB="$PWD/stdlib"
 
 dump() { # name command...
     local name=$1
