@@ -137,13 +137,8 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
 
     /* AUTO is cuda when a GPU answers, else cpu; anything but cuda and
      * parallel runs as cpu. */
-    kjit_target target = options->target;
-    const KjRuntimeTarget *runtime = target == KJIT_TARGET_PARALLEL ? &kj_runtime_parallel
-                                                                    : &kj_runtime_cpu;
-    if (target == KJIT_TARGET_AUTO || target == KJIT_TARGET_CUDA) {
-        runtime = &kj_runtime_cuda;
-        target = KJIT_TARGET_CUDA;
-    }
+    kjit_target target = options->target == KJIT_TARGET_AUTO ? KJIT_TARGET_CUDA : options->target;
+    const KjRuntimeTarget *runtime = kj_runtime_target_of(target);
     char *error = NULL;
     kjit_status status = runtime->open(context, &error);
     if (status != KJIT_OK && options->target == KJIT_TARGET_AUTO) {
@@ -445,9 +440,12 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
                     .verify = kj_pipeline_verify_default(),
                     .checks = context->options.check != 0};
-    /* the cpu targets run a kernel with barriers through its split form */
-    root->split_barriers = context->runtime != &kj_runtime_cuda && context->options.cpu_simd &&
-                           !context->options.check;
+    /* a kernel with barriers runs through its split form where the target
+     * says so (the cpu targets, with SIMD lanes, unchecked) */
+    KjCodegenOptions asked = {.target = context->runtime->codegen,
+                              .cpu_simd = context->options.cpu_simd != 0,
+                              .checks = context->options.check != 0};
+    root->split_barriers = kj_codegen_splits_barriers(&asked);
     bool ok = kj_pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",

@@ -654,6 +654,9 @@ struct KjRuntimeTarget {
     /* Device arrays are ordinary host memory, which host code can read (the
      * cpu targets: a program written for cuda runs there unchanged). */
     bool device_memory_on_host;
+    /* The back end target its code is compiled for; the policy that hangs on
+     * it (barrier splitting: kj_codegen_splits_barriers) is asked of it. */
+    KjCodegenTarget codegen;
 
     /* The context's state for this target (a pool, a device); on failure a
      * heap message in *error.  close undoes open. */
@@ -697,6 +700,10 @@ struct KjRuntimeTarget {
 extern const KjRuntimeTarget kj_runtime_cpu;      /* target_cpu.c: the calling thread */
 extern const KjRuntimeTarget kj_runtime_parallel; /* target_cpu.c: the thread pool */
 extern const KjRuntimeTarget kj_runtime_cuda;     /* target_cuda.c */
+
+/* The runtime target for a kjit_target (targets.c): AUTO is cuda, the first
+ * that kjit_context_create tries; an unknown value is cpu. */
+const KjRuntimeTarget *kj_runtime_target_of(kjit_target target);
 
 /*
  * The target that makes and runs code of this kind in a context.  Plain

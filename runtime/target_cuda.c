@@ -406,6 +406,7 @@ static void cuda_event_destroy(kjit_event *event)
 const KjRuntimeTarget kj_runtime_cuda = {
     .name = "cuda",
     .device_memory_on_host = false,
+    .codegen = KJ_CODEGEN_CUDA,
     .open = cuda_open,
     .close = cuda_close,
     .generate = cuda_generate,

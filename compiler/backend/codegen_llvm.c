@@ -757,12 +757,11 @@ LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *su
     return entry;
 }
 
-/* Whether a kernel root runs its blocks through its split form here: a
- * target with thread loops, the option on, and not in checked mode (whose
- * failure path names one thread). */
+/* Whether a kernel root runs its blocks through its split form here (the
+ * target policy, kj_codegen_splits_barriers). */
 bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
 {
-    return fn->split && g->target->thread_loops && g->options->cpu_simd && !g->options->checks;
+    return fn->split && kj_codegen_splits_barriers(g->options);
 }
 
 /* ============================================================ reachability */

@@ -89,6 +89,11 @@ typedef struct KjTarget {
      * does not emit. */
     char *(*emit)(KjIrModule *module, KjIrFunction **roots, int root_count,
                   const KjCodegenOptions *options, KjEmitKind kind, size_t *size, char **error);
+    /* The kinds emit makes: bit k for KjEmitKind k, and the same in words
+     * ("llvm or ptx"), for the message that refuses another
+     * (kj_codegen_emit_refusal). */
+    unsigned emit_kinds;
+    const char *emit_words;
 
     /* ---- the module */
     /* Once the module has the machine's triple and data layout, what the

@@ -181,6 +181,25 @@ typedef struct KjCodegenOptions {
     uint32_t block_dims[3];
 } KjCodegenOptions;
 
+/*
+ * Target policy, answered in one place (target.c) from the target that
+ * options->target names; the runtime, kjit_stage_file and the lowering ask.
+ *
+ * kj_codegen_splits_barriers: whether a kernel with barriers runs through
+ * its split form (barrier_split.c), which the pipeline then makes
+ * (KjPipelineRoot.split_barriers) and may specialise for a launch's block
+ * dims (KjPipelineRoot.block, KjCodegenOptions.block_dims): on a target
+ * whose threads are loops of the host (KjTarget.thread_loops), with
+ * cpu_simd on and checks off (a failed check names one thread).  Only
+ * target, cpu_simd and checks are read.
+ *
+ * kj_codegen_emit_refusal: NULL when the target emits `kind`; else a heap
+ * message for the user who asked for it, naming what the target emits and
+ * which target emits `kind`.
+ */
+bool kj_codegen_splits_barriers(const KjCodegenOptions *options);
+char *kj_codegen_emit_refusal(KjCodegenTarget target, KjEmitKind kind);
+
 /* Whether cpu_simd is on by default: unless KJIT_CPU_SIMD is 0 (target.c). */
 bool kj_codegen_cpu_simd_default(void);
 /* Whether line_info is on by default: KJIT_LINEINFO set and not 0 (target.c). */

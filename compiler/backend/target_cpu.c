@@ -862,6 +862,8 @@ static void cpu_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int cou
 const KjTarget kj_target_cpu = {
     .name = "cpu",
     .emit = cpu_emit,
+    .emit_kinds = 1u << KJ_EMIT_LLVM | 1u << KJ_EMIT_ASM | 1u << KJ_EMIT_OBJ,
+    .emit_words = "llvm, asm or obj",
     .setup_module = cpu_setup_module,
     .function_attrs = cpu_function_attrs,
     .hidden_params = cpu_hidden_params,

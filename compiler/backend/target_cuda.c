@@ -435,6 +435,8 @@ static void cuda_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int co
 const KjTarget kj_target_cuda = {
     .name = "cuda",
     .emit = cuda_emit,
+    .emit_kinds = 1u << KJ_EMIT_LLVM | 1u << KJ_EMIT_PTX,
+    .emit_words = "llvm or ptx",
     .setup_module = NULL,
     .function_attrs = cuda_function_attrs,
     .hidden_params = NULL,
