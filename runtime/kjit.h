@@ -109,7 +109,9 @@ typedef struct kjit_module kjit_module;
 typedef struct kjit_function kjit_function;
 typedef struct kjit_stream kjit_stream;
 
-/* Called once per diagnostic with the text "file:line:col: error: ...\n<line>\n<caret>\n". */
+/* Called once per diagnostic with the text "file:line:col: error: ...\n<line>\n<caret>\n",
+ * and with the runtime's warnings, "kjit: warning: ...\n" (a cache folder or entry
+ * refused, docs/security.md), which never make a call fail. */
 typedef void (*kjit_diagnostic_fn)(void *user, const char *text);
 
 typedef void (*kjit_print_fn)(void *user, const char *line, size_t len);

@@ -4,7 +4,7 @@
  * Sections follow their files: file.c, ptxas.c, print.c, pool.c (the thread pool),
  * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
  * driver, one device), cuda_driver.c (the driver API opened with dlopen),
- * cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
+ * sha256.c (the cache's MAC), cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
  * runtime targets (target_cpu.c, target_cuda.c) they call through.  The runtime sits on the back
  * end (compiler/backend/kjit_backend.h, for the ABI of compiled code and the
  * code generators) and the front end below it; the command line sits on top
@@ -12,6 +12,8 @@
  */
 #ifndef KJIT_RUNTIME_H
 #define KJIT_RUNTIME_H
+
+#include <sys/stat.h>
 
 #include "../compiler/backend/kjit_backend.h"
 #include "kjit.h"
@@ -314,16 +316,91 @@ const KjCuDriver *kj_cuda_driver(char **error);
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
 const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
 
+/* ================================================================ sha256.c */
+
+/* SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104): the disk cache's MAC. */
+#define KJ_SHA256_BYTES 32
+
+typedef struct KjSha256 {
+    uint32_t state[8];
+    uint64_t length; /* bytes so far */
+    uint8_t block[64];
+    size_t used;     /* bytes of block filled */
+} KjSha256;
+
+void kj_sha256_init(KjSha256 *sha);
+void kj_sha256_update(KjSha256 *sha, const void *data, size_t size);
+void kj_sha256_final(KjSha256 *sha, uint8_t digest[KJ_SHA256_BYTES]); /* and wipes sha */
+
+typedef struct KjHmacSha256 {
+    KjSha256 inner, outer;
+} KjHmacSha256;
+
+void kj_hmac_sha256_init(KjHmacSha256 *hmac, const void *key, size_t key_size);
+void kj_hmac_sha256_update(KjHmacSha256 *hmac, const void *data, size_t size);
+void kj_hmac_sha256_final(KjHmacSha256 *hmac, uint8_t mac[KJ_SHA256_BYTES]);
+/* In time that depends only on size (a MAC check must not say where it failed). */
+bool kj_mac_equal(const uint8_t *a, const uint8_t *b, size_t size);
+
+/* ========================================================= cache_folder.c */
+
+/*
+ * Which folder the disk cache may use and how its files are opened, so that
+ * only the user can put code there that kjit runs (docs/security.md).
+ */
+
+/* Where the disk cache's warnings go (a refused folder or entry, a bad
+ * KJIT_CACHE_MAX): a context's on_diagnostic.  NULL or fn NULL: nowhere. */
+typedef struct KjCacheWarn {
+    kjit_diagnostic_fn fn;
+    void *user;
+} KjCacheWarn;
+/* Gives `text` (a whole "kjit: warning: ...\n" line) to warn, each distinct
+ * text once per process. */
+void kj_cache_warn(const KjCacheWarn *warn, const char *text);
+
+/* $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit (an absolute one), else
+ * $HOME/.cache/kjit, else the password database's home/.cache/kjit; false
+ * when there is none. */
+bool kj_cache_dir(char *buf, size_t size);
+
+/* Opens the cache folder `dir` (made, 0700, when create and it is absent)
+ * after checking that it is the effective user's and not writable by group
+ * or others, and that every folder above it is the user's or root's and not
+ * writable by group or others unless sticky.  A descriptor (O_DIRECTORY), or
+ * -1: with *why (heap) when the folder is refused, *why NULL when it is
+ * absent or the file system failed. */
+int kj_cache_folder_open(const char *dir, bool create, char **why);
+
+#define KJ_CACHE_SECRET_BYTES 32
+/* The folder's secret, the key of its entries' MACs: a 0600 regular file of
+ * the user's, made from getrandom when create and absent.  false with *why
+ * (heap) when it is refused; false, *why NULL, when absent or unreadable. */
+bool kj_cache_folder_secret(int folder, bool create, uint8_t secret[KJ_CACHE_SECRET_BYTES], char **why);
+/* Removes the folder's secret (kjit cache clear); true when there was one. */
+bool kj_cache_remove_secret(int folder);
+
+/* Opens entry `name` of the folder to read: never through a symbolic link,
+ * never blocking (a FIFO is refused before it is opened), and only a regular
+ * file of the user's that group and others cannot write.  The descriptor
+ * and *st; -1 with *why (heap) when refused, -1 alone when absent. */
+int kj_cache_entry_open(int folder, const char *name, struct stat *st, char **why);
+
 /* ================================================================ cache.c */
 
 /*
  * Compiled code by content: a key names everything the bytes depend on; the
  * payload is an object file, PTX or a cubin.  A process-wide memory tier,
- * then the disk under $KJIT_CACHE_DIR, $XDG_CACHE_HOME/kjit or ~/.cache/kjit.
- * Every failure is a miss (the caller compiles): damaged, foreign or
- * wrong-format entries are deleted, never loaded.
+ * then the disk (kj_cache_dir).  Every failure is a miss (the caller
+ * compiles): damaged, forged, foreign or wrong-format entries are deleted,
+ * never loaded; a refused folder or entry is also a warning.
  */
-#define KJ_CACHE_FORMAT 1
+#define KJ_CACHE_FORMAT 2
+
+/* An entry's header: magic, format, kind, key size, a reserved word, payload
+ * size (32 bytes), then the MAC of those bytes, the key and the payload. */
+#define KJ_CACHE_MAC_OFFSET 32
+#define KJ_CACHE_HEADER_BYTES (KJ_CACHE_MAC_OFFSET + KJ_SHA256_BYTES)
 
 typedef enum KjCacheKind {
     KJ_CACHE_CPU_OBJECT = 1,
@@ -348,21 +425,32 @@ void kj_cache_entry_path(const char *dir, const KjCacheKey *key, KjCacheKind kin
                          size_t size);
 
 bool kj_cache_enabled(void);                   /* false when KJIT_CACHE=off */
-bool kj_cache_dir(char *buf, size_t size);     /* false when there is no usable folder */
-uint64_t kj_cache_max_bytes(void);             /* KJIT_CACHE_MAX, else 1 GiB */
-bool kj_cache_parse_size(const char *text, uint64_t *bytes); /* "512M", "2G", "100000" */
+/* KJIT_CACHE_MAX, else 1 GiB; a value that is not a size is a warning and
+ * the default. */
+uint64_t kj_cache_max_bytes(const KjCacheWarn *warn);
+/* "512M", "2G", "1.5G", "100000": digits, an optional fraction, K, M, G or T
+ * (powers of 1024, "KiB" and "KB" too); at most KJ_CACHE_MAX_LIMIT.  No
+ * exponents, inf, nan, signs or spaces. */
+#define KJ_CACHE_MAX_LIMIT (1ull << 50) /* 1024T */
+bool kj_cache_parse_size(const char *text, uint64_t *bytes);
+/* What keeps the cache in `dir` from working as configured ("kjit: warning:"
+ * lines, heap), or NULL: kjit_cache_check. */
+char *kj_cache_check(const char *dir);
 
 /* A hit: the payload (heap, NUL-terminated past *size) and the entry made young. */
-bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
+bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size,
+                   const KjCacheWarn *warn);
 /* Writes atomically, then evicts the least recently used beyond the limit. */
-bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size,
+                    const KjCacheWarn *warn);
 /* Removes the oldest entries until the folder holds at most max_bytes (and
- * temporary files left by dead writers); returns the number removed. */
+ * temporary files left by dead writers); returns the number removed.  Only
+ * files kjit wrote (its entry names, its magic) are counted or removed. */
 int kj_cache_evict(const char *dir, uint64_t max_bytes);
 
 typedef struct KjCacheEntryInfo {
     const char *name;       /* file name in the folder */
-    bool valid;             /* the header reads; the payload is not checked here */
+    bool valid;             /* the header reads; the payload and MAC are not checked here */
     KjCacheKind kind;
     uint64_t file_bytes, payload_bytes;
     long long last_used;    /* seconds since the epoch */
@@ -370,12 +458,17 @@ typedef struct KjCacheEntryInfo {
 } KjCacheEntryInfo;
 typedef void (*KjCacheVisit)(void *user, const KjCacheEntryInfo *entry);
 int kj_cache_list(const char *dir, KjCacheVisit visit, void *user); /* -1: no folder */
-int kj_cache_clear(const char *dir);                                /* files removed */
+/* Removes the entries kjit wrote (named as its entries or temporary files,
+ * regular files that begin with its magic) and the folder's secret; other
+ * files stay.  The number of entries removed; -1 when there is no folder. */
+int kj_cache_clear(const char *dir);
 
 /* Both tiers, as code generation uses them: a payload from memory, else from
  * the disk (then kept in memory); and a fresh payload kept in both. */
-bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
-void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size,
+                    const KjCacheWarn *warn);
+void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size,
+                   const KjCacheWarn *warn);
 
 /* The memory tier (process-wide, bounded): a copy of the payload on a hit. */
 bool kj_cache_memory_get(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
@@ -441,6 +534,12 @@ struct kjit_context {
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
     KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
 };
+
+/* The disk cache's warnings for code a context compiles go to its on_diagnostic. */
+static inline KjCacheWarn kj_context_cache_warn(const kjit_context *context)
+{
+    return (KjCacheWarn){context->options.on_diagnostic, context->options.diagnostic_user};
+}
 
 struct kjit_function {
     kjit_module *module;

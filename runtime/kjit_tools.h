@@ -39,13 +39,20 @@ char *kjit_shape_text(char *buf, size_t size, int ndim, const int64_t *shape);
 
 bool kjit_cache_enabled(void);               /* false when KJIT_CACHE=off */
 bool kjit_cache_dir(char *buf, size_t size); /* false when there is no usable folder */
-uint64_t kjit_cache_max_bytes(void);         /* KJIT_CACHE_MAX, else 1 GiB */
+/* KJIT_CACHE_MAX, else 1 GiB (also when KJIT_CACHE_MAX is not a size). */
+uint64_t kjit_cache_max_bytes(void);
+/* What keeps the disk cache in `dir` from working as configured: the folder
+ * refused (not the user's, writable by group or others, a folder above it
+ * unsafe, its secret wrong) or KJIT_CACHE_MAX not a size.  One
+ * "kjit: warning: ...\n" line each (heap, free()), or NULL when all is well
+ * (an absent folder is fine: it is made on the first store). */
+char *kjit_cache_check(const char *dir);
 /* kjit's and LLVM's versions, the cache format and this build of libkjit. */
 const char *kjit_cache_build_identity(void);
 
 typedef struct kjit_cache_entry {
     const char *name;     /* file name in the folder */
-    bool valid;           /* the header reads; the payload is not checked */
+    bool valid;           /* the header reads; the payload and its MAC are not checked */
     const char *kind;     /* "cpu-object", "ptx", "cubin" (valid entries) */
     uint64_t file_bytes, payload_bytes;
     long long last_used;  /* seconds since the epoch */
@@ -54,7 +61,10 @@ typedef struct kjit_cache_entry {
 typedef void (*kjit_cache_visit_fn)(void *user, const kjit_cache_entry *entry);
 /* Visits every entry of the folder; the number of entries, -1 when there is no folder. */
 int kjit_cache_list(const char *dir, kjit_cache_visit_fn visit, void *user);
-int kjit_cache_clear(const char *dir); /* files removed */
+/* Removes the entries kjit wrote (its names, its magic) and the folder's
+ * secret, never another file; the number of entries removed, -1 when the
+ * folder does not open. */
+int kjit_cache_clear(const char *dir);
 /* Empties this process's memory tier (the next compile reads the disk). */
 void kjit_cache_memory_clear(void);
 

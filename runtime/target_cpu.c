@@ -173,6 +173,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
 {
     kjit_context *context = module->context;
     KjIrFunction *root = compiled->root;
+    KjCacheWarn warn = kj_context_cache_warn(context);
     KjCacheKey key = {0};
     cpu_code_key(module, compiled, &key);
     kj_cache_key_finish(&key);
@@ -194,7 +195,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     size_t size = 0;
     /* A cached object that will not link or lacks its entry point is treated
      * as damaged: compiled again below. */
-    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size, &warn)) {
         code = kj_cpu_load_object(object, size, NULL);
         entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (!entry) {
@@ -214,7 +215,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
         code = kj_cpu_load_object(object, size, &error);
         entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (entry)
-            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size, &warn);
         free(object);
         if (!code) {
             kj_cache_key_free(&key);
@@ -310,6 +311,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
                                          const KjCompiled *compiled, const uint32_t dims[3],
                                          char **error)
 {
+    KjCacheWarn warn = kj_context_cache_warn(context);
     KjCacheKey key = {0};
     cpu_code_key(module, compiled, &key);
     kj_cache_key_add(&key, "block", "%u %u %u", (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2]);
@@ -317,7 +319,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
     KjCpuCode *code = NULL;
     void *block = NULL, *object = NULL;
     size_t size = 0;
-    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size, &warn)) {
         code = kj_cpu_load_object(object, size, NULL);
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         free(object);
@@ -355,7 +357,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         code = object ? kj_cpu_load_object(object, size, &failure) : NULL;
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         if (block)
-            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size, &warn);
         else if (root) {
             KjBuf message = {0};
             kj_buf_printf(&message, "code generation for blocks of %u x %u x %u failed: %s", (unsigned)dims[0],

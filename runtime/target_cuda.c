@@ -60,6 +60,7 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
     const char *arch = context->options.cuda_arch ? context->options.cuda_arch
                                                   : kj_cuda_arch(context->cuda);
     const char *ptxas = kj_ptxas_path();
+    KjCacheWarn warn = kj_context_cache_warn(context);
     KjCacheKey ptx_key = {0}, cubin_key = {0};
     kj_api_code_key(module, compiled, &ptx_key);
     kj_cache_key_add(&ptx_key, "target", "cuda %s", arch);
@@ -76,13 +77,13 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
     KjCudaModule *loaded = NULL;
     void *data = NULL;
     size_t size = 0;
-    if (kj_cache_fetch(&cubin_key, KJ_CACHE_CUBIN, &data, &size)) {
+    if (kj_cache_fetch(&cubin_key, KJ_CACHE_CUBIN, &data, &size, &warn)) {
         status = kj_cuda_load_cubin(context->cuda, data, size, &loaded, NULL);
         free(data);
     }
     if (status != KJIT_OK) {
         char *ptx = NULL;
-        if (kj_cache_fetch(&ptx_key, KJ_CACHE_PTX, &data, &size)) {
+        if (kj_cache_fetch(&ptx_key, KJ_CACHE_PTX, &data, &size, &warn)) {
             ptx = data;
         } else {
             kj_cache_count_compile();
@@ -99,7 +100,7 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
                 kj_cache_key_free(&cubin_key);
                 return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
             }
-            kj_cache_keep(&ptx_key, KJ_CACHE_PTX, ptx, strlen(ptx));
+            kj_cache_keep(&ptx_key, KJ_CACHE_PTX, ptx, strlen(ptx), &warn);
         }
         void *cubin = NULL;
         size_t cubin_size = 0;
@@ -123,7 +124,7 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
         free(ptxas_error);
         free(ptx);
         if (status == KJIT_OK && cubin)
-            kj_cache_keep(&cubin_key, KJ_CACHE_CUBIN, cubin, cubin_size);
+            kj_cache_keep(&cubin_key, KJ_CACHE_CUBIN, cubin, cubin_size, &warn);
         free(cubin);
     }
     kj_cache_key_free(&ptx_key);

@@ -43,7 +43,8 @@ char *kjit_shape_text(char *buf, size_t size, int ndim, const int64_t *shape)
 
 bool kjit_cache_enabled(void) { return kj_cache_enabled(); }
 bool kjit_cache_dir(char *buf, size_t size) { return kj_cache_dir(buf, size); }
-uint64_t kjit_cache_max_bytes(void) { return kj_cache_max_bytes(); }
+uint64_t kjit_cache_max_bytes(void) { return kj_cache_max_bytes(NULL); }
+char *kjit_cache_check(const char *dir) { return kj_cache_check(dir); }
 const char *kjit_cache_build_identity(void) { return kj_cache_build_identity(); }
 int kjit_cache_clear(const char *dir) { return kj_cache_clear(dir); }
 void kjit_cache_memory_clear(void) { kj_cache_memory_clear(); }
@@ -71,7 +72,7 @@ static void visit_entry(void *user, const KjCacheEntryInfo *info)
 int kjit_cache_list(const char *dir, kjit_cache_visit_fn visit, void *user)
 {
     ListVisit v = {visit, user};
-    return kj_cache_list(dir, visit_entry, &v);
+    return kj_cache_list(dir, visit ? visit_entry : NULL, &v);
 }
 
 kjit_cache_counters kjit_cache_stats(void)

@@ -104,6 +104,9 @@ typedef struct KjCliArgs {
 
 double kj_cli_now_ms(void); /* a monotonic clock */
 bool kj_cli_ends_with(const char *s, const char *suffix);
+/* A diagnostic that is a runtime warning ("kjit: warning: ...", the disk
+ * cache's), not an error of the program: printed, never counted as a failure. */
+bool kj_cli_is_warning(const char *diagnostic);
 bool kj_cli_is_number(const char *text);
 bool kj_cli_parse_dim3(const char *text, uint32_t out[3]); /* "X[,Y[,Z]]", extents >= 1 */
 /* Seeds the stream of the rand and randn generators. */

@@ -77,6 +77,11 @@ double kj_cli_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+bool kj_cli_is_warning(const char *diagnostic)
+{
+    return strncmp(diagnostic, "kjit: warning: ", 15) == 0;
+}
+
 bool kj_cli_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);

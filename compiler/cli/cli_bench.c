@@ -329,9 +329,13 @@ typedef struct Compiled {
     KjCliBuf diagnostics;
 } Compiled;
 
+/* Errors are kept for the report; a warning (the disk cache's) goes out now. */
 static void collect_diagnostic(void *user, const char *text)
 {
-    kj_cli_printf(user, "%s", text);
+    if (kj_cli_is_warning(text))
+        fputs(text, stderr);
+    else
+        kj_cli_printf(user, "%s", text);
 }
 
 static void compiled_free(Compiled *c)
@@ -940,7 +944,8 @@ static int write_text(const char *path, const char *text)
 
 static void print_diagnostic(void *user, const char *text)
 {
-    (*(int *)user)++;
+    if (!kj_cli_is_warning(text))
+        (*(int *)user)++;
     fputs(text, stderr);
     size_t n = strlen(text);
     if (n && text[n - 1] != '\n')

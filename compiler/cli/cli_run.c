@@ -263,7 +263,8 @@ static int diagnostics_printed;
 
 static void print_diagnostic(void *user, const char *text)
 {
-    diagnostics_printed++;
+    if (!kj_cli_is_warning(text))
+        diagnostics_printed++;
     fputs(text, stderr);
     size_t n = strlen(text);
     if (n && text[n - 1] != '\n')

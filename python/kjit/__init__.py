@@ -12,7 +12,7 @@ from . import _lib
 from ._arrays import DeviceArray, from_dlpack
 from ._core import (Context, Event, Function, Launcher, Module, Stream, context,
                     cuda_reason, default_context, device_info)
-from .errors import (BackendError, CheckError, CompileError, CudaError, DTypeError,
+from .errors import (BackendError, CacheWarning, CheckError, CompileError, CudaError, DTypeError,
                      InvalidArgumentError, KjitError, KjitIOError, KjitMemoryError,
                      NoDeviceError, NotFoundError, ShapeError)
 

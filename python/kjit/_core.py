@@ -10,6 +10,7 @@ lookup per argument, a few struct packs and one foreign call.
 import ctypes
 import re
 import threading
+import warnings
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from . import _lib
 from ._arrays import (CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
                       _array_like, array_address, converter_for, pack_out)
 from ._lib import lib
-from .errors import InvalidArgumentError, ShapeError, from_status
+from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
 _kjit_call = lib.kjit_call
 _kjit_launch = lib.kjit_launch
@@ -29,6 +30,15 @@ def _raise(handle, status):
 
 
 # ----------------------------------------------------------------- contexts
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+def _on_diagnostic(user, text):
+    """kjit_options.on_diagnostic: compile errors arrive in the exception's
+    message (kjit_last_error); the runtime's warnings become CacheWarning."""
+    text = text.decode(errors="replace")
+    if text.startswith("kjit: warning: "):
+        warnings.warn(text[len("kjit: warning: "):].rstrip("\n"), CacheWarning, stacklevel=2)
+
 
 class Context:
     """A kjit_context: a target ("cpu", "parallel", "cuda"; "auto" picks cuda
@@ -46,6 +56,7 @@ class Context:
         options.device = device
         options.opt_level = opt_level
         options.check = 1 if check else 0
+        options.on_diagnostic = ctypes.cast(_on_diagnostic, ctypes.c_void_p)
         self._arch = cuda_arch.encode() if cuda_arch else None
         options.cuda_arch = self._arch
         handle = ctypes.c_void_p()

@@ -79,3 +79,9 @@ BY_CODE = {cls.code: cls for cls in (CompileError, KjitIOError, NotFoundError,
 def from_status(code, message):
     cls = BY_CODE.get(code, KjitError)
     return cls(message, code, None if cls is not KjitError else f"status {code}")
+
+
+class CacheWarning(UserWarning):
+    """The runtime's warnings ("kjit: warning: ..."): a compiled-code cache
+    folder or entry refused as unsafe (docs/security.md), or KJIT_CACHE_MAX
+    not a size.  The call goes on, compiling without the disk cache."""
