@@ -244,7 +244,8 @@ const char *kj_find_libdevice(char **error);
 /* ================================================================ ptx.c */
 
 /* IR -> PTX: the shared LLVM lowering for nvptx64-nvidia-cuda, libdevice linked
- * (only what is used kept), NVVM reflect settled, optimised, emitted. */
+ * (only what is used kept), NVVM reflect settled, optimised, emitted
+ * (ptx.c's kj_ptx_emit, called with the cuda target by target_cuda.c). */
 char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
                       const KjCodegenOptions *options, char **error);
 

@@ -29,7 +29,7 @@ char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
 
 bool kj_codegen_splits_barriers(const KjCodegenOptions *options)
 {
-    return kj_target_for(options->target)->thread_loops && options->cpu_simd && !options->checks;
+    return kj_target_splits_barriers(kj_target_for(options->target), options);
 }
 
 char *kj_codegen_emit_refusal(KjCodegenTarget target, KjEmitKind kind)

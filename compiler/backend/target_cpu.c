@@ -757,7 +757,7 @@ static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachine
                                        KjIrFunction **roots, int root_count,
                                        const KjCodegenOptions *options, char **error)
 {
-    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, options, error);
+    LLVMModuleRef mod = kj_codegen_module(&kj_target_cpu, context, tm, module, roots, root_count, options, error);
     if (!mod)
         return NULL;
     if (!kj_codegen_optimize(mod, tm, options->opt_level, error)) {
