@@ -3,7 +3,7 @@
  *
  * The cpu targets compile a kernel with barriers for the block dims it is
  * launched with, as PoCL compiles a work-group function for the local size
- * (runtime/target_cpu.c keeps one specialised __block per shape).  With
+ * (runtime/runtime_cpu.c keeps one specialised __block per shape).  With
  * blockDim a constant, the split form's control flow between regions (run
  * once per block, so uniform) often becomes constant too: the tree of a
  * block reduction, `let half = blockDim.x / 2; while half > 0 { if t < half

@@ -6,8 +6,8 @@
  * A context owns its target (AUTO settled when it is made) and that target's
  * state (the thread pool of the parallel target, the cuda device), the last
  * error and the diagnostic callback.  Everything that differs between targets
- * is behind the KjRuntimeTarget the context holds (target_cpu.c,
- * target_cuda.c); this file picks it once and never asks again.
+ * is behind the KjRuntimeTarget the context holds (runtime_cpu.c,
+ * runtime_cuda.c); this file picks it once and never asks again.
  *
  * A module owns the arena its checked IR lives in and the code generated from
  * it.  Code is generated lazily, on the first call that needs it: one piece

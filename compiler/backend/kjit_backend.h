@@ -177,7 +177,7 @@ typedef struct KjCodegenOptions {
      * in every function of the code, and the kernel's only entry is the
      * __block of its split form as kj_split_specialise makes it for these
      * dims (the root passed is that function's result).  Part of the cache
-     * key (runtime/target_cpu.c). */
+     * key (runtime/runtime_cpu.c). */
     uint32_t block_dims[3];
 } KjCodegenOptions;
 

@@ -1,6 +1,6 @@
 /*
- * targets.c: the one place that picks a runtime target (target_cpu.c,
- * target_cuda.c) for a kjit_target, as compiler/backend/target.c picks the
+ * runtime_target.c: the one place that picks a runtime target (runtime_cpu.c,
+ * runtime_cuda.c) for a kjit_target, as compiler/backend/target.c picks the
  * back end's.  A context takes its target from here once
  * (kjit_context_create), and kjit_stage_file the target whose code a stage
  * shows; everything else asks the KjRuntimeTarget it is given.

@@ -1,5 +1,5 @@
 /*
- * target_cuda.c: the cuda runtime target, on top of cuda.c (one device
+ * runtime_cuda.c: the cuda runtime target, on top of cuda.c (one device
  * through the driver API).
  *
  * generate makes a loaded module from the cheapest thing the caches hold: a

@@ -1,5 +1,5 @@
 /*
- * target_cpu.c: the cpu and parallel runtime targets, which run code on the
+ * runtime_cpu.c: the cpu and parallel runtime targets, which run code on the
  * host and differ only in the thread pool (parallel opens one; cpu runs
  * everything on the calling thread).  Plain functions of every context run
  * here too (kj_runtime_for).
