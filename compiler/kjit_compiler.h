@@ -4,8 +4,9 @@
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
  * grammar/kern.re), parse.c (AST), check.c (names, types, AST to IR; the
- * checker's own files share compiler/checker.h), ir.c (IR builders, printer,
- * verifier), module.c (imports), vectorize.c, and pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
+ * checker's own files share compiler/checker.h), ir.c (IR builders and name
+ * tables; ir_print.c the printer, ir_verify.c the verifier), module.c
+ * (imports), vectorize.c, and pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
  */
@@ -770,9 +771,13 @@ bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);
  * does not count. */
 bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_target);
 
+/* ================================================================ ir_print.c */
+
 /* --dump=ir */
 void kj_ir_print_module(FILE *out, const KjIrModule *module);
 void kj_ir_print_function(FILE *out, const KjIrFunction *fn);
+
+/* =============================================================== ir_verify.c */
 
 /* Checks structural invariants (types agree, vars belong to their function,
  * break/continue inside loops, ...).  Returns false and describes the first
