@@ -178,10 +178,7 @@ static bool is_call_to(KjNode *n, const char *name)
 
 static void emit_set(KjChecker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc)
 {
-    KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_SET, loc);
-    s->var = var;
-    s->value = value;
-    emit(c, s);
+    emit(c, kj_ir_set(c->arena, var, value, loc));
 }
 
 static void check_let(KjChecker *c, KjNode *n)

@@ -18,6 +18,8 @@
 
 /* ============================================================ IR shorthands */
 
+/* ir.c's builders with the checker's arena. */
+
 KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n)
 {
     return kj_ir_new_expr(c->arena, op, type, loc, n);
@@ -25,39 +27,28 @@ KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc l
 
 KjIrExpr *kj_check_unary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a)
 {
-    KjIrExpr *e = kj_check_new_expr(c, op, type, loc, 1);
-    e->args[0] = a;
-    return e;
+    return kj_ir_unary(c->arena, op, type, loc, a);
 }
 
 KjIrExpr *kj_check_binary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
                              KjIrExpr *b)
 {
-    KjIrExpr *e = kj_check_new_expr(c, op, type, loc, 2);
-    e->args[0] = a;
-    e->args[1] = b;
-    return e;
+    return kj_ir_binary(c->arena, op, type, loc, a, b);
 }
 
 KjIrExpr *kj_check_int_const(KjChecker *c, const KjType *type, int64_t value, KjLoc loc)
 {
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CONST, type, loc, 0);
-    e->const_int = (uint64_t)value;
-    return e;
+    return kj_ir_int_const(c->arena, type, value, loc);
 }
 
 KjIrExpr *kj_check_float_const(KjChecker *c, const KjType *type, double value, KjLoc loc)
 {
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CONST, type, loc, 0);
-    e->const_float = value;
-    return e;
+    return kj_ir_float_const(c->arena, type, value, loc);
 }
 
 KjIrExpr *kj_check_var_ref(KjChecker *c, KjIrVar *var, KjLoc loc)
 {
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_VAR, var->type, loc, 0);
-    e->var = var;
-    return e;
+    return kj_ir_var_ref(c->arena, var, loc);
 }
 
 KjIrExpr *kj_check_cast_ir(KjChecker *c, KjIrExpr *e, const KjType *to)

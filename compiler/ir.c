@@ -89,6 +89,51 @@ KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc lo
     return expr;
 }
 
+KjIrExpr *kj_ir_unary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, op, type, loc, 1);
+    e->args[0] = a;
+    return e;
+}
+
+KjIrExpr *kj_ir_binary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
+                       KjIrExpr *b)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, op, type, loc, 2);
+    e->args[0] = a;
+    e->args[1] = b;
+    return e;
+}
+
+KjIrExpr *kj_ir_int_const(KjArena *arena, const KjType *type, int64_t value, KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_CONST, type, loc, 0);
+    e->const_int = (uint64_t)value;
+    return e;
+}
+
+KjIrExpr *kj_ir_float_const(KjArena *arena, const KjType *type, double value, KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_CONST, type, loc, 0);
+    e->const_float = value;
+    return e;
+}
+
+KjIrExpr *kj_ir_var_ref(KjArena *arena, KjIrVar *var, KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_VAR, var->type, loc, 0);
+    e->var = var;
+    return e;
+}
+
+KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc)
+{
+    KjIrStmt *s = kj_ir_new_stmt(arena, KJ_IR_STMT_SET, loc);
+    s->var = var;
+    s->value = value;
+    return s;
+}
+
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc)
 {
     KjIrStmt *stmt = kj_arena_alloc(arena, sizeof *stmt);

@@ -763,6 +763,16 @@ KjIrVar *kj_ir_new_var(KjArena *arena, KjIrFunction *fn, const char *name, const
                        KjLoc loc);
 KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, int arg_count);
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc);
+/* The nodes every pass builds (the checker, vectorize, reduce, guvectorize):
+ * an op of one or two operands, integer and float constants, a reference to
+ * a variable, and `var = value`. */
+KjIrExpr *kj_ir_unary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a);
+KjIrExpr *kj_ir_binary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
+                       KjIrExpr *b);
+KjIrExpr *kj_ir_int_const(KjArena *arena, const KjType *type, int64_t value, KjLoc loc);
+KjIrExpr *kj_ir_float_const(KjArena *arena, const KjType *type, double value, KjLoc loc);
+KjIrExpr *kj_ir_var_ref(KjArena *arena, KjIrVar *var, KjLoc loc);
+KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc);
 
 /* Whether expression e (NULL: no) names var anywhere in it. */
 bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);

@@ -108,9 +108,7 @@ static uint64_t normal(const KjType *t, uint64_t v)
 
 static KjIrExpr *constant(Spec *S, const KjType *t, KjLoc loc, uint64_t v)
 {
-    KjIrExpr *e = kj_ir_new_expr(S->arena, KJ_IR_CONST, t, loc, 0);
-    e->const_int = normal(t, v);
-    return e;
+    return kj_ir_int_const(S->arena, t, (int64_t)normal(t, v), loc);
 }
 
 static bool is_const_int(const KjIrExpr *e)
