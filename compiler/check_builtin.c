@@ -476,6 +476,10 @@ static const KjCheckBuiltin call_builtins[] = {
     {name, min_args, max_args, where, ARGS_##rule, rule},
     KJ_CALL_BUILTINS(X)
 #undef X
+#define X(id, name, barrier, min_args, max_args) \
+    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec},
+    KJ_EXEC_OPS(X)
+#undef X
 };
 
 const KjCheckBuiltin *kj_check_builtin_lookup(const char *name)

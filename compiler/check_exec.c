@@ -99,9 +99,9 @@ static KjIrExpr *check_shuffled(KjChecker *c, KjNode *node, KjIrExpr *e, const c
 
 /* ============================================================ the rule */
 
-/* The rule of every KJ_EXEC_OPS entry of KJ_CALL_BUILTINS; the argument count
- * and the kernel-only check are done, and each argument is checked (NULL
- * after its error: KJ_CHECK_ARGS_EXPRS). */
+/* The rule of every KJ_EXEC_OPS entry (check_builtin.c's table adds each);
+ * the argument count and the kernel-only check are done, and each argument
+ * is checked (NULL after its error: KJ_CHECK_ARGS_EXPRS). */
 KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
     const char *name = n->lhs->name;

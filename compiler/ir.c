@@ -32,13 +32,13 @@ const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
 };
 
 const char *const kj_exec_names[KJ_EXEC_COUNT] = {
-#define X(id, name, barrier) name,
+#define X(id, name, barrier, min_args, max_args) name,
     KJ_EXEC_OPS(X)
 #undef X
 };
 
 const bool kj_exec_is_barrier[KJ_EXEC_COUNT] = {
-#define X(id, name, barrier) barrier,
+#define X(id, name, barrier, min_args, max_args) barrier,
     KJ_EXEC_OPS(X)
 #undef X
 };

@@ -440,7 +440,9 @@ extern const char *const kj_atomic_names[KJ_ATOMIC_COUNT];
  *          expanded there, with how the rule takes its arguments, and for the
  *          names in check_scope.c), and that builds the IR the back end lowers.
  * Adding a built-in is one line here, its rule, and the lowering of any new
- * IR op it makes.  Math functions and atomics have lists of their own above.
+ * IR op it makes.  Math functions and atomics have lists of their own above;
+ * the execution-model built-ins are KJ_EXEC_OPS below, whose one rule
+ * (kj_check_exec) the table adds for each.
  */
 typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
 
@@ -456,31 +458,17 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
     X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
     X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
-    X(LANEID, "laneid", 0, 0, KJ_IN_KERNEL, kj_check_exec)               \
-    X(ACTIVEMASK, "activemask", 0, 0, KJ_IN_KERNEL, kj_check_exec)       \
-    X(BALLOT, "ballot", 1, 2, KJ_IN_KERNEL, kj_check_exec)               \
-    X(ALL_SYNC, "all_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
-    X(ANY_SYNC, "any_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
-    X(SHFL, "shfl", 2, 3, KJ_IN_KERNEL, kj_check_exec)                   \
-    X(SHFL_UP, "shfl_up", 2, 3, KJ_IN_KERNEL, kj_check_exec)             \
-    X(SHFL_DOWN, "shfl_down", 2, 3, KJ_IN_KERNEL, kj_check_exec)         \
-    X(SHFL_XOR, "shfl_xor", 2, 3, KJ_IN_KERNEL, kj_check_exec)           \
-    X(SYNCWARP, "syncwarp", 0, 1, KJ_IN_KERNEL, kj_check_exec)           \
-    X(SYNCTHREADS_COUNT, "syncthreads_count", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
-    X(SYNCTHREADS_AND, "syncthreads_and", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
-    X(SYNCTHREADS_OR, "syncthreads_or", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
-    X(THREADFENCE, "threadfence", 0, 0, KJ_IN_KERNEL, kj_check_exec)     \
-    X(THREADFENCE_BLOCK, "threadfence_block", 0, 0, KJ_IN_KERNEL, kj_check_exec) \
-    X(SYNCGRID, "syncgrid", 0, 0, KJ_IN_KERNEL, kj_check_exec)           \
     X(SHARED, "shared", 1, 4, KJ_IN_LET, NULL)                            \
     X(LOCAL, "local", 2, 4, KJ_IN_LET, NULL)                              \
     X(RANGE, "range", 1, 3, KJ_IN_FOR, NULL)
 
 /*
  * The execution-model built-ins (warp, block and grid level), one IR op
- * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier).  `barrier` is true
- * for those the cpu targets run as a meeting point of fibers (a kernel that
- * uses one runs its threads on fibers, as with syncthreads()).  The order is
+ * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier, min_args,
+ * max_args).  `barrier` is true for those the cpu targets run as a meeting
+ * point of fibers (a kernel that uses one runs its threads on fibers, as with
+ * syncthreads()); the argument counts are the call's, an optional mask
+ * included (kernels only, as KJ_CALL_BUILTINS's KJ_IN_KERNEL).  The order is
  * an ABI: the cpu code passes the id to the runtime (KjThreadCtx.collective).
  * Every warp op's IR has its mask first (the checker supplies 0xffffffff when
  * the call names none), then its operands:
@@ -492,19 +480,25 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
  *   THREADFENCE, THREADFENCE_BLOCK, SYNCGRID ()
  */
 #define KJ_EXEC_OPS(X)                                                            \
-    X(LANEID, "laneid", false) X(ACTIVEMASK, "activemask", true)                 \
-    X(BALLOT, "ballot", true) X(ALL, "all_sync", true) X(ANY, "any_sync", true)  \
-    X(SHFL, "shfl", true) X(SHFL_UP, "shfl_up", true)                            \
-    X(SHFL_DOWN, "shfl_down", true) X(SHFL_XOR, "shfl_xor", true)                \
-    X(SYNCWARP, "syncwarp", true)                                                \
-    X(SYNCTHREADS_COUNT, "syncthreads_count", true)                              \
-    X(SYNCTHREADS_AND, "syncthreads_and", true)                                  \
-    X(SYNCTHREADS_OR, "syncthreads_or", true)                                    \
-    X(THREADFENCE, "threadfence", false)                                         \
-    X(THREADFENCE_BLOCK, "threadfence_block", false) X(SYNCGRID, "syncgrid", true)
+    X(LANEID, "laneid", false, 0, 0)                                             \
+    X(ACTIVEMASK, "activemask", true, 0, 0)                                      \
+    X(BALLOT, "ballot", true, 1, 2)                                              \
+    X(ALL, "all_sync", true, 1, 2)                                               \
+    X(ANY, "any_sync", true, 1, 2)                                               \
+    X(SHFL, "shfl", true, 2, 3)                                                  \
+    X(SHFL_UP, "shfl_up", true, 2, 3)                                            \
+    X(SHFL_DOWN, "shfl_down", true, 2, 3)                                        \
+    X(SHFL_XOR, "shfl_xor", true, 2, 3)                                          \
+    X(SYNCWARP, "syncwarp", true, 0, 1)                                          \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", true, 1, 1)                        \
+    X(SYNCTHREADS_AND, "syncthreads_and", true, 1, 1)                            \
+    X(SYNCTHREADS_OR, "syncthreads_or", true, 1, 1)                              \
+    X(THREADFENCE, "threadfence", false, 0, 0)                                   \
+    X(THREADFENCE_BLOCK, "threadfence_block", false, 0, 0)                       \
+    X(SYNCGRID, "syncgrid", true, 0, 0)
 
 typedef enum {
-#define X(id, name, barrier) KJ_EXEC_##id,
+#define X(id, name, barrier, min_args, max_args) KJ_EXEC_##id,
     KJ_EXEC_OPS(X)
 #undef X
     KJ_EXEC_COUNT
