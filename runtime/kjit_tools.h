@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kjit.h"
 
@@ -27,6 +28,30 @@ extern "C" {
 kjit_status kjit_npy_read(const char *path, kjit_array *out, char **error);
 /* Writes any host view as a C-ordered .npy file (format 1.0). */
 kjit_status kjit_npy_write(const char *path, const kjit_array *array, char **error);
+
+/* The element count and byte size of a `dtype` array of that shape (either
+ * pointer may be NULL), computed with overflow checks: the one place kjit
+ * computes them.  KJIT_ERROR_INVALID_ARGUMENT with *error when the extents
+ * (zeros counted as 1) times the element size pass 2^63 - 1 bytes, or the
+ * dtype or rank is not one; KJIT_ERROR_SHAPE for a negative extent. */
+kjit_status kjit_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int64_t *count,
+                            int64_t *bytes, char **error);
+
+/* A file written whole or not at all (what kjit_npy_write and the kjit
+ * command write through): open gives a FILE on a new file beside `path`;
+ * close with keep flushes it to disk and renames it over `path`, so a full
+ * disk or a crash never leaves a fragment of the old file or the new one;
+ * close without keep (or a failed write) removes it.  An existing file's
+ * permissions carry over; a symbolic link is written through (the file it
+ * names is replaced, the link stays); a path that exists and is not a
+ * regular file (/dev/stdout, a FIFO) is written in place.  KJIT_ERROR_IO
+ * with *error. */
+typedef struct kjit_output_file {
+    FILE *file;
+    char *path, *temp; /* temp: NULL when written in place */
+} kjit_output_file;
+kjit_status kjit_output_open(const char *path, kjit_output_file *out, char **error);
+kjit_status kjit_output_close(kjit_output_file *out, bool keep, char **error);
 
 /* Copies a host view into C order at dst (kjit_array_size * dtype size bytes). */
 void kjit_array_copy_c_order(const kjit_array *array, void *dst);

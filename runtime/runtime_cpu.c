@@ -166,7 +166,8 @@ static KjCodegenOptions cpu_codegen_options(const kjit_context *context, const K
                               .contiguous_params = compiled->contiguous,
                               .line_info = context->options.line_info != 0,
                               .cpu_simd = context->options.cpu_simd != 0,
-                              .checks = context->options.check != 0 && !compiled->root->unchecked};
+                              .checks = context->options.check != 0 && !compiled->root->unchecked,
+                              .cancel = context->options.cancellable != 0};
 }
 
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
@@ -229,6 +230,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
         }
     }
     kj_print_bind(code);
+    kj_cancel_bind(code);
     shared = kj_xcalloc(1, sizeof *shared);
     shared->key = key;
     shared->code = code;
@@ -374,6 +376,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         return NULL;
     }
     kj_print_bind(code);
+    kj_cancel_bind(code);
     KjShapeCode *shape = kj_xcalloc(1, sizeof *shape);
     memcpy(shape->dims, dims, sizeof shape->dims);
     shape->code = code;
@@ -438,7 +441,8 @@ typedef struct ReduceJob {
 static void reduce_chunk(void *user, int64_t begin, int64_t end)
 {
     ReduceJob *job = user;
-    job->range(job->params, begin, end);
+    int64_t chunk = KJ_CPU_CANCEL_CHUNK / KJ_REDUCE_BLOCK;
+    kj_cpu_run_range_here(job->range, job->params, begin, end, chunk > 0 ? chunk : 1);
 }
 
 /* A work item is a block of 1024 elements, so chunks of a few items are
@@ -453,7 +457,10 @@ static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
         int64_t per_block;
         uint32_t threads;
         kj_items_block_shape(run, &per_block, &threads);
-        int64_t blocks = (run->items + per_block - 1) / per_block;
+        int64_t blocks = run->items / per_block + (run->items % per_block != 0);
+        if (blocks > KJIT_MAX_GRID_X)
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: too many outputs for one reduction", run->name);
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
         uint32_t block[3] = {threads, 1, 1};
         char *error = NULL;
@@ -467,7 +474,9 @@ static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
     }
     KjRangeFn range = (KjRangeFn)compiled->entry;
     if (!context->pool) {
-        range(run->params, 0, run->items);
+        /* a work item is a block of KJ_REDUCE_BLOCK elements */
+        int64_t chunk = KJ_CPU_CANCEL_CHUNK / KJ_REDUCE_BLOCK;
+        kj_cpu_run_range_here(range, run->params, 0, run->items, chunk > 0 ? chunk : 1);
         return KJIT_OK;
     }
     ReduceJob job = {range, run->params};
