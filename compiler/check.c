@@ -15,65 +15,16 @@
  * expression comes back as NULL, which every rule passes on quietly, so that
  * one mistake gives one error and the next statement is still checked.
  *
- * This file holds the entry point and the work above expressions: scopes and
- * locals, statements, function declarations and signatures, the on-demand
- * checking of bodies, and the module.  The type rules of expressions live in
- * check_expr.c (with check_operator.c and check_call.c); what the files share
- * is the "checker internals" section of kjit_compiler.h.
+ * This file is the top of the checker (checker.h draws the stack): the entry
+ * point and the work above expressions: statements, constants, function
+ * declarations and signatures, the on-demand checking of bodies (handed down
+ * to check_expr.c as KjChecker.check_function), and the module.  Expressions
+ * and calls are in check_expr.c, names and scopes in check_scope.c.
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <inttypes.h>
 #include <string.h>
-
-/* ================================================================== scopes */
-
-static void push_scope(KjChecker *c, KjCheckScope *scope)
-{
-    scope->parent = c->cur->scope;
-    scope->bindings = (KjVec){0};
-    c->cur->scope = scope;
-}
-
-static void pop_scope(KjChecker *c)
-{
-    c->cur->scope = c->cur->scope->parent;
-}
-
-KjCheckBinding *kj_check_lookup_local(KjChecker *c, const char *name)
-{
-    if (!c->cur)
-        return NULL;
-    for (KjCheckScope *s = c->cur->scope; s; s = s->parent)
-        for (int i = s->bindings.count - 1; i >= 0; i--) {
-            KjCheckBinding *b = s->bindings.items[i];
-            if (strcmp(b->name, name) == 0)
-                return b;
-        }
-    return NULL;
-}
-
-/* Declares a local.  A name may not be declared again while an earlier one of
- * the same function is visible (no shadowing of locals or parameters); blocks
- * that do not nest may reuse names. */
-static KjIrVar *declare(KjChecker *c, const char *name, const KjType *type, KjLoc loc)
-{
-    KjCheckBinding *old = kj_check_lookup_local(c, name);
-    if (old) {
-        kj_error(c->diag, loc, "'%s' is already declared in this function; pick another name",
-                 name);
-        kj_note(c->diag, old->loc, "'%s' was declared here", name);
-    }
-    KjIrVar *var = kj_ir_new_var(c->arena, c->cur->ir, name, type, loc);
-    if (old)
-        return var; /* uses keep meaning the first one: no follow-on errors */
-    KjCheckBinding *b = kj_arena_alloc(c->arena, sizeof *b);
-    b->name = name;
-    b->var = var;
-    b->loc = loc;
-    kj_vec_push(c->arena, &c->cur->scope->bindings, b);
-    return var;
-}
 
 /* ============================================================= statements */
 
@@ -91,7 +42,7 @@ static bool check_block_into(KjChecker *c, KjNode *block, KjVec *out, KjIrVar *b
                              KjLoc bind_loc)
 {
     KjCheckScope scope;
-    push_scope(c, &scope);
+    kj_check_push_scope(c, &scope);
     if (bind) {
         KjCheckBinding *b = kj_arena_alloc(c->arena, sizeof *b);
         *b = (KjCheckBinding){bind->name, bind, bind_loc};
@@ -108,7 +59,7 @@ static bool check_block_into(KjChecker *c, KjNode *block, KjVec *out, KjIrVar *b
             reachable = false;
     }
     c->cur->out = saved;
-    pop_scope(c);
+    kj_check_pop_scope(c);
     return reachable;
 }
 
@@ -227,10 +178,7 @@ static bool is_call_to(KjNode *n, const char *name)
 
 static void emit_set(KjChecker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc)
 {
-    KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_SET, loc);
-    s->var = var;
-    s->value = value;
-    emit(c, s);
+    emit(c, kj_ir_set(c->arena, var, value, loc));
 }
 
 static void check_let(KjChecker *c, KjNode *n)
@@ -243,8 +191,11 @@ static void check_let(KjChecker *c, KjNode *n)
             return;
         }
         int64_t count;
+        const char *name = grid ? "grid" : "gridsize";
         if (!kj_check_require_kernel(c, n->rhs->loc, grid ? "grid()" : "gridsize()") ||
-            !kj_check_grid_count(c, n->rhs, grid ? "grid" : "gridsize", &count))
+            !kj_check_arg_count_is(c, n->rhs, name, 1, 1) ||
+            !kj_check_grid_count(c, n->rhs, name, kj_check_expr(c, n->rhs->args.items[0]),
+                                 &count))
             return;
         if (count != n->names.count) {
             kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " value%s, but %d names "
@@ -253,7 +204,7 @@ static void check_let(KjChecker *c, KjNode *n)
             return;
         }
         for (int i = 0; i < n->names.count; i++) {
-            KjIrVar *var = declare(c, n->names.items[i], kj_check_t_i64(), n->loc);
+            KjIrVar *var = kj_check_declare(c, n->names.items[i], kj_check_t_i64(), n->loc);
             emit_set(c, var, kj_check_grid_component(c, gridsize, i, n->rhs->loc), n->loc);
         }
         return;
@@ -272,7 +223,7 @@ static void check_let(KjChecker *c, KjNode *n)
     if (!type)
         type = value ? value->type : NULL;
     /* Declared even after an error, so later uses do not report it again. */
-    KjIrVar *var = declare(c, first, type ? type : kj_check_t_i64(), n->loc);
+    KjIrVar *var = kj_check_declare(c, first, type ? type : kj_check_t_i64(), n->loc);
     if (!value || !type) {
         kj_vec_push(c->arena, &c->cur->poisoned, var);
         return;
@@ -443,8 +394,8 @@ static bool check_for(KjChecker *c, KjNode *n)
         ok = ok && s->start && s->stop && s->step;
     }
     KjCheckScope scope;
-    push_scope(c, &scope);
-    KjIrVar *var = declare(c, n->name, t, n->loc);
+    kj_check_push_scope(c, &scope);
+    KjIrVar *var = kj_check_declare(c, n->name, t, n->loc);
     s->var = var;
     s->body = new_block(c, n->then_body ? n->then_body->loc : n->loc);
     int saved_depth = c->cur->loop_depth;
@@ -453,7 +404,7 @@ static bool check_for(KjChecker *c, KjNode *n)
     check_block_into(c, n->then_body, &s->body->stmts, NULL, n->loc);
     c->cur->loop_depth = saved_depth;
     c->cur->loop_has_break = saved_break;
-    pop_scope(c);
+    kj_check_pop_scope(c);
     if (ok)
         emit(c, s);
     return true;
@@ -508,9 +459,9 @@ static bool check_stmt(KjChecker *c, KjNode *n)
                 KjVec *saved = c->cur->out;
                 c->cur->out = &s->else_stmt->stmts;
                 KjCheckScope scope;
-                push_scope(c, &scope);
+                kj_check_push_scope(c, &scope);
                 else_reach = check_stmt(c, n->else_body);
-                pop_scope(c);
+                kj_check_pop_scope(c);
                 c->cur->out = saved;
             } else {
                 else_reach = check_block_into(c, n->else_body, &s->else_stmt->stmts, NULL, n->loc);
@@ -603,50 +554,6 @@ static bool check_stmt(KjChecker *c, KjNode *n)
  * functions see every constant of their file and its imports, in any order.
  */
 
-KjCheckFile *kj_check_current_file(KjChecker *c)
-{
-    return c->cur ? c->cur->info->file : c->const_file;
-}
-
-KjCheckConst *kj_check_find_const(KjChecker *c, const char *name)
-{
-    for (int i = 0; i < c->consts.count; i++) {
-        KjCheckConst *k = c->consts.items[i];
-        if (strcmp(k->decl->name, name) == 0)
-            return k;
-    }
-    return NULL;
-}
-
-KjIrExpr *kj_check_const_value(KjChecker *c, KjCheckConst *k, KjLoc loc)
-{
-    const char *name = k->decl->name;
-    KjCheckFile *here = kj_check_current_file(c);
-    bool visible = !here || k->file == here;
-    for (int i = 0; here && i < here->imports.count; i++)
-        visible = visible || here->imports.items[i] == k->file;
-    if (!visible) {
-        kj_error(c->diag, loc, "'%s' is defined in %s, which this file does not import", name,
-                 k->file->ast->src->path);
-        return NULL;
-    }
-    if (k->state != KJ_CHECK_FN_DONE) {
-        if (k->state == KJ_CHECK_FN_CHECKING)
-            kj_error(c->diag, loc, "the value of the constant '%s' uses '%s' itself", name, name);
-        else {
-            kj_error(c->diag, loc, "the constant '%s' is used before its definition", name);
-            kj_note(c->diag, k->decl->loc, "'%s' is defined here; define it before the constant "
-                    "that uses it", name);
-        }
-        return NULL;
-    }
-    if (!k->value)
-        return NULL; /* its own error has been reported */
-    KjIrExpr *e = kj_check_clone_expr(c, k->value);
-    e->loc = loc;
-    return e;
-}
-
 /* Calls other than conversions, indexing and members cannot be constant. */
 static KjNode *not_constant(KjNode *n)
 {
@@ -707,54 +614,6 @@ static void check_const(KjChecker *c, KjCheckConst *k)
     k->value = value;
     k->state = KJ_CHECK_FN_DONE;
     c->const_file = NULL;
-}
-
-/* ======================================================= device functions */
-
-/*
- * A plain function that uses a kernel built-in, or calls a function that does,
- * is a device function: kernels and other device functions may call it, a
- * @vectorize function may not (the error names the chain of calls down to the
- * built-in), and the runtime refuses to call it from the host.  Callees are
- * checked before their callers, so a call site already knows whether its
- * callee is one.
- */
-
-static void mark_device(KjChecker *c, KjIrFunction *fn, const char *use, KjLoc loc,
-                        const char *callee_chain)
-{
-    if (fn->device_use)
-        return; /* the first use found is the one errors name */
-    fn->device_use = kj_arena_strdup(c->arena, use);
-    fn->device_loc = loc;
-    fn->device_chain = callee_chain ? kj_arena_printf(c->arena, "%s -> %s", fn->name, callee_chain)
-                                    : fn->name;
-}
-
-void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc)
-{
-    mark_device(c, c->cur->ir, what, loc, NULL);
-}
-
-bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc)
-{
-    KjIrFunction *caller = c->cur ? c->cur->ir : NULL;
-    bool gufunc = c->cur && c->cur->info->decl->kind == KJ_FN_GUVECTORIZE;
-    if (caller && !gufunc &&
-        (caller->kind == KJ_IR_FN_KERNEL || caller->kind == KJ_IR_FN_PLAIN)) {
-        if (caller->kind == KJ_IR_FN_PLAIN)
-            mark_device(c, caller, callee->device_use, callee->device_loc, callee->device_chain);
-        caller->uses_syncthreads |= callee->uses_syncthreads;
-        caller->uses_syncgrid |= callee->uses_syncgrid;
-        return true;
-    }
-    const char *name = caller ? caller->name : "?";
-    kj_error(c->diag, loc, "'%s' is @%s, so it cannot call '%s', a device function: "
-             "%s -> %s uses %s", name, gufunc ? "guvectorize" : "vectorize", callee->name, name,
-             callee->device_chain, callee->device_use);
-    kj_note(c->diag, callee->device_loc, "%s is used here; kernel built-ins are for kernels and "
-            "the plain functions only kernels call", callee->device_use);
-    return false;
 }
 
 /* ============================================================== functions */
@@ -1025,7 +884,7 @@ static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
     KjCheckFnCtx *saved = c->cur;
     c->cur = &ctx;
     KjCheckScope params;
-    push_scope(c, &params);
+    kj_check_push_scope(c, &params);
     for (int i = 0; i < fn->param_count; i++) {
         KjCheckBinding *b = kj_arena_alloc(c->arena, sizeof *b);
         *b = (KjCheckBinding){fn->params[i]->name, fn->params[i], fn->params[i]->loc};
@@ -1046,7 +905,7 @@ static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
                      "is %d (512 KiB, as on CUDA)", fn->name, fn->local_bytes,
                      KJ_MAX_LOCAL_BYTES);
     }
-    pop_scope(c);
+    kj_check_pop_scope(c);
     c->cur = saved;
 }
 
@@ -1159,7 +1018,7 @@ static void collect_declarations(KjChecker *c, KjCheckFile *file, KjModuleLoader
 
 KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, KjDiag *diag)
 {
-    KjChecker c = {.arena = arena, .diag = diag};
+    KjChecker c = {.arena = arena, .diag = diag, .check_function = kj_check_function};
     c.module = kj_arena_alloc(arena, sizeof *c.module);
     c.module->arena = arena;
     int errors_before = diag->error_count;

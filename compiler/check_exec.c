@@ -14,7 +14,7 @@
  * targets run it on fibers; one that calls syncgrid() is marked
  * uses_syncgrid, which makes every target launch it cooperatively.
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <string.h>
 
@@ -30,11 +30,13 @@ static KjExecOp exec_lookup(const char *name)
 
 static KjNode *arg_node(KjNode *n, int i) { return n->args.items[i]; }
 
+/* Each helper below takes an argument checked (e, NULL after its error) and
+ * its node, for the place its own errors point at. */
+
 /* A lane mask: any integer that converts to u32 (a literal up to 0xffffffff,
  * a u32 or narrower unsigned value, such as ballot()'s or activemask()'s). */
-static KjIrExpr *check_mask(KjChecker *c, KjNode *node)
+static KjIrExpr *check_mask(KjChecker *c, KjNode *node, KjIrExpr *e)
 {
-    KjIrExpr *e = kj_check_expr(c, node);
     if (!e)
         return NULL;
     return kj_check_convert(c, e, kj_type_scalar(KJ_TYPE_U32), node->loc, "the lane mask");
@@ -45,9 +47,8 @@ static KjIrExpr *full_mask(KjChecker *c, KjLoc loc)
     return kj_check_int_const(c, kj_type_scalar(KJ_TYPE_U32), (int64_t)0xffffffffu, loc);
 }
 
-static KjIrExpr *check_predicate(KjChecker *c, KjNode *node, const char *name)
+static KjIrExpr *check_predicate(KjChecker *c, KjNode *node, KjIrExpr *e, const char *name)
 {
-    KjIrExpr *e = kj_check_expr(c, node);
     if (e && e->type != kj_check_t_bool()) {
         kj_error(c->diag, node->loc, "the predicate of %s() must be bool, not %s%s", name,
                  kj_type_name(e->type),
@@ -60,9 +61,8 @@ static KjIrExpr *check_predicate(KjChecker *c, KjNode *node, const char *name)
 
 /* A lane index, delta or xor mask: any integer, taken as an i32 (a typed
  * integer keeps its low 32 bits, as CUDA's int parameter would). */
-static KjIrExpr *check_lane(KjChecker *c, KjNode *node, const char *name)
+static KjIrExpr *check_lane(KjChecker *c, KjNode *node, KjIrExpr *e, const char *name)
 {
-    KjIrExpr *e = kj_check_expr(c, node);
     if (!e)
         return NULL;
     const KjType *i32 = kj_check_t_i32();
@@ -81,9 +81,8 @@ static KjIrExpr *check_lane(KjChecker *c, KjNode *node, const char *name)
 }
 
 /* The value a shuffle moves: a 32- or 64-bit integer or a float. */
-static KjIrExpr *check_shuffled(KjChecker *c, KjNode *node, const char *name)
+static KjIrExpr *check_shuffled(KjChecker *c, KjNode *node, KjIrExpr *e, const char *name)
 {
-    KjIrExpr *e = kj_check_expr(c, node);
     if (!e)
         return NULL;
     e = kj_check_settle_default(c, e);
@@ -100,9 +99,10 @@ static KjIrExpr *check_shuffled(KjChecker *c, KjNode *node, const char *name)
 
 /* ============================================================ the rule */
 
-/* The rule of every KJ_EXEC_OPS entry of KJ_CALL_BUILTINS; the argument count
- * and the kernel-only check are done (check_builtin_call). */
-KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n)
+/* The rule of every KJ_EXEC_OPS entry (check_builtin.c's table adds each);
+ * the argument count and the kernel-only check are done, and each argument
+ * is checked (NULL after its error: KJ_CHECK_ARGS_EXPRS). */
+KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
     const char *name = n->lhs->name;
     KjExecOp op = exec_lookup(name);
@@ -118,7 +118,7 @@ KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n)
         kj_check_note_impure(c);
 
     const KjType *type = kj_type_void();
-    KjIrExpr *args[3] = {NULL, NULL, NULL};
+    KjIrExpr *ir_args[3] = {NULL, NULL, NULL};
     int count = 0;
     bool ok = true;
     switch (op) {
@@ -127,32 +127,32 @@ KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n)
         break;
     case KJ_EXEC_ACTIVEMASK:
         type = kj_type_scalar(KJ_TYPE_U32);
-        args[count++] = full_mask(c, n->loc);
+        ir_args[count++] = full_mask(c, n->loc);
         break;
     case KJ_EXEC_BALLOT:
     case KJ_EXEC_ALL:
     case KJ_EXEC_ANY:
         type = op == KJ_EXEC_BALLOT ? kj_type_scalar(KJ_TYPE_U32) : kj_check_t_bool();
-        args[count++] = given == 2 ? check_mask(c, arg_node(n, 0)) : full_mask(c, n->loc);
-        args[count++] = check_predicate(c, arg_node(n, given - 1), name);
+        ir_args[count++] = given == 2 ? check_mask(c, arg_node(n, 0), args[0]) : full_mask(c, n->loc);
+        ir_args[count++] = check_predicate(c, arg_node(n, given - 1), args[given - 1], name);
         break;
     case KJ_EXEC_SHFL:
     case KJ_EXEC_SHFL_UP:
     case KJ_EXEC_SHFL_DOWN:
     case KJ_EXEC_SHFL_XOR:
-        args[count++] = given == 3 ? check_mask(c, arg_node(n, 0)) : full_mask(c, n->loc);
-        args[count++] = check_shuffled(c, arg_node(n, given - 2), name);
-        args[count++] = check_lane(c, arg_node(n, given - 1), name);
-        type = args[1] ? args[1]->type : NULL;
+        ir_args[count++] = given == 3 ? check_mask(c, arg_node(n, 0), args[0]) : full_mask(c, n->loc);
+        ir_args[count++] = check_shuffled(c, arg_node(n, given - 2), args[given - 2], name);
+        ir_args[count++] = check_lane(c, arg_node(n, given - 1), args[given - 1], name);
+        type = ir_args[1] ? ir_args[1]->type : NULL;
         break;
     case KJ_EXEC_SYNCWARP:
-        args[count++] = given == 1 ? check_mask(c, arg_node(n, 0)) : full_mask(c, n->loc);
+        ir_args[count++] = given == 1 ? check_mask(c, arg_node(n, 0), args[0]) : full_mask(c, n->loc);
         break;
     case KJ_EXEC_SYNCTHREADS_COUNT:
     case KJ_EXEC_SYNCTHREADS_AND:
     case KJ_EXEC_SYNCTHREADS_OR:
         type = op == KJ_EXEC_SYNCTHREADS_COUNT ? kj_check_t_i32() : kj_check_t_bool();
-        args[count++] = check_predicate(c, arg_node(n, 0), name);
+        ir_args[count++] = check_predicate(c, arg_node(n, 0), args[0], name);
         break;
     case KJ_EXEC_THREADFENCE:
     case KJ_EXEC_THREADFENCE_BLOCK:
@@ -162,22 +162,17 @@ KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n)
         kj_unreachable();
     }
     for (int i = 0; i < count; i++)
-        ok = ok && args[i];
+        ok = ok && ir_args[i];
     if (!ok || !type)
         return NULL;
     KjIrExpr *e = kj_check_new_expr(c, KJ_IR_EXEC, type, n->loc, count);
     e->exec = op;
     for (int i = 0; i < count; i++)
-        e->args[i] = args[i];
+        e->args[i] = ir_args[i];
     return e;
 }
 
 /* ============================================================ warpsize */
-
-bool kj_check_is_kernel_constant(const char *name)
-{
-    return strcmp(name, "warpsize") == 0;
-}
 
 /* `warpsize`: the integer constant 32, in kernels only.  It is an untyped
  * integer, as a literal, so it takes its type from where it is used. */

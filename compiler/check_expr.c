@@ -1,303 +1,28 @@
 /*
- * check_expr.c: the type rules of expressions, for the checker in check.c.
+ * check_expr.c: expressions and calls, from the AST to typed IR, for the
+ * statements in check.c.
  *
- * Turns each AST expression into typed IR.  This file holds what every rule
- * shares and the expressions that are neither operators nor calls: the IR
- * shorthands, the implicit typing (literals stay untyped constants until their
- * context settles them, kj_check_convert; conversions only widen), names,
- * indexing and a.shape[k], members (threadIdx.x, z.real), the ternary, and
- * kj_check_expr, which dispatches on the node.  Operators are in
- * check_operator.c, casts, built-ins and calls in check_call.c.  An erroneous
- * expression reports once and comes back as NULL, which every rule passes on
- * quietly.
+ * An expression holds calls that hold expressions: that recursion stays in
+ * this file.  kj_check_expr dispatches on the node: literals, names, the
+ * ternary, indexing and a.shape[k], members (threadIdx.x, z.real) are here,
+ * and so are calls: which kind of callee a name is, checking the arguments
+ * (as the built-in's table entry says), and calls of user functions, whose
+ * bodies the module level checks on demand (KjChecker.check_function).  The
+ * rules below take checked operands and arguments: operators in
+ * check_operator.c, built-ins in check_builtin.c (print and the
+ * execution-model built-ins in check_print.c and check_exec.c), on top of
+ * the IR shorthands and implicit typing of check_type.c and the names of
+ * check_scope.c.  An erroneous expression reports once and comes back as
+ * NULL, which every rule passes on quietly.
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
-/* ============================================================ IR shorthands */
-
-KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n)
-{
-    return kj_ir_new_expr(c->arena, op, type, loc, n);
-}
-
-KjIrExpr *kj_check_unary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a)
-{
-    KjIrExpr *e = kj_check_new_expr(c, op, type, loc, 1);
-    e->args[0] = a;
-    return e;
-}
-
-KjIrExpr *kj_check_binary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
-                             KjIrExpr *b)
-{
-    KjIrExpr *e = kj_check_new_expr(c, op, type, loc, 2);
-    e->args[0] = a;
-    e->args[1] = b;
-    return e;
-}
-
-KjIrExpr *kj_check_int_const(KjChecker *c, const KjType *type, int64_t value, KjLoc loc)
-{
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CONST, type, loc, 0);
-    e->const_int = (uint64_t)value;
-    return e;
-}
-
-KjIrExpr *kj_check_float_const(KjChecker *c, const KjType *type, double value, KjLoc loc)
-{
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CONST, type, loc, 0);
-    e->const_float = value;
-    return e;
-}
-
-KjIrExpr *kj_check_var_ref(KjChecker *c, KjIrVar *var, KjLoc loc)
-{
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_VAR, var->type, loc, 0);
-    e->var = var;
-    return e;
-}
-
-KjIrExpr *kj_check_cast_ir(KjChecker *c, KjIrExpr *e, const KjType *to)
-{
-    if (e->type == to)
-        return e;
-    return kj_check_unary_ir(c, KJ_IR_CAST, to, e->loc, e);
-}
-
-/* A deep copy, for lowerings that use an operand twice (x ** 3, abs of an int). */
-KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e)
-{
-    KjIrExpr *copy = kj_check_new_expr(c, e->op, e->type, e->loc, e->arg_count);
-    KjIrExpr **args = copy->args;
-    *copy = *e;
-    copy->args = args;
-    for (int i = 0; i < e->arg_count; i++)
-        copy->args[i] = kj_check_clone_expr(c, e->args[i]);
-    return copy;
-}
-
-KjIrExpr *kj_check_sreg(KjChecker *c, KjSpecialReg reg, KjLoc loc)
-{
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_SREG, kj_check_t_i32(), loc, 0);
-    e->sreg = reg;
-    return e;
-}
-
-/* True when evaluating e twice is the same as evaluating it once. */
-bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e)
-{
-    if (e->op == KJ_IR_ATOMIC || e->op == KJ_IR_SYNCTHREADS || e->op == KJ_IR_SHARED ||
-        e->op == KJ_IR_PRINT ||
-        e->op == KJ_IR_LOCAL || e->op == KJ_IR_DYNAMIC_SHARED ||
-        (e->op == KJ_IR_EXEC && e->exec != KJ_EXEC_LANEID))
-        return false;
-    if (e->op == KJ_IR_CALL) {
-        for (int i = 0; i < c->fns.count; i++) {
-            KjCheckFn *info = c->fns.items[i];
-            for (int v = 0; info->entry && v < info->entry->variants.count; v++)
-                if (info->entry->variants.items[v] == e->callee && info->impure)
-                    return false;
-        }
-    }
-    for (int i = 0; i < e->arg_count; i++)
-        if (!kj_check_expr_is_pure(c, e->args[i]))
-            return false;
-    return true;
-}
-
-void kj_check_note_impure(KjChecker *c)
-{
-    if (c->cur)
-        c->cur->info->impure = true;
-}
-/* ========================================================= implicit typing */
-
-/* Implicit conversions only widen: int to a larger int of the same
- * signedness, int to float, f16 or bf16 to f32 to f64, real to complex, c64
- * to c128. */
-static bool widens(const KjType *from, const KjType *to)
-{
-    if (from == to)
-        return true;
-    if (kj_type_is_int(from)) {
-        if (kj_type_is_int(to))
-            return kj_type_is_signed(from) == kj_type_is_signed(to) &&
-                   kj_type_size(from) <= kj_type_size(to);
-        return kj_type_is_float(to) || kj_type_is_complex(to);
-    }
-    if (kj_type_is_half(from)) /* f16 and bf16 never meet each other implicitly */
-        return to->kind == KJ_TYPE_F32 || to->kind == KJ_TYPE_F64 || kj_type_is_complex(to);
-    if (from->kind == KJ_TYPE_F32)
-        return to->kind == KJ_TYPE_F64 || kj_type_is_complex(to);
-    if (from->kind == KJ_TYPE_F64)
-        return to->kind == KJ_TYPE_C128;
-    if (from->kind == KJ_TYPE_C64)
-        return to->kind == KJ_TYPE_C128;
-    return false;
-}
-
-/* The type two typed numeric operands meet at, or NULL (and *why) when they
- * do not meet without a cast. */
-const KjType *kj_check_common_type(const KjType *a, const KjType *b, const char **why)
-{
-    *why = NULL;
-    if (a == b)
-        return kj_type_is_numeric(a) ? a : NULL;
-    if (!kj_type_is_numeric(a) || !kj_type_is_numeric(b))
-        return NULL;
-    if (kj_type_is_int(a) && kj_type_is_int(b)) {
-        if (kj_type_is_signed(a) != kj_type_is_signed(b)) {
-            *why = "signed and unsigned integers do not mix; convert one with a cast";
-            return NULL;
-        }
-        return kj_type_size(a) >= kj_type_size(b) ? a : b;
-    }
-    if (kj_type_is_complex(a) || kj_type_is_complex(b)) {
-        const KjType *z = kj_type_is_complex(a) ? a : b, *other = z == a ? b : a;
-        if (other->kind == KJ_TYPE_F64 || other->kind == KJ_TYPE_C128)
-            return kj_type_scalar(KJ_TYPE_C128);
-        return z;
-    }
-    if (kj_type_is_float(a) && kj_type_is_float(b)) {
-        if (kj_type_is_half(a) && kj_type_is_half(b)) {
-            *why = "f16 and bf16 do not mix; convert one with a cast, f16(...), bf16(...) "
-                   "or f32(...)";
-            return NULL;
-        }
-        if (a->kind == KJ_TYPE_F64 || b->kind == KJ_TYPE_F64)
-            return kj_type_scalar(KJ_TYPE_F64);
-        return kj_type_is_half(a) ? b : a; /* the wider: f32 over f16 and bf16 */
-    }
-    return kj_type_is_float(a) ? a : b; /* int with float: the float's type */
-}
-
-bool kj_check_int_fits(int64_t v, const KjType *t)
-{
-    int bits = kj_type_int_bits(t);
-    if (kj_type_is_signed(t)) {
-        if (bits == 64)
-            return true;
-        int64_t limit = (int64_t)1 << (bits - 1);
-        return v >= -limit && v < limit;
-    }
-    if (v < 0)
-        return false;
-    return bits == 64 || (uint64_t)v < ((uint64_t)1 << bits);
-}
-
-/* An untyped constant given the type `to`; NULL and an error if it does not fit. */
-KjIrExpr *kj_check_settle(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc)
-{
-    bool is_int = e->type->kind == KJ_TYPE_UNTYPED_INT;
-    int64_t iv = (int64_t)e->const_int;
-    double fv = is_int ? (double)iv : e->const_float;
-    if (kj_type_is_int(to)) {
-        if (!is_int) {
-            kj_error(c->diag, loc, "the float constant %g cannot be %s without a cast; write %s(...)",
-                     fv, kj_type_name(to), kj_type_name(to));
-            return NULL;
-        }
-        if (!kj_check_int_fits(iv, to)) {
-            kj_error(c->diag, loc, "the constant %" PRId64 " does not fit in %s", iv,
-                     kj_type_name(to));
-            return NULL;
-        }
-        return kj_check_int_const(c, to, iv, e->loc);
-    }
-    if (kj_type_is_float(to) || kj_type_is_complex(to)) {
-        bool single = to->kind == KJ_TYPE_F32 || to->kind == KJ_TYPE_C64;
-        if (single && isfinite(fv) && fabs(fv) > FLT_MAX) {
-            kj_error(c->diag, loc, "the constant %g does not fit in %s", fv, kj_type_name(to));
-            return NULL;
-        }
-        double value = single ? (double)(float)fv : fv;
-        if (kj_type_is_half(to)) {
-            value = kj_half_round(to->kind, fv);
-            if (isfinite(fv) && isinf(value)) {
-                kj_error(c->diag, loc, "the constant %g does not fit in %s", fv, kj_type_name(to));
-                return NULL;
-            }
-        }
-        KjIrExpr *k = kj_check_float_const(c, to, value, e->loc);
-        return k;
-    }
-    kj_error(c->diag, loc, "a number cannot be used as %s", kj_type_name(to));
-    return NULL;
-}
-
-KjIrExpr *kj_check_settle_default(KjChecker *c, KjIrExpr *e)
-{
-    if (!kj_check_is_untyped(e))
-        return e;
-    const KjType *to =
-        e->type->kind == KJ_TYPE_UNTYPED_INT ? kj_check_t_i64() : kj_check_t_f64();
-    return kj_check_settle(c, e, to, e->loc);
-}
-
-/* e converted implicitly to `to`: settled if untyped, widened with a CAST, or
- * an error naming `context` ("the argument 'x' of f", "the return value" ...). */
-KjIrExpr *kj_check_convert(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc,
-                           const char *context)
-{
-    if (!e || !to)
-        return NULL;
-    if (kj_check_is_untyped(e))
-        return kj_check_settle(c, e, to, loc);
-    if (e->type == to)
-        return e;
-    if (kj_check_is_scalar(e->type) && kj_check_is_scalar(to) && widens(e->type, to))
-        return kj_check_cast_ir(c, e, to);
-    if (kj_check_is_array(to) || kj_check_is_array(e->type))
-        kj_error(c->diag, loc, "%s must be %s, not %s", context, kj_type_name(to),
-                 kj_type_name(e->type));
-    else if (e->type == kj_type_void())
-        kj_error(c->diag, loc, "%s must be %s, but this call returns nothing", context,
-                 kj_type_name(to));
-    else
-        kj_error(c->diag, loc, "%s must be %s, not %s (only widening is implicit; write %s(...) "
-                 "to convert)", context, kj_type_name(to), kj_type_name(e->type),
-                 kj_type_name(to));
-    return NULL;
-}
-
-/* A value that will be stored or passed on: untyped constants take their
- * default type, and a value of nothing (a void call) is an error. */
-KjIrExpr *kj_check_need_value(KjChecker *c, KjIrExpr *e, KjLoc loc)
-{
-    if (!e)
-        return NULL;
-    if (e->type == kj_type_void()) {
-        kj_error(c->diag, loc, "this call returns nothing; it has no value to use");
-        return NULL;
-    }
-    return kj_check_settle_default(c, e);
-}
-
-/* The value of an untyped integer constant expression, for sizes and counts. */
-bool kj_check_constant_int(const KjIrExpr *e, int64_t *out)
-{
-    if (!e || e->op != KJ_IR_CONST || e->type->kind != KJ_TYPE_UNTYPED_INT)
-        return false;
-    *out = (int64_t)e->const_int;
-    return true;
-}
-
 /* ==================================================================== names */
-
-KjCheckFn *kj_check_find_function(KjChecker *c, const char *name)
-{
-    for (int i = 0; i < c->fns.count; i++) {
-        KjCheckFn *info = c->fns.items[i];
-        if (strcmp(info->decl->name, name) == 0)
-            return info;
-    }
-    return NULL;
-}
 
 static bool loc_before(KjLoc a, KjLoc b)
 {
@@ -325,14 +50,6 @@ static KjNode *find_declaration(KjNode *node, const char *name, KjLoc use)
             return found;
     }
     return NULL;
-}
-
-bool kj_check_is_poisoned(KjChecker *c, const KjIrVar *var)
-{
-    for (int i = 0; i < c->cur->poisoned.count; i++)
-        if (c->cur->poisoned.items[i] == var)
-            return true;
-    return false;
 }
 
 KjIrExpr *kj_check_name(KjChecker *c, KjNode *n)
@@ -535,6 +252,192 @@ static KjIrExpr *check_member(KjChecker *c, KjNode *n)
     return NULL;
 }
 
+/* ==================================================================== calls */
+
+/* Checks every argument; false if any is an error. */
+static bool check_args(KjChecker *c, KjNode *n, KjIrExpr **out)
+{
+    bool ok = true;
+    for (int i = 0; i < n->args.count; i++) {
+        out[i] = kj_check_expr(c, n->args.items[i]);
+        if (out[i] && out[i]->type == kj_type_void()) {
+            kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
+                     "this call returns nothing; it cannot be an argument");
+            out[i] = NULL;
+        }
+        ok = ok && out[i];
+    }
+    return ok;
+}
+
+/* A call of a KJ_CALL_BUILTINS entry: where it may appear, its argument
+ * count, then its rule. */
+static KjIrExpr *check_builtin_call(KjChecker *c, KjNode *n, const KjCheckBuiltin *b)
+{
+    char what[48];
+    snprintf(what, sizeof what, "%s()", b->name);
+    if ((b->where == KJ_IN_KERNEL || b->where == KJ_IN_LET) &&
+        !kj_check_require_kernel(c, n->loc, what))
+        return NULL;
+    if (b->where == KJ_IN_LET) {
+        kj_error(c->diag, n->loc, "%s() makes an array for a let: let buffer = %s(f32, 256);",
+                 b->name, b->name);
+        return NULL;
+    }
+    if (b->where == KJ_IN_FOR) {
+        kj_error(c->diag, n->loc, "%s() only appears in a for loop: for i in range(n) { }",
+                 b->name);
+        return NULL;
+    }
+    if (!kj_check_arg_count_is(c, n, b->name, b->min_args, b->max_args))
+        return NULL;
+    KjIrExpr **args = kj_arena_alloc(c->arena, sizeof *args * (size_t)(n->args.count + 1));
+    if (b->args == KJ_CHECK_ARGS_VALUES) {
+        if (!check_args(c, n, args))
+            return NULL;
+    } else {
+        for (int i = 0; i < n->args.count; i++) {
+            KjNode *arg = n->args.items[i];
+            bool text = b->args == KJ_CHECK_ARGS_PRINT && arg->kind == KJ_NODE_STRING_LIT;
+            args[i] = text ? NULL : kj_check_expr(c, arg);
+        }
+    }
+    return b->rule(c, n, args);
+}
+
+/* A function is visible in its own file and in the files that import its file. */
+static bool visible_from(KjChecker *c, KjCheckFn *fn)
+{
+    KjCheckFile *here = kj_check_current_file(c);
+    if (!here || fn->file == here)
+        return true;
+    for (int i = 0; i < here->imports.count; i++)
+        if (here->imports.items[i] == fn->file)
+            return true;
+    return false;
+}
+
+static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee);
+
+KjIrExpr *kj_check_call(KjChecker *c, KjNode *n)
+{
+    const char *name = n->lhs->name;
+    if (kj_check_lookup_local(c, name)) {
+        kj_error(c->diag, n->loc, "'%s' is a variable, not a function", name);
+        return NULL;
+    }
+    KjIrExpr *a[4];
+    const KjType *cast_to = kj_type_from_name(name, strlen(name));
+    if (cast_to) {
+        if (!kj_check_arg_count_is(c, n, kj_type_name(cast_to), 1, 1) || !check_args(c, n, a))
+            return NULL;
+        return kj_check_cast(c, n, cast_to, a[0]);
+    }
+    int math = kj_check_math_lookup(name);
+    if (math >= 0) {
+        int arity = kj_math_arity[math];
+        if (!kj_check_arg_count_is(c, n, name, arity, arity) || !check_args(c, n, a))
+            return NULL;
+        return kj_check_math(c, n, (KjMathFn)math, a);
+    }
+    int atomic = kj_check_atomic_lookup(name);
+    if (atomic >= 0) {
+        if (!kj_check_atomic_count(c, n, (KjAtomicOp)atomic) || !check_args(c, n, a))
+            return NULL;
+        return kj_check_atomic(c, n, (KjAtomicOp)atomic, a);
+    }
+    const KjCheckBuiltin *builtin = kj_check_builtin_lookup(name);
+    if (builtin)
+        return check_builtin_call(c, n, builtin);
+    double constant_value;
+    if (kj_check_builtin_constant(name, &constant_value) || kj_check_find_const(c, name)) {
+        kj_error(c->diag, n->loc, "'%s' is a constant, not a function", name);
+        return NULL;
+    }
+    KjCheckFn *callee = kj_check_find_function(c, name);
+    if (!callee) {
+        kj_error(c->diag, n->loc, "unknown function '%s'", name);
+        return NULL;
+    }
+    return check_user_call(c, n, callee);
+}
+
+static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
+{
+    const char *name = callee->decl->name;
+    if (!visible_from(c, callee)) {
+        kj_error(c->diag, n->loc, "'%s' is defined in %s, which this file does not import", name,
+                 callee->file->ast->src->path);
+        return NULL;
+    }
+    if (callee->decl->kind == KJ_FN_KERNEL) {
+        kj_error(c->diag, n->loc, "'%s' is a @kernel; kernels are launched from the host, not "
+                 "called", name);
+        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
+        return NULL;
+    }
+    if ((callee->decl->kind == KJ_FN_VECTORIZE || callee->decl->kind == KJ_FN_REDUCE ||
+         callee->decl->kind == KJ_FN_GUVECTORIZE) &&
+        callee->decl->signature_count > 1) {
+        kj_error(c->diag, n->loc, "'%s' has %d signatures, so it cannot be called as a %s "
+                 "function; write a plain fn for that", name, callee->decl->signature_count,
+                 callee->decl->kind == KJ_FN_GUVECTORIZE ? "plain" : "scalar");
+        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
+        return NULL;
+    }
+    KjIrExpr **args = kj_arena_alloc(c->arena, sizeof *args * (size_t)(n->args.count + 1));
+    bool ok = check_args(c, n, args);
+    if (callee->bad)
+        return NULL;
+    if (callee->state == KJ_CHECK_FN_CHECKING) {
+        KjBuf chain = {0};
+        int start = 0;
+        for (int i = 0; i < c->stack.count; i++)
+            if (c->stack.items[i] == callee)
+                start = i;
+        for (int i = start; i < c->stack.count; i++)
+            kj_buf_printf(&chain, "%s -> ", ((KjCheckFn *)c->stack.items[i])->decl->name);
+        kj_buf_printf(&chain, "%s", name);
+        kj_error(c->diag, n->loc, "recursion is not allowed: %s", chain.data);
+        kj_buf_free(&chain);
+        return NULL;
+    }
+    if (callee->state == KJ_CHECK_FN_UNCHECKED)
+        c->check_function(c, callee);
+    if (callee->bad || callee->entry->variants.count != 1)
+        return NULL;
+    KjIrFunction *target = callee->entry->variants.items[0];
+    if (n->args.count != target->param_count) {
+        kj_error(c->diag, n->loc, "'%s' takes %d argument%s, got %d", name, target->param_count,
+                 target->param_count == 1 ? "" : "s", n->args.count);
+        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
+        return NULL;
+    }
+    if (!ok)
+        return NULL;
+    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CALL, target->ret, n->loc, n->args.count);
+    e->callee = target;
+    /* The callee's local() arrays (and its callees') are on this thread's
+     * stack while it runs: the most any call takes counts toward ours. */
+    if (target->local_bytes > c->cur->call_local_bytes) {
+        c->cur->call_local_bytes = target->local_bytes;
+        c->cur->call_local_loc = n->loc;
+    }
+    for (int i = 0; i < n->args.count; i++) {
+        char context[160];
+        snprintf(context, sizeof context, "argument %d ('%s') of %s", i + 1,
+                 target->params[i]->name, name);
+        e->args[i] = kj_check_convert(c, args[i], target->params[i]->type,
+                                      ((KjNode *)n->args.items[i])->loc, context);
+        ok = ok && e->args[i];
+    }
+    if (callee->impure)
+        kj_check_note_impure(c);
+    if (ok && target->device_use && !kj_check_device_call(c, target, n->loc))
+        return NULL;
+    return ok ? e : NULL;
+}
+
 /* ================================================================= dispatch */
 
 KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n)
@@ -554,7 +457,11 @@ KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n)
     case KJ_NODE_NAME:
         return kj_check_name(c, n);
     case KJ_NODE_UNARY:
-        return kj_check_unary(c, n);
+        /* -9223372036854775808 is the one literal whose magnitude is not an i64. */
+        if (n->unary_op == KJ_UN_NEG && n->lhs && n->lhs->kind == KJ_NODE_INT_LIT &&
+            n->lhs->int_value == (uint64_t)INT64_MAX + 1)
+            return kj_check_int_const(c, kj_check_t_untyped_int(), INT64_MIN, n->loc);
+        return kj_check_unary(c, n, kj_check_expr(c, n->lhs));
     case KJ_NODE_BINARY: {
         KjIrExpr *l = kj_check_expr(c, n->lhs);
         KjIrExpr *r = kj_check_expr(c, n->rhs);

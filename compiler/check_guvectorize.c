@@ -12,7 +12,7 @@
  * guvectorize pass (guvectorize.c) and the runtime (runtime/api_guvec.c)
  * rely on them.
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <ctype.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * are folded, with their overflow and division by zero reported; `**` is
  * lowered to multiplications, sqrt, IPOW or pow.
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -360,13 +360,8 @@ KjIrExpr *kj_check_binary_values(KjChecker *c, KjBinaryOp op, KjIrExpr *l, KjIrE
     return kj_check_binary_ir(c, binary_ir_op(op), t, loc, l, r);
 }
 
-KjIrExpr *kj_check_unary(KjChecker *c, KjNode *n)
+KjIrExpr *kj_check_unary(KjChecker *c, KjNode *n, KjIrExpr *a)
 {
-    /* -9223372036854775808 is the one literal whose magnitude is not an i64. */
-    if (n->unary_op == KJ_UN_NEG && n->lhs && n->lhs->kind == KJ_NODE_INT_LIT &&
-        n->lhs->int_value == (uint64_t)INT64_MAX + 1)
-        return kj_check_int_const(c, kj_check_t_untyped_int(), INT64_MIN, n->loc);
-    KjIrExpr *a = kj_check_expr(c, n->lhs);
     if (!a)
         return NULL;
     if (a->type == kj_type_void() || kj_check_is_array(a->type)) {

@@ -16,7 +16,7 @@
  * varargs promotion: ints of up to 32 bits as i32, 64-bit ones as i64 ("ll"),
  * floats as f64, a complex as two f64, a bool as a string pointer ("%s").
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <string.h>
 
@@ -41,9 +41,8 @@ static void default_form(KjBuf *fmt, const KjType *t)
 }
 
 /* A value print can take: settled, scalar; NULL (and an error) otherwise. */
-static KjIrExpr *print_value(KjChecker *c, KjNode *arg, int index)
+static KjIrExpr *print_value(KjChecker *c, KjNode *arg, KjIrExpr *e, int index)
 {
-    KjIrExpr *e = kj_check_expr(c, arg);
     if (!e)
         return NULL;
     e = kj_check_settle_default(c, e);
@@ -147,7 +146,7 @@ static int conversion_length(KjChecker *c, const char *s, KjLoc loc)
     return 0;
 }
 
-KjIrExpr *kj_check_print(KjChecker *c, KjNode *n)
+KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
     int count = n->args.count;
     KjIrExpr **values = kj_arena_alloc(c->arena, sizeof *values * (size_t)(count + 1));
@@ -155,7 +154,7 @@ KjIrExpr *kj_check_print(KjChecker *c, KjNode *n)
     bool ok = true;
     for (int i = 0; i < count; i++) {
         KjNode *arg = n->args.items[i];
-        if (arg->kind != KJ_NODE_STRING_LIT && !(values[i] = print_value(c, arg, i)))
+        if (arg->kind != KJ_NODE_STRING_LIT && !(values[i] = print_value(c, arg, args[i], i)))
             ok = false;
     }
     if (!ok)

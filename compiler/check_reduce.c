@@ -10,7 +10,7 @@
  * here so that the messages speak of @reduce; the reduce pass (reduce.c) and
  * the runtime rely on them.
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <string.h>
 

@@ -39,12 +39,7 @@ typedef struct Lift {
 
 static const KjType *i64_type(void) { return kj_type_scalar(KJ_TYPE_I64); }
 
-static KjIrExpr *ref(Lift *l, KjIrVar *var)
-{
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_VAR, var->type, l->loc, 0);
-    e->var = var;
-    return e;
-}
+static KjIrExpr *ref(Lift *l, KjIrVar *var) { return kj_ir_var_ref(l->arena, var, l->loc); }
 
 /* Operand `array` at loop coordinates c: a LOAD of the element (rank
  * loop_ndim) or a VIEW of the core beyond them. */

@@ -3,10 +3,10 @@
  *
  * Sections follow the files that implement them: util.c (allocation, arena,
  * strings), diag.c (sources and the error reporter), types.c, lex.c (re2c, from
- * grammar/kern.re), parse.c (AST), check.c, check_expr.c, check_operator.c,
- * check_call.c and check_exec.c (names, types, AST to IR; check_print.c for
- * print), ir.c (IR builders, printer, verifier), module.c (imports), vectorize.c, and
- * pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
+ * grammar/kern.re), parse.c (AST), check.c (names, types, AST to IR; the
+ * checker's own files share compiler/checker.h), ir.c (IR builders and name
+ * tables; ir_print.c the printer, ir_verify.c the verifier), module.c
+ * (imports), vectorize.c, and pipeline.c (the pass list).  This is the lowest layer of kjit: it includes
  * nothing from the back end (compiler/backend/), the runtime or the command
  * line, and nothing of LLVM or CUDA.
  */
@@ -429,15 +429,20 @@ typedef enum {
     KJ_ATOMIC_COUNT
 } KjAtomicOp;
 
+extern const char *const kj_atomic_names[KJ_ATOMIC_COUNT];
+
 /*
  * Every other built-in a call can name: X(id, name, min_args, max_args, where, rule).
  *   where  KJ_IN_ANY: any function; KJ_IN_KERNEL: @kernel functions only;
  *          KJ_IN_LET: a kernel's let value only (let buf = shared(f32, 256););
  *          KJ_IN_FOR: a for loop's range only.
- *   rule   the check_call.c function that types the call (the X-macro is
- *          expanded there only), and that builds the IR the back end lowers.
+ *   rule   the check_builtin.c function that types the call (the X-macro is
+ *          expanded there, with how the rule takes its arguments, and for the
+ *          names in check_scope.c), and that builds the IR the back end lowers.
  * Adding a built-in is one line here, its rule, and the lowering of any new
- * IR op it makes.  Math functions and atomics have lists of their own above.
+ * IR op it makes.  Math functions and atomics have lists of their own above;
+ * the execution-model built-ins are KJ_EXEC_OPS below, whose one rule
+ * (kj_check_exec) the table adds for each.
  */
 typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
 
@@ -453,31 +458,17 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(GRID, "grid", 1, 1, KJ_IN_KERNEL, check_grid)                       \
     X(GRIDSIZE, "gridsize", 1, 1, KJ_IN_KERNEL, check_grid)               \
     X(SYNCTHREADS, "syncthreads", 0, 0, KJ_IN_KERNEL, check_syncthreads) \
-    X(LANEID, "laneid", 0, 0, KJ_IN_KERNEL, kj_check_exec)               \
-    X(ACTIVEMASK, "activemask", 0, 0, KJ_IN_KERNEL, kj_check_exec)       \
-    X(BALLOT, "ballot", 1, 2, KJ_IN_KERNEL, kj_check_exec)               \
-    X(ALL_SYNC, "all_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
-    X(ANY_SYNC, "any_sync", 1, 2, KJ_IN_KERNEL, kj_check_exec)           \
-    X(SHFL, "shfl", 2, 3, KJ_IN_KERNEL, kj_check_exec)                   \
-    X(SHFL_UP, "shfl_up", 2, 3, KJ_IN_KERNEL, kj_check_exec)             \
-    X(SHFL_DOWN, "shfl_down", 2, 3, KJ_IN_KERNEL, kj_check_exec)         \
-    X(SHFL_XOR, "shfl_xor", 2, 3, KJ_IN_KERNEL, kj_check_exec)           \
-    X(SYNCWARP, "syncwarp", 0, 1, KJ_IN_KERNEL, kj_check_exec)           \
-    X(SYNCTHREADS_COUNT, "syncthreads_count", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
-    X(SYNCTHREADS_AND, "syncthreads_and", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
-    X(SYNCTHREADS_OR, "syncthreads_or", 1, 1, KJ_IN_KERNEL, kj_check_exec) \
-    X(THREADFENCE, "threadfence", 0, 0, KJ_IN_KERNEL, kj_check_exec)     \
-    X(THREADFENCE_BLOCK, "threadfence_block", 0, 0, KJ_IN_KERNEL, kj_check_exec) \
-    X(SYNCGRID, "syncgrid", 0, 0, KJ_IN_KERNEL, kj_check_exec)           \
     X(SHARED, "shared", 1, 4, KJ_IN_LET, NULL)                            \
     X(LOCAL, "local", 2, 4, KJ_IN_LET, NULL)                              \
     X(RANGE, "range", 1, 3, KJ_IN_FOR, NULL)
 
 /*
  * The execution-model built-ins (warp, block and grid level), one IR op
- * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier).  `barrier` is true
- * for those the cpu targets run as a meeting point of fibers (a kernel that
- * uses one runs its threads on fibers, as with syncthreads()).  The order is
+ * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier, min_args,
+ * max_args).  `barrier` is true for those the cpu targets run as a meeting
+ * point of fibers (a kernel that uses one runs its threads on fibers, as with
+ * syncthreads()); the argument counts are the call's, an optional mask
+ * included (kernels only, as KJ_CALL_BUILTINS's KJ_IN_KERNEL).  The order is
  * an ABI: the cpu code passes the id to the runtime (KjThreadCtx.collective).
  * Every warp op's IR has its mask first (the checker supplies 0xffffffff when
  * the call names none), then its operands:
@@ -489,19 +480,25 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
  *   THREADFENCE, THREADFENCE_BLOCK, SYNCGRID ()
  */
 #define KJ_EXEC_OPS(X)                                                            \
-    X(LANEID, "laneid", false) X(ACTIVEMASK, "activemask", true)                 \
-    X(BALLOT, "ballot", true) X(ALL, "all_sync", true) X(ANY, "any_sync", true)  \
-    X(SHFL, "shfl", true) X(SHFL_UP, "shfl_up", true)                            \
-    X(SHFL_DOWN, "shfl_down", true) X(SHFL_XOR, "shfl_xor", true)                \
-    X(SYNCWARP, "syncwarp", true)                                                \
-    X(SYNCTHREADS_COUNT, "syncthreads_count", true)                              \
-    X(SYNCTHREADS_AND, "syncthreads_and", true)                                  \
-    X(SYNCTHREADS_OR, "syncthreads_or", true)                                    \
-    X(THREADFENCE, "threadfence", false)                                         \
-    X(THREADFENCE_BLOCK, "threadfence_block", false) X(SYNCGRID, "syncgrid", true)
+    X(LANEID, "laneid", false, 0, 0)                                             \
+    X(ACTIVEMASK, "activemask", true, 0, 0)                                      \
+    X(BALLOT, "ballot", true, 1, 2)                                              \
+    X(ALL, "all_sync", true, 1, 2)                                               \
+    X(ANY, "any_sync", true, 1, 2)                                               \
+    X(SHFL, "shfl", true, 2, 3)                                                  \
+    X(SHFL_UP, "shfl_up", true, 2, 3)                                            \
+    X(SHFL_DOWN, "shfl_down", true, 2, 3)                                        \
+    X(SHFL_XOR, "shfl_xor", true, 2, 3)                                          \
+    X(SYNCWARP, "syncwarp", true, 0, 1)                                          \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", true, 1, 1)                        \
+    X(SYNCTHREADS_AND, "syncthreads_and", true, 1, 1)                            \
+    X(SYNCTHREADS_OR, "syncthreads_or", true, 1, 1)                              \
+    X(THREADFENCE, "threadfence", false, 0, 0)                                   \
+    X(THREADFENCE_BLOCK, "threadfence_block", false, 0, 0)                       \
+    X(SYNCGRID, "syncgrid", true, 0, 0)
 
 typedef enum {
-#define X(id, name, barrier) KJ_EXEC_##id,
+#define X(id, name, barrier, min_args, max_args) KJ_EXEC_##id,
     KJ_EXEC_OPS(X)
 #undef X
     KJ_EXEC_COUNT
@@ -760,6 +757,16 @@ KjIrVar *kj_ir_new_var(KjArena *arena, KjIrFunction *fn, const char *name, const
                        KjLoc loc);
 KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, int arg_count);
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc);
+/* The nodes every pass builds (the checker, vectorize, reduce, guvectorize):
+ * an op of one or two operands, integer and float constants, a reference to
+ * a variable, and `var = value`. */
+KjIrExpr *kj_ir_unary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a);
+KjIrExpr *kj_ir_binary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
+                       KjIrExpr *b);
+KjIrExpr *kj_ir_int_const(KjArena *arena, const KjType *type, int64_t value, KjLoc loc);
+KjIrExpr *kj_ir_float_const(KjArena *arena, const KjType *type, double value, KjLoc loc);
+KjIrExpr *kj_ir_var_ref(KjArena *arena, KjIrVar *var, KjLoc loc);
+KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc);
 
 /* Whether expression e (NULL: no) names var anywhere in it. */
 bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);
@@ -775,9 +782,13 @@ bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_tar
 uint32_t kj_ir_params_written(const KjIrFunction *fn);
 uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth);
 
+/* ================================================================ ir_print.c */
+
 /* --dump=ir */
 void kj_ir_print_module(FILE *out, const KjIrModule *module);
 void kj_ir_print_function(FILE *out, const KjIrFunction *fn);
+
+/* =============================================================== ir_verify.c */
 
 /* Checks structural invariants (types agree, vars belong to their function,
  * break/continue inside loops, ...).  Returns false and describes the first
@@ -793,196 +804,6 @@ bool kj_ir_verify_function(const KjIrModule *module, const KjIrFunction *fn, cha
  * loader) and builds the typed IR.  Errors go to diag; returns NULL if any. */
 typedef struct KjModuleLoader KjModuleLoader;
 KjIrModule *kj_check(KjArena *arena, KjAstFile *file, KjModuleLoader *loader, KjDiag *diag);
-
-/* ============================================================ checker internals */
-
-/* The checker's state and the helpers its files share: check.c does the
- * module, functions and statements; check_expr.c the expressions, with
- * check_operator.c for operators and check_call.c for casts, built-ins and
- * calls; check_reduce.c, check_guvectorize.c, check_print.c and check_exec.c
- * what their names say. */
-
-typedef enum { KJ_CHECK_FN_UNCHECKED, KJ_CHECK_FN_CHECKING, KJ_CHECK_FN_DONE } KjCheckFnState;
-
-typedef struct KjCheckFile {
-    KjAstFile *ast;
-    KjVec imports; /* KjCheckFile*: the modules this file imports directly */
-} KjCheckFile;
-
-typedef struct KjCheckFn {
-    KjFunctionDecl *decl;
-    KjCheckFile *file;
-    KjIrEntry *entry;
-    KjCheckFnState state;
-    bool bad;    /* its declaration is wrong: calls to it are not checked further */
-    bool impure; /* stores to memory or calls something that does */
-} KjCheckFn;
-
-/* A module-level constant, `const N = 128;`: checked before any function, in
- * source order, so that its value is known wherever a literal could stand. */
-typedef struct KjCheckConst {
-    KjNode *decl;        /* CONST */
-    KjCheckFile *file;
-    KjCheckFnState state;
-    KjIrExpr *value;     /* a CONST (untyped unless a type is written); NULL after an error */
-} KjCheckConst;
-
-/* A name bound in a block: locals may not hide one another in one function. */
-typedef struct KjCheckBinding {
-    const char *name;
-    KjIrVar *var;
-    KjLoc loc;
-} KjCheckBinding;
-
-typedef struct KjCheckScope {
-    struct KjCheckScope *parent;
-    KjVec bindings; /* KjCheckBinding* */
-} KjCheckScope;
-
-/* What is being checked right now: one signature of one function. */
-typedef struct KjCheckFnCtx {
-    KjCheckFn *info;
-    KjIrFunction *ir;
-    KjCheckScope *scope;
-    int loop_depth;
-    bool loop_has_break; /* the innermost loop has a `break` */
-    KjVec *out;          /* the statement list being filled */
-    KjVec poisoned;      /* KjIrVar* whose initialiser was an error: uses stay quiet */
-    int64_t call_local_bytes; /* the most local() bytes one of its calls takes */
-    KjLoc call_local_loc;     /* that call */
-} KjCheckFnCtx;
-
-typedef struct KjChecker {
-    KjArena *arena;
-    KjDiag *diag;
-    KjIrModule *module;
-    KjVec files; /* KjCheckFile* */
-    KjVec fns;   /* KjCheckFn*, every function of every file */
-    KjVec consts; /* KjCheckConst*, every constant of every file, files in import order */
-    KjVec stack; /* KjCheckFn* being checked, outermost first */
-    KjCheckFnCtx *cur;
-    KjCheckFile *const_file; /* while a constant's value is checked: its file (cur is NULL) */
-} KjChecker;
-
-static inline const KjType *kj_check_t_bool(void) { return kj_type_scalar(KJ_TYPE_BOOL); }
-static inline const KjType *kj_check_t_i32(void) { return kj_type_scalar(KJ_TYPE_I32); }
-static inline const KjType *kj_check_t_i64(void) { return kj_type_scalar(KJ_TYPE_I64); }
-static inline const KjType *kj_check_t_f64(void) { return kj_type_scalar(KJ_TYPE_F64); }
-static inline const KjType *kj_check_t_untyped_int(void)
-{
-    return kj_type_scalar(KJ_TYPE_UNTYPED_INT);
-}
-static inline const KjType *kj_check_t_untyped_float(void)
-{
-    return kj_type_scalar(KJ_TYPE_UNTYPED_FLOAT);
-}
-
-static inline bool kj_check_is_untyped(const KjIrExpr *e)
-{
-    return e && (e->type->kind == KJ_TYPE_UNTYPED_INT || e->type->kind == KJ_TYPE_UNTYPED_FLOAT);
-}
-
-static inline bool kj_check_is_scalar(const KjType *t)
-{
-    return t && t->kind >= KJ_TYPE_BOOL && t->kind <= KJ_TYPE_LAST_SCALAR;
-}
-
-static inline bool kj_check_is_array(const KjType *t)
-{
-    return t && t->kind == KJ_TYPE_ARRAY;
-}
-
-static inline bool kj_check_is_real(const KjType *t)
-{
-    return kj_type_is_int(t) || kj_type_is_float(t);
-}
-
-/* check.c: locals, and checking a function's body on demand (for calls). */
-KjCheckBinding *kj_check_lookup_local(KjChecker *c, const char *name);
-void kj_check_function(KjChecker *c, KjCheckFn *info);
-/* check.c: device functions.  A plain function being checked uses the kernel
- * built-in `what` at loc; a call at loc of the device function callee (false
- * after an error: the caller is @vectorize). */
-void kj_check_device_use(KjChecker *c, const char *what, KjLoc loc);
-bool kj_check_device_call(KjChecker *c, const KjIrFunction *callee, KjLoc loc);
-/* check.c: module-level constants.  The one named `name`, or NULL; the value
- * of a use of it at loc (NULL after an error: not visible from here, or used
- * in a constant before its definition). */
-KjCheckConst *kj_check_find_const(KjChecker *c, const char *name);
-KjIrExpr *kj_check_const_value(KjChecker *c, KjCheckConst *k, KjLoc loc);
-/* The file whose code is being checked (a function's, or a constant's). */
-KjCheckFile *kj_check_current_file(KjChecker *c);
-
-/* check_reduce.c: a @reduce declaration (two parameters and a result of one
- * scalar type, per signature), and its map = f once every function is declared. */
-void kj_check_reduce_decl(KjChecker *c, KjCheckFn *info);
-void kj_check_reduce_map(KjChecker *c, KjCheckFn *info);
-
-/* check_guvectorize.c: a @guvectorize declaration: its layout string (parsed
- * into entry->layout), the parameter count, and each parameter's rank against
- * its operand's core rank, for the typed form or one signature (`params`,
- * `ret` the signature's leading type or NULL); false after reporting. */
-bool kj_check_guvectorize_layout(KjChecker *c, KjCheckFn *info);
-bool kj_check_guvectorize_params(KjChecker *c, KjCheckFn *info, KjLoc where,
-                                 const KjType *const *params, int count, const KjType *ret);
-
-/* check_expr.c: IR shorthands. */
-KjIrExpr *kj_check_new_expr(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, int n);
-KjIrExpr *kj_check_unary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a);
-KjIrExpr *kj_check_binary_ir(KjChecker *c, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
-                             KjIrExpr *b);
-KjIrExpr *kj_check_int_const(KjChecker *c, const KjType *type, int64_t value, KjLoc loc);
-KjIrExpr *kj_check_float_const(KjChecker *c, const KjType *type, double value, KjLoc loc);
-KjIrExpr *kj_check_var_ref(KjChecker *c, KjIrVar *var, KjLoc loc);
-KjIrExpr *kj_check_sreg(KjChecker *c, KjSpecialReg reg, KjLoc loc);
-/* e as `to`: itself if it has that type already, else a CAST. */
-KjIrExpr *kj_check_cast_ir(KjChecker *c, KjIrExpr *e, const KjType *to);
-KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e);
-bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e);
-void kj_check_note_impure(KjChecker *c);
-
-/* check_expr.c: implicit typing. */
-const KjType *kj_check_common_type(const KjType *a, const KjType *b, const char **why);
-bool kj_check_int_fits(int64_t v, const KjType *t);
-KjIrExpr *kj_check_settle(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc);
-KjIrExpr *kj_check_settle_default(KjChecker *c, KjIrExpr *e);
-KjIrExpr *kj_check_convert(KjChecker *c, KjIrExpr *e, const KjType *to, KjLoc loc,
-                           const char *context);
-KjIrExpr *kj_check_need_value(KjChecker *c, KjIrExpr *e, KjLoc loc);
-bool kj_check_constant_int(const KjIrExpr *e, int64_t *out);
-
-/* check_expr.c: expressions. */
-KjIrExpr *kj_check_expr(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_name(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_index(KjChecker *c, KjNode *n);
-KjCheckFn *kj_check_find_function(KjChecker *c, const char *name);
-bool kj_check_is_poisoned(KjChecker *c, const KjIrVar *var);
-
-/* check_operator.c: the operators.  kj_check_unify brings two operands to one
- * type (NULL after an error) and returns it; `op` names the operation in errors. */
-KjIrExpr *kj_check_unary(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_binary_values(KjChecker *c, KjBinaryOp op, KjIrExpr *l, KjIrExpr *r,
-                                 KjLoc loc);
-const KjType *kj_check_unify(KjChecker *c, KjIrExpr **l, KjIrExpr **r, KjLoc loc,
-                             const char *op);
-
-/* check_call.c: built-ins and calls. */
-KjIrExpr *kj_check_call(KjChecker *c, KjNode *n);
-bool kj_check_is_builtin_name(const char *name);
-bool kj_check_builtin_constant(const char *name, double *value);
-int kj_check_register_group(const char *name);
-bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what);
-bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high);
-bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count);
-KjIrExpr *kj_check_grid_component(KjChecker *c, bool size, int axis, KjLoc loc);
-
-/* check_print.c: print(...) into one PRINT op. */
-KjIrExpr *kj_check_print(KjChecker *c, KjNode *n);
-
-/* check_exec.c: the execution-model built-ins (KJ_EXEC_OPS) and warpsize. */
-KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n);
-bool kj_check_is_kernel_constant(const char *name);
-KjIrExpr *kj_check_kernel_constant(KjChecker *c, KjNode *n);
 
 /* =================================================================== module.c */
 
@@ -1294,7 +1115,8 @@ typedef enum KjStage {
 } KjStage;
 
 /* A root the back end will compile: a checked function as it is, or a
- * @vectorize signature lifted into a kernel for one layout. */
+ * @vectorize signature lifted into a kernel for one layout; on the cpu
+ * targets, a kernel's split form, for one block shape or any. */
 typedef struct KjPipelineRoot {
     KjIrFunction *fn;
     bool vectorize;
@@ -1305,6 +1127,8 @@ typedef struct KjPipelineRoot {
     int loop_ndim;
     bool gufunc_contiguous;        /* its cores C-contiguous (kj_guvectorize) */
     bool split_barriers;           /* cpu targets: make a kernel's split form (fn->split) */
+    uint32_t block[3];             /* a launch's block dims, or 0s: a kernel with a split form
+                                      becomes its copy specialised for them (split_specialise.c) */
     KjIrFunction *root; /* out: what to hand the back end */
 } KjPipelineRoot;
 

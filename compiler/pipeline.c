@@ -13,6 +13,8 @@
  *                                   reduce (a @reduce signature, one level) or
  *                                   guvectorize (a @guvectorize signature) -> verify
  *                                   barrier split (cpu: a kernel's thread loops) -> verify
+ *                                   specialise (cpu: the split form for a launch's
+ *                                   block dims) -> verify
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
  * The checked module is always verified: a verifier failure is a compiler bug,
@@ -39,10 +41,13 @@ static uint64_t source_hash(const KjSource *src, const KjModuleLoader *loader)
     return hash;
 }
 
-static bool verified(KjPipeline *p, const char *after)
+/* The module verifies, or `fn` does when not NULL (a function outside the
+ * module's list, checked as if it stood where the module's function of its
+ * symbol does); an internal error otherwise. */
+static bool verified_ir(KjPipeline *p, const KjIrFunction *fn, const char *after)
 {
     char *why = NULL;
-    if (kj_ir_verify(p->module, &why))
+    if (fn ? kj_ir_verify_function(p->module, fn, &why) : kj_ir_verify(p->module, &why))
         return true;
     const char *where = p->src ? p->src->path : "kjit";
     kj_error_plain(p->diag, where, "internal error: the IR does not verify after %s: %s", after,
@@ -50,6 +55,8 @@ static bool verified(KjPipeline *p, const char *after)
     free(why);
     return false;
 }
+
+static bool verified(KjPipeline *p, const char *after) { return verified_ir(p, NULL, after); }
 
 bool kj_pipeline_run(KjPipeline *p)
 {
@@ -112,8 +119,8 @@ bool kj_pipeline_run(KjPipeline *p)
         if (root->gufunc)
             root->root = kj_guvectorize(p->module, root->fn, root->gufunc, root->loop_ndim,
                                         root->gufunc_contiguous);
-        if (p->verify && !verified(p, root->reduce ? "reduce"
-                                      : root->gufunc ? "guvectorize" : "vectorize"))
+        if (p->verify && (root->vectorize || root->reduce || root->gufunc) &&
+            !verified(p, root->reduce ? "reduce" : root->gufunc ? "guvectorize" : "vectorize"))
             return false;
         /* barrier split: a kernel with syncthreads() -> its split form, for
          * the cpu targets (barrier_split.c has the contract); none when its
@@ -122,6 +129,15 @@ bool kj_pipeline_run(KjPipeline *p)
             root->root->uses_syncthreads && !root->root->split) {
             kj_barrier_split(p->module, root->root, NULL);
             if (p->verify && !verified(p, "barrier split"))
+                return false;
+        }
+        /* specialise: a kernel's split form -> a copy of the kernel whose
+         * split form is made for the block dims of a launch (split_specialise.c
+         * has the contract).  The copy is not in the module's list: it goes
+         * to the back end alone, for one shape, and lives in p->arena. */
+        if (root->block[0] && root->root->kind == KJ_IR_FN_KERNEL && root->root->split) {
+            root->root = kj_split_specialise(p->arena, root->root, root->block);
+            if (p->verify && !verified_ir(p, root->root->split, "specialise"))
                 return false;
         }
     }

@@ -89,18 +89,12 @@ static KjIrVar *new_param(Lift *l, const char *name, const KjType *type)
     return p;
 }
 
-static KjIrExpr *ref(Lift *l, KjIrVar *var)
-{
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_VAR, var->type, l->loc, 0);
-    e->var = var;
-    return e;
-}
+/* ir.c's builders with the lift's arena and location. */
+static KjIrExpr *ref(Lift *l, KjIrVar *var) { return kj_ir_var_ref(l->arena, var, l->loc); }
 
 static KjIrExpr *int_const(Lift *l, const KjType *type, int64_t value)
 {
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_CONST, type, l->loc, 0);
-    e->const_int = (uint64_t)value;
-    return e;
+    return kj_ir_int_const(l->arena, type, value, l->loc);
 }
 
 static KjIrExpr *i64(Lift *l, int64_t value) { return int_const(l, i64_type(), value); }
@@ -113,10 +107,7 @@ static KjIrExpr *zero_of(Lift *l, const KjType *type)
 
 static KjIrExpr *op2(Lift *l, KjIrOp op, const KjType *type, KjIrExpr *a, KjIrExpr *b)
 {
-    KjIrExpr *e = kj_ir_new_expr(l->arena, op, type, l->loc, 2);
-    e->args[0] = a;
-    e->args[1] = b;
-    return e;
+    return kj_ir_binary(l->arena, op, type, l->loc, a, b);
 }
 
 static KjIrExpr *add(Lift *l, KjIrExpr *a, KjIrExpr *b) { return op2(l, KJ_IR_ADD, i64_type(), a, b); }
@@ -160,13 +151,7 @@ static KjIrExpr *load_flat(Lift *l, KjIrVar *array, KjIrExpr *index)
 
 static void emit(Lift *l, KjIrStmt *s) { kj_vec_push(l->arena, l->body, s); }
 
-static void set(Lift *l, KjIrVar *var, KjIrExpr *value)
-{
-    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_SET, l->loc);
-    s->var = var;
-    s->value = value;
-    emit(l, s);
-}
+static void set(Lift *l, KjIrVar *var, KjIrExpr *value) { emit(l, kj_ir_set(l->arena, var, value, l->loc)); }
 
 static void store_flat(Lift *l, KjIrVar *array, KjIrExpr *index, KjIrExpr *value)
 {

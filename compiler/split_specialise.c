@@ -3,7 +3,7 @@
  *
  * The cpu targets compile a kernel with barriers for the block dims it is
  * launched with, as PoCL compiles a work-group function for the local size
- * (runtime/target_cpu.c keeps one specialised __block per shape).  With
+ * (runtime/runtime_cpu.c keeps one specialised __block per shape).  With
  * blockDim a constant, the split form's control flow between regions (run
  * once per block, so uniform) often becomes constant too: the tree of a
  * block reduction, `let half = blockDim.x / 2; while half > 0 { if t < half
@@ -108,9 +108,7 @@ static uint64_t normal(const KjType *t, uint64_t v)
 
 static KjIrExpr *constant(Spec *S, const KjType *t, KjLoc loc, uint64_t v)
 {
-    KjIrExpr *e = kj_ir_new_expr(S->arena, KJ_IR_CONST, t, loc, 0);
-    e->const_int = normal(t, v);
-    return e;
+    return kj_ir_int_const(S->arena, t, (int64_t)normal(t, v), loc);
 }
 
 static bool is_const_int(const KjIrExpr *e)

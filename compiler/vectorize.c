@@ -30,12 +30,8 @@ typedef struct Lifter {
 
 static const KjType *i64_type(void) { return kj_type_scalar(KJ_TYPE_I64); }
 
-static KjIrExpr *var_ref(Lifter *l, KjIrVar *var)
-{
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_VAR, var->type, l->loc, 0);
-    e->var = var;
-    return e;
-}
+/* ir.c's builders with the lifter's arena and location. */
+static KjIrExpr *var_ref(Lifter *l, KjIrVar *var) { return kj_ir_var_ref(l->arena, var, l->loc); }
 
 static KjIrExpr *dim_of(Lifter *l, KjIrVar *array, int dim)
 {
@@ -47,18 +43,12 @@ static KjIrExpr *dim_of(Lifter *l, KjIrVar *array, int dim)
 
 static KjIrExpr *binary(Lifter *l, KjIrOp op, KjIrExpr *a, KjIrExpr *b)
 {
-    KjIrExpr *e = kj_ir_new_expr(l->arena, op, a->type, l->loc, 2);
-    e->args[0] = a;
-    e->args[1] = b;
-    return e;
+    return kj_ir_binary(l->arena, op, a->type, l->loc, a, b);
 }
 
 static KjIrStmt *set_var(Lifter *l, KjIrVar *var, KjIrExpr *value)
 {
-    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_SET, l->loc);
-    s->var = var;
-    s->value = value;
-    return s;
+    return kj_ir_set(l->arena, var, value, l->loc);
 }
 
 /* A load of array `var` at the given i64 index expressions. */

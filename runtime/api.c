@@ -6,8 +6,8 @@
  * A context owns its target (AUTO settled when it is made) and that target's
  * state (the thread pool of the parallel target, the cuda device), the last
  * error and the diagnostic callback.  Everything that differs between targets
- * is behind the KjRuntimeTarget the context holds (target_cpu.c,
- * target_cuda.c); this file picks it once and never asks again.
+ * is behind the KjRuntimeTarget the context holds (runtime_cpu.c,
+ * runtime_cuda.c); this file picks it once and never asks again.
  *
  * A module owns the arena its checked IR lives in and the code generated from
  * it.  Code is generated lazily, on the first call that needs it: one piece
@@ -115,13 +115,8 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->stdlib_dirs[1] = NULL;
 
     /* AUTO is cuda when a GPU answers, else cpu. */
-    kjit_target target = options->target;
-    const KjRuntimeTarget *runtime = target == KJIT_TARGET_PARALLEL ? &kj_runtime_parallel
-                                                                    : &kj_runtime_cpu;
-    if (target == KJIT_TARGET_AUTO || target == KJIT_TARGET_CUDA) {
-        runtime = &kj_runtime_cuda;
-        target = KJIT_TARGET_CUDA;
-    }
+    kjit_target target = options->target == KJIT_TARGET_AUTO ? KJIT_TARGET_CUDA : options->target;
+    const KjRuntimeTarget *runtime = kj_runtime_target_of(target);
     char *error = NULL;
     kjit_status status = runtime->open(context, &error);
     if (status != KJIT_OK && options->target == KJIT_TARGET_AUTO) {
@@ -503,9 +498,12 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
                     .verify = kj_pipeline_verify_default(),
                     .checks = context->options.check != 0};
-    /* the cpu targets run a kernel with barriers through its split form */
-    root->split_barriers = context->runtime != &kj_runtime_cuda && context->options.cpu_simd &&
-                           !context->options.check;
+    /* a kernel with barriers runs through its split form where the target
+     * says so (the cpu targets, with SIMD lanes, unchecked) */
+    KjCodegenOptions asked = {.target = context->runtime->codegen,
+                              .cpu_simd = context->options.cpu_simd != 0,
+                              .checks = context->options.check != 0};
+    root->split_barriers = kj_codegen_splits_barriers(&asked);
     bool ok = kj_pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",

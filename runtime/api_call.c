@@ -6,7 +6,7 @@
  *
  * This file checks and converts what the host passes and plans the
  * broadcast; the running itself (and the staging of host arrays that cuda
- * needs) is the context's runtime target's (target_cpu.c, target_cuda.c),
+ * needs) is the context's runtime target's (runtime_cpu.c, runtime_cuda.c),
  * reached through one indirect call.  Plain functions run on the host
  * whatever the target (kj_runtime_for says so once).
  */

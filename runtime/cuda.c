@@ -123,7 +123,7 @@ struct KjCudaModule {
     unsigned generation;
     KjCudaKernel **kernels;
     int kernel_count;
-    /* syncgrid()'s counter is one global of the module (target_cuda.c in the
+    /* syncgrid()'s counter is one global of the module (runtime_cuda.c in the
      * back end), so two cooperative launches of its kernels must not overlap:
      * the last one's completion event and stream, which a launch on another
      * stream waits for. */

@@ -5,7 +5,7 @@
  * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
  * driver, one device), cuda_driver.c (the driver API opened with dlopen),
  * sha256.c (the cache's MAC), cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
- * runtime targets (target_cpu.c, target_cuda.c) they call through.  The runtime sits on the back
+ * runtime targets (runtime_cpu.c, runtime_cuda.c) they call through.  The runtime sits on the back
  * end (compiler/backend/kjit_backend.h, for the ABI of compiled code and the
  * code generators) and the front end below it; the command line sits on top
  * and sees only kjit.h and kjit_tools.h.
@@ -253,7 +253,7 @@ void kj_array_gather(const kjit_array *array, void *dst);
 /* ============================================================ cuda.c */
 
 /*
- * One GPU, for target_cuda.c.  The driver (libcuda.so.1) is opened with
+ * One GPU, for runtime_cuda.c.  The driver (libcuda.so.1) is opened with
  * dlopen on first use; nothing links against it.  Every failure returns a
  * status and a heap message in *error naming the call, the driver's error
  * name and its text (and the kernel, for launches).  After a sticky fault (illegal address ...) the
@@ -888,7 +888,7 @@ kjit_status kj_api_copy_bytes(kjit_context *context, void *dst, bool dst_target,
 kjit_status kj_api_stage(kjit_context *context, KjTemps *temps, const kjit_array *host,
                          bool copy, kjit_stream *stream, void **data);
 
-/* ============================================ target_cpu.c, target_cuda.c */
+/* ========================================== runtime_cpu.c, runtime_cuda.c */
 
 /*
  * A runtime target: everything that differs between running code on the host
@@ -961,6 +961,9 @@ struct KjRuntimeTarget {
     /* Device arrays are ordinary host memory, which host code can read (the
      * cpu targets: a program written for cuda runs there unchanged). */
     bool device_memory_on_host;
+    /* The back end target its code is compiled for; the policy that hangs on
+     * it (barrier splitting: kj_codegen_splits_barriers) is asked of it. */
+    KjCodegenTarget codegen;
 
     /* The context's state for this target (a pool, a device); on failure a
      * heap message in *error.  close undoes open. */
@@ -1001,9 +1004,13 @@ struct KjRuntimeTarget {
     void (*event_destroy)(kjit_event *event);
 };
 
-extern const KjRuntimeTarget kj_runtime_cpu;      /* target_cpu.c: the calling thread */
-extern const KjRuntimeTarget kj_runtime_parallel; /* target_cpu.c: the thread pool */
-extern const KjRuntimeTarget kj_runtime_cuda;     /* target_cuda.c */
+extern const KjRuntimeTarget kj_runtime_cpu;      /* runtime_cpu.c: the calling thread */
+extern const KjRuntimeTarget kj_runtime_parallel; /* runtime_cpu.c: the thread pool */
+extern const KjRuntimeTarget kj_runtime_cuda;     /* runtime_cuda.c */
+
+/* The runtime target for a kjit_target (runtime_target.c): AUTO is cuda, the first
+ * that kjit_context_create tries; an unknown value is cpu. */
+const KjRuntimeTarget *kj_runtime_target_of(kjit_target target);
 
 /*
  * The target that makes and runs code of this kind in a context.  Plain

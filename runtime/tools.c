@@ -198,9 +198,9 @@ static KjIrFunction *reduce_map_for(const KjIrEntry *entry, const KjIrFunction *
  * function and its kernel over one loop dimension and contiguous cores, and
  * for a @reduce each signature's first level of a full reduction of
  * contiguous inputs and its level over the leading axis of a C-contiguous
- * 2-D array, in the target's forms. */
-static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, bool cuda,
-                         KjPipelineRoot **out)
+ * 2-D array, in the forms the target runs (KjRuntimeTarget.reduce_in_warps). */
+static int collect_roots(KjArena *arena, KjIrModule *module, const char *only,
+                         const KjRuntimeTarget *runtime, KjPipelineRoot **out)
 {
     int count = 0;
     for (int e = 0; e < module->entries.count; e++) {
@@ -211,6 +211,7 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, b
     KjPipelineRoot *roots = kj_arena_alloc(arena, sizeof *roots * (size_t)(count + 1));
     int n = 0;
     KjVecVariant contig = {.layout = KJ_LAYOUT_CONTIG, .ndim = 1, .scalar_mask = 0};
+    bool warps = runtime->reduce_in_warps;
     for (int e = 0; e < module->entries.count; e++) {
         KjIrEntry *entry = module->entries.items[e];
         if (only && strcmp(entry->name, only) != 0)
@@ -224,9 +225,9 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, b
                     continue;
                 KjReduceVariant *full = kj_arena_alloc(arena, sizeof *full);
                 *full = (KjReduceVariant){
-                    .form = cuda ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES, .kept_rank = 0,
-                    .reduced_rank = 1, .contiguous = true, .mapped = map != NULL, .simd = !cuda};
-                if (cuda) {
+                    .form = warps ? KJ_REDUCE_FORM_WARPS : KJ_REDUCE_FORM_LANES, .kept_rank = 0,
+                    .reduced_rank = 1, .contiguous = true, .mapped = map != NULL, .simd = !warps};
+                if (warps) {
                     int widest = map ? 0 : kj_type_size(fn->ret);
                     for (int q = 0; map && q < map->param_count; q++)
                         if (kj_type_size(map->params[q]->type) > widest)
@@ -236,10 +237,10 @@ static int collect_roots(KjArena *arena, KjIrModule *module, const char *only, b
                 }
                 KjReduceVariant *leading = kj_arena_alloc(arena, sizeof *leading);
                 *leading = (KjReduceVariant){
-                    .form = cuda ? KJ_REDUCE_FORM_COLUMNS : KJ_REDUCE_FORM_LANES,
+                    .form = warps ? KJ_REDUCE_FORM_COLUMNS : KJ_REDUCE_FORM_LANES,
                     .kept_rank = 1, .reduced_rank = 1, .contiguous = false,
-                    .mapped = map != NULL, .simd = !cuda,
-                    .thread_lanes = cuda ? kj_reduce_column_lanes(fn->ret) : 0};
+                    .mapped = map != NULL, .simd = !warps,
+                    .thread_lanes = warps ? kj_reduce_column_lanes(fn->ret) : 0};
                 roots[n++] = (KjPipelineRoot){.fn = fn, .reduce = full, .map = map};
                 roots[n++] = (KjPipelineRoot){.fn = fn, .reduce = leading, .map = map};
             } else if (fn->kind == KJ_IR_FN_SCALAR) {
@@ -271,58 +272,61 @@ static char *text_of(void (*print)(FILE *, const void *), const void *what, size
 static void print_ast(FILE *f, const void *ast) { kj_ast_dump(f, ast); }
 static void print_ir(FILE *f, const void *module) { kj_ir_print_module(f, module); }
 
-/* The split forms of a module's kernels for one block shape. */
+/* The split forms of a module's kernels, each specialised for one block
+ * shape by the pipeline (its roots' block dims). */
 typedef struct KjSpecialised {
-    const KjIrModule *module;
+    const KjPipeline *pipeline;
     const unsigned *block;
-    KjArena *arena;
 } KjSpecialised;
 
 static void print_specialised(FILE *f, const void *what)
 {
     const KjSpecialised *shapes = what;
-    uint32_t dims[3] = {shapes->block[0], shapes->block[1], shapes->block[2]};
-    for (int i = 0; i < shapes->module->functions.count; i++) {
-        const KjIrFunction *fn = shapes->module->functions.items[i];
+    for (int i = 0; i < shapes->pipeline->root_count; i++) {
+        const KjIrFunction *fn = shapes->pipeline->roots[i].root;
         if (!fn->split)
             continue;
-        fprintf(f, "// %s for blocks of %u x %u x %u threads\n", fn->split->symbol, dims[0], dims[1], dims[2]);
-        kj_ir_print_function(f, kj_split_specialise(shapes->arena, fn, dims)->split);
+        fprintf(f, "// %s for blocks of %u x %u x %u threads\n", fn->split->symbol,
+                shapes->block[0], shapes->block[1], shapes->block[2]);
+        kj_ir_print_function(f, fn->split);
     }
 }
 
+/* The runtime target whose code a stage shows: cpu, parallel (the same
+ * code) or cuda; AUTO, the zero value, is cpu here (a stage never asks for a
+ * GPU). */
+static const KjRuntimeTarget *stage_runtime(const kjit_stage_options *options)
+{
+    return kj_runtime_target_of(options->target == KJIT_TARGET_AUTO ? KJIT_TARGET_CPU
+                                                                    : options->target);
+}
+
+/* The code generator's options for a stage (the cpu_ ones and block_dims
+ * matter only where the target has thread loops), and for an emitted stage
+ * its kind, which the target must make. */
 static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                           KjCodegenOptions *codegen, KjEmitKind *kind, char **error)
 {
-    bool cuda = options->target == KJIT_TARGET_CUDA;
-    *codegen = (KjCodegenOptions){.target = cuda ? KJ_CODEGEN_CUDA : KJ_CODEGEN_CPU,
+    *codegen = (KjCodegenOptions){.target = stage_runtime(options)->codegen,
                                   .opt_level = options->opt_level,
                                   .cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90",
                                   .verify = options->verify,
                                   .line_info = options->line_info,
-                                  .cpu_simd = options->cpu_simd && !cuda};
-    if (!cuda)
-        for (int k = 0; k < 3; k++)
-            codegen->block_dims[k] = options->block[0] ? options->block[k] : 0;
+                                  .cpu_simd = options->cpu_simd};
+    for (int k = 0; k < 3; k++)
+        codegen->block_dims[k] = options->block[0] ? options->block[k] : 0;
     switch (stage) {
-    case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; return true;
+    case KJIT_STAGE_AST:
+    case KJIT_STAGE_IR:
+    case KJIT_STAGE_VEC: return true;
+    case KJIT_STAGE_LLVM: *kind = KJ_EMIT_LLVM; break;
     case KJIT_STAGE_ASM: *kind = KJ_EMIT_ASM; break;
     case KJIT_STAGE_OBJ: *kind = KJ_EMIT_OBJ; break;
-    case KJIT_STAGE_PTX:
-        *kind = KJ_EMIT_PTX;
-        if (!cuda) {
-            *error = kj_xstrdup("--emit=ptx needs --target cuda");
-            return false;
-        }
-        return true;
-    default: kj_unreachable();
+    case KJIT_STAGE_PTX: *kind = KJ_EMIT_PTX; break;
+    default: *error = kj_xstrdup("unknown stage"); return false;
     }
-    if (cuda) {
-        *error = kj_xstrdup(*kind == KJ_EMIT_ASM ? "--target cuda emits llvm or ptx, not 'asm'"
-                                                 : "--target cuda emits llvm or ptx, not 'obj'");
-        return false;
-    }
-    return true;
+    *error = kj_codegen_emit_refusal(codegen->target, *kind);
+    return *error == NULL;
 }
 
 kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage_options *options,
@@ -340,7 +344,7 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
     *error = NULL;
     KjCodegenOptions codegen;
     KjEmitKind kind = KJ_EMIT_LLVM;
-    if (stage >= KJIT_STAGE_LLVM && !stage_codegen(stage, options, &codegen, &kind, error))
+    if (!stage_codegen(stage, options, &codegen, &kind, error))
         return KJIT_ERROR_INVALID_ARGUMENT;
 
     KjArena arena = {0};
@@ -365,10 +369,15 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
         *bytes = text_of(print_ir, p.module, size);
     } else {
         p.root_count = collect_roots(&arena, p.module, options->function,
-                                      options->target == KJIT_TARGET_CUDA, &p.roots);
+                                     stage_runtime(options), &p.roots);
         p.stop = KJ_STAGE_ROOTS;
-        for (int i = 0; i < p.root_count; i++)
-            p.roots[i].split_barriers = options->target != KJIT_TARGET_CUDA && options->cpu_simd;
+        bool split = kj_codegen_splits_barriers(&codegen);
+        for (int i = 0; i < p.root_count; i++) {
+            /* the split forms where the target runs them, for --block's shape if given */
+            p.roots[i].split_barriers = split;
+            for (int k = 0; k < 3 && split; k++)
+                p.roots[i].block[k] = codegen.block_dims[k];
+        }
         if (p.root_count == 0) {
             KjBuf why = {0};
             kj_buf_printf(&why, "%s has no function%s%s", path, options->function ? " named " : "",
@@ -377,20 +386,16 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
             status = KJIT_ERROR_NOT_FOUND;
         } else if (!kj_pipeline_run(&p)) {
             status = KJIT_ERROR_COMPILE;
-        } else if (stage == KJIT_STAGE_VEC && options->block[0] && options->cpu_simd &&
-                   options->target != KJIT_TARGET_CUDA) {
+        } else if (stage == KJIT_STAGE_VEC && split && codegen.block_dims[0]) {
             /* each split form as the code for that block shape has it */
-            KjSpecialised shapes = {p.module, options->block, &arena};
+            KjSpecialised shapes = {&p, options->block};
             *bytes = text_of(print_specialised, &shapes, size);
         } else if (stage == KJIT_STAGE_VEC) {
             *bytes = text_of(print_ir, p.module, size);
         } else {
             KjIrFunction **roots = kj_arena_alloc(&arena, sizeof *roots * (size_t)p.root_count);
-            for (int i = 0; i < p.root_count; i++) {
+            for (int i = 0; i < p.root_count; i++)
                 roots[i] = p.roots[i].root;
-                if (codegen.block_dims[0] && codegen.cpu_simd && roots[i]->split)
-                    roots[i] = kj_split_specialise(&arena, roots[i], codegen.block_dims);
-            }
             *bytes = kj_codegen_emit(p.module, roots, p.root_count, &codegen, kind, size, error);
             if (!*bytes)
                 status = KJIT_ERROR_BACKEND;

@@ -93,9 +93,10 @@ $(BUILD)/kjit-threads-tsan: $(TSAN_OBJS)
 test-tsan: deps $(BUILD)/kjit-threads-tsan
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" $(BUILD)/kjit-threads-tsan
 
-# Layers: no #include crosses the folders' order (docs/architecture.md).
-test-layers:
-	tests/layers.sh
+# Layers: no #include crosses the folders' order (docs/architecture.md), and no
+# circle of files uses each other's symbols (read from the object files).
+test-layers: $(LIB_OBJS)
+	BUILD=$(BUILD) tests/layers.sh
 
 check: all test-layers test-unit test-golden test-robust test-tsan test-api-misuse test-embed \
        test-cli test-python test-bench-refs

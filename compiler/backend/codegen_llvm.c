@@ -2,9 +2,9 @@
  * codegen_llvm.c: the typed IR lowered to LLVM IR, shared by the cpu target
  * (target_cpu.c; cpu_jit.c, ORC on the host) and the cuda target
  * (target_cuda.c; ptx.c, NVPTX).  This file holds the module, its functions,
- * the helpers the targets' entry points are built from, statements and
- * control flow, and the optimisation pipeline; codegen_expr.c lowers
- * expressions.  Where the targets differ it calls g->target's hooks
+ * statements and control flow, and the optimisation pipeline; codegen_expr.c
+ * lowers expressions, and codegen_gen.c holds the helpers every lowering
+ * file and the targets' entry points build on.  Where the targets differ it calls g->target's hooks
  * (codegen_llvm.h); it never asks which target it builds for.
  *
  * Every IR function becomes an internal "<symbol>__impl" function whose
@@ -32,48 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ============================================================ errors */
-
-void kj_codegen_error(Gen *g, const char *fmt, const char *arg)
-{
-    if (g->error)
-        return;
-    size_t n = strlen(fmt) + (arg ? strlen(arg) : 0) + 1;
-    g->error = kj_xmalloc(n);
-    snprintf(g->error, n, fmt, arg ? arg : "");
-}
-
-/* ============================================================ attributes */
-
-void kj_codegen_add_fn_attr(Gen *g, LLVMValueRef fn, const char *name)
-{
-    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
-}
-
-void kj_codegen_add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const char *name, uint64_t value)
-{
-    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-    LLVMAddAttributeAtIndex(fn, param + 1, LLVMCreateEnumAttribute(g->ctx, kind, value));
-}
-
-void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value)
-{
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(g->ctx, key, strlen(key), value, strlen(value)));
-}
-
-/* Every function we define: no exceptions, tuned for the target machine. */
-static void set_common_attrs(Gen *g, LLVMValueRef fn)
-{
-    kj_codegen_add_fn_attr(g, fn, "nounwind");
-    if (g->cpu_name && *g->cpu_name)
-        kj_codegen_add_string_attr(g, fn, "target-cpu", g->cpu_name);
-    if (g->cpu_features && *g->cpu_features)
-        kj_codegen_add_string_attr(g, fn, "target-features", g->cpu_features);
-    g->target->function_attrs(g, fn);
-}
 
 /* ============================================================ blocks */
 
@@ -120,15 +78,6 @@ static void push_loop(Gen *g, LLVMBasicBlockRef break_bb, LLVMBasicBlockRef cont
         g->loop_depth--; /* the caller's pop keeps the count balanced */
     }
     g->loops[++g->loop_depth - 1] = (LoopTargets){break_bb, continue_bb};
-}
-
-LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
-{
-    LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
-    LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
-    LLVMValueRef slot = LLVMBuildAlloca(ab, t, name);
-    LLVMDisposeBuilder(ab);
-    return slot;
 }
 
 /* Whether a loop body leaves early or holds another loop: such loops are not
@@ -475,16 +424,6 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
 
 /* ============================================================ functions */
 
-/* How many LLVM arguments the impl of fn takes (an upper bound is enough):
- * 8 for the target's hidden parameters and checked mode's two. */
-int kj_codegen_impl_arg_capacity(const KjIrFunction *fn)
-{
-    int n = 10;
-    for (int i = 0; i < fn->param_count; i++)
-        n += is_array(fn->params[i]->type) ? 1 + 2 * fn->params[i]->type->ndim : 1;
-    return n;
-}
-
 /* The impl's parameters: each IR parameter (an array as data, shape[ndim],
  * strides[ndim]), then the target's hidden ones (cpu kernels: ctx and
  * threadIdx.x/y/z; cpu vectorized kernels: the [begin, end) range). */
@@ -511,94 +450,6 @@ static LLVMTypeRef impl_type(Gen *g, const KjIrFunction *fn)
     return type;
 }
 
-FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn)
-{
-    for (int i = 0; i < g->fn_count; i++)
-        if (g->fns[i].ir == fn)
-            return &g->fns[i];
-    kj_die("function %s was not declared", fn->symbol);
-}
-
-/* ============================================================ line info */
-
-/* The DIFile of a source, made on first use. */
-static LLVMMetadataRef debug_file(Gen *g, const KjSource *src)
-{
-    for (int i = 0; i < g->di_file_count; i++)
-        if (g->di_sources[i] == src)
-            return g->di_files[i];
-    const char *path = src && src->path ? src->path : "<source>";
-    const char *slash = strrchr(path, '/');
-    const char *name = slash ? slash + 1 : path;
-    /* an absolute folder, so a debugger finds the file from anywhere */
-    char dir[4096] = ".", cwd[3072];
-    bool relative = path[0] != '/' && getcwd(cwd, sizeof cwd);
-    if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else if (slash && relative)
-        snprintf(dir, sizeof dir, "%s/%.*s", cwd, (int)(slash - path), path);
-    else if (slash)
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    else if (relative)
-        snprintf(dir, sizeof dir, "%s", cwd);
-    LLVMMetadataRef file = LLVMDIBuilderCreateFile(g->di, name, strlen(name), dir, strlen(dir));
-    if (g->di_file_count < (int)(sizeof g->di_files / sizeof g->di_files[0])) {
-        g->di_sources[g->di_file_count] = src;
-        g->di_files[g->di_file_count++] = file;
-    }
-    return file;
-}
-
-/* The compile unit, in the main file (the first root's), and the module
- * flags that make LLVM emit what it describes. */
-static void debug_begin(Gen *g, const KjSource *main_source)
-{
-    if (!g->options->line_info)
-        return;
-    g->di = LLVMCreateDIBuilder(g->mod);
-    LLVMMetadataRef file = debug_file(g, main_source);
-    g->di_unit = LLVMDIBuilderCreateCompileUnit(
-        g->di, LLVMDWARFSourceLanguageC, file, "kjit", 4, g->options->opt_level > 0, "", 0, 0, "",
-        0, g->target->line_info_kind, 0, 0, 0, "", 0, "", 0);
-    LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "Debug Info Version", 18,
-                      LLVMValueAsMetadata(LLVMConstInt(g->t_i32, LLVMDebugMetadataVersion(), 0)));
-    LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "Dwarf Version", 13,
-                      LLVMValueAsMetadata(LLVMConstInt(g->t_i32, 4, 0)));
-}
-
-static void debug_end(Gen *g)
-{
-    if (!g->di)
-        return;
-    LLVMDIBuilderFinalize(g->di);
-    LLVMDisposeDIBuilder(g->di);
-    g->di = NULL;
-}
-
-void kj_codegen_debug_function(Gen *g, LLVMValueRef fn, const char *name, KjLoc loc)
-{
-    if (!g->di)
-        return;
-    LLVMMetadataRef file = debug_file(g, loc.src);
-    LLVMMetadataRef type = LLVMDIBuilderCreateSubroutineType(g->di, file, NULL, 0, LLVMDIFlagZero);
-    size_t len;
-    const char *linkage = LLVMGetValueName2(fn, &len);
-    unsigned line = loc.line > 0 ? (unsigned)loc.line : 1;
-    g->di_scope = LLVMDIBuilderCreateFunction(g->di, file, name, strlen(name), linkage, len, file,
-                                              line, type, LLVMGetLinkage(fn) == LLVMInternalLinkage,
-                                              1, line, LLVMDIFlagZero, g->options->opt_level > 0);
-    LLVMSetSubprogram(fn, g->di_scope);
-    kj_codegen_debug_loc(g, loc);
-}
-
-void kj_codegen_debug_loc(Gen *g, KjLoc loc)
-{
-    if (!g->di || !g->di_scope)
-        return;
-    unsigned line = loc.line > 0 ? (unsigned)loc.line : 0, col = loc.col > 0 ? (unsigned)loc.col : 0;
-    LLVMSetCurrentDebugLocation2(g->b, LLVMDIBuilderCreateDebugLocation(g->ctx, line, col, g->di_scope, NULL));
-}
-
 static void declare_impl(Gen *g, KjIrFunction *fn)
 {
     FnInfo *info = &g->fns[g->fn_count++];
@@ -608,7 +459,7 @@ static void declare_impl(Gen *g, KjIrFunction *fn)
     snprintf(name, sizeof name, "%s__impl", fn->symbol);
     info->impl = LLVMAddFunction(g->mod, name, info->impl_type);
     LLVMSetLinkage(info->impl, LLVMInternalLinkage);
-    set_common_attrs(g, info->impl);
+    kj_codegen_set_common_attrs(g, info->impl);
     /* Scalar bodies of vectorized functions and kernel bodies are inlined into
      * their loops and entry points; that is what lets the loop vectoriser see
      * the whole element computation.  Plain functions are left to the inliner. */
@@ -712,68 +563,6 @@ static void define_impl(Gen *g, FnInfo *info)
     g->slots = NULL;
 }
 
-/* ============================================================ entry points */
-
-/* What the targets' entry points (target_cpu.c, target_cuda.c) are built from. */
-
-/* The contiguous array parameters of a root's code (KjCodegenOptions): only
- * kernels are specialised; the vectorize pass has layouts of its own. */
-uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn)
-{
-    if (fn->kind == KJ_IR_FN_VEC_KERNEL && fn->contiguous)
-        return UINT32_MAX;
-    return fn->kind == KJ_IR_FN_KERNEL ? g->options->contiguous_params : 0;
-}
-
-/* An array's fields read from its KjArrayDesc.  For an array the runtime
- * promises to be C-contiguous the strides are computed from the shape instead
- * (1, then running products of the extents): the impl, inlined here, then
- * indexes its last dimension with no multiply, and LLVM sees unit stride. */
-void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,
-                                const KjType *type, bool contiguous, ArrayVal *out)
-{
-    out->ndim = type->ndim;
-    out->elem = type->elem;
-    LLVMValueRef p = LLVMBuildStructGEP2(g->b, desc_type, desc_ptr, 0, "");
-    out->data = LLVMBuildLoad2(g->b, g->t_ptr, p, "data");
-    for (int k = 0; k < type->ndim; k++) {
-        LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 1), const_i32(g, k)};
-        out->shape[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, desc_type, desc_ptr, idx, 3, ""), "shape");
-        if (contiguous)
-            continue;
-        idx[1] = const_i32(g, 2);
-        out->strides[k] = LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildInBoundsGEP2(g->b, desc_type, desc_ptr, idx, 3, ""), "stride");
-    }
-    if (contiguous && type->ndim > 0) {
-        out->strides[type->ndim - 1] = const_i64(g, 1);
-        for (int k = type->ndim - 2; k >= 0; k--)
-            out->strides[k] = LLVMBuildNSWMul(g->b, out->strides[k + 1], out->shape[k + 1], "stride");
-    }
-}
-
-/* An entry point of root fn: its variant's symbol, then suffix. */
-LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *suffix, LLVMTypeRef type)
-{
-    char symbol[480], name[512];
-    kj_kernel_variant_symbol(fn, kj_codegen_root_contiguous(g, fn), symbol, sizeof symbol);
-    snprintf(name, sizeof name, "%s%s", symbol, suffix);
-    LLVMValueRef entry = LLVMAddFunction(g->mod, name, type);
-    set_common_attrs(g, entry);
-    g->llfn = entry;
-    LLVMPositionBuilderAtEnd(g->b, new_block(g, "entry"));
-    /* the entry's own code (and the impl inlined into it) at the function's line */
-    kj_codegen_debug_function(g, entry, fn->name, fn->loc);
-    return entry;
-}
-
-/* Whether a kernel root runs its blocks through its split form here: a
- * target with thread loops, the option on, and not in checked mode (whose
- * failure path names one thread). */
-bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
-{
-    return fn->split && g->target->thread_loops && g->options->cpu_simd && !g->options->checks;
-}
-
 /* ============================================================ reachability */
 
 static void mark_expr(KjIrFunction **seen, int *count, int cap, KjIrExpr *e);
@@ -844,14 +633,14 @@ static void init_types(Gen *g)
                                                        g->t_ptr, g->t_ptr, g->t_i64}, 10, 0);
 }
 
-LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef machine, KjIrModule *module,
+LLVMModuleRef kj_codegen_module(const KjTarget *target, LLVMContextRef context, LLVMTargetMachineRef machine, KjIrModule *module,
                                 KjIrFunction **roots, int root_count, const KjCodegenOptions *options,
                                 char **error)
 {
     Gen gen = {0}, *g = &gen;
     g->ctx = context;
     g->options = options;
-    g->target = kj_target_for(options->target);
+    g->target = target;
     g->mod = LLVMModuleCreateWithNameInContext("kjit", context);
     g->b = LLVMCreateBuilderInContext(context);
     init_types(g);
@@ -868,7 +657,7 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
     if (g->target->setup_module)
         g->target->setup_module(g, triple);
 
-    debug_begin(g, root_count > 0 ? roots[0]->loc.src : NULL);
+    kj_codegen_debug_begin(g, root_count > 0 ? roots[0]->loc.src : NULL);
     int cap = module->functions.count + root_count + 1;
     KjIrFunction **reach = kj_xcalloc((size_t)cap, sizeof *reach);
     int reach_count = 0;
@@ -893,7 +682,7 @@ LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef mac
         LLVMSetInitializer(used, LLVMConstArray2(g->t_ptr, g->used, (uint64_t)g->used_count));
     }
     free(g->used);
-    debug_end(g);
+    kj_codegen_debug_end(g);
 
     if (!g->error && options->verify) {
         char *message = NULL;

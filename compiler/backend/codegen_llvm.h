@@ -16,11 +16,19 @@
 #include "kjit_backend.h"
 
 /* Builds an LLVM module for `roots` and their callees, with the entry points
- * that kjit_runtime.h lists for the target.  The module gets the target's
+ * that kjit_runtime.h lists for the target, which hands itself down (the
+ * shared lowering reaches the target only through its hooks).  The module gets the target's
  * triple and data layout from `machine`.  NULL and *error on failure. */
-LLVMModuleRef kj_codegen_module(LLVMContextRef context, LLVMTargetMachineRef machine,
-                                KjIrModule *module, KjIrFunction **roots, int root_count,
+typedef struct KjTarget KjTarget;
+LLVMModuleRef kj_codegen_module(const KjTarget *target, LLVMContextRef context,
+                                LLVMTargetMachineRef machine, KjIrModule *module,
+                                KjIrFunction **roots, int root_count,
                                 const KjCodegenOptions *options, char **error);
+
+/* ptx.c: IR -> PTX with the lowering of `cuda`, the cuda target, which
+ * hands itself down (target_cuda.c's kj_ptx_generate, kjit_backend.h). */
+char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots, int root_count,
+                  const KjCodegenOptions *options, char **error);
 
 /* Runs the new pass manager's pipeline (default<O3> at opt_level 3) on `mod`. */
 bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level,
@@ -29,9 +37,11 @@ bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int op
  * optimiser speculated turned back into branches (after optimisation). */
 void kj_ptx_branch_selects(LLVMModuleRef mod);
 
-/* cpu_jit.c: a target machine for the host (its CPU and features), LLVM's
- * native target initialised first.  NULL and *error when there is none. */
+/* cpu_host.c: a target machine for the host (its CPU and features), LLVM's
+ * native target initialised first.  NULL and *error when there is none.
+ * kj_cpu_host_ready: that native target, set up once. */
 LLVMTargetMachineRef kj_cpu_host_machine(char **error);
+bool kj_cpu_host_ready(char **error);
 
 /* ============================================================ lowering internals */
 
@@ -89,6 +99,11 @@ typedef struct KjTarget {
      * does not emit. */
     char *(*emit)(KjIrModule *module, KjIrFunction **roots, int root_count,
                   const KjCodegenOptions *options, KjEmitKind kind, size_t *size, char **error);
+    /* The kinds emit makes: bit k for KjEmitKind k, and the same in words
+     * ("llvm or ptx"), for the message that refuses another
+     * (kj_codegen_emit_refusal). */
+    unsigned emit_kinds;
+    const char *emit_words;
 
     /* ---- the module */
     /* Once the module has the machine's triple and data layout, what the
@@ -235,17 +250,18 @@ struct Gen {
     LLVMBasicBlockRef cancel_bail_bb;
 };
 
-/* codegen_llvm.c */
+/* codegen_gen.c: below every other lowering file */
 
 /* Records the first error of the lowering; fmt has one %s for arg. */
 void kj_codegen_error(Gen *g, const char *fmt, const char *arg);
 void kj_codegen_add_fn_attr(Gen *g, LLVMValueRef fn, const char *name);
 void kj_codegen_add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const char *name, uint64_t value);
 void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value);
+/* Every function defined: no exceptions, tuned for the target machine, and
+ * the target's own attributes. */
+void kj_codegen_set_common_attrs(Gen *g, LLVMValueRef fn);
 /* An alloca at the end of the entry block, where mem2reg looks for them. */
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name);
-/* A constant NUL-terminated string's address (a generic pointer). */
-LLVMValueRef kj_codegen_string(Gen *g, const char *text);
 /* The impl of an IR function the module declared (dies if it was not). */
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
 /* How many LLVM arguments the impl of fn takes (an upper bound). */
@@ -256,10 +272,18 @@ int kj_codegen_impl_arg_capacity(const KjIrFunction *fn);
 void kj_codegen_debug_function(Gen *g, LLVMValueRef fn, const char *name, KjLoc loc);
 /* line_info: instructions built from now on carry loc (no-op without). */
 void kj_codegen_debug_loc(Gen *g, KjLoc loc);
+/* line_info: the compile unit and module flags, before any function; the
+ * builder finalised, after the last. */
+void kj_codegen_debug_begin(Gen *g, const KjSource *main_source);
+void kj_codegen_debug_end(Gen *g);
 /* The contiguous array parameters of a root's code, a mask (see
  * KjCodegenOptions.contiguous_params). */
 uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn);
+/* Whether a kernel root runs through its split form here: it has one and
+ * the target policy says so (kj_target_splits_barriers, the one body of
+ * kj_codegen_splits_barriers). */
 bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn);
+bool kj_target_splits_barriers(const KjTarget *target, const KjCodegenOptions *options);
 /* An array's fields read from a KjArrayDesc (or from its {data, shape}
  * prefix, desc_type saying which), strides computed when contiguous. */
 void kj_codegen_array_from_desc(Gen *g, LLVMValueRef desc_ptr, LLVMTypeRef desc_type,
@@ -310,6 +334,9 @@ bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s);
 bool kj_codegen_cancel_may_stop(Gen *g, const KjIrFunction *fn);
 
 /* codegen_expr.c */
+
+/* A constant NUL-terminated string's address (a generic pointer). */
+LLVMValueRef kj_codegen_string(Gen *g, const char *text);
 
 /* The value of a scalar expression (NULL for void ones such as syncthreads()). */
 LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e);
@@ -436,6 +463,17 @@ static inline LLVMValueRef const_i64(Gen *g, int64_t v) { return LLVMConstInt(g-
 static inline LLVMValueRef const_i32(Gen *g, int32_t v) { return LLVMConstInt(g->t_i32, (uint64_t)(int64_t)v, 1); }
 
 static inline LLVMValueRef zero_of(Gen *g, const KjType *type) { return LLVMConstNull(llty(g, type)); }
+
+/* A complex value {re, im} of LLVM type ct, and its parts. */
+static inline LLVMValueRef make_complex(Gen *g, LLVMTypeRef ct, LLVMValueRef re, LLVMValueRef im)
+{
+    LLVMValueRef v = LLVMGetUndef(ct);
+    v = LLVMBuildInsertValue(g->b, v, re, 0, "");
+    return LLVMBuildInsertValue(g->b, v, im, 1, "");
+}
+
+static inline LLVMValueRef re_of(Gen *g, LLVMValueRef z) { return LLVMBuildExtractValue(g->b, z, 0, "re"); }
+static inline LLVMValueRef im_of(Gen *g, LLVMValueRef z) { return LLVMBuildExtractValue(g->b, z, 1, "im"); }
 
 static inline LLVMBasicBlockRef new_block(Gen *g, const char *name)
 {

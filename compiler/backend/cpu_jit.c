@@ -1,7 +1,8 @@
 /*
- * cpu_jit.c: native code for the host through LLVM ORC (LLJIT): LLVM's
- * native target set up once, the host's target machine, and object files
- * linked and run.
+ * cpu_jit.c: native code for the host through LLVM ORC (LLJIT): object
+ * files compiled (through the cpu target) and linked and run.  The host
+ * itself (LLVM's native target, its CPU and features, its target machine)
+ * is cpu_host.c's, below the cpu target.
  *
  * Code for the host is made in two steps: the IR of the roots and their
  * callees, lowered by codegen_llvm.c for the cpu target (target_cpu.c) and
@@ -32,105 +33,12 @@ struct KjCpuCode {
     size_t object_size; /* of the object being linked: sizes ObjectMemory */
 };
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static bool native_ready;
-static char *host_description;
-static char *host_features; /* the host's LLVM features, and KJIT_CPU_FEATURES */
-static char llvm_version[32];
-
-static void init_llvm(void)
-{
-    native_ready = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
-    LLVMInitializeNativeAsmParser();
-    unsigned major, minor, patch;
-    LLVMGetVersion(&major, &minor, &patch);
-    snprintf(llvm_version, sizeof llvm_version, "%u.%u.%u", major, minor, patch);
-    /* The vector variants the code generator names live in libmvec; without
-     * it loaded the loops still work only if nothing was vectorised, so load
-     * it for the process (it ships with glibc). */
-    dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
-
-    char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
-    /* KJIT_CPU_FEATURES adds LLVM features (as llc's -mattr) to the host's:
-     * "+prefer-no-gather,+prefer-no-scatter" makes gathers and scatters one
-     * load or store a lane, for comparisons where the hardware's are slow. */
-    const char *extra = getenv("KJIT_CPU_FEATURES");
-    size_t extra_len = extra ? strlen(extra) : 0;
-    host_features = kj_xmalloc(strlen(features) + extra_len + 2);
-    sprintf(host_features, "%s%s%s", features, extra_len ? "," : "", extra_len ? extra : "");
-    LLVMDisposeMessage(features);
-    features = host_features;
-    /* Only the enabled features: the string is for people and for cache keys. */
-    size_t cap = strlen(cpu) + strlen(features) + 4;
-    host_description = kj_xmalloc(cap);
-    size_t len = (size_t)snprintf(host_description, cap, "%s ", cpu);
-    const char *p = features;
-    bool first = true;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        if (n > 0 && p[0] == '+') {
-            len += (size_t)snprintf(host_description + len, cap - len, "%s%.*s", first ? "" : ",", (int)n, p);
-            first = false;
-        }
-        p += n + (comma ? 1 : 0);
-    }
-    LLVMDisposeMessage(cpu);
-}
-
-static bool ensure_llvm(char **error)
-{
-    pthread_once(&init_once, init_llvm);
-    if (!native_ready && error)
-        *error = kj_xstrdup("LLVM has no code generator for this host");
-    return native_ready;
-}
-
-const char *kj_llvm_version(void)
-{
-    pthread_once(&init_once, init_llvm);
-    return llvm_version;
-}
-
-const char *kj_host_cpu_description(void)
-{
-    pthread_once(&init_once, init_llvm);
-    return host_description;
-}
-
 static char *take_error(LLVMErrorRef err)
 {
     char *msg = LLVMGetErrorMessage(err);
     char *copy = kj_xstrdup(msg);
     LLVMDisposeErrorMessage(msg);
     return copy;
-}
-
-/* A target machine for the host: its CPU, its features, full optimisation. */
-LLVMTargetMachineRef kj_cpu_host_machine(char **error)
-{
-    if (!ensure_llvm(error))
-        return NULL;
-    char *triple = LLVMGetDefaultTargetTriple();
-    char *normal = LLVMNormalizeTargetTriple(triple);
-    LLVMTargetRef target;
-    char *message = NULL;
-    LLVMTargetMachineRef tm = NULL;
-    if (LLVMGetTargetFromTriple(normal, &target, &message)) {
-        if (error)
-            *error = kj_xstrdup(message ? message : "no LLVM target for the host");
-    } else {
-        char *cpu = LLVMGetHostCPUName();
-        tm = LLVMCreateTargetMachine(target, normal, cpu, host_features, LLVMCodeGenLevelAggressive,
-                                     LLVMRelocPIC, LLVMCodeModelSmall);
-        LLVMDisposeMessage(cpu);
-        if (!tm && error)
-            *error = kj_xstrdup("LLVM could not create a target machine for the host");
-    }
-    LLVMDisposeMessage(message);
-    LLVMDisposeMessage(triple);
-    LLVMDisposeMessage(normal);
-    return tm;
 }
 
 /* The host's object file for `roots`: what the cache stores for the cpu targets. */
@@ -294,7 +202,7 @@ static LLVMOrcObjectLayerRef debuggable_object_layer(void *ctx, LLVMOrcExecution
 
 KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error)
 {
-    if (!ensure_llvm(error))
+    if (!kj_cpu_host_ready(error))
         return NULL;
     bool line_tables = memmem(object, size, ".debug_line", 11) != NULL;
     if (line_tables && 2 * size + ((size_t)1 << 20) > MAX_PART_BYTES) {

@@ -199,13 +199,32 @@ typedef struct KjCodegenOptions {
      * in every function of the code, and the kernel's only entry is the
      * __block of its split form as kj_split_specialise makes it for these
      * dims (the root passed is that function's result).  Part of the cache
-     * key (runtime/target_cpu.c). */
+     * key (runtime/runtime_cpu.c). */
     uint32_t block_dims[3];
     /* Cancellation polls (above, "Cancellation") at loop back edges, after
      * calls, and between a split kernel's regions and blocks.  Part of the
      * cache key. */
     bool cancel;
 } KjCodegenOptions;
+
+/*
+ * Target policy, answered in one place (target.c) from the target that
+ * options->target names; the runtime, kjit_stage_file and the lowering ask.
+ *
+ * kj_codegen_splits_barriers: whether a kernel with barriers runs through
+ * its split form (barrier_split.c), which the pipeline then makes
+ * (KjPipelineRoot.split_barriers) and may specialise for a launch's block
+ * dims (KjPipelineRoot.block, KjCodegenOptions.block_dims): on a target
+ * whose threads are loops of the host (KjTarget.thread_loops), with
+ * cpu_simd on and checks off (a failed check names one thread).  Only
+ * target, cpu_simd and checks are read.
+ *
+ * kj_codegen_emit_refusal: NULL when the target emits `kind`; else a heap
+ * message for the user who asked for it, naming what the target emits and
+ * which target emits `kind`.
+ */
+bool kj_codegen_splits_barriers(const KjCodegenOptions *options);
+char *kj_codegen_emit_refusal(KjCodegenTarget target, KjEmitKind kind);
 
 /* Whether cpu_simd is on by default: unless KJIT_CPU_SIMD is 0 (target.c). */
 bool kj_codegen_cpu_simd_default(void);
@@ -251,7 +270,8 @@ const char *kj_find_libdevice(char **error);
 /* ================================================================ ptx.c */
 
 /* IR -> PTX: the shared LLVM lowering for nvptx64-nvidia-cuda, libdevice linked
- * (only what is used kept), NVVM reflect settled, optimised, emitted. */
+ * (only what is used kept), NVVM reflect settled, optimised, emitted
+ * (ptx.c's kj_ptx_emit, called with the cuda target by target_cuda.c). */
 char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
                       const KjCodegenOptions *options, char **error);
 

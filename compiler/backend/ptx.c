@@ -233,8 +233,8 @@ static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
 
 /* ============================================================== generate */
 
-char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
-                      const KjCodegenOptions *options, char **error)
+char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots, int root_count,
+                  const KjCodegenOptions *options, char **error)
 {
     *error = NULL;
     const char *arch = choose_arch(options->cuda_arch, error);
@@ -265,7 +265,8 @@ char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
     LLVMContextRef context = LLVMContextCreate();
     char *ptx = NULL;
     LLVMModuleRef mod =
-        kj_codegen_module(context, machine, module, roots, root_count, options, error);
+        kj_codegen_module(cuda, context, machine, module, roots, root_count, options,
+                          error);
     if (!mod)
         goto done;
     if (!kj_libdevice_link_lazy(mod, machine, libdevice_path, error))

@@ -758,7 +758,7 @@ static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachine
                                        KjIrFunction **roots, int root_count,
                                        const KjCodegenOptions *options, char **error)
 {
-    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, options, error);
+    LLVMModuleRef mod = kj_codegen_module(&kj_target_cpu, context, tm, module, roots, root_count, options, error);
     if (!mod)
         return NULL;
     if (!kj_codegen_optimize(mod, tm, options->opt_level, error)) {
@@ -863,6 +863,8 @@ static void cpu_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int cou
 const KjTarget kj_target_cpu = {
     .name = "cpu",
     .emit = cpu_emit,
+    .emit_kinds = 1u << KJ_EMIT_LLVM | 1u << KJ_EMIT_ASM | 1u << KJ_EMIT_OBJ,
+    .emit_words = "llvm, asm or obj",
     .setup_module = cpu_setup_module,
     .function_attrs = cpu_function_attrs,
     .hidden_params = cpu_hidden_params,

@@ -371,7 +371,7 @@ static char *emit_cuda_llvm(KjIrModule *module, KjIrFunction **roots, int root_c
         target, "nvptx64-nvidia-cuda", options->cuda_arch ? options->cuda_arch : "sm_90", "+ptx85",
         LLVMCodeGenLevelAggressive, LLVMRelocDefault, LLVMCodeModelDefault);
     LLVMContextRef context = LLVMContextCreate();
-    LLVMModuleRef mod = kj_codegen_module(context, tm, module, roots, root_count, options, error);
+    LLVMModuleRef mod = kj_codegen_module(&kj_target_cuda, context, tm, module, roots, root_count, options, error);
     char *result = NULL;
     if (mod && kj_codegen_optimize(mod, tm, options->opt_level, error)) {
         char *text = LLVMPrintModuleToString(mod);
@@ -435,6 +435,8 @@ static void cuda_print(Gen *g, LLVMValueRef format, LLVMValueRef *values, int co
 const KjTarget kj_target_cuda = {
     .name = "cuda",
     .emit = cuda_emit,
+    .emit_kinds = 1u << KJ_EMIT_LLVM | 1u << KJ_EMIT_PTX,
+    .emit_words = "llvm or ptx",
     .setup_module = NULL,
     .function_attrs = cuda_function_attrs,
     .hidden_params = NULL,
@@ -461,3 +463,10 @@ const KjTarget kj_target_cuda = {
     .print = cuda_print,
     .string_address_space = 1,
 };
+
+/* IR -> PTX (kjit_backend.h): ptx.c's emission with this target's lowering. */
+char *kj_ptx_generate(KjIrModule *module, KjIrFunction **roots, int root_count,
+                      const KjCodegenOptions *options, char **error)
+{
+    return kj_ptx_emit(&kj_target_cuda, module, roots, root_count, options, error);
+}

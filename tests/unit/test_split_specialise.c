@@ -1,7 +1,7 @@
 /* test_split_specialise.c: kernels with barriers on the cpu targets run code
  * compiled for their launch's block dims (split_specialise.c: blockDim a
  * constant, the loops between barriers unrolled where their trip counts
- * become constant; runtime/target_cpu.c keeps one such __block per shape).
+ * become constant; runtime/runtime_cpu.c keeps one such __block per shape).
  * Each kernel is launched with block shapes of 1, 2 and 3 dimensions, sizes
  * that are no multiple of the SIMD width, 1 thread and 1024, on fresh
  * random inputs, and must give the bits of the code for any shape

@@ -1,5 +1,5 @@
 /*
- * target_cpu.c: the cpu and parallel runtime targets, which run code on the
+ * runtime_cpu.c: the cpu and parallel runtime targets, which run code on the
  * host and differ only in the thread pool (parallel opens one; cpu runs
  * everything on the calling thread).  Plain functions of every context run
  * here too (kj_runtime_for).
@@ -299,6 +299,13 @@ static const KjShapeCode *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
     return fresh;
 }
 
+/* A diagnostic sink that keeps the text (the pipeline reports an internal
+ * error through it). */
+static void collect_text(void *user, KjSeverity severity, const char *formatted)
+{
+    kj_buf_printf(user, "%s", formatted);
+}
+
 /* The split form's __block for blocks of `dims`, from the cache or compiled
  * now (under the context's lock, as all code generation from a module's IR
  * is).  NULL with *error set when it cannot be made (a compiler bug). */
@@ -320,20 +327,25 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         free(object);
         object = NULL;
     }
+    /* the pass list's stage for a launch shape (pipeline.c): the split form
+     * specialised for dims, and verified with KJIT_VERIFY */
     KjArena arena = {0};
-    KjIrFunction *root = kj_split_specialise(&arena, compiled->root, dims);
-    char *why = NULL;
-    if (root && kj_pipeline_verify_default() && !kj_ir_verify_function(module->ir, root->split, &why)) {
-        KjBuf message = {0};
-        kj_buf_printf(&message, "internal error: the split form for blocks of %u x %u x %u does not verify: %s",
-                      (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2], why);
-        *error = message.data;
-        free(why);
+    KjBuf failures = {0};
+    KjDiag diag = {.sink = collect_text, .user = &failures};
+    KjPipelineRoot shaped = {.fn = compiled->root, .split_barriers = true,
+                             .block = {dims[0], dims[1], dims[2]}};
+    KjPipeline pipeline = {.arena = &arena, .diag = &diag, .module = module->ir, .roots = &shaped,
+                           .root_count = 1, .stop = KJ_STAGE_ROOTS,
+                           .verify = kj_pipeline_verify_default()};
+    if (!kj_pipeline_run(&pipeline)) {
+        *error = failures.data ? failures.data : kj_xstrdup("internal error");
         kj_arena_free(&arena);
         kj_cpu_code_free(code);
         kj_cache_key_free(&key);
         return NULL;
     }
+    kj_buf_free(&failures);
+    KjIrFunction *root = shaped.root->split ? shaped.root : NULL;
     bool shared_written = root && kj_split_writes_shared(root, dims);
     if (!block) {
         kj_cpu_code_free(code);
@@ -533,6 +545,7 @@ static void cpu_event_destroy(kjit_event *event)
  * and launch spread work across (a NULL pool keeps it on the caller). */
 #define KJ_HOST_TARGET_FUNCTIONS                \
     .device_memory_on_host = true,              \
+    .codegen = KJ_CODEGEN_CPU,                  \
     .close = cpu_close,                         \
     .generate = cpu_generate,                   \
     .release = cpu_release,                     \

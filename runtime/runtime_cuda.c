@@ -1,5 +1,5 @@
 /*
- * target_cuda.c: the cuda runtime target, on top of cuda.c (one device
+ * runtime_cuda.c: the cuda runtime target, on top of cuda.c (one device
  * through the driver API).
  *
  * generate makes a loaded module from the cheapest thing the caches hold: a
@@ -427,6 +427,7 @@ static void cuda_event_destroy(kjit_event *event)
 const KjRuntimeTarget kj_runtime_cuda = {
     .name = "cuda",
     .device_memory_on_host = false,
+    .codegen = KJ_CODEGEN_CUDA,
     .open = cuda_open,
     .close = cuda_close,
     .generate = cuda_generate,

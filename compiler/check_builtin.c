@@ -1,15 +1,16 @@
 /*
- * check_call.c: the type rules of calls, for the checker (check_expr.c
- * dispatches to them).
+ * check_builtin.c: the type rules of the built-in calls, for check_expr.c.
  *
- * A call names a type (a cast), a math function, an atomic, a built-in of
- * KJ_CALL_BUILTINS (whose rules, complex, len, conj, arg, polar, mulhi, grid
- * and syncthreads, are here; print and the execution-model built-ins have
- * files of their own) or a user function, which is checked first if it has
- * not been (kj_check_function).  The tables of built-in names are here too,
- * for the names user functions may not take.
+ * A call names a type (a cast), a math function, an atomic or a built-in of
+ * KJ_CALL_BUILTINS, whose table (name, argument counts, where it may stand,
+ * how its arguments are checked, its rule) is here; print and the
+ * execution-model built-ins have files of their own below this one.  Every
+ * rule receives its arguments checked (check_expr.c checks them as the
+ * table's KjCheckArgs says) and builds the IR the back end lowers; none
+ * checks an expression itself, so the recursion of expressions stays in
+ * check_expr.c.
  */
-#include "kjit_compiler.h"
+#include "checker.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -17,184 +18,17 @@
 
 /* ============================================================== built-ins */
 
-static const char *const kernel_names[] = {
-#define X(name) name,
-    KJ_REGISTER_GROUPS(X)
-#undef X
-};
-
-static const char *const atomic_names[KJ_ATOMIC_COUNT] = {
-#define X(id, name, elements) name,
-    KJ_ATOMIC_OPS(X)
-#undef X
-};
-
 static const KjAtomicElements atomic_elements[KJ_ATOMIC_COUNT] = {
 #define X(id, name, elements) elements,
     KJ_ATOMIC_OPS(X)
 #undef X
 };
 
-typedef struct Builtin {
-    const char *name;
-    int min_args, max_args;
-    KjBuiltinWhere where;
-    KjIrExpr *(*rule)(KjChecker *c, KjNode *n); /* NULL: never called as an expression */
-} Builtin;
-
-static KjIrExpr *check_complex(KjChecker *c, KjNode *n);
-static KjIrExpr *check_len(KjChecker *c, KjNode *n);
-static KjIrExpr *check_conj(KjChecker *c, KjNode *n);
-static KjIrExpr *check_arg(KjChecker *c, KjNode *n);
-static KjIrExpr *check_polar(KjChecker *c, KjNode *n);
-static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n);
-static KjIrExpr *check_grid(KjChecker *c, KjNode *n);
-static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n);
-
-static const Builtin call_builtins[] = {
-#define X(id, name, min_args, max_args, where, rule) {name, min_args, max_args, where, rule},
-    KJ_CALL_BUILTINS(X)
-#undef X
-};
-
-static const char *const constant_names[] = {
-#define X(id, name, value) name,
-    KJ_CONSTANT_BUILTINS(X)
-#undef X
-};
-
-static const Builtin *builtin_lookup(const char *name)
-{
-    for (size_t i = 0; i < sizeof call_builtins / sizeof *call_builtins; i++)
-        if (strcmp(call_builtins[i].name, name) == 0)
-            return &call_builtins[i];
-    return NULL;
-}
-
-static int constant_lookup(const char *name)
-{
-    for (size_t i = 0; i < sizeof constant_names / sizeof *constant_names; i++)
-        if (strcmp(constant_names[i], name) == 0)
-            return (int)i;
-    return -1;
-}
-
-/* The value of the built-in constant `name` (pi, e, inf, nan); false if it is none. */
-bool kj_check_builtin_constant(const char *name, double *value)
-{
-    static const double constant_values[] = {
-#define X(id, name, value) value,
-        KJ_CONSTANT_BUILTINS(X)
-#undef X
-    };
-    int constant = constant_lookup(name);
-    if (constant < 0)
-        return false;
-    *value = constant_values[constant];
-    return true;
-}
-
-/* The index of the register group `name` in KJ_REGISTER_GROUPS, or -1. */
-int kj_check_register_group(const char *name)
-{
-    for (size_t i = 0; i < sizeof kernel_names / sizeof *kernel_names; i++)
-        if (strcmp(kernel_names[i], name) == 0)
-            return (int)i;
-    return -1;
-}
-
-static int math_lookup(const char *name)
-{
-    for (int i = 0; i < KJ_MATH_COUNT; i++)
-        if (strcmp(kj_math_names[i], name) == 0)
-            return i;
-    return -1;
-}
-
-static int atomic_lookup(const char *name)
-{
-    for (int i = 0; i < KJ_ATOMIC_COUNT; i++)
-        if (strcmp(atomic_names[i], name) == 0)
-            return i;
-    return -1;
-}
-
-/* Names a user function may not take. */
-bool kj_check_is_builtin_name(const char *name)
-{
-    return builtin_lookup(name) || constant_lookup(name) >= 0 ||
-           kj_check_register_group(name) >= 0 || math_lookup(name) >= 0 ||
-           atomic_lookup(name) >= 0 || kj_type_from_name(name, strlen(name)) != NULL ||
-           kj_check_is_kernel_constant(name);
-}
-
-static bool in_kernel(KjChecker *c)
-{
-    return c->cur && c->cur->ir->kind == KJ_IR_FN_KERNEL;
-}
-
-/* A kernel built-in is allowed in kernels, and in plain functions, which it
- * makes device functions (check.c's kj_check_device_use). */
-bool kj_check_require_kernel(KjChecker *c, KjLoc loc, const char *what)
-{
-    if (in_kernel(c))
-        return true;
-    if (c->cur && c->cur->info->decl->kind == KJ_FN_GUVECTORIZE) {
-        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
-                 "call; '%s' is @guvectorize", what, c->cur->ir->name);
-        return false;
-    }
-    if (c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
-        kj_check_device_use(c, what, loc);
-        return true;
-    }
-    if (c->cur && c->cur->ir->kind == KJ_IR_FN_SCALAR)
-        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
-                 "call; '%s' is @vectorize", what, c->cur->ir->name);
-    else
-        kj_error(c->diag, loc, "%s is only available in kernels and the plain functions they "
-                 "call", what);
-    return false;
-}
-
 /* ==================================================================== calls */
 
-bool kj_check_arg_count_is(KjChecker *c, KjNode *n, const char *name, int low, int high)
+/* T(x): the argument count is checked, and x. */
+KjIrExpr *kj_check_cast(KjChecker *c, KjNode *n, const KjType *to, KjIrExpr *a)
 {
-    int count = n->args.count;
-    if (count >= low && count <= high)
-        return true;
-    if (low == high)
-        kj_error(c->diag, n->loc, "%s takes %d argument%s, got %d", name, low, low == 1 ? "" : "s",
-                 count);
-    else
-        kj_error(c->diag, n->loc, "%s takes %d to %d arguments, got %d", name, low, high, count);
-    return false;
-}
-
-/* Checks every argument; false if any is an error. */
-static bool check_args(KjChecker *c, KjNode *n, KjIrExpr **out)
-{
-    bool ok = true;
-    for (int i = 0; i < n->args.count; i++) {
-        out[i] = kj_check_expr(c, n->args.items[i]);
-        if (out[i] && out[i]->type == kj_type_void()) {
-            kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
-                     "this call returns nothing; it cannot be an argument");
-            out[i] = NULL;
-        }
-        ok = ok && out[i];
-    }
-    return ok;
-}
-
-static KjIrExpr *check_cast(KjChecker *c, KjNode *n, const KjType *to)
-{
-    if (!kj_check_arg_count_is(c, n, kj_type_name(to), 1, 1))
-        return NULL;
-    KjIrExpr *a;
-    if (!check_args(c, n, &a))
-        return NULL;
     if (kj_check_is_untyped(a)) {
         if (kj_type_is_int(to) && a->type->kind == KJ_TYPE_UNTYPED_FLOAT) {
             double t = trunc(a->const_float);
@@ -231,11 +65,10 @@ static KjIrExpr *check_cast(KjChecker *c, KjNode *n, const KjType *to)
 
 /* complex(re, im) and polar(r, theta): two real numbers that meet as one
  * float type (integers become f64), making a c64 or c128 through `op`. */
-static KjIrExpr *check_two_parts(KjChecker *c, KjNode *n, const char *name, KjIrOp op)
+static KjIrExpr *check_two_parts(KjChecker *c, KjNode *n, KjIrExpr **args, const char *name,
+                                 KjIrOp op)
 {
-    KjIrExpr *a[2];
-    if (!check_args(c, n, a))
-        return NULL;
+    KjIrExpr **a = args;
     for (int i = 0; i < 2; i++)
         if (!kj_check_is_untyped(a[i]) && !kj_check_is_real(a[i]->type)) {
             kj_error(c->diag, ((KjNode *)n->args.items[i])->loc,
@@ -255,9 +88,9 @@ static KjIrExpr *check_two_parts(KjChecker *c, KjNode *n, const char *name, KjIr
     return kj_check_binary_ir(c, op, t, n->loc, a[0], a[1]);
 }
 
-static KjIrExpr *check_complex(KjChecker *c, KjNode *n)
+static KjIrExpr *check_complex(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
-    return check_two_parts(c, n, "complex", KJ_IR_COMPLEX);
+    return check_two_parts(c, n, args, "complex", KJ_IR_COMPLEX);
 }
 
 /* Integer abs, min and max: SELECTs that use their operands twice. */
@@ -306,11 +139,9 @@ static KjIrExpr *complex_math(KjChecker *c, KjNode *n, KjMathFn fn, KjIrExpr **a
 
 /* arg(z) / phase(z): the angle of z in [-pi, pi], atan2(z.imag, z.real); a
  * real x is the complex x + 0i (0 or pi). */
-static KjIrExpr *check_arg(KjChecker *c, KjNode *n)
+static KjIrExpr *check_arg(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
-    KjIrExpr *a;
-    if (!check_args(c, n, &a))
-        return NULL;
+    KjIrExpr *a = args[0];
     if (kj_check_is_untyped(a) || kj_check_is_real(a->type)) {
         const KjType *part = kj_check_is_untyped(a) || kj_type_is_int(a->type) ||
                                      a->type->kind == KJ_TYPE_F64
@@ -330,18 +161,16 @@ static KjIrExpr *check_arg(KjChecker *c, KjNode *n)
 
 /* polar(r, theta): r * (cos(theta) + i sin(theta)); the parts meet as in
  * complex(re, im). */
-static KjIrExpr *check_polar(KjChecker *c, KjNode *n)
+static KjIrExpr *check_polar(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
-    return check_two_parts(c, n, "polar", KJ_IR_POLAR);
+    return check_two_parts(c, n, args, "polar", KJ_IR_POLAR);
 }
 
 /* mulhi(a, b): the high half of the double-width product of two 32- or
  * 64-bit integers of one signedness (Philox's multiply; CUDA's __umulhi). */
-static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n)
+static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
-    KjIrExpr *a[2];
-    if (!check_args(c, n, a))
-        return NULL;
+    KjIrExpr **a = args;
     if (kj_check_is_untyped(a[0]) && kj_check_is_untyped(a[1])) {
         kj_error(c->diag, n->loc, "mulhi() of two literals: give one of them a type, "
                  "as in mulhi(u32(a), b)");
@@ -358,15 +187,11 @@ static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n)
     return kj_check_binary_ir(c, KJ_IR_MULHI, t, n->loc, a[0], a[1]);
 }
 
-static KjIrExpr *check_math(KjChecker *c, KjNode *n, KjMathFn fn)
+/* A math function: the argument count is checked, and the arguments a. */
+KjIrExpr *kj_check_math(KjChecker *c, KjNode *n, KjMathFn fn, KjIrExpr **a)
 {
     const char *name = kj_math_names[fn];
     int arity = kj_math_arity[fn];
-    if (!kj_check_arg_count_is(c, n, name, arity, arity))
-        return NULL;
-    KjIrExpr *a[3];
-    if (!check_args(c, n, a))
-        return NULL;
     bool predicate = fn == KJ_MATH_ISNAN || fn == KJ_MATH_ISINF || fn == KJ_MATH_ISFINITE;
     bool int_ok = fn == KJ_MATH_FABS || fn == KJ_MATH_FMIN || fn == KJ_MATH_FMAX;
     if (fn == KJ_MATH_FABS && kj_type_is_complex(a[0]->type))
@@ -441,11 +266,9 @@ static KjIrExpr *check_math(KjChecker *c, KjNode *n, KjMathFn fn)
     return e;
 }
 
-static KjIrExpr *check_len(KjChecker *c, KjNode *n)
+static KjIrExpr *check_len(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
-    KjIrExpr *a;
-    if (!check_args(c, n, &a))
-        return NULL;
+    KjIrExpr *a = args[0];
     if (!kj_check_is_array(a->type)) {
         kj_error(c->diag, n->loc, "len() takes an array, not %s", kj_type_name(a->type));
         return NULL;
@@ -455,11 +278,9 @@ static KjIrExpr *check_len(KjChecker *c, KjNode *n)
     return e;
 }
 
-static KjIrExpr *check_conj(KjChecker *c, KjNode *n)
+static KjIrExpr *check_conj(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
-    KjIrExpr *a;
-    if (!check_args(c, n, &a))
-        return NULL;
+    KjIrExpr *a = args[0];
     if (kj_type_is_complex(a->type))
         return kj_check_unary_ir(c, KJ_IR_CONJ, a->type, n->loc, a);
     if (kj_check_is_untyped(a) || kj_check_is_real(a->type))
@@ -469,11 +290,8 @@ static KjIrExpr *check_conj(KjChecker *c, KjNode *n)
 }
 
 /* grid(n) / gridsize(n): the count must be a constant 1..3. */
-bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, int64_t *count)
+bool kj_check_grid_count(KjChecker *c, KjNode *n, const char *name, KjIrExpr *a, int64_t *count)
 {
-    if (!kj_check_arg_count_is(c, n, name, 1, 1))
-        return false;
-    KjIrExpr *a = kj_check_expr(c, n->args.items[0]);
     if (!a)
         return false;
     if (!kj_check_constant_int(a, count) || *count < 1 || *count > 3) {
@@ -532,15 +350,15 @@ static const char *atomic_elements_text(KjAtomicOp op)
  * atomic_op(a[i, j, ...], v...) on an element of an array of any rank.  The
  * IR holds the array, one i64 index per dimension, then the values.
  */
-static KjIrExpr *check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op)
+bool kj_check_atomic_count(KjChecker *c, KjNode *n, KjAtomicOp op)
 {
-    const char *name = atomic_names[op];
+    const char *name = kj_atomic_names[op];
     int values = op == KJ_ATOMIC_CAS ? 2 : 1;
     KjNode *first = n->args.count > 0 ? n->args.items[0] : NULL;
     bool element = first && first->kind == KJ_NODE_INDEX;
     int count = values + (element ? 1 : 2);
     if (!kj_check_require_kernel(c, n->loc, name))
-        return NULL;
+        return false;
     if (n->args.count != count) {
         kj_error(c->diag, n->loc, "%s takes %d arguments, got %d (%s)", name, count,
                  n->args.count,
@@ -549,11 +367,17 @@ static KjIrExpr *check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op)
                          : (values == 2 ? "the array, the index, the expected value and the "
                                           "new one"
                                         : "the array, the index and the value"));
-        return NULL;
+        return false;
     }
-    KjIrExpr *a[4];
-    if (!check_args(c, n, a))
-        return NULL;
+    return true;
+}
+
+KjIrExpr *kj_check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op, KjIrExpr **a)
+{
+    const char *name = kj_atomic_names[op];
+    int values = op == KJ_ATOMIC_CAS ? 2 : 1;
+    KjNode *first = n->args.items[0];
+    bool element = first->kind == KJ_NODE_INDEX;
     const KjType *array;
     if (element) {
         if (a[0]->op != KJ_IR_LOAD) {
@@ -610,11 +434,11 @@ static KjIrExpr *check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op)
 }
 
 /* grid(n) / gridsize(n) as an expression: n must be 1 (a let takes more apart). */
-static KjIrExpr *check_grid(KjChecker *c, KjNode *n)
+static KjIrExpr *check_grid(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
     const char *name = n->lhs->name;
     int64_t count;
-    if (!kj_check_grid_count(c, n, name, &count))
+    if (!kj_check_grid_count(c, n, name, args[0], &count))
         return NULL;
     if (count != 1) {
         kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " values; take them apart "
@@ -625,155 +449,43 @@ static KjIrExpr *check_grid(KjChecker *c, KjNode *n)
     return kj_check_grid_component(c, strcmp(name, "gridsize") == 0, 0, n->loc);
 }
 
-static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n)
+static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
     c->cur->ir->uses_syncthreads = true;
     kj_check_note_impure(c);
     return kj_check_new_expr(c, KJ_IR_SYNCTHREADS, kj_type_void(), n->loc, 0);
 }
 
-/* A call of a KJ_CALL_BUILTINS entry: where it may appear, its argument
- * count, then its rule. */
-static KjIrExpr *check_builtin_call(KjChecker *c, KjNode *n, const Builtin *b)
+/* ================================================================ the table */
+
+/* How each rule of KJ_CALL_BUILTINS takes its arguments (KjCheckArgs). */
+#define ARGS_check_complex KJ_CHECK_ARGS_VALUES
+#define ARGS_check_len KJ_CHECK_ARGS_VALUES
+#define ARGS_check_conj KJ_CHECK_ARGS_VALUES
+#define ARGS_check_arg KJ_CHECK_ARGS_VALUES
+#define ARGS_check_polar KJ_CHECK_ARGS_VALUES
+#define ARGS_check_mulhi KJ_CHECK_ARGS_VALUES
+#define ARGS_check_syncthreads KJ_CHECK_ARGS_VALUES
+#define ARGS_check_grid KJ_CHECK_ARGS_EXPRS
+#define ARGS_kj_check_exec KJ_CHECK_ARGS_EXPRS
+#define ARGS_kj_check_print KJ_CHECK_ARGS_PRINT
+#define ARGS_NULL KJ_CHECK_ARGS_VALUES
+
+static const KjCheckBuiltin call_builtins[] = {
+#define X(id, name, min_args, max_args, where, rule) \
+    {name, min_args, max_args, where, ARGS_##rule, rule},
+    KJ_CALL_BUILTINS(X)
+#undef X
+#define X(id, name, barrier, min_args, max_args) \
+    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec},
+    KJ_EXEC_OPS(X)
+#undef X
+};
+
+const KjCheckBuiltin *kj_check_builtin_lookup(const char *name)
 {
-    char what[48];
-    snprintf(what, sizeof what, "%s()", b->name);
-    if ((b->where == KJ_IN_KERNEL || b->where == KJ_IN_LET) &&
-        !kj_check_require_kernel(c, n->loc, what))
-        return NULL;
-    if (b->where == KJ_IN_LET) {
-        kj_error(c->diag, n->loc, "%s() makes an array for a let: let buffer = %s(f32, 256);",
-                 b->name, b->name);
-        return NULL;
-    }
-    if (b->where == KJ_IN_FOR) {
-        kj_error(c->diag, n->loc, "%s() only appears in a for loop: for i in range(n) { }",
-                 b->name);
-        return NULL;
-    }
-    if (!kj_check_arg_count_is(c, n, b->name, b->min_args, b->max_args))
-        return NULL;
-    return b->rule(c, n);
+    for (size_t i = 0; i < sizeof call_builtins / sizeof *call_builtins; i++)
+        if (strcmp(call_builtins[i].name, name) == 0)
+            return &call_builtins[i];
+    return NULL;
 }
-
-/* A function is visible in its own file and in the files that import its file. */
-static bool visible_from(KjChecker *c, KjCheckFn *fn)
-{
-    KjCheckFile *here = kj_check_current_file(c);
-    if (!here || fn->file == here)
-        return true;
-    for (int i = 0; i < here->imports.count; i++)
-        if (here->imports.items[i] == fn->file)
-            return true;
-    return false;
-}
-
-static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee);
-
-KjIrExpr *kj_check_call(KjChecker *c, KjNode *n)
-{
-    const char *name = n->lhs->name;
-    if (kj_check_lookup_local(c, name)) {
-        kj_error(c->diag, n->loc, "'%s' is a variable, not a function", name);
-        return NULL;
-    }
-    const KjType *cast_to = kj_type_from_name(name, strlen(name));
-    if (cast_to)
-        return check_cast(c, n, cast_to);
-    int math = math_lookup(name);
-    if (math >= 0)
-        return check_math(c, n, (KjMathFn)math);
-    int atomic = atomic_lookup(name);
-    if (atomic >= 0)
-        return check_atomic(c, n, (KjAtomicOp)atomic);
-    const Builtin *builtin = builtin_lookup(name);
-    if (builtin)
-        return check_builtin_call(c, n, builtin);
-    if (constant_lookup(name) >= 0 || kj_check_find_const(c, name)) {
-        kj_error(c->diag, n->loc, "'%s' is a constant, not a function", name);
-        return NULL;
-    }
-    KjCheckFn *callee = kj_check_find_function(c, name);
-    if (!callee) {
-        kj_error(c->diag, n->loc, "unknown function '%s'", name);
-        return NULL;
-    }
-    return check_user_call(c, n, callee);
-}
-
-static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
-{
-    const char *name = callee->decl->name;
-    if (!visible_from(c, callee)) {
-        kj_error(c->diag, n->loc, "'%s' is defined in %s, which this file does not import", name,
-                 callee->file->ast->src->path);
-        return NULL;
-    }
-    if (callee->decl->kind == KJ_FN_KERNEL) {
-        kj_error(c->diag, n->loc, "'%s' is a @kernel; kernels are launched from the host, not "
-                 "called", name);
-        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
-        return NULL;
-    }
-    if ((callee->decl->kind == KJ_FN_VECTORIZE || callee->decl->kind == KJ_FN_REDUCE ||
-         callee->decl->kind == KJ_FN_GUVECTORIZE) &&
-        callee->decl->signature_count > 1) {
-        kj_error(c->diag, n->loc, "'%s' has %d signatures, so it cannot be called as a %s "
-                 "function; write a plain fn for that", name, callee->decl->signature_count,
-                 callee->decl->kind == KJ_FN_GUVECTORIZE ? "plain" : "scalar");
-        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
-        return NULL;
-    }
-    KjIrExpr **args = kj_arena_alloc(c->arena, sizeof *args * (size_t)(n->args.count + 1));
-    bool ok = check_args(c, n, args);
-    if (callee->bad)
-        return NULL;
-    if (callee->state == KJ_CHECK_FN_CHECKING) {
-        KjBuf chain = {0};
-        int start = 0;
-        for (int i = 0; i < c->stack.count; i++)
-            if (c->stack.items[i] == callee)
-                start = i;
-        for (int i = start; i < c->stack.count; i++)
-            kj_buf_printf(&chain, "%s -> ", ((KjCheckFn *)c->stack.items[i])->decl->name);
-        kj_buf_printf(&chain, "%s", name);
-        kj_error(c->diag, n->loc, "recursion is not allowed: %s", chain.data);
-        kj_buf_free(&chain);
-        return NULL;
-    }
-    if (callee->state == KJ_CHECK_FN_UNCHECKED)
-        kj_check_function(c, callee);
-    if (callee->bad || callee->entry->variants.count != 1)
-        return NULL;
-    KjIrFunction *target = callee->entry->variants.items[0];
-    if (n->args.count != target->param_count) {
-        kj_error(c->diag, n->loc, "'%s' takes %d argument%s, got %d", name, target->param_count,
-                 target->param_count == 1 ? "" : "s", n->args.count);
-        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
-        return NULL;
-    }
-    if (!ok)
-        return NULL;
-    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CALL, target->ret, n->loc, n->args.count);
-    e->callee = target;
-    /* The callee's local() arrays (and its callees') are on this thread's
-     * stack while it runs: the most any call takes counts toward ours. */
-    if (target->local_bytes > c->cur->call_local_bytes) {
-        c->cur->call_local_bytes = target->local_bytes;
-        c->cur->call_local_loc = n->loc;
-    }
-    for (int i = 0; i < n->args.count; i++) {
-        char context[160];
-        snprintf(context, sizeof context, "argument %d ('%s') of %s", i + 1,
-                 target->params[i]->name, name);
-        e->args[i] = kj_check_convert(c, args[i], target->params[i]->type,
-                                      ((KjNode *)n->args.items[i])->loc, context);
-        ok = ok && e->args[i];
-    }
-    if (callee->impure)
-        kj_check_note_impure(c);
-    if (ok && target->device_use && !kj_check_device_call(c, target, n->loc))
-        return NULL;
-    return ok ? e : NULL;
-}
-

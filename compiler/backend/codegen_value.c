@@ -1,0 +1,299 @@
+/*
+ * codegen_value.c: the values of the lowering that need no expression of
+ * the IR: calls of LLVM intrinsics and of external functions, the math
+ * built-ins (the target's own lowering, an intrinsic, or a call to the
+ * target's math library, with the libmvec variant on cpu), conversions
+ * between scalar types, and special registers.  It sits on codegen_gen.c;
+ * codegen_expr.c, codegen_check.c, codegen_complex.c, the SIMD lowering and
+ * the targets use it, and it calls none of them (codegen_expr.c's opening
+ * comment says how conversions and math calls behave).
+ */
+#define KJ_CODEGEN_LOWERING
+#include "codegen_llvm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ============================================================ intrinsics and calls */
+
+LLVMValueRef kj_codegen_call_intrinsic(Gen *g, const char *name, LLVMTypeRef *overloads,
+                                       int overload_count, LLVMValueRef *args, int arg_count)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    if (id == 0)
+        kj_die("unknown LLVM intrinsic %s", name);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, overloads, (size_t)overload_count);
+    LLVMTypeRef type = LLVMIntrinsicGetType(g->ctx, id, overloads, (size_t)overload_count);
+    return LLVMBuildCall2(g->b, type, fn, args, (unsigned)arg_count, "");
+}
+
+LLVMValueRef kj_codegen_extern(Gen *g, const char *name, LLVMTypeRef type)
+{
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(g->mod, name, type);
+        kj_codegen_add_fn_attr(g, fn, "nounwind");
+    }
+    return fn;
+}
+
+/* ============================================================ math */
+
+/* The libm name (f64; f32 adds "f") and whether glibc's libmvec has it. */
+static const struct {
+    const char *libm;
+    bool libmvec;
+} math_info[KJ_MATH_COUNT] = {
+    [KJ_MATH_SQRT] = {"sqrt", false},   [KJ_MATH_CBRT] = {"cbrt", true},
+    [KJ_MATH_EXP] = {"exp", true},      [KJ_MATH_EXP2] = {"exp2", true},
+    [KJ_MATH_EXPM1] = {"expm1", true},  [KJ_MATH_LOG] = {"log", true},
+    [KJ_MATH_LOG2] = {"log2", true},    [KJ_MATH_LOG10] = {"log10", true},
+    [KJ_MATH_LOG1P] = {"log1p", true},  [KJ_MATH_SIN] = {"sin", true},
+    [KJ_MATH_COS] = {"cos", true},      [KJ_MATH_TAN] = {"tan", true},
+    [KJ_MATH_ASIN] = {"asin", true},    [KJ_MATH_ACOS] = {"acos", true},
+    [KJ_MATH_ATAN] = {"atan", true},    [KJ_MATH_ATAN2] = {"atan2", true},
+    [KJ_MATH_SINH] = {"sinh", true},    [KJ_MATH_COSH] = {"cosh", true},
+    [KJ_MATH_TANH] = {"tanh", true},    [KJ_MATH_ASINH] = {"asinh", true},
+    [KJ_MATH_ACOSH] = {"acosh", true},  [KJ_MATH_ATANH] = {"atanh", true},
+    [KJ_MATH_POW] = {"pow", true},      [KJ_MATH_HYPOT] = {"hypot", true},
+    [KJ_MATH_FLOOR] = {"floor", false}, [KJ_MATH_CEIL] = {"ceil", false},
+    [KJ_MATH_TRUNC] = {"trunc", false}, [KJ_MATH_ROUND] = {"round", false},
+    [KJ_MATH_FABS] = {"fabs", false},   [KJ_MATH_FMIN] = {"fmin", false},
+    [KJ_MATH_FMAX] = {"fmax", false},   [KJ_MATH_FMA] = {"fma", false},
+    [KJ_MATH_ERF] = {"erf", true},      [KJ_MATH_ERFC] = {"erfc", true},
+    [KJ_MATH_LGAMMA] = {"lgamma", false}, [KJ_MATH_TGAMMA] = {"tgamma", false},
+    [KJ_MATH_COPYSIGN] = {"copysign", false}, [KJ_MATH_FMOD] = {"fmod", false},
+    [KJ_MATH_ISNAN] = {"isnan", false}, [KJ_MATH_ISINF] = {"isinf", false},
+    [KJ_MATH_ISFINITE] = {"isfinite", false},
+};
+
+LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
+                                  int arity)
+{
+    LLVMTypeRef t = LLVMTypeOf(args[0]);
+    bool is_f32 = t == g->t_f32;
+    char name[64];
+    if (vectorizable && g->target->vector_math_call) {
+        char libm_name[64];
+        snprintf(libm_name, sizeof libm_name, "%s%s", base, is_f32 ? "f" : "");
+        LLVMValueRef v = g->target->vector_math_call(g, libm_name, args, arity);
+        if (v)
+            return v;
+    }
+    snprintf(name, sizeof name, "%s%s%s", g->target->math_prefix, base, is_f32 ? "f" : "");
+    LLVMTypeRef ps[3] = {t, t, t};
+    LLVMTypeRef ft = LLVMFunctionType(t, ps, (unsigned)arity, 0);
+    LLVMValueRef fn = kj_codegen_extern(g, name, ft);
+    LLVMValueRef call = LLVMBuildCall2(g->b, ft, fn, args, (unsigned)arity, "");
+    /* errno is never read, so a math call is a pure function of its operands:
+     * that lets the optimiser hoist, merge and vectorise it. */
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, memory_none(g));
+    return call;
+}
+
+/* A math built-in: the target's own lowering where it has one, else an LLVM
+ * intrinsic or the target's math library. */
+/* The math built-ins that are one LLVM intrinsic or instruction, on
+ * scalars and vectors alike (the SIMD lowering calls this too); NULL for
+ * the others (libm's and libmvec's functions). */
+LLVMValueRef kj_codegen_math_inline(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a)
+{
+    LLVMTypeRef t = LLVMTypeOf(a[0]);
+    switch (math) {
+    case KJ_MATH_SQRT: return kj_codegen_call_intrinsic(g, "llvm.sqrt", &t, 1, a, 1);
+    case KJ_MATH_FABS: return kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+    case KJ_MATH_FLOOR: return kj_codegen_call_intrinsic(g, "llvm.floor", &t, 1, a, 1);
+    case KJ_MATH_CEIL: return kj_codegen_call_intrinsic(g, "llvm.ceil", &t, 1, a, 1);
+    case KJ_MATH_TRUNC: return kj_codegen_call_intrinsic(g, "llvm.trunc", &t, 1, a, 1);
+    case KJ_MATH_FMA: return kj_codegen_call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
+    case KJ_MATH_FMIN: return kj_codegen_call_intrinsic(g, "llvm.minnum", &t, 1, a, 2);
+    case KJ_MATH_FMAX: return kj_codegen_call_intrinsic(g, "llvm.maxnum", &t, 1, a, 2);
+    case KJ_MATH_COPYSIGN: return kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
+    case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
+    case KJ_MATH_FMOD: return LLVMBuildFRem(b, a[0], a[1], "");
+    case KJ_MATH_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");
+    case KJ_MATH_ISINF:
+    case KJ_MATH_ISFINITE: {
+        LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+        bool vector = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+        LLVMValueRef inf = LLVMConstReal(vector ? LLVMGetElementType(t) : t, __builtin_inf());
+        if (vector) {
+            unsigned lanes = LLVMGetVectorSize(t);
+            LLVMValueRef *each = kj_xmalloc(sizeof *each * lanes);
+            for (unsigned i = 0; i < lanes; i++)
+                each[i] = inf;
+            inf = LLVMConstVector(each, lanes);
+            free(each);
+        }
+        return LLVMBuildFCmp(b, math == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
+    }
+    default:
+        return NULL;
+    }
+}
+
+static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
+{
+    LLVMValueRef v = g->target->math ? g->target->math(g, math, a, arity) : NULL;
+    if (!v)
+        v = kj_codegen_math_inline(g, g->b, math, a);
+    return v ? v : kj_codegen_call_math(g, math_info[math].libm, math_info[math].libmvec, a, arity);
+}
+
+LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity)
+{
+    return gen_math(g, fn, args, arity);
+}
+
+/*
+ * glibc's libmvec has a routine per ISA (sse 'b', avx2 'd', avx-512 'e'), and
+ * they and libm's scalar function disagree in the last bits of many results
+ * (sin: libm and the SSE routine differ in 6 arguments of 10, the SSE and
+ * AVX2 ones in as many).  So that every mode of one kernel gives the same
+ * bits, whatever code runs each element (lanes, the loop vectoriser's body
+ * or its remainder, scalar code, a split form's region), cpu code calls one
+ * routine per function for the whole module: the widest ISA's.
+ */
+int kj_codegen_libmvec_variant(Gen *g, const char *libm_name, bool is_f32, int arity, char *name)
+{
+    struct { bool ok; char isa; int lanes_f64; } isas[3] = {
+        {g->vec_avx512, 'e', 8}, {g->vec_avx2, 'd', 4}, {g->vec_sse, 'b', 2}};
+    for (int i = 0; i < 3; i++) {
+        if (!isas[i].ok)
+            continue;
+        int lanes = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
+        snprintf(name, 96, "_ZGV%cN%d%s_%s", isas[i].isa, lanes, arity == 1 ? "v" : "vv", libm_name);
+        return lanes;
+    }
+    return 0;
+}
+
+const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec)
+{
+    *libmvec = math_info[fn].libmvec;
+    return math_info[fn].libm;
+}
+
+/* ============================================================ conversions */
+
+/* f16 and bf16 (half.c has the rules).  Every conversion goes through f32:
+ * widening is exact; narrowing from f32 rounds once, to nearest even.  An f64
+ * is first narrowed to f32 rounding to odd (truncate, then set the last bit
+ * when inexact), which keeps the second rounding from being a double one.
+ * bf16 is converted with integer operations, so no target needs a libcall or
+ * a bf16 instruction; f16 uses fpext/fptrunc (F16C or cvt.f16.f32). */
+static LLVMValueRef f64_to_f32_odd(Gen *g, LLVMValueRef x)
+{
+    LLVMBuilderRef B = g->b;
+    LLVMValueRef r = LLVMBuildFPTrunc(B, x, g->t_f32, "");
+    LLVMValueRef back = LLVMBuildFPExt(B, r, g->t_f64, "");
+    LLVMValueRef inexact = LLVMBuildFCmp(B, LLVMRealONE, back, x, ""); /* false for NaN */
+    LLVMValueRef fabs_back = kj_codegen_call_intrinsic(g, "llvm.fabs", &g->t_f64, 1, &back, 1);
+    LLVMValueRef fabs_x = kj_codegen_call_intrinsic(g, "llvm.fabs", &g->t_f64, 1, &x, 1);
+    LLVMValueRef away = LLVMBuildFCmp(B, LLVMRealOGT, fabs_back, fabs_x, "");
+    LLVMValueRef bits = LLVMBuildBitCast(B, r, g->t_i32, "");
+    LLVMValueRef toward = LLVMBuildSelect(B, away, LLVMBuildSub(B, bits, LLVMConstInt(g->t_i32, 1, 0), ""), bits, "");
+    LLVMValueRef odd = LLVMBuildOr(B, toward, LLVMConstInt(g->t_i32, 1, 0), "");
+    return LLVMBuildBitCast(B, LLVMBuildSelect(B, inexact, odd, bits, ""), g->t_f32, "");
+}
+
+static LLVMValueRef f32_to_half(Gen *g, LLVMValueRef x, const KjType *to)
+{
+    LLVMBuilderRef B = g->b;
+    if (to->kind == KJ_TYPE_F16)
+        return LLVMBuildFPTrunc(B, x, g->t_f16, "");
+    LLVMValueRef bits = LLVMBuildBitCast(B, x, g->t_i32, "");
+    LLVMValueRef lsb = LLVMBuildAnd(B, LLVMBuildLShr(B, bits, LLVMConstInt(g->t_i32, 16, 0), ""),
+                                    LLVMConstInt(g->t_i32, 1, 0), "");
+    LLVMValueRef rounded = LLVMBuildAdd(B, bits, LLVMBuildAdd(B, lsb, LLVMConstInt(g->t_i32, 0x7fff, 0), ""), "");
+    LLVMValueRef quiet = LLVMBuildOr(B, bits, LLVMConstInt(g->t_i32, 0x400000, 0), "");
+    LLVMValueRef nan = LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+    LLVMValueRef chosen = LLVMBuildSelect(B, nan, quiet, rounded, "");
+    LLVMValueRef top = LLVMBuildTrunc(B, LLVMBuildLShr(B, chosen, LLVMConstInt(g->t_i32, 16, 0), ""), g->t_i16, "");
+    return LLVMBuildBitCast(B, top, g->t_bf16, "");
+}
+
+static LLVMValueRef half_to_f32(Gen *g, LLVMValueRef x, const KjType *from)
+{
+    LLVMBuilderRef B = g->b;
+    if (from->kind == KJ_TYPE_F16)
+        return LLVMBuildFPExt(B, x, g->t_f32, "");
+    LLVMValueRef bits = LLVMBuildZExt(B, LLVMBuildBitCast(B, x, g->t_i16, ""), g->t_i32, "");
+    return LLVMBuildBitCast(B, LLVMBuildShl(B, bits, LLVMConstInt(g->t_i32, 16, 0), ""), g->t_f32, "");
+}
+
+static LLVMValueRef convert_half(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to)
+{
+    const KjType *f32 = kj_type_scalar(KJ_TYPE_F32), *f64 = kj_type_scalar(KJ_TYPE_F64);
+    if (kj_type_is_half(from)) {
+        LLVMValueRef wide = half_to_f32(g, v, from);
+        return kj_codegen_convert(g, wide, f32, to);
+    }
+    /* to is f16 or bf16 */
+    LLVMValueRef x;
+    if (from->kind == KJ_TYPE_F32)
+        x = v;
+    else if (from->kind == KJ_TYPE_F64)
+        x = f64_to_f32_odd(g, v);
+    else
+        x = f64_to_f32_odd(g, kj_codegen_convert(g, v, from, f64));
+    return f32_to_half(g, x, to);
+}
+
+LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to)
+{
+    if (from == to)
+        return v;
+    if ((kj_type_is_half(from) || kj_type_is_half(to)) && !kj_type_is_complex(to) &&
+        !kj_type_is_complex(from))
+        return convert_half(g, v, from, to);
+    LLVMTypeRef dst = llty(g, to);
+    if (kj_type_is_complex(to)) {
+        const KjType *part = kj_type_complex_part(to);
+        if (kj_type_is_complex(from)) {
+            const KjType *fpart = kj_type_complex_part(from);
+            return make_complex(g, dst, kj_codegen_convert(g, re_of(g, v), fpart, part),
+                                kj_codegen_convert(g, im_of(g, v), fpart, part));
+        }
+        return make_complex(g, dst, kj_codegen_convert(g, v, from, part), LLVMConstNull(llty(g, part)));
+    }
+    if (kj_type_is_complex(from)) /* complex to real: the real part */
+        return kj_codegen_convert(g, re_of(g, v), kj_type_complex_part(from), to);
+    if (to->kind == KJ_TYPE_BOOL) {
+        if (kj_type_is_float(from))
+            return LLVMBuildFCmp(g->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+        return LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    }
+    if (from->kind == KJ_TYPE_BOOL) {
+        if (kj_type_is_float(to))
+            return LLVMBuildUIToFP(g->b, v, dst, "");
+        return LLVMBuildZExt(g->b, v, dst, "");
+    }
+    if (kj_type_is_int(from) && kj_type_is_int(to)) {
+        int fb = kj_type_int_bits(from), tb = kj_type_int_bits(to);
+        if (fb == tb)
+            return v;
+        if (fb > tb)
+            return LLVMBuildTrunc(g->b, v, dst, "");
+        return kj_type_is_signed(from) ? LLVMBuildSExt(g->b, v, dst, "") : LLVMBuildZExt(g->b, v, dst, "");
+    }
+    if (kj_type_is_int(from) && kj_type_is_float(to))
+        return kj_type_is_signed(from) ? LLVMBuildSIToFP(g->b, v, dst, "") : LLVMBuildUIToFP(g->b, v, dst, "");
+    if (kj_type_is_float(from) && kj_type_is_int(to)) {
+        if (g->target->float_to_int) {
+            LLVMValueRef r = g->target->float_to_int(g, v, from, to);
+            if (r)
+                return r;
+        }
+        LLVMTypeRef ts[2] = {dst, LLVMTypeOf(v)};
+        return kj_codegen_call_intrinsic(g, kj_type_is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat", ts, 2, &v, 1);
+    }
+    if (kj_type_is_float(from) && kj_type_is_float(to))
+        return kj_type_size(to) > kj_type_size(from) ? LLVMBuildFPExt(g->b, v, dst, "")
+                                                     : LLVMBuildFPTrunc(g->b, v, dst, "");
+    kj_die("no conversion from %s to %s", kj_type_name(from), kj_type_name(to));
+}
+
+/* ============================================================ special registers */
+
+LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg) { return g->target->read_sreg(g, reg); }
