@@ -67,6 +67,7 @@ check: all test-layers test-unit test-golden test-robust test-embed test-cli tes
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
+-include tests/modes/modes.mk
 -include tests/gpu/gpu.mk
 -include tests/bench/bench.mk
 -include tests/bench/cpu.mk
