@@ -45,8 +45,8 @@ static bool reduce_signature_ok(kjit_function *reduce, kjit_function *map, int s
     return false;
 }
 
-int modes_cases(kjit_function *function, ModesRules *rules, const char *file, ModesCase *cases,
-                int max, const char **why)
+int modes_cases(kjit_function *function, ModesRules *rules, const ModesSource *source,
+                ModesCase *cases, int max, const char **why)
 {
     int n = 0;
     kjit_function_kind kind = kjit_function_kind_of(function);
@@ -55,8 +55,7 @@ int modes_cases(kjit_function *function, ModesRules *rules, const char *file, Mo
     case KJIT_FUNCTION_KERNEL:
         for (int i = 0; i < rules->count; i++) { /* the rules' launches, if any */
             ModesRule *r = &rules->rules[i];
-            if (r->kind != RULE_LAUNCH || strcmp(r->file, file) != 0 ||
-                (strcmp(r->function, "*") != 0 && strcmp(r->function, name) != 0))
+            if (r->kind != RULE_LAUNCH || !modes_rule_applies(r, source, name))
                 continue;
             r->used = 1;
             ModesCase c = {.kind = kind, .variant = n};
@@ -165,7 +164,7 @@ static bool guvectorize_cores(const char *layout, int operands, int ncore[], int
 }
 
 static bool shapes_of(kjit_function *function, const ModesCase *c, ModesRules *rules,
-                      const char *file, Shapes *sh, const char **why)
+                      const ModesSource *source, Shapes *sh, const char **why)
 {
     const char *name = kjit_function_name(function);
     switch (c->kind) {
@@ -255,8 +254,7 @@ static bool shapes_of(kjit_function *function, const ModesCase *c, ModesRules *r
      * API): "argN". */
     for (int i = 0; i < rules->count; i++) {
         ModesRule *r = &rules->rules[i];
-        if (r->kind != RULE_LENGTH || strcmp(r->file, file) != 0 ||
-            (strcmp(r->function, "*") != 0 && strcmp(r->function, name) != 0))
+        if (r->kind != RULE_LENGTH || !modes_rule_applies(r, source, name))
             continue;
         int p = strncmp(r->param, "arg", 3) == 0 ? atoi(r->param + 3) : -1;
         if (p < 0 || p >= sh->count || sh->ndim[p] < 0) {
@@ -271,8 +269,7 @@ static bool shapes_of(kjit_function *function, const ModesCase *c, ModesRules *r
 }
 
 bool modes_args_make(kjit_function *function, const ModesCase *c, int recipe, uint64_t seed,
-                     const char *source, ModesRules *rules, const char *file, ModesArgs *out,
-                     const char **why)
+                     const ModesSource *source, ModesRules *rules, ModesArgs *out, const char **why)
 {
     memset(out, 0, sizeof *out);
     Shapes sh = {0};
@@ -280,14 +277,14 @@ bool modes_args_make(kjit_function *function, const ModesCase *c, int recipe, ui
         *why = "too many parameters";
         return false;
     }
-    if (!shapes_of(function, c, rules, file, &sh, why))
+    if (!shapes_of(function, c, rules, source, &sh, why))
         return false;
     int64_t extent = 0;
     for (int p = 0; p < sh.count; p++)
         for (int d = 0; d < sh.ndim[p]; d++)
             if (extent == 0 || sh.shape[p][d] < extent)
                 extent = sh.shape[p][d];
-    ModesRng rng = modes_rng(seed, source, kjit_function_name(function),
+    ModesRng rng = modes_rng(seed, source->name, kjit_function_name(function),
                              c->signature * 16 + c->variant, recipe);
     out->nargs = sh.count;
     for (int p = 0; p < sh.count; p++) {

@@ -44,6 +44,7 @@ typedef enum ModesRuleKind {
     RULE_SKIP,   /* not run at all */
     RULE_CUDA,   /* cuda: outputs not compared (a documented difference) */
     RULE_LAUNCH, /* a launch shape of a kernel, instead of the three usual ones */
+    RULE_UNDEFINED, /* reads what nothing wrote: run, not compared */
 } ModesRuleKind;
 
 typedef struct ModesRule {
@@ -65,8 +66,10 @@ typedef struct ModesRules {
 
 /* Reads the rules file; false and a message on stderr when it cannot. */
 bool modes_rules_read(const char *path, ModesRules *out);
-/* The first rule of this kind for the function, or NULL. */
-ModesRule *modes_rule_find(ModesRules *rules, ModesRuleKind kind, const char *file,
+/* Whether the rule names this function of this source. */
+bool modes_rule_applies(const ModesRule *rule, const ModesSource *source, const char *function);
+/* The first rule of this kind for the function, or NULL (marks it used). */
+ModesRule *modes_rule_find(ModesRules *rules, ModesRuleKind kind, const ModesSource *source,
                            const char *function);
 
 /* ------------------------------------------------------------- inputs.c */
@@ -155,14 +158,13 @@ typedef struct ModesOutput {
 /* The cases of a function (at most max; a kernel's launches from the
  * rules when they give any); 0 when it takes no call this harness knows
  * how to make (*why says why). */
-int modes_cases(kjit_function *function, ModesRules *rules, const char *file, ModesCase *cases,
-                int max, const char **why);
+int modes_cases(kjit_function *function, ModesRules *rules, const ModesSource *source,
+                ModesCase *cases, int max, const char **why);
 /* Makes the arguments of a case with the recipe's values; lengths: the
  * rules' array lengths for this function.  false and *why when the
  * function's parameters cannot be made (an unknown layout). */
 bool modes_args_make(kjit_function *function, const ModesCase *c, int recipe, uint64_t seed,
-                     const char *source, ModesRules *rules, const char *file, ModesArgs *out,
-                     const char **why);
+                     const ModesSource *source, ModesRules *rules, ModesArgs *out, const char **why);
 void modes_args_free(ModesArgs *args);
 /* Runs the case on the arguments. */
 kjit_status modes_invoke(kjit_function *function, const ModesCase *c, ModesArgs *args);

@@ -7,12 +7,14 @@
  *   FILE FUNCTION start tame|index     REASON
  *   FILE FUNCTION length PARAM=N[xM..] REASON
  *   FILE FUNCTION order                REASON
+ *   FILE FUNCTION undefined            REASON
  *   FILE FUNCTION skip                 REASON
  *   FILE FUNCTION cuda                 REASON
  *   FILE FUNCTION launch GX,GY,GZ/BX,BY,BZ REASON   (one case each)
  *
- * FILE is the source's file (a unit test's .c file for its literals),
- * FUNCTION a name or "*".  Every rule needs its reason; '#' starts a comment.
+ * FILE is the source's file (a unit test's .c file for its literals, or
+ * FILE:LINE for the literal that starts on that line), FUNCTION a name or
+ * "*".  Every rule needs its reason; '#' starts a comment.
  */
 #include "modes.h"
 
@@ -20,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"start", "length", "order", "skip", "cuda", "launch"};
+static const char *const kind_names[] = {"start", "length", "order", "skip", "cuda", "launch", "undefined"};
 
 static char *word(char **p)
 {
@@ -85,7 +87,7 @@ bool modes_rules_read(const char *path, ModesRules *out)
             if (strcmp(kind, kind_names[i]) == 0)
                 k = i;
         if (!function || k < 0) {
-            fprintf(stderr, "%s:%d: expected FILE FUNCTION start|length|order|skip|cuda|launch ...\n",
+            fprintf(stderr, "%s:%d: expected FILE FUNCTION start|length|order|undefined|skip|cuda|launch ...\n",
                     path, number);
             ok = false;
             continue;
@@ -136,13 +138,18 @@ bool modes_rules_read(const char *path, ModesRules *out)
     return ok;
 }
 
-ModesRule *modes_rule_find(ModesRules *rules, ModesRuleKind kind, const char *file,
+bool modes_rule_applies(const ModesRule *rule, const ModesSource *source, const char *function)
+{
+    return (strcmp(rule->file, source->file) == 0 || strcmp(rule->file, source->name) == 0) &&
+           (strcmp(rule->function, "*") == 0 || strcmp(rule->function, function) == 0);
+}
+
+ModesRule *modes_rule_find(ModesRules *rules, ModesRuleKind kind, const ModesSource *source,
                            const char *function)
 {
     for (int i = 0; i < rules->count; i++) {
         ModesRule *r = &rules->rules[i];
-        if (r->kind == kind && strcmp(r->file, file) == 0 &&
-            (strcmp(r->function, "*") == 0 || strcmp(r->function, function) == 0)) {
+        if (r->kind == kind && modes_rule_applies(r, source, function)) {
             r->used = 1;
             return r;
         }
