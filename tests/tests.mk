@@ -63,7 +63,7 @@ test-layers:
 	tests/layers.sh
 
 check: all test-layers test-unit test-golden test-robust test-embed test-cli test-python \
-       test-bench-refs
+       test-bench-refs test-modes
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
