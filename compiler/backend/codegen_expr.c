@@ -89,6 +89,13 @@ LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, L
     LLVMTypeRef t = LLVMTypeOf(args[0]);
     bool is_f32 = t == g->t_f32;
     char name[64];
+    if (vectorizable && g->target->vector_math_call) {
+        char libm_name[64];
+        snprintf(libm_name, sizeof libm_name, "%s%s", base, is_f32 ? "f" : "");
+        LLVMValueRef v = g->target->vector_math_call(g, libm_name, args, arity);
+        if (v)
+            return v;
+    }
     snprintf(name, sizeof name, "%s%s%s", g->target->math_prefix, base, is_f32 ? "f" : "");
     LLVMTypeRef ps[3] = {t, t, t};
     LLVMTypeRef ft = LLVMFunctionType(t, ps, (unsigned)arity, 0);
@@ -97,11 +104,6 @@ LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, L
     /* errno is never read, so a math call is a pure function of its operands:
      * that lets the optimiser hoist, merge and vectorise it. */
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, memory_none(g));
-    if (vectorizable && g->target->vectorizable_math_call) {
-        char libm_name[64];
-        snprintf(libm_name, sizeof libm_name, "%s%s", base, is_f32 ? "f" : "");
-        g->target->vectorizable_math_call(g, call, libm_name, arity);
-    }
     return call;
 }
 
@@ -501,6 +503,29 @@ LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMVal
 }
 
 LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z) { return complex_square(g, z); }
+
+/*
+ * glibc's libmvec has a routine per ISA (sse 'b', avx2 'd', avx-512 'e'), and
+ * they and libm's scalar function disagree in the last bits of many results
+ * (sin: libm and the SSE routine differ in 6 arguments of 10, the SSE and
+ * AVX2 ones in as many).  So that every mode of one kernel gives the same
+ * bits, whatever code runs each element (lanes, the loop vectoriser's body
+ * or its remainder, scalar code, a split form's region), cpu code calls one
+ * routine per function for the whole module: the widest ISA's.
+ */
+int kj_codegen_libmvec_variant(Gen *g, const char *libm_name, bool is_f32, int arity, char *name)
+{
+    struct { bool ok; char isa; int lanes_f64; } isas[3] = {
+        {g->vec_avx512, 'e', 8}, {g->vec_avx2, 'd', 4}, {g->vec_sse, 'b', 2}};
+    for (int i = 0; i < 3; i++) {
+        if (!isas[i].ok)
+            continue;
+        int lanes = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
+        snprintf(name, 96, "_ZGV%cN%d%s_%s", isas[i].isa, lanes, arity == 1 ? "v" : "vv", libm_name);
+        return lanes;
+    }
+    return 0;
+}
 
 const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec)
 {

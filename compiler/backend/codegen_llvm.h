@@ -140,9 +140,12 @@ typedef struct KjTarget {
     /* A math built-in the target lowers its own way; NULL for the shared
      * lowering (an LLVM intrinsic, or the math library).  May be NULL. */
     LLVMValueRef (*math)(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
-    /* After a call to a math library function that has vector variants
-     * somewhere (libm_name: "sin", "sinf"; cpu: libmvec's).  May be NULL. */
-    void (*vectorizable_math_call)(Gen *g, LLVMValueRef call, const char *libm_name, int arity);
+    /* A call of a math library function that has vector variants somewhere
+     * (libm_name: "sin", "sinf"), made the target's own way so that scalar
+     * code computes each value as its vector code does (cpu: through the
+     * one libmvec routine kj_codegen_libmvec_variant names); NULL for a
+     * plain call of the math library.  May be NULL. */
+    LLVMValueRef (*vector_math_call)(Gen *g, const char *libm_name, LLVMValueRef *args, int arity);
     /* A float to integer conversion the target lowers its own way; NULL for
      * llvm.fpto[su]i.sat.  May be NULL. */
     LLVMValueRef (*float_to_int)(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
@@ -319,6 +322,11 @@ LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMVal
 LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z);
 /* A math built-in's libm name ("sin"; f32 adds "f") and whether libmvec has it. */
 const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec);
+/* The one libmvec routine that cpu code calls for libm function `libm_name`
+ * ("sin", "sinf": f32 when it ends so) of `arity` operands: the widest ISA
+ * the host runs, its name into name[96], its lane count as the result; 0
+ * when the host has no libmvec. */
+int kj_codegen_libmvec_variant(Gen *g, const char *libm_name, bool is_f32, int arity, char *name);
 
 /* codegen_simd.c: the SIMD lowering of the cpu targets (docs/architecture.md) */
 

@@ -706,46 +706,54 @@ static LLVMValueRef sub_vector(Simd *s, LLVMValueRef v, int first, int count)
     return LLVMBuildShuffleVector(s->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)count), "");
 }
 
-/* A libmvec function: _ZGV<isa>N<lanes><v...>_<name>, the widest ISA the
- * host has whose lane count divides ours, called on each piece. */
+/* A libmvec function: the one routine kj_codegen_libmvec_variant names
+ * (the scalar code calls it too, so every lane gets the scalar code's bits),
+ * called on each piece of its width; fewer lanes than that are widened with
+ * copies of lane 0 and narrowed again after. */
 static LLVMValueRef math_libmvec(Simd *s, KjMathFn fn, const char *libm, LLVMValueRef *a, int arity)
 {
     Gen *g = s->g;
     LLVMTypeRef elem = LLVMGetElementType(LLVMTypeOf(a[0]));
     bool is_f32 = elem == g->t_f32;
-    struct { bool ok; char isa; int lanes_f64; } isas[3] = {
-        {g->vec_avx512, 'e', 8}, {g->vec_avx2, 'd', 4}, {g->vec_sse, 'b', 2}};
-    for (int i = 0; i < 3; i++) {
-        int piece = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
-        if (!isas[i].ok || piece > s->lanes || s->lanes % piece != 0)
-            continue;
-        char name[96];
-        snprintf(name, sizeof name, "_ZGV%cN%d%s_%s%s", isas[i].isa, piece, arity == 1 ? "v" : "vv", libm,
-                 is_f32 ? "f" : "");
-        LLVMTypeRef pt = LLVMVectorType(elem, (unsigned)piece);
-        LLVMTypeRef ps[2] = {pt, pt};
-        LLVMTypeRef ft = LLVMFunctionType(pt, ps, (unsigned)arity, 0);
-        LLVMValueRef callee = LLVMGetNamedFunction(g->mod, name);
-        if (!callee) {
-            callee = LLVMAddFunction(g->mod, name, ft);
-            kj_codegen_add_fn_attr(g, callee, "nounwind");
-            LLVMAddAttributeAtIndex(callee, LLVMAttributeFunctionIndex, memory_none(g));
-        }
-        LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(a[0]));
-        for (int first = 0; first < s->lanes; first += piece) {
-            LLVMValueRef args[2];
-            for (int j = 0; j < arity; j++)
-                args[j] = piece == s->lanes ? a[j] : sub_vector(s, a[j], first, piece);
-            LLVMValueRef r = LLVMBuildCall2(s->b, ft, callee, args, (unsigned)arity, "");
-            if (piece == s->lanes)
-                return r;
-            for (int k = 0; k < piece; k++)
-                out = LLVMBuildInsertElement(s->b, out, LLVMBuildExtractElement(s->b, r, const_i32(g, k), ""),
-                                             const_i32(g, first + k), "");
-        }
-        return out;
+    char libm_name[64], name[96];
+    snprintf(libm_name, sizeof libm_name, "%s%s", libm, is_f32 ? "f" : "");
+    int piece = kj_codegen_libmvec_variant(g, libm_name, is_f32, arity, name);
+    if (piece == 0 || (s->lanes > piece && s->lanes % piece != 0))
+        return math_per_lane(s, fn, a, arity);
+    LLVMTypeRef pt = LLVMVectorType(elem, (unsigned)piece);
+    LLVMTypeRef ps[2] = {pt, pt};
+    LLVMTypeRef ft = LLVMFunctionType(pt, ps, (unsigned)arity, 0);
+    LLVMValueRef callee = LLVMGetNamedFunction(g->mod, name);
+    if (!callee) {
+        callee = LLVMAddFunction(g->mod, name, ft);
+        kj_codegen_add_fn_attr(g, callee, "nounwind");
+        LLVMAddAttributeAtIndex(callee, LLVMAttributeFunctionIndex, memory_none(g));
     }
-    return math_per_lane(s, fn, a, arity);
+    if (s->lanes < piece) {
+        LLVMValueRef wide[64], narrow[64], args[2];
+        for (int k = 0; k < piece; k++)
+            wide[k] = const_i32(g, k < s->lanes ? k : 0);
+        for (int k = 0; k < s->lanes; k++)
+            narrow[k] = const_i32(g, k);
+        for (int j = 0; j < arity; j++)
+            args[j] = LLVMBuildShuffleVector(s->b, a[j], LLVMGetPoison(LLVMTypeOf(a[j])),
+                                             LLVMConstVector(wide, (unsigned)piece), "");
+        LLVMValueRef r = LLVMBuildCall2(s->b, ft, callee, args, (unsigned)arity, "");
+        return LLVMBuildShuffleVector(s->b, r, LLVMGetPoison(pt), LLVMConstVector(narrow, (unsigned)s->lanes), "");
+    }
+    LLVMValueRef out = LLVMGetPoison(LLVMTypeOf(a[0]));
+    for (int first = 0; first < s->lanes; first += piece) {
+        LLVMValueRef args[2];
+        for (int j = 0; j < arity; j++)
+            args[j] = piece == s->lanes ? a[j] : sub_vector(s, a[j], first, piece);
+        LLVMValueRef r = LLVMBuildCall2(s->b, ft, callee, args, (unsigned)arity, "");
+        if (piece == s->lanes)
+            return r;
+        for (int k = 0; k < piece; k++)
+            out = LLVMBuildInsertElement(s->b, out, LLVMBuildExtractElement(s->b, r, const_i32(g, k), ""),
+                                         const_i32(g, first + k), "");
+    }
+    return out;
 }
 
 static LLVMValueRef vmath(Simd *s, KjMathFn fn, LLVMValueRef *a, int arity)

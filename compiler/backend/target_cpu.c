@@ -13,8 +13,9 @@
  *     and its warp, block and grid collectives through ctx->collective;
  *   - a vectorized kernel's PARFOR runs the [begin, end) its __range entry is
  *     handed (the runtime splits the index space over its thread pool);
- *   - math calls go to libm, with glibc's libmvec vector variants named for
- *     the loop vectoriser; lgamma goes through the reentrant lgamma_r;
+ *   - math calls that glibc's libmvec has go to its routine for the widest
+ *     ISA the host runs, from scalar and vector code alike (the same bits in
+ *     every mode); the others to libm, lgamma through the reentrant lgamma_r;
  *   - atomics are sequentially consistent, which costs nothing on x86,
  *     whose locked read-modify-write instructions are full barriers anyway;
  *   - emission: the optimised LLVM IR, host assembly, or the relocatable
@@ -51,50 +52,80 @@ static void cpu_function_attrs(Gen *g, LLVMValueRef fn)
 /* ============================================================ math */
 
 /*
- * The "vector-function-abi-variant" list for a libm function: one entry per
- * libmvec ISA the host runs (sse 'b', avx2 'd', avx-512 'e'), each with the
- * vector length that ISA's registers hold.  The vectoriser picks the entry
- * whose length matches the width it chose.
+ * A libm function that libmvec has, called from scalar code: through
+ * kj_math_<name>, a function of the module's own that runs the host's one
+ * routine for it (kj_codegen_libmvec_variant: the SIMD lowering calls the
+ * same) on its operands in every lane and returns lane 0.  The call names
+ * that routine in "vector-function-abi-variant", so the loop vectoriser calls
+ * it on whole vectors instead; either way each element gets the routine's
+ * result, in the loop's body and in its remainder alike.  The wrapper is
+ * never inlined: inlined, it would leave the vectoriser a vector call it
+ * cannot widen (and LLVM folds no call of it with constant operands into
+ * the host libm's value).
  */
-static void cpu_vectorizable_math_call(Gen *g, LLVMValueRef call, const char *name, int arity)
+static LLVMValueRef cpu_vector_math_call(Gen *g, const char *name, LLVMValueRef *args, int arity)
 {
-    bool is_f32 = LLVMTypeOf(call) == g->t_f32;
-    struct { bool ok; char isa; int lanes_f64; } isas[3] = {
-        {g->vec_sse, 'b', 2}, {g->vec_avx2, 'd', 4}, {g->vec_avx512, 'e', 8}};
-    char list[1024] = "";
-    size_t len = 0;
-    const char *params = arity == 1 ? "v" : "vv";
-    LLVMTypeRef elem = is_f32 ? g->t_f32 : g->t_f64;
-    for (int i = 0; i < 3; i++) {
-        if (!isas[i].ok)
-            continue;
-        int lanes = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
-        char vname[96];
-        snprintf(vname, sizeof vname, "_ZGV%cN%d%s_%s", isas[i].isa, lanes, params, name);
-        /* The vector function must be declared for the vectoriser to use it, and
-         * kept in llvm.compiler.used so no pass drops the unused declaration. */
-        if (!LLVMGetNamedFunction(g->mod, vname)) {
-            LLVMTypeRef vt = LLVMVectorType(elem, (unsigned)lanes);
-            LLVMTypeRef ps[2] = {vt, vt};
-            LLVMValueRef vfn = LLVMAddFunction(g->mod, vname, LLVMFunctionType(vt, ps, (unsigned)arity, 0));
-            kj_codegen_add_fn_attr(g, vfn, "nounwind");
-            LLVMAddAttributeAtIndex(vfn, LLVMAttributeFunctionIndex, memory_none(g));
-            if (g->used_count == g->used_cap) {
-                g->used_cap = g->used_cap ? 2 * g->used_cap : 32;
-                g->used = kj_xrealloc(g->used, sizeof *g->used * (size_t)g->used_cap);
-            }
-            g->used[g->used_count++] = vfn;
+    LLVMTypeRef t = LLVMTypeOf(args[0]);
+    char vname[96];
+    int lanes = kj_codegen_libmvec_variant(g, name, t == g->t_f32, arity, vname);
+    if (lanes == 0)
+        return NULL;
+    LLVMTypeRef vt = LLVMVectorType(t, (unsigned)lanes);
+    LLVMTypeRef vps[2] = {vt, vt};
+    LLVMTypeRef vft = LLVMFunctionType(vt, vps, (unsigned)arity, 0);
+    LLVMValueRef vfn = LLVMGetNamedFunction(g->mod, vname);
+    if (!vfn) {
+        vfn = LLVMAddFunction(g->mod, vname, vft);
+        kj_codegen_add_fn_attr(g, vfn, "nounwind");
+        LLVMAddAttributeAtIndex(vfn, LLVMAttributeFunctionIndex, memory_none(g));
+        /* kept in llvm.compiler.used: the vectoriser needs the declaration,
+         * and no pass may drop it while only the attribute names it */
+        if (g->used_count == g->used_cap) {
+            g->used_cap = g->used_cap ? 2 * g->used_cap : 32;
+            g->used = kj_xrealloc(g->used, sizeof *g->used * (size_t)g->used_cap);
         }
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s_ZGV_LLVM_N%d%s_%s(%s)",
-                                len ? "," : "", lanes, params, name, vname);
+        g->used[g->used_count++] = vfn;
     }
-    if (len == 0)
-        return;
+    char wname[96];
+    snprintf(wname, sizeof wname, "kj_math_%s", name);
+    LLVMTypeRef ps[2] = {t, t};
+    LLVMTypeRef ft = LLVMFunctionType(t, ps, (unsigned)arity, 0);
+    LLVMValueRef wrapper = LLVMGetNamedFunction(g->mod, wname);
+    if (!wrapper) {
+        wrapper = LLVMAddFunction(g->mod, wname, ft);
+        LLVMSetLinkage(wrapper, LLVMInternalLinkage);
+        kj_codegen_add_fn_attr(g, wrapper, "nounwind");
+        kj_codegen_add_fn_attr(g, wrapper, "noinline");
+        kj_codegen_add_fn_attr(g, wrapper, "willreturn");
+        LLVMAddAttributeAtIndex(wrapper, LLVMAttributeFunctionIndex, memory_none(g));
+        if (g->cpu_name && *g->cpu_name)
+            kj_codegen_add_string_attr(g, wrapper, "target-cpu", g->cpu_name);
+        if (g->cpu_features && *g->cpu_features)
+            kj_codegen_add_string_attr(g, wrapper, "target-features", g->cpu_features);
+        LLVMBuilderRef b = LLVMCreateBuilderInContext(g->ctx);
+        LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(g->ctx, wrapper, "entry"));
+        LLVMValueRef zero = LLVMConstInt(g->t_i32, 0, 0);
+        LLVMValueRef vargs[2];
+        for (int i = 0; i < arity; i++) {
+            LLVMValueRef one = LLVMBuildInsertElement(b, LLVMGetPoison(vt), LLVMGetParam(wrapper, (unsigned)i),
+                                                      zero, "");
+            vargs[i] = LLVMBuildShuffleVector(b, one, LLVMGetPoison(vt),
+                                              LLVMConstNull(LLVMVectorType(g->t_i32, (unsigned)lanes)), "");
+        }
+        LLVMValueRef r = LLVMBuildCall2(b, vft, vfn, vargs, (unsigned)arity, "");
+        LLVMBuildRet(b, LLVMBuildExtractElement(b, r, zero, ""));
+        LLVMDisposeBuilder(b);
+    }
+    LLVMValueRef call = LLVMBuildCall2(g->b, ft, wrapper, args, (unsigned)arity, "");
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, memory_none(g));
+    char variant[256];
+    int len = snprintf(variant, sizeof variant, "_ZGV_LLVM_N%d%s_%s(%s)", lanes, arity == 1 ? "v" : "vv",
+                       wname, vname);
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
-                             LLVMCreateStringAttribute(g->ctx, "vector-function-abi-variant", 27,
-                                                       list, (unsigned)len));
+                             LLVMCreateStringAttribute(g->ctx, "vector-function-abi-variant", 27, variant,
+                                                       (unsigned)len));
+    return call;
 }
-
 
 /* lgamma through lgamma_r: plain lgamma writes the global signgam, a data race
  * when the parallel target runs it on several threads.  The rest is the
@@ -847,7 +878,7 @@ const KjTarget kj_target_cpu = {
     .exec = cpu_exec,
     .math_prefix = "",
     .math = cpu_math,
-    .vectorizable_math_call = cpu_vectorizable_math_call,
+    .vector_math_call = cpu_vector_math_call,
     .float_to_int = NULL, /* llvm.fpto[su]i.sat: NaN gives 0 */
     .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
     .line_info_kind = LLVMDWARFEmissionLineTablesOnly,

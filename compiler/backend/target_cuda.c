@@ -450,7 +450,7 @@ const KjTarget kj_target_cuda = {
     .exec = cuda_exec,
     .math_prefix = "__nv_",
     .math = cuda_math,
-    .vectorizable_math_call = NULL,
+    .vector_math_call = NULL,
     .float_to_int = cuda_float_to_int,
     .atomic_ordering = LLVMAtomicOrderingMonotonic,
     /* DICompileUnit::DebugDirectivesOnly, which the C API does not name */
