@@ -26,7 +26,9 @@
  * nothing failed.
  */
 #include "modes.h"
+#include "kjit_tools.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -132,6 +134,8 @@ typedef struct Child {
     kjit_context *reference, *checked; /* first child only */
     bool first;
     bool resumed_here; /* running the function the child was started at */
+    bool cuda;         /* a cuda mode runs */
+    bool float_math;   /* the source computes with floats (has_float_math) */
     Counts counts;
 } Child;
 
@@ -259,6 +263,64 @@ static void keep_outputs(CaseRef *r, const ModesCase *c, ModesArgs *args)
     }
 }
 
+/* Whether the source computes with floats at all: an arithmetic operation,
+ * a power or a math function (other than the exact ones) of a float or
+ * complex type in its checked IR.  A source without any moves, compares
+ * and converts floats only, and cuda must give its bits exactly. */
+static bool has_float_math(const Child *child, const ModesSource *source)
+{
+    char path[4096];
+    const char *file = source->path;
+    if (!file) { /* a unit test's literal: through a file of its own */
+        snprintf(path, sizeof path, "%s/source.kern", child->settings->refdir);
+        FILE *f = fopen(path, "w");
+        if (!f || fputs(source->text, f) < 0) {
+            if (f)
+                fclose(f);
+            return true;
+        }
+        fclose(f);
+        file = path;
+    }
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    char *ir = NULL, *error = NULL;
+    size_t size = 0;
+    if (kjit_stage_file(file, KJIT_STAGE_IR, &options, &ir, &size, &error) != KJIT_OK) {
+        free(error);
+        return true; /* the tolerance, when in doubt */
+    }
+    static const char *const exact[] = {"math.min", "math.max", "math.abs", "math.floor",
+                                        "math.ceil", "math.trunc", "math.round", "math.copysign"};
+    static const char *const arithmetic[] = {"add", "sub", "mul", "div", "rem", "pow", "fma",
+                                             "cabs", "carg", "polar", "atomic_add", "atomic_sub"};
+    bool found = false;
+    for (const char *p = strchr(ir, '('); p && !found; p = strchr(p + 1, '(')) {
+        const char *colon = p + 1;
+        while (*colon && (isalnum((unsigned char)*colon) || *colon == '_' || *colon == '.'))
+            colon++;
+        if (*colon != ':')
+            continue;
+        const char *type = colon + 1;
+        bool real = (type[0] == 'f' || type[0] == 'c' || strncmp(type, "bf16", 4) == 0) &&
+                    isdigit((unsigned char)type[type[0] == 'b' ? 2 : 1]);
+        if (!real)
+            continue;
+        size_t len = (size_t)(colon - (p + 1));
+        bool is_math = len > 5 && strncmp(p + 1, "math.", 5) == 0;
+        for (size_t k = 0; is_math && k < sizeof exact / sizeof *exact; k++)
+            if (strlen(exact[k]) == len && strncmp(p + 1, exact[k], len) == 0)
+                is_math = false;
+        bool is_arithmetic = false;
+        for (size_t k = 0; k < sizeof arithmetic / sizeof *arithmetic; k++)
+            if (strlen(arithmetic[k]) == len && strncmp(p + 1, arithmetic[k], len) == 0)
+                is_arithmetic = true;
+        found = is_math || is_arithmetic;
+    }
+    free(ir);
+    return found;
+}
+
 /* Chooses the case's recipe in checked mode and runs the reference. */
 static void reference_case(Child *child, const ModesSource *source, kjit_function *checked_fn,
                            kjit_function *ref_fn, const ModesCase *c, int start, CaseRef *r)
@@ -362,7 +424,8 @@ static void mode_case(Child *child, const ModesSource *source, kjit_function *fn
     if (compare) {
         ModesOutput got[MAX_OUTPUTS];
         int n = modes_outputs(c, &args, got, MAX_OUTPUTS);
-        ModesTolerance tol = mode->target == KJIT_TARGET_CUDA ? TOLERANCE_CUDA : TOLERANCE_BITS;
+        ModesTolerance tol = mode->target == KJIT_TARGET_CUDA && child->float_math ? TOLERANCE_CUDA
+                                                                                   : TOLERANCE_BITS;
         for (int o = 0; o < n && o < r->noutputs; o++) {
             const ModesOutput *want = &r->outputs[o];
             child->counts.compared++;
@@ -501,6 +564,7 @@ static int run_child(const Settings *settings, const ModesSource *sources, int n
         if (!child.reference || !child.checked)
             return 2;
     }
+    child.cuda = cuda;
     child.nmodes = modes_of(&isas[settings->isa], child.first, cuda, child.modes);
     for (int m = 0; m < child.nmodes; m++) {
         child.contexts[m] = context_for(child.modes[m].target, child.modes[m].simd,
@@ -537,6 +601,7 @@ static int run_child(const Settings *settings, const ModesSource *sources, int n
             }
         if (!listing)
             listing = modules[0];
+        child.float_math = child.cuda && has_float_math(&child, source);
         if (ok && listing) {
             int n = kjit_module_function_count(listing);
             for (int f = s == settings->from_source ? settings->from_fn : 0; f < n; f++) {
