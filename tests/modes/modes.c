@@ -123,6 +123,7 @@ static void tell(const char *fmt, ...)
 
 typedef struct Counts {
     long functions, cases, runs, compared, mismatches, errors, skipped, ordered, cuda_inexact;
+    long recipes[RECIPE_COUNT], unclean; /* the cases' recipes; those not clean */
 } Counts;
 
 typedef struct Child {
@@ -364,7 +365,10 @@ static void reference_case(Child *child, const ModesSource *source, kjit_functio
     if (r->recipe < 0 && unclean >= 0) {
         r->recipe = unclean;
         r->clean = 0;
+        child->counts.unclean++;
     }
+    if (r->recipe >= 0)
+        child->counts.recipes[r->recipe]++;
     if (r->recipe < 0) {
         printf("skipped: %s %s [%s]: no input recipe keeps it in range (needs a rule in "
                "tests/modes/rules.txt): %s\n", source->name, name, c->label, last);
@@ -543,8 +547,9 @@ static void run_function(Child *child, const ModesSource *source, kjit_module *c
 static void tell_counts(const Child *child)
 {
     const Counts *k = &child->counts;
-    tell("counts %ld %ld %ld %ld %ld %ld %ld %ld %ld\n", k->functions, k->cases, k->runs, k->compared,
-         k->mismatches, k->errors, k->skipped, k->ordered, k->cuda_inexact);
+    tell("counts %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n", k->functions, k->cases, k->runs,
+         k->compared, k->mismatches, k->errors, k->skipped, k->ordered, k->cuda_inexact,
+         k->recipes[0], k->recipes[1], k->recipes[2], k->unclean);
 }
 
 static int run_child(const Settings *settings, const ModesSource *sources, int nsources)
@@ -687,9 +692,10 @@ static int watch(int fd, pid_t pid, Run *run, int timeout_s)
             else if (strncmp(line, "function ", 9) == 0)
                 sscanf(line + 9, "%d %d", &run->source, &run->fn);
             else if (strncmp(line, "counts ", 7) == 0)
-                sscanf(line + 7, "%ld %ld %ld %ld %ld %ld %ld %ld %ld", &k->functions, &k->cases,
-                       &k->runs, &k->compared, &k->mismatches, &k->errors, &k->skipped, &k->ordered,
-                       &k->cuda_inexact);
+                sscanf(line + 7, "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld", &k->functions,
+                       &k->cases, &k->runs, &k->compared, &k->mismatches, &k->errors, &k->skipped,
+                       &k->ordered, &k->cuda_inexact, &k->recipes[0], &k->recipes[1], &k->recipes[2],
+                       &k->unclean);
             else if (strcmp(line, "done") == 0)
                 run->done = true;
             line = nl + 1;
@@ -713,6 +719,9 @@ static void add_counts(Counts *total, const Counts *k)
     total->skipped += k->skipped;
     total->ordered += k->ordered;
     total->cuda_inexact += k->cuda_inexact;
+    for (int r = 0; r < RECIPE_COUNT; r++)
+        total->recipes[r] += k->recipes[r];
+    total->unclean += k->unclean;
 }
 
 static void usage(void)
@@ -901,6 +910,10 @@ int main(int argc, char **argv)
            total.functions, total.cases, nmodes_total, total.runs, total.compared, total.mismatches,
            total.errors, crashes, total.ordered, total.skipped, (long)(time(NULL) - t0),
            (unsigned long long)settings.seed);
+    printf("modes: inputs: %ld cases wild, %ld tame, %ld index; %ld of them with an unspecified "
+           "division, shift or conversion (not run on cuda)\n",
+           total.recipes[RECIPE_WILD], total.recipes[RECIPE_TAME], total.recipes[RECIPE_INDEX],
+           total.unclean);
     if (total.cuda_inexact)
         printf("modes: cuda: %ld float elements differ within the tolerance (%s)\n",
                total.cuda_inexact, modes_cuda_tolerance_text());
