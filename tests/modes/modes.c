@@ -15,10 +15,11 @@
  *
  * Before the reference run, each case's inputs are tried in checked mode
  * (kjit_options.check) from the widest recipe down (inputs.c): the first
- * whose indices all stay in range is taken.  When checked mode also finds a
- * division by zero, a shift or a conversion out of range (behaviour left
- * unspecified, docs/language.md), the cpu modes still compare the bits, and
- * cuda skips the case.
+ * that runs clean is taken.  When none does, the first that stopped only at
+ * a division by zero, a shift or a conversion out of range (behaviour left
+ * unspecified, docs/language.md) is: the cpu modes still compare the bits,
+ * and cuda skips the case.  A child stuck in checked mode is started again
+ * on that function from the next recipe.
  *
  * The child writes its report to stdout and its progress (what it is
  * running, its counts) as lines on file descriptor 3, which the parent
