@@ -134,6 +134,98 @@ bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_tar
     return false;
 }
 
+/* ======================================================= parameters written */
+
+/* Which parameters an array-typed expression may name: a bit per parameter
+ * (from 32 on, none: the caller counts them written). */
+static uint32_t array_origin(const KjIrExpr *e, const uint32_t *origin)
+{
+    if (!e)
+        return 0;
+    switch (e->op) {
+    case KJ_IR_VAR: return origin[e->var->id];
+    case KJ_IR_VIEW: return array_origin(e->args[0], origin);
+    case KJ_IR_SELECT: return array_origin(e->args[1], origin) | array_origin(e->args[2], origin);
+    default: return 0; /* shared(), local(): the function's own memory */
+    }
+}
+
+typedef struct WriteWalk {
+    uint32_t *origin;
+    uint32_t written;
+    bool changed; /* an origin grew (the first walk, to a fixed point) */
+    int depth;    /* of calls, for a program that recurses */
+} WriteWalk;
+
+static void expr_writes(WriteWalk *w, const KjIrExpr *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->arg_count; i++)
+        expr_writes(w, e->args[i]);
+    if (e->op == KJ_IR_ATOMIC)
+        w->written |= array_origin(e->args[0], w->origin);
+    if (e->op == KJ_IR_CALL && e->callee) {
+        uint32_t callee = w->depth > 64 ? UINT32_MAX : 0;
+        if (!callee)
+            callee = kj_ir_params_written_at(e->callee, w->depth + 1);
+        for (int i = 0; i < e->arg_count; i++)
+            if (e->args[i]->type->kind == KJ_TYPE_ARRAY && (i >= 32 || (callee >> i & 1)))
+                w->written |= array_origin(e->args[i], w->origin);
+    }
+}
+
+static void stmt_writes(WriteWalk *w, const KjIrStmt *s)
+{
+    if (!s)
+        return;
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        expr_writes(w, es[i]);
+    for (int i = 0; i < s->index_count; i++)
+        expr_writes(w, s->indices[i]);
+    if (s->kind == KJ_IR_STMT_STORE)
+        w->written |= array_origin(s->array, w->origin);
+    if (s->kind == KJ_IR_STMT_SET && s->var && s->var->type->kind == KJ_TYPE_ARRAY) {
+        uint32_t grown = w->origin[s->var->id] | array_origin(s->value, w->origin);
+        w->changed |= grown != w->origin[s->var->id];
+        w->origin[s->var->id] = grown;
+    }
+    for (int i = 0; i < s->stmts.count; i++)
+        stmt_writes(w, s->stmts.items[i]);
+    stmt_writes(w, s->then_stmt);
+    stmt_writes(w, s->else_stmt);
+    stmt_writes(w, s->body);
+}
+
+uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth)
+{
+    int count = fn->locals.count;
+    for (int i = 0; i < count; i++) {
+        const KjIrVar *var = fn->locals.items[i];
+        if (var->id >= count)
+            count = var->id + 1;
+    }
+    WriteWalk w = {.origin = kj_xcalloc((size_t)(count ? count : 1), sizeof(uint32_t)),
+                   .depth = depth};
+    for (int i = 0; i < fn->param_count && i < 32; i++)
+        w.origin[fn->params[i]->id] = 1u << i;
+    /* `let b = a;` may come after a store through b in a loop: walk until
+     * the origins stop growing (each walk adds a bit or stops). */
+    do {
+        w.changed = false;
+        w.written = 0;
+        stmt_writes(&w, fn->body);
+    } while (w.changed);
+    free(w.origin);
+    return w.written;
+}
+
+uint32_t kj_ir_params_written(const KjIrFunction *fn)
+{
+    return kj_ir_params_written_at(fn, 0);
+}
+
 /* ================================================================= printer */
 
 /* Variables print by name; a name that several locals of one function share

@@ -768,6 +768,13 @@ bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);
  * does not count. */
 bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_target);
 
+/* The array parameters that fn, or a function it calls, may store into (a
+ * store or an atomic through the parameter or an array `let` of it): bit i
+ * for parameter i < 32 (parameters from 32 on: the caller counts them
+ * written).  _at: the same at a depth of calls (past 64: every one). */
+uint32_t kj_ir_params_written(const KjIrFunction *fn);
+uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth);
+
 /* --dump=ir */
 void kj_ir_print_module(FILE *out, const KjIrModule *module);
 void kj_ir_print_function(FILE *out, const KjIrFunction *fn);

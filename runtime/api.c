@@ -27,68 +27,14 @@
 
 #include "kjit_runtime.h"
 
-/* --------------------------------------------------------------- errors */
-
-/* Failures with no context to keep them (kjit_context_create). */
-static _Thread_local char *orphan_error;
-
-static kjit_status set_error_v(kjit_context *context, kjit_status status, const char *fmt,
-                               va_list ap)
-{
-    KjBuf buf = {0};
-    kj_buf_vprintf(&buf, fmt, ap);
-    char **slot = context ? &context->last_error : &orphan_error;
-    free(*slot);
-    *slot = buf.data;
-    return status;
-}
-
-kjit_status kj_api_set_error(kjit_context *context, kjit_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    set_error_v(context, status, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-/* Takes a heap message from a lower layer, with a prefix. */
-kjit_status kj_api_take_error(kjit_context *context, kjit_status status, const char *prefix,
-                             char *message)
-{
-    kj_api_set_error(context, status, "%s%s", prefix, message ? message : "unknown failure");
-    free(message);
-    return status;
-}
-
-/* take_error with "name: " in front, formatted only when there is an error
- * (the hot paths keep no prefix buffer of their own). */
-kjit_status kj_api_take_named_error(kjit_context *context, kjit_status status, const char *name,
-                                   char *message)
-{
-    kj_api_set_error(context, status, "%s: %s", name, message ? message : "unknown failure");
-    free(message);
-    return status;
-}
-
-void kj_api_clear_error(kjit_context *context)
-{
-    if (context && context->last_error)
-        context->last_error[0] = '\0';
-}
-
-const char *kjit_last_error(const kjit_context *context)
-{
-    const char *message = context ? context->last_error : orphan_error;
-    return message ? message : "";
-}
+/* ---------------------------------------------------------------- names */
 
 const char *kjit_status_name(kjit_status status)
 {
     static const char *const names[] = {
         "ok", "compile error", "I/O error", "not found", "invalid argument", "shape error",
         "type error", "no device", "CUDA error", "out of memory", "back-end error",
-        "check failed",
+        "check failed", "cancelled", "time limit exceeded",
     };
     return (unsigned)status < sizeof names / sizeof names[0] ? names[status] : "unknown status";
 }
@@ -108,6 +54,8 @@ const char *kjit_target_name(kjit_target target)
 
 void kjit_options_init(kjit_options *options)
 {
+    if (!options)
+        return;
     memset(options, 0, sizeof *options);
     options->target = KJIT_TARGET_AUTO;
     options->device = -1;
@@ -116,27 +64,57 @@ void kjit_options_init(kjit_options *options)
     options->cpu_simd = kj_codegen_cpu_simd_default();
     const char *specialise = getenv("KJIT_CPU_SPECIALISE");
     options->cpu_specialise = !(specialise && strcmp(specialise, "0") == 0);
+    const char *cancellable = getenv("KJIT_CANCELLABLE");
+    options->cancellable = cancellable && *cancellable && strcmp(cancellable, "0") != 0;
+    const char *limit = getenv("KJIT_TIME_LIMIT");
+    if (limit && *limit) {
+        char *end = NULL;
+        double seconds = strtod(limit, &end);
+        if (end != limit && *end == '\0' && seconds > 0 && seconds < 1e9)
+            options->time_limit_s = seconds;
+    }
+}
+
+static void context_free(kjit_context *context)
+{
+    kj_cancel_destroy(context->cancel);
+    pthread_mutex_destroy(&context->lock);
+    pthread_mutex_destroy(&context->handles_lock);
+    kj_handle_free(context);
 }
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
 {
+    if (!out)
+        return kj_api_null(NULL, "kjit_context_create", "out");
     *out = NULL;
     kjit_options defaults;
     if (!options) {
         kjit_options_init(&defaults);
         options = &defaults;
     }
-    kjit_context *context = kj_xcalloc(1, sizeof *context);
+    /* A target kjit does not know is a mistake to report, not cpu to guess. */
+    if ((unsigned)options->target > KJIT_TARGET_CUDA)
+        return kj_api_set_error(NULL, KJIT_ERROR_INVALID_ARGUMENT,
+                                "unknown target %d (KJIT_TARGET_AUTO, _CPU, _PARALLEL or _CUDA)",
+                                (int)options->target);
+    kjit_context *context = kj_handle_new(KJ_HANDLE_CONTEXT, sizeof *context);
     context->options = *options;
     if (context->options.opt_level < 0 || context->options.opt_level > 3)
         context->options.opt_level = 3;
     context->options.check = context->options.check || kj_check_env();
+    if (!(context->options.time_limit_s > 0)) /* NaN and negatives too: no limit */
+        context->options.time_limit_s = 0;
+    if (context->options.time_limit_s > 0)
+        context->options.cancellable = 1;
+    context->options.cancellable = context->options.cancellable != 0;
+    context->cancel = kj_cancel_create(&context->options);
     pthread_mutex_init(&context->lock, NULL);
+    pthread_mutex_init(&context->handles_lock, NULL);
     context->stdlib_dirs[0] = kj_default_stdlib_dir();
     context->stdlib_dirs[1] = NULL;
 
-    /* AUTO is cuda when a GPU answers, else cpu; anything but cuda and
-     * parallel runs as cpu. */
+    /* AUTO is cuda when a GPU answers, else cpu. */
     kjit_target target = options->target;
     const KjRuntimeTarget *runtime = target == KJIT_TARGET_PARALLEL ? &kj_runtime_parallel
                                                                     : &kj_runtime_cpu;
@@ -157,8 +135,7 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
         kj_api_set_error(NULL, status, "%s target: %s", runtime->name,
                          error ? error : "unknown failure");
         free(error);
-        pthread_mutex_destroy(&context->lock);
-        free(context);
+        context_free(context);
         return status;
     }
     free(error);
@@ -171,17 +148,23 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
 void kjit_context_destroy(kjit_context *context)
 {
     if (!context)
+        return; /* as free(NULL) */
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_context_destroy"))
         return;
+    /* What the context made dies with it, before its target closes. */
+    while (context->modules)
+        kjit_module_free(context->modules);
+    kj_api_release_handles(context);
     kj_reduce_scratch_free(context);
     kj_check_context_free(context); /* through the target, before it closes */
     context->runtime->close(context);
-    free(context->last_error);
-    pthread_mutex_destroy(&context->lock);
-    free(context);
+    context_free(context);
 }
 
 kjit_target kjit_context_target(const kjit_context *context)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_context_target"))
+        return KJIT_TARGET_AUTO;
     return context->target;
 }
 
@@ -214,11 +197,17 @@ static char *signature_text(const KjIrFunction *fn, bool kernel)
 }
 
 static kjit_status compile_module(kjit_context *context, const char *path, const char *name,
-                                  const char *source, kjit_module **out)
+                                  const char *source, kjit_module **out, const char *api)
 {
-    *out = NULL;
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, api))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
-    kjit_module *module = kj_xcalloc(1, sizeof *module);
+    if (!out)
+        return kj_api_null(context, api, "out");
+    *out = NULL;
+    if (path ? !path[0] : !source)
+        return kj_api_null(context, api, path ? "the path is empty; it" : "source");
+    kjit_module *module = kj_handle_new(KJ_HANDLE_MODULE, sizeof *module);
     module->context = context;
     DiagCollector collector = {context, {0}};
     KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
@@ -243,7 +232,7 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
             len ? text : (status == KJIT_ERROR_IO ? "cannot read the source" : "errors"));
         kj_buf_free(&collector.text);
         kj_arena_free(&module->arena);
-        free(module);
+        kj_handle_free(module);
         return status;
     }
     kj_buf_free(&collector.text);
@@ -252,7 +241,8 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
     module->functions = kj_xcalloc((size_t)(module->function_count ? module->function_count : 1),
                                    sizeof *module->functions);
     for (int i = 0; i < module->function_count; i++) {
-        kjit_function *function = &module->functions[i];
+        kjit_function *function = kj_handle_new(KJ_HANDLE_FUNCTION, sizeof *function);
+        module->functions[i] = function;
         function->module = module;
         function->entry = module->ir->entries.items[i];
         int count = function->entry->variants.count;
@@ -260,20 +250,34 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
         for (int s = 0; s < count; s++)
             function->signature_text[s] = signature_text(function->entry->variants.items[s],
                                                          function->entry->kind == KJ_FN_KERNEL);
+        for (int s = 0; s < count; s++)
+            function->params_written |= kj_ir_params_written(function->entry->variants.items[s]);
     }
+    pthread_mutex_lock(&context->handles_lock);
+    module->next = context->modules;
+    if (module->next)
+        module->next->prev = module;
+    context->modules = module;
+    pthread_mutex_unlock(&context->handles_lock);
     *out = module;
     return KJIT_OK;
 }
 
 kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_module **out)
 {
-    return compile_module(context, path, NULL, NULL, out);
+    if (!path) {
+        if (kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_compile_file"))
+            kj_api_clear_error(context);
+        return kj_api_null(context, "kjit_compile_file", "path");
+    }
+    return compile_module(context, path, NULL, NULL, out, "kjit_compile_file");
 }
 
 kjit_status kjit_compile_string(kjit_context *context, const char *name, const char *source,
                                 kjit_module **out)
 {
-    return compile_module(context, NULL, name ? name : "<string>", source, out);
+    return compile_module(context, NULL, name ? name : "<string>", source, out,
+                          "kjit_compile_string");
 }
 
 static void compiled_free(KjCompiled *compiled)
@@ -285,9 +289,20 @@ static void compiled_free(KjCompiled *compiled)
 void kjit_module_free(kjit_module *module)
 {
     if (!module)
+        return; /* as free(NULL) */
+    if (!kj_api_live(module, KJ_HANDLE_MODULE, "kjit_module_free"))
         return;
+    kjit_context *context = module->context;
+    pthread_mutex_lock(&context->handles_lock);
+    if (module->prev)
+        module->prev->next = module->next;
+    else
+        context->modules = module->next;
+    if (module->next)
+        module->next->prev = module->prev;
+    pthread_mutex_unlock(&context->handles_lock);
     for (int i = 0; i < module->function_count; i++) {
-        kjit_function *function = &module->functions[i];
+        kjit_function *function = module->functions[i];
         for (KjCompiled *c = function->compiled, *next; c; c = next) {
             next = c->next;
             compiled_free(c);
@@ -295,25 +310,31 @@ void kjit_module_free(kjit_module *module)
         for (int s = 0; s < function->entry->variants.count; s++)
             free(function->signature_text[s]);
         free(function->signature_text);
+        kj_handle_free(function);
     }
     free(module->functions);
     kj_arena_free(&module->arena);
-    free(module);
+    kj_handle_free(module);
 }
 
 /* ------------------------------------------------------------ functions */
 
 kjit_status kjit_module_function(kjit_module *module, const char *name, kjit_function **out)
 {
+    if (!kj_api_live(module, KJ_HANDLE_MODULE, "kjit_module_function"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kj_api_clear_error(module->context);
+    if (!out || !name)
+        return kj_api_null(module->context, "kjit_module_function", out ? "name" : "out");
     *out = NULL;
     for (int i = 0; i < module->function_count; i++)
-        if (strcmp(module->functions[i].entry->name, name) == 0) {
-            *out = &module->functions[i];
+        if (strcmp(module->functions[i]->entry->name, name) == 0) {
+            *out = module->functions[i];
             return KJIT_OK;
         }
     KjBuf names = {0};
     for (int i = 0; i < module->function_count; i++)
-        kj_buf_printf(&names, "%s%s", i ? ", " : "", module->functions[i].entry->name);
+        kj_buf_printf(&names, "%s%s", i ? ", " : "", module->functions[i]->entry->name);
     kj_api_set_error(module->context, KJIT_ERROR_NOT_FOUND,
                      "no function named '%s' (the module has: %s)", name,
                      names.data ? names.data : "none");
@@ -323,18 +344,31 @@ kjit_status kjit_module_function(kjit_module *module, const char *name, kjit_fun
 
 int kjit_module_function_count(const kjit_module *module)
 {
+    if (!kj_api_live(module, KJ_HANDLE_MODULE, "kjit_module_function_count"))
+        return 0;
     return module->function_count;
 }
 
 const char *kjit_module_function_name(const kjit_module *module, int index)
 {
+    if (!kj_api_live(module, KJ_HANDLE_MODULE, "kjit_module_function_name"))
+        return NULL;
     if (index < 0 || index >= module->function_count)
         return NULL;
-    return module->functions[index].entry->name;
+    return module->functions[index]->entry->name;
 }
+
+/* The getters below answer a harmless value for a function that is not live
+ * (NULL, or freed), having said why in the thread's error. */
+#define LIVE_OR(function, value)                                                               \
+    do {                                                                                       \
+        if (!kj_api_live(function, KJ_HANDLE_FUNCTION, __func__))                              \
+            return value;                                                                      \
+    } while (0)
 
 kjit_function_kind kjit_function_kind_of(const kjit_function *function)
 {
+    LIVE_OR(function, KJIT_FUNCTION_PLAIN);
     switch (function->entry->kind) {
     case KJ_FN_PLAIN: return KJIT_FUNCTION_PLAIN;
     case KJ_FN_VECTORIZE: return KJIT_FUNCTION_VECTORIZE;
@@ -347,6 +381,7 @@ kjit_function_kind kjit_function_kind_of(const kjit_function *function)
 
 const char *kjit_function_name(const kjit_function *function)
 {
+    LIVE_OR(function, NULL);
     return function->entry->name;
 }
 
@@ -357,16 +392,19 @@ KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig)
 
 int kjit_function_param_count(const kjit_function *function)
 {
+    LIVE_OR(function, 0);
     return function->entry->variants.count ? kj_api_variant_of(function, 0)->param_count : 0;
 }
 
 int kjit_function_signature_count(const kjit_function *function)
 {
+    LIVE_OR(function, 0);
     return function->entry->variants.count;
 }
 
 const char *kjit_function_signature(const kjit_function *function, int index)
 {
+    LIVE_OR(function, NULL);
     if (index < 0 || index >= function->entry->variants.count)
         return NULL;
     return function->signature_text[index];
@@ -375,6 +413,9 @@ const char *kjit_function_signature(const kjit_function *function, int index)
 kjit_status kjit_function_param(const kjit_function *function, int sig, int param,
                                 kjit_dtype *dtype, int *ndim)
 {
+    LIVE_OR(function, KJIT_ERROR_INVALID_ARGUMENT);
+    if (!dtype)
+        return kj_api_null(function->module->context, __func__, "dtype");
     if (sig < 0 || sig >= function->entry->variants.count)
         return KJIT_ERROR_INVALID_ARGUMENT;
     const KjIrFunction *fn = kj_api_variant_of(function, sig);
@@ -389,8 +430,23 @@ kjit_status kjit_function_param(const kjit_function *function, int sig, int para
     return KJIT_OK;
 }
 
+int kjit_function_param_written(const kjit_function *function, int param)
+{
+    LIVE_OR(function, 0);
+    if (!function->entry->variants.count || param < 0 ||
+        param >= kj_api_variant_of(function, 0)->param_count)
+        return 0;
+    const KjType *type = kj_api_variant_of(function, 0)->params[param]->type;
+    if (type->kind != KJ_TYPE_ARRAY)
+        return 0; /* a scalar is passed by value */
+    return param >= 32 || (function->params_written >> param & 1);
+}
+
 kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dtype *dtype)
 {
+    LIVE_OR(function, KJIT_ERROR_INVALID_ARGUMENT);
+    if (!dtype)
+        return kj_api_null(function->module->context, __func__, "dtype");
     if (sig < 0 || sig >= function->entry->variants.count)
         return KJIT_ERROR_INVALID_ARGUMENT;
     const KjIrFunction *fn = kj_api_variant_of(function, sig);
@@ -433,6 +489,8 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
                      module->context->options.cpu_simd ? "" : " nosimd");
     if (module->context->options.check)
         kj_cache_key_add(key, "checks", "%d", 1);
+    if (module->context->options.cancellable)
+        kj_cache_key_add(key, "cancel", "%d", 1);
 }
 
 /* The middle of the pass list for one root (pipeline.c); an internal error

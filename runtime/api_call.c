@@ -240,15 +240,13 @@ kjit_status kj_api_check_args(kjit_context *context, const char *name, const kji
             if (!a)
                 return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                         "argument %d of %s is a NULL array", i, name);
-            if ((unsigned)a->dtype >= KJIT_DTYPE_COUNT || a->ndim < 0 || a->ndim > KJIT_MAX_DIMS)
-                return kj_api_set_error(
-                    context, KJIT_ERROR_INVALID_ARGUMENT,
-                    "argument %d of %s is not a valid array (dtype %d, ndim %d)", i, name,
-                    (int)a->dtype, a->ndim);
-            for (int d = 0; d < a->ndim; d++)
-                if (a->shape[d] < 0)
-                    return kj_api_set_error(context, KJIT_ERROR_SHAPE,
-                                            "argument %d of %s has a negative extent", i, name);
+            char *error = NULL;
+            kjit_status status = kj_array_check(a, &error);
+            if (status != KJIT_OK) {
+                char prefix[160];
+                snprintf(prefix, sizeof prefix, "argument %d of %s: ", i, name);
+                return kj_api_take_error(context, status, prefix, error);
+            }
         } else if (args[i].kind != KJIT_ARG_SCALAR || (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT) {
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "argument %d of %s is neither a scalar nor an array", i,
@@ -261,12 +259,70 @@ kjit_status kj_api_check_args(kjit_context *context, const char *name, const kji
 static kjit_status check_args_present(kjit_context *context, const kjit_function *function,
                                       const kjit_arg *args, int nargs)
 {
-    int want = kjit_function_param_count(function);
+    int want = function->entry->variants.count ? kj_api_variant_of(function, 0)->param_count : 0;
     if (nargs != want)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s takes %d argument%s, %d given", function->entry->name, want,
                                 want == 1 ? "" : "s", nargs);
     return kj_api_check_args(context, function->entry->name, args, nargs);
+}
+
+kjit_status kj_api_check_array(kjit_context *context, const char *api, const char *what,
+                               const kjit_array *array)
+{
+    if ((unsigned)array->dtype >= KJIT_DTYPE_COUNT || array->ndim < 0 ||
+        array->ndim > KJIT_MAX_DIMS)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s is not a valid array (dtype %d, ndim %d)", api, what,
+                                (int)array->dtype, array->ndim);
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] < 0)
+            return kj_api_set_error(context, KJIT_ERROR_SHAPE, "%s: %s has a negative extent",
+                                    api, what);
+    if (!array->data && kj_array_has_elements(array))
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s has NULL data and %lld elements", api, what,
+                                (long long)kjit_array_size(array));
+    return KJIT_OK;
+}
+
+kjit_status kj_api_check_stream(kjit_context *context, const char *api, const kjit_stream *stream)
+{
+    if (!stream)
+        return KJIT_OK;
+    if (!kj_handle_live(stream, KJ_HANDLE_STREAM))
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: the stream is not a live stream (destroyed already?)", api);
+    if (stream->context != context)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: the stream belongs to another context", api);
+    return KJIT_OK;
+}
+
+kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
+                              int nargs, const kjit_array *out, const kjit_stream *stream,
+                              bool runs)
+{
+    kjit_context *context = function->module->context;
+    if (nargs < 0)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: nargs is %d", api,
+                                nargs);
+    if (nargs > 0 && !args)
+        return kj_api_null(context, api, "args");
+    for (int i = 0; runs && i < nargs; i++) {
+        const kjit_array *a = args[i].kind == KJIT_ARG_ARRAY ? args[i].value.array : NULL;
+        if (a && !a->data && a->ndim >= 0 && a->ndim <= KJIT_MAX_DIMS &&
+            kj_array_has_elements(a))
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: argument %d of %s has NULL data and %lld elements", api,
+                                    i, function->entry->name, (long long)kjit_array_size(a));
+    }
+    if (out) {
+        kjit_status status = kj_api_check_array(context, api, "the output", out);
+        if (status != KJIT_OK)
+            return status;
+    }
+    return kj_api_check_stream(context, api, stream);
 }
 
 /* ---------------------------------------------------- vectorized calls */
@@ -328,15 +384,134 @@ void *kj_api_alloc_aligned(size_t bytes)
 kjit_status kj_api_alloc_output(kjit_context *context, const char *name, kjit_dtype dtype,
                                 int ndim, const int64_t *shape, kjit_array *out)
 {
-    int64_t count = 1;
-    for (int d = 0; d < ndim; d++)
-        count *= shape[d];
-    void *data = kj_api_alloc_aligned((size_t)count * kjit_dtype_size(dtype));
+    int64_t count, bytes;
+    char *error = NULL;
+    kjit_status status = kj_shape_size(dtype, ndim, shape, &count, &bytes, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_named_error(context, status, name, error);
+    void *data = kj_api_alloc_aligned((size_t)bytes);
     if (!data)
         return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
-                                "%s: out of memory for an output of %lld elements", name,
-                                (long long)count);
+                                "%s: out of memory for an output of %lld elements (%lld bytes)",
+                                name, (long long)count, (long long)bytes);
     *out = kjit_array_make(data, dtype, ndim, shape);
+    return KJIT_OK;
+}
+
+static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg *args,
+                                int nargs, const kjit_array **inputs, kjit_array *output,
+                                kjit_stream *stream, bool run);
+
+/* ------------------------------------------------ outputs over inputs */
+
+/* Both arrays are in the same memory (the host's, or one device's), so
+ * their addresses compare. */
+static bool same_memory(const kjit_context *context, const kjit_array *a, const kjit_array *b)
+{
+    return a->memory == b->memory || context->runtime->device_memory_on_host;
+}
+
+/* The bytes a view touches, [*low, *high); false when it has no elements.
+ * (Every call with an output asks, so this is one loop and no calls.) */
+static inline bool byte_range(const kjit_array *a, uintptr_t *low, uintptr_t *high)
+{
+    if (!a->data)
+        return false;
+    int64_t lo = 0, hi = kj_dtype_bytes(a->dtype);
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] == 0)
+            return false;
+        int64_t reach = (a->shape[d] - 1) * a->strides[d];
+        if (reach < 0)
+            lo += reach;
+        else
+            hi += reach;
+    }
+    *low = (uintptr_t)a->data + (uintptr_t)lo;
+    *high = (uintptr_t)a->data + (uintptr_t)hi;
+    return true;
+}
+
+/* The same elements at the same places: an elementwise call reads each of
+ * them before it writes it, in the same work item. */
+static bool same_view(const kjit_array *a, const kjit_array *b)
+{
+    if (a->data != b->data || a->ndim != b->ndim || a->dtype != b->dtype)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->strides[d] != b->strides[d]))
+            return false;
+    return true;
+}
+
+kjit_status kj_api_unalias(kjit_context *context, const kjit_array **inputs, int count,
+                           const kjit_array *const *outputs, int output_count,
+                           bool elementwise, kjit_array *copies, KjTemps *temps,
+                           void **host_copies, int *copied, kjit_stream *stream)
+{
+    *copied = 0;
+    uintptr_t out_low[KJ_GUFUNC_MAX_OPERANDS], out_high[KJ_GUFUNC_MAX_OPERANDS];
+    bool out_touches[KJ_GUFUNC_MAX_OPERANDS];
+    for (int o = 0; o < output_count && o < KJ_GUFUNC_MAX_OPERANDS; o++)
+        out_touches[o] = outputs[o] && byte_range(outputs[o], &out_low[o], &out_high[o]);
+    for (int i = 0; i < count; i++) {
+        const kjit_array *in = inputs[i];
+        uintptr_t low, high;
+        if (!in || !byte_range(in, &low, &high))
+            continue;
+        bool overlaps = false;
+        for (int o = 0; o < output_count && o < KJ_GUFUNC_MAX_OPERANDS && !overlaps; o++)
+            overlaps = out_touches[o] && low < out_high[o] && out_low[o] < high &&
+                       same_memory(context, in, outputs[o]) &&
+                       !(elementwise && same_view(in, outputs[o]));
+        if (!overlaps)
+            continue;
+        if (!*copied)
+            for (int j = 0; j < count; j++)
+                host_copies[j] = NULL;
+        *copied += 1;
+        /* A C-ordered copy of the input, in its own memory, as NumPy makes. */
+        size_t bytes = (size_t)kjit_array_size(in) * kjit_dtype_size(in->dtype);
+        void *host = kj_api_alloc_aligned(bytes);
+        if (!host)
+            return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
+                                    "out of memory for a copy of an input that the output "
+                                    "overlaps (%zu bytes)", bytes);
+        host_copies[i] = host;
+        copies[i] = kjit_array_make(host, in->dtype, in->ndim, in->shape);
+        if (in->memory == KJIT_MEMORY_HOST || context->runtime->device_memory_on_host) {
+            kj_array_gather(in, host);
+            copies[i].memory = in->memory;
+        } else {
+            /* On a device: its extent to the host, gathered there, and back. */
+            int64_t low, high;
+            kj_array_extent(in, &low, &high);
+            char *extent = malloc((size_t)(high - low));
+            void *device = NULL;
+            kjit_status status = extent ? KJIT_OK : KJIT_ERROR_OUT_OF_MEMORY;
+            if (status == KJIT_OK)
+                status = kj_api_copy_bytes(context, extent, false, (char *)in->data + low, true,
+                                           (size_t)(high - low), stream);
+            if (status == KJIT_OK)
+                status = context->runtime->synchronize(context, stream);
+            if (status == KJIT_OK) {
+                kjit_array on_host = *in;
+                on_host.data = extent - low;
+                kj_array_gather(&on_host, host);
+                status = kj_api_temp_alloc(context, temps, bytes, &device);
+            }
+            if (status == KJIT_OK)
+                status = kj_api_copy_bytes(context, device, true, host, false, bytes, stream);
+            free(extent);
+            if (status != KJIT_OK)
+                return status == KJIT_ERROR_OUT_OF_MEMORY && !extent
+                           ? kj_api_set_error(context, status, "out of memory")
+                           : status;
+            copies[i].data = device;
+            copies[i].memory = KJIT_MEMORY_DEVICE;
+        }
+        inputs[i] = &copies[i];
+    }
     return KJIT_OK;
 }
 
@@ -382,6 +557,12 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
 
     kjit_array target, allocated = {0};
     if (out) {
+        status = kj_array_check(out, &error);
+        if (status != KJIT_OK) {
+            char prefix[160];
+            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
+            return kj_api_take_error(context, status, prefix, error);
+        }
         if (out->dtype != ret)
             return kj_api_set_error(context, KJIT_ERROR_TYPE,
                                     "%s: the output has element type %s but %s%s returns %s", name,
@@ -400,22 +581,51 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
                                 "%s: give an output array or a result to fill", name);
     }
 
-    KjBroadcastPlan plan;
-    status = kj_broadcast_plan(inputs, nargs, &target, &plan, &error);
-    if (status != KJIT_OK) {
-        free(allocated.data);
-        return kj_api_take_named_error(context, status, name, error);
+    /* An input that the output overlaps, other than as the same view, is
+     * read from a copy (a[::-1] into a, say). */
+    kjit_array copies[KJ_MAX_VEC_INPUTS];
+    void *host_copies[KJ_MAX_VEC_INPUTS];
+    KjTemps temps;
+    temps.count = 0; /* (not the whole struct: every call comes here) */
+    const kjit_array *written[1] = {&target};
+    int copied = 0;
+    status = run && out ? kj_api_unalias(context, inputs, nargs, written, 1, true, copies, &temps,
+                                         host_copies, &copied, stream)
+                        : KJIT_OK;
+    if (status == KJIT_OK)
+        status = call_planned(function, sig, args, nargs, inputs, &target, stream, run);
+    if (temps.count > 0) {
+        kjit_status synced = context->runtime->synchronize(context, stream);
+        status = status == KJIT_OK ? synced : status;
     }
+    kj_api_free_temps(context, &temps);
+    for (int i = 0; copied && i < nargs; i++)
+        free(host_copies[i]);
+    if (status == KJIT_OK && run && result)
+        *result = allocated;
+    else
+        free(allocated.data);
+    return status;
+}
+
+/* The rest of a vectorized call, its inputs and output settled. */
+static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg *args,
+                                int nargs, const kjit_array **inputs, kjit_array *output,
+                                kjit_stream *stream, bool run)
+{
+    kjit_context *context = function->module->context;
+    const char *name = function->entry->name;
+    const KjIrFunction *scalar = kj_api_variant_of(function, sig);
+    char *error = NULL;
+    KjBroadcastPlan plan;
+    kjit_status status = kj_broadcast_plan(inputs, nargs, output, &plan, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_named_error(context, status, name, error);
     KjCompiled *compiled = NULL;
     if (plan.size > 0)
         status = kj_api_find_compiled(function, sig, &plan.variant, 0, &compiled);
-    if (status != KJIT_OK || !run || plan.size == 0) {
-        if (status == KJIT_OK && run && result)
-            *result = allocated;
-        else
-            free(allocated.data);
+    if (status != KJIT_OK || !run || plan.size == 0)
         return status;
-    }
 
     KjScalar scalars[KJ_MAX_VEC_INPUTS];
     void *params[KJ_MAX_VEC_INPUTS + 2];
@@ -433,22 +643,16 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     KjCheckCall check;
     if (context->options.check) {
         status = kj_check_begin(context, compiled->runtime, &check, &params[nargs + 1]);
-        if (status != KJIT_OK) {
-            free(allocated.data);
+        if (status != KJIT_OK)
             return status;
-        }
     }
 
     KjVectorizedRun vectorized_run = {.compiled = compiled, .plan = &plan, .params = params,
-                                      .inputs = inputs, .input_count = nargs, .output = &target,
+                                      .inputs = inputs, .input_count = nargs, .output = output,
                                       .stream = stream};
     status = context->runtime->run_vectorized(context, &vectorized_run);
     if (context->options.check)
         status = kj_check_end(context, &check, function->module->ir, name, stream, status);
-    if (status == KJIT_OK && result)
-        *result = allocated;
-    else
-        free(allocated.data);
     return status;
 }
 
@@ -576,12 +780,13 @@ static kjit_status call_plain(kjit_function *function, const kjit_arg *args, int
     return KJIT_OK;
 }
 
-kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
-                      kjit_array *out, kjit_array *result)
+static kjit_status call_any(kjit_function *function, const kjit_arg *args, int nargs,
+                           kjit_array *out, kjit_array *result)
 {
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
+    kjit_status status = kj_api_check_call(function, "kjit_call", args, nargs, out, NULL, true);
+    if (status != KJIT_OK)
+        return status;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, result, NULL, true);
@@ -600,12 +805,33 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                             "%s is a @kernel: launch it with kjit_launch", function->entry->name);
 }
 
-kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
-                            kjit_array *out, kjit_stream *stream)
+kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
+                      kjit_array *out, kjit_array *result)
 {
+    if (!kj_api_live_function(function, "kjit_call"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
     kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status ran = call_any(function, args, nargs, out, result);
+    kjit_status status = kj_cancel_end(context, &cancel, function->entry->name, ran);
+    if (ran == KJIT_OK && status != KJIT_OK && result) {
+        kjit_array_free(result); /* a stopped call hands back no result */
+        memset(result, 0, sizeof *result);
+    }
+    return status;
+}
+
+static kjit_status call_async_any(kjit_function *function, const kjit_arg *args, int nargs,
+                                  kjit_array *out, kjit_stream *stream)
+{
+    kjit_context *context = function->module->context;
+    kjit_status status = kj_api_check_call(function, "kjit_call_async", args, nargs, out, stream,
+                                           true);
+    if (status != KJIT_OK)
+        return status;
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
         return kj_gufunc_call(function, args, nargs, out, NULL, stream, true);
     if (function->entry->kind != KJ_FN_VECTORIZE)
@@ -618,9 +844,35 @@ kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int n
     return call_vectorized(function, args, nargs, out, NULL, stream, true);
 }
 
+kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
+                            kjit_array *out, kjit_stream *stream)
+{
+    if (!kj_api_live_function(function, "kjit_call_async"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_context *context = function->module->context;
+    kj_api_clear_error(context);
+    kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status status = call_async_any(function, args, nargs, out, stream);
+    return kj_cancel_end(context, &cancel, function->entry->name, status);
+}
+
+_Static_assert(KJIT_MAX_BLOCK_THREADS == KJ_MAX_BLOCK_THREADS,
+               "kjit.h's block limit is the split form's");
+
+/*
+ * The one check of a launch's shape, for every target: CUDA's limits, so a
+ * launch that runs on cpu runs on a GPU too, and so blockIdx, gridDim and
+ * blockDim (i32 in the language) hold every value a launch can give them:
+ * grid x below 2^31, y and z below 65536; a block of at most 1024 threads,
+ * at most 1024 in x and y and 64 in z.
+ */
 static kjit_status check_launch_shape(kjit_function *function, const uint32_t grid[3],
                                       const uint32_t block[3])
 {
+    static const uint32_t grid_limit[3] = {KJIT_MAX_GRID_X, KJIT_MAX_GRID_YZ, KJIT_MAX_GRID_YZ};
+    static const uint32_t block_limit[3] = {KJIT_MAX_BLOCK_XY, KJIT_MAX_BLOCK_XY, KJIT_MAX_BLOCK_Z};
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
     if (function->entry->kind != KJ_FN_KERNEL)
@@ -632,14 +884,22 @@ static kjit_status check_launch_shape(kjit_function *function, const uint32_t gr
                 context, KJIT_ERROR_INVALID_ARGUMENT,
                 "%s: grid (%u,%u,%u) and block (%u,%u,%u) need every extent >= 1", name, grid[0],
                 grid[1], grid[2], block[0], block[1], block[2]);
+    static const char axis[3] = {'x', 'y', 'z'};
+    for (int d = 0; d < 3; d++) {
+        if (grid[d] > grid_limit[d])
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: a grid of %u blocks in %c; at most %u (as on a GPU)",
+                                    name, grid[d], axis[d], grid_limit[d]);
+        if (block[d] > block_limit[d])
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: a block of %u threads in %c; at most %u (as on a GPU)",
+                                    name, block[d], axis[d], block_limit[d]);
+    }
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
-    if (threads > 1024)
+    if (threads > KJIT_MAX_BLOCK_THREADS)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: a block of %llu threads; at most 1024 (as on a GPU)", name,
-                                (unsigned long long)threads);
-    if (grid[1] > 65535 || grid[2] > 65535)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: grid y and z extents are at most 65535", name);
+                                "%s: a block of %llu threads; at most %d (as on a GPU)", name,
+                                (unsigned long long)threads, KJIT_MAX_BLOCK_THREADS);
     return KJIT_OK;
 }
 
@@ -654,20 +914,19 @@ kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const u
 
 void kjit_launch_options_init(kjit_launch_options *options)
 {
-    memset(options, 0, sizeof *options);
+    if (options)
+        memset(options, 0, sizeof *options);
 }
 
 /* The most dynamic shared memory a launch may ask for on the cpu targets (a
  * GPU allows far less: the driver says how much). */
 #define MAX_DYNAMIC_SHARED_BYTES ((size_t)1 << 30)
 
-kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
-                           const uint32_t block[3], const kjit_arg *args, int nargs,
-                           const kjit_launch_options *options)
+static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
+                              const uint32_t block[3], const kjit_arg *args, int nargs,
+                              const kjit_launch_options *options)
 {
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
     kjit_launch_options defaults;
     if (!options) {
         kjit_launch_options_init(&defaults);
@@ -675,7 +934,12 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
     }
     kjit_stream *stream = options->stream;
     size_t dynamic_bytes = options->dynamic_shared_bytes;
-    kjit_status status = check_launch_shape(function, grid, block);
+    kjit_status status = kj_api_check_call(function, "kjit_launch", args, nargs, NULL, stream, true);
+    if (status != KJIT_OK)
+        return status;
+    if (!grid || !block)
+        return kj_api_null(context, "kjit_launch", grid ? "block" : "grid");
+    status = check_launch_shape(function, grid, block);
     if (status != KJIT_OK)
         return status;
     if (dynamic_bytes > MAX_DYNAMIC_SHARED_BYTES)
@@ -700,7 +964,8 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
                        .compiled = compiled, .grid = grid,
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
                        .params = m.params, .stream = stream,
-                       .dynamic_shared_bytes = dynamic_bytes};
+                       .dynamic_shared_bytes = dynamic_bytes,
+                       .written = function->params_written};
     status = compiled->runtime->launch(context, &launch);
     if (context->options.check)
         status = kj_check_end(context, &check, function->module->ir, function->entry->name,
@@ -708,12 +973,30 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
     return status;
 }
 
-kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
-                         const kjit_array *out)
+kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
+                           const uint32_t block[3], const kjit_arg *args, int nargs,
+                           const kjit_launch_options *options)
 {
+    if (!kj_api_live_function(function, "kjit_launch"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
     kj_api_clear_error(context);
     kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status status = launch_any(function, grid, block, args, nargs, options);
+    return kj_cancel_end(context, &cancel, function->entry->name, status);
+}
+
+kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
+                         const kjit_array *out)
+{
+    if (!kj_api_live_function(function, "kjit_prepare"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status checked = kj_api_check_call(function, "kjit_prepare", args, nargs, NULL, NULL,
+                                            false);
+    if (checked != KJIT_OK)
+        return checked;
     switch (function->entry->kind) {
     case KJ_FN_VECTORIZE:
         return call_vectorized(function, args, nargs, out, NULL, NULL, false);
@@ -737,9 +1020,18 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
 kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
                                 int *signature)
 {
-    kj_api_clear_error(function->module->context);
+    if (!kj_api_live_function(function, "kjit_function_match"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status status = kj_api_check_call(function, "kjit_function_match", args, nargs, NULL,
+                                           NULL, false);
+    if (status != KJIT_OK)
+        return status;
+    if (!signature)
+        return kj_api_null(function->module->context, "kjit_function_match", "signature");
     if (function->entry->kind == KJ_FN_GUVECTORIZE)
         return kj_gufunc_match(function, args, nargs, signature);
+    if (function->entry->kind == KJ_FN_REDUCE)
+        return kj_reduce_match(function, args, nargs, signature);
     if (function->entry->kind != KJ_FN_VECTORIZE) {
         *signature = 0;
         return KJIT_OK;
@@ -752,21 +1044,26 @@ kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, i
 kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
                               const int64_t *shape, kjit_array *out)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_device_alloc"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
+    if (!out)
+        return kj_api_null(context, "kjit_device_alloc", "out");
     memset(out, 0, sizeof *out);
-    if ((unsigned)dtype >= KJIT_DTYPE_COUNT || ndim < 0 || ndim > KJIT_MAX_DIMS)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "invalid dtype or rank");
-    int64_t size = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return kj_api_set_error(context, KJIT_ERROR_SHAPE, "negative extent in a device array");
-        size *= shape[d];
-    }
-    size_t bytes = (size_t)size * kjit_dtype_size(dtype);
+    if (ndim > 0 && !shape)
+        return kj_api_null(context, "kjit_device_alloc", "shape");
+    int64_t bytes;
+    char *error = NULL;
+    kjit_status status = kj_shape_size(dtype, ndim, shape, NULL, &bytes, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_error(context, status, "kjit_device_alloc: ", error);
     void *data = NULL;
-    kjit_status status = context->runtime->alloc(context, bytes, &data);
+    status = context->runtime->alloc(context, (size_t)bytes, &data);
     if (status != KJIT_OK)
         return status;
+    pthread_mutex_lock(&context->handles_lock);
+    kj_pointer_set_add(&context->device_blocks, data);
+    pthread_mutex_unlock(&context->handles_lock);
     *out = kjit_array_make(data, dtype, ndim, shape);
     out->memory = KJIT_MEMORY_DEVICE;
     return KJIT_OK;
@@ -774,12 +1071,23 @@ kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
 
 kjit_status kjit_device_free(kjit_context *context, kjit_array *array)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_device_free"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
     if (!array || !array->data)
         return KJIT_OK;
     if (array->memory != KJIT_MEMORY_DEVICE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "kjit_device_free takes a device array (use kjit_array_free)");
+    /* Only what kjit_device_alloc gave this context, once. */
+    pthread_mutex_lock(&context->handles_lock);
+    bool ours = kj_pointer_set_remove(&context->device_blocks, array->data);
+    pthread_mutex_unlock(&context->handles_lock);
+    if (!ours)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "kjit_device_free: %p is not device memory that "
+                                "kjit_device_alloc gave this context (freed already?)",
+                                array->data);
     kjit_status status = context->runtime->free(context, array->data);
     array->data = NULL;
     return status;
@@ -788,7 +1096,26 @@ kjit_status kjit_device_free(kjit_context *context, kjit_array *array)
 kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *src,
                       kjit_stream *stream)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_copy"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
+    if (!dst || !src)
+        return kj_api_null(context, "kjit_copy", dst ? "src" : "dst");
+    for (int i = 0; i < 2; i++) {
+        char *error = NULL;
+        kjit_status status = kj_array_check(i ? dst : src, &error);
+        if (status != KJIT_OK)
+            return kj_api_take_error(context, status,
+                                     i ? "kjit_copy: the destination: " : "kjit_copy: the source: ",
+                                     error);
+    }
+    kjit_status status = kj_api_check_array(context, "kjit_copy", "dst", dst);
+    if (status == KJIT_OK)
+        status = kj_api_check_array(context, "kjit_copy", "src", src);
+    if (status == KJIT_OK)
+        status = kj_api_check_stream(context, "kjit_copy", stream);
+    if (status != KJIT_OK)
+        return status;
     bool same = dst->dtype == src->dtype && dst->ndim == src->ndim;
     for (int d = 0; same && d < src->ndim; d++)
         same = dst->shape[d] == src->shape[d];
@@ -803,10 +1130,11 @@ kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *
     if (!kj_array_is_contiguous(dst) || !kj_array_is_contiguous(src))
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "kjit_copy copies contiguous arrays only");
-    size_t bytes = (size_t)kjit_array_size(src) * kjit_dtype_size(src->dtype);
+    int64_t bytes;
+    kj_shape_size(src->dtype, src->ndim, src->shape, NULL, &bytes, NULL); /* checked above */
     if (bytes == 0)
         return KJIT_OK;
-    return context->runtime->copy(context, dst, src, bytes, stream);
+    return context->runtime->copy(context, dst, src, (size_t)bytes, stream);
 }
 
 /* The staging of host operands on a target whose memory is not the host's
@@ -858,15 +1186,49 @@ kjit_status kj_api_stage(kjit_context *context, KjTemps *temps, const kjit_array
 
 /* ------------------------------------------------------ streams, events */
 
+/* A stream or event joins its context's list, so that destroying the
+ * context destroys it. */
+#define LINK(head, item)                                                                       \
+    do {                                                                                       \
+        pthread_mutex_lock(&(item)->context->handles_lock);                                    \
+        (item)->next = (head);                                                                 \
+        if ((item)->next)                                                                      \
+            (item)->next->prev = (item);                                                       \
+        (head) = (item);                                                                       \
+        pthread_mutex_unlock(&(item)->context->handles_lock);                                  \
+    } while (0)
+#define UNLINK(head, item)                                                                     \
+    do {                                                                                       \
+        pthread_mutex_lock(&(item)->context->handles_lock);                                    \
+        if ((item)->prev)                                                                      \
+            (item)->prev->next = (item)->next;                                                 \
+        else                                                                                   \
+            (head) = (item)->next;                                                             \
+        if ((item)->next)                                                                      \
+            (item)->next->prev = (item)->prev;                                                 \
+        pthread_mutex_unlock(&(item)->context->handles_lock);                                  \
+    } while (0)
+
+void kj_api_stream_register(kjit_stream *stream)
+{
+    LINK(stream->context->streams, stream);
+}
+
 kjit_status kjit_stream_create(kjit_context *context, kjit_stream **out)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_stream_create"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
-    kjit_stream *stream = kj_xcalloc(1, sizeof *stream);
+    if (!out)
+        return kj_api_null(context, "kjit_stream_create", "out");
+    kjit_stream *stream = kj_handle_new(KJ_HANDLE_STREAM, sizeof *stream);
     stream->context = context;
     kjit_status status = context->runtime->stream_create(context, stream);
     if (status != KJIT_OK) {
-        free(stream);
+        kj_handle_free(stream);
         stream = NULL;
+    } else {
+        kj_api_stream_register(stream);
     }
     *out = stream;
     return status;
@@ -874,43 +1236,65 @@ kjit_status kjit_stream_create(kjit_context *context, kjit_stream **out)
 
 kjit_status kjit_stream_synchronize(kjit_stream *stream)
 {
+    if (!kj_api_live(stream, KJ_HANDLE_STREAM, "kjit_stream_synchronize"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = stream->context;
     kj_api_clear_error(context);
-    return context->runtime->synchronize(context, stream);
+    kjit_status status = context->runtime->synchronize(context, stream);
+    /* cuda: kernels a cancel stopped have only returned early */
+    return status == KJIT_OK ? kj_cancel_device_status(context, "kjit_stream_synchronize") : status;
 }
 
 void kjit_stream_destroy(kjit_stream *stream)
 {
-    if (!stream)
+    if (!stream || !kj_api_live(stream, KJ_HANDLE_STREAM, "kjit_stream_destroy"))
         return;
+    UNLINK(stream->context->streams, stream);
     stream->context->runtime->stream_destroy(stream);
-    free(stream);
+    kj_handle_free(stream);
 }
 
 kjit_status kjit_synchronize(kjit_context *context)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_synchronize"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
-    return context->runtime->synchronize(context, NULL);
+    kjit_status status = context->runtime->synchronize(context, NULL);
+    return status == KJIT_OK ? kj_cancel_device_status(context, "kjit_synchronize") : status;
 }
 
 kjit_status kjit_event_record(kjit_context *context, kjit_stream *stream, kjit_event **out)
 {
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, "kjit_event_record"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
-    kjit_event *event = kj_xcalloc(1, sizeof *event);
+    if (!out)
+        return kj_api_null(context, "kjit_event_record", "out");
+    *out = NULL;
+    kjit_status status = kj_api_check_stream(context, "kjit_event_record", stream);
+    if (status != KJIT_OK)
+        return status;
+    kjit_event *event = kj_handle_new(KJ_HANDLE_EVENT, sizeof *event);
     event->context = context;
-    kjit_status status = context->runtime->event_record(context, stream, event);
+    status = context->runtime->event_record(context, stream, event);
     if (status != KJIT_OK) {
-        free(event);
-        event = NULL;
+        kj_handle_free(event);
+        return status;
     }
+    LINK(context->events, event);
     *out = event;
     return status;
 }
 
 kjit_status kjit_event_elapsed(kjit_event *start, kjit_event *end, double *milliseconds)
 {
+    if (!kj_api_live(start, KJ_HANDLE_EVENT, "kjit_event_elapsed (start)") ||
+        !kj_api_live(end, KJ_HANDLE_EVENT, "kjit_event_elapsed (end)"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = start->context;
     kj_api_clear_error(context);
+    if (!milliseconds)
+        return kj_api_null(context, "kjit_event_elapsed", "milliseconds");
     /* Host clocks compare across cpu and parallel contexts, device events
      * across cuda contexts; a host time against a GPU event means nothing. */
     const KjRuntimeTarget *runtime = context->runtime;
@@ -922,8 +1306,24 @@ kjit_status kjit_event_elapsed(kjit_event *start, kjit_event *end, double *milli
 
 void kjit_event_destroy(kjit_event *event)
 {
-    if (!event)
+    if (!event || !kj_api_live(event, KJ_HANDLE_EVENT, "kjit_event_destroy"))
         return;
+    UNLINK(event->context->events, event);
     event->context->runtime->event_destroy(event);
-    free(event);
+    kj_handle_free(event);
+}
+
+static void free_device_block(void *user, void *data)
+{
+    kjit_context *context = user;
+    context->runtime->free(context, data);
+}
+
+void kj_api_release_handles(kjit_context *context)
+{
+    while (context->streams)
+        kjit_stream_destroy(context->streams);
+    while (context->events)
+        kjit_event_destroy(context->events);
+    kj_pointer_set_drain(&context->device_blocks, free_device_block, context);
 }

@@ -27,18 +27,24 @@
 
 const char *kjit_function_layout(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_layout"))
+        return NULL;
     const KjGufuncLayout *l = function->entry->layout;
     return l ? l->text : NULL;
 }
 
 int kjit_function_layout_inputs(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_layout_inputs"))
+        return 0;
     const KjGufuncLayout *l = function->entry->layout;
     return l ? l->inputs : 0;
 }
 
 int kjit_function_layout_outputs(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_layout_outputs"))
+        return 0;
     const KjGufuncLayout *l = function->entry->layout;
     return l ? l->outputs : 0;
 }
@@ -197,9 +203,13 @@ static kjit_status input_shapes(kjit_function *function, const KjIrFunction *fn,
         g->loop_ndim = ndim;
         memcpy(g->loop, shape, sizeof shape[0] * (size_t)ndim);
     }
-    g->items = 1;
-    for (int k = 0; k < g->loop_ndim; k++)
-        g->items *= g->loop[k];
+    /* Each input fits, but their broadcast loop may not. */
+    if (kj_shape_size(KJIT_U8, g->loop_ndim, g->loop, &g->items, NULL, NULL) != KJIT_OK) {
+        char text[KJ_SHAPE_TEXT_SIZE];
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: the loop shape %s has more than 2^63 - 1 elements", name,
+                                kj_shape_string(text, sizeof text, g->loop_ndim, g->loop));
+    }
     return KJIT_OK;
 }
 
@@ -254,6 +264,20 @@ static int descs_rank(const KjIrFunction *fn, int q, int loop_ndim)
 }
 
 /* ------------------------------------------------------------ the call */
+
+/* The copies of inputs that outputs overlapped (kj_api_unalias), once the
+ * work that reads them is done. */
+static kjit_status free_copies(kjit_context *context, KjTemps *temps, void **host_copies,
+                               int count, kjit_stream *stream)
+{
+    kjit_status status = KJIT_OK;
+    if (temps->count > 0)
+        status = context->runtime->synchronize(context, stream);
+    kj_api_free_temps(context, temps);
+    for (int q = 0; q < count; q++)
+        free(host_copies[q]);
+    return status;
+}
 
 kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int nargs,
                            kjit_array *out, kjit_array *result, kjit_stream *stream, bool run)
@@ -335,6 +359,22 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
         }
     }
 
+    /* An input that an output overlaps is read from a copy: a core reads
+     * many elements, so not even the very same view is safe. */
+    const kjit_array *read[MAX_OPERANDS], *written[MAX_OPERANDS];
+    kjit_array copies[MAX_OPERANDS];
+    void *host_copies[MAX_OPERANDS] = {0};
+    KjTemps copy_temps = {.count = 0};
+    int copied = 0;
+    for (int q = 0; q < n; q++)
+        (q < l->inputs ? read : written)[q < l->inputs ? q : q - l->inputs] = &g->views[q];
+    if (status == KJIT_OK && run)
+        status = kj_api_unalias(context, read, l->inputs, written, l->outputs, false, copies,
+                                &copy_temps, host_copies, &copied, stream);
+    for (int q = 0; q < l->inputs && status == KJIT_OK; q++)
+        if (read[q] != &g->views[q])
+            g->views[q] = *read[q];
+
     /* The kernel's code, for the loop rank. */
     int loop_ndim = g->loop_ndim > 0 ? g->loop_ndim : 1;
     KjCompiled *compiled = NULL;
@@ -372,6 +412,7 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
             *result = allocated;
         else
             free(allocated.data);
+        free_copies(context, &copy_temps, host_copies, l->inputs, stream);
         free(g);
         return status;
     }
@@ -418,6 +459,8 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
     if (status == KJIT_OK && temps.count > 0)
         status = runtime->synchronize(context, stream);
     kj_api_free_temps(context, &temps);
+    kjit_status freed = free_copies(context, &copy_temps, host_copies, l->inputs, stream);
+    status = status == KJIT_OK ? freed : status;
     if (status == KJIT_OK && result && !outputs_given && !out)
         *result = allocated;
     else

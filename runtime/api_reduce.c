@@ -74,18 +74,22 @@ static kjit_function *map_function(const kjit_function *function)
         return NULL;
     kjit_module *module = function->module;
     for (int i = 0; i < module->function_count; i++)
-        if (module->functions[i].entry == map)
-            return &module->functions[i];
+        if (module->functions[i]->entry == map)
+            return module->functions[i];
     return NULL;
 }
 
 kjit_function *kjit_function_map(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_map"))
+        return NULL;
     return function->entry->kind == KJ_FN_REDUCE ? map_function(function) : NULL;
 }
 
 int kjit_function_reduce_inputs(const kjit_function *function)
 {
+    if (!kj_api_live(function, KJ_HANDLE_FUNCTION, "kjit_function_reduce_inputs"))
+        return 0;
     if (function->entry->kind != KJ_FN_REDUCE)
         return 0;
     const KjIrEntry *map = function->entry->map;
@@ -132,7 +136,7 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
         if (*sig >= 0)
             return KJIT_OK;
     } else {
-        int want = kjit_function_param_count(map);
+        int want = map->entry->variants.count ? kj_api_variant_of(map, 0)->param_count : 0;
         if (nargs != want)
             return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                     "%s reduces %s over its %d argument%s; %d given", name,
@@ -152,6 +156,16 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
     kj_api_set_error(context, KJIT_ERROR_TYPE, "%s", message.data);
     kj_buf_free(&message);
     return KJIT_ERROR_TYPE;
+}
+
+kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
+                            int *signature)
+{
+    kjit_status status = kj_api_check_args(function->module->context, function->entry->name,
+                                           args, nargs);
+    kjit_function *map;
+    int map_sig;
+    return status != KJIT_OK ? status : choose(function, args, nargs, signature, &map, &map_sig);
 }
 
 /* ------------------------------------------------------------- geometry */
@@ -409,6 +423,12 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     /* The output: given (C-contiguous, the kept shape, type T) or allocated. */
     kjit_array target, allocated = {0};
     if (out) {
+        status = kj_array_check(out, &error);
+        if (status != KJIT_OK) {
+            char prefix[160];
+            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
+            return kj_api_take_error(context, status, prefix, error);
+        }
         bool same = out->ndim == out_ndim;
         for (int d = 0; same && d < out_ndim; d++)
             same = out->shape[d] == out_shape[d];
@@ -657,21 +677,45 @@ kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs
                         const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                         kjit_array *result)
 {
-    kj_api_clear_error(function->module->context);
-    return reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
+    if (!kj_api_live_function(function, "kjit_reduce"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_context *context = function->module->context;
+    kj_api_clear_error(context);
+    kj_print_context = context;
+    kjit_status checked = kj_api_check_call(function, "kjit_reduce", args, nargs, out, NULL, true);
+    if (checked != KJIT_OK)
+        return checked;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    kjit_status ran = reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
+    kjit_status status = kj_cancel_end(context, &cancel, function->entry->name, ran);
+    if (ran == KJIT_OK && status != KJIT_OK && result) {
+        kjit_array_free(result); /* a stopped call hands back no result */
+        memset(result, 0, sizeof *result);
+    }
+    return status;
 }
 
 kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int nargs,
                               const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                               kjit_stream *stream)
 {
+    if (!kj_api_live_function(function, "kjit_reduce_async"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
+    kjit_status status = kj_api_check_call(function, "kjit_reduce_async", args, nargs, out,
+                                           stream, true);
+    if (status != KJIT_OK)
+        return status;
     if (!out)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_reduce_async needs an output array",
                                 function->entry->name);
-    return reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
+    kj_print_context = context;
+    KjCancelCall cancel;
+    kj_cancel_begin(context, &cancel);
+    status = reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
+    return kj_cancel_end(context, &cancel, function->entry->name, status);
 }
 
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs)
@@ -682,6 +726,11 @@ kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int
 kjit_status kjit_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
                                 const int *axes, int naxes)
 {
-    kj_api_clear_error(function->module->context);
+    if (!kj_api_live_function(function, "kjit_reduce_prepare"))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status status = kj_api_check_call(function, "kjit_reduce_prepare", args, nargs, NULL,
+                                           NULL, false);
+    if (status != KJIT_OK)
+        return status;
     return reduce_call(function, args, nargs, axes, naxes, NULL, NULL, NULL, NULL, false);
 }

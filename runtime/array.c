@@ -76,31 +76,151 @@ bool kj_type_dtype(const KjType *type, kjit_dtype *dtype)
     return true;
 }
 
+/* ----------------------------------------------------------------- sizes */
+
+static char *format_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format_error(const char *fmt, ...)
+{
+    KjBuf buf = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    kj_buf_vprintf(&buf, fmt, ap);
+    va_end(ap);
+    return buf.data;
+}
+
+/*
+ * Every element count and byte size that a shape implies (an allocation, a
+ * .npy file's data, a generator's array, a broadcast, a view's strides) is
+ * computed here, with overflow checks: the product of the extents, zeros
+ * counted as 1 (the C-order strides of a shape are its partial products, so
+ * they must fit too, even when the array is empty), times the element size
+ * must be at most 2^63 - 1 bytes.
+ */
+kjit_status kj_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int64_t *count,
+                          int64_t *bytes, char **error)
+{
+    if (ndim == KJIT_NDIM_INVALID) {
+        if (error)
+            *error = format_error("an array that kjit_array_make could not describe (more than "
+                                  "%d dimensions, a NULL shape, a negative extent, or more than "
+                                  "2^63 - 1 bytes)",
+                                  KJIT_MAX_DIMS);
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    if ((unsigned)dtype >= KJIT_DTYPE_COUNT || ndim < 0 || ndim > KJIT_MAX_DIMS ||
+        (ndim > 0 && !shape)) {
+        if (error)
+            *error = format_error("not a valid array description (dtype %d, %d dimensions; "
+                                  "0 to %d are possible)",
+                                  (int)dtype, ndim, KJIT_MAX_DIMS);
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    int64_t span = (int64_t)kjit_dtype_size(dtype);
+    bool overflow = false, empty = false;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            char text[KJ_SHAPE_TEXT_SIZE];
+            if (error)
+                *error = format_error("the shape %s has a negative extent",
+                                      kj_shape_string(text, sizeof text, ndim, shape));
+            return KJIT_ERROR_SHAPE;
+        }
+        empty |= shape[d] == 0;
+        if (shape[d] > 1)
+            overflow |= __builtin_mul_overflow(span, shape[d], &span);
+    }
+    if (overflow) {
+        char text[KJ_SHAPE_TEXT_SIZE];
+        if (error)
+            *error = format_error("the shape %s of %s elements would take more than 2^63 - 1 "
+                                  "bytes",
+                                  kj_shape_string(text, sizeof text, ndim, shape),
+                                  kjit_dtype_name(dtype));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    /* span / element size: the product of the extents when none is 0 */
+    if (count)
+        *count = empty ? 0 : span / (int64_t)kjit_dtype_size(dtype);
+    if (bytes)
+        *bytes = empty ? 0 : span;
+    return KJIT_OK;
+}
+
+kjit_status kj_array_check(const kjit_array *array, char **error)
+{
+    /* One pass on every call's path; the messages come from kj_shape_size. */
+    if ((unsigned)array->dtype >= KJIT_DTYPE_COUNT || array->ndim < 0 ||
+        array->ndim > KJIT_MAX_DIMS)
+        return kj_shape_size(array->dtype, array->ndim, array->shape, NULL, NULL, error);
+    int64_t elem = (int64_t)dtype_sizes[array->dtype];
+    int64_t span = elem, low = 0, high = elem;
+    bool bad = false, empty = false;
+    for (int d = 0; d < array->ndim; d++) {
+        int64_t extent = array->shape[d], reach;
+        empty |= extent == 0;
+        bad |= extent < 0 || (extent > 1 && __builtin_mul_overflow(span, extent, &span));
+        /* the bytes the view reaches from data, before and after */
+        bad |= __builtin_mul_overflow(extent - 1, array->strides[d], &reach) ||
+               (reach < 0 ? __builtin_add_overflow(low, reach, &low)
+                          : __builtin_add_overflow(high, reach, &high));
+    }
+    if (!bad)
+        return KJIT_OK;
+    kjit_status status = kj_shape_size(array->dtype, array->ndim, array->shape, NULL, NULL, error);
+    if (status != KJIT_OK || empty)
+        return status; /* an empty view reaches nothing */
+    char text[KJ_SHAPE_TEXT_SIZE];
+    if (error)
+        *error = format_error("a view of shape %s whose strides reach past 2^63 bytes",
+                              kj_shape_string(text, sizeof text, array->ndim, array->shape));
+    return KJIT_ERROR_INVALID_ARGUMENT;
+}
+
+/* The element count of a view kj_array_check passed: a plain product. */
+static int64_t checked_count(const kjit_array *array)
+{
+    int64_t count = 1;
+    for (int d = 0; d < array->ndim; d++)
+        count *= array->shape[d];
+    return count;
+}
+
 /* ----------------------------------------------------------------- views */
 
 kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t *shape)
 {
     kjit_array array;
     memset(&array, 0, sizeof array);
+    if (!shape && ndim > 0)
+        return array; /* no data and ndim 0: every call refuses it, naming a NULL array */
     array.data = data;
     array.dtype = dtype;
-    array.ndim = ndim < 0 ? 0 : ndim > KJIT_MAX_DIMS ? KJIT_MAX_DIMS : ndim;
+    array.memory = KJIT_MEMORY_HOST;
+    /* A shape that no array can have is not cut to one that can: the view
+     * is marked, and every call refuses it (kj_array_check). */
+    if (kj_shape_size(dtype, ndim, shape, NULL, NULL, NULL) != KJIT_OK) {
+        array.ndim = KJIT_NDIM_INVALID;
+        return array;
+    }
+    array.ndim = ndim;
     int64_t stride = (int64_t)kjit_dtype_size(dtype);
     for (int d = array.ndim - 1; d >= 0; d--) {
         array.shape[d] = shape[d];
         array.strides[d] = stride;
-        stride *= shape[d] > 0 ? shape[d] : 1;
+        stride *= shape[d] > 0 ? shape[d] : 1; /* fits: kj_shape_size said so */
     }
-    array.memory = KJIT_MEMORY_HOST;
     return array;
 }
 
 int64_t kjit_array_size(const kjit_array *array)
 {
-    int64_t size = 1;
-    for (int d = 0; d < array->ndim; d++)
-        size *= array->shape[d];
-    return size;
+    if (!array)
+        return 0;
+    int64_t count;
+    return kj_shape_size(array->dtype, array->ndim, array->shape, &count, NULL, NULL) == KJIT_OK
+               ? count
+               : -1;
 }
 
 void kjit_array_free(kjit_array *array)
@@ -120,17 +240,6 @@ char *kj_shape_string(char *buf, size_t size, int ndim, const int64_t *shape)
     if (len < size)
         snprintf(buf + len, size - len, ndim == 1 ? ",)" : ")");
     return buf;
-}
-
-static char *format_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *format_error(const char *fmt, ...)
-{
-    KjBuf buf = {0};
-    va_list ap;
-    va_start(ap, fmt);
-    kj_buf_vprintf(&buf, fmt, ap);
-    va_end(ap);
-    return buf.data;
 }
 
 kjit_status kj_array_desc(const kjit_array *array, KjArrayDesc *desc, char **error)
@@ -169,7 +278,7 @@ bool kj_array_is_contiguous(const kjit_array *array)
 void kj_array_extent(const kjit_array *array, int64_t *low, int64_t *high)
 {
     int64_t lo = 0, hi = 0;
-    if (kjit_array_size(array) == 0) {
+    if (checked_count(array) == 0) {
         *low = *high = 0;
         return;
     }
@@ -222,6 +331,13 @@ kjit_status kj_broadcast_shape(const kjit_array *const *inputs, int count, int *
             }
         }
     }
+    /* Each input fits, but their broadcast may not: (2^32, 1) with (1, 2^32). */
+    if (kj_shape_size(KJIT_U8, rank, shape, NULL, NULL, NULL) != KJIT_OK) {
+        char text[KJ_SHAPE_TEXT_SIZE];
+        *error = format_error("the broadcast shape %s has more than 2^63 - 1 elements",
+                              kj_shape_string(text, sizeof text, rank, shape));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
     *ndim = rank;
     return KJIT_OK;
 }
@@ -238,7 +354,7 @@ typedef struct Operand {
 static bool plan_same_shape(const kjit_array *const *inputs, int count, const kjit_array *out,
                             KjBroadcastPlan *plan)
 {
-    int64_t size = kjit_array_size(out);
+    int64_t size = checked_count(out);
     if (size <= 1 || !kj_array_is_contiguous(out))
         return false;
     size_t shape_bytes = (size_t)out->ndim * sizeof out->shape[0];
@@ -312,7 +428,7 @@ kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const 
         status = kj_array_desc(in, &element, error);
         if (status != KJIT_OK)
             return status;
-        if (kjit_array_size(in) == 1 && in->memory == KJIT_MEMORY_HOST) {
+        if (checked_count(in) == 1 && in->memory == KJIT_MEMORY_HOST) {
             plan->variant.scalar_mask |= 1u << i;
             plan->scalar_data[i] = in->data;
             continue;
@@ -384,4 +500,12 @@ kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const 
             ops[o].desc->strides[d] = ops[o].strides[d];
         }
     return KJIT_OK;
+}
+
+bool kj_array_has_elements(const kjit_array *array)
+{
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] == 0)
+            return false;
+    return true;
 }

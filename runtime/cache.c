@@ -12,28 +12,38 @@
  *
  * On disk an entry is one file, <dir>/<32 hex digits>-<kind>.kjc:
  *
- *     header (CacheHeader: magic, format, kind, sizes, checksums)
+ *     header (CacheHeader: magic, format, kind, sizes, MAC)
  *     key text   (key_size bytes)
  *     payload    (payload_size bytes: an object file, PTX or a cubin)
+ *
+ * The MAC is HMAC-SHA-256, keyed with the folder's secret (cache_folder.c),
+ * of the header before it, the key and the payload: the key alone is no
+ * proof, since anyone with the same kjit and source can make it.  The whole
+ * file is read and its MAC checked before any byte of it is returned, so a
+ * forged or changed entry is never linked or loaded; the folder and the
+ * entry's file are checked first (cache_folder.c).
  *
  * It is written to a temporary file in the same folder and renamed into place,
  * so readers see a whole entry or none; several processes storing the same
  * entry at once simply replace one another's identical bytes.  A file that is
- * short, has the wrong magic, format or kind, another key, or a checksum that
- * does not match is a miss: it is deleted and the caller compiles and stores a
- * fresh one.  Every failure here is a miss, never an error: the cache only
- * ever saves time.
+ * short, has the wrong magic, format or kind, another key, or a MAC that
+ * does not match is a miss: it is deleted and the caller compiles and stores
+ * a fresh one (with a warning, unless it was a hash collision).  Every failure
+ * here is a miss, never an error: the cache only ever saves time.
  *
  * The folder is bounded (KJIT_CACHE_MAX, 1 GiB unless set): a hit touches the
  * file's modification time and, after each store, the oldest entries go until
- * the folder fits.  KJIT_CACHE=off turns the disk cache off.
+ * the folder fits.  Eviction and `kjit cache clear` remove only files kjit
+ * wrote.  KJIT_CACHE=off turns the disk cache off.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -58,9 +68,13 @@ typedef struct CacheHeader {
     uint32_t key_size;
     uint32_t reserved;
     uint64_t payload_size;
-    uint64_t payload_checksum;
-    uint64_t key_checksum;
+    /* HMAC-SHA-256 under the folder's secret of the bytes above, the key
+     * and the payload. */
+    uint8_t mac[KJ_SHA256_BYTES];
 } CacheHeader;
+
+_Static_assert(offsetof(CacheHeader, mac) == KJ_CACHE_MAC_OFFSET, "the MAC's place is part of the format");
+_Static_assert(sizeof(CacheHeader) == KJ_CACHE_HEADER_BYTES, "the header's size is part of the format");
 
 static KjCacheCounters counters;
 static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -166,72 +180,69 @@ bool kj_cache_enabled(void)
              strcmp(value, "false") == 0);
 }
 
-bool kj_cache_dir(char *buf, size_t size)
-{
-    const char *dir = getenv("KJIT_CACHE_DIR");
-    int n;
-    if (dir && *dir) {
-        n = snprintf(buf, size, "%s", dir);
-    } else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) {
-        n = snprintf(buf, size, "%s/kjit", dir);
-    } else if ((dir = getenv("HOME")) && *dir) {
-        n = snprintf(buf, size, "%s/.cache/kjit", dir);
-    } else {
-        return false;
-    }
-    return n > 0 && (size_t)n < size;
-}
-
 bool kj_cache_parse_size(const char *text, uint64_t *bytes)
 {
-    if (!text || !*text)
+    /* Parsed by hand, not with strtod: "1e30", "inf" and "nan" are numbers
+     * to strtod and out of range for a size. */
+    if (!text || !isdigit((unsigned char)*text))
         return false;
-    char *end;
-    errno = 0;
-    double value = strtod(text, &end);
-    if (errno || end == text || value < 0)
-        return false;
+    const char *p = text;
+    uint64_t whole = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        if (whole > (KJ_CACHE_MAX_LIMIT - 9) / 10)
+            return false;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    double fraction = 0, place = 0.1;
+    if (*p == '.') {
+        for (p++; isdigit((unsigned char)*p); p++, place /= 10)
+            fraction += (*p - '0') * place;
+    }
     uint64_t scale = 1;
-    switch (*end) {
-    case 'k': case 'K': scale = 1ull << 10; end++; break;
-    case 'm': case 'M': scale = 1ull << 20; end++; break;
-    case 'g': case 'G': scale = 1ull << 30; end++; break;
-    case 't': case 'T': scale = 1ull << 40; end++; break;
+    switch (*p) {
+    case 'k': case 'K': scale = 1ull << 10; p++; break;
+    case 'm': case 'M': scale = 1ull << 20; p++; break;
+    case 'g': case 'G': scale = 1ull << 30; p++; break;
+    case 't': case 'T': scale = 1ull << 40; p++; break;
     default: break;
     }
-    if (*end == 'i' && scale > 1)
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end != '\0')
+    if (*p == 'i' && scale > 1)
+        p++;
+    if (*p == 'B' || *p == 'b')
+        p++;
+    if (*p != '\0' || whole > KJ_CACHE_MAX_LIMIT / scale)
         return false;
-    *bytes = (uint64_t)(value * (double)scale);
+    uint64_t value = whole * scale + (uint64_t)(fraction * (double)scale);
+    if (value > KJ_CACHE_MAX_LIMIT)
+        return false;
+    *bytes = value;
     return true;
 }
 
-uint64_t kj_cache_max_bytes(void)
+/* Why KJIT_CACHE_MAX is not used (heap), or NULL when it is unset or fine. */
+static char *max_bytes_warning(uint64_t *bytes)
 {
-    uint64_t bytes;
-    if (kj_cache_parse_size(getenv("KJIT_CACHE_MAX"), &bytes))
-        return bytes;
-    return DEFAULT_MAX_BYTES;
+    const char *text = getenv("KJIT_CACHE_MAX");
+    *bytes = DEFAULT_MAX_BYTES;
+    if (!text || kj_cache_parse_size(text, bytes))
+        return NULL;
+    *bytes = DEFAULT_MAX_BYTES;
+    KjBuf message = {0};
+    kj_buf_printf(&message,
+                  "kjit: warning: KJIT_CACHE_MAX='%.64s' is not a size (bytes, with an optional K, M, G or "
+                  "T suffix, at most 1024T: 512M, 2G); the cache keeps its default limit, 1G\n",
+                  text);
+    return message.data;
 }
 
-/* mkdir -p, mode 0700: compiled code is the user's own business. */
-static bool make_dirs(const char *path)
+uint64_t kj_cache_max_bytes(const KjCacheWarn *warn)
 {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return false;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return false;
-        *p = '/';
-    }
-    return mkdir(buf, 0700) == 0 || errno == EEXIST;
+    uint64_t bytes;
+    char *message = max_bytes_warning(&bytes);
+    if (message)
+        kj_cache_warn(warn, message);
+    free(message);
+    return bytes;
 }
 
 void kj_cache_entry_path(const char *dir, const KjCacheKey *key, KjCacheKind kind, char *buf,
@@ -239,6 +250,77 @@ void kj_cache_entry_path(const char *dir, const KjCacheKey *key, KjCacheKind kin
 {
     snprintf(buf, size, "%s/%016llx%016llx-%s" CACHE_SUFFIX, dir, (unsigned long long)key->hash[0],
              (unsigned long long)key->hash[1], kj_cache_kind_name(kind));
+}
+
+/* The entry's file name, without the folder. */
+static void entry_name(const KjCacheKey *key, KjCacheKind kind, char *buf, size_t size)
+{
+    snprintf(buf, size, "%016llx%016llx-%s" CACHE_SUFFIX, (unsigned long long)key->hash[0],
+             (unsigned long long)key->hash[1], kj_cache_kind_name(kind));
+}
+
+static void warn_folder(const KjCacheWarn *warn, const char *dir, const char *why)
+{
+    KjBuf message = {0};
+    kj_buf_printf(&message,
+                  "kjit: warning: the cache folder %s is not used: %s; compiling without the disk cache "
+                  "(see docs/security.md)\n",
+                  dir, why);
+    kj_cache_warn(warn, message.data);
+    kj_buf_free(&message);
+}
+
+/* The cache folder, opened and checked, with its secret: the descriptor, or
+ * -1 (a warning when it was refused). */
+static int open_cache(const char *dir, bool create, uint8_t secret[KJ_CACHE_SECRET_BYTES],
+                      const KjCacheWarn *warn)
+{
+    char *why = NULL;
+    int folder = kj_cache_folder_open(dir, create, &why);
+    if (folder >= 0 && !kj_cache_folder_secret(folder, create, secret, &why)) {
+        close(folder);
+        folder = -1;
+    }
+    if (why)
+        warn_folder(warn, dir, why);
+    free(why);
+    return folder;
+}
+
+char *kj_cache_check(const char *dir)
+{
+    KjBuf out = {0};
+    char *why = NULL;
+    int folder = kj_cache_folder_open(dir, false, &why);
+    uint8_t secret[KJ_CACHE_SECRET_BYTES];
+    if (folder >= 0) {
+        kj_cache_folder_secret(folder, false, secret, &why);
+        memset(secret, 0, sizeof secret);
+        close(folder);
+    }
+    if (why)
+        kj_buf_printf(&out, "kjit: warning: the cache folder %s is not used: %s\n", dir, why);
+    free(why);
+    uint64_t bytes;
+    char *max = max_bytes_warning(&bytes);
+    if (max)
+        kj_buf_printf(&out, "%s", max);
+    free(max);
+    return out.data;
+}
+
+/* ============================================================ the MAC */
+
+static void entry_mac(const uint8_t secret[KJ_CACHE_SECRET_BYTES], const CacheHeader *header,
+                      const void *key, size_t key_size, const void *payload, size_t payload_size,
+                      uint8_t mac[KJ_SHA256_BYTES])
+{
+    KjHmacSha256 hmac;
+    kj_hmac_sha256_init(&hmac, secret, KJ_CACHE_SECRET_BYTES);
+    kj_hmac_sha256_update(&hmac, header, offsetof(CacheHeader, mac));
+    kj_hmac_sha256_update(&hmac, key, key_size);
+    kj_hmac_sha256_update(&hmac, payload, payload_size);
+    kj_hmac_sha256_final(&hmac, mac);
 }
 
 /* ============================================================ reading */
@@ -257,37 +339,51 @@ static bool read_header(int fd, off_t file_size, CacheHeader *header)
     return header->payload_size < (1ull << 40) && expected == (uint64_t)file_size;
 }
 
-/* Which part of a load failed: tells a miss from a damaged entry. */
-typedef enum { LOAD_HIT, LOAD_ABSENT, LOAD_DAMAGED } LoadResult;
+/* What a load found: a hit, nothing, an entry refused with a reason (a
+ * warning), or an intact entry of another key (a hash collision: silent). */
+typedef enum { LOAD_HIT, LOAD_ABSENT, LOAD_REFUSED, LOAD_OTHER_KEY } LoadResult;
 
-static LoadResult load_file(const char *path, const KjCacheKey *key, KjCacheKind kind,
-                            void **data, size_t *size)
+static LoadResult load_entry(int folder, const char *name, const uint8_t *secret, const KjCacheKey *key,
+                             KjCacheKind kind, void **data, size_t *size, char **why)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return LOAD_ABSENT;
     struct stat st;
+    int fd = kj_cache_entry_open(folder, name, &st, why);
+    if (fd < 0)
+        return *why ? LOAD_REFUSED : LOAD_ABSENT;
     CacheHeader header;
-    LoadResult result = LOAD_DAMAGED;
+    LoadResult result = LOAD_REFUSED;
     char *key_text = NULL, *payload = NULL;
-    if (fstat(fd, &st) != 0 || !read_header(fd, st.st_size, &header))
+    if (!read_header(fd, st.st_size, &header)) {
+        *why = kj_xstrdup("it is not a whole cache entry of this kjit's format");
         goto done;
+    }
+    key_text = kj_xmalloc(header.key_size + 1);
+    payload = kj_xmalloc(header.payload_size + 1);
+    if (!kj_fd_read_all(fd, key_text, header.key_size) ||
+        !kj_fd_read_all(fd, payload, header.payload_size)) {
+        *why = kj_xstrdup("it does not read");
+        goto done;
+    }
+    /* Nothing of the entry is looked at, let alone returned, before this. */
+    uint8_t mac[KJ_SHA256_BYTES];
+    entry_mac(secret, &header, key_text, header.key_size, payload, header.payload_size, mac);
+    if (!kj_mac_equal(mac, header.mac, sizeof mac)) {
+        *why = kj_xstrdup("its MAC does not match: it was not written by your kjit with this folder's "
+                          "secret, or it was changed since");
+        goto done;
+    }
     const char *want = key->text.data ? key->text.data : "";
     if (header.kind != (uint32_t)kind || header.key_size != key->text.len ||
-        header.key_checksum != kj_hash_bytes(0, want, key->text.len))
+        memcmp(key_text, want, header.key_size) != 0) {
+        result = LOAD_OTHER_KEY;
         goto done;
-    key_text = kj_xmalloc(header.key_size + 1);
-    if (!kj_fd_read_all(fd, key_text, header.key_size) ||
-        memcmp(key_text, want, header.key_size) != 0)
-        goto done;
-    payload = kj_xmalloc(header.payload_size + 1);
-    if (!kj_fd_read_all(fd, payload, header.payload_size) ||
-        kj_hash_bytes(0, payload, header.payload_size) != header.payload_checksum)
-        goto done;
+    }
     payload[header.payload_size] = '\0'; /* PTX is read as text */
     *data = payload;
     *size = header.payload_size;
     payload = NULL;
+    /* Least recently used goes first: a hit makes the entry young. */
+    futimens(fd, NULL);
     result = LOAD_HIT;
 done:
     close(fd);
@@ -296,63 +392,94 @@ done:
     return result;
 }
 
-bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size)
+bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size,
+                   const KjCacheWarn *warn)
 {
     *data = NULL;
     *size = 0;
-    char dir[4096], path[4200];
+    char dir[4096], name[128];
+    uint8_t secret[KJ_CACHE_SECRET_BYTES];
     if (!kj_cache_enabled() || !kj_cache_dir(dir, sizeof dir))
         return false;
-    kj_cache_entry_path(dir, key, kind, path, sizeof path);
-    LoadResult result = load_file(path, key, kind, data, size);
+    int folder = open_cache(dir, false, secret, warn);
+    if (folder < 0) {
+        count(&counters.disk_misses);
+        return false;
+    }
+    entry_name(key, kind, name, sizeof name);
+    char *why = NULL;
+    LoadResult result = load_entry(folder, name, secret, key, kind, data, size, &why);
+    memset(secret, 0, sizeof secret);
     if (result == LOAD_HIT) {
-        /* Least recently used goes first: a hit makes the entry young. */
-        utimensat(AT_FDCWD, path, NULL, 0);
         count(&counters.disk_hits);
+        close(folder);
         return true;
     }
     count(&counters.disk_misses);
-    if (result == LOAD_DAMAGED) {
-        /* Never loaded, and out of the way of the fresh entry the caller stores. */
-        unlink(path);
+    if (result == LOAD_REFUSED || result == LOAD_OTHER_KEY) {
+        if (why) {
+            KjBuf message = {0};
+            kj_buf_printf(&message, "kjit: warning: the cache entry %s/%s is not used: %s; compiling it again\n",
+                          dir, name, why);
+            kj_cache_warn(warn, message.data);
+            kj_buf_free(&message);
+        }
+        /* Never loaded, and out of the way of the fresh entry the caller
+         * stores.  The folder is the user's alone, so the name removed is
+         * the one checked. */
+        unlinkat(folder, name, 0);
         count(&counters.disk_rejected);
     }
+    free(why);
+    close(folder);
     return false;
 }
 
 /* ============================================================ writing */
 
-bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size)
+static int evict_folder(int folder, uint64_t max_bytes);
+
+bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size,
+                    const KjCacheWarn *warn)
 {
-    char dir[4096], path[4200], temp[4300];
-    if (!kj_cache_enabled() || !kj_cache_dir(dir, sizeof dir) || !make_dirs(dir))
+    char dir[4096], name[128], temp[128];
+    uint8_t secret[KJ_CACHE_SECRET_BYTES];
+    if (!kj_cache_enabled() || !kj_cache_dir(dir, sizeof dir))
         return false;
-    kj_cache_entry_path(dir, key, kind, path, sizeof path);
+    int folder = open_cache(dir, true, secret, warn);
+    if (folder < 0)
+        return false;
+    entry_name(key, kind, name, sizeof name);
     static unsigned long sequence;
     unsigned long n = __atomic_fetch_add(&sequence, 1, __ATOMIC_RELAXED);
-    snprintf(temp, sizeof temp, "%s/" TEMP_PREFIX "%016llx-%ld-%lu", dir,
-             (unsigned long long)key->hash[0], (long)getpid(), n);
-    int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
+    snprintf(temp, sizeof temp, TEMP_PREFIX "%016llx-%ld-%lu", (unsigned long long)key->hash[0],
+             (long)getpid(), n);
+    int fd = openat(folder, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        memset(secret, 0, sizeof secret);
+        close(folder);
         return false;
+    }
     const char *text = key->text.data ? key->text.data : "";
     CacheHeader header = {.format = KJ_CACHE_FORMAT,
                           .kind = (uint32_t)kind,
                           .key_size = (uint32_t)key->text.len,
-                          .payload_size = size,
-                          .payload_checksum = kj_hash_bytes(0, data, size),
-                          .key_checksum = kj_hash_bytes(0, text, key->text.len)};
+                          .payload_size = size};
     memcpy(header.magic, CACHE_MAGIC, 8);
+    entry_mac(secret, &header, text, key->text.len, data, size, header.mac);
+    memset(secret, 0, sizeof secret);
     bool ok = kj_fd_write_all(fd, &header, sizeof header) &&
               kj_fd_write_all(fd, text, key->text.len) && kj_fd_write_all(fd, data, size);
     ok = close(fd) == 0 && ok;
     /* rename is atomic within a folder: readers see the old entry or this one. */
-    if (!ok || rename(temp, path) != 0) {
-        unlink(temp);
+    if (!ok || renameat(folder, temp, folder, name) != 0) {
+        unlinkat(folder, temp, 0);
+        close(folder);
         return false;
     }
     count(&counters.disk_stores);
-    kj_cache_evict(dir, kj_cache_max_bytes());
+    evict_folder(folder, kj_cache_max_bytes(warn));
+    close(folder);
     return true;
 }
 
@@ -362,6 +489,48 @@ static bool has_suffix(const char *name, const char *suffix)
 {
     size_t n = strlen(name), m = strlen(suffix);
     return n >= m && strcmp(name + n - m, suffix) == 0;
+}
+
+/* <32 hex digits>-<kind>.kjc, as entry_name makes them. */
+static bool is_entry_name(const char *name)
+{
+    for (int i = 0; i < 32; i++)
+        if (!isxdigit((unsigned char)name[i]))
+            return false;
+    if (name[32] != '-')
+        return false;
+    for (int k = KJ_CACHE_CPU_OBJECT; k <= KJ_CACHE_CUBIN; k++) {
+        const char *kind = kj_cache_kind_name((KjCacheKind)k);
+        size_t n = strlen(kind);
+        if (strncmp(name + 33, kind, n) == 0 && strcmp(name + 33 + n, CACHE_SUFFIX) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool is_temp_name(const char *name)
+{
+    return strncmp(name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0 && isxdigit((unsigned char)name[5]);
+}
+
+/* Whether the folder's file `name` is one kjit wrote: an entry's or a
+ * temporary file's name, a regular file (never a link, never opened when it
+ * is a FIFO), that begins with kjit's magic.  Nothing else is removed. */
+static bool written_by_kjit(int folder, const char *name)
+{
+    if (!is_entry_name(name) && !is_temp_name(name))
+        return false;
+    struct stat st;
+    if (fstatat(folder, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return false;
+    int fd = openat(folder, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char magic[8];
+    bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && kj_fd_read_all(fd, magic, sizeof magic) &&
+                memcmp(magic, CACHE_MAGIC, sizeof magic) == 0;
+    close(fd);
+    return ours;
 }
 
 typedef struct FileAge {
@@ -380,26 +549,37 @@ static int older_first(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-int kj_cache_evict(const char *dir, uint64_t max_bytes)
+/* The folder's entries through a descriptor of their own (closedir closes it). */
+static DIR *read_folder(int folder)
 {
-    DIR *folder = opendir(dir);
-    if (!folder)
+    int fd = openat(folder, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *listing = fd >= 0 ? fdopendir(fd) : NULL;
+    if (fd >= 0 && !listing)
+        close(fd);
+    return listing;
+}
+
+static int evict_folder(int folder, uint64_t max_bytes)
+{
+    DIR *listing = read_folder(folder);
+    if (!listing)
         return 0;
     FileAge *files = NULL;
     int count_files = 0, capacity = 0, removed = 0;
     uint64_t total = 0;
     time_t now = time(NULL);
     struct dirent *e;
-    while ((e = readdir(folder))) {
+    while ((e = readdir(listing))) {
         struct stat st;
-        if (fstatat(dirfd(folder), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        if (fstatat(folder, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (strncmp(e->d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0) {
-            if (now - st.st_mtim.tv_sec > STALE_TEMP_SECONDS && unlinkat(dirfd(folder), e->d_name, 0) == 0)
+        if (is_temp_name(e->d_name)) {
+            if (now - st.st_mtim.tv_sec > STALE_TEMP_SECONDS && written_by_kjit(folder, e->d_name) &&
+                unlinkat(folder, e->d_name, 0) == 0)
                 removed++;
             continue;
         }
-        if (!has_suffix(e->d_name, CACHE_SUFFIX) || strlen(e->d_name) >= sizeof files->name)
+        if (!is_entry_name(e->d_name) || strlen(e->d_name) >= sizeof files->name)
             continue;
         if (count_files == capacity) {
             capacity = capacity ? capacity * 2 : 64;
@@ -413,36 +593,56 @@ int kj_cache_evict(const char *dir, uint64_t max_bytes)
     }
     if (total > max_bytes) {
         qsort(files, (size_t)count_files, sizeof *files, older_first);
-        for (int i = 0; i < count_files && total > max_bytes; i++)
-            if (unlinkat(dirfd(folder), files[i].name, 0) == 0) {
-                total -= files[i].size;
+        /* The magic is read only here, for the few files about to go: a file
+         * kjit did not write is neither removed nor counted. */
+        for (int i = 0; i < count_files && total > max_bytes; i++) {
+            if (written_by_kjit(folder, files[i].name) && unlinkat(folder, files[i].name, 0) == 0) {
                 removed++;
                 count(&counters.evictions);
             }
+            total -= files[i].size;
+        }
     }
-    closedir(folder);
+    closedir(listing);
     free(files);
+    return removed;
+}
+
+int kj_cache_evict(const char *dir, uint64_t max_bytes)
+{
+    int folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (folder < 0)
+        return 0;
+    int removed = evict_folder(folder, max_bytes);
+    close(folder);
     return removed;
 }
 
 int kj_cache_list(const char *dir, KjCacheVisit visit, void *user)
 {
-    DIR *folder = opendir(dir);
-    if (!folder)
+    int folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *listing = folder >= 0 ? read_folder(folder) : NULL;
+    if (!listing) {
+        if (folder >= 0)
+            close(folder);
         return -1;
+    }
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(folder))) {
+    while ((e = readdir(listing))) {
         if (!has_suffix(e->d_name, CACHE_SUFFIX) || e->d_name[0] == '.')
             continue;
-        int fd = openat(dirfd(folder), e->d_name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
         struct stat st;
-        CacheHeader header;
-        KjCacheEntryInfo info = {.name = e->d_name};
+        if (fstatat(folder, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        KjCacheEntryInfo info = {.name = e->d_name, .last_used = st.st_mtim.tv_sec};
         char *key_text = NULL;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        CacheHeader header;
+        /* A link or a FIFO under an entry's name is listed, as damaged, but
+         * never opened: listing must not follow it or hang. */
+        int fd = S_ISREG(st.st_mode) ? openat(folder, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                                     : -1;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
             info.file_bytes = (uint64_t)st.st_size;
             info.last_used = st.st_mtim.tv_sec;
             if (read_header(fd, st.st_size, &header)) {
@@ -455,31 +655,37 @@ int kj_cache_list(const char *dir, KjCacheVisit visit, void *user)
                     info.key_text = key_text;
                 }
             }
-            n++;
-            if (visit)
-                visit(user, &info);
         }
+        n++;
+        if (visit)
+            visit(user, &info);
         free(key_text);
-        close(fd);
+        if (fd >= 0)
+            close(fd);
     }
-    closedir(folder);
+    closedir(listing);
+    close(folder);
     return n;
 }
 
 int kj_cache_clear(const char *dir)
 {
-    DIR *folder = opendir(dir);
-    if (!folder)
-        return 0;
+    int folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *listing = folder >= 0 ? read_folder(folder) : NULL;
+    if (!listing) {
+        if (folder >= 0)
+            close(folder);
+        return -1;
+    }
     int removed = 0;
     struct dirent *e;
-    while ((e = readdir(folder))) {
-        bool ours = has_suffix(e->d_name, CACHE_SUFFIX) ||
-                    strncmp(e->d_name, TEMP_PREFIX, strlen(TEMP_PREFIX)) == 0;
-        if (ours && unlinkat(dirfd(folder), e->d_name, 0) == 0)
+    while ((e = readdir(listing)))
+        if (written_by_kjit(folder, e->d_name) && unlinkat(folder, e->d_name, 0) == 0)
             removed++;
-    }
-    closedir(folder);
+    /* A cleared cache starts again from nothing, its secret too. */
+    kj_cache_remove_secret(folder);
+    closedir(listing);
+    close(folder);
     return removed;
 }
 
@@ -584,18 +790,20 @@ void kj_cache_memory_clear(void)
 
 /* What code generation asks: memory first (no file system at all), then the
  * disk, whose hit is kept in memory for the next context that asks. */
-bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size)
+bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size,
+                    const KjCacheWarn *warn)
 {
     if (kj_cache_memory_get(key, kind, data, size))
         return true;
-    if (!kj_cache_load(key, kind, data, size))
+    if (!kj_cache_load(key, kind, data, size, warn))
         return false;
     kj_cache_memory_put(key, kind, *data, *size);
     return true;
 }
 
-void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size)
+void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size,
+                   const KjCacheWarn *warn)
 {
     kj_cache_memory_put(key, kind, data, size);
-    kj_cache_store(key, kind, data, size);
+    kj_cache_store(key, kind, data, size, warn);
 }

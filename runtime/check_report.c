@@ -53,21 +53,28 @@ kjit_status kj_check_begin(kjit_context *context, const KjRuntimeTarget *runtime
         *param = &call->host;
         return KJIT_OK;
     }
-    if (!context->check_device) {
-        void *device = NULL;
-        kjit_status status = runtime->alloc(context, sizeof(KjCheckRecord), &device);
+    /* Made on first use, once, whichever threads call at the same time. */
+    void *device = __atomic_load_n(&context->check_device, __ATOMIC_ACQUIRE);
+    if (!device) {
+        pthread_mutex_lock(&context->lock);
+        device = context->check_device;
+        kjit_status status = KJIT_OK;
+        if (!device)
+            status = runtime->alloc(context, sizeof(KjCheckRecord), &device);
+        if (status == KJIT_OK && !context->check_device) {
+            kjit_array on_host, on_device;
+            record_arrays(&call->host, device, &on_host, &on_device);
+            status = runtime->copy(context, &on_device, &on_host, sizeof call->host, NULL);
+            if (status != KJIT_OK)
+                runtime->free(context, device);
+            else
+                __atomic_store_n(&context->check_device, device, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&context->lock);
         if (status != KJIT_OK)
             return status;
-        kjit_array on_host, on_device;
-        record_arrays(&call->host, device, &on_host, &on_device);
-        status = runtime->copy(context, &on_device, &on_host, sizeof call->host, NULL);
-        if (status != KJIT_OK) {
-            runtime->free(context, device);
-            return status;
-        }
-        context->check_device = device;
     }
-    call->device = context->check_device;
+    call->device = device;
     *param = &call->device;
     return KJIT_OK;
 }

@@ -39,10 +39,19 @@ typedef struct RangeJob {
     void **args;
 } RangeJob;
 
+void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t end, int64_t chunk)
+{
+    for (int64_t b = begin; b < end; b += chunk) {
+        if (kj_cancel_requested())
+            return;
+        range(args, b, end - b > chunk ? b + chunk : end);
+    }
+}
+
 static void run_range_chunk(void *user, int64_t begin, int64_t end)
 {
     RangeJob *job = user;
-    job->range(job->args, begin, end);
+    kj_cpu_run_range_here(job->range, job->args, begin, end, KJ_CPU_CANCEL_CHUNK);
 }
 
 void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
@@ -50,7 +59,7 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
     if (count <= 0)
         return;
     if (!pool) {
-        range(args, 0, count);
+        kj_cpu_run_range_here(range, args, 0, count, KJ_CPU_CANCEL_CHUNK);
         return;
     }
     RangeJob job = {range, args};
@@ -479,6 +488,10 @@ static bool fiber_group_run(FiberGroup *group)
         fiber_prepare(group, i);
     }
     for (;;) {
+        /* a cancelled call's fibers are abandoned where they stand (at a
+         * barrier, or after polling), as after a deadlock */
+        if (kj_cancel_requested())
+            return true;
         bool live = false;
         for (int i = 0; i < group->count; i++) {
             if (group->slots[i].state == FIBER_READY)
@@ -600,6 +613,8 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
     block_coordinates(job, begin, first);
     uint32_t bx = (uint32_t)first[0], by = (uint32_t)first[1], bz = (uint32_t)first[2];
     for (int64_t b = begin; b < end; b++) {
+        if (kj_cancel_requested())
+            break;
         if (b != begin && ++bx == job->grid[0]) {
             bx = 0;
             if (++by == job->grid[1]) {
@@ -672,7 +687,7 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
     }
     fg.thread_fn = job->thread_fn;
     fg.args = job->args;
-    for (int64_t b = begin; b < end && !job->deadlock; b++)
+    for (int64_t b = begin; b < end && !job->deadlock && !kj_cancel_requested(); b++)
         if (!run_fiber_group(job, &fg, &shared, b, 1))
             job->deadlock = 1;
     fiber_group_free(&fg);
@@ -782,16 +797,18 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
             return KJIT_ERROR_INVALID_ARGUMENT;
         }
     }
+    /* blocks reaches (2^31 - 1) * 65535^2, just under 2^63 (kjit_launch's
+     * limits): the grid's thread count may not fit in 64 bits, so it is
+     * compared by division. */
     int64_t threads = (int64_t)block[0] * block[1] * block[2];
     if (kernel->uses_syncgrid) {
-        if (blocks * threads > KJ_CPU_MAX_COOPERATIVE_THREADS) {
+        if (blocks > KJ_CPU_MAX_COOPERATIVE_THREADS / threads) {
             char message[256];
             snprintf(message, sizeof message,
                      "syncgrid() needs every thread of the grid resident at once: %lld blocks of "
-                     "%lld threads is %lld threads; the cpu targets run at most %d (as fibers on "
-                     "one thread)",
-                     (long long)blocks, (long long)threads, (long long)(blocks * threads),
-                     KJ_CPU_MAX_COOPERATIVE_THREADS);
+                     "%lld threads; the cpu targets run at most %d threads (as fibers on one "
+                     "thread)",
+                     (long long)blocks, (long long)threads, KJ_CPU_MAX_COOPERATIVE_THREADS);
             *error = kj_xstrdup(message);
             return KJIT_ERROR_INVALID_ARGUMENT;
         }
@@ -803,7 +820,7 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
          * can be large; a chunk of a fiber kernel holds some thousands of
          * threads, as it pays for its fibers' set-up once. */
         int64_t min_chunk = 1;
-        if (blocks * threads < 4096)
+        if (blocks < 4096 / threads)
             min_chunk = blocks;
         else if (fibers && threads < 4096)
             min_chunk = 4096 / threads;

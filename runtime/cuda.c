@@ -101,6 +101,12 @@ struct KjCuda {
     DeviceState *state;
     int multiprocessors;
     char arch[16];
+    /* kj_cuda_map_host: the host memory mapped, its device address, and the
+     * context generation the mapping belongs to */
+    void *mapped_host;
+    size_t mapped_bytes;
+    uint64_t mapped_device;
+    unsigned mapped_generation;
 };
 
 typedef struct KjCudaKernel {
@@ -372,6 +378,9 @@ void kj_cuda_close(KjCuda *cuda)
     if (!cuda)
         return;
     DeviceState *state = cuda->state;
+    if (cuda->mapped_host && cuda->mapped_generation == current_generation(cuda) &&
+        make_current(cuda, NULL) == KJIT_OK)
+        cuda->cu->MemHostUnregister(cuda->mapped_host);
     pthread_mutex_lock(&state->lock);
     if (--state->open_count == 0 && state->context) {
         cuda->cu->DevicePrimaryCtxRelease(cuda->device);
@@ -429,6 +438,8 @@ kjit_status kjit_cuda_available(char *reason, size_t reason_size)
 
 kjit_status kjit_cuda_device_info(int device, kjit_device_info *info)
 {
+    if (!info)
+        return KJIT_ERROR_INVALID_ARGUMENT;
     const KjCuDriver *cu = kj_cuda_driver(NULL);
     if (!cu)
         return KJIT_ERROR_NO_DEVICE;
@@ -791,6 +802,73 @@ kjit_status kj_cuda_alloc(KjCuda *cuda, size_t bytes, void **device_ptr, char **
         return status;
     }
     *device_ptr = (void *)(uintptr_t)ptr;
+    return KJIT_OK;
+}
+
+/* cuMemHostRegister's flags: usable from every context, mapped into the
+ * device's address space. */
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+
+kjit_status kj_cuda_map_host(KjCuda *cuda, void *host, size_t bytes, uint64_t *device,
+                             char **error)
+{
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    unsigned generation = current_generation(cuda);
+    if (cuda->mapped_host == host && cuda->mapped_generation == generation) {
+        *device = cuda->mapped_device;
+        return KJIT_OK;
+    }
+    if (cuda->mapped_host && cuda->mapped_host != host) {
+        set_error(error, format_heap("kj_cuda_map_host: one mapping per device handle"));
+        return KJIT_ERROR_BACKEND;
+    }
+    /* a mapping of an older generation went with its context */
+    KjCuResult result = cuda->cu->MemHostRegister(host, bytes, CU_MEMHOSTREGISTER_PORTABLE |
+                                                                   CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (result != CU_SUCCESS && result != CU_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+        return fail(cuda, result, "cuMemHostRegister", NULL, error);
+    KjCuDevicePtr address = 0;
+    result = cuda->cu->MemHostGetDevicePointer(&address, host, 0);
+    if (result != CU_SUCCESS) {
+        cuda->cu->MemHostUnregister(host);
+        return fail(cuda, result, "cuMemHostGetDevicePointer", NULL, error);
+    }
+    cuda->mapped_host = host;
+    cuda->mapped_bytes = bytes;
+    cuda->mapped_device = address;
+    cuda->mapped_generation = generation;
+    *device = address;
+    return KJIT_OK;
+}
+
+kjit_status kj_cuda_module_set_global(KjCudaModule *module, const char *name, const void *value,
+                                      size_t bytes, char **error)
+{
+    KjCuda *cuda = module->cuda;
+    if (module->generation != current_generation(cuda))
+        return stale("CUDA module", error);
+    kjit_status status = make_current(cuda, error);
+    if (status != KJIT_OK)
+        return status;
+    KjCuDevicePtr address = 0;
+    size_t size = 0;
+    KjCuResult result = cuda->cu->ModuleGetGlobal(&address, &size, module->module, name);
+    if (result == CU_ERROR_NOT_FOUND)
+        return KJIT_ERROR_NOT_FOUND;
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuModuleGetGlobal", NULL, error);
+    if (size != bytes) {
+        set_error(error, format_heap("the CUDA module's global '%s' has %zu bytes, not %zu", name,
+                                     size, bytes));
+        return KJIT_ERROR_BACKEND;
+    }
+    result = cuda->cu->MemcpyHtoD(address, value, bytes);
+    if (result != CU_SUCCESS)
+        return fail(cuda, result, "cuMemcpyHtoD", NULL, error);
     return KJIT_OK;
 }
 

@@ -77,6 +77,10 @@ static const DriverSymbol driver_symbols[] = {
     {SLOT(EventElapsedTime), {"cuEventElapsedTime_v2", "cuEventElapsedTime"}},
     {SLOT(EventDestroy), {"cuEventDestroy_v2"}},
     {SLOT(StreamWaitEvent), {"cuStreamWaitEvent"}},
+    {SLOT(MemHostRegister), {"cuMemHostRegister_v2"}},
+    {SLOT(MemHostUnregister), {"cuMemHostUnregister"}},
+    {SLOT(MemHostGetDevicePointer), {"cuMemHostGetDevicePointer_v2"}},
+    {SLOT(ModuleGetGlobal), {"cuModuleGetGlobal_v2"}},
 };
 
 #undef SLOT

@@ -5,6 +5,15 @@
  * failure the context keeps a message (kjit_last_error) that names the file,
  * line and column for compile errors, or the kernel and the driver's error for
  * GPU failures.  The library never prints and never exits.
+ *
+ * Threads: a context, its modules and functions may be used from any number
+ * of threads at once (code is generated once, whichever thread asks first);
+ * kjit_last_error(context) is the calling thread's own last message on that
+ * context.  Freeing a handle (kjit_module_free, kjit_context_destroy,
+ * kjit_stream_destroy ...) while another thread uses it is the caller's
+ * error.  Every function refuses NULL pointers and handles that were freed
+ * (KJIT_ERROR_INVALID_ARGUMENT; getters answer 0 or NULL) instead of
+ * crashing; docs/embedding.md has the whole contract.
  */
 #ifndef KJIT_H
 #define KJIT_H
@@ -33,6 +42,10 @@ typedef enum kjit_status {
     KJIT_ERROR_BACKEND,          /* code generation failed (a bug, or a missing libdevice) */
     KJIT_ERROR_CHECK,            /* checked mode: a run-time check failed (the message names
                                     the source place and the values) */
+    KJIT_ERROR_CANCELLED,        /* kjit_context_cancel stopped the call; its outputs are
+                                    partly written */
+    KJIT_ERROR_TIMEOUT,          /* the call ran past kjit_options.time_limit_s and was
+                                    stopped; its outputs are partly written */
 } kjit_status;
 
 const char *kjit_status_name(kjit_status status);
@@ -79,9 +92,18 @@ typedef struct kjit_array {
     kjit_memory memory;
 } kjit_array;
 
-/* A C-ordered contiguous view of `data` with the given shape. */
+/* The ndim of an array that kjit_array_make could not describe. */
+#define KJIT_NDIM_INVALID (-1)
+
+/* A C-ordered contiguous view of `data` with the given shape.  A shape no
+ * array can have (ndim outside 0..KJIT_MAX_DIMS, shape NULL with ndim > 0, a
+ * negative extent, an unknown dtype, or extents whose product (zeros counted
+ * as 1) times the element size passes 2^63 - 1 bytes) gives a view of ndim
+ * KJIT_NDIM_INVALID with no extents, which every call refuses with
+ * KJIT_ERROR_INVALID_ARGUMENT: check ndim, or let the call report it. */
 kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t *shape);
-int64_t kjit_array_size(const kjit_array *array); /* number of elements */
+/* The number of elements; -1 for a view that describes no array (as above). */
+int64_t kjit_array_size(const kjit_array *array);
 
 /* One argument of a call: a scalar (copied) or an array view (referenced). */
 typedef struct kjit_arg {
@@ -109,7 +131,9 @@ typedef struct kjit_module kjit_module;
 typedef struct kjit_function kjit_function;
 typedef struct kjit_stream kjit_stream;
 
-/* Called once per diagnostic with the text "file:line:col: error: ...\n<line>\n<caret>\n". */
+/* Called once per diagnostic with the text "file:line:col: error: ...\n<line>\n<caret>\n",
+ * and with the runtime's warnings, "kjit: warning: ...\n" (a cache folder or entry
+ * refused, docs/security.md), which never make a call fail. */
 typedef void (*kjit_diagnostic_fn)(void *user, const char *text);
 
 typedef void (*kjit_print_fn)(void *user, const char *line, size_t len);
@@ -150,18 +174,60 @@ typedef struct kjit_options {
      * constant); 0 uses the code for any block dims.  The results are the
      * same bits.  Default: 1 unless KJIT_CPU_SPECIALISE=0. */
     int cpu_specialise;
+    /* 1: compiled code polls for kjit_context_cancel at every loop's back
+     * edge (and after calls, and between a kernel's barrier regions), so a
+     * kernel that loops without end can be stopped; part of the cache key.
+     * Without it a cancel still stops a call between its pieces (chunks of
+     * elements, blocks, barriers on fibers), but not inside a loop.  Costs
+     * a load and a branch per turn of a loop, and keeps LLVM from
+     * vectorising loops that the SIMD lowering does not take (docs/
+     * embedding.md has the figures).  Default: KJIT_CANCELLABLE (0 unless
+     * set).  A time limit turns it on. */
+    int cancellable;
+    /* > 0: a call (kjit_call, kjit_launch, kjit_reduce ...) that runs longer
+     * than this many seconds is stopped and returns KJIT_ERROR_TIMEOUT.
+     * 0: no limit.  Default: KJIT_TIME_LIMIT (seconds) or 0. */
+    double time_limit_s;
+    /* A signal number (SIGINT) or 0: while a call of this context runs, that
+     * signal cancels it (kjit_context_cancel, from kjit's handler).  The
+     * handler is installed when the first such call of the process starts
+     * and the one it replaced is put back when the last ends; if the signal
+     * came and the handler put back is a function (Python's), the signal is
+     * raised again for it.  For hosts whose own handler cannot act while a
+     * call holds the thread: Python's KeyboardInterrupt, a command line's
+     * Ctrl-C (which then sees KJIT_ERROR_CANCELLED).  Default: 0. */
+    int cancel_signal;
 } kjit_options;
 
 /* Fills the defaults (target AUTO, opt_level 3, device -1, line_info from
  * KJIT_LINEINFO, check from KJIT_CHECK, cpu_simd from KJIT_CPU_SIMD,
- * cpu_specialise from KJIT_CPU_SPECIALISE). */
+ * cpu_specialise from KJIT_CPU_SPECIALISE, cancellable from
+ * KJIT_CANCELLABLE, time_limit_s from KJIT_TIME_LIMIT). */
 void kjit_options_init(kjit_options *options);
 
 kjit_status kjit_context_create(const kjit_options *options, kjit_context **out);
+/* Frees the context and everything made through it that is still alive: its
+ * modules (and so their functions), streams, events and device arrays. */
 void kjit_context_destroy(kjit_context *context);
 kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
-/* The message of the last failed call on this context ("" if none).  With
- * NULL: the last failure of kjit_context_create on this thread. */
+/*
+ * Stops the calls running on the context now (from any thread, or from a
+ * signal handler: it only stores to atomic flags).  Each ends as soon as
+ * practical with KJIT_ERROR_CANCELLED, its outputs partly written: at its
+ * next loop back edge when the context is cancellable (above), else at the
+ * next piece the runtime hands out (a chunk of elements, a block, a
+ * barrier).  It applies to the calls in flight only: a call that starts
+ * afterwards runs normally, and the context stays usable.  On cuda the
+ * kernels poll a flag in mapped host memory when cancellable; the call or
+ * synchronisation that waits for a cancelled kernel returns
+ * KJIT_ERROR_CANCELLED.
+ */
+void kjit_context_cancel(kjit_context *context);
+/* The message of the calling thread's last failed call on this context (""
+ * after a call that succeeded); valid until that thread's next call on it.
+ * With NULL (or a context that is not live): the thread's last failure that
+ * had no live context to keep it: kjit_context_create, or a call refused
+ * because a handle it was given was NULL or freed. */
 const char *kjit_last_error(const kjit_context *context);
 
 /* ----------------------------------------------------------------- modules */
@@ -192,6 +258,12 @@ const char *kjit_function_signature(const kjit_function *function, int index);
 kjit_status kjit_function_param(const kjit_function *function, int sig, int param,
                                 kjit_dtype *dtype, int *ndim);
 kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dtype *dtype);
+/* 1 when the function (a kernel, a @guvectorize core, a plain function) may
+ * store into array parameter `param`, or a function it calls may: through
+ * the parameter, an array `let` of it, or an atomic; 0 for a parameter it
+ * only reads, a scalar, or no such parameter.  A caller may pass read-only
+ * memory for the parameters it gives 0. */
+int kjit_function_param_written(const kjit_function *function, int param);
 
 /*
  * Calls a plain function with scalar arguments, or a @vectorize function
@@ -201,7 +273,9 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
  *   (kjit_array_free releases it); for a plain function, *result is ndim 0 and
  *   holds the scalar.
  * Host arrays on the cuda target are copied in and out; device arrays are not,
- * and then the call does not synchronise.
+ * and then the call does not synchronise.  An input that `out` overlaps
+ * (other than as the very same view, which an elementwise call may read and
+ * write in place) is read from a copy, as NumPy does.
  */
 kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                       kjit_array *out, kjit_array *result);
@@ -232,7 +306,8 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
                          const kjit_array *out);
 
 /* The signature a kjit_call with these arguments takes (0 for plain functions
- * and kernels, which have one); KJIT_ERROR_TYPE when none matches. */
+ * and kernels, which have one; for a @reduce, the one kjit_reduce takes);
+ * KJIT_ERROR_TYPE when none matches. */
 kjit_status kjit_function_match(kjit_function *function, const kjit_arg *args, int nargs,
                                 int *signature);
 
@@ -269,6 +344,15 @@ int kjit_function_reduce_inputs(const kjit_function *function);
 /* A @reduce(map = g)'s g (its arguments are the reduction's); else NULL. */
 kjit_function *kjit_function_map(const kjit_function *function);
 
+/* The launch shapes every target takes, CUDA's: grid x up to 2^31 - 1 blocks,
+ * y and z up to 65535; blocks of at most 1024 threads, 1024 in x and y and
+ * 64 in z.  Anything past them is KJIT_ERROR_INVALID_ARGUMENT. */
+#define KJIT_MAX_GRID_X 2147483647u
+#define KJIT_MAX_GRID_YZ 65535u
+#define KJIT_MAX_BLOCK_XY 1024u
+#define KJIT_MAX_BLOCK_Z 64u
+#define KJIT_MAX_BLOCK_THREADS 1024
+
 /* Launches a @kernel on grid x block threads (CUDA semantics on every target). */
 kjit_status kjit_launch(kjit_function *function, const uint32_t grid[3], const uint32_t block[3],
                         const kjit_arg *args, int nargs, kjit_stream *stream);
@@ -293,6 +377,8 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
 
 kjit_status kjit_device_alloc(kjit_context *context, kjit_dtype dtype, int ndim,
                               const int64_t *shape, kjit_array *out);
+/* Frees what kjit_device_alloc gave this context (then sets array->data to
+ * NULL); anything else, or memory freed already, is KJIT_ERROR_INVALID_ARGUMENT. */
 kjit_status kjit_device_free(kjit_context *context, kjit_array *array);
 /* Copies between arrays of equal dtype and shape (both contiguous). */
 kjit_status kjit_copy(kjit_context *context, kjit_array *dst, const kjit_array *src,

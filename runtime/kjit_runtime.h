@@ -4,7 +4,7 @@
  * Sections follow their files: file.c, ptxas.c, print.c, pool.c (the thread pool),
  * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
  * driver, one device), cuda_driver.c (the driver API opened with dlopen),
- * cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
+ * sha256.c (the cache's MAC), cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
  * runtime targets (target_cpu.c, target_cuda.c) they call through.  The runtime sits on the back
  * end (compiler/backend/kjit_backend.h, for the ABI of compiled code and the
  * code generators) and the front end below it; the command line sits on top
@@ -12,6 +12,8 @@
  */
 #ifndef KJIT_RUNTIME_H
 #define KJIT_RUNTIME_H
+
+#include <sys/stat.h>
 
 #include "../compiler/backend/kjit_backend.h"
 #include "kjit.h"
@@ -27,6 +29,15 @@ bool kj_fd_write_all(int fd, const void *data, size_t size);
 char *kj_file_read(const char *path, size_t *size);
 /* Creates or truncates path and writes `size` bytes; false on any failure. */
 bool kj_file_write(const char *path, const void *data, size_t size);
+
+/* A user's output file (kjit_output_open in kjit_tools.h), written whole or
+ * not at all: `file` is a new file beside `path` that kj_output_close(keep)
+ * flushes to disk and renames over it; kj_output_close(!keep), or a failed
+ * write, removes it and leaves `path` as it was.  A path that exists and is
+ * not a regular file (/dev/stdout, a FIFO) is written in place. */
+typedef struct kjit_output_file KjOutputFile;
+kjit_status kj_output_open(const char *path, KjOutputFile *out, char **error);
+kjit_status kj_output_close(KjOutputFile *out, bool keep, char **error);
 
 /* ================================================================ ptxas.c */
 
@@ -49,6 +60,43 @@ extern _Thread_local kjit_context *kj_print_context;
 void kj_print_line(const char *line, int64_t len);
 /* After loading cpu code: points its print hook, if it has one, at kj_print_line. */
 void kj_print_bind(KjCpuCode *code);
+
+/* ================================================================ cancel.c */
+
+typedef struct KjCancel KjCancel;         /* a context's cancellation state */
+typedef struct KjCancelSlot KjCancelSlot; /* one running call's flag */
+/* The slot of the call this thread runs (NULL outside calls); the pool's
+ * workers take the caller's. */
+extern _Thread_local KjCancelSlot *kj_cancel_slot;
+/* Whether the call this thread runs is cancelled: the runtime's loops ask
+ * between chunks, blocks and barriers. */
+bool kj_cancel_requested(void);
+/* After loading cpu code: points its cancellation globals, if it has them,
+ * at the runtime's (kjit_backend.h, "Cancellation"). */
+void kj_cancel_bind(KjCpuCode *code);
+KjCancel *kj_cancel_create(const kjit_options *options);
+void kj_cancel_destroy(KjCancel *cancel);
+/* cuda: the context's flag in mapped host memory (NULL: none), which
+ * kjit_context_cancel and the watchdog set; take returns and clears it. */
+void kj_cancel_set_device_flag(KjCancel *cancel, void *host_flag);
+/* A zeroed page of the context's (made on first use) whose first word is its
+ * device flag (set as kj_cancel_set_device_flag does); its size in *bytes. */
+void *kj_cancel_device_page(KjCancel *cancel, size_t *bytes);
+bool kj_cancel_take_device_flag(KjCancel *cancel);
+/* One call of the API that runs code: a slot taken for it, and at its end
+ * the status: KJIT_ERROR_CANCELLED or KJIT_ERROR_TIMEOUT (with the
+ * message, naming `name`) when it was stopped, else `status`. */
+typedef struct KjCancelCall {
+    KjCancelSlot *slot;
+    KjCancelSlot *previous;
+    int signal_slot; /* kjit_options.cancel_signal's table entry, or -1 */
+} KjCancelCall;
+void kj_cancel_begin(kjit_context *context, KjCancelCall *call);
+kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,
+                          kjit_status status);
+/* cuda, after waiting for the context's kernels: KJIT_ERROR_CANCELLED (and
+ * the flag cleared) when a cancel reached them. */
+kjit_status kj_cancel_device_status(kjit_context *context, const char *name);
 
 /* ============================================================ thread pool */
 
@@ -80,6 +128,12 @@ void kj_cpu_syncthreads(KjThreadCtx *ctx);
 /* Runs a VEC_KERNEL's __range over [0, count): across the pool in chunks of at
  * least KJ_CPU_MIN_CHUNK, or on the calling thread when pool is NULL. */
 void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count);
+/* Elements a run on the calling thread hands __range at a time, asking
+ * between pieces whether the call is cancelled. */
+#define KJ_CPU_CANCEL_CHUNK 65536
+/* range over [begin, end) on this thread in pieces of `chunk`, stopping
+ * between pieces when the call is cancelled. */
+void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t end, int64_t chunk);
 
 /*
  * Runs a kernel over grid x block with CUDA semantics: blocks in order (or
@@ -117,17 +171,47 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
 /* Inputs a vectorized call can take: scalar_mask is 32 bits wide. */
 #define KJ_MAX_VEC_INPUTS 31
 
+/* kjit_dtype_size without a call (the hot paths' checks); 0 for no dtype. */
+static inline int64_t kj_dtype_bytes(kjit_dtype dtype)
+{
+    switch (dtype) {
+    case KJIT_BOOL: case KJIT_I8: case KJIT_U8: return 1;
+    case KJIT_I16: case KJIT_U16: case KJIT_F16: case KJIT_BF16: return 2;
+    case KJIT_I32: case KJIT_U32: case KJIT_F32: return 4;
+    case KJIT_I64: case KJIT_U64: case KJIT_F64: case KJIT_C64: return 8;
+    case KJIT_C128: return 16;
+    case KJIT_DTYPE_COUNT: break;
+    }
+    return 0;
+}
+
 /* kjit_dtype <-> the language's scalar types (same order from KJ_TYPE_BOOL). */
 const KjType *kj_dtype_type(kjit_dtype dtype);
 bool kj_type_dtype(const KjType *type, kjit_dtype *dtype); /* false: not a scalar */
 
-/* NumPy's spelling of a shape, "(3,4)", "(5,)" or "()"; returns buf. */
+/* NumPy's spelling of a shape, "(3,4)", "(5,)" or "()"; returns buf.  A
+ * buffer of KJ_SHAPE_TEXT_SIZE holds any shape of KJIT_MAX_DIMS extents. */
 char *kj_shape_string(char *buf, size_t size, int ndim, const int64_t *shape);
+#define KJ_SHAPE_TEXT_SIZE 192
+
+/* The one place element counts and byte sizes are computed, with overflow
+ * checks: *count elements and *bytes bytes (either may be NULL) of a `dtype`
+ * array of that shape.  KJIT_ERROR_INVALID_ARGUMENT for an unknown dtype, a
+ * rank outside 0..KJIT_MAX_DIMS or a shape whose extents (zeros counted as 1)
+ * times the element size pass 2^63 - 1 bytes; KJIT_ERROR_SHAPE for a negative
+ * extent; the message in *error (heap; error may be NULL). */
+kjit_status kj_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int64_t *count,
+                          int64_t *bytes, char **error);
+/* A view the host passed: kj_shape_size's checks, and the bytes its strides
+ * reach from data (before and after) fit in 64 bits.  Every array that
+ * enters through the API passes here (kj_api_check_args). */
+kjit_status kj_array_check(const kjit_array *array, char **error);
 
 /* The view as compiled code sees it: byte strides -> element strides.
  * KJIT_ERROR_INVALID_ARGUMENT when a stride is not a multiple of the element size. */
 kjit_status kj_array_desc(const kjit_array *array, KjArrayDesc *desc, char **error);
 bool kj_array_is_contiguous(const kjit_array *array); /* C order, no gaps */
+bool kj_array_has_elements(const kjit_array *array);  /* no extent is 0 */
 /* The bytes a view touches: [*low, *high) relative to array->data. */
 void kj_array_extent(const kjit_array *array, int64_t *low, int64_t *high);
 
@@ -218,6 +302,17 @@ kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char 
                                        char **error);
 
 kjit_status kj_cuda_alloc(KjCuda *cuda, size_t bytes, void **device_ptr, char **error);
+/* Host memory of ours (page-aligned, `bytes`) mapped into the device's
+ * address space (cuMemHostRegister with DEVICEMAP, cuMemHostGetDevicePointer):
+ * its device address in *device.  One mapping per KjCuda, made again after a
+ * fault reset the context; kj_cuda_close undoes it.  The memory stays the
+ * caller's: a host store to it is always safe. */
+kjit_status kj_cuda_map_host(KjCuda *cuda, void *host, size_t bytes, uint64_t *device,
+                             char **error);
+/* Writes `bytes` at the module's global `name`: KJIT_ERROR_NOT_FOUND (no
+ * message) when it has none. */
+kjit_status kj_cuda_module_set_global(KjCudaModule *module, const char *name, const void *value,
+                                      size_t bytes, char **error);
 kjit_status kj_cuda_free(KjCuda *cuda, void *device_ptr, char **error);
 kjit_status kj_cuda_copy_to_device(KjCuda *cuda, void *dst, const void *src, size_t bytes,
                                    KjCudaStream *stream, char **error);
@@ -306,6 +401,12 @@ typedef struct KjCuDriver {
     KjCuResult (*EventElapsedTime)(float *ms, void *start, void *end);
     KjCuResult (*EventDestroy)(void *event);
     KjCuResult (*StreamWaitEvent)(void *stream, void *event, unsigned flags);
+    /* cancellation (cancel.c): host memory the kernels read, and a module's global */
+    KjCuResult (*MemHostRegister)(void *host, size_t bytes, unsigned flags);
+    KjCuResult (*MemHostUnregister)(void *host);
+    KjCuResult (*MemHostGetDevicePointer)(KjCuDevicePtr *device, void *host, unsigned flags);
+    KjCuResult (*ModuleGetGlobal)(KjCuDevicePtr *device, size_t *bytes, void *module,
+                                  const char *name);
 } KjCuDriver;
 
 /* The driver, opened and cuInit'ed once per process; NULL and a reason in
@@ -314,16 +415,91 @@ const KjCuDriver *kj_cuda_driver(char **error);
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
 const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
 
+/* ================================================================ sha256.c */
+
+/* SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104): the disk cache's MAC. */
+#define KJ_SHA256_BYTES 32
+
+typedef struct KjSha256 {
+    uint32_t state[8];
+    uint64_t length; /* bytes so far */
+    uint8_t block[64];
+    size_t used;     /* bytes of block filled */
+} KjSha256;
+
+void kj_sha256_init(KjSha256 *sha);
+void kj_sha256_update(KjSha256 *sha, const void *data, size_t size);
+void kj_sha256_final(KjSha256 *sha, uint8_t digest[KJ_SHA256_BYTES]); /* and wipes sha */
+
+typedef struct KjHmacSha256 {
+    KjSha256 inner, outer;
+} KjHmacSha256;
+
+void kj_hmac_sha256_init(KjHmacSha256 *hmac, const void *key, size_t key_size);
+void kj_hmac_sha256_update(KjHmacSha256 *hmac, const void *data, size_t size);
+void kj_hmac_sha256_final(KjHmacSha256 *hmac, uint8_t mac[KJ_SHA256_BYTES]);
+/* In time that depends only on size (a MAC check must not say where it failed). */
+bool kj_mac_equal(const uint8_t *a, const uint8_t *b, size_t size);
+
+/* ========================================================= cache_folder.c */
+
+/*
+ * Which folder the disk cache may use and how its files are opened, so that
+ * only the user can put code there that kjit runs (docs/security.md).
+ */
+
+/* Where the disk cache's warnings go (a refused folder or entry, a bad
+ * KJIT_CACHE_MAX): a context's on_diagnostic.  NULL or fn NULL: nowhere. */
+typedef struct KjCacheWarn {
+    kjit_diagnostic_fn fn;
+    void *user;
+} KjCacheWarn;
+/* Gives `text` (a whole "kjit: warning: ...\n" line) to warn, each distinct
+ * text once per process. */
+void kj_cache_warn(const KjCacheWarn *warn, const char *text);
+
+/* $KJIT_CACHE_DIR, else $XDG_CACHE_HOME/kjit (an absolute one), else
+ * $HOME/.cache/kjit, else the password database's home/.cache/kjit; false
+ * when there is none. */
+bool kj_cache_dir(char *buf, size_t size);
+
+/* Opens the cache folder `dir` (made, 0700, when create and it is absent)
+ * after checking that it is the effective user's and not writable by group
+ * or others, and that every folder above it is the user's or root's and not
+ * writable by group or others unless sticky.  A descriptor (O_DIRECTORY), or
+ * -1: with *why (heap) when the folder is refused, *why NULL when it is
+ * absent or the file system failed. */
+int kj_cache_folder_open(const char *dir, bool create, char **why);
+
+#define KJ_CACHE_SECRET_BYTES 32
+/* The folder's secret, the key of its entries' MACs: a 0600 regular file of
+ * the user's, made from getrandom when create and absent.  false with *why
+ * (heap) when it is refused; false, *why NULL, when absent or unreadable. */
+bool kj_cache_folder_secret(int folder, bool create, uint8_t secret[KJ_CACHE_SECRET_BYTES], char **why);
+/* Removes the folder's secret (kjit cache clear); true when there was one. */
+bool kj_cache_remove_secret(int folder);
+
+/* Opens entry `name` of the folder to read: never through a symbolic link,
+ * never blocking (a FIFO is refused before it is opened), and only a regular
+ * file of the user's that group and others cannot write.  The descriptor
+ * and *st; -1 with *why (heap) when refused, -1 alone when absent. */
+int kj_cache_entry_open(int folder, const char *name, struct stat *st, char **why);
+
 /* ================================================================ cache.c */
 
 /*
  * Compiled code by content: a key names everything the bytes depend on; the
  * payload is an object file, PTX or a cubin.  A process-wide memory tier,
- * then the disk under $KJIT_CACHE_DIR, $XDG_CACHE_HOME/kjit or ~/.cache/kjit.
- * Every failure is a miss (the caller compiles): damaged, foreign or
- * wrong-format entries are deleted, never loaded.
+ * then the disk (kj_cache_dir).  Every failure is a miss (the caller
+ * compiles): damaged, forged, foreign or wrong-format entries are deleted,
+ * never loaded; a refused folder or entry is also a warning.
  */
-#define KJ_CACHE_FORMAT 1
+#define KJ_CACHE_FORMAT 2
+
+/* An entry's header: magic, format, kind, key size, a reserved word, payload
+ * size (32 bytes), then the MAC of those bytes, the key and the payload. */
+#define KJ_CACHE_MAC_OFFSET 32
+#define KJ_CACHE_HEADER_BYTES (KJ_CACHE_MAC_OFFSET + KJ_SHA256_BYTES)
 
 typedef enum KjCacheKind {
     KJ_CACHE_CPU_OBJECT = 1,
@@ -348,21 +524,32 @@ void kj_cache_entry_path(const char *dir, const KjCacheKey *key, KjCacheKind kin
                          size_t size);
 
 bool kj_cache_enabled(void);                   /* false when KJIT_CACHE=off */
-bool kj_cache_dir(char *buf, size_t size);     /* false when there is no usable folder */
-uint64_t kj_cache_max_bytes(void);             /* KJIT_CACHE_MAX, else 1 GiB */
-bool kj_cache_parse_size(const char *text, uint64_t *bytes); /* "512M", "2G", "100000" */
+/* KJIT_CACHE_MAX, else 1 GiB; a value that is not a size is a warning and
+ * the default. */
+uint64_t kj_cache_max_bytes(const KjCacheWarn *warn);
+/* "512M", "2G", "1.5G", "100000": digits, an optional fraction, K, M, G or T
+ * (powers of 1024, "KiB" and "KB" too); at most KJ_CACHE_MAX_LIMIT.  No
+ * exponents, inf, nan, signs or spaces. */
+#define KJ_CACHE_MAX_LIMIT (1ull << 50) /* 1024T */
+bool kj_cache_parse_size(const char *text, uint64_t *bytes);
+/* What keeps the cache in `dir` from working as configured ("kjit: warning:"
+ * lines, heap), or NULL: kjit_cache_check. */
+char *kj_cache_check(const char *dir);
 
 /* A hit: the payload (heap, NUL-terminated past *size) and the entry made young. */
-bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
+bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size,
+                   const KjCacheWarn *warn);
 /* Writes atomically, then evicts the least recently used beyond the limit. */
-bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size,
+                    const KjCacheWarn *warn);
 /* Removes the oldest entries until the folder holds at most max_bytes (and
- * temporary files left by dead writers); returns the number removed. */
+ * temporary files left by dead writers); returns the number removed.  Only
+ * files kjit wrote (its entry names, its magic) are counted or removed. */
 int kj_cache_evict(const char *dir, uint64_t max_bytes);
 
 typedef struct KjCacheEntryInfo {
     const char *name;       /* file name in the folder */
-    bool valid;             /* the header reads; the payload is not checked here */
+    bool valid;             /* the header reads; the payload and MAC are not checked here */
     KjCacheKind kind;
     uint64_t file_bytes, payload_bytes;
     long long last_used;    /* seconds since the epoch */
@@ -370,12 +557,17 @@ typedef struct KjCacheEntryInfo {
 } KjCacheEntryInfo;
 typedef void (*KjCacheVisit)(void *user, const KjCacheEntryInfo *entry);
 int kj_cache_list(const char *dir, KjCacheVisit visit, void *user); /* -1: no folder */
-int kj_cache_clear(const char *dir);                                /* files removed */
+/* Removes the entries kjit wrote (named as its entries or temporary files,
+ * regular files that begin with its magic) and the folder's secret; other
+ * files stay.  The number of entries removed; -1 when there is no folder. */
+int kj_cache_clear(const char *dir);
 
 /* Both tiers, as code generation uses them: a payload from memory, else from
  * the disk (then kept in memory); and a fresh payload kept in both. */
-bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
-void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size);
+bool kj_cache_fetch(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size,
+                    const KjCacheWarn *warn);
+void kj_cache_keep(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size,
+                   const KjCacheWarn *warn);
 
 /* The memory tier (process-wide, bounded): a copy of the payload on a hit. */
 bool kj_cache_memory_get(const KjCacheKey *key, KjCacheKind kind, void **data, size_t *size);
@@ -391,6 +583,41 @@ typedef struct KjCacheCounters {
 KjCacheCounters kj_cache_counters(void);
 void kj_cache_count_compile(void);
 void kj_cache_count_shared_hit(void);
+
+/* ============================================================== handle.c */
+
+/*
+ * The memory of kjit.h's handles: a KjHandle header first in each, whose
+ * magic says the kind while the handle lives and is cleared when it is
+ * freed; freed blocks are kept (and reused for the same kind only after
+ * many others), so that a freed handle reads as freed instead of as freed
+ * memory.  kj_handle_new gives zeroed memory of `size` bytes (the same for
+ * every handle of a kind).
+ */
+typedef enum KjHandleKind {
+    KJ_HANDLE_CONTEXT, KJ_HANDLE_MODULE, KJ_HANDLE_FUNCTION, KJ_HANDLE_STREAM, KJ_HANDLE_EVENT,
+    KJ_HANDLE_KIND_COUNT
+} KjHandleKind;
+/* "kjh" and the kind while live; KJ_HANDLE_FREED once freed. */
+#define KJ_HANDLE_MAGIC(kind) (0x6b6a6800u + (uint32_t)(kind))
+#define KJ_HANDLE_FREED 0xdeadf7eeu
+typedef struct KjHandle {
+    uint32_t magic;
+    uint64_t serial; /* unique in the process while live; 0 once freed */
+} KjHandle;
+void *kj_handle_new(KjHandleKind kind, size_t size);
+void kj_handle_free(void *handle);
+/* false for NULL (inline: every call asks) */
+static inline bool kj_handle_live(const void *handle, KjHandleKind kind)
+{
+    return handle && __atomic_load_n(&((const KjHandle *)handle)->magic, __ATOMIC_ACQUIRE) ==
+                         KJ_HANDLE_MAGIC(kind);
+}
+static inline uint64_t kj_handle_serial(const void *handle)
+{
+    return __atomic_load_n(&((const KjHandle *)handle)->serial, __ATOMIC_ACQUIRE);
+}
+const char *kj_handle_kind_name(KjHandleKind kind);
 
 /* ========================================= api.c / api_call.c internals */
 
@@ -427,7 +654,19 @@ typedef struct KjCompiled {
 
 typedef struct KjReduceScratch KjReduceScratch; /* api_reduce.c */
 
+/* A set of pointers (open addressing; NULL is never a member). */
+typedef struct KjPointerSet {
+    void **slots;
+    size_t capacity, count; /* count: members and tombstones */
+} KjPointerSet;
+bool kj_pointer_set_add(KjPointerSet *set, void *pointer);
+bool kj_pointer_set_remove(KjPointerSet *set, void *pointer); /* false: not a member */
+/* Calls visit on every member, then empties the set. */
+void kj_pointer_set_drain(KjPointerSet *set, void (*visit)(void *user, void *pointer),
+                          void *user);
+
 struct kjit_context {
+    KjHandle header;
     kjit_options options;
     kjit_target target;
     const KjRuntimeTarget *runtime; /* chosen once, in kjit_context_create */
@@ -435,35 +674,59 @@ struct kjit_context {
     KjPool *pool;          /* parallel */
     KjCuda *cuda;          /* cuda */
     char device_text[160]; /* cuda: the device as cubin cache keys name it */
-    char *last_error;
     const char *stdlib_dirs[2];
     void *check_device;    /* checked mode, a target with device memory: the record there */
     pthread_mutex_t lock; /* code generation and the tables of compiled code */
     KjReduceScratch *reduce_scratch; /* cuda: partial results of reductions (api_reduce.c) */
+    KjCancel *cancel;      /* kjit_context_cancel and the time limit (cancel.c) */
+    /* What the context made and frees when it is destroyed (its handles die
+     * with it): modules, streams, events (each list linked through its
+     * handles' next and prev) and device memory from kjit_device_alloc;
+     * under handles_lock. */
+    pthread_mutex_t handles_lock;
+    kjit_module *modules;
+    kjit_stream *streams;
+    kjit_event *events;
+    KjPointerSet device_blocks;
 };
 
+/* The disk cache's warnings for code a context compiles go to its on_diagnostic. */
+static inline KjCacheWarn kj_context_cache_warn(const kjit_context *context)
+{
+    return (KjCacheWarn){context->options.on_diagnostic, context->options.diagnostic_user};
+}
+
 struct kjit_function {
+    KjHandle header;
     kjit_module *module;
     KjIrEntry *entry;
     char **signature_text;
     KjCompiled *compiled;
+    uint32_t params_written; /* bit i: array parameter i may be stored into by some
+                                signature (kj_ir_params_written; from 32 on: always) */
 };
 
 struct kjit_module {
+    KjHandle header;
     kjit_context *context;
+    kjit_module *next, *prev; /* the context's modules */
     KjArena arena;
     KjIrModule *ir;
-    kjit_function *functions;
+    kjit_function **functions;
     int function_count;
 };
 
 struct kjit_stream {
+    KjHandle header;
     kjit_context *context;
+    kjit_stream *next, *prev; /* the context's streams */
     void *handle; /* the target's stream (a KjCudaStream); NULL on the host */
 };
 
 struct kjit_event {
+    KjHandle header;
     kjit_context *context;
+    kjit_event *next, *prev; /* the context's events */
     void *handle;         /* the target's event (a KjCudaEvent) */
     struct timespec host; /* when the target keeps time on the host */
 };
@@ -480,6 +743,34 @@ kjit_status kj_api_take_error(kjit_context *context, kjit_status status, const c
 kjit_status kj_api_take_named_error(kjit_context *context, kjit_status status, const char *name,
                                     char *message);
 void kj_api_clear_error(kjit_context *context);
+/* The checks at the door of each public function (api_error.c): true when
+ * `handle` is a live handle of that kind; else false, with a message naming
+ * `api` and what is wrong with the handle (NULL, or freed: a module freed,
+ * its context destroyed) as the thread's error that kjit_last_error(NULL)
+ * returns.  kj_api_live_function also clears the function's context's error. */
+bool kj_api_live(const void *handle, KjHandleKind kind, const char *api);
+static inline bool kj_api_live_function(const kjit_function *function, const char *api);
+/* A pointer argument given as NULL: KJIT_ERROR_INVALID_ARGUMENT naming it,
+ * on the context when it is live, else the thread's. */
+kjit_status kj_api_null(kjit_context *context, const char *api, const char *what);
+
+/* api_call.c: the checks every call makes of what it is given beyond its
+ * function: args not NULL when nargs > 0, `out` (when not NULL) a valid
+ * view (NULL data only with no elements), the stream (when not NULL) a live
+ * one of the function's context; and when the call `runs` (it is not
+ * kjit_prepare or kjit_function_match, which only look at shapes and
+ * types), no array argument with NULL data and elements. */
+kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
+                              int nargs, const kjit_array *out, const kjit_stream *stream,
+                              bool runs);
+kjit_status kj_api_check_array(kjit_context *context, const char *api, const char *what,
+                               const kjit_array *array);
+kjit_status kj_api_check_stream(kjit_context *context, const char *api,
+                                const kjit_stream *stream);
+/* A new stream joins its context's list (kjit_stream_create, kjit_stream_wrap). */
+void kj_api_stream_register(kjit_stream *stream);
+/* kjit_context_destroy: the context's streams, events and device memory. */
+void kj_api_release_handles(kjit_context *context);
 
 /* How far a call's arguments are from a signature's parameters: 0 when every
  * one is exact, one more for each scalar that widens implicitly (an i64 to
@@ -523,6 +814,9 @@ kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot 
 /* api_reduce.c: kjit_prepare of a @reduce function (over every axis), and
  * the context's reduction scratch memory, released with the context. */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
+/* The signature kjit_reduce takes for these arguments (kjit_function_match). */
+kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
+                            int *signature);
 void kj_reduce_scratch_free(kjit_context *context);
 
 /* A host scalar in the representation compiled code reads (16 bytes). */
@@ -574,6 +868,17 @@ typedef struct KjTemps {
 } KjTemps;
 kjit_status kj_api_temp_alloc(kjit_context *context, KjTemps *temps, size_t bytes, void **out);
 void kj_api_free_temps(kjit_context *context, KjTemps *temps);
+/* Each input array that one of the outputs overlaps (in the same memory),
+ * unless, for an `elementwise` call, as the very same view, is replaced in
+ * inputs[] by a C-ordered copy, &copies[i], as NumPy copies them: on the
+ * host in host_copies[i], on a device in a temporary (kj_api_free_temps,
+ * after the stream is done).  *copied: how many; when not 0, the caller
+ * frees host_copies[0..count) (NULL for the inputs not copied); when 0,
+ * host_copies is not written. */
+kjit_status kj_api_unalias(kjit_context *context, const kjit_array **inputs, int count,
+                           const kjit_array *const *outputs, int output_count,
+                           bool elementwise, kjit_array *copies, KjTemps *temps,
+                           void **host_copies, int *copied, kjit_stream *stream);
 /* Bytes between host memory and the target's, through its copy. */
 kjit_status kj_api_copy_bytes(kjit_context *context, void *dst, bool dst_target, const void *src,
                               bool src_target, size_t bytes, kjit_stream *stream);
@@ -625,6 +930,8 @@ typedef struct KjLaunch {
     void **params;
     kjit_stream *stream;
     size_t dynamic_shared_bytes; /* per block, for shared(T) */
+    uint32_t written; /* bit i: the kernel may store into array argument i (from 32 on:
+                         always counted written); cuda copies only those back */
 } KjLaunch;
 
 /* `items` work items of a VEC_KERNEL (a PARFOR iteration per item): one
@@ -740,5 +1047,16 @@ char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
                        const char *function);
 /* Frees the device record, through the context's target (before it closes). */
 void kj_check_context_free(kjit_context *context);
+
+/* ============================================================ api_error.c */
+
+static inline bool kj_api_live_function(const kjit_function *function, const char *api)
+{
+    if (__builtin_expect(!kj_handle_live(function, KJ_HANDLE_FUNCTION), 0))
+        return kj_api_live(function, KJ_HANDLE_FUNCTION, api); /* says why */
+    kj_api_clear_error(function->module->context);
+    kj_print_context = function->module->context;
+    return true;
+}
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kjit.h"
 
@@ -28,6 +29,30 @@ kjit_status kjit_npy_read(const char *path, kjit_array *out, char **error);
 /* Writes any host view as a C-ordered .npy file (format 1.0). */
 kjit_status kjit_npy_write(const char *path, const kjit_array *array, char **error);
 
+/* The element count and byte size of a `dtype` array of that shape (either
+ * pointer may be NULL), computed with overflow checks: the one place kjit
+ * computes them.  KJIT_ERROR_INVALID_ARGUMENT with *error when the extents
+ * (zeros counted as 1) times the element size pass 2^63 - 1 bytes, or the
+ * dtype or rank is not one; KJIT_ERROR_SHAPE for a negative extent. */
+kjit_status kjit_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int64_t *count,
+                            int64_t *bytes, char **error);
+
+/* A file written whole or not at all (what kjit_npy_write and the kjit
+ * command write through): open gives a FILE on a new file beside `path`;
+ * close with keep flushes it to disk and renames it over `path`, so a full
+ * disk or a crash never leaves a fragment of the old file or the new one;
+ * close without keep (or a failed write) removes it.  An existing file's
+ * permissions carry over; a symbolic link is written through (the file it
+ * names is replaced, the link stays); a path that exists and is not a
+ * regular file (/dev/stdout, a FIFO) is written in place.  KJIT_ERROR_IO
+ * with *error. */
+typedef struct kjit_output_file {
+    FILE *file;
+    char *path, *temp; /* temp: NULL when written in place */
+} kjit_output_file;
+kjit_status kjit_output_open(const char *path, kjit_output_file *out, char **error);
+kjit_status kjit_output_close(kjit_output_file *out, bool keep, char **error);
+
 /* Copies a host view into C order at dst (kjit_array_size * dtype size bytes). */
 void kjit_array_copy_c_order(const kjit_array *array, void *dst);
 /* C order, no gaps. */
@@ -39,13 +64,20 @@ char *kjit_shape_text(char *buf, size_t size, int ndim, const int64_t *shape);
 
 bool kjit_cache_enabled(void);               /* false when KJIT_CACHE=off */
 bool kjit_cache_dir(char *buf, size_t size); /* false when there is no usable folder */
-uint64_t kjit_cache_max_bytes(void);         /* KJIT_CACHE_MAX, else 1 GiB */
+/* KJIT_CACHE_MAX, else 1 GiB (also when KJIT_CACHE_MAX is not a size). */
+uint64_t kjit_cache_max_bytes(void);
+/* What keeps the disk cache in `dir` from working as configured: the folder
+ * refused (not the user's, writable by group or others, a folder above it
+ * unsafe, its secret wrong) or KJIT_CACHE_MAX not a size.  One
+ * "kjit: warning: ...\n" line each (heap, free()), or NULL when all is well
+ * (an absent folder is fine: it is made on the first store). */
+char *kjit_cache_check(const char *dir);
 /* kjit's and LLVM's versions, the cache format and this build of libkjit. */
 const char *kjit_cache_build_identity(void);
 
 typedef struct kjit_cache_entry {
     const char *name;     /* file name in the folder */
-    bool valid;           /* the header reads; the payload is not checked */
+    bool valid;           /* the header reads; the payload and its MAC are not checked */
     const char *kind;     /* "cpu-object", "ptx", "cubin" (valid entries) */
     uint64_t file_bytes, payload_bytes;
     long long last_used;  /* seconds since the epoch */
@@ -54,7 +86,10 @@ typedef struct kjit_cache_entry {
 typedef void (*kjit_cache_visit_fn)(void *user, const kjit_cache_entry *entry);
 /* Visits every entry of the folder; the number of entries, -1 when there is no folder. */
 int kjit_cache_list(const char *dir, kjit_cache_visit_fn visit, void *user);
-int kjit_cache_clear(const char *dir); /* files removed */
+/* Removes the entries kjit wrote (its names, its magic) and the folder's
+ * secret, never another file; the number of entries removed, -1 when the
+ * folder does not open. */
+int kjit_cache_clear(const char *dir);
 /* Empties this process's memory tier (the next compile reads the disk). */
 void kjit_cache_memory_clear(void);
 

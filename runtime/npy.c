@@ -4,14 +4,18 @@
  *
  * Read: format versions 1.0, 2.0 and 3.0, little-endian (or byte-order-free)
  * plain dtypes, C order, and Fortran order through strides (the data is kept
- * as it lies on disk).  Big-endian data, structured and object dtypes, and
- * files shorter than their header says are errors that name the file.
- * Write: format 1.0, C order, from any view (strided views are gathered).
+ * as it lies on disk).  Big-endian data, structured and object dtypes, a
+ * header dict with other keys or a key twice, a shape whose size overflows,
+ * and files shorter than their header says (checked before anything is
+ * allocated) are errors that name the file.
+ * Write: format 1.0, C order, from any view (strided views are gathered),
+ * whole or not at all (kj_output_open).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kjit_runtime.h"
 
@@ -38,29 +42,138 @@ static const char *const npy_codes[KJIT_DTYPE_COUNT] = {
     "b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "c8", "c16", "f2", "V2",
 };
 
-/* The value of 'key' in the header dict: a pointer just past "'key':" and spaces. */
-static const char *header_value(const char *header, const char *key)
+/*
+ * The header's dict, read as np.load reads it: exactly the keys 'descr',
+ * 'fortran_order' and 'shape', each once (a repeated key, which Python's
+ * dict would settle by keeping the last, is refused rather than guessed at).
+ * Each value is kept as a pointer to its first character.
+ */
+enum { KEY_DESCR, KEY_FORTRAN_ORDER, KEY_SHAPE, KEY_COUNT };
+static const char *const header_keys[KEY_COUNT] = {"descr", "fortran_order", "shape"};
+
+static const char *skip_spaces(const char *at)
 {
-    char quoted[32];
-    snprintf(quoted, sizeof quoted, "'%s'", key);
-    const char *at = strstr(header, quoted);
-    if (!at)
-        return NULL;
-    at += strlen(quoted);
-    while (*at == ' ')
-        at++;
-    if (*at != ':')
-        return NULL;
-    at++;
-    while (*at == ' ')
+    while (*at == ' ' || *at == '\t' || *at == '\n' || *at == '\r')
         at++;
     return at;
+}
+
+/* Past one Python literal: a string, a bracketed group (nesting, with
+ * strings inside), or a bare word or number; NULL when it does not end. */
+static const char *skip_value(const char *at)
+{
+    int depth = 0;
+    do {
+        char c = *at;
+        if (c == '\'' || c == '"') {
+            const char *close = strchr(at + 1, c);
+            if (!close)
+                return NULL;
+            at = close + 1;
+        } else if (c == '(' || c == '[' || c == '{') {
+            depth++;
+            at++;
+        } else if (c == ')' || c == ']' || c == '}') {
+            if (depth == 0)
+                return at; /* the dict's own brace */
+            depth--;
+            at++;
+        } else if (c == '\0') {
+            return NULL;
+        } else if (depth == 0 && c == ',') {
+            return at;
+        } else {
+            at++;
+        }
+    } while (depth > 0 || (*at != ',' && *at != '}' && *at != '\0'));
+    return at;
+}
+
+static kjit_status parse_header_dict(const char *path, const char *header,
+                                     const char *values[KEY_COUNT], char **error)
+{
+    for (int k = 0; k < KEY_COUNT; k++)
+        values[k] = NULL;
+    const char *at = skip_spaces(header);
+    if (*at++ != '{') {
+        *error = npy_error(path, "the header is not a dict");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    for (;;) {
+        at = skip_spaces(at);
+        if (*at == '}')
+            break;
+        char quote = *at;
+        const char *close = quote == '\'' || quote == '"' ? strchr(at + 1, quote) : NULL;
+        if (!close) {
+            *error = npy_error(path, "unreadable header dict");
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        const char *key = at + 1;
+        int length = (int)(close - key);
+        int k = 0;
+        while (k < KEY_COUNT && !(strlen(header_keys[k]) == (size_t)length &&
+                                  strncmp(key, header_keys[k], (size_t)length) == 0))
+            k++;
+        if (k == KEY_COUNT) {
+            *error = npy_error(path, "the header has the key '%.*s' (a .npy header has "
+                                     "'descr', 'fortran_order' and 'shape' only)",
+                               length > 64 ? 64 : length, key);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        if (values[k]) {
+            *error = npy_error(path, "the header gives '%s' twice", header_keys[k]);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        at = skip_spaces(close + 1);
+        if (*at++ != ':') {
+            *error = npy_error(path, "unreadable header dict");
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        values[k] = at = skip_spaces(at);
+        at = skip_value(at);
+        if (!at) {
+            *error = npy_error(path, "unreadable value of '%s' in the header", header_keys[k]);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        at = skip_spaces(at);
+        if (*at == ',')
+            at++;
+        else if (*at != '}') {
+            *error = npy_error(path, "unreadable header dict");
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    for (int k = 0; k < KEY_COUNT; k++)
+        if (!values[k]) {
+            *error = npy_error(path, "the header has no '%s'", header_keys[k]);
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+    return KJIT_OK;
+}
+
+/* 'fortran_order': True or False, nothing else. */
+static kjit_status parse_order(const char *path, const char *value, bool *fortran, char **error)
+{
+    for (int truth = 0; truth < 2; truth++) {
+        const char *word = truth ? "True" : "False";
+        size_t n = strlen(word);
+        if (strncmp(value, word, n) == 0) {
+            const char *after = skip_spaces(value + n);
+            if (*after == ',' || *after == '}') {
+                *fortran = truth;
+                return KJIT_OK;
+            }
+        }
+    }
+    *error = npy_error(path, "the header's 'fortran_order' is neither True nor False");
+    return KJIT_ERROR_INVALID_ARGUMENT;
 }
 
 static kjit_status parse_descr(const char *path, const char *value, kjit_dtype *dtype,
                                char **error)
 {
-    if (!value || (*value != '\'' && *value != '"')) {
+    if (*value != '\'' && *value != '"') {
         *error = npy_error(path, "the header's 'descr' is not a plain type (structured "
                                  "dtypes are not supported)");
         return KJIT_ERROR_INVALID_ARGUMENT;
@@ -97,8 +210,8 @@ static kjit_status parse_descr(const char *path, const char *value, kjit_dtype *
 static kjit_status parse_shape(const char *path, const char *value, int *ndim, int64_t *shape,
                                char **error)
 {
-    if (!value || *value != '(') {
-        *error = npy_error(path, "the header has no 'shape'");
+    if (*value != '(') {
+        *error = npy_error(path, "the header's 'shape' is not a tuple");
         return KJIT_ERROR_INVALID_ARGUMENT;
     }
     value++;
@@ -169,37 +282,58 @@ kjit_status kj_npy_read(const char *path, kjit_array *out, char **error)
         goto truncated;
     header[header_len] = '\0';
 
+    const char *values[KEY_COUNT];
     kjit_dtype dtype;
     int ndim;
     int64_t shape[KJIT_MAX_DIMS];
-    status = parse_descr(path, header_value(header, "descr"), &dtype, error);
+    bool fortran;
+    status = parse_header_dict(path, header, values, error);
+    if (status == KJIT_OK)
+        status = parse_descr(path, values[KEY_DESCR], &dtype, error);
+    if (status == KJIT_OK)
+        status = parse_shape(path, values[KEY_SHAPE], &ndim, shape, error);
+    if (status == KJIT_OK)
+        status = parse_order(path, values[KEY_FORTRAN_ORDER], &fortran, error);
     if (status != KJIT_OK)
         goto done;
-    status = parse_shape(path, header_value(header, "shape"), &ndim, shape, error);
-    if (status != KJIT_OK)
-        goto done;
-    const char *order = header_value(header, "fortran_order");
-    bool fortran = order && strncmp(order, "True", 4) == 0;
 
-    *out = kjit_array_make(NULL, dtype, ndim, shape);
-    size_t elem = kjit_dtype_size(dtype);
-    size_t bytes = (size_t)kjit_array_size(out) * elem;
-    if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0) {
+    /* What the header claims, checked against what the file holds before
+     * any of it is allocated: a 100-byte file cannot ask for 40 GB. */
+    int64_t bytes;
+    char *why = NULL;
+    status = kj_shape_size(dtype, ndim, shape, NULL, &bytes, &why);
+    if (status != KJIT_OK) {
+        *error = npy_error(path, "%s", why);
+        free(why);
+        goto done;
+    }
+    struct stat info;
+    long offset = ftell(file);
+    if (fstat(fileno(file), &info) == 0 && S_ISREG(info.st_mode) && offset >= 0 &&
+        info.st_size - offset < bytes) {
+        *error = npy_error(path, "truncated: the header claims %lld bytes of data, the file "
+                                 "holds %lld",
+                           (long long)bytes, (long long)(info.st_size - offset));
+        status = KJIT_ERROR_INVALID_ARGUMENT;
+        goto done;
+    }
+    if (posix_memalign(&data, 64, bytes ? (size_t)bytes : 64) != 0) {
         data = NULL;
-        *error = npy_error(path, "out of memory for %zu bytes", bytes);
+        *error = npy_error(path, "out of memory for %lld bytes", (long long)bytes);
         status = KJIT_ERROR_OUT_OF_MEMORY;
         goto done;
     }
-    if (fread(data, 1, bytes, file) != bytes) {
+    if (fread(data, 1, (size_t)bytes, file) != (size_t)bytes) {
         status = KJIT_ERROR_INVALID_ARGUMENT;
         goto truncated;
     }
-    out->data = data;
+    *out = kjit_array_make(data, dtype, ndim, shape);
     if (fortran) {
-        int64_t stride = (int64_t)elem;
+        /* NumPy's Fortran order: the first index fastest, the data as it lies */
+        int64_t stride = (int64_t)kjit_dtype_size(dtype);
         for (int d = 0; d < ndim; d++) {
             out->strides[d] = stride;
-            stride *= shape[d] > 0 ? shape[d] : 1;
+            stride *= shape[d] > 0 ? shape[d] : 1; /* fits: kj_shape_size said so */
         }
     }
     data = NULL;
@@ -244,10 +378,19 @@ void kj_array_gather(const kjit_array *array, void *dst)
 
 kjit_status kj_npy_write(const char *path, const kjit_array *array, char **error)
 {
-    if ((unsigned)array->dtype >= KJIT_DTYPE_COUNT) {
-        *error = npy_error(path, "unknown element type");
+    int64_t bytes;
+    char *why = NULL;
+    kjit_status status = kj_array_check(array, &why);
+    if (status != KJIT_OK) {
+        *error = npy_error(path, "%s", why);
+        free(why);
+        return status;
+    }
+    if (!array->data && kjit_array_size(array) > 0) {
+        *error = npy_error(path, "the array to write has no data");
         return KJIT_ERROR_INVALID_ARGUMENT;
     }
+    kj_shape_size(array->dtype, array->ndim, array->shape, NULL, &bytes, NULL);
     char dict[512];
     int len = snprintf(dict, sizeof dict, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
                        kjit_dtype_size(array->dtype) == 1 ? '|' : '<', npy_codes[array->dtype]);
@@ -262,24 +405,25 @@ kjit_status kj_npy_write(const char *path, const kjit_array *array, char **error
     size_t padded = (total + 63) / 64 * 64;
     size_t header_len = padded - 10;
 
-    size_t bytes = (size_t)kjit_array_size(array) * kjit_dtype_size(array->dtype);
     void *gathered = NULL;
     const void *data = array->data;
     if (!kj_array_is_contiguous(array)) {
-        gathered = malloc(bytes ? bytes : 1);
+        gathered = malloc(bytes ? (size_t)bytes : 1);
         if (!gathered) {
-            *error = npy_error(path, "out of memory for %zu bytes", bytes);
+            *error = npy_error(path, "out of memory for %lld bytes", (long long)bytes);
             return KJIT_ERROR_OUT_OF_MEMORY;
         }
         kj_array_gather(array, gathered);
         data = gathered;
     }
-    FILE *file = fopen(path, "wb");
-    if (!file) {
-        *error = npy_error(path, "cannot create: %s", strerror(errno));
+    /* Whole or not at all: the previous file stays until the new one is on disk. */
+    KjOutputFile output;
+    status = kj_output_open(path, &output, error);
+    if (status != KJIT_OK) {
         free(gathered);
-        return KJIT_ERROR_IO;
+        return status;
     }
+    FILE *file = output.file;
     unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                                   (unsigned char)(header_len & 0xff),
                                   (unsigned char)(header_len >> 8)};
@@ -287,12 +431,13 @@ kjit_status kj_npy_write(const char *path, const kjit_array *array, char **error
     for (size_t i = 10 + (size_t)len; ok && i < padded - 1; i++)
         ok = fputc(' ', file) != EOF;
     ok = ok && fputc('\n', file) != EOF;
-    ok = ok && (bytes == 0 || fwrite(data, 1, bytes, file) == bytes);
-    ok = fclose(file) == 0 && ok;
+    ok = ok && (bytes == 0 || fwrite(data, 1, (size_t)bytes, file) == (size_t)bytes);
+    int write_errno = errno;
     free(gathered);
     if (!ok) {
-        *error = npy_error(path, "write failed: %s", strerror(errno));
+        kj_output_close(&output, false, NULL);
+        *error = npy_error(path, "write failed: %s", strerror(write_errno));
         return KJIT_ERROR_IO;
     }
-    return KJIT_OK;
+    return kj_output_close(&output, true, error);
 }

@@ -44,22 +44,31 @@ struct KjPool {
     KjPoolFn fn;
     void *user;
     kjit_context *print_context; /* the caller's kj_print_context */
+    KjCancelSlot *cancel_slot;   /* the caller's kj_cancel_slot */
     int64_t count, chunk;
-    _Atomic int64_t next;
+    /* unsigned: a launch's count of blocks comes near 2^63, and each thread
+     * adds one chunk past the end before it stops, which must not wrap to a
+     * negative begin */
+    _Atomic uint64_t next;
 };
 
 /* Set on pool workers and on a caller while it runs chunks: a nested run then
  * stays on its thread instead of waiting for workers that are all busy. */
 static _Thread_local bool inside_pool_run;
 
+/* Chunks until none are left, or the call is cancelled: then the rest are
+ * left undone (the caller's status says so). */
 static void run_chunks(KjPool *pool)
 {
     for (;;) {
-        int64_t begin = atomic_fetch_add(&pool->next, pool->chunk);
-        if (begin >= pool->count)
+        if (kj_cancel_requested())
             return;
-        int64_t end = begin + pool->chunk < pool->count ? begin + pool->chunk : pool->count;
-        pool->fn(pool->user, begin, end);
+        uint64_t begin = atomic_fetch_add(&pool->next, (uint64_t)pool->chunk);
+        if (begin >= (uint64_t)pool->count)
+            return;
+        int64_t end = pool->count - (int64_t)begin > pool->chunk ? (int64_t)begin + pool->chunk
+                                                                  : pool->count;
+        pool->fn(pool->user, (int64_t)begin, end);
     }
 }
 
@@ -134,7 +143,9 @@ static void *worker_main(void *arg)
             break;
         seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         kj_print_context = pool->print_context;
+        kj_cancel_slot = pool->cancel_slot;
         run_chunks(pool);
+        kj_cancel_slot = NULL;
         if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
             pthread_mutex_lock(&pool->lock);
             pthread_cond_signal(&pool->finished);
@@ -212,7 +223,8 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
     }
     /* About four chunks per thread balances uneven chunks without making
      * the shared counter a hot spot. */
-    int64_t chunk = (count + pool->thread_count * 4 - 1) / (pool->thread_count * 4);
+    int64_t chunks = (int64_t)pool->thread_count * 4;
+    int64_t chunk = count / chunks + (count % chunks != 0); /* rounded up, without overflow */
     if (chunk < min_chunk)
         chunk = min_chunk;
 
@@ -222,6 +234,7 @@ void kj_pool_run(KjPool *pool, int64_t count, int64_t min_chunk, KjPoolFn fn, vo
     pool->fn = fn;
     pool->user = user;
     pool->print_context = kj_print_context;
+    pool->cancel_slot = kj_cancel_slot;
     pool->count = count;
     pool->chunk = chunk;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);

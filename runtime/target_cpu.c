@@ -166,13 +166,15 @@ static KjCodegenOptions cpu_codegen_options(const kjit_context *context, const K
                               .contiguous_params = compiled->contiguous,
                               .line_info = context->options.line_info != 0,
                               .cpu_simd = context->options.cpu_simd != 0,
-                              .checks = context->options.check != 0 && !compiled->root->unchecked};
+                              .checks = context->options.check != 0 && !compiled->root->unchecked,
+                              .cancel = context->options.cancellable != 0};
 }
 
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
     kjit_context *context = module->context;
     KjIrFunction *root = compiled->root;
+    KjCacheWarn warn = kj_context_cache_warn(context);
     KjCacheKey key = {0};
     cpu_code_key(module, compiled, &key);
     kj_cache_key_finish(&key);
@@ -194,7 +196,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     size_t size = 0;
     /* A cached object that will not link or lacks its entry point is treated
      * as damaged: compiled again below. */
-    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size, &warn)) {
         code = kj_cpu_load_object(object, size, NULL);
         entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (!entry) {
@@ -214,7 +216,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
         code = kj_cpu_load_object(object, size, &error);
         entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (entry)
-            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size, &warn);
         free(object);
         if (!code) {
             kj_cache_key_free(&key);
@@ -228,6 +230,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
         }
     }
     kj_print_bind(code);
+    kj_cancel_bind(code);
     shared = kj_xcalloc(1, sizeof *shared);
     shared->key = key;
     shared->code = code;
@@ -303,6 +306,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
                                          const KjCompiled *compiled, const uint32_t dims[3],
                                          char **error)
 {
+    KjCacheWarn warn = kj_context_cache_warn(context);
     KjCacheKey key = {0};
     cpu_code_key(module, compiled, &key);
     kj_cache_key_add(&key, "block", "%u %u %u", (unsigned)dims[0], (unsigned)dims[1], (unsigned)dims[2]);
@@ -310,7 +314,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
     KjCpuCode *code = NULL;
     void *block = NULL, *object = NULL;
     size_t size = 0;
-    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size)) {
+    if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size, &warn)) {
         code = kj_cpu_load_object(object, size, NULL);
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         free(object);
@@ -343,7 +347,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         code = object ? kj_cpu_load_object(object, size, &failure) : NULL;
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         if (block)
-            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size);
+            kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size, &warn);
         else if (root) {
             KjBuf message = {0};
             kj_buf_printf(&message, "code generation for blocks of %u x %u x %u failed: %s", (unsigned)dims[0],
@@ -360,6 +364,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         return NULL;
     }
     kj_print_bind(code);
+    kj_cancel_bind(code);
     KjShapeCode *shape = kj_xcalloc(1, sizeof *shape);
     memcpy(shape->dims, dims, sizeof shape->dims);
     shape->code = code;
@@ -424,7 +429,8 @@ typedef struct ReduceJob {
 static void reduce_chunk(void *user, int64_t begin, int64_t end)
 {
     ReduceJob *job = user;
-    job->range(job->params, begin, end);
+    int64_t chunk = KJ_CPU_CANCEL_CHUNK / KJ_REDUCE_BLOCK;
+    kj_cpu_run_range_here(job->range, job->params, begin, end, chunk > 0 ? chunk : 1);
 }
 
 /* A work item is a block of 1024 elements, so chunks of a few items are
@@ -439,7 +445,10 @@ static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
         int64_t per_block;
         uint32_t threads;
         kj_items_block_shape(run, &per_block, &threads);
-        int64_t blocks = (run->items + per_block - 1) / per_block;
+        int64_t blocks = run->items / per_block + (run->items % per_block != 0);
+        if (blocks > KJIT_MAX_GRID_X)
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: too many outputs for one reduction", run->name);
         uint32_t grid[3] = {(uint32_t)blocks, 1, 1};
         uint32_t block[3] = {threads, 1, 1};
         char *error = NULL;
@@ -453,7 +462,9 @@ static kjit_status cpu_run_items(kjit_context *context, const KjItemsRun *run)
     }
     KjRangeFn range = (KjRangeFn)compiled->entry;
     if (!context->pool) {
-        range(run->params, 0, run->items);
+        /* a work item is a block of KJ_REDUCE_BLOCK elements */
+        int64_t chunk = KJ_CPU_CANCEL_CHUNK / KJ_REDUCE_BLOCK;
+        kj_cpu_run_range_here(range, run->params, 0, run->items, chunk > 0 ? chunk : 1);
         return KJIT_OK;
     }
     ReduceJob job = {range, run->params};

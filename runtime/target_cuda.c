@@ -53,6 +53,21 @@ static void cuda_close(kjit_context *context)
  * older than the toolkit), the linker takes the same PTX.  What was made is
  * kept in both tiers.
  */
+/* Cancellable code polls the context's flag in mapped host memory at the
+ * device address in the module's KJ_CANCEL_WORD_SYMBOL (a module without
+ * loops has none). */
+static kjit_status bind_cancel(kjit_context *context, KjCudaModule *loaded, char **error)
+{
+    size_t bytes = 0;
+    void *page = kj_cancel_device_page(context->cancel, &bytes);
+    uint64_t device = 0;
+    kjit_status status = kj_cuda_map_host(context->cuda, page, bytes, &device, error);
+    if (status != KJIT_OK)
+        return status;
+    status = kj_cuda_module_set_global(loaded, KJ_CANCEL_WORD_SYMBOL, &device, sizeof device, error);
+    return status == KJIT_ERROR_NOT_FOUND ? KJIT_OK : status;
+}
+
 static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
     kjit_context *context = module->context;
@@ -60,6 +75,7 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
     const char *arch = context->options.cuda_arch ? context->options.cuda_arch
                                                   : kj_cuda_arch(context->cuda);
     const char *ptxas = kj_ptxas_path();
+    KjCacheWarn warn = kj_context_cache_warn(context);
     KjCacheKey ptx_key = {0}, cubin_key = {0};
     kj_api_code_key(module, compiled, &ptx_key);
     kj_cache_key_add(&ptx_key, "target", "cuda %s", arch);
@@ -76,13 +92,13 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
     KjCudaModule *loaded = NULL;
     void *data = NULL;
     size_t size = 0;
-    if (kj_cache_fetch(&cubin_key, KJ_CACHE_CUBIN, &data, &size)) {
+    if (kj_cache_fetch(&cubin_key, KJ_CACHE_CUBIN, &data, &size, &warn)) {
         status = kj_cuda_load_cubin(context->cuda, data, size, &loaded, NULL);
         free(data);
     }
     if (status != KJIT_OK) {
         char *ptx = NULL;
-        if (kj_cache_fetch(&ptx_key, KJ_CACHE_PTX, &data, &size)) {
+        if (kj_cache_fetch(&ptx_key, KJ_CACHE_PTX, &data, &size, &warn)) {
             ptx = data;
         } else {
             kj_cache_count_compile();
@@ -92,14 +108,15 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
                                         .contiguous_params = compiled->contiguous,
                                         .cuda_whole_program = ptxas != NULL,
                                         .line_info = context->options.line_info != 0,
-                                        .checks = context->options.check != 0 && !root->unchecked};
+                                        .checks = context->options.check != 0 && !root->unchecked,
+                                        .cancel = context->options.cancellable != 0};
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);
                 kj_cache_key_free(&cubin_key);
                 return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
             }
-            kj_cache_keep(&ptx_key, KJ_CACHE_PTX, ptx, strlen(ptx));
+            kj_cache_keep(&ptx_key, KJ_CACHE_PTX, ptx, strlen(ptx), &warn);
         }
         void *cubin = NULL;
         size_t cubin_size = 0;
@@ -123,7 +140,7 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
         free(ptxas_error);
         free(ptx);
         if (status == KJIT_OK && cubin)
-            kj_cache_keep(&cubin_key, KJ_CACHE_CUBIN, cubin, cubin_size);
+            kj_cache_keep(&cubin_key, KJ_CACHE_CUBIN, cubin, cubin_size, &warn);
         free(cubin);
     }
     kj_cache_key_free(&ptx_key);
@@ -131,6 +148,8 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
     compiled->code = loaded; /* release frees it if the kernel is not found */
     if (status == KJIT_OK)
         status = kj_cuda_function(loaded, compiled->symbol, &compiled->entry, &error);
+    if (status == KJIT_OK && context->options.cancellable)
+        status = bind_cancel(context, loaded, &error);
     if (status != KJIT_OK)
         return kj_api_take_error(context, status, "", error);
     return KJIT_OK;
@@ -249,8 +268,10 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
     for (int i = 0; i < launch->arg_count && status == KJIT_OK; i++) {
         const kjit_arg *arg = &launch->args[i];
         if (arg->kind == KJIT_ARG_ARRAY && arg->value.array->memory == KJIT_MEMORY_HOST)
-            status = stage(context, &staging, arg->value.array, true, true,
-                           &launch->descs[i].data);
+            /* back to the host only if the kernel may have written it (the
+             * host's may be read-only memory) */
+            status = stage(context, &staging, arg->value.array, true,
+                           i >= 32 || (launch->written >> i & 1), &launch->descs[i].data);
     }
     if (status == KJIT_OK) {
         char *error = NULL;

@@ -7,6 +7,7 @@
  * hands the roots to the back end's emitter; it is how `kjit check --dump`
  * and `kjit build --emit` see the compiler without including its headers.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,38 +15,101 @@
 
 /* ------------------------------------------------------------------ arrays */
 
+/* A pointer argument given as NULL: the message in *error when there is
+ * one to fill, and as the thread's error (kjit_last_error(NULL)) always. */
+static kjit_status refuse_null(const char *api, const char *what, char **error)
+{
+    kj_api_null(NULL, api, what);
+    if (error)
+        *error = kj_xstrdup(kjit_last_error(NULL));
+    return KJIT_ERROR_INVALID_ARGUMENT;
+}
+
+/* A view that kjit can walk: a known dtype and rank, no negative extent, and
+ * data unless it has no elements. */
+static bool valid_view(const kjit_array *array)
+{
+    if ((unsigned)array->dtype >= KJIT_DTYPE_COUNT || array->ndim < 0 ||
+        array->ndim > KJIT_MAX_DIMS)
+        return false;
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] < 0)
+            return false;
+    return array->data || !kj_array_has_elements(array);
+}
+
 kjit_status kjit_npy_read(const char *path, kjit_array *out, char **error)
 {
+    if (!path || !out || !error)
+        return refuse_null("kjit_npy_read", !path ? "path" : !out ? "out" : "error", error);
     return kj_npy_read(path, out, error);
 }
 
 kjit_status kjit_npy_write(const char *path, const kjit_array *array, char **error)
 {
+    if (!path || !array || !error)
+        return refuse_null("kjit_npy_write", !path ? "path" : !array ? "array" : "error", error);
+    if (!valid_view(array)) {
+        *error = kj_xstrdup("kjit_npy_write: the array is not a valid view (NULL data with "
+                            "elements, a negative extent, or an unknown dtype or rank)");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
     return kj_npy_write(path, array, error);
+}
+
+kjit_status kjit_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int64_t *count,
+                            int64_t *bytes, char **error)
+{
+    return kj_shape_size(dtype, ndim, shape, count, bytes, error);
+}
+
+kjit_status kjit_output_open(const char *path, kjit_output_file *out, char **error)
+{
+    return kj_output_open(path, out, error);
+}
+
+kjit_status kjit_output_close(kjit_output_file *out, bool keep, char **error)
+{
+    return kj_output_close(out, keep, error);
 }
 
 void kjit_array_copy_c_order(const kjit_array *array, void *dst)
 {
+    if (!array || !dst || !valid_view(array)) {
+        kj_api_set_error(NULL, KJIT_ERROR_INVALID_ARGUMENT,
+                         "kjit_array_copy_c_order: %s", !array ? "array is NULL"
+                                                        : !dst ? "dst is NULL"
+                                                               : "the array is not a valid view");
+        return;
+    }
     kj_array_gather(array, dst);
 }
 
 bool kjit_array_is_contiguous(const kjit_array *array)
 {
-    return kj_array_is_contiguous(array);
+    return array && array->ndim >= 0 && array->ndim <= KJIT_MAX_DIMS &&
+           kj_array_is_contiguous(array);
 }
 
 char *kjit_shape_text(char *buf, size_t size, int ndim, const int64_t *shape)
 {
+    if (!buf || size == 0)
+        return buf;
+    if ((!shape && ndim > 0) || ndim < 0 || ndim > KJIT_MAX_DIMS) {
+        snprintf(buf, size, "(?)");
+        return buf;
+    }
     return kj_shape_string(buf, size, ndim, shape);
 }
 
 /* ------------------------------------------------------------------- cache */
 
 bool kjit_cache_enabled(void) { return kj_cache_enabled(); }
-bool kjit_cache_dir(char *buf, size_t size) { return kj_cache_dir(buf, size); }
-uint64_t kjit_cache_max_bytes(void) { return kj_cache_max_bytes(); }
+bool kjit_cache_dir(char *buf, size_t size) { return buf && size && kj_cache_dir(buf, size); }
+uint64_t kjit_cache_max_bytes(void) { return kj_cache_max_bytes(NULL); }
+char *kjit_cache_check(const char *dir) { return kj_cache_check(dir); }
 const char *kjit_cache_build_identity(void) { return kj_cache_build_identity(); }
-int kjit_cache_clear(const char *dir) { return kj_cache_clear(dir); }
+int kjit_cache_clear(const char *dir) { return dir ? kj_cache_clear(dir) : 0; }
 void kjit_cache_memory_clear(void) { kj_cache_memory_clear(); }
 
 typedef struct ListVisit {
@@ -70,8 +134,10 @@ static void visit_entry(void *user, const KjCacheEntryInfo *info)
 
 int kjit_cache_list(const char *dir, kjit_cache_visit_fn visit, void *user)
 {
+    if (!dir || !visit)
+        return -1;
     ListVisit v = {visit, user};
-    return kj_cache_list(dir, visit_entry, &v);
+    return kj_cache_list(dir, visit ? visit_entry : NULL, &v);
 }
 
 kjit_cache_counters kjit_cache_stats(void)
@@ -92,6 +158,8 @@ const char *kjit_ptxas_path(void) { return kj_ptxas_path(); }
 
 void kjit_stage_options_init(kjit_stage_options *options)
 {
+    if (!options)
+        return;
     memset(options, 0, sizeof *options);
     options->target = KJIT_TARGET_CPU;
     options->opt_level = 3;
@@ -260,6 +328,13 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
 kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage_options *options,
                             char **bytes, size_t *size, char **error)
 {
+    if (!path || !options || !bytes || !size || !error)
+        return refuse_null("kjit_stage_file",
+                           !path ? "path" : !options ? "options" : !bytes ? "bytes"
+                                          : !size ? "size" : "error",
+                           error);
+    if ((unsigned)stage > KJIT_STAGE_PTX)
+        return refuse_null("kjit_stage_file", "a known stage (it is not); stage", error);
     *bytes = NULL;
     *size = 0;
     *error = NULL;

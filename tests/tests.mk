@@ -22,9 +22,9 @@ $(BUILD)/unit-tests: $(UNIT_OBJS) $(BUILD)/libkjit.so
 
 # Tests write their compiled code to a cache of their own, never the user's; the
 # generous timeout is for loaded CI machines (no test is timed).
-check test-unit test-golden test-robust test-embed test-cli test-bench-refs: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
+check test-unit test-golden test-robust test-embed test-cli test-bench-refs test-tsan test-api-misuse: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
 # The IR verifier after every pass (pipeline.c), in every test.
-check test-unit test-golden test-robust test-embed test-cli test-bench-refs: export KJIT_VERIFY = 1
+check test-unit test-golden test-robust test-embed test-cli test-bench-refs test-tsan test-api-misuse: export KJIT_VERIFY = 1
 check test-unit: export CK_DEFAULT_TIMEOUT = 120
 
 test-unit: deps $(BUILD)/unit-tests $(BUILD)/kjit
@@ -49,21 +49,56 @@ ASAN_OBJS  = $(patsubst %.c,$(BUILD)/asan/%.o,$(COMPILER_SRCS) tests/robust/chec
 $(BUILD)/asan/gen/lex.o: $(LEXER_C) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) -Icompiler -c $< -o $@
+$(BACKEND_SRCS:%.c=$(BUILD)/asan/%.o): ASAN_EXTRA = $(LLVM_CFLAGS)
 $(BUILD)/asan/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) $(TEST_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(ASAN_FLAGS) $(TEST_CFLAGS) $(ASAN_EXTRA) -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/kjit-check-asan: $(ASAN_OBJS)
 	$(CC) $(ASAN_FLAGS) -o $@ $^ -lm
 
 test-robust: deps $(BUILD)/kjit-check-asan
 	tests/robust/run.sh $(BUILD)/kjit-check-asan
 
+# The public API misused (tests/robust/api_misuse.c): NULL for every pointer
+# argument, arrays without data, handles freed twice or used after, under
+# ASan and UBSan over a libkjit built with them (LLVM itself is not).
+MISUSE_OBJS = $(patsubst %.c,$(BUILD)/asan/%.o,$(COMPILER_SRCS) $(BACKEND_SRCS) $(RUNTIME_SRCS) \
+                tests/robust/api_misuse.c) $(BUILD)/asan/gen/lex.o
+$(BUILD)/kjit-api-misuse-asan: $(MISUSE_OBJS)
+	$(CC) $(ASAN_FLAGS) -o $@ $^ -L$(LLVM_LIBDIR) $(LLVM_LIBS) $(SYS_LIBS) -lstdc++
+
+test-api-misuse: deps $(BUILD)/kjit-api-misuse-asan
+	ASAN_OPTIONS=detect_leaks=1 $(BUILD)/kjit-api-misuse-asan
+
+# Threads: one context used from 8 threads at once (tests/tsan/threads.c) under
+# ThreadSanitizer, linked with libkjit's own objects built with it too, so that
+# a data race in the runtime or the compiler is a report and a failure (LLVM,
+# linked statically, is not instrumented; the threads never run kernels with
+# barriers, whose fibers TSan cannot follow).
+TSAN_FLAGS = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+TSAN_OBJS  = $(patsubst %.c,$(BUILD)/tsan/%.o,$(COMPILER_SRCS) $(BACKEND_SRCS) $(RUNTIME_SRCS) \
+               tests/tsan/threads.c) $(BUILD)/tsan/gen/lex.o
+
+$(BUILD)/tsan/gen/lex.o: $(LEXER_C) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(TSAN_FLAGS) -Icompiler -c $< -o $@
+$(BACKEND_SRCS:%.c=$(BUILD)/tsan/%.o): TSAN_EXTRA = $(LLVM_CFLAGS)
+$(BUILD)/tsan/tests/%.o: TSAN_EXTRA = $(TEST_CFLAGS)
+$(BUILD)/tsan/%.o: %.c $(HEADERS) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(TSAN_FLAGS) $(TSAN_EXTRA) -I$(BUILD)/gen -c $< -o $@
+$(BUILD)/kjit-threads-tsan: $(TSAN_OBJS)
+	$(CC) $(TSAN_FLAGS) -o $@ $^ -L$(LLVM_LIBDIR) $(LLVM_LIBS) $(SYS_LIBS) -lstdc++
+
+test-tsan: deps $(BUILD)/kjit-threads-tsan
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" $(BUILD)/kjit-threads-tsan
+
 # Layers: no #include crosses the folders' order (docs/architecture.md).
 test-layers:
 	tests/layers.sh
 
-check: all test-layers test-unit test-golden test-robust test-embed test-cli test-python \
-       test-bench-refs test-modes
+check: all test-layers test-unit test-golden test-robust test-tsan test-api-misuse test-embed \
+       test-cli test-python test-bench-refs test-modes
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.

@@ -734,6 +734,10 @@ static LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
     LLVMValueRef call = LLVMBuildCall2(g->b, info->impl_type, info->impl, out, (unsigned)n, "");
     free(many);
     kj_codegen_check_after_call(g);
+    /* a callee that stopped for a cancellation returned a zero value:
+     * nothing here may use it */
+    if (kj_codegen_cancel_may_stop(g, e->callee))
+        kj_codegen_cancel_poll(g);
     return call;
 }
 

@@ -221,6 +221,7 @@ typedef struct CountedLoop {
     bool is_signed;
     bool either_way; /* false: upward only (PARFOR's i64 index) */
     bool nsw;        /* the increment cannot wrap */
+    bool poll;       /* a cancellation poll on the back edge */
 } CountedLoop;
 
 /* The loop counts with its own hidden counter, so assigning to the loop
@@ -261,6 +262,8 @@ static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loo
     branch_to(g, inc_bb);
 
     LLVMPositionBuilderAtEnd(g->b, inc_bb);
+    if (loop->poll)
+        kj_codegen_cancel_poll(g);
     LLVMValueRef cur = LLVMBuildLoad2(g->b, lt, counter, "");
     LLVMValueRef next = loop->nsw ? LLVMBuildNSWAdd(g->b, cur, loop->step, "")
                                   : LLVMBuildAdd(g->b, cur, loop->step, "");
@@ -274,7 +277,8 @@ static void gen_for(Gen *g, KjIrStmt *s)
 {
     const KjType *t = s->var->type;
     CountedLoop loop = {.name = "for", .counter_name = "for.counter", .type = llty(g, t),
-                        .is_signed = kj_type_is_signed(t), .either_way = true};
+                        .is_signed = kj_type_is_signed(t), .either_way = true,
+                        .poll = kj_codegen_cancel_loop(g, s)};
     loop.start = kj_codegen_convert(g, kj_codegen_expr(g, s->start), s->start->type, t);
     loop.stop = kj_codegen_convert(g, kj_codegen_expr(g, s->stop), s->stop->type, t);
     loop.step = kj_codegen_convert(g, kj_codegen_expr(g, s->step), s->step->type, t);
@@ -335,6 +339,9 @@ static void gen_threads(Gen *g, KjIrStmt *s)
         if (bounds[1])
             dims[0] = bounds[1];
     }
+    /* each region follows a barrier (or opens the block): the split form's
+     * barriers poll here */
+    kj_codegen_cancel_poll(g);
     /* threadIdx.x in chunks on SIMD lanes where codegen_simd.c takes the region */
     if (kj_simd_threads(g, s, first, dims[0], dims))
         return;
@@ -425,12 +432,12 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
                           exit_bb = new_block(g, "while.exit");
         LLVMBuildBr(g->b, cond_bb);
         LLVMPositionBuilderAtEnd(g->b, cond_bb);
+        kj_codegen_cancel_poll(g); /* continue comes here too */
         LLVMBuildCondBr(g->b, kj_codegen_expr(g, s->cond), body_bb, exit_bb);
         LLVMPositionBuilderAtEnd(g->b, body_bb);
         push_loop(g, exit_bb, cond_bb);
         gen_stmt(g, s->body);
-        kj_codegen_debug_loc(g, s->loc);
-    kj_codegen_debug_loc(g, s->loc); /* the step and the test are the loop's line */
+        kj_codegen_debug_loc(g, s->loc); /* the test is the loop's line */
         g->loop_depth--;
         branch_to(g, cond_bb);
         LLVMPositionBuilderAtEnd(g->b, exit_bb);
@@ -617,6 +624,8 @@ static void define_impl(Gen *g, FnInfo *info)
     g->loop_depth = 0;
     g->thread_ctx = g->shared_base = g->range_begin = g->range_end = NULL;
     g->thread_next = NULL;
+    g->cancel_fn = NULL;
+    g->cancel_bail_bb = NULL;
     g->shared_offset = 0;
     memset(g->sreg, 0, sizeof g->sreg);
 

@@ -161,6 +161,13 @@ typedef struct KjTarget {
      * (cpu), or .loc directives alone (cuda: ptxas takes them as nvcc's
      * -lineinfo, where line tables would be DWARF sections). */
     LLVMDWARFEmissionKind line_info_kind;
+    /* Cancellation polls (codegen_cancel.c): true where the poll asks the
+     * runtime's hook whose call is cancelled (cpu); else the flag is the
+     * context's, read every cancel_stride turns (a power of two) from the
+     * address in a u64 global of address space cancel_word_space (cuda). */
+    bool cancel_hook;
+    unsigned cancel_stride;
+    unsigned cancel_word_space;
 } KjTarget;
 
 extern const KjTarget kj_target_cpu;  /* target_cpu.c */
@@ -222,6 +229,10 @@ struct Gen {
     LLVMBasicBlockRef bail_bb;        /* the impl's way out after a failure */
     LLVMValueRef element_slot;        /* VEC_KERNEL: the PARFOR index's slot */
     LLVMBasicBlockRef thread_next;    /* in a THREADS loop: the next thread (a return) */
+    /* cancellation (codegen_cancel.c): the function the way out was made
+     * for, and that way out */
+    LLVMValueRef cancel_fn;
+    LLVMBasicBlockRef cancel_bail_bb;
 };
 
 /* codegen_llvm.c */
@@ -284,6 +295,19 @@ void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *i
  * the count as written), IPOW (b the exponent as written), CAST (a the
  * float).  Does nothing for an unmarked e. */
 void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMValueRef b);
+
+/* codegen_cancel.c: cancellation polls (KjCodegenOptions.cancel) */
+
+/* A poll at the builder's place: when the call is cancelled, g->llfn returns
+ * (a zero value); otherwise the code goes on in a fresh block.  No-op
+ * without the option. */
+void kj_codegen_cancel_poll(Gen *g);
+/* Whether the back edge of FOR `s` needs a poll: not a simd_lanes loop, nor
+ * one of constant bounds and few turns without loops inside. */
+bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s);
+/* Whether a call of fn may return early for a cancellation (it or a
+ * function it calls has a loop): the caller then polls after the call. */
+bool kj_codegen_cancel_may_stop(Gen *g, const KjIrFunction *fn);
 
 /* codegen_expr.c */
 

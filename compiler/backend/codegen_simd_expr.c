@@ -1355,6 +1355,8 @@ static LLVMValueRef vcall(Simd *s, KjIrExpr *e)
     args[n++] = s->mask;
     LLVMValueRef r = LLVMBuildCall2(s->b, ft, fn, args, (unsigned)n, "");
     free(args);
+    if (kj_codegen_cancel_may_stop(g, callee))
+        kj_codegen_cancel_poll(g);
     return r;
 }
 

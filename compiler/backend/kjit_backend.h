@@ -120,6 +120,28 @@ typedef struct KjCheckRecord {
 #define KJ_PRINT_LINE_BYTES 1024
 typedef void (*KjPrintFn)(const char *line, int64_t len);
 
+/*
+ * Cancellation (KjCodegenOptions.cancel): compiled code polls at loop back
+ * edges and between a split kernel's regions and blocks.  The poll is one
+ * load of the i32 at the address in the module's global
+ * KJ_CANCEL_WORD_SYMBOL (the runtime's count of cancelled calls in the
+ * process, almost always 0); when it is not 0 the code calls the function
+ * whose address is in KJ_CANCEL_HOOK_SYMBOL, which says whether the call
+ * this thread runs is the one cancelled (not 0: it is).  Then the function
+ * returns at once (a zero value), and so does each function it was called
+ * from, as after a failed check: the call's results are not used.  The
+ * runtime fills both globals after loading the code; code loaded without
+ * them polls a zero of its own and never stops.  On cuda the word is the
+ * device address of a flag in mapped host memory (KJ_CANCEL_WORD_SYMBOL a
+ * global u64 the runtime writes after loading the module), polled every
+ * KJ_CANCEL_CUDA_STRIDE turns of a loop (a read over the bus costs about a
+ * microsecond), with no hook: the flag is the context's.
+ */
+#define KJ_CANCEL_WORD_SYMBOL "kj_cancel_word"
+#define KJ_CANCEL_HOOK_SYMBOL "kj_cancel_hook"
+#define KJ_CANCEL_CUDA_STRIDE 1024
+typedef int32_t (*KjCancelFn)(void);
+
 typedef void (*KjEntryFn)(void **args, void *result);
 typedef void (*KjThreadFn)(void **args, KjThreadCtx *ctx);
 typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);
@@ -179,6 +201,10 @@ typedef struct KjCodegenOptions {
      * dims (the root passed is that function's result).  Part of the cache
      * key (runtime/target_cpu.c). */
     uint32_t block_dims[3];
+    /* Cancellation polls (above, "Cancellation") at loop back edges, after
+     * calls, and between a split kernel's regions and blocks.  Part of the
+     * cache key. */
+    bool cancel;
 } KjCodegenOptions;
 
 /* Whether cpu_simd is on by default: unless KJIT_CPU_SIMD is 0 (target.c). */

@@ -559,6 +559,7 @@ static void emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef
         LLVMBuildStore(g->b, firsts[k], at[k]);
     }
     Count c = open_count(g, g->t_i64, begin, end, "block");
+    kj_codegen_cancel_poll(g); /* before each block */
     zero_shared(g, ctx, zero_bytes, 4);
     LLVMValueRef dynamic_bytes = LLVMBuildLoad2(g->b, g->t_i64, ctx_field(g, ctx, 9, -1), "");
     zero_shared(g, ctx, dynamic_bytes, 8);
@@ -882,6 +883,8 @@ const KjTarget kj_target_cpu = {
     .float_to_int = NULL, /* llvm.fpto[su]i.sat: NaN gives 0 */
     .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
     .line_info_kind = LLVMDWARFEmissionLineTablesOnly,
+    .cancel_hook = true,
+    .cancel_stride = 1,
     .print = cpu_print,
     .string_address_space = 0,
 };

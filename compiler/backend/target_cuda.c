@@ -455,6 +455,9 @@ const KjTarget kj_target_cuda = {
     .atomic_ordering = LLVMAtomicOrderingMonotonic,
     /* DICompileUnit::DebugDirectivesOnly, which the C API does not name */
     .line_info_kind = (LLVMDWARFEmissionKind)3,
+    .cancel_hook = false,
+    .cancel_stride = KJ_CANCEL_CUDA_STRIDE,
+    .cancel_word_space = 1, /* global */
     .print = cuda_print,
     .string_address_space = 1,
 };

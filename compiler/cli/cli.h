@@ -62,6 +62,7 @@ typedef struct KjCliReduce {
     int axes[KJIT_MAX_DIMS];
     int naxes;
     bool has_init;
+    const char *init_text; /* --init's text, parsed as the reduction's type by kj_cli_reduce_init */
     kjit_arg init;
 } KjCliReduce;
 
@@ -93,6 +94,15 @@ int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *w
  * false with the usage message in why. */
 bool kj_cli_call_complete(const KjCliCall *call, char *why, size_t why_size);
 
+/* An output path that names a file the command reads: NULL when `output`
+ * does not exist yet or is another file; else the input it is (the .kern
+ * source or a .npy argument), found by device and inode, so that no spelling
+ * of the path (./x, a link) hides it.  Writing there would replace what the
+ * run read (and the rename of a whole-file write would replace the source). */
+const char *kj_cli_output_clash(const char *output, const KjCliCall *call);
+/* The same against one input file (kjit build's source). */
+bool kj_cli_same_file(const char *a, const char *b);
+
 /* A function's arguments made from their command-line texts.  args[i] points
  * into arrays[i] for array arguments, so the struct must stay where it is. */
 typedef struct KjCliArgs {
@@ -102,8 +112,15 @@ typedef struct KjCliArgs {
     int count;
 } KjCliArgs;
 
+/* A number from the command line as a scalar of `dtype`, exactly (integers
+ * without a detour through double, in range; floats that do not overflow the
+ * type); false with *why (heap) otherwise. */
+bool kj_cli_parse_number(const char *text, kjit_dtype dtype, kjit_arg *out, char **why);
 double kj_cli_now_ms(void); /* a monotonic clock */
 bool kj_cli_ends_with(const char *s, const char *suffix);
+/* A diagnostic that is a runtime warning ("kjit: warning: ...", the disk
+ * cache's), not an error of the program: printed, never counted as a failure. */
+bool kj_cli_is_warning(const char *diagnostic);
 bool kj_cli_is_number(const char *text);
 bool kj_cli_parse_dim3(const char *text, uint32_t out[3]); /* "X[,Y[,Z]]", extents >= 1 */
 /* Seeds the stream of the rand and randn generators. */
@@ -131,6 +148,11 @@ bool kj_cli_reduce_option(const char *option, const char *value, KjCliReduce *r,
  * map's for @reduce(map = g)), and how many arguments a call takes. */
 kjit_function *kj_cli_typing_function(kjit_function *function);
 int kj_cli_param_count(kjit_function *function);
+/* --init's text as a scalar of the type the reduction of these arguments
+ * gives, exactly (kj_cli_parse_number): 0, or 2 after printing "kjit COMMAND:
+ * --init ..." when it does not fit.  Nothing to do without --init. */
+int kj_cli_reduce_init(const char *command, kjit_function *function, const kjit_arg *args,
+                       int nargs, KjCliReduce *r);
 kjit_status kj_cli_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs,
                                   const KjCliReduce *r);
 kjit_status kj_cli_reduce_call(kjit_function *function, const kjit_arg *args, int nargs,

@@ -7,10 +7,12 @@
  * The generators' stream is xorshift64*, so a seed gives the same arrays on
  * every machine: a bench on the GPU machine and one here see the same inputs.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -75,6 +77,11 @@ double kj_cli_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+bool kj_cli_is_warning(const char *diagnostic)
+{
+    return strncmp(diagnostic, "kjit: warning: ", 15) == 0;
 }
 
 bool kj_cli_ends_with(const char *s, const char *suffix)
@@ -169,11 +176,15 @@ int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *w
     if (taken != 0)
         return taken;
     if (KJ_CLI_OPTION_AT(*i, "--seed")) {
-        if (!value || !kj_cli_is_number(value)) {
-            snprintf(why, why_size, "--seed takes a number");
+        kjit_arg seed;
+        char *message = NULL;
+        if (!value || !kj_cli_parse_number(value, KJIT_U64, &seed, &message)) {
+            snprintf(why, why_size, "--seed takes a whole number from 0 to 2^64 - 1, not '%s'",
+                     value ? value : "");
+            free(message);
             return -1;
         }
-        call->seed = strtoull(value, NULL, 10);
+        call->seed = seed.value.u;
         return 1;
     }
     if (strcmp(a, "--lineinfo") == 0) {
@@ -205,6 +216,25 @@ bool kj_cli_call_complete(const KjCliCall *call, char *why, size_t why_size)
     else
         return true;
     return false;
+}
+
+bool kj_cli_same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+const char *kj_cli_output_clash(const char *output, const KjCliCall *call)
+{
+    struct stat target;
+    if (stat(output, &target) != 0 || !S_ISREG(target.st_mode))
+        return NULL; /* a new file, or /dev/stdout and the like */
+    if (call->file && kj_cli_same_file(output, call->file))
+        return call->file;
+    for (int i = 0; i < call->arg_count; i++)
+        if (kj_cli_ends_with(call->args[i], ".npy") && kj_cli_same_file(output, call->args[i]))
+            return call->args[i];
+    return NULL;
 }
 
 bool kj_cli_is_number(const char *text)
@@ -306,7 +336,9 @@ static bool parse_shape(const char *text, int *ndim, int64_t *shape)
     *ndim = 0;
     for (;;) {
         char *end;
-        double v = strtod(text, &end);
+        /* decimal only: strtod would read 0x10 as sixteen, where 0x10 is 0 by 10 */
+        double v = text[0] == '0' && (text[1] == 'x' || text[1] == 'X') ? (end = (char *)text + 1, 0)
+                                                                          : strtod(text, &end);
         if (end == text || v < 0 || v != floor(v) || v > 1e15 || *ndim == KJIT_MAX_DIMS)
             return false;
         shape[(*ndim)++] = (int64_t)v;
@@ -359,14 +391,20 @@ static int make_generated(const char *text, bool have_param, kjit_dtype param_dt
         *why = kj_cli_xstrdup("bad SHAPE in the generator (1000, 1e6 or 300x200)");
         return 2;
     }
-    *out = kjit_array_make(NULL, dtype, ndim, shape);
-    int64_t size = kjit_array_size(out);
+    /* The size through the library's one overflow-checked computation:
+     * 3037000500x3037000500 f32 is no array, not a small one. */
+    int64_t size, bytes;
+    if (kjit_shape_size(dtype, ndim, shape, &size, &bytes, why) != KJIT_OK)
+        return 2;
     size_t elem = kjit_dtype_size(dtype);
     void *data = NULL;
-    if (posix_memalign(&data, 64, (size_t)size * elem + 64) != 0) {
-        *why = kj_cli_xstrdup("out of memory for the generated array");
+    if (posix_memalign(&data, 64, (size_t)bytes + 64) != 0) {
+        KjCliBuf buf = {0};
+        kj_cli_printf(&buf, "out of memory for the generated array (%lld bytes)", (long long)bytes);
+        *why = buf.data;
         return 2;
     }
+    *out = kjit_array_make(NULL, dtype, ndim, shape);
     out->data = data;
     bool integer = dtype != KJIT_F32 && dtype != KJIT_F64 && dtype != KJIT_C64 &&
                    dtype != KJIT_C128 && dtype != KJIT_F16 && dtype != KJIT_BF16;
@@ -488,10 +526,12 @@ static char *range_message(const char *text, kjit_dtype dtype)
  * any size parse without a detour through double and must fit the type
  * (`300` is no u8, `-1` no u64); a float text given to an integer type must
  * be a whole number in range (`1e6`); floats parse straight to f32 or f64
- * (strtof: one rounding); complex types take the number as the real part.
+ * (strtof: one rounding) and must not overflow the type (`1e39` is no f32,
+ * `70000` no f16; `inf` is any float); complex types take the number as the
+ * real part.
  * False with *why (heap) otherwise.
  */
-static bool parse_number_as(const char *text, kjit_dtype dtype, kjit_arg *out, char **why)
+bool kj_cli_parse_number(const char *text, kjit_dtype dtype, kjit_arg *out, char **why)
 {
     memset(out, 0, sizeof *out);
     out->kind = KJIT_ARG_SCALAR;
@@ -548,6 +588,20 @@ static bool parse_number_as(const char *text, kjit_dtype dtype, kjit_arg *out, c
         *why = buf.data;
         return false;
     }
+    /* A finite number past the type's largest becomes an infinity when
+     * rounded: that is not the number typed ("inf" itself is). */
+    bool half = dtype == KJIT_F16 || dtype == KJIT_BF16;
+    double rounded = half ? kjit_half_to_double(dtype, kjit_half_from_double(dtype, v)) : v;
+    if (isinf(rounded) && !strpbrk(text, "iI")) {
+        double largest = dtype == KJIT_F32 || dtype == KJIT_C64 ? (double)FLT_MAX
+                         : half ? kjit_half_to_double(dtype, dtype == KJIT_F16 ? 0x7bff : 0x7f7f)
+                                : DBL_MAX;
+        KjCliBuf buf = {0};
+        kj_cli_printf(&buf, "%s does not fit %s (its largest finite value is %.8g)", text,
+                      kjit_dtype_name(dtype), largest);
+        *why = buf.data;
+        return false;
+    }
     if (dtype == KJIT_C64 || dtype == KJIT_C128) {
         out->value.c[0] = v;
         out->value.c[1] = 0;
@@ -566,16 +620,16 @@ static bool parse_number_generic(const char *text, kjit_arg *out, char **why)
     bool negative, too_large;
     uint64_t magnitude;
     if (!parse_integer_text(text, &negative, &magnitude, &too_large))
-        return parse_number_as(text, KJIT_F64, out, why);
+        return kj_cli_parse_number(text, KJIT_F64, out, why);
     if (!negative && !too_large && magnitude > (uint64_t)INT64_MAX)
-        return parse_number_as(text, KJIT_U64, out, why);
+        return kj_cli_parse_number(text, KJIT_U64, out, why);
     if (too_large || (negative && magnitude > (uint64_t)INT64_MAX + 1)) {
         KjCliBuf buf = {0};
         kj_cli_printf(&buf, "%s is outside the 64-bit integers", text);
         *why = buf.data;
         return false;
     }
-    return parse_number_as(text, KJIT_I64, out, why);
+    return kj_cli_parse_number(text, KJIT_I64, out, why);
 }
 
 int kj_cli_make_args(const char *command, kjit_function *function, const char *const *texts,
@@ -607,7 +661,7 @@ int kj_cli_make_args(const char *command, kjit_function *function, const char *c
             arg->dtype = KJIT_BOOL;
         } else if (kj_cli_is_number(text)) {
             bool exact = have_param && param_ndim == 0;
-            if (!(exact ? parse_number_as(text, param_dtype, arg, &why)
+            if (!(exact ? kj_cli_parse_number(text, param_dtype, arg, &why)
                         : parse_number_generic(text, arg, &why))) {
                 fprintf(stderr, "kjit %s: argument %d: %s\n", command, i, why);
                 free(why);
@@ -642,7 +696,7 @@ int kj_cli_make_args(const char *command, kjit_function *function, const char *c
             kjit_function_param(function, signature, i, &dtype, &ndim) != KJIT_OK || ndim != 0)
             continue;
         char *why = NULL;
-        if (!parse_number_as(texts[i], dtype, &out->args[i], &why)) {
+        if (!kj_cli_parse_number(texts[i], dtype, &out->args[i], &why)) {
             fprintf(stderr, "kjit %s: argument %d: %s, in the signature %s that the call takes\n",
                     command, i, why, kjit_function_signature(function, signature));
             free(why);

@@ -215,6 +215,11 @@ static int parse_options(int argc, char **argv, BenchOptions *o)
         return usage("%s", why);
     if (o->json && o->csv && !o->json_path && !o->csv_path)
         return usage("--json and --csv cannot both go to stdout (give one a =FILE)");
+    const char *reports[2] = {o->json_path, o->csv_path};
+    for (int r = 0; r < 2; r++)
+        if (reports[r] && (kj_cli_output_clash(reports[r], &o->call) ||
+                           (o->reference && kj_cli_same_file(reports[r], o->reference))))
+            return usage("%s is an input of this bench; refusing to overwrite it", reports[r]);
     return -1;
 }
 
@@ -329,9 +334,13 @@ typedef struct Compiled {
     KjCliBuf diagnostics;
 } Compiled;
 
+/* Errors are kept for the report; a warning (the disk cache's) goes out now. */
 static void collect_diagnostic(void *user, const char *text)
 {
-    kj_cli_printf(user, "%s", text);
+    if (kj_cli_is_warning(text))
+        fputs(text, stderr);
+    else
+        kj_cli_printf(user, "%s", text);
 }
 
 static void compiled_free(Compiled *c)
@@ -891,8 +900,9 @@ static void measure_work(const Bench *b, const KjCliArgs *inputs, const TargetRu
     s->bytes = bytes;
 }
 
-static int bench_size(Bench *b, kjit_function *typing, SizeRun *s)
+static int bench_size(Bench *b, kjit_function *function, SizeRun *s)
 {
+    kjit_function *typing = kj_cli_typing_function(function);
     const BenchOptions *o = b->o;
     char label[64] = "";
     if (s->size)
@@ -900,6 +910,11 @@ static int bench_size(Bench *b, kjit_function *typing, SizeRun *s)
     kj_cli_seed(o->call.seed);
     KjCliArgs *inputs = kj_cli_xcalloc(1, sizeof *inputs);
     int code = kj_cli_make_args("bench", typing, (const char *const *)s->args, o->call.arg_count, inputs);
+    /* --init as the reduction's type (the options are the caller's own,
+     * const here only so that the runs cannot change them) */
+    if (code == 0 && b->kind == KJIT_FUNCTION_REDUCE)
+        code = kj_cli_reduce_init("bench", function, inputs->args, inputs->count,
+                                  (KjCliReduce *)&o->call.reduce);
     if (code != 0) {
         kj_cli_args_free(inputs);
         free(inputs);
@@ -928,9 +943,21 @@ static int write_text(const char *path, const char *text)
         fputs(text, stdout);
         return 0;
     }
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "kjit bench: cannot write '%s': %s\n", path, strerror(errno));
+    /* whole or not at all: the previous report stays until this one is on disk */
+    kjit_output_file out;
+    char *error = NULL;
+    kjit_status status = kjit_output_open(path, &out, &error);
+    if (status == KJIT_OK) {
+        bool written = fputs(text, out.file) >= 0;
+        status = kjit_output_close(&out, written, &error);
+        if (!written && status == KJIT_OK) {
+            status = KJIT_ERROR_IO;
+            error = kj_cli_xstrdup("write failed");
+        }
+    }
+    if (status != KJIT_OK) {
+        fprintf(stderr, "kjit bench: cannot write '%s': %s\n", path, error ? error : "");
+        free(error);
         return 2;
     }
     return 0;
@@ -940,7 +967,8 @@ static int write_text(const char *path, const char *text)
 
 static void print_diagnostic(void *user, const char *text)
 {
-    (*(int *)user)++;
+    if (!kj_cli_is_warning(text))
+        (*(int *)user)++;
     fputs(text, stderr);
     size_t n = strlen(text);
     if (n && text[n - 1] != '\n')
@@ -1093,7 +1121,7 @@ int kj_cli_bench(int argc, char **argv)
         b.cache_root[0] = '\0'; /* then the usual cache: cold may not be cold */
 
     for (int i = 0; i < run_count && code == 0; i++)
-        code = bench_size(&b, kj_cli_typing_function(function), &runs[i]);
+        code = bench_size(&b, function, &runs[i]);
     progress_clear();
     remove_cache_dirs(&b);
     if (code != 0)

@@ -4,10 +4,12 @@
  *   list    one line per entry: kind, payload size, last use, and the key's
  *           symbol and target lines (entries that do not read are marked)
  *   stats   the folder, its limit, the entry count and total size by kind
- *   clear   removes every entry (and temporary files) from the folder
+ *   clear   removes the entries kjit wrote (and its temporary files and
+ *           the folder's secret), never another file, and says how many
  *
  * The folder is the one the runtime uses ($KJIT_CACHE_DIR, $XDG_CACHE_HOME/kjit
- * or ~/.cache/kjit); `--dir DIR` names another.
+ * or ~/.cache/kjit); `--dir DIR` names another.  list and stats also say
+ * when the runtime would refuse the folder or KJIT_CACHE_MAX (on stderr).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,7 @@ static const char cache_usage[] =
     "usage: kjit cache list|stats|clear [--dir DIR]\n"
     "  list    every entry: kind, size, last use, function and target\n"
     "  stats   folder, limit (KJIT_CACHE_MAX), entries and bytes by kind\n"
-    "  clear   remove every entry\n";
+    "  clear   remove the entries kjit wrote (other files stay)\n";
 
 /* The value of `field=` in a key's text, up to the end of its line. */
 static void key_field(const char *key, const char *field, char *out, size_t size)
@@ -116,6 +118,12 @@ int kj_cli_cache(int argc, char **argv)
         fprintf(stderr, "kjit cache: no cache folder (set KJIT_CACHE_DIR or HOME)\n");
         return 2;
     }
+    bool reading = strcmp(action, "list") == 0 || strcmp(action, "stats") == 0;
+    char *warnings = reading ? kjit_cache_check(dir) : NULL;
+    if (warnings) {
+        fputs(warnings, stderr);
+        free(warnings);
+    }
     if (strcmp(action, "list") == 0) {
         printf("%-10s %10s  %-19s  %-28s %s\n", "kind", "bytes", "last used", "function", "target");
         kjit_cache_list(dir, print_entry, NULL);
@@ -146,7 +154,11 @@ int kj_cli_cache(int argc, char **argv)
     }
     if (strcmp(action, "clear") == 0) {
         int removed = kjit_cache_clear(dir);
-        printf("removed %d file%s from %s\n", removed, removed == 1 ? "" : "s", dir);
+        if (removed < 0) {
+            printf("nothing to remove: %s is not a folder kjit can open\n", dir);
+            return 0;
+        }
+        printf("removed %d cache entr%s from %s\n", removed, removed == 1 ? "y" : "ies", dir);
         return 0;
     }
     fprintf(stderr, "kjit cache: unknown action '%s'\n%s", action, cache_usage);

@@ -29,18 +29,18 @@ static int parallel_threads(const char **source)
 
 static void print_cache_dir(void)
 {
-    const char *dir = getenv("KJIT_CACHE_DIR");
-    if (dir && *dir) {
-        printf("cache:      %s (KJIT_CACHE_DIR)\n", dir);
+    char dir[4096];
+    const char *named = getenv("KJIT_CACHE_DIR");
+    if (!kjit_cache_dir(dir, sizeof dir)) {
+        printf("cache:      none (no KJIT_CACHE_DIR and no home folder)\n");
         return;
     }
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && *xdg) {
-        printf("cache:      %s/kjit\n", xdg);
-        return;
+    printf("cache:      %s%s\n", dir, named && *named ? " (KJIT_CACHE_DIR)" : "");
+    char *warnings = kjit_cache_check(dir);
+    if (warnings) {
+        fputs(warnings, stderr);
+        free(warnings);
     }
-    const char *home = getenv("HOME");
-    printf("cache:      %s/.cache/kjit\n", home ? home : "~");
 }
 
 int kj_cli_info(int argc, char **argv)

@@ -3,7 +3,6 @@
  * `kjit run --save N=image.png` and the demo's images.  It lives in the CLI so
  * that libkjit itself never needs libpng.
  */
-#include <errno.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
@@ -62,11 +61,9 @@ bool kj_png_write(const char *path, const kjit_array *array, char **error)
             pixels[y * width + x] = (png_byte)(v < 0 ? 0 : v > 255 ? 255 : v);
         }
 
-    FILE *file = fopen(path, "wb");
-    if (!file) {
-        KjCliBuf buf = {0};
-        kj_cli_printf(&buf, "%s: cannot create: %s", path, strerror(errno));
-        *error = buf.data;
+    /* Whole or not at all: the previous image stays until this one is on disk. */
+    kjit_output_file output;
+    if (kjit_output_open(path, &output, error) != KJIT_OK) {
         free(pixels);
         return false;
     }
@@ -74,12 +71,12 @@ bool kj_png_write(const char *path, const kjit_array *array, char **error)
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!png || !info || setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
-        fclose(file);
+        kjit_output_close(&output, false, NULL);
         free(pixels);
         *error = png_error_text(path, "libpng failed to write the image");
         return false;
     }
-    png_init_io(png, file);
+    png_init_io(png, output.file);
     png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, PNG_COLOR_TYPE_GRAY,
                  PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_write_info(png, info);
@@ -88,9 +85,5 @@ bool kj_png_write(const char *path, const kjit_array *array, char **error)
     png_write_end(png, NULL);
     png_destroy_write_struct(&png, &info);
     free(pixels);
-    if (fclose(file) != 0) {
-        *error = png_error_text(path, "write failed");
-        return false;
-    }
-    return true;
+    return kjit_output_close(&output, true, error) == KJIT_OK;
 }

@@ -4,6 +4,7 @@
  * --init V, the function that types the arguments (a fused map's), and the
  * call itself through kjit_reduce.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,13 +38,31 @@ bool kj_cli_reduce_option(const char *option, const char *value, KjCliReduce *r,
             *why = "--init takes a number";
             return false;
         }
+        /* a Python int or float until kj_cli_reduce_init knows the type */
         bool integral = strpbrk(value, ".eEnNiI") == NULL;
         r->init = integral ? kjit_arg_i64(strtoll(value, NULL, 0)) : kjit_arg_f64(strtod(value, NULL));
+        r->init_text = value;
         r->has_init = true;
         return true;
     }
     *why = NULL;
     return false;
+}
+
+int kj_cli_reduce_init(const char *command, kjit_function *function, const kjit_arg *args,
+                       int nargs, KjCliReduce *r)
+{
+    int signature;
+    kjit_dtype dtype;
+    if (!r->has_init || kjit_function_match(function, args, nargs, &signature) != KJIT_OK ||
+        kjit_function_result(function, signature, &dtype) != KJIT_OK)
+        return 0; /* the call says what is wrong with the arguments */
+    char *why = NULL;
+    if (kj_cli_parse_number(r->init_text, dtype, &r->init, &why))
+        return 0;
+    fprintf(stderr, "kjit %s: --init %s, the reduction's type\n", command, why);
+    free(why);
+    return 2;
 }
 
 kjit_function *kj_cli_typing_function(kjit_function *function)

@@ -10,6 +10,7 @@
  * 0 success, 1 errors in the program or the run, 2 usage or I/O errors.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,13 @@ static const char run_usage[] =
     "                                    Nsight Compute); also KJIT_LINEINFO=1\n"
     "  --check                           checked mode: bad indices, integer division by\n"
     "                                    zero, bad conversions and shifts are reported at\n"
-    "                                    their source line (also KJIT_CHECK=1)\n";
+    "                                    their source line (also KJIT_CHECK=1)\n"
+    "  --time-limit S                    stop a run (each, with --repeat) that takes more\n"
+    "                                    than S seconds: an error, exit status 1\n"
+    "\n"
+    "Ctrl-C (SIGINT) during a run stops the running code and exits with status 130.\n"
+    "The code is built to be stoppable (kjit_options.cancellable) unless\n"
+    "KJIT_CANCELLABLE=0.\n";
 
 #define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
 #define MAX_SAVES 16
@@ -56,6 +63,7 @@ typedef struct RunOptions {
     const char *save_path[MAX_SAVES];
     int save_count;
     int repeat;
+    double time_limit_s; /* --time-limit; 0: none */
 } RunOptions;
 
 static int usage(const char *fmt, const char *arg)
@@ -98,15 +106,31 @@ static int parse_options(int argc, char **argv, RunOptions *o)
         } else if (KJ_CLI_OPTION("--save")) {
             char *end;
             long n = value ? strtol(value, &end, 10) : -1;
-            if (!value || end == value || *end != '=' || n < 0 || end[1] == '\0')
-                return usage("--save takes N=FILE, not '%s'", value ? value : "");
+            if (!value || end == value || *end != '=' || n < 0 || n >= KJ_CLI_MAX_ARGS ||
+                end[1] == '\0')
+                return usage("--save takes N=FILE (N from 0, an argument), not '%s'",
+                             value ? value : "");
             if (o->save_count == MAX_SAVES)
                 return usage("at most 16 --save options%s", "");
             o->save_index[o->save_count] = (int)n;
             o->save_path[o->save_count++] = end + 1;
+        } else if (KJ_CLI_OPTION("--time-limit")) {
+            char *end = NULL;
+            double seconds = value ? strtod(value, &end) : 0;
+            if (!value || end == value || *end != '\0' || !(seconds > 0) || seconds >= 1e9)
+                return usage("--time-limit takes a number of seconds above 0, not '%s'",
+                             value ? value : "");
+            o->time_limit_s = seconds;
         } else if (KJ_CLI_OPTION("--repeat")) {
-            if (!value || atoi(value) < 1) return usage("--repeat takes a count >= 1%s", "");
-            o->repeat = atoi(value);
+            kjit_arg count;
+            char *why = NULL;
+            if (!value || !kj_cli_parse_number(value, KJIT_I32, &count, &why) ||
+                count.value.i < 1 || count.value.i > 1000000) {
+                free(why);
+                return usage("--repeat takes a count from 1 to 1000000, not '%s'",
+                             value ? value : "");
+            }
+            o->repeat = (int)count.value.i;
         } else {
             return usage("unknown option '%s'", a);
         }
@@ -263,7 +287,8 @@ static int diagnostics_printed;
 
 static void print_diagnostic(void *user, const char *text)
 {
-    diagnostics_printed++;
+    if (!kj_cli_is_warning(text))
+        diagnostics_printed++;
     fputs(text, stderr);
     size_t n = strlen(text);
     if (n && text[n - 1] != '\n')
@@ -287,6 +312,16 @@ int kj_cli_run(int argc, char **argv)
     int code = parse_options(argc, argv, &o);
     if (code >= 0)
         return code;
+    /* Before anything runs: an output must not replace what the run reads. */
+    for (int s = -1; s < o.save_count; s++) {
+        const char *path = s < 0 ? o.output : o.save_path[s];
+        const char *input = path ? kj_cli_output_clash(path, &o.call) : NULL;
+        if (input) {
+            fprintf(stderr, "kjit run: %s %s is the file %s, an input of this run; refusing to "
+                            "overwrite it\n", s < 0 ? "-o" : "--save", path, input);
+            return 2;
+        }
+    }
     kj_cli_seed(o.call.seed);
 
     kjit_options options;
@@ -294,6 +329,11 @@ int kj_cli_run(int argc, char **argv)
     options.target = o.target;
     options.check = o.call.check;
     options.on_diagnostic = print_diagnostic;
+    /* Ctrl-C must stop any kernel, one that never ends included */
+    const char *cancellable = getenv("KJIT_CANCELLABLE");
+    options.cancellable = !(cancellable && strcmp(cancellable, "0") == 0);
+    options.time_limit_s = o.time_limit_s;
+    options.cancel_signal = SIGINT; /* a Ctrl-C during a run cancels it */
     if (o.call.line_info)
         options.line_info = 1;
     kjit_context *context = NULL;
@@ -352,6 +392,8 @@ int kj_cli_run(int argc, char **argv)
 
     if ((code = kj_cli_make_args("run", kj_cli_typing_function(function), o.call.args, o.call.arg_count, &made)) != 0)
         goto done;
+    if ((code = kj_cli_reduce_init("run", function, args, o.call.arg_count, &o.call.reduce)) != 0)
+        goto done;
 
     /* Code generation, timed apart from the runs. */
     t0 = kj_cli_now_ms();
@@ -386,6 +428,12 @@ int kj_cli_run(int argc, char **argv)
             status = kjit_synchronize(context);
         if (timed < 1024)
             times[timed++] = kj_cli_now_ms() - t0;
+        if (status == KJIT_ERROR_CANCELLED) { /* only SIGINT cancels here */
+            fprintf(stderr, "kjit run: interrupted (Ctrl-C): %s was stopped before it finished; "
+                    "nothing was written\n", o.call.function);
+            code = 130;
+            goto done;
+        }
         if (status != KJIT_OK) {
             fprintf(stderr, "kjit run: %s\n", kjit_last_error(context));
             code = 1;

@@ -45,17 +45,31 @@ static int print_stage(const char *command, const char *path, kjit_stage stage,
 {
     char *bytes = NULL, *error = NULL;
     size_t size = 0;
+    if (output && kj_cli_same_file(output, path)) {
+        fprintf(stderr, "kjit: %s: -o %s is the source file %s; refusing to overwrite it\n",
+                command, output, path);
+        return 2;
+    }
     kjit_status status = kjit_stage_file(path, stage, options, &bytes, &size, &error);
     int code = 0;
-    if (status == KJIT_OK) {
-        FILE *out = output ? fopen(output, "wb") : stdout;
-        if (!out) {
-            fprintf(stderr, "kjit: %s: cannot write '%s'\n", command, output);
+    if (status == KJIT_OK && !output) {
+        fwrite(bytes, 1, size, stdout);
+    } else if (status == KJIT_OK) {
+        /* whole or not at all: the previous file stays until this one is on disk */
+        kjit_output_file out;
+        status = kjit_output_open(output, &out, &error);
+        if (status == KJIT_OK) {
+            bool written = fwrite(bytes, 1, size, out.file) == size;
+            status = kjit_output_close(&out, written, &error);
+            if (!written && status == KJIT_OK) {
+                status = KJIT_ERROR_IO;
+                error = strdup("write failed");
+            }
+        }
+        if (status != KJIT_OK) {
+            fprintf(stderr, "kjit: %s: cannot write '%s': %s\n", command, output,
+                    error ? error : "");
             code = 2;
-        } else {
-            fwrite(bytes, 1, size, out);
-            if (output)
-                fclose(out);
         }
     } else if (status == KJIT_ERROR_IO) {
         code = 2; /* the diagnostic said which file and why */

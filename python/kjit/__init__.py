@@ -12,9 +12,10 @@ from . import _lib
 from ._arrays import DeviceArray, from_dlpack
 from ._core import (Context, Event, Function, Launcher, Module, Stream, context,
                     cuda_reason, default_context, device_info)
-from .errors import (BackendError, CheckError, CompileError, CudaError, DTypeError,
-                     InvalidArgumentError, KjitError, KjitIOError, KjitMemoryError,
-                     NoDeviceError, NotFoundError, ShapeError)
+from .errors import (BackendError, CacheWarning, CancelledError, CheckError, CompileError,
+                     CudaError, DTypeError, InvalidArgumentError, KjitError, KjitIOError,
+                     KjitMemoryError, KjitTimeoutError, NoDeviceError, NotFoundError,
+                     ShapeError)
 
 __version__ = "0.1.0"
 library_path = _lib.path
@@ -25,7 +26,9 @@ DTYPES = _lib.DTYPE_NAMES
 def load(path, target="auto", **options):
     """Compiles a .kern file (and what it imports) for a target: "cpu",
     "parallel", "cuda" or "auto" (cuda when a GPU is usable, else cpu).
-    Options: device, num_threads, opt_level, cuda_arch, check (checked mode)."""
+    Options: device, num_threads, opt_level, cuda_arch, check (checked mode),
+    cancellable (loops poll for a cancel: Ctrl-C stops any kernel; default
+    True), time_limit (seconds a call may run: KjitTimeoutError past it)."""
     return context(target, **options).load(path)
 
 

@@ -9,7 +9,9 @@ lookup per argument, a few struct packs and one foreign call.
 """
 import ctypes
 import re
+import signal
 import threading
+import warnings
 
 import numpy as np
 
@@ -17,7 +19,7 @@ from . import _lib
 from ._arrays import (CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
                       _array_like, array_address, converter_for, pack_out)
 from ._lib import lib
-from .errors import InvalidArgumentError, ShapeError, from_status
+from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
 _kjit_call = lib.kjit_call
 _kjit_launch = lib.kjit_launch
@@ -30,12 +32,21 @@ def _raise(handle, status):
 
 # ----------------------------------------------------------------- contexts
 
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+def _on_diagnostic(user, text):
+    """kjit_options.on_diagnostic: compile errors arrive in the exception's
+    message (kjit_last_error); the runtime's warnings become CacheWarning."""
+    text = text.decode(errors="replace")
+    if text.startswith("kjit: warning: "):
+        warnings.warn(text[len("kjit: warning: "):].rstrip("\n"), CacheWarning, stacklevel=2)
+
+
 class Context:
     """A kjit_context: a target ("cpu", "parallel", "cuda"; "auto" picks cuda
     when a GPU is usable) and its options."""
 
     def __init__(self, target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None,
-                 check=False):
+                 check=False, cancellable=True, time_limit=None):
         if target not in _lib.TARGETS:
             raise InvalidArgumentError(f"target {target!r}: one of "
                                        f"{', '.join(_lib.TARGETS)}")
@@ -46,6 +57,17 @@ class Context:
         options.device = device
         options.opt_level = opt_level
         options.check = 1 if check else 0
+        options.on_diagnostic = ctypes.cast(_on_diagnostic, ctypes.c_void_p)
+        # Ctrl-C during a call: libkjit's handler cancels the call, then
+        # raises SIGINT again for Python's, which raises KeyboardInterrupt
+        # once the call has returned.  With cancellable code every loop polls,
+        # so a kernel that never ends stops too.
+        options.cancellable = 1 if cancellable else 0
+        options.cancel_signal = int(signal.SIGINT)
+        if time_limit is not None:
+            if not time_limit > 0:
+                raise InvalidArgumentError(f"time_limit {time_limit!r}: seconds above 0, or None")
+            options.time_limit_s = float(time_limit)
         self._arch = cuda_arch.encode() if cuda_arch else None
         options.cuda_arch = self._arch
         handle = ctypes.c_void_p()
@@ -69,6 +91,11 @@ class Context:
     def check(self, status):
         if status:
             _raise(self.handle, status)
+
+    def cancel(self):
+        """Stops the calls running on this context now (from another thread):
+        each raises CancelledError.  A call made afterwards runs normally."""
+        lib.kjit_context_cancel(self.handle)
 
     # Modules ---------------------------------------------------------------
     def load(self, path):
@@ -180,16 +207,18 @@ _contexts = {}
 _contexts_lock = threading.Lock()
 
 
-def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None, check=False):
+def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None, check=False,
+            cancellable=True, time_limit=None):
     """The shared Context for these options (made on first use)."""
-    key = (target, device, num_threads, opt_level, cuda_arch, bool(check))
+    key = (target, device, num_threads, opt_level, cuda_arch, bool(check), bool(cancellable),
+           time_limit)
     ctx = _contexts.get(key)
     if ctx is None:
         with _contexts_lock:
             ctx = _contexts.get(key)
             if ctx is None:
                 ctx = _contexts[key] = Context(target, device, num_threads, opt_level,
-                                               cuda_arch, check)
+                                               cuda_arch, check, cancellable, time_limit)
     return ctx
 
 
@@ -280,6 +309,14 @@ class Function:
             else:
                 self._results.append(None)
         self._result_by_key = {}
+        # The parameters the function may store into: a read-only array is
+        # refused there (it would crash, or be changed behind its back).
+        if _lib.HAS_PARAM_WRITTEN:
+            self._written = tuple(bool(lib.kjit_function_param_written(handle, p))
+                                  for p in range(self.param_count))
+        else:
+            self._written = (True,) * self.param_count
+        self._writes = any(self._written)
         self._single = count == 1
         self._is_cuda = self.context.is_cuda
         self._free = []       # CallBuffers not in use
@@ -328,6 +365,16 @@ class Function:
                 stream = wrap_stream(self.context, item[1])
                 self.context.check(lib.kjit_stream_synchronize(stream._ptr))
 
+    def _refuse_read_only(self, args):
+        """A read-only array (a NumPy array with flags.writeable False, or
+        np.load(..., mmap_mode='r')) for a parameter the function may store
+        into is an error, before anything runs."""
+        for i, x in enumerate(args):
+            if self._written[i] and isinstance(x, np.ndarray) and not x.flags.writeable:
+                raise InvalidArgumentError(
+                    f"{self.name}: argument {i} is a read-only array, and {self.name} may "
+                    f"store into it; pass a writable array (a copy: np.array(x))")
+
     def _check_memory(self, info):
         if not self.context.is_cuda:
             for i, (_, _, _, gpu) in enumerate(info):
@@ -374,6 +421,8 @@ class Function:
         return code
 
     def _plain(self, args):
+        if self._writes:
+            self._refuse_read_only(args)
         cb, info = self._pack(args)
         try:
             self._check_memory(info)
@@ -536,6 +585,8 @@ class GuvectorizedFunction(Function):
         if outs is None:
             outs = self._allocate(inputs)
         full = tuple(inputs) + tuple(outs)
+        if len(full) == len(self._written):
+            self._refuse_read_only(full)
         cb, info = self._pack(full)
         try:
             if not self._is_cuda:
@@ -653,7 +704,9 @@ def _dims(value, what):
             raise InvalidArgumentError(f"the {what} has 1 to 3 extents, not {len(dims)}")
         dims += (1,) * (3 - len(dims))
     if any(d < 1 or d >= 1 << 32 for d in dims):
-        raise InvalidArgumentError(f"{what} {dims}: every extent is at least 1")
+        # past 32 bits too (ctypes would wrap 2**32 to 0); kjit_launch holds
+        # the rest to CUDA's limits on every target
+        raise InvalidArgumentError(f"{what} {dims}: every extent is at least 1 and below 2**32")
     return (ctypes.c_uint32 * 3)(*dims)
 
 
@@ -680,6 +733,8 @@ class Launcher:
 
     def __call__(self, *args):
         fn = self.function
+        if fn._writes and len(args) == fn.param_count:
+            fn._refuse_read_only(args)
         cb, info = fn._pack(args)
         try:
             if not fn.context.is_cuda:

@@ -14,7 +14,8 @@ MAX_DIMS = 8
 # kjit_status, in kjit.h's order.
 OK = 0
 (ERROR_COMPILE, ERROR_IO, ERROR_NOT_FOUND, ERROR_INVALID_ARGUMENT, ERROR_SHAPE, ERROR_TYPE,
- ERROR_NO_DEVICE, ERROR_CUDA, ERROR_OUT_OF_MEMORY, ERROR_BACKEND, ERROR_CHECK) = range(1, 12)
+ ERROR_NO_DEVICE, ERROR_CUDA, ERROR_OUT_OF_MEMORY, ERROR_BACKEND, ERROR_CHECK, ERROR_CANCELLED,
+ ERROR_TIMEOUT) = range(1, 14)
 
 TARGETS = {"auto": 0, "cpu": 1, "parallel": 2, "cuda": 3}
 TARGET_NAMES = {v: k for k, v in TARGETS.items()}
@@ -50,7 +51,9 @@ class Options(ctypes.Structure):
                 ("on_diagnostic", ctypes.c_void_p), ("diagnostic_user", ctypes.c_void_p),
                 ("line_info", ctypes.c_int), ("check", ctypes.c_int),
                 ("on_print", ctypes.c_void_p), ("print_user", ctypes.c_void_p),
-                ("cpu_simd", ctypes.c_int), ("cpu_specialise", ctypes.c_int)]
+                ("cpu_simd", ctypes.c_int), ("cpu_specialise", ctypes.c_int),
+                ("cancellable", ctypes.c_int), ("time_limit_s", ctypes.c_double),
+                ("cancel_signal", ctypes.c_int)]
 
 
 class DeviceInfo(ctypes.Structure):
@@ -140,6 +143,7 @@ _protos = {
     "kjit_context_create": (_S, [ctypes.POINTER(Options), ctypes.POINTER(_P)]),
     "kjit_context_destroy": (None, [_P]),
     "kjit_context_target": (ctypes.c_int, [_P]),
+    "kjit_context_cancel": (None, [_P]),
     "kjit_last_error": (ctypes.c_char_p, [_P]),
     "kjit_compile_file": (_S, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "kjit_compile_string": (_S, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P)]),
@@ -155,6 +159,7 @@ _protos = {
     "kjit_function_param": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
                                  ctypes.POINTER(ctypes.c_int)]),
     "kjit_function_result": (_S, [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
+    "kjit_function_param_written": (ctypes.c_int, [_P, ctypes.c_int]),
     "kjit_function_layout": (ctypes.c_char_p, [_P]),
     "kjit_function_layout_inputs": (ctypes.c_int, [_P]),
     "kjit_function_layout_outputs": (ctypes.c_int, [_P]),
@@ -188,10 +193,14 @@ for _name, (_restype, _argtypes) in _protos.items():
     except AttributeError:
         if _name in ("kjit_stream_wrap", "kjit_stream_handle"):
             continue  # an older library: foreign streams are refused (kjit.Stream says so)
+        if _name == "kjit_function_param_written":
+            continue  # an older library: every array argument counts as written
         raise
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 
+HAS_PARAM_WRITTEN = (hasattr(lib, "kjit_function_param_written") and
+                     lib.kjit_function_param_written.argtypes is not None)
 HAS_STREAM_WRAP = hasattr(lib, "kjit_stream_wrap") and lib.kjit_stream_wrap.argtypes is not None
 
 

@@ -70,12 +70,31 @@ class CheckError(KjitError, RuntimeError):
     code, status = 11, "check failed"
 
 
+class CancelledError(KjitError, RuntimeError):
+    """Context.cancel() (kjit_context_cancel) stopped the call; its outputs
+    are partly written.  (Ctrl-C stops a call too, and raises
+    KeyboardInterrupt.)"""
+    code, status = 12, "cancelled"
+
+
+class KjitTimeoutError(KjitError, TimeoutError):
+    """The call ran past the context's time limit and was stopped; its
+    outputs are partly written."""
+    code, status = 13, "time limit exceeded"
+
+
 BY_CODE = {cls.code: cls for cls in (CompileError, KjitIOError, NotFoundError,
                                      InvalidArgumentError, ShapeError, DTypeError,
                                      NoDeviceError, CudaError, KjitMemoryError, BackendError,
-                                     CheckError)}
+                                     CheckError, CancelledError, KjitTimeoutError)}
 
 
 def from_status(code, message):
     cls = BY_CODE.get(code, KjitError)
     return cls(message, code, None if cls is not KjitError else f"status {code}")
+
+
+class CacheWarning(UserWarning):
+    """The runtime's warnings ("kjit: warning: ..."): a compiled-code cache
+    folder or entry refused as unsafe (docs/security.md), or KJIT_CACHE_MAX
+    not a size.  The call goes on, compiling without the disk cache."""

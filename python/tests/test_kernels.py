@@ -124,6 +124,15 @@ fn fill(a: f32[,], value: f32) {
         m.fill[1, (64, 32)](a, 1.0)
     with pytest.raises(kjit.InvalidArgumentError, match="every extent is at least 1"):
         m.fill[0, 1](a, 1.0)
+    # CUDA's limits on every target, checked before anything runs
+    with pytest.raises(kjit.InvalidArgumentError, match="2147483648 blocks in x; at most 2147483647"):
+        m.fill[2**31, 1](a, 1.0)
+    with pytest.raises(kjit.InvalidArgumentError, match="65536 blocks in y; at most 65535"):
+        m.fill[(1, 65536), 1](a, 1.0)
+    with pytest.raises(kjit.InvalidArgumentError, match="65 threads in z; at most 64"):
+        m.fill[1, (1, 1, 65)](a, 1.0)
+    with pytest.raises(kjit.InvalidArgumentError, match="below 2\\*\\*32"):
+        m.fill[2**32, 1](a, 1.0)
     with pytest.raises(kjit.InvalidArgumentError, match="is a @kernel"):
         m.fill(a, 1.0)
     with pytest.raises(kjit.InvalidArgumentError, match="pass an array"):

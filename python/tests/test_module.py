@@ -233,3 +233,18 @@ def test_checked_mode_names_the_source_place(target):
             "(length 1000) in block (3,0,0), thread (231,0,0)") in str(error.value)
     m.shift_left[4, 256](src, dst[:999])
     np.testing.assert_array_equal(dst[:999], src[1:])
+
+
+def test_unsafe_cache_folder_is_a_warning(tmp_path, monkeypatch):
+    """A cache folder others can write is refused (docs/security.md): the call
+    still works, and the runtime's warning arrives as kjit.CacheWarning."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("KJIT_CACHE_DIR", str(shared))
+    # a source of its own, so that no earlier compile in this process has it
+    source = f"@vectorize\nfn f(x: f64) -> f64 {{ return x * {os.getpid()}.0 + 0.25; }}\n"
+    with pytest.warns(kjit.CacheWarning, match="is writable by its group or by others"):
+        m = kjit.compile(source, name="warned.kern", target="cpu")
+        assert m.f(2.0) == 2.0 * os.getpid() + 0.25
+    assert not any(shared.iterdir())

@@ -34,3 +34,8 @@ test-bench-refs: $(BUILD)/bench_simd
 # make bench-checks: what checked mode (KJIT_CHECK=1) costs on the same workloads.
 bench-checks: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 	KJIT_CACHE_DIR=$(abspath $(BUILD))/bench-cache tests/bench/check_cost.sh $(BUILD)/bench_cpu
+
+# make bench-cancel: what cancellation polls (KJIT_CANCELLABLE=1) cost there.
+bench-cancel: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
+	KJIT_CACHE_DIR=$(abspath $(BUILD))/bench-cache KJIT_COST_OPTION=KJIT_CANCELLABLE \
+	  tests/bench/check_cost.sh $(BUILD)/bench_cpu $(BENCH_ROUNDS) $(BENCH_REPEAT)

@@ -401,6 +401,174 @@ START_TEST(device_memory_streams_events_on_host)
 }
 END_TEST
 
+/* ---------------------------------------------- sizes and launch limits */
+
+/* A view of `ndim` extents that repeats one element (every stride 0), as
+ * NumPy's broadcast_to makes. */
+static kjit_array repeated(void *data, kjit_dtype dtype, int ndim, const int64_t *shape)
+{
+    kjit_array a = kjit_array_make(data, dtype, 1, (int64_t[]){1});
+    a.ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        a.shape[d] = shape[d];
+        a.strides[d] = 0;
+    }
+    return a;
+}
+
+static void assert_error(kjit_context *context, kjit_status got, kjit_status want,
+                         const char *text)
+{
+    ck_assert_msg(got == want, "status %s, not %s: %s", kjit_status_name(got),
+                  kjit_status_name(want), kjit_last_error(context));
+    ck_assert_msg(strstr(kjit_last_error(context), text), "'%s' lacks '%s'",
+                  kjit_last_error(context), text);
+}
+
+START_TEST(sizes_that_overflow)
+{
+    kjit_context *context = make_context(KJIT_TARGET_CPU);
+    /* device memory: 2^64 elements is no array; 2^62 bytes is no memory */
+    int64_t square[2] = {(int64_t)1 << 32, (int64_t)1 << 32};
+    kjit_array device;
+    assert_error(context, kjit_device_alloc(context, KJIT_U8, 2, square, &device),
+                 KJIT_ERROR_INVALID_ARGUMENT, "more than 2^63 - 1 bytes");
+    ck_assert_ptr_null(device.data);
+    int64_t vast[2] = {(int64_t)1 << 40, (int64_t)1 << 22};
+    assert_error(context, kjit_device_alloc(context, KJIT_U8, 2, vast, &device),
+                 KJIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    int64_t negative = -1;
+    ck_assert_int_eq(kjit_device_alloc(context, KJIT_U8, 1, &negative, &device), KJIT_ERROR_SHAPE);
+
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_string(context, "api.kern", api_source, &module), KJIT_OK);
+    kjit_function *lerp;
+    ck_assert_int_eq(kjit_module_function(module, "lerp3", &lerp), KJIT_OK);
+    float one = 1;
+    kjit_array result = {0};
+    /* a broadcast view of 2^64 elements: its count does not fit */
+    kjit_array huge = repeated(&one, KJIT_F32, 2, square);
+    ck_assert_int_eq(kjit_array_size(&huge), -1);
+    kjit_arg args[3] = {kjit_arg_array(&huge), kjit_arg_f64(1), kjit_arg_f64(0.5)};
+    assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_INVALID_ARGUMENT,
+                 "argument 0 of lerp3: the shape (4294967296,4294967296) of f32 elements");
+    ck_assert_ptr_null(result.data);
+    /* 2^62 elements fit, their 2^64 bytes of output do not */
+    int64_t half[2] = {(int64_t)1 << 31, (int64_t)1 << 31};
+    kjit_array wide = repeated(&one, KJIT_U8, 2, half);
+    kjit_array wide_f32 = repeated(&one, KJIT_F32, 2, half);
+    args[0] = kjit_arg_array(&wide_f32);
+    assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_INVALID_ARGUMENT,
+                 "more than 2^63 - 1 bytes");
+    (void)wide;
+    /* 2^60 elements, 2^62 bytes of output: a size, but no memory for it */
+    int64_t big[2] = {(int64_t)1 << 30, (int64_t)1 << 30};
+    kjit_array big_view = repeated(&one, KJIT_F32, 2, big);
+    args[0] = kjit_arg_array(&big_view);
+    assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_OUT_OF_MEMORY,
+                 "out of memory");
+    /* two views that fit, whose broadcast does not */
+    int64_t column[2] = {(int64_t)1 << 32, 1}, row[2] = {1, (int64_t)1 << 32};
+    kjit_array a = repeated(&one, KJIT_F32, 2, column), b = repeated(&one, KJIT_F32, 2, row);
+    args[0] = kjit_arg_array(&a);
+    args[1] = kjit_arg_array(&b);
+    assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_INVALID_ARGUMENT,
+                 "broadcast shape (4294967296,4294967296)");
+    /* a view whose strides reach past 2^63 bytes */
+    int64_t n = 4;
+    kjit_array far = kjit_array_make(&one, KJIT_F32, 1, &n);
+    far.strides[0] = INT64_MAX / 2;
+    args[0] = kjit_arg_array(&far);
+    args[1] = kjit_arg_f64(1);
+    assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_INVALID_ARGUMENT,
+                 "reach past 2^63 bytes");
+
+    /* kjit_array_make cuts nothing: 9 dimensions, a NULL shape, a negative
+     * extent and an overflowing one all give the invalid marker */
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};
+    kjit_array made = kjit_array_make(&one, KJIT_F32, 9, nine);
+    ck_assert_int_eq(made.ndim, KJIT_NDIM_INVALID);
+    ck_assert_int_eq(kjit_array_size(&made), -1);
+    args[0] = kjit_arg_array(&made);
+    assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_INVALID_ARGUMENT,
+                 "kjit_array_make could not describe");
+    ck_assert_int_eq(kjit_array_make(&one, KJIT_F32, 1, NULL).ndim, KJIT_NDIM_INVALID);
+    ck_assert_int_eq(kjit_array_make(&one, KJIT_F32, 1, &negative).ndim, KJIT_NDIM_INVALID);
+    ck_assert_int_eq(kjit_array_make(&one, KJIT_F32, 2, square).ndim, KJIT_NDIM_INVALID);
+    ck_assert_int_eq(kjit_array_make(&one, KJIT_U8, 2, half).ndim, 2);
+    ck_assert_int_eq(kjit_array_make(&one, KJIT_F32, 8, nine).ndim, 8);
+    char *error = NULL;
+    int64_t count = 0, bytes = 0;
+    ck_assert_int_eq(kjit_shape_size(KJIT_C128, 2, half, &count, &bytes, &error),
+                     KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(error, "(2147483648,2147483648) of c128"), "%s", error);
+    free(error);
+    /* an empty shape's strides must fit too; its count is 0 */
+    int64_t empty[3] = {0, (int64_t)1 << 31, (int64_t)1 << 20};
+    ck_assert_int_eq(kjit_shape_size(KJIT_F64, 3, empty, &count, &bytes, NULL), KJIT_OK);
+    ck_assert_int_eq(count, 0);
+    ck_assert_int_eq(bytes, 0);
+    ck_assert_int_eq(kjit_shape_size(KJIT_U8, 2, half, &count, &bytes, NULL), KJIT_OK);
+    ck_assert_int_eq(count, (int64_t)1 << 62);
+    ck_assert_int_eq(bytes, (int64_t)1 << 62);
+    ck_assert_int_eq(kjit_shape_size(KJIT_U16, 2, half, NULL, NULL, NULL),
+                     KJIT_ERROR_INVALID_ARGUMENT); /* 2^63 bytes: one too many */
+    ck_assert_int_eq(kjit_shape_size(KJIT_F64, 2, half, NULL, NULL, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+END_TEST
+
+START_TEST(launch_limits_and_targets)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = (kjit_target)77;
+    kjit_context *context = (kjit_context *)&options; /* overwritten with NULL */
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(context);
+    ck_assert_msg(strstr(kjit_last_error(NULL), "unknown target 77"), "%s", kjit_last_error(NULL));
+
+    for (int t = 0; t < 2; t++) {
+        context = make_context(t ? KJIT_TARGET_PARALLEL : KJIT_TARGET_CPU);
+        kjit_module *module;
+        ck_assert_int_eq(kjit_compile_string(context, "api.kern", api_source, &module), KJIT_OK);
+        kjit_function *saxpy;
+        ck_assert_int_eq(kjit_module_function(module, "saxpy", &saxpy), KJIT_OK);
+        float x[4] = {1, 2, 3, 4}, y[4] = {0};
+        int64_t n = 4;
+        kjit_array X = kjit_array_make(x, KJIT_F32, 1, &n), Y = kjit_array_make(y, KJIT_F32, 1, &n);
+        kjit_arg args[3] = {kjit_arg_f64(2), kjit_arg_array(&X), kjit_arg_array(&Y)};
+        /* CUDA's limits on every target: each refused before anything runs */
+        struct { uint32_t grid[3], block[3]; const char *text; } refused[] = {
+            {{2147483648u, 1, 1}, {1, 1, 1}, "a grid of 2147483648 blocks in x; at most 2147483647"},
+            {{4294967295u, 1, 1}, {1, 1, 1}, "at most 2147483647"},
+            {{1, 65536, 1}, {1, 1, 1}, "a grid of 65536 blocks in y; at most 65535"},
+            {{1, 1, 65536}, {1, 1, 1}, "blocks in z"},
+            {{1, 1, 1}, {1025, 1, 1}, "a block of 1025 threads in x; at most 1024"},
+            {{1, 1, 1}, {1, 1025, 1}, "threads in y"},
+            {{1, 1, 1}, {1, 1, 65}, "a block of 65 threads in z; at most 64"},
+            {{1, 1, 1}, {32, 33, 1}, "a block of 1056 threads; at most 1024"},
+        };
+        for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++)
+            assert_error(context, kjit_launch(saxpy, refused[r].grid, refused[r].block, args, 3, NULL),
+                         KJIT_ERROR_INVALID_ARGUMENT, refused[r].text);
+        for (int i = 0; i < 4; i++)
+            ck_assert(y[i] == 0);
+        /* the limits themselves are launches (of y = 0 x + y: every thread
+         * with grid(1) < 4 writes what was there) */
+        uint32_t grid[3] = {1, 65535, 1}, block[3] = {1, 1, 64};
+        args[0] = kjit_arg_f64(0);
+        ck_assert_msg(kjit_launch(saxpy, grid, block, args, 3, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        for (int i = 0; i < 4; i++)
+            ck_assert(y[i] == 0);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------ the seed examples */
 
 static kjit_module *load_example(kjit_context *context, const char *name)
@@ -663,6 +831,8 @@ Suite *suite_api(void)
     tcase_add_test(tc, kernel_launch_cpu);
     tcase_add_test(tc, kernel_launch_parallel);
     tcase_add_test(tc, device_memory_streams_events_on_host);
+    tcase_add_test(tc, sizes_that_overflow);
+    tcase_add_test(tc, launch_limits_and_targets);
     tcase_add_test(tc, stdlib_cpu_and_parallel);
     tcase_add_test(tc, seed_examples_cpu);
     tcase_add_test(tc, seed_examples_parallel);

@@ -13,7 +13,10 @@
  * collectives (a shuffle block sum and scan, votes, every shuffle) must give
  * cpu's bits exactly, syncgrid() a heat equation within rounding of float64
  * (and a clear error for a grid too large to be co-resident), and the launch's
- * dynamic shared memory, 64 KiB included, cpu's results.
+ * dynamic shared memory, 64 KiB included, cpu's results; a kernel that never
+ * ends, built cancellable, stops on kjit_context_cancel from another thread
+ * and on a time limit (the flag in mapped host memory), the context going
+ * on with a correct launch each time.
  *
  * Without a CUDA driver the suite holds no tests and prints one line saying
  * so: nothing here passes without a GPU.  The driver is only dlopen'ed while
@@ -24,6 +27,7 @@
 #include <dlfcn.h>
 #include <glob.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1566,6 +1570,97 @@ START_TEST(local_arrays_with_barriers)
 }
 END_TEST
 
+/* ------------------------------------------------------- cancellation */
+
+static const char cancel_source[] =
+    "@kernel\n"
+    "fn spin(out: i32[], stop: i32) {\n"
+    "    let i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    let k = i % 7;\n"
+    "    while k != stop {\n"
+    "        k = (k + 1) % 1000;\n"
+    "    }\n"
+    "    out[i] = k;\n"
+    "}\n";
+
+typedef struct CancelLater {
+    kjit_context *context;
+} CancelLater;
+
+static void *cancel_after_200ms(void *arg)
+{
+    CancelLater *later = arg;
+    struct timespec pause = {0, 200 * 1000000};
+    nanosleep(&pause, NULL);
+    kjit_context_cancel(later->context);
+    return NULL;
+}
+
+static double seconds_from(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* One launch of spin over host memory (kjit_launch copies it in and out and
+ * waits): stop -1 never ends. */
+static kjit_status launch_spin(kjit_function *fn, int32_t *out, int count, int32_t stop)
+{
+    int64_t shape[1] = {count};
+    kjit_array array = kjit_array_make(out, KJIT_I32, 1, shape);
+    kjit_arg args[2] = {kjit_arg_array(&array), kjit_arg_i32(stop)};
+    uint32_t grid[3] = {(uint32_t)(count / 128), 1, 1}, block[3] = {128, 1, 1};
+    return kjit_launch(fn, grid, block, args, 2, NULL);
+}
+
+START_TEST(cancel_stops_an_endless_kernel)
+{
+    if (!gpu_or_skip("cancel_stops_an_endless_kernel"))
+        return;
+    enum { N = 128 * 264 };
+    static int32_t out[N];
+    for (int timed = 0; timed < 2; timed++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = KJIT_TARGET_CUDA;
+        options.cancellable = 1;
+        options.time_limit_s = timed ? 0.3 : 0;
+        kjit_context *context = NULL;
+        ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+        kjit_module *module = NULL;
+        kjit_function *fn = compile(context, cancel_source, "spin", &module);
+        ck_assert_msg(launch_spin(fn, out, N, 3) == KJIT_OK, "%s", kjit_last_error(context));
+        ck_assert_int_eq(out[N - 1], 3);
+
+        pthread_t thread;
+        CancelLater later = {context};
+        if (!timed)
+            ck_assert_int_eq(pthread_create(&thread, NULL, cancel_after_200ms, &later), 0);
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        kjit_status status = launch_spin(fn, out, N, -1);
+        kjit_status synced = kjit_synchronize(context);
+        double took = seconds_from(&start);
+        if (!timed)
+            pthread_join(thread, NULL);
+        kjit_status want = timed ? KJIT_ERROR_TIMEOUT : KJIT_ERROR_CANCELLED;
+        ck_assert_msg(status == want || (status == KJIT_OK && synced == KJIT_ERROR_CANCELLED),
+                      "%s: launch %s, synchronize %s: %s", timed ? "time limit" : "cancel",
+                      kjit_status_name(status), kjit_status_name(synced), kjit_last_error(context));
+        ck_assert_msg(took < 10, "the kernel stopped %.2f s after it started", took);
+        /* the GPU context goes on: the request is not kept */
+        ck_assert_msg(launch_spin(fn, out, N, 500) == KJIT_OK, "after the cancel: %s",
+                      kjit_last_error(context));
+        ck_assert_int_eq(kjit_synchronize(context), KJIT_OK);
+        for (int i = 0; i < N; i += 101)
+            ck_assert_int_eq(out[i], 500);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
     Suite *suite = suite_create("cuda");
@@ -1598,6 +1693,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, complex_division_and_abs_match_exact);
     tcase_add_test(tcase, local_arrays_with_barriers);
     tcase_add_test(tcase, checked_mode_reports_and_the_gpu_stays_usable);
+    tcase_add_test(tcase, cancel_stops_an_endless_kernel);
     suite_add_tcase(suite, tcase);
     return suite;
 }

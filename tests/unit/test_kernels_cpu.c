@@ -508,6 +508,8 @@ typedef struct SmallStackLaunch {
     kjit_function *fn;
     kjit_arg args[2];
     kjit_status status;
+    kjit_context *context;
+    char message[512]; /* the launching thread's last error (errors are per thread) */
 } SmallStackLaunch;
 
 static void *launch_on_small_stack(void *user)
@@ -515,6 +517,7 @@ static void *launch_on_small_stack(void *user)
     SmallStackLaunch *launch = user;
     uint32_t grid[3] = {1, 1, 1}, block[3] = {4, 1, 1};
     launch->status = kjit_launch(launch->fn, grid, block, launch->args, 2, NULL);
+    snprintf(launch->message, sizeof launch->message, "%s", kjit_last_error(launch->context));
     return NULL;
 }
 
@@ -526,7 +529,7 @@ START_TEST(local_arrays_past_the_caller_stack_are_an_error)
     kjit_module *module;
     ck_assert_msg(kjit_compile_string(context, "local.kern", local_source, &module) == KJIT_OK,
                   "%s", kjit_last_error(context));
-    SmallStackLaunch launch = {0};
+    SmallStackLaunch launch = {.context = context};
     ck_assert_int_eq(kjit_module_function(module, "local_512k_no_barrier", &launch.fn), KJIT_OK);
     int64_t n = 16, four = 4;
     double x[16] = {0}, out[4] = {-1, -1, -1, -1};
@@ -543,9 +546,8 @@ START_TEST(local_arrays_past_the_caller_stack_are_an_error)
     pthread_join(thread, NULL);
     pthread_attr_destroy(&attr);
     ck_assert_msg(launch.status == KJIT_ERROR_INVALID_ARGUMENT, "got %s: %s",
-                  kjit_status_name(launch.status), kjit_last_error(context));
-    ck_assert_msg(strstr(kjit_last_error(context), "local()") != NULL, "%s",
-                  kjit_last_error(context));
+                  kjit_status_name(launch.status), launch.message);
+    ck_assert_msg(strstr(launch.message, "local()") != NULL, "%s", launch.message);
     ck_assert(out[0] == -1); /* nothing ran */
     kjit_module_free(module);
     kjit_context_destroy(context);

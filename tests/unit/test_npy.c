@@ -1,7 +1,8 @@
 /*
  * test_npy.c: .npy reading and writing (runtime/npy.c): round trips of every
- * element type and of strided views, Fortran order, format 2.0 headers, and
- * the errors for big-endian, object and truncated files.
+ * element type and of strided views, Fortran order, format 2.0 headers, the
+ * errors for big-endian, object and truncated files, header dicts and sizes
+ * np.load would refuse, and files replaced whole.
  */
 #include <check.h>
 #include <stdio.h>
@@ -217,6 +218,104 @@ START_TEST(errors_name_the_problem)
 }
 END_TEST
 
+/* A header whose dict or size np.load would refuse: an error naming it. */
+static void assert_refused(const char *name, const char *dict, const void *data, size_t size,
+                           kjit_status want, const char *text)
+{
+    write_npy_raw(temp_path(name), 1, dict, data, size);
+    kjit_array r;
+    memset(&r, 0xab, sizeof r);
+    char *error = NULL;
+    kjit_status got = kj_npy_read(temp_path(name), &r, &error);
+    ck_assert_msg(got == want, "%s: status %d, not %d (%s)", name, got, want, error);
+    ck_assert_msg(strstr(error, text), "%s: '%s' lacks '%s'", name, error, text);
+    ck_assert_ptr_null(r.data);
+    free(error);
+}
+
+START_TEST(header_sizes_and_keys)
+{
+    make_temp_dir();
+    unsigned char data[64] = {0};
+    /* sizes that overflow: no 64-byte buffer for 2^64 bytes */
+    assert_refused("f4.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904,), }",
+                   data, sizeof data, KJIT_ERROR_INVALID_ARGUMENT, "more than 2^63 - 1 bytes");
+    assert_refused("u1.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+                   data, sizeof data, KJIT_ERROR_INVALID_ARGUMENT,
+                   "the shape (4294967296,4294967296) of u8 elements");
+    /* a claim past the file's size, refused before it is allocated */
+    assert_refused("40g.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (5000000000,), }",
+                   data, sizeof data, KJIT_ERROR_INVALID_ARGUMENT,
+                   "truncated: the header claims 40000000000 bytes of data, the file holds 64");
+    assert_refused("short.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (9,), }", data,
+                   sizeof data, KJIT_ERROR_INVALID_ARGUMENT,
+                   "the header claims 72 bytes of data, the file holds 64");
+    /* the dict: each key once, no others, fortran_order a bool */
+    assert_refused("twice.npy",
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (4,), }", data,
+                   16, KJIT_ERROR_INVALID_ARGUMENT, "the header gives 'shape' twice");
+    assert_refused("descr2.npy",
+                   "{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", data,
+                   16, KJIT_ERROR_INVALID_ARGUMENT, "the header gives 'descr' twice");
+    assert_refused("extra.npy",
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'mode': 'x', }", data, 16,
+                   KJIT_ERROR_INVALID_ARGUMENT, "the key 'mode'");
+    assert_refused("noshape.npy", "{'descr': '<f4', 'fortran_order': False, }", data, 16,
+                   KJIT_ERROR_INVALID_ARGUMENT, "the header has no 'shape'");
+    assert_refused("order.npy", "{'descr': '<f4', 'fortran_order': 1, 'shape': (2,), }", data, 16,
+                   KJIT_ERROR_INVALID_ARGUMENT, "neither True nor False");
+    assert_refused("notdict.npy", "['descr', '<f4']", data, 16, KJIT_ERROR_INVALID_ARGUMENT,
+                   "not a dict");
+    assert_refused("open.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,", data, 16,
+                   KJIT_ERROR_INVALID_ARGUMENT, "'shape'");
+    /* what NumPy writes, keys in any order, double quotes, no trailing comma */
+    float two[2] = {1.5f, -2};
+    write_npy_raw(temp_path("ok.npy"), 1, "{\"shape\": (2,), 'fortran_order': False, 'descr': '<f4'}",
+                  two, sizeof two);
+    kjit_array r;
+    char *error = NULL;
+    ck_assert_msg(kj_npy_read(temp_path("ok.npy"), &r, &error) == KJIT_OK, "%s", error);
+    ck_assert(r.ndim == 1 && r.shape[0] == 2 && ((float *)r.data)[1] == -2);
+    kjit_array_free(&r);
+    remove_temp_dir();
+}
+END_TEST
+
+/* The writer: a file replaced whole, no temporary left behind, and views
+ * that describe no array refused. */
+START_TEST(writes_whole_files)
+{
+    make_temp_dir();
+    double data[3] = {1, 2, 3};
+    int64_t n = 3;
+    kjit_array a = kjit_array_make(data, KJIT_F64, 1, &n);
+    char *error = NULL;
+    char path[160];
+    snprintf(path, sizeof path, "%s", temp_path("out.npy")); /* temp_path's buffer is reused */
+    write_bytes(path, "an older file", 13);
+    ck_assert_int_eq(kj_npy_write(path, &a, &error), KJIT_OK);
+    kjit_array r;
+    ck_assert_int_eq(kj_npy_read(path, &r, &error), KJIT_OK);
+    ck_assert(r.shape[0] == 3 && ((double *)r.data)[2] == 3);
+    kjit_array_free(&r);
+    char command[256];
+    snprintf(command, sizeof command, "test $(ls -A '%s' | wc -l) -eq 1", temp_dir);
+    ck_assert_msg(system(command) == 0, "a temporary file was left in %s", temp_dir);
+    /* a folder that does not exist: an error naming the file, nothing created */
+    ck_assert_int_eq(kj_npy_write(temp_path("none/out.npy"), &a, &error), KJIT_ERROR_IO);
+    ck_assert_msg(strstr(error, "none/out.npy"), "%s", error);
+    free(error);
+    /* nine dimensions are no array to write */
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 3};
+    kjit_array bad = kjit_array_make(data, KJIT_F64, 9, nine);
+    ck_assert_int_eq(kj_npy_write(path, &bad, &error), KJIT_ERROR_INVALID_ARGUMENT);
+    free(error);
+    ck_assert_int_eq(kj_npy_read(path, &r, &error), KJIT_OK); /* the last good file stays */
+    kjit_array_free(&r);
+    remove_temp_dir();
+}
+END_TEST
+
 /* Files NumPy itself wrote, when python3 with numpy is installed. */
 START_TEST(reads_what_numpy_writes)
 {
@@ -258,6 +357,8 @@ Suite *suite_npy(void)
     tcase_add_test(tc, strided_view_is_gathered);
     tcase_add_test(tc, fortran_order_and_version_2);
     tcase_add_test(tc, errors_name_the_problem);
+    tcase_add_test(tc, header_sizes_and_keys);
+    tcase_add_test(tc, writes_whole_files);
     tcase_add_test(tc, reads_what_numpy_writes);
     suite_add_tcase(s, tc);
     return s;

@@ -376,6 +376,47 @@ START_TEST(contiguous_arrays_travel_as_records)
 }
 END_TEST
 
+/* Cancellation on cuda (KjCodegenOptions.cancel): a kernel's loop polls
+ * the flag whose device address the runtime writes into the module's global
+ * kj_cancel_word, with a volatile load every KJ_CANCEL_CUDA_STRIDE turns, and
+ * ptxas takes it; without the option the PTX has neither. */
+START_TEST(cancel_polls_in_loops)
+{
+    KjArena arena = {0};
+    KjDiag diag = {.sink = diag_to_stderr};
+    KjSource *src = kj_source_from_string(
+        &arena, "spin.kern",
+        "@kernel fn spin(out: i32[], stop: i32) {\n"
+        "    let i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    let k = i % 7;\n"
+        "    while k != stop { k = (k + 1) % 1000; }\n"
+        "    out[i] = k;\n"
+        "}\n");
+    const char *stdlib_dirs[] = {"stdlib", NULL};
+    KjIrModule *module = kj_compile_source(&arena, src, stdlib_dirs, &diag);
+    ck_assert_ptr_nonnull(module);
+    KjIrFunction *root = ((KjIrEntry *)module->entries.items[0])->variants.items[0];
+    for (int cancel = 0; cancel < 2; cancel++) {
+        KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA, .opt_level = 3,
+                                    .cuda_arch = "sm_90", .verify = true, .cancel = cancel};
+        char *error = NULL;
+        char *ptx = kj_ptx_generate(module, &root, 1, &options, &error);
+        ck_assert_msg(ptx != NULL, "PTX generation failed: %s", error ? error : "?");
+        bool word = strstr(ptx, ".global .align 8 .u64 " KJ_CANCEL_WORD_SYMBOL) != NULL;
+        bool poll = strstr(ptx, "ld.volatile") != NULL;
+        bool stride = strstr(ptx, "1023") != NULL; /* the turn counter's mask */
+        if (cancel)
+            ck_assert_msg(word && poll && stride, "no poll in the PTX (word %d, volatile load %d, "
+                          "stride %d):\n%s", word, poll, stride, ptx);
+        else
+            ck_assert_msg(!word && !poll, "a poll without the option:\n%s", ptx);
+        assemble(ptx, cancel ? "spin.kern, cancellable" : "spin.kern");
+        free(ptx);
+    }
+    kj_arena_free(&arena);
+}
+END_TEST
+
 /* With the toolkit's ptxas, PTX becomes a whole-program cubin (an ELF file);
  * PTX that ptxas rejects comes back as an error carrying its message. */
 START_TEST(ptxas_assembles_whole_program)
@@ -554,6 +595,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, device_functions_and_atomics_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);
+    tcase_add_test(tcase, cancel_polls_in_loops);
     tcase_add_test(tcase, sin_tails_are_branches);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
     tcase_add_test(tcase, line_info_names_the_kern_lines);

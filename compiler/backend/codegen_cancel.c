@@ -1,0 +1,236 @@
+/*
+ * codegen_cancel.c: cancellation polls (KjCodegenOptions.cancel), the same
+ * lowering on every target, the differences in two fields of KjTarget.
+ *
+ * A poll is placed where a call may otherwise run on without end: at the
+ * back edge of each loop (the increment of a `for`, the test of a `while`,
+ * the latch of a loop on SIMD lanes), after each call of a function that
+ * has polls of its own, at the start of each region of a split kernel (its
+ * barriers) and before each block of __blocks.  On cpu it is
+ *
+ *       %word = load ptr @kj_cancel_word, !invariant.load    (hoisted)
+ *       %n = load atomic i32 %word monotonic                  (each turn)
+ *       br (%n != 0), %cancel.ask, %cancel.go          (weights: rarely)
+ *   cancel.ask:
+ *       %stop = call (load @kj_cancel_hook)()   ; is it this thread's call?
+ *       br (%stop != 0), %cancel.bail, %cancel.go
+ *   cancel.bail:
+ *       ret zero
+ *
+ * so the common cost is one load from a line no thread writes, a compare
+ * and a branch predicted not taken.  The polls keep a loop from being
+ * vectorised by LLVM (it gains an exit), which is why they are an option;
+ * a `for` of constant bounds and at most KJ_CANCEL_FREE_TURNS turns with no
+ * loop inside has none (it ends soon), nor have reduce.c's lanes.
+ *
+ * On cuda (target->cancel_stride > 1) the word is a u64 global holding the
+ * device address of the context's flag in mapped host memory (0 before the
+ * runtime writes it: no poll), read with a volatile load every
+ * cancel_stride turns of a counter, since each read crosses the bus.
+ */
+#define KJ_CODEGEN_LOWERING
+#include "codegen_llvm.h"
+
+#include <string.h>
+
+/* A constant loop of at most this many turns, with no loop in its body, is
+ * not polled: its work is bounded by its body's. */
+#define KJ_CANCEL_FREE_TURNS 4096
+
+static bool has_loop(const KjIrStmt *s)
+{
+    if (!s)
+        return false;
+    switch (s->kind) {
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
+        return true;
+    case KJ_IR_STMT_BLOCK:
+        for (int i = 0; i < s->stmts.count; i++)
+            if (has_loop(s->stmts.items[i]))
+                return true;
+        return false;
+    case KJ_IR_STMT_IF:
+        return has_loop(s->then_stmt) || has_loop(s->else_stmt);
+    default:
+        return false;
+    }
+}
+
+bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s)
+{
+    if (!g->options->cancel || s->simd_lanes)
+        return false;
+    if (s->start->op != KJ_IR_CONST || s->stop->op != KJ_IR_CONST || s->step->op != KJ_IR_CONST ||
+        has_loop(s->body))
+        return true;
+    /* the turns of a constant loop, as the loop counts them (signed) */
+    int64_t start = (int64_t)s->start->const_int, stop = (int64_t)s->stop->const_int;
+    int64_t step = (int64_t)s->step->const_int;
+    if (step == 0)
+        return true;
+    double turns = ((double)stop - (double)start) / (double)step;
+    return turns > KJ_CANCEL_FREE_TURNS;
+}
+
+static bool expr_may_stop(const KjIrExpr *e, int depth);
+
+static bool stmt_may_stop(const KjIrStmt *s, int depth)
+{
+    if (!s)
+        return false;
+    if (s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_THREADS)
+        return true;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (stmt_may_stop(s->stmts.items[i], depth))
+            return true;
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (expr_may_stop(es[i], depth))
+            return true;
+    for (int i = 0; i < s->index_count; i++)
+        if (expr_may_stop(s->indices[i], depth))
+            return true;
+    return stmt_may_stop(s->then_stmt, depth) || stmt_may_stop(s->else_stmt, depth) ||
+           stmt_may_stop(s->body, depth);
+}
+
+static bool expr_may_stop(const KjIrExpr *e, int depth)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_CALL && e->callee) {
+        /* deep chains of calls are taken to loop: that bounds the walk
+         * (a function that calls another twice, and so on, would make it
+         * exponential) */
+        if (depth > 3 || stmt_may_stop(e->callee->body, depth + 1))
+            return true;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (expr_may_stop(e->args[i], depth))
+            return true;
+    return false;
+}
+
+bool kj_codegen_cancel_may_stop(Gen *g, const KjIrFunction *fn)
+{
+    return g->options->cancel && fn && stmt_may_stop(fn->body, 0);
+}
+
+/* The module's global of that name, made on first use. */
+static LLVMValueRef cancel_global(Gen *g, const char *name, LLVMTypeRef type, unsigned space)
+{
+    LLVMValueRef global = LLVMGetNamedGlobal(g->mod, name);
+    if (global)
+        return global;
+    global = LLVMAddGlobalInAddressSpace(g->mod, type, name, space);
+    LLVMSetAlignment(global, 8);
+    if (g->target->cancel_hook && strcmp(name, KJ_CANCEL_WORD_SYMBOL) == 0) {
+        /* cpu: the word points at a zero of the module's own until the
+         * runtime binds it, so that code loaded elsewhere never stops */
+        LLVMValueRef zero = LLVMAddGlobal(g->mod, g->t_i32, "kj_cancel_zero");
+        LLVMSetInitializer(zero, const_i32(g, 0));
+        LLVMSetLinkage(zero, LLVMInternalLinkage);
+        LLVMSetInitializer(global, zero);
+    } else {
+        LLVMSetInitializer(global, LLVMConstNull(type));
+        if (!g->target->cancel_hook)
+            LLVMSetExternallyInitialized(global, 1);
+    }
+    return global;
+}
+
+/* The function's way out, made once per function. */
+static LLVMBasicBlockRef bail_block(Gen *g)
+{
+    if (g->cancel_fn == g->llfn && g->cancel_bail_bb)
+        return g->cancel_bail_bb;
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
+    LLVMBasicBlockRef bail = new_block(g, "cancel.bail");
+    LLVMPositionBuilderAtEnd(g->b, bail);
+    LLVMTypeRef ret = LLVMGetReturnType(LLVMGlobalGetValueType(g->llfn));
+    if (LLVMGetTypeKind(ret) == LLVMVoidTypeKind)
+        LLVMBuildRetVoid(g->b);
+    else
+        LLVMBuildRet(g->b, LLVMConstNull(ret));
+    LLVMPositionBuilderAtEnd(g->b, here);
+    g->cancel_fn = g->llfn;
+    g->cancel_bail_bb = bail;
+    return bail;
+}
+
+/* br cond, then, else, with `then` marked rarely taken. */
+static void branch_rarely(Gen *g, LLVMValueRef cond, LLVMBasicBlockRef then_bb, LLVMBasicBlockRef else_bb)
+{
+    LLVMValueRef br = LLVMBuildCondBr(g->b, cond, then_bb, else_bb);
+    LLVMMetadataRef ops[3] = {
+        LLVMMDStringInContext2(g->ctx, "branch_weights", strlen("branch_weights")),
+        LLVMValueAsMetadata(const_i32(g, 1)), LLVMValueAsMetadata(const_i32(g, 1 << 20))};
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(g->ctx, "prof", 4),
+                    LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, ops, 3)));
+}
+
+static void mark_invariant(Gen *g, LLVMValueRef load)
+{
+    LLVMSetMetadata(load, LLVMGetMDKindIDInContext(g->ctx, "invariant.load", strlen("invariant.load")),
+                    LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, NULL, 0)));
+}
+
+static void poll_host(Gen *g, LLVMBasicBlockRef go_on)
+{
+    LLVMValueRef global = cancel_global(g, KJ_CANCEL_WORD_SYMBOL, g->t_ptr, 0);
+    LLVMValueRef word = LLVMBuildLoad2(g->b, g->t_ptr, global, "cancel.word");
+    mark_invariant(g, word);
+    LLVMValueRef n = LLVMBuildLoad2(g->b, g->t_i32, word, "cancel.n");
+    LLVMSetOrdering(n, LLVMAtomicOrderingMonotonic);
+    LLVMSetAlignment(n, 4);
+    LLVMBasicBlockRef ask = new_block(g, "cancel.ask");
+    branch_rarely(g, LLVMBuildICmp(g->b, LLVMIntNE, n, const_i32(g, 0), ""), ask, go_on);
+    LLVMPositionBuilderAtEnd(g->b, ask);
+    LLVMValueRef hook_global = cancel_global(g, KJ_CANCEL_HOOK_SYMBOL, g->t_ptr, 0);
+    LLVMValueRef hook = LLVMBuildLoad2(g->b, g->t_ptr, hook_global, "cancel.hook");
+    LLVMBasicBlockRef call_bb = new_block(g, "cancel.call");
+    LLVMBuildCondBr(g->b, LLVMBuildIsNotNull(g->b, hook, ""), call_bb, go_on);
+    LLVMPositionBuilderAtEnd(g->b, call_bb);
+    LLVMValueRef stop = LLVMBuildCall2(g->b, LLVMFunctionType(g->t_i32, NULL, 0, 0), hook, NULL, 0, "cancel.stop");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, stop, const_i32(g, 0), ""), bail_block(g), go_on);
+}
+
+static void poll_device(Gen *g, LLVMBasicBlockRef go_on)
+{
+    unsigned stride = g->target->cancel_stride;
+    LLVMValueRef counter = kj_codegen_alloca_in_entry(g, g->t_i32, "cancel.turns");
+    /* zero once, in the entry block, where the alloca is */
+    LLVMBuilderRef entry = LLVMCreateBuilderInContext(g->ctx);
+    LLVMPositionBuilderBefore(entry, LLVMGetBasicBlockTerminator(g->entry_bb));
+    LLVMBuildStore(entry, const_i32(g, 0), counter);
+    LLVMDisposeBuilder(entry);
+    LLVMValueRef turns = LLVMBuildAdd(g->b, LLVMBuildLoad2(g->b, g->t_i32, counter, ""), const_i32(g, 1), "");
+    LLVMBuildStore(g->b, turns, counter);
+    LLVMValueRef due = LLVMBuildICmp(g->b, LLVMIntEQ,
+                                     LLVMBuildAnd(g->b, turns, const_i32(g, (int32_t)stride - 1), ""),
+                                     const_i32(g, 0), "");
+    LLVMBasicBlockRef read = new_block(g, "cancel.read"), test = new_block(g, "cancel.test");
+    branch_rarely(g, due, read, go_on);
+    LLVMPositionBuilderAtEnd(g->b, read);
+    LLVMValueRef global = cancel_global(g, KJ_CANCEL_WORD_SYMBOL, g->t_i64, g->target->cancel_word_space);
+    LLVMValueRef address = LLVMBuildLoad2(g->b, g->t_i64, global, "cancel.address");
+    mark_invariant(g, address);
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, address, const_i64(g, 0), ""), test, go_on);
+    LLVMPositionBuilderAtEnd(g->b, test);
+    LLVMValueRef flag = LLVMBuildIntToPtr(g->b, address, g->t_ptr, "");
+    LLVMValueRef n = LLVMBuildLoad2(g->b, g->t_i32, flag, "cancel.flag");
+    LLVMSetVolatile(n, 1);
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, n, const_i32(g, 0), ""), bail_block(g), go_on);
+}
+
+void kj_codegen_cancel_poll(Gen *g)
+{
+    if (!g->options->cancel || LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(g->b)))
+        return;
+    LLVMBasicBlockRef go_on = new_block(g, "cancel.go");
+    if (g->target->cancel_hook)
+        poll_host(g, go_on);
+    else
+        poll_device(g, go_on);
+    LLVMPositionBuilderAtEnd(g->b, go_on);
+}

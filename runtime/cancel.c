@@ -1,0 +1,416 @@
+/*
+ * cancel.c: stopping calls: kjit_context_cancel, the time limit's watchdog,
+ * and what compiled code and the runtime's loops ask while they run.
+ *
+ * Each call of the API that runs code (kjit_call, kjit_call_async,
+ * kjit_launch_ex, kjit_reduce, kjit_reduce_async) takes one of its
+ * context's slots for its run and gives it back at its end; a slot's flag
+ * says that this call is cancelled.  kjit_context_cancel sets the flag of
+ * every slot in use and nothing else, with atomic operations only, so a
+ * signal handler or another thread may call it at any time: it stops the
+ * calls running then, and a call that starts later runs normally (a claimed
+ * slot starts clear).  The watchdog of a context with a time limit sets the
+ * flag of a slot whose call has run past it, and marks it timed out.
+ *
+ * The running call's slot is in a thread-local (kj_cancel_slot) that the
+ * pool's workers take from the caller, as they take kj_print_context: the
+ * runtime's loops over chunks, blocks and fibers ask kj_cancel_requested
+ * between pieces.  Compiled code built with cancellation polls one word,
+ * the process's count of raised flags (cancel_pending), which is 0 unless
+ * some call somewhere is being cancelled; only then does it call the hook,
+ * which asks its own thread's slot (kjit_backend.h, "Cancellation").
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kjit_runtime.h"
+
+static int kj_signal_guard_begin(kjit_context *context);
+static void kj_signal_guard_end(int slot);
+
+/* Slots of one context: calls running at once beyond this share the last. */
+#define KJ_CANCEL_SLOTS 64
+
+struct KjCancelSlot {
+    _Atomic int32_t flag;   /* 1: the call is cancelled */
+    _Atomic int32_t users;  /* calls holding it (more than 1 only for the last slot) */
+    _Atomic int32_t timed_out; /* the watchdog raised the flag */
+    int64_t deadline_ns;    /* the time limit's end (0: none), under the context's watch lock */
+};
+
+struct KjCancel {
+    KjCancelSlot slots[KJ_CANCEL_SLOTS];
+    double time_limit_s;
+    pthread_mutex_t lock; /* deadlines and the watchdog */
+    pthread_cond_t wake;
+    pthread_t watchdog;
+    bool watchdog_running, stopping;
+    /* cuda: the context's flag in mapped host memory, which its kernels poll
+     * (the first word of device_page, ours, mapped by the cuda target) */
+    _Atomic int32_t *device_flag;
+    void *device_page;
+};
+
+_Thread_local KjCancelSlot *kj_cancel_slot;
+
+/* How many flags are raised in the whole process: what compiled code polls. */
+static _Atomic int32_t cancel_pending;
+
+static void raise_flag(KjCancelSlot *slot)
+{
+    if (atomic_exchange(&slot->flag, 1) == 0)
+        atomic_fetch_add(&cancel_pending, 1);
+}
+
+static void clear_flag(KjCancelSlot *slot)
+{
+    if (atomic_exchange(&slot->flag, 0) == 1)
+        atomic_fetch_sub(&cancel_pending, 1);
+}
+
+bool kj_cancel_requested(void)
+{
+    KjCancelSlot *slot = kj_cancel_slot;
+    return slot && atomic_load_explicit(&slot->flag, memory_order_relaxed) != 0;
+}
+
+/* What compiled code calls when the pending count is not 0 (KjCancelFn). */
+static int32_t cancel_hook(void)
+{
+    return kj_cancel_requested();
+}
+
+void kj_cancel_bind(KjCpuCode *code)
+{
+    _Atomic int32_t **word = kj_cpu_lookup(code, KJ_CANCEL_WORD_SYMBOL);
+    KjCancelFn *hook = kj_cpu_lookup(code, KJ_CANCEL_HOOK_SYMBOL);
+    if (hook)
+        *hook = cancel_hook;
+    if (word)
+        *word = &cancel_pending;
+}
+
+/* ------------------------------------------------------------- contexts */
+
+KjCancel *kj_cancel_create(const kjit_options *options)
+{
+    KjCancel *cancel = kj_xcalloc(1, sizeof *cancel);
+    cancel->time_limit_s = options->time_limit_s > 0 ? options->time_limit_s : 0;
+    pthread_mutex_init(&cancel->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&cancel->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    return cancel;
+}
+
+void kj_cancel_destroy(KjCancel *cancel)
+{
+    if (!cancel)
+        return;
+    pthread_mutex_lock(&cancel->lock);
+    cancel->stopping = true;
+    pthread_cond_signal(&cancel->wake);
+    bool running = cancel->watchdog_running;
+    pthread_mutex_unlock(&cancel->lock);
+    if (running)
+        pthread_join(cancel->watchdog, NULL);
+    for (int i = 0; i < KJ_CANCEL_SLOTS; i++)
+        clear_flag(&cancel->slots[i]);
+    pthread_mutex_destroy(&cancel->lock);
+    pthread_cond_destroy(&cancel->wake);
+    free(cancel->device_page);
+    free(cancel);
+}
+
+void kj_cancel_set_device_flag(KjCancel *cancel, void *host_flag)
+{
+    cancel->device_flag = host_flag;
+}
+
+void *kj_cancel_device_page(KjCancel *cancel, size_t *bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    *bytes = page > 0 ? (size_t)page : 4096;
+    pthread_mutex_lock(&cancel->lock);
+    if (!cancel->device_page) {
+        if (posix_memalign(&cancel->device_page, *bytes, *bytes) != 0)
+            kj_die("out of memory for a page");
+        memset(cancel->device_page, 0, *bytes);
+        cancel->device_flag = cancel->device_page;
+    }
+    pthread_mutex_unlock(&cancel->lock);
+    return cancel->device_page;
+}
+
+bool kj_cancel_take_device_flag(KjCancel *cancel)
+{
+    return cancel->device_flag && atomic_load(cancel->device_flag) &&
+           atomic_exchange(cancel->device_flag, 0) != 0;
+}
+
+void kjit_context_cancel(kjit_context *context)
+{
+    if (!context || !context->cancel)
+        return;
+    KjCancel *cancel = context->cancel;
+    for (int i = 0; i < KJ_CANCEL_SLOTS; i++)
+        if (atomic_load(&cancel->slots[i].users) > 0)
+            raise_flag(&cancel->slots[i]);
+    if (cancel->device_flag)
+        atomic_store(cancel->device_flag, 1);
+}
+
+/* ------------------------------------------------------------- watchdog */
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Raises the flag of every call past its deadline, then sleeps until the
+ * next deadline (or until a call sets one). */
+static void *watchdog_main(void *arg)
+{
+    KjCancel *cancel = arg;
+    pthread_mutex_lock(&cancel->lock);
+    while (!cancel->stopping) {
+        int64_t now = now_ns(), next = 0;
+        for (int i = 0; i < KJ_CANCEL_SLOTS; i++) {
+            KjCancelSlot *slot = &cancel->slots[i];
+            if (!slot->deadline_ns)
+                continue;
+            if (slot->deadline_ns <= now) {
+                atomic_store(&slot->timed_out, 1);
+                raise_flag(slot);
+                if (cancel->device_flag)
+                    atomic_store(cancel->device_flag, 1);
+                slot->deadline_ns = 0;
+            } else if (!next || slot->deadline_ns < next) {
+                next = slot->deadline_ns;
+            }
+        }
+        if (!next) {
+            pthread_cond_wait(&cancel->wake, &cancel->lock);
+            continue;
+        }
+        struct timespec until = {.tv_sec = next / 1000000000, .tv_nsec = next % 1000000000};
+        pthread_cond_timedwait(&cancel->wake, &cancel->lock, &until);
+    }
+    pthread_mutex_unlock(&cancel->lock);
+    return NULL;
+}
+
+/* Under the lock: a deadline for the slot, the watchdog started on first use. */
+static void set_deadline(KjCancel *cancel, KjCancelSlot *slot)
+{
+    int64_t limit = cancel->time_limit_s >= 1e9 ? (int64_t)1e18 : (int64_t)(cancel->time_limit_s * 1e9);
+    slot->deadline_ns = now_ns() + (limit > 0 ? limit : 1);
+    if (!cancel->watchdog_running &&
+        pthread_create(&cancel->watchdog, NULL, watchdog_main, cancel) == 0)
+        cancel->watchdog_running = true;
+    pthread_cond_signal(&cancel->wake);
+}
+
+/* ----------------------------------------------------------------- calls */
+
+/* Whether `slot`'s call is the only one running on the context. */
+static bool alone(KjCancel *cancel, KjCancelSlot *slot)
+{
+    for (int i = 0; i < KJ_CANCEL_SLOTS; i++) {
+        int32_t users = atomic_load(&cancel->slots[i].users);
+        if (users > (&cancel->slots[i] == slot))
+            return false;
+    }
+    return true;
+}
+
+void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
+{
+    KjCancel *cancel = context->cancel;
+    call->previous = kj_cancel_slot;
+    call->signal_slot = kj_signal_guard_begin(context);
+    KjCancelSlot *slot = &cancel->slots[KJ_CANCEL_SLOTS - 1];
+    for (int i = 0; i < KJ_CANCEL_SLOTS - 1; i++) {
+        int32_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&cancel->slots[i].users, &free_slot, 1)) {
+            slot = &cancel->slots[i];
+            break;
+        }
+    }
+    /* a slot starts clear (the shared last one when its first user takes
+     * it); the hot path reads and writes nothing more when it is */
+    if (slot != &cancel->slots[KJ_CANCEL_SLOTS - 1] || atomic_fetch_add(&slot->users, 1) == 0) {
+        if (atomic_load_explicit(&slot->flag, memory_order_relaxed))
+            clear_flag(slot);
+        if (atomic_load_explicit(&slot->timed_out, memory_order_relaxed))
+            atomic_store(&slot->timed_out, 0);
+    }
+    call->slot = slot;
+    /* cuda: a request that no running call took is not kept for this one
+     * (the kernels it stopped were reported by a synchronisation, or not) */
+    if (cancel->device_flag && alone(cancel, slot))
+        atomic_store(cancel->device_flag, 0);
+    if (cancel->time_limit_s > 0) {
+        pthread_mutex_lock(&cancel->lock);
+        set_deadline(cancel, slot);
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    kj_cancel_slot = slot;
+}
+
+kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,
+                          kjit_status status)
+{
+    KjCancel *cancel = context->cancel;
+    KjCancelSlot *slot = call->slot;
+    kj_cancel_slot = call->previous;
+    kj_signal_guard_end(call->signal_slot);
+    if (cancel->time_limit_s > 0) {
+        pthread_mutex_lock(&cancel->lock);
+        slot->deadline_ns = 0;
+        pthread_mutex_unlock(&cancel->lock);
+    }
+    bool cancelled = atomic_load(&slot->flag) != 0;
+    bool timed_out = atomic_load(&slot->timed_out) != 0;
+    /* cuda: the kernels poll the context's flag; the last call running
+     * clears it */
+    if (cancel->device_flag && atomic_load(cancel->device_flag)) {
+        cancelled = true;
+        if (alone(cancel, slot))
+            atomic_store(cancel->device_flag, 0);
+    }
+    if (slot == &cancel->slots[KJ_CANCEL_SLOTS - 1]) {
+        if (atomic_fetch_sub(&slot->users, 1) == 1) {
+            clear_flag(slot);
+            atomic_store(&slot->timed_out, 0);
+        }
+    } else {
+        if (cancelled)
+            clear_flag(slot);
+        if (timed_out)
+            atomic_store(&slot->timed_out, 0);
+        atomic_store_explicit(&slot->users, 0, memory_order_release);
+        /* a cancel that saw this call running may land just now: leave no
+         * raised flag on a free slot (it would keep the pending count up) */
+        if (atomic_load_explicit(&slot->flag, memory_order_relaxed))
+            clear_flag(slot);
+    }
+    /* a call that failed otherwise keeps its own error */
+    if (status != KJIT_OK || !cancelled)
+        return status;
+    if (timed_out)
+        return kj_api_set_error(context, KJIT_ERROR_TIMEOUT,
+                                "%s: stopped: it ran past the time limit of %g s "
+                                "(kjit_options.time_limit_s); its results are incomplete",
+                                name, cancel->time_limit_s);
+    return kj_api_set_error(context, KJIT_ERROR_CANCELLED,
+                            "%s: cancelled by kjit_context_cancel; its results are incomplete",
+                            name);
+}
+
+kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
+{
+    if (!kj_cancel_take_device_flag(context->cancel))
+        return KJIT_OK;
+    return kj_api_set_error(context, KJIT_ERROR_CANCELLED,
+                            "%s: cancelled on the GPU (kjit_context_cancel or the time limit); "
+                            "its results are incomplete", name);
+}
+
+/* ---------------------------------------------------- cancel_signal */
+
+/*
+ * kjit_options.cancel_signal: while calls of such contexts run, the signal's
+ * handler is kjit's, which cancels them.  Handlers are process-wide, so the
+ * first call to begin installs it and the last to end puts back the one it
+ * found; the contexts in between are in a table the handler reads with
+ * atomic loads only.  A signal that came is raised again for the handler put
+ * back when that is a function (Python's sets its flag, and Python raises
+ * KeyboardInterrupt once the call has returned); the default action is not
+ * taken again (a command line reads KJIT_ERROR_CANCELLED instead).
+ */
+#define KJ_SIGNAL_CONTEXTS 64
+
+static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
+static kjit_context *_Atomic signal_contexts[KJ_SIGNAL_CONTEXTS];
+static int signal_users, signal_number;
+static struct sigaction signal_previous;
+static volatile sig_atomic_t signal_seen;
+
+static void on_signal(int signo)
+{
+    (void)signo;
+    signal_seen = 1;
+    for (int i = 0; i < KJ_SIGNAL_CONTEXTS; i++) {
+        kjit_context *context = atomic_load(&signal_contexts[i]);
+        if (context)
+            kjit_context_cancel(context);
+    }
+}
+
+static int kj_signal_guard_begin(kjit_context *context)
+{
+    int signo = context->options.cancel_signal;
+    if (signo <= 0)
+        return -1;
+    pthread_mutex_lock(&signal_lock);
+    int slot = -1;
+    if (signal_users == 0 || signal_number == signo) {
+        for (int i = 0; i < KJ_SIGNAL_CONTEXTS && slot < 0; i++) {
+            kjit_context *none = NULL;
+            if (atomic_compare_exchange_strong(&signal_contexts[i], &none, context))
+                slot = i;
+        }
+    }
+    if (slot >= 0 && signal_users == 0) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = on_signal;
+        sigemptyset(&action.sa_mask);
+        signal_seen = 0;
+        bool installed = sigaction(signo, &action, &signal_previous) == 0;
+        if (installed && !(signal_previous.sa_flags & SA_SIGINFO) &&
+            signal_previous.sa_handler == SIG_IGN) {
+            /* an ignored signal stays ignored (a shell's background job) */
+            sigaction(signo, &signal_previous, NULL);
+            installed = false;
+        }
+        if (!installed) {
+            atomic_store(&signal_contexts[slot], NULL);
+            slot = -1;
+        } else {
+            signal_number = signo;
+        }
+    }
+    if (slot >= 0)
+        signal_users++;
+    pthread_mutex_unlock(&signal_lock);
+    return slot;
+}
+
+static void kj_signal_guard_end(int slot)
+{
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&signal_lock);
+    atomic_store(&signal_contexts[slot], NULL);
+    if (--signal_users == 0) {
+        sigaction(signal_number, &signal_previous, NULL);
+        bool handler = !(signal_previous.sa_flags & SA_SIGINFO)
+                           ? signal_previous.sa_handler != SIG_DFL && signal_previous.sa_handler != SIG_IGN
+                           : signal_previous.sa_sigaction != NULL;
+        if (signal_seen && handler)
+            raise(signal_number);
+        signal_seen = 0;
+    }
+    pthread_mutex_unlock(&signal_lock);
+}
