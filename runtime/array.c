@@ -192,14 +192,12 @@ kjit_array kjit_array_make(void *data, kjit_dtype dtype, int ndim, const int64_t
 {
     kjit_array array;
     memset(&array, 0, sizeof array);
-    if (!shape && ndim > 0)
-        return array; /* no data and ndim 0: every call refuses it, naming a NULL array */
     array.data = data;
     array.dtype = dtype;
     array.memory = KJIT_MEMORY_HOST;
     /* A shape that no array can have is not cut to one that can: the view
      * is marked, and every call refuses it (kj_array_check). */
-    if (kj_shape_size(dtype, ndim, shape, NULL, NULL, NULL) != KJIT_OK) {
+    if ((!shape && ndim > 0) || kj_shape_size(dtype, ndim, shape, NULL, NULL, NULL) != KJIT_OK) {
         array.ndim = KJIT_NDIM_INVALID;
         return array;
     }
