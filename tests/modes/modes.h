@@ -104,13 +104,14 @@ kjit_arg modes_scalar(ModesRng *rng, kjit_dtype dtype, int recipe, int64_t exten
 /* ------------------------------------------------------------ compare.c */
 
 typedef enum ModesTolerance {
-    TOLERANCE_BITS,  /* the same bits (NaNs too: any NaN payload is not "the same") */
+    TOLERANCE_BITS,  /* the same bits; a NaN meets any NaN */
     TOLERANCE_CUDA,  /* floats within the cuda tolerance (docs/testing.md); integers exact */
 } ModesTolerance;
 
 /* Compares n elements; returns the index of the first difference (and the
  * count of differing elements in *differing), or -1.  *inexact counts float
- * elements that differ but are within the tolerance. */
+ * elements that differ but are within the tolerance (for TOLERANCE_BITS:
+ * NaNs that differ in sign or payload only). */
 int64_t modes_compare(kjit_dtype dtype, const void *ref, const void *got, int64_t n,
                       ModesTolerance tolerance, int64_t *differing, int64_t *inexact);
 /* Element i as hex bits and as a value: "0x3ff0000000000000 (1)". */

@@ -6,8 +6,8 @@
  *
  *   FILE FUNCTION start tame|index     REASON
  *   FILE FUNCTION length PARAM=N[xM..] REASON
- *   FILE FUNCTION order                REASON
- *   FILE FUNCTION undefined            REASON
+ *   FILE FUNCTION order [argN]         REASON   (argN: that output only)
+ *   FILE FUNCTION undefined [argN]     REASON
  *   FILE FUNCTION skip                 REASON
  *   FILE FUNCTION cuda                 REASON
  *   FILE FUNCTION launch GX,GY,GZ/BX,BY,BZ REASON   (one case each)
@@ -119,6 +119,15 @@ bool modes_rules_read(const char *path, ModesRules *out)
                 fprintf(stderr, "%s:%d: launch needs GX,GY,GZ/BX,BY,BZ\n", path, number);
                 ok = false;
                 continue;
+            }
+        }
+        if (rule.kind == RULE_ORDER || rule.kind == RULE_UNDEFINED) { /* one output only? */
+            char *q = p;
+            while (*q == ' ' || *q == '\t')
+                q++;
+            if (strncmp(q, "arg", 3) == 0 && q[3] >= '0' && q[3] <= '9') {
+                char *spec = word(&p);
+                rule.param = strdup(spec);
             }
         }
         while (*p == ' ' || *p == '\t')
