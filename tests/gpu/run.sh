@@ -9,7 +9,10 @@
 #      JIT layout probe (tests/gpu/jit_layout.sh) and far_sections.sh;
 #   2. every example through `kjit run` on cuda and on cpu with the same
 #      seeded inputs, the results compared (tests/gpu/compare_npy.py states
-#      the tolerances), plus `kjit build --emit=ptx` and `kjit info`;
+#      the tolerances), plus `kjit build --emit=ptx` and `kjit info`; then
+#      every mode, every kernel (bin/modes-test, docs/testing.md): every
+#      function of the repository's sources on cuda and in every cpu mode
+#      against cpu with cpu_simd = 0;
 #   3. the latency benchmark (bin/latency: compile times, and launch costs
 #      beside a bare cuLaunchKernel), the tests of `kjit bench`
 #      (tests/cli/bench.sh, with its cuda rows), the @guvectorize examples
@@ -156,6 +159,18 @@ fi
 CUDA_VISIBLE_DEVICES= "$kjit" run examples/add.kern add rand:f32:10 rand:f32:10 --target auto \
     > "$work/auto.log" 2>&1 && pass "--target auto falls back to cpu without a GPU" \
     || { cat "$work/auto.log"; fail "--target auto falls back to cpu without a GPU"; }
+
+echo "=== every mode, every kernel (bin/modes-test, cuda included)"
+"$root/bin/modes-test" --root "$root" > "$work/modes.log" 2>&1
+modes_rc=$?
+cat "$work/modes.log"
+if grep -q '^cuda: skipped' "$work/modes.log"; then
+    fail "modes-test did not run on cuda"
+elif [ "$modes_rc" -eq 0 ]; then
+    pass "every mode, every kernel: $(grep '^modes: [0-9]' "$work/modes.log")"
+else
+    fail "every mode, every kernel (bin/modes-test exited $modes_rc)"
+fi
 
 echo "=== latency benchmark"
 if "$root/bin/latency" > "$work/latency.log" 2>&1 && grep -q '^| cuda' "$work/latency.log"; then
