@@ -31,6 +31,11 @@ _Noreturn void kj_die_at(const char *file, int line, const char *fmt, ...);
 #define kj_die(...) kj_die_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kj_unreachable() kj_die_at(__FILE__, __LINE__, "unreachable")
 
+/* For a helper of a recursive walk that holds large locals: inlined, its frame
+ * would be paid at every level of the recursion, not only where it is used
+ * (the depth the passes may recurse to is bounded in parse.c). */
+#define KJ_NOINLINE __attribute__((noinline))
+
 /* The one checked wrapper for allocations that outlive a compilation. */
 void *kj_xmalloc(size_t size);
 void *kj_xcalloc(size_t count, size_t size);
@@ -337,6 +342,8 @@ typedef struct KjNode {
     KjVec names; /* const char* (LET: one, or two for `let a, b = grid(2)`) */
     const KjType *declared_type;
     KjFunctionDecl *fn;
+    int height; /* an expression's: operators, calls, indexes and members on its longest
+                 * path to a leaf, 0 for a leaf (parse.c bounds it) */
 } KjNode;
 
 /* A parsed file: its imports, constants and functions in source order. */

@@ -1,0 +1,65 @@
+#!/bin/sh
+# limits.sh: what bounds a compile (run by `make test-cli`; docs/language.md,
+# "Limits").  An expression deeper than 1000 operators is refused by the
+# parser with a caret, however it is built (a left-associative chain, `**` or
+# `?:` chains, chains nested in calls), never a crash; one at the limit, in
+# 250 nested blocks, compiles and runs on 1 MB of stack, the bound that the
+# limit is chosen for.
+#
+#   tests/cli/limits.sh build/kjit
+. "$(dirname "$0")/lib.sh"
+export KJIT_CACHE=off
+show_err=3
+
+# chain N [BLOCKS]: a kernel whose out[0] is x added N times to x, inside
+# BLOCKS nested ifs (all true: x is 1)
+chain() {
+    python3 - "$@" <<'PY'
+import sys
+n = int(sys.argv[1]); blocks = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+print("@kernel\nfn k(out: f64[]) {\n    let x = out[1];")
+print("if x > 0.0 {\n" * blocks, end="")
+print("    out[0] = x")
+for i in range(0, n, 20):
+    print("        " + " ".join(["+ x"] * min(20, n - i)))
+print("    ;")
+print("}\n" * blocks, end="")
+print("}")
+PY
+}
+
+# refused NAME: $tmp/$NAME.kern is refused with the depth or nesting error
+refused() {
+    "$kjit" check "$tmp/$1.kern" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = 1 ] && grep -q "$2" "$tmp/err" && grep -q '^ *\^$' "$tmp/err"; then ok
+    else bad "$1: exit $rc (expected 1) and '$2' with a caret"; fi
+}
+
+chain 1001 >"$tmp/deep.kern"
+refused deep 'expression nested too deeply (more than 1000'
+chain 200000 >"$tmp/deeper.kern"
+refused deeper 'expression nested too deeply (more than 1000'
+# chains nested in calls: f(f(...) + x + ... + x) + x + ..., each chain 99
+# operators long, 100 calls deep (each level a line, so that an error's
+# excerpt is short)
+python3 -c '
+e = "x"
+for i in range(100):
+    e = "f(" + e + ")\n" + " + x" * 99
+print("fn f(x: f64) -> f64 { return x; }")
+print("fn g(x: f64) -> f64 { return " + e + "; }")' >"$tmp/calls.kern"
+refused calls 'expression nested too deeply (more than 1000'
+python3 -c 'print("fn f(x: f64) -> f64 { return " + "x ** " * 100000 + "x; }")' >"$tmp/pow.kern"
+refused pow 'nested too deeply (more than 256 levels)'
+python3 -c 'print("fn f(x: f64) -> f64 { return " + "x > 1.0 ? x : " * 100000 + "x; }")' \
+    >"$tmp/ternary.kern"
+refused ternary 'nested too deeply (more than 256 levels)'
+
+# the deepest expression allowed, in 250 nested blocks, on a 1 MB stack
+chain 1000 250 >"$tmp/limit.kern"
+if (ulimit -s 1024 && "$kjit" run "$tmp/limit.kern" k ones:f64:4 --grid 1 --block 1 \
+        >"$tmp/out" 2>"$tmp/err") && grep -q "max 1001 " "$tmp/out"; then ok
+else bad "1000 operators deep in 250 blocks: runs on 1 MB of stack, out[0] = 1001"; fi
+
+finish
