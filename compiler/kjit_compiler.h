@@ -739,6 +739,9 @@ typedef struct KjIrFunction {
      * split_of: in such a split form, the kernel it was made from. */
     struct KjIrFunction *split;
     struct KjIrFunction *split_of;
+    /* uniform.c's memo of kj_uniform_call_has_effects (stores, atomics, print,
+     * a read of the thread here or in a callee), asked once per function */
+    enum { KJ_EFFECTS_UNKNOWN, KJ_EFFECTS_NONE, KJ_EFFECTS_SOME } effects;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -1124,6 +1127,13 @@ bool kj_uniform_call_has_effects(const KjIrFunction *callee);
  * the split form keeps the values that live across a barrier in arrays of
  * this many elements. */
 #define KJ_MAX_BLOCK_THREADS 1024
+
+/* The most regions (loops over a block's threads) a split form may have, made
+ * by barrier_split.c or by split_specialise.c's unrolling: the split form is
+ * one LLVM function, and LLVM's optimiser takes time quadratic in the loops
+ * of a function (400 barriers: 16 s).  Past it the kernel runs on fibers,
+ * whose code grows linearly (or the loop stays rolled). */
+#define KJ_SPLIT_MAX_REGIONS 64
 
 /*
  * The split form of a kernel whose syncthreads() calls all sit outside

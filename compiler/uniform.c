@@ -120,10 +120,10 @@ static void mark_not_unit(KjUniformity *u, const KjIrVar *v)
 
 /* ============================================================ calls */
 
-static bool stmt_has_effects(const KjIrStmt *s, int depth);
+static bool stmt_has_effects(const KjIrStmt *s);
 
 /* Stores, atomics, print or a read of the thread, here or in a callee. */
-static bool expr_has_effects(const KjIrExpr *e, int depth)
+static bool expr_has_effects(const KjIrExpr *e)
 {
     if (!e)
         return false;
@@ -132,39 +132,46 @@ static bool expr_has_effects(const KjIrExpr *e, int depth)
     case KJ_IR_SYNCTHREADS:
         return true;
     case KJ_IR_CALL:
-        if (e->callee && (e->callee->device_use || depth > 64 ||
-                          stmt_has_effects(e->callee->body, depth + 1)))
+        if (e->callee && kj_uniform_call_has_effects(e->callee))
             return true;
         break;
     default:
         break;
     }
     for (int i = 0; i < e->arg_count; i++)
-        if (expr_has_effects(e->args[i], depth))
+        if (expr_has_effects(e->args[i]))
             return true;
     return false;
 }
 
-static bool stmt_has_effects(const KjIrStmt *s, int depth)
+static bool stmt_has_effects(const KjIrStmt *s)
 {
     if (!s)
         return false;
     if (s->kind == KJ_IR_STMT_STORE)
         return true;
     for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_has_effects(s->stmts.items[i], depth))
+        if (stmt_has_effects(s->stmts.items[i]))
             return true;
     const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (expr_has_effects(es[i], depth))
+        if (expr_has_effects(es[i]))
             return true;
-    return stmt_has_effects(s->then_stmt, depth) || stmt_has_effects(s->else_stmt, depth) ||
-           stmt_has_effects(s->body, depth);
+    return stmt_has_effects(s->then_stmt) || stmt_has_effects(s->else_stmt) ||
+           stmt_has_effects(s->body);
 }
 
+/* Remembered in the callee: a function that calls another twice, each of
+ * those two calls twice, and so on, would be walked once per path through
+ * the call tree, 2^depth times (the checker refuses recursion, so the walk
+ * ends).  A function's body does not change once checked. */
 bool kj_uniform_call_has_effects(const KjIrFunction *callee)
 {
-    return callee->device_use || stmt_has_effects(callee->body, 0);
+    if (callee->effects == KJ_EFFECTS_UNKNOWN) {
+        bool some = callee->device_use || stmt_has_effects(callee->body);
+        ((KjIrFunction *)callee)->effects = some ? KJ_EFFECTS_SOME : KJ_EFFECTS_NONE;
+    }
+    return callee->effects == KJ_EFFECTS_SOME;
 }
 
 /* ============================================================ expressions */

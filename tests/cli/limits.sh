@@ -62,4 +62,38 @@ if (ulimit -s 1024 && "$kjit" run "$tmp/limit.kern" k ones:f64:4 --grid 1 --bloc
         >"$tmp/out" 2>"$tmp/err") && grep -q "max 1001 " "$tmp/out"; then ok
 else bad "1000 operators deep in 250 blocks: runs on 1 MB of stack, out[0] = 1001"; fi
 
+# Compile bombs (issue 23): no test is timed (loaded CI machines), but each
+# runs under a generous `timeout 60` and the work is checked where it can be.
+# (a) functions that each call the one before twice, 24 deep: 2^24 paths
+# through the calls that uniform.c's walk for effects once took one by one
+python3 -c '
+print("fn g0(x: f64) -> f64 { return x * 1.5 + 1.0; }")
+for i in range(1, 25):
+    print("fn g%d(x: f64) -> f64 { return g%d(x) + g%d(x + 1.0); }" % (i, i - 1, i - 1))
+print("@kernel\nfn k(out: f64[]) { out[0] = g24(out[0]); }")' >"$tmp/calls24.kern"
+if timeout 60 "$kjit" run "$tmp/calls24.kern" k zeros:f64:4 --grid 1 --block 1 >"$tmp/out" 2>"$tmp/err"
+then ok; else bad "24 levels of calls that double: compiles and runs within 60 s"; fi
+
+# (b) barriers: 60 make a split form of 61 regions; 400 stay on fibers
+# (KJ_SPLIT_MAX_REGIONS, 64), whose code grows linearly
+barriers() {
+    python3 -c '
+import sys
+print("@kernel\nfn k(out: f64[]) {\n    let i = threadIdx.x;\n    let s = 0.0;")
+for j in range(int(sys.argv[1])):
+    print("    s += out[i];\n    syncthreads();")
+print("    out[i] = s;\n}")' "$1"
+}
+barriers 60 >"$tmp/b60.kern"
+barriers 400 >"$tmp/b400.kern"
+"$kjit" check --dump=vec "$tmp/b60.kern" >"$tmp/out" 2>"$tmp/err"
+if [ "$(grep -c '^  threads$' "$tmp/out")" = 61 ]; then ok
+else bad "60 barriers: a split form of 61 regions"; fi
+"$kjit" check --dump=vec "$tmp/b400.kern" >"$tmp/out" 2>"$tmp/err"
+if [ $? = 0 ] && ! grep -q '^  threads$' "$tmp/out"; then ok
+else bad "400 barriers: no split form"; fi
+if timeout 60 "$kjit" run "$tmp/b400.kern" k ones:f64:64 --grid 1 --block 64 >"$tmp/out" 2>"$tmp/err" &&
+    grep -q "max 400 " "$tmp/out"; then ok
+else bad "400 barriers: compiles and runs (on fibers) within 60 s, out[i] = 400"; fi
+
 finish
