@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kjit_runtime.h"
 
@@ -183,7 +184,27 @@ kjit_status kj_npy_read(const char *path, kjit_array *out, char **error)
 
     *out = kjit_array_make(NULL, dtype, ndim, shape);
     size_t elem = kjit_dtype_size(dtype);
-    size_t bytes = (size_t)kjit_array_size(out) * elem;
+    /* The data's size, overflow-checked, against what the file holds, before
+     * anything is allocated: a 100-byte file may claim any shape (found by
+     * tests/fuzz/fuzz_npy.c). */
+    size_t bytes = elem;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || __builtin_mul_overflow(bytes, (size_t)shape[d], &bytes)) {
+            *error = npy_error(path, "the shape's size overflows");
+            status = KJIT_ERROR_INVALID_ARGUMENT;
+            goto done;
+        }
+    }
+    long here = ftell(file);
+    struct stat info;
+    if (here >= 0 && fstat(fileno(file), &info) == 0 && S_ISREG(info.st_mode) &&
+        (uint64_t)info.st_size - (uint64_t)here < bytes) {
+        *error = npy_error(path, "truncated: the header claims %zu bytes of data, the file "
+                                 "holds %llu", bytes,
+                           (unsigned long long)((uint64_t)info.st_size - (uint64_t)here));
+        status = KJIT_ERROR_INVALID_ARGUMENT;
+        goto done;
+    }
     if (posix_memalign(&data, 64, bytes ? bytes : 64) != 0) {
         data = NULL;
         *error = npy_error(path, "out of memory for %zu bytes", bytes);

@@ -63,10 +63,11 @@ test-layers:
 	tests/layers.sh
 
 check: all test-layers test-unit test-golden test-robust test-embed test-cli test-python \
-       test-bench-refs
+       test-bench-refs test-fuzz
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
+include tests/fuzz/fuzz.mk
 -include tests/gpu/gpu.mk
 -include tests/bench/bench.mk
 -include tests/bench/cpu.mk

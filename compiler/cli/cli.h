@@ -93,6 +93,21 @@ int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *w
  * false with the usage message in why. */
 bool kj_cli_call_complete(const KjCliCall *call, char *why, size_t why_size);
 
+/* cli_run.c: kjit run's command line, read without running anything (the
+ * fuzz harness tests/fuzz/fuzz_cli_args.c calls it too). */
+#define KJ_CLI_MAX_SAVES 16
+typedef struct KjCliRunOptions {
+    KjCliCall call;
+    kjit_target target;
+    const char *output;
+    int save_index[KJ_CLI_MAX_SAVES];
+    const char *save_path[KJ_CLI_MAX_SAVES];
+    int save_count;
+    int repeat;
+} KjCliRunOptions;
+/* 0: read; 1: --help asked; -1: refused, the usage message in why. */
+int kj_cli_run_parse(int argc, char **argv, KjCliRunOptions *o, char *why, size_t why_size);
+
 /* A function's arguments made from their command-line texts.  args[i] points
  * into arrays[i] for array arguments, so the struct must stay where it is. */
 typedef struct KjCliArgs {
