@@ -120,10 +120,11 @@ static void mark_not_unit(KjUniformity *u, const KjIrVar *v)
 
 /* ============================================================ calls */
 
-static bool stmt_has_effects(const KjIrStmt *s);
+static bool stmt_has_effects(const KjIrStmt *s, int depth);
+static bool call_has_effects(const KjIrFunction *callee, int depth);
 
 /* Stores, atomics, print or a read of the thread, here or in a callee. */
-static bool expr_has_effects(const KjIrExpr *e)
+static bool expr_has_effects(const KjIrExpr *e, int depth)
 {
     if (!e)
         return false;
@@ -132,46 +133,53 @@ static bool expr_has_effects(const KjIrExpr *e)
     case KJ_IR_SYNCTHREADS:
         return true;
     case KJ_IR_CALL:
-        if (e->callee && kj_uniform_call_has_effects(e->callee))
+        if (e->callee && call_has_effects(e->callee, depth + 1))
             return true;
         break;
     default:
         break;
     }
     for (int i = 0; i < e->arg_count; i++)
-        if (expr_has_effects(e->args[i]))
+        if (expr_has_effects(e->args[i], depth))
             return true;
     return false;
 }
 
-static bool stmt_has_effects(const KjIrStmt *s)
+static bool stmt_has_effects(const KjIrStmt *s, int depth)
 {
     if (!s)
         return false;
     if (s->kind == KJ_IR_STMT_STORE)
         return true;
     for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_has_effects(s->stmts.items[i]))
+        if (stmt_has_effects(s->stmts.items[i], depth))
             return true;
     const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (expr_has_effects(es[i]))
+        if (expr_has_effects(es[i], depth))
             return true;
-    return stmt_has_effects(s->then_stmt) || stmt_has_effects(s->else_stmt) ||
-           stmt_has_effects(s->body);
+    return stmt_has_effects(s->then_stmt, depth) || stmt_has_effects(s->else_stmt, depth) ||
+           stmt_has_effects(s->body, depth);
 }
 
 /* Remembered in the callee: a function that calls another twice, each of
  * those two calls twice, and so on, would be walked once per path through
  * the call tree, 2^depth times (the checker refuses recursion, so the walk
- * ends).  A function's body does not change once checked. */
-bool kj_uniform_call_has_effects(const KjIrFunction *callee)
+ * ends).  A function's body does not change once checked.  A chain of calls
+ * deeper than 64 is taken to have effects (the safe answer) rather than
+ * walked: the walk recurses, and a file may chain thousands of functions. */
+static bool call_has_effects(const KjIrFunction *callee, int depth)
 {
     if (callee->effects == KJ_EFFECTS_UNKNOWN) {
-        bool some = callee->device_use || stmt_has_effects(callee->body);
+        bool some = callee->device_use || depth > 64 || stmt_has_effects(callee->body, depth);
         ((KjIrFunction *)callee)->effects = some ? KJ_EFFECTS_SOME : KJ_EFFECTS_NONE;
     }
     return callee->effects == KJ_EFFECTS_SOME;
+}
+
+bool kj_uniform_call_has_effects(const KjIrFunction *callee)
+{
+    return call_has_effects(callee, 0);
 }
 
 /* ============================================================ expressions */
