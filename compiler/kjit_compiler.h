@@ -26,6 +26,12 @@
  * thread, kept on every target so that a program runs on all of them. */
 #define KJ_MAX_LOCAL_BYTES (512 * 1024)
 
+/* The longest chain of calls a program may make (f calls g calls h ...: 2).
+ * LLVM's inliner copies a chain of n small functions n^2/2 instructions
+ * (10,000 took 90 s), and the checker and the code generator recurse down
+ * chains.  Real kernels call a few levels deep. */
+#define KJ_MAX_CALL_DEPTH 64
+
 /* Internal invariants only: bad user input is never a reason to die. */
 _Noreturn void kj_die_at(const char *file, int line, const char *fmt, ...);
 #define kj_die(...) kj_die_at(__FILE__, __LINE__, __VA_ARGS__)
@@ -739,6 +745,8 @@ typedef struct KjIrFunction {
      * split_of: in such a split form, the kernel it was made from. */
     struct KjIrFunction *split;
     struct KjIrFunction *split_of;
+    int call_depth;          /* the longest chain of calls below it, 0 when it calls
+                                nothing; at most KJ_MAX_CALL_DEPTH (check_call.c) */
     /* uniform.c's memo of kj_uniform_call_has_effects (stores, atomics, print,
      * a read of the thread here or in a callee), asked once per function */
     enum { KJ_EFFECTS_UNKNOWN, KJ_EFFECTS_NONE, KJ_EFFECTS_SOME } effects;

@@ -96,4 +96,35 @@ if timeout 60 "$kjit" run "$tmp/b400.kern" k ones:f64:64 --grid 1 --block 64 >"$
     grep -q "max 400 " "$tmp/out"; then ok
 else bad "400 barriers: compiles and runs (on fibers) within 60 s, out[i] = 400"; fi
 
+# (c) 10,000 stores into a local() array: past the size the back end takes
+# (KJ_MAX_ROOT_NODES, 50,000 IR nodes; LLVM's time on it grows faster than
+# the code), refused at once; KJIT_MAX_IR_NODES moves the bound
+python3 -c '
+print("@kernel\nfn k(out: f64[]) {\n    let a = local(f64, 10000);")
+for j in range(10000):
+    print("    a[%d] = out[0] + %d.0;" % (j, j))
+print("    out[0] = a[3];\n}")' >"$tmp/stores.kern"
+timeout 60 "$kjit" run "$tmp/stores.kern" k zeros:f64:4 --grid 1 --block 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "'k' is too large to compile: 80009 IR nodes" "$tmp/err"; then ok
+else bad "10,000 stores: refused with the node count (exit $rc)"; fi
+KJIT_MAX_IR_NODES=100 timeout 60 "$kjit" run "$tmp/calls24.kern" k zeros:f64:4 --grid 1 --block 1 \
+    >"$tmp/out" 2>"$tmp/err"
+if [ $? = 1 ] && grep -q "more than 100 " "$tmp/err"; then ok
+else bad "KJIT_MAX_IR_NODES=100 refuses the 24 levels of calls"; fi
+
+# a chain of 10,000 functions, each calling the one before (once 90 s in
+# LLVM's inliner): refused at the 65th (KJ_MAX_CALL_DEPTH), defined in either
+# order (the checker checks a callee defined later first, recursing)
+python3 -c '
+print("fn h0(x: f64) -> f64 { return x * 1.5; }")
+for i in range(1, 10001):
+    print("fn h%d(x: f64) -> f64 { return h%d(x) + 1.0; }" % (i, i - 1))' >"$tmp/chain.kern"
+refused chain 'calls nested too deeply: this call starts a chain of more than 64 calls'
+python3 -c '
+for i in range(10000, 0, -1):
+    print("fn h%d(x: f64) -> f64 { return h%d(x) + 1.0; }" % (i, i - 1))
+print("fn h0(x: f64) -> f64 { return x * 1.5; }")' >"$tmp/reversed.kern"
+refused reversed 'calls nested too deeply: this call starts a chain of more than 64 calls'
+
 finish
