@@ -216,7 +216,10 @@ kjit_status kj_npy_read(const char *path, kjit_array *out, char **error)
         goto truncated;
     }
     out->data = data;
-    if (fortran) {
+    /* An empty array's strides address nothing, and the product of its other
+     * extents may not fit (found by tests/fuzz/fuzz_npy.c); a non-empty one's
+     * partial products are at most its byte size. */
+    if (fortran && bytes > 0) {
         int64_t stride = (int64_t)elem;
         for (int d = 0; d < ndim; d++) {
             out->strides[d] = stride;
