@@ -16,9 +16,11 @@ LLVM_CONFIG ?= llvm-config-19
 CC          ?= cc
 RE2C        ?= re2c
 
-# Debian packages the build needs (and NumPy, for the tests); `make deps` installs
+# Debian packages the build needs (and NumPy, for the tests; clang and its
+# libFuzzer runtime for tests/fuzz, clang 14 on Debian 12); `make deps` installs
 # the missing ones.
-DEB_PACKAGES = llvm-19-dev re2c check libpng-dev zlib1g-dev libzstd-dev pkg-config
+DEB_PACKAGES = llvm-19-dev re2c check libpng-dev zlib1g-dev libzstd-dev pkg-config \
+               clang libclang-rt-14-dev
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
               -Wno-missing-field-initializers -fPIC -g

@@ -43,8 +43,9 @@
  * control flow; warp and block collectives, syncgrid() and barriers in device
  * functions; a return, break or continue that would leave a region other than
  * at the kernel's end; a local() array that lives across a barrier; and per-
- * thread arrays past KJ_MAX_LOCAL_BYTES.  Returning before a barrier is one of
- * these: a thread that returned would have to skip the later regions, and
+ * thread arrays past KJ_MAX_LOCAL_BYTES; and more than KJ_SPLIT_MAX_REGIONS
+ * regions (LLVM's optimiser is quadratic in a function's loops).  Returning
+ * before a barrier is one of these: a thread that returned would have to skip the later regions, and
  * CUDA leaves a barrier that some threads never reach undefined anyway.
  *
  * Which values vary between threads is uniform.c's answer, with every load
@@ -892,6 +893,8 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
         }
     }
     KjIrStmt *planned = S->why ? NULL : plan(S, kernel->body, true);
+    if (!S->why && S->regions > KJ_SPLIT_MAX_REGIONS)
+        refuse(S, "more regions between barriers than KJ_SPLIT_MAX_REGIONS (64)");
 
     KjIrFunction *fn = NULL;
     if (!S->why) {

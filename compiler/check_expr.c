@@ -402,6 +402,12 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
         kj_buf_free(&chain);
         return NULL;
     }
+    if (callee->state == KJ_CHECK_FN_UNCHECKED && c->stack.count >= KJ_MAX_CALL_DEPTH) {
+        /* checking a callee before its caller recurses: bounded here */
+        kj_error(c->diag, n->loc, "calls nested too deeply: this call starts a chain of more "
+                 "than %d calls", KJ_MAX_CALL_DEPTH);
+        return NULL;
+    }
     if (callee->state == KJ_CHECK_FN_UNCHECKED)
         c->check_function(c, callee);
     if (callee->bad || callee->entry->variants.count != 1)
@@ -422,6 +428,14 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
     if (target->local_bytes > c->cur->call_local_bytes) {
         c->cur->call_local_bytes = target->local_bytes;
         c->cur->call_local_loc = n->loc;
+    }
+    if (target->call_depth + 1 > c->cur->ir->call_depth) {
+        if (target->call_depth + 1 > KJ_MAX_CALL_DEPTH) {
+            kj_error(c->diag, n->loc, "calls nested too deeply: this call starts a chain of more "
+                     "than %d calls", KJ_MAX_CALL_DEPTH);
+            return NULL;
+        }
+        c->cur->ir->call_depth = target->call_depth + 1;
     }
     for (int i = 0; i < n->args.count; i++) {
         char context[160];

@@ -26,10 +26,21 @@
  * thread, kept on every target so that a program runs on all of them. */
 #define KJ_MAX_LOCAL_BYTES (512 * 1024)
 
+/* The longest chain of calls a program may make (f calls g calls h ...: 2).
+ * LLVM's inliner copies a chain of n small functions n^2/2 instructions
+ * (10,000 took 90 s), and the checker and the code generator recurse down
+ * chains.  Real kernels call a few levels deep. */
+#define KJ_MAX_CALL_DEPTH 64
+
 /* Internal invariants only: bad user input is never a reason to die. */
 _Noreturn void kj_die_at(const char *file, int line, const char *fmt, ...);
 #define kj_die(...) kj_die_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kj_unreachable() kj_die_at(__FILE__, __LINE__, "unreachable")
+
+/* For a helper of a recursive walk that holds large locals: inlined, its frame
+ * would be paid at every level of the recursion, not only where it is used
+ * (the depth the passes may recurse to is bounded in parse.c). */
+#define KJ_NOINLINE __attribute__((noinline))
 
 /* The one checked wrapper for allocations that outlive a compilation. */
 void *kj_xmalloc(size_t size);
@@ -337,6 +348,8 @@ typedef struct KjNode {
     KjVec names; /* const char* (LET: one, or two for `let a, b = grid(2)`) */
     const KjType *declared_type;
     KjFunctionDecl *fn;
+    int height; /* an expression's: operators, calls, indexes and members on its longest
+                 * path to a leaf, 0 for a leaf (parse.c bounds it) */
 } KjNode;
 
 /* A parsed file: its imports, constants and functions in source order. */
@@ -729,6 +742,11 @@ typedef struct KjIrFunction {
      * split_of: in such a split form, the kernel it was made from. */
     struct KjIrFunction *split;
     struct KjIrFunction *split_of;
+    int call_depth;          /* the longest chain of calls below it, 0 when it calls
+                                nothing; at most KJ_MAX_CALL_DEPTH (check_call.c) */
+    /* uniform.c's memo of kj_uniform_call_has_effects (stores, atomics, print,
+     * a read of the thread here or in a callee), asked once per function */
+    enum { KJ_EFFECTS_UNKNOWN, KJ_EFFECTS_NONE, KJ_EFFECTS_SOME } effects;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -945,6 +963,13 @@ bool kj_uniform_call_has_effects(const KjIrFunction *callee);
  * the split form keeps the values that live across a barrier in arrays of
  * this many elements. */
 #define KJ_MAX_BLOCK_THREADS 1024
+
+/* The most regions (loops over a block's threads) a split form may have, made
+ * by barrier_split.c or by split_specialise.c's unrolling: the split form is
+ * one LLVM function, and LLVM's optimiser takes time quadratic in the loops
+ * of a function (400 barriers: 16 s).  Past it the kernel runs on fibers,
+ * whose code grows linearly (or the loop stays rolled). */
+#define KJ_SPLIT_MAX_REGIONS 64
 
 /*
  * The split form of a kernel whose syncthreads() calls all sit outside

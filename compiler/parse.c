@@ -70,6 +70,16 @@ const char *kj_node_kind_name(KjNodeKind kind)
 /* Deeper nesting than this is certainly not a real program. */
 enum { KJ_MAX_NESTING = 256 };
 
+/* How deep an expression's tree may be, counting every operator, call, index
+ * and member on the longest path to a leaf (parentheses alone add nothing).
+ * Every pass after the parser (checker, IR passes, code generation, the SIMD
+ * lowering) recurses over expression trees; this bound is what keeps them
+ * within the stack of any thread a compile may run on.  Measured at about
+ * 0.5 KB of stack a level in the deepest of them, 1000 levels and 256 nested
+ * blocks fit in 1 MB (docs/language.md, "Limits").  A left-associative chain
+ * (a + b + c + ...) is built by a loop here but is as deep as it is long. */
+enum { KJ_MAX_EXPR_DEPTH = 1000 };
+
 /* A lexer error, held back so that it comes out in source order among the
  * parser's errors rather than all of them first. */
 typedef struct PendingError {
@@ -334,6 +344,29 @@ static KjNode *new_node(Parser *p, KjNodeKind kind, KjLoc loc)
     return node;
 }
 
+/* Sets a just-built expression node's height from its children's and refuses
+ * it when that passes KJ_MAX_EXPR_DEPTH; the caret is at the node's own spot
+ * (the operator of a chain, the name of a call). */
+static KjNode *bounded(Parser *p, KjNode *node)
+{
+    int height = 0; /* a leaf's */
+    const KjNode *children[] = {node->lhs, node->rhs, node->cond};
+    for (int i = 0; i < 3; i++)
+        if (children[i] && children[i]->height > height)
+            height = children[i]->height;
+    for (int i = 0; i < node->args.count; i++) {
+        const KjNode *arg = node->args.items[i];
+        if (arg->height > height)
+            height = arg->height;
+    }
+    node->height = height + 1;
+    if (node->height > KJ_MAX_EXPR_DEPTH && !p->panic)
+        syntax_error(p, node->loc, "expression nested too deeply (more than %d operators, calls "
+                                   "and indexes on one path); split it with let",
+                     KJ_MAX_EXPR_DEPTH);
+    return node;
+}
+
 /* What a failed expression becomes: a harmless literal, so callers need no
  * NULL checks (the AST of a file with errors is never checked). */
 static KjNode *error_node(Parser *p)
@@ -507,7 +540,7 @@ static KjNode *postfix(Parser *p)
             else
                 args(p, &call->args);
             expect(p, KJ_TOK_RPAREN);
-            node = call;
+            node = bounded(p, call);
         } else if (tok->kind == KJ_TOK_LBRACKET) {
             advance(p);
             if (node->kind == KJ_NODE_INDEX) {
@@ -516,13 +549,14 @@ static KjNode *postfix(Parser *p)
                 report(p, tok->loc, "an array is indexed once with every index: write a[i, j], not a[i][j]");
                 args(p, &node->args);
                 expect(p, KJ_TOK_RBRACKET);
+                bounded(p, node);
                 continue;
             }
             KjNode *index = new_node(p, KJ_NODE_INDEX, tok->loc);
             index->lhs = node;
             args(p, &index->args);
             expect(p, KJ_TOK_RBRACKET);
-            node = index;
+            node = bounded(p, index);
         } else if (tok->kind == KJ_TOK_DOT) {
             advance(p);
             KjToken *name = peek(p);
@@ -531,7 +565,7 @@ static KjNode *postfix(Parser *p)
             KjNode *member = new_node(p, KJ_NODE_MEMBER, name->loc);
             member->lhs = node;
             member->name = token_text(p, name);
-            node = member;
+            node = bounded(p, member);
         } else {
             break;
         }
@@ -548,8 +582,10 @@ static KjNode *power(Parser *p)
     KjNode *node = new_node(p, KJ_NODE_BINARY, advance(p)->loc);
     node->binary_op = KJ_BIN_POW;
     node->lhs = base;
-    node->rhs = unary(p); /* right-associative, and 2 ** -1 is fine */
-    return node;
+    /* right-associative, and 2 ** -1 is fine; a chain of them recurses here */
+    node->rhs = enter(p) ? unary(p) : error_node(p);
+    leave(p);
+    return bounded(p, node);
 }
 
 // unary = ("-" | "+" | "!" | "~") unary | power
@@ -576,7 +612,7 @@ static KjNode *unary(Parser *p)
     else
         node->lhs = error_node(p);
     leave(p);
-    return node;
+    return bounded(p, node);
 }
 
 typedef struct OpMap {
@@ -598,7 +634,7 @@ static KjNode *binary_left(Parser *p, KjNode *(*operand)(Parser *), const OpMap 
         bin->binary_op = ops[i].op;
         bin->lhs = node;
         bin->rhs = operand(p);
-        node = bin;
+        node = bounded(p, bin);
     }
     return node;
 }
@@ -688,8 +724,10 @@ static KjNode *ternary(Parser *p)
         node->rhs = error_node(p);
         return node;
     }
-    node->rhs = ternary(p);
-    return node;
+    /* a ? b : c ? d : ... recurses here */
+    node->rhs = enter(p) ? ternary(p) : error_node(p);
+    leave(p);
+    return bounded(p, node);
 }
 
 // expr = ternary

@@ -15,6 +15,7 @@
  *                                   barrier split (cpu: a kernel's thread loops) -> verify
  *                                   specialise (cpu: the split form for a launch's
  *                                   block dims) -> verify
+ *                                   size (what the back end gets, bounded)
  *   back end, per target            lower -> optimise -> emit (object or PTX)
  *
  * The checked module is always verified: a verifier failure is a compiler bug,
@@ -25,6 +26,7 @@
  */
 #include "kjit_compiler.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +57,96 @@ static bool verified_ir(KjPipeline *p, const KjIrFunction *fn, const char *after
     free(why);
     return false;
 }
+
+/* ------------------------------------------------- the size of a root */
+
+/*
+ * A root's size: the IR nodes (statements and expressions) of the function
+ * the back end gets, its split form, and every function it calls, each
+ * counted once.  LLVM's optimiser is superlinear in a function's size on
+ * some shapes (10,000 stores into one local() array: 18 s, in InstCombine
+ * and the instruction scheduler) and cannot be stopped midway, so the input
+ * it gets is bounded instead: KJ_MAX_ROOT_NODES, or KJIT_MAX_IR_NODES.
+ */
+enum { KJ_MAX_ROOT_NODES = 50000 };
+
+typedef struct SizeWalk {
+    const KjIrFunction **seen; /* open addressing, NULL = free */
+    size_t cap, count;
+    int64_t nodes;
+} SizeWalk;
+
+static void count_function(SizeWalk *w, const KjIrFunction *fn);
+
+static void count_expr(SizeWalk *w, const KjIrExpr *e)
+{
+    if (!e)
+        return;
+    w->nodes++;
+    if (e->op == KJ_IR_CALL && e->callee)
+        count_function(w, e->callee);
+    for (int i = 0; i < e->arg_count; i++)
+        count_expr(w, e->args[i]);
+}
+
+static void count_stmt(SizeWalk *w, const KjIrStmt *s)
+{
+    if (!s)
+        return;
+    w->nodes++;
+    for (int i = 0; i < s->stmts.count; i++)
+        count_stmt(w, s->stmts.items[i]);
+    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        count_expr(w, es[i]);
+    for (int i = 0; i < s->index_count; i++)
+        count_expr(w, s->indices[i]);
+    count_stmt(w, s->then_stmt);
+    count_stmt(w, s->else_stmt);
+    count_stmt(w, s->body);
+}
+
+/* Each function once: a call tree that doubles at each level holds few
+ * functions but many paths.  The recursion follows calls, at most
+ * KJ_MAX_CALL_DEPTH deep. */
+static void count_function(SizeWalk *w, const KjIrFunction *fn)
+{
+    if (!fn)
+        return;
+    if (2 * (w->count + 1) > w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        const KjIrFunction **seen = kj_xcalloc(cap, sizeof *seen);
+        for (size_t i = 0; i < w->cap; i++) {
+            if (!w->seen[i])
+                continue;
+            size_t h = ((uintptr_t)w->seen[i] >> 4) & (cap - 1);
+            while (seen[h])
+                h = (h + 1) & (cap - 1);
+            seen[h] = w->seen[i];
+        }
+        free(w->seen);
+        w->seen = seen;
+        w->cap = cap;
+    }
+    size_t h = ((uintptr_t)fn >> 4) & (w->cap - 1);
+    for (; w->seen[h]; h = (h + 1) & (w->cap - 1))
+        if (w->seen[h] == fn)
+            return;
+    w->seen[h] = fn;
+    w->count++;
+    count_stmt(w, fn->body);
+    count_function(w, fn->split);
+}
+
+static int64_t max_root_nodes(void)
+{
+    const char *env = getenv("KJIT_MAX_IR_NODES");
+    char *end;
+    long long n = env && *env ? strtoll(env, &end, 10) : 0;
+    return env && *env && *end == '\0' && n > 0 ? n : KJ_MAX_ROOT_NODES;
+}
+
+/* ------------------------------------------------------------ the passes */
 
 static bool verified(KjPipeline *p, const char *after) { return verified_ir(p, NULL, after); }
 
@@ -139,6 +231,18 @@ bool kj_pipeline_run(KjPipeline *p)
             root->root = kj_split_specialise(p->arena, root->root, root->block);
             if (p->verify && !verified_ir(p, root->root->split, "specialise"))
                 return false;
+        }
+        /* size: what the back end would get, bounded (see above) */
+        SizeWalk walk = {0};
+        count_function(&walk, root->root);
+        free(walk.seen);
+        int64_t limit = max_root_nodes();
+        if (walk.nodes > limit) {
+            kj_error(p->diag, root->fn->loc, "'%s' is too large to compile: %lld IR nodes with "
+                     "the functions it calls, more than %lld (LLVM's time grows faster than "
+                     "the code); split it into smaller functions or kernels, or raise "
+                     "KJIT_MAX_IR_NODES", root->fn->name, (long long)walk.nodes, (long long)limit);
+            return false;
         }
     }
     return true;

@@ -34,7 +34,7 @@
 
 enum {
     KJ_SPLIT_UNROLL_TURNS = 64,    /* turns of one while */
-    KJ_SPLIT_UNROLL_REGIONS = 512, /* regions made by unrolling, in all */
+    KJ_SPLIT_UNROLL_REGIONS = KJ_SPLIT_MAX_REGIONS, /* regions made by unrolling, in all */
 };
 
 /* What is known of each variable at a point of the code outside the regions. */
@@ -710,6 +710,7 @@ KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, co
          *S = &spec;
     KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
     *fn = *split;
+    fn->effects = KJ_EFFECTS_UNKNOWN; /* a new body */
     fn->body = new_block(S, split->body->loc);
     control_stmt(S, split->body, known_new(S), fn->body);
     KjIrFunction *root = kj_arena_alloc(arena, sizeof *root);

@@ -121,6 +121,7 @@ static void mark_not_unit(KjUniformity *u, const KjIrVar *v)
 /* ============================================================ calls */
 
 static bool stmt_has_effects(const KjIrStmt *s, int depth);
+static bool call_has_effects(const KjIrFunction *callee, int depth);
 
 /* Stores, atomics, print or a read of the thread, here or in a callee. */
 static bool expr_has_effects(const KjIrExpr *e, int depth)
@@ -132,8 +133,7 @@ static bool expr_has_effects(const KjIrExpr *e, int depth)
     case KJ_IR_SYNCTHREADS:
         return true;
     case KJ_IR_CALL:
-        if (e->callee && (e->callee->device_use || depth > 64 ||
-                          stmt_has_effects(e->callee->body, depth + 1)))
+        if (e->callee && call_has_effects(e->callee, depth + 1))
             return true;
         break;
     default:
@@ -162,9 +162,24 @@ static bool stmt_has_effects(const KjIrStmt *s, int depth)
            stmt_has_effects(s->body, depth);
 }
 
+/* Remembered in the callee: a function that calls another twice, each of
+ * those two calls twice, and so on, would be walked once per path through
+ * the call tree, 2^depth times (the checker refuses recursion, so the walk
+ * ends).  A function's body does not change once checked.  A chain of calls
+ * deeper than 64 is taken to have effects (the safe answer) rather than
+ * walked: the walk recurses, and a file may chain thousands of functions. */
+static bool call_has_effects(const KjIrFunction *callee, int depth)
+{
+    if (callee->effects == KJ_EFFECTS_UNKNOWN) {
+        bool some = callee->device_use || depth > 64 || stmt_has_effects(callee->body, depth);
+        ((KjIrFunction *)callee)->effects = some ? KJ_EFFECTS_SOME : KJ_EFFECTS_NONE;
+    }
+    return callee->effects == KJ_EFFECTS_SOME;
+}
+
 bool kj_uniform_call_has_effects(const KjIrFunction *callee)
 {
-    return callee->device_use || stmt_has_effects(callee->body, 0);
+    return call_has_effects(callee, 0);
 }
 
 /* ============================================================ expressions */

@@ -328,7 +328,10 @@ kjit_status kj_npy_read(const char *path, kjit_array *out, char **error)
         goto truncated;
     }
     *out = kjit_array_make(data, dtype, ndim, shape);
-    if (fortran) {
+    /* An empty array's strides address nothing, and the product of its other
+     * extents may not fit (found by tests/fuzz/fuzz_npy.c); a non-empty one's
+     * partial products are at most its byte size. */
+    if (fortran && bytes > 0) {
         /* NumPy's Fortran order: the first index fastest, the data as it lies */
         int64_t stride = (int64_t)kjit_dtype_size(dtype);
         for (int d = 0; d < ndim; d++) {

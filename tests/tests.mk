@@ -99,11 +99,12 @@ test-layers: $(LIB_OBJS)
 	BUILD=$(BUILD) tests/layers.sh
 
 check: all test-layers test-unit test-golden test-robust test-tsan test-api-misuse test-embed \
-       test-cli test-python test-bench-refs test-modes
+       test-cli test-python test-bench-refs test-modes test-fuzz
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
 -include tests/modes/modes.mk
+include tests/fuzz/fuzz.mk
 -include tests/gpu/gpu.mk
 -include tests/bench/bench.mk
 -include tests/bench/cpu.mk

@@ -392,7 +392,7 @@ LLVMValueRef kj_codegen_atomic_at(Gen *g, KjAtomicOp atomic, const KjType *t, LL
     return LLVMBuildAtomicRMW(g->b, op, ptr, v, order, 0);
 }
 
-static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
+static KJ_NOINLINE LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
 {
     ArrayVal a;
     kj_codegen_array(g, e->args[0], &a);
@@ -413,10 +413,12 @@ static LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
     return kj_codegen_atomic_at(g, e->atomic, t, ptr, v, swap);
 }
 
-static LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
+/* Calls nest as deep as expressions do: a small frame, and the heap for a call
+ * that passes arrays of many dimensions. */
+static KJ_NOINLINE LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
 {
     FnInfo *info = kj_codegen_fn_info(g, e->callee);
-    LLVMValueRef args[8 * (1 + 2 * KJ_MAX_DIMS) + 8];
+    LLVMValueRef args[16];
     LLVMValueRef *many = NULL;
     int cap = 0;
     for (int i = 0; i < e->arg_count; i++)
@@ -514,7 +516,7 @@ LLVMValueRef kj_codegen_string(Gen *g, const char *text)
 /* The values of a PRINT promoted as C's varargs are (check_print.c wrote the
  * format for them): ints to i32 or i64, floats to double, a complex to two
  * doubles, a bool to the string "true" or "false". */
-static void gen_print(Gen *g, KjIrExpr *e)
+static KJ_NOINLINE void gen_print(Gen *g, KjIrExpr *e)
 {
     LLVMValueRef values[64];
     int count = 0;
@@ -546,6 +548,36 @@ static void gen_print(Gen *g, KjIrExpr *e)
         }
     }
     g->target->print(g, kj_codegen_string(g, e->format), values, count);
+}
+
+/* An element of an array (its ArrayVal lives here, not in kj_codegen_expr's
+ * frame, which every level of an expression pays). */
+static KJ_NOINLINE LLVMValueRef gen_load(Gen *g, KjIrExpr *e)
+{
+    ArrayVal a;
+    kj_codegen_array(g, e->args[0], &a);
+    LLVMValueRef idx[KJ_MAX_DIMS];
+    int count = e->arg_count - 1;
+    for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
+        idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
+                                    kj_type_scalar(KJ_TYPE_I64));
+    kj_codegen_check_index(g, e->check_site, &a, idx, count);
+    LLVMValueRef p = kj_codegen_element_address(g, &a, idx, count, e->contiguous);
+    LLVMValueRef load = LLVMBuildLoad2(g->b, memty(g, e->type), p, "");
+    if (e->align_bytes > 0)
+        LLVMSetAlignment(load, (unsigned)e->align_bytes);
+    return from_mem(g, e->type, load);
+}
+
+static KJ_NOINLINE LLVMValueRef gen_dim(Gen *g, KjIrExpr *e)
+{
+    ArrayVal a;
+    kj_codegen_array(g, e->args[0], &a);
+    if (e->dim < 0 || e->dim >= a.ndim) {
+        kj_codegen_error(g, "dimension out of range%s", NULL);
+        return const_i64(g, 0);
+    }
+    return a.shape[e->dim];
 }
 
 LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
@@ -656,30 +688,8 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         LLVMValueRef high = LLVMBuildLShr(B, product, LLVMConstInt(wide, bits, 0), "");
         return LLVMBuildTrunc(B, high, llty(g, e->type), "mulhi");
     }
-    case KJ_IR_LOAD: {
-        ArrayVal a;
-        kj_codegen_array(g, e->args[0], &a);
-        LLVMValueRef idx[KJ_MAX_DIMS];
-        int count = e->arg_count - 1;
-        for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
-            idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1 + k]), e->args[1 + k]->type,
-                                        kj_type_scalar(KJ_TYPE_I64));
-        kj_codegen_check_index(g, e->check_site, &a, idx, count);
-        LLVMValueRef p = kj_codegen_element_address(g, &a, idx, count, e->contiguous);
-        LLVMValueRef load = LLVMBuildLoad2(B, memty(g, e->type), p, "");
-        if (e->align_bytes > 0)
-            LLVMSetAlignment(load, (unsigned)e->align_bytes);
-        return from_mem(g, e->type, load);
-    }
-    case KJ_IR_DIM: {
-        ArrayVal a;
-        kj_codegen_array(g, e->args[0], &a);
-        if (e->dim < 0 || e->dim >= a.ndim) {
-            kj_codegen_error(g, "dimension out of range%s", NULL);
-            return const_i64(g, 0);
-        }
-        return a.shape[e->dim];
-    }
+    case KJ_IR_LOAD: return gen_load(g, e);
+    case KJ_IR_DIM: return gen_dim(g, e);
     case KJ_IR_SREG: return kj_codegen_read_sreg(g, e->sreg);
     case KJ_IR_ATOMIC: return gen_atomic(g, e);
     case KJ_IR_SYNCTHREADS:

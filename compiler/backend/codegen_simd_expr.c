@@ -989,7 +989,7 @@ static int prefix_lanes(Simd *s, LLVMValueRef mask)
 /* The access of the first k lanes at p as a plain access of k elements
  * (those lanes' own, so no other memory is touched): what a masked one
  * would do, without vmaskmov (slow on AMD) or a masked store's branches. */
-static LLVMValueRef prefix_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value, int k)
+static KJ_NOINLINE LLVMValueRef prefix_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value, int k)
 {
     Gen *g = s->g;
     LLVMTypeRef et = memty(g, a->elem), mt = vec_of(s, et), nt = LLVMVectorType(et, (unsigned)k);
@@ -1010,7 +1010,7 @@ static LLVMValueRef prefix_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LL
 }
 
 /* The masked load (value NULL) or store of the lanes at p. */
-static LLVMValueRef masked_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value)
+static KJ_NOINLINE LLVMValueRef masked_access(Simd *s, const ArrayVal *a, LLVMValueRef p, LLVMValueRef value)
 {
     Gen *g = s->g;
     LLVMTypeRef mt = vec_of(s, memty(g, a->elem));
@@ -1310,7 +1310,7 @@ void kj_simd_callee_name(const KjIrFunction *fn, int lanes, uint64_t varying_par
     snprintf(buf, size, "%s__simd%d_%llx", fn->symbol, lanes, (unsigned long long)varying_params);
 }
 
-static LLVMValueRef vcall(Simd *s, KjIrExpr *e)
+static KJ_NOINLINE LLVMValueRef vcall(Simd *s, KjIrExpr *e)
 {
     Gen *g = s->g;
     KjIrFunction *callee = e->callee;
@@ -1361,6 +1361,16 @@ static LLVMValueRef vcall(Simd *s, KjIrExpr *e)
 }
 
 /* ---- the expression switch */
+
+/* An element in every lane (its ArrayVal lives here, not in kj_simd_expr's
+ * frame, which every level of an expression pays). */
+static KJ_NOINLINE LLVMValueRef vload(Simd *s, KjIrExpr *e)
+{
+    ArrayVal a;
+    kj_codegen_array(s->g, e->args[0], &a);
+    return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at,
+                  private_array(s, e->args[0]));
+}
 
 LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
 {
@@ -1480,12 +1490,8 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
                                           splat_const(s, LLVMConstInt(LLVMGetElementType(wide), bits, 0)), "");
         return LLVMBuildTrunc(B, high, vty(s, e->type), "mulhi");
     }
-    case KJ_IR_LOAD: {
-        ArrayVal a;
-        kj_codegen_array(g, e->args[0], &a);
-        return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at,
-                      private_array(s, e->args[0]));
-    }
+    case KJ_IR_LOAD:
+        return vload(s, e);
     case KJ_IR_SREG:
         /* only threadIdx.x varies: lane k of the chunk is lane_base + k */
         return LLVMBuildAdd(B, splat(s, s->lane_base), iota(s, g->t_i32), "tid.x");

@@ -102,6 +102,21 @@ bool kj_cli_call_complete(const KjCliCall *call, char *why, size_t why_size);
 const char *kj_cli_output_clash(const char *output, const KjCliCall *call);
 /* The same against one input file (kjit build's source). */
 bool kj_cli_same_file(const char *a, const char *b);
+/* cli_run.c: kjit run's command line, read without running anything (the
+ * fuzz harness tests/fuzz/fuzz_cli_args.c calls it too). */
+#define KJ_CLI_MAX_SAVES 16
+typedef struct KjCliRunOptions {
+    KjCliCall call;
+    kjit_target target;
+    const char *output;
+    int save_index[KJ_CLI_MAX_SAVES];
+    const char *save_path[KJ_CLI_MAX_SAVES];
+    int save_count;
+    int repeat;
+    double time_limit_s; /* --time-limit; 0: none */
+} KjCliRunOptions;
+/* 0: read; 1: --help asked; -1: refused, the usage message in why. */
+int kj_cli_run_parse(int argc, char **argv, KjCliRunOptions *o, char *why, size_t why_size);
 
 /* A function's arguments made from their command-line texts.  args[i] points
  * into arrays[i] for array arguments, so the struct must stay where it is. */

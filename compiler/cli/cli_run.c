@@ -52,20 +52,6 @@ static const char run_usage[] =
     "The code is built to be stoppable (kjit_options.cancellable) unless\n"
     "KJIT_CANCELLABLE=0.\n";
 
-#define MAX_RUN_ARGS KJ_CLI_MAX_ARGS
-#define MAX_SAVES 16
-
-typedef struct RunOptions {
-    KjCliCall call;
-    kjit_target target;
-    const char *output;
-    int save_index[MAX_SAVES];
-    const char *save_path[MAX_SAVES];
-    int save_count;
-    int repeat;
-    double time_limit_s; /* --time-limit; 0: none */
-} RunOptions;
-
 static int usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "kjit run: ");
@@ -74,70 +60,80 @@ static int usage(const char *fmt, const char *arg)
     return 2;
 }
 
-static int parse_options(int argc, char **argv, RunOptions *o)
+int kj_cli_run_parse(int argc, char **argv, KjCliRunOptions *o, char *why, size_t why_size)
 {
     memset(o, 0, sizeof *o);
     kj_cli_call_init(&o->call);
     o->target = KJIT_TARGET_AUTO;
     o->repeat = 1;
-    char why[160];
+#define REFUSE(...) return (snprintf(why, why_size, __VA_ARGS__), -1)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *value = NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(run_usage, stdout);
-            return 0;
-        }
-        int taken = kj_cli_call_argument(argc, argv, &i, &o->call, why, sizeof why);
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return 1;
+        int taken = kj_cli_call_argument(argc, argv, &i, &o->call, why, why_size);
         if (taken < 0)
-            return usage("%s", why);
+            return -1;
         if (taken > 0)
             continue;
         if (KJ_CLI_OPTION("--target")) {
-            if (!value) return usage("--target needs a value", "");
+            if (!value) REFUSE("--target needs a value");
             if (strcmp(value, "cpu") == 0) o->target = KJIT_TARGET_CPU;
             else if (strcmp(value, "parallel") == 0) o->target = KJIT_TARGET_PARALLEL;
             else if (strcmp(value, "cuda") == 0) o->target = KJIT_TARGET_CUDA;
             else if (strcmp(value, "auto") == 0) o->target = KJIT_TARGET_AUTO;
-            else return usage("unknown target '%s' (cpu, parallel, cuda or auto)", value);
+            else REFUSE("unknown target '%s' (cpu, parallel, cuda or auto)", value);
         } else if (KJ_CLI_OPTION("-o") || KJ_CLI_OPTION("--output")) {
-            if (!value) return usage("-o needs a file name", "");
+            if (!value) REFUSE("-o needs a file name");
             o->output = value;
         } else if (KJ_CLI_OPTION("--save")) {
             char *end;
             long n = value ? strtol(value, &end, 10) : -1;
             if (!value || end == value || *end != '=' || n < 0 || n >= KJ_CLI_MAX_ARGS ||
                 end[1] == '\0')
-                return usage("--save takes N=FILE (N from 0, an argument), not '%s'",
-                             value ? value : "");
-            if (o->save_count == MAX_SAVES)
-                return usage("at most 16 --save options%s", "");
+                REFUSE("--save takes N=FILE (N from 0, an argument), not '%s'", value ? value : "");
+            if (o->save_count == KJ_CLI_MAX_SAVES)
+                REFUSE("at most %d --save options", KJ_CLI_MAX_SAVES);
             o->save_index[o->save_count] = (int)n;
             o->save_path[o->save_count++] = end + 1;
         } else if (KJ_CLI_OPTION("--time-limit")) {
             char *end = NULL;
             double seconds = value ? strtod(value, &end) : 0;
             if (!value || end == value || *end != '\0' || !(seconds > 0) || seconds >= 1e9)
-                return usage("--time-limit takes a number of seconds above 0, not '%s'",
-                             value ? value : "");
+                REFUSE("--time-limit takes a number of seconds above 0, not '%s'",
+                       value ? value : "");
             o->time_limit_s = seconds;
         } else if (KJ_CLI_OPTION("--repeat")) {
             kjit_arg count;
-            char *why = NULL;
-            if (!value || !kj_cli_parse_number(value, KJIT_I32, &count, &why) ||
+            char *error = NULL;
+            if (!value || !kj_cli_parse_number(value, KJIT_I32, &count, &error) ||
                 count.value.i < 1 || count.value.i > 1000000) {
-                free(why);
-                return usage("--repeat takes a count from 1 to 1000000, not '%s'",
-                             value ? value : "");
+                free(error);
+                REFUSE("--repeat takes a count from 1 to 1000000, not '%s'", value ? value : "");
             }
             o->repeat = (int)count.value.i;
         } else {
-            return usage("unknown option '%s'", a);
+            REFUSE("unknown option '%s'", a);
         }
     }
-    if (!kj_cli_call_complete(&o->call, why, sizeof why))
-        return usage("%s", why);
-    return -1;
+#undef REFUSE
+    if (!kj_cli_call_complete(&o->call, why, why_size))
+        return -1;
+    return 0;
+}
+
+/* kj_cli_run_parse, with --help and the usage message printed: -1 to go on,
+ * else the exit code. */
+static int parse_options(int argc, char **argv, KjCliRunOptions *o)
+{
+    char why[160];
+    int code = kj_cli_run_parse(argc, argv, o, why, sizeof why);
+    if (code == 1) {
+        fputs(run_usage, stdout);
+        return 0;
+    }
+    return code < 0 ? usage("%s", why) : -1;
 }
 
 /* ---------------------------------------------------------------- summary */
@@ -308,7 +304,7 @@ static int compare_double(const void *a, const void *b)
 
 int kj_cli_run(int argc, char **argv)
 {
-    RunOptions o;
+    KjCliRunOptions o;
     int code = parse_options(argc, argv, &o);
     if (code >= 0)
         return code;
