@@ -186,12 +186,23 @@ static uint32_t array_origin(const KjIrExpr *e, const uint32_t *origin)
     }
 }
 
+/* Each callee's answer once per question: a call tree that doubles at each
+ * level (24 levels: 16 million paths) holds few functions. */
+typedef struct WrittenMemo {
+    const KjIrFunction **fns;
+    uint32_t *masks;
+    int count, cap;
+} WrittenMemo;
+
 typedef struct WriteWalk {
     uint32_t *origin;
     uint32_t written;
     bool changed; /* an origin grew (the first walk, to a fixed point) */
     int depth;    /* of calls, for a program that recurses */
+    WrittenMemo *memo;
 } WriteWalk;
+
+static uint32_t params_written(const KjIrFunction *fn, int depth, WrittenMemo *memo);
 
 static void expr_writes(WriteWalk *w, const KjIrExpr *e)
 {
@@ -201,10 +212,13 @@ static void expr_writes(WriteWalk *w, const KjIrExpr *e)
         expr_writes(w, e->args[i]);
     if (e->op == KJ_IR_ATOMIC)
         w->written |= array_origin(e->args[0], w->origin);
-    if (e->op == KJ_IR_CALL && e->callee) {
+    bool passes_array = false;
+    for (int i = 0; i < e->arg_count; i++)
+        passes_array |= e->args[i]->type->kind == KJ_TYPE_ARRAY;
+    if (e->op == KJ_IR_CALL && e->callee && passes_array) {
         uint32_t callee = w->depth > 64 ? UINT32_MAX : 0;
         if (!callee)
-            callee = kj_ir_params_written_at(e->callee, w->depth + 1);
+            callee = params_written(e->callee, w->depth + 1, w->memo);
         for (int i = 0; i < e->arg_count; i++)
             if (e->args[i]->type->kind == KJ_TYPE_ARRAY && (i >= 32 || (callee >> i & 1)))
                 w->written |= array_origin(e->args[i], w->origin);
@@ -234,8 +248,11 @@ static void stmt_writes(WriteWalk *w, const KjIrStmt *s)
     stmt_writes(w, s->body);
 }
 
-uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth)
+static uint32_t params_written(const KjIrFunction *fn, int depth, WrittenMemo *memo)
 {
+    for (int i = 0; i < memo->count; i++)
+        if (memo->fns[i] == fn)
+            return memo->masks[i];
     int count = fn->locals.count;
     for (int i = 0; i < count; i++) {
         const KjIrVar *var = fn->locals.items[i];
@@ -243,7 +260,7 @@ uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth)
             count = var->id + 1;
     }
     WriteWalk w = {.origin = kj_xcalloc((size_t)(count ? count : 1), sizeof(uint32_t)),
-                   .depth = depth};
+                   .depth = depth, .memo = memo};
     for (int i = 0; i < fn->param_count && i < 32; i++)
         w.origin[fn->params[i]->id] = 1u << i;
     /* `let b = a;` may come after a store through b in a loop: walk until
@@ -254,7 +271,23 @@ uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth)
         stmt_writes(&w, fn->body);
     } while (w.changed);
     free(w.origin);
+    if (memo->count == memo->cap) {
+        memo->cap = memo->cap ? 2 * memo->cap : 16;
+        memo->fns = kj_xrealloc(memo->fns, sizeof *memo->fns * (size_t)memo->cap);
+        memo->masks = kj_xrealloc(memo->masks, sizeof *memo->masks * (size_t)memo->cap);
+    }
+    memo->fns[memo->count] = fn;
+    memo->masks[memo->count++] = w.written;
     return w.written;
+}
+
+uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth)
+{
+    WrittenMemo memo = {0};
+    uint32_t written = params_written(fn, depth, &memo);
+    free(memo.fns);
+    free(memo.masks);
+    return written;
 }
 
 uint32_t kj_ir_params_written(const KjIrFunction *fn)

@@ -31,6 +31,7 @@
 #define KJ_CODEGEN_LOWERING
 #include "codegen_llvm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A constant loop of at most this many turns, with no loop in its body, is
@@ -72,48 +73,76 @@ bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s)
     return turns > KJ_CANCEL_FREE_TURNS;
 }
 
-static bool expr_may_stop(const KjIrExpr *e, int depth);
+/* The functions a question has walked, each with its answer: a call tree
+ * that doubles at each level (24 levels: 16 million paths) holds few
+ * functions.  Recursion is not in the language, so the walk ends. */
+typedef struct StopMemo {
+    const KjIrFunction **fns;
+    bool *answers;
+    int count, cap;
+} StopMemo;
 
-static bool stmt_may_stop(const KjIrStmt *s, int depth)
+static bool fn_may_stop(const KjIrFunction *fn, StopMemo *memo);
+
+static bool expr_may_stop(const KjIrExpr *e, StopMemo *memo)
+{
+    if (!e)
+        return false;
+    if (e->op == KJ_IR_CALL && e->callee && fn_may_stop(e->callee, memo))
+        return true;
+    for (int i = 0; i < e->arg_count; i++)
+        if (expr_may_stop(e->args[i], memo))
+            return true;
+    return false;
+}
+
+static bool stmt_may_stop(const KjIrStmt *s, StopMemo *memo)
 {
     if (!s)
         return false;
     if (s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_THREADS)
         return true;
     for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_may_stop(s->stmts.items[i], depth))
+        if (stmt_may_stop(s->stmts.items[i], memo))
             return true;
     const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (expr_may_stop(es[i], depth))
+        if (expr_may_stop(es[i], memo))
             return true;
     for (int i = 0; i < s->index_count; i++)
-        if (expr_may_stop(s->indices[i], depth))
+        if (expr_may_stop(s->indices[i], memo))
             return true;
-    return stmt_may_stop(s->then_stmt, depth) || stmt_may_stop(s->else_stmt, depth) ||
-           stmt_may_stop(s->body, depth);
+    return stmt_may_stop(s->then_stmt, memo) || stmt_may_stop(s->else_stmt, memo) ||
+           stmt_may_stop(s->body, memo);
 }
 
-static bool expr_may_stop(const KjIrExpr *e, int depth)
+/* Whether fn, or a function it calls, loops: only then can a call of it run
+ * on without end, and only then does the caller poll after it. */
+static bool fn_may_stop(const KjIrFunction *fn, StopMemo *memo)
 {
-    if (!e)
-        return false;
-    if (e->op == KJ_IR_CALL && e->callee) {
-        /* deep chains of calls are taken to loop: that bounds the walk
-         * (a function that calls another twice, and so on, would make it
-         * exponential) */
-        if (depth > 3 || stmt_may_stop(e->callee->body, depth + 1))
-            return true;
+    for (int i = 0; i < memo->count; i++)
+        if (memo->fns[i] == fn)
+            return memo->answers[i];
+    bool answer = stmt_may_stop(fn->body, memo);
+    if (memo->count == memo->cap) {
+        memo->cap = memo->cap ? 2 * memo->cap : 16;
+        memo->fns = kj_xrealloc(memo->fns, sizeof *memo->fns * (size_t)memo->cap);
+        memo->answers = kj_xrealloc(memo->answers, sizeof *memo->answers * (size_t)memo->cap);
     }
-    for (int i = 0; i < e->arg_count; i++)
-        if (expr_may_stop(e->args[i], depth))
-            return true;
-    return false;
+    memo->fns[memo->count] = fn;
+    memo->answers[memo->count++] = answer;
+    return answer;
 }
 
 bool kj_codegen_cancel_may_stop(Gen *g, const KjIrFunction *fn)
 {
-    return g->options->cancel && fn && stmt_may_stop(fn->body, 0);
+    if (!g->options->cancel || !fn)
+        return false;
+    StopMemo memo = {0};
+    bool answer = fn_may_stop(fn, &memo);
+    free(memo.fns);
+    free(memo.answers);
+    return answer;
 }
 
 /* The module's global of that name, made on first use. */
