@@ -465,9 +465,7 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
                     .checks = context->options.check != 0};
     /* a kernel with barriers runs through its split form where the target
      * says so (the cpu targets, with SIMD lanes, unchecked) */
-    KjCodegenOptions asked = {.target = context->runtime->codegen,
-                              .cpu_simd = context->options.cpu_simd != 0,
-                              .checks = context->options.check != 0};
+    KjCodegenOptions asked = kj_api_codegen_options(context->runtime, &context->options, NULL);
     root->split_barriers = kj_codegen_splits_barriers(&asked);
     bool ok = kj_pipeline_run(&p);
     if (!ok)

@@ -1,8 +1,8 @@
 /*
  * api_support.c: what the runtime targets (runtime_cpu.c, runtime_cuda.c)
  * and the call paths above them share of the API's internals: the cache key
- * of one root's code, host memory aligned for vector loads, and the block
- * shape of a reduction's items.  It sits below the targets, so that they
+ * of one root's code, the code generator's options for it, host memory
+ * aligned for vector loads, and the block shape of a reduction's items.  It sits below the targets, so that they
  * call only down.
  */
 #include <stdlib.h>
@@ -63,4 +63,21 @@ void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint3
             KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
         *threads = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES;
     }
+}
+
+KjCodegenOptions kj_api_codegen_options(const KjRuntimeTarget *runtime, const kjit_options *asked,
+                                        const KjCompiled *compiled)
+{
+    /* cpu_simd goes to every target: only those with thread loops read it */
+    KjCodegenOptions options = {.target = runtime->codegen,
+                                .opt_level = asked->opt_level,
+                                .line_info = asked->line_info != 0,
+                                .cpu_simd = asked->cpu_simd != 0,
+                                .checks = asked->check != 0,
+                                .cancel = asked->cancellable != 0};
+    if (compiled) {
+        options.contiguous_params = compiled->contiguous;
+        options.checks = options.checks && !compiled->root->unchecked;
+    }
+    return options;
 }

@@ -869,6 +869,13 @@ kjit_status kj_gufunc_match(kjit_function *function, const kjit_arg *args, int n
 /* api_support.c: the cache key of one root's code, every field but the target's (which each
  * target adds last: its name and what it compiles for). */
 void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key);
+/* The code generator's options that what is asked (a context's options, or a
+ * stage's in their terms) says to use for code of `runtime`'s target, with,
+ * when `compiled` is not NULL, the root's own (its C-contiguous parameters;
+ * no checks in a root without them).  What only the caller knows it adds
+ * (cuda: the arch, whole-program PTX; the cpu's block dims; verify). */
+KjCodegenOptions kj_api_codegen_options(const KjRuntimeTarget *runtime, const kjit_options *asked,
+                                        const KjCompiled *compiled);
 /* aligned for SIMD loads; NULL when the memory cannot be had (0 bytes: 64). */
 void *kj_api_alloc_aligned(size_t bytes);
 /* api_stage.c: a call's result array, allocated so on the host (C-contiguous); out of
