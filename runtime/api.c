@@ -1,7 +1,8 @@
 /*
  * api.c: kjit.h, the public API, on top of the compiler and the targets:
  * contexts, errors, modules and their functions, and the code behind them
- * (api_call.c runs it: calls, launches, arguments, device memory, streams).
+ * (api_call.c runs it: calls, launches, device memory; api_args.c checks the
+ * arguments, api_stream.c keeps the streams and events).
  *
  * A context owns its target (AUTO settled when it is made) and that target's
  * state (the thread pool of the parallel target, the cuda device), the last
@@ -452,42 +453,6 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
 
 /* ------------------------------------------------------ code generation */
 
-/*
- * The key of one root's code: everything the bytes depend on but the target,
- * whose own fields (its name, the host CPU or the GPU and assembler) each
- * target adds.  The module's source hash covers its text and the path and
- * text of every module it imports, so editing an import changes the key of
- * each importer.
- */
-void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key)
-{
-    const KjIrFunction *root = compiled->root;
-    kj_cache_key_add(key, "build", "%s", kj_cache_build_identity());
-    kj_cache_key_add(key, "source", "%016llx", (unsigned long long)module->ir->source_hash);
-    kj_cache_key_add(key, "symbol", "%s", compiled->symbol);
-    KjBuf signature = {0};
-    for (int i = 0; i < root->param_count; i++)
-        kj_buf_printf(&signature, "%s%s", i ? "," : "", kj_type_name(root->params[i]->type));
-    kj_cache_key_add(key, "signature", "%d %s(%s)", (int)root->kind,
-                     root->ret ? kj_type_name(root->ret) : "void",
-                     signature.data ? signature.data : "");
-    kj_buf_free(&signature);
-    if (compiled->vectorized)
-        kj_cache_key_add(key, "variant", "layout %d ndim %d scalars %x", (int)compiled->variant.layout,
-                         compiled->variant.ndim, (unsigned)compiled->variant.scalar_mask);
-    if (compiled->contiguous)
-        kj_cache_key_add(key, "contiguous", "%x", (unsigned)compiled->contiguous);
-    if (compiled->lifted[0])
-        kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
-    kj_cache_key_add(key, "opt", "%d%s%s", module->context->options.opt_level,
-                     module->context->options.line_info ? " lineinfo" : "",
-                     module->context->options.cpu_simd ? "" : " nosimd");
-    if (module->context->options.check)
-        kj_cache_key_add(key, "checks", "%d", 1);
-    if (module->context->options.cancellable)
-        kj_cache_key_add(key, "cancel", "%d", 1);
-}
-
 /* The middle of the pass list for one root (pipeline.c); an internal error
  * (the IR does not verify) becomes the context's error. */
 static bool middle_passes(kjit_context *context, kjit_module *module, KjPipelineRoot *root)
@@ -500,9 +465,7 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
                     .checks = context->options.check != 0};
     /* a kernel with barriers runs through its split form where the target
      * says so (the cpu targets, with SIMD lanes, unchecked) */
-    KjCodegenOptions asked = {.target = context->runtime->codegen,
-                              .cpu_simd = context->options.cpu_simd != 0,
-                              .checks = context->options.check != 0};
+    KjCodegenOptions asked = kj_api_codegen_options(context->runtime, &context->options, NULL);
     root->split_barriers = kj_codegen_splits_barriers(&asked);
     bool ok = kj_pipeline_run(&p);
     if (!ok)

@@ -1,6 +1,7 @@
 /*
  * api_reduce.c: kjit_reduce, the reductions of @reduce functions on every
- * target, beside api_call.c.
+ * target, below api_call.c (whose kjit_prepare and kjit_function_match of a
+ * @reduce function come here).
  *
  * A reduction runs as levels of one kernel shape (reduce.c): the first level
  * reads the inputs (or the map's inputs, broadcast together) and writes one
@@ -31,39 +32,6 @@
 #include "kjit_runtime.h"
 
 #define MAX_INPUTS KJ_MAX_VEC_INPUTS
-
-/* The partial results of reductions on the default stream, in the target's
- * memory, kept for the next call; the lock is held from the first level's
- * launch to the last, so that two host threads never interleave in it. */
-struct KjReduceScratch {
-    pthread_mutex_t lock;
-    void *data;
-    size_t bytes;
-};
-
-void kj_reduce_scratch_free(kjit_context *context)
-{
-    KjReduceScratch *scratch = context->reduce_scratch;
-    if (!scratch)
-        return;
-    if (scratch->data)
-        context->runtime->free(context, scratch->data);
-    pthread_mutex_destroy(&scratch->lock);
-    free(scratch);
-    context->reduce_scratch = NULL;
-}
-
-void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint32_t *threads)
-{
-    if (run->columns) {
-        *items_per_block = KJ_REDUCE_COLUMN_ITEMS;
-        *threads = KJ_REDUCE_COLUMN_ITEMS * (KJ_REDUCE_LANES / run->thread_lanes);
-    } else {
-        *items_per_block =
-            KJ_REDUCE_WARPS_PER_BLOCK * (run->thread_lanes > 0 ? run->thread_lanes : 1);
-        *threads = KJ_REDUCE_WARPS_PER_BLOCK * KJ_REDUCE_LANES;
-    }
-}
 
 /* ----------------------------------------------------------- signatures */
 

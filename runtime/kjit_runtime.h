@@ -4,7 +4,7 @@
  * Sections follow their files: file.c, ptxas.c, print.c, pool.c (the thread pool),
  * cpu.c (how host code walks its index space), array.c, npy.c, cuda.c (the
  * driver, one device), cuda_driver.c (the driver API opened with dlopen),
- * sha256.c (the cache's MAC), cache.c, the objects that api.c and api_call.c share behind kjit.h, and the
+ * sha256.c (the cache's MAC), cache.c, the objects that the api*.c files share behind kjit.h, and the
  * runtime targets (runtime_cpu.c, runtime_cuda.c) they call through.  The runtime sits on the back
  * end (compiler/backend/kjit_backend.h, for the ABI of compiled code and the
  * code generators) and the front end below it; the command line sits on top
@@ -619,12 +619,16 @@ static inline uint64_t kj_handle_serial(const void *handle)
 }
 const char *kj_handle_kind_name(KjHandleKind kind);
 
-/* ========================================= api.c / api_call.c internals */
+/* ============================================ the api*.c files' internals */
 
 /*
  * The objects behind kjit.h's handles, shared by the two halves of the API:
  * api.c makes contexts, modules and functions and the code they run;
- * api_call.c runs it, through the context's runtime target (below).
+ * api_call.c (with api_guvec.c and api_reduce.c) runs it, through the
+ * context's runtime target (below).  The helpers they share sit below them:
+ * api_args.c (arguments), api_stage.c (operands), api_stream.c (streams,
+ * events), api_support.c (what the targets need too); docs/architecture.md
+ * gives the order.
  */
 #include <pthread.h>
 #include <time.h>
@@ -652,7 +656,15 @@ typedef struct KjCompiled {
     void *block;
 } KjCompiled;
 
-typedef struct KjReduceScratch KjReduceScratch; /* api_reduce.c */
+/* The partial results of reductions on the default stream, in the target's
+ * memory, kept for the next call (api_reduce.c; kj_reduce_scratch_free in
+ * api_stream.c); the lock is held from the first level's launch to the last,
+ * so that two host threads never interleave in it. */
+typedef struct KjReduceScratch {
+    pthread_mutex_t lock;
+    void *data;
+    size_t bytes;
+} KjReduceScratch;
 
 /* A set of pointers (open addressing; NULL is never a member). */
 typedef struct KjPointerSet {
@@ -754,7 +766,7 @@ static inline bool kj_api_live_function(const kjit_function *function, const cha
  * on the context when it is live, else the thread's. */
 kjit_status kj_api_null(kjit_context *context, const char *api, const char *what);
 
-/* api_call.c: the checks every call makes of what it is given beyond its
+/* api_args.c: the checks every call makes of what it is given beyond its
  * function: args not NULL when nargs > 0, `out` (when not NULL) a valid
  * view (NULL data only with no elements), the stream (when not NULL) a live
  * one of the function's context; and when the call `runs` (it is not
@@ -765,14 +777,19 @@ kjit_status kj_api_check_call(kjit_function *function, const char *api, const kj
                               bool runs);
 kjit_status kj_api_check_array(kjit_context *context, const char *api, const char *what,
                                const kjit_array *array);
+/* api_stream.c: the stream of a call, when not NULL, a live one that the
+ * context may queue work on (its own, or one of a context of the same
+ * target and device). */
 kjit_status kj_api_check_stream(kjit_context *context, const char *api,
                                 const kjit_stream *stream);
 /* A new stream joins its context's list (kjit_stream_create, kjit_stream_wrap). */
 void kj_api_stream_register(kjit_stream *stream);
 /* kjit_context_destroy: the context's streams, events and device memory. */
 void kj_api_release_handles(kjit_context *context);
+/* kjit_context_destroy: the context's reduction scratch memory (api_reduce.c). */
+void kj_reduce_scratch_free(kjit_context *context);
 
-/* How far a call's arguments are from a signature's parameters: 0 when every
+/* api_args.c: how far a call's arguments are from a signature's parameters: 0 when every
  * one is exact, one more for each scalar that widens implicitly (an i64 to
  * any number, an f64 to any float or complex, a c128 to any complex); -1 when
  * they do not fit.  The call takes the signature of the least. */
@@ -796,8 +813,11 @@ kjit_status kj_api_check_args(kjit_context *context, const char *name, const kji
 void kj_api_print_element_types(KjBuf *message, const char *name, const kjit_arg *args,
                                 int nargs);
 void kj_api_print_signatures(KjBuf *message, const kjit_function *function);
+/* "f64 2-d array", "i64" or "f32 (0-d array)": what an argument is, for the
+ * messages of a call that cannot take it. */
+void kj_api_describe_arg(const kjit_arg *arg, char *buf, size_t size);
 
-/* The checked IR of signature `sig` of a function. */
+/* api.c: the checked IR of signature `sig` of a function. */
 KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
 /* The code for signature `sig` (vectorized as `variant` when not NULL; a
  * kernel with the C-contiguous array parameters in `contiguous`), generated
@@ -811,13 +831,11 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
 kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot *request,
                                uint32_t contiguous, const char *lifted, KjCompiled **out);
 
-/* api_reduce.c: kjit_prepare of a @reduce function (over every axis), and
- * the context's reduction scratch memory, released with the context. */
+/* api_reduce.c: kjit_prepare of a @reduce function (over every axis). */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
 /* The signature kjit_reduce takes for these arguments (kjit_function_match). */
 kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
                             int *signature);
-void kj_reduce_scratch_free(kjit_context *context);
 
 /* A host scalar in the representation compiled code reads (16 bytes). */
 typedef union KjScalar {
@@ -835,7 +853,7 @@ typedef union KjScalar {
     float c64[2];
     double c128[2];
 } KjScalar;
-/* api_call.c: a host scalar stored as `type` at out (a KjScalar; false for
+/* api_args.c: a host scalar stored as `type` at out (a KjScalar; false for
  * complex to real), and how a signature's parameter of that type takes it
  * (0 exactly, 1 widened from the host's i64/f64/c128, -1 not at all). */
 bool kj_api_convert_scalar(const kjit_arg *arg, const KjType *type, void *out);
@@ -848,17 +866,24 @@ kjit_status kj_gufunc_call(kjit_function *function, const kjit_arg *args, int na
 kjit_status kj_gufunc_match(kjit_function *function, const kjit_arg *args, int nargs,
                             int *signature);
 
-/* The cache key of one root's code, every field but the target's (which each
+/* api_support.c: the cache key of one root's code, every field but the target's (which each
  * target adds last: its name and what it compiles for). */
 void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCacheKey *key);
+/* The code generator's options that what is asked (a context's options, or a
+ * stage's in their terms) says to use for code of `runtime`'s target, with,
+ * when `compiled` is not NULL, the root's own (its C-contiguous parameters;
+ * no checks in a root without them).  What only the caller knows it adds
+ * (cuda: the arch, whole-program PTX; the cpu's block dims; verify). */
+KjCodegenOptions kj_api_codegen_options(const KjRuntimeTarget *runtime, const kjit_options *asked,
+                                        const KjCompiled *compiled);
 /* aligned for SIMD loads; NULL when the memory cannot be had (0 bytes: 64). */
 void *kj_api_alloc_aligned(size_t bytes);
-/* A call's result array, allocated so on the host (C-contiguous); out of
+/* api_stage.c: a call's result array, allocated so on the host (C-contiguous); out of
  * memory is an error that names the function. */
 kjit_status kj_api_alloc_output(kjit_context *context, const char *name, kjit_dtype dtype,
                                 int ndim, const int64_t *shape, kjit_array *out);
 
-/* api_call.c: host operands staged on a target whose memory is not the host's
+/* api_stage.c: host operands staged on a target whose memory is not the host's
  * (api_guvec.c, api_reduce.c).  The target memory a call makes, freed at its
  * end: every operand of a gufunc, or a reduction's inputs, output and partials. */
 #define KJ_API_MAX_TEMPS (KJ_GUFUNC_MAX_OPERANDS + 4)
@@ -893,7 +918,7 @@ kjit_status kj_api_stage(kjit_context *context, KjTemps *temps, const kjit_array
 /*
  * A runtime target: everything that differs between running code on the host
  * and on a GPU, as QBE's Target struct holds what differs between machines.
- * api.c and api_call.c check arguments, choose signatures and variants, and
+ * The api*.c files check arguments, choose signatures and variants, and
  * broadcast; then they call through the context's target and never ask which
  * one it is.
  *
@@ -952,7 +977,7 @@ typedef struct KjItemsRun {
     kjit_stream *stream;
 } KjItemsRun;
 
-/* The thread blocks of a WARPS or COLUMNS run (api_reduce.c): how many work
+/* The thread blocks of a WARPS or COLUMNS run (api_support.c): how many work
  * items a block takes and its threads. */
 void kj_items_block_shape(const KjItemsRun *run, int64_t *items_per_block, uint32_t *threads);
 

@@ -158,18 +158,6 @@ static void cpu_code_key(kjit_module *module, const KjCompiled *compiled, KjCach
     kj_cache_key_add(key, "target", "cpu %s", kj_host_cpu_description());
 }
 
-/* How the context's options say to generate a compiled function's host code. */
-static KjCodegenOptions cpu_codegen_options(const kjit_context *context, const KjCompiled *compiled)
-{
-    return (KjCodegenOptions){.target = KJ_CODEGEN_CPU,
-                              .opt_level = context->options.opt_level,
-                              .contiguous_params = compiled->contiguous,
-                              .line_info = context->options.line_info != 0,
-                              .cpu_simd = context->options.cpu_simd != 0,
-                              .checks = context->options.check != 0 && !compiled->root->unchecked,
-                              .cancel = context->options.cancellable != 0};
-}
-
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
     kjit_context *context = module->context;
@@ -207,7 +195,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     }
     if (!code) {
         kj_cache_count_compile();
-        KjCodegenOptions options = cpu_codegen_options(context, compiled);
+        KjCodegenOptions options = kj_api_codegen_options(context->runtime, &context->options, compiled);
         object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
@@ -352,7 +340,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         code = NULL;
         kj_cache_count_compile();
         /* launch_shape asks for none with cpu_simd off or checks on */
-        KjCodegenOptions options = cpu_codegen_options(context, compiled);
+        KjCodegenOptions options = kj_api_codegen_options(context->runtime, &context->options, compiled);
         memcpy(options.block_dims, dims, sizeof options.block_dims);
         char *failure = NULL;
         object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &failure) : NULL;

@@ -102,14 +102,10 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
             ptx = data;
         } else {
             kj_cache_count_compile();
-            KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA,
-                                        .opt_level = context->options.opt_level,
-                                        .cuda_arch = arch,
-                                        .contiguous_params = compiled->contiguous,
-                                        .cuda_whole_program = ptxas != NULL,
-                                        .line_info = context->options.line_info != 0,
-                                        .checks = context->options.check != 0 && !root->unchecked,
-                                        .cancel = context->options.cancellable != 0};
+            KjCodegenOptions options =
+                kj_api_codegen_options(context->runtime, &context->options, compiled);
+            options.cuda_arch = arch;
+            options.cuda_whole_program = ptxas != NULL;
             ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);

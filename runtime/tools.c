@@ -307,12 +307,12 @@ static const KjRuntimeTarget *stage_runtime(const kjit_stage_options *options)
 static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
                           KjCodegenOptions *codegen, KjEmitKind *kind, char **error)
 {
-    *codegen = (KjCodegenOptions){.target = stage_runtime(options)->codegen,
-                                  .opt_level = options->opt_level,
-                                  .cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90",
-                                  .verify = options->verify,
-                                  .line_info = options->line_info,
-                                  .cpu_simd = options->cpu_simd};
+    kjit_options asked = {.opt_level = options->opt_level,
+                          .line_info = options->line_info,
+                          .cpu_simd = options->cpu_simd}; /* no checks, no cancel */
+    *codegen = kj_api_codegen_options(stage_runtime(options), &asked, NULL);
+    codegen->cuda_arch = options->cuda_arch ? options->cuda_arch : "sm_90";
+    codegen->verify = options->verify;
     for (int k = 0; k < 3; k++)
         codegen->block_dims[k] = options->block[0] ? options->block[k] : 0;
     switch (stage) {
