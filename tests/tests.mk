@@ -74,3 +74,9 @@ check: all test-layers test-unit test-golden test-robust test-embed test-cli tes
 -include tests/cli/cli.mk
 -include examples/embed/embed.mk
 -include python/python.mk
+
+# Generated programs (tests/genprog): the runner links the reference evaluator.
+GENPROG_OBJS = $(BUILD)/obj/tests/genprog/genprog_run.o $(BUILD)/obj/tests/unit/ref_eval.o
+$(BUILD)/obj/tests/genprog/%.o: ALL_CFLAGS += -Itests/unit
+$(BUILD)/genprog-run: $(GENPROG_OBJS) $(BUILD)/libkjit.so
+	$(CC) -o $@ $(GENPROG_OBJS) -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'

@@ -926,6 +926,15 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
             eval(ev, fr, e->args[i]);
         return r;
     case KJ_IR_EXEC:
+        /* laneid(): the thread's linear index in its block, modulo 32 */
+        if (e->exec == KJ_EXEC_LANEID && ev->thread) {
+            const int32_t *s = ev->thread->sreg;
+            int64_t linear = s[KJ_SREG_TID_X] + (int64_t)s[KJ_SREG_BDIM_X] *
+                             (s[KJ_SREG_TID_Y] + (int64_t)s[KJ_SREG_BDIM_Y] * s[KJ_SREG_TID_Z]);
+            r.u = wrap(t, (uint64_t)(linear % 32));
+            return r;
+        }
+        /* fall through */
     case KJ_IR_DYNAMIC_SHARED:
     case KJ_IR_VIEW:
         /* Warp, block and grid collectives and the launch's dynamic shared
