@@ -93,6 +93,7 @@ class Ctx:
         self.allow_return = False   # a kernel's early return (after the first barrier)
         self.ret_pure = False
         self.no_shared = False      # while the shared arrays are being filled
+        self.sync_tiles = {}        # element type -> the shared array for barrier_helper's
 
     def vars(self):
         for s in self.scopes:
@@ -113,6 +114,7 @@ class Gen:
         self.small = size == "small"
         self.counter = 0
         self.helpers = []           # (name, param types, ret type, pure result, device)
+        self.sync_helpers = []      # (name, element type): device functions with barriers
         self.lines = []
         self.ind = 0
 
@@ -641,6 +643,10 @@ class Gen:
         for v in ("t", "nt", "g"):
             ctx.scopes[0].append(Var(v, "i64", True, mutable=False))
         ctx.warp_ok = ctx.warp_kernel = warps
+        # most kernels keep to what barrier_split.c splits (no local() across a
+        # barrier, no return before one, no collectives, no barrier in a
+        # device function), so the SIMD lowering of barriers is what runs
+        friendly = not warps and self.chance(0.7)
         ctx.allow_return = False
         # shared arrays, each filled by every thread first
         for _ in range(self.r.randint(0, 3)):
@@ -653,7 +659,7 @@ class Gen:
                 self.emit("let %s = shared(%s, %d);" % (nm, t, 256 if self.chance(0.5) else bx * by))
             ctx.shared.append((nm, t, 2 if two else 1))
             ctx.shared_mode[nm] = "w"
-        if self.chance(0.4):
+        if self.chance(0.1 if friendly else 0.5):
             lt = self.pick(INTS + ["f64"])
             ln = self.fresh("loc")
             size = self.r.randint(1, 8)
@@ -661,6 +667,13 @@ class Gen:
             init = self.int_lit(lt) if is_int(lt) else self.real_lit(lt, True)
             self.emit("for %s in range(%d) { %s[%s] = %s; }" % ("z" + ln, size, ln, "z" + ln, init))
             ctx.locals.append((ln, lt, size, True))
+        ctx.sync_tiles = {}
+        for h in self.sync_helpers:
+            if h[1] not in ctx.sync_tiles:
+                tile = self.fresh("tile")
+                self.emit("let %s = shared(%s, 256);" % (tile, h[1]))
+                self.emit("%s[t] = %s;" % (tile, self.int_lit(h[1]) if is_int(h[1]) else self.real_lit(h[1], True)))
+                ctx.sync_tiles[h[1]] = tile
         ctx.no_shared = True
         for s in ctx.shared:
             self.emit("%s = %s;" % (self.shared_own(s), self.expr(ctx, s[1], False, 2)))
@@ -672,7 +685,9 @@ class Gen:
                 self.barrier(ctx)
                 if self.chance(0.3) and ctx.shared:
                     self.barrier_loop(ctx, scalars)
-                ctx.allow_return = True
+                if self.sync_helpers and not friendly and self.chance(0.4):
+                    self.call_barrier_helper(ctx)
+                ctx.allow_return = not friendly or self.chance(0.1)
         # every output gets a value from this thread, whatever happened
         for o in ctx.outputs:
             if self.chance(0.5):
@@ -695,7 +710,13 @@ class Gen:
         """A loop with a uniform trip count whose body has barriers."""
         i = self.fresh("r")
         ints = [s for s in scalars if is_int(s[1])]
-        if ints and self.chance(0.5):
+        if self.chance(0.35):
+            # an if whose condition is the same for the block's threads
+            conds = ["(blockIdx.x %% 2) == %d" % self.r.randint(0, 1), "gridDim.x > %d" % self.r.randint(1, 2)]
+            conds += ["(%s & %s(1)) == %s(0)" % (x[0], x[1], x[1]) for x in ints]
+            self.emit("if %s {" % self.pick(conds))
+            it = None
+        elif ints and self.chance(0.5):
             s = self.pick(ints)
             self.emit("for %s in range((%s & %s(3))) {" % (i, s[0], s[1]))
             it = s[1]
@@ -704,7 +725,8 @@ class Gen:
             it = "i64"
         self.ind += 1
         ctx.push()
-        ctx.scopes[-1].append(Var(i, it, True, mutable=False))
+        if it:
+            ctx.scopes[-1].append(Var(i, it, True, mutable=False))
         saved = ctx.allow_return
         ctx.allow_return = False
         self.segment(ctx, 2)
@@ -716,8 +738,47 @@ class Gen:
             ctx.shared_mode[s[0]] = self.pick(["w", "r"])
         ctx.pop()
         self.ind -= 1
+        if it is None and self.chance(0.5):
+            self.emit("} else {")
+            self.ind += 1
+            ctx.push()
+            self.segment(ctx, 2)
+            self.emit("syncthreads();")
+            ctx.pop()
+            self.ind -= 1
         self.emit("}")
         self.barrier(ctx)
+
+    def barrier_helper(self):
+        """A device function with barriers (docs/language.md's rotate_in_block):
+        it writes the thread's slot of a shared array the kernel passes, waits,
+        reads another thread's, waits again."""
+        name = self.fresh("dsync")
+        t = self.pick(INTS + ["f32", "f64"])
+        k = self.r.randint(1, 40)
+        self.emit("fn %s(tile: %s[], v: %s) -> %s {" % (name, t, t, t))
+        self.ind += 1
+        self.emit("let t = i64(threadIdx.x) + i64(blockDim.x) * i64(threadIdx.y);")
+        self.emit("let nt = i64(blockDim.x) * i64(blockDim.y);")
+        self.emit("tile[t] = v;")
+        self.emit("syncthreads();")
+        self.emit("let r = tile[(t + %d) %% nt];" % k)
+        self.emit("syncthreads();")
+        self.emit("return r;")
+        self.ind -= 1
+        self.emit("}")
+        self.emit("")
+        self.sync_helpers.append((name, t))
+
+    def call_barrier_helper(self, ctx):
+        h = self.pick(self.sync_helpers)
+        tile = ctx.sync_tiles.get(h[1])
+        if tile is None:
+            return
+        name = self.fresh("v")
+        pure = is_int(h[1])
+        self.emit("let %s: %s = %s(%s, %s);" % (name, h[1], h[0], tile, self.expr(ctx, h[1], pure, 2)))
+        ctx.scopes[-1].append(Var(name, h[1], pure))
 
     def segment(self, ctx, depth):
         for _ in range(self.r.randint(1, 3 if self.small else 6)):
@@ -816,6 +877,8 @@ class Gen:
             self.helper(device=False)
         if self.chance(0.3):
             self.helper(device=True)
+        if self.chance(0.3):
+            self.barrier_helper()
         nk = self.r.randint(1, 2)
         for _ in range(nk):
             self.kernel()
