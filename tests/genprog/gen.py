@@ -67,8 +67,9 @@ def int_range(t):
 
 
 class Var:
-    def __init__(self, name, typ, pure, mutable=True):
+    def __init__(self, name, typ, pure, mutable=True, uniform=False):
         self.name, self.type, self.pure, self.mutable = name, typ, pure, mutable
+        self.uniform = uniform  # the same in every thread of a block, whatever happens
 
 
 class Ctx:
@@ -94,6 +95,7 @@ class Ctx:
         self.ret_pure = False
         self.no_shared = False      # while the shared arrays are being filled
         self.sync_tiles = {}        # element type -> the shared array for barrier_helper's
+        self.uniform_only = False   # an expression the same in every thread of the block
 
     def vars(self):
         for s in self.scopes:
@@ -179,6 +181,11 @@ class Gen:
         return self.real_expr(ctx, t, pure, depth)
 
     def leaf(self, ctx, t, pure):
+        if ctx.uniform_only:
+            vs = [v for v in ctx.vars() if v.type == t and v.uniform]
+            if vs and self.chance(0.7):
+                return self.pick(vs).name
+            return self.int_lit(t) if is_int(t) else self.real_lit(t, True)
         vs = self.vars_of(ctx, t, pure)
         reads = [a for a in ctx.inputs + ctx.outputs if a[1] == t and (not pure or t != "f64" or a[2])]
         k = self.r.randrange(10)
@@ -235,6 +242,10 @@ class Gen:
 
     def int_expr(self, ctx, t, depth):
         if depth <= 0 or self.chance(0.25):
+            if ctx.uniform_only:
+                if ctx.kind == "kernel" and self.chance(0.2):
+                    return "%s(%s)" % (t, self.pick(["blockIdx.x", "blockDim.x", "blockDim.y", "gridDim.x"]))
+                return self.leaf(ctx, t, True)
             if ctx.kind in ("kernel", "device") and self.chance(0.15):
                 return "%s(%s)" % (t, self.pick(["threadIdx.x", "threadIdx.y", "blockIdx.x", "t", "laneid()",
                                                  "blockDim.x"] if ctx.kind == "kernel" else
@@ -463,9 +474,32 @@ class Gen:
         self.ind -= 1
         ctx.pop()
 
+    def uniform_expr(self, ctx, t, depth):
+        ctx.uniform_only = True
+        e = self.int_expr(ctx, t, depth)
+        ctx.uniform_only = False
+        return e
+
+    def uniform_stmt(self, ctx):
+        """A variable the same in every thread: declared, or changed, in uniform
+        control flow from uniform values (scalars, blockIdx, other such)."""
+        us = [v for v in ctx.vars() if v.uniform and v.name not in ("nt",) and getattr(v, "decl_uniform", False)]
+        if us and self.chance(0.5):
+            v = self.pick(us)
+            self.emit("%s %s= %s;" % (v.name, self.pick(["", "+", "^", "*"]), self.uniform_expr(ctx, v.type, 2)))
+            return
+        t = self.pick(INTS)
+        name = self.fresh("uv")
+        self.emit("let %s: %s = %s;" % (name, t, self.uniform_expr(ctx, t, 2)))
+        v = Var(name, t, True, mutable=False, uniform=True)
+        v.decl_uniform = True
+        ctx.scopes[-1].append(v)
+
     def stmt(self, ctx, depth):
         if ctx.kind == "kernel" and ctx.warp_ok and not ctx.divergent and self.chance(0.12):
             return self.warp_stmt(ctx)
+        if ctx.kind == "kernel" and not ctx.divergent and self.chance(0.12):
+            return self.uniform_stmt(ctx)
         k = self.r.randrange(24)
         if k < 5:
             return self.declare(ctx)
@@ -631,7 +665,7 @@ class Gen:
             nm = self.fresh("s")
             params.append("%s: %s" % (nm, t))
             pure = is_int(t) or t == "f64"
-            ctx.scopes[0].append(Var(nm, t, pure, mutable=False))
+            ctx.scopes[0].append(Var(nm, t, pure, mutable=False, uniform=True))
             scalars.append((nm, t))
         self.emit("//! kernel %s grid=%d,1 block=%d,%d arrays=%s" % (name, gx, bx, by, ",".join(map(str, lens))))
         self.emit("@kernel")
@@ -710,6 +744,7 @@ class Gen:
         """A loop with a uniform trip count whose body has barriers."""
         i = self.fresh("r")
         ints = [s for s in scalars if is_int(s[1])]
+        ints += [(v.name, v.type) for v in ctx.vars() if v.uniform and is_int(v.type) and v.name != "nt"]
         if self.chance(0.35):
             # an if whose condition is the same for the block's threads
             conds = ["(blockIdx.x %% 2) == %d" % self.r.randint(0, 1), "gridDim.x > %d" % self.r.randint(1, 2)]
