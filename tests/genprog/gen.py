@@ -721,6 +721,11 @@ class Gen:
                     self.barrier_loop(ctx, scalars)
                 if self.sync_helpers and not friendly and self.chance(0.4):
                     self.call_barrier_helper(ctx)
+                if not ctx.may_have_returned and self.chance(0.2):
+                    self.tree_reduction(ctx)
+                if self.chance(0.2):
+                    self.thread_if_segment(ctx)
+                    self.barrier(ctx)
                 ctx.allow_return = not friendly or self.chance(0.1)
         # every output gets a value from this thread, whatever happened
         for o in ctx.outputs:
@@ -783,6 +788,46 @@ class Gen:
             self.ind -= 1
         self.emit("}")
         self.barrier(ctx)
+
+    def tree_reduction(self, ctx):
+        """The classic block reduction: a halving while loop with a barrier,
+        the threads below the stride adding their partner's slot."""
+        t = self.pick(["i32", "u32", "i64", "f32", "f64"])
+        tile = self.fresh("red")
+        st = self.fresh("st")
+        acc = self.fresh("v")
+        self.emit("let %s = shared(%s, 256);" % (tile, t))
+        self.emit("%s[t] = %s;" % (tile, self.expr(ctx, t, is_int(t), 2)))
+        self.emit("syncthreads();")
+        if self.chance(0.5):
+            self.emit("let %s = nt / 2;" % st)
+        else:
+            self.emit("let %s = i64(blockDim.x * blockDim.y) / 2;" % st)
+        op = self.pick(["+", "max"]) if not is_int(t) else self.pick(["+", "^", "max", "*"])
+        comb = "max(%s[t], %s[t + %s])" % (tile, tile, st) if op == "max" else \
+            "%s[t] %s %s[t + %s]" % (tile, op, tile, st)
+        self.emit("while %s > 0 {" % st)
+        self.ind += 1
+        cond = self.pick(["t < %s" % st, "i64(threadIdx.x) + i64(blockDim.x) * i64(threadIdx.y) < %s" % st])
+        self.emit("if %s { %s[t] = %s; }" % (cond, tile, comb))
+        self.emit("syncthreads();")
+        self.emit("%s /= 2;" % st)
+        self.ind -= 1
+        self.emit("}")
+        self.emit("let %s: %s = %s[%s];" % (acc, t, tile, self.pick(["0", "0", "(t + 1) % nt"])))
+        ctx.scopes[-1].append(Var(acc, t, is_int(t)))
+        self.emit("syncthreads();")
+
+    def thread_if_segment(self, ctx):
+        """A segment that is one if on threadIdx against a uniform value (the
+        split form loops only over the threads that pass it)."""
+        us = [v.name for v in ctx.vars() if v.uniform and v.type == "i32"]
+        bound = self.pick(us + ["%d" % self.r.randint(0, 40), "blockDim.x / 2"])
+        self.emit("if threadIdx.x %s %s {" % (self.pick(["<", "==", ">=", "!="]), bound))
+        ctx.divergent += 1
+        self.block(ctx, self.r.randint(1, 3), 2)
+        ctx.divergent -= 1
+        self.emit("}")
 
     def barrier_helper(self):
         """A device function with barriers (docs/language.md's rotate_in_block):
