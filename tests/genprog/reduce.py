@@ -14,7 +14,8 @@ a fixed point:
      block statement with its body (ddmin: halves, quarters, ... single units);
   2. unwrap a block statement: keep its body, drop the if/for/while around it;
   3. simplify expressions: a parenthesised (A op B) becomes A or B, a
-     conditional (c ? A : B) becomes A or B, a literal T(v) becomes T(0) or T(1).
+     conditional (c ? A : B) becomes A or B, either becomes the literal 0, and a
+     literal T(v) becomes T(0) or T(1).
 The first line (gen.py's seed comment) and the directives are kept: the
 runner draws the inputs from them, so the reduced program sees the same ones.
 """
@@ -225,6 +226,8 @@ def simplify_exprs(oracle, lines, path):
                 for part in split_top(inner):
                     if part != inner:
                         cands.append(line[:a] + "(" + part + ")" + line[b + 1:])
+                if inner.strip() not in ("0", "1"):
+                    cands.append(line[:a] + "(0)" + line[b + 1:])  # a literal takes any number type
             for c in cands:
                 cand = lines[:i] + [c] + lines[i + 1:]
                 if oracle.interesting("\n".join(cand) + "\n", path):
@@ -267,7 +270,7 @@ def main():
         changed |= c
         lines, c = simplify_exprs(oracle, lines, work)
         changed |= c
-    result = "\n".join(lines) + "\n"
+    result = re.sub(r"\n{3,}", "\n\n", "\n".join(lines) + "\n")
     # the reduced program, checked once more
     final = probe.run(result, work)
     with open(a.out, "w") as f:
