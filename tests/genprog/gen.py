@@ -861,7 +861,10 @@ class Gen:
         ctx.scopes[-1].append(Var(name, h[1], pure))
 
     def segment(self, ctx, depth):
-        for _ in range(self.r.randint(1, 3 if self.small else 6)):
+        # short segments too: a region that uses a value carried across a
+        # barrier without the values it was made from
+        n = 1 if self.chance(0.4) else self.r.randint(1, 3 if self.small else 6)
+        for _ in range(n):
             self.stmt(ctx, depth)
 
     def vectorize(self):

@@ -840,6 +840,36 @@ typedef struct Totals {
 
 static Totals totals;
 
+/* Kernels with barriers: how many barrier_split.c splits (their barriers
+ * then run as loops over the threads, on SIMD lanes), and why it leaves the
+ * others on fibers. */
+enum { MAX_WHY = 16 };
+static struct {
+    int split, fibers;
+    const char *why[MAX_WHY];
+    int count[MAX_WHY];
+} splits;
+
+static void note_split(KjIrModule *module, KjIrFunction *fn)
+{
+    if (fn->kind != KJ_IR_FN_KERNEL || !fn->uses_syncthreads)
+        return;
+    const char *why = NULL;
+    if (fn->split || kj_barrier_split(module, fn, &why)) {
+        splits.split++;
+        return;
+    }
+    splits.fibers++;
+    for (int i = 0; i < MAX_WHY; i++) {
+        if (!splits.why[i])
+            splits.why[i] = why ? why : "?";
+        if (strcmp(splits.why[i], why ? why : "?") == 0) {
+            splits.count[i]++;
+            return;
+        }
+    }
+}
+
 static void collect_diag(void *user, KjSeverity severity, const char *text)
 {
     (void)severity;
@@ -956,6 +986,8 @@ static void check_file(const char *path)
         outputs_free(&base);
         outputs_free(&want);
         inputs_free(&run.in);
+        if (run.entry->kind == KJ_FN_KERNEL) /* after the evaluator's run: it adds fn->split */
+            note_split(module, run.entry->variants.items[0]);
     }
 done:
     for (int m = 0; m < mode_count; m++) {
@@ -1123,6 +1155,13 @@ int main(int argc, char **argv)
         printf("; children: %s, %d mismatches; %d kernels with warp collectives not evaluated); "
                "tolerance against ref_eval: %s\n", children_run, child_bad, totals.ref_skipped,
                TOLERANCE);
+    }
+    if (!digest_only) {
+        printf("genprog-run: kernels with barriers: %d split, %d on fibers", splits.split,
+               splits.fibers);
+        for (int i = 0; i < MAX_WHY && splits.why[i]; i++)
+            printf("%s%d: %s", i ? "; " : " (", splits.count[i], splits.why[i]);
+        printf("%s\n", splits.fibers ? ")" : "");
     }
     return totals.mismatched || child_bad ? 1 : totals.invalid ? 2 : 0;
 }
