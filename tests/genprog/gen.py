@@ -96,6 +96,7 @@ class Ctx:
         self.no_shared = False      # while the shared arrays are being filled
         self.sync_tiles = {}        # element type -> the shared array for barrier_helper's
         self.uniform_only = False   # an expression the same in every thread of the block
+        self.own = "g"              # the output element a kernel thread owns
 
     def vars(self):
         for s in self.scopes:
@@ -209,7 +210,7 @@ class Gen:
     def read_array(self, ctx, arr):
         name = arr[0]
         if (name, arr[1]) in [(o[0], o[1]) for o in ctx.outputs]:
-            return "%s[g]" % name   # own element only
+            return "%s[%s]" % (name, ctx.own)   # own element only
         if ctx.kind == "gu":
             return "%s[%s]" % (name, self.index_of(ctx, "len(%s)" % name))
         return "%s[%s]" % (name, self.index_of(ctx, "len(%s)" % name))
@@ -432,7 +433,7 @@ class Gen:
         if c == "out":
             o = self.pick(ctx.outputs)
             op = "=" if o[1] in ("f16",) or self.chance(0.7) else ("+=" if o[1] != "bool" else "=")
-            self.emit("%s[g] %s %s;" % (o[0], op, self.expr(ctx, o[1], o[2], 3)))
+            self.emit("%s[%s] %s %s;" % (o[0], ctx.own, op, self.expr(ctx, o[1], o[2], 3)))
         elif c == "shared":
             s = self.pick(ws)
             self.emit("%s = %s;" % (self.shared_own(s), self.expr(ctx, s[1], False, 3)))
@@ -452,9 +453,9 @@ class Gen:
                 ops += ["atomic_inc", "atomic_dec"]
             op = self.pick(ops)
             v = self.expr(ctx, o[1], o[2], 2)
-            args = "%s, g, %s" % (o[0], v)
+            args = "%s, %s, %s" % (o[0], ctx.own, v)
             if op == "atomic_cas":
-                args = "%s, g, %s, %s" % (o[0], self.expr(ctx, o[1], True, 1), v)
+                args = "%s, %s, %s, %s" % (o[0], ctx.own, self.expr(ctx, o[1], True, 1), v)
             name = self.fresh("a")
             self.emit("let %s = %s(%s);" % (name, op, args))
             ctx.scopes[-1].append(Var(name, o[1], o[2] or ints, mutable=True))
@@ -676,6 +677,13 @@ class Gen:
         self.emit("let g = i64(blockIdx.x) * nt + t;")
         for v in ("t", "nt", "g"):
             ctx.scopes[0].append(Var(v, "i64", True, mutable=False))
+        if self.chance(0.4):
+            # each thread owns element o, a permutation of g: scattered stores
+            import math
+            k = self.pick([x for x in (3, 5, 7, 11, 13, 31, 37) if math.gcd(x, nthreads) == 1] or [1])
+            self.emit("let o = (g * %d + %d) %% %d;" % (k, self.r.randint(0, nthreads - 1), nthreads))
+            ctx.scopes[0].append(Var("o", "i64", True, mutable=False))
+            ctx.own = "o"
         ctx.warp_ok = ctx.warp_kernel = warps
         # most kernels keep to what barrier_split.c splits (no local() across a
         # barrier, no return before one, no collectives, no barrier in a
@@ -713,6 +721,8 @@ class Gen:
             self.emit("%s = %s;" % (self.shared_own(s), self.expr(ctx, s[1], False, 2)))
         ctx.no_shared = False
         nseg = self.r.randint(1, 3 if self.small else 5)
+        if nseg == 1:
+            ctx.allow_return = self.chance(0.5)  # no barrier: returns on SIMD lanes
         for seg in range(nseg):
             self.segment(ctx, 2 if self.small else 3)
             if seg < nseg - 1:
@@ -730,7 +740,7 @@ class Gen:
         # every output gets a value from this thread, whatever happened
         for o in ctx.outputs:
             if self.chance(0.5):
-                self.emit("%s[g] = %s;" % (o[0], self.expr(ctx, o[1], o[2], 2)))
+                self.emit("%s[%s] = %s;" % (o[0], ctx.own, self.expr(ctx, o[1], o[2], 2)))
         self.ind -= 1
         self.emit("}")
         self.emit("")
