@@ -2,10 +2,12 @@
 # tests/genprog/gpu_campaign.sh [BUNDLE] [N] [SEED] [JOBS]: generated programs on cuda,
 # on the GPU machine, from the bundle `make gpu-bundle` made (Python 3 is all
 # it needs beside the bundle): N programs (default 2000) from seed SEED
-# (default 1), in JOBS campaigns at once (default 8), each program run on cpu
-# (the baseline) and cuda and compared with ref_eval (genprog_run.c states the
-# tolerances).  Mismatching programs are copied to $WORK/w*/failures
-# (WORK=/tmp/genprog-cuda unless set); the last line sums the campaigns.
+# (default 1), in JOBS campaigns at once (default 8), each program run in
+# every mode genprog-run knows (the cpu modes, the SSE and AVX2 children, cuda)
+# and compared with ref_eval (genprog_run.c states the tolerances);
+# RUNNER_ARGS="--modes cpu,cuda --no-children" runs cpu and cuda alone.
+# Mismatching programs are copied to $WORK/w*/failures (WORK=/tmp/genprog-cuda
+# unless set); the last line sums the campaigns.
 set -u
 bundle=${1:-build/gpu-bundle}
 n=${2:-2000}
@@ -23,7 +25,7 @@ for j in $(seq 0 $((jobs - 1))); do
     [ $((j * per + c)) -gt "$n" ] && c=$((n - j * per))
     [ "$c" -le 0 ] && continue
     python3 tests/genprog/campaign.py --runner bin/genprog-run --seed "$s" --n "$c" \
-        --work "$work/w$j" --runner-args "--modes cpu,cuda --no-children" > "$work/out$j.txt" 2>&1 &
+        --work "$work/w$j" --runner-args "${RUNNER_ARGS:-}" > "$work/out$j.txt" 2>&1 &
 done
 wait
 grep -h "^campaign: seeds" "$work"/out*.txt
@@ -36,7 +38,7 @@ for f in glob.glob(sys.argv[1] + "/out*.txt"):
         m = re.match(r"campaign: seeds \S+: (\d+) programs, (\d+) entries, (\d+) runs.*?; (\d+) mismatching programs, (\d+) invalid", l)
         if m:
             tot = [a + int(b) for a, b in zip(tot, m.groups())]
-print("gpu_campaign: %d programs, %d entries, %d runs (cpu and cuda), %d mismatching programs, %d invalid" % tuple(tot))
+print("gpu_campaign: %d programs, %d entries, %d runs, %d mismatching programs, %d invalid" % tuple(tot))
 PY
 if grep -q "^cuda: skipped" "$work"/out*.txt; then
     echo "gpu_campaign: cuda did not run ($(grep -h -m1 '^cuda: skipped' "$work"/out*.txt | head -1))"
