@@ -38,7 +38,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(os.path.join(a.work, "failures"), exist_ok=True)
     log = open(os.path.join(a.work, "campaign.log"), "a")
-    tot = dict(programs=0, entries=0, runs=0, mismatched=0, invalid=0, ref_skipped=0)
+    tot = dict(programs=0, entries=0, runs=0, mismatched=0, invalid=0, ref_skipped=0, split=0, fibers=0)
     failures, invalid = [], []
     modes_line = ""
     start = time.time()
@@ -68,8 +68,12 @@ def main():
                 if m.group(1) == "invalid" and path not in invalid:
                     invalid.append(path)
                     shutil.copy(path, os.path.join(a.work, "failures"))
-            if line.startswith("genprog-run:"):
+            if line.startswith("genprog-run:") and " files: " in line:
                 summary = line
+            m = re.match(r"genprog-run: kernels with barriers: (\d+) split, (\d+) on fibers", line)
+            if m:
+                tot["split"] += int(m.group(1))
+                tot["fibers"] += int(m.group(2))
             if line.startswith("cuda: skipped"):
                 modes_line = line
         if summary is None:
@@ -98,10 +102,11 @@ def main():
               (tot["programs"], tot["entries"], tot["runs"], tot["mismatched"], tot["invalid"],
                time.time() - start), flush=True)
     print("campaign: seeds %d..%d: %d programs, %d entries, %d runs in modes %s; %d mismatching "
-          "programs, %d invalid; %d kernels with warp collectives not evaluated by ref_eval; %s" %
+          "programs, %d invalid; %d kernels with warp collectives not evaluated by ref_eval; "
+          "kernels with barriers: %d split, %d on fibers; %s" %
           (a.seed, a.seed + a.n - 1, tot["programs"], tot["entries"], tot["runs"],
            locals().get("modes", "?"), tot["mismatched"], tot["invalid"], tot["ref_skipped"],
-           modes_line or "cuda run where available"))
+           tot["split"], tot["fibers"], modes_line or "cuda run where available"))
     for f in failures:
         print("  mismatch: " + os.path.join(a.work, "failures", os.path.basename(f)))
     for f in invalid:
