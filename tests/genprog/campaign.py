@@ -15,6 +15,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -53,12 +54,19 @@ def main():
                    "--out", folder, "--size", a.size] + (["--libm"] if a.libm else [])
             subprocess.run(cmd, check=True)
         files = [os.path.join(folder, "p%d.kern" % s) for s in range(b, b + count)]
-        p = subprocess.run([a.runner] + a.runner_args.split() + files, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-        log.write(p.stdout)
+        # loops are bounded, so a batch that runs for an hour hangs: killed with its
+        # children, and every program of it kept as a failure
+        p = subprocess.Popen([a.runner] + a.runner_args.split() + files, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            output = p.communicate(timeout=3600)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            output = p.communicate()[0] + "\ncampaign: the batch ran past an hour\n"
+        log.write(output)
         log.flush()
         summary = None
-        for line in p.stdout.splitlines():
+        for line in output.splitlines():
             m = re.match(r"(mismatch|invalid) (\S+?):", line)
             if m:
                 path = m.group(2)
@@ -78,7 +86,7 @@ def main():
                 modes_line = line
         if summary is None:
             print("campaign: the runner gave no summary (status %d) on %s .. %s:\n%s" %
-                  (p.returncode, files[0], files[-1], p.stdout[-3000:]))
+                  (p.returncode, files[0], files[-1], output[-3000:]))
             failures += [f for f in files if f not in failures]
             for f in files:
                 shutil.copy(f, os.path.join(a.work, "failures"))

@@ -20,7 +20,10 @@ The first line (gen.py's seed comment) and the directives are kept: the
 runner draws the inputs from them, so the reduced program sees the same ones.
 """
 import argparse
+import os
 import re
+import signal
+import time
 import subprocess
 import sys
 
@@ -30,13 +33,22 @@ class Oracle:
         self.runner, self.extra, self.key = runner, extra, key
         self.tests, self.max_tests = 0, max_tests
         self.cache = {}
+        self.timeout = 600
 
-    def run(self, text, path):
+    def run(self, text, path, timeout=None):
+        """The runner's output on text; "" when it runs past the timeout (a
+        candidate whose loop no longer ends), killed with its children."""
         with open(path, "w") as f:
             f.write(text)
-        p = subprocess.run([self.runner] + self.extra + [path], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=600)
-        return p.stdout
+        p = subprocess.Popen([self.runner] + self.extra + [path], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=timeout or self.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            return ""
+        return out
 
     def interesting(self, text, path):
         if text in self.cache:
@@ -249,7 +261,11 @@ def main():
     extra = a.runner_args.split()
     work = a.out + ".work.kern"
     probe = Oracle(a.runner, extra, None, 1)
+    start = time.time()
     out = probe.run(text, work)
+    # a candidate may loop for ever (a removed increment): ten times the
+    # original's time, at least 20 s, is where it stops counting
+    took = time.time() - start
     keys = [mismatch_key(l) for l in mismatch_lines(out)]
     keys = [k for k in keys if k]
     if not keys:
@@ -258,6 +274,7 @@ def main():
     key = keys[0]
     # the in-process mismatch needs only its two modes; a child's, the children
     oracle = Oracle(a.runner, extra, key, a.max_tests)
+    oracle.timeout = max(20.0, 10 * took)
     lines = text.rstrip("\n").split("\n")
     print("reduce.py: keeping %s (%d lines)" % (" / ".join(key), len(lines)), file=sys.stderr)
     changed = True
@@ -275,7 +292,6 @@ def main():
     final = probe.run(result, work)
     with open(a.out, "w") as f:
         f.write(result)
-    import os
     os.remove(work)
     print("reduce.py: %s: %d lines, %d tests; the mismatch:\n%s" %
           (a.out, len(lines), oracle.tests, "\n".join(mismatch_lines(final))), file=sys.stderr)
