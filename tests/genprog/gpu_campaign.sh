@@ -40,8 +40,8 @@ for f in glob.glob(sys.argv[1] + "/out*.txt"):
             tot = [a + int(b) for a, b in zip(tot, m.groups())]
 print("gpu_campaign: %d programs, %d entries, %d runs, %d mismatching programs, %d invalid" % tuple(tot))
 PY
-if grep -q "^cuda: skipped" "$work"/out*.txt; then
-    echo "gpu_campaign: cuda did not run ($(grep -h -m1 '^cuda: skipped' "$work"/out*.txt | head -1))"
+if grep -q "cuda: skipped" "$work"/out*.txt; then
+    echo "gpu_campaign: cuda did not run ($(grep -ho -m1 'cuda: skipped: no CUDA driver' "$work"/out*.txt | head -1))"
     exit 1
 fi
 ! grep -q "^  mismatch" "$work"/out*.txt
