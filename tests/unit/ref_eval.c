@@ -461,8 +461,9 @@ static RefValue math(Ev *ev, const KjIrExpr *e, const RefValue *a)
     case KJ_MATH_TRUNC: r.f = trunc(x); break;
     case KJ_MATH_ROUND: r.f = round(x); break;
     case KJ_MATH_FABS: r.f = fabs(x); break;
-    case KJ_MATH_FMIN: r.f = fmin(x, y); break;
-    case KJ_MATH_FMAX: r.f = fmax(x, y); break;
+    /* fmin and fmax, with -0 below +0 (docs/language.md) */
+    case KJ_MATH_FMIN: r.f = x == y ? (signbit(x) ? x : y) : fmin(x, y); break;
+    case KJ_MATH_FMAX: r.f = x == y ? (signbit(x) ? y : x) : fmax(x, y); break;
     case KJ_MATH_FMA: r.f = fma(x, y, z); break;
     case KJ_MATH_ERF: r.f = erf(x); break;
     case KJ_MATH_ERFC: r.f = erfc(x); break;
