@@ -29,7 +29,8 @@ unspecified"), by construction:
     barriers sit in uniform control flow only (the kernel's top level, loops
     with a uniform trip count, ifs on uniform scalars);
   - atomics go to the thread's own element (their old value used) or, for the
-    commutative integer ones, to a histogram the kernel never reads;
+    commutative integer ones, to a histogram the kernel never reads (one
+    operation per histogram: max and add do not commute with each other);
   - warp collectives run with whole warps (the block's thread count a
     multiple of 32), at a segment's top level, before any thread can return;
   - loops are bounded (constant or masked trip counts; while loops count).
@@ -461,7 +462,7 @@ class Gen:
             ctx.scopes[-1].append(Var(name, o[1], o[2] or ints, mutable=True))
         elif ctx.hists:
             h = self.pick(ctx.hists)
-            op = self.pick(["atomic_add", "atomic_or", "atomic_xor", "atomic_max", "atomic_min"])
+            op = h[2]
             self.emit("%s(%s, %s, %s);" % (op, h[0], self.index_of(ctx, "len(%s)" % h[0]),
                                           self.expr(ctx, h[1], True, 2)))
         else:
@@ -659,7 +660,11 @@ class Gen:
             nm = self.fresh("hist")
             params.append("%s: %s[]" % (nm, t))
             lens.append(self.r.randint(1, 16))
-            ctx.hists.append((nm, t))
+            # one operation per histogram: add, or, xor, max, min each commute
+            # with themselves, not with each other (max then add differs from
+            # add then max)
+            ctx.hists.append((nm, t, self.pick(["atomic_add", "atomic_or", "atomic_xor", "atomic_max",
+                                                "atomic_min"])))
         scalars = []
         for _ in range(self.r.randint(0, 2)):
             t = self.pick(INTS + ["f64", "f32"])
