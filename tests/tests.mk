@@ -99,7 +99,7 @@ test-layers: $(LIB_OBJS)
 	BUILD=$(BUILD) tests/layers.sh
 
 check: all test-layers test-unit test-golden test-robust test-tsan test-api-misuse test-embed \
-       test-cli test-python test-bench-refs test-modes test-fuzz
+       test-cli test-python test-bench-refs test-modes test-fuzz test-genprog
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
@@ -112,3 +112,39 @@ include tests/fuzz/fuzz.mk
 -include tests/cli/cli.mk
 -include examples/embed/embed.mk
 -include python/python.mk
+
+# Generated programs (tests/genprog): the runner links the reference evaluator.
+GENPROG_OBJS = $(BUILD)/obj/tests/genprog/genprog_run.o $(BUILD)/obj/tests/unit/ref_eval.o
+$(BUILD)/obj/tests/genprog/%.o: ALL_CFLAGS += -Itests/unit
+$(BUILD)/genprog-run: $(GENPROG_OBJS) $(BUILD)/libkjit.so
+	$(CC) -o $@ $(GENPROG_OBJS) -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
+
+# make check: a fixed set of generated programs (seeds 1 to GENPROG_CHECK_N, the
+# small size), in two halves at once, and every saved reduction
+# (tests/genprog/regress), in every cpu mode, the SSE and AVX2 children and
+# against ref_eval; first, that an injected wrong bit is caught.
+GENPROG_CHECK_N = 300
+test-genprog: deps $(BUILD)/genprog-run
+	@rm -rf $(BUILD)/genprog/check && mkdir -p $(BUILD)/genprog/check
+	python3 tests/genprog/gen.py --seed 1 --count $(GENPROG_CHECK_N) --size small --out $(BUILD)/genprog/check
+	@if $(BUILD)/genprog-run --no-children --modes cpu,par-nospec --inject-fault par-nospec \
+	  $(BUILD)/genprog/check/p1.kern >/dev/null; then \
+	  echo "test-genprog: an injected wrong bit went unnoticed"; exit 1; fi
+	@half=$$(( $(GENPROG_CHECK_N) / 2 )); \
+	  $(BUILD)/genprog-run $$(seq -f "$(BUILD)/genprog/check/p%g.kern" 1 $$half) > $(BUILD)/genprog/check/a.txt 2>&1 & a=$$!; \
+	  $(BUILD)/genprog-run $$(seq -f "$(BUILD)/genprog/check/p%g.kern" $$((half + 1)) $(GENPROG_CHECK_N)) \
+	    > $(BUILD)/genprog/check/b.txt 2>&1; b=$$?; wait $$a; a=$$?; \
+	  cat $(BUILD)/genprog/check/a.txt $(BUILD)/genprog/check/b.txt | grep -v '^cuda: skipped'; \
+	  [ $$a = 0 ] && [ $$b = 0 ]
+	$(BUILD)/genprog-run tests/genprog/regress/*.kern
+
+# A campaign: make fuzz-modes SEED=1000 N=10000 [GENPROG_ARGS="--libm"]; mismatching
+# programs are reduced into build/genprog/campaign-SEED/reduced.
+SEED ?= 1
+N ?= 1000
+fuzz-modes: deps $(BUILD)/genprog-run
+	python3 tests/genprog/campaign.py --seed $(SEED) --n $(N) --runner $(BUILD)/genprog-run \
+	  --work $(BUILD)/genprog/campaign-$(SEED) --reduce $(GENPROG_ARGS)
+fuzz-modes test-genprog: export KJIT_CACHE = off
+fuzz-modes test-genprog: export KJIT_VERIFY = 1
+.PHONY: test-genprog fuzz-modes

@@ -93,6 +93,30 @@ LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, L
 
 /* A math built-in: the target's own lowering where it has one, else an LLVM
  * intrinsic or the target's math library. */
+/* min and max of floats: llvm.minnum / llvm.maxnum (a NaN operand gives the
+ * other, as C's fmin and fmax), except that operands that compare equal give
+ * the OR of their bits for min and the AND for max, so min(-0, +0) is -0 and
+ * max(-0, +0) is +0.  minnum may return either zero there (LangRef), and x86
+ * picks by operand order, which differed between the scalar code and each
+ * vector width (a generated program, tests/genprog/regress/min_signed_zero.kern). */
+static LLVMValueRef min_max(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a,
+                            LLVMTypeRef t)
+{
+    bool is_min = math == KJ_MATH_FMIN;
+    LLVMValueRef r = kj_codegen_call_intrinsic(g, is_min ? "llvm.minnum" : "llvm.maxnum", &t, 1, a, 2);
+    bool vector = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+    LLVMTypeRef et = vector ? LLVMGetElementType(t) : t;
+    LLVMTypeKind ek = LLVMGetTypeKind(et);
+    unsigned bits = ek == LLVMDoubleTypeKind ? 64 : ek == LLVMFloatTypeKind ? 32 : 16;
+    LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, bits);
+    if (vector)
+        it = LLVMVectorType(it, LLVMGetVectorSize(t));
+    LLVMValueRef x = LLVMBuildBitCast(b, a[0], it, ""), y = LLVMBuildBitCast(b, a[1], it, "");
+    LLVMValueRef both = is_min ? LLVMBuildOr(b, x, y, "") : LLVMBuildAnd(b, x, y, "");
+    LLVMValueRef equal = LLVMBuildFCmp(b, LLVMRealOEQ, a[0], a[1], "");
+    return LLVMBuildSelect(b, equal, LLVMBuildBitCast(b, both, t, ""), r, "");
+}
+
 /* The math built-ins that are one LLVM intrinsic or instruction, on
  * scalars and vectors alike (the SIMD lowering calls this too); NULL for
  * the others (libm's and libmvec's functions). */
@@ -106,8 +130,8 @@ LLVMValueRef kj_codegen_math_inline(Gen *g, LLVMBuilderRef b, KjMathFn math, LLV
     case KJ_MATH_CEIL: return kj_codegen_call_intrinsic(g, "llvm.ceil", &t, 1, a, 1);
     case KJ_MATH_TRUNC: return kj_codegen_call_intrinsic(g, "llvm.trunc", &t, 1, a, 1);
     case KJ_MATH_FMA: return kj_codegen_call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
-    case KJ_MATH_FMIN: return kj_codegen_call_intrinsic(g, "llvm.minnum", &t, 1, a, 2);
-    case KJ_MATH_FMAX: return kj_codegen_call_intrinsic(g, "llvm.maxnum", &t, 1, a, 2);
+    case KJ_MATH_FMIN:
+    case KJ_MATH_FMAX: return min_max(g, b, math, a, t);
     case KJ_MATH_COPYSIGN: return kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
     case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
     case KJ_MATH_FMOD: return LLVMBuildFRem(b, a[0], a[1], "");

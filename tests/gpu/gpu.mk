@@ -15,15 +15,17 @@ GPU_BUNDLE_MAX_MB = 40
 GPU_BUNDLE_LIBS = linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|ld-linux|libkjit\.so
 
 .PHONY: gpu-bundle
-gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test
+gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test \
+            $(BUILD)/genprog-run
 	@rm -rf $(GPU_BUNDLE)
 	@mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/tests $(GPU_BUNDLE)/libdevice
-	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test $(GPU_BUNDLE)/bin/
+	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test $(BUILD)/genprog-run \
+	  $(GPU_BUNDLE)/bin/
 	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit.so $(BUILD)/libkjit.so
 	strip $(GPU_BUNDLE)/bin/kjit $(GPU_BUNDLE)/bin/unit-tests $(GPU_BUNDLE)/bin/latency \
-	  $(GPU_BUNDLE)/bin/modes-test
+	  $(GPU_BUNDLE)/bin/modes-test $(GPU_BUNDLE)/bin/genprog-run
 	cp -r examples stdlib $(GPU_BUNDLE)/
-	cp -r tests/golden tests/gpu tests/bench tests/cli tests/modes $(GPU_BUNDLE)/tests/
+	cp -r tests/golden tests/gpu tests/bench tests/cli tests/modes tests/genprog $(GPU_BUNDLE)/tests/
 	@# bin/modes-test runs the .kern sources the unit tests hold as C literals.
 	mkdir -p $(GPU_BUNDLE)/tests/unit && cp tests/unit/*.c $(GPU_BUNDLE)/tests/unit/
 	@# The grammar test reads the grammar and the parser's source.

@@ -461,8 +461,9 @@ static RefValue math(Ev *ev, const KjIrExpr *e, const RefValue *a)
     case KJ_MATH_TRUNC: r.f = trunc(x); break;
     case KJ_MATH_ROUND: r.f = round(x); break;
     case KJ_MATH_FABS: r.f = fabs(x); break;
-    case KJ_MATH_FMIN: r.f = fmin(x, y); break;
-    case KJ_MATH_FMAX: r.f = fmax(x, y); break;
+    /* fmin and fmax, with -0 below +0 (docs/language.md) */
+    case KJ_MATH_FMIN: r.f = x == y ? (signbit(x) ? x : y) : fmin(x, y); break;
+    case KJ_MATH_FMAX: r.f = x == y ? (signbit(x) ? y : x) : fmax(x, y); break;
     case KJ_MATH_FMA: r.f = fma(x, y, z); break;
     case KJ_MATH_ERF: r.f = erf(x); break;
     case KJ_MATH_ERFC: r.f = erfc(x); break;
@@ -926,6 +927,15 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
             eval(ev, fr, e->args[i]);
         return r;
     case KJ_IR_EXEC:
+        /* laneid(): the thread's linear index in its block, modulo 32 */
+        if (e->exec == KJ_EXEC_LANEID && ev->thread) {
+            const int32_t *s = ev->thread->sreg;
+            int64_t linear = s[KJ_SREG_TID_X] + (int64_t)s[KJ_SREG_BDIM_X] *
+                             (s[KJ_SREG_TID_Y] + (int64_t)s[KJ_SREG_BDIM_Y] * s[KJ_SREG_TID_Z]);
+            r.u = wrap(t, (uint64_t)(linear % 32));
+            return r;
+        }
+        /* fall through */
     case KJ_IR_DYNAMIC_SHARED:
     case KJ_IR_VIEW:
         /* Warp, block and grid collectives and the launch's dynamic shared

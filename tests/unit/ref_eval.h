@@ -8,7 +8,8 @@
  * truncating and saturating rules that docs/language.md and the comment at the
  * top of compiler/codegen_expr.c choose, complex numbers in double complex with
  * the textbook formulas, math built-ins through libm's double functions.
- * Kernels run their grid one thread at a time; a kernel that calls
+ * Kernels run their grid one thread at a time (laneid() is the linear thread
+ * index modulo 32; the other warp and block collectives are not modelled); a kernel that calls
  * syncthreads() runs each block's threads as fibers in lock-step phases, one
  * phase per barrier.  Atomics are plain read-modify-writes.
  *
