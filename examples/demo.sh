@@ -96,14 +96,19 @@ printf '\n== images (on %s)\n' "$best"
     --grid 32,16 --block 32,8 --target "$best" --save "4=$OUT/mandelbrot.png" | grep -E '^(wrote|mandel)'
 # Delay-and-sum of the echoes of three point scatterers (echoes() in das.kern
 # simulates them): the brightest pixels of the image are where they stand.
+# Each scatterer's run adds its echoes to the last run's file and writes a
+# new one: kjit run refuses to overwrite a file the run reads.
 data="$OUT/echoes.npy"
 "$KJIT" run examples/das.kern echoes zeros:i64:256000 30 20 1 --grid 1 --block 128 \
-    --target "$best" --save "0=$data" > /dev/null &&
-"$KJIT" run examples/das.kern echoes "$data" 80 50 1 --grid 1 --block 128 \
-    --target "$best" --save "0=$data" > /dev/null &&
-"$KJIT" run examples/das.kern echoes "$data" 100 30 1 --grid 1 --block 128 \
+    --target "$best" --save "0=$OUT/echoes1.npy" > /dev/null &&
+"$KJIT" run examples/das.kern echoes "$OUT/echoes1.npy" 80 50 1 --grid 1 --block 128 \
+    --target "$best" --save "0=$OUT/echoes2.npy" > /dev/null &&
+"$KJIT" run examples/das.kern echoes "$OUT/echoes2.npy" 100 30 1 --grid 1 --block 128 \
     --target "$best" --save "0=$data" > /dev/null &&
 "$KJIT" run examples/das.kern das zeros:f64:76x120 "$data" --grid 120 --block 76 \
     --target "$best" --save "0=$OUT/das.png" | grep -E '^(wrote|das)'
+for image in mandelbrot das; do
+    [ -s "$OUT/$image.png" ] || { echo "demo: $OUT/$image.png was not made (see above)"; status=1; }
+done
 printf '\nimages and the tables (CSV, summary.txt) in %s\n' "$OUT"
 exit $status
