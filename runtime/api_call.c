@@ -391,12 +391,7 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
     KjCancelCall cancel;
     kj_cancel_begin(context, &cancel);
     kjit_status ran = call_any(function, args, nargs, out, result);
-    kjit_status status = kj_cancel_end(context, &cancel, function->entry->name, ran);
-    if (ran == KJIT_OK && status != KJIT_OK && result) {
-        kjit_array_free(result); /* a stopped call hands back no result */
-        memset(result, 0, sizeof *result);
-    }
-    return status;
+    return kj_cancel_end_result(context, &cancel, function->entry->name, ran, result);
 }
 
 static kjit_status call_async_any(kjit_function *function, const kjit_arg *args, int nargs,

@@ -656,12 +656,7 @@ kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs
     KjCancelCall cancel;
     kj_cancel_begin(context, &cancel);
     kjit_status ran = reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
-    kjit_status status = kj_cancel_end(context, &cancel, function->entry->name, ran);
-    if (ran == KJIT_OK && status != KJIT_OK && result) {
-        kjit_array_free(result); /* a stopped call hands back no result */
-        memset(result, 0, sizeof *result);
-    }
-    return status;
+    return kj_cancel_end_result(context, &cancel, function->entry->name, ran, result);
 }
 
 kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int nargs,

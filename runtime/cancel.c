@@ -414,3 +414,14 @@ static void kj_signal_guard_end(int slot)
     }
     pthread_mutex_unlock(&signal_lock);
 }
+
+kjit_status kj_cancel_end_result(kjit_context *context, KjCancelCall *call, const char *name,
+                                 kjit_status ran, kjit_array *result)
+{
+    kjit_status status = kj_cancel_end(context, call, name, ran);
+    if (ran == KJIT_OK && status != KJIT_OK && result) {
+        kjit_array_free(result);
+        memset(result, 0, sizeof *result);
+    }
+    return status;
+}

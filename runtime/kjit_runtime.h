@@ -94,6 +94,10 @@ typedef struct KjCancelCall {
 void kj_cancel_begin(kjit_context *context, KjCancelCall *call);
 kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,
                           kjit_status status);
+/* kj_cancel_end for a call that may have allocated *result: a stopped call
+ * hands back none (it is freed and zeroed). */
+kjit_status kj_cancel_end_result(kjit_context *context, KjCancelCall *call, const char *name,
+                                 kjit_status ran, kjit_array *result);
 /* cuda, after waiting for the context's kernels: KJIT_ERROR_CANCELLED (and
  * the flag cleared) when a cancel reached them. */
 kjit_status kj_cancel_device_status(kjit_context *context, const char *name);

@@ -158,7 +158,7 @@ typedef struct KjTarget {
     /* A call of a math library function that has vector variants somewhere
      * (libm_name: "sin", "sinf"), made the target's own way so that scalar
      * code computes each value as its vector code does (cpu: through the
-     * one libmvec routine kj_codegen_libmvec_variant names); NULL for a
+     * one libmvec routine kj_codegen_libmvec_routine names); NULL for a
      * plain call of the math library.  May be NULL. */
     LLVMValueRef (*vector_math_call)(Gen *g, const char *libm_name, LLVMValueRef *args, int arity);
     /* A float to integer conversion the target lowers its own way; NULL for
@@ -374,10 +374,12 @@ LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z);
 /* A math built-in's libm name ("sin"; f32 adds "f") and whether libmvec has it. */
 const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec);
 /* The one libmvec routine that cpu code calls for libm function `libm_name`
- * ("sin", "sinf": f32 when it ends so) of `arity` operands: the widest ISA
- * the host runs, its name into name[96], its lane count as the result; 0
- * when the host has no libmvec. */
-int kj_codegen_libmvec_variant(Gen *g, const char *libm_name, bool is_f32, int arity, char *name);
+ * ("sin", "sinf") of `arity` operands of element type `elem`: the widest ISA
+ * the host runs, declared in the module once, its name into name[96] and
+ * its lane count into *lanes; NULL (and 0 lanes) when the host has no
+ * libmvec. */
+LLVMValueRef kj_codegen_libmvec_routine(Gen *g, const char *libm_name, LLVMTypeRef elem, int arity,
+                                        int *lanes, char *name);
 
 /* codegen_simd.c: the SIMD lowering of the cpu targets (docs/architecture.md) */
 

@@ -706,7 +706,7 @@ static LLVMValueRef sub_vector(Simd *s, LLVMValueRef v, int first, int count)
     return LLVMBuildShuffleVector(s->b, v, LLVMGetPoison(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)count), "");
 }
 
-/* A libmvec function: the one routine kj_codegen_libmvec_variant names
+/* A libmvec function: the one routine kj_codegen_libmvec_routine names
  * (the scalar code calls it too, so every lane gets the scalar code's bits),
  * called on each piece of its width; fewer lanes than that are widened with
  * copies of lane 0 and narrowed again after. */
@@ -717,18 +717,13 @@ static LLVMValueRef math_libmvec(Simd *s, KjMathFn fn, const char *libm, LLVMVal
     bool is_f32 = elem == g->t_f32;
     char libm_name[64], name[96];
     snprintf(libm_name, sizeof libm_name, "%s%s", libm, is_f32 ? "f" : "");
-    int piece = kj_codegen_libmvec_variant(g, libm_name, is_f32, arity, name);
-    if (piece == 0 || (s->lanes > piece && s->lanes % piece != 0))
+    int piece;
+    LLVMValueRef callee = kj_codegen_libmvec_routine(g, libm_name, elem, arity, &piece, name);
+    if (!callee || (s->lanes > piece && s->lanes % piece != 0))
         return math_per_lane(s, fn, a, arity);
     LLVMTypeRef pt = LLVMVectorType(elem, (unsigned)piece);
     LLVMTypeRef ps[2] = {pt, pt};
     LLVMTypeRef ft = LLVMFunctionType(pt, ps, (unsigned)arity, 0);
-    LLVMValueRef callee = LLVMGetNamedFunction(g->mod, name);
-    if (!callee) {
-        callee = LLVMAddFunction(g->mod, name, ft);
-        kj_codegen_add_fn_attr(g, callee, "nounwind");
-        LLVMAddAttributeAtIndex(callee, LLVMAttributeFunctionIndex, memory_none(g));
-    }
     if (s->lanes < piece) {
         LLVMValueRef wide[64], narrow[64], args[2];
         for (int k = 0; k < piece; k++)

@@ -178,18 +178,35 @@ LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity)
  * or its remainder, scalar code, a split form's region), cpu code calls one
  * routine per function for the whole module: the widest ISA's.
  */
-int kj_codegen_libmvec_variant(Gen *g, const char *libm_name, bool is_f32, int arity, char *name)
+LLVMValueRef kj_codegen_libmvec_routine(Gen *g, const char *libm_name, LLVMTypeRef elem, int arity,
+                                        int *lanes, char *name)
 {
     struct { bool ok; char isa; int lanes_f64; } isas[3] = {
         {g->vec_avx512, 'e', 8}, {g->vec_avx2, 'd', 4}, {g->vec_sse, 'b', 2}};
     for (int i = 0; i < 3; i++) {
         if (!isas[i].ok)
             continue;
-        int lanes = isas[i].lanes_f64 * (is_f32 ? 2 : 1);
-        snprintf(name, 96, "_ZGV%cN%d%s_%s", isas[i].isa, lanes, arity == 1 ? "v" : "vv", libm_name);
-        return lanes;
+        *lanes = isas[i].lanes_f64 * (elem == g->t_f32 ? 2 : 1);
+        snprintf(name, 96, "_ZGV%cN%d%s_%s", isas[i].isa, *lanes, arity == 1 ? "v" : "vv", libm_name);
+        LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+        if (fn)
+            return fn;
+        LLVMTypeRef vt = LLVMVectorType(elem, (unsigned)*lanes);
+        LLVMTypeRef ps[2] = {vt, vt};
+        fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(vt, ps, (unsigned)arity, 0));
+        kj_codegen_add_fn_attr(g, fn, "nounwind");
+        LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, memory_none(g));
+        /* kept in llvm.compiler.used: the loop vectoriser needs the
+         * declaration, and no pass may drop it while only an attribute names it */
+        if (g->used_count == g->used_cap) {
+            g->used_cap = g->used_cap ? 2 * g->used_cap : 32;
+            g->used = kj_xrealloc(g->used, sizeof *g->used * (size_t)g->used_cap);
+        }
+        g->used[g->used_count++] = fn;
+        return fn;
     }
-    return 0;
+    *lanes = 0;
+    return NULL;
 }
 
 const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec)

@@ -54,7 +54,7 @@ static void cpu_function_attrs(Gen *g, LLVMValueRef fn)
 /*
  * A libm function that libmvec has, called from scalar code: through
  * kj_math_<name>, a function of the module's own that runs the host's one
- * routine for it (kj_codegen_libmvec_variant: the SIMD lowering calls the
+ * routine for it (kj_codegen_libmvec_routine: the SIMD lowering calls the
  * same) on its operands in every lane and returns lane 0.  The call names
  * that routine in "vector-function-abi-variant", so the loop vectoriser calls
  * it on whole vectors instead; either way each element gets the routine's
@@ -67,25 +67,13 @@ static LLVMValueRef cpu_vector_math_call(Gen *g, const char *name, LLVMValueRef 
 {
     LLVMTypeRef t = LLVMTypeOf(args[0]);
     char vname[96];
-    int lanes = kj_codegen_libmvec_variant(g, name, t == g->t_f32, arity, vname);
-    if (lanes == 0)
+    int lanes;
+    LLVMValueRef vfn = kj_codegen_libmvec_routine(g, name, t, arity, &lanes, vname);
+    if (!vfn)
         return NULL;
     LLVMTypeRef vt = LLVMVectorType(t, (unsigned)lanes);
     LLVMTypeRef vps[2] = {vt, vt};
     LLVMTypeRef vft = LLVMFunctionType(vt, vps, (unsigned)arity, 0);
-    LLVMValueRef vfn = LLVMGetNamedFunction(g->mod, vname);
-    if (!vfn) {
-        vfn = LLVMAddFunction(g->mod, vname, vft);
-        kj_codegen_add_fn_attr(g, vfn, "nounwind");
-        LLVMAddAttributeAtIndex(vfn, LLVMAttributeFunctionIndex, memory_none(g));
-        /* kept in llvm.compiler.used: the vectoriser needs the declaration,
-         * and no pass may drop it while only the attribute names it */
-        if (g->used_count == g->used_cap) {
-            g->used_cap = g->used_cap ? 2 * g->used_cap : 32;
-            g->used = kj_xrealloc(g->used, sizeof *g->used * (size_t)g->used_cap);
-        }
-        g->used[g->used_count++] = vfn;
-    }
     char wname[96];
     snprintf(wname, sizeof wname, "kj_math_%s", name);
     LLVMTypeRef ps[2] = {t, t};
