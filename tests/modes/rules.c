@@ -9,7 +9,7 @@
  *   FILE FUNCTION order [argN]         REASON   (argN: that output only)
  *   FILE FUNCTION undefined [argN]     REASON
  *   FILE FUNCTION skip                 REASON
- *   FILE FUNCTION cuda                 REASON
+ *   FILE FUNCTION cuda [argN]          REASON   (argN: that output only)
  *   FILE FUNCTION launch GX,GY,GZ/BX,BY,BZ REASON   (one case each)
  *
  * FILE is the source's file (a unit test's .c file for its literals, or
@@ -121,7 +121,7 @@ bool modes_rules_read(const char *path, ModesRules *out)
                 continue;
             }
         }
-        if (rule.kind == RULE_ORDER || rule.kind == RULE_UNDEFINED) { /* one output only? */
+        if (rule.kind == RULE_ORDER || rule.kind == RULE_UNDEFINED || rule.kind == RULE_CUDA) { /* one output only? */
             char *q = p;
             while (*q == ' ' || *q == '\t')
                 q++;
