@@ -117,6 +117,19 @@ static LLVMValueRef min_max(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRe
     return LLVMBuildSelect(b, equal, LLVMBuildBitCast(b, both, t, ""), r, "");
 }
 
+/* copysign(x, y) with a NaN y is |x|: a NaN's sign is not promised (LLVM folds
+ * 0.0 / 0.0 to +NaN where x86's divide gives -NaN, so a specialised kernel,
+ * whose block size folds, and the general one differed:
+ * tests/genprog/regress/copysign_nan.kern), so copysign reads every NaN as
+ * positive, in every mode and on cuda. */
+static LLVMValueRef copy_sign(Gen *g, LLVMBuilderRef b, LLVMValueRef *a, LLVMTypeRef t)
+{
+    LLVMValueRef r = kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
+    LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+    LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, a[1], a[1], "");
+    return LLVMBuildSelect(b, nan, mag, r, "");
+}
+
 /* The math built-ins that are one LLVM intrinsic or instruction, on
  * scalars and vectors alike (the SIMD lowering calls this too); NULL for
  * the others (libm's and libmvec's functions). */
@@ -132,7 +145,7 @@ LLVMValueRef kj_codegen_math_inline(Gen *g, LLVMBuilderRef b, KjMathFn math, LLV
     case KJ_MATH_FMA: return kj_codegen_call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
     case KJ_MATH_FMIN:
     case KJ_MATH_FMAX: return min_max(g, b, math, a, t);
-    case KJ_MATH_COPYSIGN: return kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
+    case KJ_MATH_COPYSIGN: return copy_sign(g, b, a, t);
     case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
     case KJ_MATH_FMOD: return LLVMBuildFRem(b, a[0], a[1], "");
     case KJ_MATH_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");

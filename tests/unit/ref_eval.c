@@ -473,7 +473,7 @@ static RefValue math(Ev *ev, const KjIrExpr *e, const RefValue *a)
         break;
     }
     case KJ_MATH_TGAMMA: r.f = tgamma(x); break;
-    case KJ_MATH_COPYSIGN: r.f = copysign(x, y); break;
+    case KJ_MATH_COPYSIGN: r.f = isnan(y) ? fabs(x) : copysign(x, y); break; /* a NaN reads as positive */
     case KJ_MATH_FMOD: r.f = fmod(x, y); break;
     case KJ_MATH_ISNAN: r.u = isnan(x) != 0; break;
     case KJ_MATH_ISINF: r.u = isinf(x) != 0; break;
