@@ -190,12 +190,15 @@ static KjIrExpr *check_pow(KjChecker *c, KjIrExpr *base, KjIrExpr *exp, KjLoc lo
                                            chain);
             return chain;
         }
-        if (kj_type_is_complex(t)) {
+        if (kj_type_is_complex(t) && magnitude > POW_CHAIN_MAX) {
             KjIrExpr *e = kj_check_binary_ir(c, KJ_IR_MATH, t, loc, base,
                                              kj_check_float_const(c, t, (double)n, loc));
             e->math = KJ_MATH_POW;
             return e;
         }
+        /* a base too large to copy, or impure: evaluated once, then squared
+         * and multiplied (complex too: z ** 3 stays multiplications whatever
+         * z is, not exp(3 log z)) */
         return kj_check_binary_ir(c, KJ_IR_IPOW, t, loc, base,
                                   kj_check_int_const(c, kj_check_t_i64(), n, loc));
     }

@@ -298,7 +298,10 @@ START_TEST(power_lowering)
                            "fn b(x: f64) -> f64 { return x ** 0.5; }\n"
                            "fn c(x: f64) -> f64 { return x ** 1.5; }\n"
                            "fn d(k: i64, n: i32) -> i64 { return k ** n; }\n"
-                           "fn e2(x: f64) -> f64 { return x ** -2; }\n");
+                           "fn e2(x: f64) -> f64 { return x ** -2; }\n"
+                           "fn z3(a: f64[], k: u8[]) -> c128 {\n"
+                           "    return complex(a[i64(k[1]) % len(a)], a[(i64(k[0] * k[0]) + i64(k[2]) * 7 - 1) % len(a)]) ** 3;\n"
+                           "}\n");
     KjIrExpr *e = returned(cp, "a");
     ck_assert_int_eq(e->op, KJ_IR_MUL); /* (x * x) * x */
     ck_assert_int_eq(e->args[0]->op, KJ_IR_MUL);
@@ -315,6 +318,11 @@ START_TEST(power_lowering)
     e = returned(cp, "e2");
     ck_assert_int_eq(e->op, KJ_IR_DIV);
     ck_assert_int_eq(e->args[1]->op, KJ_IR_MUL);
+    /* a complex base too large to copy is evaluated once and multiplied,
+     * not raised by exp(3 log z) (campaign seed 600228: libm per ISA) */
+    e = returned(cp, "z3");
+    ck_assert_int_eq(e->op, KJ_IR_IPOW);
+    ck_assert_int_eq(e->type->kind, KJ_TYPE_C128);
     compiled_free(cp);
 }
 END_TEST
