@@ -383,8 +383,15 @@ static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
         Walk inner = {w.divergent, false};
         return walk_stmt(u, s->body, inner) & LEAVES_RETURN;
     }
-    case KJ_IR_STMT_THREADS: /* a split form's loop over the threads (barrier_split.c) */
-        return walk_stmt(u, s->body, (Walk){w.divergent, false}) & LEAVES_RETURN;
+    case KJ_IR_STMT_THREADS:
+        /* a split form's loop over the threads (barrier_split.c): a return
+         * in it ends the thread's part of this region (barrier_split.c
+         * splits only kernels whose returns come after the last barrier);
+         * what follows runs once for the block, every thread done, so it is
+         * not divergent (it copies the uniform variables the region set
+         * back to their scalar slots: campaign seed 600903) */
+        walk_stmt(u, s->body, (Walk){w.divergent, false});
+        return 0;
     case KJ_IR_STMT_BREAK:
         return w.loop_divergent ? LEAVES_BREAK : 0;
     case KJ_IR_STMT_CONTINUE:

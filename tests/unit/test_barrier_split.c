@@ -893,6 +893,41 @@ START_TEST(hillis_steele_scan_across_barrier_loop)
 }
 END_TEST
 
+/* A uniform variable set before the barrier and, under a uniform if, after
+ * it, then compared by threads that return: the split form copies it back
+ * to its scalar slot after each region, and the return in the last region
+ * made that copy look divergent, so the lanes kept the variable in vector
+ * slots of their own, zero at each region's start (campaign seed 600903). */
+static const char uniform_copy_source[] =
+    "@kernel\n"
+    "fn pick(out: i16[], n: i32) {\n"
+    "    let g = grid(1);\n"
+    "    let v: i32 = -1;\n"
+    "    syncthreads();\n"
+    "    if n == 0 { v = 0; }\n"
+    "    if i32(threadIdx.x) != v { return; }\n"
+    "    out[g] = 0;\n"
+    "}\n";
+
+START_TEST(uniform_copy_after_a_returning_region)
+{
+    ck_assert(splits(uniform_copy_source, "pick", NULL));
+    enum { N = 512, T = 256 };
+    for (int n = 0; n < 2; n++) {
+        static int16_t out[N];
+        for (int k = 0; k < N; k++)
+            out[k] = 7;
+        Launch l = {.source = uniform_copy_source, .kernel = "pick", .grid = {N / T, 1, 1},
+                    .block = {T, 1, 1}};
+        add_array(&l, out, KJIT_I16, N);
+        add_scalar(&l, (kjit_arg){.kind = KJIT_ARG_SCALAR, .dtype = KJIT_I32, .value.i = n});
+        run_and_compare(&l);
+        for (int k = 0; k < N; k++) /* n == 0: thread 0 of each block stores; else none */
+            ck_assert_msg(out[k] == (n == 0 && k % T == 0 ? 0 : 7), "n %d, element %d: %d", n, k, out[k]);
+    }
+}
+END_TEST
+
 Suite *suite_barrier_split(void)
 {
     Suite *s = suite_create("barrier_split");
@@ -908,6 +943,7 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, split_regions_are_simd_code);
     tcase_add_test(c, remade_values_read_remade_variables);
     tcase_add_test(c, hillis_steele_scan_across_barrier_loop);
+    tcase_add_test(c, uniform_copy_after_a_returning_region);
     suite_add_tcase(s, c);
     return s;
 }
