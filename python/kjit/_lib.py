@@ -74,14 +74,19 @@ assert ctypes.sizeof(Array) >= ARRAY_STRUCT.size and ctypes.sizeof(Arg) == 24
 assert Arg.value.offset == 8 and Array.memory.offset == 144
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def _candidates():
     """(path, how it was chosen) in the order they are tried: KJIT_LIBRARY, the
-    installed prefix (the one `make install-python` recorded, else Python's
-    own, /usr/local and /usr), then the build folder of the repository this
-    package's source lies in."""
+    copy installed inside this package (kjit/lib/libkjit.so, which `pip
+    install ./python` bundles), the installed prefix (the one `make
+    install-python` recorded, else Python's own, /usr/local and /usr), then
+    the build folder of the repository this package's source lies in."""
     env = os.environ.get("KJIT_LIBRARY")
     if env:
         yield env, "KJIT_LIBRARY"
+    yield os.path.join(HERE, "lib", "libkjit.so"), "inside the package"
     prefixes = []
     try:
         from . import _install
@@ -95,14 +100,14 @@ def _candidates():
         if candidate not in seen:
             seen.add(candidate)
             yield candidate, "installed prefix"
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield (os.path.normpath(os.path.join(here, "..", "..", "build", "libkjit.so")),
+    yield (os.path.normpath(os.path.join(HERE, "..", "..", "build", "libkjit.so")),
            "the repository's build folder")
 
 
 def _stdlib_for(library):
     """The stdlib folder that belongs with a library: kjit finds it beside the
-    running program, which is python here, so it is named through KJIT_STDLIB."""
+    running program, which is python here, so it is named through KJIT_STDLIB.
+    (A library inside the package, kjit/lib/, has kjit/stdlib/.)"""
     libdir = os.path.dirname(os.path.abspath(library))
     for candidate in (os.path.join(libdir, "..", "share", "kjit", "stdlib"),
                       os.path.join(libdir, "..", "stdlib")):
