@@ -38,7 +38,8 @@ m = kjit.compile("import math;\n@vectorize\nfn rad(a: f64) -> f64 { return deg2r
 x = np.array([0.0, 90.0, 180.0])
 assert np.allclose(m.rad(x), np.deg2rad(x)), m.rad(x)
 print(f"install_check: kjit from {os.path.dirname(kjit.__file__)}, "
-      f"library {kjit.library_path}")
+      f"library {kjit.library_path}, hot path: {kjit.hot_path}")
+assert kjit.hot_path == "compiled", kjit.hot_path
 PY
 cd "$repo"
 KJIT_TEST_INSTALLED=1 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider python/tests

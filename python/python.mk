@@ -19,7 +19,7 @@ test-python: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
 test-python: deps $(BUILD)/libkjit.so
 	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest || \
 	  { echo "pytest is missing; run: $(PYTHON) -m pip install pytest"; exit 1; }
-	KJIT_LIBRARY=$(abspath $(BUILD))/libkjit.so $(PYTHON) -m pytest -q -rs -p no:cacheprovider \
+	KJIT_PURE_PYTHON=1 KJIT_LIBRARY=$(abspath $(BUILD))/libkjit.so $(PYTHON) -m pytest -q -rs -p no:cacheprovider \
 	  python/tests
 	python/install_check.sh $(BUILD) $(PYTHON)
 

@@ -8,6 +8,7 @@ result types, a free list of argument buffers), so that a call is a dict
 lookup per argument, a few struct packs and one foreign call.
 """
 import ctypes
+import os
 import re
 import signal
 import threading
@@ -22,12 +23,31 @@ from ._lib import lib
 from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
 _kjit_call = lib.kjit_call
-_kjit_launch = lib.kjit_launch
+_kjit_launch_ex = lib.kjit_launch_ex
 _last_error = lib.kjit_last_error
 
 
 def _raise(handle, status):
     raise from_status(status, _last_error(handle).decode(errors="replace"))
+
+
+def _address(function):
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+# The compiled hot path (_fast.c), when the install built it: @vectorize calls
+# and launches of NumPy arrays, scalars and kjit's arrays go through C; the
+# rest through the Python below.  KJIT_PURE_PYTHON=1 turns it off.
+try:
+    if os.environ.get("KJIT_PURE_PYTHON"):
+        raise ImportError("KJIT_PURE_PYTHON is set")
+    from . import _fast
+    _fast.setup(_address(lib.kjit_call), _address(lib.kjit_function_match),
+                _address(lib.kjit_launch_ex), _raise, DeviceArray)
+    HOT_PATH = "compiled"
+except ImportError as _error:
+    _fast = None
+    HOT_PATH = f"pure Python ({_error})"
 
 
 # ----------------------------------------------------------------- contexts
@@ -393,7 +413,7 @@ class Function:
     def __call__(self, *args, out=None, stream=None):
         kind = self.kind
         if kind == "vectorize":
-            return VectorizedFunction.__call__(self, *args, out=out, stream=stream)
+            return _VectorizedPython.__call__(self, *args, out=out, stream=stream)
         if kind == "guvectorize":
             return GuvectorizedFunction.__call__(self, *args, out=out, stream=stream)
         if kind == "reduce":
@@ -478,7 +498,7 @@ class Function:
         return launcher
 
 
-class VectorizedFunction(Function):
+class _VectorizedPython(Function):
     """A @vectorize function: f(*arrays_or_scalars, out=None, stream=None)."""
 
     def __call__(self, *args, out=None, stream=None):
@@ -544,6 +564,23 @@ class VectorizedFunction(Function):
         if out is None and shape is None and alloc is None:
             return result[()]  # all scalars: a scalar, as NumPy's ufuncs give
         return result
+
+    _call_slow = __call__
+
+
+if _fast is not None:
+    class VectorizedFunction(_fast.Vectorized, _VectorizedPython):
+        """A @vectorize function: f(*arrays_or_scalars, out=None, stream=None).
+        Calls go through _fast.c, which hands what it does not take to the
+        Python path (_call_slow)."""
+
+        def __init__(self, module, handle):
+            _VectorizedPython.__init__(self, module, handle)
+            self._fast_bind(handle, self.context.handle, self.param_count,
+                            tuple(-1 if r is None else r for r in self._results),
+                            self._is_cuda)
+else:
+    VectorizedFunction = _VectorizedPython
 
 
 class GuvectorizedFunction(Function):
@@ -710,17 +747,22 @@ def _dims(value, what):
     return (ctypes.c_uint32 * 3)(*dims)
 
 
-class Launcher:
-    """kernel[grid, block] or kernel[grid, block, stream]: call it with the
-    kernel's arguments to launch."""
+class _LauncherPython:
+    """kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block,
+    stream, shared_bytes] (the launch's dynamic shared memory, for the
+    kernel's shared(T) arrays): call it with the kernel's arguments to launch."""
 
     def __init__(self, function, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise InvalidArgumentError(f"launch {function.name} as {function.name}[grid, "
-                                       f"block] or [grid, block, stream]")
-        if len(config) == 4 and config[3]:
-            raise InvalidArgumentError("kjit kernels declare their shared memory in the "
-                                       "source: the fourth launch setting must be 0")
+                                       f"block], [grid, block, stream] or [grid, block, "
+                                       f"stream, shared_bytes]")
+        shared = config[3] if len(config) == 4 else 0
+        if isinstance(shared, bool) or not isinstance(shared, (int, np.integer)) or \
+                not 0 <= shared < 1 << 32:
+            raise InvalidArgumentError(f"shared_bytes {shared!r}: the bytes of dynamic shared "
+                                       f"memory per block, an int from 0")
+        self.shared_bytes = int(shared)
         self.function = function
         self.grid = _dims(config[0], "grid")
         self.block = _dims(config[1], "block")
@@ -730,6 +772,8 @@ class Launcher:
         self._stream = stream  # keeps a foreign stream object alive
         self._stream_ptr = stream_pointer(stream, function.context) if stream is not None \
             else None
+        self._options = _lib.LaunchOptions(self._stream_ptr, self.shared_bytes)
+        self._options_addr = ctypes.addressof(self._options)
 
     def __call__(self, *args):
         fn = self.function
@@ -744,12 +788,28 @@ class Launcher:
                     raise InvalidArgumentError(
                         f"{fn.name}: argument {i} is a {type(x).__name__}; pass an array "
                         f"(a kernel may write into it)")
-            status = _kjit_launch(fn.handle, self._grid_addr, self._block_addr, cb.args_addr,
-                                  len(args), self._stream_ptr)
+            status = _kjit_launch_ex(fn.handle, self._grid_addr, self._block_addr,
+                                     cb.args_addr, len(args), self._options_addr)
             if status:
                 _raise(fn.context.handle, status)
         finally:
             fn._done(cb)
+
+    _call_slow = __call__
+
+
+if _fast is not None:
+    class Launcher(_fast.Launch, _LauncherPython):
+        __doc__ = _LauncherPython.__doc__
+
+        def __init__(self, function, config):
+            _LauncherPython.__init__(self, function, config)
+            self._fast_bind(function.handle, function.context.handle,
+                            bytes(bool(w) for w in function._written), tuple(self.grid),
+                            tuple(self.block), self._stream_ptr, self.shared_bytes,
+                            function.context.is_cuda)
+else:
+    Launcher = _LauncherPython
 
 
 # ------------------------------------------------------------------ streams

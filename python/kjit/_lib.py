@@ -56,6 +56,10 @@ class Options(ctypes.Structure):
                 ("cancel_signal", ctypes.c_int)]
 
 
+class LaunchOptions(ctypes.Structure):
+    _fields_ = [("stream", ctypes.c_void_p), ("dynamic_shared_bytes", ctypes.c_size_t)]
+
+
 class DeviceInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 256), ("compute_major", ctypes.c_int),
                 ("compute_minor", ctypes.c_int), ("total_memory", ctypes.c_size_t),
@@ -175,6 +179,7 @@ _protos = {
     "kjit_prepare": (_S, [_P, _P, ctypes.c_int, _P]),
     "kjit_function_match": (_S, [_P, _P, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
     "kjit_launch": (_S, [_P, _P, _P, _P, ctypes.c_int, _P]),
+    "kjit_launch_ex": (_S, [_P, _P, _P, _P, ctypes.c_int, _P]),
     "kjit_device_alloc": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
                                ctypes.POINTER(Array)]),
     "kjit_device_free": (_S, [_P, ctypes.POINTER(Array)]),
