@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from . import _lib
-from ._arrays import (CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
+from ._arrays import (ARG_SIZE, CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
                       _array_like, array_address, converter_for, pack_out)
 from ._lib import lib
 from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
@@ -271,8 +271,8 @@ class Module:
         if status:
             _raise(self.context.handle, status)
         kind = _lib.FUNCTION_KINDS[lib.kjit_function_kind_of(out.value)]
-        cls = {"vectorize": VectorizedFunction, "guvectorize": GuvectorizedFunction}.get(
-            kind, Function)
+        cls = {"vectorize": VectorizedFunction, "guvectorize": GuvectorizedFunction,
+               "reduce": ReduceFunction}.get(kind, Function)
         fn = cls(self, out.value)
         self.__dict__[name] = fn  # the next m.name is a plain attribute
         return fn
@@ -417,8 +417,8 @@ class Function:
         if kind == "guvectorize":
             return GuvectorizedFunction.__call__(self, *args, out=out, stream=stream)
         if kind == "reduce":
-            raise InvalidArgumentError(f"{self.name} is a @reduce: reductions run through "
-                                       f"kjit_reduce in the C API or `kjit run`")
+            raise InvalidArgumentError(f"{self.name} is a @reduce: call it as "
+                                       f"{self.name}(x, axis=None, init=None, out=None)")
         if kind == "plain":
             if out is not None or stream is not None:
                 raise InvalidArgumentError(f"{self.name} is a plain function: no out= or "
@@ -496,6 +496,82 @@ class Function:
             if len(self._launchers) < 64:
                 self._launchers[config] = launcher
         return launcher
+
+
+class ReduceFunction(Function):
+    """A @reduce function: f(x, axis=None, init=None, out=None, stream=None),
+    or, for @reduce(map = g), f(*g's arguments, ...), which reduces g's
+    results without an array of them.  axis: None (every axis: a scalar),
+    an int or a tuple of ints (negative ones count from the end); init: a
+    scalar combined first, and the result of an empty reduction (which is a
+    ShapeError without it); out: a C-contiguous array of the result's shape
+    and f's type.  The same bits as kjit_reduce and `kjit run` (a tree whose
+    order depends only on the number of reduced elements)."""
+
+    def __init__(self, module, handle):
+        super().__init__(module, handle)
+        self.inputs = lib.kjit_function_reduce_inputs(handle)
+
+    def __call__(self, *args, axis=None, init=None, out=None, stream=None):
+        n = len(args)
+        if n != self.inputs:
+            raise InvalidArgumentError(f"{self.name} reduces {self.inputs} argument"
+                                       f"{'' if self.inputs == 1 else 's'}, {n} given")
+        if axis is None:
+            axes, naxes = None, 0
+        else:
+            items = axis if isinstance(axis, tuple) else (axis,)
+            for a in items:
+                if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+                    raise InvalidArgumentError(f"{self.name}: axis {axis!r}: None, an int or a "
+                                               f"tuple of ints")
+            naxes = len(items)
+            axes = (ctypes.c_int * max(naxes, 1))(*(int(a) for a in items))
+        cb = CallBuffers(n + 1)  # the inputs, init, out
+        info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+                for i, x in enumerate(args)]
+        if cb.keep:
+            self._sync_producers(cb)
+        self._check_memory(info)
+        init_addr = None
+        if init is not None:
+            conv = CONVERTERS.get(type(init)) or converter_for(type(init))
+            if conv(init, cb, n)[1] is not None:
+                raise InvalidArgumentError(f"{self.name}: init= is a scalar, not "
+                                           f"{type(init).__name__}")
+            init_addr = cb.args_addr + n * ARG_SIZE
+        out_addr = None
+        if out is not None:
+            if pack_out(out, cb, n + 1)[3] and not self._is_cuda:
+                self._check_memory([(0, 0, 0, True)])
+            out_addr = array_address(cb, n + 1)
+        if stream is not None:
+            if out is None:
+                raise InvalidArgumentError(f"{self.name}: a reduction on a stream writes "
+                                           f"into out=; give one")
+            status = lib.kjit_reduce_async(self.handle, cb.args_addr, n, axes, naxes,
+                                           init_addr, out_addr,
+                                           stream_pointer(stream, self.context))
+            if status:
+                _raise(self.context.handle, status)
+            return out
+        result = _lib.Array()
+        status = lib.kjit_reduce(self.handle, cb.args_addr, n, axes, naxes, init_addr,
+                                 out_addr, None if out is not None else ctypes.addressof(result))
+        if status:
+            _raise(self.context.handle, status)
+        if out is not None:
+            return out
+        try:
+            shape = tuple(result.shape[d] for d in range(result.ndim))
+            dtype = NP_DTYPES[result.dtype]
+            count = int(np.prod(shape, dtype=np.int64))
+            data = (ctypes.c_char * (count * dtype.itemsize)).from_address(result.data) \
+                if count else b""
+            value = np.frombuffer(data, dtype, count).reshape(shape).copy()
+        finally:
+            lib.kjit_array_free(ctypes.addressof(result))
+        return value[()] if value.ndim == 0 else value
 
 
 class _VectorizedPython(Function):

@@ -176,6 +176,10 @@ _protos = {
     "kjit_call": (_S, [_P, _P, ctypes.c_int, _P, _P]),
     "kjit_call_async": (_S, [_P, _P, ctypes.c_int, _P, _P]),
     "kjit_array_free": (None, [_P]),
+    # kjit_reduce(function, args, nargs, axes, naxes, init, out, result)
+    "kjit_reduce": (_S, [_P, _P, ctypes.c_int, _P, ctypes.c_int, _P, _P, _P]),
+    "kjit_reduce_async": (_S, [_P, _P, ctypes.c_int, _P, ctypes.c_int, _P, _P, _P]),
+    "kjit_function_reduce_inputs": (ctypes.c_int, [_P]),
     "kjit_prepare": (_S, [_P, _P, ctypes.c_int, _P]),
     "kjit_function_match": (_S, [_P, _P, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
     "kjit_launch": (_S, [_P, _P, _P, _P, ctypes.c_int, _P]),
