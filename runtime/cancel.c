@@ -345,21 +345,23 @@ kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
  * KJ_SIGNAL_GRACE_NS without a pause, and the last call to end puts the old
  * one back (only then is there a system call).  A signal in a call's first
  * milliseconds goes to the handler in place: a short call ends anyway, and
- * Python raises KeyboardInterrupt when it returns.  The watcher polls every
- * millisecond while calls come, and sleeps once none has come for a second.
+ * Python raises KeyboardInterrupt when it returns.  Calls read no clock: each
+ * run of calls (signal_users going from 0) bumps a generation, and the
+ * watcher, polling every millisecond, installs the handler when it has seen
+ * the same run going for KJ_SIGNAL_GRACE_POLLS polls; it sleeps once no call
+ * has come for KJ_SIGNAL_IDLE_POLLS.
  */
 #define KJ_SIGNAL_CONTEXTS 64
-#define KJ_SIGNAL_GRACE_NS 5000000    /* 5 ms: faster than anyone notices */
-#define KJ_SIGNAL_POLL_NS 1000000     /* 1 ms */
-#define KJ_SIGNAL_IDLE_NS 1000000000  /* 1 s without calls: the watcher sleeps */
+#define KJ_SIGNAL_POLL_NS 1000000 /* 1 ms */
+#define KJ_SIGNAL_GRACE_POLLS 5   /* about 5 ms: faster than anyone notices */
+#define KJ_SIGNAL_IDLE_POLLS 1000 /* about 1 s without calls: the watcher sleeps */
 
 static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t signal_wake = PTHREAD_COND_INITIALIZER;
 static kjit_context *_Atomic signal_contexts[KJ_SIGNAL_CONTEXTS];
 /* under signal_lock: */
 static int signal_users, signal_number;
-static int64_t signal_since_ns;   /* when signal_users last became > 0 */
-static int64_t signal_last_ns;    /* when the last call ended */
+static uint64_t signal_generation; /* runs of calls so far */
 static bool signal_installed;     /* kjit's handler is in place */
 static bool signal_declined;      /* this run of calls found the signal ignored */
 static bool signal_watching;      /* the watcher thread runs */
@@ -402,13 +404,20 @@ static void signal_install(void)
 static void *signal_watcher(void *arg)
 {
     (void)arg;
+    uint64_t seen = 0; /* the generation of the last poll */
+    int same = 0;      /* polls that have seen it */
     pthread_mutex_lock(&signal_lock);
     for (;;) {
-        int64_t now = now_ns();
+        if (signal_generation == seen) {
+            same++;
+        } else {
+            seen = signal_generation;
+            same = 1;
+        }
         if (signal_users > 0 && !signal_installed && !signal_declined &&
-            now - signal_since_ns >= KJ_SIGNAL_GRACE_NS)
+            same >= KJ_SIGNAL_GRACE_POLLS)
             signal_install();
-        if (signal_users == 0 && now - signal_last_ns >= KJ_SIGNAL_IDLE_NS) {
+        if (signal_users == 0 && same >= KJ_SIGNAL_IDLE_POLLS) {
             signal_idle = true;
             while (signal_idle)
                 pthread_cond_wait(&signal_wake, &signal_lock);
@@ -450,7 +459,7 @@ static int kj_signal_guard_begin(kjit_context *context)
     if (slot >= 0) {
         if (signal_users++ == 0) {
             signal_number = signo;
-            signal_since_ns = now_ns();
+            signal_generation++;
             signal_declined = false;
         }
         if (!signal_watching) {
@@ -479,7 +488,6 @@ static void kj_signal_guard_end(int slot)
     pthread_mutex_lock(&signal_lock);
     atomic_store(&signal_contexts[slot], NULL);
     if (--signal_users == 0) {
-        signal_last_ns = now_ns();
         if (signal_installed) {
             sigaction(signal_number, &signal_previous, NULL);
             signal_installed = false;

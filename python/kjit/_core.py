@@ -492,7 +492,7 @@ class Function:
             if self.kind != "kernel":
                 raise InvalidArgumentError(f"{self.name} is not a @kernel: call it as "
                                            f"{self.name}(...)")
-            launcher = Launcher(self, config)
+            launcher = _launcher(self, config)
             if len(self._launchers) < 64:
                 self._launchers[config] = launcher
         return launcher
@@ -823,7 +823,7 @@ def _dims(value, what):
     return (ctypes.c_uint32 * 3)(*dims)
 
 
-class _LauncherPython:
+class Launcher:
     """kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block,
     stream, shared_bytes] (the launch's dynamic shared memory, for the
     kernel's shared(T) arrays): call it with the kernel's arguments to launch."""
@@ -874,18 +874,16 @@ class _LauncherPython:
     _call_slow = __call__
 
 
-if _fast is not None:
-    class Launcher(_fast.Launch, _LauncherPython):
-        __doc__ = _LauncherPython.__doc__
-
-        def __init__(self, function, config):
-            _LauncherPython.__init__(self, function, config)
-            self._fast_bind(function.handle, function.context.handle,
-                            bytes(bool(w) for w in function._written), tuple(self.grid),
-                            tuple(self.block), self._stream_ptr, self.shared_bytes,
-                            function.context.is_cuda)
-else:
-    Launcher = _LauncherPython
+def _launcher(function, config):
+    """What kernel[config] gives: a Launcher, wrapped in _fast.Launch (the C
+    launch, which hands it what it does not take) when the module is there."""
+    python = Launcher(function, config)
+    if _fast is None:
+        return python
+    return _fast.Launch(python, function.handle, function.context.handle,
+                        bytes(bool(w) for w in function._written), tuple(python.grid),
+                        tuple(python.block), python._stream_ptr, python.shared_bytes,
+                        function.context.is_cuda)
 
 
 # ------------------------------------------------------------------ streams

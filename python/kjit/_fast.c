@@ -440,8 +440,15 @@ static PyTypeObject VectorizedType = {
 
 /* ---------------------------------------------------------------- launches */
 
+/* What kernel[grid, block, ...] gives when this module is there: the Python
+ * Launcher it wraps (`python`) checked the configuration and takes what the
+ * C path does not; its attributes (function, grid, block, shared_bytes,
+ * _call_slow) read through.  Launches are vectorcalls: no tuple of
+ * arguments is made. */
 typedef struct {
     PyObject_HEAD
+    PyObject *python;
+    vectorcallfunc vectorcall;
     kjit_function *handle;
     void *context;
     int nparams;
@@ -449,65 +456,25 @@ typedef struct {
     kjit_launch_options options;
     unsigned char written[FAST_MAX_ARGS];
     int is_cuda;
-    int bound;
+    int bound; /* 0: every launch goes to `python` (too many parameters) */
 } Launch;
 
-static int launch_init(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    return 0;
-}
-
-/* _fast_bind(handle, context, written, grid, block, stream, shared_bytes, is_cuda) */
-static PyObject *launch_bind(PyObject *op, PyObject *args)
+static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames)
 {
     Launch *self = (Launch *)op;
-    PyObject *handle, *context, *stream;
-    Py_buffer written;
-    unsigned int g[3], b[3];
-    unsigned long long shared;
-    int is_cuda;
-    if (!PyArg_ParseTuple(args, "OOy*(III)(III)OKp", &handle, &context, &written, &g[0],
-                          &g[1], &g[2], &b[0], &b[1], &b[2], &stream, &shared, &is_cuda))
-        return NULL;
-    self->bound = 0;
-    if (written.len > FAST_MAX_ARGS) {
-        PyBuffer_Release(&written);
-        Py_RETURN_FALSE;
-    }
-    self->nparams = (int)written.len;
-    memcpy(self->written, written.buf, (size_t)written.len);
-    PyBuffer_Release(&written);
-    self->handle = PyLong_AsVoidPtr(handle);
-    self->context = PyLong_AsVoidPtr(context);
-    self->options.stream = stream == Py_None ? NULL : PyLong_AsVoidPtr(stream);
-    if (PyErr_Occurred())
-        return NULL;
-    self->options.dynamic_shared_bytes = (size_t)shared;
-    for (int d = 0; d < 3; d++) {
-        self->grid[d] = g[d];
-        self->block[d] = b[d];
-    }
-    self->is_cuda = is_cuda;
-    self->bound = 1;
-    Py_RETURN_TRUE;
-}
-
-static PyObject *launch_call(PyObject *op, PyObject *args, PyObject *kwargs)
-{
-    Launch *self = (Launch *)op;
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (!self->bound || n != self->nparams || (kwargs && PyDict_GET_SIZE(kwargs)))
-        return call_slow(op, args, kwargs);
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (!self->bound || n != self->nparams || (kwnames && PyTuple_GET_SIZE(kwnames)))
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int r = pack_arg(&p, (int)i, PyTuple_GET_ITEM(args, i), self->is_cuda,
-                         self->written[i], 0);
+        int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
         if (r == PACK_ERROR)
             return NULL;
         if (r == PACK_SLOW)
-            return call_slow(op, args, kwargs);
+            return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     }
     kjit_status status;
     Py_BEGIN_ALLOW_THREADS
@@ -519,21 +486,106 @@ static PyObject *launch_call(PyObject *op, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
-static PyMethodDef launch_methods[] = {
-    {"_fast_bind", launch_bind, METH_VARARGS,
-     "_fast_bind(handle, context, written, grid, block, stream, shared_bytes, is_cuda)"},
-    {NULL, NULL, 0, NULL}};
+/* Launch(python, handle, context, written, grid, block, stream, shared_bytes, is_cuda) */
+static PyObject *launch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *python, *handle, *context, *stream;
+    Py_buffer written;
+    unsigned int g[3], b[3];
+    unsigned long long shared;
+    int is_cuda;
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "Launch() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOy*(III)(III)OKp", &python, &handle, &context, &written,
+                          &g[0], &g[1], &g[2], &b[0], &b[1], &b[2], &stream, &shared,
+                          &is_cuda))
+        return NULL;
+    Launch *self = (Launch *)type->tp_alloc(type, 0);
+    if (!self) {
+        PyBuffer_Release(&written);
+        return NULL;
+    }
+    Py_INCREF(python);
+    self->python = python;
+    self->vectorcall = launch_vectorcall;
+    self->bound = written.len <= FAST_MAX_ARGS;
+    if (self->bound) {
+        self->nparams = (int)written.len;
+        memcpy(self->written, written.buf, (size_t)written.len);
+    }
+    PyBuffer_Release(&written);
+    self->handle = PyLong_AsVoidPtr(handle);
+    self->context = PyLong_AsVoidPtr(context);
+    self->options.stream = stream == Py_None ? NULL : PyLong_AsVoidPtr(stream);
+    self->options.dynamic_shared_bytes = (size_t)shared;
+    for (int d = 0; d < 3; d++) {
+        self->grid[d] = g[d];
+        self->block[d] = b[d];
+    }
+    self->is_cuda = is_cuda;
+    if (PyErr_Occurred()) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int launch_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Py_VISIT(((Launch *)op)->python);
+    return 0;
+}
+
+static int launch_clear(PyObject *op)
+{
+    Py_CLEAR(((Launch *)op)->python);
+    return 0;
+}
+
+static void launch_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    launch_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+/* Attributes of its own first, then the Python Launcher's. */
+static PyObject *launch_getattro(PyObject *op, PyObject *name)
+{
+    PyObject *r = PyObject_GenericGetAttr(op, name);
+    if (r || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return r;
+    PyErr_Clear();
+    Launch *self = (Launch *)op;
+    if (!self->python) {
+        PyErr_SetObject(PyExc_AttributeError, name);
+        return NULL;
+    }
+    return PyObject_GetAttr(self->python, name);
+}
+
+static PyObject *launch_repr(PyObject *op)
+{
+    Launch *self = (Launch *)op;
+    return PyUnicode_FromFormat("<kjit launch (compiled) of %R>", self->python);
+}
 
 static PyTypeObject LaunchType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kjit._fast.Launch",
     .tp_basicsize = sizeof(Launch),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "The C launch of a @kernel (a base of kjit's Launcher).",
-    .tp_call = launch_call,
-    .tp_methods = launch_methods,
-    .tp_init = launch_init,
-    .tp_new = PyType_GenericNew,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A kernel launch through C: kernel[grid, block, stream, shared_bytes].",
+    .tp_vectorcall_offset = offsetof(Launch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = launch_new,
+    .tp_traverse = launch_traverse,
+    .tp_clear = launch_clear,
+    .tp_dealloc = launch_dealloc,
+    .tp_getattro = launch_getattro,
+    .tp_repr = launch_repr,
 };
 
 /* ------------------------------------------------------------------ module */
