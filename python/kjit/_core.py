@@ -643,6 +643,55 @@ class _VectorizedPython(Function):
 
     _call_slow = __call__
 
+    # NumPy's ufunc protocol ----------------------------------------------------
+    @property
+    def ufunc(self):
+        """This function as a numpy.ufunc (cpu and parallel targets, with the
+        compiled path): one loop per signature, picked by NumPy's type rules
+        (casting where NumPy may), so reduce, accumulate, outer, at, where=,
+        dtype=, casting= and other libraries' __array_ufunc__ (Dask, xarray,
+        pandas) work as with NumPy's own.  Made on first use."""
+        u = self.__dict__.get("_ufunc")
+        if u is None:
+            u = self.__dict__["_ufunc"] = self._make_ufunc()
+        return u
+
+    def _make_ufunc(self):
+        if _fast is None:
+            raise InvalidArgumentError(f"{self.name}.ufunc needs the compiled path, which "
+                                       f"this install lacks: {HOT_PATH}")
+        if self._is_cuda:
+            raise InvalidArgumentError(f"{self.name}.ufunc: a numpy.ufunc runs on the host; "
+                                       f"load the module for cpu or parallel")
+        loops = []
+        for s in range(len(self.signatures)):
+            result = self._results[s]
+            codes = [_lib.DTYPE_NAMES.index(name) for name, _ in self.params(s)]
+            if result is None or result < 0 or _lib.BF16 in codes + [result]:
+                continue  # NumPy has no bfloat16
+            loops.append(tuple(codes) + (result,))
+        if not loops:
+            raise InvalidArgumentError(f"{self.name}.ufunc: no signature has NumPy types")
+        doc = f"kjit @vectorize {self.name}: {' | '.join(self.signatures)}"
+        return _fast.make_ufunc(self, self.handle, self.context.handle, self.name, doc,
+                                self.param_count, loops)
+
+    def reduce(self, *args, **kwargs):
+        """numpy.ufunc.reduce of self.ufunc."""
+        return self.ufunc.reduce(*args, **kwargs)
+
+    def accumulate(self, *args, **kwargs):
+        return self.ufunc.accumulate(*args, **kwargs)
+
+    def outer(self, *args, **kwargs):
+        return self.ufunc.outer(*args, **kwargs)
+
+    def at(self, *args, **kwargs):
+        return self.ufunc.at(*args, **kwargs)
+
+    def reduceat(self, *args, **kwargs):
+        return self.ufunc.reduceat(*args, **kwargs)
+
 
 if _fast is not None:
     class VectorizedFunction(_fast.Vectorized, _VectorizedPython):

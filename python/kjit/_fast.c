@@ -25,6 +25,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 #include <numpy/arrayscalars.h>
+#include <numpy/ufuncobject.h>
 
 #include <string.h>
 
@@ -70,6 +71,14 @@ static int code_of_typenum(int t)
     case NPY_HALF: return KJIT_F16;
     default: return -1;
     }
+}
+
+/* Bytes of an element of a kjit type. */
+static size_t kjit_dtype_size_of(kjit_dtype code)
+{
+    static const unsigned char sizes[KJIT_DTYPE_COUNT] = {1, 1, 2, 4, 8, 1, 2, 4, 8,
+                                                          4, 8, 8, 16, 2, 2};
+    return (unsigned)code < KJIT_DTYPE_COUNT ? sizes[code] : 1;
 }
 
 /* NumPy's type number for a kjit code; -1 for bf16 (no NumPy twin). */
@@ -588,6 +597,209 @@ static PyTypeObject LaunchType = {
     .tp_repr = launch_repr,
 };
 
+/* ------------------------------------------------------------------ ufuncs */
+
+/*
+ * A @vectorize function as a numpy.ufunc (cpu and parallel targets): one
+ * loop per signature, as Numba's @vectorize makes.  NumPy picks the loop by
+ * its own type rules (casting where it may), then hands it 1-D strided
+ * operands, which become one kjit_call of that signature on 1-D views: the
+ * compiled SIMD loop runs over them.  What a loop needs is in a capsule the
+ * ufunc holds (its `obj`), with the kjit Function, so the compiled code lives
+ * as long as the ufunc does.
+ */
+typedef struct {
+    kjit_function *handle;
+    void *context;
+    int nin;
+    kjit_dtype types[FAST_MAX_ARGS + 1]; /* the inputs', then the result's */
+} UfuncLoop;
+
+typedef struct {
+    PyObject *function;          /* the kjit Function: keeps its module alive */
+    int nloops;
+    PyUFuncGenericFunction *funcs;
+    void **data;
+    char *types;
+    UfuncLoop *loops;
+    char *name, *doc; /* NumPy keeps the pointers, not copies */
+} UfuncKeep;
+
+/* The bytes [lo, hi) that n elements at p, step apart, cover. */
+static void extent(const char *p, npy_intp n, npy_intp step, npy_intp size, const char **lo,
+                   const char **hi)
+{
+    const char *last = p + (n - 1) * step;
+    *lo = step < 0 ? last : p;
+    *hi = (step < 0 ? p : last) + size;
+}
+
+/* Whether the loop depends on its own results: NumPy's reduce and accumulate
+ * hand it an output of stride 0, or an input that is the output shifted (out
+ * = f(out - 1, x)), and expect the elements in order.  kjit_call would read
+ * such an input from a copy (as NumPy's own calls do), so these loops run
+ * element by element instead.  The very same view as the output is fine. */
+static int loop_is_sequential(const UfuncLoop *loop, char **args, npy_intp n,
+                              npy_intp const *steps)
+{
+    if (n < 2)
+        return 0;
+    npy_intp size = (npy_intp)kjit_dtype_size_of(loop->types[loop->nin]);
+    if (steps[loop->nin] == 0)
+        return 1;
+    const char *olo, *ohi;
+    extent(args[loop->nin], n, steps[loop->nin], size, &olo, &ohi);
+    for (int i = 0; i < loop->nin; i++) {
+        if (args[i] == args[loop->nin] && steps[i] == steps[loop->nin])
+            continue;
+        const char *lo, *hi;
+        extent(args[i], n, steps[i], (npy_intp)kjit_dtype_size_of(loop->types[i]), &lo, &hi);
+        if (lo < ohi && olo < hi)
+            return 1;
+    }
+    return 0;
+}
+
+static void ufunc_loop(char **args, npy_intp const *dimensions, npy_intp const *steps,
+                       void *data)
+{
+    UfuncLoop *loop = data;
+    kjit_array arrays[FAST_MAX_ARGS + 1];
+    kjit_arg kargs[FAST_MAX_ARGS];
+    npy_intp n = dimensions[0];
+    int sequential = loop_is_sequential(loop, args, n, steps);
+    for (int i = 0; i <= loop->nin; i++) {
+        kjit_array *a = &arrays[i];
+        memset(a, 0, sizeof *a);
+        a->data = args[i];
+        a->dtype = loop->types[i];
+        a->ndim = 1;
+        a->shape[0] = sequential ? 1 : n;
+        a->strides[0] = steps[i];
+        a->memory = KJIT_MEMORY_HOST;
+        if (i < loop->nin) {
+            kargs[i].kind = KJIT_ARG_ARRAY;
+            kargs[i].dtype = a->dtype;
+            kargs[i].value.array = a;
+        }
+    }
+    kjit_status status = KJIT_OK;
+    if (!sequential) {
+        status = kj_call(loop->handle, kargs, loop->nin, &arrays[loop->nin], NULL);
+    } else {
+        for (npy_intp e = 0; e < n && status == KJIT_OK; e++) {
+            for (int i = 0; i <= loop->nin; i++)
+                arrays[i].data = args[i] + e * steps[i];
+            status = kj_call(loop->handle, kargs, loop->nin, &arrays[loop->nin], NULL);
+        }
+    }
+    if (status != KJIT_OK) {
+        /* NumPy may run the loop without the GIL: take it to raise */
+        PyGILState_STATE gil = PyGILState_Ensure();
+        if (!PyErr_Occurred())
+            raise_for(loop->context, status);
+        PyGILState_Release(gil);
+    }
+}
+
+static void ufunc_keep_free(PyObject *capsule)
+{
+    UfuncKeep *keep = PyCapsule_GetPointer(capsule, "kjit.ufunc");
+    if (!keep)
+        return;
+    Py_XDECREF(keep->function);
+    PyMem_Free(keep->funcs);
+    PyMem_Free(keep->data);
+    PyMem_Free(keep->types);
+    PyMem_Free(keep->loops);
+    PyMem_Free(keep->name);
+    PyMem_Free(keep->doc);
+    PyMem_Free(keep);
+}
+
+/* make_ufunc(function, handle, context, name, doc, nin, loops): loops is a
+ * list of tuples of kjit codes, the inputs' then the result's. */
+static PyObject *make_ufunc(PyObject *module, PyObject *args)
+{
+    PyObject *function, *handle, *context, *loops;
+    const char *name, *doc;
+    int nin;
+    if (!PyArg_ParseTuple(args, "OOOssiO!", &function, &handle, &context, &name, &doc, &nin,
+                          &PyList_Type, &loops))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(loops);
+    if (n < 1 || nin < 1 || nin > FAST_MAX_ARGS) {
+        PyErr_SetString(PyExc_ValueError, "make_ufunc: no loops, or too many inputs");
+        return NULL;
+    }
+    UfuncKeep *keep = PyMem_Calloc(1, sizeof *keep);
+    if (!keep)
+        return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(keep, "kjit.ufunc", ufunc_keep_free);
+    if (!capsule) {
+        PyMem_Free(keep);
+        return NULL;
+    }
+    Py_INCREF(function);
+    keep->function = function;
+    keep->nloops = (int)n;
+    keep->funcs = PyMem_Calloc((size_t)n, sizeof *keep->funcs);
+    keep->data = PyMem_Calloc((size_t)n, sizeof *keep->data);
+    keep->types = PyMem_Calloc((size_t)n * (size_t)(nin + 1), 1);
+    keep->loops = PyMem_Calloc((size_t)n, sizeof *keep->loops);
+    keep->name = PyMem_Malloc(strlen(name) + 1);
+    keep->doc = PyMem_Malloc(strlen(doc) + 1);
+    if (!keep->funcs || !keep->data || !keep->types || !keep->loops || !keep->name ||
+        !keep->doc) {
+        Py_DECREF(capsule);
+        return PyErr_NoMemory();
+    }
+    strcpy(keep->name, name);
+    strcpy(keep->doc, doc);
+    void *h = PyLong_AsVoidPtr(handle), *c = PyLong_AsVoidPtr(context);
+    if (PyErr_Occurred()) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    for (Py_ssize_t l = 0; l < n; l++) {
+        PyObject *codes = PyList_GET_ITEM(loops, l);
+        if (!PyTuple_Check(codes) || PyTuple_GET_SIZE(codes) != nin + 1) {
+            Py_DECREF(capsule);
+            PyErr_SetString(PyExc_ValueError, "make_ufunc: a loop's codes are not nin + 1");
+            return NULL;
+        }
+        UfuncLoop *loop = &keep->loops[l];
+        loop->handle = h;
+        loop->context = c;
+        loop->nin = nin;
+        for (int i = 0; i <= nin; i++) {
+            long code = PyLong_AsLong(PyTuple_GET_ITEM(codes, i));
+            int typenum = typenum_of_code((int)code);
+            if (typenum < 0) {
+                Py_DECREF(capsule);
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_ValueError, "make_ufunc: kjit type %ld has no NumPy "
+                                 "type", code);
+                return NULL;
+            }
+            loop->types[i] = (kjit_dtype)code;
+            keep->types[l * (nin + 1) + i] = (char)typenum;
+        }
+        keep->funcs[l] = ufunc_loop;
+        keep->data[l] = loop;
+    }
+    PyObject *ufunc = PyUFunc_FromFuncAndData(keep->funcs, keep->data, keep->types, (int)n,
+                                              nin, 1, PyUFunc_None, keep->name,
+                                              keep->doc, 0);
+    if (!ufunc) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    /* the ufunc holds what its loops read (NumPy releases `obj` with it) */
+    ((PyUFuncObject *)ufunc)->obj = capsule;
+    return ufunc;
+}
+
 /* ------------------------------------------------------------------ module */
 
 /* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray) */
@@ -618,6 +830,8 @@ static PyObject *setup(PyObject *module, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray)"},
+    {"make_ufunc", make_ufunc, METH_VARARGS,
+     "make_ufunc(function, handle, context, name, doc, nin, loops): a numpy.ufunc"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {
@@ -628,6 +842,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__fast(void)
 {
     import_array();
+    import_umath();
     if (PyType_Ready(&VectorizedType) < 0 || PyType_Ready(&LaunchType) < 0)
         return NULL;
     str_call_slow = PyUnicode_InternFromString("_call_slow");
