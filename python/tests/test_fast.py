@@ -135,3 +135,31 @@ def test_dynamic_shared_memory(rng, target):
     assert (out2 == -1).sum() == 4 * 128
     with pytest.raises(kjit.InvalidArgumentError, match="dynamic shared memory"):
         m.reverse_blocks[4, 256, None, -5]
+
+
+def test_device_array_views(rng):
+    add = kjit.load(example("add.kern"), target="cpu").add
+    host = rng.random((6, 8)).astype(np.float32)
+    d = kjit.to_device(host, target="cpu")
+    np.testing.assert_array_equal(np.asarray(d.reshape(8, 6)), host.reshape(8, 6))
+    np.testing.assert_array_equal(np.asarray(d.reshape(-1)), host.ravel())
+    with pytest.raises(kjit.ShapeError, match="cannot reshape"):
+        d.reshape(5, -1)
+    for key in [(1,), (slice(1, 5, 2),), (Ellipsis, 3), (slice(None, None, -1), slice(2, 7)),
+                (-1, slice(None, None, 3)), (2, 5)]:
+        view = d[key]
+        np.testing.assert_array_equal(np.asarray(view), host[key])
+        assert view.shape == host[key].shape
+    with pytest.raises(IndexError, match="out of bounds"):
+        d[6]
+    with pytest.raises(IndexError, match="basic indexing"):
+        d[[0, 1]]
+    with pytest.raises(kjit.ShapeError, match="strided"):
+        d[:, ::2].reshape(-1)
+    # views are views: writes through them show in the array
+    d[1:3].fill(7)
+    assert (np.asarray(d)[1:3] == 7).all() and (np.asarray(d)[0] == host[0]).all()
+    out = kjit.device_array((3, 4), np.float32, target="cpu")
+    add(d[::2, ::2], d[1::2, 1::2], out=out)
+    expect = np.asarray(d)[::2, ::2] + np.asarray(d)[1::2, 1::2]
+    np.testing.assert_array_equal(np.asarray(out), expect)
