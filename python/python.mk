@@ -3,7 +3,10 @@
 #
 #   make test-python      python/tests with pytest, on the CPU with NumPy alone
 #                         (the GPU tests in the same files skip, saying why,
-#                         where no GPU is usable); part of `make check`
+#                         where no GPU is usable): from the source tree, then
+#                         as `pip install ./python` installs them into a fresh
+#                         virtual environment (python/install_check.sh);
+#                         part of `make check`
 #   make install-python   pip installs the package, recording PREFIX so that it
 #                         finds $(PREFIX)/lib/libkjit.so (after `make install`)
 
@@ -16,8 +19,9 @@ test-python: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
 test-python: deps $(BUILD)/libkjit.so
 	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest || \
 	  { echo "pytest is missing; run: $(PYTHON) -m pip install pytest"; exit 1; }
-	KJIT_LIBRARY=$(abspath $(BUILD))/libkjit.so $(PYTHON) -m pytest -q -rs -p no:cacheprovider \
+	KJIT_PURE_PYTHON=1 KJIT_LIBRARY=$(abspath $(BUILD))/libkjit.so $(PYTHON) -m pytest -q -rs -p no:cacheprovider \
 	  python/tests
+	python/install_check.sh $(BUILD) $(PYTHON)
 
 # The package's own build backend needs nothing from the network, so this
 # works offline.

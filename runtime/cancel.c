@@ -331,18 +331,41 @@ kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
 /*
  * kjit_options.cancel_signal: while calls of such contexts run, the signal's
  * handler is kjit's, which cancels them.  Handlers are process-wide, so the
- * first call to begin installs it and the last to end puts back the one it
- * found; the contexts in between are in a table the handler reads with
- * atomic loads only.  A signal that came is raised again for the handler put
- * back when that is a function (Python's sets its flag, and Python raises
- * KeyboardInterrupt once the call has returned); the default action is not
- * taken again (a command line reads KJIT_ERROR_CANCELLED instead).
+ * contexts running are in a table the handler reads with atomic loads only,
+ * and one handler serves them all.  A signal that came is raised again for
+ * the handler put back when that is a function (Python's sets its flag, and
+ * Python raises KeyboardInterrupt once the call has returned); the default
+ * action is not taken again (a command line reads KJIT_ERROR_CANCELLED
+ * instead).
+ *
+ * Installing a handler and putting the old one back are two system calls,
+ * which cost more than a whole call on 1,000 elements (about 1 us of 2 from
+ * Python).  So a call only registers itself; a watcher thread, started on
+ * first use, installs kjit's handler once calls have been running for
+ * KJ_SIGNAL_GRACE_NS without a pause, and the last call to end puts the old
+ * one back (only then is there a system call).  A signal in a call's first
+ * milliseconds goes to the handler in place: a short call ends anyway, and
+ * Python raises KeyboardInterrupt when it returns.  Calls read no clock: each
+ * run of calls (signal_users going from 0) bumps a generation, and the
+ * watcher, polling every millisecond, installs the handler when it has seen
+ * the same run going for KJ_SIGNAL_GRACE_POLLS polls; it sleeps once no call
+ * has come for KJ_SIGNAL_IDLE_POLLS.
  */
 #define KJ_SIGNAL_CONTEXTS 64
+#define KJ_SIGNAL_POLL_NS 1000000 /* 1 ms */
+#define KJ_SIGNAL_GRACE_POLLS 5   /* about 5 ms: faster than anyone notices */
+#define KJ_SIGNAL_IDLE_POLLS 1000 /* about 1 s without calls: the watcher sleeps */
 
 static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t signal_wake = PTHREAD_COND_INITIALIZER;
 static kjit_context *_Atomic signal_contexts[KJ_SIGNAL_CONTEXTS];
+/* under signal_lock: */
 static int signal_users, signal_number;
+static uint64_t signal_generation; /* runs of calls so far */
+static bool signal_installed;     /* kjit's handler is in place */
+static bool signal_declined;      /* this run of calls found the signal ignored */
+static bool signal_watching;      /* the watcher thread runs */
+static bool signal_idle;          /* it waits on signal_wake */
 static struct sigaction signal_previous;
 static volatile sig_atomic_t signal_seen;
 
@@ -355,6 +378,68 @@ static void on_signal(int signo)
         if (context)
             kjit_context_cancel(context);
     }
+}
+
+/* Under signal_lock: kjit's handler in place of the one found. */
+static void signal_install(void)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    signal_seen = 0;
+    if (sigaction(signal_number, &action, &signal_previous) != 0) {
+        signal_declined = true;
+        return;
+    }
+    if (!(signal_previous.sa_flags & SA_SIGINFO) && signal_previous.sa_handler == SIG_IGN) {
+        /* an ignored signal stays ignored (a shell's background job) */
+        sigaction(signal_number, &signal_previous, NULL);
+        signal_declined = true;
+        return;
+    }
+    signal_installed = true;
+}
+
+static void *signal_watcher(void *arg)
+{
+    (void)arg;
+    uint64_t seen = 0; /* the generation of the last poll */
+    int same = 0;      /* polls that have seen it */
+    pthread_mutex_lock(&signal_lock);
+    for (;;) {
+        if (signal_generation == seen) {
+            same++;
+        } else {
+            seen = signal_generation;
+            same = 1;
+        }
+        if (signal_users > 0 && !signal_installed && !signal_declined &&
+            same >= KJ_SIGNAL_GRACE_POLLS)
+            signal_install();
+        if (signal_users == 0 && same >= KJ_SIGNAL_IDLE_POLLS) {
+            signal_idle = true;
+            while (signal_idle)
+                pthread_cond_wait(&signal_wake, &signal_lock);
+            continue;
+        }
+        pthread_mutex_unlock(&signal_lock);
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = KJ_SIGNAL_POLL_NS};
+        nanosleep(&pause, NULL);
+        pthread_mutex_lock(&signal_lock);
+    }
+    return NULL;
+}
+
+/* A forked child has no watcher: the first guarded call there starts one. */
+static void signal_after_fork(void)
+{
+    signal_watching = signal_idle = false;
+}
+
+static void signal_register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, signal_after_fork);
 }
 
 static int kj_signal_guard_begin(kjit_context *context)
@@ -371,28 +456,27 @@ static int kj_signal_guard_begin(kjit_context *context)
                 slot = i;
         }
     }
-    if (slot >= 0 && signal_users == 0) {
-        struct sigaction action;
-        memset(&action, 0, sizeof action);
-        action.sa_handler = on_signal;
-        sigemptyset(&action.sa_mask);
-        signal_seen = 0;
-        bool installed = sigaction(signo, &action, &signal_previous) == 0;
-        if (installed && !(signal_previous.sa_flags & SA_SIGINFO) &&
-            signal_previous.sa_handler == SIG_IGN) {
-            /* an ignored signal stays ignored (a shell's background job) */
-            sigaction(signo, &signal_previous, NULL);
-            installed = false;
-        }
-        if (!installed) {
-            atomic_store(&signal_contexts[slot], NULL);
-            slot = -1;
-        } else {
+    if (slot >= 0) {
+        if (signal_users++ == 0) {
             signal_number = signo;
+            signal_generation++;
+            signal_declined = false;
+        }
+        if (!signal_watching) {
+            static pthread_once_t once = PTHREAD_ONCE_INIT;
+            pthread_once(&once, signal_register_atfork);
+            pthread_attr_t attr;
+            pthread_t thread;
+            pthread_attr_init(&attr);
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            if (pthread_create(&thread, &attr, signal_watcher, NULL) == 0)
+                signal_watching = true;
+            pthread_attr_destroy(&attr);
+        } else if (signal_idle) {
+            signal_idle = false;
+            pthread_cond_signal(&signal_wake);
         }
     }
-    if (slot >= 0)
-        signal_users++;
     pthread_mutex_unlock(&signal_lock);
     return slot;
 }
@@ -404,12 +488,16 @@ static void kj_signal_guard_end(int slot)
     pthread_mutex_lock(&signal_lock);
     atomic_store(&signal_contexts[slot], NULL);
     if (--signal_users == 0) {
-        sigaction(signal_number, &signal_previous, NULL);
-        bool handler = !(signal_previous.sa_flags & SA_SIGINFO)
-                           ? signal_previous.sa_handler != SIG_DFL && signal_previous.sa_handler != SIG_IGN
-                           : signal_previous.sa_sigaction != NULL;
-        if (signal_seen && handler)
-            raise(signal_number);
+        if (signal_installed) {
+            sigaction(signal_number, &signal_previous, NULL);
+            signal_installed = false;
+            bool handler = !(signal_previous.sa_flags & SA_SIGINFO)
+                               ? signal_previous.sa_handler != SIG_DFL &&
+                                     signal_previous.sa_handler != SIG_IGN
+                               : signal_previous.sa_sigaction != NULL;
+            if (signal_seen && handler)
+                raise(signal_number);
+        }
         signal_seen = 0;
     }
     pthread_mutex_unlock(&signal_lock);

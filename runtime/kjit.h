@@ -190,8 +190,10 @@ typedef struct kjit_options {
     double time_limit_s;
     /* A signal number (SIGINT) or 0: while a call of this context runs, that
      * signal cancels it (kjit_context_cancel, from kjit's handler).  The
-     * handler is installed when the first such call of the process starts
-     * and the one it replaced is put back when the last ends; if the signal
+     * handler is installed once such calls have run for about 5 ms without a
+     * pause (a watcher thread does it, so short calls make no system call;
+     * a signal before then goes to the handler in place while the call
+     * finishes) and the one it replaced is put back when the last ends; if the signal
      * came and the handler put back is a function (Python's), the signal is
      * raised again for it.  For hosts whose own handler cannot act while a
      * call holds the thread: Python's KeyboardInterrupt, a command line's

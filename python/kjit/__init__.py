@@ -10,7 +10,7 @@ See docs/python.md.
 """
 from . import _lib
 from ._arrays import DeviceArray, from_dlpack
-from ._core import (Context, Event, Function, Launcher, Module, Stream, context,
+from ._core import (HOT_PATH, Context, Event, Function, Launcher, Module, Stream, context,
                     cuda_reason, default_context, device_info)
 from .errors import (BackendError, CacheWarning, CancelledError, CheckError, CompileError,
                      CudaError, DTypeError, InvalidArgumentError, KjitError, KjitIOError,
@@ -19,6 +19,9 @@ from .errors import (BackendError, CacheWarning, CancelledError, CheckError, Com
 
 __version__ = "0.1.0"
 library_path = _lib.path
+# "compiled" when the install built kjit/_fast (the C hot path of calls and
+# launches), else "pure Python (why)".
+hot_path = HOT_PATH
 TARGETS = ("auto", "cpu", "parallel", "cuda")
 DTYPES = _lib.DTYPE_NAMES
 
@@ -96,4 +99,4 @@ __all__ = ["load", "compile", "cuda_available", "cuda_reason", "device_count", "
            "Context", "Module", "Function", "Launcher", "Stream", "Event", "DeviceArray",
            "KjitError", "CompileError", "KjitIOError", "NotFoundError", "InvalidArgumentError",
            "ShapeError", "DTypeError", "NoDeviceError", "CudaError", "KjitMemoryError",
-           "BackendError", "CheckError", "TARGETS", "DTYPES", "library_path"]
+           "BackendError", "CheckError", "TARGETS", "DTYPES", "library_path", "hot_path"]

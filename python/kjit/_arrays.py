@@ -426,6 +426,77 @@ class DeviceArray:
             step *= extent
         return True
 
+    # Views ----------------------------------------------------------------------
+    def _view(self, offset, shape, strides):
+        """A DeviceArray over this one's memory (which it keeps alive)."""
+        return DeviceArray(self.context, self.ptr + offset, shape, self.dtype, strides,
+                           self._gpu, owner=self)
+
+    def reshape(self, *shape):
+        """A view of another shape (one extent may be -1), as NumPy's reshape
+        of a C-contiguous array; a strided array cannot be reshaped here."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        unknown = [i for i, s in enumerate(shape) if s == -1]
+        known = math.prod(s for s in shape if s != -1)
+        if len(unknown) > 1 or any(s < -1 for s in shape):
+            raise ShapeError(f"reshape {shape}: extents from 0, and at most one -1")
+        if unknown:
+            if known == 0 or self.size % known:
+                raise ShapeError(f"cannot reshape {self.size} elements into {shape}")
+            shape = shape[:unknown[0]] + (self.size // known,) + shape[unknown[0] + 1:]
+        if math.prod(shape) != self.size:
+            raise ShapeError(f"cannot reshape {self.size} elements into {shape}")
+        if not self.is_contiguous():
+            raise ShapeError("reshape of a strided view: copy it first")
+        return self._view(0, shape, None)
+
+    def __getitem__(self, key):
+        """Basic indexing, as NumPy's: ints, slices (any step) and ..., giving
+        a view (a 0-d DeviceArray for a single element).  Index arrays and
+        masks are refused."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        if sum(k is Ellipsis for k in key) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        fill = self.ndim - sum(1 for k in key if k is not Ellipsis)
+        if fill < 0:
+            raise IndexError(f"too many indices: {len(key)} for {self.ndim} dimensions")
+        expanded = []
+        for k in key:
+            expanded.extend([slice(None)] * fill if k is Ellipsis else [k])
+        expanded += [slice(None)] * (self.ndim - len(expanded))
+        offset, shape, strides = 0, [], []
+        for d, k in enumerate(expanded):
+            extent, stride = self.shape[d], self.strides[d]
+            if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                i = int(k) + (extent if k < 0 else 0)
+                if not 0 <= i < extent:
+                    raise IndexError(f"index {int(k)} is out of bounds for axis {d} with "
+                                     f"size {extent}")
+                offset += i * stride
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(extent)
+                n = len(range(start, stop, step))
+                offset += start * stride if n else 0
+                shape.append(n)
+                strides.append(stride * step)
+            else:
+                raise IndexError(f"{type(k).__name__} index: a kjit DeviceArray takes ints, "
+                                 f"slices and ... (basic indexing, giving views)")
+        return self._view(offset, tuple(shape), tuple(strides))
+
+    def fill(self, value):
+        """Sets every element to value (cast to the dtype, as NumPy's fill)."""
+        if not self._gpu:
+            np.asarray(_HostView(self))[...] = value
+            return self
+        if not self.is_contiguous():
+            raise ShapeError("fill of a strided GPU view: fill the array it views")
+        self.copy_from_host(np.full(self.shape, value, self.dtype))
+        return self
+
     def copy_to_host(self, out=None, stream=None):
         """A NumPy array with the contents (into `out` when given).  With a
         stream, the copy is queued on it: synchronize it before reading."""

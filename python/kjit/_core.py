@@ -8,6 +8,7 @@ result types, a free list of argument buffers), so that a call is a dict
 lookup per argument, a few struct packs and one foreign call.
 """
 import ctypes
+import os
 import re
 import signal
 import threading
@@ -16,18 +17,37 @@ import warnings
 import numpy as np
 
 from . import _lib
-from ._arrays import (CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
+from ._arrays import (ARG_SIZE, CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
                       _array_like, array_address, converter_for, pack_out)
 from ._lib import lib
 from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
 _kjit_call = lib.kjit_call
-_kjit_launch = lib.kjit_launch
+_kjit_launch_ex = lib.kjit_launch_ex
 _last_error = lib.kjit_last_error
 
 
 def _raise(handle, status):
     raise from_status(status, _last_error(handle).decode(errors="replace"))
+
+
+def _address(function):
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+# The compiled hot path (_fast.c), when the install built it: @vectorize calls
+# and launches of NumPy arrays, scalars and kjit's arrays go through C; the
+# rest through the Python below.  KJIT_PURE_PYTHON=1 turns it off.
+try:
+    if os.environ.get("KJIT_PURE_PYTHON"):
+        raise ImportError("KJIT_PURE_PYTHON is set")
+    from . import _fast
+    _fast.setup(_address(lib.kjit_call), _address(lib.kjit_function_match),
+                _address(lib.kjit_launch_ex), _raise, DeviceArray)
+    HOT_PATH = "compiled"
+except ImportError as _error:
+    _fast = None
+    HOT_PATH = f"pure Python ({_error})"
 
 
 # ----------------------------------------------------------------- contexts
@@ -251,8 +271,8 @@ class Module:
         if status:
             _raise(self.context.handle, status)
         kind = _lib.FUNCTION_KINDS[lib.kjit_function_kind_of(out.value)]
-        cls = {"vectorize": VectorizedFunction, "guvectorize": GuvectorizedFunction}.get(
-            kind, Function)
+        cls = {"vectorize": VectorizedFunction, "guvectorize": GuvectorizedFunction,
+               "reduce": ReduceFunction}.get(kind, Function)
         fn = cls(self, out.value)
         self.__dict__[name] = fn  # the next m.name is a plain attribute
         return fn
@@ -393,12 +413,12 @@ class Function:
     def __call__(self, *args, out=None, stream=None):
         kind = self.kind
         if kind == "vectorize":
-            return VectorizedFunction.__call__(self, *args, out=out, stream=stream)
+            return _VectorizedPython.__call__(self, *args, out=out, stream=stream)
         if kind == "guvectorize":
             return GuvectorizedFunction.__call__(self, *args, out=out, stream=stream)
         if kind == "reduce":
-            raise InvalidArgumentError(f"{self.name} is a @reduce: reductions run through "
-                                       f"kjit_reduce in the C API or `kjit run`")
+            raise InvalidArgumentError(f"{self.name} is a @reduce: call it as "
+                                       f"{self.name}(x, axis=None, init=None, out=None)")
         if kind == "plain":
             if out is not None or stream is not None:
                 raise InvalidArgumentError(f"{self.name} is a plain function: no out= or "
@@ -472,13 +492,89 @@ class Function:
             if self.kind != "kernel":
                 raise InvalidArgumentError(f"{self.name} is not a @kernel: call it as "
                                            f"{self.name}(...)")
-            launcher = Launcher(self, config)
+            launcher = _launcher(self, config)
             if len(self._launchers) < 64:
                 self._launchers[config] = launcher
         return launcher
 
 
-class VectorizedFunction(Function):
+class ReduceFunction(Function):
+    """A @reduce function: f(x, axis=None, init=None, out=None, stream=None),
+    or, for @reduce(map = g), f(*g's arguments, ...), which reduces g's
+    results without an array of them.  axis: None (every axis: a scalar),
+    an int or a tuple of ints (negative ones count from the end); init: a
+    scalar combined first, and the result of an empty reduction (which is a
+    ShapeError without it); out: a C-contiguous array of the result's shape
+    and f's type.  The same bits as kjit_reduce and `kjit run` (a tree whose
+    order depends only on the number of reduced elements)."""
+
+    def __init__(self, module, handle):
+        super().__init__(module, handle)
+        self.inputs = lib.kjit_function_reduce_inputs(handle)
+
+    def __call__(self, *args, axis=None, init=None, out=None, stream=None):
+        n = len(args)
+        if n != self.inputs:
+            raise InvalidArgumentError(f"{self.name} reduces {self.inputs} argument"
+                                       f"{'' if self.inputs == 1 else 's'}, {n} given")
+        if axis is None:
+            axes, naxes = None, 0
+        else:
+            items = axis if isinstance(axis, tuple) else (axis,)
+            for a in items:
+                if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+                    raise InvalidArgumentError(f"{self.name}: axis {axis!r}: None, an int or a "
+                                               f"tuple of ints")
+            naxes = len(items)
+            axes = (ctypes.c_int * max(naxes, 1))(*(int(a) for a in items))
+        cb = CallBuffers(n + 1)  # the inputs, init, out
+        info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+                for i, x in enumerate(args)]
+        if cb.keep:
+            self._sync_producers(cb)
+        self._check_memory(info)
+        init_addr = None
+        if init is not None:
+            conv = CONVERTERS.get(type(init)) or converter_for(type(init))
+            if conv(init, cb, n)[1] is not None:
+                raise InvalidArgumentError(f"{self.name}: init= is a scalar, not "
+                                           f"{type(init).__name__}")
+            init_addr = cb.args_addr + n * ARG_SIZE
+        out_addr = None
+        if out is not None:
+            if pack_out(out, cb, n + 1)[3] and not self._is_cuda:
+                self._check_memory([(0, 0, 0, True)])
+            out_addr = array_address(cb, n + 1)
+        if stream is not None:
+            if out is None:
+                raise InvalidArgumentError(f"{self.name}: a reduction on a stream writes "
+                                           f"into out=; give one")
+            status = lib.kjit_reduce_async(self.handle, cb.args_addr, n, axes, naxes,
+                                           init_addr, out_addr,
+                                           stream_pointer(stream, self.context))
+            if status:
+                _raise(self.context.handle, status)
+            return out
+        result = _lib.Array()
+        status = lib.kjit_reduce(self.handle, cb.args_addr, n, axes, naxes, init_addr,
+                                 out_addr, None if out is not None else ctypes.addressof(result))
+        if status:
+            _raise(self.context.handle, status)
+        if out is not None:
+            return out
+        try:
+            shape = tuple(result.shape[d] for d in range(result.ndim))
+            dtype = NP_DTYPES[result.dtype]
+            count = int(np.prod(shape, dtype=np.int64))
+            data = (ctypes.c_char * (count * dtype.itemsize)).from_address(result.data) \
+                if count else b""
+            value = np.frombuffer(data, dtype, count).reshape(shape).copy()
+        finally:
+            lib.kjit_array_free(ctypes.addressof(result))
+        return value[()] if value.ndim == 0 else value
+
+
+class _VectorizedPython(Function):
     """A @vectorize function: f(*arrays_or_scalars, out=None, stream=None)."""
 
     def __call__(self, *args, out=None, stream=None):
@@ -544,6 +640,72 @@ class VectorizedFunction(Function):
         if out is None and shape is None and alloc is None:
             return result[()]  # all scalars: a scalar, as NumPy's ufuncs give
         return result
+
+    _call_slow = __call__
+
+    # NumPy's ufunc protocol ----------------------------------------------------
+    @property
+    def ufunc(self):
+        """This function as a numpy.ufunc (cpu and parallel targets, with the
+        compiled path): one loop per signature, picked by NumPy's type rules
+        (casting where NumPy may), so reduce, accumulate, outer, at, where=,
+        dtype=, casting= and other libraries' __array_ufunc__ (Dask, xarray,
+        pandas) work as with NumPy's own.  Made on first use."""
+        u = self.__dict__.get("_ufunc")
+        if u is None:
+            u = self.__dict__["_ufunc"] = self._make_ufunc()
+        return u
+
+    def _make_ufunc(self):
+        if _fast is None:
+            raise InvalidArgumentError(f"{self.name}.ufunc needs the compiled path, which "
+                                       f"this install lacks: {HOT_PATH}")
+        if self._is_cuda:
+            raise InvalidArgumentError(f"{self.name}.ufunc: a numpy.ufunc runs on the host; "
+                                       f"load the module for cpu or parallel")
+        loops = []
+        for s in range(len(self.signatures)):
+            result = self._results[s]
+            codes = [_lib.DTYPE_NAMES.index(name) for name, _ in self.params(s)]
+            if result is None or result < 0 or _lib.BF16 in codes + [result]:
+                continue  # NumPy has no bfloat16
+            loops.append(tuple(codes) + (result,))
+        if not loops:
+            raise InvalidArgumentError(f"{self.name}.ufunc: no signature has NumPy types")
+        doc = f"kjit @vectorize {self.name}: {' | '.join(self.signatures)}"
+        return _fast.make_ufunc(self, self.handle, self.context.handle, self.name, doc,
+                                self.param_count, loops)
+
+    def reduce(self, *args, **kwargs):
+        """numpy.ufunc.reduce of self.ufunc."""
+        return self.ufunc.reduce(*args, **kwargs)
+
+    def accumulate(self, *args, **kwargs):
+        return self.ufunc.accumulate(*args, **kwargs)
+
+    def outer(self, *args, **kwargs):
+        return self.ufunc.outer(*args, **kwargs)
+
+    def at(self, *args, **kwargs):
+        return self.ufunc.at(*args, **kwargs)
+
+    def reduceat(self, *args, **kwargs):
+        return self.ufunc.reduceat(*args, **kwargs)
+
+
+if _fast is not None:
+    class VectorizedFunction(_fast.Vectorized, _VectorizedPython):
+        """A @vectorize function: f(*arrays_or_scalars, out=None, stream=None).
+        Calls go through _fast.c, which hands what it does not take to the
+        Python path (_call_slow)."""
+
+        def __init__(self, module, handle):
+            _VectorizedPython.__init__(self, module, handle)
+            self._fast_bind(handle, self.context.handle, self.param_count,
+                            tuple(-1 if r is None else r for r in self._results),
+                            self._is_cuda)
+else:
+    VectorizedFunction = _VectorizedPython
 
 
 class GuvectorizedFunction(Function):
@@ -711,16 +873,21 @@ def _dims(value, what):
 
 
 class Launcher:
-    """kernel[grid, block] or kernel[grid, block, stream]: call it with the
-    kernel's arguments to launch."""
+    """kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block,
+    stream, shared_bytes] (the launch's dynamic shared memory, for the
+    kernel's shared(T) arrays): call it with the kernel's arguments to launch."""
 
     def __init__(self, function, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise InvalidArgumentError(f"launch {function.name} as {function.name}[grid, "
-                                       f"block] or [grid, block, stream]")
-        if len(config) == 4 and config[3]:
-            raise InvalidArgumentError("kjit kernels declare their shared memory in the "
-                                       "source: the fourth launch setting must be 0")
+                                       f"block], [grid, block, stream] or [grid, block, "
+                                       f"stream, shared_bytes]")
+        shared = config[3] if len(config) == 4 else 0
+        if isinstance(shared, bool) or not isinstance(shared, (int, np.integer)) or \
+                not 0 <= shared < 1 << 32:
+            raise InvalidArgumentError(f"shared_bytes {shared!r}: the bytes of dynamic shared "
+                                       f"memory per block, an int from 0")
+        self.shared_bytes = int(shared)
         self.function = function
         self.grid = _dims(config[0], "grid")
         self.block = _dims(config[1], "block")
@@ -730,6 +897,8 @@ class Launcher:
         self._stream = stream  # keeps a foreign stream object alive
         self._stream_ptr = stream_pointer(stream, function.context) if stream is not None \
             else None
+        self._options = _lib.LaunchOptions(self._stream_ptr, self.shared_bytes)
+        self._options_addr = ctypes.addressof(self._options)
 
     def __call__(self, *args):
         fn = self.function
@@ -744,12 +913,26 @@ class Launcher:
                     raise InvalidArgumentError(
                         f"{fn.name}: argument {i} is a {type(x).__name__}; pass an array "
                         f"(a kernel may write into it)")
-            status = _kjit_launch(fn.handle, self._grid_addr, self._block_addr, cb.args_addr,
-                                  len(args), self._stream_ptr)
+            status = _kjit_launch_ex(fn.handle, self._grid_addr, self._block_addr,
+                                     cb.args_addr, len(args), self._options_addr)
             if status:
                 _raise(fn.context.handle, status)
         finally:
             fn._done(cb)
+
+    _call_slow = __call__
+
+
+def _launcher(function, config):
+    """What kernel[config] gives: a Launcher, wrapped in _fast.Launch (the C
+    launch, which hands it what it does not take) when the module is there."""
+    python = Launcher(function, config)
+    if _fast is None:
+        return python
+    return _fast.Launch(python, function.handle, function.context.handle,
+                        bytes(bool(w) for w in function._written), tuple(python.grid),
+                        tuple(python.block), python._stream_ptr, python.shared_bytes,
+                        function.context.is_cuda)
 
 
 # ------------------------------------------------------------------ streams

@@ -56,6 +56,10 @@ class Options(ctypes.Structure):
                 ("cancel_signal", ctypes.c_int)]
 
 
+class LaunchOptions(ctypes.Structure):
+    _fields_ = [("stream", ctypes.c_void_p), ("dynamic_shared_bytes", ctypes.c_size_t)]
+
+
 class DeviceInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 256), ("compute_major", ctypes.c_int),
                 ("compute_minor", ctypes.c_int), ("total_memory", ctypes.c_size_t),
@@ -74,14 +78,19 @@ assert ctypes.sizeof(Array) >= ARRAY_STRUCT.size and ctypes.sizeof(Arg) == 24
 assert Arg.value.offset == 8 and Array.memory.offset == 144
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def _candidates():
     """(path, how it was chosen) in the order they are tried: KJIT_LIBRARY, the
-    installed prefix (the one `make install-python` recorded, else Python's
-    own, /usr/local and /usr), then the build folder of the repository this
-    package's source lies in."""
+    copy installed inside this package (kjit/lib/libkjit.so, which `pip
+    install ./python` bundles), the installed prefix (the one `make
+    install-python` recorded, else Python's own, /usr/local and /usr), then
+    the build folder of the repository this package's source lies in."""
     env = os.environ.get("KJIT_LIBRARY")
     if env:
         yield env, "KJIT_LIBRARY"
+    yield os.path.join(HERE, "lib", "libkjit.so"), "inside the package"
     prefixes = []
     try:
         from . import _install
@@ -95,14 +104,14 @@ def _candidates():
         if candidate not in seen:
             seen.add(candidate)
             yield candidate, "installed prefix"
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield (os.path.normpath(os.path.join(here, "..", "..", "build", "libkjit.so")),
+    yield (os.path.normpath(os.path.join(HERE, "..", "..", "build", "libkjit.so")),
            "the repository's build folder")
 
 
 def _stdlib_for(library):
     """The stdlib folder that belongs with a library: kjit finds it beside the
-    running program, which is python here, so it is named through KJIT_STDLIB."""
+    running program, which is python here, so it is named through KJIT_STDLIB.
+    (A library inside the package, kjit/lib/, has kjit/stdlib/.)"""
     libdir = os.path.dirname(os.path.abspath(library))
     for candidate in (os.path.join(libdir, "..", "share", "kjit", "stdlib"),
                       os.path.join(libdir, "..", "stdlib")):
@@ -167,9 +176,14 @@ _protos = {
     "kjit_call": (_S, [_P, _P, ctypes.c_int, _P, _P]),
     "kjit_call_async": (_S, [_P, _P, ctypes.c_int, _P, _P]),
     "kjit_array_free": (None, [_P]),
+    # kjit_reduce(function, args, nargs, axes, naxes, init, out, result)
+    "kjit_reduce": (_S, [_P, _P, ctypes.c_int, _P, ctypes.c_int, _P, _P, _P]),
+    "kjit_reduce_async": (_S, [_P, _P, ctypes.c_int, _P, ctypes.c_int, _P, _P, _P]),
+    "kjit_function_reduce_inputs": (ctypes.c_int, [_P]),
     "kjit_prepare": (_S, [_P, _P, ctypes.c_int, _P]),
     "kjit_function_match": (_S, [_P, _P, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
     "kjit_launch": (_S, [_P, _P, _P, _P, ctypes.c_int, _P]),
+    "kjit_launch_ex": (_S, [_P, _P, _P, _P, ctypes.c_int, _P]),
     "kjit_device_alloc": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
                                ctypes.POINTER(Array)]),
     "kjit_device_free": (_S, [_P, ctypes.POINTER(Array)]),

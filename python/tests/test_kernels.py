@@ -137,8 +137,8 @@ fn fill(a: f32[,], value: f32) {
         m.fill(a, 1.0)
     with pytest.raises(kjit.InvalidArgumentError, match="pass an array"):
         m.fill[1, 1]([[1.0]], 1.0)
-    with pytest.raises(kjit.InvalidArgumentError, match="shared memory"):
-        m.fill[1, 1, None, 128]
+    with pytest.raises(kjit.InvalidArgumentError, match="dynamic shared memory"):
+        m.fill[1, 1, None, -1]
     with pytest.raises(kjit.InvalidArgumentError, match="takes 2 arguments"):
         m.fill[1, 1](a)
 

@@ -1,9 +1,19 @@
-"""The cost of a kjit call from Python, beside CuPy and Numba: a vectorized
-add on 1,000-element float32 device arrays, host time per call (the issue's
-target for kjit: under 8 us).  Each figure is the median of 7 batches of 2,000
-calls, synchronised after each batch, as tests/bench/latency_py.py measures.
+"""The cost of a kjit call from Python, beside NumPy, CuPy and Numba.
 
-  python3 tests/bench/bench_python.py        (on the GPU machine: run.sh runs it)
+host: on the cpu target, a vectorized add on 1,000-element float32 NumPy
+  arrays beside np.add (with out= and without), through the compiled hot path
+  (kjit/_fast.c) and the pure Python one; and the launch of an empty kernel
+  (grid 1, block 1, one array) beside the C API's kjit_launch as
+  build/latency measures it.  Goals (issue 26): the call within 1.5x of
+  np.add with out= and 2x without, the launch within 2x of the C API's.
+kjit, cupy, numba: a vectorized add on 1,000-element float32 device arrays
+  (cuda when a GPU is usable, else kjit's host "device" arrays on cpu).
+
+Each figure is the median of 7 batches of 2,000 calls, synchronised after each
+batch, as tests/bench/latency_py.py measures.
+
+  python3 tests/bench/bench_python.py [host|kjit|cupy|numba ...]
+  (on the GPU machine: run.sh runs it)
 
 Prints "| library | what | time | note |" rows; what is missing (no GPU, no
 CuPy, no Numba) gets a row saying so.  Without a GPU the kjit rows are for
@@ -42,6 +52,69 @@ def per_call_us(fn, sync):
 def row(library, what, us, note=""):
     value = f"{us:.2f} us" if us is not None else "-"
     print(f"| {library} | {what} | {value} | {note} |", flush=True)
+
+
+EMPTY = "@kernel\nfn empty(x: f32[]) {\n}\n"
+
+
+def c_api_launch_us():
+    """kjit_launch of the empty kernel from C (build/latency cpu --calls): on a
+    context of default options, and on one made as Python makes its own
+    (cancellable, Ctrl-C cancels); (None, None) without build/latency."""
+    import subprocess
+    latency = os.path.join(REPO, "build", "latency")
+    if not os.path.exists(latency):
+        return None, None
+    done = subprocess.run([latency, "cpu", "--calls"], capture_output=True, text=True)
+    found = {}
+    for line in done.stdout.splitlines():
+        for what in ("launch, empty kernel", "launch, Python's options"):
+            if what in line:
+                found[what] = float(line.split("|")[4].split()[0])
+    return found.get("launch, empty kernel"), found.get("launch, Python's options")
+
+
+def bench_host():
+    add = kjit.load(os.path.join(REPO, "examples", "add.kern"), target="cpu").add
+    rng = np.random.default_rng(0)
+    a, b = rng.random(N, dtype=np.float32), rng.random(N, dtype=np.float32)
+    out = np.empty(N, np.float32)
+    nosync = lambda: None  # noqa: E731
+    note = "cpu, 1,000 f32 NumPy arrays"
+    np_out = per_call_us(lambda: np.add(a, b, out=out), nosync)
+    np_new = per_call_us(lambda: np.add(a, b), nosync)
+    row("NumPy", "np.add, out=", np_out, note)
+    row("NumPy", "np.add", np_new, note)
+    compiled = kjit.hot_path == "compiled"
+    k_out = per_call_us(lambda: add(a, b, out=out), nosync)
+    k_new = per_call_us(lambda: add(a, b), nosync)
+    path = "compiled hot path" if compiled else kjit.hot_path
+    row("kjit", "add, out=", k_out, f"{note}, {path}: {k_out / np_out:.2f}x np.add (goal 1.5x)")
+    row("kjit", "add", k_new, f"{note}, {path}: {k_new / np_new:.2f}x np.add (goal 2x)")
+    assert np.array_equal(add(a, b), a + b)
+    if compiled:
+        slow = add._call_slow
+        row("kjit", "add, out=, pure Python path", per_call_us(lambda: slow(a, b, out=out),
+                                                               nosync), note)
+    empty = kjit.compile(EMPTY, target="cpu").empty
+    launch = empty[1, 1]
+    d = kjit.to_device(a, target="cpu")
+    k_launch = per_call_us(lambda: launch(a), nosync)
+    k_launch_d = per_call_us(lambda: launch(d), nosync)
+    c_launch, c_python = c_api_launch_us()
+    if c_launch:
+        row("C API", "kjit_launch, empty kernel", c_launch, "cpu, grid 1, block 1 (build/latency)")
+        row("C API", "kjit_launch, empty kernel, Python's options", c_python,
+            "the same on a cancellable context whose calls Ctrl-C cancels")
+        ratio = (f": {k_launch / c_launch:.2f}x the C API's, {k_launch / c_python:.2f}x with "
+                 f"the same options (goal 2x)")
+        ratio_d = f": {k_launch_d / c_launch:.2f}x the C API's, {k_launch_d / c_python:.2f}x"
+    else:
+        row("C API", "kjit_launch, empty kernel", None, "skipped: no build/latency "
+            "(make build/latency)")
+        ratio = ratio_d = ""
+    row("kjit", "launch, empty kernel, a NumPy array", k_launch, f"cpu, {path}{ratio}")
+    row("kjit", "launch, empty kernel, a kjit array", k_launch_d, f"cpu, {path}{ratio_d}")
 
 
 def bench_kjit():
@@ -111,6 +184,6 @@ def bench_numba():
 if __name__ == "__main__":
     print("| library | what | time per call | note |")
     print("| --- | --- | --- | --- |")
-    which = sys.argv[1:] or ["kjit", "cupy", "numba"]
+    which = sys.argv[1:] or ["host", "kjit", "cupy", "numba"]
     for name in which:
         globals()[f"bench_{name}"]()

@@ -22,10 +22,11 @@
  * Compile times are the median of RUNS new processes; call costs the median
  * of RUNS batches of CALLS calls.  Each compiled function's results are
  * checked against a float64 value computed here, so broken cached code cannot
- * post a time.  Usage: latency [cpu|parallel|cuda|auto]  (default: cpu, and
- * cuda too when a GPU is usable).
+ * post a time.  Usage: latency [cpu|parallel|cuda|auto] [--calls]  (default: cpu, and
+ * cuda too when a GPU is usable; --calls: the call costs alone).
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,17 +77,31 @@ static const char source[] =
     "@kernel\nfn addk(a: f32[], b: f32[], c: f32[]) {\n"
     "    let i = grid(1);\n    if i < c.shape[0] { c[i] = a[i] + b[i]; }\n}\n";
 
-static kjit_context *open_context(kjit_target target)
+static kjit_context *open_context_as(kjit_target target, bool as_python)
 {
     kjit_options options;
     kjit_options_init(&options);
     options.target = target;
+    if (as_python) { /* what the Python package's contexts ask for (_core.py) */
+        options.cancellable = 1;
+        options.cancel_signal = SIGINT;
+    }
     kjit_context *context;
     kjit_status status = kjit_context_create(&options, &context);
     if (status != KJIT_OK)
         die(NULL, status, "context");
     return context;
 }
+
+static kjit_context *open_context(kjit_target target)
+{
+    return open_context_as(target, false);
+}
+
+/* kjit_launch of the empty kernel on a context made as Python makes its
+ * own (cancellable code, Ctrl-C cancels): the C side of a launch from
+ * Python, for tests/bench/bench_python.py. */
+static double python_options_launch_us(kjit_target target);
 
 /* Runs workload w once on 1,000 host elements and checks it. */
 static void run_and_check(kjit_context *context, kjit_function *function, int w)
@@ -518,6 +533,8 @@ static void call_costs(kjit_target target)
     else
         printf("| %-8s | -   | launch, empty kernel      | %9.2f us | grid 1x1, block 1x1 |\n", name,
                launch);
+    printf("| %-8s | -   | launch, Python's options  | %9.2f us | the same, cancellable, "
+           "cancel_signal SIGINT |\n", name, python_options_launch_us(target));
     printf("| %-8s | add | vectorized call, device   | %9.2f us | %d f32 elements, host time |\n",
            name, call, ELEMENTS);
     if (kjit_context_target(context) == KJIT_TARGET_CUDA)
@@ -527,6 +544,30 @@ static void call_costs(kjit_target target)
     kjit_device_free(context, &c.out);
     kjit_module_free(module);
     kjit_context_destroy(context);
+}
+
+static double python_options_launch_us(kjit_target target)
+{
+    kjit_context *context = open_context_as(target, true);
+    kjit_module *module;
+    kjit_status status = kjit_compile_string(context, "latency.kern", source, &module);
+    if (status != KJIT_OK)
+        die(context, status, "compile");
+    LaunchCase c = {.context = context};
+    int64_t shape[1] = {ELEMENTS};
+    kjit_array a;
+    if ((status = kjit_device_alloc(context, KJIT_F32, 1, shape, &a)) != KJIT_OK)
+        die(context, status, "device array");
+    if ((status = kjit_module_function(module, "empty", &c.function)) != KJIT_OK)
+        die(context, status, "empty");
+    c.args[0] = kjit_arg_array(&a);
+    kjit_launch_once(&c);
+    kjit_synchronize(context);
+    double us = per_call_us(kjit_launch_once, &c, context);
+    kjit_device_free(context, &a);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return us;
 }
 
 static kjit_target parse_target(const char *text)
@@ -549,6 +590,10 @@ int main(int argc, char **argv)
         return 1;
     self[n] = '\0';
     const char *targets[2] = {"cpu", NULL};
+    /* --calls (last): the call costs alone, no compile times (bench_python.py) */
+    bool calls_only = argc > 1 && strcmp(argv[argc - 1], "--calls") == 0;
+    if (calls_only)
+        argc--;
     if (argc > 1)
         targets[0] = argv[1];
     else if (kjit_cuda_available(NULL, 0) == KJIT_OK)
@@ -556,7 +601,8 @@ int main(int argc, char **argv)
     printf("| target   | fn  | what                      |      time    | note |\n");
     printf("| --- | --- | --- | ---: | --- |\n");
     for (int t = 0; t < 2 && targets[t]; t++) {
-        compile_times(self, targets[t]);
+        if (!calls_only)
+            compile_times(self, targets[t]);
         call_costs(parse_target(targets[t]));
     }
     return 0;

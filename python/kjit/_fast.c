@@ -1,0 +1,866 @@
+/*
+ * kjit._fast: the compiled hot path of the Python package.
+ *
+ * ctypes and struct packing cost 15-30 us a call; NumPy's own add costs about
+ * 1 us.  This file gives the two calls Python code makes in loops, a
+ * @vectorize call and a kernel launch, a path in C: it reads NumPy arrays,
+ * Python and NumPy scalars and kjit's host device arrays straight into
+ * kjit_array / kjit_arg values on the stack, allocates the result with NumPy's
+ * C API and calls libkjit with the GIL released.
+ *
+ * Anything else (CuPy, PyTorch, Numba or DLPack arrays, lists, a stream=, an
+ * element type without a NumPy twin, a wrong argument count, shapes that do
+ * not broadcast, a read-only array a kernel may write) goes to the pure
+ * Python path (`_call_slow`), before anything has run: that path accepts or
+ * refuses it with its own messages, so the two paths cannot disagree on what
+ * is an error.  Errors libkjit returns are raised by the package's
+ * `_raise(context, status)`, as on the Python path.
+ *
+ * libkjit is not linked: the package hands over the addresses of the
+ * functions it loaded through ctypes (setup()), so both paths use the one
+ * library the package found.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <numpy/arrayscalars.h>
+#include <numpy/ufuncobject.h>
+
+#include <string.h>
+
+#include "kjit.h"
+
+/* The most parameters the fast path packs on the stack; more go the slow way. */
+#define FAST_MAX_ARGS 16
+
+typedef kjit_status (*call_fn)(kjit_function *, const kjit_arg *, int, kjit_array *,
+                               kjit_array *);
+typedef kjit_status (*match_fn)(kjit_function *, const kjit_arg *, int, int *);
+typedef kjit_status (*launch_fn)(kjit_function *, const uint32_t[3], const uint32_t[3],
+                                 const kjit_arg *, int, const kjit_launch_options *);
+
+static call_fn kj_call;
+static match_fn kj_match;
+static launch_fn kj_launch_ex;
+static PyObject *raise_status;      /* _core._raise(context_handle, status) */
+static PyTypeObject *device_array;  /* kjit.DeviceArray */
+static PyObject *str_call_slow, *str_addr, *str_gpu, *str_out, *str_stream;
+
+/* ------------------------------------------------------------ element types */
+
+/* kjit's code for a NumPy type number, or -1 (the slow path decides). */
+static int code_of_typenum(int t)
+{
+    switch (t) {
+    case NPY_BOOL: return KJIT_BOOL;
+    case NPY_BYTE: return KJIT_I8;
+    case NPY_SHORT: return KJIT_I16;
+    case NPY_INT: return sizeof(int) == 4 ? KJIT_I32 : -1;
+    case NPY_LONG: return sizeof(long) == 8 ? KJIT_I64 : KJIT_I32;
+    case NPY_LONGLONG: return KJIT_I64;
+    case NPY_UBYTE: return KJIT_U8;
+    case NPY_USHORT: return KJIT_U16;
+    case NPY_UINT: return sizeof(int) == 4 ? KJIT_U32 : -1;
+    case NPY_ULONG: return sizeof(long) == 8 ? KJIT_U64 : KJIT_U32;
+    case NPY_ULONGLONG: return KJIT_U64;
+    case NPY_FLOAT: return KJIT_F32;
+    case NPY_DOUBLE: return KJIT_F64;
+    case NPY_CFLOAT: return KJIT_C64;
+    case NPY_CDOUBLE: return KJIT_C128;
+    case NPY_HALF: return KJIT_F16;
+    default: return -1;
+    }
+}
+
+/* Bytes of an element of a kjit type. */
+static size_t kjit_dtype_size_of(kjit_dtype code)
+{
+    static const unsigned char sizes[KJIT_DTYPE_COUNT] = {1, 1, 2, 4, 8, 1, 2, 4, 8,
+                                                          4, 8, 8, 16, 2, 2};
+    return (unsigned)code < KJIT_DTYPE_COUNT ? sizes[code] : 1;
+}
+
+/* NumPy's type number for a kjit code; -1 for bf16 (no NumPy twin). */
+static int typenum_of_code(int code)
+{
+    static const int table[KJIT_DTYPE_COUNT] = {
+        NPY_BOOL, NPY_INT8, NPY_INT16, NPY_INT32, NPY_INT64, NPY_UINT8, NPY_UINT16,
+        NPY_UINT32, NPY_UINT64, NPY_FLOAT32, NPY_FLOAT64, NPY_COMPLEX64, NPY_COMPLEX128,
+        NPY_FLOAT16, -1};
+    return code >= 0 && code < KJIT_DTYPE_COUNT ? table[code] : -1;
+}
+
+/* ---------------------------------------------------------------- arguments */
+
+typedef struct {
+    kjit_arg args[FAST_MAX_ARGS];
+    kjit_array arrays[FAST_MAX_ARGS + 1]; /* + the output */
+    int nd;                               /* the broadcast rank so far */
+    npy_intp shape[KJIT_MAX_DIMS];        /* the broadcast shape so far */
+    int any_array;                        /* an ndarray among the arguments */
+    int any_device;                       /* a DeviceArray among them */
+} Packed;
+
+enum { PACK_OK = 0, PACK_SLOW = 1, PACK_ERROR = -1 };
+
+/* A NumPy array into a kjit_array: PACK_SLOW for what kjit_array cannot say
+ * here (a type without a code, non-native byte order, too many dimensions). */
+static int pack_ndarray(PyArrayObject *a, kjit_array *out)
+{
+    int code = code_of_typenum(PyArray_TYPE(a));
+    int nd = PyArray_NDIM(a);
+    if (code < 0 || !PyArray_ISNOTSWAPPED(a) || nd > KJIT_MAX_DIMS)
+        return PACK_SLOW;
+    out->data = PyArray_DATA(a);
+    out->dtype = (kjit_dtype)code;
+    out->ndim = nd;
+    const npy_intp *shape = PyArray_SHAPE(a), *strides = PyArray_STRIDES(a);
+    for (int d = 0; d < nd; d++) {
+        out->shape[d] = shape[d];
+        out->strides[d] = strides[d];
+    }
+    out->memory = KJIT_MEMORY_HOST;
+    return PACK_OK;
+}
+
+/* The kjit_array a kjit DeviceArray keeps (its `_addr`); PACK_SLOW for GPU
+ * memory on a host target (the slow path's message says why). */
+static int pack_device_array(PyObject *x, int is_cuda, kjit_array **out)
+{
+    PyObject *gpu = PyObject_GetAttr(x, str_gpu);
+    if (!gpu)
+        return PACK_ERROR;
+    int on_gpu = PyObject_IsTrue(gpu);
+    Py_DECREF(gpu);
+    if (on_gpu < 0)
+        return PACK_ERROR;
+    if (on_gpu && !is_cuda)
+        return PACK_SLOW;
+    PyObject *addr = PyObject_GetAttr(x, str_addr);
+    if (!addr)
+        return PACK_ERROR;
+    void *p = PyLong_AsVoidPtr(addr);
+    Py_DECREF(addr);
+    if (!p)
+        return PyErr_Occurred() ? PACK_ERROR : PACK_SLOW;
+    *out = (kjit_array *)p;
+    return PACK_OK;
+}
+
+/* A NumPy scalar (np.float32(1.5), a[0]) into a kjit_arg of its own type. */
+static int pack_numpy_scalar(PyObject *x, kjit_arg *arg)
+{
+    PyArray_Descr *descr = PyArray_DescrFromScalar(x);
+    if (!descr)
+        return PACK_ERROR;
+    int code = code_of_typenum(descr->type_num);
+    int swapped = !PyArray_ISNBO(descr->byteorder);
+    Py_DECREF(descr);
+    if (code < 0 || swapped)
+        return PACK_SLOW;
+    union {
+        npy_bool b; int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+        uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+        float f32; double f64; float c64[2]; double c128[2];
+        char bytes[32];
+    } v;
+    memset(&v, 0, sizeof v);
+    PyArray_ScalarAsCtype(x, &v);
+    arg->kind = KJIT_ARG_SCALAR;
+    arg->dtype = (kjit_dtype)code;
+    switch (code) {
+    case KJIT_BOOL: arg->value.i = v.b != 0; break;
+    case KJIT_I8: arg->value.i = v.i8; break;
+    case KJIT_I16: arg->value.i = v.i16; break;
+    case KJIT_I32: arg->value.i = v.i32; break;
+    case KJIT_I64: arg->value.i = v.i64; break;
+    case KJIT_U8: arg->value.u = v.u8; break;
+    case KJIT_U16: arg->value.u = v.u16; break;
+    case KJIT_U32: arg->value.u = v.u32; break;
+    case KJIT_U64: arg->value.u = v.u64; break;
+    case KJIT_F32: arg->value.f = v.f32; break;
+    case KJIT_F64: arg->value.f = v.f64; break;
+    case KJIT_C64:
+        arg->value.c[0] = v.c64[0];
+        arg->value.c[1] = v.c64[1];
+        break;
+    case KJIT_C128:
+        arg->value.c[0] = v.c128[0];
+        arg->value.c[1] = v.c128[1];
+        break;
+    default: return PACK_SLOW; /* f16 scalars: the Python path rounds them */
+    }
+    return PACK_OK;
+}
+
+/* NumPy's broadcast of the shape so far with one more; 0 when they do not. */
+static int broadcast(Packed *p, const kjit_array *a)
+{
+    int nd = a->ndim > p->nd ? a->ndim : p->nd;
+    npy_intp shape[KJIT_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int da = d - (nd - a->ndim), dp = d - (nd - p->nd);
+        npy_intp x = da >= 0 ? a->shape[da] : 1, y = dp >= 0 ? p->shape[dp] : 1;
+        if (x == y || y == 1)
+            shape[d] = x;
+        else if (x == 1)
+            shape[d] = y;
+        else
+            return 0;
+    }
+    memcpy(p->shape, shape, sizeof(npy_intp) * (size_t)nd);
+    p->nd = nd;
+    return 1;
+}
+
+/* Argument i: PACK_OK, PACK_SLOW (the Python path takes the call) or
+ * PACK_ERROR (a Python exception is set).  `written` says the function may
+ * store into it (a read-only array is then the slow path's to refuse);
+ * `bcast`, that arrays broadcast together (a @vectorize call's do, a
+ * kernel's need not). */
+static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int bcast)
+{
+    kjit_arg *arg = &p->args[i];
+    if (PyArray_CheckExact(x)) {
+        PyArrayObject *a = (PyArrayObject *)x;
+        if (written && !PyArray_ISWRITEABLE(a))
+            return PACK_SLOW;
+        int r = pack_ndarray(a, &p->arrays[i]);
+        if (r != PACK_OK)
+            return r;
+        if (bcast && !broadcast(p, &p->arrays[i]))
+            return PACK_SLOW;
+        arg->kind = KJIT_ARG_ARRAY;
+        arg->dtype = p->arrays[i].dtype;
+        arg->value.array = &p->arrays[i];
+        p->any_array = 1;
+        return PACK_OK;
+    }
+    if (PyFloat_CheckExact(x)) {
+        arg->kind = KJIT_ARG_SCALAR;
+        arg->dtype = KJIT_F64;
+        arg->value.f = PyFloat_AS_DOUBLE(x);
+        return PACK_OK;
+    }
+    if (PyLong_CheckExact(x)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return PACK_SLOW;
+        }
+        arg->kind = KJIT_ARG_SCALAR;
+        arg->dtype = KJIT_I64;
+        arg->value.i = v;
+        return PACK_OK;
+    }
+    if (PyBool_Check(x)) {
+        arg->kind = KJIT_ARG_SCALAR;
+        arg->dtype = KJIT_BOOL;
+        arg->value.i = x == Py_True;
+        return PACK_OK;
+    }
+    if (device_array && Py_TYPE(x) == device_array) {
+        kjit_array *view = NULL;
+        int r = pack_device_array(x, is_cuda, &view);
+        if (r != PACK_OK)
+            return r;
+        arg->kind = KJIT_ARG_ARRAY;
+        arg->dtype = view->dtype;
+        arg->value.array = view;
+        p->any_device = 1;
+        return PACK_OK;
+    }
+    if (PyArray_IsScalar(x, Generic))
+        return pack_numpy_scalar(x, arg);
+    return PACK_SLOW;
+}
+
+/* Calls self._call_slow(*args, **kwargs): the Python path. */
+static PyObject *call_slow(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *slow = PyObject_GetAttr(self, str_call_slow);
+    if (!slow)
+        return NULL;
+    PyObject *r = PyObject_Call(slow, args, kwargs);
+    Py_DECREF(slow);
+    return r;
+}
+
+static PyObject *raise_for(void *context, kjit_status status)
+{
+    PyObject *r = PyObject_CallFunction(raise_status, "Ni", PyLong_FromVoidPtr(context),
+                                        (int)status);
+    Py_XDECREF(r);
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "kjit: status %d", (int)status);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- @vectorize */
+
+typedef struct {
+    PyObject_HEAD
+    kjit_function *handle;
+    void *context;
+    int nparams;
+    int nsigs;
+    int results[64]; /* each signature's result code (-1: none) */
+    int is_cuda;
+    int bound;
+} Vectorized;
+
+static int vectorized_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return 0; /* the Python class's __init__ runs, then _fast_bind */
+}
+
+/* _fast_bind(handle, context, nparams, results, is_cuda) */
+static PyObject *vectorized_bind(PyObject *op, PyObject *args)
+{
+    Vectorized *self = (Vectorized *)op;
+    PyObject *handle, *context, *results;
+    int nparams, is_cuda;
+    if (!PyArg_ParseTuple(args, "OOiO!p", &handle, &context, &nparams, &PyTuple_Type,
+                          &results, &is_cuda))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(results);
+    self->bound = 0;
+    if (n < 1 || n > 64 || nparams > FAST_MAX_ARGS)
+        Py_RETURN_FALSE; /* this function stays on the Python path */
+    for (Py_ssize_t s = 0; s < n; s++) {
+        PyObject *r = PyTuple_GET_ITEM(results, s);
+        self->results[s] = r == Py_None ? -1 : (int)PyLong_AsLong(r);
+    }
+    self->handle = PyLong_AsVoidPtr(handle);
+    self->context = PyLong_AsVoidPtr(context);
+    if (PyErr_Occurred())
+        return NULL;
+    self->nsigs = (int)n;
+    self->nparams = nparams;
+    self->is_cuda = is_cuda;
+    self->bound = 1;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    Vectorized *self = (Vectorized *)op;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *out = NULL;
+    if (!self->bound || n != self->nparams)
+        return call_slow(op, args, kwargs);
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        Py_ssize_t left = PyDict_GET_SIZE(kwargs);
+        out = PyDict_GetItemWithError(kwargs, str_out);
+        if (out)
+            left--;
+        PyObject *stream = PyDict_GetItemWithError(kwargs, str_stream);
+        if (stream) {
+            if (stream != Py_None)
+                return call_slow(op, args, kwargs);
+            left--;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+        if (left)
+            return call_slow(op, args, kwargs); /* its TypeError */
+        if (out == Py_None)
+            out = NULL;
+    }
+    Packed p;
+    p.nd = 0;
+    p.any_array = p.any_device = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = pack_arg(&p, (int)i, PyTuple_GET_ITEM(args, i), self->is_cuda, 0, 1);
+        if (r == PACK_ERROR)
+            return NULL;
+        if (r == PACK_SLOW)
+            return call_slow(op, args, kwargs);
+    }
+    kjit_array *dst = &p.arrays[FAST_MAX_ARGS];
+    PyObject *result;
+    if (out) {
+        if (PyArray_CheckExact(out)) {
+            if (!PyArray_ISWRITEABLE((PyArrayObject *)out) ||
+                pack_ndarray((PyArrayObject *)out, dst) != PACK_OK)
+                return call_slow(op, args, kwargs);
+        } else if (device_array && Py_TYPE(out) == device_array) {
+            int r = pack_device_array(out, self->is_cuda, &dst);
+            if (r == PACK_ERROR)
+                return NULL;
+            if (r == PACK_SLOW)
+                return call_slow(op, args, kwargs);
+        } else {
+            return call_slow(op, args, kwargs);
+        }
+        Py_INCREF(out);
+        result = out;
+    } else {
+        if (p.any_device)
+            return call_slow(op, args, kwargs); /* the result is a DeviceArray */
+        int sig = 0;
+        if (self->nsigs > 1) {
+            kjit_status status = kj_match(self->handle, p.args, (int)n, &sig);
+            if (status != KJIT_OK)
+                return raise_for(self->context, status);
+        }
+        int typenum = sig < self->nsigs ? typenum_of_code(self->results[sig]) : -1;
+        if (typenum < 0)
+            return call_slow(op, args, kwargs);
+        result = PyArray_Empty(p.nd, p.shape, PyArray_DescrFromType(typenum), 0);
+        if (!result)
+            return NULL;
+        if (pack_ndarray((PyArrayObject *)result, dst) != PACK_OK) {
+            Py_DECREF(result);
+            return call_slow(op, args, kwargs);
+        }
+    }
+    kjit_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = kj_call(self->handle, p.args, (int)n, dst, NULL);
+    Py_END_ALLOW_THREADS
+    if (status != KJIT_OK) {
+        Py_DECREF(result);
+        return raise_for(self->context, status);
+    }
+    if (!out && !p.any_array)
+        return PyArray_Return((PyArrayObject *)result); /* scalars in, a scalar out */
+    return result;
+}
+
+static PyMethodDef vectorized_methods[] = {
+    {"_fast_bind", vectorized_bind, METH_VARARGS,
+     "_fast_bind(handle, context, nparams, results, is_cuda): calls go through C"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject VectorizedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kjit._fast.Vectorized",
+    .tp_basicsize = sizeof(Vectorized),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C call of a @vectorize function (a base of kjit's VectorizedFunction).",
+    .tp_call = vectorized_call,
+    .tp_methods = vectorized_methods,
+    .tp_init = vectorized_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------- launches */
+
+/* What kernel[grid, block, ...] gives when this module is there: the Python
+ * Launcher it wraps (`python`) checked the configuration and takes what the
+ * C path does not; its attributes (function, grid, block, shared_bytes,
+ * _call_slow) read through.  Launches are vectorcalls: no tuple of
+ * arguments is made. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *python;
+    vectorcallfunc vectorcall;
+    kjit_function *handle;
+    void *context;
+    int nparams;
+    uint32_t grid[3], block[3];
+    kjit_launch_options options;
+    unsigned char written[FAST_MAX_ARGS];
+    int is_cuda;
+    int bound; /* 0: every launch goes to `python` (too many parameters) */
+} Launch;
+
+static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames)
+{
+    Launch *self = (Launch *)op;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (!self->bound || n != self->nparams || (kwnames && PyTuple_GET_SIZE(kwnames)))
+        return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    Packed p;
+    p.nd = 0;
+    p.any_array = p.any_device = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
+        if (r == PACK_ERROR)
+            return NULL;
+        if (r == PACK_SLOW)
+            return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
+    }
+    kjit_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = kj_launch_ex(self->handle, self->grid, self->block, p.args, (int)n,
+                          &self->options);
+    Py_END_ALLOW_THREADS
+    if (status != KJIT_OK)
+        return raise_for(self->context, status);
+    Py_RETURN_NONE;
+}
+
+/* Launch(python, handle, context, written, grid, block, stream, shared_bytes, is_cuda) */
+static PyObject *launch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *python, *handle, *context, *stream;
+    Py_buffer written;
+    unsigned int g[3], b[3];
+    unsigned long long shared;
+    int is_cuda;
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "Launch() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOy*(III)(III)OKp", &python, &handle, &context, &written,
+                          &g[0], &g[1], &g[2], &b[0], &b[1], &b[2], &stream, &shared,
+                          &is_cuda))
+        return NULL;
+    Launch *self = (Launch *)type->tp_alloc(type, 0);
+    if (!self) {
+        PyBuffer_Release(&written);
+        return NULL;
+    }
+    Py_INCREF(python);
+    self->python = python;
+    self->vectorcall = launch_vectorcall;
+    self->bound = written.len <= FAST_MAX_ARGS;
+    if (self->bound) {
+        self->nparams = (int)written.len;
+        memcpy(self->written, written.buf, (size_t)written.len);
+    }
+    PyBuffer_Release(&written);
+    self->handle = PyLong_AsVoidPtr(handle);
+    self->context = PyLong_AsVoidPtr(context);
+    self->options.stream = stream == Py_None ? NULL : PyLong_AsVoidPtr(stream);
+    self->options.dynamic_shared_bytes = (size_t)shared;
+    for (int d = 0; d < 3; d++) {
+        self->grid[d] = g[d];
+        self->block[d] = b[d];
+    }
+    self->is_cuda = is_cuda;
+    if (PyErr_Occurred()) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int launch_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Py_VISIT(((Launch *)op)->python);
+    return 0;
+}
+
+static int launch_clear(PyObject *op)
+{
+    Py_CLEAR(((Launch *)op)->python);
+    return 0;
+}
+
+static void launch_dealloc(PyObject *op)
+{
+    PyObject_GC_UnTrack(op);
+    launch_clear(op);
+    Py_TYPE(op)->tp_free(op);
+}
+
+/* Attributes of its own first, then the Python Launcher's. */
+static PyObject *launch_getattro(PyObject *op, PyObject *name)
+{
+    PyObject *r = PyObject_GenericGetAttr(op, name);
+    if (r || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return r;
+    PyErr_Clear();
+    Launch *self = (Launch *)op;
+    if (!self->python) {
+        PyErr_SetObject(PyExc_AttributeError, name);
+        return NULL;
+    }
+    return PyObject_GetAttr(self->python, name);
+}
+
+static PyObject *launch_repr(PyObject *op)
+{
+    Launch *self = (Launch *)op;
+    return PyUnicode_FromFormat("<kjit launch (compiled) of %R>", self->python);
+}
+
+static PyTypeObject LaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kjit._fast.Launch",
+    .tp_basicsize = sizeof(Launch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A kernel launch through C: kernel[grid, block, stream, shared_bytes].",
+    .tp_vectorcall_offset = offsetof(Launch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = launch_new,
+    .tp_traverse = launch_traverse,
+    .tp_clear = launch_clear,
+    .tp_dealloc = launch_dealloc,
+    .tp_getattro = launch_getattro,
+    .tp_repr = launch_repr,
+};
+
+/* ------------------------------------------------------------------ ufuncs */
+
+/*
+ * A @vectorize function as a numpy.ufunc (cpu and parallel targets): one
+ * loop per signature, as Numba's @vectorize makes.  NumPy picks the loop by
+ * its own type rules (casting where it may), then hands it 1-D strided
+ * operands, which become one kjit_call of that signature on 1-D views: the
+ * compiled SIMD loop runs over them.  What a loop needs is in a capsule the
+ * ufunc holds (its `obj`), with the kjit Function, so the compiled code lives
+ * as long as the ufunc does.
+ */
+typedef struct {
+    kjit_function *handle;
+    void *context;
+    int nin;
+    kjit_dtype types[FAST_MAX_ARGS + 1]; /* the inputs', then the result's */
+} UfuncLoop;
+
+typedef struct {
+    PyObject *function;          /* the kjit Function: keeps its module alive */
+    int nloops;
+    PyUFuncGenericFunction *funcs;
+    void **data;
+    char *types;
+    UfuncLoop *loops;
+    char *name, *doc; /* NumPy keeps the pointers, not copies */
+} UfuncKeep;
+
+/* The bytes [lo, hi) that n elements at p, step apart, cover. */
+static void extent(const char *p, npy_intp n, npy_intp step, npy_intp size, const char **lo,
+                   const char **hi)
+{
+    const char *last = p + (n - 1) * step;
+    *lo = step < 0 ? last : p;
+    *hi = (step < 0 ? p : last) + size;
+}
+
+/* Whether the loop depends on its own results: NumPy's reduce and accumulate
+ * hand it an output of stride 0, or an input that is the output shifted (out
+ * = f(out - 1, x)), and expect the elements in order.  kjit_call would read
+ * such an input from a copy (as NumPy's own calls do), so these loops run
+ * element by element instead.  The very same view as the output is fine. */
+static int loop_is_sequential(const UfuncLoop *loop, char **args, npy_intp n,
+                              npy_intp const *steps)
+{
+    if (n < 2)
+        return 0;
+    npy_intp size = (npy_intp)kjit_dtype_size_of(loop->types[loop->nin]);
+    if (steps[loop->nin] == 0)
+        return 1;
+    const char *olo, *ohi;
+    extent(args[loop->nin], n, steps[loop->nin], size, &olo, &ohi);
+    for (int i = 0; i < loop->nin; i++) {
+        if (args[i] == args[loop->nin] && steps[i] == steps[loop->nin])
+            continue;
+        const char *lo, *hi;
+        extent(args[i], n, steps[i], (npy_intp)kjit_dtype_size_of(loop->types[i]), &lo, &hi);
+        if (lo < ohi && olo < hi)
+            return 1;
+    }
+    return 0;
+}
+
+static void ufunc_loop(char **args, npy_intp const *dimensions, npy_intp const *steps,
+                       void *data)
+{
+    UfuncLoop *loop = data;
+    kjit_array arrays[FAST_MAX_ARGS + 1];
+    kjit_arg kargs[FAST_MAX_ARGS];
+    npy_intp n = dimensions[0];
+    int sequential = loop_is_sequential(loop, args, n, steps);
+    for (int i = 0; i <= loop->nin; i++) {
+        kjit_array *a = &arrays[i];
+        memset(a, 0, sizeof *a);
+        a->data = args[i];
+        a->dtype = loop->types[i];
+        a->ndim = 1;
+        a->shape[0] = sequential ? 1 : n;
+        a->strides[0] = steps[i];
+        a->memory = KJIT_MEMORY_HOST;
+        if (i < loop->nin) {
+            kargs[i].kind = KJIT_ARG_ARRAY;
+            kargs[i].dtype = a->dtype;
+            kargs[i].value.array = a;
+        }
+    }
+    kjit_status status = KJIT_OK;
+    if (!sequential) {
+        status = kj_call(loop->handle, kargs, loop->nin, &arrays[loop->nin], NULL);
+    } else {
+        for (npy_intp e = 0; e < n && status == KJIT_OK; e++) {
+            for (int i = 0; i <= loop->nin; i++)
+                arrays[i].data = args[i] + e * steps[i];
+            status = kj_call(loop->handle, kargs, loop->nin, &arrays[loop->nin], NULL);
+        }
+    }
+    if (status != KJIT_OK) {
+        /* NumPy may run the loop without the GIL: take it to raise */
+        PyGILState_STATE gil = PyGILState_Ensure();
+        if (!PyErr_Occurred())
+            raise_for(loop->context, status);
+        PyGILState_Release(gil);
+    }
+}
+
+static void ufunc_keep_free(PyObject *capsule)
+{
+    UfuncKeep *keep = PyCapsule_GetPointer(capsule, "kjit.ufunc");
+    if (!keep)
+        return;
+    Py_XDECREF(keep->function);
+    PyMem_Free(keep->funcs);
+    PyMem_Free(keep->data);
+    PyMem_Free(keep->types);
+    PyMem_Free(keep->loops);
+    PyMem_Free(keep->name);
+    PyMem_Free(keep->doc);
+    PyMem_Free(keep);
+}
+
+/* make_ufunc(function, handle, context, name, doc, nin, loops): loops is a
+ * list of tuples of kjit codes, the inputs' then the result's. */
+static PyObject *make_ufunc(PyObject *module, PyObject *args)
+{
+    PyObject *function, *handle, *context, *loops;
+    const char *name, *doc;
+    int nin;
+    if (!PyArg_ParseTuple(args, "OOOssiO!", &function, &handle, &context, &name, &doc, &nin,
+                          &PyList_Type, &loops))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(loops);
+    if (n < 1 || nin < 1 || nin > FAST_MAX_ARGS) {
+        PyErr_SetString(PyExc_ValueError, "make_ufunc: no loops, or too many inputs");
+        return NULL;
+    }
+    UfuncKeep *keep = PyMem_Calloc(1, sizeof *keep);
+    if (!keep)
+        return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(keep, "kjit.ufunc", ufunc_keep_free);
+    if (!capsule) {
+        PyMem_Free(keep);
+        return NULL;
+    }
+    Py_INCREF(function);
+    keep->function = function;
+    keep->nloops = (int)n;
+    keep->funcs = PyMem_Calloc((size_t)n, sizeof *keep->funcs);
+    keep->data = PyMem_Calloc((size_t)n, sizeof *keep->data);
+    keep->types = PyMem_Calloc((size_t)n * (size_t)(nin + 1), 1);
+    keep->loops = PyMem_Calloc((size_t)n, sizeof *keep->loops);
+    keep->name = PyMem_Malloc(strlen(name) + 1);
+    keep->doc = PyMem_Malloc(strlen(doc) + 1);
+    if (!keep->funcs || !keep->data || !keep->types || !keep->loops || !keep->name ||
+        !keep->doc) {
+        Py_DECREF(capsule);
+        return PyErr_NoMemory();
+    }
+    strcpy(keep->name, name);
+    strcpy(keep->doc, doc);
+    void *h = PyLong_AsVoidPtr(handle), *c = PyLong_AsVoidPtr(context);
+    if (PyErr_Occurred()) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    for (Py_ssize_t l = 0; l < n; l++) {
+        PyObject *codes = PyList_GET_ITEM(loops, l);
+        if (!PyTuple_Check(codes) || PyTuple_GET_SIZE(codes) != nin + 1) {
+            Py_DECREF(capsule);
+            PyErr_SetString(PyExc_ValueError, "make_ufunc: a loop's codes are not nin + 1");
+            return NULL;
+        }
+        UfuncLoop *loop = &keep->loops[l];
+        loop->handle = h;
+        loop->context = c;
+        loop->nin = nin;
+        for (int i = 0; i <= nin; i++) {
+            long code = PyLong_AsLong(PyTuple_GET_ITEM(codes, i));
+            int typenum = typenum_of_code((int)code);
+            if (typenum < 0) {
+                Py_DECREF(capsule);
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_ValueError, "make_ufunc: kjit type %ld has no NumPy "
+                                 "type", code);
+                return NULL;
+            }
+            loop->types[i] = (kjit_dtype)code;
+            keep->types[l * (nin + 1) + i] = (char)typenum;
+        }
+        keep->funcs[l] = ufunc_loop;
+        keep->data[l] = loop;
+    }
+    PyObject *ufunc = PyUFunc_FromFuncAndData(keep->funcs, keep->data, keep->types, (int)n,
+                                              nin, 1, PyUFunc_None, keep->name,
+                                              keep->doc, 0);
+    if (!ufunc) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    /* the ufunc holds what its loops read (NumPy releases `obj` with it) */
+    ((PyUFuncObject *)ufunc)->obj = capsule;
+    return ufunc;
+}
+
+/* ------------------------------------------------------------------ module */
+
+/* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray) */
+static PyObject *setup(PyObject *module, PyObject *args)
+{
+    PyObject *call, *match, *launch, *raiser, *devtype;
+    if (!PyArg_ParseTuple(args, "OOOOO!", &call, &match, &launch, &raiser, &PyType_Type,
+                          &devtype))
+        return NULL;
+    void *c = PyLong_AsVoidPtr(call), *m = PyLong_AsVoidPtr(match),
+         *l = PyLong_AsVoidPtr(launch);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!c || !m || !l) {
+        PyErr_SetString(PyExc_ValueError, "kjit._fast.setup: a NULL function address");
+        return NULL;
+    }
+    kj_call = (call_fn)c;
+    kj_match = (match_fn)m;
+    kj_launch_ex = (launch_fn)l;
+    Py_INCREF(raiser);
+    Py_XSETREF(raise_status, raiser);
+    Py_INCREF(devtype);
+    Py_XSETREF(device_array, (PyTypeObject *)devtype);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"setup", setup, METH_VARARGS,
+     "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray)"},
+    {"make_ufunc", make_ufunc, METH_VARARGS,
+     "make_ufunc(function, handle, context, name, doc, nin, loops): a numpy.ufunc"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "kjit._fast",
+    "The compiled hot path of kjit's @vectorize calls and kernel launches.", -1,
+    module_methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fast(void)
+{
+    import_array();
+    import_umath();
+    if (PyType_Ready(&VectorizedType) < 0 || PyType_Ready(&LaunchType) < 0)
+        return NULL;
+    str_call_slow = PyUnicode_InternFromString("_call_slow");
+    str_addr = PyUnicode_InternFromString("_addr");
+    str_gpu = PyUnicode_InternFromString("_gpu");
+    str_out = PyUnicode_InternFromString("out");
+    str_stream = PyUnicode_InternFromString("stream");
+    if (!str_call_slow || !str_addr || !str_gpu || !str_out || !str_stream)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    Py_INCREF(&VectorizedType);
+    Py_INCREF(&LaunchType);
+    if (PyModule_AddObject(m, "Vectorized", (PyObject *)&VectorizedType) < 0 ||
+        PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

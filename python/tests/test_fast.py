@@ -1,0 +1,165 @@
+"""The compiled hot path (kjit/_fast.c) against the pure Python one: the same
+results and the same errors for what each takes, and a launch's dynamic
+shared memory.  Installed (KJIT_TEST_INSTALLED), the compiled path must be
+there: the install builds it."""
+import os
+
+import numpy as np
+import pytest
+
+from conftest import INSTALLED, example
+import kjit
+from kjit import _core
+
+compiled = pytest.mark.skipif(_core._fast is None, reason=f"skipped: {kjit.hot_path}")
+
+MULTI = """
+@vectorize(f32(f32, f32), f64(f64, f64), i32(i32, i32), c128(c128, c128))
+fn mix(a, b) { return a * b + a; }
+"""
+
+
+def test_installed_package_has_the_compiled_path():
+    if not INSTALLED:
+        pytest.skip("skipped: the source tree's tests run the pure Python path")
+    assert kjit.hot_path == "compiled"
+    assert isinstance(kjit.load(example("add.kern"), target="cpu").add, _core._fast.Vectorized)
+
+
+def both(fn, *args, **kwargs):
+    """(compiled result, Python result) of one call."""
+    fast = fn(*args, **kwargs)
+    slow = fn._call_slow(*args, **kwargs)
+    return fast, slow
+
+
+@compiled
+@pytest.mark.parametrize("target", ["cpu", "parallel"])
+def test_same_results_as_the_python_path(rng, target):
+    add = kjit.load(example("add.kern"), target=target).add
+    mix = kjit.compile(MULTI, target=target).mix
+    a = rng.random(1000).astype(np.float32)
+    b = rng.random(1000).astype(np.float32)
+    grid = rng.random((7, 1, 5)).astype(np.float32)
+    cases = [
+        (add, (a, b)), (add, (a, 2.5)), (add, (1.5, b)), (add, (a, np.float32(3))),
+        (add, (a[:999:3], b[1::3])), (add, (grid, grid.transpose(1, 0, 2)[:1])),
+        (add, (np.float32(1), 2.0)), (add, (1.0, 2.0)), (add, (np.array(1.5, np.float32), a)),
+        (mix, (a.astype(np.float64), b.astype(np.float64))),
+        (mix, (np.arange(10, dtype=np.int32), 3)),
+        (mix, (a.astype(np.complex128), 1j)),
+    ]
+    for fn, args in cases:
+        fast, slow = both(fn, *args)
+        assert type(fast) is type(slow), (fn.name, args)
+        assert np.asarray(fast).dtype == np.asarray(slow).dtype
+        assert np.shape(fast) == np.shape(slow)
+        np.testing.assert_array_equal(fast, slow)
+    expected = a + b
+    out = np.empty_like(a)
+    assert add(a, b, out=out) is out
+    np.testing.assert_array_equal(out, expected)
+    strided = np.zeros(2000, np.float32)[::2]
+    add(a, b, out=strided)
+    np.testing.assert_array_equal(strided, expected)
+    # an out that overlaps an input reads it as before the call, as NumPy does
+    c = a.copy()
+    add(c, c[::-1], out=c)
+    np.testing.assert_array_equal(c, a + a[::-1])
+    # kjit's host device arrays, in and out
+    da, db = kjit.to_device(a, target=target), kjit.to_device(b, target=target)
+    dout = kjit.device_array(1000, np.float32, target=target)
+    assert add(da, db, out=dout) is dout
+    np.testing.assert_array_equal(dout.copy_to_host(), expected)
+    np.testing.assert_array_equal(add(da, db).copy_to_host(), expected)
+
+
+@compiled
+def test_same_errors_as_the_python_path(rng):
+    add = kjit.load(example("add.kern"), target="cpu").add
+    a = rng.random(10).astype(np.float32)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    errors = [
+        ((a, a.astype(np.float64)), {}, kjit.DTypeError),
+        ((a, rng.random(11).astype(np.float32)), {}, kjit.ShapeError),
+        ((a,), {}, kjit.InvalidArgumentError),
+        ((a, a), {"out": frozen}, kjit.InvalidArgumentError),
+        ((a, a), {"out": np.empty(3, np.float32)}, kjit.ShapeError),
+        ((a, a), {"out": np.empty(10, np.float64)}, kjit.DTypeError),
+        ((a, "x"), {}, kjit.DTypeError),
+        ((a, a), {"bogus": 1}, TypeError),
+    ]
+    for args, kwargs, error in errors:
+        with pytest.raises(error) as fast:
+            add(*args, **kwargs)
+        with pytest.raises(error) as slow:
+            add._call_slow(*args, **kwargs)
+        assert str(fast.value) == str(slow.value)
+
+
+@compiled
+def test_fast_launch(rng):
+    m = kjit.load(example("mandelbrot.kern"), target="cpu")
+    image = np.zeros((64, 96), np.uint8)
+    slow = np.zeros_like(image)
+    launch = m.mandel_kernel[(3, 8), (32, 8)]
+    assert isinstance(launch, _core._fast.Launch)
+    launch(-2.0, 1.0, -1.0, 1.0, image, 20)
+    launch._call_slow(-2.0, 1.0, -1.0, 1.0, slow, 20)
+    np.testing.assert_array_equal(image, slow)
+    assert image.max() == 20
+    frozen = np.zeros_like(image)
+    frozen.flags.writeable = False
+    with pytest.raises(kjit.InvalidArgumentError, match="read-only"):
+        launch(-2.0, 1.0, -1.0, 1.0, frozen, 20)
+    with pytest.raises(kjit.InvalidArgumentError, match="takes 6 arguments"):
+        launch(-2.0, 1.0)
+
+
+REPO = os.path.dirname(os.path.dirname(example("")))
+
+
+@pytest.mark.parametrize("target", ["cpu", "parallel"])
+def test_dynamic_shared_memory(rng, target):
+    m = kjit.load(os.path.join(REPO, "tests", "golden", "exec", "dynamic_shared.kern"),
+                  target=target)
+    x = np.arange(1024, dtype=np.float32)
+    out = np.zeros_like(x)
+    m.reverse_blocks[4, 256, None, 256 * 4](x, out)
+    np.testing.assert_array_equal(out, x.reshape(4, 256)[:, ::-1].ravel())
+    # half the bytes: each block's tile holds 128, so only the threads that
+    # read below it write
+    out2 = np.full_like(x, -1)
+    m.reverse_blocks[4, 256, None, 128 * 4](x, out2)
+    assert (out2 == -1).sum() == 4 * 128
+    with pytest.raises(kjit.InvalidArgumentError, match="dynamic shared memory"):
+        m.reverse_blocks[4, 256, None, -5]
+
+
+def test_device_array_views(rng):
+    add = kjit.load(example("add.kern"), target="cpu").add
+    host = rng.random((6, 8)).astype(np.float32)
+    d = kjit.to_device(host, target="cpu")
+    np.testing.assert_array_equal(np.asarray(d.reshape(8, 6)), host.reshape(8, 6))
+    np.testing.assert_array_equal(np.asarray(d.reshape(-1)), host.ravel())
+    with pytest.raises(kjit.ShapeError, match="cannot reshape"):
+        d.reshape(5, -1)
+    for key in [(1,), (slice(1, 5, 2),), (Ellipsis, 3), (slice(None, None, -1), slice(2, 7)),
+                (-1, slice(None, None, 3)), (2, 5)]:
+        view = d[key]
+        np.testing.assert_array_equal(np.asarray(view), host[key])
+        assert view.shape == host[key].shape
+    with pytest.raises(IndexError, match="out of bounds"):
+        d[6]
+    with pytest.raises(IndexError, match="basic indexing"):
+        d[[0, 1]]
+    with pytest.raises(kjit.ShapeError, match="strided"):
+        d[:, ::2].reshape(-1)
+    # views are views: writes through them show in the array
+    d[1:3].fill(7)
+    assert (np.asarray(d)[1:3] == 7).all() and (np.asarray(d)[0] == host[0]).all()
+    out = kjit.device_array((3, 4), np.float32, target="cpu")
+    add(d[::2, ::2], d[1::2, 1::2], out=out)
+    expect = np.asarray(d)[::2, ::2] + np.asarray(d)[1::2, 1::2]
+    np.testing.assert_array_equal(np.asarray(out), expect)
