@@ -736,8 +736,13 @@ static RefValue atomic(Ev *ev, Frame *fr, const KjIrExpr *e)
     case KJ_ATOMIC_MAX: {
         bool take_v;
         if (is_float(t)) {
-            /* a NaN loses to a number (minnum / maxnum) */
-            now.f = e->atomic == KJ_ATOMIC_MIN ? fmin(old.f, v.f) : fmax(old.f, v.f);
+            /* a NaN loses to a number (minnum / maxnum), and -0 is below +0,
+             * as for the min and max built-ins */
+            double x = old.f, y = v.f;
+            if (e->atomic == KJ_ATOMIC_MIN)
+                now.f = x == y ? (signbit(x) ? x : y) : fmin(x, y);
+            else
+                now.f = x == y ? (signbit(x) ? y : x) : fmax(x, y);
             break;
         }
         take_v = e->atomic == KJ_ATOMIC_MIN ? compare(KJ_IR_LT, t, v, old) : compare(KJ_IR_GT, t, v, old);

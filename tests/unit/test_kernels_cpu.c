@@ -604,6 +604,58 @@ START_TEST(shared_layout_holds_without_code_generation)
 }
 END_TEST
 
+/* Float atomic_min/atomic_max order -0 below +0, as min and max do, whichever
+ * operand holds which zero, on scalar code and SIMD lanes alike (LLVM's own
+ * loop around llvm.maxnum kept either zero: regress/atomic_max_zero.kern). */
+static const char *atomic_zero_source =
+    "@kernel\n"
+    "fn z(lo: f32[], hi: f64[], vlo: f32[], vhi: f64[]) {\n"
+    "    let i = i64(threadIdx.x);\n"
+    "    let a = atomic_min(lo, i, vlo[i]);\n"
+    "    let b = atomic_max(hi, i, vhi[i]);\n"
+    "}\n";
+
+START_TEST(atomic_min_max_order_signed_zeros)
+{
+    for (int simd = 0; simd < 2; simd++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = KJIT_TARGET_CPU;
+        options.cpu_simd = simd;
+        kjit_context *context;
+        ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_string(context, "zero.kern", atomic_zero_source, &module) == KJIT_OK,
+                      "%s", kjit_last_error(context));
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "z", &fn), KJIT_OK);
+        enum { N = 16 };
+        float lo[N], vlo[N];
+        double hi[N], vhi[N];
+        for (int i = 0; i < N; i++) { /* even: -0 in the array, odd: -0 as the operand */
+            lo[i] = i % 2 ? 0.0f : -0.0f;
+            vlo[i] = i % 2 ? -0.0f : 0.0f;
+            hi[i] = i % 2 ? 0.0 : -0.0;
+            vhi[i] = i % 2 ? -0.0 : 0.0;
+        }
+        int64_t n = N;
+        kjit_array L = kjit_array_make(lo, KJIT_F32, 1, &n), H = kjit_array_make(hi, KJIT_F64, 1, &n),
+                   VL = kjit_array_make(vlo, KJIT_F32, 1, &n), VH = kjit_array_make(vhi, KJIT_F64, 1, &n);
+        kjit_arg args[4] = {kjit_arg_array(&L), kjit_arg_array(&H), kjit_arg_array(&VL),
+                            kjit_arg_array(&VH)};
+        uint32_t grid[3] = {1, 1, 1}, block[3] = {N, 1, 1};
+        ck_assert_msg(kjit_launch(fn, grid, block, args, 4, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        for (int i = 0; i < N; i++) {
+            ck_assert_msg(lo[i] == 0 && signbit(lo[i]), "simd %d: atomic_min kept +0 at %d", simd, i);
+            ck_assert_msg(hi[i] == 0 && !signbit(hi[i]), "simd %d: atomic_max kept -0 at %d", simd, i);
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 /* Writes one byte at args[0]'s offset into the block's shared memory. */
 static void poke_shared(void **args, KjThreadCtx *ctx)
 {
@@ -810,6 +862,7 @@ Suite *suite_kernels_cpu(void)
     tcase_add_test(kern, local_arrays_with_barriers_parallel);
     tcase_add_test(kern, local_arrays_past_the_caller_stack_are_an_error);
     tcase_add_test(kern, shared_layout_holds_without_code_generation);
+    tcase_add_test(kern, atomic_min_max_order_signed_zeros);
     suite_add_tcase(s, kern);
     return s;
 }
