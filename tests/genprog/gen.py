@@ -38,7 +38,8 @@ Control flow and integers depend only on integers and "pure" f64 values (those
 computed by + - * / sqrt floor ceil trunc from integers, f64 inputs and
 literals), which the reference evaluator computes bit for bit as the targets
 do; f32, f16, c64 and c128 values only flow into float results, compared with a
-tolerance (ref_eval computes them in double).  libm calls (sin, exp, ...) only
+tolerance (ref_eval rounds each operation to the type, as the targets do, but
+computes libm functions in double).  libm calls (sin, exp, ...) only
 with --libm.
 """
 import argparse

@@ -23,7 +23,9 @@
  *   - every cpu mode with the first one (cpu), bit for bit, except that any
  *     NaN equals any NaN (NaN payloads and signs are not promised);
  *   - cpu with ref_eval: integers and bools exactly; floats within the
- *     tolerance below (the evaluator computes f32, f16 and c64 in double);
+ *     tolerance below (the evaluator rounds each f32, f16 and c64 operation
+ *     to its type as the targets do, but its math functions are libm's
+ *     double ones and its reductions' order is not theirs);
  *     kernels that use warp collectives are not evaluated (ref_eval does not
  *     model them);
  *   - cuda with ref_eval, as cpu, and the share of integer elements allowed to
