@@ -155,7 +155,7 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         return NULL;
     }
     if (shared) {
-        c->cur->ir->shared_bytes += total;
+        c->cur->ir->shared_bytes += kj_shared_slice_bytes(total);
         return e;
     }
     /* Each local() is its own 16-byte aligned stack slot in the back end. */

@@ -26,6 +26,17 @@
  * thread, kept on every target so that a program runs on all of them. */
 #define KJ_MAX_LOCAL_BYTES (512 * 1024)
 
+/* The bytes one shared() array of `bytes` takes in a kernel's static shared
+ * memory: each array is its own 16-byte aligned slice, in the order the calls
+ * appear (the cpu code's layout).  The checker sums these into
+ * shared_bytes before any code exists, so that code loaded from a cache, or
+ * generated for another context, gets all the memory it addresses. */
+#define KJ_SHARED_ALIGN 16
+static inline int64_t kj_shared_slice_bytes(int64_t bytes)
+{
+    return (bytes + KJ_SHARED_ALIGN - 1) & ~(int64_t)(KJ_SHARED_ALIGN - 1);
+}
+
 /* The longest chain of calls a program may make (f calls g calls h ...: 2).
  * LLVM's inliner copies a chain of n small functions n^2/2 instructions
  * (10,000 took 90 s), and the checker and the code generator recurse down
@@ -716,8 +727,9 @@ typedef struct KjIrFunction {
                                 function it calls: the cpu targets run the kernel on fibers */
     bool uses_syncgrid;      /* the same for syncgrid(): the kernel is launched cooperatively */
     bool uses_dynamic_shared; /* kernels: some shared(T) takes the launch's dynamic bytes */
-    int64_t shared_bytes;    /* kernels: static shared memory it declares (the cpu code
-                                generator may round it up to its 16-byte aligned layout) */
+    int64_t shared_bytes;    /* kernels: static shared memory it declares, each shared()
+                                array rounded up to kj_shared_slice_bytes; fixed by the
+                                checker (code generation only reads it) */
     int64_t local_bytes;     /* what its local() arrays take per thread, each rounded up
                                 to 16 bytes, plus the most that one of its calls takes (a
                                 device function's local() arrays live on the caller's

@@ -488,7 +488,7 @@ static void warps_body(Lift *l)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, W = KJ_REDUCE_WARPS_PER_BLOCK;
     l->fn->uses_syncthreads = true;
-    l->fn->shared_bytes = (int64_t)W * L * kj_type_size(l->t);
+    l->fn->shared_bytes = kj_shared_slice_bytes((int64_t)W * L * kj_type_size(l->t));
     KjIrVar *tid = new_var(l, "tid", i64_type()), *lane = new_var(l, "lane", i64_type());
     KjIrVar *w = new_var(l, "w", i64_type()), *acc = new_var(l, "acc", l->t);
     KjIrVar *ne = new_var(l, "ne", i64_type());
@@ -788,7 +788,7 @@ static void columns_body(Lift *l)
     l->body = saved;
 
     if (V < L) {
-        l->fn->shared_bytes = (int64_t)L * X * kj_type_size(l->t);
+        l->fn->shared_bytes = kj_shared_slice_bytes((int64_t)L * X * kj_type_size(l->t));
         KjIrVar *tile = new_var(l, "tile", kj_type_array(l->t, 1));
         KjIrExpr *shared = kj_ir_new_expr(l->arena, KJ_IR_SHARED, tile->type, l->loc, 0);
         shared->alloc_elem = l->t;

@@ -518,7 +518,9 @@ typedef struct KernelJob {
     uint32_t block[3];
     size_t dynamic_shared_bytes;
     bool shared_written; /* block_fn writes all static shared memory before reading it */
+    bool guard_shared;    /* KJIT_VERIFY: shared memory is fenced by guard bytes */
     _Atomic int failed;   /* a chunk could not get its memory */
+    _Atomic int overrun;  /* the code wrote into a guard (a compiler bug) */
     _Atomic int deadlock; /* a block's threads waited at different barriers */
 } KernelJob;
 
@@ -552,8 +554,44 @@ static char *alloc_shared(size_t bytes)
 typedef struct SharedMemory {
     char *memory;
     size_t static_bytes, dynamic_offset, dynamic_bytes, stride;
+    int64_t blocks;
     bool static_zeroed; /* false: the code writes the static part before it reads it */
 } SharedMemory;
+
+/*
+ * With KJIT_VERIFY (every test sets it), each block's memory is followed by
+ * SHARED_GUARD_BYTES more, and those and the padding after the static and
+ * the dynamic part hold SHARED_GUARD_BYTE, checked when the memory is freed:
+ * compiled code that addresses more than kernel->shared_bytes (its layout
+ * and the checker's figure disagreeing, a lowering's store past an array)
+ * fails the launch instead of corrupting the heap silently.
+ */
+#define SHARED_GUARD_BYTES 64
+#define SHARED_GUARD_BYTE 0xa5
+
+static void guard_span(char *from, char *to, bool check, bool *intact)
+{
+    for (char *p = from; p < to; p++) {
+        if (!check)
+            *p = (char)SHARED_GUARD_BYTE;
+        else if (*p != (char)SHARED_GUARD_BYTE)
+            *intact = false;
+    }
+}
+
+/* Fills the guards of every block (check false) or says whether they are
+ * intact (check true). */
+static bool shared_guards(const SharedMemory *shared, bool check)
+{
+    bool intact = true;
+    for (int64_t b = 0; b < shared->blocks; b++) {
+        char *base = shared->memory + shared->stride * (size_t)b;
+        guard_span(base + shared->static_bytes, base + shared->dynamic_offset, check, &intact);
+        guard_span(base + shared->dynamic_offset + shared->dynamic_bytes, base + shared->stride,
+                   check, &intact);
+    }
+    return intact;
+}
 
 static bool shared_alloc(const KernelJob *job, int64_t blocks, SharedMemory *out)
 {
@@ -562,11 +600,25 @@ static bool shared_alloc(const KernelJob *job, int64_t blocks, SharedMemory *out
     out->dynamic_offset = (out->static_bytes + 63) & ~(size_t)63;
     out->dynamic_bytes = job->dynamic_shared_bytes;
     out->stride = (out->dynamic_offset + job->dynamic_shared_bytes + 63) & ~(size_t)63;
+    out->blocks = blocks;
     out->memory = NULL;
     if (out->stride == 0)
         return true;
+    if (job->guard_shared)
+        out->stride += SHARED_GUARD_BYTES;
     out->memory = alloc_shared(out->stride * (size_t)blocks);
+    if (out->memory && job->guard_shared)
+        shared_guards(out, false);
     return out->memory != NULL;
+}
+
+/* Frees the memory, checking its guards first. */
+static void shared_free(KernelJob *job, SharedMemory *shared)
+{
+    if (shared->memory && job->guard_shared && !shared_guards(shared, true))
+        job->overrun = 1;
+    free(shared->memory);
+    shared->memory = NULL;
 }
 
 /* Block b's memory, zeroed, into ctx: the bytes the kernel declares and the
@@ -604,7 +656,7 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
         ctx.dynamic_shared = shared.memory ? shared.memory + shared.dynamic_offset : NULL;
         job->blocks_fn(job->args, &ctx, begin, end,
                        shared.static_zeroed ? (int64_t)shared.static_bytes : 0);
-        free(shared.memory);
+        shared_free(job, &shared);
         return;
     }
     /* The block's coordinates step along from the chunk's first, x fastest
@@ -639,7 +691,7 @@ static void run_plain_blocks(void *user, int64_t begin, int64_t end)
                     job->thread_fn(job->args, &ctx);
                 }
     }
-    free(shared.memory);
+    shared_free(job, &shared);
 }
 
 /* Sets up the contexts of the threads of blocks [first, first + blocks) as
@@ -691,7 +743,7 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
         if (!run_fiber_group(job, &fg, &shared, b, 1))
             job->deadlock = 1;
     fiber_group_free(&fg);
-    free(shared.memory);
+    shared_free(job, &shared);
 }
 
 /* A kernel with syncgrid(): every thread of the grid a fiber of one group, on
@@ -714,7 +766,7 @@ static void run_cooperative(KernelJob *job, int64_t blocks, int64_t threads)
     if (!run_fiber_group(job, &fg, &shared, 0, blocks))
         job->deadlock = 1;
     fiber_group_free(&fg);
-    free(shared.memory);
+    shared_free(job, &shared);
 }
 
 /* Kernels whose local() arrays are smaller run anywhere. */
@@ -753,7 +805,8 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
     KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .block_fn = block_fn,
                      .blocks_fn = blocks_fn,
                      .shared_written = shared_written,
-                     .args = args, .dynamic_shared_bytes = dynamic_shared_bytes};
+                     .args = args, .dynamic_shared_bytes = dynamic_shared_bytes,
+                     .guard_shared = kj_pipeline_verify_default()};
     int64_t blocks = 1;
     for (int d = 0; d < 3; d++) {
         job.grid[d] = grid[d];
@@ -831,6 +884,14 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
         *error = kj_xstrdup(fibers ? "out of memory for the stacks of a block's threads"
                                    : "out of memory for a block's shared memory");
         return KJIT_ERROR_OUT_OF_MEMORY;
+    }
+    if (job.overrun) {
+        char message[256];
+        snprintf(message, sizeof message, "internal error: the code of kernel %s wrote past the "
+                 "%lld bytes of shared memory its IR declares (a compiler bug, found by "
+                 "KJIT_VERIFY's guard bytes)", kernel->name, (long long)kernel->shared_bytes);
+        *error = kj_xstrdup(message);
+        return KJIT_ERROR_BACKEND;
     }
     if (job.deadlock) {
         *error = kj_xstrdup("the threads of a block wait at barriers that can never all be "

@@ -122,14 +122,29 @@ $(BUILD)/genprog-run: $(GENPROG_OBJS) $(BUILD)/libkjit.so
 # make check: a fixed set of generated programs (seeds 1 to GENPROG_CHECK_N, the
 # small size), in two halves at once, and every saved reduction
 # (tests/genprog/regress), in every cpu mode, the SSE and AVX2 children and
-# against ref_eval; first, that an injected wrong bit is caught.
+# against ref_eval; first, that an injected wrong bit is caught, in process and
+# in the SSE child (in a program without libm calls, and in an integer output
+# of one with them: the ISA children may differ only in a libm program's float
+# outputs), and that the seeds in GENPROG_GEN_SEEDS, which once made programs
+# the checker refused (generator bugs), make valid ones.
 GENPROG_CHECK_N = 300
+GENPROG_GEN_SEEDS = 505431
 test-genprog: deps $(BUILD)/genprog-run
-	@rm -rf $(BUILD)/genprog/check && mkdir -p $(BUILD)/genprog/check
+	@rm -rf $(BUILD)/genprog/check && mkdir -p $(BUILD)/genprog/check/gen
 	python3 tests/genprog/gen.py --seed 1 --count $(GENPROG_CHECK_N) --size small --out $(BUILD)/genprog/check
 	@if $(BUILD)/genprog-run --no-children --modes cpu,par-nospec --inject-fault par-nospec \
 	  $(BUILD)/genprog/check/p1.kern >/dev/null; then \
 	  echo "test-genprog: an injected wrong bit went unnoticed"; exit 1; fi
+	@for f in regress/min_signed_zero.kern:k9 regress/libm_clog_c64.kern:k42; do \
+	  $(BUILD)/genprog-run --modes cpu --child-modes cpu --inject-fault sse:cpu tests/genprog/$${f%:*} \
+	    > $(BUILD)/genprog/check/isa.txt 2>&1; \
+	  grep -q "sse:cpu (KJIT_CPU_FEATURES=-avx) differs from cpu: $${f#*:}" $(BUILD)/genprog/check/isa.txt || \
+	  { cat $(BUILD)/genprog/check/isa.txt; \
+	    echo "test-genprog: a wrong bit in the SSE child went unnoticed in $${f%:*}"; exit 1; }; done
+	@for s in $(GENPROG_GEN_SEEDS); do \
+	  python3 tests/genprog/gen.py --seed $$s --count 1 --out $(BUILD)/genprog/check/gen && \
+	  $(BUILD)/genprog-run --no-children --modes cpu $(BUILD)/genprog/check/gen/p$$s.kern || \
+	  { echo "test-genprog: gen.py seed $$s makes a program that fails"; exit 1; }; done
 	@half=$$(( $(GENPROG_CHECK_N) / 2 )); \
 	  $(BUILD)/genprog-run $$(seq -f "$(BUILD)/genprog/check/p%g.kern" 1 $$half) > $(BUILD)/genprog/check/a.txt 2>&1 & a=$$!; \
 	  $(BUILD)/genprog-run $$(seq -f "$(BUILD)/genprog/check/p%g.kern" $$((half + 1)) $(GENPROG_CHECK_N)) \

@@ -355,18 +355,51 @@ static LLVMValueRef gen_ipow(Gen *g, const KjType *type, LLVMValueRef x, LLVMVal
     return LLVMBuildSelect(g->b, neg, gen_arith(g, KJ_IR_DIV, type, one, r), r, "");
 }
 
+/*
+ * Float atomic_min and atomic_max: a compare-and-swap loop around the min and
+ * max built-ins' rule (kj_codegen_math_inline: a NaN operand loses to a
+ * number, and -0 is below +0).  LLVM's own expansion of atomicrmw fmin/fmax
+ * is the same loop around llvm.minnum/maxnum, which may keep either zero:
+ * the SSE and AVX-512 code of one kernel kept different ones
+ * (tests/genprog/regress/atomic_max_zero.kern).  Returns the old value.
+ */
+static LLVMValueRef atomic_min_max_float(Gen *g, bool is_min, const KjType *t, LLVMValueRef ptr,
+                                         LLVMValueRef v, LLVMAtomicOrdering order)
+{
+    LLVMBuilderRef b = g->b;
+    LLVMTypeRef ft = llty(g, t), it = LLVMIntTypeInContext(g->ctx, (unsigned)kj_type_size(t) * 8);
+    LLVMValueRef first = LLVMBuildLoad2(b, it, ptr, "atomic.first");
+    LLVMSetOrdering(first, LLVMAtomicOrderingMonotonic);
+    LLVMSetAlignment(first, (unsigned)kj_type_size(t));
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef loop = new_block(g, "atomic.cas"), done = new_block(g, "atomic.done");
+    LLVMBuildBr(b, loop);
+    LLVMPositionBuilderAtEnd(b, loop);
+    LLVMValueRef seen = LLVMBuildPhi(b, it, "atomic.seen");
+    LLVMValueRef ops[2] = {LLVMBuildBitCast(b, seen, ft, ""), v};
+    LLVMValueRef want = kj_codegen_math_inline(g, b, is_min ? KJ_MATH_FMIN : KJ_MATH_FMAX, ops);
+    LLVMValueRef pair = LLVMBuildAtomicCmpXchg(b, ptr, seen, LLVMBuildBitCast(b, want, it, ""), order,
+                                               order, 0);
+    LLVMValueRef now = LLVMBuildExtractValue(b, pair, 0, "");
+    LLVMAddIncoming(seen, (LLVMValueRef[]){first, now}, (LLVMBasicBlockRef[]){pre, loop}, 2);
+    LLVMBuildCondBr(b, LLVMBuildExtractValue(b, pair, 1, ""), done, loop);
+    LLVMPositionBuilderAtEnd(b, done);
+    return LLVMBuildBitCast(b, seen, ft, "");
+}
+
 /* Atomics are one atomicrmw each, or a cmpxchg for CAS.  LLVM expands the
- * ones a target has no instruction for (float min/max, the wrapping inc and
- * dec, f64 add on old GPUs) into compare-and-swap loops; float min and max
- * are llvm.minnum / llvm.maxnum there: a NaN operand loses to a number.
- * kj_codegen_atomic_at is the operation on one element at `ptr` (v, and
- * swap for CAS, of type t), shared with the SIMD lowering's lane-by-lane
+ * ones a target has no instruction for (the wrapping inc and dec, f64 add on
+ * old GPUs) into compare-and-swap loops; float min and max are the loop
+ * above.  kj_codegen_atomic_at is the operation on one element at `ptr` (v,
+ * and swap for CAS, of type t), shared with the SIMD lowering's lane-by-lane
  * atomics; it returns the old value. */
 LLVMValueRef kj_codegen_atomic_at(Gen *g, KjAtomicOp atomic, const KjType *t, LLVMValueRef ptr,
                                   LLVMValueRef v, LLVMValueRef swap)
 {
     LLVMAtomicOrdering order = g->target->atomic_ordering;
     bool is_float = kj_type_is_float(t), sgn = kj_type_is_signed(t);
+    if (is_float && (atomic == KJ_ATOMIC_MIN || atomic == KJ_ATOMIC_MAX))
+        return atomic_min_max_float(g, atomic == KJ_ATOMIC_MIN, t, ptr, v, order);
     LLVMAtomicRMWBinOp op;
     switch (atomic) {
     case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;

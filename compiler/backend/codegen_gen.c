@@ -27,6 +27,13 @@ void kj_codegen_error(Gen *g, const char *fmt, const char *arg)
     snprintf(g->error, n, fmt, arg ? arg : "");
 }
 
+void kj_codegen_check_shared(Gen *g, const KjIrFunction *fn)
+{
+    if (g->shared_offset > fn->shared_bytes)
+        kj_codegen_error(g, "internal error: the shared() arrays of %s take more memory than "
+                         "the checker recorded (kj_shared_slice_bytes)", fn->name);
+}
+
 /* ============================================================ attributes */
 
 void kj_codegen_add_fn_attr(Gen *g, LLVMValueRef fn, const char *name)

@@ -554,11 +554,7 @@ static void define_impl(Gen *g, FnInfo *info)
         else /* the checker proves every path returns; this block is dead */
             LLVMBuildRet(g->b, LLVMConstNull(rt));
     }
-    /* The checker sums the sizes of the shared() arrays; a target that lays
-     * them out itself (cpu, 16-byte aligned) may need a little more, and the
-     * runtime allocates what shared_bytes says.  Elsewhere the offset stays 0. */
-    if (g->shared_offset > fn->shared_bytes)
-        fn->shared_bytes = g->shared_offset;
+    kj_codegen_check_shared(g, fn);
     free(g->slots);
     g->slots = NULL;
 }

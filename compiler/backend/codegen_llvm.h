@@ -254,6 +254,10 @@ struct Gen {
 
 /* Records the first error of the lowering; fmt has one %s for arg. */
 void kj_codegen_error(Gen *g, const char *fmt, const char *arg);
+/* An internal error when the shared() arrays just laid out (g->shared_offset)
+ * take more than fn->shared_bytes, which the runtime allocates: code loaded
+ * from a cache runs with that figure, so code generation never changes it. */
+void kj_codegen_check_shared(Gen *g, const KjIrFunction *fn);
 void kj_codegen_add_fn_attr(Gen *g, LLVMValueRef fn, const char *name);
 void kj_codegen_add_param_attr(Gen *g, LLVMValueRef fn, unsigned param, const char *name, uint64_t value);
 void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const char *value);

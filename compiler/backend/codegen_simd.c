@@ -1225,8 +1225,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         LLVMBuildRetVoid(s->b);
     if (wide_masks(s))
         kj_simd_widen_crossing_masks(s, entry_mask, LLVMGetFirstBasicBlock(g->llfn));
-    if (g->shared_offset > fn->shared_bytes)
-        fn->shared_bytes = g->shared_offset;
+    kj_codegen_check_shared(g, fn);
     free(g->slots);
     g->slots = NULL;
     free(s->vslots);

@@ -235,9 +235,10 @@ static LLVMValueRef cpu_shared_array(Gen *g, const KjType *elem, int64_t count)
         return LLVMConstNull(g->t_ptr);
     }
     /* Each shared() call gets its own 16-byte aligned slice of ctx->shared,
-     * in the order the calls appear in the function. */
+     * in the order the calls appear in the function (kj_shared_slice_bytes,
+     * as the checker summed them into shared_bytes). */
     int64_t offset = g->shared_offset;
-    g->shared_offset += (bytes + 15) & ~(int64_t)15;
+    g->shared_offset += kj_shared_slice_bytes(bytes);
     LLVMValueRef off = const_i64(g, offset);
     return LLVMBuildInBoundsGEP2(g->b, g->t_i8, g->shared_base, &off, 1, "shared");
 }

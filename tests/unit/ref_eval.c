@@ -135,6 +135,26 @@ static double to_single(double x)
 /* f32 and c64 are the types whose parts are f32. */
 static bool is_single(const KjType *t) { return t->kind == KJ_TYPE_F32 || t->kind == KJ_TYPE_C64; }
 
+/* The result of an operation of a real type t, computed in double, rounded to
+ * t as the targets round it: an f32 operation's result is an f32, an f16 or
+ * bf16 one's is rounded to the type (computed in f32, docs/language.md).  For
+ * + - * / % and sqrt of values of the type this is the targets' result bit
+ * for bit (double holds more than twice f32's precision plus two bits), and
+ * where the order of roundings decides the answer (f32 overflow to inf, a
+ * difference that rounds away before a %) the evaluator decides as they do. */
+static double round_to(const KjType *t, double x)
+{
+    if (t->kind == KJ_TYPE_F32)
+        return to_single(x);
+    if (kj_type_is_half(t))
+        return kj_half_round(t->kind, x);
+    return x;
+}
+
+/* A part of a complex operation's result or intermediate: rounded to f32 in
+ * c64 (single true), kept in c128. */
+static double part(bool single, double x) { return single ? to_single(x) : x; }
+
 static double real_value(RefValue v, const KjType *t)
 {
     if (is_complex(t))
@@ -313,37 +333,47 @@ static RefValue int_div(const KjType *t, KjIrOp op, uint64_t a, uint64_t d)
     return r;
 }
 
-static double complex complex_mul(double complex x, double complex y)
+/* The textbook product, each product and sum rounded to the parts' type as
+ * the targets compute it (no C99 Annex G recovery of infinities). */
+static double complex complex_mul(bool single, double complex x, double complex y)
 {
     double a = creal(x), b = cimag(x), c = creal(y), d = cimag(y);
-    return CMPLX(a * c - b * d, a * d + b * c);
+    return CMPLX(part(single, part(single, a * c) - part(single, b * d)),
+                 part(single, part(single, a * d) + part(single, b * c)));
 }
 
 /* Smith's quotient, as the language documents and the back end computes it:
  * divided through by the divisor's larger part, so nothing is squared; a zero
  * divisor gives a/+0 and b/+0. */
-static double complex complex_div(double complex x, double complex y)
+static double complex complex_div(bool single, double complex x, double complex y)
 {
     double a = creal(x), b = cimag(x), c = creal(y), d = cimag(y);
     if (c == 0 && d == 0)
         return CMPLX(a / 0.0, b / 0.0);
+#define P(v) part(single, (v))
     if (!(fabs(c) < fabs(d))) {
-        double r = d / c, t = c + d * r;
-        return CMPLX((a + b * r) / t, (b - a * r) / t);
+        double r = P(d / c), t = P(c + P(d * r));
+        return CMPLX(P(P(a + P(b * r)) / t), P(P(b - P(a * r)) / t));
     }
-    double r = c / d, t = d + c * r;
-    return CMPLX((b + a * r) / t, (b * r - a) / t);
+    double r = P(c / d), t = P(d + P(c * r));
+    return CMPLX(P(P(b + P(a * r)) / t), P(P(P(b * r) - a) / t));
+#undef P
 }
 
 static RefValue arith(Ev *ev, const KjIrExpr *e, KjIrOp op, const KjType *t, RefValue a, RefValue b)
 {
     RefValue r = {0};
     if (is_complex(t)) {
+        bool single = is_single(t);
         switch (op) {
-        case KJ_IR_ADD: r.c = a.c + b.c; break;
-        case KJ_IR_SUB: r.c = a.c - b.c; break;
-        case KJ_IR_MUL: r.c = complex_mul(a.c, b.c); break;
-        case KJ_IR_DIV: r.c = complex_div(a.c, b.c); break;
+        case KJ_IR_ADD:
+            r.c = CMPLX(part(single, creal(a.c) + creal(b.c)), part(single, cimag(a.c) + cimag(b.c)));
+            break;
+        case KJ_IR_SUB:
+            r.c = CMPLX(part(single, creal(a.c) - creal(b.c)), part(single, cimag(a.c) - cimag(b.c)));
+            break;
+        case KJ_IR_MUL: r.c = complex_mul(single, a.c, b.c); break;
+        case KJ_IR_DIV: r.c = complex_div(single, a.c, b.c); break;
         default: fail(ev, e, "%s on complex operands", kj_ir_op_name(op)); break;
         }
         return r;
@@ -357,6 +387,7 @@ static RefValue arith(Ev *ev, const KjIrExpr *e, KjIrOp op, const KjType *t, Ref
         case KJ_IR_REM: r.f = fmod(a.f, b.f); break;
         default: fail(ev, e, "%s on float operands", kj_ir_op_name(op)); break;
         }
+        r.f = round_to(t, r.f);
         return r;
     }
     int bits = kj_type_int_bits(t);
@@ -464,7 +495,10 @@ static RefValue math(Ev *ev, const KjIrExpr *e, const RefValue *a)
     /* fmin and fmax, with -0 below +0 (docs/language.md) */
     case KJ_MATH_FMIN: r.f = x == y ? (signbit(x) ? x : y) : fmin(x, y); break;
     case KJ_MATH_FMAX: r.f = x == y ? (signbit(x) ? y : x) : fmax(x, y); break;
-    case KJ_MATH_FMA: r.f = fma(x, y, z); break;
+    /* one rounding, to the type: fmaf for f32 (a double fma then a rounding to
+     * f32 could round twice) */
+    case KJ_MATH_FMA: r.f = e->type->kind == KJ_TYPE_F32 ? fmaf((float)x, (float)y, (float)z)
+                                                        : fma(x, y, z); break;
     case KJ_MATH_ERF: r.f = erf(x); break;
     case KJ_MATH_ERFC: r.f = erfc(x); break;
     case KJ_MATH_LGAMMA: {
@@ -517,20 +551,27 @@ static RefValue int_power(const KjType *t, RefValue x, int64_t n)
     RefValue r = {0};
     uint64_t m = n < 0 ? 0 - (uint64_t)n : (uint64_t)n;
     if (is_float(t)) {
-        r.f = pow(x.f, (double)m);
-        if (n < 0)
-            r.f = 1.0 / r.f;
+        /* square-and-multiply, each product rounded to the type, as the
+         * targets multiply (1 * x is x for a real x) */
+        double acc = 1, base = x.f;
+        for (; m; m >>= 1) {
+            if (m & 1)
+                acc = round_to(t, acc * base);
+            if (m > 1)
+                base = round_to(t, base * base);
+        }
+        r.f = n < 0 ? round_to(t, 1.0 / acc) : acc;
         return r;
     }
     if (is_complex(t)) {
         double complex acc = 1, base = x.c;
         for (; m; m >>= 1) {
             if (m & 1)
-                acc = complex_mul(acc, base);
+                acc = complex_mul(is_single(t), acc, base);
             if (m > 1)
-                base = complex_mul(base, base);
+                base = complex_mul(is_single(t), base, base);
         }
-        r.c = n < 0 ? complex_div(1, acc) : acc;
+        r.c = n < 0 ? complex_div(is_single(t), 1, acc) : acc;
         return r;
     }
     uint64_t acc = 1, base = x.u;
@@ -695,8 +736,13 @@ static RefValue atomic(Ev *ev, Frame *fr, const KjIrExpr *e)
     case KJ_ATOMIC_MAX: {
         bool take_v;
         if (is_float(t)) {
-            /* a NaN loses to a number (minnum / maxnum) */
-            now.f = e->atomic == KJ_ATOMIC_MIN ? fmin(old.f, v.f) : fmax(old.f, v.f);
+            /* a NaN loses to a number (minnum / maxnum), and -0 is below +0,
+             * as for the min and max built-ins */
+            double x = old.f, y = v.f;
+            if (e->atomic == KJ_ATOMIC_MIN)
+                now.f = x == y ? (signbit(x) ? x : y) : fmin(x, y);
+            else
+                now.f = x == y ? (signbit(x) ? y : x) : fmax(x, y);
             break;
         }
         take_v = e->atomic == KJ_ATOMIC_MIN ? compare(KJ_IR_LT, t, v, old) : compare(KJ_IR_GT, t, v, old);
@@ -833,7 +879,16 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         const KjType *ft = e->args[0]->type;
         for (int i = 0; i < e->arg_count && i < 3; i++)
             a[i] = ref_convert(eval(ev, fr, e->args[i]), e->args[i]->type, ft);
-        return is_complex(t) ? complex_math(ev, e, a) : math(ev, e, a);
+        if (is_complex(t)) {
+            r = complex_math(ev, e, a);
+            if (is_single(t))
+                r.c = CMPLX(to_single(creal(r.c)), to_single(cimag(r.c)));
+            return r;
+        }
+        r = math(ev, e, a);
+        if (is_float(t))
+            r.f = round_to(t, r.f);
+        return r;
     }
     case KJ_IR_IPOW: {
         RefValue x = ref_convert(eval(ev, fr, e->args[0]), e->args[0]->type, t);

@@ -2,9 +2,11 @@
  * ref_eval.h: a reference evaluator of the typed IR, for tests only.
  *
  * It walks KjIrFunction bodies directly, with none of the code generator:
- * floats are computed in double whatever their type (f32 values are rounded to
- * f32 only where the language says a value becomes f32: a conversion into f32
- * or c64, and a store into f32 memory), integers exactly with the wrapping,
+ * floats are computed in double and each operation's result rounded to its
+ * type (an f32 or c64 operation's to f32, an f16 or bf16 one's to the type,
+ * as the targets compute them; so that where the order of roundings decides,
+ * as with f32 overflow or a difference lost before a %, it decides as they
+ * do), integers exactly with the wrapping,
  * truncating and saturating rules that docs/language.md and the comment at the
  * top of compiler/codegen_expr.c choose, complex numbers in double complex with
  * the textbook formulas, math built-ins through libm's double functions.

@@ -554,6 +554,158 @@ START_TEST(local_arrays_past_the_caller_stack_are_an_error)
 }
 END_TEST
 
+/* The kernel of tests/genprog/regress/shared_layout.kern: shared() arrays
+ * whose sizes are not multiples of 16 bytes (33 + 66 + 528), the last
+ * c128 slot written by thread 32. */
+static const char *unaligned_shared_source =
+    "@kernel\n"
+    "fn k(x: f64[], out: f64[]) {\n"
+    "    let t = i64(threadIdx.x);\n"
+    "    let a = shared(i8, 33);\n"
+    "    let h = shared(f16, 33);\n"
+    "    let z = shared(c128, 33);\n"
+    "    a[t] = i8(t);\n"
+    "    h[t] = f16(0.5);\n"
+    "    z[t] = complex(x[t], f64(t));\n"
+    "    out[t] = z[t].real + z[t].imag + f64(a[t]) + f64(h[t]);\n"
+    "}\n";
+
+/* The same kernel compiled in two contexts: the second finds the first's code
+ * loaded (or in the cache) without generating any, and must still get shared
+ * memory for the code's 16-byte aligned layout.  The checker once summed the
+ * bare sizes (627 bytes) and only code generation raised the figure to 656,
+ * so the second launch wrote past its block's memory; KJIT_VERIFY's guard
+ * bytes (set for the tests) turn that into an error here. */
+START_TEST(shared_layout_holds_without_code_generation)
+{
+    for (int round = 0; round < 2; round++) {
+        kjit_context *context = make_context(round ? KJIT_TARGET_PARALLEL : KJIT_TARGET_CPU);
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_string(context, "shared.kern", unaligned_shared_source, &module) ==
+                          KJIT_OK, "%s", kjit_last_error(context));
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "k", &fn), KJIT_OK);
+        int64_t n = 33;
+        double x[33], out[33];
+        for (int i = 0; i < 33; i++) {
+            x[i] = i * 0.25;
+            out[i] = -1;
+        }
+        kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), O = kjit_array_make(out, KJIT_F64, 1, &n);
+        kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
+        uint32_t grid[3] = {1, 1, 1}, block[3] = {33, 1, 1};
+        ck_assert_msg(kjit_launch(fn, grid, block, args, 2, NULL) == KJIT_OK, "round %d: %s", round,
+                      kjit_last_error(context));
+        for (int i = 0; i < 33; i++)
+            ck_assert(out[i] == x[i] + 2.0 * i + 0.5);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+/* Float atomic_min/atomic_max order -0 below +0, as min and max do, whichever
+ * operand holds which zero, on scalar code and SIMD lanes alike (LLVM's own
+ * loop around llvm.maxnum kept either zero: regress/atomic_max_zero.kern). */
+static const char *atomic_zero_source =
+    "@kernel\n"
+    "fn z(lo: f32[], hi: f64[], vlo: f32[], vhi: f64[]) {\n"
+    "    let i = i64(threadIdx.x);\n"
+    "    let a = atomic_min(lo, i, vlo[i]);\n"
+    "    let b = atomic_max(hi, i, vhi[i]);\n"
+    "}\n";
+
+START_TEST(atomic_min_max_order_signed_zeros)
+{
+    for (int simd = 0; simd < 2; simd++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = KJIT_TARGET_CPU;
+        options.cpu_simd = simd;
+        kjit_context *context;
+        ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_string(context, "zero.kern", atomic_zero_source, &module) == KJIT_OK,
+                      "%s", kjit_last_error(context));
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "z", &fn), KJIT_OK);
+        enum { N = 16 };
+        float lo[N], vlo[N];
+        double hi[N], vhi[N];
+        for (int i = 0; i < N; i++) { /* even: -0 in the array, odd: -0 as the operand */
+            lo[i] = i % 2 ? 0.0f : -0.0f;
+            vlo[i] = i % 2 ? -0.0f : 0.0f;
+            hi[i] = i % 2 ? 0.0 : -0.0;
+            vhi[i] = i % 2 ? -0.0 : 0.0;
+        }
+        int64_t n = N;
+        kjit_array L = kjit_array_make(lo, KJIT_F32, 1, &n), H = kjit_array_make(hi, KJIT_F64, 1, &n),
+                   VL = kjit_array_make(vlo, KJIT_F32, 1, &n), VH = kjit_array_make(vhi, KJIT_F64, 1, &n);
+        kjit_arg args[4] = {kjit_arg_array(&L), kjit_arg_array(&H), kjit_arg_array(&VL),
+                            kjit_arg_array(&VH)};
+        uint32_t grid[3] = {1, 1, 1}, block[3] = {N, 1, 1};
+        ck_assert_msg(kjit_launch(fn, grid, block, args, 4, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        for (int i = 0; i < N; i++) {
+            ck_assert_msg(lo[i] == 0 && signbit(lo[i]), "simd %d: atomic_min kept +0 at %d", simd, i);
+            ck_assert_msg(hi[i] == 0 && !signbit(hi[i]), "simd %d: atomic_max kept -0 at %d", simd, i);
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+/* Writes one byte at args[0]'s offset into the block's shared memory. */
+static void poke_shared(void **args, KjThreadCtx *ctx)
+{
+    if (ctx->thread_idx[0] == 0 && ctx->block_idx[0] == 1)
+        ctx->shared[*(int64_t *)args[0]] = 1;
+}
+
+/* The guard itself: with KJIT_VERIFY, a write just past the kernel's declared
+ * shared bytes fails the launch with an internal error; one inside does not;
+ * without KJIT_VERIFY nothing is checked. */
+START_TEST(shared_overrun_is_caught_with_verify)
+{
+    const char *saved = getenv("KJIT_VERIFY");
+    char *keep = saved ? strdup(saved) : NULL;
+    KjPool *pool = kj_pool_create(2);
+    uint32_t grid[3] = {3, 1, 1}, block[3] = {4, 1, 1};
+    for (int barriers = 0; barriers < 2; barriers++) {
+        KjIrFunction kernel = fake_kernel(barriers, 20);
+        int64_t offsets[] = {19, 20, 63, 64 + 63};
+        for (int o = 0; o < 4; o++) {
+            for (int verify = 0; verify < 2; verify++) {
+                setenv("KJIT_VERIFY", verify ? "1" : "0", 1);
+                int64_t offset = offsets[o];
+                if (!verify && offset >= 64)
+                    continue; /* past the allocation itself without the guard */
+                void *args[1] = {&offset};
+                char *error = NULL;
+                kjit_status status = kj_cpu_run_kernel(pool, &kernel, poke_shared,
+                                                       barriers ? NULL : poke_shared, args, grid,
+                                                       block, 0, &error);
+                bool past = offset >= 20 && verify;
+                ck_assert_msg(status == (past ? KJIT_ERROR_BACKEND : KJIT_OK),
+                              "barriers %d offset %lld verify %d: %s", barriers, (long long)offset,
+                              verify, error ? error : "ok");
+                if (past)
+                    ck_assert_msg(strstr(error, "wrote past the 20 bytes of shared memory"), "%s",
+                                  error);
+                free(error);
+            }
+        }
+    }
+    kj_pool_destroy(pool);
+    if (keep)
+        setenv("KJIT_VERIFY", keep, 1);
+    else
+        unsetenv("KJIT_VERIFY");
+    free(keep);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the seeds */
 
 /* The seed kernels are read from examples/, so the examples themselves are
@@ -694,6 +846,7 @@ Suite *suite_kernels_cpu(void)
     tcase_add_test(runtime, barrier_inside_a_loop);
     tcase_add_test_raise_signal(runtime, fiber_stack_overflow_hits_the_guard_page, SIGSEGV);
     tcase_add_test(runtime, fiber_stacks_grow_with_local_bytes);
+    tcase_add_test(runtime, shared_overrun_is_caught_with_verify);
     suite_add_tcase(s, runtime);
     TCase *kern = tcase_create("kern");
     tcase_set_timeout(kern, 120);
@@ -708,6 +861,8 @@ Suite *suite_kernels_cpu(void)
     tcase_add_test(kern, local_arrays_with_barriers_cpu);
     tcase_add_test(kern, local_arrays_with_barriers_parallel);
     tcase_add_test(kern, local_arrays_past_the_caller_stack_are_an_error);
+    tcase_add_test(kern, shared_layout_holds_without_code_generation);
+    tcase_add_test(kern, atomic_min_max_order_signed_zeros);
     suite_add_tcase(s, kern);
     return s;
 }
