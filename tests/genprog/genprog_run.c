@@ -3,7 +3,7 @@
  * execution mode and against the reference evaluator (tests/unit/ref_eval.c).
  *
  *   genprog-run [--modes LIST] [--child-modes LIST] [--no-children] [--digest]
- *               [--inject-fault MODE] [-v] FILE.kern ...
+ *               [--dump] [--inject-fault MODE] [-v] FILE.kern ...
  *
  * Each entry with a directive comment (gen.py's docstring lists them) runs on
  * inputs drawn from a seed made of the file's first line and the entry's name
@@ -35,6 +35,8 @@
  * generator bug, or a reduction that broke the program).  The exit status is
  * 1 when some file mismatched, 2 when none did but some was invalid, else 0.
  * --digest prints, instead, one hash per entry and mode (the child's output).
+ * --dump prints every result element of every mode exactly (no children): run
+ * it under two KJIT_CPU_FEATURES settings and diff the two.
  * The last line counts the kernels with barriers that barrier_split.c splits
  * and why it leaves the others on fibers: the generator should reach both.
  * --inject-fault MODE flips a bit of that mode's first result (make check
@@ -73,7 +75,7 @@ typedef struct Mode {
 
 static Mode modes[MAX_MODES];
 static int mode_count;
-static bool verbose, digest_only;
+static bool verbose, digest_only, dump_values;
 /* --inject-fault MODE: flips a bit of that mode's first result, to show that
  * the comparison (and the reducer) catch a wrong result */
 static const char *inject_fault;
@@ -351,6 +353,26 @@ static uint64_t outputs_hash(const Outputs *o)
             }
         }
     return h;
+}
+
+/* --dump: every element of a run's results, one line each, exactly (%a), to
+ * diff two runs (two instruction sets: KJIT_CPU_FEATURES) by hand. */
+static void outputs_dump(const char *entry, const char *mode, const Outputs *o)
+{
+    if (o->error[0])
+        printf("%s %s error %s\n", entry, mode, o->error);
+    for (int i = 0; i < o->count; i++)
+        for (int64_t k = 0; k < o->arrays[i].count; k++) {
+            RefValue v = ref_array_read(&o->arrays[i], k);
+            const KjType *t = o->types[i];
+            printf("%s %s %s[%lld] ", entry, mode, o->names[i], (long long)k);
+            if (kj_type_is_complex(t))
+                printf("%a %a\n", creal(v.c), cimag(v.c));
+            else if (kj_type_is_float(t))
+                printf("%a\n", v.f);
+            else
+                printf("0x%llx\n", (unsigned long long)v.u);
+        }
 }
 
 /* ================================================================ reports */
@@ -963,6 +985,8 @@ static void check_file(const char *path)
             if (inject_fault && strcmp(inject_fault, modes[m].name) == 0 && got.count &&
                 got.arrays[0].count)
                 ((unsigned char *)got.arrays[0].data)[0] ^= 1;
+            if (dump_values)
+                outputs_dump(ds[k].name, modes[m].name, &got);
             if (digest_only)
                 kj_buf_printf(&digests, "%s %s %016llx\n", ds[k].name, modes[m].name,
                               (unsigned long long)outputs_hash(&got));
@@ -1098,11 +1122,13 @@ int main(int argc, char **argv)
             digest_only = true, children = false;
         else if (strcmp(argv[first], "--inject-fault") == 0 && first + 1 < argc)
             inject_fault = argv[++first];
+        else if (strcmp(argv[first], "--dump") == 0)
+            dump_values = true, children = false;
         else if (strcmp(argv[first], "-v") == 0)
             verbose = true;
         else {
             fprintf(stderr, "usage: genprog-run [--modes LIST] [--child-modes LIST] [--no-children] "
-                            "[--digest] [--inject-fault MODE] [-v] FILE.kern ...\n");
+                            "[--digest] [--dump] [--inject-fault MODE] [-v] FILE.kern ...\n");
             return 64;
         }
     }
