@@ -765,6 +765,17 @@ static LLVMValueRef vmath(Simd *s, KjMathFn fn, LLVMValueRef *a, int arity)
 }
 
 /* x ** n for a constant n, as ipow_const: square-and-multiply. */
+/* x ** m for m from 1 to 8: the checker's chain of products (codegen_expr.c's
+ * ipow_chain), so that lanes and scalar code multiply in one order. */
+static LLVMValueRef vipow_chain(Simd *s, const KjType *type, LLVMValueRef x, uint64_t m)
+{
+    if (m == 1)
+        return x;
+    LLVMValueRef half = vipow_chain(s, type, x, m / 2);
+    LLVMValueRef square = varith(s, KJ_IR_MUL, type, half, half, type);
+    return m % 2 ? varith(s, KJ_IR_MUL, type, square, x, type) : square;
+}
+
 static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int64_t n)
 {
     LLVMValueRef one;
@@ -778,6 +789,10 @@ static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int
     }
     uint64_t m = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n;
     LLVMValueRef result = NULL, base = x;
+    if (m >= 1 && m <= KJ_POW_CHAIN_MAX) {
+        result = vipow_chain(s, type, x, m);
+        m = 0;
+    }
     while (m) {
         if (m & 1)
             result = result ? varith(s, KJ_IR_MUL, type, result, base, type) : base;
