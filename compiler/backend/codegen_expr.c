@@ -373,18 +373,56 @@ static LLVMValueRef gen_ipow(Gen *g, const KjType *type, LLVMValueRef x, LLVMVal
     return LLVMBuildSelect(g->b, neg, gen_arith(g, KJ_IR_DIV, type, one, r), r, "");
 }
 
+/*
+ * Float atomic min and max: a compare-and-swap loop of our own around the
+ * min and max built-ins (codegen_value.c), so that the stored value follows
+ * their rule: a NaN loses to a number, and min(-0, +0) is -0, max(-0, +0) +0.
+ * LLVM's expansion of atomicrmw fmin/fmax is the same loop around
+ * llvm.minnum/maxnum, which may return either zero, and x86 picked one by
+ * operand order that differed between the code for one block shape and the
+ * code for any (AVX2 and SSE: tests/genprog/regress/atomic_max_signed_zero.kern).
+ * The swap compares bits, so a NaN in memory does not loop forever.
+ */
+static LLVMValueRef atomic_min_max(Gen *g, bool is_min, LLVMValueRef ptr, LLVMValueRef v)
+{
+    LLVMBuilderRef B = g->b;
+    LLVMAtomicOrdering order = g->target->atomic_ordering;
+    LLVMTypeRef t = LLVMTypeOf(v);
+    unsigned bytes = LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 8 : LLVMGetTypeKind(t) == LLVMFloatTypeKind ? 4 : 2;
+    LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, bytes * 8);
+    LLVMValueRef first = LLVMBuildLoad2(B, it, ptr, "atomic.first");
+    LLVMSetOrdering(first, LLVMAtomicOrderingMonotonic);
+    LLVMSetAlignment(first, bytes);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+    LLVMBasicBlockRef loop = new_block(g, "atomic.minmax"), done = new_block(g, "atomic.done");
+    LLVMBuildBr(B, loop);
+    LLVMPositionBuilderAtEnd(B, loop);
+    LLVMValueRef seen = LLVMBuildPhi(B, it, "atomic.seen");
+    LLVMValueRef pair[2] = {LLVMBuildBitCast(B, seen, t, ""), v};
+    LLVMValueRef chosen = kj_codegen_math_inline(g, B, is_min ? KJ_MATH_FMIN : KJ_MATH_FMAX, pair);
+    LLVMValueRef swap = LLVMBuildAtomicCmpXchg(B, ptr, seen, LLVMBuildBitCast(B, chosen, it, ""), order,
+                                               order, 0);
+    LLVMValueRef now = LLVMBuildExtractValue(B, swap, 0, "");
+    LLVMValueRef stored = LLVMBuildExtractValue(B, swap, 1, "");
+    LLVMAddIncoming(seen, (LLVMValueRef[]){first, now}, (LLVMBasicBlockRef[]){pre, loop}, 2);
+    LLVMBuildCondBr(B, stored, done, loop);
+    LLVMPositionBuilderAtEnd(B, done);
+    return LLVMBuildBitCast(B, seen, t, "atomic.old");
+}
+
 /* Atomics are one atomicrmw each, or a cmpxchg for CAS.  LLVM expands the
- * ones a target has no instruction for (float min/max, the wrapping inc and
- * dec, f64 add on old GPUs) into compare-and-swap loops; float min and max
- * are llvm.minnum / llvm.maxnum there: a NaN operand loses to a number.
- * kj_codegen_atomic_at is the operation on one element at `ptr` (v, and
- * swap for CAS, of type t), shared with the SIMD lowering's lane-by-lane
- * atomics; it returns the old value. */
+ * ones a target has no instruction for (the wrapping inc and dec, f64 add on
+ * old GPUs) into compare-and-swap loops; float min and max are our own loop
+ * (atomic_min_max).  kj_codegen_atomic_at is the operation on one element at
+ * `ptr` (v, and swap for CAS, of type t), shared with the SIMD lowering's
+ * lane-by-lane atomics; it returns the old value. */
 LLVMValueRef kj_codegen_atomic_at(Gen *g, KjAtomicOp atomic, const KjType *t, LLVMValueRef ptr,
                                   LLVMValueRef v, LLVMValueRef swap)
 {
     LLVMAtomicOrdering order = g->target->atomic_ordering;
     bool is_float = kj_type_is_float(t), sgn = kj_type_is_signed(t);
+    if (is_float && (atomic == KJ_ATOMIC_MIN || atomic == KJ_ATOMIC_MAX))
+        return atomic_min_max(g, atomic == KJ_ATOMIC_MIN, ptr, v);
     LLVMAtomicRMWBinOp op;
     switch (atomic) {
     case KJ_ATOMIC_ADD: op = is_float ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
