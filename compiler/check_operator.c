@@ -148,7 +148,7 @@ static KjIrExpr *one_of(KjChecker *c, const KjType *t, KjLoc loc)
     return kj_check_float_const(c, t, 1.0, loc);
 }
 
-enum { POW_CHAIN_MAX = 8, POW_CHAIN_NODES = 64 };
+enum { POW_CHAIN_NODES = 64 };
 
 /* `**`: a constant integer exponent up to 8 becomes multiplications (1/x^n
  * when negative), 0.5 becomes sqrt, an integer exponent IPOW, and the rest pow. */
@@ -177,7 +177,7 @@ static KjIrExpr *check_pow(KjChecker *c, KjIrExpr *base, KjIrExpr *exp, KjLoc lo
         }
         if (n == 0)
             return kj_type_is_complex(t) ? kj_check_float_const(c, t, 1.0, loc) : one_of(c, t, loc);
-        bool small = magnitude <= POW_CHAIN_MAX &&
+        bool small = magnitude <= KJ_POW_CHAIN_MAX &&
                      expr_size(base) * magnitude <= POW_CHAIN_NODES &&
                      kj_check_expr_is_pure(c, base);
         if (small) {
@@ -190,15 +190,17 @@ static KjIrExpr *check_pow(KjChecker *c, KjIrExpr *base, KjIrExpr *exp, KjLoc lo
                                            chain);
             return chain;
         }
-        if (kj_type_is_complex(t) && magnitude > POW_CHAIN_MAX) {
+        /* A complex base beyond -8 to 8 takes the complex pow (the
+         * language's rule); within it, a base that is not pure or too big
+         * to copy is multiplied by the power routine (IPOW), as a float
+         * base is: exp(n log z) would be less accurate, and libm's (its
+         * bits follow the host's vector ISA). */
+        if (kj_type_is_complex(t) && magnitude > KJ_POW_CHAIN_MAX) {
             KjIrExpr *e = kj_check_binary_ir(c, KJ_IR_MATH, t, loc, base,
                                              kj_check_float_const(c, t, (double)n, loc));
             e->math = KJ_MATH_POW;
             return e;
         }
-        /* a base too large to copy, or impure: evaluated once, then squared
-         * and multiplied (complex too: z ** 3 stays multiplications whatever
-         * z is, not exp(3 log z)) */
         return kj_check_binary_ir(c, KJ_IR_IPOW, t, loc, base,
                                   kj_check_int_const(c, kj_check_t_i64(), n, loc));
     }

@@ -252,8 +252,9 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_IPOW:
         if (!args_are(v, e, 2, NULL))
             return false;
-        if (!(kj_type_is_int(t) || kj_type_is_float(t) || kj_type_is_complex(t)) || e->args[0]->type != t ||
-            !kj_type_is_int(e->args[1]->type))
+        if (!(kj_type_is_int(t) || kj_type_is_float(t) ||
+              (kj_type_is_complex(t) && e->args[1]->op == KJ_IR_CONST)) ||
+            e->args[0]->type != t || !kj_type_is_int(e->args[1]->type))
             return fail(v, e->loc, "ipow of %s by %s as %s", kj_type_name(e->args[0]->type),
                         kj_type_name(e->args[1]->type), kj_type_name(t));
         return true;

@@ -22,6 +22,10 @@
 /* ===================================================================== util.c */
 
 #define KJ_MAX_DIMS 8
+/* x ** n for a constant n up to this in magnitude is a chain of products,
+ * (x^(n/2))^2 times x when n is odd, in the checker and the code generators
+ * alike (docs/language.md, "Powers"). */
+#define KJ_POW_CHAIN_MAX 8
 /* A kernel's local() arrays per thread: CUDA's limit of local memory per
  * thread, kept on every target so that a program runs on all of them. */
 #define KJ_MAX_LOCAL_BYTES (512 * 1024)
@@ -557,7 +561,8 @@ extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
     X(CALL)        /* callee (a plain function), args */                                       \
     X(MATH)        /* math, args (all of the result's type, except ISNAN.. give bool); a     \
                       complex result for kj_math_complex functions */                         \
-    X(IPOW)        /* args[0] ** args[1] with args[1] an integer (not constant) */             \
+    X(IPOW)        /* args[0] ** args[1], args[1] an integer; a constant one from a base     \
+                      the checker cannot copy into KJ_POW_CHAIN_MAX products */              \
     X(COMPLEX)     /* args[0] (re), args[1] (im) -> c64/c128 */                                \
     X(REAL) X(IMAG) X(CONJ) X(CABS) X(CARG)      /* args[0] complex */                         \
     X(POLAR)       /* args[0] (modulus), args[1] (angle), of the result's part type */         \

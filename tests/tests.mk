@@ -33,6 +33,11 @@ test-unit: deps $(BUILD)/unit-tests $(BUILD)/kjit
 	  echo "the SIMD suites again with SSE registers only (KJIT_CPU_FEATURES=-avx):"; \
 	  for s in simd simd_access simd_range barrier_split kernels_cpu; do \
 	    KJIT_CPU_FEATURES=-avx CK_RUN_SUITE=$$s $(BUILD)/unit-tests || exit 1; done; \
+	  echo "the math functions near libm's values with SSE registers only and with AVX2:"; \
+	  KJIT_CPU_FEATURES=-avx CK_RUN_SUITE=math_modes CK_RUN_CASE=libm $(BUILD)/unit-tests || exit 1; \
+	  if grep -qw avx512f /proc/cpuinfo; then \
+	    KJIT_CPU_FEATURES=-avx512f CK_RUN_SUITE=math_modes CK_RUN_CASE=libm $(BUILD)/unit-tests || exit 1; \
+	  else echo "AVX2 math case: skipped: the host has no avx512f (AVX2 is its own ISA, run above)"; fi; \
 	else echo "SSE-only SIMD suites: skipped: not an x86-64 host"; fi
 
 # Golden tests: tests/golden/<feature>/*.kern beside .ir / .ast / .err / .out files.

@@ -292,12 +292,30 @@ static LLVMValueRef unit_of(Gen *g, const KjType *type)
     return LLVMConstInt(llty(g, type), 1, 0);
 }
 
-/* x ** n for a constant n: square-and-multiply unrolled at compile time. */
+/* x ** m for m from 1 to 8 as the checker's chain of products for a base it
+ * can copy (check_operator.c's power_chain): (x^(m/2))^2, times x when m is
+ * odd.  A base it cannot copy (too big, or not pure) comes here as IPOW, and
+ * must get the same bits: x^6 is x^3 x^3, not x^2 x^4. */
+static LLVMValueRef ipow_chain(Gen *g, const KjType *type, LLVMValueRef x, uint64_t m)
+{
+    if (m == 1)
+        return x;
+    LLVMValueRef half = ipow_chain(g, type, x, m / 2);
+    LLVMValueRef square = gen_arith(g, KJ_IR_MUL, type, half, half);
+    return m % 2 ? gen_arith(g, KJ_IR_MUL, type, square, x) : square;
+}
+
+/* x ** n for a constant n: square-and-multiply unrolled at compile time (up
+ * to 8, the chain of products the checker makes). */
 static LLVMValueRef ipow_const(Gen *g, const KjType *type, LLVMValueRef x, int64_t n)
 {
     LLVMValueRef one = unit_of(g, type);
     uint64_t m = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n;
     LLVMValueRef result = NULL, base = x;
+    if (m >= 1 && m <= KJ_POW_CHAIN_MAX) {
+        result = ipow_chain(g, type, x, m);
+        m = 0;
+    }
     while (m) {
         if (m & 1)
             result = result ? gen_arith(g, KJ_IR_MUL, type, result, base) : base;

@@ -12,6 +12,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/TargetMachine.h>
+#include <string.h>
 
 #include "kjit_backend.h"
 
@@ -463,6 +464,35 @@ static inline LLVMAttributeRef memory_none(Gen *g)
 {
     unsigned kind = LLVMGetEnumAttributeKindForName("memory", 6);
     return LLVMCreateEnumAttribute(g->ctx, kind, 0);
+}
+
+/* Whether the feature list ("+avx,+avx2,-avx512f,...") turns `name` on: its
+ * last mention, as LLVM reads the list (KJIT_CPU_FEATURES comes after the
+ * host's), and the features it needs on too (turning avx off turns off
+ * avx2 and avx512f with it).  Never strstr: "+avx512f,...,-avx512f" is a
+ * host with AVX-512 restricted to AVX2. */
+static inline bool kj_has_cpu_feature(const char *features, const char *name)
+{
+    static const char *const needs[][2] = {
+        {"avx512dq", "avx512f"}, {"avx512bw", "avx512f"}, {"avx512vl", "avx512f"},
+        {"avx512f", "avx2"},     {"avx2", "avx"},
+    };
+    size_t n = strlen(name + 1);
+    bool on = false;
+    for (const char *p = features; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n + 1 && (p[0] == '+' || p[0] == '-') && memcmp(p + 1, name + 1, n) == 0)
+            on = p[0] == '+';
+        p += len + (end != NULL);
+    }
+    for (size_t i = 0; on && i < sizeof needs / sizeof needs[0]; i++)
+        if (strlen(needs[i][0]) == n && memcmp(needs[i][0], name + 1, n) == 0) {
+            char need[32];
+            snprintf(need, sizeof need, "+%s", needs[i][1]);
+            on = kj_has_cpu_feature(features, need);
+        }
+    return on;
 }
 
 static inline LLVMValueRef const_i64(Gen *g, int64_t v) { return LLVMConstInt(g->t_i64, (uint64_t)v, 1); }

@@ -312,42 +312,14 @@ static inline LLVMValueRef entry_alloca(Simd *s, LLVMTypeRef t, const char *name
 }
 
 
-/* Whether the feature list ("+avx,+avx2,-avx512f,...") turns `name` on: its
- * last mention, as LLVM reads the list (KJIT_CPU_FEATURES comes after the
- * host's), and the features it needs on too (turning avx off turns off
- * avx2 and avx512f with it). */
-static inline bool has_feature(const char *features, const char *name)
-{
-    static const char *const needs[][2] = {
-        {"avx512dq", "avx512f"}, {"avx512bw", "avx512f"}, {"avx512vl", "avx512f"},
-        {"avx512f", "avx2"},     {"avx2", "avx"},
-    };
-    size_t n = strlen(name + 1);
-    bool on = false;
-    for (const char *p = features; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n + 1 && (p[0] == '+' || p[0] == '-') && memcmp(p + 1, name + 1, n) == 0)
-            on = p[0] == '+';
-        p += len + (end != NULL);
-    }
-    for (size_t i = 0; on && i < sizeof needs / sizeof needs[0]; i++)
-        if (strlen(needs[i][0]) == n && memcmp(needs[i][0], name + 1, n) == 0) {
-            char need[32];
-            snprintf(need, sizeof need, "+%s", needs[i][1]);
-            on = has_feature(features, need);
-        }
-    return on;
-}
-
 /* The host's vector register in bytes (SSE2 is the x86-64 baseline; other
  * hosts' vectors are 16 bytes too). */
 static inline int register_bytes(Gen *g)
 {
     const char *f = g->cpu_features ? g->cpu_features : "";
-    if (has_feature(f, "+avx512f"))
+    if (kj_has_cpu_feature(f, "+avx512f"))
         return 64;
-    if (has_feature(f, "+avx"))
+    if (kj_has_cpu_feature(f, "+avx"))
         return 32;
     return 16;
 }

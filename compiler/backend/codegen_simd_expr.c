@@ -36,7 +36,7 @@ static LLVMValueRef make_pair(Simd *s, LLVMValueRef re, LLVMValueRef im)
 static bool split_64bit_conversions(Simd *s)
 {
     const char *f = s->g->cpu_features ? s->g->cpu_features : "";
-    return strncmp(LLVMGetTarget(s->g->mod), "x86_64", 6) == 0 && !has_feature(f, "+avx512dq");
+    return strncmp(LLVMGetTarget(s->g->mod), "x86_64", 6) == 0 && !kj_has_cpu_feature(f, "+avx512dq");
 }
 
 static LLVMValueRef vconst_f64(Simd *s, double v) { return splat_const(s, LLVMConstReal(s->g->t_f64, v)); }
@@ -148,7 +148,7 @@ static LLVMValueRef f64_to_i64_step(Simd *s, LLVMValueRef x, bool fast, bool unu
 static LLVMValueRef x86_truncate_i32(Simd *s, LLVMValueRef x)
 {
     const char *f = s->g->cpu_features ? s->g->cpu_features : "";
-    if (s->lanes == 4 && has_feature(f, "+avx"))
+    if (s->lanes == 4 && kj_has_cpu_feature(f, "+avx"))
         return kj_codegen_call_intrinsic(s->g, "llvm.x86.avx.cvtt.pd2dq.256", NULL, 0, &x, 1);
     if (s->lanes == 2) {
         LLVMValueRef four = kj_codegen_call_intrinsic(s->g, "llvm.x86.sse2.cvttpd2dq", NULL, 0, &x, 1);
@@ -210,7 +210,7 @@ static LLVMValueRef float_to_i64_sat_packed(Simd *s, LLVMValueRef x)
 static bool packed_64bit_conversions(Simd *s)
 {
     const char *f = s->g->cpu_features ? s->g->cpu_features : "";
-    return strncmp(LLVMGetTarget(s->g->mod), "x86_64", 6) == 0 && has_feature(f, "+avx512dq");
+    return strncmp(LLVMGetTarget(s->g->mod), "x86_64", 6) == 0 && kj_has_cpu_feature(f, "+avx512dq");
 }
 
 /* ---- narrowing rules (codegen_simd_range.c proves the ranges) */
@@ -765,6 +765,17 @@ static LLVMValueRef vmath(Simd *s, KjMathFn fn, LLVMValueRef *a, int arity)
 }
 
 /* x ** n for a constant n, as ipow_const: square-and-multiply. */
+/* x ** m for m from 1 to 8: the checker's chain of products (codegen_expr.c's
+ * ipow_chain), so that lanes and scalar code multiply in one order. */
+static LLVMValueRef vipow_chain(Simd *s, const KjType *type, LLVMValueRef x, uint64_t m)
+{
+    if (m == 1)
+        return x;
+    LLVMValueRef half = vipow_chain(s, type, x, m / 2);
+    LLVMValueRef square = varith(s, KJ_IR_MUL, type, half, half, type);
+    return m % 2 ? varith(s, KJ_IR_MUL, type, square, x, type) : square;
+}
+
 static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int64_t n)
 {
     LLVMValueRef one;
@@ -778,6 +789,10 @@ static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int
     }
     uint64_t m = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n;
     LLVMValueRef result = NULL, base = x;
+    if (m >= 1 && m <= KJ_POW_CHAIN_MAX) {
+        result = vipow_chain(s, type, x, m);
+        m = 0;
+    }
     while (m) {
         if (m & 1)
             result = result ? varith(s, KJ_IR_MUL, type, result, base, type) : base;

@@ -42,8 +42,11 @@ static void init_llvm(void)
     sprintf(host_features, "%s%s%s", features, extra_len ? "," : "", extra_len ? extra : "");
     LLVMDisposeMessage(features);
     features = host_features;
-    /* Only the enabled features: the string is for people and for cache keys. */
-    size_t cap = strlen(cpu) + strlen(features) + 4;
+    /* The host's enabled features, then KJIT_CPU_FEATURES as given: the string
+     * is for people and for cache keys, and "-avx" must change the key (the
+     * host's own list still says +avx; a process restricted to SSE that found
+     * the AVX-512 object of another process in the cache would run it). */
+    size_t cap = strlen(cpu) + strlen(features) + extra_len + 32;
     host_description = kj_xmalloc(cap);
     size_t len = (size_t)snprintf(host_description, cap, "%s ", cpu);
     const char *p = features;
@@ -57,6 +60,8 @@ static void init_llvm(void)
         }
         p += n + (comma ? 1 : 0);
     }
+    if (extra_len)
+        snprintf(host_description + len, cap - len, " with KJIT_CPU_FEATURES=%s", extra);
     LLVMDisposeMessage(cpu);
 }
 

@@ -35,9 +35,15 @@ static void cpu_setup_module(Gen *g, const char *triple)
     /* Vector variants only when libmvec is in the process (cpu_jit.c loads it):
      * a host without it gets scalar libm calls rather than unresolved symbols. */
     if (strncmp(triple, "x86_64", 6) == 0 && dlsym(RTLD_DEFAULT, "_ZGVbN2v_sin") != NULL) {
+        /* The features as LLVM reads them (the last mention): with
+         * KJIT_CPU_FEATURES=-avx512f the list holds the host's +avx512f too,
+         * and calling the AVX-512 routine with its 512-bit arguments split
+         * into AVX2 register pairs gave f(x, x) for pow(x, y) and every
+         * other two-argument function. */
+        const char *f = g->cpu_features ? g->cpu_features : "";
         g->vec_sse = true;
-        g->vec_avx2 = strstr(g->cpu_features, "+avx2") != NULL;
-        g->vec_avx512 = strstr(g->cpu_features, "+avx512f") != NULL;
+        g->vec_avx2 = kj_has_cpu_feature(f, "+avx2");
+        g->vec_avx512 = kj_has_cpu_feature(f, "+avx512f");
     }
 }
 

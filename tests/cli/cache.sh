@@ -50,6 +50,20 @@ run "$dir" && ok
 [ -s "$tmp/err" ] && bad "a normal run printed on stderr" || ok
 [ "$(entries "$dir")" = 1 ] && ok || bad "still one entry after the second run"
 
+# KJIT_CPU_FEATURES is part of the key: a process restricted to SSE lanes
+# compiles its own code, never runs the entry made for the host's AVX-512 or
+# AVX2 (the host's feature list alone is the same in both processes).
+if grep -qw avx /proc/cpuinfo 2>/dev/null; then
+    host_entry=$(ls "$dir"/*.kjc)
+    KJIT_CPU_FEATURES=-avx run "$dir" && ok
+    [ "$(entries "$dir")" = 2 ] && ok || bad "KJIT_CPU_FEATURES=-avx hit the host's entry: $(entries "$dir") entries"
+    KJIT_CPU_FEATURES=-avx run "$dir" && ok
+    [ "$(entries "$dir")" = 2 ] && ok || bad "a second run with -avx did not hit its own entry"
+    for e in "$dir"/*.kjc; do [ "$e" = "$host_entry" ] || rm "$e"; done
+else
+    echo "cache.sh: no AVX on this host: KJIT_CPU_FEATURES in the key not tested"
+fi
+
 # Writable by others: refused, once per process, nothing written there.
 shared=$tmp/shared
 mkdir -m 777 "$shared"

@@ -45,7 +45,7 @@ static int64_t ulp_distance(double a, double b, bool single)
     return ka > kb ? ka - kb : kb - ka;
 }
 
-static bool close_enough(double a, double b, double scale, kjit_dtype real_type)
+static bool close_enough(double a, double b, double scale, kjit_dtype real_type, bool single_rel)
 {
     double largest = real_type == KJIT_F32 ? 0x1.fffffep127 : real_type == KJIT_F64 ? 0x1.fffffffffffffp1023
                      : real_type == KJIT_F16 ? 65504.0 : 0x1.fep127;
@@ -55,7 +55,9 @@ static bool close_enough(double a, double b, double scale, kjit_dtype real_type)
         return a == b || (isinf(a) ? fabs(b) >= largest / 2 && signbit(a) == signbit(b)
                                    : fabs(a) >= largest / 2 && signbit(a) == signbit(b));
     bool single = real_type == KJIT_F32;
-    double rel = real_type == KJIT_F32 ? 0x1p-16 : real_type == KJIT_F64 ? 0x1p-40 : 0x1p-7;
+    double rel = real_type == KJIT_F32 || (single_rel && real_type == KJIT_F64) ? 0x1p-16
+                 : real_type == KJIT_F64                                    ? 0x1p-40
+                                                                            : 0x1p-7;
     if (real_type != KJIT_F16 && real_type != KJIT_BF16 && ulp_distance(a, b, single) <= 16)
         return true;
     double big = fmax(fabs(a), fabs(b));
@@ -88,7 +90,8 @@ int64_t modes_compare(kjit_dtype dtype, const void *ref, const void *got, int64_
     size_t size = kjit_dtype_size(dtype);
     int parts = dtype == KJIT_C64 || dtype == KJIT_C128 ? 2 : 1;
     double scale = 0;
-    if (tolerance == TOLERANCE_CUDA && is_float(dtype))
+    bool near = tolerance == TOLERANCE_CUDA || tolerance == TOLERANCE_SINGLE;
+    if (near && is_float(dtype))
         for (int64_t i = 0; i < n; i++)
             for (int k = 0; k < parts; k++) {
                 double v = fabs(part(dtype, ref, i, k));
@@ -117,11 +120,11 @@ int64_t modes_compare(kjit_dtype dtype, const void *ref, const void *got, int64_
                 continue;
             }
         }
-        if (tolerance == TOLERANCE_CUDA && is_float(dtype)) {
+        if (near && is_float(dtype)) {
             ok = true;
             for (int k = 0; k < parts; k++)
                 ok = ok && close_enough(part(dtype, ref, i, k), part(dtype, got, i, k), scale,
-                                        real_type(dtype));
+                                        real_type(dtype), tolerance == TOLERANCE_SINGLE);
         }
         if (ok) {
             (*inexact)++;

@@ -126,6 +126,7 @@ typedef struct Counts {
     long functions, cases, runs, compared, mismatches, errors, skipped, ordered, cuda_inexact;
     long recipes[RECIPE_COUNT], unclean; /* the cases' recipes; those not clean */
     long nan_payloads; /* NaNs of another sign or payload than the reference's */
+    long isa_inexact;  /* another ISA's libmvec routine: floats within the tolerance */
 } Counts;
 
 typedef struct Child {
@@ -139,6 +140,8 @@ typedef struct Child {
     bool resumed_here; /* running the function the child was started at */
     bool cuda;         /* a cuda mode runs */
     bool float_math;   /* the source computes with floats (has_float_math) */
+    bool isa_math;     /* not the host's ISA, and the source calls libmvec (has_isa_math) */
+    bool isa_single;   /* ... on single or half precision floats */
     Counts counts;
 } Child;
 
@@ -266,11 +269,22 @@ static void keep_outputs(CaseRef *r, const ModesCase *c, ModesArgs *args)
     }
 }
 
-/* Whether the source computes with floats at all: an arithmetic operation,
- * a power or a math function (other than the exact ones) of a float or
- * complex type in its checked IR.  A source without any moves, compares
- * and converts floats only, and cuda must give its bits exactly. */
-static bool has_float_math(const Child *child, const ModesSource *source)
+/* A float or complex operation of the checked IR, "name:type" (the text
+ * after a '(' up to the ':', and whether the type is complex): whether it
+ * is what the caller looks for. */
+typedef bool (*IrOpMatch)(const char *name, size_t len, const char *type);
+
+static bool name_in(const char *name, size_t len, const char *const *list, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (strlen(list[k]) == len && strncmp(name, list[k], len) == 0)
+            return true;
+    return false;
+}
+
+/* Whether an operation of the source's checked IR matches; true when in
+ * doubt (the IR cannot be made), so that the caller takes the tolerance. */
+static bool source_has_op(const Child *child, const ModesSource *source, IrOpMatch match)
 {
     char path[4096];
     const char *file = source->path;
@@ -291,12 +305,8 @@ static bool has_float_math(const Child *child, const ModesSource *source)
     size_t size = 0;
     if (kjit_stage_file(file, KJIT_STAGE_IR, &options, &ir, &size, &error) != KJIT_OK) {
         free(error);
-        return true; /* the tolerance, when in doubt */
+        return true;
     }
-    static const char *const exact[] = {"math.min", "math.max", "math.abs", "math.floor",
-                                        "math.ceil", "math.trunc", "math.round", "math.copysign"};
-    static const char *const arithmetic[] = {"add", "sub", "mul", "div", "rem", "pow", "fma",
-                                             "cabs", "carg", "polar", "atomic_add", "atomic_sub"};
     bool found = false;
     for (const char *p = strchr(ir, '('); p && !found; p = strchr(p + 1, '(')) {
         const char *colon = p + 1;
@@ -307,21 +317,62 @@ static bool has_float_math(const Child *child, const ModesSource *source)
         const char *type = colon + 1;
         bool real = (type[0] == 'f' || type[0] == 'c' || strncmp(type, "bf16", 4) == 0) &&
                     isdigit((unsigned char)type[type[0] == 'b' ? 2 : 1]);
-        if (!real)
-            continue;
-        size_t len = (size_t)(colon - (p + 1));
-        bool is_math = len > 5 && strncmp(p + 1, "math.", 5) == 0;
-        for (size_t k = 0; is_math && k < sizeof exact / sizeof *exact; k++)
-            if (strlen(exact[k]) == len && strncmp(p + 1, exact[k], len) == 0)
-                is_math = false;
-        bool is_arithmetic = false;
-        for (size_t k = 0; k < sizeof arithmetic / sizeof *arithmetic; k++)
-            if (strlen(arithmetic[k]) == len && strncmp(p + 1, arithmetic[k], len) == 0)
-                is_arithmetic = true;
-        found = is_math || is_arithmetic;
+        if (real)
+            found = match(p + 1, (size_t)(colon - (p + 1)), type);
     }
     free(ir);
     return found;
+}
+
+/* An arithmetic operation, a power or a math function (other than the
+ * exact ones) of a float or complex type.  A source without any moves,
+ * compares and converts floats only, and cuda must give its bits exactly. */
+static bool is_float_math(const char *name, size_t len, const char *type)
+{
+    static const char *const exact[] = {"math.min", "math.max", "math.abs", "math.floor",
+                                        "math.ceil", "math.trunc", "math.round", "math.copysign"};
+    static const char *const arithmetic[] = {"add", "sub", "mul", "div", "rem", "pow", "fma",
+                                             "cabs", "carg", "polar", "atomic_add", "atomic_sub"};
+    bool is_math = len > 5 && strncmp(name, "math.", 5) == 0 &&
+                   !name_in(name, len, exact, sizeof exact / sizeof *exact);
+    return is_math || name_in(name, len, arithmetic, sizeof arithmetic / sizeof *arithmetic);
+}
+
+static bool has_float_math(const Child *child, const ModesSource *source)
+{
+    return source_has_op(child, source, is_float_math);
+}
+
+/* A function that the cpu code calls libmvec's routine for (docs/language.md:
+ * each ISA has its own, which differ in the last bits): every math function
+ * of a float but the exact ones and libm's own (lgamma, tgamma), every one
+ * of a complex number, and abs, arg and polar of complex numbers. */
+static bool is_isa_math(const char *name, size_t len, const char *type)
+{
+    bool complex = type[0] == 'c';
+    static const char *const same[] = {"math.min", "math.max", "math.abs", "math.floor",
+                                       "math.ceil", "math.trunc", "math.round", "math.copysign",
+                                       "math.sqrt", "math.fma", "math.fmod", "math.lgamma",
+                                       "math.tgamma", "math.isnan", "math.isinf", "math.isfinite"};
+    static const char *const complex_ops[] = {"cabs", "carg", "polar"};
+    if (len > 5 && strncmp(name, "math.", 5) == 0)
+        return complex || !name_in(name, len, same, sizeof same / sizeof *same);
+    return name_in(name, len, complex_ops, sizeof complex_ops / sizeof *complex_ops);
+}
+
+static bool has_isa_math(const Child *child, const ModesSource *source)
+{
+    return source_has_op(child, source, is_isa_math);
+}
+
+/* The same, of an f32, c64, f16 or bf16: a last bit of such a result, fed
+ * into f64 (philox.kern's normals: rand_normal + f64(rand_normal_f32)), is a
+ * difference far beyond f64's tolerance. */
+static bool is_isa_math_single(const char *name, size_t len, const char *type)
+{
+    bool single = strncmp(type, "f32", 3) == 0 || strncmp(type, "c64", 3) == 0 ||
+                  strncmp(type, "f16", 3) == 0 || strncmp(type, "bf16", 4) == 0;
+    return single && is_isa_math(name, len, type);
 }
 
 /* Chooses the case's recipe in checked mode and runs the reference. */
@@ -437,8 +488,13 @@ static void mode_case(Child *child, const ModesSource *source, kjit_function *fn
     if (compare) {
         ModesOutput got[MAX_OUTPUTS];
         int n = modes_outputs(c, &args, got, MAX_OUTPUTS);
-        ModesTolerance tol = mode->target == KJIT_TARGET_CUDA && child->float_math ? TOLERANCE_CUDA
-                                                                                   : TOLERANCE_BITS;
+        /* cuda, and another ISA than the reference's where libmvec is called:
+         * the same tolerance (another math library) */
+        bool isa = mode->target != KJIT_TARGET_CUDA && child->isa_math;
+        ModesTolerance tol = isa && child->isa_single ? TOLERANCE_SINGLE
+                             : (mode->target == KJIT_TARGET_CUDA && child->float_math) || isa
+                                 ? TOLERANCE_CUDA
+                                 : TOLERANCE_BITS;
         char skipped[64];
         snprintf(skipped, sizeof skipped, "argument %d", skip_output);
         for (int o = 0; o < n && o < r->noutputs; o++) {
@@ -457,7 +513,9 @@ static void mode_case(Child *child, const ModesSource *source, kjit_function *fn
             int64_t differing, inexact;
             int64_t i = modes_compare(want->dtype, want->data, got[o].data, want->count, tol,
                                       &differing, &inexact);
-            if (tol == TOLERANCE_CUDA)
+            if (isa && tol != TOLERANCE_BITS)
+                child->counts.isa_inexact += inexact;
+            else if (tol == TOLERANCE_CUDA)
                 child->counts.cuda_inexact += inexact;
             else
                 child->counts.nan_payloads += inexact;
@@ -573,9 +631,9 @@ static void run_function(Child *child, const ModesSource *source, kjit_module *c
 static void tell_counts(const Child *child)
 {
     const Counts *k = &child->counts;
-    tell("counts %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n", k->functions, k->cases,
+    tell("counts %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld\n", k->functions, k->cases,
          k->runs, k->compared, k->mismatches, k->errors, k->skipped, k->ordered, k->cuda_inexact,
-         k->recipes[0], k->recipes[1], k->recipes[2], k->unclean, k->nan_payloads);
+         k->recipes[0], k->recipes[1], k->recipes[2], k->unclean, k->nan_payloads, k->isa_inexact);
 }
 
 static int run_child(const Settings *settings, const ModesSource *sources, int nsources)
@@ -633,6 +691,8 @@ static int run_child(const Settings *settings, const ModesSource *sources, int n
         if (!listing)
             listing = modules[0];
         child.float_math = child.cuda && has_float_math(&child, source);
+        child.isa_math = !child.first && has_isa_math(&child, source); /* another ISA */
+        child.isa_single = child.isa_math && source_has_op(&child, source, is_isa_math_single);
         if (ok && listing) {
             int n = kjit_module_function_count(listing);
             for (int f = s == settings->from_source ? settings->from_fn : 0; f < n; f++) {
@@ -718,10 +778,10 @@ static int watch(int fd, pid_t pid, Run *run, int timeout_s)
             else if (strncmp(line, "function ", 9) == 0)
                 sscanf(line + 9, "%d %d", &run->source, &run->fn);
             else if (strncmp(line, "counts ", 7) == 0)
-                sscanf(line + 7, "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld",
+                sscanf(line + 7, "%ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld",
                        &k->functions, &k->cases, &k->runs, &k->compared, &k->mismatches, &k->errors,
                        &k->skipped, &k->ordered, &k->cuda_inexact, &k->recipes[0], &k->recipes[1],
-                       &k->recipes[2], &k->unclean, &k->nan_payloads);
+                       &k->recipes[2], &k->unclean, &k->nan_payloads, &k->isa_inexact);
             else if (strcmp(line, "done") == 0)
                 run->done = true;
             line = nl + 1;
@@ -749,6 +809,7 @@ static void add_counts(Counts *total, const Counts *k)
         total->recipes[r] += k->recipes[r];
     total->unclean += k->unclean;
     total->nan_payloads += k->nan_payloads;
+    total->isa_inexact += k->isa_inexact;
 }
 
 static void usage(void)
@@ -947,5 +1008,9 @@ int main(int argc, char **argv)
     if (total.cuda_inexact)
         printf("modes: cuda: %ld float elements differ within the tolerance (%s)\n",
                total.cuda_inexact, modes_cuda_tolerance_text());
+    if (total.isa_inexact)
+        printf("modes: other ISAs: %ld float elements of sources that call libmvec differ within "
+               "the cuda tolerance, f32's where libmvec is called on f32 (each ISA has its own "
+               "routine: docs/language.md)\n", total.isa_inexact);
     return total.mismatches || total.errors || crashes ? 1 : 0;
 }

@@ -106,6 +106,7 @@ kjit_arg modes_scalar(ModesRng *rng, kjit_dtype dtype, int recipe, int64_t exten
 typedef enum ModesTolerance {
     TOLERANCE_BITS,  /* the same bits; a NaN meets any NaN */
     TOLERANCE_CUDA,  /* floats within the cuda tolerance (docs/testing.md); integers exact */
+    TOLERANCE_SINGLE, /* the same with f32's relative 2^-16 for f64 and c128 too */
 } ModesTolerance;
 
 /* Compares n elements; returns the index of the first difference (and the

@@ -9,10 +9,12 @@
  * a @vectorize without a loop (the loop vectoriser's) and one whose body
  * loops (the SIMD lowering's), over an odd count of random arguments with
  * infinities, NaN and zeros among them, in six modes; and abs of a complex
- * value (hypot), the case that was reported (issue 22).
+ * value (hypot), the case that was reported (issue 22).  And each near libm's
+ * value, under the host's ISA and (make test-unit) under AVX2 and SSE only.
  */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,6 +195,115 @@ START_TEST(complex_abs_same_bits_in_every_mode)
 }
 END_TEST
 
+/*
+ * Each two-argument function (and the one-argument ones with them) near
+ * libm's value, on the cpu target's SIMD lanes and in the loop vectoriser's
+ * code.  The modes above agree with each other whatever routine they call;
+ * this is what catches a wrong routine: with KJIT_CPU_FEATURES=-avx512f the
+ * code called libmvec's AVX-512 routine with its 512-bit arguments split
+ * into AVX2 register pairs, and pow(x, y) gave pow(x, x).  make test-unit
+ * runs this case again under -avx512f and -avx (tests/tests.mk).
+ */
+static double libm_value(const char *name, double x, double y)
+{
+    static const struct { const char *name; double (*one)(double); double (*two)(double, double); } table[] = {
+        {"cbrt", cbrt, NULL},   {"exp", exp, NULL},     {"exp2", exp2, NULL},   {"expm1", expm1, NULL},
+        {"log", log, NULL},     {"log2", log2, NULL},   {"log10", log10, NULL}, {"log1p", log1p, NULL},
+        {"sin", sin, NULL},     {"cos", cos, NULL},     {"tan", tan, NULL},     {"asin", asin, NULL},
+        {"acos", acos, NULL},   {"atan", atan, NULL},   {"sinh", sinh, NULL},   {"cosh", cosh, NULL},
+        {"tanh", tanh, NULL},   {"asinh", asinh, NULL}, {"acosh", acosh, NULL}, {"atanh", atanh, NULL},
+        {"erf", erf, NULL},     {"erfc", erfc, NULL},   {"atan2", NULL, atan2}, {"pow", NULL, pow},
+        {"hypot", NULL, hypot},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return table[i].one ? table[i].one(x) : table[i].two(x, y);
+    ck_abort_msg("no libm function %s", name);
+    return 0;
+}
+
+START_TEST(every_libmvec_function_near_libm)
+{
+    const char *features = getenv("KJIT_CPU_FEATURES");
+    for (int single = 0; single < 2; single++) {
+        const char *T = single ? "f32" : "f64";
+        size_t nfn = sizeof functions / sizeof functions[0];
+        char *source = malloc(nfn * 400);
+        size_t len = 0;
+        for (size_t f = 0; f < nfn; f++) {
+            const char *name = functions[f].name;
+            const char *second = functions[f].arity == 2 ? ", y" : "";
+            len += (size_t)sprintf(source + len,
+                                   "@vectorize\nfn flat_%s(x: %s, y: %s) -> %s { return %s(x%s); }\n"
+                                   "@vectorize\nfn looped_%s(n: i64, x: %s, y: %s) -> %s {\n"
+                                   "    let s = x;\n    for k in range(n) { s = s * 1.0; }\n"
+                                   "    return %s(s%s);\n}\n",
+                                   name, T, T, T, name, second, name, T, T, T, name, second);
+        }
+        kjit_context *context;
+        ck_assert_int_eq(kjit_context_create(NULL, &context), KJIT_OK);
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_string(context, "near_libm.kern", source, &module) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        kjit_dtype dtype = single ? KJIT_F32 : KJIT_F64;
+        size_t size = single ? 4 : 8;
+        unsigned char *x = malloc(COUNT * size), *y = malloc(COUNT * size), *out = malloc(COUNT * size);
+        for (size_t f = 0; f < nfn; f++) {
+            const Fn *fn = &functions[f];
+            for (int i = 0; i < COUNT; i++) {
+                double a = fn->lo + (fn->hi - fn->lo) * uniform01(), b = -10 + 20 * uniform01();
+                if (i % 97 == 5)
+                    a = INFINITY;
+                else if (i % 97 == 7)
+                    a = NAN;
+                if (single) {
+                    ((float *)x)[i] = (float)a;
+                    ((float *)y)[i] = (float)b;
+                } else {
+                    ((double *)x)[i] = a;
+                    ((double *)y)[i] = b;
+                }
+            }
+            int64_t n = COUNT;
+            kjit_array xa = kjit_array_make(x, dtype, 1, &n), ya = kjit_array_make(y, dtype, 1, &n);
+            kjit_array result = kjit_array_make(out, dtype, 1, &n);
+            for (int looped = 0; looped < 2; looped++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s_%s", looped ? "looped" : "flat", fn->name);
+                kjit_function *kf;
+                ck_assert_int_eq(kjit_module_function(module, name, &kf), KJIT_OK);
+                kjit_arg flat_args[2] = {kjit_arg_array(&xa), kjit_arg_array(&ya)};
+                kjit_arg looped_args[3] = {kjit_arg_i64(1), kjit_arg_array(&xa), kjit_arg_array(&ya)};
+                ck_assert_msg(kjit_call(kf, looped ? looped_args : flat_args, looped ? 3 : 2, &result, NULL) ==
+                                  KJIT_OK,
+                              "%s", kjit_last_error(context));
+                for (int i = 0; i < COUNT; i++) {
+                    double a = single ? ((float *)x)[i] : ((double *)x)[i];
+                    double b = single ? ((float *)y)[i] : ((double *)y)[i];
+                    double want = libm_value(fn->name, a, b);
+                    double got = single ? ((float *)out)[i] : ((double *)out)[i];
+                    if (single)
+                        want = (float)want;
+                    bool ok = isnan(want) ? isnan(got)
+                              : isinf(want) ? got == want
+                                            : fabs(got - want) <= (single ? 4e-6 : 1e-14) * fabs(want) +
+                                                                      (single ? 1e-37 : 1e-300);
+                    ck_assert_msg(ok, "%s(%s) %s (KJIT_CPU_FEATURES=%s), element %d: %s(%.9g, %.9g) = %.17g, libm %.17g",
+                                  name, T, looped ? "on lanes" : "vectorised loop", features ? features : "",
+                                  i, fn->name, a, b, got, want);
+                }
+            }
+        }
+        free(x);
+        free(y);
+        free(out);
+        free(source);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 Suite *suite_math_modes(void)
 {
     Suite *s = suite_create("math_modes");
@@ -201,5 +312,9 @@ Suite *suite_math_modes(void)
     tcase_add_test(c, every_libmvec_function_same_bits_in_every_mode);
     tcase_add_test(c, complex_abs_same_bits_in_every_mode);
     suite_add_tcase(s, c);
+    TCase *libm = tcase_create("libm");
+    tcase_set_timeout(libm, 300);
+    tcase_add_test(libm, every_libmvec_function_near_libm);
+    suite_add_tcase(s, libm);
     return s;
 }
