@@ -420,10 +420,7 @@ static KJ_NOINLINE LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
     FnInfo *info = kj_codegen_fn_info(g, e->callee);
     LLVMValueRef args[16];
     LLVMValueRef *many = NULL;
-    int cap = 0;
-    for (int i = 0; i < e->arg_count; i++)
-        cap += is_array(e->args[i]->type) ? 1 + 2 * e->args[i]->type->ndim : 1;
-    cap += 8;
+    int cap = kj_codegen_impl_arg_capacity(e->callee);
     LLVMValueRef *out = args;
     if (cap > (int)(sizeof args / sizeof args[0]))
         out = many = kj_xmalloc(sizeof(LLVMValueRef) * (size_t)cap);
@@ -433,11 +430,7 @@ static KJ_NOINLINE LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
         if (is_array(e->args[i]->type)) {
             ArrayVal a;
             kj_codegen_array(g, e->args[i], &a);
-            out[n++] = a.data;
-            for (int k = 0; k < a.ndim; k++)
-                out[n++] = a.shape[k];
-            for (int k = 0; k < a.ndim; k++)
-                out[n++] = a.strides[k];
+            n += kj_codegen_array_args(&a, out + n);
         } else {
             out[n++] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[i]), e->args[i]->type, pt);
         }

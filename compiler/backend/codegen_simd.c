@@ -1063,11 +1063,7 @@ static unsigned bind_params(Simd *s)
         KjIrVar *v = fn->params[i];
         VarSlot *slot = &g->slots[v->id];
         if (is_array(v->type)) {
-            LLVMBuildStore(s->b, LLVMGetParam(g->llfn, p++), slot->array.data);
-            for (int k = 0; k < v->type->ndim; k++)
-                LLVMBuildStore(s->b, LLVMGetParam(g->llfn, p++), slot->array.shape[k]);
-            for (int k = 0; k < v->type->ndim; k++)
-                LLVMBuildStore(s->b, LLVMGetParam(g->llfn, p++), slot->array.strides[k]);
+            p = kj_codegen_bind_array_param(g, p, &slot->array, v->type->ndim);
             continue;
         }
         LLVMValueRef x = LLVMGetParam(g->llfn, p++);

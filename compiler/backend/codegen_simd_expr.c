@@ -1272,21 +1272,14 @@ LLVMTypeRef kj_simd_function_type(Simd *s, const KjIrFunction *fn, uint64_t vect
                              const LLVMTypeRef *extra, int extra_count)
 {
     Gen *g = s->g;
-    int cap = extra_count + 1;
-    for (int i = 0; i < fn->param_count; i++)
-        cap += 1 + 2 * KJ_MAX_DIMS;
-    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)cap);
-    int n = 0;
+    LLVMTypeRef *scalars = kj_xmalloc(sizeof *scalars * (size_t)(fn->param_count + 1));
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
-        if (is_array(t)) {
-            ps[n++] = g->t_ptr;
-            for (int k = 0; k < 2 * t->ndim; k++)
-                ps[n++] = g->t_i64;
-        } else {
-            ps[n++] = i < 64 && (vector_scalars >> i & 1u) ? vty(s, t) : llty(g, t);
-        }
+        scalars[i] = is_array(t) ? NULL : i < 64 && (vector_scalars >> i & 1u) ? vty(s, t) : llty(g, t);
     }
+    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)(kj_codegen_impl_arg_capacity(fn) + extra_count));
+    int n = kj_codegen_param_types(g, fn, scalars, ps);
+    free(scalars);
     for (int i = 0; i < extra_count; i++)
         ps[n++] = extra[i];
     LLVMTypeRef ft = LLVMFunctionType(ret, ps, (unsigned)n, 0);
@@ -1326,20 +1319,13 @@ static KJ_NOINLINE LLVMValueRef vcall(Simd *s, KjIrExpr *e)
         else
             s->pending[(*s->pending_count)++] = (Pending){callee, varying_params};
     }
-    int cap = 1;
-    for (int i = 0; i < e->arg_count; i++)
-        cap += 1 + 2 * KJ_MAX_DIMS;
-    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)cap);
+    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)kj_codegen_impl_arg_capacity(callee));
     int n = 0;
     for (int i = 0; i < e->arg_count; i++) {
         if (is_array(e->args[i]->type)) {
             ArrayVal a;
             kj_codegen_array(g, e->args[i], &a);
-            args[n++] = a.data;
-            for (int k = 0; k < a.ndim; k++)
-                args[n++] = a.shape[k];
-            for (int k = 0; k < a.ndim; k++)
-                args[n++] = a.strides[k];
+            n += kj_codegen_array_args(&a, args + n);
         } else if (i < 64 && (varying_params >> i & 1u)) {
             args[n++] = kj_simd_lanes_of(s, e->args[i], callee->params[i]->type);
         } else {
