@@ -247,39 +247,6 @@ LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMVal
 
 LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z) { return complex_square(g, z); }
 
-static LLVMValueRef gen_compare(Gen *g, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b)
-{
-    if (kj_type_is_complex(type)) {
-        LLVMValueRef re = LLVMBuildFCmp(g->b, LLVMRealOEQ, re_of(g, a), re_of(g, b), "");
-        LLVMValueRef im = LLVMBuildFCmp(g->b, LLVMRealOEQ, im_of(g, a), im_of(g, b), "");
-        LLVMValueRef eq = LLVMBuildAnd(g->b, re, im, "");
-        if (op == KJ_IR_EQ)
-            return eq;
-        if (op == KJ_IR_NE)
-            return LLVMBuildNot(g->b, eq, "");
-        kj_codegen_error(g, "complex values have no order%s", NULL);
-        return eq;
-    }
-    if (kj_type_is_float(type)) {
-        static const LLVMRealPredicate preds[] = {
-            [KJ_IR_EQ] = LLVMRealOEQ, [KJ_IR_NE] = LLVMRealUNE, [KJ_IR_LT] = LLVMRealOLT,
-            [KJ_IR_LE] = LLVMRealOLE, [KJ_IR_GT] = LLVMRealOGT, [KJ_IR_GE] = LLVMRealOGE};
-        return LLVMBuildFCmp(g->b, preds[op], a, b, "");
-    }
-    bool sgn = kj_type_is_signed(type);
-    LLVMIntPredicate p;
-    switch (op) {
-    case KJ_IR_EQ: p = LLVMIntEQ; break;
-    case KJ_IR_NE: p = LLVMIntNE; break;
-    case KJ_IR_LT: p = sgn ? LLVMIntSLT : LLVMIntULT; break;
-    case KJ_IR_LE: p = sgn ? LLVMIntSLE : LLVMIntULE; break;
-    case KJ_IR_GT: p = sgn ? LLVMIntSGT : LLVMIntUGT; break;
-    case KJ_IR_GE: p = sgn ? LLVMIntSGE : LLVMIntUGE; break;
-    default: kj_unreachable();
-    }
-    return LLVMBuildICmp(g->b, p, a, b, "");
-}
-
 /* The constant 1 of a numeric type. */
 static LLVMValueRef unit_of(Gen *g, const KjType *type)
 {
@@ -614,7 +581,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         const KjType *t = e->args[0]->type;
         LLVMValueRef a = kj_codegen_expr(g, e->args[0]);
         LLVMValueRef b = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1]), e->args[1]->type, t);
-        return gen_compare(g, e->op, t, a, b);
+        return kj_codegen_compare(g, g->b, e->op, t, a, b);
     }
     case KJ_IR_LOGAND:
     case KJ_IR_LOGOR: return gen_short_circuit(g, e);

@@ -354,6 +354,11 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e);
 /* The fields of an array expression: a variable, shared() or local(). */
 void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out);
 LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
+/* x op y (EQ NE LT LE GT GE) for two values of `type`, built with b: scalars
+ * or vectors of them alike (a complex value a pair of either, equal or
+ * not; ordering one is an error of the lowering). */
+LLVMValueRef kj_codegen_compare(Gen *g, LLVMBuilderRef b, KjIrOp op, const KjType *type, LLVMValueRef x,
+                                LLVMValueRef y);
 LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg);
 /* A call to an LLVM intrinsic, declared on first use. */
 /* A math built-in that is one LLVM intrinsic or instruction (sqrt, fabs,

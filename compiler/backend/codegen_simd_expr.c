@@ -578,37 +578,6 @@ static LLVMValueRef varith(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef 
     }
 }
 
-static LLVMValueRef vcompare(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b)
-{
-    LLVMBuilderRef B = s->b;
-    if (kj_type_is_complex(type)) {
-        LLVMValueRef re = LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildExtractValue(B, a, 0, ""),
-                                        LLVMBuildExtractValue(B, b, 0, ""), "");
-        LLVMValueRef im = LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildExtractValue(B, a, 1, ""),
-                                        LLVMBuildExtractValue(B, b, 1, ""), "");
-        LLVMValueRef eq = LLVMBuildAnd(B, re, im, "");
-        return op == KJ_IR_EQ ? eq : LLVMBuildNot(B, eq, "");
-    }
-    if (kj_type_is_float(type)) {
-        static const LLVMRealPredicate preds[] = {
-            [KJ_IR_EQ] = LLVMRealOEQ, [KJ_IR_NE] = LLVMRealUNE, [KJ_IR_LT] = LLVMRealOLT,
-            [KJ_IR_LE] = LLVMRealOLE, [KJ_IR_GT] = LLVMRealOGT, [KJ_IR_GE] = LLVMRealOGE};
-        return LLVMBuildFCmp(B, preds[op], a, b, "");
-    }
-    bool sgn = kj_type_is_signed(type);
-    LLVMIntPredicate p;
-    switch (op) {
-    case KJ_IR_EQ: p = LLVMIntEQ; break;
-    case KJ_IR_NE: p = LLVMIntNE; break;
-    case KJ_IR_LT: p = sgn ? LLVMIntSLT : LLVMIntULT; break;
-    case KJ_IR_LE: p = sgn ? LLVMIntSLE : LLVMIntULE; break;
-    case KJ_IR_GT: p = sgn ? LLVMIntSGT : LLVMIntUGT; break;
-    case KJ_IR_GE: p = sgn ? LLVMIntSGE : LLVMIntUGE; break;
-    default: kj_unreachable();
-    }
-    return LLVMBuildICmp(B, p, a, b, "");
-}
-
 /* A uniform flag in every lane, as a mask of the lanes' width (see
  * widen_mask): a splat of an i1 would be combined with the compares' masks
  * in bytes, repacked per use. */
@@ -662,7 +631,7 @@ static LLVMValueRef narrow_compare(Simd *s, KjIrExpr *e)
                              : LLVMConstInt(g->t_i1, 0, 0);
     LLVMValueRef c = LLVMBuildSelect(B, above, hi_w, LLVMBuildSelect(B, below, lo_w, u, ""), "");
     LLVMValueRef x = kj_simd_expr(s, cast->args[0]);
-    LLVMValueRef cmp = vcompare(s, op, n, x, splat(s, LLVMBuildTrunc(B, c, nt, "")));
+    LLVMValueRef cmp = kj_codegen_compare(g, B, op, n, x, splat(s, LLVMBuildTrunc(B, c, nt, "")));
     /* the answer of every lane where u lies outside, as lane logic with the
      * uniform flags repeated (made once outside a loop; a select on the
      * flag stayed in the loop, a branch and the mask repacked per chunk) */
@@ -1397,7 +1366,7 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
             return narrow;
         LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], t);
         LLVMValueRef b = kj_simd_lanes_of(s, e->args[1], t);
-        return vcompare(s, e->op, t, a, b);
+        return kj_codegen_compare(g, B, e->op, t, a, b);
     }
     case KJ_IR_LOGAND: case KJ_IR_LOGOR: {
         bool is_and = e->op == KJ_IR_LOGAND;
