@@ -786,6 +786,28 @@ KjIrExpr *kj_ir_float_const(KjArena *arena, const KjType *type, double value, Kj
 KjIrExpr *kj_ir_var_ref(KjArena *arena, KjIrVar *var, KjLoc loc);
 KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc);
 
+/* The one walk of the IR (ir.c), for a pass that asks something of every
+ * statement or expression under one: a statement's own expressions first
+ * (the store's array, its indices, then value, cond, start, stop, step: the
+ * order the lowering evaluates them in), each expression's operands before
+ * it; then `stmt` on the statement; then the statements under it (a block's
+ * in order, then, else, a loop's body).  Either hook may be NULL; `expr`
+ * returning false, or `stmt` returning KJ_IR_WALK_STOP, ends the whole walk,
+ * KJ_IR_WALK_SKIP leaves out the statements under that one.  A hook may mark
+ * the node it is shown (checks.c) or rewrite the operands of an expression
+ * whose own operands were walked (half.c): the walk reads no node twice. */
+typedef enum { KJ_IR_WALK_ON, KJ_IR_WALK_SKIP, KJ_IR_WALK_STOP } KjIrWalkStep;
+typedef struct KjIrWalk {
+    KjIrWalkStep (*stmt)(struct KjIrWalk *w, const KjIrStmt *s);
+    bool (*expr)(struct KjIrWalk *w, const KjIrExpr *e);
+    void *data; /* the pass's own */
+} KjIrWalk;
+/* Each returns false when a hook ended the walk (NULL: nothing to walk). */
+bool kj_ir_walk_stmt(KjIrWalk *w, const KjIrStmt *s);
+bool kj_ir_walk_expr(KjIrWalk *w, const KjIrExpr *e);
+/* Only s's own expressions, not the statements under it. */
+bool kj_ir_walk_own_exprs(KjIrWalk *w, const KjIrStmt *s);
+
 /* Whether expression e (NULL: no) names var anywhere in it. */
 bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);
 /* Whether statement s's own expressions (not the statements under it) name

@@ -551,6 +551,11 @@ static void define_impl(Gen *g, FnInfo *info)
 
 /* ============================================================ reachability */
 
+/* Not ir.c's walk: the order in which this finds functions is their order
+ * in the module, and it meets a store's value before its array and indices
+ * (the walk has them the other way round), so going through the walk would
+ * reorder the functions of `a[f(i)] = g(i)` in the LLVM it emits. */
+
 static void mark_expr(KjIrFunction **seen, int *count, int cap, KjIrExpr *e);
 static void mark_fn(KjIrFunction **seen, int *count, int cap, KjIrFunction *fn);
 
