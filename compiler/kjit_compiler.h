@@ -475,6 +475,13 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(LOCAL, "local", 2, 4, KJ_IN_LET, NULL)                              \
     X(RANGE, "range", 1, 3, KJ_IN_FOR, NULL)
 
+typedef enum {
+#define X(id, name, min_args, max_args, where, rule) KJ_BUILTIN_##id,
+    KJ_CALL_BUILTINS(X)
+#undef X
+    KJ_BUILTIN_EXEC /* one of KJ_EXEC_OPS, which the table adds */
+} KjCallBuiltin;
+
 /*
  * The execution-model built-ins (warp, block and grid level), one IR op
  * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier, min_args,
