@@ -138,6 +138,47 @@ KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc)
     return s;
 }
 
+KjIrExpr *kj_ir_dim(KjArena *arena, KjIrExpr *array, int dim, KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_DIM, kj_type_scalar(KJ_TYPE_I64), loc, 1);
+    e->args[0] = array;
+    e->dim = dim;
+    return e;
+}
+
+KjIrExpr *kj_ir_load(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                     bool contiguous, KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_LOAD, array->type->elem, loc, 1 + count);
+    e->args[0] = array;
+    for (int k = 0; k < count; k++)
+        e->args[1 + k] = indices[k];
+    e->contiguous = contiguous;
+    return e;
+}
+
+KjIrStmt *kj_ir_store(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                      KjIrExpr *value, bool contiguous, KjLoc loc)
+{
+    KjIrStmt *s = kj_ir_new_stmt(arena, KJ_IR_STMT_STORE, loc);
+    s->array = array;
+    s->value = value;
+    s->contiguous = contiguous;
+    s->index_count = count;
+    s->indices = kj_arena_alloc(arena, sizeof *s->indices * (size_t)count);
+    for (int k = 0; k < count; k++)
+        s->indices[k] = indices[k];
+    return s;
+}
+
+KjIrExpr *kj_ir_call(KjArena *arena, KjIrFunction *callee, const KjType *type, int arg_count,
+                     KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_CALL, type, loc, arg_count);
+    e->callee = callee;
+    return e;
+}
+
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc)
 {
     KjIrStmt *stmt = kj_arena_alloc(arena, sizeof *stmt);

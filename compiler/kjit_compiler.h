@@ -784,7 +784,7 @@ KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc lo
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc);
 /* The nodes every pass builds (the checker, vectorize, reduce, guvectorize):
  * an op of one or two operands, integer and float constants, a reference to
- * a variable, and `var = value`. */
+ * a variable, `var = value`, and those below. */
 KjIrExpr *kj_ir_unary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a);
 KjIrExpr *kj_ir_binary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
                        KjIrExpr *b);
@@ -792,6 +792,16 @@ KjIrExpr *kj_ir_int_const(KjArena *arena, const KjType *type, int64_t value, KjL
 KjIrExpr *kj_ir_float_const(KjArena *arena, const KjType *type, double value, KjLoc loc);
 KjIrExpr *kj_ir_var_ref(KjArena *arena, KjIrVar *var, KjLoc loc);
 KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc);
+/* array.shape[dim] (i64); array[indices] (of the array's element type) and
+ * array[indices] = value, `contiguous` as KjIrExpr.contiguous says; a call
+ * of callee returning `type`, whose arg_count arguments the caller fills. */
+KjIrExpr *kj_ir_dim(KjArena *arena, KjIrExpr *array, int dim, KjLoc loc);
+KjIrExpr *kj_ir_load(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                     bool contiguous, KjLoc loc);
+KjIrStmt *kj_ir_store(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                      KjIrExpr *value, bool contiguous, KjLoc loc);
+KjIrExpr *kj_ir_call(KjArena *arena, KjIrFunction *callee, const KjType *type, int arg_count,
+                     KjLoc loc);
 
 /* The one walk of the IR (ir.c), for a pass that asks something of every
  * statement or expression under one: a statement's own expressions first
