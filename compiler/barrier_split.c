@@ -100,60 +100,31 @@ static const KjType *i64_type(void) { return kj_type_scalar(KJ_TYPE_I64); }
 
 /* ============================================================ walking */
 
-typedef bool (*ExprTest)(const KjIrExpr *e, void *user);
-
-/* Whether some expression of s (nested statements included) passes test. */
-static bool stmt_any_expr(const KjIrStmt *s, ExprTest test, void *user);
-
-static bool expr_any(const KjIrExpr *e, ExprTest test, void *user)
+/* Tests of an expression for the walk (ir.c): false stops it at the first
+ * expression the test is looking for. */
+static bool stmt_any_expr(const KjIrStmt *s, bool (*not_it)(KjIrWalk *, const KjIrExpr *))
 {
-    if (!e)
-        return false;
-    if (test(e, user))
-        return true;
-    for (int i = 0; i < e->arg_count; i++)
-        if (expr_any(e->args[i], test, user))
-            return true;
-    return false;
+    KjIrWalk w = {.expr = not_it};
+    return !kj_ir_walk_stmt(&w, s);
 }
 
-static bool stmt_any_expr(const KjIrStmt *s, ExprTest test, void *user)
+static bool not_syncthreads(KjIrWalk *w, const KjIrExpr *e)
 {
-    if (!s)
-        return false;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_any_expr(s->stmts.items[i], test, user))
-            return true;
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (expr_any(es[i], test, user))
-            return true;
-    for (int i = 0; i < s->index_count; i++)
-        if (expr_any(s->indices[i], test, user))
-            return true;
-    return stmt_any_expr(s->then_stmt, test, user) || stmt_any_expr(s->else_stmt, test, user) ||
-           stmt_any_expr(s->body, test, user);
-}
-
-static bool is_syncthreads(const KjIrExpr *e, void *user)
-{
-    (void)user;
-    return e->op == KJ_IR_SYNCTHREADS;
+    return e->op != KJ_IR_SYNCTHREADS;
 }
 
 /* The barriers this pass cannot split at: collectives, syncgrid(), and a
  * barrier inside a device function (its caller cannot be cut there). */
-static bool is_other_barrier(const KjIrExpr *e, void *user)
+static bool not_other_barrier(KjIrWalk *w, const KjIrExpr *e)
 {
-    (void)user;
-    return (e->op == KJ_IR_EXEC && kj_exec_is_barrier[e->exec]) ||
-           (e->op == KJ_IR_CALL && e->callee && (e->callee->uses_syncthreads ||
-                                                 e->callee->uses_syncgrid));
+    return !((e->op == KJ_IR_EXEC && kj_exec_is_barrier[e->exec]) ||
+             (e->op == KJ_IR_CALL && e->callee && (e->callee->uses_syncthreads ||
+                                                   e->callee->uses_syncgrid)));
 }
 
 static bool has_barrier(const KjIrStmt *s)
 {
-    return stmt_any_expr(s, is_syncthreads, NULL);
+    return stmt_any_expr(s, not_syncthreads);
 }
 
 static bool is_barrier_stmt(const KjIrStmt *s)
@@ -201,16 +172,17 @@ static void use_var(Split *S, const KjIrVar *var, bool set)
         u->set_in_region = true;
 }
 
-static bool note_var_read(const KjIrExpr *e, void *user)
+static bool note_var_read(KjIrWalk *w, const KjIrExpr *e)
 {
     if (e->op == KJ_IR_VAR)
-        use_var(user, e->var, false);
-    return false;
+        use_var(w->data, e->var, false);
+    return true;
 }
 
 static void note_expr(Split *S, const KjIrExpr *e)
 {
-    expr_any(e, note_var_read, S);
+    KjIrWalk reads = {.expr = note_var_read, .data = S};
+    kj_ir_walk_expr(&reads, e);
 }
 
 /* Records what a statement of the current region names, and refuses what
@@ -242,11 +214,8 @@ static void note_region_stmt(Split *S, const KjIrStmt *s)
     default:
         break;
     }
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        note_expr(S, es[i]);
-    for (int i = 0; i < s->index_count; i++)
-        note_expr(S, s->indices[i]);
+    KjIrWalk reads = {.expr = note_var_read, .data = S};
+    kj_ir_walk_own_exprs(&reads, s);
     note_region_stmt(S, s->then_stmt);
     note_region_stmt(S, s->else_stmt);
     bool loop = s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE;
@@ -882,7 +851,7 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
         return kernel->split;
     if (kernel->kind != KJ_IR_FN_KERNEL || !kernel->uses_syncthreads)
         refuse(S, "the kernel has no syncthreads()");
-    else if (kernel->uses_syncgrid || stmt_any_expr(kernel->body, is_other_barrier, NULL))
+    else if (kernel->uses_syncgrid || stmt_any_expr(kernel->body, not_other_barrier))
         refuse(S, "the kernel uses a collective, syncgrid() or a device function with a barrier");
     if (!S->why) {
         analyze_uniformity(S);

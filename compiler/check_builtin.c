@@ -88,7 +88,7 @@ static KjIrExpr *check_two_parts(KjChecker *c, KjNode *n, KjIrExpr **args, const
     return kj_check_binary_ir(c, op, t, n->loc, a[0], a[1]);
 }
 
-static KjIrExpr *check_complex(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_complex(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     return check_two_parts(c, n, args, "complex", KJ_IR_COMPLEX);
 }
@@ -139,7 +139,7 @@ static KjIrExpr *complex_math(KjChecker *c, KjNode *n, KjMathFn fn, KjIrExpr **a
 
 /* arg(z) / phase(z): the angle of z in [-pi, pi], atan2(z.imag, z.real); a
  * real x is the complex x + 0i (0 or pi). */
-static KjIrExpr *check_arg(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_arg(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     KjIrExpr *a = args[0];
     if (kj_check_is_untyped(a) || kj_check_is_real(a->type)) {
@@ -161,14 +161,14 @@ static KjIrExpr *check_arg(KjChecker *c, KjNode *n, KjIrExpr **args)
 
 /* polar(r, theta): r * (cos(theta) + i sin(theta)); the parts meet as in
  * complex(re, im). */
-static KjIrExpr *check_polar(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_polar(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     return check_two_parts(c, n, args, "polar", KJ_IR_POLAR);
 }
 
 /* mulhi(a, b): the high half of the double-width product of two 32- or
  * 64-bit integers of one signedness (Philox's multiply; CUDA's __umulhi). */
-static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_mulhi(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     KjIrExpr **a = args;
     if (kj_check_is_untyped(a[0]) && kj_check_is_untyped(a[1])) {
@@ -266,7 +266,7 @@ KjIrExpr *kj_check_math(KjChecker *c, KjNode *n, KjMathFn fn, KjIrExpr **a)
     return e;
 }
 
-static KjIrExpr *check_len(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_len(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     KjIrExpr *a = args[0];
     if (!kj_check_is_array(a->type)) {
@@ -278,7 +278,7 @@ static KjIrExpr *check_len(KjChecker *c, KjNode *n, KjIrExpr **args)
     return e;
 }
 
-static KjIrExpr *check_conj(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_conj(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     KjIrExpr *a = args[0];
     if (kj_type_is_complex(a->type))
@@ -434,7 +434,7 @@ KjIrExpr *kj_check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op, KjIrExpr **a)
 }
 
 /* grid(n) / gridsize(n) as an expression: n must be 1 (a let takes more apart). */
-static KjIrExpr *check_grid(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_grid(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     const char *name = n->lhs->name;
     int64_t count;
@@ -446,10 +446,10 @@ static KjIrExpr *check_grid(KjChecker *c, KjNode *n, KjIrExpr **args)
                  count == 2 ? "x, y" : "x, y, z", name, count);
         return NULL;
     }
-    return kj_check_grid_component(c, strcmp(name, "gridsize") == 0, 0, n->loc);
+    return kj_check_grid_component(c, b->id == KJ_BUILTIN_GRIDSIZE, 0, n->loc);
 }
 
-static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n, KjIrExpr **args)
+static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     c->cur->ir->uses_syncthreads = true;
     kj_check_note_impure(c);
@@ -473,11 +473,11 @@ static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n, KjIrExpr **args)
 
 static const KjCheckBuiltin call_builtins[] = {
 #define X(id, name, min_args, max_args, where, rule) \
-    {name, min_args, max_args, where, ARGS_##rule, rule},
+    {name, min_args, max_args, where, ARGS_##rule, rule, KJ_BUILTIN_##id, 0},
     KJ_CALL_BUILTINS(X)
 #undef X
 #define X(id, name, barrier, min_args, max_args) \
-    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec},
+    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec, KJ_BUILTIN_EXEC, KJ_EXEC_##id},
     KJ_EXEC_OPS(X)
 #undef X
 };

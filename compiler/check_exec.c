@@ -16,17 +16,7 @@
  */
 #include "checker.h"
 
-#include <string.h>
-
 /* ============================================================ helpers */
-
-static KjExecOp exec_lookup(const char *name)
-{
-    for (int i = 0; i < KJ_EXEC_COUNT; i++)
-        if (strcmp(kj_exec_names[i], name) == 0)
-            return (KjExecOp)i;
-    kj_die("'%s' is not an execution-model built-in", name);
-}
 
 static KjNode *arg_node(KjNode *n, int i) { return n->args.items[i]; }
 
@@ -102,10 +92,10 @@ static KjIrExpr *check_shuffled(KjChecker *c, KjNode *node, KjIrExpr *e, const c
 /* The rule of every KJ_EXEC_OPS entry (check_builtin.c's table adds each);
  * the argument count and the kernel-only check are done, and each argument
  * is checked (NULL after its error: KJ_CHECK_ARGS_EXPRS). */
-KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, KjIrExpr **args)
+KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
-    const char *name = n->lhs->name;
-    KjExecOp op = exec_lookup(name);
+    const char *name = b->name;
+    KjExecOp op = b->exec;
     int given = n->args.count;
     KjIrFunction *fn = c->cur->ir;
     if (kj_exec_is_barrier[op]) {

@@ -302,7 +302,7 @@ static KjIrExpr *check_builtin_call(KjChecker *c, KjNode *n, const KjCheckBuilti
             args[i] = text ? NULL : kj_check_expr(c, arg);
         }
     }
-    return b->rule(c, n, args);
+    return b->rule(c, n, b, args);
 }
 
 /* A function is visible in its own file and in the files that import its file. */

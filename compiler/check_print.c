@@ -146,7 +146,7 @@ static int conversion_length(KjChecker *c, const char *s, KjLoc loc)
     return 0;
 }
 
-KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, KjIrExpr **args)
+KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
 {
     int count = n->args.count;
     KjIrExpr **values = kj_arena_alloc(c->arena, sizeof *values * (size_t)(count + 1));

@@ -200,11 +200,15 @@ const KjType *kj_check_unify(KjChecker *c, KjIrExpr **l, KjIrExpr **r, KjLoc loc
 
 /* ================================================ check_exec.c, check_print.c */
 
-/* The rules of the execution-model built-ins (KJ_EXEC_OPS) and of print; the
- * arguments come as KJ_CHECK_ARGS_EXPRS and KJ_CHECK_ARGS_PRINT say. */
-KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, KjIrExpr **args);
+/* An entry of the built-ins' table (check_builtin.c, below). */
+typedef struct KjCheckBuiltin KjCheckBuiltin;
+
+/* The rules of the execution-model built-ins (KJ_EXEC_OPS: which one is
+ * b->exec) and of print; the arguments come as KJ_CHECK_ARGS_EXPRS and
+ * KJ_CHECK_ARGS_PRINT say. */
+KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args);
 KjIrExpr *kj_check_kernel_constant(KjChecker *c, KjNode *n);
-KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, KjIrExpr **args);
+KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args);
 
 /* ============================================================= check_builtin.c */
 
@@ -215,15 +219,21 @@ KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, KjIrExpr **args);
  *   PRINT   as EXPRS, but a string literal is left to the rule (NULL) */
 typedef enum { KJ_CHECK_ARGS_VALUES, KJ_CHECK_ARGS_EXPRS, KJ_CHECK_ARGS_PRINT } KjCheckArgs;
 
-/* An entry of KJ_CALL_BUILTINS. */
-typedef struct KjCheckBuiltin {
+/* An entry of the one table of built-in calls: one of KJ_CALL_BUILTINS
+ * (id) or of KJ_EXEC_OPS (id KJ_BUILTIN_EXEC, exec which), each made from
+ * its X-macro line; the parser knows none of them, the checker looks every
+ * call up here, and the rule builds the IR the back end lowers. */
+struct KjCheckBuiltin {
     const char *name;
     int min_args, max_args;
     KjBuiltinWhere where;
     KjCheckArgs args;
-    KjIrExpr *(*rule)(KjChecker *c, KjNode *n, KjIrExpr **args); /* NULL: never called as an
-                                                                   expression */
-} KjCheckBuiltin;
+    /* the rule, given this entry; NULL: never called as an expression (a
+     * let's or a for's, which check.c takes apart) */
+    KjIrExpr *(*rule)(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args);
+    KjCallBuiltin id;
+    KjExecOp exec;
+};
 
 const KjCheckBuiltin *kj_check_builtin_lookup(const char *name);
 /* Casts, math functions and atomics: their argument counts are checked

@@ -57,71 +57,61 @@ static bool constant_int(const KjIrExpr *e, int64_t *out)
     return true;
 }
 
-static void mark_expr(KjIrModule *module, KjIrExpr *e)
+/* The walk (ir.c) shows the nodes as const; this pass marks them, the one
+ * field of theirs it writes, which the walk does not read. */
+static bool mark_expr(KjIrWalk *w, const KjIrExpr *node)
 {
-    if (!e)
-        return;
-    for (int i = 0; i < e->arg_count; i++)
-        mark_expr(module, e->args[i]);
+    KjIrModule *module = w->data;
+    KjIrExpr *e = (KjIrExpr *)node;
     int64_t k;
     switch (e->op) {
     case KJ_IR_LOAD:
         if (!e->contiguous)
             e->check_site = new_site(module, KJ_CHECK_INDEX, e->loc, array_name(e->args[0]), NULL);
-        return;
+        return true;
     case KJ_IR_ATOMIC:
         e->check_site = new_site(module, KJ_CHECK_INDEX, e->loc, array_name(e->args[0]), NULL);
-        return;
+        return true;
     case KJ_IR_DIV:
     case KJ_IR_REM:
         if (!kj_type_is_int(e->type))
-            return;
+            return true;
         if (constant_int(e->args[1], &k) && k != 0 && !(k == -1 && kj_type_is_signed(e->type)))
-            return;
+            return true;
         e->check_site = new_site(module, KJ_CHECK_DIVIDE, e->loc, NULL, kj_type_name(e->type));
-        return;
+        return true;
     case KJ_IR_CAST:
         if (kj_type_is_float(e->args[0]->type) && kj_type_is_int(e->type))
             e->check_site = new_site(module, KJ_CHECK_CONVERT, e->loc, NULL, kj_type_name(e->type));
-        return;
+        return true;
     case KJ_IR_SHL:
     case KJ_IR_SHR:
         if (constant_int(e->args[1], &k) && k >= 0 && k < kj_type_int_bits(e->type))
-            return;
+            return true;
         e->check_site = new_site(module, KJ_CHECK_SHIFT, e->loc, NULL,
                                  kj_type_name(e->args[1]->type));
-        return;
+        return true;
     case KJ_IR_IPOW:
         if (kj_type_is_int(e->type) && e->args[1]->op != KJ_IR_CONST &&
             kj_type_is_signed(e->args[1]->type))
             e->check_site = new_site(module, KJ_CHECK_POWER, e->loc, NULL, NULL);
-        return;
+        return true;
     default:
-        return;
+        return true;
     }
 }
 
-static void mark_stmt(KjIrModule *module, KjIrStmt *s)
+/* After the statement's own expressions (the stored value after the
+ * indices: the order code generation evaluates them in), as the walk has it. */
+static KjIrWalkStep mark_stmt(KjIrWalk *w, const KjIrStmt *node)
 {
-    if (!s)
-        return;
-    for (int i = 0; i < s->stmts.count; i++)
-        mark_stmt(module, s->stmts.items[i]);
-    KjIrExpr *exprs[] = {s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
-        mark_expr(module, exprs[i]);
-    for (int i = 0; i < s->index_count; i++)
-        mark_expr(module, s->indices[i]);
-    /* The stored value after the indices: the order code generation
-     * evaluates them in. */
-    mark_expr(module, s->value);
+    KjIrModule *module = w->data;
+    KjIrStmt *s = (KjIrStmt *)node;
     if (s->kind == KJ_IR_STMT_STORE && !s->contiguous)
         /* at the array's name: the statement's own place is its `=` */
         s->check_site = new_site(module, KJ_CHECK_INDEX, s->array ? s->array->loc : s->loc,
                                  array_name(s->array), NULL);
-    mark_stmt(module, s->then_stmt);
-    mark_stmt(module, s->else_stmt);
-    mark_stmt(module, s->body);
+    return KJ_IR_WALK_ON;
 }
 
 void kj_checks_insert(KjIrModule *module)
@@ -129,9 +119,10 @@ void kj_checks_insert(KjIrModule *module)
     if (module->checks_inserted)
         return;
     module->checks_inserted = true;
+    KjIrWalk walk = {.stmt = mark_stmt, .expr = mark_expr, .data = module};
     for (int i = 0; i < module->functions.count; i++) {
         KjIrFunction *fn = module->functions.items[i];
         if (fn->kind != KJ_IR_FN_VEC_KERNEL)
-            mark_stmt(module, fn->body);
+            kj_ir_walk_stmt(&walk, fn->body);
     }
 }

@@ -103,8 +103,7 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
     kj_lift_coords(module, fn, l->body, index, first_out, loop_ndim, coords);
 
     /* core(operands at c) */
-    KjIrExpr *call = kj_ir_new_expr(arena, KJ_IR_CALL, kj_type_void(), l->loc, n);
-    call->callee = core;
+    KjIrExpr *call = kj_ir_call(arena, core, kj_type_void(), n, l->loc);
     for (int q = 0; q < n; q++)
         call->args[q] = at_coords(l, fn->params[q], coords, loop_ndim, contiguous);
     KjIrStmt *eval = kj_ir_new_stmt(arena, KJ_IR_STMT_EVAL, l->loc);

@@ -103,19 +103,19 @@ static bool lowers(KjIrOp op)
     }
 }
 
-static void lower_expr(KjArena *arena, KjIrExpr *e)
+/* After e's operands (the walk's order): e's operands are replaced, and e
+ * itself rewritten in place, nodes the walk has done with. */
+static bool lower_expr(KjIrWalk *w, const KjIrExpr *node)
 {
-    if (!e)
-        return;
-    for (int i = 0; i < e->arg_count; i++)
-        lower_expr(arena, e->args[i]);
+    KjArena *arena = w->data;
+    KjIrExpr *e = (KjIrExpr *)node;
     if (!lowers(e->op))
-        return;
+        return true;
     bool any = kj_type_is_half(e->type);
     for (int i = 0; i < e->arg_count; i++)
         any |= kj_type_is_half(e->args[i]->type);
     if (!any)
-        return;
+        return true;
     const KjType *f32 = kj_type_scalar(KJ_TYPE_F32);
     for (int i = 0; i < e->arg_count; i++) {
         KjIrExpr *a = e->args[i];
@@ -126,7 +126,7 @@ static void lower_expr(KjArena *arena, KjIrExpr *e)
         e->args[i] = wide;
     }
     if (!kj_type_is_half(e->type))
-        return; /* a comparison, isnan ...: bool from f32 operands */
+        return true; /* a comparison, isnan ...: bool from f32 operands */
     /* e becomes the rounding CAST; a copy of it computes in f32. */
     KjIrExpr *inner = kj_ir_new_expr(arena, e->op, f32, e->loc, e->arg_count);
     KjIrExpr **args = inner->args;
@@ -138,28 +138,14 @@ static void lower_expr(KjArena *arena, KjIrExpr *e)
     KjIrExpr *round = kj_ir_new_expr(arena, KJ_IR_CAST, e->type, e->loc, 1);
     round->args[0] = inner;
     *e = *round;
-}
-
-static void lower_stmt(KjArena *arena, KjIrStmt *s)
-{
-    if (!s)
-        return;
-    for (int i = 0; i < s->stmts.count; i++)
-        lower_stmt(arena, s->stmts.items[i]);
-    KjIrExpr *exprs[] = {s->array, s->cond, s->start, s->stop, s->step, s->value};
-    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
-        lower_expr(arena, exprs[i]);
-    for (int i = 0; i < s->index_count; i++)
-        lower_expr(arena, s->indices[i]);
-    lower_stmt(arena, s->then_stmt);
-    lower_stmt(arena, s->else_stmt);
-    lower_stmt(arena, s->body);
+    return true;
 }
 
 void kj_half_lower(KjIrModule *module)
 {
+    KjIrWalk walk = {.expr = lower_expr, .data = module->arena};
     for (int i = 0; i < module->functions.count; i++) {
         KjIrFunction *fn = module->functions.items[i];
-        lower_stmt(module->arena, fn->body);
+        kj_ir_walk_stmt(&walk, fn->body);
     }
 }

@@ -1,6 +1,8 @@
 /*
- * ir.c: the typed IR's name tables, its builders, and the questions every
- * pass asks of it (which expressions read a variable).  The --dump=ir
+ * ir.c: the typed IR's name tables, its builders, the one walk of its
+ * statements and expressions that the passes' questions go through, and the
+ * questions every pass asks of it (which expressions read a variable, which
+ * parameters a function writes).  The --dump=ir
  * printer is ir_print.c, the verifier ir_verify.c, both above this file.
  */
 #include "kjit_compiler.h"
@@ -136,6 +138,47 @@ KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc)
     return s;
 }
 
+KjIrExpr *kj_ir_dim(KjArena *arena, KjIrExpr *array, int dim, KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_DIM, kj_type_scalar(KJ_TYPE_I64), loc, 1);
+    e->args[0] = array;
+    e->dim = dim;
+    return e;
+}
+
+KjIrExpr *kj_ir_load(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                     bool contiguous, KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_LOAD, array->type->elem, loc, 1 + count);
+    e->args[0] = array;
+    for (int k = 0; k < count; k++)
+        e->args[1 + k] = indices[k];
+    e->contiguous = contiguous;
+    return e;
+}
+
+KjIrStmt *kj_ir_store(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                      KjIrExpr *value, bool contiguous, KjLoc loc)
+{
+    KjIrStmt *s = kj_ir_new_stmt(arena, KJ_IR_STMT_STORE, loc);
+    s->array = array;
+    s->value = value;
+    s->contiguous = contiguous;
+    s->index_count = count;
+    s->indices = kj_arena_alloc(arena, sizeof *s->indices * (size_t)count);
+    for (int k = 0; k < count; k++)
+        s->indices[k] = indices[k];
+    return s;
+}
+
+KjIrExpr *kj_ir_call(KjArena *arena, KjIrFunction *callee, const KjType *type, int arg_count,
+                     KjLoc loc)
+{
+    KjIrExpr *e = kj_ir_new_expr(arena, KJ_IR_CALL, type, loc, arg_count);
+    e->callee = callee;
+    return e;
+}
+
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc)
 {
     KjIrStmt *stmt = kj_arena_alloc(arena, sizeof *stmt);
@@ -144,30 +187,70 @@ KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc)
     return stmt;
 }
 
-bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var)
+/* ================================================================= walking */
+
+bool kj_ir_walk_expr(KjIrWalk *w, const KjIrExpr *e)
 {
     if (!e)
-        return false;
-    if (e->op == KJ_IR_VAR && e->var == var)
         return true;
     for (int i = 0; i < e->arg_count; i++)
-        if (kj_ir_expr_reads(e->args[i], var))
-            return true;
-    return false;
+        if (!kj_ir_walk_expr(w, e->args[i]))
+            return false;
+    return !w->expr || w->expr(w, e);
+}
+
+bool kj_ir_walk_own_exprs(KjIrWalk *w, const KjIrStmt *s)
+{
+    if (!kj_ir_walk_expr(w, s->array))
+        return false;
+    for (int i = 0; i < s->index_count; i++)
+        if (!kj_ir_walk_expr(w, s->indices[i]))
+            return false;
+    const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        if (!kj_ir_walk_expr(w, es[i]))
+            return false;
+    return true;
+}
+
+bool kj_ir_walk_stmt(KjIrWalk *w, const KjIrStmt *s)
+{
+    if (!s)
+        return true;
+    if (!kj_ir_walk_own_exprs(w, s))
+        return false;
+    KjIrWalkStep step = w->stmt ? w->stmt(w, s) : KJ_IR_WALK_ON;
+    if (step != KJ_IR_WALK_ON)
+        return step == KJ_IR_WALK_SKIP;
+    for (int i = 0; i < s->stmts.count; i++)
+        if (!kj_ir_walk_stmt(w, s->stmts.items[i]))
+            return false;
+    return kj_ir_walk_stmt(w, s->then_stmt) && kj_ir_walk_stmt(w, s->else_stmt) &&
+           kj_ir_walk_stmt(w, s->body);
+}
+
+/* ======================================================= reads of a variable */
+
+static bool not_var(KjIrWalk *w, const KjIrExpr *e)
+{
+    return !(e->op == KJ_IR_VAR && e->var == w->data);
+}
+
+bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var)
+{
+    KjIrWalk w = {.expr = not_var, .data = (void *)var};
+    return !kj_ir_walk_expr(&w, e);
 }
 
 bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_target)
 {
-    const KjIrExpr *array =
-        !store_target && s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR ? NULL : s->array;
-    const KjIrExpr *es[] = {s->value, array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (kj_ir_expr_reads(es[i], var))
-            return true;
-    for (int i = 0; i < s->index_count; i++)
-        if (kj_ir_expr_reads(s->indices[i], var))
-            return true;
-    return false;
+    KjIrWalk w = {.expr = not_var, .data = (void *)var};
+    if (!store_target && s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR) {
+        KjIrStmt own = *s; /* the store's own expressions but its target */
+        own.array = NULL;
+        return !kj_ir_walk_own_exprs(&w, &own);
+    }
+    return !kj_ir_walk_own_exprs(&w, s);
 }
 
 /* ======================================================= parameters written */
@@ -204,12 +287,9 @@ typedef struct WriteWalk {
 
 static uint32_t params_written(const KjIrFunction *fn, int depth, WrittenMemo *memo);
 
-static void expr_writes(WriteWalk *w, const KjIrExpr *e)
+static bool expr_writes(KjIrWalk *walk, const KjIrExpr *e)
 {
-    if (!e)
-        return;
-    for (int i = 0; i < e->arg_count; i++)
-        expr_writes(w, e->args[i]);
+    WriteWalk *w = walk->data;
     if (e->op == KJ_IR_ATOMIC)
         w->written |= array_origin(e->args[0], w->origin);
     bool passes_array = false;
@@ -223,17 +303,12 @@ static void expr_writes(WriteWalk *w, const KjIrExpr *e)
             if (e->args[i]->type->kind == KJ_TYPE_ARRAY && (i >= 32 || (callee >> i & 1)))
                 w->written |= array_origin(e->args[i], w->origin);
     }
+    return true;
 }
 
-static void stmt_writes(WriteWalk *w, const KjIrStmt *s)
+static KjIrWalkStep stmt_writes(KjIrWalk *walk, const KjIrStmt *s)
 {
-    if (!s)
-        return;
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        expr_writes(w, es[i]);
-    for (int i = 0; i < s->index_count; i++)
-        expr_writes(w, s->indices[i]);
+    WriteWalk *w = walk->data;
     if (s->kind == KJ_IR_STMT_STORE)
         w->written |= array_origin(s->array, w->origin);
     if (s->kind == KJ_IR_STMT_SET && s->var && s->var->type->kind == KJ_TYPE_ARRAY) {
@@ -241,11 +316,7 @@ static void stmt_writes(WriteWalk *w, const KjIrStmt *s)
         w->changed |= grown != w->origin[s->var->id];
         w->origin[s->var->id] = grown;
     }
-    for (int i = 0; i < s->stmts.count; i++)
-        stmt_writes(w, s->stmts.items[i]);
-    stmt_writes(w, s->then_stmt);
-    stmt_writes(w, s->else_stmt);
-    stmt_writes(w, s->body);
+    return KJ_IR_WALK_ON;
 }
 
 static uint32_t params_written(const KjIrFunction *fn, int depth, WrittenMemo *memo)
@@ -265,10 +336,11 @@ static uint32_t params_written(const KjIrFunction *fn, int depth, WrittenMemo *m
         w.origin[fn->params[i]->id] = 1u << i;
     /* `let b = a;` may come after a store through b in a loop: walk until
      * the origins stop growing (each walk adds a bit or stops). */
+    KjIrWalk walk = {.stmt = stmt_writes, .expr = expr_writes, .data = &w};
     do {
         w.changed = false;
         w.written = 0;
-        stmt_writes(&w, fn->body);
+        kj_ir_walk_stmt(&walk, fn->body);
     } while (w.changed);
     free(w.origin);
     if (memo->count == memo->cap) {

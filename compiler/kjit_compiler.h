@@ -490,6 +490,13 @@ typedef enum { KJ_IN_ANY, KJ_IN_KERNEL, KJ_IN_LET, KJ_IN_FOR } KjBuiltinWhere;
     X(LOCAL, "local", 2, 4, KJ_IN_LET, NULL)                              \
     X(RANGE, "range", 1, 3, KJ_IN_FOR, NULL)
 
+typedef enum {
+#define X(id, name, min_args, max_args, where, rule) KJ_BUILTIN_##id,
+    KJ_CALL_BUILTINS(X)
+#undef X
+    KJ_BUILTIN_EXEC /* one of KJ_EXEC_OPS, which the table adds */
+} KjCallBuiltin;
+
 /*
  * The execution-model built-ins (warp, block and grid level), one IR op
  * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier, min_args,
@@ -794,7 +801,7 @@ KjIrExpr *kj_ir_new_expr(KjArena *arena, KjIrOp op, const KjType *type, KjLoc lo
 KjIrStmt *kj_ir_new_stmt(KjArena *arena, KjIrStmtKind kind, KjLoc loc);
 /* The nodes every pass builds (the checker, vectorize, reduce, guvectorize):
  * an op of one or two operands, integer and float constants, a reference to
- * a variable, and `var = value`. */
+ * a variable, `var = value`, and those below. */
 KjIrExpr *kj_ir_unary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a);
 KjIrExpr *kj_ir_binary(KjArena *arena, KjIrOp op, const KjType *type, KjLoc loc, KjIrExpr *a,
                        KjIrExpr *b);
@@ -802,6 +809,38 @@ KjIrExpr *kj_ir_int_const(KjArena *arena, const KjType *type, int64_t value, KjL
 KjIrExpr *kj_ir_float_const(KjArena *arena, const KjType *type, double value, KjLoc loc);
 KjIrExpr *kj_ir_var_ref(KjArena *arena, KjIrVar *var, KjLoc loc);
 KjIrStmt *kj_ir_set(KjArena *arena, KjIrVar *var, KjIrExpr *value, KjLoc loc);
+/* array.shape[dim] (i64); array[indices] (of the array's element type) and
+ * array[indices] = value, `contiguous` as KjIrExpr.contiguous says; a call
+ * of callee returning `type`, whose arg_count arguments the caller fills. */
+KjIrExpr *kj_ir_dim(KjArena *arena, KjIrExpr *array, int dim, KjLoc loc);
+KjIrExpr *kj_ir_load(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                     bool contiguous, KjLoc loc);
+KjIrStmt *kj_ir_store(KjArena *arena, KjIrExpr *array, KjIrExpr **indices, int count,
+                      KjIrExpr *value, bool contiguous, KjLoc loc);
+KjIrExpr *kj_ir_call(KjArena *arena, KjIrFunction *callee, const KjType *type, int arg_count,
+                     KjLoc loc);
+
+/* The one walk of the IR (ir.c), for a pass that asks something of every
+ * statement or expression under one: a statement's own expressions first
+ * (the store's array, its indices, then value, cond, start, stop, step: the
+ * order the lowering evaluates them in), each expression's operands before
+ * it; then `stmt` on the statement; then the statements under it (a block's
+ * in order, then, else, a loop's body).  Either hook may be NULL; `expr`
+ * returning false, or `stmt` returning KJ_IR_WALK_STOP, ends the whole walk,
+ * KJ_IR_WALK_SKIP leaves out the statements under that one.  A hook may mark
+ * the node it is shown (checks.c) or rewrite the operands of an expression
+ * whose own operands were walked (half.c): the walk reads no node twice. */
+typedef enum { KJ_IR_WALK_ON, KJ_IR_WALK_SKIP, KJ_IR_WALK_STOP } KjIrWalkStep;
+typedef struct KjIrWalk {
+    KjIrWalkStep (*stmt)(struct KjIrWalk *w, const KjIrStmt *s);
+    bool (*expr)(struct KjIrWalk *w, const KjIrExpr *e);
+    void *data; /* the pass's own */
+} KjIrWalk;
+/* Each returns false when a hook ended the walk (NULL: nothing to walk). */
+bool kj_ir_walk_stmt(KjIrWalk *w, const KjIrStmt *s);
+bool kj_ir_walk_expr(KjIrWalk *w, const KjIrExpr *e);
+/* Only s's own expressions, not the statements under it. */
+bool kj_ir_walk_own_exprs(KjIrWalk *w, const KjIrStmt *s);
 
 /* Whether expression e (NULL: no) names var anywhere in it. */
 bool kj_ir_expr_reads(const KjIrExpr *e, const KjIrVar *var);

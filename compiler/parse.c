@@ -28,7 +28,7 @@ const char *const kj_parser_productions[] = {
     "block", "statement", "let_stmt", "if_stmt", "for_stmt", "while_stmt", "jump_stmt",
     "simple_stmt", "expr", "ternary", "logor", "logand", "bitor", "bitxor", "bitand",
     "equality", "relational", "shift", "add", "mul", "unary", "power", "postfix", "args",
-    "print_args", "primary", NULL,
+    "call_args", "primary", NULL,
 };
 
 const char *kj_binary_op_spelling(KjBinaryOp op)
@@ -504,8 +504,11 @@ static const char *string_value(Parser *p, const KjToken *tok)
     return out;
 }
 
-// print_args = (STRING | expr) ("," (STRING | expr))*
-static void print_args(Parser *p, KjVec *out)
+/* Any call's arguments: which built-in takes a string (print) is the
+ * checker's table's to say, so the parser knows no built-in's name;
+ * anywhere else a string is an error of the checker's. */
+// call_args = (STRING | expr) ("," (STRING | expr))*
+static void call_args(Parser *p, KjVec *out)
 {
     do {
         KjToken *tok = peek(p);
@@ -533,12 +536,8 @@ static KjNode *postfix(Parser *p)
             }
             KjNode *call = new_node(p, KJ_NODE_CALL, node->loc);
             call->lhs = node;
-            if (at(p, KJ_TOK_RPAREN))
-                ;
-            else if (strcmp(node->name, "print") == 0)
-                print_args(p, &call->args);
-            else
-                args(p, &call->args);
+            if (!at(p, KJ_TOK_RPAREN))
+                call_args(p, &call->args);
             expect(p, KJ_TOK_RPAREN);
             node = bounded(p, call);
         } else if (tok->kind == KJ_TOK_LBRACKET) {

@@ -78,32 +78,20 @@ typedef struct SizeWalk {
 
 static void count_function(SizeWalk *w, const KjIrFunction *fn);
 
-static void count_expr(SizeWalk *w, const KjIrExpr *e)
+static bool count_expr(KjIrWalk *walk, const KjIrExpr *e)
 {
-    if (!e)
-        return;
+    SizeWalk *w = walk->data;
     w->nodes++;
     if (e->op == KJ_IR_CALL && e->callee)
         count_function(w, e->callee);
-    for (int i = 0; i < e->arg_count; i++)
-        count_expr(w, e->args[i]);
+    return true;
 }
 
-static void count_stmt(SizeWalk *w, const KjIrStmt *s)
+static KjIrWalkStep count_stmt(KjIrWalk *walk, const KjIrStmt *s)
 {
-    if (!s)
-        return;
+    SizeWalk *w = walk->data;
     w->nodes++;
-    for (int i = 0; i < s->stmts.count; i++)
-        count_stmt(w, s->stmts.items[i]);
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        count_expr(w, es[i]);
-    for (int i = 0; i < s->index_count; i++)
-        count_expr(w, s->indices[i]);
-    count_stmt(w, s->then_stmt);
-    count_stmt(w, s->else_stmt);
-    count_stmt(w, s->body);
+    return KJ_IR_WALK_ON;
 }
 
 /* Each function once: a call tree that doubles at each level holds few
@@ -134,7 +122,8 @@ static void count_function(SizeWalk *w, const KjIrFunction *fn)
             return;
     w->seen[h] = fn;
     w->count++;
-    count_stmt(w, fn->body);
+    KjIrWalk walk = {.stmt = count_stmt, .expr = count_expr, .data = w};
+    kj_ir_walk_stmt(&walk, fn->body);
     count_function(w, fn->split);
 }
 

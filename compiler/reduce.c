@@ -133,8 +133,7 @@ static KjIrExpr *min_i64(Lift *l, KjIrExpr *a, KjIrExpr *b)
 
 static KjIrExpr *combine(Lift *l, KjIrExpr *a, KjIrExpr *b)
 {
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_CALL, l->t, l->loc, 2);
-    e->callee = l->combine;
+    KjIrExpr *e = kj_ir_call(l->arena, l->combine, l->t, 2, l->loc);
     e->args[0] = a;
     e->args[1] = b;
     return e;
@@ -142,11 +141,7 @@ static KjIrExpr *combine(Lift *l, KjIrExpr *a, KjIrExpr *b)
 
 static KjIrExpr *load_flat(Lift *l, KjIrVar *array, KjIrExpr *index)
 {
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_LOAD, array->type->elem, l->loc, 2);
-    e->args[0] = ref(l, array);
-    e->args[1] = index;
-    e->contiguous = true;
-    return e;
+    return kj_ir_load(l->arena, ref(l, array), &index, 1, true, l->loc);
 }
 
 static void emit(Lift *l, KjIrStmt *s) { kj_vec_push(l->arena, l->body, s); }
@@ -155,14 +150,7 @@ static void set(Lift *l, KjIrVar *var, KjIrExpr *value) { emit(l, kj_ir_set(l->a
 
 static void store_flat(Lift *l, KjIrVar *array, KjIrExpr *index, KjIrExpr *value)
 {
-    KjIrStmt *s = kj_ir_new_stmt(l->arena, KJ_IR_STMT_STORE, l->loc);
-    s->array = ref(l, array);
-    s->value = value;
-    s->contiguous = true;
-    s->index_count = 1;
-    s->indices = kj_arena_alloc(l->arena, sizeof *s->indices);
-    s->indices[0] = index;
-    emit(l, s);
+    emit(l, kj_ir_store(l->arena, ref(l, array), &index, 1, value, true, l->loc));
 }
 
 /* Opens a block that statements go to until close_block; returns the
@@ -250,8 +238,7 @@ static KjIrExpr *element(Lift *l, KjIrExpr *t)
     }
     if (!l->v.mapped)
         return loads[0];
-    KjIrExpr *call = kj_ir_new_expr(l->arena, KJ_IR_CALL, l->t, l->loc, l->n_in);
-    call->callee = l->map;
+    KjIrExpr *call = kj_ir_call(l->arena, l->map, l->t, l->n_in, l->loc);
     for (int q = 0; q < l->n_in; q++)
         call->args[q] = loads[q];
     return call;

@@ -250,18 +250,19 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
 /* ============================================================ statements */
 
 /* Marks in `out` the variables s assigns (nested statements included). */
-static void mark_assigned(const KjIrStmt *s, bool *out)
+static KjIrWalkStep mark_set(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return;
+    bool *out = w->data;
     if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_PARFOR) &&
         s->var)
         out[s->var->id] = true;
-    for (int i = 0; i < s->stmts.count; i++)
-        mark_assigned(s->stmts.items[i], out);
-    mark_assigned(s->then_stmt, out);
-    mark_assigned(s->else_stmt, out);
-    mark_assigned(s->body, out);
+    return KJ_IR_WALK_ON;
+}
+
+static void mark_assigned(const KjIrStmt *s, bool *out)
+{
+    KjIrWalk w = {.stmt = mark_set, .data = out};
+    kj_ir_walk_stmt(&w, s);
 }
 
 static void forget(Spec *S, Known k, const bool *assigned)
@@ -732,46 +733,24 @@ KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, co
  * region reads no shared array, and nothing calls a function (whose
  * shared() arrays this would not see).
  */
-static bool names_call(const KjIrExpr *e)
-{
-    if (!e)
-        return false;
-    if (e->op == KJ_IR_CALL)
-        return true;
-    for (int i = 0; i < e->arg_count; i++)
-        if (names_call(e->args[i]))
-            return true;
-    return false;
-}
+static bool not_call(KjIrWalk *w, const KjIrExpr *e) { return e->op != KJ_IR_CALL; }
 
 static bool stmt_calls(const KjIrStmt *s)
 {
-    if (!s)
-        return false;
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (names_call(es[i]))
-            return true;
-    for (int i = 0; i < s->index_count; i++)
-        if (names_call(s->indices[i]))
-            return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_calls(s->stmts.items[i]))
-            return true;
-    return stmt_calls(s->then_stmt) || stmt_calls(s->else_stmt) || stmt_calls(s->body);
+    KjIrWalk w = {.expr = not_call};
+    return !kj_ir_walk_stmt(&w, s);
 }
 
 /* Whether s reads var: names it anywhere but as the array a store writes. */
+static KjIrWalkStep stop_at_read(KjIrWalk *w, const KjIrStmt *s)
+{
+    return kj_ir_stmt_exprs_read(s, w->data, false) ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
+}
+
 static bool stmt_reads(const KjIrStmt *s, const KjIrVar *var)
 {
-    if (!s)
-        return false;
-    if (kj_ir_stmt_exprs_read(s, var, false))
-        return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_reads(s->stmts.items[i], var))
-            return true;
-    return stmt_reads(s->then_stmt, var) || stmt_reads(s->else_stmt, var) || stmt_reads(s->body, var);
+    KjIrWalk w = {.stmt = stop_at_read, .data = (void *)var};
+    return !kj_ir_walk_stmt(&w, s);
 }
 
 static bool is_thread_x_index(const KjIrExpr *e)

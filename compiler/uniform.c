@@ -92,14 +92,18 @@ struct KjUniformity {
     bool changed;
 };
 
+static KjIrWalkStep count_stmt(KjIrWalk *w, const KjIrStmt *s)
+{
+    ++*(int *)w->data;
+    return KJ_IR_WALK_ON;
+}
+
 static int count_stmts(const KjIrStmt *s)
 {
-    if (!s)
-        return 0;
-    int n = 1;
-    for (int i = 0; i < s->stmts.count; i++)
-        n += count_stmts(s->stmts.items[i]);
-    return n + count_stmts(s->then_stmt) + count_stmts(s->else_stmt) + count_stmts(s->body);
+    int n = 0;
+    KjIrWalk w = {.stmt = count_stmt, .data = &n};
+    kj_ir_walk_stmt(&w, s);
+    return n;
 }
 
 static void mark_var(KjUniformity *u, const KjIrVar *v)
@@ -120,46 +124,32 @@ static void mark_not_unit(KjUniformity *u, const KjIrVar *v)
 
 /* ============================================================ calls */
 
-static bool stmt_has_effects(const KjIrStmt *s, int depth);
 static bool call_has_effects(const KjIrFunction *callee, int depth);
 
-/* Stores, atomics, print or a read of the thread, here or in a callee. */
-static bool expr_has_effects(const KjIrExpr *e, int depth)
+/* Stores, atomics, print or a read of the thread, here or in a callee: the
+ * walk (ir.c) stops at the first; its data is the depth of calls. */
+static bool expr_without_effects(KjIrWalk *w, const KjIrExpr *e)
 {
-    if (!e)
-        return false;
     switch (e->op) {
     case KJ_IR_ATOMIC: case KJ_IR_PRINT: case KJ_IR_EXEC: case KJ_IR_SREG: case KJ_IR_LOCAL:
     case KJ_IR_SYNCTHREADS:
-        return true;
+        return false;
     case KJ_IR_CALL:
-        if (e->callee && call_has_effects(e->callee, depth + 1))
-            return true;
-        break;
+        return !(e->callee && call_has_effects(e->callee, *(int *)w->data + 1));
     default:
-        break;
+        return true;
     }
-    for (int i = 0; i < e->arg_count; i++)
-        if (expr_has_effects(e->args[i], depth))
-            return true;
-    return false;
+}
+
+static KjIrWalkStep stop_at_store(KjIrWalk *w, const KjIrStmt *s)
+{
+    return s->kind == KJ_IR_STMT_STORE ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
 }
 
 static bool stmt_has_effects(const KjIrStmt *s, int depth)
 {
-    if (!s)
-        return false;
-    if (s->kind == KJ_IR_STMT_STORE)
-        return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_has_effects(s->stmts.items[i], depth))
-            return true;
-    const KjIrExpr *es[] = {s->value, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (expr_has_effects(es[i], depth))
-            return true;
-    return stmt_has_effects(s->then_stmt, depth) || stmt_has_effects(s->else_stmt, depth) ||
-           stmt_has_effects(s->body, depth);
+    KjIrWalk w = {.stmt = stop_at_store, .expr = expr_without_effects, .data = &depth};
+    return !kj_ir_walk_stmt(&w, s);
 }
 
 /* Remembered in the callee: a function that calls another twice, each of

@@ -35,10 +35,7 @@ static KjIrExpr *var_ref(Lifter *l, KjIrVar *var) { return kj_ir_var_ref(l->aren
 
 static KjIrExpr *dim_of(Lifter *l, KjIrVar *array, int dim)
 {
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_DIM, i64_type(), l->loc, 1);
-    e->args[0] = var_ref(l, array);
-    e->dim = dim;
-    return e;
+    return kj_ir_dim(l->arena, var_ref(l, array), dim, l->loc);
 }
 
 static KjIrExpr *binary(Lifter *l, KjIrOp op, KjIrExpr *a, KjIrExpr *b)
@@ -54,12 +51,7 @@ static KjIrStmt *set_var(Lifter *l, KjIrVar *var, KjIrExpr *value)
 /* A load of array `var` at the given i64 index expressions. */
 static KjIrExpr *load_at(Lifter *l, KjIrVar *var, KjIrExpr **index, int count, bool contiguous)
 {
-    KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_LOAD, var->type->elem, l->loc, 1 + count);
-    e->args[0] = var_ref(l, var);
-    for (int k = 0; k < count; k++)
-        e->args[1 + k] = index[k];
-    e->contiguous = contiguous;
-    return e;
+    return kj_ir_load(l->arena, var_ref(l, var), index, count, contiguous, l->loc);
 }
 
 /* ------------------------------------ the skeleton of a lifted kernel */
@@ -174,8 +166,7 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
     bool contiguous = variant.layout == KJ_LAYOUT_CONTIG;
 
     /* out[idx] = scalar(args...) */
-    KjIrExpr *call = kj_ir_new_expr(arena, KJ_IR_CALL, scalar->ret, l->loc, n_in);
-    call->callee = scalar;
+    KjIrExpr *call = kj_ir_call(arena, scalar, scalar->ret, n_in, l->loc);
     for (int i = 0; i < n_in; i++) {
         KjIrVar *p = fn->params[i];
         if (p->type->kind != KJ_TYPE_ARRAY) {
@@ -190,19 +181,11 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
             call->args[i] = load_at(l, p, idx, rank, false);
         }
     }
-    KjIrStmt *store = kj_ir_new_stmt(arena, KJ_IR_STMT_STORE, l->loc);
-    store->array = var_ref(l, out);
-    store->value = call;
-    store->contiguous = contiguous;
-    store->index_count = rank;
-    store->indices = kj_arena_alloc(arena, sizeof *store->indices * (size_t)rank);
-    if (contiguous) {
-        store->indices[0] = var_ref(l, index);
-    } else {
-        for (int k = 0; k < rank; k++)
-            store->indices[k] = var_ref(l, coords[k]);
-    }
-    kj_vec_push(arena, &body->stmts, store);
+    KjIrExpr *at[KJ_MAX_DIMS];
+    for (int k = 0; k < rank; k++)
+        at[k] = var_ref(l, contiguous ? index : coords[k]);
+    kj_vec_push(arena, &body->stmts,
+                kj_ir_store(arena, var_ref(l, out), at, rank, call, contiguous, l->loc));
 
     /* PARFOR i over every element of out */
     kj_lift_finish(module, fn, index, out, rank, body);

@@ -3,8 +3,10 @@
  * api_reduce.c) checks and converts of the arguments the host passes: the
  * kjit_arg constructors, scalar conversion, how closely a signature takes a
  * set of arguments, the messages that describe them, and the checks of
- * arrays and of a call's arguments.  It sits below the call paths and above
- * api.c (a function's signatures) and api_stream.c (kj_api_check_stream).
+ * arrays and of a call's arguments, and the door every entry point that
+ * runs code goes through (kj_api_enter, kj_api_leave).  It sits below the
+ * call paths and above api.c (a function's signatures) and api_stream.c
+ * (kj_api_check_stream).
  */
 #include <stdio.h>
 #include <string.h>
@@ -221,31 +223,6 @@ void kj_api_describe_arg(const kjit_arg *arg, char *buf, size_t size)
     snprintf(buf, size, "%s", kj_type_name(kj_type_array(kj_dtype_type(a->dtype), a->ndim)));
 }
 
-kjit_status kj_api_check_args(kjit_context *context, const char *name, const kjit_arg *args,
-                              int nargs)
-{
-    for (int i = 0; i < nargs; i++) {
-        if (args[i].kind == KJIT_ARG_ARRAY) {
-            const kjit_array *a = args[i].value.array;
-            if (!a)
-                return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                        "argument %d of %s is a NULL array", i, name);
-            char *error = NULL;
-            kjit_status status = kj_array_check(a, &error);
-            if (status != KJIT_OK) {
-                char prefix[160];
-                snprintf(prefix, sizeof prefix, "argument %d of %s: ", i, name);
-                return kj_api_take_error(context, status, prefix, error);
-            }
-        } else if (args[i].kind != KJIT_ARG_SCALAR || (unsigned)args[i].dtype >= KJIT_DTYPE_COUNT) {
-            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                    "argument %d of %s is neither a scalar nor an array", i,
-                                    name);
-        }
-    }
-    return KJIT_OK;
-}
-
 kjit_status kj_api_check_array(kjit_context *context, const char *api, const char *what,
                                const kjit_array *array)
 {
@@ -265,29 +242,80 @@ kjit_status kj_api_check_array(kjit_context *context, const char *api, const cha
     return KJIT_OK;
 }
 
+/* One argument of a call: a scalar of a known dtype, or an array that is
+ * there, a view kjit can read (kj_array_check) and, when the call runs,
+ * has data if it has elements. */
+static kjit_status check_arg(kjit_context *context, const char *api, const char *name,
+                             const kjit_arg *arg, int i, bool runs)
+{
+    if (arg->kind == KJIT_ARG_SCALAR && (unsigned)arg->dtype < KJIT_DTYPE_COUNT)
+        return KJIT_OK;
+    if (arg->kind != KJIT_ARG_ARRAY)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "argument %d of %s is neither a scalar nor an array", i, name);
+    const kjit_array *a = arg->value.array;
+    if (!a)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "argument %d of %s is a NULL array", i, name);
+    char *error = NULL;
+    kjit_status status = kj_array_check(a, &error);
+    if (status != KJIT_OK) {
+        char prefix[160];
+        snprintf(prefix, sizeof prefix, "argument %d of %s: ", i, name);
+        return kj_api_take_error(context, status, prefix, error);
+    }
+    if (runs && !a->data && kj_array_has_elements(a))
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: argument %d of %s has NULL data and %lld elements", api, i,
+                                name, (long long)kjit_array_size(a));
+    return KJIT_OK;
+}
+
 kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
                               int nargs, const kjit_array *out, const kjit_stream *stream,
                               bool runs)
 {
     kjit_context *context = function->module->context;
+    const char *name = function->entry->name;
     if (nargs < 0)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: nargs is %d", api,
                                 nargs);
     if (nargs > 0 && !args)
         return kj_api_null(context, api, "args");
-    for (int i = 0; runs && i < nargs; i++) {
-        const kjit_array *a = args[i].kind == KJIT_ARG_ARRAY ? args[i].value.array : NULL;
-        if (a && !a->data && a->ndim >= 0 && a->ndim <= KJIT_MAX_DIMS &&
-            kj_array_has_elements(a))
-            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                    "%s: argument %d of %s has NULL data and %lld elements", api,
-                                    i, function->entry->name, (long long)kjit_array_size(a));
-    }
-    if (out) {
-        kjit_status status = kj_api_check_array(context, api, "the output", out);
+    for (int i = 0; i < nargs; i++) {
+        kjit_status status = check_arg(context, api, name, &args[i], i, runs);
         if (status != KJIT_OK)
             return status;
+    }
+    if (out) {
+        char *error = NULL;
+        kjit_status status = kj_array_check(out, &error);
+        if (status != KJIT_OK) {
+            char prefix[160];
+            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
+            return kj_api_take_error(context, status, prefix, error);
+        }
+        if (runs && !out->data && kj_array_has_elements(out))
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                    "%s: the output has NULL data and %lld elements", api,
+                                    (long long)kjit_array_size(out));
     }
     return kj_api_check_stream(context, api, stream);
 }
 
+/* ----------------------------------------------------------------- the door */
+
+bool kj_api_enter(kjit_function *function, const char *api, KjApiCall *call)
+{
+    if (!kj_api_live_function(function, api)) /* which clears the error, sets print's context */
+        return false;
+    call->context = function->module->context;
+    call->name = function->entry->name;
+    kj_cancel_begin(call->context, &call->cancel);
+    return true;
+}
+
+kjit_status kj_api_leave(KjApiCall *call, kjit_status status, kjit_array *result)
+{
+    return kj_cancel_end_result(call->context, &call->cancel, call->name, status, result);
+}

@@ -35,7 +35,7 @@ static kjit_status check_args_present(kjit_context *context, const kjit_function
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s takes %d argument%s, %d given", function->entry->name, want,
                                 want == 1 ? "" : "s", nargs);
-    return kj_api_check_args(context, function->entry->name, args, nargs);
+    return KJIT_OK; /* each argument itself: kj_api_check_call, once */
 }
 
 /* ---------------------------------------------------- vectorized calls */
@@ -131,13 +131,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     }
 
     kjit_array target, allocated = {0};
-    if (out) {
-        status = kj_array_check(out, &error);
-        if (status != KJIT_OK) {
-            char prefix[160];
-            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
-            return kj_api_take_error(context, status, prefix, error);
-        }
+    if (out) { /* a view kjit can read: kj_api_check_call */
         if (out->dtype != ret)
             return kj_api_set_error(context, KJIT_ERROR_TYPE,
                                     "%s: the output has element type %s but %s%s returns %s", name,
@@ -383,15 +377,10 @@ static kjit_status call_any(kjit_function *function, const kjit_arg *args, int n
 kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                       kjit_array *out, kjit_array *result)
 {
-    if (!kj_api_live_function(function, "kjit_call"))
+    KjApiCall call;
+    if (!kj_api_enter(function, "kjit_call", &call))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
-    KjCancelCall cancel;
-    kj_cancel_begin(context, &cancel);
-    kjit_status ran = call_any(function, args, nargs, out, result);
-    return kj_cancel_end_result(context, &cancel, function->entry->name, ran, result);
+    return kj_api_leave(&call, call_any(function, args, nargs, out, result), result);
 }
 
 static kjit_status call_async_any(kjit_function *function, const kjit_arg *args, int nargs,
@@ -417,15 +406,10 @@ static kjit_status call_async_any(kjit_function *function, const kjit_arg *args,
 kjit_status kjit_call_async(kjit_function *function, const kjit_arg *args, int nargs,
                             kjit_array *out, kjit_stream *stream)
 {
-    if (!kj_api_live_function(function, "kjit_call_async"))
+    KjApiCall call;
+    if (!kj_api_enter(function, "kjit_call_async", &call))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
-    KjCancelCall cancel;
-    kj_cancel_begin(context, &cancel);
-    kjit_status status = call_async_any(function, args, nargs, out, stream);
-    return kj_cancel_end(context, &cancel, function->entry->name, status);
+    return kj_api_leave(&call, call_async_any(function, args, nargs, out, stream), NULL);
 }
 
 _Static_assert(KJIT_MAX_BLOCK_THREADS == KJ_MAX_BLOCK_THREADS,
@@ -547,15 +531,10 @@ kjit_status kjit_launch_ex(kjit_function *function, const uint32_t grid[3],
                            const uint32_t block[3], const kjit_arg *args, int nargs,
                            const kjit_launch_options *options)
 {
-    if (!kj_api_live_function(function, "kjit_launch"))
+    KjApiCall call;
+    if (!kj_api_enter(function, "kjit_launch", &call))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
-    KjCancelCall cancel;
-    kj_cancel_begin(context, &cancel);
-    kjit_status status = launch_any(function, grid, block, args, nargs, options);
-    return kj_cancel_end(context, &cancel, function->entry->name, status);
+    return kj_api_leave(&call, launch_any(function, grid, block, args, nargs, options), NULL);
 }
 
 kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int nargs,
@@ -563,7 +542,7 @@ kjit_status kjit_prepare(kjit_function *function, const kjit_arg *args, int narg
 {
     if (!kj_api_live_function(function, "kjit_prepare"))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_status checked = kj_api_check_call(function, "kjit_prepare", args, nargs, NULL, NULL,
+    kjit_status checked = kj_api_check_call(function, "kjit_prepare", args, nargs, out, NULL,
                                             false);
     if (checked != KJIT_OK)
         return checked;

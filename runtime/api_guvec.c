@@ -103,7 +103,7 @@ static kjit_status check_args(kjit_function *function, const kjit_arg *args, int
                                 "%s takes its %d input%s, or its %d inputs and %d outputs "
                                 "(\"%s\"); %d arguments given", name, l->inputs,
                                 l->inputs == 1 ? "" : "s", l->inputs, l->outputs, l->text, nargs);
-    kjit_status status = kj_api_check_args(context, name, args, nargs);
+    kjit_status status = KJIT_OK; /* each argument itself: kj_api_check_call */
     for (int i = l->inputs; i < nargs && status == KJIT_OK; i++)
         if (args[i].kind != KJIT_ARG_ARRAY)
             status = kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,

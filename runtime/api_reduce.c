@@ -129,11 +129,9 @@ static kjit_status choose(kjit_function *function, const kjit_arg *args, int nar
 kjit_status kj_reduce_match(kjit_function *function, const kjit_arg *args, int nargs,
                             int *signature)
 {
-    kjit_status status = kj_api_check_args(function->module->context, function->entry->name,
-                                           args, nargs);
-    kjit_function *map;
+    kjit_function *map; /* the arguments themselves: kj_api_check_call */
     int map_sig;
-    return status != KJIT_OK ? status : choose(function, args, nargs, signature, &map, &map_sig);
+    return choose(function, args, nargs, signature, &map, &map_sig);
 }
 
 /* ------------------------------------------------------------- geometry */
@@ -290,9 +288,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: %d arguments (a reduction takes 1 to %d)", name, nargs,
                                 MAX_INPUTS);
-    kjit_status status = kj_api_check_args(context, name, args, nargs);
-    if (status != KJIT_OK)
-        return status;
+    kjit_status status; /* the arguments themselves: kj_api_check_call */
     int sig, map_sig;
     kjit_function *map;
     status = choose(function, args, nargs, &sig, &map, &map_sig);
@@ -390,13 +386,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
 
     /* The output: given (C-contiguous, the kept shape, type T) or allocated. */
     kjit_array target, allocated = {0};
-    if (out) {
-        status = kj_array_check(out, &error);
-        if (status != KJIT_OK) {
-            char prefix[160];
-            snprintf(prefix, sizeof prefix, "%s: the output: ", name);
-            return kj_api_take_error(context, status, prefix, error);
-        }
+    if (out) { /* a view kjit can read: kj_api_check_call */
         bool same = out->ndim == out_ndim;
         for (int d = 0; same && d < out_ndim; d++)
             same = out->shape[d] == out_shape[d];
@@ -645,40 +635,30 @@ kjit_status kjit_reduce(kjit_function *function, const kjit_arg *args, int nargs
                         const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                         kjit_array *result)
 {
-    if (!kj_api_live_function(function, "kjit_reduce"))
+    KjApiCall call;
+    if (!kj_api_enter(function, "kjit_reduce", &call))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_context *context = function->module->context;
-    kj_api_clear_error(context);
-    kj_print_context = context;
-    kjit_status checked = kj_api_check_call(function, "kjit_reduce", args, nargs, out, NULL, true);
-    if (checked != KJIT_OK)
-        return checked;
-    KjCancelCall cancel;
-    kj_cancel_begin(context, &cancel);
-    kjit_status ran = reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
-    return kj_cancel_end_result(context, &cancel, function->entry->name, ran, result);
+    kjit_status status = kj_api_check_call(function, "kjit_reduce", args, nargs, out, NULL, true);
+    if (status == KJIT_OK)
+        status = reduce_call(function, args, nargs, axes, naxes, init, out, result, NULL, true);
+    return kj_api_leave(&call, status, result);
 }
 
 kjit_status kjit_reduce_async(kjit_function *function, const kjit_arg *args, int nargs,
                               const int *axes, int naxes, const kjit_arg *init, kjit_array *out,
                               kjit_stream *stream)
 {
-    if (!kj_api_live_function(function, "kjit_reduce_async"))
+    KjApiCall call;
+    if (!kj_api_enter(function, "kjit_reduce_async", &call))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    kjit_context *context = function->module->context;
     kjit_status status = kj_api_check_call(function, "kjit_reduce_async", args, nargs, out,
                                            stream, true);
-    if (status != KJIT_OK)
-        return status;
-    if (!out)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: kjit_reduce_async needs an output array",
-                                function->entry->name);
-    kj_print_context = context;
-    KjCancelCall cancel;
-    kj_cancel_begin(context, &cancel);
-    status = reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
-    return kj_cancel_end(context, &cancel, function->entry->name, status);
+    if (status == KJIT_OK && !out)
+        status = kj_api_set_error(call.context, KJIT_ERROR_INVALID_ARGUMENT,
+                                  "%s: kjit_reduce_async needs an output array", call.name);
+    if (status == KJIT_OK)
+        status = reduce_call(function, args, nargs, axes, naxes, init, out, NULL, stream, true);
+    return kj_api_leave(&call, status, NULL);
 }
 
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs)

@@ -208,7 +208,7 @@ kjit_status kj_shape_size(kjit_dtype dtype, int ndim, const int64_t *shape, int6
                           int64_t *bytes, char **error);
 /* A view the host passed: kj_shape_size's checks, and the bytes its strides
  * reach from data (before and after) fit in 64 bits.  Every array that
- * enters through the API passes here (kj_api_check_args). */
+ * enters through the API passes here (kj_api_check_call). */
 kjit_status kj_array_check(const kjit_array *array, char **error);
 
 /* The view as compiled code sees it: byte strides -> element strides.
@@ -770,12 +770,30 @@ static inline bool kj_api_live_function(const kjit_function *function, const cha
  * on the context when it is live, else the thread's. */
 kjit_status kj_api_null(kjit_context *context, const char *api, const char *what);
 
-/* api_args.c: the checks every call makes of what it is given beyond its
- * function: args not NULL when nargs > 0, `out` (when not NULL) a valid
- * view (NULL data only with no elements), the stream (when not NULL) a live
- * one of the function's context; and when the call `runs` (it is not
+/* api_args.c: the door of each public entry point that runs a function's
+ * code (kjit_call, kjit_call_async, kjit_launch_ex, kjit_reduce,
+ * kjit_reduce_async): kj_api_enter is false (the thread's error set) unless
+ * `function` is a live handle; else it clears its context's last error,
+ * sends this thread's print() to the context and takes a cancel slot
+ * (kj_cancel_begin).  Each true is paired with one kj_api_leave, which
+ * gives the slot back and returns the call's status, or why it was stopped
+ * (kj_cancel_end); given `result`, a stopped call's is freed and zeroed. */
+typedef struct KjApiCall {
+    kjit_context *context;
+    const char *name; /* the function's, for the messages */
+    KjCancelCall cancel;
+} KjApiCall;
+bool kj_api_enter(kjit_function *function, const char *api, KjApiCall *call);
+kjit_status kj_api_leave(KjApiCall *call, kjit_status status, kjit_array *result);
+/* api_args.c: the one check of what a call is given beyond its function,
+ * each argument looked at once, before any path of a call, launch,
+ * gufunc or reduction (which then ask only how many arguments they take):
+ * args not NULL when nargs > 0; each argument a scalar of a known dtype or
+ * an array that is there and a view kjit can read (kj_array_check); `out`
+ * (when not NULL) such a view too; the stream (when not NULL) a live one
+ * of the function's context; and when the call `runs` (it is not
  * kjit_prepare or kjit_function_match, which only look at shapes and
- * types), no array argument with NULL data and elements. */
+ * types), no array argument nor output with NULL data and elements. */
 kjit_status kj_api_check_call(kjit_function *function, const char *api, const kjit_arg *args,
                               int nargs, const kjit_array *out, const kjit_stream *stream,
                               bool runs);
@@ -808,10 +826,6 @@ int kj_api_closest_signature(const kjit_function *function, KjSignatureDistance 
 /* The same for one argument and a parameter of scalar type `elem` (an array
  * argument's element type must be elem exactly). */
 int kj_api_arg_distance(const kjit_arg *arg, const KjType *elem);
-/* Every argument is a scalar of a known dtype or an array kjit can read (no
- * negative extent); else the error, naming argument i of function `name`. */
-kjit_status kj_api_check_args(kjit_context *context, const char *name, const kjit_arg *args,
-                              int nargs);
 /* For the message of a call that no signature takes: "name(f64 array, i64)",
  * and the function's signatures, then that element types must match exactly. */
 void kj_api_print_element_types(KjBuf *message, const char *name, const kjit_arg *args,

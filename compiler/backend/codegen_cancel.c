@@ -38,23 +38,17 @@
  * not polled: its work is bounded by its body's. */
 #define KJ_CANCEL_FREE_TURNS 4096
 
+static KjIrWalkStep stop_at_loop(KjIrWalk *w, const KjIrStmt *s)
+{
+    bool loop = s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_PARFOR ||
+                s->kind == KJ_IR_STMT_THREADS;
+    return loop ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
+}
+
 static bool has_loop(const KjIrStmt *s)
 {
-    if (!s)
-        return false;
-    switch (s->kind) {
-    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
-        return true;
-    case KJ_IR_STMT_BLOCK:
-        for (int i = 0; i < s->stmts.count; i++)
-            if (has_loop(s->stmts.items[i]))
-                return true;
-        return false;
-    case KJ_IR_STMT_IF:
-        return has_loop(s->then_stmt) || has_loop(s->else_stmt);
-    default:
-        return false;
-    }
+    KjIrWalk w = {.stmt = stop_at_loop};
+    return !kj_ir_walk_stmt(&w, s);
 }
 
 bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s)
@@ -84,36 +78,15 @@ typedef struct StopMemo {
 
 static bool fn_may_stop(const KjIrFunction *fn, StopMemo *memo);
 
-static bool expr_may_stop(const KjIrExpr *e, StopMemo *memo)
+static bool call_cannot_stop(KjIrWalk *w, const KjIrExpr *e)
 {
-    if (!e)
-        return false;
-    if (e->op == KJ_IR_CALL && e->callee && fn_may_stop(e->callee, memo))
-        return true;
-    for (int i = 0; i < e->arg_count; i++)
-        if (expr_may_stop(e->args[i], memo))
-            return true;
-    return false;
+    return !(e->op == KJ_IR_CALL && e->callee && fn_may_stop(e->callee, w->data));
 }
 
-static bool stmt_may_stop(const KjIrStmt *s, StopMemo *memo)
+static KjIrWalkStep stop_at_own_loop(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return false;
-    if (s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_THREADS)
-        return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_may_stop(s->stmts.items[i], memo))
-            return true;
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (expr_may_stop(es[i], memo))
-            return true;
-    for (int i = 0; i < s->index_count; i++)
-        if (expr_may_stop(s->indices[i], memo))
-            return true;
-    return stmt_may_stop(s->then_stmt, memo) || stmt_may_stop(s->else_stmt, memo) ||
-           stmt_may_stop(s->body, memo);
+    bool loop = s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_THREADS;
+    return loop ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
 }
 
 /* Whether fn, or a function it calls, loops: only then can a call of it run
@@ -123,7 +96,8 @@ static bool fn_may_stop(const KjIrFunction *fn, StopMemo *memo)
     for (int i = 0; i < memo->count; i++)
         if (memo->fns[i] == fn)
             return memo->answers[i];
-    bool answer = stmt_may_stop(fn->body, memo);
+    KjIrWalk w = {.stmt = stop_at_own_loop, .expr = call_cannot_stop, .data = memo};
+    bool answer = !kj_ir_walk_stmt(&w, fn->body);
     if (memo->count == memo->cap) {
         memo->cap = memo->cap ? 2 * memo->cap : 16;
         memo->fns = kj_xrealloc(memo->fns, sizeof *memo->fns * (size_t)memo->cap);

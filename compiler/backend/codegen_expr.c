@@ -247,39 +247,6 @@ LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMVal
 
 LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z) { return complex_square(g, z); }
 
-static LLVMValueRef gen_compare(Gen *g, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b)
-{
-    if (kj_type_is_complex(type)) {
-        LLVMValueRef re = LLVMBuildFCmp(g->b, LLVMRealOEQ, re_of(g, a), re_of(g, b), "");
-        LLVMValueRef im = LLVMBuildFCmp(g->b, LLVMRealOEQ, im_of(g, a), im_of(g, b), "");
-        LLVMValueRef eq = LLVMBuildAnd(g->b, re, im, "");
-        if (op == KJ_IR_EQ)
-            return eq;
-        if (op == KJ_IR_NE)
-            return LLVMBuildNot(g->b, eq, "");
-        kj_codegen_error(g, "complex values have no order%s", NULL);
-        return eq;
-    }
-    if (kj_type_is_float(type)) {
-        static const LLVMRealPredicate preds[] = {
-            [KJ_IR_EQ] = LLVMRealOEQ, [KJ_IR_NE] = LLVMRealUNE, [KJ_IR_LT] = LLVMRealOLT,
-            [KJ_IR_LE] = LLVMRealOLE, [KJ_IR_GT] = LLVMRealOGT, [KJ_IR_GE] = LLVMRealOGE};
-        return LLVMBuildFCmp(g->b, preds[op], a, b, "");
-    }
-    bool sgn = kj_type_is_signed(type);
-    LLVMIntPredicate p;
-    switch (op) {
-    case KJ_IR_EQ: p = LLVMIntEQ; break;
-    case KJ_IR_NE: p = LLVMIntNE; break;
-    case KJ_IR_LT: p = sgn ? LLVMIntSLT : LLVMIntULT; break;
-    case KJ_IR_LE: p = sgn ? LLVMIntSLE : LLVMIntULE; break;
-    case KJ_IR_GT: p = sgn ? LLVMIntSGT : LLVMIntUGT; break;
-    case KJ_IR_GE: p = sgn ? LLVMIntSGE : LLVMIntUGE; break;
-    default: kj_unreachable();
-    }
-    return LLVMBuildICmp(g->b, p, a, b, "");
-}
-
 /* The constant 1 of a numeric type. */
 static LLVMValueRef unit_of(Gen *g, const KjType *type)
 {
@@ -471,10 +438,7 @@ static KJ_NOINLINE LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
     FnInfo *info = kj_codegen_fn_info(g, e->callee);
     LLVMValueRef args[16];
     LLVMValueRef *many = NULL;
-    int cap = 0;
-    for (int i = 0; i < e->arg_count; i++)
-        cap += is_array(e->args[i]->type) ? 1 + 2 * e->args[i]->type->ndim : 1;
-    cap += 8;
+    int cap = kj_codegen_impl_arg_capacity(e->callee);
     LLVMValueRef *out = args;
     if (cap > (int)(sizeof args / sizeof args[0]))
         out = many = kj_xmalloc(sizeof(LLVMValueRef) * (size_t)cap);
@@ -484,11 +448,7 @@ static KJ_NOINLINE LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
         if (is_array(e->args[i]->type)) {
             ArrayVal a;
             kj_codegen_array(g, e->args[i], &a);
-            out[n++] = a.data;
-            for (int k = 0; k < a.ndim; k++)
-                out[n++] = a.shape[k];
-            for (int k = 0; k < a.ndim; k++)
-                out[n++] = a.strides[k];
+            n += kj_codegen_array_args(&a, out + n);
         } else {
             out[n++] = kj_codegen_convert(g, kj_codegen_expr(g, e->args[i]), e->args[i]->type, pt);
         }
@@ -672,7 +632,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         const KjType *t = e->args[0]->type;
         LLVMValueRef a = kj_codegen_expr(g, e->args[0]);
         LLVMValueRef b = kj_codegen_convert(g, kj_codegen_expr(g, e->args[1]), e->args[1]->type, t);
-        return gen_compare(g, e->op, t, a, b);
+        return kj_codegen_compare(g, g->b, e->op, t, a, b);
     }
     case KJ_IR_LOGAND:
     case KJ_IR_LOGOR: return gen_short_circuit(g, e);

@@ -4,8 +4,9 @@
  * SIMD lowering) and the targets' entry points (target_cpu.c,
  * target_cuda.c) build on, and that calls none of them: the first error of
  * a compilation, function and parameter attributes, allocas in the entry
- * block, the impl of an IR function, line tables, and the pieces of entry
- * points.  The Gen state itself, LLVM types and constants are in
+ * block, the parameter layout (how an IR function's parameters travel as
+ * LLVM arguments), the impl of an IR function, line tables, and the pieces
+ * of entry points.  The Gen state itself, LLVM types and constants are in
  * codegen_llvm.h.
  */
 #define KJ_CODEGEN_LOWERING
@@ -78,6 +79,14 @@ LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
 
 /* ============================================================ functions */
 
+/* ============================================================ the parameter layout */
+
+/* How an IR function's parameters travel as LLVM arguments, the same in its
+ * impl, its SIMD functions, every call and every entry point: in order, an
+ * array as its data pointer, shape[ndim] and strides[ndim] (i64), a scalar
+ * as one value; the target's hidden parameters and checked mode's follow.
+ * The four functions below are the only ones that know it. */
+
 /* How many LLVM arguments the impl of fn takes (an upper bound is enough):
  * 8 for the target's hidden parameters and checked mode's two. */
 int kj_codegen_impl_arg_capacity(const KjIrFunction *fn)
@@ -86,6 +95,43 @@ int kj_codegen_impl_arg_capacity(const KjIrFunction *fn)
     for (int i = 0; i < fn->param_count; i++)
         n += is_array(fn->params[i]->type) ? 1 + 2 * fn->params[i]->type->ndim : 1;
     return n;
+}
+
+int kj_codegen_param_types(Gen *g, const KjIrFunction *fn, const LLVMTypeRef *scalar_types, LLVMTypeRef *out)
+{
+    int n = 0;
+    for (int i = 0; i < fn->param_count; i++) {
+        const KjType *t = fn->params[i]->type;
+        if (is_array(t)) {
+            out[n++] = g->t_ptr;
+            for (int k = 0; k < 2 * t->ndim; k++)
+                out[n++] = g->t_i64;
+        } else {
+            out[n++] = scalar_types ? scalar_types[i] : llty(g, t);
+        }
+    }
+    return n;
+}
+
+int kj_codegen_array_args(const ArrayVal *a, LLVMValueRef *out)
+{
+    int n = 0;
+    out[n++] = a->data;
+    for (int k = 0; k < a->ndim; k++)
+        out[n++] = a->shape[k];
+    for (int k = 0; k < a->ndim; k++)
+        out[n++] = a->strides[k];
+    return n;
+}
+
+unsigned kj_codegen_bind_array_param(Gen *g, unsigned p, const ArraySlots *slots, int ndim)
+{
+    LLVMBuildStore(g->b, LLVMGetParam(g->llfn, p++), slots->data);
+    for (int k = 0; k < ndim; k++)
+        LLVMBuildStore(g->b, LLVMGetParam(g->llfn, p++), slots->shape[k]);
+    for (int k = 0; k < ndim; k++)
+        LLVMBuildStore(g->b, LLVMGetParam(g->llfn, p++), slots->strides[k]);
+    return p;
 }
 
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn)

@@ -430,17 +430,7 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
 static LLVMTypeRef impl_type(Gen *g, const KjIrFunction *fn)
 {
     LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)kj_codegen_impl_arg_capacity(fn));
-    int n = 0;
-    for (int i = 0; i < fn->param_count; i++) {
-        const KjType *t = fn->params[i]->type;
-        if (is_array(t)) {
-            ps[n++] = g->t_ptr;
-            for (int k = 0; k < 2 * t->ndim; k++)
-                ps[n++] = g->t_i64;
-        } else {
-            ps[n++] = llty(g, t);
-        }
-    }
+    int n = kj_codegen_param_types(g, fn, NULL, ps);
     if (g->target->hidden_params)
         n += g->target->hidden_params(g, fn, ps + n);
     n += kj_codegen_check_params(g, ps + n);
@@ -529,11 +519,7 @@ static void define_impl(Gen *g, FnInfo *info)
                     s->array.strides[k] = LLVMBuildAlloca(g->b, g->t_i64, "stride");
                 }
             }
-            LLVMBuildStore(g->b, LLVMGetParam(g->llfn, p++), s->array.data);
-            for (int k = 0; k < v->type->ndim; k++)
-                LLVMBuildStore(g->b, LLVMGetParam(g->llfn, p++), s->array.shape[k]);
-            for (int k = 0; k < v->type->ndim; k++)
-                LLVMBuildStore(g->b, LLVMGetParam(g->llfn, p++), s->array.strides[k]);
+            p = kj_codegen_bind_array_param(g, p, &s->array, v->type->ndim);
         } else {
             if (!s->scalar)
                 s->scalar = LLVMBuildAlloca(g->b, llty(g, v->type), v->name);
@@ -560,6 +546,11 @@ static void define_impl(Gen *g, FnInfo *info)
 }
 
 /* ============================================================ reachability */
+
+/* Not ir.c's walk: the order in which this finds functions is their order
+ * in the module, and it meets a store's value before its array and indices
+ * (the walk has them the other way round), so going through the walk would
+ * reorder the functions of `a[f(i)] = g(i)` in the LLVM it emits. */
 
 static void mark_expr(KjIrFunction **seen, int *count, int cap, KjIrExpr *e);
 static void mark_fn(KjIrFunction **seen, int *count, int cap, KjIrFunction *fn);

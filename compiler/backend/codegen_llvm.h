@@ -269,8 +269,19 @@ void kj_codegen_set_common_attrs(Gen *g, LLVMValueRef fn);
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name);
 /* The impl of an IR function the module declared (dies if it was not). */
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
-/* How many LLVM arguments the impl of fn takes (an upper bound). */
+/* The parameter layout (codegen_gen.c): an array parameter travels as its
+ * data pointer, shape[ndim] and strides[ndim], a scalar as one value.
+ * How many LLVM arguments the impl of fn takes (an upper bound). */
 int kj_codegen_impl_arg_capacity(const KjIrFunction *fn);
+/* The LLVM types of fn's IR parameters into out, their count returned; a
+ * scalar parameter i takes scalar_types[i] when scalar_types is not NULL
+ * (the SIMD lowering's vectors), else its own type. */
+int kj_codegen_param_types(Gen *g, const KjIrFunction *fn, const LLVMTypeRef *scalar_types, LLVMTypeRef *out);
+/* An array argument's values into out, their count returned. */
+int kj_codegen_array_args(const ArrayVal *a, LLVMValueRef *out);
+/* Stores the current function's array parameter that starts at argument p
+ * into its slots; returns the argument after it. */
+unsigned kj_codegen_bind_array_param(Gen *g, unsigned p, const ArraySlots *slots, int ndim);
 /* line_info: gives `fn` (named `name`) a subprogram at loc, which later
  * debug locations are scoped to; then the builder's location is loc.  No-op
  * without line_info. */
@@ -348,6 +359,11 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e);
 /* The fields of an array expression: a variable, shared() or local(). */
 void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out);
 LLVMValueRef kj_codegen_convert(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);
+/* x op y (EQ NE LT LE GT GE) for two values of `type`, built with b: scalars
+ * or vectors of them alike (a complex value a pair of either, equal or
+ * not; ordering one is an error of the lowering). */
+LLVMValueRef kj_codegen_compare(Gen *g, LLVMBuilderRef b, KjIrOp op, const KjType *type, LLVMValueRef x,
+                                LLVMValueRef y);
 LLVMValueRef kj_codegen_read_sreg(Gen *g, KjSpecialReg reg);
 /* A call to an LLVM intrinsic, declared on first use. */
 /* A math built-in that is one LLVM intrinsic or instruction (sqrt, fabs,

@@ -68,20 +68,20 @@ static void scan_type(Scan *sc, const KjType *t)
 
 static void scan_fn(Scan *sc, const KjIrFunction *fn, bool root);
 
-static void scan_expr(Scan *sc, const KjIrExpr *e)
+/* The walk's hooks (ir.c), which stop it at the first thing unsupported. */
+static bool scan_expr(KjIrWalk *w, const KjIrExpr *e)
 {
-    if (!e || !sc->ok)
-        return;
+    Scan *sc = w->data;
     scan_type(sc, e->type);
     switch (e->op) {
     case KJ_IR_PRINT: case KJ_IR_LOCAL: case KJ_IR_SYNCTHREADS: case KJ_IR_CARG: case KJ_IR_POLAR:
     case KJ_IR_VIEW: /* a @guvectorize core's views: the scalar code walks them */
         sc->ok = false;
-        return;
+        return false;
     case KJ_IR_EXEC:
         if (e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK)
             sc->ok = false;
-        return;
+        return sc->ok;
     case KJ_IR_MATH:
         if (kj_type_is_complex(e->type) || (e->arg_count > 0 && kj_type_is_complex(e->args[0]->type)))
             sc->ok = false;
@@ -93,7 +93,7 @@ static void scan_expr(Scan *sc, const KjIrExpr *e)
     case KJ_IR_CALL:
         if (!e->callee || e->callee->device_use || sc->depth > 16) {
             sc->ok = false;
-            return;
+            return false;
         }
         sc->depth++;
         scan_fn(sc, e->callee, false);
@@ -102,28 +102,24 @@ static void scan_expr(Scan *sc, const KjIrExpr *e)
     default:
         break;
     }
-    for (int i = 0; i < e->arg_count; i++)
-        scan_expr(sc, e->args[i]);
+    return sc->ok;
 }
 
-static void scan_stmt(Scan *sc, const KjIrStmt *s)
+static KjIrWalkStep scan_stmt(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s || !sc->ok)
-        return;
+    Scan *sc = w->data;
     if (s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE)
         sc->has_loop = true;
-    for (int i = 0; i < s->stmts.count; i++)
-        scan_stmt(sc, s->stmts.items[i]);
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        scan_expr(sc, es[i]);
-    for (int i = 0; i < s->index_count; i++)
-        scan_expr(sc, s->indices[i]);
     if (s->var)
         scan_type(sc, s->var->type);
-    scan_stmt(sc, s->then_stmt);
-    scan_stmt(sc, s->else_stmt);
-    scan_stmt(sc, s->body);
+    return sc->ok ? KJ_IR_WALK_ON : KJ_IR_WALK_STOP;
+}
+
+static void scan_body(Scan *sc, const KjIrStmt *body)
+{
+    KjIrWalk w = {.stmt = scan_stmt, .expr = scan_expr, .data = sc};
+    if (sc->ok)
+        kj_ir_walk_stmt(&w, body);
 }
 
 /* Array variables must stay uniform: a varying one (assigned under
@@ -172,7 +168,7 @@ static void scan_fn(Scan *sc, const KjIrFunction *fn, bool root)
 {
     if (!root && !arrays_uniform(fn, callee_sources(fn)))
         sc->ok = false;
-    scan_stmt(sc, fn->body);
+    scan_body(sc, fn->body);
     for (int i = 0; i < fn->param_count; i++)
         scan_type(sc, fn->params[i]->type);
 }
@@ -235,7 +231,7 @@ int kj_simd_region_lanes(Gen *g, const KjIrStmt *region)
     if (!g->options->cpu_simd || g->options->checks)
         return 0;
     Scan sc = {.g = g, .ok = true};
-    scan_stmt(&sc, region);
+    scan_body(&sc, region);
     return sc.ok ? lanes_for(g, &sc) : 0;
 }
 
@@ -1063,11 +1059,7 @@ static unsigned bind_params(Simd *s)
         KjIrVar *v = fn->params[i];
         VarSlot *slot = &g->slots[v->id];
         if (is_array(v->type)) {
-            LLVMBuildStore(s->b, LLVMGetParam(g->llfn, p++), slot->array.data);
-            for (int k = 0; k < v->type->ndim; k++)
-                LLVMBuildStore(s->b, LLVMGetParam(g->llfn, p++), slot->array.shape[k]);
-            for (int k = 0; k < v->type->ndim; k++)
-                LLVMBuildStore(s->b, LLVMGetParam(g->llfn, p++), slot->array.strides[k]);
+            p = kj_codegen_bind_array_param(g, p, &slot->array, v->type->ndim);
             continue;
         }
         LLVMValueRef x = LLVMGetParam(g->llfn, p++);

@@ -578,37 +578,6 @@ static LLVMValueRef varith(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef 
     }
 }
 
-static LLVMValueRef vcompare(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef b)
-{
-    LLVMBuilderRef B = s->b;
-    if (kj_type_is_complex(type)) {
-        LLVMValueRef re = LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildExtractValue(B, a, 0, ""),
-                                        LLVMBuildExtractValue(B, b, 0, ""), "");
-        LLVMValueRef im = LLVMBuildFCmp(B, LLVMRealOEQ, LLVMBuildExtractValue(B, a, 1, ""),
-                                        LLVMBuildExtractValue(B, b, 1, ""), "");
-        LLVMValueRef eq = LLVMBuildAnd(B, re, im, "");
-        return op == KJ_IR_EQ ? eq : LLVMBuildNot(B, eq, "");
-    }
-    if (kj_type_is_float(type)) {
-        static const LLVMRealPredicate preds[] = {
-            [KJ_IR_EQ] = LLVMRealOEQ, [KJ_IR_NE] = LLVMRealUNE, [KJ_IR_LT] = LLVMRealOLT,
-            [KJ_IR_LE] = LLVMRealOLE, [KJ_IR_GT] = LLVMRealOGT, [KJ_IR_GE] = LLVMRealOGE};
-        return LLVMBuildFCmp(B, preds[op], a, b, "");
-    }
-    bool sgn = kj_type_is_signed(type);
-    LLVMIntPredicate p;
-    switch (op) {
-    case KJ_IR_EQ: p = LLVMIntEQ; break;
-    case KJ_IR_NE: p = LLVMIntNE; break;
-    case KJ_IR_LT: p = sgn ? LLVMIntSLT : LLVMIntULT; break;
-    case KJ_IR_LE: p = sgn ? LLVMIntSLE : LLVMIntULE; break;
-    case KJ_IR_GT: p = sgn ? LLVMIntSGT : LLVMIntUGT; break;
-    case KJ_IR_GE: p = sgn ? LLVMIntSGE : LLVMIntUGE; break;
-    default: kj_unreachable();
-    }
-    return LLVMBuildICmp(B, p, a, b, "");
-}
-
 /* A uniform flag in every lane, as a mask of the lanes' width (see
  * widen_mask): a splat of an i1 would be combined with the compares' masks
  * in bytes, repacked per use. */
@@ -662,7 +631,7 @@ static LLVMValueRef narrow_compare(Simd *s, KjIrExpr *e)
                              : LLVMConstInt(g->t_i1, 0, 0);
     LLVMValueRef c = LLVMBuildSelect(B, above, hi_w, LLVMBuildSelect(B, below, lo_w, u, ""), "");
     LLVMValueRef x = kj_simd_expr(s, cast->args[0]);
-    LLVMValueRef cmp = vcompare(s, op, n, x, splat(s, LLVMBuildTrunc(B, c, nt, "")));
+    LLVMValueRef cmp = kj_codegen_compare(g, B, op, n, x, splat(s, LLVMBuildTrunc(B, c, nt, "")));
     /* the answer of every lane where u lies outside, as lane logic with the
      * uniform flags repeated (made once outside a loop; a select on the
      * flag stayed in the loop, a branch and the mask repacked per chunk) */
@@ -1287,21 +1256,14 @@ LLVMTypeRef kj_simd_function_type(Simd *s, const KjIrFunction *fn, uint64_t vect
                              const LLVMTypeRef *extra, int extra_count)
 {
     Gen *g = s->g;
-    int cap = extra_count + 1;
-    for (int i = 0; i < fn->param_count; i++)
-        cap += 1 + 2 * KJ_MAX_DIMS;
-    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)cap);
-    int n = 0;
+    LLVMTypeRef *scalars = kj_xmalloc(sizeof *scalars * (size_t)(fn->param_count + 1));
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
-        if (is_array(t)) {
-            ps[n++] = g->t_ptr;
-            for (int k = 0; k < 2 * t->ndim; k++)
-                ps[n++] = g->t_i64;
-        } else {
-            ps[n++] = i < 64 && (vector_scalars >> i & 1u) ? vty(s, t) : llty(g, t);
-        }
+        scalars[i] = is_array(t) ? NULL : i < 64 && (vector_scalars >> i & 1u) ? vty(s, t) : llty(g, t);
     }
+    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)(kj_codegen_impl_arg_capacity(fn) + extra_count));
+    int n = kj_codegen_param_types(g, fn, scalars, ps);
+    free(scalars);
     for (int i = 0; i < extra_count; i++)
         ps[n++] = extra[i];
     LLVMTypeRef ft = LLVMFunctionType(ret, ps, (unsigned)n, 0);
@@ -1341,20 +1303,13 @@ static KJ_NOINLINE LLVMValueRef vcall(Simd *s, KjIrExpr *e)
         else
             s->pending[(*s->pending_count)++] = (Pending){callee, varying_params};
     }
-    int cap = 1;
-    for (int i = 0; i < e->arg_count; i++)
-        cap += 1 + 2 * KJ_MAX_DIMS;
-    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)cap);
+    LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)kj_codegen_impl_arg_capacity(callee));
     int n = 0;
     for (int i = 0; i < e->arg_count; i++) {
         if (is_array(e->args[i]->type)) {
             ArrayVal a;
             kj_codegen_array(g, e->args[i], &a);
-            args[n++] = a.data;
-            for (int k = 0; k < a.ndim; k++)
-                args[n++] = a.shape[k];
-            for (int k = 0; k < a.ndim; k++)
-                args[n++] = a.strides[k];
+            n += kj_codegen_array_args(&a, args + n);
         } else if (i < 64 && (varying_params >> i & 1u)) {
             args[n++] = kj_simd_lanes_of(s, e->args[i], callee->params[i]->type);
         } else {
@@ -1426,7 +1381,7 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
             return narrow;
         LLVMValueRef a = kj_simd_lanes_of(s, e->args[0], t);
         LLVMValueRef b = kj_simd_lanes_of(s, e->args[1], t);
-        return vcompare(s, e->op, t, a, b);
+        return kj_codegen_compare(g, B, e->op, t, a, b);
     }
     case KJ_IR_LOGAND: case KJ_IR_LOGOR: {
         bool is_and = e->op == KJ_IR_LOGAND;

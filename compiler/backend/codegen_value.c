@@ -3,7 +3,8 @@
  * the IR: calls of LLVM intrinsics and of external functions, the math
  * built-ins (the target's own lowering, an intrinsic, or a call to the
  * target's math library, with the libmvec variant on cpu), conversions
- * between scalar types, and special registers.  It sits on codegen_gen.c;
+ * between scalar types, compares (scalars and lanes alike), and special
+ * registers.  It sits on codegen_gen.c;
  * codegen_expr.c, codegen_check.c, codegen_complex.c, the SIMD lowering and
  * the targets use it, and it calls none of them (codegen_expr.c's opening
  * comment says how conversions and math calls behave).
@@ -13,6 +14,48 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* ============================================================ compares */
+
+/* The one table of compare predicates: floats compare ordered except !=,
+ * which is true when either side is NaN (as in C); integers by their
+ * signedness. */
+static const LLVMRealPredicate float_predicates[] = {
+    [KJ_IR_EQ] = LLVMRealOEQ, [KJ_IR_NE] = LLVMRealUNE, [KJ_IR_LT] = LLVMRealOLT,
+    [KJ_IR_LE] = LLVMRealOLE, [KJ_IR_GT] = LLVMRealOGT, [KJ_IR_GE] = LLVMRealOGE};
+static const LLVMIntPredicate int_predicates[][2] = { /* [op][signed] */
+    [KJ_IR_EQ] = {LLVMIntEQ, LLVMIntEQ},   [KJ_IR_NE] = {LLVMIntNE, LLVMIntNE},
+    [KJ_IR_LT] = {LLVMIntULT, LLVMIntSLT}, [KJ_IR_LE] = {LLVMIntULE, LLVMIntSLE},
+    [KJ_IR_GT] = {LLVMIntUGT, LLVMIntSGT}, [KJ_IR_GE] = {LLVMIntUGE, LLVMIntSGE}};
+
+LLVMValueRef kj_codegen_compare(Gen *g, LLVMBuilderRef b, KjIrOp op, const KjType *type, LLVMValueRef x,
+                                LLVMValueRef y)
+{
+    if (op != KJ_IR_EQ && op != KJ_IR_NE && op != KJ_IR_LT && op != KJ_IR_LE && op != KJ_IR_GT && op != KJ_IR_GE)
+        kj_unreachable();
+    if (kj_type_is_complex(type)) {
+        /* a scalar's parts named as re_of and im_of name them, a pair of
+         * vectors' unnamed: LLVM's numbering of the names, and so the
+         * --emit=llvm dumps, stay what they were when each lowering had
+         * its own compare */
+        bool lanes = LLVMGetTypeKind(LLVMStructGetTypeAtIndex(LLVMTypeOf(x), 0)) == LLVMVectorTypeKind;
+        const char *re_name = lanes ? "" : "re", *im_name = lanes ? "" : "im";
+        LLVMValueRef re = LLVMBuildFCmp(b, LLVMRealOEQ, LLVMBuildExtractValue(b, x, 0, re_name),
+                                        LLVMBuildExtractValue(b, y, 0, re_name), "");
+        LLVMValueRef im = LLVMBuildFCmp(b, LLVMRealOEQ, LLVMBuildExtractValue(b, x, 1, im_name),
+                                        LLVMBuildExtractValue(b, y, 1, im_name), "");
+        LLVMValueRef eq = LLVMBuildAnd(b, re, im, "");
+        if (op == KJ_IR_EQ)
+            return eq;
+        if (op == KJ_IR_NE)
+            return LLVMBuildNot(b, eq, "");
+        kj_codegen_error(g, "complex values have no order%s", NULL);
+        return eq;
+    }
+    if (kj_type_is_float(type))
+        return LLVMBuildFCmp(b, float_predicates[op], x, y, "");
+    return LLVMBuildICmp(b, int_predicates[op][kj_type_is_signed(type)], x, y, "");
+}
 
 /* ============================================================ intrinsics and calls */
 

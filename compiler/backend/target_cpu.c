@@ -381,11 +381,7 @@ static int unpack_args(Gen *g, const KjIrFunction *fn, LLVMValueRef args_ptr, LL
         if (is_array(t)) {
             ArrayVal a;
             kj_codegen_array_from_desc(g, p, g->t_desc, t, param_contiguous(contiguous, i), &a);
-            out[n++] = a.data;
-            for (int k = 0; k < t->ndim; k++)
-                out[n++] = a.shape[k];
-            for (int k = 0; k < t->ndim; k++)
-                out[n++] = a.strides[k];
+            n += kj_codegen_array_args(&a, out + n);
         } else {
             out[n++] = from_mem(g, t, LLVMBuildLoad2(g->b, memty(g, t), p, ""));
         }

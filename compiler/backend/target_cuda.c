@@ -326,11 +326,7 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
         if (is_array(t)) {
             ArrayVal a;
             kj_codegen_array_from_desc(g, p, array_type, t, compact, &a);
-            args[n++] = a.data;
-            for (int k = 0; k < t->ndim; k++)
-                args[n++] = a.shape[k];
-            for (int k = 0; k < t->ndim; k++)
-                args[n++] = a.strides[k];
+            n += kj_codegen_array_args(&a, args + n);
         } else if (kj_type_is_complex(t)) {
             args[n++] = LLVMBuildLoad2(g->b, llty(g, t), p, "");
         } else {

@@ -482,6 +482,16 @@ START_TEST(sizes_that_overflow)
     args[1] = kjit_arg_f64(1);
     assert_error(context, kjit_call(lerp, args, 3, NULL, &result), KJIT_ERROR_INVALID_ARGUMENT,
                  "reach past 2^63 bytes");
+    /* as the output too, of a call and of kjit_prepare alike: the one check
+     * of what a call is given (kj_api_check_call) looks at it */
+    int64_t one_element = 1;
+    kjit_array small = kjit_array_make(&one, KJIT_F32, 1, &one_element);
+    args[0] = kjit_arg_array(&small);
+    assert_error(context, kjit_call(lerp, args, 3, &far, NULL), KJIT_ERROR_INVALID_ARGUMENT,
+                 "lerp3: the output: a view of shape (4,) whose strides reach past 2^63 bytes");
+    assert_error(context, kjit_prepare(lerp, args, 3, &far), KJIT_ERROR_INVALID_ARGUMENT,
+                 "lerp3: the output: a view of shape (4,) whose strides reach past 2^63 bytes");
+    args[0] = kjit_arg_array(&far);
 
     /* kjit_array_make cuts nothing: 9 dimensions, a NULL shape, a negative
      * extent and an overflowing one all give the invalid marker */

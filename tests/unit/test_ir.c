@@ -343,6 +343,84 @@ START_TEST(name_tables)
 }
 END_TEST
 
+/* The one walk (ir.c): a store's array, its indices, then its value (the
+ * order the lowering evaluates them in, which checked mode's site numbers
+ * follow), each expression's operands before it, the statement after its
+ * own expressions, then the statements under it; SKIP and STOP obeyed. */
+typedef struct WalkLog {
+    char text[256];
+    const KjIrStmt *skip, *stop;
+} WalkLog;
+
+static void walk_note(WalkLog *log, const char *what)
+{
+    strncat(log->text, what, sizeof log->text - strlen(log->text) - 1);
+    strncat(log->text, " ", sizeof log->text - strlen(log->text) - 1);
+}
+
+static bool walk_expr(KjIrWalk *w, const KjIrExpr *e)
+{
+    walk_note(w->data, e->op == KJ_IR_VAR ? e->var->name : kj_ir_op_name(e->op));
+    return true;
+}
+
+static KjIrWalkStep walk_stmt(KjIrWalk *w, const KjIrStmt *s)
+{
+    WalkLog *log = w->data;
+    static const char *const names[] = {
+#define X(kind) #kind,
+        KJ_IR_STMT_KINDS(X)
+#undef X
+    };
+    walk_note(log, names[s->kind]);
+    return s == log->stop ? KJ_IR_WALK_STOP : s == log->skip ? KJ_IR_WALK_SKIP : KJ_IR_WALK_ON;
+}
+
+START_TEST(one_walk_in_evaluation_order)
+{
+    KjArena a = {0};
+    KjIrModule m = {.arena = &a};
+    KjIrFunction *fn = new_fn(&a, &m, "f", kj_type_array(T(KJ_TYPE_F32), 1), T(KJ_TYPE_VOID));
+    KjIrVar *arr = fn->params[0];
+    KjIrVar *i = kj_ir_new_var(&a, fn, "i", T(KJ_TYPE_I64), no_loc());
+    KjIrVar *v = kj_ir_new_var(&a, fn, "v", T(KJ_TYPE_F32), no_loc());
+    KjIrStmt *store = kj_ir_new_stmt(&a, KJ_IR_STMT_STORE, no_loc());
+    store->array = var(&a, arr);
+    store->index_count = 1;
+    store->indices = kj_arena_alloc(&a, sizeof *store->indices);
+    store->indices[0] = var(&a, i);
+    store->value = binary(&a, KJ_IR_ADD, T(KJ_TYPE_F32), var(&a, v), fconst(&a, T(KJ_TYPE_F32), 1));
+    KjIrStmt *branch = kj_ir_new_stmt(&a, KJ_IR_STMT_IF, no_loc());
+    branch->cond = binary(&a, KJ_IR_LT, T(KJ_TYPE_BOOL), var(&a, i), var(&a, i));
+    branch->then_stmt = kj_ir_new_stmt(&a, KJ_IR_STMT_BLOCK, no_loc());
+    kj_vec_push(&a, &branch->then_stmt->stmts, store);
+    add_stmt(&a, fn, branch);
+    add_stmt(&a, fn, kj_ir_set(&a, v, var(&a, i), no_loc()));
+
+    WalkLog log = {0};
+    KjIrWalk w = {.stmt = walk_stmt, .expr = walk_expr, .data = &log};
+    ck_assert(kj_ir_walk_stmt(&w, fn->body));
+    ck_assert_str_eq(log.text, "BLOCK i i LT IF BLOCK x i v CONST ADD STORE i SET ");
+
+    memset(&log, 0, sizeof log); /* SKIP leaves out the if's branch, the walk goes on */
+    log.skip = branch;
+    ck_assert(kj_ir_walk_stmt(&w, fn->body));
+    ck_assert_str_eq(log.text, "BLOCK i i LT IF i SET ");
+
+    memset(&log, 0, sizeof log); /* STOP ends the whole walk */
+    log.stop = store;
+    ck_assert(!kj_ir_walk_stmt(&w, fn->body));
+    ck_assert_str_eq(log.text, "BLOCK i i LT IF BLOCK x i v CONST ADD STORE ");
+
+    ck_assert(kj_ir_expr_reads(store->value, v));
+    ck_assert(!kj_ir_expr_reads(store->value, i));
+    ck_assert(kj_ir_stmt_exprs_read(store, arr, true));
+    ck_assert(!kj_ir_stmt_exprs_read(store, arr, false));
+    ck_assert(!kj_ir_stmt_exprs_read(branch, v, true)); /* its own expressions only */
+    kj_arena_free(&a);
+}
+END_TEST
+
 Suite *suite_ir(void)
 {
     Suite *s = suite_create("ir");
@@ -352,6 +430,7 @@ Suite *suite_ir(void)
     tcase_add_test(tc, operand_types_against_reference);
     tcase_add_test(tc, float_constants_round_trip);
     tcase_add_test(tc, name_tables);
+    tcase_add_test(tc, one_walk_in_evaluation_order);
     suite_add_tcase(s, tc);
     return s;
 }
