@@ -29,7 +29,8 @@
  *     `let x = helper(...);` and, inside a helper, `return helper(...);`.
  * Returns NULL with *why when a call cannot be written in: inside a larger
  * expression, a return inside a loop of the helper, a helper that calls
- * itself; the kernel then runs on fibers, as before.
+ * itself (the checker refuses recursion; this stays refused should that
+ * change); the kernel then runs on fibers, as before.
  */
 #include "kjit_compiler.h"
 
@@ -92,7 +93,7 @@ static KjIrExpr *copy_expr(Inline *I, Frame *F, const KjIrExpr *e)
     return c;
 }
 
-/* Whether s (nested statements included) returns; assigns var. */
+/* Whether s (nested statements included) returns; whether it assigns var. */
 static bool stmt_returns(const KjIrStmt *s)
 {
     if (!s)
