@@ -40,8 +40,9 @@
  *   - other variables are private to a region and stay as they are: each
  *     thread assigns them before it reads them.
  * The pass refuses (NULL, the kernel stays on fibers) a barrier under varying
- * control flow; warp and block collectives, syncgrid() and barriers in device
- * functions; a return, break or continue that would leave a region other than
+ * control flow; warp and block collectives, syncgrid(), and barriers in device
+ * functions that inline_barriers.c cannot write into the kernel (a call inside
+ * an expression, a return inside a helper's loop, recursion); a return, break or continue that would leave a region other than
  * at the kernel's end; a local() array that lives across a barrier; and per-
  * thread arrays past KJ_MAX_LOCAL_BYTES; and more than KJ_SPLIT_MAX_REGIONS
  * regions (LLVM's optimiser is quadratic in a function's loops).  Returning
@@ -849,9 +850,21 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
     Split split = {.arena = module->arena, .kernel = kernel, .region = -1}, *S = &split;
     if (kernel->split)
         return kernel->split;
+    KjIrFunction *original = kernel;
     if (kernel->kind != KJ_IR_FN_KERNEL || !kernel->uses_syncthreads)
         refuse(S, "the kernel has no syncthreads()");
-    else if (kernel->uses_syncgrid || stmt_any_expr(kernel->body, not_other_barrier))
+    else if (!kernel->uses_syncgrid && kj_kernel_calls_barrier_helper(kernel)) {
+        /* its helpers' barriers written into it (inline_barriers.c), so that
+         * they cut it as its own would; the original stays for the fibers */
+        const char *inline_why = NULL;
+        kernel = kj_inline_barrier_helpers(module->arena, kernel, &inline_why);
+        if (!kernel) {
+            refuse(S, inline_why);
+            kernel = original;
+        }
+        S->kernel = kernel;
+    }
+    if (!S->why && (kernel->uses_syncgrid || stmt_any_expr(kernel->body, not_other_barrier)))
         refuse(S, "the kernel uses a collective, syncgrid() or a device function with a barrier");
     if (!S->why) {
         analyze_uniformity(S);
@@ -872,7 +885,7 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
         fn->symbol = kj_arena_printf(S->arena, "%s__split", kernel->symbol);
         fn->locals = (KjVec){0};
         fn->split = NULL;
-        fn->split_of = kernel;
+        fn->split_of = original;
         fn->uses_syncthreads = false;
         fn->body = new_block(S, kernel->body->loc);
         KjIrStmt *prologue = fn->body;
@@ -892,6 +905,6 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
     if (S->why)
         return NULL;
     kj_vec_push(S->arena, &module->functions, fn);
-    kernel->split = fn;
+    original->split = fn;
     return fn;
 }

@@ -1013,6 +1013,16 @@ KjAccessKind kj_uniform_access(const KjUniformity *u, KjIrExpr *const *indices, 
  * what it calls): a call to it runs once per thread. */
 bool kj_uniform_call_has_effects(const KjIrFunction *callee);
 
+/* ========================================================== inline_barriers.c */
+
+/* Whether the kernel calls a device function that (transitively) uses a
+ * barrier. */
+bool kj_kernel_calls_barrier_helper(const KjIrFunction *kernel);
+/* A copy of the kernel (not added to the module) with each such call that is
+ * a whole statement replaced by the callee's body, for barrier_split.c; NULL
+ * with *why (may be NULL) when one cannot be written in. */
+KjIrFunction *kj_inline_barrier_helpers(KjArena *arena, const KjIrFunction *kernel, const char **why);
+
 /* ============================================================ barrier_split.c */
 
 /* The most threads a block has (CUDA's limit, which kjit_launch enforces):

@@ -26,7 +26,8 @@
  * --no-refs times kjit only (the references still compute the results kjit is
  * checked against, once); --save-refs writes the inputs and the expected
  * results, with a manifest.json, for tests/bench/bench_simd.py's Numba rows;
- * --only runs some workloads (keys: mandel, escape, das, collatz, block_sum);
+ * --only runs some workloads (keys: mandel, escape, das, collatz, block_sum,
+ * block_sum_helper);
  * --smoke runs small sizes (odd ones, so that partial vectors and blocks
  * happen) once each and only checks: `make check` runs it so that the
  * references cannot rot.
@@ -299,6 +300,15 @@ static void setup_block_sum(Workload *w, bool smoke)
     w->run_c = block_sum_c, w->check = check_block_sum;
 }
 
+/* The block sum with its tree in a device function (simd.kern): the same
+ * inputs, references and checks. */
+static void setup_block_sum_helper(Workload *w, bool smoke)
+{
+    setup_block_sum(w, smoke);
+    snprintf(w->name, sizeof w->name, "block sum f32 %lld, tree in a helper", (long long)w->n);
+    w->function_name = "block_sum_helper";
+}
+
 /* The rows, in the table's order; the keys are --only's names. */
 static const struct {
     const char *key;
@@ -306,6 +316,7 @@ static const struct {
 } rows[] = {
     {"mandel", setup_mandel},   {"escape", setup_escape},       {"das", setup_das},
     {"collatz", setup_collatz}, {"block_sum", setup_block_sum},
+    {"block_sum_helper", setup_block_sum_helper},
 };
 enum { WORKLOAD_COUNT = sizeof rows / sizeof rows[0] };
 

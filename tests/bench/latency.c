@@ -22,9 +22,11 @@
  * Compile times are the median of RUNS new processes; call costs the median
  * of RUNS batches of CALLS calls.  Each compiled function's results are
  * checked against a float64 value computed here, so broken cached code cannot
- * post a time.  Usage: latency [cpu|parallel|cuda|auto] [--calls]  (default: cpu, and
- * cuda too when a GPU is usable; --calls: the call costs alone).
+ * post a time.  Usage: latency [cpu|parallel|cuda|auto] [FOLDER...] [--calls]
+ * (default: cpu, and cuda too when a GPU is usable; the folders' programs;
+ * --calls: the call costs alone).
  */
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@
 #include <unistd.h>
 
 #include "kjit_runtime.h"
+#include "kjit_tools.h"
 
 #define RUNS 7
 #define CALLS 2000
@@ -570,6 +573,179 @@ static double python_options_launch_us(kjit_target target)
     return us;
 }
 
+/* ------------------------------------------------------------ programs */
+
+#define PROGRAM_RUNS 5
+#define PROGRAM_GOAL_MS 250.0
+#define MAX_PROGRAMS 64
+
+enum { PROGRAM_OBJ, PROGRAM_SHAPE, PROGRAM_PTX, PROGRAM_KINDS };
+static const char *const program_kinds[PROGRAM_KINDS] = {"cpu", "cpu, block shape", "cuda PTX"};
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (!text)
+        return NULL;
+    text[got] = '\0';
+    return text;
+}
+
+/* The block shape a file's kernels with barriers are timed at; 0 for a
+ * file without syncthreads(), whose code has no shape to be compiled for. */
+static unsigned program_block(const char *path)
+{
+    char *text = read_text(path);
+    if (!text)
+        return 0;
+    unsigned block = strstr(text, "syncthreads(") ? 256 : 0;
+    const char *mark = strstr(text, "// bench-latency: block ");
+    if (block && mark)
+        block = (unsigned)atoi(mark + strlen("// bench-latency: block "));
+    free(text);
+    return block;
+}
+
+/* The wall clock, or with KJIT_BENCH_CLOCK=thread the thread's CPU time
+ * (the compile runs on the calling thread): steadier on a busy machine. */
+static double program_clock_us(void)
+{
+    const char *clock = getenv("KJIT_BENCH_CLOCK");
+    if (!clock || strcmp(clock, "thread") != 0)
+        return now_us();
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* --program PATH KIND: in a new process, the milliseconds of one cold
+ * compile of the whole file. */
+static int program_child(const char *path, int kind)
+{
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    kjit_stage stage = KJIT_STAGE_OBJ;
+    if (kind == PROGRAM_SHAPE)
+        options.block[0] = program_block(path), options.block[1] = options.block[2] = 1;
+    if (kind == PROGRAM_PTX)
+        options.target = KJIT_TARGET_CUDA, stage = KJIT_STAGE_PTX;
+    char *bytes = NULL, *error = NULL;
+    size_t size = 0;
+    double start = program_clock_us();
+    kjit_status status = kjit_stage_file(path, stage, &options, &bytes, &size, &error);
+    double elapsed = (program_clock_us() - start) / 1e3;
+    if (status != KJIT_OK || size == 0) {
+        fprintf(stderr, "latency: %s (%s): %s: %s\n", path, program_kinds[kind],
+                kjit_status_name(status), error ? error : "no code");
+        return 1;
+    }
+    printf("%.3f %zu\n", elapsed, size);
+    free(bytes);
+    free(error);
+    return 0;
+}
+
+static double spawn_program(const char *self, const char *path, int kind, size_t *bytes)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        exit(1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        char ktext[8];
+        snprintf(ktext, sizeof ktext, "%d", kind);
+        execl(self, self, "--program", path, ktext, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[128] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    double ms;
+    if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        sscanf(buf, "%lf %zu", &ms, bytes) != 2) {
+        fprintf(stderr, "latency: the child for %s (%s) failed\n", path, program_kinds[kind]);
+        exit(1);
+    }
+    return ms;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every .kern of the folders, cold, in new processes: a second table. */
+static void program_times(const char *self, char **folders, int count)
+{
+    char *paths[MAX_PROGRAMS];
+    int n = 0;
+    for (int f = 0; f < count; f++) {
+        DIR *d = opendir(folders[f]);
+        if (!d) {
+            fprintf(stderr, "latency: cannot read the folder %s\n", folders[f]);
+            exit(1);
+        }
+        struct dirent *e;
+        while ((e = readdir(d)) && n < MAX_PROGRAMS) {
+            size_t len = strlen(e->d_name);
+            if (len < 6 || strcmp(e->d_name + len - 5, ".kern") != 0)
+                continue;
+            paths[n] = malloc(strlen(folders[f]) + len + 2);
+            sprintf(paths[n++], "%s/%s", folders[f], e->d_name);
+        }
+        closedir(d);
+    }
+    qsort(paths, (size_t)n, sizeof *paths, by_name);
+    printf("\n| program | cpu: every function | cpu: block shape | cpu: first launch | cuda: PTX | note |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | --- |\n");
+    int over = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned block = program_block(paths[i]);
+        double ms[PROGRAM_KINDS] = {0};
+        for (int kind = 0; kind < PROGRAM_KINDS; kind++) {
+            if (kind == PROGRAM_SHAPE && !block)
+                continue;
+            double runs[PROGRAM_RUNS];
+            size_t bytes;
+            for (int r = 0; r < PROGRAM_RUNS; r++)
+                runs[r] = spawn_program(self, paths[i], kind, &bytes);
+            ms[kind] = median(runs, PROGRAM_RUNS);
+        }
+        double first = ms[PROGRAM_OBJ] + ms[PROGRAM_SHAPE];
+        bool slow = first > PROGRAM_GOAL_MS || ms[PROGRAM_PTX] > PROGRAM_GOAL_MS;
+        over += slow;
+        char shape[32] = "-", note[64];
+        if (block)
+            snprintf(shape, sizeof shape, "%.1f ms", ms[PROGRAM_SHAPE]);
+        snprintf(note, sizeof note, "%s%s", block ? "" : "no barriers: no shape to compile",
+                 slow ? (block ? "over the 250 ms goal" : "; over the 250 ms goal") : "");
+        if (block && !slow)
+            snprintf(note, sizeof note, "blocks of %u threads", block);
+        printf("| %s | %.1f ms | %s | %.1f ms | %.1f ms | %s |\n", paths[i], ms[PROGRAM_OBJ], shape, first,
+               ms[PROGRAM_PTX], note);
+        fflush(stdout);
+        free(paths[i]);
+    }
+    const char *clock = getenv("KJIT_BENCH_CLOCK");
+    printf("\ncold compiles, median of %d new processes each (%s); %d of %d programs over %.0f ms\n",
+           PROGRAM_RUNS, clock && strcmp(clock, "thread") == 0 ? "the compiling thread's CPU time"
+                                                             : "wall clock",
+           over, n, PROGRAM_GOAL_MS);
+}
+
 static kjit_target parse_target(const char *text)
 {
     if (strcmp(text, "cpu") == 0) return KJIT_TARGET_CPU;
@@ -584,6 +760,8 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
         return child(parse_target(argv[2]), atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "--program") == 0)
+        return program_child(argv[2], atoi(argv[3]));
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
@@ -594,9 +772,22 @@ int main(int argc, char **argv)
     bool calls_only = argc > 1 && strcmp(argv[argc - 1], "--calls") == 0;
     if (calls_only)
         argc--;
-    if (argc > 1)
-        targets[0] = argv[1];
-    else if (kjit_cuda_available(NULL, 0) == KJIT_OK)
+    char *folders[16];
+    int folder_count = 0;
+    bool named = false;
+    for (int i = 1; i < argc; i++) {
+        DIR *d = opendir(argv[i]);
+        if (d) {
+            closedir(d);
+            if (folder_count < 16)
+                folders[folder_count++] = argv[i];
+        } else {
+            parse_target(argv[i]); /* refuses an unknown one */
+            targets[0] = argv[i];
+            named = true;
+        }
+    }
+    if (!named && kjit_cuda_available(NULL, 0) == KJIT_OK)
         targets[1] = "cuda";
     printf("| target   | fn  | what                      |      time    | note |\n");
     printf("| --- | --- | --- | ---: | --- |\n");
@@ -605,5 +796,7 @@ int main(int argc, char **argv)
             compile_times(self, targets[t]);
         call_costs(parse_target(targets[t]));
     }
+    if (folder_count > 0)
+        program_times(self, folders, folder_count);
     return 0;
 }

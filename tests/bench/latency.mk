@@ -1,5 +1,6 @@
 # make bench-latency: cold and warm compile times (each in a new process),
-# launch and vectorized-call costs, on cpu and, where a GPU is usable, cuda.
+# launch and vectorized-call costs, on cpu and, where a GPU is usable, cuda;
+# then every program of examples/ and tests/bench compiled cold.
 # Prints a Markdown table; see docs/performance.md ("Latency").
 .PHONY: bench-latency
 
@@ -7,4 +8,4 @@ $(BUILD)/latency: tests/bench/latency.c $(BUILD)/libkjit.so $(HEADERS)
 	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
 
 bench-latency: $(BUILD)/latency
-	$(BUILD)/latency
+	$(BUILD)/latency examples tests/bench

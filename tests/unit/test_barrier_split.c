@@ -524,6 +524,113 @@ START_TEST(barriers_under_varying_control_stay_on_fibers)
 }
 END_TEST
 
+/* ------------------------------------------------ barriers in helpers */
+
+/* Device functions that call syncthreads(), written into the kernel by
+ * inline_barriers.c before the split: a tree sum returning its value, a
+ * helper that returns early on a uniform test (its later barriers under
+ * the flag's if), one helper calling another, and a parameter the helper
+ * assigns.  Refused, and so on fibers: a call inside an expression, a
+ * return inside a helper's loop. */
+static const char helper_source[] =
+    "fn tree(sh: f32[], t: i32, n: i32) -> f32 {\n"
+    "    let s = n / 2;\n"
+    "    while s > 0 {\n"
+    "        if t < s { sh[t] += sh[t + s]; }\n"
+    "        syncthreads();\n"
+    "        s = s / 2;\n"
+    "    }\n"
+    "    return sh[0];\n"
+    "}\n"
+    "fn load_and_sum(sh: f32[], a: f32[], i: i32, t: i32, scale: f32) -> f32 {\n"
+    "    if scale == 0.0 { return 0.0; }\n"
+    "    sh[t] = i < len(a) ? a[i] * scale : 0.0;\n"
+    "    syncthreads();\n"
+    "    scale = scale + 1.0;\n"
+    "    let r = tree(sh, t, blockDim.x);\n"
+    "    return r + scale;\n"
+    "}\n"
+    "@kernel\n"
+    "fn helper_sum(a: f32[], sums: f32[], scale: f32) {\n"
+    "    let sh = shared(f32, 1024);\n"
+    "    let t = threadIdx.x;\n"
+    "    let i = blockIdx.x * blockDim.x + t;\n"
+    "    let total = load_and_sum(sh, a, i, t, scale);\n"
+    "    syncthreads();\n"
+    "    if t == 0 { sums[blockIdx.x] = total; }\n"
+    "}\n"
+    "@kernel\n"
+    "fn in_expression(a: f32[], sums: f32[]) {\n"
+    "    let sh = shared(f32, 1024);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[t];\n"
+    "    syncthreads();\n"
+    "    let total = 1.0 + tree(sh, t, blockDim.x);\n"
+    "    if t == 0 { sums[0] = total; }\n"
+    "}\n"
+    "fn loop_return(sh: f32[], t: i32) -> f32 {\n"
+    "    for k in range(0, 4) {\n"
+    "        syncthreads();\n"
+    "        if sh[k] > 1.0 { return sh[k]; }\n"
+    "    }\n"
+    "    return 0.0;\n"
+    "}\n"
+    "@kernel\n"
+    "fn returns_in_loop(a: f32[], sums: f32[]) {\n"
+    "    let sh = shared(f32, 1024);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[t];\n"
+    "    let r = loop_return(sh, t);\n"
+    "    if t == 0 { sums[0] = r; }\n"
+    "}\n";
+
+START_TEST(barriers_in_helpers_are_written_in)
+{
+    const char *why = NULL;
+    ck_assert_msg(splits(helper_source, "helper_sum", &why), "%s", why);
+    ck_assert(!splits(helper_source, "in_expression", &why));
+    ck_assert_msg(strstr(why, "inside an expression"), "%s", why);
+    ck_assert(!splits(helper_source, "returns_in_loop", &why));
+    ck_assert_msg(strstr(why, "inside a loop"), "%s", why);
+
+    const uint32_t threads[] = {1, 7, 64, 256};
+    const float scales[] = {2.0f, 0.0f};
+    for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++)
+        for (size_t c = 0; c < 2; c++) {
+            enum { BLOCKS = 3 };
+            int64_t n = BLOCKS * threads[k] - threads[k] / 2;
+            float *a = malloc(sizeof *a * (size_t)n), sums[BLOCKS] = {0};
+            for (int64_t i = 0; i < n; i++)
+                a[i] = (float)(next_random() % 1000);
+            Launch l = {.source = helper_source, .kernel = "helper_sum", .grid = {BLOCKS, 1, 1},
+                        .block = {threads[k], 1, 1}};
+            add_array(&l, a, KJIT_F32, n);
+            add_array(&l, sums, KJIT_F32, BLOCKS);
+            add_scalar(&l, kjit_arg_f32(scales[c]));
+            run_and_compare(&l);
+            for (int b = 0; b < BLOCKS; b++) {
+                /* the tree over the block (a power of two or not: the
+                 * helper halves blockDim as written); integers: exact */
+                float want = 0;
+                if (scales[c] != 0) {
+                    float sh[1024] = {0};
+                    for (uint32_t t = 0; t < threads[k]; t++) {
+                        int64_t i = (int64_t)b * threads[k] + t;
+                        sh[t] = i < n ? a[i] * scales[c] : 0.0f;
+                    }
+                    for (int s = (int)threads[k] / 2; s > 0; s /= 2)
+                        for (int t = 0; t < s; t++)
+                            sh[t] += sh[t + s];
+                    want = sh[0] + scales[c] + 1.0f;
+                }
+                ck_assert_msg(sums[b] == want, "block %d of %u threads, scale %g: %g, want %g", b,
+                              threads[k], scales[c], sums[b], want);
+            }
+            free(a);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------ regions on SIMD lanes */
 
 /* Regions that codegen_simd_threads.c runs on SIMD lanes: a loop whose exit
@@ -938,6 +1045,7 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, shared_memory_scan);
     tcase_add_test(c, barriers_under_uniform_ifs_and_loops);
     tcase_add_test(c, barriers_under_varying_control_stay_on_fibers);
+    tcase_add_test(c, barriers_in_helpers_are_written_in);
     tcase_add_test(c, regions_on_lanes_over_block_shapes);
     tcase_add_test(c, narrow_compares_on_lanes);
     tcase_add_test(c, split_regions_are_simd_code);
