@@ -445,6 +445,16 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
                                       ((KjNode *)n->args.items[i])->loc, context);
         ok = ok && e->args[i];
     }
+    uint32_t written = ok ? kj_ir_params_written(target) : 0;
+    for (int i = 0; ok && i < n->args.count; i++) {
+        if (kj_check_is_read_only(e->args[i]) && (i >= 32 || (written >> i) & 1)) {
+            char what[160];
+            snprintf(what, sizeof what, "this call of %s (its parameter '%s' is stored into)",
+                     name, target->params[i]->name);
+            kj_check_refuse_read_only(c, e->args[i], ((KjNode *)n->args.items[i])->loc, what);
+            ok = false;
+        }
+    }
     if (callee->impure)
         kj_check_note_impure(c);
     if (ok && target->device_use && !kj_check_device_call(c, target, n->loc))

@@ -70,6 +70,22 @@ KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e)
     return copy;
 }
 
+bool kj_check_is_read_only(const KjIrExpr *array)
+{
+    return array && (array->op == KJ_IR_CONST_ARRAY ||
+                     (array->op == KJ_IR_VAR && array->var && array->var->read_only));
+}
+
+bool kj_check_refuse_read_only(KjChecker *c, const KjIrExpr *array, KjLoc loc, const char *what)
+{
+    if (!kj_check_is_read_only(array))
+        return false;
+    const char *name = array->op == KJ_IR_CONST_ARRAY ? array->const_array->name
+                                                      : array->var->name;
+    kj_error(c->diag, loc, "%s writes '%s', a constant array, which is read-only", what, name);
+    return true;
+}
+
 KjIrExpr *kj_check_sreg(KjChecker *c, KjSpecialReg reg, KjLoc loc)
 {
     KjIrExpr *e = kj_check_new_expr(c, KJ_IR_SREG, kj_check_t_i32(), loc, 0);
