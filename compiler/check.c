@@ -213,8 +213,11 @@ static void check_let(KjChecker *c, KjNode *n)
     bool shared = is_call_to(n->rhs, "shared"), local = is_call_to(n->rhs, "local");
     if ((shared || local) && !kj_check_lookup_local(c, shared ? "shared" : "local"))
         value = check_alloc(c, n->rhs, shared);
-    else
+    else {
+        c->array_choice = n->rhs; /* let src = c ? a : b; */
         value = kj_check_expr(c, n->rhs);
+        c->array_choice = NULL;
+    }
     const KjType *type = n->declared_type;
     if (value && type)
         value = kj_check_convert(c, value, type, n->rhs->loc, "the initial value");
@@ -263,13 +266,125 @@ static KjIrExpr *reusable(KjChecker *c, KjIrExpr *e, KjIrExpr **second)
     return kj_check_var_ref(c, tmp, e->loc);
 }
 
+/*
+ * `src = other;` re-binds an array variable that a let declared (never a
+ * parameter) to another array of the same element type and rank: the
+ * variable then names that array (no elements are copied).  A variable
+ * bound to writable arrays may not be re-bound to a read-only one (a
+ * constant array): stores through it were allowed.  The value, converted,
+ * or NULL after an error at loc.
+ */
+static KjIrExpr *array_rebinding(KjChecker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc,
+                                 bool compound)
+{
+    if (compound) {
+        kj_error(c->diag, loc, "'%s' is an array: it takes no arithmetic; re-bind it with = or "
+                 "assign its elements", var->name);
+        return NULL;
+    }
+    if (var->is_param) {
+        kj_error(c->diag, loc, "the array parameter '%s' cannot be re-bound; bind a let to it "
+                 "and re-bind that (let src = %s; ... src = other;)", var->name, var->name);
+        return NULL;
+    }
+    if (!value)
+        return NULL;
+    if (value->type != var->type) {
+        kj_error(c->diag, loc, "'%s' is %s; it can be re-bound only to another %s, not %s",
+                 var->name, kj_type_name(var->type), kj_type_name(var->type),
+                 kj_type_name(value->type));
+        return NULL;
+    }
+    if (kj_check_is_read_only(value) && !var->read_only) {
+        kj_error(c->diag, loc, "'%s' names writable arrays; re-binding it to a read-only "
+                 "constant array would let its stores write that (bind a new let instead)",
+                 var->name);
+        return NULL;
+    }
+    return value;
+}
+
+/* a, b = x, y: every value into a temporary first, then each target (a
+ * variable) from its temporary, so that a, b = b, a swaps. */
+static void check_multiple_assign(KjChecker *c, KjNode *n)
+{
+    int count = n->args.count < n->body.count ? n->args.count : n->body.count;
+    KjIrVar *temps[64];
+    KjCheckBinding *bindings[64];
+    if (count > 64) {
+        kj_error(c->diag, n->loc, "a multiple assignment has at most 64 targets");
+        return;
+    }
+    bool ok = true;
+    for (int i = 0; i < count; i++) {
+        KjNode *target = n->args.items[i], *value_node = n->body.items[i];
+        bindings[i] = NULL;
+        temps[i] = NULL;
+        if (target->kind != KJ_NODE_NAME) {
+            kj_error(c->diag, target->loc, "a multiple assignment assigns variables; assign an "
+                     "element on its own (a[i] = ...;)");
+            ok = false;
+            continue;
+        }
+        for (int j = 0; j < i; j++)
+            if (n->args.items[j] && ((KjNode *)n->args.items[j])->kind == KJ_NODE_NAME &&
+                strcmp(((KjNode *)n->args.items[j])->name, target->name) == 0) {
+                kj_error(c->diag, target->loc, "'%s' is assigned twice in one multiple "
+                         "assignment", target->name);
+                ok = false;
+            }
+        KjCheckBinding *b = kj_check_lookup_local(c, target->name);
+        if (!b) {
+            if (kj_check_find_const(c, target->name))
+                kj_error(c->diag, target->loc, "'%s' is a constant; it cannot be assigned",
+                         target->name);
+            else
+                kj_check_name(c, target);
+            ok = false;
+            continue;
+        }
+        bindings[i] = b;
+        bool array = kj_check_is_array(b->var->type);
+        c->array_choice = array ? value_node : NULL;
+        KjIrExpr *value = kj_check_expr(c, value_node);
+        c->array_choice = NULL;
+        if (kj_check_is_poisoned(c, b->var)) {
+            ok = false;
+            continue;
+        }
+        if (array) {
+            value = array_rebinding(c, b->var, value, value_node->loc, false);
+        } else {
+            char context[160];
+            snprintf(context, sizeof context, "the value assigned to '%s'", target->name);
+            value = kj_check_convert(c, value, b->var->type, value_node->loc, context);
+        }
+        if (!value) {
+            ok = false;
+            continue;
+        }
+        temps[i] = kj_ir_new_var(c->arena, c->cur->ir, "swap", b->var->type, value_node->loc);
+        temps[i]->read_only = kj_check_is_read_only(value);
+        emit_set(c, temps[i], value, value_node->loc);
+    }
+    for (int i = 0; ok && i < count; i++)
+        emit_set(c, bindings[i]->var, kj_check_var_ref(c, temps[i], n->loc), n->loc);
+}
+
 static void check_assign(KjChecker *c, KjNode *n)
 {
     KjNode *target = n->lhs;
     bool compound = n->assign_op != KJ_TOK_ASSIGN;
+    if (n->args.count > 1) {
+        check_multiple_assign(c, n);
+        return;
+    }
     if (target->kind == KJ_NODE_NAME) {
         KjCheckBinding *b = kj_check_lookup_local(c, target->name);
+        bool array = b && kj_check_is_array(b->var->type);
+        c->array_choice = array ? n->rhs : NULL;
         KjIrExpr *rhs = kj_check_expr(c, n->rhs);
+        c->array_choice = NULL;
         if (!b && kj_check_find_const(c, target->name)) {
             kj_error(c->diag, n->loc, "'%s' is a constant; it cannot be assigned", target->name);
             return;
@@ -278,9 +393,12 @@ static void check_assign(KjChecker *c, KjNode *n)
             kj_check_name(c, target); /* says what the name is instead */
             return;
         }
-        if (kj_check_is_array(b->var->type)) {
-            kj_error(c->diag, n->loc, "the array '%s' cannot be reassigned; assign its elements: "
-                     "%s[i] = ...", target->name, target->name);
+        if (array) {
+            KjIrExpr *value = kj_check_is_poisoned(c, b->var)
+                                  ? NULL
+                                  : array_rebinding(c, b->var, rhs, n->loc, compound);
+            if (value)
+                emit_set(c, b->var, value, n->loc);
             return;
         }
         if (!rhs || kj_check_is_poisoned(c, b->var))

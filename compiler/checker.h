@@ -88,6 +88,9 @@ typedef struct KjChecker {
     KjVec stack; /* KjCheckFn* being checked, outermost first */
     KjCheckFnCtx *cur;
     KjCheckFile *const_file; /* while a constant's value is checked: its file (cur is NULL) */
+    /* The `?:` that may choose between arrays: the value of a let or of an
+     * array variable's assignment (and, within it, its arms); else NULL. */
+    KjNode *array_choice;
     /* Checks a function's body (check.c's kj_check_function), for a call of
      * one not checked yet: the language lets a function call one declared
      * after it, so a call checks its callee first.  The module level hands

@@ -270,7 +270,8 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     /* statements */                                                                  \
     X(BLOCK)       /* body (statements) */                                            \
     X(LET)         /* names (char*), declared_type (or NULL), rhs (initialiser) */    \
-    X(ASSIGN)      /* assign_op (KJ_TOK_ASSIGN, KJ_TOK_PLUS_ASSIGN ...), lhs, rhs */  \
+    X(ASSIGN)      /* assign_op (KJ_TOK_ASSIGN, KJ_TOK_PLUS_ASSIGN ...), lhs, rhs; \
+                      a, b = x, y: args (the targets), body (the values) too */         \
     X(EXPR_STMT)   /* lhs */                                                          \
     X(IF)          /* cond, then_body (BLOCK), else_body (BLOCK or IF, or NULL) */    \
     X(FOR)         /* name (loop variable), args (range arguments: 1 to 3), then_body */ \

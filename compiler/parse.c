@@ -906,23 +906,48 @@ static bool is_assign_op(KjTokenKind kind)
     return kind >= KJ_TOK_ASSIGN && kind <= KJ_TOK_SHR_ASSIGN;
 }
 
-// simple_stmt = expr (("=" | "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | ">>=") expr)? ";"
+// simple_stmt = expr ("," expr)* (("=" | "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | ">>=") expr ("," expr)*)? ";"
 static KjNode *simple_stmt(Parser *p)
 {
     KjNode *lhs = expr(p);
     if (p->panic)
         return lhs;
     KjNode *node;
+    /* a, b = b, a: the targets into args and the values into body, every
+     * value computed before any target is assigned */
+    KjVec targets = {0};
+    kj_vec_push(p->arena, &targets, lhs);
+    while (!p->panic && accept(p, KJ_TOK_COMMA))
+        kj_vec_push(p->arena, &targets, expr(p));
+    if (p->panic)
+        return lhs;
     if (is_assign_op(peek(p)->kind)) {
         KjToken *op = advance(p);
         node = new_node(p, KJ_NODE_ASSIGN, op->loc);
         node->assign_op = op->kind;
         node->lhs = lhs;
         node->rhs = expr(p);
-        if (lhs->kind != KJ_NODE_NAME && lhs->kind != KJ_NODE_INDEX && lhs->kind != KJ_NODE_MEMBER)
-            report(p, lhs->loc, "cannot assign to this expression: only a variable or an "
-                                "array element can be assigned");
+        for (int i = 0; i < targets.count; i++) {
+            KjNode *t = targets.items[i];
+            if (t->kind != KJ_NODE_NAME && t->kind != KJ_NODE_INDEX && t->kind != KJ_NODE_MEMBER)
+                report(p, t->loc, "cannot assign to this expression: only a variable or an "
+                                  "array element can be assigned");
+        }
+        if (targets.count > 1) {
+            node->args = targets;
+            kj_vec_push(p->arena, &node->body, node->rhs);
+            while (!p->panic && accept(p, KJ_TOK_COMMA))
+                kj_vec_push(p->arena, &node->body, expr(p));
+            if (!p->panic && op->kind != KJ_TOK_ASSIGN)
+                report(p, op->loc, "several targets take '=', not '%s'", kj_token_name(op->kind));
+            else if (!p->panic && node->body.count != targets.count)
+                report(p, op->loc, "%d targets but %d values: a, b = x, y; assigns one value to "
+                       "each", targets.count, node->body.count);
+        }
     } else {
+        if (targets.count > 1)
+            syntax_error(p, peek(p)->loc, "expected '=' after the targets of a multiple "
+                         "assignment, found %s", describe(p, peek(p)));
         node = new_node(p, KJ_NODE_EXPR_STMT, lhs->loc);
         node->lhs = lhs;
     }

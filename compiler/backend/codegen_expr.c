@@ -772,6 +772,22 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
     case KJ_IR_CONST_ARRAY:
         array_fixed(g, const_array_data(g, e->const_array), e, out);
         return;
+    case KJ_IR_SELECT: {
+        /* c ? a : b between arrays (the value of a let or a re-binding): the
+         * record of either, field by field.  Making an array record reads
+         * nothing and has no effect, so both arms are made. */
+        LLVMValueRef c = kj_codegen_expr(g, e->args[0]);
+        ArrayVal a, b;
+        kj_codegen_array(g, e->args[1], &a);
+        kj_codegen_array(g, e->args[2], &b);
+        *out = a;
+        out->data = LLVMBuildSelect(g->b, c, a.data, b.data, "array");
+        for (int k = 0; k < a.ndim; k++) {
+            out->shape[k] = LLVMBuildSelect(g->b, c, a.shape[k], b.shape[k], "");
+            out->strides[k] = LLVMBuildSelect(g->b, c, a.strides[k], b.strides[k], "");
+        }
+        return;
+    }
     case KJ_IR_VIEW: {
         /* The sub-array at leading indices: the element they address, and
          * the remaining extents and strides (guvectorize.c's operand cores). */

@@ -47,6 +47,6 @@ def test_const_array_crc(target):
 
 
 def test_const_array_is_read_only():
-    with pytest.raises(kjit.CompileError, match="a constant array, which is read-only"):
+    with pytest.raises(kjit.CompileError, match="the constant array 'T', which is read-only"):
         kjit.compile("const T: i32[2] = [1, 2];\n@kernel fn k(o: i32[]) { T[0] = o[0]; }\n",
                      target="cpu")

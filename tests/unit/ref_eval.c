@@ -597,6 +597,10 @@ static RefArray *eval_array(Ev *ev, Frame *fr, const KjIrExpr *e)
                 return &o->array;
         return new_owned(ev, e, owner);
     }
+    case KJ_IR_SELECT: {
+        RefValue c = eval(ev, fr, e->args[0]);
+        return eval_array(ev, fr, e->args[c.u ? 1 : 2]);
+    }
     case KJ_IR_CONST_ARRAY: {
         /* one copy of the table's bytes per evaluation, for every thread */
         const void *owner = e->const_array;
@@ -811,6 +815,10 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         return r;
     }
     case KJ_IR_SELECT: {
+        if (t->kind == KJ_TYPE_ARRAY) { /* let src = c ? a : b; */
+            r.array = eval_array(ev, fr, e);
+            return r;
+        }
         int arm = eval(ev, fr, e->args[0]).u ? 1 : 2;
         return ref_convert(eval(ev, fr, e->args[arm]), e->args[arm]->type, t);
     }

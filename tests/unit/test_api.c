@@ -372,8 +372,8 @@ START_TEST(const_array_lookup)
                                              &module),
                          KJIT_ERROR_COMPILE);
         ck_assert_ptr_null(module);
-        ck_assert_msg(strstr(kjit_last_error(context), "'T', a constant array, which is "
-                                                       "read-only") != NULL, "%s",
+        ck_assert_msg(strstr(kjit_last_error(context), "the constant array 'T', which "
+                                                       "is read-only") != NULL, "%s",
                       kjit_last_error(context));
         kjit_context_destroy(context);
     }

@@ -311,6 +311,12 @@ START_TEST(const_arrays_in_constant_memory)
                   "the CRC table is not in constant memory");
     ck_assert_msg(strstr(ptx, "ld.const.u16") != NULL, "the CRC table is not read with ld.const");
     free(ptx);
+    /* arrays chosen by '?:', re-bound and swapped */
+    ptx = ptx_for_source(&arena, kj_source_read(&arena, "tests/golden/exec/array_values.kern",
+                                                &(KjDiag){.sink = diag_to_stderr}),
+                         &roots, &count);
+    check_ptx(ptx, roots, count, "array_values.kern");
+    free(ptx);
 
     /* 9,000 f64 (72,000 bytes) pass 64 KiB: global memory instead */
     KjBuf text = {0};
