@@ -213,8 +213,11 @@ static void check_let(KjChecker *c, KjNode *n)
     bool shared = is_call_to(n->rhs, "shared"), local = is_call_to(n->rhs, "local");
     if ((shared || local) && !kj_check_lookup_local(c, shared ? "shared" : "local"))
         value = check_alloc(c, n->rhs, shared);
-    else
+    else {
+        c->array_choice = n->rhs; /* let src = c ? a : b; */
         value = kj_check_expr(c, n->rhs);
+        c->array_choice = NULL;
+    }
     const KjType *type = n->declared_type;
     if (value && type)
         value = kj_check_convert(c, value, type, n->rhs->loc, "the initial value");
@@ -224,6 +227,7 @@ static void check_let(KjChecker *c, KjNode *n)
         type = value ? value->type : NULL;
     /* Declared even after an error, so later uses do not report it again. */
     KjIrVar *var = kj_check_declare(c, first, type ? type : kj_check_t_i64(), n->loc);
+    var->read_only = kj_check_is_read_only(value);
     if (!value || !type) {
         kj_vec_push(c->arena, &c->cur->poisoned, var);
         return;
@@ -262,20 +266,139 @@ static KjIrExpr *reusable(KjChecker *c, KjIrExpr *e, KjIrExpr **second)
     return kj_check_var_ref(c, tmp, e->loc);
 }
 
+/*
+ * `src = other;` re-binds an array variable that a let declared (never a
+ * parameter) to another array of the same element type and rank: the
+ * variable then names that array (no elements are copied).  A variable
+ * bound to writable arrays may not be re-bound to a read-only one (a
+ * constant array): stores through it were allowed.  The value, converted,
+ * or NULL after an error at loc.
+ */
+static KjIrExpr *array_rebinding(KjChecker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc,
+                                 bool compound)
+{
+    if (compound) {
+        kj_error(c->diag, loc, "'%s' is an array: it takes no arithmetic; re-bind it with = or "
+                 "assign its elements", var->name);
+        return NULL;
+    }
+    if (var->is_param) {
+        kj_error(c->diag, loc, "the array parameter '%s' cannot be re-bound; bind a let to it "
+                 "and re-bind that (let src = %s; ... src = other;)", var->name, var->name);
+        return NULL;
+    }
+    if (!value)
+        return NULL;
+    if (value->type != var->type) {
+        kj_error(c->diag, loc, "'%s' is %s; it can be re-bound only to another %s, not %s",
+                 var->name, kj_type_name(var->type), kj_type_name(var->type),
+                 kj_type_name(value->type));
+        return NULL;
+    }
+    if (kj_check_is_read_only(value) && !var->read_only) {
+        kj_error(c->diag, loc, "'%s' names writable arrays; re-binding it to a read-only "
+                 "constant array would let its stores write that (bind a new let instead)",
+                 var->name);
+        return NULL;
+    }
+    return value;
+}
+
+/* a, b = x, y: every value into a temporary first, then each target (a
+ * variable) from its temporary, so that a, b = b, a swaps. */
+static void check_multiple_assign(KjChecker *c, KjNode *n)
+{
+    int count = n->args.count < n->body.count ? n->args.count : n->body.count;
+    KjIrVar *temps[64];
+    KjCheckBinding *bindings[64];
+    if (count > 64) {
+        kj_error(c->diag, n->loc, "a multiple assignment has at most 64 targets");
+        return;
+    }
+    bool ok = true;
+    for (int i = 0; i < count; i++) {
+        KjNode *target = n->args.items[i], *value_node = n->body.items[i];
+        bindings[i] = NULL;
+        temps[i] = NULL;
+        if (target->kind != KJ_NODE_NAME) {
+            kj_error(c->diag, target->loc, "a multiple assignment assigns variables; assign an "
+                     "element on its own (a[i] = ...;)");
+            ok = false;
+            continue;
+        }
+        for (int j = 0; j < i; j++)
+            if (n->args.items[j] && ((KjNode *)n->args.items[j])->kind == KJ_NODE_NAME &&
+                strcmp(((KjNode *)n->args.items[j])->name, target->name) == 0) {
+                kj_error(c->diag, target->loc, "'%s' is assigned twice in one multiple "
+                         "assignment", target->name);
+                ok = false;
+            }
+        KjCheckBinding *b = kj_check_lookup_local(c, target->name);
+        if (!b) {
+            if (kj_check_find_const(c, target->name))
+                kj_error(c->diag, target->loc, "'%s' is a constant; it cannot be assigned",
+                         target->name);
+            else
+                kj_check_name(c, target);
+            ok = false;
+            continue;
+        }
+        bindings[i] = b;
+        bool array = kj_check_is_array(b->var->type);
+        c->array_choice = array ? value_node : NULL;
+        KjIrExpr *value = kj_check_expr(c, value_node);
+        c->array_choice = NULL;
+        if (kj_check_is_poisoned(c, b->var)) {
+            ok = false;
+            continue;
+        }
+        if (array) {
+            value = array_rebinding(c, b->var, value, value_node->loc, false);
+        } else {
+            char context[160];
+            snprintf(context, sizeof context, "the value assigned to '%s'", target->name);
+            value = kj_check_convert(c, value, b->var->type, value_node->loc, context);
+        }
+        if (!value) {
+            ok = false;
+            continue;
+        }
+        temps[i] = kj_ir_new_var(c->arena, c->cur->ir, "swap", b->var->type, value_node->loc);
+        temps[i]->read_only = kj_check_is_read_only(value);
+        emit_set(c, temps[i], value, value_node->loc);
+    }
+    for (int i = 0; ok && i < count; i++)
+        emit_set(c, bindings[i]->var, kj_check_var_ref(c, temps[i], n->loc), n->loc);
+}
+
 static void check_assign(KjChecker *c, KjNode *n)
 {
     KjNode *target = n->lhs;
     bool compound = n->assign_op != KJ_TOK_ASSIGN;
+    if (n->args.count > 1) {
+        check_multiple_assign(c, n);
+        return;
+    }
     if (target->kind == KJ_NODE_NAME) {
         KjCheckBinding *b = kj_check_lookup_local(c, target->name);
+        bool array = b && kj_check_is_array(b->var->type);
+        c->array_choice = array ? n->rhs : NULL;
         KjIrExpr *rhs = kj_check_expr(c, n->rhs);
+        c->array_choice = NULL;
+        if (!b && kj_check_find_const(c, target->name)) {
+            kj_error(c->diag, n->loc, "'%s' is a constant; it cannot be assigned", target->name);
+            return;
+        }
         if (!b) {
             kj_check_name(c, target); /* says what the name is instead */
             return;
         }
-        if (kj_check_is_array(b->var->type)) {
-            kj_error(c->diag, n->loc, "the array '%s' cannot be reassigned; assign its elements: "
-                     "%s[i] = ...", target->name, target->name);
+        if (array) {
+            KjIrExpr *value = kj_check_is_poisoned(c, b->var)
+                                  ? NULL
+                                  : array_rebinding(c, b->var, rhs, n->loc, compound);
+            if (value)
+                emit_set(c, b->var, value, n->loc);
             return;
         }
         if (!rhs || kj_check_is_poisoned(c, b->var))
@@ -300,6 +423,8 @@ static void check_assign(KjChecker *c, KjNode *n)
         KjIrExpr *load = kj_check_index(c, target);
         KjIrExpr *rhs = kj_check_expr(c, n->rhs);
         if (!load || !rhs)
+            return;
+        if (kj_check_refuse_read_only(c, load->args[0], n->loc, "this assignment"))
             return;
         KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_STORE, n->loc);
         s->array = load->args[0];
@@ -585,11 +710,162 @@ static KjNode *not_constant(KjNode *n)
     return NULL;
 }
 
+/*
+ * `const TABLE: u16[256] = [...];`: a read-only array known when the program
+ * is compiled.  The extents are constant integers; the literal nests one
+ * level per axis, with exactly as many elements as the extent at each; every
+ * element is a constant expression that converts to the element type as a
+ * typed `let` would.  The elements are stored as the targets lay them out
+ * (kj_codegen_const_array puts them in read-only memory).
+ */
+#define KJ_MAX_CONST_ARRAY_ELEMENTS (1 << 24)
+
+static void store_element(unsigned char *at, const KjIrExpr *v)
+{
+    const KjType *t = v->type;
+    int size = kj_type_size(t);
+    if (t->kind == KJ_TYPE_F32) {
+        float f = (float)v->const_float;
+        memcpy(at, &f, 4);
+    } else if (t->kind == KJ_TYPE_F64) {
+        memcpy(at, &v->const_float, 8);
+    } else if (kj_type_is_half(t)) {
+        uint16_t h = kj_half_from_double(t->kind, v->const_float);
+        memcpy(at, &h, 2);
+    } else {
+        for (int b = 0; b < size; b++) /* little-endian, as every target is */
+            at[b] = (unsigned char)(v->const_int >> (8 * b));
+    }
+}
+
+/* The elements of lit (axis `axis` of the shape) into bytes from *next; false after an error. */
+static bool const_array_elements(KjChecker *c, KjNode *n, KjNode *lit, int axis,
+                                 const int64_t *shape, int ndim, unsigned char *bytes,
+                                 int64_t *next)
+{
+    const KjType *elem = n->declared_type->elem;
+    if (!lit || lit->kind != KJ_NODE_ARRAY_LIT) {
+        kj_error(c->diag, lit ? lit->loc : n->loc, "the constant '%s' has %d dimension%s: this "
+                 "must be a list [...] of axis %d", n->name, ndim, ndim == 1 ? "" : "s", axis);
+        return false;
+    }
+    if (lit->args.count != shape[axis]) {
+        kj_error(c->diag, lit->loc, "the constant '%s' is declared with %lld element%s along axis "
+                 "%d, but this list has %d", n->name, (long long)shape[axis],
+                 shape[axis] == 1 ? "" : "s", axis, lit->args.count);
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < lit->args.count && c->diag->error_count < 100; i++) {
+        KjNode *item = lit->args.items[i];
+        if (axis + 1 < ndim) {
+            if (!const_array_elements(c, n, item, axis + 1, shape, ndim, bytes, next))
+                return false; /* one message for a list of the wrong shape */
+            continue;
+        }
+        if (item && item->kind == KJ_NODE_ARRAY_LIT) {
+            kj_error(c->diag, item->loc, "the constant '%s' has %d dimension%s: an element here "
+                     "is a single value, not a list", n->name, ndim, ndim == 1 ? "" : "s");
+            ok = false;
+            continue;
+        }
+        KjNode *bad = not_constant(item);
+        if (bad) {
+            kj_error(c->diag, bad->loc, "the elements of the constant '%s' must be known when the "
+                     "program is compiled: literals, constants, operators and conversions",
+                     n->name);
+            ok = false;
+            continue;
+        }
+        char context[160];
+        snprintf(context, sizeof context, "an element of the constant '%s'", n->name);
+        KjIrExpr *v = kj_check_convert(c, kj_check_expr(c, item), elem, item->loc, context);
+        if (v && v->op != KJ_IR_CONST) {
+            kj_error(c->diag, item->loc, "the elements of the constant '%s' must be known when "
+                     "the program is compiled; this %s is computed when it runs", n->name,
+                     kj_type_name(v->type));
+            v = NULL;
+        }
+        if (v)
+            store_element(bytes + *next * kj_type_size(elem), v);
+        ok = ok && v;
+        ++*next;
+    }
+    return ok;
+}
+
+static KjIrExpr *check_const_array(KjChecker *c, KjNode *n)
+{
+    const KjType *type = n->declared_type;
+    int ndim = n->args.count < 3 ? n->args.count : 3;
+    int64_t shape[3] = {1, 1, 1}, count = 1;
+    if (kj_type_is_complex(type->elem)) {
+        kj_error(c->diag, n->loc, "a constant array holds bool or real numbers, not %s",
+                 kj_type_name(type->elem));
+        return NULL;
+    }
+    for (int k = 0; k < ndim; k++) {
+        KjNode *extent = n->args.items[k];
+        KjNode *bad = not_constant(extent);
+        KjIrExpr *e = bad ? NULL : kj_check_expr(c, extent);
+        int64_t value = 0;
+        bool typed = e && e->op == KJ_IR_CONST && kj_type_is_int(e->type);
+        if (typed)
+            value = (int64_t)e->const_int;
+        if ((!typed && !kj_check_constant_int(e, &value)) || value < 1 ||
+            value > KJ_MAX_CONST_ARRAY_ELEMENTS) {
+            kj_error(c->diag, extent->loc, "the extents of a constant array are constant "
+                     "integers from 1 to %d", KJ_MAX_CONST_ARRAY_ELEMENTS);
+            return NULL;
+        }
+        shape[k] = value;
+        count *= value;
+        if (count > KJ_MAX_CONST_ARRAY_ELEMENTS) {
+            kj_error(c->diag, n->loc, "the constant '%s' has more than %d elements", n->name,
+                     KJ_MAX_CONST_ARRAY_ELEMENTS);
+            return NULL;
+        }
+    }
+    int64_t size = count * kj_type_size(type->elem);
+    unsigned char *bytes = kj_arena_alloc(c->arena, (size_t)size);
+    int64_t next = 0;
+    if (!const_array_elements(c, n, n->rhs, 0, shape, ndim, bytes, &next))
+        return NULL;
+    KjIrConstArray *data = kj_arena_alloc(c->arena, sizeof *data);
+    data->name = n->name;
+    data->symbol = kj_arena_printf(c->arena, "kj_const_%s", n->name);
+    data->elem = type->elem;
+    data->ndim = ndim;
+    memcpy(data->shape, shape, sizeof shape);
+    data->bytes = bytes;
+    data->size = size;
+    kj_vec_push(c->arena, &c->module->const_arrays, data);
+    c->module->const_array_bytes += (size + 15) / 16 * 16;
+    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_CONST_ARRAY, kj_type_array(type->elem, ndim),
+                                    n->loc, 0);
+    e->const_array = data;
+    e->alloc_elem = type->elem;
+    e->alloc_ndim = ndim;
+    memcpy(e->alloc_shape, shape, sizeof shape);
+    return e;
+}
+
 static void check_const(KjChecker *c, KjCheckConst *k)
 {
     KjNode *n = k->decl;
     const KjType *type = n->declared_type;
     c->const_file = k->file;
+    if (n->args.count > 0 || (n->rhs && n->rhs->kind == KJ_NODE_ARRAY_LIT)) {
+        k->state = KJ_CHECK_FN_CHECKING;
+        if (n->args.count == 0)
+            kj_error(c->diag, n->rhs->loc, "a constant array needs its type and shape: "
+                     "const %s: f64[N] = [...]; (or f64[N, M] for two dimensions)", n->name);
+        else if (type)
+            k->value = check_const_array(c, n);
+        k->state = KJ_CHECK_FN_DONE;
+        c->const_file = NULL;
+        return;
+    }
     k->state = KJ_CHECK_FN_CHECKING;
     KjIrExpr *value = NULL;
     KjNode *bad = not_constant(n->rhs);

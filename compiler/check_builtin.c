@@ -399,6 +399,8 @@ KjIrExpr *kj_check_atomic(KjChecker *c, KjNode *n, KjAtomicOp op, KjIrExpr **a)
             return NULL;
         }
     }
+    if (kj_check_refuse_read_only(c, element ? a[0]->args[0] : a[0], first->loc, name))
+        return NULL;
     if (!is_atomic_elem(array->elem, op)) {
         kj_error(c->diag, n->loc, "%s does not work on %s elements (%s)", name,
                  kj_type_name(array->elem), atomic_elements_text(op));

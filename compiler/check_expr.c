@@ -89,11 +89,23 @@ KjIrExpr *kj_check_name(KjChecker *c, KjNode *n)
 
 /* ======================================== the ternary, indexing and members */
 
+/*
+ * `c ? a : b` between two arrays of one element type and rank chooses which
+ * array a variable names: only as the value of a let or of an array
+ * variable's assignment (c->array_choice), so that the back end chooses the
+ * array's record once, where the variable is set; indexing each arm or an
+ * if/else says the rest.
+ */
 static KjIrExpr *check_ternary(KjChecker *c, KjNode *n)
 {
+    bool may_choose_arrays = n == c->array_choice;
+    c->array_choice = NULL;
     KjIrExpr *cond = kj_check_expr(c, n->cond);
+    c->array_choice = may_choose_arrays ? n->lhs : NULL;
     KjIrExpr *a = kj_check_expr(c, n->lhs);
+    c->array_choice = may_choose_arrays ? n->rhs : NULL;
     KjIrExpr *b = kj_check_expr(c, n->rhs);
+    c->array_choice = NULL;
     if (!cond || !a || !b)
         return NULL;
     if (cond->type != kj_check_t_bool()) {
@@ -101,12 +113,29 @@ static KjIrExpr *check_ternary(KjChecker *c, KjNode *n)
                  kj_type_name(cond->type));
         return NULL;
     }
-    /* An array is a place, not a value: the back end lowers arrays only from
-     * variables, parameters and shared()/local(), never a choice between two. */
+    if (kj_check_is_array(a->type) && kj_check_is_array(b->type) && may_choose_arrays) {
+        if (a->type != b->type) {
+            kj_error(c->diag, n->loc, "the two arms of '?:' are %s and %s; an array-valued '?:' "
+                     "chooses between arrays of one element type and rank", kj_type_name(a->type),
+                     kj_type_name(b->type));
+            return NULL;
+        }
+        KjIrExpr *e = kj_check_new_expr(c, KJ_IR_SELECT, a->type, n->loc, 3);
+        e->args[0] = cond;
+        e->args[1] = a;
+        e->args[2] = b;
+        return e;
+    }
+    if (kj_check_is_array(a->type) && kj_check_is_array(b->type)) {
+        kj_error(c->diag, n->loc, "an array-valued '?:' (%s) is only the value of a let or of an "
+                 "array variable's assignment (let src = c ? a : b;); elsewhere index each arm "
+                 "(c ? a[i] : b[i])", kj_type_name(a->type));
+        return NULL;
+    }
     if (kj_check_is_array(a->type) || kj_check_is_array(b->type)) {
-        kj_error(c->diag, n->loc, "'?:' chooses between single values, not arrays (%s); index "
-                 "each arm (c ? a[i] : b[i]), or use if/else with the array in each branch",
-                 kj_type_name(kj_check_is_array(a->type) ? a->type : b->type));
+        kj_error(c->diag, n->loc, "'?:' chooses between two arrays or two single values, not "
+                 "an array (%s) and a value", kj_type_name(kj_check_is_array(a->type) ? a->type
+                                                                                 : b->type));
         return NULL;
     }
     const KjType *t;
@@ -444,6 +473,16 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
         e->args[i] = kj_check_convert(c, args[i], target->params[i]->type,
                                       ((KjNode *)n->args.items[i])->loc, context);
         ok = ok && e->args[i];
+    }
+    uint32_t written = ok ? kj_ir_params_written(target) : 0;
+    for (int i = 0; ok && i < n->args.count; i++) {
+        if (kj_check_is_read_only(e->args[i]) && (i >= 32 || (written >> i) & 1)) {
+            char what[160];
+            snprintf(what, sizeof what, "this call of %s (its parameter '%s' is stored into)",
+                     name, target->params[i]->name);
+            kj_check_refuse_read_only(c, e->args[i], ((KjNode *)n->args.items[i])->loc, what);
+            ok = false;
+        }
     }
     if (callee->impure)
         kj_check_note_impure(c);

@@ -70,6 +70,29 @@ KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e)
     return copy;
 }
 
+bool kj_check_is_read_only(const KjIrExpr *array)
+{
+    if (array && array->op == KJ_IR_SELECT) /* either arm may be the one chosen */
+        return kj_check_is_read_only(array->args[1]) || kj_check_is_read_only(array->args[2]);
+    return array && (array->op == KJ_IR_CONST_ARRAY ||
+                     (array->op == KJ_IR_VAR && array->var && array->var->read_only));
+}
+
+bool kj_check_refuse_read_only(KjChecker *c, const KjIrExpr *array, KjLoc loc, const char *what)
+{
+    if (!kj_check_is_read_only(array))
+        return false;
+    while (array->op == KJ_IR_SELECT)
+        array = kj_check_is_read_only(array->args[1]) ? array->args[1] : array->args[2];
+    if (array->op == KJ_IR_CONST_ARRAY)
+        kj_error(c->diag, loc, "%s writes the constant array '%s', which is read-only", what,
+                 array->const_array->name);
+    else
+        kj_error(c->diag, loc, "%s writes '%s', which may name a constant array (read-only)",
+                 what, array->var->name);
+    return true;
+}
+
 KjIrExpr *kj_check_sreg(KjChecker *c, KjSpecialReg reg, KjLoc loc)
 {
     KjIrExpr *e = kj_check_new_expr(c, KJ_IR_SREG, kj_check_t_i32(), loc, 0);

@@ -88,6 +88,9 @@ typedef struct KjChecker {
     KjVec stack; /* KjCheckFn* being checked, outermost first */
     KjCheckFnCtx *cur;
     KjCheckFile *const_file; /* while a constant's value is checked: its file (cur is NULL) */
+    /* The `?:` that may choose between arrays: the value of a let or of an
+     * array variable's assignment (and, within it, its arms); else NULL. */
+    KjNode *array_choice;
     /* Checks a function's body (check.c's kj_check_function), for a call of
      * one not checked yet: the language lets a function call one declared
      * after it, so a call checks its callee first.  The module level hands
@@ -142,6 +145,11 @@ KjIrExpr *kj_check_sreg(KjChecker *c, KjSpecialReg reg, KjLoc loc);
 /* e as `to`: itself if it has that type already, else a CAST. */
 KjIrExpr *kj_check_cast_ir(KjChecker *c, KjIrExpr *e, const KjType *to);
 KjIrExpr *kj_check_clone_expr(KjChecker *c, const KjIrExpr *e);
+/* Whether an array expression names read-only memory (a constant array, or
+ * a let of one); a store, an atomic or a call that writes it is refused
+ * with an error at loc naming `what` (kj_check_refuse_read_only: true when refused). */
+bool kj_check_is_read_only(const KjIrExpr *array);
+bool kj_check_refuse_read_only(KjChecker *c, const KjIrExpr *array, KjLoc loc, const char *what);
 bool kj_check_expr_is_pure(KjChecker *c, const KjIrExpr *e);
 void kj_check_note_impure(KjChecker *c);
 

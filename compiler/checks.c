@@ -40,6 +40,8 @@ static int new_site(KjIrModule *module, KjCheckKind kind, KjLoc loc, const char 
 
 static const char *array_name(const KjIrExpr *array)
 {
+    if (array && array->op == KJ_IR_CONST_ARRAY)
+        return array->const_array->name;
     return array && array->op == KJ_IR_VAR && array->var ? array->var->name : NULL;
 }
 

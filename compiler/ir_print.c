@@ -142,6 +142,8 @@ static void print_expr(Printer *p, const KjIrExpr *e)
     fprintf(p->out, ":%s", kj_type_name(e->type));
     if (e->op == KJ_IR_DYNAMIC_SHARED)
         fputs(" dynamic", p->out);
+    if (e->op == KJ_IR_CONST_ARRAY)
+        fprintf(p->out, " %s", e->const_array->name);
     if (e->op == KJ_IR_PRINT) {
         fputc(' ', p->out);
         kj_write_quoted(p->out, e->format ? e->format : "");

@@ -180,7 +180,7 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
     case KJ_IR_LOGOR:
         return t == b ? args_are(v, e, 2, b) : fail(v, e->loc, "logical op gives %s", kj_type_name(t));
     case KJ_IR_SELECT:
-        if (!is_element_type(t))
+        if (!is_element_type(t) && t->kind != KJ_TYPE_ARRAY)
             return fail(v, e->loc, "select of %s", kj_type_name(t));
         if (!args_are(v, e, 3, NULL))
             return false;
@@ -377,6 +377,16 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         if (!is_element_type(e->alloc_elem) || t != kj_type_array(e->alloc_elem, 1))
             return fail(v, e->loc, "bad dynamic shared array");
         return args_are(v, e, 0, NULL);
+    case KJ_IR_CONST_ARRAY: {
+        const KjIrConstArray *k = e->const_array;
+        int64_t count = 1;
+        for (int i = 0; k && i < k->ndim; i++)
+            count *= k->shape[i];
+        if (!k || k->elem != e->alloc_elem || k->ndim != e->alloc_ndim ||
+            t != kj_type_array(k->elem, k->ndim) || count * kj_type_size(k->elem) != k->size)
+            return fail(v, e->loc, "bad constant array");
+        return args_are(v, e, 0, NULL);
+    }
     default:
         return fail(v, e->loc, "unknown op %d", (int)e->op);
     }
@@ -391,9 +401,10 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
                     kj_type_name(e->type));
     /* The back end makes arrays only from these (kj_codegen_array). */
     if (e->type->kind == KJ_TYPE_ARRAY && e->op != KJ_IR_VAR && e->op != KJ_IR_SHARED &&
-        e->op != KJ_IR_LOCAL && e->op != KJ_IR_DYNAMIC_SHARED && e->op != KJ_IR_VIEW)
-        return fail(v, e->loc, "%s makes an array; only variables, shared(), local() and "
-                    "views do", kj_ir_op_name(e->op));
+        e->op != KJ_IR_LOCAL && e->op != KJ_IR_DYNAMIC_SHARED && e->op != KJ_IR_VIEW &&
+        e->op != KJ_IR_CONST_ARRAY && e->op != KJ_IR_SELECT)
+        return fail(v, e->loc, "%s makes an array; only variables, shared(), local(), "
+                    "constant arrays, views and a choice between arrays do", kj_ir_op_name(e->op));
     /* kernel built-ins: in kernels, and in device functions but shared() */
     bool device = v->fn->kind == KJ_IR_FN_PLAIN && (e->op == KJ_IR_LOCAL ||
                                                      (v->fn->device_use && e->op != KJ_IR_SHARED));

@@ -285,7 +285,8 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     /* statements */                                                                  \
     X(BLOCK)       /* body (statements) */                                            \
     X(LET)         /* names (char*), declared_type (or NULL), rhs (initialiser) */    \
-    X(ASSIGN)      /* assign_op (KJ_TOK_ASSIGN, KJ_TOK_PLUS_ASSIGN ...), lhs, rhs */  \
+    X(ASSIGN)      /* assign_op (KJ_TOK_ASSIGN, KJ_TOK_PLUS_ASSIGN ...), lhs, rhs; \
+                      a, b = x, y: args (the targets), body (the values) too */         \
     X(EXPR_STMT)   /* lhs */                                                          \
     X(IF)          /* cond, then_body (BLOCK), else_body (BLOCK or IF, or NULL) */    \
     X(FOR)         /* name (loop variable), args (range arguments: 1 to 3), then_body */ \
@@ -295,7 +296,9 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     X(RETURN)      /* lhs (or NULL) */                                                \
     /* declarations */                                                                \
     X(IMPORT)      /* name (module) */                                                \
-    X(CONST)       /* name, declared_type (or NULL), rhs (the value) */               \
+    X(CONST)       /* name, declared_type (or NULL), rhs (the value); a constant array:    \
+                      declared_type T[,..], args (its shape), rhs an ARRAY_LIT */          \
+    X(ARRAY_LIT)   /* args (elements: expressions, or ARRAY_LITs one axis down) */         \
     X(FUNCTION)    /* see KjFunctionDecl: fn */
 
 typedef enum {
@@ -591,7 +594,9 @@ extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
                       that it formats, each passed as C's varargs promotion has it          \
                       (check_print.c says which conversions match) */                        \
     X(DYNAMIC_SHARED) /* alloc_elem: the launch's dynamic shared memory as a 1-D array of      \
-                      (its bytes / the element size) elements; every one aliases the others */
+                      (its bytes / the element size) elements; every one aliases the others */ \
+    X(CONST_ARRAY) /* const_array: a module-level constant array, read-only; alloc_elem,      \
+                      alloc_shape[0..alloc_ndim) its shape */
 
 typedef enum {
 #define X(op) KJ_IR_##op,
@@ -632,8 +637,22 @@ typedef struct KjIrVar {
     const KjType *type;
     int id; /* unique within its function, from 0 */
     bool is_param;
+    bool read_only; /* an array that may not be written: a constant array, or a let of one */
     KjLoc loc;
 } KjIrVar;
+
+/* A module-level constant array (`const T: u16[256] = [...];`): its
+ * elements as the target stores them (C order, little-endian), and the
+ * symbol its read-only global has in every compiled module. */
+typedef struct KjIrConstArray {
+    const char *name;   /* as written */
+    const char *symbol; /* "kj_const_<name>" */
+    const KjType *elem;
+    int ndim;
+    int64_t shape[3];
+    const unsigned char *bytes;
+    int64_t size; /* bytes */
+} KjIrConstArray;
 
 typedef struct KjIrExpr {
     KjIrOp op;
@@ -651,6 +670,7 @@ typedef struct KjIrExpr {
     KjExecOp exec;
     int dim;
     const char *format; /* PRINT */
+    const KjIrConstArray *const_array; /* CONST_ARRAY */
     const KjType *alloc_elem;
     int alloc_ndim;
     int64_t alloc_shape[3];
@@ -792,6 +812,8 @@ typedef struct KjIrModule {
     uint64_t source_hash; /* of the main source and every import's text */
     KjVec check_sites;    /* KjCheckSite*: checked mode's sites (checks.c), site i at i-1 */
     bool checks_inserted; /* checks.c has marked the module */
+    KjVec const_arrays;   /* KjIrConstArray*: the constant arrays of every file */
+    int64_t const_array_bytes; /* their sizes, each rounded up to 16 bytes */
 } KjIrModule;
 
 /* Builders (used by the checker and the vectorize pass). */

@@ -24,7 +24,7 @@
 #include <string.h>
 
 const char *const kj_parser_productions[] = {
-    "file", "import_decl", "const_decl", "function_decl", "attribute", "attribute_arg", "signature", "param", "type",
+    "file", "import_decl", "const_decl", "const_type", "array_literal", "function_decl", "attribute", "attribute_arg", "signature", "param", "type",
     "block", "statement", "let_stmt", "if_stmt", "for_stmt", "while_stmt", "jump_stmt",
     "simple_stmt", "expr", "ternary", "logor", "logand", "bitor", "bitxor", "bitand",
     "equality", "relational", "shift", "add", "mul", "unary", "power", "postfix", "args",
@@ -905,23 +905,48 @@ static bool is_assign_op(KjTokenKind kind)
     return kind >= KJ_TOK_ASSIGN && kind <= KJ_TOK_SHR_ASSIGN;
 }
 
-// simple_stmt = expr (("=" | "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | ">>=") expr)? ";"
+// simple_stmt = expr ("," expr)* (("=" | "+=" | "-=" | "*=" | "/=" | "%=" | "&=" | "|=" | "^=" | "<<=" | ">>=") expr ("," expr)*)? ";"
 static KjNode *simple_stmt(Parser *p)
 {
     KjNode *lhs = expr(p);
     if (p->panic)
         return lhs;
     KjNode *node;
+    /* a, b = b, a: the targets into args and the values into body, every
+     * value computed before any target is assigned */
+    KjVec targets = {0};
+    kj_vec_push(p->arena, &targets, lhs);
+    while (!p->panic && accept(p, KJ_TOK_COMMA))
+        kj_vec_push(p->arena, &targets, expr(p));
+    if (p->panic)
+        return lhs;
     if (is_assign_op(peek(p)->kind)) {
         KjToken *op = advance(p);
         node = new_node(p, KJ_NODE_ASSIGN, op->loc);
         node->assign_op = op->kind;
         node->lhs = lhs;
         node->rhs = expr(p);
-        if (lhs->kind != KJ_NODE_NAME && lhs->kind != KJ_NODE_INDEX && lhs->kind != KJ_NODE_MEMBER)
-            report(p, lhs->loc, "cannot assign to this expression: only a variable or an "
-                                "array element can be assigned");
+        for (int i = 0; i < targets.count; i++) {
+            KjNode *t = targets.items[i];
+            if (t->kind != KJ_NODE_NAME && t->kind != KJ_NODE_INDEX && t->kind != KJ_NODE_MEMBER)
+                report(p, t->loc, "cannot assign to this expression: only a variable or an "
+                                  "array element can be assigned");
+        }
+        if (targets.count > 1) {
+            node->args = targets;
+            kj_vec_push(p->arena, &node->body, node->rhs);
+            while (!p->panic && accept(p, KJ_TOK_COMMA))
+                kj_vec_push(p->arena, &node->body, expr(p));
+            if (!p->panic && op->kind != KJ_TOK_ASSIGN)
+                report(p, op->loc, "several targets take '=', not '%s'", kj_token_name(op->kind));
+            else if (!p->panic && node->body.count != targets.count)
+                report(p, op->loc, "%d targets but %d values: a, b = x, y; assigns one value to "
+                       "each", targets.count, node->body.count);
+        }
     } else {
+        if (targets.count > 1)
+            syntax_error(p, peek(p)->loc, "expected '=' after the targets of a multiple "
+                         "assignment, found %s", describe(p, peek(p)));
         node = new_node(p, KJ_NODE_EXPR_STMT, lhs->loc);
         node->lhs = lhs;
     }
@@ -959,7 +984,49 @@ static KjNode *import_decl(Parser *p)
     return node;
 }
 
-// const_decl = "const" IDENT (":" type)? "=" expr ";"
+/* A constant array's type and shape, u16[256] or f64[3, 3]: the extents
+ * into node->args (constant expressions the checker evaluates). */
+// const_type = IDENT "[" expr ("," expr)* "]"
+static void const_type(Parser *p, KjNode *node)
+{
+    KjToken *name = advance(p);
+    const KjType *scalar = kj_type_from_name(name->start, (size_t)name->len);
+    if (!scalar)
+        report(p, name->loc, "unknown type '%.*s'", name->len, name->start);
+    KjToken *open = advance(p); /* "[" */
+    do {
+        kj_vec_push(p->arena, &node->args, expr(p));
+    } while (!p->panic && accept(p, KJ_TOK_COMMA));
+    if (p->panic || !expect(p, KJ_TOK_RBRACKET))
+        return;
+    int ndim = node->args.count;
+    if (ndim > 3) {
+        report(p, open->loc, "a constant array has at most 3 dimensions, this one has %d", ndim);
+        ndim = 3;
+    }
+    node->declared_type = scalar ? kj_type_array(scalar, ndim) : NULL;
+}
+
+// array_literal = "[" (array_literal | expr) ("," (array_literal | expr))* ","? "]"
+static KjNode *array_literal(Parser *p)
+{
+    KjNode *node = new_node(p, KJ_NODE_ARRAY_LIT, advance(p)->loc);
+    if (!enter(p)) {
+        leave(p);
+        return node;
+    }
+    while (!p->panic && !at(p, KJ_TOK_RBRACKET)) {
+        kj_vec_push(p->arena, &node->args, at(p, KJ_TOK_LBRACKET) ? array_literal(p) : expr(p));
+        if (!accept(p, KJ_TOK_COMMA))
+            break;
+    }
+    leave(p);
+    if (!p->panic)
+        expect(p, KJ_TOK_RBRACKET);
+    return node;
+}
+
+// const_decl = "const" IDENT (":" (const_type | type))? "=" (array_literal | expr) ";"
 static KjNode *const_decl(Parser *p)
 {
     KjNode *node = new_node(p, KJ_NODE_CONST, advance(p)->loc);
@@ -968,11 +1035,21 @@ static KjNode *const_decl(Parser *p)
         return node;
     node->name = token_text(p, name);
     node->loc = name->loc;
-    if (accept(p, KJ_TOK_COLON))
-        node->declared_type = type(p);
+    if (accept(p, KJ_TOK_COLON)) {
+        /* T[N, ...] with extents is a constant array's type; T[] and T[,]
+         * (no extents) stay a plain type, which the checker refuses */
+        bool shaped = at(p, KJ_TOK_IDENT) && p->pos + 2 < p->count &&
+                      p->tokens[p->pos + 1].kind == KJ_TOK_LBRACKET &&
+                      p->tokens[p->pos + 2].kind != KJ_TOK_COMMA &&
+                      p->tokens[p->pos + 2].kind != KJ_TOK_RBRACKET;
+        if (shaped)
+            const_type(p, node);
+        else
+            node->declared_type = type(p);
+    }
     if (p->panic || !expect(p, KJ_TOK_ASSIGN))
         return node;
-    node->rhs = expr(p);
+    node->rhs = at(p, KJ_TOK_LBRACKET) ? array_literal(p) : expr(p);
     expect_semi(p);
     return node;
 }
@@ -1318,6 +1395,9 @@ static void dump_node(FILE *out, const KjNode *node, int depth)
         fprintf(out, "const %s", node->name);
         if (node->declared_type)
             fprintf(out, ": %s", kj_type_name(node->declared_type));
+        break;
+    case KJ_NODE_ARRAY_LIT:
+        fprintf(out, "array literal of %d", node->args.count);
         break;
     case KJ_NODE_FUNCTION:
         dump_function(out, node, depth);

@@ -180,6 +180,7 @@ bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e)
         return false;
     switch (e->op) {
     case KJ_IR_CONST: case KJ_IR_SHARED: case KJ_IR_DYNAMIC_SHARED: case KJ_IR_SYNCTHREADS:
+    case KJ_IR_CONST_ARRAY:
         return false;
     case KJ_IR_VAR:
         return kj_uniform_var_varying(u, e->var);

@@ -725,6 +725,32 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
     return e->type->kind == KJ_TYPE_VOID || is_array(e->type) ? NULL : zero_of(g, e->type);
 }
 
+/*
+ * A constant array's data: one read-only global per array and module, named
+ * by its symbol, holding its bytes as the checker laid them out.  On cuda it
+ * is in constant memory (.const, cached and broadcast to a warp) while the
+ * module's tables fit the 64 KiB a kernel may have there, else in global
+ * memory; on cpu in read-only data.
+ */
+static LLVMValueRef const_array_data(Gen *g, const KjIrConstArray *k)
+{
+    LLVMValueRef gv = LLVMGetNamedGlobal(g->mod, k->symbol);
+    unsigned space = g->target->string_address_space;
+    if (g->target->const_array_space_bytes > 0 &&
+        g->const_array_bytes <= g->target->const_array_space_bytes)
+        space = g->target->const_array_space;
+    if (!gv) {
+        LLVMValueRef init = LLVMConstStringInContext(g->ctx, (const char *)k->bytes,
+                                                     (unsigned)k->size, 1);
+        gv = LLVMAddGlobalInAddressSpace(g->mod, LLVMTypeOf(init), k->symbol, space);
+        LLVMSetInitializer(gv, init);
+        LLVMSetGlobalConstant(gv, 1);
+        LLVMSetLinkage(gv, LLVMPrivateLinkage);
+        LLVMSetAlignment(gv, 16);
+    }
+    return space == 0 ? gv : LLVMConstAddrSpaceCast(gv, g->t_ptr);
+}
+
 void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
 {
     memset(out, 0, sizeof *out);
@@ -754,6 +780,25 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
     case KJ_IR_SHARED:
         array_fixed(g, g->target->shared_array(g, e->alloc_elem, alloc_count(e)), e, out);
         return;
+    case KJ_IR_CONST_ARRAY:
+        array_fixed(g, const_array_data(g, e->const_array), e, out);
+        return;
+    case KJ_IR_SELECT: {
+        /* c ? a : b between arrays (the value of a let or a re-binding): the
+         * record of either, field by field.  Making an array record reads
+         * nothing and has no effect, so both arms are made. */
+        LLVMValueRef c = kj_codegen_expr(g, e->args[0]);
+        ArrayVal a, b;
+        kj_codegen_array(g, e->args[1], &a);
+        kj_codegen_array(g, e->args[2], &b);
+        *out = a;
+        out->data = LLVMBuildSelect(g->b, c, a.data, b.data, "array");
+        for (int k = 0; k < a.ndim; k++) {
+            out->shape[k] = LLVMBuildSelect(g->b, c, a.shape[k], b.shape[k], "");
+            out->strides[k] = LLVMBuildSelect(g->b, c, a.strides[k], b.strides[k], "");
+        }
+        return;
+    }
     case KJ_IR_VIEW: {
         /* The sub-array at leading indices: the element they address, and
          * the remaining extents and strides (guvectorize.c's operand cores). */

@@ -628,6 +628,7 @@ LLVMModuleRef kj_codegen_module(const KjTarget *target, LLVMContextRef context, 
     g->ctx = context;
     g->options = options;
     g->target = target;
+    g->const_array_bytes = module->const_array_bytes;
     g->mod = LLVMModuleCreateWithNameInContext("kjit", context);
     g->b = LLVMCreateBuilderInContext(context);
     init_types(g);

@@ -173,6 +173,12 @@ typedef struct KjTarget {
     void (*print)(Gen *g, LLVMValueRef format, LLVMValueRef *values, int count);
     /* Where constant strings live (0: generic; cuda: 1, global). */
     unsigned string_address_space;
+    /* Where constant arrays live: const_array_space when the module's
+     * constant arrays take at most const_array_space_bytes together (cuda: 4,
+     * constant memory, 64 KiB), else string_address_space (0: always the
+     * latter). */
+    unsigned const_array_space;
+    int64_t const_array_space_bytes;
     /* What KjCodegenOptions.line_info asks of the compile unit: line tables
      * (cpu), or .loc directives alone (cuda: ptxas takes them as nvcc's
      * -lineinfo, where line tables would be DWARF sections). */
@@ -208,6 +214,7 @@ struct Gen {
     LLVMTypeRef t_desc;       /* KjArrayDesc */
     LLVMTypeRef t_thread_ctx; /* KjThreadCtx */
 
+    int64_t const_array_bytes; /* the module's constant arrays (KjIrModule's) */
     const char *cpu_name, *cpu_features;
     bool vec_sse, vec_avx2, vec_avx512; /* libmvec ISAs the host can run */
     LLVMValueRef *used; /* vector math declarations for llvm.compiler.used */

@@ -458,6 +458,8 @@ const KjTarget kj_target_cuda = {
     .cancel_word_space = 1, /* global */
     .print = cuda_print,
     .string_address_space = 1,
+    .const_array_space = 4,
+    .const_array_space_bytes = 64 * 1024,
 };
 
 /* IR -> PTX (kjit_backend.h): ptx.c's emission with this target's lowering. */

@@ -15,16 +15,49 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  check [--dump=ast|ir|vec] [--block=X,Y,Z] [--verify] FILE...\n"
-    "                                                  parse and type-check\n"
-    "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [--arch sm_XX]\n"
-    "             [--function NAME] [--block X,Y,Z] [--verify] [--lineinfo] [-O0..3]\n"
-    "             [-o OUT]\n"
-    "                                                  show a stage of code generation\n"
+    "                                      parse and type-check (kjit check --help)\n"
+    "  build FILE [--target cpu|cuda] [--emit=llvm|asm|obj|ptx] [options]\n"
+    "                                      show a stage of code generation (kjit build --help)\n"
     "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
     "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
     "  info                                targets, GPU, driver, libdevice\n"
     "  cache list|stats|clear              the compiled-code cache (kjit cache --help)\n"
     "  version                             print the version\n";
+
+static const char check_usage[] =
+    "usage: kjit check [--dump=ast|ir|vec] [--block=X,Y,Z] [--verify] FILE...\n"
+    "  parse and type-check each FILE; errors as file:line:col with the line and a caret\n"
+    "  --dump=ast|ir|vec  print the syntax tree, the IR, or the IR after the SIMD lowering\n"
+    "  --block=X,Y,Z      the launch's block shape the kernels are specialised for\n"
+    "  --verify           run the IR verifier after every pass\n";
+
+static const char build_usage[] =
+    "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx]\n"
+    "                  [--arch sm_XX] [--function NAME] [--block X,Y,Z] [--verify]\n"
+    "                  [--lineinfo] [-O0..3] [-o OUT]\n"
+    "  show a stage of code generation (assembly for cpu, PTX for cuda by default)\n"
+    "  --target T      cpu (or parallel) or cuda\n"
+    "  --emit E        llvm (IR), asm, obj (needs -o) or ptx\n"
+    "  --arch sm_XX    the GPU architecture for --target cuda\n"
+    "  --function NAME only this function\n"
+    "  --block X,Y,Z   the launch's block shape the kernels are specialised for\n"
+    "  --verify        run the IR verifier after every pass\n"
+    "  --lineinfo      .kern line numbers in the PTX (for profilers)\n"
+    "  -O0..3          LLVM optimisation level\n"
+    "  -o OUT          write to OUT instead of standard output\n";
+
+static const char info_usage[] =
+    "usage: kjit info\n"
+    "  targets, GPUs, driver, libdevice, ptxas, host CPU and cache folder\n";
+
+static const char version_usage[] =
+    "usage: kjit version\n"
+    "  print the version\n";
+
+static bool is_help(const char *arg)
+{
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
 
 static void print_to_stderr(void *user, const char *text)
 {
@@ -117,6 +150,10 @@ static int cmd_check(int argc, char **argv)
     const char *dump = NULL;
     kjit_stage stage = KJIT_STAGE_IR;
     for (int i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(check_usage, stdout);
+            return 0;
+        }
         if (strncmp(argv[i], "--dump=", 7) == 0) {
             dump = argv[i] + 7;
             if (strcmp(dump, "ast") == 0) stage = KJIT_STAGE_AST;
@@ -158,6 +195,12 @@ static int cmd_build(int argc, char **argv)
     kjit_stage_options_init(&options);
     options.on_diagnostic = print_to_stderr;
     const char *path = NULL, *target = "cpu", *emit = NULL, *output = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(build_usage, stdout);
+            return 0;
+        }
+    }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--target=", 9) == 0) target = a + 9;
@@ -217,6 +260,11 @@ int main(int argc, char **argv)
     if (strcmp(command, "build") == 0) return cmd_build(argc - 2, argv + 2);
     if (strcmp(command, "run") == 0) return kj_cli_run(argc - 2, argv + 2);
     if (strcmp(command, "bench") == 0) return kj_cli_bench(argc - 2, argv + 2);
+    if (argc > 2 && is_help(argv[2]) &&
+        (strcmp(command, "info") == 0 || strcmp(command, "version") == 0)) {
+        fputs(strcmp(command, "info") == 0 ? info_usage : version_usage, stdout);
+        return 0;
+    }
     if (strcmp(command, "info") == 0) return kj_cli_info(argc - 2, argv + 2);
     if (strcmp(command, "cache") == 0) return kj_cli_cache(argc - 2, argv + 2);
     if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {

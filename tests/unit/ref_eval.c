@@ -638,6 +638,20 @@ static RefArray *eval_array(Ev *ev, Frame *fr, const KjIrExpr *e)
                 return &o->array;
         return new_owned(ev, e, owner);
     }
+    case KJ_IR_SELECT: {
+        RefValue c = eval(ev, fr, e->args[0]);
+        return eval_array(ev, fr, e->args[c.u ? 1 : 2]);
+    }
+    case KJ_IR_CONST_ARRAY: {
+        /* one copy of the table's bytes per evaluation, for every thread */
+        const void *owner = e->const_array;
+        for (Owned *o = ev->owned; o; o = o->next)
+            if (o->owner == owner)
+                return &o->array;
+        RefArray *a = new_owned(ev, e, owner);
+        memcpy(a->data, e->const_array->bytes, (size_t)e->const_array->size);
+        return a;
+    }
     default:
         fail(ev, e, "an array from a %s expression", kj_ir_op_name(e->op));
         return NULL;
@@ -847,6 +861,10 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         return r;
     }
     case KJ_IR_SELECT: {
+        if (t->kind == KJ_TYPE_ARRAY) { /* let src = c ? a : b; */
+            r.array = eval_array(ev, fr, e);
+            return r;
+        }
         int arm = eval(ev, fr, e->args[0]).u ? 1 : 2;
         return ref_convert(eval(ev, fr, e->args[arm]), e->args[arm]->type, t);
     }
@@ -963,6 +981,7 @@ static RefValue eval_op(Ev *ev, Frame *fr, const KjIrExpr *e)
         return r;
     case KJ_IR_SHARED:
     case KJ_IR_LOCAL:
+    case KJ_IR_CONST_ARRAY:
         r.array = eval_array(ev, fr, e);
         return r;
     case KJ_IR_ATOMIC:

@@ -331,6 +331,55 @@ static void saxpy_on(kjit_target target)
     kjit_context_destroy(context);
 }
 
+/* A module-level constant array through the C API: a @vectorize lookup
+ * over its 2-D table, on cpu and parallel; a write to it is a compile
+ * error, not a crash in read-only memory. */
+START_TEST(const_array_lookup)
+{
+    const char *source =
+        "const W: f64[2, 3] = [[0.5, 1, 2], [-1, 3.25, 1e10]];\n"
+        "@vectorize fn pick(r: i32, c: i32) -> f64 { return W[r, c] * f64(W.shape[1]); }\n";
+    kjit_target targets[] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
+    double table[2][3] = {{0.5, 1, 2}, {-1, 3.25, 1e10}};
+    for (int t = 0; t < 2; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_string(context, "table.kern", source, &module) == KJIT_OK,
+                      "%s", kjit_last_error(context));
+        kjit_function *pick;
+        ck_assert_int_eq(kjit_module_function(module, "pick", &pick), KJIT_OK);
+        enum { N = 600 };
+        int32_t r[N], c[N];
+        for (int i = 0; i < N; i++) {
+            r[i] = i % 2;
+            c[i] = (i / 2) % 3;
+        }
+        int64_t n = N;
+        kjit_array R = kjit_array_make(r, KJIT_I32, 1, &n), C = kjit_array_make(c, KJIT_I32, 1, &n);
+        kjit_arg args[2] = {kjit_arg_array(&R), kjit_arg_array(&C)};
+        kjit_array result;
+        ck_assert_msg(kjit_call(pick, args, 2, NULL, &result) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(((double *)result.data)[i] == 3 * table[r[i]][c[i]], "element %d", i);
+        kjit_array_free(&result);
+        kjit_module_free(module);
+
+        module = (kjit_module *)0x1;
+        ck_assert_int_eq(kjit_compile_string(context, "write.kern",
+                                             "const T: i32[2] = [1, 2];\n"
+                                             "@kernel fn k(o: i32[]) { T[0] = o[0]; }\n",
+                                             &module),
+                         KJIT_ERROR_COMPILE);
+        ck_assert_ptr_null(module);
+        ck_assert_msg(strstr(kjit_last_error(context), "the constant array 'T', which "
+                                                       "is read-only") != NULL, "%s",
+                      kjit_last_error(context));
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 START_TEST(kernel_launch_cpu)
 {
     saxpy_on(KJIT_TARGET_CPU);
@@ -835,6 +884,7 @@ Suite *suite_api(void)
     TCase *tc = tcase_create("api");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, contexts_and_names);
+    tcase_add_test(tc, const_array_lookup);
     tcase_add_test(tc, compile_errors_are_values);
     tcase_add_test(tc, lookup_and_signatures);
     tcase_add_test(tc, plain_functions_convert_scalars);

@@ -296,6 +296,45 @@ START_TEST(print_calls_vprintf)
 }
 END_TEST
 
+/* Constant arrays live in constant memory (.const, read with ld.const) while
+ * the module's tables fit 64 KiB, else in global memory; both assemble. */
+START_TEST(const_arrays_in_constant_memory)
+{
+    KjArena arena = {0};
+    KjIrFunction **roots;
+    int count;
+    char *ptx = ptx_for_source(&arena, kj_source_read(&arena, "tests/golden/exec/const_array.kern",
+                                                      &(KjDiag){.sink = diag_to_stderr}),
+                               &roots, &count);
+    check_ptx(ptx, roots, count, "const_array.kern");
+    ck_assert_msg(strstr(ptx, ".const .align 16 .b8 kj_const_CRC_NIBBLE[32]") != NULL,
+                  "the CRC table is not in constant memory");
+    ck_assert_msg(strstr(ptx, "ld.const.u16") != NULL, "the CRC table is not read with ld.const");
+    free(ptx);
+    /* arrays chosen by '?:', re-bound and swapped */
+    ptx = ptx_for_source(&arena, kj_source_read(&arena, "tests/golden/exec/array_values.kern",
+                                                &(KjDiag){.sink = diag_to_stderr}),
+                         &roots, &count);
+    check_ptx(ptx, roots, count, "array_values.kern");
+    free(ptx);
+
+    /* 9,000 f64 (72,000 bytes) pass 64 KiB: global memory instead */
+    KjBuf text = {0};
+    kj_buf_printf(&text, "const BIG: f64[9000] = [");
+    for (int i = 0; i < 9000; i++)
+        kj_buf_printf(&text, "%s%d.5", i ? ", " : "", i);
+    kj_buf_printf(&text, "];\n@kernel fn k(i: i32[], out: f64[]) { out[0] = BIG[i[0]]; }\n");
+    ptx = ptx_for_string(&arena, text.data, &roots, &count);
+    check_ptx(ptx, roots, count, "a 72,000-byte table");
+    ck_assert_msg(strstr(ptx, ".global .align 16 .b8 kj_const_BIG[72000]") != NULL,
+                  "a table past 64 KiB is not in global memory");
+    ck_assert_msg(strstr(ptx, ".const") == NULL, "a table past 64 KiB is in constant memory");
+    free(ptx);
+    kj_buf_free(&text);
+    kj_arena_free(&arena);
+}
+END_TEST
+
 /* Device functions (plain functions using kernel built-ins, called from a
  * kernel) and every atomic, on elements of 2-D arrays too, sized by
  * constants; LLVM makes compare-and-swap loops of the ones PTX lacks. */
@@ -592,6 +631,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, kernel_features_assemble);
     tcase_add_test(tcase, exec_builtins_assemble);
     tcase_add_test(tcase, print_calls_vprintf);
+    tcase_add_test(tcase, const_arrays_in_constant_memory);
     tcase_add_test(tcase, device_functions_and_atomics_assemble);
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);

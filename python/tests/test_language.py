@@ -1,0 +1,52 @@
+"""Language features from Python (docs/language.md): constant arrays, read in
+@vectorize functions and kernels on every target, and refused when written."""
+import os
+
+import numpy as np
+import pytest
+
+import kjit
+from conftest import REPO, TARGETS
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def target(request):
+    return request.param
+
+
+TABLE = """
+const W: f32[2, 3] = [[0.5, 1, 2], [-1, 3.25, 100]];
+const LUT: u16[4] = [0x0000, 0x1021, 0x2042, 0x3063];
+@vectorize
+fn pick(r: i32, c: i32) -> f32 { return W[r, c] * f32(W.shape[1]); }
+@kernel
+fn look(idx: i32[], out: u16[]) {
+    let i = grid(1);
+    if i < len(out) { out[i] = LUT[idx[i]]; }
+}
+"""
+
+
+def test_const_array(target, rng):
+    m = kjit.compile(TABLE, target=target)
+    r = rng.integers(0, 2, 1000).astype(np.int32)
+    c = rng.integers(0, 3, 1000).astype(np.int32)
+    w = np.array([[0.5, 1, 2], [-1, 3.25, 100]], np.float32)
+    np.testing.assert_array_equal(m.pick(r, c), w[r, c] * 3)
+    idx = rng.integers(0, 4, 100).astype(np.int32)
+    out = np.zeros(100, np.uint16)
+    m.look[4, 32](idx, out)
+    np.testing.assert_array_equal(out, np.array([0, 0x1021, 0x2042, 0x3063], np.uint16)[idx])
+
+
+def test_const_array_crc(target):
+    m = kjit.load(os.path.join(REPO, "tests", "golden", "exec", "const_array.kern"), target=target)
+    out = np.zeros(1, np.uint16)
+    m.crc16[1, 32](np.arange(9, dtype=np.uint8), out)
+    assert out[0] == 0x6EDE  # binascii.crc_hqx(bytes(range(9)), 0xffff)
+
+
+def test_const_array_is_read_only():
+    with pytest.raises(kjit.CompileError, match="the constant array 'T', which is read-only"):
+        kjit.compile("const T: i32[2] = [1, 2];\n@kernel fn k(o: i32[]) { T[0] = o[0]; }\n",
+                     target="cpu")
