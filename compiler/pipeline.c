@@ -189,8 +189,9 @@ bool kj_pipeline_run(KjPipeline *p)
 
     /* checks: marks the sites the back end tests in checked mode (checks.c
      * has the contract).  Once per module, before any vectorize pass. */
-    if (p->checks && !p->module->checks_inserted) {
-        kj_checks_insert(p->module);
+    if (((p->checks & KJ_CHECKS_VALUES) && !p->module->checks_inserted) ||
+        ((p->checks & KJ_CHECKS_RACE) && !p->module->races_inserted)) {
+        kj_checks_insert(p->module, p->checks);
         if (p->verify && !verified(p, "checks"))
             return false;
     }
