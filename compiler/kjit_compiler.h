@@ -97,7 +97,7 @@ typedef struct KjLoc {
     int line, col; /* both from 1; col counts bytes */
 } KjLoc;
 
-typedef enum { KJ_SEVERITY_ERROR, KJ_SEVERITY_NOTE } KjSeverity;
+typedef enum { KJ_SEVERITY_ERROR, KJ_SEVERITY_NOTE, KJ_SEVERITY_WARNING } KjSeverity;
 
 /* The reporter formats "file:line:col: error: message\n<line>\n   ^\n" and hands
  * each complete diagnostic to the sink; it never prints by itself. */
@@ -112,6 +112,8 @@ typedef struct KjDiag {
 
 void kj_error(KjDiag *diag, KjLoc loc, const char *fmt, ...);
 void kj_note(KjDiag *diag, KjLoc loc, const char *fmt, ...);
+/* "file:line:col: warning: message": not an error (error_count stays). */
+void kj_warning(KjDiag *diag, KjLoc loc, const char *fmt, ...);
 /* An error with no source position (I/O, usage): "file: error: message". */
 void kj_error_plain(KjDiag *diag, const char *where, const char *fmt, ...);
 
@@ -1146,6 +1148,13 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
  * call does nothing more. */
 void kj_checks_insert(KjIrModule *module, int checks);
 
+/* ============================================================ barrier_warn.c */
+
+/* `kjit check`: a warning for each block barrier of a kernel (syncthreads(),
+ * syncthreads_count/_and/_or, syncgrid(), a call that waits at one) under
+ * control flow that depends on the thread (uniform.c). */
+void kj_warn_divergent_barriers(KjArena *arena, const KjIrModule *module, KjDiag *diag);
+
 /* ================================================================ pipeline.c */
 
 /* How far kj_pipeline_run goes. */
@@ -1186,6 +1195,7 @@ typedef struct KjPipeline {
     KjStage stop;             /* the last stage to run */
     bool verify;              /* the verifier after every pass, not only after check */
     int checks;               /* checked mode, KJ_CHECKS_* bits: mark the module's sites (checks.c) */
+    bool warn_barriers;       /* after the front end: barrier_warn.c's warnings */
 } KjPipeline;
 
 /* The pass list (pipeline.c says which passes, in which order).  false when a

@@ -183,6 +183,9 @@ bool kj_pipeline_run(KjPipeline *p)
             p->module = NULL;
             return false;
         }
+        /* barrier warnings (`kjit check`): barrier_warn.c has the contract */
+        if (p->warn_barriers)
+            kj_warn_divergent_barriers(p->arena, p->module, p->diag);
     }
     if (p->stop == KJ_STAGE_IR)
         return true;

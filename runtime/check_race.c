@@ -294,6 +294,10 @@ int32_t kj_race_access(KjCheckRecord *record, KjThreadCtx *ctx, void *address,
     KjRaceState *race = record->race;
     if (!race || race->failed || race->out_of_memory)
         return 1;
+    if (!ctx)
+        ctx = kj_cpu_race_thread(); /* a plain function's access */
+    if (!ctx)
+        return 0; /* no thread: a call from the host, a vectorized call */
     int kind = flags & 0xff, count = flags >> 8;
     int64_t block = ctx->block_idx[0] +
                     (int64_t)race->grid[0] * (ctx->block_idx[1] + (int64_t)race->grid[1] * ctx->block_idx[2]);
@@ -441,13 +445,12 @@ static void describe(KjBuf *buf, const KjIrModule *module, const KjRaceReport *r
         print_thread(buf, &r->second, r->first.block);
         kj_buf_printf(buf, " waits at the %s at ", other_op);
         print_place(buf, second);
-        kj_buf_printf(buf, ": the threads of a block must reach the same barrier");
         return;
     case KJ_RACE_RETURNED:
         print_thread(buf, &r->first, NULL);
-        kj_buf_printf(buf, " waits at this %s, but ", op);
+        kj_buf_printf(buf, " waits at this %s, which ", op);
         print_thread(buf, &r->second, r->first.block);
-        kj_buf_printf(buf, " has returned: the barrier is never reached by all of its block");
+        kj_buf_printf(buf, " never reaches: it has returned");
         return;
     case KJ_RACE_MASK_OWN_LANE:
         kj_buf_printf(buf, "the mask 0x%08" PRIx64 " of %s by ", (uint64_t)r->values[0] & 0xffffffffu, op);
@@ -465,9 +468,8 @@ static void describe(KjBuf *buf, const KjIrModule *module, const KjRaceReport *r
     case KJ_RACE_INACTIVE_LANE:
         kj_buf_printf(buf, "%s by ", op);
         print_thread(buf, &r->first, NULL);
-        kj_buf_printf(buf, " reads lane %" PRId64 ", which is not active (not in the mask, "
-                      "returned, waiting elsewhere or past the block's last thread)",
-                      r->values[0]);
+        kj_buf_printf(buf, " reads lane %" PRId64 ", which does not take part (it is not in "
+                      "the mask, or waits at another collective)", r->values[0]);
         return;
     case KJ_RACE_OUT_OF_MEMORY:
         break;
@@ -483,10 +485,9 @@ char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const c
         return text.data;
     }
     describe(&what, module, &race->report);
-    kj_buf_printf(&what, " in kernel '%s'", function);
     const KjCheckSite *site = site_of(module, race->report.first.site);
     if (!site) {
-        kj_buf_printf(&text, "%s", what.data);
+        kj_buf_printf(&text, "%s: %s", function, what.data);
         kj_buf_free(&what);
         return text.data;
     }

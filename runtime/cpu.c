@@ -343,9 +343,12 @@ static bool race_check_warp(FiberGroup *group, int base, int lanes, uint32_t go,
         case KJ_EXEC_SHFL_XOR: source = j ^ arg; break;
         default: break;
         }
-        /* up and down past the warp's ends give the lane's own value: defined */
+        /* A source past the warp's ends (up, down), past the block's last
+         * thread, or returned gives the lane's own value, as
+         * docs/language.md defines; a live lane that is not in the mask, or
+         * not at this collective, is a mistake. */
         bool is_shuffle = slots[j].op >= KJ_EXEC_SHFL && slots[j].op <= KJ_EXEC_SHFL_XOR;
-        if (is_shuffle && source >= 0 && source < KJ_WARP_SIZE &&
+        if (is_shuffle && source >= 0 && source < lanes && (live >> source & 1u) &&
             !((mask & waiting) >> source & 1u) && source != j)
             return race_fail(group, KJ_RACE_INACTIVE_LANE, base + j, base + j, source, 0);
     }
@@ -597,9 +600,24 @@ static void fiber_resume(FiberGroup *group, int i)
  * never all be reached (some of a block at syncthreads(), others at
  * syncgrid()): the threads are abandoned where they stand.
  */
+static bool fiber_group_turns(FiberGroup *group);
+
 static bool fiber_group_run(FiberGroup *group)
 {
     running_group = group;
+    bool done = fiber_group_turns(group);
+    running_group = NULL;
+    return done;
+}
+
+KjThreadCtx *kj_cpu_race_thread(void)
+{
+    FiberGroup *group = running_group;
+    return group && group->race ? &group->contexts[group->current] : NULL;
+}
+
+static bool fiber_group_turns(FiberGroup *group)
+{
     for (int i = 0; i < group->count; i++) {
         group->slots[i].state = FIBER_READY;
         fiber_prepare(group, i);

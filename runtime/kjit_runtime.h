@@ -166,6 +166,10 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
                                      void **args, const uint32_t grid[3], const uint32_t block[3],
                                      size_t dynamic_shared_bytes, char **error);
 typedef struct KjRaceState KjRaceState;
+/* The thread (fiber) of a launch under the race checker that runs now on
+ * this OS thread, or NULL: for accesses of plain functions, which have no
+ * ctx of their own. */
+KjThreadCtx *kj_cpu_race_thread(void);
 /* A launch under the race checker (check_race.c): every block's threads as
  * fibers through thread_fn, the blocks one after another on the calling
  * thread, so that the order of every access is the same on every run. */

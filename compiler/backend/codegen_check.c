@@ -283,7 +283,9 @@ void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMVa
  * a non-zero answer means the call has failed (a race, or diverging
  * barriers) and the thread leaves as after a failed check, through
  * %check.bail, without writing the record (the runtime's race state holds
- * the report).  Plain functions have no ctx and report nothing.
+ * the report).  Plain functions have no ctx and pass NULL: the runtime
+ * knows which thread runs (a fiber of its own), or that none does (a call
+ * from the host, a vectorized call) and then has nothing to check.
  */
 static void race_call(Gen *g, int site, KjCheckKind kind, LLVMValueRef address,
                       LLVMValueRef *indices, int count)
@@ -300,7 +302,7 @@ static void race_call(Gen *g, int site, KjCheckKind kind, LLVMValueRef address,
     LLVMTypeRef params[] = {g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr, g->t_i32, g->t_i32};
     LLVMTypeRef ft = LLVMFunctionType(g->t_i32, params, 6, 0);
     LLVMValueRef fn = LLVMBuildLoad2(g->b, g->t_ptr, field(g, F_RACE_ACCESS, -1), "race.access");
-    LLVMValueRef args[] = {g->check_record, g->thread_ctx,
+    LLVMValueRef args[] = {g->check_record, g->thread_ctx ? g->thread_ctx : LLVMConstNull(g->t_ptr),
                            address ? address : LLVMConstNull(g->t_ptr), index_array,
                            const_i32(g, site), const_i32(g, (int32_t)kind | count << 8)};
     LLVMValueRef failed = LLVMBuildCall2(g->b, ft, fn, args, 6, "race");
@@ -315,7 +317,7 @@ static void race_call(Gen *g, int site, KjCheckKind kind, LLVMValueRef address,
 void kj_codegen_race_access(Gen *g, int site, KjCheckKind kind, LLVMValueRef address,
                             LLVMValueRef *indices, int count)
 {
-    if (!site || !g->options->race || !g->check_record || !g->thread_ctx)
+    if (!site || !g->options->race || !g->check_record)
         return;
     race_call(g, site, kind, address, indices, count);
 }
