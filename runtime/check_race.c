@@ -42,10 +42,12 @@
 /* One access: where, by whom, in which epochs.  site 0: no access. */
 typedef struct RaceAccess {
     int32_t site;
-    int32_t thread;  /* linear within its block, x fastest */
-    int64_t block;   /* linear within the grid */
-    uint32_t grid_epoch, block_epoch, warp_epoch;
-} RaceAccess;
+    uint32_t block;      /* linear within the grid (a grid of more than 2^32
+                            blocks is told apart modulo 2^32) */
+    uint16_t thread;     /* linear within its block, x fastest (below 1024) */
+    uint16_t grid_epoch; /* syncgrid()s before it, modulo 2^16 */
+    uint32_t block_epoch, warp_epoch;
+} RaceAccess; /* 20 bytes: a table entry is 108 */
 
 typedef struct RaceEntry {
     uintptr_t address; /* 0: free */
@@ -261,7 +263,8 @@ static void fill_party(const KjRaceState *race, KjRaceParty *party, const RaceAc
 {
     party->site = a->site;
     thread_coordinates(race->block, a->thread, party->thread);
-    thread_coordinates(race->grid, a->block, party->block);
+    /* the block as the launch has it (a record keeps its low 32 bits) */
+    thread_coordinates(race->grid, (int64_t)a->block, party->block);
 }
 
 /* The first failure wins; the others are not looked at (nothing runs on). */
@@ -319,8 +322,8 @@ int32_t kj_race_access(KjCheckRecord *record, KjThreadCtx *ctx, void *address,
         race->out_of_memory = true;
         return 1;
     }
-    RaceAccess now = {.site = site, .thread = thread, .block = block,
-                      .grid_epoch = race->grid_epoch,
+    RaceAccess now = {.site = site, .thread = (uint16_t)thread, .block = (uint32_t)block,
+                      .grid_epoch = (uint16_t)race->grid_epoch,
                       .block_epoch = race->block_epochs[in_group],
                       .warp_epoch = race->warp_epochs[(size_t)in_group * race->warps_per_block +
                                                       thread / KJ_WARP_SIZE]};
