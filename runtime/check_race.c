@@ -77,7 +77,10 @@ struct KjRaceState {
     uint32_t *block_epochs, *warp_epochs;
     int32_t *pending; /* per thread of the group: the barrier site it waits at */
     uintptr_t local_lo, local_hi, shared_lo, shared_hi;
+    KjThreadCtx *running; /* the fiber running now (cpu.c), NULL between launches */
 };
+
+void kj_race_running(KjRaceState *race, KjThreadCtx *ctx) { race->running = ctx; }
 
 KjRaceState *kj_race_create(void)
 {
@@ -298,7 +301,7 @@ int32_t kj_race_access(KjCheckRecord *record, KjThreadCtx *ctx, void *address,
     if (!race || race->failed || race->out_of_memory)
         return 1;
     if (!ctx)
-        ctx = kj_cpu_race_thread(); /* a plain function's access */
+        ctx = race->running; /* a plain function's access */
     if (!ctx)
         return 0; /* no thread: a call from the host, a vectorized call */
     int kind = flags & 0xff, count = flags >> 8;

@@ -584,6 +584,8 @@ static void fiber_prepare(FiberGroup *group, int i)
 static void fiber_resume(FiberGroup *group, int i)
 {
     group->current = i;
+    if (group->race) /* for the accesses of plain functions, which have no ctx */
+        kj_race_running(group->race, &group->contexts[i]);
 #if KJ_FAST_FIBERS
     kj_fiber_switch(&group->scheduler_sp, group->fiber_sp[i]);
 #else
@@ -607,13 +609,9 @@ static bool fiber_group_run(FiberGroup *group)
     running_group = group;
     bool done = fiber_group_turns(group);
     running_group = NULL;
+    if (group->race)
+        kj_race_running(group->race, NULL);
     return done;
-}
-
-KjThreadCtx *kj_cpu_race_thread(void)
-{
-    FiberGroup *group = running_group;
-    return group && group->race ? &group->contexts[group->current] : NULL;
 }
 
 static bool fiber_group_turns(FiberGroup *group)

@@ -166,10 +166,6 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
                                      void **args, const uint32_t grid[3], const uint32_t block[3],
                                      size_t dynamic_shared_bytes, char **error);
 typedef struct KjRaceState KjRaceState;
-/* The thread (fiber) of a launch under the race checker that runs now on
- * this OS thread, or NULL: for accesses of plain functions, which have no
- * ctx of their own. */
-KjThreadCtx *kj_cpu_race_thread(void);
 /* A launch under the race checker (check_race.c): every block's threads as
  * fibers through thread_fn, the blocks one after another on the calling
  * thread, so that the order of every access is the same on every run. */
@@ -1146,6 +1142,9 @@ void kj_race_launch(KjRaceState *race, const uint32_t grid[3], const uint32_t bl
  * (and the state out of memory) without memory. */
 bool kj_race_group_begin(KjRaceState *race, int64_t first_block, int blocks, void *local_lo,
                          size_t local_bytes, void *shared_lo, size_t shared_bytes);
+/* The thread (fiber) that runs now, or NULL: for the accesses of plain
+ * functions, which have no ctx of their own. */
+void kj_race_running(KjRaceState *race, KjThreadCtx *ctx);
 /* The barrier site thread `index` of the group last announced. */
 int32_t kj_race_pending_site(const KjRaceState *race, int index);
 /* A barrier released: a warp's (all its live lanes), a block's, the grid's. */
