@@ -23,6 +23,13 @@
  *   - << and >>: counts outside 0 .. width-1 (none for a constant in range);
  *   - an integer raised to a signed integer power held in a variable: a
  *     negative exponent.
+ *
+ * Race checking (KJ_CHECKS_RACE) gives every LOAD a READ site, every STORE a
+ * WRITE site and every atomic an ATOMIC site (race_site), local() arrays
+ * included (the runtime knows their memory and leaves it alone), and every
+ * barrier (syncthreads(), the warp and block collectives, syncgrid()) a
+ * BARRIER site named after the built-in, so the runtime's race checker can
+ * say where two conflicting accesses, or two diverging barriers, are.
  */
 #include "kjit_compiler.h"
 
@@ -57,6 +64,52 @@ static bool constant_int(const KjIrExpr *e, int64_t *out)
     else
         *out = (int64_t)v;
     return true;
+}
+
+/* The race sites of e and the expressions below it. */
+static void mark_race_expr(KjIrModule *module, KjIrExpr *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->arg_count; i++)
+        mark_race_expr(module, e->args[i]);
+    switch (e->op) {
+    case KJ_IR_LOAD:
+        e->race_site = new_site(module, KJ_CHECK_READ, e->loc, array_name(e->args[0]), NULL);
+        return;
+    case KJ_IR_ATOMIC:
+        e->race_site = new_site(module, KJ_CHECK_ATOMIC, e->loc, array_name(e->args[0]), NULL);
+        return;
+    case KJ_IR_SYNCTHREADS:
+        e->race_site = new_site(module, KJ_CHECK_BARRIER, e->loc, "syncthreads", NULL);
+        return;
+    case KJ_IR_EXEC:
+        if (kj_exec_is_barrier[e->exec])
+            e->race_site = new_site(module, KJ_CHECK_BARRIER, e->loc, kj_exec_names[e->exec], NULL);
+        return;
+    default:
+        return;
+    }
+}
+
+static void mark_race_stmt(KjIrModule *module, KjIrStmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->stmts.count; i++)
+        mark_race_stmt(module, s->stmts.items[i]);
+    KjIrExpr *exprs[] = {s->array, s->cond, s->start, s->stop, s->step};
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
+        mark_race_expr(module, exprs[i]);
+    for (int i = 0; i < s->index_count; i++)
+        mark_race_expr(module, s->indices[i]);
+    mark_race_expr(module, s->value);
+    if (s->kind == KJ_IR_STMT_STORE)
+        s->race_site = new_site(module, KJ_CHECK_WRITE, s->array ? s->array->loc : s->loc,
+                                array_name(s->array), NULL);
+    mark_race_stmt(module, s->then_stmt);
+    mark_race_stmt(module, s->else_stmt);
+    mark_race_stmt(module, s->body);
 }
 
 /* The walk (ir.c) shows the nodes as const; this pass marks them, the one
@@ -116,15 +169,20 @@ static KjIrWalkStep mark_stmt(KjIrWalk *w, const KjIrStmt *node)
     return KJ_IR_WALK_ON;
 }
 
-void kj_checks_insert(KjIrModule *module)
+void kj_checks_insert(KjIrModule *module, int checks)
 {
-    if (module->checks_inserted)
-        return;
-    module->checks_inserted = true;
+    bool values = (checks & KJ_CHECKS_VALUES) && !module->checks_inserted;
+    bool races = (checks & KJ_CHECKS_RACE) && !module->races_inserted;
+    module->checks_inserted = module->checks_inserted || values;
+    module->races_inserted = module->races_inserted || races;
     KjIrWalk walk = {.stmt = mark_stmt, .expr = mark_expr, .data = module};
     for (int i = 0; i < module->functions.count; i++) {
         KjIrFunction *fn = module->functions.items[i];
-        if (fn->kind != KJ_IR_FN_VEC_KERNEL)
+        if (fn->kind == KJ_IR_FN_VEC_KERNEL)
+            continue;
+        if (values)
             kj_ir_walk_stmt(&walk, fn->body);
+        if (races)
+            mark_race_stmt(module, fn->body);
     }
 }

@@ -77,7 +77,9 @@ static void report(KjDiag *diag, KjSeverity severity, const KjLoc *loc, const ch
         return;
 
     KjBuf buf = {0};
-    const char *label = severity == KJ_SEVERITY_ERROR ? "error" : "note";
+    const char *label = severity == KJ_SEVERITY_ERROR     ? "error"
+                        : severity == KJ_SEVERITY_WARNING ? "warning"
+                                                          : "note";
     if (loc && loc->src)
         kj_buf_printf(&buf, "%s:%d:%d: %s: ", loc->src->path ? loc->src->path : "<input>",
                       loc->line, loc->col, label);
@@ -106,6 +108,14 @@ void kj_note(KjDiag *diag, KjLoc loc, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     report(diag, KJ_SEVERITY_NOTE, &loc, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void kj_warning(KjDiag *diag, KjLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(diag, KJ_SEVERITY_WARNING, &loc, NULL, fmt, ap);
     va_end(ap);
 }
 

@@ -112,7 +112,7 @@ typedef struct KjLoc {
     int line, col; /* both from 1; col counts bytes */
 } KjLoc;
 
-typedef enum { KJ_SEVERITY_ERROR, KJ_SEVERITY_NOTE } KjSeverity;
+typedef enum { KJ_SEVERITY_ERROR, KJ_SEVERITY_NOTE, KJ_SEVERITY_WARNING } KjSeverity;
 
 /* The reporter formats "file:line:col: error: message\n<line>\n   ^\n" and hands
  * each complete diagnostic to the sink; it never prints by itself. */
@@ -127,6 +127,8 @@ typedef struct KjDiag {
 
 void kj_error(KjDiag *diag, KjLoc loc, const char *fmt, ...);
 void kj_note(KjDiag *diag, KjLoc loc, const char *fmt, ...);
+/* "file:line:col: warning: message": not an error (error_count stays). */
+void kj_warning(KjDiag *diag, KjLoc loc, const char *fmt, ...);
 /* An error with no source position (I/O, usage): "file: error: message". */
 void kj_error_plain(KjDiag *diag, const char *where, const char *fmt, ...);
 
@@ -614,7 +616,12 @@ const char *kj_ir_op_name(KjIrOp op);
     X(DIVIDE, "division")   /* values: dividend, divisor, 1 for a remainder */            \
     X(CONVERT, "conversion") /* values: the float's f64 bits, target bits, signed */     \
     X(SHIFT, "shift")       /* values: count, width */                                    \
-    X(POWER, "power")       /* values: the exponent */
+    X(POWER, "power")       /* values: the exponent */                                \
+    /* race checking (--check=race): sites the runtime's race checker names */           \
+    X(READ, "read")         /* a load of an array element */                              \
+    X(WRITE, "write")       /* a store to an array element */                             \
+    X(ATOMIC, "atomic")     /* an atomic read-modify-write of an array element */         \
+    X(BARRIER, "barrier")   /* syncthreads(), a warp collective or syncgrid(); array: its name */
 
 typedef enum {
     KJ_CHECK_NONE,
@@ -687,6 +694,9 @@ typedef struct KjIrExpr {
     /* Checked mode (checks.c): the site this node's run-time check reports,
      * an index into the module's check_sites from 1; 0 for no check. */
     int check_site;
+    /* Race checking (checks.c): the READ, ATOMIC or BARRIER site the race
+     * checker reports this node by, as check_site; 0 for none. */
+    int race_site;
 } KjIrExpr;
 
 #define KJ_IR_STMT_KINDS(X)                                                                 \
@@ -735,6 +745,7 @@ typedef struct KjIrStmt {
                           THREADS: 1 keeps its loops where its threads are known (a copy
                           that seldom runs, split_specialise.c); 0: the back end's choice */
     int check_site;    /* STORE: as KjIrExpr.check_site */
+    int race_site;     /* STORE: its WRITE site, as KjIrExpr.race_site */
 } KjIrStmt;
 
 typedef enum {
@@ -811,7 +822,8 @@ typedef struct KjIrModule {
     KjVec entries;   /* KjIrEntry*, the functions of the main file (imported ones too) */
     uint64_t source_hash; /* of the main source and every import's text */
     KjVec check_sites;    /* KjCheckSite*: checked mode's sites (checks.c), site i at i-1 */
-    bool checks_inserted; /* checks.c has marked the module */
+    bool checks_inserted; /* checks.c has marked the module's value checks */
+    bool races_inserted;  /* checks.c has marked the module's race sites */
     KjVec const_arrays;   /* KjIrConstArray*: the constant arrays of every file */
     int64_t const_array_bytes; /* their sizes, each rounded up to 16 bytes */
 } KjIrModule;
@@ -1211,12 +1223,25 @@ KjIrFunction *kj_guvectorize(KjIrModule *module, KjIrFunction *core,
 
 /* =================================================================== checks.c */
 
-/* Checked mode: gives every array access, integer division and remainder,
- * float-to-integer conversion, shift and integer power with a variable
- * exponent of the module's checked functions a check site (check_site, and
- * an entry in module->check_sites) for the back end to test at run time.
- * Once per module; a second call does nothing. */
-void kj_checks_insert(KjIrModule *module);
+/* What checked mode tests, as bits (kjit.h's KJIT_CHECK_* have the same values). */
+#define KJ_CHECKS_VALUES 1 /* indices, integer division, conversions, shifts, powers */
+#define KJ_CHECKS_RACE 2   /* data races and barrier divergence (cpu targets) */
+
+/* Checked mode: with KJ_CHECKS_VALUES, gives every array access, integer
+ * division and remainder, float-to-integer conversion, shift and integer
+ * power with a variable exponent of the module's checked functions a check
+ * site (check_site, and an entry in module->check_sites) for the back end to
+ * test at run time; with KJ_CHECKS_RACE, every array load, store and atomic
+ * and every barrier a race site (race_site).  Each once per module; a second
+ * call does nothing more. */
+void kj_checks_insert(KjIrModule *module, int checks);
+
+/* ============================================================ barrier_warn.c */
+
+/* `kjit check`: a warning for each block barrier of a kernel (syncthreads(),
+ * syncthreads_count/_and/_or, syncgrid(), a call that waits at one) under
+ * control flow that depends on the thread (uniform.c). */
+void kj_warn_divergent_barriers(KjArena *arena, const KjIrModule *module, KjDiag *diag);
 
 /* ================================================================ pipeline.c */
 
@@ -1257,7 +1282,8 @@ typedef struct KjPipeline {
     int root_count;
     KjStage stop;             /* the last stage to run */
     bool verify;              /* the verifier after every pass, not only after check */
-    bool checks;              /* checked mode: mark the module's check sites (checks.c) */
+    int checks;               /* checked mode, KJ_CHECKS_* bits: mark the module's sites (checks.c) */
+    bool warn_barriers;       /* after the front end: barrier_warn.c's warnings */
 } KjPipeline;
 
 /* The pass list (pipeline.c says which passes, in which order).  false when a

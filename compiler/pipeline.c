@@ -172,14 +172,18 @@ bool kj_pipeline_run(KjPipeline *p)
             p->module = NULL;
             return false;
         }
+        /* barrier warnings (`kjit check`): barrier_warn.c has the contract */
+        if (p->warn_barriers)
+            kj_warn_divergent_barriers(p->arena, p->module, p->diag);
     }
     if (p->stop == KJ_STAGE_IR)
         return true;
 
     /* checks: marks the sites the back end tests in checked mode (checks.c
      * has the contract).  Once per module, before any vectorize pass. */
-    if (p->checks && !p->module->checks_inserted) {
-        kj_checks_insert(p->module);
+    if (((p->checks & KJ_CHECKS_VALUES) && !p->module->checks_inserted) ||
+        ((p->checks & KJ_CHECKS_RACE) && !p->module->races_inserted)) {
+        kj_checks_insert(p->module, p->checks);
         if (p->verify && !verified(p, "checks"))
             return false;
     }

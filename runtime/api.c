@@ -99,11 +99,15 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
         return kj_api_set_error(NULL, KJIT_ERROR_INVALID_ARGUMENT,
                                 "unknown target %d (KJIT_TARGET_AUTO, _CPU, _PARALLEL or _CUDA)",
                                 (int)options->target);
+    if (options->check & ~KJIT_CHECK_ALL)
+        return kj_api_set_error(NULL, KJIT_ERROR_INVALID_ARGUMENT,
+                                "unknown check bits %#x (KJIT_CHECK_VALUES, _RACE or _ALL)",
+                                (unsigned)options->check);
     kjit_context *context = kj_handle_new(KJ_HANDLE_CONTEXT, sizeof *context);
     context->options = *options;
     if (context->options.opt_level < 0 || context->options.opt_level > 3)
         context->options.opt_level = 3;
-    context->options.check = context->options.check || kj_check_env();
+    context->options.check |= kj_check_env();
     if (!(context->options.time_limit_s > 0)) /* NaN and negatives too: no limit */
         context->options.time_limit_s = 0;
     if (context->options.time_limit_s > 0)
@@ -115,8 +119,20 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->stdlib_dirs[0] = kj_default_stdlib_dir();
     context->stdlib_dirs[1] = NULL;
 
-    /* AUTO is cuda when a GPU answers, else cpu. */
-    kjit_target target = options->target == KJIT_TARGET_AUTO ? KJIT_TARGET_CUDA : options->target;
+    /* Races are checked on the host only (check_race.c): a GPU has
+     * compute-sanitizer's racecheck. */
+    if ((context->options.check & KJIT_CHECK_RACE) && options->target == KJIT_TARGET_CUDA) {
+        context_free(context);
+        return kj_api_set_error(NULL, KJIT_ERROR_INVALID_ARGUMENT,
+                                "race checking runs on the cpu and parallel targets only; on a "
+                                "GPU use compute-sanitizer --tool racecheck (shared memory) on "
+                                "the unchecked program");
+    }
+    /* AUTO is cuda when a GPU answers, else cpu (race checking: cpu). */
+    kjit_target target = options->target == KJIT_TARGET_AUTO
+                             ? ((context->options.check & KJIT_CHECK_RACE) ? KJIT_TARGET_CPU
+                                                                          : KJIT_TARGET_CUDA)
+                             : options->target;
     const KjRuntimeTarget *runtime = kj_runtime_target_of(target);
     char *error = NULL;
     kjit_status status = runtime->open(context, &error);
@@ -462,7 +478,7 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
     KjPipeline p = {.arena = &module->arena, .diag = &diag, .module = module->ir,
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
                     .verify = kj_pipeline_verify_default(),
-                    .checks = context->options.check != 0};
+                    .checks = context->options.check};
     /* a kernel with barriers runs through its split form where the target
      * says so (the cpu targets, with SIMD lanes, unchecked) */
     KjCodegenOptions asked = kj_api_codegen_options(context->runtime, &context->options, NULL);

@@ -40,7 +40,7 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
                      module->context->options.line_info ? " lineinfo" : "",
                      module->context->options.cpu_simd ? "" : " nosimd");
     if (module->context->options.check)
-        kj_cache_key_add(key, "checks", "%d", 1);
+        kj_cache_key_add(key, "checks", "%d", module->context->options.check);
     if (module->context->options.cancellable)
         kj_cache_key_add(key, "cancel", "%d", 1);
 }
@@ -74,10 +74,12 @@ KjCodegenOptions kj_api_codegen_options(const KjRuntimeTarget *runtime, const kj
                                 .line_info = asked->line_info != 0,
                                 .cpu_simd = asked->cpu_simd != 0,
                                 .checks = asked->check != 0,
+                                .race = (asked->check & KJIT_CHECK_RACE) != 0,
                                 .cancel = asked->cancellable != 0};
     if (compiled) {
         options.contiguous_params = compiled->contiguous;
         options.checks = options.checks && !compiled->root->unchecked;
+        options.race = options.race && options.checks;
     }
     return options;
 }

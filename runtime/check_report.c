@@ -27,10 +27,16 @@
 
 #include "kjit_runtime.h"
 
-bool kj_check_env(void)
+int kj_check_env(void)
 {
     const char *env = getenv("KJIT_CHECK");
-    return env && *env && strcmp(env, "0") != 0;
+    if (!env || !*env || strcmp(env, "0") == 0)
+        return 0;
+    if (strcmp(env, "race") == 0)
+        return KJIT_CHECK_RACE;
+    if (strcmp(env, "all") == 0)
+        return KJIT_CHECK_ALL;
+    return KJIT_CHECK_VALUES; /* 1, values, or any other word, as before there were kinds */
 }
 
 /* kjit_arrays of bytes for the target's copy: the record on the host and on
@@ -50,6 +56,13 @@ kjit_status kj_check_begin(kjit_context *context, const KjRuntimeTarget *runtime
     memset(call, 0, sizeof *call);
     call->runtime = runtime;
     if (runtime->device_memory_on_host) {
+        if (context->options.check & KJIT_CHECK_RACE) {
+            call->host.race = kj_race_create();
+            if (!call->host.race)
+                return kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
+                                        "out of memory for the race checker");
+            call->host.race_access = kj_race_access;
+        }
         *param = &call->host;
         return KJIT_OK;
     }
@@ -79,9 +92,28 @@ kjit_status kj_check_begin(kjit_context *context, const KjRuntimeTarget *runtime
     return KJIT_OK;
 }
 
+/* The race checker's verdict, after a call that went well so far and whose
+ * value checks passed. */
+static kjit_status race_end(kjit_context *context, KjRaceState *race, const KjIrModule *module,
+                            const char *function)
+{
+    if (!kj_race_failed(race) && !kj_race_out_of_memory(race))
+        return KJIT_OK;
+    char *message = kj_race_message(module, race, function);
+    kjit_status status = kj_race_failed(race) ? KJIT_ERROR_CHECK : KJIT_ERROR_OUT_OF_MEMORY;
+    kj_api_set_error(context, status, "%s", message);
+    free(message);
+    return status;
+}
+
 kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrModule *module,
                          const char *function, kjit_stream *stream, kjit_status status)
 {
+    KjRaceState *race = call->host.race;
+    call->host.race = NULL;
+    if (race && status == KJIT_OK && !call->host.failed)
+        status = race_end(context, race, module, function);
+    kj_race_free(race);
     if (status != KJIT_OK)
         return status;
     const KjRuntimeTarget *runtime = call->runtime;

@@ -20,6 +20,11 @@
  * chunk of blocks in one call.
  * A kernel with syncgrid() runs every thread of its grid as fibers of one
  * group on the calling thread, so that all blocks are resident at once.
+ * Under the race checker (check_race.c) every kernel runs on fibers, its
+ * blocks one after another on the calling thread, and the scheduler tells
+ * the checker of each barrier it releases and turns threads that wait at
+ * different barriers, or at one that a returned thread never reaches, and
+ * warp collectives with bad masks, into the call's failure.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -177,6 +182,7 @@ typedef struct FiberGroup {
     int current;
     KjThreadFn thread_fn;
     void **args;
+    KjRaceState *race; /* the race checker's, or NULL */
 } FiberGroup;
 
 /* A fiber finds its group here (makecontext passes only ints, and the fast
@@ -290,6 +296,102 @@ static uint64_t warp_result(const FiberSlot *lanes, int lane, uint32_t present, 
     return lanes[source].value;
 }
 
+/* ------------------------------------------------- the race checker's view */
+
+/* The race checker's failure between threads a and b of the group (false, so
+ * the caller stops releasing). */
+static bool race_fail(FiberGroup *group, KjRaceKind kind, int a, int b, int64_t v0, int64_t v1)
+{
+    KjRaceState *race = group->race;
+    kj_race_fail_sync(race, kind, a, kj_race_pending_site(race, a), b,
+                      kj_race_pending_site(race, b), v0, v1);
+    return false;
+}
+
+/*
+ * Before lanes `go` of the warp at `base` (of `lanes` lanes) leave their
+ * collectives: each names its own lane in its mask, the lanes it names that
+ * meet it are at the same collective with the same mask, none it names is
+ * live but elsewhere (at a block barrier: not strict), and a shuffle reads
+ * a lane that takes part.  The lanes a partial warp lacks do not count.
+ */
+static bool race_check_warp(FiberGroup *group, int base, int lanes, uint32_t go, uint32_t waiting,
+                            uint32_t live)
+{
+    FiberSlot *slots = &group->slots[base];
+    uint32_t exists = lanes >= 32 ? 0xffffffffu : (1u << lanes) - 1;
+    for (int j = 0; j < lanes; j++) {
+        if (!(go >> j & 1u) || slots[j].op == KJ_EXEC_ACTIVEMASK)
+            continue;
+        uint32_t mask = slots[j].mask;
+        if (!(mask >> j & 1u))
+            return race_fail(group, KJ_RACE_MASK_OWN_LANE, base + j, base + j, mask, j);
+        for (int k = 0; k < lanes; k++) {
+            if (k == j || !(mask >> k & 1u) || !(live >> k & 1u))
+                continue;
+            if (!(waiting >> k & 1u) || slots[k].op != slots[j].op)
+                return race_fail(group, KJ_RACE_DIVERGENT, base + j, base + k, 0, 0);
+            if ((slots[k].mask & exists) != (mask & exists))
+                return race_fail(group, KJ_RACE_MASK_DISAGREE, base + j, base + k, mask,
+                                 slots[k].mask);
+        }
+        int source = -1, arg = slots[j].arg & (KJ_WARP_SIZE - 1);
+        switch (slots[j].op) {
+        case KJ_EXEC_SHFL: source = arg; break;
+        case KJ_EXEC_SHFL_UP: source = j - arg; break;
+        case KJ_EXEC_SHFL_DOWN: source = j + arg; break;
+        case KJ_EXEC_SHFL_XOR: source = j ^ arg; break;
+        default: break;
+        }
+        /* A source past the warp's ends (up, down), past the block's last
+         * thread, or returned gives the lane's own value, as
+         * docs/language.md defines; a live lane that is not in the mask, or
+         * not at this collective, is a mistake. */
+        bool is_shuffle = slots[j].op >= KJ_EXEC_SHFL && slots[j].op <= KJ_EXEC_SHFL_XOR;
+        if (is_shuffle && source >= 0 && source < lanes && (live >> source & 1u) &&
+            !((mask & waiting) >> source & 1u) && source != j)
+            return race_fail(group, KJ_RACE_INACTIVE_LANE, base + j, base + j, source, 0);
+    }
+    return true;
+}
+
+/* Before a block's threads leave the barrier they all wait at: the same
+ * barrier for all, and none of them has returned. */
+static bool race_check_block(FiberGroup *group, int block)
+{
+    FiberSlot *slots = &group->slots[block];
+    KjRaceState *race = group->race;
+    int first = -1, returned = -1;
+    for (int t = 0; t < group->per_block; t++) {
+        if (slots[t].state == FIBER_DONE) {
+            if (returned < 0)
+                returned = t;
+            continue;
+        }
+        if (first < 0)
+            first = t;
+        else if (kj_race_pending_site(race, block + t) != kj_race_pending_site(race, block + first))
+            return race_fail(group, KJ_RACE_DIVERGENT, block + first, block + t, 0, 0);
+    }
+    if (first >= 0 && returned >= 0)
+        return race_fail(group, KJ_RACE_RETURNED, block + first, block + returned, 0, 0);
+    return true;
+}
+
+/* A group that can go no further: two threads of a block at different
+ * barriers (a syncthreads() and a syncgrid()), as the checker's failure. */
+static void race_check_stuck(FiberGroup *group)
+{
+    for (int block = 0; block < group->count; block += group->per_block)
+        for (int t = block; t < block + group->per_block; t++)
+            for (int u = t + 1; u < block + group->per_block; u++)
+                if (group->slots[t].state != FIBER_DONE && group->slots[u].state != FIBER_DONE &&
+                    group->slots[t].state != group->slots[u].state) {
+                    race_fail(group, KJ_RACE_DIVERGENT, t, u, 0, 0);
+                    return;
+                }
+}
+
 /*
  * Releases lanes waiting at warp collectives.  strict: a lane goes on only
  * when every live lane of its mask waits at a warp collective too (they meet,
@@ -322,6 +424,8 @@ static bool release_warps(FiberGroup *group, bool strict)
             for (int j = 0; j < lanes; j++)
                 if ((waiting >> j & 1u) && (!strict || (slots[j].mask & live & ~waiting) == 0))
                     go |= 1u << j;
+            if (group->race && go && !race_check_warp(group, base, lanes, go, waiting, live))
+                return false;
             for (int j = 0; j < lanes; j++)
                 if (go >> j & 1u)
                     slots[j].result =
@@ -329,6 +433,11 @@ static bool release_warps(FiberGroup *group, bool strict)
             for (int j = 0; j < lanes; j++)
                 if (go >> j & 1u)
                     slots[j].state = FIBER_READY;
+            /* the lanes' accesses before and after are ordered only when
+             * every live lane of the warp took part */
+            if (group->race && go && go == live)
+                kj_race_warp_barrier(group->race, block / group->per_block,
+                                     (base - block) / KJ_WARP_SIZE);
             released = released || go;
         }
     return released;
@@ -353,6 +462,11 @@ static bool release_blocks(FiberGroup *group)
         }
         if (live == 0 || waiting != live)
             continue;
+        if (group->race) {
+            if (!race_check_block(group, block))
+                return false;
+            kj_race_block_barrier(group->race, block / group->per_block);
+        }
         for (int t = 0; t < group->per_block; t++) {
             if (slots[t].state != FIBER_AT_BLOCK)
                 continue;
@@ -376,6 +490,12 @@ static bool release_grid(FiberGroup *group)
     }
     if (live == 0 || waiting != live)
         return false;
+    if (group->race) {
+        for (int block = 0; block < group->count; block += group->per_block)
+            if (!race_check_block(group, block))
+                return false;
+        kj_race_grid_barrier(group->race);
+    }
     for (int i = 0; i < group->count; i++)
         if (group->slots[i].state == FIBER_AT_GRID)
             group->slots[i].state = FIBER_READY;
@@ -464,6 +584,8 @@ static void fiber_prepare(FiberGroup *group, int i)
 static void fiber_resume(FiberGroup *group, int i)
 {
     group->current = i;
+    if (group->race) /* for the accesses of plain functions, which have no ctx */
+        kj_race_running(group->race, &group->contexts[i]);
 #if KJ_FAST_FIBERS
     kj_fiber_switch(&group->scheduler_sp, group->fiber_sp[i]);
 #else
@@ -480,9 +602,20 @@ static void fiber_resume(FiberGroup *group, int i)
  * never all be reached (some of a block at syncthreads(), others at
  * syncgrid()): the threads are abandoned where they stand.
  */
+static bool fiber_group_turns(FiberGroup *group);
+
 static bool fiber_group_run(FiberGroup *group)
 {
     running_group = group;
+    bool done = fiber_group_turns(group);
+    running_group = NULL;
+    if (group->race)
+        kj_race_running(group->race, NULL);
+    return done;
+}
+
+static bool fiber_group_turns(FiberGroup *group)
+{
     for (int i = 0; i < group->count; i++) {
         group->slots[i].state = FIBER_READY;
         fiber_prepare(group, i);
@@ -490,7 +623,7 @@ static bool fiber_group_run(FiberGroup *group)
     for (;;) {
         /* a cancelled call's fibers are abandoned where they stand (at a
          * barrier, or after polling), as after a deadlock */
-        if (kj_cancel_requested())
+        if (kj_cancel_requested() || kj_race_failed(group->race))
             return true;
         bool live = false;
         for (int i = 0; i < group->count; i++) {
@@ -501,8 +634,14 @@ static bool fiber_group_run(FiberGroup *group)
         if (!live)
             return true;
         if (!release_warps(group, true) && !release_blocks(group) && !release_grid(group) &&
-            !release_warps(group, false))
-            return false;
+            !release_warps(group, false)) {
+            if (!group->race)
+                return false;
+            /* the checker's failure says what went wrong, or the threads are stuck */
+            if (!kj_race_failed(group->race))
+                race_check_stuck(group);
+            return kj_race_failed(group->race);
+        }
     }
 }
 
@@ -519,6 +658,7 @@ typedef struct KernelJob {
     size_t dynamic_shared_bytes;
     bool shared_written; /* block_fn writes all static shared memory before reading it */
     bool guard_shared;    /* KJIT_VERIFY: shared memory is fenced by guard bytes */
+    KjRaceState *race;    /* the race checker's: fibers, blocks in order */
     _Atomic int failed;   /* a chunk could not get its memory */
     _Atomic int overrun;  /* the code wrote into a guard (a compiler bug) */
     _Atomic int deadlock; /* a block's threads waited at different barriers */
@@ -719,6 +859,11 @@ static bool run_fiber_group(KernelJob *job, FiberGroup *fg, const SharedMemory *
                     ctx->barrier = fg;
                 }
     }
+    fg->race = job->race;
+    if (job->race && !kj_race_group_begin(job->race, first, (int)blocks, fg->stacks,
+                                          fg->stacks_bytes, shared->memory,
+                                          shared->stride * (size_t)blocks))
+        return true; /* out of memory: the checker's failure */
     return fiber_group_run(fg);
 }
 
@@ -739,7 +884,9 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
     }
     fg.thread_fn = job->thread_fn;
     fg.args = job->args;
-    for (int64_t b = begin; b < end && !job->deadlock && !kj_cancel_requested(); b++)
+    for (int64_t b = begin; b < end && !job->deadlock && !kj_cancel_requested() &&
+                            !kj_race_failed(job->race) && !kj_race_out_of_memory(job->race);
+         b++)
         if (!run_fiber_group(job, &fg, &shared, b, 1))
             job->deadlock = 1;
     fiber_group_free(&fg);
@@ -797,6 +944,9 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
                                     dynamic_shared_bytes, error);
 }
 
+static kjit_status run_kernel(KjPool *pool, KernelJob job, const uint32_t grid[3],
+                              const uint32_t block[3], char **error);
+
 kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                                      KjThreadFn block_fn, KjBlocksFn blocks_fn, bool shared_written,
                                      void **args, const uint32_t grid[3], const uint32_t block[3],
@@ -807,6 +957,26 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
                      .shared_written = shared_written,
                      .args = args, .dynamic_shared_bytes = dynamic_shared_bytes,
                      .guard_shared = kj_pipeline_verify_default()};
+    return run_kernel(pool, job, grid, block, error);
+}
+
+kjit_status kj_cpu_run_kernel_race(KjRaceState *race, const KjIrFunction *kernel,
+                                   KjThreadFn thread_fn, void **args, const uint32_t grid[3],
+                                   const uint32_t block[3], size_t dynamic_shared_bytes,
+                                   char **error)
+{
+    KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .race = race,
+                     .args = args, .dynamic_shared_bytes = dynamic_shared_bytes,
+                     .guard_shared = kj_pipeline_verify_default()};
+    kj_race_launch(race, grid, block);
+    return run_kernel(NULL, job, grid, block, error);
+}
+
+static kjit_status run_kernel(KjPool *pool, KernelJob job, const uint32_t grid[3],
+                              const uint32_t block[3], char **error)
+{
+    const KjIrFunction *kernel = job.kernel;
+    KjThreadFn thread_fn = job.thread_fn, block_fn = job.block_fn;
     int64_t blocks = 1;
     for (int d = 0; d < 3; d++) {
         job.grid[d] = grid[d];
@@ -829,7 +999,7 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
      * KJ_MAX_BLOCK_THREADS. */
     bool split = kernel->uses_syncthreads && !kernel->uses_syncgrid && kernel->split && block_fn &&
                  (uint64_t)block[0] * block[1] * block[2] <= KJ_MAX_BLOCK_THREADS;
-    bool fibers = (kernel->uses_syncthreads && !split) || kernel->uses_syncgrid;
+    bool fibers = (kernel->uses_syncthreads && !split) || kernel->uses_syncgrid || job.race;
     int64_t local_bytes = split ? kernel->split->local_bytes : kernel->local_bytes;
     if (fibers && !thread_fn) {
         *error = kj_xstrdup("kernel has no per-thread entry point for its barriers");

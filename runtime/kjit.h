@@ -138,6 +138,13 @@ typedef void (*kjit_diagnostic_fn)(void *user, const char *text);
 
 typedef void (*kjit_print_fn)(void *user, const char *line, size_t len);
 
+/* What checked mode tests (kjit_options.check): bits. */
+enum {
+    KJIT_CHECK_VALUES = 1, /* indices, division, conversions, shifts, powers */
+    KJIT_CHECK_RACE = 2,   /* data races and diverging barriers (cpu, parallel) */
+    KJIT_CHECK_ALL = 3,
+};
+
 typedef struct kjit_options {
     kjit_target target;
     int num_threads;            /* parallel: 0 means KJIT_NUM_THREADS or one per core */
@@ -150,9 +157,15 @@ typedef struct kjit_options {
      * for gdb and perf, .loc lines in PTX for Nsight Compute and
      * compute-sanitizer); part of the cache key.  Default: KJIT_LINEINFO. */
     int line_info;
-    int check; /* checked mode: indices, integer division, float-to-int conversions,
-                  shifts and integer powers tested at run time (KJIT_CHECK=1 also
-                  turns it on); a failure ends the call with KJIT_ERROR_CHECK */
+    /* Checked mode, KJIT_CHECK_* bits (0: off).  KJIT_CHECK_VALUES: indices,
+     * integer division, float-to-int conversions, shifts and integer powers
+     * tested at run time.  KJIT_CHECK_RACE (cpu and parallel only; a cuda
+     * context refuses it, AUTO picks cpu): data races between threads and
+     * barriers that threads reach apart, found by running each launch's
+     * threads in one fixed order.  The first failure ends the call with
+     * KJIT_ERROR_CHECK.  KJIT_CHECK (1, values, race, all) in the
+     * environment adds its bits; part of the cache key. */
+    int check;
     /* print(...) on the cpu targets: each line, whole and ending in '\n', goes
      * here (one call at a time, from whichever thread printed it) instead of
      * to stdout.  NULL: stdout.  On cuda the driver's printf buffer goes to

@@ -165,6 +165,14 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
                                      KjThreadFn block_fn, KjBlocksFn blocks_fn, bool shared_written,
                                      void **args, const uint32_t grid[3], const uint32_t block[3],
                                      size_t dynamic_shared_bytes, char **error);
+typedef struct KjRaceState KjRaceState;
+/* A launch under the race checker (check_race.c): every block's threads as
+ * fibers through thread_fn, the blocks one after another on the calling
+ * thread, so that the order of every access is the same on every run. */
+kjit_status kj_cpu_run_kernel_race(KjRaceState *race, const KjIrFunction *kernel,
+                                   KjThreadFn thread_fn, void **args, const uint32_t grid[3],
+                                   const uint32_t block[3], size_t dynamic_shared_bytes,
+                                   char **error);
 
 /* The most threads a launch of a kernel with syncgrid() may have on the cpu
  * targets: they are all fibers at once (a stack each) on the calling thread. */
@@ -1080,8 +1088,9 @@ typedef struct KjCheckCall {
     void *device;        /* a target with device memory: the context's record there */
 } KjCheckCall;
 
-/* Whether KJIT_CHECK asks for checked mode (set and not 0). */
-bool kj_check_env(void);
+/* The KJIT_CHECK_* bits KJIT_CHECK asks for: 0 unset or "0", RACE for
+ * "race", ALL for "all", else VALUES. */
+int kj_check_env(void);
 /* The parameter compiled code takes for the record: on the host the record's
  * address; on a device a pointer to the device record's address (the
  * context's, made on first use through the target's alloc and copy). */
@@ -1097,6 +1106,70 @@ char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
                        const char *function);
 /* Frees the device record, through the context's target (before it closes). */
 void kj_check_context_free(kjit_context *context);
+
+/* =========================================================== check_race.c */
+
+/*
+ * The race checker (KJIT_CHECK_RACE, cpu targets): kj_check_begin makes a
+ * state per call and puts it and kj_race_access in the record; cpu.c runs
+ * the launch in one fixed order, tells the state of each fiber group and
+ * each barrier released, and reports what goes wrong at barriers;
+ * kj_check_end turns a failure into the call's message.
+ */
+typedef enum KjRaceKind {
+    KJ_RACE_DATA,          /* first: the access now, second: the one it races with */
+    KJ_RACE_DIVERGENT,     /* first and second wait at different barriers */
+    KJ_RACE_RETURNED,      /* first waits at a barrier, second has returned */
+    KJ_RACE_MASK_OWN_LANE, /* values: the mask, the lane */
+    KJ_RACE_MASK_DISAGREE, /* values: first's mask, second's */
+    KJ_RACE_INACTIVE_LANE, /* values: the source lane */
+    KJ_RACE_OUT_OF_MEMORY,
+} KjRaceKind;
+
+typedef struct KjRaceParty {
+    int32_t site; /* the module's check site (a READ, WRITE, ATOMIC or BARRIER one) */
+    int32_t thread[3], block[3];
+} KjRaceParty;
+
+typedef struct KjRaceReport {
+    KjRaceKind kind;
+    KjRaceParty first, second;
+    int index_count;
+    int64_t indices[KJ_MAX_DIMS];
+    int64_t values[2];
+} KjRaceReport;
+
+typedef struct KjRaceState KjRaceState;
+
+KjRaceState *kj_race_create(void);
+void kj_race_free(KjRaceState *race);
+bool kj_race_failed(const KjRaceState *race);
+bool kj_race_out_of_memory(const KjRaceState *race);
+const KjRaceReport *kj_race_report(const KjRaceState *race);
+/* KjCheckRecord.race_access: an access or a barrier of compiled code. */
+int32_t kj_race_access(KjCheckRecord *record, KjThreadCtx *ctx, void *address,
+                       const int64_t *indices, int32_t site, int32_t flags);
+/* A launch's shape, before its first group. */
+void kj_race_launch(KjRaceState *race, const uint32_t grid[3], const uint32_t block[3]);
+/* A fiber group of `blocks` blocks from first_block starts: its threads'
+ * stacks (local() arrays) and its shared memory; epochs start at 0.  false
+ * (and the state out of memory) without memory. */
+bool kj_race_group_begin(KjRaceState *race, int64_t first_block, int blocks, void *local_lo,
+                         size_t local_bytes, void *shared_lo, size_t shared_bytes);
+/* The thread (fiber) that runs now, or NULL: for the accesses of plain
+ * functions, which have no ctx of their own. */
+void kj_race_running(KjRaceState *race, KjThreadCtx *ctx);
+/* The barrier site thread `index` of the group last announced. */
+int32_t kj_race_pending_site(const KjRaceState *race, int index);
+/* A barrier released: a warp's (all its live lanes), a block's, the grid's. */
+void kj_race_warp_barrier(KjRaceState *race, int block, int warp);
+void kj_race_block_barrier(KjRaceState *race, int block);
+void kj_race_grid_barrier(KjRaceState *race);
+/* A synchronisation error the scheduler found, between threads of the group. */
+void kj_race_fail_sync(KjRaceState *race, KjRaceKind kind, int first_index, int32_t first_site,
+                       int second_index, int32_t second_site, int64_t value0, int64_t value1);
+/* "file:line:col: error: ...", the line and a caret, as kj_check_message. */
+char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const char *function);
 
 /* ============================================================ api_error.c */
 

@@ -402,6 +402,18 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
     char *error = NULL;
+    /* checked mode put the record's address after the arguments; the race
+     * checker's state is in it (check_report.c) */
+    KjCheckRecord *record = context->options.check ? launch->params[launch->arg_count] : NULL;
+    if (record && record->race) {
+        kjit_status status = kj_cpu_run_kernel_race(record->race, compiled->root,
+                                                    (KjThreadFn)compiled->entry, launch->params,
+                                                    launch->grid, launch->block,
+                                                    launch->dynamic_shared_bytes, &error);
+        if (status != KJIT_OK)
+            kj_api_take_named_error(context, status, launch->name, error);
+        return status;
+    }
     const KjShapeCode *shape = launch_shape(context, launch, &error);
     if (error) {
         kj_api_take_named_error(context, KJIT_ERROR_BACKEND, launch->name, error);

@@ -359,7 +359,8 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
     const char *stdlib_dirs[] = {kj_default_stdlib_dir(), NULL};
     KjPipeline p = {.arena = &arena, .diag = &diag, .src = src, .stdlib_dirs = stdlib_dirs,
                     .stop = stage == KJIT_STAGE_AST ? KJ_STAGE_AST : KJ_STAGE_IR,
-                    .verify = options->verify};
+                    .verify = options->verify,
+                    .warn_barriers = stage == KJIT_STAGE_IR};
     kjit_status status = KJIT_OK;
     if (!kj_pipeline_run(&p)) {
         status = KJIT_ERROR_COMPILE;

@@ -28,18 +28,19 @@
 #include <string.h>
 
 /* KjCheckRecord's fields, in order. */
-enum { F_FAILED, F_SITE, F_KIND, F_WHERE, F_VALUES, F_ELEMENT, F_BLOCK, F_THREAD };
+enum { F_FAILED, F_SITE, F_KIND, F_WHERE, F_VALUES, F_ELEMENT, F_BLOCK, F_THREAD, F_RACE,
+       F_RACE_ACCESS };
 
 void kj_codegen_check_types(Gen *g)
 {
     LLVMTypeRef three_i64 = LLVMArrayType2(g->t_i64, 3), three_i32 = LLVMArrayType2(g->t_i32, 3);
     LLVMTypeRef fields[] = {g->t_i32, g->t_i32, g->t_i32, g->t_i32,
-                            three_i64, g->t_i64, three_i32, three_i32};
+                            three_i64, g->t_i64, three_i32, three_i32, g->t_ptr, g->t_ptr};
     g->t_check_record = LLVMStructCreateNamed(g->ctx, "KjCheckRecord");
     LLVMStructSetBody(g->t_check_record, fields, sizeof fields / sizeof fields[0], 0);
 }
 
-static bool checked(Gen *g) { return g->options->checks; }
+static bool checked(Gen *g) { return g->options->checks || g->options->race; }
 
 int kj_codegen_check_params(Gen *g, LLVMTypeRef *types)
 {
@@ -271,4 +272,59 @@ void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMVa
     default:
         return;
     }
+}
+
+/* ------------------------------------------------------------------ races */
+
+/*
+ * Race checking: before an access to an array element and at a barrier, a
+ * kernel (and each device function it calls, which has the thread's ctx)
+ * calls record->race_access(record, ctx, address, indices, site, flags);
+ * a non-zero answer means the call has failed (a race, or diverging
+ * barriers) and the thread leaves as after a failed check, through
+ * %check.bail, without writing the record (the runtime's race state holds
+ * the report).  Plain functions have no ctx and pass NULL: the runtime
+ * knows which thread runs (a fiber of its own), or that none does (a call
+ * from the host, a vectorized call) and then has nothing to check.
+ */
+static void race_call(Gen *g, int site, KjCheckKind kind, LLVMValueRef address,
+                      LLVMValueRef *indices, int count)
+{
+    LLVMValueRef index_array = LLVMConstNull(g->t_ptr);
+    if (count > 0) {
+        LLVMTypeRef at = LLVMArrayType2(g->t_i64, (unsigned)count);
+        index_array = kj_codegen_alloca_in_entry(g, at, "race.indices");
+        for (int k = 0; k < count; k++) {
+            LLVMValueRef idx[2] = {const_i32(g, 0), const_i32(g, k)};
+            LLVMBuildStore(g->b, indices[k], LLVMBuildInBoundsGEP2(g->b, at, index_array, idx, 2, ""));
+        }
+    }
+    LLVMTypeRef params[] = {g->t_ptr, g->t_ptr, g->t_ptr, g->t_ptr, g->t_i32, g->t_i32};
+    LLVMTypeRef ft = LLVMFunctionType(g->t_i32, params, 6, 0);
+    LLVMValueRef fn = LLVMBuildLoad2(g->b, g->t_ptr, field(g, F_RACE_ACCESS, -1), "race.access");
+    LLVMValueRef args[] = {g->check_record, g->thread_ctx ? g->thread_ctx : LLVMConstNull(g->t_ptr),
+                           address ? address : LLVMConstNull(g->t_ptr), index_array,
+                           const_i32(g, site), const_i32(g, (int32_t)kind | count << 8)};
+    LLVMValueRef failed = LLVMBuildCall2(g->b, ft, fn, args, 6, "race");
+    LLVMBasicBlockRef stop = new_block(g, "race.stop"), go_on = new_block(g, "race.ok");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, failed, const_i32(g, 0), ""), stop, go_on);
+    LLVMPositionBuilderAtEnd(g->b, stop);
+    LLVMBuildStore(g->b, const_i32(g, 1), g->check_state);
+    LLVMBuildBr(g->b, bail_block(g));
+    LLVMPositionBuilderAtEnd(g->b, go_on);
+}
+
+void kj_codegen_race_access(Gen *g, int site, KjCheckKind kind, LLVMValueRef address,
+                            LLVMValueRef *indices, int count)
+{
+    if (!site || !g->options->race || !g->check_record)
+        return;
+    race_call(g, site, kind, address, indices, count);
+}
+
+void kj_codegen_race_barrier(Gen *g, int site)
+{
+    if (!site || !g->options->race || !g->check_record || !g->thread_ctx)
+        return;
+    race_call(g, site, KJ_CHECK_BARRIER, NULL, NULL, 0);
 }

@@ -421,6 +421,7 @@ static KJ_NOINLINE LLVMValueRef gen_atomic(Gen *g, KjIrExpr *e)
                                     kj_type_scalar(KJ_TYPE_I64));
     kj_codegen_check_index(g, e->check_site, &a, idx, ndim);
     LLVMValueRef ptr = kj_codegen_element_address(g, &a, idx, ndim, false);
+    kj_codegen_race_access(g, e->race_site, KJ_CHECK_ATOMIC, ptr, idx, ndim);
     LLVMValueRef v = kj_codegen_expr(g, e->args[1 + ndim]);
     const KjType *t = e->type;
     if (!kj_type_is_int(t) && !kj_type_is_float(t)) {
@@ -574,6 +575,7 @@ static KJ_NOINLINE LLVMValueRef gen_load(Gen *g, KjIrExpr *e)
                                     kj_type_scalar(KJ_TYPE_I64));
     kj_codegen_check_index(g, e->check_site, &a, idx, count);
     LLVMValueRef p = kj_codegen_element_address(g, &a, idx, count, e->contiguous);
+    kj_codegen_race_access(g, e->race_site, KJ_CHECK_READ, p, idx, count);
     LLVMValueRef load = LLVMBuildLoad2(g->b, memty(g, e->type), p, "");
     if (e->align_bytes > 0)
         LLVMSetAlignment(load, (unsigned)e->align_bytes);
@@ -704,12 +706,14 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
     case KJ_IR_SREG: return kj_codegen_read_sreg(g, e->sreg);
     case KJ_IR_ATOMIC: return gen_atomic(g, e);
     case KJ_IR_SYNCTHREADS:
+        kj_codegen_race_barrier(g, e->race_site);
         g->target->syncthreads(g);
         return NULL;
     case KJ_IR_EXEC: {
         LLVMValueRef args[3];
         for (int i = 0; i < e->arg_count && i < 3; i++)
             args[i] = kj_codegen_expr(g, e->args[i]);
+        kj_codegen_race_barrier(g, e->race_site);
         return g->target->exec(g, e->exec, e->type, args, e->arg_count);
     }
     case KJ_IR_PRINT:

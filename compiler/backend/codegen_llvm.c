@@ -354,6 +354,7 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
         LLVMValueRef v = kj_codegen_convert(g, kj_codegen_expr(g, s->value), s->value->type, a.elem);
         kj_codegen_check_index(g, s->check_site, &a, idx, s->index_count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, s->index_count, s->contiguous);
+        kj_codegen_race_access(g, s->race_site, KJ_CHECK_WRITE, p, idx, s->index_count);
         LLVMBuildStore(g->b, to_mem(g, a.elem, v), p);
         return;
     }

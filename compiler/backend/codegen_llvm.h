@@ -335,6 +335,13 @@ void kj_codegen_check_after_call(Gen *g);
  * NULL for 0).  Does nothing when site is 0 or checks are off. */
 void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,
                       LLVMValueRef v1, LLVMValueRef v2);
+/* Race checking: tells the runtime of an access (kind READ, WRITE or ATOMIC)
+ * to the element at `address`, a[indices] (i64 values), at race site `site`;
+ * nothing unless race checking is on and the function runs on a thread. */
+void kj_codegen_race_access(Gen *g, int site, KjCheckKind kind, LLVMValueRef address,
+                            LLVMValueRef *indices, int count);
+/* Race checking: the thread is about to wait at the barrier of race site `site`. */
+void kj_codegen_race_barrier(Gen *g, int site);
 /* The checks of an array access a[indices] (i64 values) at `site`. */
 void kj_codegen_check_index(Gen *g, int site, const ArrayVal *a, LLVMValueRef *indices, int count);
 /* The check of an operation e marked by checks.c, given its operands as

@@ -105,6 +105,16 @@ typedef struct KjCheckRecord {
     int64_t element;
     int32_t block[3];
     int32_t thread[3];
+    /* Race checking (KjCodegenOptions.race, cpu targets only): the runtime's
+     * state for the call and the function compiled code calls, through this
+     * pointer (it names no runtime symbol), before each access to an array
+     * element and at each barrier (site: the READ, WRITE, ATOMIC or BARRIER
+     * site; flags: the site's kind, and the index count << 8; address and
+     * indices NULL at a barrier).  It returns non-zero when the call has
+     * failed: the thread then leaves as after a failed check. */
+    void *race;
+    int32_t (*race_access)(struct KjCheckRecord *record, KjThreadCtx *ctx, void *address,
+                           const int64_t *indices, int32_t site, int32_t flags);
 } KjCheckRecord;
 
 /*
@@ -188,6 +198,11 @@ typedef struct KjCodegenOptions {
      * are tested, and every entry point takes the address of a
      * KjCheckRecord after its arguments. */
     bool checks;
+    /* Race checking (with checks): the race sites the module carries are
+     * reported to the runtime through KjCheckRecord.race_access before each
+     * array access and barrier of a kernel and its device functions.  cpu
+     * targets only; part of the cache key. */
+    bool race;
     /* cpu targets: kernels without barriers, and vectorized functions with
      * loops, run their threads or elements on SIMD lanes (codegen_simd.c); a
      * kernel with syncthreads() that has a split form (fn->split,

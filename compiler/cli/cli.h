@@ -79,7 +79,7 @@ typedef struct KjCliCall {
     size_t shared_bytes; /* --shared-bytes: dynamic shared memory per block */
     uint64_t seed;       /* --seed: the rand/randn generators' stream */
     bool line_info;      /* --lineinfo */
-    bool check;          /* --check: checked mode */
+    int check;           /* --check[=values|race|all]: checked mode, KJIT_CHECK_* bits */
     KjCliReduce reduce;  /* --axis, --init: a @reduce */
 } KjCliCall;
 

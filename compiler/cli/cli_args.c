@@ -192,7 +192,21 @@ int kj_cli_call_argument(int argc, char **argv, int *i, KjCliCall *call, char *w
         return 1;
     }
     if (strcmp(a, "--check") == 0) {
-        call->check = true;
+        call->check = KJIT_CHECK_VALUES;
+        return 1;
+    }
+    if (strncmp(a, "--check=", 8) == 0) {
+        const char *kind = a + 8;
+        if (strcmp(kind, "values") == 0)
+            call->check = KJIT_CHECK_VALUES;
+        else if (strcmp(kind, "race") == 0)
+            call->check = KJIT_CHECK_RACE;
+        else if (strcmp(kind, "all") == 0)
+            call->check = KJIT_CHECK_ALL;
+        else {
+            snprintf(why, why_size, "--check= takes values, race or all, not '%s'", kind);
+            return -1;
+        }
         return 1;
     }
     if (KJ_CLI_OPTION_AT(*i, "--axis") || KJ_CLI_OPTION_AT(*i, "--init")) {

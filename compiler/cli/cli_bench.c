@@ -60,7 +60,7 @@ static const char bench_usage[] =
     "  --ulps N                      agreement tolerance for floats (default 16)\n"
     "  --axis N[,N...]  --init V     a @reduce: the axes to reduce (default every\n"
     "                                axis) and the initial value\n"
-    "  --check                       every target in checked mode (as kjit run --check)\n"
+    "  --check[=race|all]            every target in checked mode (as kjit run --check)\n"
     "  --lineinfo                    .kern line tables in the code (as kjit run --lineinfo)\n"
     "  --json[=FILE]                 the data as JSON (to stdout instead of the table)\n"
     "  --csv[=FILE]                  the data as CSV, one row per target and size\n";

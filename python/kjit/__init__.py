@@ -29,7 +29,9 @@ DTYPES = _lib.DTYPE_NAMES
 def load(path, target="auto", **options):
     """Compiles a .kern file (and what it imports) for a target: "cpu",
     "parallel", "cuda" or "auto" (cuda when a GPU is usable, else cpu).
-    Options: device, num_threads, opt_level, cuda_arch, check (checked mode),
+    Options: device, num_threads, opt_level, cuda_arch, check (checked mode:
+    True for the value checks, "race" for data races and diverging barriers
+    on cpu and parallel, "all" for both),
     cancellable (loops poll for a cancel: Ctrl-C stops any kernel; default
     True), time_limit (seconds a call may run: KjitTimeoutError past it)."""
     return context(target, **options).load(path)

@@ -61,6 +61,21 @@ def _on_diagnostic(user, text):
         warnings.warn(text[len("kjit: warning: "):].rstrip("\n"), CacheWarning, stacklevel=2)
 
 
+_CHECKS = {"values": 1, "race": 2, "all": 3}
+
+
+def _check_bits(check):
+    """kjit_options.check for check=: False/True (the value checks), or
+    "values", "race" (data races and diverging barriers, cpu and parallel),
+    "all"."""
+    if isinstance(check, str):
+        if check not in _CHECKS:
+            raise InvalidArgumentError(f"check {check!r}: True, False, or one of "
+                                       f"{', '.join(repr(k) for k in _CHECKS)}")
+        return _CHECKS[check]
+    return 1 if check else 0
+
+
 class Context:
     """A kjit_context: a target ("cpu", "parallel", "cuda"; "auto" picks cuda
     when a GPU is usable) and its options."""
@@ -76,7 +91,7 @@ class Context:
         options.num_threads = num_threads
         options.device = device
         options.opt_level = opt_level
-        options.check = 1 if check else 0
+        options.check = _check_bits(check)
         options.on_diagnostic = ctypes.cast(_on_diagnostic, ctypes.c_void_p)
         # Ctrl-C during a call: libkjit's handler cancels the call, then
         # raises SIGINT again for Python's, which raises KeyboardInterrupt
@@ -230,8 +245,8 @@ _contexts_lock = threading.Lock()
 def context(target="auto", device=-1, num_threads=0, opt_level=3, cuda_arch=None, check=False,
             cancellable=True, time_limit=None):
     """The shared Context for these options (made on first use)."""
-    key = (target, device, num_threads, opt_level, cuda_arch, bool(check), bool(cancellable),
-           time_limit)
+    key = (target, device, num_threads, opt_level, cuda_arch, _check_bits(check),
+           bool(cancellable), time_limit)
     ctx = _contexts.get(key)
     if ctx is None:
         with _contexts_lock:

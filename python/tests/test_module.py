@@ -235,6 +235,42 @@ def test_checked_mode_names_the_source_place(target):
     np.testing.assert_array_equal(dst[:999], src[1:])
 
 
+RACY = """
+@kernel
+fn racy(x: f32[], out: f32[]) {
+    let s = shared(f32, 64);
+    let t = threadIdx.x;
+    s[t] = x[grid(1)];
+    out[grid(1)] = s[(t + 1) % 64];
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "parallel"])
+def test_race_checker_names_both_places(target):
+    """check="race": a missing barrier raises CheckError naming both accesses
+    and both threads; check="all" also finds it, check=True does not."""
+    x = np.arange(128, dtype=np.float32)
+    out = np.zeros(128, dtype=np.float32)
+    for check in ("race", "all"):
+        m = kjit.compile(RACY, name="racy.kern", target=target, check=check)
+        with pytest.raises(kjit.CheckError) as error:
+            m.racy[2, 64](x, out)
+        assert ("racy.kern:6:5: error: write of s[1] by thread (1,0,0) of block (0,0,0) races "
+                "with the read at racy.kern:7:21 by thread (0,0,0)") in str(error.value)
+    kjit.compile(RACY, name="racy.kern", target=target, check=True).racy[2, 64](x, out)
+    with pytest.raises(kjit.InvalidArgumentError):
+        kjit.compile(RACY, name="racy.kern", target=target, check="races")
+
+
+def test_race_checker_refused_on_cuda():
+    """The race checker runs on the host: a cuda context refuses it and names
+    compute-sanitizer."""
+    with pytest.raises(kjit.KjitError) as error:
+        kjit.compile(RACY, name="racy.kern", target="cuda", check="race")
+    assert "compute-sanitizer" in str(error.value)
+
+
 def test_unsafe_cache_folder_is_a_warning(tmp_path, monkeypatch):
     """A cache folder others can write is refused (docs/security.md): the call
     still works, and the runtime's warning arrives as kjit.CacheWarning."""

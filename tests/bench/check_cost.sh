@@ -9,7 +9,10 @@
 # instead of KJIT_CHECK: `make bench-cancel` measures KJIT_CANCELLABLE=1
 # (docs/embedding.md quotes it).  KJIT_BENCH_CLOCK=thread times the cpu target by the
 # calling thread's CPU time, for a busy machine (its parallel rows are then
-# meaningless and left out).
+# meaningless and left out).  With KJIT_CHECK (the default option) a third
+# column times the race checker (KJIT_CHECK=race): RACE_ROUNDS rounds
+# (default 1) of one run each, as it is tens to hundreds of times slower;
+# RACE_ROUNDS=0 leaves it out.
 #
 #   tests/bench/check_cost.sh [BENCH_CPU] [ROUNDS] [REPEAT]
 set -u
@@ -18,6 +21,8 @@ simd=$(dirname "$bench")/bench_simd
 rounds=${2:-5}
 repeat=${3:-5}
 option=${KJIT_COST_OPTION:-KJIT_CHECK}
+race_rounds=${RACE_ROUNDS:-1}
+[ "$option" = KJIT_CHECK ] || race_rounds=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 i=0
@@ -30,23 +35,36 @@ while [ $i -lt "$rounds" ]; do
     done
     i=$((i + 1))
 done
-python3 - "$tmp" "$rounds" "$option" <<'PY'
+i=0
+while [ $i -lt "$race_rounds" ]; do
+    KJIT_CHECK=race "$bench" examples 1 >"$tmp/race.$i" || exit 1
+    KJIT_CHECK=race "$simd" --no-refs --repeat=1 examples tests/bench >"$tmp/simd-race.$i" || exit 1
+    i=$((i + 1))
+done
+python3 - "$tmp" "$rounds" "$option" "$race_rounds" <<'PY'
 import json, os, sys
-d, rounds, option = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+d, rounds, option, race_rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 def load(kind, i):
     run = json.load(open(f"{d}/{kind}.{i}"))
     kernels = json.load(open(f"{d}/simd-{kind}.{i}"))
     for target in run:
         run[target].update(kernels[target])
     return run
-def best(kind):
-    runs = [load(kind, i) for i in range(rounds)]
+def best(kind, n):
+    runs = [load(kind, i) for i in range(n)]
     return {t: {w: min(r[t][w] for r in runs) for w in runs[0][t]} for t in runs[0]}
-off, on = best("off"), best("on")
+off, on = best("off", rounds), best("on", rounds)
+race = best("race", race_rounds) if race_rounds else None
 if os.environ.get("KJIT_BENCH_CLOCK") == "thread":
     off.pop("parallel", None)
-print(f"{'workload':38} {'target':9} {'without ms':>13} {'with ms':>11} {'ratio':>6}   (with: {option}=1)")
+head = f"{'workload':38} {'target':9} {'without ms':>13} {'with ms':>11} {'ratio':>6}"
+if race:
+    head += f" {'race ms':>11} {'ratio':>7}"
+print(head + f"   (with: {option}=1" + (", race: KJIT_CHECK=race)" if race else ")"))
 for t in off:
     for w in off[t]:
-        print(f"{w:38} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}")
+        line = f"{w:38} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}"
+        if race:
+            line += f" {race[t][w]:11.2f} {race[t][w] / off[t][w]:7.1f}"
+        print(line)
 PY

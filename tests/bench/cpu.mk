@@ -31,7 +31,8 @@ bench-cpu: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 test-bench-refs: $(BUILD)/bench_simd
 	$(BUILD)/bench_simd --smoke examples tests/bench
 
-# make bench-checks: what checked mode (KJIT_CHECK=1) costs on the same workloads.
+# make bench-checks: what checked mode (KJIT_CHECK=1) and the race checker
+# (KJIT_CHECK=race, one round) cost on the same workloads.
 bench-checks: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 	KJIT_CACHE_DIR=$(abspath $(BUILD))/bench-cache tests/bench/check_cost.sh $(BUILD)/bench_cpu
 

@@ -4,10 +4,15 @@
 #   <name>.ast  stdout of `kjit check --dump=ast FILE` (exit 0)
 #   <name>.ir   stdout of `kjit check --dump=ir FILE`  (exit 0)
 #   <name>.err  stderr of `kjit check FILE`, exactly   (exit 1)
+#   <name>.warn stderr of `kjit check FILE`, exactly   (exit 0): its warnings
 #   <name>.run  stderr of `kjit run --check FILE ARGS` on cpu and parallel (and
 #               cuda where a GPU is usable), the same on each (exit 1): a
 #               failed run-time check; ARGS is the file's first line after
 #               `// run: `
+#   <name>.race stderr of `kjit run --check=race FILE ARGS` on cpu and parallel
+#               (never cuda: race checking runs on the host), the same on
+#               each (exit 1): a data race or a synchronisation error; ARGS
+#               as for .run
 #   <name>.out  what `kjit run FILE ARGS` prints before its own report (the
 #               program's print lines), on cpu and parallel (and cuda), exit 0;
 #               lines compared sorted, as threads print in any order; ARGS as
@@ -55,9 +60,14 @@ check() {
     ast) "$kjit" check --dump=ast "$kern" >"$tmp/got" 2>"$tmp/stderr"; rc=$? want_rc=0 ;;
     ir) "$kjit" check --dump=ir "$kern" >"$tmp/got" 2>"$tmp/stderr"; rc=$? want_rc=0 ;;
     err) "$kjit" check "$kern" >/dev/null 2>"$tmp/got"; rc=$? want_rc=1 ;;
+    warn) "$kjit" check "$kern" >/dev/null 2>"$tmp/got"; rc=$? want_rc=0 ;;
     run*) run_args=$(sed -n '1s|^// run: ||p' "$kern")
         # shellcheck disable=SC2086
         "$kjit" run --check "$kern" $run_args --target "${kind#run-}" >/dev/null 2>"$tmp/got"
+        rc=$? want_rc=1 ;;
+    race*) run_args=$(sed -n '1s|^// run: ||p' "$kern")
+        # shellcheck disable=SC2086
+        "$kjit" run --check=race "$kern" $run_args --target "${kind#race-}" >/dev/null 2>"$tmp/got"
         rc=$? want_rc=1 ;;
     out*) run_args=$(sed -n '1s|^// run: ||p' "$kern")
         function=${run_args%% *}
@@ -70,7 +80,7 @@ check() {
         cp "$tmp/got" "$expected"
         if [ $rc != $want_rc ]; then
             echo "UPDATED $expected, but kjit exited $rc (expected $want_rc)"
-            [ $kind = err ] || cat "$tmp/stderr"
+            [ $kind = err ] || [ $kind = warn ] || cat "$tmp/stderr"
         fi
         passed=$((passed + 1))
         return
@@ -82,17 +92,18 @@ check() {
     failed=$((failed + 1))
     echo "FAIL $kern ($kind): exit $rc, expected $want_rc"
     diff -u "$expected" "$tmp/got" | sed 's/^/    /'
-    [ $kind = err ] || sed 's/^/    stderr: /' "$tmp/stderr"
+    [ $kind = err ] || [ $kind = warn ] || sed 's/^/    stderr: /' "$tmp/stderr"
 }
 
 for kern in $files; do
     base=${kern%.kern}
-    for kind in ast ir err; do
+    for kind in ast ir err warn; do
         [ -f "$base.$kind" ] && check "$kern" "$base.$kind" $kind
     done
-    for runs in run out; do # check() sets kind
+    for runs in run race out; do # check() sets kind
         [ -f "$base.$runs" ] || continue
         for target in $targets; do
+            [ $runs = race ] && [ $target = cuda ] && continue
             check "$kern" "$base.$runs" "$runs-$target"
             [ $update = 1 ] && break # the first target writes it; the others must agree
         done

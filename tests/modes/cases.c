@@ -58,7 +58,7 @@ int modes_cases(kjit_function *function, ModesRules *rules, const ModesSource *s
             if (r->kind != RULE_LAUNCH || !modes_rule_applies(r, source, name))
                 continue;
             r->used = 1;
-            ModesCase c = {.kind = kind, .variant = n};
+            ModesCase c = {.kind = kind, .variant = n, .launch_rule = true};
             memcpy(c.grid, r->grid, sizeof c.grid);
             memcpy(c.block, r->block, sizeof c.block);
             snprintf(c.label, sizeof c.label, "grid %u,%u,%u block %u,%u,%u", c.grid[0], c.grid[1],

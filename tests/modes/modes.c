@@ -9,7 +9,9 @@
  * AVX2 (KJIT_CPU_FEATURES=-avx512f, on an AVX-512 host) and SSE only
  * (-avx, on an AVX host), in that order.  The first child runs every case in
  * the reference mode (cpu, cpu_simd = 0) and writes the outputs to a folder;
- * every child runs its modes and compares each output with those.  A child
+ * every child runs its modes and compares each output with those (the
+ * first child's include the race checker, cpu with check=race, in which
+ * a race or a synchronisation error is a failure).  A child
  * that crashes or stops answering is reported with the function and mode it
  * was in, and a new one goes on after that function.
  *
@@ -48,6 +50,7 @@ typedef struct Mode {
     char name[64];
     kjit_target target;
     int simd, specialise;
+    int check; /* KJIT_CHECK_RACE: the race checker, which must find nothing */
 } Mode;
 
 /* An instruction set: a child process. */
@@ -80,14 +83,25 @@ static int modes_of(const Isa *isa, bool first, bool cuda, Mode *modes)
         m->target = all[i].target;
         m->simd = all[i].simd;
         m->specialise = all[i].specialise;
+        m->check = 0;
         snprintf(m->name, sizeof m->name, "%s simd=%d%s%s%s", kjit_target_name(m->target), m->simd,
                  m->simd && !m->specialise ? " spec=0" : "", first ? "" : " ", first ? "" : isa->name);
+    }
+    if (first) {
+        /* every kernel runs clean under the race checker, with the same results */
+        Mode *m = &modes[n++];
+        m->target = KJIT_TARGET_CPU;
+        m->simd = 0;
+        m->specialise = 1;
+        m->check = KJIT_CHECK_RACE;
+        snprintf(m->name, sizeof m->name, "cpu check=race");
     }
     if (first && cuda) {
         Mode *m = &modes[n++];
         m->target = KJIT_TARGET_CUDA;
         m->simd = 1;
         m->specialise = 1;
+        m->check = 0;
         snprintf(m->name, sizeof m->name, "cuda");
     }
     return n;
@@ -459,6 +473,17 @@ static void print_also(const Also *also)
             printf("  and the same output differs in:%s\n", also->modes[o]);
 }
 
+/* Whether the race checker runs a case: a launch rule's shape, or the usual
+ * 1-D one (grid and block along x).  A kernel that indexes by threadIdx.x
+ * alone really races in a block of 8 x 5 threads, so the 2-D and 3-D shapes
+ * of a kernel not written for them are left out. */
+static bool race_shape(const ModesCase *c)
+{
+    if (c->kind != KJIT_FUNCTION_KERNEL || c->launch_rule)
+        return true;
+    return c->grid[1] == 1 && c->grid[2] == 1 && c->block[1] == 1 && c->block[2] == 1;
+}
+
 /* Runs a case in one mode and compares it with the reference. */
 static void mode_case(Child *child, const ModesSource *source, kjit_function *fn, int m,
                       const ModesCase *c, const CaseRef *r, bool compare, int skip_output, bool may_fail,
@@ -573,6 +598,7 @@ static void run_function(Child *child, const ModesSource *source, kjit_module *c
     if (!order)
         order = modes_rule_find(&child->rules, RULE_UNDEFINED, source, name);
     ModesRule *cuda_rule = modes_rule_find(&child->rules, RULE_CUDA, source, name);
+    ModesRule *racy_rule = modes_rule_find(&child->rules, RULE_RACY, source, name);
     int skip_output = -1; /* an argument not compared, when the rule names one */
     if (order && order->param) {
         skip_output = atoi(order->param + 3);
@@ -616,6 +642,8 @@ static void run_function(Child *child, const ModesSource *source, kjit_module *c
             bool cuda = child->modes[m].target == KJIT_TARGET_CUDA;
             if (cuda && !refs[c].clean)
                 continue; /* unspecified behaviour: the targets may differ */
+            if (child->modes[m].check && (racy_rule || !race_shape(&cases[c])))
+                continue; /* the race checker stops it, as its golden test expects */
             bool cuda_whole = cuda && cuda_rule && !cuda_rule->param;
             int skipped = cuda && cuda_rule && cuda_rule->param ? atoi(cuda_rule->param + 3) : skip_output;
             if (skipped != skip_output && skip_output >= 0)
@@ -657,7 +685,7 @@ static int run_child(const Settings *settings, const ModesSource *sources, int n
     child.nmodes = modes_of(&isas[settings->isa], child.first, cuda, child.modes);
     for (int m = 0; m < child.nmodes; m++) {
         child.contexts[m] = context_for(child.modes[m].target, child.modes[m].simd,
-                                        child.modes[m].specialise, 0);
+                                        child.modes[m].specialise, child.modes[m].check);
         if (!child.contexts[m])
             return 2;
     }

@@ -45,6 +45,7 @@ typedef enum ModesRuleKind {
     RULE_CUDA,   /* cuda: outputs not compared (a documented difference) */
     RULE_LAUNCH, /* a launch shape of a kernel, instead of the three usual ones */
     RULE_UNDEFINED, /* reads what nothing wrote: run, not compared */
+    RULE_RACY,   /* a race or barrier error on purpose: not run under the race checker */
 } ModesRuleKind;
 
 typedef struct ModesRule {
@@ -133,6 +134,7 @@ typedef struct ModesCase {
     int signature; /* of the function (of its map, for a @reduce with one) */
     int variant;   /* which shapes */
     uint32_t grid[3], block[3];
+    bool launch_rule; /* the shape is a launch rule's: one the kernel is written for */
     char label[128];
 } ModesCase;
 

@@ -11,6 +11,7 @@
  *   FILE FUNCTION skip                 REASON
  *   FILE FUNCTION cuda [argN]          REASON   (argN: that output only)
  *   FILE FUNCTION launch GX,GY,GZ/BX,BY,BZ REASON   (one case each)
+ *   FILE FUNCTION racy                 REASON   (not run under the race checker)
  *
  * FILE is the source's file (a unit test's .c file for its literals, or
  * FILE:LINE for the literal that starts on that line), FUNCTION a name or
@@ -22,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"start", "length", "order", "skip", "cuda", "launch", "undefined"};
+static const char *const kind_names[] = {"start", "length", "order", "skip", "cuda", "launch", "undefined",
+                                         "racy"};
 
 static char *word(char **p)
 {
@@ -87,7 +89,7 @@ bool modes_rules_read(const char *path, ModesRules *out)
             if (strcmp(kind, kind_names[i]) == 0)
                 k = i;
         if (!function || k < 0) {
-            fprintf(stderr, "%s:%d: expected FILE FUNCTION start|length|order|undefined|skip|cuda|launch ...\n",
+            fprintf(stderr, "%s:%d: expected FILE FUNCTION start|length|order|undefined|skip|cuda|launch|racy ...\n",
                     path, number);
             ok = false;
             continue;
