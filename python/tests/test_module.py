@@ -203,6 +203,10 @@ def test_wheel_builds_offline(tmp_path):
     finally:
         sys.path.pop(0)
     assert kjit_build.get_requires_for_build_wheel() == []
+    if not kjit_build._in_repository() and kjit_build._installed_prefix() is None \
+            and not os.environ.get("KJIT_PREFIX"):
+        pytest.skip("skipped: no kjit repository or installed libkjit.so to build a wheel "
+                    "from (the GPU bundle carries neither)")
     name = kjit_build.build_wheel(str(tmp_path))
     names = zipfile.ZipFile(tmp_path / name).namelist()
     assert "kjit/__init__.py" in names and "kjit/_core.py" in names
