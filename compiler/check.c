@@ -155,6 +155,7 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         return NULL;
     }
     if (shared) {
+        e->shared_offset = c->cur->ir->shared_bytes;
         c->cur->ir->shared_bytes += kj_shared_slice_bytes(total);
         return e;
     }

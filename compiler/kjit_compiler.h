@@ -681,6 +681,10 @@ typedef struct KjIrExpr {
     const KjType *alloc_elem;
     int alloc_ndim;
     int64_t alloc_shape[3];
+    /* SHARED: where its slice starts in the block's static shared memory on
+     * cpu, given once by the checker, so that copies of the call (a region
+     * versioned by split_specialise.c, inlined code) name the same memory */
+    int64_t shared_offset;
     /* LOAD (and STORE in KjIrStmt): the array is known contiguous and args[1] is a
      * flat element index: address = data + index, strides ignored.  Only the
      * vectorize pass sets it, so the back end can see unit-stride accesses.

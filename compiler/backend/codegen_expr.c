@@ -782,7 +782,7 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
         return;
     }
     case KJ_IR_SHARED:
-        array_fixed(g, g->target->shared_array(g, e->alloc_elem, alloc_count(e)), e, out);
+        array_fixed(g, g->target->shared_array(g, e->alloc_elem, alloc_count(e), e->shared_offset), e, out);
         return;
     case KJ_IR_CONST_ARRAY:
         array_fixed(g, const_array_data(g, e->const_array), e, out);

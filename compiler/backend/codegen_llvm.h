@@ -144,7 +144,7 @@ typedef struct KjTarget {
     LLVMValueRef (*read_sreg)(Gen *g, KjSpecialReg reg); /* an i32 */
     void (*syncthreads)(Gen *g);
     /* The data pointer of one shared() array of `count` elements. */
-    LLVMValueRef (*shared_array)(Gen *g, const KjType *elem, int64_t count);
+    LLVMValueRef (*shared_array)(Gen *g, const KjType *elem, int64_t count, int64_t offset);
     /* The launch's dynamic shared memory (shared(T)): its data pointer, and
      * its size in bytes (an i64) into *bytes. */
     LLVMValueRef (*dynamic_shared)(Gen *g, LLVMValueRef *bytes);

@@ -233,18 +233,22 @@ static void cpu_syncthreads(Gen *g)
     LLVMBuildCall2(g->b, ft, barrier, &g->thread_ctx, 1, "");
 }
 
-static LLVMValueRef cpu_shared_array(Gen *g, const KjType *elem, int64_t count)
+static LLVMValueRef cpu_shared_array(Gen *g, const KjType *elem, int64_t count, int64_t offset)
 {
     int64_t bytes = count * kj_type_size(elem);
     if (!g->shared_base) {
         kj_codegen_error(g, "shared() is only available in kernels%s", NULL);
         return LLVMConstNull(g->t_ptr);
     }
-    /* Each shared() call gets its own 16-byte aligned slice of ctx->shared,
-     * in the order the calls appear in the function (kj_shared_slice_bytes,
-     * as the checker summed them into shared_bytes). */
-    int64_t offset = g->shared_offset;
-    g->shared_offset += kj_shared_slice_bytes(bytes);
+    /* Each shared() call has its own 16-byte aligned slice of ctx->shared,
+     * at the offset the checker gave it as it summed them into shared_bytes
+     * (kj_shared_slice_bytes): a copy of the call (split_specialise.c
+     * versions a region into two) names the same slice, where a running
+     * count gave the second copy memory past the block's (campaign seeds
+     * 5289, 5802).  shared_offset keeps the end reached, for the check. */
+    int64_t end = offset + kj_shared_slice_bytes(bytes);
+    if (end > g->shared_offset)
+        g->shared_offset = end;
     LLVMValueRef off = const_i64(g, offset);
     return LLVMBuildInBoundsGEP2(g->b, g->t_i8, g->shared_base, &off, 1, "shared");
 }

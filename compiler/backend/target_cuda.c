@@ -92,8 +92,9 @@ static void cuda_syncthreads(Gen *g)
 
 /* One global in the shared address space per shared() call; the generic
  * pointer to it is what the array's accesses use. */
-static LLVMValueRef cuda_shared_array(Gen *g, const KjType *elem, int64_t count)
+static LLVMValueRef cuda_shared_array(Gen *g, const KjType *elem, int64_t count, int64_t offset)
 {
+    (void)offset; /* the cpu's layout: here each call is a global of its own */
     LLVMTypeRef at = LLVMArrayType2(memty(g, elem), (uint64_t)count);
     LLVMValueRef gv = LLVMAddGlobalInAddressSpace(g->mod, at, "shared", 3);
     LLVMSetLinkage(gv, LLVMInternalLinkage);
