@@ -384,12 +384,6 @@ void kj_race_fail_sync(KjRaceState *race, KjRaceKind kind, int first_index, int3
 
 /* ------------------------------------------------------------- messages */
 
-static void collect(void *user, KjSeverity severity, const char *formatted)
-{
-    (void)severity;
-    kj_buf_printf(user, "%s", formatted);
-}
-
 static const KjCheckSite *site_of(const KjIrModule *module, int32_t site)
 {
     return site >= 1 && site <= module->check_sites.count ? module->check_sites.items[site - 1]
@@ -497,10 +491,7 @@ char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const c
         kj_buf_free(&what);
         return text.data;
     }
-    KjDiag diag = {.sink = collect, .user = &text};
-    kj_error(&diag, site->loc, "%s", what.data);
+    char *message = kj_check_message_at(site->loc, what.data);
     kj_buf_free(&what);
-    while (text.len > 0 && text.data[text.len - 1] == '\n')
-        text.data[--text.len] = '\0';
-    return text.data;
+    return message;
 }

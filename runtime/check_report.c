@@ -236,10 +236,19 @@ char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
         kj_buf_printf(&what, " in the call of '%s'", function);
         break;
     }
-    KjDiag diag = {.sink = collect, .user = &text};
-    kj_error(&diag, site->loc, "%s", what.data);
+    char *message = kj_check_message_at(site->loc, what.data);
     kj_buf_free(&what);
-    /* without the last newline, as every message kjit_last_error gives */
+    return message;
+}
+
+/* A checked-mode or race message at its place in the source, as the
+ * compiler's errors read (file:line:col, the line, a caret), without the
+ * last newline, as every message kjit_last_error gives. */
+char *kj_check_message_at(KjLoc loc, const char *what)
+{
+    KjBuf text = {0};
+    KjDiag diag = {.sink = collect, .user = &text};
+    kj_error(&diag, loc, "%s", what);
     while (text.len > 0 && text.data[text.len - 1] == '\n')
         text.data[--text.len] = '\0';
     return text.data;

@@ -1104,6 +1104,8 @@ kjit_status kj_check_end(kjit_context *context, KjCheckCall *call, const KjIrMod
 /* The message of a failed record: "file:line:col: error: ...", the line, a caret. */
 char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
                        const char *function);
+/* A message at its place in the source: file:line:col, the line and a caret. */
+char *kj_check_message_at(KjLoc loc, const char *what);
 /* Frees the device record, through the context's target (before it closes). */
 void kj_check_context_free(kjit_context *context);
 

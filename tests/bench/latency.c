@@ -175,9 +175,11 @@ static int child(kjit_target target, int w)
     return 0;
 }
 
-/* Runs this program with --child in a new process; its milliseconds. */
-static double spawn(const char *self, const char *target, int w, const char *cache_dir,
-                    unsigned long long *compiles)
+/* Runs this program again with the arguments given (cache_dir, when not
+ * NULL, as its KJIT_CACHE_DIR) and reads its one line of output into buf;
+ * false when it failed. */
+static bool run_self(const char *self, const char *a1, const char *a2, const char *a3,
+                     const char *cache_dir, char *buf, size_t size)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -186,20 +188,28 @@ static double spawn(const char *self, const char *target, int w, const char *cac
     if (pid == 0) {
         dup2(fds[1], 1);
         close(fds[0]);
-        setenv("KJIT_CACHE_DIR", cache_dir, 1);
-        char wtext[8];
-        snprintf(wtext, sizeof wtext, "%d", w);
-        execl(self, self, "--child", target, wtext, (char *)NULL);
+        if (cache_dir)
+            setenv("KJIT_CACHE_DIR", cache_dir, 1);
+        execl(self, self, a1, a2, a3, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
-    char buf[128] = "";
-    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    ssize_t n = read(fds[0], buf, size - 1);
     close(fds[0]);
+    buf[n > 0 ? n : 0] = '\0';
     int status;
     waitpid(pid, &status, 0);
+    return n > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Runs this program with --child in a new process; its milliseconds. */
+static double spawn(const char *self, const char *target, int w, const char *cache_dir,
+                    unsigned long long *compiles)
+{
+    char wtext[8], buf[128];
+    snprintf(wtext, sizeof wtext, "%d", w);
     double ms;
-    if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+    if (!run_self(self, "--child", target, wtext, cache_dir, buf, sizeof buf) ||
         sscanf(buf, "%lf %llu", &ms, compiles) != 2) {
         fprintf(stderr, "latency: the child for %s %s failed\n", target, workload_names[w]);
         exit(1);
@@ -655,26 +665,10 @@ static int program_child(const char *path, int kind)
 
 static double spawn_program(const char *self, const char *path, int kind, size_t *bytes)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        exit(1);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        char ktext[8];
-        snprintf(ktext, sizeof ktext, "%d", kind);
-        execl(self, self, "--program", path, ktext, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    char buf[128] = "";
-    ssize_t n = read(fds[0], buf, sizeof buf - 1);
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
+    char ktext[8], buf[128];
+    snprintf(ktext, sizeof ktext, "%d", kind);
     double ms;
-    if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+    if (!run_self(self, "--program", path, ktext, NULL, buf, sizeof buf) ||
         sscanf(buf, "%lf %zu", &ms, bytes) != 2) {
         fprintf(stderr, "latency: the child for %s (%s) failed\n", path, program_kinds[kind]);
         exit(1);
