@@ -384,6 +384,26 @@ void kj_race_fail_sync(KjRaceState *race, KjRaceKind kind, int first_index, int3
 
 /* ------------------------------------------------------------- messages */
 
+static void collect(void *user, KjSeverity severity, const char *formatted)
+{
+    (void)severity;
+    kj_buf_printf(user, "%s", formatted);
+}
+
+/* A checked-mode or race message at its place in the source, as the
+ * compiler's errors read (file:line:col, the line, a caret), without the
+ * last newline, as every message kjit_last_error gives.  Here, below
+ * check_report.c, which calls this file and uses it too. */
+char *kj_check_message_at(KjLoc loc, const char *what)
+{
+    KjBuf text = {0};
+    KjDiag diag = {.sink = collect, .user = &text};
+    kj_error(&diag, loc, "%s", what);
+    while (text.len > 0 && text.data[text.len - 1] == '\n')
+        text.data[--text.len] = '\0';
+    return text.data;
+}
+
 static const KjCheckSite *site_of(const KjIrModule *module, int32_t site)
 {
     return site >= 1 && site <= module->check_sites.count ? module->check_sites.items[site - 1]

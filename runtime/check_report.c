@@ -150,12 +150,6 @@ void kj_check_context_free(kjit_context *context)
 
 /* ------------------------------------------------------------- messages */
 
-static void collect(void *user, KjSeverity severity, const char *formatted)
-{
-    (void)severity;
-    kj_buf_printf(user, "%s", formatted);
-}
-
 /* An operand as its type reads it: unsigned types print as unsigned. */
 static void print_operand(KjBuf *buf, int64_t value, const char *type)
 {
@@ -239,17 +233,4 @@ char *kj_check_message(const KjIrModule *module, const KjCheckRecord *record,
     char *message = kj_check_message_at(site->loc, what.data);
     kj_buf_free(&what);
     return message;
-}
-
-/* A checked-mode or race message at its place in the source, as the
- * compiler's errors read (file:line:col, the line, a caret), without the
- * last newline, as every message kjit_last_error gives. */
-char *kj_check_message_at(KjLoc loc, const char *what)
-{
-    KjBuf text = {0};
-    KjDiag diag = {.sink = collect, .user = &text};
-    kj_error(&diag, loc, "%s", what);
-    while (text.len > 0 && text.data[text.len - 1] == '\n')
-        text.data[--text.len] = '\0';
-    return text.data;
 }
