@@ -39,7 +39,8 @@ def main():
     a = ap.parse_args()
     os.makedirs(os.path.join(a.work, "failures"), exist_ok=True)
     log = open(os.path.join(a.work, "campaign.log"), "a")
-    tot = dict(programs=0, entries=0, runs=0, mismatched=0, invalid=0, ref_skipped=0, split=0, fibers=0)
+    tot = dict(programs=0, entries=0, runs=0, mismatched=0, invalid=0, ref_skipped=0, split=0, fibers=0,
+               libm_accepted=0)
     failures, invalid = [], []
     modes_line = ""
     start = time.time()
@@ -92,11 +93,13 @@ def main():
                 shutil.copy(f, os.path.join(a.work, "failures"))
         else:
             m = re.search(r"(\d+) entries, (\d+) runs in \d+ modes \(([^;]*); children: ([^,]*(?:, avx2)?), "
-                          r"(\d+) mismatches; (\d+) kernels", summary)
+                          r"(\d+) mismatches(?:, (\d+) float differences of libm programs accepted)?; "
+                          r"(\d+) kernels", summary)
             if m:
                 tot["entries"] += int(m.group(1))
                 tot["runs"] += int(m.group(2))
-                tot["ref_skipped"] += int(m.group(6))
+                tot["libm_accepted"] += int(m.group(6) or 0)
+                tot["ref_skipped"] += int(m.group(7))
                 modes = m.group(3) + " + children " + m.group(4)
         tot["programs"] += count
         tot["mismatched"] = len(failures)
@@ -110,10 +113,12 @@ def main():
               (tot["programs"], tot["entries"], tot["runs"], tot["mismatched"], tot["invalid"],
                time.time() - start), flush=True)
     print("campaign: seeds %d..%d: %d programs, %d entries, %d runs in modes %s; %d mismatching "
-          "programs, %d invalid; %d kernels with warp collectives not evaluated by ref_eval; "
+          "programs, %d invalid; %d float differences of libm programs between ISAs accepted; "
+          "%d kernels with warp collectives not evaluated by ref_eval; "
           "kernels with barriers: %d split, %d on fibers; %s" %
           (a.seed, a.seed + a.n - 1, tot["programs"], tot["entries"], tot["runs"],
-           locals().get("modes", "?"), tot["mismatched"], tot["invalid"], tot["ref_skipped"],
+           locals().get("modes", "?"), tot["mismatched"], tot["invalid"], tot["libm_accepted"],
+           tot["ref_skipped"],
            tot["split"], tot["fibers"], modes_line or "cuda run where available"))
     for f in failures:
         print("  mismatch: " + os.path.join(a.work, "failures", os.path.basename(f)))

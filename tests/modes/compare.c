@@ -8,7 +8,9 @@
  * (NaN, an infinity and its sign) too, but where a contraction meets an
  * overflow: a product that overflows to an infinity when rounded alone may
  * not when fused with its addend, so an infinity may meet a NaN, or a finite
- * value beyond half the type's largest (2.2e38 against inf in a saxpy).
+ * value of its sign (2.2e38 against inf in a saxpy, 7.8e37 in a lerp: the
+ * fused sum of a product past the largest and an addend of the other sign
+ * can be any such value).
  */
 #include "modes.h"
 
@@ -47,13 +49,11 @@ static int64_t ulp_distance(double a, double b, bool single)
 
 static bool close_enough(double a, double b, double scale, kjit_dtype real_type, bool single_rel)
 {
-    double largest = real_type == KJIT_F32 ? 0x1.fffffep127 : real_type == KJIT_F64 ? 0x1.fffffffffffffp1023
-                     : real_type == KJIT_F16 ? 65504.0 : 0x1.fep127;
     if (isnan(a) || isnan(b)) /* NaN against NaN, or an infinity a fused product kept from a NaN */
         return (isnan(a) || isinf(a)) && (isnan(b) || isinf(b));
-    if (isinf(a) || isinf(b)) /* the same infinity, or one a fused product did not overflow into */
-        return a == b || (isinf(a) ? fabs(b) >= largest / 2 && signbit(a) == signbit(b)
-                                   : fabs(a) >= largest / 2 && signbit(a) == signbit(b));
+    if (isinf(a) || isinf(b)) /* the same infinity, or a finite value of its sign that a
+                                 fused product did not overflow into */
+        return a == b || signbit(a) == signbit(b);
     bool single = real_type == KJIT_F32;
     double rel = real_type == KJIT_F32 || (single_rel && real_type == KJIT_F64) ? 0x1p-16
                  : real_type == KJIT_F64                                    ? 0x1p-40
