@@ -88,7 +88,8 @@ typedef struct Mode {
 
 static Mode modes[MAX_MODES];
 static int mode_count;
-static bool verbose, digest_only;
+static bool verbose, digest_only, show_inputs;
+static const char *save_inputs_dir;
 /* --inject-fault MODE: flips a bit of that mode's first result, to show that
  * the comparison (and the reducer) catch a wrong result */
 static const char *inject_fault;
@@ -425,6 +426,7 @@ static void compare(Report *r, const char *entry, const char *what, const Output
         int bad = 0;
         int64_t differ = 0;
         bool exact = !kj_type_is_float(t) && !kj_type_is_complex(t);
+        char first[256] = "";
         for (int64_t k = 0; k < want->arrays[i].count; k++) {
             if (want->arrays[i].racy && want->arrays[i].racy[k])
                 continue;
@@ -434,19 +436,23 @@ static void compare(Report *r, const char *entry, const char *what, const Output
             if (!bits && cuda && contraction_overflow(g, w, t))
                 continue;
             differ++;
-            if (exact && int_slack > 0)
+            char gs[96], ws[96];
+            format_value(gs, sizeof gs, g, t);
+            format_value(ws, sizeof ws, w, t);
+            if (exact && int_slack > 0) {
+                /* the first one, for the count's message below */
+                if (differ == 1)
+                    snprintf(first, sizeof first, "; %s[%lld] = %s, want %s", got->names[i],
+                             (long long)k, gs, ws);
                 continue;
-            if (bad++ < 2) {
-                char gs[96], ws[96];
-                format_value(gs, sizeof gs, g, t);
-                format_value(ws, sizeof ws, w, t);
+            }
+            if (bad++ < 2)
                 mismatch(r, "%s: %s: %s[%lld] = %s, want %s", entry, what, got->names[i],
                          (long long)k, gs, ws);
-            }
         }
         if (exact && int_slack > 0 && differ > (int64_t)(int_slack * (double)want->arrays[i].count) + 1)
-            mismatch(r, "%s: %s: %lld of %lld elements of %s differ", entry, what, (long long)differ,
-                     (long long)want->arrays[i].count, got->names[i]);
+            mismatch(r, "%s: %s: %lld of %lld elements of %s differ%s", entry, what, (long long)differ,
+                     (long long)want->arrays[i].count, got->names[i], first);
     }
 }
 
@@ -786,6 +792,41 @@ static void run_reduce(Run *run, Mode *mode, Outputs *out, RefStatus *st, bool *
 }
 
 /* Draws the inputs of an entry; false when the directive does not fit it. */
+/* --show-inputs: an entry's drawn scalars and the first elements of its arrays;
+ * --save-inputs DIR also writes each array to DIR/ENTRY.PARAM.npy, so that
+ * `kjit run` replays the entry on one target (docs/testing.md). */
+static void print_inputs(const char *entry, const Inputs *in)
+{
+    for (int i = 0; i < in->count; i++) {
+        char v[96];
+        printf("  %s input %s:", entry, in->names[i]);
+        if (!in->is_array[i]) {
+            format_value(v, sizeof v, in->scalars[i], in->types[i]);
+            printf(" %s\n", v);
+            continue;
+        }
+        if (save_inputs_dir) {
+            char path[1024], *error = NULL;
+            kjit_dtype dt;
+            kj_type_dtype(in->types[i], &dt);
+            int64_t count = in->arrays[i].count;
+            kjit_array a = kjit_array_make(in->arrays[i].data, dt, 1, &count);
+            snprintf(path, sizeof path, "%s/%s.%s.npy", save_inputs_dir, entry, in->names[i]);
+            if (kj_npy_write(path, &a, &error) != KJIT_OK)
+                printf(" (not saved: %s)", error ? error : "?");
+            else
+                printf(" [%s]", path);
+            free(error);
+        }
+        int64_t n = in->arrays[i].count;
+        for (int64_t k = 0; k < n && k < 16; k++) {
+            format_value(v, sizeof v, ref_array_read(&in->arrays[i], k), in->types[i]);
+            printf(" %s", v);
+        }
+        printf(n > 16 ? " ... (%lld elements)\n" : "\n", (long long)n);
+    }
+}
+
 static bool draw_inputs(Run *run, const char *first_line)
 {
     const Directive *d = run->d;
@@ -1023,6 +1064,8 @@ static void check_file(const char *path)
             break;
         }
         totals.entries++;
+        if (show_inputs)
+            print_inputs(ds[k].name, &run.in);
         void (*runner)(Run *, Mode *, Outputs *, RefStatus *, bool *) =
             strcmp(ds[k].kind, "kernel") == 0        ? run_kernel
             : strcmp(ds[k].kind, "vectorize") == 0   ? run_vectorize
@@ -1234,9 +1277,14 @@ int main(int argc, char **argv)
             inject_fault = argv[++first];
         else if (strcmp(argv[first], "-v") == 0)
             verbose = true;
-        else {
+        else if (strcmp(argv[first], "--show-inputs") == 0)
+            show_inputs = verbose = true;
+        else if (strcmp(argv[first], "--save-inputs") == 0 && first + 1 < argc) {
+            save_inputs_dir = argv[++first];
+            show_inputs = verbose = true;
+        } else {
             fprintf(stderr, "usage: genprog-run [--modes LIST] [--child-modes LIST] [--no-children] "
-                            "[--digest] [--inject-fault MODE] [-v] FILE.kern ...\n");
+                            "[--digest] [--inject-fault MODE] [-v] [--show-inputs] [--save-inputs DIR] FILE.kern ...\n");
             return 64;
         }
     }
