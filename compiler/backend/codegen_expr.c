@@ -689,12 +689,15 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         return kj_codegen_polar(g, llty(g, e->type), r, kj_codegen_expr(g, e->args[1]));
     }
     case KJ_IR_MULHI: {
-        /* in twice the width: PTX's mul.hi, x86's one-operand mul */
+        /* in twice the width (x86's one-operand mul), or the target's own */
         LLVMValueRef a = kj_codegen_expr(g, e->args[0]);
         LLVMValueRef b = kj_codegen_expr(g, e->args[1]);
         unsigned bits = (unsigned)kj_type_int_bits(e->type);
-        LLVMTypeRef wide = LLVMIntTypeInContext(g->ctx, 2 * bits);
         bool sgn = kj_type_is_signed(e->type);
+        LLVMValueRef own = g->target->mulhi ? g->target->mulhi(g, a, b, bits, sgn) : NULL;
+        if (own)
+            return own;
+        LLVMTypeRef wide = LLVMIntTypeInContext(g->ctx, 2 * bits);
         LLVMValueRef wa = sgn ? LLVMBuildSExt(B, a, wide, "") : LLVMBuildZExt(B, a, wide, "");
         LLVMValueRef wb = sgn ? LLVMBuildSExt(B, b, wide, "") : LLVMBuildZExt(B, b, wide, "");
         LLVMValueRef product = LLVMBuildMul(B, wa, wb, "");

@@ -162,6 +162,10 @@ typedef struct KjTarget {
      * one libmvec routine kj_codegen_libmvec_routine names); NULL for a
      * plain call of the math library.  May be NULL. */
     LLVMValueRef (*vector_math_call)(Gen *g, const char *libm_name, LLVMValueRef *args, int arity);
+    /* mulhi(a, b) of `bits`-bit integers the target lowers its own way; NULL
+     * (or a NULL result) for the shared lowering, the product in twice the
+     * width.  May be NULL. */
+    LLVMValueRef (*mulhi)(Gen *g, LLVMValueRef a, LLVMValueRef b, unsigned bits, bool is_signed);
     /* A float to integer conversion the target lowers its own way; NULL for
      * llvm.fpto[su]i.sat.  May be NULL. */
     LLVMValueRef (*float_to_int)(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to);

@@ -52,6 +52,19 @@ static LLVMValueRef cuda_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
     }
 }
 
+/* mulhi (32 or 64 bits) is PTX's mul.hi.  The shared lowering's product in
+ * twice the width becomes, for 32 bits, a mul.lo.s64 whose high word the PTX
+ * takes apart, and ptxas -O3 (CUDA 13) has kept a loop-invariant part of such
+ * a product in a loop where it varies (tests/genprog/regress/
+ * cuda_mulhi_loop.kern: seed 6645's wrong integers). */
+static LLVMValueRef cuda_mulhi(Gen *g, LLVMValueRef a, LLVMValueRef b, unsigned bits, bool is_signed)
+{
+    const char *name = bits == 32 ? (is_signed ? "llvm.nvvm.mulhi.i" : "llvm.nvvm.mulhi.ui")
+                                   : (is_signed ? "llvm.nvvm.mulhi.ll" : "llvm.nvvm.mulhi.ull");
+    LLVMValueRef args[2] = {a, b};
+    return kj_codegen_call_intrinsic(g, name, NULL, 0, args, 2);
+}
+
 static LLVMValueRef cuda_float_to_int(Gen *g, LLVMValueRef v, const KjType *from, const KjType *to)
 {
     int bits = kj_type_int_bits(to);
@@ -450,6 +463,7 @@ const KjTarget kj_target_cuda = {
     .math_prefix = "__nv_",
     .math = cuda_math,
     .vector_math_call = NULL,
+    .mulhi = cuda_mulhi,
     .float_to_int = cuda_float_to_int,
     .atomic_ordering = LLVMAtomicOrderingMonotonic,
     /* DICompileUnit::DebugDirectivesOnly, which the C API does not name */

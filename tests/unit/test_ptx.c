@@ -296,6 +296,40 @@ START_TEST(print_calls_vprintf)
 }
 END_TEST
 
+/* mulhi is PTX's mul.hi in every signedness and width, never a 64-bit
+ * product taken apart (mov.b64 {lo, hi}): ptxas -O3 (CUDA 13) kept part of
+ * that product loop-invariant in a loop where it varies (genprog seed 6645,
+ * tests/genprog/regress/cuda_mulhi_loop.kern). */
+START_TEST(mulhi_is_mul_hi)
+{
+    const char *path = "tests/genprog/regress/cuda_mulhi_loop.kern";
+    const char *text =
+        "@kernel\n"
+        "fn k(a: i32[], b: u32[], c: i64[], d: u64[]) {\n"
+        "    let i = grid(1);\n"
+        "    a[i] = mulhi(a[i], a[i + 1]); b[i] = mulhi(b[i], b[i + 1]);\n"
+        "    c[i] = mulhi(c[i], c[i + 1]); d[i] = mulhi(d[i], d[i + 1]);\n"
+        "}\n";
+    for (int f = 0; f < 2; f++) {
+        KjArena arena = {0};
+        KjDiag diag = {.sink = diag_to_stderr};
+        KjSource *src = f == 0 ? kj_source_read(&arena, path, &diag)
+                               : kj_source_from_string(&arena, "mulhi.kern", text);
+        ck_assert_msg(src != NULL, "cannot read %s", path);
+        KjIrFunction **roots;
+        int count;
+        char *ptx = ptx_for_source(&arena, src, &roots, &count);
+        check_ptx(ptx, roots, count, f == 0 ? path : "mulhi.kern");
+        ck_assert_msg(strstr(ptx, "mov.b64 {") == NULL, "a 64-bit product taken apart in the PTX");
+        const char *want[] = {"mul.hi.s32", "mul.hi.u32", "mul.hi.s64", "mul.hi.u64"};
+        for (int k = 0; k < (f == 0 ? 1 : 4); k++)
+            ck_assert_msg(strstr(ptx, want[k]) != NULL, "no '%s' in the PTX", want[k]);
+        free(ptx);
+        kj_arena_free(&arena);
+    }
+}
+END_TEST
+
 /* Constant arrays live in constant memory (.const, read with ld.const) while
  * the module's tables fit 64 KiB, else in global memory; both assemble. */
 START_TEST(const_arrays_in_constant_memory)
@@ -636,6 +670,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, contiguous_arrays_travel_as_records);
     tcase_add_test(tcase, ptxas_assembles_whole_program);
     tcase_add_test(tcase, cancel_polls_in_loops);
+    tcase_add_test(tcase, mulhi_is_mul_hi);
     tcase_add_test(tcase, sin_tails_are_branches);
     tcase_add_test(tcase, missing_libdevice_is_a_clear_error);
     tcase_add_test(tcase, line_info_names_the_kern_lines);
