@@ -13,6 +13,8 @@
 #      every mode, every kernel (bin/modes-test, docs/testing.md): every
 #      function of the repository's sources on cuda and in every cpu mode
 #      against cpu with cpu_simd = 0;
+#      then the race checker's verdicts against compute-sanitizer's
+#      (tests/gpu/racecheck.sh);
 #   3. the latency benchmark (bin/latency: compile times, and launch costs
 #      beside a bare cuLaunchKernel), the tests of `kjit bench`
 #      (tests/cli/bench.sh, with its cuda rows), the @guvectorize examples
@@ -170,6 +172,18 @@ elif [ "$modes_rc" -eq 0 ]; then
     pass "every mode, every kernel: $(grep '^modes: [0-9]' "$work/modes.log")"
 else
     fail "every mode, every kernel (bin/modes-test exited $modes_rc)"
+fi
+
+echo "=== the race checker against compute-sanitizer (tests/gpu/racecheck.sh)"
+bash "$root/tests/gpu/racecheck.sh" "$root" > "$work/racecheck.log" 2>&1
+race_rc=$?
+cat "$work/racecheck.log"
+if grep -q '^skipped:' "$work/racecheck.log"; then
+    echo "skipped: $(grep '^skipped:' "$work/racecheck.log")"
+elif [ "$race_rc" -eq 0 ]; then
+    pass "race checker agrees with racecheck: $(tail -1 "$work/racecheck.log")"
+else
+    fail "race checker against racecheck: $(tail -1 "$work/racecheck.log")"
 fi
 
 echo "=== latency benchmark"
