@@ -713,7 +713,7 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         g->target->syncthreads(g);
         return NULL;
     case KJ_IR_EXEC: {
-        LLVMValueRef args[3];
+        LLVMValueRef args[3] = {0};
         for (int i = 0; i < e->arg_count && i < 3; i++)
             args[i] = kj_codegen_expr(g, e->args[i]);
         kj_codegen_race_barrier(g, e->race_site);

@@ -327,7 +327,8 @@ static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueR
     /* Operands by the IR's layout (KJ_EXEC_OPS): the mask first for warp ops. */
     LLVMValueRef mask = const_i32(g, -1), value = const_i64(g, 0), arg = const_i32(g, 0);
     switch (op) {
-    case KJ_EXEC_ACTIVEMASK:
+    case KJ_EXEC_ACTIVEMASK: /* no operand: the runtime answers from the meeting */
+        break;
     case KJ_EXEC_SYNCWARP:
         mask = args[0];
         break;
