@@ -672,24 +672,7 @@ class _VectorizedPython(Function):
         return u
 
     def _make_ufunc(self):
-        if _fast is None:
-            raise InvalidArgumentError(f"{self.name}.ufunc needs the compiled path, which "
-                                       f"this install lacks: {HOT_PATH}")
-        if self._is_cuda:
-            raise InvalidArgumentError(f"{self.name}.ufunc: a numpy.ufunc runs on the host; "
-                                       f"load the module for cpu or parallel")
-        loops = []
-        for s in range(len(self.signatures)):
-            result = self._results[s]
-            codes = [_lib.DTYPE_NAMES.index(name) for name, _ in self.params(s)]
-            if result is None or result < 0 or _lib.BF16 in codes + [result]:
-                continue  # NumPy has no bfloat16
-            loops.append(tuple(codes) + (result,))
-        if not loops:
-            raise InvalidArgumentError(f"{self.name}.ufunc: no signature has NumPy types")
-        doc = f"kjit @vectorize {self.name}: {' | '.join(self.signatures)}"
-        return _fast.make_ufunc(self, self.handle, self.context.handle, self.name, doc,
-                                self.param_count, loops)
+        return _make_ufunc(self, self.param_count, 1, None)
 
     def reduce(self, *args, **kwargs):
         """numpy.ufunc.reduce of self.ufunc."""
@@ -740,6 +723,20 @@ class GuvectorizedFunction(Function):
     def __repr__(self):
         return (f"<kjit.Function guvectorize {self.name} \"{self.layout}\" "
                 f"{' | '.join(self.signatures)}>")
+
+    @property
+    def ufunc(self):
+        """This function as a NumPy generalized ufunc with its layout as the
+        signature (cpu and parallel targets, with the compiled path): one loop
+        per signature, picked by NumPy's type rules, so axes=, axis=,
+        keepdims=, out=, dtype=, casting= and other libraries'
+        __array_ufunc__ (Dask's apply_gufunc) work as with NumPy's own
+        gufuncs.  Made on first use."""
+        u = self.__dict__.get("_ufunc")
+        if u is None:
+            u = self.__dict__["_ufunc"] = _make_ufunc(self, self.inputs, self.outputs,
+                                                      self.layout)
+        return u
 
     def __call__(self, *args, out=None, stream=None):
         ni, no = self.inputs, self.outputs
@@ -839,6 +836,36 @@ class GuvectorizedFunction(Function):
             shape = tuple(loop) + tuple(sizes[name] for name in cores[q])
             outs.append((alloc or _alloc_host)(template, shape, code))
         return tuple(outs)
+
+
+def _make_ufunc(fn, nin, nout, layout):
+    """A numpy.ufunc of fn's compiled loops, one per signature (NumPy has no
+    bfloat16: signatures with it are left out); a gufunc with `layout`."""
+    if _fast is None:
+        raise InvalidArgumentError(f"{fn.name}.ufunc needs the compiled path, which "
+                                   f"this install lacks: {HOT_PATH}")
+    if fn._is_cuda:
+        raise InvalidArgumentError(f"{fn.name}.ufunc: a numpy.ufunc runs on the host; "
+                                   f"load the module for cpu or parallel")
+    loops = []
+    for s in range(len(fn.signatures)):
+        codes = [_lib.DTYPE_NAMES.index(name) for name, _ in fn.params(s)]
+        if layout is None:
+            result = fn._results[s]
+            if result is None or result < 0:
+                continue
+            codes.append(result)
+        if _lib.BF16 in codes:
+            continue
+        loops.append(tuple(codes))
+    if not loops:
+        raise InvalidArgumentError(f"{fn.name}.ufunc: no signature has NumPy types")
+    kind = "@vectorize" if layout is None else f"@guvectorize \"{layout}\""
+    doc = f"kjit {kind} {fn.name}: {' | '.join(fn.signatures)}"
+    if layout is None:
+        return _fast.make_ufunc(fn, fn.handle, fn.context.handle, fn.name, doc, nin, loops)
+    return _fast.make_ufunc(fn, fn.handle, fn.context.handle, fn.name, doc, nin, loops, nout,
+                            layout)
 
 
 def _parse_layout(layout):

@@ -612,7 +612,14 @@ typedef struct {
     kjit_function *handle;
     void *context;
     int nin;
-    kjit_dtype types[FAST_MAX_ARGS + 1]; /* the inputs', then the result's */
+    int nout;                                /* 1 for @vectorize */
+    kjit_dtype types[FAST_MAX_ARGS + 1];     /* the inputs', then the outputs' */
+    /* @guvectorize: each operand's core rank, where its core strides start
+     * among the loop's steps, and the index of each of its core dimensions
+     * among the loop's dimensions (NumPy's core_dim_ixs) */
+    int core_ndim[FAST_MAX_ARGS + 1];
+    int core_offset[FAST_MAX_ARGS + 1];
+    int core_dim[FAST_MAX_ARGS + 1][KJIT_MAX_DIMS];
 } UfuncLoop;
 
 typedef struct {
@@ -702,6 +709,72 @@ static void ufunc_loop(char **args, npy_intp const *dimensions, npy_intp const *
     }
 }
 
+/*
+ * A @guvectorize loop: NumPy hands over the outer loop (dimensions[0]
+ * elements, steps[0..nargs) apart) and the core sizes (dimensions[1..]) and
+ * strides (steps[nargs..], operand by operand).  Each operand becomes a
+ * kjit_array of one loop dimension, then its core, and the whole loop is one
+ * kjit_call of the signature the types pick: kjit runs its loop over the
+ * elements (a broadcast operand has a loop stride of 0, which kjit reads as
+ * NumPy does).  NumPy copies operands that overlap an output first
+ * (gufuncs do not promise an order), so no sequential case arises here.
+ */
+static void gufunc_loop(char **args, npy_intp const *dimensions, npy_intp const *steps,
+                        void *data)
+{
+    UfuncLoop *loop = data;
+    int nargs = loop->nin + loop->nout;
+    kjit_array arrays[FAST_MAX_ARGS + 1];
+    kjit_arg kargs[FAST_MAX_ARGS + 1];
+    for (int q = 0; q < nargs; q++) {
+        kjit_array *a = &arrays[q];
+        memset(a, 0, sizeof *a);
+        a->data = args[q];
+        a->dtype = loop->types[q];
+        a->ndim = 1 + loop->core_ndim[q];
+        a->shape[0] = dimensions[0];
+        a->strides[0] = steps[q];
+        for (int d = 0; d < loop->core_ndim[q]; d++) {
+            a->shape[1 + d] = dimensions[1 + loop->core_dim[q][d]];
+            a->strides[1 + d] = steps[nargs + loop->core_offset[q] + d];
+        }
+        a->memory = KJIT_MEMORY_HOST;
+        kargs[q].kind = KJIT_ARG_ARRAY;
+        kargs[q].dtype = a->dtype;
+        kargs[q].value.array = a;
+    }
+    kjit_status status = kj_call(loop->handle, kargs, nargs, NULL, NULL);
+    if (status != KJIT_OK) {
+        PyGILState_STATE gil = PyGILState_Ensure();
+        if (!PyErr_Occurred())
+            raise_for(loop->context, status);
+        PyGILState_Release(gil);
+    }
+}
+
+/* The core dimensions NumPy parsed out of a gufunc's signature, into each
+ * loop's data; -1 with an exception when a core is deeper than kjit_array. */
+static int gufunc_cores(PyUFuncObject *u, UfuncKeep *keep)
+{
+    int nargs = u->nin + u->nout;
+    for (int q = 0; q < nargs; q++) {
+        int rank = u->core_num_dims[q];
+        if (rank + 1 > KJIT_MAX_DIMS) {
+            PyErr_Format(PyExc_ValueError, "make_ufunc: operand %d has %d core dimensions; "
+                         "kjit arrays have at most %d dimensions", q, rank, KJIT_MAX_DIMS);
+            return -1;
+        }
+        for (int l = 0; l < keep->nloops; l++) {
+            UfuncLoop *loop = &keep->loops[l];
+            loop->core_ndim[q] = rank;
+            loop->core_offset[q] = u->core_offsets[q];
+            for (int d = 0; d < rank; d++)
+                loop->core_dim[q][d] = u->core_dim_ixs[u->core_offsets[q] + d];
+        }
+    }
+    return 0;
+}
+
 static void ufunc_keep_free(PyObject *capsule)
 {
     UfuncKeep *keep = PyCapsule_GetPointer(capsule, "kjit.ufunc");
@@ -717,21 +790,26 @@ static void ufunc_keep_free(PyObject *capsule)
     PyMem_Free(keep);
 }
 
-/* make_ufunc(function, handle, context, name, doc, nin, loops): loops is a
- * list of tuples of kjit codes, the inputs' then the result's. */
+/* make_ufunc(function, handle, context, name, doc, nin, loops[, nout,
+ * signature]): loops is a list of tuples of kjit codes, the inputs' then the
+ * outputs'.  With a signature (a @guvectorize layout, "(n),(n)->()"), a
+ * generalized ufunc of nout outputs; without, a ufunc of one. */
 static PyObject *make_ufunc(PyObject *module, PyObject *args)
 {
     PyObject *function, *handle, *context, *loops;
-    const char *name, *doc;
-    int nin;
-    if (!PyArg_ParseTuple(args, "OOOssiO!", &function, &handle, &context, &name, &doc, &nin,
-                          &PyList_Type, &loops))
+    const char *name, *doc, *signature = NULL;
+    int nin, nout = 1;
+    if (!PyArg_ParseTuple(args, "OOOssiO!|iz", &function, &handle, &context, &name, &doc, &nin,
+                          &PyList_Type, &loops, &nout, &signature))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(loops);
-    if (n < 1 || nin < 1 || nin > FAST_MAX_ARGS) {
-        PyErr_SetString(PyExc_ValueError, "make_ufunc: no loops, or too many inputs");
+    if (n < 1 || nin < 1 || nout < 1 || nin + nout > FAST_MAX_ARGS + 1 ||
+        (!signature && nout != 1)) {
+        PyErr_SetString(PyExc_ValueError, "make_ufunc: no loops, too many operands, or "
+                        "several outputs without a signature");
         return NULL;
     }
+    int nargs = nin + nout;
     UfuncKeep *keep = PyMem_Calloc(1, sizeof *keep);
     if (!keep)
         return PyErr_NoMemory();
@@ -745,7 +823,7 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
     keep->nloops = (int)n;
     keep->funcs = PyMem_Calloc((size_t)n, sizeof *keep->funcs);
     keep->data = PyMem_Calloc((size_t)n, sizeof *keep->data);
-    keep->types = PyMem_Calloc((size_t)n * (size_t)(nin + 1), 1);
+    keep->types = PyMem_Calloc((size_t)n * (size_t)nargs, 1);
     keep->loops = PyMem_Calloc((size_t)n, sizeof *keep->loops);
     keep->name = PyMem_Malloc(strlen(name) + 1);
     keep->doc = PyMem_Malloc(strlen(doc) + 1);
@@ -763,16 +841,17 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
     }
     for (Py_ssize_t l = 0; l < n; l++) {
         PyObject *codes = PyList_GET_ITEM(loops, l);
-        if (!PyTuple_Check(codes) || PyTuple_GET_SIZE(codes) != nin + 1) {
+        if (!PyTuple_Check(codes) || PyTuple_GET_SIZE(codes) != nargs) {
             Py_DECREF(capsule);
-            PyErr_SetString(PyExc_ValueError, "make_ufunc: a loop's codes are not nin + 1");
+            PyErr_SetString(PyExc_ValueError, "make_ufunc: a loop's codes are not nin + nout");
             return NULL;
         }
         UfuncLoop *loop = &keep->loops[l];
         loop->handle = h;
         loop->context = c;
         loop->nin = nin;
-        for (int i = 0; i <= nin; i++) {
+        loop->nout = nout;
+        for (int i = 0; i < nargs; i++) {
             long code = PyLong_AsLong(PyTuple_GET_ITEM(codes, i));
             int typenum = typenum_of_code((int)code);
             if (typenum < 0) {
@@ -783,15 +862,23 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
                 return NULL;
             }
             loop->types[i] = (kjit_dtype)code;
-            keep->types[l * (nin + 1) + i] = (char)typenum;
+            keep->types[l * nargs + i] = (char)typenum;
         }
-        keep->funcs[l] = ufunc_loop;
+        keep->funcs[l] = signature ? gufunc_loop : ufunc_loop;
         keep->data[l] = loop;
     }
-    PyObject *ufunc = PyUFunc_FromFuncAndData(keep->funcs, keep->data, keep->types, (int)n,
-                                              nin, 1, PyUFunc_None, keep->name,
-                                              keep->doc, 0);
+    PyObject *ufunc =
+        signature ? PyUFunc_FromFuncAndDataAndSignature(keep->funcs, keep->data, keep->types,
+                                                        (int)n, nin, nout, PyUFunc_None,
+                                                        keep->name, keep->doc, 0, signature)
+                  : PyUFunc_FromFuncAndData(keep->funcs, keep->data, keep->types, (int)n, nin,
+                                            1, PyUFunc_None, keep->name, keep->doc, 0);
     if (!ufunc) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    if (signature && gufunc_cores((PyUFuncObject *)ufunc, keep) < 0) {
+        Py_DECREF(ufunc);
         Py_DECREF(capsule);
         return NULL;
     }
@@ -831,7 +918,8 @@ static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray)"},
     {"make_ufunc", make_ufunc, METH_VARARGS,
-     "make_ufunc(function, handle, context, name, doc, nin, loops): a numpy.ufunc"},
+     "make_ufunc(function, handle, context, name, doc, nin, loops[, nout, signature]): a "
+     "numpy.ufunc, generalized when a signature is given"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {
