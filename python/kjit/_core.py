@@ -18,7 +18,8 @@ import numpy as np
 
 from . import _lib
 from ._arrays import (ARG_SIZE, CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
-                      _array_like, _dlpack, array_address, converter_for, pack_out)
+                      _alloc_like_kjit, _array_like, _dlpack, array_address, converter_for,
+                      pack_out)
 from ._lib import lib
 from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
@@ -43,7 +44,7 @@ try:
         raise ImportError("KJIT_PURE_PYTHON is set")
     from . import _fast
     _fast.setup(_address(lib.kjit_call), _address(lib.kjit_function_match),
-                _address(lib.kjit_launch_ex), _raise, DeviceArray)
+                _address(lib.kjit_launch_ex), _raise, DeviceArray, _alloc_like_kjit)
     HOT_PATH = "compiled"
 except ImportError as _error:
     _fast = None

@@ -44,6 +44,7 @@ static call_fn kj_call;
 static match_fn kj_match;
 static launch_fn kj_launch_ex;
 static PyObject *raise_status;      /* _core._raise(context_handle, status) */
+static PyObject *alloc_device;      /* _arrays._alloc_like_kjit(template, shape, code) */
 static PyTypeObject *device_array;  /* kjit.DeviceArray */
 static PyObject *str_call_slow, *str_addr, *str_gpu, *str_out, *str_stream;
 
@@ -100,6 +101,7 @@ typedef struct {
     npy_intp shape[KJIT_MAX_DIMS];        /* the broadcast shape so far */
     int any_array;                        /* an ndarray among the arguments */
     int any_device;                       /* a DeviceArray among them */
+    PyObject *first_device;               /* the first (borrowed): results go beside it */
 } Packed;
 
 enum { PACK_OK = 0, PACK_SLOW = 1, PACK_ERROR = -1 };
@@ -266,9 +268,13 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         int r = pack_device_array(x, is_cuda, &view);
         if (r != PACK_OK)
             return r;
+        if (bcast && (view->ndim > KJIT_MAX_DIMS || !broadcast(p, view)))
+            return PACK_SLOW;
         arg->kind = KJIT_ARG_ARRAY;
         arg->dtype = view->dtype;
         arg->value.array = view;
+        if (!p->any_device)
+            p->first_device = x;
         p->any_device = 1;
         return PACK_OK;
     }
@@ -372,6 +378,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = 0;
+    p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, PyTuple_GET_ITEM(args, i), self->is_cuda, 0, 1);
         if (r == PACK_ERROR)
@@ -398,8 +405,6 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         Py_INCREF(out);
         result = out;
     } else {
-        if (p.any_device)
-            return call_slow(op, args, kwargs); /* the result is a DeviceArray */
         int sig = 0;
         if (self->nsigs > 1) {
             kjit_status status = kj_match(self->handle, p.args, (int)n, &sig);
@@ -409,6 +414,36 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         int typenum = sig < self->nsigs ? typenum_of_code(self->results[sig]) : -1;
         if (typenum < 0)
             return call_slow(op, args, kwargs);
+        if (p.any_device) {
+            /* a DeviceArray beside the first one, from its context's pool, as
+             * the Python path allocates it */
+            if (!alloc_device)
+                return call_slow(op, args, kwargs);
+            PyObject *shape = PyTuple_New(p.nd);
+            if (!shape)
+                return NULL;
+            for (int d = 0; d < p.nd; d++) {
+                PyObject *extent = PyLong_FromSsize_t(p.shape[d]);
+                if (!extent) {
+                    Py_DECREF(shape);
+                    return NULL;
+                }
+                PyTuple_SET_ITEM(shape, d, extent);
+            }
+            result = PyObject_CallFunction(alloc_device, "OOi", p.first_device, shape,
+                                           self->results[sig]);
+            Py_DECREF(shape);
+            if (!result)
+                return NULL;
+            int r = Py_TYPE(result) == device_array ? pack_device_array(result, self->is_cuda,
+                                                                         &dst)
+                                                    : PACK_SLOW;
+            if (r != PACK_OK) {
+                Py_DECREF(result);
+                return r == PACK_ERROR ? NULL : call_slow(op, args, kwargs);
+            }
+            goto call;
+        }
         result = PyArray_Empty(p.nd, p.shape, PyArray_DescrFromType(typenum), 0);
         if (!result)
             return NULL;
@@ -417,6 +452,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
             return call_slow(op, args, kwargs);
         }
     }
+call:;
     kjit_status status;
     Py_BEGIN_ALLOW_THREADS
     status = kj_call(self->handle, p.args, (int)n, dst, NULL);
@@ -478,6 +514,7 @@ static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t n
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = 0;
+    p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
         if (r == PACK_ERROR)
@@ -889,12 +926,13 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
 
 /* ------------------------------------------------------------------ module */
 
-/* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray) */
+/* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray
+ *       [, alloc_device]) */
 static PyObject *setup(PyObject *module, PyObject *args)
 {
-    PyObject *call, *match, *launch, *raiser, *devtype;
-    if (!PyArg_ParseTuple(args, "OOOOO!", &call, &match, &launch, &raiser, &PyType_Type,
-                          &devtype))
+    PyObject *call, *match, *launch, *raiser, *devtype, *alloc = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOO!|O", &call, &match, &launch, &raiser, &PyType_Type,
+                          &devtype, &alloc))
         return NULL;
     void *c = PyLong_AsVoidPtr(call), *m = PyLong_AsVoidPtr(match),
          *l = PyLong_AsVoidPtr(launch);
@@ -911,12 +949,15 @@ static PyObject *setup(PyObject *module, PyObject *args)
     Py_XSETREF(raise_status, raiser);
     Py_INCREF(devtype);
     Py_XSETREF(device_array, (PyTypeObject *)devtype);
+    Py_XINCREF(alloc);
+    Py_XSETREF(alloc_device, alloc);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray)"},
+     "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray[, "
+     "alloc_device])"},
     {"make_ufunc", make_ufunc, METH_VARARGS,
      "make_ufunc(function, handle, context, name, doc, nin, loops[, nout, signature]): a "
      "numpy.ufunc, generalized when a signature is given"},
