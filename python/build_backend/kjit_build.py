@@ -94,7 +94,8 @@ def _package_files(work):
     files, binary = [], False
     package = os.path.join(ROOT, NAME)
     for name in sorted(os.listdir(package)):
-        if name.endswith((".py", ".pyi", ".c")) and name != "_install.py":
+        if (name.endswith((".py", ".pyi", ".c")) or name == "py.typed") and \
+                name != "_install.py":
             with open(os.path.join(package, name), "rb") as f:
                 files.append((f"{NAME}/{name}", f.read()))
     prefix = os.environ.get("KJIT_PREFIX")

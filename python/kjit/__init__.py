@@ -10,8 +10,9 @@ See docs/python.md.
 """
 from . import _lib
 from ._arrays import DeviceArray, from_dlpack
-from ._core import (HOT_PATH, Context, Event, Function, Launcher, Module, Stream, context,
-                    cuda_reason, default_context, device_info)
+from ._core import (HOT_PATH, Context, Event, Function, GuvectorizedFunction, Launcher, Module,
+                    ReduceFunction, Stream, VectorizedFunction, context, cuda_reason,
+                    default_context, device_info)
 from .errors import (BackendError, CacheWarning, CancelledError, CheckError, CompileError,
                      CudaError, DTypeError, InvalidArgumentError, KjitError, KjitIOError,
                      KjitMemoryError, KjitTimeoutError, NoDeviceError, NotFoundError,
@@ -98,7 +99,8 @@ def elapsed_ms(start, end):
 __all__ = ["load", "compile", "cuda_available", "cuda_reason", "device_count", "devices",
            "device_info", "device_array", "device_array_like", "to_device", "from_dlpack",
            "synchronize", "record_event", "elapsed_ms", "context", "default_context",
-           "Context", "Module", "Function", "Launcher", "Stream", "Event", "DeviceArray",
+           "Context", "Module", "Function", "VectorizedFunction",
+           "GuvectorizedFunction", "ReduceFunction", "Launcher", "Stream", "Event", "DeviceArray",
            "KjitError", "CompileError", "KjitIOError", "NotFoundError", "InvalidArgumentError",
            "ShapeError", "DTypeError", "NoDeviceError", "CudaError", "KjitMemoryError",
-           "BackendError", "CheckError", "TARGETS", "DTYPES", "library_path", "hot_path"]
+           "BackendError", "CheckError", "CancelledError", "KjitTimeoutError", "CacheWarning", "TARGETS", "DTYPES", "library_path", "hot_path"]

@@ -18,7 +18,8 @@ import numpy as np
 
 from . import _lib
 from ._arrays import (ARG_SIZE, CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
-                      _array_like, array_address, converter_for, pack_out)
+                      _alloc_like_kjit, _array_like, _dlpack, array_address, converter_for,
+                      pack_out)
 from ._lib import lib
 from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
@@ -43,7 +44,7 @@ try:
         raise ImportError("KJIT_PURE_PYTHON is set")
     from . import _fast
     _fast.setup(_address(lib.kjit_call), _address(lib.kjit_function_match),
-                _address(lib.kjit_launch_ex), _raise, DeviceArray)
+                _address(lib.kjit_launch_ex), _raise, DeviceArray, _alloc_like_kjit)
     HOT_PATH = "compiled"
 except ImportError as _error:
     _fast = None
@@ -513,6 +514,57 @@ class Function:
         return launcher
 
 
+# ------------------------------------------------------ __array_ufunc__ (NEP 13)
+
+def _overriding(args, out):
+    """The arguments (outputs included) whose type defines __array_ufunc__
+    and that kjit does not read itself (a pandas Series, an xarray DataArray,
+    a Dask array; not NumPy, CuPy, PyTorch or kjit arrays, which kjit
+    reads), one per type, subclasses before their bases, as NumPy orders
+    them.  Empty for the arguments of nearly every call."""
+    found = []
+    for x in args + out:
+        kind = type(x)
+        if (CONVERTERS.get(kind) or converter_for(kind)) not in (_array_like, _dlpack):
+            continue
+        if getattr(kind, "__array_ufunc__", None) is None or \
+                any(type(f) is kind for f in found):
+            continue
+        at = len(found)
+        for j, f in enumerate(found):
+            if issubclass(kind, type(f)):
+                at = j
+                break
+        found.insert(at, x)
+    return found
+
+
+def _dispatch(fn, args, out, kwargs):
+    """fn(*args) handed to the arguments' __array_ufunc__ as NumPy hands a
+    ufunc call (fn has the ufunc's nin, nout, signature and __name__), or
+    NotImplemented when no argument asks for it.  The library calls fn back
+    on the arrays it holds (NumPy's, or CuPy's in Dask on the GPU)."""
+    overriding = _overriding(args, out)
+    if not overriding:
+        return NotImplemented
+    if out:
+        kwargs = dict(kwargs, out=out)
+    for x in overriding:
+        result = type(x).__array_ufunc__(x, fn, "__call__", *args, **kwargs)
+        if result is not NotImplemented:
+            return result
+    raise TypeError(f"operand type(s) all returned NotImplemented from __array_ufunc__("
+                    f"{fn!r}, '__call__', ...): "
+                    f"{', '.join(repr(type(x).__name__) for x in overriding)}")
+
+
+def _outputs(out):
+    """out= as a tuple (NumPy's ufuncs take an array or a tuple of them)."""
+    if out is None:
+        return ()
+    return tuple(out) if isinstance(out, tuple) else (out,)
+
+
 class ReduceFunction(Function):
     """A @reduce function: f(x, axis=None, init=None, out=None, stream=None),
     or, for @reduce(map = g), f(*g's arguments, ...), which reduces g's
@@ -592,12 +644,33 @@ class ReduceFunction(Function):
 class _VectorizedPython(Function):
     """A @vectorize function: f(*arrays_or_scalars, out=None, stream=None)."""
 
+    # What a library's __array_ufunc__ reads of a ufunc.
+    nout = 1
+    signature = None
+
+    @property
+    def nin(self):
+        return self.param_count
+
+    @property
+    def __name__(self):
+        return self.name
+
     def __call__(self, *args, out=None, stream=None):
         # The hot path: kjit's device arrays are packed inline, other
         # arguments through their converter; then the output and one call.
         n = len(args)
         if n != self.param_count:
             self._pack(args)  # raises the argument-count error
+        if isinstance(out, tuple):  # out=(array,), as NumPy's ufuncs take it
+            if len(out) != 1:
+                raise InvalidArgumentError(f"{self.name} has one output; out= gives "
+                                           f"{len(out)}")
+            out = out[0]
+        if stream is None:
+            result = _dispatch(self, args, _outputs(out), {})
+            if result is not NotImplemented:
+                return result
         free = self._free
         cb = free.pop() if free else CallBuffers(n)
         try:
@@ -672,24 +745,7 @@ class _VectorizedPython(Function):
         return u
 
     def _make_ufunc(self):
-        if _fast is None:
-            raise InvalidArgumentError(f"{self.name}.ufunc needs the compiled path, which "
-                                       f"this install lacks: {HOT_PATH}")
-        if self._is_cuda:
-            raise InvalidArgumentError(f"{self.name}.ufunc: a numpy.ufunc runs on the host; "
-                                       f"load the module for cpu or parallel")
-        loops = []
-        for s in range(len(self.signatures)):
-            result = self._results[s]
-            codes = [_lib.DTYPE_NAMES.index(name) for name, _ in self.params(s)]
-            if result is None or result < 0 or _lib.BF16 in codes + [result]:
-                continue  # NumPy has no bfloat16
-            loops.append(tuple(codes) + (result,))
-        if not loops:
-            raise InvalidArgumentError(f"{self.name}.ufunc: no signature has NumPy types")
-        doc = f"kjit @vectorize {self.name}: {' | '.join(self.signatures)}"
-        return _fast.make_ufunc(self, self.handle, self.context.handle, self.name, doc,
-                                self.param_count, loops)
+        return _make_ufunc(self, self.param_count, 1, None)
 
     def reduce(self, *args, **kwargs):
         """numpy.ufunc.reduce of self.ufunc."""
@@ -741,8 +797,44 @@ class GuvectorizedFunction(Function):
         return (f"<kjit.Function guvectorize {self.name} \"{self.layout}\" "
                 f"{' | '.join(self.signatures)}>")
 
+    @property
+    def ufunc(self):
+        """This function as a NumPy generalized ufunc with its layout as the
+        signature (cpu and parallel targets, with the compiled path): one loop
+        per signature, picked by NumPy's type rules, so axes=, axis=,
+        keepdims=, out=, dtype=, casting= and other libraries'
+        __array_ufunc__ (Dask's apply_gufunc) work as with NumPy's own
+        gufuncs.  Made on first use."""
+        u = self.__dict__.get("_ufunc")
+        if u is None:
+            u = self.__dict__["_ufunc"] = _make_ufunc(self, self.inputs, self.outputs,
+                                                      self.layout)
+        return u
+
+    # What a library's __array_ufunc__ reads of a ufunc (Dask's apply_gufunc
+    # takes the signature).
+    @property
+    def nin(self):
+        return self.inputs
+
+    @property
+    def nout(self):
+        return self.outputs
+
+    @property
+    def signature(self):
+        return self.layout
+
+    @property
+    def __name__(self):
+        return self.name
+
     def __call__(self, *args, out=None, stream=None):
         ni, no = self.inputs, self.outputs
+        if stream is None and len(args) in (ni, ni + no):
+            result = _dispatch(self, args[:ni], args[ni:] or _outputs(out), {})
+            if result is not NotImplemented:
+                return result
         if len(args) == ni + no:
             if out is not None:
                 raise InvalidArgumentError(f"{self.name}: the outputs are among the "
@@ -839,6 +931,36 @@ class GuvectorizedFunction(Function):
             shape = tuple(loop) + tuple(sizes[name] for name in cores[q])
             outs.append((alloc or _alloc_host)(template, shape, code))
         return tuple(outs)
+
+
+def _make_ufunc(fn, nin, nout, layout):
+    """A numpy.ufunc of fn's compiled loops, one per signature (NumPy has no
+    bfloat16: signatures with it are left out); a gufunc with `layout`."""
+    if _fast is None:
+        raise InvalidArgumentError(f"{fn.name}.ufunc needs the compiled path, which "
+                                   f"this install lacks: {HOT_PATH}")
+    if fn._is_cuda:
+        raise InvalidArgumentError(f"{fn.name}.ufunc: a numpy.ufunc runs on the host; "
+                                   f"load the module for cpu or parallel")
+    loops = []
+    for s in range(len(fn.signatures)):
+        codes = [_lib.DTYPE_NAMES.index(name) for name, _ in fn.params(s)]
+        if layout is None:
+            result = fn._results[s]
+            if result is None or result < 0:
+                continue
+            codes.append(result)
+        if _lib.BF16 in codes:
+            continue
+        loops.append(tuple(codes))
+    if not loops:
+        raise InvalidArgumentError(f"{fn.name}.ufunc: no signature has NumPy types")
+    kind = "@vectorize" if layout is None else f"@guvectorize \"{layout}\""
+    doc = f"kjit {kind} {fn.name}: {' | '.join(fn.signatures)}"
+    if layout is None:
+        return _fast.make_ufunc(fn, fn.handle, fn.context.handle, fn.name, doc, nin, loops)
+    return _fast.make_ufunc(fn, fn.handle, fn.context.handle, fn.name, doc, nin, loops, nout,
+                            layout)
 
 
 def _parse_layout(layout):

@@ -44,6 +44,7 @@ static call_fn kj_call;
 static match_fn kj_match;
 static launch_fn kj_launch_ex;
 static PyObject *raise_status;      /* _core._raise(context_handle, status) */
+static PyObject *alloc_device;      /* _arrays._alloc_like_kjit(template, shape, code) */
 static PyTypeObject *device_array;  /* kjit.DeviceArray */
 static PyObject *str_call_slow, *str_addr, *str_gpu, *str_out, *str_stream;
 
@@ -100,6 +101,7 @@ typedef struct {
     npy_intp shape[KJIT_MAX_DIMS];        /* the broadcast shape so far */
     int any_array;                        /* an ndarray among the arguments */
     int any_device;                       /* a DeviceArray among them */
+    PyObject *first_device;               /* the first (borrowed): results go beside it */
 } Packed;
 
 enum { PACK_OK = 0, PACK_SLOW = 1, PACK_ERROR = -1 };
@@ -266,9 +268,13 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         int r = pack_device_array(x, is_cuda, &view);
         if (r != PACK_OK)
             return r;
+        if (bcast && (view->ndim > KJIT_MAX_DIMS || !broadcast(p, view)))
+            return PACK_SLOW;
         arg->kind = KJIT_ARG_ARRAY;
         arg->dtype = view->dtype;
         arg->value.array = view;
+        if (!p->any_device)
+            p->first_device = x;
         p->any_device = 1;
         return PACK_OK;
     }
@@ -372,6 +378,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = 0;
+    p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, PyTuple_GET_ITEM(args, i), self->is_cuda, 0, 1);
         if (r == PACK_ERROR)
@@ -398,8 +405,6 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         Py_INCREF(out);
         result = out;
     } else {
-        if (p.any_device)
-            return call_slow(op, args, kwargs); /* the result is a DeviceArray */
         int sig = 0;
         if (self->nsigs > 1) {
             kjit_status status = kj_match(self->handle, p.args, (int)n, &sig);
@@ -409,6 +414,36 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         int typenum = sig < self->nsigs ? typenum_of_code(self->results[sig]) : -1;
         if (typenum < 0)
             return call_slow(op, args, kwargs);
+        if (p.any_device) {
+            /* a DeviceArray beside the first one, from its context's pool, as
+             * the Python path allocates it */
+            if (!alloc_device)
+                return call_slow(op, args, kwargs);
+            PyObject *shape = PyTuple_New(p.nd);
+            if (!shape)
+                return NULL;
+            for (int d = 0; d < p.nd; d++) {
+                PyObject *extent = PyLong_FromSsize_t(p.shape[d]);
+                if (!extent) {
+                    Py_DECREF(shape);
+                    return NULL;
+                }
+                PyTuple_SET_ITEM(shape, d, extent);
+            }
+            result = PyObject_CallFunction(alloc_device, "OOi", p.first_device, shape,
+                                           self->results[sig]);
+            Py_DECREF(shape);
+            if (!result)
+                return NULL;
+            int r = Py_TYPE(result) == device_array ? pack_device_array(result, self->is_cuda,
+                                                                         &dst)
+                                                    : PACK_SLOW;
+            if (r != PACK_OK) {
+                Py_DECREF(result);
+                return r == PACK_ERROR ? NULL : call_slow(op, args, kwargs);
+            }
+            goto call;
+        }
         result = PyArray_Empty(p.nd, p.shape, PyArray_DescrFromType(typenum), 0);
         if (!result)
             return NULL;
@@ -417,6 +452,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
             return call_slow(op, args, kwargs);
         }
     }
+call:;
     kjit_status status;
     Py_BEGIN_ALLOW_THREADS
     status = kj_call(self->handle, p.args, (int)n, dst, NULL);
@@ -478,6 +514,7 @@ static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t n
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = 0;
+    p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
         if (r == PACK_ERROR)
@@ -612,7 +649,14 @@ typedef struct {
     kjit_function *handle;
     void *context;
     int nin;
-    kjit_dtype types[FAST_MAX_ARGS + 1]; /* the inputs', then the result's */
+    int nout;                                /* 1 for @vectorize */
+    kjit_dtype types[FAST_MAX_ARGS + 1];     /* the inputs', then the outputs' */
+    /* @guvectorize: each operand's core rank, where its core strides start
+     * among the loop's steps, and the index of each of its core dimensions
+     * among the loop's dimensions (NumPy's core_dim_ixs) */
+    int core_ndim[FAST_MAX_ARGS + 1];
+    int core_offset[FAST_MAX_ARGS + 1];
+    int core_dim[FAST_MAX_ARGS + 1][KJIT_MAX_DIMS];
 } UfuncLoop;
 
 typedef struct {
@@ -702,6 +746,72 @@ static void ufunc_loop(char **args, npy_intp const *dimensions, npy_intp const *
     }
 }
 
+/*
+ * A @guvectorize loop: NumPy hands over the outer loop (dimensions[0]
+ * elements, steps[0..nargs) apart) and the core sizes (dimensions[1..]) and
+ * strides (steps[nargs..], operand by operand).  Each operand becomes a
+ * kjit_array of one loop dimension, then its core, and the whole loop is one
+ * kjit_call of the signature the types pick: kjit runs its loop over the
+ * elements (a broadcast operand has a loop stride of 0, which kjit reads as
+ * NumPy does).  NumPy copies operands that overlap an output first
+ * (gufuncs do not promise an order), so no sequential case arises here.
+ */
+static void gufunc_loop(char **args, npy_intp const *dimensions, npy_intp const *steps,
+                        void *data)
+{
+    UfuncLoop *loop = data;
+    int nargs = loop->nin + loop->nout;
+    kjit_array arrays[FAST_MAX_ARGS + 1];
+    kjit_arg kargs[FAST_MAX_ARGS + 1];
+    for (int q = 0; q < nargs; q++) {
+        kjit_array *a = &arrays[q];
+        memset(a, 0, sizeof *a);
+        a->data = args[q];
+        a->dtype = loop->types[q];
+        a->ndim = 1 + loop->core_ndim[q];
+        a->shape[0] = dimensions[0];
+        a->strides[0] = steps[q];
+        for (int d = 0; d < loop->core_ndim[q]; d++) {
+            a->shape[1 + d] = dimensions[1 + loop->core_dim[q][d]];
+            a->strides[1 + d] = steps[nargs + loop->core_offset[q] + d];
+        }
+        a->memory = KJIT_MEMORY_HOST;
+        kargs[q].kind = KJIT_ARG_ARRAY;
+        kargs[q].dtype = a->dtype;
+        kargs[q].value.array = a;
+    }
+    kjit_status status = kj_call(loop->handle, kargs, nargs, NULL, NULL);
+    if (status != KJIT_OK) {
+        PyGILState_STATE gil = PyGILState_Ensure();
+        if (!PyErr_Occurred())
+            raise_for(loop->context, status);
+        PyGILState_Release(gil);
+    }
+}
+
+/* The core dimensions NumPy parsed out of a gufunc's signature, into each
+ * loop's data; -1 with an exception when a core is deeper than kjit_array. */
+static int gufunc_cores(PyUFuncObject *u, UfuncKeep *keep)
+{
+    int nargs = u->nin + u->nout;
+    for (int q = 0; q < nargs; q++) {
+        int rank = u->core_num_dims[q];
+        if (rank + 1 > KJIT_MAX_DIMS) {
+            PyErr_Format(PyExc_ValueError, "make_ufunc: operand %d has %d core dimensions; "
+                         "kjit arrays have at most %d dimensions", q, rank, KJIT_MAX_DIMS);
+            return -1;
+        }
+        for (int l = 0; l < keep->nloops; l++) {
+            UfuncLoop *loop = &keep->loops[l];
+            loop->core_ndim[q] = rank;
+            loop->core_offset[q] = u->core_offsets[q];
+            for (int d = 0; d < rank; d++)
+                loop->core_dim[q][d] = u->core_dim_ixs[u->core_offsets[q] + d];
+        }
+    }
+    return 0;
+}
+
 static void ufunc_keep_free(PyObject *capsule)
 {
     UfuncKeep *keep = PyCapsule_GetPointer(capsule, "kjit.ufunc");
@@ -717,21 +827,26 @@ static void ufunc_keep_free(PyObject *capsule)
     PyMem_Free(keep);
 }
 
-/* make_ufunc(function, handle, context, name, doc, nin, loops): loops is a
- * list of tuples of kjit codes, the inputs' then the result's. */
+/* make_ufunc(function, handle, context, name, doc, nin, loops[, nout,
+ * signature]): loops is a list of tuples of kjit codes, the inputs' then the
+ * outputs'.  With a signature (a @guvectorize layout, "(n),(n)->()"), a
+ * generalized ufunc of nout outputs; without, a ufunc of one. */
 static PyObject *make_ufunc(PyObject *module, PyObject *args)
 {
     PyObject *function, *handle, *context, *loops;
-    const char *name, *doc;
-    int nin;
-    if (!PyArg_ParseTuple(args, "OOOssiO!", &function, &handle, &context, &name, &doc, &nin,
-                          &PyList_Type, &loops))
+    const char *name, *doc, *signature = NULL;
+    int nin, nout = 1;
+    if (!PyArg_ParseTuple(args, "OOOssiO!|iz", &function, &handle, &context, &name, &doc, &nin,
+                          &PyList_Type, &loops, &nout, &signature))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(loops);
-    if (n < 1 || nin < 1 || nin > FAST_MAX_ARGS) {
-        PyErr_SetString(PyExc_ValueError, "make_ufunc: no loops, or too many inputs");
+    if (n < 1 || nin < 1 || nout < 1 || nin + nout > FAST_MAX_ARGS + 1 ||
+        (!signature && nout != 1)) {
+        PyErr_SetString(PyExc_ValueError, "make_ufunc: no loops, too many operands, or "
+                        "several outputs without a signature");
         return NULL;
     }
+    int nargs = nin + nout;
     UfuncKeep *keep = PyMem_Calloc(1, sizeof *keep);
     if (!keep)
         return PyErr_NoMemory();
@@ -745,7 +860,7 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
     keep->nloops = (int)n;
     keep->funcs = PyMem_Calloc((size_t)n, sizeof *keep->funcs);
     keep->data = PyMem_Calloc((size_t)n, sizeof *keep->data);
-    keep->types = PyMem_Calloc((size_t)n * (size_t)(nin + 1), 1);
+    keep->types = PyMem_Calloc((size_t)n * (size_t)nargs, 1);
     keep->loops = PyMem_Calloc((size_t)n, sizeof *keep->loops);
     keep->name = PyMem_Malloc(strlen(name) + 1);
     keep->doc = PyMem_Malloc(strlen(doc) + 1);
@@ -763,16 +878,17 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
     }
     for (Py_ssize_t l = 0; l < n; l++) {
         PyObject *codes = PyList_GET_ITEM(loops, l);
-        if (!PyTuple_Check(codes) || PyTuple_GET_SIZE(codes) != nin + 1) {
+        if (!PyTuple_Check(codes) || PyTuple_GET_SIZE(codes) != nargs) {
             Py_DECREF(capsule);
-            PyErr_SetString(PyExc_ValueError, "make_ufunc: a loop's codes are not nin + 1");
+            PyErr_SetString(PyExc_ValueError, "make_ufunc: a loop's codes are not nin + nout");
             return NULL;
         }
         UfuncLoop *loop = &keep->loops[l];
         loop->handle = h;
         loop->context = c;
         loop->nin = nin;
-        for (int i = 0; i <= nin; i++) {
+        loop->nout = nout;
+        for (int i = 0; i < nargs; i++) {
             long code = PyLong_AsLong(PyTuple_GET_ITEM(codes, i));
             int typenum = typenum_of_code((int)code);
             if (typenum < 0) {
@@ -783,15 +899,23 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
                 return NULL;
             }
             loop->types[i] = (kjit_dtype)code;
-            keep->types[l * (nin + 1) + i] = (char)typenum;
+            keep->types[l * nargs + i] = (char)typenum;
         }
-        keep->funcs[l] = ufunc_loop;
+        keep->funcs[l] = signature ? gufunc_loop : ufunc_loop;
         keep->data[l] = loop;
     }
-    PyObject *ufunc = PyUFunc_FromFuncAndData(keep->funcs, keep->data, keep->types, (int)n,
-                                              nin, 1, PyUFunc_None, keep->name,
-                                              keep->doc, 0);
+    PyObject *ufunc =
+        signature ? PyUFunc_FromFuncAndDataAndSignature(keep->funcs, keep->data, keep->types,
+                                                        (int)n, nin, nout, PyUFunc_None,
+                                                        keep->name, keep->doc, 0, signature)
+                  : PyUFunc_FromFuncAndData(keep->funcs, keep->data, keep->types, (int)n, nin,
+                                            1, PyUFunc_None, keep->name, keep->doc, 0);
     if (!ufunc) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    if (signature && gufunc_cores((PyUFuncObject *)ufunc, keep) < 0) {
+        Py_DECREF(ufunc);
         Py_DECREF(capsule);
         return NULL;
     }
@@ -802,12 +926,13 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
 
 /* ------------------------------------------------------------------ module */
 
-/* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray) */
+/* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray
+ *       [, alloc_device]) */
 static PyObject *setup(PyObject *module, PyObject *args)
 {
-    PyObject *call, *match, *launch, *raiser, *devtype;
-    if (!PyArg_ParseTuple(args, "OOOOO!", &call, &match, &launch, &raiser, &PyType_Type,
-                          &devtype))
+    PyObject *call, *match, *launch, *raiser, *devtype, *alloc = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOO!|O", &call, &match, &launch, &raiser, &PyType_Type,
+                          &devtype, &alloc))
         return NULL;
     void *c = PyLong_AsVoidPtr(call), *m = PyLong_AsVoidPtr(match),
          *l = PyLong_AsVoidPtr(launch);
@@ -824,14 +949,18 @@ static PyObject *setup(PyObject *module, PyObject *args)
     Py_XSETREF(raise_status, raiser);
     Py_INCREF(devtype);
     Py_XSETREF(device_array, (PyTypeObject *)devtype);
+    Py_XINCREF(alloc);
+    Py_XSETREF(alloc_device, alloc);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray)"},
+     "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray[, "
+     "alloc_device])"},
     {"make_ufunc", make_ufunc, METH_VARARGS,
-     "make_ufunc(function, handle, context, name, doc, nin, loops): a numpy.ufunc"},
+     "make_ufunc(function, handle, context, name, doc, nin, loops[, nout, signature]): a "
+     "numpy.ufunc, generalized when a signature is given"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {

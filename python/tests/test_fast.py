@@ -75,6 +75,33 @@ def test_same_results_as_the_python_path(rng, target):
 
 
 @compiled
+@pytest.mark.parametrize("target", ["cpu", "parallel"])
+def test_device_array_results_allocated_in_c(rng, target, monkeypatch):
+    # Without out=, the result of a call on kjit device arrays is a DeviceArray
+    # from the context's pool, allocated by the C path (the Python one is
+    # never entered), of the broadcast shape and the signature's type.
+    add = kjit.load(example("add.kern"), target=target).add
+    mix = kjit.compile(MULTI, target=target).mix
+    grid = rng.random((6, 1, 5)).astype(np.float32)
+    row = rng.random((4, 5)).astype(np.float32)
+    dg, dr = kjit.to_device(grid, target=target), kjit.to_device(row, target=target)
+    want_add, want_mix = add._call_slow(dg, dr), mix._call_slow(dg, 2.0)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the call went to the Python path")
+    monkeypatch.setattr(type(add), "_call_slow", refuse)
+    got = add(dg, dr)
+    assert isinstance(got, kjit.DeviceArray) and got.shape == (6, 4, 5)
+    np.testing.assert_array_equal(got.copy_to_host(), want_add.copy_to_host())
+    np.testing.assert_array_equal(got.copy_to_host(), grid + row)
+    got = add(grid, dr)  # a NumPy array first: the result still goes beside dr
+    assert isinstance(got, kjit.DeviceArray)
+    got = mix(dg, 2.0)  # several signatures: the f32 one (a float scalar converts)
+    assert got.dtype == want_mix.dtype and got.shape == want_mix.shape
+    np.testing.assert_array_equal(got.copy_to_host(), want_mix.copy_to_host())
+
+
+@compiled
 def test_same_errors_as_the_python_path(rng):
     add = kjit.load(example("add.kern"), target="cpu").add
     a = rng.random(10).astype(np.float32)

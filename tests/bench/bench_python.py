@@ -62,8 +62,10 @@ def c_api_launch_us():
     context of default options, and on one made as Python makes its own
     (cancellable, Ctrl-C cancels); (None, None) without build/latency."""
     import subprocess
-    latency = os.path.join(REPO, "build", "latency")
-    if not os.path.exists(latency):
+    for latency in (os.path.join(REPO, "build", "latency"), os.path.join(REPO, "bin", "latency")):
+        if os.path.exists(latency):  # the repository's, or the GPU bundle's
+            break
+    else:
         return None, None
     done = subprocess.run([latency, "cpu", "--calls"], capture_output=True, text=True)
     found = {}
@@ -124,7 +126,9 @@ def bench_kjit():
     da, db = kjit.to_device(a, target=target), kjit.to_device(a[::-1], target=target)
     out = kjit.device_array(N, np.float32, target=target)
     sync = kjit.context(target).synchronize
-    note = f"{target}, 1,000 f32" + ("" if target == "cuda" else " (no GPU: the Python side's cost)")
+    path = "compiled hot path" if kjit.hot_path == "compiled" else kjit.hot_path
+    note = f"{target}, 1,000 f32, {path}" + ("" if target == "cuda" else
+                                             " (no GPU: the Python side's cost)")
     row("kjit", "add, device arrays, out=", per_call_us(lambda: add(da, db, out=out), sync),
         note)
     row("kjit", "add, device arrays", per_call_us(lambda: add(da, db), sync),

@@ -21,3 +21,42 @@ numba_pythonpath() {
     fi
     echo "$path"
 }
+
+# python/kjit/_fast*.so, the Python package's compiled hot path (kjit/_fast.c),
+# built here by the package's own build backend (build_backend/kjit_build.py)
+# with this machine's C compiler, Python headers and NumPy headers: the bundle
+# carries the source, not a binary, since the GPU machine's Python is not the
+# one that made the bundle.  Prints what it did; when it cannot build (no
+# compiler, no Python.h, no NumPy), says why and leaves the pure Python path,
+# which `kjit.hot_path` then names.  Fails only when the bundle has no source.
+build_python_extension() {
+    python3 - "$PWD" <<'PY'
+import glob, os, sys, tempfile
+root = sys.argv[1]
+package = os.path.join(root, "python", "kjit")
+source = os.path.join(package, "_fast.c")
+if not os.path.exists(source):
+    sys.exit(f"python extension: no {source} in the bundle")
+built = glob.glob(os.path.join(package, "_fast*.so"))
+import sysconfig
+suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+target = os.path.join(package, "_fast" + suffix)
+if os.path.exists(target) and os.path.getmtime(target) >= os.path.getmtime(source):
+    print(f"python extension: {target} (built before)")
+    sys.exit(0)
+for stale in built:  # another Python's, or an older one
+    os.remove(stale)
+sys.path.insert(0, os.path.join(root, "python", "build_backend"))
+import kjit_build
+with tempfile.TemporaryDirectory(prefix="kjit-ext-") as work:
+    made = kjit_build._build_extension(work)
+    if made is None:
+        print("python extension: NOT built (the reason is above): Python runs the pure "
+              "Python path")
+        sys.exit(0)
+    with open(os.path.join(root, "python", made[0]), "wb") as f:
+        f.write(made[1])
+print(f"python extension: built {os.path.join(root, 'python', made[0])} with "
+      f"{sysconfig.get_config_var('CC') or 'cc'}, Python {sys.version.split()[0]}")
+PY
+}

@@ -39,6 +39,9 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/laten
 	mkdir -p $(GPU_BUNDLE)/python && cp -r python/kjit python/tests python/build_backend \
 	  python/pyproject.toml python/README.md $(GPU_BUNDLE)/python/
 	find $(GPU_BUNDLE)/python -name __pycache__ -prune -exec rm -rf {} +
+	@# The compiled hot path is built on the GPU machine, for its Python
+	@# (build_python_extension in tests/gpu/bundle.sh), never carried from here.
+	rm -f $(GPU_BUNDLE)/python/kjit/_fast*.so
 	-@python3 -m pip download -q -d $(GPU_BUNDLE)/python/wheels pytest >/dev/null 2>&1 || \
 	  echo "gpu-bundle: no pytest wheels (offline?): the GPU machine needs its own pytest"
 	@# A fallback for a machine whose toolkit lacks nvvm/ (run.sh uses it only then).

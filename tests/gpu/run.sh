@@ -21,8 +21,9 @@
 #      against NumPy (tests/cli/gufunc.sh, cuda included) and the demo (examples/demo.sh:
 #      kjit bench over every seed example, cuda included);
 #   4. the Python package's tests (python/tests, CuPy and PyTorch arrays),
-#      the Python seed examples on cuda and the Python call overhead
-#      (tests/bench/bench_python.py);
+#      with its compiled hot path built here first (tests/gpu/bundle.sh), the
+#      Python seed examples on cuda and the Python call overhead
+#      (tests/bench/bench_python.py; tests/gpu/python.sh runs that part alone);
 #   5. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
 # Ends with one line: "N passed, N failed".
 set -u
@@ -235,6 +236,10 @@ echo "=== the Python package (python/tests: CuPy and PyTorch arrays in and out)"
 # pytest from the machine, else from the wheels the bundle carries; the
 # cuda tests must run, not skip.  Then every Python seed example on cuda.
 export KJIT_LIBRARY=$root/bin/libkjit.so
+# The compiled hot path, built on this machine (tests/gpu/bundle.sh says how,
+# and why not when it cannot: then the pure Python path runs, and says so).
+build_python_extension && pass "python extension step" || fail "python extension step"
+echo "kjit.hot_path: $(PYTHONPATH=$root/python python3 -c 'import kjit; print(kjit.hot_path)' 2>&1)"
 pytest_path=
 if ! python3 -m pytest --version >/dev/null 2>&1 && [ -d "$root/python/wheels" ]; then
     python3 -m pip install -q --no-index --find-links "$root/python/wheels" \
