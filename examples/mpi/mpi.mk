@@ -10,8 +10,11 @@ MPI_PACKAGES = libopenmpi-dev openmpi-bin
 MPICC       ?= mpicc
 MPIRUN      ?= mpirun
 # mpirun refuses root unless told; CI runs as root.  Shared-memory transfers
-# without CMA, which containers often forbid (the rows sent are small).
-MPI_ENV = OMPI_MCA_btl_vader_single_copy_mechanism=none \
+# without CMA, which containers often forbid (the rows sent are small).  A
+# rank waiting in MPI_Sendrecv yields its core instead of spinning: on a
+# machine shared with other work (this one: 2 cores, load often above 4) a
+# spinning rank kept the other from running, and 2 ranks took 3x as long.
+MPI_ENV = OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1 \
           $$(test "$$(id -u)" = 0 && echo OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 MPI_RUN = env $(MPI_ENV) $(MPIRUN) --oversubscribe --bind-to none
 
