@@ -19,8 +19,9 @@
  * must give the same field bitwise (each point is the same expression of the
  * same inputs however the rows are cut), and on the cpu the same field to
  * within 1e-5 (cuda contracts a multiply and an add into one fma; the cpu
- * does not); the residuals to a relative 1e-9 (their sums run in another
- * order).
+ * does not); the residual to a relative 1e-9 of one part's (its sums run
+ * in another order) and 1e-3 of the cpu's (each (v - u)^2 carries the
+ * fma's rounding, relative to a difference far smaller than u).
  *
  * sum: COUNT f32 values, a fixed pattern written on each device by a kernel,
  * summed by the @reduce `total` on each device at once; checked against the
@@ -382,8 +383,8 @@ static void heat(const Options *o)
             report(worst <= 1e-5, text);
             rel = fabs(r_split - r_cpu) / (r_cpu != 0 ? fabs(r_cpu) : 1);
             snprintf(text, sizeof text, "the residual against the cpu's: relative difference "
-                     "%.3g (allowed 1e-4)", rel);
-            report(rel <= 1e-4, text);
+                     "%.3g (allowed 1e-3)", rel);
+            report(rel <= 1e-3, text);
             free(cpu);
         }
     }
