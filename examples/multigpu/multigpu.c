@@ -8,6 +8,7 @@
  *   multigpu heat [--parts K] [--target T] [--rows N] [--cols M] [--steps S]
  *                 [--check] [--no-exchange] [--kern FILE]
  *   multigpu sum  [--parts K] [--target T] [--n COUNT] [--repeat R]
+ *   multigpu copy [--parts K] [--target T]
  *
  * heat: the 2-D heat equation of examples/mpi/heat2d.kern, the N x M grid
  * cut into K bands of rows, one per device, each with a halo row above and
@@ -27,7 +28,12 @@
  * summed by the @reduce `total` on each device at once; checked against the
  * exact sum to a relative 1e-5.
  *
- * Both print the time of the split run and of the same work on the first
+ * copy: kjit_copy between the device arrays of each pair of neighbouring
+ * parts, both ways, through either's context, without and with a stream,
+ * for sizes from one element to more than the 64 MiB a staged copy takes at
+ * a time; every byte checked.
+ *
+ * heat and sum print the time of the split run and of the same work on the first
  * device alone ("... speed-up X on K devices"): the figures of
  * tests/gpu/multigpu.sh.  T is cuda (the default when a GPU is present; K
  * then defaults to every GPU), cpu or parallel (K defaults to 2).  Exit
@@ -88,7 +94,8 @@ static void usage(void)
     fprintf(stderr, "usage: multigpu heat [--parts K] [--target cuda|cpu|parallel] [--rows N] "
                     "[--cols M] [--steps S] [--check] [--no-exchange] [--kern FILE]\n"
                     "       multigpu sum [--parts K] [--target cuda|cpu|parallel] [--n COUNT] "
-                    "[--repeat R] [--kern FILE]\n");
+                    "[--repeat R] [--kern FILE]\n"
+                    "       multigpu copy [--parts K] [--target cuda|cpu|parallel]\n");
     exit(2);
 }
 
@@ -105,7 +112,8 @@ static int64_t parse_count(const char *text, const char *option)
 
 static Options parse(int argc, char **argv)
 {
-    if (argc < 2 || (strcmp(argv[1], "heat") != 0 && strcmp(argv[1], "sum") != 0))
+    if (argc < 2 || (strcmp(argv[1], "heat") != 0 && strcmp(argv[1], "sum") != 0 &&
+                     strcmp(argv[1], "copy") != 0))
         usage();
     Options o = {argv[1], KJIT_TARGET_AUTO, 0, 4096, 4096, 100000000, 100, 10, false, true,
                  "examples/mpi/heat2d.kern"};
@@ -472,6 +480,84 @@ static void sum(const Options *o)
     }
 }
 
+/* ================================================================ copy */
+
+/* Device array `a` of part p holds pattern(seed) and nothing else. */
+static void copy_expect(Part *p, kjit_array *a, uint32_t seed, const char *what)
+{
+    int64_t n = a->shape[0];
+    uint32_t *h = malloc((size_t)n * sizeof *h);
+    kjit_array host = kjit_array_make(h, KJIT_U32, 1, &n);
+    need(kjit_copy(p->context, &host, a, NULL), p->context, "copy out");
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (h[i] != (uint32_t)i * 2654435761u + seed)
+            bad = i;
+    char text[256];
+    snprintf(text, sizeof text, "%s, %lld u32%s", what, (long long)n,
+             bad < 0 ? "" : " (first wrong element below)");
+    report(bad < 0, text);
+    if (bad >= 0)
+        printf("  element %lld: %u, want %u\n", (long long)bad, h[bad],
+               (uint32_t)bad * 2654435761u + seed);
+    free(h);
+}
+
+static void copy_fill(Part *p, kjit_array *a, uint32_t seed)
+{
+    int64_t n = a->shape[0];
+    uint32_t *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = (uint32_t)i * 2654435761u + seed;
+    kjit_array host = kjit_array_make(h, KJIT_U32, 1, &n);
+    need(kjit_copy(p->context, a, &host, NULL), p->context, "copy in");
+    free(h);
+}
+
+static void copy(const Options *o)
+{
+    Part *parts = calloc((size_t)o->parts, sizeof *parts);
+    for (int k = 0; k < o->parts; k++)
+        part_open(&parts[k], o, o->target, o->target == KJIT_TARGET_CUDA ? k : -1);
+    const int64_t sizes[] = {1, 1000, 1 << 20, (int64_t)20e6 + 3};
+    for (int k = 0; k + 1 < o->parts; k++) {
+        Part *a = &parts[k], *b = &parts[k + 1];
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            int64_t n = sizes[i];
+            kjit_array x, y;
+            need(kjit_device_alloc(a->context, KJIT_U32, 1, &n, &x), a->context, "alloc");
+            need(kjit_device_alloc(b->context, KJIT_U32, 1, &n, &y), b->context, "alloc");
+            char what[128];
+            copy_fill(a, &x, 1);
+            need(kjit_copy(a->context, &y, &x, NULL), a->context, "kjit_copy");
+            snprintf(what, sizeof what, "part %d to %d through %d's context", k, k + 1, k);
+            copy_expect(b, &y, 1, what);
+            copy_fill(b, &y, 2);
+            need(kjit_copy(a->context, &x, &y, NULL), a->context, "kjit_copy");
+            snprintf(what, sizeof what, "part %d to %d through %d's context", k + 1, k, k);
+            copy_expect(a, &x, 2, what);
+            /* On a stream of the other side's context, which orders the
+             * copy after that stream's work only: the source's device must
+             * be done with the fill (its last bytes may still be on the way
+             * when the host copy returns). */
+            kjit_stream *stream;
+            need(kjit_stream_create(b->context, &stream), b->context, "stream");
+            copy_fill(a, &x, 3);
+            need(kjit_synchronize(a->context), a->context, "synchronize");
+            need(kjit_copy(b->context, &y, &x, stream), b->context, "kjit_copy");
+            need(kjit_stream_synchronize(stream), b->context, "stream");
+            snprintf(what, sizeof what, "part %d to %d on a stream of %d", k, k + 1, k + 1);
+            copy_expect(b, &y, 3, what);
+            kjit_stream_destroy(stream);
+            need(kjit_device_free(a->context, &x), a->context, "free");
+            need(kjit_device_free(b->context, &y), b->context, "free");
+        }
+    }
+    for (int k = 0; k < o->parts; k++)
+        part_close(&parts[k]);
+    free(parts);
+}
+
 int main(int argc, char **argv)
 {
     Options o = parse(argc, argv);
@@ -493,7 +579,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(o.mode, "heat") == 0)
         heat(&o);
-    else
+    else if (strcmp(o.mode, "sum") == 0)
         sum(&o);
+    else
+        copy(&o);
     return failed;
 }

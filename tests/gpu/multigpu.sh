@@ -2,7 +2,9 @@
 # tests/gpu/multigpu.sh [BUNDLE]: several GPUs of one host, on a machine with
 # (at least) 2 GPUs, from the bundle `make gpu-bundle` made (default
 # build/gpu-bundle, carried to the machine).  In order:
-#   1. bin/multigpu (examples/multigpu/multigpu.c) checked: a heat equation
+#   1. bin/multigpu (examples/multigpu/multigpu.c) checked: kjit_copy from
+#      GPU to GPU, both ways, with and without a stream, 4 B to 80 MB, every
+#      byte, with peer access and staged through the host; a heat equation
 #      split over 2 GPUs, its halo rows copied GPU to GPU by kjit_copy, against
 #      the same steps on one GPU (bitwise) and on the cpu (to 1e-5), with
 #      peer access and again with the copies staged through the host
@@ -72,6 +74,8 @@ if [ "$gpus" -lt 2 ]; then
 fi
 
 echo "=== 1. checks"
+run "kjit_copy GPU to GPU (peer), every byte" "$m" copy --parts 2 --kern "$kern"
+run "kjit_copy GPU to GPU (staged), every byte" env KJIT_CUDA_PEER=0 "$m" copy --parts 2 --kern "$kern"
 run "heat on 2 GPUs (peer copies) = 1 GPU bitwise, = cpu to 1e-5" \
     "$m" heat --parts 2 --rows 2048 --cols 1536 --steps 60 --check --kern "$kern"
 run "heat on 2 GPUs (copies staged through the host) = 1 GPU bitwise, = cpu to 1e-5" \
