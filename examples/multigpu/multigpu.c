@@ -82,6 +82,17 @@ static void need(kjit_status status, kjit_context *context, const char *what)
         die(context, what);
 }
 
+/* Host memory, or a clear exit (a grid too large for this machine). */
+static void *xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size);
+    if (!p) {
+        fprintf(stderr, "multigpu: out of host memory (%zu x %zu bytes)\n", count, size);
+        exit(2);
+    }
+    return p;
+}
+
 static double now(void)
 {
     struct timespec t;
@@ -229,11 +240,7 @@ static void heat_fill(Part *p, const Options *o, int64_t first, int64_t rows)
     need(kjit_device_alloc(p->context, KJIT_F32, 2, shape, &p->u), p->context, "alloc");
     need(kjit_device_alloc(p->context, KJIT_F32, 2, shape, &p->v), p->context, "alloc");
     need(kjit_device_alloc(p->context, KJIT_F64, 0, NULL, &p->partial), p->context, "alloc");
-    float *host = malloc((size_t)(rows + 2) * (size_t)o->cols * sizeof(float));
-    if (!host) {
-        fprintf(stderr, "multigpu: out of host memory\n");
-        exit(2);
-    }
+    float *host = xcalloc((size_t)(rows + 2) * (size_t)o->cols, sizeof(float));
     for (int64_t k = 0; k < rows + 2; k++) {
         int64_t i = first - 1 + k;
         for (int64_t j = 0; j < o->cols; j++)
@@ -309,7 +316,7 @@ static double heat_residual(Part *parts, int count)
 static double heat_run(const Options *o, kjit_target target, int count, bool exchange,
                        float **field, double *residual)
 {
-    Part *parts = calloc((size_t)count, sizeof *parts);
+    Part *parts = xcalloc((size_t)count, sizeof *parts);
     for (int k = 0; k < count; k++) {
         part_open(&parts[k], o, target, target == KJIT_TARGET_CUDA ? k : -1);
         int64_t first = o->rows * k / count, next = o->rows * (k + 1) / count;
@@ -326,7 +333,7 @@ static double heat_run(const Options *o, kjit_target target, int count, bool exc
     }
     *residual = heat_residual(parts, count); /* waits for every device */
     double seconds = now() - start;
-    *field = malloc((size_t)(o->rows * o->cols) * sizeof(float));
+    *field = xcalloc((size_t)(o->rows * o->cols), sizeof(float));
     for (int k = 0; k < count; k++) {
         Part *p = &parts[k];
         int64_t shape[2] = {p->rows, o->cols};
@@ -418,7 +425,7 @@ static double exact_sum(int64_t n)
  * the sum. */
 static double sum_run(const Options *o, int count, double *result)
 {
-    Part *parts = calloc((size_t)count, sizeof *parts);
+    Part *parts = xcalloc((size_t)count, sizeof *parts);
     for (int k = 0; k < count; k++) {
         Part *p = &parts[k];
         part_open(p, o, o->target, o->target == KJIT_TARGET_CUDA ? k : -1);
@@ -486,7 +493,7 @@ static void sum(const Options *o)
 static void copy_expect(Part *p, kjit_array *a, uint32_t seed, const char *what)
 {
     int64_t n = a->shape[0];
-    uint32_t *h = malloc((size_t)n * sizeof *h);
+    uint32_t *h = xcalloc((size_t)n, sizeof *h);
     kjit_array host = kjit_array_make(h, KJIT_U32, 1, &n);
     need(kjit_copy(p->context, &host, a, NULL), p->context, "copy out");
     int64_t bad = -1;
@@ -506,7 +513,7 @@ static void copy_expect(Part *p, kjit_array *a, uint32_t seed, const char *what)
 static void copy_fill(Part *p, kjit_array *a, uint32_t seed)
 {
     int64_t n = a->shape[0];
-    uint32_t *h = malloc((size_t)n * sizeof *h);
+    uint32_t *h = xcalloc((size_t)n, sizeof *h);
     for (int64_t i = 0; i < n; i++)
         h[i] = (uint32_t)i * 2654435761u + seed;
     kjit_array host = kjit_array_make(h, KJIT_U32, 1, &n);
@@ -516,7 +523,7 @@ static void copy_fill(Part *p, kjit_array *a, uint32_t seed)
 
 static void copy(const Options *o)
 {
-    Part *parts = calloc((size_t)o->parts, sizeof *parts);
+    Part *parts = xcalloc((size_t)o->parts, sizeof *parts);
     for (int k = 0; k < o->parts; k++)
         part_open(&parts[k], o, o->target, o->target == KJIT_TARGET_CUDA ? k : -1);
     const int64_t sizes[] = {1, 1000, 1 << 20, (int64_t)20e6 + 3};
