@@ -1061,3 +1061,30 @@ void kj_cuda_event_destroy(KjCuda *cuda, KjCudaEvent *event)
         cuda->cu->EventDestroy(event->event);
     free(event);
 }
+
+/* ====================================================== for cuda_peer.c */
+
+const KjCuDriver *kj_cuda_table(const KjCuda *cuda)
+{
+    return cuda->cu;
+}
+
+int kj_cuda_ordinal(const KjCuda *cuda)
+{
+    return cuda->ordinal;
+}
+
+kjit_status kj_cuda_make_current(KjCuda *cuda, char **error)
+{
+    return make_current(cuda, error);
+}
+
+kjit_status kj_cuda_fail(KjCuda *cuda, KjCuResult result, const char *call, char **error)
+{
+    return fail(cuda, result, call, NULL, error);
+}
+
+bool kj_cuda_stream_stale(KjCuda *cuda, const KjCudaStream *stream)
+{
+    return stream && stream->generation != current_generation(cuda);
+}

@@ -81,6 +81,12 @@ static const DriverSymbol driver_symbols[] = {
     {SLOT(MemHostUnregister), {"cuMemHostUnregister"}},
     {SLOT(MemHostGetDevicePointer), {"cuMemHostGetDevicePointer_v2"}},
     {SLOT(ModuleGetGlobal), {"cuModuleGetGlobal_v2"}},
+    /* copies between devices (cuda_peer.c) */
+    {SLOT(PointerGetAttribute), {"cuPointerGetAttribute"}},
+    {SLOT(DeviceCanAccessPeer), {"cuDeviceCanAccessPeer"}},
+    {SLOT(CtxEnablePeerAccess), {"cuCtxEnablePeerAccess"}},
+    {SLOT(MemcpyPeer), {"cuMemcpyPeer"}},
+    {SLOT(MemcpyPeerAsync), {"cuMemcpyPeerAsync"}},
 };
 
 #undef SLOT

@@ -424,6 +424,20 @@ typedef struct kjit_device_info {
 kjit_status kjit_cuda_available(char *reason, size_t reason_size);
 kjit_status kjit_cuda_device_info(int device, kjit_device_info *info);
 int kjit_cuda_device_count(void);
+/*
+ * Several GPUs: one context per device (kjit_options.device), and kjit_copy
+ * between device arrays of different devices, given the context of either
+ * (its stream, if any, orders the copy).  Unified addressing tells each
+ * array's device.  The copy goes straight between the GPUs (NVLink or PCIe;
+ * cuCtxEnablePeerAccess, then cuMemcpyPeer) when they have peer access, and
+ * is staged through host memory (synchronously) otherwise.  Without a
+ * stream the copy comes after the work queued on both devices; on a stream
+ * (of the context's device), after that stream's work, and the other
+ * device's is the caller's to have finished.  KJIT_CUDA_PEER=0 in the
+ * environment forces the staged copy.  1 when a copy from `device`'s memory
+ * to `peer`'s (or back) goes straight, else 0 (no such devices, or no driver).
+ */
+int kjit_cuda_peer_access(int device, int peer);
 
 /* ------------------------------------- sharing a GPU with other libraries */
 

@@ -419,6 +419,13 @@ typedef struct KjCuDriver {
     KjCuResult (*MemHostGetDevicePointer)(KjCuDevicePtr *device, void *host, unsigned flags);
     KjCuResult (*ModuleGetGlobal)(KjCuDevicePtr *device, size_t *bytes, void *module,
                                   const char *name);
+    KjCuResult (*PointerGetAttribute)(void *value, int attribute, KjCuDevicePtr ptr);
+    KjCuResult (*DeviceCanAccessPeer)(int *can, int device, int peer);
+    KjCuResult (*CtxEnablePeerAccess)(void *peer_context, unsigned flags);
+    KjCuResult (*MemcpyPeer)(KjCuDevicePtr dst, void *dst_context, KjCuDevicePtr src,
+                             void *src_context, size_t bytes);
+    KjCuResult (*MemcpyPeerAsync)(KjCuDevicePtr dst, void *dst_context, KjCuDevicePtr src,
+                                  void *src_context, size_t bytes, void *stream);
 } KjCuDriver;
 
 /* The driver, opened and cuInit'ed once per process; NULL and a reason in
@@ -426,6 +433,30 @@ typedef struct KjCuDriver {
 const KjCuDriver *kj_cuda_driver(char **error);
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
 const char *kj_cuda_result_text(KjCuResult result, char *buf, size_t size);
+
+/* For cuda_peer.c: the driver table and device ordinal of a handle; the
+ * handle's primary context made current (retained again after a fault
+ * reset); a driver failure as a status and message (resetting the context
+ * after a sticky fault, as every call of cuda.c does); whether a stream
+ * was made before the last reset. */
+const KjCuDriver *kj_cuda_table(const KjCuda *cuda);
+int kj_cuda_ordinal(const KjCuda *cuda);
+kjit_status kj_cuda_make_current(KjCuda *cuda, char **error);
+kjit_status kj_cuda_fail(KjCuda *cuda, KjCuResult result, const char *call, char **error);
+bool kj_cuda_stream_stale(KjCuda *cuda, const KjCudaStream *stream);
+
+/* ========================================================== cuda_peer.c */
+
+/* The device that holds `ptr` (CUDA's unified addressing names it), or -1
+ * when the driver knows no device memory there. */
+int kj_cuda_pointer_device(KjCuda *cuda, const void *ptr);
+/* Copies between the memory of two devices: through peer access (enabled
+ * once both ways, cuMemcpyPeer) when the devices have it, else staged
+ * through host memory.  Ordered after the work of both devices' contexts
+ * (and `stream`'s, a stream of cuda's device); the staged copy returns
+ * when done, the peer copy on a stream may not have. */
+kjit_status kj_cuda_copy_peer(KjCuda *cuda, int dst_device, void *dst, int src_device,
+                              const void *src, size_t bytes, KjCudaStream *stream, char **error);
 
 /* ================================================================ sha256.c */
 

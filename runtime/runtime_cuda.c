@@ -337,7 +337,8 @@ static kjit_status cuda_free(kjit_context *context, void *data)
 }
 
 /* Host arrays are plain memory whatever context made them, so the direction
- * follows each side's memory. */
+ * follows each side's memory; device arrays of two different GPUs (which
+ * unified addressing tells apart) go through cuda_peer.c. */
 static kjit_status cuda_copy(kjit_context *context, kjit_array *dst, const kjit_array *src,
                              size_t bytes, kjit_stream *stream)
 {
@@ -353,7 +354,14 @@ static kjit_status cuda_copy(kjit_context *context, kjit_array *dst, const kjit_
     } else if (!dst_device && src_device) {
         status = kj_cuda_copy_to_host(context->cuda, dst->data, src->data, bytes, s, &error);
     } else {
-        status = kj_cuda_copy_on_device(context->cuda, dst->data, src->data, bytes, s, &error);
+        int to = kj_cuda_pointer_device(context->cuda, dst->data);
+        int from = kj_cuda_pointer_device(context->cuda, src->data);
+        if (to >= 0 && from >= 0 && to != from)
+            status = kj_cuda_copy_peer(context->cuda, to, dst->data, from, src->data, bytes, s,
+                                       &error);
+        else
+            status = kj_cuda_copy_on_device(context->cuda, dst->data, src->data, bytes, s,
+                                            &error);
     }
     if (status != KJIT_OK)
         kj_api_take_error(context, status, "kjit_copy: ", error);

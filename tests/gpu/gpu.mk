@@ -1,7 +1,10 @@
 # The GPU machine's bundle: included by tests/tests.mk.
 #
 #   make gpu-bundle    $(BUILD)/gpu-bundle: everything tests/gpu/run.sh needs on
-#                      a machine with a GPU but no LLVM, re2c or Check
+#                      a machine with a GPU but no LLVM, re2c or Check;
+#                      tests/gpu/multigpu.sh runs from it on one with 2 GPUs
+#                      (bin/multigpu; examples/mpi/heat2d.c is built there
+#                      with mpicc when that machine has MPI)
 #
 # The bundle mirrors the repository's layout (run.sh, the unit tests and the
 # benchmark find examples/, stdlib/ and tests/ relative to it) and holds the
@@ -16,14 +19,14 @@ GPU_BUNDLE_LIBS = linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|l
 
 .PHONY: gpu-bundle
 gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test \
-            $(BUILD)/genprog-run
+            $(BUILD)/genprog-run $(BUILD)/multigpu/multigpu
 	@rm -rf $(GPU_BUNDLE)
 	@mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/tests $(GPU_BUNDLE)/libdevice
 	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test $(BUILD)/genprog-run \
-	  $(GPU_BUNDLE)/bin/
+	  $(BUILD)/multigpu/multigpu $(GPU_BUNDLE)/bin/
 	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit.so $(BUILD)/libkjit.so
 	strip $(GPU_BUNDLE)/bin/kjit $(GPU_BUNDLE)/bin/unit-tests $(GPU_BUNDLE)/bin/latency \
-	  $(GPU_BUNDLE)/bin/modes-test $(GPU_BUNDLE)/bin/genprog-run
+	  $(GPU_BUNDLE)/bin/modes-test $(GPU_BUNDLE)/bin/genprog-run $(GPU_BUNDLE)/bin/multigpu
 	cp -r examples stdlib $(GPU_BUNDLE)/
 	cp -r tests/golden tests/gpu tests/bench tests/cli tests/modes tests/genprog $(GPU_BUNDLE)/tests/
 	@# bin/modes-test runs the .kern sources the unit tests hold as C literals.
@@ -55,7 +58,8 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/laten
 	@size=$$(du -sm $(GPU_BUNDLE) | cut -f1); \
 	  if [ $$size -gt $(GPU_BUNDLE_MAX_MB) ]; then \
 	    echo "gpu-bundle: $$size MB, over the $(GPU_BUNDLE_MAX_MB) MB limit"; exit 1; fi; \
-	  echo "gpu-bundle: $(GPU_BUNDLE) ($$size MB); on the GPU machine: bash tests/gpu/run.sh $(GPU_BUNDLE)"
+	  echo "gpu-bundle: $(GPU_BUNDLE) ($$size MB); on the GPU machine: bash tests/gpu/run.sh $(GPU_BUNDLE)"; \
+	  echo "  and on one with 2 GPUs: bash tests/gpu/multigpu.sh $(GPU_BUNDLE)"
 
 # The GPU benchmark (tests/bench/bench_gpu.cu) is built on the GPU machine by
 # tests/bench/bench_gpu.sh, with nvcc against the bundle's libkjit.so and

@@ -254,6 +254,8 @@ static void null_arguments(void)
     TRUE(kjit_cuda_available(NULL, 0) >= KJIT_OK);
     STATUS(kjit_cuda_device_info(0, NULL), KJIT_ERROR_INVALID_ARGUMENT, NULL, NULL);
     TRUE(kjit_cuda_device_count() >= 0);
+    TRUE(kjit_cuda_peer_access(-1, 0) == 0 && kjit_cuda_peer_access(0, -1) == 0);
+    TRUE(kjit_cuda_peer_access(0, 0) == 0 && kjit_cuda_peer_access(1 << 30, 0) == 0);
 
     /* arrays */
     kjit_array made = kjit_array_make(a, KJIT_F32, 2, NULL);
