@@ -276,7 +276,7 @@ class _Partials:
     def __call__(self, *chunks):
         shape = np.broadcast_shapes(*(c.shape for c in chunks if hasattr(c, "shape")))
         keep = tuple(1 if d in self.axes else s for d, s in enumerate(shape))
-        template = next(c for c in chunks if hasattr(c, "shape"))
+        template = next(c for c in chunks if getattr(c, "ndim", 0) > 0)
         out = _empty_like(template, tuple(s for d, s in enumerate(shape) if d not in self.axes),
                           self.dtype)
         module(self.source)[self.name](*chunks, axis=self.axes, out=out)

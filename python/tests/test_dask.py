@@ -209,3 +209,38 @@ def test_cupy_chunks_on_cuda(rng, target):
         got = h.heat_step.stencil(d, np.float32(0.2), depth=2, steps=5).compute()
         np.testing.assert_allclose(cupy.asnumpy(got), kjit_heat(a, np.float32(0.2), 5),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_stencil_periodic_boundary(rng):
+    # with a periodic halo every cell of the array is an inner cell of its
+    # padded chunk: the heat equation on a torus
+    h = kd.load(HEAT, target="cpu")
+    u = rng.random((64, 96)).astype(np.float32)
+    alpha = np.float32(0.1)
+    got = h.heat_step.stencil(da.from_array(u, chunks=(32, 48)), alpha, depth=2, steps=5,
+                              boundary="periodic").compute(scheduler="sync")
+    want = u.copy()
+    for _ in range(5):
+        around = sum(np.roll(want, s, axis=a) for s in (1, -1) for a in (0, 1))
+        want = want + alpha * (around - np.float32(4) * want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_errors_name_the_problem():
+    m = kd.compile("fn plain(x: f64) -> f64 { return x; }\n@vectorize\n"
+                   "fn v(x: f64) -> f64 { return x; }\n", name="errors.kern", target="cpu")
+    with pytest.raises(kjit.InvalidArgumentError, match="plain function"):
+        m.plain
+    with pytest.raises(kjit.NotFoundError):
+        m.missing
+    with pytest.raises(kjit.DTypeError):
+        m.v(da.zeros(10, dtype=np.int8, chunks=5))   # no signature takes i8
+    with pytest.raises(kjit.KjitIOError):
+        kd.load("/nonexistent/file.kern")
+    r = kd.load(example("reduce.kern"), target="cpu")
+    with pytest.raises(kjit.InvalidArgumentError, match="axis"):
+        r.vsum(da.zeros((4, 4), chunks=2), axis=2)
+    with pytest.raises(kjit.ShapeError, match="init="):
+        r.vsum(da.zeros((0, 4), chunks=2), axis=0)
+    np.testing.assert_array_equal(
+        r.vsum(da.zeros((0, 4), chunks=2), axis=0, init=1.5).compute(), np.full(4, 1.5))
