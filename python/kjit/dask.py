@@ -25,7 +25,11 @@ import threading
 
 import numpy as np
 
-import dask.array as da
+try:
+    import dask.array as da
+except ImportError as e:
+    raise ImportError(f"kjit.dask needs Dask: python3 -m pip install 'dask[array]' distributed "
+                      f"({e})") from e
 
 from . import _core
 from ._arrays import NP_DTYPES

@@ -15,11 +15,17 @@ import pytest
 from conftest import INSTALLED, REPO, TARGETS, example
 import kjit
 
-da = pytest.importorskip("dask.array", reason="skipped: dask is not installed "
-                                               "(python3 -m pip install 'dask[array]')")
-distributed = pytest.importorskip("distributed", reason="skipped: distributed is not installed "
-                                                       "(python3 -m pip install distributed)")
-import dask  # noqa: E402
+try:
+    import dask
+    import dask.array as da
+except ImportError as e:
+    pytest.skip(f"skipped: dask is not installed (python3 -m pip install 'dask[array]'): {e}",
+                allow_module_level=True)
+try:
+    import distributed
+except ImportError as e:
+    pytest.skip(f"skipped: distributed is not installed (python3 -m pip install distributed): "
+                f"{e}", allow_module_level=True)
 import kjit.dask as kd  # noqa: E402
 
 HEAT = example("dask/heat.kern")
