@@ -510,9 +510,12 @@ def gpu_cluster(devices=None, threads_per_worker=1, **kwargs):
         return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, devices)),
                                 threads_per_worker=threads_per_worker, **kwargs)
     from distributed import Nanny, Scheduler, SpecCluster
+    # On this host only (the GPU machine may have no network to listen on).
+    quiet = {"silence_logs": kwargs["silence_logs"]} if kwargs.get("silence_logs") else {}
     workers = {f"gpu{d}": {"cls": Nanny,
-                           "options": {"nthreads": threads_per_worker,
-                                       "env": {"CUDA_VISIBLE_DEVICES": str(d)}}}
+                           "options": {"nthreads": threads_per_worker, "host": "127.0.0.1",
+                                       "env": {"CUDA_VISIBLE_DEVICES": str(d)}, **quiet}}
                for d in devices}
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0",
+                                               "host": "127.0.0.1"}}
     return SpecCluster(workers=workers, scheduler=scheduler, **kwargs)

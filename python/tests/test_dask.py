@@ -250,3 +250,17 @@ def test_errors_name_the_problem():
         r.vsum(da.zeros((0, 4), chunks=2), axis=0)
     np.testing.assert_array_equal(
         r.vsum(da.zeros((0, 4), chunks=2), axis=0, init=1.5).compute(), np.full(4, 1.5))
+
+
+def test_gpu_cluster_gives_each_worker_its_own_device():
+    # The arrangement alone (no GPU needed): one worker process per device
+    # ordinal, each with CUDA_VISIBLE_DEVICES its own.
+    try:
+        import dask_cuda  # noqa: F401
+        pytest.skip("skipped: dask-cuda is installed, and gpu_cluster uses it (GPUs needed)")
+    except ImportError:
+        pass
+    with kd.gpu_cluster(devices=[0, 1], silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as c:
+        seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+    assert sorted(seen.values()) == ["0", "1"], seen
