@@ -57,7 +57,11 @@ class ModuleSource:
         self.name = name if source is not None else self.path
         self.target = target
         self.options = tuple(sorted(options.items()))
-        self.key = (self.path, self.source, self.name, self.target, self.options)
+        # The file's size and time when loaded: an edited file is another
+        # module, compiled afresh, not the one a worker kept from before.
+        stat = os.stat(self.path) if self.path and os.path.exists(self.path) else None
+        self.stamp = (stat.st_size, stat.st_mtime_ns) if stat else None
+        self.key = (self.path, self.stamp, self.source, self.name, self.target, self.options)
 
     def __eq__(self, other):
         return isinstance(other, ModuleSource) and self.key == other.key

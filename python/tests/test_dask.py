@@ -264,3 +264,14 @@ def test_gpu_cluster_gives_each_worker_its_own_device():
             distributed.Client(cluster) as c:
         seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
     assert sorted(seen.values()) == ["0", "1"], seen
+
+
+def test_an_edited_file_is_compiled_afresh(tmp_path):
+    path = tmp_path / "edited.kern"
+    path.write_text("@vectorize\nfn f(x: f64) -> f64 { return x + 1.0; }\n")
+    ones = da.ones(4, chunks=2)
+    np.testing.assert_array_equal(
+        kd.load(path, target="cpu").f(ones).compute(scheduler="sync"), np.full(4, 2.0))
+    path.write_text("@vectorize\nfn f(x: f64) -> f64 { return x + 20.0; }\n")
+    np.testing.assert_array_equal(
+        kd.load(path, target="cpu").f(ones).compute(scheduler="sync"), np.full(4, 21.0))
