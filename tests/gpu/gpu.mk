@@ -47,6 +47,14 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/laten
 	rm -f $(GPU_BUNDLE)/python/kjit/_fast*.so
 	-@python3 -m pip download -q -d $(GPU_BUNDLE)/python/wheels pytest >/dev/null 2>&1 || \
 	  echo "gpu-bundle: no pytest wheels (offline?): the GPU machine needs its own pytest"
+	@# Dask and distributed for tests/gpu/dask.sh (NumPy is the machine's own):
+	@# this Python's wheels, and the compiled ones of other Pythons where found.
+	-@python3 -m pip download -q -d $(GPU_BUNDLE)/python/dask-wheels dask distributed >/dev/null 2>&1 || \
+	  echo "gpu-bundle: no Dask wheels (offline?): tests/gpu/dask.sh needs the GPU machine's own Dask"
+	-@for v in 3.10 3.12 3.13; do python3 -m pip download -q -d $(GPU_BUNDLE)/python/dask-wheels \
+	  --only-binary=:all: --python-version $$v --platform manylinux_2_28_x86_64 \
+	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux1_x86_64 \
+	  dask distributed >/dev/null 2>&1; done; true
 	@# A fallback for a machine whose toolkit lacks nvvm/ (run.sh uses it only then).
 	@lib=$$(KJIT_LIBDEVICE= $(GPU_BUNDLE)/bin/kjit info 2>/dev/null | sed -n 's/^libdevice: *\(\/.*\)/\1/p'); \
 	  if [ -n "$$lib" ]; then cp "$$lib" $(GPU_BUNDLE)/libdevice/; fi
