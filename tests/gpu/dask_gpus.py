@@ -11,7 +11,6 @@ kjit copies in and out (smaller sizes, said so).
 Prints PASS/FAIL lines, a Markdown table, and "N passed, N failed"."""
 import logging
 import os
-import statistics
 import sys
 import time
 
