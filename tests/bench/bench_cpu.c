@@ -259,6 +259,47 @@ static void bins_rows(kjit_context *context, const char *bench_dir)
     }
 }
 
+/* tests/bench/stencil3d.kern: one Jacobi step of the 7-point stencil, a
+ * thread per point on blocks of 32x4x2, on a small grid (32^3, where the
+ * parallel target must not lose to cpu: issue 25, item 7) and a larger one,
+ * against NumPy's slices and Numba's loops in bench_cpu.py.  The interior is
+ * compared with C's sums in the kernel's order, exactly. */
+static void stencil_rows(kjit_context *context, const char *bench_dir)
+{
+    static const int sizes[2] = {32, 128};
+    for (int s = 0; s < 2; s++) {
+        int n = sizes[s];
+        char name[64];
+        snprintf(name, sizeof name, "stencil3d f64 %d^3", n);
+        if (!wanted(name))
+            continue;
+        int64_t shape[3] = {n, n, n}, total = (int64_t)n * n * n;
+        double *u = malloc(sizeof(double) * (size_t)total), *v = calloc((size_t)total, sizeof(double));
+        fill_random(NULL, u, total, 1.0);
+        kjit_array U = kjit_array_make(u, KJIT_F64, 3, shape), V = kjit_array_make(v, KJIT_F64, 3, shape);
+        kjit_arg args[2] = {kjit_arg_array(&U), kjit_arg_array(&V)};
+        Call call = {load(context, bench_dir, "stencil3d.kern", "jacobi"), args, 2, NULL,
+                     {(uint32_t)n / 32, (uint32_t)n / 4, (uint32_t)n / 2}, {32, 4, 2}};
+        double ms = median_ms(context, &call);
+        for (int z = 1; z < n - 1; z++)
+            for (int y = 1; y < n - 1; y++)
+                for (int x = 1; x < n - 1; x++) {
+#define U(z, y, x) u[((int64_t)(z) * n + (y)) * n + (x)]
+                    double want = (U(z, y, x - 1) + U(z, y, x + 1) + U(z, y - 1, x) + U(z, y + 1, x) +
+                                   U(z - 1, y, x) + U(z + 1, y, x)) * (1.0 / 6.0);
+#undef U
+                    if (v[((int64_t)z * n + y) * n + x] != want) {
+                        fprintf(stderr, "bench_cpu: %s: v[%d, %d, %d] is %.17g, want %.17g\n", name, z, y,
+                                x, v[((int64_t)z * n + y) * n + x], want);
+                        exit(1);
+                    }
+                }
+        emit(name, ms);
+        free(u);
+        free(v);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -338,6 +379,7 @@ int main(int argc, char **argv)
         if (wanted("matmul f64 512 (4x4 per thread)"))
             matmul_rows(context, bench_dir);
         bins_rows(context, bench_dir);
+        stencil_rows(context, bench_dir);
         printf("}");
         kjit_context_destroy(context);
     }

@@ -226,12 +226,50 @@ def bins_rows():
         results[f"bins f64 4e5 x 1000, {form}"] = row
 
 
+STENCIL_SOURCE = """
+def jacobi(u, v):
+    n = u.shape[0]
+    for z in ROWS(1, n - 1):
+        for y in range(1, n - 1):
+            for x in range(1, n - 1):
+                v[z, y, x] = (u[z, y, x - 1] + u[z, y, x + 1] + u[z, y - 1, x] + u[z, y + 1, x]
+                              + u[z - 1, y, x] + u[z + 1, y, x]) * (1.0 / 6.0)
+"""
+
+
+def stencil_rows():
+    """tests/bench/stencil3d.kern's Jacobi step at 32^3 and 128^3: NumPy's
+    slices, Numba's @njit and @njit(parallel=True) (prange over z) loops."""
+    for n in (32, 128):
+        u = np.random.default_rng(13).random((n, n, n))
+        v = np.zeros((n, n, n))
+
+        def numpy_step():
+            v[1:-1, 1:-1, 1:-1] = (u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:] + u[1:-1, :-2, 1:-1]
+                                   + u[1:-1, 2:, 1:-1] + u[:-2, 1:-1, 1:-1]
+                                   + u[2:, 1:-1, 1:-1]) * (1.0 / 6.0)
+        row = {"numpy": median_ms(numpy_step)}
+        want = v.copy()
+        if nb is not None:
+            for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
+                namespace = {"nb": nb, "np": np}
+                exec(STENCIL_SOURCE.replace("ROWS", rows), namespace)
+                fn = nb.njit(parallel=kind == "numba_parallel")(namespace["jacobi"])
+                v[:] = 0
+                fn(u, v)
+                if not np.array_equal(v, want):
+                    sys.exit(f"bench_cpu.py: {kind}'s stencil differs from NumPy's")
+                row[kind] = median_ms(lambda: fn(u, v))
+        results[f"stencil3d f64 {n}^3"] = row
+
+
 ELEMENTWISE = ("add f32 1e7", "sin f64 1e7", "exp f32 1e7", "sum f32 1e8", "sum f64 1e8",
                "dot f32 1e7")
 for names, rows in ((ELEMENTWISE, elementwise_rows), (("gufunc dot f64 1e6x16",), gufunc_rows),
                     (("matmul f64 512 (4x4 per thread)",), matmul_rows),
                     (("bins f64 4e5 x 1000, if", "bins f64 4e5 x 1000, select",
-                      "bins f64 4e5 x 1000, bools as numbers"), bins_rows)):
+                      "bins f64 4e5 x 1000, bools as numbers"), bins_rows),
+                    (("stencil3d f64 32^3", "stencil3d f64 128^3"), stencil_rows)):
     if any(ONLY in name for name in names):
         rows()
 results = {name: row for name, row in results.items() if ONLY in name}
