@@ -828,6 +828,7 @@ typedef struct KjIrModule {
     KjVec check_sites;    /* KjCheckSite*: checked mode's sites (checks.c), site i at i-1 */
     bool checks_inserted; /* checks.c has marked the module's value checks */
     bool races_inserted;  /* checks.c has marked the module's race sites */
+    bool locals_promoted; /* local_promote.c has run on every function */
     KjVec const_arrays;   /* KjIrConstArray*: the constant arrays of every file */
     int64_t const_array_bytes; /* their sizes, each rounded up to 16 bytes */
 } KjIrModule;
@@ -1050,6 +1051,13 @@ KjAccessKind kj_uniform_access(const KjUniformity *u, KjIrExpr *const *indices, 
 /* The callee stores, prints, runs atomics or reads the thread (here or in
  * what it calls): a call to it runs once per thread. */
 bool kj_uniform_call_has_effects(const KjIrFunction *callee);
+
+/* ============================================================ local_promote.c */
+
+/* local() arrays indexed only by constants (after unrolling the small
+ * constant loops that index them) become one scalar variable per element, in
+ * every function of the module; once (module->locals_promoted). */
+void kj_promote_locals(KjIrModule *module);
 
 /* ========================================================== inline_barriers.c */
 

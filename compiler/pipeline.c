@@ -8,7 +8,9 @@
  * optimisation, emission: compiler/backend/) takes the roots from there.
  *
  *   front end, once per module      parse -> imports -> check -> halves -> verify
- *   middle, once per module         checks (checked mode: mark the check sites)
+ *   middle, once per module         promote locals (local() arrays of constant
+ *                                   indices -> scalars), checks (checked mode:
+ *                                   mark the check sites)
  *   middle, once per root           vectorize (a @vectorize signature),
  *                                   reduce (a @reduce signature, one level) or
  *                                   guvectorize (a @guvectorize signature) -> verify
@@ -178,6 +180,15 @@ bool kj_pipeline_run(KjPipeline *p)
     }
     if (p->stop == KJ_STAGE_IR)
         return true;
+
+    /* promote locals: local() arrays whose indices are constants after
+     * unrolling small constant loops -> scalar variables (local_promote.c has
+     * the contract).  Once per module, before any root's passes. */
+    if (!p->module->locals_promoted) {
+        kj_promote_locals(p->module);
+        if (p->verify && !verified(p, "promote locals"))
+            return false;
+    }
 
     /* checks: marks the sites the back end tests in checked mode (checks.c
      * has the contract).  Once per module, before any vectorize pass. */

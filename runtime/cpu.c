@@ -1037,16 +1037,13 @@ static kjit_status run_kernel(KjPool *pool, KernelJob job, const uint32_t grid[3
         }
         run_cooperative(&job, blocks, threads);
     } else {
-        /* A launch of fewer than some thousands of threads stays on the calling
-         * thread (waking the pool would cost more than it saves).  Otherwise
-         * plain blocks go one at a time, since a block's work is unknown and
-         * can be large; a chunk of a fiber kernel holds some thousands of
-         * threads, as it pays for its fibers' set-up once. */
-        int64_t min_chunk = 1;
-        if (blocks < 4096 / threads)
-            min_chunk = blocks;
-        else if (fibers && threads < 4096)
-            min_chunk = 4096 / threads;
+        /* The grain (kj_pool_run's min_chunk): blocks of KJ_CPU_GRAIN_THREADS
+         * threads, so that a launch takes a thread of the pool per grain, and
+         * one of fewer than two grains stays on the calling thread (waking the
+         * pool would cost more than it saves).  A chunk of a fiber kernel so
+         * holds some thousands of threads too, as it pays for its fibers'
+         * set-up once. */
+        int64_t min_chunk = threads < KJ_CPU_GRAIN_THREADS ? KJ_CPU_GRAIN_THREADS / threads : 1;
         KjPoolFn run = fibers ? run_fiber_blocks : run_plain_blocks;
         kj_pool_run(pool, blocks, min_chunk, run, &job);
     }

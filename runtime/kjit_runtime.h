@@ -124,6 +124,10 @@ void kj_pool_destroy(KjPool *pool);
 /* Elements below which a vectorized call stays on the calling thread (a chunk
  * of the parallel target is at least this long). */
 #define KJ_CPU_MIN_CHUNK 16384
+/* A kernel launch's grain on the parallel target: a pool thread takes part
+ * for each this many of its threads (cpu.c), so a launch of fewer than twice
+ * as many runs on the calling thread. */
+#define KJ_CPU_GRAIN_THREADS 2048
 
 /* The barrier compiled kernels call through KjThreadCtx.syncthreads: switches
  * to the next fiber of the block (a no-op when the block runs without fibers). */

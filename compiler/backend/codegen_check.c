@@ -21,6 +21,12 @@
  * (no trap: the context stays usable), and the other threads finish their
  * own work, each stopped by its own checks.  After inlining the state is an
  * SSA value, so a call that cannot fail costs nothing.
+ *
+ * A kernel's split form (barrier_split.c) runs a block's threads in loops
+ * between its barriers, in the fibers' order; there a failure ends the
+ * thread's turn, not the impl (kj_codegen_check_thread_bail): the thread's
+ * flag keeps it out of the later regions and the others go on, so the same
+ * thread wins the record and the same work is done as on fibers.
  */
 #define KJ_CODEGEN_LOWERING
 #include "codegen_llvm.h"
@@ -133,6 +139,25 @@ static LLVMBasicBlockRef bail_block(Gen *g)
         LLVMBuildRet(g->b, LLVMConstNull(ret));
     LLVMPositionBuilderAtEnd(g->b, here);
     return g->bail_bb;
+}
+
+LLVMBasicBlockRef kj_codegen_check_thread_bail(Gen *g, LLVMValueRef stopped, LLVMBasicBlockRef next)
+{
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
+    LLVMBasicBlockRef bail = new_block(g, "check.thread_bail");
+    LLVMBasicBlockRef write = new_block(g, "check.where"), done = new_block(g, "check.next_thread");
+    LLVMPositionBuilderAtEnd(g->b, bail);
+    LLVMValueRef state = LLVMBuildLoad2(g->b, g->t_i32, g->check_state, "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, state, const_i32(g, 2), ""), write, done);
+    LLVMPositionBuilderAtEnd(g->b, write);
+    write_where(g);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+    LLVMBuildStore(g->b, LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 1, 0), stopped);
+    LLVMBuildStore(g->b, const_i32(g, 0), g->check_state);
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, here);
+    return bail;
 }
 
 void kj_codegen_check_after_call(Gen *g)

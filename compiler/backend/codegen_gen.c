@@ -286,5 +286,7 @@ bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
  * that the lowering asks it of the target it is given. */
 bool kj_target_splits_barriers(const KjTarget *target, const KjCodegenOptions *options)
 {
-    return target->thread_loops && options->cpu_simd && !options->checks;
+    /* checked mode too (its failures end a thread's turn in the loops,
+     * codegen_check.c); race checking follows each thread on fibers */
+    return target->thread_loops && options->cpu_simd && !options->race;
 }

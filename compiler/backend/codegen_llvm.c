@@ -256,17 +256,45 @@ static void gen_parfor(Gen *g, KjIrStmt *s)
  * Loops around it stay out of reach (the split pass leaves no break or
  * continue that would cross it).
  */
+/* Checked mode, in a THREADS loop's body (the thread's indices in g->sreg):
+ * skips a thread that failed a check in an earlier region, and gives the
+ * way out of this thread's turn (kj_codegen_check_thread_bail).  The flags,
+ * one i8 per thread of the block, are zeroed once per call of the split
+ * form, in its entry block. */
+static LLVMBasicBlockRef thread_bail(Gen *g, LLVMValueRef block_dims[3], LLVMBasicBlockRef next)
+{
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
+    if (!g->threads_stopped) {
+        LLVMTypeRef flags = LLVMArrayType2(i8, KJ_MAX_BLOCK_THREADS);
+        g->threads_stopped = kj_codegen_alloca_in_entry(g, flags, "threads.stopped");
+        LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
+        LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
+        LLVMBuildMemSet(ab, g->threads_stopped, LLVMConstInt(i8, 0, 0),
+                        const_i64(g, KJ_MAX_BLOCK_THREADS), 1);
+        LLVMDisposeBuilder(ab);
+    }
+    LLVMValueRef linear = LLVMBuildMul(g->b, g->sreg[KJ_SREG_TID_Z], block_dims[1], "");
+    linear = LLVMBuildMul(g->b, LLVMBuildAdd(g->b, linear, g->sreg[KJ_SREG_TID_Y], ""), block_dims[0], "");
+    linear = LLVMBuildZExt(g->b, LLVMBuildAdd(g->b, linear, g->sreg[KJ_SREG_TID_X], ""), g->t_i64, "");
+    LLVMValueRef flag = LLVMBuildInBoundsGEP2(g->b, i8, g->threads_stopped, &linear, 1, "stopped");
+    LLVMBasicBlockRef run = new_block(g, "threads.run");
+    LLVMValueRef stopped = LLVMBuildLoad2(g->b, i8, flag, "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, stopped, LLVMConstInt(i8, 0, 0), ""), next, run);
+    LLVMPositionBuilderAtEnd(g->b, run);
+    return kj_codegen_check_thread_bail(g, flag, next);
+}
+
 static void gen_threads(Gen *g, KjIrStmt *s)
 {
     if (!g->target->thread_loops || !g->thread_ctx || g->thread_next) {
         kj_codegen_error(g, "a loop over a block's threads outside a cpu kernel's split form%s", NULL);
         return;
     }
-    LLVMValueRef saved[3], counters[3], dims[3];
+    LLVMValueRef saved[3], counters[3], dims[3], block_dims[3];
     LLVMBasicBlockRef conds[3], bodies[3], incs[3], exits[3];
     for (int k = 0; k < 3; k++) {
         saved[k] = g->sreg[KJ_SREG_TID_X + k];
-        dims[k] = kj_codegen_read_sreg(g, KJ_SREG_BDIM_X + k);
+        dims[k] = block_dims[k] = kj_codegen_read_sreg(g, KJ_SREG_BDIM_X + k);
         counters[k] = kj_codegen_alloca_in_entry(g, g->t_i32, "thread");
     }
     /* threadIdx.x from its range's start (clamped to the block) */
@@ -309,12 +337,18 @@ static void gen_threads(Gen *g, KjIrStmt *s)
     }
     for (int k = 0; k < 3; k++)
         g->sreg[KJ_SREG_TID_X + k] = LLVMBuildLoad2(g->b, g->t_i32, counters[k], "tid");
+    /* checked mode: a thread that failed a check in an earlier region sits
+     * the others out, and a failure here ends only this thread's turn */
+    LLVMBasicBlockRef bail = g->bail_bb;
+    if (g->check_record)
+        g->bail_bb = thread_bail(g, block_dims, incs[0]);
     int loops = g->loop_depth;
     g->loop_depth = 0;
     g->thread_next = incs[0];
     gen_stmt(g, s->body);
     g->thread_next = NULL;
     g->loop_depth = loops;
+    g->bail_bb = bail;
     for (int level = 0; level < 3; level++) {
         branch_to(g, incs[level]);
         LLVMPositionBuilderAtEnd(g->b, incs[level]);
@@ -466,6 +500,7 @@ static void define_impl(Gen *g, FnInfo *info)
     g->loop_depth = 0;
     g->thread_ctx = g->shared_base = g->range_begin = g->range_end = NULL;
     g->thread_next = NULL;
+    g->threads_stopped = NULL;
     g->cancel_fn = NULL;
     g->cancel_bail_bb = NULL;
     g->shared_offset = 0;

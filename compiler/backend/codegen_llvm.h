@@ -256,6 +256,8 @@ struct Gen {
     LLVMBasicBlockRef bail_bb;        /* the impl's way out after a failure */
     LLVMValueRef element_slot;        /* VEC_KERNEL: the PARFOR index's slot */
     LLVMBasicBlockRef thread_next;    /* in a THREADS loop: the next thread (a return) */
+    LLVMValueRef threads_stopped;     /* checked split form: i8 per thread of the block,
+                                         1 once it failed a check (made on first use) */
     /* cancellation (codegen_cancel.c): the function the way out was made
      * for, and that way out */
     LLVMValueRef cancel_fn;
@@ -335,6 +337,12 @@ int kj_codegen_check_call_args(Gen *g, LLVMValueRef *out);
 int kj_codegen_check_entry_args(Gen *g, LLVMValueRef record, LLVMValueRef *out);
 /* After a call to an impl: leaves this impl when the callee failed. */
 void kj_codegen_check_after_call(Gen *g);
+/* In a checked split form's THREADS loop: the way out of the current
+ * thread's turn, instead of the impl's.  A thread that fails a check sets
+ * *stopped (its i8 flag, so that later regions skip it), writes where it
+ * failed when it won the record, and the loop goes on at `next` with the
+ * state back at 0 for the next thread, as the fibers' other threads go on. */
+LLVMBasicBlockRef kj_codegen_check_thread_bail(Gen *g, LLVMValueRef stopped, LLVMBasicBlockRef next);
 /* Fails check `site` unless `ok`; values are the record's operands (i64, or
  * NULL for 0).  Does nothing when site is 0 or checks are off. */
 void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,

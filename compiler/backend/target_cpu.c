@@ -419,6 +419,7 @@ static void emit_split_block_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef 
     args[n++] = LLVMGetParam(e, 1);
     for (int k = 0; k < 3; k++)
         args[n++] = const_i32(g, 0);
+    n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
     LLVMBuildCall2(g->b, split->impl_type, split->impl, args, (unsigned)n, "");
     LLVMBuildRetVoid(g->b);
 }
@@ -538,6 +539,8 @@ static void emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef
     args[n++] = ctx;
     for (int k = 0; k < 3; k++)
         args[n++] = const_i32(g, 0);
+    int checks = check_args(g, fn, LLVMGetParam(e, 0), args + n);
+    n += checks;
     LLVMValueRef gx = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, ctx_field(g, ctx, 3, 0), "gx"), g->t_i64, "");
     LLVMValueRef gy = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, ctx_field(g, ctx, 3, 1), "gy"), g->t_i64, "");
     /* the first block's coordinates by division, the others by stepping */
@@ -565,6 +568,8 @@ static void emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef
     LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, bx, g->t_i32, ""), ctx_field(g, ctx, 1, 0));
     LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, by, g->t_i32, ""), ctx_field(g, ctx, 1, 1));
     LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, bz, g->t_i32, ""), ctx_field(g, ctx, 1, 2));
+    if (checks) /* each block starts running, whatever the one before did */
+        LLVMBuildStore(g->b, const_i32(g, 0), args[n - 1]);
     LLVMValueRef call = LLVMBuildCall2(g->b, split->impl_type, split->impl, args, (unsigned)n, "");
     unsigned inline_kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, inline_kind, 0));

@@ -6,7 +6,9 @@
  * object keyed like tests/bench/bench_cpu.py's.  KJIT_BENCH_TARGETS=cpu (or
  * parallel) times one target only.
  *
- *   bench_cpu EXAMPLES_DIR [REPEAT]
+ *   bench_cpu EXAMPLES_DIR [REPEAT [BENCH_DIR]]
+ *
+ * BENCH_DIR (tests/bench by default) holds issue 25's kernels.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -18,6 +20,21 @@
 #include "../../runtime/kjit.h"
 
 static int repeat = 7;
+static bool first_row = true;
+
+/* KJIT_BENCH_ONLY=TEXT: only the rows whose name holds TEXT. */
+static bool wanted(const char *name)
+{
+    const char *only = getenv("KJIT_BENCH_ONLY");
+    return !only || !*only || strstr(name, only);
+}
+
+/* One "name": ms of the target's object. */
+static void emit(const char *name, double ms)
+{
+    printf("%s\"%s\": %.4f", first_row ? "" : ", ", name, ms);
+    first_row = false;
+}
 
 /* KJIT_BENCH_CLOCK=thread: the calling thread's CPU time instead of the wall
  * clock, which a busy machine does not inflate (meaningful for the cpu target
@@ -148,17 +165,150 @@ static void gufunc_rows(kjit_context *context, const char *dir)
     OUT = kjit_array_make(out, KJIT_F64, 1, &rows);
     kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
     Call call = {load(context, dir, "gufunc.kern", "dot"), args, 2, &OUT};
-    printf(", \"gufunc dot f64 1e6x16\": %.4f", median_ms(context, &call));
+    emit("gufunc dot f64 1e6x16", median_ms(context, &call));
+}
+
+/* Issue 25's kernels, launched as GPU code is: tests/bench/matmul.kern, a
+ * register-blocked matrix multiply of two 512x512 f64 matrices (blocks of
+ * 16x16 threads, each making 4x4 elements of c), against NumPy's `@`
+ * (OpenBLAS) and Numba's @njit of the same blocking in bench_cpu.py.  Each
+ * element is a sum over k in order from 0.0, as a plain loop adds it, so a
+ * sample of them is compared with C's sums exactly. */
+static void matmul_rows(kjit_context *context, const char *bench_dir)
+{
+    enum { N = 512 };
+    static double *a, *b, *c;
+    const int64_t shape[2] = {N, N};
+    if (!a) {
+        a = malloc(sizeof(double) * N * N);
+        b = malloc(sizeof(double) * N * N);
+        c = malloc(sizeof(double) * N * N);
+        fill_random(NULL, a, (int64_t)N * N, 1.0);
+        fill_random(NULL, b, (int64_t)N * N, 2.0);
+    }
+    static kjit_array A, B, C;
+    A = kjit_array_make(a, KJIT_F64, 2, shape);
+    B = kjit_array_make(b, KJIT_F64, 2, shape);
+    C = kjit_array_make(c, KJIT_F64, 2, shape);
+    kjit_arg args[3] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&C)};
+    Call call = {load(context, bench_dir, "matmul.kern", "matmul"), args, 3, NULL,
+                 {N / 64, N / 64, 1}, {16, 16, 1}};
+    memset(c, 0, sizeof(double) * N * N);
+    double ms = median_ms(context, &call);
+    for (int sample = 0; sample < 4096; sample++) {
+        int i = (sample * 7919) % N, j = (sample * 104729) % N;
+        double want = 0.0;
+        for (int k = 0; k < N; k++)
+            want += a[(size_t)i * N + k] * b[(size_t)k * N + j];
+        if (c[(size_t)i * N + j] != want) {
+            fprintf(stderr, "bench_cpu: matmul: c[%d, %d] is %.17g, the sum in order %.17g\n", i, j,
+                    c[(size_t)i * N + j], want);
+            exit(1);
+        }
+    }
+    emit("matmul f64 512 (4x4 per thread)", ms);
+}
+
+/* tests/bench/bins.kern: 1000 blocks of 256 threads each sum and count the
+ * elements of 400,000 f64 in [0, 1) that fall in its bin of width 0.001, by
+ * an `if`, a select and bools made numbers (issue 25, item 4), against
+ * NumPy's bincount over the whole array and Numba's @njit of the same
+ * algorithm in bench_cpu.py.  The three forms add the same values in the
+ * same order (a select's 0.0 and a product by 0 leave a sum as it was), so
+ * they must agree bit for bit; the counts must be the bins' counts. */
+static void bins_rows(kjit_context *context, const char *bench_dir)
+{
+    enum { N = 400000, BINS = 1000 };
+    static double *data, sums[3][BINS];
+    static int64_t counts[3][BINS];
+    const int64_t n = N, bins = BINS;
+    if (!data) {
+        data = malloc(sizeof(double) * N);
+        fill_random(NULL, data, n, 1.0);
+    }
+    static kjit_array D, S[3], C[3];
+    D = kjit_array_make(data, KJIT_F64, 1, &n);
+    const char *kernels[3] = {"bins_if", "bins_select", "bins_numbers"};
+    const char *names[3] = {"bins f64 4e5 x 1000, if", "bins f64 4e5 x 1000, select",
+                            "bins f64 4e5 x 1000, bools as numbers"};
+    for (int k = 0; k < 3; k++) {
+        if (!wanted(names[k]))
+            continue;
+        S[k] = kjit_array_make(sums[k], KJIT_F64, 1, &bins);
+        C[k] = kjit_array_make(counts[k], KJIT_I64, 1, &bins);
+        kjit_arg args[4] = {kjit_arg_array(&D), kjit_arg_f64(0.001), kjit_arg_array(&S[k]),
+                            kjit_arg_array(&C[k])};
+        Call call = {load(context, bench_dir, "bins.kern", kernels[k]), args, 4, NULL,
+                     {BINS, 1, 1}, {256, 1, 1}};
+        double ms = median_ms(context, &call);
+        int64_t want[BINS] = {0};
+        for (int i = 0; i < N; i++) /* the kernel's test, near data[i] / width */
+            for (int b = (int)(data[i] / 0.001) - 1; b <= (int)(data[i] / 0.001) + 1; b++)
+                if (b >= 0 && b < BINS && (double)b * 0.001 <= data[i] &&
+                    data[i] < (double)b * 0.001 + 0.001)
+                    want[b]++;
+        for (int b = 0; b < BINS; b++)
+            if (counts[k][b] != want[b] || (k > 0 && wanted(names[0]) &&
+                                            (counts[k][b] != counts[0][b] || sums[k][b] != sums[0][b]))) {
+                fprintf(stderr, "bench_cpu: %s: bin %d has %lld (sum %.17g), want %lld (%s's %.17g)\n",
+                        kernels[k], b, (long long)counts[k][b], sums[k][b], (long long)want[b],
+                        kernels[0], sums[0][b]);
+                exit(1);
+            }
+        emit(names[k], ms);
+    }
+}
+
+/* tests/bench/stencil3d.kern: one Jacobi step of the 7-point stencil, a
+ * thread per point on blocks of 32x4x2, on a small grid (32^3, where the
+ * parallel target must not lose to cpu: issue 25, item 7) and a larger one,
+ * against NumPy's slices and Numba's loops in bench_cpu.py.  The interior is
+ * compared with C's sums in the kernel's order, exactly. */
+static void stencil_rows(kjit_context *context, const char *bench_dir)
+{
+    static const int sizes[2] = {32, 128};
+    for (int s = 0; s < 2; s++) {
+        int n = sizes[s];
+        char name[64];
+        snprintf(name, sizeof name, "stencil3d f64 %d^3", n);
+        if (!wanted(name))
+            continue;
+        int64_t shape[3] = {n, n, n}, total = (int64_t)n * n * n;
+        double *u = malloc(sizeof(double) * (size_t)total), *v = calloc((size_t)total, sizeof(double));
+        fill_random(NULL, u, total, 1.0);
+        kjit_array U = kjit_array_make(u, KJIT_F64, 3, shape), V = kjit_array_make(v, KJIT_F64, 3, shape);
+        kjit_arg args[2] = {kjit_arg_array(&U), kjit_arg_array(&V)};
+        Call call = {load(context, bench_dir, "stencil3d.kern", "jacobi"), args, 2, NULL,
+                     {(uint32_t)n / 32, (uint32_t)n / 4, (uint32_t)n / 2}, {32, 4, 2}};
+        double ms = median_ms(context, &call);
+        for (int z = 1; z < n - 1; z++)
+            for (int y = 1; y < n - 1; y++)
+                for (int x = 1; x < n - 1; x++) {
+#define U(z, y, x) u[((int64_t)(z) * n + (y)) * n + (x)]
+                    double want = (U(z, y, x - 1) + U(z, y, x + 1) + U(z, y - 1, x) + U(z, y + 1, x) +
+                                   U(z - 1, y, x) + U(z + 1, y, x)) * (1.0 / 6.0);
+#undef U
+                    if (v[((int64_t)z * n + y) * n + x] != want) {
+                        fprintf(stderr, "bench_cpu: %s: v[%d, %d, %d] is %.17g, want %.17g\n", name, z, y,
+                                x, v[((int64_t)z * n + y) * n + x], want);
+                        exit(1);
+                    }
+                }
+        emit(name, ms);
+        free(u);
+        free(v);
+    }
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_cpu EXAMPLES_DIR [REPEAT]\n");
+        fprintf(stderr, "usage: bench_cpu EXAMPLES_DIR [REPEAT [BENCH_DIR]]\n");
         return 2;
     }
     const char *dir = argv[1];
     if (argc > 2) repeat = atoi(argv[2]) > 0 ? atoi(argv[2]) : 7;
+    const char *bench_dir = argc > 3 ? argv[3] : "tests/bench";
 
     const int64_t n = 10000000;
     float *a32 = malloc(sizeof(float) * n), *b32 = malloc(sizeof(float) * n);
@@ -216,12 +366,20 @@ int main(int argc, char **argv)
                                 "sum f32 1e8", "sum f64 1e8", "dot f32 1e7"};
         printf("%s\"%s\": {", first_target ? "" : ", ", kjit_target_name(targets[t]));
         first_target = false;
+        first_row = true;
         for (int w = 0; w < 6; w++) {
+            if (!wanted(names[w]))
+                continue;
             double ms = median_ms(context, &calls[w]);
             check_elementwise(names[w], a32, b32, x64, o32, o64, n);
-            printf("%s\"%s\": %.4f", w ? ", " : "", names[w], ms);
+            emit(names[w], ms);
         }
-        gufunc_rows(context, dir);
+        if (wanted("gufunc dot f64 1e6x16"))
+            gufunc_rows(context, dir);
+        if (wanted("matmul f64 512 (4x4 per thread)"))
+            matmul_rows(context, bench_dir);
+        bins_rows(context, bench_dir);
+        stencil_rows(context, bench_dir);
         printf("}");
         kjit_context_destroy(context);
     }

@@ -35,57 +35,63 @@ def median_ms(fn):
     return statistics.median(times)
 
 
-rng = np.random.default_rng(0)
-N = 10_000_000
-a32 = rng.random(N, dtype=np.float32)
-b32 = rng.random(N, dtype=np.float32)
-x64 = rng.random(N) * 2 * np.pi
-out32 = np.empty(N, np.float32)
-out64 = np.empty(N, np.float64)
+# KJIT_BENCH_ONLY=TEXT: only the rows whose name holds TEXT (as bench_cpu.c).
+ONLY = os.environ.get("KJIT_BENCH_ONLY", "")
 results = {}
 
-results["add f32 1e7"] = {"numpy": median_ms(lambda: np.add(a32, b32, out=out32))}
-# The reductions: np.sum is pairwise (blocks of 128 in 8 lanes), np.dot is BLAS.
-s32 = np.random.default_rng(3).random(100_000_000, dtype=np.float32)
-s64 = s32.astype(np.float64)
-results["sum f32 1e8"] = {"numpy": median_ms(lambda: np.sum(s32))}
-results["sum f64 1e8"] = {"numpy": median_ms(lambda: np.sum(s64))}
-results["dot f32 1e7"] = {"numpy": median_ms(lambda: np.dot(a32, b32))}
-del s64
-results["sin f64 1e7"] = {"numpy": median_ms(lambda: np.sin(x64, out=out64))}
-results["exp f32 1e7"] = {"numpy": median_ms(lambda: np.exp(a32, out=out32))}
 
-if nb is not None:
-    @nb.vectorize(["float32(float32, float32)"])
-    def nb_add(a, b):
-        return a + b
+def elementwise_rows():
+    """add, sin and exp over 1e7 elements, the sums and the dot."""
+    rng = np.random.default_rng(0)
+    N = 10_000_000
+    a32 = rng.random(N, dtype=np.float32)
+    b32 = rng.random(N, dtype=np.float32)
+    x64 = rng.random(N) * 2 * np.pi
+    out32 = np.empty(N, np.float32)
+    out64 = np.empty(N, np.float64)
 
-    @nb.vectorize(["float32(float32, float32)"], target="parallel")
-    def nb_add_par(a, b):
-        return a + b
+    results["add f32 1e7"] = {"numpy": median_ms(lambda: np.add(a32, b32, out=out32))}
+    # The reductions: np.sum is pairwise (blocks of 128 in 8 lanes), np.dot is BLAS.
+    s32 = np.random.default_rng(3).random(100_000_000, dtype=np.float32)
+    s64 = s32.astype(np.float64)
+    results["sum f32 1e8"] = {"numpy": median_ms(lambda: np.sum(s32))}
+    results["sum f64 1e8"] = {"numpy": median_ms(lambda: np.sum(s64))}
+    results["dot f32 1e7"] = {"numpy": median_ms(lambda: np.dot(a32, b32))}
+    del s64
+    results["sin f64 1e7"] = {"numpy": median_ms(lambda: np.sin(x64, out=out64))}
+    results["exp f32 1e7"] = {"numpy": median_ms(lambda: np.exp(a32, out=out32))}
 
-    @nb.vectorize(["float64(float64)"])
-    def nb_sin(x):
-        return np.sin(x)
+    if nb is not None:
+        @nb.vectorize(["float32(float32, float32)"])
+        def nb_add(a, b):
+            return a + b
 
-    @nb.vectorize(["float64(float64)"], target="parallel")
-    def nb_sin_par(x):
-        return np.sin(x)
+        @nb.vectorize(["float32(float32, float32)"], target="parallel")
+        def nb_add_par(a, b):
+            return a + b
 
-    @nb.vectorize(["float32(float32)"])
-    def nb_exp(x):
-        return np.exp(x)
+        @nb.vectorize(["float64(float64)"])
+        def nb_sin(x):
+            return np.sin(x)
 
-    @nb.vectorize(["float32(float32)"], target="parallel")
-    def nb_exp_par(x):
-        return np.exp(x)
+        @nb.vectorize(["float64(float64)"], target="parallel")
+        def nb_sin_par(x):
+            return np.sin(x)
 
-    results["add f32 1e7"]["numba"] = median_ms(lambda: nb_add(a32, b32, out=out32))
-    results["add f32 1e7"]["numba_parallel"] = median_ms(lambda: nb_add_par(a32, b32, out=out32))
-    results["sin f64 1e7"]["numba"] = median_ms(lambda: nb_sin(x64, out=out64))
-    results["sin f64 1e7"]["numba_parallel"] = median_ms(lambda: nb_sin_par(x64, out=out64))
-    results["exp f32 1e7"]["numba"] = median_ms(lambda: nb_exp(a32, out=out32))
-    results["exp f32 1e7"]["numba_parallel"] = median_ms(lambda: nb_exp_par(a32, out=out32))
+        @nb.vectorize(["float32(float32)"])
+        def nb_exp(x):
+            return np.exp(x)
+
+        @nb.vectorize(["float32(float32)"], target="parallel")
+        def nb_exp_par(x):
+            return np.exp(x)
+
+        results["add f32 1e7"]["numba"] = median_ms(lambda: nb_add(a32, b32, out=out32))
+        results["add f32 1e7"]["numba_parallel"] = median_ms(lambda: nb_add_par(a32, b32, out=out32))
+        results["sin f64 1e7"]["numba"] = median_ms(lambda: nb_sin(x64, out=out64))
+        results["sin f64 1e7"]["numba_parallel"] = median_ms(lambda: nb_sin_par(x64, out=out64))
+        results["exp f32 1e7"]["numba"] = median_ms(lambda: nb_exp(a32, out=out32))
+        results["exp f32 1e7"]["numba_parallel"] = median_ms(lambda: nb_exp_par(a32, out=out32))
 
 
 def gufunc_rows():
@@ -110,6 +116,162 @@ def gufunc_rows():
     results["gufunc dot f64 1e6x16"] = row
 
 
-gufunc_rows()
+MATMUL_SOURCE = """
+def blocked(a, b, c):
+    n, depth = a.shape
+    m = b.shape[1]
+    for bi in ROWS(n // 64):
+        row0 = bi * 64
+        for col0 in range(0, m, 64):
+            tile = np.zeros((64, 64))
+            for k0 in range(0, depth, 16):
+                for ty in range(16):
+                    for tx in range(16):
+                        c00 = tile[ty, tx]; c01 = tile[ty, tx + 16]; c02 = tile[ty, tx + 32]; c03 = tile[ty, tx + 48]
+                        c10 = tile[ty + 16, tx]; c11 = tile[ty + 16, tx + 16]; c12 = tile[ty + 16, tx + 32]; c13 = tile[ty + 16, tx + 48]
+                        c20 = tile[ty + 32, tx]; c21 = tile[ty + 32, tx + 16]; c22 = tile[ty + 32, tx + 32]; c23 = tile[ty + 32, tx + 48]
+                        c30 = tile[ty + 48, tx]; c31 = tile[ty + 48, tx + 16]; c32 = tile[ty + 48, tx + 32]; c33 = tile[ty + 48, tx + 48]
+                        for k in range(k0, k0 + 16):
+                            b0 = b[k, col0 + tx]; b1 = b[k, col0 + tx + 16]
+                            b2 = b[k, col0 + tx + 32]; b3 = b[k, col0 + tx + 48]
+                            a0 = a[row0 + ty, k]
+                            c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3
+                            a1 = a[row0 + ty + 16, k]
+                            c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3
+                            a2 = a[row0 + ty + 32, k]
+                            c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3
+                            a3 = a[row0 + ty + 48, k]
+                            c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3
+                        tile[ty, tx] = c00; tile[ty, tx + 16] = c01; tile[ty, tx + 32] = c02; tile[ty, tx + 48] = c03
+                        tile[ty + 16, tx] = c10; tile[ty + 16, tx + 16] = c11; tile[ty + 16, tx + 32] = c12; tile[ty + 16, tx + 48] = c13
+                        tile[ty + 32, tx] = c20; tile[ty + 32, tx + 16] = c21; tile[ty + 32, tx + 32] = c22; tile[ty + 32, tx + 48] = c23
+                        tile[ty + 48, tx] = c30; tile[ty + 48, tx + 16] = c31; tile[ty + 48, tx + 32] = c32; tile[ty + 48, tx + 48] = c33
+            c[row0:row0 + 64, col0:col0 + 64] = tile
+"""
+
+
+def matmul_rows():
+    """The register-blocked matrix multiply of tests/bench/matmul.kern (512 x
+    512, f64): NumPy's `@` (OpenBLAS, with its own threads), and Numba's @njit
+    and @njit(parallel=True) of the same algorithm, the kernel's threads as
+    loops: 64x64 tiles of c (prange over their rows for parallel), 16 deep
+    steps of k, and in each a 4x4 block of c in 16 scalars per (ty, tx),
+    elements 16 apart.  The sums are in the kernel's order (the same bits)."""
+    n = 512
+    mm_rng = np.random.default_rng(7)
+    a = mm_rng.random((n, n))
+    b = mm_rng.random((n, n))
+    c = np.empty((n, n))
+    row = {"numpy": median_ms(lambda: np.matmul(a, b, out=c))}
+    if nb is not None:
+        want = a @ b
+        kernels = {}
+        for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
+            namespace = {"nb": nb, "np": np}
+            exec(MATMUL_SOURCE.replace("ROWS", rows), namespace)
+            kernels[kind] = nb.njit(parallel=kind == "numba_parallel")(namespace["blocked"])
+            kernels[kind](a, b, c)
+            if not np.allclose(c, want, rtol=1e-12, atol=0):  # OpenBLAS sums otherwise
+                sys.exit(f"bench_cpu.py: {kind}'s matrix multiply differs from NumPy's")
+        for kind, fn in kernels.items():
+            row[kind] = median_ms(lambda: fn(a, b, c))
+    results["matmul f64 512 (4x4 per thread)"] = row
+
+
+BINS_SOURCE = """
+def bins(data, width, sums, counts):
+    for b in ROWS(sums.shape[0]):
+        r1 = b * width
+        r2 = r1 + width
+        s = 0.0
+        c = 0
+        for i in range(data.shape[0]):
+            r = data[i]
+            if r1 <= r and r < r2:
+                s += r
+                c += 1
+        sums[b] = s
+        counts[b] = c
+"""
+
+
+def bins_rows():
+    """tests/bench/bins.kern's algorithm: for each of 1000 bins of width 0.001,
+    the sum and count of the elements of 400,000 f64 in [0, 1) inside it.
+    NumPy's whole-array form (a mask per bin, its sum and count), and Numba's
+    @njit and @njit(parallel=True) (prange over the bins) of the loops."""
+    data = np.random.default_rng(11).random(400_000)
+    width = 0.001
+    sums = np.empty(1000)
+    counts = np.empty(1000, np.int64)
+
+    def numpy_bins():
+        for b in range(1000):
+            r1 = b * width
+            inside = (r1 <= data) & (data < r1 + width)
+            sums[b] = np.sum(data, where=inside)
+            counts[b] = np.count_nonzero(inside)
+    row = {"numpy": median_ms(numpy_bins)}
+    want = counts.copy()
+    if nb is not None:
+        for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
+            namespace = {"nb": nb, "np": np}
+            exec(BINS_SOURCE.replace("ROWS", rows), namespace)
+            fn = nb.njit(parallel=kind == "numba_parallel")(namespace["bins"])
+            fn(data, width, sums, counts)
+            if not np.array_equal(counts, want):
+                sys.exit(f"bench_cpu.py: {kind}'s bin counts differ from NumPy's")
+            row[kind] = median_ms(lambda: fn(data, width, sums, counts))
+    for form in ("if", "select", "bools as numbers"):
+        results[f"bins f64 4e5 x 1000, {form}"] = row
+
+
+STENCIL_SOURCE = """
+def jacobi(u, v):
+    n = u.shape[0]
+    for z in ROWS(1, n - 1):
+        for y in range(1, n - 1):
+            for x in range(1, n - 1):
+                v[z, y, x] = (u[z, y, x - 1] + u[z, y, x + 1] + u[z, y - 1, x] + u[z, y + 1, x]
+                              + u[z - 1, y, x] + u[z + 1, y, x]) * (1.0 / 6.0)
+"""
+
+
+def stencil_rows():
+    """tests/bench/stencil3d.kern's Jacobi step at 32^3 and 128^3: NumPy's
+    slices, Numba's @njit and @njit(parallel=True) (prange over z) loops."""
+    for n in (32, 128):
+        u = np.random.default_rng(13).random((n, n, n))
+        v = np.zeros((n, n, n))
+
+        def numpy_step():
+            v[1:-1, 1:-1, 1:-1] = (u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:] + u[1:-1, :-2, 1:-1]
+                                   + u[1:-1, 2:, 1:-1] + u[:-2, 1:-1, 1:-1]
+                                   + u[2:, 1:-1, 1:-1]) * (1.0 / 6.0)
+        row = {"numpy": median_ms(numpy_step)}
+        want = v.copy()
+        if nb is not None:
+            for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
+                namespace = {"nb": nb, "np": np}
+                exec(STENCIL_SOURCE.replace("ROWS", rows), namespace)
+                fn = nb.njit(parallel=kind == "numba_parallel")(namespace["jacobi"])
+                v[:] = 0
+                fn(u, v)
+                if not np.array_equal(v, want):
+                    sys.exit(f"bench_cpu.py: {kind}'s stencil differs from NumPy's")
+                row[kind] = median_ms(lambda: fn(u, v))
+        results[f"stencil3d f64 {n}^3"] = row
+
+
+ELEMENTWISE = ("add f32 1e7", "sin f64 1e7", "exp f32 1e7", "sum f32 1e8", "sum f64 1e8",
+               "dot f32 1e7")
+for names, rows in ((ELEMENTWISE, elementwise_rows), (("gufunc dot f64 1e6x16",), gufunc_rows),
+                    (("matmul f64 512 (4x4 per thread)",), matmul_rows),
+                    (("bins f64 4e5 x 1000, if", "bins f64 4e5 x 1000, select",
+                      "bins f64 4e5 x 1000, bools as numbers"), bins_rows),
+                    (("stencil3d f64 32^3", "stencil3d f64 128^3"), stencil_rows)):
+    if any(ONLY in name for name in names):
+        rows()
+results = {name: row for name, row in results.items() if ONLY in name}
 json.dump(results, sys.stdout)
 print()

@@ -415,9 +415,92 @@ static void gufunc_rows()
     kjit_module_free(gufuncs);
 }
 
-int main()
+// ------------------------------------------------------- matrix multiply
+
+// The register-blocked f64 matrix multiply of tests/bench/matmul.kern (issue
+// 25): 16 x 16 threads make a 64 x 64 tile of c, each thread 4 x 4 of it (rows
+// ty + 16 i, columns tx + 16 j) in registers, over 16-deep tiles of a and b in
+// shared memory.  The CUDA C below is the same algorithm as a CUDA programmer
+// writes it; CuPy's `@` (cuBLAS, with the FP64 tensor cores) and Numba's
+// @cuda.jit of it are in bench_gpu_py.py.
+__global__ void matmul_blocked(const double *a, const double *b, double *c, int n, int m, int depth)
+{
+    __shared__ double at[64][16], bt[16][64];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    long row0 = (long)blockIdx.y * 64, col0 = (long)blockIdx.x * 64;
+    double acc[4][4] = {};
+    for (int k0 = 0; k0 < depth; k0 += 16) {
+        for (int l = 0; l < 4; l++) {
+            long r = row0 + ty + 16 * l, s = col0 + tx + 16 * l;
+            at[ty + 16 * l][tx] = r < n && k0 + tx < depth ? a[r * depth + k0 + tx] : 0.0;
+            bt[ty][tx + 16 * l] = k0 + ty < depth && s < m ? b[(long)(k0 + ty) * m + s] : 0.0;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            double bv[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                bv[j] = bt[k][tx + 16 * j];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                double av = at[ty + 16 * i][k];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = __dadd_rn(acc[i][j], __dmul_rn(av, bv[j])); // no fma, as kjit
+            }
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            long r = row0 + ty + 16 * i, s = col0 + tx + 16 * j;
+            if (r < n && s < m)
+                c[r * m + s] = acc[i][j];
+        }
+}
+
+static void matmul_rows(const char *bench_dir)
+{
+    const int n = 4096;
+    char path[4096];
+    std::snprintf(path, sizeof path, "%s/matmul.kern", bench_dir);
+    kjit_module *mm;
+    check(kjit_compile_file(context, path, &mm), path);
+    kjit_function *matmul;
+    check(kjit_module_function(mm, "matmul", &matmul), "matmul");
+    std::vector<double> ha, hb;
+    double *a = device_random<double>((long)n * n, 0, 1, ha), *b = device_random<double>((long)n * n, 0, 1, hb);
+    double *c;
+    CHECK(cudaMalloc(&c, (long)n * n * sizeof(double)));
+    int64_t shape[2] = {n, n};
+    static kjit_array av, bv, cv;
+    av = view(a, KJIT_F64, 2, shape), bv = view(b, KJIT_F64, 2, shape), cv = view(c, KJIT_F64, 2, shape);
+    dim3 grid(n / 64, n / 64), block(16, 16);
+    auto kjit = kjit_kernel(matmul, {kjit_arg_array(&av), kjit_arg_array(&bv), kjit_arg_array(&cv)}, grid, block);
+    auto cuda = [=] { matmul_blocked<<<grid, block>>>(a, b, c, n, n, n); };
+    // both sum each element over k in order, from 0, without fma: the same bits
+    verify_both<double>(kjit, cuda, c, (long)n * n, [&](const char *side, const std::vector<double> &v) {
+        for (long e = 0; e < (long)n * n; e += 1000003) {
+            long i = e / n, j = e % n;
+            double want = 0;
+            for (int k = 0; k < n; k++)
+                want += ha[i * n + k] * hb[(long)k * n + j];
+            verify(side, "matmul", v[e], want, 1e-13);
+        }
+    });
+    compare("matmul_f64_4096", kjit, cuda);
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+    CHECK(cudaFree(c));
+    kjit_module_free(mm);
+}
+
+int main(int argc, char **argv)
 {
     std::srand(1);
+    // the folder of tests/bench's .kern files (bench_gpu.sh passes it)
+    const char *bench_dir = argc > 1 ? argv[1] : "tests/bench";
     kjit_options options;
     kjit_options_init(&options);
     options.target = KJIT_TARGET_CUDA;
@@ -653,6 +736,7 @@ int main()
     CHECK(cudaFree(b));
     CHECK(cudaFree(c));
     gufunc_rows();
+    matmul_rows(bench_dir);
     kjit_module_free(module);
     kjit_context_destroy(context);
     return 0;

@@ -23,7 +23,7 @@ nvcc -O3 -arch=sm_90 -std=c++17 -I"$here" -o "$work/bench_gpu" "$here/bench_gpu.
     -L"$PWD/bin" -lkjit -Xlinker -rpath="$PWD/bin" || exit 1
 rounds=${KJIT_BENCH_ROUNDS:-3}
 for round in $(seq 1 "$rounds"); do
-    "$work/bench_gpu" > "$work/pair.$round.txt" || exit 1
+    "$work/bench_gpu" "$here" > "$work/pair.$round.txt" || exit 1
 done
 python3 "$here/bench_gpu_py.py" cupy > "$work/py.txt"
 . "$here/../gpu/bundle.sh"
@@ -62,6 +62,8 @@ copy = statistics.median(copies) if copies else None
 moved = {"add_f32_1e8": 12e8, "sin_f64_1e8": 16e8, "sum_f32_1e8": 4e8, "dot_f32_1e8": 8e8,
          "sum_axis1_10000x10000": 4e8, "sum_axis0_10000x10000": 4e8,
          "gufunc_dot_1e6x16": 2.64e8}
+# Floating-point operations of the compute-bound rows (GFLOP/s beside them).
+flops = {"matmul_f64_4096": 2 * 4096 ** 3}
 rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("sin_f64_1e8", "sin f64, 1e8"),
         ("sum_f32_1e8", "sum f32, 1e8 (CUB DeviceReduce::Sum)"),
@@ -72,13 +74,14 @@ rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("mandel_8192x8192x256", "Mandelbrot 8192x8192, 256 iters"),
         ("lla_1000x1000", "LLA distance 1000x1000, mesh on the GPU"),
         ("das_1200x762", "delay-and-sum 1200x762x128x128 f64"),
-        ("gufunc_dot_1e6x16", "@guvectorize dot f64, 1e6 rows of 16 (a thread per row)")]
+        ("gufunc_dot_1e6x16", "@guvectorize dot f64, 1e6 rows of 16 (a thread per row)"),
+        ("matmul_f64_4096", "matmul f64 4096, 4x4 registers per thread (CuPy: cuBLAS)")]
 gpu = open(f"{work}/gpu.txt").read().strip() or "unknown GPU"
 print(f"GPU: {gpu}; device-to-device copy: {copy:.0f} GB/s (read + written); "
       f"kjit and CUDA C taking turns, 20 launches each, {rounds} rounds")
 print()
 print("| workload | kjit ms | CUDA C ms | kjit / CUDA C | per round | Numba ms | CuPy ms "
-      "| kjit GB/s (% of copy) |")
+      "| kjit GB/s (% of copy), or TFLOP/s |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 fmt = lambda v: "-" if v is None else f"{v:.4f}"
 for key, label in rows:
@@ -88,6 +91,8 @@ for key, label in rows:
     if key in moved and k:
         gbps = moved[key] / k / 1e6
         bw = f"{gbps:.0f} ({100 * gbps / copy:.0f}%)" if copy else f"{gbps:.0f}"
+    elif key in flops and k:
+        bw = f"{flops[key] / k / 1e9:.0f} TFLOP/s"
     print(f"| {label} | {fmt(k)} | {fmt(c)} | {ratio} | {ratio_range(key)} | {fmt(py.get((key, 'numba')))} "
           f"| {fmt(py.get((key, 'cupy')))} | {bw} |")
 PY

@@ -71,6 +71,13 @@ def bench_cupy():
     m = a.reshape(10_000, 10_000)
     emit("sum_axis1_10000x10000", "cupy", median_ms(lambda: cp.sum(m, axis=1), record, elapsed))
     emit("sum_axis0_10000x10000", "cupy", median_ms(lambda: cp.sum(m, axis=0), record, elapsed))
+    del a, b, c, m
+    # The matrix multiply: cuBLAS's dgemm (FP64 tensor cores on an H100).
+    n = 4096
+    ma = cp.asarray(rng.random((n, n)))
+    mb = cp.asarray(rng.random((n, n)))
+    mc = cp.empty((n, n))
+    emit("matmul_f64_4096", "cupy", median_ms(lambda: cp.matmul(ma, mb, out=mc), record, elapsed))
 
 
 def bench_numba():
@@ -181,6 +188,53 @@ def bench_numba():
     data = cuda.to_device(rng.integers(0, 100, 128 * 2000).astype(np.int64))
     emit("das_1200x762", "numba",
          median_ms(lambda: das[1200, 762](out, data), record, elapsed))
+
+    # tests/bench/matmul.kern's register-blocked multiply, as a Numba user
+    # writes it: cuda.local.array for the 4x4 block and the row of b.
+    from numba import float64
+
+    @cuda.jit
+    def matmul(a, b, c):
+        at = cuda.shared.array((64, 16), float64)
+        bt = cuda.shared.array((16, 64), float64)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row0, col0 = cuda.blockIdx.y * 64, cuda.blockIdx.x * 64
+        n, depth = a.shape
+        m = b.shape[1]
+        acc = cuda.local.array((4, 4), float64)
+        bv = cuda.local.array(4, float64)
+        for i in range(4):
+            for j in range(4):
+                acc[i, j] = 0.0
+        for k0 in range(0, depth, 16):
+            for l in range(4):
+                r, s = row0 + ty + 16 * l, col0 + tx + 16 * l
+                at[ty + 16 * l, tx] = a[r, k0 + tx] if r < n and k0 + tx < depth else 0.0
+                bt[ty, tx + 16 * l] = b[k0 + ty, s] if k0 + ty < depth and s < m else 0.0
+            cuda.syncthreads()
+            for k in range(16):
+                for j in range(4):
+                    bv[j] = bt[k, tx + 16 * j]
+                for i in range(4):
+                    av = at[ty + 16 * i, k]
+                    for j in range(4):
+                        acc[i, j] += av * bv[j]
+            cuda.syncthreads()
+        for i in range(4):
+            for j in range(4):
+                r, s = row0 + ty + 16 * i, col0 + tx + 16 * j
+                if r < n and s < m:
+                    c[r, s] = acc[i, j]
+
+    n = 4096
+    ha, hb = rng.random((n, n)), rng.random((n, n))
+    ma, mb = cuda.to_device(ha), cuda.to_device(hb)
+    mc = cuda.device_array((n, n), np.float64)
+    matmul[(n // 64, n // 64), (16, 16)](ma, mb, mc)
+    got = mc.copy_to_host()
+    assert np.allclose(got[::997, ::991], (ha @ hb)[::997, ::991], rtol=1e-12, atol=0)
+    emit("matmul_f64_4096", "numba",
+         median_ms(lambda: matmul[(n // 64, n // 64), (16, 16)](ma, mb, mc), record, elapsed))
 
 
 def bench_gufunc(library):

@@ -609,19 +609,30 @@ static char *read_text(const char *path)
     return text;
 }
 
-/* The block shape a file's kernels with barriers are timed at; 0 for a
- * file without syncthreads(), whose code has no shape to be compiled for. */
-static unsigned program_block(const char *path)
+/* The block shape a file's kernels with barriers are timed at (256 x 1 x 1,
+ * or the file's `// bench-latency: block X[,Y[,Z]]`); its thread count, 0
+ * for a file without syncthreads(), whose code has no shape to be compiled
+ * for. */
+static unsigned program_block(const char *path, unsigned shape[3])
 {
+    shape[0] = 256, shape[1] = shape[2] = 1;
     char *text = read_text(path);
     if (!text)
         return 0;
-    unsigned block = strstr(text, "syncthreads(") ? 256 : 0;
+    unsigned threads = strstr(text, "syncthreads(") ? 256 : 0;
     const char *mark = strstr(text, "// bench-latency: block ");
-    if (block && mark)
-        block = (unsigned)atoi(mark + strlen("// bench-latency: block "));
+    if (threads && mark) {
+        const char *p = mark + strlen("// bench-latency: block ");
+        for (int k = 0; k < 3; k++) {
+            shape[k] = (unsigned)strtoul(p, (char **)&p, 10);
+            if (*p != ',')
+                break;
+            p++;
+        }
+        threads = shape[0] * shape[1] * shape[2];
+    }
     free(text);
-    return block;
+    return threads;
 }
 
 /* The wall clock, or with KJIT_BENCH_CLOCK=thread the thread's CPU time
@@ -643,8 +654,9 @@ static int program_child(const char *path, int kind)
     kjit_stage_options options;
     kjit_stage_options_init(&options);
     kjit_stage stage = KJIT_STAGE_OBJ;
-    if (kind == PROGRAM_SHAPE)
-        options.block[0] = program_block(path), options.block[1] = options.block[2] = 1;
+    unsigned shape[3];
+    if (kind == PROGRAM_SHAPE && program_block(path, shape))
+        options.block[0] = shape[0], options.block[1] = shape[1], options.block[2] = shape[2];
     if (kind == PROGRAM_PTX)
         options.target = KJIT_TARGET_CUDA, stage = KJIT_STAGE_PTX;
     char *bytes = NULL, *error = NULL;
@@ -707,7 +719,8 @@ static void program_times(const char *self, char **folders, int count)
     printf("| --- | ---: | ---: | ---: | ---: | --- |\n");
     int over = 0;
     for (int i = 0; i < n; i++) {
-        unsigned block = program_block(paths[i]);
+        unsigned dims[3];
+        unsigned block = program_block(paths[i], dims);
         double ms[PROGRAM_KINDS] = {0};
         for (int kind = 0; kind < PROGRAM_KINDS; kind++) {
             if (kind == PROGRAM_SHAPE && !block)
@@ -727,7 +740,8 @@ static void program_times(const char *self, char **folders, int count)
         snprintf(note, sizeof note, "%s%s", block ? "" : "no barriers: no shape to compile",
                  slow ? (block ? "over the 250 ms goal" : "; over the 250 ms goal") : "");
         if (block && !slow)
-            snprintf(note, sizeof note, "blocks of %u threads", block);
+            snprintf(note, sizeof note, "blocks of %u threads (%ux%ux%u)", block, dims[0], dims[1],
+                     dims[2]);
         printf("| %s | %.1f ms | %s | %.1f ms | %.1f ms | %s |\n", paths[i], ms[PROGRAM_OBJ], shape, first,
                ms[PROGRAM_PTX], note);
         fflush(stdout);

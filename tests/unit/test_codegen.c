@@ -668,6 +668,41 @@ START_TEST(emit_llvm_and_object)
 }
 END_TEST
 
+/* Checked mode keeps a kernel with barriers in its split form (issue 25,
+ * item 6): a __block entry whose thread loops end a failing thread's turn
+ * (check.thread_bail) instead of the fibers' __thread alone; race checking
+ * still follows each thread on fibers. */
+START_TEST(checked_kernels_with_barriers_split)
+{
+    Program *p = program("@kernel\nfn k(a: f64[], out: f64[]) {\n"
+                         "    let tile = shared(f64, 64);\n"
+                         "    let t = threadIdx.x;\n"
+                         "    tile[t] = a[grid(1)];\n"
+                         "    syncthreads();\n"
+                         "    out[grid(1)] = tile[63 - t];\n"
+                         "}\n");
+    kj_checks_insert(p->module, KJ_CHECKS_VALUES);
+    KjIrFunction *k = function(p, "k", 0);
+    ck_assert_ptr_nonnull(kj_barrier_split(p->module, k, NULL));
+    for (int race = 0; race < 2; race++) {
+        KjCodegenOptions options = {KJ_CODEGEN_CPU, 0, NULL, NULL, true};
+        options.cpu_simd = true;
+        options.checks = true;
+        options.race = race;
+        char *error = NULL;
+        size_t size = 0;
+        char *ll = kj_codegen_emit(p->module, &k, 1, &options, KJ_EMIT_LLVM, &size, &error);
+        ck_assert_msg(ll != NULL, "emit: %s", error ? error : "?");
+        bool block = strstr(ll, "define void @k__block(") != NULL;
+        bool thread_bail = strstr(ll, "check.thread_bail") != NULL;
+        ck_assert_msg(race ? !block : block && thread_bail, "race %d: __block %d, thread bail %d", race,
+                      block, thread_bail);
+        free(ll);
+    }
+    program_free(p);
+}
+END_TEST
+
 Suite *suite_codegen(void)
 {
     Suite *s = suite_create("codegen");
@@ -684,6 +719,7 @@ Suite *suite_codegen(void)
     tcase_add_test(tc, kernels_with_shared_memory_and_atomics);
     tcase_add_test(tc, sin_loop_calls_libmvec);
     tcase_add_test(tc, emit_llvm_and_object);
+    tcase_add_test(tc, checked_kernels_with_barriers_split);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kjit_runtime.h"
 
@@ -80,6 +81,56 @@ START_TEST(pool_covers_every_index_once)
     for (int i = 0; i < 640; i++)
         ck_assert_int_eq(hits[i], 1);
     free(hits);
+    kj_pool_destroy(pool);
+}
+END_TEST
+
+/* Which threads ran chunks of a run: each chunk notes its thread, and waits
+ * a little so that every worker that can come does. */
+typedef struct Seen {
+    pthread_mutex_t lock;
+    pthread_t threads[64];
+    int count;
+} Seen;
+
+static void note_thread(void *user, int64_t begin, int64_t end)
+{
+    Seen *seen = user;
+    pthread_mutex_lock(&seen->lock);
+    bool known = false;
+    for (int i = 0; i < seen->count; i++)
+        known = known || pthread_equal(seen->threads[i], pthread_self());
+    if (!known && seen->count < 64)
+        seen->threads[seen->count++] = pthread_self();
+    pthread_mutex_unlock(&seen->lock);
+    usleep(2000);
+}
+
+static int threads_taking_part(KjPool *pool, int64_t count, int64_t min_chunk)
+{
+    Seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    kj_pool_run(pool, count, min_chunk, note_thread, &seen);
+    return seen.count;
+}
+
+/* The grain (issue 25, item 7): a run takes at most count / min_chunk
+ * threads, so a small one does not wake the whole pool; a large one may
+ * take them all. */
+START_TEST(pool_threads_follow_the_work)
+{
+    KjPool *pool = kj_pool_create(8);
+    for (int round = 0; round < 5; round++) {
+        ck_assert_int_eq(threads_taking_part(pool, 10, 10), 1);  /* under two grains: the caller */
+        ck_assert_int_le(threads_taking_part(pool, 20, 10), 2);
+        ck_assert_int_le(threads_taking_part(pool, 39, 10), 3);
+        ck_assert_int_le(threads_taking_part(pool, 40, 10), 4);
+    }
+    int most = 0;
+    for (int round = 0; round < 5; round++) {
+        int n = threads_taking_part(pool, 64, 1);
+        most = n > most ? n : most;
+    }
+    ck_assert_int_gt(most, 4); /* the whole pool can still take part */
     kj_pool_destroy(pool);
 }
 END_TEST
@@ -912,6 +963,7 @@ Suite *suite_kernels_cpu(void)
     TCase *runtime = tcase_create("runtime");
     tcase_set_timeout(runtime, 60);
     tcase_add_test(runtime, pool_covers_every_index_once);
+    tcase_add_test(runtime, pool_threads_follow_the_work);
     tcase_add_test(runtime, grid_walk_gives_cuda_indices);
     tcase_add_test(runtime, syncthreads_reduction_is_exact);
     tcase_add_test(runtime, barrier_inside_a_loop);

@@ -1,0 +1,41 @@
+#!/bin/sh
+# local_registers.sh: local() arrays indexed by constants after unrolling
+# become registers (compiler/local_promote.c; run by `make test-cli`): the
+# register-blocked matrix multiply of tests/bench/matmul.kern keeps its 4x4
+# block and its row of b in scalars (in the split form, whose regions then go
+# on the cpu's SIMD lanes, and in the PTX with no local memory), and
+# KJIT_PROMOTE_LOCALS=0 keeps them in memory, so the test can fail.
+#
+#   tests/cli/local_registers.sh build/kjit
+. "$(dirname "$0")/lib.sh"
+mm=tests/bench/matmul.kern
+export KJIT_CACHE=off
+
+"$kjit" check --dump=vec "$mm" >"$tmp/out" 2>"$tmp/err"
+if grep -q 'acc\.15 = (add:f64 acc\.15:f64' "$tmp/out" && grep -q 'bv\.3 = ' "$tmp/out" &&
+    ! grep -q '= (local:f64\[,\] 4x4)' "$tmp/out" && ! grep -q '(local:f64\[\] 4)' "$tmp/out"; then ok
+else bad "the 4x4 block and the row of b are scalars in the split form"; fi
+
+KJIT_PROMOTE_LOCALS=0 "$kjit" check --dump=vec "$mm" >"$tmp/out" 2>"$tmp/err"
+if grep -q '= (local:f64\[,\] 4x4)' "$tmp/out" && ! grep -q 'acc\.15' "$tmp/out"; then ok
+else bad "KJIT_PROMOTE_LOCALS=0 keeps local(f64, 4, 4)"; fi
+
+# cpu: the threads' multiplies go on SIMD lanes (which take no local()
+# array): LLVM made registers of the arrays in the scalar code already, but
+# that code ran a thread at a time, 11 times slower
+for promote in 1 0; do
+    KJIT_PROMOTE_LOCALS=$promote "$kjit" build "$mm" --block 16,16 --emit=llvm -o "$tmp/mm.ll" \
+        >"$tmp/out" 2>"$tmp/err"
+    lanes=$(grep -c 'fmul <[0-9]* x double>' "$tmp/mm.ll")
+    if { [ $promote = 1 ] && [ "$lanes" -ge 16 ]; } || { [ $promote = 0 ] && [ "$lanes" = 0 ]; }; then ok
+    else bad "KJIT_PROMOTE_LOCALS=$promote: $lanes vector multiplies in the cpu code"; fi
+done
+
+# cuda: the PTX has no local memory (no GPU needed to make it)
+if "$kjit" build "$mm" --target cuda -o "$tmp/mm.ptx" >"$tmp/out" 2>"$tmp/err"; then
+    if ! grep -q '\.local\|ld\.local\|st\.local' "$tmp/mm.ptx" && grep -q 'mul.rn.f64\|fma.rn.f64\|mul.f64' "$tmp/mm.ptx"
+    then ok; else bad "the PTX of the matrix multiply uses local memory"; fi
+else
+    grep -q 'libdevice\|CUDA' "$tmp/err" && ok || bad "kjit build --target cuda"
+fi
+finish
