@@ -241,6 +241,8 @@ struct KjCheckBuiltin {
     KjIrExpr *(*rule)(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args);
     KjCallBuiltin id;
     KjExecOp exec;
+    /* a let may take the call apart into its components (let x, y = grid(2);) */
+    bool takes_apart;
 };
 
 const KjCheckBuiltin *kj_check_builtin_lookup(const char *name);
