@@ -12,19 +12,19 @@
 /* ================================================================== tables */
 
 const char *const kj_math_names[KJ_MATH_COUNT] = {
-#define X(id, name, arity, complex) name,
+#define X(id, name, arity, complex, libm, libmvec, lower) name,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
 
 const int kj_math_arity[KJ_MATH_COUNT] = {
-#define X(id, name, arity, complex) arity,
+#define X(id, name, arity, complex, libm, libmvec, lower) arity,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
 
 const bool kj_math_complex[KJ_MATH_COUNT] = {
-#define X(id, name, arity, complex) complex,
+#define X(id, name, arity, complex, libm, libmvec, lower) complex,
     KJ_MATH_BUILTINS(X)
 #undef X
 };

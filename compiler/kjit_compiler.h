@@ -398,26 +398,69 @@ extern const char *const kj_parser_productions[];
  * the LLVM back end turns them into allocas that mem2reg promotes to SSA.
  */
 
-/* Math built-ins: X(id, name, arity, complex).  Valid for f32 and f64
- * operands; `complex` 1: also for c64 and c128 ones (the result is then
- * complex too, lowered in codegen_expr.c from real math calls). */
-#define KJ_MATH_BUILTINS(X)                                                                \
-    X(SQRT, "sqrt", 1, 1) X(CBRT, "cbrt", 1, 0) X(EXP, "exp", 1, 1) X(EXP2, "exp2", 1, 0)   \
-    X(EXPM1, "expm1", 1, 0) X(LOG, "log", 1, 1) X(LOG2, "log2", 1, 0)                      \
-    X(LOG10, "log10", 1, 0) X(LOG1P, "log1p", 1, 0) X(SIN, "sin", 1, 1)                    \
-    X(COS, "cos", 1, 1) X(TAN, "tan", 1, 0) X(ASIN, "asin", 1, 0) X(ACOS, "acos", 1, 0)    \
-    X(ATAN, "atan", 1, 0) X(ATAN2, "atan2", 2, 0) X(SINH, "sinh", 1, 0)                    \
-    X(COSH, "cosh", 1, 0) X(TANH, "tanh", 1, 1) X(ASINH, "asinh", 1, 0)                    \
-    X(ACOSH, "acosh", 1, 0) X(ATANH, "atanh", 1, 0) X(POW, "pow", 2, 1)                    \
-    X(HYPOT, "hypot", 2, 0) X(FLOOR, "floor", 1, 0) X(CEIL, "ceil", 1, 0)                  \
-    X(TRUNC, "trunc", 1, 0) X(ROUND, "round", 1, 0) X(FABS, "abs", 1, 0)                   \
-    X(FMIN, "min", 2, 0) X(FMAX, "max", 2, 0) X(FMA, "fma", 3, 0) X(ERF, "erf", 1, 0)      \
-    X(ERFC, "erfc", 1, 0) X(LGAMMA, "lgamma", 1, 0) X(TGAMMA, "tgamma", 1, 0)              \
-    X(COPYSIGN, "copysign", 2, 0) X(FMOD, "fmod", 2, 0) X(ISNAN, "isnan", 1, 0)            \
-    X(ISINF, "isinf", 1, 0) X(ISFINITE, "isfinite", 1, 0)
+/* Math built-ins: X(id, name, arity, complex, libm, libmvec, lower), one row
+ * each, the one place that says how each is checked and lowered.  Valid for
+ * f32 and f64 operands; `complex` 1: also for c64 and c128 ones (the result is
+ * then complex too, lowered in codegen_complex.c from real math calls).  The
+ * back end's columns (codegen_value.c alone expands `lower`; a target may
+ * still lower one its own way through its KjTarget `math` hook, as cuda does
+ * round and fmod and the cpu lgamma):
+ *   libm     the math library's function (f64; f32 adds "f"; cuda's
+ *            libdevice prefixes "__nv_")
+ *   libmvec  1: glibc's libmvec has vector routines of it (the cpu code calls
+ *            one routine for scalars and lanes alike)
+ *   lower    KJ_LOWER_LLVM(intrinsic): that LLVM intrinsic, overloaded on the
+ *            operand type, on scalars and vectors alike;
+ *            KJ_LOWER_RULE(rule, cheap): codegen_value.c's function `rule`,
+ *            on scalars and vectors alike, `cheap` 0 when it may still cost a
+ *            library call (LLVM's frem is fmod's on x86);
+ *            KJ_LOWER_LIBM: a call of `libm` (on lanes, of libmvec's routine
+ *            where there is one, else one call per lane). */
+#define KJ_MATH_BUILTINS(X)                                                            \
+    X(SQRT, "sqrt", 1, 1, "sqrt", 0, KJ_LOWER_LLVM("llvm.sqrt"))                        \
+    X(CBRT, "cbrt", 1, 0, "cbrt", 1, KJ_LOWER_LIBM)                                     \
+    X(EXP, "exp", 1, 1, "exp", 1, KJ_LOWER_LIBM)                                        \
+    X(EXP2, "exp2", 1, 0, "exp2", 1, KJ_LOWER_LIBM)                                     \
+    X(EXPM1, "expm1", 1, 0, "expm1", 1, KJ_LOWER_LIBM)                                  \
+    X(LOG, "log", 1, 1, "log", 1, KJ_LOWER_LIBM)                                        \
+    X(LOG2, "log2", 1, 0, "log2", 1, KJ_LOWER_LIBM)                                     \
+    X(LOG10, "log10", 1, 0, "log10", 1, KJ_LOWER_LIBM)                                  \
+    X(LOG1P, "log1p", 1, 0, "log1p", 1, KJ_LOWER_LIBM)                                  \
+    X(SIN, "sin", 1, 1, "sin", 1, KJ_LOWER_LIBM)                                        \
+    X(COS, "cos", 1, 1, "cos", 1, KJ_LOWER_LIBM)                                        \
+    X(TAN, "tan", 1, 0, "tan", 1, KJ_LOWER_LIBM)                                        \
+    X(ASIN, "asin", 1, 0, "asin", 1, KJ_LOWER_LIBM)                                     \
+    X(ACOS, "acos", 1, 0, "acos", 1, KJ_LOWER_LIBM)                                     \
+    X(ATAN, "atan", 1, 0, "atan", 1, KJ_LOWER_LIBM)                                     \
+    X(ATAN2, "atan2", 2, 0, "atan2", 1, KJ_LOWER_LIBM)                                  \
+    X(SINH, "sinh", 1, 0, "sinh", 1, KJ_LOWER_LIBM)                                     \
+    X(COSH, "cosh", 1, 0, "cosh", 1, KJ_LOWER_LIBM)                                     \
+    X(TANH, "tanh", 1, 1, "tanh", 1, KJ_LOWER_LIBM)                                     \
+    X(ASINH, "asinh", 1, 0, "asinh", 1, KJ_LOWER_LIBM)                                  \
+    X(ACOSH, "acosh", 1, 0, "acosh", 1, KJ_LOWER_LIBM)                                  \
+    X(ATANH, "atanh", 1, 0, "atanh", 1, KJ_LOWER_LIBM)                                  \
+    X(POW, "pow", 2, 1, "pow", 1, KJ_LOWER_LIBM)                                        \
+    X(HYPOT, "hypot", 2, 0, "hypot", 1, KJ_LOWER_LIBM)                                  \
+    X(FLOOR, "floor", 1, 0, "floor", 0, KJ_LOWER_LLVM("llvm.floor"))                    \
+    X(CEIL, "ceil", 1, 0, "ceil", 0, KJ_LOWER_LLVM("llvm.ceil"))                        \
+    X(TRUNC, "trunc", 1, 0, "trunc", 0, KJ_LOWER_LLVM("llvm.trunc"))                    \
+    X(ROUND, "round", 1, 0, "round", 0, KJ_LOWER_LLVM("llvm.round"))                    \
+    X(FABS, "abs", 1, 0, "fabs", 0, KJ_LOWER_LLVM("llvm.fabs"))                         \
+    X(FMIN, "min", 2, 0, "fmin", 0, KJ_LOWER_RULE(min_max, 1))                          \
+    X(FMAX, "max", 2, 0, "fmax", 0, KJ_LOWER_RULE(min_max, 1))                          \
+    X(FMA, "fma", 3, 0, "fma", 0, KJ_LOWER_LLVM("llvm.fma"))                            \
+    X(ERF, "erf", 1, 0, "erf", 1, KJ_LOWER_LIBM)                                        \
+    X(ERFC, "erfc", 1, 0, "erfc", 1, KJ_LOWER_LIBM)                                     \
+    X(LGAMMA, "lgamma", 1, 0, "lgamma", 0, KJ_LOWER_LIBM)                               \
+    X(TGAMMA, "tgamma", 1, 0, "tgamma", 0, KJ_LOWER_LIBM)                               \
+    X(COPYSIGN, "copysign", 2, 0, "copysign", 0, KJ_LOWER_RULE(copy_sign, 1))           \
+    X(FMOD, "fmod", 2, 0, "fmod", 0, KJ_LOWER_RULE(frem, 0))                            \
+    X(ISNAN, "isnan", 1, 0, "isnan", 0, KJ_LOWER_RULE(is_nan, 1))                       \
+    X(ISINF, "isinf", 1, 0, "isinf", 0, KJ_LOWER_RULE(inf_test, 1))                     \
+    X(ISFINITE, "isfinite", 1, 0, "isfinite", 0, KJ_LOWER_RULE(inf_test, 1))
 
 typedef enum {
-#define X(id, name, arity, complex) KJ_MATH_##id,
+#define X(id, name, arity, complex, libm, libmvec, lower) KJ_MATH_##id,
     KJ_MATH_BUILTINS(X)
 #undef X
     KJ_MATH_COUNT

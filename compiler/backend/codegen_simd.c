@@ -427,13 +427,10 @@ static bool cheap_expr(const KjIrExpr *e)
     case KJ_IR_LOAD: case KJ_IR_CALL: case KJ_IR_ATOMIC: case KJ_IR_IPOW: case KJ_IR_PRINT:
     case KJ_IR_EXEC: case KJ_IR_CABS:
         return false;
-    case KJ_IR_MATH: {
-        bool libmvec;
-        kj_codegen_math_libm(e->math, &libmvec);
-        if (libmvec || e->math == KJ_MATH_LGAMMA || e->math == KJ_MATH_TGAMMA || e->math == KJ_MATH_FMOD)
+    case KJ_IR_MATH:
+        if (!kj_codegen_math_cheap(e->math))
             return false;
         break;
-    }
     default:
         break;
     }

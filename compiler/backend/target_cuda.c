@@ -43,10 +43,9 @@ static LLVMValueRef cuda_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
     switch (math) {
     case KJ_MATH_ROUND:
         /* llvm.round (half away from zero, as C's round) has no PTX instruction. */
-        return kj_codegen_call_math(g, "round", false, a, 1);
     case KJ_MATH_FMOD:
         /* The NVPTX back end expands frem with an inexact formula; libdevice's is exact. */
-        return kj_codegen_call_math(g, "fmod", false, a, 2);
+        return kj_codegen_math_library(g, math, a, arity);
     default:
         return NULL;
     }
