@@ -490,7 +490,7 @@ static const KjCheckBuiltin call_builtins[] = {
     {name, min_args, max_args, where, ARGS_##rule, rule, KJ_BUILTIN_##id, 0, APART_##rule},
     KJ_CALL_BUILTINS(X)
 #undef X
-#define X(id, name, barrier, min_args, max_args) \
+#define X(id, name, barrier, min_args, max_args, form, nvvm) \
     {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec, KJ_BUILTIN_EXEC, KJ_EXEC_##id, false},
     KJ_EXEC_OPS(X)
 #undef X

@@ -36,13 +36,19 @@ const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
 };
 
 const char *const kj_exec_names[KJ_EXEC_COUNT] = {
-#define X(id, name, barrier, min_args, max_args) name,
+#define X(id, name, barrier, min_args, max_args, form, nvvm) name,
     KJ_EXEC_OPS(X)
 #undef X
 };
 
 const bool kj_exec_is_barrier[KJ_EXEC_COUNT] = {
-#define X(id, name, barrier, min_args, max_args) barrier,
+#define X(id, name, barrier, min_args, max_args, form, nvvm) barrier,
+    KJ_EXEC_OPS(X)
+#undef X
+};
+
+const KjExecForm kj_exec_form[KJ_EXEC_COUNT] = {
+#define X(id, name, barrier, min_args, max_args, form, nvvm) form,
     KJ_EXEC_OPS(X)
 #undef X
 };

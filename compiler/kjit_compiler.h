@@ -548,46 +548,61 @@ typedef enum {
 /*
  * The execution-model built-ins (warp, block and grid level), one IR op
  * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier, min_args,
- * max_args).  `barrier` is true for those the cpu targets run as a meeting
- * point of fibers (a kernel that uses one runs its threads on fibers, as with
- * syncthreads()); the argument counts are the call's, an optional mask
- * included (kernels only, as KJ_CALL_BUILTINS's KJ_IN_KERNEL).  The order is
- * an ABI: the cpu code passes the id to the runtime (KjThreadCtx.collective).
- * Every warp op's IR has its mask first (the checker supplies 0xffffffff when
- * the call names none), then its operands:
+ * max_args, form, nvvm), one row each.  `barrier` is true for those the cpu
+ * targets run as a meeting point of fibers (a kernel that uses one runs its
+ * threads on fibers, as with syncthreads()); the argument counts are the
+ * call's, an optional mask included (kernels only, as KJ_CALL_BUILTINS's
+ * KJ_IN_KERNEL).  The order is an ABI: the cpu code passes the id to the
+ * runtime (KjThreadCtx.collective), whose scheduler computes each
+ * collective's result (runtime/cpu.c).  `form` (KjExecForm) says how the IR
+ * reads and how the lowerings take it: every warp op's IR has its mask first
+ * (the checker supplies 0xffffffff when the call names none), then its
+ * operands:
  *   LANEID, ACTIVEMASK                () / (mask)      -> i32 / u32
  *   BALLOT, ALL, ANY                  (mask, pred)     -> u32 / bool / bool
  *   SHFL, SHFL_UP, SHFL_DOWN, SHFL_XOR (mask, v, lane) -> v's type (32/64 bits)
  *   SYNCWARP                          (mask)
  *   SYNCTHREADS_COUNT, _AND, _OR      (pred)           -> i32 / bool / bool
  *   THREADFENCE, THREADFENCE_BLOCK, SYNCGRID ()
+ * `nvvm` is the NVVM intrinsic of PTX's instruction that cuda lowers it to,
+ * given the IR's operands (target_cuda.c alone reads it; NULL: cuda builds
+ * it, a shuffle by its mode, syncgrid() as a barrier over the grid).
  */
-#define KJ_EXEC_OPS(X)                                                            \
-    X(LANEID, "laneid", false, 0, 0)                                             \
-    X(ACTIVEMASK, "activemask", true, 0, 0)                                      \
-    X(BALLOT, "ballot", true, 1, 2)                                              \
-    X(ALL, "all_sync", true, 1, 2)                                               \
-    X(ANY, "any_sync", true, 1, 2)                                               \
-    X(SHFL, "shfl", true, 2, 3)                                                  \
-    X(SHFL_UP, "shfl_up", true, 2, 3)                                            \
-    X(SHFL_DOWN, "shfl_down", true, 2, 3)                                        \
-    X(SHFL_XOR, "shfl_xor", true, 2, 3)                                          \
-    X(SYNCWARP, "syncwarp", true, 0, 1)                                          \
-    X(SYNCTHREADS_COUNT, "syncthreads_count", true, 1, 1)                        \
-    X(SYNCTHREADS_AND, "syncthreads_and", true, 1, 1)                            \
-    X(SYNCTHREADS_OR, "syncthreads_or", true, 1, 1)                              \
-    X(THREADFENCE, "threadfence", false, 0, 0)                                   \
-    X(THREADFENCE_BLOCK, "threadfence_block", false, 0, 0)                       \
-    X(SYNCGRID, "syncgrid", true, 0, 0)
+#define KJ_EXEC_OPS(X)                                                                               \
+    X(LANEID, "laneid", false, 0, 0, KJ_EXEC_FORM_LANE, "llvm.nvvm.read.ptx.sreg.laneid")            \
+    X(ACTIVEMASK, "activemask", true, 0, 0, KJ_EXEC_FORM_WARP, "llvm.nvvm.activemask")             \
+    X(BALLOT, "ballot", true, 1, 2, KJ_EXEC_FORM_WARP, "llvm.nvvm.vote.ballot.sync")               \
+    X(ALL, "all_sync", true, 1, 2, KJ_EXEC_FORM_WARP, "llvm.nvvm.vote.all.sync")                   \
+    X(ANY, "any_sync", true, 1, 2, KJ_EXEC_FORM_WARP, "llvm.nvvm.vote.any.sync")                   \
+    X(SHFL, "shfl", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                           \
+    X(SHFL_UP, "shfl_up", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                     \
+    X(SHFL_DOWN, "shfl_down", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                 \
+    X(SHFL_XOR, "shfl_xor", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                   \
+    X(SYNCWARP, "syncwarp", true, 0, 1, KJ_EXEC_FORM_WARP, "llvm.nvvm.bar.warp.sync")              \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", true, 1, 1, KJ_EXEC_FORM_BLOCK, "llvm.nvvm.barrier0.popc") \
+    X(SYNCTHREADS_AND, "syncthreads_and", true, 1, 1, KJ_EXEC_FORM_BLOCK, "llvm.nvvm.barrier0.and") \
+    X(SYNCTHREADS_OR, "syncthreads_or", true, 1, 1, KJ_EXEC_FORM_BLOCK, "llvm.nvvm.barrier0.or")   \
+    X(THREADFENCE, "threadfence", false, 0, 0, KJ_EXEC_FORM_FENCE, "llvm.nvvm.membar.gl")          \
+    X(THREADFENCE_BLOCK, "threadfence_block", false, 0, 0, KJ_EXEC_FORM_FENCE, "llvm.nvvm.membar.cta") \
+    X(SYNCGRID, "syncgrid", true, 0, 0, KJ_EXEC_FORM_BLOCK, NULL)
 
 typedef enum {
-#define X(id, name, barrier, min_args, max_args) KJ_EXEC_##id,
+#define X(id, name, barrier, min_args, max_args, form, nvvm) KJ_EXEC_##id,
     KJ_EXEC_OPS(X)
 #undef X
     KJ_EXEC_COUNT
 } KjExecOp;
 
+/* KJ_EXEC_OPS' form column:
+ *   LANE   the thread's own lane in its warp, no operands (laneid())
+ *   FENCE  no operands, no result, the same for every thread: a memory
+ *          fence, which lanes side by side run once for all
+ *   WARP   a warp collective: the lane mask, then its operands
+ *   BLOCK  a block's or the grid's collective: its operands, no mask */
+typedef enum { KJ_EXEC_FORM_LANE, KJ_EXEC_FORM_FENCE, KJ_EXEC_FORM_WARP, KJ_EXEC_FORM_BLOCK } KjExecForm;
+
 extern const char *const kj_exec_names[KJ_EXEC_COUNT];
+extern const KjExecForm kj_exec_form[KJ_EXEC_COUNT];
 extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
 
 /* Threads of a warp, on every target (the cpu targets group a block's threads

@@ -191,7 +191,7 @@ bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e)
     case KJ_IR_ATOMIC: case KJ_IR_PRINT:
         return true;
     case KJ_IR_EXEC:
-        return e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK;
+        return kj_exec_form[e->exec] != KJ_EXEC_FORM_FENCE;
     case KJ_IR_LOAD:
         if (u->sources.loads)
             return true;

@@ -79,7 +79,7 @@ static bool scan_expr(KjIrWalk *w, const KjIrExpr *e)
         sc->ok = false;
         return false;
     case KJ_IR_EXEC:
-        if (e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK)
+        if (kj_exec_form[e->exec] != KJ_EXEC_FORM_FENCE)
             sc->ok = false;
         return sc->ok;
     case KJ_IR_MATH:
