@@ -231,8 +231,12 @@ bool kj_ir_walk_stmt(KjIrWalk *w, const KjIrStmt *s)
     for (int i = 0; i < s->stmts.count; i++)
         if (!kj_ir_walk_stmt(w, s->stmts.items[i]))
             return false;
-    return kj_ir_walk_stmt(w, s->then_stmt) && kj_ir_walk_stmt(w, s->else_stmt) &&
-           kj_ir_walk_stmt(w, s->body);
+    if (!kj_ir_walk_stmt(w, s->then_stmt) || !kj_ir_walk_stmt(w, s->else_stmt) ||
+        !kj_ir_walk_stmt(w, s->body))
+        return false;
+    if (w->leave)
+        w->leave(w, s);
+    return true;
 }
 
 /* ======================================================= reads of a variable */

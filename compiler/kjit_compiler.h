@@ -923,13 +923,26 @@ KjIrExpr *kj_ir_call(KjArena *arena, KjIrFunction *callee, const KjType *type, i
  * it; then `stmt` on the statement; then the statements under it (a block's
  * in order, then, else, a loop's body).  Either hook may be NULL; `expr`
  * returning false, or `stmt` returning KJ_IR_WALK_STOP, ends the whole walk,
- * KJ_IR_WALK_SKIP leaves out the statements under that one.  A hook may mark
- * the node it is shown (checks.c) or rewrite the operands of an expression
- * whose own operands were walked (half.c): the walk reads no node twice. */
+ * KJ_IR_WALK_SKIP leaves out the statements under that one.  `leave`, when
+ * set, is called after the statements under one that `stmt` let the walk
+ * into (KJ_IR_WALK_ON): a pass whose state hangs on where it is (how many
+ * loops it is in, what a block's earlier statements did) keeps it in `data`,
+ * pushed in `stmt` and popped in `leave` (uniform.c's divergence).  A hook
+ * may mark the node it is shown (checks.c) or rewrite the operands of an
+ * expression whose own operands were walked (half.c): the walk reads no
+ * node twice.
+ *
+ * What the walk is not for: a pass that builds a new tree from the old one
+ * (barrier_split.c's plan and build, split_specialise.c's folding,
+ * inline_barriers.c, the lowerings themselves), whose step for a statement
+ * returns the statement it made from what its children's steps made, and
+ * chooses which children to visit and how often (an unrolled loop's body
+ * once per turn). */
 typedef enum { KJ_IR_WALK_ON, KJ_IR_WALK_SKIP, KJ_IR_WALK_STOP } KjIrWalkStep;
 typedef struct KjIrWalk {
     KjIrWalkStep (*stmt)(struct KjIrWalk *w, const KjIrStmt *s);
     bool (*expr)(struct KjIrWalk *w, const KjIrExpr *e);
+    void (*leave)(struct KjIrWalk *w, const KjIrStmt *s);
     void *data; /* the pass's own */
 } KjIrWalk;
 /* Each returns false when a hook ended the walk (NULL: nothing to walk). */
