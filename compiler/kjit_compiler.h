@@ -860,7 +860,7 @@ typedef struct KjIrFunction {
     struct KjIrFunction *split;
     struct KjIrFunction *split_of;
     int call_depth;          /* the longest chain of calls below it, 0 when it calls
-                                nothing; at most KJ_MAX_CALL_DEPTH (check_call.c) */
+                                nothing; at most KJ_MAX_CALL_DEPTH (check_expr.c) */
     /* uniform.c's memo of kj_uniform_call_has_effects (stores, atomics, print,
      * a read of the thread here or in a callee), asked once per function */
     enum { KJ_EFFECTS_UNKNOWN, KJ_EFFECTS_NONE, KJ_EFFECTS_SOME } effects;
