@@ -542,7 +542,9 @@ typedef enum {
 #define X(id, name, min_args, max_args, where, rule) KJ_BUILTIN_##id,
     KJ_CALL_BUILTINS(X)
 #undef X
-    KJ_BUILTIN_EXEC /* one of KJ_EXEC_OPS, which the table adds */
+    KJ_BUILTIN_EXEC,  /* one of KJ_EXEC_OPS, which the table adds */
+    KJ_BUILTIN_MATH,  /* one of KJ_MATH_BUILTINS, which the table adds */
+    KJ_BUILTIN_ATOMIC /* one of KJ_ATOMIC_OPS, which the table adds */
 } KjCallBuiltin;
 
 /*
