@@ -187,21 +187,21 @@ static void note_expr(Split *S, const KjIrExpr *e)
 }
 
 /* Records what a statement of the current region names, and refuses what
- * would leave the region early. */
-static void note_region_stmt(Split *S, const KjIrStmt *s)
+ * would leave the region early: the walk's hooks (ir.c), which count the
+ * loops they are in. */
+static KjIrWalkStep note_region_stmt(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return;
+    Split *S = w->data;
     switch (s->kind) {
-    case KJ_IR_STMT_BLOCK:
-        for (int i = 0; i < s->stmts.count; i++)
-            note_region_stmt(S, s->stmts.items[i]);
-        return;
     case KJ_IR_STMT_SET:
         use_var(S, s->var, true);
         break;
     case KJ_IR_STMT_FOR:
         use_var(S, s->var, true);
+        S->region_loops++;
+        break;
+    case KJ_IR_STMT_WHILE:
+        S->region_loops++;
         break;
     case KJ_IR_STMT_BREAK:
     case KJ_IR_STMT_CONTINUE:
@@ -215,14 +215,20 @@ static void note_region_stmt(Split *S, const KjIrStmt *s)
     default:
         break;
     }
-    KjIrWalk reads = {.expr = note_var_read, .data = S};
-    kj_ir_walk_own_exprs(&reads, s);
-    note_region_stmt(S, s->then_stmt);
-    note_region_stmt(S, s->else_stmt);
-    bool loop = s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE;
-    S->region_loops += loop;
-    note_region_stmt(S, s->body);
-    S->region_loops -= loop;
+    return KJ_IR_WALK_ON;
+}
+
+static void leave_region_stmt(KjIrWalk *w, const KjIrStmt *s)
+{
+    Split *S = w->data;
+    S->region_loops -= s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE;
+}
+
+static void note_region(Split *S, const KjIrStmt *s)
+{
+    KjIrWalk w = {.stmt = note_region_stmt, .expr = note_var_read, .leave = leave_region_stmt,
+                  .data = S};
+    kj_ir_walk_stmt(&w, s);
 }
 
 static KjIrStmt *new_block(Split *S, KjLoc loc)
@@ -256,7 +262,7 @@ static void close_region(Split *S, KjIrStmt *out, const KjVec *items, int first,
      * variable then needs no copy, so that later regions see a value set
      * once (a shared array's fixed layout: unit stride, known extent). */
     for (; first < end && is_uniform_set(S, items->items[first]); first++) {
-        note_region_stmt(S, items->items[first]);
+        note_region(S, items->items[first]);
         kj_vec_push(S->arena, &out->stmts, items->items[first]);
     }
     if (first >= end)
@@ -269,7 +275,7 @@ static void close_region(Split *S, KjIrStmt *out, const KjVec *items, int first,
     S->region_loops = 0;
     for (int i = first; i < end; i++) {
         kj_vec_push(S->arena, &threads->body->stmts, items->items[i]);
-        note_region_stmt(S, items->items[i]);
+        note_region(S, items->items[i]);
     }
     S->region = -1;
     kj_vec_push(S->arena, &out->stmts, threads);
@@ -354,19 +360,20 @@ static KjIrStmt *plan(Split *S, const KjIrStmt *s, bool tail)
  * instead recomputed where it is used: `let t = threadIdx.x;` or
  * `let i = blockIdx.x * blockDim.x + t;`, assigned once.
  */
-static void count_sets(Split *S, const KjIrStmt *s)
+static KjIrWalkStep count_set(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return;
+    Split *S = w->data;
     if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var) {
         S->sets[s->var->id]++;
         S->def[s->var->id] = s->kind == KJ_IR_STMT_SET ? s->value : NULL;
     }
-    for (int i = 0; i < s->stmts.count; i++)
-        count_sets(S, s->stmts.items[i]);
-    count_sets(S, s->then_stmt);
-    count_sets(S, s->else_stmt);
-    count_sets(S, s->body);
+    return KJ_IR_WALK_ON;
+}
+
+static void count_sets(Split *S, const KjIrStmt *s)
+{
+    KjIrWalk w = {.stmt = count_set, .data = S};
+    kj_ir_walk_stmt(&w, s);
 }
 
 /* The nodes of e once its variables are recomputed; -1 when it cannot be. */
@@ -584,18 +591,13 @@ static KjIrStmt *build_stmt(Split *S, const KjIrStmt *s, bool in_region)
     return c;
 }
 
-static bool note_uniform_set(const KjIrStmt *s, Split *S)
+/* The walk's hook: a region that assigns a uniform variable works on its copy. */
+static KjIrWalkStep note_uniform_set(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return false;
+    Split *S = w->data;
     if (s->kind == KJ_IR_STMT_SET && S->copy[s->var->id])
         S->copying[s->var->id] = true;
-    for (int i = 0; i < s->stmts.count; i++)
-        note_uniform_set(s->stmts.items[i], S);
-    note_uniform_set(s->then_stmt, S);
-    note_uniform_set(s->else_stmt, S);
-    note_uniform_set(s->body, S);
-    return false;
+    return KJ_IR_WALK_ON;
 }
 
 /* A region of uniform assignments only (`s = s / 2;` between two barriers):
@@ -697,7 +699,8 @@ static void build_region(Split *S, KjIrStmt *out, const KjIrStmt *planned)
     }
     int count = S->kernel->locals.count;
     memset(S->copying, 0, sizeof *S->copying * (size_t)count);
-    note_uniform_set(planned->body, S);
+    KjIrWalk uniform_sets = {.stmt = note_uniform_set, .data = S};
+    kj_ir_walk_stmt(&uniform_sets, planned->body);
 
     KjIrStmt *threads = kj_ir_new_stmt(S->arena, KJ_IR_STMT_THREADS, planned->loc);
     KjIrStmt *body = new_block(S, planned->loc);

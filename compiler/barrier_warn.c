@@ -34,22 +34,31 @@ static const char *barrier_of(const KjIrStmt *s)
     return NULL;
 }
 
-static void walk(KjDiag *diag, const KjUniformity *u, const KjIrStmt *s)
+/* The walk's hook (ir.c): a warning for each barrier under divergence, in
+ * the order of the source. */
+typedef struct Warn {
+    KjDiag *diag;
+    const KjUniformity *u;
+} Warn;
+
+static KjIrWalkStep warn_stmt(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return;
-    for (int i = 0; i < s->stmts.count; i++)
-        walk(diag, u, s->stmts.items[i]);
+    const Warn *warn = w->data;
     const char *barrier = barrier_of(s);
-    if (barrier && kj_uniform_stmt_divergent(u, s))
-        kj_warning(diag, s->value->loc,
+    if (barrier && kj_uniform_stmt_divergent(warn->u, s))
+        kj_warning(warn->diag, s->value->loc,
                    "%s%s under control flow that depends on the thread: every thread of a block "
                    "must reach it, or none (a GPU hangs or meets the wrong barrier); "
                    "--check=race reports it when it happens",
                    barrier, "()");
-    walk(diag, u, s->then_stmt);
-    walk(diag, u, s->else_stmt);
-    walk(diag, u, s->body);
+    return KJ_IR_WALK_ON;
+}
+
+static void walk(KjDiag *diag, const KjUniformity *u, const KjIrStmt *s)
+{
+    Warn warn = {diag, u};
+    KjIrWalk w = {.stmt = warn_stmt, .data = &warn};
+    kj_ir_walk_stmt(&w, s);
 }
 
 void kj_warn_divergent_barriers(KjArena *arena, const KjIrModule *module, KjDiag *diag)

@@ -88,9 +88,10 @@ static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
  * shared() belongs to the kernel itself: a device function would need a slice
  * of every calling kernel's shared block at one offset, so it takes the array
  * as a parameter instead. */
-static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
+static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, const KjCheckBuiltin *b)
 {
-    const char *name = shared ? "shared" : "local";
+    bool shared = b->id == KJ_BUILTIN_SHARED;
+    const char *name = b->name;
     if (shared && c->cur && c->cur->ir->kind == KJ_IR_FN_PLAIN) {
         kj_error(c->diag, call->loc, "shared() is declared in the kernel itself, not in the plain "
                  "function '%s'; declare it in the kernel and pass the array as an argument",
@@ -106,7 +107,7 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         return NULL;
     }
     if ((shared && !kj_check_require_kernel(c, call->loc, "shared()")) ||
-        !kj_check_arg_count_is(c, call, name, shared ? 1 : 2, 4))
+        !kj_check_arg_count_is(c, call, name, b->min_args, b->max_args))
         return NULL;
     KjNode *type_node = call->args.items[0];
     const KjType *elem = type_node->kind == KJ_NODE_NAME
@@ -171,10 +172,16 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
     return e;
 }
 
-static bool is_call_to(KjNode *n, const char *name)
+/* The entry of the one table of built-in calls (check_builtin.c) that the
+ * call n names, unless a variable of that name hides it; NULL when n is no
+ * call of a built-in.  A let takes apart the calls whose entries say so (the
+ * grid's), or makes the arrays of the KJ_IN_LET ones (shared(), local()). */
+static const KjCheckBuiltin *builtin_called(KjChecker *c, KjNode *n)
 {
-    return n && n->kind == KJ_NODE_CALL && n->lhs && n->lhs->kind == KJ_NODE_NAME &&
-           strcmp(n->lhs->name, name) == 0;
+    if (!n || n->kind != KJ_NODE_CALL || !n->lhs || n->lhs->kind != KJ_NODE_NAME)
+        return NULL;
+    const KjCheckBuiltin *b = kj_check_builtin_lookup(n->lhs->name);
+    return b && !kj_check_lookup_local(c, b->name) ? b : NULL;
 }
 
 static void emit_set(KjChecker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc)
@@ -186,22 +193,24 @@ static void check_let(KjChecker *c, KjNode *n)
 {
     const char *first = n->names.count > 0 ? n->names.items[0] : n->name;
     if (n->names.count > 1) {
-        bool grid = is_call_to(n->rhs, "grid"), gridsize = is_call_to(n->rhs, "gridsize");
-        if ((!grid && !gridsize) || kj_check_lookup_local(c, grid ? "grid" : "gridsize")) {
+        const KjCheckBuiltin *b = builtin_called(c, n->rhs);
+        if (!b || !b->takes_apart) {
             kj_error(c->diag, n->loc, "only grid(n) and gridsize(n) can be taken apart by let");
             return;
         }
+        bool gridsize = b->id == KJ_BUILTIN_GRIDSIZE;
+        char what[32];
+        snprintf(what, sizeof what, "%s()", b->name);
         int64_t count;
-        const char *name = grid ? "grid" : "gridsize";
-        if (!kj_check_require_kernel(c, n->rhs->loc, grid ? "grid()" : "gridsize()") ||
-            !kj_check_arg_count_is(c, n->rhs, name, 1, 1) ||
-            !kj_check_grid_count(c, n->rhs, name, kj_check_expr(c, n->rhs->args.items[0]),
+        if (!kj_check_require_kernel(c, n->rhs->loc, what) ||
+            !kj_check_arg_count_is(c, n->rhs, b->name, b->min_args, b->max_args) ||
+            !kj_check_grid_count(c, n->rhs, b->name, kj_check_expr(c, n->rhs->args.items[0]),
                                  &count))
             return;
         if (count != n->names.count) {
             kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " value%s, but %d names "
-                     "receive them", grid ? "grid" : "gridsize", count, count,
-                     count == 1 ? "" : "s", n->names.count);
+                     "receive them", b->name, count, count, count == 1 ? "" : "s",
+                     n->names.count);
             return;
         }
         for (int i = 0; i < n->names.count; i++) {
@@ -211,9 +220,9 @@ static void check_let(KjChecker *c, KjNode *n)
         return;
     }
     KjIrExpr *value = NULL;
-    bool shared = is_call_to(n->rhs, "shared"), local = is_call_to(n->rhs, "local");
-    if ((shared || local) && !kj_check_lookup_local(c, shared ? "shared" : "local"))
-        value = check_alloc(c, n->rhs, shared);
+    const KjCheckBuiltin *b = builtin_called(c, n->rhs);
+    if (b && b->where == KJ_IN_LET)
+        value = check_alloc(c, n->rhs, b);
     else {
         c->array_choice = n->rhs; /* let src = c ? a : b; */
         value = kj_check_expr(c, n->rhs);

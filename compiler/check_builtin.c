@@ -472,15 +472,54 @@ static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n, const KjCheckBuiltin
 #define ARGS_kj_check_exec KJ_CHECK_ARGS_EXPRS
 #define ARGS_kj_check_print KJ_CHECK_ARGS_PRINT
 #define ARGS_NULL KJ_CHECK_ARGS_VALUES
+/* Whether a let may take a rule's call apart into its components
+ * (let x, y = grid(2);, made by kj_check_grid_component). */
+#define APART_check_complex false
+#define APART_check_len false
+#define APART_check_conj false
+#define APART_check_arg false
+#define APART_check_polar false
+#define APART_check_mulhi false
+#define APART_check_syncthreads false
+#define APART_check_grid true
+#define APART_kj_check_print false
+#define APART_NULL false
+
+/* The rules of the math and atomics rows, and an atomic's count. */
+static KjIrExpr *math_rule(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
+{
+    return kj_check_math(c, n, b->math, args);
+}
+
+static KjIrExpr *atomic_rule(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args)
+{
+    return kj_check_atomic(c, n, b->atomic, args);
+}
+
+static bool atomic_count(KjChecker *c, KjNode *n, const KjCheckBuiltin *b)
+{
+    return kj_check_atomic_count(c, n, b->atomic);
+}
 
 static const KjCheckBuiltin call_builtins[] = {
 #define X(id, name, min_args, max_args, where, rule) \
-    {name, min_args, max_args, where, ARGS_##rule, rule, KJ_BUILTIN_##id, 0},
+    {name, min_args, max_args, where, ARGS_##rule, rule, KJ_BUILTIN_##id, 0, APART_##rule},
     KJ_CALL_BUILTINS(X)
 #undef X
-#define X(id, name, barrier, min_args, max_args) \
-    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec, KJ_BUILTIN_EXEC, KJ_EXEC_##id},
+#define X(id, name, barrier, min_args, max_args, form, nvvm) \
+    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec, KJ_BUILTIN_EXEC, KJ_EXEC_##id, false},
     KJ_EXEC_OPS(X)
+#undef X
+#define X(row, text, arity, complex, libm, libmvec, lower)                                         \
+    {.name = text, .min_args = arity, .max_args = arity, .where = KJ_IN_ANY,                      \
+     .args = KJ_CHECK_ARGS_VALUES, .rule = math_rule, .id = KJ_BUILTIN_MATH, .math = KJ_MATH_##row},
+    KJ_MATH_BUILTINS(X)
+#undef X
+/* an atomic's count rule asks for a kernel, naming it without "()" */
+#define X(row, text, elements)                                                                     \
+    {.name = text, .where = KJ_IN_ANY, .args = KJ_CHECK_ARGS_VALUES, .rule = atomic_rule,          \
+     .id = KJ_BUILTIN_ATOMIC, .atomic = KJ_ATOMIC_##row, .count = atomic_count},
+    KJ_ATOMIC_OPS(X)
 #undef X
 };
 

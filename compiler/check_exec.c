@@ -104,7 +104,7 @@ KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrEx
     }
     if (op == KJ_EXEC_SYNCGRID)
         fn->uses_syncgrid = true;
-    if (op == KJ_EXEC_THREADFENCE || op == KJ_EXEC_THREADFENCE_BLOCK)
+    if (kj_exec_form[op] == KJ_EXEC_FORM_FENCE)
         kj_check_note_impure(c);
 
     const KjType *type = kj_type_void();

@@ -299,8 +299,8 @@ static bool check_args(KjChecker *c, KjNode *n, KjIrExpr **out)
     return ok;
 }
 
-/* A call of a KJ_CALL_BUILTINS entry: where it may appear, its argument
- * count, then its rule. */
+/* A call of an entry of the table of built-ins: where it may appear, its
+ * argument count, then its rule. */
 static KjIrExpr *check_builtin_call(KjChecker *c, KjNode *n, const KjCheckBuiltin *b)
 {
     char what[48];
@@ -318,7 +318,7 @@ static KjIrExpr *check_builtin_call(KjChecker *c, KjNode *n, const KjCheckBuilti
                  b->name);
         return NULL;
     }
-    if (!kj_check_arg_count_is(c, n, b->name, b->min_args, b->max_args))
+    if (b->count ? !b->count(c, n, b) : !kj_check_arg_count_is(c, n, b->name, b->min_args, b->max_args))
         return NULL;
     KjIrExpr **args = kj_arena_alloc(c->arena, sizeof *args * (size_t)(n->args.count + 1));
     if (b->args == KJ_CHECK_ARGS_VALUES) {
@@ -361,19 +361,6 @@ KjIrExpr *kj_check_call(KjChecker *c, KjNode *n)
         if (!kj_check_arg_count_is(c, n, kj_type_name(cast_to), 1, 1) || !check_args(c, n, a))
             return NULL;
         return kj_check_cast(c, n, cast_to, a[0]);
-    }
-    int math = kj_check_math_lookup(name);
-    if (math >= 0) {
-        int arity = kj_math_arity[math];
-        if (!kj_check_arg_count_is(c, n, name, arity, arity) || !check_args(c, n, a))
-            return NULL;
-        return kj_check_math(c, n, (KjMathFn)math, a);
-    }
-    int atomic = kj_check_atomic_lookup(name);
-    if (atomic >= 0) {
-        if (!kj_check_atomic_count(c, n, (KjAtomicOp)atomic) || !check_args(c, n, a))
-            return NULL;
-        return kj_check_atomic(c, n, (KjAtomicOp)atomic, a);
     }
     const KjCheckBuiltin *builtin = kj_check_builtin_lookup(name);
     if (builtin)

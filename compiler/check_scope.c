@@ -190,7 +190,7 @@ static const char *const call_builtin_names[] = {
 #define X(id, name, min_args, max_args, where, rule) name,
     KJ_CALL_BUILTINS(X)
 #undef X
-#define X(id, name, barrier, min_args, max_args) name,
+#define X(id, name, barrier, min_args, max_args, form, nvvm) name,
     KJ_EXEC_OPS(X)
 #undef X
 };

@@ -228,9 +228,11 @@ KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrE
 typedef enum { KJ_CHECK_ARGS_VALUES, KJ_CHECK_ARGS_EXPRS, KJ_CHECK_ARGS_PRINT } KjCheckArgs;
 
 /* An entry of the one table of built-in calls: one of KJ_CALL_BUILTINS
- * (id) or of KJ_EXEC_OPS (id KJ_BUILTIN_EXEC, exec which), each made from
- * its X-macro line; the parser knows none of them, the checker looks every
- * call up here, and the rule builds the IR the back end lowers. */
+ * (id), of KJ_EXEC_OPS (id KJ_BUILTIN_EXEC, exec which), of
+ * KJ_MATH_BUILTINS (KJ_BUILTIN_MATH, math) or of KJ_ATOMIC_OPS
+ * (KJ_BUILTIN_ATOMIC, atomic), each made from its X-macro line; the parser
+ * knows none of them, the checker looks every call up here (casts aside: a
+ * scalar type's name), and the rule builds the IR the back end lowers. */
 struct KjCheckBuiltin {
     const char *name;
     int min_args, max_args;
@@ -241,6 +243,13 @@ struct KjCheckBuiltin {
     KjIrExpr *(*rule)(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args);
     KjCallBuiltin id;
     KjExecOp exec;
+    /* a let may take the call apart into its components (let x, y = grid(2);) */
+    bool takes_apart;
+    KjMathFn math;
+    KjAtomicOp atomic;
+    /* the check of the call's argument count where it is not min_args to
+     * max_args (an atomic's hangs on its first argument's form); NULL: those */
+    bool (*count)(KjChecker *c, KjNode *n, const KjCheckBuiltin *b);
 };
 
 const KjCheckBuiltin *kj_check_builtin_lookup(const char *name);

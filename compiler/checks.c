@@ -66,50 +66,41 @@ static bool constant_int(const KjIrExpr *e, int64_t *out)
     return true;
 }
 
-/* The race sites of e and the expressions below it. */
-static void mark_race_expr(KjIrModule *module, KjIrExpr *e)
+/* The race sites, through the walk (ir.c) as the value checks: a site's
+ * number is its place in module->sites, in the walk's order (each
+ * expression after its operands, a store's write after its reads). */
+static bool mark_race_expr(KjIrWalk *w, const KjIrExpr *node)
 {
-    if (!e)
-        return;
-    for (int i = 0; i < e->arg_count; i++)
-        mark_race_expr(module, e->args[i]);
+    KjIrModule *module = w->data;
+    KjIrExpr *e = (KjIrExpr *)node; /* the one field it writes, which the walk does not read */
     switch (e->op) {
     case KJ_IR_LOAD:
         e->race_site = new_site(module, KJ_CHECK_READ, e->loc, array_name(e->args[0]), NULL);
-        return;
+        break;
     case KJ_IR_ATOMIC:
         e->race_site = new_site(module, KJ_CHECK_ATOMIC, e->loc, array_name(e->args[0]), NULL);
-        return;
+        break;
     case KJ_IR_SYNCTHREADS:
         e->race_site = new_site(module, KJ_CHECK_BARRIER, e->loc, "syncthreads", NULL);
-        return;
+        break;
     case KJ_IR_EXEC:
         if (kj_exec_is_barrier[e->exec])
             e->race_site = new_site(module, KJ_CHECK_BARRIER, e->loc, kj_exec_names[e->exec], NULL);
-        return;
+        break;
     default:
-        return;
+        break;
     }
+    return true;
 }
 
-static void mark_race_stmt(KjIrModule *module, KjIrStmt *s)
+static KjIrWalkStep mark_race_stmt(KjIrWalk *w, const KjIrStmt *node)
 {
-    if (!s)
-        return;
-    for (int i = 0; i < s->stmts.count; i++)
-        mark_race_stmt(module, s->stmts.items[i]);
-    KjIrExpr *exprs[] = {s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
-        mark_race_expr(module, exprs[i]);
-    for (int i = 0; i < s->index_count; i++)
-        mark_race_expr(module, s->indices[i]);
-    mark_race_expr(module, s->value);
+    KjIrModule *module = w->data;
+    KjIrStmt *s = (KjIrStmt *)node;
     if (s->kind == KJ_IR_STMT_STORE)
         s->race_site = new_site(module, KJ_CHECK_WRITE, s->array ? s->array->loc : s->loc,
                                 array_name(s->array), NULL);
-    mark_race_stmt(module, s->then_stmt);
-    mark_race_stmt(module, s->else_stmt);
-    mark_race_stmt(module, s->body);
+    return KJ_IR_WALK_ON;
 }
 
 /* The walk (ir.c) shows the nodes as const; this pass marks them, the one
@@ -176,6 +167,7 @@ void kj_checks_insert(KjIrModule *module, int checks)
     module->checks_inserted = module->checks_inserted || values;
     module->races_inserted = module->races_inserted || races;
     KjIrWalk walk = {.stmt = mark_stmt, .expr = mark_expr, .data = module};
+    KjIrWalk race_walk = {.stmt = mark_race_stmt, .expr = mark_race_expr, .data = module};
     for (int i = 0; i < module->functions.count; i++) {
         KjIrFunction *fn = module->functions.items[i];
         if (fn->kind == KJ_IR_FN_VEC_KERNEL)
@@ -183,6 +175,6 @@ void kj_checks_insert(KjIrModule *module, int checks)
         if (values)
             kj_ir_walk_stmt(&walk, fn->body);
         if (races)
-            mark_race_stmt(module, fn->body);
+            kj_ir_walk_stmt(&race_walk, fn->body);
     }
 }

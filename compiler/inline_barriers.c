@@ -93,29 +93,30 @@ static KjIrExpr *copy_expr(Inline *I, Frame *F, const KjIrExpr *e)
     return c;
 }
 
-/* Whether s (nested statements included) returns; whether it assigns var. */
+/* Whether s (nested statements included) returns; whether it assigns var:
+ * walks (ir.c) that stop at the first. */
+static KjIrWalkStep stop_at_return(KjIrWalk *w, const KjIrStmt *s)
+{
+    return s->kind == KJ_IR_STMT_RETURN ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
+}
+
 static bool stmt_returns(const KjIrStmt *s)
 {
-    if (!s)
-        return false;
-    if (s->kind == KJ_IR_STMT_RETURN)
-        return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_returns(s->stmts.items[i]))
-            return true;
-    return stmt_returns(s->then_stmt) || stmt_returns(s->else_stmt) || stmt_returns(s->body);
+    KjIrWalk w = {.stmt = stop_at_return};
+    return !kj_ir_walk_stmt(&w, s);
+}
+
+static KjIrWalkStep stop_at_assignment(KjIrWalk *w, const KjIrStmt *s)
+{
+    return (s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var == w->data
+               ? KJ_IR_WALK_STOP
+               : KJ_IR_WALK_ON;
 }
 
 static bool stmt_assigns(const KjIrStmt *s, const KjIrVar *var)
 {
-    if (!s)
-        return false;
-    if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var == var)
-        return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_assigns(s->stmts.items[i], var))
-            return true;
-    return stmt_assigns(s->then_stmt, var) || stmt_assigns(s->else_stmt, var) || stmt_assigns(s->body, var);
+    KjIrWalk w = {.stmt = stop_at_assignment, .data = (void *)var};
+    return !kj_ir_walk_stmt(&w, s);
 }
 
 static KjIrStmt *new_block(Inline *I, KjLoc loc)
@@ -300,39 +301,12 @@ static void inline_call(Inline *I, Frame *caller, const KjIrExpr *call, KjIrVar 
     I->depth--;
 }
 
-static bool calls_barrier_helper(const KjIrExpr *e)
-{
-    if (!e)
-        return false;
-    if (is_barrier_call(e))
-        return true;
-    for (int i = 0; i < e->arg_count; i++)
-        if (calls_barrier_helper(e->args[i]))
-            return true;
-    return false;
-}
-
-static bool stmt_calls_barrier_helper(const KjIrStmt *s)
-{
-    if (!s)
-        return false;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (stmt_calls_barrier_helper(s->stmts.items[i]))
-            return true;
-    const KjIrExpr *es[] = {s->value, s->array, s->cond, s->start, s->stop, s->step};
-    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
-        if (calls_barrier_helper(es[i]))
-            return true;
-    for (int i = 0; i < s->index_count; i++)
-        if (calls_barrier_helper(s->indices[i]))
-            return true;
-    return stmt_calls_barrier_helper(s->then_stmt) || stmt_calls_barrier_helper(s->else_stmt) ||
-           stmt_calls_barrier_helper(s->body);
-}
+static bool not_barrier_call(KjIrWalk *w, const KjIrExpr *e) { return !is_barrier_call(e); }
 
 bool kj_kernel_calls_barrier_helper(const KjIrFunction *kernel)
 {
-    return stmt_calls_barrier_helper(kernel->body);
+    KjIrWalk w = {.expr = not_barrier_call};
+    return !kj_ir_walk_stmt(&w, kernel->body);
 }
 
 KjIrFunction *kj_inline_barrier_helpers(KjArena *arena, const KjIrFunction *kernel, const char **why)

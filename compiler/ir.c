@@ -12,19 +12,19 @@
 /* ================================================================== tables */
 
 const char *const kj_math_names[KJ_MATH_COUNT] = {
-#define X(id, name, arity, complex) name,
+#define X(id, name, arity, complex, libm, libmvec, lower) name,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
 
 const int kj_math_arity[KJ_MATH_COUNT] = {
-#define X(id, name, arity, complex) arity,
+#define X(id, name, arity, complex, libm, libmvec, lower) arity,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
 
 const bool kj_math_complex[KJ_MATH_COUNT] = {
-#define X(id, name, arity, complex) complex,
+#define X(id, name, arity, complex, libm, libmvec, lower) complex,
     KJ_MATH_BUILTINS(X)
 #undef X
 };
@@ -36,13 +36,19 @@ const char *const kj_special_reg_names[KJ_SREG_COUNT] = {
 };
 
 const char *const kj_exec_names[KJ_EXEC_COUNT] = {
-#define X(id, name, barrier, min_args, max_args) name,
+#define X(id, name, barrier, min_args, max_args, form, nvvm) name,
     KJ_EXEC_OPS(X)
 #undef X
 };
 
 const bool kj_exec_is_barrier[KJ_EXEC_COUNT] = {
-#define X(id, name, barrier, min_args, max_args) barrier,
+#define X(id, name, barrier, min_args, max_args, form, nvvm) barrier,
+    KJ_EXEC_OPS(X)
+#undef X
+};
+
+const KjExecForm kj_exec_form[KJ_EXEC_COUNT] = {
+#define X(id, name, barrier, min_args, max_args, form, nvvm) form,
     KJ_EXEC_OPS(X)
 #undef X
 };
@@ -225,8 +231,12 @@ bool kj_ir_walk_stmt(KjIrWalk *w, const KjIrStmt *s)
     for (int i = 0; i < s->stmts.count; i++)
         if (!kj_ir_walk_stmt(w, s->stmts.items[i]))
             return false;
-    return kj_ir_walk_stmt(w, s->then_stmt) && kj_ir_walk_stmt(w, s->else_stmt) &&
-           kj_ir_walk_stmt(w, s->body);
+    if (!kj_ir_walk_stmt(w, s->then_stmt) || !kj_ir_walk_stmt(w, s->else_stmt) ||
+        !kj_ir_walk_stmt(w, s->body))
+        return false;
+    if (w->leave)
+        w->leave(w, s);
+    return true;
 }
 
 /* ======================================================= reads of a variable */

@@ -165,6 +165,10 @@ static void print_indent(Printer *p, int depth)
         fputs("  ", p->out);
 }
 
+/* Not ir.c's walk: a statement's text nests its expressions' text inside
+ * its own (`store a[i] = v`, `if cond`), is written at its depth, and goes
+ * on between its children (`else`), where the walk shows each expression
+ * on its own before the statement and nothing between the children. */
 static void print_stmt(Printer *p, const KjIrStmt *s, int depth);
 
 /* A block's statements at `depth`; a nested block that stands alone is

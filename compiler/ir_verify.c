@@ -420,6 +420,12 @@ static bool verify_expr(Verifier *v, const KjIrExpr *e)
     return verify_expr_op(v, e);
 }
 
+/* Not ir.c's walk: the walk takes a missing operand or body (NULL) for
+ * nothing to visit, where the verifier must see it and say which one is
+ * missing; and it reports the first problem in the order it checks each
+ * kind's fields (a store's array before its value), which the walk's
+ * order (operands before the statement, a store's indices before its
+ * value) would change. */
 static bool verify_stmt(Verifier *v, const KjIrStmt *s)
 {
     if (!s)

@@ -398,26 +398,69 @@ extern const char *const kj_parser_productions[];
  * the LLVM back end turns them into allocas that mem2reg promotes to SSA.
  */
 
-/* Math built-ins: X(id, name, arity, complex).  Valid for f32 and f64
- * operands; `complex` 1: also for c64 and c128 ones (the result is then
- * complex too, lowered in codegen_expr.c from real math calls). */
-#define KJ_MATH_BUILTINS(X)                                                                \
-    X(SQRT, "sqrt", 1, 1) X(CBRT, "cbrt", 1, 0) X(EXP, "exp", 1, 1) X(EXP2, "exp2", 1, 0)   \
-    X(EXPM1, "expm1", 1, 0) X(LOG, "log", 1, 1) X(LOG2, "log2", 1, 0)                      \
-    X(LOG10, "log10", 1, 0) X(LOG1P, "log1p", 1, 0) X(SIN, "sin", 1, 1)                    \
-    X(COS, "cos", 1, 1) X(TAN, "tan", 1, 0) X(ASIN, "asin", 1, 0) X(ACOS, "acos", 1, 0)    \
-    X(ATAN, "atan", 1, 0) X(ATAN2, "atan2", 2, 0) X(SINH, "sinh", 1, 0)                    \
-    X(COSH, "cosh", 1, 0) X(TANH, "tanh", 1, 1) X(ASINH, "asinh", 1, 0)                    \
-    X(ACOSH, "acosh", 1, 0) X(ATANH, "atanh", 1, 0) X(POW, "pow", 2, 1)                    \
-    X(HYPOT, "hypot", 2, 0) X(FLOOR, "floor", 1, 0) X(CEIL, "ceil", 1, 0)                  \
-    X(TRUNC, "trunc", 1, 0) X(ROUND, "round", 1, 0) X(FABS, "abs", 1, 0)                   \
-    X(FMIN, "min", 2, 0) X(FMAX, "max", 2, 0) X(FMA, "fma", 3, 0) X(ERF, "erf", 1, 0)      \
-    X(ERFC, "erfc", 1, 0) X(LGAMMA, "lgamma", 1, 0) X(TGAMMA, "tgamma", 1, 0)              \
-    X(COPYSIGN, "copysign", 2, 0) X(FMOD, "fmod", 2, 0) X(ISNAN, "isnan", 1, 0)            \
-    X(ISINF, "isinf", 1, 0) X(ISFINITE, "isfinite", 1, 0)
+/* Math built-ins: X(id, name, arity, complex, libm, libmvec, lower), one row
+ * each, the one place that says how each is checked and lowered.  Valid for
+ * f32 and f64 operands; `complex` 1: also for c64 and c128 ones (the result is
+ * then complex too, lowered in codegen_complex.c from real math calls).  The
+ * back end's columns (codegen_value.c alone expands `lower`; a target may
+ * still lower one its own way through its KjTarget `math` hook, as cuda does
+ * round and fmod and the cpu lgamma):
+ *   libm     the math library's function (f64; f32 adds "f"; cuda's
+ *            libdevice prefixes "__nv_")
+ *   libmvec  1: glibc's libmvec has vector routines of it (the cpu code calls
+ *            one routine for scalars and lanes alike)
+ *   lower    KJ_LOWER_LLVM(intrinsic): that LLVM intrinsic, overloaded on the
+ *            operand type, on scalars and vectors alike;
+ *            KJ_LOWER_RULE(rule, cheap): codegen_value.c's function `rule`,
+ *            on scalars and vectors alike, `cheap` 0 when it may still cost a
+ *            library call (LLVM's frem is fmod's on x86);
+ *            KJ_LOWER_LIBM: a call of `libm` (on lanes, of libmvec's routine
+ *            where there is one, else one call per lane). */
+#define KJ_MATH_BUILTINS(X)                                                            \
+    X(SQRT, "sqrt", 1, 1, "sqrt", 0, KJ_LOWER_LLVM("llvm.sqrt"))                        \
+    X(CBRT, "cbrt", 1, 0, "cbrt", 1, KJ_LOWER_LIBM)                                     \
+    X(EXP, "exp", 1, 1, "exp", 1, KJ_LOWER_LIBM)                                        \
+    X(EXP2, "exp2", 1, 0, "exp2", 1, KJ_LOWER_LIBM)                                     \
+    X(EXPM1, "expm1", 1, 0, "expm1", 1, KJ_LOWER_LIBM)                                  \
+    X(LOG, "log", 1, 1, "log", 1, KJ_LOWER_LIBM)                                        \
+    X(LOG2, "log2", 1, 0, "log2", 1, KJ_LOWER_LIBM)                                     \
+    X(LOG10, "log10", 1, 0, "log10", 1, KJ_LOWER_LIBM)                                  \
+    X(LOG1P, "log1p", 1, 0, "log1p", 1, KJ_LOWER_LIBM)                                  \
+    X(SIN, "sin", 1, 1, "sin", 1, KJ_LOWER_LIBM)                                        \
+    X(COS, "cos", 1, 1, "cos", 1, KJ_LOWER_LIBM)                                        \
+    X(TAN, "tan", 1, 0, "tan", 1, KJ_LOWER_LIBM)                                        \
+    X(ASIN, "asin", 1, 0, "asin", 1, KJ_LOWER_LIBM)                                     \
+    X(ACOS, "acos", 1, 0, "acos", 1, KJ_LOWER_LIBM)                                     \
+    X(ATAN, "atan", 1, 0, "atan", 1, KJ_LOWER_LIBM)                                     \
+    X(ATAN2, "atan2", 2, 0, "atan2", 1, KJ_LOWER_LIBM)                                  \
+    X(SINH, "sinh", 1, 0, "sinh", 1, KJ_LOWER_LIBM)                                     \
+    X(COSH, "cosh", 1, 0, "cosh", 1, KJ_LOWER_LIBM)                                     \
+    X(TANH, "tanh", 1, 1, "tanh", 1, KJ_LOWER_LIBM)                                     \
+    X(ASINH, "asinh", 1, 0, "asinh", 1, KJ_LOWER_LIBM)                                  \
+    X(ACOSH, "acosh", 1, 0, "acosh", 1, KJ_LOWER_LIBM)                                  \
+    X(ATANH, "atanh", 1, 0, "atanh", 1, KJ_LOWER_LIBM)                                  \
+    X(POW, "pow", 2, 1, "pow", 1, KJ_LOWER_LIBM)                                        \
+    X(HYPOT, "hypot", 2, 0, "hypot", 1, KJ_LOWER_LIBM)                                  \
+    X(FLOOR, "floor", 1, 0, "floor", 0, KJ_LOWER_LLVM("llvm.floor"))                    \
+    X(CEIL, "ceil", 1, 0, "ceil", 0, KJ_LOWER_LLVM("llvm.ceil"))                        \
+    X(TRUNC, "trunc", 1, 0, "trunc", 0, KJ_LOWER_LLVM("llvm.trunc"))                    \
+    X(ROUND, "round", 1, 0, "round", 0, KJ_LOWER_LLVM("llvm.round"))                    \
+    X(FABS, "abs", 1, 0, "fabs", 0, KJ_LOWER_LLVM("llvm.fabs"))                         \
+    X(FMIN, "min", 2, 0, "fmin", 0, KJ_LOWER_RULE(min_max, 1))                          \
+    X(FMAX, "max", 2, 0, "fmax", 0, KJ_LOWER_RULE(min_max, 1))                          \
+    X(FMA, "fma", 3, 0, "fma", 0, KJ_LOWER_LLVM("llvm.fma"))                            \
+    X(ERF, "erf", 1, 0, "erf", 1, KJ_LOWER_LIBM)                                        \
+    X(ERFC, "erfc", 1, 0, "erfc", 1, KJ_LOWER_LIBM)                                     \
+    X(LGAMMA, "lgamma", 1, 0, "lgamma", 0, KJ_LOWER_LIBM)                               \
+    X(TGAMMA, "tgamma", 1, 0, "tgamma", 0, KJ_LOWER_LIBM)                               \
+    X(COPYSIGN, "copysign", 2, 0, "copysign", 0, KJ_LOWER_RULE(copy_sign, 1))           \
+    X(FMOD, "fmod", 2, 0, "fmod", 0, KJ_LOWER_RULE(frem, 0))                            \
+    X(ISNAN, "isnan", 1, 0, "isnan", 0, KJ_LOWER_RULE(is_nan, 1))                       \
+    X(ISINF, "isinf", 1, 0, "isinf", 0, KJ_LOWER_RULE(inf_test, 1))                     \
+    X(ISFINITE, "isfinite", 1, 0, "isfinite", 0, KJ_LOWER_RULE(inf_test, 1))
 
 typedef enum {
-#define X(id, name, arity, complex) KJ_MATH_##id,
+#define X(id, name, arity, complex, libm, libmvec, lower) KJ_MATH_##id,
     KJ_MATH_BUILTINS(X)
 #undef X
     KJ_MATH_COUNT
@@ -499,52 +542,69 @@ typedef enum {
 #define X(id, name, min_args, max_args, where, rule) KJ_BUILTIN_##id,
     KJ_CALL_BUILTINS(X)
 #undef X
-    KJ_BUILTIN_EXEC /* one of KJ_EXEC_OPS, which the table adds */
+    KJ_BUILTIN_EXEC,  /* one of KJ_EXEC_OPS, which the table adds */
+    KJ_BUILTIN_MATH,  /* one of KJ_MATH_BUILTINS, which the table adds */
+    KJ_BUILTIN_ATOMIC /* one of KJ_ATOMIC_OPS, which the table adds */
 } KjCallBuiltin;
 
 /*
  * The execution-model built-ins (warp, block and grid level), one IR op
  * (KJ_IR_EXEC) told apart by `exec`: X(id, name, barrier, min_args,
- * max_args).  `barrier` is true for those the cpu targets run as a meeting
- * point of fibers (a kernel that uses one runs its threads on fibers, as with
- * syncthreads()); the argument counts are the call's, an optional mask
- * included (kernels only, as KJ_CALL_BUILTINS's KJ_IN_KERNEL).  The order is
- * an ABI: the cpu code passes the id to the runtime (KjThreadCtx.collective).
- * Every warp op's IR has its mask first (the checker supplies 0xffffffff when
- * the call names none), then its operands:
+ * max_args, form, nvvm), one row each.  `barrier` is true for those the cpu
+ * targets run as a meeting point of fibers (a kernel that uses one runs its
+ * threads on fibers, as with syncthreads()); the argument counts are the
+ * call's, an optional mask included (kernels only, as KJ_CALL_BUILTINS's
+ * KJ_IN_KERNEL).  The order is an ABI: the cpu code passes the id to the
+ * runtime (KjThreadCtx.collective), whose scheduler computes each
+ * collective's result (runtime/cpu.c).  `form` (KjExecForm) says how the IR
+ * reads and how the lowerings take it: every warp op's IR has its mask first
+ * (the checker supplies 0xffffffff when the call names none), then its
+ * operands:
  *   LANEID, ACTIVEMASK                () / (mask)      -> i32 / u32
  *   BALLOT, ALL, ANY                  (mask, pred)     -> u32 / bool / bool
  *   SHFL, SHFL_UP, SHFL_DOWN, SHFL_XOR (mask, v, lane) -> v's type (32/64 bits)
  *   SYNCWARP                          (mask)
  *   SYNCTHREADS_COUNT, _AND, _OR      (pred)           -> i32 / bool / bool
  *   THREADFENCE, THREADFENCE_BLOCK, SYNCGRID ()
+ * `nvvm` is the NVVM intrinsic of PTX's instruction that cuda lowers it to,
+ * given the IR's operands (target_cuda.c alone reads it; NULL: cuda builds
+ * it, a shuffle by its mode, syncgrid() as a barrier over the grid).
  */
-#define KJ_EXEC_OPS(X)                                                            \
-    X(LANEID, "laneid", false, 0, 0)                                             \
-    X(ACTIVEMASK, "activemask", true, 0, 0)                                      \
-    X(BALLOT, "ballot", true, 1, 2)                                              \
-    X(ALL, "all_sync", true, 1, 2)                                               \
-    X(ANY, "any_sync", true, 1, 2)                                               \
-    X(SHFL, "shfl", true, 2, 3)                                                  \
-    X(SHFL_UP, "shfl_up", true, 2, 3)                                            \
-    X(SHFL_DOWN, "shfl_down", true, 2, 3)                                        \
-    X(SHFL_XOR, "shfl_xor", true, 2, 3)                                          \
-    X(SYNCWARP, "syncwarp", true, 0, 1)                                          \
-    X(SYNCTHREADS_COUNT, "syncthreads_count", true, 1, 1)                        \
-    X(SYNCTHREADS_AND, "syncthreads_and", true, 1, 1)                            \
-    X(SYNCTHREADS_OR, "syncthreads_or", true, 1, 1)                              \
-    X(THREADFENCE, "threadfence", false, 0, 0)                                   \
-    X(THREADFENCE_BLOCK, "threadfence_block", false, 0, 0)                       \
-    X(SYNCGRID, "syncgrid", true, 0, 0)
+#define KJ_EXEC_OPS(X)                                                                               \
+    X(LANEID, "laneid", false, 0, 0, KJ_EXEC_FORM_LANE, "llvm.nvvm.read.ptx.sreg.laneid")            \
+    X(ACTIVEMASK, "activemask", true, 0, 0, KJ_EXEC_FORM_WARP, "llvm.nvvm.activemask")             \
+    X(BALLOT, "ballot", true, 1, 2, KJ_EXEC_FORM_WARP, "llvm.nvvm.vote.ballot.sync")               \
+    X(ALL, "all_sync", true, 1, 2, KJ_EXEC_FORM_WARP, "llvm.nvvm.vote.all.sync")                   \
+    X(ANY, "any_sync", true, 1, 2, KJ_EXEC_FORM_WARP, "llvm.nvvm.vote.any.sync")                   \
+    X(SHFL, "shfl", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                           \
+    X(SHFL_UP, "shfl_up", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                     \
+    X(SHFL_DOWN, "shfl_down", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                 \
+    X(SHFL_XOR, "shfl_xor", true, 2, 3, KJ_EXEC_FORM_WARP, NULL)                                   \
+    X(SYNCWARP, "syncwarp", true, 0, 1, KJ_EXEC_FORM_WARP, "llvm.nvvm.bar.warp.sync")              \
+    X(SYNCTHREADS_COUNT, "syncthreads_count", true, 1, 1, KJ_EXEC_FORM_BLOCK, "llvm.nvvm.barrier0.popc") \
+    X(SYNCTHREADS_AND, "syncthreads_and", true, 1, 1, KJ_EXEC_FORM_BLOCK, "llvm.nvvm.barrier0.and") \
+    X(SYNCTHREADS_OR, "syncthreads_or", true, 1, 1, KJ_EXEC_FORM_BLOCK, "llvm.nvvm.barrier0.or")   \
+    X(THREADFENCE, "threadfence", false, 0, 0, KJ_EXEC_FORM_FENCE, "llvm.nvvm.membar.gl")          \
+    X(THREADFENCE_BLOCK, "threadfence_block", false, 0, 0, KJ_EXEC_FORM_FENCE, "llvm.nvvm.membar.cta") \
+    X(SYNCGRID, "syncgrid", true, 0, 0, KJ_EXEC_FORM_BLOCK, NULL)
 
 typedef enum {
-#define X(id, name, barrier, min_args, max_args) KJ_EXEC_##id,
+#define X(id, name, barrier, min_args, max_args, form, nvvm) KJ_EXEC_##id,
     KJ_EXEC_OPS(X)
 #undef X
     KJ_EXEC_COUNT
 } KjExecOp;
 
+/* KJ_EXEC_OPS' form column:
+ *   LANE   the thread's own lane in its warp, no operands (laneid())
+ *   FENCE  no operands, no result, the same for every thread: a memory
+ *          fence, which lanes side by side run once for all
+ *   WARP   a warp collective: the lane mask, then its operands
+ *   BLOCK  a block's or the grid's collective: its operands, no mask */
+typedef enum { KJ_EXEC_FORM_LANE, KJ_EXEC_FORM_FENCE, KJ_EXEC_FORM_WARP, KJ_EXEC_FORM_BLOCK } KjExecForm;
+
 extern const char *const kj_exec_names[KJ_EXEC_COUNT];
+extern const KjExecForm kj_exec_form[KJ_EXEC_COUNT];
 extern const bool kj_exec_is_barrier[KJ_EXEC_COUNT];
 
 /* Threads of a warp, on every target (the cpu targets group a block's threads
@@ -802,7 +862,7 @@ typedef struct KjIrFunction {
     struct KjIrFunction *split;
     struct KjIrFunction *split_of;
     int call_depth;          /* the longest chain of calls below it, 0 when it calls
-                                nothing; at most KJ_MAX_CALL_DEPTH (check_call.c) */
+                                nothing; at most KJ_MAX_CALL_DEPTH (check_expr.c) */
     /* uniform.c's memo of kj_uniform_call_has_effects (stores, atomics, print,
      * a read of the thread here or in a callee), asked once per function */
     enum { KJ_EFFECTS_UNKNOWN, KJ_EFFECTS_NONE, KJ_EFFECTS_SOME } effects;
@@ -866,13 +926,26 @@ KjIrExpr *kj_ir_call(KjArena *arena, KjIrFunction *callee, const KjType *type, i
  * it; then `stmt` on the statement; then the statements under it (a block's
  * in order, then, else, a loop's body).  Either hook may be NULL; `expr`
  * returning false, or `stmt` returning KJ_IR_WALK_STOP, ends the whole walk,
- * KJ_IR_WALK_SKIP leaves out the statements under that one.  A hook may mark
- * the node it is shown (checks.c) or rewrite the operands of an expression
- * whose own operands were walked (half.c): the walk reads no node twice. */
+ * KJ_IR_WALK_SKIP leaves out the statements under that one.  `leave`, when
+ * set, is called after the statements under one that `stmt` let the walk
+ * into (KJ_IR_WALK_ON): a pass whose state hangs on where it is (how many
+ * loops it is in, what a block's earlier statements did) keeps it in `data`,
+ * pushed in `stmt` and popped in `leave` (uniform.c's divergence).  A hook
+ * may mark the node it is shown (checks.c) or rewrite the operands of an
+ * expression whose own operands were walked (half.c): the walk reads no
+ * node twice.
+ *
+ * What the walk is not for: a pass that builds a new tree from the old one
+ * (barrier_split.c's plan and build, split_specialise.c's folding,
+ * inline_barriers.c, the lowerings themselves), whose step for a statement
+ * returns the statement it made from what its children's steps made, and
+ * chooses which children to visit and how often (an unrolled loop's body
+ * once per turn). */
 typedef enum { KJ_IR_WALK_ON, KJ_IR_WALK_SKIP, KJ_IR_WALK_STOP } KjIrWalkStep;
 typedef struct KjIrWalk {
     KjIrWalkStep (*stmt)(struct KjIrWalk *w, const KjIrStmt *s);
     bool (*expr)(struct KjIrWalk *w, const KjIrExpr *e);
+    void (*leave)(struct KjIrWalk *w, const KjIrStmt *s);
     void *data; /* the pass's own */
 } KjIrWalk;
 /* Each returns false when a hook ended the walk (NULL: nothing to walk). */

@@ -349,20 +349,36 @@ typedef struct Guards {
                              in 32 bits and the test proves it does not wrap */
 } Guards;
 
-static void count_region_sets(Spec *S, const KjIrStmt *s, Guards *G, bool top)
+/* Counts the assignments of each variable in the region, and keeps the
+ * value of those at its top (in blocks only, not under an if or a loop):
+ * the walk's hooks (ir.c), with how many statements other than blocks the
+ * walk is under. */
+typedef struct RegionSets {
+    Guards *G;
+    int nested;
+} RegionSets;
+
+static KjIrWalkStep count_region_set(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return;
+    RegionSets *r = w->data;
     if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var) {
-        G->sets[s->var->id]++;
-        G->def[s->var->id] = top && s->kind == KJ_IR_STMT_SET ? s->value : NULL;
+        r->G->sets[s->var->id]++;
+        r->G->def[s->var->id] = r->nested == 0 && s->kind == KJ_IR_STMT_SET ? s->value : NULL;
     }
-    bool block = s->kind == KJ_IR_STMT_BLOCK;
-    for (int i = 0; i < s->stmts.count; i++)
-        count_region_sets(S, s->stmts.items[i], G, top && block);
-    count_region_sets(S, s->then_stmt, G, false);
-    count_region_sets(S, s->else_stmt, G, false);
-    count_region_sets(S, s->body, G, false);
+    r->nested += s->kind != KJ_IR_STMT_BLOCK;
+    return KJ_IR_WALK_ON;
+}
+
+static void leave_region_set(KjIrWalk *w, const KjIrStmt *s)
+{
+    ((RegionSets *)w->data)->nested -= s->kind != KJ_IR_STMT_BLOCK;
+}
+
+static void count_region_sets(const KjIrStmt *region, Guards *G)
+{
+    RegionSets r = {G, 0};
+    KjIrWalk w = {.stmt = count_region_set, .leave = leave_region_set, .data = &r};
+    kj_ir_walk_stmt(&w, region);
 }
 
 static bool is_tid_x(const KjIrExpr *e)
@@ -515,6 +531,14 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
     }
 }
 
+/* Not ir.c's walk: the order in which guards are found is the order of the
+ * region's test (G->test's conjunction) and of the conditions taken as true,
+ * both printed by --dump=vec --block and compiled; this meets an if's
+ * condition before the statement's other expressions, the expressions in
+ * the order value, array, cond, start, stop, step, indices, and a select
+ * before its operands, where the walk has the operands first and a store's
+ * array and indices before its value, so the walk would write the test in
+ * another order. */
 static void find_guards(Spec *S, const KjIrStmt *s, Guards *G);
 
 static void find_guard_exprs(Spec *S, const KjIrExpr *e, Guards *G)
@@ -554,7 +578,7 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
     Guards G = {kj_arena_alloc(S->arena, sizeof *G.def * (size_t)(S->var_count + 1)),
                 kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)), b - 1, NULL,
                 kj_arena_alloc(S->arena, sizeof *G.widened * (size_t)(S->var_count + 1))};
-    count_region_sets(S, c->body, &G, true);
+    count_region_sets(c->body, &G);
     S->hold_count = 0;
     find_guards(S, c->body, &G);
     if (!G.test) {

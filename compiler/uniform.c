@@ -32,6 +32,7 @@
  */
 #include "kjit_compiler.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ============================================================ pointer sets */
@@ -191,7 +192,7 @@ bool kj_uniform_expr_varying(const KjUniformity *u, const KjIrExpr *e)
     case KJ_IR_ATOMIC: case KJ_IR_PRINT:
         return true;
     case KJ_IR_EXEC:
-        return e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK;
+        return kj_exec_form[e->exec] != KJ_EXEC_FORM_FENCE;
     case KJ_IR_LOAD:
         if (u->sources.loads)
             return true;
@@ -240,31 +241,33 @@ bool kj_uniform_expr_unit(const KjUniformity *u, const KjIrExpr *e)
 
 /* Whether s reads var outside the body of `loop` (its bounds count as
  * outside: they are read before the variable is set). */
-static bool reads_outside(const KjIrStmt *s, const KjIrVar *var, const KjIrStmt *loop)
+typedef struct ReadsOutside {
+    const KjIrVar *var;
+    const KjIrStmt *loop;
+} ReadsOutside;
+
+static KjIrWalkStep stop_at_read_outside(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return false;
-    if (kj_ir_stmt_exprs_read(s, var, true))
-        return true;
-    for (int i = 0; i < s->stmts.count; i++)
-        if (reads_outside(s->stmts.items[i], var, loop))
-            return true;
-    return reads_outside(s->then_stmt, var, loop) || reads_outside(s->else_stmt, var, loop) ||
-           (s != loop && reads_outside(s->body, var, loop));
+    const ReadsOutside *r = w->data;
+    if (kj_ir_stmt_exprs_read(s, r->var, true))
+        return KJ_IR_WALK_STOP;
+    return s == r->loop ? KJ_IR_WALK_SKIP : KJ_IR_WALK_ON;
 }
 
-/* Fills u->private_counter from the FOR statements under s. */
-static void find_private_counters(KjUniformity *u, const KjIrStmt *s)
+static bool reads_outside(const KjIrStmt *s, const KjIrVar *var, const KjIrStmt *loop)
 {
-    if (!s)
-        return;
+    ReadsOutside r = {var, loop};
+    KjIrWalk w = {.stmt = stop_at_read_outside, .data = &r};
+    return !kj_ir_walk_stmt(&w, s);
+}
+
+/* Fills u->private_counter from the FOR statements of the function. */
+static KjIrWalkStep note_private_counter(KjIrWalk *w, const KjIrStmt *s)
+{
+    KjUniformity *u = w->data;
     if (s->kind == KJ_IR_STMT_FOR && !reads_outside(u->fn->body, s->var, s))
         set_add(&u->private_counter, s);
-    for (int i = 0; i < s->stmts.count; i++)
-        find_private_counters(u, s->stmts.items[i]);
-    find_private_counters(u, s->then_stmt);
-    find_private_counters(u, s->else_stmt);
-    find_private_counters(u, s->body);
+    return KJ_IR_WALK_ON;
 }
 
 /* How a statement may leave under divergence: some threads break, continue
@@ -287,53 +290,55 @@ static void assign(KjUniformity *u, const KjIrVar *var, const KjIrExpr *value, W
         mark_not_unit(u, var);
 }
 
-static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w);
+/*
+ * One round of the fixed point is a walk of the function (ir.c's walk):
+ * `flow_stmt` on each statement, with what it runs under (the Walk its
+ * enclosing statement gives it) and what the statements under it will run
+ * under; `flow_leave` after them, with how they may leave under divergence,
+ * which it hands to the enclosing statement: in a block, the rest runs
+ * divergent for the threads that did not leave.  A frame per statement on
+ * the way down holds both.
+ */
+typedef struct Frame {
+    const KjIrStmt *s;
+    Walk under; /* what the statements under s run under (a block's changes
+                   as its statements leave) */
+    int leaves; /* how the statements under s, as far as walked, may leave */
+} Frame;
 
-/* A loop's body.  Something in it that leaves under divergence marks the
- * loop varying, and the next round of the fixed point walks the body again
- * as divergent. */
-static int walk_loop(KjUniformity *u, const KjIrStmt *s, Walk w, bool exit_varying)
+typedef struct Flow {
+    KjUniformity *u;
+    Frame *frames;
+    int depth, cap;
+} Flow;
+
+/* A loop whose exit is varying (its condition or bounds, or something in it
+ * that left under divergence in an earlier round) runs its body divergent. */
+static Walk loop_body(KjUniformity *u, const KjIrStmt *s, Walk w, bool exit_varying)
 {
     if (exit_varying && set_add(&u->loop_varying, s))
         u->changed = true;
-    Walk inner = {w.divergent || exit_varying, exit_varying};
-    int leaves = walk_stmt(u, s->body, inner);
-    if (leaves && set_add(&u->loop_varying, s))
-        u->changed = true;
-    return leaves & LEAVES_RETURN;
+    return (Walk){w.divergent || exit_varying, exit_varying};
 }
 
-static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
+static KjIrWalkStep flow_stmt(KjIrWalk *walk, const KjIrStmt *s)
 {
-    if (!s)
-        return 0;
+    Flow *f = walk->data;
+    KjUniformity *u = f->u;
+    Walk w = f->depth ? f->frames[f->depth - 1].under : (Walk){false, false};
     if (w.divergent && set_add(&u->divergent, s))
         u->changed = true;
+    Frame frame = {s, w, 0};
     switch (s->kind) {
-    case KJ_IR_STMT_BLOCK: {
-        int leaves = 0;
-        for (int i = 0; i < s->stmts.count; i++) {
-            int l = walk_stmt(u, s->stmts.items[i], w);
-            if (l) {
-                /* the rest of the block runs for the threads that did not leave */
-                leaves |= l;
-                w.divergent = true;
-                if (l & (LEAVES_BREAK | LEAVES_CONTINUE))
-                    w.loop_divergent = true;
-            }
-        }
-        return leaves;
-    }
-    case KJ_IR_STMT_EVAL: case KJ_IR_STMT_STORE:
-        return 0;
+    case KJ_IR_STMT_BLOCK: case KJ_IR_STMT_EVAL: case KJ_IR_STMT_STORE:
+        break;
     case KJ_IR_STMT_SET:
         assign(u, s->var, s->value, w);
-        return 0;
-    case KJ_IR_STMT_IF: {
+        break;
+    case KJ_IR_STMT_IF:
         if (kj_uniform_expr_varying(u, s->cond))
-            w = (Walk){true, true};
-        return walk_stmt(u, s->then_stmt, w) | walk_stmt(u, s->else_stmt, w);
-    }
+            frame.under = (Walk){true, true};
+        break;
     case KJ_IR_STMT_FOR: {
         bool exit_varying = kj_uniform_expr_varying(u, s->start) ||
                             kj_uniform_expr_varying(u, s->stop) ||
@@ -357,11 +362,14 @@ static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
         }
         if (exit_varying)
             mark_var(u, s->var);
-        return walk_loop(u, s, w, exit_varying);
+        frame.under = loop_body(u, s, w, exit_varying);
+        break;
     }
     case KJ_IR_STMT_WHILE:
-        return walk_loop(u, s, w, kj_uniform_expr_varying(u, s->cond) || set_has(&u->loop_varying, s));
-    case KJ_IR_STMT_PARFOR: {
+        frame.under = loop_body(u, s, w, kj_uniform_expr_varying(u, s->cond) ||
+                                             set_has(&u->loop_varying, s));
+        break;
+    case KJ_IR_STMT_PARFOR:
         if (s->var->id >= 0 && s->var->id < u->var_count) {
             u->assigned[s->var->id] = true;
             if (u->sources.parfor_var)
@@ -371,22 +379,24 @@ static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
             if (w.divergent)
                 mark_not_unit(u, s->var);
         }
-        Walk inner = {w.divergent, false};
-        return walk_stmt(u, s->body, inner) & LEAVES_RETURN;
-    }
+        frame.under = (Walk){w.divergent, false};
+        break;
     case KJ_IR_STMT_THREADS:
         /* a split form's loop over the threads (barrier_split.c): a return
          * in it ends the thread's part of this region (barrier_split.c
          * splits only kernels whose returns come after the last barrier);
          * what follows runs once for the block, every thread done, so it is
          * not divergent (it copies the uniform variables the region set
-         * back to their scalar slots: campaign seed 600903) */
-        walk_stmt(u, s->body, (Walk){w.divergent, false});
-        return 0;
+         * back to their scalar slots: campaign seed 600903): flow_leave
+         * hands nothing up */
+        frame.under = (Walk){w.divergent, false};
+        break;
     case KJ_IR_STMT_BREAK:
-        return w.loop_divergent ? LEAVES_BREAK : 0;
+        frame.leaves = w.loop_divergent ? LEAVES_BREAK : 0;
+        break;
     case KJ_IR_STMT_CONTINUE:
-        return w.loop_divergent ? LEAVES_CONTINUE : 0;
+        frame.leaves = w.loop_divergent ? LEAVES_CONTINUE : 0;
+        break;
     case KJ_IR_STMT_RETURN:
         if (s->value && kj_uniform_expr_varying(u, s->value) && !u->result_varying) {
             u->result_varying = true;
@@ -397,13 +407,51 @@ static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
                 u->changed = true;
             u->divergent_return = true;
             u->result_varying = true;
-            return LEAVES_RETURN;
+            frame.leaves = LEAVES_RETURN;
         }
-        return 0;
+        break;
     case KJ_IR_STMT_COUNT:
+        kj_unreachable();
+    }
+    if (f->depth == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 32;
+        f->frames = kj_xrealloc(f->frames, sizeof *f->frames * (size_t)f->cap);
+    }
+    f->frames[f->depth++] = frame;
+    return KJ_IR_WALK_ON;
+}
+
+static void flow_leave(KjIrWalk *walk, const KjIrStmt *s)
+{
+    Flow *f = walk->data;
+    int leaves = f->frames[--f->depth].leaves;
+    switch (s->kind) {
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE:
+        /* something in the body leaves under divergence: the loop's exit is
+         * varying, and the next round walks the body again as divergent */
+        if (leaves && set_add(&f->u->loop_varying, s))
+            f->u->changed = true;
+        leaves &= LEAVES_RETURN;
+        break;
+    case KJ_IR_STMT_PARFOR:
+        leaves &= LEAVES_RETURN;
+        break;
+    case KJ_IR_STMT_THREADS:
+        leaves = 0;
+        break;
+    default:
         break;
     }
-    kj_unreachable();
+    if (!leaves || f->depth == 0)
+        return;
+    Frame *up = &f->frames[f->depth - 1];
+    up->leaves |= leaves;
+    if (up->s->kind == KJ_IR_STMT_BLOCK) {
+        /* the rest of the block runs for the threads that did not leave */
+        up->under.divergent = true;
+        if (leaves & (LEAVES_BREAK | LEAVES_CONTINUE))
+            up->under.loop_divergent = true;
+    }
 }
 
 KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUniformSources sources)
@@ -430,7 +478,8 @@ KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUnifo
     u->divergent = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
     u->loop_varying = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
     u->private_counter = (PtrSet){kj_arena_alloc(arena, sizeof(void *) * (size_t)capacity), capacity};
-    find_private_counters(u, fn->body);
+    KjIrWalk counters = {.stmt = note_private_counter, .data = u};
+    kj_ir_walk_stmt(&counters, fn->body);
 
     for (int i = 0; i < fn->param_count; i++) {
         const KjIrVar *p = fn->params[i];
@@ -439,10 +488,13 @@ KjUniformity *kj_uniform_analyze(KjArena *arena, const KjIrFunction *fn, KjUnifo
         if (i < 64 && (sources.params >> i & 1u))
             u->varying[p->id] = true;
     }
+    Flow flow = {.u = u};
+    KjIrWalk walk = {.stmt = flow_stmt, .leave = flow_leave, .data = &flow};
     do {
         u->changed = false;
-        walk_stmt(u, fn->body, (Walk){false, false});
+        kj_ir_walk_stmt(&walk, fn->body);
     } while (u->changed);
+    free(flow.frames);
     return u;
 }
 

@@ -121,7 +121,9 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
 
     /* Races are checked on the host only (check_race.c): a GPU has
      * compute-sanitizer's racecheck. */
-    if ((context->options.check & KJIT_CHECK_RACE) && options->target == KJIT_TARGET_CUDA) {
+    bool races = (context->options.check & KJIT_CHECK_RACE) != 0;
+    if (races && options->target != KJIT_TARGET_AUTO &&
+        !kj_runtime_target_of(options->target)->checks_races) {
         context_free(context);
         return kj_api_set_error(NULL, KJIT_ERROR_INVALID_ARGUMENT,
                                 "race checking runs on the cpu and parallel targets only; on a "
@@ -129,10 +131,8 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
                                 "the unchecked program");
     }
     /* AUTO is cuda when a GPU answers, else cpu (race checking: cpu). */
-    kjit_target target = options->target == KJIT_TARGET_AUTO
-                             ? ((context->options.check & KJIT_CHECK_RACE) ? KJIT_TARGET_CPU
-                                                                          : KJIT_TARGET_CUDA)
-                             : options->target;
+    kjit_target target = options->target == KJIT_TARGET_AUTO ? kj_runtime_target_auto(races)
+                                                             : options->target;
     const KjRuntimeTarget *runtime = kj_runtime_target_of(target);
     char *error = NULL;
     kjit_status status = runtime->open(context, &error);

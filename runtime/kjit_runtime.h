@@ -1071,6 +1071,9 @@ struct KjRuntimeTarget {
      * LANES form with SIMD lanes (the host); strided ones as LANES, with the
      * lanes in registers where reduce_in_warps. */
     bool reduce_in_warps;
+    /* The race checker (--check=race, check_race.c) runs on its code: the
+     * host's threads (a GPU has compute-sanitizer's racecheck). */
+    bool checks_races;
     kjit_status (*run_items)(kjit_context *context, const KjItemsRun *run);
 
     /* Device memory (bytes may be 0), and copies between contiguous arrays of
@@ -1097,6 +1100,10 @@ extern const KjRuntimeTarget kj_runtime_cuda;     /* runtime_cuda.c */
 /* The runtime target for a kjit_target (runtime_target.c): AUTO is cuda, the first
  * that kjit_context_create tries; an unknown value is cpu. */
 const KjRuntimeTarget *kj_runtime_target_of(kjit_target target);
+/* What AUTO stands for in kjit_context_create: the first choice (a GPU; the
+ * context falls back to cpu when none answers), or, where races are checked,
+ * a target that checks them. */
+kjit_target kj_runtime_target_auto(bool check_races);
 
 /*
  * The target that makes and runs code of this kind in a context.  Plain

@@ -545,6 +545,7 @@ static void cpu_event_destroy(kjit_event *event)
  * and launch spread work across (a NULL pool keeps it on the caller). */
 #define KJ_HOST_TARGET_FUNCTIONS                \
     .device_memory_on_host = true,              \
+    .checks_races = true,                       \
     .codegen = KJ_CODEGEN_CPU,                  \
     .close = cpu_close,                         \
     .generate = cpu_generate,                   \

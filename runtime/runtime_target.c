@@ -17,3 +17,8 @@ const KjRuntimeTarget *kj_runtime_target_of(kjit_target target)
     }
     return &kj_runtime_cpu; /* anything else runs as cpu */
 }
+
+kjit_target kj_runtime_target_auto(bool check_races)
+{
+    return check_races ? KJIT_TARGET_CPU : KJIT_TARGET_CUDA;
+}

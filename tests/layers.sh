@@ -17,6 +17,10 @@
 # every strongly connected set of more than one file.  Each must be a line of
 # tests/layers_cycles.allow, and each line there must still be one: the list
 # only shrinks, and the check passes with no line once the circles are gone.
+#
+# Last, docs/architecture.md's "Every source, by layer" must name every source
+# of compiler/, compiler/backend/ and runtime/ in an order the same graph
+# keeps: a file uses only the files named before it in its folder's list.
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
@@ -159,4 +163,54 @@ if new:
 sys.exit(1 if new or gone else 0)
 PY
 fi
-[ "$bad" = 0 ] && [ "$cycles_bad" = 0 ]
+
+order_bad=0
+if [ "$cycles_bad" = 0 ]; then
+    python3 - "$BUILD" docs/architecture.md <<'PY' || order_bad=1
+import glob, os, re, subprocess, sys
+
+build, doc_path = sys.argv[1], sys.argv[2]
+doc = open(doc_path).read()
+section = doc[doc.index("## Every source, by layer"):doc.index("## The pass list")]
+place = {}  # source -> (its folder's list, its place there)
+for item in re.split(r"\n- ", section):
+    folder = re.match(r"`(compiler/|compiler/backend/|runtime/|compiler/cli/)`", item)
+    if not folder:
+        continue
+    for i, name in enumerate(re.findall(r"`([A-Za-z0-9_./]+\.c)`", item)):
+        path = name if name.startswith("build/") else folder.group(1) + os.path.basename(name)
+        place[path] = (folder.group(1), i)
+
+def source(obj):
+    return obj[len(build) + len("/obj/"):-len(".o")] + ".c"
+
+objects = sorted(o for o in glob.glob(f"{build}/obj/compiler/*.o") + glob.glob(f"{build}/obj/compiler/backend/*.o")
+                 + glob.glob(f"{build}/obj/runtime/*.o") if os.path.exists(source(o)))
+
+def symbols(flags, obj):
+    out = subprocess.run(["nm", *flags, obj], capture_output=True, text=True, check=True).stdout
+    return [line.split()[-1] for line in out.splitlines() if line.strip()]
+
+defined_in, undefined = {}, {}
+for obj in objects:
+    for name in symbols(["-g", "--defined-only"], obj):
+        defined_in[name] = source(obj)
+    undefined[source(obj)] = symbols(["-u"], obj)
+
+problems = set()
+for user in sorted(undefined):
+    if user not in place:
+        problems.add(f"{doc_path} does not name {user} in its list of sources")
+        continue
+    for name in undefined[user]:
+        owner = defined_in.get(name)
+        if owner and owner != user and owner in place and place[owner][0] == place[user][0] \
+                and place[owner][1] > place[user][1]:
+            problems.add(f"{user} uses {owner} ({name}), which {doc_path} lists after it")
+for line in sorted(problems):
+    print(f"layers: {line}")
+print(f"layers: {doc_path} names {len(place)} sources; {len(problems)} out of place")
+sys.exit(1 if problems else 0)
+PY
+fi
+[ "$bad" = 0 ] && [ "$cycles_bad" = 0 ] && [ "$order_bad" = 0 ]

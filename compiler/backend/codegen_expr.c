@@ -115,7 +115,7 @@ static LLVMValueRef complex_div(Gen *g, LLVMValueRef x, LLVMValueRef y)
 static LLVMValueRef complex_abs(Gen *g, LLVMValueRef z)
 {
     LLVMValueRef parts[2] = {re_of(g, z), im_of(g, z)};
-    return kj_codegen_call_math(g, "hypot", true, parts, 2);
+    return kj_codegen_math_library(g, KJ_MATH_HYPOT, parts, 2);
 }
 
 /* ============================================================ arrays */

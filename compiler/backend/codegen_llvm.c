@@ -82,27 +82,23 @@ static void push_loop(Gen *g, LLVMBasicBlockRef break_bb, LLVMBasicBlockRef cont
 
 /* Whether a loop body leaves early or holds another loop: such loops are not
  * unrolled by request. */
-static bool leaves_or_loops(const KjIrStmt *s)
+/* Whether s holds a loop or leaves early (break, return): the walk (ir.c)
+ * stops at the first. */
+static KjIrWalkStep stop_at_loop_or_leave(KjIrWalk *w, const KjIrStmt *s)
 {
-    if (!s)
-        return false;
     switch (s->kind) {
     case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_RETURN:
-        return true;
-    case KJ_IR_STMT_BLOCK:
-        for (int i = 0; i < s->stmts.count; i++)
-            if (leaves_or_loops(s->stmts.items[i]))
-                return true;
-        return false;
-    case KJ_IR_STMT_IF:
-        return leaves_or_loops(s->then_stmt) || leaves_or_loops(s->else_stmt);
-    case KJ_IR_STMT_EVAL: case KJ_IR_STMT_SET: case KJ_IR_STMT_STORE: case KJ_IR_STMT_CONTINUE:
-        return false;
-    case KJ_IR_STMT_COUNT:
-        break;
+        return KJ_IR_WALK_STOP;
+    default:
+        return KJ_IR_WALK_ON;
     }
-    kj_unreachable();
+}
+
+static bool leaves_or_loops(const KjIrStmt *s)
+{
+    KjIrWalk w = {.stmt = stop_at_loop_or_leave};
+    return !kj_ir_walk_stmt(&w, s);
 }
 
 /*

@@ -400,10 +400,6 @@ LLVMValueRef kj_codegen_call_intrinsic(Gen *g, const char *name, LLVMTypeRef *ov
                                        int overload_count, LLVMValueRef *args, int arg_count);
 /* A declared external function (math library, libdevice). */
 LLVMValueRef kj_codegen_extern(Gen *g, const char *name, LLVMTypeRef type);
-/* A call to the target's math library by base name: "sin" -> sinf/sin, or
- * __nv_sinf/__nv_sin on cuda; vectorizable: it has vector variants. */
-LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
-                                  int arity);
 /* A real math built-in on args of one float type: the target's own lowering,
  * an LLVM intrinsic, or the target's math library. */
 LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
@@ -420,6 +416,13 @@ LLVMValueRef kj_codegen_complex_arith(Gen *g, KjIrOp op, LLVMValueRef a, LLVMVal
 LLVMValueRef kj_codegen_complex_square(Gen *g, LLVMValueRef z);
 /* A math built-in's libm name ("sin"; f32 adds "f") and whether libmvec has it. */
 const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec);
+/* Whether a math built-in lowers without a library call (KJ_MATH_BUILTINS'
+ * `lower` column): cheap for lanes that do not need its value. */
+bool kj_codegen_math_cheap(KjMathFn fn);
+/* A math built-in as its math library's call (its `libm` column), whatever
+ * its `lower` column says: for a target whose instructions cannot do the
+ * inline lowering exactly (cuda's round and fmod). */
+LLVMValueRef kj_codegen_math_library(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity);
 /* The one libmvec routine that cpu code calls for libm function `libm_name`
  * ("sin", "sinf") of `arity` operands of element type `elem`: the widest ISA
  * the host runs, declared in the module once, its name into name[96] and

@@ -79,7 +79,7 @@ static bool scan_expr(KjIrWalk *w, const KjIrExpr *e)
         sc->ok = false;
         return false;
     case KJ_IR_EXEC:
-        if (e->exec != KJ_EXEC_THREADFENCE && e->exec != KJ_EXEC_THREADFENCE_BLOCK)
+        if (kj_exec_form[e->exec] != KJ_EXEC_FORM_FENCE)
             sc->ok = false;
         return sc->ok;
     case KJ_IR_MATH:
@@ -253,27 +253,45 @@ static void push_skip(Simd *s, LLVMBasicBlockRef bb)
 }
 
 /* Whether st may retire lanes of the running region: a divergent return, or
- * a masked break or continue of the current loop. */
-static bool may_leave(Simd *s, const KjIrStmt *st, bool nested_loop)
+ * a masked break or continue of the current loop.  The walk's hooks (ir.c)
+ * count the loops under st, whose break and continue are their own; a
+ * PARFOR's or THREADS' body is a region of its own. */
+typedef struct Leaving {
+    Simd *s;
+    int loops;
+} Leaving;
+
+static KjIrWalkStep stop_at_leave(KjIrWalk *w, const KjIrStmt *st)
 {
-    if (!st)
-        return false;
+    Leaving *l = w->data;
     switch (st->kind) {
     case KJ_IR_STMT_RETURN:
-        return kj_uniform_stmt_divergent(s->u, st);
+        return kj_uniform_stmt_divergent(l->s->u, st) ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: {
-        SimdLoop *loop = current_loop(s);
-        return !nested_loop && loop && loop->varying;
+        SimdLoop *loop = current_loop(l->s);
+        return l->loops == 0 && loop && loop->varying ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
     }
     case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE:
-        return may_leave(s, st->body, true);
+        l->loops++;
+        return KJ_IR_WALK_ON;
+    case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
+        return KJ_IR_WALK_SKIP;
     default:
-        break;
+        return KJ_IR_WALK_ON;
     }
-    for (int i = 0; i < st->stmts.count; i++)
-        if (may_leave(s, st->stmts.items[i], nested_loop))
-            return true;
-    return may_leave(s, st->then_stmt, nested_loop) || may_leave(s, st->else_stmt, nested_loop);
+}
+
+static void leave_loop(KjIrWalk *w, const KjIrStmt *st)
+{
+    Leaving *l = w->data;
+    l->loops -= st->kind == KJ_IR_STMT_FOR || st->kind == KJ_IR_STMT_WHILE;
+}
+
+static bool may_leave(Simd *s, const KjIrStmt *st)
+{
+    Leaving l = {s, 0};
+    KjIrWalk w = {.stmt = stop_at_leave, .leave = leave_loop, .data = &l};
+    return !kj_ir_walk_stmt(&w, st);
 }
 
 /* The lanes of before that have not left: returned, or broken out of or
@@ -305,22 +323,31 @@ static void refresh_mask(Simd *s, LLVMValueRef before)
 
 /* Whether st reads var outside `inside` (a loop: its body, and its
  * condition where exit_recorded). */
+typedef struct ReadsOutside {
+    const KjIrVar *var;
+    const KjIrStmt *inside;
+    bool exit_recorded;
+} ReadsOutside;
+
+static KjIrWalkStep stop_at_read_outside(KjIrWalk *w, const KjIrStmt *st)
+{
+    const ReadsOutside *r = w->data;
+    const KjIrVar *var = r->var;
+    if (st == r->inside) /* a loop's condition reads on for the lanes that left, unless they
+                          * are recorded as gone (gen_loop) */
+        return kj_ir_expr_reads(st->start, var) || kj_ir_expr_reads(st->stop, var) ||
+                       kj_ir_expr_reads(st->step, var) ||
+                       (!r->exit_recorded && kj_ir_expr_reads(st->cond, var))
+                   ? KJ_IR_WALK_STOP
+                   : KJ_IR_WALK_SKIP;
+    return kj_ir_stmt_exprs_read(st, var, true) ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
+}
+
 static bool reads_outside(const KjIrStmt *st, const KjIrVar *var, const KjIrStmt *inside, bool exit_recorded)
 {
-    if (!st)
-        return false;
-    if (st == inside) /* a loop's condition reads on for the lanes that left, unless they are
-                       * recorded as gone (gen_loop) */
-        return kj_ir_expr_reads(st->start, var) || kj_ir_expr_reads(st->stop, var) || kj_ir_expr_reads(st->step, var) ||
-               (!exit_recorded && kj_ir_expr_reads(st->cond, var));
-    if (kj_ir_stmt_exprs_read(st, var, true))
-        return true;
-    for (int i = 0; i < st->stmts.count; i++)
-        if (reads_outside(st->stmts.items[i], var, inside, exit_recorded))
-            return true;
-    return reads_outside(st->then_stmt, var, inside, exit_recorded) ||
-           reads_outside(st->else_stmt, var, inside, exit_recorded) ||
-           reads_outside(st->body, var, inside, exit_recorded);
+    ReadsOutside r = {var, inside, exit_recorded};
+    KjIrWalk w = {.stmt = stop_at_read_outside, .data = &r};
+    return !kj_ir_walk_stmt(&w, st);
 }
 
 /* Whether var's lanes outside the running ones are never read again: var
@@ -332,18 +359,24 @@ static bool dead_outside_region(Simd *s, const KjIrVar *var)
            !reads_outside(s->fn->body, var, s->plain_loop, s->plain_loop == s->exit_recorded);
 }
 
+/* Whether st holds a continue of the loop it is in (an inner loop's, a
+ * PARFOR's or THREADS' are their own). */
+static KjIrWalkStep stop_at_continue(KjIrWalk *w, const KjIrStmt *st)
+{
+    switch (st->kind) {
+    case KJ_IR_STMT_CONTINUE:
+        return KJ_IR_WALK_STOP;
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
+        return KJ_IR_WALK_SKIP;
+    default:
+        return KJ_IR_WALK_ON;
+    }
+}
+
 static bool has_continue(const KjIrStmt *st)
 {
-    if (!st)
-        return false;
-    if (st->kind == KJ_IR_STMT_CONTINUE)
-        return true;
-    if (st->kind == KJ_IR_STMT_FOR || st->kind == KJ_IR_STMT_WHILE)
-        return false; /* an inner loop's own */
-    for (int i = 0; i < st->stmts.count; i++)
-        if (has_continue(st->stmts.items[i]))
-            return true;
-    return has_continue(st->then_stmt) || has_continue(st->else_stmt);
+    KjIrWalk w = {.stmt = stop_at_continue};
+    return !kj_ir_walk_stmt(&w, st);
 }
 
 /*
@@ -420,68 +453,82 @@ static void gen_store(Simd *s, KjIrStmt *st)
 }
 
 /* Whether e costs little to compute for lanes that do not need it: no
- * memory, no calls, no libm function. */
-static bool cheap_expr(const KjIrExpr *e)
+ * memory, no calls, no libm function (KJ_MATH_BUILTINS' lowering column). */
+static bool cheap_op(KjIrWalk *w, const KjIrExpr *e)
 {
     switch (e->op) {
     case KJ_IR_LOAD: case KJ_IR_CALL: case KJ_IR_ATOMIC: case KJ_IR_IPOW: case KJ_IR_PRINT:
     case KJ_IR_EXEC: case KJ_IR_CABS:
         return false;
-    case KJ_IR_MATH: {
-        bool libmvec;
-        kj_codegen_math_libm(e->math, &libmvec);
-        if (libmvec || e->math == KJ_MATH_LGAMMA || e->math == KJ_MATH_TGAMMA || e->math == KJ_MATH_FMOD)
-            return false;
-        break;
-    }
+    case KJ_IR_MATH:
+        return kj_codegen_math_cheap(e->math);
     default:
-        break;
+        return true;
     }
-    for (int i = 0; i < e->arg_count; i++)
-        if (!cheap_expr(e->args[i]))
-            return false;
-    return true;
+}
+
+static bool cheap_expr(const KjIrExpr *e)
+{
+    KjIrWalk w = {.expr = cheap_op};
+    return kj_ir_walk_expr(&w, e);
 }
 
 /* A side of an if that is a few cheap assignments: run for every lane
  * under its mask rather than behind a branch on whether any lane takes it
- * (a branch that lanes of mixed minds make hard to predict). */
-static bool cheap_side(const KjIrStmt *st, int *budget)
+ * (a branch that lanes of mixed minds make hard to predict).  The walk's
+ * data is the budget of assignments left. */
+static KjIrWalkStep cheap_stmt(KjIrWalk *w, const KjIrStmt *st)
 {
-    if (!st)
-        return true;
+    int *budget = w->data;
     switch (st->kind) {
     case KJ_IR_STMT_BLOCK:
-        for (int i = 0; i < st->stmts.count; i++)
-            if (!cheap_side(st->stmts.items[i], budget))
-                return false;
-        return true;
+        return KJ_IR_WALK_ON;
     case KJ_IR_STMT_SET:
-        return --*budget >= 0 && !is_array(st->var->type) && cheap_expr(st->value);
+        return --*budget >= 0 && !is_array(st->var->type) ? KJ_IR_WALK_ON : KJ_IR_WALK_STOP;
     case KJ_IR_STMT_IF:
-        return cheap_expr(st->cond) && cheap_side(st->then_stmt, budget) && cheap_side(st->else_stmt, budget);
+        return KJ_IR_WALK_ON;
     default:
-        return false;
+        return KJ_IR_WALK_STOP;
     }
 }
 
-/* The variables a side assigns (SETs, in nested ifs too), at most 16. */
+static bool cheap_side(const KjIrStmt *st, int *budget)
+{
+    KjIrWalk w = {.stmt = cheap_stmt, .expr = cheap_op, .data = budget};
+    return kj_ir_walk_stmt(&w, st);
+}
+
+/* The variables a side assigns (SETs, in nested ifs too, not in loops), at
+ * most 16. */
+typedef struct Assigned {
+    KjIrVar **vars;
+    int count;
+} Assigned;
+
+static KjIrWalkStep note_assigned(KjIrWalk *w, const KjIrStmt *st)
+{
+    Assigned *a = w->data;
+    switch (st->kind) {
+    case KJ_IR_STMT_SET:
+        for (int i = 0; i < a->count; i++)
+            if (a->vars[i] == st->var)
+                return KJ_IR_WALK_ON;
+        if (a->count < 16)
+            a->vars[a->count++] = st->var;
+        return KJ_IR_WALK_ON;
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
+        return KJ_IR_WALK_SKIP;
+    default:
+        return KJ_IR_WALK_ON;
+    }
+}
+
 static int assigned_vars(const KjIrStmt *st, KjIrVar **vars, int count)
 {
-    if (!st)
-        return count;
-    if (st->kind == KJ_IR_STMT_SET) {
-        for (int i = 0; i < count; i++)
-            if (vars[i] == st->var)
-                return count;
-        if (count < 16)
-            vars[count++] = st->var;
-        return count;
-    }
-    for (int i = 0; i < st->stmts.count; i++)
-        count = assigned_vars(st->stmts.items[i], vars, count);
-    count = assigned_vars(st->then_stmt, vars, count);
-    return assigned_vars(st->else_stmt, vars, count);
+    Assigned a = {vars, count};
+    KjIrWalk w = {.stmt = note_assigned, .data = &a};
+    kj_ir_walk_stmt(&w, st);
+    return a.count;
 }
 
 /* Whether cond is `x % 2^k == 0` (or `0 == x % 2^k`), x a signed integer
@@ -639,7 +686,7 @@ static void gen_if(Simd *s, KjIrStmt *st)
 {
     Gen *g = s->g;
     LLVMValueRef before = s->mask;
-    bool leaves = may_leave(s, st, false);
+    bool leaves = may_leave(s, st);
     if (!simd_varying(s, st->cond)) {
         LLVMValueRef c = kj_codegen_expr(g, st->cond);
         LLVMBasicBlockRef then_bb = new_block(g, "if.then"), done = new_block(g, "if.done");
@@ -919,7 +966,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     LLVMBuildBr(B, head);
     LLVMPositionBuilderAtEnd(B, exit);
     s->mask = before;
-    if (may_leave(s, st, false))
+    if (may_leave(s, st))
         refresh_mask(s, before);
 }
 

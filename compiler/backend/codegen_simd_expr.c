@@ -902,17 +902,28 @@ static bool private_alloc(const KjIrExpr *e)
     return e && (e->op == KJ_IR_SHARED || e->op == KJ_IR_DYNAMIC_SHARED || e->op == KJ_IR_LOCAL);
 }
 
+/* The walk's hook (ir.c): each array variable is private (1) while every
+ * assignment of it is a shared() or local(), else -1; the data is the
+ * array of KjIrVar.id's answers. */
+typedef struct PrivateVars {
+    signed char *vars;
+    int count;
+} PrivateVars;
+
+static KjIrWalkStep scan_private_stmt(KjIrWalk *w, const KjIrStmt *st)
+{
+    PrivateVars *p = w->data;
+    if (st->kind == KJ_IR_STMT_SET && st->var && st->var->id >= 0 && st->var->id < p->count &&
+        is_array(st->var->type))
+        p->vars[st->var->id] = p->vars[st->var->id] >= 0 && private_alloc(st->value) ? 1 : -1;
+    return KJ_IR_WALK_ON;
+}
+
 static void scan_private(const KjIrStmt *st, signed char *vars, int count)
 {
-    if (!st)
-        return;
-    if (st->kind == KJ_IR_STMT_SET && st->var && st->var->id >= 0 && st->var->id < count && is_array(st->var->type))
-        vars[st->var->id] = vars[st->var->id] >= 0 && private_alloc(st->value) ? 1 : -1;
-    for (int i = 0; i < st->stmts.count; i++)
-        scan_private(st->stmts.items[i], vars, count);
-    scan_private(st->then_stmt, vars, count);
-    scan_private(st->else_stmt, vars, count);
-    scan_private(st->body, vars, count);
+    PrivateVars p = {vars, count};
+    KjIrWalk w = {.stmt = scan_private_stmt, .data = &p};
+    kj_ir_walk_stmt(&w, st);
 }
 
 /* Whether the array expression is block-private memory. */

@@ -118,45 +118,37 @@ static Span for_span(Simd *s, const KjIrStmt *st, int depth)
     return within(r, t);
 }
 
+/* The walk's hook (ir.c): every statement that assigns w->var, in the
+ * order the function has them. */
+static KjIrWalkStep find_writer(KjIrWalk *walk, const KjIrStmt *st)
+{
+    Writers *w = walk->data;
+    if (st->var != w->var)
+        return KJ_IR_WALK_ON;
+    switch (st->kind) {
+    case KJ_IR_STMT_SET:
+        w->sets++;
+        w->span = join(w->span, within(expr_span(w->s, st->value, w->depth), w->var->type));
+        break;
+    case KJ_IR_STMT_FOR:
+        w->in_for = true;
+        w->span = join(w->span, for_span(w->s, st, w->depth));
+        break;
+    case KJ_IR_STMT_PARFOR: {
+        Span stop = expr_span(w->s, st->stop, w->depth);
+        w->span = join(w->span, within((Span){0, stop.hi > 0 ? stop.hi - 1 : 0}, w->var->type));
+        break;
+    }
+    default:
+        break;
+    }
+    return KJ_IR_WALK_ON;
+}
+
 static void find_writers(Writers *w, const KjIrStmt *st)
 {
-    if (!st)
-        return;
-    switch (st->kind) {
-    case KJ_IR_STMT_BLOCK:
-        for (int i = 0; i < st->stmts.count; i++)
-            find_writers(w, (const KjIrStmt *)st->stmts.items[i]);
-        return;
-    case KJ_IR_STMT_SET:
-        if (st->var == w->var) {
-            w->sets++;
-            w->span = join(w->span, within(expr_span(w->s, st->value, w->depth), w->var->type));
-        }
-        return;
-    case KJ_IR_STMT_IF:
-        find_writers(w, st->then_stmt);
-        find_writers(w, st->else_stmt);
-        return;
-    case KJ_IR_STMT_FOR:
-        if (st->var == w->var) {
-            w->in_for = true;
-            w->span = join(w->span, for_span(w->s, st, w->depth));
-        }
-        find_writers(w, st->body);
-        return;
-    case KJ_IR_STMT_PARFOR:
-        if (st->var == w->var) {
-            Span stop = expr_span(w->s, st->stop, w->depth);
-            w->span = join(w->span, within((Span){0, stop.hi > 0 ? stop.hi - 1 : 0}, w->var->type));
-        }
-        find_writers(w, st->body);
-        return;
-    case KJ_IR_STMT_WHILE: case KJ_IR_STMT_THREADS:
-        find_writers(w, st->body);
-        return;
-    default:
-        return;
-    }
+    KjIrWalk walk = {.stmt = find_writer, .data = w};
+    kj_ir_walk_stmt(&walk, st);
 }
 
 static Span var_span(Simd *s, const KjIrVar *v, int depth)

@@ -82,36 +82,9 @@ LLVMValueRef kj_codegen_extern(Gen *g, const char *name, LLVMTypeRef type)
 
 /* ============================================================ math */
 
-/* The libm name (f64; f32 adds "f") and whether glibc's libmvec has it. */
-static const struct {
-    const char *libm;
-    bool libmvec;
-} math_info[KJ_MATH_COUNT] = {
-    [KJ_MATH_SQRT] = {"sqrt", false},   [KJ_MATH_CBRT] = {"cbrt", true},
-    [KJ_MATH_EXP] = {"exp", true},      [KJ_MATH_EXP2] = {"exp2", true},
-    [KJ_MATH_EXPM1] = {"expm1", true},  [KJ_MATH_LOG] = {"log", true},
-    [KJ_MATH_LOG2] = {"log2", true},    [KJ_MATH_LOG10] = {"log10", true},
-    [KJ_MATH_LOG1P] = {"log1p", true},  [KJ_MATH_SIN] = {"sin", true},
-    [KJ_MATH_COS] = {"cos", true},      [KJ_MATH_TAN] = {"tan", true},
-    [KJ_MATH_ASIN] = {"asin", true},    [KJ_MATH_ACOS] = {"acos", true},
-    [KJ_MATH_ATAN] = {"atan", true},    [KJ_MATH_ATAN2] = {"atan2", true},
-    [KJ_MATH_SINH] = {"sinh", true},    [KJ_MATH_COSH] = {"cosh", true},
-    [KJ_MATH_TANH] = {"tanh", true},    [KJ_MATH_ASINH] = {"asinh", true},
-    [KJ_MATH_ACOSH] = {"acosh", true},  [KJ_MATH_ATANH] = {"atanh", true},
-    [KJ_MATH_POW] = {"pow", true},      [KJ_MATH_HYPOT] = {"hypot", true},
-    [KJ_MATH_FLOOR] = {"floor", false}, [KJ_MATH_CEIL] = {"ceil", false},
-    [KJ_MATH_TRUNC] = {"trunc", false}, [KJ_MATH_ROUND] = {"round", false},
-    [KJ_MATH_FABS] = {"fabs", false},   [KJ_MATH_FMIN] = {"fmin", false},
-    [KJ_MATH_FMAX] = {"fmax", false},   [KJ_MATH_FMA] = {"fma", false},
-    [KJ_MATH_ERF] = {"erf", true},      [KJ_MATH_ERFC] = {"erfc", true},
-    [KJ_MATH_LGAMMA] = {"lgamma", false}, [KJ_MATH_TGAMMA] = {"tgamma", false},
-    [KJ_MATH_COPYSIGN] = {"copysign", false}, [KJ_MATH_FMOD] = {"fmod", false},
-    [KJ_MATH_ISNAN] = {"isnan", false}, [KJ_MATH_ISINF] = {"isinf", false},
-    [KJ_MATH_ISFINITE] = {"isfinite", false},
-};
-
-LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args,
-                                  int arity)
+/* A call to the target's math library by base name: "sin" -> sinf/sin, or
+ * __nv_sinf/__nv_sin on cuda; vectorizable: it has vector variants. */
+static LLVMValueRef call_math(Gen *g, const char *base, bool vectorizable, LLVMValueRef *args, int arity)
 {
     LLVMTypeRef t = LLVMTypeOf(args[0]);
     bool is_f32 = t == g->t_f32;
@@ -134,9 +107,10 @@ LLVMValueRef kj_codegen_call_math(Gen *g, const char *base, bool vectorizable, L
     return call;
 }
 
-/* A math built-in: the target's own lowering where it has one, else an LLVM
- * intrinsic or the target's math library. */
-/* min and max of floats: llvm.minnum / llvm.maxnum (a NaN operand gives the
+/* The rules of KJ_MATH_BUILTINS' KJ_LOWER_RULE rows, each given the
+ * built-in, its operands and their type (a scalar or a vector).
+ *
+ * min and max of floats: llvm.minnum / llvm.maxnum (a NaN operand gives the
  * other, as C's fmin and fmax), except that operands that compare equal give
  * the OR of their bits for min and the AND for max, so min(-0, +0) is -0 and
  * max(-0, +0) is +0.  minnum may return either zero there (LangRef), and x86
@@ -165,7 +139,7 @@ static LLVMValueRef min_max(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRe
  * whose block size folds, and the general one differed:
  * tests/genprog/regress/copysign_nan.kern), so copysign reads every NaN as
  * positive, in every mode and on cuda. */
-static LLVMValueRef copy_sign(Gen *g, LLVMBuilderRef b, LLVMValueRef *a, LLVMTypeRef t)
+static LLVMValueRef copy_sign(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a, LLVMTypeRef t)
 {
     LLVMValueRef r = kj_codegen_call_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
     LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
@@ -173,43 +147,75 @@ static LLVMValueRef copy_sign(Gen *g, LLVMBuilderRef b, LLVMValueRef *a, LLVMTyp
     return LLVMBuildSelect(b, nan, mag, r, "");
 }
 
-/* The math built-ins that are one LLVM intrinsic or instruction, on
- * scalars and vectors alike (the SIMD lowering calls this too); NULL for
- * the others (libm's and libmvec's functions). */
+static LLVMValueRef frem(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a, LLVMTypeRef t)
+{
+    return LLVMBuildFRem(b, a[0], a[1], "");
+}
+
+static LLVMValueRef is_nan(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a, LLVMTypeRef t)
+{
+    return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");
+}
+
+/* isinf, isfinite: |x| against infinity (== and <: NaN is neither). */
+static LLVMValueRef inf_test(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a, LLVMTypeRef t)
+{
+    LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
+    bool vector = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+    LLVMValueRef inf = LLVMConstReal(vector ? LLVMGetElementType(t) : t, __builtin_inf());
+    if (vector) {
+        unsigned lanes = LLVMGetVectorSize(t);
+        LLVMValueRef *each = kj_xmalloc(sizeof *each * lanes);
+        for (unsigned i = 0; i < lanes; i++)
+            each[i] = inf;
+        inf = LLVMConstVector(each, lanes);
+        free(each);
+    }
+    return LLVMBuildFCmp(b, math == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
+}
+
+/* ============================================================ the math table */
+
+/* KJ_MATH_BUILTINS' back-end columns, by KjMathFn: the one place that says
+ * how each math built-in lowers (kjit_compiler.h has the columns' meaning). */
+typedef struct MathLowering {
+    const char *libm;
+    bool libmvec;
+    const char *intrinsic; /* KJ_LOWER_LLVM's */
+    LLVMValueRef (*rule)(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a, LLVMTypeRef t);
+    bool cheap; /* no library call: an instruction or a few */
+} MathLowering;
+
+#define KJ_LOWER_LLVM(intrinsic) intrinsic, NULL, true
+#define KJ_LOWER_RULE(rule, cheap) NULL, rule, cheap
+#define KJ_LOWER_LIBM NULL, NULL, false
+static const MathLowering math_lowering[KJ_MATH_COUNT] = {
+#define X(id, name, arity, complex, libm, libmvec, lower) [KJ_MATH_##id] = {libm, libmvec, lower},
+    KJ_MATH_BUILTINS(X)
+#undef X
+};
+#undef KJ_LOWER_LLVM
+#undef KJ_LOWER_RULE
+#undef KJ_LOWER_LIBM
+
+/* The math built-ins that are one LLVM intrinsic or a few instructions
+ * (KJ_LOWER_LLVM and KJ_LOWER_RULE), on scalars and vectors alike (the SIMD
+ * lowering calls this too); NULL for the others (libm's and libmvec's
+ * functions). */
 LLVMValueRef kj_codegen_math_inline(Gen *g, LLVMBuilderRef b, KjMathFn math, LLVMValueRef *a)
 {
     LLVMTypeRef t = LLVMTypeOf(a[0]);
-    switch (math) {
-    case KJ_MATH_SQRT: return kj_codegen_call_intrinsic(g, "llvm.sqrt", &t, 1, a, 1);
-    case KJ_MATH_FABS: return kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
-    case KJ_MATH_FLOOR: return kj_codegen_call_intrinsic(g, "llvm.floor", &t, 1, a, 1);
-    case KJ_MATH_CEIL: return kj_codegen_call_intrinsic(g, "llvm.ceil", &t, 1, a, 1);
-    case KJ_MATH_TRUNC: return kj_codegen_call_intrinsic(g, "llvm.trunc", &t, 1, a, 1);
-    case KJ_MATH_FMA: return kj_codegen_call_intrinsic(g, "llvm.fma", &t, 1, a, 3);
-    case KJ_MATH_FMIN:
-    case KJ_MATH_FMAX: return min_max(g, b, math, a, t);
-    case KJ_MATH_COPYSIGN: return copy_sign(g, b, a, t);
-    case KJ_MATH_ROUND: return kj_codegen_call_intrinsic(g, "llvm.round", &t, 1, a, 1);
-    case KJ_MATH_FMOD: return LLVMBuildFRem(b, a[0], a[1], "");
-    case KJ_MATH_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, a[0], a[0], "");
-    case KJ_MATH_ISINF:
-    case KJ_MATH_ISFINITE: {
-        LLVMValueRef mag = kj_codegen_call_intrinsic(g, "llvm.fabs", &t, 1, a, 1);
-        bool vector = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
-        LLVMValueRef inf = LLVMConstReal(vector ? LLVMGetElementType(t) : t, __builtin_inf());
-        if (vector) {
-            unsigned lanes = LLVMGetVectorSize(t);
-            LLVMValueRef *each = kj_xmalloc(sizeof *each * lanes);
-            for (unsigned i = 0; i < lanes; i++)
-                each[i] = inf;
-            inf = LLVMConstVector(each, lanes);
-            free(each);
-        }
-        return LLVMBuildFCmp(b, math == KJ_MATH_ISINF ? LLVMRealOEQ : LLVMRealOLT, mag, inf, "");
-    }
-    default:
-        return NULL;
-    }
+    const MathLowering *m = &math_lowering[math];
+    if (m->intrinsic)
+        return kj_codegen_call_intrinsic(g, m->intrinsic, &t, 1, a, kj_math_arity[math]);
+    return m->rule ? m->rule(g, b, math, a, t) : NULL;
+}
+
+bool kj_codegen_math_cheap(KjMathFn math) { return math_lowering[math].cheap; }
+
+LLVMValueRef kj_codegen_math_library(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
+{
+    return call_math(g, math_lowering[math].libm, math_lowering[math].libmvec, a, arity);
 }
 
 static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
@@ -217,7 +223,7 @@ static LLVMValueRef gen_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
     LLVMValueRef v = g->target->math ? g->target->math(g, math, a, arity) : NULL;
     if (!v)
         v = kj_codegen_math_inline(g, g->b, math, a);
-    return v ? v : kj_codegen_call_math(g, math_info[math].libm, math_info[math].libmvec, a, arity);
+    return v ? v : kj_codegen_math_library(g, math, a, arity);
 }
 
 LLVMValueRef kj_codegen_math(Gen *g, KjMathFn fn, LLVMValueRef *args, int arity)
@@ -267,8 +273,8 @@ LLVMValueRef kj_codegen_libmvec_routine(Gen *g, const char *libm_name, LLVMTypeR
 
 const char *kj_codegen_math_libm(KjMathFn fn, bool *libmvec)
 {
-    *libmvec = math_info[fn].libmvec;
-    return math_info[fn].libm;
+    *libmvec = math_lowering[fn].libmvec;
+    return math_lowering[fn].libm;
 }
 
 /* ============================================================ conversions */

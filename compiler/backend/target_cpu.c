@@ -314,40 +314,26 @@ static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueR
         kj_codegen_error(g, "%s() is only available in kernels", kj_exec_names[op]);
         return type->kind == KJ_TYPE_VOID ? NULL : zero_of(g, type);
     }
-    switch (op) {
-    case KJ_EXEC_LANEID:
+    switch (kj_exec_form[op]) {
+    case KJ_EXEC_FORM_LANE:
         return cpu_lane(g);
-    case KJ_EXEC_THREADFENCE:
-    case KJ_EXEC_THREADFENCE_BLOCK:
+    case KJ_EXEC_FORM_FENCE:
         LLVMBuildFence(g->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
         return NULL;
     default:
         break;
     }
-    /* Operands by the IR's layout (KJ_EXEC_OPS): the mask first for warp ops. */
+    /* Operands by the IR's layout (KJ_EXEC_OPS' form): a warp op's mask
+     * first, then the value the collective takes (in 64 bits) and its
+     * argument (a shuffle's lane). */
     LLVMValueRef mask = const_i32(g, -1), value = const_i64(g, 0), arg = const_i32(g, 0);
-    switch (op) {
-    case KJ_EXEC_ACTIVEMASK: /* no operand: the runtime answers from the meeting */
-        break;
-    case KJ_EXEC_SYNCWARP:
-        mask = args[0];
-        break;
-    case KJ_EXEC_BALLOT: case KJ_EXEC_ALL: case KJ_EXEC_ANY:
-        mask = args[0];
-        value = to_bits64(g, args[1]);
-        break;
-    case KJ_EXEC_SHFL: case KJ_EXEC_SHFL_UP: case KJ_EXEC_SHFL_DOWN: case KJ_EXEC_SHFL_XOR:
-        mask = args[0];
-        value = to_bits64(g, args[1]);
-        arg = args[2];
-        break;
-    case KJ_EXEC_SYNCTHREADS_COUNT: case KJ_EXEC_SYNCTHREADS_AND: case KJ_EXEC_SYNCTHREADS_OR:
-        value = to_bits64(g, args[0]);
-        break;
-    default:
-        break;
-    }
-    (void)count;
+    int first = 0;
+    if (kj_exec_form[op] == KJ_EXEC_FORM_WARP && count > 0) /* activemask() has no mask */
+        mask = args[first++];
+    if (count > first)
+        value = to_bits64(g, args[first]);
+    if (count > first + 1)
+        arg = args[first + 1];
     LLVMTypeRef ps[5] = {g->t_ptr, g->t_i32, g->t_i64, g->t_i32, g->t_i32};
     LLVMTypeRef ft = LLVMFunctionType(g->t_i64, ps, 5, 0);
     LLVMValueRef slot = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 7, "");

@@ -43,10 +43,9 @@ static LLVMValueRef cuda_math(Gen *g, KjMathFn math, LLVMValueRef *a, int arity)
     switch (math) {
     case KJ_MATH_ROUND:
         /* llvm.round (half away from zero, as C's round) has no PTX instruction. */
-        return kj_codegen_call_math(g, "round", false, a, 1);
     case KJ_MATH_FMOD:
         /* The NVPTX back end expands frem with an inexact formula; libdevice's is exact. */
-        return kj_codegen_call_math(g, "fmod", false, a, 2);
+        return kj_codegen_math_library(g, math, a, arity);
     default:
         return NULL;
     }
@@ -230,49 +229,44 @@ static void cuda_syncgrid(Gen *g)
     kj_codegen_call_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
 }
 
-/* The execution-model built-ins, each PTX's own instruction (through the
- * NVVM intrinsics), but syncgrid() (above). */
+/* KJ_EXEC_OPS' nvvm column: the intrinsic of each built-in's instruction. */
+static const char *const exec_nvvm[KJ_EXEC_COUNT] = {
+#define X(id, name, barrier, min_args, max_args, form, nvvm) nvvm,
+    KJ_EXEC_OPS(X)
+#undef X
+};
+
+/* The execution-model built-ins, each PTX's own instruction through the
+ * NVVM intrinsic its KJ_EXEC_OPS row names, given the IR's operands; the
+ * shuffles by their mode and syncgrid() (above) are built here. */
 static LLVMValueRef cuda_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count)
 {
-    (void)count;
+    const char *nvvm = exec_nvvm[op];
     switch (op) {
-    case KJ_EXEC_LANEID:
-        return kj_codegen_call_intrinsic(g, "llvm.nvvm.read.ptx.sreg.laneid", NULL, 0, NULL, 0);
-    case KJ_EXEC_ACTIVEMASK:
-        return kj_codegen_call_intrinsic(g, "llvm.nvvm.activemask", NULL, 0, NULL, 0);
-    case KJ_EXEC_BALLOT:
-        return kj_codegen_call_intrinsic(g, "llvm.nvvm.vote.ballot.sync", NULL, 0, args, 2);
-    case KJ_EXEC_ALL:
-        return kj_codegen_call_intrinsic(g, "llvm.nvvm.vote.all.sync", NULL, 0, args, 2);
-    case KJ_EXEC_ANY:
-        return kj_codegen_call_intrinsic(g, "llvm.nvvm.vote.any.sync", NULL, 0, args, 2);
     case KJ_EXEC_SHFL: case KJ_EXEC_SHFL_UP: case KJ_EXEC_SHFL_DOWN: case KJ_EXEC_SHFL_XOR:
         return cuda_shuffle(g, op, type, args[0], args[1], args[2]);
-    case KJ_EXEC_SYNCWARP:
-        kj_codegen_call_intrinsic(g, "llvm.nvvm.bar.warp.sync", NULL, 0, args, 1);
-        return NULL;
-    case KJ_EXEC_SYNCTHREADS_COUNT:
-    case KJ_EXEC_SYNCTHREADS_AND:
-    case KJ_EXEC_SYNCTHREADS_OR: {
-        const char *name = op == KJ_EXEC_SYNCTHREADS_COUNT ? "llvm.nvvm.barrier0.popc"
-                           : op == KJ_EXEC_SYNCTHREADS_AND ? "llvm.nvvm.barrier0.and"
-                                                           : "llvm.nvvm.barrier0.or";
-        LLVMValueRef pred = LLVMBuildZExt(g->b, args[0], g->t_i32, "");
-        LLVMValueRef r = kj_codegen_call_intrinsic(g, name, NULL, 0, &pred, 1);
-        return op == KJ_EXEC_SYNCTHREADS_COUNT ? r : LLVMBuildICmp(g->b, LLVMIntNE, r, const_i32(g, 0), "");
-    }
-    case KJ_EXEC_THREADFENCE:
-        kj_codegen_call_intrinsic(g, "llvm.nvvm.membar.gl", NULL, 0, NULL, 0);
-        return NULL;
-    case KJ_EXEC_THREADFENCE_BLOCK:
-        kj_codegen_call_intrinsic(g, "llvm.nvvm.membar.cta", NULL, 0, NULL, 0);
-        return NULL;
     case KJ_EXEC_SYNCGRID:
         cuda_syncgrid(g);
         return NULL;
-    default:
-        kj_unreachable();
+    case KJ_EXEC_ACTIVEMASK:
+        /* PTX's activemask names the lanes that have not exited: no mask */
+        count = 0;
+        break;
+    case KJ_EXEC_SYNCTHREADS_COUNT:
+    case KJ_EXEC_SYNCTHREADS_AND:
+    case KJ_EXEC_SYNCTHREADS_OR: {
+        /* bar.red takes and gives an i32: the count, or nonzero for and/or */
+        LLVMValueRef pred = LLVMBuildZExt(g->b, args[0], g->t_i32, "");
+        LLVMValueRef r = kj_codegen_call_intrinsic(g, nvvm, NULL, 0, &pred, 1);
+        return type->kind == KJ_TYPE_BOOL ? LLVMBuildICmp(g->b, LLVMIntNE, r, const_i32(g, 0), "") : r;
     }
+    default:
+        break;
+    }
+    if (!nvvm)
+        kj_unreachable();
+    LLVMValueRef r = kj_codegen_call_intrinsic(g, nvvm, NULL, 0, args, count);
+    return type->kind == KJ_TYPE_VOID ? NULL : r;
 }
 
 /* A grid-stride loop over [0, stop): each thread starts at its global index
