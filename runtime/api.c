@@ -61,8 +61,8 @@ void kjit_options_init(kjit_options *options)
     options->target = KJIT_TARGET_AUTO;
     options->device = -1;
     options->opt_level = 3;
-    options->line_info = kj_codegen_line_info_default();
-    options->cpu_simd = kj_codegen_cpu_simd_default();
+    options->line_info = kj_jit && kj_jit->codegen_line_info_default();
+    options->cpu_simd = !kj_jit || kj_jit->codegen_cpu_simd_default();
     const char *specialise = getenv("KJIT_CPU_SPECIALISE");
     options->cpu_specialise = !(specialise && strcmp(specialise, "0") == 0);
     const char *cancellable = getenv("KJIT_CANCELLABLE");
@@ -116,7 +116,7 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->cancel = kj_cancel_create(&context->options);
     pthread_mutex_init(&context->lock, NULL);
     pthread_mutex_init(&context->handles_lock, NULL);
-    context->stdlib_dirs[0] = kj_default_stdlib_dir();
+    context->stdlib_dirs[0] = kj_jit ? kj_jit->default_stdlib_dir() : NULL;
     context->stdlib_dirs[1] = NULL;
 
     /* Races are checked on the host only (check_race.c): a GPU has
@@ -219,18 +219,20 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
     *out = NULL;
     if (path ? !path[0] : !source)
         return kj_api_null(context, api, path ? "the path is empty; it" : "source");
+    if (!kj_jit)
+        return kj_api_set_error(context, KJIT_ERROR_COMPILE, "%s: %s", api, KJ_NO_JIT_MESSAGE);
     kjit_module *module = kj_handle_new(KJ_HANDLE_MODULE, sizeof *module);
     module->context = context;
     DiagCollector collector = {context, {0}};
     KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
 
-    const KjSource *src = path ? kj_source_read(&module->arena, path, &diag)
-                               : kj_source_from_string(&module->arena, name, source);
+    const KjSource *src = path ? kj_jit->source_read(&module->arena, path, &diag)
+                               : kj_jit->source_from_string(&module->arena, name, source);
     kjit_status status = KJIT_OK;
     if (!src) {
         status = KJIT_ERROR_IO;
     } else {
-        module->ir = kj_compile_source(&module->arena, src, context->stdlib_dirs, &diag);
+        module->ir = kj_jit->compile_source(&module->arena, src, context->stdlib_dirs, &diag);
         if (!module->ir)
             status = KJIT_ERROR_COMPILE;
     }
@@ -263,7 +265,7 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
             function->signature_text[s] = signature_text(function->entry->variants.items[s],
                                                          function->entry->kind == KJ_FN_KERNEL);
         for (int s = 0; s < count; s++)
-            function->params_written |= kj_ir_params_written(function->entry->variants.items[s]);
+            function->params_written |= kj_jit->ir_params_written(function->entry->variants.items[s]);
     }
     pthread_mutex_lock(&context->handles_lock);
     module->next = context->modules;
@@ -477,13 +479,13 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
     KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
     KjPipeline p = {.arena = &module->arena, .diag = &diag, .module = module->ir,
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
-                    .verify = kj_pipeline_verify_default(),
+                    .verify = kj_jit->pipeline_verify_default(),
                     .checks = context->options.check};
     /* a kernel with barriers runs through its split form where the target
      * says so (the cpu targets, with SIMD lanes, unchecked) */
     KjCodegenOptions asked = kj_api_codegen_options(context->runtime, &context->options, NULL);
-    root->split_barriers = kj_codegen_splits_barriers(&asked);
-    bool ok = kj_pipeline_run(&p);
+    root->split_barriers = kj_jit->codegen_splits_barriers(&asked);
+    bool ok = kj_jit->pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",
                          collector.text.data ? collector.text.data : "internal error");

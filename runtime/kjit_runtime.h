@@ -39,6 +39,54 @@ typedef struct kjit_output_file KjOutputFile;
 kjit_status kj_output_open(const char *path, KjOutputFile *out, char **error);
 kjit_status kj_output_close(KjOutputFile *out, bool keep, char **error);
 
+/* ==================================================== jit.c, jit_none.c */
+
+/*
+ * The compiler, as the runtime sees it: every call from the runtime into the
+ * front end, the pass list and the back end goes through this table, so that
+ * the line between compiler and runtime is a link-time fact.  libkjit links
+ * jit.c, whose kj_jit points at the compiler's functions; libkjit-rt links
+ * jit_none.c, whose kj_jit is NULL, and runs only code loaded from libraries
+ * that `kjit build --emit=lib` made (aot.c, docs/aot.md).  Each caller asks
+ * kj_jit first and says what it cannot do without it.
+ */
+typedef struct KjJit {
+    KjSource *(*source_read)(KjArena *arena, const char *path, KjDiag *diag);
+    KjSource *(*source_from_string)(KjArena *arena, const char *name, const char *text);
+    KjIrModule *(*compile_source)(KjArena *arena, const KjSource *src, const char **stdlib_dirs,
+                                  KjDiag *diag);
+    const char *(*default_stdlib_dir)(void);
+    bool (*pipeline_run)(KjPipeline *p);
+    bool (*pipeline_verify_default)(void);
+    uint32_t (*ir_params_written)(const KjIrFunction *fn);
+    bool (*split_writes_shared)(const KjIrFunction *root, const uint32_t block[3]);
+    int (*reduce_thread_lanes)(const KjType *t, int widest_input_bytes);
+    int (*reduce_column_lanes)(const KjType *t);
+    bool (*codegen_splits_barriers)(const KjCodegenOptions *options);
+    bool (*codegen_cpu_simd_default)(void);
+    bool (*codegen_line_info_default)(void);
+    char *(*cpu_compile_object)(KjIrModule *module, KjIrFunction **roots, int root_count,
+                                const KjCodegenOptions *options, size_t *size, char **error);
+    KjCpuCode *(*cpu_load_object)(const void *object, size_t size, char **error);
+    void *(*cpu_lookup)(KjCpuCode *code, const char *symbol);
+    void (*cpu_code_free)(KjCpuCode *code);
+    const char *(*host_cpu_description)(void);
+    const char *(*llvm_version)(void);
+    char *(*ptx_generate)(KjIrModule *module, KjIrFunction **roots, int root_count,
+                          const KjCodegenOptions *options, char **error);
+    const char *(*find_libdevice)(char **error);
+} KjJit;
+/* The compiler linked into this library, or NULL (libkjit-rt). */
+extern const KjJit *const kj_jit;
+/* The message of an API that needs the compiler, in libkjit-rt. */
+#define KJ_NO_JIT_MESSAGE                                                                      \
+    "this is libkjit-rt, which has no compiler: load a library made by "                      \
+    "`kjit build --emit=lib` (kjit_module_load_library), or link libkjit"
+
+/* A symbol of loaded code (the JIT's KjCpuCode, or a library's dlopen
+ * handle): print.c and cancel.c bind their hooks through it. */
+typedef void *KjSymbolLookup(void *code, const char *symbol);
+
 /* ================================================================ ptxas.c */
 
 /* The toolkit's ptxas (KJIT_PTXAS, beside libdevice, CUDA_HOME, PATH ...), or
@@ -59,7 +107,7 @@ extern _Thread_local kjit_context *kj_print_context;
 /* What compiled cpu code calls through its KJ_PRINT_HOOK_SYMBOL (KjPrintFn). */
 void kj_print_line(const char *line, int64_t len);
 /* After loading cpu code: points its print hook, if it has one, at kj_print_line. */
-void kj_print_bind(KjCpuCode *code);
+void kj_print_bind(KjSymbolLookup *lookup, void *code);
 
 /* ================================================================ cancel.c */
 
@@ -73,7 +121,7 @@ extern _Thread_local KjCancelSlot *kj_cancel_slot;
 bool kj_cancel_requested(void);
 /* After loading cpu code: points its cancellation globals, if it has them,
  * at the runtime's (kjit_backend.h, "Cancellation"). */
-void kj_cancel_bind(KjCpuCode *code);
+void kj_cancel_bind(KjSymbolLookup *lookup, void *code);
 KjCancel *kj_cancel_create(const kjit_options *options);
 void kj_cancel_destroy(KjCancel *cancel);
 /* cuda: the context's flag in mapped host memory (NULL: none), which
