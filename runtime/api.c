@@ -250,7 +250,14 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
         return status;
     }
     kj_buf_free(&collector.text);
+    kj_api_module_publish(module, NULL);
+    *out = module;
+    return KJIT_OK;
+}
 
+void kj_api_module_publish(kjit_module *module, const uint32_t *params_written)
+{
+    kjit_context *context = module->context;
     module->function_count = module->ir->entries.count;
     module->functions = kj_xcalloc((size_t)(module->function_count ? module->function_count : 1),
                                    sizeof *module->functions);
@@ -264,8 +271,12 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
         for (int s = 0; s < count; s++)
             function->signature_text[s] = signature_text(function->entry->variants.items[s],
                                                          function->entry->kind == KJ_FN_KERNEL);
-        for (int s = 0; s < count; s++)
-            function->params_written |= kj_jit->ir_params_written(function->entry->variants.items[s]);
+        if (params_written)
+            function->params_written = params_written[i];
+        else
+            for (int s = 0; s < count; s++)
+                function->params_written |=
+                    kj_jit->ir_params_written(function->entry->variants.items[s]);
     }
     pthread_mutex_lock(&context->handles_lock);
     module->next = context->modules;
@@ -273,8 +284,6 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
         module->next->prev = module;
     context->modules = module;
     pthread_mutex_unlock(&context->handles_lock);
-    *out = module;
-    return KJIT_OK;
 }
 
 kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_module **out)
@@ -327,6 +336,7 @@ void kjit_module_free(kjit_module *module)
         kj_handle_free(function);
     }
     free(module->functions);
+    kj_aot_free(module->library);
     kj_arena_free(&module->arena);
     kj_handle_free(module);
 }
@@ -493,6 +503,36 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
     return ok;
 }
 
+kjit_status kj_api_prepare_root(kjit_function *function, int sig, const KjPipelineRoot *request,
+                                uint32_t contiguous, const char *lifted, KjCompiled *compiled)
+{
+    kjit_module *module = function->module;
+    const KjVecVariant *variant = request->vectorize ? &request->variant : NULL;
+    KjIrFunction *fn = kj_api_variant_of(function, sig);
+    compiled->signature = sig;
+    compiled->vectorized = variant != NULL;
+    if (lifted)
+        snprintf(compiled->lifted, sizeof compiled->lifted, "%s", lifted);
+    if (variant)
+        compiled->variant = *variant;
+    else if (fn->kind == KJ_IR_FN_KERNEL || lifted)
+        compiled->contiguous = contiguous;
+    if (module->library) {
+        int index = 0;
+        while (module->functions[index] != function)
+            index++;
+        return kj_aot_find(module, index, sig, variant, compiled->contiguous, lifted, compiled);
+    }
+    KjPipelineRoot root = *request;
+    root.fn = fn;
+    if (!middle_passes(module->context, module, &root))
+        return KJIT_ERROR_BACKEND;
+    compiled->root = root.root;
+    kj_kernel_variant_symbol(compiled->root, compiled->contiguous, compiled->symbol,
+                             sizeof compiled->symbol);
+    return KJIT_OK;
+}
+
 static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
 {
     return a->layout == b->layout && a->ndim == b->ndim && a->scalar_mask == b->scalar_mask;
@@ -537,25 +577,13 @@ static kjit_status find_compiled(kjit_function *function, int sig, KjPipelineRoo
         return KJIT_OK;
     }
     KjCompiled *compiled = kj_xcalloc(1, sizeof *compiled);
-    compiled->signature = sig;
-    compiled->vectorized = variant != NULL;
-    if (lifted)
-        snprintf(compiled->lifted, sizeof compiled->lifted, "%s", lifted);
-    KjIrFunction *fn = kj_api_variant_of(function, sig);
-    KjPipelineRoot root = *request;
-    root.fn = fn;
-    if (variant)
-        compiled->variant = *variant;
-    else if (fn->kind == KJ_IR_FN_KERNEL || lifted)
-        compiled->contiguous = contiguous;
-    if (!middle_passes(context, module, &root)) {
+    kjit_status prepared = kj_api_prepare_root(function, sig, request, contiguous, lifted,
+                                               compiled);
+    if (prepared != KJIT_OK) {
         free(compiled);
         pthread_mutex_unlock(&context->lock);
-        return KJIT_ERROR_BACKEND;
+        return prepared;
     }
-    compiled->root = root.root;
-    kj_kernel_variant_symbol(compiled->root, compiled->contiguous, compiled->symbol,
-                             sizeof compiled->symbol);
     /* Finds (in the caches) or generates code for the root and loads it. */
     compiled->runtime = kj_runtime_for(context, compiled->root->kind);
     char prefix[256];

@@ -166,6 +166,8 @@ static void cpu_code_key(kjit_module *module, const KjCompiled *compiled, KjCach
 
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
+    if (module->library)
+        return kj_aot_generate(module, compiled, prefix);
     kjit_context *context = module->context;
     KjIrFunction *root = compiled->root;
     KjCacheWarn warn = kj_context_cache_warn(context);
@@ -390,7 +392,7 @@ static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *la
     const uint32_t *dims = launch->block;
     if (!compiled->block || !root->split || !context->options.cpu_simd ||
         !context->options.cpu_specialise || context->options.check || root->unchecked ||
-        !launch->module || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
+        !launch->module || launch->module->library || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
         dims[0] == 0)
         return NULL;
     const KjShapeCode *shape = shape_find(compiled->code, dims);
