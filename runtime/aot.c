@@ -264,6 +264,30 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
             break;
         for (uint32_t s = 0; s < sigs && !r->bad; s++)
             kj_vec_push(r->arena, &entry->variants, get_header(r, src));
+        if (get_u32(r)) {
+            KjGufuncLayout *l = kj_arena_alloc(r->arena, sizeof *l);
+            l->text = get_str(r);
+            l->inputs = (int)get_u32(r);
+            l->outputs = (int)get_u32(r);
+            if (l->inputs < 0 || l->outputs < 0 ||
+                l->inputs + l->outputs > KJ_GUFUNC_MAX_OPERANDS) {
+                r->bad = true;
+                break;
+            }
+            for (int q = 0; q < l->inputs + l->outputs && !r->bad; q++) {
+                l->rank[q] = (int)get_u32(r);
+                if (l->rank[q] < 0 || l->rank[q] > KJ_MAX_DIMS)
+                    r->bad = true;
+                for (int d = 0; d < l->rank[q] && !r->bad; d++)
+                    l->dims[q][d] = (int)get_u32(r);
+            }
+            l->name_count = (int)get_u32(r);
+            if (l->name_count < 0 || l->name_count > KJ_GUFUNC_MAX_NAMES)
+                r->bad = true;
+            for (int i = 0; i < l->name_count && !r->bad; i++)
+                l->names[i] = get_str(r);
+            entry->layout = l;
+        }
         kj_vec_push(r->arena, &ir->entries, entry);
     }
     uint32_t roots = get_u32(r);
@@ -290,6 +314,8 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
                  root->sig >= ((KjIrEntry *)ir->entries.items[root->entry])->variants.count)
             r->bad = true;
     }
+    if (getenv("KJ_AOT_DEBUG"))
+        fprintf(stderr, "bad %d left %td roots %u\n", r->bad, r->end - r->p, roots);
     if (r->bad || r->p != r->end)
         return snprintf(why, why_size, "its table is damaged"), false;
     if (!best_found)
@@ -497,6 +523,13 @@ kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecV
     }
     if (i < 0 && !variant && contiguous)
         i = find_root(lib, function, sig, NULL, 0, lifted); /* reads every stride */
+    char general[96];
+    const char *tail = lifted ? strstr(lifted, " contiguous") : NULL;
+    if (i < 0 && tail && strcmp(tail, " contiguous") == 0) {
+        /* a gufunc's cores read through their strides */
+        snprintf(general, sizeof general, "%.*s", (int)(tail - lifted), lifted);
+        i = find_root(lib, function, sig, NULL, 0, general);
+    }
     if (i < 0) {
         const KjIrEntry *entry = module->ir->entries.items[function];
         return kj_api_set_error(module->context, KJIT_ERROR_NOT_FOUND,

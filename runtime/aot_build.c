@@ -16,8 +16,10 @@
  * (objcopy), and the system's cc links the objects into a shared object
  * (with libmvec and libm, which the code calls).  The table and the
  * trailer (kjit_runtime.h) follow the shared object's bytes.
- * @reduce and @guvectorize functions are listed in the table with no code
- * yet: a call of one from a library is refused, naming it.
+ * @guvectorize signatures over 1 to KJ_AOT_GUFUNC_LOOPS loop dimensions,
+ * cores contiguous or not (a core that is not runs the other's code).
+ * @reduce functions are listed in the table with no code yet: a call of
+ * one from a library is refused, naming it (api_reduce.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -116,6 +118,23 @@ typedef struct Roots {
     int count, cap;
 } Roots;
 
+static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, int sig,
+                              const KjPipelineRoot *request, const char *lifted, char **error)
+{
+    Root root = {entry, {0}};
+    kjit_status status = kj_api_prepare_root(function, sig, request, 0, lifted, &root.compiled);
+    if (status != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(function->module->context));
+        return status;
+    }
+    if (roots->count == roots->cap) {
+        roots->cap = roots->cap * 2 + 16;
+        roots->items = kj_xrealloc(roots->items, sizeof *roots->items * (size_t)roots->cap);
+    }
+    roots->items[roots->count++] = root;
+    return KJIT_OK;
+}
+
 static kjit_status add_root(Roots *roots, kjit_function *function, int entry, int sig,
                             const KjVecVariant *variant, uint32_t contiguous, char **error)
 {
@@ -173,9 +192,21 @@ static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error
                     status = add_root(roots, function, e, s, NULL, all, error);
                 break;
             }
-            case KJ_FN_REDUCE:
             case KJ_FN_GUVECTORIZE:
-                break; /* not in libraries yet: the call says so (aot.c) */
+                /* loop ranks 1 to KJ_AOT_GUFUNC_LOOPS, cores contiguous or not,
+                 * named as api_guvec.c names them */
+                for (int loop = 1; loop <= KJ_AOT_GUFUNC_LOOPS && status == KJIT_OK; loop++)
+                    for (int contiguous = 0; contiguous < 2 && status == KJIT_OK; contiguous++) {
+                        KjPipelineRoot request = {.gufunc = entry->layout, .loop_ndim = loop,
+                                                  .gufunc_contiguous = contiguous};
+                        char key[48];
+                        snprintf(key, sizeof key, "guvectorize loop %d%s", loop,
+                                 contiguous ? " contiguous" : "");
+                        status = add_lifted(roots, function, e, s, &request, key, error);
+                    }
+                break;
+            case KJ_FN_REDUCE:
+                break; /* not in libraries yet: the call says so (api_reduce.c) */
             }
         }
     }
@@ -207,6 +238,21 @@ static void write_table(Writer *w, kjit_module *module, const char *source,
         put_u32(w, (uint32_t)entry->variants.count);
         for (int s = 0; s < entry->variants.count; s++)
             put_header(w, entry->variants.items[s]);
+        const KjGufuncLayout *l = entry->layout;
+        put_u32(w, l != NULL);
+        if (l) {
+            put_str(w, l->text);
+            put_u32(w, (uint32_t)l->inputs);
+            put_u32(w, (uint32_t)l->outputs);
+            for (int q = 0; q < l->inputs + l->outputs; q++) {
+                put_u32(w, (uint32_t)l->rank[q]);
+                for (int d = 0; d < l->rank[q]; d++)
+                    put_u32(w, (uint32_t)l->dims[q][d]);
+            }
+            put_u32(w, (uint32_t)l->name_count);
+            for (int i = 0; i < l->name_count; i++)
+                put_str(w, l->names[i]);
+        }
     }
     put_u32(w, (uint32_t)roots->count);
     for (int i = 0; i < roots->count; i++) {

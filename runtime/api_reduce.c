@@ -281,6 +281,10 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
 {
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
+    if (function->module->library)
+        return kj_api_set_error(context, KJIT_ERROR_NOT_FOUND,
+                                "%s: @reduce functions are not built into libraries yet "
+                                "(docs/aot.md); compile the .kern with libkjit", name);
     if (function->entry->kind != KJ_FN_REDUCE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s is not a @reduce function", name);

@@ -1284,7 +1284,9 @@ void kj_aot_free(KjLibrary *library);
  *   u32 ABI; str kjit version, source path; u64 source hash; u32 check,
  *   cancellable, cpu_simd, opt_level; u32 levels, each str name;
  *   u32 entries, each: str name, u32 kind, u32 params_written, u32
- *     signatures, each a function header;
+ *     signatures, each a function header; u32 1 and a gufunc layout (str
+ *     text, u32 inputs, outputs, each operand's u32 rank and dims, u32
+ *     names, each str) or u32 0;
  *   u32 roots, each: u32 entry, sig, vectorized, layout, ndim, scalar_mask,
  *     contiguous; str lifted, symbol; a function header.
  * A function header: str name, symbol; u32 kind, param count, each str name
@@ -1298,6 +1300,7 @@ enum {
     KJ_AOT_FN_UNCHECKED = 8, KJ_AOT_FN_CONTIGUOUS = 16, KJ_AOT_FN_SPLIT = 32,
 };
 #define KJ_AOT_NO_TYPE 0xffffffffu
+#define KJ_AOT_GUFUNC_LOOPS 3 /* the loop ranks a library's @guvectorize code takes */
 #define KJ_AOT_NULL_STR 0xffffffffu
 
 /* ============================================================ api_error.c */

@@ -6,6 +6,8 @@
 #      and linked with libkjit-rt alone (no LLVM on its include or library
 #      path), bit for bit as the JIT runs the .kern (the same driver linked
 #      with libkjit); the comparison itself is shown to see a changed bit;
+#      every golden program that runs (tests/golden/*/*.out) prints, as a
+#      library under `kjit run LIB`, what it prints under the JIT;
 #   3. the x86-64 level: the best the CPU runs is taken, KJIT_CPU_FEATURES
 #      forces a lower one (same bits as the JIT so restricted), and a
 #      library of no level the CPU runs is refused, clearly;
@@ -81,6 +83,29 @@ for kern in examples/*.kern; do
     done
 done
 echo "aot: $(ls examples/*.kern | wc -l) examples from libraries through libkjit-rt, $lines results bit for bit as the JIT's"
+
+# Every golden program that runs (tests/golden/*/*.out) as a library through
+# `kjit run LIB ARGS` (libkjit loading the library): its print lines as
+# run.sh compares them, on cpu and parallel.
+golden=0
+for out in tests/golden/*/*.out; do
+    kern=${out%.out}.kern
+    name=golden_$(basename "$kern" .kern)
+    args=$(sed -n 's|^// run: ||p' "$kern" | head -1)
+    if ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/$name.so" 2>"$OUT/$name.err"; then
+        bad "kjit build --emit=lib $kern failed: $(cat "$OUT/$name.err")"; continue
+    fi
+    for target in cpu parallel; do
+        # shellcheck disable=SC2086
+        KJIT_STDLIB=$PWD/stdlib "$KJIT" run --target "$target" "$OUT/libs/$name.so" $args \
+            >"$OUT/$name.out" 2>"$OUT/$name.err" || { bad "$name on $target: $(cat "$OUT/$name.err")"; continue; }
+        if ! diff <(head -n "$(wc -l <"$out")" "$OUT/$name.out" | LC_ALL=C sort) <(LC_ALL=C sort "$out") >/dev/null; then
+            bad "$name on $target: the library printed otherwise"; diff "$OUT/$name.out" "$out" | head -5
+        fi
+    done
+    golden=$((golden + 1))
+done
+echo "aot: $golden golden programs from libraries through kjit run print what they print under the JIT"
 
 # The comparison sees a changed result: add built from a - b.
 sed 's/a + b/a - b/' examples/add.kern >"$OUT/add_minus.kern"

@@ -14,8 +14,9 @@
  * first input 2-d (17 x 33) against rows of 33 (a strided broadcast).
  * Plain functions of scalars: once.  Kernels: each --launch, its ARGs
  * "f64:0.5", "i64:7" or "arr:DTYPE:D0[,D1...]" (filled with a pattern),
- * every array hashed after it.  @reduce and @guvectorize functions are not
- * in libraries yet: "skipped".  Exit status 1 when a call fails.
+ * every array hashed after it.  @guvectorize functions: each signature
+ * over loops of (4) and (3, 4), every core dimension 5.  @reduce functions
+ * are not in libraries yet: "skipped".  Exit status 1 when a call fails.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -154,6 +155,44 @@ static void run_vectorize(kjit_context *context, kjit_function *f)
     }
 }
 
+/* Every core dimension 5, the loop (4) then (3, 4) */
+static void run_gufunc(kjit_context *context, kjit_function *f)
+{
+    const char *name = kjit_function_name(f);
+    int nin = kjit_function_layout_inputs(f);
+    for (int sig = 0; sig < kjit_function_signature_count(f); sig++) {
+        for (int form = 0; form < 2; form++) {
+            kjit_array arrays[16];
+            kjit_arg args[16];
+            for (int q = 0; q < nin && q < 16; q++) {
+                kjit_dtype dtype;
+                int core = 0;
+                kjit_function_param(f, sig, q, &dtype, &core);
+                int64_t shape[8];
+                int ndim = 0;
+                if (form == 1)
+                    shape[ndim++] = 3;
+                shape[ndim++] = 4;
+                for (int d = 0; d < core && ndim < 8; d++)
+                    shape[ndim++] = 5;
+                arrays[q] = make(dtype, ndim, shape, q);
+                args[q] = kjit_arg_array(&arrays[q]);
+            }
+            kjit_array result = {0};
+            char what[256];
+            snprintf(what, sizeof what, "%s sig %d form %d", name, sig, form);
+            kjit_status status = kjit_call(f, args, nin, NULL, &result);
+            if (status != KJIT_OK)
+                report(context, what, status);
+            else
+                print_hash(what, &result);
+            kjit_array_free(&result);
+            for (int q = 0; q < nin && q < 16; q++)
+                free(arrays[q].data);
+        }
+    }
+}
+
 static void run_plain(kjit_context *context, kjit_function *f)
 {
     int nargs = kjit_function_param_count(f);
@@ -285,6 +324,7 @@ int main(int argc, char **argv)
         case KJIT_FUNCTION_VECTORIZE: run_vectorize(context, f); break;
         case KJIT_FUNCTION_PLAIN: run_plain(context, f); break;
         case KJIT_FUNCTION_KERNEL: break; /* --launch */
+        case KJIT_FUNCTION_GUVECTORIZE: run_gufunc(context, f); break;
         default: printf("%s: skipped (not in libraries yet)\n", kjit_function_name(f)); break;
         }
     }
