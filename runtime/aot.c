@@ -253,6 +253,7 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
     if (r->bad || entries > 100000)
         return snprintf(why, why_size, "its table is damaged"), false;
     *written = kj_arena_alloc(r->arena, sizeof **written * (entries ? entries : 1));
+    int32_t *maps = kj_arena_alloc(r->arena, sizeof *maps * (entries ? entries : 1));
     for (uint32_t e = 0; e < entries && !r->bad; e++) {
         KjIrEntry *entry = kj_arena_alloc(r->arena, sizeof *entry);
         entry->name = get_str(r);
@@ -288,7 +289,15 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
                 l->names[i] = get_str(r);
             entry->layout = l;
         }
+        maps[e] = (int32_t)get_u32(r);
         kj_vec_push(r->arena, &ir->entries, entry);
+    }
+    for (int e = 0; e < ir->entries.count && !r->bad; e++) {
+        KjIrEntry *entry = ir->entries.items[e];
+        if (maps[e] >= ir->entries.count || (maps[e] >= 0 && entry->kind != KJ_FN_REDUCE))
+            r->bad = true;
+        else if (maps[e] >= 0)
+            entry->map = ir->entries.items[maps[e]];
     }
     uint32_t roots = get_u32(r);
     if (r->bad || roots > 1000000)

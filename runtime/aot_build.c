@@ -18,8 +18,8 @@
  * trailer (kjit_runtime.h) follow the shared object's bytes.
  * @guvectorize signatures over 1 to KJ_AOT_GUFUNC_LOOPS loop dimensions,
  * cores contiguous or not (a core that is not runs the other's code).
- * @reduce functions are listed in the table with no code yet: a call of
- * one from a library is refused, naming it (api_reduce.c).
+ * @reduce functions' levels in the form the cpu targets run them
+ * (add_reduce_roots); a geometry of more ranks is refused, naming it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -156,6 +156,44 @@ static kjit_status add_root(Roots *roots, kjit_function *function, int entry, in
     return KJIT_OK;
 }
 
+/* A @reduce's levels as the cpu targets run them (api_reduce.c): the LANES
+ * form with SIMD lanes, kept ranks 0 to KJ_AOT_REDUCE_KEPT and reduced ranks
+ * 1 to KJ_AOT_REDUCE_REDUCED, the reduced run contiguous or not, each
+ * signature alone and, for a fused map, each of the map's signatures whose
+ * result a signature reduces. */
+static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_function *function,
+                                    int e, char **error)
+{
+    const KjIrEntry *entry = function->entry;
+    kjit_function *map = NULL;
+    for (int i = 0; entry->map && i < module->function_count; i++)
+        if (module->functions[i]->entry == entry->map)
+            map = module->functions[i];
+    int map_sigs = map ? map->entry->variants.count : 0;
+    kjit_status status = KJIT_OK;
+    for (int m = -1; m < map_sigs && status == KJIT_OK; m++) {
+        for (int s = 0; s < entry->variants.count && status == KJIT_OK; s++) {
+            const KjIrFunction *fn = entry->variants.items[s];
+            if (m >= 0 && ((KjIrFunction *)map->entry->variants.items[m])->ret != fn->ret)
+                continue;
+            for (int k = 0; k <= KJ_AOT_REDUCE_KEPT && status == KJIT_OK; k++)
+                for (int r = 1; r <= KJ_AOT_REDUCE_REDUCED && status == KJIT_OK; r++)
+                    for (int c = r == 1; c >= 0 && status == KJIT_OK; c--) {
+                        KjReduceVariant v = {.form = KJ_REDUCE_FORM_LANES, .kept_rank = k,
+                                             .reduced_rank = r, .contiguous = c,
+                                             .mapped = m >= 0, .simd = true};
+                        KjPipelineRoot request = {.reduce = &v};
+                        if (m >= 0)
+                            request.map = map->entry->variants.items[m];
+                        char key[128];
+                        kj_reduce_variant_key(&v, m, key, sizeof key);
+                        status = add_lifted(roots, function, e, s, &request, key, error);
+                    }
+        }
+    }
+    return status;
+}
+
 /* Every root the runtime may ask of the module (above). */
 static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error)
 {
@@ -206,7 +244,9 @@ static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error
                     }
                 break;
             case KJ_FN_REDUCE:
-                break; /* not in libraries yet: the call says so (api_reduce.c) */
+                if (s == 0)
+                    status = add_reduce_roots(roots, module, function, e, error);
+                break;
             }
         }
     }
@@ -253,6 +293,11 @@ static void write_table(Writer *w, kjit_module *module, const char *source,
             for (int i = 0; i < l->name_count; i++)
                 put_str(w, l->names[i]);
         }
+        int map = -1;
+        for (int i = 0; entry->map && i < module->function_count; i++)
+            if (module->functions[i]->entry == entry->map)
+                map = i;
+        put_u32(w, (uint32_t)map);
     }
     put_u32(w, (uint32_t)roots->count);
     for (int i = 0; i < roots->count; i++) {

@@ -921,6 +921,9 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
 kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot *request,
                                uint32_t contiguous, const char *lifted, KjCompiled **out);
 
+/* api_reduce.c: the name of a level's variant (map_sig: the fused map's
+ * signature), for the compiled-code table, the cache key and libraries. */
+void kj_reduce_variant_key(const KjReduceVariant *v, int map_sig, char *buf, size_t size);
 /* api_reduce.c: kjit_prepare of a @reduce function (over every axis). */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
 /* The signature kjit_reduce takes for these arguments (kjit_function_match). */
@@ -1286,7 +1289,7 @@ void kj_aot_free(KjLibrary *library);
  *   u32 entries, each: str name, u32 kind, u32 params_written, u32
  *     signatures, each a function header; u32 1 and a gufunc layout (str
  *     text, u32 inputs, outputs, each operand's u32 rank and dims, u32
- *     names, each str) or u32 0;
+ *     names, each str) or u32 0; i32 the entry of a @reduce's map or -1;
  *   u32 roots, each: u32 entry, sig, vectorized, layout, ndim, scalar_mask,
  *     contiguous; str lifted, symbol; a function header.
  * A function header: str name, symbol; u32 kind, param count, each str name
@@ -1301,6 +1304,8 @@ enum {
 };
 #define KJ_AOT_NO_TYPE 0xffffffffu
 #define KJ_AOT_GUFUNC_LOOPS 3 /* the loop ranks a library's @guvectorize code takes */
+#define KJ_AOT_REDUCE_KEPT 1  /* the kept and reduced ranks of a library's @reduce code */
+#define KJ_AOT_REDUCE_REDUCED 2
 #define KJ_AOT_NULL_STR 0xffffffffu
 
 /* ============================================================ api_error.c */

@@ -15,8 +15,8 @@
  * Plain functions of scalars: once.  Kernels: each --launch, its ARGs
  * "f64:0.5", "i64:7" or "arr:DTYPE:D0[,D1...]" (filled with a pattern),
  * every array hashed after it.  @guvectorize functions: each signature
- * over loops of (4) and (3, 4), every core dimension 5.  @reduce functions
- * are not in libraries yet: "skipped".  Exit status 1 when a call fails.
+ * over loops of (4) and (3, 4), every core dimension 5.  @reduce
+ * functions: see run_reduce.  Exit status 1 when a call fails.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -193,6 +193,43 @@ static void run_gufunc(kjit_context *context, kjit_function *f)
     }
 }
 
+/* Each signature (of the map, for a fused one): a 1-d array of 5000 over
+ * everything, and a 2-d one of 40 x 70 over axis 0, axis 1, and both. */
+static void run_reduce(kjit_context *context, kjit_function *f)
+{
+    const char *name = kjit_function_name(f);
+    kjit_function *map = kjit_function_map(f);
+    kjit_function *typed = map ? map : f;
+    int nin = map ? kjit_function_param_count(map) : 1;
+    for (int sig = 0; sig < kjit_function_signature_count(typed); sig++) {
+        for (int form = 0; form < 4; form++) {
+            kjit_array arrays[16];
+            kjit_arg args[16];
+            for (int q = 0; q < nin && q < 16; q++) {
+                kjit_dtype dtype;
+                kjit_function_param(typed, sig, q, &dtype, NULL);
+                int64_t flat[1] = {5000}, wide[2] = {40, 70};
+                arrays[q] = form == 0 ? make(dtype, 1, flat, q) : make(dtype, 2, wide, q);
+                args[q] = kjit_arg_array(&arrays[q]);
+            }
+            int axes[2] = {0, 1};
+            const int *ax = form == 0 ? NULL : form == 1 ? &axes[0] : form == 2 ? &axes[1] : axes;
+            int naxes = form == 0 ? 0 : form == 3 ? 2 : 1;
+            kjit_array result = {0};
+            char what[256];
+            snprintf(what, sizeof what, "%s sig %d form %d", name, sig, form);
+            kjit_status status = kjit_reduce(f, args, nin, ax, naxes, NULL, NULL, &result);
+            if (status != KJIT_OK)
+                report(context, what, status);
+            else
+                print_hash(what, &result);
+            kjit_array_free(&result);
+            for (int q = 0; q < nin && q < 16; q++)
+                free(arrays[q].data);
+        }
+    }
+}
+
 static void run_plain(kjit_context *context, kjit_function *f)
 {
     int nargs = kjit_function_param_count(f);
@@ -325,6 +362,7 @@ int main(int argc, char **argv)
         case KJIT_FUNCTION_PLAIN: run_plain(context, f); break;
         case KJIT_FUNCTION_KERNEL: break; /* --launch */
         case KJIT_FUNCTION_GUVECTORIZE: run_gufunc(context, f); break;
+        case KJIT_FUNCTION_REDUCE: run_reduce(context, f); break;
         default: printf("%s: skipped (not in libraries yet)\n", kjit_function_name(f)); break;
         }
     }
