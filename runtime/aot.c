@@ -2,7 +2,8 @@
  * aot.c: modules from libraries built ahead of time (kjit build --emit=lib,
  * aot_build.c; docs/aot.md), in libkjit and libkjit-rt alike.
  *
- * kjit_module_load_library reads the file once, through a descriptor opened
+ * kj_aot_open (for kjit_module_load_library, api.c) reads the file once,
+ * through a descriptor opened
  * without following links, and refuses it before anything of it runs when
  * another user could have written it (the file, or its folder: the cache's
  * rule, docs/security.md), when its trailer is not kjit's or names another
@@ -370,15 +371,10 @@ static bool safe_owner(int fd, const char *path, char *why, size_t why_size)
 
 static void *library_lookup(void *code, const char *symbol);
 
-kjit_status kjit_module_load_library(kjit_context *context, const char *path, kjit_module **out)
+kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written_out)
 {
     const char *api = "kjit_module_load_library";
-    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, api))
-        return KJIT_ERROR_INVALID_ARGUMENT;
-    kj_api_clear_error(context);
-    if (!out || !path)
-        return kj_api_null(context, api, out ? "path" : "out");
-    *out = NULL;
+    kjit_context *context = module->context;
     if (context->target == KJIT_TARGET_CUDA)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: %s: libraries run on the cpu and parallel targets (cuda "
@@ -403,7 +399,7 @@ kjit_status kjit_module_load_library(kjit_context *context, const char *path, kj
     kjit_status status = KJIT_ERROR_INVALID_ARGUMENT;
     uint64_t elf_size = 0, table_size = 0;
     if (ok) {
-        const uint8_t *t = data + size - KJ_AOT_TRAILER_BYTES;
+        const uint8_t *t = size >= KJ_AOT_TRAILER_BYTES ? data + size - KJ_AOT_TRAILER_BYTES : data;
         uint32_t abi = 0;
         if (size < KJ_AOT_TRAILER_BYTES || memcmp(t, KJ_AOT_MAGIC, 8) != 0) {
             ok = false;
@@ -429,12 +425,9 @@ kjit_status kjit_module_load_library(kjit_context *context, const char *path, kj
             }
         }
     }
-    kjit_module *module = NULL;
     KjLibrary *lib = NULL;
     uint32_t *written = NULL;
     if (ok) {
-        module = kj_handle_new(KJ_HANDLE_MODULE, sizeof *module);
-        module->context = context;
         module->ir = kj_arena_alloc(&module->arena, sizeof *module->ir);
         module->ir->arena = &module->arena;
         lib = kj_xcalloc(1, sizeof *lib);
@@ -478,16 +471,11 @@ kjit_status kjit_module_load_library(kjit_context *context, const char *path, kj
     }
     free(data);
     if (!ok) {
-        if (module) {
-            kj_arena_free(&module->arena);
-            kj_handle_free(module);
-        }
         kj_aot_free(lib);
         return kj_api_set_error(context, status, "%s: %s is refused: %s", api, path, why);
     }
     module->library = lib;
-    kj_api_module_publish(module, written);
-    *out = module;
+    *written_out = written;
     return KJIT_OK;
 }
 

@@ -296,6 +296,29 @@ kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_modu
     return compile_module(context, path, NULL, NULL, out, "kjit_compile_file");
 }
 
+kjit_status kjit_module_load_library(kjit_context *context, const char *path, kjit_module **out)
+{
+    const char *api = "kjit_module_load_library";
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, api))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kj_api_clear_error(context);
+    if (!out || !path)
+        return kj_api_null(context, api, out ? "path" : "out");
+    *out = NULL;
+    kjit_module *module = kj_handle_new(KJ_HANDLE_MODULE, sizeof *module);
+    module->context = context;
+    uint32_t *written = NULL;
+    kjit_status status = kj_aot_open(module, path, &written);
+    if (status != KJIT_OK) {
+        kj_arena_free(&module->arena);
+        kj_handle_free(module);
+        return status;
+    }
+    kj_api_module_publish(module, written);
+    *out = module;
+    return KJIT_OK;
+}
+
 kjit_status kjit_compile_string(kjit_context *context, const char *name, const char *source,
                                 kjit_module **out)
 {

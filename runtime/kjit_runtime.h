@@ -1273,6 +1273,12 @@ bool kj_cpu_level_usable(const KjCpuLevel *level);
 
 /* A loaded library (kjit_module.library). */
 typedef struct KjLibrary KjLibrary;
+/* kjit_module_load_library's work (api.c makes the module and publishes
+ * it): the file at path checked and loaded into module (its ir, of function
+ * headers, and library), what each function writes in *written (the
+ * module's arena); else the status with the context's error, and the
+ * caller frees the module. */
+kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written);
 /* The root a library holds for what find_compiled asks (api.c): fills
  * compiled (root, symbol; when the library has no such variant, the general
  * one: compiled->ran_as and ->generalized); KJIT_ERROR_NOT_FOUND with the
