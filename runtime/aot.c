@@ -93,6 +93,10 @@ typedef struct AotRoot {
 
 struct KjLibrary {
     void *handle;
+    /* the memfd dlopen mapped, open while the library is: the loader knows
+     * an object by its name, /proc/self/fd/N, so N must not be reused while
+     * it is loaded (a second library would be taken for the first) */
+    int memfd;
     const KjCpuLevel *level;
     int root_count;
     AotRoot *roots;
@@ -105,6 +109,8 @@ void kj_aot_free(KjLibrary *library)
         return;
     if (library->handle)
         dlclose(library->handle);
+    if (library->memfd >= 0)
+        close(library->memfd);
     free(library->roots);
     pthread_mutex_destroy(&library->lock);
     free(library);
@@ -379,6 +385,12 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: %s: libraries run on the cpu and parallel targets (cuda "
                                 "code in libraries is not built yet)", api, path);
+    /* a library's code has no checks: running it unchecked would pass silently */
+    if (context->options.check)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s: checked mode (KJIT_CHECK, kjit_options.check) is not "
+                                "built into libraries yet; compile the .kern with libkjit to "
+                                "check it", api, path);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return kj_api_set_error(context, errno == ENOENT ? KJIT_ERROR_NOT_FOUND : KJIT_ERROR_IO,
@@ -431,6 +443,7 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
         module->ir = kj_arena_alloc(&module->arena, sizeof *module->ir);
         module->ir->arena = &module->arena;
         lib = kj_xcalloc(1, sizeof *lib);
+        lib->memfd = -1;
         pthread_mutex_init(&lib->lock, NULL);
         Reader r = {data + elf_size, data + elf_size + table_size, false, &module->arena};
         ok = read_table(&r, module->ir, lib, &written, why, sizeof why);
@@ -466,7 +479,9 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
             status = KJIT_ERROR_BACKEND;
             snprintf(why, sizeof why, "the loader refused it: %s", dlerror());
         }
-        if (mem >= 0)
+        if (ok)
+            lib->memfd = mem;
+        else if (mem >= 0)
             close(mem);
     }
     free(data);

@@ -161,5 +161,11 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
  * and objcopy to link; *error (heap) says what failed. */
 kjit_status kjit_build_library(const char *path, const char *output, const char *levels,
                                char **error);
+/* kjit build --emit=header (docs/aot.md): `output`, a C header of typed entry
+ * points (NAME_add_f32 ...) over kjit.h for a library of the module at
+ * `path`; NAME is `name`, or output's file name without "lib" and its
+ * extension. */
+kjit_status kjit_build_header(const char *path, const char *output, const char *name,
+                              char **error);
 
 #endif

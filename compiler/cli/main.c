@@ -32,14 +32,15 @@ static const char check_usage[] =
     "  --verify           run the IR verifier after every pass\n";
 
 static const char build_usage[] =
-    "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx|lib]\n"
+    "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx|lib|header]\n"
     "                  [--arch sm_XX] [--function NAME] [--block X,Y,Z] [--verify]\n"
     "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [-o OUT]\n"
     "  show a stage of code generation (assembly for cpu, PTX for cuda by default),\n"
     "  or build a library of the whole module ahead of time (--emit=lib, docs/aot.md)\n"
     "  --target T      cpu (or parallel) or cuda\n"
     "  --emit E        llvm (IR), asm, obj (needs -o), ptx, or lib (needs -o): a shared\n"
-    "                  library that kjit_module_load_library, kjit run and libkjit-rt load\n"
+    "                  library that kjit_module_load_library, kjit run and libkjit-rt load;\n"
+    "                  or header (needs -o NAME.h): typed C entry points NAME_f_SIG for it\n"
     "  --cpu-levels L  --emit=lib: the x86-64 levels to build, of sse2, v3, v4 (all three\n"
     "                  by default; the loader runs the best one the CPU has)\n"
     "  --arch sm_XX    the GPU architecture for --target cuda\n"
@@ -244,6 +245,17 @@ static int cmd_build(int argc, char **argv)
         }
         return 0;
     }
+    if (emit && strcmp(emit, "header") == 0) {
+        if (!output)
+            return usage_error("build: --emit=header needs -o NAME.h%s", "");
+        char *error = NULL;
+        if (kjit_build_header(path, output, NULL, &error) != KJIT_OK) {
+            fprintf(stderr, "kjit build: %s\n", error ? error : "failed");
+            free(error);
+            return 1;
+        }
+        return 0;
+    }
     if (levels)
         return usage_error("build: --cpu-levels is for --emit=lib%s", "");
     kjit_stage stage;
@@ -261,7 +273,7 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(emit, "asm") == 0) stage = KJIT_STAGE_ASM;
         else if (strcmp(emit, "obj") == 0) stage = KJIT_STAGE_OBJ;
         else if (strcmp(emit, "ptx") == 0) stage = KJIT_STAGE_PTX;
-        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj, ptx or lib)", emit);
+        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj, ptx, lib or header)", emit);
     }
     if (stage == KJIT_STAGE_OBJ && !output)
         return usage_error("build: --emit=obj needs -o FILE%s", "");

@@ -8,10 +8,12 @@
 #      with libkjit); the comparison itself is shown to see a changed bit;
 #      every golden program that runs (tests/golden/*/*.out) prints, as a
 #      library under `kjit run LIB`, what it prints under the JIT;
-#   3. the x86-64 level: the best the CPU runs is taken, KJIT_CPU_FEATURES
+#   3. --emit=header: typed entry points agree with kjit_call and kjit_launch
+#      (header_test.c);
+#   4. the x86-64 level: the best the CPU runs is taken, KJIT_CPU_FEATURES
 #      forces a lower one (same bits as the JIT so restricted), and a
 #      library of no level the CPU runs is refused, clearly;
-#   4. refusals before anything runs: another ABI version (both named), a
+#   5. refusals before anything runs: another ABI version (both named), a
 #      truncated or altered file, a file or folder others can write;
 #      libkjit-rt refuses to compile a .kern.
 # Usage: tests/aot/aot.sh [build folder]
@@ -107,6 +109,17 @@ for out in tests/golden/*/*.out; do
 done
 echo "aot: $golden golden programs from libraries through kjit run print what they print under the JIT"
 
+# --emit=header: typed entry points, built against kjit.h and the headers
+# alone, linked with libkjit-rt, agree with kjit_call and kjit_launch.
+if "$KJIT" build examples/add.kern --emit=header -o "$OUT/include/add.h" &&
+   "$KJIT" build examples/mandelbrot.kern --emit=header -o "$OUT/include/mandelbrot.h" &&
+   $CC -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -I"$OUT/include" tests/aot/header_test.c \
+       -o "$OUT/header-test" -L"$OUT/lib" -lkjit-rt -lm -Wl,-rpath,"$PWD/$OUT/lib"; then
+    "$OUT/header-test" "$OUT/libs/libadd.so" "$OUT/libs/libmandelbrot.so" || bad "the typed entry points failed"
+else
+    bad "--emit=header: the headers do not build"
+fi
+
 # The comparison sees a changed result: add built from a - b.
 sed 's/a + b/a - b/' examples/add.kern >"$OUT/add_minus.kern"
 "$KJIT" build "$OUT/add_minus.kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/libminus.so"
@@ -162,6 +175,9 @@ cp "$lib" "$OUT/libs/open.so" && chmod 666 "$OUT/libs/open.so"
 refused "a file others can write" "$OUT/libs/open.so" "another user can write it"
 mkdir -p "$OUT/open" && chmod 777 "$OUT/open" && cp "$lib" "$OUT/open/libadd.so"
 refused "a folder others can write" "$OUT/open/libadd.so" "can be written by another user"
+# a checked context refuses a library, whose code has no checks
+msg=$(KJIT_CHECK=1 "$OUT/driver-rt" --lib "$lib" 2>&1)
+[[ "$msg" == *"checked mode"*"not built into libraries"* ]] || bad "KJIT_CHECK=1 ran a library unchecked: $msg"
 # libkjit-rt compiles nothing
 msg=$("$OUT/driver-rt" --kern examples/add.kern 2>&1)
 [[ "$msg" == *"libkjit-rt, which has no compiler"* ]] || bad "libkjit-rt compiled a .kern: $msg"
