@@ -1,6 +1,6 @@
 # kjit: build, test, install.
 #
-#   make              build/kjit, build/libkjit.so, build/libkjit.a
+#   make              build/kjit, build/libkjit.so, build/libkjit.a, build/libkjit-rt.so
 #   make check        every test that runs without a GPU (what CI runs)
 #   make demo         the seed examples on every available target
 #   make gpu-bundle   what the GPU machine needs, in build/gpu-bundle
@@ -47,7 +47,8 @@ CHECK_LIBS  = -Wl,-Bstatic -lcheck_pic -lsubunit -Wl,-Bdynamic -lrt -lm -lpthrea
 LEXER_C       = $(BUILD)/gen/lex.c
 COMPILER_SRCS = $(wildcard compiler/*.c)
 BACKEND_SRCS  = $(wildcard compiler/backend/*.c)
-RUNTIME_SRCS  = $(wildcard runtime/*.c)
+# runtime/jit_none.c is libkjit-rt's in place of runtime/jit.c (below).
+RUNTIME_SRCS  = $(filter-out runtime/jit_none.c,$(wildcard runtime/*.c))
 CLI_SRCS      = $(wildcard compiler/cli/*.c)
 
 FRONT_OBJS   = $(COMPILER_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/lex.o
@@ -59,7 +60,7 @@ HEADERS      = $(wildcard compiler/*.h compiler/backend/*.h compiler/cli/*.h run
 .PHONY: all deps check test-layers test-unit test-golden test-robust test-tsan test-api-misuse demo bench-cpu \
         gpu-bundle install clean ptx-check test-bench-refs bench-checks bench-cancel
 
-all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a
+all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(BUILD)/kjit-rt.pc
 
 # ----------------------------------------------------------------- set-up
 
@@ -102,6 +103,25 @@ $(BUILD)/libkjit.so: $(LIB_OBJS)
 	$(CC) -shared -o $@ $^ -L$(LLVM_LIBDIR) $(LLVM_LIBS) $(SYS_LIBS) -lstdc++ \
 	  -Wl,--exclude-libs,ALL -Wl,-soname,libkjit.so
 
+# libkjit-rt: the runtime alone, for code from libraries that `kjit build
+# --emit=lib` made (docs/aot.md).  The runtime's objects but jit.c (which
+# fills the runtime's KjJit table with the compiler), tools.c and
+# aot_build.c, aot_header.c (kjit_tools.h: the compiler's stages, kjit build
+# --emit=lib|header), jit_none.c in jit.c's place, and of
+# compiler/ only the support the two share: the arena and buffers (util.c),
+# types (types.c), the reporter (diag.c) and f16/bf16 bits (half_bits.c).
+# No LLVM, no pass: tests/aot/rt_link.sh proves it with nm and ldd.
+RT_SUPPORT_OBJS = $(BUILD)/obj/compiler/util.o $(BUILD)/obj/compiler/types.o \
+                  $(BUILD)/obj/compiler/diag.o $(BUILD)/obj/compiler/half_bits.o
+RT_OBJS = $(RT_SUPPORT_OBJS) $(BUILD)/obj/runtime/jit_none.o \
+          $(filter-out $(BUILD)/obj/runtime/jit.o $(BUILD)/obj/runtime/tools.o \
+            $(BUILD)/obj/runtime/aot_build.o $(BUILD)/obj/runtime/aot_header.o,$(RUNTIME_OBJS))
+$(BUILD)/libkjit-rt.so: $(RT_OBJS)
+	$(CC) -shared -o $@ $^ -lpthread -ldl -lm -lrt -Wl,-z,defs -Wl,-soname,libkjit-rt.so
+
+$(BUILD)/kjit-rt.pc: runtime/kjit-rt.pc.in
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' $< > $@
+
 CLI_OBJS = $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/kjit: $(CLI_OBJS) $(BUILD)/libkjit.so
 	$(CC) -o $@ $(CLI_OBJS) -L$(BUILD) -lkjit $(PNG_LIBS) -lpthread -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
@@ -116,11 +136,13 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/kjit/stdlib
 	install -m 755 $(BUILD)/kjit $(DESTDIR)$(PREFIX)/bin/kjit
-	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/kjit.h runtime/kjit_tools.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 stdlib/*.kern $(DESTDIR)$(PREFIX)/share/kjit/stdlib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' runtime/kjit.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kjit.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' runtime/kjit-rt.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kjit-rt.pc
 	@echo "the Python package: make install-python PREFIX=$(PREFIX) (pip install ./python; docs/python.md)"
 
 clean:

@@ -61,8 +61,8 @@ void kjit_options_init(kjit_options *options)
     options->target = KJIT_TARGET_AUTO;
     options->device = -1;
     options->opt_level = 3;
-    options->line_info = kj_codegen_line_info_default();
-    options->cpu_simd = kj_codegen_cpu_simd_default();
+    options->line_info = kj_jit && kj_jit->codegen_line_info_default();
+    options->cpu_simd = !kj_jit || kj_jit->codegen_cpu_simd_default();
     const char *specialise = getenv("KJIT_CPU_SPECIALISE");
     options->cpu_specialise = !(specialise && strcmp(specialise, "0") == 0);
     const char *cancellable = getenv("KJIT_CANCELLABLE");
@@ -116,7 +116,7 @@ kjit_status kjit_context_create(const kjit_options *options, kjit_context **out)
     context->cancel = kj_cancel_create(&context->options);
     pthread_mutex_init(&context->lock, NULL);
     pthread_mutex_init(&context->handles_lock, NULL);
-    context->stdlib_dirs[0] = kj_default_stdlib_dir();
+    context->stdlib_dirs[0] = kj_jit ? kj_jit->default_stdlib_dir() : NULL;
     context->stdlib_dirs[1] = NULL;
 
     /* Races are checked on the host only (check_race.c): a GPU has
@@ -219,18 +219,20 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
     *out = NULL;
     if (path ? !path[0] : !source)
         return kj_api_null(context, api, path ? "the path is empty; it" : "source");
+    if (!kj_jit)
+        return kj_api_set_error(context, KJIT_ERROR_COMPILE, "%s: %s", api, KJ_NO_JIT_MESSAGE);
     kjit_module *module = kj_handle_new(KJ_HANDLE_MODULE, sizeof *module);
     module->context = context;
     DiagCollector collector = {context, {0}};
     KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
 
-    const KjSource *src = path ? kj_source_read(&module->arena, path, &diag)
-                               : kj_source_from_string(&module->arena, name, source);
+    const KjSource *src = path ? kj_jit->source_read(&module->arena, path, &diag)
+                               : kj_jit->source_from_string(&module->arena, name, source);
     kjit_status status = KJIT_OK;
     if (!src) {
         status = KJIT_ERROR_IO;
     } else {
-        module->ir = kj_compile_source(&module->arena, src, context->stdlib_dirs, &diag);
+        module->ir = kj_jit->compile_source(&module->arena, src, context->stdlib_dirs, &diag);
         if (!module->ir)
             status = KJIT_ERROR_COMPILE;
     }
@@ -248,7 +250,14 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
         return status;
     }
     kj_buf_free(&collector.text);
+    kj_api_module_publish(module, NULL);
+    *out = module;
+    return KJIT_OK;
+}
 
+void kj_api_module_publish(kjit_module *module, const uint32_t *params_written)
+{
+    kjit_context *context = module->context;
     module->function_count = module->ir->entries.count;
     module->functions = kj_xcalloc((size_t)(module->function_count ? module->function_count : 1),
                                    sizeof *module->functions);
@@ -262,8 +271,12 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
         for (int s = 0; s < count; s++)
             function->signature_text[s] = signature_text(function->entry->variants.items[s],
                                                          function->entry->kind == KJ_FN_KERNEL);
-        for (int s = 0; s < count; s++)
-            function->params_written |= kj_ir_params_written(function->entry->variants.items[s]);
+        if (params_written)
+            function->params_written = params_written[i];
+        else
+            for (int s = 0; s < count; s++)
+                function->params_written |=
+                    kj_jit->ir_params_written(function->entry->variants.items[s]);
     }
     pthread_mutex_lock(&context->handles_lock);
     module->next = context->modules;
@@ -271,8 +284,6 @@ static kjit_status compile_module(kjit_context *context, const char *path, const
         module->next->prev = module;
     context->modules = module;
     pthread_mutex_unlock(&context->handles_lock);
-    *out = module;
-    return KJIT_OK;
 }
 
 kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_module **out)
@@ -283,6 +294,29 @@ kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_modu
         return kj_api_null(context, "kjit_compile_file", "path");
     }
     return compile_module(context, path, NULL, NULL, out, "kjit_compile_file");
+}
+
+kjit_status kjit_module_load_library(kjit_context *context, const char *path, kjit_module **out)
+{
+    const char *api = "kjit_module_load_library";
+    if (!kj_api_live(context, KJ_HANDLE_CONTEXT, api))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kj_api_clear_error(context);
+    if (!out || !path)
+        return kj_api_null(context, api, out ? "path" : "out");
+    *out = NULL;
+    kjit_module *module = kj_handle_new(KJ_HANDLE_MODULE, sizeof *module);
+    module->context = context;
+    uint32_t *written = NULL;
+    kjit_status status = kj_aot_open(module, path, &written);
+    if (status != KJIT_OK) {
+        kj_arena_free(&module->arena);
+        kj_handle_free(module);
+        return status;
+    }
+    kj_api_module_publish(module, written);
+    *out = module;
+    return KJIT_OK;
 }
 
 kjit_status kjit_compile_string(kjit_context *context, const char *name, const char *source,
@@ -325,6 +359,7 @@ void kjit_module_free(kjit_module *module)
         kj_handle_free(function);
     }
     free(module->functions);
+    kj_aot_free(module->library);
     kj_arena_free(&module->arena);
     kj_handle_free(module);
 }
@@ -477,18 +512,48 @@ static bool middle_passes(kjit_context *context, kjit_module *module, KjPipeline
     KjDiag diag = {.sink = collect_diagnostic, .user = &collector};
     KjPipeline p = {.arena = &module->arena, .diag = &diag, .module = module->ir,
                     .roots = root, .root_count = 1, .stop = KJ_STAGE_ROOTS,
-                    .verify = kj_pipeline_verify_default(),
+                    .verify = kj_jit->pipeline_verify_default(),
                     .checks = context->options.check};
     /* a kernel with barriers runs through its split form where the target
      * says so (the cpu targets, with SIMD lanes, unchecked) */
     KjCodegenOptions asked = kj_api_codegen_options(context->runtime, &context->options, NULL);
-    root->split_barriers = kj_codegen_splits_barriers(&asked);
-    bool ok = kj_pipeline_run(&p);
+    root->split_barriers = kj_jit->codegen_splits_barriers(&asked);
+    bool ok = kj_jit->pipeline_run(&p);
     if (!ok)
         kj_api_set_error(context, KJIT_ERROR_BACKEND, "%s",
                          collector.text.data ? collector.text.data : "internal error");
     kj_buf_free(&collector.text);
     return ok;
+}
+
+kjit_status kj_api_prepare_root(kjit_function *function, int sig, const KjPipelineRoot *request,
+                                uint32_t contiguous, const char *lifted, KjCompiled *compiled)
+{
+    kjit_module *module = function->module;
+    const KjVecVariant *variant = request->vectorize ? &request->variant : NULL;
+    KjIrFunction *fn = kj_api_variant_of(function, sig);
+    compiled->signature = sig;
+    compiled->vectorized = variant != NULL;
+    if (lifted)
+        snprintf(compiled->lifted, sizeof compiled->lifted, "%s", lifted);
+    if (variant)
+        compiled->variant = *variant;
+    else if (fn->kind == KJ_IR_FN_KERNEL || lifted)
+        compiled->contiguous = contiguous;
+    if (module->library) {
+        int index = 0;
+        while (module->functions[index] != function)
+            index++;
+        return kj_aot_find(module, index, sig, variant, compiled->contiguous, lifted, compiled);
+    }
+    KjPipelineRoot root = *request;
+    root.fn = fn;
+    if (!middle_passes(module->context, module, &root))
+        return KJIT_ERROR_BACKEND;
+    compiled->root = root.root;
+    kj_kernel_variant_symbol(compiled->root, compiled->contiguous, compiled->symbol,
+                             sizeof compiled->symbol);
+    return KJIT_OK;
 }
 
 static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
@@ -535,25 +600,13 @@ static kjit_status find_compiled(kjit_function *function, int sig, KjPipelineRoo
         return KJIT_OK;
     }
     KjCompiled *compiled = kj_xcalloc(1, sizeof *compiled);
-    compiled->signature = sig;
-    compiled->vectorized = variant != NULL;
-    if (lifted)
-        snprintf(compiled->lifted, sizeof compiled->lifted, "%s", lifted);
-    KjIrFunction *fn = kj_api_variant_of(function, sig);
-    KjPipelineRoot root = *request;
-    root.fn = fn;
-    if (variant)
-        compiled->variant = *variant;
-    else if (fn->kind == KJ_IR_FN_KERNEL || lifted)
-        compiled->contiguous = contiguous;
-    if (!middle_passes(context, module, &root)) {
+    kjit_status prepared = kj_api_prepare_root(function, sig, request, contiguous, lifted,
+                                               compiled);
+    if (prepared != KJIT_OK) {
         free(compiled);
         pthread_mutex_unlock(&context->lock);
-        return KJIT_ERROR_BACKEND;
+        return prepared;
     }
-    compiled->root = root.root;
-    kj_kernel_variant_symbol(compiled->root, compiled->contiguous, compiled->symbol,
-                             sizeof compiled->symbol);
     /* Finds (in the caches) or generates code for the root and loads it. */
     compiled->runtime = kj_runtime_for(context, compiled->root->kind);
     char prefix[256];

@@ -177,6 +177,43 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     return status;
 }
 
+/* A library's general code for a variant it lacks (aot.c): every operand
+ * of the plan a view of ran_as->ndim dimensions, the planned ones padded
+ * in front with extents of 1, a scalar one (params[i], converted) read
+ * through strides of 0.  The elements are the same, each computed by the
+ * same scalar function. */
+static void generalize(KjBroadcastPlan *plan, const KjVecVariant *ran_as, int nargs,
+                       void **params)
+{
+    int from = plan->variant.ndim, to = ran_as->ndim, pad = to - from;
+    KjArrayDesc *descs[KJ_MAX_VEC_INPUTS + 1];
+    for (int i = 0; i < nargs; i++) {
+        if (plan->variant.scalar_mask & (1u << i)) {
+            KjArrayDesc *d = &plan->inputs[i];
+            d->data = params[i];
+            for (int k = 0; k < from; k++) {
+                d->shape[k] = plan->output.shape[k];
+                d->strides[k] = 0;
+            }
+            params[i] = d;
+        }
+        descs[i] = &plan->inputs[i];
+    }
+    descs[nargs] = &plan->output;
+    for (int o = 0; o <= nargs; o++) {
+        KjArrayDesc *d = descs[o];
+        for (int k = from - 1; k >= 0; k--) {
+            d->shape[k + pad] = d->shape[k];
+            d->strides[k + pad] = d->strides[k];
+        }
+        for (int k = 0; k < pad; k++) {
+            d->shape[k] = 1;
+            d->strides[k] = 0;
+        }
+    }
+    plan->variant = *ran_as;
+}
+
 /* The rest of a vectorized call, its inputs and output settled. */
 static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg *args,
                                 int nargs, const kjit_array **inputs, kjit_array *output,
@@ -209,6 +246,8 @@ static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg
         }
     }
     params[nargs] = &plan.output;
+    if (compiled->generalized)
+        generalize(&plan, &compiled->ran_as, nargs, params);
     KjCheckCall check;
     if (context->options.check) {
         status = kj_check_begin(context, compiled->runtime, &check, &params[nargs + 1]);

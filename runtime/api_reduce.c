@@ -184,7 +184,7 @@ static int64_t chunks_of(int64_t m)
 }
 
 /* The variant's name, for the compiled-code table and the cache key. */
-static void variant_key(const KjReduceVariant *v, int map_sig, char *buf, size_t size)
+void kj_reduce_variant_key(const KjReduceVariant *v, int map_sig, char *buf, size_t size)
 {
     snprintf(buf, size, "reduce form %d%s lanes %d%s kept %d reduced %d contiguous %d map %d",
              (int)v->form, v->simd ? " simd" : "", v->thread_lanes, v->aligned ? " aligned" : "",
@@ -198,7 +198,7 @@ static kjit_status find_level_code(kjit_function *function, int sig, kjit_functi
     if (level->variant.mapped)
         request.map = kj_api_variant_of(map, map_sig);
     char key[128];
-    variant_key(&level->variant, map_sig, key, sizeof key);
+    kj_reduce_variant_key(&level->variant, map_sig, key, sizeof key);
     uint32_t all_arrays = (1u << (level->inputs + 1)) - 1; /* the inputs and out */
     uint32_t contiguous = level->variant.form == KJ_REDUCE_FORM_LANES ? 0 : all_arrays;
     return kj_api_find_lifted(function, sig, &request, contiguous, key, &level->compiled);
@@ -281,6 +281,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
 {
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
+
     if (function->entry->kind != KJ_FN_REDUCE)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s is not a @reduce function", name);
@@ -461,6 +462,8 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     KjReduceForm strided_form = warps ? KJ_REDUCE_FORM_COLUMNS : KJ_REDUCE_FORM_LANES;
     bool simd = !warps;
     const char *force = getenv("KJIT_REDUCE_FORM");
+    if (function->module->library)
+        force = NULL; /* a library holds the LANES form with SIMD lanes (aot_build.c) */
     if (!warps && force && strcmp(force, "warps") == 0)
         contiguous_form = KJ_REDUCE_FORM_WARPS, strided_form = KJ_REDUCE_FORM_COLUMNS,
         simd = false;
@@ -483,7 +486,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         for (int q = 0; q < nargs; q++)
             if ((int)kjit_dtype_size(views[q].dtype) > widest)
                 widest = (int)kjit_dtype_size(views[q].dtype);
-        int v = kj_reduce_thread_lanes(t, widest);
+        int v = kj_jit->reduce_thread_lanes(t, widest);
         bool aligned = v > 1;
         for (int q = 0; aligned && q < nargs; q++) {
             uintptr_t address = (uintptr_t)views[q].data;
@@ -501,7 +504,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     } else if (first->variant.form == KJ_REDUCE_FORM_COLUMNS) {
         /* KJIT_REDUCE_COLUMN_LANES=1|2|4|8|16|32 sets V, for tuning on a GPU
          * (any V gives the same bits) */
-        first->variant.thread_lanes = kj_reduce_column_lanes(t);
+        first->variant.thread_lanes = kj_jit->reduce_column_lanes(t);
         const char *lanes = getenv("KJIT_REDUCE_COLUMN_LANES");
         int v = lanes ? atoi(lanes) : 0;
         if (v >= 1 && v <= KJ_REDUCE_LANES && (v & (v - 1)) == 0)
@@ -529,7 +532,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         next->kept[0].stride[0] = prev->chunks;
         if (contiguous_form == KJ_REDUCE_FORM_WARPS) {
             /* The partials start on 16-byte boundaries (see the regions below). */
-            int v = kj_reduce_thread_lanes(t, (int)size);
+            int v = kj_jit->reduce_thread_lanes(t, (int)size);
             next->variant.thread_lanes = v;
             next->variant.aligned = v > 1 && (outputs == 1 || prev->chunks % v == 0);
         }

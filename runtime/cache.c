@@ -160,7 +160,7 @@ static void make_identity(void)
         mtime = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
     }
     snprintf(build_identity, sizeof build_identity, "kjit %s, llvm %s, cache format %d, build %lld-%lld",
-             KJIT_VERSION, kj_llvm_version(), KJ_CACHE_FORMAT, size, mtime);
+             KJIT_VERSION, kj_jit ? kj_jit->llvm_version() : "none", KJ_CACHE_FORMAT, size, mtime);
 }
 
 const char *kj_cache_build_identity(void)

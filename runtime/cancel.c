@@ -85,10 +85,10 @@ static int32_t cancel_hook(void)
     return kj_cancel_requested();
 }
 
-void kj_cancel_bind(KjCpuCode *code)
+void kj_cancel_bind(KjSymbolLookup *lookup, void *code)
 {
-    _Atomic int32_t **word = kj_cpu_lookup(code, KJ_CANCEL_WORD_SYMBOL);
-    KjCancelFn *hook = kj_cpu_lookup(code, KJ_CANCEL_HOOK_SYMBOL);
+    _Atomic int32_t **word = lookup(code, KJ_CANCEL_WORD_SYMBOL);
+    KjCancelFn *hook = lookup(code, KJ_CANCEL_HOOK_SYMBOL);
     if (hook)
         *hook = cancel_hook;
     if (word)

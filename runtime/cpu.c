@@ -956,7 +956,7 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
                      .blocks_fn = blocks_fn,
                      .shared_written = shared_written,
                      .args = args, .dynamic_shared_bytes = dynamic_shared_bytes,
-                     .guard_shared = kj_pipeline_verify_default()};
+                     .guard_shared = kj_jit && kj_jit->pipeline_verify_default()};
     return run_kernel(pool, job, grid, block, error);
 }
 
@@ -967,7 +967,7 @@ kjit_status kj_cpu_run_kernel_race(KjRaceState *race, const KjIrFunction *kernel
 {
     KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .race = race,
                      .args = args, .dynamic_shared_bytes = dynamic_shared_bytes,
-                     .guard_shared = kj_pipeline_verify_default()};
+                     .guard_shared = kj_jit && kj_jit->pipeline_verify_default()};
     kj_race_launch(race, grid, block);
     return run_kernel(NULL, job, grid, block, error);
 }

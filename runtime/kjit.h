@@ -250,6 +250,18 @@ const char *kjit_last_error(const kjit_context *context);
 kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_module **out);
 kjit_status kjit_compile_string(kjit_context *context, const char *name, const char *source,
                                 kjit_module **out);
+/* A module from a library that `kjit build --emit=lib` made (docs/aot.md):
+ * its functions work as compiled ones, on the cpu and parallel targets, in
+ * libkjit and in libkjit-rt (which has no compiler).  Refused, with the
+ * reason as the context's error and nothing of the file run: a file or
+ * folder another user can write, a file that is not such a library or was
+ * truncated or altered (its SHA-256), another library ABI version (both
+ * named), or code for no x86-64 level this CPU runs (KJIT_CPU_FEATURES=-avx2
+ * and the like take features away).  The best level the CPU runs is used. */
+kjit_status kjit_module_load_library(kjit_context *context, const char *path, kjit_module **out);
+/* The x86-64 level a library module runs ("sse2", "v3", "v4"); NULL for a
+ * module compiled from source. */
+const char *kjit_module_library_level(const kjit_module *module);
 void kjit_module_free(kjit_module *module);
 
 /* ---------------------------------------------------------------- functions */

@@ -39,6 +39,54 @@ typedef struct kjit_output_file KjOutputFile;
 kjit_status kj_output_open(const char *path, KjOutputFile *out, char **error);
 kjit_status kj_output_close(KjOutputFile *out, bool keep, char **error);
 
+/* ==================================================== jit.c, jit_none.c */
+
+/*
+ * The compiler, as the runtime sees it: every call from the runtime into the
+ * front end, the pass list and the back end goes through this table, so that
+ * the line between compiler and runtime is a link-time fact.  libkjit links
+ * jit.c, whose kj_jit points at the compiler's functions; libkjit-rt links
+ * jit_none.c, whose kj_jit is NULL, and runs only code loaded from libraries
+ * that `kjit build --emit=lib` made (aot.c, docs/aot.md).  Each caller asks
+ * kj_jit first and says what it cannot do without it.
+ */
+typedef struct KjJit {
+    KjSource *(*source_read)(KjArena *arena, const char *path, KjDiag *diag);
+    KjSource *(*source_from_string)(KjArena *arena, const char *name, const char *text);
+    KjIrModule *(*compile_source)(KjArena *arena, const KjSource *src, const char **stdlib_dirs,
+                                  KjDiag *diag);
+    const char *(*default_stdlib_dir)(void);
+    bool (*pipeline_run)(KjPipeline *p);
+    bool (*pipeline_verify_default)(void);
+    uint32_t (*ir_params_written)(const KjIrFunction *fn);
+    bool (*split_writes_shared)(const KjIrFunction *root, const uint32_t block[3]);
+    int (*reduce_thread_lanes)(const KjType *t, int widest_input_bytes);
+    int (*reduce_column_lanes)(const KjType *t);
+    bool (*codegen_splits_barriers)(const KjCodegenOptions *options);
+    bool (*codegen_cpu_simd_default)(void);
+    bool (*codegen_line_info_default)(void);
+    char *(*cpu_compile_object)(KjIrModule *module, KjIrFunction **roots, int root_count,
+                                const KjCodegenOptions *options, size_t *size, char **error);
+    KjCpuCode *(*cpu_load_object)(const void *object, size_t size, char **error);
+    void *(*cpu_lookup)(KjCpuCode *code, const char *symbol);
+    void (*cpu_code_free)(KjCpuCode *code);
+    const char *(*host_cpu_description)(void);
+    const char *(*llvm_version)(void);
+    char *(*ptx_generate)(KjIrModule *module, KjIrFunction **roots, int root_count,
+                          const KjCodegenOptions *options, char **error);
+    const char *(*find_libdevice)(char **error);
+} KjJit;
+/* The compiler linked into this library, or NULL (libkjit-rt). */
+extern const KjJit *const kj_jit;
+/* The message of an API that needs the compiler, in libkjit-rt. */
+#define KJ_NO_JIT_MESSAGE                                                                      \
+    "this is libkjit-rt, which has no compiler: load a library made by "                      \
+    "`kjit build --emit=lib` (kjit_module_load_library), or link libkjit"
+
+/* A symbol of loaded code (the JIT's KjCpuCode, or a library's dlopen
+ * handle): print.c and cancel.c bind their hooks through it. */
+typedef void *KjSymbolLookup(void *code, const char *symbol);
+
 /* ================================================================ ptxas.c */
 
 /* The toolkit's ptxas (KJIT_PTXAS, beside libdevice, CUDA_HOME, PATH ...), or
@@ -59,7 +107,7 @@ extern _Thread_local kjit_context *kj_print_context;
 /* What compiled cpu code calls through its KJ_PRINT_HOOK_SYMBOL (KjPrintFn). */
 void kj_print_line(const char *line, int64_t len);
 /* After loading cpu code: points its print hook, if it has one, at kj_print_line. */
-void kj_print_bind(KjCpuCode *code);
+void kj_print_bind(KjSymbolLookup *lookup, void *code);
 
 /* ================================================================ cancel.c */
 
@@ -73,7 +121,7 @@ extern _Thread_local KjCancelSlot *kj_cancel_slot;
 bool kj_cancel_requested(void);
 /* After loading cpu code: points its cancellation globals, if it has them,
  * at the runtime's (kjit_backend.h, "Cancellation"). */
-void kj_cancel_bind(KjCpuCode *code);
+void kj_cancel_bind(KjSymbolLookup *lookup, void *code);
 KjCancel *kj_cancel_create(const kjit_options *options);
 void kj_cancel_destroy(KjCancel *cancel);
 /* cuda: the context's flag in mapped host memory (NULL: none), which
@@ -693,6 +741,12 @@ typedef struct KjCompiled {
     char lifted[96];     /* a root another pass made (reduce.c): its variant, for the
                             lookup and the cache key; "" otherwise */
     char symbol[480];    /* the entry points' symbol (kj_kernel_variant_symbol) */
+    /* From a library that lacks the vectorized variant asked for: the
+     * variant the code is (STRIDED, no scalars), which the call then runs
+     * (api_call.c); and the library's name of the code's symbols. */
+    bool generalized;
+    KjVecVariant ran_as;
+    int library_root;
     KjIrFunction *root;
     /* What the target loaded, in its own terms: on the host the code shared
      * across the process by cache key and the addresses of __entry, __range
@@ -773,6 +827,7 @@ struct kjit_module {
     KjIrModule *ir;
     kjit_function **functions;
     int function_count;
+    struct KjLibrary *library; /* a module loaded from a library (aot.c); NULL: compiled here */
 };
 
 struct kjit_stream {
@@ -878,6 +933,15 @@ void kj_api_print_signatures(KjBuf *message, const kjit_function *function);
  * messages of a call that cannot take it. */
 void kj_api_describe_arg(const kjit_arg *arg, char *buf, size_t size);
 
+/* api.c: a new module's functions (their signatures' texts, and what they
+ * write: params_written[i] for function i, or from the IR when NULL), and
+ * the module joins its context's list. */
+void kj_api_module_publish(kjit_module *module, const uint32_t *params_written);
+/* The root for what find_compiled asks, in compiled (its signature,
+ * variant, contiguous parameters, lifted name, root and symbol): through
+ * the pass list, or from the module's library; no code yet. */
+kjit_status kj_api_prepare_root(kjit_function *function, int sig, const KjPipelineRoot *request,
+                                uint32_t contiguous, const char *lifted, KjCompiled *compiled);
 /* api.c: the checked IR of signature `sig` of a function. */
 KjIrFunction *kj_api_variant_of(const kjit_function *function, int sig);
 /* The code for signature `sig` (vectorized as `variant` when not NULL; a
@@ -892,6 +956,9 @@ kjit_status kj_api_find_compiled(kjit_function *function, int sig, const KjVecVa
 kjit_status kj_api_find_lifted(kjit_function *function, int sig, KjPipelineRoot *request,
                                uint32_t contiguous, const char *lifted, KjCompiled **out);
 
+/* api_reduce.c: the name of a level's variant (map_sig: the fused map's
+ * signature), for the compiled-code table, the cache key and libraries. */
+void kj_reduce_variant_key(const KjReduceVariant *v, int map_sig, char *buf, size_t size);
 /* api_reduce.c: kjit_prepare of a @reduce function (over every axis). */
 kjit_status kj_reduce_prepare(kjit_function *function, const kjit_arg *args, int nargs);
 /* The signature kjit_reduce takes for these arguments (kjit_function_match). */
@@ -1214,6 +1281,80 @@ void kj_race_fail_sync(KjRaceState *race, KjRaceKind kind, int first_index, int3
                        int second_index, int32_t second_site, int64_t value0, int64_t value1);
 /* "file:line:col: error: ...", the line and a caret, as kj_check_message. */
 char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const char *function);
+
+/* ======================================================= aot.c, aot_build.c */
+
+/*
+ * Libraries built ahead of time (docs/aot.md): `kjit build --emit=lib`
+ * (aot_build.c, libkjit only) compiles every root the runtime may ask for,
+ * each for every x86-64 level asked, into one object per (root, level)
+ * whose global symbols are renamed to kjaot_<level>_<root>__<symbol>, links
+ * them with the system's cc into a shared object, and appends the table
+ * (the module's functions, signatures and roots: what the runtime reads of
+ * the IR) and a trailer: magic, ABI version, sizes, and the SHA-256 of all
+ * the bytes before it.  kjit_module_load_library (aot.c, in libkjit and
+ * libkjit-rt) checks the file's owner and mode, the ABI, the digest and the
+ * CPU, and loads exactly the bytes it checked (through a memfd).
+ */
+#define KJ_AOT_ABI 1
+#define KJ_AOT_MAGIC "KJITLIB\0"
+#define KJ_AOT_TRAILER_BYTES 64 /* magic 8, abi 4, pad 4, elf 8, table 8, sha 32 */
+
+/* The x86-64 levels (aot.c), lowest first: the name libraries and
+ * --cpu-levels use, LLVM's CPU and features, and what a CPU must have to
+ * run it (the compiler's name for __builtin_cpu_supports; KJIT_CPU_FEATURES
+ * with "-f" for any feature f of the level makes it unusable). */
+typedef struct KjCpuLevel {
+    const char *name, *llvm_cpu, *llvm_features, *cpu_supports;
+} KjCpuLevel;
+#define KJ_CPU_LEVEL_COUNT 3
+extern const KjCpuLevel kj_cpu_levels[KJ_CPU_LEVEL_COUNT];
+const KjCpuLevel *kj_cpu_level_named(const char *name);
+/* Whether this CPU (less what KJIT_CPU_FEATURES takes away) runs the level. */
+bool kj_cpu_level_usable(const KjCpuLevel *level);
+
+/* A loaded library (kjit_module.library). */
+typedef struct KjLibrary KjLibrary;
+/* kjit_module_load_library's work (api.c makes the module and publishes
+ * it): the file at path checked and loaded into module (its ir, of function
+ * headers, and library), what each function writes in *written (the
+ * module's arena); else the status with the context's error, and the
+ * caller frees the module. */
+kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written);
+/* The root a library holds for what find_compiled asks (api.c): fills
+ * compiled (root, symbol; when the library has no such variant, the general
+ * one: compiled->ran_as and ->generalized); KJIT_ERROR_NOT_FOUND with the
+ * context's error when it holds nothing that runs it. */
+kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecVariant *variant,
+                        uint32_t contiguous, const char *lifted, KjCompiled *compiled);
+/* The entry points of compiled (runtime_cpu.c's generate for a library). */
+kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const char *prefix);
+void kj_aot_free(KjLibrary *library);
+
+/* The table (aot_build.c writes it, aot.c reads it), little-endian:
+ *   u32 ABI; str kjit version, source path; u64 source hash; u32 check,
+ *   cancellable, cpu_simd, opt_level; u32 levels, each str name;
+ *   u32 entries, each: str name, u32 kind, u32 params_written, u32
+ *     signatures, each a function header; u32 1 and a gufunc layout (str
+ *     text, u32 inputs, outputs, each operand's u32 rank and dims, u32
+ *     names, each str) or u32 0; i32 the entry of a @reduce's map or -1;
+ *   u32 roots, each: u32 entry, sig, vectorized, layout, ndim, scalar_mask,
+ *     contiguous; str lifted, symbol; a function header.
+ * A function header: str name, symbol; u32 kind, param count, each str name
+ * and a type; a type (return); u32 flags (KJ_AOT_FN_*); i64 shared_bytes,
+ * local_bytes; str device_use, device_chain; u32 device line, col; and with
+ * KJ_AOT_FN_SPLIT, i64 the split form's shared_bytes, local_bytes.  A type:
+ * u32 kind (KJ_AOT_NO_TYPE for none), elem kind, ndim.  A str: u32 length,
+ * bytes (0xffffffff: NULL). */
+enum {
+    KJ_AOT_FN_SYNCTHREADS = 1, KJ_AOT_FN_SYNCGRID = 2, KJ_AOT_FN_DYNAMIC_SHARED = 4,
+    KJ_AOT_FN_UNCHECKED = 8, KJ_AOT_FN_CONTIGUOUS = 16, KJ_AOT_FN_SPLIT = 32,
+};
+#define KJ_AOT_NO_TYPE 0xffffffffu
+#define KJ_AOT_GUFUNC_LOOPS 3 /* the loop ranks a library's @guvectorize code takes */
+#define KJ_AOT_REDUCE_KEPT 1  /* the kept and reduced ranks of a library's @reduce code */
+#define KJ_AOT_REDUCE_REDUCED 2
+#define KJ_AOT_NULL_STR 0xffffffffu
 
 /* ============================================================ api_error.c */
 

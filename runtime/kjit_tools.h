@@ -154,4 +154,18 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
 }
 #endif
 
+/* kjit build --emit=lib (docs/aot.md): the module at `path` compiled ahead
+ * of time into the library `output`, for the x86-64 levels of `levels`
+ * ("sse2,v3,v4" when NULL; kjit_module_load_library picks the best the CPU
+ * runs).  Uses LLVM here and the system's C compiler ($CC, else cc), nm
+ * and objcopy to link; *error (heap) says what failed. */
+kjit_status kjit_build_library(const char *path, const char *output, const char *levels,
+                               char **error);
+/* kjit build --emit=header (docs/aot.md): `output`, a C header of typed entry
+ * points (NAME_add_f32 ...) over kjit.h for a library of the module at
+ * `path`; NAME is `name`, or output's file name without "lib" and its
+ * extension. */
+kjit_status kjit_build_header(const char *path, const char *output, const char *name,
+                              char **error);
+
 #endif

@@ -37,9 +37,9 @@ void kj_print_line(const char *line, int64_t len)
     pthread_mutex_unlock(&print_lock);
 }
 
-void kj_print_bind(KjCpuCode *code)
+void kj_print_bind(KjSymbolLookup *lookup, void *code)
 {
-    KjPrintFn *hook = kj_cpu_lookup(code, KJ_PRINT_HOOK_SYMBOL);
+    KjPrintFn *hook = lookup(code, KJ_PRINT_HOOK_SYMBOL);
     if (hook)
         *hook = kj_print_line;
 }

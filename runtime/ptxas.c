@@ -54,7 +54,7 @@ static char *search(void)
     if (env && *env)
         return strcmp(env, "off") != 0 && is_program(env) ? kj_xstrdup(env) : NULL;
     char *found = NULL;
-    const char *libdevice = kj_find_libdevice(NULL);
+    const char *libdevice = kj_jit ? kj_jit->find_libdevice(NULL) : NULL;
     const char *tail = libdevice ? strstr(libdevice, "/nvvm/libdevice/") : NULL;
     if (tail) {
         KjBuf bin = {0};

@@ -105,7 +105,7 @@ static KjSharedCpu *shared_cpu_publish(KjSharedCpu *fresh)
     }
     pthread_mutex_unlock(&shared_lock);
     if (s) {
-        kj_cpu_code_free(fresh->code);
+        kj_jit->cpu_code_free(fresh->code);
         kj_cache_key_free(&fresh->key);
         free(fresh);
     }
@@ -127,20 +127,26 @@ static void shared_cpu_release(KjSharedCpu *shared)
         while (shared->shapes) {
             KjShapeCode *shape = shared->shapes;
             shared->shapes = shape->next;
-            kj_cpu_code_free(shape->code);
+            kj_jit->cpu_code_free(shape->code);
             free(shape);
         }
-        kj_cpu_code_free(shared->code);
+        kj_jit->cpu_code_free(shared->code);
         kj_cache_key_free(&shared->key);
         free(shared);
     }
+}
+
+/* The JIT's symbols as print.c and cancel.c look them up. */
+static void *jit_lookup(void *code, const char *symbol)
+{
+    return kj_jit->cpu_lookup(code, symbol);
 }
 
 static void *lookup(KjCpuCode *code, const char *symbol, const char *suffix)
 {
     char name[512];
     snprintf(name, sizeof name, "%s%s", symbol, suffix);
-    return kj_cpu_lookup(code, name);
+    return kj_jit->cpu_lookup(code, name);
 }
 
 static void use_shared(KjCompiled *compiled, KjSharedCpu *shared)
@@ -155,11 +161,13 @@ static void use_shared(KjCompiled *compiled, KjSharedCpu *shared)
 static void cpu_code_key(kjit_module *module, const KjCompiled *compiled, KjCacheKey *key)
 {
     kj_api_code_key(module, compiled, key);
-    kj_cache_key_add(key, "target", "cpu %s", kj_host_cpu_description());
+    kj_cache_key_add(key, "target", "cpu %s", kj_jit->host_cpu_description());
 }
 
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
+    if (module->library)
+        return kj_aot_generate(module, compiled, prefix);
     kjit_context *context = module->context;
     KjIrFunction *root = compiled->root;
     KjCacheWarn warn = kj_context_cache_warn(context);
@@ -185,10 +193,10 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     /* A cached object that will not link or lacks its entry point is treated
      * as damaged: compiled again below. */
     if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size, &warn)) {
-        code = kj_cpu_load_object(object, size, NULL);
+        code = kj_jit->cpu_load_object(object, size, NULL);
         entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (!entry) {
-            kj_cpu_code_free(code);
+            kj_jit->cpu_code_free(code);
             code = NULL;
         }
         free(object);
@@ -196,12 +204,12 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     if (!code) {
         kj_cache_count_compile();
         KjCodegenOptions options = kj_api_codegen_options(context->runtime, &context->options, compiled);
-        object = kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
+        object = kj_jit->cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
             return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
         }
-        code = kj_cpu_load_object(object, size, &error);
+        code = kj_jit->cpu_load_object(object, size, &error);
         entry = code ? lookup(code, compiled->symbol, suffix) : NULL;
         if (entry)
             kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size, &warn);
@@ -211,14 +219,14 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
             return kj_api_take_error(context, KJIT_ERROR_BACKEND, prefix, error);
         }
         if (!entry) {
-            kj_cpu_code_free(code);
+            kj_jit->cpu_code_free(code);
             kj_cache_key_free(&key);
             return kj_api_set_error(context, KJIT_ERROR_BACKEND, "%sthe generated code has no %s%s",
                                     prefix, compiled->symbol, suffix);
         }
     }
-    kj_print_bind(code);
-    kj_cancel_bind(code);
+    kj_print_bind(jit_lookup, code);
+    kj_cancel_bind(jit_lookup, code);
     shared = kj_xcalloc(1, sizeof *shared);
     shared->key = key;
     shared->code = code;
@@ -280,7 +288,7 @@ static const KjShapeCode *shape_publish(KjSharedCpu *shared, KjShapeCode *fresh)
     }
     pthread_mutex_unlock(&shared_lock);
     if (found) {
-        kj_cpu_code_free(fresh->code);
+        kj_jit->cpu_code_free(fresh->code);
         free(fresh);
         return found;
     }
@@ -310,7 +318,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
     void *block = NULL, *object = NULL;
     size_t size = 0;
     if (kj_cache_fetch(&key, KJ_CACHE_CPU_OBJECT, &object, &size, &warn)) {
-        code = kj_cpu_load_object(object, size, NULL);
+        code = kj_jit->cpu_load_object(object, size, NULL);
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         free(object);
         object = NULL;
@@ -324,27 +332,27 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
                              .block = {dims[0], dims[1], dims[2]}};
     KjPipeline pipeline = {.arena = &arena, .diag = &diag, .module = module->ir, .roots = &shaped,
                            .root_count = 1, .stop = KJ_STAGE_ROOTS,
-                           .verify = kj_pipeline_verify_default()};
-    if (!kj_pipeline_run(&pipeline)) {
+                           .verify = kj_jit->pipeline_verify_default()};
+    if (!kj_jit->pipeline_run(&pipeline)) {
         *error = failures.data ? failures.data : kj_xstrdup("internal error");
         kj_arena_free(&arena);
-        kj_cpu_code_free(code);
+        kj_jit->cpu_code_free(code);
         kj_cache_key_free(&key);
         return NULL;
     }
     kj_buf_free(&failures);
     KjIrFunction *root = shaped.root->split ? shaped.root : NULL;
-    bool shared_written = root && kj_split_writes_shared(root, dims);
+    bool shared_written = root && kj_jit->split_writes_shared(root, dims);
     if (!block) {
-        kj_cpu_code_free(code);
+        kj_jit->cpu_code_free(code);
         code = NULL;
         kj_cache_count_compile();
         /* launch_shape asks for none with cpu_simd off or checks on */
         KjCodegenOptions options = kj_api_codegen_options(context->runtime, &context->options, compiled);
         memcpy(options.block_dims, dims, sizeof options.block_dims);
         char *failure = NULL;
-        object = root ? kj_cpu_compile_object(module->ir, &root, 1, &options, &size, &failure) : NULL;
-        code = object ? kj_cpu_load_object(object, size, &failure) : NULL;
+        object = root ? kj_jit->cpu_compile_object(module->ir, &root, 1, &options, &size, &failure) : NULL;
+        code = object ? kj_jit->cpu_load_object(object, size, &failure) : NULL;
         block = code ? lookup(code, compiled->symbol, "__block") : NULL;
         if (block)
             kj_cache_keep(&key, KJ_CACHE_CPU_OBJECT, object, size, &warn);
@@ -360,11 +368,11 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
     kj_cache_key_free(&key);
     kj_arena_free(&arena);
     if (!block) {
-        kj_cpu_code_free(code);
+        kj_jit->cpu_code_free(code);
         return NULL;
     }
-    kj_print_bind(code);
-    kj_cancel_bind(code);
+    kj_print_bind(jit_lookup, code);
+    kj_cancel_bind(jit_lookup, code);
     KjShapeCode *shape = kj_xcalloc(1, sizeof *shape);
     memcpy(shape->dims, dims, sizeof shape->dims);
     shape->code = code;
@@ -384,7 +392,7 @@ static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *la
     const uint32_t *dims = launch->block;
     if (!compiled->block || !root->split || !context->options.cpu_simd ||
         !context->options.cpu_specialise || context->options.check || root->unchecked ||
-        !launch->module || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
+        !launch->module || launch->module->library || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
         dims[0] == 0)
         return NULL;
     const KjShapeCode *shape = shape_find(compiled->code, dims);

@@ -106,7 +106,7 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
                 kj_api_codegen_options(context->runtime, &context->options, compiled);
             options.cuda_arch = arch;
             options.cuda_whole_program = ptxas != NULL;
-            ptx = kj_ptx_generate(module->ir, &root, 1, &options, &error);
+            ptx = kj_jit->ptx_generate(module->ir, &root, 1, &options, &error);
             if (!ptx) {
                 kj_cache_key_free(&ptx_key);
                 kj_cache_key_free(&cubin_key);

@@ -104,7 +104,7 @@ test-layers: $(LIB_OBJS)
 	BUILD=$(BUILD) tests/layers.sh
 
 check: all test-layers test-unit test-golden test-robust test-tsan test-api-misuse test-embed \
-       test-cli test-python test-bench-refs test-modes test-fuzz test-genprog test-mpi test-multigpu
+       test-cli test-python test-bench-refs test-modes test-fuzz test-genprog test-mpi test-multigpu test-aot
 	@echo "make check: all test groups passed"
 
 # The GPU machine's bundle and tests (tests/gpu/gpu.mk), and the benchmarks.
@@ -118,6 +118,7 @@ include tests/fuzz/fuzz.mk
 -include examples/embed/embed.mk
 -include examples/mpi/mpi.mk
 -include examples/multigpu/multigpu.mk
+include tests/aot/aot.mk
 -include python/python.mk
 
 # Generated programs (tests/genprog): the runner links the reference evaluator.

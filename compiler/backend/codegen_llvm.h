@@ -42,6 +42,9 @@ void kj_ptx_branch_selects(LLVMModuleRef mod);
  * native target initialised first.  NULL and *error when there is none.
  * kj_cpu_host_ready: that native target, set up once. */
 LLVMTargetMachineRef kj_cpu_host_machine(char **error);
+/* The same for a CPU and its features (KjCodegenOptions.cpu_name), or the
+ * host's when cpu is NULL. */
+LLVMTargetMachineRef kj_cpu_machine(const char *cpu, const char *features, char **error);
 bool kj_cpu_host_ready(char **error);
 
 /* ============================================================ lowering internals */

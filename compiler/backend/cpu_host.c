@@ -86,8 +86,24 @@ const char *kj_host_cpu_description(void)
     return host_description;
 }
 
+static LLVMTargetMachineRef machine_for(const char *cpu, const char *features, char **error);
+
+LLVMTargetMachineRef kj_cpu_machine(const char *cpu, const char *features, char **error)
+{
+    return cpu ? machine_for(cpu, features ? features : "", error) : kj_cpu_host_machine(error);
+}
+
 /* A target machine for the host: its CPU, its features, full optimisation. */
 LLVMTargetMachineRef kj_cpu_host_machine(char **error)
+{
+    char *cpu = LLVMGetHostCPUName();
+    pthread_once(&init_once, init_llvm);
+    LLVMTargetMachineRef tm = machine_for(cpu, host_features, error);
+    LLVMDisposeMessage(cpu);
+    return tm;
+}
+
+static LLVMTargetMachineRef machine_for(const char *cpu, const char *features, char **error)
 {
     if (!kj_cpu_host_ready(error))
         return NULL;
@@ -100,10 +116,8 @@ LLVMTargetMachineRef kj_cpu_host_machine(char **error)
         if (error)
             *error = kj_xstrdup(message ? message : "no LLVM target for the host");
     } else {
-        char *cpu = LLVMGetHostCPUName();
-        tm = LLVMCreateTargetMachine(target, normal, cpu, host_features, LLVMCodeGenLevelAggressive,
+        tm = LLVMCreateTargetMachine(target, normal, cpu, features, LLVMCodeGenLevelAggressive,
                                      LLVMRelocPIC, LLVMCodeModelSmall);
-        LLVMDisposeMessage(cpu);
         if (!tm && error)
             *error = kj_xstrdup("LLVM could not create a target machine for the host");
     }

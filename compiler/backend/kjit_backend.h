@@ -220,6 +220,11 @@ typedef struct KjCodegenOptions {
      * calls, and between a split kernel's regions and blocks.  Part of the
      * cache key. */
     bool cancel;
+    /* cpu targets: NULL for the host (its CPU and features, and
+     * KJIT_CPU_FEATURES); else LLVM's CPU and the features the code may use
+     * and no more ("x86-64-v3" and its features), for libraries built ahead
+     * of time for an x86-64 level (kjit build --emit=lib, runtime/aot.c). */
+    const char *cpu_name, *cpu_features;
 } KjCodegenOptions;
 
 /*
@@ -305,6 +310,7 @@ KjCpuCode *kj_cpu_load_object(const void *object, size_t size, char **error);
 
 /* "19.1.7": the LLVM this library was built with (cache keys, kjit info). */
 const char *kj_llvm_version(void);
+
 
 /* ======================================================= libdevice_split.c */
 

@@ -763,7 +763,7 @@ static char *cpu_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
             *error = kj_xstrdup("ptx is emitted for the cuda target only");
         return NULL;
     }
-    LLVMTargetMachineRef tm = kj_cpu_host_machine(error);
+    LLVMTargetMachineRef tm = kj_cpu_machine(options->cpu_name, options->cpu_features, error);
     if (!tm)
         return NULL;
     LLVMContextRef context = LLVMContextCreate();

@@ -163,6 +163,9 @@ bool kj_cli_reduce_option(const char *option, const char *value, KjCliReduce *r,
  * map's for @reduce(map = g)), and how many arguments a call takes. */
 kjit_function *kj_cli_typing_function(kjit_function *function);
 int kj_cli_param_count(kjit_function *function);
+/* The module of FILE: a library built by `kjit build --emit=lib` when its
+ * name ends in .so (kjit_module_load_library), else a .kern compiled. */
+kjit_status kj_cli_load_module(kjit_context *context, const char *path, kjit_module **out);
 /* --init's text as a scalar of the type the reduction of these arguments
  * gives, exactly (kj_cli_parse_number): 0, or 2 after printing "kjit COMMAND:
  * --init ..." when it does not fit.  Nothing to do without --init. */

@@ -727,3 +727,11 @@ void kj_cli_args_free(KjCliArgs *args)
             kjit_array_free(&args->arrays[i]);
     args->count = 0;
 }
+
+kjit_status kj_cli_load_module(kjit_context *context, const char *path, kjit_module **out)
+{
+    size_t len = strlen(path);
+    if (len > 3 && strcmp(path + len - 3, ".so") == 0)
+        return kjit_module_load_library(context, path, out);
+    return kjit_compile_file(context, path, out);
+}

@@ -370,7 +370,7 @@ static bool compile_on(const Bench *b, kjit_target target, const KjCliArgs *inpu
         *error = kj_cli_xstrdup(kjit_last_error(NULL));
         return false;
     }
-    kjit_status status = kjit_compile_file(c->context, b->o->call.file, &c->module);
+    kjit_status status = kj_cli_load_module(c->context, b->o->call.file, &c->module);
     if (status == KJIT_OK)
         status = kjit_module_function(c->module, b->o->call.function, &c->function);
     if (status == KJIT_OK && kjit_function_kind_of(c->function) == KJIT_FUNCTION_REDUCE)
@@ -1030,7 +1030,7 @@ int kj_cli_bench(int argc, char **argv)
     Bench b = {.o = &o};
     SizeRun *runs = NULL;
     int run_count = o.size_count ? o.size_count : 1;
-    kjit_status status = kjit_compile_file(context, o.call.file, &module);
+    kjit_status status = kj_cli_load_module(context, o.call.file, &module);
     if (status != KJIT_OK) {
         if (diagnostics == 0)
             fprintf(stderr, "kjit bench: %s\n", kjit_last_error(context));

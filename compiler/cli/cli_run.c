@@ -352,7 +352,7 @@ int kj_cli_run(int argc, char **argv)
     code = 0;
 
     double t0 = kj_cli_now_ms();
-    status = kjit_compile_file(context, o.call.file, &module);
+    status = kj_cli_load_module(context, o.call.file, &module);
     double t_front = kj_cli_now_ms() - t0;
     if (status != KJIT_OK) {
         /* Diagnostics were printed as they came. */

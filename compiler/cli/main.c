@@ -32,12 +32,17 @@ static const char check_usage[] =
     "  --verify           run the IR verifier after every pass\n";
 
 static const char build_usage[] =
-    "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx]\n"
+    "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx|lib|header]\n"
     "                  [--arch sm_XX] [--function NAME] [--block X,Y,Z] [--verify]\n"
-    "                  [--lineinfo] [-O0..3] [-o OUT]\n"
-    "  show a stage of code generation (assembly for cpu, PTX for cuda by default)\n"
+    "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [-o OUT]\n"
+    "  show a stage of code generation (assembly for cpu, PTX for cuda by default),\n"
+    "  or build a library of the whole module ahead of time (--emit=lib, docs/aot.md)\n"
     "  --target T      cpu (or parallel) or cuda\n"
-    "  --emit E        llvm (IR), asm, obj (needs -o) or ptx\n"
+    "  --emit E        llvm (IR), asm, obj (needs -o), ptx, or lib (needs -o): a shared\n"
+    "                  library that kjit_module_load_library, kjit run and libkjit-rt load;\n"
+    "                  or header (needs -o NAME.h): typed C entry points NAME_f_SIG for it\n"
+    "  --cpu-levels L  --emit=lib: the x86-64 levels to build, of sse2, v3, v4 (all three\n"
+    "                  by default; the loader runs the best one the CPU has)\n"
     "  --arch sm_XX    the GPU architecture for --target cuda\n"
     "  --function NAME only this function\n"
     "  --block X,Y,Z   the launch's block shape the kernels are specialised for\n"
@@ -194,7 +199,7 @@ static int cmd_build(int argc, char **argv)
     kjit_stage_options options;
     kjit_stage_options_init(&options);
     options.on_diagnostic = print_to_stderr;
-    const char *path = NULL, *target = "cpu", *emit = NULL, *output = NULL;
+    const char *path = NULL, *target = "cpu", *emit = NULL, *output = NULL, *levels = NULL;
     for (int i = 0; i < argc; i++) {
         if (is_help(argv[i])) {
             fputs(build_usage, stdout);
@@ -212,6 +217,8 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
         else if (strcmp(a, "--verify") == 0) options.verify = true;
         else if (strcmp(a, "--lineinfo") == 0) options.line_info = true;
+        else if (strncmp(a, "--cpu-levels=", 13) == 0) levels = a + 13;
+        else if (strcmp(a, "--cpu-levels") == 0 && i + 1 < argc) levels = argv[++i];
         else if (strncmp(a, "--block=", 8) == 0 || (strcmp(a, "--block") == 0 && i + 1 < argc)) {
             if (!parse_block(a[7] == '=' ? a + 8 : argv[++i], options.block))
                 return usage_error("build: --block takes X[,Y[,Z]], 1 to 1024 threads in all ('%s')", a);
@@ -225,6 +232,32 @@ static int cmd_build(int argc, char **argv)
     if (!path)
         return usage_error("build: no input file%s", "");
 
+    if (emit && strcmp(emit, "lib") == 0) {
+        if (!output)
+            return usage_error("build: --emit=lib needs -o FILE%s", "");
+        if (strcmp(target, "cpu") != 0 && strcmp(target, "parallel") != 0)
+            return usage_error("build: --emit=lib builds cpu code only for now (--target %s)", target);
+        char *error = NULL;
+        if (kjit_build_library(path, output, levels, &error) != KJIT_OK) {
+            fprintf(stderr, "kjit build: %s\n", error ? error : "failed");
+            free(error);
+            return 1;
+        }
+        return 0;
+    }
+    if (emit && strcmp(emit, "header") == 0) {
+        if (!output)
+            return usage_error("build: --emit=header needs -o NAME.h%s", "");
+        char *error = NULL;
+        if (kjit_build_header(path, output, NULL, &error) != KJIT_OK) {
+            fprintf(stderr, "kjit build: %s\n", error ? error : "failed");
+            free(error);
+            return 1;
+        }
+        return 0;
+    }
+    if (levels)
+        return usage_error("build: --cpu-levels is for --emit=lib%s", "");
     kjit_stage stage;
     if (strcmp(target, "cpu") == 0 || strcmp(target, "parallel") == 0) {
         options.target = KJIT_TARGET_CPU;
@@ -240,7 +273,7 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(emit, "asm") == 0) stage = KJIT_STAGE_ASM;
         else if (strcmp(emit, "obj") == 0) stage = KJIT_STAGE_OBJ;
         else if (strcmp(emit, "ptx") == 0) stage = KJIT_STAGE_PTX;
-        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj or ptx)", emit);
+        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj, ptx, lib or header)", emit);
     }
     if (stage == KJIT_STAGE_OBJ && !output)
         return usage_error("build: --emit=obj needs -o FILE%s", "");

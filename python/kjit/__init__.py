@@ -38,6 +38,15 @@ def load(path, target="auto", **options):
     return context(target, **options).load(path)
 
 
+def load_library(path, target="cpu", **options):
+    """The module of a library that `kjit build --emit=lib` made (docs/aot.md):
+    the same Module as load() gives, its code compiled ahead of time (cpu and
+    parallel targets); refused (KjitError) when the file is not such a library,
+    was altered, is of another ABI, suits no level of this CPU, or another user
+    can write it or its folder."""
+    return context(target, **options).load_library(path)
+
+
 def compile(source, name="<source>.kern", target="auto", **options):
     """Compiles kern source text; `name` is the file name its errors give."""
     return context(target, **options).compile(source, name)
@@ -96,7 +105,7 @@ def elapsed_ms(start, end):
     return end.elapsed_ms(start)
 
 
-__all__ = ["load", "compile", "cuda_available", "cuda_reason", "device_count", "devices",
+__all__ = ["load", "load_library", "compile", "cuda_available", "cuda_reason", "device_count", "devices",
            "device_info", "device_array", "device_array_like", "to_device", "from_dlpack",
            "synchronize", "record_event", "elapsed_ms", "context", "default_context",
            "Context", "Module", "Function", "VectorizedFunction",

@@ -139,6 +139,13 @@ class Context:
         self.check(lib.kjit_compile_file(self.handle, str(path).encode(), ctypes.byref(out)))
         return Module(self, out.value, str(path))
 
+    def load_library(self, path):
+        """A library that `kjit build --emit=lib` made (docs/aot.md)."""
+        out = ctypes.c_void_p()
+        self.check(lib.kjit_module_load_library(self.handle, str(path).encode(),
+                                                ctypes.byref(out)))
+        return Module(self, out.value, str(path))
+
     def compile(self, source, name="<source>.kern"):
         out = ctypes.c_void_p()
         self.check(lib.kjit_compile_string(self.handle, name.encode(), source.encode(),

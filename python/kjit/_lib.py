@@ -156,6 +156,7 @@ _protos = {
     "kjit_last_error": (ctypes.c_char_p, [_P]),
     "kjit_compile_file": (_S, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "kjit_compile_string": (_S, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P)]),
+    "kjit_module_load_library": (_S, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "kjit_module_free": (None, [_P]),
     "kjit_module_function": (_S, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "kjit_module_function_count": (ctypes.c_int, [_P]),

@@ -1,0 +1,601 @@
+/*
+ * aot.c: modules from libraries built ahead of time (kjit build --emit=lib,
+ * aot_build.c; docs/aot.md), in libkjit and libkjit-rt alike.
+ *
+ * kj_aot_open (for kjit_module_load_library, api.c) reads the file once,
+ * through a descriptor opened
+ * without following links, and refuses it before anything of it runs when
+ * another user could have written it (the file, or its folder: the cache's
+ * rule, docs/security.md), when its trailer is not kjit's or names another
+ * ABI version (both versions in the message), when the SHA-256 of its bytes
+ * is not the one the trailer holds (truncated or altered), or when this CPU
+ * runs none of its x86-64 levels.  The bytes it checked are copied into a
+ * memfd and that is what dlopen maps, so the file cannot change between
+ * the check and the load.  The table becomes a KjIrModule of function
+ * headers (no bodies): what the API reads of the IR to choose signatures,
+ * broadcast, launch and name things, so a library's functions go through
+ * the same call paths as compiled ones; find_compiled (api.c) asks
+ * kj_aot_find for a root instead of the pass list, and the cpu target's
+ * generate asks kj_aot_generate for its entry points instead of LLVM.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kjit_runtime.h"
+
+/* ----------------------------------------------------------- the levels */
+
+#define V2_FEATURES "+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+sahf"
+#define V3_FEATURES V2_FEATURES ",+avx,+avx2,+fma,+bmi,+bmi2,+f16c,+lzcnt,+movbe,+xsave"
+const KjCpuLevel kj_cpu_levels[KJ_CPU_LEVEL_COUNT] = {
+    {"sse2", "x86-64", "+sse2", "x86-64"},
+    {"v3", "x86-64-v3", V3_FEATURES, "x86-64-v3"},
+    {"v4", "x86-64-v4", V3_FEATURES ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl",
+     "x86-64-v4"},
+};
+
+const KjCpuLevel *kj_cpu_level_named(const char *name)
+{
+    for (int i = 0; i < KJ_CPU_LEVEL_COUNT; i++)
+        if (strcmp(kj_cpu_levels[i].name, name) == 0)
+            return &kj_cpu_levels[i];
+    return NULL;
+}
+
+/* "-avx2" (or "-avx2,..." anywhere) in KJIT_CPU_FEATURES takes avx2 away. */
+static bool feature_removed(const char *feature, size_t len)
+{
+    const char *env = getenv("KJIT_CPU_FEATURES");
+    for (const char *p = env; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == len + 1 && p[0] == '-' && strncmp(p + 1, feature, len) == 0)
+            return true;
+        p += n + (comma ? 1 : 0);
+    }
+    return false;
+}
+
+bool kj_cpu_level_usable(const KjCpuLevel *level)
+{
+    __builtin_cpu_init();
+    bool has = strcmp(level->cpu_supports, "x86-64") == 0      ? true
+               : strcmp(level->cpu_supports, "x86-64-v3") == 0 ? __builtin_cpu_supports("x86-64-v3")
+               : strcmp(level->cpu_supports, "x86-64-v4") == 0 ? __builtin_cpu_supports("x86-64-v4")
+                                                               : false;
+    for (const char *p = level->llvm_features; has && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n > 1 && feature_removed(p + 1, n - 1))
+            has = false;
+        p += n + (comma ? 1 : 0);
+    }
+    return has;
+}
+
+/* ---------------------------------------------------------- the library */
+
+typedef struct AotRoot {
+    int entry, sig;
+    bool vectorized;
+    KjVecVariant variant;
+    uint32_t contiguous;
+    const char *lifted, *symbol;
+    KjIrFunction *header;
+    bool bound; /* its print and cancel hooks point at the runtime */
+} AotRoot;
+
+struct KjLibrary {
+    void *handle;
+    /* the memfd dlopen mapped, open while the library is: the loader knows
+     * an object by its name, /proc/self/fd/N, so N must not be reused while
+     * it is loaded (a second library would be taken for the first) */
+    int memfd;
+    const KjCpuLevel *level;
+    int root_count;
+    AotRoot *roots;
+    pthread_mutex_t lock;
+};
+
+void kj_aot_free(KjLibrary *library)
+{
+    if (!library)
+        return;
+    if (library->handle)
+        dlclose(library->handle);
+    if (library->memfd >= 0)
+        close(library->memfd);
+    free(library->roots);
+    pthread_mutex_destroy(&library->lock);
+    free(library);
+}
+
+/* ------------------------------------------------------------ the table */
+
+typedef struct Reader {
+    const uint8_t *p, *end;
+    bool bad;
+    KjArena *arena;
+} Reader;
+
+static uint32_t get_u32(Reader *r)
+{
+    if (r->end - r->p < 4) {
+        r->bad = true;
+        return 0;
+    }
+    uint32_t v;
+    memcpy(&v, r->p, 4);
+    r->p += 4;
+    return v;
+}
+
+static uint64_t get_u64(Reader *r)
+{
+    uint64_t lo = get_u32(r), hi = get_u32(r);
+    return lo | hi << 32;
+}
+
+static const char *get_str(Reader *r)
+{
+    uint32_t n = get_u32(r);
+    if (n == KJ_AOT_NULL_STR || r->bad)
+        return NULL;
+    if ((uint64_t)(r->end - r->p) < n) {
+        r->bad = true;
+        return NULL;
+    }
+    char *s = kj_arena_alloc(r->arena, (size_t)n + 1);
+    memcpy(s, r->p, n);
+    r->p += n;
+    return s;
+}
+
+static const KjType *get_type(Reader *r)
+{
+    uint32_t kind = get_u32(r), elem = get_u32(r), ndim = get_u32(r);
+    if (r->bad || kind == KJ_AOT_NO_TYPE)
+        return NULL;
+    if (kind == KJ_TYPE_VOID)
+        return kj_type_void();
+    if (kind == KJ_TYPE_ARRAY) {
+        if (elem >= KJ_TYPE_ARRAY || ndim < 1 || ndim > KJ_MAX_DIMS) {
+            r->bad = true;
+            return NULL;
+        }
+        return kj_type_array(kj_type_scalar((KjTypeKind)elem), (int)ndim);
+    }
+    if (kind >= KJ_TYPE_ARRAY) {
+        r->bad = true;
+        return NULL;
+    }
+    return kj_type_scalar((KjTypeKind)kind);
+}
+
+static KjIrFunction *get_header(Reader *r, KjSource *src)
+{
+    KjIrFunction *fn = kj_arena_alloc(r->arena, sizeof *fn);
+    fn->name = get_str(r);
+    fn->symbol = get_str(r);
+    fn->kind = (KjIrFunctionKind)get_u32(r);
+    uint32_t count = get_u32(r);
+    if (r->bad || count > 4096) {
+        r->bad = true;
+        return fn;
+    }
+    fn->param_count = (int)count;
+    fn->params = kj_arena_alloc(r->arena, sizeof *fn->params * (count ? count : 1));
+    for (uint32_t i = 0; i < count && !r->bad; i++) {
+        KjIrVar *v = kj_arena_alloc(r->arena, sizeof *v);
+        v->name = get_str(r);
+        v->type = get_type(r);
+        v->id = (int)i;
+        v->is_param = true;
+        fn->params[i] = v;
+        if (!v->type)
+            r->bad = true;
+    }
+    fn->ret = get_type(r);
+    uint32_t flags = get_u32(r);
+    fn->uses_syncthreads = flags & KJ_AOT_FN_SYNCTHREADS;
+    fn->uses_syncgrid = flags & KJ_AOT_FN_SYNCGRID;
+    fn->uses_dynamic_shared = flags & KJ_AOT_FN_DYNAMIC_SHARED;
+    fn->unchecked = flags & KJ_AOT_FN_UNCHECKED;
+    fn->contiguous = flags & KJ_AOT_FN_CONTIGUOUS;
+    fn->shared_bytes = (int64_t)get_u64(r);
+    fn->local_bytes = (int64_t)get_u64(r);
+    fn->device_use = get_str(r);
+    fn->device_chain = get_str(r);
+    fn->device_loc.src = src;
+    fn->device_loc.line = (int)get_u32(r);
+    fn->device_loc.col = (int)get_u32(r);
+    fn->loc.src = src;
+    if (flags & KJ_AOT_FN_SPLIT) {
+        /* the split form: what cpu.c reads of it (the body is the library's) */
+        KjIrFunction *split = kj_arena_alloc(r->arena, sizeof *split);
+        split->name = fn->name;
+        split->symbol = fn->symbol;
+        split->kind = fn->kind;
+        split->shared_bytes = (int64_t)get_u64(r);
+        split->local_bytes = (int64_t)get_u64(r);
+        split->split_of = fn;
+        fn->split = split;
+    }
+    if (fn->shared_bytes < 0 || fn->local_bytes < 0 || fn->local_bytes > KJ_MAX_LOCAL_BYTES)
+        r->bad = true;
+    return fn;
+}
+
+/* The module's IR of headers and the library's roots, from the table. */
+static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **written,
+                       char *why, size_t why_size)
+{
+    get_u32(r); /* the ABI, checked with the trailer's */
+    get_str(r); /* kjit's version */
+    KjSource *src = kj_arena_alloc(r->arena, sizeof *src);
+    src->path = get_str(r);
+    src->text = "";
+    ir->source_hash = get_u64(r);
+    uint32_t check = get_u32(r), cancellable = get_u32(r), cpu_simd = get_u32(r),
+             opt = get_u32(r);
+    (void)check, (void)cancellable, (void)cpu_simd, (void)opt;
+    uint32_t levels = get_u32(r);
+    bool best_found = false;
+    for (uint32_t i = 0; i < levels && i < 64 && !r->bad; i++) {
+        const char *name = get_str(r);
+        const KjCpuLevel *level = name ? kj_cpu_level_named(name) : NULL;
+        /* the last one this CPU runs: the levels are written lowest first */
+        if (level && kj_cpu_level_usable(level)) {
+            lib->level = level;
+            best_found = true;
+        }
+    }
+    uint32_t entries = get_u32(r);
+    if (r->bad || entries > 100000)
+        return snprintf(why, why_size, "its table is damaged"), false;
+    *written = kj_arena_alloc(r->arena, sizeof **written * (entries ? entries : 1));
+    int32_t *maps = kj_arena_alloc(r->arena, sizeof *maps * (entries ? entries : 1));
+    for (uint32_t e = 0; e < entries && !r->bad; e++) {
+        KjIrEntry *entry = kj_arena_alloc(r->arena, sizeof *entry);
+        entry->name = get_str(r);
+        entry->kind = (KjFunctionKind)get_u32(r);
+        (*written)[e] = get_u32(r);
+        entry->loc.src = src;
+        uint32_t sigs = get_u32(r);
+        if (r->bad || sigs > 4096 || !entry->name)
+            break;
+        for (uint32_t s = 0; s < sigs && !r->bad; s++)
+            kj_vec_push(r->arena, &entry->variants, get_header(r, src));
+        if (get_u32(r)) {
+            KjGufuncLayout *l = kj_arena_alloc(r->arena, sizeof *l);
+            l->text = get_str(r);
+            l->inputs = (int)get_u32(r);
+            l->outputs = (int)get_u32(r);
+            if (l->inputs < 0 || l->outputs < 0 ||
+                l->inputs + l->outputs > KJ_GUFUNC_MAX_OPERANDS) {
+                r->bad = true;
+                break;
+            }
+            for (int q = 0; q < l->inputs + l->outputs && !r->bad; q++) {
+                l->rank[q] = (int)get_u32(r);
+                if (l->rank[q] < 0 || l->rank[q] > KJ_MAX_DIMS)
+                    r->bad = true;
+                for (int d = 0; d < l->rank[q] && !r->bad; d++)
+                    l->dims[q][d] = (int)get_u32(r);
+            }
+            l->name_count = (int)get_u32(r);
+            if (l->name_count < 0 || l->name_count > KJ_GUFUNC_MAX_NAMES)
+                r->bad = true;
+            for (int i = 0; i < l->name_count && !r->bad; i++)
+                l->names[i] = get_str(r);
+            entry->layout = l;
+        }
+        maps[e] = (int32_t)get_u32(r);
+        kj_vec_push(r->arena, &ir->entries, entry);
+    }
+    for (int e = 0; e < ir->entries.count && !r->bad; e++) {
+        KjIrEntry *entry = ir->entries.items[e];
+        if (maps[e] >= ir->entries.count || (maps[e] >= 0 && entry->kind != KJ_FN_REDUCE))
+            r->bad = true;
+        else if (maps[e] >= 0)
+            entry->map = ir->entries.items[maps[e]];
+    }
+    uint32_t roots = get_u32(r);
+    if (r->bad || roots > 1000000)
+        return snprintf(why, why_size, "its table is damaged"), false;
+    lib->roots = kj_xcalloc(roots ? roots : 1, sizeof *lib->roots);
+    lib->root_count = (int)roots;
+    for (uint32_t i = 0; i < roots && !r->bad; i++) {
+        AotRoot *root = &lib->roots[i];
+        root->entry = (int)get_u32(r);
+        root->sig = (int)get_u32(r);
+        root->vectorized = get_u32(r) != 0;
+        root->variant.layout = (KjLayout)get_u32(r);
+        root->variant.ndim = (int)get_u32(r);
+        root->variant.scalar_mask = get_u32(r);
+        root->contiguous = get_u32(r);
+        root->lifted = get_str(r);
+        root->symbol = get_str(r);
+        root->header = get_header(r, src);
+        if (root->entry < 0 || root->entry >= ir->entries.count || !root->symbol ||
+            strlen(root->symbol) >= 400)
+            r->bad = true;
+        else if (root->sig < 0 ||
+                 root->sig >= ((KjIrEntry *)ir->entries.items[root->entry])->variants.count)
+            r->bad = true;
+    }
+    if (getenv("KJ_AOT_DEBUG"))
+        fprintf(stderr, "bad %d left %td roots %u\n", r->bad, r->end - r->p, roots);
+    if (r->bad || r->p != r->end)
+        return snprintf(why, why_size, "its table is damaged"), false;
+    if (!best_found)
+        return snprintf(why, why_size, "no level this CPU runs"), false;
+    return true;
+}
+
+/* ------------------------------------------------------------ the file */
+
+/* The file (open on fd) and its folder are the user's or root's and no one
+ * else can write them (a sticky folder aside), as for the cache. */
+static bool safe_owner(int fd, const char *path, char *why, size_t why_size)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return snprintf(why, why_size, "it is not a regular file"), false;
+    uid_t me = geteuid();
+    if ((st.st_uid != me && st.st_uid != 0) || (st.st_mode & 022))
+        return snprintf(why, why_size,
+                        "another user can write it (owner uid %u, mode %03o): kjit runs only "
+                        "code that only you or root can change",
+                        (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777)),
+               false;
+    char folder[4096];
+    snprintf(folder, sizeof folder, "%s", path);
+    char *slash = strrchr(folder, '/');
+    if (slash == folder)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(folder, sizeof folder, ".");
+    struct stat dir;
+    if (stat(folder, &dir) != 0)
+        return snprintf(why, why_size, "its folder %.200s cannot be read", folder), false;
+    if ((dir.st_uid != me && dir.st_uid != 0) || ((dir.st_mode & 022) && !(dir.st_mode & S_ISVTX)))
+        return snprintf(why, why_size,
+                        "its folder %.200s can be written by another user (owner uid %u, mode %03o)",
+                        folder, (unsigned)dir.st_uid, (unsigned)(dir.st_mode & 0777)),
+               false;
+    return true;
+}
+
+static void *library_lookup(void *code, const char *symbol);
+
+kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written_out)
+{
+    const char *api = "kjit_module_load_library";
+    kjit_context *context = module->context;
+    if (context->target == KJIT_TARGET_CUDA)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s: libraries run on the cpu and parallel targets (cuda "
+                                "code in libraries is not built yet)", api, path);
+    /* a library's code has no checks: running it unchecked would pass silently */
+    if (context->options.check)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s: checked mode (KJIT_CHECK, kjit_options.check) is not "
+                                "built into libraries yet; compile the .kern with libkjit to "
+                                "check it", api, path);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return kj_api_set_error(context, errno == ENOENT ? KJIT_ERROR_NOT_FOUND : KJIT_ERROR_IO,
+                                "%s: cannot open %s: %s", api, path, strerror(errno));
+    char why[512] = "";
+    uint8_t *data = NULL;
+    size_t size = 0;
+    struct stat st;
+    bool ok = safe_owner(fd, path, why, sizeof why) && fstat(fd, &st) == 0;
+    if (ok) {
+        size = (size_t)st.st_size;
+        data = malloc(size ? size : 1);
+        ok = data && kj_fd_read_all(fd, data, size);
+        if (!ok)
+            snprintf(why, sizeof why, "it cannot be read");
+    }
+    close(fd);
+    kjit_status status = KJIT_ERROR_INVALID_ARGUMENT;
+    uint64_t elf_size = 0, table_size = 0;
+    if (ok) {
+        const uint8_t *t = size >= KJ_AOT_TRAILER_BYTES ? data + size - KJ_AOT_TRAILER_BYTES : data;
+        uint32_t abi = 0;
+        if (size < KJ_AOT_TRAILER_BYTES || memcmp(t, KJ_AOT_MAGIC, 8) != 0) {
+            ok = false;
+            snprintf(why, sizeof why, "it is not a kjit library, or it is truncated (no kjit "
+                     "trailer at its end)");
+        } else if (memcpy(&abi, t + 8, 4), abi != KJ_AOT_ABI) {
+            ok = false;
+            snprintf(why, sizeof why, "it was built for kjit library ABI version %u; this "
+                     "runtime reads version %u (rebuild it with this kjit)", abi, KJ_AOT_ABI);
+        } else {
+            memcpy(&elf_size, t + 16, 8);
+            memcpy(&table_size, t + 24, 8);
+            uint8_t digest[KJ_SHA256_BYTES];
+            KjSha256 sha;
+            kj_sha256_init(&sha);
+            kj_sha256_update(&sha, data, size - KJ_SHA256_BYTES);
+            kj_sha256_final(&sha, digest);
+            if (elf_size + table_size + KJ_AOT_TRAILER_BYTES != size ||
+                !kj_mac_equal(digest, t + 32, KJ_SHA256_BYTES)) {
+                ok = false;
+                snprintf(why, sizeof why, "its SHA-256 is not the one it was built with: it is "
+                         "truncated or altered");
+            }
+        }
+    }
+    KjLibrary *lib = NULL;
+    uint32_t *written = NULL;
+    if (ok) {
+        module->ir = kj_arena_alloc(&module->arena, sizeof *module->ir);
+        module->ir->arena = &module->arena;
+        lib = kj_xcalloc(1, sizeof *lib);
+        lib->memfd = -1;
+        pthread_mutex_init(&lib->lock, NULL);
+        Reader r = {data + elf_size, data + elf_size + table_size, false, &module->arena};
+        ok = read_table(&r, module->ir, lib, &written, why, sizeof why);
+        if (!ok && strstr(why, "no level")) {
+            KjBuf levels = {0};
+            Reader again = {data + elf_size, data + elf_size + table_size, false, &module->arena};
+            get_u32(&again), get_str(&again), get_str(&again), get_u64(&again);
+            for (int i = 0; i < 4; i++)
+                get_u32(&again);
+            uint32_t n = get_u32(&again);
+            for (uint32_t i = 0; i < n && i < 64 && !again.bad; i++) {
+                const char *name = get_str(&again);
+                kj_buf_printf(&levels, "%s%s", i ? ", " : "", name ? name : "?");
+            }
+            snprintf(why, sizeof why, "it holds code for the x86-64 levels %s, none of which "
+                     "this CPU runs%s (build it with --cpu-levels=sse2 too)",
+                     levels.data ? levels.data : "(none)",
+                     getenv("KJIT_CPU_FEATURES") ? " with KJIT_CPU_FEATURES" : "");
+            kj_buf_free(&levels);
+        }
+    }
+    if (ok) {
+        /* dlopen maps exactly the bytes checked above */
+        int mem = memfd_create("kjit-library", MFD_CLOEXEC);
+        char fd_path[64];
+        snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", mem);
+        if (mem < 0 || !kj_fd_write_all(mem, data, (size_t)elf_size)) {
+            ok = false;
+            status = KJIT_ERROR_IO;
+            snprintf(why, sizeof why, "no memory file for it: %s", strerror(errno));
+        } else if (!(lib->handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL))) {
+            ok = false;
+            status = KJIT_ERROR_BACKEND;
+            snprintf(why, sizeof why, "the loader refused it: %s", dlerror());
+        }
+        if (ok)
+            lib->memfd = mem;
+        else if (mem >= 0)
+            close(mem);
+    }
+    free(data);
+    if (!ok) {
+        kj_aot_free(lib);
+        return kj_api_set_error(context, status, "%s: %s is refused: %s", api, path, why);
+    }
+    module->library = lib;
+    *written_out = written;
+    return KJIT_OK;
+}
+
+const char *kjit_module_library_level(const kjit_module *module)
+{
+    if (!kj_api_live(module, KJ_HANDLE_MODULE, "kjit_module_library_level"))
+        return NULL;
+    return module->library ? module->library->level->name : NULL;
+}
+
+/* ------------------------------------------------------------ the roots */
+
+static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
+{
+    return a->layout == b->layout && a->ndim == b->ndim && a->scalar_mask == b->scalar_mask;
+}
+
+static int find_root(const KjLibrary *lib, int function, int sig, const KjVecVariant *variant,
+                     uint32_t contiguous, const char *lifted)
+{
+    for (int i = 0; i < lib->root_count; i++) {
+        const AotRoot *r = &lib->roots[i];
+        if (r->entry == function && r->sig == sig && r->vectorized == (variant != NULL) &&
+            r->contiguous == contiguous && (!variant || same_variant(&r->variant, variant)) &&
+            strcmp(r->lifted ? r->lifted : "", lifted ? lifted : "") == 0)
+            return i;
+    }
+    return -1;
+}
+
+kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecVariant *variant,
+                        uint32_t contiguous, const char *lifted, KjCompiled *compiled)
+{
+    const KjLibrary *lib = module->library;
+    int i = find_root(lib, function, sig, variant, contiguous, lifted);
+    if (i < 0 && variant) {
+        /* the general code: every input an array of the most dimensions */
+        KjVecVariant general = {KJ_LAYOUT_STRIDED, KJ_MAX_DIMS, 0};
+        i = find_root(lib, function, sig, &general, 0, lifted);
+        compiled->generalized = i >= 0;
+        compiled->ran_as = general;
+    }
+    if (i < 0 && !variant && contiguous)
+        i = find_root(lib, function, sig, NULL, 0, lifted); /* reads every stride */
+    char general[96];
+    const char *tail = lifted ? strstr(lifted, " contiguous") : NULL;
+    if (i < 0 && tail && strcmp(tail, " contiguous") == 0) {
+        /* a gufunc's cores read through their strides */
+        snprintf(general, sizeof general, "%.*s", (int)(tail - lifted), lifted);
+        i = find_root(lib, function, sig, NULL, 0, general);
+    }
+    if (i < 0) {
+        const KjIrEntry *entry = module->ir->entries.items[function];
+        return kj_api_set_error(module->context, KJIT_ERROR_NOT_FOUND,
+                                "%s: the library has no code for this call%s%s", entry->name,
+                                lifted ? " (" : "", lifted ? lifted : "");
+    }
+    compiled->library_root = i;
+    compiled->root = lib->roots[i].header;
+    snprintf(compiled->symbol, sizeof compiled->symbol, "%s", lib->roots[i].symbol);
+    return KJIT_OK;
+}
+
+/* A symbol of one root's object: kjaot_<level>_<root>__<symbol>. */
+typedef struct RootCode {
+    void *handle;
+    char prefix[64];
+} RootCode;
+
+static void *library_lookup(void *code, const char *symbol)
+{
+    const RootCode *root = code;
+    char name[600];
+    snprintf(name, sizeof name, "%s%s", root->prefix, symbol);
+    return dlsym(root->handle, name);
+}
+
+kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
+{
+    KjLibrary *lib = module->library;
+    AotRoot *root = &lib->roots[compiled->library_root];
+    RootCode code = {lib->handle, ""};
+    snprintf(code.prefix, sizeof code.prefix, "kjaot_%s_%d__", lib->level->name,
+             compiled->library_root);
+    const KjIrFunction *fn = compiled->root;
+    const char *suffix = fn->kind == KJ_IR_FN_VEC_KERNEL ? "__range"
+                         : fn->kind == KJ_IR_FN_KERNEL   ? "__thread"
+                                                         : "__entry";
+    char name[520];
+    snprintf(name, sizeof name, "%s%s", compiled->symbol, suffix);
+    compiled->entry = library_lookup(&code, name);
+    if (!compiled->entry)
+        return kj_api_set_error(module->context, KJIT_ERROR_BACKEND, "%sthe library has no %s%s",
+                                prefix, code.prefix, name);
+    if (fn->kind == KJ_IR_FN_KERNEL) {
+        snprintf(name, sizeof name, "%s__block", compiled->symbol);
+        compiled->block = library_lookup(&code, name);
+    }
+    pthread_mutex_lock(&lib->lock);
+    if (!root->bound) {
+        kj_print_bind(library_lookup, &code);
+        kj_cancel_bind(library_lookup, &code);
+        root->bound = true;
+    }
+    pthread_mutex_unlock(&lib->lock);
+    compiled->code = NULL; /* the library's: freed with the module */
+    return KJIT_OK;
+}

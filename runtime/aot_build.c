@@ -1,0 +1,504 @@
+/*
+ * aot_build.c: kjit_build_library (kjit_tools.h), the library that
+ * `kjit build --emit=lib` writes (docs/aot.md; aot.c loads it).  libkjit
+ * only: it compiles.
+ *
+ * The module is compiled as a context of the cpu target would compile it,
+ * and every root the runtime can ask of it is made through the same
+ * kj_api_prepare_root as a call's (so its symbol and code are the JIT's):
+ * plain functions (not device functions), each @vectorize signature
+ * contiguous with every set of scalar inputs (up to 4 inputs; beyond, none)
+ * and strided over KJ_MAX_DIMS dimensions (the general code, which aot.c
+ * runs for any other variant), each @kernel general and with every array
+ * contiguous.  Each root is one object per x86-64 level, compiled by LLVM
+ * for the level's CPU and features, as the JIT compiles one root per
+ * object; its global symbols are renamed kjaot_<level>_<root>__<symbol>
+ * (objcopy), and the system's cc links the objects into a shared object
+ * (with libmvec and libm, which the code calls).  The table and the
+ * trailer (kjit_runtime.h) follow the shared object's bytes.
+ * @guvectorize signatures over 1 to KJ_AOT_GUFUNC_LOOPS loop dimensions,
+ * cores contiguous or not (a core that is not runs the other's code).
+ * @reduce functions' levels in the form the cpu targets run them
+ * (add_reduce_roots); a geometry of more ranks is refused, naming it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kjit_runtime.h"
+
+/* ------------------------------------------------------------ the table */
+
+typedef struct Writer {
+    uint8_t *data;
+    size_t len, cap;
+} Writer;
+
+static void put(Writer *w, const void *bytes, size_t n)
+{
+    if (w->len + n > w->cap) {
+        w->cap = (w->len + n) * 2 + 256;
+        w->data = kj_xrealloc(w->data, w->cap);
+    }
+    memcpy(w->data + w->len, bytes, n);
+    w->len += n;
+}
+
+static void put_u32(Writer *w, uint32_t v)
+{
+    put(w, &v, 4);
+}
+
+static void put_u64(Writer *w, uint64_t v)
+{
+    put_u32(w, (uint32_t)v);
+    put_u32(w, (uint32_t)(v >> 32));
+}
+
+static void put_str(Writer *w, const char *s)
+{
+    if (!s) {
+        put_u32(w, KJ_AOT_NULL_STR);
+        return;
+    }
+    size_t n = strlen(s);
+    put_u32(w, (uint32_t)n);
+    put(w, s, n);
+}
+
+static void put_type(Writer *w, const KjType *t)
+{
+    put_u32(w, t ? (uint32_t)t->kind : KJ_AOT_NO_TYPE);
+    put_u32(w, t && t->elem ? (uint32_t)t->elem->kind : 0);
+    put_u32(w, t ? (uint32_t)t->ndim : 0);
+}
+
+static void put_header(Writer *w, const KjIrFunction *fn)
+{
+    put_str(w, fn->name);
+    put_str(w, fn->symbol);
+    put_u32(w, (uint32_t)fn->kind);
+    put_u32(w, (uint32_t)fn->param_count);
+    for (int i = 0; i < fn->param_count; i++) {
+        put_str(w, fn->params[i]->name);
+        put_type(w, fn->params[i]->type);
+    }
+    put_type(w, fn->ret);
+    uint32_t flags = (fn->uses_syncthreads ? KJ_AOT_FN_SYNCTHREADS : 0) |
+                     (fn->uses_syncgrid ? KJ_AOT_FN_SYNCGRID : 0) |
+                     (fn->uses_dynamic_shared ? KJ_AOT_FN_DYNAMIC_SHARED : 0) |
+                     (fn->unchecked ? KJ_AOT_FN_UNCHECKED : 0) |
+                     (fn->contiguous ? KJ_AOT_FN_CONTIGUOUS : 0) |
+                     (fn->split ? KJ_AOT_FN_SPLIT : 0);
+    put_u32(w, flags);
+    put_u64(w, (uint64_t)fn->shared_bytes);
+    put_u64(w, (uint64_t)fn->local_bytes);
+    put_str(w, fn->device_use);
+    put_str(w, fn->device_chain);
+    put_u32(w, (uint32_t)fn->device_loc.line);
+    put_u32(w, (uint32_t)fn->device_loc.col);
+    if (fn->split) {
+        put_u64(w, (uint64_t)fn->split->shared_bytes);
+        put_u64(w, (uint64_t)fn->split->local_bytes);
+    }
+}
+
+/* ------------------------------------------------------------ the roots */
+
+typedef struct Root {
+    int entry;
+    KjCompiled compiled;
+} Root;
+
+typedef struct Roots {
+    Root *items;
+    int count, cap;
+} Roots;
+
+static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, int sig,
+                              const KjPipelineRoot *request, const char *lifted, char **error)
+{
+    Root root = {entry, {0}};
+    kjit_status status = kj_api_prepare_root(function, sig, request, 0, lifted, &root.compiled);
+    if (status != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(function->module->context));
+        return status;
+    }
+    if (roots->count == roots->cap) {
+        roots->cap = roots->cap * 2 + 16;
+        roots->items = kj_xrealloc(roots->items, sizeof *roots->items * (size_t)roots->cap);
+    }
+    roots->items[roots->count++] = root;
+    return KJIT_OK;
+}
+
+static kjit_status add_root(Roots *roots, kjit_function *function, int entry, int sig,
+                            const KjVecVariant *variant, uint32_t contiguous, char **error)
+{
+    KjPipelineRoot request = {.vectorize = variant != NULL};
+    if (variant)
+        request.variant = *variant;
+    Root root = {entry, {0}};
+    kjit_status status = kj_api_prepare_root(function, sig, &request, contiguous, NULL,
+                                             &root.compiled);
+    if (status != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(function->module->context));
+        return status;
+    }
+    if (roots->count == roots->cap) {
+        roots->cap = roots->cap * 2 + 16;
+        roots->items = kj_xrealloc(roots->items, sizeof *roots->items * (size_t)roots->cap);
+    }
+    roots->items[roots->count++] = root;
+    return KJIT_OK;
+}
+
+/* A @reduce's levels as the cpu targets run them (api_reduce.c): the LANES
+ * form with SIMD lanes, kept ranks 0 to KJ_AOT_REDUCE_KEPT and reduced ranks
+ * 1 to KJ_AOT_REDUCE_REDUCED, the reduced run contiguous or not, each
+ * signature alone and, for a fused map, each of the map's signatures whose
+ * result a signature reduces. */
+static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_function *function,
+                                    int e, char **error)
+{
+    const KjIrEntry *entry = function->entry;
+    kjit_function *map = NULL;
+    for (int i = 0; entry->map && i < module->function_count; i++)
+        if (module->functions[i]->entry == entry->map)
+            map = module->functions[i];
+    int map_sigs = map ? map->entry->variants.count : 0;
+    kjit_status status = KJIT_OK;
+    for (int m = -1; m < map_sigs && status == KJIT_OK; m++) {
+        for (int s = 0; s < entry->variants.count && status == KJIT_OK; s++) {
+            const KjIrFunction *fn = entry->variants.items[s];
+            if (m >= 0 && ((KjIrFunction *)map->entry->variants.items[m])->ret != fn->ret)
+                continue;
+            for (int k = 0; k <= KJ_AOT_REDUCE_KEPT && status == KJIT_OK; k++)
+                for (int r = 1; r <= KJ_AOT_REDUCE_REDUCED && status == KJIT_OK; r++)
+                    for (int c = r == 1; c >= 0 && status == KJIT_OK; c--) {
+                        KjReduceVariant v = {.form = KJ_REDUCE_FORM_LANES, .kept_rank = k,
+                                             .reduced_rank = r, .contiguous = c,
+                                             .mapped = m >= 0, .simd = true};
+                        KjPipelineRoot request = {.reduce = &v};
+                        if (m >= 0)
+                            request.map = map->entry->variants.items[m];
+                        char key[128];
+                        kj_reduce_variant_key(&v, m, key, sizeof key);
+                        status = add_lifted(roots, function, e, s, &request, key, error);
+                    }
+        }
+    }
+    return status;
+}
+
+/* Every root the runtime may ask of the module (above). */
+static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error)
+{
+    kjit_status status = KJIT_OK;
+    for (int e = 0; e < module->function_count && status == KJIT_OK; e++) {
+        kjit_function *function = module->functions[e];
+        const KjIrEntry *entry = function->entry;
+        for (int s = 0; s < entry->variants.count && status == KJIT_OK; s++) {
+            const KjIrFunction *fn = entry->variants.items[s];
+            switch (entry->kind) {
+            case KJ_FN_PLAIN:
+                if (!fn->device_use)
+                    status = add_root(roots, function, e, s, NULL, 0, error);
+                break;
+            case KJ_FN_VECTORIZE: {
+                int n = fn->param_count;
+                uint32_t masks = n <= 4 ? 1u << n : 1;
+                for (uint32_t m = 0; m < masks && status == KJIT_OK; m++) {
+                    KjVecVariant v = {KJ_LAYOUT_CONTIG, 1, m};
+                    status = add_root(roots, function, e, s, &v, 0, error);
+                }
+                KjVecVariant general = {KJ_LAYOUT_STRIDED, KJ_MAX_DIMS, 0};
+                if (status == KJIT_OK)
+                    status = add_root(roots, function, e, s, &general, 0, error);
+                break;
+            }
+            case KJ_FN_KERNEL: {
+                uint32_t all = 0;
+                for (int i = 0; i < fn->param_count && i < 32; i++)
+                    if (fn->params[i]->type->kind == KJ_TYPE_ARRAY)
+                        all |= 1u << i;
+                status = add_root(roots, function, e, s, NULL, 0, error);
+                if (status == KJIT_OK && all)
+                    status = add_root(roots, function, e, s, NULL, all, error);
+                break;
+            }
+            case KJ_FN_GUVECTORIZE:
+                /* loop ranks 1 to KJ_AOT_GUFUNC_LOOPS, cores contiguous or not,
+                 * named as api_guvec.c names them */
+                for (int loop = 1; loop <= KJ_AOT_GUFUNC_LOOPS && status == KJIT_OK; loop++)
+                    for (int contiguous = 0; contiguous < 2 && status == KJIT_OK; contiguous++) {
+                        KjPipelineRoot request = {.gufunc = entry->layout, .loop_ndim = loop,
+                                                  .gufunc_contiguous = contiguous};
+                        char key[48];
+                        snprintf(key, sizeof key, "guvectorize loop %d%s", loop,
+                                 contiguous ? " contiguous" : "");
+                        status = add_lifted(roots, function, e, s, &request, key, error);
+                    }
+                break;
+            case KJ_FN_REDUCE:
+                if (s == 0)
+                    status = add_reduce_roots(roots, module, function, e, error);
+                break;
+            }
+        }
+    }
+    return status;
+}
+
+static void write_table(Writer *w, kjit_module *module, const char *source,
+                        const KjCpuLevel **levels, int level_count, const Roots *roots)
+{
+    const kjit_options *o = &module->context->options;
+    put_u32(w, KJ_AOT_ABI);
+    put_str(w, KJIT_VERSION);
+    put_str(w, source);
+    put_u64(w, module->ir->source_hash);
+    put_u32(w, (uint32_t)o->check);
+    put_u32(w, (uint32_t)o->cancellable);
+    put_u32(w, (uint32_t)o->cpu_simd);
+    put_u32(w, (uint32_t)o->opt_level);
+    put_u32(w, (uint32_t)level_count);
+    for (int i = 0; i < level_count; i++)
+        put_str(w, levels[i]->name);
+    put_u32(w, (uint32_t)module->function_count);
+    for (int e = 0; e < module->function_count; e++) {
+        const kjit_function *function = module->functions[e];
+        const KjIrEntry *entry = function->entry;
+        put_str(w, entry->name);
+        put_u32(w, (uint32_t)entry->kind);
+        put_u32(w, function->params_written);
+        put_u32(w, (uint32_t)entry->variants.count);
+        for (int s = 0; s < entry->variants.count; s++)
+            put_header(w, entry->variants.items[s]);
+        const KjGufuncLayout *l = entry->layout;
+        put_u32(w, l != NULL);
+        if (l) {
+            put_str(w, l->text);
+            put_u32(w, (uint32_t)l->inputs);
+            put_u32(w, (uint32_t)l->outputs);
+            for (int q = 0; q < l->inputs + l->outputs; q++) {
+                put_u32(w, (uint32_t)l->rank[q]);
+                for (int d = 0; d < l->rank[q]; d++)
+                    put_u32(w, (uint32_t)l->dims[q][d]);
+            }
+            put_u32(w, (uint32_t)l->name_count);
+            for (int i = 0; i < l->name_count; i++)
+                put_str(w, l->names[i]);
+        }
+        int map = -1;
+        for (int i = 0; entry->map && i < module->function_count; i++)
+            if (module->functions[i]->entry == entry->map)
+                map = i;
+        put_u32(w, (uint32_t)map);
+    }
+    put_u32(w, (uint32_t)roots->count);
+    for (int i = 0; i < roots->count; i++) {
+        const Root *r = &roots->items[i];
+        const KjCompiled *c = &r->compiled;
+        put_u32(w, (uint32_t)r->entry);
+        put_u32(w, (uint32_t)c->signature);
+        put_u32(w, c->vectorized);
+        put_u32(w, (uint32_t)c->variant.layout);
+        put_u32(w, (uint32_t)c->variant.ndim);
+        put_u32(w, c->variant.scalar_mask);
+        put_u32(w, c->contiguous);
+        put_str(w, c->lifted[0] ? c->lifted : NULL);
+        put_str(w, c->symbol);
+        put_header(w, c->root);
+    }
+}
+
+/* ------------------------------------------------------------ the build */
+
+/* Runs a shell command of paths under our own temporary folder; its
+ * messages, when it fails, in *error. */
+static bool run(const char *dir, const char *command, const char *what, char **error)
+{
+    KjBuf line = {0};
+    kj_buf_printf(&line, "%s 2>'%s/messages.txt' >&2", command, dir);
+    int rc = system(line.data);
+    kj_buf_free(&line);
+    if (rc == 0)
+        return true;
+    KjBuf message = {0};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/messages.txt", dir);
+    size_t size = 0;
+    char *text = kj_file_read(path, &size);
+    kj_buf_printf(&message, "%s failed (exit status %d)%s%.2000s", what, rc,
+                  text && size ? ":\n" : "", text ? text : "");
+    free(text);
+    *error = message.data;
+    return false;
+}
+
+static void remove_folder(const char *dir)
+{
+    KjBuf command = {0};
+    kj_buf_printf(&command, "rm -rf '%s'", dir);
+    if (system(command.data) != 0) {
+        /* a temporary folder left behind costs only disk */
+    }
+    kj_buf_free(&command);
+}
+
+kjit_status kjit_build_library(const char *path, const char *output, const char *levels_text,
+                               char **error)
+{
+    *error = NULL;
+    const KjCpuLevel *levels[KJ_CPU_LEVEL_COUNT];
+    int level_count = 0;
+    const char *text = levels_text ? levels_text : "sse2,v3,v4";
+    for (const char *p = text; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 31 ? n : 31), p);
+        const KjCpuLevel *level = kj_cpu_level_named(name);
+        if (!level) {
+            KjBuf m = {0};
+            kj_buf_printf(&m, "unknown x86-64 level '%s' in --cpu-levels (sse2, v3, v4)", name);
+            *error = m.data;
+            return KJIT_ERROR_INVALID_ARGUMENT;
+        }
+        /* lowest first, each once: the loader takes the last one it runs */
+        bool seen = false;
+        for (int i = 0; i < level_count; i++)
+            seen |= levels[i] == level;
+        if (!seen)
+            levels[level_count++] = level;
+        p += n + (comma ? 1 : 0);
+    }
+    if (level_count == 0) {
+        *error = kj_xstrdup("--cpu-levels names no level");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    for (int i = 1; i < level_count; i++)
+        for (int j = i; j > 0 && levels[j] < levels[j - 1]; j--) {
+            const KjCpuLevel *t = levels[j];
+            levels[j] = levels[j - 1];
+            levels[j - 1] = t;
+        }
+
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CPU;
+    kjit_context *context = NULL;
+    if (kjit_context_create(&options, &context) != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(NULL));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    if (context->options.check) {
+        kjit_context_destroy(context);
+        *error = kj_xstrdup("checked mode (KJIT_CHECK) is not built into libraries yet");
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    kjit_module *module = NULL;
+    kjit_status status = kjit_compile_file(context, path, &module);
+    if (status != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(context));
+        kjit_context_destroy(context);
+        return status;
+    }
+    Roots roots = {0};
+    status = collect_roots(module, &roots, error);
+
+    char dir[] = "/tmp/kjit-lib-XXXXXX";
+    bool have_dir = status == KJIT_OK && mkdtemp(dir) != NULL;
+    if (status == KJIT_OK && !have_dir) {
+        KjBuf m = {0};
+        kj_buf_printf(&m, "cannot make a temporary folder: %s", strerror(errno));
+        *error = m.data;
+        status = KJIT_ERROR_IO;
+    }
+    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+    KjBuf link = {0};
+    kj_buf_printf(&link, "%s -shared -o '%s/lib.so'", cc, dir);
+    for (int l = 0; l < level_count && status == KJIT_OK; l++) {
+        for (int i = 0; i < roots.count && status == KJIT_OK; i++) {
+            KjCompiled *c = &roots.items[i].compiled;
+            KjCodegenOptions codegen = kj_api_codegen_options(&kj_runtime_cpu, &context->options, c);
+            codegen.cpu_name = levels[l]->llvm_cpu;
+            codegen.cpu_features = levels[l]->llvm_features;
+            size_t size = 0;
+            char *failure = NULL;
+            char *object = kj_jit->cpu_compile_object(module->ir, &c->root, 1, &codegen, &size,
+                                                      &failure);
+            char file[4200];
+            snprintf(file, sizeof file, "%s/%s_%d.o", dir, levels[l]->name, i);
+            if (!object || !kj_file_write(file, object, size)) {
+                KjBuf m = {0};
+                kj_buf_printf(&m, "code generation for %s (%s) failed: %s", c->root->name,
+                              levels[l]->name, failure ? failure : "cannot write the object");
+                *error = m.data;
+                status = KJIT_ERROR_BACKEND;
+            }
+            free(object);
+            free(failure);
+            KjBuf rename = {0};
+            kj_buf_printf(&rename,
+                          "nm -g --defined-only '%s' | awk '{print $3\" kjaot_%s_%d__\"$3}' > "
+                          "'%s.syms' && objcopy --redefine-syms='%s.syms' '%s'",
+                          file, levels[l]->name, i, file, file, file);
+            if (status == KJIT_OK && !run(dir, rename.data, "renaming the symbols (nm, objcopy)", error))
+                status = KJIT_ERROR_BACKEND;
+            kj_buf_free(&rename);
+            kj_buf_printf(&link, " '%s'", file);
+        }
+    }
+    kj_buf_printf(&link, " -lmvec -lm -Wl,-z,defs");
+    if (status == KJIT_OK && !run(dir, link.data, "linking the library (cc)", error))
+        status = KJIT_ERROR_BACKEND;
+    kj_buf_free(&link);
+
+    if (status == KJIT_OK) {
+        char so[4200];
+        snprintf(so, sizeof so, "%s/lib.so", dir);
+        size_t elf_size = 0;
+        char *elf = kj_file_read(so, &elf_size);
+        Writer w = {0};
+        if (elf)
+            put(&w, elf, elf_size);
+        free(elf);
+        write_table(&w, module, path, levels, level_count, &roots);
+        uint8_t trailer[KJ_AOT_TRAILER_BYTES] = {0};
+        memcpy(trailer, KJ_AOT_MAGIC, 8);
+        uint32_t abi = KJ_AOT_ABI;
+        uint64_t table_size = w.len - elf_size;
+        uint64_t elf64 = elf_size;
+        memcpy(trailer + 8, &abi, 4);
+        memcpy(trailer + 16, &elf64, 8);
+        memcpy(trailer + 24, &table_size, 8);
+        put(&w, trailer, 32);
+        KjSha256 sha;
+        kj_sha256_init(&sha);
+        kj_sha256_update(&sha, w.data, w.len);
+        uint8_t digest[KJ_SHA256_BYTES];
+        kj_sha256_final(&sha, digest);
+        put(&w, digest, KJ_SHA256_BYTES);
+        KjOutputFile out;
+        char *why = NULL;
+        status = elf ? kj_output_open(output, &out, &why) : KJIT_ERROR_IO;
+        if (status == KJIT_OK) {
+            bool written = fwrite(w.data, 1, w.len, out.file) == w.len;
+            status = kj_output_close(&out, written, &why);
+        }
+        if (status != KJIT_OK)
+            *error = why ? why : kj_xstrdup("cannot write the library");
+        free(w.data);
+    }
+    if (have_dir)
+        remove_folder(dir);
+    free(roots.items);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return status;
+}

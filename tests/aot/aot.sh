@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Libraries built ahead of time and libkjit-rt (docs/aot.md), in make check:
+#   1. libkjit-rt has no LLVM and no compiler object (rt_link.sh);
+#   2. every example built with `kjit build --emit=lib` runs, on cpu and
+#      parallel, from tests/aot/aot_driver.c compiled against kjit.h alone
+#      and linked with libkjit-rt alone (no LLVM on its include or library
+#      path), bit for bit as the JIT runs the .kern (the same driver linked
+#      with libkjit); the comparison itself is shown to see a changed bit;
+#      every golden program that runs (tests/golden/*/*.out) prints, as a
+#      library under `kjit run LIB`, what it prints under the JIT;
+#   3. --emit=header: typed entry points agree with kjit_call and kjit_launch
+#      (header_test.c);
+#   4. the x86-64 level: the best the CPU runs is taken, KJIT_CPU_FEATURES
+#      forces a lower one (same bits as the JIT so restricted), and a
+#      library of no level the CPU runs is refused, clearly;
+#   5. refusals before anything runs: another ABI version (both named), a
+#      truncated or altered file, a file or folder others can write;
+#      libkjit-rt refuses to compile a .kern.
+# Usage: tests/aot/aot.sh [build folder]
+set -u
+BUILD=${1:-build}
+KJIT=$BUILD/kjit
+OUT=$BUILD/aot
+export KJIT_CACHE_DIR=${KJIT_CACHE_DIR:-$PWD/$BUILD/test-cache}
+export KJIT_VERIFY=${KJIT_VERIFY:-1}
+unset KJIT_CPU_FEATURES KJIT_CHECK
+fail=0
+bad() { echo "aot: $*"; fail=1; }
+
+bash tests/aot/rt_link.sh "$BUILD" || fail=1
+
+rm -rf "$OUT" && mkdir -p "$OUT/include" "$OUT/lib" "$OUT/libs" && chmod 700 "$OUT" "$OUT/libs"
+# The driver sees kjit.h and libkjit-rt.so alone.
+cp runtime/kjit.h "$OUT/include/"
+cp "$BUILD/libkjit-rt.so" "$OUT/lib/"
+CC=${CC:-cc}
+$CC -std=c11 -D_GNU_SOURCE -O1 -Wall -I"$OUT/include" tests/aot/aot_driver.c -o "$OUT/driver-rt" \
+    -L"$OUT/lib" -lkjit-rt -lm -Wl,-rpath,"$PWD/$OUT/lib" || { echo "aot: the driver does not build"; exit 1; }
+$CC -std=c11 -D_GNU_SOURCE -O1 -Wall -I"$OUT/include" tests/aot/aot_driver.c -o "$OUT/driver-jit" \
+    -L"$BUILD" -lkjit -lm -Wl,-rpath,"$PWD/$BUILD" || exit 1
+if ldd "$OUT/driver-rt" | grep -Eq 'LLVM|libkjit\.so'; then bad "driver-rt links more than libkjit-rt"; fi
+
+# The examples' kernels, launched with arguments their indexing stays inside.
+launch_das="--launch echoes 1,1,1 128,1,1 arr:i64:256000 i64:100 i64:300 i64:1000 ;
+            --launch das 30,1,1 40,1,1 arr:f64:40,30 arr:i64:256000 ;"
+launch_lla="--launch lla 4,4,1 8,8,1 f64:0.5 f64:0.6 f64:0.1 f64:0.9 f64:0.2 f64:0.8 f64:1.0
+            i64:30 i64:20 arr:f64:20,30 ;"
+launch_mandelbrot="--launch mandel_kernel 2,2,1 16,8,1 f64:-2 f64:1 f64:-1 f64:1 arr:u8:48,64 i64:100 ;"
+
+# add with every level: which one this CPU runs best
+"$KJIT" build examples/add.kern --emit=lib -o "$OUT/libs/libadd.so" || bad "build of add failed"
+best=$("$OUT/driver-rt" --lib "$OUT/libs/libadd.so" 2>&1 >/dev/null | sed -n 's/.* runs its \(.*\) code/\1/p')
+[ -n "$best" ] || { bad "libadd.so does not load"; best=sse2; }
+echo "aot: this CPU runs the $best code"
+
+# compare NAME LIB KERN TARGET [driver args]: the library through libkjit-rt
+# against the source through the JIT.
+compare() {
+    local name=$1 lib=$2 kern=$3 target=$4; shift 4
+    "$OUT/driver-rt" --lib "$lib" --target "$target" "$@" >"$OUT/$name.$target.rt" 2>"$OUT/$name.err"
+    local rc=$?
+    "$OUT/driver-jit" --kern "$kern" --target "$target" "$@" >"$OUT/$name.$target.jit" 2>>"$OUT/$name.err"
+    if [ $rc != 0 ] || ! [ -s "$OUT/$name.$target.rt" ] ||
+       ! cmp -s "$OUT/$name.$target.rt" "$OUT/$name.$target.jit"; then
+        return 1
+    fi
+}
+
+lines=0
+for kern in examples/*.kern; do
+    name=$(basename "$kern" .kern)
+    lib="$OUT/libs/lib$name.so"
+    if [ "$name" != add ] && ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" -o "$lib"; then
+        bad "kjit build --emit=lib $kern failed"; continue
+    fi
+    launch=launch_$name
+    for target in cpu parallel; do
+        # shellcheck disable=SC2086
+        if compare "$name" "$lib" "$kern" "$target" ${!launch:-}; then
+            lines=$((lines + $(wc -l <"$OUT/$name.$target.rt")))
+        else
+            bad "$name on $target: the library differs from the JIT"
+            cat "$OUT/$name.err"; diff "$OUT/$name.$target.rt" "$OUT/$name.$target.jit" | head -10
+        fi
+    done
+done
+echo "aot: $(ls examples/*.kern | wc -l) examples from libraries through libkjit-rt, $lines results bit for bit as the JIT's"
+
+# Every golden program that runs (tests/golden/*/*.out) as a library through
+# `kjit run LIB ARGS` (libkjit loading the library): its print lines as
+# run.sh compares them, on cpu and parallel.
+golden=0
+for out in tests/golden/*/*.out; do
+    kern=${out%.out}.kern
+    name=golden_$(basename "$kern" .kern)
+    args=$(sed -n 's|^// run: ||p' "$kern" | head -1)
+    if ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/$name.so" 2>"$OUT/$name.err"; then
+        bad "kjit build --emit=lib $kern failed: $(cat "$OUT/$name.err")"; continue
+    fi
+    for target in cpu parallel; do
+        # shellcheck disable=SC2086
+        KJIT_STDLIB=$PWD/stdlib "$KJIT" run --target "$target" "$OUT/libs/$name.so" $args \
+            >"$OUT/$name.out" 2>"$OUT/$name.err" || { bad "$name on $target: $(cat "$OUT/$name.err")"; continue; }
+        if ! diff <(head -n "$(wc -l <"$out")" "$OUT/$name.out" | LC_ALL=C sort) <(LC_ALL=C sort "$out") >/dev/null; then
+            bad "$name on $target: the library printed otherwise"; diff "$OUT/$name.out" "$out" | head -5
+        fi
+    done
+    golden=$((golden + 1))
+done
+echo "aot: $golden golden programs from libraries through kjit run print what they print under the JIT"
+
+# --emit=header: typed entry points, built against kjit.h and the headers
+# alone, linked with libkjit-rt, agree with kjit_call and kjit_launch.
+if "$KJIT" build examples/add.kern --emit=header -o "$OUT/include/add.h" &&
+   "$KJIT" build examples/mandelbrot.kern --emit=header -o "$OUT/include/mandelbrot.h" &&
+   $CC -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -I"$OUT/include" tests/aot/header_test.c \
+       -o "$OUT/header-test" -L"$OUT/lib" -lkjit-rt -lm -Wl,-rpath,"$PWD/$OUT/lib"; then
+    "$OUT/header-test" "$OUT/libs/libadd.so" "$OUT/libs/libmandelbrot.so" || bad "the typed entry points failed"
+else
+    bad "--emit=header: the headers do not build"
+fi
+
+# The comparison sees a changed result: add built from a - b.
+sed 's/a + b/a - b/' examples/add.kern >"$OUT/add_minus.kern"
+"$KJIT" build "$OUT/add_minus.kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/libminus.so"
+if compare minus "$OUT/libs/libminus.so" examples/add.kern cpu; then
+    bad "a library of a - b compares equal to add: the comparison cannot fail"
+fi
+
+# Levels.  KJIT_CPU_FEATURES=-avx forces the sse2 code of a library of all
+# three, with the bits of the JIT so restricted (sin: libmvec's SSE routine).
+"$KJIT" build examples/sin.kern --emit=lib -o "$OUT/libs/libsin3.so" || bad "build of sin failed"
+forced=$(KJIT_CPU_FEATURES=-avx "$OUT/driver-rt" --lib "$OUT/libs/libsin3.so" 2>&1 >/dev/null)
+[[ "$forced" == *"runs its sse2 code"* ]] || bad "KJIT_CPU_FEATURES=-avx did not force sse2: $forced"
+if ! KJIT_CPU_FEATURES=-avx compare sin3 "$OUT/libs/libsin3.so" examples/sin.kern cpu; then
+    bad "sin's sse2 code differs from the JIT's under KJIT_CPU_FEATURES=-avx"
+fi
+# A library of v3 and v4 alone, on a CPU without AVX: refused, naming its levels.
+"$KJIT" build examples/add.kern --emit=lib --cpu-levels=v4,v3 -o "$OUT/libs/libhigh.so"
+msg=$(KJIT_CPU_FEATURES=-avx "$OUT/driver-rt" --lib "$OUT/libs/libhigh.so" 2>&1)
+rc=$?
+[ $rc = 3 ] && [[ "$msg" == *"levels v3, v4, none of which this CPU runs"* ]] ||
+    bad "a library of v3 and v4 ran under KJIT_CPU_FEATURES=-avx (exit $rc): $msg"
+"$KJIT" build examples/add.kern --emit=lib --cpu-levels=v5 -o "$OUT/libs/x.so" 2>"$OUT/v5.err" &&
+    bad "--cpu-levels=v5 was accepted"
+grep -q "unknown x86-64 level 'v5'" "$OUT/v5.err" || bad "--cpu-levels=v5: $(cat "$OUT/v5.err")"
+
+# refused NAME LIB WANT: the driver refuses LIB (exit 3) with WANT in the message.
+refused() {
+    local msg rc
+    msg=$("$OUT/driver-rt" --lib "$2" 2>&1); rc=$?
+    if [ $rc != 3 ] || [[ "$msg" != *"$3"* ]]; then
+        bad "$1: not refused as expected (exit $rc): $msg"
+    fi
+}
+lib="$OUT/libs/libadd.so"
+size=$(stat -c %s "$lib")
+# another ABI version: the trailer's version word (8 bytes into the last 64)
+cp "$lib" "$OUT/libs/abi.so"
+printf '\x63\x00\x00\x00' | dd of="$OUT/libs/abi.so" bs=1 seek=$((size - 64 + 8)) conv=notrunc status=none
+refused "ABI 99" "$OUT/libs/abi.so" "ABI version 99; this runtime reads version 1"
+# altered: one byte of the code, then one of the table
+for at in 4096 $((size - 200)); do
+    cp "$lib" "$OUT/libs/altered.so"
+    printf '\x5a' | dd of="$OUT/libs/altered.so" bs=1 seek=$at conv=notrunc status=none
+    cmp -s "$lib" "$OUT/libs/altered.so" && printf '\xa5' | dd of="$OUT/libs/altered.so" bs=1 seek=$at conv=notrunc status=none
+    refused "a byte altered at $at" "$OUT/libs/altered.so" "truncated or altered"
+done
+head -c $((size - 100)) "$lib" >"$OUT/libs/short.so"
+refused "truncated" "$OUT/libs/short.so" "is truncated"
+head -c 1000 /dev/urandom >"$OUT/libs/random.so"
+refused "not a library" "$OUT/libs/random.so" "not a kjit library"
+# others can write the file, or its folder
+cp "$lib" "$OUT/libs/open.so" && chmod 666 "$OUT/libs/open.so"
+refused "a file others can write" "$OUT/libs/open.so" "another user can write it"
+mkdir -p "$OUT/open" && chmod 777 "$OUT/open" && cp "$lib" "$OUT/open/libadd.so"
+refused "a folder others can write" "$OUT/open/libadd.so" "can be written by another user"
+# a checked context refuses a library, whose code has no checks
+msg=$(KJIT_CHECK=1 "$OUT/driver-rt" --lib "$lib" 2>&1)
+[[ "$msg" == *"checked mode"*"not built into libraries"* ]] || bad "KJIT_CHECK=1 ran a library unchecked: $msg"
+# libkjit-rt compiles nothing
+msg=$("$OUT/driver-rt" --kern examples/add.kern 2>&1)
+[[ "$msg" == *"libkjit-rt, which has no compiler"* ]] || bad "libkjit-rt compiled a .kern: $msg"
+
+[ $fail = 0 ] && echo "aot: all passed"
+exit $fail
