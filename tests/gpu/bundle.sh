@@ -1,6 +1,23 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
-# (tests/gpu/run.sh, tests/gpu/bench_cpu_host.sh, tests/bench/bench_gpu.sh);
-# sourced, from the bundle's root.
+# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, python.sh,
+# bench_cpu_host.sh, tests/bench/bench_gpu.sh); sourced.
+
+# enter_bundle DIR: what each script that runs from the bundle does first:
+# into DIR (root: its path), bin/libkjit.so unpacked, a work folder that goes
+# at exit, the bundle's stdlib and a fresh cache, and the toolkit's
+# libdevice, or else the bundle's copy.  Exits, with "0 passed, 1 failed",
+# when it cannot.
+enter_bundle() {
+    cd "$1" || { echo "no bundle at $1 (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
+    root=$PWD
+    unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+    if ! "$root/bin/kjit" info | grep -q '^libdevice:  /'; then
+        export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
+    fi
+}
 
 # bin/libkjit.so from the bin/libkjit.so.xz the bundle carries, unless it is
 # there already; fails when it cannot.

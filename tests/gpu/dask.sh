@@ -13,18 +13,10 @@
 # 2 x 16384^2 f32 and a sum of 2e9 f32 on 1 GPU and on 2 (goal: 1.8x).
 # Ends with one line: "N passed, N failed".
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "no bundle at $bundle (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache KJIT_LIBRARY=$root/bin/libkjit.so
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
+export KJIT_LIBRARY=$root/bin/libkjit.so
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if ! "$root/bin/kjit" info | grep -q '^libdevice:  /'; then
-    export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
-fi
 
 echo "=== Dask on this machine's Python ($(python3 --version 2>&1))"
 dask_path=

@@ -18,18 +18,8 @@
 #      "skipped: ..." line says so.
 # Ends with one line: "N passed, N failed".
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "no bundle at $bundle (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
-# The toolkit's libdevice when there is one, else the copy in the bundle.
-if ! "$root/bin/kjit" info | grep -q '^libdevice:  /'; then
-    export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
-fi
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
 m=$root/bin/multigpu
 kern=$root/examples/mpi/heat2d.kern
 passed=0

@@ -14,18 +14,13 @@
 # Goal (issue 26): kjit's add on device arrays under 4 us a call (CuPy 11 us,
 # Numba 88-124 us on the H100/H200 machine).  Ends with "N passed, N failed".
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "no bundle at $bundle (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
 passed=0
 failed=0
 pass() { passed=$((passed + 1)); echo "PASS $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_LIBRARY=$root/bin/libkjit.so KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+export KJIT_LIBRARY=$root/bin/libkjit.so
 export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 
 echo "=== the compiled hot path (python/kjit/_fast.c, built here)"

@@ -14,18 +14,9 @@
 # architecture) are printed but not counted.
 # Ends with "N passed, N failed" like tests/gpu/run.sh.
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "no bundle at $bundle"; echo "0 passed, 1 failed"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
 kjit=$root/bin/kjit
-if ! "$kjit" info | grep -q '^libdevice:  /'; then
-    export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
-fi
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ ! -x "$sanitizer" ]; then
     echo "skipped: no compute-sanitizer on this machine"; echo "0 passed, 0 failed"; exit 0

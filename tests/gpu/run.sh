@@ -28,14 +28,8 @@
 # KJIT_GPU_SKIP="modes benchmark" leaves those steps out, saying so.
 # Ends with one line: "N passed, N failed".
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "no bundle at $bundle (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 kjit=$root/bin/kjit
 passed=0
@@ -51,10 +45,6 @@ skipped() {
 }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
 
-# The toolkit's libdevice when there is one, else the copy in the bundle.
-if ! "$kjit" info | grep -q '^libdevice:  /'; then
-    export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
-fi
 
 echo "=== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
