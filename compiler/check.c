@@ -88,6 +88,38 @@ static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
  * shared() belongs to the kernel itself: a device function would need a slice
  * of every calling kernel's shared block at one offset, so it takes the array
  * as a parameter instead. */
+/* A size of local() that is not a constant: in a kernel, one the launch
+ * gives (local_size.c); reported at loc when it is not. */
+static bool launch_size(KjChecker *c, const KjIrExpr *size, KjLoc loc)
+{
+    if (c->cur->ir->kind != KJ_IR_FN_KERNEL) {
+        kj_error(c->diag, loc, "the sizes of local() in the plain function '%s' must be constant "
+                 "integers; only a kernel's local() may take its size from the launch (a "
+                 "parameter of the kernel)", c->cur->ir->name);
+        return false;
+    }
+    const KjIrExpr *bad = kj_local_size_refusal(size);
+    if (bad) {
+        char what[160];
+        if (bad->op == KJ_IR_VAR)
+            snprintf(what, sizeof what, "'%s' is a variable of the kernel, not a parameter",
+                     bad->var->name);
+        else if (bad->op == KJ_IR_SREG)
+            snprintf(what, sizeof what, "%s differs between threads",
+                     kj_special_reg_names[bad->sreg]);
+        else if (bad->op == KJ_IR_LOAD)
+            snprintf(what, sizeof what, "a value loaded from an array is not known at launch");
+        else
+            snprintf(what, sizeof what, "this %s is not one of them",
+                     kj_type_is_int(bad->type) ? "expression" : kj_type_name(bad->type));
+        kj_error(c->diag, bad->loc, "a local() sized at launch takes constants, integer "
+                 "parameters of the kernel and extents of its array parameters, with + - * / %%, "
+                 "min, max and integer conversions: %s", what);
+        return false;
+    }
+    return true;
+}
+
 static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
 {
     const char *name = shared ? "shared" : "local";
@@ -131,6 +163,7 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
     e->alloc_elem = elem;
     e->alloc_ndim = ndim;
     int64_t total = kj_type_size(elem);
+    bool at_launch = false;
     for (int i = 0; i < ndim; i++) {
         KjNode *size_node = call->args.items[1 + i];
         KjIrExpr *size = kj_check_expr(c, size_node);
@@ -142,13 +175,29 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, bool shared)
         if (typed)
             value = kj_type_is_signed(size->type) || (int64_t)size->const_int >= 0
                         ? (int64_t)size->const_int : -1;
+        if (!typed && !kj_check_constant_int(size, &value) && !shared &&
+            kj_type_is_int(size->type)) {
+            if (!launch_size(c, size, size_node->loc))
+                return NULL;
+            e->alloc_size[i] = size; /* alloc_shape[i] stays 0 */
+            at_launch = true;
+            continue;
+        }
         if ((!typed && !kj_check_constant_int(size, &value)) || value < 1 || value > (1 << 24)) {
             kj_error(c->diag, size_node->loc, "the sizes of %s() must be constant integers from "
-                     "1 to 16777216", name);
+                     "1 to 16777216%s", name,
+                     shared ? "" : ", or integers from the launch (a kernel's parameters)");
             return NULL;
         }
         e->alloc_shape[i] = value;
         total *= value;
+    }
+    if (at_launch) {
+        /* sized at launch: its bytes are added up by each launch
+         * (kj_local_launch_bytes), not into local_bytes */
+        e->launch_local = c->cur->ir->launch_locals.count;
+        kj_vec_push(c->arena, &c->cur->ir->launch_locals, e);
+        return e;
     }
     if (total > ((int64_t)1 << 30)) {
         kj_error(c->diag, call->loc, "%s() of %" PRId64 " bytes is too large", name, total);
@@ -1155,6 +1204,39 @@ static KjLoc closing_brace(KjLoc open)
     return open;
 }
 
+/* A parameter that sizes a local() at launch keeps the value the launch
+ * gave it: the runtime sizes the thread's memory from that value, before
+ * the kernel runs, so the kernel may not assign it. */
+typedef struct LaunchParams {
+    KjChecker *c;
+    const KjIrFunction *fn;
+} LaunchParams;
+
+static KjIrWalkStep launch_param_set(KjIrWalk *w, const KjIrStmt *s)
+{
+    LaunchParams *lp = w->data;
+    if ((s->kind != KJ_IR_STMT_SET && s->kind != KJ_IR_STMT_FOR) || !s->var || !s->var->is_param)
+        return KJ_IR_WALK_ON;
+    for (int i = 0; i < lp->fn->launch_locals.count; i++) {
+        const KjIrExpr *e = lp->fn->launch_locals.items[i];
+        for (int k = 0; k < e->alloc_ndim; k++)
+            if (e->alloc_size[k] && kj_ir_expr_reads(e->alloc_size[k], s->var)) {
+                kj_error(lp->c->diag, s->loc, "'%s' sizes the local() at line %d and cannot be "
+                         "assigned: a size from the launch is the value the launch gives",
+                         s->var->name, e->loc.line);
+                return KJ_IR_WALK_STOP;
+            }
+    }
+    return KJ_IR_WALK_ON;
+}
+
+static void check_launch_params_kept(KjChecker *c, const KjIrFunction *fn)
+{
+    LaunchParams lp = {c, fn};
+    KjIrWalk w = {.stmt = launch_param_set, .data = &lp};
+    kj_ir_walk_stmt(&w, fn->body);
+}
+
 static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
 {
     KjCheckFnCtx ctx = {.info = info, .ir = fn};
@@ -1174,6 +1256,8 @@ static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
         kj_error(c->diag, end, "'%s' returns %s, but control can reach the end of its body "
                  "without a return", fn->name, kj_type_name(fn->ret));
     }
+    if (fn->launch_locals.count > 0)
+        check_launch_params_kept(c, fn);
     if (ctx.call_local_bytes > 0) {
         fn->local_bytes += ctx.call_local_bytes;
         if (fn->local_bytes > KJ_MAX_LOCAL_BYTES)

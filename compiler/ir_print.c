@@ -149,8 +149,13 @@ static void print_expr(Printer *p, const KjIrExpr *e)
         kj_write_quoted(p->out, e->format ? e->format : "");
     }
     if (e->op == KJ_IR_SHARED || e->op == KJ_IR_LOCAL) {
-        for (int i = 0; i < e->alloc_ndim; i++)
-            fprintf(p->out, "%s%" PRId64, i ? "x" : " ", e->alloc_shape[i]);
+        for (int i = 0; i < e->alloc_ndim; i++) {
+            fputs(i ? "x" : " ", p->out);
+            if (e->alloc_size[i]) /* from the launch */
+                print_expr(p, e->alloc_size[i]);
+            else
+                fprintf(p->out, "%" PRId64, e->alloc_shape[i]);
+        }
     }
     for (int i = 0; i < e->arg_count; i++) {
         fputc(' ', p->out);
@@ -312,6 +317,9 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
             fputs(" + dynamic", out);
         if (fn->local_bytes)
             fprintf(out, ", local %" PRId64 " bytes", fn->local_bytes);
+        if (fn->launch_locals.count)
+            fprintf(out, ", %d local() sized at launch",
+                     fn->launch_locals.count);
         if (fn->uses_syncthreads)
             fputs(", syncthreads", out);
         if (fn->uses_syncgrid)

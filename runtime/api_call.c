@@ -235,7 +235,8 @@ static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg
 typedef struct Marshalled {
     KjScalar scalars[MAX_PARAMS];
     KjArrayDesc descs[MAX_PARAMS];
-    void *params[MAX_PARAMS + 1]; /* and checked mode's record */
+    void *params[MAX_PARAMS + 2]; /* and checked mode's record, and cuda's scratch for
+                                     local() sized at launch (KjLaunch) */
     uint32_t contiguous; /* bit i: array argument i (i < 32) is C-contiguous */
 } Marshalled;
 
@@ -508,6 +509,19 @@ static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
     status = kj_api_find_compiled(function, 0, NULL, m.contiguous, &compiled);
     if (status != KJIT_OK)
         return status;
+    /* local() sized at launch: its bytes per thread, from the arguments,
+     * refused here when out of bounds, before anything runs */
+    int64_t launch_local_bytes = 0;
+    if (compiled->root->launch_locals.count > 0) {
+        char why[512];
+        const int64_t *shapes[MAX_PARAMS];
+        for (int i = 0; i < nargs; i++)
+            shapes[i] = args[i].kind == KJIT_ARG_ARRAY ? m.descs[i].shape : NULL;
+        if (!kj_local_launch_bytes(compiled->root, m.params, shapes, &launch_local_bytes, why,
+                                   sizeof why))
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: %s",
+                                    function->entry->name, why);
+    }
     KjCheckCall check;
     if (context->options.check) {
         status = kj_check_begin(context, compiled->runtime, &check, &m.params[nargs]);
@@ -519,6 +533,7 @@ static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
                        .params = m.params, .stream = stream,
                        .dynamic_shared_bytes = dynamic_bytes,
+                       .launch_local_bytes = (size_t)launch_local_bytes,
                        .written = function->params_written};
     status = compiled->runtime->launch(context, &launch);
     if (context->options.check)

@@ -269,6 +269,28 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
             status = stage(context, &staging, arg->value.array, true,
                            i >= 32 || (launch->written >> i & 1), &launch->descs[i].data);
     }
+    /* local() sized at launch: a scratch of the grid's threads times their
+     * bytes (target_cuda.c lays it out), after the arguments and checked
+     * mode's record; freed once the kernel is done */
+    void *scratch = NULL;
+    if (status == KJIT_OK && launch->compiled->root->launch_locals.count > 0) {
+        uint64_t threads = 1;
+        for (int d = 0; d < 3; d++)
+            threads *= (uint64_t)launch->grid[d] * launch->block[d];
+        char *error = NULL;
+        if (threads > SIZE_MAX / launch->launch_local_bytes)
+            status = kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
+                                      "%s: %llu threads of %zu bytes of local() sized at launch "
+                                      "do not fit the address space", launch->name,
+                                      (unsigned long long)threads, launch->launch_local_bytes);
+        else
+            status = kj_cuda_alloc(context->cuda, threads * launch->launch_local_bytes, &scratch,
+                                   &error);
+        if (status == KJIT_OK)
+            launch->params[launch->arg_count + (context->options.check ? 1 : 0)] = &scratch;
+        else if (error)
+            kj_api_take_named_error(context, status, launch->name, error);
+    }
     if (status == KJIT_OK) {
         char *error = NULL;
         /* a kernel with syncgrid() is launched cooperatively */
@@ -279,6 +301,16 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
                                    launch->stream ? launch->stream->handle : NULL, &error);
         if (status != KJIT_OK)
             kj_api_take_error(context, status, "", error);
+    }
+    if (scratch) {
+        char *error = NULL;
+        kjit_status done = status == KJIT_OK ? kj_cuda_stream_sync(
+                                                   context->cuda, launch->stream ? launch->stream->handle : NULL, &error)
+                                             : KJIT_OK;
+        if (done != KJIT_OK)
+            status = kj_api_take_error(context, done, "", error), error = NULL;
+        kj_cuda_free(context->cuda, scratch, &error);
+        free(error);
     }
     return unstage(context, &staging, status);
 }

@@ -464,7 +464,7 @@ static void define_impl(Gen *g, FnInfo *info)
     g->fn = fn;
     g->llfn = info->impl;
     g->loop_depth = 0;
-    g->thread_ctx = g->shared_base = g->range_begin = g->range_end = NULL;
+    g->thread_ctx = g->shared_base = g->launch_scratch = g->range_begin = g->range_end = NULL;
     g->thread_next = NULL;
     g->cancel_fn = NULL;
     g->cancel_bail_bb = NULL;

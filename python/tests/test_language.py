@@ -50,3 +50,32 @@ def test_const_array_is_read_only():
     with pytest.raises(kjit.CompileError, match="the constant array 'T', which is read-only"):
         kjit.compile("const T: i32[2] = [1, 2];\n@kernel fn k(o: i32[]) { T[0] = o[0]; }\n",
                      target="cpu")
+
+
+TRIDIAG = os.path.join(REPO, "tests", "golden", "exec", "local_launch.kern")
+
+
+def test_local_sized_at_launch(target, rng):
+    # local() sized by the launch: an array's extent (the column's length)
+    # and scalar parameters, on every target
+    m = kjit.load(TRIDIAG, target=target)
+    d = rng.standard_normal((120, 50))
+    x = np.zeros_like(d)
+    m.tridiag_columns[2, 32](d, x)
+    a = 4 * np.eye(120) - np.eye(120, k=1) - np.eye(120, k=-1)
+    np.testing.assert_allclose(a @ x, d, atol=1e-12)
+    xs = np.arange(100, dtype=np.int32)
+    out = np.zeros(100, np.int64)
+    m.prefix_windows[4, 32](xs, out, 5, 20)
+    want = sum(np.roll(xs, -k).astype(np.int64) for k in range(5)) + (8 + 5 % 3) * 1000
+    np.testing.assert_array_equal(out, want)
+
+
+def test_local_sized_at_launch_is_bounded(target):
+    m = kjit.load(TRIDIAG, target=target)
+    out = np.full(100, -1, np.int64)
+    with pytest.raises(kjit.InvalidArgumentError, match="take 800192 bytes per thread"):
+        m.prefix_windows[4, 32](np.arange(100, dtype=np.int32), out, 200000, 20)
+    with pytest.raises(kjit.InvalidArgumentError, match="is given size -8 by this launch"):
+        m.prefix_windows[4, 32](np.arange(100, dtype=np.int32), out, 3, -8)
+    assert (out == -1).all()  # refused before anything ran

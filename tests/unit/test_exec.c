@@ -460,6 +460,74 @@ START_TEST(collectives_in_device_functions)
 }
 END_TEST
 
+/* ------------------------------------------------- local() sized at launch */
+
+/* tests/golden/exec/local_launch.kern through the C API: sizes from scalar
+ * parameters and from an array's extent, and the launch's refusals (a size
+ * out of range, more than 512 KiB a thread) as a status and a message,
+ * before anything runs. */
+START_TEST(local_sized_at_launch)
+{
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/local_launch.kern", "prefix_windows",
+                                 &module);
+        int32_t x[40];
+        int64_t out[40];
+        for (int i = 0; i < 40; i++)
+            x[i] = i * 7 % 13;
+        kjit_array X = array_of(x, KJIT_I32, 40), O = array_of(out, KJIT_I64, 40);
+        for (int w = 1; w <= 9; w += 4) {
+            kjit_arg args[4] = {kjit_arg_array(&X), kjit_arg_array(&O), kjit_arg_i32(w),
+                                kjit_arg_i64(20)};
+            launch(fn, 2, 32, args, 4, 0);
+            for (int i = 0; i < 40; i++) {
+                int64_t want = (8 + w % 3) * 1000;
+                for (int k = 0; k < w; k++)
+                    want += x[(i + k) % 40];
+                ck_assert_msg(out[i] == want, "%s: w %d: out[%d] = %lld, want %lld",
+                              kjit_target_name(targets[t]), w, i, (long long)out[i],
+                              (long long)want);
+            }
+        }
+        /* min(lanes, 8) + w % 3 = -4: refused, nothing written */
+        out[0] = -1;
+        kjit_arg bad[4] = {kjit_arg_array(&X), kjit_arg_array(&O), kjit_arg_i32(2),
+                           kjit_arg_i64(-6)};
+        uint32_t grid[3] = {2, 1, 1}, block[3] = {32, 1, 1};
+        ck_assert_int_eq(kjit_launch(fn, grid, block, bad, 4, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "is given size -4 by this launch"), "%s",
+                      kjit_last_error(context));
+        ck_assert_int_eq(out[0], -1);
+        /* 131073 i32 (524304 bytes) and 16 more sized at launch, 32 fixed: past 512 KiB */
+        kjit_arg big[4] = {kjit_arg_array(&X), kjit_arg_array(&O), kjit_arg_i32(131073),
+                           kjit_arg_i64(1)};
+        ck_assert_int_eq(kjit_launch(fn, grid, block, big, 4, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "take 524352 bytes per thread"), "%s",
+                      kjit_last_error(context));
+        /* a size from an array's extent */
+        kjit_function *tri;
+        ck_assert_int_eq(kjit_module_function(module, "tridiag_columns", &tri), KJIT_OK);
+        int64_t shape[2] = {200, 3};
+        double d[600], sol[600];
+        for (int i = 0; i < 600; i++)
+            d[i] = (double)(i % 17) - 8;
+        kjit_array D = kjit_array_make(d, KJIT_F64, 2, shape), S = kjit_array_make(sol, KJIT_F64, 2, shape);
+        kjit_arg targs[2] = {kjit_arg_array(&D), kjit_arg_array(&S)};
+        launch(tri, 1, 4, targs, 2, 0);
+        for (int i = 0; i < 200; i++)
+            for (int j = 0; j < 3; j++) {
+                double r = 4 * sol[i * 3 + j] - (i > 0 ? sol[(i - 1) * 3 + j] : 0) -
+                           (i < 199 ? sol[(i + 1) * 3 + j] : 0) - d[i * 3 + j];
+                ck_assert_msg(fabs(r) < 1e-12, "residual %g at (%d, %d)", r, i, j);
+            }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 /* --------------------------------------------------- dynamic shared memory */
 
 START_TEST(dynamic_shared_memory)
@@ -538,6 +606,7 @@ Suite *suite_exec(void)
     tcase_add_test(tc, mismatched_barriers_are_an_error);
     tcase_add_test(tc, collectives_in_device_functions);
     tcase_add_test(tc, dynamic_shared_memory);
+    tcase_add_test(tc, local_sized_at_launch);
     suite_add_tcase(s, tc);
     return s;
 }
