@@ -585,6 +585,42 @@ static bool check_for(KjChecker *c, KjNode *n)
     return true;
 }
 
+/* return (z, n) in a @vectorize of several outputs: the values in order
+ * (z into a variable of its own, so that they are computed left to right),
+ * outputs 1.. into their variables, then return z.  Always false: a return
+ * does not fall through. */
+static bool check_return_outputs(KjChecker *c, KjNode *n, KjIrFunction *fn)
+{
+    int count = n->args.count;
+    if (fn->output_count < 2) {
+        kj_error(c->diag, n->loc, "'%s' returns %s, one value; return (a, b) is for a "
+                 "@vectorize function of several outputs (-> (f64, i32))", fn->name,
+                 kj_type_name(fn->ret));
+        return false;
+    }
+    if (count != fn->output_count) {
+        kj_error(c->diag, n->loc, "'%s' has %d outputs; return all of them, as in return (%s)",
+                 fn->name, fn->output_count, fn->output_count == 2 ? "a, b" : "a, b, ...");
+        return false;
+    }
+    KjIrVar *first = kj_ir_new_var(c->arena, fn, "output.0", fn->ret, n->loc);
+    for (int k = 0; k < count; k++) {
+        KjNode *arg = n->args.items[k];
+        KjIrVar *var = k == 0 ? first : fn->outputs[k];
+        char what[48];
+        snprintf(what, sizeof what, "output %d", k);
+        KjIrExpr *value = kj_check_expr(c, arg);
+        value = value ? kj_check_convert(c, value, var->type, arg->loc, what) : NULL;
+        if (!value)
+            return false;
+        emit_set(c, var, value, arg->loc);
+    }
+    KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_RETURN, n->loc);
+    s->value = kj_ir_var_ref(c->arena, first, n->loc);
+    emit(c, s);
+    return false;
+}
+
 static bool check_stmt(KjChecker *c, KjNode *n)
 {
     if (!n)
@@ -682,6 +718,8 @@ static bool check_stmt(KjChecker *c, KjNode *n)
     }
     case KJ_NODE_RETURN: {
         KjIrFunction *fn = c->cur->ir;
+        if (n->args.count > 0 || fn->output_count > 1)
+            return check_return_outputs(c, n, fn);
         KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_RETURN, n->loc);
         if (n->lhs) {
             KjIrExpr *value = kj_check_expr(c, n->lhs);
@@ -967,6 +1005,17 @@ static KjIrFunction *new_function(KjChecker *c, KjCheckFn *info, KjIrFunctionKin
     return fn;
 }
 
+/* -> (f64, i32): the variables that hold outputs 1.. when the function
+ * returns (return (z, n) sets them and returns z). */
+static void add_outputs(KjChecker *c, KjIrFunction *fn, const KjFunctionDecl *decl)
+{
+    fn->output_count = decl->result_count;
+    fn->outputs = kj_arena_alloc(c->arena, sizeof *fn->outputs * (size_t)decl->result_count);
+    for (int k = 1; k < decl->result_count; k++)
+        fn->outputs[k] = kj_ir_new_var(c->arena, fn, kj_arena_printf(c->arena, "output.%d", k),
+                                       decl->results[k], decl->results_loc);
+}
+
 /* A vectorized signature's symbol: name__t1_t2 ... */
 static const char *signature_symbol(KjChecker *c, const char *name, const KjType **params,
                                     int count)
@@ -1018,6 +1067,13 @@ static void declare_function(KjChecker *c, KjCheckFn *info)
                         decl->params[i].name);
                 info->bad = true;
             }
+    }
+    if (decl->result_count > 1 && decl->kind != KJ_FN_VECTORIZE) {
+        kj_error(c->diag, decl->results_loc, "only a @vectorize function returns several values; "
+                 "'%s' is %s", name, decl->kind == KJ_FN_PLAIN ? "a plain function: write its "
+                 "results into array parameters" : "not one");
+        info->bad = true;
+        return;
     }
     switch (decl->kind) {
     case KJ_FN_PLAIN:
@@ -1120,8 +1176,22 @@ static void declare_function(KjChecker *c, KjCheckFn *info)
                 if (!types[i])
                     info->bad = true;
             }
-            if (!info->bad)
-                new_function(c, info, KJ_IR_FN_SCALAR, name, types, decl->ret);
+            if (decl->result_count > KJ_MAX_VEC_OUTPUTS) {
+                kj_error(c->diag, decl->results_loc, "a @vectorize function has at most %d "
+                         "outputs; '%s' has %d", KJ_MAX_VEC_OUTPUTS, name, decl->result_count);
+                info->bad = true;
+            }
+            for (int k = 1; k < decl->result_count; k++)
+                if (!kj_check_is_scalar(decl->results[k])) {
+                    kj_error(c->diag, decl->results_loc, "a @vectorize function returns "
+                             "scalars, not %s", kj_type_name(decl->results[k]));
+                    info->bad = true;
+                }
+            if (!info->bad) {
+                KjIrFunction *fn = new_function(c, info, KJ_IR_FN_SCALAR, name, types, decl->ret);
+                if (decl->result_count > 1)
+                    add_outputs(c, fn, decl);
+            }
             break;
         }
         for (int s = 0; s < decl->signature_count; s++) {

@@ -161,6 +161,11 @@ static void print_expr(Printer *p, const KjIrExpr *e)
         fputc(' ', p->out);
         print_expr(p, e->args[i]);
     }
+    /* outputs 1.. of a function of several, into these variables */
+    for (int k = 1; e->op == KJ_IR_CALL && e->call_outputs && k < e->callee->output_count; k++) {
+        fputs(k == 1 ? " -> " : ", ", p->out);
+        print_var_name(p, e->call_outputs[k]);
+    }
     fputc(')', p->out);
 }
 
@@ -310,7 +315,16 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
         print_var_name(&p, fn->params[i]);
         fprintf(out, ": %s", kj_type_name(fn->params[i]->type));
     }
-    fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
+    if (fn->output_count > 1) { /* -> (f64, i32), outputs 1.. in their variables */
+        fprintf(out, ") -> (%s", kj_type_name(fn->ret));
+        for (int k = 1; k < fn->output_count; k++) {
+            fprintf(out, ", %s in ", kj_type_name(fn->outputs[k]->type));
+            print_var_name(&p, fn->outputs[k]);
+        }
+        fprintf(out, ") [symbol %s", fn->symbol);
+    } else {
+        fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
+    }
     if (fn->kind == KJ_IR_FN_KERNEL) {
         fprintf(out, ", shared %" PRId64 " bytes", fn->shared_bytes);
         if (fn->uses_dynamic_shared)

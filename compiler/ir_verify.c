@@ -229,6 +229,18 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                 return fail(v, e->loc, "argument %d of %s is %s, expected %s", i, callee->symbol,
                             kj_type_name(e->args[i]->type),
                             kj_type_name(callee->params[i]->type));
+        /* several outputs: every one taken into a variable of its type, in
+         * a VEC_KERNEL (vectorize.c) */
+        if ((callee->output_count > 1) != (e->call_outputs != NULL) ||
+            (e->call_outputs && v->fn->kind != KJ_IR_FN_VEC_KERNEL))
+            return fail(v, e->loc, "call of %s, which has %d outputs, %s", callee->symbol,
+                        callee->output_count, e->call_outputs ? "takes them outside a "
+                        "vectorized kernel" : "takes only the first");
+        for (int k = 1; e->call_outputs && k < callee->output_count; k++)
+            if (!e->call_outputs[k] || !var_belongs(v, e->call_outputs[k]) ||
+                e->call_outputs[k]->type != callee->outputs[k]->type)
+                return fail(v, e->loc, "output %d of %s taken into a bad variable", k,
+                            callee->symbol);
         return t == callee->ret ||
                fail(v, e->loc, "call of %s typed %s, returns %s", callee->symbol,
                     kj_type_name(t), kj_type_name(callee->ret));

@@ -29,6 +29,8 @@
 /* A kernel's local() arrays per thread: CUDA's limit of local memory per
  * thread, kept on every target so that a program runs on all of them. */
 #define KJ_MAX_LOCAL_BYTES (512 * 1024)
+/* The most outputs a @vectorize function may have (-> (f64, i32, ...)). */
+#define KJ_MAX_VEC_OUTPUTS 8
 
 /* The bytes one shared() array of `bytes` takes in a kernel's static shared
  * memory: each array is its own 16-byte aligned slice, in the order the calls
@@ -295,7 +297,7 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     X(WHILE)       /* cond, then_body */                                              \
     X(BREAK)                                                                          \
     X(CONTINUE)                                                                       \
-    X(RETURN)      /* lhs (or NULL) */                                                \
+    X(RETURN)      /* lhs (or NULL); return (a, b): args */                           \
     /* declarations */                                                                \
     X(IMPORT)      /* name (module) */                                                \
     X(CONST)       /* name, declared_type (or NULL), rhs (the value); a constant array:    \
@@ -342,6 +344,10 @@ typedef struct KjFunctionDecl {
     KjParam *params;
     int param_count;
     const KjType *ret;        /* NULL when not written (void, or untyped vectorize) */
+    const KjType **results;   /* -> (T, U, ...): every output's type (ret the first); else
+                                 NULL */
+    int result_count;         /* 0 or 1: one result (ret) */
+    KjLoc results_loc;
     KjSignature *signatures;  /* @vectorize(...) list; NULL/0 when absent */
     int signature_count;
     struct KjNode *body;      /* BLOCK */
@@ -687,6 +693,10 @@ typedef struct KjIrExpr {
      * array's index in the kernel's launch_locals */
     struct KjIrExpr *alloc_size[3];
     int launch_local;
+    /* CALL of a function of several outputs (KjIrFunction.outputs): the
+     * caller's variables that take outputs 1.. ([0] unused), set by the call;
+     * only as the whole value of a statement (the vectorize pass makes them) */
+    KjIrVar **call_outputs;
     /* SHARED: where its slice starts in the block's static shared memory on
      * cpu, given once by the checker, so that copies of the call (a region
      * versioned by split_specialise.c, inlined code) name the same memory */
@@ -787,6 +797,12 @@ typedef struct KjIrFunction {
                                 to 16 bytes, plus the most that one of its calls takes (a
                                 device function's local() arrays live on the caller's
                                 stack too); at most KJ_MAX_LOCAL_BYTES */
+    /* SCALAR of a @vectorize of several outputs (-> (f64, i32)): their count
+     * (ret is the first's type), and the variables outputs[1..] that hold
+     * the others when it returns (return (z, n) sets them, then returns z);
+     * a call takes them into its call_outputs.  0 and NULL otherwise. */
+    int output_count;
+    KjIrVar **outputs;
     KjVec launch_locals;     /* KERNEL: KjIrExpr*, its LOCAL arrays sized at launch, in the
                                 order of the source (local_size.c); their bytes are not in
                                 local_bytes: the launch adds them up */

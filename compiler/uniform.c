@@ -324,10 +324,14 @@ static int walk_stmt(KjUniformity *u, const KjIrStmt *s, Walk w)
         }
         return leaves;
     }
-    case KJ_IR_STMT_EVAL: case KJ_IR_STMT_STORE:
-        return 0;
-    case KJ_IR_STMT_SET:
-        assign(u, s->var, s->value, w);
+    case KJ_IR_STMT_EVAL: case KJ_IR_STMT_STORE: case KJ_IR_STMT_SET:
+        if (s->kind == KJ_IR_STMT_SET)
+            assign(u, s->var, s->value, w);
+        /* a call of several outputs (vectorize.c) sets its variables too,
+         * as varying as the call */
+        if (s->value && s->value->op == KJ_IR_CALL && s->value->call_outputs)
+            for (int k = 1; k < s->value->callee->output_count; k++)
+                assign(u, s->value->call_outputs[k], s->value, w);
         return 0;
     case KJ_IR_STMT_IF: {
         if (kj_uniform_expr_varying(u, s->cond))

@@ -253,6 +253,11 @@ kjit_status kj_broadcast_shape(const kjit_array *const *inputs, int count, int *
 /* Fills the plan for inputs and an output of the broadcast shape. */
 kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const kjit_array *out,
                               KjBroadcastPlan *plan, char **error);
+/* The same where the inputs of bit i in `outputs` are outputs too (of a
+ * @vectorize of several, api_call.c): of the broadcast shape, written, so
+ * never taken for scalars however small. */
+kjit_status kj_broadcast_plan_outputs(const kjit_array *const *inputs, int count, uint32_t outputs,
+                                      const kjit_array *out, KjBroadcastPlan *plan, char **error);
 
 /* =============================================================== npy.c */
 
@@ -965,6 +970,8 @@ typedef struct KjVectorizedRun {
     const kjit_array *const *inputs; /* NULL for host scalars */
     int input_count;
     kjit_array *output;
+    int extra_outputs; /* a @vectorize of several outputs: the last extra_outputs inputs
+                          are its outputs 1.. (written, copied back from a device) */
     kjit_stream *stream; /* NULL: the default stream */
 } KjVectorizedRun;
 

@@ -238,10 +238,15 @@ static kjit_status cuda_run_vectorized(kjit_context *context, KjVectorizedRun *r
     kjit_status status = KJIT_OK;
     Staging staging; /* not zeroed: only `count` items are ever read */
     staging.count = 0;
-    for (int i = 0; i < run->input_count && status == KJIT_OK; i++)
+    for (int i = 0; i < run->input_count && status == KJIT_OK; i++) {
+        /* outputs 1.. of a function of several come last: written back */
+        bool output = i >= run->input_count - run->extra_outputs;
         if (run->inputs[i] && !(plan->variant.scalar_mask & (1u << i)) &&
             run->inputs[i]->memory == KJIT_MEMORY_HOST)
-            status = stage(context, &staging, run->inputs[i], true, false, &plan->inputs[i].data);
+            status = stage(context, &staging, run->inputs[i],
+                           !output || !kj_array_is_contiguous(run->inputs[i]), output,
+                           &plan->inputs[i].data);
+    }
     if (status == KJIT_OK && run->output->memory == KJIT_MEMORY_HOST)
         status = stage(context, &staging, run->output, !kj_array_is_contiguous(run->output), true,
                        &plan->output.data);

@@ -556,6 +556,15 @@ static KJ_NOINLINE LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
      * nothing here may use it */
     if (kj_codegen_cancel_may_stop(g, e->callee))
         kj_codegen_cancel_poll(g);
+    if (e->callee->output_count > 1) {
+        /* several outputs: the impl returns them in a struct (codegen_llvm.c);
+         * outputs 1.. go to the caller's variables */
+        for (int k = 1; k < e->callee->output_count; k++)
+            if (e->call_outputs)
+                LLVMBuildStore(g->b, LLVMBuildExtractValue(g->b, call, (unsigned)k, ""),
+                               g->slots[e->call_outputs[k]->id].scalar);
+        call = LLVMBuildExtractValue(g->b, call, 0, "");
+    }
     return call;
 }
 

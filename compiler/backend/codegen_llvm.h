@@ -295,6 +295,9 @@ int kj_codegen_impl_arg_capacity(const KjIrFunction *fn);
 int kj_codegen_param_types(Gen *g, const KjIrFunction *fn, const LLVMTypeRef *scalar_types, LLVMTypeRef *out);
 /* An array argument's values into out, their count returned. */
 int kj_codegen_array_args(const ArrayVal *a, LLVMValueRef *out);
+/* The struct a function of several outputs returns (codegen_gen.c). */
+LLVMTypeRef kj_codegen_outputs_type(Gen *g, const KjIrFunction *fn,
+                                    LLVMTypeRef (*vector_of)(void *, const KjType *), void *user);
 /* Stores the current function's array parameter that starts at argument p
  * into its slots; returns the argument after it. */
 unsigned kj_codegen_bind_array_param(Gen *g, unsigned p, const ArraySlots *slots, int ndim);

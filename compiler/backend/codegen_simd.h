@@ -365,6 +365,11 @@ static inline LLVMValueRef lane0_slot(Simd *s, const KjIrVar *var)
 
 /* The value of a varying expression, a vector (of the lanes of its type). */
 LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e);
+/* var = v on the lanes of s->mask (all of them unless divergent), as a SET
+ * is lowered (codegen_simd.c). */
+void kj_simd_assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent);
+/* The struct of vectors a function of several outputs returns on lanes. */
+LLVMTypeRef kj_simd_outputs_type(Simd *s, const KjIrFunction *fn);
 
 /* codegen_simd_range.c: whether every value of the integer expression e lies
  * in [lo, hi], in every lane and on every run (false when not known). */

@@ -122,6 +122,14 @@ static void find_writers(Writers *w, const KjIrStmt *st)
 {
     if (!st)
         return;
+    /* a call of several outputs (vectorize.c) sets its variables: any value */
+    const KjIrExpr *call = st->value;
+    if (call && call->op == KJ_IR_CALL && call->call_outputs)
+        for (int k = 1; k < call->callee->output_count; k++)
+            if (call->call_outputs[k] == w->var) {
+                w->sets++;
+                w->span = join(w->span, type_span(w->var->type));
+            }
     switch (st->kind) {
     case KJ_IR_STMT_BLOCK:
         for (int i = 0; i < st->stmts.count; i++)
