@@ -513,7 +513,7 @@ static kjit_status call_async_any(kjit_function *function, const kjit_arg *args,
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_call_async takes a @vectorize or @guvectorize function",
                                 function->entry->name);
-    if (!out)
+    if (!out && kjit_function_output_count(function) < 2)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_call_async needs an output array", function->entry->name);
     return call_vectorized(function, args, nargs, out, NULL, stream, true);
