@@ -1559,6 +1559,61 @@ START_TEST(local_sized_at_launch_on_the_gpu)
 }
 END_TEST
 
+/* -------------------------------------- @vectorize of several outputs on the GPU */
+
+/* tests/golden/vectorize/several_outputs.kern on cuda against cpu: host
+ * outputs staged and every one copied back (outputs 1.. go to the kernel
+ * after the inputs), strided operands, scalars alone (0-d outputs). */
+START_TEST(several_outputs_on_the_gpu)
+{
+    if (!gpu_or_skip("several_outputs_on_the_gpu"))
+        return;
+    int64_t shape[2] = {64, 100}, row = 100, n = 64 * 100;
+    kjit_array a = host_array(KJIT_I64, 2, shape), b = host_array(KJIT_I64, 1, &row);
+    for (int64_t i = 0; i < n; i++)
+        ((int64_t *)a.data)[i] = i * 37 % 1001 - 500;
+    for (int64_t j = 0; j < row; j++)
+        ((int64_t *)b.data)[j] = (j % 2 ? -1 : 1) * (j % 13 + 1);
+    kjit_array outs[2][2];
+    kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_CUDA};
+    for (int t = 0; t < 2; t++) {
+        kjit_context *context = open_context(targets[t]);
+        kjit_module *module;
+        ck_assert_int_eq(kjit_compile_file(context, "tests/golden/vectorize/several_outputs.kern",
+                                           &module), KJIT_OK);
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "floor_divmod", &fn), KJIT_OK);
+        outs[t][0] = host_array(KJIT_I64, 2, shape);
+        outs[t][1] = host_array(KJIT_I64, 2, shape);
+        poison(&outs[t][0]);
+        poison(&outs[t][1]);
+        kjit_arg args[4] = {kjit_arg_array(&a), kjit_arg_array(&b), kjit_arg_array(&outs[t][0]),
+                            kjit_arg_array(&outs[t][1])};
+        ck_assert_msg(kjit_call(fn, args, 4, NULL, NULL) == KJIT_OK, "%s on %s",
+                      kjit_last_error(context), kjit_target_name(targets[t]));
+        /* scalars alone: 0-d outputs */
+        int64_t q = -1, r = -1;
+        kjit_array Q = kjit_array_make(&q, KJIT_I64, 0, NULL), R = kjit_array_make(&r, KJIT_I64, 0, NULL);
+        kjit_arg sargs[4] = {kjit_arg_i64(-17), kjit_arg_i64(5), kjit_arg_array(&Q),
+                             kjit_arg_array(&R)};
+        ck_assert_msg(kjit_call(fn, sargs, 4, NULL, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        ck_assert_msg(q == -4 && r == 3, "%s: divmod(-17, 5) = (%lld, %lld)",
+                      kjit_target_name(targets[t]), (long long)q, (long long)r);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(memcmp(outs[0][k].data, outs[1][k].data, (size_t)n * 8) == 0,
+                      "output %d differs between cpu and cuda", k);
+        free(outs[0][k].data);
+        free(outs[1][k].data);
+    }
+    free(a.data);
+    free(b.data);
+}
+END_TEST
+
 /* ------------------------------------------------- print on the GPU */
 
 /* print(...) in a kernel and its device function is vprintf: the lines reach
@@ -1763,6 +1818,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, syncgrid_on_two_streams);
     tcase_add_test(tcase, dynamic_shared_memory_on_the_gpu);
     tcase_add_test(tcase, local_sized_at_launch_on_the_gpu);
+    tcase_add_test(tcase, several_outputs_on_the_gpu);
     tcase_add_test(tcase, print_reaches_stdout_whole);
     tcase_add_test(tcase, device_functions_and_atomics_match_reference);
     tcase_add_test(tcase, complex_division_and_abs_match_exact);
