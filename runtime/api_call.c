@@ -93,13 +93,14 @@ static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg
 /*
  * A @vectorize of several outputs (-> (f64, i32)): args are its inputs, then
  * optionally every output (arrays of the broadcast shape and of the output's
- * type); with the inputs alone, result[0..k) receives k new host arrays.
+ * type); with the inputs alone, result[0..k) receives k new host arrays when
+ * result_count is k (kjit_call_outputs; kjit_call's one result is refused).
  * Outputs 1.. go to the kernel as arrays after the inputs (vectorize.c), so
  * the plan takes them as inputs that are never scalars, output 0 as out.
  */
 static kjit_status call_several(kjit_function *function, const kjit_arg *args, int nargs,
-                                const kjit_array *out, kjit_array *result, kjit_stream *stream,
-                                bool run)
+                                const kjit_array *out, kjit_array *result, int result_count,
+                                kjit_stream *stream, bool run)
 {
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
@@ -159,9 +160,14 @@ static kjit_status call_several(kjit_function *function, const kjit_arg *args, i
             }
         } else if (!run) {
             targets[j] = kjit_array_make(NULL, want, ndim, shape);
-        } else if (result) {
+        } else if (result && result_count == k) {
             status = kj_api_alloc_output(context, name, want, ndim, shape, &targets[j]);
             allocated += status == KJIT_OK;
+        } else if (result) {
+            status = kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                      "%s has %d outputs: allocate them with kjit_call_outputs(f, "
+                                      "args, nargs, results, %d), or give them after its inputs",
+                                      name, k, k);
         } else {
             status = kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                       "%s: give its %d output arrays after the inputs, or a "
@@ -212,7 +218,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
     if (function->entry->variants.count > 0 && kj_api_variant_of(function, 0)->output_count > 1)
-        return call_several(function, args, nargs, out, result, stream, run);
+        return call_several(function, args, nargs, out, result, 0, stream, run);
     kjit_status status = check_args_present(context, function, args, nargs);
     if (status != KJIT_OK)
         return status;
@@ -497,6 +503,41 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
     if (!kj_api_enter(function, "kjit_call", &call))
         return KJIT_ERROR_INVALID_ARGUMENT;
     return kj_api_leave(&call, call_any(function, args, nargs, out, result), result);
+}
+
+static kjit_status call_outputs_any(kjit_function *function, const kjit_arg *args, int nargs,
+                                    kjit_array *results, int count)
+{
+    kjit_context *context = function->module->context;
+    kjit_status status = kj_api_check_call(function, "kjit_call_outputs", args, nargs, NULL, NULL,
+                                           true);
+    if (status != KJIT_OK)
+        return status;
+    if (!results)
+        return kj_api_null(context, "kjit_call_outputs", "results");
+    int outputs = kjit_function_output_count(function);
+    if (function->entry->kind != KJ_FN_VECTORIZE || count != outputs)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s has %d output%s; kjit_call_outputs was given %d results",
+                                function->entry->name, outputs, outputs == 1 ? "" : "s", count);
+    if (outputs == 1)
+        return call_vectorized(function, args, nargs, NULL, results, NULL, true);
+    return call_several(function, args, nargs, NULL, results, count, NULL, true);
+}
+
+kjit_status kjit_call_outputs(kjit_function *function, const kjit_arg *args, int nargs,
+                              kjit_array *results, int count)
+{
+    KjApiCall call;
+    if (!kj_api_enter(function, "kjit_call_outputs", &call))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status ran = call_outputs_any(function, args, nargs, results, count);
+    kjit_status status = kj_api_leave(&call, ran, NULL);
+    for (int k = 0; ran == KJIT_OK && status != KJIT_OK && k < count; k++) {
+        kjit_array_free(&results[k]); /* cancelled after all: nothing comes back */
+        memset(&results[k], 0, sizeof results[k]);
+    }
+    return status;
 }
 
 static kjit_status call_async_any(kjit_function *function, const kjit_arg *args, int nargs,

@@ -293,10 +293,9 @@ int kjit_function_param_written(const kjit_function *function, int param);
  * - out NULL and result non-NULL: a C-ordered host array is allocated
  *   (kjit_array_free releases it); for a plain function, *result is ndim 0 and
  *   holds the scalar.
- * - A @vectorize of k > 1 outputs (kjit_function_output_count) takes out NULL:
- *   its outputs are given as k arrays after the inputs in args (nargs = inputs
- *   + k), or, with the inputs alone, result points to k arrays that receive
- *   new host arrays, output 0 first.
+ * - A @vectorize of k > 1 outputs (kjit_function_output_count) takes out and
+ *   result NULL: its outputs are given as k arrays after the inputs in args
+ *   (nargs = inputs + k); kjit_call_outputs allocates them.
  * Host arrays on the cuda target are copied in and out; device arrays are not,
  * and then the call does not synchronise.  An input that `out` overlaps
  * (other than as the very same view, which an elementwise call may read and
@@ -304,6 +303,12 @@ int kjit_function_param_written(const kjit_function *function, int param);
  */
 kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                       kjit_array *out, kjit_array *result);
+/* A @vectorize function called on its inputs alone, its outputs allocated:
+ * results[0..count) receive new C-ordered host arrays (kjit_array_free
+ * releases each), output 0 first; count must be kjit_function_output_count
+ * (1 for a function of one output, as kjit_call's result). */
+kjit_status kjit_call_outputs(kjit_function *function, const kjit_arg *args, int nargs,
+                              kjit_array *results, int count);
 /*
  * A @guvectorize function is called with kjit_call too, over its inputs'
  * loop dimensions (the leading ones, before each operand's core dimensions),

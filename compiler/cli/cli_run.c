@@ -455,7 +455,7 @@ int kj_cli_run(int argc, char **argv)
                 all[o.call.arg_count + k] = kjit_arg_array(&results[k]);
             status = kjit_call(function, all, o.call.arg_count + outputs, NULL, NULL);
         } else if (outputs > 1)
-            status = kjit_call(function, args, o.call.arg_count, NULL, results);
+            status = kjit_call_outputs(function, args, o.call.arg_count, results, outputs);
         else if (kind == KJIT_FUNCTION_REDUCE) {
             kjit_array_free(&result);
             status = kj_cli_reduce_call(function, args, o.call.arg_count, &o.call.reduce, NULL,

@@ -340,7 +340,7 @@ kjit_status modes_invoke(kjit_function *function, const ModesCase *c, ModesArgs 
         int outputs = kjit_function_output_count(function);
         if (outputs > 1 && outputs <= 8) { /* several outputs: a result of each */
             kjit_array all[8];
-            kjit_status s = kjit_call(function, args->args, args->nargs, NULL, all);
+            kjit_status s = kjit_call_outputs(function, args->args, args->nargs, all, outputs);
             args->has_result = s == KJIT_OK;
             args->result = all[0];
             args->more_results = s == KJIT_OK ? outputs - 1 : 0;

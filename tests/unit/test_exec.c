@@ -572,7 +572,8 @@ START_TEST(several_outputs)
         }
         /* allocated: a result of two arrays */
         kjit_array res[2];
-        ck_assert_msg(kjit_call(fn, args, 2, NULL, res) == KJIT_OK, "%s", kjit_last_error(context));
+        ck_assert_msg(kjit_call_outputs(fn, args, 2, res, 2) == KJIT_OK, "%s",
+                      kjit_last_error(context));
         ck_assert_int_eq(res[1].ndim, 2);
         ck_assert_int_eq(memcmp(res[0].data, q, sizeof q), 0);
         ck_assert_int_eq(memcmp(res[1].data, r, sizeof r), 0);
@@ -617,6 +618,14 @@ START_TEST(several_outputs)
                                                        "outputs; 3 arguments given"),
                       "%s", kjit_last_error(context));
         ck_assert_int_eq(kjit_call(fn, args, 2, NULL, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        /* kjit_call's single result cannot take two: refused, never written past */
+        kjit_array one[2] = {{0}};
+        ck_assert_int_eq(kjit_call(fn, args, 2, NULL, one), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "allocate them with kjit_call_outputs"),
+                      "%s", kjit_last_error(context));
+        ck_assert_ptr_null(one[0].data);
+        ck_assert_ptr_null(one[1].data);
+        ck_assert_int_eq(kjit_call_outputs(fn, args, 2, res, 3), KJIT_ERROR_INVALID_ARGUMENT);
         kjit_array short_r = kjit_array_make(r, KJIT_I64, 1, &row);
         kjit_arg bad_shape[4] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&Q),
                                  kjit_arg_array(&short_r)};
