@@ -378,9 +378,15 @@ static void assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
     LLVMBuildStore(s->b, v, slot);
 }
 
-void kj_simd_assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
+/* Outputs 1.. of a call of several made on lanes in st (vectorize.c puts
+ * it as a statement's whole value): into the caller's variables, on the
+ * lanes it ran for. */
+static void take_call_outputs(Simd *s, KjIrStmt *st)
 {
-    assign_lanes(s, var, v, divergent);
+    for (int k = 0; k < s->call_output_count; k++)
+        assign_lanes(s, s->call_output_vars[k], s->call_output_values[k],
+                     kj_uniform_stmt_divergent(s->u, st));
+    s->call_output_count = 0;
 }
 
 static void gen_set(Simd *s, KjIrStmt *st)
@@ -997,9 +1003,10 @@ static void gen_stmt(Simd *s, KjIrStmt *st)
             kj_simd_expr(s, st->value);
         else
             kj_codegen_expr(g, st->value);
+        take_call_outputs(s, st);
         return;
-    case KJ_IR_STMT_SET: gen_set(s, st); return;
-    case KJ_IR_STMT_STORE: gen_store(s, st); return;
+    case KJ_IR_STMT_SET: gen_set(s, st); take_call_outputs(s, st); return;
+    case KJ_IR_STMT_STORE: gen_store(s, st); take_call_outputs(s, st); return;
     case KJ_IR_STMT_IF: gen_if(s, st); return;
     case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: gen_loop(s, st); return;
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: case KJ_IR_STMT_RETURN: gen_leave(s, st); return;

@@ -1332,11 +1332,14 @@ static KJ_NOINLINE LLVMValueRef vcall(Simd *s, KjIrExpr *e)
     if (kj_codegen_cancel_may_stop(g, callee))
         kj_codegen_cancel_poll(g);
     if (callee->output_count > 1) {
-        /* outputs 1.. into the caller's variables (vectorize.c), on the
-         * lanes the call ran for */
-        for (int k = 1; e->call_outputs && k < callee->output_count; k++)
-            kj_simd_assign_lanes(s, e->call_outputs[k], LLVMBuildExtractValue(s->b, r, (unsigned)k, ""),
-                                 true);
+        /* outputs 1.., for the caller's variables: the statement that holds
+         * the call assigns them (codegen_simd.c, take_call_outputs) */
+        for (int k = 1; e->call_outputs && k < callee->output_count &&
+                        s->call_output_count < KJ_MAX_VEC_OUTPUTS; k++) {
+            s->call_output_vars[s->call_output_count] = e->call_outputs[k];
+            s->call_output_values[s->call_output_count++] =
+                LLVMBuildExtractValue(s->b, r, (unsigned)k, "");
+        }
         r = LLVMBuildExtractValue(s->b, r, 0, "");
     }
     return r;
