@@ -856,6 +856,9 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
     KjIrFunction *original = kernel;
     if (kernel->kind != KJ_IR_FN_KERNEL || !kernel->uses_syncthreads)
         refuse(S, "the kernel has no syncthreads()");
+    else if (kernel->launch_locals.count > 0)
+        /* each thread's sized by the launch: a stack of its own (a fiber) */
+        refuse(S, "the kernel has a local() sized at launch");
     else if (!kernel->uses_syncgrid && kj_kernel_calls_barrier_helper(kernel)) {
         /* its helpers' barriers written into it (inline_barriers.c), so that
          * they cut it as its own would; the original stays for the fibers */

@@ -88,6 +88,38 @@ static KjIrExpr *check_condition(KjChecker *c, KjNode *n, const char *what)
  * shared() belongs to the kernel itself: a device function would need a slice
  * of every calling kernel's shared block at one offset, so it takes the array
  * as a parameter instead. */
+/* A size of local() that is not a constant: in a kernel, one the launch
+ * gives (local_size.c); reported at loc when it is not. */
+static bool launch_size(KjChecker *c, const KjIrExpr *size, KjLoc loc)
+{
+    if (c->cur->ir->kind != KJ_IR_FN_KERNEL) {
+        kj_error(c->diag, loc, "the sizes of local() in the plain function '%s' must be constant "
+                 "integers; only a kernel's local() may take its size from the launch (a "
+                 "parameter of the kernel)", c->cur->ir->name);
+        return false;
+    }
+    const KjIrExpr *bad = kj_local_size_refusal(size);
+    if (bad) {
+        char what[160];
+        if (bad->op == KJ_IR_VAR)
+            snprintf(what, sizeof what, "'%s' is a variable of the kernel, not a parameter",
+                     bad->var->name);
+        else if (bad->op == KJ_IR_SREG)
+            snprintf(what, sizeof what, "%s differs between threads",
+                     kj_special_reg_names[bad->sreg]);
+        else if (bad->op == KJ_IR_LOAD)
+            snprintf(what, sizeof what, "a value loaded from an array is not known at launch");
+        else
+            snprintf(what, sizeof what, "this %s is not one of them",
+                     kj_type_is_int(bad->type) ? "expression" : kj_type_name(bad->type));
+        kj_error(c->diag, bad->loc, "a local() sized at launch takes constants, integer "
+                 "parameters of the kernel and extents of its array parameters, with + - * / %%, "
+                 "min, max and integer conversions: %s", what);
+        return false;
+    }
+    return true;
+}
+
 static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, const KjCheckBuiltin *b)
 {
     bool shared = b->id == KJ_BUILTIN_SHARED;
@@ -132,6 +164,7 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, const KjCheckBuiltin *b
     e->alloc_elem = elem;
     e->alloc_ndim = ndim;
     int64_t total = kj_type_size(elem);
+    bool at_launch = false;
     for (int i = 0; i < ndim; i++) {
         KjNode *size_node = call->args.items[1 + i];
         KjIrExpr *size = kj_check_expr(c, size_node);
@@ -143,13 +176,29 @@ static KjIrExpr *check_alloc(KjChecker *c, KjNode *call, const KjCheckBuiltin *b
         if (typed)
             value = kj_type_is_signed(size->type) || (int64_t)size->const_int >= 0
                         ? (int64_t)size->const_int : -1;
+        if (!typed && !kj_check_constant_int(size, &value) && !shared &&
+            kj_type_is_int(size->type)) {
+            if (!launch_size(c, size, size_node->loc))
+                return NULL;
+            e->alloc_size[i] = size; /* alloc_shape[i] stays 0 */
+            at_launch = true;
+            continue;
+        }
         if ((!typed && !kj_check_constant_int(size, &value)) || value < 1 || value > (1 << 24)) {
             kj_error(c->diag, size_node->loc, "the sizes of %s() must be constant integers from "
-                     "1 to 16777216", name);
+                     "1 to 16777216%s", name,
+                     shared ? "" : ", or integers from the launch (a kernel's parameters)");
             return NULL;
         }
         e->alloc_shape[i] = value;
         total *= value;
+    }
+    if (at_launch) {
+        /* sized at launch: its bytes are added up by each launch
+         * (kj_local_launch_bytes), not into local_bytes */
+        e->launch_local = c->cur->ir->launch_locals.count;
+        kj_vec_push(c->arena, &c->cur->ir->launch_locals, e);
+        return e;
     }
     if (total > ((int64_t)1 << 30)) {
         kj_error(c->diag, call->loc, "%s() of %" PRId64 " bytes is too large", name, total);
@@ -545,6 +594,42 @@ static bool check_for(KjChecker *c, KjNode *n)
     return true;
 }
 
+/* return (z, n) in a @vectorize of several outputs: the values in order
+ * (z into a variable of its own, so that they are computed left to right),
+ * outputs 1.. into their variables, then return z.  Always false: a return
+ * does not fall through. */
+static bool check_return_outputs(KjChecker *c, KjNode *n, KjIrFunction *fn)
+{
+    int count = n->args.count;
+    if (fn->output_count < 2) {
+        kj_error(c->diag, n->loc, "'%s' returns %s, one value; return (a, b) is for a "
+                 "@vectorize function of several outputs (-> (f64, i32))", fn->name,
+                 kj_type_name(fn->ret));
+        return false;
+    }
+    if (count != fn->output_count) {
+        kj_error(c->diag, n->loc, "'%s' has %d outputs; return all of them, as in return (%s)",
+                 fn->name, fn->output_count, fn->output_count == 2 ? "a, b" : "a, b, ...");
+        return false;
+    }
+    KjIrVar *first = kj_ir_new_var(c->arena, fn, "output.0", fn->ret, n->loc);
+    for (int k = 0; k < count; k++) {
+        KjNode *arg = n->args.items[k];
+        KjIrVar *var = k == 0 ? first : fn->outputs[k];
+        char what[48];
+        snprintf(what, sizeof what, "output %d", k);
+        KjIrExpr *value = kj_check_expr(c, arg);
+        value = value ? kj_check_convert(c, value, var->type, arg->loc, what) : NULL;
+        if (!value)
+            return false;
+        emit_set(c, var, value, arg->loc);
+    }
+    KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_RETURN, n->loc);
+    s->value = kj_ir_var_ref(c->arena, first, n->loc);
+    emit(c, s);
+    return false;
+}
+
 static bool check_stmt(KjChecker *c, KjNode *n)
 {
     if (!n)
@@ -642,6 +727,8 @@ static bool check_stmt(KjChecker *c, KjNode *n)
     }
     case KJ_NODE_RETURN: {
         KjIrFunction *fn = c->cur->ir;
+        if (n->args.count > 0 || fn->output_count > 1)
+            return check_return_outputs(c, n, fn);
         KjIrStmt *s = kj_ir_new_stmt(c->arena, KJ_IR_STMT_RETURN, n->loc);
         if (n->lhs) {
             KjIrExpr *value = kj_check_expr(c, n->lhs);
@@ -927,6 +1014,17 @@ static KjIrFunction *new_function(KjChecker *c, KjCheckFn *info, KjIrFunctionKin
     return fn;
 }
 
+/* -> (f64, i32): the variables that hold outputs 1.. when the function
+ * returns (return (z, n) sets them and returns z). */
+static void add_outputs(KjChecker *c, KjIrFunction *fn, const KjFunctionDecl *decl)
+{
+    fn->output_count = decl->result_count;
+    fn->outputs = kj_arena_alloc(c->arena, sizeof *fn->outputs * (size_t)decl->result_count);
+    for (int k = 1; k < decl->result_count; k++)
+        fn->outputs[k] = kj_ir_new_var(c->arena, fn, kj_arena_printf(c->arena, "output.%d", k),
+                                       decl->results[k], decl->results_loc);
+}
+
 /* A vectorized signature's symbol: name__t1_t2 ... */
 static const char *signature_symbol(KjChecker *c, const char *name, const KjType **params,
                                     int count)
@@ -978,6 +1076,13 @@ static void declare_function(KjChecker *c, KjCheckFn *info)
                         decl->params[i].name);
                 info->bad = true;
             }
+    }
+    if (decl->result_count > 1 && decl->kind != KJ_FN_VECTORIZE) {
+        kj_error(c->diag, decl->results_loc, "only a @vectorize function returns several values; "
+                 "'%s' is %s", name, decl->kind == KJ_FN_PLAIN ? "a plain function: write its "
+                 "results into array parameters" : "not one");
+        info->bad = true;
+        return;
     }
     switch (decl->kind) {
     case KJ_FN_PLAIN:
@@ -1080,8 +1185,22 @@ static void declare_function(KjChecker *c, KjCheckFn *info)
                 if (!types[i])
                     info->bad = true;
             }
-            if (!info->bad)
-                new_function(c, info, KJ_IR_FN_SCALAR, name, types, decl->ret);
+            if (decl->result_count > KJ_MAX_VEC_OUTPUTS) {
+                kj_error(c->diag, decl->results_loc, "a @vectorize function has at most %d "
+                         "outputs; '%s' has %d", KJ_MAX_VEC_OUTPUTS, name, decl->result_count);
+                info->bad = true;
+            }
+            for (int k = 1; k < decl->result_count; k++)
+                if (!kj_check_is_scalar(decl->results[k])) {
+                    kj_error(c->diag, decl->results_loc, "a @vectorize function returns "
+                             "scalars, not %s", kj_type_name(decl->results[k]));
+                    info->bad = true;
+                }
+            if (!info->bad) {
+                KjIrFunction *fn = new_function(c, info, KJ_IR_FN_SCALAR, name, types, decl->ret);
+                if (decl->result_count > 1)
+                    add_outputs(c, fn, decl);
+            }
             break;
         }
         for (int s = 0; s < decl->signature_count; s++) {
@@ -1164,6 +1283,39 @@ static KjLoc closing_brace(KjLoc open)
     return open;
 }
 
+/* A parameter that sizes a local() at launch keeps the value the launch
+ * gave it: the runtime sizes the thread's memory from that value, before
+ * the kernel runs, so the kernel may not assign it. */
+typedef struct LaunchParams {
+    KjChecker *c;
+    const KjIrFunction *fn;
+} LaunchParams;
+
+static KjIrWalkStep launch_param_set(KjIrWalk *w, const KjIrStmt *s)
+{
+    LaunchParams *lp = w->data;
+    if ((s->kind != KJ_IR_STMT_SET && s->kind != KJ_IR_STMT_FOR) || !s->var || !s->var->is_param)
+        return KJ_IR_WALK_ON;
+    for (int i = 0; i < lp->fn->launch_locals.count; i++) {
+        const KjIrExpr *e = lp->fn->launch_locals.items[i];
+        for (int k = 0; k < e->alloc_ndim; k++)
+            if (e->alloc_size[k] && kj_ir_expr_reads(e->alloc_size[k], s->var)) {
+                kj_error(lp->c->diag, s->loc, "'%s' sizes the local() at line %d and cannot be "
+                         "assigned: a size from the launch is the value the launch gives",
+                         s->var->name, e->loc.line);
+                return KJ_IR_WALK_STOP;
+            }
+    }
+    return KJ_IR_WALK_ON;
+}
+
+static void check_launch_params_kept(KjChecker *c, const KjIrFunction *fn)
+{
+    LaunchParams lp = {c, fn};
+    KjIrWalk w = {.stmt = launch_param_set, .data = &lp};
+    kj_ir_walk_stmt(&w, fn->body);
+}
+
 static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
 {
     KjCheckFnCtx ctx = {.info = info, .ir = fn};
@@ -1183,6 +1335,8 @@ static void check_variant(KjChecker *c, KjCheckFn *info, KjIrFunction *fn)
         kj_error(c->diag, end, "'%s' returns %s, but control can reach the end of its body "
                  "without a return", fn->name, kj_type_name(fn->ret));
     }
+    if (fn->launch_locals.count > 0)
+        check_launch_params_kept(c, fn);
     if (ctx.call_local_bytes > 0) {
         fn->local_bytes += ctx.call_local_bytes;
         if (fn->local_bytes > KJ_MAX_LOCAL_BYTES)

@@ -401,6 +401,13 @@ static KjIrExpr *check_user_call(KjChecker *c, KjNode *n, KjCheckFn *callee)
         kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
         return NULL;
     }
+    if (callee->decl->result_count > 1) {
+        kj_error(c->diag, n->loc, "'%s' returns %d values, so it is called from the host only "
+                 "(kjit run, kjit_call, Python); write a plain fn for a value here", name,
+                 callee->decl->result_count);
+        kj_note(c->diag, callee->decl->loc, "'%s' is declared here", name);
+        return NULL;
+    }
     KjIrExpr **args = kj_arena_alloc(c->arena, sizeof *args * (size_t)(n->args.count + 1));
     bool ok = check_args(c, n, args);
     if (callee->bad)

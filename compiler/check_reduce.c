@@ -99,6 +99,12 @@ void kj_check_reduce_map(KjChecker *c, KjCheckFn *info)
     }
     if (map->bad)
         return;
+    if (map->decl->result_count > 1) {
+        kj_error(c->diag, decl->map_loc, "map = '%s' returns %d values; a reduction's map "
+                 "returns one", decl->map_name, map->decl->result_count);
+        info->bad = true;
+        return;
+    }
     /* Some signature of the map must give values this reduction combines. */
     for (int m = 0; m < map->entry->variants.count; m++) {
         const KjIrFunction *g = map->entry->variants.items[m];

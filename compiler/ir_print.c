@@ -149,12 +149,22 @@ static void print_expr(Printer *p, const KjIrExpr *e)
         kj_write_quoted(p->out, e->format ? e->format : "");
     }
     if (e->op == KJ_IR_SHARED || e->op == KJ_IR_LOCAL) {
-        for (int i = 0; i < e->alloc_ndim; i++)
-            fprintf(p->out, "%s%" PRId64, i ? "x" : " ", e->alloc_shape[i]);
+        for (int i = 0; i < e->alloc_ndim; i++) {
+            fputs(i ? "x" : " ", p->out);
+            if (e->alloc_size[i]) /* from the launch */
+                print_expr(p, e->alloc_size[i]);
+            else
+                fprintf(p->out, "%" PRId64, e->alloc_shape[i]);
+        }
     }
     for (int i = 0; i < e->arg_count; i++) {
         fputc(' ', p->out);
         print_expr(p, e->args[i]);
+    }
+    /* outputs 1.. of a function of several, into these variables */
+    for (int k = 1; e->op == KJ_IR_CALL && e->call_outputs && k < e->callee->output_count; k++) {
+        fputs(k == 1 ? " -> " : ", ", p->out);
+        print_var_name(p, e->call_outputs[k]);
     }
     fputc(')', p->out);
 }
@@ -309,13 +319,25 @@ void kj_ir_print_function(FILE *out, const KjIrFunction *fn)
         print_var_name(&p, fn->params[i]);
         fprintf(out, ": %s", kj_type_name(fn->params[i]->type));
     }
-    fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
+    if (fn->output_count > 1) { /* -> (f64, i32), outputs 1.. in their variables */
+        fprintf(out, ") -> (%s", kj_type_name(fn->ret));
+        for (int k = 1; k < fn->output_count; k++) {
+            fprintf(out, ", %s in ", kj_type_name(fn->outputs[k]->type));
+            print_var_name(&p, fn->outputs[k]);
+        }
+        fprintf(out, ") [symbol %s", fn->symbol);
+    } else {
+        fprintf(out, ") -> %s [symbol %s", kj_type_name(fn->ret), fn->symbol);
+    }
     if (fn->kind == KJ_IR_FN_KERNEL) {
         fprintf(out, ", shared %" PRId64 " bytes", fn->shared_bytes);
         if (fn->uses_dynamic_shared)
             fputs(" + dynamic", out);
         if (fn->local_bytes)
             fprintf(out, ", local %" PRId64 " bytes", fn->local_bytes);
+        if (fn->launch_locals.count)
+            fprintf(out, ", %d local() sized at launch",
+                     fn->launch_locals.count);
         if (fn->uses_syncthreads)
             fputs(", syncthreads", out);
         if (fn->uses_syncgrid)

@@ -229,6 +229,18 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
                 return fail(v, e->loc, "argument %d of %s is %s, expected %s", i, callee->symbol,
                             kj_type_name(e->args[i]->type),
                             kj_type_name(callee->params[i]->type));
+        /* several outputs: every one taken into a variable of its type, in
+         * a VEC_KERNEL (vectorize.c) */
+        if ((callee->output_count > 1) != (e->call_outputs != NULL) ||
+            (e->call_outputs && v->fn->kind != KJ_IR_FN_VEC_KERNEL))
+            return fail(v, e->loc, "call of %s, which has %d outputs, %s", callee->symbol,
+                        callee->output_count, e->call_outputs ? "takes them outside a "
+                        "vectorized kernel" : "takes only the first");
+        for (int k = 1; e->call_outputs && k < callee->output_count; k++)
+            if (!e->call_outputs[k] || !var_belongs(v, e->call_outputs[k]) ||
+                e->call_outputs[k]->type != callee->outputs[k]->type)
+                return fail(v, e->loc, "output %d of %s taken into a bad variable", k,
+                            callee->symbol);
         return t == callee->ret ||
                fail(v, e->loc, "call of %s typed %s, returns %s", callee->symbol,
                     kj_type_name(t), kj_type_name(callee->ret));
@@ -334,10 +346,19 @@ static bool verify_expr_op(Verifier *v, const KjIrExpr *e)
         if (!is_element_type(e->alloc_elem) || e->alloc_ndim < 1 || e->alloc_ndim > 3 ||
             t != kj_type_array(e->alloc_elem, e->alloc_ndim))
             return fail(v, e->loc, "bad %s array", kj_ir_op_name(e->op));
-        for (int i = 0; i < e->alloc_ndim; i++)
-            if (e->alloc_shape[i] <= 0)
+        for (int i = 0; i < e->alloc_ndim; i++) {
+            /* LOCAL in a kernel: a size from the launch (local_size.c) */
+            if (e->op == KJ_IR_LOCAL && e->alloc_size[i] && e->alloc_shape[i] == 0) {
+                if (v->fn->kind != KJ_IR_FN_KERNEL || kj_local_size_refusal(e->alloc_size[i]) ||
+                    e->launch_local < 0 || e->launch_local >= v->fn->launch_locals.count ||
+                    v->fn->launch_locals.items[e->launch_local] != e)
+                    return fail(v, e->loc, "bad size from the launch of a LOCAL array");
+                continue;
+            }
+            if (e->alloc_shape[i] <= 0 || e->alloc_size[i])
                 return fail(v, e->loc, "%s array of extent %" PRId64, kj_ir_op_name(e->op),
                             e->alloc_shape[i]);
+        }
         return args_are(v, e, 0, NULL);
     case KJ_IR_ATOMIC: {
         if (e->atomic < 0 || e->atomic >= KJ_ATOMIC_COUNT)

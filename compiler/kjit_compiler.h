@@ -29,6 +29,8 @@
 /* A kernel's local() arrays per thread: CUDA's limit of local memory per
  * thread, kept on every target so that a program runs on all of them. */
 #define KJ_MAX_LOCAL_BYTES (512 * 1024)
+/* The most outputs a @vectorize function may have (-> (f64, i32, ...)). */
+#define KJ_MAX_VEC_OUTPUTS 8
 
 /* The bytes one shared() array of `bytes` takes in a kernel's static shared
  * memory: each array is its own 16-byte aligned slice, in the order the calls
@@ -295,7 +297,7 @@ const char *kj_unary_op_spelling(KjUnaryOp op);
     X(WHILE)       /* cond, then_body */                                              \
     X(BREAK)                                                                          \
     X(CONTINUE)                                                                       \
-    X(RETURN)      /* lhs (or NULL) */                                                \
+    X(RETURN)      /* lhs (or NULL); return (a, b): args */                           \
     /* declarations */                                                                \
     X(IMPORT)      /* name (module) */                                                \
     X(CONST)       /* name, declared_type (or NULL), rhs (the value); a constant array:    \
@@ -342,6 +344,10 @@ typedef struct KjFunctionDecl {
     KjParam *params;
     int param_count;
     const KjType *ret;        /* NULL when not written (void, or untyped vectorize) */
+    const KjType **results;   /* -> (T, U, ...): every output's type (ret the first); else
+                                 NULL */
+    int result_count;         /* 0 or 1: one result (ret) */
+    KjLoc results_loc;
     KjSignature *signatures;  /* @vectorize(...) list; NULL/0 when absent */
     int signature_count;
     struct KjNode *body;      /* BLOCK */
@@ -741,6 +747,16 @@ typedef struct KjIrExpr {
     const KjType *alloc_elem;
     int alloc_ndim;
     int64_t alloc_shape[3];
+    /* LOCAL in a kernel: the sizes given at launch (local_size.c), an
+     * expression of the kernel's integer parameters and constants where
+     * alloc_shape[k] is 0, NULL where alloc_shape[k] is the size; and the
+     * array's index in the kernel's launch_locals */
+    struct KjIrExpr *alloc_size[3];
+    int launch_local;
+    /* CALL of a function of several outputs (KjIrFunction.outputs): the
+     * caller's variables that take outputs 1.. ([0] unused), set by the call;
+     * only as the whole value of a statement (the vectorize pass makes them) */
+    KjIrVar **call_outputs;
     /* SHARED: where its slice starts in the block's static shared memory on
      * cpu, given once by the checker, so that copies of the call (a region
      * versioned by split_specialise.c, inlined code) name the same memory */
@@ -841,6 +857,15 @@ typedef struct KjIrFunction {
                                 to 16 bytes, plus the most that one of its calls takes (a
                                 device function's local() arrays live on the caller's
                                 stack too); at most KJ_MAX_LOCAL_BYTES */
+    /* SCALAR of a @vectorize of several outputs (-> (f64, i32)): their count
+     * (ret is the first's type), and the variables outputs[1..] that hold
+     * the others when it returns (return (z, n) sets them, then returns z);
+     * a call takes them into its call_outputs.  0 and NULL otherwise. */
+    int output_count;
+    KjIrVar **outputs;
+    KjVec launch_locals;     /* KERNEL: KjIrExpr*, its LOCAL arrays sized at launch, in the
+                                order of the source (local_size.c); their bytes are not in
+                                local_bytes: the launch adds them up */
     struct KjIrFunction *scalar; /* VEC_KERNEL: the SCALAR function it lifts */
     bool unchecked;          /* made by reduce.c, whose runtime passes no check record:
                                 compiled without checked mode's tests */
@@ -967,6 +992,31 @@ bool kj_ir_stmt_exprs_read(const KjIrStmt *s, const KjIrVar *var, bool store_tar
  * written).  _at: the same at a depth of calls (past 64: every one). */
 uint32_t kj_ir_params_written(const KjIrFunction *fn);
 uint32_t kj_ir_params_written_at(const KjIrFunction *fn, int depth);
+
+/* ============================================================== local_size.c */
+
+/* A kernel's local() sized at launch (`local(f64, n)`, n an integer
+ * parameter): NULL when size (a checked expression) is one, made of integer
+ * constants, the kernel's integer parameters, its array parameters' extents
+ * (a.shape[k], len(a)) and + - * / %, min and max and integer conversions,
+ * else the part of it that is not, for the message. */
+const KjIrExpr *kj_local_size_refusal(const KjIrExpr *size);
+/* A constant of such a size, as a 64-bit value (false: a u64 above INT64_MAX). */
+bool kj_local_size_const(const KjIrExpr *e, int64_t *out);
+/* Its value at a launch, computed exactly in 64-bit integers from the
+ * parameters' values (params[i] points to scalar parameter i's value, in
+ * its type, as a launch passes it; shapes[i] to array parameter i's
+ * extents): false on overflow or a division by zero. */
+bool kj_local_size_eval(const KjIrFunction *fn, const KjIrExpr *size, void *const *params,
+                        const int64_t *const *shapes, int64_t *out);
+/* The bytes each thread's launch-sized local() arrays take at a launch
+ * (each rounded up to 16, as the static ones), in *bytes; false, with a
+ * message in why, when a size is not from 1 to 16777216 or cannot be
+ * computed, or the thread's local() arrays with the static ones go past
+ * KJ_MAX_LOCAL_BYTES. */
+bool kj_local_launch_bytes(const KjIrFunction *fn, void *const *params,
+                           const int64_t *const *shapes, int64_t *bytes, char *why,
+                           size_t why_size);
 
 /* ================================================================ ir_print.c */
 

@@ -886,7 +886,26 @@ static KjNode *while_stmt(Parser *p)
     return node;
 }
 
-// jump_stmt = "break" ";" | "continue" ";" | "return" expr? ";"
+/* At "(": whether a comma sits in these parentheses (not in nested ones)
+ * before they close, as in return (z, n); */
+static bool tuple_ahead(Parser *p)
+{
+    int depth = 0;
+    for (int i = p->pos; i < p->count; i++) {
+        KjTokenKind k = p->tokens[i].kind;
+        if (k == KJ_TOK_LPAREN || k == KJ_TOK_LBRACKET)
+            depth++;
+        else if (k == KJ_TOK_RPAREN || k == KJ_TOK_RBRACKET)
+            depth--;
+        else if (k == KJ_TOK_COMMA && depth == 1)
+            return true;
+        if (depth == 0 || k == KJ_TOK_SEMI || k == KJ_TOK_LBRACE || k == KJ_TOK_EOF)
+            return false;
+    }
+    return false;
+}
+
+// jump_stmt = "break" ";" | "continue" ";" | "return" ("(" expr ("," expr)+ ")" | expr)? ";"
 static KjNode *jump_stmt(Parser *p)
 {
     KjToken *tok = advance(p);
@@ -894,8 +913,17 @@ static KjNode *jump_stmt(Parser *p)
                       : tok->kind == KJ_TOK_KW_CONTINUE ? KJ_NODE_CONTINUE
                                                         : KJ_NODE_RETURN;
     KjNode *node = new_node(p, kind, tok->loc);
-    if (kind == KJ_NODE_RETURN && !at(p, KJ_TOK_SEMI) && !at(p, KJ_TOK_RBRACE))
+    if (kind == KJ_NODE_RETURN && at(p, KJ_TOK_LPAREN) && tuple_ahead(p)) {
+        /* return (z, n); the values of a @vectorize with several outputs */
+        advance(p);
+        do
+            kj_vec_push(p->arena, &node->args, expr(p));
+        while (!p->panic && accept(p, KJ_TOK_COMMA));
+        if (!p->panic)
+            expect(p, KJ_TOK_RPAREN);
+    } else if (kind == KJ_NODE_RETURN && !at(p, KJ_TOK_SEMI) && !at(p, KJ_TOK_RBRACE)) {
         node->lhs = expr(p);
+    }
     expect_semi(p);
     return node;
 }
@@ -1215,7 +1243,24 @@ static KjNode *function_decl(Parser *p)
         fn->params[i] = *(KjParam *)params.items[i];
 
     KjToken *arrow = peek(p);
-    if (accept(p, KJ_TOK_ARROW)) {
+    if (accept(p, KJ_TOK_ARROW) && at(p, KJ_TOK_LPAREN)) {
+        /* -> (f64, i32): a @vectorize of several outputs */
+        fn->results_loc = advance(p)->loc;
+        KjVec types = {0};
+        do
+            kj_vec_push(p->arena, &types, (void *)type(p));
+        while (!p->panic && accept(p, KJ_TOK_COMMA));
+        if (!p->panic && expect(p, KJ_TOK_RPAREN)) {
+            fn->result_count = types.count;
+            fn->results = kj_arena_alloc(p->arena, sizeof *fn->results * (size_t)types.count);
+            for (int i = 0; i < types.count; i++)
+                fn->results[i] = types.items[i];
+            fn->ret = fn->results[0];
+        }
+        if (!p->panic && fn->signature_count > 0)
+            report(p, arrow->loc, "a @vectorize with a signature list takes its return type from "
+                                  "the signatures; drop '-> type'");
+    } else if (arrow->kind == KJ_TOK_ARROW) {
         fn->ret = type(p);
         if (!p->panic && fn->signature_count > 0)
             report(p, arrow->loc, "a @vectorize with a signature list takes its return type from "

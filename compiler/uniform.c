@@ -330,10 +330,16 @@ static KjIrWalkStep flow_stmt(KjIrWalk *walk, const KjIrStmt *s)
         u->changed = true;
     Frame frame = {s, w, 0};
     switch (s->kind) {
-    case KJ_IR_STMT_BLOCK: case KJ_IR_STMT_EVAL: case KJ_IR_STMT_STORE:
+    case KJ_IR_STMT_BLOCK:
         break;
-    case KJ_IR_STMT_SET:
-        assign(u, s->var, s->value, w);
+    case KJ_IR_STMT_EVAL: case KJ_IR_STMT_STORE: case KJ_IR_STMT_SET:
+        if (s->kind == KJ_IR_STMT_SET)
+            assign(u, s->var, s->value, w);
+        /* a call of several outputs (vectorize.c) sets its variables too,
+         * as varying as the call */
+        if (s->value && s->value->op == KJ_IR_CALL && s->value->call_outputs)
+            for (int k = 1; k < s->value->callee->output_count; k++)
+                assign(u, s->value->call_outputs[k], s->value, w);
         break;
     case KJ_IR_STMT_IF:
         if (kj_uniform_expr_varying(u, s->cond))

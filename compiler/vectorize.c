@@ -7,8 +7,12 @@
  * still holds), with parameters
  *     in_0 .. in_{n-1}   each a scalar of the signature's type (its bit set in
  *                        variant.scalar_mask) or an array of that type,
- *     out                an array of the result type,
- * and a body that is one PARFOR over every element of `out`:
+ *     out1 .. out{k-1}   for a function of k outputs (-> (f64, i32)): arrays
+ *                        of outputs 1.., of the shape and layout of out,
+ *     out                an array of the result type (output 0),
+ * and a body that is one PARFOR over every element of `out` (with several
+ * outputs, the call takes outputs 1.. into variables r1 .., stored after
+ * out's element into out1 ..):
  *     CONTIG:  out[i] = scalar(in_0[i], s, ...)   arrays rank 1 and contiguous,
  *              the accesses marked `contiguous` so the back end sees unit
  *              strides and the loop vectoriser makes SIMD code of it;
@@ -139,9 +143,11 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
     fn->contiguous = variant.layout == KJ_LAYOUT_CONTIG;
     Lifter lifter = {arena, fn, scalar->loc}, *l = &lifter;
 
-    /* Parameters: the inputs in order, then out. */
+    /* Parameters: the inputs in order, then outputs 1.. of a function of
+     * several, then out (output 0). */
     int n_in = scalar->param_count;
-    fn->param_count = n_in + 1;
+    int extra = scalar->output_count > 1 ? scalar->output_count - 1 : 0;
+    fn->param_count = n_in + extra + 1;
     fn->params = kj_arena_alloc(arena, sizeof *fn->params * (size_t)fn->param_count);
     for (int i = 0; i < n_in; i++) {
         const KjType *t = scalar->params[i]->type;
@@ -151,9 +157,15 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
         p->is_param = true;
         fn->params[i] = p;
     }
+    for (int k = 1; k <= extra; k++) {
+        KjIrVar *p = kj_ir_new_var(arena, fn, kj_arena_printf(arena, "out%d", k),
+                                   kj_type_array(scalar->outputs[k]->type, rank), scalar->loc);
+        p->is_param = true;
+        fn->params[n_in + k - 1] = p;
+    }
     KjIrVar *out = kj_ir_new_var(arena, fn, "out", kj_type_array(scalar->ret, rank), scalar->loc);
     out->is_param = true;
-    fn->params[n_in] = out;
+    fn->params[n_in + extra] = out;
 
     KjIrVar *index = kj_ir_new_var(arena, fn, "i", i64_type(), l->loc);
     KjIrStmt *body = kj_ir_new_stmt(arena, KJ_IR_STMT_BLOCK, l->loc);
@@ -184,8 +196,25 @@ KjIrFunction *kj_vectorize(KjIrModule *module, KjIrFunction *scalar, KjVecVarian
     KjIrExpr *at[KJ_MAX_DIMS];
     for (int k = 0; k < rank; k++)
         at[k] = var_ref(l, contiguous ? index : coords[k]);
+    /* outputs 1..: the call sets a variable each, stored after it */
+    KjIrVar *taken[KJ_MAX_VEC_OUTPUTS] = {0};
+    if (extra > 0) {
+        call->call_outputs = kj_arena_alloc(arena, sizeof *call->call_outputs * (size_t)(extra + 1));
+        for (int k = 1; k <= extra; k++)
+            call->call_outputs[k] = taken[k] =
+                kj_ir_new_var(arena, fn, kj_arena_printf(arena, "r%d", k), scalar->outputs[k]->type,
+                              l->loc);
+    }
     kj_vec_push(arena, &body->stmts,
                 kj_ir_store(arena, var_ref(l, out), at, rank, call, contiguous, l->loc));
+    for (int k = 1; k <= extra; k++) {
+        KjIrExpr *at_k[KJ_MAX_DIMS];
+        for (int d = 0; d < rank; d++)
+            at_k[d] = var_ref(l, contiguous ? index : coords[d]);
+        kj_vec_push(arena, &body->stmts,
+                    kj_ir_store(arena, var_ref(l, fn->params[n_in + k - 1]), at_k, rank,
+                                var_ref(l, taken[k]), contiguous, l->loc));
+    }
 
     /* PARFOR i over every element of out */
     kj_lift_finish(module, fn, index, out, rank, body);

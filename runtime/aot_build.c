@@ -118,6 +118,26 @@ typedef struct Roots {
     int count, cap;
 } Roots;
 
+/* What a library's table cannot describe yet is refused, naming it: a
+ * @vectorize of several outputs (the table holds one result) and a kernel's
+ * local() sized at launch (the table holds no size expressions). */
+static kjit_status refuse_unsupported(const KjCompiled *compiled, char **error)
+{
+    const KjIrFunction *fn = compiled->root;
+    const KjIrFunction *scalar = fn && fn->scalar ? fn->scalar : fn;
+    const char *what = !fn                           ? NULL
+                       : scalar->output_count > 1    ? "a @vectorize of several outputs"
+                       : fn->launch_locals.count > 0 ? "a local() sized at launch"
+                                                     : NULL;
+    if (!what)
+        return KJIT_OK;
+    KjBuf m = {0};
+    kj_buf_printf(&m, "'%s' has %s, which libraries do not hold yet (docs/aot.md)",
+                  scalar->name, what);
+    *error = m.data;
+    return KJIT_ERROR_INVALID_ARGUMENT;
+}
+
 static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, int sig,
                               const KjPipelineRoot *request, const char *lifted, char **error)
 {
@@ -127,6 +147,8 @@ static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, 
         *error = kj_xstrdup(kjit_last_error(function->module->context));
         return status;
     }
+    if ((status = refuse_unsupported(&root.compiled, error)) != KJIT_OK)
+        return status;
     if (roots->count == roots->cap) {
         roots->cap = roots->cap * 2 + 16;
         roots->items = kj_xrealloc(roots->items, sizeof *roots->items * (size_t)roots->cap);
@@ -148,6 +170,8 @@ static kjit_status add_root(Roots *roots, kjit_function *function, int entry, in
         *error = kj_xstrdup(kjit_last_error(function->module->context));
         return status;
     }
+    if ((status = refuse_unsupported(&root.compiled, error)) != KJIT_OK)
+        return status;
     if (roots->count == roots->cap) {
         roots->cap = roots->cap * 2 + 16;
         roots->items = kj_xrealloc(roots->items, sizeof *roots->items * (size_t)roots->cap);

@@ -199,7 +199,12 @@ static void collect_diagnostic(void *user, KjSeverity severity, const char *form
 static char *signature_text(const KjIrFunction *fn, bool kernel)
 {
     KjBuf buf = {0};
-    if (!kernel && fn->ret && fn->ret->kind != KJ_TYPE_VOID)
+    if (!kernel && fn->output_count > 1) { /* (f64, i32)(f64, f64): several outputs */
+        kj_buf_printf(&buf, "(%s", kj_type_name(fn->ret));
+        for (int k = 1; k < fn->output_count; k++)
+            kj_buf_printf(&buf, ", %s", kj_type_name(fn->outputs[k]->type));
+        kj_buf_printf(&buf, ")");
+    } else if (!kernel && fn->ret && fn->ret->kind != KJ_TYPE_VOID)
         kj_buf_printf(&buf, "%s", kj_type_name(fn->ret));
     kj_buf_printf(&buf, "(");
     for (int i = 0; i < fn->param_count; i++)
@@ -500,6 +505,29 @@ kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dt
     if (!fn->ret || !kj_type_dtype(fn->ret, dtype))
         return KJIT_ERROR_NOT_FOUND; /* kernels and functions that return nothing */
     return KJIT_OK;
+}
+
+int kjit_function_output_count(const kjit_function *function)
+{
+    LIVE_OR(function, 0);
+    if (function->entry->kind != KJ_FN_VECTORIZE || function->entry->variants.count == 0)
+        return 0;
+    int k = kj_api_variant_of(function, 0)->output_count;
+    return k > 1 ? k : 1;
+}
+
+kjit_status kjit_function_output(const kjit_function *function, int sig, int output,
+                                 kjit_dtype *dtype)
+{
+    LIVE_OR(function, KJIT_ERROR_INVALID_ARGUMENT);
+    if (!dtype)
+        return kj_api_null(function->module->context, __func__, "dtype");
+    int count = kjit_function_output_count(function);
+    if (sig < 0 || sig >= function->entry->variants.count || output < 0 || output >= count)
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    const KjIrFunction *fn = kj_api_variant_of(function, sig);
+    return kj_type_dtype(output == 0 ? fn->ret : fn->outputs[output]->type, dtype)
+               ? KJIT_OK : KJIT_ERROR_NOT_FOUND;
 }
 
 /* ------------------------------------------------------ code generation */

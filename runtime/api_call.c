@@ -87,8 +87,125 @@ static kjit_status choose_signature(kjit_function *function, const kjit_arg *arg
 }
 
 static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg *args,
-                                int nargs, const kjit_array **inputs, kjit_array *output,
-                                kjit_stream *stream, bool run);
+                                int nargs, int extra, const kjit_array **inputs,
+                                kjit_array *output, kjit_stream *stream, bool run);
+
+/*
+ * A @vectorize of several outputs (-> (f64, i32)): args are its inputs, then
+ * optionally every output (arrays of the broadcast shape and of the output's
+ * type); with the inputs alone, result[0..k) receives k new host arrays when
+ * result_count is k (kjit_call_outputs; kjit_call's one result is refused).
+ * Outputs 1.. go to the kernel as arrays after the inputs (vectorize.c), so
+ * the plan takes them as inputs that are never scalars, output 0 as out.
+ */
+static kjit_status call_several(kjit_function *function, const kjit_arg *args, int nargs,
+                                const kjit_array *out, kjit_array *result, int result_count,
+                                kjit_stream *stream, bool run)
+{
+    kjit_context *context = function->module->context;
+    const char *name = function->entry->name;
+    const KjIrFunction *first = kj_api_variant_of(function, 0);
+    int n = first->param_count, k = first->output_count;
+    if (nargs != n && nargs != n + k)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s takes %d input%s, then optionally its %d outputs; %d "
+                                "arguments given", name, n, n == 1 ? "" : "s", k, nargs);
+    if (out)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s has %d outputs: pass them as arguments after its inputs (out "
+                                "is NULL), or a result of %d arrays to fill", name, k, k);
+    if (n + k > KJ_MAX_VEC_INPUTS + 1)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: a vectorized call takes at most %d inputs and outputs", name,
+                                KJ_MAX_VEC_INPUTS + 1);
+    int sig;
+    kjit_status status = choose_signature(function, args, n, &sig);
+    if (status != KJIT_OK)
+        return status;
+    const KjIrFunction *scalar = kj_api_variant_of(function, sig);
+    const kjit_array *inputs[KJ_MAX_VEC_INPUTS + 1];
+    for (int i = 0; i < n; i++)
+        inputs[i] = args[i].kind == KJIT_ARG_ARRAY ? args[i].value.array : NULL;
+    int ndim = 0;
+    int64_t shape[KJ_MAX_DIMS];
+    char *error = NULL;
+    status = kj_broadcast_shape(inputs, n, &ndim, shape, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_named_error(context, status, name, error);
+    kjit_array targets[KJ_MAX_VEC_OUTPUTS];
+    int allocated = 0;
+    for (int j = 0; j < k && status == KJIT_OK; j++) {
+        kjit_dtype want;
+        kj_type_dtype(j == 0 ? scalar->ret : scalar->outputs[j]->type, &want);
+        if (nargs == n + k) {
+            const kjit_arg *given = &args[n + j];
+            const kjit_array *a = given->kind == KJIT_ARG_ARRAY ? given->value.array : NULL;
+            bool same = a && a->ndim == ndim;
+            for (int d = 0; same && d < ndim; d++)
+                same = a->shape[d] == shape[d];
+            if (!a || a->dtype != want) {
+                char text[96];
+                kj_api_describe_arg(given, text, sizeof text);
+                status = kj_api_set_error(context, KJIT_ERROR_TYPE, "%s: output %d (argument %d) "
+                                          "must be a %s array, not %s", name, j, n + j,
+                                          kjit_dtype_name(want), text);
+            } else if (!same) {
+                char x[160], y[160];
+                status = kj_api_set_error(context, KJIT_ERROR_SHAPE, "%s: output %d has shape %s "
+                                          "but the broadcast shape is %s", name, j,
+                                          kj_shape_string(x, sizeof x, a->ndim, a->shape),
+                                          kj_shape_string(y, sizeof y, ndim, shape));
+            } else {
+                targets[j] = *a;
+            }
+        } else if (!run) {
+            targets[j] = kjit_array_make(NULL, want, ndim, shape);
+        } else if (result && result_count == k) {
+            status = kj_api_alloc_output(context, name, want, ndim, shape, &targets[j]);
+            allocated += status == KJIT_OK;
+        } else if (result) {
+            status = kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                      "%s has %d outputs: allocate them with kjit_call_outputs(f, "
+                                      "args, nargs, results, %d), or give them after its inputs",
+                                      name, k, k);
+        } else {
+            status = kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                      "%s: give its %d output arrays after the inputs, or a "
+                                      "result of %d arrays to fill", name, k, k);
+        }
+    }
+    /* inputs that an output overlaps are read from copies */
+    kjit_array copies[KJ_MAX_VEC_INPUTS];
+    void *host_copies[KJ_MAX_VEC_INPUTS];
+    KjTemps temps;
+    temps.count = 0;
+    const kjit_array *written[KJ_MAX_VEC_OUTPUTS];
+    for (int j = 0; j < k; j++)
+        written[j] = &targets[j];
+    int copied = 0;
+    if (status == KJIT_OK && run && nargs == n + k)
+        status = kj_api_unalias(context, inputs, n, written, k, true, copies, &temps,
+                                host_copies, &copied, stream);
+    for (int j = 1; j < k; j++)
+        inputs[n + j - 1] = &targets[j];
+    if (status == KJIT_OK)
+        status = call_planned(function, sig, args, n + k - 1, k - 1, inputs, &targets[0], stream,
+                              run);
+    if (temps.count > 0) {
+        kjit_status synced = context->runtime->synchronize(context, stream);
+        status = status == KJIT_OK ? synced : status;
+    }
+    kj_api_free_temps(context, &temps);
+    for (int i = 0; copied && i < n; i++)
+        free(host_copies[i]);
+    for (int j = 0; j < allocated; j++) {
+        if (status == KJIT_OK && run && result)
+            result[j] = targets[j];
+        else
+            free(targets[j].data);
+    }
+    return status;
+}
 
 /*
  * A @vectorize call: picks the signature, broadcasts, allocates the output if
@@ -100,6 +217,8 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
 {
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
+    if (function->entry->variants.count > 0 && kj_api_variant_of(function, 0)->output_count > 1)
+        return call_several(function, args, nargs, out, result, 0, stream, run);
     kjit_status status = check_args_present(context, function, args, nargs);
     if (status != KJIT_OK)
         return status;
@@ -162,7 +281,7 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
                                          host_copies, &copied, stream)
                         : KJIT_OK;
     if (status == KJIT_OK)
-        status = call_planned(function, sig, args, nargs, inputs, &target, stream, run);
+        status = call_planned(function, sig, args, nargs, 0, inputs, &target, stream, run);
     if (temps.count > 0) {
         kjit_status synced = context->runtime->synchronize(context, stream);
         status = status == KJIT_OK ? synced : status;
@@ -216,15 +335,17 @@ static void generalize(KjBroadcastPlan *plan, const KjVecVariant *ran_as, int na
 
 /* The rest of a vectorized call, its inputs and output settled. */
 static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg *args,
-                                int nargs, const kjit_array **inputs, kjit_array *output,
-                                kjit_stream *stream, bool run)
+                                int nargs, int extra, const kjit_array **inputs,
+                                kjit_array *output, kjit_stream *stream, bool run)
 {
     kjit_context *context = function->module->context;
     const char *name = function->entry->name;
     const KjIrFunction *scalar = kj_api_variant_of(function, sig);
     char *error = NULL;
     KjBroadcastPlan plan;
-    kjit_status status = kj_broadcast_plan(inputs, nargs, output, &plan, &error);
+    /* the last `extra` inputs are outputs 1.. of a function of several */
+    uint32_t outputs = extra ? ((1u << extra) - 1) << (nargs - extra) : 0;
+    kjit_status status = kj_broadcast_plan_outputs(inputs, nargs, outputs, output, &plan, &error);
     if (status != KJIT_OK)
         return kj_api_take_named_error(context, status, name, error);
     KjCompiled *compiled = NULL;
@@ -257,7 +378,7 @@ static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg
 
     KjVectorizedRun vectorized_run = {.compiled = compiled, .plan = &plan, .params = params,
                                       .inputs = inputs, .input_count = nargs, .output = output,
-                                      .stream = stream};
+                                      .extra_outputs = extra, .stream = stream};
     status = context->runtime->run_vectorized(context, &vectorized_run);
     if (context->options.check)
         status = kj_check_end(context, &check, function->module->ir, name, stream, status);
@@ -274,7 +395,8 @@ static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg
 typedef struct Marshalled {
     KjScalar scalars[MAX_PARAMS];
     KjArrayDesc descs[MAX_PARAMS];
-    void *params[MAX_PARAMS + 1]; /* and checked mode's record */
+    void *params[MAX_PARAMS + 2]; /* and checked mode's record, and cuda's scratch for
+                                     local() sized at launch (KjLaunch) */
     uint32_t contiguous; /* bit i: array argument i (i < 32) is C-contiguous */
 } Marshalled;
 
@@ -422,6 +544,41 @@ kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
     return kj_api_leave(&call, call_any(function, args, nargs, out, result), result);
 }
 
+static kjit_status call_outputs_any(kjit_function *function, const kjit_arg *args, int nargs,
+                                    kjit_array *results, int count)
+{
+    kjit_context *context = function->module->context;
+    kjit_status status = kj_api_check_call(function, "kjit_call_outputs", args, nargs, NULL, NULL,
+                                           true);
+    if (status != KJIT_OK)
+        return status;
+    if (!results)
+        return kj_api_null(context, "kjit_call_outputs", "results");
+    int outputs = kjit_function_output_count(function);
+    if (function->entry->kind != KJ_FN_VECTORIZE || count != outputs)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s has %d output%s; kjit_call_outputs was given %d results",
+                                function->entry->name, outputs, outputs == 1 ? "" : "s", count);
+    if (outputs == 1)
+        return call_vectorized(function, args, nargs, NULL, results, NULL, true);
+    return call_several(function, args, nargs, NULL, results, count, NULL, true);
+}
+
+kjit_status kjit_call_outputs(kjit_function *function, const kjit_arg *args, int nargs,
+                              kjit_array *results, int count)
+{
+    KjApiCall call;
+    if (!kj_api_enter(function, "kjit_call_outputs", &call))
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    kjit_status ran = call_outputs_any(function, args, nargs, results, count);
+    kjit_status status = kj_api_leave(&call, ran, NULL);
+    for (int k = 0; ran == KJIT_OK && status != KJIT_OK && k < count; k++) {
+        kjit_array_free(&results[k]); /* cancelled after all: nothing comes back */
+        memset(&results[k], 0, sizeof results[k]);
+    }
+    return status;
+}
+
 static kjit_status call_async_any(kjit_function *function, const kjit_arg *args, int nargs,
                                   kjit_array *out, kjit_stream *stream)
 {
@@ -436,7 +593,7 @@ static kjit_status call_async_any(kjit_function *function, const kjit_arg *args,
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_call_async takes a @vectorize or @guvectorize function",
                                 function->entry->name);
-    if (!out)
+    if (!out && kjit_function_output_count(function) < 2)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: kjit_call_async needs an output array", function->entry->name);
     return call_vectorized(function, args, nargs, out, NULL, stream, true);
@@ -547,6 +704,19 @@ static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
     status = kj_api_find_compiled(function, 0, NULL, m.contiguous, &compiled);
     if (status != KJIT_OK)
         return status;
+    /* local() sized at launch: its bytes per thread, from the arguments,
+     * refused here when out of bounds, before anything runs */
+    int64_t launch_local_bytes = 0;
+    if (compiled->root->launch_locals.count > 0) {
+        char why[512];
+        const int64_t *shapes[MAX_PARAMS];
+        for (int i = 0; i < nargs; i++)
+            shapes[i] = args[i].kind == KJIT_ARG_ARRAY ? m.descs[i].shape : NULL;
+        if (!kj_local_launch_bytes(compiled->root, m.params, shapes, &launch_local_bytes, why,
+                                   sizeof why))
+            return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: %s",
+                                    function->entry->name, why);
+    }
     KjCheckCall check;
     if (context->options.check) {
         status = kj_check_begin(context, compiled->runtime, &check, &m.params[nargs]);
@@ -558,6 +728,7 @@ static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
                        .block = block, .args = args, .arg_count = nargs, .descs = m.descs,
                        .params = m.params, .stream = stream,
                        .dynamic_shared_bytes = dynamic_bytes,
+                       .launch_local_bytes = (size_t)launch_local_bytes,
                        .written = function->params_written};
     status = compiled->runtime->launch(context, &launch);
     if (context->options.check)

@@ -387,6 +387,12 @@ static bool plan_same_shape(const kjit_array *const *inputs, int count, const kj
 kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const kjit_array *out,
                               KjBroadcastPlan *plan, char **error)
 {
+    return kj_broadcast_plan_outputs(inputs, count, 0, out, plan, error);
+}
+
+kjit_status kj_broadcast_plan_outputs(const kjit_array *const *inputs, int count, uint32_t outputs,
+                                      const kjit_array *out, KjBroadcastPlan *plan, char **error)
+{
     if (count > KJ_MAX_VEC_INPUTS) {
         *error = format_error("a vectorized call takes at most %d inputs", KJ_MAX_VEC_INPUTS);
         return KJIT_ERROR_INVALID_ARGUMENT;
@@ -426,7 +432,7 @@ kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const 
         status = kj_array_desc(in, &element, error);
         if (status != KJIT_OK)
             return status;
-        if (checked_count(in) == 1 && in->memory == KJIT_MEMORY_HOST) {
+        if (checked_count(in) == 1 && in->memory == KJIT_MEMORY_HOST && !(outputs >> i & 1)) {
             plan->variant.scalar_mask |= 1u << i;
             plan->scalar_data[i] = in->data;
             continue;

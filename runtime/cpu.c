@@ -86,11 +86,12 @@ static size_t page_bytes(void)
     return page > 0 ? (size_t)page : 4096;
 }
 
-/* One fiber's stack, guard page excluded, for a kernel. */
-static size_t fiber_stack_bytes(const KjIrFunction *kernel)
+/* One fiber's stack, guard page excluded, for a kernel whose local() arrays
+ * sized at launch take launch_local bytes more (kj_local_launch_bytes). */
+static size_t fiber_stack_bytes(const KjIrFunction *kernel, size_t launch_local)
 {
     size_t page = page_bytes();
-    size_t bytes = (size_t)kernel->local_bytes + FIBER_FRAME_BYTES;
+    size_t bytes = (size_t)kernel->local_bytes + launch_local + FIBER_FRAME_BYTES;
     return (bytes + page - 1) / page * page;
 }
 
@@ -656,6 +657,7 @@ typedef struct KernelJob {
     uint32_t grid[3];
     uint32_t block[3];
     size_t dynamic_shared_bytes;
+    size_t launch_local_bytes; /* per thread, for local() sized at launch */
     bool shared_written; /* block_fn writes all static shared memory before reading it */
     bool guard_shared;    /* KJIT_VERIFY: shared memory is fenced by guard bytes */
     KjRaceState *race;    /* the race checker's: fibers, blocks in order */
@@ -875,7 +877,8 @@ static void run_fiber_blocks(void *user, int64_t begin, int64_t end)
     FiberGroup fg;
     SharedMemory shared;
     bool have_shared = shared_alloc(job, 1, &shared);
-    if (!fiber_group_init(&fg, threads, threads, fiber_stack_bytes(job->kernel)) ||
+    if (!fiber_group_init(&fg, threads, threads,
+                          fiber_stack_bytes(job->kernel, job->launch_local_bytes)) ||
         !have_shared) {
         fiber_group_free(&fg);
         free(shared.memory);
@@ -901,7 +904,7 @@ static void run_cooperative(KernelJob *job, int64_t blocks, int64_t threads)
     SharedMemory shared;
     bool have_shared = shared_alloc(job, blocks, &shared);
     if (!fiber_group_init(&fg, (int)(blocks * threads), (int)threads,
-                          fiber_stack_bytes(job->kernel)) ||
+                          fiber_stack_bytes(job->kernel, job->launch_local_bytes)) ||
         !have_shared) {
         fiber_group_free(&fg);
         free(shared.memory);
@@ -941,7 +944,7 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
                               const uint32_t block[3], size_t dynamic_shared_bytes, char **error)
 {
     return kj_cpu_run_kernel_blocks(pool, kernel, thread_fn, block_fn, NULL, false, args, grid, block,
-                                    dynamic_shared_bytes, error);
+                                    dynamic_shared_bytes, 0, error);
 }
 
 static kjit_status run_kernel(KjPool *pool, KernelJob job, const uint32_t grid[3],
@@ -950,12 +953,14 @@ static kjit_status run_kernel(KjPool *pool, KernelJob job, const uint32_t grid[3
 kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                                      KjThreadFn block_fn, KjBlocksFn blocks_fn, bool shared_written,
                                      void **args, const uint32_t grid[3], const uint32_t block[3],
-                                     size_t dynamic_shared_bytes, char **error)
+                                     size_t dynamic_shared_bytes, size_t launch_local_bytes,
+                                     char **error)
 {
     KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .block_fn = block_fn,
                      .blocks_fn = blocks_fn,
                      .shared_written = shared_written,
                      .args = args, .dynamic_shared_bytes = dynamic_shared_bytes,
+                     .launch_local_bytes = launch_local_bytes,
                      .guard_shared = kj_jit && kj_jit->pipeline_verify_default()};
     return run_kernel(pool, job, grid, block, error);
 }
@@ -963,10 +968,11 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
 kjit_status kj_cpu_run_kernel_race(KjRaceState *race, const KjIrFunction *kernel,
                                    KjThreadFn thread_fn, void **args, const uint32_t grid[3],
                                    const uint32_t block[3], size_t dynamic_shared_bytes,
-                                   char **error)
+                                   size_t launch_local_bytes, char **error)
 {
     KernelJob job = {.kernel = kernel, .thread_fn = thread_fn, .race = race,
                      .args = args, .dynamic_shared_bytes = dynamic_shared_bytes,
+                     .launch_local_bytes = launch_local_bytes,
                      .guard_shared = kj_jit && kj_jit->pipeline_verify_default()};
     kj_race_launch(race, grid, block);
     return run_kernel(NULL, job, grid, block, error);
@@ -1000,7 +1006,8 @@ static kjit_status run_kernel(KjPool *pool, KernelJob job, const uint32_t grid[3
     bool split = kernel->uses_syncthreads && !kernel->uses_syncgrid && kernel->split && block_fn &&
                  (uint64_t)block[0] * block[1] * block[2] <= KJ_MAX_BLOCK_THREADS;
     bool fibers = (kernel->uses_syncthreads && !split) || kernel->uses_syncgrid || job.race;
-    int64_t local_bytes = split ? kernel->split->local_bytes : kernel->local_bytes;
+    int64_t local_bytes = (split ? kernel->split->local_bytes : kernel->local_bytes) +
+                          (int64_t)job.launch_local_bytes;
     if (fibers && !thread_fn) {
         *error = kj_xstrdup("kernel has no per-thread entry point for its barriers");
         return KJIT_ERROR_BACKEND;

@@ -285,6 +285,12 @@ const char *kjit_function_signature(const kjit_function *function, int index);
 kjit_status kjit_function_param(const kjit_function *function, int sig, int param,
                                 kjit_dtype *dtype, int *ndim);
 kjit_status kjit_function_result(const kjit_function *function, int sig, kjit_dtype *dtype);
+/* A @vectorize function's outputs: 1, or k for one of several (-> (f64, i32));
+ * 0 for other functions.  kjit_function_output: the element type of output
+ * `output` (from 0; 0 is kjit_function_result's) of signature `sig`. */
+int kjit_function_output_count(const kjit_function *function);
+kjit_status kjit_function_output(const kjit_function *function, int sig, int output,
+                                 kjit_dtype *dtype);
 /* 1 when the function (a kernel, a @guvectorize core, a plain function) may
  * store into array parameter `param`, or a function it calls may: through
  * the parameter, an array `let` of it, or an atomic; 0 for a parameter it
@@ -299,6 +305,9 @@ int kjit_function_param_written(const kjit_function *function, int param);
  * - out NULL and result non-NULL: a C-ordered host array is allocated
  *   (kjit_array_free releases it); for a plain function, *result is ndim 0 and
  *   holds the scalar.
+ * - A @vectorize of k > 1 outputs (kjit_function_output_count) takes out and
+ *   result NULL: its outputs are given as k arrays after the inputs in args
+ *   (nargs = inputs + k); kjit_call_outputs allocates them.
  * Host arrays on the cuda target are copied in and out; device arrays are not,
  * and then the call does not synchronise.  An input that `out` overlaps
  * (other than as the very same view, which an elementwise call may read and
@@ -306,6 +315,12 @@ int kjit_function_param_written(const kjit_function *function, int param);
  */
 kjit_status kjit_call(kjit_function *function, const kjit_arg *args, int nargs,
                       kjit_array *out, kjit_array *result);
+/* A @vectorize function called on its inputs alone, its outputs allocated:
+ * results[0..count) receive new C-ordered host arrays (kjit_array_free
+ * releases each), output 0 first; count must be kjit_function_output_count
+ * (1 for a function of one output, as kjit_call's result). */
+kjit_status kjit_call_outputs(kjit_function *function, const kjit_arg *args, int nargs,
+                              kjit_array *results, int count);
 /*
  * A @guvectorize function is called with kjit_call too, over its inputs'
  * loop dimensions (the leading ones, before each operand's core dimensions),

@@ -199,7 +199,8 @@ void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t 
  * fiber through thread_fn (those with syncgrid(): every thread of the grid, on
  * the calling thread); the others run block_fn (or, when that is NULL,
  * thread_fn once per thread).  A fiber's stack is sized from
- * kernel->local_bytes and has a guard page below it.  KJIT_ERROR_OUT_OF_MEMORY
+ * kernel->local_bytes (and launch_local_bytes, for local() sized at launch,
+ * in the _blocks and _race forms) and has a guard page below it.  KJIT_ERROR_OUT_OF_MEMORY
  * with *error set when the fiber stacks cannot be had; KJIT_ERROR_INVALID_ARGUMENT
  * before anything runs when a kernel without barriers has local() arrays that
  * do not fit the calling thread's stack, and for a grid too large for
@@ -216,7 +217,8 @@ kjit_status kj_cpu_run_kernel(KjPool *pool, const KjIrFunction *kernel, KjThread
 kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, KjThreadFn thread_fn,
                                      KjThreadFn block_fn, KjBlocksFn blocks_fn, bool shared_written,
                                      void **args, const uint32_t grid[3], const uint32_t block[3],
-                                     size_t dynamic_shared_bytes, char **error);
+                                     size_t dynamic_shared_bytes, size_t launch_local_bytes,
+                                     char **error);
 typedef struct KjRaceState KjRaceState;
 /* A launch under the race checker (check_race.c): every block's threads as
  * fibers through thread_fn, the blocks one after another on the calling
@@ -224,7 +226,7 @@ typedef struct KjRaceState KjRaceState;
 kjit_status kj_cpu_run_kernel_race(KjRaceState *race, const KjIrFunction *kernel,
                                    KjThreadFn thread_fn, void **args, const uint32_t grid[3],
                                    const uint32_t block[3], size_t dynamic_shared_bytes,
-                                   char **error);
+                                   size_t launch_local_bytes, char **error);
 
 /* The most threads a launch of a kernel with syncgrid() may have on the cpu
  * targets: they are all fibers at once (a stack each) on the calling thread. */
@@ -303,6 +305,11 @@ kjit_status kj_broadcast_shape(const kjit_array *const *inputs, int count, int *
 /* Fills the plan for inputs and an output of the broadcast shape. */
 kjit_status kj_broadcast_plan(const kjit_array *const *inputs, int count, const kjit_array *out,
                               KjBroadcastPlan *plan, char **error);
+/* The same where the inputs of bit i in `outputs` are outputs too (of a
+ * @vectorize of several, api_call.c): of the broadcast shape, written, so
+ * never taken for scalars however small. */
+kjit_status kj_broadcast_plan_outputs(const kjit_array *const *inputs, int count, uint32_t outputs,
+                                      const kjit_array *out, KjBroadcastPlan *plan, char **error);
 
 /* =============================================================== npy.c */
 
@@ -1065,6 +1072,8 @@ typedef struct KjVectorizedRun {
     const kjit_array *const *inputs; /* NULL for host scalars */
     int input_count;
     kjit_array *output;
+    int extra_outputs; /* a @vectorize of several outputs: the last extra_outputs inputs
+                          are its outputs 1.. (written, copied back from a device) */
     kjit_stream *stream; /* NULL: the default stream */
 } KjVectorizedRun;
 
@@ -1083,6 +1092,9 @@ typedef struct KjLaunch {
     void **params;
     kjit_stream *stream;
     size_t dynamic_shared_bytes; /* per block, for shared(T) */
+    size_t launch_local_bytes; /* per thread, for local() sized at launch (kj_local_launch_bytes);
+                                  cuda puts its scratch's address in params after the
+                                  arguments and checked mode's record */
     uint32_t written; /* bit i: the kernel may store into array argument i (from 32 on:
                          always counted written); cuda copies only those back */
 } KjLaunch;

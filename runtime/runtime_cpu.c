@@ -417,7 +417,8 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
         kjit_status status = kj_cpu_run_kernel_race(record->race, compiled->root,
                                                     (KjThreadFn)compiled->entry, launch->params,
                                                     launch->grid, launch->block,
-                                                    launch->dynamic_shared_bytes, &error);
+                                                    launch->dynamic_shared_bytes,
+                                                    launch->launch_local_bytes, &error);
         if (status != KJIT_OK)
             kj_api_take_named_error(context, status, launch->name, error);
         return status;
@@ -433,7 +434,8 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
                                            (KjBlocksFn)(shape ? shape->blocks : NULL),
                                            shape && shape->shared_written, launch->params,
                                            launch->grid, launch->block,
-                                           launch->dynamic_shared_bytes, &error);
+                                           launch->dynamic_shared_bytes,
+                                           launch->launch_local_bytes, &error);
     if (status != KJIT_OK)
         kj_api_take_named_error(context, status, launch->name, error);
     return status;

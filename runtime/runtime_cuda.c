@@ -238,10 +238,15 @@ static kjit_status cuda_run_vectorized(kjit_context *context, KjVectorizedRun *r
     kjit_status status = KJIT_OK;
     Staging staging; /* not zeroed: only `count` items are ever read */
     staging.count = 0;
-    for (int i = 0; i < run->input_count && status == KJIT_OK; i++)
+    for (int i = 0; i < run->input_count && status == KJIT_OK; i++) {
+        /* outputs 1.. of a function of several come last: written back */
+        bool output = i >= run->input_count - run->extra_outputs;
         if (run->inputs[i] && !(plan->variant.scalar_mask & (1u << i)) &&
             run->inputs[i]->memory == KJIT_MEMORY_HOST)
-            status = stage(context, &staging, run->inputs[i], true, false, &plan->inputs[i].data);
+            status = stage(context, &staging, run->inputs[i],
+                           !output || !kj_array_is_contiguous(run->inputs[i]), output,
+                           &plan->inputs[i].data);
+    }
     if (status == KJIT_OK && run->output->memory == KJIT_MEMORY_HOST)
         status = stage(context, &staging, run->output, !kj_array_is_contiguous(run->output), true,
                        &plan->output.data);
@@ -269,6 +274,28 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
             status = stage(context, &staging, arg->value.array, true,
                            i >= 32 || (launch->written >> i & 1), &launch->descs[i].data);
     }
+    /* local() sized at launch: a scratch of the grid's threads times their
+     * bytes (target_cuda.c lays it out), after the arguments and checked
+     * mode's record; freed once the kernel is done */
+    void *scratch = NULL;
+    if (status == KJIT_OK && launch->compiled->root->launch_locals.count > 0) {
+        uint64_t threads = 1;
+        for (int d = 0; d < 3; d++)
+            threads *= (uint64_t)launch->grid[d] * launch->block[d];
+        char *error = NULL;
+        if (threads > SIZE_MAX / launch->launch_local_bytes)
+            status = kj_api_set_error(context, KJIT_ERROR_OUT_OF_MEMORY,
+                                      "%s: %llu threads of %zu bytes of local() sized at launch "
+                                      "do not fit the address space", launch->name,
+                                      (unsigned long long)threads, launch->launch_local_bytes);
+        else
+            status = kj_cuda_alloc(context->cuda, threads * launch->launch_local_bytes, &scratch,
+                                   &error);
+        if (status == KJIT_OK)
+            launch->params[launch->arg_count + (context->options.check ? 1 : 0)] = &scratch;
+        else if (error)
+            kj_api_take_named_error(context, status, launch->name, error);
+    }
     if (status == KJIT_OK) {
         char *error = NULL;
         /* a kernel with syncgrid() is launched cooperatively */
@@ -279,6 +306,16 @@ static kjit_status cuda_launch(kjit_context *context, KjLaunch *launch)
                                    launch->stream ? launch->stream->handle : NULL, &error);
         if (status != KJIT_OK)
             kj_api_take_error(context, status, "", error);
+    }
+    if (scratch) {
+        char *error = NULL;
+        kjit_status done = status == KJIT_OK ? kj_cuda_stream_sync(
+                                                   context->cuda, launch->stream ? launch->stream->handle : NULL, &error)
+                                             : KJIT_OK;
+        if (done != KJIT_OK)
+            status = kj_api_take_error(context, done, "", error), error = NULL;
+        kj_cuda_free(context->cuda, scratch, &error);
+        free(error);
     }
     return unstage(context, &staging, status);
 }

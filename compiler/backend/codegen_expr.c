@@ -134,6 +134,98 @@ static void array_fixed(Gen *g, LLVMValueRef data, const KjIrExpr *e, ArrayVal *
     }
 }
 
+/* A size from the launch (local_size.c) as an i64, by its rules: exact
+ * 64-bit arithmetic, which the runtime has checked for this launch (no
+ * overflow, no division by zero), so wrapping operations give its value;
+ * parameters are read from their slots, which the kernel never assigns. */
+static LLVMValueRef launch_size(Gen *g, const KjIrExpr *e)
+{
+    LLVMBuilderRef b = g->b;
+    switch (e->op) {
+    case KJ_IR_CONST: {
+        int64_t v = 0;
+        kj_local_size_const(e, &v); /* a u64 above INT64_MAX: the launch refuses it */
+        return const_i64(g, v);
+    }
+    case KJ_IR_VAR: {
+        LLVMValueRef v = LLVMBuildLoad2(b, llty(g, e->type), g->slots[e->var->id].scalar, "");
+        if (kj_type_int_bits(e->type) == 64)
+            return v;
+        return kj_type_is_signed(e->type) ? LLVMBuildSExt(b, v, g->t_i64, "")
+                                          : LLVMBuildZExt(b, v, g->t_i64, "");
+    }
+    case KJ_IR_DIM: /* an array parameter's extent */
+        return LLVMBuildLoad2(b, g->t_i64, g->slots[e->args[0]->var->id].array.shape[e->dim], "");
+    case KJ_IR_CAST: return launch_size(g, e->args[0]);
+    case KJ_IR_NEG: return LLVMBuildNeg(b, launch_size(g, e->args[0]), "");
+    case KJ_IR_SELECT: {
+        static const LLVMIntPredicate preds[] = {[KJ_IR_LT] = LLVMIntSLT, [KJ_IR_LE] = LLVMIntSLE,
+                                                 [KJ_IR_GT] = LLVMIntSGT, [KJ_IR_GE] = LLVMIntSGE,
+                                                 [KJ_IR_EQ] = LLVMIntEQ, [KJ_IR_NE] = LLVMIntNE};
+        const KjIrExpr *c = e->args[0];
+        LLVMValueRef taken = LLVMBuildICmp(b, preds[c->op], launch_size(g, c->args[0]),
+                                           launch_size(g, c->args[1]), "");
+        return LLVMBuildSelect(b, taken, launch_size(g, e->args[1]), launch_size(g, e->args[2]), "");
+    }
+    default: break;
+    }
+    LLVMValueRef x = launch_size(g, e->args[0]), y = launch_size(g, e->args[1]);
+    switch (e->op) {
+    case KJ_IR_ADD: return LLVMBuildAdd(b, x, y, "");
+    case KJ_IR_SUB: return LLVMBuildSub(b, x, y, "");
+    case KJ_IR_MUL: return LLVMBuildMul(b, x, y, "");
+    case KJ_IR_DIV: return LLVMBuildSDiv(b, x, y, "");
+    case KJ_IR_REM: return LLVMBuildSRem(b, x, y, "");
+    default: /* MATH min, max */
+        return LLVMBuildSelect(b, LLVMBuildICmp(b, e->math == KJ_MATH_FMIN ? LLVMIntSLT : LLVMIntSGT,
+                                                x, y, ""), x, y, "");
+    }
+}
+
+/* The bytes per thread of a launch-sized local(), rounded up to 16 as the
+ * runtime counts them (kj_local_launch_bytes); its extents into shape. */
+static LLVMValueRef launch_local_bytes(Gen *g, const KjIrExpr *e, LLVMValueRef *shape)
+{
+    LLVMValueRef count = const_i64(g, kj_type_size(e->alloc_elem));
+    for (int k = 0; k < e->alloc_ndim; k++) {
+        LLVMValueRef n = e->alloc_size[k] ? launch_size(g, e->alloc_size[k]) : const_i64(g, e->alloc_shape[k]);
+        if (shape)
+            shape[k] = n;
+        count = LLVMBuildMul(g->b, count, n, "");
+    }
+    return LLVMBuildAnd(g->b, LLVMBuildAdd(g->b, count, const_i64(g, 15), ""), const_i64(g, -16), "");
+}
+
+/* A kernel's local() sized at launch: computed in the impl's entry block
+ * (the sizes read only parameters), where the cpu's dynamic stack
+ * allocation is made once per call of the impl (inlined into a loop over
+ * threads, LLVM frees it at each turn) and cuda's slice of the launch's
+ * scratch is found. */
+static void launch_local(Gen *g, const KjIrExpr *e, ArrayVal *out)
+{
+    LLVMBuilderRef saved = g->b, ab = LLVMCreateBuilderInContext(g->ctx);
+    LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
+    g->b = ab;
+    LLVMValueRef prefix = const_i64(g, 0);
+    for (int i = 0; i < e->launch_local; i++)
+        prefix = LLVMBuildAdd(ab, prefix, launch_local_bytes(g, g->fn->launch_locals.items[i], NULL), "");
+    out->ndim = e->alloc_ndim;
+    out->elem = e->alloc_elem;
+    LLVMValueRef bytes = launch_local_bytes(g, e, out->shape), stride = const_i64(g, 1);
+    if (g->target->launch_local) {
+        out->data = g->target->launch_local(g, prefix, bytes, kj_type_size(e->alloc_elem), &stride);
+    } else {
+        out->data = LLVMBuildArrayAlloca(ab, g->t_i8, bytes, "local");
+        LLVMSetAlignment(out->data, 16);
+    }
+    for (int k = e->alloc_ndim - 1; k >= 0; k--) {
+        out->strides[k] = stride;
+        stride = LLVMBuildMul(ab, stride, out->shape[k], "");
+    }
+    g->b = saved;
+    LLVMDisposeBuilder(ab);
+}
+
 static int64_t alloc_count(const KjIrExpr *e)
 {
     int64_t n = 1;
@@ -464,6 +556,15 @@ static KJ_NOINLINE LLVMValueRef gen_call(Gen *g, KjIrExpr *e)
      * nothing here may use it */
     if (kj_codegen_cancel_may_stop(g, e->callee))
         kj_codegen_cancel_poll(g);
+    if (e->callee->output_count > 1) {
+        /* several outputs: the impl returns them in a struct (codegen_llvm.c);
+         * outputs 1.. go to the caller's variables */
+        for (int k = 1; k < e->callee->output_count; k++)
+            if (e->call_outputs)
+                LLVMBuildStore(g->b, LLVMBuildExtractValue(g->b, call, (unsigned)k, ""),
+                               g->slots[e->call_outputs[k]->id].scalar);
+        call = LLVMBuildExtractValue(g->b, call, 0, "");
+    }
     return call;
 }
 
@@ -775,6 +876,10 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
         return;
     }
     case KJ_IR_LOCAL: {
+        if (e->alloc_size[0] || e->alloc_size[1] || e->alloc_size[2]) {
+            launch_local(g, e, out);
+            return;
+        }
         LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
         LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
         LLVMTypeRef at = LLVMArrayType2(memty(g, e->alloc_elem), (uint64_t)alloc_count(e));

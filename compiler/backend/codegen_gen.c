@@ -87,6 +87,21 @@ LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
  * as one value; the target's hidden parameters and checked mode's follow.
  * The four functions below are the only ones that know it. */
 
+/* A function of several outputs returns them in one struct, in order:
+ * each element's type from each (vector_of: the SIMD lowering's type of
+ * each, when given). */
+LLVMTypeRef kj_codegen_outputs_type(Gen *g, const KjIrFunction *fn,
+                                    LLVMTypeRef (*vector_of)(void *, const KjType *), void *user)
+{
+    LLVMTypeRef fields[KJ_MAX_VEC_OUTPUTS];
+    int count = fn->output_count < KJ_MAX_VEC_OUTPUTS ? fn->output_count : KJ_MAX_VEC_OUTPUTS;
+    for (int k = 0; k < count; k++) {
+        const KjType *t = k == 0 ? fn->ret : fn->outputs[k]->type;
+        fields[k] = vector_of ? vector_of(user, t) : llty(g, t);
+    }
+    return LLVMStructTypeInContext(g->ctx, fields, (unsigned)count, 0);
+}
+
 /* How many LLVM arguments the impl of fn takes (an upper bound is enough):
  * 8 for the target's hidden parameters and checked mode's two. */
 int kj_codegen_impl_arg_capacity(const KjIrFunction *fn)

@@ -437,7 +437,18 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
             LLVMBuildBr(g->b, g->thread_next);
             return;
         }
-        if (s->value && g->fn->ret->kind != KJ_TYPE_VOID)
+        if (s->value && g->fn->output_count > 1) {
+            /* outputs 1.. from their variables (return (z, n) has set them) */
+            LLVMValueRef r = LLVMGetUndef(kj_codegen_outputs_type(g, g->fn, NULL, NULL));
+            r = LLVMBuildInsertValue(g->b, r, kj_codegen_expr(g, s->value), 0, "");
+            for (int k = 1; k < g->fn->output_count; k++) {
+                const KjIrVar *v = g->fn->outputs[k];
+                r = LLVMBuildInsertValue(g->b, r, LLVMBuildLoad2(g->b, llty(g, v->type),
+                                                                 g->slots[v->id].scalar, ""),
+                                         (unsigned)k, "");
+            }
+            LLVMBuildRet(g->b, r);
+        } else if (s->value && g->fn->ret->kind != KJ_TYPE_VOID)
             LLVMBuildRet(g->b, kj_codegen_convert(g, kj_codegen_expr(g, s->value), s->value->type, g->fn->ret));
         else
             LLVMBuildRetVoid(g->b);
@@ -466,6 +477,8 @@ static LLVMTypeRef impl_type(Gen *g, const KjIrFunction *fn)
         n += g->target->hidden_params(g, fn, ps + n);
     n += kj_codegen_check_params(g, ps + n);
     LLVMTypeRef ret = fn->kind == KJ_IR_FN_KERNEL || fn->kind == KJ_IR_FN_VEC_KERNEL ? g->t_void : llty(g, fn->ret);
+    if (fn->output_count > 1) /* several outputs: a struct of them, in order */
+        ret = kj_codegen_outputs_type(g, fn, NULL, NULL);
     LLVMTypeRef type = LLVMFunctionType(ret, ps, (unsigned)n, 0);
     free(ps);
     return type;
@@ -494,7 +507,7 @@ static void define_impl(Gen *g, FnInfo *info)
     g->fn = fn;
     g->llfn = info->impl;
     g->loop_depth = 0;
-    g->thread_ctx = g->shared_base = g->range_begin = g->range_end = NULL;
+    g->thread_ctx = g->shared_base = g->launch_scratch = g->range_begin = g->range_end = NULL;
     g->thread_next = NULL;
     g->threads_stopped = NULL;
     g->cancel_fn = NULL;

@@ -151,6 +151,13 @@ typedef struct KjTarget {
     /* The launch's dynamic shared memory (shared(T)): its data pointer, and
      * its size in bytes (an i64) into *bytes. */
     LLVMValueRef (*dynamic_shared)(Gen *g, LLVMValueRef *bytes);
+    /* A kernel's local() sized at launch, in the impl's entry block: its data
+     * pointer and the stride of its elements (an i64, in elements) into
+     * *stride, given its bytes per thread (an i64, a multiple of 16) and
+     * those of the kernel's launch-sized arrays before it (prefix).  May be
+     * NULL: a stack allocation of those bytes, stride 1. */
+    LLVMValueRef (*launch_local)(Gen *g, LLVMValueRef prefix, LLVMValueRef bytes,
+                                 int64_t elem_bytes, LLVMValueRef *stride);
     /* An execution-model built-in (KJ_EXEC_OPS) of result type `type`, its
      * operands lowered into args (the IR's order); NULL for a void one. */
     LLVMValueRef (*exec)(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count);
@@ -241,6 +248,8 @@ struct Gen {
     LLVMValueRef sreg[KJ_SREG_COUNT]; /* cpu kernels: the special registers */
     LLVMValueRef thread_ctx;          /* cpu kernels */
     LLVMValueRef shared_base;         /* cpu kernels: ctx->shared */
+    LLVMValueRef launch_scratch;      /* cuda kernels with local() sized at launch: the
+                                         launch's scratch (target_cuda.c) */
     int64_t shared_offset;            /* cpu kernels: bytes of shared memory laid out */
     LLVMValueRef range_begin, range_end; /* cpu VEC_KERNEL */
 
@@ -295,6 +304,9 @@ int kj_codegen_impl_arg_capacity(const KjIrFunction *fn);
 int kj_codegen_param_types(Gen *g, const KjIrFunction *fn, const LLVMTypeRef *scalar_types, LLVMTypeRef *out);
 /* An array argument's values into out, their count returned. */
 int kj_codegen_array_args(const ArrayVal *a, LLVMValueRef *out);
+/* The struct a function of several outputs returns (codegen_gen.c). */
+LLVMTypeRef kj_codegen_outputs_type(Gen *g, const KjIrFunction *fn,
+                                    LLVMTypeRef (*vector_of)(void *, const KjType *), void *user);
 /* Stores the current function's array parameter that starts at argument p
  * into its slots; returns the argument after it. */
 unsigned kj_codegen_bind_array_param(Gen *g, unsigned p, const ArraySlots *slots, int ndim);

@@ -174,7 +174,8 @@ static void scan_fn(Scan *sc, const KjIrFunction *fn, bool root)
 }
 
 /* A VEC_KERNEL as vectorize.c makes it: one PARFOR whose body ends in
- * out[...] = scalar(...), the scalar function taking scalars alone (the
+ * out[...] = scalar(...) (and, for several outputs, the stores of outputs
+ * 1.. after it), the scalar function taking scalars alone (the
  * kernels of reduce.c and guvectorize.c keep the scalar code). */
 static bool is_lifted(const KjIrFunction *fn)
 {
@@ -185,7 +186,11 @@ static bool is_lifted(const KjIrFunction *fn)
     const KjIrStmt *loop = body->stmts.items[0];
     if (loop->kind != KJ_IR_STMT_PARFOR || loop->body->kind != KJ_IR_STMT_BLOCK || loop->body->stmts.count == 0)
         return false;
-    const KjIrStmt *last = loop->body->stmts.items[loop->body->stmts.count - 1];
+    /* a function of several outputs: its other outputs' stores follow */
+    int extra = fn->scalar->output_count > 1 ? fn->scalar->output_count - 1 : 0;
+    if (loop->body->stmts.count <= extra)
+        return false;
+    const KjIrStmt *last = loop->body->stmts.items[loop->body->stmts.count - 1 - extra];
     if (last->kind != KJ_IR_STMT_STORE || last->value->op != KJ_IR_CALL || last->value->callee != fn->scalar)
         return false;
     for (int i = 0; i < fn->scalar->param_count; i++)
@@ -404,6 +409,17 @@ static void assign_lanes(Simd *s, KjIrVar *var, LLVMValueRef v, bool divergent)
     if (divergent)
         v = blend(s, s->mask, v, LLVMBuildLoad2(s->b, vty(s, var->type), slot, ""));
     LLVMBuildStore(s->b, v, slot);
+}
+
+/* Outputs 1.. of a call of several made on lanes in st (vectorize.c puts
+ * it as a statement's whole value): into the caller's variables, on the
+ * lanes it ran for. */
+static void take_call_outputs(Simd *s, KjIrStmt *st)
+{
+    for (int k = 0; k < s->call_output_count; k++)
+        assign_lanes(s, s->call_output_vars[k], s->call_output_values[k],
+                     kj_uniform_stmt_divergent(s->u, st));
+    s->call_output_count = 0;
 }
 
 static void gen_set(Simd *s, KjIrStmt *st)
@@ -1034,9 +1050,10 @@ static void gen_stmt(Simd *s, KjIrStmt *st)
             kj_simd_expr(s, st->value);
         else
             kj_codegen_expr(g, st->value);
+        take_call_outputs(s, st);
         return;
-    case KJ_IR_STMT_SET: gen_set(s, st); return;
-    case KJ_IR_STMT_STORE: gen_store(s, st); return;
+    case KJ_IR_STMT_SET: gen_set(s, st); take_call_outputs(s, st); return;
+    case KJ_IR_STMT_STORE: gen_store(s, st); take_call_outputs(s, st); return;
     case KJ_IR_STMT_IF: gen_if(s, st); return;
     case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: gen_loop(s, st); return;
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: case KJ_IR_STMT_RETURN: gen_leave(s, st); return;
@@ -1258,7 +1275,18 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     if (block_open(s))
         LLVMBuildBr(s->b, s->exit_bb);
     LLVMPositionBuilderAtEnd(s->b, s->exit_bb);
-    if (s->result)
+    if (s->result && fn->output_count > 1) {
+        /* several outputs: outputs 1.. from their variables, each lane's as
+         * it returned (a lane that has returned assigns nothing more) */
+        LLVMValueRef r = LLVMGetUndef(kj_simd_outputs_type(s, fn));
+        r = LLVMBuildInsertValue(s->b, r, LLVMBuildLoad2(s->b, vty(s, fn->ret), s->result, ""), 0, "");
+        for (int k = 1; k < fn->output_count; k++) {
+            KjIrExpr *read = kj_ir_var_ref(&s->arena, fn->outputs[k], fn->loc);
+            r = LLVMBuildInsertValue(s->b, r, kj_simd_lanes_of(s, read, fn->outputs[k]->type),
+                                     (unsigned)k, "");
+        }
+        LLVMBuildRet(s->b, r);
+    } else if (s->result)
         LLVMBuildRet(s->b, LLVMBuildLoad2(s->b, vty(s, fn->ret), s->result, ""));
     else
         LLVMBuildRetVoid(s->b);

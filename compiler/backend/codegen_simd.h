@@ -92,6 +92,12 @@ typedef struct Simd {
     /* callees whose SIMD variant is declared but not yet defined */
     struct Pending *pending;
     int *pending_count;
+    /* a call of several outputs (vectorize.c) made on lanes: outputs 1..,
+     * which the statement that holds the call assigns once it is lowered
+     * (codegen_simd.c) */
+    int call_output_count;
+    KjIrVar *call_output_vars[KJ_MAX_VEC_OUTPUTS];
+    LLVMValueRef call_output_values[KJ_MAX_VEC_OUTPUTS];
 } Simd;
 
 /* A callee's SIMD variant: the function, and which of its parameters vary
@@ -365,6 +371,8 @@ static inline LLVMValueRef lane0_slot(Simd *s, const KjIrVar *var)
 
 /* The value of a varying expression, a vector (of the lanes of its type). */
 LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e);
+/* The struct of vectors a function of several outputs returns on lanes. */
+LLVMTypeRef kj_simd_outputs_type(Simd *s, const KjIrFunction *fn);
 
 /* codegen_simd_range.c: whether every value of the integer expression e lies
  * in [lo, hi], in every lane and on every run (false when not known). */

@@ -1282,9 +1282,18 @@ LLVMTypeRef kj_simd_function_type(Simd *s, const KjIrFunction *fn, uint64_t vect
     return ft;
 }
 
+static LLVMTypeRef vector_of(void *s, const KjType *t) { return vty((Simd *)s, t); }
+
+LLVMTypeRef kj_simd_outputs_type(Simd *s, const KjIrFunction *fn)
+{
+    return kj_codegen_outputs_type(s->g, fn, vector_of, s);
+}
+
 static LLVMTypeRef callee_type(Simd *s, const KjIrFunction *fn, uint64_t varying_params)
 {
     LLVMTypeRef ret = fn->ret->kind == KJ_TYPE_VOID ? s->g->t_void : vty(s, fn->ret);
+    if (fn->output_count > 1)
+        ret = kj_simd_outputs_type(s, fn);
     return kj_simd_function_type(s, fn, varying_params, ret, &s->mask_type, 1);
 }
 
@@ -1333,6 +1342,17 @@ static KJ_NOINLINE LLVMValueRef vcall(Simd *s, KjIrExpr *e)
     free(args);
     if (kj_codegen_cancel_may_stop(g, callee))
         kj_codegen_cancel_poll(g);
+    if (callee->output_count > 1) {
+        /* outputs 1.., for the caller's variables: the statement that holds
+         * the call assigns them (codegen_simd.c, take_call_outputs) */
+        for (int k = 1; e->call_outputs && k < callee->output_count &&
+                        s->call_output_count < KJ_MAX_VEC_OUTPUTS; k++) {
+            s->call_output_vars[s->call_output_count] = e->call_outputs[k];
+            s->call_output_values[s->call_output_count++] =
+                LLVMBuildExtractValue(s->b, r, (unsigned)k, "");
+        }
+        r = LLVMBuildExtractValue(s->b, r, 0, "");
+    }
     return r;
 }
 

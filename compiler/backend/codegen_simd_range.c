@@ -123,6 +123,14 @@ static Span for_span(Simd *s, const KjIrStmt *st, int depth)
 static KjIrWalkStep find_writer(KjIrWalk *walk, const KjIrStmt *st)
 {
     Writers *w = walk->data;
+    /* a call of several outputs (vectorize.c) sets its variables: any value */
+    const KjIrExpr *call = st->value;
+    if (call && call->op == KJ_IR_CALL && call->call_outputs)
+        for (int k = 1; k < call->callee->output_count; k++)
+            if (call->call_outputs[k] == w->var) {
+                w->sets++;
+                w->span = join(w->span, type_span(w->var->type));
+            }
     if (st->var != w->var)
         return KJ_IR_WALK_ON;
     switch (st->kind) {

@@ -76,7 +76,14 @@ struct KjThreadCtx {
  *       C-contiguous ones (a kernel's contiguous-mask bits, every array of a
  *       CONTIG VEC_KERNEL) as the 8 + 8 * ndim bytes {data, shape[ndim]} that
  *       open a KjArrayDesc, so a pointer to the descriptor serves both; a
- *       VEC_KERNEL walks its PARFOR with a grid-stride loop.
+ *       VEC_KERNEL walks its PARFOR with a grid-stride loop.  A KERNEL with
+ *       local() sized at launch (KjIrFunction.launch_locals) takes one more
+ *       parameter last (after checked mode's record, below): the device
+ *       address of the launch's scratch, the grid's threads times the bytes
+ *       of those arrays per thread (kj_local_launch_bytes), which the
+ *       runtime allocates for the launch (target_cuda.c lays it out).
+ *   A VEC_KERNEL of a @vectorize of several outputs takes outputs 1.. as
+ *   arrays after the inputs and output 0 last, as `out` (vectorize.c).
  */
 /*
  * Checked mode (KjCodegenOptions.checks): the first failed check of a call

@@ -627,6 +627,8 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
         n += check_args(g, fn, LLVMGetParam(e, 0), args + n);
         LLVMValueRef r = LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
+        if (fn->output_count > 1) /* of several outputs, the first (the host maps it over arrays) */
+            r = LLVMBuildExtractValue(g->b, r, 0, "");
         if (fn->ret->kind != KJ_TYPE_VOID)
             LLVMBuildStore(g->b, to_mem(g, fn->ret, r), LLVMGetParam(e, 1));
         LLVMBuildRetVoid(g->b);

@@ -7,7 +7,8 @@
  *     address space (3), so the runtime need not size them;
  *   - a kernel or vectorized kernel is a .entry taking its parameters by
  *     value (kjit_backend.h), and a vectorized kernel walks its PARFOR with a
- *     grid-stride loop; no impl takes hidden parameters;
+ *     grid-stride loop; only a kernel with local() sized at launch takes a
+ *     hidden parameter, the launch's scratch that holds those arrays;
  *   - every function is convergent, and innermost constant loops are
  *     unrolled four times, as nvcc's are;
  *   - math calls go to libdevice (__nv_*), as do round, fmod and float %,
@@ -284,6 +285,60 @@ static bool cuda_parfor_range(Gen *g, KjIrStmt *s, LLVMValueRef *begin, LLVMValu
     return true;
 }
 
+/* ============================================================ local() sized at launch */
+
+/* A kernel with local() sized at launch takes the launch's scratch (global
+ * memory the runtime allocates for the launch: its threads times their
+ * bytes) after its parameters, as the hidden parameter of its impl: PTX has
+ * no local memory of a size known only at run time. */
+static int cuda_hidden_params(Gen *g, const KjIrFunction *fn, LLVMTypeRef *types)
+{
+    if (fn->kind != KJ_IR_FN_KERNEL || fn->launch_locals.count == 0)
+        return 0;
+    types[0] = g->t_ptr;
+    return 1;
+}
+
+static void cuda_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned first)
+{
+    if (fn->kind == KJ_IR_FN_KERNEL && fn->launch_locals.count > 0)
+        g->launch_scratch = LLVMGetParam(g->llfn, first);
+}
+
+/* The scratch is interleaved as CUDA's local memory is: an array of B bytes
+ * per thread at prefix P is B / element-size rows of T elements (T the
+ * grid's threads) from scratch + P * T, element k of thread t at row k,
+ * column t, so a warp's threads reading the same element touch consecutive
+ * addresses (coalesced).  The thread's view starts at its column, with
+ * element stride T. */
+static LLVMValueRef cuda_launch_local(Gen *g, LLVMValueRef prefix, LLVMValueRef bytes,
+                                      int64_t elem_bytes, LLVMValueRef *stride)
+{
+    (void)bytes;
+    LLVMBuilderRef b = g->b;
+    LLVMValueRef r[KJ_SREG_COUNT];
+    for (int i = 0; i < KJ_SREG_COUNT; i++)
+        r[i] = LLVMBuildZExt(b, cuda_read_sreg(g, (KjSpecialReg)i), g->t_i64, "");
+    LLVMValueRef block = LLVMBuildMul(b, LLVMBuildMul(b, r[KJ_SREG_BDIM_X], r[KJ_SREG_BDIM_Y], ""),
+                                      r[KJ_SREG_BDIM_Z], "");
+    LLVMValueRef blocks = LLVMBuildMul(b, LLVMBuildMul(b, r[KJ_SREG_GDIM_X], r[KJ_SREG_GDIM_Y], ""),
+                                       r[KJ_SREG_GDIM_Z], "");
+    LLVMValueRef threads = LLVMBuildMul(b, block, blocks, "threads");
+    LLVMValueRef bid = LLVMBuildAdd(
+        b, LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r[KJ_SREG_BID_Z], r[KJ_SREG_GDIM_Y], ""),
+                                        r[KJ_SREG_BID_Y], ""), r[KJ_SREG_GDIM_X], ""),
+        r[KJ_SREG_BID_X], "");
+    LLVMValueRef tid = LLVMBuildAdd(
+        b, LLVMBuildMul(b, LLVMBuildAdd(b, LLVMBuildMul(b, r[KJ_SREG_TID_Z], r[KJ_SREG_BDIM_Y], ""),
+                                        r[KJ_SREG_TID_Y], ""), r[KJ_SREG_BDIM_X], ""),
+        r[KJ_SREG_TID_X], "");
+    LLVMValueRef t = LLVMBuildAdd(b, LLVMBuildMul(b, bid, block, ""), tid, "thread");
+    LLVMValueRef offset = LLVMBuildAdd(b, LLVMBuildMul(b, prefix, threads, ""),
+                                       LLVMBuildMul(b, t, LLVMConstInt(g->t_i64, (uint64_t)elem_bytes, 0), ""), "");
+    *stride = threads;
+    return LLVMBuildGEP2(b, g->t_i8, g->launch_scratch, &offset, 1, "local");
+}
+
 /* ============================================================ entry points */
 
 /* How a cuda .entry takes an array: a C-contiguous one as the record
@@ -306,7 +361,7 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
     if (fn->kind != KJ_IR_FN_KERNEL && fn->kind != KJ_IR_FN_VEC_KERNEL)
         return;
     uint32_t contiguous = kj_codegen_root_contiguous(g, fn);
-    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)(fn->param_count + 1));
+    LLVMTypeRef *ps = kj_xmalloc(sizeof *ps * (size_t)(fn->param_count + 2));
     LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)kj_codegen_impl_arg_capacity(fn));
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
@@ -315,6 +370,10 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
     /* checked mode: the KjCheckRecord's device address after the parameters */
     int count = fn->param_count;
     if (g->options->checks)
+        ps[count++] = g->t_ptr;
+    /* local() sized at launch: the launch's scratch after them */
+    bool scratch = fn->kind == KJ_IR_FN_KERNEL && fn->launch_locals.count > 0;
+    if (scratch)
         ps[count++] = g->t_ptr;
     LLVMValueRef e = kj_codegen_add_entry(g, fn, "", LLVMFunctionType(g->t_void, ps, (unsigned)count, 0));
     LLVMSetFunctionCallConv(e, LLVMPTXKernelCallConv);
@@ -341,6 +400,8 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
             args[n++] = from_mem(g, t, p);
         }
     }
+    if (scratch)
+        args[n++] = LLVMGetParam(e, (unsigned)(count - 1));
     if (g->options->checks)
         n += kj_codegen_check_entry_args(g, LLVMGetParam(e, (unsigned)fn->param_count), args + n);
     LLVMBuildCall2(g->b, info->impl_type, info->impl, args, (unsigned)n, "");
@@ -443,8 +504,8 @@ const KjTarget kj_target_cuda = {
     .emit_words = "llvm or ptx",
     .setup_module = NULL,
     .function_attrs = cuda_function_attrs,
-    .hidden_params = NULL,
-    .bind_hidden_params = NULL,
+    .hidden_params = cuda_hidden_params,
+    .bind_hidden_params = cuda_bind_hidden_params,
     .hidden_args = NULL,
     .emit_entries = cuda_emit_entries,
     .unroll_constant_loops = true,
@@ -453,6 +514,7 @@ const KjTarget kj_target_cuda = {
     .syncthreads = cuda_syncthreads,
     .shared_array = cuda_shared_array,
     .dynamic_shared = cuda_dynamic_shared,
+    .launch_local = cuda_launch_local,
     .exec = cuda_exec,
     .math_prefix = "__nv_",
     .math = cuda_math,

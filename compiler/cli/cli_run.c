@@ -28,7 +28,8 @@ static const char run_usage[] =
     "options:\n"
     "  --target cpu|parallel|cuda|auto   where to run (default auto: cuda if usable)\n"
     "  -o OUT.npy|OUT.png                write the result of a vectorized function (or of\n"
-    "                                    a @guvectorize given its inputs only)\n"
+    "                                    a @guvectorize given its inputs only); for\n"
+    "                                    several outputs a file each: -o a.npy,b.npy\n"
     "  --grid X[,Y[,Z]] --block X[,Y[,Z]] launch shape of a @kernel\n"
     "  --shared-bytes N                  dynamic shared memory per block, for a\n"
     "                                    @kernel's shared(T) arrays (default 0)\n"
@@ -282,6 +283,9 @@ static int write_array(const char *path, const kjit_array *a)
 
 /* ------------------------------------------------------------------- run */
 
+/* The most outputs -o names (a @vectorize of several: KJ_MAX_VEC_OUTPUTS). */
+#define MAX_OUTPUTS 8
+
 static int diagnostics_printed;
 
 static void print_diagnostic(void *user, const char *text)
@@ -311,13 +315,27 @@ int kj_cli_run(int argc, char **argv)
     int code = parse_options(argc, argv, &o);
     if (code >= 0)
         return code;
+    /* -o a.npy,b.npy: a file per output of a @vectorize of several */
+    char *out_list = o.output ? strdup(o.output) : NULL;
+    const char *out_paths[MAX_OUTPUTS + 1];
+    int out_count = 0;
+    for (char *save = NULL, *p = out_list ? strtok_r(out_list, ",", &save) : NULL;
+         p && out_count <= MAX_OUTPUTS; p = strtok_r(NULL, ",", &save))
+        out_paths[out_count++] = p;
+    if (o.output && (out_count == 0 || out_count > MAX_OUTPUTS)) {
+        fprintf(stderr, "kjit run: -o %s: name one file, or one per output (at most %d)\n",
+                o.output, MAX_OUTPUTS);
+        free(out_list);
+        return 2;
+    }
     /* Before anything runs: an output must not replace what the run reads. */
-    for (int s = -1; s < o.save_count; s++) {
-        const char *path = s < 0 ? o.output : o.save_path[s];
+    for (int s = -out_count; s < o.save_count; s++) {
+        const char *path = s < 0 ? out_paths[-s - 1] : o.save_path[s];
         const char *input = path ? kj_cli_output_clash(path, &o.call) : NULL;
         if (input) {
             fprintf(stderr, "kjit run: %s %s is the file %s, an input of this run; refusing to "
                             "overwrite it\n", s < 0 ? "-o" : "--save", path, input);
+            free(out_list);
             return 2;
         }
     }
@@ -347,6 +365,8 @@ int kj_cli_run(int argc, char **argv)
     kjit_arg *args = made.args;
     kjit_array *arrays = made.arrays;
     kjit_array result = {0};
+    kjit_array results[MAX_OUTPUTS] = {{0}}; /* a @vectorize of several outputs */
+    int outputs = 1;
     double times[1024];
     int timed = 0;
     code = 0;
@@ -383,6 +403,19 @@ int kj_cli_run(int argc, char **argv)
         code = 2;
         goto done;
     }
+    outputs = kind == KJIT_FUNCTION_VECTORIZE ? kjit_function_output_count(function) : 1;
+    if (o.output && out_count != 1 && out_count != outputs) {
+        fprintf(stderr, "kjit run: -o names %d files, but %s has %d output%s\n", out_count,
+                o.call.function, outputs, outputs == 1 ? "" : "s");
+        code = 2;
+        goto done;
+    }
+    if (o.output && outputs > 1 && out_count != outputs) {
+        fprintf(stderr, "kjit run: %s has %d outputs: name a file for each, -o %s\n",
+                o.call.function, outputs, outputs == 2 ? "a.npy,b.npy" : "a.npy,b.npy,...");
+        code = 2;
+        goto done;
+    }
     if (kind == KJIT_FUNCTION_KERNEL && !o.call.has_grid) {
         fprintf(stderr, "kjit run: %s is a @kernel: give --grid and --block\n", o.call.function);
         code = 2;
@@ -414,6 +447,15 @@ int kj_cli_run(int argc, char **argv)
             launch.dynamic_shared_bytes = o.call.shared_bytes;
             status = kjit_launch_ex(function, o.call.grid, o.call.block, args, o.call.arg_count, &launch);
         }
+        else if (outputs > 1 && results[0].data) {
+            /* again into the outputs of the first run, given after the inputs */
+            kjit_arg all[KJ_CLI_MAX_ARGS + MAX_OUTPUTS];
+            memcpy(all, args, sizeof *args * (size_t)o.call.arg_count);
+            for (int k = 0; k < outputs; k++)
+                all[o.call.arg_count + k] = kjit_arg_array(&results[k]);
+            status = kjit_call(function, all, o.call.arg_count + outputs, NULL, NULL);
+        } else if (outputs > 1)
+            status = kjit_call_outputs(function, args, o.call.arg_count, results, outputs);
         else if (kind == KJIT_FUNCTION_REDUCE) {
             kjit_array_free(&result);
             status = kj_cli_reduce_call(function, args, o.call.arg_count, &o.call.reduce, NULL,
@@ -458,6 +500,12 @@ int kj_cli_run(int argc, char **argv)
                 snprintf(label, sizeof label, "argument %d", i);
                 summarise(label, &arrays[i]);
             }
+    } else if (outputs > 1) {
+        for (int k = 0; k < outputs; k++) {
+            char label[32];
+            snprintf(label, sizeof label, "result %d", k);
+            summarise(label, &results[k]);
+        }
     } else if (result.data) {
         summarise("result", &result);
     } else {
@@ -472,7 +520,10 @@ int kj_cli_run(int argc, char **argv)
         printf("run: %.3f ms median of %d (min %.3f ms, max %.3f ms)\n", times[timed / 2], timed,
                times[0], times[timed - 1]);
 
-    if (o.output) {
+    for (int k = 0; o.output && outputs > 1 && k < outputs; k++)
+        if ((code = write_array(out_paths[k], &results[k])) != 0)
+            goto done;
+    if (o.output && outputs == 1) {
         if (!result.data) {
             fprintf(stderr, "kjit run: -o: %s has no result array to write (use --save N=FILE)\n",
                     o.call.function);
@@ -495,6 +546,9 @@ int kj_cli_run(int argc, char **argv)
 
 done:
     kjit_array_free(&result);
+    for (int k = 0; k < MAX_OUTPUTS; k++)
+        kjit_array_free(&results[k]);
+    free(out_list);
     kj_cli_args_free(&made);
     kjit_module_free(module);
     kjit_context_destroy(context);

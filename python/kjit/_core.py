@@ -296,6 +296,9 @@ class Module:
         kind = _lib.FUNCTION_KINDS[lib.kjit_function_kind_of(out.value)]
         cls = {"vectorize": VectorizedFunction, "guvectorize": GuvectorizedFunction,
                "reduce": ReduceFunction}.get(kind, Function)
+        if (kind == "vectorize" and _lib.HAS_OUTPUTS and
+                lib.kjit_function_output_count(out.value) > 1):
+            cls = SeveralOutputsFunction
         fn = cls(self, out.value)
         self.__dict__[name] = fn  # the next m.name is a plain attribute
         return fn
@@ -784,6 +787,92 @@ if _fast is not None:
                             self._is_cuda)
 else:
     VectorizedFunction = _VectorizedPython
+
+
+class SeveralOutputsFunction(Function):
+    """A @vectorize function of several outputs (-> (f64, i32)):
+    f(*inputs, out=None, stream=None) returns a tuple of arrays, one per
+    output, of the inputs' broadcast shape (allocated beside the first input
+    that is an array, on its device), or fills out=(a, b, ...).  With scalar
+    inputs alone, a tuple of scalars."""
+
+    def __init__(self, module, handle):
+        super().__init__(module, handle)
+        self.outputs = lib.kjit_function_output_count(handle)
+        self._output_codes = []
+        for s in range(len(self.signatures)):
+            codes = []
+            for k in range(self.outputs):
+                code = ctypes.c_int(-1)
+                self.context.check(lib.kjit_function_output(handle, s, k, ctypes.byref(code)))
+                codes.append(code.value)
+            self._output_codes.append(tuple(codes))
+
+    def output_types(self, signature=0):
+        """The element type names of a signature's outputs, in order."""
+        return tuple(_lib.DTYPE_NAMES[c] for c in self._output_codes[signature])
+
+    def __call__(self, *args, out=None, stream=None):
+        n, k = self.param_count, self.outputs
+        if len(args) != n:
+            raise InvalidArgumentError(f"{self.name} takes {n} input{'' if n == 1 else 's'}, "
+                                       f"{len(args)} given (its {k} outputs go to out=)")
+        scalars = False
+        if out is None:
+            cb = CallBuffers(n)
+            try:
+                info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+                        for i, x in enumerate(args)]
+                sig = ctypes.c_int()
+                self.context.check(lib.kjit_function_match(self.handle, cb.args_addr, n,
+                                                           ctypes.byref(sig)))
+            finally:
+                cb.keep.clear()
+            alloc = template = None
+            shape = ()
+            for i, (_, s, a, _) in enumerate(info):
+                if a is not None and template is None:
+                    alloc, template = a, args[i]
+                if s is not None:
+                    shape = _broadcast(shape, s)
+            if shape is False:
+                shape = ()  # kjit's own message names the shapes
+            scalars = all(s is None for (_, s, _, _) in info)
+            outs = tuple((alloc or _alloc_host)(template, tuple(shape), code)
+                         for code in self._output_codes[sig.value])
+        else:
+            outs = tuple(out) if isinstance(out, (tuple, list)) else None
+            if outs is None or len(outs) != k:
+                raise InvalidArgumentError(f"{self.name} has {k} outputs: out= takes a tuple of "
+                                           f"{k} arrays")
+        full = tuple(args) + outs
+        cb = CallBuffers(len(full))
+        try:
+            info = [(CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+                    for i, x in enumerate(full)]
+            if cb.keep:
+                self._sync_producers(cb)
+            if not self._is_cuda:
+                self._check_memory(info)
+            if stream is None:
+                status = _kjit_call(self.handle, cb.args_addr, len(full), None, None)
+            else:
+                status = lib.kjit_call_async(self.handle, cb.args_addr, len(full), None,
+                                             stream_pointer(stream, self.context))
+            if status:
+                _raise(self.context.handle, status)
+        finally:
+            cb.keep.clear()
+        if scalars:
+            return tuple(o[()] for o in outs)
+        return outs
+
+    def prepare(self, *args, out=None):
+        """Generates the code a call with these inputs would run."""
+        cb = CallBuffers(len(args))
+        for i, x in enumerate(args):
+            (CONVERTERS.get(type(x)) or converter_for(type(x)))(x, cb, i)
+        self.context.check(lib.kjit_prepare(self.handle, cb.args_addr, len(args), None))
 
 
 class GuvectorizedFunction(Function):

@@ -201,6 +201,8 @@ _protos = {
     "kjit_cuda_device_count": (ctypes.c_int, []),
     "kjit_stream_wrap": (_S, [_P, _P, ctypes.POINTER(_P)]),
     "kjit_stream_handle": (_P, [_P]),
+    "kjit_function_output_count": (ctypes.c_int, [_P]),
+    "kjit_function_output": (_S, [_P, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
 }
 for _name, (_restype, _argtypes) in _protos.items():
     try:
@@ -210,12 +212,16 @@ for _name, (_restype, _argtypes) in _protos.items():
             continue  # an older library: foreign streams are refused (kjit.Stream says so)
         if _name == "kjit_function_param_written":
             continue  # an older library: every array argument counts as written
+        if _name in ("kjit_function_output_count", "kjit_function_output"):
+            continue  # an older library: every @vectorize has one output
         raise
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 
 HAS_PARAM_WRITTEN = (hasattr(lib, "kjit_function_param_written") and
                      lib.kjit_function_param_written.argtypes is not None)
+HAS_OUTPUTS = (hasattr(lib, "kjit_function_output_count") and
+               lib.kjit_function_output_count.argtypes is not None)
 HAS_STREAM_WRAP = hasattr(lib, "kjit_stream_wrap") and lib.kjit_stream_wrap.argtypes is not None
 
 

@@ -50,3 +50,74 @@ def test_const_array_is_read_only():
     with pytest.raises(kjit.CompileError, match="the constant array 'T', which is read-only"):
         kjit.compile("const T: i32[2] = [1, 2];\n@kernel fn k(o: i32[]) { T[0] = o[0]; }\n",
                      target="cpu")
+
+
+TRIDIAG = os.path.join(REPO, "tests", "golden", "exec", "local_launch.kern")
+
+
+def test_local_sized_at_launch(target, rng):
+    # local() sized by the launch: an array's extent (the column's length)
+    # and scalar parameters, on every target
+    m = kjit.load(TRIDIAG, target=target)
+    d = rng.standard_normal((120, 50))
+    x = np.zeros_like(d)
+    m.tridiag_columns[2, 32](d, x)
+    a = 4 * np.eye(120) - np.eye(120, k=1) - np.eye(120, k=-1)
+    np.testing.assert_allclose(a @ x, d, atol=1e-12)
+    xs = np.arange(100, dtype=np.int32)
+    out = np.zeros(100, np.int64)
+    m.prefix_windows[4, 32](xs, out, 5, 20)
+    want = sum(np.roll(xs, -k).astype(np.int64) for k in range(5)) + (8 + 5 % 3) * 1000
+    np.testing.assert_array_equal(out, want)
+
+
+def test_local_sized_at_launch_is_bounded(target):
+    m = kjit.load(TRIDIAG, target=target)
+    out = np.full(100, -1, np.int64)
+    with pytest.raises(kjit.InvalidArgumentError, match="take 800192 bytes per thread"):
+        m.prefix_windows[4, 32](np.arange(100, dtype=np.int32), out, 200000, 20)
+    with pytest.raises(kjit.InvalidArgumentError, match="is given size -8 by this launch"):
+        m.prefix_windows[4, 32](np.arange(100, dtype=np.int32), out, 3, -8)
+    assert (out == -1).all()  # refused before anything ran
+
+
+SEVERAL = os.path.join(REPO, "tests", "golden", "vectorize", "several_outputs.kern")
+
+
+def test_several_outputs(target, rng):
+    # a @vectorize of several outputs: a tuple of arrays, or out=(a, b)
+    m = kjit.load(SEVERAL, target=target)
+    a = rng.integers(-1000, 1000, (40, 30))
+    b = rng.choice([-7, -3, 2, 5, 11], 30)
+    q, r = m.floor_divmod(a, b)
+    np.testing.assert_array_equal(q, a // b)
+    np.testing.assert_array_equal(r, a % b)
+    q2, r2 = np.empty_like(a), np.empty_like(a)
+    got = m.floor_divmod(a.T, -4, out=(q2.T, r2.T))
+    assert got[0].base is q2 and got[1].base is r2
+    np.testing.assert_array_equal(q2.T, a.T // -4)
+    np.testing.assert_array_equal(r2.T, a.T % -4)
+    assert m.floor_divmod(-17, 5) == (-4, 3)
+    x = np.linspace(-3, 3, 77, dtype=np.float32)
+    s, c, pos = m.wave(x)
+    assert (s.dtype, c.dtype, pos.dtype) == (np.float32, np.float32, np.bool_)
+    np.testing.assert_allclose(s, np.sin(x), atol=1e-6)
+    np.testing.assert_allclose(c, np.cos(x), atol=1e-6)
+    np.testing.assert_array_equal(pos, x >= 0)
+    assert m.floor_divmod.outputs == 2 and m.wave.output_types() == ("f32", "f32", "bool")
+    z, n = m.escape(np.linspace(-2, 0.5, 50), np.linspace(-1.2, 1.2, 20)[:, None], 40)
+    assert z.shape == n.shape == (20, 50) and n.dtype == np.int32
+    assert n.min() == 0 and n.max() == 40 and (z[n < 40] > 2).all()
+
+
+def test_several_outputs_refused():
+    m = kjit.load(SEVERAL, target="cpu")
+    a = np.arange(10)
+    with pytest.raises(kjit.InvalidArgumentError, match="out= takes a tuple of 2 arrays"):
+        m.floor_divmod(a, 3, out=np.empty(10, np.int64))
+    with pytest.raises(kjit.ShapeError, match="output 1 has shape"):
+        m.floor_divmod(a, 3, out=(np.empty(10, np.int64), np.empty(9, np.int64)))
+    with pytest.raises(kjit.DTypeError, match="output 0 .* must be a i64 array"):
+        m.floor_divmod(a, 3, out=(np.empty(10, np.float64), np.empty(10, np.int64)))
+    with pytest.raises(kjit.InvalidArgumentError, match="takes 2 inputs"):
+        m.floor_divmod(a)

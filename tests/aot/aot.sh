@@ -95,6 +95,8 @@ for out in tests/golden/*/*.out; do
     name=golden_$(basename "$kern" .kern)
     args=$(sed -n 's|^// run: ||p' "$kern" | head -1)
     if ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/$name.so" 2>"$OUT/$name.err"; then
+        # what libraries do not hold yet (below) is refused, not run
+        grep -q "which libraries do not hold yet" "$OUT/$name.err" && continue
         bad "kjit build --emit=lib $kern failed: $(cat "$OUT/$name.err")"; continue
     fi
     for target in cpu parallel; do
@@ -126,6 +128,21 @@ sed 's/a + b/a - b/' examples/add.kern >"$OUT/add_minus.kern"
 if compare minus "$OUT/libs/libminus.so" examples/add.kern cpu; then
     bad "a library of a - b compares equal to add: the comparison cannot fail"
 fi
+
+# What the table cannot describe yet is refused at build time, naming it.
+for case in "two:@vectorize
+fn two(x: f64) -> (f64, i32) { return (x * 2.0, i32(x)); }:a @vectorize of several outputs" \
+            "k:@kernel
+fn k(a: f64[], n: i32) { let s = local(f64, n); s[0] = 1.0; a[grid(1)] = s[0]; }:a local() sized at launch"; do
+    name=${case%%:*} rest=${case#*:} want=${case##*:}
+    printf '%s\n' "${rest%:*}" >"$OUT/unsupported_$name.kern"
+    if "$KJIT" build "$OUT/unsupported_$name.kern" --emit=lib --cpu-levels="$best" \
+            -o "$OUT/libs/unsupported_$name.so" 2>"$OUT/unsupported_$name.err"; then
+        bad "a library of $want was built"
+    fi
+    grep -q "'$name' has $want, which libraries do not hold yet" "$OUT/unsupported_$name.err" ||
+        bad "$want: $(cat "$OUT/unsupported_$name.err")"
+done
 
 # Levels.  KJIT_CPU_FEATURES=-avx forces the sse2 code of a library of all
 # three, with the bits of the JIT so restricted (sin: libmvec's SSE routine).

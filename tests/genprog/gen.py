@@ -87,6 +87,7 @@ class Ctx:
         self.shared = []            # (name, elem type, ndim): see the segment modes
         self.shared_mode = {}       # name -> "w" (own slot) or "r" (any slot)
         self.locals = []            # (name, elem type, size)
+        self.rets = []              # a @vectorize of several outputs: their types
         self.barriers_ok = False    # in uniform control flow of a kernel
         self.may_have_returned = False
         self.warp_ok = False        # whole warps: nt a multiple of 32
@@ -584,7 +585,10 @@ class Gen:
         if k < 23 and ctx.ret is not None:
             self.emit("if %s {" % self.bool_expr(ctx, 1))
             self.ind += 1
-            self.emit("return %s;" % self.expr(ctx, ctx.ret, ctx.ret_pure, 2))
+            if len(ctx.rets) > 1:  # a @vectorize of several outputs returns them all
+                self.emit("return (%s);" % ", ".join(self.expr(ctx, t, is_int(t), 2) for t in ctx.rets))
+            else:
+                self.emit("return %s;" % self.expr(ctx, ctx.ret, ctx.ret_pure, 2))
             self.ind -= 1
             self.emit("}")
             return
@@ -719,9 +723,15 @@ class Gen:
             lt = self.pick(INTS + ["f64"])
             ln = self.fresh("loc")
             size = self.r.randint(1, 8)
-            self.emit("let %s = local(%s, %d);" % (ln, lt, size))
+            if self.chance(0.3):
+                # sized at launch (docs/language.md, "Local arrays sized at
+                # launch"): from an input's length, at least 1
+                self.emit("let %s = local(%s, min(len(%s), %d));" % (ln, lt, ctx.inputs[0][0], size))
+                size = "len(%s)" % ln
+            else:
+                self.emit("let %s = local(%s, %d);" % (ln, lt, size))
             init = self.int_lit(lt) if is_int(lt) else self.real_lit(lt, True)
-            self.emit("for %s in range(%d) { %s[%s] = %s; }" % ("z" + ln, size, ln, "z" + ln, init))
+            self.emit("for %s in range(%s) { %s[%s] = %s; }" % ("z" + ln, size, ln, "z" + ln, init))
             ctx.locals.append((ln, lt, size, True))
         ctx.sync_tiles = {}
         for h in self.sync_helpers:
@@ -903,13 +913,21 @@ class Gen:
             ctx.scopes[0].append(Var(pn, t, pure))
         ret = self.pick(INTS + FLOATS + COMPLEX)
         ctx.ret, ctx.ret_pure, ctx.allow_return = ret, is_int(ret), False
+        # several outputs (docs/language.md, "Several outputs"): -> (T, U, ...)
+        rets = [ret] + [self.pick(INTS + FLOATS + COMPLEX)
+                        for _ in range(self.r.randint(1, 2) if self.chance(0.25) else 0)]
+        ctx.rets = rets
         self.emit("//! vectorize %s n=%d" % (name, self.r.randint(1, 300)))
         self.emit("@vectorize")
-        self.emit("fn %s(%s) -> %s {" % (name, ", ".join("%s: %s" % p for p in params), ret))
+        self.emit("fn %s(%s) -> %s {" % (name, ", ".join("%s: %s" % p for p in params),
+                                         ret if len(rets) == 1 else "(%s)" % ", ".join(rets)))
         self.ind += 1
         for _ in range(self.r.randint(1, 3 if self.small else 6)):
             self.stmt(ctx, 2 if self.small else 3)
-        self.emit("return %s;" % self.expr(ctx, ret, ctx.ret_pure, 3))
+        if len(rets) == 1:
+            self.emit("return %s;" % self.expr(ctx, ret, ctx.ret_pure, 3))
+        else:
+            self.emit("return (%s);" % ", ".join(self.expr(ctx, t, is_int(t), 3) for t in rets))
         self.ind -= 1
         self.emit("}")
         self.emit("")

@@ -616,42 +616,55 @@ static void run_vectorize(Run *run, Mode *mode, Outputs *out, RefStatus *st, boo
     const Inputs *in = &run->in;
     const KjIrFunction *fn = run->fn;
     int64_t n = run->d->n;
-    RefArray result = new_array(fn->ret->kind, 1, &n);
-    out->count = 1;
-    out->types[0] = fn->ret;
-    out->names[0] = "result";
+    /* a function of several outputs (-> (f64, i32)): one array each */
+    int outputs = fn->output_count > 1 ? fn->output_count : 1;
+    static const char *const names[KJ_MAX_VEC_OUTPUTS] = {"result", "result1", "result2", "result3",
+                                                          "result4", "result5", "result6", "result7"};
+    RefArray results[KJ_MAX_VEC_OUTPUTS];
+    out->count = outputs;
+    for (int j = 0; j < outputs; j++) {
+        out->types[j] = j == 0 ? fn->ret : fn->outputs[j]->type;
+        out->names[j] = names[j];
+        results[j] = new_array(out->types[j]->kind, 1, &n);
+    }
     if (!mode) {
         *ref_ok = true;
         for (int64_t k = 0; k < n && *ref_ok; k++) {
-            RefValue args[MAX_PARAMS], r;
+            RefValue args[MAX_PARAMS], r[KJ_MAX_VEC_OUTPUTS];
             for (int p = 0; p < in->count; p++)
                 args[p] = ref_array_read(&in->arrays[p], k);
             RefStatus one = {.budget = 2000000};
-            *ref_ok = ref_call(fn, args, &r, &one);
+            *ref_ok = ref_call_outputs(fn, args, r, &one);
             if (!*ref_ok)
                 snprintf(st->error, sizeof st->error, "%s", one.error);
             st->magnitude = fmax(st->magnitude, one.magnitude);
             st->single_magnitude = fmax(st->single_magnitude, one.single_magnitude);
-            ref_array_write(&result, k, r);
+            for (int j = 0; j < outputs; j++)
+                ref_array_write(&results[j], k, r[j]);
         }
     } else {
-        kjit_arg args[MAX_PARAMS];
-        kjit_array views[MAX_PARAMS];
+        kjit_arg args[MAX_PARAMS + KJ_MAX_VEC_OUTPUTS];
+        kjit_array views[MAX_PARAMS], outs[KJ_MAX_VEC_OUTPUTS];
         for (int p = 0; p < in->count; p++) {
             kjit_dtype dt;
             kj_type_dtype(in->types[p], &dt);
             views[p] = kjit_array_make(in->arrays[p].data, dt, 1, &n);
             args[p] = kjit_arg_array(&views[p]);
         }
-        kjit_dtype rt;
-        kj_type_dtype(fn->ret, &rt);
-        kjit_array o = kjit_array_make(result.data, rt, 1, &n);
+        for (int j = 0; j < outputs; j++) {
+            kjit_dtype rt;
+            kj_type_dtype(out->types[j], &rt);
+            outs[j] = kjit_array_make(results[j].data, rt, 1, &n);
+            args[in->count + j] = kjit_arg_array(&outs[j]);
+        }
         kjit_function *kf;
         if (kjit_module_function(mode->module, run->d->name, &kf) != KJIT_OK ||
-            kjit_call(kf, args, in->count, &o, NULL) != KJIT_OK)
+            (outputs > 1 ? kjit_call(kf, args, in->count + outputs, NULL, NULL)
+                         : kjit_call(kf, args, in->count, &outs[0], NULL)) != KJIT_OK)
             snprintf(out->error, sizeof out->error, "%s", kjit_last_error(mode->context));
     }
-    out->arrays[0] = result;
+    for (int j = 0; j < outputs; j++)
+        out->arrays[j] = results[j];
 }
 
 /* @guvectorize("(n),(n),()->(n)"): a, b of (loop, core), w of (loop), out. */

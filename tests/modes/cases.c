@@ -322,6 +322,8 @@ void modes_args_free(ModesArgs *args)
         free(args->buffers[p]);
     if (args->has_result)
         kjit_array_free(&args->result);
+    for (int k = 0; args->has_result && k < args->more_results; k++)
+        kjit_array_free(&args->more[k]);
     memset(args, 0, sizeof *args);
 }
 
@@ -335,6 +337,17 @@ kjit_status modes_invoke(kjit_function *function, const ModesCase *c, ModesArgs 
         return kjit_launch_ex(function, c->grid, c->block, args->args, args->nargs, &options);
     }
     case KJIT_FUNCTION_VECTORIZE: {
+        int outputs = kjit_function_output_count(function);
+        if (outputs > 1 && outputs <= 8) { /* several outputs: a result of each */
+            kjit_array all[8];
+            kjit_status s = kjit_call_outputs(function, args->args, args->nargs, all, outputs);
+            args->has_result = s == KJIT_OK;
+            args->result = all[0];
+            args->more_results = s == KJIT_OK ? outputs - 1 : 0;
+            for (int k = 1; k < outputs && s == KJIT_OK; k++)
+                args->more[k - 1] = all[k];
+            return s;
+        }
         kjit_status s = kjit_call(function, args->args, args->nargs, NULL, &args->result);
         args->has_result = s == KJIT_OK;
         return s;
@@ -359,6 +372,12 @@ int modes_outputs(const ModesCase *c, ModesArgs *args, ModesOutput *out, int max
     if (args->has_result && n < max) {
         out[n] = (ModesOutput){args->result.dtype, kjit_array_size(&args->result), args->result.data};
         snprintf(out[n].name, sizeof out[n].name, "result");
+        n++;
+    }
+    for (int k = 0; args->has_result && k < args->more_results && n < max; k++) {
+        out[n] = (ModesOutput){args->more[k].dtype, kjit_array_size(&args->more[k]),
+                               args->more[k].data};
+        snprintf(out[n].name, sizeof out[n].name, "output %d", k + 1);
         n++;
     }
     if (c->kind == KJIT_FUNCTION_KERNEL || c->kind == KJIT_FUNCTION_GUVECTORIZE)

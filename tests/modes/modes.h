@@ -146,6 +146,8 @@ typedef struct ModesArgs {
     void *buffers[MODES_MAX_ARGS];
     bool has_result;
     kjit_array result; /* a vectorized call's or a reduction's */
+    int more_results;  /* a @vectorize of several outputs: outputs 1.. */
+    kjit_array more[7];
     bool has_init;
     kjit_arg init;
     int axes[2], naxes;

@@ -145,6 +145,11 @@ static void null_arguments(void)
     TRUE(kjit_function_layout_outputs(NULL) == 0);
     TRUE(kjit_function_reduce_inputs(NULL) == 0);
     TRUE(kjit_function_map(NULL) == NULL);
+    TRUE(kjit_function_output_count(NULL) == 0);
+    TRUE(kjit_function_output_count(add) == 1);
+    INVALID(kjit_function_output(NULL, 0, 0, &dtype), NULL, "function is NULL");
+    INVALID(kjit_function_output(add, 0, 0, NULL), context, "dtype is NULL");
+    STATUS(kjit_function_output(add, 0, 1, &dtype), KJIT_ERROR_INVALID_ARGUMENT, context, NULL);
 
     /* calls */
     float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, o[4];
@@ -167,6 +172,14 @@ static void null_arguments(void)
     TRUE(o[3] == 12);
     kjit_arg x = kjit_arg_f64(3);
     STATUS(kjit_call(twice, &x, 1, NULL, NULL), KJIT_OK, context, NULL); /* result dropped */
+    kjit_array two[2];
+    INVALID(kjit_call_outputs(NULL, args, 2, two, 1), NULL, "function is NULL");
+    INVALID(kjit_call_outputs(add, args, 2, NULL, 1), context, "results is NULL");
+    INVALID(kjit_call_outputs(add, args, 2, two, 2), context, "given 2 results");
+    INVALID(kjit_call_outputs(add, NULL, 2, two, 1), context, "args is NULL");
+    STATUS(kjit_call_outputs(add, args, 2, two, 1), KJIT_OK, context, NULL);
+    TRUE(((float *)two[0].data)[3] == 12);
+    kjit_array_free(&two[0]);
     INVALID(kjit_call_async(NULL, args, 2, &O, NULL), NULL, "function is NULL");
     INVALID(kjit_call_async(add, args, 2, NULL, NULL), context, "output");
     INVALID(kjit_call_async(add, NULL, 2, &O, NULL), context, "args is NULL");

@@ -591,16 +591,26 @@ static RefValue int_power(const KjType *t, RefValue x, int64_t n)
 
 /* ================================================================ memory */
 
+static RefArray *new_owned_shaped(Ev *ev, const KjIrExpr *e, const void *owner,
+                                  const int64_t *shape);
+
 static RefArray *new_owned(Ev *ev, const KjIrExpr *e, const void *owner)
+{
+    return new_owned_shaped(ev, e, owner, e->alloc_shape);
+}
+
+/* shape: the extents (a local() sized at launch: computed from the frame) */
+static RefArray *new_owned_shaped(Ev *ev, const KjIrExpr *e, const void *owner,
+                                  const int64_t *shape)
 {
     int64_t count = 1;
     for (int k = 0; k < e->alloc_ndim; k++)
-        count *= e->alloc_shape[k];
+        count *= shape[k];
     Owned *o = kj_xcalloc(1, sizeof *o);
     /* shared memory is zeroed on the cpu targets; local() arrays that are read
      * before written are a bug of the program, so zero is as good as any */
     void *data = kj_xcalloc((size_t)count, (size_t)ref_elem_size(e->alloc_elem->kind));
-    o->array = ref_array_make(data, e->alloc_elem->kind, e->alloc_ndim, e->alloc_shape);
+    o->array = ref_array_make(data, e->alloc_elem->kind, e->alloc_ndim, shape);
     o->expr = e;
     o->owner = owner;
     o->next = ev->owned;
@@ -636,7 +646,16 @@ static RefArray *eval_array(Ev *ev, Frame *fr, const KjIrExpr *e)
         for (Owned *o = ev->owned; o; o = o->next)
             if (o->expr == e && o->owner == owner)
                 return &o->array;
-        return new_owned(ev, e, owner);
+        /* a local() sized at launch: its sizes from the kernel's parameters,
+         * which it never assigns (local_size.c) */
+        int64_t shape[3];
+        for (int k = 0; k < e->alloc_ndim && k < 3; k++)
+            shape[k] = e->alloc_size[k]
+                           ? (int64_t)ref_convert(eval(ev, fr, e->alloc_size[k]),
+                                                  e->alloc_size[k]->type,
+                                                  kj_type_scalar(KJ_TYPE_I64)).u
+                           : e->alloc_shape[k];
+        return new_owned_shaped(ev, e, owner, shape);
     }
     case KJ_IR_SELECT: {
         RefValue c = eval(ev, fr, e->args[0]);
@@ -791,7 +810,9 @@ static RefValue atomic(Ev *ev, Frame *fr, const KjIrExpr *e)
 
 /* ================================================================ calls */
 
-static RefValue call(Ev *ev, const KjIrFunction *fn, const RefValue *args)
+/* outs (may be NULL): a function of several outputs' outputs 1.., from
+ * their variables as it returned (return (z, n) sets them). */
+static RefValue call_outputs(Ev *ev, const KjIrFunction *fn, const RefValue *args, RefValue *outs)
 {
     int nslots = fn->locals.count > 0 ? fn->locals.count : 1;
     RefValue slots[nslots];
@@ -800,7 +821,14 @@ static RefValue call(Ev *ev, const KjIrFunction *fn, const RefValue *args)
         slots[fn->params[i]->id] = args[i];
     Frame fr = {.fn = fn, .slots = slots};
     exec(ev, &fr, fn->body);
+    for (int k = 1; outs && k < fn->output_count; k++)
+        outs[k] = slots[fn->outputs[k]->id];
     return fr.ret;
+}
+
+static RefValue call(Ev *ev, const KjIrFunction *fn, const RefValue *args)
+{
+    return call_outputs(ev, fn, args, NULL);
 }
 
 /* ================================================================ expressions */
@@ -1185,6 +1213,12 @@ static Flow exec(Ev *ev, Frame *fr, const KjIrStmt *s)
 
 bool ref_call(const KjIrFunction *fn, const RefValue *args, RefValue *result, RefStatus *status)
 {
+    return ref_call_outputs(fn, args, result, status);
+}
+
+bool ref_call_outputs(const KjIrFunction *fn, const RefValue *args, RefValue *result,
+                      RefStatus *status)
+{
     memset(status->error, 0, sizeof status->error);
     status->magnitude = 0;
     status->single_magnitude = 0;
@@ -1200,10 +1234,14 @@ bool ref_call(const KjIrFunction *fn, const RefValue *args, RefValue *result, Re
         else if (is_complex(t))
             note_magnitude(&ev, fmax(fabs(creal(args[i].c)), fabs(cimag(args[i].c))));
     }
-    RefValue r = call(&ev, fn, args);
+    RefValue outs[KJ_MAX_VEC_OUTPUTS] = {{0}};
+    RefValue r = call_outputs(&ev, fn, args, outs);
     free_owned(&ev);
-    if (result)
+    if (result) {
         *result = r;
+        for (int k = 1; k < fn->output_count; k++)
+            result[k] = outs[k];
+    }
     return !stopped(&ev);
 }
 

@@ -78,6 +78,10 @@ RefValue ref_convert(RefValue value, const KjType *from, const KjType *to);
  * args: one per parameter, scalars of the parameter's type or arrays.  False,
  * with status->error saying why, when the evaluation stopped. */
 bool ref_call(const KjIrFunction *fn, const RefValue *args, RefValue *result, RefStatus *status);
+/* The same for a @vectorize signature of several outputs: result[k] for each
+ * output k (result[0] as ref_call's). */
+bool ref_call_outputs(const KjIrFunction *fn, const RefValue *args, RefValue *result,
+                      RefStatus *status);
 
 /* Runs a @kernel over grid x block threads. */
 bool ref_launch(const KjIrFunction *fn, const RefValue *args, const uint32_t grid[3],

@@ -1485,6 +1485,135 @@ START_TEST(dynamic_shared_memory_on_the_gpu)
 }
 END_TEST
 
+/* ------------------------------------------------- local() sized at launch */
+
+/* tests/golden/exec/local_launch.kern on the GPU: each thread's slice of the
+ * launch's scratch (interleaved across the grid's threads), sized from
+ * scalar parameters and from an array's extent; the refusal as on cpu. */
+START_TEST(local_sized_at_launch_on_the_gpu)
+{
+    if (!gpu_or_skip("local_sized_at_launch_on_the_gpu"))
+        return;
+    kjit_context *context = open_context(KJIT_TARGET_CUDA);
+    kjit_module *module;
+    ck_assert_int_eq(kjit_compile_file(context, "tests/golden/exec/local_launch.kern", &module),
+                     KJIT_OK);
+    kjit_function *fn, *tri, *rev;
+    ck_assert_int_eq(kjit_module_function(module, "prefix_windows", &fn), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "tridiag_columns", &tri), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(module, "reverse_in_local", &rev), KJIT_OK);
+    int64_t n = 1000;
+    kjit_array x = host_array(KJIT_I32, 1, &n), out = host_array(KJIT_I64, 1, &n);
+    for (int64_t i = 0; i < n; i++)
+        ((int32_t *)x.data)[i] = (int32_t)(i * 7 % 13);
+    uint32_t grid[3] = {8, 1, 1}, block[3] = {128, 1, 1};
+    for (int w = 1; w <= 33; w += 16) {
+        poison(&out);
+        kjit_arg args[4] = {kjit_arg_array(&x), kjit_arg_array(&out), kjit_arg_i32(w),
+                            kjit_arg_i64(3)};
+        ck_assert_msg(kjit_launch(fn, grid, block, args, 4, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        for (int64_t i = 0; i < n; i++) {
+            int64_t want = (3 + w % 3) * 1000;
+            for (int k = 0; k < w; k++)
+                want += ((int32_t *)x.data)[(i + k) % n];
+            ck_assert_msg(((int64_t *)out.data)[i] == want, "w %d: out[%lld] = %lld, want %lld",
+                          w, (long long)i, (long long)((int64_t *)out.data)[i], (long long)want);
+        }
+    }
+    kjit_arg bad[4] = {kjit_arg_array(&x), kjit_arg_array(&out), kjit_arg_i32(200000),
+                       kjit_arg_i64(3)};
+    ck_assert_int_eq(kjit_launch(fn, grid, block, bad, 4, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kjit_last_error(context), "512 KiB"), "%s", kjit_last_error(context));
+    /* the columns of a 300 x 200 system */
+    int64_t shape[2] = {300, 200};
+    kjit_array d = host_array(KJIT_F64, 2, shape), sol = host_array(KJIT_F64, 2, shape);
+    fill_random(&d, -1, 1);
+    kjit_arg targs[2] = {kjit_arg_array(&d), kjit_arg_array(&sol)};
+    uint32_t tgrid[3] = {4, 1, 1}, tblock[3] = {64, 1, 1};
+    ck_assert_msg(kjit_launch(tri, tgrid, tblock, targs, 2, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    const double *D = d.data, *S = sol.data;
+    for (int i = 0; i < 300; i++)
+        for (int j = 0; j < 200; j++) {
+            double r = 4 * S[i * 200 + j] - (i > 0 ? S[(i - 1) * 200 + j] : 0) -
+                       (i < 299 ? S[(i + 1) * 200 + j] : 0) - D[i * 200 + j];
+            ck_assert_msg(fabs(r) < 1e-12, "residual %g at (%d, %d)", r, i, j);
+        }
+    /* with a barrier */
+    int64_t m = 256;
+    kjit_array fx = host_array(KJIT_F32, 1, &m), fo = host_array(KJIT_F32, 1, &m);
+    fill_random(&fx, -10, 10);
+    kjit_arg rargs[3] = {kjit_arg_array(&fx), kjit_arg_array(&fo), kjit_arg_i32(33)};
+    uint32_t rgrid[3] = {2, 1, 1}, rblock[3] = {128, 1, 1};
+    ck_assert_msg(kjit_launch(rev, rgrid, rblock, rargs, 3, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    for (int i = 0; i < 256; i++) {
+        float want = (((float *)fx.data)[i] + 32.0f) - 32.0f;
+        ck_assert_msg(((float *)fo.data)[i] == want, "out[%d] = %g, want %g", i,
+                      ((float *)fo.data)[i], want);
+    }
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    free(x.data), free(out.data), free(d.data), free(sol.data), free(fx.data), free(fo.data);
+}
+END_TEST
+
+/* -------------------------------------- @vectorize of several outputs on the GPU */
+
+/* tests/golden/vectorize/several_outputs.kern on cuda against cpu: host
+ * outputs staged and every one copied back (outputs 1.. go to the kernel
+ * after the inputs), strided operands, scalars alone (0-d outputs). */
+START_TEST(several_outputs_on_the_gpu)
+{
+    if (!gpu_or_skip("several_outputs_on_the_gpu"))
+        return;
+    int64_t shape[2] = {64, 100}, row = 100, n = 64 * 100;
+    kjit_array a = host_array(KJIT_I64, 2, shape), b = host_array(KJIT_I64, 1, &row);
+    for (int64_t i = 0; i < n; i++)
+        ((int64_t *)a.data)[i] = i * 37 % 1001 - 500;
+    for (int64_t j = 0; j < row; j++)
+        ((int64_t *)b.data)[j] = (j % 2 ? -1 : 1) * (j % 13 + 1);
+    kjit_array outs[2][2];
+    kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_CUDA};
+    for (int t = 0; t < 2; t++) {
+        kjit_context *context = open_context(targets[t]);
+        kjit_module *module;
+        ck_assert_int_eq(kjit_compile_file(context, "tests/golden/vectorize/several_outputs.kern",
+                                           &module), KJIT_OK);
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "floor_divmod", &fn), KJIT_OK);
+        outs[t][0] = host_array(KJIT_I64, 2, shape);
+        outs[t][1] = host_array(KJIT_I64, 2, shape);
+        poison(&outs[t][0]);
+        poison(&outs[t][1]);
+        kjit_arg args[4] = {kjit_arg_array(&a), kjit_arg_array(&b), kjit_arg_array(&outs[t][0]),
+                            kjit_arg_array(&outs[t][1])};
+        ck_assert_msg(kjit_call(fn, args, 4, NULL, NULL) == KJIT_OK, "%s on %s",
+                      kjit_last_error(context), kjit_target_name(targets[t]));
+        /* scalars alone: 0-d outputs */
+        int64_t q = -1, r = -1;
+        kjit_array Q = kjit_array_make(&q, KJIT_I64, 0, NULL), R = kjit_array_make(&r, KJIT_I64, 0, NULL);
+        kjit_arg sargs[4] = {kjit_arg_i64(-17), kjit_arg_i64(5), kjit_arg_array(&Q),
+                             kjit_arg_array(&R)};
+        ck_assert_msg(kjit_call(fn, sargs, 4, NULL, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        ck_assert_msg(q == -4 && r == 3, "%s: divmod(-17, 5) = (%lld, %lld)",
+                      kjit_target_name(targets[t]), (long long)q, (long long)r);
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(memcmp(outs[0][k].data, outs[1][k].data, (size_t)n * 8) == 0,
+                      "output %d differs between cpu and cuda", k);
+        free(outs[0][k].data);
+        free(outs[1][k].data);
+    }
+    free(a.data);
+    free(b.data);
+}
+END_TEST
+
 /* ------------------------------------------------- print on the GPU */
 
 /* print(...) in a kernel and its device function is vprintf: the lines reach
@@ -1688,6 +1817,8 @@ Suite *suite_cuda(void)
     tcase_add_test(tcase, syncgrid_heat_equation_matches_float64);
     tcase_add_test(tcase, syncgrid_on_two_streams);
     tcase_add_test(tcase, dynamic_shared_memory_on_the_gpu);
+    tcase_add_test(tcase, local_sized_at_launch_on_the_gpu);
+    tcase_add_test(tcase, several_outputs_on_the_gpu);
     tcase_add_test(tcase, print_reaches_stdout_whole);
     tcase_add_test(tcase, device_functions_and_atomics_match_reference);
     tcase_add_test(tcase, complex_division_and_abs_match_exact);

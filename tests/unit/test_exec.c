@@ -11,6 +11,7 @@
  * test_cuda.c runs the same kernels on a GPU and compares them with cpu.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -460,6 +461,210 @@ START_TEST(collectives_in_device_functions)
 }
 END_TEST
 
+/* ------------------------------------------------- local() sized at launch */
+
+/* tests/golden/exec/local_launch.kern through the C API: sizes from scalar
+ * parameters and from an array's extent, and the launch's refusals (a size
+ * out of range, more than 512 KiB a thread) as a status and a message,
+ * before anything runs. */
+START_TEST(local_sized_at_launch)
+{
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/exec/local_launch.kern", "prefix_windows",
+                                 &module);
+        int32_t x[40];
+        int64_t out[40];
+        for (int i = 0; i < 40; i++)
+            x[i] = i * 7 % 13;
+        kjit_array X = array_of(x, KJIT_I32, 40), O = array_of(out, KJIT_I64, 40);
+        for (int w = 1; w <= 9; w += 4) {
+            kjit_arg args[4] = {kjit_arg_array(&X), kjit_arg_array(&O), kjit_arg_i32(w),
+                                kjit_arg_i64(20)};
+            launch(fn, 2, 32, args, 4, 0);
+            for (int i = 0; i < 40; i++) {
+                int64_t want = (8 + w % 3) * 1000;
+                for (int k = 0; k < w; k++)
+                    want += x[(i + k) % 40];
+                ck_assert_msg(out[i] == want, "%s: w %d: out[%d] = %lld, want %lld",
+                              kjit_target_name(targets[t]), w, i, (long long)out[i],
+                              (long long)want);
+            }
+        }
+        /* min(lanes, 8) + w % 3 = -4: refused, nothing written */
+        out[0] = -1;
+        kjit_arg bad[4] = {kjit_arg_array(&X), kjit_arg_array(&O), kjit_arg_i32(2),
+                           kjit_arg_i64(-6)};
+        uint32_t grid[3] = {2, 1, 1}, block[3] = {32, 1, 1};
+        ck_assert_int_eq(kjit_launch(fn, grid, block, bad, 4, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "is given size -4 by this launch"), "%s",
+                      kjit_last_error(context));
+        ck_assert_int_eq(out[0], -1);
+        /* 131073 i32 (524304 bytes) and 16 more sized at launch, 32 fixed: past 512 KiB */
+        kjit_arg big[4] = {kjit_arg_array(&X), kjit_arg_array(&O), kjit_arg_i32(131073),
+                           kjit_arg_i64(1)};
+        ck_assert_int_eq(kjit_launch(fn, grid, block, big, 4, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "take 524352 bytes per thread"), "%s",
+                      kjit_last_error(context));
+        /* a size from an array's extent */
+        kjit_function *tri;
+        ck_assert_int_eq(kjit_module_function(module, "tridiag_columns", &tri), KJIT_OK);
+        int64_t shape[2] = {200, 3};
+        double d[600], sol[600];
+        for (int i = 0; i < 600; i++)
+            d[i] = (double)(i % 17) - 8;
+        kjit_array D = kjit_array_make(d, KJIT_F64, 2, shape), S = kjit_array_make(sol, KJIT_F64, 2, shape);
+        kjit_arg targs[2] = {kjit_arg_array(&D), kjit_arg_array(&S)};
+        launch(tri, 1, 4, targs, 2, 0);
+        for (int i = 0; i < 200; i++)
+            for (int j = 0; j < 3; j++) {
+                double r = 4 * sol[i * 3 + j] - (i > 0 ? sol[(i - 1) * 3 + j] : 0) -
+                           (i < 199 ? sol[(i + 1) * 3 + j] : 0) - d[i * 3 + j];
+                ck_assert_msg(fabs(r) < 1e-12, "residual %g at (%d, %d)", r, i, j);
+            }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------- @vectorize of several outputs */
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* tests/golden/vectorize/several_outputs.kern through the C API: outputs
+ * given after the inputs (contiguous, strided, broadcast; one that is also
+ * an input, read from a copy), allocated into a result of k arrays, on a
+ * stream; the refusals of what does not fit. */
+START_TEST(several_outputs)
+{
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        kjit_context *context = make_context(targets[t]);
+        kjit_module *module;
+        kjit_function *fn = load(context, "tests/golden/vectorize/several_outputs.kern",
+                                 "floor_divmod", &module);
+        ck_assert_int_eq(kjit_function_output_count(fn), 2);
+        kjit_dtype dtype;
+        ck_assert_int_eq(kjit_function_output(fn, 0, 1, &dtype), KJIT_OK);
+        ck_assert_int_eq(dtype, KJIT_I64);
+        ck_assert_int_eq(kjit_function_output(fn, 0, 2, &dtype), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_str_eq(kjit_function_signature(fn, 0), "(i64, i64)(i64, i64)");
+        enum { N = 60 };
+        int64_t a[N], b[10], q[N], r[N];
+        for (int i = 0; i < N; i++)
+            a[i] = i * 7 - 200;
+        for (int j = 0; j < 10; j++)
+            b[j] = (j % 2 ? -1 : 1) * (j + 1);
+        int64_t shape[2] = {6, 10}, row = 10;
+        kjit_array A = kjit_array_make(a, KJIT_I64, 2, shape), B = kjit_array_make(b, KJIT_I64, 1, &row);
+        kjit_array Q = kjit_array_make(q, KJIT_I64, 2, shape), R = kjit_array_make(r, KJIT_I64, 2, shape);
+        kjit_arg args[4] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&Q),
+                            kjit_arg_array(&R)};
+        ck_assert_msg(kjit_call(fn, args, 4, NULL, NULL) == KJIT_OK, "%s", kjit_last_error(context));
+        for (int i = 0; i < N; i++) {
+            ck_assert_int_eq(q[i], floor_div(a[i], b[i % 10]));
+            ck_assert_int_eq(r[i], a[i] - floor_div(a[i], b[i % 10]) * b[i % 10]);
+        }
+        /* allocated: a result of two arrays */
+        kjit_array res[2];
+        ck_assert_msg(kjit_call_outputs(fn, args, 2, res, 2) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        ck_assert_int_eq(res[1].ndim, 2);
+        ck_assert_int_eq(memcmp(res[0].data, q, sizeof q), 0);
+        ck_assert_int_eq(memcmp(res[1].data, r, sizeof r), 0);
+        kjit_array_free(&res[0]);
+        kjit_array_free(&res[1]);
+        /* strided outputs (every other column of a wider array) and a
+         * scalar divisor, on a stream */
+        int64_t wide[6 * 20] = {0}, strides[2] = {20 * 8, 16}, rem[60];
+        kjit_array W = kjit_array_make(wide, KJIT_I64, 2, shape),
+                   REM = kjit_array_make(rem, KJIT_I64, 2, shape);
+        W.strides[0] = strides[0];
+        W.strides[1] = strides[1];
+        kjit_arg sargs[4] = {kjit_arg_array(&A), kjit_arg_i64(-7), kjit_arg_array(&W),
+                             kjit_arg_array(&REM)};
+        kjit_stream *stream;
+        ck_assert_int_eq(kjit_stream_create(context, &stream), KJIT_OK);
+        ck_assert_msg(kjit_call_async(fn, sargs, 4, NULL, stream) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        ck_assert_int_eq(kjit_stream_synchronize(stream), KJIT_OK);
+        kjit_stream_destroy(stream);
+        for (int i = 0; i < N; i++) {
+            ck_assert_int_eq(wide[i / 10 * 20 + i % 10 * 2], floor_div(a[i], -7));
+            ck_assert_int_eq(rem[i], a[i] - floor_div(a[i], -7) * -7);
+        }
+        /* output 0 is input 0: the quotient replaces a, the remainder reads the old a */
+        int64_t keep[N];
+        memcpy(keep, a, sizeof a);
+        kjit_arg inplace[4] = {kjit_arg_array(&A), kjit_arg_i64(9), kjit_arg_array(&A),
+                               kjit_arg_array(&R)};
+        ck_assert_msg(kjit_call(fn, inplace, 4, NULL, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        for (int i = 0; i < N; i++) {
+            ck_assert_int_eq(a[i], floor_div(keep[i], 9));
+            ck_assert_int_eq(r[i], keep[i] - floor_div(keep[i], 9) * 9);
+        }
+        /* refusals */
+        ck_assert_int_eq(kjit_call(fn, args, 2, &Q, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "pass them as arguments after its inputs"),
+                      "%s", kjit_last_error(context));
+        ck_assert_int_eq(kjit_call(fn, args, 3, NULL, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "takes 2 inputs, then optionally its 2 "
+                                                       "outputs; 3 arguments given"),
+                      "%s", kjit_last_error(context));
+        ck_assert_int_eq(kjit_call(fn, args, 2, NULL, NULL), KJIT_ERROR_INVALID_ARGUMENT);
+        /* kjit_call's single result cannot take two: refused, never written past */
+        kjit_array one[2] = {{0}};
+        ck_assert_int_eq(kjit_call(fn, args, 2, NULL, one), KJIT_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(kjit_last_error(context), "allocate them with kjit_call_outputs"),
+                      "%s", kjit_last_error(context));
+        ck_assert_ptr_null(one[0].data);
+        ck_assert_ptr_null(one[1].data);
+        ck_assert_int_eq(kjit_call_outputs(fn, args, 2, res, 3), KJIT_ERROR_INVALID_ARGUMENT);
+        kjit_array short_r = kjit_array_make(r, KJIT_I64, 1, &row);
+        kjit_arg bad_shape[4] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&Q),
+                                 kjit_arg_array(&short_r)};
+        ck_assert_int_eq(kjit_call(fn, bad_shape, 4, NULL, NULL), KJIT_ERROR_SHAPE);
+        ck_assert_msg(strstr(kjit_last_error(context), "output 1 has shape (10,) but the "
+                                                       "broadcast shape is (6,10)"),
+                      "%s", kjit_last_error(context));
+        float f[N];
+        kjit_array F = kjit_array_make(f, KJIT_F32, 2, shape);
+        kjit_arg bad_type[4] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&F),
+                                kjit_arg_array(&R)};
+        ck_assert_int_eq(kjit_call(fn, bad_type, 4, NULL, NULL), KJIT_ERROR_TYPE);
+        ck_assert_msg(strstr(kjit_last_error(context), "output 0 (argument 2) must be a i64 array"),
+                      "%s", kjit_last_error(context));
+        /* three outputs of three types */
+        kjit_function *wave;
+        ck_assert_int_eq(kjit_module_function(module, "wave", &wave), KJIT_OK);
+        float x[N], s[N], c[N];
+        bool pos[N];
+        for (int i = 0; i < N; i++)
+            x[i] = (float)(i - 30) / 7.0f;
+        int64_t n = N;
+        kjit_array X = kjit_array_make(x, KJIT_F32, 1, &n), S = kjit_array_make(s, KJIT_F32, 1, &n),
+                   C = kjit_array_make(c, KJIT_F32, 1, &n), P = kjit_array_make(pos, KJIT_BOOL, 1, &n);
+        kjit_arg wargs[4] = {kjit_arg_array(&X), kjit_arg_array(&S), kjit_arg_array(&C),
+                             kjit_arg_array(&P)};
+        ck_assert_msg(kjit_call(wave, wargs, 4, NULL, NULL) == KJIT_OK, "%s",
+                      kjit_last_error(context));
+        for (int i = 0; i < N; i++) {
+            ck_assert_msg(fabsf(s[i] - sinf(x[i])) < 1e-6f && fabsf(c[i] - cosf(x[i])) < 1e-6f,
+                          "wave(%g) = %g, %g", x[i], s[i], c[i]);
+            ck_assert_int_eq(pos[i], x[i] >= 0);
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+}
+END_TEST
+
 /* --------------------------------------------------- dynamic shared memory */
 
 START_TEST(dynamic_shared_memory)
@@ -538,6 +743,8 @@ Suite *suite_exec(void)
     tcase_add_test(tc, mismatched_barriers_are_an_error);
     tcase_add_test(tc, collectives_in_device_functions);
     tcase_add_test(tc, dynamic_shared_memory);
+    tcase_add_test(tc, local_sized_at_launch);
+    tcase_add_test(tc, several_outputs);
     suite_add_tcase(s, tc);
     return s;
 }

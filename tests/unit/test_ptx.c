@@ -238,19 +238,27 @@ END_TEST
 
 /* The execution-model kernels (tests/golden/exec) assemble, each built-in
  * its PTX instruction, syncgrid() a global counter, shared(T) an extern
- * shared array sized by %dynamic_smem_size. */
+ * shared array sized by %dynamic_smem_size, local() sized at launch a slice
+ * of the launch's scratch, the parameter after the kernel's own. */
 START_TEST(exec_builtins_assemble)
 {
     const char *files[] = {"tests/golden/exec/warp.kern", "tests/golden/exec/grid.kern",
-                           "tests/golden/exec/dynamic_shared.kern"};
-    const char *want[3][9] = {
+                           "tests/golden/exec/dynamic_shared.kern",
+                           "tests/golden/exec/local_launch.kern",
+                           "tests/golden/vectorize/several_outputs.kern"};
+    const char *want[5][9] = {
         {"shfl.sync.down.b32", "shfl.sync.bfly.b32", "shfl.sync.up.b32", "shfl.sync.idx.b32",
          "vote.sync.ballot.b32", "vote.sync.all.pred", "activemask.b32", "bar.red.popc",
          "%laneid"},
         {"atom.global.add.u32", "ld.volatile.global.u32", "membar.gl", "kj_grid_barrier"},
         {".extern .shared .align 16 .b8 kj_dynamic_shared[]", "%dynamic_smem_size"},
+        {".param .u64 tridiag_columns_param_2", ".param .u64 prefix_windows_param_4",
+         ".param .u64 reverse_in_local_param_3"},
+        /* outputs 1.. after the inputs, output 0 last */
+        {".entry floor_divmod__v0c(", "floor_divmod__v0c_param_3", ".entry wave__v0c(",
+         "wave__v0c_param_3"},
     };
-    for (int f = 0; f < 3; f++) {
+    for (int f = 0; f < 5; f++) {
         KjArena arena = {0};
         KjDiag diag = {.sink = diag_to_stderr};
         KjSource *src = kj_source_read(&arena, files[f], &diag);
