@@ -315,12 +315,22 @@ static bool count_expr(KjIrWalk *w, const KjIrExpr *e)
     return true;
 }
 
+/* A local() sized at launch (local_size.c) has no constant shape to
+ * promote: its launch-sized axes have alloc_shape 0. */
+static bool sized_at_launch(const KjIrExpr *alloc)
+{
+    for (int k = 0; k < alloc->alloc_ndim; k++)
+        if (alloc->alloc_size[k])
+            return true;
+    return false;
+}
+
 static KjIrWalkStep count_stmt(KjIrWalk *w, const KjIrStmt *s)
 {
     Promote *P = w->data;
     if ((s->kind == KJ_IR_STMT_SET || s->kind == KJ_IR_STMT_FOR) && s->var->id < P->var_count) {
         P->sets[s->var->id]++;
-        if (s->kind == KJ_IR_STMT_SET && s->value->op == KJ_IR_LOCAL)
+        if (s->kind == KJ_IR_STMT_SET && s->value->op == KJ_IR_LOCAL && !sized_at_launch(s->value))
             P->alloc[s->var->id] = s->value;
     }
     if (s->kind == KJ_IR_STMT_STORE && s->array->op == KJ_IR_VAR && s->array->var->id < P->var_count)
