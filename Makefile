@@ -122,6 +122,7 @@ $(BUILD)/libkjit-rt.so: $(RT_OBJS)
 	$(CC) -shared -o $@ $^ -lpthread -ldl -lm -lrt -Wl,-z,defs -Wl,-soname,libkjit-rt.so
 
 $(BUILD)/kjit-rt.pc: runtime/kjit-rt.pc.in
+	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' $< > $@
 
 CLI_OBJS = $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
