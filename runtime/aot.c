@@ -381,7 +381,7 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
 {
     const char *api = "kjit_module_load_library";
     kjit_context *context = module->context;
-    if (context->target == KJIT_TARGET_CUDA)
+    if (!context->runtime->runs_libraries)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: %s: libraries run on the cpu and parallel targets (cuda "
                                 "code in libraries is not built yet)", api, path);

@@ -1153,6 +1153,9 @@ struct KjRuntimeTarget {
     /* The race checker (--check=race, check_race.c) runs on its code: the
      * host's threads (a GPU has compute-sanitizer's racecheck). */
     bool checks_races;
+    /* Runs the code of libraries built ahead of time (aot.c; kjit build
+     * --emit=lib): the host's, which libraries hold (cuda's not yet). */
+    bool runs_libraries;
     kjit_status (*run_items)(kjit_context *context, const KjItemsRun *run);
 
     /* Device memory (bytes may be 0), and copies between contiguous arrays of

@@ -556,6 +556,7 @@ static void cpu_event_destroy(kjit_event *event)
 #define KJ_HOST_TARGET_FUNCTIONS                \
     .device_memory_on_host = true,              \
     .checks_races = true,                       \
+    .runs_libraries = true,                     \
     .codegen = KJ_CODEGEN_CPU,                  \
     .close = cpu_close,                         \
     .generate = cpu_generate,                   \
