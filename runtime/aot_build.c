@@ -138,11 +138,11 @@ static kjit_status refuse_unsupported(const KjCompiled *compiled, char **error)
     return KJIT_ERROR_INVALID_ARGUMENT;
 }
 
-static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, int sig,
-                              const KjPipelineRoot *request, const char *lifted, char **error)
+/* Keeps a root kj_api_prepare_root made (status: how that went), unless the
+ * table cannot describe it. */
+static kjit_status keep_root(Roots *roots, kjit_function *function, Root root,
+                             kjit_status status, char **error)
 {
-    Root root = {entry, {0}};
-    kjit_status status = kj_api_prepare_root(function, sig, request, 0, lifted, &root.compiled);
     if (status != KJIT_OK) {
         *error = kj_xstrdup(kjit_last_error(function->module->context));
         return status;
@@ -157,6 +157,14 @@ static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, 
     return KJIT_OK;
 }
 
+static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, int sig,
+                              const KjPipelineRoot *request, const char *lifted, char **error)
+{
+    Root root = {entry, {0}};
+    kjit_status status = kj_api_prepare_root(function, sig, request, 0, lifted, &root.compiled);
+    return keep_root(roots, function, root, status, error);
+}
+
 static kjit_status add_root(Roots *roots, kjit_function *function, int entry, int sig,
                             const KjVecVariant *variant, uint32_t contiguous, char **error)
 {
@@ -166,18 +174,7 @@ static kjit_status add_root(Roots *roots, kjit_function *function, int entry, in
     Root root = {entry, {0}};
     kjit_status status = kj_api_prepare_root(function, sig, &request, contiguous, NULL,
                                              &root.compiled);
-    if (status != KJIT_OK) {
-        *error = kj_xstrdup(kjit_last_error(function->module->context));
-        return status;
-    }
-    if ((status = refuse_unsupported(&root.compiled, error)) != KJIT_OK)
-        return status;
-    if (roots->count == roots->cap) {
-        roots->cap = roots->cap * 2 + 16;
-        roots->items = kj_xrealloc(roots->items, sizeof *roots->items * (size_t)roots->cap);
-    }
-    roots->items[roots->count++] = root;
-    return KJIT_OK;
+    return keep_root(roots, function, root, status, error);
 }
 
 /* A @reduce's levels as the cpu targets run them (api_reduce.c): the LANES

@@ -435,6 +435,16 @@ class Function:
             cb.keep.clear()
         self._free.append(cb)
 
+    def _call_packed(self, cb, count, out_addr, stream):
+        """kjit_call of the packed arguments, or kjit_call_async on a stream."""
+        if stream is None:
+            status = _kjit_call(self.handle, cb.args_addr, count, out_addr, None)
+        else:
+            status = lib.kjit_call_async(self.handle, cb.args_addr, count, out_addr,
+                                         stream_pointer(stream, self.context))
+        if status:
+            _raise(self.context.handle, status)
+
     # Calls -------------------------------------------------------------------
     def __call__(self, *args, out=None, stream=None):
         kind = self.kind
@@ -724,13 +734,7 @@ class _VectorizedPython(Function):
                 if pack_out(result, cb, n)[3] and not self._is_cuda:
                     self._check_memory([(0, 0, 0, True)])
                 out_addr = array_address(cb, n)
-            if stream is None:
-                status = _kjit_call(self.handle, cb.args_addr, n, out_addr, None)
-            else:
-                status = lib.kjit_call_async(self.handle, cb.args_addr, n, out_addr,
-                                             stream_pointer(stream, self.context))
-            if status:
-                _raise(self.context.handle, status)
+            self._call_packed(cb, n, out_addr, stream)
         finally:
             if cb.keep:
                 cb.keep.clear()
@@ -854,13 +858,7 @@ class SeveralOutputsFunction(Function):
                 self._sync_producers(cb)
             if not self._is_cuda:
                 self._check_memory(info)
-            if stream is None:
-                status = _kjit_call(self.handle, cb.args_addr, len(full), None, None)
-            else:
-                status = lib.kjit_call_async(self.handle, cb.args_addr, len(full), None,
-                                             stream_pointer(stream, self.context))
-            if status:
-                _raise(self.context.handle, status)
+            self._call_packed(cb, len(full), None, stream)
         finally:
             cb.keep.clear()
         if scalars:
@@ -956,13 +954,7 @@ class GuvectorizedFunction(Function):
         try:
             if not self._is_cuda:
                 self._check_memory(info)
-            if stream is None:
-                status = _kjit_call(self.handle, cb.args_addr, len(full), None, None)
-            else:
-                status = lib.kjit_call_async(self.handle, cb.args_addr, len(full), None,
-                                             stream_pointer(stream, self.context))
-            if status:
-                _raise(self.context.handle, status)
+            self._call_packed(cb, len(full), None, stream)
         finally:
             self._done(cb)
         return outs[0] if no == 1 else outs
