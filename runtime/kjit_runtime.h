@@ -166,6 +166,9 @@ void kj_pool_destroy(KjPool *pool);
 #define KJ_POOL_STACK_BYTES (8 * 1024 * 1024)
 /* How long an idle pool worker spins before it sleeps (pool.c). */
 #define KJ_POOL_SPIN_NS 100000
+/* How long a run goes on its grain's threads before it takes every thread
+ * its pieces can feed (pool.c). */
+#define KJ_POOL_GROW_NS 50000
 
 /* ================================================================ cpu.c */
 

@@ -106,6 +106,15 @@ static void note_thread(void *user, int64_t begin, int64_t end)
     usleep(2000);
 }
 
+/* user: int64_t hits[]; each item of the range counted, slowly. */
+static void count_hits(void *user, int64_t begin, int64_t end)
+{
+    int64_t *hits = user;
+    for (int64_t i = begin; i < end; i++)
+        __atomic_fetch_add(&hits[i], 1, __ATOMIC_RELAXED);
+    usleep(500);
+}
+
 static int threads_taking_part(KjPool *pool, int64_t count, int64_t min_chunk)
 {
     Seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -118,7 +127,10 @@ static int threads_taking_part(KjPool *pool, int64_t count, int64_t min_chunk)
  * take them all. */
 START_TEST(pool_threads_follow_the_work)
 {
+    /* chunks of 2 ms would prove the runs long: no growth here */
+    setenv("KJIT_POOL_GROW_US", "60000000", 1);
     KjPool *pool = kj_pool_create(8);
+    unsetenv("KJIT_POOL_GROW_US");
     for (int round = 0; round < 5; round++) {
         ck_assert_int_eq(threads_taking_part(pool, 10, 10), 1);  /* under two grains: the caller */
         ck_assert_int_le(threads_taking_part(pool, 20, 10), 2);
@@ -131,6 +143,33 @@ START_TEST(pool_threads_follow_the_work)
         most = n > most ? n : most;
     }
     ck_assert_int_gt(most, 4); /* the whole pool can still take part */
+    kj_pool_destroy(pool);
+}
+END_TEST
+
+/* A run whose items are longer than its grain supposes (a few blocks of
+ * threads that loop for milliseconds) takes more threads once it has gone
+ * on for the grow time: from the calling thread alone (under two grains),
+ * and from its grain's threads. */
+START_TEST(pool_grows_when_the_work_is_long)
+{
+    setenv("KJIT_POOL_GROW_US", "1000", 1);
+    KjPool *pool = kj_pool_create(8);
+    unsetenv("KJIT_POOL_GROW_US");
+    int alone = 0, grained = 0;
+    for (int round = 0; round < 5; round++) {
+        int n = threads_taking_part(pool, 8, 8); /* one grain: pieces of 2, 2 ms each */
+        alone = n > alone ? n : alone;
+        n = threads_taking_part(pool, 40, 20); /* two grains; pieces of 5 */
+        grained = n > grained ? n : grained;
+    }
+    ck_assert_int_gt(alone, 1);
+    ck_assert_int_gt(grained, 2);
+    /* every item still runs exactly once */
+    int64_t hits[64] = {0};
+    kj_pool_run(pool, 64, 64, count_hits, hits);
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(hits[i], 1);
     kj_pool_destroy(pool);
 }
 END_TEST
@@ -964,6 +1003,7 @@ Suite *suite_kernels_cpu(void)
     tcase_set_timeout(runtime, 60);
     tcase_add_test(runtime, pool_covers_every_index_once);
     tcase_add_test(runtime, pool_threads_follow_the_work);
+    tcase_add_test(runtime, pool_grows_when_the_work_is_long);
     tcase_add_test(runtime, grid_walk_gives_cuda_indices);
     tcase_add_test(runtime, syncthreads_reduction_is_exact);
     tcase_add_test(runtime, barrier_inside_a_loop);
