@@ -14,6 +14,7 @@ argument (None: a NumPy array), and gpu says the memory is on a GPU.
 """
 import ctypes
 import math
+import os
 import weakref
 
 import numpy as np
@@ -333,7 +334,18 @@ def pack_out(x, cb, i):
 
 # ------------------------------------------------------- kjit's device arrays
 
-class DeviceArray:
+# With the compiled hot path (_fast.c), DeviceArray's `_addr` (the address of
+# the kjit_array it keeps) and `_gpu` are fields of a C base that a call reads
+# in place; without it, plain attributes.  (_core imports _fast the same way.)
+try:
+    if os.environ.get("KJIT_PURE_PYTHON"):
+        raise ImportError("KJIT_PURE_PYTHON is set")
+    from ._fast import DeviceBase as _DeviceBase
+except ImportError:
+    _DeviceBase = object
+
+
+class DeviceArray(_DeviceBase):
     """An array in a kjit context's device memory (GPU memory on the cuda
     target, host memory on cpu targets, so that code written for cuda runs
     there too), or a view over another library's memory (from_dlpack).
@@ -394,7 +406,7 @@ class DeviceArray:
         self = cls.__new__(cls)
         self.context = context
         self.shape, self.dtype, self._code, self.strides, struct, _ = layout
-        self._gpu = context.is_cuda
+        self._gpu = bool(context.is_cuda)
         self._owner = owner
         self._struct = s = _lib.Array.from_buffer_copy(struct)
         s.data = ptr

@@ -26,7 +26,10 @@
 #include <numpy/arrayobject.h>
 #include <numpy/arrayscalars.h>
 #include <numpy/ufuncobject.h>
+#include <structmember.h>
 
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kjit.h"
@@ -46,7 +49,7 @@ static launch_fn kj_launch_ex;
 static PyObject *raise_status;      /* _core._raise(context_handle, status) */
 static PyObject *alloc_device;      /* _arrays._alloc_like_kjit(template, shape, code) */
 static PyTypeObject *device_array;  /* kjit.DeviceArray */
-static PyObject *str_call_slow, *str_addr, *str_gpu, *str_out, *str_stream;
+static PyObject *str_call_slow, *str_out, *str_stream;
 
 /* ------------------------------------------------------------ element types */
 
@@ -126,27 +129,44 @@ static int pack_ndarray(PyArrayObject *a, kjit_array *out)
     return PACK_OK;
 }
 
-/* The kjit_array a kjit DeviceArray keeps (its `_addr`); PACK_SLOW for GPU
- * memory on a host target (the slow path's message says why). */
+/*
+ * kjit's DeviceArray derives from DeviceBase when this module is there, so
+ * what a call needs of it, the address of the kjit_array it keeps and
+ * whether its memory is a GPU's, are two fields read in place: as Python
+ * attributes (`_addr`, `_gpu`), reading them cost two attribute lookups per
+ * array per call, a tenth of a call on device arrays.
+ */
+typedef struct {
+    PyObject_HEAD
+    unsigned long long addr; /* the kjit_array's address (`_addr`); 0 until set */
+    char gpu;                /* GPU memory (`_gpu`) */
+} DeviceBase;
+
+static PyMemberDef device_base_members[] = {
+    {"_addr", T_ULONGLONG, offsetof(DeviceBase, addr), 0,
+     "the address of the kjit_array this array keeps"},
+    {"_gpu", T_BOOL, offsetof(DeviceBase, gpu), 0, "True when the memory is a GPU's"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject DeviceBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kjit._fast.DeviceBase",
+    .tp_basicsize = sizeof(DeviceBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The fields of a kjit DeviceArray that calls read in C (a base of DeviceArray).",
+    .tp_members = device_base_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* The kjit_array a kjit DeviceArray keeps; PACK_SLOW for GPU memory on a
+ * host target (the slow path's message says why) or an array whose fields
+ * are not set. */
 static int pack_device_array(PyObject *x, int is_cuda, kjit_array **out)
 {
-    PyObject *gpu = PyObject_GetAttr(x, str_gpu);
-    if (!gpu)
-        return PACK_ERROR;
-    int on_gpu = PyObject_IsTrue(gpu);
-    Py_DECREF(gpu);
-    if (on_gpu < 0)
-        return PACK_ERROR;
-    if (on_gpu && !is_cuda)
+    const DeviceBase *d = (const DeviceBase *)x; /* Py_TYPE(x) is device_array */
+    if ((d->gpu && !is_cuda) || !d->addr)
         return PACK_SLOW;
-    PyObject *addr = PyObject_GetAttr(x, str_addr);
-    if (!addr)
-        return PACK_ERROR;
-    void *p = PyLong_AsVoidPtr(addr);
-    Py_DECREF(addr);
-    if (!p)
-        return PyErr_Occurred() ? PACK_ERROR : PACK_SLOW;
-    *out = (kjit_array *)p;
+    *out = (kjit_array *)(uintptr_t)d->addr;
     return PACK_OK;
 }
 
@@ -283,13 +303,24 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
     return PACK_SLOW;
 }
 
+/* The arguments of a call as they came: a tuple and a dict (tp_call), or
+ * an array and the keywords' names (vectorcall); what the Python path gets. */
+typedef struct {
+    PyObject *args, *kwargs;
+    PyObject *const *vector;
+    size_t nargsf;
+    PyObject *kwnames;
+} CallArgs;
+
 /* Calls self._call_slow(*args, **kwargs): the Python path. */
-static PyObject *call_slow(PyObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *call_slow(PyObject *self, const CallArgs *call)
 {
     PyObject *slow = PyObject_GetAttr(self, str_call_slow);
     if (!slow)
         return NULL;
-    PyObject *r = PyObject_Call(slow, args, kwargs);
+    PyObject *r = call->vector ? PyObject_Vectorcall(slow, call->vector, call->nargsf,
+                                                     call->kwnames)
+                               : PyObject_Call(slow, call->args, call->kwargs);
     Py_DECREF(slow);
     return r;
 }
@@ -308,6 +339,7 @@ static PyObject *raise_for(void *context, kjit_status status)
 
 typedef struct {
     PyObject_HEAD
+    vectorcallfunc vectorcall; /* vectorized_vectorcall: no tuple or dict per call */
     kjit_function *handle;
     void *context;
     int nparams;
@@ -350,41 +382,23 @@ static PyObject *vectorized_bind(PyObject *op, PyObject *args)
     Py_RETURN_TRUE;
 }
 
-static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
+/* A call of n positional arguments and `out` (NULL: none), whose `stream`
+ * was None or not given (call: the arguments as they came, for the Python
+ * path). */
+static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssize_t n,
+                                PyObject *out, const CallArgs *call)
 {
-    Vectorized *self = (Vectorized *)op;
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *out = NULL;
-    if (!self->bound || n != self->nparams)
-        return call_slow(op, args, kwargs);
-    if (kwargs && PyDict_GET_SIZE(kwargs)) {
-        Py_ssize_t left = PyDict_GET_SIZE(kwargs);
-        out = PyDict_GetItemWithError(kwargs, str_out);
-        if (out)
-            left--;
-        PyObject *stream = PyDict_GetItemWithError(kwargs, str_stream);
-        if (stream) {
-            if (stream != Py_None)
-                return call_slow(op, args, kwargs);
-            left--;
-        }
-        if (PyErr_Occurred())
-            return NULL;
-        if (left)
-            return call_slow(op, args, kwargs); /* its TypeError */
-        if (out == Py_None)
-            out = NULL;
-    }
+    PyObject *op = (PyObject *)self;
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = 0;
     p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int r = pack_arg(&p, (int)i, PyTuple_GET_ITEM(args, i), self->is_cuda, 0, 1);
+        int r = pack_arg(&p, (int)i, items[i], self->is_cuda, 0, 1);
         if (r == PACK_ERROR)
             return NULL;
         if (r == PACK_SLOW)
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
     }
     kjit_array *dst = &p.arrays[FAST_MAX_ARGS];
     PyObject *result;
@@ -392,15 +406,15 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         if (PyArray_CheckExact(out)) {
             if (!PyArray_ISWRITEABLE((PyArrayObject *)out) ||
                 pack_ndarray((PyArrayObject *)out, dst) != PACK_OK)
-                return call_slow(op, args, kwargs);
+                return call_slow(op, call);
         } else if (device_array && Py_TYPE(out) == device_array) {
             int r = pack_device_array(out, self->is_cuda, &dst);
             if (r == PACK_ERROR)
                 return NULL;
             if (r == PACK_SLOW)
-                return call_slow(op, args, kwargs);
+                return call_slow(op, call);
         } else {
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
         }
         Py_INCREF(out);
         result = out;
@@ -413,12 +427,12 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         }
         int typenum = sig < self->nsigs ? typenum_of_code(self->results[sig]) : -1;
         if (typenum < 0)
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
         if (p.any_device) {
             /* a DeviceArray beside the first one, from its context's pool, as
              * the Python path allocates it */
             if (!alloc_device)
-                return call_slow(op, args, kwargs);
+                return call_slow(op, call);
             PyObject *shape = PyTuple_New(p.nd);
             if (!shape)
                 return NULL;
@@ -440,7 +454,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
                                                     : PACK_SLOW;
             if (r != PACK_OK) {
                 Py_DECREF(result);
-                return r == PACK_ERROR ? NULL : call_slow(op, args, kwargs);
+                return r == PACK_ERROR ? NULL : call_slow(op, call);
             }
             goto call;
         }
@@ -449,7 +463,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
             return NULL;
         if (pack_ndarray((PyArrayObject *)result, dst) != PACK_OK) {
             Py_DECREF(result);
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
         }
     }
 call:;
@@ -466,21 +480,115 @@ call:;
     return result;
 }
 
+static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    Vectorized *self = (Vectorized *)op;
+    CallArgs call = {.args = args, .kwargs = kwargs};
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *out = NULL;
+    if (!self->bound || n != self->nparams)
+        return call_slow(op, &call);
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        Py_ssize_t left = PyDict_GET_SIZE(kwargs);
+        out = PyDict_GetItemWithError(kwargs, str_out);
+        if (out)
+            left--;
+        PyObject *stream = PyDict_GetItemWithError(kwargs, str_stream);
+        if (stream) {
+            if (stream != Py_None)
+                return call_slow(op, &call);
+            left--;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+        if (left)
+            return call_slow(op, &call); /* its TypeError */
+        if (out == Py_None)
+            out = NULL;
+    }
+    return vectorized_run(self, ((PyTupleObject *)args)->ob_item, n, out, &call);
+}
+
+/* A class that replaced __call__ after vectorcall was enabled for it
+ * (Python before 3.12 keeps the flag then): its own __call__, with the
+ * tuple and dict tp_call takes. */
+static PyObject *call_replaced(PyObject *op, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf), nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *tuple = PyTuple_New(n), *dict = nk ? PyDict_New() : NULL, *r = NULL;
+    if (!tuple || (nk && !dict))
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(tuple, i, args[i]);
+    }
+    for (Py_ssize_t k = 0; k < nk; k++)
+        if (PyDict_SetItem(dict, PyTuple_GET_ITEM(kwnames, k), args[n + k]) < 0)
+            goto done;
+    r = Py_TYPE(op)->tp_call(op, tuple, dict);
+done:
+    Py_XDECREF(tuple);
+    Py_XDECREF(dict);
+    return r;
+}
+
+/* The same without the tuple and dict that tp_call costs (a call of a
+ * device array's add is a few microseconds in all). */
+static PyObject *vectorized_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                                       PyObject *kwnames)
+{
+    Vectorized *self = (Vectorized *)op;
+    CallArgs call = {.vector = args, .nargsf = nargsf, .kwnames = kwnames};
+    if (Py_TYPE(op)->tp_call != vectorized_call)
+        return call_replaced(op, args, nargsf, kwnames);
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (!self->bound || n != self->nparams)
+        return call_slow(op, &call);
+    PyObject *out = NULL;
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k), *value = args[n + k];
+        if (name == str_out || PyUnicode_Compare(name, str_out) == 0)
+            out = value;
+        else if (name == str_stream || PyUnicode_Compare(name, str_stream) == 0) {
+            if (value != Py_None)
+                return call_slow(op, &call);
+        } else {
+            return call_slow(op, &call); /* its TypeError */
+        }
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    if (out == Py_None)
+        out = NULL;
+    return vectorized_run(self, args, n, out, &call);
+}
+
 static PyMethodDef vectorized_methods[] = {
     {"_fast_bind", vectorized_bind, METH_VARARGS,
      "_fast_bind(handle, context, nparams, results, is_cuda): calls go through C"},
     {NULL, NULL, 0, NULL}};
 
+static PyObject *vectorized_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *self = PyType_GenericNew(type, args, kwargs);
+    if (self)
+        ((Vectorized *)self)->vectorcall = vectorized_vectorcall;
+    return self;
+}
+
 static PyTypeObject VectorizedType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kjit._fast.Vectorized",
     .tp_basicsize = sizeof(Vectorized),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Vectorized, vectorcall),
     .tp_doc = "The C call of a @vectorize function (a base of kjit's VectorizedFunction).",
     .tp_call = vectorized_call,
     .tp_methods = vectorized_methods,
     .tp_init = vectorized_init,
-    .tp_new = PyType_GenericNew,
+    .tp_new = vectorized_new,
 };
 
 /* ---------------------------------------------------------------- launches */
@@ -926,6 +1034,27 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
 
 /* ------------------------------------------------------------------ module */
 
+/* use_vectorcall(cls): calls of a Python subclass of Vectorized (kjit's
+ * VectorizedFunction) take the vectorcall too.  Python 3.12 passes the flag
+ * on to such a class by itself; before, a heap type does not inherit it.
+ * The instance's function pointer sits where the base put it (the
+ * subclass's layout starts with Vectorized's), and a __call__ the class
+ * replaces is still honoured (call_replaced). */
+static PyObject *use_vectorcall(PyObject *module, PyObject *arg)
+{
+    if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject *)arg, &VectorizedType)) {
+        PyErr_SetString(PyExc_TypeError, "use_vectorcall takes a subclass of Vectorized");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)arg;
+    if (cls->tp_call != vectorized_call)
+        Py_RETURN_FALSE; /* a __call__ of its own: tp_call it is */
+    cls->tp_vectorcall_offset = offsetof(Vectorized, vectorcall);
+    cls->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+    PyType_Modified(cls);
+    Py_RETURN_TRUE;
+}
+
 /* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray
  *       [, alloc_device]) */
 static PyObject *setup(PyObject *module, PyObject *args)
@@ -934,6 +1063,12 @@ static PyObject *setup(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOO!|O", &call, &match, &launch, &raiser, &PyType_Type,
                           &devtype, &alloc))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)devtype, &DeviceBaseType)) {
+        /* pack_device_array reads DeviceBase's fields */
+        PyErr_SetString(PyExc_ImportError, "kjit._fast.setup: DeviceArray does not derive "
+                        "from kjit._fast.DeviceBase (a package older than this extension?)");
+        return NULL;
+    }
     void *c = PyLong_AsVoidPtr(call), *m = PyLong_AsVoidPtr(match),
          *l = PyLong_AsVoidPtr(launch);
     if (PyErr_Occurred())
@@ -958,6 +1093,8 @@ static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray[, "
      "alloc_device])"},
+    {"use_vectorcall", use_vectorcall, METH_O,
+     "use_vectorcall(cls): calls of this subclass of Vectorized take the vectorcall protocol"},
     {"make_ufunc", make_ufunc, METH_VARARGS,
      "make_ufunc(function, handle, context, name, doc, nin, loops[, nout, signature]): a "
      "numpy.ufunc, generalized when a signature is given"},
@@ -972,22 +1109,23 @@ PyMODINIT_FUNC PyInit__fast(void)
 {
     import_array();
     import_umath();
-    if (PyType_Ready(&VectorizedType) < 0 || PyType_Ready(&LaunchType) < 0)
+    if (PyType_Ready(&VectorizedType) < 0 || PyType_Ready(&LaunchType) < 0 ||
+        PyType_Ready(&DeviceBaseType) < 0)
         return NULL;
     str_call_slow = PyUnicode_InternFromString("_call_slow");
-    str_addr = PyUnicode_InternFromString("_addr");
-    str_gpu = PyUnicode_InternFromString("_gpu");
     str_out = PyUnicode_InternFromString("out");
     str_stream = PyUnicode_InternFromString("stream");
-    if (!str_call_slow || !str_addr || !str_gpu || !str_out || !str_stream)
+    if (!str_call_slow || !str_out || !str_stream)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
     Py_INCREF(&VectorizedType);
     Py_INCREF(&LaunchType);
+    Py_INCREF(&DeviceBaseType);
     if (PyModule_AddObject(m, "Vectorized", (PyObject *)&VectorizedType) < 0 ||
-        PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) {
+        PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0 ||
+        PyModule_AddObject(m, "DeviceBase", (PyObject *)&DeviceBaseType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
