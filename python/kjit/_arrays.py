@@ -300,6 +300,8 @@ def converter_for(kind):
         conv = _numpy
     elif module.split(".")[0] == "cupy" and kind.__name__ == "ndarray":
         conv = _cupy
+        if _register_cupy is not None:  # later calls read such arrays in C (cuda)
+            _register_cupy(kind)
     elif module.split(".")[0] == "torch" and hasattr(kind, "data_ptr"):
         conv = _torch
     elif hasattr(kind, "__cuda_array_interface__"):
@@ -341,8 +343,10 @@ try:
     if os.environ.get("KJIT_PURE_PYTHON"):
         raise ImportError("KJIT_PURE_PYTHON is set")
     from ._fast import DeviceBase as _DeviceBase
+    from ._fast import register_cupy as _register_cupy
 except ImportError:
     _DeviceBase = object
+    _register_cupy = None
 
 
 class DeviceArray(_DeviceBase):

@@ -4,11 +4,12 @@
  * ctypes and struct packing cost 15-30 us a call; NumPy's own add costs about
  * 1 us.  This file gives the two calls Python code makes in loops, a
  * @vectorize call and a kernel launch, a path in C: it reads NumPy arrays,
- * Python and NumPy scalars and kjit's host device arrays straight into
- * kjit_array / kjit_arg values on the stack, allocates the result with NumPy's
- * C API and calls libkjit with the GIL released.
+ * Python and NumPy scalars, kjit's device arrays and (on cuda) CuPy arrays
+ * straight into kjit_array / kjit_arg values on the stack, allocates the
+ * result with NumPy's C API (or the first device array's context pool) and
+ * calls libkjit with the GIL released.
  *
- * Anything else (CuPy, PyTorch, Numba or DLPack arrays, lists, a stream=, an
+ * Anything else (PyTorch, Numba or DLPack arrays, lists, a stream=, an
  * element type without a NumPy twin, a wrong argument count, shapes that do
  * not broadcast, a read-only array a kernel may write) goes to the pure
  * Python path (`_call_slow`), before anything has run: that path accepts or
@@ -49,7 +50,9 @@ static launch_fn kj_launch_ex;
 static PyObject *raise_status;      /* _core._raise(context_handle, status) */
 static PyObject *alloc_device;      /* _arrays._alloc_like_kjit(template, shape, code) */
 static PyTypeObject *device_array;  /* kjit.DeviceArray */
+static PyTypeObject *cupy_array;    /* cupy.ndarray, once the Python path has met one */
 static PyObject *str_call_slow, *str_out, *str_stream;
+static PyObject *str_dtype, *str_shape, *str_strides, *str_data, *str_ptr;
 
 /* ------------------------------------------------------------ element types */
 
@@ -104,6 +107,7 @@ typedef struct {
     npy_intp shape[KJIT_MAX_DIMS];        /* the broadcast shape so far */
     int any_array;                        /* an ndarray among the arguments */
     int any_device;                       /* a DeviceArray among them */
+    int any_cupy;                         /* a CuPy array among them */
     PyObject *first_device;               /* the first (borrowed): results go beside it */
 } Packed;
 
@@ -168,6 +172,76 @@ static int pack_device_array(PyObject *x, int is_cuda, kjit_array **out)
         return PACK_SLOW;
     *out = (kjit_array *)(uintptr_t)d->addr;
     return PACK_OK;
+}
+
+/* A tuple of at most KJIT_MAX_DIMS ints into int64s; -1 when it is not one. */
+static int int_tuple(PyObject *t, int64_t *out)
+{
+    if (!t || !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) > KJIT_MAX_DIMS)
+        return -1;
+    int n = (int)PyTuple_GET_SIZE(t);
+    for (int d = 0; d < n; d++) {
+        PyObject *v = PyTuple_GET_ITEM(t, d);
+        int overflow = 0;
+        long long x = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
+        if (!PyLong_Check(v) || overflow || (x == -1 && PyErr_Occurred()))
+            return -1;
+        out[d] = x;
+    }
+    return n;
+}
+
+/*
+ * A CuPy array into a kjit_array of GPU memory, from what the Python path's
+ * converter (_cupy in _arrays.py) reads: .dtype (a NumPy dtype), .shape,
+ * .strides (bytes) and .data.ptr.  Anything unusual (another dtype, an
+ * attribute that is missing or odd) is PACK_SLOW, with no exception left:
+ * the Python path takes the call and says what is wrong.  The caller holds
+ * x for the call, and x its memory.
+ */
+static int pack_cupy(PyObject *x, kjit_array *out)
+{
+    int r = PACK_SLOW;
+    PyObject *dtype = PyObject_GetAttr(x, str_dtype), *shape = NULL, *strides = NULL,
+             *data = NULL, *ptr = NULL;
+    if (!dtype || !PyArray_DescrCheck(dtype))
+        goto done;
+    PyArray_Descr *descr = (PyArray_Descr *)dtype;
+    int code = code_of_typenum(descr->type_num);
+    if (code < 0 || !PyArray_ISNBO(descr->byteorder))
+        goto done;
+    shape = PyObject_GetAttr(x, str_shape);
+    strides = PyObject_GetAttr(x, str_strides);
+    int64_t extents[KJIT_MAX_DIMS], steps[KJIT_MAX_DIMS];
+    int nd = int_tuple(shape, extents);
+    if (nd < 0 || int_tuple(strides, steps) != nd)
+        goto done;
+    data = PyObject_GetAttr(x, str_data);
+    ptr = data ? PyObject_GetAttr(data, str_ptr) : NULL;
+    if (!ptr || !PyLong_Check(ptr))
+        goto done;
+    void *address = PyLong_AsVoidPtr(ptr);
+    if (PyErr_Occurred())
+        goto done;
+    memset(out, 0, sizeof *out);
+    out->data = address;
+    out->dtype = (kjit_dtype)code;
+    out->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        out->shape[d] = extents[d];
+        out->strides[d] = steps[d];
+    }
+    out->memory = KJIT_MEMORY_DEVICE;
+    r = PACK_OK;
+done:
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_XDECREF(data);
+    Py_XDECREF(ptr);
+    return r;
 }
 
 /* A NumPy scalar (np.float32(1.5), a[0]) into a kjit_arg of its own type. */
@@ -298,6 +372,18 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         p->any_device = 1;
         return PACK_OK;
     }
+    if (cupy_array && Py_TYPE(x) == cupy_array) {
+        /* GPU memory: on a host target the Python path refuses it */
+        if (!is_cuda || pack_cupy(x, &p->arrays[i]) != PACK_OK)
+            return PACK_SLOW;
+        if (bcast && !broadcast(p, &p->arrays[i]))
+            return PACK_SLOW;
+        arg->kind = KJIT_ARG_ARRAY;
+        arg->dtype = p->arrays[i].dtype;
+        arg->value.array = &p->arrays[i];
+        p->any_cupy = 1;
+        return PACK_OK;
+    }
     if (PyArray_IsScalar(x, Generic))
         return pack_numpy_scalar(x, arg);
     return PACK_SLOW;
@@ -391,7 +477,7 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
     PyObject *op = (PyObject *)self;
     Packed p;
     p.nd = 0;
-    p.any_array = p.any_device = 0;
+    p.any_array = p.any_device = p.any_cupy = 0;
     p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, items[i], self->is_cuda, 0, 1);
@@ -413,6 +499,9 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
                 return NULL;
             if (r == PACK_SLOW)
                 return call_slow(op, call);
+        } else if (cupy_array && Py_TYPE(out) == cupy_array && self->is_cuda) {
+            if (pack_cupy(out, dst) != PACK_OK)
+                return call_slow(op, call);
         } else {
             return call_slow(op, call);
         }
@@ -420,6 +509,8 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
         result = out;
     } else {
         int sig = 0;
+        if (p.any_cupy)
+            return call_slow(op, call); /* CuPy's allocator makes the result there */
         if (self->nsigs > 1) {
             kjit_status status = kj_match(self->handle, p.args, (int)n, &sig);
             if (status != KJIT_OK)
@@ -621,7 +712,7 @@ static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t n
         return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     Packed p;
     p.nd = 0;
-    p.any_array = p.any_device = 0;
+    p.any_array = p.any_device = p.any_cupy = 0;
     p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
@@ -1034,6 +1125,42 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
 
 /* ------------------------------------------------------------------ module */
 
+/* register_cupy(cupy.ndarray): the Python path's converter met CuPy's array
+ * type (_arrays.converter_for), so calls with such arrays may take this
+ * path; cupy is never imported from here. */
+static PyObject *register_cupy(PyObject *module, PyObject *arg)
+{
+    if (!PyType_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "register_cupy takes cupy.ndarray");
+        return NULL;
+    }
+    Py_INCREF(arg);
+    Py_XSETREF(cupy_array, (PyTypeObject *)arg);
+    Py_RETURN_NONE;
+}
+
+/* _pack_cupy(x): what pack_cupy reads of a CuPy-like array, as (address,
+ * kjit code, shape, strides, is device memory), or None where the Python
+ * path would take it; for the tests, which have no GPU to run it on. */
+static PyObject *pack_cupy_for_tests(PyObject *module, PyObject *x)
+{
+    kjit_array a;
+    if (pack_cupy(x, &a) != PACK_OK)
+        Py_RETURN_NONE;
+    PyObject *shape = PyTuple_New(a.ndim), *strides = PyTuple_New(a.ndim);
+    if (!shape || !strides) {
+        Py_XDECREF(shape);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    for (int d = 0; d < a.ndim; d++) {
+        PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(a.shape[d]));
+        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(a.strides[d]));
+    }
+    return Py_BuildValue("NiNNO", PyLong_FromVoidPtr(a.data), (int)a.dtype, shape, strides,
+                         a.memory == KJIT_MEMORY_DEVICE ? Py_True : Py_False);
+}
+
 /* use_vectorcall(cls): calls of a Python subclass of Vectorized (kjit's
  * VectorizedFunction) take the vectorcall too.  Python 3.12 passes the flag
  * on to such a class by itself; before, a heap type does not inherit it.
@@ -1093,6 +1220,10 @@ static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray[, "
      "alloc_device])"},
+    {"register_cupy", register_cupy, METH_O,
+     "register_cupy(cupy.ndarray): calls with CuPy arrays go through C on cuda"},
+    {"_pack_cupy", pack_cupy_for_tests, METH_O,
+     "_pack_cupy(x): (address, code, shape, strides, device) as a call reads a CuPy array"},
     {"use_vectorcall", use_vectorcall, METH_O,
      "use_vectorcall(cls): calls of this subclass of Vectorized take the vectorcall protocol"},
     {"make_ufunc", make_ufunc, METH_VARARGS,
@@ -1115,7 +1246,13 @@ PyMODINIT_FUNC PyInit__fast(void)
     str_call_slow = PyUnicode_InternFromString("_call_slow");
     str_out = PyUnicode_InternFromString("out");
     str_stream = PyUnicode_InternFromString("stream");
-    if (!str_call_slow || !str_out || !str_stream)
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_shape = PyUnicode_InternFromString("shape");
+    str_strides = PyUnicode_InternFromString("strides");
+    str_data = PyUnicode_InternFromString("data");
+    str_ptr = PyUnicode_InternFromString("ptr");
+    if (!str_call_slow || !str_out || !str_stream || !str_dtype || !str_shape ||
+        !str_strides || !str_data || !str_ptr)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m)

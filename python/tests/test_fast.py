@@ -4,6 +4,7 @@ shared memory.  Installed (KJIT_TEST_INSTALLED), the compiled path must be
 there: the install builds it."""
 import ctypes
 import os
+import types
 
 import numpy as np
 import pytest
@@ -177,6 +178,54 @@ def test_device_arrays_read_in_c(rng):
     for call in (add, add._call_slow):
         with pytest.raises(kjit.InvalidArgumentError, match=r"the output \(out=\) is in GPU"):
             call(d, d, out=fake_gpu)
+
+
+class FakeCupy:
+    """What the C path reads of a cupy.ndarray (.dtype, .shape, .strides,
+    .data.ptr), over NumPy memory; named as CuPy's type is, so that the
+    Python path's converter takes it for one (and registers its type)."""
+
+    def __init__(self, a, **changes):
+        self.base = a
+        self.dtype, self.shape, self.strides = a.dtype, a.shape, a.strides
+        self.data = types.SimpleNamespace(ptr=a.ctypes.data)
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+
+FakeCupy.__module__, FakeCupy.__name__ = "cupy", "ndarray"
+
+
+@compiled
+def test_cupy_arrays_read_in_c(rng):
+    # On cuda, calls with CuPy arrays (and out=) are packed in C once the
+    # Python path has met CuPy's type; with no GPU here, the packing itself
+    # is checked (_fast._pack_cupy), and that a cpu module still refuses them.
+    fast = _core._fast
+    a = rng.random((6, 8)).astype(np.float32)[:, ::2]
+    assert fast._pack_cupy(FakeCupy(a)) == (a.ctypes.data, 9, (6, 4), (32, 8), True)
+    assert fast._pack_cupy(FakeCupy(np.zeros((), np.int64)))[1:] == (4, (), (), True)
+    for odd in [FakeCupy(a, dtype="float32"), FakeCupy(a, strides=(32,)),
+                FakeCupy(a, shape=[6, 4]), FakeCupy(a, data=None),
+                FakeCupy(a.astype(">f4")), FakeCupy(a.astype(object)), object()]:
+        assert fast._pack_cupy(odd) is None  # the Python path's to judge; no exception
+    add = kjit.load(example("add.kern"), target="cpu").add
+    x = FakeCupy(a)
+    try:
+        for _ in range(2):  # the first call registers the type, the second reads it in C
+            with pytest.raises(kjit.InvalidArgumentError, match="GPU memory") as got:
+                add(x, x)
+            with pytest.raises(kjit.InvalidArgumentError) as slow:
+                add._call_slow(x, x)
+            assert str(got.value) == str(slow.value)
+            with pytest.raises(kjit.InvalidArgumentError, match="GPU memory"):
+                add(a, a, out=x)
+    finally:
+        try:  # the real type again, for the GPU tests that follow in this process
+            import cupy
+            fast.register_cupy(cupy.ndarray)
+        except ImportError:
+            pass
 
 
 @compiled
