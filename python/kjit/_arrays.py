@@ -349,6 +349,14 @@ except ImportError:
     _register_cupy = None
 
 
+# Its attributes as slots: under a C base, Python (3.11) gives a class's
+# instances a dict of their own, which made a DeviceArray 1 us slower to make
+# than under `object` (a result of a call without out= is one); __dict__ and
+# __weakref__ stay, for what else is set on one.
+_DEVICE_SLOTS = ("context", "dtype", "shape", "strides", "_code", "_owner", "_struct", "_arg",
+                 "_info", "__dict__", "__weakref__")
+
+
 class DeviceArray(_DeviceBase):
     """An array in a kjit context's device memory (GPU memory on the cuda
     target, host memory on cpu targets, so that code written for cuda runs
@@ -358,6 +366,7 @@ class DeviceArray(_DeviceBase):
     __array_interface__ and __dlpack__ (host memory), so CuPy, PyTorch, Numba
     and NumPy take it without a copy.
     """
+    __slots__ = _DEVICE_SLOTS + (() if _DeviceBase is not object else ("_addr", "_gpu"))
 
     def __init__(self, context, ptr, shape, dtype, strides=None, gpu=False, owner=None):
         self.context = context
