@@ -14,6 +14,7 @@ argument (None: a NumPy array), and gpu says the memory is on a GPU.
 """
 import ctypes
 import math
+import os
 import weakref
 
 import numpy as np
@@ -299,6 +300,8 @@ def converter_for(kind):
         conv = _numpy
     elif module.split(".")[0] == "cupy" and kind.__name__ == "ndarray":
         conv = _cupy
+        if _register_cupy is not None:  # later calls read such arrays in C (cuda)
+            _register_cupy(kind)
     elif module.split(".")[0] == "torch" and hasattr(kind, "data_ptr"):
         conv = _torch
     elif hasattr(kind, "__cuda_array_interface__"):
@@ -333,7 +336,28 @@ def pack_out(x, cb, i):
 
 # ------------------------------------------------------- kjit's device arrays
 
-class DeviceArray:
+# With the compiled hot path (_fast.c), DeviceArray's `_addr` (the address of
+# the kjit_array it keeps) and `_gpu` are fields of a C base that a call reads
+# in place; without it, plain attributes.  (_core imports _fast the same way.)
+try:
+    if os.environ.get("KJIT_PURE_PYTHON"):
+        raise ImportError("KJIT_PURE_PYTHON is set")
+    from ._fast import DeviceBase as _DeviceBase
+    from ._fast import register_cupy as _register_cupy
+except ImportError:
+    _DeviceBase = object
+    _register_cupy = None
+
+
+# Its attributes as slots: under a C base, Python (3.11) gives a class's
+# instances a dict of their own, which made a DeviceArray 1 us slower to make
+# than under `object` (a result of a call without out= is one); __dict__ and
+# __weakref__ stay, for what else is set on one.
+_DEVICE_SLOTS = ("context", "dtype", "shape", "strides", "_code", "_owner", "_struct", "_arg",
+                 "_info", "__dict__", "__weakref__")
+
+
+class DeviceArray(_DeviceBase):
     """An array in a kjit context's device memory (GPU memory on the cuda
     target, host memory on cpu targets, so that code written for cuda runs
     there too), or a view over another library's memory (from_dlpack).
@@ -342,6 +366,7 @@ class DeviceArray:
     __array_interface__ and __dlpack__ (host memory), so CuPy, PyTorch, Numba
     and NumPy take it without a copy.
     """
+    __slots__ = _DEVICE_SLOTS + (() if _DeviceBase is not object else ("_addr", "_gpu"))
 
     def __init__(self, context, ptr, shape, dtype, strides=None, gpu=False, owner=None):
         self.context = context
@@ -394,7 +419,7 @@ class DeviceArray:
         self = cls.__new__(cls)
         self.context = context
         self.shape, self.dtype, self._code, self.strides, struct, _ = layout
-        self._gpu = context.is_cuda
+        self._gpu = bool(context.is_cuda)
         self._owner = owner
         self._struct = s = _lib.Array.from_buffer_copy(struct)
         s.data = ptr

@@ -421,12 +421,12 @@ class Function:
                     f"{self.name}: argument {i} is a read-only array, and {self.name} may "
                     f"store into it; pass a writable array (a copy: np.array(x))")
 
-    def _check_memory(self, info):
+    def _check_memory(self, info, what="argument {}"):
         if not self.context.is_cuda:
             for i, (_, _, _, gpu) in enumerate(info):
                 if gpu:
                     raise InvalidArgumentError(
-                        f"{self.name}: argument {i} is in GPU memory but the module was "
+                        f"{self.name}: {what.format(i)} is in GPU memory but the module was "
                         f"compiled for the {self.context.target} target; load it with "
                         f"target='cuda'")
 
@@ -630,7 +630,7 @@ class ReduceFunction(Function):
         out_addr = None
         if out is not None:
             if pack_out(out, cb, n + 1)[3] and not self._is_cuda:
-                self._check_memory([(0, 0, 0, True)])
+                self._check_memory([(0, 0, 0, True)], "the output (out=)")
             out_addr = array_address(cb, n + 1)
         if stream is not None:
             if out is None:
@@ -729,10 +729,13 @@ class _VectorizedPython(Function):
             else:
                 result = out
             if type(result) is DeviceArray:
+                # a GPU array written by host code would be a fault, not an error
+                if result._gpu and not self._is_cuda:
+                    self._check_memory([(0, 0, 0, True)], "the output (out=)")
                 out_addr = result._addr
             else:
                 if pack_out(result, cb, n)[3] and not self._is_cuda:
-                    self._check_memory([(0, 0, 0, True)])
+                    self._check_memory([(0, 0, 0, True)], "the output (out=)")
                 out_addr = array_address(cb, n)
             self._call_packed(cb, n, out_addr, stream)
         finally:
@@ -789,6 +792,8 @@ if _fast is not None:
             self._fast_bind(handle, self.context.handle, self.param_count,
                             tuple(-1 if r is None else r for r in self._results),
                             self._is_cuda)
+
+    _fast.use_vectorcall(VectorizedFunction)  # Python 3.12 does this itself
 else:
     VectorizedFunction = _VectorizedPython
 

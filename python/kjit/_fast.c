@@ -4,11 +4,12 @@
  * ctypes and struct packing cost 15-30 us a call; NumPy's own add costs about
  * 1 us.  This file gives the two calls Python code makes in loops, a
  * @vectorize call and a kernel launch, a path in C: it reads NumPy arrays,
- * Python and NumPy scalars and kjit's host device arrays straight into
- * kjit_array / kjit_arg values on the stack, allocates the result with NumPy's
- * C API and calls libkjit with the GIL released.
+ * Python and NumPy scalars, kjit's device arrays and (on cuda) CuPy arrays
+ * straight into kjit_array / kjit_arg values on the stack, allocates the
+ * result with NumPy's C API (or the first device array's context pool) and
+ * calls libkjit with the GIL released.
  *
- * Anything else (CuPy, PyTorch, Numba or DLPack arrays, lists, a stream=, an
+ * Anything else (PyTorch, Numba or DLPack arrays, lists, a stream=, an
  * element type without a NumPy twin, a wrong argument count, shapes that do
  * not broadcast, a read-only array a kernel may write) goes to the pure
  * Python path (`_call_slow`), before anything has run: that path accepts or
@@ -26,7 +27,10 @@
 #include <numpy/arrayobject.h>
 #include <numpy/arrayscalars.h>
 #include <numpy/ufuncobject.h>
+#include <structmember.h>
 
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kjit.h"
@@ -46,7 +50,9 @@ static launch_fn kj_launch_ex;
 static PyObject *raise_status;      /* _core._raise(context_handle, status) */
 static PyObject *alloc_device;      /* _arrays._alloc_like_kjit(template, shape, code) */
 static PyTypeObject *device_array;  /* kjit.DeviceArray */
-static PyObject *str_call_slow, *str_addr, *str_gpu, *str_out, *str_stream;
+static PyTypeObject *cupy_array;    /* cupy.ndarray, once the Python path has met one */
+static PyObject *str_call_slow, *str_out, *str_stream;
+static PyObject *str_dtype, *str_shape, *str_strides, *str_data, *str_ptr;
 
 /* ------------------------------------------------------------ element types */
 
@@ -101,6 +107,7 @@ typedef struct {
     npy_intp shape[KJIT_MAX_DIMS];        /* the broadcast shape so far */
     int any_array;                        /* an ndarray among the arguments */
     int any_device;                       /* a DeviceArray among them */
+    int any_cupy;                         /* a CuPy array among them */
     PyObject *first_device;               /* the first (borrowed): results go beside it */
 } Packed;
 
@@ -126,28 +133,115 @@ static int pack_ndarray(PyArrayObject *a, kjit_array *out)
     return PACK_OK;
 }
 
-/* The kjit_array a kjit DeviceArray keeps (its `_addr`); PACK_SLOW for GPU
- * memory on a host target (the slow path's message says why). */
+/*
+ * kjit's DeviceArray derives from DeviceBase when this module is there, so
+ * what a call needs of it, the address of the kjit_array it keeps and
+ * whether its memory is a GPU's, are two fields read in place: as Python
+ * attributes (`_addr`, `_gpu`), reading them cost two attribute lookups per
+ * array per call, a tenth of a call on device arrays.
+ */
+typedef struct {
+    PyObject_HEAD
+    unsigned long long addr; /* the kjit_array's address (`_addr`); 0 until set */
+    char gpu;                /* GPU memory (`_gpu`) */
+} DeviceBase;
+
+static PyMemberDef device_base_members[] = {
+    {"_addr", T_ULONGLONG, offsetof(DeviceBase, addr), 0,
+     "the address of the kjit_array this array keeps"},
+    {"_gpu", T_BOOL, offsetof(DeviceBase, gpu), 0, "True when the memory is a GPU's"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject DeviceBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kjit._fast.DeviceBase",
+    .tp_basicsize = sizeof(DeviceBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The fields of a kjit DeviceArray that calls read in C (a base of DeviceArray).",
+    .tp_members = device_base_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* The kjit_array a kjit DeviceArray keeps; PACK_SLOW for GPU memory on a
+ * host target (the slow path's message says why) or an array whose fields
+ * are not set. */
 static int pack_device_array(PyObject *x, int is_cuda, kjit_array **out)
 {
-    PyObject *gpu = PyObject_GetAttr(x, str_gpu);
-    if (!gpu)
-        return PACK_ERROR;
-    int on_gpu = PyObject_IsTrue(gpu);
-    Py_DECREF(gpu);
-    if (on_gpu < 0)
-        return PACK_ERROR;
-    if (on_gpu && !is_cuda)
+    const DeviceBase *d = (const DeviceBase *)x; /* Py_TYPE(x) is device_array */
+    if ((d->gpu && !is_cuda) || !d->addr)
         return PACK_SLOW;
-    PyObject *addr = PyObject_GetAttr(x, str_addr);
-    if (!addr)
-        return PACK_ERROR;
-    void *p = PyLong_AsVoidPtr(addr);
-    Py_DECREF(addr);
-    if (!p)
-        return PyErr_Occurred() ? PACK_ERROR : PACK_SLOW;
-    *out = (kjit_array *)p;
+    *out = (kjit_array *)(uintptr_t)d->addr;
     return PACK_OK;
+}
+
+/* A tuple of at most KJIT_MAX_DIMS ints into int64s; -1 when it is not one. */
+static int int_tuple(PyObject *t, int64_t *out)
+{
+    if (!t || !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) > KJIT_MAX_DIMS)
+        return -1;
+    int n = (int)PyTuple_GET_SIZE(t);
+    for (int d = 0; d < n; d++) {
+        PyObject *v = PyTuple_GET_ITEM(t, d);
+        int overflow = 0;
+        long long x = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
+        if (!PyLong_Check(v) || overflow || (x == -1 && PyErr_Occurred()))
+            return -1;
+        out[d] = x;
+    }
+    return n;
+}
+
+/*
+ * A CuPy array into a kjit_array of GPU memory, from what the Python path's
+ * converter (_cupy in _arrays.py) reads: .dtype (a NumPy dtype), .shape,
+ * .strides (bytes) and .data.ptr.  Anything unusual (another dtype, an
+ * attribute that is missing or odd) is PACK_SLOW, with no exception left:
+ * the Python path takes the call and says what is wrong.  The caller holds
+ * x for the call, and x its memory.
+ */
+static int pack_cupy(PyObject *x, kjit_array *out)
+{
+    int r = PACK_SLOW;
+    PyObject *dtype = PyObject_GetAttr(x, str_dtype), *shape = NULL, *strides = NULL,
+             *data = NULL, *ptr = NULL;
+    if (!dtype || !PyArray_DescrCheck(dtype))
+        goto done;
+    PyArray_Descr *descr = (PyArray_Descr *)dtype;
+    int code = code_of_typenum(descr->type_num);
+    if (code < 0 || !PyArray_ISNBO(descr->byteorder))
+        goto done;
+    shape = PyObject_GetAttr(x, str_shape);
+    strides = PyObject_GetAttr(x, str_strides);
+    int64_t extents[KJIT_MAX_DIMS], steps[KJIT_MAX_DIMS];
+    int nd = int_tuple(shape, extents);
+    if (nd < 0 || int_tuple(strides, steps) != nd)
+        goto done;
+    data = PyObject_GetAttr(x, str_data);
+    ptr = data ? PyObject_GetAttr(data, str_ptr) : NULL;
+    if (!ptr || !PyLong_Check(ptr))
+        goto done;
+    void *address = PyLong_AsVoidPtr(ptr);
+    if (PyErr_Occurred())
+        goto done;
+    memset(out, 0, sizeof *out);
+    out->data = address;
+    out->dtype = (kjit_dtype)code;
+    out->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        out->shape[d] = extents[d];
+        out->strides[d] = steps[d];
+    }
+    out->memory = KJIT_MEMORY_DEVICE;
+    r = PACK_OK;
+done:
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_XDECREF(data);
+    Py_XDECREF(ptr);
+    return r;
 }
 
 /* A NumPy scalar (np.float32(1.5), a[0]) into a kjit_arg of its own type. */
@@ -278,18 +372,41 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         p->any_device = 1;
         return PACK_OK;
     }
+    if (cupy_array && Py_TYPE(x) == cupy_array) {
+        /* GPU memory: on a host target the Python path refuses it */
+        if (!is_cuda || pack_cupy(x, &p->arrays[i]) != PACK_OK)
+            return PACK_SLOW;
+        if (bcast && !broadcast(p, &p->arrays[i]))
+            return PACK_SLOW;
+        arg->kind = KJIT_ARG_ARRAY;
+        arg->dtype = p->arrays[i].dtype;
+        arg->value.array = &p->arrays[i];
+        p->any_cupy = 1;
+        return PACK_OK;
+    }
     if (PyArray_IsScalar(x, Generic))
         return pack_numpy_scalar(x, arg);
     return PACK_SLOW;
 }
 
+/* The arguments of a call as they came: a tuple and a dict (tp_call), or
+ * an array and the keywords' names (vectorcall); what the Python path gets. */
+typedef struct {
+    PyObject *args, *kwargs;
+    PyObject *const *vector;
+    size_t nargsf;
+    PyObject *kwnames;
+} CallArgs;
+
 /* Calls self._call_slow(*args, **kwargs): the Python path. */
-static PyObject *call_slow(PyObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *call_slow(PyObject *self, const CallArgs *call)
 {
     PyObject *slow = PyObject_GetAttr(self, str_call_slow);
     if (!slow)
         return NULL;
-    PyObject *r = PyObject_Call(slow, args, kwargs);
+    PyObject *r = call->vector ? PyObject_Vectorcall(slow, call->vector, call->nargsf,
+                                                     call->kwnames)
+                               : PyObject_Call(slow, call->args, call->kwargs);
     Py_DECREF(slow);
     return r;
 }
@@ -308,6 +425,7 @@ static PyObject *raise_for(void *context, kjit_status status)
 
 typedef struct {
     PyObject_HEAD
+    vectorcallfunc vectorcall; /* vectorized_vectorcall: no tuple or dict per call */
     kjit_function *handle;
     void *context;
     int nparams;
@@ -350,41 +468,23 @@ static PyObject *vectorized_bind(PyObject *op, PyObject *args)
     Py_RETURN_TRUE;
 }
 
-static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
+/* A call of n positional arguments and `out` (NULL: none), whose `stream`
+ * was None or not given (call: the arguments as they came, for the Python
+ * path). */
+static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssize_t n,
+                                PyObject *out, const CallArgs *call)
 {
-    Vectorized *self = (Vectorized *)op;
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *out = NULL;
-    if (!self->bound || n != self->nparams)
-        return call_slow(op, args, kwargs);
-    if (kwargs && PyDict_GET_SIZE(kwargs)) {
-        Py_ssize_t left = PyDict_GET_SIZE(kwargs);
-        out = PyDict_GetItemWithError(kwargs, str_out);
-        if (out)
-            left--;
-        PyObject *stream = PyDict_GetItemWithError(kwargs, str_stream);
-        if (stream) {
-            if (stream != Py_None)
-                return call_slow(op, args, kwargs);
-            left--;
-        }
-        if (PyErr_Occurred())
-            return NULL;
-        if (left)
-            return call_slow(op, args, kwargs); /* its TypeError */
-        if (out == Py_None)
-            out = NULL;
-    }
+    PyObject *op = (PyObject *)self;
     Packed p;
     p.nd = 0;
-    p.any_array = p.any_device = 0;
+    p.any_array = p.any_device = p.any_cupy = 0;
     p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int r = pack_arg(&p, (int)i, PyTuple_GET_ITEM(args, i), self->is_cuda, 0, 1);
+        int r = pack_arg(&p, (int)i, items[i], self->is_cuda, 0, 1);
         if (r == PACK_ERROR)
             return NULL;
         if (r == PACK_SLOW)
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
     }
     kjit_array *dst = &p.arrays[FAST_MAX_ARGS];
     PyObject *result;
@@ -392,20 +492,25 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         if (PyArray_CheckExact(out)) {
             if (!PyArray_ISWRITEABLE((PyArrayObject *)out) ||
                 pack_ndarray((PyArrayObject *)out, dst) != PACK_OK)
-                return call_slow(op, args, kwargs);
+                return call_slow(op, call);
         } else if (device_array && Py_TYPE(out) == device_array) {
             int r = pack_device_array(out, self->is_cuda, &dst);
             if (r == PACK_ERROR)
                 return NULL;
             if (r == PACK_SLOW)
-                return call_slow(op, args, kwargs);
+                return call_slow(op, call);
+        } else if (cupy_array && Py_TYPE(out) == cupy_array && self->is_cuda) {
+            if (pack_cupy(out, dst) != PACK_OK)
+                return call_slow(op, call);
         } else {
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
         }
         Py_INCREF(out);
         result = out;
     } else {
         int sig = 0;
+        if (p.any_cupy)
+            return call_slow(op, call); /* CuPy's allocator makes the result there */
         if (self->nsigs > 1) {
             kjit_status status = kj_match(self->handle, p.args, (int)n, &sig);
             if (status != KJIT_OK)
@@ -413,12 +518,12 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         }
         int typenum = sig < self->nsigs ? typenum_of_code(self->results[sig]) : -1;
         if (typenum < 0)
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
         if (p.any_device) {
             /* a DeviceArray beside the first one, from its context's pool, as
              * the Python path allocates it */
             if (!alloc_device)
-                return call_slow(op, args, kwargs);
+                return call_slow(op, call);
             PyObject *shape = PyTuple_New(p.nd);
             if (!shape)
                 return NULL;
@@ -440,7 +545,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
                                                     : PACK_SLOW;
             if (r != PACK_OK) {
                 Py_DECREF(result);
-                return r == PACK_ERROR ? NULL : call_slow(op, args, kwargs);
+                return r == PACK_ERROR ? NULL : call_slow(op, call);
             }
             goto call;
         }
@@ -449,7 +554,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
             return NULL;
         if (pack_ndarray((PyArrayObject *)result, dst) != PACK_OK) {
             Py_DECREF(result);
-            return call_slow(op, args, kwargs);
+            return call_slow(op, call);
         }
     }
 call:;
@@ -466,21 +571,115 @@ call:;
     return result;
 }
 
+static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    Vectorized *self = (Vectorized *)op;
+    CallArgs call = {.args = args, .kwargs = kwargs};
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *out = NULL;
+    if (!self->bound || n != self->nparams)
+        return call_slow(op, &call);
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        Py_ssize_t left = PyDict_GET_SIZE(kwargs);
+        out = PyDict_GetItemWithError(kwargs, str_out);
+        if (out)
+            left--;
+        PyObject *stream = PyDict_GetItemWithError(kwargs, str_stream);
+        if (stream) {
+            if (stream != Py_None)
+                return call_slow(op, &call);
+            left--;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+        if (left)
+            return call_slow(op, &call); /* its TypeError */
+        if (out == Py_None)
+            out = NULL;
+    }
+    return vectorized_run(self, ((PyTupleObject *)args)->ob_item, n, out, &call);
+}
+
+/* A class that replaced __call__ after vectorcall was enabled for it
+ * (Python before 3.12 keeps the flag then): its own __call__, with the
+ * tuple and dict tp_call takes. */
+static PyObject *call_replaced(PyObject *op, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf), nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *tuple = PyTuple_New(n), *dict = nk ? PyDict_New() : NULL, *r = NULL;
+    if (!tuple || (nk && !dict))
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(tuple, i, args[i]);
+    }
+    for (Py_ssize_t k = 0; k < nk; k++)
+        if (PyDict_SetItem(dict, PyTuple_GET_ITEM(kwnames, k), args[n + k]) < 0)
+            goto done;
+    r = Py_TYPE(op)->tp_call(op, tuple, dict);
+done:
+    Py_XDECREF(tuple);
+    Py_XDECREF(dict);
+    return r;
+}
+
+/* The same without the tuple and dict that tp_call costs (a call of a
+ * device array's add is a few microseconds in all). */
+static PyObject *vectorized_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                                       PyObject *kwnames)
+{
+    Vectorized *self = (Vectorized *)op;
+    CallArgs call = {.vector = args, .nargsf = nargsf, .kwnames = kwnames};
+    if (Py_TYPE(op)->tp_call != vectorized_call)
+        return call_replaced(op, args, nargsf, kwnames);
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (!self->bound || n != self->nparams)
+        return call_slow(op, &call);
+    PyObject *out = NULL;
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k), *value = args[n + k];
+        if (name == str_out || PyUnicode_Compare(name, str_out) == 0)
+            out = value;
+        else if (name == str_stream || PyUnicode_Compare(name, str_stream) == 0) {
+            if (value != Py_None)
+                return call_slow(op, &call);
+        } else {
+            return call_slow(op, &call); /* its TypeError */
+        }
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    if (out == Py_None)
+        out = NULL;
+    return vectorized_run(self, args, n, out, &call);
+}
+
 static PyMethodDef vectorized_methods[] = {
     {"_fast_bind", vectorized_bind, METH_VARARGS,
      "_fast_bind(handle, context, nparams, results, is_cuda): calls go through C"},
     {NULL, NULL, 0, NULL}};
 
+static PyObject *vectorized_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *self = PyType_GenericNew(type, args, kwargs);
+    if (self)
+        ((Vectorized *)self)->vectorcall = vectorized_vectorcall;
+    return self;
+}
+
 static PyTypeObject VectorizedType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kjit._fast.Vectorized",
     .tp_basicsize = sizeof(Vectorized),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Vectorized, vectorcall),
     .tp_doc = "The C call of a @vectorize function (a base of kjit's VectorizedFunction).",
     .tp_call = vectorized_call,
     .tp_methods = vectorized_methods,
     .tp_init = vectorized_init,
-    .tp_new = PyType_GenericNew,
+    .tp_new = vectorized_new,
 };
 
 /* ---------------------------------------------------------------- launches */
@@ -513,7 +712,7 @@ static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t n
         return PyObject_Vectorcall(self->python, args, nargsf, kwnames);
     Packed p;
     p.nd = 0;
-    p.any_array = p.any_device = 0;
+    p.any_array = p.any_device = p.any_cupy = 0;
     p.first_device = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
@@ -926,6 +1125,63 @@ static PyObject *make_ufunc(PyObject *module, PyObject *args)
 
 /* ------------------------------------------------------------------ module */
 
+/* register_cupy(cupy.ndarray): the Python path's converter met CuPy's array
+ * type (_arrays.converter_for), so calls with such arrays may take this
+ * path; cupy is never imported from here. */
+static PyObject *register_cupy(PyObject *module, PyObject *arg)
+{
+    if (!PyType_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "register_cupy takes cupy.ndarray");
+        return NULL;
+    }
+    Py_INCREF(arg);
+    Py_XSETREF(cupy_array, (PyTypeObject *)arg);
+    Py_RETURN_NONE;
+}
+
+/* _pack_cupy(x): what pack_cupy reads of a CuPy-like array, as (address,
+ * kjit code, shape, strides, is device memory), or None where the Python
+ * path would take it; for the tests, which have no GPU to run it on. */
+static PyObject *pack_cupy_for_tests(PyObject *module, PyObject *x)
+{
+    kjit_array a;
+    if (pack_cupy(x, &a) != PACK_OK)
+        Py_RETURN_NONE;
+    PyObject *shape = PyTuple_New(a.ndim), *strides = PyTuple_New(a.ndim);
+    if (!shape || !strides) {
+        Py_XDECREF(shape);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    for (int d = 0; d < a.ndim; d++) {
+        PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(a.shape[d]));
+        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(a.strides[d]));
+    }
+    return Py_BuildValue("NiNNO", PyLong_FromVoidPtr(a.data), (int)a.dtype, shape, strides,
+                         a.memory == KJIT_MEMORY_DEVICE ? Py_True : Py_False);
+}
+
+/* use_vectorcall(cls): calls of a Python subclass of Vectorized (kjit's
+ * VectorizedFunction) take the vectorcall too.  Python 3.12 passes the flag
+ * on to such a class by itself; before, a heap type does not inherit it.
+ * The instance's function pointer sits where the base put it (the
+ * subclass's layout starts with Vectorized's), and a __call__ the class
+ * replaces is still honoured (call_replaced). */
+static PyObject *use_vectorcall(PyObject *module, PyObject *arg)
+{
+    if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject *)arg, &VectorizedType)) {
+        PyErr_SetString(PyExc_TypeError, "use_vectorcall takes a subclass of Vectorized");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)arg;
+    if (cls->tp_call != vectorized_call)
+        Py_RETURN_FALSE; /* a __call__ of its own: tp_call it is */
+    cls->tp_vectorcall_offset = offsetof(Vectorized, vectorcall);
+    cls->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+    PyType_Modified(cls);
+    Py_RETURN_TRUE;
+}
+
 /* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray
  *       [, alloc_device]) */
 static PyObject *setup(PyObject *module, PyObject *args)
@@ -934,6 +1190,12 @@ static PyObject *setup(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOO!|O", &call, &match, &launch, &raiser, &PyType_Type,
                           &devtype, &alloc))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)devtype, &DeviceBaseType)) {
+        /* pack_device_array reads DeviceBase's fields */
+        PyErr_SetString(PyExc_ImportError, "kjit._fast.setup: DeviceArray does not derive "
+                        "from kjit._fast.DeviceBase (a package older than this extension?)");
+        return NULL;
+    }
     void *c = PyLong_AsVoidPtr(call), *m = PyLong_AsVoidPtr(match),
          *l = PyLong_AsVoidPtr(launch);
     if (PyErr_Occurred())
@@ -958,6 +1220,12 @@ static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray[, "
      "alloc_device])"},
+    {"register_cupy", register_cupy, METH_O,
+     "register_cupy(cupy.ndarray): calls with CuPy arrays go through C on cuda"},
+    {"_pack_cupy", pack_cupy_for_tests, METH_O,
+     "_pack_cupy(x): (address, code, shape, strides, device) as a call reads a CuPy array"},
+    {"use_vectorcall", use_vectorcall, METH_O,
+     "use_vectorcall(cls): calls of this subclass of Vectorized take the vectorcall protocol"},
     {"make_ufunc", make_ufunc, METH_VARARGS,
      "make_ufunc(function, handle, context, name, doc, nin, loops[, nout, signature]): a "
      "numpy.ufunc, generalized when a signature is given"},
@@ -972,22 +1240,29 @@ PyMODINIT_FUNC PyInit__fast(void)
 {
     import_array();
     import_umath();
-    if (PyType_Ready(&VectorizedType) < 0 || PyType_Ready(&LaunchType) < 0)
+    if (PyType_Ready(&VectorizedType) < 0 || PyType_Ready(&LaunchType) < 0 ||
+        PyType_Ready(&DeviceBaseType) < 0)
         return NULL;
     str_call_slow = PyUnicode_InternFromString("_call_slow");
-    str_addr = PyUnicode_InternFromString("_addr");
-    str_gpu = PyUnicode_InternFromString("_gpu");
     str_out = PyUnicode_InternFromString("out");
     str_stream = PyUnicode_InternFromString("stream");
-    if (!str_call_slow || !str_addr || !str_gpu || !str_out || !str_stream)
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_shape = PyUnicode_InternFromString("shape");
+    str_strides = PyUnicode_InternFromString("strides");
+    str_data = PyUnicode_InternFromString("data");
+    str_ptr = PyUnicode_InternFromString("ptr");
+    if (!str_call_slow || !str_out || !str_stream || !str_dtype || !str_shape ||
+        !str_strides || !str_data || !str_ptr)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
     Py_INCREF(&VectorizedType);
     Py_INCREF(&LaunchType);
+    Py_INCREF(&DeviceBaseType);
     if (PyModule_AddObject(m, "Vectorized", (PyObject *)&VectorizedType) < 0 ||
-        PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) {
+        PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0 ||
+        PyModule_AddObject(m, "DeviceBase", (PyObject *)&DeviceBaseType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -36,7 +36,8 @@ from ._arrays import NP_DTYPES
 from ._lib import DTYPE_NAMES
 from .errors import InvalidArgumentError, ShapeError
 
-__all__ = ["load", "compile", "ModuleSource", "DaskModule", "compiled_modules", "gpu_cluster"]
+__all__ = ["load", "compile", "ModuleSource", "DaskModule", "compiled_modules", "gpu_cluster",
+           "worker_memory_limit"]
 
 
 # ------------------------------------------------------ modules on workers
@@ -493,13 +494,22 @@ class KernelDask(_DaskFunction):
 
 # ------------------------------------------------------------- clusters
 
-def gpu_cluster(devices=None, threads_per_worker=1, **kwargs):
+def gpu_cluster(devices=None, threads_per_worker=1, memory_limit="auto", **kwargs):
     """A local Dask cluster of one worker process per GPU, each seeing its
     own GPU alone (CUDA_VISIBLE_DEVICES, as dask-cuda sets it), so a cuda
     module on a worker runs on that worker's GPU.  dask-cuda's
     LocalCUDACluster when it is installed; else the same arrangement with
     distributed's SpecCluster.  devices: the GPU ordinals (default: every
-    GPU kjit sees)."""
+    GPU kjit sees).
+
+    memory_limit: each worker's, as Dask takes it ("auto": the host's memory
+    divided among the workers, as dask-cuda's default is; 0 or None: no
+    limit).  Dask's own default gives a worker of one thread its share of
+    the host by cores (8 GiB of 256 on 32 cores), and it counts CuPy chunks'
+    device bytes against it: past 60% it spills them to disk through host
+    memory, every task reading one back.  That made one worker holding 8 GB
+    of chunks of one GPU 20x to 280x slower than two holding 4 GB each
+    (docs/scaling.md)."""
     from . import device_count
     if devices is None:
         devices = list(range(device_count()))
@@ -511,15 +521,29 @@ def gpu_cluster(devices=None, threads_per_worker=1, **kwargs):
     except ImportError:
         LocalCUDACluster = None
     if LocalCUDACluster is not None:
+        # its "auto" is the host's memory divided among the workers already
         return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, devices)),
-                                threads_per_worker=threads_per_worker, **kwargs)
+                                threads_per_worker=threads_per_worker,
+                                memory_limit=memory_limit, **kwargs)
     from distributed import Nanny, Scheduler, SpecCluster
+    limit = worker_memory_limit(memory_limit, len(devices))
     # On this host only (the GPU machine may have no network to listen on).
     quiet = {"silence_logs": kwargs["silence_logs"]} if kwargs.get("silence_logs") else {}
     workers = {f"gpu{d}": {"cls": Nanny,
                            "options": {"nthreads": threads_per_worker, "host": "127.0.0.1",
+                                       "memory_limit": limit,
                                        "env": {"CUDA_VISIBLE_DEVICES": str(d)}, **quiet}}
                for d in devices}
     scheduler = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0",
                                                "host": "127.0.0.1"}}
     return SpecCluster(workers=workers, scheduler=scheduler, **kwargs)
+
+
+def worker_memory_limit(memory_limit, workers):
+    """The memory_limit gpu_cluster gives each of `workers` workers: "auto" is
+    the host's memory (as Dask measures it, cgroups included) over the
+    workers; anything else goes to Dask as it is."""
+    if memory_limit != "auto":
+        return memory_limit
+    from distributed import system
+    return int(system.MEMORY_LIMIT // max(1, workers))

@@ -260,10 +260,22 @@ def test_gpu_cluster_gives_each_worker_its_own_device():
         pytest.skip("skipped: dask-cuda is installed, and gpu_cluster uses it (GPUs needed)")
     except ImportError:
         pass
-    with kd.gpu_cluster(devices=[0, 1], silence_logs=logging.CRITICAL) as cluster, \
+    from distributed import system
+    from distributed.worker_memory import CPU_COUNT
+    # a worker count unlike the core count, so that the limit below is not
+    # also Dask's default (the host's memory over the cores, per thread)
+    n = 3 if CPU_COUNT != 3 else 2
+    with kd.gpu_cluster(devices=list(range(n)), silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as c:
         seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
-    assert sorted(seen.values()) == ["0", "1"], seen
+        limits = c.run(lambda dask_worker: dask_worker.memory_manager.memory_limit)
+    assert sorted(seen.values()) == [str(d) for d in range(n)], seen
+    # Each worker gets its share of the host's memory, not Dask's default
+    # share by cores, against which Dask counts CuPy chunks' device bytes and
+    # spills them to disk past 60%.
+    assert list(limits.values()) == [system.MEMORY_LIMIT // n] * n, limits
+    assert kd.worker_memory_limit("auto", 1) == system.MEMORY_LIMIT
+    assert kd.worker_memory_limit("4 GiB", 3) == "4 GiB"
 
 
 def test_an_edited_file_is_compiled_afresh(tmp_path):

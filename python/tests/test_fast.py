@@ -2,7 +2,9 @@
 results and the same errors for what each takes, and a launch's dynamic
 shared memory.  Installed (KJIT_TEST_INSTALLED), the compiled path must be
 there: the install builds it."""
+import ctypes
 import os
+import types
 
 import numpy as np
 import pytest
@@ -123,6 +125,107 @@ def test_same_errors_as_the_python_path(rng):
         with pytest.raises(error) as slow:
             add._call_slow(*args, **kwargs)
         assert str(fast.value) == str(slow.value)
+
+
+@compiled
+def test_calls_take_the_vectorcall(rng):
+    # A call builds no tuple or dict (Python 3.12 passes the flag on to the
+    # subclass itself; before, _core asks _fast.use_vectorcall): out= and
+    # stream=None are read from the call's keyword names, however spelled.
+    add = kjit.load(example("add.kern"), target="cpu").add
+    assert type(add).__flags__ & (1 << 11), "VectorizedFunction lacks Py_TPFLAGS_HAVE_VECTORCALL"
+    a = rng.random(10).astype(np.float32)
+    out = np.empty_like(a)
+    spelled = "".join(["o", "ut"])  # not the interned "out"
+    assert add(a, a, **{spelled: out}, stream=None) is out
+    np.testing.assert_array_equal(out, a + a)
+    with pytest.raises(TypeError, match="bogus"):
+        add(a, a, bogus=1)
+
+    # a subclass whose __call__ is replaced after the flag was set keeps its
+    # own __call__ (on Python 3.11 the flag stays: _fast.c calls tp_call)
+    class Mine(type(add)):
+        pass
+    _core._fast.use_vectorcall(Mine)
+    mine = kjit.load(example("add.kern"), target="cpu").add
+    mine.__class__ = Mine
+    np.testing.assert_array_equal(mine(a, a), a + a)
+    Mine.__call__ = lambda self, *args, **kwargs: ("mine", args, kwargs)
+    assert mine(a, out=out) == ("mine", (a,), {"out": out})
+
+
+@compiled
+def test_device_arrays_read_in_c(rng):
+    # DeviceArray's fields are DeviceBase's, which the C path reads in place;
+    # GPU memory given to a cpu module still goes to the Python path's refusal.
+    add = kjit.load(example("add.kern"), target="cpu").add
+    a = rng.random(10).astype(np.float32)
+    d = kjit.to_device(a, target="cpu")
+    assert isinstance(d, _core._fast.DeviceBase)
+    assert d._addr == ctypes.addressof(d._struct) and d._gpu is False
+    np.testing.assert_array_equal(add(d, d).copy_to_host(), a + a)
+    fake_gpu = kjit.DeviceArray(kjit.context("cpu"), a.ctypes.data, a.shape, a.dtype, gpu=True,
+                                owner=a)
+    assert fake_gpu._gpu is True
+    for args in [(fake_gpu, d), (d, fake_gpu)]:
+        with pytest.raises(kjit.InvalidArgumentError, match="GPU memory") as fast:
+            add(*args)
+        with pytest.raises(kjit.InvalidArgumentError) as slow:
+            add._call_slow(*args)
+        assert str(fast.value) == str(slow.value)
+    # an output in GPU memory too (it once went to the host code, a fault on a
+    # real GPU array)
+    for call in (add, add._call_slow):
+        with pytest.raises(kjit.InvalidArgumentError, match=r"the output \(out=\) is in GPU"):
+            call(d, d, out=fake_gpu)
+
+
+class FakeCupy:
+    """What the C path reads of a cupy.ndarray (.dtype, .shape, .strides,
+    .data.ptr), over NumPy memory; named as CuPy's type is, so that the
+    Python path's converter takes it for one (and registers its type)."""
+
+    def __init__(self, a, **changes):
+        self.base = a
+        self.dtype, self.shape, self.strides = a.dtype, a.shape, a.strides
+        self.data = types.SimpleNamespace(ptr=a.ctypes.data)
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+
+FakeCupy.__module__, FakeCupy.__name__ = "cupy", "ndarray"
+
+
+@compiled
+def test_cupy_arrays_read_in_c(rng):
+    # On cuda, calls with CuPy arrays (and out=) are packed in C once the
+    # Python path has met CuPy's type; with no GPU here, the packing itself
+    # is checked (_fast._pack_cupy), and that a cpu module still refuses them.
+    fast = _core._fast
+    a = rng.random((6, 8)).astype(np.float32)[:, ::2]
+    assert fast._pack_cupy(FakeCupy(a)) == (a.ctypes.data, 9, (6, 4), (32, 8), True)
+    assert fast._pack_cupy(FakeCupy(np.zeros((), np.int64)))[1:] == (4, (), (), True)
+    for odd in [FakeCupy(a, dtype="float32"), FakeCupy(a, strides=(32,)),
+                FakeCupy(a, shape=[6, 4]), FakeCupy(a, data=None),
+                FakeCupy(a.astype(">f4")), FakeCupy(a.astype(object)), object()]:
+        assert fast._pack_cupy(odd) is None  # the Python path's to judge; no exception
+    add = kjit.load(example("add.kern"), target="cpu").add
+    x = FakeCupy(a)
+    try:
+        for _ in range(2):  # the first call registers the type, the second reads it in C
+            with pytest.raises(kjit.InvalidArgumentError, match="GPU memory") as got:
+                add(x, x)
+            with pytest.raises(kjit.InvalidArgumentError) as slow:
+                add._call_slow(x, x)
+            assert str(got.value) == str(slow.value)
+            with pytest.raises(kjit.InvalidArgumentError, match="GPU memory"):
+                add(a, a, out=x)
+    finally:
+        try:  # the real type again, for the GPU tests that follow in this process
+            import cupy
+            fast.register_cupy(cupy.ndarray)
+        except ImportError:
+            pass
 
 
 @compiled

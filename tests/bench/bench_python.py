@@ -7,7 +7,12 @@ host: on the cpu target, a vectorized add on 1,000-element float32 NumPy
   build/latency measures it.  Goals (issue 26): the call within 1.5x of
   np.add with out= and 2x without, the launch within 2x of the C API's.
 kjit, cupy, numba: a vectorized add on 1,000-element float32 device arrays
-  (cuda when a GPU is usable, else kjit's host "device" arrays on cpu).
+  (cuda when a GPU is usable, else kjit's host "device" arrays on cpu).  On
+  cuda the kjit rows say whether the goal (issue 26: under 4 us a call with
+  kjit device arrays and out=) is met, and the C API's kjit_call of the same
+  add and a bare cuLaunchKernel (build/latency cuda --calls) are printed
+  beside them: what the Python call adds is the difference.  A last "goal"
+  row puts kjit's call beside CuPy's cp.add when both ran.
 
 Each figure is the median of 7 batches of 2,000 calls, synchronised after each
 batch, as tests/bench/latency_py.py measures.
@@ -34,6 +39,8 @@ except ImportError:
     import kjit
 
 RUNS, CALLS, N = 7, 2000, 1000
+GOAL_CUDA_US = 4.0  # issue 26: a call on cuda with kjit device arrays and out=
+measured = {}       # what the summary row compares
 
 
 def per_call_us(fn, sync):
@@ -57,23 +64,34 @@ def row(library, what, us, note=""):
 EMPTY = "@kernel\nfn empty(x: f32[]) {\n}\n"
 
 
+def latency_rows(target):
+    """{what: (us, note)} of build/latency TARGET --calls (the repository's, or
+    the GPU bundle's bin/latency); {} without it or when it fails."""
+    import subprocess
+    for latency in (os.path.join(REPO, "build", "latency"), os.path.join(REPO, "bin", "latency")):
+        if os.path.exists(latency):
+            break
+    else:
+        return {}
+    done = subprocess.run([latency, target, "--calls"], capture_output=True, text=True)
+    found = {}
+    for line in done.stdout.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 5 and cells[4].endswith(" us"):
+            try:
+                found[cells[3]] = (float(cells[4].split()[0]), cells[5])
+            except ValueError:
+                pass
+    return found
+
+
 def c_api_launch_us():
     """kjit_launch of the empty kernel from C (build/latency cpu --calls): on a
     context of default options, and on one made as Python makes its own
     (cancellable, Ctrl-C cancels); (None, None) without build/latency."""
-    import subprocess
-    for latency in (os.path.join(REPO, "build", "latency"), os.path.join(REPO, "bin", "latency")):
-        if os.path.exists(latency):  # the repository's, or the GPU bundle's
-            break
-    else:
-        return None, None
-    done = subprocess.run([latency, "cpu", "--calls"], capture_output=True, text=True)
-    found = {}
-    for line in done.stdout.splitlines():
-        for what in ("launch, empty kernel", "launch, Python's options"):
-            if what in line:
-                found[what] = float(line.split("|")[4].split()[0])
-    return found.get("launch, empty kernel"), found.get("launch, Python's options")
+    found = latency_rows("cpu")
+    return (found.get("launch, empty kernel", (None,))[0],
+            found.get("launch, Python's options", (None,))[0])
 
 
 def bench_host():
@@ -129,11 +147,32 @@ def bench_kjit():
     path = "compiled hot path" if kjit.hot_path == "compiled" else kjit.hot_path
     note = f"{target}, 1,000 f32, {path}" + ("" if target == "cuda" else
                                              " (no GPU: the Python side's cost)")
-    row("kjit", "add, device arrays, out=", per_call_us(lambda: add(da, db, out=out), sync),
-        note)
+    k_out = per_call_us(lambda: add(da, db, out=out), sync)
+    if target == "cuda":
+        measured["kjit"] = k_out
+        verdict = "met" if k_out < GOAL_CUDA_US else f"MISSED by {k_out - GOAL_CUDA_US:.2f} us"
+        goal = f"; goal under {GOAL_CUDA_US:g} us: {verdict}"
+    else:
+        goal = ""
+    row("kjit", "add, device arrays, out=", k_out, note + goal)
     row("kjit", "add, device arrays", per_call_us(lambda: add(da, db), sync),
         note + ", output from kjit's pool")
     assert np.array_equal(add(da, db).copy_to_host(), a + a[::-1])
+    if target == "cuda":
+        # the floor under the Python call: the C API's call of the same add on
+        # device arrays, and a bare cuLaunchKernel, in a process of their own
+        found = latency_rows("cuda")
+        c_call = found.get("vectorized call, device", (None, ""))[0]
+        if c_call is None:
+            row("C API", "kjit_call, add, device arrays", None,
+                "skipped: no build/latency (or it failed on cuda)")
+        else:
+            row("C API", "kjit_call, add, device arrays", c_call,
+                f"cuda, 1,000 f32 (latency cuda --calls, default options): the Python "
+                f"call adds {k_out - c_call:+.2f} us")
+            launch, bare = found.get("launch, empty kernel", (None, ""))
+            if launch is not None:
+                row("C API", "kjit_launch, empty kernel", launch, f"cuda: {bare}")
     try:
         import cupy as cp
         if target != "cuda":
@@ -160,8 +199,8 @@ def bench_cupy():
     b = cp.random.random(N, dtype=cp.float32)
     c = cp.empty(N, cp.float32)
     sync = cp.cuda.Device().synchronize
-    row("CuPy", "cp.add, device arrays, out=", per_call_us(lambda: cp.add(a, b, out=c), sync),
-        "1,000 f32")
+    measured["cupy"] = per_call_us(lambda: cp.add(a, b, out=c), sync)
+    row("CuPy", "cp.add, device arrays, out=", measured["cupy"], "1,000 f32")
     row("CuPy", "cp.add, device arrays", per_call_us(lambda: cp.add(a, b), sync), "1,000 f32")
 
 
@@ -185,9 +224,22 @@ def bench_numba():
         per_call_us(lambda: add(a, b, out=c), cuda.synchronize), "1,000 f32")
 
 
+def summary():
+    """The goal row: kjit's cuda call on device arrays with out= beside CuPy's
+    cp.add with out=, when both ran in this process."""
+    k, c = measured.get("kjit"), measured.get("cupy")
+    if k is None:
+        return
+    verdict = "met" if k < GOAL_CUDA_US else f"MISSED by {k - GOAL_CUDA_US:.2f} us"
+    against = f"; {k / c:.2f}x CuPy's cp.add out= ({c:.2f} us)" if c else ""
+    row("goal", "kjit add, cuda, kjit device arrays, out=", k,
+        f"under {GOAL_CUDA_US:g} us: {verdict}{against}")
+
+
 if __name__ == "__main__":
     print("| library | what | time per call | note |")
     print("| --- | --- | --- | --- |")
     which = sys.argv[1:] or ["host", "kjit", "cupy", "numba"]
     for name in which:
         globals()[f"bench_{name}"]()
+    summary()

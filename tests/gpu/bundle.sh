@@ -1,5 +1,5 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
-# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, python.sh,
+# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh,
 # bench_cpu_host.sh, tests/bench/bench_gpu.sh); sourced.
 
 # enter_bundle DIR: what each script that runs from the bundle does first:
@@ -76,4 +76,34 @@ with tempfile.TemporaryDirectory(prefix="kjit-ext-") as work:
 print(f"python extension: built {os.path.join(root, 'python', made[0])} with "
       f"{sysconfig.get_config_var('CC') or 'cc'}, Python {sys.version.split()[0]}")
 PY
+}
+
+# dask_site DIR: makes Dask and distributed importable, for tests/gpu/dask.sh
+# and dask_cpu_scaling.sh: this machine's Python's own when it has them (sets
+# dask_path empty), else the bundle's wheels (python/dask-wheels, made for
+# the build machine's Python and, where found, 3.10 to 3.13) installed into
+# DIR (sets dask_path=DIR, for PYTHONPATH).  Prints where they came from, or
+# why there are none, and then fails.
+dask_site() {
+    dask_path=
+    if python3 -c 'import dask.array, distributed' 2>/dev/null; then
+        echo "dask $(python3 -c 'import dask; print(dask.__version__)') from this machine's Python"
+        return 0
+    fi
+    if [ -d "$root/python/dask-wheels" ]; then
+        # Each package by name, so that pip picks the wheel this Python can take.
+        local names
+        names=$(ls "$root/python/dask-wheels" | sed 's/-.*//' | sort -u)
+        if python3 -m pip install -q --no-index --no-deps --find-links "$root/python/dask-wheels" \
+                --target "$1" $names > "$work/pip.log" 2>&1 &&
+           PYTHONPATH=$1 python3 -c 'import dask.array, distributed' 2>>"$work/pip.log"; then
+            dask_path=$1
+            echo "dask from the bundle's wheels (python/dask-wheels)"
+            return 0
+        fi
+        tail -3 "$work/pip.log"
+    fi
+    echo "skipped: this machine's Python ($(python3 --version 2>&1)) has no dask and distributed," \
+         "and the bundle's wheels do not install here (made for another Python, or absent)"
+    return 1
 }

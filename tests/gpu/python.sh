@@ -54,8 +54,10 @@ if PYTHONPATH=$pytest_path:$PYTHONPATH python3 -m pytest --version >/dev/null 2>
         > "$work/pytest.log" 2>&1
     cat "$work/pytest.log"
     summary=$(tail -1 "$work/pytest.log")
-    py_passed=$(echo "$summary" | sed -n 's/.* \{0,1\}\([0-9][0-9]*\) passed.*/\1/p')
-    py_failed=$(echo "$summary" | sed -n 's/.* \([0-9][0-9]*\) failed.*/\1/p')
+    # -q's last line starts with its first count ("2 failed, 37 passed in 9s")
+    py_passed=$(echo "$summary" | grep -o '[0-9][0-9]* passed' | cut -d' ' -f1)
+    py_failed=$(echo "$summary" | grep -o '[0-9][0-9]* \(failed\|errors\{0,1\}\)' |
+        awk '{n += $1} END {print n + 0}')
     passed=$((passed + ${py_passed:-0}))
     failed=$((failed + ${py_failed:-0}))
     [ -n "$py_passed" ] || fail "the Python tests ran"
