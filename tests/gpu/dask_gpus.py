@@ -170,8 +170,9 @@ def main():
     side, total = (16384, 2_000_000_000) if cupy is not None else (4096, 200_000_000)
     print(f"\n=== a stencil of 2 x {side}^2 f32 (64 steps, halo 8) and a sum of {total:.0e} f32")
     rows = {}
-    # 2 GPUs first: the first cluster after the correctness run's has been
-    # the slow one (a 1-GPU stencil 21x the 2-GPU one, H200, 2026-11-28)
+    # 2 GPUs first (the order does not matter since gpu_cluster's memory
+    # limit: the 1-GPU slowness of 2026-11-28 was Dask's default limit
+    # spilling chunks to disk, docs/scaling.md)
     for gpus in sorted({1, min(2, count)}, reverse=True):
         with kd.gpu_cluster(devices=list(range(gpus)), silence_logs=logging.ERROR) as cluster, \
                 distributed.Client(cluster) as client:
