@@ -394,10 +394,16 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
         } else if (stage == KJIT_STAGE_VEC) {
             *bytes = text_of(print_ir, p.module, size);
         } else {
+            /* for a block shape, only the code that depends on it (the split
+             * forms' __block and __blocks), as the runtime compiles a shape
+             * (runtime_cpu.c); the rest is the same as without --block */
+            bool shape_only = split && codegen.block_dims[0];
             KjIrFunction **roots = kj_arena_alloc(&arena, sizeof *roots * (size_t)p.root_count);
+            int n = 0;
             for (int i = 0; i < p.root_count; i++)
-                roots[i] = p.roots[i].root;
-            *bytes = kj_codegen_emit(p.module, roots, p.root_count, &codegen, kind, size, error);
+                if (!shape_only || p.roots[i].root->split)
+                    roots[n++] = p.roots[i].root;
+            *bytes = kj_codegen_emit(p.module, roots, n, &codegen, kind, size, error);
             if (!*bytes)
                 status = KJIT_ERROR_BACKEND;
         }
