@@ -165,6 +165,8 @@ void kjit_stage_options_init(kjit_stage_options *options)
     options->opt_level = 3;
     options->line_info = kj_codegen_line_info_default();
     options->cpu_simd = kj_codegen_cpu_simd_default();
+    const char *specialise = getenv("KJIT_CPU_SPECIALISE");
+    options->cpu_specialise = !(specialise && strcmp(specialise, "0") == 0);
 }
 
 typedef struct StageDiag {
@@ -315,6 +317,7 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
     codegen->verify = options->verify;
     for (int k = 0; k < 3; k++)
         codegen->block_dims[k] = options->block[0] ? options->block[k] : 0;
+    codegen->split_shapes_only = options->cpu_specialise; /* (the runtime's, unchecked) */
     switch (stage) {
     case KJIT_STAGE_AST:
     case KJIT_STAGE_IR:
