@@ -184,14 +184,17 @@ static KjVec *open_for(Lift *l, KjIrVar *var, KjIrExpr *start, KjIrExpr *stop)
     return open_block(l, &s->body);
 }
 
-/* for j in [0, L) over the lanes, vectorised whole by the back end. */
-static KjVec *open_lanes_for(Lift *l, KjIrVar *j)
+/* for j in [0, width) over lanes, vectorised whole by the back end. */
+static KjVec *open_lanes_for_width(Lift *l, KjIrVar *j, int width)
 {
-    KjVec *saved = open_for(l, j, i64(l, 0), i64(l, KJ_REDUCE_LANES));
+    KjVec *saved = open_for(l, j, i64(l, 0), i64(l, width));
     KjIrStmt *loop = saved->items[saved->count - 1];
     loop->simd_lanes = true;
     return saved;
 }
+
+/* for j in [0, L) over the lanes. */
+static KjVec *open_lanes_for(Lift *l, KjIrVar *j) { return open_lanes_for_width(l, j, KJ_REDUCE_LANES); }
 
 /* ---------------------------------------------------------------- the body */
 
@@ -329,6 +332,33 @@ static void lane_tree(Lift *l, KjIrVar **lane, KjIrVar *ne)
     }
 }
 
+/* The lane tree over the local array `lanes` (its L elements the lanes), in
+ * place: each step one loop over the s lanes it writes, vectorised whole
+ * (one vector operation a step, where the tree over L variables is L - 1
+ * scalar calls that LLVM's SLP vectoriser has to put back together, at some
+ * cost in compile time).  `ne` as lane_tree's, or NULL when all lanes hold
+ * values.  The same operations in the same order as lane_tree. */
+static void lane_array_tree(Lift *l, KjIrVar *lanes, KjIrVar *ne)
+{
+    for (int s = KJ_REDUCE_LANES / 2; s >= 1; s /= 2) {
+        KjIrVar *j = new_var(l, "j", i64_type());
+        /* the last steps (2 lanes, 1) as plain loops, which LLVM writes
+         * out: asked for vectors so narrow, its vectoriser may decline and
+         * say so on stderr */
+        KjVec *loop = s >= 4 ? open_lanes_for_width(l, j, s) : open_for(l, j, i64(l, 0), i64(l, s));
+        KjVec *saved = NULL;
+        if (ne)
+            saved = open_if(l, less(l, add(l, ref(l, j), i64(l, s)), ref(l, ne)));
+        store_flat(l, lanes, ref(l, j),
+                   combine(l, load_flat(l, lanes, ref(l, j)), load_flat(l, lanes, add(l, ref(l, j), i64(l, s)))));
+        if (ne)
+            l->body = saved;
+        l->body = loop;
+        if (ne)
+            set(l, ne, min_i64(l, ref(l, ne), i64(l, s)));
+    }
+}
+
 /* A local array of L elements of T, in a new variable. */
 static KjIrVar *local_lanes(Lift *l, const char *name)
 {
@@ -341,9 +371,9 @@ static KjIrVar *local_lanes(Lift *l, const char *name)
     return lanes;
 }
 
-/* LANES: the body of work item w: one block of one output, its L lanes in L
- * local variables (or the local array of `simd`); a full block takes a path
- * without tests. */
+/* LANES without `simd`: the body of work item w: one block of one output,
+ * its L lanes in L local variables; a full block takes a path without
+ * tests. */
 static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
@@ -357,10 +387,7 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
     KjIrVar *lane[KJ_REDUCE_LANES];
     for (int j = 0; j < L; j++)
         lane[j] = new_var(l, kj_arena_printf(l->arena, "lane%d", j), l->t);
-    /* Two local arrays: the full blocks' is only ever indexed by the lanes
-     * loops, which the back end vectorises whole, so that LLVM keeps it in
-     * registers; the last block's, indexed by u % L, would stop that. */
-    KjIrVar *lanes = local_lanes(l, "lanes"), *tail = local_lanes(l, "tail");
+    KjIrVar *tail = local_lanes(l, "tail");
 
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
@@ -368,45 +395,21 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 
     /* A full block, without tests. */
     KjVec *saved = open_block(l, &full->then_stmt);
-    if (l->v.simd) {
-        /* The lanes in the local array, walked by an inner loop over the L
-         * lanes that the back end vectorises whole (simd_lanes): each lane
-         * an independent chain, all of them in vector registers across the
-         * steps. */
-        KjIrVar *j0 = new_var(l, "j", i64_type());
-        KjVec *inner = open_lanes_for(l, j0);
-        store_flat(l, lanes, ref(l, j0),
-                   element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j0)))));
-        l->body = inner;
-        KjIrVar *i = new_var(l, "i", i64_type());
-        KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
-        KjIrVar *base = new_var(l, "base", i64_type());
-        set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
-        KjIrVar *j1 = new_var(l, "j", i64_type());
-        inner = open_lanes_for(l, j1);
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j1)));
-        store_flat(l, lanes, ref(l, j1), combine(l, load_flat(l, lanes, ref(l, j1)), element(l, t)));
-        l->body = inner;
-        l->body = outer;
-        for (int j = 0; j < L; j++)
-            set(l, lane[j], load_flat(l, lanes, i64(l, j)));
-    } else {
-        /* The lanes as L variables, the loop over steps holding L
-         * independent chains (registers on a GPU). */
-        for (int j = 0; j < L; j++) {
-            KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), i64(l, j)));
-            set(l, lane[j], element(l, t));
-        }
-        KjIrVar *i = new_var(l, "i", i64_type());
-        KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
-        KjIrVar *base = new_var(l, "base", i64_type());
-        set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
-        for (int j = 0; j < L; j++) {
-            KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, j)));
-            set(l, lane[j], combine(l, ref(l, lane[j]), element(l, t)));
-        }
-        l->body = outer;
+    /* The lanes as L variables, the loop over steps holding L
+     * independent chains (registers on a GPU). */
+    for (int j = 0; j < L; j++) {
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, start), i64(l, j)));
+        set(l, lane[j], element(l, t));
     }
+    KjIrVar *i = new_var(l, "i", i64_type());
+    KjVec *outer = open_for(l, i, i64(l, 1), i64(l, B / L));
+    KjIrVar *base = new_var(l, "base", i64_type());
+    set(l, base, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+    for (int j = 0; j < L; j++) {
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, j)));
+        set(l, lane[j], combine(l, ref(l, lane[j]), element(l, t)));
+    }
+    l->body = outer;
     lane_tree(l, lane, NULL);
     set(l, value, ref(l, lane[0]));
     l->body = saved;
@@ -440,6 +443,75 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
     lane_tree(l, lane, ne);
     set(l, value, ref(l, lane[0]));
     l->body = saved;
+}
+
+/* LANES with `simd`: the body of work item w, its L lanes in a local array
+ * walked by loops over the L lanes that the back end vectorises whole
+ * (simd_lanes): each lane an independent chain, all of them in vector
+ * registers across the steps.  One path for every block: the steps in which
+ * every lane has an element (count / L of them; 32 in a full block), then
+ * one step of the rest (count % L), then the tree over the ne lanes that
+ * hold a value; a block shorter than L is that one step.  A lane takes the
+ * same elements in the same order as in the form without `simd`.  (A full
+ * block had a path of its own, its steps' loop of a constant count, which
+ * LLVM wrote out 31 times, and the last block a loop over its elements with
+ * the lanes in L variables: twice the code to compile for no speed.) */
+static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
+{
+    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
+    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
+    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
+    item_coords(l, w, k, chunk, slot);
+    output_offsets(l, k);
+    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
+    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
+    KjIrVar *lanes = local_lanes(l, "lanes");
+    KjIrVar *steps = new_var(l, "steps", i64_type()), *rest = new_var(l, "rest", i64_type());
+    KjIrVar *base = new_var(l, "base", i64_type());
+    set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
+    set(l, base, add(l, ref(l, start), mul(l, ref(l, steps), i64(l, L))));
+    set(l, rest, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), mul(l, ref(l, steps), i64(l, L))));
+
+    KjIrStmt *whole = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
+    whole->cond = less(l, i64(l, 0), ref(l, steps));
+    emit(l, whole);
+    /* count >= L: the first step, the whole ones, then the rest's lanes */
+    KjVec *saved = open_block(l, &whole->then_stmt);
+    KjIrVar *j = new_var(l, "j", i64_type());
+    KjVec *inner = open_lanes_for(l, j);
+    store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
+    l->body = inner;
+    KjIrVar *i = new_var(l, "i", i64_type()), *at = new_var(l, "at", i64_type());
+    KjVec *outer = open_for(l, i, i64(l, 1), ref(l, steps));
+    set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+    j = new_var(l, "j", i64_type());
+    inner = open_lanes_for(l, j);
+    KjIrExpr *t = index_var(l, "t", add(l, ref(l, at), ref(l, j)));
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
+    l->body = inner;
+    l->body = outer;
+    j = new_var(l, "j", i64_type());
+    inner = open_lanes_for(l, j);
+    KjVec *in_rest = open_if(l, less(l, ref(l, j), ref(l, rest)));
+    t = index_var(l, "t", add(l, ref(l, base), ref(l, j)));
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
+    l->body = in_rest;
+    l->body = inner;
+    l->body = saved;
+    /* count < L: one element a lane, for the first count lanes */
+    saved = open_block(l, &whole->else_stmt);
+    j = new_var(l, "j", i64_type());
+    inner = open_lanes_for(l, j);
+    KjVec *in_count = open_if(l, less(l, ref(l, j), ref(l, count)));
+    store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
+    l->body = in_count;
+    l->body = inner;
+    l->body = saved;
+
+    KjIrVar *ne = new_var(l, "ne", i64_type());
+    set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
+    lane_array_tree(l, lanes, ne);
+    set(l, value, load_flat(l, lanes, i64(l, 0)));
 }
 
 /* out[w] = value, or f(init, value) at the last level when there is an init. */
@@ -933,7 +1005,10 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
         emit(l, loop);
         open_block(l, &loop->body);
         KjIrVar *slot = new_var(l, "slot", i64_type());
-        lanes_body(l, w, value, slot);
+        if (l->v.simd)
+            simd_lanes_body(l, w, value, slot);
+        else
+            lanes_body(l, w, value, slot);
         store_result(l, slot, value);
     }
     kj_vec_push(arena, &module->functions, fn);

@@ -136,6 +136,10 @@ typedef struct kjit_stage_options {
                               a kernel with a split form gets only the __block and
                               __blocks its launches with that shape run); block[0]
                               0: any dims */
+    bool cpu_specialise;   /* cpu, any dims: as the runtime with kjit_options.cpu_specialise,
+                              which compiles a split form for each launch's shape, a
+                              kernel with a split form gets its fibers' __thread and no
+                              general __block; init: unless KJIT_CPU_SPECIALISE=0 */
 } kjit_stage_options;
 
 void kjit_stage_options_init(kjit_stage_options *options); /* cpu, -O3, no verify */

@@ -156,12 +156,25 @@ static void use_shared(KjCompiled *compiled, KjSharedCpu *shared)
     compiled->block = shared->block;
 }
 
+/* Whether every launch of a compiled kernel with a split form runs code
+ * compiled for its block shape (launch_shape): cpu_simd and cpu_specialise
+ * on, not checked.  Its general code then leaves the split form's __block
+ * out (KjCodegenOptions.split_shapes_only): only the fibers' __thread, which
+ * the race checker runs, and the shapes' code run. */
+static bool shapes_only(const kjit_context *context, const KjIrFunction *root)
+{
+    return root->kind == KJ_IR_FN_KERNEL && root->split && context->options.cpu_simd &&
+           context->options.cpu_specialise && !context->options.check && !root->unchecked;
+}
+
 /* The key of a compiled function's host code: the module's and the
  * function's, and this host. */
 static void cpu_code_key(kjit_module *module, const KjCompiled *compiled, KjCacheKey *key)
 {
     kj_api_code_key(module, compiled, key);
     kj_cache_key_add(key, "target", "cpu %s", kj_jit->host_cpu_description());
+    if (shapes_only(module->context, compiled->root))
+        kj_cache_key_add(key, "split", "shapes only");
 }
 
 static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
@@ -204,6 +217,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     if (!code) {
         kj_cache_count_compile();
         KjCodegenOptions options = kj_api_codegen_options(context->runtime, &context->options, compiled);
+        options.split_shapes_only = shapes_only(context, root);
         object = kj_jit->cpu_compile_object(module->ir, &root, 1, &options, &size, &error);
         if (!object) {
             kj_cache_key_free(&key);
@@ -390,10 +404,8 @@ static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *la
     const KjCompiled *compiled = launch->compiled;
     const KjIrFunction *root = compiled->root;
     const uint32_t *dims = launch->block;
-    if (!compiled->block || !root->split || !context->options.cpu_simd ||
-        !context->options.cpu_specialise || context->options.check || root->unchecked ||
-        !launch->module || launch->module->library || (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS ||
-        dims[0] == 0)
+    if (!shapes_only(context, root) || !launch->module || launch->module->library ||
+        (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS || dims[0] == 0)
         return NULL;
     const KjShapeCode *shape = shape_find(compiled->code, dims);
     if (shape)

@@ -165,6 +165,8 @@ void kjit_stage_options_init(kjit_stage_options *options)
     options->opt_level = 3;
     options->line_info = kj_codegen_line_info_default();
     options->cpu_simd = kj_codegen_cpu_simd_default();
+    const char *specialise = getenv("KJIT_CPU_SPECIALISE");
+    options->cpu_specialise = !(specialise && strcmp(specialise, "0") == 0);
 }
 
 typedef struct StageDiag {
@@ -315,6 +317,7 @@ static bool stage_codegen(kjit_stage stage, const kjit_stage_options *options,
     codegen->verify = options->verify;
     for (int k = 0; k < 3; k++)
         codegen->block_dims[k] = options->block[0] ? options->block[k] : 0;
+    codegen->split_shapes_only = options->cpu_specialise; /* (the runtime's, unchecked) */
     switch (stage) {
     case KJIT_STAGE_AST:
     case KJIT_STAGE_IR:
@@ -394,10 +397,16 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
         } else if (stage == KJIT_STAGE_VEC) {
             *bytes = text_of(print_ir, p.module, size);
         } else {
+            /* for a block shape, only the code that depends on it (the split
+             * forms' __block and __blocks), as the runtime compiles a shape
+             * (runtime_cpu.c); the rest is the same as without --block */
+            bool shape_only = split && codegen.block_dims[0];
             KjIrFunction **roots = kj_arena_alloc(&arena, sizeof *roots * (size_t)p.root_count);
+            int n = 0;
             for (int i = 0; i < p.root_count; i++)
-                roots[i] = p.roots[i].root;
-            *bytes = kj_codegen_emit(p.module, roots, p.root_count, &codegen, kind, size, error);
+                if (!shape_only || p.roots[i].root->split)
+                    roots[n++] = p.roots[i].root;
+            *bytes = kj_codegen_emit(p.module, roots, n, &codegen, kind, size, error);
             if (!*bytes)
                 status = KJIT_ERROR_BACKEND;
         }

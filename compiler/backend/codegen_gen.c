@@ -294,7 +294,10 @@ LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *su
 /* Whether a kernel root runs its blocks through its split form here. */
 bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
 {
-    return fn->split && kj_target_splits_barriers(g->target, g->options);
+    /* the general code of a runtime that compiles every launch's shape
+     * leaves the split form out (KjCodegenOptions.split_shapes_only) */
+    return fn->split && kj_target_splits_barriers(g->target, g->options) &&
+           !(g->options->split_shapes_only && !g->options->block_dims[0]);
 }
 
 /* The target policy behind kj_codegen_splits_barriers (target.c), here so

@@ -223,6 +223,13 @@ typedef struct KjCodegenOptions {
      * dims (the root passed is that function's result).  Part of the cache
      * key (runtime/runtime_cpu.c). */
     uint32_t block_dims[3];
+    /* cpu targets, code for any dims (block_dims[0] 0): a kernel with a
+     * split form gets its fibers' __thread alone, not the split form's
+     * general __block, for a runtime that compiles the split form for each
+     * launch's block shape (runtime_cpu.c, kjit_options.cpu_specialise), so
+     * that the general one would never run; a library, checked code and
+     * KJIT_CPU_SPECIALISE=0 run it, and keep it.  Part of the cache key. */
+    bool split_shapes_only;
     /* Cancellation polls (above, "Cancellation") at loop back edges, after
      * calls, and between a split kernel's regions and blocks.  Part of the
      * cache key. */

@@ -512,7 +512,7 @@ static void zero_shared(Gen *g, LLVMValueRef ctx, LLVMValueRef bytes, int field)
  * ctx->dynamic_shared.  blockIdx is written to ctx->block_idx before each
  * block, where the impl reads it.
  */
-static void emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef *args)
+static LLVMValueRef emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef *args)
 {
     FnInfo *split = kj_codegen_fn_info(g, fn->split);
     LLVMTypeRef ps[5] = {g->t_ptr, g->t_ptr, g->t_i64, g->t_i64, g->t_i64};
@@ -568,6 +568,37 @@ static void emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef
     LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_y, const_i64(g, 0), ny, ""), at[1]);
     LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_y, LLVMBuildAdd(g->b, bz, const_i64(g, 1), ""), bz, ""), at[2]);
     close_count(g, c, const_i64(g, 1));
+    LLVMBuildRetVoid(g->b);
+    return e;
+}
+
+/*
+ * __block of code for one block shape: __blocks for the one block of
+ * ctx->block_idx, so that the split impl (inlined into __blocks) is compiled
+ * once, not twice.  The runtime has zeroed the block's shared memory, so
+ * __blocks is asked to zero none of the static part; it zeroes the dynamic
+ * part again (zeros over zeros).  The call is kept (noinline): inlined, it
+ * would be the second copy this avoids.
+ */
+static void emit_one_of_blocks_entry(Gen *g, const KjIrFunction *fn, LLVMValueRef blocks)
+{
+    LLVMTypeRef two_ptrs[2] = {g->t_ptr, g->t_ptr};
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "__block", LLVMFunctionType(g->t_void, two_ptrs, 2, 0));
+    LLVMValueRef ctx = LLVMGetParam(e, 1);
+    LLVMValueRef idx[3], dims[2];
+    for (int k = 0; k < 3; k++)
+        idx[k] = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, ctx_field(g, ctx, 1, k), "bidx"), g->t_i64, "");
+    for (int k = 0; k < 2; k++)
+        dims[k] = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, ctx_field(g, ctx, 3, k), "gdim"), g->t_i64, "");
+    /* x fastest, as __blocks numbers the blocks */
+    LLVMValueRef linear = LLVMBuildAdd(
+        g->b, idx[0], LLVMBuildMul(g->b, dims[0], LLVMBuildAdd(g->b, idx[1], LLVMBuildMul(g->b, dims[1], idx[2], ""), ""), ""), "");
+    LLVMValueRef call_args[5] = {LLVMGetParam(e, 0), ctx, linear,
+                                 LLVMBuildAdd(g->b, linear, const_i64(g, 1), ""), const_i64(g, 0)};
+    LLVMTypeRef ps[5] = {g->t_ptr, g->t_ptr, g->t_i64, g->t_i64, g->t_i64};
+    LLVMValueRef call = LLVMBuildCall2(g->b, LLVMFunctionType(g->t_void, ps, 5, 0), blocks, call_args, 5, "");
+    unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, noinline, 0));
     LLVMBuildRetVoid(g->b);
 }
 
@@ -635,10 +666,11 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         return;
     }
     case KJ_IR_FN_KERNEL: {
-        /* code for one block shape: the split form's __block and __blocks alone */
+        /* code for one block shape: the split form's __blocks, and __block
+         * as a call of it for one block */
         if (g->options->block_dims[0] && kj_codegen_uses_split(g, fn)) {
-            emit_split_block_entry(g, fn, args);
-            emit_split_blocks_entry(g, fn, args);
+            LLVMValueRef blocks = emit_split_blocks_entry(g, fn, args);
+            emit_one_of_blocks_entry(g, fn, blocks);
             return;
         }
         LLVMTypeRef ft = LLVMFunctionType(g->t_void, two_ptrs, 2, 0);

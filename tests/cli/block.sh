@@ -2,7 +2,9 @@
 # block.sh: the code for one block shape from the command line (run by
 # `make test-cli`): `kjit check --dump=vec --block=X,Y,Z` prints a kernel's
 # split form as the code for that shape has it (its tree unrolled, blockDim
-# a constant), `kjit build --block` makes only that shape's __block, and a
+# a constant), `kjit build --block` makes only that shape's __block (and
+# nothing for functions whose code has no shape), `kjit build` without it no
+# general __block unless KJIT_CPU_SPECIALISE=0, and a
 # shape that is no block is a usage error.
 #
 #   tests/cli/block.sh build/kjit
@@ -42,9 +44,23 @@ else bad "--block=4,2,3: s starts at 2"; fi
 "$kjit" build --block 64 "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
 if grep -q '^tree__block:' "$tmp/out" && ! grep -q '^tree__thread:' "$tmp/out"; then ok
 else bad "build --block 64: tree__block alone"; fi
+# without --block, as the runtime compiles a kernel's general code: the
+# fibers' tree__thread, and the split form's general tree__block only where
+# launches do not get code for their shape (KJIT_CPU_SPECIALISE=0)
 "$kjit" build "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
+if ! grep -q '^tree__block:' "$tmp/out" && grep -q '^tree__thread:' "$tmp/out"; then ok
+else bad "build: tree__thread alone"; fi
+KJIT_CPU_SPECIALISE=0 "$kjit" build "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"
 if grep -q '^tree__block:' "$tmp/out" && grep -q '^tree__thread:' "$tmp/out"; then ok
-else bad "build: tree__block and tree__thread"; fi
+else bad "KJIT_CPU_SPECIALISE=0 build: tree__block and tree__thread"; fi
+
+# build --block: no code for a function whose code has no shape
+{ cat "$tmp/tree.kern"; echo 'fn twice(x: f64) -> f64 { return x * 2.0; }'; } >"$tmp/mixed.kern"
+"$kjit" build --block 64 "$tmp/mixed.kern" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^tree__blocks:' "$tmp/out" && ! grep -q '^twice__entry:' "$tmp/out"; then ok
+else bad "build --block 64: tree__blocks and no twice__entry"; fi
+"$kjit" build "$tmp/mixed.kern" >"$tmp/out" 2>"$tmp/err"
+if grep -q '^twice__entry:' "$tmp/out"; then ok; else bad "build: twice__entry"; fi
 
 # shapes that are no block
 for shape in 0 1025 32,33 2,2,2,2 x 64,; do

@@ -847,7 +847,8 @@ static int count_of(const char *text, const char *needle)
 }
 
 /* The assembly of `function` in the .kern file `path` (source, when path is
- * NULL, written to a file first), with the SIMD lowering on or off. */
+ * NULL, written to a file first), with the SIMD lowering on or off, as the
+ * runtime compiles it for any block dims with KJIT_CPU_SPECIALISE=0. */
 static char *function_asm(const char *path, const char *source, const char *function, bool cpu_simd)
 {
     char temp[] = "/tmp/kjit_split_XXXXXX.kern";
@@ -862,6 +863,7 @@ static char *function_asm(const char *path, const char *source, const char *func
     kjit_stage_options options;
     kjit_stage_options_init(&options);
     options.cpu_simd = cpu_simd;
+    options.cpu_specialise = false; /* the split form's general __block */
     char *bytes = NULL, *error = NULL;
     size_t size = 0;
     ck_assert_msg(kjit_stage_file(path, KJIT_STAGE_ASM, &options, &bytes, &size, &error) == KJIT_OK, "%s",

@@ -703,6 +703,90 @@ START_TEST(checked_kernels_with_barriers_split)
 }
 END_TEST
 
+/* Code for one block shape (KjCodegenOptions.block_dims): __blocks runs a
+ * chunk of blocks with the split impl inlined, and __block is a call of it
+ * for ctx's one block (the impl compiled once).  The runtime calls __blocks
+ * only, so __block is run here through the runtime's loop over blocks
+ * (kj_cpu_run_kernel_blocks without __blocks), with blocks of a 2-D grid,
+ * against __blocks and C: a tree over the block's 64 threads in shared
+ * memory, scaled by blockIdx. */
+START_TEST(shape_block_is_one_block_of_blocks)
+{
+    Program *p = program("@kernel\nfn tree(a: f64[], out: f64[]) {\n"
+                         "    let sh = shared(f64, 64);\n"
+                         "    let t = threadIdx.x;\n"
+                         "    let b = blockIdx.x + gridDim.x * blockIdx.y;\n"
+                         "    sh[t] = a[b * blockDim.x + t] * f64(blockIdx.y + 1);\n"
+                         "    syncthreads();\n"
+                         "    let s = blockDim.x / 2;\n"
+                         "    while s > 0 {\n"
+                         "        if t < s { sh[t] += sh[t + s]; }\n"
+                         "        syncthreads();\n"
+                         "        s = s / 2;\n"
+                         "    }\n"
+                         "    if t == 0 { out[b] = sh[0] + f64(blockIdx.x); }\n"
+                         "}\n");
+    enum { B = 64, GX = 3, GY = 4, N = B * GX * GY };
+    KjDiag diag = {collect, p, 0, 0};
+    KjPipelineRoot root = {.fn = function(p, "tree", 0), .split_barriers = true, .block = {B, 1, 1}};
+    KjPipeline pipeline = {.arena = &p->arena, .diag = &diag, .module = p->module, .roots = &root,
+                           .root_count = 1, .stop = KJ_STAGE_ROOTS, .verify = true};
+    ck_assert_msg(kj_pipeline_run(&pipeline), "%s", p->diagnostics);
+    ck_assert_ptr_nonnull(root.root->split);
+    KjCodegenOptions options = {KJ_CODEGEN_CPU, 3, NULL, NULL, true};
+    options.cpu_simd = true;
+    options.block_dims[0] = B, options.block_dims[1] = options.block_dims[2] = 1;
+    char *error = NULL;
+    size_t size = 0;
+    char *ll = kj_codegen_emit(p->module, &root.root, 1, &options, KJ_EMIT_LLVM, &size, &error);
+    ck_assert_msg(ll != NULL, "emit: %s", error ? error : "?");
+    /* one copy of the region's tree: __block holds a call, no loads of a */
+    char *block_def = strstr(ll, "define void @tree__block(");
+    ck_assert_ptr_nonnull(block_def);
+    char *block_end = strstr(block_def, "\n}\n");
+    ck_assert_msg(block_end && strstr(block_def, "call void @tree__blocks(") < block_end &&
+                      !memmem(block_def, (size_t)(block_end - block_def), "fadd", 4),
+                  "__block is not a call of __blocks");
+    free(ll);
+    char *object = kj_cpu_compile_object(p->module, &root.root, 1, &options, &size, &error);
+    ck_assert_msg(object != NULL, "compile: %s", error ? error : "?");
+    p->code = kj_cpu_load_object(object, size, &error);
+    free(object);
+    ck_assert_msg(p->code != NULL, "load: %s", error ? error : "?");
+    KjThreadFn block = (KjThreadFn)symbol(p, root.root, "__block");
+    KjBlocksFn blocks = (KjBlocksFn)symbol(p, root.root, "__blocks");
+    static double a[N], out[2][GX * GY];
+    for (int i = 0; i < N; i++)
+        a[i] = uniform(-1, 1);
+    const uint32_t grid[3] = {GX, GY, 1}, dims[3] = {B, 1, 1};
+    for (int way = 0; way < 2; way++) {
+        KjArrayDesc da = desc1(a, N, 1), dout = desc1(out[way], GX * GY, 1);
+        void *args[] = {&da, &dout};
+        for (int i = 0; i < GX * GY; i++)
+            out[way][i] = -1.0;
+        ck_assert_int_eq(kj_cpu_run_kernel_blocks(NULL, root.root, NULL, block, way ? blocks : NULL, false,
+                                                  args, grid, dims, 0, 0, &error),
+                         KJIT_OK);
+    }
+    for (int by = 0; by < GY; by++)
+        for (int bx = 0; bx < GX; bx++) {
+            int b = bx + GX * by;
+            double sh[B];
+            for (int t = 0; t < B; t++)
+                sh[t] = a[b * B + t] * (double)(by + 1);
+            for (int s = B / 2; s > 0; s /= 2)
+                for (int t = 0; t < s; t++)
+                    sh[t] += sh[t + s];
+            double want = sh[0] + (double)bx;
+            ck_assert_msg(memcmp(&out[0][b], &want, sizeof want) == 0 &&
+                              memcmp(&out[1][b], &want, sizeof want) == 0,
+                          "block %d,%d: __block %.17g, __blocks %.17g, C %.17g", bx, by, out[0][b],
+                          out[1][b], want);
+        }
+    program_free(p);
+}
+END_TEST
+
 Suite *suite_codegen(void)
 {
     Suite *s = suite_create("codegen");
@@ -720,6 +804,7 @@ Suite *suite_codegen(void)
     tcase_add_test(tc, sin_loop_calls_libmvec);
     tcase_add_test(tc, emit_llvm_and_object);
     tcase_add_test(tc, checked_kernels_with_barriers_split);
+    tcase_add_test(tc, shape_block_is_one_block_of_blocks);
     suite_add_tcase(s, tc);
     return s;
 }
