@@ -114,6 +114,27 @@ static bool not_syncthreads(KjIrWalk *w, const KjIrExpr *e)
     return e->op != KJ_IR_SYNCTHREADS;
 }
 
+/* A loop or a call: the threads of a kernel without barriers that has
+ * neither do a few statements' work each. */
+static KjIrWalkStep not_loop(KjIrWalk *w, const KjIrStmt *s)
+{
+    return s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_PARFOR
+               ? KJ_IR_WALK_STOP
+               : KJ_IR_WALK_ON;
+}
+
+static bool not_call(KjIrWalk *w, const KjIrExpr *e)
+{
+    return e->op != KJ_IR_CALL;
+}
+
+bool kj_split_straight_line(const KjIrFunction *kernel)
+{
+    KjIrWalk w = {.stmt = not_loop, .expr = not_call};
+    return kernel->kind == KJ_IR_FN_KERNEL && !kernel->uses_syncthreads && !kernel->uses_syncgrid &&
+           kj_ir_walk_stmt(&w, kernel->body);
+}
+
 /* The barriers this pass cannot split at: collectives, syncgrid(), and a
  * barrier inside a device function (its caller cannot be cut there). */
 static bool not_other_barrier(KjIrWalk *w, const KjIrExpr *e)
@@ -854,8 +875,10 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
     if (kernel->split)
         return kernel->split;
     KjIrFunction *original = kernel;
-    if (kernel->kind != KJ_IR_FN_KERNEL || !kernel->uses_syncthreads)
-        refuse(S, "the kernel has no syncthreads()");
+    if (kernel->kind != KJ_IR_FN_KERNEL)
+        refuse(S, "not a kernel");
+    else if (!kernel->uses_syncthreads && !kj_split_straight_line(kernel))
+        refuse(S, "the kernel has no syncthreads(), and a loop or a call");
     else if (kernel->launch_locals.count > 0)
         /* each thread's sized by the launch: a stack of its own (a fiber) */
         refuse(S, "the kernel has a local() sized at launch");

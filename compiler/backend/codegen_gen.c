@@ -294,7 +294,10 @@ LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *su
 /* Whether a kernel root runs its blocks through its split form here. */
 bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
 {
-    return fn->split && kj_target_splits_barriers(g->target, g->options);
+    /* a kernel without barriers has one for the code of a block shape only
+     * (kj_split_straight_line): its general code is its own, on lanes */
+    return fn->split && (fn->uses_syncthreads || g->options->block_dims[0]) &&
+           kj_target_splits_barriers(g->target, g->options);
 }
 
 /* The target policy behind kj_codegen_splits_barriers (target.c), here so
