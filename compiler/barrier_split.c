@@ -114,8 +114,14 @@ static bool not_syncthreads(KjIrWalk *w, const KjIrExpr *e)
     return e->op != KJ_IR_SYNCTHREADS;
 }
 
-/* A loop or a call: the threads of a kernel without barriers that has
- * neither do a few statements' work each. */
+/* A loop, a call, or more than KJ_SPLIT_PLAIN_LOADS loads: the threads of
+ * a kernel without barriers that has none of them do a few statements' work
+ * each.  The code for a block shape is a second compile, and costs about as
+ * much as the body is large (a 7-point stencil's six loads: 80 ms more on
+ * its first launch, for a fifth off its run time), where a one-line body's
+ * costs some tens of ms and halves its time. */
+enum { KJ_SPLIT_PLAIN_LOADS = 4 };
+
 static KjIrWalkStep not_loop(KjIrWalk *w, const KjIrStmt *s)
 {
     return s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_PARFOR
@@ -123,14 +129,17 @@ static KjIrWalkStep not_loop(KjIrWalk *w, const KjIrStmt *s)
                : KJ_IR_WALK_ON;
 }
 
-static bool not_call(KjIrWalk *w, const KjIrExpr *e)
+static bool not_call_nor_many_loads(KjIrWalk *w, const KjIrExpr *e)
 {
-    return e->op != KJ_IR_CALL;
+    int *loads = w->data;
+    *loads += e->op == KJ_IR_LOAD;
+    return e->op != KJ_IR_CALL && *loads <= KJ_SPLIT_PLAIN_LOADS;
 }
 
 bool kj_split_straight_line(const KjIrFunction *kernel)
 {
-    KjIrWalk w = {.stmt = not_loop, .expr = not_call};
+    int loads = 0;
+    KjIrWalk w = {.stmt = not_loop, .expr = not_call_nor_many_loads, .data = &loads};
     return kernel->kind == KJ_IR_FN_KERNEL && !kernel->uses_syncthreads && !kernel->uses_syncgrid &&
            kj_ir_walk_stmt(&w, kernel->body);
 }
@@ -878,7 +887,7 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
     if (kernel->kind != KJ_IR_FN_KERNEL)
         refuse(S, "not a kernel");
     else if (!kernel->uses_syncthreads && !kj_split_straight_line(kernel))
-        refuse(S, "the kernel has no syncthreads(), and a loop or a call");
+        refuse(S, "the kernel has no syncthreads(), and a loop, a call or more than 4 loads");
     else if (kernel->launch_locals.count > 0)
         /* each thread's sized by the launch: a stack of its own (a fiber) */
         refuse(S, "the kernel has a local() sized at launch");

@@ -491,7 +491,8 @@ static const char fiber_source[] =
     "}\n";
 
 /* A kernel without barriers gets a split form (one region, for the code of
- * a launch's block shape) only when it has no loop and no call; its answers
+ * a launch's block shape) only when it has no loop, no call and at most four
+ * loads; its answers
  * are the fibers' and the general code's, on a ragged 2-D grid of 32 x 8
  * blocks whose inner blocks pass their bounds test and whose edges do not. */
 static const char *plain_source =
@@ -507,6 +508,14 @@ static const char *plain_source =
     "@kernel fn calls(a: i32[], b: i32[]) {\n"
     "    let i = grid(1);\n"
     "    if i < len(a) { b[i] = twice(a[i]); }\n"
+    "}\n"
+    "@kernel fn five_loads(a: i32[], b: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i > 1 && i + 2 < len(a) { b[i] = a[i - 2] + a[i - 1] + a[i] + a[i + 1] + a[i + 2]; }\n"
+    "}\n"
+    "@kernel fn four_loads(a: i32[], b: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i > 1 && i + 1 < len(a) { b[i] = a[i - 2] + a[i - 1] + a[i] + a[i + 1]; }\n"
     "}\n";
 
 START_TEST(straight_line_kernels_split_into_one_region)
@@ -516,6 +525,8 @@ START_TEST(straight_line_kernels_split_into_one_region)
     ck_assert(!splits(plain_source, "looped", &why));
     ck_assert_msg(strstr(why, "no syncthreads()"), "%s", why);
     ck_assert(!splits(plain_source, "calls", &why));
+    ck_assert(!splits(plain_source, "five_loads", &why));
+    ck_assert(splits(plain_source, "four_loads", &why));
 
     /* b is larger than a, so a thread past a's bounds that ran unguarded
      * would leave a mark */
