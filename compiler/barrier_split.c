@@ -114,6 +114,36 @@ static bool not_syncthreads(KjIrWalk *w, const KjIrExpr *e)
     return e->op != KJ_IR_SYNCTHREADS;
 }
 
+/* A loop, a call, or more than KJ_SPLIT_PLAIN_LOADS loads: the threads of
+ * a kernel without barriers that has none of them do a few statements' work
+ * each.  The code for a block shape is a second compile, and costs about as
+ * much as the body is large (a 7-point stencil's six loads: 80 ms more on
+ * its first launch, for a fifth off its run time), where a one-line body's
+ * costs some tens of ms and halves its time. */
+enum { KJ_SPLIT_PLAIN_LOADS = 4 };
+
+static KjIrWalkStep not_loop(KjIrWalk *w, const KjIrStmt *s)
+{
+    return s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE || s->kind == KJ_IR_STMT_PARFOR
+               ? KJ_IR_WALK_STOP
+               : KJ_IR_WALK_ON;
+}
+
+static bool not_call_nor_many_loads(KjIrWalk *w, const KjIrExpr *e)
+{
+    int *loads = w->data;
+    *loads += e->op == KJ_IR_LOAD;
+    return e->op != KJ_IR_CALL && *loads <= KJ_SPLIT_PLAIN_LOADS;
+}
+
+bool kj_split_straight_line(const KjIrFunction *kernel)
+{
+    int loads = 0;
+    KjIrWalk w = {.stmt = not_loop, .expr = not_call_nor_many_loads, .data = &loads};
+    return kernel->kind == KJ_IR_FN_KERNEL && !kernel->uses_syncthreads && !kernel->uses_syncgrid &&
+           kj_ir_walk_stmt(&w, kernel->body);
+}
+
 /* The barriers this pass cannot split at: collectives, syncgrid(), and a
  * barrier inside a device function (its caller cannot be cut there). */
 static bool not_other_barrier(KjIrWalk *w, const KjIrExpr *e)
@@ -854,8 +884,10 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
     if (kernel->split)
         return kernel->split;
     KjIrFunction *original = kernel;
-    if (kernel->kind != KJ_IR_FN_KERNEL || !kernel->uses_syncthreads)
-        refuse(S, "the kernel has no syncthreads()");
+    if (kernel->kind != KJ_IR_FN_KERNEL)
+        refuse(S, "not a kernel");
+    else if (!kernel->uses_syncthreads && !kj_split_straight_line(kernel))
+        refuse(S, "the kernel has no syncthreads(), and a loop, a call or more than 4 loads");
     else if (kernel->launch_locals.count > 0)
         /* each thread's sized by the launch: a stack of its own (a fiber) */
         refuse(S, "the kernel has a local() sized at launch");

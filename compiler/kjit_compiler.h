@@ -1214,6 +1214,17 @@ KjIrFunction *kj_inline_barrier_helpers(KjArena *arena, const KjIrFunction *kern
  */
 KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const char **why);
 
+/*
+ * A kernel without barriers whose body has no loop, no call and at most 4
+ * loads: the elementwise kind (`if i < len(a) { b[i] = a[i] + 1; }`), whose
+ * threads do so little each that a chunk's index and bounds test cost as
+ * much as its work.  kj_barrier_split makes it a split form of one region, so that the
+ * code for a launch's block shape (split_specialise.c) tests its bounds once
+ * for the block and loops over its whole chunks a constant number of times;
+ * its general code stays the kernel's own (kj_codegen_uses_split).
+ */
+bool kj_split_straight_line(const KjIrFunction *kernel);
+
 /* ======================================================= split_specialise.c */
 
 /*

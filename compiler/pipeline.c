@@ -222,7 +222,7 @@ bool kj_pipeline_run(KjPipeline *p)
          * the cpu targets (barrier_split.c has the contract); none when its
          * barriers must stay on fibers. */
         if (root->split_barriers && root->root->kind == KJ_IR_FN_KERNEL &&
-            root->root->uses_syncthreads && !root->root->split) {
+            (root->root->uses_syncthreads || kj_split_straight_line(root->root)) && !root->root->split) {
             kj_barrier_split(p->module, root->root, NULL);
             if (p->verify && !verified(p, "barrier split"))
                 return false;

@@ -43,7 +43,7 @@ typedef struct Known {
     uint64_t *value;
 } Known;
 
-enum { MAX_GUARDS = 4 };
+enum { MAX_GUARDS = 8 };
 
 typedef struct Spec {
     KjArena *arena;
@@ -331,19 +331,23 @@ static bool empty_range(Spec *S, const KjIrStmt *threads)
 /* ============================================================ guards */
 
 /*
- * A region whose threads are known (its threadIdx.x range [a, b) constant)
- * often guards an access with `i < n` where i = X + threadIdx.x and X, n
- * are the same for every thread (`i < len(x) ? x[i] : 0`).  i grows with
- * threadIdx.x, so when X + b - 1 does not wrap and the last thread passes
- * the test, every thread passes it.  The region is then run as
- * `if <that> { the region, the test true } else { the region }`: the block
+ * A region whose threads are known (its threadIdx.x range [a, b) constant,
+ * y and z over the whole block) often guards an access with `i < n` where
+ * i = X + threadIdx.x and X, n are the same for every thread (`i < len(x) ?
+ * x[i] : 0`).  i grows with threadIdx.x, so when X + b - 1 does not wrap and
+ * the last thread passes the test, every thread passes it; `i >= m` holds
+ * for every thread when it holds for the first (X + a).  The same goes for
+ * X + threadIdx.y and .z over [0, blockDim), and for each side of an `&&`
+ * (`if y < h && x < w`, a 2-D kernel's test).  The region is then run as
+ * `if <that> { the region, the tests true } else { the region }`: the block
  * that lies inside the array (all but the last, usually) runs without the
- * test, and the rest as before.  Each thread computes what it did.
+ * tests, and the rest as before.  Each thread computes what it did.
  */
 typedef struct Guards {
     const KjIrExpr **def; /* var id -> its one assignment in the region, if any */
     int *sets;            /* var id -> assignments in the region */
-    int64_t last;         /* b - 1, the last thread's threadIdx.x */
+    int64_t first[3];     /* the first thread's threadIdx.x, .y, .z: a, 0, 0 */
+    int64_t last[3];      /* the last's: b - 1, blockDim.y - 1, blockDim.z - 1 */
     KjIrExpr *test;       /* the conjunction so far */
     KjIrExpr **widened;   /* var id -> i64(X) + i64(threadIdx.x), where var = X + threadIdx.x
                              in 32 bits and the test proves it does not wrap */
@@ -386,10 +390,15 @@ static bool is_tid_x(const KjIrExpr *e)
     return e->op == KJ_IR_SREG && e->sreg == KJ_SREG_TID_X;
 }
 
-/* threadIdx.x, or a conversion of it (to a type of the sum it is in) */
-static bool is_tid_x_cast(const KjIrExpr *e)
+/* The axis (0 to 2) when e is threadIdx.x, .y or .z, or a conversion of it
+ * (to a type of the sum it is in); else -1. */
+static int tid_axis(const KjIrExpr *e)
 {
-    return is_tid_x(e) || (e->op == KJ_IR_CAST && is_tid_x(e->args[0]));
+    if (e->op == KJ_IR_CAST)
+        e = e->args[0];
+    return e->op == KJ_IR_SREG && e->sreg >= KJ_SREG_TID_X && e->sreg <= KJ_SREG_TID_Z
+               ? (int)(e->sreg - KJ_SREG_TID_X)
+               : -1;
 }
 
 /* e is the same for every thread of the region and has no effect: no
@@ -423,13 +432,14 @@ static const KjIrExpr *through(const KjIrExpr *e, const Guards *G)
 }
 
 /*
- * When e is X + threadIdx.x (either order, through a variable and a widening
- * cast) in a signed type of 32 or 64 bits, X the same for every thread:
- * the test that it does not wrap up to the last thread, and e's value for
- * that thread (X + last in e's type, exact under that test), both i64.
+ * When e is X + threadIdx.x, .y or .z (either order, through a variable and
+ * a widening cast) in a signed type of 32 or 64 bits, X the same for every
+ * thread: the test that it does not wrap up to the last thread, and e's
+ * value for the first and the last thread along that axis (X + first, X +
+ * last in e's type, exact under that test), all i64.
  */
-static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **no_wrap, KjIrExpr **at_last,
-                       const KjIrVar **narrow_var)
+static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **no_wrap, KjIrExpr **at_first,
+                       KjIrExpr **at_last, const KjIrVar **narrow_var, int *axis_out)
 {
     e = through(e, G);
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
@@ -447,14 +457,15 @@ static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **n
         (kj_type_int_bits(e->type) != 32 && kj_type_int_bits(e->type) != 64))
         return false;
     const KjIrExpr *x = NULL;
-    if (is_tid_x_cast(e))
-        x = NULL;
-    else if (e->op == KJ_IR_ADD && is_tid_x_cast(e->args[1]))
+    int axis = tid_axis(e);
+    if (axis < 0 && e->op == KJ_IR_ADD && (axis = tid_axis(e->args[1])) >= 0)
         x = e->args[0];
-    else if (e->op == KJ_IR_ADD && is_tid_x_cast(e->args[0]))
+    else if (axis < 0 && e->op == KJ_IR_ADD && (axis = tid_axis(e->args[0])) >= 0)
         x = e->args[1];
-    else
+    if (axis < 0)
         return false;
+    *axis_out = axis;
+    int64_t last = G->last[axis];
     if (x && !same_for_all(x, G))
         return false;
     int bits = kj_type_int_bits(e->type);
@@ -470,13 +481,16 @@ static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **n
     } else {
         wide = constant(S, i64, e->loc, 0);
     }
-    uint64_t limit = bits == 32 ? (uint64_t)INT32_MAX - (uint64_t)G->last : (uint64_t)INT64_MAX - (uint64_t)G->last;
+    uint64_t limit = bits == 32 ? (uint64_t)INT32_MAX - (uint64_t)last : (uint64_t)INT64_MAX - (uint64_t)last;
     *no_wrap = kj_ir_new_expr(S->arena, KJ_IR_LE, kj_type_scalar(KJ_TYPE_BOOL), e->loc, 2);
     (*no_wrap)->args[0] = wide;
     (*no_wrap)->args[1] = constant(S, i64, e->loc, limit);
     *at_last = kj_ir_new_expr(S->arena, KJ_IR_ADD, i64, e->loc, 2);
     (*at_last)->args[0] = wide;
-    (*at_last)->args[1] = constant(S, i64, e->loc, (uint64_t)G->last);
+    (*at_last)->args[1] = constant(S, i64, e->loc, (uint64_t)last);
+    *at_first = kj_ir_new_expr(S->arena, KJ_IR_ADD, i64, e->loc, 2);
+    (*at_first)->args[0] = wide;
+    (*at_first)->args[1] = constant(S, i64, e->loc, (uint64_t)G->first[axis]);
     return true;
 }
 
@@ -490,30 +504,39 @@ static KjIrExpr *both(Spec *S, KjIrExpr *a, KjIrExpr *b)
     return e;
 }
 
-/* A condition `A < U`, `A <= U`, `U > A` or `U >= A` (A increasing, U the
- * same for every thread, compared as i64): added to G's test and to the
- * conditions taken as true. */
+/* A condition `A < U`, `A <= U`, `A > U` or `A >= U`, or one with the
+ * sides swapped (A increasing, U the same for every thread, compared as
+ * i64), or an `&&` of such (each side on its own): added to G's test and to
+ * the conditions taken as true. */
 static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
 {
+    if (c->op == KJ_IR_LOGAND && c->arg_count == 2) {
+        note_guard(S, c->args[0], G);
+        note_guard(S, c->args[1], G);
+        return;
+    }
     if (S->hold_count >= MAX_GUARDS || c->arg_count != 2)
         return;
     KjIrOp op = c->op;
     const KjIrExpr *a = c->args[0], *u = c->args[1];
-    if (op == KJ_IR_GT || op == KJ_IR_GE) {
+    if (op != KJ_IR_LT && op != KJ_IR_LE && op != KJ_IR_GT && op != KJ_IR_GE)
+        return;
+    if (!same_for_all(u, G)) { /* U op A: A op' U */
         a = c->args[1];
         u = c->args[0];
-        op = op == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
+        op = op == KJ_IR_LT ? KJ_IR_GT : op == KJ_IR_LE ? KJ_IR_GE : op == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
     }
-    if (op != KJ_IR_LT && op != KJ_IR_LE)
-        return;
     if (u->type != kj_type_scalar(KJ_TYPE_I64) || !same_for_all(u, G))
         return;
-    KjIrExpr *no_wrap, *at_last;
+    KjIrExpr *no_wrap, *at_first, *at_last;
     const KjIrVar *narrow_var;
-    if (!increasing(S, a, G, &no_wrap, &at_last, &narrow_var))
+    int axis;
+    if (!increasing(S, a, G, &no_wrap, &at_first, &at_last, &narrow_var, &axis))
         return;
+    /* an upper bound holds for all when it holds for the last thread, a
+     * lower one when it holds for the first */
     KjIrExpr *cmp = kj_ir_new_expr(S->arena, op, c->type, c->loc, 2);
-    cmp->args[0] = at_last;
+    cmp->args[0] = op == KJ_IR_LT || op == KJ_IR_LE ? at_last : at_first;
     cmp->args[1] = (KjIrExpr *)u;
     G->test = both(S, G->test, both(S, no_wrap, cmp));
     S->holds[S->hold_count++] = c;
@@ -521,7 +544,7 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
      * index of each lane without a widening of its own */
     if (narrow_var) {
         KjIrExpr *tid = kj_ir_new_expr(S->arena, KJ_IR_SREG, kj_type_scalar(KJ_TYPE_I32), c->loc, 0);
-        tid->sreg = KJ_SREG_TID_X;
+        tid->sreg = (KjSpecialReg)(KJ_SREG_TID_X + axis);
         KjIrExpr *wide_tid = kj_ir_new_expr(S->arena, KJ_IR_CAST, at_last->type, c->loc, 1);
         wide_tid->args[0] = tid;
         KjIrExpr *sum = kj_ir_new_expr(S->arena, KJ_IR_ADD, at_last->type, c->loc, 2);
@@ -576,7 +599,8 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
     if (b <= a || S->regions_left <= 1)
         return c;
     Guards G = {kj_arena_alloc(S->arena, sizeof *G.def * (size_t)(S->var_count + 1)),
-                kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)), b - 1, NULL,
+                kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)),
+                {a, 0, 0}, {b - 1, (int64_t)S->block[1] - 1, (int64_t)S->block[2] - 1}, NULL,
                 kj_arena_alloc(S->arena, sizeof *G.widened * (size_t)(S->var_count + 1))};
     count_region_sets(c->body, &G);
     S->hold_count = 0;

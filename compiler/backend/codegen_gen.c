@@ -295,8 +295,11 @@ LLVMValueRef kj_codegen_add_entry(Gen *g, const KjIrFunction *fn, const char *su
 bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
 {
     /* the general code of a runtime that compiles every launch's shape
-     * leaves the split form out (KjCodegenOptions.split_shapes_only) */
-    return fn->split && kj_target_splits_barriers(g->target, g->options) &&
+     * leaves the split form out (KjCodegenOptions.split_shapes_only); a
+     * kernel without barriers has one for the code of a block shape only
+     * (kj_split_straight_line): its general code is its own, on lanes */
+    return fn->split && (fn->uses_syncthreads || g->options->block_dims[0]) &&
+           kj_target_splits_barriers(g->target, g->options) &&
            !(g->options->split_shapes_only && !g->options->block_dims[0]);
 }
 

@@ -49,6 +49,12 @@ typedef struct Scan {
     bool ok;
     bool has_f64, has_f32, has_wide_int, has_loop;
     int depth;
+    /* the root's uniformity (NULL in a callee): a 64-bit integer that is
+     * uniform (a scalar) or uniform + the lane (an index whose lanes are
+     * lane 0's plus 0, 1, 2 ...: contiguous accesses and their bounds tests
+     * read lane 0 alone) does not make the lanes 64 bits wide */
+    const KjUniformity *u;
+    bool in_callee;
 } Scan;
 
 static void scan_type(Scan *sc, const KjType *t)
@@ -69,10 +75,19 @@ static void scan_type(Scan *sc, const KjType *t)
 static void scan_fn(Scan *sc, const KjIrFunction *fn, bool root);
 
 /* The walk's hooks (ir.c), which stop it at the first thing unsupported. */
+/* Whether a 64-bit integer value is an index (see Scan.u). */
+static bool index_like(const Scan *sc, const KjIrExpr *e)
+{
+    return sc->u && !sc->in_callee && (!kj_uniform_expr_varying(sc->u, e) || kj_uniform_expr_unit(sc->u, e));
+}
+
 static bool scan_expr(KjIrWalk *w, const KjIrExpr *e)
 {
     Scan *sc = w->data;
+    bool wide = sc->has_wide_int;
     scan_type(sc, e->type);
+    if (!wide && sc->has_wide_int && index_like(sc, e))
+        sc->has_wide_int = false;
     switch (e->op) {
     case KJ_IR_PRINT: case KJ_IR_LOCAL: case KJ_IR_SYNCTHREADS: case KJ_IR_CARG: case KJ_IR_POLAR:
     case KJ_IR_VIEW: /* a @guvectorize core's views: the scalar code walks them */
@@ -96,7 +111,10 @@ static bool scan_expr(KjIrWalk *w, const KjIrExpr *e)
             return false;
         }
         sc->depth++;
+        bool in_callee = sc->in_callee;
+        sc->in_callee = true;
         scan_fn(sc, e->callee, false);
+        sc->in_callee = in_callee;
         sc->depth--;
         break;
     default:
@@ -110,8 +128,13 @@ static KjIrWalkStep scan_stmt(KjIrWalk *w, const KjIrStmt *s)
     Scan *sc = w->data;
     if (s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE)
         sc->has_loop = true;
-    if (s->var)
+    if (s->var) {
+        bool wide = sc->has_wide_int;
         scan_type(sc, s->var->type);
+        if (!wide && sc->has_wide_int && sc->u && !sc->in_callee &&
+            (!kj_uniform_var_varying(sc->u, s->var) || kj_uniform_var_unit(sc->u, s->var)))
+            sc->has_wide_int = false;
+    }
     return sc->ok ? KJ_IR_WALK_ON : KJ_IR_WALK_STOP;
 }
 
@@ -124,16 +147,20 @@ static void scan_body(Scan *sc, const KjIrStmt *body)
 
 /* Array variables must stay uniform: a varying one (assigned under
  * divergence) would need a pointer per lane. */
-static bool arrays_uniform(const KjIrFunction *fn, KjUniformSources sources)
+static bool arrays_uniform_in(const KjIrFunction *fn, const KjUniformity *u)
 {
-    KjArena arena = {0};
-    KjUniformity *u = kj_uniform_analyze(&arena, fn, sources);
-    bool ok = true;
     for (int i = 0; i < fn->locals.count; i++) {
         const KjIrVar *v = fn->locals.items[i];
         if (v->type->kind == KJ_TYPE_ARRAY && kj_uniform_var_varying(u, v))
-            ok = false;
+            return false;
     }
+    return true;
+}
+
+static bool arrays_uniform(const KjIrFunction *fn, KjUniformSources sources)
+{
+    KjArena arena = {0};
+    bool ok = arrays_uniform_in(fn, kj_uniform_analyze(&arena, fn, sources));
     kj_arena_free(&arena);
     return ok;
 }
@@ -201,8 +228,8 @@ static bool is_lifted(const KjIrFunction *fn)
 
 
 
-/* Lanes of the widest float the code uses (else of its widest integer):
- * 4 f64 or 8 f32 in AVX2's 32 bytes. */
+/* Lanes of the widest float the code uses (else of its widest integer,
+ * indices aside: see Scan.u): 4 f64 or 8 f32 in AVX2's 32 bytes. */
 static int lanes_for(Gen *g, const Scan *sc)
 {
     int elem = sc->has_f64 ? 8 : sc->has_f32 ? 4 : sc->has_wide_int ? 8 : 4;
@@ -220,9 +247,13 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn)
     } else if (fn->kind != KJ_IR_FN_VEC_KERNEL || !is_lifted(fn)) {
         return 0;
     }
-    Scan sc = {.g = g, .ok = true};
+    KjArena arena = {0};
+    KjUniformity *u = kj_uniform_analyze(&arena, fn, root_sources(fn));
+    Scan sc = {.g = g, .ok = true, .u = u};
     scan_fn(&sc, fn, true);
-    if (!sc.ok || !arrays_uniform(fn, root_sources(fn)))
+    bool ok = sc.ok && arrays_uniform_in(fn, u);
+    kj_arena_free(&arena);
+    if (!ok)
         return 0;
     /* A vectorized body without loops is left to the loop vectoriser, which
      * already makes SIMD code of it (add, sin, exp). */
@@ -231,11 +262,11 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn)
     return lanes_for(g, &sc);
 }
 
-int kj_simd_region_lanes(Gen *g, const KjIrStmt *region)
+int kj_simd_region_lanes(Gen *g, const KjIrStmt *region, const KjUniformity *u)
 {
     if (!g->options->cpu_simd || g->options->checks)
         return 0;
-    Scan sc = {.g = g, .ok = true};
+    Scan sc = {.g = g, .ok = true, .u = u};
     scan_body(&sc, region);
     return sc.ok ? lanes_for(g, &sc) : 0;
 }

@@ -343,7 +343,7 @@ static inline LLVMValueRef all_lanes(Simd *s, LLVMValueRef m)
 
 /* The lanes a statement of a kernel can run on, as kj_simd_lanes says of a
  * root (its callees scanned too); 0 when something in it is refused. */
-int kj_simd_region_lanes(Gen *g, const KjIrStmt *region);
+int kj_simd_region_lanes(Gen *g, const KjIrStmt *region, const KjUniformity *u);
 /* s->mask_type, s->slot_mask_type and s->wide_masks for s->lanes lanes. */
 void kj_simd_mask_types(Simd *s);
 /* A statement on the lanes of s->mask. */

@@ -238,17 +238,15 @@ static LLVMValueRef chunk_loops(Simd *s, KjIrStmt *threads, LLVMValueRef first, 
 
 bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop, LLVMValueRef dims[3])
 {
-    int lanes = kj_simd_region_lanes(g, threads->body);
-    if (!lanes)
-        return false;
     Pending pending[SIMD_MAX_PENDING];
     int pending_count = 0;
-    Simd simd = {.g = g, .b = g->b, .lanes = lanes, .role = ROLE_KERNEL, .fn = g->fn, .pending = pending,
+    Simd simd = {.g = g, .b = g->b, .role = ROLE_KERNEL, .fn = g->fn, .pending = pending,
                  .pending_count = &pending_count};
     Simd *s = &simd;
     KjUniformSources sources = {.sregs = 1u << KJ_SREG_TID_X, .block_locals = true};
     s->u = kj_uniform_analyze(&s->arena, s->fn, sources);
-    if (!arrays_uniform(s)) {
+    s->lanes = kj_simd_region_lanes(g, threads->body, s->u);
+    if (!s->lanes || !arrays_uniform(s)) {
         kj_arena_free(&s->arena);
         return false;
     }

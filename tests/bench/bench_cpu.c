@@ -73,6 +73,7 @@ typedef struct Call {
     kjit_array *out;            /* vectorized */
     uint32_t grid[3], block[3]; /* kernels */
     bool reduce;                /* @reduce over every axis, into out */
+    int inner;                  /* runs per timed sample (0: 1), the time per run kept */
 } Call;
 
 static kjit_status run_once(const Call *call)
@@ -88,10 +89,12 @@ static double median_ms(kjit_context *context, const Call *call)
 {
     die_on(run_once(call), context, "warm-up");
     double *times = malloc(sizeof *times * (size_t)repeat);
+    int inner = call->inner > 0 ? call->inner : 1;
     for (int r = 0; r < repeat; r++) {
         double t0 = now_ms();
-        die_on(run_once(call), context, "run");
-        times[r] = now_ms() - t0;
+        for (int i = 0; i < inner; i++)
+            die_on(run_once(call), context, "run");
+        times[r] = (now_ms() - t0) / inner;
     }
     qsort(times, (size_t)repeat, sizeof *times, compare_doubles);
     double median = times[repeat / 2];
@@ -300,6 +303,56 @@ static void stencil_rows(kjit_context *context, const char *bench_dir)
     }
 }
 
+/* tests/bench/inc.kern: b = a + 1 over i32 by a one-line @kernel, 1-D on
+ * blocks of 256 and 2-D on blocks of 32 x 8, and by the same @vectorize
+ * (issue 25, item 5), at 1e5 elements (100 x 1000 for the 2-D form; in
+ * cache) and 1.6e6 (1000 x 1600; bound by memory), against NumPy's np.add
+ * and Numba's loops in bench_cpu.py.  A sample is timed over enough
+ * launches to be some tens of microseconds; every element is checked. */
+static void inc_rows(kjit_context *context, const char *bench_dir)
+{
+    static const int64_t rows_of[2] = {100, 1000}, cols_of[2] = {1000, 1600};
+    static const char *sizes[2] = {"1e5", "1.6e6"};
+    const char *forms[3] = {"@kernel 1-D", "@kernel 2-D 32x8", "@vectorize"};
+    for (int size = 0; size < 2; size++) {
+        int64_t rows = rows_of[size], cols = cols_of[size], n = rows * cols, shape[2] = {rows, cols};
+        int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            a[i] = (int32_t)(i * 2654435761u);
+        kjit_array A1 = kjit_array_make(a, KJIT_I32, 1, &n), B1 = kjit_array_make(b, KJIT_I32, 1, &n);
+        kjit_array A2 = kjit_array_make(a, KJIT_I32, 2, shape), B2 = kjit_array_make(b, KJIT_I32, 2, shape);
+        kjit_arg args1[2] = {kjit_arg_array(&A1), kjit_arg_array(&B1)};
+        kjit_arg args2[2] = {kjit_arg_array(&A2), kjit_arg_array(&B2)};
+        for (int form = 0; form < 3; form++) {
+            char name[64];
+            snprintf(name, sizeof name, "inc i32 %s, %s", sizes[size], forms[form]);
+            if (!wanted(name))
+                continue;
+            Call call;
+            if (form == 0)
+                call = (Call){load(context, bench_dir, "inc.kern", "inc1"), args1, 2, NULL,
+                              {(uint32_t)((n + 255) / 256), 1, 1}, {256, 1, 1}};
+            else if (form == 1)
+                call = (Call){load(context, bench_dir, "inc.kern", "inc2"), args2, 2, NULL,
+                              {(uint32_t)((cols + 31) / 32), (uint32_t)((rows + 7) / 8), 1}, {32, 8, 1}};
+            else
+                call = (Call){load(context, bench_dir, "inc.kern", "vinc"), args1, 1, &B1};
+            call.inner = size == 0 ? 200 : 10;
+            memset(b, 0, sizeof(int32_t) * (size_t)n);
+            double ms = median_ms(context, &call);
+            for (int64_t i = 0; i < n; i++)
+                if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
+                    fprintf(stderr, "bench_cpu: %s: b[%lld] is %d, want %d\n", name, (long long)i, b[i],
+                            (int32_t)((uint32_t)a[i] + 1u));
+                    exit(1);
+                }
+            emit(name, ms);
+        }
+        free(a);
+        free(b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -380,6 +433,7 @@ int main(int argc, char **argv)
             matmul_rows(context, bench_dir);
         bins_rows(context, bench_dir);
         stencil_rows(context, bench_dir);
+        inc_rows(context, bench_dir);
         printf("}");
         kjit_context_destroy(context);
     }

@@ -263,13 +263,65 @@ def stencil_rows():
         results[f"stencil3d f64 {n}^3"] = row
 
 
+INC_SOURCE = """
+def inc1(a, b):
+    for i in ROWS(a.shape[0]):
+        b[i] = a[i] + np.int32(1)
+
+def inc2(a, b):
+    for i in ROWS(a.shape[0]):
+        for j in range(a.shape[1]):
+            b[i, j] = a[i, j] + np.int32(1)
+"""
+
+
+def inc_rows():
+    """tests/bench/inc.kern's b = a + 1 over i32, at 1e5 (100 x 1000) and 1.6e6
+    (1000 x 1600) elements: NumPy's np.add into b, Numba's @njit and
+    @njit(parallel=True) loops (1-D for the @kernel 1-D and @vectorize rows,
+    2-D for the 2-D one)."""
+    for size, (rows, cols) in (("1e5", (100, 1000)), ("1.6e6", (1000, 1600))):
+        a2 = (np.arange(rows * cols, dtype=np.int64) * 2654435761 % 2**32).astype(np.uint32).view(np.int32)
+        a2 = a2.reshape(rows, cols)
+        b2 = np.empty_like(a2)
+        a1, b1 = a2.reshape(-1), b2.reshape(-1)
+        inner = 200 if size == "1e5" else 10
+
+        def timed(fn):  # as bench_cpu.c: `inner` calls a sample
+            return median_ms(lambda: [fn() for _ in range(inner)]) / inner
+        numpy_ms = timed(lambda: np.add(a1, np.int32(1), out=b1))
+        want = b1.copy()
+        numba = {}
+        if nb is not None:
+            for kind, loop in (("numba", "range"), ("numba_parallel", "nb.prange")):
+                namespace = {"nb": nb, "np": np}
+                exec(INC_SOURCE.replace("ROWS", loop), namespace)
+                for form in ("inc1", "inc2"):
+                    fn = nb.njit(parallel=kind == "numba_parallel")(namespace[form])
+                    x, y = (a1, b1) if form == "inc1" else (a2, b2)
+                    b1[:] = 0
+                    fn(x, y)
+                    if not np.array_equal(b1, want):
+                        sys.exit(f"bench_cpu.py: {kind}'s {form} differs from NumPy's")
+                    numba[kind, form] = timed(lambda: fn(x, y))
+        for form, loops in (("@kernel 1-D", "inc1"), ("@kernel 2-D 32x8", "inc2"), ("@vectorize", "inc1")):
+            row = {"numpy": numpy_ms}
+            for kind in ("numba", "numba_parallel"):
+                if (kind, loops) in numba:
+                    row[kind] = numba[kind, loops]
+            results[f"inc i32 {size}, {form}"] = row
+
+
+INC = tuple(f"inc i32 {size}, {form}" for size in ("1e5", "1.6e6")
+            for form in ("@kernel 1-D", "@kernel 2-D 32x8", "@vectorize"))
 ELEMENTWISE = ("add f32 1e7", "sin f64 1e7", "exp f32 1e7", "sum f32 1e8", "sum f64 1e8",
                "dot f32 1e7")
 for names, rows in ((ELEMENTWISE, elementwise_rows), (("gufunc dot f64 1e6x16",), gufunc_rows),
                     (("matmul f64 512 (4x4 per thread)",), matmul_rows),
                     (("bins f64 4e5 x 1000, if", "bins f64 4e5 x 1000, select",
                       "bins f64 4e5 x 1000, bools as numbers"), bins_rows),
-                    (("stencil3d f64 32^3", "stencil3d f64 128^3"), stencil_rows)):
+                    (("stencil3d f64 32^3", "stencil3d f64 128^3"), stencil_rows),
+                    (INC, inc_rows)):
     if any(ONLY in name for name in names):
         rows()
 results = {name: row for name, row in results.items() if ONLY in name}

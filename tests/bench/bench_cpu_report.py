@@ -100,7 +100,8 @@ for name in elementwise["cpu"]:
 
 
 def cell(ms):
-    return "-" if ms is None else f"{ms:.2f}"
+    """Two decimals, four below 0.1 ms (the in-cache elementwise rows)."""
+    return "-" if ms is None else f"{ms:.4f}" if ms < 0.1 else f"{ms:.2f}"
 
 
 def ratio(a, b):

@@ -619,8 +619,10 @@ static unsigned program_block(const char *path, unsigned shape[3])
     char *text = read_text(path);
     if (!text)
         return 0;
-    unsigned threads = strstr(text, "syncthreads(") ? 256 : 0;
+    /* a kernel without barriers has code for a block shape too when it is
+     * straight-line (kj_split_straight_line): its file says so by the mark */
     const char *mark = strstr(text, "// bench-latency: block ");
+    unsigned threads = strstr(text, "syncthreads(") || mark ? 256 : 0;
     if (threads && mark) {
         const char *p = mark + strlen("// bench-latency: block ");
         for (int k = 0; k < 3; k++) {
@@ -737,7 +739,7 @@ static void program_times(const char *self, char **folders, int count)
         char shape[32] = "-", note[64];
         if (block)
             snprintf(shape, sizeof shape, "%.1f ms", ms[PROGRAM_SHAPE]);
-        snprintf(note, sizeof note, "%s%s", block ? "" : "no barriers: no shape to compile",
+        snprintf(note, sizeof note, "%s%s", block ? "" : "no shape: no barriers nor mark",
                  slow ? (block ? "over the 250 ms goal" : "; over the 250 ms goal") : "");
         if (block && !slow)
             snprintf(note, sizeof note, "blocks of %u threads (%ux%ux%u)", block, dims[0], dims[1],

@@ -62,6 +62,30 @@ else bad "build --block 64: tree__blocks and no twice__entry"; fi
 "$kjit" build "$tmp/mixed.kern" >"$tmp/out" 2>"$tmp/err"
 if grep -q '^twice__entry:' "$tmp/out"; then ok; else bad "build: twice__entry"; fi
 
+# a kernel without barriers and without loops (issue 25, item 5): the code
+# for 32 x 8 tests its block's bounds once, both sides of the && (x along a
+# row, y down), and runs the block without them when they hold; one with a
+# loop has no split form
+cat >"$tmp/inc.kern" <<'KERN'
+@kernel
+fn inc2(a: i32[,], b: i32[,]) {
+    let j, i = grid(2);
+    if i < a.shape[0] && j < a.shape[1] { b[i, j] = a[i, j] + 1; }
+}
+
+@kernel
+fn looped(a: i32[], b: i32[]) {
+    let i = grid(1);
+    for k in range(3) { if i < len(a) { b[i] += a[i]; } }
+}
+KERN
+"$kjit" check --dump=vec --block=32,8 "$tmp/inc.kern" >"$tmp/out" 2>"$tmp/err"
+if grep -q 'inc2__split for blocks of 32 x 8 x 1' "$tmp/out" &&
+    grep -q 'lt:bool (add:i64 (mul:i64 (cast:i64 blockIdx.y:i32) 8:i64) 7:i64) (dim.0:i64' "$tmp/out" &&
+    grep -q 'lt:bool (add:i64 (mul:i64 (cast:i64 blockIdx.x:i32) 32:i64) 31:i64) (dim.1:i64' "$tmp/out" &&
+    ! grep -q 'looped__split' "$tmp/out"; then ok
+else bad "--block=32,8: inc2's bounds tested once for the block, looped not split"; fi
+
 # shapes that are no block
 for shape in 0 1025 32,33 2,2,2,2 x 64,; do
     "$kjit" build --block "$shape" "$tmp/tree.kern" >"$tmp/out" 2>"$tmp/err"

@@ -490,6 +490,65 @@ static const char fiber_source[] =
     "    out[t] = sh[(t + 1) % 200];\n"
     "}\n";
 
+/* A kernel without barriers gets a split form (one region, for the code of
+ * a launch's block shape) only when it has no loop, no call and at most four
+ * loads; its answers
+ * are the fibers' and the general code's, on a ragged 2-D grid of 32 x 8
+ * blocks whose inner blocks pass their bounds test and whose edges do not. */
+static const char *plain_source =
+    "fn twice(x: i32) -> i32 { return x * 2; }\n"
+    "@kernel fn inc2(a: i32[,], b: i32[,]) {\n"
+    "    let j, i = grid(2);\n"
+    "    if i < a.shape[0] && j < a.shape[1] { b[i, j] = a[i, j] + 1; }\n"
+    "}\n"
+    "@kernel fn looped(a: i32[], b: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    for k in range(3) { if i < len(a) { b[i] += a[i]; } }\n"
+    "}\n"
+    "@kernel fn calls(a: i32[], b: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i < len(a) { b[i] = twice(a[i]); }\n"
+    "}\n"
+    "@kernel fn five_loads(a: i32[], b: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i > 1 && i + 2 < len(a) { b[i] = a[i - 2] + a[i - 1] + a[i] + a[i + 1] + a[i + 2]; }\n"
+    "}\n"
+    "@kernel fn four_loads(a: i32[], b: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i > 1 && i + 1 < len(a) { b[i] = a[i - 2] + a[i - 1] + a[i] + a[i + 1]; }\n"
+    "}\n";
+
+START_TEST(straight_line_kernels_split_into_one_region)
+{
+    const char *why = NULL;
+    ck_assert(splits(plain_source, "inc2", &why));
+    ck_assert(!splits(plain_source, "looped", &why));
+    ck_assert_msg(strstr(why, "no syncthreads()"), "%s", why);
+    ck_assert(!splits(plain_source, "calls", &why));
+    ck_assert(!splits(plain_source, "five_loads", &why));
+    ck_assert(splits(plain_source, "four_loads", &why));
+
+    /* b is larger than a, so a thread past a's bounds that ran unguarded
+     * would leave a mark */
+    enum { ROWS = 21, COLS = 77, BROWS = ROWS + 8, BCOLS = COLS + 32 };
+    int32_t a[ROWS * COLS], b[BROWS * BCOLS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        a[i] = (int32_t)(next_random() % 1000) - 500;
+    for (int i = 0; i < BROWS * BCOLS; i++)
+        b[i] = -1;
+    Launch l = {.source = plain_source, .kernel = "inc2", .grid = {(COLS + 31) / 32, (ROWS + 7) / 8, 1},
+                .block = {32, 8, 1}};
+    int64_t shape[2] = {ROWS, COLS}, bshape[2] = {BROWS, BCOLS};
+    l.arrays[0] = kjit_array_make(a, KJIT_I32, 2, shape);
+    l.arrays[1] = kjit_array_make(b, KJIT_I32, 2, bshape);
+    l.count = 2;
+    run_and_compare(&l);
+    for (int i = 0; i < BROWS; i++)
+        for (int j = 0; j < BCOLS; j++)
+            ck_assert_int_eq(b[i * BCOLS + j], i < ROWS && j < COLS ? a[i * COLS + j] + 1 : -1);
+}
+END_TEST
+
 START_TEST(barriers_under_varying_control_stay_on_fibers)
 {
     const char *why = NULL;
@@ -1047,6 +1106,7 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, shared_memory_scan);
     tcase_add_test(c, barriers_under_uniform_ifs_and_loops);
     tcase_add_test(c, barriers_under_varying_control_stay_on_fibers);
+    tcase_add_test(c, straight_line_kernels_split_into_one_region);
     tcase_add_test(c, barriers_in_helpers_are_written_in);
     tcase_add_test(c, regions_on_lanes_over_block_shapes);
     tcase_add_test(c, narrow_compares_on_lanes);
