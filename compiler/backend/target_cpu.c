@@ -306,8 +306,29 @@ static LLVMValueRef from_bits64(Gen *g, LLVMValueRef bits, const KjType *type)
  * are fences (the threads of a block share one OS thread, but blocks of the
  * parallel target do not).  Every collective calls the runtime through
  * ctx->collective, which runs it as a meeting point of the fibers of the warp
- * (or the block, or the grid) and hands each lane its result (cpu.c).
+ * (or the block, or the grid) and hands each lane its result (cpu.c); mma()
+ * is twelve of its shuffles and eight fmas (codegen_mma.c).
  */
+/* One call of ctx->collective: the runtime's result of collective `op` for
+ * this lane, given its value (in 64 bits), argument and mask. */
+static LLVMValueRef collective_call(Gen *g, KjExecOp op, LLVMValueRef value, LLVMValueRef arg,
+                                    LLVMValueRef mask)
+{
+    LLVMTypeRef ps[5] = {g->t_ptr, g->t_i32, g->t_i64, g->t_i32, g->t_i32};
+    LLVMTypeRef ft = LLVMFunctionType(g->t_i64, ps, 5, 0);
+    LLVMValueRef slot = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 7, "");
+    LLVMValueRef collective = LLVMBuildLoad2(g->b, g->t_ptr, slot, "collective");
+    LLVMValueRef call_args[5] = {g->thread_ctx, const_i32(g, (int32_t)op), value, arg, mask};
+    return LLVMBuildCall2(g->b, ft, collective, call_args, 5, "");
+}
+
+/* mma()'s shuffle of an f64 (codegen_mma.c), the runtime's shfl. */
+static LLVMValueRef cpu_mma_shuffle(Gen *g, LLVMValueRef mask, LLVMValueRef v, LLVMValueRef lane)
+{
+    LLVMValueRef bits = collective_call(g, KJ_EXEC_SHFL, to_bits64(g, v), lane, mask);
+    return from_bits64(g, bits, kj_type_scalar(KJ_TYPE_F64));
+}
+
 static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count)
 {
     if (!g->thread_ctx) {
@@ -323,6 +344,8 @@ static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueR
     default:
         break;
     }
+    if (op == KJ_EXEC_MMA) /* of the runtime's shuffles: it never sees MMA */
+        return kj_codegen_mma_shuffled(g, args, cpu_lane(g), cpu_mma_shuffle);
     /* Operands by the IR's layout (KJ_EXEC_OPS' form): a warp op's mask
      * first, then the value the collective takes (in 64 bits) and its
      * argument (a shuffle's lane). */
@@ -334,12 +357,7 @@ static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueR
         value = to_bits64(g, args[first]);
     if (count > first + 1)
         arg = args[first + 1];
-    LLVMTypeRef ps[5] = {g->t_ptr, g->t_i32, g->t_i64, g->t_i32, g->t_i32};
-    LLVMTypeRef ft = LLVMFunctionType(g->t_i64, ps, 5, 0);
-    LLVMValueRef slot = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 7, "");
-    LLVMValueRef collective = LLVMBuildLoad2(g->b, g->t_ptr, slot, "collective");
-    LLVMValueRef call_args[5] = {g->thread_ctx, const_i32(g, (int32_t)op), value, arg, mask};
-    LLVMValueRef bits = LLVMBuildCall2(g->b, ft, collective, call_args, 5, "");
+    LLVMValueRef bits = collective_call(g, op, value, arg, mask);
     return type->kind == KJ_TYPE_VOID ? NULL : from_bits64(g, bits, type);
 }
 
