@@ -293,8 +293,13 @@ static void check_let(KjChecker *c, KjNode *n)
                      "by let");
             return;
         }
-        if (!take_apart(c, n->rhs, b, n->names.count, n->loc, values))
+        if (!take_apart(c, n->rhs, b, n->names.count, n->loc, values)) {
+            /* declared even after the error, so later uses do not report it again */
+            for (int i = 0; i < n->names.count; i++)
+                kj_vec_push(c->arena, &c->cur->poisoned,
+                            kj_check_declare(c, n->names.items[i], kj_check_t_i64(), n->loc));
             return;
+        }
         for (int i = 0; i < n->names.count; i++) {
             KjIrVar *var = kj_check_declare(c, n->names.items[i], values[i]->type, n->loc);
             emit_set(c, var, values[i], n->loc);
