@@ -581,9 +581,9 @@ typedef enum {
  * `nvvm` is the NVVM intrinsic of PTX's instruction that cuda lowers it to,
  * given the IR's operands (target_cuda.c alone reads it; NULL: cuda builds
  * it, a shuffle by its mode, syncgrid() as a barrier over the grid, mma() as
- * mma.sync or shuffles, codegen_mma.c).  MMA never reaches the runtime: the
- * cpu code makes it of shuffles, so it stays last, after the ids the runtime
- * reads.
+ * mma.sync or shuffles, codegen_mma.c).  MMA came last, after the ids of
+ * earlier runtimes; the cpu code passes it the address of the lane's {a, b,
+ * c0, c1} and finds d0, d1 in place of c0, c1 (runtime/cpu.c).
  */
 #define KJ_EXEC_OPS(X)                                                                               \
     X(LANEID, "laneid", false, 0, 0, KJ_EXEC_FORM_LANE, "llvm.nvvm.read.ptx.sreg.laneid")            \

@@ -307,7 +307,7 @@ static LLVMValueRef from_bits64(Gen *g, LLVMValueRef bits, const KjType *type)
  * parallel target do not).  Every collective calls the runtime through
  * ctx->collective, which runs it as a meeting point of the fibers of the warp
  * (or the block, or the grid) and hands each lane its result (cpu.c); mma()
- * is twelve of its shuffles and eight fmas (codegen_mma.c).
+ * passes its four operands by address and gets its two results there.
  */
 /* One call of ctx->collective: the runtime's result of collective `op` for
  * this lane, given its value (in 64 bits), argument and mask. */
@@ -322,11 +322,24 @@ static LLVMValueRef collective_call(Gen *g, KjExecOp op, LLVMValueRef value, LLV
     return LLVMBuildCall2(g->b, ft, collective, call_args, 5, "");
 }
 
-/* mma()'s shuffle of an f64 (codegen_mma.c), the runtime's shfl. */
-static LLVMValueRef cpu_mma_shuffle(Gen *g, LLVMValueRef mask, LLVMValueRef v, LLVMValueRef lane)
+/* mma(): one meeting of the warp, whose runtime computes every lane's
+ * results (cpu.c's warp_mma, the operations of codegen_mma.c) from the
+ * lanes' {a, b, c0, c1}, passed by address, into their c0 and c1. */
+static LLVMValueRef cpu_mma(Gen *g, LLVMValueRef *args)
 {
-    LLVMValueRef bits = collective_call(g, KJ_EXEC_SHFL, to_bits64(g, v), lane, mask);
-    return from_bits64(g, bits, kj_type_scalar(KJ_TYPE_F64));
+    LLVMTypeRef four = LLVMArrayType(g->t_f64, 4);
+    LLVMValueRef io = kj_codegen_alloca_in_entry(g, four, "mma.io");
+    LLVMValueRef slot[4];
+    for (int i = 0; i < 4; i++) {
+        LLVMValueRef idx[2] = {const_i32(g, 0), const_i32(g, i)};
+        slot[i] = LLVMBuildInBoundsGEP2(g->b, four, io, idx, 2, "");
+        LLVMBuildStore(g->b, args[1 + i], slot[i]);
+    }
+    collective_call(g, KJ_EXEC_MMA, LLVMBuildPtrToInt(g->b, io, g->t_i64, ""), const_i32(g, 0),
+                    args[0]);
+    LLVMValueRef d0 = LLVMBuildLoad2(g->b, g->t_f64, slot[2], "d0");
+    LLVMValueRef d1 = LLVMBuildLoad2(g->b, g->t_f64, slot[3], "d1");
+    return make_complex(g, llty(g, kj_type_scalar(KJ_TYPE_C128)), d0, d1);
 }
 
 static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count)
@@ -344,8 +357,8 @@ static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueR
     default:
         break;
     }
-    if (op == KJ_EXEC_MMA) /* of the runtime's shuffles: it never sees MMA */
-        return kj_codegen_mma_shuffled(g, args, cpu_lane(g), cpu_mma_shuffle);
+    if (op == KJ_EXEC_MMA)
+        return cpu_mma(g, args);
     /* Operands by the IR's layout (KJ_EXEC_OPS' form): a warp op's mask
      * first, then the value the collective takes (in 64 bits) and its
      * argument (a shuffle's lane). */
