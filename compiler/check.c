@@ -255,7 +255,13 @@ static bool take_apart(KjChecker *c, KjNode *call, const KjCheckBuiltin *b, int 
             kj_error(c->diag, loc, "mma() gives 2 values, but %d names receive them", count);
             return false;
         }
-        KjIrExpr *pair = kj_check_mma(c, call);
+        KjIrExpr *args[4];
+        if (!kj_check_require_kernel(c, call->loc, what) ||
+            !kj_check_arg_count_is(c, call, b->name, b->min_args, b->max_args))
+            return false;
+        for (int i = 0; i < 4; i++)
+            args[i] = kj_check_expr(c, call->args.items[i]);
+        KjIrExpr *pair = kj_check_mma(c, call, args);
         if (!pair)
             return false;
         KjIrVar *tmp = kj_ir_new_var(c->arena, c->cur->ir, "mma", pair->type, call->loc);

@@ -177,17 +177,17 @@ KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrEx
  * mma.m8n8k4 layout (docs/language.md, "Matrix multiply-accumulate").  Its
  * IR is one EXEC of the whole warp's mask whose c128 value is the pair (d0,
  * d1); like a shuffle it is a meeting point of the warp, so the kernel runs
- * on fibers on the cpu targets.  Each operand converts to f64 as an
- * argument of a function taking f64 would.
+ * on fibers on the cpu targets.  The caller has checked the call's place
+ * and argument count, and each argument (args[i], NULL after its error);
+ * each operand converts to f64 as an argument of a function taking f64
+ * would.
  */
-KjIrExpr *kj_check_mma(KjChecker *c, KjNode *n)
+KjIrExpr *kj_check_mma(KjChecker *c, KjNode *n, KjIrExpr **args)
 {
     static const char *const operand[4] = {"the element of A (a) of mma()",
                                            "the element of B (b) of mma()",
                                            "the first accumulator (c0) of mma()",
                                            "the second accumulator (c1) of mma()"};
-    if (!kj_check_require_kernel(c, n->loc, "mma()") || !kj_check_arg_count_is(c, n, "mma", 4, 4))
-        return NULL;
     KjIrFunction *fn = c->cur->ir;
     fn->uses_syncthreads = true;
     kj_check_note_impure(c);
@@ -196,7 +196,7 @@ KjIrExpr *kj_check_mma(KjChecker *c, KjNode *n)
     ir_args[0] = full_mask(c, n->loc);
     for (int i = 0; i < 4; i++) {
         KjNode *node = arg_node(n, i);
-        KjIrExpr *e = kj_check_expr(c, node);
+        KjIrExpr *e = args[i];
         if (e && kj_type_is_complex(e->type)) {
             kj_error(c->diag, node->loc, "%s must be a real number, not %s", operand[i],
                      kj_type_name(e->type));
