@@ -412,7 +412,8 @@ static KjIrExpr *array_rebinding(KjChecker *c, KjIrVar *var, KjIrExpr *value, Kj
 static void check_multiple_assign(KjChecker *c, KjNode *n)
 {
     int count = n->args.count < n->body.count ? n->args.count : n->body.count;
-    /* d0, d1 = mma(a, b, d0, d1);: one call whose values are taken apart */
+    /* d0, d1 = mma(a, b, d0, d1);: one call whose values are taken apart
+     * (take_apart fills apart[] only when the counts match: at most 3) */
     KjIrExpr *apart[3];
     const KjCheckBuiltin *b = n->body.count == 1 ? builtin_called(c, n->body.items[0]) : NULL;
     if (n->body.count == 1 && n->args.count > 1) {
@@ -421,7 +422,7 @@ static void check_multiple_assign(KjChecker *c, KjNode *n)
                      "to each (only grid(n), gridsize(n) and mma() give several)", n->args.count);
             return;
         }
-        if (n->args.count > 3 || !take_apart(c, n->body.items[0], b, n->args.count, n->loc, apart))
+        if (!take_apart(c, n->body.items[0], b, n->args.count, n->loc, apart))
             return;
         count = n->args.count;
     }
