@@ -301,14 +301,6 @@ static LLVMValueRef from_bits64(Gen *g, LLVMValueRef bits, const KjType *type)
     return t == g->t_i64 ? bits : LLVMBuildTrunc(g->b, bits, t, "");
 }
 
-/*
- * The execution-model built-ins.  laneid() is computed here and the fences
- * are fences (the threads of a block share one OS thread, but blocks of the
- * parallel target do not).  Every collective calls the runtime through
- * ctx->collective, which runs it as a meeting point of the fibers of the warp
- * (or the block, or the grid) and hands each lane its result (cpu.c); mma()
- * passes its four operands by address and gets its two results there.
- */
 /* One call of ctx->collective: the runtime's result of collective `op` for
  * this lane, given its value (in 64 bits), argument and mask. */
 static LLVMValueRef collective_call(Gen *g, KjExecOp op, LLVMValueRef value, LLVMValueRef arg,
@@ -342,6 +334,14 @@ static LLVMValueRef cpu_mma(Gen *g, LLVMValueRef *args)
     return make_complex(g, llty(g, kj_type_scalar(KJ_TYPE_C128)), d0, d1);
 }
 
+/*
+ * The execution-model built-ins.  laneid() is computed here and the fences
+ * are fences (the threads of a block share one OS thread, but blocks of the
+ * parallel target do not).  Every collective calls the runtime through
+ * ctx->collective, which runs it as a meeting point of the fibers of the warp
+ * (or the block, or the grid) and hands each lane its result (cpu.c); mma()
+ * passes its four operands by address and gets its two results there.
+ */
 static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count)
 {
     if (!g->thread_ctx) {

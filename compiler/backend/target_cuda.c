@@ -249,7 +249,7 @@ static LLVMValueRef cuda_mma_shuffle(Gen *g, LLVMValueRef mask, LLVMValueRef v, 
 }
 
 /* mma(): mma.sync.aligned.m8n8k4.row.col.f64 on sm_80 and later, else the
- * shuffles and fmas the cpu targets run.  NVVM's intrinsic is only IntrNoMem;
+ * shuffles and fmas of codegen_mma.c (the operations the cpu targets run).  NVVM's intrinsic is only IntrNoMem;
  * the call is made convergent, as the functions are, so that the optimiser
  * never moves it where only some lanes of the warp run. */
 static LLVMValueRef cuda_mma(Gen *g, LLVMValueRef *args)
