@@ -238,33 +238,77 @@ static void emit_set(KjChecker *c, KjIrVar *var, KjIrExpr *value, KjLoc loc)
     emit(c, kj_ir_set(c->arena, var, value, loc));
 }
 
+/*
+ * The values a let or an assignment of `count` names takes apart from the
+ * call `call` of built-in b (let x, y = grid(2);, d0, d1 = mma(a, b, c0, c1);)
+ * into out[0..count), each an expression of its component; false after an
+ * error, reported at `loc` (the statement's) when the counts differ.  mma()'s
+ * pair is computed once, into a temporary, before either is read.
+ */
+static bool take_apart(KjChecker *c, KjNode *call, const KjCheckBuiltin *b, int count, KjLoc loc,
+                       KjIrExpr **out)
+{
+    char what[32];
+    snprintf(what, sizeof what, "%s()", b->name);
+    if (b->id == KJ_BUILTIN_EXEC) { /* mma(), the one warp op taken apart */
+        if (count != 2) {
+            kj_error(c->diag, loc, "mma() gives 2 values, but %d names receive them", count);
+            return false;
+        }
+        KjIrExpr *args[4];
+        if (!kj_check_require_kernel(c, call->loc, what) ||
+            !kj_check_arg_count_is(c, call, b->name, b->min_args, b->max_args))
+            return false;
+        for (int i = 0; i < 4; i++)
+            args[i] = kj_check_expr(c, call->args.items[i]);
+        KjIrExpr *pair = kj_check_mma(c, call, args);
+        if (!pair)
+            return false;
+        KjIrVar *tmp = kj_ir_new_var(c->arena, c->cur->ir, "mma", pair->type, call->loc);
+        emit_set(c, tmp, pair, call->loc);
+        out[0] = kj_check_unary_ir(c, KJ_IR_REAL, kj_check_t_f64(), call->loc,
+                                   kj_check_var_ref(c, tmp, call->loc));
+        out[1] = kj_check_unary_ir(c, KJ_IR_IMAG, kj_check_t_f64(), call->loc,
+                                   kj_check_var_ref(c, tmp, call->loc));
+        return true;
+    }
+    bool gridsize = b->id == KJ_BUILTIN_GRIDSIZE;
+    int64_t number;
+    if (!kj_check_require_kernel(c, call->loc, what) ||
+        !kj_check_arg_count_is(c, call, b->name, b->min_args, b->max_args) ||
+        !kj_check_grid_count(c, call, b->name, kj_check_expr(c, call->args.items[0]), &number))
+        return false;
+    if (number != count) {
+        kj_error(c->diag, loc, "%s(%" PRId64 ") gives %" PRId64 " value%s, but %d names "
+                 "receive them", b->name, number, number, number == 1 ? "" : "s", count);
+        return false;
+    }
+    for (int i = 0; i < count; i++)
+        out[i] = kj_check_grid_component(c, gridsize, i, call->loc);
+    return true;
+}
+
 static void check_let(KjChecker *c, KjNode *n)
 {
     const char *first = n->names.count > 0 ? n->names.items[0] : n->name;
     if (n->names.count > 1) {
         const KjCheckBuiltin *b = builtin_called(c, n->rhs);
+        KjIrExpr *values[3];
         if (!b || !b->takes_apart) {
-            kj_error(c->diag, n->loc, "only grid(n) and gridsize(n) can be taken apart by let");
+            kj_error(c->diag, n->loc, "only grid(n), gridsize(n) and mma() can be taken apart "
+                     "by let");
             return;
         }
-        bool gridsize = b->id == KJ_BUILTIN_GRIDSIZE;
-        char what[32];
-        snprintf(what, sizeof what, "%s()", b->name);
-        int64_t count;
-        if (!kj_check_require_kernel(c, n->rhs->loc, what) ||
-            !kj_check_arg_count_is(c, n->rhs, b->name, b->min_args, b->max_args) ||
-            !kj_check_grid_count(c, n->rhs, b->name, kj_check_expr(c, n->rhs->args.items[0]),
-                                 &count))
-            return;
-        if (count != n->names.count) {
-            kj_error(c->diag, n->loc, "%s(%" PRId64 ") gives %" PRId64 " value%s, but %d names "
-                     "receive them", b->name, count, count, count == 1 ? "" : "s",
-                     n->names.count);
+        if (!take_apart(c, n->rhs, b, n->names.count, n->loc, values)) {
+            /* declared even after the error, so later uses do not report it again */
+            for (int i = 0; i < n->names.count; i++)
+                kj_vec_push(c->arena, &c->cur->poisoned,
+                            kj_check_declare(c, n->names.items[i], kj_check_t_i64(), n->loc));
             return;
         }
         for (int i = 0; i < n->names.count; i++) {
-            KjIrVar *var = kj_check_declare(c, n->names.items[i], kj_check_t_i64(), n->loc);
-            emit_set(c, var, kj_check_grid_component(c, gridsize, i, n->rhs->loc), n->loc);
+            KjIrVar *var = kj_check_declare(c, n->names.items[i], values[i]->type, n->loc);
+            emit_set(c, var, values[i], n->loc);
         }
         return;
     }
@@ -368,6 +412,20 @@ static KjIrExpr *array_rebinding(KjChecker *c, KjIrVar *var, KjIrExpr *value, Kj
 static void check_multiple_assign(KjChecker *c, KjNode *n)
 {
     int count = n->args.count < n->body.count ? n->args.count : n->body.count;
+    /* d0, d1 = mma(a, b, d0, d1);: one call whose values are taken apart
+     * (take_apart fills apart[] only when the counts match: at most 3) */
+    KjIrExpr *apart[3];
+    const KjCheckBuiltin *b = n->body.count == 1 ? builtin_called(c, n->body.items[0]) : NULL;
+    if (n->body.count == 1 && n->args.count > 1) {
+        if (!b || !b->takes_apart) {
+            kj_error(c->diag, n->loc, "%d targets but 1 value: a, b = x, y; assigns one value "
+                     "to each (only grid(n), gridsize(n) and mma() give several)", n->args.count);
+            return;
+        }
+        if (!take_apart(c, n->body.items[0], b, n->args.count, n->loc, apart))
+            return;
+        count = n->args.count;
+    }
     KjIrVar *temps[64];
     KjCheckBinding *bindings[64];
     if (count > 64) {
@@ -376,7 +434,8 @@ static void check_multiple_assign(KjChecker *c, KjNode *n)
     }
     bool ok = true;
     for (int i = 0; i < count; i++) {
-        KjNode *target = n->args.items[i], *value_node = n->body.items[i];
+        KjNode *target = n->args.items[i];
+        KjNode *value_node = n->body.items[n->body.count == 1 ? 0 : i];
         bindings[i] = NULL;
         temps[i] = NULL;
         if (target->kind != KJ_NODE_NAME) {
@@ -404,9 +463,14 @@ static void check_multiple_assign(KjChecker *c, KjNode *n)
         }
         bindings[i] = b;
         bool array = kj_check_is_array(b->var->type);
-        c->array_choice = array ? value_node : NULL;
-        KjIrExpr *value = kj_check_expr(c, value_node);
-        c->array_choice = NULL;
+        KjIrExpr *value;
+        if (n->body.count == 1) { /* a component taken apart above */
+            value = apart[i];
+        } else {
+            c->array_choice = array ? value_node : NULL;
+            value = kj_check_expr(c, value_node);
+            c->array_choice = NULL;
+        }
         if (kj_check_is_poisoned(c, b->var)) {
             ok = false;
             continue;

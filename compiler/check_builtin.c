@@ -473,7 +473,8 @@ static KjIrExpr *check_syncthreads(KjChecker *c, KjNode *n, const KjCheckBuiltin
 #define ARGS_kj_check_print KJ_CHECK_ARGS_PRINT
 #define ARGS_NULL KJ_CHECK_ARGS_VALUES
 /* Whether a let may take a rule's call apart into its components
- * (let x, y = grid(2);, made by kj_check_grid_component). */
+ * (let x, y = grid(2);, made by kj_check_grid_component; mma()'s two results,
+ * kj_check_mma, is the one of KJ_EXEC_OPS that says so). */
 #define APART_check_complex false
 #define APART_check_len false
 #define APART_check_conj false
@@ -507,7 +508,8 @@ static const KjCheckBuiltin call_builtins[] = {
     KJ_CALL_BUILTINS(X)
 #undef X
 #define X(id, name, barrier, min_args, max_args, form, nvvm) \
-    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec, KJ_BUILTIN_EXEC, KJ_EXEC_##id, false},
+    {name, min_args, max_args, KJ_IN_KERNEL, ARGS_kj_check_exec, kj_check_exec, KJ_BUILTIN_EXEC, \
+     KJ_EXEC_##id, KJ_EXEC_##id == KJ_EXEC_MMA},
     KJ_EXEC_OPS(X)
 #undef X
 #define X(row, text, arity, complex, libm, libmvec, lower)                                         \

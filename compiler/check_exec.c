@@ -3,7 +3,8 @@
  * (KJ_EXEC_OPS in kjit_compiler.h): the warp level (laneid, activemask,
  * ballot, all_sync, any_sync, the four shuffles, syncwarp), the block level
  * (syncthreads_count/_and/_or, threadfence, threadfence_block), the grid
- * level (syncgrid), and the kernel constant `warpsize`.
+ * level (syncgrid), the warp's matrix multiply-accumulate (mma, whose two
+ * results check.c takes apart), and the kernel constant `warpsize`.
  *
  * Every warp collective takes an optional first argument, the mask of the
  * lanes that take part (u32, as CUDA's *_sync forms); without one the mask is
@@ -148,6 +149,11 @@ KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrEx
     case KJ_EXEC_THREADFENCE_BLOCK:
     case KJ_EXEC_SYNCGRID:
         break;
+    case KJ_EXEC_MMA:
+        /* two results: only a let or an assignment of two names takes them */
+        kj_error(c->diag, n->loc, "mma() gives two values; take them apart: let d0, d1 = "
+                 "mma(a, b, c0, c1); or c0, c1 = mma(a, b, c0, c1);");
+        return NULL;
     default:
         kj_unreachable();
     }
@@ -158,6 +164,52 @@ KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrEx
     KjIrExpr *e = kj_check_new_expr(c, KJ_IR_EXEC, type, n->loc, count);
     e->exec = op;
     for (int i = 0; i < count; i++)
+        e->args[i] = ir_args[i];
+    return e;
+}
+
+/* ============================================================ mma */
+
+/*
+ * mma(a, b, c0, c1), taken apart by a let or an assignment (check.c): the
+ * warp's 8x8x4 f64 matrix multiply-accumulate D = A B + C, each lane giving
+ * its element of A (8x4), of B (4x8) and its two of C (8x8), PTX's
+ * mma.m8n8k4 layout (docs/language.md, "Matrix multiply-accumulate").  Its
+ * IR is one EXEC of the whole warp's mask whose c128 value is the pair (d0,
+ * d1); like a shuffle it is a meeting point of the warp, so the kernel runs
+ * on fibers on the cpu targets.  The caller has checked the call's place
+ * and argument count, and each argument (args[i], NULL after its error);
+ * each operand converts to f64 as an argument of a function taking f64
+ * would.
+ */
+KjIrExpr *kj_check_mma(KjChecker *c, KjNode *n, KjIrExpr **args)
+{
+    static const char *const operand[4] = {"the element of A (a) of mma()",
+                                           "the element of B (b) of mma()",
+                                           "the first accumulator (c0) of mma()",
+                                           "the second accumulator (c1) of mma()"};
+    KjIrFunction *fn = c->cur->ir;
+    fn->uses_syncthreads = true;
+    kj_check_note_impure(c);
+    KjIrExpr *ir_args[5];
+    bool ok = true;
+    ir_args[0] = full_mask(c, n->loc);
+    for (int i = 0; i < 4; i++) {
+        KjNode *node = arg_node(n, i);
+        KjIrExpr *e = args[i];
+        if (e && kj_type_is_complex(e->type)) {
+            kj_error(c->diag, node->loc, "%s must be a real number, not %s", operand[i],
+                     kj_type_name(e->type));
+            e = NULL;
+        }
+        ir_args[1 + i] = e ? kj_check_convert(c, e, kj_check_t_f64(), node->loc, operand[i]) : NULL;
+        ok = ok && ir_args[1 + i];
+    }
+    if (!ok)
+        return NULL;
+    KjIrExpr *e = kj_check_new_expr(c, KJ_IR_EXEC, kj_type_scalar(KJ_TYPE_C128), n->loc, 5);
+    e->exec = KJ_EXEC_MMA;
+    for (int i = 0; i < 5; i++)
         e->args[i] = ir_args[i];
     return e;
 }

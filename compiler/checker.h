@@ -215,6 +215,10 @@ typedef struct KjCheckBuiltin KjCheckBuiltin;
  * b->exec) and of print; the arguments come as KJ_CHECK_ARGS_EXPRS and
  * KJ_CHECK_ARGS_PRINT say. */
 KjIrExpr *kj_check_exec(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args);
+/* mma(a, b, c0, c1) that a let or an assignment takes apart, its four
+ * arguments checked (NULL after an error): its EXEC, a c128 pair (d0, d1);
+ * NULL after an error. */
+KjIrExpr *kj_check_mma(KjChecker *c, KjNode *n, KjIrExpr **args);
 KjIrExpr *kj_check_kernel_constant(KjChecker *c, KjNode *n);
 KjIrExpr *kj_check_print(KjChecker *c, KjNode *n, const KjCheckBuiltin *b, KjIrExpr **args);
 

@@ -106,6 +106,12 @@ static bool verify_exec(Verifier *v, const KjIrExpr *e)
     case KJ_EXEC_THREADFENCE: case KJ_EXEC_THREADFENCE_BLOCK: case KJ_EXEC_SYNCGRID:
         ok = t == void_type && args_are(v, e, 0, NULL);
         break;
+    case KJ_EXEC_MMA: /* the pair (d0, d1) of the whole warp's mask */
+        ok = t == kj_type_scalar(KJ_TYPE_C128) && args_are(v, e, 5, NULL) &&
+             e->args[0]->type == u32 && e->args[1]->type == kj_type_scalar(KJ_TYPE_F64) &&
+             e->args[2]->type == e->args[1]->type && e->args[3]->type == e->args[1]->type &&
+             e->args[4]->type == e->args[1]->type;
+        break;
     default:
         return fail(v, e->loc, "bad execution op %d", (int)e->exec);
     }

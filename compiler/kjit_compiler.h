@@ -572,9 +572,18 @@ typedef enum {
  *   SYNCWARP                          (mask)
  *   SYNCTHREADS_COUNT, _AND, _OR      (pred)           -> i32 / bool / bool
  *   THREADFENCE, THREADFENCE_BLOCK, SYNCGRID ()
+ *   MMA                               (mask, a, b, c0, c1) -> c128: the lane's
+ *                                     two elements of D = A B + C (8x8x4, f64),
+ *                                     d0 the real part, d1 the imaginary (a
+ *                                     pair, never a complex number to the
+ *                                     user: a let or an assignment takes it
+ *                                     apart); the mask is always the whole warp
  * `nvvm` is the NVVM intrinsic of PTX's instruction that cuda lowers it to,
  * given the IR's operands (target_cuda.c alone reads it; NULL: cuda builds
- * it, a shuffle by its mode, syncgrid() as a barrier over the grid).
+ * it, a shuffle by its mode, syncgrid() as a barrier over the grid, mma() as
+ * mma.sync or shuffles, codegen_mma.c).  MMA came last, after the ids of
+ * earlier runtimes; the cpu code passes it the address of the lane's {a, b,
+ * c0, c1} and finds d0, d1 in place of c0, c1 (runtime/cpu.c).
  */
 #define KJ_EXEC_OPS(X)                                                                               \
     X(LANEID, "laneid", false, 0, 0, KJ_EXEC_FORM_LANE, "llvm.nvvm.read.ptx.sreg.laneid")            \
@@ -592,7 +601,8 @@ typedef enum {
     X(SYNCTHREADS_OR, "syncthreads_or", true, 1, 1, KJ_EXEC_FORM_BLOCK, "llvm.nvvm.barrier0.or")   \
     X(THREADFENCE, "threadfence", false, 0, 0, KJ_EXEC_FORM_FENCE, "llvm.nvvm.membar.gl")          \
     X(THREADFENCE_BLOCK, "threadfence_block", false, 0, 0, KJ_EXEC_FORM_FENCE, "llvm.nvvm.membar.cta") \
-    X(SYNCGRID, "syncgrid", true, 0, 0, KJ_EXEC_FORM_BLOCK, NULL)
+    X(SYNCGRID, "syncgrid", true, 0, 0, KJ_EXEC_FORM_BLOCK, NULL)                                  \
+    X(MMA, "mma", true, 4, 4, KJ_EXEC_FORM_WARP, NULL)
 
 typedef enum {
 #define X(id, name, barrier, min_args, max_args, form, nvvm) KJ_EXEC_##id,

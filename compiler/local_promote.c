@@ -22,7 +22,8 @@
  *     constants, integer arithmetic and the variables of enclosing `for`
  *     loops that can be unrolled: constant bounds, at most
  *     KJ_PROMOTE_MAX_TRIPS iterations, no break or continue of their own, no
- *     barrier (unrolling one would change the barrier split's regions), the
+ *     barrier but a warp collective (unrolling one would change the barrier
+ *     split's regions), the
  *     loop variable never assigned in the body;
  *   - those loops are unrolled (innermost first), each copy of the body with
  *     the loop variable replaced by its constant, while the copies stay
@@ -147,9 +148,17 @@ static bool const_value(const KjIrExpr *e, int64_t *out)
 
 /* --------------------------------------------------------- the analysis */
 
+/* What a loop is not unrolled across: syncthreads(), the block's and the
+ * grid's collectives, whose regions the barrier split cuts, and calls of
+ * functions with any barrier.  A warp collective (a shuffle, mma()) is no
+ * obstacle: a kernel that uses one is never split (barrier_split.c), and an
+ * unrolled loop meets the warp at the same collectives in the same order,
+ * so a register block of mma() accumulators is promoted. */
 static bool is_barrier(const KjIrExpr *e)
 {
-    return e->op == KJ_IR_SYNCTHREADS || (e->op == KJ_IR_EXEC && kj_exec_is_barrier[e->exec]) ||
+    return e->op == KJ_IR_SYNCTHREADS ||
+           (e->op == KJ_IR_EXEC && kj_exec_is_barrier[e->exec] &&
+            kj_exec_form[e->exec] != KJ_EXEC_FORM_WARP) ||
            (e->op == KJ_IR_CALL && e->callee && e->callee->uses_syncthreads);
 }
 

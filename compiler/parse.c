@@ -967,7 +967,10 @@ static KjNode *simple_stmt(Parser *p)
                 kj_vec_push(p->arena, &node->body, expr(p));
             if (!p->panic && op->kind != KJ_TOK_ASSIGN)
                 report(p, op->loc, "several targets take '=', not '%s'", kj_token_name(op->kind));
-            else if (!p->panic && node->body.count != targets.count)
+            else if (!p->panic && node->body.count != targets.count &&
+                     !(node->body.count == 1 && node->rhs->kind == KJ_NODE_CALL))
+                /* one call may give several values (d0, d1 = mma(...);): the
+                 * checker takes it apart */
                 report(p, op->loc, "%d targets but %d values: a, b = x, y; assigns one value to "
                        "each", targets.count, node->body.count);
         }

@@ -26,6 +26,7 @@
  * different barriers, or at one that a returned thread never reaches, and
  * warp collectives with bad masks, into the call's failure.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,7 +217,49 @@ static void fiber_main(void)
 
 static bool is_warp_op(int32_t op)
 {
-    return op >= KJ_EXEC_ACTIVEMASK && op <= KJ_EXEC_SYNCWARP;
+    return (op >= KJ_EXEC_ACTIVEMASK && op <= KJ_EXEC_SYNCWARP) || op == KJ_EXEC_MMA;
+}
+
+/*
+ * mma() for the lanes `go` of a warp whose slots are `lanes` (docs/language.md,
+ * "Matrix multiply-accumulate"; compiler/backend/codegen_mma.c has the same
+ * operations as shuffles, for a GPU without the instruction).  Each lane's
+ * value is the address of its double[4] {a, b, c0, c1}, on its fiber's
+ * stack; lane 4 g + t gets D[g][2t + i] = the fma chain over k = 0 to 3 of
+ * A[g][k] (lane 4 g + k's a) and B[k][2t + i] (lane 4 (2t + i) + k's b),
+ * from c_i, into its c0 and c1.  A source lane that is not present (not in
+ * the lane's mask and at this mma(), past the block's last thread, returned)
+ * gives the lane's own value, as a shuffle's does.  Every result is computed
+ * before any operand is overwritten.
+ */
+static void warp_mma(FiberSlot *lanes, uint32_t go, uint32_t waiting)
+{
+    double d[KJ_WARP_SIZE][2];
+    for (int j = 0; j < KJ_WARP_SIZE; j++) {
+        if (!(go >> j & 1u))
+            continue;
+        const double *own = (const double *)(uintptr_t)lanes[j].value;
+        uint32_t present = (lanes[j].mask & waiting) | 1u << j;
+        int g = j >> 2, t = j & 3;
+        for (int i = 0; i < 2; i++) {
+            double acc = own[2 + i];
+            for (int k = 0; k < 4; k++) {
+                int sa = 4 * g + k, sb = 4 * (2 * t + i) + k;
+                bool a_in = (present >> sa & 1u) && lanes[sa].op == KJ_EXEC_MMA;
+                bool b_in = (present >> sb & 1u) && lanes[sb].op == KJ_EXEC_MMA;
+                double a = a_in ? ((const double *)(uintptr_t)lanes[sa].value)[0] : own[0];
+                double b = b_in ? ((const double *)(uintptr_t)lanes[sb].value)[1] : own[1];
+                acc = fma(a, b, acc);
+            }
+            d[j][i] = acc;
+        }
+    }
+    for (int j = 0; j < KJ_WARP_SIZE; j++)
+        if (go >> j & 1u) {
+            double *own = (double *)(uintptr_t)lanes[j].value;
+            own[2] = d[j][0];
+            own[3] = d[j][1];
+        }
 }
 
 /* A collective of a thread that runs alone (no fibers: nobody to meet). */
@@ -233,6 +276,12 @@ static uint64_t collective_alone(KjThreadCtx *ctx, int32_t op, uint64_t value, i
         return value != 0;
     case KJ_EXEC_SHFL: case KJ_EXEC_SHFL_UP: case KJ_EXEC_SHFL_DOWN: case KJ_EXEC_SHFL_XOR:
         return value;
+    case KJ_EXEC_MMA: { /* every other lane absent: its own a and b throughout */
+        FiberSlot me[KJ_WARP_SIZE] = {0};
+        me[lane] = (FiberSlot){.op = op, .value = value, .mask = 1u << lane};
+        warp_mma(me, 1u << lane, 1u << lane);
+        return 0;
+    }
     default:
         (void)arg;
         return 0;
@@ -336,6 +385,11 @@ static bool race_check_warp(FiberGroup *group, int base, int lanes, uint32_t go,
                 return race_fail(group, KJ_RACE_MASK_DISAGREE, base + j, base + k, mask,
                                  slots[k].mask);
         }
+        /* mma() reads every lane of the warp: one missing (past the block's
+         * last thread, returned) is a mistake, undefined on a GPU */
+        for (int k = 0; slots[j].op == KJ_EXEC_MMA && k < KJ_WARP_SIZE; k++)
+            if (k >= lanes || !(waiting >> k & 1u))
+                return race_fail(group, KJ_RACE_INACTIVE_LANE, base + j, base + j, k, 0);
         int source = -1, arg = slots[j].arg & (KJ_WARP_SIZE - 1);
         switch (slots[j].op) {
         case KJ_EXEC_SHFL: source = arg; break;
@@ -427,10 +481,15 @@ static bool release_warps(FiberGroup *group, bool strict)
                     go |= 1u << j;
             if (group->race && go && !race_check_warp(group, base, lanes, go, waiting, live))
                 return false;
+            uint32_t mma = 0;
             for (int j = 0; j < lanes; j++)
-                if (go >> j & 1u)
+                if ((go >> j & 1u) && slots[j].op == KJ_EXEC_MMA)
+                    mma |= 1u << j;
+                else if (go >> j & 1u)
                     slots[j].result =
                         warp_result(slots, j, (slots[j].mask & waiting) | 1u << j, truth);
+            if (mma)
+                warp_mma(slots, mma, waiting);
             for (int j = 0; j < lanes; j++)
                 if (go >> j & 1u)
                     slots[j].state = FIBER_READY;

@@ -814,8 +814,8 @@ LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
         g->target->syncthreads(g);
         return NULL;
     case KJ_IR_EXEC: {
-        LLVMValueRef args[3] = {0};
-        for (int i = 0; i < e->arg_count && i < 3; i++)
+        LLVMValueRef args[5] = {0}; /* mma()'s mask and four operands, the most */
+        for (int i = 0; i < e->arg_count && i < 5; i++)
             args[i] = kj_codegen_expr(g, e->args[i]);
         kj_codegen_race_barrier(g, e->race_site);
         return g->target->exec(g, e->exec, e->type, args, e->arg_count);

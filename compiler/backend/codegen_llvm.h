@@ -465,6 +465,14 @@ LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeR
  * loop). */
 bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop, LLVMValueRef dims[3]);
 
+/* codegen_mma.c: mma() of shuffles and fmas, for targets without the
+ * instruction.  A KjMmaShuffle is the target's shfl(mask, v, lane) of an f64
+ * (lane an i32); args are the IR's (mask, a, b, c0, c1), lane the calling
+ * lane (an i32); the result is the c128 pair (d0, d1). */
+typedef LLVMValueRef (*KjMmaShuffle)(Gen *g, LLVMValueRef mask, LLVMValueRef v, LLVMValueRef lane);
+LLVMValueRef kj_codegen_mma_shuffled(Gen *g, LLVMValueRef *args, LLVMValueRef lane,
+                                     KjMmaShuffle shuffle);
+
 /* codegen_complex.c */
 
 /* A kj_math_complex built-in on complex args (all of one complex type). */

@@ -301,12 +301,46 @@ static LLVMValueRef from_bits64(Gen *g, LLVMValueRef bits, const KjType *type)
     return t == g->t_i64 ? bits : LLVMBuildTrunc(g->b, bits, t, "");
 }
 
+/* One call of ctx->collective: the runtime's result of collective `op` for
+ * this lane, given its value (in 64 bits), argument and mask. */
+static LLVMValueRef collective_call(Gen *g, KjExecOp op, LLVMValueRef value, LLVMValueRef arg,
+                                    LLVMValueRef mask)
+{
+    LLVMTypeRef ps[5] = {g->t_ptr, g->t_i32, g->t_i64, g->t_i32, g->t_i32};
+    LLVMTypeRef ft = LLVMFunctionType(g->t_i64, ps, 5, 0);
+    LLVMValueRef slot = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 7, "");
+    LLVMValueRef collective = LLVMBuildLoad2(g->b, g->t_ptr, slot, "collective");
+    LLVMValueRef call_args[5] = {g->thread_ctx, const_i32(g, (int32_t)op), value, arg, mask};
+    return LLVMBuildCall2(g->b, ft, collective, call_args, 5, "");
+}
+
+/* mma(): one meeting of the warp, whose runtime computes every lane's
+ * results (cpu.c's warp_mma, the operations of codegen_mma.c) from the
+ * lanes' {a, b, c0, c1}, passed by address, into their c0 and c1. */
+static LLVMValueRef cpu_mma(Gen *g, LLVMValueRef *args)
+{
+    LLVMTypeRef four = LLVMArrayType(g->t_f64, 4);
+    LLVMValueRef io = kj_codegen_alloca_in_entry(g, four, "mma.io");
+    LLVMValueRef slot[4];
+    for (int i = 0; i < 4; i++) {
+        LLVMValueRef idx[2] = {const_i32(g, 0), const_i32(g, i)};
+        slot[i] = LLVMBuildInBoundsGEP2(g->b, four, io, idx, 2, "");
+        LLVMBuildStore(g->b, args[1 + i], slot[i]);
+    }
+    collective_call(g, KJ_EXEC_MMA, LLVMBuildPtrToInt(g->b, io, g->t_i64, ""), const_i32(g, 0),
+                    args[0]);
+    LLVMValueRef d0 = LLVMBuildLoad2(g->b, g->t_f64, slot[2], "d0");
+    LLVMValueRef d1 = LLVMBuildLoad2(g->b, g->t_f64, slot[3], "d1");
+    return make_complex(g, llty(g, kj_type_scalar(KJ_TYPE_C128)), d0, d1);
+}
+
 /*
  * The execution-model built-ins.  laneid() is computed here and the fences
  * are fences (the threads of a block share one OS thread, but blocks of the
  * parallel target do not).  Every collective calls the runtime through
  * ctx->collective, which runs it as a meeting point of the fibers of the warp
- * (or the block, or the grid) and hands each lane its result (cpu.c).
+ * (or the block, or the grid) and hands each lane its result (cpu.c); mma()
+ * passes its four operands by address and gets its two results there.
  */
 static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueRef *args, int count)
 {
@@ -323,6 +357,8 @@ static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueR
     default:
         break;
     }
+    if (op == KJ_EXEC_MMA)
+        return cpu_mma(g, args);
     /* Operands by the IR's layout (KJ_EXEC_OPS' form): a warp op's mask
      * first, then the value the collective takes (in 64 bits) and its
      * argument (a shuffle's lane). */
@@ -334,12 +370,7 @@ static LLVMValueRef cpu_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValueR
         value = to_bits64(g, args[first]);
     if (count > first + 1)
         arg = args[first + 1];
-    LLVMTypeRef ps[5] = {g->t_ptr, g->t_i32, g->t_i64, g->t_i32, g->t_i32};
-    LLVMTypeRef ft = LLVMFunctionType(g->t_i64, ps, 5, 0);
-    LLVMValueRef slot = LLVMBuildStructGEP2(g->b, g->t_thread_ctx, g->thread_ctx, 7, "");
-    LLVMValueRef collective = LLVMBuildLoad2(g->b, g->t_ptr, slot, "collective");
-    LLVMValueRef call_args[5] = {g->thread_ctx, const_i32(g, (int32_t)op), value, arg, mask};
-    LLVMValueRef bits = LLVMBuildCall2(g->b, ft, collective, call_args, 5, "");
+    LLVMValueRef bits = collective_call(g, op, value, arg, mask);
     return type->kind == KJ_TYPE_VOID ? NULL : from_bits64(g, bits, type);
 }
 

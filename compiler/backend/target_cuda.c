@@ -15,7 +15,8 @@
  *     which LLVM's NVPTX back end lowers inexactly or not at all; float to
  *     32- and 64-bit integers is PTX's saturating cvt.rzi;
  *   - warp, block and grid collectives are NVVM's intrinsics (shfl.sync,
- *     vote.sync, barrier0.popc/and/or, membar), but syncgrid(), which is a
+ *     vote.sync, barrier0.popc/and/or, membar, mma.sync's f64 form from
+ *     sm_80, shuffles before), but syncgrid(), which is a
  *     counter in global memory as cooperative groups' grid.sync() is; the
  *     launch's dynamic shared memory is an extern shared array;
  *   - atomics are relaxed (monotonic), as CUDA C's atomicAdd and kin are;
@@ -230,6 +231,42 @@ static void cuda_syncgrid(Gen *g)
     kj_codegen_call_intrinsic(g, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
 }
 
+/* Whether the PTX is for sm_80 or later, which has mma.sync's f64 form: the
+ * default, sm_90, and a newer device's name do. */
+static bool has_f64_mma(Gen *g)
+{
+    const char *arch = g->options->cuda_arch;
+    int number = 90;
+    if (arch && sscanf(arch, "sm_%d", &number) != 1)
+        number = 0;
+    return number >= 80;
+}
+
+/* mma()'s shuffle of an f64 on a GPU without the instruction (codegen_mma.c). */
+static LLVMValueRef cuda_mma_shuffle(Gen *g, LLVMValueRef mask, LLVMValueRef v, LLVMValueRef lane)
+{
+    return cuda_shuffle(g, KJ_EXEC_SHFL, kj_type_scalar(KJ_TYPE_F64), mask, v, lane);
+}
+
+/* mma(): mma.sync.aligned.m8n8k4.row.col.f64 on sm_80 and later, else the
+ * shuffles and fmas of codegen_mma.c (the operations the cpu targets run).  NVVM's intrinsic is only IntrNoMem;
+ * the call is made convergent, as the functions are, so that the optimiser
+ * never moves it where only some lanes of the warp run. */
+static LLVMValueRef cuda_mma(Gen *g, LLVMValueRef *args)
+{
+    if (!has_f64_mma(g)) {
+        LLVMValueRef lane = kj_codegen_call_intrinsic(g, "llvm.nvvm.read.ptx.sreg.laneid", NULL, 0,
+                                                      NULL, 0);
+        return kj_codegen_mma_shuffled(g, args, lane, cuda_mma_shuffle);
+    }
+    LLVMValueRef r = kj_codegen_call_intrinsic(g, "llvm.nvvm.mma.m8n8k4.row.col.f64", NULL, 0,
+                                               args + 1, 4);
+    unsigned kind = LLVMGetEnumAttributeKindForName("convergent", 10);
+    LLVMAddCallSiteAttribute(r, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
+    return make_complex(g, llty(g, kj_type_scalar(KJ_TYPE_C128)), LLVMBuildExtractValue(g->b, r, 0, "d0"),
+                        LLVMBuildExtractValue(g->b, r, 1, "d1"));
+}
+
 /* KJ_EXEC_OPS' nvvm column: the intrinsic of each built-in's instruction. */
 static const char *const exec_nvvm[KJ_EXEC_COUNT] = {
 #define X(id, name, barrier, min_args, max_args, form, nvvm) nvvm,
@@ -249,6 +286,8 @@ static LLVMValueRef cuda_exec(Gen *g, KjExecOp op, const KjType *type, LLVMValue
     case KJ_EXEC_SYNCGRID:
         cuda_syncgrid(g);
         return NULL;
+    case KJ_EXEC_MMA:
+        return cuda_mma(g, args);
     case KJ_EXEC_ACTIVEMASK:
         /* PTX's activemask names the lanes that have not exited: no mask */
         count = 0;

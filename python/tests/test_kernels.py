@@ -2,11 +2,13 @@
 grid and block as ints or tuples.  The seed kernels (Mandelbrot, delay-and-sum,
 the mesh distance) are checked against NumPy float64 references on every
 target here (cuda where a GPU is usable), and launch mistakes are errors."""
+import os
+
 import numpy as np
 import pytest
 
 import kjit
-from conftest import TARGETS, example, requires_gpu
+from conftest import REPO, TARGETS, example, requires_gpu
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -158,3 +160,24 @@ def test_gpu_kernel_on_device_arrays(rng):
     cimage = cp.zeros((1024, 1536), cp.uint8)
     m.mandel_kernel[(48, 128), (32, 8), cp.cuda.Stream.null](-2.0, 1.0, -1.0, 1.0, cimage, 20)
     assert np.mean(cp.asnumpy(cimage) != ref) <= 0.002
+
+
+def test_tensor_core_matmul(target, rng):
+    """tests/bench/matmul_tc.kern: mma(), the warp's f64 matrix multiply-
+    accumulate, tiled as a DMMA GEMM, at sizes that are not multiples of its
+    128 x 128 tiles, against NumPy's float64 `@`.  On cpu and parallel each
+    element is the fma chain over k in order (docs/language.md), which NumPy's
+    BLAS need not follow: the two agree within a few ulps of the sums."""
+    m = kjit.load(os.path.join(REPO, "tests", "bench", "matmul_tc.kern"), target=target)
+    for n, depth, cols in ((37, 29, 45), (130, 20, 140)):
+        a = rng.uniform(-1, 1, (n, depth))
+        b = rng.uniform(-1, 1, (depth, cols))
+        c = np.full((n, cols), np.nan)
+        m.matmul_tc[((cols + 127) // 128, (n + 127) // 128), 256](a, b, c)
+        scale = np.abs(a) @ np.abs(b)
+        assert np.all(np.abs(c - a @ b) <= 1e-14 * scale), np.max(np.abs(c - a @ b) / scale)
+
+
+def test_mma_errors_are_compile_errors():
+    with pytest.raises(kjit.CompileError, match="mma\\(\\) gives two values"):
+        kjit.compile("@kernel\nfn k(x: f64[]) { let d = mma(x[0], x[1], 0.0, 0.0); x[0] = d; }\n")

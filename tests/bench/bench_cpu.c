@@ -212,6 +212,47 @@ static void matmul_rows(kjit_context *context, const char *bench_dir)
     emit("matmul f64 512 (4x4 per thread)", ms);
 }
 
+/* tests/bench/matmul_tc.kern, the tensor-core matrix multiply (mma()), of two
+ * 256x256 f64 matrices (blocks of 256 threads, 128x128 of c each), against
+ * NumPy's `@` in bench_cpu.py (Numba has no warp to run it on).  On the cpu
+ * each mma() is one meeting of the warp's fibers, whose runtime does the
+ * warp's 256 fmas; each element is the fma chain over k in order from 0.0,
+ * so a sample of them is compared with C's exactly. */
+static void matmul_tc_rows(kjit_context *context, const char *bench_dir)
+{
+    enum { N = 256 };
+    static double *a, *b, *c;
+    const int64_t shape[2] = {N, N};
+    if (!a) {
+        a = malloc(sizeof(double) * N * N);
+        b = malloc(sizeof(double) * N * N);
+        c = malloc(sizeof(double) * N * N);
+        fill_random(NULL, a, (int64_t)N * N, 1.0);
+        fill_random(NULL, b, (int64_t)N * N, 2.0);
+    }
+    static kjit_array A, B, C;
+    A = kjit_array_make(a, KJIT_F64, 2, shape);
+    B = kjit_array_make(b, KJIT_F64, 2, shape);
+    C = kjit_array_make(c, KJIT_F64, 2, shape);
+    kjit_arg args[3] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&C)};
+    Call call = {load(context, bench_dir, "matmul_tc.kern", "matmul_tc"), args, 3, NULL,
+                 {N / 128, N / 128, 1}, {256, 1, 1}};
+    memset(c, 0, sizeof(double) * N * N);
+    double ms = median_ms(context, &call);
+    for (int sample = 0; sample < 4096; sample++) {
+        int i = (sample * 7919) % N, j = (sample * 104729) % N;
+        double want = 0.0;
+        for (int k = 0; k < N; k++)
+            want = fma(a[(size_t)i * N + k], b[(size_t)k * N + j], want);
+        if (c[(size_t)i * N + j] != want) {
+            fprintf(stderr, "bench_cpu: matmul_tc: c[%d, %d] is %.17g, the fma chain %.17g\n", i,
+                    j, c[(size_t)i * N + j], want);
+            exit(1);
+        }
+    }
+    emit("matmul f64 256, mma() tiles", ms);
+}
+
 /* tests/bench/bins.kern: 1000 blocks of 256 threads each sum and count the
  * elements of 400,000 f64 in [0, 1) that fall in its bin of width 0.001, by
  * an `if`, a select and bools made numbers (issue 25, item 4), against
@@ -431,6 +472,8 @@ int main(int argc, char **argv)
             gufunc_rows(context, dir);
         if (wanted("matmul f64 512 (4x4 per thread)"))
             matmul_rows(context, bench_dir);
+        if (wanted("matmul f64 256, mma() tiles"))
+            matmul_tc_rows(context, bench_dir);
         bins_rows(context, bench_dir);
         stencil_rows(context, bench_dir);
         inc_rows(context, bench_dir);

@@ -178,6 +178,17 @@ def matmul_rows():
     results["matmul f64 512 (4x4 per thread)"] = row
 
 
+def matmul_tc_rows():
+    """tests/bench/matmul_tc.kern (mma(), 256 x 256, f64): NumPy's `@`
+    (OpenBLAS) beside it; Numba has no warp matrix multiply-accumulate."""
+    n = 256
+    mm_rng = np.random.default_rng(7)
+    a = mm_rng.random((n, n))
+    b = mm_rng.random((n, n))
+    c = np.empty((n, n))
+    results["matmul f64 256, mma() tiles"] = {"numpy": median_ms(lambda: np.matmul(a, b, out=c))}
+
+
 BINS_SOURCE = """
 def bins(data, width, sums, counts):
     for b in ROWS(sums.shape[0]):
@@ -318,6 +329,7 @@ ELEMENTWISE = ("add f32 1e7", "sin f64 1e7", "exp f32 1e7", "sum f32 1e8", "sum 
                "dot f32 1e7")
 for names, rows in ((ELEMENTWISE, elementwise_rows), (("gufunc dot f64 1e6x16",), gufunc_rows),
                     (("matmul f64 512 (4x4 per thread)",), matmul_rows),
+                    (("matmul f64 256, mma() tiles",), matmul_tc_rows),
                     (("bins f64 4e5 x 1000, if", "bins f64 4e5 x 1000, select",
                       "bins f64 4e5 x 1000, bools as numbers"), bins_rows),
                     (("stencil3d f64 32^3", "stencil3d f64 128^3"), stencil_rows),

@@ -496,6 +496,118 @@ static void matmul_rows(const char *bench_dir)
     kjit_module_free(mm);
 }
 
+// The tensor-core f64 matrix multiply of tests/bench/matmul_tc.kern (issue
+// 25): 256 threads (8 warps) make a 128 x 128 tile of c over 128 x 16 tiles
+// of a and 16 x 128 tiles of b in shared memory (rows padded by 4), each warp
+// a 64 x 32 piece of it as 8 x 4 mma.sync.m8n8k4 f64 tiles; the next tiles'
+// elements are loaded into registers before the mma of the current ones.
+// The same algorithm as the .kern, the instruction by inline asm; CuPy's `@`
+// (cuBLAS) is beside it in bench_gpu_py.py.
+__device__ __forceinline__ void dmma(double a, double b, double &d0, double &d1)
+{
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                 : "+d"(d0), "+d"(d1)
+                 : "d"(a), "d"(b));
+}
+
+__global__ void __launch_bounds__(256) matmul_tc(const double *a, const double *b, double *c, int n,
+                                                 int m, int depth)
+{
+    __shared__ double at[128][20], bt[16][132];
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    int g = lane / 4, t = lane % 4;
+    int wm = (warp % 2) * 64, wn = (warp / 2) * 32;
+    long row0 = (long)blockIdx.y * 128, col0 = (long)blockIdx.x * 128;
+    double acc[8][4][2] = {};
+    double na[8], nb[8];
+#pragma unroll
+    for (int l = 0; l < 8; l++) {
+        int e = tid + 256 * l;
+        na[l] = row0 + e / 16 < n && e % 16 < depth ? a[(row0 + e / 16) * depth + e % 16] : 0.0;
+        nb[l] = e / 128 < depth && col0 + e % 128 < m ? b[(long)(e / 128) * m + col0 + e % 128] : 0.0;
+    }
+    for (int k0 = 0; k0 < depth; k0 += 16) {
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            int e = tid + 256 * l;
+            at[e / 16][e % 16] = na[l];
+            bt[e / 128][e % 128] = nb[l];
+        }
+        __syncthreads();
+        int k1 = k0 + 16;
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            int e = tid + 256 * l;
+            long r = row0 + e / 16, s = col0 + e % 128;
+            int k = k1 + e % 16, kb = k1 + e / 128;
+            na[l] = r < n && k < depth ? a[r * depth + k] : 0.0;
+            nb[l] = kb < depth && s < m ? b[(long)kb * m + s] : 0.0;
+        }
+#pragma unroll
+        for (int kk = 0; kk < 16; kk += 4) {
+            double fa[8], fb[4];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                fa[i] = at[wm + 8 * i + g][kk + t];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                fb[j] = bt[kk + t][wn + 8 * j + g];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    dmma(fa[i], fb[j], acc[i][j][0], acc[i][j][1]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            long r = row0 + wm + 8 * i + g, s = col0 + wn + 8 * j + 2 * t;
+            if (r < n && s < m)
+                c[r * m + s] = acc[i][j][0];
+            if (r < n && s + 1 < m)
+                c[r * m + s + 1] = acc[i][j][1];
+        }
+}
+
+static void matmul_tc_rows(const char *bench_dir)
+{
+    const int n = 4096;
+    char path[4096];
+    std::snprintf(path, sizeof path, "%s/matmul_tc.kern", bench_dir);
+    kjit_module *mm;
+    check(kjit_compile_file(context, path, &mm), path);
+    kjit_function *matmul;
+    check(kjit_module_function(mm, "matmul_tc", &matmul), "matmul_tc");
+    std::vector<double> ha, hb;
+    double *a = device_random<double>((long)n * n, 0, 1, ha), *b = device_random<double>((long)n * n, 0, 1, hb);
+    double *c;
+    CHECK(cudaMalloc(&c, (long)n * n * sizeof(double)));
+    int64_t shape[2] = {n, n};
+    static kjit_array av, bv, cv;
+    av = view(a, KJIT_F64, 2, shape), bv = view(b, KJIT_F64, 2, shape), cv = view(c, KJIT_F64, 2, shape);
+    dim3 grid(n / 128, n / 128), block(256);
+    auto kjit = kjit_kernel(matmul, {kjit_arg_array(&av), kjit_arg_array(&bv), kjit_arg_array(&cv)}, grid, block);
+    auto cuda = [=] { matmul_tc<<<grid, block>>>(a, b, c, n, n, n); };
+    // the tensor cores round their own way: against float64 sums, not bits
+    verify_both<double>(kjit, cuda, c, (long)n * n, [&](const char *side, const std::vector<double> &v) {
+        for (long e = 0; e < (long)n * n; e += 1000003) {
+            long i = e / n, j = e % n;
+            double want = 0;
+            for (int k = 0; k < n; k++)
+                want += ha[i * n + k] * hb[(long)k * n + j];
+            verify(side, "matmul_tc", v[e], want, 1e-13);
+        }
+    });
+    compare("matmul_tc_f64_4096", kjit, cuda);
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+    CHECK(cudaFree(c));
+    kjit_module_free(mm);
+}
+
 int main(int argc, char **argv)
 {
     std::srand(1);
@@ -737,6 +849,7 @@ int main(int argc, char **argv)
     CHECK(cudaFree(c));
     gufunc_rows();
     matmul_rows(bench_dir);
+    matmul_tc_rows(bench_dir);
     kjit_module_free(module);
     kjit_context_destroy(context);
     return 0;

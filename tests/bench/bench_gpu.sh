@@ -63,7 +63,7 @@ moved = {"add_f32_1e8": 12e8, "sin_f64_1e8": 16e8, "sum_f32_1e8": 4e8, "dot_f32_
          "sum_axis1_10000x10000": 4e8, "sum_axis0_10000x10000": 4e8,
          "gufunc_dot_1e6x16": 2.64e8}
 # Floating-point operations of the compute-bound rows (GFLOP/s beside them).
-flops = {"matmul_f64_4096": 2 * 4096 ** 3}
+flops = {"matmul_f64_4096": 2 * 4096 ** 3, "matmul_tc_f64_4096": 2 * 4096 ** 3}
 rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("sin_f64_1e8", "sin f64, 1e8"),
         ("sum_f32_1e8", "sum f32, 1e8 (CUB DeviceReduce::Sum)"),
@@ -75,7 +75,8 @@ rows = [("add_f32_1e8", "add f32, 1e8"), ("add_f32_1e6", "add f32, 1e6"),
         ("lla_1000x1000", "LLA distance 1000x1000, mesh on the GPU"),
         ("das_1200x762", "delay-and-sum 1200x762x128x128 f64"),
         ("gufunc_dot_1e6x16", "@guvectorize dot f64, 1e6 rows of 16 (a thread per row)"),
-        ("matmul_f64_4096", "matmul f64 4096, 4x4 registers per thread (CuPy: cuBLAS)")]
+        ("matmul_f64_4096", "matmul f64 4096, 4x4 registers per thread (CuPy: cuBLAS)"),
+        ("matmul_tc_f64_4096", "matmul f64 4096, tensor cores by mma() (CuPy: cuBLAS)")]
 gpu = open(f"{work}/gpu.txt").read().strip() or "unknown GPU"
 print(f"GPU: {gpu}; device-to-device copy: {copy:.0f} GB/s (read + written); "
       f"kjit and CUDA C taking turns, 20 launches each, {rounds} rounds")

@@ -9,7 +9,8 @@
 #      JIT layout probe (tests/gpu/jit_layout.sh) and far_sections.sh;
 #   2. every example through `kjit run` on cuda and on cpu with the same
 #      seeded inputs, the results compared (tests/gpu/compare_npy.py states
-#      the tolerances), plus `kjit build --emit=ptx` and `kjit info`; then
+#      the tolerances; the mma() matrix multiply too, and the mma() golden
+#      programs on cuda), plus `kjit build --emit=ptx` and `kjit info`; then
 #      every mode, every kernel (bin/modes-test, docs/testing.md): every
 #      function of the repository's sources on cuda and in every cpu mode
 #      against cpu with cpu_simd = 0;
@@ -101,6 +102,7 @@ examples=(
     "gufunc_norm|examples/gufunc.kern row_norm randn:f64:7x1001x33 -o @OUT@.npy"
     "gufunc_moving|examples/gufunc.kern moving_average randn:f64:517x300 7 -o @OUT@.npy"
     "gufunc_matmul|examples/gufunc.kern matmul rand:f32:1000x1x8x5 rand:f32:3x5x6 -o @OUT@.npy"
+    "matmul_tc|tests/bench/matmul_tc.kern matmul_tc randn:f64:300x200 randn:f64:200x260 zeros:f64:300x260 --grid 3,3 --block 256 --save 2=@OUT@.npy"
 )
 # Float to integer conversions at their edges: cpu and cuda must agree exactly.
 # NaN is not among them: its conversion is unspecified (docs/language.md) and
@@ -145,6 +147,14 @@ for entry in "${examples[@]}"; do
         fail "example $name runs on cpu and cuda"
     fi
 done
+# mma() on cuda (mma.sync) prints what it prints on cpu: the golden .out files
+# (tests/golden/run.sh runs cuda beside cpu and parallel where a GPU is).
+if tests/golden/run.sh "$kjit" tests/golden/exec/mma.kern tests/golden/exec/mma_accumulate.kern \
+        > "$work/golden_mma.log" 2>&1 && grep -q ' 0 failed' "$work/golden_mma.log"; then
+    tail -1 "$work/golden_mma.log"; pass "mma() golden programs on cuda"
+else
+    cat "$work/golden_mma.log"; fail "mma() golden programs on cuda"
+fi
 for file in examples/*.kern; do
     "$kjit" build "$file" --target cuda --emit=ptx -o "$work/out.ptx" > "$work/build.log" 2>&1 \
         && grep -q '\.entry\|^//' "$work/out.ptx" && pass "kjit build --emit=ptx $file" \

@@ -24,8 +24,12 @@ static void diag_to_stderr(void *user, KjSeverity severity, const char *text)
     fputs(text, stderr);
 }
 
+static void assemble_for(const char *ptx, const char *label, const char *arch);
+
 /* Assembles `ptx` for sm_90; a failure shows ptxas's own messages. */
-static void assemble(const char *ptx, const char *label)
+static void assemble(const char *ptx, const char *label) { assemble_for(ptx, label, "sm_90"); }
+
+static void assemble_for(const char *ptx, const char *label, const char *arch)
 {
     const char *ptxas = kj_ptxas_path(); /* the one the runtime assembles with */
     if (!ptxas) {
@@ -44,8 +48,8 @@ static void assemble(const char *ptx, const char *label)
     char log_path[sizeof ptx_path + 4];
     snprintf(log_path, sizeof log_path, "%s.log", ptx_path);
     char command[1400];
-    snprintf(command, sizeof command, "'%s' -arch=sm_90 '%s' -o /dev/null >'%s' 2>&1", ptxas,
-             ptx_path, log_path);
+    snprintf(command, sizeof command, "'%s' -arch=%s '%s' -o /dev/null >'%s' 2>&1", ptxas,
+             arch, ptx_path, log_path);
     int rc = system(command);
     char log[2048] = "";
     FILE *log_file = fopen(log_path, "r");
@@ -273,6 +277,53 @@ START_TEST(exec_builtins_assemble)
         free(ptx);
         kj_arena_free(&arena);
     }
+}
+END_TEST
+
+/* mma(): on sm_80 and later PTX's mma.sync.aligned.m8n8k4.row.col.f64, one
+ * per call (the tensor-core matrix multiply's 8 x 4 a step of k, unrolled),
+ * and no shuffle; before (sm_75), twelve f64 shuffles (as 32-bit halves) and
+ * eight fma.rn.f64 per call and no mma.sync.  Each assembles for its
+ * architecture. */
+START_TEST(mma_is_mma_sync_from_sm_80)
+{
+    const char *files[2] = {"tests/golden/exec/mma.kern", "tests/bench/matmul_tc.kern"};
+    const char *arches[3] = {"sm_90", "sm_80", "sm_75"};
+    for (int f = 0; f < 2; f++)
+        for (int a = 0; a < 3; a++) {
+            KjArena arena = {0};
+            KjDiag diag = {.sink = diag_to_stderr};
+            KjSource *src = kj_source_read(&arena, files[f], &diag);
+            ck_assert_msg(src != NULL, "cannot read %s", files[f]);
+            const char *stdlib_dirs[] = {"stdlib", NULL};
+            KjIrModule *module = kj_compile_source(&arena, src, stdlib_dirs, &diag);
+            ck_assert_msg(module != NULL, "%s does not compile", files[f]);
+            KjIrEntry *entry = module->entries.items[0];
+            KjIrFunction *root = entry->variants.items[0];
+            KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA, .opt_level = 3,
+                                        .cuda_arch = arches[a], .verify = true};
+            char *error = NULL;
+            char *ptx = kj_ptx_generate(module, &root, 1, &options, &error);
+            ck_assert_msg(ptx != NULL, "%s for %s: %s", files[f], arches[a], error ? error : "?");
+            int mma = 0, shuffles = 0, fmas = 0;
+            for (const char *p = ptx; (p = strstr(p, "mma.sync.aligned.m8n8k4.row.col.f64")); p++)
+                mma++;
+            for (const char *p = ptx; (p = strstr(p, "shfl.sync.idx.b32")); p++)
+                shuffles++;
+            for (const char *p = ptx; (p = strstr(p, "fma.rn.f64")); p++)
+                fmas++;
+            /* mma.kern calls mma() once; matmul_tc.kern in loops LLVM unrolls */
+            bool native = a < 2, once = f == 0;
+            int calls = native ? mma : fmas / 8;
+            ck_assert_msg(native ? (once ? mma == 1 : mma >= 32) && shuffles == 0
+                                 : mma == 0 && (once ? calls == 1 : calls >= 1) &&
+                                       fmas == 8 * calls && shuffles == 24 * calls,
+                          "%s for %s: %d mma.sync, %d shuffles, %d fma.rn.f64", files[f], arches[a],
+                          mma, shuffles, fmas);
+            assemble_for(ptx, files[f], arches[a]);
+            free(ptx);
+            kj_arena_free(&arena);
+        }
 }
 END_TEST
 
@@ -672,6 +723,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, libdevice_code_is_linked);
     tcase_add_test(tcase, kernel_features_assemble);
     tcase_add_test(tcase, exec_builtins_assemble);
+    tcase_add_test(tcase, mma_is_mma_sync_from_sm_80);
     tcase_add_test(tcase, print_calls_vprintf);
     tcase_add_test(tcase, const_arrays_in_constant_memory);
     tcase_add_test(tcase, device_functions_and_atomics_assemble);
