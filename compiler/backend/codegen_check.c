@@ -27,6 +27,11 @@
  * thread's turn, not the impl (kj_codegen_check_thread_bail): the thread's
  * flag keeps it out of the later regions and the others go on, so the same
  * thread wins the record and the same work is done as on fibers.
+ *
+ * On SIMD lanes (codegen_simd_check.c) the lanes keep their failures and
+ * the lowest failed one claims the record at its chunk's end
+ * (kj_codegen_check_claim); a check of a uniform value and the test after
+ * a call go there through Gen.lane_check and Gen.lane_call_failed.
  */
 #define KJ_CODEGEN_LOWERING
 #include "codegen_llvm.h"

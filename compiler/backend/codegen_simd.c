@@ -4,9 +4,10 @@
  * elements of a vectorized call (the PARFOR index), run side by side on the
  * lanes of the host's vector registers.
  *
- * Needs: a KERNEL without barriers or a VEC_KERNEL made by vectorize.c,
- * unchecked, whose code (and that of the functions it calls) uses nothing
- * this file refuses (kj_simd_lanes says which).  Gives: a "chunk" function
+ * Needs: a KERNEL without barriers or a VEC_KERNEL made by vectorize.c
+ * (checked too, codegen_simd_check.c: not under the race checker), whose
+ * code (and that of the functions it calls) uses nothing this file refuses
+ * (kj_simd_lanes says which).  Gives: a "chunk" function
  * that runs W lanes at once, lane 0 given, the lanes past a count inactive;
  * target_cpu.c's __block and __range entries loop over chunks.
  *
