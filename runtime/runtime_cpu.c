@@ -361,7 +361,7 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
         kj_jit->cpu_code_free(code);
         code = NULL;
         kj_cache_count_compile();
-        /* launch_shape asks for none with cpu_simd off or checks on */
+        /* launch_shape asks for none with cpu_simd off or the race checker on */
         KjCodegenOptions options = kj_api_codegen_options(context->runtime, &context->options, compiled);
         memcpy(options.block_dims, dims, sizeof options.block_dims);
         char *failure = NULL;
@@ -397,14 +397,19 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
 }
 
 /* The code for a launch's block dims, for a kernel with a split form
- * (cpu_simd on, not checked) unless cpu_specialise is off; NULL: the
- * general __block runs. */
+ * (cpu_simd on, checked mode too, not the race checker) unless
+ * cpu_specialise is off; NULL: the general __block runs. */
 static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch, char **error)
 {
     const KjCompiled *compiled = launch->compiled;
     const KjIrFunction *root = compiled->root;
     const uint32_t *dims = launch->block;
-    if (!shapes_only(context, root) || !launch->module || launch->module->library ||
+    /* checked launches of values run their shape's code too (its checks on
+     * lanes); the race checker's run the general code */
+    bool shaped = root->kind == KJ_IR_FN_KERNEL && root->split && context->options.cpu_simd &&
+                  context->options.cpu_specialise && !(context->options.check & KJIT_CHECK_RACE) &&
+                  !root->unchecked;
+    if (!shaped || !launch->module || launch->module->library ||
         (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS || dims[0] == 0)
         return NULL;
     const KjShapeCode *shape = shape_find(compiled->code, dims);

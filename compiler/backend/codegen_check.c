@@ -27,6 +27,11 @@
  * thread's turn, not the impl (kj_codegen_check_thread_bail): the thread's
  * flag keeps it out of the later regions and the others go on, so the same
  * thread wins the record and the same work is done as on fibers.
+ *
+ * On SIMD lanes (codegen_simd_check.c) the lanes keep their failures and
+ * the lowest failed one claims the record at its chunk's end
+ * (kj_codegen_check_claim); a check of a uniform value and the test after
+ * a call go there through Gen.lane_check and Gen.lane_call_failed.
  */
 #define KJ_CODEGEN_LOWERING
 #include "codegen_llvm.h"
@@ -153,6 +158,7 @@ LLVMBasicBlockRef kj_codegen_check_thread_bail(Gen *g, LLVMValueRef stopped, LLV
     write_where(g);
     LLVMBuildBr(g->b, done);
     LLVMPositionBuilderAtEnd(g->b, done);
+    kj_codegen_check_first_stop(g);
     LLVMBuildStore(g->b, LLVMConstInt(LLVMInt8TypeInContext(g->ctx), 1, 0), stopped);
     LLVMBuildStore(g->b, const_i32(g, 0), g->check_state);
     LLVMBuildBr(g->b, next);
@@ -165,10 +171,101 @@ void kj_codegen_check_after_call(Gen *g)
     if (!g->check_state)
         return;
     LLVMValueRef state = LLVMBuildLoad2(g->b, g->t_i32, g->check_state, "");
-    LLVMBasicBlockRef go_on = new_block(g, "call.ok");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, state, const_i32(g, 0), ""),
-                    bail_block(g), go_on);
+    LLVMBasicBlockRef go_on = new_block(g, "call.ok"), from = LLVMGetInsertBlock(g->b);
+    LLVMValueRef failed = LLVMBuildICmp(g->b, LLVMIntNE, state, const_i32(g, 0), "");
+    if (g->lane_call_failed) {
+        /* on lanes: every running lane fails as the callee did */
+        LLVMBasicBlockRef fail = new_block(g, "call.failed");
+        LLVMBuildCondBr(g->b, failed, fail, go_on);
+        LLVMPositionBuilderAtEnd(g->b, fail);
+        g->lane_call_failed(g->lane_data, from, go_on); /* (leaves the builder in go_on) */
+        return;
+    }
+    LLVMBuildCondBr(g->b, failed, bail_block(g), go_on);
     LLVMPositionBuilderAtEnd(g->b, go_on);
+}
+
+LLVMValueRef kj_codegen_check_stopped_flags(Gen *g)
+{
+    if (g->threads_stopped)
+        return g->threads_stopped;
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
+    g->threads_stopped = kj_codegen_alloca_in_entry(g, LLVMArrayType2(i8, KJ_MAX_BLOCK_THREADS + 64), "threads.stopped");
+    g->threads_any_stopped = kj_codegen_alloca_in_entry(g, i8, "threads.any_stopped");
+    LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
+    LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
+    LLVMBuildStore(ab, LLVMConstInt(i8, 0, 0), g->threads_any_stopped);
+    LLVMDisposeBuilder(ab);
+    return g->threads_stopped;
+}
+
+LLVMValueRef kj_codegen_check_any_stopped(Gen *g)
+{
+    kj_codegen_check_stopped_flags(g);
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
+    LLVMValueRef any = LLVMBuildLoad2(g->b, i8, g->threads_any_stopped, "any_stopped");
+    return LLVMBuildICmp(g->b, LLVMIntNE, any, LLVMConstInt(i8, 0, 0), "");
+}
+
+void kj_codegen_check_first_stop(Gen *g)
+{
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
+    LLVMValueRef flags = kj_codegen_check_stopped_flags(g);
+    LLVMBasicBlockRef first = new_block(g, "check.first_stop"), done = new_block(g, "check.stopped");
+    LLVMBuildCondBr(g->b, kj_codegen_check_any_stopped(g), done, first);
+    LLVMPositionBuilderAtEnd(g->b, first);
+    LLVMBuildMemSet(g->b, flags, LLVMConstInt(i8, 0, 0), const_i64(g, KJ_MAX_BLOCK_THREADS + 64), 1);
+    LLVMBuildStore(g->b, LLVMConstInt(i8, 1, 0), g->threads_any_stopped);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+}
+
+static LLVMValueRef field_of(Gen *g, LLVMValueRef record, int index, int element)
+{
+    LLVMValueRef saved = g->check_record;
+    g->check_record = record;
+    LLVMValueRef p = field(g, index, element);
+    g->check_record = saved;
+    return p;
+}
+
+void kj_codegen_check_claim(Gen *g, LLVMValueRef site, LLVMValueRef kind, LLVMValueRef values[3],
+                            LLVMValueRef thread_x, LLVMValueRef element)
+{
+    LLVMAtomicOrdering order = g->target->atomic_ordering;
+    LLVMValueRef pair = LLVMBuildAtomicCmpXchg(g->b, field(g, F_FAILED, -1), const_i32(g, 0),
+                                               const_i32(g, 1), order, order, 0);
+    LLVMValueRef won = LLVMBuildExtractValue(g->b, pair, 1, "won");
+    LLVMBasicBlockRef write = new_block(g, "check.write"), done = new_block(g, "check.claimed");
+    LLVMBuildCondBr(g->b, won, write, done);
+    LLVMPositionBuilderAtEnd(g->b, write);
+    LLVMBuildStore(g->b, site, field(g, F_SITE, -1));
+    LLVMBuildStore(g->b, kind, field(g, F_KIND, -1));
+    for (int k = 0; k < 3; k++)
+        LLVMBuildStore(g->b, values[k], field(g, F_VALUES, k));
+    if (element) {
+        LLVMBuildStore(g->b, const_i32(g, KJ_CHECK_WHERE_ELEMENT), field(g, F_WHERE, -1));
+        LLVMBuildStore(g->b, element, field(g, F_ELEMENT, -1));
+    } else {
+        LLVMBuildStore(g->b, const_i32(g, KJ_CHECK_WHERE_THREAD), field(g, F_WHERE, -1));
+        for (int k = 0; k < 3; k++) {
+            LLVMBuildStore(g->b, kj_codegen_read_sreg(g, KJ_SREG_BID_X + k), field(g, F_BLOCK, k));
+            LLVMBuildStore(g->b, k == 0 ? thread_x : kj_codegen_read_sreg(g, KJ_SREG_TID_X + k),
+                           field(g, F_THREAD, k));
+        }
+    }
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+}
+
+void kj_codegen_check_take(Gen *g, LLVMValueRef record, LLVMValueRef *site, LLVMValueRef *kind,
+                           LLVMValueRef values[3])
+{
+    *site = LLVMBuildLoad2(g->b, g->t_i32, field_of(g, record, F_SITE, -1), "site");
+    *kind = LLVMBuildLoad2(g->b, g->t_i32, field_of(g, record, F_KIND, -1), "kind");
+    for (int k = 0; k < 3; k++)
+        values[k] = LLVMBuildLoad2(g->b, g->t_i64, field_of(g, record, F_VALUES, k), "");
+    LLVMBuildStore(g->b, const_i32(g, 0), field_of(g, record, F_FAILED, -1));
 }
 
 void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,
@@ -176,6 +273,11 @@ void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMV
 {
     if (!site || !g->check_record)
         return;
+    if (g->lane_check) {
+        LLVMValueRef values[3] = {v0 ? v0 : const_i64(g, 0), v1 ? v1 : const_i64(g, 0), v2 ? v2 : const_i64(g, 0)};
+        g->lane_check(g->lane_data, site, kind, ok, values);
+        return;
+    }
     LLVMBasicBlockRef fail = new_block(g, "check.fail"), go_on = new_block(g, "check.ok");
     LLVMBuildCondBr(g->b, ok, go_on, fail);
 

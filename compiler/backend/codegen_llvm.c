@@ -255,25 +255,19 @@ static void gen_parfor(Gen *g, KjIrStmt *s)
 /* Checked mode, in a THREADS loop's body (the thread's indices in g->sreg):
  * skips a thread that failed a check in an earlier region, and gives the
  * way out of this thread's turn (kj_codegen_check_thread_bail).  The flags,
- * one i8 per thread of the block, are zeroed once per call of the split
- * form, in its entry block. */
+ * one i8 per thread of the block, are zeroed by the block's first stop
+ * (kj_codegen_check_first_stop). */
 static LLVMBasicBlockRef thread_bail(Gen *g, LLVMValueRef block_dims[3], LLVMBasicBlockRef next)
 {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(g->ctx);
-    if (!g->threads_stopped) {
-        LLVMTypeRef flags = LLVMArrayType2(i8, KJ_MAX_BLOCK_THREADS);
-        g->threads_stopped = kj_codegen_alloca_in_entry(g, flags, "threads.stopped");
-        LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);
-        LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
-        LLVMBuildMemSet(ab, g->threads_stopped, LLVMConstInt(i8, 0, 0),
-                        const_i64(g, KJ_MAX_BLOCK_THREADS), 1);
-        LLVMDisposeBuilder(ab);
-    }
     LLVMValueRef linear = LLVMBuildMul(g->b, g->sreg[KJ_SREG_TID_Z], block_dims[1], "");
     linear = LLVMBuildMul(g->b, LLVMBuildAdd(g->b, linear, g->sreg[KJ_SREG_TID_Y], ""), block_dims[0], "");
     linear = LLVMBuildZExt(g->b, LLVMBuildAdd(g->b, linear, g->sreg[KJ_SREG_TID_X], ""), g->t_i64, "");
-    LLVMValueRef flag = LLVMBuildInBoundsGEP2(g->b, i8, g->threads_stopped, &linear, 1, "stopped");
-    LLVMBasicBlockRef run = new_block(g, "threads.run");
+    LLVMValueRef flag = LLVMBuildInBoundsGEP2(g->b, i8, kj_codegen_check_stopped_flags(g), &linear, 1, "stopped");
+    /* the flags hold something only once a thread has stopped */
+    LLVMBasicBlockRef look = new_block(g, "threads.look"), run = new_block(g, "threads.run");
+    LLVMBuildCondBr(g->b, kj_codegen_check_any_stopped(g), look, run);
+    LLVMPositionBuilderAtEnd(g->b, look);
     LLVMValueRef stopped = LLVMBuildLoad2(g->b, i8, flag, "");
     LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, stopped, LLVMConstInt(i8, 0, 0), ""), next, run);
     LLVMPositionBuilderAtEnd(g->b, run);
@@ -509,7 +503,7 @@ static void define_impl(Gen *g, FnInfo *info)
     g->loop_depth = 0;
     g->thread_ctx = g->shared_base = g->launch_scratch = g->range_begin = g->range_end = NULL;
     g->thread_next = NULL;
-    g->threads_stopped = NULL;
+    g->threads_stopped = g->threads_any_stopped = NULL;
     g->cancel_fn = NULL;
     g->cancel_bail_bb = NULL;
     g->shared_offset = 0;

@@ -269,7 +269,17 @@ struct Gen {
     LLVMValueRef element_slot;        /* VEC_KERNEL: the PARFOR index's slot */
     LLVMBasicBlockRef thread_next;    /* in a THREADS loop: the next thread (a return) */
     LLVMValueRef threads_stopped;     /* checked split form: i8 per thread of the block,
-                                         1 once it failed a check (made on first use) */
+                                         1 once it failed a check (made on first use,
+                                         kj_codegen_check_stopped_flags), read only
+                                         once threads_any_stopped (an i8) is set */
+    LLVMValueRef threads_any_stopped;
+    /* checked code on SIMD lanes (codegen_simd_check.c): a check of a
+     * uniform value made by the shared lowering, and the test after a call
+     * of an impl, go to the lanes' lowering (data: its state) instead of
+     * the impl's way out; NULL elsewhere */
+    void (*lane_check)(void *data, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef values[3]);
+    void (*lane_call_failed)(void *data, LLVMBasicBlockRef from, LLVMBasicBlockRef go_on);
+    void *lane_data;
     /* cancellation (codegen_cancel.c): the function the way out was made
      * for, and that way out */
     LLVMValueRef cancel_fn;
@@ -352,6 +362,27 @@ int kj_codegen_check_call_args(Gen *g, LLVMValueRef *out);
 int kj_codegen_check_entry_args(Gen *g, LLVMValueRef record, LLVMValueRef *out);
 /* After a call to an impl: leaves this impl when the callee failed. */
 void kj_codegen_check_after_call(Gen *g);
+/* The checked split form's flags, one i8 per thread of the block and 64
+ * more (a chunk of lanes reads its threads' flags as one vector), made on
+ * first use; they hold something only once a thread has stopped, which
+ * kj_codegen_check_any_stopped says (an i1; the flag it reads is zeroed in
+ * the impl's entry block, not the 1,088 bytes of every block's call). */
+LLVMValueRef kj_codegen_check_stopped_flags(Gen *g);
+LLVMValueRef kj_codegen_check_any_stopped(Gen *g);
+/* Before a thread's flag is set: the first stop zeroes the flags. */
+void kj_codegen_check_first_stop(Gen *g);
+/* Claims the record (g->check_record) for a failure of check `site`
+ * (i32), `kind` (i32), operands values (i64): when this is the first
+ * failure of the call, writes them and where it happened: the kernel thread
+ * (thread_x, the y and z read from the special registers, the block too)
+ * or, element not NULL, the vectorized kernel's element (i64). */
+void kj_codegen_check_claim(Gen *g, LLVMValueRef site, LLVMValueRef kind, LLVMValueRef values[3],
+                            LLVMValueRef thread_x, LLVMValueRef element);
+/* The site, kind and operands a failure wrote into `record` (a record of
+ * this function's own, g->check_record of an impl called in it), which is
+ * then made free again. */
+void kj_codegen_check_take(Gen *g, LLVMValueRef record, LLVMValueRef *site, LLVMValueRef *kind,
+                           LLVMValueRef values[3]);
 /* In a checked split form's THREADS loop: the way out of the current
  * thread's turn, instead of the impl's.  A thread that fails a check sets
  * *stopped (its i8 flag, so that later regions skip it), writes where it

@@ -4,9 +4,10 @@
  * elements of a vectorized call (the PARFOR index), run side by side on the
  * lanes of the host's vector registers.
  *
- * Needs: a KERNEL without barriers or a VEC_KERNEL made by vectorize.c,
- * unchecked, whose code (and that of the functions it calls) uses nothing
- * this file refuses (kj_simd_lanes says which).  Gives: a "chunk" function
+ * Needs: a KERNEL without barriers or a VEC_KERNEL made by vectorize.c
+ * (checked too, codegen_simd_check.c: not under the race checker), whose
+ * code (and that of the functions it calls) uses nothing this file refuses
+ * (kj_simd_lanes says which).  Gives: a "chunk" function
  * that runs W lanes at once, lane 0 given, the lanes past a count inactive;
  * target_cpu.c's __block and __range entries loop over chunks.
  *
@@ -47,6 +48,7 @@
 typedef struct Scan {
     Gen *g;
     bool ok;
+    bool checked; /* checked mode: a callee's checks are refused (codegen_simd_check.c) */
     bool has_f64, has_f32, has_wide_int, has_loop;
     int depth;
     /* the root's uniformity (NULL in a callee): a 64-bit integer that is
@@ -88,6 +90,10 @@ static bool scan_expr(KjIrWalk *w, const KjIrExpr *e)
     scan_type(sc, e->type);
     if (!wide && sc->has_wide_int && index_like(sc, e))
         sc->has_wide_int = false;
+    if (sc->checked && sc->depth > 0 && e->check_site) {
+        sc->ok = false;
+        return false;
+    }
     switch (e->op) {
     case KJ_IR_PRINT: case KJ_IR_LOCAL: case KJ_IR_SYNCTHREADS: case KJ_IR_CARG: case KJ_IR_POLAR:
     case KJ_IR_VIEW: /* a @guvectorize core's views: the scalar code walks them */
@@ -128,6 +134,8 @@ static KjIrWalkStep scan_stmt(KjIrWalk *w, const KjIrStmt *s)
     Scan *sc = w->data;
     if (s->kind == KJ_IR_STMT_FOR || s->kind == KJ_IR_STMT_WHILE)
         sc->has_loop = true;
+    if (sc->checked && sc->depth > 0 && s->kind == KJ_IR_STMT_STORE && s->check_site)
+        sc->ok = false;
     if (s->var) {
         bool wide = sc->has_wide_int;
         scan_type(sc, s->var->type);
@@ -237,9 +245,13 @@ static int lanes_for(Gen *g, const Scan *sc)
     return lanes < 2 ? 2 : lanes > 16 ? 16 : lanes;
 }
 
+/* Checked mode goes on lanes (codegen_simd_check.c); the race checker runs
+ * every thread on its own. */
+static bool lanes_refused(Gen *g) { return !g->options->cpu_simd || g->options->race; }
+
 int kj_simd_lanes(Gen *g, KjIrFunction *fn)
 {
-    if (!g->options->cpu_simd || g->options->checks)
+    if (lanes_refused(g))
         return 0;
     if (fn->kind == KJ_IR_FN_KERNEL) {
         if (fn->uses_syncthreads || fn->uses_syncgrid)
@@ -249,7 +261,7 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn)
     }
     KjArena arena = {0};
     KjUniformity *u = kj_uniform_analyze(&arena, fn, root_sources(fn));
-    Scan sc = {.g = g, .ok = true, .u = u};
+    Scan sc = {.g = g, .ok = true, .checked = g->options->checks, .u = u};
     scan_fn(&sc, fn, true);
     bool ok = sc.ok && arrays_uniform_in(fn, u);
     kj_arena_free(&arena);
@@ -264,9 +276,9 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn)
 
 int kj_simd_region_lanes(Gen *g, const KjIrStmt *region, const KjUniformity *u)
 {
-    if (!g->options->cpu_simd || g->options->checks)
+    if (lanes_refused(g))
         return 0;
-    Scan sc = {.g = g, .ok = true, .u = u};
+    Scan sc = {.g = g, .ok = true, .checked = g->options->checks, .u = u};
     scan_body(&sc, region);
     return sc.ok ? lanes_for(g, &sc) : 0;
 }
@@ -325,6 +337,8 @@ static void leave_loop(KjIrWalk *w, const KjIrStmt *st)
 
 static bool may_leave(Simd *s, const KjIrStmt *st)
 {
+    if (kj_simd_stmt_may_fail(s, st))
+        return true; /* a failed check retires lanes as a return does */
     Leaving l = {s, 0};
     KjIrWalk w = {.stmt = stop_at_leave, .leave = leave_loop, .data = &l};
     return !kj_ir_walk_stmt(&w, st);
@@ -334,7 +348,7 @@ static bool may_leave(Simd *s, const KjIrStmt *st)
  * continued in the current loop. */
 static LLVMValueRef lanes_left(Simd *s, LLVMValueRef before)
 {
-    LLVMValueRef m = before;
+    LLVMValueRef m = kj_simd_drop_failed(s, before);
     if (s->returned)
         m = mask_and_not(s, m, s->returned);
     SimdLoop *loop = current_loop(s);
@@ -491,18 +505,34 @@ static void gen_store(Simd *s, KjIrStmt *st)
             idx[k] = kj_codegen_convert(g, kj_codegen_expr(g, st->indices[k]), st->indices[k]->type,
                                         kj_type_scalar(KJ_TYPE_I64));
         LLVMValueRef v = kj_codegen_convert(g, kj_codegen_expr(g, st->value), st->value->type, a.elem);
+        kj_codegen_check_index(g, st->check_site, &a, idx, st->index_count);
         LLVMValueRef p = kj_codegen_element_address(g, &a, idx, st->index_count, st->contiguous);
         LLVMBuildStore(s->b, to_mem(g, a.elem, v), p);
         return;
     }
+    /* checked: the indices, the value, the check, as the scalar code */
+    LLVMValueRef pre[KJ_MAX_DIMS];
+    bool checked = kj_simd_pre_indices(s, st->check_site, st->indices, st->index_count, pre);
     LLVMValueRef v = kj_simd_lanes_of(s, st->value, a.elem);
-    kj_simd_store(s, st->array, &a, st->indices, st->index_count, st->contiguous, v);
+    if (checked)
+        kj_simd_check_index(s, st->check_site, &a, st->array, st->indices, pre, st->index_count);
+    kj_simd_store(s, st->array, &a, st->indices, st->index_count, st->contiguous, v, checked ? pre : NULL);
 }
 
 /* Whether e costs little to compute for lanes that do not need it: no
  * memory, no calls, no libm function (KJ_MATH_BUILTINS' lowering column). */
+/* The walk's data: the budget of assignments left (cheap_side), and whether
+ * a check counts as dear (it must not run in lanes that do not take it). */
+typedef struct Cheap {
+    int budget;
+    bool checked;
+} Cheap;
+
 static bool cheap_op(KjIrWalk *w, const KjIrExpr *e)
 {
+    const Cheap *c = w->data;
+    if (c->checked && e->check_site)
+        return false;
     switch (e->op) {
     case KJ_IR_LOAD: case KJ_IR_CALL: case KJ_IR_ATOMIC: case KJ_IR_IPOW: case KJ_IR_PRINT:
     case KJ_IR_EXEC: case KJ_IR_CABS:
@@ -514,9 +544,10 @@ static bool cheap_op(KjIrWalk *w, const KjIrExpr *e)
     }
 }
 
-static bool cheap_expr(const KjIrExpr *e)
+static bool cheap_expr(Simd *s, const KjIrExpr *e)
 {
-    KjIrWalk w = {.expr = cheap_op};
+    Cheap c = {.checked = s->checks != NULL};
+    KjIrWalk w = {.expr = cheap_op, .data = &c};
     return kj_ir_walk_expr(&w, e);
 }
 
@@ -526,12 +557,12 @@ static bool cheap_expr(const KjIrExpr *e)
  * data is the budget of assignments left. */
 static KjIrWalkStep cheap_stmt(KjIrWalk *w, const KjIrStmt *st)
 {
-    int *budget = w->data;
+    Cheap *c = w->data;
     switch (st->kind) {
     case KJ_IR_STMT_BLOCK:
         return KJ_IR_WALK_ON;
     case KJ_IR_STMT_SET:
-        return --*budget >= 0 && !is_array(st->var->type) ? KJ_IR_WALK_ON : KJ_IR_WALK_STOP;
+        return --c->budget >= 0 && !is_array(st->var->type) ? KJ_IR_WALK_ON : KJ_IR_WALK_STOP;
     case KJ_IR_STMT_IF:
         return KJ_IR_WALK_ON;
     default:
@@ -539,7 +570,7 @@ static KjIrWalkStep cheap_stmt(KjIrWalk *w, const KjIrStmt *st)
     }
 }
 
-static bool cheap_side(const KjIrStmt *st, int *budget)
+static bool cheap_side(const KjIrStmt *st, Cheap *budget)
 {
     KjIrWalk w = {.stmt = cheap_stmt, .expr = cheap_op, .data = budget};
     return kj_ir_walk_stmt(&w, st);
@@ -736,6 +767,7 @@ static void gen_if(Simd *s, KjIrStmt *st)
     bool leaves = may_leave(s, st);
     if (!simd_varying(s, st->cond)) {
         LLVMValueRef c = kj_codegen_expr(g, st->cond);
+        before = s->mask;
         LLVMBasicBlockRef then_bb = new_block(g, "if.then"), done = new_block(g, "if.done");
         LLVMBasicBlockRef else_bb = st->else_stmt ? new_block(g, "if.else") : done;
         LLVMBuildCondBr(s->b, c, then_bb, else_bb);
@@ -758,8 +790,9 @@ static void gen_if(Simd *s, KjIrStmt *st)
     }
     /* both sides, each under its lanes, each skipped when it has none */
     LLVMValueRef c = kj_simd_lanes_of(s, st->cond, kj_type_scalar(KJ_TYPE_BOOL));
+    before = s->mask; /* less the lanes whose checks in the condition failed */
     /* a few cheap assignments: both sides in line */
-    int budget = 8;
+    Cheap budget = {.budget = 8, .checked = s->checks != NULL};
     if (cheap_side(st->then_stmt, &budget) && cheap_side(st->else_stmt, &budget)) {
         gen_if_in_line(s, st, before, c);
         s->mask = before;
@@ -890,7 +923,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         loop.break_slot = mask_slot(s, "break.lanes");
         loop.continue_slot = mask_slot(s, "continue.lanes");
         store_mask(s, loop.break_slot, no_lanes(s));
-        if (!is_for && cheap_expr(st->cond) && exit_frees_blends(s, st)) {
+        if (!is_for && cheap_expr(s, st->cond) && exit_frees_blends(s, st)) {
             s->exit_recorded = st;
             alive = mask_slot(s, "alive.lanes");
             store_mask(s, alive, LLVMConstAllOnes(s->mask_type));
@@ -900,6 +933,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
                       latch = new_block(g, "loop.latch"), exit = new_block(g, "loop.exit");
     LLVMBuildBr(B, head);
     LLVMPositionBuilderAtEnd(B, head);
+    if (!loop_varying && kj_simd_stmt_may_fail(s, st)) {
+        /* every lane runs the turns of a uniform loop, less those failed */
+        s->mask = kj_simd_drop_failed(s, before);
+        s->stmt_mask = s->mask;
+    }
 
     LLVMValueRef go_on = NULL, i = NULL;
     if (is_for) {
@@ -920,7 +958,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMPositionBuilderAtEnd(B, body);
     } else {
         /* lanes that returned inside the loop are among the broken ones */
-        LLVMValueRef active = carried ? NULL : mask_and_not(s, before, loop.break_slot);
+        LLVMValueRef active = carried ? NULL : kj_simd_drop_failed(s, mask_and_not(s, before, loop.break_slot));
         if (!is_for) {
             /* the condition under the lanes still in the loop; one that
              * touches memory only while there are some */
@@ -930,7 +968,11 @@ static void gen_loop(Simd *s, KjIrStmt *st)
                 LLVMPositionBuilderAtEnd(B, cond_bb);
             }
             s->mask = active;
+            s->stmt_mask = active;
+            push_skip(s, exit); /* every lane left failed a check in the condition */
             go_on = kj_simd_lanes_of(s, st->cond, kj_type_scalar(KJ_TYPE_BOOL));
+            s->skip_depth--;
+            active = s->mask;
         } else if (!lane_counter) {
             /* a uniform count ends the loop for every lane at once */
             LLVMBasicBlockRef counted = new_block(g, "loop.counted");
@@ -946,7 +988,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
          * record spares those blends: then the lanes still alive are kept,
          * one mask that the body's blends use as it is */
         bool counted = is_for && !lane_counter; /* go_on is every lane: nothing to record */
-        if (!counted && (is_for || !cheap_expr(st->cond)))
+        if (!counted && (is_for || !cheap_expr(s, st->cond)))
             add_lanes(s, loop.break_slot, LLVMBuildAnd(B, active, LLVMBuildNot(B, go_on, ""), ""));
         if (!counted)
             active = LLVMBuildAnd(B, active, go_on, "active");
@@ -991,7 +1033,12 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     push_loop(s, loop);
     if (loop_varying)
         push_skip(s, carried ? exit : latch);
+    bool counted = is_for && s->checks && s->for_depth < SIMD_MAX_DEPTH;
+    if (counted)
+        s->for_stack[s->for_depth++] = st;
     gen_stmt(s, st->body);
+    if (counted)
+        s->for_depth--;
     s->lane0_count = lane0_count;
     if (loop_varying)
         s->skip_depth--;
@@ -1071,6 +1118,8 @@ static void gen_stmt(Simd *s, KjIrStmt *st)
         start_dead_block(s);
     if (st->kind != KJ_IR_STMT_BLOCK)
         kj_codegen_debug_loc(g, st->loc);
+    s->stmt_mask = s->mask; /* checked mode: the lanes the statement starts with */
+    s->escape = NULL;
     switch (st->kind) {
     case KJ_IR_STMT_BLOCK:
         for (int i = 0; i < st->stmts.count; i++)
@@ -1254,6 +1303,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     Simd simd = {.g = g, .b = g->b, .lanes = lanes, .role = role, .fn = fn, .pending = pending,
                  .pending_count = pending_count, .varying_params = varying_params};
     Simd *s = &simd;
+    SimdChecks checks;
     kj_simd_mask_types(s);
     KjUniformSources sources = role == ROLE_CALLEE ? (KjUniformSources){.params = varying_params}
                                                    : root_sources(fn);
@@ -1273,11 +1323,13 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     LLVMPositionBuilderBefore(s->b, LLVMGetBasicBlockTerminator(g->entry_bb));
     make_slots(s);
     unsigned p = bind_params(s);
-    LLVMValueRef count = NULL, first = NULL;
+    LLVMValueRef count = NULL, first = NULL, record = NULL;
     if (role == ROLE_KERNEL) {
         g->target->bind_hidden_params(g, fn, p); /* ctx, threadIdx.x/y/z, as the impl's */
         s->lane_base = LLVMGetParam(llfn, p + 1);
         count = LLVMGetParam(llfn, p + 4);
+        if (g->options->checks)
+            record = LLVMGetParam(llfn, p + 5);
     } else if (role == ROLE_VEC_KERNEL) {
         first = LLVMGetParam(llfn, p);
         count = LLVMGetParam(llfn, p + 1);
@@ -1286,6 +1338,8 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         s->returned = mask_slot(s, "returned");
         store_mask(s, s->returned, no_lanes(s));
     }
+    /* checked mode: only a kernel's own code can fail on lanes (kj_simd_lanes) */
+    kj_simd_checks_begin(s, &checks, record, false);
     if (role == ROLE_CALLEE && fn->ret->kind != KJ_TYPE_VOID) {
         s->result = LLVMBuildAlloca(s->b, vty(s, fn->ret), "result");
         LLVMBuildStore(s->b, LLVMConstNull(vty(s, fn->ret)), s->result);
@@ -1299,6 +1353,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     LLVMValueRef entry_mask = s->mask;
     s->exit_bb = new_block(g, "exit");
     push_skip(s, s->exit_bb);
+    kj_simd_checks_chunk_start(s);
     if (role == ROLE_VEC_KERNEL)
         gen_parfor(s, fn->body->stmts.items[0], first);
     else
@@ -1306,6 +1361,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     if (block_open(s))
         LLVMBuildBr(s->b, s->exit_bb);
     LLVMPositionBuilderAtEnd(s->b, s->exit_bb);
+    kj_simd_checks_publish(s);
     if (s->result && fn->output_count > 1) {
         /* several outputs: outputs 1.. from their variables, each lane's as
          * it returned (a lane that has returned assigns nothing more) */
@@ -1323,6 +1379,7 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
         LLVMBuildRetVoid(s->b);
     if (wide_masks(s))
         kj_simd_widen_crossing_masks(s, entry_mask, LLVMGetFirstBasicBlock(g->llfn));
+    kj_simd_checks_end(s, &checks);
     kj_codegen_check_shared(g, fn);
     free(g->slots);
     g->slots = NULL;
@@ -1333,12 +1390,14 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
 LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type)
 {
     Simd probe = {.g = g, .lanes = lanes};
-    LLVMTypeRef extra[5];
+    LLVMTypeRef extra[6];
     int extra_count;
     if (fn->kind == KJ_IR_FN_KERNEL) {
         extra[0] = g->t_ptr;
         extra[1] = extra[2] = extra[3] = extra[4] = g->t_i32;
         extra_count = 5;
+        if (g->options->checks) /* checked mode: the call's KjCheckRecord */
+            extra[extra_count++] = g->t_ptr;
     } else {
         extra[0] = g->t_i64;
         extra[1] = g->t_i32;
@@ -1352,7 +1411,7 @@ LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeR
     LLVMSetLinkage(chunk, LLVMInternalLinkage);
     kj_simd_function_attrs(g, chunk);
     if (fn->kind == KJ_IR_FN_KERNEL)
-        kj_codegen_add_param_attr(g, chunk, (unsigned)(LLVMCountParamTypes(*type) - 5), "noalias", 0);
+        kj_codegen_add_param_attr(g, chunk, (unsigned)((int)LLVMCountParamTypes(*type) - extra_count), "noalias", 0);
 
     Pending pending[SIMD_MAX_PENDING];
     int pending_count = 0;

@@ -98,7 +98,40 @@ typedef struct Simd {
     int call_output_count;
     KjIrVar *call_output_vars[KJ_MAX_VEC_OUTPUTS];
     LLVMValueRef call_output_values[KJ_MAX_VEC_OUTPUTS];
+    /* checked mode (codegen_simd_check.c): NULL when nothing here can fail;
+     * the lanes of the statement being emitted; where a uniform failure in
+     * a part of an expression under its own mask goes (NULL: none); an
+     * access's indices lowered before its check (pre_for: of which access) */
+    struct SimdChecks *checks;
+    int64_t tid_x_end; /* a region's threads end below this threadIdx.x (0: not known) */
+    /* checked mode: the for loops whose bodies are being emitted, whose
+     * counters codegen_simd_range.c bounds by the loop there */
+    const KjIrStmt *for_stack[SIMD_MAX_DEPTH];
+    int for_depth;
+    LLVMValueRef stmt_mask;
+    LLVMBasicBlockRef escape;
+    LLVMValueRef *pre_index;
+    KjIrExpr *const *pre_for;
 } Simd;
+
+/* Checked mode on lanes (codegen_simd_check.c): what a chunk keeps of its
+ * lanes' failures, and what it takes over of the Gen's checked state. */
+typedef struct SimdChecks {
+    LLVMValueRef record;            /* the call's KjCheckRecord */
+    LLVMValueRef failed;            /* mask slot: the lanes that failed in this chunk */
+    LLVMValueRef site, kind, values[3]; /* vector allocas: each failed lane's record */
+    LLVMValueRef own_record, own_state; /* what impls called with uniform arguments fill */
+    bool region;                    /* a split form's region: threads_stopped flags */
+    bool stopped_before;            /* the region's copy for blocks where a thread has stopped */
+    LLVMValueRef flags;             /* a region's chunk: its lane 0's stopped flag */
+    const KjIrExpr **shared_of;     /* by var id: the shared() array it is (codegen_simd_check.c) */
+    LLVMValueRef saved_record, saved_state;
+    LLVMBasicBlockRef saved_bail;
+    void (*saved_lane_check)(void *, int, KjCheckKind, LLVMValueRef, LLVMValueRef *);
+    void (*saved_call_failed)(void *, LLVMBasicBlockRef, LLVMBasicBlockRef);
+    void *saved_lane_data;
+    LLVMValueRef saved_element;
+} SimdChecks;
 
 /* A callee's SIMD variant: the function, and which of its parameters vary
  * (those that are uniform at the call stay scalar). */
@@ -339,6 +372,45 @@ static inline LLVMValueRef all_lanes(Simd *s, LLVMValueRef m)
     return LLVMBuildICmp(s->b, LLVMIntEQ, LLVMBuildBitCast(s->b, m, bits, ""), LLVMConstAllOnes(bits), "");
 }
 
+
+/* Where code goes when no lane is left (the innermost first). */
+static inline LLVMBasicBlockRef skip_target_of(Simd *s) { return s->skip[s->skip_depth - 1]; }
+
+/* ---- codegen_simd_check.c: checked mode on lanes */
+
+/* Takes over checked mode for the lanes being lowered (record: the call's
+ * KjCheckRecord, NULL where nothing can fail; region: a split form's);
+ * s->checks is c when failures are kept, else NULL.  kj_simd_checks_end
+ * gives the Gen's state back. */
+void kj_simd_checks_begin(Simd *s, SimdChecks *c, LLVMValueRef record, bool region);
+void kj_simd_checks_end(Simd *s, SimdChecks *c);
+/* At a chunk's start (s->mask and lane_base set): no lane failed yet; in a
+ * region, the threads stopped before are taken out of the mask (none left:
+ * on at s->exit_bb). */
+void kj_simd_checks_chunk_start(Simd *s);
+/* At a chunk's end: the lowest failed lane claims the record. */
+void kj_simd_checks_publish(Simd *s);
+/* m less the lanes that failed (m when unchecked). */
+LLVMValueRef kj_simd_drop_failed(Simd *s, LLVMValueRef m);
+/* Fails check `site` in the running lanes where `ok` (a <W x i1>) is false;
+ * values: the operands in every lane (i64 vectors, NULL for 0). */
+void kj_simd_check_lanes(Simd *s, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef values[3]);
+/* a[indices] at `site`: each index an i64 vector, or an i64 when uniform;
+ * exprs are the index expressions (for their ranges). */
+void kj_simd_check_index(Simd *s, int site, const ArrayVal *a, const KjIrExpr *array, KjIrExpr **exprs,
+                         LLVMValueRef *indices, int count);
+/* kj_codegen_check_operands on lanes (a, b vectors). */
+void kj_simd_check_operands(Simd *s, const KjIrExpr *e, LLVMValueRef a, LLVMValueRef b);
+/* Whether e, or st, holds a check (false when unchecked). */
+bool kj_simd_expr_may_fail(const Simd *s, const KjIrExpr *e);
+bool kj_simd_stmt_may_fail(const Simd *s, const KjIrStmt *st);
+/* A part of an expression under its own mask: the block that a uniform
+ * failure inside it goes to (NULL unchecked), then, at its end, whether that
+ * block was used; it goes on at `done` (which then takes a zero from it)
+ * when lanes of the statement are left. */
+LLVMBasicBlockRef kj_simd_escape_open(Simd *s, LLVMBasicBlockRef *saved);
+bool kj_simd_escape_close(Simd *s, LLVMBasicBlockRef escape, LLVMBasicBlockRef saved, LLVMBasicBlockRef done);
+
 /* ---- codegen_simd.c, for codegen_simd_threads.c (a split form's regions) */
 
 /* The lanes a statement of a kernel can run on, as kj_simd_lanes says of a
@@ -385,7 +457,11 @@ bool kj_simd_touches_memory(const KjIrExpr *e);
 /* a[indices] = value (a vector of the element type) in the running lanes;
  * array is the expression a was made from. */
 void kj_simd_store(Simd *s, const KjIrExpr *array, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
-                   LLVMValueRef value);
+                   LLVMValueRef value, LLVMValueRef *pre);
+/* Checked mode, an access with check `site`: its indices lowered in order
+ * into pre (vectors, or i64 scalars where uniform) for kj_simd_check_index
+ * and the access (kj_simd_store's pre); false, with nothing done, unchecked. */
+bool kj_simd_pre_indices(Simd *s, int site, KjIrExpr **indices, int count, LLVMValueRef *pre);
 /* The type of a SIMD function of fn: arrays as in its impl, the scalar
  * parameters whose bit is in vector_scalars as vectors, then `extra`. */
 LLVMTypeRef kj_simd_function_type(Simd *s, const KjIrFunction *fn, uint64_t vector_scalars, LLVMTypeRef ret,

@@ -404,12 +404,15 @@ static LLVMValueRef lanes_all_some_none(Simd *s, KjIrExpr *e, const KjType *to, 
     Gen *g = s->g;
     LLVMBasicBlockRef all_bb = new_block(g, "lanes.all"), test_bb = new_block(g, "lanes.test"),
                       some_bb = new_block(g, "lanes.some"), done = new_block(g, "lanes.done");
+    LLVMValueRef stmt_mask = s->stmt_mask;
+    LLVMBasicBlockRef outer, escape = kj_simd_escape_open(s, &outer);
     LLVMBuildCondBr(s->b, all_lanes(s, mask), all_bb, test_bb);
     LLVMPositionBuilderAtEnd(s->b, all_bb);
     s->mask = LLVMConstAllOnes(s->mask_type);
     LLVMValueRef all = kj_simd_lanes_of(s, e, to);
     LLVMBasicBlockRef all_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
+    s->stmt_mask = stmt_mask;
     LLVMPositionBuilderAtEnd(s->b, test_bb);
     LLVMBuildCondBr(s->b, any_lane(s, mask), some_bb, done);
     LLVMPositionBuilderAtEnd(s->b, some_bb);
@@ -417,10 +420,13 @@ static LLVMValueRef lanes_all_some_none(Simd *s, KjIrExpr *e, const KjType *to, 
     LLVMValueRef some = kj_simd_lanes_of(s, e, to);
     LLVMBasicBlockRef some_end = LLVMGetInsertBlock(s->b);
     LLVMBuildBr(s->b, done);
+    s->stmt_mask = stmt_mask;
+    bool escaped = kj_simd_escape_close(s, escape, outer, done);
     LLVMPositionBuilderAtEnd(s->b, done);
     LLVMValueRef v = LLVMBuildPhi(s->b, LLVMTypeOf(all), "");
-    LLVMAddIncoming(v, (LLVMValueRef[]){all, LLVMConstNull(LLVMTypeOf(all)), some},
-                    (LLVMBasicBlockRef[]){all_end, test_bb, some_end}, 3);
+    LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(all));
+    LLVMAddIncoming(v, (LLVMValueRef[]){all, zero, some, zero},
+                    (LLVMBasicBlockRef[]){all_end, test_bb, some_end, escape}, escaped ? 4 : 3);
     return v;
 }
 
@@ -429,7 +435,7 @@ static LLVMValueRef lanes_all_some_none(Simd *s, KjIrExpr *e, const KjType *to, 
  * all_path: with a copy for every lane on (lanes_all_some_none). */
 static LLVMValueRef lanes_under_as(Simd *s, KjIrExpr *e, const KjType *to, LLVMValueRef mask, bool all_path)
 {
-    LLVMValueRef saved = s->mask;
+    LLVMValueRef saved = s->mask, stmt_mask = s->stmt_mask;
     s->mask = mask;
     LLVMValueRef v;
     if (!kj_simd_touches_memory(e)) {
@@ -439,17 +445,25 @@ static LLVMValueRef lanes_under_as(Simd *s, KjIrExpr *e, const KjType *to, LLVMV
     } else {
         LLVMBasicBlockRef before = LLVMGetInsertBlock(s->b);
         LLVMBasicBlockRef run = new_block(s->g, "lanes.run"), done = new_block(s->g, "lanes.done");
+        LLVMBasicBlockRef outer, escape = kj_simd_escape_open(s, &outer);
         LLVMBuildCondBr(s->b, any_lane(s, mask), run, done);
         LLVMPositionBuilderAtEnd(s->b, run);
         LLVMValueRef r = kj_simd_lanes_of(s, e, to);
         LLVMBasicBlockRef run_end = LLVMGetInsertBlock(s->b);
         LLVMBuildBr(s->b, done);
+        s->stmt_mask = stmt_mask;
+        bool escaped = kj_simd_escape_close(s, escape, outer, done);
         LLVMPositionBuilderAtEnd(s->b, done);
         v = LLVMBuildPhi(s->b, LLVMTypeOf(r), "");
-        LLVMAddIncoming(v, (LLVMValueRef[]){LLVMConstNull(LLVMTypeOf(r)), r},
-                        (LLVMBasicBlockRef[]){before, run_end}, 2);
+        LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(r));
+        LLVMAddIncoming(v, (LLVMValueRef[]){zero, r, zero}, (LLVMBasicBlockRef[]){before, run_end, escape},
+                        escaped ? 3 : 2);
     }
-    s->mask = saved;
+    s->stmt_mask = stmt_mask;
+    /* the lanes that failed a check in e are gone (checked mode) */
+    s->mask = kj_simd_expr_may_fail(s, e) ? kj_simd_drop_failed(s, saved) : saved;
+    if (saved == stmt_mask)
+        s->stmt_mask = s->mask;
     return v;
 }
 
@@ -473,20 +487,26 @@ static LLVMValueRef select_one_side(Simd *s, KjIrExpr *e, LLVMValueRef c)
     LLVMBasicBlockRef then_bb = new_block(g, "select.then"), test_bb = new_block(g, "select.test"),
                       else_bb = new_block(g, "select.else"), mixed_bb = new_block(g, "select.mixed"),
                       done = new_block(g, "select.done");
-    LLVMValueRef vals[3];
-    LLVMBasicBlockRef from[3];
+    LLVMValueRef vals[4];
+    LLVMBasicBlockRef from[4];
+    LLVMValueRef stmt_mask = s->stmt_mask;
+    LLVMBasicBlockRef outer, escape = kj_simd_escape_open(s, &outer);
     LLVMBuildCondBr(B, all_lanes(s, then_mask), then_bb, test_bb);
     LLVMPositionBuilderAtEnd(B, then_bb);
     s->mask = LLVMConstAllOnes(s->mask_type);
     vals[0] = kj_simd_lanes_of(s, e->args[1], e->type);
     from[0] = LLVMGetInsertBlock(B);
     LLVMBuildBr(B, done);
+    s->stmt_mask = stmt_mask;
     LLVMPositionBuilderAtEnd(B, test_bb);
     LLVMBuildCondBr(B, all_lanes(s, else_mask), else_bb, mixed_bb);
     LLVMPositionBuilderAtEnd(B, else_bb);
+    s->mask = LLVMConstAllOnes(s->mask_type);
     vals[1] = kj_simd_lanes_of(s, e->args[2], e->type);
     from[1] = LLVMGetInsertBlock(B);
     LLVMBuildBr(B, done);
+    s->stmt_mask = stmt_mask;
+    bool escaped = kj_simd_escape_close(s, escape, outer, done);
     LLVMPositionBuilderAtEnd(B, mixed_bb);
     s->mask = saved;
     LLVMValueRef a = lanes_under_as(s, e->args[1], e->type, then_mask, false);
@@ -495,9 +515,14 @@ static LLVMValueRef select_one_side(Simd *s, KjIrExpr *e, LLVMValueRef c)
     from[2] = LLVMGetInsertBlock(B);
     LLVMBuildBr(B, done);
     LLVMPositionBuilderAtEnd(B, done);
-    s->mask = saved;
     LLVMValueRef v = LLVMBuildPhi(B, LLVMTypeOf(vals[0]), "");
-    LLVMAddIncoming(v, vals, from, 3);
+    vals[3] = LLVMConstNull(LLVMTypeOf(vals[0]));
+    from[3] = escape;
+    LLVMAddIncoming(v, vals, from, escaped ? 4 : 3);
+    s->stmt_mask = stmt_mask;
+    s->mask = kj_simd_expr_may_fail(s, e) ? kj_simd_drop_failed(s, saved) : saved;
+    if (saved == stmt_mask)
+        s->stmt_mask = s->mask;
     return v;
 }
 
@@ -778,16 +803,46 @@ static LLVMValueRef vipow_const(Simd *s, const KjType *type, LLVMValueRef x, int
 
 /* ---- memory */
 
+/* Index k of an access, in every lane (an i64 vector): as lowered before
+ * its check (Simd.pre_index, checked mode), else lowered here. */
+static LLVMValueRef index_lanes(Simd *s, KjIrExpr **indices, int k)
+{
+    if (s->pre_index && s->pre_for == indices) {
+        LLVMValueRef v = s->pre_index[k];
+        return LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind ? v : splat(s, v);
+    }
+    return kj_simd_lanes_of(s, indices[k], kj_type_scalar(KJ_TYPE_I64));
+}
+
+/* Uniform index k of an access (an i64), likewise. */
+static LLVMValueRef index_scalar(Simd *s, KjIrExpr **indices, int k)
+{
+    if (s->pre_index && s->pre_for == indices && LLVMGetTypeKind(LLVMTypeOf(s->pre_index[k])) != LLVMVectorTypeKind)
+        return s->pre_index[k];
+    return kj_codegen_convert(s->g, kj_codegen_expr(s->g, indices[k]), indices[k]->type, kj_type_scalar(KJ_TYPE_I64));
+}
+
+bool kj_simd_pre_indices(Simd *s, int site, KjIrExpr **indices, int count, LLVMValueRef *pre)
+{
+    if (!site || !s->checks)
+        return false;
+    for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
+        pre[k] = simd_varying(s, indices[k]) ? kj_simd_lanes_of(s, indices[k], kj_type_scalar(KJ_TYPE_I64))
+                                             : index_scalar(s, indices, k);
+    return true;
+}
+
 /* The element offsets of a[indices] in every lane (i64 vector), and whether
  * they are known to run lane by lane (contiguous) when the last stride is 1. */
 static LLVMValueRef offsets(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat)
 {
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    (void)i64;
     if (flat)
-        return kj_simd_lanes_of(s, indices[0], i64);
+        return index_lanes(s, indices, 0);
     LLVMValueRef offset = NULL;
     for (int k = 0; k < count; k++) {
-        LLVMValueRef term = LLVMBuildMul(s->b, kj_simd_lanes_of(s, indices[k], i64), splat(s, a->strides[k]), "");
+        LLVMValueRef term = LLVMBuildMul(s->b, index_lanes(s, indices, k), splat(s, a->strides[k]), "");
         offset = offset ? LLVMBuildAdd(s->b, offset, term, "") : term;
     }
     return offset;
@@ -812,7 +867,7 @@ static LLVMValueRef unit_stride_or_not(Simd *s, const ArrayVal *a, KjIrExpr **in
                                       LLVMValueRef value, AccessFn fn, bool private_memory)
 {
     LLVMValueRef rest = count > 1 ? offsets(s, a, indices, count - 1, false) : NULL;
-    LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], kj_type_scalar(KJ_TYPE_I64));
+    LLVMValueRef last = index_lanes(s, indices, count - 1);
     s->access_private = private_memory; /* (after the indices: their loads set it too) */
     LLVMValueRef unit = LLVMBuildICmp(s->b, LLVMIntEQ, a->strides[count - 1], const_i64(s->g, 1), "");
     LLVMBasicBlockRef yes = new_block(s->g, "gather.unit"), no = new_block(s->g, "gather.strided"),
@@ -855,10 +910,11 @@ static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int c
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
     LLVMValueRef base = const_i64(s->g, 0);
     for (int k = 0; k + 1 < count; k++) {
-        LLVMValueRef idx = kj_codegen_convert(s->g, kj_codegen_expr(s->g, indices[k]), indices[k]->type, i64);
+        LLVMValueRef idx = index_scalar(s, indices, k);
         base = LLVMBuildAdd(s->b, base, LLVMBuildMul(s->b, idx, a->strides[k], ""), "");
     }
-    LLVMValueRef last = kj_simd_lanes_of(s, indices[count - 1], i64);
+    (void)i64;
+    LLVMValueRef last = index_lanes(s, indices, count - 1);
     s->access_private = private_memory;
     /* a stride that only the call knows: both ways, picked at run time (the
      * contiguous variants' constant stride folds the test away) */
@@ -1225,7 +1281,14 @@ static LLVMValueRef vatomic(Simd *s, KjIrExpr *e)
     ArrayVal a;
     kj_codegen_array(g, e->args[0], &a);
     int ndim = a.ndim;
+    LLVMValueRef pre[KJ_MAX_DIMS];
+    if (kj_simd_pre_indices(s, e->check_site, e->args + 1, ndim, pre)) {
+        kj_simd_check_index(s, e->check_site, &a, e->args[0], e->args + 1, pre, ndim);
+        s->pre_index = pre;
+        s->pre_for = e->args + 1;
+    }
     LLVMValueRef offs = offsets(s, &a, e->args + 1, ndim, false);
+    s->pre_index = NULL;
     LLVMValueRef value = kj_simd_lanes_of(s, e->args[1 + ndim], e->type);
     LLVMValueRef swap = e->atomic == KJ_ATOMIC_CAS ? kj_simd_lanes_of(s, e->args[2 + ndim], e->type) : NULL;
     LLVMValueRef result_slot = entry_alloca(s, vty(s, e->type), "atomic.old");
@@ -1364,8 +1427,16 @@ static KJ_NOINLINE LLVMValueRef vload(Simd *s, KjIrExpr *e)
 {
     ArrayVal a;
     kj_codegen_array(s->g, e->args[0], &a);
-    return access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at,
-                  private_array(s, e->args[0]));
+    LLVMValueRef pre[KJ_MAX_DIMS];
+    if (kj_simd_pre_indices(s, e->check_site, e->args + 1, e->arg_count - 1, pre)) {
+        kj_simd_check_index(s, e->check_site, &a, e->args[0], e->args + 1, pre, e->arg_count - 1);
+        s->pre_index = pre;
+        s->pre_for = e->args + 1;
+    }
+    LLVMValueRef v = access(s, &a, e->args + 1, e->arg_count - 1, e->contiguous, NULL, load_at,
+                            private_array(s, e->args[0]));
+    s->pre_index = NULL;
+    return v;
 }
 
 LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
@@ -1403,6 +1474,7 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
         bool shift = e->op == KJ_IR_SHL || e->op == KJ_IR_SHR;
         const KjType *bt = shift ? e->args[1]->type : e->type;
         LLVMValueRef b = kj_simd_lanes_of(s, e->args[1], bt);
+        kj_simd_check_operands(s, e, a, b);
         return varith(s, e->op, e->type, a, b, bt);
     }
     case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: {
@@ -1436,7 +1508,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
             narrow = unit_i64_to_f64(s, e);
         if (narrow)
             return narrow;
-        return vconvert(s, kj_simd_expr(s, e->args[0]), e->args[0]->type, e->type);
+        LLVMValueRef x = kj_simd_expr(s, e->args[0]);
+        kj_simd_check_operands(s, e, x, NULL);
+        return vconvert(s, x, e->args[0]->type, e->type);
     }
     case KJ_IR_CALL:
         return vcall(s, e);
@@ -1502,8 +1576,11 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
 
 
 void kj_simd_store(Simd *s, const KjIrExpr *array, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
-                   LLVMValueRef value)
+                   LLVMValueRef value, LLVMValueRef *pre)
 {
+    s->pre_index = pre;
+    s->pre_for = indices;
     access(s, a, indices, count, flat, value, store_at, private_array(s, array));
+    s->pre_index = NULL;
 }
 

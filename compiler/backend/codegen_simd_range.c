@@ -187,6 +187,33 @@ static Span var_span(Simd *s, const KjIrVar *v, int depth)
     return span;
 }
 
+/* The walk's hook: whether a statement other than the for loop (the
+ * data) assigns its counter. */
+static KjIrWalkStep stop_at_other_writer(KjIrWalk *walk, const KjIrStmt *st)
+{
+    const KjIrStmt *loop = walk->data;
+    return st != loop && st->var == loop->var && st->kind != KJ_IR_STMT_PARFOR ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
+}
+
+/* A for counter read in the body of its loop (st, being emitted, checked
+ * mode): within [start, stop) going up by a constant step, when nothing
+ * else assigns it; else as everywhere. */
+static Span body_span(Simd *s, const KjIrStmt *st, int depth)
+{
+    const KjType *t = st->var->type;
+    KjIrWalk walk = {.stmt = stop_at_other_writer, .data = (void *)st};
+    if (!st->step || st->step->op != KJ_IR_CONST || !is_int_type(st->step->type) ||
+        !kj_ir_walk_stmt(&walk, s->fn->body))
+        return var_span(s, st->var, depth);
+    Span step = within(expr_span(s, st->step, depth + 1), st->step->type);
+    if (step.lo != step.hi || step.lo <= 0)
+        return var_span(s, st->var, depth);
+    Span start = expr_span(s, st->start, depth + 1), stop = expr_span(s, st->stop, depth + 1);
+    if (stop.hi - 1 < start.lo)
+        return var_span(s, st->var, depth);
+    return within((Span){start.lo, stop.hi - 1}, t);
+}
+
 /* ---- expressions */
 
 static Span const_span(const KjIrExpr *e)
@@ -223,11 +250,21 @@ static Span expr_span(Simd *s, const KjIrExpr *e, int depth)
     case KJ_IR_CONST:
         return const_span(e);
     case KJ_IR_VAR:
+        for (int i = s->for_depth - 1; i >= 0; i--)
+            if (s->for_stack[i]->var == e->var)
+                return body_span(s, s->for_stack[i], depth);
         return var_span(s, e->var, depth);
     case KJ_IR_SREG:
         switch (e->sreg) {
-        case KJ_SREG_TID_X: case KJ_SREG_TID_Y: case KJ_SREG_TID_Z:
-            return within((Span){0, KJ_MAX_BLOCK_THREADS - 1}, t);
+        case KJ_SREG_TID_X: case KJ_SREG_TID_Y: case KJ_SREG_TID_Z: {
+            /* below the launch's block dims where the code is made for them,
+             * and x below the end of the threads a region runs */
+            int k = e->sreg - KJ_SREG_TID_X;
+            int64_t end = s->g->options->block_dims[k] ? s->g->options->block_dims[k] : KJ_MAX_BLOCK_THREADS;
+            if (k == 0 && s->tid_x_end > 0 && s->tid_x_end < end)
+                end = s->tid_x_end;
+            return within((Span){0, end - 1}, t);
+        }
         case KJ_SREG_BDIM_X: case KJ_SREG_BDIM_Y: case KJ_SREG_BDIM_Z:
             return within((Span){1, KJ_MAX_BLOCK_THREADS}, t);
         default:

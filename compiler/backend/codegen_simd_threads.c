@@ -8,7 +8,8 @@
  * host's vector registers; this file does the same for each region.
  *
  * Needs: a THREADS statement of a split form whose impl is being lowered
- * (codegen_llvm.c's gen_threads), cpu_simd on, unchecked.
+ * (codegen_llvm.c's gen_threads), cpu_simd on; in checked mode the failures
+ * of its lanes are kept and published per chunk (codegen_simd_check.c).
  * Gives: the region as loops over threadIdx.z and .y and, inside them,
  * threadIdx.x in chunks of W lanes, each chunk the region's statements as
  * codegen_simd.c lowers a kernel's body: the whole chunks with every lane
@@ -83,10 +84,12 @@ static LLVMValueRef emit_chunk(Simd *s, KjIrStmt *threads, LLVMValueRef base, LL
     if (s->returned)
         store_mask(s, s->returned, no_lanes(s));
     LLVMValueRef entry_mask = s->mask;
+    kj_simd_checks_chunk_start(s); /* checked: less the threads stopped before */
     kj_simd_stmt(s, threads->body);
     if (block_open(s))
         LLVMBuildBr(s->b, s->exit_bb);
     LLVMPositionBuilderAtEnd(s->b, s->exit_bb);
+    kj_simd_checks_publish(s);
     return entry_mask;
 }
 
@@ -255,6 +258,10 @@ bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef
     make_vector_slots(s);
     if (kj_uniform_divergent_return(s->u))
         s->returned = mask_slot(s, "returned");
+    /* checked mode: a failing lane ends its thread's turn, and later
+     * regions skip it, as the scalar loops' kj_codegen_check_thread_bail */
+    SimdChecks checks;
+    kj_simd_checks_begin(s, &checks, g->check_record, true);
 
     LLVMValueRef saved[3];
     for (int k = 0; k < 3; k++)
@@ -263,8 +270,29 @@ bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef
     g->loop_depth = 0;
     int64_t shared_offset = g->shared_offset;
     LLVMValueRef tail_mask = NULL;
-    if (!known_chunks(s, threads, first, stop, dims, shared_offset))
-        tail_mask = chunk_loops(s, threads, first, stop, dims, shared_offset);
+    int64_t end;
+    if (const_int_of(stop, &end) && end > 0)
+        s->tid_x_end = end; /* for the ranges of codegen_simd_range.c */
+    /* checked mode: the region twice, as its masks start with every lane
+     * (constants that fold away) while no thread of the block has stopped,
+     * and as they leave the stopped threads out once one has */
+    LLVMBasicBlockRef stopped = NULL, done = NULL;
+    if (s->checks) {
+        LLVMBasicBlockRef clean = new_block(g, "threads.clean");
+        stopped = new_block(g, "threads.stopped");
+        done = new_block(g, "threads.done");
+        LLVMBuildCondBr(g->b, kj_codegen_check_any_stopped(g), stopped, clean);
+        LLVMPositionBuilderAtEnd(g->b, clean);
+    }
+    for (int copy = s->checks ? 0 : 1; copy < 2; copy++) {
+        checks.stopped_before = copy == 1;
+        if (!known_chunks(s, threads, first, stop, dims, shared_offset))
+            tail_mask = chunk_loops(s, threads, first, stop, dims, shared_offset);
+        if (done) {
+            LLVMBuildBr(g->b, done);
+            LLVMPositionBuilderAtEnd(g->b, copy == 0 ? stopped : done);
+        }
+    }
     for (int k = 0; k < 3; k++)
         g->sreg[KJ_SREG_TID_X + k] = saved[k];
     g->loop_depth = loops;
@@ -274,6 +302,7 @@ bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef
         kj_simd_widen_crossing_masks(s, tail_mask, from);
         LLVMPositionBuilderAtEnd(g->b, after);
     }
+    kj_simd_checks_end(s, &checks);
     define_callees(s, pending, &pending_count);
     free(s->vslots);
     kj_arena_free(&s->arena);

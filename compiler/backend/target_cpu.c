@@ -649,11 +649,20 @@ static void emit_simd_block(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *a
         LLVMValueRef idx[3] = {const_i32(g, 0), const_i32(g, 2), const_i32(g, k)};
         dims[k] = LLVMBuildLoad2(g->b, g->t_i32, LLVMBuildInBoundsGEP2(g->b, g->t_thread_ctx, ctx, idx, 3, ""), "bdim");
     }
+    /* checked mode: the chunks claim the call's record (codegen_simd_check.c) */
+    int record = 0;
+    if (g->options->checks) {
+        LLVMValueRef idx = const_i64(g, fn->param_count);
+        LLVMValueRef slot = LLVMBuildInBoundsGEP2(g->b, g->t_ptr, LLVMGetParam(e, 0), &idx, 1, "");
+        args[n + 5] = LLVMBuildLoad2(g->b, g->t_ptr, slot, "check.record");
+        record = 1;
+    }
     Count z = open_count(g, g->t_i32, const_i32(g, 0), dims[2], "tz");
     args[n + 3] = LLVMBuildLoad2(g->b, g->t_i32, z.counter, "");
     Count y = open_count(g, g->t_i32, const_i32(g, 0), dims[1], "ty");
     args[n + 2] = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "");
-    call_chunks(g, chunk, chunk_type, args, n + 5, n + 1, n + 4, g->t_i32, const_i32(g, 0), dims[0], lanes);
+    call_chunks(g, chunk, chunk_type, args, n + 5 + record, n + 1, n + 4, g->t_i32, const_i32(g, 0), dims[0],
+                lanes);
     close_count(g, y, const_i32(g, 1));
     close_count(g, z, const_i32(g, 1));
     LLVMBuildRetVoid(g->b);

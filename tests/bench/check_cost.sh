@@ -12,7 +12,11 @@
 # meaningless and left out).  With KJIT_CHECK (the default option) a third
 # column times the race checker (KJIT_CHECK=race): RACE_ROUNDS rounds
 # (default 1) of one run each, as it is tens to hundreds of times slower;
-# RACE_ROUNDS=0 leaves it out.
+# RACE_ROUNDS=0 leaves it out.  CHECK_BEFORE=DIR names the build folder of
+# another version (its bench_cpu, bench_simd and libkjit.so, copied before a
+# change): its checked times go in a column of their own, before the
+# change's, taking turns with them (docs/performance.md's before/after table
+# of checked mode on SIMD lanes).
 #
 #   tests/bench/check_cost.sh [BENCH_CPU] [ROUNDS] [REPEAT]
 set -u
@@ -33,6 +37,11 @@ while [ $i -lt "$rounds" ]; do
         env "$option=$check" "$simd" --no-refs --repeat="$repeat" examples tests/bench \
             >"$tmp/simd-$mode.$i" || exit 1
     done
+    if [ -n "${CHECK_BEFORE:-}" ]; then
+        env "$option=1" "$CHECK_BEFORE/bench_cpu" examples "$repeat" >"$tmp/before.$i" || exit 1
+        env "$option=1" "$CHECK_BEFORE/bench_simd" --no-refs --repeat="$repeat" examples tests/bench \
+            >"$tmp/simd-before.$i" || exit 1
+    fi
     i=$((i + 1))
 done
 i=0
@@ -55,15 +64,23 @@ def best(kind, n):
     return {t: {w: min(r[t][w] for r in runs) for w in runs[0][t]} for t in runs[0]}
 off, on = best("off", rounds), best("on", rounds)
 race = best("race", race_rounds) if race_rounds else None
+before = best("before", rounds) if os.environ.get("CHECK_BEFORE") else None
 if os.environ.get("KJIT_BENCH_CLOCK") == "thread":
     off.pop("parallel", None)
-head = f"{'workload':38} {'target':9} {'without ms':>13} {'with ms':>11} {'ratio':>6}"
+head = f"{'workload':38} {'target':9} {'without ms':>13}"
+if before:
+    head += f" {'before ms':>11} {'ratio':>6}"
+head += f" {'with ms':>11} {'ratio':>6}"
 if race:
     head += f" {'race ms':>11} {'ratio':>7}"
 print(head + f"   (with: {option}=1" + (", race: KJIT_CHECK=race)" if race else ")"))
 for t in off:
     for w in off[t]:
-        line = f"{w:38} {t:9} {off[t][w]:13.2f} {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}"
+        line = f"{w:38} {t:9} {off[t][w]:13.2f}"
+        if before:
+            b = before.get(t, {}).get(w)
+            line += f" {b:11.2f} {b / off[t][w]:6.2f}" if b is not None else f" {'-':>11} {'-':>6}"
+        line += f" {on[t][w]:11.2f} {on[t][w] / off[t][w]:6.2f}"
         if race:
             line += f" {race[t][w]:11.2f} {race[t][w] / off[t][w]:7.1f}"
         print(line)

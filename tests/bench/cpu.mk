@@ -32,9 +32,13 @@ test-bench-refs: $(BUILD)/bench_simd
 	$(BUILD)/bench_simd --smoke examples tests/bench
 
 # make bench-checks: what checked mode (KJIT_CHECK=1) and the race checker
-# (KJIT_CHECK=race, one round) cost on the same workloads.
+# (KJIT_CHECK=race, one round) cost on the same workloads.  CHECK_BEFORE=DIR
+# (a copy of another version's build/bench_cpu, bench_simd and libkjit.so)
+# adds that version's checked times beside this one's; KJIT_BENCH_CLOCK=thread
+# times by the thread's CPU time (docs/performance.md).
 bench-checks: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
-	KJIT_CACHE_DIR=$(abspath $(BUILD))/bench-cache tests/bench/check_cost.sh $(BUILD)/bench_cpu
+	KJIT_CACHE_DIR=$(abspath $(BUILD))/bench-cache tests/bench/check_cost.sh $(BUILD)/bench_cpu \
+	  $(BENCH_ROUNDS) $(BENCH_REPEAT)
 
 # make bench-cancel: what cancellation polls (KJIT_CANCELLABLE=1) cost there.
 bench-cancel: all $(BUILD)/bench_cpu $(BUILD)/bench_simd

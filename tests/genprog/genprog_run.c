@@ -13,6 +13,7 @@
  *   par, par-nospec, par-scalar      cpu_specialise 1, cpu_simd 1 and
  *                                    cpu_specialise 0, cpu_simd 0 (fibers); par:
  *                                    the parallel target, 3 threads
+ *   MODE+check (cpu+check)           MODE in checked mode (checks on SIMD lanes)
  *   cuda                             when kjit_cuda_available() says so
  *                                    (else "skipped: no CUDA driver")
  *   sse:cpu, sse:cpu-nospec, sse:par the same in a child process under
@@ -80,7 +81,7 @@ static const double CUDA_INT_SLACK = 0.02;
 typedef struct Mode {
     char name[32];
     kjit_target target;
-    int simd, specialise;
+    int simd, specialise, check;
     kjit_context *context;
     kjit_module *module;
     bool cuda;
@@ -121,7 +122,19 @@ static bool add_mode(const char *name)
         fprintf(stderr, "genprog-run: unknown mode '%s'\n", name);
         return false;
     }
-    const char *dash = strchr(name, '-');
+    /* NAME+check: checked mode (kjit_options.check), which a well-defined
+     * program passes with the same results */
+    char base[32];
+    snprintf(base, sizeof base, "%s", name);
+    char *plus = strchr(base, '+');
+    if (plus && strcmp(plus, "+check") == 0) {
+        m->check = KJIT_CHECK_VALUES;
+        *plus = '\0';
+    } else if (plus) {
+        fprintf(stderr, "genprog-run: unknown mode '%s'\n", name);
+        return false;
+    }
+    const char *dash = strchr(base, '-');
     if (dash && strcmp(dash, "-nospec") == 0)
         m->specialise = 0;
     else if (dash && strcmp(dash, "-scalar") == 0)
@@ -136,6 +149,7 @@ static bool add_mode(const char *name)
     o.num_threads = 3;
     o.cpu_simd = m->simd;
     o.cpu_specialise = m->specialise;
+    o.check = m->check;
     o.on_print = discard_line;
     if (kjit_context_create(&o, &m->context) != KJIT_OK) {
         fprintf(stderr, "genprog-run: %s: %s\n", name, kjit_last_error(NULL));
@@ -1273,8 +1287,8 @@ static int run_child(const char *self, const char *label, const char *features, 
 
 int main(int argc, char **argv)
 {
-    const char *mode_list = "cpu,cpu-nospec,cpu-scalar,par,par-nospec,par-scalar,cuda";
-    const char *child_modes = "cpu,cpu-nospec,par";
+    const char *mode_list = "cpu,cpu-nospec,cpu-scalar,cpu+check,par,par-nospec,par-scalar,cuda";
+    const char *child_modes = "cpu,cpu-nospec,par,cpu+check";
     bool children = true;
     int first = 1;
     for (; first < argc && argv[first][0] == '-'; first++) {

@@ -1,0 +1,117 @@
+#!/bin/sh
+# check_lanes.sh: checked mode on SIMD lanes (run by `make test-cli`).  A
+# chunk of lanes runs its threads statement by statement, so the first lane
+# to fail in time need not be the first thread in the threads' order; the
+# lowest failed lane claims the record at the chunk's end
+# (compiler/backend/codegen_simd_check.c).  Each kernel below fails in
+# several threads; `kjit run --check` must report the same first failure
+# (kind, place, block, thread) on lanes (KJIT_CPU_SIMD=1: kernels on lanes,
+# split forms' regions on lanes, specialised for the block or not) as in the
+# scalar code (KJIT_CPU_SIMD=0: a kernel's threads one by one, barriers on
+# fibers), on cpu and parallel, and it must be the thread named here.
+#
+#   tests/cli/check_lanes.sh build/kjit
+. "$(dirname "$0")/lib.sh"
+
+# name, the thread that must win, the kernel's arguments; the source on stdin
+case_of() {
+    name=$1 thread=$2
+    shift 2
+    cat >"$tmp/$name.kern"
+    KJIT_CPU_SIMD=0 KJIT_CACHE=off "$kjit" run --check "$tmp/$name.kern" "$@" --target cpu >/dev/null 2>"$tmp/scalar"
+    if [ $? = 1 ] && grep -q "thread ($thread,0,0)" "$tmp/scalar"; then ok
+    else cp "$tmp/scalar" "$tmp/err"; bad "$name: the scalar code reports thread $thread"; fi
+    for target in cpu parallel; do
+        for specialise in 1 0; do
+            KJIT_CPU_SIMD=1 KJIT_CPU_SPECIALISE=$specialise KJIT_CACHE=off \
+                "$kjit" run --check "$tmp/$name.kern" "$@" --target $target >/dev/null 2>"$tmp/err"
+            if [ $? = 1 ] && cmp -s "$tmp/scalar" "$tmp/err"; then ok
+            else bad "$name on lanes ($target, KJIT_CPU_SPECIALISE=$specialise): the scalar code's report"; fi
+        done
+    done
+}
+
+# Two lanes of one chunk: thread 5 fails first in time (the division, the
+# first statement), thread 3 first in order (the load, the next one).
+case_of one_chunk 3 k arange:i64:64 zeros:i64:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let t = threadIdx.x;
+    let v = a[t];
+    let q = 100 / (v - 5);
+    out[t] = q + a[t + 1000 * i64(v == 3)];
+}
+EOF
+
+# Two chunks (for any lane count up to 32): thread 40 fails first in time,
+# thread 2 first in order; and in the later chunk alone, threads 37 and 39.
+case_of two_chunks 2 k arange:i64:64 zeros:i64:64 --grid 2 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let t = i64(threadIdx.x);
+    let early = a[t + 1000 * i64(t == 40 || t == 39)];
+    out[t] = early + a[t + 1000 * i64(t == 2 || t == 37)];
+}
+EOF
+case_of later_chunk 37 k arange:i64:64 zeros:i64:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let t = i64(threadIdx.x);
+    let early = a[t + 1000 * i64(t == 39)];
+    out[t] = early + a[t + 1000 * i64(t == 37)];
+}
+EOF
+
+# A uniform failure (every thread's a[n]) after thread 0 failed alone: the
+# chunk's lowest lane is thread 0, with its own report.
+case_of uniform_after 0 k arange:i64:64 1000000 zeros:i64:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], n: i64, out: i64[]) {
+    let t = i64(threadIdx.x);
+    out[t] = a[t + 1000 * i64(t == 0)];
+    out[t] = a[n];
+}
+EOF
+
+# Inside a part of an expression under its own mask (a side of ?:), a
+# conversion and a shift: thread 6 shifts too far first, thread 4's
+# conversion comes later in the statement.
+case_of kinds 4 k arange:f64:64 zeros:i32:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(x: f64[], out: i32[]) {
+    let t = threadIdx.x;
+    let big = t == 4 ? 1e20 : x[t];
+    let s = t % 2 == 0 ? i32(1) << (t * i32(t == 6) * 10) : i32(0);
+    out[t] = s + i32(t > 2 ? big : 0.0);
+}
+EOF
+
+# A split form: thread 7 fails in the first region, thread 1 in the second
+# (as the fibers run, every thread reaches the barrier first); thread 7 sits
+# the second region out.
+case_of regions 7 k arange:i64:128 zeros:i64:128 --grid 2 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let tile = shared(i64, 64);
+    let t = threadIdx.x;
+    let i = i64(blockIdx.x) * 64 + i64(t);
+    tile[t] = a[i + 1000 * i64(t == 7)];
+    syncthreads();
+    out[i] = tile[63 - t] / (a[i] - 1);
+}
+EOF
+
+# The same across regions and chunks: thread 70 fails in the first region,
+# thread 3 in the second; 70 wins, as every thread ran the first region.
+case_of regions_chunks 70 k arange:i64:128 zeros:i64:128 --grid 1 --block 128 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let tile = shared(f64, 128);
+    let t = threadIdx.x;
+    tile[t] = f64(a[i64(t) + 1000 * i64(t == 70)]);
+    syncthreads();
+    out[t] = i64(tile[127 - t]) + a[i64(t) + 1000 * i64(t == 3)];
+}
+EOF
+
+finish
