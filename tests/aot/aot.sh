@@ -175,7 +175,7 @@ size=$(stat -c %s "$lib")
 # another ABI version: the trailer's version word (8 bytes into the last 64)
 cp "$lib" "$OUT/libs/abi.so"
 printf '\x63\x00\x00\x00' | dd of="$OUT/libs/abi.so" bs=1 seek=$((size - 64 + 8)) conv=notrunc status=none
-refused "ABI 99" "$OUT/libs/abi.so" "ABI version 99; this runtime reads version 1"
+refused "ABI 99" "$OUT/libs/abi.so" "ABI version 99; this runtime reads version 2"
 # altered: one byte of the code, then one of the table
 for at in 4096 $((size - 200)); do
     cp "$lib" "$OUT/libs/altered.so"
