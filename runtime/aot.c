@@ -89,12 +89,13 @@ typedef struct AotRoot {
     const char *lifted, *symbol;
     KjIrFunction *header;
     bool bound; /* its print and cancel hooks point at the runtime */
-    /* a cuda root (aot_cuda.c): what the device runs of it, copied from
-     * the file (NULL: none; the cubin first, else the PTX) */
+    /* a cuda root (aot_cuda.c): what the device runs of it, in the
+     * library's copy of the file (NULL: none; the cubin first, else the
+     * PTX, NUL-terminated) */
     bool cuda;
-    void *cubin;
+    const void *cubin;
     size_t cubin_size;
-    char *ptx;
+    const char *ptx;
     uint64_t sizes[KJ_AOT_CUDA_ARCHS + 1]; /* the file's: the PTX, each arch's cubin */
 } AotRoot;
 
@@ -115,6 +116,7 @@ struct KjLibrary {
     bool has_cuda;
     KjAotCudaArchs archs;
     int choice; /* an index of archs, KJ_AOT_CUDA_USE_PTX or _NONE */
+    uint8_t *file; /* on cuda, the bytes checked: the roots' code is read there */
     char cuda_text[64];
     const char *notes, *source; /* the build's (the module's arena) */
     int cpu_level_count;
@@ -129,10 +131,7 @@ void kj_aot_free(KjLibrary *library)
         dlclose(library->handle);
     if (library->memfd >= 0)
         close(library->memfd);
-    for (int i = 0; i < library->root_count; i++) {
-        free(library->roots[i].cubin);
-        free(library->roots[i].ptx);
-    }
+    free(library->file);
     free(library->roots);
     pthread_mutex_destroy(&library->lock);
     free(library);
@@ -337,51 +336,21 @@ static void read_cuda(Reader *r, KjIrModule *ir, KjSource *src, KjLibrary *lib)
         uint64_t size = 0;
         const uint8_t *ptx = get_blob(r, &size);
         root->sizes[0] = size;
-        if (ptx && ptx_runs) { /* the driver's fallback too, when a cubin is refused */
-            root->ptx = kj_xmalloc((size_t)size + 1);
-            memcpy(root->ptx, ptx, (size_t)size);
-            root->ptx[size] = '\0';
-        }
+        if (ptx && (size == 0 || ptx[size - 1] != '\0'))
+            r->bad = true; /* the PTX is text with its NUL */
+        else if (ptx_runs) /* the driver's fallback too, when a cubin is refused */
+            root->ptx = (const char *)ptx;
         for (int a = 0; a < lib->archs.count && !r->bad; a++) {
             if (!lib->archs.cubin[a])
                 continue;
             const uint8_t *cubin = get_blob(r, &size);
             root->sizes[a + 1] = size;
             if (cubin && a == lib->choice) {
-                root->cubin = kj_xmalloc((size_t)size ? (size_t)size : 1);
-                memcpy(root->cubin, cubin, (size_t)size);
+                root->cubin = cubin;
                 root->cubin_size = (size_t)size;
             }
         }
     }
-}
-
-/* On a cuda context: the library holds cuda code that the device runs
- * (else why not, naming the device and what the library holds). */
-static bool cuda_usable(KjLibrary *lib, char *why, size_t why_size)
-{
-    if (!lib->has_cuda)
-        return snprintf(why, why_size, "it holds no cuda code (it was built with --cuda=off); "
-                        "build it without --cuda=off to run it on the cuda target"), false;
-    if (lib->choice >= 0) {
-        snprintf(lib->cuda_text, sizeof lib->cuda_text, "cubin %s", lib->archs.names[lib->choice]);
-        return true;
-    }
-    if (lib->choice == KJ_AOT_CUDA_USE_PTX) {
-        snprintf(lib->cuda_text, sizeof lib->cuda_text, "ptx %s", lib->archs.names[0]);
-        return true;
-    }
-    KjBuf held = {0};
-    for (int a = 0; a < lib->archs.count; a++)
-        if (lib->archs.cubin[a])
-            kj_buf_printf(&held, "%s%s", held.data ? ", " : "", lib->archs.names[a]);
-    snprintf(why, why_size, "this device (compute capability %d.%d, sm_%d%d%s) runs none of its "
-             "cuda code: it holds cubins for %s and PTX for %s (build it with --arch=sm_%d%d)",
-             lib->major, lib->minor, lib->major, lib->minor,
-             getenv("KJIT_AOT_CUDA_DEVICE") ? ", as KJIT_AOT_CUDA_DEVICE says" : "",
-             held.data ? held.data : "no arch", lib->archs.names[0], lib->major, lib->minor);
-    kj_buf_free(&held);
-    return false;
 }
 
 /* The module's IR of headers and the library's roots, from the table. */
@@ -476,7 +445,8 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
     if (!best_found)
         return snprintf(why, why_size, "no level this CPU runs"), false;
     if (lib->on_cuda)
-        return cuda_usable(lib, why, why_size);
+        return kj_aot_cuda_usable(lib->has_cuda, &lib->archs, lib->major, lib->minor,
+                                  lib->cuda_text, sizeof lib->cuda_text, why, why_size);
     return true;
 }
 
@@ -627,6 +597,10 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
             lib->memfd = mem;
         else if (mem >= 0)
             close(mem);
+    }
+    if (ok && lib->on_cuda) { /* the roots' cuda code points into it */
+        lib->file = data;
+        data = NULL;
     }
     free(data);
     if (!ok) {

@@ -431,7 +431,7 @@ static void write_cuda(Writer *w, const CudaBuild *cuda)
     put_u32(w, (uint32_t)cuda->roots.count);
     for (int i = 0; i < cuda->roots.count; i++) {
         put_root(w, &cuda->roots.items[i]);
-        put_blob(w, cuda->code[i].ptx, strlen(cuda->code[i].ptx));
+        put_blob(w, cuda->code[i].ptx, strlen(cuda->code[i].ptx) + 1); /* with its NUL */
         for (int a = 0; a < cuda->archs.count; a++)
             if (cuda->archs.cubin[a])
                 put_blob(w, cuda->code[i].cubin[a], cuda->code[i].cubin_size[a]);

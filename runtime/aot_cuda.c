@@ -53,6 +53,36 @@ int kj_aot_cuda_choose(int major, int minor, const KjAotCudaArchs *archs, const 
     return KJ_AOT_CUDA_NONE;
 }
 
+bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, int minor,
+                        char *chosen, size_t chosen_size, char *why, size_t why_size)
+{
+    if (!has_cuda)
+        return snprintf(why, why_size, "it holds no cuda code (it was built with --cuda=off); "
+                        "build it without --cuda=off to run it on the cuda target"), false;
+    int choice = kj_aot_cuda_choose(major, minor, archs, archs->names[0]);
+    if (choice >= 0)
+        return snprintf(chosen, chosen_size, "cubin %s", archs->names[choice]), true;
+    if (choice == KJ_AOT_CUDA_USE_PTX)
+        return snprintf(chosen, chosen_size, "ptx %s", archs->names[0]), true;
+    KjBuf held = {0};
+    int cubins = 0;
+    for (int a = 0; a < archs->count; a++)
+        if (archs->cubin[a])
+            cubins++;
+    for (int a = 0, n = 0; a < archs->count; a++)
+        if (archs->cubin[a])
+            kj_buf_printf(&held, "%s%s", n++ ? (n == cubins ? " and " : ", ") : "",
+                          archs->names[a]);
+    const char *fake = getenv("KJIT_AOT_CUDA_DEVICE");
+    snprintf(why, why_size, "this device (compute capability %d.%d, sm_%d%d%s) runs none of its "
+             "cuda code: it holds %s%s and PTX for %s (build it with --arch=sm_%d%d)", major,
+             minor, major, minor, fake && *fake ? ", as KJIT_AOT_CUDA_DEVICE says" : "",
+             cubins ? "cubins for " : "no cubin", held.data ? held.data : "", archs->names[0],
+             major, minor);
+    kj_buf_free(&held);
+    return false;
+}
+
 void kj_aot_cuda_device(kjit_context *context, int *major, int *minor)
 {
     const char *fake = getenv("KJIT_AOT_CUDA_DEVICE");

@@ -1410,6 +1410,12 @@ bool kj_aot_cuda_capability(const char *arch, int *major, int *minor);
  * or KJ_AOT_CUDA_NONE. */
 enum { KJ_AOT_CUDA_USE_PTX = -1, KJ_AOT_CUDA_NONE = -2 };
 int kj_aot_cuda_choose(int major, int minor, const KjAotCudaArchs *archs, const char *ptx_arch);
+/* Whether a device of compute capability major.minor runs a library's cuda
+ * code (has_cuda: it holds some; archs, the PTX's first): then what it runs
+ * in `chosen` ("cubin sm_90", "ptx sm_70"), else why not in `why`, naming
+ * the device and what the library holds. */
+bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, int minor,
+                        char *chosen, size_t chosen_size, char *why, size_t why_size);
 /* The device a cuda context's library code is chosen for: its compute
  * capability, or KJIT_AOT_CUDA_DEVICE=sm_XY's (a test hook, docs/aot.md). */
 void kj_aot_cuda_device(kjit_context *context, int *major, int *minor);
