@@ -106,18 +106,20 @@ $(BUILD)/libkjit.so: $(LIB_OBJS)
 # libkjit-rt: the runtime alone, for code from libraries that `kjit build
 # --emit=lib` made (docs/aot.md).  The runtime's objects but jit.c (which
 # fills the runtime's KjJit table with the compiler), tools.c and
-# aot_build.c, aot_header.c (kjit_tools.h: the compiler's stages, kjit build
-# --emit=lib|header), jit_none.c in jit.c's place, and of
+# aot_build.c, aot_cuda_build.c, aot_header.c (kjit_tools.h: the compiler's
+# stages, kjit build --emit=lib|header), jit_none.c in jit.c's place, and of
 # compiler/ only the support the two share: the arena and buffers (util.c),
 # types (types.c), the reporter (diag.c), f16/bf16 bits (half_bits.c) and
-# the bytes of a local() sized at launch (local_size.c, which a launch asks).
+# the bytes of a local() sized at launch (local_size.c, which a launch asks)
+# and the lanes of a cuda reduction (reduce_lanes.c, which a reduction asks).
 # No LLVM, no pass: tests/aot/rt_link.sh proves it with nm and ldd.
 RT_SUPPORT_OBJS = $(BUILD)/obj/compiler/util.o $(BUILD)/obj/compiler/types.o \
                   $(BUILD)/obj/compiler/diag.o $(BUILD)/obj/compiler/half_bits.o \
-                  $(BUILD)/obj/compiler/local_size.o
+                  $(BUILD)/obj/compiler/local_size.o $(BUILD)/obj/compiler/reduce_lanes.o
 RT_OBJS = $(RT_SUPPORT_OBJS) $(BUILD)/obj/runtime/jit_none.o \
           $(filter-out $(BUILD)/obj/runtime/jit.o $(BUILD)/obj/runtime/tools.o \
-            $(BUILD)/obj/runtime/aot_build.o $(BUILD)/obj/runtime/aot_header.o,$(RUNTIME_OBJS))
+            $(BUILD)/obj/runtime/aot_build.o $(BUILD)/obj/runtime/aot_cuda_build.o \
+            $(BUILD)/obj/runtime/aot_header.o,$(RUNTIME_OBJS))
 $(BUILD)/libkjit-rt.so: $(RT_OBJS)
 	$(CC) -shared -o $@ $^ -lpthread -ldl -lm -lrt -Wl,-z,defs -Wl,-soname,libkjit-rt.so
 

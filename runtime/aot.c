@@ -89,6 +89,14 @@ typedef struct AotRoot {
     const char *lifted, *symbol;
     KjIrFunction *header;
     bool bound; /* its print and cancel hooks point at the runtime */
+    /* a cuda root (aot_cuda.c): what the device runs of it, in the
+     * library's copy of the file (NULL: none; the cubin first, else the
+     * PTX, NUL-terminated) */
+    bool cuda;
+    const void *cubin;
+    size_t cubin_size;
+    const char *ptx;
+    uint64_t sizes[KJ_AOT_CUDA_ARCHS + 1]; /* the file's: the PTX, each arch's cubin */
 } AotRoot;
 
 struct KjLibrary {
@@ -101,6 +109,18 @@ struct KjLibrary {
     int root_count;
     AotRoot *roots;
     pthread_mutex_t lock;
+    /* cuda (aot_cuda.c): whether the context is, its device's compute
+     * capability, the archs the library holds and what the device runs */
+    bool on_cuda;
+    int major, minor;
+    bool has_cuda;
+    KjAotCudaArchs archs;
+    int choice; /* an index of archs, KJ_AOT_CUDA_USE_PTX or _NONE */
+    uint8_t *file; /* on cuda, the bytes checked: the roots' code is read there */
+    char cuda_text[64];
+    const char *notes, *source; /* the build's (the module's arena) */
+    int cpu_level_count;
+    const char *cpu_levels[KJ_CPU_LEVEL_COUNT + 1];
 };
 
 void kj_aot_free(KjLibrary *library)
@@ -111,6 +131,7 @@ void kj_aot_free(KjLibrary *library)
         dlclose(library->handle);
     if (library->memfd >= 0)
         close(library->memfd);
+    free(library->file);
     free(library->roots);
     pthread_mutex_destroy(&library->lock);
     free(library);
@@ -155,6 +176,19 @@ static const char *get_str(Reader *r)
     memcpy(s, r->p, n);
     r->p += n;
     return s;
+}
+
+/* u64 size and the bytes: a pointer into the table (NULL when bad). */
+static const uint8_t *get_blob(Reader *r, uint64_t *size)
+{
+    *size = get_u64(r);
+    if (r->bad || (uint64_t)(r->end - r->p) < *size) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *at = r->p;
+    r->p += *size;
+    return at;
 }
 
 static const KjType *get_type(Reader *r)
@@ -232,6 +266,93 @@ static KjIrFunction *get_header(Reader *r, KjSource *src)
     return fn;
 }
 
+static KjIrFunction *get_header(Reader *r, KjSource *src);
+
+/* One root's fields (the table's "each root"), the same for cpu and cuda. */
+static void get_root(Reader *r, KjIrModule *ir, KjSource *src, AotRoot *root)
+{
+    root->entry = (int)get_u32(r);
+    root->sig = (int)get_u32(r);
+    root->vectorized = get_u32(r) != 0;
+    root->variant.layout = (KjLayout)get_u32(r);
+    root->variant.ndim = (int)get_u32(r);
+    root->variant.scalar_mask = get_u32(r);
+    root->contiguous = get_u32(r);
+    root->lifted = get_str(r);
+    root->symbol = get_str(r);
+    root->header = get_header(r, src);
+    if (root->entry < 0 || root->entry >= ir->entries.count || !root->symbol ||
+        strlen(root->symbol) >= 400)
+        r->bad = true;
+    else if (root->sig < 0 ||
+             root->sig >= ((KjIrEntry *)ir->entries.items[root->entry])->variants.count)
+        r->bad = true;
+}
+
+/* The cuda section (aot_cuda.c): u32 0, or u32 1, the archs (u32 count,
+ * each str name and u32 whether it has cubins; the first is the PTX's),
+ * str notes, u32 roots, each a root, the PTX and a cubin per arch that has
+ * them (u64 size, bytes).  On a cuda context what the device runs is
+ * chosen (kj_aot_cuda_choose) and each root's copied. */
+static void read_cuda(Reader *r, KjIrModule *ir, KjSource *src, KjLibrary *lib)
+{
+    lib->choice = KJ_AOT_CUDA_NONE;
+    lib->has_cuda = get_u32(r) != 0;
+    if (!lib->has_cuda || r->bad)
+        return;
+    uint32_t count = get_u32(r);
+    if (count == 0 || count > KJ_AOT_CUDA_ARCHS) {
+        r->bad = true;
+        return;
+    }
+    lib->archs.count = (int)count;
+    for (uint32_t a = 0; a < count && !r->bad; a++) {
+        const char *name = get_str(r);
+        snprintf(lib->archs.names[a], sizeof lib->archs.names[a], "%s", name ? name : "");
+        lib->archs.cubin[a] = get_u32(r) != 0;
+        int major, minor;
+        if (!kj_aot_cuda_capability(lib->archs.names[a], &major, &minor))
+            r->bad = true;
+    }
+    lib->notes = get_str(r);
+    if (lib->on_cuda && !r->bad)
+        lib->choice = kj_aot_cuda_choose(lib->major, lib->minor, &lib->archs, lib->archs.names[0]);
+    bool ptx_runs = lib->on_cuda && kj_aot_cuda_choose(lib->major, lib->minor,
+                                                       &(KjAotCudaArchs){0},
+                                                       lib->archs.names[0]) == KJ_AOT_CUDA_USE_PTX;
+    uint32_t roots = get_u32(r);
+    if (r->bad || roots > 1000000) {
+        r->bad = true;
+        return;
+    }
+    int first = lib->root_count;
+    lib->roots = kj_xrealloc(lib->roots, sizeof *lib->roots * (size_t)(first + (int)roots + 1));
+    memset(lib->roots + first, 0, sizeof *lib->roots * ((size_t)roots + 1));
+    lib->root_count += (int)roots;
+    for (uint32_t i = 0; i < roots && !r->bad; i++) {
+        AotRoot *root = &lib->roots[first + (int)i];
+        get_root(r, ir, src, root);
+        root->cuda = true;
+        uint64_t size = 0;
+        const uint8_t *ptx = get_blob(r, &size);
+        root->sizes[0] = size;
+        if (ptx && (size == 0 || ptx[size - 1] != '\0'))
+            r->bad = true; /* the PTX is text with its NUL */
+        else if (ptx_runs) /* the driver's fallback too, when a cubin is refused */
+            root->ptx = (const char *)ptx;
+        for (int a = 0; a < lib->archs.count && !r->bad; a++) {
+            if (!lib->archs.cubin[a])
+                continue;
+            const uint8_t *cubin = get_blob(r, &size);
+            root->sizes[a + 1] = size;
+            if (cubin && a == lib->choice) {
+                root->cubin = cubin;
+                root->cubin_size = (size_t)size;
+            }
+        }
+    }
+}
+
 /* The module's IR of headers and the library's roots, from the table. */
 static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **written,
                        char *why, size_t why_size)
@@ -241,6 +362,7 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
     KjSource *src = kj_arena_alloc(r->arena, sizeof *src);
     src->path = get_str(r);
     src->text = "";
+    lib->source = src->path;
     ir->source_hash = get_u64(r);
     uint32_t check = get_u32(r), cancellable = get_u32(r), cpu_simd = get_u32(r),
              opt = get_u32(r);
@@ -250,6 +372,8 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
     for (uint32_t i = 0; i < levels && i < 64 && !r->bad; i++) {
         const char *name = get_str(r);
         const KjCpuLevel *level = name ? kj_cpu_level_named(name) : NULL;
+        if (level && lib->cpu_level_count < KJ_CPU_LEVEL_COUNT)
+            lib->cpu_levels[lib->cpu_level_count++] = level->name;
         /* the last one this CPU runs: the levels are written lowest first */
         if (level && kj_cpu_level_usable(level)) {
             lib->level = level;
@@ -311,31 +435,18 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
         return snprintf(why, why_size, "its table is damaged"), false;
     lib->roots = kj_xcalloc(roots ? roots : 1, sizeof *lib->roots);
     lib->root_count = (int)roots;
-    for (uint32_t i = 0; i < roots && !r->bad; i++) {
-        AotRoot *root = &lib->roots[i];
-        root->entry = (int)get_u32(r);
-        root->sig = (int)get_u32(r);
-        root->vectorized = get_u32(r) != 0;
-        root->variant.layout = (KjLayout)get_u32(r);
-        root->variant.ndim = (int)get_u32(r);
-        root->variant.scalar_mask = get_u32(r);
-        root->contiguous = get_u32(r);
-        root->lifted = get_str(r);
-        root->symbol = get_str(r);
-        root->header = get_header(r, src);
-        if (root->entry < 0 || root->entry >= ir->entries.count || !root->symbol ||
-            strlen(root->symbol) >= 400)
-            r->bad = true;
-        else if (root->sig < 0 ||
-                 root->sig >= ((KjIrEntry *)ir->entries.items[root->entry])->variants.count)
-            r->bad = true;
-    }
+    for (uint32_t i = 0; i < roots && !r->bad; i++)
+        get_root(r, ir, src, &lib->roots[i]);
+    read_cuda(r, ir, src, lib);
     if (getenv("KJ_AOT_DEBUG"))
         fprintf(stderr, "bad %d left %td roots %u\n", r->bad, r->end - r->p, roots);
     if (r->bad || r->p != r->end)
         return snprintf(why, why_size, "its table is damaged"), false;
     if (!best_found)
         return snprintf(why, why_size, "no level this CPU runs"), false;
+    if (lib->on_cuda)
+        return kj_aot_cuda_usable(lib->has_cuda, &lib->archs, lib->major, lib->minor,
+                                  lib->cuda_text, sizeof lib->cuda_text, why, why_size);
     return true;
 }
 
@@ -383,8 +494,8 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
     kjit_context *context = module->context;
     if (!context->runtime->runs_libraries)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: %s: libraries run on the cpu and parallel targets (cuda "
-                                "code in libraries is not built yet)", api, path);
+                                "%s: %s: the %s target runs no library", api, path,
+                                context->runtime->name);
     /* a library's code has no checks: running it unchecked would pass silently */
     if (context->options.check)
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
@@ -445,6 +556,9 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
         lib = kj_xcalloc(1, sizeof *lib);
         lib->memfd = -1;
         pthread_mutex_init(&lib->lock, NULL);
+        lib->on_cuda = context->runtime == &kj_runtime_cuda;
+        if (lib->on_cuda)
+            kj_aot_cuda_device(context, &lib->major, &lib->minor);
         Reader r = {data + elf_size, data + elf_size + table_size, false, &module->arena};
         ok = read_table(&r, module->ir, lib, &written, why, sizeof why);
         if (!ok && strstr(why, "no level")) {
@@ -484,6 +598,10 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
         else if (mem >= 0)
             close(mem);
     }
+    if (ok && lib->on_cuda) { /* the roots' cuda code points into it */
+        lib->file = data;
+        data = NULL;
+    }
     free(data);
     if (!ok) {
         kj_aot_free(lib);
@@ -501,6 +619,89 @@ const char *kjit_module_library_level(const kjit_module *module)
     return module->library ? module->library->level->name : NULL;
 }
 
+const char *kjit_module_library_cuda(const kjit_module *module)
+{
+    if (!kj_api_live(module, KJ_HANDLE_MODULE, "kjit_module_library_cuda"))
+        return NULL;
+    return module->library && module->library->on_cuda ? module->library->cuda_text : NULL;
+}
+
+kjit_status kjit_library_describe(const char *path, char **text, char **error)
+{
+    *text = *error = NULL;
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CPU;
+    options.check = 0;
+    kjit_context *context = NULL;
+    kjit_module *module = NULL;
+    kjit_status status = kjit_context_create(&options, &context);
+    if (status == KJIT_OK)
+        status = kjit_module_load_library(context, path, &module);
+    if (status != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(context));
+        kjit_context_destroy(context);
+        return status;
+    }
+    const KjLibrary *lib = module->library;
+    KjBuf b = {0};
+    kj_buf_printf(&b, "library:   %s (kjit library ABI %d)\nsource:    %s\nfunctions: %d\n",
+                  path, KJ_AOT_ABI, lib->source ? lib->source : "?", module->function_count);
+    int cpu = 0, cuda = 0;
+    for (int i = 0; i < lib->root_count; i++)
+        lib->roots[i].cuda ? cuda++ : cpu++;
+    kj_buf_printf(&b, "cpu:       %d roots, levels", cpu);
+    for (int i = 0; i < lib->cpu_level_count; i++)
+        kj_buf_printf(&b, " %s", lib->cpu_levels[i]);
+    kj_buf_printf(&b, " (this CPU runs %s)\n", lib->level->name);
+    if (!lib->has_cuda) {
+        kj_buf_printf(&b, "cuda:      none (built with --cuda=off)\n");
+    } else {
+        uint64_t total[KJ_AOT_CUDA_ARCHS + 1] = {0};
+        for (int i = 0; i < lib->root_count; i++)
+            for (int a = 0; lib->roots[i].cuda && a <= lib->archs.count; a++)
+                total[a] += lib->roots[i].sizes[a];
+        kj_buf_printf(&b, "cuda:      %d roots; PTX for %s (%llu bytes)", cuda,
+                      lib->archs.names[0], (unsigned long long)total[0]);
+        for (int a = 0; a < lib->archs.count; a++)
+            if (lib->archs.cubin[a])
+                kj_buf_printf(&b, "; cubins for %s (%llu bytes)", lib->archs.names[a],
+                              (unsigned long long)total[a + 1]);
+            else
+                kj_buf_printf(&b, "; no cubin for %s", lib->archs.names[a]);
+        kj_buf_printf(&b, "\n");
+        for (const char *p = lib->notes; p && *p;) {
+            const char *nl = strchr(p, '\n');
+            int n = nl ? (int)(nl - p) : (int)strlen(p);
+            kj_buf_printf(&b, "note:      %.*s\n", n, p);
+            p += n + (nl ? 1 : 0);
+        }
+    }
+    for (int i = 0; i < lib->root_count; i++) {
+        const AotRoot *r = &lib->roots[i];
+        kj_buf_printf(&b, "root %d: %s %s%s%s%s", i, r->cuda ? "cuda" : "cpu ", r->symbol,
+                      r->lifted ? " (" : "", r->lifted ? r->lifted : "", r->lifted ? ")" : "");
+        for (int a = 0; r->cuda && a <= lib->archs.count; a++)
+            if (a == 0 || lib->archs.cubin[a - 1])
+                kj_buf_printf(&b, " %s %s %llu", a ? "cubin" : "ptx",
+                              lib->archs.names[a ? a - 1 : 0], (unsigned long long)r->sizes[a]);
+        kj_buf_printf(&b, "\n");
+    }
+    *text = b.data;
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return KJIT_OK;
+}
+
+void kj_aot_cuda_image(const KjLibrary *library, int root, const void **cubin, size_t *size,
+                       const char **ptx)
+{
+    const AotRoot *r = &library->roots[root];
+    *cubin = r->cubin;
+    *size = r->cubin_size;
+    *ptx = r->ptx;
+}
+
 /* ------------------------------------------------------------ the roots */
 
 static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
@@ -508,12 +709,12 @@ static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
     return a->layout == b->layout && a->ndim == b->ndim && a->scalar_mask == b->scalar_mask;
 }
 
-static int find_root(const KjLibrary *lib, int function, int sig, const KjVecVariant *variant,
-                     uint32_t contiguous, const char *lifted)
+static int find_root(const KjLibrary *lib, bool cuda, int function, int sig,
+                     const KjVecVariant *variant, uint32_t contiguous, const char *lifted)
 {
     for (int i = 0; i < lib->root_count; i++) {
         const AotRoot *r = &lib->roots[i];
-        if (r->entry == function && r->sig == sig && r->vectorized == (variant != NULL) &&
+        if (r->cuda == cuda && r->entry == function && r->sig == sig && r->vectorized == (variant != NULL) &&
             r->contiguous == contiguous && (!variant || same_variant(&r->variant, variant)) &&
             strcmp(r->lifted ? r->lifted : "", lifted ? lifted : "") == 0)
             return i;
@@ -525,22 +726,25 @@ kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecV
                         uint32_t contiguous, const char *lifted, KjCompiled *compiled)
 {
     const KjLibrary *lib = module->library;
-    int i = find_root(lib, function, sig, variant, contiguous, lifted);
+    /* plain functions run on the host whatever the target (kj_runtime_for) */
+    const KjIrEntry *asked = module->ir->entries.items[function];
+    bool cuda = lib->on_cuda && asked->kind != KJ_FN_PLAIN;
+    int i = find_root(lib, cuda, function, sig, variant, contiguous, lifted);
     if (i < 0 && variant) {
         /* the general code: every input an array of the most dimensions */
         KjVecVariant general = {KJ_LAYOUT_STRIDED, KJ_MAX_DIMS, 0};
-        i = find_root(lib, function, sig, &general, 0, lifted);
+        i = find_root(lib, cuda, function, sig, &general, 0, lifted);
         compiled->generalized = i >= 0;
         compiled->ran_as = general;
     }
     if (i < 0 && !variant && contiguous)
-        i = find_root(lib, function, sig, NULL, 0, lifted); /* reads every stride */
+        i = find_root(lib, cuda, function, sig, NULL, 0, lifted); /* reads every stride */
     char general[96];
     const char *tail = lifted ? strstr(lifted, " contiguous") : NULL;
     if (i < 0 && tail && strcmp(tail, " contiguous") == 0) {
         /* a gufunc's cores read through their strides */
         snprintf(general, sizeof general, "%.*s", (int)(tail - lifted), lifted);
-        i = find_root(lib, function, sig, NULL, 0, general);
+        i = find_root(lib, cuda, function, sig, NULL, 0, general);
     }
     if (i < 0) {
         const KjIrEntry *entry = module->ir->entries.items[function];

@@ -181,7 +181,30 @@ static kjit_status add_root(Roots *roots, kjit_function *function, int entry, in
  * form with SIMD lanes, kept ranks 0 to KJ_AOT_REDUCE_KEPT and reduced ranks
  * 1 to KJ_AOT_REDUCE_REDUCED, the reduced run contiguous or not, each
  * signature alone and, for a fused map, each of the map's signatures whose
- * result a signature reduces. */
+ * result a signature reduces.  For cuda (reduce_in_warps) the forms it runs
+ * instead: a contiguous run in WARPS (V lanes a thread from the widest
+ * input, aligned or not), a strided one in COLUMNS. */
+/* v (LANES) as cuda runs it (api_reduce.c): WARPS with V lanes a thread
+ * from the widest input (the map's parameters, else the result), or
+ * COLUMNS for a strided run. */
+static void warps_variant(KjReduceVariant *v, const KjIrFunction *fn, const KjIrFunction *map,
+                          int aligned)
+{
+    v->simd = false;
+    if (!v->contiguous) {
+        v->form = KJ_REDUCE_FORM_COLUMNS;
+        v->thread_lanes = kj_reduce_column_lanes(fn->ret);
+        return;
+    }
+    int widest = map ? 0 : kj_type_size(fn->ret);
+    for (int q = 0; map && q < map->param_count; q++)
+        if (kj_type_size(map->params[q]->type) > widest)
+            widest = kj_type_size(map->params[q]->type);
+    v->form = KJ_REDUCE_FORM_WARPS;
+    v->thread_lanes = kj_reduce_thread_lanes(fn->ret, widest);
+    v->aligned = aligned && v->thread_lanes > 1;
+}
+
 static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_function *function,
                                     int e, char **error)
 {
@@ -191,6 +214,7 @@ static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_func
         if (module->functions[i]->entry == entry->map)
             map = module->functions[i];
     int map_sigs = map ? map->entry->variants.count : 0;
+    bool warps = module->context->runtime->reduce_in_warps;
     kjit_status status = KJIT_OK;
     for (int m = -1; m < map_sigs && status == KJIT_OK; m++) {
         for (int s = 0; s < entry->variants.count && status == KJIT_OK; s++) {
@@ -199,10 +223,16 @@ static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_func
                 continue;
             for (int k = 0; k <= KJ_AOT_REDUCE_KEPT && status == KJIT_OK; k++)
                 for (int r = 1; r <= KJ_AOT_REDUCE_REDUCED && status == KJIT_OK; r++)
-                    for (int c = r == 1; c >= 0 && status == KJIT_OK; c--) {
+                    for (int c = r == 1; c >= 0 && status == KJIT_OK; c--)
+                    for (int aligned = 0; aligned <= (warps && c) && status == KJIT_OK; aligned++) {
                         KjReduceVariant v = {.form = KJ_REDUCE_FORM_LANES, .kept_rank = k,
                                              .reduced_rank = r, .contiguous = c,
                                              .mapped = m >= 0, .simd = true};
+                        if (warps)
+                            warps_variant(&v, fn, m >= 0 ? map->entry->variants.items[m] : NULL,
+                                          aligned);
+                        if (aligned && !v.aligned)
+                            continue; /* one lane a thread: nothing to align */
                         KjPipelineRoot request = {.reduce = &v};
                         if (m >= 0)
                             request.map = map->entry->variants.items[m];
@@ -225,8 +255,9 @@ static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error
         for (int s = 0; s < entry->variants.count && status == KJIT_OK; s++) {
             const KjIrFunction *fn = entry->variants.items[s];
             switch (entry->kind) {
-            case KJ_FN_PLAIN:
-                if (!fn->device_use)
+            case KJ_FN_PLAIN: /* on the host, whatever the target (kj_runtime_for) */
+                if (!fn->device_use && kj_runtime_for(module->context, KJ_IR_FN_PLAIN) ==
+                                           module->context->runtime)
                     status = add_root(roots, function, e, s, NULL, 0, error);
                 break;
             case KJ_FN_VECTORIZE: {
@@ -272,6 +303,21 @@ static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error
         }
     }
     return status;
+}
+
+static void put_root(Writer *w, const Root *r)
+{
+    const KjCompiled *c = &r->compiled;
+    put_u32(w, (uint32_t)r->entry);
+    put_u32(w, (uint32_t)c->signature);
+    put_u32(w, c->vectorized);
+    put_u32(w, (uint32_t)c->variant.layout);
+    put_u32(w, (uint32_t)c->variant.ndim);
+    put_u32(w, c->variant.scalar_mask);
+    put_u32(w, c->contiguous);
+    put_str(w, c->lifted[0] ? c->lifted : NULL);
+    put_str(w, c->symbol);
+    put_header(w, c->root);
 }
 
 static void write_table(Writer *w, kjit_module *module, const char *source,
@@ -321,20 +367,84 @@ static void write_table(Writer *w, kjit_module *module, const char *source,
         put_u32(w, (uint32_t)map);
     }
     put_u32(w, (uint32_t)roots->count);
-    for (int i = 0; i < roots->count; i++) {
-        const Root *r = &roots->items[i];
-        const KjCompiled *c = &r->compiled;
-        put_u32(w, (uint32_t)r->entry);
-        put_u32(w, (uint32_t)c->signature);
-        put_u32(w, c->vectorized);
-        put_u32(w, (uint32_t)c->variant.layout);
-        put_u32(w, (uint32_t)c->variant.ndim);
-        put_u32(w, c->variant.scalar_mask);
-        put_u32(w, c->contiguous);
-        put_str(w, c->lifted[0] ? c->lifted : NULL);
-        put_str(w, c->symbol);
-        put_header(w, c->root);
+    for (int i = 0; i < roots->count; i++)
+        put_root(w, &roots->items[i]);
+}
+
+/* ------------------------------------------------------------- for cuda */
+
+/* The cuda code (aot_cuda_build.c) of the roots a cuda context asks for. */
+typedef struct CudaBuild {
+    bool on;
+    KjAotCudaArchs archs;
+    kjit_module *module; /* compiled as for a cuda context */
+    Roots roots;
+    KjAotCudaCode *code; /* one per root */
+    char *notes;         /* what was left out and why */
+} CudaBuild;
+
+/* The module compiled again and its roots prepared as a cuda context
+ * prepares them (no split forms, reductions in warps, plain functions
+ * left to the host's code): the context's runtime is cuda's meanwhile,
+ * with no device opened, since nothing runs. */
+static kjit_status build_cuda(kjit_context *context, const char *path, const char *archs,
+                              CudaBuild *cuda, char **error)
+{
+    kjit_status status = kj_aot_cuda_archs(archs, &cuda->archs, error);
+    if (status != KJIT_OK)
+        return status;
+    cuda->on = true;
+    const KjRuntimeTarget *host = context->runtime;
+    context->runtime = &kj_runtime_cuda;
+    status = kjit_compile_file(context, path, &cuda->module);
+    if (status != KJIT_OK)
+        *error = kj_xstrdup(kjit_last_error(context));
+    else
+        status = collect_roots(cuda->module, &cuda->roots, error);
+    context->runtime = host;
+    cuda->code = kj_xcalloc((size_t)cuda->roots.count + 1, sizeof *cuda->code);
+    for (int i = 0; i < cuda->roots.count && status == KJIT_OK; i++)
+        status = kj_aot_cuda_compile(cuda->module->ir, &context->options,
+                                     &cuda->roots.items[i].compiled, &cuda->archs, i == 0,
+                                     &cuda->code[i], &cuda->notes, error);
+    return status;
+}
+
+static void put_blob(Writer *w, const void *bytes, size_t size)
+{
+    put_u64(w, size);
+    put(w, bytes, size);
+}
+
+/* The cuda section (aot.c's read_cuda says its format). */
+static void write_cuda(Writer *w, const CudaBuild *cuda)
+{
+    put_u32(w, cuda->on);
+    if (!cuda->on)
+        return;
+    put_u32(w, (uint32_t)cuda->archs.count);
+    for (int a = 0; a < cuda->archs.count; a++) {
+        put_str(w, cuda->archs.names[a]);
+        put_u32(w, cuda->archs.cubin[a]);
     }
+    put_str(w, cuda->notes);
+    put_u32(w, (uint32_t)cuda->roots.count);
+    for (int i = 0; i < cuda->roots.count; i++) {
+        put_root(w, &cuda->roots.items[i]);
+        put_blob(w, cuda->code[i].ptx, strlen(cuda->code[i].ptx) + 1); /* with its NUL */
+        for (int a = 0; a < cuda->archs.count; a++)
+            if (cuda->archs.cubin[a])
+                put_blob(w, cuda->code[i].cubin[a], cuda->code[i].cubin_size[a]);
+    }
+}
+
+static void cuda_free(CudaBuild *cuda)
+{
+    for (int i = 0; cuda->code && i < cuda->roots.count; i++)
+        kj_aot_cuda_code_free(&cuda->code[i]);
+    free(cuda->code);
+    free(cuda->roots.items);
+    kjit_module_free(cuda->module);
 }
 
 /* ------------------------------------------------------------ the build */
@@ -372,9 +482,11 @@ static void remove_folder(const char *dir)
 }
 
 kjit_status kjit_build_library(const char *path, const char *output, const char *levels_text,
-                               char **error)
+                               const char *cuda_archs, char **notes, char **error)
 {
     *error = NULL;
+    if (notes)
+        *notes = NULL;
     const KjCpuLevel *levels[KJ_CPU_LEVEL_COUNT];
     int level_count = 0;
     const char *text = levels_text ? levels_text : "sse2,v3,v4";
@@ -431,6 +543,10 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
     }
     Roots roots = {0};
     status = collect_roots(module, &roots, error);
+    CudaBuild cuda = {0};
+    const char *archs = cuda_archs ? cuda_archs : KJ_AOT_CUDA_DEFAULT_ARCHS;
+    if (status == KJIT_OK && strcmp(archs, "off") != 0)
+        status = build_cuda(context, path, archs, &cuda, error);
 
     char dir[] = "/tmp/kjit-lib-XXXXXX";
     bool have_dir = status == KJIT_OK && mkdtemp(dir) != NULL;
@@ -490,6 +606,7 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
             put(&w, elf, elf_size);
         free(elf);
         write_table(&w, module, path, levels, level_count, &roots);
+        write_cuda(&w, &cuda);
         uint8_t trailer[KJ_AOT_TRAILER_BYTES] = {0};
         memcpy(trailer, KJ_AOT_MAGIC, 8);
         uint32_t abi = KJ_AOT_ABI;
@@ -519,6 +636,11 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
     if (have_dir)
         remove_folder(dir);
     free(roots.items);
+    if (notes)
+        *notes = cuda.notes;
+    else
+        free(cuda.notes);
+    cuda_free(&cuda);
     kjit_module_free(module);
     kjit_context_destroy(context);
     return status;

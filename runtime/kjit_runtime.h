@@ -60,8 +60,6 @@ typedef struct KjJit {
     bool (*pipeline_verify_default)(void);
     uint32_t (*ir_params_written)(const KjIrFunction *fn);
     bool (*split_writes_shared)(const KjIrFunction *root, const uint32_t block[3]);
-    int (*reduce_thread_lanes)(const KjType *t, int widest_input_bytes);
-    int (*reduce_column_lanes)(const KjType *t);
     bool (*codegen_splits_barriers)(const KjCodegenOptions *options);
     bool (*codegen_cpu_simd_default)(void);
     bool (*codegen_line_info_default)(void);
@@ -1157,7 +1155,7 @@ struct KjRuntimeTarget {
      * host's threads (a GPU has compute-sanitizer's racecheck). */
     bool checks_races;
     /* Runs the code of libraries built ahead of time (aot.c; kjit build
-     * --emit=lib): the host's, which libraries hold (cuda's not yet). */
+     * --emit=lib): the host's, and cuda's (aot_cuda.c). */
     bool runs_libraries;
     kjit_status (*run_items)(kjit_context *context, const KjItemsRun *run);
 
@@ -1314,7 +1312,7 @@ char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const c
  * libkjit-rt) checks the file's owner and mode, the ABI, the digest and the
  * CPU, and loads exactly the bytes it checked (through a memfd).
  */
-#define KJ_AOT_ABI 1
+#define KJ_AOT_ABI 2
 #define KJ_AOT_MAGIC "KJITLIB\0"
 #define KJ_AOT_TRAILER_BYTES 64 /* magic 8, abi 4, pad 4, elf 8, table 8, sha 32 */
 
@@ -1373,6 +1371,65 @@ enum {
 #define KJ_AOT_REDUCE_KEPT 1  /* the kept and reduced ranks of a library's @reduce code */
 #define KJ_AOT_REDUCE_REDUCED 2
 #define KJ_AOT_NULL_STR 0xffffffffu
+
+/* ======================================================== aot_cuda*.c */
+
+/*
+ * The cuda code of a library (docs/aot.md, "cuda"): each root a cuda context
+ * asks for, made as the JIT makes it (aot_cuda_build.c, libkjit only): for
+ * each --arch, LLVM's PTX for it assembled whole-program by ptxas into a
+ * cubin (an arch that ptxas cannot target is left out, and said), and the
+ * PTX of the lowest arch, relocatable, for the driver to compile on a newer
+ * device.  aot_cuda.c (both libraries) chooses at load time what the device
+ * runs and loads a root's code at its first use.
+ */
+#define KJ_AOT_CUDA_ARCHS 8
+#define KJ_AOT_CUDA_DEFAULT_ARCHS "sm_70,sm_80,sm_90"
+typedef struct KjAotCudaArchs {
+    int count;
+    char names[KJ_AOT_CUDA_ARCHS][16]; /* as asked, lowest first */
+    bool cubin[KJ_AOT_CUDA_ARCHS];     /* ptxas made its cubins */
+} KjAotCudaArchs;
+typedef struct KjAotCudaCode {
+    char *ptx; /* the lowest arch's, relocatable */
+    void *cubin[KJ_AOT_CUDA_ARCHS];
+    size_t cubin_size[KJ_AOT_CUDA_ARCHS];
+} KjAotCudaCode;
+/* "sm_70,sm_80,sm_90" into archs (sorted, each once); else *error (heap). */
+kjit_status kj_aot_cuda_archs(const char *text, KjAotCudaArchs *archs, char **error);
+/* The code of one root of `ir` (compiled as a cuda context prepares it) for
+ * archs; the first root's call finds which archs ptxas can target (cubin[]),
+ * appending to *notes (heap) what it leaves out and why.  *error on failure. */
+kjit_status kj_aot_cuda_compile(KjIrModule *ir, const kjit_options *options, KjCompiled *root,
+                                KjAotCudaArchs *archs, bool first, KjAotCudaCode *code,
+                                char **notes, char **error);
+void kj_aot_cuda_code_free(KjAotCudaCode *code);
+
+/* An arch's compute capability: "sm_86" -> 8, 6 (false when not sm_N). */
+bool kj_aot_cuda_capability(const char *arch, int *major, int *minor);
+/* What a device of compute capability major.minor runs of a library: the
+ * index of the cubin arch (same major, the highest minor not above the
+ * device's), KJ_AOT_CUDA_USE_PTX (the PTX's arch is not above the device),
+ * or KJ_AOT_CUDA_NONE. */
+enum { KJ_AOT_CUDA_USE_PTX = -1, KJ_AOT_CUDA_NONE = -2 };
+int kj_aot_cuda_choose(int major, int minor, const KjAotCudaArchs *archs, const char *ptx_arch);
+/* Whether a device of compute capability major.minor runs a library's cuda
+ * code (has_cuda: it holds some; archs, the PTX's first): then what it runs
+ * in `chosen` ("cubin sm_90", "ptx sm_70"), else why not in `why`, naming
+ * the device and what the library holds. */
+bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, int minor,
+                        char *chosen, size_t chosen_size, char *why, size_t why_size);
+/* The device a cuda context's library code is chosen for: its compute
+ * capability, or KJIT_AOT_CUDA_DEVICE=sm_XY's (a test hook, docs/aot.md). */
+void kj_aot_cuda_device(kjit_context *context, int *major, int *minor);
+/* A library root's cuda code (aot.c keeps it): loads it for compiled
+ * (runtime_cuda.c's generate for a library); *error (heap) on failure. */
+kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
+                             KjCudaModule **loaded, char **error);
+/* aot.c: library root i's code for the device: its cubin (NULL when the
+ * device runs none) and its PTX (NULL when the device cannot run it). */
+void kj_aot_cuda_image(const KjLibrary *library, int root, const void **cubin, size_t *size,
+                       const char **ptx);
 
 /* ============================================================ api_error.c */
 

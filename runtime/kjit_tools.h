@@ -157,10 +157,20 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
 /* kjit build --emit=lib (docs/aot.md): the module at `path` compiled ahead
  * of time into the library `output`, for the x86-64 levels of `levels`
  * ("sse2,v3,v4" when NULL; kjit_module_load_library picks the best the CPU
- * runs).  Uses LLVM here and the system's C compiler ($CC, else cc), nm
- * and objcopy to link; *error (heap) says what failed. */
+ * runs) and, unless `cuda_archs` is "off", for cuda: cubins for each arch
+ * of `cuda_archs` ("sm_70,sm_80,sm_90" when NULL) that the toolkit's ptxas
+ * can target and the PTX of the lowest.  Uses LLVM here, ptxas, and the
+ * system's C compiler ($CC, else cc), nm and objcopy to link; *error
+ * (heap) says what failed, *notes (heap, or NULL; when notes is not NULL)
+ * what the library leaves out and why (an arch ptxas cannot target, no
+ * ptxas). */
 kjit_status kjit_build_library(const char *path, const char *output, const char *levels,
-                               char **error);
+                               const char *cuda_archs, char **notes, char **error);
+/* `kjit info LIB` (docs/aot.md): what a library holds, as text (heap): its
+ * source, x86-64 levels, cuda archs (which have cubins, the PTX's), the
+ * build's notes and each root; the library is checked and loaded (on the
+ * cpu target) as kjit_module_load_library does, and *error says why not. */
+kjit_status kjit_library_describe(const char *path, char **text, char **error);
 /* kjit build --emit=header (docs/aot.md): `output`, a C header of typed entry
  * points (NAME_add_f32 ...) over kjit.h for a library of the module at
  * `path`; NAME is `name`, or output's file name without "lib" and its

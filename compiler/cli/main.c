@@ -20,7 +20,7 @@ static const char usage_text[] =
     "                                      show a stage of code generation (kjit build --help)\n"
     "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
     "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
-    "  info                                targets, GPU, driver, libdevice\n"
+    "  info [LIBRARY]                      targets, GPU, driver, libdevice; a library's contents\n"
     "  cache list|stats|clear              the compiled-code cache (kjit cache --help)\n"
     "  version                             print the version\n";
 
@@ -34,7 +34,7 @@ static const char check_usage[] =
 static const char build_usage[] =
     "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx|lib|header]\n"
     "                  [--arch sm_XX] [--function NAME] [--block X,Y,Z] [--verify]\n"
-    "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [-o OUT]\n"
+    "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [--cuda=off] [-o OUT]\n"
     "  show a stage of code generation (assembly for cpu, PTX for cuda by default),\n"
     "  or build a library of the whole module ahead of time (--emit=lib, docs/aot.md)\n"
     "  --target T      cpu (or parallel) or cuda\n"
@@ -43,7 +43,10 @@ static const char build_usage[] =
     "                  or header (needs -o NAME.h): typed C entry points NAME_f_SIG for it\n"
     "  --cpu-levels L  --emit=lib: the x86-64 levels to build, of sse2, v3, v4 (all three\n"
     "                  by default; the loader runs the best one the CPU has)\n"
-    "  --arch sm_XX    the GPU architecture for --target cuda\n"
+    "  --arch sm_XX    the GPU architecture for --target cuda; with --emit=lib a list\n"
+    "                  (sm_70,sm_80,sm_90 by default): a cubin for each that ptxas can\n"
+    "                  target and PTX for the lowest, for the cuda target\n"
+    "  --cuda=off      --emit=lib: no cuda code (the library runs on cpu and parallel)\n"
     "  --function NAME only this function\n"
     "  --block X,Y,Z   the launch's block shape the kernels are specialised for\n"
     "  --verify        run the IR verifier after every pass\n"
@@ -52,8 +55,9 @@ static const char build_usage[] =
     "  -o OUT          write to OUT instead of standard output\n";
 
 static const char info_usage[] =
-    "usage: kjit info\n"
-    "  targets, GPUs, driver, libdevice, ptxas, host CPU and cache folder\n";
+    "usage: kjit info [LIBRARY]\n"
+    "  targets, GPUs, driver, libdevice, ptxas, host CPU and cache folder;\n"
+    "  or what a library of `kjit build --emit=lib` holds (levels, cuda archs, roots)\n";
 
 static const char version_usage[] =
     "usage: kjit version\n"
@@ -200,6 +204,7 @@ static int cmd_build(int argc, char **argv)
     kjit_stage_options_init(&options);
     options.on_diagnostic = print_to_stderr;
     const char *path = NULL, *target = "cpu", *emit = NULL, *output = NULL, *levels = NULL;
+    bool cuda_off = false;
     for (int i = 0; i < argc; i++) {
         if (is_help(argv[i])) {
             fputs(build_usage, stdout);
@@ -217,6 +222,7 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
         else if (strcmp(a, "--verify") == 0) options.verify = true;
         else if (strcmp(a, "--lineinfo") == 0) options.line_info = true;
+        else if (strcmp(a, "--cuda=off") == 0) cuda_off = true;
         else if (strncmp(a, "--cpu-levels=", 13) == 0) levels = a + 13;
         else if (strcmp(a, "--cpu-levels") == 0 && i + 1 < argc) levels = argv[++i];
         else if (strncmp(a, "--block=", 8) == 0 || (strcmp(a, "--block") == 0 && i + 1 < argc)) {
@@ -237,8 +243,17 @@ static int cmd_build(int argc, char **argv)
             return usage_error("build: --emit=lib needs -o FILE%s", "");
         if (strcmp(target, "cpu") != 0 && strcmp(target, "parallel") != 0)
             return usage_error("build: --emit=lib builds cpu code only for now (--target %s)", target);
-        char *error = NULL;
-        if (kjit_build_library(path, output, levels, &error) != KJIT_OK) {
+        char *error = NULL, *notes = NULL;
+        const char *archs = cuda_off ? "off" : options.cuda_arch;
+        kjit_status built = kjit_build_library(path, output, levels, archs, &notes, &error);
+        for (char *line = notes, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            fprintf(stderr, "kjit build: note: %s\n", line);
+        }
+        free(notes);
+        if (built != KJIT_OK) {
             fprintf(stderr, "kjit build: %s\n", error ? error : "failed");
             free(error);
             return 1;
@@ -256,8 +271,8 @@ static int cmd_build(int argc, char **argv)
         }
         return 0;
     }
-    if (levels)
-        return usage_error("build: --cpu-levels is for --emit=lib%s", "");
+    if (levels || cuda_off)
+        return usage_error("build: %s is for --emit=lib", levels ? "--cpu-levels" : "--cuda=off");
     kjit_stage stage;
     if (strcmp(target, "cpu") == 0 || strcmp(target, "parallel") == 0) {
         options.target = KJIT_TARGET_CPU;

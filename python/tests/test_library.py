@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kjit
-from conftest import REPO, example
+from conftest import REPO, TARGETS, example
 
 KJIT = os.path.join(REPO, "build", "kjit")
 pytestmark = pytest.mark.skipif(not os.access(KJIT, os.X_OK), reason="skipped: build/kjit is not built")
@@ -22,7 +22,7 @@ def libsin(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("target", ["cpu", "parallel"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_library_matches_the_jit(libsin, target):
     x = np.linspace(-10, 10, 100_001)
     from_library = kjit.load_library(libsin, target=target).vsin(x)
