@@ -9,9 +9,9 @@
  * rule, docs/security.md), when its trailer is not kjit's or names another
  * ABI version (both versions in the message), when the SHA-256 of its bytes
  * is not the one the trailer holds (truncated or altered), or when this CPU
- * runs none of its x86-64 levels.  The bytes it checked are copied into a
- * memfd and that is what dlopen maps, so the file cannot change between
- * the check and the load.  The table becomes a KjIrModule of function
+ * runs none of its x86-64 levels.  The file is read straight into a memfd,
+ * checked there, and sealed (no write, no resize) before dlopen maps it,
+ * so what runs is what was checked.  The table becomes a KjIrModule of function
  * headers (no bodies): what the API reads of the IR to choose signatures,
  * broadcast, launch and name things, so a library's functions go through
  * the same call paths as compiled ones; find_compiled (api.c) asks
@@ -396,16 +396,24 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
         return kj_api_set_error(context, errno == ENOENT ? KJIT_ERROR_NOT_FOUND : KJIT_ERROR_IO,
                                 "%s: cannot open %s: %s", api, path, strerror(errno));
     char why[512] = "";
-    uint8_t *data = NULL;
+    /* The file is read once, straight into the memfd that dlopen will map
+     * (no copy between), and checked there: what runs is what was checked. */
+    uint8_t *data = MAP_FAILED;
     size_t size = 0;
     struct stat st;
+    int mem = -1;
     bool ok = safe_owner(fd, path, why, sizeof why) && fstat(fd, &st) == 0;
     if (ok) {
         size = (size_t)st.st_size;
-        data = malloc(size ? size : 1);
-        ok = data && kj_fd_read_all(fd, data, size);
-        if (!ok)
-            snprintf(why, sizeof why, "it cannot be read");
+        mem = memfd_create("kjit-library", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        /* shorter than a trailer: refused below, nothing to read */
+        if (size >= KJ_AOT_TRAILER_BYTES) {
+            if (mem >= 0 && ftruncate(mem, (off_t)size) == 0)
+                data = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+            ok = data != MAP_FAILED && kj_fd_read_all(fd, data, size);
+            if (!ok)
+                snprintf(why, sizeof why, "it cannot be read into memory: %s", strerror(errno));
+        }
     }
     close(fd);
     kjit_status status = KJIT_ERROR_INVALID_ARGUMENT;
@@ -429,7 +437,8 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
             kj_sha256_init(&sha);
             kj_sha256_update(&sha, data, size - KJ_SHA256_BYTES);
             kj_sha256_final(&sha, digest);
-            if (elf_size + table_size + KJ_AOT_TRAILER_BYTES != size ||
+            if (elf_size > size || table_size > size ||
+                elf_size + table_size + KJ_AOT_TRAILER_BYTES != size ||
                 !kj_mac_equal(digest, t + 32, KJ_SHA256_BYTES)) {
                 ok = false;
                 snprintf(why, sizeof why, "its SHA-256 is not the one it was built with: it is "
@@ -465,26 +474,30 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
             kj_buf_free(&levels);
         }
     }
+    if (data != MAP_FAILED)
+        munmap(data, size);
     if (ok) {
-        /* dlopen maps exactly the bytes checked above */
-        int mem = memfd_create("kjit-library", MFD_CLOEXEC);
+        /* dlopen maps exactly the bytes checked above: the ELF part, sealed
+         * against any change from here on */
         char fd_path[64];
         snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", mem);
-        if (mem < 0 || !kj_fd_write_all(mem, data, (size_t)elf_size)) {
+        if (ftruncate(mem, (off_t)elf_size) != 0 ||
+            fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
             ok = false;
             status = KJIT_ERROR_IO;
-            snprintf(why, sizeof why, "no memory file for it: %s", strerror(errno));
+            snprintf(why, sizeof why, "its memory file cannot be sealed: %s", strerror(errno));
         } else if (!(lib->handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL))) {
             ok = false;
             status = KJIT_ERROR_BACKEND;
             snprintf(why, sizeof why, "the loader refused it: %s", dlerror());
         }
-        if (ok)
+        if (ok) {
             lib->memfd = mem;
-        else if (mem >= 0)
-            close(mem);
+            mem = -1;
+        }
     }
-    free(data);
+    if (mem >= 0)
+        close(mem);
     if (!ok) {
         kj_aot_free(lib);
         return kj_api_set_error(context, status, "%s: %s is refused: %s", api, path, why);

@@ -532,6 +532,10 @@ typedef struct KjSha256 {
 void kj_sha256_init(KjSha256 *sha);
 void kj_sha256_update(KjSha256 *sha, const void *data, size_t size);
 void kj_sha256_final(KjSha256 *sha, uint8_t digest[KJ_SHA256_BYTES]); /* and wipes sha */
+/* true: the portable code from now on, even where the CPU has the SHA
+ * extensions; false: the extensions where the CPU has them (the default).
+ * For the tests, which check both against the standard's vectors. */
+void kj_sha256_portable(bool portable);
 
 typedef struct KjHmacSha256 {
     KjSha256 inner, outer;
