@@ -92,7 +92,10 @@ typedef struct AotRoot {
 } AotRoot;
 
 struct KjLibrary {
-    void *handle;
+    void *handle; /* dlopen's, or NULL for a library linked into the program: */
+    const char *const *symbols; /* its symbols, sorted, and their addresses */
+    void *const *addresses;
+    size_t symbol_count;
     /* the memfd dlopen mapped, open while the library is: the loader knows
      * an object by its name, /proc/self/fd/N, so N must not be reused while
      * it is loaded (a second library would be taken for the first) */
@@ -375,22 +378,65 @@ static bool safe_owner(int fd, const char *path, char *why, size_t why_size)
     return true;
 }
 
+/* The module's IR and library (*lib, its roots) from a table of `size`
+ * bytes: false with the reason in why when it does not read or holds no
+ * level this CPU runs. */
+static bool open_table(kjit_module *module, const uint8_t *table, size_t size, KjLibrary **lib_out,
+                       uint32_t **written, char *why, size_t why_size)
+{
+    module->ir = kj_arena_alloc(&module->arena, sizeof *module->ir);
+    module->ir->arena = &module->arena;
+    KjLibrary *lib = kj_xcalloc(1, sizeof *lib);
+    *lib_out = lib;
+    lib->memfd = -1;
+    pthread_mutex_init(&lib->lock, NULL);
+    Reader r = {table, table + size, false, &module->arena};
+    bool ok = read_table(&r, module->ir, lib, written, why, why_size);
+    if (!ok && strstr(why, "no level")) {
+        KjBuf levels = {0};
+        Reader again = {table, table + size, false, &module->arena};
+        get_u32(&again), get_str(&again), get_str(&again), get_u64(&again);
+        for (int i = 0; i < 4; i++)
+            get_u32(&again);
+        uint32_t n = get_u32(&again);
+        for (uint32_t i = 0; i < n && i < 64 && !again.bad; i++) {
+            const char *name = get_str(&again);
+            kj_buf_printf(&levels, "%s%s", i ? ", " : "", name ? name : "?");
+        }
+        snprintf(why, why_size, "it holds code for the x86-64 levels %s, none of which "
+                 "this CPU runs%s (build it with --cpu-levels=sse2 too)",
+                 levels.data ? levels.data : "(none)",
+                 getenv("KJIT_CPU_FEATURES") ? " with KJIT_CPU_FEATURES" : "");
+        kj_buf_free(&levels);
+    }
+    return ok;
+}
+
+/* What a library needs of the context, before anything of it is read. */
+static kjit_status usable_context(kjit_context *context, const char *api, const char *name)
+{
+    if (!context->runtime->runs_libraries)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s: libraries run on the cpu and parallel targets (cuda "
+                                "code in libraries is not built yet)", api, name);
+    /* a library's code has no checks: running it unchecked would pass silently */
+    if (context->options.check)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s: checked mode (KJIT_CHECK, kjit_options.check) is not "
+                                "built into libraries yet; compile the .kern with libkjit to "
+                                "check it", api, name);
+    return KJIT_OK;
+}
+
 static void *library_lookup(void *code, const char *symbol);
 
 kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written_out)
 {
     const char *api = "kjit_module_load_library";
     kjit_context *context = module->context;
-    if (!context->runtime->runs_libraries)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: %s: libraries run on the cpu and parallel targets (cuda "
-                                "code in libraries is not built yet)", api, path);
-    /* a library's code has no checks: running it unchecked would pass silently */
-    if (context->options.check)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: %s: checked mode (KJIT_CHECK, kjit_options.check) is not "
-                                "built into libraries yet; compile the .kern with libkjit to "
-                                "check it", api, path);
+    kjit_status usable = usable_context(context, api, path);
+    if (usable != KJIT_OK)
+        return usable;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return kj_api_set_error(context, errno == ENOENT ? KJIT_ERROR_NOT_FOUND : KJIT_ERROR_IO,
@@ -448,32 +494,8 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
     }
     KjLibrary *lib = NULL;
     uint32_t *written = NULL;
-    if (ok) {
-        module->ir = kj_arena_alloc(&module->arena, sizeof *module->ir);
-        module->ir->arena = &module->arena;
-        lib = kj_xcalloc(1, sizeof *lib);
-        lib->memfd = -1;
-        pthread_mutex_init(&lib->lock, NULL);
-        Reader r = {data + elf_size, data + elf_size + table_size, false, &module->arena};
-        ok = read_table(&r, module->ir, lib, &written, why, sizeof why);
-        if (!ok && strstr(why, "no level")) {
-            KjBuf levels = {0};
-            Reader again = {data + elf_size, data + elf_size + table_size, false, &module->arena};
-            get_u32(&again), get_str(&again), get_str(&again), get_u64(&again);
-            for (int i = 0; i < 4; i++)
-                get_u32(&again);
-            uint32_t n = get_u32(&again);
-            for (uint32_t i = 0; i < n && i < 64 && !again.bad; i++) {
-                const char *name = get_str(&again);
-                kj_buf_printf(&levels, "%s%s", i ? ", " : "", name ? name : "?");
-            }
-            snprintf(why, sizeof why, "it holds code for the x86-64 levels %s, none of which "
-                     "this CPU runs%s (build it with --cpu-levels=sse2 too)",
-                     levels.data ? levels.data : "(none)",
-                     getenv("KJIT_CPU_FEATURES") ? " with KJIT_CPU_FEATURES" : "");
-            kj_buf_free(&levels);
-        }
-    }
+    if (ok)
+        ok = open_table(module, data + elf_size, table_size, &lib, &written, why, sizeof why);
     if (data != MAP_FAILED)
         munmap(data, size);
     if (ok) {
@@ -502,6 +524,44 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
         kj_aot_free(lib);
         return kj_api_set_error(context, status, "%s: %s is refused: %s", api, path, why);
     }
+    module->library = lib;
+    *written_out = written;
+    return KJIT_OK;
+}
+
+kjit_status kj_aot_open_linked(kjit_module *module, const KjLinkedLibrary *linked,
+                               uint32_t **written_out)
+{
+    const char *api = "kjit_module_load_linked";
+    kjit_context *context = module->context;
+    const char *name = linked->name ? linked->name : "(unnamed)";
+    kjit_status usable = usable_context(context, api, name);
+    if (usable != KJIT_OK)
+        return usable;
+    if (linked->abi != KJ_AOT_ABI)
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
+                                "%s: %s is refused: it was built for kjit library ABI version %u; "
+                                "this runtime reads version %u (rebuild it with this kjit)",
+                                api, name, linked->abi, KJ_AOT_ABI);
+    char why[512] = "";
+    KjLibrary *lib = NULL;
+    uint32_t *written = NULL;
+    bool ok = linked->table && (linked->symbol_count == 0 || (linked->symbols && linked->addresses)) &&
+              open_table(module, linked->table, linked->table_size, &lib, &written, why,
+                         sizeof why);
+    for (size_t i = 1; ok && i < linked->symbol_count; i++)
+        if (strcmp(linked->symbols[i - 1], linked->symbols[i]) >= 0) {
+            ok = false;
+            snprintf(why, sizeof why, "its symbols are not sorted");
+        }
+    if (!ok) {
+        kj_aot_free(lib);
+        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT, "%s: %s is refused: %s",
+                                api, name, why[0] ? why : "its table or symbols are missing");
+    }
+    lib->symbols = linked->symbols;
+    lib->addresses = linked->addresses;
+    lib->symbol_count = linked->symbol_count;
     module->library = lib;
     *written_out = written;
     return KJIT_OK;
@@ -569,23 +629,33 @@ kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecV
 
 /* A symbol of one root's object: kjaot_<level>_<root>__<symbol>. */
 typedef struct RootCode {
-    void *handle;
+    const KjLibrary *lib;
     char prefix[64];
 } RootCode;
+
+static int compare_symbol(const void *key, const void *item)
+{
+    return strcmp(key, *(const char *const *)item);
+}
 
 static void *library_lookup(void *code, const char *symbol)
 {
     const RootCode *root = code;
+    const KjLibrary *lib = root->lib;
     char name[600];
     snprintf(name, sizeof name, "%s%s", root->prefix, symbol);
-    return dlsym(root->handle, name);
+    if (lib->handle)
+        return dlsym(lib->handle, name);
+    const char *const *found =
+        bsearch(name, lib->symbols, lib->symbol_count, sizeof *lib->symbols, compare_symbol);
+    return found ? lib->addresses[found - lib->symbols] : NULL;
 }
 
 kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
     KjLibrary *lib = module->library;
     AotRoot *root = &lib->roots[compiled->library_root];
-    RootCode code = {lib->handle, ""};
+    RootCode code = {lib, ""};
     snprintf(code.prefix, sizeof code.prefix, "kjaot_%s_%d__", lib->level->name,
              compiled->library_root);
     const KjIrFunction *fn = compiled->root;

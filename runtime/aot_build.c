@@ -371,13 +371,161 @@ static void remove_folder(const char *dir)
     kj_buf_free(&command);
 }
 
-kjit_status kjit_build_library(const char *path, const char *output, const char *levels_text,
+/* ------------------------------------------------------ the static archive */
+
+/* A symbol of an archive's object: the name the runtime asks for (a shared
+ * library's, kjaot_<level>_<root>__<symbol>) and the one it has there. */
+typedef struct Symbol {
+    char *key, *name;
+} Symbol;
+
+typedef struct Symbols {
+    Symbol *items;
+    int count, cap;
+} Symbols;
+
+/* The renamed symbols of object `file` (its .syms file: "old new" lines). */
+static kjit_status collect_symbols(Symbols *symbols, const char *file, const char *level,
+                                   int root, char **error)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s.syms", file);
+    size_t size = 0;
+    char *text = kj_file_read(path, &size);
+    if (!text) {
+        *error = kj_xstrdup("cannot read the renamed symbols");
+        return KJIT_ERROR_IO;
+    }
+    kjit_status status = KJIT_OK;
+    for (char *line = strtok(text, "\n"); line && status == KJIT_OK; line = strtok(NULL, "\n")) {
+        char *space = strchr(line, ' ');
+        if (!space)
+            continue;
+        *space = '\0';
+        for (const char *p = space + 1; *p; p++)
+            if (!(*p == '_' || *p == '.' || *p == '$' || (*p >= '0' && *p <= '9') ||
+                  ((*p | 32) >= 'a' && (*p | 32) <= 'z'))) {
+                KjBuf m = {0};
+                kj_buf_printf(&m, "the object's symbol '%s' is not a C assembler name", space + 1);
+                *error = m.data;
+                status = KJIT_ERROR_BACKEND;
+                break;
+            }
+        if (symbols->count == symbols->cap) {
+            symbols->cap = symbols->cap * 2 + 64;
+            symbols->items = kj_xrealloc(symbols->items, sizeof *symbols->items * (size_t)symbols->cap);
+        }
+        KjBuf key = {0};
+        kj_buf_printf(&key, "kjaot_%s_%d__%s", level, root, line);
+        symbols->items[symbols->count++] = (Symbol){key.data, kj_xstrdup(space + 1)};
+    }
+    free(text);
+    return status;
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    return strcmp(((const Symbol *)a)->key, ((const Symbol *)b)->key);
+}
+
+/* The entry point of an archive: NAME_kjit_load, which hands the runtime
+ * the table and every symbol's address (kjit_module_load_linked).  Written
+ * without kjit.h (kjit build may run where no header is installed): the
+ * prototype below is kjit.h's, its status an int. */
+static void write_entry(KjBuf *c, const char *name, const char *path, const Writer *table,
+                        Symbols *symbols)
+{
+    qsort(symbols->items, (size_t)symbols->count, sizeof *symbols->items, compare_keys);
+    kj_buf_printf(c, "/* %s_kjit_load: the kernels of %s, built by kjit build "
+                     "--emit=staticlib (docs/aot.md). */\n"
+                     "#include <stddef.h>\n#include <stdint.h>\n\n"
+                     "struct kjit_context;\nstruct kjit_module;\n"
+                     "int kjit_module_load_linked(struct kjit_context *, uint32_t, const char *,\n"
+                     "    const unsigned char *, size_t, const char *const *, void *const *, size_t,\n"
+                     "    struct kjit_module **);\n\n", name, path);
+    for (int i = 0; i < symbols->count; i++)
+        kj_buf_printf(c, "extern char kjs_%d[] __asm__(\"%s\");\n", i, symbols->items[i].name);
+    kj_buf_printf(c, "\nstatic const char *const symbols[] = {\n");
+    for (int i = 0; i < symbols->count; i++)
+        kj_buf_printf(c, "    \"%s\",\n", symbols->items[i].key);
+    kj_buf_printf(c, "    NULL};\nstatic void *const addresses[] = {\n");
+    for (int i = 0; i < symbols->count; i++)
+        kj_buf_printf(c, "    kjs_%d,\n", i);
+    kj_buf_printf(c, "    NULL};\nstatic const unsigned char table[%zu] = {", table->len);
+    for (size_t i = 0; i < table->len; i++)
+        kj_buf_printf(c, "%s%u,", i % 24 ? "" : "\n    ", table->data[i]);
+    kj_buf_printf(c, "\n};\n\n"
+                     "int %s_kjit_load(struct kjit_context *context, struct kjit_module **module)\n"
+                     "{\n    return kjit_module_load_linked(context, %uu, \"%s\", table, sizeof table,\n"
+                     "                                   symbols, addresses, %d, module);\n}\n",
+                  name, KJ_AOT_ABI, name, symbols->count);
+}
+
+/* The archive at output: the objects (`objects`, quoted paths) and the
+ * entry point compiled by cc, put together by ar. */
+static kjit_status write_archive(const char *dir, const char *output, const char *name,
+                                 const char *path, const char *objects, const Writer *table,
+                                 Symbols *symbols, char **error)
+{
+    KjBuf c = {0};
+    write_entry(&c, name, path, table, symbols);
+    char file[4200];
+    snprintf(file, sizeof file, "%s/%s_kjit_load.c", dir, name);
+    bool ok = kj_file_write(file, c.data, c.len);
+    kj_buf_free(&c);
+    if (!ok) {
+        *error = kj_xstrdup("cannot write the entry point's source");
+        return KJIT_ERROR_IO;
+    }
+    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+    KjBuf command = {0};
+    kj_buf_printf(&command, "%s -c -O1 -fPIC '%s' -o '%s/%s_kjit_load.o' && ar rcs '%s/lib.a'%s "
+                            "'%s/%s_kjit_load.o'",
+                  cc, file, dir, name, dir, objects, dir, name);
+    ok = run(dir, command.data, "compiling the entry point and making the archive (cc, ar)", error);
+    kj_buf_free(&command);
+    if (!ok)
+        return KJIT_ERROR_BACKEND;
+    snprintf(file, sizeof file, "%s/lib.a", dir);
+    size_t size = 0;
+    char *bytes = kj_file_read(file, &size);
+    KjOutputFile out;
+    char *why = NULL;
+    kjit_status status = bytes ? kj_output_open(output, &out, &why) : KJIT_ERROR_IO;
+    if (status == KJIT_OK) {
+        bool written = fwrite(bytes, 1, size, out.file) == size;
+        status = kj_output_close(&out, written, &why);
+    }
+    if (status != KJIT_OK)
+        *error = why ? why : kj_xstrdup("cannot write the archive");
+    free(bytes);
+    return status;
+}
+
+void kjit_build_options_init(kjit_build_options *options)
+{
+    memset(options, 0, sizeof *options);
+}
+
+kjit_status kjit_build_library(const char *path, const char *output, const char *levels,
                                char **error)
 {
+    kjit_build_options options;
+    kjit_build_options_init(&options);
+    options.levels = levels;
+    return kjit_build_library_with(path, output, &options, error);
+}
+
+kjit_status kjit_build_library_with(const char *path, const char *output,
+                                    const kjit_build_options *build, char **error)
+{
     *error = NULL;
+    char name[128] = "";
+    if (build->staticlib && !kj_aot_c_name(output, build->name, name, error))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     const KjCpuLevel *levels[KJ_CPU_LEVEL_COUNT];
     int level_count = 0;
-    const char *text = levels_text ? levels_text : "sse2,v3,v4";
+    const char *text = build->levels ? build->levels : "sse2,v3,v4";
     for (const char *p = text; *p;) {
         const char *comma = strchr(p, ',');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
@@ -441,8 +589,8 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
         status = KJIT_ERROR_IO;
     }
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-    KjBuf link = {0};
-    kj_buf_printf(&link, "%s -shared -o '%s/lib.so'", cc, dir);
+    KjBuf objects = {0};
+    Symbols symbols = {0};
     for (int l = 0; l < level_count && status == KJIT_OK; l++) {
         for (int i = 0; i < roots.count && status == KJIT_OK; i++) {
             KjCompiled *c = &roots.items[i].compiled;
@@ -464,23 +612,48 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
             }
             free(object);
             free(failure);
+            /* kjaot_<level>_<root>__ in a shared object; in an archive,
+             * whose symbols share the program's name space, kjlib_NAME_... */
+            char prefix[256];
+            if (build->staticlib)
+                snprintf(prefix, sizeof prefix, "kjlib_%s_%s_%d__", name, levels[l]->name, i);
+            else
+                snprintf(prefix, sizeof prefix, "kjaot_%s_%d__", levels[l]->name, i);
             KjBuf rename = {0};
             kj_buf_printf(&rename,
-                          "nm -g --defined-only '%s' | awk '{print $3\" kjaot_%s_%d__\"$3}' > "
+                          "nm -g --defined-only '%s' | awk '{print $3\" %s\"$3}' > "
                           "'%s.syms' && objcopy --redefine-syms='%s.syms' '%s'",
-                          file, levels[l]->name, i, file, file, file);
+                          file, prefix, file, file, file);
             if (status == KJIT_OK && !run(dir, rename.data, "renaming the symbols (nm, objcopy)", error))
                 status = KJIT_ERROR_BACKEND;
             kj_buf_free(&rename);
-            kj_buf_printf(&link, " '%s'", file);
+            if (status == KJIT_OK && build->staticlib)
+                status = collect_symbols(&symbols, file, levels[l]->name, i, error);
+            kj_buf_printf(&objects, " '%s'", file);
         }
     }
-    kj_buf_printf(&link, " -lmvec -lm -Wl,-z,defs");
-    if (status == KJIT_OK && !run(dir, link.data, "linking the library (cc)", error))
-        status = KJIT_ERROR_BACKEND;
-    kj_buf_free(&link);
+    if (status == KJIT_OK && build->staticlib) {
+        Writer table = {0};
+        write_table(&table, module, path, levels, level_count, &roots);
+        status = write_archive(dir, output, name, path, objects.data ? objects.data : "", &table,
+                               &symbols, error);
+        free(table.data);
+    } else if (status == KJIT_OK) {
+        KjBuf link = {0};
+        kj_buf_printf(&link, "%s -shared -o '%s/lib.so'%s -lmvec -lm -Wl,-z,defs", cc, dir,
+                      objects.data ? objects.data : "");
+        if (!run(dir, link.data, "linking the library (cc)", error))
+            status = KJIT_ERROR_BACKEND;
+        kj_buf_free(&link);
+    }
+    kj_buf_free(&objects);
+    for (int i = 0; i < symbols.count; i++) {
+        free(symbols.items[i].key);
+        free(symbols.items[i].name);
+    }
+    free(symbols.items);
 
-    if (status == KJIT_OK) {
+    if (status == KJIT_OK && !build->staticlib) {
         char so[4200];
         snprintf(so, sizeof so, "%s/lib.so", dir);
         size_t elf_size = 0;

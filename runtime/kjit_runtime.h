@@ -1315,7 +1315,7 @@ char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const c
  * libkjit-rt) checks the file's owner and mode, the ABI, the digest and the
  * CPU, and loads exactly the bytes it checked (through a memfd).
  */
-#define KJ_AOT_ABI 1
+#define KJ_AOT_ABI KJIT_LIBRARY_ABI /* kjit.h */
 #define KJ_AOT_MAGIC "KJITLIB\0"
 #define KJ_AOT_TRAILER_BYTES 64 /* magic 8, abi 4, pad 4, elf 8, table 8, sha 32 */
 
@@ -1340,6 +1340,25 @@ typedef struct KjLibrary KjLibrary;
  * module's arena); else the status with the context's error, and the
  * caller frees the module. */
 kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written);
+/* A library linked into the program (kjit build --emit=staticlib): what its
+ * NAME_kjit_load passes to kjit_module_load_linked.  The linker put its code
+ * in the program, so there is no file to check: the ABI is, and the table
+ * is read as a shared library's; symbols are sorted (strcmp). */
+typedef struct KjLinkedLibrary {
+    uint32_t abi;
+    const char *name;
+    const uint8_t *table;
+    size_t table_size;
+    const char *const *symbols;
+    void *const *addresses;
+    size_t symbol_count;
+} KjLinkedLibrary;
+kjit_status kj_aot_open_linked(kjit_module *module, const KjLinkedLibrary *linked,
+                               uint32_t **written);
+/* NAME of a library's C names (NAME.h's functions, NAME_kjit_load):
+ * name_given, else output's file name without "lib" and its extension, any
+ * character but letters, digits and _ made _ (aot_header.c, libkjit). */
+bool kj_aot_c_name(const char *output, const char *name_given, char name[128], char **error);
 /* The root a library holds for what find_compiled asks (api.c): fills
  * compiled (root, symbol; when the library has no such variant, the general
  * one: compiled->ran_as and ->generalized); KJIT_ERROR_NOT_FOUND with the

@@ -161,6 +161,19 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
  * and objcopy to link; *error (heap) says what failed. */
 kjit_status kjit_build_library(const char *path, const char *output, const char *levels,
                                char **error);
+/* kjit build --emit=lib|staticlib with its options (kjit_build_options_init
+ * first: all off). */
+typedef struct kjit_build_options {
+    const char *levels; /* --cpu-levels; NULL: "sse2,v3,v4" */
+    /* --emit=staticlib: an archive (.a) of the objects and NAME_kjit_load,
+     * which gives the module (kjit_module_load_linked); NAME is `name`, or
+     * output's file name without "lib" and its extension */
+    bool staticlib;
+    const char *name;
+} kjit_build_options;
+void kjit_build_options_init(kjit_build_options *options);
+kjit_status kjit_build_library_with(const char *path, const char *output,
+                                    const kjit_build_options *options, char **error);
 /* kjit build --emit=header (docs/aot.md): `output`, a C header of typed entry
  * points (NAME_add_f32 ...) over kjit.h for a library of the module at
  * `path`; NAME is `name`, or output's file name without "lib" and its

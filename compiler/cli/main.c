@@ -32,7 +32,8 @@ static const char check_usage[] =
     "  --verify           run the IR verifier after every pass\n";
 
 static const char build_usage[] =
-    "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx|lib|header]\n"
+    "usage: kjit build FILE [--target cpu|parallel|cuda]\n"
+    "                  [--emit=llvm|asm|obj|ptx|lib|staticlib|header]\n"
     "                  [--arch sm_XX] [--function NAME] [--block X,Y,Z] [--verify]\n"
     "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [-o OUT]\n"
     "  show a stage of code generation (assembly for cpu, PTX for cuda by default),\n"
@@ -40,8 +41,10 @@ static const char build_usage[] =
     "  --target T      cpu (or parallel) or cuda\n"
     "  --emit E        llvm (IR), asm, obj (needs -o), ptx, or lib (needs -o): a shared\n"
     "                  library that kjit_module_load_library, kjit run and libkjit-rt load;\n"
+    "                  staticlib (needs -o libNAME.a): the same as an archive to link into a\n"
+    "                  program, loaded by its NAME_kjit_load (declared in the header);\n"
     "                  or header (needs -o NAME.h): typed C entry points NAME_f_SIG for it\n"
-    "  --cpu-levels L  --emit=lib: the x86-64 levels to build, of sse2, v3, v4 (all three\n"
+    "  --cpu-levels L  --emit=lib, staticlib: the x86-64 levels to build, of sse2, v3, v4 (all three\n"
     "                  by default; the loader runs the best one the CPU has)\n"
     "  --arch sm_XX    the GPU architecture for --target cuda\n"
     "  --function NAME only this function\n"
@@ -232,13 +235,17 @@ static int cmd_build(int argc, char **argv)
     if (!path)
         return usage_error("build: no input file%s", "");
 
-    if (emit && strcmp(emit, "lib") == 0) {
+    if (emit && (strcmp(emit, "lib") == 0 || strcmp(emit, "staticlib") == 0)) {
         if (!output)
-            return usage_error("build: --emit=lib needs -o FILE%s", "");
+            return usage_error("build: --emit=%s needs -o FILE", emit);
         if (strcmp(target, "cpu") != 0 && strcmp(target, "parallel") != 0)
             return usage_error("build: --emit=lib builds cpu code only for now (--target %s)", target);
+        kjit_build_options build;
+        kjit_build_options_init(&build);
+        build.levels = levels;
+        build.staticlib = strcmp(emit, "staticlib") == 0;
         char *error = NULL;
-        if (kjit_build_library(path, output, levels, &error) != KJIT_OK) {
+        if (kjit_build_library_with(path, output, &build, &error) != KJIT_OK) {
             fprintf(stderr, "kjit build: %s\n", error ? error : "failed");
             free(error);
             return 1;
@@ -257,7 +264,7 @@ static int cmd_build(int argc, char **argv)
         return 0;
     }
     if (levels)
-        return usage_error("build: --cpu-levels is for --emit=lib%s", "");
+        return usage_error("build: --cpu-levels is for --emit=lib and --emit=staticlib%s", "");
     kjit_stage stage;
     if (strcmp(target, "cpu") == 0 || strcmp(target, "parallel") == 0) {
         options.target = KJIT_TARGET_CPU;
@@ -273,7 +280,7 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(emit, "asm") == 0) stage = KJIT_STAGE_ASM;
         else if (strcmp(emit, "obj") == 0) stage = KJIT_STAGE_OBJ;
         else if (strcmp(emit, "ptx") == 0) stage = KJIT_STAGE_PTX;
-        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj, ptx, lib or header)", emit);
+        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj, ptx, lib, staticlib or header)", emit);
     }
     if (stage == KJIT_STAGE_OBJ && !output)
         return usage_error("build: --emit=obj needs -o FILE%s", "");

@@ -122,6 +122,39 @@ else
     bad "--emit=header: the headers do not build"
 fi
 
+# --emit=staticlib: add and mandelbrot as archives, linked statically with
+# libkjit-rt.a into the driver (-DAOT_LOAD=NAME_kjit_load), bit for bit as
+# the JIT (the outputs above); both archives in one program through the
+# header's NAME_open_linked; another ABI and a damaged table refused.
+cp "$BUILD/libkjit-rt.a" "$OUT/lib/"
+static=0
+for name in add mandelbrot; do
+    "$KJIT" build "examples/$name.kern" --emit=staticlib --cpu-levels="$best" -o "$OUT/libs/lib$name.a" ||
+        { bad "kjit build --emit=staticlib examples/$name.kern failed"; continue; }
+    $CC -std=c11 -D_GNU_SOURCE -O1 -Wall -I"$OUT/include" -DAOT_LOAD="${name}_kjit_load" tests/aot/aot_driver.c \
+        "$OUT/libs/lib$name.a" "$OUT/lib/libkjit-rt.a" -lmvec -lm -lpthread -ldl -lrt -o "$OUT/driver-$name-static" ||
+        { bad "the driver does not link with lib$name.a and libkjit-rt.a"; continue; }
+    ldd "$OUT/driver-$name-static" | grep -q 'libkjit' && bad "driver-$name-static links a shared libkjit"
+    launch=launch_$name
+    for target in cpu parallel; do
+        # shellcheck disable=SC2086
+        "$OUT/driver-$name-static" --linked --target "$target" ${!launch:-} >"$OUT/$name.$target.static" 2>"$OUT/$name.static.err"
+        if [ $? = 0 ] && [ -s "$OUT/$name.$target.static" ] && cmp -s "$OUT/$name.$target.static" "$OUT/$name.$target.jit"; then
+            static=$((static + $(wc -l <"$OUT/$name.$target.static")))
+        else
+            bad "$name on $target: the linked library differs from the JIT"; cat "$OUT/$name.static.err"
+        fi
+    done
+done
+if $CC -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -DLINKED -I"$OUT/include" tests/aot/header_test.c \
+       -o "$OUT/header-test-linked" "$OUT/libs/libadd.a" "$OUT/libs/libmandelbrot.a" "$OUT/lib/libkjit-rt.a" \
+       -lmvec -lm -lpthread -ldl -lrt; then
+    "$OUT/header-test-linked" --linked || bad "the linked libraries' typed entry points failed"
+else
+    bad "--emit=staticlib: the header test does not link with libadd.a and libmandelbrot.a"
+fi
+echo "aot: add and mandelbrot linked statically (--emit=staticlib, libkjit-rt.a): $static results bit for bit as the JIT's"
+
 # The comparison sees a changed result: add built from a - b.
 sed 's/a + b/a - b/' examples/add.kern >"$OUT/add_minus.kern"
 "$KJIT" build "$OUT/add_minus.kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/libminus.so"

@@ -6,8 +6,11 @@
  * LLVM on its include or library path) against the same module compiled by
  * the JIT (--kern, the same source linked with libkjit).
  *
- *   aot_driver --lib LIB|--kern FILE --target cpu|parallel
+ *   aot_driver --lib LIB|--kern FILE|--linked --target cpu|parallel
  *              [--launch NAME GX,GY,GZ BX,BY,BZ ARG... ;]...
+ *
+ * --linked: the library linked into the program (kjit build
+ * --emit=staticlib), compiled with -DAOT_LOAD=NAME_kjit_load.
  *
  * @vectorize functions: each signature with 1-d arrays of 1000 elements,
  * with the first input a scalar (when it has two or more), and with the
@@ -26,6 +29,10 @@
 #include <math.h>
 
 #include "kjit.h"
+
+#ifdef AOT_LOAD
+kjit_status AOT_LOAD(kjit_context *context, kjit_module **module);
+#endif
 
 static uint64_t fnv(const void *data, size_t n, uint64_t h)
 {
@@ -322,9 +329,11 @@ static void run_launch(kjit_context *context, kjit_module *module, char **argv, 
 int main(int argc, char **argv)
 {
     const char *lib = NULL, *kern = NULL, *target = "cpu";
+    bool linked = false;
     int launches = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
+        else if (strcmp(argv[i], "--linked") == 0) linked = true;
         else if (strcmp(argv[i], "--kern") == 0 && i + 1 < argc) kern = argv[++i];
         else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) target = argv[++i];
         else if (strcmp(argv[i], "--launch") == 0) {
@@ -345,8 +354,19 @@ int main(int argc, char **argv)
         return 1;
     }
     kjit_module *module = NULL;
-    kjit_status status = lib ? kjit_module_load_library(context, lib, &module)
-                             : kjit_compile_file(context, kern ? kern : "", &module);
+    kjit_status status;
+    if (linked) {
+#ifdef AOT_LOAD
+        status = AOT_LOAD(context, &module);
+        lib = "the linked library";
+#else
+        fprintf(stderr, "aot_driver: built without -DAOT_LOAD, so with no linked library\n");
+        return 2;
+#endif
+    } else {
+        status = lib ? kjit_module_load_library(context, lib, &module)
+                     : kjit_compile_file(context, kern ? kern : "", &module);
+    }
     if (status != KJIT_OK) {
         fprintf(stderr, "aot_driver: %s\n", kjit_last_error(context));
         kjit_context_destroy(context);
