@@ -83,13 +83,22 @@ bool kj_cpu_level_usable(const KjCpuLevel *level)
 
 typedef struct AotRoot {
     int entry, sig;
-    bool vectorized;
+    bool vectorized, checked;
     KjVecVariant variant;
     uint32_t contiguous;
     const char *lifted, *symbol;
     KjIrFunction *header;
     bool bound; /* its print and cancel hooks point at the runtime */
 } AotRoot;
+
+/* A kernel root's code for one block shape (kjit build --block). */
+typedef struct AotShape {
+    int root;
+    uint32_t dims[3];
+    bool shared_written;
+    bool resolved; /* block and blocks looked up, hooks bound (under the lock) */
+    void *block, *blocks;
+} AotShape;
 
 struct KjLibrary {
     void *handle; /* dlopen's, or NULL for a library linked into the program: */
@@ -101,8 +110,11 @@ struct KjLibrary {
      * it is loaded (a second library would be taken for the first) */
     int memfd;
     const KjCpuLevel *level;
+    int check; /* the KJIT_CHECK_* bits of its checked roots; 0: none */
     int root_count;
     AotRoot *roots;
+    int shape_count;
+    AotShape *shapes;
     pthread_mutex_t lock;
 };
 
@@ -115,6 +127,7 @@ void kj_aot_free(KjLibrary *library)
     if (library->memfd >= 0)
         close(library->memfd);
     free(library->roots);
+    free(library->shapes);
     pthread_mutex_destroy(&library->lock);
     free(library);
 }
@@ -181,6 +194,47 @@ static const KjType *get_type(Reader *r)
     return kj_type_scalar((KjTypeKind)kind);
 }
 
+/* A launch-sized local()'s size (aot_build.c's put_size_expr): only the
+ * nodes local_size.c evaluates, each VAR a parameter of fn. */
+static KjIrExpr *get_size_expr(Reader *r, KjIrFunction *fn, int depth)
+{
+    KjIrExpr *e = kj_arena_alloc(r->arena, sizeof *e);
+    e->op = (KjIrOp)get_u32(r);
+    e->type = get_type(r);
+    e->const_int = get_u64(r);
+    e->dim = (int)get_u32(r);
+    e->math = (KjMathFn)get_u32(r);
+    uint32_t param = get_u32(r), count = get_u32(r);
+    bool known = e->op == KJ_IR_CONST || e->op == KJ_IR_VAR || e->op == KJ_IR_DIM ||
+                 e->op == KJ_IR_NEG || e->op == KJ_IR_CAST || e->op == KJ_IR_SELECT ||
+                 e->op == KJ_IR_MATH || e->op == KJ_IR_ADD || e->op == KJ_IR_SUB ||
+                 e->op == KJ_IR_MUL || e->op == KJ_IR_DIV || e->op == KJ_IR_REM ||
+                 e->op == KJ_IR_LT || e->op == KJ_IR_LE || e->op == KJ_IR_GT ||
+                 e->op == KJ_IR_GE || e->op == KJ_IR_EQ || e->op == KJ_IR_NE;
+    if (r->bad || !known || !e->type || count > 3 || depth > 64 || e->dim < 0 ||
+        e->dim >= KJ_MAX_DIMS) {
+        r->bad = true;
+        return e;
+    }
+    if (e->op == KJ_IR_VAR) {
+        if (param >= (uint32_t)fn->param_count) {
+            r->bad = true;
+            return e;
+        }
+        e->var = fn->params[param];
+    }
+    e->arg_count = (int)count;
+    e->args = kj_arena_alloc(r->arena, sizeof *e->args * (count ? count : 1));
+    for (uint32_t i = 0; i < count && !r->bad; i++)
+        e->args[i] = get_size_expr(r, fn, depth + 1);
+    /* the shapes local_size.c reads without looking */
+    if (((e->op == KJ_IR_DIM || e->op == KJ_IR_NEG || e->op == KJ_IR_CAST) && count != 1) ||
+        (e->op == KJ_IR_SELECT && (count != 3 || e->args[0]->arg_count != 2)) ||
+        (e->op == KJ_IR_DIM && e->args[0]->op != KJ_IR_VAR))
+        r->bad = true;
+    return e;
+}
+
 static KjIrFunction *get_header(Reader *r, KjSource *src)
 {
     KjIrFunction *fn = kj_arena_alloc(r->arena, sizeof *fn);
@@ -230,9 +284,92 @@ static KjIrFunction *get_header(Reader *r, KjSource *src)
         split->split_of = fn;
         fn->split = split;
     }
+    uint32_t outputs = get_u32(r);
+    if (outputs > 64) {
+        r->bad = true;
+        return fn;
+    }
+    fn->output_count = (int)outputs;
+    if (outputs > 1) {
+        fn->outputs = kj_arena_alloc(r->arena, sizeof *fn->outputs * outputs);
+        for (uint32_t k = 1; k < outputs && !r->bad; k++) {
+            KjIrVar *v = kj_arena_alloc(r->arena, sizeof *v);
+            v->name = get_str(r);
+            v->type = get_type(r);
+            if (!v->type || v->type->kind >= KJ_TYPE_ARRAY)
+                r->bad = true;
+            fn->outputs[k] = v;
+        }
+    }
+    uint32_t locals = get_u32(r);
+    if (locals > 4096)
+        r->bad = true;
+    for (uint32_t i = 0; i < locals && !r->bad; i++) {
+        KjIrExpr *e = kj_arena_alloc(r->arena, sizeof *e);
+        e->op = KJ_IR_LOCAL;
+        KjSource *at = kj_arena_alloc(r->arena, sizeof *at);
+        at->path = get_str(r);
+        at->text = "";
+        e->loc.src = at->path ? at : NULL;
+        e->loc.line = (int)get_u32(r);
+        e->loc.col = (int)get_u32(r);
+        e->alloc_elem = get_type(r);
+        e->alloc_ndim = (int)get_u32(r);
+        e->launch_local = (int)i;
+        if (!e->alloc_elem || e->alloc_elem->kind >= KJ_TYPE_ARRAY || e->alloc_ndim < 1 ||
+            e->alloc_ndim > 3) {
+            r->bad = true;
+            break;
+        }
+        for (int k = 0; k < e->alloc_ndim && !r->bad; k++) {
+            e->alloc_shape[k] = (int64_t)get_u64(r);
+            if (get_u32(r))
+                e->alloc_size[k] = get_size_expr(r, fn, 0);
+        }
+        kj_vec_push(r->arena, &fn->launch_locals, e);
+    }
     if (fn->shared_bytes < 0 || fn->local_bytes < 0 || fn->local_bytes > KJ_MAX_LOCAL_BYTES)
         r->bad = true;
     return fn;
+}
+
+/* Checked mode's sites and their sources (check_report.c reads them). */
+static void read_sites(Reader *r, KjIrModule *ir)
+{
+    uint32_t count = get_u32(r);
+    if (r->bad || count > 100000) {
+        r->bad = true;
+        return;
+    }
+    KjSource **sources = kj_arena_alloc(r->arena, sizeof *sources * (count ? count : 1));
+    for (uint32_t i = 0; i < count && !r->bad; i++) {
+        KjSource *src = kj_arena_alloc(r->arena, sizeof *src);
+        src->path = get_str(r);
+        src->text = get_str(r);
+        src->len = src->text ? strlen(src->text) : 0;
+        if (!src->path || !src->text)
+            r->bad = true;
+        sources[i] = src;
+    }
+    uint32_t sites = get_u32(r);
+    if (r->bad || sites > 10000000) {
+        r->bad = true;
+        return;
+    }
+    for (uint32_t i = 0; i < sites && !r->bad; i++) {
+        KjCheckSite *site = kj_arena_alloc(r->arena, sizeof *site);
+        site->kind = (KjCheckKind)get_u32(r);
+        uint32_t source = get_u32(r);
+        site->loc.line = (int)get_u32(r);
+        site->loc.col = (int)get_u32(r);
+        site->array = get_str(r);
+        site->type = get_str(r);
+        if (site->kind >= KJ_CHECK_KIND_COUNT || (source != 0xffffffffu && source >= count))
+            r->bad = true;
+        else
+            site->loc.src = source == 0xffffffffu ? NULL : sources[source];
+        kj_vec_push(r->arena, &ir->check_sites, site);
+    }
 }
 
 /* The module's IR of headers and the library's roots, from the table. */
@@ -247,7 +384,10 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
     ir->source_hash = get_u64(r);
     uint32_t check = get_u32(r), cancellable = get_u32(r), cpu_simd = get_u32(r),
              opt = get_u32(r);
-    (void)check, (void)cancellable, (void)cpu_simd, (void)opt;
+    (void)cancellable, (void)cpu_simd, (void)opt;
+    if (check & ~(uint32_t)KJIT_CHECK_ALL)
+        r->bad = true;
+    lib->check = (int)check;
     uint32_t levels = get_u32(r);
     bool best_found = false;
     for (uint32_t i = 0; i < levels && i < 64 && !r->bad; i++) {
@@ -323,6 +463,7 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
         root->variant.ndim = (int)get_u32(r);
         root->variant.scalar_mask = get_u32(r);
         root->contiguous = get_u32(r);
+        root->checked = get_u32(r) != 0;
         root->lifted = get_str(r);
         root->symbol = get_str(r);
         root->header = get_header(r, src);
@@ -333,8 +474,22 @@ static bool read_table(Reader *r, KjIrModule *ir, KjLibrary *lib, uint32_t **wri
                  root->sig >= ((KjIrEntry *)ir->entries.items[root->entry])->variants.count)
             r->bad = true;
     }
-    if (getenv("KJ_AOT_DEBUG"))
-        fprintf(stderr, "bad %d left %td roots %u\n", r->bad, r->end - r->p, roots);
+    uint32_t shapes = get_u32(r);
+    if (r->bad || shapes > 100000)
+        return snprintf(why, why_size, "its table is damaged"), false;
+    lib->shapes = kj_xcalloc(shapes ? shapes : 1, sizeof *lib->shapes);
+    lib->shape_count = (int)shapes;
+    for (uint32_t i = 0; i < shapes && !r->bad; i++) {
+        AotShape *shape = &lib->shapes[i];
+        shape->root = (int)get_u32(r);
+        for (int d = 0; d < 3; d++)
+            shape->dims[d] = get_u32(r);
+        shape->shared_written = get_u32(r) != 0;
+        if (shape->root < 0 || shape->root >= lib->root_count ||
+            lib->roots[shape->root].header->kind != KJ_IR_FN_KERNEL)
+            r->bad = true;
+    }
+    read_sites(r, ir);
     if (r->bad || r->p != r->end)
         return snprintf(why, why_size, "its table is damaged"), false;
     if (!best_found)
@@ -378,6 +533,11 @@ static bool safe_owner(int fd, const char *path, char *why, size_t why_size)
     return true;
 }
 
+static const char *check_name(int check)
+{
+    return check == KJIT_CHECK_ALL ? "all" : check == KJIT_CHECK_RACE ? "race" : "values";
+}
+
 /* The module's IR and library (*lib, its roots) from a table of `size`
  * bytes: false with the reason in why when it does not read or holds no
  * level this CPU runs. */
@@ -392,6 +552,20 @@ static bool open_table(kjit_module *module, const uint8_t *table, size_t size, K
     pthread_mutex_init(&lib->lock, NULL);
     Reader r = {table, table + size, false, &module->arena};
     bool ok = read_table(&r, module->ir, lib, written, why, why_size);
+    /* a checked context runs the library's checked code, of its kinds; code
+     * without checks would pass silently what the context asks to check */
+    int want = module->context->options.check;
+    if (ok && want && want != lib->check) {
+        ok = false;
+        if (lib->check)
+            snprintf(why, why_size, "the context checks %s (KJIT_CHECK, kjit_options.check) and "
+                     "the library holds checked code for %s only (build it with kjit build "
+                     "--check=%s)", check_name(want), check_name(lib->check), check_name(want));
+        else
+            snprintf(why, why_size, "the context is checked (KJIT_CHECK=%s, kjit_options.check) "
+                     "and the library holds no checked code (build it with kjit build "
+                     "--check=%s)", check_name(want), check_name(want));
+    }
     if (!ok && strstr(why, "no level")) {
         KjBuf levels = {0};
         Reader again = {table, table + size, false, &module->arena};
@@ -419,12 +593,6 @@ static kjit_status usable_context(kjit_context *context, const char *api, const 
         return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
                                 "%s: %s: libraries run on the cpu and parallel targets (cuda "
                                 "code in libraries is not built yet)", api, name);
-    /* a library's code has no checks: running it unchecked would pass silently */
-    if (context->options.check)
-        return kj_api_set_error(context, KJIT_ERROR_INVALID_ARGUMENT,
-                                "%s: %s: checked mode (KJIT_CHECK, kjit_options.check) is not "
-                                "built into libraries yet; compile the .kern with libkjit to "
-                                "check it", api, name);
     return KJIT_OK;
 }
 
@@ -581,12 +749,13 @@ static bool same_variant(const KjVecVariant *a, const KjVecVariant *b)
     return a->layout == b->layout && a->ndim == b->ndim && a->scalar_mask == b->scalar_mask;
 }
 
-static int find_root(const KjLibrary *lib, int function, int sig, const KjVecVariant *variant,
-                     uint32_t contiguous, const char *lifted)
+static int find_root(const KjLibrary *lib, bool checked, int function, int sig,
+                     const KjVecVariant *variant, uint32_t contiguous, const char *lifted)
 {
     for (int i = 0; i < lib->root_count; i++) {
         const AotRoot *r = &lib->roots[i];
-        if (r->entry == function && r->sig == sig && r->vectorized == (variant != NULL) &&
+        if (r->checked == checked && r->entry == function && r->sig == sig &&
+            r->vectorized == (variant != NULL) &&
             r->contiguous == contiguous && (!variant || same_variant(&r->variant, variant)) &&
             strcmp(r->lifted ? r->lifted : "", lifted ? lifted : "") == 0)
             return i;
@@ -598,22 +767,23 @@ kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecV
                         uint32_t contiguous, const char *lifted, KjCompiled *compiled)
 {
     const KjLibrary *lib = module->library;
-    int i = find_root(lib, function, sig, variant, contiguous, lifted);
+    bool checked = module->context->options.check != 0;
+    int i = find_root(lib, checked, function, sig, variant, contiguous, lifted);
     if (i < 0 && variant) {
         /* the general code: every input an array of the most dimensions */
         KjVecVariant general = {KJ_LAYOUT_STRIDED, KJ_MAX_DIMS, 0};
-        i = find_root(lib, function, sig, &general, 0, lifted);
+        i = find_root(lib, checked, function, sig, &general, 0, lifted);
         compiled->generalized = i >= 0;
         compiled->ran_as = general;
     }
     if (i < 0 && !variant && contiguous)
-        i = find_root(lib, function, sig, NULL, 0, lifted); /* reads every stride */
+        i = find_root(lib, checked, function, sig, NULL, 0, lifted); /* reads every stride */
     char general[96];
     const char *tail = lifted ? strstr(lifted, " contiguous") : NULL;
     if (i < 0 && tail && strcmp(tail, " contiguous") == 0) {
         /* a gufunc's cores read through their strides */
         snprintf(general, sizeof general, "%.*s", (int)(tail - lifted), lifted);
-        i = find_root(lib, function, sig, NULL, 0, general);
+        i = find_root(lib, checked, function, sig, NULL, 0, general);
     }
     if (i < 0) {
         const KjIrEntry *entry = module->ir->entries.items[function];
@@ -649,6 +819,45 @@ static void *library_lookup(void *code, const char *symbol)
     const char *const *found =
         bsearch(name, lib->symbols, lib->symbol_count, sizeof *lib->symbols, compare_symbol);
     return found ? lib->addresses[found - lib->symbols] : NULL;
+}
+
+/* A shape's entry points, and its object's print and cancel hooks bound. */
+static void resolve_shape(KjLibrary *lib, AotShape *shape, int k, const char *symbol)
+{
+    RootCode code = {lib, ""};
+    snprintf(code.prefix, sizeof code.prefix, "kjaot_%s_s%d__", lib->level->name, k);
+    char name[520];
+    snprintf(name, sizeof name, "%s__block", symbol);
+    shape->block = library_lookup(&code, name);
+    snprintf(name, sizeof name, "%s__blocks", symbol);
+    shape->blocks = library_lookup(&code, name);
+    kj_print_bind(library_lookup, &code);
+    kj_cancel_bind(library_lookup, &code);
+    __atomic_store_n(&shape->resolved, true, __ATOMIC_RELEASE);
+}
+
+bool kj_aot_shape(kjit_module *module, const KjCompiled *compiled, const uint32_t dims[3],
+                  void **block, void **blocks, bool *shared_written)
+{
+    KjLibrary *lib = module->library;
+    for (int k = 0; k < lib->shape_count; k++) {
+        AotShape *shape = &lib->shapes[k];
+        if (shape->root != compiled->library_root || memcmp(shape->dims, dims, sizeof shape->dims))
+            continue;
+        if (!__atomic_load_n(&shape->resolved, __ATOMIC_ACQUIRE)) {
+            pthread_mutex_lock(&lib->lock);
+            if (!shape->resolved)
+                resolve_shape(lib, shape, k, compiled->symbol);
+            pthread_mutex_unlock(&lib->lock);
+        }
+        if (!shape->block)
+            return false;
+        *block = shape->block;
+        *blocks = shape->blocks;
+        *shared_written = shape->shared_written;
+        return true;
+    }
+    return false;
 }
 
 kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)

@@ -98,21 +98,39 @@ static void emit_vectorize(KjBuf *b, const char *name, const KjIrEntry *e, int i
         kj_buf_printf(b, "/* %s, signature %s(", e->name, kj_type_name(fn->ret));
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, "%s%s", i ? ", " : "", kj_type_name(fn->params[i]->type));
-        kj_buf_printf(b, "), elementwise over n contiguous elements of each input into out. */\n"
+        /* several outputs: out, out1, out2 ... each n elements, passed after
+         * the inputs (kjit_call's convention for them) */
+        int outputs = fn->output_count > 1 ? fn->output_count : 1;
+        kj_buf_printf(b, "), elementwise over n contiguous elements of each input into out%s. */\n"
                          "static inline kjit_status %s_%s%s(const %s_module *m, int64_t n",
-                      name, e->name, suffix.data ? suffix.data : "", name);
+                      outputs > 1 ? " (and out1 ...)" : "", name, e->name,
+                      suffix.data ? suffix.data : "", name);
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, ", const %s *%s", c_type(fn->params[i]->type), fn->params[i]->name);
-        kj_buf_printf(b, ", %s *out)\n{\n", c_type(fn->ret));
+        kj_buf_printf(b, ", %s *out", c_type(fn->ret));
+        for (int k = 1; k < outputs; k++)
+            kj_buf_printf(b, ", %s *out%d", c_type(fn->outputs[k]->type), k);
+        kj_buf_printf(b, ")\n{\n");
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, "    kjit_array a%d = kjit_array_make((void *)%s, %s, 1, &n);\n", i,
                           fn->params[i]->name, dtype_enum(fn->params[i]->type));
         kj_buf_printf(b, "    kjit_array o = kjit_array_make(out, %s, 1, &n);\n", dtype_enum(fn->ret));
-        kj_buf_printf(b, "    kjit_arg args[%d] = {", fn->param_count ? fn->param_count : 1);
+        for (int k = 1; k < outputs; k++)
+            kj_buf_printf(b, "    kjit_array o%d = kjit_array_make(out%d, %s, 1, &n);\n", k, k,
+                          dtype_enum(fn->outputs[k]->type));
+        kj_buf_printf(b, "    kjit_arg args[%d] = {", fn->param_count + (outputs > 1 ? outputs : 0) + 1);
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, "%skjit_arg_array(&a%d)", i ? ", " : "", i);
-        kj_buf_printf(b, "};\n    return kjit_call(m->functions[%d], args, %d, &o, NULL);\n}\n\n",
-                      index, fn->param_count);
+        if (outputs > 1) {
+            kj_buf_printf(b, "%skjit_arg_array(&o)", fn->param_count ? ", " : "");
+            for (int k = 1; k < outputs; k++)
+                kj_buf_printf(b, ", kjit_arg_array(&o%d)", k);
+            kj_buf_printf(b, "};\n    return kjit_call(m->functions[%d], args, %d, NULL, NULL);\n}\n\n",
+                          index, fn->param_count + outputs);
+        } else {
+            kj_buf_printf(b, "};\n    return kjit_call(m->functions[%d], args, %d, &o, NULL);\n}\n\n",
+                          index, fn->param_count);
+        }
         kj_buf_free(&suffix);
     }
 }

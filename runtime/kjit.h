@@ -265,7 +265,7 @@ kjit_status kjit_module_load_library(kjit_context *context, const char *path, kj
  * not meant to be called by hand.  Refused, with both versions named, when
  * abi is not this runtime's library ABI version; otherwise as
  * kjit_module_load_library (the table, the CPU's levels). */
-#define KJIT_LIBRARY_ABI 1 /* the library ABI version of this runtime (docs/aot.md) */
+#define KJIT_LIBRARY_ABI 2 /* the library ABI version of this runtime (docs/aot.md) */
 kjit_status kjit_module_load_linked(kjit_context *context, uint32_t abi, const char *name,
                                     const unsigned char *table, size_t table_size,
                                     const char *const *symbols, void *const *addresses,

@@ -1365,6 +1365,12 @@ bool kj_aot_c_name(const char *output, const char *name_given, char name[128], c
  * context's error when it holds nothing that runs it. */
 kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecVariant *variant,
                         uint32_t contiguous, const char *lifted, KjCompiled *compiled);
+/* The code a library built with --block holds for launches of the kernel
+ * root `compiled` with blocks of dims (its split form specialised for them,
+ * as runtime_cpu.c's shape_generate makes it): *block, *blocks and
+ * *shared_written set and true; false, nothing set, when it holds none. */
+bool kj_aot_shape(kjit_module *module, const KjCompiled *compiled, const uint32_t dims[3],
+                  void **block, void **blocks, bool *shared_written);
 /* The entry points of compiled (runtime_cpu.c's generate for a library). */
 kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const char *prefix);
 void kj_aot_free(KjLibrary *library);
@@ -1377,11 +1383,20 @@ void kj_aot_free(KjLibrary *library);
  *     text, u32 inputs, outputs, each operand's u32 rank and dims, u32
  *     names, each str) or u32 0; i32 the entry of a @reduce's map or -1;
  *   u32 roots, each: u32 entry, sig, vectorized, layout, ndim, scalar_mask,
- *     contiguous; str lifted, symbol; a function header.
+ *     contiguous, checked; str lifted, symbol; a function header;
+ *   u32 shapes (kjit build --block), each u32 root, dims[3], shared_written:
+ *     the objects kjaot_<level>_s<shape>__ hold its __block and __blocks;
+ *   checked mode's sites: u32 sources, each str path, text; u32 sites,
+ *     each u32 kind, source (0xffffffff: none), line, col; str array, type.
+ * `check` is the KJIT_CHECK_* bits of the roots marked checked (0: none).
  * A function header: str name, symbol; u32 kind, param count, each str name
  * and a type; a type (return); u32 flags (KJ_AOT_FN_*); i64 shared_bytes,
- * local_bytes; str device_use, device_chain; u32 device line, col; and with
- * KJ_AOT_FN_SPLIT, i64 the split form's shared_bytes, local_bytes.  A type:
+ * local_bytes; str device_use, device_chain; u32 device line, col; with
+ * KJ_AOT_FN_SPLIT, i64 the split form's shared_bytes, local_bytes; u32
+ * output_count, outputs 1.. each str name and a type; u32 launch-sized
+ * local()s, each str path, u32 line, col, a type (element), u32 ndim, per
+ * dimension i64 size, u32 1 and a size expression (u32 op, a type, u64
+ * const_int, u32 dim, math, param index or -1, arg count, the args) or 0.  A type:
  * u32 kind (KJ_AOT_NO_TYPE for none), elem kind, ndim.  A str: u32 length,
  * bytes (0xffffffff: NULL). */
 enum {

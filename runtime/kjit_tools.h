@@ -170,6 +170,15 @@ typedef struct kjit_build_options {
      * output's file name without "lib" and its extension */
     bool staticlib;
     const char *name;
+    /* --check: KJIT_CHECK_* bits (and KJIT_CHECK's): the library holds the
+     * code of that checked mode beside the unchecked code; a context of that
+     * mode runs it (docs/aot.md) */
+    int check;
+    /* --block X[,Y[,Z]] (repeated): kernels with a split form (barriers)
+     * also get their code specialised for blocks of these dims, which
+     * launches of those dims run, as the JIT's split_specialise */
+    int block_count;
+    unsigned blocks[8][3];
 } kjit_build_options;
 void kjit_build_options_init(kjit_build_options *options);
 kjit_status kjit_build_library_with(const char *path, const char *output,

@@ -35,7 +35,7 @@ static const char build_usage[] =
     "usage: kjit build FILE [--target cpu|parallel|cuda]\n"
     "                  [--emit=llvm|asm|obj|ptx|lib|staticlib|header]\n"
     "                  [--arch sm_XX] [--function NAME] [--block X,Y,Z] [--verify]\n"
-    "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [-o OUT]\n"
+    "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [--check[=K]] [-o OUT]\n"
     "  show a stage of code generation (assembly for cpu, PTX for cuda by default),\n"
     "  or build a library of the whole module ahead of time (--emit=lib, docs/aot.md)\n"
     "  --target T      cpu (or parallel) or cuda\n"
@@ -46,9 +46,13 @@ static const char build_usage[] =
     "                  or header (needs -o NAME.h): typed C entry points NAME_f_SIG for it\n"
     "  --cpu-levels L  --emit=lib, staticlib: the x86-64 levels to build, of sse2, v3, v4 (all three\n"
     "                  by default; the loader runs the best one the CPU has)\n"
+    "  --check[=K]     --emit=lib, staticlib: checked code too (K: values, the default,\n"
+    "                  race or all; or KJIT_CHECK's), which a context checked so runs\n"
     "  --arch sm_XX    the GPU architecture for --target cuda\n"
     "  --function NAME only this function\n"
-    "  --block X,Y,Z   the launch's block shape the kernels are specialised for\n"
+    "  --block X,Y,Z   the launch's block shape the kernels are specialised for (with\n"
+    "                  --emit=lib, staticlib: repeated, up to 8 shapes; launches of\n"
+    "                  other shapes run the general code)\n"
     "  --verify        run the IR verifier after every pass\n"
     "  --lineinfo      .kern line numbers in the PTX (for profilers)\n"
     "  -O0..3          LLVM optimisation level\n"
@@ -203,6 +207,9 @@ static int cmd_build(int argc, char **argv)
     kjit_stage_options_init(&options);
     options.on_diagnostic = print_to_stderr;
     const char *path = NULL, *target = "cpu", *emit = NULL, *output = NULL, *levels = NULL;
+    int check = -1; /* --check[=...]: for --emit=lib and staticlib */
+    unsigned blocks[8][3]; /* every --block, for --emit=lib and staticlib */
+    int block_count = 0;
     for (int i = 0; i < argc; i++) {
         if (is_help(argv[i])) {
             fputs(build_usage, stdout);
@@ -220,11 +227,23 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
         else if (strcmp(a, "--verify") == 0) options.verify = true;
         else if (strcmp(a, "--lineinfo") == 0) options.line_info = true;
+        else if (strcmp(a, "--check") == 0) check = KJIT_CHECK_VALUES;
+        else if (strncmp(a, "--check=", 8) == 0) {
+            check = strcmp(a + 8, "values") == 0 ? KJIT_CHECK_VALUES
+                    : strcmp(a + 8, "race") == 0 ? KJIT_CHECK_RACE
+                    : strcmp(a + 8, "all") == 0  ? KJIT_CHECK_ALL
+                                                 : -2;
+            if (check == -2)
+                return usage_error("build: --check= takes values, race or all, not '%s'", a + 8);
+        }
         else if (strncmp(a, "--cpu-levels=", 13) == 0) levels = a + 13;
         else if (strcmp(a, "--cpu-levels") == 0 && i + 1 < argc) levels = argv[++i];
         else if (strncmp(a, "--block=", 8) == 0 || (strcmp(a, "--block") == 0 && i + 1 < argc)) {
             if (!parse_block(a[7] == '=' ? a + 8 : argv[++i], options.block))
                 return usage_error("build: --block takes X[,Y[,Z]], 1 to 1024 threads in all ('%s')", a);
+            if (block_count == 8)
+                return usage_error("build: at most 8 --block shapes%s", "");
+            memcpy(blocks[block_count++], options.block, sizeof blocks[0]);
         }
         else if (strcmp(a, "-o") == 0 && i + 1 < argc) output = argv[++i];
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) options.opt_level = a[2] - '0';
@@ -244,6 +263,9 @@ static int cmd_build(int argc, char **argv)
         kjit_build_options_init(&build);
         build.levels = levels;
         build.staticlib = strcmp(emit, "staticlib") == 0;
+        build.check = check > 0 ? check : 0;
+        build.block_count = block_count;
+        memcpy(build.blocks, blocks, sizeof blocks);
         char *error = NULL;
         if (kjit_build_library_with(path, output, &build, &error) != KJIT_OK) {
             fprintf(stderr, "kjit build: %s\n", error ? error : "failed");
@@ -265,6 +287,8 @@ static int cmd_build(int argc, char **argv)
     }
     if (levels)
         return usage_error("build: --cpu-levels is for --emit=lib and --emit=staticlib%s", "");
+    if (check >= 0)
+        return usage_error("build: --check is for --emit=lib and --emit=staticlib%s", "");
     kjit_stage stage;
     if (strcmp(target, "cpu") == 0 || strcmp(target, "parallel") == 0) {
         options.target = KJIT_TARGET_CPU;

@@ -146,15 +146,23 @@ static void run_vectorize(kjit_context *context, kjit_function *f)
                                       : make(types[i], 1, flat, i);
                 args[i] = kjit_arg_array(&arrays[i]);
             }
-            kjit_array result = {0};
+            /* a function of several outputs: each output's hash */
+            int outputs = kjit_function_output_count(f);
+            kjit_array results[8] = {{0}};
             char what[256];
             snprintf(what, sizeof what, "%s sig %d form %d", name, sig, form);
-            kjit_status status = kjit_call(f, args, nargs, NULL, &result);
+            kjit_status status = outputs > 1 && outputs <= 8
+                                     ? kjit_call_outputs(f, args, nargs, results, outputs)
+                                     : kjit_call(f, args, nargs, NULL, &results[0]);
             if (status != KJIT_OK)
                 report(context, what, status);
-            else
-                print_hash(what, &result);
-            kjit_array_free(&result);
+            for (int k = 0; status == KJIT_OK && k < (outputs > 1 ? outputs : 1); k++) {
+                char each[300];
+                snprintf(each, sizeof each, "%s output %d", what, k);
+                print_hash(each, &results[k]);
+            }
+            for (int k = 0; k < 8; k++)
+                kjit_array_free(&results[k]);
             for (int i = 0; i < nargs && i < 16; i++)
                 if (args[i].kind == KJIT_ARG_ARRAY)
                     free(arrays[i].data);
