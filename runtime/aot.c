@@ -17,6 +17,11 @@
  * the same call paths as compiled ones; find_compiled (api.c) asks
  * kj_aot_find for a root instead of the pass list, and the cpu target's
  * generate asks kj_aot_generate for its entry points instead of LLVM.
+ * A checked context runs the library's checked roots (of its kinds, else
+ * the library is refused); a launch of a block shape the library was built
+ * for runs that shape's code (kj_aot_shape).  kj_aot_open_linked does the
+ * same for a library linked into the program (--emit=staticlib), whose
+ * symbols its NAME_kjit_load hands over, sorted, instead of dlopen's.
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -20,7 +20,16 @@
  * cores contiguous or not (a core that is not runs the other's code).
  * @reduce functions' levels in the form the cpu targets run them
  * (add_reduce_roots); a geometry of more ranks is refused, naming it.
+ *
+ * With --check (or KJIT_CHECK) every root is made twice, from the module
+ * compiled unchecked and from it compiled in a checked context, and the
+ * table carries checked mode's sites; with --block, each unchecked kernel
+ * root with a split form also gets its code for those block shapes
+ * (collect_shapes).  --emit=staticlib puts the objects (their symbols
+ * kjlib_NAME_...) in an archive with a generated NAME_kjit_load that hands
+ * the runtime the table and every symbol's address (write_archive).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -511,6 +520,28 @@ static void remove_folder(const char *dir)
 }
 
 /* ------------------------------------------------------ the static archive */
+
+bool kj_aot_c_name(const char *output, const char *name_given, char name[128], char **error)
+{
+    const char *base = strrchr(output, '/') ? strrchr(output, '/') + 1 : output;
+    snprintf(name, 128, "%s", name_given ? name_given : base);
+    char *dot = strchr(name, '.');
+    if (dot && !name_given)
+        *dot = '\0';
+    if (!strncmp(name, "lib", 3) && !name_given)
+        memmove(name, name + 3, strlen(name + 3) + 1);
+    for (char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_')
+            *p = '_';
+    if (!name[0] || isdigit((unsigned char)name[0])) {
+        KjBuf m = {0};
+        kj_buf_printf(&m, "'%s' makes no C name for the library's functions", name);
+        *error = m.data;
+        return false;
+    }
+    return true;
+}
+
 
 /* A symbol of an archive's object: the name the runtime asks for (a shared
  * library's, kjaot_<level>_<root>__<symbol>) and the one it has there. */

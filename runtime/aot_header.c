@@ -160,27 +160,6 @@ static void emit_args(KjBuf *b, const KjIrFunction *fn)
     kj_buf_printf(b, "};\n");
 }
 
-bool kj_aot_c_name(const char *output, const char *name_given, char name[128], char **error)
-{
-    const char *base = strrchr(output, '/') ? strrchr(output, '/') + 1 : output;
-    snprintf(name, 128, "%s", name_given ? name_given : base);
-    char *dot = strchr(name, '.');
-    if (dot && !name_given)
-        *dot = '\0';
-    if (!strncmp(name, "lib", 3) && !name_given)
-        memmove(name, name + 3, strlen(name + 3) + 1);
-    for (char *p = name; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '_')
-            *p = '_';
-    if (!name[0] || isdigit((unsigned char)name[0])) {
-        KjBuf m = {0};
-        kj_buf_printf(&m, "'%s' makes no C name for the library's functions", name);
-        *error = m.data;
-        return false;
-    }
-    return true;
-}
-
 kjit_status kjit_build_header(const char *path, const char *output, const char *name_given,
                               char **error)
 {

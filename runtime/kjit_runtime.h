@@ -1357,7 +1357,7 @@ kjit_status kj_aot_open_linked(kjit_module *module, const KjLinkedLibrary *linke
                                uint32_t **written);
 /* NAME of a library's C names (NAME.h's functions, NAME_kjit_load):
  * name_given, else output's file name without "lib" and its extension, any
- * character but letters, digits and _ made _ (aot_header.c, libkjit). */
+ * character but letters, digits and _ made _ (aot_build.c, libkjit). */
 bool kj_aot_c_name(const char *output, const char *name_given, char name[128], char **error);
 /* The root a library holds for what find_compiled asks (api.c): fills
  * compiled (root, symbol; when the library has no such variant, the general
