@@ -1,6 +1,6 @@
 # kjit: build, test, install.
 #
-#   make              build/kjit, build/libkjit.so, build/libkjit.a, build/libkjit-rt.so
+#   make              build/kjit, build/libkjit.so, build/libkjit.a, build/libkjit-rt.so (.a)
 #   make check        every test that runs without a GPU (what CI runs)
 #   make demo         the seed examples on every available target
 #   make gpu-bundle   what the GPU machine needs, in build/gpu-bundle
@@ -60,7 +60,8 @@ HEADERS      = $(wildcard compiler/*.h compiler/backend/*.h compiler/cli/*.h run
 .PHONY: all deps check test-layers test-unit test-golden test-robust test-tsan test-api-misuse demo bench-cpu \
         gpu-bundle install clean ptx-check test-bench-refs bench-checks bench-cancel
 
-all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(BUILD)/kjit-rt.pc
+all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so \
+     $(BUILD)/libkjit-rt.a $(BUILD)/kjit-rt.pc
 
 # ----------------------------------------------------------------- set-up
 
@@ -123,6 +124,11 @@ RT_OBJS = $(RT_SUPPORT_OBJS) $(BUILD)/obj/runtime/jit_none.o \
 $(BUILD)/libkjit-rt.so: $(RT_OBJS)
 	$(CC) -shared -o $@ $^ -lpthread -ldl -lm -lrt -Wl,-z,defs -Wl,-soname,libkjit-rt.so
 
+# for a program linked statically with a kernel library (--emit=staticlib)
+$(BUILD)/libkjit-rt.a: $(RT_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
 $(BUILD)/kjit-rt.pc: runtime/kjit-rt.pc.in
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' $< > $@
@@ -141,7 +147,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/kjit/stdlib
 	install -m 755 $(BUILD)/kjit $(DESTDIR)$(PREFIX)/bin/kjit
-	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(BUILD)/libkjit-rt.a \
+	  $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/kjit.h runtime/kjit_tools.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 stdlib/*.kern $(DESTDIR)$(PREFIX)/share/kjit/stdlib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' runtime/kjit.pc.in \

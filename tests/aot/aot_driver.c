@@ -6,14 +6,16 @@
  * LLVM on its include or library path) against the same module compiled by
  * the JIT (--kern, the same source linked with libkjit).
  *
- *   aot_driver --lib LIB|--kern FILE --target cpu|parallel|cuda [--dump DIR]
- *              [--launch NAME GX,GY,GZ BX,BY,BZ ARG... ;]...
+ *   aot_driver --lib LIB|--kern FILE|--linked --target cpu|parallel|cuda
+ *              [--dump DIR] [--launch NAME GX,GY,GZ BX,BY,BZ ARG... ;]...
  *
+ * --linked: the library linked into the program (kjit build
+ * --emit=staticlib), compiled with -DAOT_LOAD=NAME_kjit_load.
  * --dump DIR also writes each result as DIR/NAME.npy, NAME what its line
  * says with '_' for spaces (bf16 as its bits, NAME.bf16.npy), for
- * tests/gpu/aot.sh to compare cuda with cpu within tolerances.  On cuda the arrays are the
- * host's (staged by kjit), and each @vectorize signature also runs on
- * device arrays through kjit_call_async on a stream of its own.
+ * tests/gpu/aot.sh to compare cuda with cpu within tolerances.  On cuda the
+ * arrays are the host's (staged by kjit), and each @vectorize signature also
+ * runs on device arrays through kjit_call_async on a stream of its own.
  *
  * @vectorize functions: each signature with 1-d arrays of 1000 elements,
  * with the first input a scalar (when it has two or more), and with the
@@ -32,6 +34,10 @@
 #include <math.h>
 
 #include "kjit.h"
+
+#ifdef AOT_LOAD
+kjit_status AOT_LOAD(kjit_context *context, kjit_module **module);
+#endif
 
 static uint64_t fnv(const void *data, size_t n, uint64_t h)
 {
@@ -231,15 +237,23 @@ static void run_vectorize(kjit_context *context, kjit_function *f)
                                       : make(types[i], 1, flat, i);
                 args[i] = kjit_arg_array(&arrays[i]);
             }
-            kjit_array result = {0};
+            /* a function of several outputs: each output's hash */
+            int outputs = kjit_function_output_count(f);
+            kjit_array results[8] = {{0}};
             char what[256];
             snprintf(what, sizeof what, "%s sig %d form %d", name, sig, form);
-            kjit_status status = kjit_call(f, args, nargs, NULL, &result);
+            kjit_status status = outputs > 1 && outputs <= 8
+                                     ? kjit_call_outputs(f, args, nargs, results, outputs)
+                                     : kjit_call(f, args, nargs, NULL, &results[0]);
             if (status != KJIT_OK)
                 report(context, what, status);
-            else
-                print_hash(what, &result);
-            kjit_array_free(&result);
+            for (int k = 0; status == KJIT_OK && k < (outputs > 1 ? outputs : 1); k++) {
+                char each[300];
+                snprintf(each, sizeof each, "%s output %d", what, k);
+                print_hash(each, &results[k]);
+            }
+            for (int k = 0; k < 8; k++)
+                kjit_array_free(&results[k]);
             for (int i = 0; i < nargs && i < 16; i++)
                 if (args[i].kind == KJIT_ARG_ARRAY)
                     free(arrays[i].data);
@@ -416,9 +430,11 @@ static void run_launch(kjit_context *context, kjit_module *module, char **argv, 
 int main(int argc, char **argv)
 {
     const char *lib = NULL, *kern = NULL, *target = "cpu";
+    bool linked = false;
     int launches = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
+        else if (strcmp(argv[i], "--linked") == 0) linked = true;
         else if (strcmp(argv[i], "--kern") == 0 && i + 1 < argc) kern = argv[++i];
         else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) target = argv[++i];
         else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump_dir = argv[++i];
@@ -443,8 +459,19 @@ int main(int argc, char **argv)
         return 1;
     }
     kjit_module *module = NULL;
-    kjit_status status = lib ? kjit_module_load_library(context, lib, &module)
-                             : kjit_compile_file(context, kern ? kern : "", &module);
+    kjit_status status;
+    if (linked) {
+#ifdef AOT_LOAD
+        status = AOT_LOAD(context, &module);
+        lib = "the linked library";
+#else
+        fprintf(stderr, "aot_driver: built without -DAOT_LOAD, so with no linked library\n");
+        return 2;
+#endif
+    } else {
+        status = lib ? kjit_module_load_library(context, lib, &module)
+                     : kjit_compile_file(context, kern ? kern : "", &module);
+    }
     if (status != KJIT_OK) {
         fprintf(stderr, "aot_driver: %s\n", kjit_last_error(context));
         kjit_context_destroy(context);
