@@ -895,93 +895,94 @@ const char *kjit_module_library_cuda(const kjit_module *module)
     return module->library && module->library->on_cuda ? module->library->cuda_text : NULL;
 }
 
-kjit_status kjit_library_describe(const char *path, char **text, char **error)
+void kj_aot_describe(const kjit_module *module, const char *path, KjBuf *out)
 {
-    *text = *error = NULL;
-    kjit_options options;
-    kjit_options_init(&options);
-    options.target = KJIT_TARGET_CPU;
-    options.check = 0;
-    kjit_context *context = NULL;
-    kjit_module *module = NULL;
-    kjit_status status = kjit_context_create(&options, &context);
-    if (status == KJIT_OK) {
-        context->options.check = 0; /* not KJIT_CHECK's: the unchecked code is read */
-        status = kjit_module_load_library(context, path, &module);
-    }
-    if (status != KJIT_OK) {
-        *error = kj_xstrdup(kjit_last_error(context));
-        kjit_context_destroy(context);
-        return status;
-    }
     const KjLibrary *lib = module->library;
-    KjBuf b = {0};
-    kj_buf_printf(&b, "library:   %s (kjit library ABI %d)\nsource:    %s\nfunctions: %d\n",
+    KjBuf *b = out;
+    kj_buf_printf(b, "library:   %s (kjit library ABI %d)\nsource:    %s\nfunctions: %d\n",
                   path, KJ_AOT_ABI, lib->source ? lib->source : "?", module->function_count);
     int cpu = 0, cuda = 0;
     for (int i = 0; i < lib->root_count; i++)
         lib->roots[i].cuda ? cuda++ : cpu++;
-    kj_buf_printf(&b, "cpu:       %d roots, levels", cpu);
+    kj_buf_printf(b, "cpu:       %d roots, levels", cpu);
     for (int i = 0; i < lib->cpu_level_count; i++)
-        kj_buf_printf(&b, " %s", lib->cpu_levels[i]);
-    kj_buf_printf(&b, " (this CPU runs %s)\n", lib->level->name);
+        kj_buf_printf(b, " %s", lib->cpu_levels[i]);
+    kj_buf_printf(b, " (this CPU runs %s)\n", lib->level->name);
     int checked = 0;
     for (int i = 0; i < lib->root_count; i++)
         checked += lib->roots[i].checked;
     if (lib->check)
-        kj_buf_printf(&b, "checked:   %s (%d cpu roots, --check)\n", check_name(lib->check),
+        kj_buf_printf(b, "checked:   %s (%d cpu roots, --check)\n", check_name(lib->check),
                       checked);
     for (int k = 0; k < lib->shape_count; k++)
-        kj_buf_printf(&b, "shape:     %s for blocks of %u x %u x %u (--block)\n",
+        kj_buf_printf(b, "shape:     %s for blocks of %u x %u x %u (--block)\n",
                       lib->roots[lib->shapes[k].root].symbol, lib->shapes[k].dims[0],
                       lib->shapes[k].dims[1], lib->shapes[k].dims[2]);
     if (!lib->has_cuda) {
-        kj_buf_printf(&b, "cuda:      none (built with --cuda=off)\n");
+        kj_buf_printf(b, "cuda:      none (built with --cuda=off)\n");
     } else {
         uint64_t total[KJ_AOT_CUDA_ARCHS + 1] = {0};
         for (int i = 0; i < lib->root_count; i++)
             for (int a = 0; lib->roots[i].cuda && a <= lib->archs.count; a++)
                 total[a] += lib->roots[i].sizes[a];
-        kj_buf_printf(&b, "cuda:      %d roots; PTX for %s (%llu bytes)", cuda,
+        kj_buf_printf(b, "cuda:      %d roots; PTX for %s (%llu bytes)", cuda,
                       lib->archs.names[0], (unsigned long long)total[0]);
         for (int a = 0; a < lib->archs.count; a++)
             if (lib->archs.cubin[a])
-                kj_buf_printf(&b, "; cubins for %s (%llu bytes)", lib->archs.names[a],
+                kj_buf_printf(b, "; cubins for %s (%llu bytes)", lib->archs.names[a],
                               (unsigned long long)total[a + 1]);
             else
-                kj_buf_printf(&b, "; no cubin for %s", lib->archs.names[a]);
-        kj_buf_printf(&b, "\n");
+                kj_buf_printf(b, "; no cubin for %s", lib->archs.names[a]);
+        kj_buf_printf(b, "\n");
         for (const char *p = lib->notes; p && *p;) {
             const char *nl = strchr(p, '\n');
             int n = nl ? (int)(nl - p) : (int)strlen(p);
-            kj_buf_printf(&b, "note:      %.*s\n", n, p);
+            kj_buf_printf(b, "note:      %.*s\n", n, p);
             p += n + (nl ? 1 : 0);
         }
     }
     for (int i = 0; i < lib->root_count; i++) {
         const AotRoot *r = &lib->roots[i];
-        kj_buf_printf(&b, "root %d: %s %s%s%s%s%s", i, r->cuda ? "cuda" : "cpu ", r->symbol,
+        kj_buf_printf(b, "root %d: %s %s%s%s%s%s", i, r->cuda ? "cuda" : "cpu ", r->symbol,
                       r->lifted ? " (" : "", r->lifted ? r->lifted : "", r->lifted ? ")" : "",
                       r->checked ? " checked" : "");
         for (int a = 0; r->cuda && a <= lib->archs.count; a++)
             if (a == 0 || lib->archs.cubin[a - 1])
-                kj_buf_printf(&b, " %s %s %llu", a ? "cubin" : "ptx",
+                kj_buf_printf(b, " %s %s %llu", a ? "cubin" : "ptx",
                               lib->archs.names[a ? a - 1 : 0], (unsigned long long)r->sizes[a]);
-        kj_buf_printf(&b, "\n");
+        kj_buf_printf(b, "\n");
     }
-    *text = b.data;
-    kjit_module_free(module);
-    kjit_context_destroy(context);
-    return KJIT_OK;
 }
 
-void kj_aot_cuda_image(const KjLibrary *library, int root, const void **cubin, size_t *size,
-                       const char **ptx)
+kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
+                             KjCudaModule **loaded, char **error)
 {
-    const AotRoot *r = &library->roots[root];
-    *cubin = r->cubin;
-    *size = r->cubin_size;
-    *ptx = r->ptx;
+    kjit_context *context = module->context;
+    const AotRoot *root = &module->library->roots[compiled->library_root];
+    char *refused = NULL;
+    if (root->cubin) {
+        kjit_status status = kj_cuda_load_cubin(context->cuda, root->cubin, root->cubin_size,
+                                                loaded, &refused);
+        if (status == KJIT_OK || !root->ptx) {
+            *error = refused;
+            return status;
+        }
+    }
+    /* no cubin for the device, or one its driver refuses (older than the
+     * toolkit that made it): the driver compiles the PTX, as the JIT does */
+    if (!root->ptx) {
+        *error = kj_xstrdup("the library holds no cuda code this device runs for it");
+        return KJIT_ERROR_NOT_FOUND;
+    }
+    kjit_status status = kj_cuda_load_ptx(context->cuda, root->ptx, loaded, NULL, NULL, error);
+    if (status != KJIT_OK && refused) {
+        KjBuf both = {0};
+        kj_buf_printf(&both, "%s (its cubin, tried first: %s)", *error ? *error : "", refused);
+        free(*error);
+        *error = both.data;
+    }
+    free(refused);
+    return status;
 }
 
 /* ------------------------------------------------------------ the roots */

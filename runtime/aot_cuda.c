@@ -7,8 +7,9 @@
  * above the device's (a cubin runs on such a device), else the PTX when its
  * arch is not above the device's (the driver compiles it: a device newer
  * than every cubin), else the library is refused, naming the device and
- * what the library holds.  A root's chosen code is loaded at its first use,
- * as the JIT loads a root's code, into a module of its own.
+ * what the library holds (aot.c reads the table and loads a root's chosen
+ * code at its first use, as the JIT loads a root's, into a module of its
+ * own).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,36 +94,4 @@ void kj_aot_cuda_device(kjit_context *context, int *major, int *minor)
     kj_cuda_info(context->cuda, &info);
     *major = info.compute_major;
     *minor = info.compute_minor;
-}
-
-kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
-                             KjCudaModule **loaded, char **error)
-{
-    kjit_context *context = module->context;
-    const void *cubin = NULL;
-    const char *ptx = NULL;
-    size_t size = 0;
-    kj_aot_cuda_image(module->library, compiled->library_root, &cubin, &size, &ptx);
-    char *refused = NULL;
-    if (cubin) {
-        kjit_status status = kj_cuda_load_cubin(context->cuda, cubin, size, loaded, &refused);
-        if (status == KJIT_OK || !ptx) {
-            *error = refused;
-            return status;
-        }
-    }
-    /* no cubin for the device, or one its driver refuses (older than the
-     * toolkit that made it): the driver compiles the PTX, as the JIT does */
-    kjit_status status = ptx ? kj_cuda_load_ptx(context->cuda, ptx, loaded, NULL, NULL, error)
-                             : KJIT_ERROR_NOT_FOUND;
-    if (!ptx)
-        *error = kj_xstrdup("the library holds no cuda code this device runs for it");
-    if (status != KJIT_OK && refused) {
-        KjBuf both = {0};
-        kj_buf_printf(&both, "%s (its cubin, tried first: %s)", *error ? *error : "", refused);
-        free(*error);
-        *error = both.data;
-    }
-    free(refused);
-    return status;
 }

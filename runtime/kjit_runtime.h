@@ -1469,14 +1469,13 @@ bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, i
 /* The device a cuda context's library code is chosen for: its compute
  * capability, or KJIT_AOT_CUDA_DEVICE=sm_XY's (a test hook, docs/aot.md). */
 void kj_aot_cuda_device(kjit_context *context, int *major, int *minor);
-/* A library root's cuda code (aot.c keeps it): loads it for compiled
+/* aot.c: a library root's cuda code for the device (its cubin, else its
+ * PTX, or the PTX when the driver refuses the cubin) loaded for compiled
  * (runtime_cuda.c's generate for a library); *error (heap) on failure. */
 kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
                              KjCudaModule **loaded, char **error);
-/* aot.c: library root i's code for the device: its cubin (NULL when the
- * device runs none) and its PTX (NULL when the device cannot run it). */
-void kj_aot_cuda_image(const KjLibrary *library, int root, const void **cubin, size_t *size,
-                       const char **ptx);
+/* aot.c: what a library module holds, as text (kjit_library_describe). */
+void kj_aot_describe(const kjit_module *module, const char *path, KjBuf *out);
 
 /* ============================================================ api_error.c */
 
