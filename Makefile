@@ -1,6 +1,6 @@
 # kjit: build, test, install.
 #
-#   make              build/kjit, build/libkjit.so, build/libkjit.a, build/libkjit-rt.so
+#   make              build/kjit, build/libkjit.so, build/libkjit.a, build/libkjit-rt.so (.a)
 #   make check        every test that runs without a GPU (what CI runs)
 #   make demo         the seed examples on every available target
 #   make gpu-bundle   what the GPU machine needs, in build/gpu-bundle
@@ -60,7 +60,8 @@ HEADERS      = $(wildcard compiler/*.h compiler/backend/*.h compiler/cli/*.h run
 .PHONY: all deps check test-layers test-unit test-golden test-robust test-tsan test-api-misuse demo bench-cpu \
         gpu-bundle install clean ptx-check test-bench-refs bench-checks bench-cancel
 
-all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(BUILD)/kjit-rt.pc
+all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so \
+     $(BUILD)/libkjit-rt.a $(BUILD)/kjit-rt.pc
 
 # ----------------------------------------------------------------- set-up
 
@@ -106,20 +107,27 @@ $(BUILD)/libkjit.so: $(LIB_OBJS)
 # libkjit-rt: the runtime alone, for code from libraries that `kjit build
 # --emit=lib` made (docs/aot.md).  The runtime's objects but jit.c (which
 # fills the runtime's KjJit table with the compiler), tools.c and
-# aot_build.c, aot_header.c (kjit_tools.h: the compiler's stages, kjit build
-# --emit=lib|header), jit_none.c in jit.c's place, and of
+# aot_build.c, aot_cuda_build.c, aot_header.c (kjit_tools.h: the compiler's
+# stages, kjit build --emit=lib|header), jit_none.c in jit.c's place, and of
 # compiler/ only the support the two share: the arena and buffers (util.c),
 # types (types.c), the reporter (diag.c), f16/bf16 bits (half_bits.c) and
-# the bytes of a local() sized at launch (local_size.c, which a launch asks).
+# the bytes of a local() sized at launch (local_size.c, which a launch asks)
+# and the lanes of a cuda reduction (reduce_lanes.c, which a reduction asks).
 # No LLVM, no pass: tests/aot/rt_link.sh proves it with nm and ldd.
 RT_SUPPORT_OBJS = $(BUILD)/obj/compiler/util.o $(BUILD)/obj/compiler/types.o \
                   $(BUILD)/obj/compiler/diag.o $(BUILD)/obj/compiler/half_bits.o \
-                  $(BUILD)/obj/compiler/local_size.o
+                  $(BUILD)/obj/compiler/local_size.o $(BUILD)/obj/compiler/reduce_lanes.o
 RT_OBJS = $(RT_SUPPORT_OBJS) $(BUILD)/obj/runtime/jit_none.o \
           $(filter-out $(BUILD)/obj/runtime/jit.o $(BUILD)/obj/runtime/tools.o \
-            $(BUILD)/obj/runtime/aot_build.o $(BUILD)/obj/runtime/aot_header.o,$(RUNTIME_OBJS))
+            $(BUILD)/obj/runtime/aot_build.o $(BUILD)/obj/runtime/aot_cuda_build.o \
+            $(BUILD)/obj/runtime/aot_header.o,$(RUNTIME_OBJS))
 $(BUILD)/libkjit-rt.so: $(RT_OBJS)
 	$(CC) -shared -o $@ $^ -lpthread -ldl -lm -lrt -Wl,-z,defs -Wl,-soname,libkjit-rt.so
+
+# for a program linked statically with a kernel library (--emit=staticlib)
+$(BUILD)/libkjit-rt.a: $(RT_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
 
 $(BUILD)/kjit-rt.pc: runtime/kjit-rt.pc.in
 	@mkdir -p $(dir $@)
@@ -139,7 +147,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/kjit/stdlib
 	install -m 755 $(BUILD)/kjit $(DESTDIR)$(PREFIX)/bin/kjit
-	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so $(BUILD)/libkjit-rt.a \
+	  $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/kjit.h runtime/kjit_tools.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 stdlib/*.kern $(DESTDIR)$(PREFIX)/share/kjit/stdlib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' runtime/kjit.pc.in \

@@ -601,19 +601,6 @@ static void warps_body(Lift *l)
 
 /* -------------------------------------------------- WARPS, V lanes a thread */
 
-int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes)
-{
-    switch (t->kind) {
-    case KJ_TYPE_I32: case KJ_TYPE_I64: case KJ_TYPE_U32: case KJ_TYPE_U64:
-    case KJ_TYPE_F32: case KJ_TYPE_F64:
-        break;
-    default:
-        return 0; /* no warp shuffle moves it */
-    }
-    int v = widest_input_bytes > 0 && widest_input_bytes < 16 ? 16 / widest_input_bytes : 1;
-    return v > KJ_REDUCE_LANES ? KJ_REDUCE_LANES : v;
-}
-
 static KjIrExpr *shfl_down(Lift *l, KjIrVar *value, int delta)
 {
     KjIrExpr *e = kj_ir_new_expr(l->arena, KJ_IR_EXEC, l->t, l->loc, 3);
@@ -798,12 +785,6 @@ static void thread_lanes_body(Lift *l)
 }
 
 /* ------------------------------------------ COLUMNS, strided levels on cuda */
-
-int kj_reduce_column_lanes(const KjType *t)
-{
-    (void)t;
-    return 4; /* 8 threads a work item: 64 registers, 256 threads a block */
-}
 
 /* COLUMNS: a cuda kernel for a strided level, whose work items are numbered
  * outputs fastest.  A thread block takes X = KJ_REDUCE_COLUMN_ITEMS

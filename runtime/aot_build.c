@@ -20,7 +20,21 @@
  * cores contiguous or not (a core that is not runs the other's code).
  * @reduce functions' levels in the form the cpu targets run them
  * (add_reduce_roots); a geometry of more ranks is refused, naming it.
+ *
+ * With --check (or KJIT_CHECK) every root is made twice, from the module
+ * compiled unchecked and from it compiled in a checked context, and the
+ * table carries checked mode's sites; with --block, each unchecked kernel
+ * root with a split form also gets its code for those block shapes
+ * (collect_shapes).  --emit=staticlib puts the objects (their symbols
+ * kjlib_NAME_...) in an archive with a generated NAME_kjit_load that hands
+ * the runtime the table and every symbol's address (write_archive).
+ * Unless --cuda=off, the module is compiled once more as a cuda context
+ * compiles it, and its roots' PTX and cubins (aot_cuda_build.c) follow in
+ * the table's cuda section (build_cuda, write_cuda), in an archive's table
+ * as in a shared library's; checked code and block shapes are the cpu's
+ * only (a checked cuda context refuses the library, aot.c).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +90,27 @@ static void put_type(Writer *w, const KjType *t)
     put_u32(w, t ? (uint32_t)t->ndim : 0);
 }
 
+/* A size of a local() sized at launch (local_size.c's grammar: constants,
+ * integer parameters, array extents, arithmetic, min, max, select on a
+ * comparison, conversions): op, type, constant, dim, math, the parameter a
+ * VAR names (its index, or -1), then the operands. */
+static void put_size_expr(Writer *w, const KjIrFunction *fn, const KjIrExpr *e)
+{
+    put_u32(w, (uint32_t)e->op);
+    put_type(w, e->type);
+    put_u64(w, e->const_int);
+    put_u32(w, (uint32_t)e->dim);
+    put_u32(w, (uint32_t)e->math);
+    int param = -1;
+    for (int i = 0; e->op == KJ_IR_VAR && i < fn->param_count; i++)
+        if (fn->params[i] == e->var)
+            param = i;
+    put_u32(w, (uint32_t)param);
+    put_u32(w, (uint32_t)e->arg_count);
+    for (int i = 0; i < e->arg_count; i++)
+        put_size_expr(w, fn, e->args[i]);
+}
+
 static void put_header(Writer *w, const KjIrFunction *fn)
 {
     put_str(w, fn->name);
@@ -104,6 +139,28 @@ static void put_header(Writer *w, const KjIrFunction *fn)
         put_u64(w, (uint64_t)fn->split->shared_bytes);
         put_u64(w, (uint64_t)fn->split->local_bytes);
     }
+    /* a @vectorize of several outputs: outputs 1.. */
+    put_u32(w, (uint32_t)fn->output_count);
+    for (int k = 1; k < fn->output_count; k++) {
+        put_str(w, fn->outputs[k]->name);
+        put_type(w, fn->outputs[k]->type);
+    }
+    /* a kernel's local() arrays sized at launch: what local_size.c reads */
+    put_u32(w, (uint32_t)fn->launch_locals.count);
+    for (int i = 0; i < fn->launch_locals.count; i++) {
+        const KjIrExpr *e = fn->launch_locals.items[i];
+        put_str(w, e->loc.src ? e->loc.src->path : NULL);
+        put_u32(w, (uint32_t)e->loc.line);
+        put_u32(w, (uint32_t)e->loc.col);
+        put_type(w, e->alloc_elem);
+        put_u32(w, (uint32_t)e->alloc_ndim);
+        for (int k = 0; k < e->alloc_ndim; k++) {
+            put_u64(w, (uint64_t)e->alloc_shape[k]);
+            put_u32(w, e->alloc_size[k] != NULL);
+            if (e->alloc_size[k])
+                put_size_expr(w, fn, e->alloc_size[k]);
+        }
+    }
 }
 
 /* ------------------------------------------------------------ the roots */
@@ -111,6 +168,8 @@ static void put_header(Writer *w, const KjIrFunction *fn)
 typedef struct Root {
     int entry;
     KjCompiled compiled;
+    kjit_module *module; /* the unchecked module's, or the checked one's */
+    bool checked;
 } Root;
 
 typedef struct Roots {
@@ -118,28 +177,74 @@ typedef struct Roots {
     int count, cap;
 } Roots;
 
-/* What a library's table cannot describe yet is refused, naming it: a
- * @vectorize of several outputs (the table holds one result) and a kernel's
- * local() sized at launch (the table holds no size expressions). */
-static kjit_status refuse_unsupported(const KjCompiled *compiled, char **error)
+static void collect_text(void *user, KjSeverity severity, const char *formatted)
 {
-    const KjIrFunction *fn = compiled->root;
-    const KjIrFunction *scalar = fn && fn->scalar ? fn->scalar : fn;
-    const char *what = !fn                           ? NULL
-                       : scalar->output_count > 1    ? "a @vectorize of several outputs"
-                       : fn->launch_locals.count > 0 ? "a local() sized at launch"
-                                                     : NULL;
-    if (!what)
-        return KJIT_OK;
-    KjBuf m = {0};
-    kj_buf_printf(&m, "'%s' has %s, which libraries do not hold yet (docs/aot.md)",
-                  scalar->name, what);
-    *error = m.data;
-    return KJIT_ERROR_INVALID_ARGUMENT;
+    (void)severity;
+    kj_buf_printf(user, "%s", formatted);
 }
 
-/* Keeps a root kj_api_prepare_root made (status: how that went), unless the
- * table cannot describe it. */
+/* A kernel root's split form specialised for one block shape (--block). */
+typedef struct Shape {
+    int root;
+    uint32_t dims[3];
+    bool shared_written;
+    KjIrFunction *fn;
+} Shape;
+
+typedef struct Shapes {
+    Shape *items;
+    int count, cap;
+} Shapes;
+
+/* For each unchecked kernel root with a split form (barriers, SIMD lanes)
+ * and each --block shape, the split form specialised for it, made by the
+ * pass list's stage runtime_cpu.c's shape_generate runs for a launch. */
+static kjit_status collect_shapes(const kjit_build_options *build, const Roots *roots,
+                                  Shapes *shapes, char **error)
+{
+    for (int i = 0; i < roots->count; i++) {
+        const Root *r = &roots->items[i];
+        const KjIrFunction *root = r->compiled.root;
+        if (r->checked || root->kind != KJ_IR_FN_KERNEL || !root->split || root->unchecked ||
+            !r->module->context->options.cpu_simd)
+            continue;
+        for (int b = 0; b < build->block_count; b++) {
+            KjBuf failures = {0};
+            KjDiag diag = {.sink = collect_text, .user = &failures};
+            KjPipelineRoot shaped = {.fn = (KjIrFunction *)root, .split_barriers = true,
+                                     .block = {build->blocks[b][0], build->blocks[b][1],
+                                               build->blocks[b][2]}};
+            KjPipeline pipeline = {.arena = &r->module->arena, .diag = &diag,
+                                   .module = r->module->ir, .roots = &shaped, .root_count = 1,
+                                   .stop = KJ_STAGE_ROOTS,
+                                   .verify = kj_jit->pipeline_verify_default()};
+            if (!kj_jit->pipeline_run(&pipeline)) {
+                KjBuf m = {0};
+                kj_buf_printf(&m, "%s for blocks of %u x %u x %u: %s", root->name,
+                              build->blocks[b][0], build->blocks[b][1], build->blocks[b][2],
+                              failures.data ? failures.data : "internal error");
+                kj_buf_free(&failures);
+                *error = m.data;
+                return KJIT_ERROR_BACKEND;
+            }
+            kj_buf_free(&failures);
+            if (!shaped.root->split)
+                continue;
+            if (shapes->count == shapes->cap) {
+                shapes->cap = shapes->cap * 2 + 8;
+                shapes->items = kj_xrealloc(shapes->items, sizeof *shapes->items * (size_t)shapes->cap);
+            }
+            Shape *shape = &shapes->items[shapes->count++];
+            shape->root = i;
+            memcpy(shape->dims, shaped.block, sizeof shape->dims);
+            shape->shared_written = kj_jit->split_writes_shared(shaped.root, shape->dims);
+            shape->fn = shaped.root;
+        }
+    }
+    return KJIT_OK;
+}
+
+/* Keeps a root kj_api_prepare_root made (status: how that went). */
 static kjit_status keep_root(Roots *roots, kjit_function *function, Root root,
                              kjit_status status, char **error)
 {
@@ -147,8 +252,6 @@ static kjit_status keep_root(Roots *roots, kjit_function *function, Root root,
         *error = kj_xstrdup(kjit_last_error(function->module->context));
         return status;
     }
-    if ((status = refuse_unsupported(&root.compiled, error)) != KJIT_OK)
-        return status;
     if (roots->count == roots->cap) {
         roots->cap = roots->cap * 2 + 16;
         roots->items = kj_xrealloc(roots->items, sizeof *roots->items * (size_t)roots->cap);
@@ -160,7 +263,7 @@ static kjit_status keep_root(Roots *roots, kjit_function *function, Root root,
 static kjit_status add_lifted(Roots *roots, kjit_function *function, int entry, int sig,
                               const KjPipelineRoot *request, const char *lifted, char **error)
 {
-    Root root = {entry, {0}};
+    Root root = {entry, {0}, function->module, function->module->context->options.check != 0};
     kjit_status status = kj_api_prepare_root(function, sig, request, 0, lifted, &root.compiled);
     return keep_root(roots, function, root, status, error);
 }
@@ -171,7 +274,7 @@ static kjit_status add_root(Roots *roots, kjit_function *function, int entry, in
     KjPipelineRoot request = {.vectorize = variant != NULL};
     if (variant)
         request.variant = *variant;
-    Root root = {entry, {0}};
+    Root root = {entry, {0}, function->module, function->module->context->options.check != 0};
     kjit_status status = kj_api_prepare_root(function, sig, &request, contiguous, NULL,
                                              &root.compiled);
     return keep_root(roots, function, root, status, error);
@@ -181,7 +284,30 @@ static kjit_status add_root(Roots *roots, kjit_function *function, int entry, in
  * form with SIMD lanes, kept ranks 0 to KJ_AOT_REDUCE_KEPT and reduced ranks
  * 1 to KJ_AOT_REDUCE_REDUCED, the reduced run contiguous or not, each
  * signature alone and, for a fused map, each of the map's signatures whose
- * result a signature reduces. */
+ * result a signature reduces.  For cuda (reduce_in_warps) the forms it runs
+ * instead: a contiguous run in WARPS (V lanes a thread from the widest
+ * input, aligned or not), a strided one in COLUMNS. */
+/* v (LANES) as cuda runs it (api_reduce.c): WARPS with V lanes a thread
+ * from the widest input (the map's parameters, else the result), or
+ * COLUMNS for a strided run. */
+static void warps_variant(KjReduceVariant *v, const KjIrFunction *fn, const KjIrFunction *map,
+                          int aligned)
+{
+    v->simd = false;
+    if (!v->contiguous) {
+        v->form = KJ_REDUCE_FORM_COLUMNS;
+        v->thread_lanes = kj_reduce_column_lanes(fn->ret);
+        return;
+    }
+    int widest = map ? 0 : kj_type_size(fn->ret);
+    for (int q = 0; map && q < map->param_count; q++)
+        if (kj_type_size(map->params[q]->type) > widest)
+            widest = kj_type_size(map->params[q]->type);
+    v->form = KJ_REDUCE_FORM_WARPS;
+    v->thread_lanes = kj_reduce_thread_lanes(fn->ret, widest);
+    v->aligned = aligned && v->thread_lanes > 1;
+}
+
 static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_function *function,
                                     int e, char **error)
 {
@@ -191,6 +317,7 @@ static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_func
         if (module->functions[i]->entry == entry->map)
             map = module->functions[i];
     int map_sigs = map ? map->entry->variants.count : 0;
+    bool warps = module->context->runtime->reduce_in_warps;
     kjit_status status = KJIT_OK;
     for (int m = -1; m < map_sigs && status == KJIT_OK; m++) {
         for (int s = 0; s < entry->variants.count && status == KJIT_OK; s++) {
@@ -199,10 +326,16 @@ static kjit_status add_reduce_roots(Roots *roots, kjit_module *module, kjit_func
                 continue;
             for (int k = 0; k <= KJ_AOT_REDUCE_KEPT && status == KJIT_OK; k++)
                 for (int r = 1; r <= KJ_AOT_REDUCE_REDUCED && status == KJIT_OK; r++)
-                    for (int c = r == 1; c >= 0 && status == KJIT_OK; c--) {
+                    for (int c = r == 1; c >= 0 && status == KJIT_OK; c--)
+                    for (int aligned = 0; aligned <= (warps && c) && status == KJIT_OK; aligned++) {
                         KjReduceVariant v = {.form = KJ_REDUCE_FORM_LANES, .kept_rank = k,
                                              .reduced_rank = r, .contiguous = c,
                                              .mapped = m >= 0, .simd = true};
+                        if (warps)
+                            warps_variant(&v, fn, m >= 0 ? map->entry->variants.items[m] : NULL,
+                                          aligned);
+                        if (aligned && !v.aligned)
+                            continue; /* one lane a thread: nothing to align */
                         KjPipelineRoot request = {.reduce = &v};
                         if (m >= 0)
                             request.map = map->entry->variants.items[m];
@@ -225,8 +358,9 @@ static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error
         for (int s = 0; s < entry->variants.count && status == KJIT_OK; s++) {
             const KjIrFunction *fn = entry->variants.items[s];
             switch (entry->kind) {
-            case KJ_FN_PLAIN:
-                if (!fn->device_use)
+            case KJ_FN_PLAIN: /* on the host, whatever the target (kj_runtime_for) */
+                if (!fn->device_use && kj_runtime_for(module->context, KJ_IR_FN_PLAIN) ==
+                                           module->context->runtime)
                     status = add_root(roots, function, e, s, NULL, 0, error);
                 break;
             case KJ_FN_VECTORIZE: {
@@ -274,15 +408,69 @@ static kjit_status collect_roots(kjit_module *module, Roots *roots, char **error
     return status;
 }
 
+static void put_root(Writer *w, const Root *r)
+{
+    const KjCompiled *c = &r->compiled;
+    put_u32(w, (uint32_t)r->entry);
+    put_u32(w, (uint32_t)c->signature);
+    put_u32(w, c->vectorized);
+    put_u32(w, (uint32_t)c->variant.layout);
+    put_u32(w, (uint32_t)c->variant.ndim);
+    put_u32(w, c->variant.scalar_mask);
+    put_u32(w, c->contiguous);
+    put_u32(w, r->checked);
+    put_str(w, c->lifted[0] ? c->lifted : NULL);
+    put_str(w, c->symbol);
+    put_header(w, c->root);
+}
+
+/* Checked mode's sites (checks.c) and the sources they are in, for the
+ * runtime's reports (check_report.c): each source's path and text once. */
+static void write_sites(Writer *w, const KjIrModule *ir)
+{
+    KjVec sources = {0};
+    KjArena arena = {0};
+    int *index = kj_arena_alloc(&arena, sizeof *index * (size_t)(ir->check_sites.count + 1));
+    for (int i = 0; i < ir->check_sites.count; i++) {
+        const KjCheckSite *site = ir->check_sites.items[i];
+        index[i] = -1;
+        for (int k = 0; site->loc.src && k < sources.count && index[i] < 0; k++)
+            if (sources.items[k] == site->loc.src)
+                index[i] = k;
+        if (site->loc.src && index[i] < 0) {
+            index[i] = sources.count;
+            kj_vec_push(&arena, &sources, (void *)site->loc.src);
+        }
+    }
+    put_u32(w, (uint32_t)sources.count);
+    for (int k = 0; k < sources.count; k++) {
+        const KjSource *src = sources.items[k];
+        put_str(w, src->path);
+        put_str(w, src->text);
+    }
+    put_u32(w, (uint32_t)ir->check_sites.count);
+    for (int i = 0; i < ir->check_sites.count; i++) {
+        const KjCheckSite *site = ir->check_sites.items[i];
+        put_u32(w, (uint32_t)site->kind);
+        put_u32(w, (uint32_t)index[i]);
+        put_u32(w, (uint32_t)site->loc.line);
+        put_u32(w, (uint32_t)site->loc.col);
+        put_str(w, site->array);
+        put_str(w, site->type);
+    }
+    kj_arena_free(&arena);
+}
+
 static void write_table(Writer *w, kjit_module *module, const char *source,
-                        const KjCpuLevel **levels, int level_count, const Roots *roots)
+                        const KjCpuLevel **levels, int level_count, const Roots *roots,
+                        const Shapes *shapes, const kjit_module *checked)
 {
     const kjit_options *o = &module->context->options;
     put_u32(w, KJ_AOT_ABI);
     put_str(w, KJIT_VERSION);
     put_str(w, source);
     put_u64(w, module->ir->source_hash);
-    put_u32(w, (uint32_t)o->check);
+    put_u32(w, checked ? (uint32_t)checked->context->options.check : 0);
     put_u32(w, (uint32_t)o->cancellable);
     put_u32(w, (uint32_t)o->cpu_simd);
     put_u32(w, (uint32_t)o->opt_level);
@@ -321,20 +509,95 @@ static void write_table(Writer *w, kjit_module *module, const char *source,
         put_u32(w, (uint32_t)map);
     }
     put_u32(w, (uint32_t)roots->count);
-    for (int i = 0; i < roots->count; i++) {
-        const Root *r = &roots->items[i];
-        const KjCompiled *c = &r->compiled;
-        put_u32(w, (uint32_t)r->entry);
-        put_u32(w, (uint32_t)c->signature);
-        put_u32(w, c->vectorized);
-        put_u32(w, (uint32_t)c->variant.layout);
-        put_u32(w, (uint32_t)c->variant.ndim);
-        put_u32(w, c->variant.scalar_mask);
-        put_u32(w, c->contiguous);
-        put_str(w, c->lifted[0] ? c->lifted : NULL);
-        put_str(w, c->symbol);
-        put_header(w, c->root);
+    for (int i = 0; i < roots->count; i++)
+        put_root(w, &roots->items[i]);
+    put_u32(w, (uint32_t)shapes->count);
+    for (int i = 0; i < shapes->count; i++) {
+        put_u32(w, (uint32_t)shapes->items[i].root);
+        for (int d = 0; d < 3; d++)
+            put_u32(w, shapes->items[i].dims[d]);
+        put_u32(w, shapes->items[i].shared_written);
     }
+    if (checked)
+        write_sites(w, checked->ir);
+    else
+        put_u32(w, 0), put_u32(w, 0);
+}
+
+/* ------------------------------------------------------------- for cuda */
+
+/* The cuda code (aot_cuda_build.c) of the roots a cuda context asks for. */
+typedef struct CudaBuild {
+    bool on;
+    KjAotCudaArchs archs;
+    kjit_module *module; /* compiled as for a cuda context */
+    Roots roots;
+    KjAotCudaCode *code; /* one per root */
+    char *notes;         /* what was left out and why */
+} CudaBuild;
+
+/* The module compiled again and its roots prepared as a cuda context
+ * prepares them (no split forms, reductions in warps, plain functions
+ * left to the host's code): the context's runtime is cuda's meanwhile,
+ * with no device opened, since nothing runs. */
+static kjit_status build_cuda(kjit_context *context, const char *path, const char *archs,
+                              CudaBuild *cuda, char **error)
+{
+    kjit_status status = kj_aot_cuda_archs(archs, &cuda->archs, error);
+    if (status != KJIT_OK)
+        return status;
+    cuda->on = true;
+    const KjRuntimeTarget *host = context->runtime;
+    context->runtime = &kj_runtime_cuda;
+    status = kjit_compile_file(context, path, &cuda->module);
+    if (status != KJIT_OK)
+        *error = kj_xstrdup(kjit_last_error(context));
+    else
+        status = collect_roots(cuda->module, &cuda->roots, error);
+    context->runtime = host;
+    cuda->code = kj_xcalloc((size_t)cuda->roots.count + 1, sizeof *cuda->code);
+    for (int i = 0; i < cuda->roots.count && status == KJIT_OK; i++)
+        status = kj_aot_cuda_compile(cuda->module->ir, &context->options,
+                                     &cuda->roots.items[i].compiled, &cuda->archs, i == 0,
+                                     &cuda->code[i], &cuda->notes, error);
+    return status;
+}
+
+static void put_blob(Writer *w, const void *bytes, size_t size)
+{
+    put_u64(w, size);
+    put(w, bytes, size);
+}
+
+/* The cuda section (aot.c's read_cuda says its format). */
+static void write_cuda(Writer *w, const CudaBuild *cuda)
+{
+    put_u32(w, cuda->on);
+    if (!cuda->on)
+        return;
+    put_u32(w, (uint32_t)cuda->archs.count);
+    for (int a = 0; a < cuda->archs.count; a++) {
+        put_str(w, cuda->archs.names[a]);
+        put_u32(w, cuda->archs.cubin[a]);
+    }
+    put_str(w, cuda->notes);
+    put_u32(w, (uint32_t)cuda->roots.count);
+    for (int i = 0; i < cuda->roots.count; i++) {
+        put_root(w, &cuda->roots.items[i]);
+        put_blob(w, cuda->code[i].ptx, strlen(cuda->code[i].ptx) + 1); /* with its NUL */
+        for (int a = 0; a < cuda->archs.count; a++)
+            if (cuda->archs.cubin[a])
+                put_blob(w, cuda->code[i].cubin[a], cuda->code[i].cubin_size[a]);
+    }
+}
+
+static void cuda_free(CudaBuild *cuda)
+{
+    for (int i = 0; cuda->code && i < cuda->roots.count; i++)
+        kj_aot_cuda_code_free(&cuda->code[i]);
+    free(cuda->code);
+    free(cuda->roots.items);
+    kjit_module_free(cuda->module);
 }
 
 /* ------------------------------------------------------------ the build */
@@ -371,13 +634,266 @@ static void remove_folder(const char *dir)
     kj_buf_free(&command);
 }
 
-kjit_status kjit_build_library(const char *path, const char *output, const char *levels_text,
+/* ------------------------------------------------------ the static archive */
+
+bool kj_aot_c_name(const char *output, const char *name_given, char name[128], char **error)
+{
+    const char *base = strrchr(output, '/') ? strrchr(output, '/') + 1 : output;
+    snprintf(name, 128, "%s", name_given ? name_given : base);
+    char *dot = strchr(name, '.');
+    if (dot && !name_given)
+        *dot = '\0';
+    if (!strncmp(name, "lib", 3) && !name_given)
+        memmove(name, name + 3, strlen(name + 3) + 1);
+    for (char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_')
+            *p = '_';
+    if (!name[0] || isdigit((unsigned char)name[0])) {
+        KjBuf m = {0};
+        kj_buf_printf(&m, "'%s' makes no C name for the library's functions", name);
+        *error = m.data;
+        return false;
+    }
+    return true;
+}
+
+
+/* A symbol of an archive's object: the name the runtime asks for (a shared
+ * library's, kjaot_<level>_<root>__<symbol>) and the one it has there. */
+typedef struct Symbol {
+    char *key, *name;
+} Symbol;
+
+typedef struct Symbols {
+    Symbol *items;
+    int count, cap;
+} Symbols;
+
+/* The renamed symbols of object `file` (its .syms file: "old new" lines). */
+static kjit_status collect_symbols(Symbols *symbols, const char *file, const char *key_prefix,
+                                   char **error)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s.syms", file);
+    size_t size = 0;
+    char *text = kj_file_read(path, &size);
+    if (!text) {
+        *error = kj_xstrdup("cannot read the renamed symbols");
+        return KJIT_ERROR_IO;
+    }
+    kjit_status status = KJIT_OK;
+    for (char *line = strtok(text, "\n"); line && status == KJIT_OK; line = strtok(NULL, "\n")) {
+        char *space = strchr(line, ' ');
+        if (!space)
+            continue;
+        *space = '\0';
+        for (const char *p = space + 1; *p; p++)
+            if (!(*p == '_' || *p == '.' || *p == '$' || (*p >= '0' && *p <= '9') ||
+                  ((*p | 32) >= 'a' && (*p | 32) <= 'z'))) {
+                KjBuf m = {0};
+                kj_buf_printf(&m, "the object's symbol '%s' is not a C assembler name", space + 1);
+                *error = m.data;
+                status = KJIT_ERROR_BACKEND;
+                break;
+            }
+        if (symbols->count == symbols->cap) {
+            symbols->cap = symbols->cap * 2 + 64;
+            symbols->items = kj_xrealloc(symbols->items, sizeof *symbols->items * (size_t)symbols->cap);
+        }
+        KjBuf key = {0};
+        kj_buf_printf(&key, "%s%s", key_prefix, line);
+        symbols->items[symbols->count++] = (Symbol){key.data, kj_xstrdup(space + 1)};
+    }
+    free(text);
+    return status;
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    return strcmp(((const Symbol *)a)->key, ((const Symbol *)b)->key);
+}
+
+/* The entry point of an archive: NAME_kjit_load, which hands the runtime
+ * the table and every symbol's address (kjit_module_load_linked).  Written
+ * without kjit.h (kjit build may run where no header is installed): the
+ * prototype below is kjit.h's, its status an int. */
+static void write_entry(KjBuf *c, const char *name, const char *path, const Writer *table,
+                        Symbols *symbols)
+{
+    qsort(symbols->items, (size_t)symbols->count, sizeof *symbols->items, compare_keys);
+    kj_buf_printf(c, "/* %s_kjit_load: the kernels of %s, built by kjit build "
+                     "--emit=staticlib (docs/aot.md). */\n"
+                     "#include <stddef.h>\n#include <stdint.h>\n\n"
+                     "struct kjit_context;\nstruct kjit_module;\n"
+                     "int kjit_module_load_linked(struct kjit_context *, uint32_t, const char *,\n"
+                     "    const unsigned char *, size_t, const char *const *, void *const *, size_t,\n"
+                     "    struct kjit_module **);\n\n", name, path);
+    for (int i = 0; i < symbols->count; i++)
+        kj_buf_printf(c, "extern char kjs_%d[] __asm__(\"%s\");\n", i, symbols->items[i].name);
+    kj_buf_printf(c, "\nstatic const char *const symbols[] = {\n");
+    for (int i = 0; i < symbols->count; i++)
+        kj_buf_printf(c, "    \"%s\",\n", symbols->items[i].key);
+    kj_buf_printf(c, "    NULL};\nstatic void *const addresses[] = {\n");
+    for (int i = 0; i < symbols->count; i++)
+        kj_buf_printf(c, "    kjs_%d,\n", i);
+    kj_buf_printf(c, "    NULL};\nstatic const unsigned char table[%zu] = {", table->len);
+    for (size_t i = 0; i < table->len; i++)
+        kj_buf_printf(c, "%s%u,", i % 24 ? "" : "\n    ", table->data[i]);
+    kj_buf_printf(c, "\n};\n\n"
+                     "int %s_kjit_load(struct kjit_context *context, struct kjit_module **module)\n"
+                     "{\n    return kjit_module_load_linked(context, %uu, \"%s\", table, sizeof table,\n"
+                     "                                   symbols, addresses, %d, module);\n}\n",
+                  name, KJ_AOT_ABI, name, symbols->count);
+}
+
+/* The archive at output: the objects (`objects`, quoted paths) and the
+ * entry point compiled by cc, put together by ar. */
+static kjit_status write_archive(const char *dir, const char *output, const char *name,
+                                 const char *path, const char *objects, const Writer *table,
+                                 Symbols *symbols, char **error)
+{
+    KjBuf c = {0};
+    write_entry(&c, name, path, table, symbols);
+    char file[4200];
+    snprintf(file, sizeof file, "%s/%s_kjit_load.c", dir, name);
+    bool ok = kj_file_write(file, c.data, c.len);
+    kj_buf_free(&c);
+    if (!ok) {
+        *error = kj_xstrdup("cannot write the entry point's source");
+        return KJIT_ERROR_IO;
+    }
+    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+    KjBuf command = {0};
+    kj_buf_printf(&command, "%s -c -O1 -fPIC '%s' -o '%s/%s_kjit_load.o' && ar rcs '%s/lib.a'%s "
+                            "'%s/%s_kjit_load.o'",
+                  cc, file, dir, name, dir, objects, dir, name);
+    ok = run(dir, command.data, "compiling the entry point and making the archive (cc, ar)", error);
+    kj_buf_free(&command);
+    if (!ok)
+        return KJIT_ERROR_BACKEND;
+    snprintf(file, sizeof file, "%s/lib.a", dir);
+    size_t size = 0;
+    char *bytes = kj_file_read(file, &size);
+    KjOutputFile out;
+    char *why = NULL;
+    kjit_status status = bytes ? kj_output_open(output, &out, &why) : KJIT_ERROR_IO;
+    if (status == KJIT_OK) {
+        bool written = fwrite(bytes, 1, size, out.file) == size;
+        status = kj_output_close(&out, written, &why);
+    }
+    if (status != KJIT_OK)
+        *error = why ? why : kj_xstrdup("cannot write the archive");
+    free(bytes);
+    return status;
+}
+
+/* fn compiled for `level` into DIR/<level>_<tag>.o, its global symbols
+ * renamed kjaot_<level>_<tag>__<symbol> (a shared object; tag: the root's
+ * index, or s and the shape's) or, in an archive, whose symbols share the
+ * program's name space, kjlib_NAME_<level>_<tag>__<symbol> (and the
+ * runtime's names in *symbols); the object's path appended to *objects. */
+static kjit_status compile_object(const char *dir, KjIrModule *ir, KjIrFunction *fn,
+                                  KjCodegenOptions *codegen, const KjCpuLevel *level,
+                                  const char *tag, const kjit_build_options *build,
+                                  const char *name, KjBuf *objects, Symbols *symbols,
+                                  char **error)
+{
+    codegen->cpu_name = level->llvm_cpu;
+    codegen->cpu_features = level->llvm_features;
+    size_t size = 0;
+    char *failure = NULL;
+    char *object = kj_jit->cpu_compile_object(ir, &fn, 1, codegen, &size, &failure);
+    char file[4200];
+    snprintf(file, sizeof file, "%s/%s_%s.o", dir, level->name, tag);
+    kjit_status status = KJIT_OK;
+    if (!object || !kj_file_write(file, object, size)) {
+        KjBuf m = {0};
+        kj_buf_printf(&m, "code generation for %s (%s) failed: %s", fn->name, level->name,
+                      failure ? failure : "cannot write the object");
+        *error = m.data;
+        status = KJIT_ERROR_BACKEND;
+    }
+    free(object);
+    free(failure);
+    if (status != KJIT_OK)
+        return status;
+    char key[256], prefix[256];
+    snprintf(key, sizeof key, "kjaot_%s_%s__", level->name, tag);
+    if (build->staticlib)
+        snprintf(prefix, sizeof prefix, "kjlib_%s_%s_%s__", name, level->name, tag);
+    else
+        snprintf(prefix, sizeof prefix, "%s", key);
+    KjBuf rename = {0};
+    kj_buf_printf(&rename,
+                  "nm -g --defined-only '%s' | awk '{print $3\" %s\"$3}' > "
+                  "'%s.syms' && objcopy --redefine-syms='%s.syms' '%s'",
+                  file, prefix, file, file, file);
+    if (!run(dir, rename.data, "renaming the symbols (nm, objcopy)", error))
+        status = KJIT_ERROR_BACKEND;
+    kj_buf_free(&rename);
+    if (status == KJIT_OK && build->staticlib)
+        status = collect_symbols(symbols, file, key, error);
+    kj_buf_printf(objects, " '%s'", file);
+    return status;
+}
+
+/* The module at path compiled in a cpu context of checked mode `check`
+ * (KJIT_CHECK_* bits; 0 whatever KJIT_CHECK says). */
+static kjit_status open_module(const char *path, int check, kjit_module **out, char **error)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CPU;
+    options.check = check;
+    kjit_context *context = NULL;
+    if (kjit_context_create(&options, &context) != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(NULL));
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    }
+    context->options.check = check; /* not KJIT_CHECK's, which create added */
+    kjit_status status = kjit_compile_file(context, path, out);
+    if (status != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(context));
+        kjit_context_destroy(context);
+    }
+    return status;
+}
+
+static void close_module(kjit_module *module)
+{
+    if (!module)
+        return;
+    kjit_context *context = module->context;
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+void kjit_build_options_init(kjit_build_options *options)
+{
+    memset(options, 0, sizeof *options);
+}
+
+kjit_status kjit_build_library(const char *path, const char *output, const char *levels,
                                char **error)
 {
+    kjit_build_options options;
+    kjit_build_options_init(&options);
+    options.levels = levels;
+    return kjit_build_library_with(path, output, &options, NULL, error);
+}
+
+kjit_status kjit_build_library_with(const char *path, const char *output,
+                                    const kjit_build_options *build, char **notes, char **error)
+{
     *error = NULL;
+    if (notes)
+        *notes = NULL;
+    char name[128] = "";
+    if (build->staticlib && !kj_aot_c_name(output, build->name, name, error))
+        return KJIT_ERROR_INVALID_ARGUMENT;
     const KjCpuLevel *levels[KJ_CPU_LEVEL_COUNT];
     int level_count = 0;
-    const char *text = levels_text ? levels_text : "sse2,v3,v4";
+    const char *text = build->levels ? build->levels : "sse2,v3,v4";
     for (const char *p = text; *p;) {
         const char *comma = strchr(p, ',');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
@@ -409,28 +925,25 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
             levels[j - 1] = t;
         }
 
-    kjit_options options;
-    kjit_options_init(&options);
-    options.target = KJIT_TARGET_CPU;
-    kjit_context *context = NULL;
-    if (kjit_context_create(&options, &context) != KJIT_OK) {
-        *error = kj_xstrdup(kjit_last_error(NULL));
-        return KJIT_ERROR_INVALID_ARGUMENT;
-    }
-    if (context->options.check) {
-        kjit_context_destroy(context);
-        *error = kj_xstrdup("checked mode (KJIT_CHECK) is not built into libraries yet");
-        return KJIT_ERROR_INVALID_ARGUMENT;
-    }
-    kjit_module *module = NULL;
-    kjit_status status = kjit_compile_file(context, path, &module);
-    if (status != KJIT_OK) {
-        *error = kj_xstrdup(kjit_last_error(context));
-        kjit_context_destroy(context);
-        return status;
-    }
+    /* the unchecked code, and with --check (or KJIT_CHECK) the checked code
+     * too, each from the module compiled in a context of its mode */
+    kjit_module *module = NULL, *checked = NULL;
+    kjit_status status = open_module(path, 0, &module, error);
+    int check = build->check | kj_check_env();
+    if (status == KJIT_OK && check)
+        status = open_module(path, check, &checked, error);
     Roots roots = {0};
-    status = collect_roots(module, &roots, error);
+    if (status == KJIT_OK)
+        status = collect_roots(module, &roots, error);
+    if (status == KJIT_OK && checked)
+        status = collect_roots(checked, &roots, error);
+    Shapes shapes = {0};
+    if (status == KJIT_OK)
+        status = collect_shapes(build, &roots, &shapes, error);
+    CudaBuild cuda = {0};
+    const char *archs = build->cuda_archs ? build->cuda_archs : KJ_AOT_CUDA_DEFAULT_ARCHS;
+    if (status == KJIT_OK && strcmp(archs, "off") != 0)
+        status = build_cuda(module->context, path, archs, &cuda, error);
 
     char dir[] = "/tmp/kjit-lib-XXXXXX";
     bool have_dir = status == KJIT_OK && mkdtemp(dir) != NULL;
@@ -441,46 +954,52 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
         status = KJIT_ERROR_IO;
     }
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-    KjBuf link = {0};
-    kj_buf_printf(&link, "%s -shared -o '%s/lib.so'", cc, dir);
+    KjBuf objects = {0};
+    Symbols symbols = {0};
     for (int l = 0; l < level_count && status == KJIT_OK; l++) {
         for (int i = 0; i < roots.count && status == KJIT_OK; i++) {
             KjCompiled *c = &roots.items[i].compiled;
-            KjCodegenOptions codegen = kj_api_codegen_options(&kj_runtime_cpu, &context->options, c);
-            codegen.cpu_name = levels[l]->llvm_cpu;
-            codegen.cpu_features = levels[l]->llvm_features;
-            size_t size = 0;
-            char *failure = NULL;
-            char *object = kj_jit->cpu_compile_object(module->ir, &c->root, 1, &codegen, &size,
-                                                      &failure);
-            char file[4200];
-            snprintf(file, sizeof file, "%s/%s_%d.o", dir, levels[l]->name, i);
-            if (!object || !kj_file_write(file, object, size)) {
-                KjBuf m = {0};
-                kj_buf_printf(&m, "code generation for %s (%s) failed: %s", c->root->name,
-                              levels[l]->name, failure ? failure : "cannot write the object");
-                *error = m.data;
-                status = KJIT_ERROR_BACKEND;
-            }
-            free(object);
-            free(failure);
-            KjBuf rename = {0};
-            kj_buf_printf(&rename,
-                          "nm -g --defined-only '%s' | awk '{print $3\" kjaot_%s_%d__\"$3}' > "
-                          "'%s.syms' && objcopy --redefine-syms='%s.syms' '%s'",
-                          file, levels[l]->name, i, file, file, file);
-            if (status == KJIT_OK && !run(dir, rename.data, "renaming the symbols (nm, objcopy)", error))
-                status = KJIT_ERROR_BACKEND;
-            kj_buf_free(&rename);
-            kj_buf_printf(&link, " '%s'", file);
+            kjit_module *of = roots.items[i].module;
+            KjCodegenOptions codegen = kj_api_codegen_options(&kj_runtime_cpu, &of->context->options, c);
+            char tag[32];
+            snprintf(tag, sizeof tag, "%d", i);
+            status = compile_object(dir, of->ir, c->root, &codegen, levels[l], tag, build, name,
+                                    &objects, &symbols, error);
+        }
+        for (int k = 0; k < shapes.count && status == KJIT_OK; k++) {
+            const Root *r = &roots.items[shapes.items[k].root];
+            KjCodegenOptions codegen =
+                kj_api_codegen_options(&kj_runtime_cpu, &r->module->context->options, &r->compiled);
+            memcpy(codegen.block_dims, shapes.items[k].dims, sizeof codegen.block_dims);
+            char tag[32];
+            snprintf(tag, sizeof tag, "s%d", k);
+            status = compile_object(dir, r->module->ir, shapes.items[k].fn, &codegen, levels[l], tag,
+                                    build, name, &objects, &symbols, error);
         }
     }
-    kj_buf_printf(&link, " -lmvec -lm -Wl,-z,defs");
-    if (status == KJIT_OK && !run(dir, link.data, "linking the library (cc)", error))
-        status = KJIT_ERROR_BACKEND;
-    kj_buf_free(&link);
+    if (status == KJIT_OK && build->staticlib) {
+        Writer table = {0};
+        write_table(&table, module, path, levels, level_count, &roots, &shapes, checked);
+        write_cuda(&table, &cuda); /* in the program's table, as in a shared library's */
+        status = write_archive(dir, output, name, path, objects.data ? objects.data : "", &table,
+                               &symbols, error);
+        free(table.data);
+    } else if (status == KJIT_OK) {
+        KjBuf link = {0};
+        kj_buf_printf(&link, "%s -shared -o '%s/lib.so'%s -lmvec -lm -Wl,-z,defs", cc, dir,
+                      objects.data ? objects.data : "");
+        if (!run(dir, link.data, "linking the library (cc)", error))
+            status = KJIT_ERROR_BACKEND;
+        kj_buf_free(&link);
+    }
+    kj_buf_free(&objects);
+    for (int i = 0; i < symbols.count; i++) {
+        free(symbols.items[i].key);
+        free(symbols.items[i].name);
+    }
+    free(symbols.items);
 
-    if (status == KJIT_OK) {
+    if (status == KJIT_OK && !build->staticlib) {
         char so[4200];
         snprintf(so, sizeof so, "%s/lib.so", dir);
         size_t elf_size = 0;
@@ -489,7 +1008,8 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
         if (elf)
             put(&w, elf, elf_size);
         free(elf);
-        write_table(&w, module, path, levels, level_count, &roots);
+        write_table(&w, module, path, levels, level_count, &roots, &shapes, checked);
+        write_cuda(&w, &cuda);
         uint8_t trailer[KJ_AOT_TRAILER_BYTES] = {0};
         memcpy(trailer, KJ_AOT_MAGIC, 8);
         uint32_t abi = KJ_AOT_ABI;
@@ -519,7 +1039,13 @@ kjit_status kjit_build_library(const char *path, const char *output, const char 
     if (have_dir)
         remove_folder(dir);
     free(roots.items);
-    kjit_module_free(module);
-    kjit_context_destroy(context);
+    free(shapes.items);
+    if (notes)
+        *notes = cuda.notes;
+    else
+        free(cuda.notes);
+    cuda_free(&cuda); /* before its context goes with the module's */
+    close_module(module);
+    close_module(checked);
     return status;
 }

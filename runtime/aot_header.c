@@ -1,7 +1,8 @@
 /*
  * aot_header.c: kjit_build_header (kjit_tools.h), the C header that `kjit
  * build --emit=header` writes beside a library (docs/aot.md): a struct of
- * the module's functions, NAME_open to load the library and find them, and
+ * the module's functions, NAME_open to load the library and find them
+ * (NAME_open_linked for one linked into the program, --emit=staticlib), and
  * one typed entry point per function and signature, each a static inline
  * function over kjit.h (kjit_call, kjit_launch, kjit_reduce), so that the
  * header needs nothing but kjit.h and links with libkjit-rt or libkjit.
@@ -97,21 +98,39 @@ static void emit_vectorize(KjBuf *b, const char *name, const KjIrEntry *e, int i
         kj_buf_printf(b, "/* %s, signature %s(", e->name, kj_type_name(fn->ret));
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, "%s%s", i ? ", " : "", kj_type_name(fn->params[i]->type));
-        kj_buf_printf(b, "), elementwise over n contiguous elements of each input into out. */\n"
+        /* several outputs: out, out1, out2 ... each n elements, passed after
+         * the inputs (kjit_call's convention for them) */
+        int outputs = fn->output_count > 1 ? fn->output_count : 1;
+        kj_buf_printf(b, "), elementwise over n contiguous elements of each input into out%s. */\n"
                          "static inline kjit_status %s_%s%s(const %s_module *m, int64_t n",
-                      name, e->name, suffix.data ? suffix.data : "", name);
+                      outputs > 1 ? " (and out1 ...)" : "", name, e->name,
+                      suffix.data ? suffix.data : "", name);
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, ", const %s *%s", c_type(fn->params[i]->type), fn->params[i]->name);
-        kj_buf_printf(b, ", %s *out)\n{\n", c_type(fn->ret));
+        kj_buf_printf(b, ", %s *out", c_type(fn->ret));
+        for (int k = 1; k < outputs; k++)
+            kj_buf_printf(b, ", %s *out%d", c_type(fn->outputs[k]->type), k);
+        kj_buf_printf(b, ")\n{\n");
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, "    kjit_array a%d = kjit_array_make((void *)%s, %s, 1, &n);\n", i,
                           fn->params[i]->name, dtype_enum(fn->params[i]->type));
         kj_buf_printf(b, "    kjit_array o = kjit_array_make(out, %s, 1, &n);\n", dtype_enum(fn->ret));
-        kj_buf_printf(b, "    kjit_arg args[%d] = {", fn->param_count ? fn->param_count : 1);
+        for (int k = 1; k < outputs; k++)
+            kj_buf_printf(b, "    kjit_array o%d = kjit_array_make(out%d, %s, 1, &n);\n", k, k,
+                          dtype_enum(fn->outputs[k]->type));
+        kj_buf_printf(b, "    kjit_arg args[%d] = {", fn->param_count + (outputs > 1 ? outputs : 0) + 1);
         for (int i = 0; i < fn->param_count; i++)
             kj_buf_printf(b, "%skjit_arg_array(&a%d)", i ? ", " : "", i);
-        kj_buf_printf(b, "};\n    return kjit_call(m->functions[%d], args, %d, &o, NULL);\n}\n\n",
-                      index, fn->param_count);
+        if (outputs > 1) {
+            kj_buf_printf(b, "%skjit_arg_array(&o)", fn->param_count ? ", " : "");
+            for (int k = 1; k < outputs; k++)
+                kj_buf_printf(b, ", kjit_arg_array(&o%d)", k);
+            kj_buf_printf(b, "};\n    return kjit_call(m->functions[%d], args, %d, NULL, NULL);\n}\n\n",
+                          index, fn->param_count + outputs);
+        } else {
+            kj_buf_printf(b, "};\n    return kjit_call(m->functions[%d], args, %d, &o, NULL);\n}\n\n",
+                          index, fn->param_count);
+        }
         kj_buf_free(&suffix);
     }
 }
@@ -146,22 +165,8 @@ kjit_status kjit_build_header(const char *path, const char *output, const char *
 {
     *error = NULL;
     char name[128];
-    const char *base = strrchr(output, '/') ? strrchr(output, '/') + 1 : output;
-    snprintf(name, sizeof name, "%s", name_given ? name_given : base);
-    char *dot = strchr(name, '.');
-    if (dot && !name_given)
-        *dot = '\0';
-    if (!strncmp(name, "lib", 3) && !name_given)
-        memmove(name, name + 3, strlen(name + 3) + 1);
-    for (char *p = name; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '_')
-            *p = '_';
-    if (!name[0] || isdigit((unsigned char)name[0])) {
-        KjBuf m = {0};
-        kj_buf_printf(&m, "'%s' makes no C name for the header's functions", name);
-        *error = m.data;
+    if (!kj_aot_c_name(output, name_given, name, error))
         return KJIT_ERROR_INVALID_ARGUMENT;
-    }
     kjit_options options;
     kjit_options_init(&options);
     options.target = KJIT_TARGET_CPU;
@@ -195,21 +200,33 @@ kjit_status kjit_build_header(const char *path, const char *output, const char *
         kj_buf_printf(&b, " %s", module->functions[i]->entry->name);
     kj_buf_printf(&b, " */\n} %s_module;\n\n", name);
     kj_buf_printf(&b,
-                  "/* Loads the library at path (kjit_module_load_library) into m. */\n"
-                  "static inline kjit_status %s_open(kjit_context *context, const char *path, "
-                  "%s_module *m)\n{\n"
+                  "/* m's functions, from m->module (loaded, status KJIT_OK). */\n"
+                  "static inline kjit_status %s_functions(kjit_status status, %s_module *m)\n{\n"
                   "    static const char *const names[%d] = {",
                   name, name, module->function_count ? module->function_count : 1);
     for (int i = 0; i < module->function_count; i++)
         kj_buf_printf(&b, "%s\"%s\"", i ? ", " : "", module->functions[i]->entry->name);
     kj_buf_printf(&b,
-                  "};\n    kjit_status status = kjit_module_load_library(context, path, &m->module);\n"
+                  "};\n"
                   "    for (int i = 0; status == KJIT_OK && i < %d; i++)\n"
                   "        status = kjit_module_function(m->module, names[i], &m->functions[i]);\n"
                   "    return status;\n}\n\n"
+                  "/* Loads the library at path (kjit_module_load_library) into m. */\n"
+                  "static inline kjit_status %s_open(kjit_context *context, const char *path, "
+                  "%s_module *m)\n{\n"
+                  "    return %s_functions(kjit_module_load_library(context, path, &m->module), m);\n"
+                  "}\n\n"
+                  "/* The library linked into the program (kjit build --emit=staticlib -o\n"
+                  " * lib%s.a; link with lib%s.a -lkjit-rt -lmvec -lm): its module, as\n"
+                  " * kjit_module_load_library gives one, the library ABI version checked. */\n"
+                  "kjit_status %s_kjit_load(kjit_context *context, kjit_module **module);\n\n"
+                  "/* %s_open for the library linked into the program (%s_kjit_load). */\n"
+                  "static inline kjit_status %s_open_linked(kjit_context *context, %s_module *m)\n"
+                  "{\n    return %s_functions(%s_kjit_load(context, &m->module), m);\n}\n\n"
                   "static inline void %s_close(%s_module *m)\n{\n"
                   "    kjit_module_free(m->module);\n    m->module = NULL;\n}\n\n",
-                  module->function_count, name, name);
+                  module->function_count, name, name, name, name, name, name, name, name, name,
+                  name, name, name, name, name);
     for (int i = 0; i < module->function_count; i++) {
         const KjIrEntry *e = module->functions[i]->entry;
         const KjIrFunction *fn = e->variants.count ? e->variants.items[0] : NULL;

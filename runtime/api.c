@@ -301,19 +301,22 @@ kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_modu
     return compile_module(context, path, NULL, NULL, out, "kjit_compile_file");
 }
 
-kjit_status kjit_module_load_library(kjit_context *context, const char *path, kjit_module **out)
+/* kjit_module_load_library's and kjit_module_load_linked's module: from the
+ * file at path, or from linked. */
+static kjit_status load_aot(kjit_context *context, const char *api, const char *path,
+                            const KjLinkedLibrary *linked, kjit_module **out)
 {
-    const char *api = "kjit_module_load_library";
     if (!kj_api_live(context, KJ_HANDLE_CONTEXT, api))
         return KJIT_ERROR_INVALID_ARGUMENT;
     kj_api_clear_error(context);
-    if (!out || !path)
-        return kj_api_null(context, api, out ? "path" : "out");
+    if (!out || (!path && !linked))
+        return kj_api_null(context, api, out ? (linked ? "table" : "path") : "out");
     *out = NULL;
     kjit_module *module = kj_handle_new(KJ_HANDLE_MODULE, sizeof *module);
     module->context = context;
     uint32_t *written = NULL;
-    kjit_status status = kj_aot_open(module, path, &written);
+    kjit_status status = path ? kj_aot_open(module, path, &written)
+                              : kj_aot_open_linked(module, linked, &written);
     if (status != KJIT_OK) {
         kj_arena_free(&module->arena);
         kj_handle_free(module);
@@ -322,6 +325,20 @@ kjit_status kjit_module_load_library(kjit_context *context, const char *path, kj
     kj_api_module_publish(module, written);
     *out = module;
     return KJIT_OK;
+}
+
+kjit_status kjit_module_load_library(kjit_context *context, const char *path, kjit_module **out)
+{
+    return load_aot(context, "kjit_module_load_library", path, NULL, out);
+}
+
+kjit_status kjit_module_load_linked(kjit_context *context, uint32_t abi, const char *name,
+                                    const unsigned char *table, size_t table_size,
+                                    const char *const *symbols, void *const *addresses,
+                                    size_t symbol_count, kjit_module **out)
+{
+    KjLinkedLibrary linked = {abi, name, table, table_size, symbols, addresses, symbol_count};
+    return load_aot(context, "kjit_module_load_linked", NULL, &linked, out);
 }
 
 kjit_status kjit_compile_string(kjit_context *context, const char *name, const char *source,

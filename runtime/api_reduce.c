@@ -486,7 +486,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         for (int q = 0; q < nargs; q++)
             if ((int)kjit_dtype_size(views[q].dtype) > widest)
                 widest = (int)kjit_dtype_size(views[q].dtype);
-        int v = kj_jit->reduce_thread_lanes(t, widest);
+        int v = kj_reduce_thread_lanes(t, widest);
         bool aligned = v > 1;
         for (int q = 0; aligned && q < nargs; q++) {
             uintptr_t address = (uintptr_t)views[q].data;
@@ -504,8 +504,9 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
     } else if (first->variant.form == KJ_REDUCE_FORM_COLUMNS) {
         /* KJIT_REDUCE_COLUMN_LANES=1|2|4|8|16|32 sets V, for tuning on a GPU
          * (any V gives the same bits) */
-        first->variant.thread_lanes = kj_jit->reduce_column_lanes(t);
-        const char *lanes = getenv("KJIT_REDUCE_COLUMN_LANES");
+        first->variant.thread_lanes = kj_reduce_column_lanes(t);
+        const char *lanes = function->module->library ? NULL /* the library's V */
+                                                      : getenv("KJIT_REDUCE_COLUMN_LANES");
         int v = lanes ? atoi(lanes) : 0;
         if (v >= 1 && v <= KJ_REDUCE_LANES && (v & (v - 1)) == 0)
             first->variant.thread_lanes = v;
@@ -532,7 +533,7 @@ static kjit_status reduce_call(kjit_function *function, const kjit_arg *args, in
         next->kept[0].stride[0] = prev->chunks;
         if (contiguous_form == KJ_REDUCE_FORM_WARPS) {
             /* The partials start on 16-byte boundaries (see the regions below). */
-            int v = kj_jit->reduce_thread_lanes(t, (int)size);
+            int v = kj_reduce_thread_lanes(t, (int)size);
             next->variant.thread_lanes = v;
             next->variant.aligned = v > 1 && (outputs == 1 || prev->chunks % v == 0);
         }

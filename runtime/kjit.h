@@ -251,17 +251,37 @@ kjit_status kjit_compile_file(kjit_context *context, const char *path, kjit_modu
 kjit_status kjit_compile_string(kjit_context *context, const char *name, const char *source,
                                 kjit_module **out);
 /* A module from a library that `kjit build --emit=lib` made (docs/aot.md):
- * its functions work as compiled ones, on the cpu and parallel targets, in
- * libkjit and in libkjit-rt (which has no compiler).  Refused, with the
- * reason as the context's error and nothing of the file run: a file or
- * folder another user can write, a file that is not such a library or was
- * truncated or altered (its SHA-256), another library ABI version (both
- * named), or code for no x86-64 level this CPU runs (KJIT_CPU_FEATURES=-avx2
- * and the like take features away).  The best level the CPU runs is used. */
+ * its functions work as compiled ones, on the cpu, parallel and cuda
+ * targets, in libkjit and in libkjit-rt (which has no compiler).  Refused,
+ * with the reason as the context's error and nothing of the file run: a
+ * file or folder another user can write, a file that is not such a library
+ * or was truncated or altered (its SHA-256), another library ABI version
+ * (both named), code for no x86-64 level this CPU runs
+ * (KJIT_CPU_FEATURES=-avx2 and the like take features away), on cuda no
+ * cuda code the device runs (both named), or a checked context (KJIT_CHECK)
+ * and no checked code of its kinds (kjit build --check; cpu and parallel
+ * only).  The best level the CPU runs is used; on cuda the cubin of the
+ * device's arch, else the PTX. */
 kjit_status kjit_module_load_library(kjit_context *context, const char *path, kjit_module **out);
+/* A module from a library linked into the program: `kjit build
+ * --emit=staticlib` makes an archive whose NAME_kjit_load(context, &module)
+ * (declared in the --emit=header header) calls this with what it holds;
+ * not meant to be called by hand.  Refused, with both versions named, when
+ * abi is not this runtime's library ABI version; otherwise as
+ * kjit_module_load_library (the table, the CPU's levels, the cuda code). */
+#define KJIT_LIBRARY_ABI 2 /* the library ABI version of this runtime (docs/aot.md) */
+kjit_status kjit_module_load_linked(kjit_context *context, uint32_t abi, const char *name,
+                                    const unsigned char *table, size_t table_size,
+                                    const char *const *symbols, void *const *addresses,
+                                    size_t symbol_count, kjit_module **out);
 /* The x86-64 level a library module runs ("sse2", "v3", "v4"); NULL for a
  * module compiled from source. */
 const char *kjit_module_library_level(const kjit_module *module);
+/* On a cuda context, what the device runs of a library module: "cubin
+ * sm_90" (built for its arch), "ptx sm_70" (compiled by the driver, for a
+ * device newer than every cubin); NULL on other targets and for compiled
+ * modules. */
+const char *kjit_module_library_cuda(const kjit_module *module);
 void kjit_module_free(kjit_module *module);
 
 /* ---------------------------------------------------------------- functions */

@@ -60,8 +60,6 @@ typedef struct KjJit {
     bool (*pipeline_verify_default)(void);
     uint32_t (*ir_params_written)(const KjIrFunction *fn);
     bool (*split_writes_shared)(const KjIrFunction *root, const uint32_t block[3]);
-    int (*reduce_thread_lanes)(const KjType *t, int widest_input_bytes);
-    int (*reduce_column_lanes)(const KjType *t);
     bool (*codegen_splits_barriers)(const KjCodegenOptions *options);
     bool (*codegen_cpu_simd_default)(void);
     bool (*codegen_line_info_default)(void);
@@ -535,6 +533,10 @@ typedef struct KjSha256 {
 void kj_sha256_init(KjSha256 *sha);
 void kj_sha256_update(KjSha256 *sha, const void *data, size_t size);
 void kj_sha256_final(KjSha256 *sha, uint8_t digest[KJ_SHA256_BYTES]); /* and wipes sha */
+/* true: the portable code from now on, even where the CPU has the SHA
+ * extensions; false: the extensions where the CPU has them (the default).
+ * For the tests, which check both against the standard's vectors. */
+void kj_sha256_portable(bool portable);
 
 typedef struct KjHmacSha256 {
     KjSha256 inner, outer;
@@ -1157,7 +1159,7 @@ struct KjRuntimeTarget {
      * host's threads (a GPU has compute-sanitizer's racecheck). */
     bool checks_races;
     /* Runs the code of libraries built ahead of time (aot.c; kjit build
-     * --emit=lib): the host's, which libraries hold (cuda's not yet). */
+     * --emit=lib): the host's, and cuda's (aot_cuda.c). */
     bool runs_libraries;
     kjit_status (*run_items)(kjit_context *context, const KjItemsRun *run);
 
@@ -1314,7 +1316,7 @@ char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const c
  * libkjit-rt) checks the file's owner and mode, the ABI, the digest and the
  * CPU, and loads exactly the bytes it checked (through a memfd).
  */
-#define KJ_AOT_ABI 1
+#define KJ_AOT_ABI KJIT_LIBRARY_ABI /* kjit.h */
 #define KJ_AOT_MAGIC "KJITLIB\0"
 #define KJ_AOT_TRAILER_BYTES 64 /* magic 8, abi 4, pad 4, elf 8, table 8, sha 32 */
 
@@ -1339,12 +1341,37 @@ typedef struct KjLibrary KjLibrary;
  * module's arena); else the status with the context's error, and the
  * caller frees the module. */
 kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written);
+/* A library linked into the program (kjit build --emit=staticlib): what its
+ * NAME_kjit_load passes to kjit_module_load_linked.  The linker put its code
+ * in the program, so there is no file to check: the ABI is, and the table
+ * is read as a shared library's; symbols are sorted (strcmp). */
+typedef struct KjLinkedLibrary {
+    uint32_t abi;
+    const char *name;
+    const uint8_t *table;
+    size_t table_size;
+    const char *const *symbols;
+    void *const *addresses;
+    size_t symbol_count;
+} KjLinkedLibrary;
+kjit_status kj_aot_open_linked(kjit_module *module, const KjLinkedLibrary *linked,
+                               uint32_t **written);
+/* NAME of a library's C names (NAME.h's functions, NAME_kjit_load):
+ * name_given, else output's file name without "lib" and its extension, any
+ * character but letters, digits and _ made _ (aot_build.c, libkjit). */
+bool kj_aot_c_name(const char *output, const char *name_given, char name[128], char **error);
 /* The root a library holds for what find_compiled asks (api.c): fills
  * compiled (root, symbol; when the library has no such variant, the general
  * one: compiled->ran_as and ->generalized); KJIT_ERROR_NOT_FOUND with the
  * context's error when it holds nothing that runs it. */
 kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecVariant *variant,
                         uint32_t contiguous, const char *lifted, KjCompiled *compiled);
+/* The code a library built with --block holds for launches of the kernel
+ * root `compiled` with blocks of dims (its split form specialised for them,
+ * as runtime_cpu.c's shape_generate makes it): *block, *blocks and
+ * *shared_written set and true; false, nothing set, when it holds none. */
+bool kj_aot_shape(kjit_module *module, const KjCompiled *compiled, const uint32_t dims[3],
+                  void **block, void **blocks, bool *shared_written);
 /* The entry points of compiled (runtime_cpu.c's generate for a library). */
 kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const char *prefix);
 void kj_aot_free(KjLibrary *library);
@@ -1357,11 +1384,29 @@ void kj_aot_free(KjLibrary *library);
  *     text, u32 inputs, outputs, each operand's u32 rank and dims, u32
  *     names, each str) or u32 0; i32 the entry of a @reduce's map or -1;
  *   u32 roots, each: u32 entry, sig, vectorized, layout, ndim, scalar_mask,
- *     contiguous; str lifted, symbol; a function header.
+ *     contiguous, checked; str lifted, symbol; a function header;
+ *   u32 shapes (kjit build --block), each u32 root, dims[3], shared_written:
+ *     the objects kjaot_<level>_s<shape>__ hold its __block and __blocks;
+ *   checked mode's sites: u32 sources, each str path, text; u32 sites,
+ *     each u32 kind, source (0xffffffff: none), line, col; str array, type;
+ *   the cuda section: u32 0 (--cuda=off), or u32 1, u32 archs, each str
+ *     name and u32 whether it has cubins (the first is the PTX's); str the
+ *     build's notes; u32 cuda roots, each a root (as above, never checked),
+ *     u64 size and the PTX with its NUL, and for each arch with cubins u64
+ *     size and the cubin.
+ * `check` is the KJIT_CHECK_* bits of the roots marked checked (0: none).
+ * The version rule: KJIT_LIBRARY_ABI (kjit.h) goes up by one whenever what
+ * this format means changes, in one commit landing on main; work merged
+ * together (the cuda section, checked roots and shapes: version 2) shares
+ * one bump.  The runtime reads its own version only, and names both.
  * A function header: str name, symbol; u32 kind, param count, each str name
  * and a type; a type (return); u32 flags (KJ_AOT_FN_*); i64 shared_bytes,
- * local_bytes; str device_use, device_chain; u32 device line, col; and with
- * KJ_AOT_FN_SPLIT, i64 the split form's shared_bytes, local_bytes.  A type:
+ * local_bytes; str device_use, device_chain; u32 device line, col; with
+ * KJ_AOT_FN_SPLIT, i64 the split form's shared_bytes, local_bytes; u32
+ * output_count, outputs 1.. each str name and a type; u32 launch-sized
+ * local()s, each str path, u32 line, col, a type (element), u32 ndim, per
+ * dimension i64 size, u32 1 and a size expression (u32 op, a type, u64
+ * const_int, u32 dim, math, param index or -1, arg count, the args) or 0.  A type:
  * u32 kind (KJ_AOT_NO_TYPE for none), elem kind, ndim.  A str: u32 length,
  * bytes (0xffffffff: NULL). */
 enum {
@@ -1373,6 +1418,64 @@ enum {
 #define KJ_AOT_REDUCE_KEPT 1  /* the kept and reduced ranks of a library's @reduce code */
 #define KJ_AOT_REDUCE_REDUCED 2
 #define KJ_AOT_NULL_STR 0xffffffffu
+
+/* ======================================================== aot_cuda*.c */
+
+/*
+ * The cuda code of a library (docs/aot.md, "cuda"): each root a cuda context
+ * asks for, made as the JIT makes it (aot_cuda_build.c, libkjit only): for
+ * each --arch, LLVM's PTX for it assembled whole-program by ptxas into a
+ * cubin (an arch that ptxas cannot target is left out, and said), and the
+ * PTX of the lowest arch, relocatable, for the driver to compile on a newer
+ * device.  aot_cuda.c (both libraries) chooses at load time what the device
+ * runs and loads a root's code at its first use.
+ */
+#define KJ_AOT_CUDA_ARCHS 8
+#define KJ_AOT_CUDA_DEFAULT_ARCHS "sm_70,sm_80,sm_90"
+typedef struct KjAotCudaArchs {
+    int count;
+    char names[KJ_AOT_CUDA_ARCHS][16]; /* as asked, lowest first */
+    bool cubin[KJ_AOT_CUDA_ARCHS];     /* ptxas made its cubins */
+} KjAotCudaArchs;
+typedef struct KjAotCudaCode {
+    char *ptx; /* the lowest arch's, relocatable */
+    void *cubin[KJ_AOT_CUDA_ARCHS];
+    size_t cubin_size[KJ_AOT_CUDA_ARCHS];
+} KjAotCudaCode;
+/* "sm_70,sm_80,sm_90" into archs (sorted, each once); else *error (heap). */
+kjit_status kj_aot_cuda_archs(const char *text, KjAotCudaArchs *archs, char **error);
+/* The code of one root of `ir` (compiled as a cuda context prepares it) for
+ * archs; the first root's call finds which archs ptxas can target (cubin[]),
+ * appending to *notes (heap) what it leaves out and why.  *error on failure. */
+kjit_status kj_aot_cuda_compile(KjIrModule *ir, const kjit_options *options, KjCompiled *root,
+                                KjAotCudaArchs *archs, bool first, KjAotCudaCode *code,
+                                char **notes, char **error);
+void kj_aot_cuda_code_free(KjAotCudaCode *code);
+
+/* An arch's compute capability: "sm_86" -> 8, 6 (false when not sm_N). */
+bool kj_aot_cuda_capability(const char *arch, int *major, int *minor);
+/* What a device of compute capability major.minor runs of a library: the
+ * index of the cubin arch (same major, the highest minor not above the
+ * device's), KJ_AOT_CUDA_USE_PTX (the PTX's arch is not above the device),
+ * or KJ_AOT_CUDA_NONE. */
+enum { KJ_AOT_CUDA_USE_PTX = -1, KJ_AOT_CUDA_NONE = -2 };
+int kj_aot_cuda_choose(int major, int minor, const KjAotCudaArchs *archs, const char *ptx_arch);
+/* Whether a device of compute capability major.minor runs a library's cuda
+ * code (has_cuda: it holds some; archs, the PTX's first): then what it runs
+ * in `chosen` ("cubin sm_90", "ptx sm_70"), else why not in `why`, naming
+ * the device and what the library holds. */
+bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, int minor,
+                        char *chosen, size_t chosen_size, char *why, size_t why_size);
+/* The device a cuda context's library code is chosen for: its compute
+ * capability, or KJIT_AOT_CUDA_DEVICE=sm_XY's (a test hook, docs/aot.md). */
+void kj_aot_cuda_device(kjit_context *context, int *major, int *minor);
+/* aot.c: a library root's cuda code for the device (its cubin, else its
+ * PTX, or the PTX when the driver refuses the cubin) loaded for compiled
+ * (runtime_cuda.c's generate for a library); *error (heap) on failure. */
+kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
+                             KjCudaModule **loaded, char **error);
+/* aot.c: what a library module holds, as text (kjit_library_describe). */
+void kj_aot_describe(const kjit_module *module, const char *path, KjBuf *out);
 
 /* ============================================================ api_error.c */
 

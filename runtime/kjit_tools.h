@@ -161,10 +161,50 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
 /* kjit build --emit=lib (docs/aot.md): the module at `path` compiled ahead
  * of time into the library `output`, for the x86-64 levels of `levels`
  * ("sse2,v3,v4" when NULL; kjit_module_load_library picks the best the CPU
- * runs).  Uses LLVM here and the system's C compiler ($CC, else cc), nm
- * and objcopy to link; *error (heap) says what failed. */
+ * runs) and for cuda (cubins for sm_70, sm_80 and sm_90 where the toolkit's
+ * ptxas can target them, and the PTX of the lowest): kjit_build_library_with
+ * and the defaults of kjit_build_options.  Uses LLVM here, ptxas, and the
+ * system's C compiler ($CC, else cc), nm, objcopy (and ar) to link; *error
+ * (heap) says what failed. */
 kjit_status kjit_build_library(const char *path, const char *output, const char *levels,
                                char **error);
+/* kjit build --emit=lib|staticlib with its options (kjit_build_options_init
+ * first: all off, cuda code for the default archs). */
+typedef struct kjit_build_options {
+    const char *levels; /* --cpu-levels; NULL: "sse2,v3,v4" */
+    /* --arch: the cuda archs ("sm_70,sm_80,sm_90" when NULL), each a cubin
+     * where the toolkit's ptxas can target it, and the lowest's PTX; "off"
+     * (--cuda=off): no cuda code, the library runs on cpu and parallel */
+    const char *cuda_archs;
+    /* --emit=staticlib: an archive (.a) of the objects and NAME_kjit_load,
+     * which gives the module (kjit_module_load_linked), its cuda code in
+     * its table as a shared library's; NAME is `name`, or output's file
+     * name without "lib" and its extension */
+    bool staticlib;
+    const char *name;
+    /* --check: KJIT_CHECK_* bits (and KJIT_CHECK's): the library holds the
+     * code of that checked mode beside the unchecked code, for the cpu and
+     * parallel targets; a context of that mode runs it (docs/aot.md) */
+    int check;
+    /* --block X[,Y[,Z]] (repeated): kernels with a split form (barriers)
+     * also get their cpu code specialised for blocks of these dims, which
+     * launches of those dims run, as the JIT's split_specialise */
+    int block_count;
+    unsigned blocks[8][3];
+} kjit_build_options;
+void kjit_build_options_init(kjit_build_options *options);
+/* kjit_build_library with options; *notes (heap, or NULL; when notes is not
+ * NULL) says what the library leaves out and why (an arch ptxas cannot
+ * target, no ptxas). */
+kjit_status kjit_build_library_with(const char *path, const char *output,
+                                    const kjit_build_options *options, char **notes,
+                                    char **error);
+/* `kjit info LIB` (docs/aot.md): what a library holds, as text (heap): its
+ * source, x86-64 levels, checked code and block shapes, cuda archs (which
+ * have cubins, the PTX's), the build's notes and each root; the library is
+ * checked and loaded (on the cpu target, unchecked) as
+ * kjit_module_load_library does, and *error says why not. */
+kjit_status kjit_library_describe(const char *path, char **text, char **error);
 /* kjit build --emit=header (docs/aot.md): `output`, a C header of typed entry
  * points (NAME_add_f32 ...) over kjit.h for a library of the module at
  * `path`; NAME is `name`, or output's file name without "lib" and its

@@ -1,7 +1,9 @@
 /*
  * pool.c: the thread pool of the parallel target.
  *
- * One pool per context, created once and reused by every call.  A run hands
+ * One pool per context, created once and reused by every call; its workers
+ * start at the first run that spreads work (a context that has not run in
+ * parallel yet has no thread, so it is cheap to make).  A run hands
  * the workers a range [0, count) and a chunk length; workers and the calling
  * thread take chunks from one atomic counter until none are left, so a slow
  * chunk never holds up the others.  A run from inside a chunk (a nested call)
@@ -49,6 +51,10 @@
 struct KjPool {
     int thread_count; /* workers + the calling thread */
     pthread_t *workers;
+    /* the workers start at the first run that needs them (under run_lock):
+     * `started` of them (fewer than asked if the system refused some) */
+    bool start_tried;
+    int started;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_cond_t finished;
@@ -263,19 +269,26 @@ KjPool *kj_pool_create(int threads)
     pthread_mutex_init(&pool->run_lock, NULL);
     int workers = pool->thread_count - 1;
     pool->workers = kj_xcalloc(workers > 0 ? (size_t)workers : 1, sizeof(pthread_t));
+    return pool;
+}
+
+/* The workers, started by the first run that spreads its work (under
+ * run_lock): a context that never runs in parallel, or not yet, pays for no
+ * thread (its creation, and a library's first call, stay cheap). */
+static void start_workers(KjPool *pool)
+{
     pthread_attr_t attr;
     bool have_attr = pthread_attr_init(&attr) == 0;
     bool sized = have_attr && pthread_attr_setstacksize(&attr, KJ_POOL_STACK_BYTES) == 0;
-    for (int i = 0; i < workers; i++) {
-        if (pthread_create(&pool->workers[i], sized ? &attr : NULL, worker_main, pool) != 0) {
-            /* Fewer threads than asked is still a working pool. */
-            pool->thread_count = i + 1;
+    pool->start_tried = true;
+    for (int i = 0; i < pool->thread_count - 1; i++) {
+        /* Fewer threads than asked is still a working pool. */
+        if (pthread_create(&pool->workers[i], sized ? &attr : NULL, worker_main, pool) != 0)
             break;
-        }
+        pool->started = i + 1;
     }
     if (have_attr)
         pthread_attr_destroy(&attr);
-    return pool;
 }
 
 int kj_pool_threads(const KjPool *pool)
@@ -289,6 +302,19 @@ int kj_pool_threads(const KjPool *pool)
 static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece, int threads,
                         int most, int64_t started, KjPoolFn fn, void *user)
 {
+    pthread_mutex_lock(&pool->run_lock);
+    if (!pool->start_tried)
+        start_workers(pool);
+    if (pool->started == 0) { /* the system gave no thread: the caller runs it */
+        pthread_mutex_unlock(&pool->run_lock);
+        fn(user, base, base + count);
+        return;
+    }
+    /* at most the workers that started, and the caller */
+    if (threads > pool->started + 1)
+        threads = pool->started + 1;
+    if (most > pool->started + 1)
+        most = pool->started + 1;
     /* About four chunks per thread it may come to balances uneven chunks
      * without making the shared counter a hot spot. */
     int64_t chunks = (int64_t)most * 4;
@@ -296,7 +322,6 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     if (chunk < piece)
         chunk = piece;
 
-    pthread_mutex_lock(&pool->run_lock);
     /* No worker reads these until the counter below moves (release), and
      * every worker of the last run has left run_chunks (busy was 0). */
     pool->fn = fn;
@@ -394,7 +419,7 @@ void kj_pool_destroy(KjPool *pool)
     atomic_store(&pool->stopping, true);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
-    for (int i = 0; i < pool->thread_count - 1; i++)
+    for (int i = 0; i < pool->started; i++)
         pthread_join(pool->workers[i], NULL);
     pthread_mutex_destroy(&pool->lock);
     pthread_cond_destroy(&pool->wake);

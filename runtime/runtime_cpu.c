@@ -399,18 +399,28 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
 /* The code for a launch's block dims, for a kernel with a split form
  * (cpu_simd on, checked mode too, not the race checker) unless
  * cpu_specialise is off; NULL: the general __block runs. */
-static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch, char **error)
+/* Whether a launch runs code specialised for its block dims, when there
+ * is some: a kernel with a split form, cpu_simd on, not the race checker
+ * (checked launches of values run their shape's code, its checks on lanes;
+ * a library's shapes are unchecked code), unless cpu_specialise is off. */
+static bool shape_wanted(const kjit_context *context, const KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
     const KjIrFunction *root = compiled->root;
     const uint32_t *dims = launch->block;
-    /* checked launches of values run their shape's code too (its checks on
-     * lanes); the race checker's run the general code */
-    bool shaped = root->kind == KJ_IR_FN_KERNEL && root->split && context->options.cpu_simd &&
-                  context->options.cpu_specialise && !(context->options.check & KJIT_CHECK_RACE) &&
-                  !root->unchecked;
-    if (!shaped || !launch->module || launch->module->library ||
-        (uint64_t)dims[0] * dims[1] * dims[2] > KJ_MAX_BLOCK_THREADS || dims[0] == 0)
+    return root->kind == KJ_IR_FN_KERNEL && root->split && context->options.cpu_simd &&
+           context->options.cpu_specialise && !(context->options.check & KJIT_CHECK_RACE) &&
+           !root->unchecked && launch->module &&
+           !(launch->module->library && context->options.check) &&
+           (uint64_t)dims[0] * dims[1] * dims[2] <= KJ_MAX_BLOCK_THREADS && dims[0] != 0;
+}
+
+static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch, char **error)
+{
+    const KjCompiled *compiled = launch->compiled;
+    const uint32_t *dims = launch->block;
+    /* a library's shapes are those it was built with (cpu_launch) */
+    if (!shape_wanted(context, launch) || launch->module->library)
         return NULL;
     const KjShapeCode *shape = shape_find(compiled->code, dims);
     if (shape)
@@ -445,11 +455,14 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
         kj_api_take_named_error(context, KJIT_ERROR_BACKEND, launch->name, error);
         return KJIT_ERROR_BACKEND;
     }
+    void *block = shape ? shape->block : compiled->block, *blocks = shape ? shape->blocks : NULL;
+    bool shared_written = shape && shape->shared_written;
+    /* a library built with --block holds the code for those shapes */
+    if (!shape && shape_wanted(context, launch) && launch->module->library)
+        kj_aot_shape(launch->module, compiled, launch->block, &block, &blocks, &shared_written);
     kjit_status status = kj_cpu_run_kernel_blocks(context->pool, compiled->root,
-                                           (KjThreadFn)compiled->entry,
-                                           (KjThreadFn)(shape ? shape->block : compiled->block),
-                                           (KjBlocksFn)(shape ? shape->blocks : NULL),
-                                           shape && shape->shared_written, launch->params,
+                                           (KjThreadFn)compiled->entry, (KjThreadFn)block,
+                                           (KjBlocksFn)blocks, shared_written, launch->params,
                                            launch->grid, launch->block,
                                            launch->dynamic_shared_bytes,
                                            launch->launch_local_bytes, &error);

@@ -68,9 +68,31 @@ static kjit_status bind_cancel(kjit_context *context, KjCudaModule *loaded, char
     return status == KJIT_ERROR_NOT_FOUND ? KJIT_OK : status;
 }
 
+/* The kernel of what was loaded (compiled->code owns it) and the cancel flag. */
+static kjit_status bind_loaded(kjit_context *context, KjCompiled *compiled, KjCudaModule *loaded,
+                               kjit_status status, char *error)
+{
+    compiled->code = loaded; /* release frees it if the kernel is not found */
+    if (status == KJIT_OK)
+        status = kj_cuda_function(loaded, compiled->symbol, &compiled->entry, &error);
+    if (status == KJIT_OK && context->options.cancellable)
+        status = bind_cancel(context, loaded, &error);
+    if (status != KJIT_OK)
+        return kj_api_take_error(context, status, "", error);
+    return KJIT_OK;
+}
+
 static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, const char *prefix)
 {
     kjit_context *context = module->context;
+    if (module->library) { /* a library's code for this device (aot_cuda.c) */
+        char *error = NULL;
+        KjCudaModule *loaded = NULL;
+        kjit_status status = kj_aot_cuda_load(module, compiled, &loaded, &error);
+        if (status != KJIT_OK)
+            return kj_api_take_error(context, status, prefix, error);
+        return bind_loaded(context, compiled, loaded, status, error);
+    }
     KjIrFunction *root = compiled->root;
     const char *arch = context->options.cuda_arch ? context->options.cuda_arch
                                                   : kj_cuda_arch(context->cuda);
@@ -141,14 +163,7 @@ static kjit_status cuda_generate(kjit_module *module, KjCompiled *compiled, cons
     }
     kj_cache_key_free(&ptx_key);
     kj_cache_key_free(&cubin_key);
-    compiled->code = loaded; /* release frees it if the kernel is not found */
-    if (status == KJIT_OK)
-        status = kj_cuda_function(loaded, compiled->symbol, &compiled->entry, &error);
-    if (status == KJIT_OK && context->options.cancellable)
-        status = bind_cancel(context, loaded, &error);
-    if (status != KJIT_OK)
-        return kj_api_take_error(context, status, "", error);
-    return KJIT_OK;
+    return bind_loaded(context, compiled, loaded, status, error);
 }
 
 static void cuda_release(KjCompiled *compiled)
@@ -477,6 +492,7 @@ const KjRuntimeTarget kj_runtime_cuda = {
     .run_vectorized = cuda_run_vectorized,
     .launch = cuda_launch,
     .reduce_in_warps = true,
+    .runs_libraries = true, /* their cuda code (aot_cuda.c) */
     .run_items = cuda_run_items,
     .alloc = cuda_alloc,
     .free = cuda_free,

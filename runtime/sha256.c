@@ -4,9 +4,20 @@
  * planted: each entry carries an HMAC of its bytes under a secret only the
  * user can read (cache.c).  Self-contained on purpose: libkjit links no
  * crypto library, and these are a few dozen lines that the standard's test
- * vectors pin down (tests/unit/test_cache.c runs FIPS 180-4's and RFC 4231's).
+ * vectors pin down (tests/unit/test_sha256.c runs FIPS 180-4's and RFC 4231's).
+ *
+ * On an x86-64 CPU with the SHA extensions (Intel since Goldmont and Ice
+ * Lake, AMD since Zen) the blocks go through SHA256RNDS2 and friends,
+ * about eight times the portable code's speed: kjit_module_load_library
+ * hashes every byte of a library before it maps it (aot.c), and that hash
+ * was most of a first call's cost (docs/aot.md, "Latency and sizes").  The
+ * two give the same digests; the tests run both (kj_sha256_portable).
  */
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 #include "kjit_runtime.h"
 
@@ -66,6 +77,82 @@ static void compress(uint32_t state[8], const uint8_t block[64])
     state[7] += h;
 }
 
+#if defined(__x86_64__)
+/* `blocks` 64-byte blocks into the state with the SHA extensions: the
+ * state held as ABEF and CDGH, the message schedule four words at a time
+ * (SHA256MSG1, SHA256MSG2), two rounds per SHA256RNDS2. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void
+compress_extensions(uint32_t state[8], const uint8_t *data, size_t blocks)
+{
+    const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)&state[0]);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)&state[4]);
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    for (; blocks > 0; blocks--, data += 64) {
+        __m128i abef_before = abef, cdgh_before = cdgh;
+        __m128i w[4];
+        for (int i = 0; i < 4; i++)
+            w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + 16 * i)), byte_swap);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            if (i >= 4) {
+                /* w[i % 4] holds W[4i-16..], the others the next three groups */
+                __m128i w7 = _mm_alignr_epi8(w[(i + 3) & 3], w[(i + 2) & 3], 4);
+                __m128i x = _mm_add_epi32(_mm_sha256msg1_epu32(w[i & 3], w[(i + 1) & 3]), w7);
+                w[i & 3] = _mm_sha256msg2_epu32(x, w[(i + 3) & 3]);
+            }
+            __m128i k = _mm_loadu_si128((const __m128i *)&round_constants[4 * i]);
+            __m128i message = _mm_add_epi32(w[i & 3], k);
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, message);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(message, 0x0E));
+        }
+        abef = _mm_add_epi32(abef, abef_before);
+        cdgh = _mm_add_epi32(cdgh, cdgh_before);
+    }
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)&state[0], _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)&state[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+
+/* CPUID: SSSE3 and SSE4.1 (leaf 1, ECX bits 9 and 19), SHA (leaf 7, EBX bit 29). */
+static bool cpu_has_extensions(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 9)) || !(c & (1u << 19)))
+        return false;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+}
+#endif
+
+/* -1: not asked yet; 0: the portable code; 1: the SHA extensions. */
+static int use_extensions = -1;
+
+void kj_sha256_portable(bool portable)
+{
+    __atomic_store_n(&use_extensions, portable ? 0 : -1, __ATOMIC_RELAXED);
+}
+
+static void compress_blocks(uint32_t state[8], const uint8_t *data, size_t blocks)
+{
+#if defined(__x86_64__)
+    int use = __atomic_load_n(&use_extensions, __ATOMIC_RELAXED);
+    if (use < 0) {
+        use = cpu_has_extensions();
+        __atomic_store_n(&use_extensions, use, __ATOMIC_RELAXED);
+    }
+    if (use) {
+        compress_extensions(state, data, blocks);
+        return;
+    }
+#endif
+    for (; blocks > 0; blocks--, data += 64)
+        compress(state, data);
+}
+
 void kj_sha256_init(KjSha256 *sha)
 {
     static const uint32_t initial[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -87,11 +174,12 @@ void kj_sha256_update(KjSha256 *sha, const void *data, size_t size)
         size -= take;
         if (sha->used < 64)
             return;
-        compress(sha->state, sha->block);
+        compress_blocks(sha->state, sha->block, 1);
         sha->used = 0;
     }
-    for (; size >= 64; bytes += 64, size -= 64)
-        compress(sha->state, bytes);
+    compress_blocks(sha->state, bytes, size / 64);
+    bytes += size / 64 * 64;
+    size %= 64;
     memcpy(sha->block, bytes, size);
     sha->used = size;
 }

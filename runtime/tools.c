@@ -414,3 +414,34 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
     kj_arena_free(&arena);
     return status;
 }
+
+/* ------------------------------------------------------------ libraries */
+
+kjit_status kjit_library_describe(const char *path, char **text, char **error)
+{
+    if (!path || !text || !error)
+        return refuse_null("kjit_library_describe", !path ? "path" : !text ? "text" : "error",
+                           error);
+    *text = *error = NULL;
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CPU;
+    kjit_context *context = NULL;
+    kjit_module *module = NULL;
+    kjit_status status = kjit_context_create(&options, &context);
+    if (status == KJIT_OK) {
+        context->options.check = 0; /* not KJIT_CHECK's: the unchecked code is read */
+        status = kjit_module_load_library(context, path, &module);
+    }
+    if (status != KJIT_OK) {
+        *error = kj_xstrdup(kjit_last_error(context));
+        kjit_context_destroy(context);
+        return status;
+    }
+    KjBuf b = {0};
+    kj_aot_describe(module, path, &b);
+    *text = b.data;
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return KJIT_OK;
+}

@@ -45,8 +45,19 @@ static void print_cache_dir(void)
 
 int kj_cli_info(int argc, char **argv)
 {
+    if (argc == 1 && argv[0][0] != '-') { /* a library: what it holds */
+        char *text = NULL, *error = NULL;
+        if (kjit_library_describe(argv[0], &text, &error) != KJIT_OK) {
+            fprintf(stderr, "kjit info: %s\n", error ? error : "failed");
+            free(error);
+            return 1;
+        }
+        fputs(text, stdout);
+        free(text);
+        return 0;
+    }
     if (argc > 0) {
-        fprintf(stderr, "kjit info: unexpected argument '%s' (info takes none)\n", argv[0]);
+        fprintf(stderr, "kjit info: unexpected argument '%s' (info takes none, or a library)\n", argv[0]);
         return 2;
     }
     printf("kjit %s\n", KJIT_VERSION);

@@ -20,7 +20,7 @@ static const char usage_text[] =
     "                                      show a stage of code generation (kjit build --help)\n"
     "  run FILE FUNCTION [ARG...] [options]  run a function (kjit run --help)\n"
     "  bench FILE FUNCTION [ARG...] [options]  compare targets (kjit bench --help)\n"
-    "  info                                targets, GPU, driver, libdevice\n"
+    "  info [LIBRARY]                      targets, GPU, driver, libdevice; a library's contents\n"
     "  cache list|stats|clear              the compiled-code cache (kjit cache --help)\n"
     "  version                             print the version\n";
 
@@ -32,28 +32,41 @@ static const char check_usage[] =
     "  --verify           run the IR verifier after every pass\n";
 
 static const char build_usage[] =
-    "usage: kjit build FILE [--target cpu|parallel|cuda] [--emit=llvm|asm|obj|ptx|lib|header]\n"
+    "usage: kjit build FILE [--target cpu|parallel|cuda]\n"
+    "                  [--emit=llvm|asm|obj|ptx|lib|staticlib|header]\n"
     "                  [--arch sm_XX] [--function NAME] [--block X,Y,Z] [--verify]\n"
-    "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [-o OUT]\n"
+    "                  [--lineinfo] [-O0..3] [--cpu-levels L,...] [--check[=K]]\n"
+    "                  [--cuda=off] [-o OUT]\n"
     "  show a stage of code generation (assembly for cpu, PTX for cuda by default),\n"
     "  or build a library of the whole module ahead of time (--emit=lib, docs/aot.md)\n"
     "  --target T      cpu (or parallel) or cuda\n"
     "  --emit E        llvm (IR), asm, obj (needs -o), ptx, or lib (needs -o): a shared\n"
     "                  library that kjit_module_load_library, kjit run and libkjit-rt load;\n"
+    "                  staticlib (needs -o libNAME.a): the same as an archive to link\n"
+    "                  into a program, loaded by NAME_kjit_load (see the header);\n"
     "                  or header (needs -o NAME.h): typed C entry points NAME_f_SIG for it\n"
-    "  --cpu-levels L  --emit=lib: the x86-64 levels to build, of sse2, v3, v4 (all three\n"
-    "                  by default; the loader runs the best one the CPU has)\n"
-    "  --arch sm_XX    the GPU architecture for --target cuda\n"
+    "  --cpu-levels L  --emit=lib|staticlib: the x86-64 levels to build, of sse2,\n"
+    "                  v3, v4 (all three by default; the loader runs the best one\n"
+    "                  the CPU has)\n"
+    "  --check[=K]     --emit=lib|staticlib: checked code too (K: values, the\n"
+    "                  default, race or all), which a context checked so runs\n"
+    "  --arch sm_XX    the GPU architecture for --target cuda; with --emit=lib or\n"
+    "                  staticlib a list (sm_70,sm_80,sm_90 by default): a cubin\n"
+    "                  for each that ptxas can target and PTX for the lowest\n"
+    "  --cuda=off      --emit=lib|staticlib: no cuda code (cpu and parallel only)\n"
     "  --function NAME only this function\n"
     "  --block X,Y,Z   the launch's block shape the kernels are specialised for\n"
+    "                  (--emit=lib|staticlib: repeated, up to 8 shapes; launches of\n"
+    "                  other shapes run the general code)\n"
     "  --verify        run the IR verifier after every pass\n"
     "  --lineinfo      .kern line numbers in the PTX (for profilers)\n"
     "  -O0..3          LLVM optimisation level\n"
     "  -o OUT          write to OUT instead of standard output\n";
 
 static const char info_usage[] =
-    "usage: kjit info\n"
-    "  targets, GPUs, driver, libdevice, ptxas, host CPU and cache folder\n";
+    "usage: kjit info [LIBRARY]\n"
+    "  targets, GPUs, driver, libdevice, ptxas, host CPU and cache folder;\n"
+    "  or what a library of `kjit build --emit=lib` holds (levels, cuda archs, roots)\n";
 
 static const char version_usage[] =
     "usage: kjit version\n"
@@ -200,6 +213,10 @@ static int cmd_build(int argc, char **argv)
     kjit_stage_options_init(&options);
     options.on_diagnostic = print_to_stderr;
     const char *path = NULL, *target = "cpu", *emit = NULL, *output = NULL, *levels = NULL;
+    bool cuda_off = false;
+    int check = -1; /* --check[=...]: for --emit=lib and staticlib */
+    unsigned blocks[8][3]; /* every --block, for --emit=lib and staticlib */
+    int block_count = 0;
     for (int i = 0; i < argc; i++) {
         if (is_help(argv[i])) {
             fputs(build_usage, stdout);
@@ -217,11 +234,24 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(a, "--function") == 0 && i + 1 < argc) options.function = argv[++i];
         else if (strcmp(a, "--verify") == 0) options.verify = true;
         else if (strcmp(a, "--lineinfo") == 0) options.line_info = true;
+        else if (strcmp(a, "--cuda=off") == 0) cuda_off = true;
+        else if (strcmp(a, "--check") == 0) check = KJIT_CHECK_VALUES;
+        else if (strncmp(a, "--check=", 8) == 0) {
+            check = strcmp(a + 8, "values") == 0 ? KJIT_CHECK_VALUES
+                    : strcmp(a + 8, "race") == 0 ? KJIT_CHECK_RACE
+                    : strcmp(a + 8, "all") == 0  ? KJIT_CHECK_ALL
+                                                 : -2;
+            if (check == -2)
+                return usage_error("build: --check= takes values, race or all, not '%s'", a + 8);
+        }
         else if (strncmp(a, "--cpu-levels=", 13) == 0) levels = a + 13;
         else if (strcmp(a, "--cpu-levels") == 0 && i + 1 < argc) levels = argv[++i];
         else if (strncmp(a, "--block=", 8) == 0 || (strcmp(a, "--block") == 0 && i + 1 < argc)) {
             if (!parse_block(a[7] == '=' ? a + 8 : argv[++i], options.block))
                 return usage_error("build: --block takes X[,Y[,Z]], 1 to 1024 threads in all ('%s')", a);
+            if (block_count == 8)
+                return usage_error("build: at most 8 --block shapes%s", "");
+            memcpy(blocks[block_count++], options.block, sizeof blocks[0]);
         }
         else if (strcmp(a, "-o") == 0 && i + 1 < argc) output = argv[++i];
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) options.opt_level = a[2] - '0';
@@ -232,13 +262,30 @@ static int cmd_build(int argc, char **argv)
     if (!path)
         return usage_error("build: no input file%s", "");
 
-    if (emit && strcmp(emit, "lib") == 0) {
+    if (emit && (strcmp(emit, "lib") == 0 || strcmp(emit, "staticlib") == 0)) {
         if (!output)
-            return usage_error("build: --emit=lib needs -o FILE%s", "");
+            return usage_error("build: --emit=%s needs -o FILE", emit);
         if (strcmp(target, "cpu") != 0 && strcmp(target, "parallel") != 0)
-            return usage_error("build: --emit=lib builds cpu code only for now (--target %s)", target);
-        char *error = NULL;
-        if (kjit_build_library(path, output, levels, &error) != KJIT_OK) {
+            return usage_error("build: --emit=%s builds the code of every target (cuda's unless "
+                               "--cuda=off); --target is not for it", emit);
+        kjit_build_options build;
+        kjit_build_options_init(&build);
+        build.levels = levels;
+        build.staticlib = strcmp(emit, "staticlib") == 0;
+        build.check = check > 0 ? check : 0;
+        build.block_count = block_count;
+        memcpy(build.blocks, blocks, sizeof blocks);
+        build.cuda_archs = cuda_off ? "off" : options.cuda_arch;
+        char *error = NULL, *notes = NULL;
+        kjit_status built = kjit_build_library_with(path, output, &build, &notes, &error);
+        for (char *line = notes, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            fprintf(stderr, "kjit build: note: %s\n", line);
+        }
+        free(notes);
+        if (built != KJIT_OK) {
             fprintf(stderr, "kjit build: %s\n", error ? error : "failed");
             free(error);
             return 1;
@@ -257,7 +304,11 @@ static int cmd_build(int argc, char **argv)
         return 0;
     }
     if (levels)
-        return usage_error("build: --cpu-levels is for --emit=lib%s", "");
+        return usage_error("build: --cpu-levels is for --emit=lib and --emit=staticlib%s", "");
+    if (check >= 0)
+        return usage_error("build: --check is for --emit=lib and --emit=staticlib%s", "");
+    if (cuda_off)
+        return usage_error("build: --cuda=off is for --emit=lib and --emit=staticlib%s", "");
     kjit_stage stage;
     if (strcmp(target, "cpu") == 0 || strcmp(target, "parallel") == 0) {
         options.target = KJIT_TARGET_CPU;
@@ -273,7 +324,7 @@ static int cmd_build(int argc, char **argv)
         else if (strcmp(emit, "asm") == 0) stage = KJIT_STAGE_ASM;
         else if (strcmp(emit, "obj") == 0) stage = KJIT_STAGE_OBJ;
         else if (strcmp(emit, "ptx") == 0) stage = KJIT_STAGE_PTX;
-        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj, ptx, lib or header)", emit);
+        else return usage_error("build: unknown --emit '%s' (llvm, asm, obj, ptx, lib, staticlib or header)", emit);
     }
     if (stage == KJIT_STAGE_OBJ && !output)
         return usage_error("build: --emit=obj needs -o FILE%s", "");

@@ -40,10 +40,11 @@ def load(path, target="auto", **options):
 
 def load_library(path, target="cpu", **options):
     """The module of a library that `kjit build --emit=lib` made (docs/aot.md):
-    the same Module as load() gives, its code compiled ahead of time (cpu and
-    parallel targets); refused (KjitError) when the file is not such a library,
-    was altered, is of another ABI, suits no level of this CPU, or another user
-    can write it or its folder."""
+    the same Module as load() gives, its code compiled ahead of time (cpu,
+    parallel and cuda targets); refused (KjitError) when the file is not such a
+    library, was altered, is of another ABI, suits no level of this CPU, holds
+    no cuda code the device runs (on cuda), or another user can write it or
+    its folder."""
     return context(target, **options).load_library(path)
 
 

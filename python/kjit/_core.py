@@ -134,7 +134,16 @@ class Context:
         lib.kjit_context_cancel(self.handle)
 
     # Modules ---------------------------------------------------------------
+    def _needs_compiler(self, what):
+        if _lib.RUNTIME_ONLY:
+            raise InvalidArgumentError(
+                f"{what} compiles kern source, which needs libkjit (the compiler); this kjit "
+                f"runs on {_lib.path}, the runtime alone, which loads only libraries that "
+                "`kjit build --emit=lib` made (kjit.load_library); install libkjit, or set "
+                "KJIT_LIBRARY to its path")
+
     def load(self, path):
+        self._needs_compiler(f"kjit.load({str(path)!r})")
         out = ctypes.c_void_p()
         self.check(lib.kjit_compile_file(self.handle, str(path).encode(), ctypes.byref(out)))
         return Module(self, out.value, str(path))
@@ -147,6 +156,7 @@ class Context:
         return Module(self, out.value, str(path))
 
     def compile(self, source, name="<source>.kern"):
+        self._needs_compiler("kjit.compile")
         out = ctypes.c_void_p()
         self.check(lib.kjit_compile_string(self.handle, name.encode(), source.encode(),
                                            ctypes.byref(out)))

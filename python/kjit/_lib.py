@@ -81,16 +81,19 @@ assert Arg.value.offset == 8 and Array.memory.offset == 144
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _candidates():
+def _candidates(name="libkjit.so"):
     """(path, how it was chosen) in the order they are tried: KJIT_LIBRARY, the
     copy installed inside this package (kjit/lib/libkjit.so, which `pip
     install ./python` bundles), the installed prefix (the one `make
     install-python` recorded, else Python's own, /usr/local and /usr), then
-    the build folder of the repository this package's source lies in."""
+    the build folder of the repository this package's source lies in.  With
+    name "libkjit-rt.so", the same places for the runtime alone (no
+    compiler: it runs libraries that `kjit build --emit=lib` made), which the
+    package uses when no libkjit.so is found (docs/python.md)."""
     env = os.environ.get("KJIT_LIBRARY")
-    if env:
+    if env and name == "libkjit.so":
         yield env, "KJIT_LIBRARY"
-    yield os.path.join(HERE, "lib", "libkjit.so"), "inside the package"
+    yield os.path.join(HERE, "lib", name), "inside the package"
     prefixes = []
     try:
         from . import _install
@@ -100,11 +103,11 @@ def _candidates():
     prefixes += [sys.prefix, "/usr/local", "/usr"]
     seen = set()
     for prefix in prefixes:
-        candidate = os.path.join(prefix, "lib", "libkjit.so")
+        candidate = os.path.join(prefix, "lib", name)
         if candidate not in seen:
             seen.add(candidate)
             yield candidate, "installed prefix"
-    yield (os.path.normpath(os.path.join(HERE, "..", "..", "build", "libkjit.so")),
+    yield (os.path.normpath(os.path.join(HERE, "..", "..", "build", name)),
            "the repository's build folder")
 
 
@@ -122,7 +125,7 @@ def _stdlib_for(library):
 
 def _load():
     tried = []
-    for path, why in _candidates():
+    for path, why in list(_candidates()) + list(_candidates("libkjit-rt.so")):
         if not os.path.exists(path):
             tried.append(f"{path} ({why}: no such file)")
             continue
@@ -136,12 +139,16 @@ def _load():
             if stdlib:
                 os.environ["KJIT_STDLIB"] = stdlib
         return lib, path
-    raise ImportError("kjit: cannot find libkjit.so; tried:\n  " + "\n  ".join(tried) +
+    raise ImportError("kjit: cannot find libkjit.so (or libkjit-rt.so); tried:\n  " +
+                      "\n  ".join(tried) +
                       "\nbuild it with `make` in the kjit repository, or set KJIT_LIBRARY "
                       "to its path")
 
 
 lib, path = _load()
+# libkjit-rt, the runtime alone, has no compiler (kjit_tools.h's stages are
+# libkjit's): it runs libraries, and kjit.load of a .kern says it needs libkjit.
+RUNTIME_ONLY = not hasattr(lib, "kjit_stage_file")
 
 _P = ctypes.c_void_p
 _S = ctypes.c_int  # kjit_status

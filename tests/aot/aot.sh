@@ -13,9 +13,18 @@
 #   4. the x86-64 level: the best the CPU runs is taken, KJIT_CPU_FEATURES
 #      forces a lower one (same bits as the JIT so restricted), and a
 #      library of no level the CPU runs is refused, clearly;
+#   4b. checked mode: golden programs of failed checks and races, built
+#      with --check, report under `kjit run --check LIB` what the JIT does;
 #   5. refusals before anything runs: another ABI version (both named), a
 #      truncated or altered file, a file or folder others can write;
-#      libkjit-rt refuses to compile a .kern.
+#      libkjit-rt refuses to compile a .kern;
+#   6. cuda code (no GPU here: tests/gpu/aot.sh runs it): the default build
+#      holds PTX for sm_70 and, for each of sm_70, sm_80, sm_90, cubins or
+#      a note saying why not (CUDA 13's ptxas has no sm_70); every root's
+#      PTX, taken from the file, assembles with ptxas and its cubins are
+#      ELF; --arch and --cuda=off, an arch ptxas cannot target, no ptxas
+#      (KJIT_PTXAS=off: PTX only, said); the choice and the refusals on a
+#      cuda context are unit tests (tests/unit/test_aot_cuda.c).
 # Usage: tests/aot/aot.sh [build folder]
 set -u
 BUILD=${1:-build}
@@ -47,8 +56,8 @@ launch_lla="--launch lla 4,4,1 8,8,1 f64:0.5 f64:0.6 f64:0.1 f64:0.9 f64:0.2 f64
             i64:30 i64:20 arr:f64:20,30 ;"
 launch_mandelbrot="--launch mandel_kernel 2,2,1 16,8,1 f64:-2 f64:1 f64:-1 f64:1 arr:u8:48,64 i64:100 ;"
 
-# add with every level: which one this CPU runs best
-"$KJIT" build examples/add.kern --emit=lib -o "$OUT/libs/libadd.so" || bad "build of add failed"
+# add with every level (and cuda code, the default): which one this CPU runs best
+"$KJIT" build examples/add.kern --emit=lib -o "$OUT/libs/libadd.so" 2>"$OUT/add.notes" || bad "build of add failed"
 best=$("$OUT/driver-rt" --lib "$OUT/libs/libadd.so" 2>&1 >/dev/null | sed -n 's/.* runs its \(.*\) code/\1/p')
 [ -n "$best" ] || { bad "libadd.so does not load"; best=sse2; }
 echo "aot: this CPU runs the $best code"
@@ -70,7 +79,8 @@ lines=0
 for kern in examples/*.kern; do
     name=$(basename "$kern" .kern)
     lib="$OUT/libs/lib$name.so"
-    if [ "$name" != add ] && ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" -o "$lib"; then
+    # (cuda code apart: section 6 checks it; tests/gpu/aot.sh runs it)
+    if [ "$name" != add ] && ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" --cuda=off -o "$lib"; then
         bad "kjit build --emit=lib $kern failed"; continue
     fi
     launch=launch_$name
@@ -94,7 +104,7 @@ for out in tests/golden/*/*.out; do
     kern=${out%.out}.kern
     name=golden_$(basename "$kern" .kern)
     args=$(sed -n 's|^// run: ||p' "$kern" | head -1)
-    if ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/$name.so" 2>"$OUT/$name.err"; then
+    if ! "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" --cuda=off -o "$OUT/libs/$name.so" 2>"$OUT/$name.err"; then
         # what libraries do not hold yet (below) is refused, not run
         grep -q "which libraries do not hold yet" "$OUT/$name.err" && continue
         bad "kjit build --emit=lib $kern failed: $(cat "$OUT/$name.err")"; continue
@@ -111,6 +121,81 @@ for out in tests/golden/*/*.out; do
 done
 echo "aot: $golden golden programs from libraries through kjit run print what they print under the JIT"
 
+# Checked mode: every golden program of a failed check (.run) or a race
+# (.race) built with --check (--check=race) reports, as a library under
+# `kjit run --check LIB`, on cpu and parallel, what the JIT reports (the
+# golden stderr, exactly; exit 1).
+checked=0
+for want in tests/golden/*/*.run tests/golden/*/*.race; do
+    kern=${want%.*} kind=${want##*.}
+    kern=$kern.kern name=checked_$(basename "$kern" .kern)
+    flag=--check; [ "$kind" = race ] && flag=--check=race
+    if ! "$KJIT" build "$kern" --emit=lib $flag --cpu-levels="$best" -o "$OUT/libs/$name.so" 2>"$OUT/$name.err"; then
+        grep -q "which libraries do not hold yet" "$OUT/$name.err" && continue
+        bad "kjit build --emit=lib $flag $kern failed: $(cat "$OUT/$name.err")"; continue
+    fi
+    args=$(sed -n '1s|^// run: ||p' "$kern")
+    for target in cpu parallel; do
+        # shellcheck disable=SC2086
+        KJIT_STDLIB=$PWD/stdlib "$KJIT" run $flag "$OUT/libs/$name.so" $args --target "$target" \
+            >/dev/null 2>"$OUT/$name.got"
+        rc=$?
+        if [ $rc != 1 ] || ! cmp -s "$OUT/$name.got" "$want"; then
+            bad "$name on $target (exit $rc): the library's checked mode reported otherwise"
+            diff "$OUT/$name.got" "$want" | head -6
+        fi
+    done
+    checked=$((checked + 1))
+done
+echo "aot: $checked golden programs of checked mode from libraries built with --check report what the JIT reports"
+# a checked context and a library of no checked code, or of other checks
+msg=$(KJIT_CHECK=1 "$OUT/driver-rt" --lib "$OUT/libs/libadd.so" 2>&1)
+[[ "$msg" == *"is checked (KJIT_CHECK=values"*"holds no checked code (build it with kjit build --check=values)"* ]] ||
+    bad "KJIT_CHECK=1 ran a library of no checked code: $msg"
+msg=$(KJIT_CHECK=race "$OUT/driver-rt" --lib "$OUT/libs/checked_index_kernel.so" 2>&1)
+[[ "$msg" == *"checks race"*"holds checked code for values only"* ]] ||
+    bad "KJIT_CHECK=race ran a library of value checks: $msg"
+
+# --block: a kernel with barriers built with the code for blocks of 64 and
+# 128 threads; launches of those shapes run it (the loader looks its
+# symbols up: LD_DEBUG), one of 32 the general code; every launch's bits
+# are the JIT's (which specialises every shape), on cpu and parallel.
+cat >"$OUT/tree.kern" <<'KERN'
+@kernel
+fn tree(a: f32[], out: f32[]) {
+    let sh = shared(f32, 1024);
+    let t = threadIdx.x;
+    let i = blockIdx.x * blockDim.x + t;
+    sh[t] = i < len(a) ? a[i] : 0.0;
+    syncthreads();
+    let s = blockDim.x / 2;
+    while s > 0 {
+        if t < s { sh[t] += sh[t + s]; }
+        syncthreads();
+        s = s / 2;
+    }
+    if t == 0 { out[blockIdx.x] = sh[0]; }
+}
+KERN
+if "$KJIT" build "$OUT/tree.kern" --emit=lib --cpu-levels="$best" --block 64 --block 128,1,1 \
+        -o "$OUT/libs/libtree.so"; then
+    for b in 64 128 32; do
+        for target in cpu parallel; do
+            compare tree "$OUT/libs/libtree.so" "$OUT/tree.kern" "$target" \
+                --launch tree 4,1,1 $b,1,1 arr:f32:1000 arr:f32:4 \; ||
+                bad "tree with blocks of $b on $target: the library differs from the JIT"
+        done
+        looked=$(LD_DEBUG=symbols "$OUT/driver-rt" --lib "$OUT/libs/libtree.so" \
+                 --launch tree 4,1,1 $b,1,1 arr:f32:1000 arr:f32:4 \; 2>&1 | grep -c "symbol=kjaot_${best}_s[0-9]*__tree.*__block;")
+        case $b in
+        32) [ "$looked" = 0 ] || bad "blocks of 32 ran code specialised for another shape" ;;
+        *) [ "$looked" -gt 0 ] || bad "blocks of $b did not run the code built with --block $b" ;;
+        esac
+    done
+else
+    bad "kjit build --emit=lib --block failed"
+fi
+
 # --emit=header: typed entry points, built against kjit.h and the headers
 # alone, linked with libkjit-rt, agree with kjit_call and kjit_launch.
 if "$KJIT" build examples/add.kern --emit=header -o "$OUT/include/add.h" &&
@@ -122,6 +207,46 @@ else
     bad "--emit=header: the headers do not build"
 fi
 
+# --emit=staticlib: add and mandelbrot as archives, linked statically with
+# libkjit-rt.a into the driver (-DAOT_LOAD=NAME_kjit_load), bit for bit as
+# the JIT (the outputs above); both archives in one program through the
+# header's NAME_open_linked; another ABI and a damaged table refused.
+cp "$BUILD/libkjit-rt.a" "$OUT/lib/"
+static=0
+for name in add mandelbrot; do
+    "$KJIT" build "examples/$name.kern" --emit=staticlib --cpu-levels="$best" -o "$OUT/libs/lib$name.a" ||
+        { bad "kjit build --emit=staticlib examples/$name.kern failed"; continue; }
+    $CC -std=c11 -D_GNU_SOURCE -O1 -Wall -I"$OUT/include" -DAOT_LOAD="${name}_kjit_load" tests/aot/aot_driver.c \
+        "$OUT/libs/lib$name.a" "$OUT/lib/libkjit-rt.a" -lmvec -lm -lpthread -ldl -lrt -o "$OUT/driver-$name-static" ||
+        { bad "the driver does not link with lib$name.a and libkjit-rt.a"; continue; }
+    ldd "$OUT/driver-$name-static" | grep -q 'libkjit' && bad "driver-$name-static links a shared libkjit"
+    launch=launch_$name
+    for target in cpu parallel; do
+        # shellcheck disable=SC2086
+        "$OUT/driver-$name-static" --linked --target "$target" ${!launch:-} >"$OUT/$name.$target.static" 2>"$OUT/$name.static.err"
+        if [ $? = 0 ] && [ -s "$OUT/$name.$target.static" ] && cmp -s "$OUT/$name.$target.static" "$OUT/$name.$target.jit"; then
+            static=$((static + $(wc -l <"$OUT/$name.$target.static")))
+        else
+            bad "$name on $target: the linked library differs from the JIT"; cat "$OUT/$name.static.err"
+        fi
+    done
+done
+if $CC -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -DLINKED -I"$OUT/include" tests/aot/header_test.c \
+       -o "$OUT/header-test-linked" "$OUT/libs/libadd.a" "$OUT/libs/libmandelbrot.a" "$OUT/lib/libkjit-rt.a" \
+       -lmvec -lm -lpthread -ldl -lrt; then
+    "$OUT/header-test-linked" --linked || bad "the linked libraries' typed entry points failed"
+else
+    bad "--emit=staticlib: the header test does not link with libadd.a and libmandelbrot.a"
+fi
+# The archive's table carries the cuda code as a shared library's does (its
+# PTX, in the entry point's object), and none with --cuda=off.
+strings "$OUT/libs/libadd.a" | grep -q '^\.target sm_70' ||
+    bad "--emit=staticlib: libadd.a holds no PTX for sm_70"
+"$KJIT" build examples/add.kern --emit=staticlib --cuda=off --cpu-levels="$best" -o "$OUT/libs/libadd-nocuda.a" &&
+    strings "$OUT/libs/libadd-nocuda.a" | grep -q '^\.target sm_' &&
+    bad "--emit=staticlib --cuda=off: the archive still holds PTX"
+echo "aot: add and mandelbrot linked statically (--emit=staticlib, libkjit-rt.a): $static results bit for bit as the JIT's"
+
 # The comparison sees a changed result: add built from a - b.
 sed 's/a + b/a - b/' examples/add.kern >"$OUT/add_minus.kern"
 "$KJIT" build "$OUT/add_minus.kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/libminus.so"
@@ -129,20 +254,46 @@ if compare minus "$OUT/libs/libminus.so" examples/add.kern cpu; then
     bad "a library of a - b compares equal to add: the comparison cannot fail"
 fi
 
-# What the table cannot describe yet is refused at build time, naming it.
-for case in "two:@vectorize
-fn two(x: f64) -> (f64, i32) { return (x * 2.0, i32(x)); }:a @vectorize of several outputs" \
-            "k:@kernel
-fn k(a: f64[], n: i32) { let s = local(f64, n); s[0] = 1.0; a[grid(1)] = s[0]; }:a local() sized at launch"; do
-    name=${case%%:*} rest=${case#*:} want=${case##*:}
-    printf '%s\n' "${rest%:*}" >"$OUT/unsupported_$name.kern"
-    if "$KJIT" build "$OUT/unsupported_$name.kern" --emit=lib --cpu-levels="$best" \
-            -o "$OUT/libs/unsupported_$name.so" 2>"$OUT/unsupported_$name.err"; then
-        bad "a library of $want was built"
+# A @vectorize of several outputs and a kernel's local() sized at launch
+# (its size an expression of its parameters, which the table holds): bit
+# for bit as the JIT, through kjit_call_outputs and kjit_launch.
+cat >"$OUT/more.kern" <<'KERN'
+@vectorize
+fn two(x: f64, y: f32) -> (f64, i32) { return (x * 2.0 + f64(y), i32(x) - 3); }
+@kernel
+fn scratch(a: f64[], out: f64[], n: i32) {
+    let s = local(f64, max(n, 2) * 2 - 1);
+    for j in range(2 * n - 1) { s[j] = a[(grid(1) + j) % len(a)] * 0.5; }
+    let t = 0.0;
+    for j in range(2 * n - 1) { t += s[j] * f64(j); }
+    out[grid(1)] = t;
+}
+KERN
+if "$KJIT" build "$OUT/more.kern" --emit=lib --cpu-levels="$best" -o "$OUT/libs/libmore.so"; then
+    for target in cpu parallel; do
+        if compare more "$OUT/libs/libmore.so" "$OUT/more.kern" "$target" \
+                --launch scratch 2,1,1 8,1,1 arr:f64:16 arr:f64:16 i64:5 \; \
+                --launch scratch 1,1,1 16,1,1 arr:f64:16 arr:f64:16 i64:300 \;; then
+            lines=$((lines + $(wc -l <"$OUT/more.$target.rt")))
+            grep -q "two sig 0 form 0 output 1" "$OUT/more.$target.rt" || bad "two's second output was not compared"
+            grep -q "launch scratch arg 1" "$OUT/more.$target.rt" || bad "scratch did not run"
+        else
+            bad "more.kern on $target: the library differs from the JIT"; cat "$OUT/more.err"
+            diff "$OUT/more.$target.rt" "$OUT/more.$target.jit" | head -6
+        fi
+    done
+    # its header: two's typed entry point takes both outputs
+    if "$KJIT" build "$OUT/more.kern" --emit=header -o "$OUT/include/more.h"; then
+        printf '#include "more.h"\nint main(void) { double x[1] = {1}, o[1]; float y[1] = {2}; int32_t k[1];\n'\
+'  more_module m = {0}; return more_two_f64_f32(&m, 1, x, y, o, k) == KJIT_OK; }\n' >"$OUT/more_header.c"
+        $CC -std=c11 -Wall -Werror -fsyntax-only -I"$OUT/include" "$OUT/more_header.c" ||
+            bad "the header of a @vectorize of several outputs does not compile"
+    else
+        bad "--emit=header of more.kern failed"
     fi
-    grep -q "'$name' has $want, which libraries do not hold yet" "$OUT/unsupported_$name.err" ||
-        bad "$want: $(cat "$OUT/unsupported_$name.err")"
-done
+else
+    bad "kjit build --emit=lib of a @vectorize of several outputs and a launch-sized local() failed"
+fi
 
 # Levels.  KJIT_CPU_FEATURES=-avx forces the sse2 code of a library of all
 # three, with the bits of the JIT so restricted (sin: libmvec's SSE routine).
@@ -175,7 +326,7 @@ size=$(stat -c %s "$lib")
 # another ABI version: the trailer's version word (8 bytes into the last 64)
 cp "$lib" "$OUT/libs/abi.so"
 printf '\x63\x00\x00\x00' | dd of="$OUT/libs/abi.so" bs=1 seek=$((size - 64 + 8)) conv=notrunc status=none
-refused "ABI 99" "$OUT/libs/abi.so" "ABI version 99; this runtime reads version 1"
+refused "ABI 99" "$OUT/libs/abi.so" "ABI version 99; this runtime reads version 2"
 # altered: one byte of the code, then one of the table
 for at in 4096 $((size - 200)); do
     cp "$lib" "$OUT/libs/altered.so"
@@ -192,12 +343,106 @@ cp "$lib" "$OUT/libs/open.so" && chmod 666 "$OUT/libs/open.so"
 refused "a file others can write" "$OUT/libs/open.so" "another user can write it"
 mkdir -p "$OUT/open" && chmod 777 "$OUT/open" && cp "$lib" "$OUT/open/libadd.so"
 refused "a folder others can write" "$OUT/open/libadd.so" "can be written by another user"
-# a checked context refuses a library, whose code has no checks
-msg=$(KJIT_CHECK=1 "$OUT/driver-rt" --lib "$lib" 2>&1)
-[[ "$msg" == *"checked mode"*"not built into libraries"* ]] || bad "KJIT_CHECK=1 ran a library unchecked: $msg"
 # libkjit-rt compiles nothing
 msg=$("$OUT/driver-rt" --kern examples/add.kern 2>&1)
 [[ "$msg" == *"libkjit-rt, which has no compiler"* ]] || bad "libkjit-rt compiled a .kern: $msg"
+
+# 6. cuda code.  cuda_roots LIB: every cuda root's PTX (assembled by ptxas
+# for sm_80, the PTX being for sm_70 or sm_80) and cubins (ELF), found in the
+# file by the table's layout: the PTX's u64 size, its text, then each
+# cubin's u64 size and bytes; prints "roots cubins".
+PTXAS=$(KJIT_PTXAS= "$KJIT" info | sed -n 's/^ptxas: *\(\/[^ ]*\).*/\1/p')
+cuda_roots() {
+    python3 - "$1" "$2" "$PTXAS" "$OUT" <<'PY'
+import struct, subprocess, sys
+data, cubins_each, ptxas, out = open(sys.argv[1], "rb").read(), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+mark, at, roots, cubins = b"//\n// Generated by LLVM NVPTX Back-End", 0, 0, 0
+while (at := data.find(mark, at)) >= 0:
+    size = struct.unpack_from("<Q", data, at - 8)[0]
+    ptx, at = data[at:at + size], at + size
+    assert ptx.endswith(b"\0") and ptx.rstrip(b"\0").rstrip().endswith(b"}"), "a PTX is cut short"
+    with open(f"{out}/root.ptx", "wb") as f:
+        f.write(ptx.rstrip(b"\0"))
+    if ptxas:
+        subprocess.run([ptxas, "-arch=sm_80", "-o", f"{out}/root.cubin", f"{out}/root.ptx"], check=True)
+    for _ in range(cubins_each):
+        size = struct.unpack_from("<Q", data, at)[0]
+        assert data[at + 8:at + 12] == b"\x7fELF", "a cubin is not ELF"
+        at += 8 + size
+        cubins += 1
+    roots += 1
+print(roots, cubins)
+PY
+}
+info=$("$KJIT" info "$OUT/libs/libadd.so")
+echo "$info" | sed -n 's/^\(cuda\|note\): *//p' | sed 's/^/aot: /'
+[[ "$info" == *"cuda:      5 roots; PTX for sm_70"* ]] || bad "libadd.so: not 5 cuda roots with PTX for sm_70: $info"
+made=0
+for arch in sm_70 sm_80 sm_90; do
+    if [[ "$info" == *"cubins for $arch ("* ]]; then made=$((made + 1))
+    elif ! [[ "$info" == *"no cubin for $arch"* && "$info" == *"cannot target $arch"* ]] ||
+         ! grep -q "kjit build: note: .*cannot target $arch" "$OUT/add.notes"; then
+        bad "libadd.so: neither a cubin for $arch nor a note saying why: $info"
+    fi
+done
+if [ -n "$PTXAS" ]; then
+    [ $made -ge 2 ] || bad "libadd.so: ptxas $PTXAS made cubins for $made of sm_70, sm_80, sm_90"
+    found=$(cuda_roots "$OUT/libs/libadd.so" $made) || bad "libadd.so: a PTX does not assemble, or a cubin is not ELF"
+    [ "$found" = "5 $((5 * made))" ] || bad "libadd.so: $found roots and cubins found in the file, not 5 and $((5 * made))"
+    echo "aot: libadd.so: 5 cuda roots' PTX assemble with ptxas, $((5 * made)) cubins"
+    # mandelbrot's kernel and a @reduce in the cuda forms (WARPS, COLUMNS), one arch
+    printf '@reduce\nfn total(a: f64, b: f64) -> f64 { return a + b; }\n' >"$OUT/total.kern"
+    for kern in examples/mandelbrot.kern "$OUT/total.kern"; do
+        name=$(basename "$kern" .kern)
+        "$KJIT" build "$kern" --emit=lib --cpu-levels="$best" --arch=sm_80 -o "$OUT/libs/cuda_$name.so" ||
+            { bad "--arch=sm_80 build of $kern failed"; continue; }
+        roots=$("$KJIT" info "$OUT/libs/cuda_$name.so" | sed -n 's/^cuda: *\([0-9]*\) roots.*/\1/p')
+        found=$(cuda_roots "$OUT/libs/cuda_$name.so" 1) && [ "$found" = "$roots $roots" ] ||
+            bad "cuda_$name.so: $found roots and cubins found in the file, not $roots"
+    done
+    "$KJIT" info "$OUT/libs/cuda_total.so" | grep -q 'cuda.*(reduce form 1 lanes 2 aligned kept 0' ||
+        bad "a @reduce's library holds no WARPS root (aligned, 2 lanes a thread)"
+    "$KJIT" info "$OUT/libs/cuda_total.so" | grep -q 'cuda.*(reduce form 2 lanes 4 kept 1 reduced 2' ||
+        bad "a @reduce's library holds no COLUMNS root over 2 reduced dimensions"
+    # an arch this ptxas cannot target: left out, said
+    "$KJIT" build examples/add.kern --emit=lib --cpu-levels="$best" --arch=sm_80,sm_999 \
+        -o "$OUT/libs/cuda_999.so" 2>"$OUT/999.err" || bad "--arch=sm_80,sm_999 failed: $(cat "$OUT/999.err")"
+    grep -q "note: .*cannot target sm_999: the library holds no cubin for it" "$OUT/999.err" ||
+        bad "--arch=sm_999 was not said to be left out: $(cat "$OUT/999.err")"
+    "$KJIT" info "$OUT/libs/cuda_999.so" | grep -q 'cubins for sm_80 (.*no cubin for sm_999' ||
+        bad "cuda_999.so: $("$KJIT" info "$OUT/libs/cuda_999.so" | grep '^cuda')"
+fi
+# no ptxas: PTX alone, said
+KJIT_PTXAS=off "$KJIT" build examples/add.kern --emit=lib --cpu-levels="$best" --arch=sm_80 \
+    -o "$OUT/libs/cuda_noptxas.so" 2>"$OUT/noptxas.err" || bad "a build without ptxas failed"
+grep -q "note: no ptxas .*the library holds PTX only" "$OUT/noptxas.err" || bad "no ptxas: not said: $(cat "$OUT/noptxas.err")"
+"$KJIT" info "$OUT/libs/cuda_noptxas.so" | grep -q '^cuda: .*PTX for sm_80 .*no cubin for sm_80' ||
+    bad "cuda_noptxas.so: $("$KJIT" info "$OUT/libs/cuda_noptxas.so" | grep '^cuda')"
+# --cuda=off and bad --arch
+"$KJIT" info "$OUT/libs/libsin3.so" | grep -q '^cuda: .*roots; PTX for sm_70' || bad "libsin3.so holds no cuda code"
+"$KJIT" build examples/add.kern --emit=lib --cuda=off --cpu-levels="$best" -o "$OUT/libs/nocuda.so" &&
+    "$KJIT" info "$OUT/libs/nocuda.so" | grep -q '^cuda: *none (built with --cuda=off)' || bad "--cuda=off: $("$KJIT" info "$OUT/libs/nocuda.so" 2>&1 | grep cuda)"
+"$KJIT" build examples/add.kern --emit=lib --arch=volta -o "$OUT/libs/x.so" 2>"$OUT/volta.err" && bad "--arch=volta was accepted"
+grep -q "unknown CUDA architecture 'volta' in --arch" "$OUT/volta.err" || bad "--arch=volta: $(cat "$OUT/volta.err")"
+"$KJIT" build examples/add.kern --cuda=off 2>"$OUT/off.err" && bad "--cuda=off without --emit=lib was accepted"
+grep -q -- "--cuda=off is for --emit=lib" "$OUT/off.err" || bad "--cuda=off without --emit=lib: $(cat "$OUT/off.err")"
+# The GPU machine's script runs here, from a bundle of what it needs first
+# (make gpu-bundle makes the whole one), up to where it needs a GPU.
+if ! "$KJIT" info | grep -q '^  cuda      yes'; then
+    B=$OUT/bundle
+    mkdir -p "$B/bin" "$B/aot" "$B/tests"
+    cp "$KJIT" "$B/bin/" && ln -sf "$PWD/$BUILD/libkjit.so" "$PWD/$BUILD/libkjit-rt.so" "$B/bin/"
+    ln -sf "$PWD/stdlib" "$B/stdlib" && ln -sf "$PWD/tests/gpu" "$B/tests/gpu"
+    for side in rt jit; do
+        $CC -std=c11 -D_GNU_SOURCE -O1 -Iruntime tests/aot/aot_driver.c -o "$B/bin/aot-driver-$side" \
+            -L"$BUILD" -lkjit$([ $side = rt ] && echo -rt) -lm -Wl,-rpath,'$ORIGIN'
+    done
+    tar -C "$OUT/libs" -cf - libadd.so | xz > "$B/aot/libs.tar.xz"
+    msg=$(bash tests/gpu/aot.sh "$B" 2>&1)
+    [[ "$msg" == *"PASS libadd.so runs on cpu through libkjit-rt"*"skipped: no CUDA driver"*"1 passed, 0 failed" ]] ||
+        bad "tests/gpu/aot.sh without a GPU: $msg"
+    echo "aot: tests/gpu/aot.sh here: $(grep '^skipped' <<<"$msg")"
+fi
 
 [ $fail = 0 ] && echo "aot: all passed"
 exit $fail

@@ -6,8 +6,16 @@
  * LLVM on its include or library path) against the same module compiled by
  * the JIT (--kern, the same source linked with libkjit).
  *
- *   aot_driver --lib LIB|--kern FILE --target cpu|parallel
- *              [--launch NAME GX,GY,GZ BX,BY,BZ ARG... ;]...
+ *   aot_driver --lib LIB|--kern FILE|--linked --target cpu|parallel|cuda
+ *              [--dump DIR] [--launch NAME GX,GY,GZ BX,BY,BZ ARG... ;]...
+ *
+ * --linked: the library linked into the program (kjit build
+ * --emit=staticlib), compiled with -DAOT_LOAD=NAME_kjit_load.
+ * --dump DIR also writes each result as DIR/NAME.npy, NAME what its line
+ * says with '_' for spaces (bf16 as its bits, NAME.bf16.npy), for
+ * tests/gpu/aot.sh to compare cuda with cpu within tolerances.  On cuda the
+ * arrays are the host's (staged by kjit), and each @vectorize signature also
+ * runs on device arrays through kjit_call_async on a stream of its own.
  *
  * @vectorize functions: each signature with 1-d arrays of 1000 elements,
  * with the first input a scalar (when it has two or more), and with the
@@ -26,6 +34,10 @@
 #include <math.h>
 
 #include "kjit.h"
+
+#ifdef AOT_LOAD
+kjit_status AOT_LOAD(kjit_context *context, kjit_module **module);
+#endif
 
 static uint64_t fnv(const void *data, size_t n, uint64_t h)
 {
@@ -95,8 +107,52 @@ static kjit_array make(kjit_dtype dtype, int ndim, const int64_t *shape, int sal
     return a;
 }
 
+static const char *dump_dir;
+
+/* a[] as a .npy file (format 1.0) in dump_dir, when --dump */
+static void dump(const char *what, const kjit_array *a)
+{
+    static const char *const descr[KJIT_DTYPE_COUNT] = {
+        [KJIT_BOOL] = "|b1", [KJIT_I8] = "|i1", [KJIT_U8] = "|u1", [KJIT_I16] = "<i2",
+        [KJIT_U16] = "<u2", [KJIT_I32] = "<i4", [KJIT_U32] = "<u4", [KJIT_I64] = "<i8",
+        [KJIT_U64] = "<u8", [KJIT_F16] = "<f2", [KJIT_BF16] = "<u2", [KJIT_F32] = "<f4",
+        [KJIT_F64] = "<f8", [KJIT_C64] = "<c8", [KJIT_C128] = "<c16"};
+    if (!dump_dir)
+        return;
+    char path[4096], header[512], shape[256] = "", name[256];
+    snprintf(name, sizeof name, "%s", what);
+    for (char *c = name; *c; c++)
+        if (*c == ' ' || *c == '/')
+            *c = '_';
+    snprintf(path, sizeof path, "%s/%s%s.npy", dump_dir, name,
+             a->dtype == KJIT_BF16 ? ".bf16" : "");
+    int64_t n = 1;
+    for (int d = 0; d < a->ndim; d++) {
+        n *= a->shape[d];
+        size_t used = strlen(shape);
+        snprintf(shape + used, sizeof shape - used, "%lld,", (long long)a->shape[d]);
+    }
+    int len = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, "
+                       "'shape': (%s), }", descr[a->dtype] ? descr[a->dtype] : "|u1", shape);
+    while ((len + 11) % 64 != 0)
+        header[len++] = ' ';
+    header[len++] = '\n';
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "aot_driver: cannot write %s\n", path);
+        exit(2);
+    }
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff),
+                              (unsigned char)(len >> 8)};
+    fwrite(head, 1, 10, f);
+    fwrite(header, 1, (size_t)len, f);
+    fwrite(a->data, kjit_dtype_size(a->dtype), (size_t)n, f);
+    fclose(f);
+}
+
 static void print_hash(const char *what, const kjit_array *a)
 {
+    dump(what, a);
     int64_t n = 1;
     for (int d = 0; d < a->ndim; d++)
         n *= a->shape[d];
@@ -113,6 +169,48 @@ static void report(kjit_context *context, const char *what, kjit_status status)
 {
     printf("%s: FAILED %s: %s\n", what, kjit_status_name(status), kjit_last_error(context));
     failures++;
+}
+
+/* On cuda: each signature over device arrays of 1000 elements, through
+ * kjit_call_async on a stream of its own, the result copied back. */
+static void run_vectorize_stream(kjit_context *context, kjit_function *f, int sig, int nargs,
+                                 const kjit_dtype *types)
+{
+    kjit_stream *stream = NULL;
+    kjit_array host[17], device[17];
+    kjit_arg args[16];
+    int64_t n[1] = {1000};
+    kjit_dtype out_type;
+    char what[256];
+    snprintf(what, sizeof what, "%s sig %d stream", kjit_function_name(f), sig);
+    kjit_status status = kjit_function_result(f, sig, &out_type);
+    if (status == KJIT_OK)
+        status = kjit_stream_create(context, &stream);
+    int made = 0;
+    for (int i = 0; i <= nargs && status == KJIT_OK; i++, made++) {
+        kjit_dtype t = i < nargs ? types[i] : out_type;
+        host[i] = make(t, 1, n, i);
+        status = kjit_device_alloc(context, t, 1, n, &device[i]);
+        if (status == KJIT_OK && i < nargs)
+            status = kjit_copy(context, &device[i], &host[i], stream);
+        if (i < nargs)
+            args[i] = kjit_arg_array(&device[i]);
+    }
+    if (status == KJIT_OK)
+        status = kjit_call_async(f, args, nargs, &device[nargs], stream);
+    if (status == KJIT_OK)
+        status = kjit_copy(context, &host[nargs], &device[nargs], stream);
+    if (status == KJIT_OK)
+        status = kjit_stream_synchronize(stream);
+    if (status != KJIT_OK)
+        report(context, what, status);
+    else
+        print_hash(what, &host[nargs]);
+    for (int i = 0; i < made; i++) {
+        free(host[i].data);
+        kjit_device_free(context, &device[i]);
+    }
+    kjit_stream_destroy(stream);
 }
 
 static void run_vectorize(kjit_context *context, kjit_function *f)
@@ -139,19 +237,29 @@ static void run_vectorize(kjit_context *context, kjit_function *f)
                                       : make(types[i], 1, flat, i);
                 args[i] = kjit_arg_array(&arrays[i]);
             }
-            kjit_array result = {0};
+            /* a function of several outputs: each output's hash */
+            int outputs = kjit_function_output_count(f);
+            kjit_array results[8] = {{0}};
             char what[256];
             snprintf(what, sizeof what, "%s sig %d form %d", name, sig, form);
-            kjit_status status = kjit_call(f, args, nargs, NULL, &result);
+            kjit_status status = outputs > 1 && outputs <= 8
+                                     ? kjit_call_outputs(f, args, nargs, results, outputs)
+                                     : kjit_call(f, args, nargs, NULL, &results[0]);
             if (status != KJIT_OK)
                 report(context, what, status);
-            else
-                print_hash(what, &result);
-            kjit_array_free(&result);
+            for (int k = 0; status == KJIT_OK && k < (outputs > 1 ? outputs : 1); k++) {
+                char each[300];
+                snprintf(each, sizeof each, "%s output %d", what, k);
+                print_hash(each, &results[k]);
+            }
+            for (int k = 0; k < 8; k++)
+                kjit_array_free(&results[k]);
             for (int i = 0; i < nargs && i < 16; i++)
                 if (args[i].kind == KJIT_ARG_ARRAY)
                     free(arrays[i].data);
         }
+        if (kjit_context_target(context) == KJIT_TARGET_CUDA && nargs < 16)
+            run_vectorize_stream(context, f, sig, nargs, types);
     }
 }
 
@@ -322,22 +430,28 @@ static void run_launch(kjit_context *context, kjit_module *module, char **argv, 
 int main(int argc, char **argv)
 {
     const char *lib = NULL, *kern = NULL, *target = "cpu";
+    bool linked = false;
     int launches = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
+        else if (strcmp(argv[i], "--linked") == 0) linked = true;
         else if (strcmp(argv[i], "--kern") == 0 && i + 1 < argc) kern = argv[++i];
         else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) target = argv[++i];
+        else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump_dir = argv[++i];
         else if (strcmp(argv[i], "--launch") == 0) {
             launches = i + 1;
             break;
         } else {
-            fprintf(stderr, "usage: aot_driver --lib LIB|--kern FILE [--target T] [--launch ...]\n");
+            fprintf(stderr, "usage: aot_driver --lib LIB|--kern FILE [--target T] [--dump DIR] "
+                            "[--launch ...]\n");
             return 2;
         }
     }
     kjit_options options;
     kjit_options_init(&options);
-    options.target = strcmp(target, "parallel") == 0 ? KJIT_TARGET_PARALLEL : KJIT_TARGET_CPU;
+    options.target = strcmp(target, "parallel") == 0 ? KJIT_TARGET_PARALLEL
+                     : strcmp(target, "cuda") == 0   ? KJIT_TARGET_CUDA
+                                                     : KJIT_TARGET_CPU;
     options.num_threads = 4;
     kjit_context *context = NULL;
     if (kjit_context_create(&options, &context) != KJIT_OK) {
@@ -345,15 +459,28 @@ int main(int argc, char **argv)
         return 1;
     }
     kjit_module *module = NULL;
-    kjit_status status = lib ? kjit_module_load_library(context, lib, &module)
-                             : kjit_compile_file(context, kern ? kern : "", &module);
+    kjit_status status;
+    if (linked) {
+#ifdef AOT_LOAD
+        status = AOT_LOAD(context, &module);
+        lib = "the linked library";
+#else
+        fprintf(stderr, "aot_driver: built without -DAOT_LOAD, so with no linked library\n");
+        return 2;
+#endif
+    } else {
+        status = lib ? kjit_module_load_library(context, lib, &module)
+                     : kjit_compile_file(context, kern ? kern : "", &module);
+    }
     if (status != KJIT_OK) {
         fprintf(stderr, "aot_driver: %s\n", kjit_last_error(context));
         kjit_context_destroy(context);
         return 3;
     }
     if (lib)
-        fprintf(stderr, "aot_driver: %s runs its %s code\n", lib, kjit_module_library_level(module));
+        fprintf(stderr, "aot_driver: %s runs its %s code%s%s\n", lib,
+                kjit_module_library_level(module), kjit_module_library_cuda(module) ? ", on cuda its " : "",
+                kjit_module_library_cuda(module) ? kjit_module_library_cuda(module) : "");
     for (int i = 0; i < kjit_module_function_count(module); i++) {
         kjit_function *f = NULL;
         kjit_module_function(module, kjit_module_function_name(module, i), &f);

@@ -23,8 +23,16 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+enum { N = 100000 };
+static float a[N], b[N];
+static double x[N];
+static unsigned char image[48 * 64];
+
 int main(int argc, char **argv)
 {
+    for (int i = 0; i < N; i++)
+        a[i] = (float)i * 1e-5f, b[i] = 1.0f, x[i] = i * 1e-4;
+    memset(image, 0, sizeof image);
     double t0 = now_ms();
     if (argc != 4) {
         fprintf(stderr, "usage: first_call --lib LIB|--kern FILE FUNCTION\n");
@@ -45,12 +53,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "first_call: %s\n", kjit_last_error(context));
         return 1;
     }
-    enum { N = 100000 };
-    static float a[N], b[N];
-    static double x[N];
-    static unsigned char image[48 * 64];
-    for (int i = 0; i < N; i++)
-        a[i] = (float)i * 1e-5f, b[i] = 1.0f, x[i] = i * 1e-4;
     kjit_status status;
     kjit_array result = {0};
     if (strcmp(name, "mandel_kernel") == 0) {

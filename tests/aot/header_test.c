@@ -5,6 +5,13 @@
  * (tests/aot/aot.sh).
  *
  *   header_test libadd.so libmandelbrot.so
+ *
+ * Built with -DLINKED and linked with libadd.a and libmandelbrot.a (kjit
+ * build --emit=staticlib): the same through add_open_linked and
+ * mandelbrot_open_linked, two archives in one program; and
+ * kjit_module_load_linked refuses another ABI version and a damaged table.
+ *
+ *   header_test --linked
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,8 +32,13 @@ static void expect(bool ok, const char *what)
 
 int main(int argc, char **argv)
 {
+#ifdef LINKED
+    if (argc != 2 || strcmp(argv[1], "--linked") != 0)
+        return 2;
+#else
     if (argc != 3)
         return 2;
+#endif
     kjit_options options;
     kjit_options_init(&options);
     options.target = KJIT_TARGET_CPU;
@@ -34,7 +46,21 @@ int main(int argc, char **argv)
         return 1;
     add_module am;
     mandelbrot_module mm;
+#ifdef LINKED
+    kjit_module *refused = NULL;
+    static const unsigned char table[3] = {1, 0, 0};
+    expect(kjit_module_load_linked(context, 99, "old", table, sizeof table, NULL, NULL, 0,
+                                   &refused) == KJIT_ERROR_INVALID_ARGUMENT &&
+               strstr(kjit_last_error(context), "ABI version 99; this runtime reads version"),
+           "another ABI version was not refused");
+    expect(kjit_module_load_linked(context, KJIT_LIBRARY_ABI, "short", table, sizeof table, NULL,
+                                   NULL, 0, &refused) == KJIT_ERROR_INVALID_ARGUMENT &&
+               strstr(kjit_last_error(context), "table is damaged"),
+           "a damaged table was not refused");
+    if (add_open_linked(context, &am) != KJIT_OK || mandelbrot_open_linked(context, &mm) != KJIT_OK) {
+#else
     if (add_open(context, argv[1], &am) != KJIT_OK || mandelbrot_open(context, argv[2], &mm) != KJIT_OK) {
+#endif
         printf("header_test: %s\n", kjit_last_error(context));
         return 1;
     }

@@ -6,8 +6,10 @@
 #   - a cold JIT compile (an empty disk cache) through libkjit,
 #   - a warm disk cache through libkjit (the second process),
 # each both from main (in the process) and as the whole process (exec and
-# dynamic linking included: libkjit carries LLVM); then libkjit-rt's size
-# stripped and each example's library size (all three x86-64 levels).
+# dynamic linking included: libkjit carries LLVM); then the host cost of a
+# call from a library against the JIT's (call_cost.c, the best of 5 processes
+# alternating); then libkjit-rt's size stripped and each example's library
+# size (all three x86-64 levels).
 # Usage: tests/aot/latency.sh [build folder]
 set -u
 BUILD=${1:-build}
@@ -18,6 +20,10 @@ CC=${CC:-cc}
 $CC -std=c11 -D_GNU_SOURCE -O2 -Iruntime tests/aot/first_call.c -o "$OUT/first-rt" \
     -L"$BUILD" -lkjit-rt -lm -Wl,-rpath,"$PWD/$BUILD" || exit 1
 $CC -std=c11 -D_GNU_SOURCE -O2 -Iruntime tests/aot/first_call.c -o "$OUT/first-jit" \
+    -L"$BUILD" -lkjit -lm -Wl,-rpath,"$PWD/$BUILD" || exit 1
+$CC -std=c11 -D_GNU_SOURCE -O2 -Iruntime tests/aot/call_cost.c -o "$OUT/cost-rt" \
+    -L"$BUILD" -lkjit-rt -lm -Wl,-rpath,"$PWD/$BUILD" || exit 1
+$CC -std=c11 -D_GNU_SOURCE -O2 -Iruntime tests/aot/call_cost.c -o "$OUT/cost-jit" \
     -L"$BUILD" -lkjit -lm -Wl,-rpath,"$PWD/$BUILD" || exit 1
 export KJIT_CACHE_DIR="$PWD/$OUT/cache"
 unset KJIT_VERIFY KJIT_CPU_FEATURES
@@ -52,6 +58,22 @@ for pair in add:add sin:vsin exp:vexp mandelbrot:mandel_kernel; do
         printf -v "cell_$mode" '%.2f / %.1f' "$inner" "$(echo "$whole / 1000" | bc -l)"
     done
     printf '| %s (%s) | %s | %s | %s |\n' "$ex" "$fn" "$cell_lib" "$cell_cold" "$cell_warm"
+done
+
+# The host cost of a call: the same root from the library and from the JIT,
+# 5 processes each, alternating (the machine's load moves both alike).
+printf '\n| host cost of a call, cpu (ns, best of 5) | library (libkjit-rt) | JIT (libkjit) | library / JIT |\n'
+printf '| --- | --- | --- | --- |\n'
+for pair in add:add mandelbrot:mandel_kernel; do
+    ex=${pair%%:*} fn=${pair#*:}
+    : >"$OUT/cost-lib.txt"; : >"$OUT/cost-jit.txt"
+    for i in 1 2 3 4 5; do
+        "$OUT/cost-rt" --lib "$OUT/libs/lib$ex.so" "$fn" >>"$OUT/cost-lib.txt" || exit 1
+        "$OUT/cost-jit" --kern "examples/$ex.kern" "$fn" >>"$OUT/cost-jit.txt" || exit 1
+    done
+    lib=$(sort -g "$OUT/cost-lib.txt" | head -1) jit=$(sort -g "$OUT/cost-jit.txt" | head -1)
+    case $fn in add) what="add, 16 f32 (kjit_call)" ;; *) what="mandel_kernel, 1 thread (kjit_launch)" ;; esac
+    printf '| %s | %s | %s | %.3f |\n' "$what" "$lib" "$jit" "$(echo "$lib / $jit" | bc -l)"
 done
 
 strip -o "$OUT/rt.so" "$BUILD/libkjit-rt.so" && strip -o "$OUT/jit.so" "$BUILD/libkjit.so"

@@ -4,7 +4,7 @@
 #   - nm: it defines and uses no LLVM symbol, and none of the global symbols
 #     that the compiler's objects define (compiler/, compiler/backend/, the
 #     lexer), but for the support libkjit-rt shares with them by design
-#     (util.c, types.c, diag.c, half_bits.c, local_size.c: the Makefile's
+#     (util.c, types.c, diag.c, half_bits.c, local_size.c, reduce_lanes.c: the Makefile's
 #     RT_SUPPORT_OBJS).
 # Usage: tests/aot/rt_link.sh [build folder] [library]
 set -u
@@ -26,7 +26,7 @@ if [ "$llvm" != 0 ]; then
     fail=1
 fi
 
-support="util types diag half_bits local_size"
+support="util types diag half_bits local_size reduce_lanes"
 compiler_syms=$(for o in "$BUILD"/obj/compiler/*.o "$BUILD"/obj/compiler/backend/*.o "$BUILD"/obj/gen/lex.o; do
     base=$(basename "$o" .o)
     [[ " $support " == *" $base "* ]] && [[ "$o" != */backend/* ]] && continue

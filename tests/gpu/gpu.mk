@@ -15,16 +15,52 @@
 GPU_BUNDLE      = $(BUILD)/gpu-bundle
 GPU_BUNDLE_MAX_MB = 40
 # Shared libraries every Linux machine with a CUDA driver has.
-GPU_BUNDLE_LIBS = linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|ld-linux|libkjit\.so
+GPU_BUNDLE_LIBS = linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|ld-linux|libkjit\.so|libkjit-rt\.so
+
+# Libraries' cuda code on the GPU machine (tests/gpu/aot.sh): every example
+# built here as a library with sm_90 cubins and PTX and the sse2 cpu code
+# alone (the bundle's size), add without cuda code (a refusal), the golden
+# kernel that prints; the C programs that run them, linked with libkjit-rt
+# alone (-rt) or with libkjit (-jit), built here (that machine has no
+# compiler to spare).
+GPU_AOT = $(BUILD)/gpu-aot
+GPU_AOT_LIBS = $(patsubst examples/%.kern,$(GPU_AOT)/lib%.so,$(wildcard examples/*.kern)) \
+               $(GPU_AOT)/libadd_nocuda.so $(GPU_AOT)/libprint_kernel.so
+GPU_AOT_BINS = $(GPU_AOT)/aot-driver-rt $(GPU_AOT)/aot-driver-jit $(GPU_AOT)/aot-bench-rt \
+               $(GPU_AOT)/aot-bench-jit
+$(GPU_AOT)/lib%.so: examples/%.kern $(BUILD)/kjit $(BUILD)/libkjit.so
+	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
+	$(BUILD)/kjit build $< --emit=lib --cpu-levels=sse2 --arch=sm_90 -o $@
+$(GPU_AOT)/libadd_nocuda.so: examples/add.kern $(BUILD)/kjit $(BUILD)/libkjit.so
+	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
+	$(BUILD)/kjit build $< --emit=lib --cpu-levels=sse2 --cuda=off -o $@
+$(GPU_AOT)/libprint_kernel.so: tests/golden/print/kernel.kern $(BUILD)/kjit $(BUILD)/libkjit.so
+	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
+	$(BUILD)/kjit build $< --emit=lib --cpu-levels=sse2 --arch=sm_90 -o $@
+$(GPU_AOT)/aot-driver-%: tests/aot/aot_driver.c runtime/kjit.h $(BUILD)/libkjit.so $(BUILD)/libkjit-rt.so
+	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Iruntime $< -o $@ -L$(BUILD) -lkjit$(if $(filter rt,$*),-rt,) \
+	  -lm -Wl,-rpath,'$$ORIGIN'
+$(GPU_AOT)/aot-bench-%: tests/gpu/aot_bench.c runtime/kjit.h $(BUILD)/libkjit.so $(BUILD)/libkjit-rt.so
+	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Iruntime $< -o $@ -L$(BUILD) -lkjit$(if $(filter rt,$*),-rt,) \
+	  -lm -Wl,-rpath,'$$ORIGIN'
+
 
 .PHONY: gpu-bundle
 gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test \
-            $(BUILD)/genprog-run $(BUILD)/multigpu/multigpu
+            $(BUILD)/genprog-run $(BUILD)/multigpu/multigpu $(BUILD)/libkjit-rt.so $(GPU_AOT_LIBS) \
+            $(GPU_AOT_BINS)
 	@rm -rf $(GPU_BUNDLE)
 	@mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/tests $(GPU_BUNDLE)/libdevice
 	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test $(BUILD)/genprog-run \
 	  $(BUILD)/multigpu/multigpu $(GPU_BUNDLE)/bin/
 	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit.so $(BUILD)/libkjit.so
+	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit-rt.so $(BUILD)/libkjit-rt.so
+	cp $(GPU_AOT_BINS) $(GPU_BUNDLE)/bin/
+	@# the libraries travel xz-compressed (reduce's cubins and PTX weigh 5 MB)
+	mkdir -p $(GPU_BUNDLE)/aot && tar -C $(GPU_AOT) -cf - $(notdir $(GPU_AOT_LIBS)) | \
+	  xz -T0 -6 > $(GPU_BUNDLE)/aot/libs.tar.xz
 	strip $(GPU_BUNDLE)/bin/kjit $(GPU_BUNDLE)/bin/unit-tests $(GPU_BUNDLE)/bin/latency \
 	  $(GPU_BUNDLE)/bin/modes-test $(GPU_BUNDLE)/bin/genprog-run $(GPU_BUNDLE)/bin/multigpu
 	cp -r examples stdlib $(GPU_BUNDLE)/

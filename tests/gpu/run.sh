@@ -25,8 +25,11 @@
 #      with its compiled hot path built here first (tests/gpu/bundle.sh), the
 #      Python seed examples on cuda and the Python call overhead
 #      (tests/bench/bench_python.py; tests/gpu/python.sh runs that part alone);
-#   5. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
-# KJIT_GPU_SKIP="modes benchmark" leaves those steps out, saying so.
+#   5. libraries' cuda code (tests/gpu/aot.sh: every example from libraries
+#      built here, through libkjit-rt, against the JIT; the first-call
+#      latency and the host cost of calls from a library);
+#   6. the benchmark (tests/bench/bench_gpu.sh), whose table ends the log.
+# KJIT_GPU_SKIP="modes aot benchmark" leaves those steps out, saying so.
 # Ends with one line: "N passed, N failed".
 set -u
 . "$(dirname "$0")/bundle.sh"
@@ -290,6 +293,17 @@ grep -q '^| kjit | add, device' "$work/bench_python.log" \
     && pass "Python call overhead measured (tests/bench/bench_python.py)" \
     || fail "Python call overhead measured (tests/bench/bench_python.py)"
 unset KJIT_LIBRARY
+
+echo "=== libraries built ahead of time, on cuda (tests/gpu/aot.sh)"
+if skipped aot; then :; else
+bash "$root/tests/gpu/aot.sh" "$root" > "$work/aot.log" 2>&1
+cat "$work/aot.log"
+read -r aot_passed aot_failed < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$work/aot.log" | tail -1)
+passed=$((passed + ${aot_passed:-0}))
+failed=$((failed + ${aot_failed:-0}))
+[ -n "${aot_passed:-}" ] || fail "tests/gpu/aot.sh ran to its end"
+grep -q '^skipped: no CUDA driver' "$work/aot.log" && fail "tests/gpu/aot.sh skipped on the GPU machine"
+fi
 
 echo "=== benchmark"
 if skipped benchmark; then :

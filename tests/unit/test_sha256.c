@@ -3,7 +3,9 @@
  * cache's MAC, against the published test vectors: FIPS 180-4's examples
  * (NIST's "abc", the two-block and 896-bit messages, a million 'a's) and
  * RFC 4231's HMAC-SHA-256 test cases 1 to 7, each hashed whole and fed in
- * pieces of every size from 1 to 130 bytes (the block bookkeeping).
+ * pieces of every size from 1 to 130 bytes (the block bookkeeping); each
+ * test twice, with the SHA extensions where the CPU has them (_i 0) and
+ * with the portable code (_i 1).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -47,6 +49,7 @@ static const struct {
 
 START_TEST(sha256_fips_180_4)
 {
+    kj_sha256_portable(_i == 1);
     for (size_t v = 0; v < sizeof fips / sizeof *fips; v++)
         for (size_t piece = 0; piece <= 130; piece++) {
             char got[65];
@@ -62,6 +65,7 @@ START_TEST(sha256_fips_180_4)
     sha256_text(million, 1000000, 4093, got);
     ck_assert_str_eq(got, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     free(million);
+    kj_sha256_portable(false);
 }
 END_TEST
 
@@ -103,6 +107,7 @@ static const struct {
 
 START_TEST(hmac_sha256_rfc_4231)
 {
+    kj_sha256_portable(_i == 1);
     for (size_t c = 0; c < sizeof rfc4231 / sizeof *rfc4231; c++) {
         uint8_t key[256], data[256];
         size_t key_size = make(&rfc4231[c].key, key), data_size = make(&rfc4231[c].data, data);
@@ -126,6 +131,7 @@ START_TEST(hmac_sha256_rfc_4231)
                           c + 1, piece, got, rfc4231[c].mac);
         }
     }
+    kj_sha256_portable(false);
 }
 END_TEST
 
@@ -147,8 +153,8 @@ Suite *suite_sha256(void)
 {
     Suite *suite = suite_create("sha256");
     TCase *tc = tcase_create("sha256");
-    tcase_add_test(tc, sha256_fips_180_4);
-    tcase_add_test(tc, hmac_sha256_rfc_4231);
+    tcase_add_loop_test(tc, sha256_fips_180_4, 0, 2);
+    tcase_add_loop_test(tc, hmac_sha256_rfc_4231, 0, 2);
     tcase_add_test(tc, mac_compare);
     suite_add_tcase(suite, tc);
     return suite;

@@ -1,0 +1,27 @@
+/*
+ * reduce_lanes.c: how many lanes a thread of a cuda reduction holds (the
+ * WARPS and COLUMNS forms, reduce.c).  Apart from reduce.c because the
+ * runtime chooses the variant a call needs (api_reduce.c) in libkjit-rt
+ * too, which holds no pass of the compiler: a library's cuda code is
+ * looked up by these numbers.
+ */
+#include "kjit_compiler.h"
+
+int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes)
+{
+    switch (t->kind) {
+    case KJ_TYPE_I32: case KJ_TYPE_I64: case KJ_TYPE_U32: case KJ_TYPE_U64:
+    case KJ_TYPE_F32: case KJ_TYPE_F64:
+        break;
+    default:
+        return 0; /* no warp shuffle moves it */
+    }
+    int v = widest_input_bytes > 0 && widest_input_bytes < 16 ? 16 / widest_input_bytes : 1;
+    return v > KJ_REDUCE_LANES ? KJ_REDUCE_LANES : v;
+}
+
+int kj_reduce_column_lanes(const KjType *t)
+{
+    (void)t;
+    return 4; /* 8 threads a work item: 64 registers, 256 threads a block */
+}

@@ -1,0 +1,148 @@
+/*
+ * test_aot_cuda.c: what a library's cuda code a device runs (aot_cuda.c;
+ * docs/aot.md, "cuda"), without a GPU: an arch's compute capability, the
+ * --arch list (sorted lowest first, each once, bad names refused), and the
+ * choice: the cubin of the device's major with the highest minor not above
+ * its own, else the PTX when its arch is not above the device's, else none
+ * (the loader's refusal).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kjit_runtime.h"
+
+START_TEST(capability_of_arch_names)
+{
+    int major = -1, minor = -1;
+    ck_assert(kj_aot_cuda_capability("sm_86", &major, &minor));
+    ck_assert_int_eq(major, 8);
+    ck_assert_int_eq(minor, 6);
+    ck_assert(kj_aot_cuda_capability("sm_100", &major, &minor));
+    ck_assert_int_eq(major, 10);
+    ck_assert_int_eq(minor, 0);
+    ck_assert(kj_aot_cuda_capability("sm_90a", &major, &minor));
+    ck_assert_int_eq(major, 9);
+    const char *bad[] = {"sm_", "sm_x0", "compute_90", "sm_90b", "sm_9", "sm_090", "sm_-70",
+                         "sm_70 ", "", NULL};
+    for (int i = 0; bad[i]; i++)
+        ck_assert_msg(!kj_aot_cuda_capability(bad[i], &major, &minor), "accepted '%s'", bad[i]);
+    ck_assert(!kj_aot_cuda_capability(NULL, &major, &minor));
+}
+END_TEST
+
+START_TEST(arch_list_sorted_and_checked)
+{
+    KjAotCudaArchs archs;
+    char *error = NULL;
+    ck_assert_int_eq(kj_aot_cuda_archs("sm_90,sm_70,sm_80,sm_90", &archs, &error), KJIT_OK);
+    ck_assert_int_eq(archs.count, 3);
+    ck_assert_str_eq(archs.names[0], "sm_70");
+    ck_assert_str_eq(archs.names[1], "sm_80");
+    ck_assert_str_eq(archs.names[2], "sm_90");
+    ck_assert_int_eq(kj_aot_cuda_archs("sm_100,sm_75", &archs, &error), KJIT_OK);
+    ck_assert_str_eq(archs.names[0], "sm_75");
+    ck_assert_str_eq(archs.names[1], "sm_100");
+    ck_assert_int_eq(kj_aot_cuda_archs("sm_80,volta", &archs, &error),
+                     KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(error && strstr(error, "unknown CUDA architecture 'volta' in --arch"), "%s",
+                  error ? error : "(none)");
+    free(error);
+    error = NULL;
+    ck_assert_int_eq(kj_aot_cuda_archs("", &archs, &error), KJIT_ERROR_INVALID_ARGUMENT);
+    ck_assert(error && strstr(error, "names no architecture"));
+    free(error);
+}
+END_TEST
+
+/* archs "sm_70,sm_80,sm_86,sm_90" with cubins for those in `cubins`. */
+static KjAotCudaArchs held(const char *cubins)
+{
+    KjAotCudaArchs archs;
+    char *error = NULL;
+    ck_assert_int_eq(kj_aot_cuda_archs("sm_70,sm_80,sm_86,sm_90", &archs, &error), KJIT_OK);
+    for (int a = 0; a < archs.count; a++)
+        archs.cubin[a] = strstr(cubins, archs.names[a]) != NULL;
+    return archs;
+}
+
+START_TEST(choice_of_code_for_a_device)
+{
+    KjAotCudaArchs all = held("sm_70 sm_80 sm_86 sm_90");
+    ck_assert_int_eq(kj_aot_cuda_choose(9, 0, &all, "sm_70"), 3);   /* its own */
+    ck_assert_int_eq(kj_aot_cuda_choose(8, 9, &all, "sm_70"), 2);   /* sm_86 on 8.9 */
+    ck_assert_int_eq(kj_aot_cuda_choose(8, 0, &all, "sm_70"), 1);   /* not sm_86 on 8.0 */
+    ck_assert_int_eq(kj_aot_cuda_choose(7, 5, &all, "sm_70"), 0);
+    /* a newer major than every cubin: the PTX, which the driver compiles */
+    ck_assert_int_eq(kj_aot_cuda_choose(10, 0, &all, "sm_70"), KJ_AOT_CUDA_USE_PTX);
+    ck_assert_int_eq(kj_aot_cuda_choose(12, 0, &all, "sm_70"), KJ_AOT_CUDA_USE_PTX);
+    /* older than everything: nothing */
+    ck_assert_int_eq(kj_aot_cuda_choose(6, 1, &all, "sm_70"), KJ_AOT_CUDA_NONE);
+    /* what ptxas could not make is not chosen (CUDA 13 has no sm_70) */
+    KjAotCudaArchs no70 = held("sm_80 sm_86 sm_90");
+    ck_assert_int_eq(kj_aot_cuda_choose(7, 0, &no70, "sm_70"), KJ_AOT_CUDA_USE_PTX);
+    ck_assert_int_eq(kj_aot_cuda_choose(7, 5, &no70, "sm_70"), KJ_AOT_CUDA_USE_PTX);
+    /* a cubin of the same major but a higher minor is not run: the PTX */
+    KjAotCudaArchs only86 = held("sm_86");
+    ck_assert_int_eq(kj_aot_cuda_choose(8, 0, &only86, "sm_70"), KJ_AOT_CUDA_USE_PTX);
+    ck_assert_int_eq(kj_aot_cuda_choose(8, 0, &only86, "sm_86"), KJ_AOT_CUDA_NONE);
+    /* no cubins (no ptxas at build time): the PTX or nothing */
+    KjAotCudaArchs none = held("");
+    ck_assert_int_eq(kj_aot_cuda_choose(9, 0, &none, "sm_70"), KJ_AOT_CUDA_USE_PTX);
+    ck_assert_int_eq(kj_aot_cuda_choose(9, 0, &none, "sm_100"), KJ_AOT_CUDA_NONE);
+    /* sm_90a's code runs on 9.0 alone, and its PTX is no fallback */
+    KjAotCudaArchs specific;
+    char *error = NULL;
+    ck_assert_int_eq(kj_aot_cuda_archs("sm_90a", &specific, &error), KJIT_OK);
+    specific.cubin[0] = true;
+    ck_assert_int_eq(kj_aot_cuda_choose(9, 0, &specific, "sm_90a"), 0);
+    ck_assert_int_eq(kj_aot_cuda_choose(10, 0, &specific, "sm_90a"), KJ_AOT_CUDA_NONE);
+}
+END_TEST
+
+/* The loader's verdict on a cuda context (aot.c): what it runs, or why
+ * nothing, naming the device and what the library holds. */
+START_TEST(refusals_name_device_and_library)
+{
+    unsetenv("KJIT_AOT_CUDA_DEVICE");
+    char chosen[64] = "", why[512] = "";
+    KjAotCudaArchs archs = held("sm_80 sm_86 sm_90");
+    ck_assert(!kj_aot_cuda_usable(false, &archs, 9, 0, chosen, sizeof chosen, why, sizeof why));
+    ck_assert_str_eq(why, "it holds no cuda code (it was built with --cuda=off); build it "
+                          "without --cuda=off to run it on the cuda target");
+    ck_assert(kj_aot_cuda_usable(true, &archs, 9, 0, chosen, sizeof chosen, why, sizeof why));
+    ck_assert_str_eq(chosen, "cubin sm_90");
+    ck_assert(kj_aot_cuda_usable(true, &archs, 12, 0, chosen, sizeof chosen, why, sizeof why));
+    ck_assert_str_eq(chosen, "ptx sm_70");
+    ck_assert(!kj_aot_cuda_usable(true, &archs, 6, 1, chosen, sizeof chosen, why, sizeof why));
+    ck_assert_str_eq(why, "this device (compute capability 6.1, sm_61) runs none of its cuda "
+                          "code: it holds cubins for sm_80, sm_86 and sm_90 and PTX for sm_70 "
+                          "(build it with --arch=sm_61)");
+    /* sm_90 alone (the GPU bundle's) on a faked 8.0 */
+    KjAotCudaArchs only90;
+    char *error = NULL;
+    ck_assert_int_eq(kj_aot_cuda_archs("sm_90", &only90, &error), KJIT_OK);
+    only90.cubin[0] = true;
+    setenv("KJIT_AOT_CUDA_DEVICE", "sm_80", 1);
+    ck_assert(!kj_aot_cuda_usable(true, &only90, 8, 0, chosen, sizeof chosen, why, sizeof why));
+    ck_assert_str_eq(why, "this device (compute capability 8.0, sm_80, as KJIT_AOT_CUDA_DEVICE "
+                          "says) runs none of its cuda code: it holds cubins for sm_90 and PTX "
+                          "for sm_90 (build it with --arch=sm_80)");
+    unsetenv("KJIT_AOT_CUDA_DEVICE");
+    only90.cubin[0] = false; /* built without ptxas */
+    ck_assert(!kj_aot_cuda_usable(true, &only90, 7, 5, chosen, sizeof chosen, why, sizeof why));
+    ck_assert_msg(strstr(why, "it holds no cubin and PTX for sm_90"), "%s", why);
+}
+END_TEST
+
+Suite *suite_aot_cuda(void)
+{
+    Suite *s = suite_create("aot_cuda");
+    TCase *t = tcase_create("choice");
+    tcase_add_test(t, capability_of_arch_names);
+    tcase_add_test(t, arch_list_sorted_and_checked);
+    tcase_add_test(t, choice_of_code_for_a_device);
+    tcase_add_test(t, refusals_name_device_and_library);
+    suite_add_tcase(s, t);
+    return s;
+}
