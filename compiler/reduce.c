@@ -371,18 +371,29 @@ static KjIrVar *local_lanes(Lift *l, const char *name)
     return lanes;
 }
 
+/* The LANES forms' start of work item w: its output's offsets, and
+ * `start` and `count`, the first element of its block of one output and how
+ * many of the block's KJ_REDUCE_BLOCK elements there are. */
+static void block_of_item(Lift *l, KjIrVar *w, KjIrVar *slot, KjIrVar **start, KjIrVar **count)
+{
+    const int B = KJ_REDUCE_BLOCK;
+    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
+    *start = new_var(l, "start", i64_type());
+    *count = new_var(l, "count", i64_type());
+    item_coords(l, w, k, chunk, slot);
+    output_offsets(l, k);
+    set(l, *start, mul(l, ref(l, chunk), i64(l, B)));
+    set(l, *count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, *start))));
+}
+
 /* LANES without `simd`: the body of work item w: one block of one output,
  * its L lanes in L local variables; a full block takes a path without
  * tests. */
 static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
-    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
-    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    item_coords(l, w, k, chunk, slot);
-    output_offsets(l, k);
-    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
-    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
+    KjIrVar *start, *count;
+    block_of_item(l, w, slot, &start, &count);
 
     KjIrVar *lane[KJ_REDUCE_LANES];
     for (int j = 0; j < L; j++)
@@ -458,13 +469,9 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
  * the lanes in L variables: twice the code to compile for no speed.) */
 static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 {
-    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK;
-    KjIrVar *k = new_var(l, "k", i64_type()), *chunk = new_var(l, "chunk", i64_type());
-    KjIrVar *start = new_var(l, "start", i64_type()), *count = new_var(l, "count", i64_type());
-    item_coords(l, w, k, chunk, slot);
-    output_offsets(l, k);
-    set(l, start, mul(l, ref(l, chunk), i64(l, B)));
-    set(l, count, min_i64(l, i64(l, B), op2(l, KJ_IR_SUB, i64_type(), ref(l, l->m), ref(l, start))));
+    const int L = KJ_REDUCE_LANES;
+    KjIrVar *start, *count;
+    block_of_item(l, w, slot, &start, &count);
     KjIrVar *lanes = local_lanes(l, "lanes");
     KjIrVar *steps = new_var(l, "steps", i64_type()), *rest = new_var(l, "rest", i64_type());
     KjIrVar *base = new_var(l, "base", i64_type());
