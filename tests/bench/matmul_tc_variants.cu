@@ -7,6 +7,7 @@
 //   ./matmul_tc_variants list          the variants' names, one a line
 //   ./matmul_tc_variants run NAME [N]  one variant: prints one line
 //       NAME ms TFLOP/s err_vs_cublas err_vs_ref regs local_bytes smem_bytes
+//            chain_bits (of 64) m8_bits_percent
 //
 // tests/gpu/matmul_variants.sh runs each variant in a process of its own (a
 // variant that faults cannot spoil the others' figures) and prints the table.
@@ -30,7 +31,10 @@
 //
 // Every result is checked in full against cuBLAS's (the largest difference
 // relative to cuBLAS's element; the inputs are uniform in [0, 1), so no
-// element is near 0) and at 64 sampled elements against long-double sums.
+// element is near 0) and at 64 sampled elements against long-double sums;
+// the bits are compared with the cpu's fma chain at those 64 elements and
+// with m8_s1's (mma.sync m8n8k4) in every element: whether the sm_90 shapes
+// could stand in for mma() where the cpu's bits must be kept.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -560,16 +564,41 @@ int main(int argc, char **argv)
     CHECK(cudaMemcpy(got.data(), c, count * sizeof(double), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(want.data(), ref, count * sizeof(double), cudaMemcpyDeviceToHost));
     double err_cublas = rel_err_vs(got, want);
+    // Against long double sums, and bit for bit against the fma chain the
+    // cpu targets compute for mma() (docs/language.md: from 0.0, k = 0, 1,
+    // ... in order, each fma rounded once).
     double err_ref = 0;
+    int chain_same = 0;
     for (int s = 0; s < 64; s++) {
         size_t e = (size_t)s * 1000003 % count;
         size_t i = e / n, j = e % n;
         long double sum = 0;
-        for (int k = 0; k < n; k++)
+        double chain = 0;
+        for (int k = 0; k < n; k++) {
             sum += (long double)ha[i * n + k] * hb[(size_t)k * n + j];
+            chain = std::fma(ha[i * n + k], hb[(size_t)k * n + j], chain);
+        }
         double d = (double)(std::fabs((long double)got[e] - sum) / sum);
         if (!(d <= err_ref))
             err_ref = std::isnan(d) ? INFINITY : d;
+        chain_same += std::memcmp(&chain, &got[e], sizeof chain) == 0;
+    }
+    // Bit for bit against m8_s1 (mma.sync m8n8k4 over k in steps of 4, in
+    // order), in every element: whether another instruction shape rounds as
+    // a chain of m8n8k4 does.
+    long m8_same = 0;
+    {
+        const Variant *m8 = nullptr;
+        for (const Variant &v : all)
+            if (!std::strcmp(v.name, "m8_s1"))
+                m8 = &v;
+        CHECK(cudaMemset(ref, 0xff, count * sizeof(double)));
+        m8->launch(a, b, ref, n);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(want.data(), ref, count * sizeof(double), cudaMemcpyDeviceToHost));
+        for (size_t e = 0; e < count; e++)
+            m8_same += std::memcmp(&got[e], &want[e], sizeof(double)) == 0;
     }
 
     // 3 warm-ups, then 5 rounds of 10 launches between two events; the
@@ -595,8 +624,8 @@ int main(int argc, char **argv)
     std::sort(rounds.begin(), rounds.end());
     double ms = rounds[rounds.size() / 2];
     double tflops = 2.0 * n * n * (double)n / (ms * 1e-3) / 1e12;
-    std::printf("%s %.4f %.2f %.3g %.3g %d %d %zu\n", var->name, ms, tflops, err_cublas, err_ref, regs,
-                local, smem);
+    std::printf("%s %.4f %.2f %.3g %.3g %d %d %zu %d %.4f\n", var->name, ms, tflops, err_cublas, err_ref,
+                regs, local, smem, chain_same, 100.0 * m8_same / count);
     cublasDestroy(handle);
     return 0;
 }
