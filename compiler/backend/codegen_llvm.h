@@ -37,6 +37,10 @@ bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int op
 /* ptx_branches.c: selects between floating-point operations that the
  * optimiser speculated turned back into branches (after optimisation). */
 void kj_ptx_branch_selects(LLVMModuleRef mod);
+/* ptx_mma.c: on sm_90 and later (`arch`), mma() calls that make one of the
+ * larger f64 tensor-core shapes issued as that instruction (after
+ * optimisation). */
+void kj_ptx_fuse_mma(LLVMModuleRef mod, const char *arch);
 
 /* cpu_host.c: a target machine for the host (its CPU and features), LLVM's
  * native target initialised first.  NULL and *error when there is none.

@@ -290,8 +290,10 @@ char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots
     }
     if (!kj_codegen_optimize(mod, machine, opt_level, error))
         goto done;
-    if (opt_level > 0)
+    if (opt_level > 0) {
         kj_ptx_branch_selects(mod);
+        kj_ptx_fuse_mma(mod, arch);
+    }
     if (options->verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &message)) {
         KjBuf buf = {0};
         kj_buf_printf(&buf, "the NVPTX module does not verify: %s", message);

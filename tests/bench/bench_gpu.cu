@@ -499,15 +499,19 @@ static void matmul_rows(const char *bench_dir)
 // The tensor-core f64 matrix multiply of tests/bench/matmul_tc.kern (issue
 // 25): 256 threads (8 warps) make a 128 x 128 tile of c over 128 x 16 tiles
 // of a and 16 x 128 tiles of b in shared memory (rows padded by 4), each warp
-// a 64 x 32 piece of it as 8 x 4 mma.sync.m8n8k4 f64 tiles; the next tiles'
-// elements are loaded into registers before the mma of the current ones.
-// The same algorithm as the .kern, the instruction by inline asm; CuPy's `@`
-// (cuBLAS) is beside it in bench_gpu_py.py.
-__device__ __forceinline__ void dmma(double a, double b, double &d0, double &d1)
+// a 64 x 32 piece of it as 8 x 4 mma.sync.m8n8k4 f64 tiles, which kjit issues
+// on sm_90 as 4 x 4 m16n8k4 (the tiles 2p and 2p + 1 of a column share its
+// b: compiler/backend/ptx_mma.c); the next tiles' elements are loaded into
+// registers before the mma of the current ones.  The same algorithm and
+// instructions as the .kern's PTX, by inline asm; CuPy's `@` (cuBLAS) is
+// beside it in bench_gpu_py.py.
+__device__ __forceinline__ void dmma16(double a0, double a1, double b, double &d0, double &d1,
+                                       double &d2, double &d3)
 {
-    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-                 : "+d"(d0), "+d"(d1)
-                 : "d"(a), "d"(b));
+    asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, "
+                 "{%6}, {%0, %1, %2, %3};"
+                 : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3)
+                 : "d"(a0), "d"(a1), "d"(b));
 }
 
 __global__ void __launch_bounds__(256) matmul_tc(const double *a, const double *b, double *c, int n,
@@ -553,10 +557,11 @@ __global__ void __launch_bounds__(256) matmul_tc(const double *a, const double *
             for (int j = 0; j < 4; j++)
                 fb[j] = bt[kk + t][wn + 8 * j + g];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < 8; i += 2)
 #pragma unroll
                 for (int j = 0; j < 4; j++)
-                    dmma(fa[i], fb[j], acc[i][j][0], acc[i][j][1]);
+                    dmma16(fa[i], fa[i + 1], fb[j], acc[i][j][0], acc[i][j][1], acc[i + 1][j][0],
+                           acc[i + 1][j][1]);
         }
         __syncthreads();
     }

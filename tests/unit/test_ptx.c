@@ -282,9 +282,10 @@ END_TEST
 
 /* mma(): on sm_80 and later PTX's mma.sync.aligned.m8n8k4.row.col.f64, one
  * per call (the tensor-core matrix multiply's 8 x 4 a step of k, unrolled),
- * and no shuffle; before (sm_75), twelve f64 shuffles (as 32-bit halves) and
- * eight fma.rn.f64 per call and no mma.sync.  Each assembles for its
- * architecture. */
+ * and no shuffle, except that on sm_90 the matrix multiply's calls go in
+ * pairs on the same B as m16n8k4 (ptx_mma.c), none left alone; before (sm_75),
+ * twelve f64 shuffles (as 32-bit halves) and eight fma.rn.f64 per call and
+ * no mma.sync.  Each assembles for its architecture. */
 START_TEST(mma_is_mma_sync_from_sm_80)
 {
     const char *files[2] = {"tests/golden/exec/mma.kern", "tests/bench/matmul_tc.kern"};
@@ -305,23 +306,96 @@ START_TEST(mma_is_mma_sync_from_sm_80)
             char *error = NULL;
             char *ptx = kj_ptx_generate(module, &root, 1, &options, &error);
             ck_assert_msg(ptx != NULL, "%s for %s: %s", files[f], arches[a], error ? error : "?");
-            int mma = 0, shuffles = 0, fmas = 0;
+            int mma = 0, tall = 0, shuffles = 0, fmas = 0;
             for (const char *p = ptx; (p = strstr(p, "mma.sync.aligned.m8n8k4.row.col.f64")); p++)
                 mma++;
+            for (const char *p = ptx; (p = strstr(p, "mma.sync.aligned.m16n8k4.row.col.f64")); p++)
+                tall++;
             for (const char *p = ptx; (p = strstr(p, "shfl.sync.idx.b32")); p++)
                 shuffles++;
             for (const char *p = ptx; (p = strstr(p, "fma.rn.f64")); p++)
                 fmas++;
             /* mma.kern calls mma() once; matmul_tc.kern in loops LLVM unrolls */
-            bool native = a < 2, once = f == 0;
-            int calls = native ? mma : fmas / 8;
-            ck_assert_msg(native ? (once ? mma == 1 : mma >= 32) && shuffles == 0
-                                 : mma == 0 && (once ? calls == 1 : calls >= 1) &&
+            bool native = a < 2, paired = a == 0 && f == 1, once = f == 0;
+            int calls = native ? mma + 2 * tall : fmas / 8;
+            ck_assert_msg(native ? (once ? calls == 1 : calls >= 32) && shuffles == 0 &&
+                                       (paired ? mma == 0 : tall == 0)
+                                 : mma == 0 && tall == 0 && (once ? calls == 1 : calls >= 1) &&
                                        fmas == 8 * calls && shuffles == 24 * calls,
-                          "%s for %s: %d mma.sync, %d shuffles, %d fma.rn.f64", files[f], arches[a],
-                          mma, shuffles, fmas);
+                          "%s for %s: %d mma.sync m8n8k4, %d m16n8k4, %d shuffles, %d fma.rn.f64",
+                          files[f], arches[a], mma, tall, shuffles, fmas);
             assemble_for(ptx, files[f], arches[a]);
             free(ptx);
+            kj_arena_free(&arena);
+        }
+}
+END_TEST
+
+/* ptx_mma.c's pairing on sm_90: two mma() on the same B whose results are
+ * not read before the second become one m16n8k4 (in either order of
+ * source); a second call that reads the first's result, one on another B,
+ * or a first call's result read before the second, stay two m8n8k4. */
+START_TEST(mma_pairs_are_m16n8k4_on_sm_90)
+{
+    static const struct {
+        const char *body;
+        int m8, m16;
+    } cases[] = {
+        /* two tiles of a column: one m16n8k4 */
+        {"let x0, x1 = mma(a[l], b[l], c[l], c[l + 32]);\n"
+         "let y0, y1 = mma(a[l + 32], b[l], c[l + 64], c[l + 96]);\n"
+         "d[l] = x0; d[l + 32] = x1; d[l + 64] = y0; d[l + 96] = y1;\n", 0, 1},
+        /* four: two pairs */
+        {"let x0, x1 = mma(a[l], b[l], c[l], c[l + 32]);\n"
+         "let y0, y1 = mma(a[l + 32], b[l], c[l + 64], c[l + 96]);\n"
+         "let z0, z1 = mma(a[l + 64], b[l + 32], x0, x1);\n"
+         "let w0, w1 = mma(a[l + 96], b[l + 32], y0, y1);\n"
+         "d[l] = z0; d[l + 32] = z1; d[l + 64] = w0; d[l + 96] = w1;\n", 0, 2},
+        /* a chain on one B: the second reads the first */
+        {"let x0, x1 = mma(a[l], b[l], c[l], c[l + 32]);\n"
+         "let y0, y1 = mma(a[l + 32], b[l], x0, x1);\n"
+         "d[l] = y0; d[l + 32] = y1;\n", 2, 0},
+        /* the second's A is made of the first's result */
+        {"let x0, x1 = mma(a[l], b[l], c[l], c[l + 32]);\n"
+         "let y0, y1 = mma(x0 * 2.0, b[l], c[l + 64], c[l + 96]);\n"
+         "d[l] = x1; d[l + 32] = y0; d[l + 64] = y1;\n", 2, 0},
+        /* two B */
+        {"let x0, x1 = mma(a[l], b[l], c[l], c[l + 32]);\n"
+         "let y0, y1 = mma(a[l + 32], b[l + 32], c[l + 64], c[l + 96]);\n"
+         "d[l] = x0; d[l + 32] = x1; d[l + 64] = y0; d[l + 96] = y1;\n", 2, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int a = 0; a < 2; a++) {
+            const char *arch = a == 0 ? "sm_90" : "sm_80";
+            KjArena arena = {0};
+            KjBuf text = {0};
+            kj_buf_printf(&text,
+                          "@kernel\nfn pair(a: f64[], b: f64[], c: f64[], d: f64[]) {\n"
+                          "let l = i64(laneid());\n%s}\n", cases[k].body);
+            KjDiag diag = {.sink = diag_to_stderr};
+            KjSource *src = kj_source_from_string(&arena, "pair.kern", text.data);
+            const char *stdlib_dirs[] = {"stdlib", NULL};
+            KjIrModule *module = kj_compile_source(&arena, src, stdlib_dirs, &diag);
+            ck_assert_msg(module != NULL, "case %zu does not compile", k);
+            KjIrFunction *root = ((KjIrEntry *)module->entries.items[0])->variants.items[0];
+            KjCodegenOptions options = {.target = KJ_CODEGEN_CUDA, .opt_level = 3,
+                                        .cuda_arch = arch, .verify = true};
+            char *error = NULL;
+            char *ptx = kj_ptx_generate(module, &root, 1, &options, &error);
+            ck_assert_msg(ptx != NULL, "case %zu for %s: %s", k, arch, error ? error : "?");
+            int m8 = 0, m16 = 0;
+            for (const char *p = ptx; (p = strstr(p, "mma.sync.aligned.m8n8k4.row.col.f64")); p++)
+                m8++;
+            for (const char *p = ptx; (p = strstr(p, "mma.sync.aligned.m16n8k4.row.col.f64")); p++)
+                m16++;
+            int want8 = a == 0 ? cases[k].m8 : cases[k].m8 + 2 * cases[k].m16;
+            int want16 = a == 0 ? cases[k].m16 : 0;
+            ck_assert_msg(m8 == want8 && m16 == want16,
+                          "case %zu for %s: %d m8n8k4 and %d m16n8k4, not %d and %d:\n%s", k, arch,
+                          m8, m16, want8, want16, text.data);
+            assemble_for(ptx, "pair.kern", arch);
+            free(ptx);
+            free(text.data);
             kj_arena_free(&arena);
         }
 }
@@ -724,6 +798,7 @@ Suite *suite_ptx(void)
     tcase_add_test(tcase, kernel_features_assemble);
     tcase_add_test(tcase, exec_builtins_assemble);
     tcase_add_test(tcase, mma_is_mma_sync_from_sm_80);
+    tcase_add_test(tcase, mma_pairs_are_m16n8k4_on_sm_90);
     tcase_add_test(tcase, print_calls_vprintf);
     tcase_add_test(tcase, const_arrays_in_constant_memory);
     tcase_add_test(tcase, device_functions_and_atomics_assemble);
