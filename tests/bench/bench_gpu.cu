@@ -502,7 +502,8 @@ static void matmul_rows(const char *bench_dir)
 // a 64 x 32 piece of it as 8 x 4 mma.sync.m8n8k4 f64 tiles, which kjit issues
 // on sm_90 as 4 x 4 m16n8k4 (the tiles 2p and 2p + 1 of a column share its
 // b: compiler/backend/ptx_mma.c); the next tiles' elements are loaded into
-// registers before the mma of the current ones.  The same algorithm and
+// registers before the mma of the current ones (rows and columns past the
+// edge clamped, k checked in the last tile only).  The same algorithm and
 // instructions as the .kern's PTX, by inline asm; CuPy's `@` (cuBLAS) is
 // beside it in bench_gpu_py.py.
 __device__ __forceinline__ void dmma16(double a0, double a1, double b, double &d0, double &d1,
@@ -522,13 +523,18 @@ __global__ void __launch_bounds__(256) matmul_tc(const double *a, const double *
     int g = lane / 4, t = lane % 4;
     int wm = (warp % 2) * 64, wn = (warp / 2) * 32;
     long row0 = (long)blockIdx.y * 128, col0 = (long)blockIdx.x * 128;
+    if (n == 0 || m == 0)
+        return;
     double acc[8][4][2] = {};
+    // rows and columns past the edge read at the last one (their products
+    // land in elements never stored); only a tile that reaches k's end checks
     double na[8], nb[8];
 #pragma unroll
     for (int l = 0; l < 8; l++) {
         int e = tid + 256 * l;
-        na[l] = row0 + e / 16 < n && e % 16 < depth ? a[(row0 + e / 16) * depth + e % 16] : 0.0;
-        nb[l] = e / 128 < depth && col0 + e % 128 < m ? b[(long)(e / 128) * m + col0 + e % 128] : 0.0;
+        long r = min(row0 + e / 16, (long)n - 1), s = min(col0 + e % 128, (long)m - 1);
+        na[l] = e % 16 < depth ? a[r * depth + e % 16] : 0.0;
+        nb[l] = e / 128 < depth ? b[(long)(e / 128) * m + s] : 0.0;
     }
     for (int k0 = 0; k0 < depth; k0 += 16) {
 #pragma unroll
@@ -539,13 +545,23 @@ __global__ void __launch_bounds__(256) matmul_tc(const double *a, const double *
         }
         __syncthreads();
         int k1 = k0 + 16;
+        if (k1 + 16 <= depth) {
 #pragma unroll
-        for (int l = 0; l < 8; l++) {
-            int e = tid + 256 * l;
-            long r = row0 + e / 16, s = col0 + e % 128;
-            int k = k1 + e % 16, kb = k1 + e / 128;
-            na[l] = r < n && k < depth ? a[r * depth + k] : 0.0;
-            nb[l] = kb < depth && s < m ? b[(long)kb * m + s] : 0.0;
+            for (int l = 0; l < 8; l++) {
+                int e = tid + 256 * l;
+                long r = min(row0 + e / 16, (long)n - 1), s = min(col0 + e % 128, (long)m - 1);
+                na[l] = a[r * depth + k1 + e % 16];
+                nb[l] = b[(long)(k1 + e / 128) * m + s];
+            }
+        } else {
+#pragma unroll
+            for (int l = 0; l < 8; l++) {
+                int e = tid + 256 * l;
+                long r = min(row0 + e / 16, (long)n - 1), s = min(col0 + e % 128, (long)m - 1);
+                int k = k1 + e % 16, kb = k1 + e / 128;
+                na[l] = k < depth ? a[r * depth + k] : 0.0;
+                nb[l] = kb < depth ? b[(long)kb * m + s] : 0.0;
+            }
         }
 #pragma unroll
         for (int kk = 0; kk < 16; kk += 4) {

@@ -4,10 +4,11 @@
 // come within 2x of cuBLAS on cuda).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o matmul_tc_variants matmul_tc_variants.cu -lcublas
+//   (with -DKJIT_VARIANT -I<kjit.h's folder> -L<libkjit.so's> -lkjit: a "kjit" row too)
 //   ./matmul_tc_variants list          the variants' names, one a line
 //   ./matmul_tc_variants run NAME [N]  one variant: prints one line
 //       NAME ms TFLOP/s err_vs_cublas err_vs_ref regs local_bytes smem_bytes
-//            chain_bits (of 64) m8_bits_percent
+//            chain_bits (of 64) m8_bits_percent (against "current")
 //
 // tests/gpu/matmul_variants.sh runs each variant in a process of its own (a
 // variant that faults cannot spoil the others' figures) and prints the table.
@@ -25,15 +26,16 @@
 //   - the order of the blocks (rows of blocks in groups of 8, for L2).
 // The shared tiles' rows are padded by 4 elements (conflict-free fragment
 // reads, 16-byte aligned rows for 128-bit stores and cp.async).
-// "current" is tests/bench/bench_gpu.cu's matmul_tc verbatim (the CUDA C
-// twin of the .kern, bounds checks included); the template variants assume
-// sizes that are multiples of their tiles (the host refuses others).
+// "current" is the CUDA C twin of the .kern before sm_90's m16n8k4 (bounds
+// checks included); it, the current_k4 and k4_clamp rows and the kjit row
+// take any N, the template variants multiples of their tiles (the host
+// refuses others).
 //
 // Every result is checked in full against cuBLAS's (the largest difference
 // relative to cuBLAS's element; the inputs are uniform in [0, 1), so no
 // element is near 0) and at 64 sampled elements against long-double sums;
 // the bits are compared with the cpu's fma chain at those 64 elements and
-// with m8_s1's (mma.sync m8n8k4) in every element: whether the sm_90 shapes
+// with current's (mma.sync m8n8k4) in every element: whether the sm_90 shapes
 // could stand in for mma() where the cpu's bits must be kept.
 #include <algorithm>
 #include <cmath>
@@ -191,6 +193,103 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// The current kernel with m16n8k4 on the tiles 2p and 2p + 1 of a column
+// (what kjit issues on sm_90 since ptx_mma.c), and cheaper forms of its
+// bounds checks, each expressible in a .kern:
+//   BOUNDS 0: as the current kernel (a row, a column and k checked a load);
+//   BOUNDS 1: rows and columns past the edge clamped to the last one (their
+//             products land only in elements never stored), k checked;
+//   BOUNDS 2: as 1, and the loads of a k tile wholly inside unchecked (a
+//             branch a k-step, the same for the whole block).
+__device__ __forceinline__ void dmma16(double a0, double a1, double b, double &d0, double &d1,
+                                       double &d2, double &d3)
+{
+    asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, "
+                 "{%6}, {%0, %1, %2, %3};"
+                 : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3)
+                 : "d"(a0), "d"(a1), "d"(b));
+}
+
+template <int BOUNDS>
+__global__ void __launch_bounds__(256) matmul_tc16(const double *a, const double *b, double *c, int n,
+                                                   int m, int depth)
+{
+    __shared__ double at[128][20], bt[16][132];
+    int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    int g = lane / 4, t = lane % 4;
+    int wm = (warp % 2) * 64, wn = (warp / 2) * 32;
+    long row0 = (long)blockIdx.y * 128, col0 = (long)blockIdx.x * 128;
+    if (n == 0 || m == 0)
+        return;
+    double acc[8][4][2] = {};
+    double na[8], nb[8];
+    auto load = [&](int k1) { // the first tile checked always, as the .kern
+        bool inside = BOUNDS == 2 && k1 > 0 && k1 + 16 <= depth;
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            int e = tid + 256 * l;
+            long r = row0 + e / 16, s = col0 + e % 128;
+            int k = k1 + e % 16, kb = k1 + e / 128;
+            if (BOUNDS == 0) {
+                na[l] = r < n && k < depth ? a[r * depth + k] : 0.0;
+                nb[l] = kb < depth && s < m ? b[(long)kb * m + s] : 0.0;
+            } else {
+                long rc = r < n ? r : n - 1, sc = s < m ? s : m - 1;
+                if (inside) {
+                    na[l] = a[rc * depth + k];
+                    nb[l] = b[(long)kb * m + sc];
+                } else {
+                    na[l] = k < depth ? a[rc * depth + k] : 0.0;
+                    nb[l] = kb < depth ? b[(long)kb * m + sc] : 0.0;
+                }
+            }
+        }
+    };
+    load(0);
+    for (int k0 = 0; k0 < depth; k0 += 16) {
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            int e = tid + 256 * l;
+            at[e / 16][e % 16] = na[l];
+            bt[e / 128][e % 128] = nb[l];
+        }
+        __syncthreads();
+        load(k0 + 16);
+#pragma unroll
+        for (int kk = 0; kk < 16; kk += 4) {
+            double fa[8], fb[4];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                fa[i] = at[wm + 8 * i + g][kk + t];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                fb[j] = bt[kk + t][wn + 8 * j + g];
+#pragma unroll
+            for (int i = 0; i < 8; i += 2)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    dmma16(fa[i], fa[i + 1], fb[j], acc[i][j][0], acc[i][j][1], acc[i + 1][j][0],
+                           acc[i + 1][j][1]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            long r = row0 + wm + 8 * i + g, s = col0 + wn + 8 * j + 2 * t;
+            if (r < n && s < m)
+                c[r * m + s] = acc[i][j][0];
+            if (r < n && s + 1 < m)
+                c[r * m + s + 1] = acc[i][j][1];
+        }
+}
+
+template <int BOUNDS> static void launch_tc16(const double *a, const double *b, double *c, int n)
+{
+    matmul_tc16<BOUNDS><<<dim3((n + 127) / 128, (n + 127) / 128), 256>>>(a, b, c, n, n, n);
 }
 
 // ------------------------------------------------------ the template kernel
@@ -418,13 +517,63 @@ static void launch_current(const double *a, const double *b, double *c, int n)
     matmul_tc<<<dim3((n + 127) / 128, (n + 127) / 128), 256>>>(a, b, c, n, n, n);
 }
 
+#ifdef KJIT_VARIANT
+// The "kjit" row: tests/bench/matmul_tc.kern ($KJIT_MATMUL_KERN) through
+// libkjit on the same device buffers, launched as bench_gpu.cu does (built
+// so by tests/gpu/matmul_variants.sh when it finds libkjit.so).
+#include "kjit.h"
+
+static void kjit_check(kjit_context *context, kjit_status status, const char *what)
+{
+    if (status != KJIT_OK) {
+        std::fprintf(stderr, "matmul_tc_variants: kjit: %s: %s: %s\n", what, kjit_status_name(status),
+                     context ? kjit_last_error(context) : "");
+        std::exit(1);
+    }
+}
+
+static void launch_kjit(const double *a, const double *b, double *c, int n)
+{
+    static kjit_context *context;
+    static kjit_function *fn;
+    static kjit_array av, bv, cv;
+    static int64_t shape[2];
+    if (!fn) {
+        const char *path = std::getenv("KJIT_MATMUL_KERN");
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = KJIT_TARGET_CUDA;
+        kjit_check(nullptr, kjit_context_create(&options, &context), "context");
+        kjit_module *module;
+        kjit_check(context, kjit_compile_file(context, path ? path : "tests/bench/matmul_tc.kern", &module),
+                   "compile");
+        kjit_check(context, kjit_module_function(module, "matmul_tc", &fn), "matmul_tc");
+    }
+    shape[0] = shape[1] = n;
+    av = kjit_array_make((void *)a, KJIT_F64, 2, shape);
+    bv = kjit_array_make((void *)b, KJIT_F64, 2, shape);
+    cv = kjit_array_make(c, KJIT_F64, 2, shape);
+    av.memory = bv.memory = cv.memory = KJIT_MEMORY_DEVICE;
+    kjit_arg args[3] = {kjit_arg_array(&av), kjit_arg_array(&bv), kjit_arg_array(&cv)};
+    const uint32_t grid[3] = {(uint32_t)(n + 127) / 128, (uint32_t)(n + 127) / 128, 1};
+    const uint32_t block[3] = {256, 1, 1};
+    kjit_check(context, kjit_launch(fn, grid, block, args, 3, NULL), "launch");
+}
+#endif
+
 // Template arguments: SHAPE (0: m8n8k4, 4/8/16: m16n8k4/k8/k16), BM, BN, BK,
 // WM, WN, STAGES, ASYNC, VEC, GROUP, MINB (blocks an SM for __launch_bounds__).
 static std::vector<Variant> variants()
 {
     return {
         {"current", "bench_gpu.cu's matmul_tc (the .kern's twin, bounds checks)",
-         (const void *)matmul_tc, 256, 128, 128, 16, 0, launch_current},
+         (const void *)matmul_tc, 256, 1, 1, 1, 0, launch_current},
+        {"current_k4", "current with m16n8k4 pairs (kjit on sm_90 since ptx_mma.c)",
+         (const void *)matmul_tc16<0>, 256, 1, 1, 1, 0, launch_tc16<0>},
+        {"k4_clamp", "current_k4, rows and columns clamped, k checked",
+         (const void *)matmul_tc16<1>, 256, 1, 1, 1, 0, launch_tc16<1>},
+        {"k4_clamp_inside", "k4_clamp, k tiles wholly inside unchecked (the .kern, bench_gpu.cu)",
+         (const void *)matmul_tc16<2>, 256, 1, 1, 1, 0, launch_tc16<2>},
         make<0, 128, 128, 16, 64, 32, 1, false, false, 0, 1>("m8_s1", "current, no bounds checks"),
         make<0, 128, 128, 16, 64, 32, 2, false, false, 0, 1>("m8_s2", "m8n8k4, 2 stages by registers"),
         make<0, 128, 128, 16, 64, 32, 2, false, true, 0, 1>("m8_s2_v2", "m8_s2 + f64x2 loads"),
@@ -434,6 +583,10 @@ static std::vector<Variant> variants()
         make<0, 128, 128, 16, 32, 64, 2, false, false, 0, 1>("m8_s2_w32x64", "m8_s2, warp tile 32 x 64"),
         make<4, 128, 128, 16, 64, 32, 1, false, false, 0, 1>("k4_s1", "m16n8k4, else m8_s1"),
         make<4, 128, 128, 16, 64, 32, 2, false, false, 0, 1>("k4_s2", "m16n8k4, else m8_s2"),
+        make<4, 128, 128, 16, 64, 32, 1, false, true, 0, 1>("k4_s1_v2", "k4_s1 + f64x2 loads"),
+        make<4, 128, 128, 16, 64, 32, 2, false, true, 0, 1>("k4_s2_v2", "k4_s2 + f64x2 loads"),
+        make<4, 128, 128, 16, 64, 32, 1, false, false, 8, 1>("k4_s1_grp8", "k4_s1 + grouped block order"),
+        make<4, 128, 128, 16, 32, 64, 1, false, false, 0, 1>("k4_s1_w32x64", "k4_s1, warp tile 32 x 64"),
         make<8, 128, 128, 16, 64, 32, 1, false, false, 0, 1>("k8_s1", "m16n8k8, else m8_s1"),
         make<8, 128, 128, 16, 64, 32, 2, false, false, 0, 1>("k8_s2", "m16n8k8, else m8_s2"),
         make<8, 128, 128, 16, 64, 32, 2, false, true, 0, 1>("k8_s2_v2", "k8_s2 + f64x2 loads"),
@@ -455,6 +608,10 @@ static std::vector<Variant> variants()
         make<8, 128, 128, 16, 64, 32, 4, true, true, 8, 1>("k8_async4_grp8", "k8_async4 + grouped order"),
         make<16, 128, 128, 16, 64, 32, 4, true, true, 0, 1>("k16_async4", "m16n8k16, 4 cp.async stages"),
         make<16, 128, 128, 32, 64, 32, 3, true, true, 0, 1>("k16_async3_bk32", "m16n8k16, 3 stages, BK = 32"),
+#ifdef KJIT_VARIANT
+        {"kjit", "tests/bench/matmul_tc.kern through libkjit (its PTX: m16n8k4 pairs)", nullptr, 256,
+         1, 1, 1, 0, launch_kjit},
+#endif
         {"cublas", "cublasDgemm", nullptr, 0, 1, 1, 1, 0, nullptr},
     };
 }
@@ -493,8 +650,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const int n = argc > 3 ? std::atoi(argv[3]) : 4096;
-    if (n <= 0 || n % 128) {
-        std::fprintf(stderr, "matmul_tc_variants: N must be a positive multiple of 128\n");
+    if (n <= 0) {
+        std::fprintf(stderr, "matmul_tc_variants: N must be positive\n");
         return 2;
     }
     const size_t count = (size_t)n * n;
@@ -540,7 +697,7 @@ int main(int argc, char **argv)
     int regs = 0, local = 0;
     size_t smem = 0;
     std::function<void()> run = [&] { cublas(c); };
-    if (var->launch) {
+    if (var->func) { // the kjit row's kernel is libkjit's own: no attributes here
         cudaFuncAttributes attr;
         CHECK(cudaFuncGetAttributes(&attr, var->func));
         regs = attr.numRegs;
@@ -549,8 +706,9 @@ int main(int argc, char **argv)
         if (var->smem > 48 * 1024)
             CHECK(cudaFuncSetAttribute(var->func, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)var->smem));
-        run = [&] { var->launch(a, b, c, n); };
     }
+    if (var->launch)
+        run = [&] { var->launch(a, b, c, n); };
     if (n % var->bm || n % var->bn || n % var->bk) {
         std::fprintf(stderr, "matmul_tc_variants: %s needs N a multiple of its tiles\n", var->name);
         return 2;
@@ -583,14 +741,14 @@ int main(int argc, char **argv)
             err_ref = std::isnan(d) ? INFINITY : d;
         chain_same += std::memcmp(&chain, &got[e], sizeof chain) == 0;
     }
-    // Bit for bit against m8_s1 (mma.sync m8n8k4 over k in steps of 4, in
-    // order), in every element: whether another instruction shape rounds as
-    // a chain of m8n8k4 does.
+    // Bit for bit against "current" (mma.sync m8n8k4 over k in steps of 4,
+    // in order; any N), in every element: whether another instruction shape
+    // rounds as a chain of m8n8k4 does.
     long m8_same = 0;
     {
         const Variant *m8 = nullptr;
         for (const Variant &v : all)
-            if (!std::strcmp(v.name, "m8_s1"))
+            if (!std::strcmp(v.name, "current"))
                 m8 = &v;
         CHECK(cudaMemset(ref, 0xff, count * sizeof(double)));
         m8->launch(a, b, ref, n);
