@@ -84,17 +84,27 @@ static void number_block(Numbering *n, LLVMBasicBlockRef bb)
 /* i's place in the numbered block. */
 static int place(const Numbering *n, LLVMValueRef i) { return n->order[slot_of(n, i)]; }
 
-/* Whether every use of call's results (each an extractvalue of d0 or d1)
- * comes after `point` in the block, or is in another block (which the
- * block dominates) or a phi (which reads it on an edge out of the block). */
-static bool used_after(const Numbering *n, LLVMValueRef call, int point)
+/* Whether call's results are only taken apart (extractvalue of d0 or d1),
+ * as codegen makes them: the fused call's results replace those. */
+static bool only_extracted(LLVMValueRef call)
 {
-    LLVMBasicBlockRef bb = LLVMGetInstructionParent(call);
     for (LLVMUseRef use = LLVMGetFirstUse(call); use; use = LLVMGetNextUse(use)) {
         LLVMValueRef extract = LLVMGetUser(use);
         if (!LLVMIsAExtractValueInst(extract) || LLVMGetNumIndices(extract) != 1 ||
             LLVMGetIndices(extract)[0] > 1)
             return false;
+    }
+    return true;
+}
+
+/* Whether every use of call's results comes after `point` in the block, or
+ * is in another block (which the block dominates) or a phi (which reads it
+ * on an edge out of the block). */
+static bool used_after(const Numbering *n, LLVMValueRef call, int point)
+{
+    LLVMBasicBlockRef bb = LLVMGetInstructionParent(call);
+    for (LLVMUseRef use = LLVMGetFirstUse(call); use; use = LLVMGetNextUse(use)) {
+        LLVMValueRef extract = LLVMGetUser(use);
         for (LLVMUseRef u = LLVMGetFirstUse(extract); u; u = LLVMGetNextUse(u)) {
             LLVMValueRef user = LLVMGetUser(u);
             if (LLVMIsAPHINode(user) || LLVMGetInstructionParent(user) != bb)
@@ -113,6 +123,7 @@ static bool find_pair(const Numbering *n, LLVMValueRef *calls, int count, int *x
     for (int i = 0; i < count; i++)
         for (int j = i + 1; j < count; j++)
             if (LLVMGetOperand(calls[j], 1) == LLVMGetOperand(calls[i], 1) &&
+                only_extracted(calls[i]) && only_extracted(calls[j]) &&
                 used_after(n, calls[i], place(n, calls[j]))) {
                 *x = i;
                 *y = j;
