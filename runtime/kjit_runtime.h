@@ -1074,13 +1074,22 @@ typedef struct KjVectorizedRun {
     const KjCompiled *compiled;
     KjBroadcastPlan *plan;
     void **params;
-    const kjit_array *const *inputs; /* NULL for host scalars */
+    /* NULL for host scalars passed by value (bit i of plan->variant's
+     * scalar_mask); every input the code reads through a descriptor has its
+     * array here, a host scalar that a library's general code reads as a
+     * 0-d host array (api_call.c's generalize), so a device target stages
+     * each (kj_vectorized_stages_input) */
+    const kjit_array *const *inputs;
     int input_count;
     kjit_array *output;
     int extra_outputs; /* a @vectorize of several outputs: the last extra_outputs inputs
                           are its outputs 1.. (written, copied back from a device) */
     kjit_stream *stream; /* NULL: the default stream */
 } KjVectorizedRun;
+/* runtime_cuda.c: whether a target whose device cannot read the host's
+ * memory copies input i of run to the device for the call: a host array
+ * the code reads through its descriptor. */
+bool kj_vectorized_stages_input(const KjVectorizedRun *run, int i);
 
 /* A kernel launch, its arguments marshalled: descs[i] is array argument i's
  * descriptor, which params[i] points to (cuda may stage a host array and

@@ -98,6 +98,17 @@ for kern in "$root"/examples/*.kern; do
     fi
 done
 
+# lla_a has 5 inputs: with a scalar among them the library has no variant
+# of its own (it holds every set of scalars for up to 4 inputs) and runs the
+# general code, the scalar staged to the device as a 0-d array (it was
+# handed the host's address before: an illegal address on an H200)
+general=$(grep '^lla_a sig 0 form 1 output 0:' "$work/aot-lla.lib")
+if [ -n "$general" ] && [ "$general" = "$(grep '^lla_a sig 0 form 1 output 0:' "$work/aot-lla.jit")" ]; then
+    pass "lla_a with a scalar among 5 inputs runs the library's general code on cuda, the JIT's bits ($general)"
+else
+    fail "lla_a with a scalar among 5 inputs from the library on cuda: '$general'"
+fi
+
 echo "=== the code a device runs"
 for name in add mandelbrot reduce; do
     launch=launch_$name
