@@ -117,7 +117,10 @@ typedef struct AotShape {
 } AotShape;
 
 struct KjLibrary {
-    void *handle; /* dlopen's, or NULL for a library linked into the program: */
+    /* dlopen's (on a cuda context opened at the first host root's lookup,
+     * from the sealed memfd: a cuda call needs none of the cpu code), or
+     * NULL for a library linked into the program: */
+    void *handle;
     const char *const *symbols; /* its symbols, sorted, and their addresses */
     void *const *addresses;
     size_t symbol_count;
@@ -125,6 +128,8 @@ struct KjLibrary {
      * an object by its name, /proc/self/fd/N, so N must not be reused while
      * it is loaded (a second library would be taken for the first) */
     int memfd;
+    pthread_mutex_t dl_lock; /* the deferred dlopen, once */
+    char *dl_error; /* why it failed, if it did */
     const KjCpuLevel *level;
     int check; /* the KJIT_CHECK_* bits of its checked roots; 0: none */
     int root_count;
@@ -156,6 +161,8 @@ void kj_aot_free(KjLibrary *library)
         dlclose(library->handle);
     if (library->memfd >= 0)
         close(library->memfd);
+    free(library->dl_error);
+    pthread_mutex_destroy(&library->dl_lock);
     free(library->file);
     free(library->roots);
     free(library->shapes);
@@ -669,6 +676,7 @@ static bool open_table(kjit_module *module, const uint8_t *table, size_t size, K
     *lib_out = lib;
     lib->memfd = -1;
     pthread_mutex_init(&lib->lock, NULL);
+    pthread_mutex_init(&lib->dl_lock, NULL);
     kjit_context *context = module->context;
     lib->on_cuda = context->runtime->codegen == KJ_CODEGEN_CUDA;
     if (lib->on_cuda)
@@ -728,6 +736,27 @@ static kjit_status usable_context(kjit_context *context, const char *api, const 
 
 static void *library_lookup(void *code, const char *symbol);
 
+/* dlopen of the sealed memfd, once (false with lib->dl_error when the
+ * loader refuses it). */
+static bool map_elf(KjLibrary *lib)
+{
+    if (__atomic_load_n(&lib->handle, __ATOMIC_ACQUIRE))
+        return true;
+    pthread_mutex_lock(&lib->dl_lock);
+    if (!lib->handle && !lib->dl_error) {
+        char fd_path[64];
+        snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", lib->memfd);
+        void *handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL);
+        if (handle)
+            __atomic_store_n(&lib->handle, handle, __ATOMIC_RELEASE);
+        else
+            lib->dl_error = kj_xstrdup(dlerror());
+    }
+    bool ok = lib->handle != NULL;
+    pthread_mutex_unlock(&lib->dl_lock);
+    return ok;
+}
+
 kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written_out)
 {
     const char *api = "kjit_module_load_library";
@@ -735,6 +764,7 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
     kjit_status usable = usable_context(context, api, path);
     if (usable != KJIT_OK)
         return usable;
+    double span = kj_trace_now();
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return kj_api_set_error(context, errno == ENOENT ? KJIT_ERROR_NOT_FOUND : KJIT_ERROR_IO,
@@ -790,6 +820,7 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
             }
         }
     }
+    span = kj_trace("library: opened, read into a memfd, SHA-256 checked", span);
     KjLibrary *lib = NULL;
     uint32_t *written = NULL;
     /* On cuda the roots' cuda code is read where the table lies (aot_cuda.c
@@ -812,25 +843,28 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
     free(kept);
     if (data != MAP_FAILED)
         munmap(data, size);
+    span = kj_trace("library: table read", span);
     if (ok) {
         /* dlopen maps exactly the bytes checked above: the ELF part, sealed
-         * against any change from here on */
-        char fd_path[64];
-        snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", mem);
+         * against any change from here on (on a cuda context at the first
+         * host root's lookup, library_lookup: a cuda call runs none of it) */
         if (ftruncate(mem, (off_t)elf_size) != 0 ||
             fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
             ok = false;
             status = KJIT_ERROR_IO;
             snprintf(why, sizeof why, "its memory file cannot be sealed: %s", strerror(errno));
-        } else if (!(lib->handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL))) {
-            ok = false;
-            status = KJIT_ERROR_BACKEND;
-            snprintf(why, sizeof why, "the loader refused it: %s", dlerror());
         }
         if (ok) {
             lib->memfd = mem;
             mem = -1;
         }
+        if (ok && !lib->on_cuda && !map_elf(lib)) {
+            ok = false;
+            status = KJIT_ERROR_BACKEND;
+            snprintf(why, sizeof why, "the loader refused it: %s", lib->dl_error);
+        }
+        kj_trace(lib && lib->on_cuda ? "library: sealed (dlopen deferred: cuda)"
+                                     : "library: sealed and dlopen'd", span);
     }
     if (mem >= 0)
         close(mem);
@@ -961,8 +995,10 @@ kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
     const AotRoot *root = &module->library->roots[compiled->library_root];
     char *refused = NULL;
     if (root->cubin) {
+        double span = kj_trace_now();
         kjit_status status = kj_cuda_load_cubin(context->cuda, root->cubin, root->cubin_size,
                                                 loaded, &refused);
+        kj_trace("root: cuModuleLoadDataEx of its cubin", span);
         if (status == KJIT_OK || !root->ptx) {
             *error = refused;
             return status;
@@ -974,7 +1010,9 @@ kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
         *error = kj_xstrdup("the library holds no cuda code this device runs for it");
         return KJIT_ERROR_NOT_FOUND;
     }
+    double span = kj_trace_now();
     kjit_status status = kj_cuda_load_ptx(context->cuda, root->ptx, loaded, NULL, NULL, error);
+    kj_trace("root: its PTX compiled and loaded by the driver", span);
     if (status != KJIT_OK && refused) {
         KjBuf both = {0};
         kj_buf_printf(&both, "%s (its cubin, tried first: %s)", *error ? *error : "", refused);
@@ -1060,8 +1098,8 @@ static void *library_lookup(void *code, const char *symbol)
     const KjLibrary *lib = root->lib;
     char name[600];
     snprintf(name, sizeof name, "%s%s", root->prefix, symbol);
-    if (lib->handle)
-        return dlsym(lib->handle, name);
+    if (lib->memfd >= 0) /* a shared library: mapped now if it was deferred */
+        return map_elf((KjLibrary *)lib) ? dlsym(lib->handle, name) : NULL;
     const char *const *found =
         bsearch(name, lib->symbols, lib->symbol_count, sizeof *lib->symbols, compare_symbol);
     return found ? lib->addresses[found - lib->symbols] : NULL;
@@ -1120,6 +1158,10 @@ kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const cha
     char name[520];
     snprintf(name, sizeof name, "%s%s", compiled->symbol, suffix);
     compiled->entry = library_lookup(&code, name);
+    if (!compiled->entry && lib->dl_error)
+        return kj_api_set_error(module->context, KJIT_ERROR_BACKEND,
+                                "%sthe loader refused the library's cpu code: %s", prefix,
+                                lib->dl_error);
     if (!compiled->entry)
         return kj_api_set_error(module->context, KJIT_ERROR_BACKEND, "%sthe library has no %s%s",
                                 prefix, code.prefix, name);

@@ -1311,6 +1311,15 @@ void kj_race_fail_sync(KjRaceState *race, KjRaceKind kind, int first_index, int3
 /* "file:line:col: error: ...", the line and a caret, as kj_check_message. */
 char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const char *function);
 
+/* ============================================================== trace.c */
+
+/* KJIT_TRACE=1: spans of load paths on stderr ("kjit trace: WHAT MS ms").
+ * kj_trace_now is 0 when off; kj_trace prints the time since `since` and
+ * returns now (0 when off), to chain spans. */
+bool kj_trace_on(void);
+double kj_trace_now(void);
+double kj_trace(const char *what, double since);
+
 /* ======================================================= aot.c, aot_build.c */
 
 /*

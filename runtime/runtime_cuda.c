@@ -73,8 +73,10 @@ static kjit_status bind_loaded(kjit_context *context, KjCompiled *compiled, KjCu
                                kjit_status status, char *error)
 {
     compiled->code = loaded; /* release frees it if the kernel is not found */
+    double span = kj_trace_now();
     if (status == KJIT_OK)
         status = kj_cuda_function(loaded, compiled->symbol, &compiled->entry, &error);
+    kj_trace("root: cuModuleGetFunction", span);
     if (status == KJIT_OK && context->options.cancellable)
         status = bind_cancel(context, loaded, &error);
     if (status != KJIT_OK)

@@ -19,8 +19,11 @@
 #   4. print on cuda from a library (kjit run LIB), Python's
 #      kjit.load_library(path, target="cuda") against kjit.load;
 #   5. the first call of a new process (library, cold JIT, warm disk cache;
-#      context creation apart) and calls and launches from a library
-#      against the JIT (host cost within 5%, same kernel time).
+#      context creation apart), the same first call step by step against a
+#      CUDA C program built here with nvcc (tests/gpu/aot_first.cu: the
+#      driver's part and kjit's read off one run), and calls and launches
+#      from a library against the JIT (host cost within 5%, same kernel
+#      time).
 # Ends with one line: "N passed, N failed".
 set -u
 . "$(dirname "$0")/bundle.sh"
@@ -180,6 +183,72 @@ for pair in add:add sin:vsin exp:vexp mandelbrot:mandel_kernel; do
 done
 [ $latency_ok = 1 ] && pass "first-call latency measured (goal: the library's load + call under 1 ms)" \
     || fail "first-call latency measured"
+
+echo "=== the first call on cuda, step by step"
+# add over 100,000 f32 from a new process, in the same steps: kjit from the
+# library (aot-bench-rt steps; kjit_prepare loads the root's cubin), the
+# JIT from the warm disk cache, and a CUDA C program built here with nvcc
+# (tests/gpu/aot_first.cu): through the driver API with the same steps
+# (its cubin, nvcc -cubin, read from a file), and through the runtime API
+# (the module loaded lazily at the first launch).  What the CUDA C program
+# pays every CUDA program pays; the difference is kjit's.  Median of 5
+# processes per column; then kjit's own spans of one library load
+# (KJIT_TRACE=1).
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+[ "$arch" = sm_ ] && arch=sm_90
+anchor=0
+if [ -x "$nvcc" ] &&
+   "$nvcc" -cubin -arch="$arch" "$root/tests/gpu/aot_first.cu" -o "$work/aot_first_add.cubin" 2> "$work/aot-nvcc.err" &&
+   "$nvcc" -O2 -arch="$arch" "$root/tests/gpu/aot_first.cu" -o "$work/aot_first" -lcuda 2>> "$work/aot-nvcc.err"; then
+    anchor=1
+else
+    cat "$work/aot-nvcc.err" 2>/dev/null; echo "(no CUDA C anchor: nvcc at '$nvcc' failed or is missing)"
+fi
+steps_ok=1
+: > "$work/aot-steps.txt"
+for mode in lib warm driver runtime; do
+    for i in 1 2 3 4 5; do
+        case $mode in
+        lib) "$bench_rt" steps --lib "$libs/libadd.so" ;;
+        warm) KJIT_CACHE_DIR=$work/aot-cache "$bench_jit" steps --kern "$root/examples/add.kern" ;;
+        driver) [ $anchor = 1 ] && "$work/aot_first" driver "$work/aot_first_add.cubin" ;;
+        runtime) [ $anchor = 1 ] && "$work/aot_first" runtime ;;
+        esac > "$work/aot-step.txt" 2>&1
+        rc=$?
+        if [ $rc = 0 ]; then grep -E '^(steps|driver|runtime) ' "$work/aot-step.txt" | sed "s/^[a-z]*/$mode/" >> "$work/aot-steps.txt"
+        elif [ $anchor = 1 ] || [ "$mode" = lib ] || [ "$mode" = warm ]; then cat "$work/aot-step.txt"; steps_ok=0; fi
+    done
+done
+python3 - "$work/aot-steps.txt" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
+def med(mode):
+    return [statistics.median(c) for c in zip(*rows[mode])] if mode in rows else None
+print("| first call of add, cuda (ms, median of 5) | context | library load / compile | code: module load + function | 1st cuMemAlloc | 2 more | 2 copies in | launch | synchronise | copy back | 3 frees | after the context |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for mode, label in (("lib", "kjit, library (libkjit-rt)"), ("warm", "kjit, JIT (warm disk cache)")):
+    m = med(mode)
+    if m:  # context, load, prepare, alloc1, alloc2, copies, launch, sync, back, frees, total
+        print("| %s | %s |" % (label, " | ".join("%.3f" % x for x in m)))
+m = med("driver")
+if m:  # context, module, function, alloc1, alloc2, copies, launch, sync, back, frees, total
+    print("| CUDA C, driver API (nvcc) | %.3f | - | %.3f | %s |" % (m[0], m[1] + m[2], " | ".join("%.3f" % x for x in m[3:])))
+m = med("runtime")
+if m:  # context, alloc1, alloc2, copies, launch, sync, back, frees, total
+    print("| CUDA C, runtime API (nvcc) | %.3f | - | (lazy, in the launch) | %s |" % (m[0], " | ".join("%.3f" % x for x in m[1:])))
+if "lib" in rows and "driver" in rows:
+    lib, drv = med("lib"), med("driver")
+    print("after the context: library %.3f ms, CUDA C (driver API, same steps) %.3f ms: kjit's part %.3f ms"
+          % (lib[-1], drv[-1], lib[-1] - drv[-1]))
+PY
+echo "kjit's spans of one library load and first call (KJIT_TRACE=1):"
+KJIT_TRACE=1 "$bench_rt" steps --lib "$libs/libadd.so" 2>&1 | sed 's/^/  /'
+[ $steps_ok = 1 ] && pass "the first call's steps measured (library, JIT, CUDA C anchor: $([ $anchor = 1 ] && echo built || echo missing))" \
+    || fail "the first call's steps measured"
 
 echo "=== calls and launches from a library against the JIT"
 if "$bench_jit" calls "$libs" "$root/examples" > "$work/aot-calls.txt" 2>&1; then
