@@ -664,6 +664,29 @@ static const char *check_name(int check)
     return check == KJIT_CHECK_ALL ? "all" : check == KJIT_CHECK_RACE ? "race" : "values";
 }
 
+bool kj_aot_checked_usable(int want, int held, bool on_cuda, bool cuda_checked, char *why,
+                           size_t why_size)
+{
+    if (!want)
+        return true; /* the unchecked code */
+    if (on_cuda && held && !cuda_checked)
+        return snprintf(why, why_size, "the cuda context is checked (KJIT_CHECK=%s, "
+                        "kjit_options.check) and the library holds checked code for the cpu and "
+                        "parallel targets only (it was built with --check=%s; a cuda context "
+                        "checks values: build it with --check=values)", check_name(want),
+                        check_name(held)), false;
+    if (want == held)
+        return true;
+    if (held)
+        return snprintf(why, why_size, "the context checks %s (KJIT_CHECK, kjit_options.check) "
+                        "and the library holds checked code for %s only (build it with kjit "
+                        "build --check=%s)", check_name(want), check_name(held),
+                        check_name(want)), false;
+    return snprintf(why, why_size, "the context is checked (KJIT_CHECK=%s, kjit_options.check) "
+                    "and the library holds no checked code (build it with kjit build "
+                    "--check=%s)", check_name(want), check_name(want)), false;
+}
+
 /* The module's IR and library (*lib, its roots) from a table of `size`
  * bytes: false with the reason in why when it does not read or holds no
  * level this CPU runs. */
@@ -685,25 +708,15 @@ static bool open_table(kjit_module *module, const uint8_t *table, size_t size, K
     bool ok = read_table(&r, module->ir, lib, written, why, why_size);
     /* a checked context runs the library's checked code, of its kinds; code
      * without checks would pass silently what the context asks to check */
-    int want = context->options.check;
-    if (ok && want && lib->on_cuda) {
-        /* --check builds checked code for the host's targets only */
-        ok = false;
-        snprintf(why, why_size, "the cuda context is checked (KJIT_CHECK=%s, "
-                 "kjit_options.check) and libraries hold checked code for the cpu and parallel "
-                 "targets only (run it unchecked on cuda, or compile the .kern with libkjit to "
-                 "check it there)", check_name(want));
-    } else if (ok && want && want != lib->check) {
-        ok = false;
-        if (lib->check)
-            snprintf(why, why_size, "the context checks %s (KJIT_CHECK, kjit_options.check) and "
-                     "the library holds checked code for %s only (build it with kjit build "
-                     "--check=%s)", check_name(want), check_name(lib->check), check_name(want));
-        else
-            snprintf(why, why_size, "the context is checked (KJIT_CHECK=%s, kjit_options.check) "
-                     "and the library holds no checked code (build it with kjit build "
-                     "--check=%s)", check_name(want), check_name(want));
+    bool cuda_unchecked = false, cuda_checked = false; /* (no cuda root: all on the host) */
+    for (int i = 0; ok && i < lib->root_count; i++) {
+        cuda_checked |= lib->roots[i].cuda && lib->roots[i].checked;
+        cuda_unchecked |= lib->roots[i].cuda && !lib->roots[i].checked;
     }
+    cuda_checked |= !cuda_unchecked;
+    if (ok)
+        ok = kj_aot_checked_usable(context->options.check, lib->check, lib->on_cuda, cuda_checked,
+                                   why, why_size);
     if (!ok && strstr(why, "no level")) {
         KjBuf levels = {0};
         Reader again = {table, table + size, false, &module->arena};
@@ -942,12 +955,13 @@ void kj_aot_describe(const kjit_module *module, const char *path, KjBuf *out)
     for (int i = 0; i < lib->cpu_level_count; i++)
         kj_buf_printf(b, " %s", lib->cpu_levels[i]);
     kj_buf_printf(b, " (this CPU runs %s)\n", lib->level->name);
-    int checked = 0;
+    int checked = 0, cuda_checked = 0;
     for (int i = 0; i < lib->root_count; i++)
-        checked += lib->roots[i].checked;
+        lib->roots[i].cuda ? (cuda_checked += lib->roots[i].checked)
+                           : (checked += lib->roots[i].checked);
     if (lib->check)
-        kj_buf_printf(b, "checked:   %s (%d cpu roots, --check)\n", check_name(lib->check),
-                      checked);
+        kj_buf_printf(b, "checked:   %s (%d cpu roots, %d cuda roots, --check)\n",
+                      check_name(lib->check), checked, cuda_checked);
     for (int k = 0; k < lib->shape_count; k++)
         kj_buf_printf(b, "shape:     %s for blocks of %u x %u x %u (--block)\n",
                       lib->roots[lib->shapes[k].root].symbol, lib->shapes[k].dims[0],

@@ -1359,6 +1359,11 @@ typedef struct KjLibrary KjLibrary;
  * module's arena); else the status with the context's error, and the
  * caller frees the module. */
 kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written);
+/* Whether a context checking `want` (KJIT_CHECK_* bits; 0: unchecked) runs
+ * a library whose checked code checks `held` (0: none), on cuda with
+ * checked cuda roots or not (--check=values builds them); false with why. */
+bool kj_aot_checked_usable(int want, int held, bool on_cuda, bool cuda_checked, char *why,
+                           size_t why_size);
 /* A library linked into the program (kjit build --emit=staticlib): what its
  * NAME_kjit_load passes to kjit_module_load_linked.  The linker put its code
  * in the program, so there is no file to check: the ABI is, and the table

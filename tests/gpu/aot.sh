@@ -17,7 +17,9 @@
 #      older one (sm_80) and a library without cuda code are refused,
 #      naming what the device is and what the library holds;
 #   4. print on cuda from a library (kjit run LIB), Python's
-#      kjit.load_library(path, target="cuda") against kjit.load;
+#      kjit.load_library(path, target="cuda") against kjit.load; checked
+#      mode: the golden programs of failed checks built with --check report
+#      on cuda what the JIT's checked cuda code reports;
 #   5. the first call of a new process (library, cold JIT, warm disk cache;
 #      context creation apart), the same first call step by step against a
 #      CUDA C program built here with nvcc (tests/gpu/aot_first.cu: the
@@ -157,6 +159,43 @@ assert np.max(np.abs(lib - np.sin(x))) < 1e-12
 print("kjit.load_library(target='cuda').vsin: the JIT's bits")
 PY
 then pass "Python kjit.load_library(path, target=\"cuda\")"; else fail "Python kjit.load_library(path, target=\"cuda\")"; fi
+
+echo "=== checked mode on cuda from libraries (--check)"
+# Each golden program of a failed value check, built with --check (its
+# checked cuda roots), reports under kjit run --check --target cuda what the
+# JIT's checked cuda code reports for the .kern: the same text, or, where
+# several threads fail and the first to record differs between runs, the
+# same site and message with another block and thread.
+checked_same=0 checked_site=0 checked_bad=0
+for lib in "$libs"/checked_*.so; do
+    [ -e "$lib" ] || continue
+    name=$(basename "$lib" .so) name=${name#checked_}
+    kern=$root/tests/golden/checks/$name.kern
+    args=$(sed -n '1s|^// run: ||p' "$kern")
+    # shellcheck disable=SC2086
+    KJIT_STDLIB=$root/stdlib "$kjit" run --check --target cuda "$lib" $args > /dev/null 2> "$work/aot-check-$name.lib"
+    lib_rc=$?
+    # shellcheck disable=SC2086
+    KJIT_STDLIB=$root/stdlib "$kjit" run --check --target cuda "$kern" $args > /dev/null 2> "$work/aot-check-$name.jit"
+    jit_rc=$?
+    strip_thread() { sed -E 's/ in block \([0-9,]+\), thread \([0-9,]+\)//' "$1"; }
+    if [ $lib_rc = 1 ] && [ $jit_rc = 1 ] && cmp -s "$work/aot-check-$name.lib" "$work/aot-check-$name.jit"; then
+        checked_same=$((checked_same + 1))
+    elif [ $lib_rc = 1 ] && [ $jit_rc = 1 ] && [ -s "$work/aot-check-$name.lib" ] &&
+         cmp -s <(strip_thread "$work/aot-check-$name.lib") <(strip_thread "$work/aot-check-$name.jit"); then
+        checked_site=$((checked_site + 1))
+    else
+        checked_bad=$((checked_bad + 1))
+        echo "  $name: library (exit $lib_rc) against the JIT (exit $jit_rc):"
+        diff "$work/aot-check-$name.lib" "$work/aot-check-$name.jit" | head -6 | sed 's/^/    /'
+    fi
+done
+head -3 "$work/aot-check-index_kernel.lib" 2>/dev/null | sed 's/^/  (index_kernel from its library) /'
+if [ $checked_bad = 0 ] && [ $((checked_same + checked_site)) -gt 0 ]; then
+    pass "checked mode on cuda from libraries: $checked_same golden programs report what the JIT's checked cuda code reports, $checked_site the same site and message from another thread"
+else
+    fail "checked mode on cuda from libraries: $checked_bad of $((checked_same + checked_site + checked_bad)) report otherwise than the JIT"
+fi
 
 echo "=== latency: a new process's first call on cuda"
 bench_rt=$root/bin/aot-bench-rt

@@ -139,6 +139,40 @@ START_TEST(refusals_name_device_and_library)
 }
 END_TEST
 
+/* A checked context and a library's checked code (aot.c): the kinds must be
+ * the same, and on cuda the library must hold checked cuda roots, which
+ * --check=values builds (a cuda context checks values alone). */
+START_TEST(checked_cuda_needs_checked_cuda_roots)
+{
+    char why[512] = "";
+    /* unchecked contexts run the unchecked code of any library */
+    ck_assert(kj_aot_checked_usable(0, KJIT_CHECK_VALUES, true, false, why, sizeof why));
+    /* cuda, values, and a --check=values library with its checked cuda roots */
+    ck_assert(kj_aot_checked_usable(KJIT_CHECK_VALUES, KJIT_CHECK_VALUES, true, true, why,
+                                    sizeof why));
+    /* one of before (checked code for the host's targets only) */
+    ck_assert(!kj_aot_checked_usable(KJIT_CHECK_VALUES, KJIT_CHECK_VALUES, true, false, why,
+                                     sizeof why));
+    ck_assert_str_eq(why, "the cuda context is checked (KJIT_CHECK=values, kjit_options.check) "
+                          "and the library holds checked code for the cpu and parallel targets "
+                          "only (it was built with --check=values; a cuda context checks values: "
+                          "build it with --check=values)");
+    /* --check=all holds no checked cuda roots */
+    ck_assert(!kj_aot_checked_usable(KJIT_CHECK_VALUES, KJIT_CHECK_ALL, true, false, why,
+                                     sizeof why));
+    ck_assert_msg(strstr(why, "built with --check=all"), "%s", why);
+    /* no checked code at all, or of other kinds: as on cpu */
+    ck_assert(!kj_aot_checked_usable(KJIT_CHECK_VALUES, 0, true, false, why, sizeof why));
+    ck_assert_msg(strstr(why, "holds no checked code (build it with kjit build --check=values)"),
+                  "%s", why);
+    ck_assert(!kj_aot_checked_usable(KJIT_CHECK_RACE, KJIT_CHECK_VALUES, false, false, why,
+                                     sizeof why));
+    ck_assert_msg(strstr(why, "checks race") && strstr(why, "for values only"), "%s", why);
+    ck_assert(kj_aot_checked_usable(KJIT_CHECK_ALL, KJIT_CHECK_ALL, false, false, why,
+                                    sizeof why));
+}
+END_TEST
+
 /* ------------------------------------------- a device target's operands */
 
 /* A cpu context made to stage as runtime_cuda.c's run_vectorized does: each
@@ -277,6 +311,7 @@ Suite *suite_aot_cuda(void)
     tcase_add_test(t, arch_list_sorted_and_checked);
     tcase_add_test(t, choice_of_code_for_a_device);
     tcase_add_test(t, refusals_name_device_and_library);
+    tcase_add_test(t, checked_cuda_needs_checked_cuda_roots);
     suite_add_tcase(s, t);
     TCase *staged = tcase_create("staging");
     tcase_add_test(staged, general_code_scalars_are_staged);
