@@ -144,6 +144,7 @@ struct KjLibrary {
     bool has_cuda;
     KjAotCudaArchs archs;
     int choice; /* an index of archs, KJ_AOT_CUDA_USE_PTX or _NONE */
+    bool cuda_shapes; /* cuda roots for --block shapes ("block X,Y,Z") */
     /* on cuda, a copy of the table checked, where the roots' cuda code is
      * read (NULL for a linked library: its table is the program's) */
     uint8_t *file;
@@ -450,6 +451,7 @@ static void read_cuda(Reader *r, KjIrModule *ir, KjSource *src, KjLibrary *lib)
         AotRoot *root = &lib->roots[first + (int)i];
         get_root(r, ir, src, root);
         root->cuda = true;
+        lib->cuda_shapes |= root->lifted && strncmp(root->lifted, "block ", 6) == 0;
         uint64_t size = 0;
         const uint8_t *ptx = get_blob(r, &size);
         root->sizes[0] = size;
@@ -1012,7 +1014,13 @@ kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
         double span = kj_trace_now();
         kjit_status status = kj_cuda_load_cubin(context->cuda, root->cubin, root->cubin_size,
                                                 loaded, &refused);
-        kj_trace("root: cuModuleLoadDataEx of its cubin", span);
+        if (kj_trace_on()) {
+            char what[600];
+            snprintf(what, sizeof what, "root %s%s%s%s: cuModuleLoadDataEx of its cubin",
+                     root->symbol, root->lifted ? " (" : "", root->lifted ? root->lifted : "",
+                     root->lifted ? ")" : "");
+            kj_trace(what, span);
+        }
         if (status == KJIT_OK || !root->ptx) {
             *error = refused;
             return status;
@@ -1093,6 +1101,28 @@ kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecV
     compiled->root = lib->roots[i].header;
     snprintf(compiled->symbol, sizeof compiled->symbol, "%s", lib->roots[i].symbol);
     return KJIT_OK;
+}
+
+kjit_status kj_aot_cuda_shape(kjit_function *function, KjCompiled **compiled,
+                              const uint32_t block[3])
+{
+    kjit_module *module = function->module;
+    const KjLibrary *lib = module->library;
+    const KjCompiled *general = *compiled;
+    if (!lib->on_cuda || !lib->cuda_shapes || general->lifted[0] ||
+        module->context->options.check)
+        return KJIT_OK;
+    char key[96];
+    kj_aot_block_key(block, key, sizeof key);
+    int index = 0;
+    while (module->functions[index] != function)
+        index++;
+    if (find_root(lib, true, false, index, general->signature, NULL, general->contiguous,
+                  key) < 0)
+        return KJIT_OK; /* not built for this shape: the general code */
+    KjPipelineRoot request = {0};
+    return kj_api_find_lifted(function, general->signature, &request, general->contiguous, key,
+                              compiled);
 }
 
 /* A symbol of one root's object: kjaot_<level>_<root>__<symbol>. */

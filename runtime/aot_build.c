@@ -32,7 +32,9 @@
  * compiles it, and its roots' PTX and cubins (aot_cuda_build.c) follow in
  * the table's cuda section (build_cuda, write_cuda), in an archive's table
  * as in a shared library's; with --check=values (the checks a cuda context
- * runs) a checked cuda module's roots too, whose sites must be the cpu's.
+ * runs) a checked cuda module's roots too, whose sites must be the cpu's;
+ * with --block, each cuda kernel root with barriers for each shape too
+ * (kj_aot_cuda_compile_shape; a root "block X,Y,Z").
  */
 #include <ctype.h>
 #include <errno.h>
@@ -170,6 +172,7 @@ typedef struct Root {
     KjCompiled compiled;
     kjit_module *module; /* the unchecked module's, or the checked one's */
     bool checked;
+    uint32_t block[3]; /* a cuda root for blocks of these dims (--block); 0: any */
 } Root;
 
 typedef struct Roots {
@@ -581,13 +584,34 @@ static kjit_status same_sites(const KjIrModule *cpu, const KjIrModule *cuda, cha
  * (the checks a cuda context runs: races are the host's) the checked
  * module's too, each a root of the cuda section (its `checked` word). */
 static kjit_status build_cuda(kjit_context *context, kjit_module *checked, const char *path,
-                              const char *archs, CudaBuild *cuda, char **error)
+                              const char *archs, const kjit_build_options *build,
+                              CudaBuild *cuda, char **error)
 {
     kjit_status status = kj_aot_cuda_archs(archs, &cuda->archs, error);
     if (status != KJIT_OK)
         return status;
     cuda->on = true;
     status = cuda_module(context, path, &cuda->module, &cuda->roots, error);
+    /* --block: each kernel with barriers (as the cpu's shapes: the kernels
+     * whose code a block shape changes most) also for each shape, a root
+     * "block X,Y,Z" that launches of those dims run (aot.c) */
+    int general = cuda->roots.count;
+    for (int i = 0; i < general && status == KJIT_OK; i++) {
+        const KjIrFunction *fn = cuda->roots.items[i].compiled.root;
+        if (fn->kind != KJ_IR_FN_KERNEL || !fn->uses_syncthreads)
+            continue;
+        for (int b = 0; b < build->block_count; b++) {
+            Root shaped = cuda->roots.items[i];
+            memcpy(shaped.block, build->blocks[b], sizeof shaped.block);
+            kj_aot_block_key(shaped.block, shaped.compiled.lifted, sizeof shaped.compiled.lifted);
+            if (cuda->roots.count == cuda->roots.cap) {
+                cuda->roots.cap = cuda->roots.cap * 2 + 16;
+                cuda->roots.items = kj_xrealloc(cuda->roots.items,
+                                                sizeof *cuda->roots.items * (size_t)cuda->roots.cap);
+            }
+            cuda->roots.items[cuda->roots.count++] = shaped;
+        }
+    }
     if (status == KJIT_OK && checked && checked->context->options.check == KJIT_CHECK_VALUES) {
         status = cuda_module(checked->context, path, &cuda->checked, &cuda->roots, error);
         /* (inserted at the first root's passes: none when every function
@@ -597,10 +621,14 @@ static kjit_status build_cuda(kjit_context *context, kjit_module *checked, const
     }
     cuda->code = kj_xcalloc((size_t)cuda->roots.count + 1, sizeof *cuda->code);
     for (int i = 0; i < cuda->roots.count && status == KJIT_OK; i++) {
-        const Root *r = &cuda->roots.items[i];
-        status = kj_aot_cuda_compile(r->module->ir, &r->module->context->options,
-                                     &cuda->roots.items[i].compiled, &cuda->archs, i == 0,
-                                     &cuda->code[i], &cuda->notes, error);
+        Root *r = &cuda->roots.items[i];
+        status = r->block[0] ? kj_aot_cuda_compile_shape(r->module->ir,
+                                                         &r->module->context->options,
+                                                         &r->compiled, r->block, &cuda->archs,
+                                                         &cuda->code[i], error)
+                             : kj_aot_cuda_compile(r->module->ir, &r->module->context->options,
+                                                   &r->compiled, &cuda->archs, i == 0,
+                                                   &cuda->code[i], &cuda->notes, error);
     }
     return status;
 }
@@ -986,7 +1014,7 @@ kjit_status kjit_build_library_with(const char *path, const char *output,
     CudaBuild cuda = {0};
     const char *archs = build->cuda_archs ? build->cuda_archs : KJ_AOT_CUDA_DEFAULT_ARCHS;
     if (status == KJIT_OK && strcmp(archs, "off") != 0)
-        status = build_cuda(module->context, checked, path, archs, &cuda, error);
+        status = build_cuda(module->context, checked, path, archs, build, &cuda, error);
 
     char dir[] = "/tmp/kjit-lib-XXXXXX";
     bool have_dir = status == KJIT_OK && mkdtemp(dir) != NULL;

@@ -1473,6 +1473,19 @@ kjit_status kj_aot_cuda_archs(const char *text, KjAotCudaArchs *archs, char **er
 kjit_status kj_aot_cuda_compile(KjIrModule *ir, const kjit_options *options, KjCompiled *root,
                                 KjAotCudaArchs *archs, bool first, KjAotCudaCode *code,
                                 char **notes, char **error);
+/* The same root's code for blocks of `dims` only (kjit build --block):
+ * its PTX with every read of %ntid the block's extent and the entry
+ * declaring .reqntid, so ptxas folds blockDim as the cpu targets'
+ * split_specialise does; launched by those blocks alone (aot.c's
+ * kj_aot_cuda_shape).  The PTX text's transform: heap, or NULL when the
+ * PTX has no .entry to declare it on. */
+kjit_status kj_aot_cuda_compile_shape(KjIrModule *ir, const kjit_options *options,
+                                      KjCompiled *root, const uint32_t dims[3],
+                                      const KjAotCudaArchs *archs, KjAotCudaCode *code,
+                                      char **error);
+char *kj_ptx_for_block(const char *ptx, const uint32_t dims[3]);
+/* A cuda root's lifted name for blocks of dims: "block X,Y,Z". */
+void kj_aot_block_key(const uint32_t dims[3], char *key, size_t size);
 void kj_aot_cuda_code_free(KjAotCudaCode *code);
 
 /* An arch's compute capability: "sm_86" -> 8, 6 (false when not sm_N). */
@@ -1492,6 +1505,11 @@ bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, i
 /* The device a cuda context's library code is chosen for: its compute
  * capability, or KJIT_AOT_CUDA_DEVICE=sm_XY's (a test hook, docs/aot.md). */
 void kj_aot_cuda_device(kjit_context *context, int *major, int *minor);
+/* aot.c: on a cuda context, a kernel launch of blocks of `block` from a
+ * library built for that shape (--block) runs the shape's root: *compiled
+ * (the general root) becomes it; unchanged for any other shape. */
+kjit_status kj_aot_cuda_shape(kjit_function *function, KjCompiled **compiled,
+                              const uint32_t block[3]);
 /* aot.c: a library root's cuda code for the device (its cubin, else its
  * PTX, or the PTX when the driver refuses the cubin) loaded for compiled
  * (runtime_cuda.c's generate for a library); *error (heap) on failure. */

@@ -19,7 +19,8 @@
 #   4. print on cuda from a library (kjit run LIB), Python's
 #      kjit.load_library(path, target="cuda") against kjit.load; checked
 #      mode: the golden programs of failed checks built with --check report
-#      on cuda what the JIT's checked cuda code reports;
+#      on cuda what the JIT's checked cuda code reports; --block: a tree
+#      sum's launches of the shapes it was built for run their code;
 #   5. the first call of a new process (library, cold JIT, warm disk cache;
 #      context creation apart), the same first call step by step against a
 #      CUDA C program built here with nvcc (tests/gpu/aot_first.cu: the
@@ -159,6 +160,29 @@ assert np.max(np.abs(lib - np.sin(x))) < 1e-12
 print("kjit.load_library(target='cuda').vsin: the JIT's bits")
 PY
 then pass "Python kjit.load_library(path, target=\"cuda\")"; else fail "Python kjit.load_library(path, target=\"cuda\")"; fi
+
+echo "=== block shapes on cuda from a library (--block)"
+# A tree sum built with --block 64 --block 128: launches of those shapes
+# run the cuda code made for them (KJIT_TRACE=1 names the root it loads),
+# one of 32 the general code; each the JIT's bits.
+for b in 64 128 32; do
+    tree="--launch tree 4,1,1 $b,1,1 arr:f32:1000 arr:f32:4 ;"
+    # shellcheck disable=SC2086
+    KJIT_TRACE=1 "$rt" --lib "$libs/libaot_tree.so" --target cuda $tree > "$work/aot-tree.lib" 2> "$work/aot-tree.err"
+    lib_rc=$?
+    # shellcheck disable=SC2086
+    "$jit" --kern "$root/tests/gpu/aot_tree.kern" --target cuda $tree > "$work/aot-tree.jit" 2>> "$work/aot-tree.err"
+    jit_rc=$?
+    shaped=$(grep -c "root tree[_c3]* (block $b,1,1): cuModuleLoadDataEx" "$work/aot-tree.err")
+    others=$(grep -c "root tree[_c3]* (block [0-9,]*): cuModuleLoadDataEx" "$work/aot-tree.err")
+    if [ $lib_rc = 0 ] && [ $jit_rc = 0 ] && cmp -s "$work/aot-tree.lib" "$work/aot-tree.jit" &&
+       { { [ $b = 32 ] && [ "$others" = 0 ]; } || { [ $b != 32 ] && [ "$shaped" = 1 ]; }; }; then
+        pass "tree, blocks of $b: $([ $b = 32 ] && echo "the general code" || echo "the code built for them"), the JIT's bits ($(cut -d' ' -f2- "$work/aot-tree.lib" | tr '\n' ' '))"
+    else
+        cat "$work/aot-tree.err"; diff "$work/aot-tree.lib" "$work/aot-tree.jit" | head -4
+        fail "tree, blocks of $b from a library built with --block (exit $lib_rc, $jit_rc; shape roots loaded: $shaped of this shape, $others in all)"
+    fi
+done
 
 echo "=== checked mode on cuda from libraries (--check)"
 # Each golden program of a failed value check, built with --check (its

@@ -173,6 +173,41 @@ START_TEST(checked_cuda_needs_checked_cuda_roots)
 }
 END_TEST
 
+/* --block on cuda (aot_cuda_build.c): the root's PTX with blockDim the
+ * shape's, declared on the entry as .reqntid (which the driver enforces:
+ * only launches of that shape run it). */
+START_TEST(ptx_for_a_block_shape)
+{
+    const char *ptx = ".visible .entry tree(\n"
+                      "\t.param .align 8 .b8 tree_param_0[136]\n"
+                      ")\n{\n"
+                      "\tmov.u32 \t%r10, %ntid.x;\n"
+                      "\tmov.u32 \t%r11, %ntid.z;\n"
+                      "\tmov.u32 \t%r12, %tid.x;\n"
+                      "}\n"
+                      ".func helper()\n{\n\tmov.u32 \t%r1, %ntid.y;\n}\n";
+    uint32_t dims[3] = {64, 2, 1};
+    char *shaped = kj_ptx_for_block(ptx, dims);
+    ck_assert_ptr_nonnull(shaped);
+    ck_assert_str_eq(shaped, ".visible .entry tree(\n"
+                             "\t.param .align 8 .b8 tree_param_0[136]\n"
+                             ")\n.reqntid 64, 2, 1\n{\n"
+                             "\tmov.u32 \t%r10, 64;\n"
+                             "\tmov.u32 \t%r11, 1;\n"
+                             "\tmov.u32 \t%r12, %tid.x;\n"
+                             "}\n"
+                             ".func helper()\n{\n\tmov.u32 \t%r1, 2;\n}\n");
+    free(shaped);
+    /* no entry, two entries, or a thread count declared already: none */
+    ck_assert_ptr_null(kj_ptx_for_block(".func f()\n{\n}\n", dims));
+    ck_assert_ptr_null(kj_ptx_for_block(".entry a(\n)\n{\n}\n.entry b(\n)\n{\n}\n", dims));
+    ck_assert_ptr_null(kj_ptx_for_block(".entry a(\n)\n.maxntid 64, 1, 1\n{\n}\n", dims));
+    char key[32];
+    kj_aot_block_key(dims, key, sizeof key);
+    ck_assert_str_eq(key, "block 64,2,1");
+}
+END_TEST
+
 /* ------------------------------------------- a device target's operands */
 
 /* A cpu context made to stage as runtime_cuda.c's run_vectorized does: each
@@ -312,6 +347,7 @@ Suite *suite_aot_cuda(void)
     tcase_add_test(t, choice_of_code_for_a_device);
     tcase_add_test(t, refusals_name_device_and_library);
     tcase_add_test(t, checked_cuda_needs_checked_cuda_roots);
+    tcase_add_test(t, ptx_for_a_block_shape);
     suite_add_tcase(s, t);
     TCase *staged = tcase_create("staging");
     tcase_add_test(staged, general_code_scalars_are_staged);
