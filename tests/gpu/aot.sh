@@ -263,7 +263,8 @@ arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
 anchor=0
 if [ -x "$nvcc" ] &&
    "$nvcc" -cubin -arch="$arch" "$root/tests/gpu/aot_first.cu" -o "$work/aot_first_add.cubin" 2> "$work/aot-nvcc.err" &&
-   "$nvcc" -O2 -arch="$arch" "$root/tests/gpu/aot_first.cu" -o "$work/aot_first" -lcuda 2>> "$work/aot-nvcc.err"; then
+   "$nvcc" -O2 -arch="$arch" "$root/tests/gpu/aot_first.cu" -o "$work/aot_first" \
+       -L"$(dirname "$nvcc")/../lib64/stubs" -lcuda 2>> "$work/aot-nvcc.err"; then
     anchor=1
 else
     cat "$work/aot-nvcc.err" 2>/dev/null; echo "(no CUDA C anchor: nvcc at '$nvcc' failed or is missing)"
