@@ -1103,26 +1103,21 @@ kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecV
     return KJIT_OK;
 }
 
-kjit_status kj_aot_cuda_shape(kjit_function *function, KjCompiled **compiled,
-                              const uint32_t block[3])
+bool kj_aot_cuda_shape(const kjit_function *function, const KjCompiled *general,
+                       const uint32_t block[3], char *key, size_t key_size)
 {
-    kjit_module *module = function->module;
+    const kjit_module *module = function->module;
     const KjLibrary *lib = module->library;
-    const KjCompiled *general = *compiled;
     if (!lib->on_cuda || !lib->cuda_shapes || general->lifted[0] ||
         module->context->options.check)
-        return KJIT_OK;
-    char key[96];
-    kj_aot_block_key(block, key, sizeof key);
+        return false;
+    kj_aot_block_key(block, key, key_size);
     int index = 0;
     while (module->functions[index] != function)
         index++;
-    if (find_root(lib, true, false, index, general->signature, NULL, general->contiguous,
-                  key) < 0)
-        return KJIT_OK; /* not built for this shape: the general code */
-    KjPipelineRoot request = {0};
-    return kj_api_find_lifted(function, general->signature, &request, general->contiguous, key,
-                              compiled);
+    /* not built for this shape: the general code */
+    return find_root(lib, true, false, index, general->signature, NULL, general->contiguous,
+                     key) >= 0;
 }
 
 /* A symbol of one root's object: kjaot_<level>_<root>__<symbol>. */

@@ -719,8 +719,13 @@ static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
         return status;
     KjCompiled *compiled;
     status = kj_api_find_compiled(function, 0, NULL, m.contiguous, &compiled);
-    if (status == KJIT_OK && function->module->library) /* a --block shape's cuda code */
-        status = kj_aot_cuda_shape(function, &compiled, block);
+    char shape[96];
+    if (status == KJIT_OK && function->module->library && /* a --block shape's cuda code */
+        kj_aot_cuda_shape(function, compiled, block, shape, sizeof shape)) {
+        KjPipelineRoot request = {0};
+        status = kj_api_find_lifted(function, compiled->signature, &request,
+                                    compiled->contiguous, shape, &compiled);
+    }
     if (status != KJIT_OK)
         return status;
     /* local() sized at launch: its bytes per thread, from the arguments,

@@ -1505,11 +1505,11 @@ bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, i
 /* The device a cuda context's library code is chosen for: its compute
  * capability, or KJIT_AOT_CUDA_DEVICE=sm_XY's (a test hook, docs/aot.md). */
 void kj_aot_cuda_device(kjit_context *context, int *major, int *minor);
-/* aot.c: on a cuda context, a kernel launch of blocks of `block` from a
- * library built for that shape (--block) runs the shape's root: *compiled
- * (the general root) becomes it; unchanged for any other shape. */
-kjit_status kj_aot_cuda_shape(kjit_function *function, KjCompiled **compiled,
-                              const uint32_t block[3]);
+/* aot.c: whether, on a cuda context, a kernel launch of blocks of `block`
+ * from a library built for that shape (--block) has the shape's root, named
+ * `key` ("block X,Y,Z", lifted: api_call.c runs it instead of `general`). */
+bool kj_aot_cuda_shape(const kjit_function *function, const KjCompiled *general,
+                       const uint32_t block[3], char *key, size_t key_size);
 /* aot.c: a library root's cuda code for the device (its cubin, else its
  * PTX, or the PTX when the driver refuses the cubin) loaded for compiled
  * (runtime_cuda.c's generate for a library); *error (heap) on failure. */
