@@ -117,7 +117,10 @@ typedef struct AotShape {
 } AotShape;
 
 struct KjLibrary {
-    void *handle; /* dlopen's, or NULL for a library linked into the program: */
+    /* dlopen's (on a cuda context opened at the first host root's lookup,
+     * from the sealed memfd: a cuda call needs none of the cpu code), or
+     * NULL for a library linked into the program: */
+    void *handle;
     const char *const *symbols; /* its symbols, sorted, and their addresses */
     void *const *addresses;
     size_t symbol_count;
@@ -125,6 +128,8 @@ struct KjLibrary {
      * an object by its name, /proc/self/fd/N, so N must not be reused while
      * it is loaded (a second library would be taken for the first) */
     int memfd;
+    pthread_mutex_t dl_lock; /* the deferred dlopen, once */
+    char *dl_error; /* why it failed, if it did */
     const KjCpuLevel *level;
     int check; /* the KJIT_CHECK_* bits of its checked roots; 0: none */
     int root_count;
@@ -139,6 +144,7 @@ struct KjLibrary {
     bool has_cuda;
     KjAotCudaArchs archs;
     int choice; /* an index of archs, KJ_AOT_CUDA_USE_PTX or _NONE */
+    bool cuda_shapes; /* cuda roots for --block shapes ("block X,Y,Z") */
     /* on cuda, a copy of the table checked, where the roots' cuda code is
      * read (NULL for a linked library: its table is the program's) */
     uint8_t *file;
@@ -156,6 +162,8 @@ void kj_aot_free(KjLibrary *library)
         dlclose(library->handle);
     if (library->memfd >= 0)
         close(library->memfd);
+    free(library->dl_error);
+    pthread_mutex_destroy(&library->dl_lock);
     free(library->file);
     free(library->roots);
     free(library->shapes);
@@ -443,6 +451,7 @@ static void read_cuda(Reader *r, KjIrModule *ir, KjSource *src, KjLibrary *lib)
         AotRoot *root = &lib->roots[first + (int)i];
         get_root(r, ir, src, root);
         root->cuda = true;
+        lib->cuda_shapes |= root->lifted && strncmp(root->lifted, "block ", 6) == 0;
         uint64_t size = 0;
         const uint8_t *ptx = get_blob(r, &size);
         root->sizes[0] = size;
@@ -657,6 +666,29 @@ static const char *check_name(int check)
     return check == KJIT_CHECK_ALL ? "all" : check == KJIT_CHECK_RACE ? "race" : "values";
 }
 
+bool kj_aot_checked_usable(int want, int held, bool on_cuda, bool cuda_checked, char *why,
+                           size_t why_size)
+{
+    if (!want)
+        return true; /* the unchecked code */
+    if (on_cuda && held && !cuda_checked)
+        return snprintf(why, why_size, "the cuda context is checked (KJIT_CHECK=%s, "
+                        "kjit_options.check) and the library holds checked code for the cpu and "
+                        "parallel targets only (it was built with --check=%s; a cuda context "
+                        "checks values: build it with --check=values)", check_name(want),
+                        check_name(held)), false;
+    if (want == held)
+        return true;
+    if (held)
+        return snprintf(why, why_size, "the context checks %s (KJIT_CHECK, kjit_options.check) "
+                        "and the library holds checked code for %s only (build it with kjit "
+                        "build --check=%s)", check_name(want), check_name(held),
+                        check_name(want)), false;
+    return snprintf(why, why_size, "the context is checked (KJIT_CHECK=%s, kjit_options.check) "
+                    "and the library holds no checked code (build it with kjit build "
+                    "--check=%s)", check_name(want), check_name(want)), false;
+}
+
 /* The module's IR and library (*lib, its roots) from a table of `size`
  * bytes: false with the reason in why when it does not read or holds no
  * level this CPU runs. */
@@ -669,6 +701,7 @@ static bool open_table(kjit_module *module, const uint8_t *table, size_t size, K
     *lib_out = lib;
     lib->memfd = -1;
     pthread_mutex_init(&lib->lock, NULL);
+    pthread_mutex_init(&lib->dl_lock, NULL);
     kjit_context *context = module->context;
     lib->on_cuda = context->runtime->codegen == KJ_CODEGEN_CUDA;
     if (lib->on_cuda)
@@ -677,25 +710,15 @@ static bool open_table(kjit_module *module, const uint8_t *table, size_t size, K
     bool ok = read_table(&r, module->ir, lib, written, why, why_size);
     /* a checked context runs the library's checked code, of its kinds; code
      * without checks would pass silently what the context asks to check */
-    int want = context->options.check;
-    if (ok && want && lib->on_cuda) {
-        /* --check builds checked code for the host's targets only */
-        ok = false;
-        snprintf(why, why_size, "the cuda context is checked (KJIT_CHECK=%s, "
-                 "kjit_options.check) and libraries hold checked code for the cpu and parallel "
-                 "targets only (run it unchecked on cuda, or compile the .kern with libkjit to "
-                 "check it there)", check_name(want));
-    } else if (ok && want && want != lib->check) {
-        ok = false;
-        if (lib->check)
-            snprintf(why, why_size, "the context checks %s (KJIT_CHECK, kjit_options.check) and "
-                     "the library holds checked code for %s only (build it with kjit build "
-                     "--check=%s)", check_name(want), check_name(lib->check), check_name(want));
-        else
-            snprintf(why, why_size, "the context is checked (KJIT_CHECK=%s, kjit_options.check) "
-                     "and the library holds no checked code (build it with kjit build "
-                     "--check=%s)", check_name(want), check_name(want));
+    bool cuda_unchecked = false, cuda_checked = false; /* (no cuda root: all on the host) */
+    for (int i = 0; ok && i < lib->root_count; i++) {
+        cuda_checked |= lib->roots[i].cuda && lib->roots[i].checked;
+        cuda_unchecked |= lib->roots[i].cuda && !lib->roots[i].checked;
     }
+    cuda_checked |= !cuda_unchecked;
+    if (ok)
+        ok = kj_aot_checked_usable(context->options.check, lib->check, lib->on_cuda, cuda_checked,
+                                   why, why_size);
     if (!ok && strstr(why, "no level")) {
         KjBuf levels = {0};
         Reader again = {table, table + size, false, &module->arena};
@@ -728,6 +751,27 @@ static kjit_status usable_context(kjit_context *context, const char *api, const 
 
 static void *library_lookup(void *code, const char *symbol);
 
+/* dlopen of the sealed memfd, once (false with lib->dl_error when the
+ * loader refuses it). */
+static bool map_elf(KjLibrary *lib)
+{
+    if (__atomic_load_n(&lib->handle, __ATOMIC_ACQUIRE))
+        return true;
+    pthread_mutex_lock(&lib->dl_lock);
+    if (!lib->handle && !lib->dl_error) {
+        char fd_path[64];
+        snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", lib->memfd);
+        void *handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL);
+        if (handle)
+            __atomic_store_n(&lib->handle, handle, __ATOMIC_RELEASE);
+        else
+            lib->dl_error = kj_xstrdup(dlerror());
+    }
+    bool ok = lib->handle != NULL;
+    pthread_mutex_unlock(&lib->dl_lock);
+    return ok;
+}
+
 kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written_out)
 {
     const char *api = "kjit_module_load_library";
@@ -735,6 +779,7 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
     kjit_status usable = usable_context(context, api, path);
     if (usable != KJIT_OK)
         return usable;
+    double span = kj_trace_now();
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return kj_api_set_error(context, errno == ENOENT ? KJIT_ERROR_NOT_FOUND : KJIT_ERROR_IO,
@@ -790,6 +835,7 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
             }
         }
     }
+    span = kj_trace("library: opened, read into a memfd, SHA-256 checked", span);
     KjLibrary *lib = NULL;
     uint32_t *written = NULL;
     /* On cuda the roots' cuda code is read where the table lies (aot_cuda.c
@@ -812,25 +858,28 @@ kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **writte
     free(kept);
     if (data != MAP_FAILED)
         munmap(data, size);
+    span = kj_trace("library: table read", span);
     if (ok) {
         /* dlopen maps exactly the bytes checked above: the ELF part, sealed
-         * against any change from here on */
-        char fd_path[64];
-        snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", mem);
+         * against any change from here on (on a cuda context at the first
+         * host root's lookup, library_lookup: a cuda call runs none of it) */
         if (ftruncate(mem, (off_t)elf_size) != 0 ||
             fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
             ok = false;
             status = KJIT_ERROR_IO;
             snprintf(why, sizeof why, "its memory file cannot be sealed: %s", strerror(errno));
-        } else if (!(lib->handle = dlopen(fd_path, RTLD_NOW | RTLD_LOCAL))) {
-            ok = false;
-            status = KJIT_ERROR_BACKEND;
-            snprintf(why, sizeof why, "the loader refused it: %s", dlerror());
         }
         if (ok) {
             lib->memfd = mem;
             mem = -1;
         }
+        if (ok && !lib->on_cuda && !map_elf(lib)) {
+            ok = false;
+            status = KJIT_ERROR_BACKEND;
+            snprintf(why, sizeof why, "the loader refused it: %s", lib->dl_error);
+        }
+        kj_trace(lib && lib->on_cuda ? "library: sealed (dlopen deferred: cuda)"
+                                     : "library: sealed and dlopen'd", span);
     }
     if (mem >= 0)
         close(mem);
@@ -908,12 +957,13 @@ void kj_aot_describe(const kjit_module *module, const char *path, KjBuf *out)
     for (int i = 0; i < lib->cpu_level_count; i++)
         kj_buf_printf(b, " %s", lib->cpu_levels[i]);
     kj_buf_printf(b, " (this CPU runs %s)\n", lib->level->name);
-    int checked = 0;
+    int checked = 0, cuda_checked = 0;
     for (int i = 0; i < lib->root_count; i++)
-        checked += lib->roots[i].checked;
+        lib->roots[i].cuda ? (cuda_checked += lib->roots[i].checked)
+                           : (checked += lib->roots[i].checked);
     if (lib->check)
-        kj_buf_printf(b, "checked:   %s (%d cpu roots, --check)\n", check_name(lib->check),
-                      checked);
+        kj_buf_printf(b, "checked:   %s (%d cpu roots, %d cuda roots, --check)\n",
+                      check_name(lib->check), checked, cuda_checked);
     for (int k = 0; k < lib->shape_count; k++)
         kj_buf_printf(b, "shape:     %s for blocks of %u x %u x %u (--block)\n",
                       lib->roots[lib->shapes[k].root].symbol, lib->shapes[k].dims[0],
@@ -961,8 +1011,16 @@ kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
     const AotRoot *root = &module->library->roots[compiled->library_root];
     char *refused = NULL;
     if (root->cubin) {
+        double span = kj_trace_now();
         kjit_status status = kj_cuda_load_cubin(context->cuda, root->cubin, root->cubin_size,
                                                 loaded, &refused);
+        if (kj_trace_on()) {
+            char what[600];
+            snprintf(what, sizeof what, "root %s%s%s%s: cuModuleLoadDataEx of its cubin",
+                     root->symbol, root->lifted ? " (" : "", root->lifted ? root->lifted : "",
+                     root->lifted ? ")" : "");
+            kj_trace(what, span);
+        }
         if (status == KJIT_OK || !root->ptx) {
             *error = refused;
             return status;
@@ -974,7 +1032,9 @@ kjit_status kj_aot_cuda_load(kjit_module *module, const KjCompiled *compiled,
         *error = kj_xstrdup("the library holds no cuda code this device runs for it");
         return KJIT_ERROR_NOT_FOUND;
     }
+    double span = kj_trace_now();
     kjit_status status = kj_cuda_load_ptx(context->cuda, root->ptx, loaded, NULL, NULL, error);
+    kj_trace("root: its PTX compiled and loaded by the driver", span);
     if (status != KJIT_OK && refused) {
         KjBuf both = {0};
         kj_buf_printf(&both, "%s (its cubin, tried first: %s)", *error ? *error : "", refused);
@@ -1043,6 +1103,23 @@ kjit_status kj_aot_find(kjit_module *module, int function, int sig, const KjVecV
     return KJIT_OK;
 }
 
+bool kj_aot_cuda_shape(const kjit_function *function, const KjCompiled *general,
+                       const uint32_t block[3], char *key, size_t key_size)
+{
+    const kjit_module *module = function->module;
+    const KjLibrary *lib = module->library;
+    if (!lib->on_cuda || !lib->cuda_shapes || general->lifted[0] ||
+        module->context->options.check)
+        return false;
+    kj_aot_block_key(block, key, key_size);
+    int index = 0;
+    while (module->functions[index] != function)
+        index++;
+    /* not built for this shape: the general code */
+    return find_root(lib, true, false, index, general->signature, NULL, general->contiguous,
+                     key) >= 0;
+}
+
 /* A symbol of one root's object: kjaot_<level>_<root>__<symbol>. */
 typedef struct RootCode {
     const KjLibrary *lib;
@@ -1060,8 +1137,8 @@ static void *library_lookup(void *code, const char *symbol)
     const KjLibrary *lib = root->lib;
     char name[600];
     snprintf(name, sizeof name, "%s%s", root->prefix, symbol);
-    if (lib->handle)
-        return dlsym(lib->handle, name);
+    if (lib->memfd >= 0) /* a shared library: mapped now if it was deferred */
+        return map_elf((KjLibrary *)lib) ? dlsym(lib->handle, name) : NULL;
     const char *const *found =
         bsearch(name, lib->symbols, lib->symbol_count, sizeof *lib->symbols, compare_symbol);
     return found ? lib->addresses[found - lib->symbols] : NULL;
@@ -1120,6 +1197,10 @@ kjit_status kj_aot_generate(kjit_module *module, KjCompiled *compiled, const cha
     char name[520];
     snprintf(name, sizeof name, "%s%s", compiled->symbol, suffix);
     compiled->entry = library_lookup(&code, name);
+    if (!compiled->entry && lib->dl_error)
+        return kj_api_set_error(module->context, KJIT_ERROR_BACKEND,
+                                "%sthe loader refused the library's cpu code: %s", prefix,
+                                lib->dl_error);
     if (!compiled->entry)
         return kj_api_set_error(module->context, KJIT_ERROR_BACKEND, "%sthe library has no %s%s",
                                 prefix, code.prefix, name);

@@ -31,8 +31,10 @@
  * Unless --cuda=off, the module is compiled once more as a cuda context
  * compiles it, and its roots' PTX and cubins (aot_cuda_build.c) follow in
  * the table's cuda section (build_cuda, write_cuda), in an archive's table
- * as in a shared library's; checked code and block shapes are the cpu's
- * only (a checked cuda context refuses the library, aot.c).
+ * as in a shared library's; with --check=values (the checks a cuda context
+ * runs) a checked cuda module's roots too, whose sites must be the cpu's;
+ * with --block, each cuda kernel root with barriers for each shape too
+ * (kj_aot_cuda_compile_shape; a root "block X,Y,Z").
  */
 #include <ctype.h>
 #include <errno.h>
@@ -170,6 +172,7 @@ typedef struct Root {
     KjCompiled compiled;
     kjit_module *module; /* the unchecked module's, or the checked one's */
     bool checked;
+    uint32_t block[3]; /* a cuda root for blocks of these dims (--block); 0: any */
 } Root;
 
 typedef struct Roots {
@@ -531,35 +534,102 @@ typedef struct CudaBuild {
     bool on;
     KjAotCudaArchs archs;
     kjit_module *module; /* compiled as for a cuda context */
-    Roots roots;
+    kjit_module *checked; /* and as for a cuda context checked for values (--check=values) */
+    Roots roots; /* the unchecked module's, then the checked one's */
     KjAotCudaCode *code; /* one per root */
     char *notes;         /* what was left out and why */
 } CudaBuild;
 
-/* The module compiled again and its roots prepared as a cuda context
- * prepares them (no split forms, reductions in warps, plain functions
- * left to the host's code): the context's runtime is cuda's meanwhile,
- * with no device opened, since nothing runs. */
-static kjit_status build_cuda(kjit_context *context, const char *path, const char *archs,
+/* The module compiled in `context` as a cuda context compiles it, into
+ * *out, and its roots prepared as such a context prepares them (no split
+ * forms, reductions in warps, plain functions left to the host's code):
+ * the context's runtime is cuda's meanwhile, with no device opened, since
+ * nothing runs. */
+static kjit_status cuda_module(kjit_context *context, const char *path, kjit_module **out,
+                               Roots *roots, char **error)
+{
+    const KjRuntimeTarget *host = context->runtime;
+    context->runtime = &kj_runtime_cuda;
+    kjit_status status = kjit_compile_file(context, path, out);
+    if (status != KJIT_OK)
+        *error = kj_xstrdup(kjit_last_error(context));
+    else
+        status = collect_roots(*out, roots, error);
+    context->runtime = host;
+    return status;
+}
+
+/* The checked cuda module's sites are the cpu's, which the table carries
+ * (both made by checks.c from the same module before any target's pass):
+ * a report names a site by its number, so a difference is refused. */
+static kjit_status same_sites(const KjIrModule *cpu, const KjIrModule *cuda, char **error)
+{
+    bool same = cpu->check_sites.count == cuda->check_sites.count;
+    for (int i = 0; same && i < cpu->check_sites.count; i++) {
+        const KjCheckSite *a = cpu->check_sites.items[i], *b = cuda->check_sites.items[i];
+        same = a->kind == b->kind && a->loc.line == b->loc.line && a->loc.col == b->loc.col &&
+               strcmp(a->array ? a->array : "", b->array ? b->array : "") == 0;
+    }
+    if (same)
+        return KJIT_OK;
+    KjBuf m = {0};
+    kj_buf_printf(&m, "checked mode's sites differ between the cpu code (%d) and the cuda code "
+                  "(%d): no checked cuda code can be built (build with --cuda=off, or without "
+                  "--check)", cpu->check_sites.count, cuda->check_sites.count);
+    *error = m.data;
+    return KJIT_ERROR_BACKEND;
+}
+
+/* The cuda code: the unchecked module's roots, and with --check=values
+ * (the checks a cuda context runs: races are the host's) the checked
+ * module's too, each a root of the cuda section (its `checked` word). */
+static kjit_status build_cuda(kjit_context *context, kjit_module *checked, const char *path,
+                              const char *archs, const kjit_build_options *build,
                               CudaBuild *cuda, char **error)
 {
     kjit_status status = kj_aot_cuda_archs(archs, &cuda->archs, error);
     if (status != KJIT_OK)
         return status;
     cuda->on = true;
-    const KjRuntimeTarget *host = context->runtime;
-    context->runtime = &kj_runtime_cuda;
-    status = kjit_compile_file(context, path, &cuda->module);
-    if (status != KJIT_OK)
-        *error = kj_xstrdup(kjit_last_error(context));
-    else
-        status = collect_roots(cuda->module, &cuda->roots, error);
-    context->runtime = host;
+    status = cuda_module(context, path, &cuda->module, &cuda->roots, error);
+    /* --block: each kernel with barriers (as the cpu's shapes: the kernels
+     * whose code a block shape changes most) also for each shape, a root
+     * "block X,Y,Z" that launches of those dims run (aot.c) */
+    int general = cuda->roots.count;
+    for (int i = 0; i < general && status == KJIT_OK; i++) {
+        const KjIrFunction *fn = cuda->roots.items[i].compiled.root;
+        if (fn->kind != KJ_IR_FN_KERNEL || !fn->uses_syncthreads)
+            continue;
+        for (int b = 0; b < build->block_count; b++) {
+            Root shaped = cuda->roots.items[i];
+            memcpy(shaped.block, build->blocks[b], sizeof shaped.block);
+            kj_aot_block_key(shaped.block, shaped.compiled.lifted, sizeof shaped.compiled.lifted);
+            if (cuda->roots.count == cuda->roots.cap) {
+                cuda->roots.cap = cuda->roots.cap * 2 + 16;
+                cuda->roots.items = kj_xrealloc(cuda->roots.items,
+                                                sizeof *cuda->roots.items * (size_t)cuda->roots.cap);
+            }
+            cuda->roots.items[cuda->roots.count++] = shaped;
+        }
+    }
+    if (status == KJIT_OK && checked && checked->context->options.check == KJIT_CHECK_VALUES) {
+        status = cuda_module(checked->context, path, &cuda->checked, &cuda->roots, error);
+        /* (inserted at the first root's passes: none when every function
+         * runs on the host, plain ones) */
+        if (status == KJIT_OK && cuda->checked->ir->checks_inserted)
+            status = same_sites(checked->ir, cuda->checked->ir, error);
+    }
     cuda->code = kj_xcalloc((size_t)cuda->roots.count + 1, sizeof *cuda->code);
-    for (int i = 0; i < cuda->roots.count && status == KJIT_OK; i++)
-        status = kj_aot_cuda_compile(cuda->module->ir, &context->options,
-                                     &cuda->roots.items[i].compiled, &cuda->archs, i == 0,
-                                     &cuda->code[i], &cuda->notes, error);
+    for (int i = 0; i < cuda->roots.count && status == KJIT_OK; i++) {
+        Root *r = &cuda->roots.items[i];
+        status = r->block[0] ? kj_aot_cuda_compile_shape(r->module->ir,
+                                                         &r->module->context->options,
+                                                         &r->compiled, r->block, &cuda->archs,
+                                                         &cuda->code[i], error)
+                             : kj_aot_cuda_compile(r->module->ir, &r->module->context->options,
+                                                   &r->compiled, &cuda->archs, i == 0,
+                                                   &cuda->code[i], &cuda->notes, error);
+    }
     return status;
 }
 
@@ -598,6 +668,7 @@ static void cuda_free(CudaBuild *cuda)
     free(cuda->code);
     free(cuda->roots.items);
     kjit_module_free(cuda->module);
+    kjit_module_free(cuda->checked);
 }
 
 /* ------------------------------------------------------------ the build */
@@ -943,7 +1014,7 @@ kjit_status kjit_build_library_with(const char *path, const char *output,
     CudaBuild cuda = {0};
     const char *archs = build->cuda_archs ? build->cuda_archs : KJ_AOT_CUDA_DEFAULT_ARCHS;
     if (status == KJIT_OK && strcmp(archs, "off") != 0)
-        status = build_cuda(module->context, path, archs, &cuda, error);
+        status = build_cuda(module->context, checked, path, archs, build, &cuda, error);
 
     char dir[] = "/tmp/kjit-lib-XXXXXX";
     bool have_dir = status == KJIT_OK && mkdtemp(dir) != NULL;

@@ -95,3 +95,8 @@ void kj_aot_cuda_device(kjit_context *context, int *major, int *minor)
     *major = info.compute_major;
     *minor = info.compute_minor;
 }
+
+void kj_aot_block_key(const uint32_t dims[3], char *key, size_t size)
+{
+    snprintf(key, size, "block %u,%u,%u", dims[0], dims[1], dims[2]);
+}

@@ -145,3 +145,86 @@ void kj_aot_cuda_code_free(KjAotCudaCode *code)
         free(code->cubin[a]);
     memset(code, 0, sizeof *code);
 }
+
+/* ------------------------------------------------------ --block shapes */
+
+/* ptx from `from` up to `to`, each %ntid.x, .y, .z there the block's extent */
+static void copy_fixing_ntid(KjBuf *out, const char *from, const char *to, const uint32_t dims[3])
+{
+    for (const char *p = from; p < to;) {
+        const char *at = strstr(p, "%ntid.");
+        if (!at || at >= to || at + 7 > to) {
+            kj_buf_printf(out, "%.*s", (int)(to - p), p);
+            return;
+        }
+        kj_buf_printf(out, "%.*s", (int)(at - p), p);
+        if (at[6] >= 'x' && at[6] <= 'z') {
+            kj_buf_printf(out, "%u", dims[at[6] - 'x']);
+            p = at + 7;
+        } else {
+            kj_buf_printf(out, "%%");
+            p = at + 1;
+        }
+    }
+}
+
+char *kj_ptx_for_block(const char *ptx, const uint32_t dims[3])
+{
+    /* ".entry NAME(" ... "\n)": the declaration goes after the parameters
+     * (one kernel a root; its device functions are .func) */
+    const char *entry = strstr(ptx, ".entry ");
+    const char *close = entry ? strstr(entry, "\n)") : NULL;
+    if (!close || strstr(ptx, ".reqntid") || strstr(ptx, ".maxntid") ||
+        strstr(entry + 1, ".entry "))
+        return NULL;
+    close += 2;
+    KjBuf out = {0};
+    copy_fixing_ntid(&out, ptx, close, dims);
+    kj_buf_printf(&out, "\n.reqntid %u, %u, %u", dims[0], dims[1], dims[2]);
+    copy_fixing_ntid(&out, close, close + strlen(close), dims);
+    return out.data;
+}
+
+kjit_status kj_aot_cuda_compile_shape(KjIrModule *ir, const kjit_options *options,
+                                      KjCompiled *root, const uint32_t dims[3],
+                                      const KjAotCudaArchs *archs, KjAotCudaCode *code,
+                                      char **error)
+{
+    memset(code, 0, sizeof *code);
+    char *failure = NULL;
+    char *general = ptx_of(ir, options, root, archs->names[0], false, &failure);
+    code->ptx = general ? kj_ptx_for_block(general, dims) : NULL;
+    free(general);
+    for (int a = 0; code->ptx && a < archs->count && !failure; a++) {
+        if (!archs->cubin[a])
+            continue;
+        char *whole = ptx_of(ir, options, root, archs->names[a], true, &failure);
+        char *ptx = whole ? kj_ptx_for_block(whole, dims) : NULL;
+        free(whole);
+        if (!ptx) {
+            if (!failure)
+                failure = kj_xstrdup("its PTX declares no kernel entry to specialise");
+            break;
+        }
+        char *why = NULL;
+        if (kj_ptxas_compile(ptx, archs->names[a], &code->cubin[a], &code->cubin_size[a],
+                             &why) != KJIT_OK) {
+            KjBuf m = {0};
+            kj_buf_printf(&m, "ptxas for %s: %s", archs->names[a], why ? why : "failed");
+            failure = m.data;
+        }
+        free(why);
+        free(ptx);
+    }
+    if (failure || !code->ptx) {
+        KjBuf m = {0};
+        kj_buf_printf(&m, "cuda code generation for %s for blocks of %u x %u x %u failed: %s",
+                      root->root->name, dims[0], dims[1], dims[2],
+                      failure ? failure : "its PTX declares no kernel entry to specialise");
+        free(failure);
+        kj_aot_cuda_code_free(code);
+        *error = m.data;
+        return KJIT_ERROR_BACKEND;
+    }
+    return KJIT_OK;
+}

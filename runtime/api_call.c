@@ -300,9 +300,14 @@ static kjit_status call_vectorized(kjit_function *function, const kjit_arg *args
  * of the plan a view of ran_as->ndim dimensions, the planned ones padded
  * in front with extents of 1, a scalar one (params[i], converted) read
  * through strides of 0.  The elements are the same, each computed by the
- * same scalar function. */
+ * same scalar function.  A scalar the code now reads through a pointer is
+ * memory the target must reach: a host scalar (inputs[i] NULL) becomes the
+ * 0-d host array holders[i] of its bytes in inputs, which a device target
+ * stages as any host array (runtime_cuda.c; before, the device was handed
+ * the address of the host's copy and faulted). */
 static void generalize(KjBroadcastPlan *plan, const KjVecVariant *ran_as, int nargs,
-                       void **params)
+                       void **params, const KjIrFunction *scalar, const kjit_array **inputs,
+                       kjit_array *holders)
 {
     int from = plan->variant.ndim, to = ran_as->ndim, pad = to - from;
     KjArrayDesc *descs[KJ_MAX_VEC_INPUTS + 1];
@@ -310,6 +315,12 @@ static void generalize(KjBroadcastPlan *plan, const KjVecVariant *ran_as, int na
         if (plan->variant.scalar_mask & (1u << i)) {
             KjArrayDesc *d = &plan->inputs[i];
             d->data = params[i];
+            if (!inputs[i]) {
+                kjit_dtype dtype = KJIT_F64;
+                kj_type_dtype(scalar->params[i]->type, &dtype); /* a scalar parameter */
+                holders[i] = kjit_array_make(params[i], dtype, 0, NULL);
+                inputs[i] = &holders[i];
+            }
             for (int k = 0; k < from; k++) {
                 d->shape[k] = plan->output.shape[k];
                 d->strides[k] = 0;
@@ -367,8 +378,14 @@ static kjit_status call_planned(kjit_function *function, int sig, const kjit_arg
         }
     }
     params[nargs] = &plan.output;
-    if (compiled->generalized)
-        generalize(&plan, &compiled->ran_as, nargs, params);
+    /* the general code reads scalars through pointers: their holders */
+    const kjit_array *ran_inputs[KJ_MAX_VEC_INPUTS];
+    kjit_array holders[KJ_MAX_VEC_INPUTS];
+    if (compiled->generalized) {
+        memcpy(ran_inputs, inputs, sizeof *inputs * (size_t)nargs);
+        generalize(&plan, &compiled->ran_as, nargs, params, scalar, ran_inputs, holders);
+        inputs = ran_inputs;
+    }
     KjCheckCall check;
     if (context->options.check) {
         status = kj_check_begin(context, compiled->runtime, &check, &params[nargs + 1]);
@@ -702,6 +719,13 @@ static kjit_status launch_any(kjit_function *function, const uint32_t grid[3],
         return status;
     KjCompiled *compiled;
     status = kj_api_find_compiled(function, 0, NULL, m.contiguous, &compiled);
+    char shape[96];
+    if (status == KJIT_OK && function->module->library && /* a --block shape's cuda code */
+        kj_aot_cuda_shape(function, compiled, block, shape, sizeof shape)) {
+        KjPipelineRoot request = {0};
+        status = kj_api_find_lifted(function, compiled->signature, &request,
+                                    compiled->contiguous, shape, &compiled);
+    }
     if (status != KJIT_OK)
         return status;
     /* local() sized at launch: its bytes per thread, from the arguments,

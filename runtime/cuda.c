@@ -752,8 +752,10 @@ kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char 
         /* The block size that reaches the best occupancy for this kernel's
          * registers; min_grid is the block count that fills every SM once. */
         int min_grid = 0, block = 0;
+        double span = kj_trace_now();
         KjCuResult result = cuda->cu->OccupancyMaxPotentialBlockSize(
             &min_grid, &block, kernel->function, NULL, 0, 0);
+        kj_trace("kernel's first launch: cuOccupancyMaxPotentialBlockSize", span);
         if (result != CU_SUCCESS)
             return fail(cuda, result, "cuOccupancyMaxPotentialBlockSize", kernel_name, error);
         if (block <= 0)

@@ -1074,13 +1074,22 @@ typedef struct KjVectorizedRun {
     const KjCompiled *compiled;
     KjBroadcastPlan *plan;
     void **params;
-    const kjit_array *const *inputs; /* NULL for host scalars */
+    /* NULL for host scalars passed by value (bit i of plan->variant's
+     * scalar_mask); every input the code reads through a descriptor has its
+     * array here, a host scalar that a library's general code reads as a
+     * 0-d host array (api_call.c's generalize), so a device target stages
+     * each (kj_vectorized_stages_input) */
+    const kjit_array *const *inputs;
     int input_count;
     kjit_array *output;
     int extra_outputs; /* a @vectorize of several outputs: the last extra_outputs inputs
                           are its outputs 1.. (written, copied back from a device) */
     kjit_stream *stream; /* NULL: the default stream */
 } KjVectorizedRun;
+/* runtime_cuda.c: whether a target whose device cannot read the host's
+ * memory copies input i of run to the device for the call: a host array
+ * the code reads through its descriptor. */
+bool kj_vectorized_stages_input(const KjVectorizedRun *run, int i);
 
 /* A kernel launch, its arguments marshalled: descs[i] is array argument i's
  * descriptor, which params[i] points to (cuda may stage a host array and
@@ -1302,6 +1311,15 @@ void kj_race_fail_sync(KjRaceState *race, KjRaceKind kind, int first_index, int3
 /* "file:line:col: error: ...", the line and a caret, as kj_check_message. */
 char *kj_race_message(const KjIrModule *module, const KjRaceState *race, const char *function);
 
+/* ============================================================== trace.c */
+
+/* KJIT_TRACE=1: spans of load paths on stderr ("kjit trace: WHAT MS ms").
+ * kj_trace_now is 0 when off; kj_trace prints the time since `since` and
+ * returns now (0 when off), to chain spans. */
+bool kj_trace_on(void);
+double kj_trace_now(void);
+double kj_trace(const char *what, double since);
+
 /* ======================================================= aot.c, aot_build.c */
 
 /*
@@ -1341,6 +1359,11 @@ typedef struct KjLibrary KjLibrary;
  * module's arena); else the status with the context's error, and the
  * caller frees the module. */
 kjit_status kj_aot_open(kjit_module *module, const char *path, uint32_t **written);
+/* Whether a context checking `want` (KJIT_CHECK_* bits; 0: unchecked) runs
+ * a library whose checked code checks `held` (0: none), on cuda with
+ * checked cuda roots or not (--check=values builds them); false with why. */
+bool kj_aot_checked_usable(int want, int held, bool on_cuda, bool cuda_checked, char *why,
+                           size_t why_size);
 /* A library linked into the program (kjit build --emit=staticlib): what its
  * NAME_kjit_load passes to kjit_module_load_linked.  The linker put its code
  * in the program, so there is no file to check: the ABI is, and the table
@@ -1450,6 +1473,19 @@ kjit_status kj_aot_cuda_archs(const char *text, KjAotCudaArchs *archs, char **er
 kjit_status kj_aot_cuda_compile(KjIrModule *ir, const kjit_options *options, KjCompiled *root,
                                 KjAotCudaArchs *archs, bool first, KjAotCudaCode *code,
                                 char **notes, char **error);
+/* The same root's code for blocks of `dims` only (kjit build --block):
+ * its PTX with every read of %ntid the block's extent and the entry
+ * declaring .reqntid, so ptxas folds blockDim as the cpu targets'
+ * split_specialise does; launched by those blocks alone (aot.c's
+ * kj_aot_cuda_shape).  The PTX text's transform: heap, or NULL when the
+ * PTX has no .entry to declare it on. */
+kjit_status kj_aot_cuda_compile_shape(KjIrModule *ir, const kjit_options *options,
+                                      KjCompiled *root, const uint32_t dims[3],
+                                      const KjAotCudaArchs *archs, KjAotCudaCode *code,
+                                      char **error);
+char *kj_ptx_for_block(const char *ptx, const uint32_t dims[3]);
+/* A cuda root's lifted name for blocks of dims: "block X,Y,Z". */
+void kj_aot_block_key(const uint32_t dims[3], char *key, size_t size);
 void kj_aot_cuda_code_free(KjAotCudaCode *code);
 
 /* An arch's compute capability: "sm_86" -> 8, 6 (false when not sm_N). */
@@ -1469,6 +1505,11 @@ bool kj_aot_cuda_usable(bool has_cuda, const KjAotCudaArchs *archs, int major, i
 /* The device a cuda context's library code is chosen for: its compute
  * capability, or KJIT_AOT_CUDA_DEVICE=sm_XY's (a test hook, docs/aot.md). */
 void kj_aot_cuda_device(kjit_context *context, int *major, int *minor);
+/* aot.c: whether, on a cuda context, a kernel launch of blocks of `block`
+ * from a library built for that shape (--block) has the shape's root, named
+ * `key` ("block X,Y,Z", lifted: api_call.c runs it instead of `general`). */
+bool kj_aot_cuda_shape(const kjit_function *function, const KjCompiled *general,
+                       const uint32_t block[3], char *key, size_t key_size);
 /* aot.c: a library root's cuda code for the device (its cubin, else its
  * PTX, or the PTX when the driver refuses the cubin) loaded for compiled
  * (runtime_cuda.c's generate for a library); *error (heap) on failure. */

@@ -73,8 +73,10 @@ static kjit_status bind_loaded(kjit_context *context, KjCompiled *compiled, KjCu
                                kjit_status status, char *error)
 {
     compiled->code = loaded; /* release frees it if the kernel is not found */
+    double span = kj_trace_now();
     if (status == KJIT_OK)
         status = kj_cuda_function(loaded, compiled->symbol, &compiled->entry, &error);
+    kj_trace("root: cuModuleGetFunction", span);
     if (status == KJIT_OK && context->options.cancellable)
         status = bind_cancel(context, loaded, &error);
     if (status != KJIT_OK)
@@ -247,6 +249,12 @@ static kjit_status unstage(kjit_context *context, Staging *staging, kjit_status 
 
 /* -------------------------------------------------------------- running */
 
+bool kj_vectorized_stages_input(const KjVectorizedRun *run, int i)
+{
+    return run->inputs[i] && !(run->plan->variant.scalar_mask & (1u << i)) &&
+           run->inputs[i]->memory == KJIT_MEMORY_HOST;
+}
+
 static kjit_status cuda_run_vectorized(kjit_context *context, KjVectorizedRun *run)
 {
     KjBroadcastPlan *plan = run->plan;
@@ -256,8 +264,7 @@ static kjit_status cuda_run_vectorized(kjit_context *context, KjVectorizedRun *r
     for (int i = 0; i < run->input_count && status == KJIT_OK; i++) {
         /* outputs 1.. of a function of several come last: written back */
         bool output = i >= run->input_count - run->extra_outputs;
-        if (run->inputs[i] && !(plan->variant.scalar_mask & (1u << i)) &&
-            run->inputs[i]->memory == KJIT_MEMORY_HOST)
+        if (kj_vectorized_stages_input(run, i))
             status = stage(context, &staging, run->inputs[i],
                            !output || !kj_array_is_contiguous(run->inputs[i]), output,
                            &plan->inputs[i].data);

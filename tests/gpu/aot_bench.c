@@ -10,6 +10,16 @@
  *       compiled: cold, or from the disk cache) with its first call (add,
  *       vsin, vexp over 100,000 host elements, or a 64 x 48 mandel_kernel
  *       launch), and from main to the end of that call.
+ *   aot_bench steps --lib LIB|--kern FILE
+ *       the same first call of add (100,000 f32), in the steps a CUDA C
+ *       program takes (tests/gpu/aot_first.cu takes them through the
+ *       driver): prints "steps" and the milliseconds of the context's
+ *       creation, the library's load (or the compile), kjit_prepare (the
+ *       root's code loaded: cuModuleLoadDataEx, cuModuleGetFunction), the
+ *       first device allocation, the other two, the two copies in, the
+ *       launch (kjit_call_async), the synchronisation, the copy back, the
+ *       frees, and the sum after the context; with KJIT_TRACE=1 kjit
+ *       prints its own spans of the load on stderr.
  *   aot_bench calls LIBDIR EXAMPLES
  *       in one process (libkjit), the same calls from the library and from
  *       the JIT on device arrays: the host cost of one kjit_call_async of
@@ -92,6 +102,68 @@ static int first(bool lib, const char *path, const char *name)
         die(context, name);
     printf("%.3f %.3f %.3f\n", t1 - t0, t2 - t1, t2 - t0);
     kjit_array_free(&result);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return 0;
+}
+
+static int steps(bool lib, const char *path)
+{
+    double t[16];
+    int k = 0;
+    t[k++] = now_ms();
+    kjit_context *context = cuda_context();
+    t[k++] = now_ms();
+    kjit_module *module = NULL;
+    kjit_function *f = NULL;
+    if ((lib ? kjit_module_load_library(context, path, &module)
+             : kjit_compile_file(context, path, &module)) != KJIT_OK ||
+        kjit_module_function(module, "add", &f) != KJIT_OK)
+        die(context, path);
+    t[k++] = now_ms();
+    enum { N = 100000 };
+    static float a[N], b[N], c[N];
+    for (int i = 0; i < N; i++)
+        a[i] = (float)i * 1e-5f, b[i] = 1.0f;
+    int64_t n = N;
+    kjit_array ha = kjit_array_make(a, KJIT_F32, 1, &n), hb = kjit_array_make(b, KJIT_F32, 1, &n),
+               hc = kjit_array_make(c, KJIT_F32, 1, &n);
+    kjit_arg host_args[2] = {kjit_arg_array(&ha), kjit_arg_array(&hb)};
+    if (kjit_prepare(f, host_args, 2, &hc) != KJIT_OK)
+        die(context, "kjit_prepare");
+    t[k++] = now_ms();
+    kjit_array da, db, dc;
+    if (kjit_device_alloc(context, KJIT_F32, 1, &n, &da) != KJIT_OK)
+        die(context, "kjit_device_alloc");
+    t[k++] = now_ms();
+    if (kjit_device_alloc(context, KJIT_F32, 1, &n, &db) != KJIT_OK ||
+        kjit_device_alloc(context, KJIT_F32, 1, &n, &dc) != KJIT_OK)
+        die(context, "kjit_device_alloc");
+    t[k++] = now_ms();
+    if (kjit_copy(context, &da, &ha, NULL) != KJIT_OK ||
+        kjit_copy(context, &db, &hb, NULL) != KJIT_OK)
+        die(context, "kjit_copy");
+    t[k++] = now_ms();
+    kjit_arg args[2] = {kjit_arg_array(&da), kjit_arg_array(&db)};
+    if (kjit_call_async(f, args, 2, &dc, NULL) != KJIT_OK)
+        die(context, "kjit_call_async");
+    t[k++] = now_ms();
+    if (kjit_synchronize(context) != KJIT_OK)
+        die(context, "kjit_synchronize");
+    t[k++] = now_ms();
+    if (kjit_copy(context, &hc, &dc, NULL) != KJIT_OK)
+        die(context, "kjit_copy");
+    t[k++] = now_ms();
+    kjit_device_free(context, &da);
+    kjit_device_free(context, &db);
+    kjit_device_free(context, &dc);
+    t[k++] = now_ms();
+    if (c[N - 1] != a[N - 1] + b[N - 1])
+        die(context, "the sum");
+    printf("steps");
+    for (int i = 1; i < k; i++)
+        printf(" %.3f", t[i] - t[i - 1]);
+    printf(" %.3f\n", t[k - 1] - t[1]);
     kjit_module_free(module);
     kjit_context_destroy(context);
     return 0;
@@ -249,12 +321,16 @@ static int calls(const char *libdir, const char *examples)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "steps") == 0 &&
+        (strcmp(argv[2], "--lib") == 0 || strcmp(argv[2], "--kern") == 0))
+        return steps(strcmp(argv[2], "--lib") == 0, argv[3]);
     if (argc == 5 && strcmp(argv[1], "first") == 0 &&
         (strcmp(argv[2], "--lib") == 0 || strcmp(argv[2], "--kern") == 0))
         return first(strcmp(argv[2], "--lib") == 0, argv[3], argv[4]);
     if (argc == 4 && strcmp(argv[1], "calls") == 0)
         return calls(argv[2], argv[3]);
     fprintf(stderr, "usage: aot_bench first --lib LIB|--kern FILE FUNCTION\n"
+                    "       aot_bench steps --lib LIB|--kern FILE\n"
                     "       aot_bench calls LIBDIR EXAMPLES\n");
     return 2;
 }

@@ -20,12 +20,18 @@ GPU_BUNDLE_LIBS = linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libpthread|l
 # Libraries' cuda code on the GPU machine (tests/gpu/aot.sh): every example
 # built here as a library with sm_90 cubins and PTX and the sse2 cpu code
 # alone (the bundle's size), add without cuda code (a refusal), the golden
-# kernel that prints; the C programs that run them, linked with libkjit-rt
+# kernel that prints, the golden programs of failed checks (--check), a
+# tree sum built with --block 64 --block 128; the C programs that run them, linked with libkjit-rt
 # alone (-rt) or with libkjit (-jit), built here (that machine has no
 # compiler to spare).
 GPU_AOT = $(BUILD)/gpu-aot
+# Checked mode on cuda: each golden program of a failed value check,
+# built with --check (its checked cuda roots).
+GPU_AOT_CHECKED = $(patsubst tests/golden/checks/%.run,$(GPU_AOT)/checked_%.so, \
+                    $(wildcard tests/golden/checks/*.run))
 GPU_AOT_LIBS = $(patsubst examples/%.kern,$(GPU_AOT)/lib%.so,$(wildcard examples/*.kern)) \
-               $(GPU_AOT)/libadd_nocuda.so $(GPU_AOT)/libprint_kernel.so
+               $(GPU_AOT)/libadd_nocuda.so $(GPU_AOT)/libprint_kernel.so $(GPU_AOT_CHECKED) \
+               $(GPU_AOT)/libaot_tree.so
 GPU_AOT_BINS = $(GPU_AOT)/aot-driver-rt $(GPU_AOT)/aot-driver-jit $(GPU_AOT)/aot-bench-rt \
                $(GPU_AOT)/aot-bench-jit
 $(GPU_AOT)/lib%.so: examples/%.kern $(BUILD)/kjit $(BUILD)/libkjit.so
@@ -34,6 +40,12 @@ $(GPU_AOT)/lib%.so: examples/%.kern $(BUILD)/kjit $(BUILD)/libkjit.so
 $(GPU_AOT)/libadd_nocuda.so: examples/add.kern $(BUILD)/kjit $(BUILD)/libkjit.so
 	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
 	$(BUILD)/kjit build $< --emit=lib --cpu-levels=sse2 --cuda=off -o $@
+$(GPU_AOT)/checked_%.so: tests/golden/checks/%.kern $(BUILD)/kjit $(BUILD)/libkjit.so
+	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
+	$(BUILD)/kjit build $< --emit=lib --check --cpu-levels=sse2 --arch=sm_90 -o $@
+$(GPU_AOT)/libaot_tree.so: tests/gpu/aot_tree.kern $(BUILD)/kjit $(BUILD)/libkjit.so
+	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
+	$(BUILD)/kjit build $< --emit=lib --cpu-levels=sse2 --arch=sm_90 --block 64 --block 128 -o $@
 $(GPU_AOT)/libprint_kernel.so: tests/golden/print/kernel.kern $(BUILD)/kjit $(BUILD)/libkjit.so
 	@mkdir -p $(GPU_AOT) && chmod 700 $(GPU_AOT)
 	$(BUILD)/kjit build $< --emit=lib --cpu-levels=sse2 --arch=sm_90 -o $@
