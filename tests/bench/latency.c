@@ -928,10 +928,10 @@ static void program_times(const char *self, char **folders, int count, bool cuda
             calls_over += cpu_call > PROGRAM_GOAL_MS || cuda_call > PROGRAM_GOAL_MS;
             snprintf(cpu_text, sizeof cpu_text, "%.1f ms", cpu_call);
             size_t len = strlen(note);
+            bool differs = cuda_what[0] && strcmp(cuda_what, cpu_what) != 0;
             snprintf(note + len, sizeof note - len, "%sslowest call: %s%s%s%s", len ? "; " : "",
-                     cpu_what, cuda_what[0] && strcmp(cuda_what, cpu_what) ? " (cuda: " : "",
-                     cuda_what[0] && strcmp(cuda_what, cpu_what) ? cuda_what : "",
-                     cuda_what[0] && strcmp(cuda_what, cpu_what) ? ")" : "");
+                     cpu_what, differs ? " (cuda: " : "", differs ? cuda_what : "",
+                     differs ? ")" : "");
         }
         if (cuda)
             snprintf(cuda_text, sizeof cuda_text, cuda_what[0] ? " %.1f ms |" : " - |", cuda_call);
