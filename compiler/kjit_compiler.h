@@ -832,6 +832,9 @@ typedef struct KjIrStmt {
                           lanes (reduce.c): vectorised whole, never unrolled */
     int unroll;        /* FOR over constant bounds, on targets that unroll such loops: the
                           copies asked for (reduce.c's COLUMNS); 0: the target's 4.
+                          FOR, any bounds, any target: -1 never unrolled (reduce.c's
+                          LANES steps, one vector chain each: copies only cost compile
+                          time).
                           THREADS: 1 keeps its loops where its threads are known (a copy
                           that seldom runs, split_specialise.c); 0: the back end's choice */
     int check_site;    /* STORE: as KjIrExpr.check_site */

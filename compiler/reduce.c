@@ -341,11 +341,25 @@ static void lane_tree(Lift *l, KjIrVar **lane, KjIrVar *ne)
 static void lane_array_tree(Lift *l, KjIrVar *lanes, KjIrVar *ne)
 {
     for (int s = KJ_REDUCE_LANES / 2; s >= 1; s /= 2) {
+        if (s < 4) {
+            /* the last steps (2 lanes, 1) written out: asked for vectors so
+             * narrow, LLVM's vectoriser may decline and say so on stderr,
+             * and as loops they cost its loop passes for nothing */
+            for (int j = 0; j < s; j++) {
+                KjVec *saved = NULL;
+                if (ne)
+                    saved = open_if(l, less(l, i64(l, j + s), ref(l, ne)));
+                store_flat(l, lanes, i64(l, j),
+                           combine(l, load_flat(l, lanes, i64(l, j)), load_flat(l, lanes, i64(l, j + s))));
+                if (ne)
+                    l->body = saved;
+            }
+            if (ne)
+                set(l, ne, min_i64(l, ref(l, ne), i64(l, s)));
+            continue;
+        }
         KjIrVar *j = new_var(l, "j", i64_type());
-        /* the last steps (2 lanes, 1) as plain loops, which LLVM writes
-         * out: asked for vectors so narrow, its vectoriser may decline and
-         * say so on stderr */
-        KjVec *loop = s >= 4 ? open_lanes_for_width(l, j, s) : open_for(l, j, i64(l, 0), i64(l, s));
+        KjVec *loop = open_lanes_for_width(l, j, s);
         KjVec *saved = NULL;
         if (ne)
             saved = open_if(l, less(l, add(l, ref(l, j), i64(l, s)), ref(l, ne)));
@@ -490,6 +504,10 @@ static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
     l->body = inner;
     KjIrVar *i = new_var(l, "i", i64_type()), *at = new_var(l, "at", i64_type());
     KjVec *outer = open_for(l, i, i64(l, 1), ref(l, steps));
+    /* not unrolled: each step is one vector operation a lane chain, which
+     * waits for the last; LLVM's four copies added 10% to the file's
+     * compile time (examples/reduce.kern) for no speed */
+    ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
     set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
     j = new_var(l, "j", i64_type());
     inner = open_lanes_for(l, j);

@@ -101,6 +101,20 @@ static bool leaves_or_loops(const KjIrStmt *s)
     return !kj_ir_walk_stmt(&w, s);
 }
 
+/* A loop ID on the back edge, holding the properties props[0..n): the node
+ * names itself, as loop IDs do. */
+static void set_loop_md(Gen *g, LLVMValueRef back_edge, LLVMMetadataRef *props, int n)
+{
+    LLVMMetadataRef ops[4];
+    ops[0] = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    for (int i = 0; i < n; i++)
+        ops[i + 1] = props[i];
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, (size_t)n + 1);
+    LLVMMetadataReplaceAllUsesWith(ops[0], loop);
+    LLVMSetMetadata(back_edge, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", strlen("llvm.loop")),
+                    LLVMMetadataAsValue(g->ctx, loop));
+}
+
 /*
  * An innermost `for` over constant bounds with no early exit is unrolled
  * four times (or its `unroll` times) on targets that ask for it (cuda: as nvcc does with such loops;
@@ -111,6 +125,13 @@ static bool leaves_or_loops(const KjIrStmt *s)
  */
 static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
 {
+    if (s->unroll < 0) { /* never unrolled, on any target (KjIrStmt.unroll) */
+        LLVMMetadataRef no_unroll = LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.disable",
+                                                           strlen("llvm.loop.unroll.disable"));
+        LLVMMetadataRef prop = LLVMMDNodeInContext2(g->ctx, &no_unroll, 1);
+        set_loop_md(g, back_edge, &prop, 1);
+        return;
+    }
     if (!g->target->unroll_constant_loops || s->start->op != KJ_IR_CONST ||
         s->stop->op != KJ_IR_CONST || s->step->op != KJ_IR_CONST || leaves_or_loops(s->body))
         return;
@@ -118,12 +139,8 @@ static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
         LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.count", strlen("llvm.loop.unroll.count")),
         LLVMValueAsMetadata(
             LLVMConstInt(LLVMInt32TypeInContext(g->ctx), s->unroll > 0 ? (unsigned)s->unroll : 4, 0))};
-    LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-    LLVMMetadataRef loop_ops[2] = {self, LLVMMDNodeInContext2(g->ctx, count, 2)};
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, loop_ops, 2);
-    LLVMMetadataReplaceAllUsesWith(self, loop); /* the node names itself, as loop IDs do */
-    LLVMSetMetadata(back_edge, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", strlen("llvm.loop")),
-                    LLVMMetadataAsValue(g->ctx, loop));
+    LLVMMetadataRef prop = LLVMMDNodeInContext2(g->ctx, count, 2);
+    set_loop_md(g, back_edge, &prop, 1);
 }
 
 /* A FOR marked simd_lanes (reduce.c's lanes of a block) is vectorised at its
@@ -145,14 +162,10 @@ static void request_simd_lanes(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge
                              LLVMValueAsMetadata(LLVMConstInt(i32, (unsigned long long)width, 0))};
     LLVMMetadataRef no_unroll[1] = {MD_STRING("llvm.loop.unroll.disable")};
 #undef MD_STRING
-    LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-    LLVMMetadataRef loop_ops[4] = {self, LLVMMDNodeInContext2(g->ctx, enable, 2),
-                                   LLVMMDNodeInContext2(g->ctx, vf, 2),
-                                   LLVMMDNodeInContext2(g->ctx, no_unroll, 1)};
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, loop_ops, 4);
-    LLVMMetadataReplaceAllUsesWith(self, loop);
-    LLVMSetMetadata(back_edge, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", strlen("llvm.loop")),
-                    LLVMMetadataAsValue(g->ctx, loop));
+    LLVMMetadataRef props[3] = {LLVMMDNodeInContext2(g->ctx, enable, 2),
+                                LLVMMDNodeInContext2(g->ctx, vf, 2),
+                                LLVMMDNodeInContext2(g->ctx, no_unroll, 1)};
+    set_loop_md(g, back_edge, props, 3);
 }
 
 /* A counted loop, the skeleton `for` and PARFOR share: its variable runs

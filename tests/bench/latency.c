@@ -19,6 +19,12 @@
  *                  16-byte {data, extent} records (kjit's contiguous arrays)
  *                  and as full 136-byte descriptors.
  *
+ *   programs       with folders: every .kern in them compiled cold, each in
+ *                  new processes: every function (what `kjit build` does),
+ *                  the code for a block shape, PTX, and for a file with
+ *                  @reduce functions the slowest first call of one of its
+ *                  signatures (what the JIT compiles before the call runs)
+ *
  * Compile times are the median of RUNS new processes; call costs the median
  * of RUNS batches of CALLS calls.  Each compiled function's results are
  * checked against a float64 value computed here, so broken cached code cannot
@@ -32,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -690,13 +697,177 @@ static double spawn_program(const char *self, const char *path, int kind, size_t
     return ms;
 }
 
+static kjit_target parse_target(const char *text);
+
+/* ------------------------------------------------------------ first calls */
+
+/* A @reduce's first call: what the JIT compiles before it runs (api_reduce.c
+ * finds or compiles each level's form as the call needs it), for a sum of a
+ * vector of FIRST_CALL_ELEMENTS, which takes two levels: the first (mapped,
+ * for a fused @reduce) and one over its partial results.  The "every
+ * function" column is `kjit build`'s work, every signature's forms; a call
+ * compiles those of its signature only. */
+#define FIRST_CALL_ELEMENTS 1000000
+#define MAX_FIRST_CALLS 32
+
+/* The element types of a call's arguments for @reduce signature sig (the
+ * map's parameters for a fused one, of the map signature that gives the
+ * reduction's type): their count, 0 when there is none. */
+static int reduce_arg_dtypes(kjit_function *function, int sig, kjit_dtype *dtypes, int cap)
+{
+    kjit_dtype t;
+    if (kjit_function_result(function, sig, &t) != KJIT_OK)
+        return 0;
+    kjit_function *map = kjit_function_map(function);
+    if (!map) {
+        dtypes[0] = t;
+        return 1;
+    }
+    for (int m = 0; m < kjit_function_signature_count(map); m++) {
+        kjit_dtype r;
+        int n = kjit_function_param_count(map), ndim;
+        if (kjit_function_result(map, m, &r) != KJIT_OK || r != t || n > cap)
+            continue;
+        for (int q = 0; q < n; q++)
+            if (kjit_function_param(map, m, q, &dtypes[q], &ndim) != KJIT_OK)
+                return 0;
+        return n;
+    }
+    return 0;
+}
+
+/* The CPU time of this process's children that have ended (ptxas), in us. */
+static double children_cpu_us(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_CHILDREN, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/* --first-call PATH TARGET:NAME:SIG: in a new process without a disk cache,
+ * the milliseconds from the source to @reduce NAME's signature SIG ready
+ * for its first call (kjit_reduce_prepare), and how many compiles that
+ * took.  With KJIT_BENCH_CLOCK=thread the compiling thread's CPU time and
+ * that of ptxas (cuda), a process of its own. */
+static int first_call_child(const char *path, const char *spec)
+{
+    char target[16], name[128];
+    int sig;
+    if (sscanf(spec, "%15[^:]:%127[^:]:%d", target, name, &sig) != 3) {
+        fprintf(stderr, "latency: --first-call wants TARGET:NAME:SIG, not %s\n", spec);
+        return 2;
+    }
+    setenv("KJIT_CACHE", "off", 1);
+    kjit_context *context = open_context(parse_target(target));
+    const char *clock = getenv("KJIT_BENCH_CLOCK");
+    bool thread = clock && strcmp(clock, "thread") == 0;
+    double start = program_clock_us(), start_children = thread ? children_cpu_us() : 0;
+    kjit_module *module;
+    kjit_status status = kjit_compile_file(context, path, &module);
+    if (status != KJIT_OK)
+        die(context, status, "compile");
+    kjit_function *function;
+    status = kjit_module_function(module, name, &function);
+    if (status != KJIT_OK)
+        die(context, status, "function");
+    kjit_dtype dtypes[8];
+    int n = reduce_arg_dtypes(function, sig, dtypes, 8);
+    if (n == 0) {
+        fprintf(stderr, "latency: %s: no arguments for signature %d of %s\n", path, sig, name);
+        return 1;
+    }
+    int64_t shape[1] = {FIRST_CALL_ELEMENTS};
+    kjit_array arrays[8];
+    kjit_arg args[8];
+    for (int q = 0; q < n; q++) {
+        arrays[q] = kjit_array_make(NULL, dtypes[q], 1, shape);
+        args[q] = kjit_arg_array(&arrays[q]);
+    }
+    status = kjit_reduce_prepare(function, args, n, NULL, 0);
+    if (status != KJIT_OK)
+        die(context, status, "kjit_reduce_prepare");
+    double elapsed = program_clock_us() - start;
+    if (thread)
+        elapsed += children_cpu_us() - start_children;
+    KjCacheCounters counters = kj_cache_counters();
+    printf("%.3f %llu\n", elapsed / 1e3, (unsigned long long)counters.compiles);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    return 0;
+}
+
+typedef struct FirstCall {
+    char spec[160]; /* NAME:SIG */
+    char what[160]; /* "vsum f32(f32, f32)" */
+} FirstCall;
+
+/* The file's @reduce signatures, each a first call to time; their count. */
+static int first_calls_of(const char *path, FirstCall *calls, int cap)
+{
+    kjit_context *context = open_context(KJIT_TARGET_CPU);
+    kjit_module *module;
+    int n = 0;
+    if (kjit_compile_file(context, path, &module) == KJIT_OK) { /* the front end only */
+        for (int f = 0; f < kjit_module_function_count(module); f++) {
+            kjit_function *function;
+            const char *name = kjit_module_function_name(module, f);
+            if (kjit_module_function(module, name, &function) != KJIT_OK ||
+                kjit_function_kind_of(function) != KJIT_FUNCTION_REDUCE)
+                continue;
+            for (int sig = 0; sig < kjit_function_signature_count(function) && n < cap; sig++) {
+                snprintf(calls[n].spec, sizeof calls[n].spec, "%s:%d", name, sig);
+                snprintf(calls[n].what, sizeof calls[n].what, "%s %s", name,
+                         kjit_function_signature(function, sig));
+                n++;
+            }
+        }
+        kjit_module_free(module);
+    }
+    kjit_context_destroy(context);
+    return n;
+}
+
+/* The slowest first call of a file's @reduce signatures on target (the
+ * median of PROGRAM_RUNS new processes each), naming it in what (empty for
+ * a file without one, whose time is 0). */
+static double first_call_ms(const char *self, const char *path, const char *target, char *what,
+                            size_t size)
+{
+    FirstCall calls[MAX_FIRST_CALLS];
+    int n = first_calls_of(path, calls, MAX_FIRST_CALLS);
+    double worst = 0;
+    what[0] = '\0';
+    for (int c = 0; c < n; c++) {
+        char spec[192], buf[128];
+        snprintf(spec, sizeof spec, "%.16s:%.160s", target, calls[c].spec);
+        double runs[PROGRAM_RUNS];
+        for (int r = 0; r < PROGRAM_RUNS; r++) {
+            unsigned long long compiles = 0;
+            if (!run_self(self, "--first-call", path, spec, NULL, buf, sizeof buf) ||
+                sscanf(buf, "%lf %llu", &runs[r], &compiles) != 2 || compiles == 0) {
+                fprintf(stderr, "latency: the first call of %s (%s) failed or compiled nothing\n",
+                        calls[c].what, target);
+                exit(1);
+            }
+        }
+        double ms = median(runs, PROGRAM_RUNS);
+        if (ms > worst) {
+            worst = ms;
+            snprintf(what, size, "%s", calls[c].what);
+        }
+    }
+    return worst;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Every .kern of the folders, cold, in new processes: a second table. */
-static void program_times(const char *self, char **folders, int count)
+/* Every .kern of the folders, cold, in new processes: a second table (with
+ * cuda, the first calls of @reduce signatures on the GPU too). */
+static void program_times(const char *self, char **folders, int count, bool cuda)
 {
     char *paths[MAX_PROGRAMS];
     int n = 0;
@@ -717,9 +888,10 @@ static void program_times(const char *self, char **folders, int count)
         closedir(d);
     }
     qsort(paths, (size_t)n, sizeof *paths, by_name);
-    printf("\n| program | cpu: every function | cpu: block shape | cpu: first launch | cuda: PTX | note |\n");
-    printf("| --- | ---: | ---: | ---: | ---: | --- |\n");
-    int over = 0;
+    printf("\n| program | cpu: every function | cpu: block shape | cpu: first launch | cuda: PTX "
+           "| @reduce first call, cpu%s | note |\n", cuda ? " | @reduce first call, cuda" : "");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: |%s --- |\n", cuda ? " ---: |" : "");
+    int over = 0, calls_over = 0, with_calls = 0;
     for (int i = 0; i < n; i++) {
         unsigned dims[3];
         unsigned block = program_block(paths[i], dims);
@@ -736,7 +908,7 @@ static void program_times(const char *self, char **folders, int count)
         double first = ms[PROGRAM_OBJ] + ms[PROGRAM_SHAPE];
         bool slow = first > PROGRAM_GOAL_MS || ms[PROGRAM_PTX] > PROGRAM_GOAL_MS;
         over += slow;
-        char shape[32] = "-", note[64];
+        char shape[32] = "-", note[256];
         if (block)
             snprintf(shape, sizeof shape, "%.1f ms", ms[PROGRAM_SHAPE]);
         snprintf(note, sizeof note, "%s%s", block ? "" : "no shape: no barriers nor mark",
@@ -744,16 +916,36 @@ static void program_times(const char *self, char **folders, int count)
         if (block && !slow)
             snprintf(note, sizeof note, "blocks of %u threads (%ux%ux%u)", block, dims[0], dims[1],
                      dims[2]);
-        printf("| %s | %.1f ms | %s | %.1f ms | %.1f ms | %s |\n", paths[i], ms[PROGRAM_OBJ], shape, first,
-               ms[PROGRAM_PTX], note);
+        /* a @reduce file: its slowest signature's first call, beside the
+         * whole file that `kjit build` compiles */
+        char cpu_what[160], cuda_what[160] = "";
+        double cpu_call = first_call_ms(self, paths[i], "cpu", cpu_what, sizeof cpu_what);
+        double cuda_call =
+            cuda ? first_call_ms(self, paths[i], "cuda", cuda_what, sizeof cuda_what) : 0;
+        char cpu_text[32] = "-", cuda_text[48] = "";
+        if (cpu_what[0]) {
+            with_calls++;
+            calls_over += cpu_call > PROGRAM_GOAL_MS || cuda_call > PROGRAM_GOAL_MS;
+            snprintf(cpu_text, sizeof cpu_text, "%.1f ms", cpu_call);
+            size_t len = strlen(note);
+            bool differs = cuda_what[0] && strcmp(cuda_what, cpu_what) != 0;
+            snprintf(note + len, sizeof note - len, "%sslowest call: %s%s%s%s", len ? "; " : "",
+                     cpu_what, differs ? " (cuda: " : "", differs ? cuda_what : "",
+                     differs ? ")" : "");
+        }
+        if (cuda)
+            snprintf(cuda_text, sizeof cuda_text, cuda_what[0] ? " %.1f ms |" : " - |", cuda_call);
+        printf("| %s | %.1f ms | %s | %.1f ms | %.1f ms | %s |%s %s |\n", paths[i], ms[PROGRAM_OBJ],
+               shape, first, ms[PROGRAM_PTX], cpu_text, cuda_text, note);
         fflush(stdout);
         free(paths[i]);
     }
     const char *clock = getenv("KJIT_BENCH_CLOCK");
-    printf("\ncold compiles, median of %d new processes each (%s); %d of %d programs over %.0f ms\n",
+    printf("\ncold compiles, median of %d new processes each (%s); %d of %d programs over %.0f ms "
+           "compiling every function; %d of %d @reduce files with a first call over it\n",
            PROGRAM_RUNS, clock && strcmp(clock, "thread") == 0 ? "the compiling thread's CPU time"
                                                              : "wall clock",
-           over, n, PROGRAM_GOAL_MS);
+           over, n, PROGRAM_GOAL_MS, calls_over, with_calls);
 }
 
 static kjit_target parse_target(const char *text)
@@ -772,6 +964,8 @@ int main(int argc, char **argv)
         return child(parse_target(argv[2]), atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "--program") == 0)
         return program_child(argv[2], atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "--first-call") == 0)
+        return first_call_child(argv[2], argv[3]);
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
@@ -807,6 +1001,7 @@ int main(int argc, char **argv)
         call_costs(parse_target(targets[t]));
     }
     if (folder_count > 0)
-        program_times(self, folders, folder_count);
+        program_times(self, folders, folder_count,
+                      targets[1] || strcmp(targets[0], "cuda") == 0);
     return 0;
 }

@@ -1,6 +1,7 @@
 # make bench-latency: cold and warm compile times (each in a new process),
 # launch and vectorized-call costs, on cpu and, where a GPU is usable, cuda;
-# then every program of examples/ and tests/bench compiled cold; then the
+# then every program of examples/ and tests/bench compiled cold (every
+# function, and a @reduce file's slowest first call); then the
 # first call of a new process from a library (libkjit-rt) against a cold JIT
 # and a warm disk cache, and the libraries' sizes (tests/aot/latency.sh,
 # docs/aot.md).

@@ -1,6 +1,6 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
 # (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh,
-# bench_cpu_host.sh, tests/bench/bench_gpu.sh); sourced.
+# bench_cpu_host.sh, reduce_compile.sh, tests/bench/bench_gpu.sh); sourced.
 
 # enter_bundle DIR: what each script that runs from the bundle does first:
 # into DIR (root: its path), bin/libkjit.so unpacked, a work folder that goes
