@@ -53,10 +53,12 @@ typedef struct Spec {
     /* while copying a region for the block whose guards all hold: the
      * guards' conditions, each replaced by true */
     const KjIrExpr *holds[MAX_GUARDS];
+    bool hold_value[MAX_GUARDS]; /* what each is replaced by (true but in x_split's proofs) */
     int hold_count;
     /* and the i64 value of the variables the guards prove do not wrap:
      * var id -> what `i64(var)` is there, NULL where not */
     KjIrExpr **widened;
+    bool straight; /* the form of a kernel without barriers (kj_split_straight_line) */
 } Spec;
 
 static Known known_new(Spec *S)
@@ -179,6 +181,33 @@ static bool fold_compare(KjIrOp op, const KjType *t, uint64_t a, uint64_t b, boo
 
 /* ============================================================ expressions */
 
+/* e has no effect and nothing checked mode checks: integer and bool
+ * arithmetic (no division) on variables, constants, registers and extents. */
+static bool pure(const KjIrExpr *e)
+{
+    switch (e->op) {
+    case KJ_IR_CONST: case KJ_IR_VAR: case KJ_IR_SREG: case KJ_IR_DIM:
+    case KJ_IR_NEG: case KJ_IR_NOT: case KJ_IR_BITNOT: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL:
+    case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR:
+    case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE:
+    case KJ_IR_LOGAND: case KJ_IR_LOGOR: case KJ_IR_SELECT:
+        break;
+    case KJ_IR_CAST:
+        if (!is_int_like(e->type) || !is_int_like(e->args[0]->type))
+            return false;
+        break;
+    default:
+        return false;
+    }
+    if (e->op != KJ_IR_SREG && e->op != KJ_IR_DIM && e->op != KJ_IR_VAR && e->op != KJ_IR_CONST &&
+        !is_int_like(e->type))
+        return false;
+    for (int i = 0; i < e->arg_count; i++)
+        if (!pure(e->args[i]))
+            return false;
+    return true;
+}
+
 /* A copy of e with blockDim and the known variables (those not in `skip`)
  * replaced by constants, and the integer operations on constants folded. */
 static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
@@ -187,7 +216,7 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
         return NULL;
     for (int i = 0; i < S->hold_count; i++)
         if (e == S->holds[i])
-            return constant(S, e->type, e->loc, 1);
+            return constant(S, e->type, e->loc, S->hold_value[i]);
     if (S->widened && e->op == KJ_IR_CAST && e->args[0]->op == KJ_IR_VAR) {
         const KjIrExpr *wide = S->widened[e->args[0]->var->id];
         if (wide && e->type == wide->type)
@@ -218,6 +247,15 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
             if (first == (c->op == KJ_IR_LOGOR))
                 return constant(S, c->type, c->loc, first);
             return c->args[1];
+        }
+        if (is_const_int(c->args[1])) {
+            /* `a && true` is a, `a && false` false when a has no effect
+             * (|| the same way round) */
+            bool second = c->args[1]->const_int != 0;
+            if (second != (c->op == KJ_IR_LOGOR))
+                return c->args[0];
+            if (pure(c->args[0]))
+                return constant(S, c->type, c->loc, second);
         }
         return c;
     case KJ_IR_NOT:
@@ -351,6 +389,15 @@ typedef struct Guards {
     KjIrExpr *test;       /* the conjunction so far */
     KjIrExpr **widened;   /* var id -> i64(X) + i64(threadIdx.x), where var = X + threadIdx.x
                              in 32 bits and the test proves it does not wrap */
+    /* each guard found (x_split's): the condition, its op with the
+     * increasing side first, that side's X as i64, U, and the axis */
+    struct {
+        const KjIrExpr *node;
+        KjIrOp op;
+        const KjIrExpr *wide, *bound;
+        int axis;
+    } found[MAX_GUARDS];
+    KjIrExpr *no_wrap; /* the conjunction of their no-wrap tests */
 } Guards;
 
 /* Counts the assignments of each variable in the region, and keeps the
@@ -539,6 +586,13 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
     cmp->args[0] = op == KJ_IR_LT || op == KJ_IR_LE ? at_last : at_first;
     cmp->args[1] = (KjIrExpr *)u;
     G->test = both(S, G->test, both(S, no_wrap, cmp));
+    G->no_wrap = both(S, G->no_wrap, no_wrap);
+    G->found[S->hold_count].node = c;
+    G->found[S->hold_count].op = op;
+    G->found[S->hold_count].wide = at_last->args[0];
+    G->found[S->hold_count].bound = u;
+    G->found[S->hold_count].axis = axis;
+    S->hold_value[S->hold_count] = true;
     S->holds[S->hold_count++] = c;
     /* i64(var) is at_last's X + i64(threadIdx.x) where the test holds: the
      * index of each lane without a widening of its own */
@@ -592,8 +646,138 @@ static void find_guards(Spec *S, const KjIrStmt *s, Guards *G)
     find_guards(S, s->body, G);
 }
 
+/*
+ * A block that fails its test (on the grid's right or left edge, most
+ * often) need not run all its chunks under the tests' masks.  A guard on x,
+ * `X + threadIdx.x < U` (or <=, or a lower bound), holds for the threads of
+ * a range [a, h) of x, h known before the region runs; when the region does
+ * nothing in the threads that fail it (their copy, the guard false, is
+ * assignments and returns only), it is enough to run the threads of x in
+ * [lo, hi), those passing every guard on x, with those guards true: whole
+ * chunks of plain loads and stores, and at most one under a mask of the
+ * count.  The threads with an effect run in the order they did, so the
+ * answers are the same bits.  At most one guard on each side of x (with two,
+ * which one a thread fails is not known); the guards on y and z stay, the
+ * same for a chunk's lanes.  Only in the form of a kernel without barriers,
+ * whose region's variables are dead after it, and only when no guard's
+ * index wraps in the block (the caller tests the guards' no_wrap).
+ */
+
+/* s leaves nothing behind: assignments of pure values, returns, and ifs
+ * on pure conditions of those. */
+static bool no_effect(const KjIrStmt *s)
+{
+    if (!s)
+        return true;
+    switch (s->kind) {
+    case KJ_IR_STMT_BLOCK:
+        for (int i = 0; i < s->stmts.count; i++)
+            if (!no_effect(s->stmts.items[i]))
+                return false;
+        return true;
+    case KJ_IR_STMT_SET:
+        return pure(s->value);
+    case KJ_IR_STMT_RETURN:
+        return !s->value;
+    case KJ_IR_STMT_IF:
+        return pure(s->cond) && no_effect(s->then_stmt) && no_effect(s->else_stmt);
+    default:
+        return false;
+    }
+}
+
+static KjIrExpr *binary(Spec *S, KjIrOp op, const KjType *t, KjIrExpr *l, KjIrExpr *r)
+{
+    KjIrExpr *e = kj_ir_new_expr(S->arena, op, t, l->loc, 2);
+    e->args[0] = l;
+    e->args[1] = r;
+    return e;
+}
+
+/* A fresh copy of e (nothing replaced). */
+static KjIrExpr *copy(Spec *S, const KjIrExpr *e)
+{
+    return expr(S, e, known_new(S), NULL);
+}
+
+/* The end of the threads of [a, b) that pass guard g: for an upper bound
+ * the first that fails it, for a lower the first that passes, as an i64.
+ * With W its X and U its bound, `W + t < U` holds for t < U - W: a when U
+ * <= W + a, b when U > W + b - 1, else U - W (<= and > one more).  Neither
+ * sum wraps under no_wrap, and U - W is in [a, b] where it is taken. */
+static KjIrExpr *guard_edge(Spec *S, const Guards *G, int g, int64_t a, int64_t b)
+{
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64), *boolean = kj_type_scalar(KJ_TYPE_BOOL);
+    KjIrOp op = G->found[g].op;
+    KjLoc loc = G->found[g].node->loc;
+    bool strict = op == KJ_IR_LT || op == KJ_IR_GE; /* t < U - W, t >= U - W */
+    KjIrExpr *at_a = binary(S, KJ_IR_ADD, i64, copy(S, G->found[g].wide), constant(S, i64, loc, (uint64_t)a));
+    KjIrExpr *at_last = binary(S, KJ_IR_ADD, i64, copy(S, G->found[g].wide), constant(S, i64, loc, (uint64_t)(b - 1)));
+    KjIrExpr *value = binary(S, KJ_IR_SUB, i64, copy(S, G->found[g].bound), copy(S, G->found[g].wide));
+    if (!strict)
+        value = binary(S, KJ_IR_ADD, i64, value, constant(S, i64, loc, 1));
+    KjIrExpr *inner = kj_ir_new_expr(S->arena, KJ_IR_SELECT, i64, loc, 3);
+    inner->args[0] = binary(S, strict ? KJ_IR_GT : KJ_IR_GE, boolean, copy(S, G->found[g].bound), at_last);
+    inner->args[1] = constant(S, i64, loc, (uint64_t)b);
+    inner->args[2] = value;
+    KjIrExpr *outer = kj_ir_new_expr(S->arena, KJ_IR_SELECT, i64, loc, 3);
+    outer->args[0] = binary(S, strict ? KJ_IR_LE : KJ_IR_LT, boolean, copy(S, G->found[g].bound), at_a);
+    outer->args[1] = constant(S, i64, loc, (uint64_t)a);
+    outer->args[2] = inner;
+    return outer;
+}
+
+/* c's body with the guards of G on x (those of `found` with that axis) as
+ * `value`, or only guard `only` when it is not -1. */
+static KjIrStmt *with_x_guards(Spec *S, const KjIrStmt *c, Guards *G, int found, int only, bool value)
+{
+    S->hold_count = 0;
+    for (int i = 0; i < found; i++)
+        if (G->found[i].axis == 0 && (only < 0 || i == only)) {
+            S->holds[S->hold_count] = G->found[i].node;
+            S->hold_value[S->hold_count++] = value;
+        }
+    S->widened = G->widened;
+    KjIrStmt *body = region_stmt(S, c->body, known_new(S), NULL);
+    S->widened = NULL;
+    S->hold_count = 0;
+    return body;
+}
+
+/* The region c of a block that fails its test, run over the threads of x
+ * that pass its guards on x, or NULL (see above). */
+static KjIrStmt *x_split(Spec *S, const KjIrStmt *c, Guards *G, int found, int64_t a, int64_t b)
+{
+    int upper = -1, lower = -1;
+    for (int i = 0; i < found; i++) {
+        if (G->found[i].axis != 0)
+            continue;
+        KjIrOp op = G->found[i].op;
+        int *side = op == KJ_IR_LT || op == KJ_IR_LE ? &upper : &lower;
+        if (*side >= 0)
+            return NULL;
+        *side = i;
+    }
+    if ((upper < 0 && lower < 0) || S->regions_left <= 1)
+        return NULL;
+    int sides[2] = {lower, upper};
+    for (int k = 0; k < 2; k++)
+        if (sides[k] >= 0 && !no_effect(with_x_guards(S, c, G, found, sides[k], false)))
+            return NULL;
+    KjIrStmt *run = kj_arena_alloc(S->arena, sizeof *run);
+    *run = *c;
+    run->body = with_x_guards(S, c, G, found, -1, true);
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    run->start = lower >= 0 ? guard_edge(S, G, lower, a, b) : constant(S, i64, c->loc, (uint64_t)a);
+    run->stop = upper >= 0 ? guard_edge(S, G, upper, a, b) : constant(S, i64, c->loc, (uint64_t)b);
+    S->regions_left--;
+    return run;
+}
+
 /* The region c (folded, its thread range [a, b) of the block's x) as
- * `if guards hold { c with them true } else { c }`, or c alone. */
+ * `if guards hold { c with them true } else { c }`, or c alone; in the
+ * form of a kernel without barriers, the else `if no guard wraps { the
+ * threads of x that pass (x_split) } else { c }` where it can. */
 static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
 {
     if (b <= a || S->regions_left <= 1)
@@ -609,6 +793,7 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
         S->hold_count = 0;
         return c;
     }
+    int found = S->hold_count;
     KjIrStmt *fast = kj_arena_alloc(S->arena, sizeof *fast);
     *fast = *c;
     S->widened = G.widened;
@@ -621,8 +806,19 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
     branch->then_stmt = new_block(S, c->loc);
     kj_vec_push(S->arena, &branch->then_stmt->stmts, fast);
     branch->else_stmt = new_block(S, c->loc);
+    KjIrStmt *passing = S->straight ? x_split(S, c, &G, found, a, b) : NULL;
     c->unroll = 1; /* the last block, at most: its loops stay loops */
-    kj_vec_push(S->arena, &branch->else_stmt->stmts, c);
+    if (passing) {
+        KjIrStmt *edge = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, c->loc);
+        edge->cond = copy(S, G.no_wrap);
+        edge->then_stmt = new_block(S, c->loc);
+        kj_vec_push(S->arena, &edge->then_stmt->stmts, passing);
+        edge->else_stmt = new_block(S, c->loc);
+        kj_vec_push(S->arena, &edge->else_stmt->stmts, c);
+        kj_vec_push(S->arena, &branch->else_stmt->stmts, edge);
+    } else {
+        kj_vec_push(S->arena, &branch->else_stmt->stmts, c);
+    }
     return branch;
 }
 
@@ -749,13 +945,28 @@ static void control_stmt(Spec *S, const KjIrStmt *s, Known k, KjIrStmt *out)
     }
 }
 
+/* The form of a kernel without barriers: one region, last, after
+ * assignments only (so nothing reads its variables after it). */
+static bool one_region(const KjIrFunction *kernel)
+{
+    if (!kj_split_straight_line(kernel))
+        return false;
+    const KjVec *items = &kernel->split->body->stmts;
+    for (int i = 0; i < items->count; i++) {
+        const KjIrStmt *item = items->items[i];
+        if (i == items->count - 1 ? item->kind != KJ_IR_STMT_THREADS : item->kind != KJ_IR_STMT_SET)
+            return false;
+    }
+    return items->count > 0;
+}
+
 KjIrFunction *kj_split_specialise(KjArena *arena, const KjIrFunction *kernel, const uint32_t block[3])
 {
     const KjIrFunction *split = kernel->split;
     if (!split)
         return NULL;
     Spec spec = {.arena = arena, .block = block, .var_count = split->locals.count,
-                 .regions_left = KJ_SPLIT_UNROLL_REGIONS},
+                 .regions_left = KJ_SPLIT_UNROLL_REGIONS, .straight = one_region(kernel)},
          *S = &spec;
     KjIrFunction *fn = kj_arena_alloc(arena, sizeof *fn);
     *fn = *split;

@@ -303,6 +303,67 @@ bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn)
            !(g->options->split_shapes_only && !g->options->block_dims[0]);
 }
 
+/* e reads nothing but values, extents and registers, and nothing checked
+ * mode would check: a test a call of the split impl may make again. */
+static bool plain_test(const KjIrExpr *e)
+{
+    switch (e->op) {
+    case KJ_IR_CONST: case KJ_IR_VAR: case KJ_IR_SREG: case KJ_IR_DIM: case KJ_IR_NEG: case KJ_IR_NOT:
+    case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE:
+    case KJ_IR_GT: case KJ_IR_GE: case KJ_IR_LOGAND: case KJ_IR_LOGOR: case KJ_IR_SELECT: case KJ_IR_CAST:
+        break;
+    default:
+        return false;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (!plain_test(e->args[i]))
+            return false;
+    return true;
+}
+
+/* s is ifs on plain tests whose every path ends in at most one region. */
+static bool one_region_per_path(const KjIrStmt *s)
+{
+    if (!s)
+        return true;
+    switch (s->kind) {
+    case KJ_IR_STMT_THREADS:
+        return true;
+    case KJ_IR_STMT_IF:
+        return plain_test(s->cond) && one_region_per_path(s->then_stmt) && one_region_per_path(s->else_stmt);
+    case KJ_IR_STMT_BLOCK:
+        return s->stmts.count == 0 ||
+               (s->stmts.count == 1 && one_region_per_path(s->stmts.items[0]));
+    default:
+        return false;
+    }
+}
+
+/*
+ * The code for a block shape of a kernel without barriers (the split form
+ * of one region, kj_split_straight_line) and of more than one row of
+ * threads runs, in __blocks, a row of threadIdx.y, .z of each block of a
+ * row of the grid in turn, not each block whole: a 32 x 8 block holds 8
+ * rows of 128 bytes of a 2-D array, and the blocks of a grid row walked so
+ * read and write each row of the array in one stream, as the same
+ * @vectorize does, where block after block makes 16 streams of 128 bytes
+ * (docs/performance.md).  The split impl then takes threadIdx.x 0 for one
+ * row, threadIdx.y and .z those it is given, and 1 for the whole block
+ * (target_cpu.c: grid rows of a few blocks go block by block).  The
+ * threads of a block run in the order they did (z, y, x); only blocks
+ * interleave, which the parallel target does anyway.  Not with checks
+ * (their records name a block), shared memory, or anything but tests and
+ * the region outside it (each call makes them again).
+ */
+bool kj_codegen_rows_first(Gen *g, const KjIrFunction *split)
+{
+    const uint32_t *dims = g->options->block_dims;
+    const KjIrFunction *kernel = split ? split->split_of : NULL;
+    return kernel && dims[0] && (uint64_t)dims[1] * dims[2] > 1 && g->options->cpu_simd &&
+           !g->options->checks && kj_split_straight_line(kernel) && kernel->shared_bytes == 0 &&
+           !kernel->uses_dynamic_shared && one_region_per_path(split->body);
+}
+
 /* The target policy behind kj_codegen_splits_barriers (target.c), here so
  * that the lowering asks it of the target it is given. */
 bool kj_target_splits_barriers(const KjTarget *target, const KjCodegenOptions *options)

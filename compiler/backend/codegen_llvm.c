@@ -322,15 +322,26 @@ static void gen_threads(Gen *g, KjIrStmt *s)
     /* each region follows a barrier (or opens the block): the split form's
      * barriers poll here */
     kj_codegen_cancel_poll(g);
+    /* a row at a time (kj_codegen_rows_first): threadIdx.y and .z are the
+     * impl's parameters */
+    LLVMValueRef starts[3] = {first, const_i32(g, 0), const_i32(g, 0)};
+    if (kj_codegen_rows_first(g, g->fn)) {
+        /* threadIdx.x given 0: one row, y and z those given; else the block */
+        LLVMValueRef whole = LLVMBuildICmp(g->b, LLVMIntNE, saved[0], const_i32(g, 0), "whole");
+        for (int k = 1; k < 3; k++) {
+            starts[k] = LLVMBuildSelect(g->b, whole, const_i32(g, 0), saved[k], "");
+            dims[k] = LLVMBuildSelect(g->b, whole, dims[k], LLVMBuildAdd(g->b, saved[k], const_i32(g, 1), ""), "");
+        }
+    }
     /* threadIdx.x in chunks on SIMD lanes where codegen_simd.c takes the region */
-    if (kj_simd_threads(g, s, first, dims[0], dims))
+    if (kj_simd_threads(g, s, starts, dims[0], dims))
         return;
     for (int level = 2; level >= 0; level--) {
         conds[level] = new_block(g, "threads.cond");
         bodies[level] = new_block(g, "threads.body");
         incs[level] = new_block(g, "threads.next");
         exits[level] = new_block(g, "threads.exit");
-        LLVMBuildStore(g->b, level == 0 ? first : const_i32(g, 0), counters[level]);
+        LLVMBuildStore(g->b, starts[level], counters[level]);
         LLVMBuildBr(g->b, conds[level]);
         LLVMPositionBuilderAtEnd(g->b, conds[level]);
         LLVMValueRef t = LLVMBuildLoad2(g->b, g->t_i32, counters[level], "");

@@ -341,6 +341,9 @@ uint32_t kj_codegen_root_contiguous(Gen *g, const KjIrFunction *fn);
  * the target policy says so (kj_target_splits_barriers, the one body of
  * kj_codegen_splits_barriers). */
 bool kj_codegen_uses_split(Gen *g, const KjIrFunction *fn);
+/* Whether the code for a block shape runs the split form `split` a row of
+ * threadIdx.y, .z at a time, the loop over blocks inside (codegen_gen.c). */
+bool kj_codegen_rows_first(Gen *g, const KjIrFunction *split);
 bool kj_target_splits_barriers(const KjTarget *target, const KjCodegenOptions *options);
 /* An array's fields read from a KjArrayDesc (or from its {data, shape}
  * prefix, desc_type saying which), strides computed when contiguous. */
@@ -494,11 +497,12 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn);
  * scalars, the PARFOR index of lane 0 (i64) and the count of active lanes. */
 LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type);
 /* codegen_simd_threads.c: a THREADS statement of the split form being lowered
- * on SIMD lanes, threadIdx.x in [first, stop) in chunks, y and z in [0,
- * dims[1]) and [0, dims[2]) around them (i32 values).  false, with nothing
+ * on SIMD lanes, threadIdx.x in [first[0], stop) in chunks, y and z in
+ * [first[1], dims[1]) and [first[2], dims[2]) around them (i32 values; y and
+ * z from 0 but for kj_codegen_rows_first's one row).  false, with nothing
  * emitted, when the region cannot go on lanes (the caller emits its scalar
  * loop). */
-bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop, LLVMValueRef dims[3]);
+bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first[3], LLVMValueRef stop, LLVMValueRef dims[3]);
 
 /* codegen_mma.c: mma() of shuffles and fmas, for targets without the
  * instruction.  A KjMmaShuffle is the target's shfl(mask, v, lane) of an f64

@@ -182,13 +182,14 @@ static bool const_int_of(LLVMValueRef v, int64_t *out)
  * unroller still writes out the loops that are worth it).  False, with
  * nothing emitted, when the range is not known.
  */
-static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop,
+static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first[3], LLVMValueRef stop,
                          LLVMValueRef dims[3], int64_t shared_offset)
 {
     Gen *g = s->g;
-    int64_t from, to, dy, dz;
-    if (threads->unroll == 1 || !const_int_of(first, &from) || !const_int_of(stop, &to) ||
-        !const_int_of(dims[1], &dy) || !const_int_of(dims[2], &dz) || dy != 1 || dz != 1)
+    int64_t from, to, dy, dz, y0, z0;
+    if (threads->unroll == 1 || !const_int_of(first[0], &from) || !const_int_of(stop, &to) ||
+        !const_int_of(dims[1], &dy) || !const_int_of(dims[2], &dz) || dy != 1 || dz != 1 ||
+        !const_int_of(first[1], &y0) || !const_int_of(first[2], &z0) || y0 != 0 || z0 != 0)
         return false;
     if (to <= from)
         return true; /* no thread runs it */
@@ -207,17 +208,20 @@ static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first, LLVMVal
     return true;
 }
 
-/* The region as loops over threadIdx.z and .y and, inside them, threadIdx.x
- * in whole chunks, then the rest under a mask.  Returns the rest's mask. */
-static LLVMValueRef chunk_loops(Simd *s, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop,
+/* The region as loops over threadIdx.z and .y ([from, dims), from 0 but
+ * for kj_codegen_rows_first's one row) and, inside them, threadIdx.x in
+ * whole chunks from from[0], then the rest under a mask.  Returns the
+ * rest's mask. */
+static LLVMValueRef chunk_loops(Simd *s, KjIrStmt *threads, LLVMValueRef from[3], LLVMValueRef stop,
                                 LLVMValueRef dims[3], int64_t shared_offset)
 {
     Gen *g = s->g;
     int lanes = s->lanes;
-    CountLoop z = open_loop(g, const_i32(g, 0), dims[2], "thread.z");
+    CountLoop z = open_loop(g, from[2], dims[2], "thread.z");
     g->sreg[KJ_SREG_TID_Z] = LLVMBuildLoad2(g->b, g->t_i32, z.counter, "tid.z");
-    CountLoop y = open_loop(g, const_i32(g, 0), dims[1], "thread.y");
+    CountLoop y = open_loop(g, from[1], dims[1], "thread.y");
     g->sreg[KJ_SREG_TID_Y] = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "tid.y");
+    LLVMValueRef first = from[0];
     /* whole chunks while x <= stop - W, then the rest (x < stop) */
     LLVMValueRef last = LLVMBuildSub(g->b, stop, const_i32(g, lanes - 1), "");
     LLVMValueRef whole_end =
@@ -239,7 +243,7 @@ static LLVMValueRef chunk_loops(Simd *s, KjIrStmt *threads, LLVMValueRef first, 
     return tail_mask;
 }
 
-bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first, LLVMValueRef stop, LLVMValueRef dims[3])
+bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first[3], LLVMValueRef stop, LLVMValueRef dims[3])
 {
     Pending pending[SIMD_MAX_PENDING];
     int pending_count = 0;

@@ -530,6 +530,71 @@ static void zero_shared(Gen *g, LLVMValueRef ctx, LLVMValueRef bytes, int field)
     LLVMPositionBuilderAtEnd(g->b, done);
 }
 
+/* Grid rows of fewer blocks run block by block (kj_codegen_rows_first). */
+enum { KJ_ROWS_FIRST_MIN_BLOCKS = 4 };
+
+/*
+ * __blocks' loop when kj_codegen_rows_first: the blocks of [begin, end) in
+ * runs along a row of the grid (the same blockIdx.y and .z); for each run,
+ * each row of threadIdx.z, .y of every block of the run in turn, the split
+ * impl called for one row (its threadIdx parameters).  No shared memory to
+ * zero.  at[]: blockIdx's allocas, holding the first block's; args[tid_at]
+ * the impl's threadIdx.x.
+ */
+static void emit_rows_first(Gen *g, FnInfo *split, LLVMValueRef ctx, LLVMValueRef begin, LLVMValueRef end,
+                            LLVMValueRef gx, LLVMValueRef gy, LLVMValueRef at[3], LLVMValueRef *args, int n,
+                            int tid_at)
+{
+    const uint32_t *dims = g->options->block_dims;
+    LLVMValueRef done = LLVMBuildAlloca(g->b, g->t_i64, "done");
+    LLVMBuildStore(g->b, begin, done);
+    LLVMBasicBlockRef cond = new_block(g, "runs.cond"), body = new_block(g, "runs.body"),
+                      exit = new_block(g, "runs.exit");
+    LLVMBuildBr(g->b, cond);
+    LLVMPositionBuilderAtEnd(g->b, cond);
+    LLVMValueRef b = LLVMBuildLoad2(g->b, g->t_i64, done, "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, b, end, ""), body, exit);
+    LLVMPositionBuilderAtEnd(g->b, body);
+    LLVMValueRef bx = LLVMBuildLoad2(g->b, g->t_i64, at[0], "");
+    LLVMValueRef by = LLVMBuildLoad2(g->b, g->t_i64, at[1], "");
+    LLVMValueRef bz = LLVMBuildLoad2(g->b, g->t_i64, at[2], "");
+    /* the run: to the end of the grid's row or of the chunk */
+    LLVMValueRef left = LLVMBuildSub(g->b, end, b, ""), row_left = LLVMBuildSub(g->b, gx, bx, "");
+    LLVMValueRef count = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, row_left, ""), left,
+                                         row_left, "run");
+    LLVMValueRef last = LLVMBuildAdd(g->b, bx, count, "");
+    LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, by, g->t_i32, ""), ctx_field(g, ctx, 1, 1));
+    LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, bz, g->t_i32, ""), ctx_field(g, ctx, 1, 2));
+    Count z = open_count(g, g->t_i32, const_i32(g, 0), const_i32(g, (int32_t)dims[2]), "row.z");
+    LLVMValueRef tz = LLVMBuildLoad2(g->b, g->t_i32, z.counter, "");
+    Count y = open_count(g, g->t_i32, const_i32(g, 0), const_i32(g, (int32_t)dims[1]), "row.y");
+    LLVMValueRef ty = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "");
+    Count x = open_count(g, g->t_i64, bx, last, "row.block");
+    kj_codegen_cancel_poll(g); /* before each block's row */
+    LLVMValueRef block = LLVMBuildLoad2(g->b, g->t_i64, x.counter, "");
+    LLVMBuildStore(g->b, LLVMBuildTrunc(g->b, block, g->t_i32, ""), ctx_field(g, ctx, 1, 0));
+    /* args: the impl's, its threadIdx from tid_at (x 0: one row) */
+    args[tid_at] = const_i32(g, 0);
+    args[tid_at + 1] = ty;
+    args[tid_at + 2] = tz;
+    LLVMValueRef call = LLVMBuildCall2(g->b, split->impl_type, split->impl, args, (unsigned)n, "");
+    unsigned inline_kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, inline_kind, 0));
+    close_count(g, x, const_i64(g, 1));
+    close_count(g, y, const_i32(g, 1));
+    close_count(g, z, const_i32(g, 1));
+    /* the next run starts a row of the grid */
+    LLVMBuildStore(g->b, LLVMBuildAdd(g->b, b, count, ""), done);
+    LLVMValueRef ny = LLVMBuildAdd(g->b, by, const_i64(g, 1), "");
+    LLVMValueRef wrap_y = LLVMBuildICmp(g->b, LLVMIntEQ, ny, gy, "");
+    LLVMBuildStore(g->b, const_i64(g, 0), at[0]);
+    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_y, const_i64(g, 0), ny, ""), at[1]);
+    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_y, LLVMBuildAdd(g->b, bz, const_i64(g, 1), ""), bz, ""), at[2]);
+    LLVMBuildBr(g->b, cond);
+    LLVMPositionBuilderAtEnd(g->b, exit);
+    LLVMBuildRetVoid(g->b);
+}
+
 /*
  * __blocks(args, ctx, begin, end, zero_bytes) of code for one block shape: the blocks of
  * linear index [begin, end) in turn (x fastest), each through the split impl
@@ -554,6 +619,7 @@ static LLVMValueRef emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVM
     kj_codegen_add_param_attr(g, e, 1, "noalias", 0);
     int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
     args[n++] = ctx;
+    int tid_at = n;
     for (int k = 0; k < 3; k++)
         args[n++] = const_i32(g, 0);
     int checks = check_args(g, fn, LLVMGetParam(e, 0), args + n);
@@ -573,6 +639,20 @@ static LLVMValueRef emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVM
     for (int k = 0; k < 3; k++) {
         at[k] = LLVMBuildAlloca(g->b, g->t_i64, names[k]);
         LLVMBuildStore(g->b, firsts[k], at[k]);
+    }
+    if (kj_codegen_rows_first(g, fn->split)) {
+        /* rows first along a grid row of some blocks; along a short one
+         * (a few blocks, some of them on its edge) the tests made for each
+         * row cost more than the streams save (docs/performance.md) */
+        LLVMBasicBlockRef rows = new_block(g, "rows"), blocks = new_block(g, "blocks");
+        LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntUGE, gx, const_i64(g, KJ_ROWS_FIRST_MIN_BLOCKS), ""),
+                        rows, blocks);
+        LLVMPositionBuilderAtEnd(g->b, rows);
+        emit_rows_first(g, split, ctx, begin, end, gx, gy, at, args, n, tid_at);
+        LLVMPositionBuilderAtEnd(g->b, blocks);
+        /* threadIdx.x 1: the whole block */
+        args[tid_at] = const_i32(g, 1);
+        args[tid_at + 1] = args[tid_at + 2] = const_i32(g, 0);
     }
     Count c = open_count(g, g->t_i64, begin, end, "block");
     kj_codegen_cancel_poll(g); /* before each block */

@@ -85,6 +85,10 @@ if grep -q 'inc2__split for blocks of 32 x 8 x 1' "$tmp/out" &&
     grep -q 'lt:bool (add:i64 (mul:i64 (cast:i64 blockIdx.x:i32) 32:i64) 31:i64) (dim.1:i64' "$tmp/out" &&
     ! grep -q 'looped__split' "$tmp/out"; then ok
 else bad "--block=32,8: inc2's bounds tested once for the block, looped not split"; fi
+# a block that fails the test runs the threads of x that pass j < shape[1],
+# from 0 to an end made before the region
+if grep -q 'threads with threadIdx.x in \[0:i64, (select:i64 (le:bool (dim.1:i64 a:i32\[,\]) (add:i64 (mul:i64 (cast:i64 blockIdx.x:i32) 32:i64) 0:i64)) 0:i64' "$tmp/out"; then ok
+else bad "--block=32,8: inc2's edge blocks run the threads of x that pass"; fi
 
 # shapes that are no block
 for shape in 0 1025 32,33 2,2,2,2 x 64,; do

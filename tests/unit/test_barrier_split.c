@@ -549,6 +549,90 @@ START_TEST(straight_line_kernels_split_into_one_region)
 }
 END_TEST
 
+/* A block on the grid's edge runs the threads of x that pass its guards
+ * (split_specialise.c's x_split): an upper bound (< and <=), a lower one (>=
+ * and >, either side of the compare), an index made in 32 bits, and forms
+ * whose failing threads do something (an else, an early return), which keep
+ * the masked region.  b is wider than the grid (every thread's element is
+ * in it), and every element must come out as the general code and the
+ * fibers leave it, on grids whose edge blocks cut x at every offset of a
+ * chunk, of 2 to 6 blocks a row (block by block, and a row of threads at a
+ * time along the grid's row: kj_codegen_rows_first). */
+static const char *edge_source =
+    "@kernel fn band(a: i32[,], b: i32[,], lo: i64, hi: i64) {\n"
+    "    let j, i = grid(2);\n"
+    "    if j >= lo && i < a.shape[0] && j <= hi { b[i, j] = a[i, j] * 3; }\n"
+    "}\n"
+    "@kernel fn swapped(a: i32[,], b: i32[,], lo: i64, hi: i64) {\n"
+    "    let j, i = grid(2);\n"
+    "    if lo < j && hi > j && i < a.shape[0] { b[i, j] = a[i, j] - 7; }\n"
+    "}\n"
+    "@kernel fn narrow(a: i32[,], b: i32[,], lo: i64, hi: i64) {\n"
+    "    let j = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    let i = blockIdx.y * blockDim.y + threadIdx.y;\n"
+    "    if i < a.shape[0] && j < hi { b[i, j] = a[i, j] + 5; }\n"
+    "}\n"
+    "@kernel fn other_side(a: i32[,], b: i32[,], lo: i64, hi: i64) {\n"
+    "    let j, i = grid(2);\n"
+    "    if i < a.shape[0] && j < hi { b[i, j] = a[i, j] + 1; }\n"
+    "    else if i < a.shape[0] { b[i, j] = 9; }\n"
+    "}\n"
+    "@kernel fn early(a: i32[,], b: i32[,], lo: i64, hi: i64) {\n"
+    "    let j, i = grid(2);\n"
+    "    if j >= hi || i >= a.shape[0] { return; }\n"
+    "    b[i, j] = a[i, j] * 2;\n"
+    "}\n";
+
+START_TEST(edge_blocks_run_the_threads_that_pass)
+{
+    const char *kernels[] = {"band", "swapped", "narrow", "other_side", "early"};
+    enum { ROWS = 19, COLS = 75, BCOLS = COLS + 64 };
+    const uint32_t blocks[][3] = {{32, 8, 1}, {24, 4, 1}, {64, 2, 1}, {13, 6, 1}};
+    const int64_t bands[][2] = {{0, COLS - 1}, {5, 60}, {17, 49}, {33, 34}, {40, 20}};
+    int32_t a[ROWS * COLS], b[ROWS * BCOLS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        a[i] = (int32_t)(next_random() % 1000) - 500;
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++)
+        for (size_t s = 0; s < sizeof blocks / sizeof blocks[0]; s++)
+            for (size_t w = 0; w < sizeof bands / sizeof bands[0]; w++) {
+                for (int i = 0; i < ROWS * BCOLS; i++)
+                    b[i] = -1;
+                Launch l = {.source = edge_source, .kernel = kernels[k],
+                            .grid = {(COLS + blocks[s][0] - 1) / blocks[s][0],
+                                     (ROWS + blocks[s][1] - 1) / blocks[s][1], 1},
+                            .block = {blocks[s][0], blocks[s][1], blocks[s][2]}};
+                int64_t shape[2] = {ROWS, COLS}, bshape[2] = {ROWS, BCOLS};
+                l.arrays[0] = kjit_array_make(a, KJIT_I32, 2, shape);
+                l.arrays[1] = kjit_array_make(b, KJIT_I32, 2, bshape);
+                l.count = 2;
+                /* a reads a's row i at j < hi only: hi <= COLS */
+                add_scalar(&l, kjit_arg_i64(bands[w][0]));
+                add_scalar(&l, kjit_arg_i64(k == 0 || k == 1 ? bands[w][1] : bands[w][1] + 1));
+                run_and_compare(&l);
+                for (int i = 0; i < ROWS; i++)
+                    for (int j = 0; j < BCOLS; j++) {
+                        int64_t lo = bands[w][0], hi = bands[w][1];
+                        int32_t want = -1, got = b[i * BCOLS + j];
+                        if (k == 0 && j >= lo && j <= hi)
+                            want = a[i * COLS + j] * 3;
+                        else if (k == 1 && j > lo && j < hi)
+                            want = a[i * COLS + j] - 7;
+                        else if (k == 2 && j <= hi)
+                            want = a[i * COLS + j] + 5;
+                        else if (k == 3 && j <= hi)
+                            want = a[i * COLS + j] + 1;
+                        else if (k == 3 && j < (int)(l.grid[0] * blocks[s][0]))
+                            want = 9;
+                        else if (k == 4 && j <= hi)
+                            want = a[i * COLS + j] * 2;
+                        ck_assert_msg(got == want, "%s, block %ux%ux%u, band [%lld, %lld]: b[%d, %d] is %d, want %d",
+                                      kernels[k], blocks[s][0], blocks[s][1], blocks[s][2], (long long)lo,
+                                      (long long)hi, i, j, got, want);
+                    }
+            }
+}
+END_TEST
+
 START_TEST(barriers_under_varying_control_stay_on_fibers)
 {
     const char *why = NULL;
@@ -1107,6 +1191,7 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, barriers_under_uniform_ifs_and_loops);
     tcase_add_test(c, barriers_under_varying_control_stay_on_fibers);
     tcase_add_test(c, straight_line_kernels_split_into_one_region);
+    tcase_add_test(c, edge_blocks_run_the_threads_that_pass);
     tcase_add_test(c, barriers_in_helpers_are_written_in);
     tcase_add_test(c, regions_on_lanes_over_block_shapes);
     tcase_add_test(c, narrow_compares_on_lanes);
