@@ -11,7 +11,8 @@
 #   runs them (cpu then parallel in one process, the cache on), cpu alone,
 #   cpu with KJIT_CACHE=off, with KJIT_CPU_SIMD=0 and KJIT_CACHE=off (the
 #   table's own column), with KJIT_CPU_FEATURES=-avx512f (AVX2 lanes) and
-#   with +prefer-256-bit; NumPy and Numba (tests/bench/bench_cpu.py);
+#   with KJIT_CPU_SPECIALISE=0 (the general code, not the block shape's);
+#   NumPy and Numba (tests/bench/bench_cpu.py);
 # - tests/bench/cpu_diag.c: stencil3d with its arrays at chosen offsets in
 #   their pages, one almost empty call's cost on cpu and parallel, and the
 #   parallel 1e5 row at 1 to 16 workers, under the same settings.
@@ -53,7 +54,7 @@ run "SIMD=0, cache off" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu KJIT_CACH
     "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
 run "-avx512f" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu KJIT_CPU_FEATURES=-avx512f -- \
     "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
-run "+prefer-256-bit" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu KJIT_CPU_FEATURES=+prefer-256-bit -- \
+run "SPECIALISE=0" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu KJIT_CPU_SPECIALISE=0 -- \
     "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
 run "diag" X=1 -- "$work/cpu_diag" "$bench" "$repeat"
 run "diag SIMD=0" KJIT_CPU_SIMD=0 KJIT_CACHE=off -- "$work/cpu_diag" "$bench" "$repeat"
@@ -74,7 +75,7 @@ def load(name):
             return json.load(f)
     except (OSError, ValueError):
         return {}
-bench = ["as the table", "cpu alone", "cache off", "SIMD=0, cache off", "-avx512f", "+prefer-256-bit"]
+bench = ["as the table", "cpu alone", "cache off", "SIMD=0, cache off", "-avx512f", "SPECIALISE=0"]
 data = {name: load(name) for name in bench}
 numba = load("numba")
 names = []
