@@ -117,10 +117,13 @@ static bool not_syncthreads(KjIrWalk *w, const KjIrExpr *e)
 /* A loop, a call, or more than KJ_SPLIT_PLAIN_LOADS loads: the threads of
  * a kernel without barriers that has none of them do a few statements' work
  * each.  The code for a block shape is a second compile, and costs about as
- * much as the body is large (a 7-point stencil's six loads: 80 ms more on
- * its first launch, for a fifth off its run time), where a one-line body's
- * costs some tens of ms and halves its time. */
-enum { KJ_SPLIT_PLAIN_LOADS = 4 };
+ * much as the body is large, where a one-line body's costs some tens of ms
+ * and halves its time.  Six takes in a 7-point stencil (tests/bench/
+ * stencil3d.kern): its blockDim constant and its whole chunks' plain loads
+ * (codegen_simd.c, gen_if_full_or_masked) bring it to Numba's loop in cache
+ * (0.0178 to 0.0145 ms at 32^3, docs/performance.md), where the general code
+ * with both copies of its if spills. */
+enum { KJ_SPLIT_PLAIN_LOADS = 6 };
 
 static KjIrWalkStep not_loop(KjIrWalk *w, const KjIrStmt *s)
 {
@@ -887,7 +890,7 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
     if (kernel->kind != KJ_IR_FN_KERNEL)
         refuse(S, "not a kernel");
     else if (!kernel->uses_syncthreads && !kj_split_straight_line(kernel))
-        refuse(S, "the kernel has no syncthreads(), and a loop, a call or more than 4 loads");
+        refuse(S, "the kernel has no syncthreads(), and a loop, a call or more than 6 loads");
     else if (kernel->launch_locals.count > 0)
         /* each thread's sized by the launch: a stack of its own (a fiber) */
         refuse(S, "the kernel has a local() sized at launch");

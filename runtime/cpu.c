@@ -43,6 +43,7 @@
 typedef struct RangeJob {
     KjRangeFn range;
     void **args;
+    int64_t lead, line; /* kj_cpu_run_range's */
 } RangeJob;
 
 void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t end, int64_t chunk)
@@ -54,21 +55,41 @@ void kj_cpu_run_range_here(KjRangeFn range, void **args, int64_t begin, int64_t 
     }
 }
 
-static void run_range_chunk(void *user, int64_t begin, int64_t end)
+/*
+ * [begin, end) with its first piece ending where an output element starts a
+ * cache line, so that the loop of each later piece stores whole lines (the
+ * chunk a multiple of the line): a 64-byte vector store or load that spans
+ * two lines costs two accesses, and arrays from malloc start 16 bytes into a
+ * page, so every one of a 512-bit loop's accesses did (in cache, 1e5 i32
+ * elements took 0.0114 ms against 0.0085 aligned: docs/performance.md).  The
+ * elements are independent, so where the pieces end changes no result.
+ */
+static void run_range_aligned(const RangeJob *job, int64_t begin, int64_t end, int64_t chunk)
 {
-    RangeJob *job = user;
-    kj_cpu_run_range_here(job->range, job->args, begin, end, KJ_CPU_CANCEL_CHUNK);
+    if (job->line > 1 && end - begin >= 4 * job->line) {
+        int64_t first = begin + ((job->lead - begin) % job->line + job->line) % job->line;
+        if (first > begin) {
+            job->range(job->args, begin, first);
+            begin = first;
+        }
+    }
+    kj_cpu_run_range_here(job->range, job->args, begin, end, chunk);
 }
 
-void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count)
+static void run_range_chunk(void *user, int64_t begin, int64_t end)
+{
+    run_range_aligned(user, begin, end, KJ_CPU_CANCEL_CHUNK);
+}
+
+void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count, int64_t lead, int64_t line)
 {
     if (count <= 0)
         return;
+    RangeJob job = {range, args, lead, line};
     if (!pool) {
-        kj_cpu_run_range_here(range, args, 0, count, KJ_CPU_CANCEL_CHUNK);
+        run_range_aligned(&job, 0, count, KJ_CPU_CANCEL_CHUNK);
         return;
     }
-    RangeJob job = {range, args};
     kj_pool_run(pool, count, KJ_CPU_MIN_CHUNK, run_range_chunk, &job);
 }
 

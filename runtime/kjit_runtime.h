@@ -183,8 +183,13 @@ void kj_pool_destroy(KjPool *pool);
 void kj_cpu_syncthreads(KjThreadCtx *ctx);
 
 /* Runs a VEC_KERNEL's __range over [0, count): across the pool in chunks of at
- * least KJ_CPU_MIN_CHUNK, or on the calling thread when pool is NULL. */
-void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count);
+ * least KJ_CPU_MIN_CHUNK, or on the calling thread when pool is NULL.  With
+ * line > 1 (elements a cache line holds, a power of two dividing
+ * KJ_CPU_CANCEL_CHUNK), each run's first piece ends at an index i with
+ * i % line == lead % line, the output's first element on a line, so that the
+ * pieces after it start on a line (0, 0: anywhere). */
+void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count, int64_t lead,
+                      int64_t line);
 /* Elements a run on the calling thread hands __range at a time, asking
  * between pieces whether the call is cancelled. */
 #define KJ_CPU_CANCEL_CHUNK 65536

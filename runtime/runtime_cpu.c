@@ -264,10 +264,30 @@ static void cpu_call(const KjCompiled *compiled, void **params, void *result)
     ((KjEntryFn)compiled->entry)(params, result);
 }
 
+/* A vectorized call's output walked in index order, one element after the
+ * other (the plan merged it into one contiguous dimension): the elements a
+ * 64-byte line holds and the index of the first that starts one, for
+ * kj_cpu_run_range; else 0, 0. */
+static void output_lines(const KjVectorizedRun *run, int64_t *lead, int64_t *line)
+{
+    *lead = *line = 0;
+    const KjBroadcastPlan *plan = run->plan;
+    size_t size = run->output ? kjit_dtype_size(run->output->dtype) : 0;
+    if (plan->ndim != 1 || plan->output.strides[0] != 1 || size == 0 || 64 % size != 0)
+        return;
+    uintptr_t address = (uintptr_t)plan->output.data;
+    if (address % size != 0)
+        return;
+    *line = (int64_t)(64 / size);
+    *lead = (int64_t)((64 - address % 64) % 64 / size);
+}
+
 static kjit_status cpu_run_vectorized(kjit_context *context, KjVectorizedRun *run)
 {
-    kj_cpu_run_range(context->pool, (KjRangeFn)run->compiled->entry, run->params,
-                     run->plan->size);
+    int64_t lead, line;
+    output_lines(run, &lead, &line);
+    kj_cpu_run_range(context->pool, (KjRangeFn)run->compiled->entry, run->params, run->plan->size, lead,
+                     line);
     return KJIT_OK;
 }
 

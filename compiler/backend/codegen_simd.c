@@ -760,6 +760,68 @@ static void gen_if_leaving(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValue
     s->mask = load_lanes(s, after);
 }
 
+/* A then side worth a second copy for when every lane takes it: straight
+ * line (no loop, no way out), few nodes, and memory to reach. */
+typedef struct FullSide {
+    int nodes, accesses;
+} FullSide;
+
+static KjIrWalkStep full_side_stmt(KjIrWalk *w, const KjIrStmt *st)
+{
+    FullSide *f = w->data;
+    switch (st->kind) {
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: case KJ_IR_STMT_PARFOR: case KJ_IR_STMT_THREADS:
+    case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: case KJ_IR_STMT_RETURN:
+        return KJ_IR_WALK_STOP;
+    default:
+        f->accesses += st->kind == KJ_IR_STMT_STORE;
+        return ++f->nodes > 96 ? KJ_IR_WALK_STOP : KJ_IR_WALK_ON;
+    }
+}
+
+static bool full_side_expr(KjIrWalk *w, const KjIrExpr *e)
+{
+    FullSide *f = w->data;
+    f->accesses += e->op == KJ_IR_LOAD;
+    return e->op != KJ_IR_CALL && ++f->nodes <= 96;
+}
+
+static bool worth_full_copy(Simd *s, const KjIrStmt *side)
+{
+    if (s->checks || s->loop_depth != 0 || s->lanes > 64)
+        return false;
+    FullSide f = {0};
+    KjIrWalk w = {.stmt = full_side_stmt, .expr = full_side_expr, .data = &f};
+    return kj_ir_walk_stmt(&w, side) && f.accesses > 0;
+}
+
+/*
+ * A varying if without else whose then side is a short straight line that
+ * reaches memory (a stencil's `if x >= 1 && x < n - 1 { v[..] = u[..] + ... }`):
+ * two copies of the side, one for chunks where every lane takes it, whose
+ * constant mask makes its loads and stores plain ones, and the masked one for
+ * the rest (the edges).  Masked loads and stores of 512 bits cost more than
+ * plain ones on some CPUs (a masked store forwards to no load), and every
+ * chunk of an interior block ran them.  The same lanes compute the same
+ * values either way.
+ */
+static void gen_if_full_or_masked(Simd *s, KjIrStmt *st, LLVMValueRef before, LLVMValueRef c)
+{
+    Gen *g = s->g;
+    LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");
+    LLVMBasicBlockRef pick = new_block(g, "vif.pick"), full = new_block(g, "vif.full"),
+                      part = new_block(g, "vif.part"), done = new_block(g, "vif.done");
+    LLVMBuildCondBr(s->b, any_lane(s, then_mask), pick, done);
+    LLVMPositionBuilderAtEnd(s->b, pick);
+    LLVMValueRef all = kj_codegen_call_intrinsic(g, "llvm.vector.reduce.and", &s->mask_type, 1, &then_mask, 1);
+    LLVMBuildCondBr(s->b, all, full, part);
+    LLVMPositionBuilderAtEnd(s->b, full);
+    gen_side(s, st->then_stmt, LLVMConstAllOnes(s->mask_type), done);
+    LLVMPositionBuilderAtEnd(s->b, part);
+    gen_side(s, st->then_stmt, then_mask, done);
+    s->mask = before;
+}
+
 static void gen_if(Simd *s, KjIrStmt *st)
 {
     Gen *g = s->g;
@@ -800,6 +862,10 @@ static void gen_if(Simd *s, KjIrStmt *st)
     }
     if (leaves && !st->else_stmt) {
         gen_if_leaving(s, st, before, c);
+        return;
+    }
+    if (!leaves && !st->else_stmt && worth_full_copy(s, st->then_stmt)) {
+        gen_if_full_or_masked(s, st, before, c);
         return;
     }
     LLVMValueRef then_mask = LLVMBuildAnd(s->b, before, c, "then.mask");

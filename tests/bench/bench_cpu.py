@@ -35,8 +35,13 @@ def median_ms(fn):
     return statistics.median(times)
 
 
-# KJIT_BENCH_ONLY=TEXT: only the rows whose name holds TEXT (as bench_cpu.c).
-ONLY = os.environ.get("KJIT_BENCH_ONLY", "")
+# KJIT_BENCH_ONLY=TEXT: only the rows whose name holds TEXT, "A|B" either (as
+# bench_cpu.c).
+ONLY = os.environ.get("KJIT_BENCH_ONLY", "").split("|")
+
+
+def only(name):
+    return any(part in name for part in ONLY)
 results = {}
 
 
@@ -334,8 +339,8 @@ for names, rows in ((ELEMENTWISE, elementwise_rows), (("gufunc dot f64 1e6x16",)
                       "bins f64 4e5 x 1000, bools as numbers"), bins_rows),
                     (("stencil3d f64 32^3", "stencil3d f64 128^3"), stencil_rows),
                     (INC, inc_rows)):
-    if any(ONLY in name for name in names):
+    if any(only(name) for name in names):
         rows()
-results = {name: row for name, row in results.items() if ONLY in name}
+results = {name: row for name, row in results.items() if only(name)}
 json.dump(results, sys.stdout)
 print()

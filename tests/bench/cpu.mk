@@ -5,6 +5,12 @@
 $(BUILD)/bench_cpu: tests/bench/bench_cpu.c $(BUILD)/libkjit.so runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
 
+# tests/gpu/cpu_host_diag.sh's measurements (stencil3d at chosen page offsets,
+# a call's own cost, the parallel row by workers); built and run once,
+# untimed, by test-bench-refs so that it cannot rot.
+$(BUILD)/cpu_diag: tests/bench/cpu_diag.c $(BUILD)/libkjit.so runtime/kjit.h
+	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
+
 # The C references are GCC's (vector extensions, __builtin_shuffle), built for
 # this machine's vector units; -ffp-contract=off because kjit never fuses a
 # multiply and an add, so both compute the same bits.
@@ -27,9 +33,11 @@ bench-cpu: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 	python3 tests/bench/bench_cpu_report.py $(BUILD)/bench_cpu $(BUILD)/bench_simd examples
 
 # make test-bench-refs (part of make check): the C references of bench-cpu
-# build and agree with kjit on cpu and parallel at small sizes.  Times nothing.
-test-bench-refs: $(BUILD)/bench_simd
+# build and agree with kjit on cpu and parallel at small sizes.  Times nothing;
+# cpu_diag checks its results (one sample each).
+test-bench-refs: $(BUILD)/bench_simd $(BUILD)/cpu_diag
 	$(BUILD)/bench_simd --smoke examples tests/bench
+	$(BUILD)/cpu_diag tests/bench 1 > /dev/null
 
 # make bench-checks: what checked mode (KJIT_CHECK=1) and the race checker
 # (KJIT_CHECK=race, one round) cost on the same workloads.  CHECK_BEFORE=DIR

@@ -339,6 +339,63 @@ START_TEST(random_broadcasts_parallel)
 }
 END_TEST
 
+/* The cpu targets start each run's pieces on the output's cache lines
+ * (cpu.c, run_range_aligned): an output at every offset into a line, of
+ * lengths around the line and the pool's chunk, gets every element once and
+ * nothing beside it (sentinels); the inputs at another offset. */
+static void line_offsets_on(kjit_target target)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    options.num_threads = 3;
+    kjit_context *context;
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+    kjit_module *module;
+    ck_assert_msg(kjit_compile_string(context, "add.kern", add_source, &module) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    kjit_function *add;
+    ck_assert_int_eq(kjit_module_function(module, "add", &add), KJIT_OK);
+    static const int64_t lengths[] = {1, 15, 63, 64, 65, 100, 3 * 16384 + 37};
+    const int64_t most = 3 * 16384 + 37 + 64;
+    float *a = aligned_alloc(64, sizeof(float) * (size_t)most), *b = aligned_alloc(64, sizeof(float) * (size_t)most);
+    float *o = aligned_alloc(64, sizeof(float) * (size_t)most);
+    for (int64_t i = 0; i < most; i++)
+        a[i] = (float)i, b[i] = (float)(i % 7) * 0.5f;
+    for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++)
+        for (int offset = 0; offset < 17; offset++) {
+            int64_t n = lengths[l];
+            for (int64_t i = 0; i < most; i++)
+                o[i] = -1.0f;
+            kjit_array A = kjit_array_make(a + 3, KJIT_F32, 1, &n), B = kjit_array_make(b + 5, KJIT_F32, 1, &n);
+            kjit_array O = kjit_array_make(o + offset, KJIT_F32, 1, &n);
+            kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
+            ck_assert_msg(kjit_call(add, args, 2, &O, NULL) == KJIT_OK, "%s", kjit_last_error(context));
+            for (int64_t i = 0; i < most; i++) {
+                float want = i >= offset && i < offset + n ? a[i - offset + 3] + b[i - offset + 5] : -1.0f;
+                ck_assert_msg(o[i] == want, "n %lld, offset %d: o[%lld] is %g, want %g", (long long)n, offset,
+                              (long long)i, o[i], want);
+            }
+        }
+    free(a);
+    free(b);
+    free(o);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+START_TEST(line_offsets_cpu)
+{
+    line_offsets_on(KJIT_TARGET_CPU);
+}
+END_TEST
+
+START_TEST(line_offsets_parallel)
+{
+    line_offsets_on(KJIT_TARGET_PARALLEL);
+}
+END_TEST
+
 START_TEST(call_errors)
 {
     kjit_options options;
@@ -435,6 +492,8 @@ Suite *suite_broadcast(void)
     tcase_set_timeout(calls, 120);
     tcase_add_test(calls, random_broadcasts_cpu);
     tcase_add_test(calls, random_broadcasts_parallel);
+    tcase_add_test(calls, line_offsets_cpu);
+    tcase_add_test(calls, line_offsets_parallel);
     tcase_add_test(calls, call_errors);
     suite_add_tcase(s, calls);
     return s;

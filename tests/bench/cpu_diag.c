@@ -1,0 +1,236 @@
+/*
+ * cpu_diag.c: the measurements behind tests/gpu/cpu_host_diag.sh, the short
+ * run that looks into `make bench-cpu`'s rows behind Numba on another host
+ * (issue 25: stencil3d's SIMD code slower than its scalar code on a Sapphire
+ * Rapids host, and the small elementwise and parallel rows).  Prints one JSON
+ * object {row: ms}; the script runs it under several environments
+ * (KJIT_CPU_SIMD=0, KJIT_CPU_FEATURES=...) and prints them side by side.
+ *
+ *   cpu_diag BENCH_DIR [REPEAT]
+ *
+ * - "stencil3d N^3 at U/V": tests/bench/stencil3d.kern on the cpu target with
+ *   u and v at byte offsets U and V into page-aligned buffers ("malloc": as
+ *   bench_cpu.c allocates them), so that a row slow at one placement only
+ *   shows itself (cache-line splits of unaligned vector loads, loads that
+ *   alias the last store's address modulo 4 KiB);
+ * - "call ... us": the cost of one call that does almost nothing (one block
+ *   of inc.kern's inc1, vinc over 16 elements) on cpu and parallel, in
+ *   microseconds: what a call spends beyond its loop;
+ * - "inc1 1e5 parallel, T threads": the 1-D kernel over 1e5 i32 with T
+ *   workers, the pool's wake-up against its work.
+ *
+ * Every result is checked; the median of REPEAT samples (7), the wall clock
+ * unless KJIT_BENCH_CLOCK=thread.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../runtime/kjit.h"
+
+static int repeat = 7;
+static bool first_row = true;
+
+static double now_ms(void)
+{
+    const char *env = getenv("KJIT_BENCH_CLOCK");
+    struct timespec ts;
+    clock_gettime(env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void die_on(kjit_status status, kjit_context *context, const char *what)
+{
+    if (status == KJIT_OK)
+        return;
+    fprintf(stderr, "cpu_diag: %s: %s: %s\n", what, kjit_status_name(status),
+            context ? kjit_last_error(context) : "");
+    exit(1);
+}
+
+static void emit(const char *name, double value)
+{
+    printf("%s\"%s\": %.4f", first_row ? "" : ", ", name, value);
+    first_row = false;
+    fflush(stdout);
+}
+
+static kjit_function *load(kjit_context *context, const char *dir, const char *file, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    kjit_module *module;
+    die_on(kjit_compile_file(context, path, &module), context, path);
+    kjit_function *function;
+    die_on(kjit_module_function(module, name, &function), context, name);
+    return function;
+}
+
+/* A launch (out NULL) or a vectorized call; the median over `repeat`
+ * samples of `inner` calls, per call, after a warm-up call. */
+static double median_ms(kjit_context *context, kjit_function *f, const uint32_t grid[3],
+                        const uint32_t block[3], kjit_arg *args, int nargs, kjit_array *out, int inner)
+{
+    double times[64];
+    int samples = repeat < 64 ? repeat : 64;
+    for (int r = -1; r < samples; r++) {
+        double t0 = now_ms();
+        for (int i = 0; i < (r < 0 ? 1 : inner); i++)
+            die_on(out ? kjit_call(f, args, nargs, out, NULL) : kjit_launch(f, grid, block, args, nargs, NULL),
+                   context, "run");
+        if (r >= 0)
+            times[r] = (now_ms() - t0) / inner;
+    }
+    qsort(times, (size_t)samples, sizeof *times, compare_doubles);
+    return times[samples / 2];
+}
+
+static void stencil_rows(kjit_context *context, const char *dir)
+{
+    kjit_function *f = load(context, dir, "stencil3d.kern", "jacobi");
+    /* -1: malloc and calloc, as bench_cpu.c. */
+    static const int places[][2] = {{-1, -1}, {0, 0}, {16, 16}, {0, 16}, {0, 64}, {0, 2048}, {16, 2064}};
+    static const int sizes[2] = {32, 128};
+    for (int s = 0; s < 2; s++) {
+        int n = sizes[s];
+        int64_t total = (int64_t)n * n * n, shape[3] = {n, n, n};
+        size_t bytes = sizeof(double) * (size_t)total;
+        char *ubuf = aligned_alloc(4096, bytes + 8192), *vbuf = aligned_alloc(4096, bytes + 8192);
+        for (size_t p = 0; p < sizeof places / sizeof *places; p++) {
+            double *u, *v;
+            char name[96];
+            if (places[p][0] < 0) {
+                u = malloc(bytes), v = calloc((size_t)total, sizeof(double));
+                snprintf(name, sizeof name, "stencil3d %d^3, u %% 4096 = %d, v %% 4096 = %d (malloc)", n,
+                         (int)((uintptr_t)u % 4096), (int)((uintptr_t)v % 4096));
+            } else {
+                u = (double *)(ubuf + places[p][0]), v = (double *)(vbuf + places[p][1]);
+                memset(v, 0, bytes);
+                snprintf(name, sizeof name, "stencil3d %d^3, u %% 4096 = %d, v %% 4096 = %d", n,
+                         places[p][0], places[p][1]);
+            }
+            for (int64_t i = 0; i < total; i++)
+                u[i] = (double)((i * 2654435761u) % 1000003) / 1000003.0;
+            kjit_array U = kjit_array_make(u, KJIT_F64, 3, shape), V = kjit_array_make(v, KJIT_F64, 3, shape);
+            kjit_arg args[2] = {kjit_arg_array(&U), kjit_arg_array(&V)};
+            uint32_t grid[3] = {(uint32_t)n / 32, (uint32_t)n / 4, (uint32_t)n / 2}, block[3] = {32, 4, 2};
+            double ms = median_ms(context, f, grid, block, args, 2, NULL, n == 32 ? 20 : 1);
+            for (int z = 1; z < n - 1; z++)
+                for (int y = 1; y < n - 1; y++)
+                    for (int x = 1; x < n - 1; x++) {
+#define U(z, y, x) u[((int64_t)(z) * n + (y)) * n + (x)]
+                        double want = (U(z, y, x - 1) + U(z, y, x + 1) + U(z, y - 1, x) + U(z, y + 1, x) +
+                                       U(z - 1, y, x) + U(z + 1, y, x)) * (1.0 / 6.0);
+#undef U
+                        if (v[((int64_t)z * n + y) * n + x] != want) {
+                            fprintf(stderr, "cpu_diag: %s: v[%d, %d, %d] wrong\n", name, z, y, x);
+                            exit(1);
+                        }
+                    }
+            emit(name, ms);
+            if (places[p][0] < 0)
+                free(u), free(v);
+        }
+        free(ubuf);
+        free(vbuf);
+    }
+}
+
+static void check_inc(const char *name, const int32_t *a, const int32_t *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
+            fprintf(stderr, "cpu_diag: %s: b[%lld] wrong\n", name, (long long)i);
+            exit(1);
+        }
+}
+
+/* One call of almost no work, per target (us), and inc1 over 1e5 with 1 to
+ * 16 workers on parallel. */
+static void call_rows(const char *dir)
+{
+    const int64_t n = 100000;
+    int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        a[i] = (int32_t)(i * 2654435761u);
+    const kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
+    for (int t = 0; t < 2; t++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = targets[t];
+        kjit_context *context;
+        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_function *inc1 = load(context, dir, "inc.kern", "inc1"), *vinc = load(context, dir, "inc.kern", "vinc");
+        char name[96];
+        for (int k = 0; k < 2; k++) {
+            int64_t m = k == 0 ? 256 : 16;
+            kjit_array A = kjit_array_make(a, KJIT_I32, 1, &m), B = kjit_array_make(b, KJIT_I32, 1, &m);
+            kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
+            uint32_t grid[3] = {1, 1, 1}, block[3] = {256, 1, 1};
+            memset(b, 0, sizeof(int32_t) * (size_t)m);
+            double ms = k == 0 ? median_ms(context, inc1, grid, block, args, 2, NULL, 2000)
+                               : median_ms(context, vinc, NULL, NULL, args, 1, &B, 2000);
+            snprintf(name, sizeof name, "call %s, %s, us", k == 0 ? "inc1 256 (one block)" : "vinc 16",
+                     kjit_target_name(targets[t]));
+            check_inc(name, a, b, m);
+            emit(name, ms * 1e3);
+        }
+        kjit_context_destroy(context);
+    }
+    static const int threads[] = {1, 2, 4, 8, 16};
+    for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = KJIT_TARGET_PARALLEL;
+        options.num_threads = threads[k];
+        kjit_context *context;
+        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_function *inc1 = load(context, dir, "inc.kern", "inc1");
+        kjit_array A = kjit_array_make(a, KJIT_I32, 1, &n), B = kjit_array_make(b, KJIT_I32, 1, &n);
+        kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
+        uint32_t grid[3] = {(uint32_t)((n + 255) / 256), 1, 1}, block[3] = {256, 1, 1};
+        memset(b, 0, sizeof(int32_t) * (size_t)n);
+        double ms = median_ms(context, inc1, grid, block, args, 2, NULL, 200);
+        char name[96];
+        snprintf(name, sizeof name, "inc1 1e5 parallel, %d threads", threads[k]);
+        check_inc(name, a, b, n);
+        emit(name, ms);
+        kjit_context_destroy(context);
+    }
+    free(a);
+    free(b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: cpu_diag BENCH_DIR [REPEAT]\n");
+        return 2;
+    }
+    if (argc > 2)
+        repeat = atoi(argv[2]) > 0 ? atoi(argv[2]) : 7;
+    const char *only = getenv("KJIT_DIAG_ONLY");
+    printf("{");
+    if (!only || !*only || strstr(only, "stencil")) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = KJIT_TARGET_CPU;
+        kjit_context *context;
+        die_on(kjit_context_create(&options, &context), NULL, "context");
+        stencil_rows(context, argv[1]);
+        kjit_context_destroy(context);
+    }
+    if (!only || !*only || strstr(only, "call"))
+        call_rows(argv[1]);
+    printf("}\n");
+    return 0;
+}
