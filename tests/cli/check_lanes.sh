@@ -114,4 +114,37 @@ fn k(a: i64[], out: i64[]) {
 }
 EOF
 
+# A region that split_specialise.c runs without its tests for the blocks
+# inside the array (`i < len(a)` true for the last thread) drops the check
+# of a[i] there only with i >= 0 for the first thread in the same test:
+# block 0's i starts at -100, below the array, where the upper bound alone
+# holds; thread 0 of block 0 must still fail.
+case_of guard_below 0 k arange:f32:256 zeros:f32:4 --grid 4 --block 64 <<'EOF'
+@kernel
+fn k(a: f32[], out: f32[]) {
+    let tile = shared(f32, 64);
+    let t = threadIdx.x;
+    let i = (blockIdx.x * 64 - 100) + t;
+    tile[t] = i < len(a) ? a[i] : 0;
+    syncthreads();
+    if t == 0 { out[blockIdx.x] = tile[0] + tile[63]; }
+}
+EOF
+
+# The same in a later region, after a first one whose accesses the test
+# proves inside: threads 0 to 4 of block 0 store below the array there,
+# thread 0 first.
+case_of guard_later 0 k arange:f32:64 zeros:f32:64 --grid 4 --block 16 <<'EOF'
+@kernel
+fn k(a: f32[], out: f32[]) {
+    let tile = shared(f32, 16);
+    let t = threadIdx.x;
+    let i = blockIdx.x * 16 + t;
+    tile[t] = i < len(a) ? a[i] : 0;
+    syncthreads();
+    let j = (blockIdx.x * 16 - 5) + t;
+    if j < len(out) { out[j] = tile[t]; }
+}
+EOF
+
 finish
