@@ -45,7 +45,7 @@ static LLVMValueRef failed_lanes(Simd *s) { return load_mask(s, s->checks->faile
 
 LLVMValueRef kj_simd_drop_failed(Simd *s, LLVMValueRef m)
 {
-    if (!s->checks)
+    if (!s->checks || s->proven)
         return m;
     return mask_and_not(s, m, s->checks->failed);
 }
@@ -68,7 +68,7 @@ static void record_lanes(Simd *s, LLVMValueRef bad, LLVMValueRef site, LLVMValue
 
 void kj_simd_check_lanes(Simd *s, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef values[3])
 {
-    if (!site || !s->checks)
+    if (!site || !s->checks || s->proven)
         return;
     Gen *g = s->g;
     LLVMValueRef mask = s->mask;
@@ -119,7 +119,7 @@ static void uniform_check(void *data, int site, KjCheckKind kind, LLVMValueRef o
 {
     Simd *s = data;
     Gen *g = s->g;
-    if (LLVMIsAConstantInt(ok) && LLVMConstIntGetZExtValue(ok))
+    if (s->proven || (LLVMIsAConstantInt(ok) && LLVMConstIntGetZExtValue(ok)))
         return;
     LLVMValueRef mask = s->mask;
     LLVMBasicBlockRef from = LLVMGetInsertBlock(s->b);
@@ -297,7 +297,7 @@ static KjIrWalkStep stop_at_store_site(KjIrWalk *w, const KjIrStmt *st)
 
 bool kj_simd_expr_may_fail(const Simd *s, const KjIrExpr *e)
 {
-    if (!s->checks || !e)
+    if (!s->checks || s->proven || !e)
         return false;
     KjIrWalk w = {.expr = stop_at_site};
     return !kj_ir_walk_expr(&w, e);
@@ -305,7 +305,7 @@ bool kj_simd_expr_may_fail(const Simd *s, const KjIrExpr *e)
 
 bool kj_simd_stmt_may_fail(const Simd *s, const KjIrStmt *st)
 {
-    if (!s->checks)
+    if (!s->checks || s->proven)
         return false;
     KjIrWalk w = {.stmt = stop_at_store_site, .expr = stop_at_site};
     return !kj_ir_walk_stmt(&w, st);
@@ -364,7 +364,7 @@ static int64_t fixed_extent(Simd *s, const KjIrExpr *array, int k)
 void kj_simd_check_index(Simd *s, int site, const ArrayVal *a, const KjIrExpr *array, KjIrExpr **exprs,
                          LLVMValueRef *indices, int count)
 {
-    if (!site || !s->checks)
+    if (!site || !s->checks || s->proven)
         return;
     Gen *g = s->g;
     /* every axis in every lane (a uniform index repeated), tested at once;
@@ -422,7 +422,7 @@ static LLVMValueRef vconst_int(Simd *s, LLVMTypeRef t, uint64_t v) { return spla
 
 void kj_simd_check_operands(Simd *s, const KjIrExpr *e, LLVMValueRef a, LLVMValueRef b)
 {
-    if (!e->check_site || !s->checks)
+    if (!e->check_site || !s->checks || s->proven)
         return;
     Gen *g = s->g;
     const KjType *t = e->type;
@@ -478,6 +478,112 @@ void kj_simd_check_operands(Simd *s, const KjIrExpr *e, LLVMValueRef a, LLVMValu
     default:
         return;
     }
+}
+
+/* ---- a statement's checks tested ahead */
+
+/* Integer arithmetic on variables, registers and constants, without a check
+ * of its own: an index that can be computed ahead of its access, in lanes
+ * that may not reach it (it wraps, divides safely, reads nothing). */
+static bool index_ahead(const KjIrExpr *e)
+{
+    if (e->check_site || !e->type || !kj_type_is_int(e->type))
+        return false;
+    switch (e->op) {
+    case KJ_IR_CONST: case KJ_IR_VAR: case KJ_IR_SREG:
+        return true;
+    case KJ_IR_DIM:
+        return e->args[0]->op == KJ_IR_VAR;
+    case KJ_IR_CAST: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV: case KJ_IR_REM:
+    case KJ_IR_NEG: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR: case KJ_IR_SHL: case KJ_IR_SHR:
+        for (int i = 0; i < e->arg_count; i++)
+            if (!index_ahead(e->args[i]))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+enum { PRECHECK_MAX = 16 };
+
+/* The walk's data: the accesses of a statement whose checks can be tested
+ * ahead, or ok false. */
+typedef struct Ahead {
+    bool ok;
+    int count;
+    const KjIrExpr *array[PRECHECK_MAX];
+    KjIrExpr *const *indices[PRECHECK_MAX];
+    int ndim[PRECHECK_MAX];
+} Ahead;
+
+static void note_access(Ahead *a, const KjIrExpr *array, KjIrExpr *const *indices, int count)
+{
+    if (a->count == PRECHECK_MAX || array->op != KJ_IR_VAR || array->type->kind != KJ_TYPE_ARRAY ||
+        count != array->type->ndim || count > KJ_MAX_DIMS) {
+        a->ok = false;
+        return;
+    }
+    for (int k = 0; k < count; k++)
+        if (!index_ahead(indices[k])) {
+            a->ok = false;
+            return;
+        }
+    a->array[a->count] = array;
+    a->indices[a->count] = indices;
+    a->ndim[a->count++] = count;
+}
+
+static bool note_ahead(KjIrWalk *w, const KjIrExpr *e)
+{
+    Ahead *a = w->data;
+    if (e->op == KJ_IR_CALL || e->op == KJ_IR_ATOMIC || e->op == KJ_IR_PRINT || e->op == KJ_IR_EXEC)
+        a->ok = false;
+    else if (e->check_site && e->op != KJ_IR_LOAD)
+        a->ok = false;
+    else if (e->check_site)
+        note_access(a, e->args[0], e->args + 1, e->arg_count - 1);
+    return a->ok;
+}
+
+LLVMValueRef kj_simd_precheck(Simd *s, const KjIrStmt *st)
+{
+    if (!s->checks || s->proven || s->mask != s->stmt_mask ||
+        (st->kind != KJ_IR_STMT_SET && st->kind != KJ_IR_STMT_STORE) ||
+        (st->kind == KJ_IR_STMT_SET && st->var->type->kind == KJ_TYPE_ARRAY))
+        return NULL;
+    Ahead a = {.ok = true};
+    if (st->kind == KJ_IR_STMT_STORE && st->check_site)
+        note_access(&a, st->array, st->indices, st->index_count);
+    KjIrWalk w = {.expr = note_ahead, .data = &a};
+    if (!a.ok || !kj_ir_walk_own_exprs(&w, st) || !a.ok || a.count < 2)
+        return NULL; /* one check tests as cheaply where it stands */
+    Gen *g = s->g;
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    LLVMValueRef lanes_ok = NULL, uniform_ok = NULL;
+    for (int i = 0; i < a.count; i++) {
+        ArrayVal v;
+        kj_codegen_array(g, (KjIrExpr *)a.array[i], &v);
+        for (int k = 0; k < a.ndim[i]; k++) {
+            KjIrExpr *e = a.indices[i][k];
+            if (simd_varying(s, e)) {
+                LLVMValueRef idx = kj_simd_lanes_of(s, e, i64);
+                LLVMValueRef ok = LLVMBuildICmp(s->b, LLVMIntULT, idx, splat(s, v.shape[k]), "");
+                lanes_ok = lanes_ok ? LLVMBuildAnd(s->b, lanes_ok, ok, "") : ok;
+            } else {
+                LLVMValueRef idx = kj_codegen_convert(g, kj_codegen_expr(g, e), e->type, i64);
+                LLVMValueRef ok = LLVMBuildICmp(s->b, LLVMIntULT, idx, v.shape[k], "");
+                uniform_ok = uniform_ok ? LLVMBuildAnd(s->b, uniform_ok, ok, "") : ok;
+            }
+        }
+    }
+    /* no running lane fails: the mask less the passing lanes is empty */
+    LLVMValueRef all = LLVMConstInt(g->t_i1, 1, 0);
+    if (lanes_ok)
+        all = LLVMBuildNot(s->b, any_lane(s, LLVMBuildAnd(s->b, s->mask, LLVMBuildNot(s->b, lanes_ok, ""), "")), "");
+    if (uniform_ok)
+        all = LLVMBuildAnd(s->b, all, uniform_ok, "");
+    return all;
 }
 
 /* ---- a part of an expression under a mask of its own */

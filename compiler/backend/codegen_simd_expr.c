@@ -824,7 +824,7 @@ static LLVMValueRef index_scalar(Simd *s, KjIrExpr **indices, int k)
 
 bool kj_simd_pre_indices(Simd *s, int site, KjIrExpr **indices, int count, LLVMValueRef *pre)
 {
-    if (!site || !s->checks)
+    if (!site || !s->checks || s->proven)
         return false;
     for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
         pre[k] = simd_varying(s, indices[k]) ? kj_simd_lanes_of(s, indices[k], kj_type_scalar(KJ_TYPE_I64))

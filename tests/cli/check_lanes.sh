@@ -147,4 +147,36 @@ fn k(a: f32[], out: f32[]) {
 }
 EOF
 
+# Statements whose checks are all indices computed from variables: the
+# lanes test them all ahead and run the statement unchecked when every lane
+# passes (kj_simd_precheck); here some lane fails, so the checked copy runs.
+# Thread 0 fails the second access (a[-2]) while threads 22 and up fail the
+# first, earlier in time on lanes.
+case_of ahead_order 0 k arange:i64:64 zeros:i64:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let t = i64(threadIdx.x);
+    out[t] = a[t * 3] + a[t - 2];
+}
+EOF
+
+# The store's own index: thread 63 stores past the end, its loads inside.
+case_of ahead_store 63 k arange:i64:64 zeros:i64:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let t = i64(threadIdx.x);
+    out[t + 1] = a[t] + a[63 - t];
+}
+EOF
+
+# Two axes, a uniform one and one on lanes: thread (7,0,0) reads a[0, 8]
+# (axis 1), the threads of row 7 a[8, x] (axis 0).
+case_of ahead_2d 7 k arange:i64:8x8 zeros:i64:8x8 --grid 1,1 --block 8,8 <<'EOF'
+@kernel
+fn k(a: i64[,], out: i64[,]) {
+    let x, y = grid(2);
+    out[y, x] = a[y, x + 1] + a[y + 1, x];
+}
+EOF
+
 finish
