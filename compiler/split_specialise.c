@@ -22,7 +22,11 @@
  *   - a while whose condition folds at every turn is unrolled (at most
  *     KJ_SPLIT_UNROLL_TURNS turns and KJ_SPLIT_UNROLL_REGIONS regions made
  *     in all; past that, or when the condition does not fold, the loop stays);
- *   - a region whose thread range folds to nothing is dropped.
+ *   - a region whose thread range folds to nothing is dropped;
+ *   - a region whose statements guard with `X + threadIdx < n` runs as two
+ *     copies, one for blocks whose every thread passes (see Guards below);
+ *     in checked mode that copy's accesses that the guards prove inside
+ *     their array lose their checks, the test gaining the lower bound.
  * Integer folding follows the code generator's semantics exactly (wrapping
  * arithmetic in the type's width, division by 0 and -1 as codegen_expr.c
  * makes them safe), so the specialised code computes what the general code

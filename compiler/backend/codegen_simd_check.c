@@ -24,6 +24,10 @@
  * the enclosing statement's lanes are its mask less the failed ones
  * (kj_simd_drop_failed).
  *
+ * A statement whose checks are all indices computed from variables is
+ * tested ahead (kj_simd_precheck): when every lane passes, codegen_simd.c
+ * emits it as unchecked code (Simd.proven), else as above.
+ *
  * Needs: checks.c's sites; kj_simd_lanes and kj_simd_region_lanes refuse a
  * site in a function called from the lanes (its SIMD variant has no record
  * of its own), so failures happen in the root's or the region's own code.
