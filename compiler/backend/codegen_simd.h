@@ -408,9 +408,10 @@ void kj_simd_check_operands(Simd *s, const KjIrExpr *e, LLVMValueRef a, LLVMValu
 /* Whether e, or st, holds a check (false when unchecked). */
 bool kj_simd_expr_may_fail(const Simd *s, const KjIrExpr *e);
 bool kj_simd_stmt_may_fail(const Simd *s, const KjIrStmt *st);
-/* A SET or STORE whose every check is an index of an access (two or more)
- * whose array is a variable and whose indices are integer arithmetic on
- * variables, registers and constants (no load, call or check of their own):
+/* (codegen_simd_expr.c) A SET or STORE whose every check is an index of an
+ * access (two or more) whose array is a variable and whose indices are
+ * integer arithmetic on variables, registers and constants (no load, call
+ * or check of their own):
  * the i1 that every running lane passes them all, tested ahead of the
  * statement (the indices and extents computed as the accesses will); NULL
  * for any other statement, or unchecked. */
