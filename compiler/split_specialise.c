@@ -22,7 +22,11 @@
  *   - a while whose condition folds at every turn is unrolled (at most
  *     KJ_SPLIT_UNROLL_TURNS turns and KJ_SPLIT_UNROLL_REGIONS regions made
  *     in all; past that, or when the condition does not fold, the loop stays);
- *   - a region whose thread range folds to nothing is dropped.
+ *   - a region whose thread range folds to nothing is dropped;
+ *   - a region whose statements guard with `X + threadIdx < n` runs as two
+ *     copies, one for blocks whose every thread passes (see Guards below);
+ *     in checked mode that copy's accesses that the guards prove inside
+ *     their array lose their checks, the test gaining the lower bound.
  * Integer folding follows the code generator's semantics exactly (wrapping
  * arithmetic in the type's width, division by 0 and -1 as codegen_expr.c
  * makes them safe), so the specialised code computes what the general code
@@ -59,7 +63,27 @@ typedef struct Spec {
      * var id -> what `i64(var)` is there, NULL where not */
     KjIrExpr **widened;
     bool straight; /* the form of a kernel without barriers (kj_split_straight_line) */
+    /* and the guards that bound an index by an array's extent (checked
+     * mode: accesses they prove inside the array lose their check) */
+    const struct Guards *guards;
+    struct Bound *bounds;
+    int bound_count;
 } Spec;
+
+/* A guard `X + threadIdx.<axis> < dim.<dim>(array)` of the region's test:
+ * under the test every thread's X + threadIdx.<axis> (in `bits`, as
+ * `increasing` reads it, `wide` its X as i64) is below the array's extent,
+ * and, with `at_first >= 0` added to the test when an access uses it, not
+ * below 0. */
+typedef struct Bound {
+    const KjIrExpr *wide;
+    int bits, axis, dim;
+    const KjIrVar *array;
+    KjIrExpr *at_first;
+    bool used;
+} Bound;
+
+static bool proven_inside(Spec *S, const KjIrExpr *array, KjIrExpr *const *indices, int count);
 
 static Known known_new(Spec *S)
 {
@@ -234,6 +258,10 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
         for (int i = 0; i < e->arg_count; i++)
             c->args[i] = expr(S, e->args[i], k, skip);
     }
+    if (c->check_site && S->guards && (e->op == KJ_IR_LOAD || e->op == KJ_IR_ATOMIC) && e->arg_count > 1 &&
+        e->args[0]->type->kind == KJ_TYPE_ARRAY && e->arg_count - 1 >= e->args[0]->type->ndim &&
+        proven_inside(S, e->args[0], e->args + 1, e->args[0]->type->ndim))
+        c->check_site = 0; /* inside the array for every thread the test lets in */
     if (c->op == KJ_IR_SELECT && is_const_int(c->args[0])) /* only the chosen arm runs */
         return c->args[0]->const_int ? c->args[1] : c->args[2];
     if (!is_int_like(c->type))
@@ -335,6 +363,9 @@ static KjIrStmt *region_stmt(Spec *S, const KjIrStmt *s, Known k, const bool *sk
         for (int i = 0; i < s->index_count; i++)
             c->indices[i] = expr(S, s->indices[i], k, skip);
     }
+    if (s->kind == KJ_IR_STMT_STORE && s->check_site && S->guards && s->array->type->kind == KJ_TYPE_ARRAY &&
+        s->index_count == s->array->type->ndim && proven_inside(S, s->array, s->indices, s->index_count))
+        c->check_site = 0;
     c->stmts = (KjVec){0};
     for (int i = 0; i < s->stmts.count; i++)
         kj_vec_push(S->arena, &c->stmts, region_stmt(S, s->stmts.items[i], k, skip));
@@ -486,7 +517,7 @@ static const KjIrExpr *through(const KjIrExpr *e, const Guards *G)
  * last in e's type, exact under that test), all i64.
  */
 static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **no_wrap, KjIrExpr **at_first,
-                       KjIrExpr **at_last, const KjIrVar **narrow_var, int *axis_out)
+                       KjIrExpr **at_last, const KjIrVar **narrow_var, int *axis_out, int *bits_out)
 {
     e = through(e, G);
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
@@ -516,6 +547,7 @@ static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **n
     if (x && !same_for_all(x, G))
         return false;
     int bits = kj_type_int_bits(e->type);
+    *bits_out = bits;
     KjIrExpr *wide = NULL;
     if (x) {
         wide = kj_arena_alloc(S->arena, sizeof *wide);
@@ -577,9 +609,11 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
         return;
     KjIrExpr *no_wrap, *at_first, *at_last;
     const KjIrVar *narrow_var;
-    int axis;
-    if (!increasing(S, a, G, &no_wrap, &at_first, &at_last, &narrow_var, &axis))
+    int axis, bits;
+    if (!increasing(S, a, G, &no_wrap, &at_first, &at_last, &narrow_var, &axis, &bits))
         return;
+    if (op == KJ_IR_LT && u->op == KJ_IR_DIM && u->args[0]->op == KJ_IR_VAR && S->bound_count < MAX_GUARDS)
+        S->bounds[S->bound_count++] = (Bound){at_last->args[0], bits, axis, u->dim, u->args[0]->var, at_first, false};
     /* an upper bound holds for all when it holds for the last thread, a
      * lower one when it holds for the first */
     KjIrExpr *cmp = kj_ir_new_expr(S->arena, op, c->type, c->loc, 2);
@@ -606,6 +640,68 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
         sum->args[1] = wide_tid;
         G->widened[narrow_var->id] = sum;
     }
+}
+
+/* a and b compute the same value at one point of one thread: the same
+ * pure operations on the same variables, registers and constants. */
+static bool same_expr(const KjIrExpr *a, const KjIrExpr *b)
+{
+    if (a == b)
+        return true;
+    if (a->op != b->op || a->type != b->type || a->arg_count != b->arg_count)
+        return false;
+    switch (a->op) {
+    case KJ_IR_CONST:
+        return a->const_int == b->const_int && kj_type_is_int(a->type);
+    case KJ_IR_VAR:
+        return a->var == b->var;
+    case KJ_IR_SREG:
+        return a->sreg == b->sreg;
+    case KJ_IR_DIM:
+        if (a->dim != b->dim)
+            return false;
+        break;
+    case KJ_IR_CAST: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV: case KJ_IR_REM:
+    case KJ_IR_NEG: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR: case KJ_IR_SHL: case KJ_IR_SHR:
+        break;
+    default:
+        return false;
+    }
+    for (int i = 0; i < a->arg_count; i++)
+        if (!same_expr(a->args[i], b->args[i]))
+            return false;
+    return true;
+}
+
+/* While copying the region for the block whose guards hold: whether every
+ * index of an access to `array` is X + threadIdx.<axis> of a bound on that
+ * axis of that array (the same X, axis and width), so that no thread's
+ * access can fail its check there; the bounds used are marked, for their
+ * lower test. */
+static bool proven_inside(Spec *S, const KjIrExpr *array, KjIrExpr *const *indices, int count)
+{
+    if (array->op != KJ_IR_VAR || count <= 0 || count > KJ_MAX_DIMS)
+        return false;
+    int use[KJ_MAX_DIMS];
+    for (int k = 0; k < count; k++) {
+        KjIrExpr *no_wrap, *at_first, *at_last;
+        const KjIrVar *narrow_var;
+        int axis, bits;
+        if (!increasing(S, indices[k], S->guards, &no_wrap, &at_first, &at_last, &narrow_var, &axis, &bits))
+            return false;
+        use[k] = -1;
+        for (int i = 0; i < S->bound_count && use[k] < 0; i++) {
+            const Bound *b = &S->bounds[i];
+            if (b->array == array->var && b->dim == k && b->axis == axis && b->bits == bits &&
+                same_expr(b->wide, at_last->args[0]))
+                use[k] = i;
+        }
+        if (use[k] < 0)
+            return false;
+    }
+    for (int k = 0; k < count; k++)
+        S->bounds[use[k]].used = true;
+    return true;
 }
 
 /* Not ir.c's walk: the order in which guards are found is the order of the
@@ -788,18 +884,38 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
                 kj_arena_alloc(S->arena, sizeof *G.widened * (size_t)(S->var_count + 1))};
     count_region_sets(c->body, &G);
     S->hold_count = 0;
+    Bound bounds[MAX_GUARDS];
+    S->bounds = bounds;
+    S->bound_count = 0;
     find_guards(S, c->body, &G);
     if (!G.test) {
         S->hold_count = 0;
+        S->bounds = NULL;
+        S->bound_count = 0;
         return c;
     }
     int found = S->hold_count;
     KjIrStmt *fast = kj_arena_alloc(S->arena, sizeof *fast);
     *fast = *c;
     S->widened = G.widened;
+    S->guards = &G;
     fast->body = region_stmt(S, c->body, known_new(S), NULL);
+    S->guards = NULL;
     S->widened = NULL;
     S->hold_count = 0;
+    /* the accesses whose checks a bound dropped: their index is not below
+     * 0 where the first thread's is not (the test's upper bound proves the
+     * rest) */
+    for (int i = 0; i < S->bound_count; i++) {
+        if (!bounds[i].used)
+            continue;
+        KjIrExpr *ge = kj_ir_new_expr(S->arena, KJ_IR_GE, kj_type_scalar(KJ_TYPE_BOOL), c->loc, 2);
+        ge->args[0] = bounds[i].at_first;
+        ge->args[1] = constant(S, kj_type_scalar(KJ_TYPE_I64), c->loc, 0);
+        G.test = both(S, G.test, ge);
+    }
+    S->bounds = NULL;
+    S->bound_count = 0;
     S->regions_left--;
     KjIrStmt *branch = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, c->loc);
     branch->cond = G.test;

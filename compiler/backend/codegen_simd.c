@@ -1177,6 +1177,59 @@ static void gen_parfor(Simd *s, KjIrStmt *st, LLVMValueRef first)
     gen_stmt(s, st->body);
 }
 
+static void gen_assign(Simd *s, KjIrStmt *st)
+{
+    if (st->kind == KJ_IR_STMT_SET)
+        gen_set(s, st);
+    else
+        gen_store(s, st);
+    take_call_outputs(s, st);
+}
+
+/* Checked mode: a SET or STORE whose checks were tested ahead (`passes`,
+ * kj_simd_precheck) twice: without checks when every running lane passes
+ * them (the unchecked code, its masks as they were), else as checked code,
+ * each lane stopped at its own first failure. */
+static void gen_prechecked(Simd *s, KjIrStmt *st, LLVMValueRef passes)
+{
+    Gen *g = s->g;
+    LLVMValueRef mask = s->mask;
+    KjIrVar *even_var = s->even_var;
+    const KjIrVar *lane0[SIMD_MAX_LANE0];
+    memcpy(lane0, s->lane0_vars, sizeof lane0);
+    LLVMBasicBlockRef fast = new_block(g, "stmt.passes"), slow = new_block(g, "stmt.checks"),
+                      done = new_block(g, "stmt.done");
+    LLVMBuildCondBr(s->b, passes, fast, slow);
+    LLVMValueRef masks[2];
+    LLVMBasicBlockRef ends[2];
+    int n = 0;
+    for (int copy = 0; copy < 2; copy++) {
+        LLVMPositionBuilderAtEnd(s->b, copy == 0 ? fast : slow);
+        s->mask = s->stmt_mask = mask;
+        s->even_var = even_var;
+        memcpy(s->lane0_vars, lane0, sizeof lane0);
+        s->proven = copy == 0;
+        gen_assign(s, st);
+        s->proven = false;
+        if (block_open(s)) {
+            masks[n] = s->mask;
+            ends[n++] = LLVMGetInsertBlock(s->b);
+            LLVMBuildBr(s->b, done);
+        }
+    }
+    LLVMPositionBuilderAtEnd(s->b, done);
+    if (n == 0) {
+        s->mask = no_lanes(s);
+    } else if (n == 1 || masks[0] == masks[1]) {
+        s->mask = masks[0];
+    } else {
+        LLVMValueRef phi = LLVMBuildPhi(s->b, s->mask_type, "lanes");
+        LLVMAddIncoming(phi, masks, ends, n);
+        s->mask = phi;
+    }
+    s->stmt_mask = s->mask;
+}
+
 static void gen_stmt(Simd *s, KjIrStmt *st)
 {
     Gen *g = s->g;
@@ -1198,8 +1251,15 @@ static void gen_stmt(Simd *s, KjIrStmt *st)
             kj_codegen_expr(g, st->value);
         take_call_outputs(s, st);
         return;
-    case KJ_IR_STMT_SET: gen_set(s, st); take_call_outputs(s, st); return;
-    case KJ_IR_STMT_STORE: gen_store(s, st); take_call_outputs(s, st); return;
+    case KJ_IR_STMT_SET:
+    case KJ_IR_STMT_STORE: {
+        LLVMValueRef passes = kj_simd_precheck(s, st);
+        if (passes)
+            gen_prechecked(s, st, passes);
+        else
+            gen_assign(s, st);
+        return;
+    }
     case KJ_IR_STMT_IF: gen_if(s, st); return;
     case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: gen_loop(s, st); return;
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: case KJ_IR_STMT_RETURN: gen_leave(s, st); return;

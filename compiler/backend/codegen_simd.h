@@ -112,6 +112,10 @@ typedef struct Simd {
     LLVMBasicBlockRef escape;
     LLVMValueRef *pre_index;
     KjIrExpr *const *pre_for;
+    /* checked mode: the statement being emitted is the copy for lanes that
+     * all pass its every check, tested ahead (kj_simd_precheck): no check,
+     * no failed lanes taken out of a mask */
+    bool proven;
 } Simd;
 
 /* Checked mode on lanes (codegen_simd_check.c): what a chunk keeps of its
@@ -404,6 +408,14 @@ void kj_simd_check_operands(Simd *s, const KjIrExpr *e, LLVMValueRef a, LLVMValu
 /* Whether e, or st, holds a check (false when unchecked). */
 bool kj_simd_expr_may_fail(const Simd *s, const KjIrExpr *e);
 bool kj_simd_stmt_may_fail(const Simd *s, const KjIrStmt *st);
+/* (codegen_simd_expr.c) A SET or STORE whose every check is an index of an
+ * access (two or more) whose array is a variable and whose indices are
+ * integer arithmetic on variables, registers and constants (no load, call
+ * or check of their own):
+ * the i1 that every running lane passes them all, tested ahead of the
+ * statement (the indices and extents computed as the accesses will); NULL
+ * for any other statement, or unchecked. */
+LLVMValueRef kj_simd_precheck(Simd *s, const KjIrStmt *st);
 /* A part of an expression under its own mask: the block that a uniform
  * failure inside it goes to (NULL unchecked), then, at its end, whether that
  * block was used; it goes on at `done` (which then takes a zero from it)

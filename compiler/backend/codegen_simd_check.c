@@ -24,6 +24,11 @@
  * the enclosing statement's lanes are its mask less the failed ones
  * (kj_simd_drop_failed).
  *
+ * A statement whose checks are all indices computed from variables is
+ * tested ahead (kj_simd_precheck, codegen_simd_expr.c): when every lane
+ * passes, codegen_simd.c emits it as unchecked code (Simd.proven), and the
+ * functions here do nothing; else as above.
+ *
  * Needs: checks.c's sites; kj_simd_lanes and kj_simd_region_lanes refuse a
  * site in a function called from the lanes (its SIMD variant has no record
  * of its own), so failures happen in the root's or the region's own code.
@@ -45,7 +50,7 @@ static LLVMValueRef failed_lanes(Simd *s) { return load_mask(s, s->checks->faile
 
 LLVMValueRef kj_simd_drop_failed(Simd *s, LLVMValueRef m)
 {
-    if (!s->checks)
+    if (!s->checks || s->proven)
         return m;
     return mask_and_not(s, m, s->checks->failed);
 }
@@ -68,7 +73,7 @@ static void record_lanes(Simd *s, LLVMValueRef bad, LLVMValueRef site, LLVMValue
 
 void kj_simd_check_lanes(Simd *s, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef values[3])
 {
-    if (!site || !s->checks)
+    if (!site || !s->checks || s->proven)
         return;
     Gen *g = s->g;
     LLVMValueRef mask = s->mask;
@@ -119,7 +124,7 @@ static void uniform_check(void *data, int site, KjCheckKind kind, LLVMValueRef o
 {
     Simd *s = data;
     Gen *g = s->g;
-    if (LLVMIsAConstantInt(ok) && LLVMConstIntGetZExtValue(ok))
+    if (s->proven || (LLVMIsAConstantInt(ok) && LLVMConstIntGetZExtValue(ok)))
         return;
     LLVMValueRef mask = s->mask;
     LLVMBasicBlockRef from = LLVMGetInsertBlock(s->b);
@@ -297,7 +302,7 @@ static KjIrWalkStep stop_at_store_site(KjIrWalk *w, const KjIrStmt *st)
 
 bool kj_simd_expr_may_fail(const Simd *s, const KjIrExpr *e)
 {
-    if (!s->checks || !e)
+    if (!s->checks || s->proven || !e)
         return false;
     KjIrWalk w = {.expr = stop_at_site};
     return !kj_ir_walk_expr(&w, e);
@@ -305,7 +310,7 @@ bool kj_simd_expr_may_fail(const Simd *s, const KjIrExpr *e)
 
 bool kj_simd_stmt_may_fail(const Simd *s, const KjIrStmt *st)
 {
-    if (!s->checks)
+    if (!s->checks || s->proven)
         return false;
     KjIrWalk w = {.stmt = stop_at_store_site, .expr = stop_at_site};
     return !kj_ir_walk_stmt(&w, st);
@@ -364,7 +369,7 @@ static int64_t fixed_extent(Simd *s, const KjIrExpr *array, int k)
 void kj_simd_check_index(Simd *s, int site, const ArrayVal *a, const KjIrExpr *array, KjIrExpr **exprs,
                          LLVMValueRef *indices, int count)
 {
-    if (!site || !s->checks)
+    if (!site || !s->checks || s->proven)
         return;
     Gen *g = s->g;
     /* every axis in every lane (a uniform index repeated), tested at once;
@@ -422,7 +427,7 @@ static LLVMValueRef vconst_int(Simd *s, LLVMTypeRef t, uint64_t v) { return spla
 
 void kj_simd_check_operands(Simd *s, const KjIrExpr *e, LLVMValueRef a, LLVMValueRef b)
 {
-    if (!e->check_site || !s->checks)
+    if (!e->check_site || !s->checks || s->proven)
         return;
     Gen *g = s->g;
     const KjType *t = e->type;

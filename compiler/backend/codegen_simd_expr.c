@@ -824,7 +824,7 @@ static LLVMValueRef index_scalar(Simd *s, KjIrExpr **indices, int k)
 
 bool kj_simd_pre_indices(Simd *s, int site, KjIrExpr **indices, int count, LLVMValueRef *pre)
 {
-    if (!site || !s->checks)
+    if (!site || !s->checks || s->proven)
         return false;
     for (int k = 0; k < count && k < KJ_MAX_DIMS; k++)
         pre[k] = simd_varying(s, indices[k]) ? kj_simd_lanes_of(s, indices[k], kj_type_scalar(KJ_TYPE_I64))
@@ -1584,3 +1584,108 @@ void kj_simd_store(Simd *s, const KjIrExpr *array, const ArrayVal *a, KjIrExpr *
     s->pre_index = NULL;
 }
 
+/* ---- a statement's checks tested ahead */
+
+/* Integer arithmetic on variables, registers and constants, without a check
+ * of its own: an index that can be computed ahead of its access, in lanes
+ * that may not reach it (it wraps, divides safely, reads nothing). */
+static bool index_ahead(const KjIrExpr *e)
+{
+    if (e->check_site || !e->type || !kj_type_is_int(e->type))
+        return false;
+    switch (e->op) {
+    case KJ_IR_CONST: case KJ_IR_VAR: case KJ_IR_SREG:
+        return true;
+    case KJ_IR_DIM:
+        return e->args[0]->op == KJ_IR_VAR;
+    case KJ_IR_CAST: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV: case KJ_IR_REM:
+    case KJ_IR_NEG: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR: case KJ_IR_SHL: case KJ_IR_SHR:
+        for (int i = 0; i < e->arg_count; i++)
+            if (!index_ahead(e->args[i]))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+enum { PRECHECK_MAX = 16 };
+
+/* The walk's data: the accesses of a statement whose checks can be tested
+ * ahead, or ok false. */
+typedef struct Ahead {
+    bool ok;
+    int count;
+    const KjIrExpr *array[PRECHECK_MAX];
+    KjIrExpr *const *indices[PRECHECK_MAX];
+    int ndim[PRECHECK_MAX];
+} Ahead;
+
+static void note_access(Ahead *a, const KjIrExpr *array, KjIrExpr *const *indices, int count)
+{
+    if (a->count == PRECHECK_MAX || array->op != KJ_IR_VAR || array->type->kind != KJ_TYPE_ARRAY ||
+        count != array->type->ndim || count > KJ_MAX_DIMS) {
+        a->ok = false;
+        return;
+    }
+    for (int k = 0; k < count; k++)
+        if (!index_ahead(indices[k])) {
+            a->ok = false;
+            return;
+        }
+    a->array[a->count] = array;
+    a->indices[a->count] = indices;
+    a->ndim[a->count++] = count;
+}
+
+static bool note_ahead(KjIrWalk *w, const KjIrExpr *e)
+{
+    Ahead *a = w->data;
+    if (e->op == KJ_IR_CALL || e->op == KJ_IR_ATOMIC || e->op == KJ_IR_PRINT || e->op == KJ_IR_EXEC)
+        a->ok = false;
+    else if (e->check_site && e->op != KJ_IR_LOAD)
+        a->ok = false;
+    else if (e->check_site)
+        note_access(a, e->args[0], e->args + 1, e->arg_count - 1);
+    return a->ok;
+}
+
+LLVMValueRef kj_simd_precheck(Simd *s, const KjIrStmt *st)
+{
+    if (!s->checks || s->proven || s->mask != s->stmt_mask ||
+        (st->kind != KJ_IR_STMT_SET && st->kind != KJ_IR_STMT_STORE) ||
+        (st->kind == KJ_IR_STMT_SET && st->var->type->kind == KJ_TYPE_ARRAY))
+        return NULL;
+    Ahead a = {.ok = true};
+    if (st->kind == KJ_IR_STMT_STORE && st->check_site)
+        note_access(&a, st->array, st->indices, st->index_count);
+    KjIrWalk w = {.expr = note_ahead, .data = &a};
+    if (!a.ok || !kj_ir_walk_own_exprs(&w, st) || !a.ok || a.count < 2)
+        return NULL; /* one check tests as cheaply where it stands */
+    Gen *g = s->g;
+    const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
+    LLVMValueRef lanes_ok = NULL, uniform_ok = NULL;
+    for (int i = 0; i < a.count; i++) {
+        ArrayVal v;
+        kj_codegen_array(g, (KjIrExpr *)a.array[i], &v);
+        for (int k = 0; k < a.ndim[i]; k++) {
+            KjIrExpr *e = a.indices[i][k];
+            if (simd_varying(s, e)) {
+                LLVMValueRef idx = kj_simd_lanes_of(s, e, i64);
+                LLVMValueRef ok = LLVMBuildICmp(s->b, LLVMIntULT, idx, splat(s, v.shape[k]), "");
+                lanes_ok = lanes_ok ? LLVMBuildAnd(s->b, lanes_ok, ok, "") : ok;
+            } else {
+                LLVMValueRef idx = kj_codegen_convert(g, kj_codegen_expr(g, e), e->type, i64);
+                LLVMValueRef ok = LLVMBuildICmp(s->b, LLVMIntULT, idx, v.shape[k], "");
+                uniform_ok = uniform_ok ? LLVMBuildAnd(s->b, uniform_ok, ok, "") : ok;
+            }
+        }
+    }
+    /* no running lane fails: the mask less the passing lanes is empty */
+    LLVMValueRef all = LLVMConstInt(g->t_i1, 1, 0);
+    if (lanes_ok)
+        all = LLVMBuildNot(s->b, any_lane(s, LLVMBuildAnd(s->b, s->mask, LLVMBuildNot(s->b, lanes_ok, ""), "")), "");
+    if (uniform_ok)
+        all = LLVMBuildAnd(s->b, all, uniform_ok, "");
+    return all;
+}

@@ -114,4 +114,69 @@ fn k(a: i64[], out: i64[]) {
 }
 EOF
 
+# A region that split_specialise.c runs without its tests for the blocks
+# inside the array (`i < len(a)` true for the last thread) drops the check
+# of a[i] there only with i >= 0 for the first thread in the same test:
+# block 0's i starts at -100, below the array, where the upper bound alone
+# holds; thread 0 of block 0 must still fail.
+case_of guard_below 0 k arange:f32:256 zeros:f32:4 --grid 4 --block 64 <<'EOF'
+@kernel
+fn k(a: f32[], out: f32[]) {
+    let tile = shared(f32, 64);
+    let t = threadIdx.x;
+    let i = (blockIdx.x * 64 - 100) + t;
+    tile[t] = i < len(a) ? a[i] : 0;
+    syncthreads();
+    if t == 0 { out[blockIdx.x] = tile[0] + tile[63]; }
+}
+EOF
+
+# The same in a later region, after a first one whose accesses the test
+# proves inside: threads 0 to 4 of block 0 store below the array there,
+# thread 0 first.
+case_of guard_later 0 k arange:f32:64 zeros:f32:64 --grid 4 --block 16 <<'EOF'
+@kernel
+fn k(a: f32[], out: f32[]) {
+    let tile = shared(f32, 16);
+    let t = threadIdx.x;
+    let i = blockIdx.x * 16 + t;
+    tile[t] = i < len(a) ? a[i] : 0;
+    syncthreads();
+    let j = (blockIdx.x * 16 - 5) + t;
+    if j < len(out) { out[j] = tile[t]; }
+}
+EOF
+
+# Statements whose checks are all indices computed from variables: the
+# lanes test them all ahead and run the statement unchecked when every lane
+# passes (kj_simd_precheck); here some lane fails, so the checked copy runs.
+# Thread 0 fails the second access (a[-2]) while threads 22 and up fail the
+# first, earlier in time on lanes.
+case_of ahead_order 0 k arange:i64:64 zeros:i64:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let t = i64(threadIdx.x);
+    out[t] = a[t * 3] + a[t - 2];
+}
+EOF
+
+# The store's own index: thread 63 stores past the end, its loads inside.
+case_of ahead_store 63 k arange:i64:64 zeros:i64:64 --grid 1 --block 64 <<'EOF'
+@kernel
+fn k(a: i64[], out: i64[]) {
+    let t = i64(threadIdx.x);
+    out[t + 1] = a[t] + a[63 - t];
+}
+EOF
+
+# Two axes, a uniform one and one on lanes: thread (7,0,0) reads a[0, 8]
+# (axis 1), the threads of row 7 a[8, x] (axis 0).
+case_of ahead_2d 7 k arange:i64:8x8 zeros:i64:8x8 --grid 1,1 --block 8,8 <<'EOF'
+@kernel
+fn k(a: i64[,], out: i64[,]) {
+    let x, y = grid(2);
+    out[y, x] = a[y, x + 1] + a[y + 1, x];
+}
+EOF
+
 finish

@@ -704,6 +704,72 @@ START_TEST(checked_kernels_with_barriers_split)
 }
 END_TEST
 
+/* The walk's hook: counts the loads of the array `data` names, checked and
+ * not (test below). */
+typedef struct LoadSites {
+    const char *array;
+    int checked, unchecked;
+} LoadSites;
+
+static bool count_load_sites(KjIrWalk *w, const KjIrExpr *e)
+{
+    LoadSites *n = w->data;
+    if (e->op == KJ_IR_LOAD && e->args[0]->op == KJ_IR_VAR && strcmp(e->args[0]->var->name, n->array) == 0) {
+        if (e->check_site)
+            n->checked++;
+        else
+            n->unchecked++;
+    }
+    return true;
+}
+
+/* Checked mode on a split form specialised for its block (split_specialise.c):
+ * the region copy for the blocks that lie inside the array (`i < len(a)` for
+ * the last thread) loses the check of a[i], which the test proves with the
+ * first thread's i >= 0 added to it; the other copy keeps it.  Unchecked
+ * code's test is as before (no lower bound). */
+START_TEST(checked_split_guard_proves_index)
+{
+    Program *p = program("@kernel\nfn k(a: f32[], out: f32[]) {\n"
+                         "    let tile = shared(f32, 64);\n"
+                         "    let t = threadIdx.x;\n"
+                         "    let i = blockIdx.x * 64 + t;\n"
+                         "    tile[t] = i < len(a) ? a[i] : 0;\n"
+                         "    syncthreads();\n"
+                         "    if t == 0 { out[blockIdx.x] = tile[0] + tile[1]; }\n"
+                         "}\n");
+    const uint32_t block[3] = {64, 1, 1};
+    for (int checked = 0; checked < 2; checked++) {
+        if (checked)
+            kj_checks_insert(p->module, KJ_CHECKS_VALUES);
+        KjIrFunction *k = function(p, "k", 0);
+        k->split = NULL;
+        ck_assert_ptr_nonnull(kj_barrier_split(p->module, k, NULL));
+        KjIrFunction *spec = kj_split_specialise(&p->arena, k, block);
+        ck_assert_ptr_nonnull(spec);
+        LoadSites n = {"a", 0, 0};
+        KjIrWalk w = {.expr = count_load_sites, .data = &n};
+        kj_ir_walk_stmt(&w, spec->split->body);
+        /* the versioned region: its test is the body's second statement's
+         * condition, after tile's assignment */
+        const KjIrStmt *branch = spec->split->body->stmts.items[1];
+        ck_assert_int_eq(branch->kind, KJ_IR_STMT_IF);
+        const KjIrExpr *test = branch->cond;
+        bool lower = test->op == KJ_IR_LOGAND && test->args[1]->op == KJ_IR_GE;
+        if (checked) {
+            ck_assert_msg(n.checked == 1 && n.unchecked == 1 && lower,
+                          "checked: loads of a checked %d, unchecked %d; lower bound in the test %d", n.checked,
+                          n.unchecked, lower);
+        } else {
+            ck_assert_msg(n.checked == 0 && n.unchecked == 2 && !lower,
+                          "unchecked: loads of a checked %d, unchecked %d; lower bound in the test %d",
+                          n.checked, n.unchecked, lower);
+        }
+    }
+    program_free(p);
+}
+END_TEST
+
 /* Code for one block shape (KjCodegenOptions.block_dims): __blocks runs a
  * chunk of blocks with the split impl inlined, and __block is a call of it
  * for ctx's one block (the impl compiled once).  The runtime calls __blocks
@@ -805,6 +871,7 @@ Suite *suite_codegen(void)
     tcase_add_test(tc, sin_loop_calls_libmvec);
     tcase_add_test(tc, emit_llvm_and_object);
     tcase_add_test(tc, checked_kernels_with_barriers_split);
+    tcase_add_test(tc, checked_split_guard_proves_index);
     tcase_add_test(tc, shape_block_is_one_block_of_blocks);
     suite_add_tcase(s, tc);
     return s;
