@@ -18,8 +18,8 @@ import numpy as np
 
 from . import _lib
 from ._arrays import (ARG_SIZE, CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
-                      _alloc_like_kjit, _array_like, _dlpack, array_address, converter_for,
-                      pack_out)
+                      _alloc_cupy, _alloc_like_kjit, _array_like, _dlpack, array_address,
+                      converter_for, pack_out)
 from ._lib import lib
 from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
@@ -1261,6 +1261,19 @@ def stream_pointer(stream, context):
     if handle == 0:
         return None  # the legacy default stream
     return wrap_stream(context, handle)._ptr
+
+
+def _fast_stream(function, stream):
+    """stream_pointer for _fast.c: the stream= of a call of `function`."""
+    return stream_pointer(stream, function.context)
+
+
+if _fast is not None:
+    # What calls with stream= (and CuPy arrays without out=) need in C, now
+    # that Stream and stream_pointer are defined.
+    _fast.setup(_address(lib.kjit_call), _address(lib.kjit_function_match),
+                _address(lib.kjit_launch_ex), _raise, DeviceArray, _alloc_like_kjit,
+                _address(lib.kjit_call_async), Stream, _fast_stream, _alloc_cupy)
 
 
 # ------------------------------------------------------------------- events
