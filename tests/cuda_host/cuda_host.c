@@ -113,7 +113,8 @@ static double measure(kjit_context *context, const Form *f, double calls[WATCHED
     check(context, kjit_synchronize(context), "synchronize");
     int per_batch = fake_count ? CALLS_FAKE : CALLS_GPU;
     double times[RUNS];
-    long synchronizing = 0; /* the driver calls of the synchronisations */
+    /* the driver calls of the synchronisations, taken off the counts */
+    long synced[WATCHED] = {0}, synced_total = 0;
     if (fake_reset)
         fake_reset();
     for (int r = 0; r < RUNS; r++) {
@@ -122,21 +123,25 @@ static double measure(kjit_context *context, const Form *f, double calls[WATCHED
             if (run_form(f) != KJIT_OK)
                 check(context, run_form(f), f->name);
         times[r] = (now_ns() - start) / per_batch;
-        long before = fake_count ? fake_count("cuCtxSynchronize") : 0;
+        long before[WATCHED], before_total = 0;
+        for (int i = 0; fake_count && i < WATCHED; i++)
+            before[i] = fake_count(watched[i]);
+        for (int i = 0; fake_count && i < EVERY; i++)
+            before_total += fake_count(every_call[i]);
         check(context, kjit_synchronize(context), "synchronize");
-        if (fake_count) /* (cuCtxGetCurrent and cuCtxSynchronize) */
-            synchronizing += 2 * (fake_count("cuCtxSynchronize") - before);
+        for (int i = 0; fake_count && i < WATCHED; i++)
+            synced[i] += fake_count(watched[i]) - before[i];
+        for (int i = 0; fake_count && i < EVERY; i++)
+            synced_total += fake_count(every_call[i]);
+        synced_total -= before_total;
     }
     *total = 0;
     double count = (double)RUNS * per_batch;
     for (int i = 0; fake_count && i < WATCHED; i++)
-        calls[i] = (double)fake_count(watched[i]) / count;
+        calls[i] = (double)(fake_count(watched[i]) - synced[i]) / count;
     for (int i = 0; fake_count && i < EVERY; i++)
         *total += (double)fake_count(every_call[i]) / count;
-    if (fake_count) {
-        calls[1] -= (double)synchronizing / 2 / count;
-        *total -= (double)synchronizing / count;
-    }
+    *total -= (double)synced_total / count;
     qsort(times, RUNS, sizeof *times, by_value);
     *fastest = times[0];
     return times[RUNS / 2];
