@@ -33,6 +33,7 @@
 #include <numpy/ufuncobject.h>
 #include <structmember.h>
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -118,8 +119,9 @@ typedef struct {
     int any_array;                        /* an ndarray among the arguments */
     int any_device;                       /* a DeviceArray among them */
     int any_cupy;                         /* a CuPy array among them */
-    PyObject *first_device;               /* the first (borrowed): results go beside it */
-    PyObject *first_cupy;                 /* the first CuPy array (borrowed), likewise */
+    PyObject *first;                      /* the first DeviceArray or CuPy array
+                                             (borrowed): results go beside it, as the
+                                             Python path allocates them */
 } Packed;
 
 enum { PACK_OK = 0, PACK_SLOW = 1, PACK_ERROR = -1 };
@@ -378,8 +380,8 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         arg->kind = KJIT_ARG_ARRAY;
         arg->dtype = view->dtype;
         arg->value.array = view;
-        if (!p->any_device)
-            p->first_device = x;
+        if (!p->first)
+            p->first = x;
         p->any_device = 1;
         return PACK_OK;
     }
@@ -392,8 +394,8 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         arg->kind = KJIT_ARG_ARRAY;
         arg->dtype = p->arrays[i].dtype;
         arg->value.array = &p->arrays[i];
-        if (!p->any_cupy)
-            p->first_cupy = x;
+        if (!p->first)
+            p->first = x;
         p->any_cupy = 1;
         return PACK_OK;
     }
@@ -534,7 +536,7 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = p.any_cupy = 0;
-    p.first_device = p.first_cupy = NULL;
+    p.first = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, items[i], self->is_cuda, 0, 1);
         if (r == PACK_ERROR)
@@ -573,11 +575,12 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
         int typenum = sig < self->nsigs ? typenum_of_code(self->results[sig]) : -1;
         if (typenum < 0)
             return call_slow(op, call);
-        if (p.any_device || p.any_cupy) {
+        if (p.first) {
             /* beside the first device array (from its context's pool) or
-             * the first CuPy array (from CuPy's allocator, on its device),
-             * as the Python path allocates it */
-            PyObject *alloc = p.any_device ? alloc_device : alloc_cupy;
+             * CuPy array (from CuPy's allocator, on its device), whichever
+             * comes first, as the Python path allocates it */
+            bool kjit_result = Py_TYPE(p.first) == device_array;
+            PyObject *alloc = kjit_result ? alloc_device : alloc_cupy;
             if (!alloc)
                 return call_slow(op, call);
             PyObject *shape = PyTuple_New(p.nd);
@@ -591,16 +594,14 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
                 }
                 PyTuple_SET_ITEM(shape, d, extent);
             }
-            result = PyObject_CallFunction(alloc, "OOi",
-                                           p.any_device ? p.first_device : p.first_cupy, shape,
-                                           self->results[sig]);
+            result = PyObject_CallFunction(alloc, "OOi", p.first, shape, self->results[sig]);
             Py_DECREF(shape);
             if (!result)
                 return NULL;
             int r = PACK_SLOW;
-            if (p.any_device && Py_TYPE(result) == device_array)
+            if (kjit_result && Py_TYPE(result) == device_array)
                 r = pack_device_array(result, self->is_cuda, &dst);
-            else if (!p.any_device && Py_TYPE(result) == cupy_array)
+            else if (!kjit_result && Py_TYPE(result) == cupy_array)
                 r = pack_cupy(result, dst);
             if (r != PACK_OK) {
                 Py_DECREF(result);
@@ -772,7 +773,7 @@ static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t n
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = p.any_cupy = 0;
-    p.first_device = p.first_cupy = NULL;
+    p.first = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
         if (r == PACK_ERROR)
