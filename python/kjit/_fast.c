@@ -61,7 +61,7 @@ static PyTypeObject *device_array;  /* kjit.DeviceArray */
 static PyTypeObject *cupy_array;    /* cupy.ndarray, once the Python path has met one */
 static PyObject *alloc_cupy;        /* _arrays._alloc_cupy(template, shape, code) */
 static PyTypeObject *stream_type;   /* kjit.Stream */
-static PyObject *stream_of;         /* _core._fast_stream(function, stream): the kjit_stream */
+static PyObject *stream_of;         /* _core._fast_stream(function, stream): a kjit.Stream */
 static PyObject *str_call_slow, *str_out, *str_stream, *str_ptr_attr;
 static PyObject *str_dtype, *str_shape, *str_strides, *str_data, *str_ptr;
 
@@ -483,38 +483,64 @@ static PyObject *vectorized_bind(PyObject *op, PyObject *args)
     Py_RETURN_TRUE;
 }
 
+/* The kjit_stream of a kjit.Stream (its `_ptr`); PACK_SLOW for a destroyed
+ * one (`_ptr` None), or anything else, with no exception left. */
+static int stream_handle(PyObject *stream, kjit_stream **out)
+{
+    PyObject *ptr = PyObject_GetAttr(stream, str_ptr_attr);
+    int r = PACK_SLOW;
+    if (ptr && PyLong_Check(ptr)) {
+        *out = PyLong_AsVoidPtr(ptr);
+        r = PyErr_Occurred() || !*out ? PACK_SLOW : PACK_OK;
+    }
+    Py_XDECREF(ptr);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return r;
+}
+
+/* The last foreign stream= (a CuPy, PyTorch or Numba stream, a handle) and
+ * the kjit.Stream that wraps it in a context: a loop passes the same stream
+ * each call, and finding the wrapper costs a Python call.  Both are held (so
+ * neither the object, whose handle is fixed for its life, nor the wrapper
+ * and the context it holds can go while cached); None as the wrapper is the
+ * legacy default stream. */
+static PyObject *last_stream, *last_wrapper;
+static void *last_context;
+
 /*
  * The kjit_stream of a stream= that is not None: PACK_OK with *out set (NULL
  * for the legacy default stream, a handle of 0), or PACK_SLOW where the
  * Python path takes the call (no kjit_call_async, a stream it refuses, with
- * its own message).  A kjit.Stream is read here; others (CuPy, PyTorch and
- * Numba streams, handles) through _core.stream_pointer, as the Python path
- * reads them.
+ * its own message).  A kjit.Stream is read here; others through
+ * _core.stream_object, as the Python path reads them.
  */
-static int pack_stream(PyObject *fn, PyObject *stream, kjit_stream **out)
+static int pack_stream(Vectorized *self, PyObject *stream, kjit_stream **out)
 {
     if (!kj_call_async)
         return PACK_SLOW;
-    PyObject *ptr = stream_type && Py_TYPE(stream) == stream_type
-                        ? PyObject_GetAttr(stream, str_ptr_attr)
-                        : stream_of ? PyObject_CallFunctionObjArgs(stream_of, fn, stream, NULL)
-                                    : NULL;
-    int r = PACK_SLOW;
-    if (ptr == Py_None) {
-        *out = NULL;
-        r = PACK_OK;
-    } else if (ptr && PyLong_Check(ptr)) {
-        *out = PyLong_AsVoidPtr(ptr);
-        r = PyErr_Occurred() ? PACK_SLOW : PACK_OK;
+    if (stream_type && Py_TYPE(stream) == stream_type)
+        return stream_handle(stream, out);
+    if (stream != last_stream || self->context != last_context) {
+        PyObject *wrapper = stream_of ? PyObject_CallFunctionObjArgs(stream_of, (PyObject *)self,
+                                                                     stream, NULL)
+                                      : NULL;
+        if (!wrapper || (wrapper != Py_None && !(stream_type && Py_TYPE(wrapper) == stream_type))) {
+            Py_XDECREF(wrapper);
+            if (PyErr_Occurred())
+                PyErr_Clear();
+            return PACK_SLOW; /* the Python path says why */
+        }
+        Py_INCREF(stream);
+        Py_XSETREF(last_stream, stream);
+        Py_XSETREF(last_wrapper, wrapper);
+        last_context = self->context;
     }
-    Py_XDECREF(ptr);
-    /* a destroyed kjit.Stream (_ptr None) is a stream of NULL: the slow path
-     * says so, as does any exception above */
-    if (r == PACK_OK && !*out && stream_type && Py_TYPE(stream) == stream_type)
-        r = PACK_SLOW;
-    if (PyErr_Occurred())
-        PyErr_Clear();
-    return r;
+    if (last_wrapper == Py_None) {
+        *out = NULL;
+        return PACK_OK;
+    }
+    return stream_handle(last_wrapper, out);
 }
 
 /* A call of n positional arguments, `out` (NULL: none) and `stream` (NULL:
@@ -524,7 +550,7 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
 {
     PyObject *op = (PyObject *)self;
     kjit_stream *on = NULL;
-    if (stream && pack_stream(op, stream, &on) != PACK_OK)
+    if (stream && pack_stream(self, stream, &on) != PACK_OK)
         return call_slow(op, call);
     if (out && PyTuple_CheckExact(out)) { /* out=(array,), as NumPy's ufuncs take it */
         if (PyTuple_GET_SIZE(out) != 1)

@@ -333,6 +333,19 @@ def test_stream_calls_stay_in_c(rng, target, monkeypatch):
     assert add(a, b, out=(out,), stream=stream) is out
     np.testing.assert_array_equal(out, a + b)
     assert add(np.float32(2), 3.0, stream=stream) == 5  # scalars in, a scalar out
+    # a foreign stream's wrapper is remembered per context: the same stream
+    # object given to functions of two contexts in turn
+    class Handle:
+        def __cuda_stream__(self):
+            return (0, 0x1234)
+    foreign = Handle()
+    other = kjit.load(example("add.kern"), target="parallel" if target == "cpu" else "cpu").add
+    monkeypatch.setattr(type(other), "_call_slow", refuse)
+    for _ in range(3):
+        for fn in (add, other):
+            out = np.empty_like(a)
+            assert fn(a, b, out=out, stream=foreign) is out
+            np.testing.assert_array_equal(out, a + b)
     monkeypatch.undo()
     with pytest.raises(kjit.InvalidArgumentError) as fast_error:
         add(a, b, stream="bogus")
