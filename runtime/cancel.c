@@ -54,12 +54,8 @@ struct KjCancel {
      * (the first word of device_page, ours, mapped by the cuda target) */
     _Atomic int32_t *device_flag;
     void *device_page;
-    /* calls running on the context since it has a device flag (what
-     * `alone` asks, without reading every slot twice a call; a context
-     * without one pays for no count).  Calls that began before the flag was
-     * mapped, during the context's first cuda compile, are not counted: one
-     * of them cancelled in that window may see its kernels not stopped on
-     * the GPU, and it still ends KJIT_ERROR_CANCELLED by its slot's flag. */
+    /* calls running on the context: what `alone` asks (cuda), without
+     * reading every slot twice a call */
     _Atomic int32_t running;
 };
 
@@ -240,9 +236,7 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
     KjCancel *cancel = context->cancel;
     call->previous = kj_cancel_slot;
     call->signal_slot = kj_signal_guard_begin(context);
-    call->counted = cancel->device_flag != NULL;
-    if (call->counted)
-        atomic_fetch_add(&cancel->running, 1);
+    atomic_fetch_add(&cancel->running, 1);
     KjCancelSlot *slot = &cancel->slots[KJ_CANCEL_SLOTS - 1];
     for (int i = 0; i < KJ_CANCEL_SLOTS - 1; i++) {
         int32_t free_slot = 0;
@@ -262,7 +256,7 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
     call->slot = slot;
     /* cuda: a request that no running call took is not kept for this one
      * (the kernels it stopped were reported by a synchronisation, or not) */
-    if (call->counted && alone(cancel))
+    if (cancel->device_flag && alone(cancel))
         atomic_store(cancel->device_flag, 0);
     if (cancel->time_limit_s > 0) {
         pthread_mutex_lock(&cancel->lock);
@@ -290,11 +284,10 @@ kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char 
      * clears it */
     if (cancel->device_flag && atomic_load(cancel->device_flag)) {
         cancelled = true;
-        if (call->counted && alone(cancel))
+        if (alone(cancel))
             atomic_store(cancel->device_flag, 0);
     }
-    if (call->counted)
-        atomic_fetch_sub(&cancel->running, 1);
+    atomic_fetch_sub(&cancel->running, 1);
     if (slot == &cancel->slots[KJ_CANCEL_SLOTS - 1]) {
         if (atomic_fetch_sub(&slot->users, 1) == 1) {
             clear_flag(slot);

@@ -136,7 +136,6 @@ typedef struct KjCancelCall {
     KjCancelSlot *slot;
     KjCancelSlot *previous;
     int signal_slot; /* kjit_options.cancel_signal's table entry, or -1 */
-    bool counted;    /* among the context's running calls (cuda's device flag) */
 } KjCancelCall;
 void kj_cancel_begin(kjit_context *context, KjCancelCall *call);
 kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char *name,
