@@ -42,4 +42,5 @@ print(f"install_check: kjit from {os.path.dirname(kjit.__file__)}, "
 assert kjit.hot_path == "compiled", kjit.hot_path
 PY
 cd "$repo"
-KJIT_TEST_INSTALLED=1 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider python/tests
+# the fake CUDA driver of tests/cuda_host, for test_fast.py's driver-call counts
+KJIT_TEST_FAKE_CUDA="$build/libkjit-fakecuda.so" KJIT_TEST_INSTALLED=1 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider python/tests

@@ -26,7 +26,7 @@ python-dask-deps:
 	  echo "skipped: Dask and distributed could not be installed (python/tests/test_dask.py skips)"
 
 test-python: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
-test-python: deps $(BUILD)/libkjit.so python-dask-deps
+test-python: deps $(BUILD)/libkjit.so $(BUILD)/libkjit-fakecuda.so python-dask-deps
 	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q pytest || \
 	  { echo "pytest is missing; run: $(PYTHON) -m pip install pytest"; exit 1; }
 	@# What the interop and stub tests use (python/tests/test_interop.py,

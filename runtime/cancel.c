@@ -54,6 +54,9 @@ struct KjCancel {
      * (the first word of device_page, ours, mapped by the cuda target) */
     _Atomic int32_t *device_flag;
     void *device_page;
+    /* calls running on the context: what `alone` asks (cuda), without
+     * reading every slot twice a call */
+    _Atomic int32_t running;
 };
 
 _Thread_local KjCancelSlot *kj_cancel_slot;
@@ -222,15 +225,10 @@ static void set_deadline(KjCancel *cancel, KjCancelSlot *slot)
 
 /* ----------------------------------------------------------------- calls */
 
-/* Whether `slot`'s call is the only one running on the context. */
-static bool alone(KjCancel *cancel, KjCancelSlot *slot)
+/* Whether the calling call is the only one running on the context. */
+static bool alone(KjCancel *cancel)
 {
-    for (int i = 0; i < KJ_CANCEL_SLOTS; i++) {
-        int32_t users = atomic_load(&cancel->slots[i].users);
-        if (users > (&cancel->slots[i] == slot))
-            return false;
-    }
-    return true;
+    return atomic_load(&cancel->running) == 1;
 }
 
 void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
@@ -238,6 +236,7 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
     KjCancel *cancel = context->cancel;
     call->previous = kj_cancel_slot;
     call->signal_slot = kj_signal_guard_begin(context);
+    atomic_fetch_add(&cancel->running, 1);
     KjCancelSlot *slot = &cancel->slots[KJ_CANCEL_SLOTS - 1];
     for (int i = 0; i < KJ_CANCEL_SLOTS - 1; i++) {
         int32_t free_slot = 0;
@@ -257,7 +256,7 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
     call->slot = slot;
     /* cuda: a request that no running call took is not kept for this one
      * (the kernels it stopped were reported by a synchronisation, or not) */
-    if (cancel->device_flag && alone(cancel, slot))
+    if (cancel->device_flag && alone(cancel))
         atomic_store(cancel->device_flag, 0);
     if (cancel->time_limit_s > 0) {
         pthread_mutex_lock(&cancel->lock);
@@ -285,9 +284,10 @@ kjit_status kj_cancel_end(kjit_context *context, KjCancelCall *call, const char 
      * clears it */
     if (cancel->device_flag && atomic_load(cancel->device_flag)) {
         cancelled = true;
-        if (alone(cancel, slot))
+        if (alone(cancel))
             atomic_store(cancel->device_flag, 0);
     }
+    atomic_fetch_sub(&cancel->running, 1);
     if (slot == &cancel->slots[KJ_CANCEL_SLOTS - 1]) {
         if (atomic_fetch_sub(&slot->users, 1) == 1) {
             clear_flag(slot);
@@ -350,6 +350,19 @@ kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
  * watcher, polling every millisecond, installs the handler when it has seen
  * the same run going for KJ_SIGNAL_GRACE_POLLS polls; it sleeps once no call
  * has come for KJ_SIGNAL_IDLE_POLLS.
+ *
+ * A call takes no lock while the watcher is awake and the signal is the one
+ * in use (signal_awake): it registers its context and counts itself with
+ * atomic operations only (a mutex taken twice a call was a tenth of a cpu
+ * call from Python).  The lock is for what changes the process's state:
+ * starting or waking the watcher, another signal, and putting the old
+ * handler back, which the last call to end does when kjit's is in place.
+ * Two races are closed by the watcher: a call that ends just as the watcher
+ * installs the handler leaves it with no call running, and the watcher, which
+ * looks again after installing and at every poll, puts the old one back; and
+ * a call that starts just as the watcher goes to sleep sees signal_awake
+ * false (the watcher clears it before its last look at signal_users, the
+ * call reads it after counting itself) and wakes it under the lock.
  */
 #define KJ_SIGNAL_CONTEXTS 64
 #define KJ_SIGNAL_POLL_NS 1000000 /* 1 ms */
@@ -359,13 +372,17 @@ kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
 static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t signal_wake = PTHREAD_COND_INITIALIZER;
 static kjit_context *_Atomic signal_contexts[KJ_SIGNAL_CONTEXTS];
+/* read by calls without the lock; changed by calls with atomic operations
+ * (users, generation, declined) or under signal_lock (number, installed,
+ * awake) */
+static _Atomic int signal_users, signal_number;
+static _Atomic uint64_t signal_generation; /* runs of calls so far */
+static _Atomic bool signal_installed;      /* kjit's handler is in place */
+static _Atomic bool signal_declined;       /* this run of calls found the signal ignored */
+static _Atomic bool signal_awake;          /* the watcher runs and polls */
 /* under signal_lock: */
-static int signal_users, signal_number;
-static uint64_t signal_generation; /* runs of calls so far */
-static bool signal_installed;     /* kjit's handler is in place */
-static bool signal_declined;      /* this run of calls found the signal ignored */
-static bool signal_watching;      /* the watcher thread runs */
-static bool signal_idle;          /* it waits on signal_wake */
+static bool signal_watching; /* the watcher thread runs */
+static bool signal_idle;     /* it waits on signal_wake */
 static struct sigaction signal_previous;
 static volatile sig_atomic_t signal_seen;
 
@@ -388,17 +405,34 @@ static void signal_install(void)
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
     signal_seen = 0;
-    if (sigaction(signal_number, &action, &signal_previous) != 0) {
-        signal_declined = true;
+    int signo = atomic_load(&signal_number);
+    if (sigaction(signo, &action, &signal_previous) != 0) {
+        atomic_store(&signal_declined, true);
         return;
     }
     if (!(signal_previous.sa_flags & SA_SIGINFO) && signal_previous.sa_handler == SIG_IGN) {
         /* an ignored signal stays ignored (a shell's background job) */
-        sigaction(signal_number, &signal_previous, NULL);
-        signal_declined = true;
+        sigaction(signo, &signal_previous, NULL);
+        atomic_store(&signal_declined, true);
         return;
     }
-    signal_installed = true;
+    atomic_store(&signal_installed, true);
+}
+
+/* Under signal_lock, no call running: the handler found put back, and a
+ * signal that came raised again for it. */
+static void signal_uninstall(void)
+{
+    int signo = atomic_load(&signal_number);
+    sigaction(signo, &signal_previous, NULL);
+    atomic_store(&signal_installed, false);
+    bool handler = !(signal_previous.sa_flags & SA_SIGINFO)
+                       ? signal_previous.sa_handler != SIG_DFL &&
+                             signal_previous.sa_handler != SIG_IGN
+                       : signal_previous.sa_sigaction != NULL;
+    if (signal_seen && handler)
+        raise(signo);
+    signal_seen = 0;
 }
 
 static void *signal_watcher(void *arg)
@@ -408,19 +442,29 @@ static void *signal_watcher(void *arg)
     int same = 0;      /* polls that have seen it */
     pthread_mutex_lock(&signal_lock);
     for (;;) {
-        if (signal_generation == seen) {
+        uint64_t generation = atomic_load(&signal_generation);
+        if (generation == seen) {
             same++;
         } else {
-            seen = signal_generation;
+            seen = generation;
             same = 1;
         }
-        if (signal_users > 0 && !signal_installed && !signal_declined &&
-            same >= KJ_SIGNAL_GRACE_POLLS)
+        if (atomic_load(&signal_users) > 0 && !atomic_load(&signal_installed) &&
+            !atomic_load(&signal_declined) && same >= KJ_SIGNAL_GRACE_POLLS)
             signal_install();
-        if (signal_users == 0 && same >= KJ_SIGNAL_IDLE_POLLS) {
-            signal_idle = true;
-            while (signal_idle)
-                pthread_cond_wait(&signal_wake, &signal_lock);
+        /* a call that ended while the handler went in: nobody else puts
+         * the old one back */
+        if (atomic_load(&signal_users) == 0 && atomic_load(&signal_installed))
+            signal_uninstall();
+        if (atomic_load(&signal_users) == 0 && same >= KJ_SIGNAL_IDLE_POLLS) {
+            atomic_store(&signal_awake, false);
+            if (atomic_load(&signal_users) == 0) { /* (a call counted before `awake` went) */
+                signal_idle = true;
+                while (signal_idle)
+                    pthread_cond_wait(&signal_wake, &signal_lock);
+            }
+            atomic_store(&signal_awake, true);
+            same = 0;
             continue;
         }
         pthread_mutex_unlock(&signal_lock);
@@ -435,6 +479,7 @@ static void *signal_watcher(void *arg)
 static void signal_after_fork(void)
 {
     signal_watching = signal_idle = false;
+    atomic_store(&signal_awake, false);
 }
 
 static void signal_register_atfork(void)
@@ -442,26 +487,52 @@ static void signal_register_atfork(void)
     pthread_atfork(NULL, NULL, signal_after_fork);
 }
 
+/* A free entry of the table for `context`, or -1. */
+static int signal_claim(kjit_context *context)
+{
+    for (int i = 0; i < KJ_SIGNAL_CONTEXTS; i++) {
+        kjit_context *none = NULL;
+        if (atomic_compare_exchange_strong(&signal_contexts[i], &none, context))
+            return i;
+    }
+    return -1;
+}
+
+/* The call counted: a run of calls that starts now is a new generation. */
+static void signal_count_call(void)
+{
+    if (atomic_fetch_add(&signal_users, 1) == 0) {
+        atomic_fetch_add(&signal_generation, 1);
+        if (atomic_load_explicit(&signal_declined, memory_order_relaxed))
+            atomic_store(&signal_declined, false);
+    }
+}
+
 static int kj_signal_guard_begin(kjit_context *context)
 {
     int signo = context->options.cancel_signal;
     if (signo <= 0)
         return -1;
+    /* the common case: atomic operations only */
+    if (atomic_load(&signal_awake) && atomic_load(&signal_number) == signo) {
+        int slot = signal_claim(context);
+        if (slot < 0)
+            return -1;
+        signal_count_call();
+        if (atomic_load(&signal_awake) && atomic_load(&signal_number) == signo)
+            return slot;
+        /* the watcher went to sleep, or another signal came in, meanwhile:
+         * the careful way, below */
+        atomic_fetch_sub(&signal_users, 1);
+        atomic_store(&signal_contexts[slot], NULL);
+    }
     pthread_mutex_lock(&signal_lock);
     int slot = -1;
-    if (signal_users == 0 || signal_number == signo) {
-        for (int i = 0; i < KJ_SIGNAL_CONTEXTS && slot < 0; i++) {
-            kjit_context *none = NULL;
-            if (atomic_compare_exchange_strong(&signal_contexts[i], &none, context))
-                slot = i;
-        }
-    }
+    if (atomic_load(&signal_users) == 0 || atomic_load(&signal_number) == signo)
+        slot = signal_claim(context);
     if (slot >= 0) {
-        if (signal_users++ == 0) {
-            signal_number = signo;
-            signal_generation++;
-            signal_declined = false;
-        }
+        atomic_store(&signal_number, signo);
+        signal_count_call();
         if (!signal_watching) {
             static pthread_once_t once = PTHREAD_ONCE_INIT;
             pthread_once(&once, signal_register_atfork);
@@ -469,8 +540,10 @@ static int kj_signal_guard_begin(kjit_context *context)
             pthread_t thread;
             pthread_attr_init(&attr);
             pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            if (pthread_create(&thread, &attr, signal_watcher, NULL) == 0)
+            if (pthread_create(&thread, &attr, signal_watcher, NULL) == 0) {
                 signal_watching = true;
+                atomic_store(&signal_awake, true);
+            }
             pthread_attr_destroy(&attr);
         } else if (signal_idle) {
             signal_idle = false;
@@ -485,21 +558,12 @@ static void kj_signal_guard_end(int slot)
 {
     if (slot < 0)
         return;
-    pthread_mutex_lock(&signal_lock);
     atomic_store(&signal_contexts[slot], NULL);
-    if (--signal_users == 0) {
-        if (signal_installed) {
-            sigaction(signal_number, &signal_previous, NULL);
-            signal_installed = false;
-            bool handler = !(signal_previous.sa_flags & SA_SIGINFO)
-                               ? signal_previous.sa_handler != SIG_DFL &&
-                                     signal_previous.sa_handler != SIG_IGN
-                               : signal_previous.sa_sigaction != NULL;
-            if (signal_seen && handler)
-                raise(signal_number);
-        }
-        signal_seen = 0;
-    }
+    if (atomic_fetch_sub(&signal_users, 1) != 1 || !atomic_load(&signal_installed))
+        return;
+    pthread_mutex_lock(&signal_lock);
+    if (atomic_load(&signal_users) == 0 && atomic_load(&signal_installed))
+        signal_uninstall();
     pthread_mutex_unlock(&signal_lock);
 }
 

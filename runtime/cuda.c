@@ -251,13 +251,24 @@ static void device_states_init(void)
 }
 
 /* Makes this device's primary context current on the calling thread,
- * retaining a fresh one after a reset. */
+ * retaining a fresh one after a reset.  Every call and launch comes here, so
+ * when the thread's current context is ours already (as it is from the
+ * second call of a thread on, unless other code made another current in
+ * between) the driver is only asked which is current: cuCtxGetCurrent reads
+ * the thread's own state, and cuCtxSetCurrent to the context already
+ * current would change nothing.  The driver is asked each time rather than
+ * remembered here, because CUDA runtime code in the same program (CuPy,
+ * PyTorch) may make another device's context current between our calls. */
 static kjit_status make_current(KjCuda *cuda, char **error)
 {
     DeviceState *state = cuda->state;
     KjCuResult result = CU_SUCCESS;
     void *context = __atomic_load_n(&state->context, __ATOMIC_ACQUIRE);
-    if (!context) {
+    if (context) {
+        void *current = NULL;
+        if (cuda->cu->CtxGetCurrent(&current) == CU_SUCCESS && current == context)
+            return KJIT_OK;
+    } else {
         pthread_mutex_lock(&state->lock);
         context = state->context;
         if (!context) {

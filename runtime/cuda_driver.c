@@ -8,11 +8,21 @@
  * the semantics are those of the current headers), and runs cuInit.  The
  * outcome, success or the reason for failure, is remembered: a process does
  * not gain a driver while it runs.
+ *
+ * KJIT_CUDA_DRIVER names another library to open in place of libcuda.so.1
+ * (tests/cuda_host/fake_cuda.c, which counts driver calls on a machine with
+ * no GPU, is what it is for).  It is code kjit runs, so it is taken only as
+ * docs/security.md allows: read with secure_getenv (never in a setuid or
+ * otherwise privileged process), an absolute path, and a regular file owned
+ * by the user or root that neither group nor others can write.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kjit_runtime.h"
 
@@ -44,6 +54,7 @@ static const DriverSymbol driver_symbols[] = {
     {SLOT(DevicePrimaryCtxRelease), {"cuDevicePrimaryCtxRelease_v2"}},
     {SLOT(DevicePrimaryCtxReset), {"cuDevicePrimaryCtxReset_v2"}},
     {SLOT(CtxSetCurrent), {"cuCtxSetCurrent"}},
+    {SLOT(CtxGetCurrent), {"cuCtxGetCurrent"}},
     {SLOT(CtxSynchronize), {"cuCtxSynchronize"}},
     {SLOT(LinkCreate), {"cuLinkCreate_v2"}},
     {SLOT(LinkAddData), {"cuLinkAddData_v2"}},
@@ -91,9 +102,36 @@ static const DriverSymbol driver_symbols[] = {
 
 #undef SLOT
 
+/* The library KJIT_CUDA_DRIVER names, or NULL with the reason in
+ * driver_failure when it may not be used. */
+static const char *driver_override(const char *path)
+{
+    const char *why = NULL;
+    struct stat st;
+    if (path[0] != '/')
+        why = "not an absolute path";
+    else if (stat(path, &st) != 0)
+        why = "it cannot be read";
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        why = "owned by another user";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        why = "group or others can write it";
+    if (!why)
+        return path;
+    snprintf(driver_failure, sizeof driver_failure,
+             "no CUDA driver: KJIT_CUDA_DRIVER=%.300s is not used: %s (see docs/security.md)",
+             path, why);
+    return NULL;
+}
+
 static void driver_open(void)
 {
     const char *library = "libcuda.so.1";
+    const char *override = secure_getenv("KJIT_CUDA_DRIVER");
+    if (override && *override && !(library = driver_override(override)))
+        return;
     void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *why = dlerror();

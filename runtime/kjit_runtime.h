@@ -434,6 +434,7 @@ typedef struct KjCuDriver {
     KjCuResult (*DevicePrimaryCtxRelease)(int device);
     KjCuResult (*DevicePrimaryCtxReset)(int device);
     KjCuResult (*CtxSetCurrent)(void *context);
+    KjCuResult (*CtxGetCurrent)(void **context);
     KjCuResult (*CtxSynchronize)(void);
     KjCuResult (*LinkCreate)(unsigned count, int *options, void **values, void **state);
     KjCuResult (*LinkAddData)(void *state, int type, void *data, size_t size, const char *name,

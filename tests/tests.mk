@@ -114,6 +114,7 @@ include tests/fuzz/fuzz.mk
 -include tests/bench/bench.mk
 -include tests/bench/cpu.mk
 -include tests/bench/latency.mk
+include tests/cuda_host/cuda_host.mk
 -include tests/cli/cli.mk
 -include examples/embed/embed.mk
 -include examples/mpi/mpi.mk

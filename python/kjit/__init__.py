@@ -1,5 +1,6 @@
 """kjit from Python: compile .kern files and run them on NumPy, CuPy, PyTorch
-and Numba arrays, through libkjit.so (ctypes; nothing to build).
+and Numba arrays, through libkjit.so (ctypes, and the compiled hot path
+kjit/_fast.c that the install builds: kjit.hot_path says which runs).
 
     import kjit, numpy as np
     m = kjit.load("examples/add.kern", target="cpu")     # or kjit.compile(source)

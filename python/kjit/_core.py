@@ -18,8 +18,8 @@ import numpy as np
 
 from . import _lib
 from ._arrays import (ARG_SIZE, CONVERTERS, NP_DTYPES, CallBuffers, DeviceArray,
-                      _alloc_like_kjit, _array_like, _dlpack, array_address, converter_for,
-                      pack_out)
+                      _alloc_cupy, _alloc_like_kjit, _array_like, _dlpack, array_address,
+                      converter_for, pack_out)
 from ._lib import lib
 from .errors import CacheWarning, InvalidArgumentError, ShapeError, from_status
 
@@ -1248,19 +1248,40 @@ def wrap_stream(context, handle):
     return stream
 
 
-def stream_pointer(stream, context):
-    """The kjit_stream pointer for a stream= argument (None: the default stream)."""
-    if stream is None:
-        return None
+def stream_object(stream, context):
+    """The kjit Stream for a stream= argument that is not None (a foreign
+    stream's wrapper), or None for the legacy default stream."""
     if isinstance(stream, Stream):
-        return stream._ptr
+        return stream
     handle = foreign_stream_handle(stream)
     if handle is None:
         raise InvalidArgumentError(f"{stream!r} is not a stream (kjit.Stream, a CuPy or "
                                    f"PyTorch stream, or a CUstream handle)")
     if handle == 0:
         return None  # the legacy default stream
-    return wrap_stream(context, handle)._ptr
+    return wrap_stream(context, handle)
+
+
+def stream_pointer(stream, context):
+    """The kjit_stream pointer for a stream= argument (None: the default stream)."""
+    if stream is None:
+        return None
+    found = stream_object(stream, context)
+    return None if found is None else found._ptr
+
+
+def _fast_stream(function, stream):
+    """stream_object for _fast.c: the kjit Stream of a call's stream= (which
+    holds its context), or None for the legacy default stream."""
+    return stream_object(stream, function.context)
+
+
+if _fast is not None:
+    # What calls with stream= (and CuPy arrays without out=) need in C, now
+    # that Stream and stream_pointer are defined.
+    _fast.setup(_address(lib.kjit_call), _address(lib.kjit_function_match),
+                _address(lib.kjit_launch_ex), _raise, DeviceArray, _alloc_like_kjit,
+                _address(lib.kjit_call_async), Stream, _fast_stream, _alloc_cupy)
 
 
 # ------------------------------------------------------------------- events

@@ -9,12 +9,16 @@
  * result with NumPy's C API (or the first device array's context pool) and
  * calls libkjit with the GIL released.
  *
- * Anything else (PyTorch, Numba or DLPack arrays, lists, a stream=, an
- * element type without a NumPy twin, a wrong argument count, shapes that do
- * not broadcast, a read-only array a kernel may write) goes to the pure
- * Python path (`_call_slow`), before anything has run: that path accepts or
- * refuses it with its own messages, so the two paths cannot disagree on what
- * is an error.  Errors libkjit returns are raised by the package's
+ * A stream= is a kjit.Stream (its kjit_stream read here) or anything the
+ * Python path's stream_pointer takes (a CuPy or PyTorch stream, a CUstream
+ * handle), which is asked through it; the call is then kjit_call_async, as
+ * on the Python path.  Anything else (PyTorch, Numba or DLPack arrays,
+ * lists, an element type without a NumPy twin, a wrong argument count,
+ * shapes that do not broadcast, a read-only array a kernel may write, a
+ * stream= the Python path refuses) goes to the pure Python path
+ * (`_call_slow`), before anything has run: that path accepts or refuses it
+ * with its own messages, so the two paths cannot disagree on what is an
+ * error.  Errors libkjit returns are raised by the package's
  * `_raise(context, status)`, as on the Python path.
  *
  * libkjit is not linked: the package hands over the addresses of the
@@ -29,6 +33,7 @@
 #include <numpy/ufuncobject.h>
 #include <structmember.h>
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -43,15 +48,21 @@ typedef kjit_status (*call_fn)(kjit_function *, const kjit_arg *, int, kjit_arra
 typedef kjit_status (*match_fn)(kjit_function *, const kjit_arg *, int, int *);
 typedef kjit_status (*launch_fn)(kjit_function *, const uint32_t[3], const uint32_t[3],
                                  const kjit_arg *, int, const kjit_launch_options *);
+typedef kjit_status (*call_async_fn)(kjit_function *, const kjit_arg *, int, kjit_array *,
+                                     kjit_stream *);
 
 static call_fn kj_call;
+static call_async_fn kj_call_async; /* NULL: calls with a stream= take the Python path */
 static match_fn kj_match;
 static launch_fn kj_launch_ex;
 static PyObject *raise_status;      /* _core._raise(context_handle, status) */
 static PyObject *alloc_device;      /* _arrays._alloc_like_kjit(template, shape, code) */
 static PyTypeObject *device_array;  /* kjit.DeviceArray */
 static PyTypeObject *cupy_array;    /* cupy.ndarray, once the Python path has met one */
-static PyObject *str_call_slow, *str_out, *str_stream;
+static PyObject *alloc_cupy;        /* _arrays._alloc_cupy(template, shape, code) */
+static PyTypeObject *stream_type;   /* kjit.Stream */
+static PyObject *stream_of;         /* _core._fast_stream(function, stream): a kjit.Stream */
+static PyObject *str_call_slow, *str_out, *str_stream, *str_ptr_attr;
 static PyObject *str_dtype, *str_shape, *str_strides, *str_data, *str_ptr;
 
 /* ------------------------------------------------------------ element types */
@@ -108,7 +119,9 @@ typedef struct {
     int any_array;                        /* an ndarray among the arguments */
     int any_device;                       /* a DeviceArray among them */
     int any_cupy;                         /* a CuPy array among them */
-    PyObject *first_device;               /* the first (borrowed): results go beside it */
+    PyObject *first;                      /* the first DeviceArray or CuPy array
+                                             (borrowed): results go beside it, as the
+                                             Python path allocates them */
 } Packed;
 
 enum { PACK_OK = 0, PACK_SLOW = 1, PACK_ERROR = -1 };
@@ -367,8 +380,8 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         arg->kind = KJIT_ARG_ARRAY;
         arg->dtype = view->dtype;
         arg->value.array = view;
-        if (!p->any_device)
-            p->first_device = x;
+        if (!p->first)
+            p->first = x;
         p->any_device = 1;
         return PACK_OK;
     }
@@ -381,6 +394,8 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         arg->kind = KJIT_ARG_ARRAY;
         arg->dtype = p->arrays[i].dtype;
         arg->value.array = &p->arrays[i];
+        if (!p->first)
+            p->first = x;
         p->any_cupy = 1;
         return PACK_OK;
     }
@@ -468,17 +483,86 @@ static PyObject *vectorized_bind(PyObject *op, PyObject *args)
     Py_RETURN_TRUE;
 }
 
-/* A call of n positional arguments and `out` (NULL: none), whose `stream`
- * was None or not given (call: the arguments as they came, for the Python
- * path). */
+/* The kjit_stream of a kjit.Stream (its `_ptr`); PACK_SLOW for a destroyed
+ * one (`_ptr` None), or anything else, with no exception left. */
+static int stream_handle(PyObject *stream, kjit_stream **out)
+{
+    PyObject *ptr = PyObject_GetAttr(stream, str_ptr_attr);
+    int r = PACK_SLOW;
+    if (ptr && PyLong_Check(ptr)) {
+        *out = PyLong_AsVoidPtr(ptr);
+        r = PyErr_Occurred() || !*out ? PACK_SLOW : PACK_OK;
+    }
+    Py_XDECREF(ptr);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return r;
+}
+
+/* The last foreign stream= (a CuPy, PyTorch or Numba stream, a handle) and
+ * the kjit.Stream that wraps it in a context: a loop passes the same stream
+ * each call, and finding the wrapper costs a Python call.  Both are held (so
+ * neither the object, whose handle is fixed for its life, nor the wrapper
+ * and the context it holds can go while cached); None as the wrapper is the
+ * legacy default stream. */
+static PyObject *last_stream, *last_wrapper;
+static void *last_context;
+
+/*
+ * The kjit_stream of a stream= that is not None: PACK_OK with *out set (NULL
+ * for the legacy default stream, a handle of 0), or PACK_SLOW where the
+ * Python path takes the call (no kjit_call_async, a stream it refuses, with
+ * its own message).  A kjit.Stream is read here; others through
+ * _core.stream_object, as the Python path reads them.
+ */
+static int pack_stream(Vectorized *self, PyObject *stream, kjit_stream **out)
+{
+    if (!kj_call_async)
+        return PACK_SLOW;
+    if (stream_type && Py_TYPE(stream) == stream_type)
+        return stream_handle(stream, out);
+    if (stream != last_stream || self->context != last_context) {
+        PyObject *wrapper = stream_of ? PyObject_CallFunctionObjArgs(stream_of, (PyObject *)self,
+                                                                     stream, NULL)
+                                      : NULL;
+        if (!wrapper || (wrapper != Py_None && !(stream_type && Py_TYPE(wrapper) == stream_type))) {
+            Py_XDECREF(wrapper);
+            if (PyErr_Occurred())
+                PyErr_Clear();
+            return PACK_SLOW; /* the Python path says why */
+        }
+        Py_INCREF(stream);
+        Py_XSETREF(last_stream, stream);
+        Py_XSETREF(last_wrapper, wrapper);
+        last_context = self->context;
+    }
+    if (last_wrapper == Py_None) {
+        *out = NULL;
+        return PACK_OK;
+    }
+    return stream_handle(last_wrapper, out);
+}
+
+/* A call of n positional arguments, `out` (NULL: none) and `stream` (NULL:
+ * none; call: the arguments as they came, for the Python path). */
 static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssize_t n,
-                                PyObject *out, const CallArgs *call)
+                                PyObject *out, PyObject *stream, const CallArgs *call)
 {
     PyObject *op = (PyObject *)self;
+    kjit_stream *on = NULL;
+    if (stream && pack_stream(self, stream, &on) != PACK_OK)
+        return call_slow(op, call);
+    if (out && PyTuple_CheckExact(out)) { /* out=(array,), as NumPy's ufuncs take it */
+        if (PyTuple_GET_SIZE(out) != 1)
+            return call_slow(op, call); /* its error */
+        out = PyTuple_GET_ITEM(out, 0);
+        if (out == Py_None)
+            out = NULL;
+    }
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = p.any_cupy = 0;
-    p.first_device = NULL;
+    p.first = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, items[i], self->is_cuda, 0, 1);
         if (r == PACK_ERROR)
@@ -509,8 +593,6 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
         result = out;
     } else {
         int sig = 0;
-        if (p.any_cupy)
-            return call_slow(op, call); /* CuPy's allocator makes the result there */
         if (self->nsigs > 1) {
             kjit_status status = kj_match(self->handle, p.args, (int)n, &sig);
             if (status != KJIT_OK)
@@ -519,10 +601,13 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
         int typenum = sig < self->nsigs ? typenum_of_code(self->results[sig]) : -1;
         if (typenum < 0)
             return call_slow(op, call);
-        if (p.any_device) {
-            /* a DeviceArray beside the first one, from its context's pool, as
-             * the Python path allocates it */
-            if (!alloc_device)
+        if (p.first) {
+            /* beside the first device array (from its context's pool) or
+             * CuPy array (from CuPy's allocator, on its device), whichever
+             * comes first, as the Python path allocates it */
+            bool kjit_result = Py_TYPE(p.first) == device_array;
+            PyObject *alloc = kjit_result ? alloc_device : alloc_cupy;
+            if (!alloc)
                 return call_slow(op, call);
             PyObject *shape = PyTuple_New(p.nd);
             if (!shape)
@@ -535,14 +620,15 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
                 }
                 PyTuple_SET_ITEM(shape, d, extent);
             }
-            result = PyObject_CallFunction(alloc_device, "OOi", p.first_device, shape,
-                                           self->results[sig]);
+            result = PyObject_CallFunction(alloc, "OOi", p.first, shape, self->results[sig]);
             Py_DECREF(shape);
             if (!result)
                 return NULL;
-            int r = Py_TYPE(result) == device_array ? pack_device_array(result, self->is_cuda,
-                                                                         &dst)
-                                                    : PACK_SLOW;
+            int r = PACK_SLOW;
+            if (kjit_result && Py_TYPE(result) == device_array)
+                r = pack_device_array(result, self->is_cuda, &dst);
+            else if (!kjit_result && Py_TYPE(result) == cupy_array)
+                r = pack_cupy(result, dst);
             if (r != PACK_OK) {
                 Py_DECREF(result);
                 return r == PACK_ERROR ? NULL : call_slow(op, call);
@@ -560,13 +646,14 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
 call:;
     kjit_status status;
     Py_BEGIN_ALLOW_THREADS
-    status = kj_call(self->handle, p.args, (int)n, dst, NULL);
+    status = stream ? kj_call_async(self->handle, p.args, (int)n, dst, on)
+                    : kj_call(self->handle, p.args, (int)n, dst, NULL);
     Py_END_ALLOW_THREADS
     if (status != KJIT_OK) {
         Py_DECREF(result);
         return raise_for(self->context, status);
     }
-    if (!out && !p.any_array)
+    if (!out && !p.any_array && !p.any_device && !p.any_cupy)
         return PyArray_Return((PyArrayObject *)result); /* scalars in, a scalar out */
     return result;
 }
@@ -576,7 +663,7 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
     Vectorized *self = (Vectorized *)op;
     CallArgs call = {.args = args, .kwargs = kwargs};
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *out = NULL;
+    PyObject *out = NULL, *stream = NULL;
     if (!self->bound || n != self->nparams)
         return call_slow(op, &call);
     if (kwargs && PyDict_GET_SIZE(kwargs)) {
@@ -584,20 +671,19 @@ static PyObject *vectorized_call(PyObject *op, PyObject *args, PyObject *kwargs)
         out = PyDict_GetItemWithError(kwargs, str_out);
         if (out)
             left--;
-        PyObject *stream = PyDict_GetItemWithError(kwargs, str_stream);
-        if (stream) {
-            if (stream != Py_None)
-                return call_slow(op, &call);
+        stream = PyDict_GetItemWithError(kwargs, str_stream);
+        if (stream)
             left--;
-        }
         if (PyErr_Occurred())
             return NULL;
         if (left)
             return call_slow(op, &call); /* its TypeError */
         if (out == Py_None)
             out = NULL;
+        if (stream == Py_None)
+            stream = NULL;
     }
-    return vectorized_run(self, ((PyTupleObject *)args)->ob_item, n, out, &call);
+    return vectorized_run(self, ((PyTupleObject *)args)->ob_item, n, out, stream, &call);
 }
 
 /* A class that replaced __call__ after vectorcall was enabled for it
@@ -636,24 +722,24 @@ static PyObject *vectorized_vectorcall(PyObject *op, PyObject *const *args, size
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (!self->bound || n != self->nparams)
         return call_slow(op, &call);
-    PyObject *out = NULL;
+    PyObject *out = NULL, *stream = NULL;
     Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t k = 0; k < nk; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k), *value = args[n + k];
         if (name == str_out || PyUnicode_Compare(name, str_out) == 0)
             out = value;
-        else if (name == str_stream || PyUnicode_Compare(name, str_stream) == 0) {
-            if (value != Py_None)
-                return call_slow(op, &call);
-        } else {
+        else if (name == str_stream || PyUnicode_Compare(name, str_stream) == 0)
+            stream = value;
+        else
             return call_slow(op, &call); /* its TypeError */
-        }
     }
     if (PyErr_Occurred())
         return NULL;
     if (out == Py_None)
         out = NULL;
-    return vectorized_run(self, args, n, out, &call);
+    if (stream == Py_None)
+        stream = NULL;
+    return vectorized_run(self, args, n, out, stream, &call);
 }
 
 static PyMethodDef vectorized_methods[] = {
@@ -713,7 +799,7 @@ static PyObject *launch_vectorcall(PyObject *op, PyObject *const *args, size_t n
     Packed p;
     p.nd = 0;
     p.any_array = p.any_device = p.any_cupy = 0;
-    p.first_device = NULL;
+    p.first = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int r = pack_arg(&p, (int)i, args[i], self->is_cuda, self->written[i], 0);
         if (r == PACK_ERROR)
@@ -1183,12 +1269,20 @@ static PyObject *use_vectorcall(PyObject *module, PyObject *arg)
 }
 
 /* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray
- *       [, alloc_device]) */
+ *       [, alloc_device[, kjit_call_async, Stream, stream_of, alloc_cupy]]) */
 static PyObject *setup(PyObject *module, PyObject *args)
 {
-    PyObject *call, *match, *launch, *raiser, *devtype, *alloc = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOO!|O", &call, &match, &launch, &raiser, &PyType_Type,
-                          &devtype, &alloc))
+    PyObject *call, *match, *launch, *raiser, *devtype, *alloc = NULL, *call_async = NULL,
+             *streams = NULL, *of = NULL, *cupy_alloc = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOO!|OOOOO", &call, &match, &launch, &raiser, &PyType_Type,
+                          &devtype, &alloc, &call_async, &streams, &of, &cupy_alloc))
+        return NULL;
+    if (streams && !PyType_Check(streams)) {
+        PyErr_SetString(PyExc_TypeError, "kjit._fast.setup: Stream is not a type");
+        return NULL;
+    }
+    void *a = call_async ? PyLong_AsVoidPtr(call_async) : NULL;
+    if (PyErr_Occurred())
         return NULL;
     if (!PyType_IsSubtype((PyTypeObject *)devtype, &DeviceBaseType)) {
         /* pack_device_array reads DeviceBase's fields */
@@ -1207,6 +1301,13 @@ static PyObject *setup(PyObject *module, PyObject *args)
     kj_call = (call_fn)c;
     kj_match = (match_fn)m;
     kj_launch_ex = (launch_fn)l;
+    kj_call_async = (call_async_fn)a;
+    Py_XINCREF(streams);
+    Py_XSETREF(stream_type, (PyTypeObject *)streams);
+    Py_XINCREF(of);
+    Py_XSETREF(stream_of, of);
+    Py_XINCREF(cupy_alloc);
+    Py_XSETREF(alloc_cupy, cupy_alloc);
     Py_INCREF(raiser);
     Py_XSETREF(raise_status, raiser);
     Py_INCREF(devtype);
@@ -1219,7 +1320,7 @@ static PyObject *setup(PyObject *module, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray[, "
-     "alloc_device])"},
+     "alloc_device[, kjit_call_async, Stream, stream_of, alloc_cupy]])"},
     {"register_cupy", register_cupy, METH_O,
      "register_cupy(cupy.ndarray): calls with CuPy arrays go through C on cuda"},
     {"_pack_cupy", pack_cupy_for_tests, METH_O,
@@ -1246,12 +1347,13 @@ PyMODINIT_FUNC PyInit__fast(void)
     str_call_slow = PyUnicode_InternFromString("_call_slow");
     str_out = PyUnicode_InternFromString("out");
     str_stream = PyUnicode_InternFromString("stream");
+    str_ptr_attr = PyUnicode_InternFromString("_ptr");
     str_dtype = PyUnicode_InternFromString("dtype");
     str_shape = PyUnicode_InternFromString("shape");
     str_strides = PyUnicode_InternFromString("strides");
     str_data = PyUnicode_InternFromString("data");
     str_ptr = PyUnicode_InternFromString("ptr");
-    if (!str_call_slow || !str_out || !str_stream || !str_dtype || !str_shape ||
+    if (!str_call_slow || !str_out || !str_stream || !str_ptr_attr || !str_dtype || !str_shape ||
         !str_strides || !str_data || !str_ptr)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);

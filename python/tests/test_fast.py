@@ -293,3 +293,124 @@ def test_device_array_views(rng):
     add(d[::2, ::2], d[1::2, 1::2], out=out)
     expect = np.asarray(d)[::2, ::2] + np.asarray(d)[1::2, 1::2]
     np.testing.assert_array_equal(np.asarray(out), expect)
+
+
+@compiled
+@pytest.mark.parametrize("target", ["cpu", "parallel"])
+def test_stream_calls_stay_in_c(rng, target, monkeypatch):
+    # stream= (a kjit.Stream, a CUstream handle, anything with
+    # __cuda_stream__) and out=(array,) take the C path, which runs
+    # kjit_call_async as the Python path does: the same results, and a
+    # stream the Python path refuses is refused with its message.
+    add = kjit.load(example("add.kern"), target=target).add
+    a, b = rng.random(50).astype(np.float32), rng.random(50).astype(np.float32)
+    stream = kjit.Stream(kjit.context(target))
+
+    class Foreign:
+        def __cuda_stream__(self):
+            return (0, 0)  # the legacy default stream
+    forms = [({"stream": stream}, True), ({"stream": 0}, True), ({"stream": Foreign()}, True),
+             ({"stream": stream}, False), ({"stream": None}, True)]
+    want = {}
+    for k, (kwargs, with_out) in enumerate(forms):
+        out = np.empty_like(a)
+        got = add._call_slow(a, b, out=out, **kwargs) if with_out else \
+            add._call_slow(a, b, **kwargs)
+        want[k] = got.copy()
+    with pytest.raises(kjit.InvalidArgumentError) as slow_error:
+        add._call_slow(a, b, stream="bogus")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the call went to the Python path")
+    monkeypatch.setattr(type(add), "_call_slow", refuse)
+    for k, (kwargs, with_out) in enumerate(forms):
+        out = np.empty_like(a)
+        got = add(a, b, out=out, **kwargs) if with_out else add(a, b, **kwargs)
+        assert (got is out) == with_out
+        np.testing.assert_array_equal(got, want[k])
+        np.testing.assert_array_equal(got, a + b)
+    out = np.empty_like(a)
+    assert add(a, b, out=(out,), stream=stream) is out
+    np.testing.assert_array_equal(out, a + b)
+    assert add(np.float32(2), 3.0, stream=stream) == 5  # scalars in, a scalar out
+    # a foreign stream's wrapper is remembered per context: the same stream
+    # object given to functions of two contexts in turn
+    class Handle:
+        def __cuda_stream__(self):
+            return (0, 0x1234)
+    foreign = Handle()
+    other = kjit.load(example("add.kern"), target="parallel" if target == "cpu" else "cpu").add
+    monkeypatch.setattr(type(other), "_call_slow", refuse)
+    for _ in range(3):
+        for fn in (add, other):
+            out = np.empty_like(a)
+            assert fn(a, b, out=out, stream=foreign) is out
+            np.testing.assert_array_equal(out, a + b)
+    monkeypatch.undo()
+    with pytest.raises(kjit.InvalidArgumentError) as fast_error:
+        add(a, b, stream="bogus")
+    assert str(fast_error.value) == str(slow_error.value)
+
+
+FAKE_CUDA_SCRIPT = r"""
+import ctypes, sys
+import numpy as np
+import kjit
+from kjit import _core
+fake = ctypes.CDLL(sys.argv[1])
+fake.kjit_fake_cuda_count.restype = ctypes.c_long
+fake.kjit_fake_cuda_count.argtypes = [ctypes.c_char_p]
+count = lambda name: fake.kjit_fake_cuda_count(name.encode())
+assert kjit.cuda_available(), kjit.cuda_reason()
+m = kjit.compile(sys.argv[2] + "@kernel\nfn fill(x: f32[], v: f32) {\n"
+                 "    let i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                 "    if i < x.shape[0] { x[i] = v; }\n}\n", target="cuda")
+add = m.add
+assert isinstance(add, _core._fast.Vectorized)
+a = np.arange(1000, dtype=np.float32)
+da, db = kjit.to_device(a, target="cuda"), kjit.to_device(a, target="cuda")
+out = kjit.device_array(1000, np.float32, target="cuda")
+stream = kjit.Stream(kjit.context("cuda"))
+def refuse(*args, **kwargs):
+    raise AssertionError("the call went to the Python path")
+type(add)._call_slow = refuse
+launch = m.fill[4, 256, stream]
+forms = {"out=": lambda: add(da, db, out=out),
+         "out=, stream=": lambda: add(da, db, out=out, stream=stream),
+         "out=(out,), stream=": lambda: add(da, db, out=(out,), stream=stream),
+         "no out=": lambda: add(da, db),
+         "launch on a stream": lambda: launch(out, 1.5)}
+for name, form in forms.items():
+    form()  # code loaded, the block size asked, the pool holds a block
+    fake.kjit_fake_cuda_reset()
+    for _ in range(50):
+        form()
+    launches, set_current = count("cuLaunchKernel"), count("cuCtxSetCurrent")
+    others = count("cuMemAlloc_v2") + count("cuMemFree_v2") + count("cuCtxSynchronize") + \
+        count("cuStreamSynchronize") + count("cuMemcpyHtoD_v2") + count("cuMemcpyDtoH_v2")
+    assert (launches, set_current, others) == (50, 0, 0), (name, launches, set_current, others)
+print("ok")
+"""
+
+
+@compiled
+def test_cuda_calls_on_the_fake_driver(tmp_path):
+    # On the fake CUDA driver (tests/cuda_host/fake_cuda.c: driver calls
+    # counted, nothing run), in a process of its own: calls on kjit device
+    # arrays with out=, with stream=, without out= (kjit's pool), and a
+    # launch on a stream stay in C and make one cuLaunchKernel each, no
+    # cuCtxSetCurrent, no allocation and no synchronisation.
+    import subprocess
+    import sys
+    fake = os.environ.get("KJIT_TEST_FAKE_CUDA") or os.path.join(
+        os.path.dirname(kjit.library_path), "libkjit-fakecuda.so")
+    if not os.path.exists(fake):
+        pytest.skip(f"skipped: no fake CUDA driver at {fake} (make build/libkjit-fakecuda.so)")
+    with open(example("add.kern")) as f:
+        source = f.read()
+    env = dict(os.environ, KJIT_CUDA_DRIVER=os.path.abspath(fake))
+    env.pop("KJIT_PURE_PYTHON", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    done = subprocess.run([sys.executable, "-c", FAKE_CUDA_SCRIPT, os.path.abspath(fake), source],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

@@ -6,13 +6,25 @@
 #
 # Builds the package's compiled hot path there (build_python_extension in
 # tests/gpu/bundle.sh: this machine's gcc, Python and NumPy headers; the pure
-# Python path, said so, when it cannot), then tests/bench/bench_python.py:
-# the host rows (cpu: add beside np.add, the empty launch beside the C API's),
-# kjit's add on kjit device arrays and CuPy arrays, CuPy's cp.add and Numba's
-# @vectorize (with $KJIT_NUMBA_WHEELS when set, as run.sh), then the Python
-# tests of the compiled path (ufuncs, gufuncs, interop) when pytest is there.
-# Goal (issue 26): kjit's add on device arrays under 4 us a call (CuPy 11 us,
-# Numba 88-124 us on the H100/H200 machine).  Ends with "N passed, N failed".
+# Python path, said so, when it cannot), then, in one run, each layer of a
+# call of add on 1,000 f32 device elements:
+#   - bin/cuda-host (tests/cuda_host/cuda_host.c) on the real driver: the
+#     C API's kjit_call, kjit_call_async on a stream and kjit_launch, host
+#     time per call, on a context of default options and one of Python's;
+#     then the same on the fake driver (bin/libkjit-fakecuda.so), which is
+#     kjit's own host work on this machine's CPU and the driver calls each
+#     call makes (one cuLaunchKernel, one cuCtxGetCurrent, no
+#     cuCtxSetCurrent);
+#   - tests/bench/bench_python.py: the host rows (cpu: add beside np.add, the
+#     empty launch beside the C API's), the bare cuLaunchKernel and the C
+#     API's kjit_call (bin/latency), kjit's add from Python on kjit device
+#     arrays and CuPy arrays (with out=, without, with out= and stream=),
+#     CuPy's cp.add and Numba's @vectorize (with $KJIT_NUMBA_WHEELS when set,
+#     as run.sh), and the goal row;
+# then the Python tests of the compiled path (ufuncs, gufuncs, interop) when
+# pytest is there.  Goal (issue 26): kjit's add on device arrays under 4 us a
+# call (CuPy 11 us, Numba 88-124 us on the H100/H200 machine).  Ends with "N
+# passed, N failed".
 set -u
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "${1:-build/gpu-bundle}"
@@ -29,6 +41,21 @@ hot=$(python3 -c 'import kjit; print(kjit.hot_path)' 2>&1)
 echo "kjit.hot_path: $hot"
 [ "$hot" = compiled ] && pass "Python runs the compiled hot path" \
     || fail "Python runs the compiled hot path (it runs: $hot)"
+
+echo "=== kjit's host work per call: bin/cuda-host, real driver, then the fake one"
+if [ -x "$root/bin/cuda-host" ]; then
+    "$root/bin/cuda-host" > "$work/cuda-host.log" 2>&1 && grep -q '^| kjit_call ' "$work/cuda-host.log" \
+        && pass "cuda-host on the GPU" || fail "cuda-host on the GPU"
+    cat "$work/cuda-host.log"
+    KJIT_CUDA_DRIVER="$root/bin/libkjit-fakecuda.so" "$root/bin/cuda-host" \
+        > "$work/cuda-host-fake.log" 2>&1
+    cat "$work/cuda-host-fake.log"
+    grep -q '^| kjit_call add, device arrays, out= | Python.s | [0-9]* | [0-9]* | 1.00 | 1.00 | 0.00 | 2.00 |' \
+        "$work/cuda-host-fake.log" && pass "one cuLaunchKernel and no cuCtxSetCurrent a call" \
+        || fail "one cuLaunchKernel and no cuCtxSetCurrent a call (fake driver)"
+else
+    fail "no bin/cuda-host in the bundle"
+fi
 
 echo "=== tests/bench/bench_python.py"
 numba_site=$(numba_pythonpath "$work/numba-site")

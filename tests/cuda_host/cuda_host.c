@@ -1,0 +1,219 @@
+/*
+ * cuda_host.c: the host cost of kjit's cuda calls, and the driver calls each
+ * makes, measured without a GPU.
+ *
+ *   KJIT_CUDA_DRIVER=$PWD/build/libkjit-fakecuda.so build/cuda-host
+ *
+ * With the fake driver (fake_cuda.c: every driver call returns at once and
+ * is counted) the time per call is kjit's own host work, which on a GPU
+ * machine comes on top of the driver's (a bare cuLaunchKernel is about 3 us
+ * on the H100/H200 machine).  Each row: a call form, on a context made as C
+ * programs make one (default options) and as the Python package makes its
+ * own (cancellable code, Ctrl-C cancels: _core.py); the median over RUNS
+ * batches of calls, in ns, each batch synchronised outside its timing; then
+ * the driver calls one call makes.  On a real driver (no fake) the times are
+ * printed and the driver columns say "n/a" (tests/gpu/python.sh runs both).
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kjit.h"
+
+#define RUNS 9
+#define ELEMENTS 1000
+/* calls a batch: on a GPU as many as build/latency times (the queue of
+ * launches stays short), on the fake driver more (nothing queues) */
+#define CALLS_GPU 2000
+#define CALLS_FAKE 20000
+
+static const char source[] =
+    "@vectorize\nfn add(a: f32, b: f32) -> f32 {\n    return a + b;\n}\n"
+    "@kernel\nfn empty(x: f32[]) {\n}\n";
+
+typedef long (*count_fn)(const char *);
+typedef void (*reset_fn)(void);
+static count_fn fake_count;
+static reset_fn fake_reset;
+
+/* The driver calls a call may make, in the order printed. */
+static const char *const watched[] = {"cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent"};
+#define WATCHED (int)(sizeof watched / sizeof watched[0])
+/* Every entry point the fake counts (fake_cuda.c's CALLS), for the total. */
+static const char *const every_call[] = {
+    "cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuDeviceGetCount",
+    "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDeviceTotalMem_v2",
+    "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset_v2",
+    "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxSynchronize", "cuLinkCreate_v2",
+    "cuLinkAddData_v2", "cuLinkComplete", "cuLinkDestroy", "cuModuleLoadDataEx",
+    "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel", "cuLaunchCooperativeKernel",
+    "cuFuncGetAttribute", "cuFuncSetAttribute", "cuOccupancyMaxPotentialBlockSize",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuMemAlloc_v2", "cuMemFree_v2",
+    "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoD_v2", "cuMemcpyDtoDAsync_v2", "cuStreamCreate", "cuStreamSynchronize",
+    "cuStreamDestroy_v2", "cuEventCreate", "cuEventRecord", "cuEventSynchronize",
+    "cuEventElapsedTime_v2", "cuEventDestroy_v2", "cuStreamWaitEvent", "cuMemHostRegister_v2",
+    "cuMemHostUnregister", "cuMemHostGetDevicePointer_v2", "cuModuleGetGlobal_v2",
+    "cuPointerGetAttribute", "cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuMemcpyPeer",
+    "cuMemcpyPeerAsync"};
+#define EVERY (int)(sizeof every_call / sizeof every_call[0])
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void check(kjit_context *context, kjit_status status, const char *what)
+{
+    if (status == KJIT_OK)
+        return;
+    fprintf(stderr, "cuda-host: %s: %s: %s\n", what, kjit_status_name(status),
+            context ? kjit_last_error(context) : "");
+    exit(1);
+}
+
+typedef struct Form {
+    const char *name;
+    kjit_function *add, *empty;
+    kjit_arg args[2];
+    kjit_array *out;
+    kjit_stream *stream;
+    int launch; /* kjit_launch of the empty kernel */
+} Form;
+
+static kjit_status run_form(const Form *f)
+{
+    static const uint32_t one[3] = {1, 1, 1};
+    if (f->launch)
+        return kjit_launch(f->empty, one, one, f->args, 1, f->stream);
+    if (f->stream)
+        return kjit_call_async(f->add, f->args, 2, f->out, f->stream);
+    return kjit_call(f->add, f->args, 2, f->out, NULL);
+}
+
+/* The median ns a call (*fastest: the fastest batch's, which other work on a
+ * shared machine cannot inflate), and the driver calls of one (calls[i] for
+ * watched[i], *total for all of them). */
+static double measure(kjit_context *context, const Form *f, double calls[WATCHED],
+                      double *total, double *fastest)
+{
+    check(context, run_form(f), f->name); /* code generated, block size asked */
+    check(context, kjit_synchronize(context), "synchronize");
+    int per_batch = fake_count ? CALLS_FAKE : CALLS_GPU;
+    double times[RUNS];
+    /* the driver calls of the synchronisations, taken off the counts */
+    long synced[WATCHED] = {0}, synced_total = 0;
+    if (fake_reset)
+        fake_reset();
+    for (int r = 0; r < RUNS; r++) {
+        double start = now_ns();
+        for (int i = 0; i < per_batch; i++)
+            if (run_form(f) != KJIT_OK)
+                check(context, run_form(f), f->name);
+        times[r] = (now_ns() - start) / per_batch;
+        long before[WATCHED], before_total = 0;
+        for (int i = 0; fake_count && i < WATCHED; i++)
+            before[i] = fake_count(watched[i]);
+        for (int i = 0; fake_count && i < EVERY; i++)
+            before_total += fake_count(every_call[i]);
+        check(context, kjit_synchronize(context), "synchronize");
+        for (int i = 0; fake_count && i < WATCHED; i++)
+            synced[i] += fake_count(watched[i]) - before[i];
+        for (int i = 0; fake_count && i < EVERY; i++)
+            synced_total += fake_count(every_call[i]);
+        synced_total -= before_total;
+    }
+    *total = 0;
+    double count = (double)RUNS * per_batch;
+    for (int i = 0; fake_count && i < WATCHED; i++)
+        calls[i] = (double)(fake_count(watched[i]) - synced[i]) / count;
+    for (int i = 0; fake_count && i < EVERY; i++)
+        *total += (double)fake_count(every_call[i]) / count;
+    *total -= (double)synced_total / count;
+    qsort(times, RUNS, sizeof *times, by_value);
+    *fastest = times[0];
+    return times[RUNS / 2];
+}
+
+static void rows(bool as_python)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CUDA;
+    if (as_python) { /* what the Python package's contexts ask for (_core.py) */
+        options.cancellable = 1;
+        options.cancel_signal = SIGINT;
+    }
+    kjit_context *context;
+    check(NULL, kjit_context_create(&options, &context), "context");
+    kjit_module *module;
+    check(context, kjit_compile_string(context, "cuda_host.kern", source, &module), "compile");
+    kjit_function *add, *empty;
+    check(context, kjit_module_function(module, "add", &add), "add");
+    check(context, kjit_module_function(module, "empty", &empty), "empty");
+    int64_t shape[1] = {ELEMENTS};
+    kjit_array x, y, out;
+    check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &x), "alloc");
+    check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &y), "alloc");
+    check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &out), "alloc");
+    kjit_stream *stream;
+    check(context, kjit_stream_create(context, &stream), "stream");
+    Form forms[] = {
+        {"kjit_call add, device arrays, out=", add, empty, {kjit_arg_array(&x),
+         kjit_arg_array(&y)}, &out, NULL, 0},
+        {"kjit_call_async add, device arrays, stream", add, empty, {kjit_arg_array(&x),
+         kjit_arg_array(&y)}, &out, stream, 0},
+        {"kjit_launch empty kernel, device array", add, empty, {kjit_arg_array(&x)}, NULL, NULL,
+         1},
+    };
+    for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
+        double calls[WATCHED] = {0}, total = 0, fastest = 0;
+        double ns = measure(context, &forms[k], calls, &total, &fastest);
+        printf("| %s | %s | %.0f | %.0f |", forms[k].name, as_python ? "Python's" : "default", ns,
+               fastest);
+        for (int i = 0; i < WATCHED; i++)
+            fake_count ? printf(" %.2f |", calls[i]) : printf(" n/a |");
+        fake_count ? printf(" %.2f |\n", total) : printf(" n/a |\n");
+    }
+    kjit_stream_destroy(stream);
+    kjit_device_free(context, &x);
+    kjit_device_free(context, &y);
+    kjit_device_free(context, &out);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+}
+
+int main(void)
+{
+    char reason[512];
+    if (kjit_cuda_available(reason, sizeof reason) != KJIT_OK) {
+        fprintf(stderr, "cuda-host: no cuda target: %s\n", reason);
+        return 1;
+    }
+    /* The fake driver, when it is the one loaded, says what it counted. */
+    const char *fake = getenv("KJIT_CUDA_DRIVER");
+    void *handle = fake && *fake ? dlopen(fake, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (handle) {
+        fake_count = (count_fn)dlsym(handle, "kjit_fake_cuda_count");
+        fake_reset = (reset_fn)dlsym(handle, "kjit_fake_cuda_reset");
+    }
+    printf("driver: %s\n", fake_count ? fake : "the real one (libcuda.so.1)");
+    printf("| call | options | host ns a call | fastest batch | cuLaunchKernel | "
+           "cuCtxGetCurrent | cuCtxSetCurrent | driver calls in all |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    rows(false);
+    rows(true);
+    return 0;
+}

@@ -1,0 +1,23 @@
+# The host cost of kjit's cuda calls without a GPU (tests/cuda_host/): a fake
+# CUDA driver that counts driver calls (fake_cuda.c, loaded with
+# KJIT_CUDA_DRIVER), and build/cuda-host, which times kjit_call,
+# kjit_call_async and kjit_launch on it.  The unit suite cuda_host
+# (tests/unit/test_cuda_host.c) asserts the driver calls per call.
+#
+#   make bench-cuda-host      the table (docs/performance.md, "cuda host cost")
+.PHONY: bench-cuda-host
+
+$(BUILD)/libkjit-fakecuda.so: tests/cuda_host/fake_cuda.c
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $<
+
+$(BUILD)/cuda-host: tests/cuda_host/cuda_host.c $(BUILD)/libkjit.so runtime/kjit.h
+	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -ldl -Wl,-rpath,'$$ORIGIN'
+
+# The unit tests find the fake driver beside themselves.
+$(BUILD)/unit-tests: $(BUILD)/libkjit-fakecuda.so
+$(BUILD)/obj/tests/unit/test_cuda_host.o: ALL_CFLAGS += \
+    -DKJ_FAKE_CUDA='"$(abspath $(BUILD))/libkjit-fakecuda.so"'
+
+bench-cuda-host: export KJIT_CACHE_DIR = $(abspath $(BUILD))/test-cache
+bench-cuda-host: $(BUILD)/cuda-host $(BUILD)/libkjit-fakecuda.so
+	KJIT_CUDA_DRIVER=$(abspath $(BUILD))/libkjit-fakecuda.so $(BUILD)/cuda-host

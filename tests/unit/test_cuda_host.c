@@ -1,0 +1,292 @@
+/*
+ * test_cuda_host.c: the driver calls of kjit's cuda calls, on the fake
+ * driver of tests/cuda_host/fake_cuda.c (loaded through KJIT_CUDA_DRIVER, as
+ * cuda_driver.c allows), so that they are checked on machines without a GPU.
+ *
+ * A call of a @vectorize function on device arrays with an output, a call on
+ * a stream and a launch of a kernel on device arrays each make exactly one
+ * cuLaunchKernel and no other driver call but cuCtxGetCurrent, once the
+ * thread's current context is kjit's; when other code made another context
+ * current, the next call makes kjit's current again (one cuCtxSetCurrent),
+ * and so does a thread's first call.  The contexts are made as the Python
+ * package makes its own (cancellable code, Ctrl-C cancels), and as C programs
+ * make theirs.  KJIT_CUDA_DRIVER is refused where docs/security.md says.
+ *
+ * Each test runs in a process of its own (Check forks), which loads the
+ * driver afresh; under CK_FORK=no the tests fail saying so.
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kjit.h"
+
+#ifndef KJ_FAKE_CUDA
+#error "KJ_FAKE_CUDA: the fake driver's path (tests/cuda_host/cuda_host.mk)"
+#endif
+
+typedef long (*count_fn)(const char *);
+typedef void (*reset_fn)(void);
+typedef void (*set_current_fn)(void *);
+
+static count_fn fake_count;
+static reset_fn fake_reset;
+static set_current_fn fake_set_current;
+
+static const char source[] = "@vectorize\nfn add(a: f32, b: f32) -> f32 {\n    return a + b;\n}\n"
+                             "@kernel\nfn fill(x: f32[], v: f32) {\n"
+                             "    let i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                             "    if i < x.shape[0] { x[i] = v; }\n}\n";
+
+/* The fake driver: where the build put it, else beside this program (the
+ * GPU bundle's bin/); NULL when neither has it. */
+static const char *fake_path(void)
+{
+    static char beside[4096];
+    if (access(KJ_FAKE_CUDA, R_OK) == 0)
+        return KJ_FAKE_CUDA;
+    ssize_t n = readlink("/proc/self/exe", beside, sizeof beside - 64);
+    if (n <= 0)
+        return NULL;
+    beside[n] = '\0';
+    char *slash = strrchr(beside, '/');
+    if (!slash)
+        return NULL;
+    strcpy(slash + 1, "libkjit-fakecuda.so");
+    return access(beside, R_OK) == 0 ? beside : NULL;
+}
+
+/* The fake driver loaded as kjit's; fails the test when another was.  False
+ * (the test skips, saying so) where the fake driver was not built: the
+ * Makefile builds it beside the unit tests, so that is a copy elsewhere. */
+static bool load_fake(const char *test)
+{
+    const char *path = fake_path();
+    if (!path) {
+        printf("%s: skipped: no fake CUDA driver at %s or beside this program\n", test,
+               KJ_FAKE_CUDA);
+        return false;
+    }
+    setenv("KJIT_CUDA_DRIVER", path, 1);
+    char reason[512];
+    ck_assert_msg(kjit_cuda_available(reason, sizeof reason) == KJIT_OK,
+                  "the fake driver %s: %s", path, reason);
+    void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    ck_assert_msg(handle, "kjit loaded another driver than %s (a test without a process of its "
+                          "own: CK_FORK=no?)", path);
+    fake_count = (count_fn)dlsym(handle, "kjit_fake_cuda_count");
+    fake_reset = (reset_fn)dlsym(handle, "kjit_fake_cuda_reset");
+    fake_set_current = (set_current_fn)dlsym(handle, "kjit_fake_cuda_set_current");
+    ck_assert(fake_count && fake_reset && fake_set_current);
+    return true;
+}
+
+/* Every driver call the fake counted (fake_cuda.c's list). */
+static long all_calls(void)
+{
+    static const char *const names[] = {
+        "cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuDeviceGetCount",
+        "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDeviceTotalMem_v2",
+        "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset_v2",
+        "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxSynchronize", "cuLinkCreate_v2",
+        "cuLinkAddData_v2", "cuLinkComplete", "cuLinkDestroy", "cuModuleLoadDataEx",
+        "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel", "cuLaunchCooperativeKernel",
+        "cuFuncGetAttribute", "cuFuncSetAttribute", "cuOccupancyMaxPotentialBlockSize",
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuMemAlloc_v2", "cuMemFree_v2",
+        "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
+        "cuMemcpyDtoD_v2", "cuMemcpyDtoDAsync_v2", "cuStreamCreate", "cuStreamSynchronize",
+        "cuStreamDestroy_v2", "cuEventCreate", "cuEventRecord", "cuEventSynchronize",
+        "cuEventElapsedTime_v2", "cuEventDestroy_v2", "cuStreamWaitEvent",
+        "cuMemHostRegister_v2", "cuMemHostUnregister", "cuMemHostGetDevicePointer_v2",
+        "cuModuleGetGlobal_v2", "cuPointerGetAttribute", "cuDeviceCanAccessPeer",
+        "cuCtxEnablePeerAccess", "cuMemcpyPeer", "cuMemcpyPeerAsync"};
+    long total = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        long n = fake_count(names[i]);
+        ck_assert_msg(n >= 0, "the fake driver does not count %s", names[i]);
+        total += n;
+    }
+    return total;
+}
+
+typedef struct Setup {
+    kjit_context *context;
+    kjit_module *module;
+    kjit_function *add, *fill;
+    kjit_array x, y, out;
+    kjit_stream *stream;
+} Setup;
+
+static Setup open_setup(bool as_python)
+{
+    Setup s;
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CUDA;
+    if (as_python) { /* python/kjit/_core.py's options */
+        options.cancellable = 1;
+        options.cancel_signal = SIGINT;
+    }
+    ck_assert_int_eq(kjit_context_create(&options, &s.context), KJIT_OK);
+    kjit_status status = kjit_compile_string(s.context, "cuda_host.kern", source, &s.module);
+    ck_assert_msg(status == KJIT_OK, "%s", kjit_last_error(s.context));
+    ck_assert_int_eq(kjit_module_function(s.module, "add", &s.add), KJIT_OK);
+    ck_assert_int_eq(kjit_module_function(s.module, "fill", &s.fill), KJIT_OK);
+    int64_t shape[1] = {1000};
+    ck_assert_int_eq(kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.x), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.y), KJIT_OK);
+    ck_assert_int_eq(kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.out), KJIT_OK);
+    ck_assert_int_eq(kjit_stream_create(s.context, &s.stream), KJIT_OK);
+    return s;
+}
+
+static void close_setup(Setup *s)
+{
+    kjit_stream_destroy(s->stream);
+    kjit_device_free(s->context, &s->x);
+    kjit_device_free(s->context, &s->y);
+    kjit_device_free(s->context, &s->out);
+    kjit_module_free(s->module);
+    kjit_context_destroy(s->context);
+}
+
+enum { CALL, CALL_ON_STREAM, LAUNCH, FORMS };
+static const char *const form_names[FORMS] = {"kjit_call", "kjit_call_async", "kjit_launch"};
+
+static void run(Setup *s, int form)
+{
+    kjit_arg args[2] = {kjit_arg_array(&s->x), kjit_arg_array(&s->y)};
+    kjit_status status;
+    if (form == LAUNCH) {
+        uint32_t grid[3] = {4, 1, 1}, block[3] = {256, 1, 1};
+        kjit_arg fill_args[2] = {kjit_arg_array(&s->out), kjit_arg_f32(1.5f)};
+        status = kjit_launch(s->fill, grid, block, fill_args, 2, NULL);
+    } else if (form == CALL_ON_STREAM) {
+        status = kjit_call_async(s->add, args, 2, &s->out, s->stream);
+    } else {
+        status = kjit_call(s->add, args, 2, &s->out, NULL);
+    }
+    ck_assert_msg(status == KJIT_OK, "%s: %s", form_names[form], kjit_last_error(s->context));
+}
+
+#define CALLS 100
+
+/* Each form's calls once its code is loaded: one cuLaunchKernel each, and
+ * nothing else but the question which context is current. */
+static void check_forms(bool as_python)
+{
+    if (!load_fake(as_python ? "one_launch_a_call_python_options"
+                             : "one_launch_a_call_default_options"))
+        return;
+    Setup s = open_setup(as_python);
+    for (int form = 0; form < FORMS; form++) {
+        run(&s, form); /* code generated and loaded, the block size asked */
+        fake_reset();
+        for (int i = 0; i < CALLS; i++)
+            run(&s, form);
+        long launches = fake_count("cuLaunchKernel");
+        long asked = fake_count("cuCtxGetCurrent");
+        long set = fake_count("cuCtxSetCurrent");
+        long total = all_calls();
+        ck_assert_msg(launches == CALLS && set == 0 && asked <= CALLS &&
+                          total == launches + asked,
+                      "%s (%s options): %d calls made %ld cuLaunchKernel, %ld cuCtxSetCurrent, "
+                      "%ld cuCtxGetCurrent and %ld other driver calls; want %d, 0, at most %d "
+                      "and 0", form_names[form], as_python ? "Python's" : "default", CALLS,
+                      launches, set, asked, total - launches - asked - set, CALLS, CALLS);
+    }
+    close_setup(&s);
+}
+
+START_TEST(one_launch_a_call_python_options)
+{
+    check_forms(true);
+}
+END_TEST
+
+START_TEST(one_launch_a_call_default_options)
+{
+    check_forms(false);
+}
+END_TEST
+
+static void *call_once(void *arg)
+{
+    run(arg, CALL);
+    return NULL;
+}
+
+/* Another library's context made current, or a new thread: kjit's context is
+ * made current again, once. */
+START_TEST(another_context_current_is_replaced)
+{
+    if (!load_fake("another_context_current_is_replaced"))
+        return;
+    Setup s = open_setup(true);
+    run(&s, CALL);
+    static char other_context;
+    for (int form = 0; form < FORMS; form++) {
+        fake_set_current(&other_context);
+        fake_reset();
+        run(&s, form);
+        run(&s, form);
+        ck_assert_msg(fake_count("cuCtxSetCurrent") == 1 && fake_count("cuLaunchKernel") == 2,
+                      "%s after another context was made current: %ld cuCtxSetCurrent, %ld "
+                      "cuLaunchKernel in two calls; want 1 and 2", form_names[form],
+                      fake_count("cuCtxSetCurrent"), fake_count("cuLaunchKernel"));
+    }
+    fake_reset();
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, NULL, call_once, &s), 0);
+    pthread_join(thread, NULL);
+    ck_assert_msg(fake_count("cuCtxSetCurrent") == 1,
+                  "a new thread's first call made %ld cuCtxSetCurrent; want 1",
+                  fake_count("cuCtxSetCurrent"));
+    close_setup(&s);
+}
+END_TEST
+
+/* KJIT_CUDA_DRIVER is code kjit runs: a relative path, or a file others can
+ * write, is refused (the cuda target then reports no driver, saying why). */
+START_TEST(driver_override_is_checked)
+{
+    char reason[512];
+    int which = _i;
+    char path[] = "/tmp/kjit-fakecuda-XXXXXX";
+    if (which == 0) {
+        setenv("KJIT_CUDA_DRIVER", "build/libkjit-fakecuda.so", 1);
+    } else {
+        int fd = mkstemp(path);
+        ck_assert(fd >= 0);
+        close(fd);
+        chmod(path, 0666);
+        setenv("KJIT_CUDA_DRIVER", path, 1);
+    }
+    ck_assert_int_eq(kjit_cuda_available(reason, sizeof reason), KJIT_ERROR_NO_DEVICE);
+    const char *want = which == 0 ? "not an absolute path" : "group or others can write it";
+    ck_assert_msg(strstr(reason, "KJIT_CUDA_DRIVER") && strstr(reason, want),
+                  "the reason \"%s\" does not say %s", reason, want);
+    if (which == 1)
+        unlink(path);
+}
+END_TEST
+
+Suite *suite_cuda_host(void)
+{
+    Suite *suite = suite_create("cuda_host");
+    TCase *tcase = tcase_create("cuda_host");
+    tcase_set_timeout(tcase, 300);
+    tcase_add_test(tcase, one_launch_a_call_python_options);
+    tcase_add_test(tcase, one_launch_a_call_default_options);
+    tcase_add_test(tcase, another_context_current_is_replaced);
+    tcase_add_loop_test(tcase, driver_override_is_checked, 0, 2);
+    suite_add_tcase(suite, tcase);
+    return suite;
+}
