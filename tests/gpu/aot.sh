@@ -200,7 +200,10 @@ for lib in "$libs"/checked_*.so; do
     KJIT_STDLIB=$root/stdlib "$kjit" run --check --target cuda "$lib" $args > /dev/null 2> "$work/aot-check-$name.lib"
     lib_rc=$?
     # shellcheck disable=SC2086
-    KJIT_STDLIB=$root/stdlib "$kjit" run --check --target cuda "$kern" $args > /dev/null 2> "$work/aot-check-$name.jit"
+    # from the root, by the relative path the library was built from (the
+    # reports name the file as the compiler was given it)
+    (cd "$root" && KJIT_STDLIB=$root/stdlib "$kjit" run --check --target cuda \
+        "tests/golden/checks/$name.kern" $args) > /dev/null 2> "$work/aot-check-$name.jit"
     jit_rc=$?
     strip_thread() { sed -E 's/ in block \([0-9,]+\), thread \([0-9,]+\)//' "$1"; }
     if [ $lib_rc = 1 ] && [ $jit_rc = 1 ] && cmp -s "$work/aot-check-$name.lib" "$work/aot-check-$name.jit"; then

@@ -509,9 +509,15 @@ static const char *plain_source =
     "    let i = grid(1);\n"
     "    if i < len(a) { b[i] = twice(a[i]); }\n"
     "}\n"
-    "@kernel fn five_loads(a: i32[], b: i32[]) {\n"
+    "@kernel fn seven_loads(a: i32[], b: i32[]) {\n"
     "    let i = grid(1);\n"
-    "    if i > 1 && i + 2 < len(a) { b[i] = a[i - 2] + a[i - 1] + a[i] + a[i + 1] + a[i + 2]; }\n"
+    "    if i > 2 && i + 3 < len(a) {\n"
+    "        b[i] = a[i - 3] + a[i - 2] + a[i - 1] + a[i] + a[i + 1] + a[i + 2] + a[i + 3];\n"
+    "    }\n"
+    "}\n"
+    "@kernel fn six_loads(a: i32[], b: i32[]) {\n"
+    "    let i = grid(1);\n"
+    "    if i > 2 && i + 2 < len(a) { b[i] = a[i - 3] + a[i - 2] + a[i - 1] + a[i] + a[i + 1] + a[i + 2]; }\n"
     "}\n"
     "@kernel fn four_loads(a: i32[], b: i32[]) {\n"
     "    let i = grid(1);\n"
@@ -525,7 +531,8 @@ START_TEST(straight_line_kernels_split_into_one_region)
     ck_assert(!splits(plain_source, "looped", &why));
     ck_assert_msg(strstr(why, "no syncthreads()"), "%s", why);
     ck_assert(!splits(plain_source, "calls", &why));
-    ck_assert(!splits(plain_source, "five_loads", &why));
+    ck_assert(!splits(plain_source, "seven_loads", &why)); /* KJ_SPLIT_PLAIN_LOADS is 6 */
+    ck_assert(splits(plain_source, "six_loads", &why));
     ck_assert(splits(plain_source, "four_loads", &why));
 
     /* b is larger than a, so a thread past a's bounds that ran unguarded
