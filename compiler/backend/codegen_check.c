@@ -229,20 +229,30 @@ static LLVMValueRef field_of(Gen *g, LLVMValueRef record, int index, int element
     return p;
 }
 
-void kj_codegen_check_claim(Gen *g, LLVMValueRef site, LLVMValueRef kind, LLVMValueRef values[3],
-                            LLVMValueRef thread_x, LLVMValueRef element)
+/* Takes the record (failed 0 -> 1) and, where this thread won it, writes
+ * the site, the kind and the values: the builder is left in that writing
+ * block; the block returned (named `lost`) is where the others go. */
+static LLVMBasicBlockRef claim_record(Gen *g, LLVMValueRef site, LLVMValueRef kind,
+                                      LLVMValueRef values[3], const char *lost)
 {
     LLVMAtomicOrdering order = g->target->atomic_ordering;
     LLVMValueRef pair = LLVMBuildAtomicCmpXchg(g->b, field(g, F_FAILED, -1), const_i32(g, 0),
                                                const_i32(g, 1), order, order, 0);
     LLVMValueRef won = LLVMBuildExtractValue(g->b, pair, 1, "won");
-    LLVMBasicBlockRef write = new_block(g, "check.write"), done = new_block(g, "check.claimed");
-    LLVMBuildCondBr(g->b, won, write, done);
+    LLVMBasicBlockRef write = new_block(g, "check.write"), other = new_block(g, lost);
+    LLVMBuildCondBr(g->b, won, write, other);
     LLVMPositionBuilderAtEnd(g->b, write);
     LLVMBuildStore(g->b, site, field(g, F_SITE, -1));
     LLVMBuildStore(g->b, kind, field(g, F_KIND, -1));
     for (int k = 0; k < 3; k++)
         LLVMBuildStore(g->b, values[k], field(g, F_VALUES, k));
+    return other;
+}
+
+void kj_codegen_check_claim(Gen *g, LLVMValueRef site, LLVMValueRef kind, LLVMValueRef values[3],
+                            LLVMValueRef thread_x, LLVMValueRef element)
+{
+    LLVMBasicBlockRef done = claim_record(g, site, kind, values, "check.claimed");
     if (element) {
         LLVMBuildStore(g->b, const_i32(g, KJ_CHECK_WHERE_ELEMENT), field(g, F_WHERE, -1));
         LLVMBuildStore(g->b, element, field(g, F_ELEMENT, -1));
@@ -273,8 +283,8 @@ void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMV
 {
     if (!site || !g->check_record)
         return;
+    LLVMValueRef values[3] = {v0 ? v0 : const_i64(g, 0), v1 ? v1 : const_i64(g, 0), v2 ? v2 : const_i64(g, 0)};
     if (g->lane_check) {
-        LLVMValueRef values[3] = {v0 ? v0 : const_i64(g, 0), v1 ? v1 : const_i64(g, 0), v2 ? v2 : const_i64(g, 0)};
         g->lane_check(g->lane_data, site, kind, ok, values);
         return;
     }
@@ -282,19 +292,8 @@ void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMV
     LLVMBuildCondBr(g->b, ok, go_on, fail);
 
     LLVMPositionBuilderAtEnd(g->b, fail);
-    LLVMAtomicOrdering order = g->target->atomic_ordering;
-    LLVMValueRef pair = LLVMBuildAtomicCmpXchg(g->b, field(g, F_FAILED, -1), const_i32(g, 0),
-                                               const_i32(g, 1), order, order, 0);
-    LLVMValueRef won = LLVMBuildExtractValue(g->b, pair, 1, "won");
-    LLVMBasicBlockRef write = new_block(g, "check.write"), lost = new_block(g, "check.lost");
-    LLVMBuildCondBr(g->b, won, write, lost);
-
-    LLVMPositionBuilderAtEnd(g->b, write);
-    LLVMBuildStore(g->b, const_i32(g, site), field(g, F_SITE, -1));
-    LLVMBuildStore(g->b, const_i32(g, (int32_t)kind), field(g, F_KIND, -1));
-    LLVMValueRef values[3] = {v0, v1, v2};
-    for (int k = 0; k < 3; k++)
-        LLVMBuildStore(g->b, values[k] ? values[k] : const_i64(g, 0), field(g, F_VALUES, k));
+    LLVMBasicBlockRef lost = claim_record(g, const_i32(g, site), const_i32(g, (int32_t)kind), values,
+                                          "check.lost");
     LLVMBuildStore(g->b, const_i32(g, 2), g->check_state);
     LLVMBuildBr(g->b, bail_block(g));
 
