@@ -927,6 +927,7 @@ typedef struct KjIrModule {
     bool checks_inserted; /* checks.c has marked the module's value checks */
     bool races_inserted;  /* checks.c has marked the module's race sites */
     bool locals_promoted; /* local_promote.c has run on every function */
+    bool locals_in_memory; /* ...and left them in memory (KJIT_PROMOTE_LOCALS=0) */
     KjVec const_arrays;   /* KjIrConstArray*: the constant arrays of every file */
     int64_t const_array_bytes; /* their sizes, each rounded up to 16 bytes */
 } KjIrModule;

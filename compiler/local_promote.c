@@ -640,16 +640,24 @@ static void promote_function(KjArena *arena, KjIrFunction *fn)
     replace_stmt(P, fn->body);
 }
 
+/* KJIT_PROMOTE_LOCALS=0: the arrays stay in memory (to measure what the
+ * pass gives); module->locals_in_memory records it for the cache key
+ * (api_support.c), so cached code of the other setting is not reused. */
+static bool promote_locals_default(void)
+{
+    const char *env = getenv("KJIT_PROMOTE_LOCALS");
+    return !(env && strcmp(env, "0") == 0);
+}
+
 void kj_promote_locals(KjIrModule *module)
 {
     if (module->locals_promoted)
         return;
     module->locals_promoted = true;
-    /* KJIT_PROMOTE_LOCALS=0: the arrays stay in memory (to measure what the
-     * pass gives; not part of the cache key, so use it with KJIT_CACHE=off) */
-    const char *env = getenv("KJIT_PROMOTE_LOCALS");
-    if (env && strcmp(env, "0") == 0)
+    if (!promote_locals_default()) {
+        module->locals_in_memory = true;
         return;
+    }
     for (int i = 0; i < module->functions.count; i++)
         promote_function(module->arena, module->functions.items[i]);
 }

@@ -43,6 +43,8 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "checks", "%d", module->context->options.check);
     if (module->context->options.cancellable)
         kj_cache_key_add(key, "cancel", "%d", 1);
+    if (module->ir->locals_in_memory)
+        kj_cache_key_add(key, "locals", "in memory");
 }
 
 void *kj_api_alloc_aligned(size_t bytes)

@@ -38,4 +38,29 @@ if "$kjit" build "$mm" --target cuda -o "$tmp/mm.ptx" >"$tmp/out" 2>"$tmp/err"; 
 else
     grep -q 'libdevice\|CUDA' "$tmp/err" && ok || bad "kjit build --target cuda"
 fi
+# KJIT_PROMOTE_LOCALS is part of the cache key: code compiled with the
+# arrays in registers is not reused when they are asked to stay in memory
+# (a @vectorize whose helper holds the array: promoted or not, the call's
+# code has one form, so only the key can tell them apart)
+cat >"$tmp/l.kern" <<'EOF'
+fn g(x: f64) -> f64 {
+    let a = local(f64, 4);
+    for j in range(4) { a[j] = x * f64(j); }
+    return a[0] + a[1] + a[2] + a[3];
+}
+
+@vectorize
+fn f(x: f64) -> f64 { return g(x); }
+EOF
+mkdir -m 700 "$tmp/cache"
+counts=
+for promote in 1 0 0; do
+    KJIT_CACHE=on KJIT_CACHE_DIR="$tmp/cache" KJIT_PROMOTE_LOCALS=$promote "$kjit" run "$tmp/l.kern" f \
+        rand:f64:64 >"$tmp/out" 2>"$tmp/err" || cat "$tmp/err"
+    counts="$counts $(KJIT_CACHE_DIR="$tmp/cache" "$kjit" cache list | grep -c 'f__')"
+done
+set -- $counts
+if [ "$1" -ge 1 ] && [ "$2" -gt "$1" ] && [ "$3" = "$2" ]; then ok
+else bad "KJIT_PROMOTE_LOCALS=0 compiles its own cache entries (entries after each run:$counts)"; fi
+
 finish
