@@ -218,20 +218,20 @@ static inline LLVMValueRef load_mask(Simd *s, LLVMValueRef slot)
  */
 static inline bool wide_masks(Simd *s) { return s->wide_masks; }
 
-/* A wide mask (lanes all ones or zero) behind the barrier.  The asm touches
- * no memory and returns, and says so (memory(none), as clang marks an asm
- * without a "memory" clobber, and willreturn, nosync): an asm call without
- * them may write anything or never return, which kept stores to memory
- * the loop does not otherwise touch inside the loops around it (__blocks'
- * store of blockIdx.x to the context for each block's row of the 2-D
- * elementwise kernel with AVX2: docs/performance.md). */
+/* A wide mask (lanes all ones or zero) behind the barrier.  The asm
+ * returns, and says so (willreturn, nosync, nounwind: it is an empty
+ * string): a call that may not return kept LICM from sinking stores out of
+ * every loop around one (__blocks' store of blockIdx.x to the context for
+ * each block's row of the 2-D elementwise kernel with AVX2).  Not
+ * memory(none): with it LLVM hoisted and merged the barriers and their
+ * masks, and delay-and-sum and a bins kernel ran 11-16 % slower
+ * (docs/performance.md, 2026-11-28, the mask barrier). */
 static inline LLVMValueRef mask_barrier(Simd *s, LLVMValueRef wide)
 {
     LLVMTypeRef t = s->slot_mask_type;
     LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
     LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
     LLVMValueRef call = LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
-    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, memory_none(s->g));
     static const char *const facts[] = {"nounwind", "willreturn", "nosync"};
     for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
         unsigned kind = LLVMGetEnumAttributeKindForName(facts[i], strlen(facts[i]));
