@@ -218,13 +218,26 @@ static inline LLVMValueRef load_mask(Simd *s, LLVMValueRef slot)
  */
 static inline bool wide_masks(Simd *s) { return s->wide_masks; }
 
-/* A wide mask (lanes all ones or zero) behind the barrier. */
+/* A wide mask (lanes all ones or zero) behind the barrier.  The asm
+ * returns, and says so (willreturn, nosync, nounwind: it is an empty
+ * string): a call that may not return kept LICM from sinking stores out of
+ * every loop around one (__blocks' store of blockIdx.x to the context for
+ * each block's row of the 2-D elementwise kernel with AVX2).  Not
+ * memory(none): with it LLVM hoisted and merged the barriers and their
+ * masks, and delay-and-sum and a bins kernel ran 11-16 % slower
+ * (docs/performance.md, 2026-11-28, the mask barrier). */
 static inline LLVMValueRef mask_barrier(Simd *s, LLVMValueRef wide)
 {
     LLVMTypeRef t = s->slot_mask_type;
     LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
     LLVMValueRef barrier = LLVMGetInlineAsm(ft, "", 0, "=x,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
-    return LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+    LLVMValueRef call = LLVMBuildCall2(s->b, ft, barrier, &wide, 1, "mask.wide");
+    static const char *const facts[] = {"nounwind", "willreturn", "nosync"};
+    for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
+        unsigned kind = LLVMGetEnumAttributeKindForName(facts[i], strlen(facts[i]));
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(s->g->ctx, kind, 0));
+    }
+    return call;
 }
 
 static inline LLVMValueRef widen_mask(Simd *s, LLVMValueRef m)
