@@ -44,6 +44,7 @@
 #include "kjit_compiler.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_INPUTS 32
@@ -686,6 +687,24 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
     l->body = last;
 }
 
+/* The unrolling of the WARPS form's loop over the steps of an output's last
+ * block, shorter than B (each element tested): 1, not unrolled.  That block
+ * is one of an output's count / B, so copies of its steps buy little time,
+ * and four of them (cuda's default for a constant loop, request_unroll) were
+ * 40% of LLVM's code generation for the f32 form with four lanes a thread:
+ * loop strength reduction weighs every address of the unrolled body
+ * (issue 25, docs/performance.md).  KJIT_REDUCE_TAIL_UNROLL=N (0: the
+ * target's default, as before) sets it, to measure both on a GPU
+ * (tests/gpu/reduce_forms.sh); it is not part of the cache key, so use it
+ * with a fresh KJIT_CACHE_DIR. */
+static int tail_unroll(void)
+{
+    const char *env = getenv("KJIT_REDUCE_TAIL_UNROLL");
+    if (env && *env >= '0' && *env <= '9')
+        return atoi(env);
+    return 1;
+}
+
 /* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
  * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
  * takes the elements j0 + v + i L of the block in order, as in the LANES
@@ -731,6 +750,7 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     first_step_tested(l, start, count, j0, acc);
     loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = tail_unroll();
     step_tested(l, i, start, count, j0, acc);
     l->body = loop;
     l->body = outer_saved;
