@@ -12,7 +12,10 @@
 #      kjit's ms beside CUB's), the two variants alternately, 3 rounds each,
 #      each round in a new process with a fresh cache.
 # The switch is read when a form is made and is not part of the cache key:
-# each run has a cache folder of its own.  Prints "N passed, M failed".
+# each run has a cache folder of its own.  First (0.) the host's cpu table of
+# every program's cold compile (bin/latency cpu, thread clock), AVX-512 and
+# AVX2 (KJIT_CPU_FEATURES=-avx512f): matmul.kern's block shape (issue 25).
+# Prints "N passed, M failed".
 set -u
 bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
@@ -23,6 +26,19 @@ fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 variant_env() { [ "$1" = main ] && echo 0 || echo ""; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1
+
+echo "=== 0. the host's cold compiles (cpu): every program's first launch, AVX-512 and AVX2"
+for features in "" -avx512f; do
+    echo "--- KJIT_CPU_FEATURES=${features:-(none)}"
+    if KJIT_CPU_FEATURES=$features KJIT_BENCH_CLOCK=thread "$root/bin/latency" cpu examples tests/bench \
+            > "$work/cpu$features.log" 2>&1; then
+        sed -n '/^| program/,$p' "$work/cpu$features.log"
+        pass "cpu program table ${features:-avx512}"
+    else
+        cat "$work/cpu$features.log"
+        fail "cpu program table ${features:-avx512}"
+    fi
+done
 
 echo "=== 1. first call on cuda (PTX, ptxas, load), ms of thread CPU time, median of 5"
 printf '| call | main (tail unrolled 4x) | new (tail not unrolled) |\n| --- | ---: | ---: |\n'
