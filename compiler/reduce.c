@@ -687,23 +687,28 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
     l->body = last;
 }
 
-/* The unrolling of the WARPS form's loop over the steps of an output's last
- * block, shorter than B (each element tested): 1, not unrolled.  That block
- * is one of an output's count / B, so copies of its steps buy little time,
- * and four of them (cuda's default for a constant loop, request_unroll) were
- * 40% of LLVM's code generation for the f32 form with four lanes a thread:
- * loop strength reduction weighs every address of the unrolled body
- * (issue 25, docs/performance.md).  KJIT_REDUCE_TAIL_UNROLL=N (0: the
- * target's default, as before) sets it, to measure both on a GPU
- * (tests/gpu/reduce_forms.sh); it is not part of the cache key, so use it
- * with a fresh KJIT_CACHE_DIR. */
-static int tail_unroll(void)
+/* A loop's unrolling from the environment variable `name` (a count N, 0:
+ * the target's default, as request_unroll), or `fallback`: the cuda forms'
+ * switches, to measure variants on a GPU (tests/gpu/reduce_forms.sh).  They
+ * are not part of the cache key: use them with a fresh KJIT_CACHE_DIR. */
+static int unroll_from_env(const char *name, int fallback)
 {
-    const char *env = getenv("KJIT_REDUCE_TAIL_UNROLL");
+    const char *env = getenv(name);
     if (env && *env >= '0' && *env <= '9')
         return atoi(env);
-    return 1;
+    return fallback;
 }
+
+/* The WARPS form's loop over the steps of an output's last block, shorter
+ * than B (each element tested), is not unrolled (1): that block is one of an
+ * output's count / B, so copies of its steps buy little time, and four of
+ * them (cuda's default for a constant loop) were 40% of LLVM's code
+ * generation for the f32 form with four lanes a thread: loop strength
+ * reduction weighs every address of the unrolled body (issue 25,
+ * docs/performance.md).  KJIT_REDUCE_TAIL_UNROLL=0 gives the four copies of
+ * before.  The full blocks' loop keeps the target's four
+ * (KJIT_REDUCE_WARPS_UNROLL=N asks for N): that loop is the form's run time. */
+#define TAIL_UNROLL 1
 
 /* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
  * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
@@ -728,8 +733,8 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    if (l->v.form == KJ_REDUCE_FORM_COLUMNS)
-        ((KjIrStmt *)loop->items[loop->count - 1])->unroll = COLUMN_UNROLL;
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll =
+        l->v.form == KJ_REDUCE_FORM_COLUMNS ? COLUMN_UNROLL : unroll_from_env("KJIT_REDUCE_WARPS_UNROLL", 0);
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -750,7 +755,7 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     first_step_tested(l, start, count, j0, acc);
     loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = tail_unroll();
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = unroll_from_env("KJIT_REDUCE_TAIL_UNROLL", TAIL_UNROLL);
     step_tested(l, i, start, count, j0, acc);
     l->body = loop;
     l->body = outer_saved;

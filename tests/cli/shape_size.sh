@@ -10,7 +10,8 @@
 #   the tile's write-back of 16 guarded stores gives 8 (two chunks), not 32;
 # - on cuda the WARPS form's loop over an output's last block asks for no
 #   unrolling (count 1), and KJIT_REDUCE_TAIL_UNROLL=0 gives the four copies
-#   of before, so that the test can fail.
+#   of before, so that the test can fail; the full blocks' loop keeps four,
+#   KJIT_REDUCE_WARPS_UNROLL=2 makes it two (tests/gpu/reduce_forms.sh).
 #
 #   tests/cli/shape_size.sh build/kjit
 . "$(dirname "$0")/lib.sh"
@@ -42,6 +43,11 @@ if "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -
     if ! grep -q 'llvm.loop.unroll.count", i32 1}' "$tmp/dot0.ll" &&
         grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot0.ll"; then ok
     else bad "KJIT_REDUCE_TAIL_UNROLL=0: cuda's four copies"; fi
+    KJIT_REDUCE_WARPS_UNROLL=2 "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 \
+        -o "$tmp/dot2.ll" >"$tmp/out" 2>"$tmp/err"
+    if ! grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot2.ll" &&
+        grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot.ll"; then ok
+    else bad "the full blocks' loop: four copies, two with KJIT_REDUCE_WARPS_UNROLL=2"; fi
 else
     grep -q 'libdevice\|CUDA' "$tmp/err" && ok || bad "kjit build examples/reduce.kern --target cuda --emit=llvm"
 fi

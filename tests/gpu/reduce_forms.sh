@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# tests/gpu/reduce_forms.sh [BUNDLE]: the cuda @reduce forms with the WARPS
-# form's loop over an output's last block unrolled as before (main:
-# KJIT_REDUCE_TAIL_UNROLL=0, cuda's four copies) and not unrolled (new: the
-# default, 1), side by side on the GPU machine (issue 25, item 1;
-# docs/performance.md, "what a @reduce call compiles"):
+# tests/gpu/reduce_forms.sh [BUNDLE]: the cuda @reduce forms in three
+# variants side by side on the GPU machine (issue 25, item 1;
+# docs/performance.md, "one kernel's compile"): main (the WARPS form's loop
+# over an output's last block unrolled four times, KJIT_REDUCE_TAIL_UNROLL=0),
+# new (that loop not unrolled: the default) and warps2 (new, and the full
+# blocks' loop unrolled twice instead of four times, KJIT_REDUCE_WARPS_UNROLL=2:
+# cheaper to compile, to be kept only if it runs as fast):
 #   1. the compile cost of a first call: bin/latency --first-call for
 #      examples/reduce.kern's dot and vsum (f32, f64), PTX, ptxas and the
 #      module load, KJIT_BENCH_CLOCK=thread, median of 5 new processes;
 #   2. the run time of the GPU benchmark's reduce rows (sum f32 1e8, dot f32
 #      1e8, the sums along axis 1 and 0 of 10000x10000; tests/bench/bench_gpu.cu,
-#      kjit's ms beside CUB's), the two variants alternately, 3 rounds each,
+#      kjit's ms beside CUB's), the variants alternately, 3 rounds each,
 #      each round in a new process with a fresh cache.
 # The switch is read when a form is made and is not part of the cache key:
 # each run has a cache folder of its own.  First (0.) the host's cpu table of
@@ -23,7 +25,17 @@ enter_bundle "$bundle"
 passed=0 failed=0
 pass() { echo "PASS: $*"; passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-variant_env() { [ "$1" = main ] && echo 0 || echo ""; }
+variants="main new warps2"
+# with_variant V COMMAND...: COMMAND under variant V's switches
+with_variant() {
+    local v=$1
+    shift
+    case $v in
+        main) KJIT_REDUCE_TAIL_UNROLL=0 "$@" ;;
+        warps2) KJIT_REDUCE_WARPS_UNROLL=2 "$@" ;;
+        *) "$@" ;;
+    esac
+}
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1
 
@@ -41,14 +53,14 @@ for features in "" -avx512f; do
 done
 
 echo "=== 1. first call on cuda (PTX, ptxas, load), ms of thread CPU time, median of 5"
-printf '| call | main (tail unrolled 4x) | new (tail not unrolled) |\n| --- | ---: | ---: |\n'
+printf '| call | main (tail unrolled 4x) | new (tail not unrolled) | warps2 (and full blocks 2x) |\n| --- | ---: | ---: | ---: |\n'
 ok=1
 for spec in cuda:dot:0 cuda:dot:1 cuda:vsum:0 cuda:vsum:1; do
     row="| $spec"
-    for v in main new; do
+    for v in $variants; do
         runs=""
         for r in 1 2 3 4 5; do
-            out=$(KJIT_REDUCE_TAIL_UNROLL=$(variant_env $v) KJIT_BENCH_CLOCK=thread \
+            out=$(with_variant $v env KJIT_BENCH_CLOCK=thread \
                   "$root/bin/latency" --first-call examples/reduce.kern "$spec" 2>&1) || { ok=0; echo "$out"; }
             runs="$runs $(echo "$out" | awk 'NR == 1 {print $1}')"
         done
@@ -58,13 +70,13 @@ for spec in cuda:dot:0 cuda:dot:1 cuda:vsum:0 cuda:vsum:1; do
 done
 [ "$ok" = 1 ] && pass "first calls, both variants" || fail "first calls, both variants"
 
-echo "=== 2. the GPU benchmark's reduce rows (kjit ms, CUB ms), 3 rounds a variant"
+echo "=== 2. the GPU benchmark's reduce rows (kjit ms, CUB ms), 3 rounds a variant, alternately"
 if nvcc -O3 -arch=sm_90 -std=c++17 -Itests/bench -o "$work/bench_gpu" tests/bench/bench_gpu.cu \
         -L"$root/bin" -lkjit -Xlinker -rpath="$root/bin" > "$work/nvcc.log" 2>&1; then
     ok=1
     for round in 1 2 3; do
-        for v in main new; do
-            KJIT_REDUCE_TAIL_UNROLL=$(variant_env $v) KJIT_CACHE_DIR=$work/cache-$v-$round \
+        for v in $variants; do
+            with_variant $v env KJIT_CACHE_DIR="$work/cache-$v-$round" \
                 "$work/bench_gpu" tests/bench > "$work/$v.$round.txt" 2>&1 || { ok=0; tail -5 "$work/$v.$round.txt"; }
         done
     done
@@ -72,24 +84,26 @@ if nvcc -O3 -arch=sm_90 -std=c++17 -Itests/bench -o "$work/bench_gpu" tests/benc
 import statistics, sys
 work = sys.argv[1]
 rows = ["sum_f32_1e8", "dot_f32_1e8", "sum_axis1_10000x10000", "sum_axis0_10000x10000"]
+variants = ("main", "new", "warps2")
 ms = {}
-for v in ("main", "new"):
+for v in variants:
     for r in (1, 2, 3):
         for line in open(f"{work}/{v}.{r}.txt"):
             p = line.split()
             if len(p) == 3 and p[0] in rows:
                 ms.setdefault((v, p[0]), []).append((float(p[1]), float(p[2])))
-print("| row | main kjit ms (3 rounds) | new kjit ms (3 rounds) | new / main (medians) | CUB ms |")
-print("| --- | --- | --- | ---: | ---: |")
+print("| row | " + " | ".join(f"{v} kjit ms (3 rounds)" for v in variants) +
+      " | new / main | warps2 / main | CUB ms |")
+print("| --- |" + " --- |" * len(variants) + " ---: | ---: | ---: |")
 for row in rows:
-    a, b = ms.get(("main", row), []), ms.get(("new", row), [])
-    if not a or not b:
-        print(f"| {row} | missing | missing | - | - |")
+    runs = {v: [x[0] for x in ms.get((v, row), [])] for v in variants}
+    if not all(runs.values()):
+        print(f"| {row} |" + " missing |" * len(variants) + " - | - | - |")
         continue
-    ka, kb = [x[0] for x in a], [x[0] for x in b]
-    cub = statistics.median([x[1] for x in a + b])
-    print(f"| {row} | {', '.join(f'{x:.4f}' for x in ka)} | {', '.join(f'{x:.4f}' for x in kb)} | "
-          f"{statistics.median(kb) / statistics.median(ka):.3f} | {cub:.4f} |")
+    med = {v: statistics.median(runs[v]) for v in variants}
+    cub = statistics.median([x[1] for v in variants for x in ms[(v, row)]])
+    print(f"| {row} | " + " | ".join(", ".join(f"{x:.4f}" for x in runs[v]) for v in variants) +
+          f" | {med['new'] / med['main']:.3f} | {med['warps2'] / med['main']:.3f} | {cub:.4f} |")
 PY
     [ "$ok" = 1 ] && pass "reduce rows, both variants" || fail "reduce rows, both variants"
 else
