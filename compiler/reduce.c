@@ -700,15 +700,16 @@ static int unroll_from_env(const char *name, int fallback)
 }
 
 /* The WARPS form's loop over the steps of an output's last block, shorter
- * than B (each element tested), is not unrolled (1): that block is one of an
- * output's count / B, so copies of its steps buy little time, and four of
- * them (cuda's default for a constant loop) were 40% of LLVM's code
- * generation for the f32 form with four lanes a thread: loop strength
- * reduction weighs every address of the unrolled body (issue 25,
- * docs/performance.md).  KJIT_REDUCE_TAIL_UNROLL=0 gives the four copies of
- * before.  The full blocks' loop keeps the target's four
- * (KJIT_REDUCE_WARPS_UNROLL=N asks for N): that loop is the form's run time. */
-#define TAIL_UNROLL 1
+ * than B (each element tested), keeps cuda's four copies (0, the target's
+ * default).  Not unrolled (1) it cost 40% less of LLVM's code generation for
+ * the f32 form with four lanes a thread (loop strength reduction weighs every
+ * address of the unrolled body; `dot` f32's first call on an H200's host 298
+ * to 229 ms), but the sum along axis 1 of 10000x10000 f32, whose last block is
+ * 8% of an output, ran 5.4% slower (0.1143 to 0.1204 ms; issue 25,
+ * docs/performance.md).  KJIT_REDUCE_TAIL_UNROLL=N asks for N copies and
+ * KJIT_REDUCE_WARPS_UNROLL=N for the full blocks' loop (default four): to
+ * measure variants on a GPU (tests/gpu/reduce_forms.sh). */
+#define TAIL_UNROLL 0
 
 /* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
  * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
