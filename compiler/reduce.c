@@ -44,6 +44,7 @@
 #include "kjit_compiler.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_INPUTS 32
@@ -686,6 +687,30 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
     l->body = last;
 }
 
+/* A loop's unrolling from the environment variable `name` (a count N, 0:
+ * the target's default, as request_unroll), or `fallback`: the cuda forms'
+ * switches, to measure variants on a GPU (tests/gpu/reduce_forms.sh).  They
+ * are not part of the cache key: use them with a fresh KJIT_CACHE_DIR. */
+static int unroll_from_env(const char *name, int fallback)
+{
+    const char *env = getenv(name);
+    if (env && *env >= '0' && *env <= '9')
+        return atoi(env);
+    return fallback;
+}
+
+/* The WARPS form's loop over the steps of an output's last block, shorter
+ * than B (each element tested), keeps cuda's four copies (0, the target's
+ * default).  Not unrolled (1) it cost 40% less of LLVM's code generation for
+ * the f32 form with four lanes a thread (loop strength reduction weighs every
+ * address of the unrolled body; `dot` f32's first call on an H200's host 298
+ * to 229 ms), but the sum along axis 1 of 10000x10000 f32, whose last block is
+ * 8% of an output, ran 5.4% slower (0.1143 to 0.1204 ms; issue 25,
+ * docs/performance.md).  KJIT_REDUCE_TAIL_UNROLL=N asks for N copies and
+ * KJIT_REDUCE_WARPS_UNROLL=N for the full blocks' loop (default four): to
+ * measure variants on a GPU (tests/gpu/reduce_forms.sh). */
+#define TAIL_UNROLL 0
+
 /* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
  * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
  * takes the elements j0 + v + i L of the block in order, as in the LANES
@@ -709,8 +734,8 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    if (l->v.form == KJ_REDUCE_FORM_COLUMNS)
-        ((KjIrStmt *)loop->items[loop->count - 1])->unroll = COLUMN_UNROLL;
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll =
+        l->v.form == KJ_REDUCE_FORM_COLUMNS ? COLUMN_UNROLL : unroll_from_env("KJIT_REDUCE_WARPS_UNROLL", 0);
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -731,6 +756,7 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     first_step_tested(l, start, count, j0, acc);
     loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = unroll_from_env("KJIT_REDUCE_TAIL_UNROLL", TAIL_UNROLL);
     step_tested(l, i, start, count, j0, acc);
     l->body = loop;
     l->body = outer_saved;

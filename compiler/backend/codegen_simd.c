@@ -786,9 +786,17 @@ static bool full_side_expr(KjIrWalk *w, const KjIrExpr *e)
     return e->op != KJ_IR_CALL && ++f->nodes <= 96;
 }
 
+/* At most this many copies for full masks in one chunk of a region: a
+ * stencil's one guarded side is the region's work, where a long straight
+ * line of guarded stores (a register-blocked tile's write-back: 16 of them
+ * after a loop over the whole depth) runs once a block, and each copy costs
+ * LLVM's passes as much as the masked side (issue 25: a fifth of matmul's
+ * shape on AVX-512, a third on AVX2). */
+#define SIMD_FULL_COPIES 4
+
 static bool worth_full_copy(Simd *s, const KjIrStmt *side)
 {
-    if (s->checks || s->loop_depth != 0 || s->lanes > 64)
+    if (s->checks || s->loop_depth != 0 || s->lanes > 64 || s->full_copies >= SIMD_FULL_COPIES)
         return false;
     FullSide f = {0};
     KjIrWalk w = {.stmt = full_side_stmt, .expr = full_side_expr, .data = &f};
@@ -816,6 +824,7 @@ static void gen_if_full_or_masked(Simd *s, KjIrStmt *st, LLVMValueRef before, LL
     LLVMValueRef all = kj_codegen_call_intrinsic(g, "llvm.vector.reduce.and", &s->mask_type, 1, &then_mask, 1);
     LLVMBuildCondBr(s->b, all, full, part);
     LLVMPositionBuilderAtEnd(s->b, full);
+    s->full_copies++;
     gen_side(s, st->then_stmt, LLVMConstAllOnes(s->mask_type), done);
     LLVMPositionBuilderAtEnd(s->b, part);
     gen_side(s, st->then_stmt, then_mask, done);

@@ -58,6 +58,8 @@ typedef struct Simd {
     int skip_depth;
     SimdLoop loops[SIMD_MAX_DEPTH];
     int loop_depth;
+    int full_copies; /* if sides copied for full masks (gen_if_full_or_masked): in this
+                        chunk of a region (emit_chunk resets it), else in the function */
     LLVMValueRef lane_base;  /* kernel: threadIdx.x of lane 0 (i32) */
     uint64_t varying_params; /* callee: its parameters that are vectors */
     /* The plain region being emitted (an outermost varying loop, or a side

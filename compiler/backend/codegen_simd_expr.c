@@ -895,6 +895,20 @@ static LLVMValueRef unit_stride_or_not(Simd *s, const ArrayVal *a, KjIrExpr **in
 static LLVMValueRef access(Simd *s, const ArrayVal *a, KjIrExpr **indices, int count, bool flat,
                           LLVMValueRef value, AccessFn fn, bool private_memory)
 {
+    /* A block-private array is a shared() or local() allocation (a variable
+     * only ever assigned one), laid out in C order with a last stride of 1
+     * where the target allocates it itself (cuda's launch-sized local()
+     * may interleave threads): that stride as a constant, so that no test
+     * of it and no gather side are built, which -O3 would fold away only
+     * after its slowest passes had worked through them (issue 25: the
+     * carried variables' per-thread arrays doubled matmul's shape). */
+    ArrayVal unit_a;
+    if (private_memory && !flat && count > 0 && !s->g->target->launch_local &&
+        !LLVMIsAConstantInt(a->strides[count - 1])) {
+        unit_a = *a;
+        unit_a.strides[count - 1] = const_i64(s->g, 1);
+        a = &unit_a;
+    }
     bool contiguous = kj_uniform_access(s->u, indices, count) == KJ_ACCESS_CONTIGUOUS;
     if (!contiguous && !flat && !LLVMIsAConstantInt(a->strides[count - 1]))
         return unit_stride_or_not(s, a, indices, count, value, fn, private_memory);

@@ -78,6 +78,7 @@ static LLVMValueRef emit_chunk(Simd *s, KjIrStmt *threads, LLVMValueRef base, LL
     s->exit_bb = new_block(g, "chunk.done");
     s->skip_depth = 0;
     s->loop_depth = 0;
+    s->full_copies = 0;
     s->plain_loop = NULL;
     s->plain = false;
     kj_simd_push_skip(s, s->exit_bb);

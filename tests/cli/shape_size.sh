@@ -1,0 +1,53 @@
+#!/bin/sh
+# shape_size.sh: the IR that one kernel hands to LLVM stays as small as the
+# code it becomes (issue 25, item 1; docs/performance.md, "one kernel's
+# compile"; run by `make test-cli`):
+# - the SIMD lowering builds no stride test and no gather or scatter side for
+#   block-private arrays (shared(), local(), the split form's per-thread
+#   arrays): in tests/bench/matmul.kern's 16x16 shape only the accesses to its
+#   three parameters a, b and c have one (56; 256 when every access had one);
+# - at most SIMD_FULL_COPIES (4) if sides a chunk are copied for full masks:
+#   the tile's write-back of 16 guarded stores gives 8 (two chunks), not 32;
+# - on cuda the WARPS form's loops keep cuda's four copies by default (the
+#   last block's not unrolled ran the sum along axis 1 5% slower);
+#   KJIT_REDUCE_TAIL_UNROLL=1 leaves the last block's loop as it is and
+#   KJIT_REDUCE_WARPS_UNROLL=2 makes the full blocks' two copies, the
+#   variants tests/gpu/reduce_forms.sh measures.
+#
+#   tests/cli/shape_size.sh build/kjit
+. "$(dirname "$0")/lib.sh"
+mm=tests/bench/matmul.kern
+export KJIT_CACHE=off
+
+for features in "" -avx512f; do
+    if KJIT_CPU_FEATURES=$features "$kjit" build "$mm" --block 16,16 --emit=llvm -O0 -o "$tmp/mm.ll" \
+            >"$tmp/out" 2>"$tmp/err"; then
+        general=$(grep -c '^access\.general' "$tmp/mm.ll")
+        full=$(grep -c '^vif\.full' "$tmp/mm.ll")
+        if [ "$general" -le 64 ]; then ok
+        else bad "matmul's shape ($features): $general accesses with a stride test, expected at most 64"; fi
+        if [ "$full" -le 8 ]; then ok
+        else bad "matmul's shape ($features): $full if sides copied for full masks, expected at most 8"; fi
+    else
+        bad "kjit build $mm --block 16,16 --emit=llvm -O0 ($features)"
+    fi
+done
+
+# dot's WARPS forms (count 4: their loops; count 2: the COLUMNS forms')
+if "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 -o "$tmp/dot.ll" \
+        >"$tmp/out" 2>"$tmp/err"; then
+    if ! grep -q 'llvm.loop.unroll.count", i32 1}' "$tmp/dot.ll" &&
+        grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot.ll"; then ok
+    else bad "the WARPS form's loops: cuda's four copies by default"; fi
+    KJIT_REDUCE_TAIL_UNROLL=1 "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 \
+        -o "$tmp/dot1.ll" >"$tmp/out" 2>"$tmp/err"
+    if grep -q 'llvm.loop.unroll.count", i32 1}' "$tmp/dot1.ll"; then ok
+    else bad "KJIT_REDUCE_TAIL_UNROLL=1: the last block's loop not unrolled"; fi
+    KJIT_REDUCE_WARPS_UNROLL=2 KJIT_REDUCE_TAIL_UNROLL=2 "$kjit" build examples/reduce.kern --target cuda \
+        --function dot --emit=llvm -O0 -o "$tmp/dot2.ll" >"$tmp/out" 2>"$tmp/err"
+    if ! grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot2.ll"; then ok
+    else bad "KJIT_REDUCE_WARPS_UNROLL=2: the full blocks' loop in two copies"; fi
+else
+    grep -q 'libdevice\|CUDA' "$tmp/err" && ok || bad "kjit build examples/reduce.kern --target cuda --emit=llvm"
+fi
+finish
