@@ -162,7 +162,11 @@ def test_device_arrays_read_in_c(rng):
     a = rng.random(10).astype(np.float32)
     d = kjit.to_device(a, target="cpu")
     assert isinstance(d, _core._fast.DeviceBase)
-    assert d._addr == ctypes.addressof(d._struct) and d._gpu is False
+    # the kjit_array lives in the object (DeviceBase._keep): its first field
+    # is the data pointer, at the address the call reads
+    assert d._addr and d._gpu is False
+    assert ctypes.c_uint64.from_address(d._addr).value == d.ptr != 0
+    assert id(d) < d._addr < id(d) + type(d).__basicsize__
     np.testing.assert_array_equal(add(d, d).copy_to_host(), a + a)
     fake_gpu = kjit.DeviceArray(kjit.context("cpu"), a.ctypes.data, a.shape, a.dtype, gpu=True,
                                 owner=a)
