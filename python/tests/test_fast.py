@@ -166,7 +166,10 @@ def test_device_arrays_read_in_c(rng):
     # is the data pointer, at the address the call reads
     assert d._addr and d._gpu is False
     assert ctypes.c_uint64.from_address(d._addr).value == d.ptr != 0
-    assert id(d) < d._addr < id(d) + type(d).__basicsize__
+    # an array from the context's pool keeps its kjit_array in the object
+    e = kjit.context("cpu").device_array(10, np.float32)
+    assert id(e) < e._addr < id(e) + type(e).__basicsize__
+    assert ctypes.c_uint64.from_address(e._addr).value == e.ptr != 0
     np.testing.assert_array_equal(add(d, d).copy_to_host(), a + a)
     fake_gpu = kjit.DeviceArray(kjit.context("cpu"), a.ctypes.data, a.shape, a.dtype, gpu=True,
                                 owner=a)
