@@ -421,14 +421,19 @@ class DeviceArray(_DeviceBase):
         self.shape, self.dtype, self._code, self.strides, struct, _ = layout
         self._gpu = bool(context.is_cuda)
         self._owner = owner
-        self._struct = s = _lib.Array.from_buffer_copy(struct)
-        s.data = ptr
-        self._addr = addr = ctypes.addressof(s)
+        if _DeviceBase is object:
+            self._struct = s = _lib.Array.from_buffer_copy(struct)
+            s.data = ptr
+            self._addr = addr = ctypes.addressof(s)
+        else:  # the kjit_array inside the object (_fast.c's DeviceBase)
+            self._keep(struct, ptr)
+            addr = self._addr
         self._arg = ARG_ARRAY_STRUCT.pack(ARG_ARRAY, self._code, addr) + _ARG_PAD
         self._info = (self._code, self.shape, _alloc_like_kjit, self._gpu)
         return self
 
-    ptr = property(lambda self: self._struct.data or 0, doc="the address of element 0")
+    if _DeviceBase is object:
+        ptr = property(lambda self: self._struct.data or 0, doc="the address of element 0")
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))
     nbytes = property(lambda self: self.size * self.dtype.itemsize)

@@ -114,7 +114,11 @@ class Context:
         self.target = _lib.TARGET_NAMES[lib.kjit_context_target(self.handle)]
         self.is_cuda = self.target == "cuda"
         self.device_ordinal = (device if device >= 0 else 0) if self.is_cuda else 0
-        self._pool = {}          # bytes -> [pointers] of freed device arrays
+        # freed device arrays' memory by size: in C with the compiled path
+        # (_fast.Pool: its blocks give the memory back as they are freed, no
+        # __del__ and no lock), else bytes -> [pointers] here
+        self._cpool = _fast.Pool(self._free, self.POOL_LIMIT) if _fast is not None else None
+        self._pool = {}
         self._pool_bytes = 0
         self._pool_lock = threading.Lock()
         self._layouts = {}       # (shape, dtype) -> DeviceArray._layout
@@ -173,6 +177,12 @@ class Context:
         except (KeyError, TypeError):
             layout = self._layout(shape, dtype)
         size = layout[5]
+        cpool = self._cpool
+        if cpool is not None:
+            ptr = cpool.take(size)
+            if ptr is None:
+                ptr = self._allocate(size)
+            return DeviceArray._from_layout(self, ptr, layout, cpool.block(ptr, size))
         with self._pool_lock:
             free = self._pool.get(size)
             ptr = free.pop() if free else None
@@ -199,7 +209,7 @@ class Context:
         block = _lib.Array()
         extent = (ctypes.c_int64 * 1)(max(size, 1))
         status = lib.kjit_device_alloc(self.handle, _lib.U8, 1, extent, ctypes.byref(block))
-        if status == _lib.ERROR_OUT_OF_MEMORY and self._pool_bytes:
+        if status == _lib.ERROR_OUT_OF_MEMORY and self._pool_held():
             self.empty_pool()
             status = lib.kjit_device_alloc(self.handle, _lib.U8, 1, extent, ctypes.byref(block))
         self.check(status)
@@ -219,12 +229,18 @@ class Context:
         block.memory = _lib.MEMORY_DEVICE
         lib.kjit_device_free(self.handle, ctypes.byref(block))
 
+    def _pool_held(self):
+        """The bytes of device memory that freed arrays left for reuse."""
+        return self._cpool.bytes if self._cpool is not None else self._pool_bytes
+
     def empty_pool(self):
         """Frees the device memory that freed arrays left for reuse."""
         with self._pool_lock:
             blocks = [p for ptrs in self._pool.values() for p in ptrs]
             self._pool.clear()
             self._pool_bytes = 0
+        if self._cpool is not None:
+            blocks += self._cpool.drain()
         for ptr in blocks:
             self._free(ptr)
 

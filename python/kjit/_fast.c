@@ -157,6 +157,7 @@ typedef struct {
     PyObject_HEAD
     unsigned long long addr; /* the kjit_array's address (`_addr`); 0 until set */
     char gpu;                /* GPU memory (`_gpu`) */
+    kjit_array array;        /* the kjit_array itself, where `_keep` put it */
 } DeviceBase;
 
 static PyMemberDef device_base_members[] = {
@@ -165,6 +166,50 @@ static PyMemberDef device_base_members[] = {
     {"_gpu", T_BOOL, offsetof(DeviceBase, gpu), 0, "True when the memory is a GPU's"},
     {NULL, 0, 0, 0, NULL}};
 
+/* _keep(struct, ptr): the kjit_array's bytes (without the pointer) kept in
+ * the object itself, `ptr` its data, `_addr` its address: what a ctypes
+ * struct did, without building and freeing one a third of a microsecond
+ * each (a result array of every call without out=). */
+static PyObject *device_base_keep(PyObject *op, PyObject *args)
+{
+    DeviceBase *self = (DeviceBase *)op;
+    Py_buffer bytes;
+    unsigned long long ptr;
+    if (!PyArg_ParseTuple(args, "y*K:_keep", &bytes, &ptr))
+        return NULL;
+    if (bytes.len != (Py_ssize_t)sizeof(kjit_array)) {
+        PyErr_Format(PyExc_ValueError, "_keep: %zd bytes for a kjit_array of %zu", bytes.len,
+                     sizeof(kjit_array));
+        PyBuffer_Release(&bytes);
+        return NULL;
+    }
+    memcpy(&self->array, bytes.buf, sizeof(kjit_array));
+    PyBuffer_Release(&bytes);
+    self->array.data = (void *)(uintptr_t)ptr;
+    self->addr = (unsigned long long)(uintptr_t)&self->array;
+    Py_RETURN_NONE;
+}
+
+/* `ptr`: the data address of the kjit_array at `_addr` (0 while unset). */
+static PyObject *device_base_ptr(PyObject *op, void *closure)
+{
+    (void)closure;
+    const DeviceBase *self = (const DeviceBase *)op;
+    if (!self->addr)
+        return PyLong_FromLong(0);
+    return PyLong_FromUnsignedLongLong(
+        (unsigned long long)(uintptr_t)((const kjit_array *)(uintptr_t)self->addr)->data);
+}
+
+static PyMethodDef device_base_methods[] = {
+    {"_keep", device_base_keep, METH_VARARGS,
+     "_keep(struct, ptr): keep the kjit_array in the object, its data at ptr"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef device_base_getset[] = {
+    {"ptr", device_base_ptr, NULL, "the address of element 0", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
 static PyTypeObject DeviceBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kjit._fast.DeviceBase",
@@ -172,6 +217,8 @@ static PyTypeObject DeviceBaseType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The fields of a kjit DeviceArray that calls read in C (a base of DeviceArray).",
     .tp_members = device_base_members,
+    .tp_methods = device_base_methods,
+    .tp_getset = device_base_getset,
     .tp_new = PyType_GenericNew,
 };
 
@@ -1317,6 +1364,228 @@ static PyObject *setup(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ================================================== the device memory pool */
+
+/*
+ * Freed device arrays' memory, by size, for the next array of that size (a
+ * 1,000-element call must not pay cuMemAlloc, and cuMemFree waits for the
+ * whole device).  A Context keeps one (`_fast.Pool(free, limit)`, free being
+ * its `_free(ptr)`); `pool.block(ptr, size)` is the owner a DeviceArray keeps,
+ * whose deallocation gives the memory back here in C: no Python `__del__`,
+ * no lock (every method runs under the GIL and calls nothing that releases
+ * it, except `free` past the limit).  `take(size)` is a freed block's pointer
+ * or None; `drain()` empties the pool and returns its pointers for the caller
+ * to free (Context.empty_pool, and the out-of-memory retry).
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *free;   /* callable(ptr): frees a block past the limit */
+    PyObject *lists;  /* dict: size (int) -> list of pointers (ints) */
+    Py_ssize_t bytes; /* held in the lists */
+    Py_ssize_t limit;
+} Pool;
+
+typedef struct {
+    PyObject_HEAD
+    Pool *pool;
+    unsigned long long ptr;
+    Py_ssize_t size;
+    PyObject *weakrefs;
+} PoolBlock;
+
+static PyTypeObject PoolType, PoolBlockType;
+
+static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *free;
+    Py_ssize_t limit;
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "Pool(free, limit) takes no keywords");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "On:Pool", &free, &limit))
+        return NULL;
+    Pool *self = (Pool *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->lists = PyDict_New();
+    if (!self->lists) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    Py_INCREF(free);
+    self->free = free;
+    self->limit = limit;
+    return (PyObject *)self;
+}
+
+static int pool_traverse(Pool *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->free);
+    Py_VISIT(self->lists);
+    return 0;
+}
+
+static int pool_clear(Pool *self)
+{
+    Py_CLEAR(self->free);
+    Py_CLEAR(self->lists);
+    return 0;
+}
+
+static void pool_dealloc(Pool *self)
+{
+    /* what is left in the lists stays allocated: a Context lives as long as
+     * the process (kjit.context caches it), and its Context frees the
+     * device memory with it */
+    PyObject_GC_UnTrack(self);
+    pool_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *pool_take(Pool *self, PyObject *size)
+{
+    PyObject *list = self->lists ? PyDict_GetItemWithError(self->lists, size) : NULL;
+    if (!list) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    if (n == 0)
+        Py_RETURN_NONE;
+    PyObject *ptr = PyList_GET_ITEM(list, n - 1);
+    Py_INCREF(ptr);
+    if (PyList_SetSlice(list, n - 1, n, NULL) < 0) {
+        Py_DECREF(ptr);
+        return NULL;
+    }
+    self->bytes -= PyLong_AsSsize_t(size);
+    return ptr;
+}
+
+static PyObject *pool_block(Pool *self, PyObject *args)
+{
+    unsigned long long ptr;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "Kn:block", &ptr, &size))
+        return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "block: a negative size");
+        return NULL;
+    }
+    PoolBlock *block = PyObject_New(PoolBlock, &PoolBlockType);
+    if (!block)
+        return NULL;
+    Py_INCREF(self);
+    block->pool = self;
+    block->ptr = ptr;
+    block->size = size;
+    block->weakrefs = NULL;
+    return (PyObject *)block;
+}
+
+static PyObject *pool_drain(Pool *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *all = PyList_New(0);
+    if (!all || !self->lists)
+        return all;
+    PyObject *size, *list;
+    Py_ssize_t at = 0;
+    while (PyDict_Next(self->lists, &at, &size, &list)) {
+        Py_ssize_t n = PyList_GET_SIZE(list);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (PyList_Append(all, PyList_GET_ITEM(list, i)) < 0) {
+                Py_DECREF(all);
+                return NULL;
+            }
+    }
+    PyDict_Clear(self->lists);
+    self->bytes = 0;
+    return all;
+}
+
+/* The block's memory back into its pool (or freed past the limit); an
+ * exception on the way is reported as unraisable, as a __del__'s is. */
+static void pool_block_dealloc(PoolBlock *self)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (self->weakrefs)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    Pool *pool = self->pool;
+    int kept = 0;
+    if (pool->lists && pool->bytes + self->size <= pool->limit) {
+        PyObject *size = PyLong_FromSsize_t(self->size), *ptr = PyLong_FromUnsignedLongLong(self->ptr);
+        PyObject *list = size ? PyDict_GetItemWithError(pool->lists, size) : NULL;
+        if (size && ptr && !list && !PyErr_Occurred()) {
+            list = PyList_New(0);
+            if (list && PyDict_SetItem(pool->lists, size, list) < 0)
+                Py_CLEAR(list);
+            Py_XDECREF(list); /* the dict holds it */
+        }
+        if (list && ptr && PyList_Append(list, ptr) == 0) {
+            pool->bytes += self->size;
+            kept = 1;
+        }
+        Py_XDECREF(size);
+        Py_XDECREF(ptr);
+    }
+    if (!kept && !PyErr_Occurred() && pool->free) {
+        PyObject *r = PyObject_CallFunction(pool->free, "K", self->ptr);
+        Py_XDECREF(r);
+    }
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable((PyObject *)pool);
+    Py_DECREF(pool);
+    PyObject_Free(self);
+    PyErr_Restore(type, value, traceback);
+}
+
+static PyMemberDef pool_members[] = {
+    {"bytes", T_PYSSIZET, offsetof(Pool, bytes), READONLY, "bytes held for reuse"},
+    {"limit", T_PYSSIZET, offsetof(Pool, limit), 0, "the most bytes held for reuse"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyMethodDef pool_methods[] = {
+    {"take", (PyCFunction)pool_take, METH_O, "take(size): a freed block's pointer, or None"},
+    {"block", (PyCFunction)pool_block, METH_VARARGS,
+     "block(ptr, size): the owner that gives the memory back when freed"},
+    {"drain", (PyCFunction)pool_drain, METH_NOARGS,
+     "drain(): every pointer held, the pool emptied (the caller frees them)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject PoolType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kjit._fast.Pool",
+    .tp_basicsize = sizeof(Pool),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "freed device memory by size, for reuse",
+    .tp_new = pool_new,
+    .tp_dealloc = (destructor)pool_dealloc,
+    .tp_traverse = (traverseproc)pool_traverse,
+    .tp_clear = (inquiry)pool_clear,
+    .tp_methods = pool_methods,
+    .tp_members = pool_members,
+};
+
+static PyMemberDef pool_block_members[] = {
+    {"ptr", T_ULONGLONG, offsetof(PoolBlock, ptr), READONLY, "the block's address"},
+    {"size", T_PYSSIZET, offsetof(PoolBlock, size), READONLY, "its bytes"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject PoolBlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kjit._fast.PoolBlock",
+    .tp_basicsize = sizeof(PoolBlock),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a pool's block, given back when freed",
+    .tp_dealloc = (destructor)pool_block_dealloc,
+    .tp_weaklistoffset = offsetof(PoolBlock, weakrefs),
+    .tp_members = pool_block_members,
+};
+
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray[, "
@@ -1342,7 +1611,8 @@ PyMODINIT_FUNC PyInit__fast(void)
     import_array();
     import_umath();
     if (PyType_Ready(&VectorizedType) < 0 || PyType_Ready(&LaunchType) < 0 ||
-        PyType_Ready(&DeviceBaseType) < 0)
+        PyType_Ready(&DeviceBaseType) < 0 || PyType_Ready(&PoolType) < 0 ||
+        PyType_Ready(&PoolBlockType) < 0)
         return NULL;
     str_call_slow = PyUnicode_InternFromString("_call_slow");
     str_out = PyUnicode_InternFromString("out");
@@ -1364,7 +1634,8 @@ PyMODINIT_FUNC PyInit__fast(void)
     Py_INCREF(&DeviceBaseType);
     if (PyModule_AddObject(m, "Vectorized", (PyObject *)&VectorizedType) < 0 ||
         PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0 ||
-        PyModule_AddObject(m, "DeviceBase", (PyObject *)&DeviceBaseType) < 0) {
+        PyModule_AddObject(m, "DeviceBase", (PyObject *)&DeviceBaseType) < 0 ||
+        PyModule_AddObject(m, "Pool", (PyObject *)&PoolType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

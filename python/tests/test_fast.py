@@ -162,7 +162,14 @@ def test_device_arrays_read_in_c(rng):
     a = rng.random(10).astype(np.float32)
     d = kjit.to_device(a, target="cpu")
     assert isinstance(d, _core._fast.DeviceBase)
-    assert d._addr == ctypes.addressof(d._struct) and d._gpu is False
+    # the kjit_array lives in the object (DeviceBase._keep): its first field
+    # is the data pointer, at the address the call reads
+    assert d._addr and d._gpu is False
+    assert ctypes.c_uint64.from_address(d._addr).value == d.ptr != 0
+    # an array from the context's pool keeps its kjit_array in the object
+    e = kjit.context("cpu").device_array(10, np.float32)
+    assert id(e) < e._addr < id(e) + type(e).__basicsize__
+    assert ctypes.c_uint64.from_address(e._addr).value == e.ptr != 0
     np.testing.assert_array_equal(add(d, d).copy_to_host(), a + a)
     fake_gpu = kjit.DeviceArray(kjit.context("cpu"), a.ctypes.data, a.shape, a.dtype, gpu=True,
                                 owner=a)
@@ -412,5 +419,109 @@ def test_cuda_calls_on_the_fake_driver(tmp_path):
     env.pop("KJIT_PURE_PYTHON", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     done = subprocess.run([sys.executable, "-c", FAKE_CUDA_SCRIPT, os.path.abspath(fake), source],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+POOL_SCRIPT = r"""
+import ctypes, gc, sys
+import numpy as np
+import kjit
+fake = ctypes.CDLL(sys.argv[1])
+fake.kjit_fake_cuda_count.restype = ctypes.c_long
+fake.kjit_fake_cuda_count.argtypes = [ctypes.c_char_p]
+count = lambda name: fake.kjit_fake_cuda_count(name.encode())
+assert kjit.cuda_available(), kjit.cuda_reason()
+ctx = kjit.context("cuda")
+assert (ctx._cpool is not None) == (sys.argv[2] == "compiled"), ctx._cpool
+sizes = [1000, 7, 1000, 65536, 3, 1000, 7, 250000, 65536, 1]
+fake.kjit_fake_cuda_reset()
+first = [ctx.device_array(n, np.float32) for n in sizes]
+ptrs = sorted(d.ptr for d in first)
+assert count("cuMemAlloc_v2") == len(sizes)
+held = ctx._pool_held()
+del first
+gc.collect()
+assert ctx._pool_held() > held, "freed arrays went back to the pool"
+# the same sizes again, in another order: every block reused, no allocation
+again = [ctx.device_array(n, np.float32) for n in reversed(sizes)]
+assert sorted(d.ptr for d in again) == ptrs, "the freed blocks were reused"
+assert count("cuMemAlloc_v2") == len(sizes) and count("cuMemFree_v2") == 0
+# a block is reused only for its own size class
+for d, n in zip(again, reversed(sizes)):
+    assert d.shape == (n,)
+del again, d
+gc.collect()
+# a result array without out= comes from the pool too
+m = kjit.compile(sys.argv[3], target="cuda")
+a = kjit.to_device(np.arange(1000, dtype=np.float32), target="cuda")
+allocs = count("cuMemAlloc_v2")
+for _ in range(100):
+    r = m.add(a, a)
+assert count("cuMemAlloc_v2") == allocs, "the results came from the pool"
+del r, a
+gc.collect()
+# empty_pool frees every held block: nothing leaks
+ctx.empty_pool()
+assert ctx._pool_held() == 0
+assert count("cuMemFree_v2") == count("cuMemAlloc_v2"), (count("cuMemFree_v2"),
+                                                          count("cuMemAlloc_v2"))
+# past the limit a freed block is freed at once, not held
+limit = ctx.POOL_LIMIT
+if ctx._cpool is not None:
+    ctx._cpool.limit = 0
+else:
+    ctx.POOL_LIMIT = 0
+frees = count("cuMemFree_v2")
+d = ctx.device_array(1000, np.float32)
+del d
+gc.collect()
+assert count("cuMemFree_v2") == frees + 1 and ctx._pool_held() == 0
+if ctx._cpool is not None:
+    ctx._cpool.limit = limit
+else:
+    ctx.POOL_LIMIT = limit
+# out of memory: the pool is emptied and the allocation tried again, then
+# the error says so; nothing is held after
+keep = ctx.device_array(4096, np.float32)
+del keep
+gc.collect()
+assert ctx._pool_held() > 0
+try:
+    ctx.device_array(1 << 60, np.uint8)
+except kjit.KjitError as error:
+    assert "memory" in str(error).lower(), error
+else:
+    raise AssertionError("2**60 bytes allocated")
+assert ctx._pool_held() == 0
+# (the fake driver counts the two refused tries: the first and the retry)
+assert count("cuMemFree_v2") == count("cuMemAlloc_v2") - 2, (count("cuMemFree_v2"),
+                                                              count("cuMemAlloc_v2"))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("path", ["compiled", "pure"])
+def test_device_pool_on_the_fake_driver(tmp_path, path):
+    # Freed device arrays of mixed sizes go back to the context's pool and
+    # are reused by size; empty_pool, the limit and the out-of-memory retry
+    # free them, so every cuMemAlloc has its cuMemFree (the fake driver
+    # counts them).  The compiled path keeps the pool in C (_fast.Pool).
+    import subprocess
+    import sys
+    if path == "compiled" and kjit.hot_path != "compiled":
+        pytest.skip("skipped: the compiled path is not built")
+    fake = os.environ.get("KJIT_TEST_FAKE_CUDA") or os.path.join(
+        os.path.dirname(kjit.library_path), "libkjit-fakecuda.so")
+    if not os.path.exists(fake):
+        pytest.skip(f"skipped: no fake CUDA driver at {fake} (make build/libkjit-fakecuda.so)")
+    with open(example("add.kern")) as f:
+        source = f.read()
+    env = dict(os.environ, KJIT_CUDA_DRIVER=os.path.abspath(fake))
+    env.pop("KJIT_PURE_PYTHON", None)
+    if path == "pure":
+        env["KJIT_PURE_PYTHON"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    done = subprocess.run([sys.executable, "-c", POOL_SCRIPT, os.path.abspath(fake), path, source],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

@@ -47,6 +47,8 @@ except ImportError:
 
 RUNS, CALLS, N = 7, 2000, 1000
 GOAL_CUDA_US = 4.0  # issue 26: a call on cuda with kjit device arrays and out=
+GOAL_NEW_RATIO = 1.25  # issue 26 item 2: the call without out= near the out= one
+GOAL_LAUNCH_RATIO = 2.0  # issue 26: the launch within 2x of the C API's
 measured = {}       # what the summary row compares
 
 
@@ -141,6 +143,8 @@ def bench_host():
             "(make build/latency)")
         ratio = ratio_d = ""
     row("kjit", "launch, empty kernel, a NumPy array", k_launch, f"cpu, {path}{ratio}")
+    if c_launch:
+        measured["launch ratio"] = k_launch / c_launch
     row("kjit", "launch, empty kernel, a kjit array", k_launch_d, f"cpu, {path}{ratio_d}")
 
 
@@ -167,8 +171,10 @@ def bench_kjit():
     else:
         goal = ""
     row("kjit", "add, device arrays, out=", k_out, note + goal)
-    row("kjit", "add, device arrays", per_call_us(lambda: add(da, db), sync),
-        note + ", output from kjit's pool")
+    k_new = per_call_us(lambda: add(da, db), sync)
+    if target == "cuda" and not FAKE_DRIVER:
+        measured["kjit new"] = k_new
+    row("kjit", "add, device arrays", k_new, note + ", output from kjit's pool")
     stream = kjit.Stream(kjit.context(target))
     row("kjit", "add, device arrays, out=, stream=", per_call_us(
         lambda: add(da, db, out=out, stream=stream), stream.synchronize), note + ", a kjit.Stream")
@@ -252,9 +258,21 @@ def bench_numba():
 def summary():
     """The goal row: kjit's cuda call on device arrays with out= beside CuPy's
     cp.add with out=, when both ran in this process."""
+    ratio = measured.get("launch ratio")
+    if ratio is not None:
+        verdict = "met" if ratio <= GOAL_LAUNCH_RATIO else "MISSED"
+        row("goal", "launch from Python against the C API's", None,
+            f"{ratio:.2f}x (cpu, empty kernel, a NumPy array): within "
+            f"{GOAL_LAUNCH_RATIO:g}x: {verdict}")
     k, c = measured.get("kjit"), measured.get("cupy")
     if k is None:
         return
+    new = measured.get("kjit new")
+    if new is not None:
+        verdict = "met" if new <= GOAL_NEW_RATIO * k else "MISSED"
+        row("goal", "kjit add, cuda, kjit device arrays, no out=", new,
+            f"{new / k:.2f}x the out= call (goal: near it, within {GOAL_NEW_RATIO:g}x): "
+            f"{verdict}")
     verdict = "met" if k < GOAL_CUDA_US else f"MISSED by {k - GOAL_CUDA_US:.2f} us"
     against = f"; {k / c:.2f}x CuPy's cp.add out= ({c:.2f} us)" if c else ""
     row("goal", "kjit add, cuda, kjit device arrays, out=", k,

@@ -15,12 +15,20 @@
 #     kjit's own host work on this machine's CPU and the driver calls each
 #     call makes (one cuLaunchKernel, one cuCtxGetCurrent, no
 #     cuCtxSetCurrent);
+#   - tests/gpu/launch_forms.c (built here with cc, libcuda dlopened): the
+#     driver's own cost of cuLaunchKernel with kernelParams against one
+#     `extra` buffer, and of cuMemAlloc/cuMemFree against the stream-ordered
+#     cuMemAllocAsync/cuMemFreeAsync (issue 26 items 1 and 2);
+#   - tests/gpu/launch_diag.py: the empty launch from Python against the C
+#     API's under the pool's threads=1 and pinned to one CPU, beside the
+#     interpreter's floor (issue 26 item 3: what scales on this host);
 #   - tests/bench/bench_python.py: the host rows (cpu: add beside np.add, the
 #     empty launch beside the C API's), the bare cuLaunchKernel and the C
 #     API's kjit_call (bin/latency), kjit's add from Python on kjit device
 #     arrays and CuPy arrays (with out=, without, with out= and stream=),
 #     CuPy's cp.add and Numba's @vectorize (with $KJIT_NUMBA_WHEELS when set,
-#     as run.sh), and the goal row;
+#     as run.sh), and the goal rows (under 4 us with out=; without out=
+#     within 1.25x of it; the launch within 2x of the C API's);
 # then the Python tests of the compiled path (ufuncs, gufuncs, interop) when
 # pytest is there.  Goal (issue 26): kjit's add on device arrays under 4 us a
 # call (CuPy 11 us, Numba 88-124 us on the H100/H200 machine).  Ends with "N
@@ -67,6 +75,23 @@ grep -q '^| kjit | add, device arrays, out= | [0-9]' "$work/bench.log" \
     && pass "kjit's add on device arrays measured" || fail "kjit's add on device arrays measured"
 us=$(sed -n 's/^| kjit | add, device arrays, out= | \([0-9.]*\) us.*/\1/p' "$work/bench.log")
 [ -n "$us" ] && echo "kjit add, device arrays, out=: $us us a call (goal: under 4 us)"
+
+echo "=== the driver's own cost of the call's forms (tests/gpu/launch_forms.c, no kjit)"
+# kernelParams against one CU_LAUNCH_PARAM_BUFFER_POINTER block; cuMemAlloc
+# against the stream-ordered pool (cuMemAllocAsync) for a result array
+if cc -O2 -o "$work/launch-forms" "$root/tests/gpu/launch_forms.c" -ldl > "$work/lf-cc.log" 2>&1; then
+    "$work/launch-forms" > "$work/launch-forms.log" 2>&1 \
+        && pass "launch-forms on the real driver" || fail "launch-forms on the real driver"
+    cat "$work/launch-forms.log"
+else
+    cat "$work/lf-cc.log"
+    fail "launch-forms built with cc"
+fi
+
+echo "=== the empty launch from Python against the C API's: what scales here (tests/gpu/launch_diag.py)"
+python3 "$root/tests/gpu/launch_diag.py" > "$work/launch-diag.log" 2>&1 \
+    && pass "launch diag" || fail "launch diag"
+cat "$work/launch-diag.log"
 
 echo "=== the compiled path's Python tests (ufuncs, gufuncs, interop, the fast path)"
 pytest_path=
