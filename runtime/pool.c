@@ -40,6 +40,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,9 +49,27 @@
 
 #include "kjit_runtime.h"
 
+/* A cache line: the fields that workers spin on, those they count down and
+ * each slot's counter sit on lines of their own, so that a worker taking a
+ * piece of its slot does not take the line that fifteen others read. */
+#define POOL_LINE 64
+
+/* A slot: a contiguous share of the run, taken piece by piece from `next`
+ * by its home thread first and by the others once theirs are empty. */
+typedef struct PoolSlot {
+    _Alignas(POOL_LINE) _Atomic uint64_t next;
+    uint64_t end;
+} PoolSlot;
+
+typedef struct PoolWorker {
+    KjPool *pool;
+    int index; /* 1..: its home slot; the caller's is 0 */
+} PoolWorker;
+
 struct KjPool {
     int thread_count; /* workers + the calling thread */
     pthread_t *workers;
+    PoolWorker *worker_args;
     /* the workers start at the first run that needs them (under run_lock):
      * `started` of them (fewer than asked if the system refused some) */
     bool start_tried;
@@ -59,26 +78,33 @@ struct KjPool {
     pthread_cond_t wake;
     pthread_cond_t finished;
     pthread_mutex_t run_lock;    /* one run at a time per pool */
-    _Atomic uint64_t generation; /* bumped by every run */
-    _Atomic int busy;            /* seated workers still inside the current run */
-    _Atomic int seats;           /* workers the current run may still take */
-    _Atomic int grow_by;         /* seats the current run may still add, under lock */
     int sleepers;                /* workers waiting on wake, under lock */
-    _Atomic bool stopping;
     int64_t spin_ns;             /* how long a worker watches before it sleeps */
     int64_t grow_ns;             /* how long a run goes before it takes more threads */
+    bool shared_counter;         /* $KJIT_POOL_SHARED=1: one counter for all (before slots) */
 
-    /* the current run */
-    KjPoolFn fn;
+    /* read by every spinning worker, written once a run */
+    _Alignas(POOL_LINE) _Atomic uint64_t generation; /* bumped by every run */
+    _Atomic bool stopping;
+
+    /* counted down by the workers of a run */
+    _Alignas(POOL_LINE) _Atomic int busy; /* seated workers still inside the current run */
+    _Atomic int seats;                    /* workers the current run may still take */
+    _Atomic int grow_by;                  /* seats the current run may still add, under lock */
+
+    /* the current run, written before its generation and only read during it */
+    _Alignas(POOL_LINE) KjPoolFn fn;
     void *user;
     kjit_context *print_context; /* the caller's kj_print_context */
     KjCancelSlot *cancel_slot;   /* the caller's kj_cancel_slot */
-    int64_t base, count, chunk;   /* the chunks cover [base, base + count) */
+    int64_t base, count, chunk;  /* the chunks cover [base, base + count) */
     int64_t started_ns;
-    /* unsigned: a launch's count of blocks comes near 2^63, and each thread
-     * adds one chunk past the end before it stops, which must not wrap to a
-     * negative begin */
-    _Atomic uint64_t next;
+    int slot_count;
+    /* thread_count slots.  Counters are unsigned: a launch's count of blocks
+     * comes near 2^63, and each thread adds at most one chunk past a slot's
+     * end per visit (at most a slot's length in all, as no more threads
+     * than slots take part), which must not wrap to a small begin */
+    PoolSlot *slots;
 };
 
 /* Set on pool workers and on a caller while it runs chunks: a nested run then
@@ -89,22 +115,33 @@ static int64_t now_ns(void);
 static void grow_run(KjPool *pool);
 
 /* Chunks until none are left, or the call is cancelled: then the rest are
- * left undone (the caller's status says so).  After each chunk a run that
- * may still grow looks at the clock. */
-static void run_chunks(KjPool *pool)
+ * left undone (the caller's status says so).  A thread takes the pieces of
+ * its home slot first (the same share of the data as in the last run of
+ * the same shape, still in its core's cache, and a counter no other thread
+ * touches meanwhile), then those left in the other slots.  After each chunk
+ * a run that may still grow looks at the clock. */
+static void run_chunks(KjPool *pool, int home)
 {
-    for (;;) {
-        if (kj_cancel_requested())
-            return;
-        uint64_t begin = atomic_fetch_add(&pool->next, (uint64_t)pool->chunk);
-        if (begin >= (uint64_t)pool->count)
-            return;
-        int64_t end = pool->count - (int64_t)begin > pool->chunk ? (int64_t)begin + pool->chunk
-                                                                  : pool->count;
-        pool->fn(pool->user, pool->base + (int64_t)begin, pool->base + end);
-        if (atomic_load_explicit(&pool->grow_by, memory_order_relaxed) > 0 &&
-            now_ns() - pool->started_ns >= pool->grow_ns)
-            grow_run(pool);
+    int slots = pool->slot_count;
+    uint64_t chunk = (uint64_t)pool->chunk;
+    for (int k = 0; k < slots; k++) {
+        PoolSlot *slot = &pool->slots[(home + k) % slots];
+        for (;;) {
+            if (kj_cancel_requested())
+                return;
+            /* another's slot is read before it is written: an empty one
+             * costs its line no trip away from its owner */
+            if (k > 0 && atomic_load_explicit(&slot->next, memory_order_relaxed) >= slot->end)
+                break;
+            uint64_t begin = atomic_fetch_add_explicit(&slot->next, chunk, memory_order_relaxed);
+            if (begin >= slot->end)
+                break;
+            uint64_t end = slot->end - begin > chunk ? begin + chunk : slot->end;
+            pool->fn(pool->user, pool->base + (int64_t)begin, pool->base + (int64_t)end);
+            if (atomic_load_explicit(&pool->grow_by, memory_order_relaxed) > 0 &&
+                now_ns() - pool->started_ns >= pool->grow_ns)
+                grow_run(pool);
+        }
     }
 }
 
@@ -156,6 +193,15 @@ static bool new_run(KjPool *pool, uint64_t seen)
            atomic_load_explicit(&pool->stopping, memory_order_relaxed);
 }
 
+/* Whether any slot of the current run has chunks nobody took yet. */
+static bool chunks_left(KjPool *pool)
+{
+    for (int s = 0; s < pool->slot_count; s++)
+        if (atomic_load_explicit(&pool->slots[s].next, memory_order_relaxed) < pool->slots[s].end)
+            return true;
+    return false;
+}
+
 /* The run has gone on past the grow time with chunks left: the seats it may
  * still add are offered, and a new generation makes every worker look, those
  * that already found no seat in this run too.  Under the lock, as the
@@ -164,8 +210,7 @@ static void grow_run(KjPool *pool)
 {
     pthread_mutex_lock(&pool->lock);
     int more = atomic_exchange_explicit(&pool->grow_by, 0, memory_order_relaxed);
-    if (more > 0 && atomic_load_explicit(&pool->next, memory_order_relaxed) <
-                        (uint64_t)pool->count) {
+    if (more > 0 && chunks_left(pool)) {
         atomic_fetch_add_explicit(&pool->busy, more, memory_order_acq_rel);
         /* seats below 0 count workers that found none: they hold nothing */
         int seats = atomic_load_explicit(&pool->seats, memory_order_relaxed);
@@ -187,7 +232,8 @@ static bool workers_done(KjPool *pool, uint64_t unused)
 
 static void *worker_main(void *arg)
 {
-    KjPool *pool = arg;
+    const PoolWorker *self = arg;
+    KjPool *pool = self->pool;
     inside_pool_run = true;
     uint64_t seen = 0;
     for (;;) {
@@ -209,7 +255,7 @@ static void *worker_main(void *arg)
             continue;
         kj_print_context = pool->print_context;
         kj_cancel_slot = pool->cancel_slot;
-        run_chunks(pool);
+        run_chunks(pool, self->index % pool->slot_count);
         kj_cancel_slot = NULL;
         if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
             pthread_mutex_lock(&pool->lock);
@@ -257,9 +303,21 @@ static int default_thread_count(void)
     return cores > 0 ? (int)cores : 1;
 }
 
+/* Zeroed memory on a cache line of its own (the pool's lines must not
+ * share one with whatever malloc puts beside them). */
+static void *aligned_zeroed(size_t bytes)
+{
+    size_t rounded = (bytes + POOL_LINE - 1) / POOL_LINE * POOL_LINE;
+    void *p = aligned_alloc(POOL_LINE, rounded);
+    if (!p)
+        kj_die("out of memory (%zu bytes for the thread pool)", rounded);
+    memset(p, 0, rounded);
+    return p;
+}
+
 KjPool *kj_pool_create(int threads)
 {
-    KjPool *pool = kj_xcalloc(1, sizeof *pool);
+    KjPool *pool = aligned_zeroed(sizeof *pool);
     pool->thread_count = threads > 0 ? threads : default_thread_count();
     pool->spin_ns = spin_nanoseconds();
     pool->grow_ns = grow_nanoseconds();
@@ -269,6 +327,10 @@ KjPool *kj_pool_create(int threads)
     pthread_mutex_init(&pool->run_lock, NULL);
     int workers = pool->thread_count - 1;
     pool->workers = kj_xcalloc(workers > 0 ? (size_t)workers : 1, sizeof(pthread_t));
+    pool->worker_args = kj_xcalloc(workers > 0 ? (size_t)workers : 1, sizeof(PoolWorker));
+    pool->slots = aligned_zeroed((size_t)pool->thread_count * sizeof(PoolSlot));
+    const char *shared = getenv("KJIT_POOL_SHARED");
+    pool->shared_counter = shared && *shared && strcmp(shared, "0") != 0;
     return pool;
 }
 
@@ -283,7 +345,9 @@ static void start_workers(KjPool *pool)
     pool->start_tried = true;
     for (int i = 0; i < pool->thread_count - 1; i++) {
         /* Fewer threads than asked is still a working pool. */
-        if (pthread_create(&pool->workers[i], sized ? &attr : NULL, worker_main, pool) != 0)
+        pool->worker_args[i] = (PoolWorker){pool, i + 1};
+        if (pthread_create(&pool->workers[i], sized ? &attr : NULL, worker_main,
+                           &pool->worker_args[i]) != 0)
             break;
         pool->started = i + 1;
     }
@@ -332,7 +396,20 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     pool->count = count;
     pool->chunk = chunk;
     pool->started_ns = started;
-    atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
+    /* `most` slots of whole chunks (the last ones may be short or empty),
+     * or one that every thread takes from, with KJIT_POOL_SHARED. */
+    int slots = pool->shared_counter ? 1 : most;
+    int64_t chunk_count = count / chunk + (count % chunk != 0);
+    int64_t per_slot = chunk_count / slots + (chunk_count % slots != 0);
+    /* unsigned: whole chunks may pass count (near 2^63) by less than one */
+    uint64_t share = (uint64_t)per_slot * (uint64_t)chunk;
+    for (int s = 0; s < slots; s++) {
+        uint64_t begin = (int64_t)s * per_slot < chunk_count ? (uint64_t)s * share : (uint64_t)count;
+        uint64_t end = (uint64_t)count - begin > share ? begin + share : (uint64_t)count;
+        atomic_store_explicit(&pool->slots[s].next, begin, memory_order_relaxed);
+        pool->slots[s].end = end;
+    }
+    pool->slot_count = slots;
     atomic_store_explicit(&pool->busy, threads - 1, memory_order_relaxed);
     atomic_store_explicit(&pool->grow_by, most - threads, memory_order_relaxed);
     atomic_store_explicit(&pool->seats, threads - 1, memory_order_release);
@@ -350,7 +427,7 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     pthread_mutex_unlock(&pool->lock);
 
     inside_pool_run = true;
-    run_chunks(pool);
+    run_chunks(pool, 0);
     inside_pool_run = false;
     /* Every chunk is taken: the run grows no more, the seats still free are
      * the caller's again, and a worker that comes for one later finds none. */
@@ -426,5 +503,7 @@ void kj_pool_destroy(KjPool *pool)
     pthread_cond_destroy(&pool->finished);
     pthread_mutex_destroy(&pool->run_lock);
     free(pool->workers);
+    free(pool->worker_args);
+    free(pool->slots);
     free(pool);
 }

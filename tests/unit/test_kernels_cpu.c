@@ -60,28 +60,39 @@ static void nested_run(void *user, int64_t begin, int64_t end)
         kj_pool_run(n->pool, 10, 1, count_indices, (void *)(n->hits + i * 10));
 }
 
+/* Every index once, with each thread's share in a slot of its own (the
+ * default: shares of whole chunks, the last ones short or empty) and with
+ * one counter shared by all (KJIT_POOL_SHARED=1, the pool before slots). */
 START_TEST(pool_covers_every_index_once)
 {
-    KjPool *pool = kj_pool_create(4);
-    ck_assert_int_eq(kj_pool_threads(pool), 4);
-    int64_t counts[] = {1, 7, 1000, 100003};
-    for (int c = 0; c < 4; c++) {
-        for (int repeat = 0; repeat < 3; repeat++) {
-            _Atomic int *hits = calloc((size_t)counts[c], sizeof *hits);
-            kj_pool_run(pool, counts[c], 16, count_indices, hits);
-            for (int64_t i = 0; i < counts[c]; i++)
-                ck_assert_int_eq(hits[i], 1);
-            free(hits);
+    for (int shared = 0; shared < 2; shared++) {
+        if (shared)
+            setenv("KJIT_POOL_SHARED", "1", 1);
+        KjPool *pool = kj_pool_create(4);
+        unsetenv("KJIT_POOL_SHARED");
+        ck_assert_int_eq(kj_pool_threads(pool), 4);
+        int64_t counts[] = {1, 7, 33, 1000, 4097, 100003};
+        int64_t grains[] = {1, 16, 600};
+        for (int c = 0; c < 6; c++) {
+            for (int g = 0; g < 3; g++) {
+                for (int repeat = 0; repeat < 3; repeat++) {
+                    _Atomic int *hits = calloc((size_t)counts[c], sizeof *hits);
+                    kj_pool_run(pool, counts[c], grains[g], count_indices, hits);
+                    for (int64_t i = 0; i < counts[c]; i++)
+                        ck_assert_int_eq(hits[i], 1);
+                    free(hits);
+                }
+            }
         }
+        /* a run from inside a chunk runs on its own thread, without deadlock */
+        _Atomic int *hits = calloc(64 * 10, sizeof *hits);
+        Nested n = {pool, hits};
+        kj_pool_run(pool, 64, 1, nested_run, &n);
+        for (int i = 0; i < 640; i++)
+            ck_assert_int_eq(hits[i], 1);
+        free(hits);
+        kj_pool_destroy(pool);
     }
-    /* a run from inside a chunk runs on its own thread, without deadlock */
-    _Atomic int *hits = calloc(64 * 10, sizeof *hits);
-    Nested n = {pool, hits};
-    kj_pool_run(pool, 64, 1, nested_run, &n);
-    for (int i = 0; i < 640; i++)
-        ck_assert_int_eq(hits[i], 1);
-    free(hits);
-    kj_pool_destroy(pool);
 }
 END_TEST
 
