@@ -13,7 +13,10 @@
 # the rounds' medians:
 # - "before": KJIT_POOL_SHARED=1, one counter every thread takes chunks from
 #   (the pool before its slots);
-# - "after": the default, each thread's share in a slot of its own;
+# - "after": the default, each thread's share in a slot of its own, and
+#   workers still spinning from the last run joining past the grain;
+# - "after, no widening": KJIT_POOL_WIDEN=0, a run on its grain's threads
+#   only (@vectorize 1e5: 6 of 16);
 # - "after, no spin": KJIT_POOL_SPIN_US=0, workers sleep at once after a run
 #   (what every call would pay in wake-ups without the spinning);
 # then kjit cpu (one round), Numba @njit and @njit(parallel=True) with the
@@ -63,6 +66,7 @@ both() {
 for r in $(seq 1 "$rounds"); do
     both "before.$r" KJIT_POOL_SHARED=1
     both "after.$r" X=1
+    both "narrow.$r" KJIT_POOL_WIDEN=0
     both "nospin.$r" KJIT_POOL_SPIN_US=0
 done
 run "cpu.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu -- \
@@ -105,6 +109,7 @@ def rows_of(name, target):
     out.update(load(name + ".simd").get(target, {}))
     return out
 settings = [("before", "before (KJIT_POOL_SHARED=1)"), ("after", "after"),
+            ("narrow", "after, KJIT_POOL_WIDEN=0"),
             ("nospin", "after, KJIT_POOL_SPIN_US=0")]
 samples = {key: [rows_of(f"{key}.{r}", "parallel") for r in range(1, rounds + 1)]
            for key, _ in settings}
