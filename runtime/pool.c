@@ -410,18 +410,16 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     pool->count = count;
     pool->chunk = chunk;
     pool->started_ns = started;
-    /* `most` slots of whole chunks (the last ones may be short or empty),
-     * or one that every thread takes from, with KJIT_POOL_SHARED. */
+    /* `most` slots of equal shares (to an item), taken in chunks, or one
+     * that every thread takes from, with KJIT_POOL_SHARED.  Equal shares:
+     * a thread with none would steal from the others at every call, and
+     * move their data between cores. */
     int slots = pool->shared_counter ? 1 : most;
-    int64_t chunk_count = count / chunk + (count % chunk != 0);
-    int64_t per_slot = chunk_count / slots + (chunk_count % slots != 0);
-    /* unsigned: whole chunks may pass count (near 2^63) by less than one */
-    uint64_t share = (uint64_t)per_slot * (uint64_t)chunk;
+    int64_t share = count / slots, extra = count % slots;
     for (int s = 0; s < slots; s++) {
-        uint64_t begin = (int64_t)s * per_slot < chunk_count ? (uint64_t)s * share : (uint64_t)count;
-        uint64_t end = (uint64_t)count - begin > share ? begin + share : (uint64_t)count;
-        atomic_store_explicit(&pool->slots[s].next, begin, memory_order_relaxed);
-        pool->slots[s].end = end;
+        int64_t begin = share * s + (s < extra ? s : extra);
+        atomic_store_explicit(&pool->slots[s].next, (uint64_t)begin, memory_order_relaxed);
+        pool->slots[s].end = (uint64_t)(begin + share + (s < extra));
     }
     pool->slot_count = slots;
     atomic_store_explicit(&pool->busy, threads - 1, memory_order_relaxed);
