@@ -18,12 +18,14 @@
  * calling thread.
  *
  * Between runs a worker first spins for a while (KJ_POOL_SPIN_NS, or
- * $KJIT_POOL_SPIN_US) watching the run counter, and only then sleeps on the
- * condition variable, as OpenMP runtimes do: a run that follows soon after
- * the last (a loop of launches) finds its workers awake, instead of paying a
- * futex wake-up per worker, which on a machine of many cores costs more
- * than a short kernel.  The caller waits for the workers' last chunks the
- * same way.
+ * $KJIT_POOL_SPIN_US) watching the run counter, and only then sleeps on a
+ * futex, as OpenMP runtimes do: a run that follows soon after the last (a
+ * loop of launches) finds its workers awake, instead of paying a futex
+ * wake-up per worker, which on a machine of many cores costs more than a
+ * short kernel.  Sleepers wait on the futex word itself, not on a condition
+ * variable, so the woken do not queue on its mutex one after another.  The
+ * caller waits for the workers' last chunks the same way (that wait, rare,
+ * on a condition variable).
  *
  * A run takes only as many threads as its work is worth (issue 25: a small
  * 3-D stencil ran 5.6 times slower on 16 cores than on one): its chunks of
@@ -48,11 +50,14 @@
  * only a read and a seat, so a run that finds them so takes every thread its
  * pieces can feed at once ($KJIT_POOL_WIDEN=0 keeps the grain's count).
  */
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -87,10 +92,9 @@ struct KjPool {
     bool start_tried;
     int started;
     pthread_mutex_t lock;
-    pthread_cond_t wake;
     pthread_cond_t finished;
     pthread_mutex_t run_lock;    /* one run at a time per pool */
-    _Atomic int sleepers;        /* workers waiting on wake, changed under lock */
+    _Atomic int sleepers;        /* workers asleep on wake_word, or going to */
     int64_t spin_ns;             /* how long a worker watches before it sleeps */
     int64_t grow_ns;             /* how long a run goes before it takes more threads */
     bool shared_counter;         /* $KJIT_POOL_SHARED=1: one counter for all (before slots) */
@@ -100,6 +104,7 @@ struct KjPool {
     /* read by every spinning worker, written once a run */
     _Alignas(POOL_LINE) _Atomic uint64_t generation; /* bumped by every run */
     _Atomic bool stopping;
+    _Atomic uint32_t wake_word; /* the futex sleepers wait on: bumped after generation */
 
     /* counted down by the workers of a run */
     _Alignas(POOL_LINE) _Atomic int busy; /* seated workers still inside the current run */
@@ -201,6 +206,23 @@ static bool spin_until(KjPool *pool, bool (*done)(KjPool *, uint64_t), uint64_t 
     }
 }
 
+/* Sleeping on the word itself, not on a condition variable: a woken worker
+ * takes no mutex, so sixteen of them do not queue on one to get going. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+/* After a new generation (or stopping): bumps the word the sleepers wait
+ * on and wakes up to n of them. */
+static void wake_workers(KjPool *pool, int n)
+{
+    atomic_fetch_add(&pool->wake_word, 1);
+    int sleeping = atomic_load(&pool->sleepers);
+    if (sleeping > 0 && n > 0)
+        syscall(SYS_futex, (uint32_t *)&pool->wake_word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
 static bool new_run(KjPool *pool, uint64_t seen)
 {
     return atomic_load_explicit(&pool->generation, memory_order_acquire) != seen ||
@@ -233,8 +255,7 @@ static void grow_run(KjPool *pool)
                                                       memory_order_acq_rel, memory_order_relaxed))
             ;
         atomic_fetch_add_explicit(&pool->generation, 1, memory_order_acq_rel);
-        if (pool->sleepers > 0)
-            pthread_cond_broadcast(&pool->wake);
+        wake_workers(pool, more);
     }
     pthread_mutex_unlock(&pool->lock);
 }
@@ -252,12 +273,17 @@ static void *worker_main(void *arg)
     uint64_t seen = 0;
     for (;;) {
         if (!spin_until(pool, new_run, seen)) {
-            pthread_mutex_lock(&pool->lock);
-            pool->sleepers++;
-            while (!new_run(pool, seen))
-                pthread_cond_wait(&pool->wake, &pool->lock);
-            pool->sleepers--;
-            pthread_mutex_unlock(&pool->lock);
+            /* counted before it reads the word (seq_cst both, as the
+             * caller's bump of the word and read of sleepers): a caller
+             * that bumps after this read sees it counted, and wakes it */
+            atomic_fetch_add(&pool->sleepers, 1);
+            for (;;) {
+                uint32_t word = atomic_load(&pool->wake_word);
+                if (new_run(pool, seen))
+                    break;
+                futex_wait(&pool->wake_word, word);
+            }
+            atomic_fetch_sub(&pool->sleepers, 1);
         }
         if (atomic_load(&pool->stopping))
             break;
@@ -336,7 +362,6 @@ KjPool *kj_pool_create(int threads)
     pool->spin_ns = spin_nanoseconds();
     pool->grow_ns = grow_nanoseconds();
     pthread_mutex_init(&pool->lock, NULL);
-    pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->finished, NULL);
     pthread_mutex_init(&pool->run_lock, NULL);
     int workers = pool->thread_count - 1;
@@ -438,17 +463,9 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     atomic_store_explicit(&pool->grow_by, most - threads, memory_order_relaxed);
     atomic_store_explicit(&pool->seats, threads - 1, memory_order_release);
     atomic_fetch_add_explicit(&pool->generation, 1, memory_order_acq_rel);
-    /* A worker that found the old count under the lock is asleep by now or
-     * counted in sleepers; one that looks later sees the new count.  Only
-     * as many sleepers as there are seats are woken (spinning workers may
-     * take some first; those woken for nothing go back to sleep). */
-    pthread_mutex_lock(&pool->lock);
-    if (pool->sleepers > 0 && pool->sleepers <= threads - 1)
-        pthread_cond_broadcast(&pool->wake);
-    else
-        for (int i = 0; i < pool->sleepers && i < threads - 1; i++)
-            pthread_cond_signal(&pool->wake);
-    pthread_mutex_unlock(&pool->lock);
+    /* Only as many sleepers as there are seats are woken (spinning workers
+     * may take some first; those woken for nothing go back to sleep). */
+    wake_workers(pool, threads - 1);
 
     inside_pool_run = true;
     run_chunks(pool, 0);
@@ -517,14 +534,11 @@ void kj_pool_destroy(KjPool *pool)
 {
     if (!pool)
         return;
-    pthread_mutex_lock(&pool->lock);
     atomic_store(&pool->stopping, true);
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->lock);
+    wake_workers(pool, INT_MAX);
     for (int i = 0; i < pool->started; i++)
         pthread_join(pool->workers[i], NULL);
     pthread_mutex_destroy(&pool->lock);
-    pthread_cond_destroy(&pool->wake);
     pthread_cond_destroy(&pool->finished);
     pthread_mutex_destroy(&pool->run_lock);
     free(pool->workers);
