@@ -19,6 +19,8 @@
 #   only (@vectorize 1e5: 6 of 16);
 # - "after, no spin": KJIT_POOL_SPIN_US=0, workers sleep at once after a run
 #   (what every call would pay in wake-ups without the spinning);
+# - "after, spin 500": KJIT_POOL_SPIN_US=500, workers spin five times longer
+#   (the block sums' calls come 0.4 ms apart);
 # then kjit cpu (one round), Numba @njit and @njit(parallel=True) with the
 # threading layer Numba chose, and tests/bench/cpu_diag.c's parallel 1e5 row
 # on 1 to 16 workers before and after.
@@ -44,7 +46,6 @@ gcc $flags -o "$work/cpu_diag" "$bench/cpu_diag.c" -L"$work" -lkjit -lm -Wl,-rpa
     { echo "pool_diag.sh: the programs do not build here"; exit 1; }
 
 rows="inc i32|stencil3d f64 32"
-simd_rows="block_sum,block_sum_helper,das"
 start=$SECONDS
 # run NAME ENV... -- COMMAND...: COMMAND's JSON into $work/NAME.json.
 run() {
@@ -55,19 +56,25 @@ run() {
     env "${envs[@]}" "$@" > "$work/$name.json" 2> "$work/$name.err" ||
         { echo "pool_diag.sh: $name failed:"; tail -5 "$work/$name.err"; }
 }
-# both NAME ENV...: the bench_cpu and bench_simd rows on parallel.
+# both NAME ENV...: the bench_cpu and bench_simd rows on parallel.  The
+# block sums with every runner in turn, as the table runs them: their
+# parallel calls find the workers idle for the scalar C's 0.4 ms, asleep
+# after their 100 us of spinning; the inc rows' calls come back to back.
 both() {
     local name=$1; shift
     run "$name.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=parallel "$@" -- \
         "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
-    run "$name.simd" "$@" -- "$work/bench_simd" "--repeat=$repeat" --targets=parallel --no-refs \
-        "--only=$simd_rows" "$root/examples" "$bench"
+    run "$name.simd" "$@" -- "$work/bench_simd" "--repeat=$repeat" \
+        --only=block_sum,block_sum_helper "$root/examples" "$bench"
+    run "$name.das" "$@" -- "$work/bench_simd" "--repeat=$repeat" --targets=parallel --no-refs \
+        --only=das "$root/examples" "$bench"
 }
 for r in $(seq 1 "$rounds"); do
     both "before.$r" KJIT_POOL_SHARED=1
     both "after.$r" X=1
     both "narrow.$r" KJIT_POOL_WIDEN=0
     both "nospin.$r" KJIT_POOL_SPIN_US=0
+    both "spin500.$r" KJIT_POOL_SPIN_US=500
 done
 run "cpu.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu -- \
     "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
@@ -107,10 +114,11 @@ def rows_of(name, target):
     """{row: ms} of bench_cpu's and bench_simd's JSON for one setting."""
     out = dict(load(name + ".cpu").get(target, {}))
     out.update(load(name + ".simd").get(target, {}))
+    out.update(load(name + ".das").get(target, {}))
     return out
 settings = [("before", "before (KJIT_POOL_SHARED=1)"), ("after", "after"),
             ("narrow", "after, KJIT_POOL_WIDEN=0"),
-            ("nospin", "after, KJIT_POOL_SPIN_US=0")]
+            ("nospin", "after, KJIT_POOL_SPIN_US=0"), ("spin500", "after, KJIT_POOL_SPIN_US=500")]
 samples = {key: [rows_of(f"{key}.{r}", "parallel") for r in range(1, rounds + 1)]
            for key, _ in settings}
 cpu = rows_of("cpu", "cpu")
