@@ -11,8 +11,9 @@
 # (KJIT_POOL_ROUNDS, 3), each a process giving the median of REPEAT calls'
 # times (KJIT_BENCH_REPEAT, 7; wall clock), the table showing the median of
 # the rounds' medians:
-# - "before": KJIT_POOL_SHARED=1, one counter every thread takes chunks from
-#   (the pool before its slots);
+# - "before": KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0, one counter every thread
+#   takes chunks from, and a run on its grain's threads only (main's pool
+#   but for its sleepers, on a futex word now, not a condition variable);
 # - "after": the default, each thread's share in a slot of its own, and
 #   workers still spinning from the last run joining past the grain;
 # - "after, no widening": KJIT_POOL_WIDEN=0, a run on its grain's threads
@@ -70,7 +71,7 @@ both() {
         --only=das "$root/examples" "$bench"
 }
 for r in $(seq 1 "$rounds"); do
-    both "before.$r" KJIT_POOL_SHARED=1
+    both "before.$r" KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0
     both "after.$r" X=1
     both "narrow.$r" KJIT_POOL_WIDEN=0
     both "nospin.$r" KJIT_POOL_SPIN_US=0
@@ -82,7 +83,7 @@ run "cpu.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu -- \
 mkdir -p "$work/refs"
 run "cpu.simd" X=1 -- "$work/bench_simd" "--repeat=$repeat" --targets=cpu --no-refs \
     "--save-refs=$work/refs" "$root/examples" "$bench"
-run "diag.before" KJIT_POOL_SHARED=1 -- "$work/cpu_diag" "$bench" "$repeat"
+run "diag.before" KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0 -- "$work/cpu_diag" "$bench" "$repeat"
 run "diag.after" X=1 -- "$work/cpu_diag" "$bench" "$repeat"
 numba_path=$(numba_pythonpath "$work/numba-site")
 run "numba.cpu" KJIT_BENCH_ONLY="$rows" PYTHONPATH="$numba_path" -- python3 "$bench/bench_cpu.py" "$repeat"
@@ -116,7 +117,7 @@ def rows_of(name, target):
     out.update(load(name + ".simd").get(target, {}))
     out.update(load(name + ".das").get(target, {}))
     return out
-settings = [("before", "before (KJIT_POOL_SHARED=1)"), ("after", "after"),
+settings = [("before", "before (KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0)"), ("after", "after"),
             ("narrow", "after, KJIT_POOL_WIDEN=0"),
             ("nospin", "after, KJIT_POOL_SPIN_US=0"), ("spin500", "after, KJIT_POOL_SPIN_US=500")]
 samples = {key: [rows_of(f"{key}.{r}", "parallel") for r in range(1, rounds + 1)]
