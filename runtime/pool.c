@@ -430,8 +430,9 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
         atomic_load_explicit(&pool->sleepers, memory_order_relaxed) == 0 &&
         started - pool->last_end_ns < pool->spin_ns / 2)
         threads = most;
-    /* About four chunks per thread it may come to balances uneven chunks
-     * without making the shared counter a hot spot. */
+    /* About four chunks per slot: a thread that finishes its share early
+     * takes a quarter of another's at a time, which balances uneven chunks
+     * without many trips to the counters. */
     int64_t chunks = (int64_t)most * 4;
     int64_t chunk = count / chunks + (count % chunks != 0); /* rounded up, without overflow */
     if (chunk < piece)
