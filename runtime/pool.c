@@ -4,18 +4,28 @@
  * One pool per context, created once and reused by every call; its workers
  * start at the first run that spreads work (a context that has not run in
  * parallel yet has no thread, so it is cheap to make).  A run hands
- * the workers a range [0, count) and a chunk length; workers and the calling
- * thread take chunks from one atomic counter until none are left, so a slow
- * chunk never holds up the others.  A run from inside a chunk (a nested call)
- * or a range too short to be worth waking anybody runs on the calling thread.
+ * the workers a range [0, count) in slots, one per thread it may come to,
+ * equal shares each with a counter of its own, and a chunk length; a thread
+ * takes chunks from its home slot (the caller slot 0, worker w slot w), then
+ * from the others' until none are left, so a slow chunk never holds up the
+ * others.  As OpenMP's static schedule, a call of the same shape so gives
+ * each core the share it had the last time, still in its cache (issue 25:
+ * with one counter for all, inc i32 1.6e6 on 16 cores took 1.8-2 times Numba
+ * parallel's time, its data fetched from other cores' L2 at every call), and
+ * sixteen threads do not queue on one counter's line ($KJIT_POOL_SHARED=1
+ * gives that counter back, for comparison).  A run from inside a chunk (a
+ * nested call) or a range too short to be worth waking anybody runs on the
+ * calling thread.
  *
  * Between runs a worker first spins for a while (KJ_POOL_SPIN_NS, or
- * $KJIT_POOL_SPIN_US) watching the run counter, and only then sleeps on the
- * condition variable, as OpenMP runtimes do: a run that follows soon after
- * the last (a loop of launches) finds its workers awake, instead of paying a
- * futex wake-up per worker, which on a machine of many cores costs more
- * than a short kernel.  The caller waits for the workers' last chunks the
- * same way.
+ * $KJIT_POOL_SPIN_US) watching the run counter, and only then sleeps on a
+ * futex, as OpenMP runtimes do: a run that follows soon after the last (a
+ * loop of launches) finds its workers awake, instead of paying a futex
+ * wake-up per worker, which on a machine of many cores costs more than a
+ * short kernel.  Sleepers wait on the futex word itself, not on a condition
+ * variable, so the woken do not queue on its mutex one after another.  The
+ * caller waits for the workers' last chunks the same way (that wait, rare,
+ * on a condition variable).
  *
  * A run takes only as many threads as its work is worth (issue 25: a small
  * 3-D stencil ran 5.6 times slower on 16 cores than on one): its chunks of
@@ -35,11 +45,19 @@
  * and hands what is left to the pool once it proves long; a run on fewer
  * threads than the pool offers the other workers seats.  A short run never
  * pays for more than a clock read per chunk.
+ *
+ * The grain prices a wake-up: workers still spinning from the last run cost
+ * only a read and a seat, so a run that finds them so takes every thread its
+ * pieces can feed at once ($KJIT_POOL_WIDEN=0 keeps the grain's count).
  */
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,37 +66,64 @@
 
 #include "kjit_runtime.h"
 
+/* A cache line: the fields that workers spin on, those they count down and
+ * each slot's counter sit on lines of their own, so that a worker taking a
+ * piece of its slot does not take the line that fifteen others read. */
+#define POOL_LINE 64
+
+/* A slot: a contiguous share of the run, taken piece by piece from `next`
+ * by its home thread first and by the others once theirs are empty. */
+typedef struct PoolSlot {
+    _Alignas(POOL_LINE) _Atomic uint64_t next;
+    uint64_t end;
+} PoolSlot;
+
+typedef struct PoolWorker {
+    KjPool *pool;
+    int index; /* 1..: its home slot; the caller's is 0 */
+} PoolWorker;
+
 struct KjPool {
     int thread_count; /* workers + the calling thread */
     pthread_t *workers;
+    PoolWorker *worker_args;
     /* the workers start at the first run that needs them (under run_lock):
      * `started` of them (fewer than asked if the system refused some) */
     bool start_tried;
     int started;
     pthread_mutex_t lock;
-    pthread_cond_t wake;
     pthread_cond_t finished;
     pthread_mutex_t run_lock;    /* one run at a time per pool */
-    _Atomic uint64_t generation; /* bumped by every run */
-    _Atomic int busy;            /* seated workers still inside the current run */
-    _Atomic int seats;           /* workers the current run may still take */
-    _Atomic int grow_by;         /* seats the current run may still add, under lock */
-    int sleepers;                /* workers waiting on wake, under lock */
-    _Atomic bool stopping;
+    _Atomic int sleepers;        /* workers asleep on wake_word, or going to */
     int64_t spin_ns;             /* how long a worker watches before it sleeps */
     int64_t grow_ns;             /* how long a run goes before it takes more threads */
+    bool shared_counter;         /* $KJIT_POOL_SHARED=1: one counter for all (before slots) */
+    bool widen;                  /* $KJIT_POOL_WIDEN (1): awake workers join past the grain */
+    int64_t last_end_ns;         /* when the last run ended, under run_lock */
 
-    /* the current run */
-    KjPoolFn fn;
+    /* read by every spinning worker, written once a run */
+    _Alignas(POOL_LINE) _Atomic uint64_t generation; /* bumped by every run */
+    _Atomic bool stopping;
+    _Atomic uint32_t wake_word; /* the futex sleepers wait on: bumped after generation */
+
+    /* counted down by the workers of a run */
+    _Alignas(POOL_LINE) _Atomic int busy; /* seated workers still inside the current run */
+    _Atomic int seats;                    /* workers the current run may still take */
+    _Atomic int grow_by;                  /* seats the current run may still add, under lock */
+
+    /* the current run, written before its generation and only read during it */
+    _Alignas(POOL_LINE) KjPoolFn fn;
     void *user;
     kjit_context *print_context; /* the caller's kj_print_context */
     KjCancelSlot *cancel_slot;   /* the caller's kj_cancel_slot */
-    int64_t base, count, chunk;   /* the chunks cover [base, base + count) */
+    int64_t base, count, chunk;  /* the chunks cover [base, base + count) */
     int64_t started_ns;
-    /* unsigned: a launch's count of blocks comes near 2^63, and each thread
-     * adds one chunk past the end before it stops, which must not wrap to a
-     * negative begin */
-    _Atomic uint64_t next;
+    int slot_count;
+    /* thread_count slots.  Counters are unsigned: a launch's count of blocks
+     * comes near 2^63, and each thread adds at most one chunk past a slot's
+     * end per visit (at most a slot's length in all, as no more threads
+     * than slots take part), which must not wrap to a small begin */
+    PoolSlot *slots;
 };
 
 /* Set on pool workers and on a caller while it runs chunks: a nested run then
@@ -89,22 +134,33 @@ static int64_t now_ns(void);
 static void grow_run(KjPool *pool);
 
 /* Chunks until none are left, or the call is cancelled: then the rest are
- * left undone (the caller's status says so).  After each chunk a run that
- * may still grow looks at the clock. */
-static void run_chunks(KjPool *pool)
+ * left undone (the caller's status says so).  A thread takes the pieces of
+ * its home slot first (the same share of the data as in the last run of
+ * the same shape, still in its core's cache, and a counter no other thread
+ * touches meanwhile), then those left in the other slots.  After each chunk
+ * a run that may still grow looks at the clock. */
+static void run_chunks(KjPool *pool, int home)
 {
-    for (;;) {
-        if (kj_cancel_requested())
-            return;
-        uint64_t begin = atomic_fetch_add(&pool->next, (uint64_t)pool->chunk);
-        if (begin >= (uint64_t)pool->count)
-            return;
-        int64_t end = pool->count - (int64_t)begin > pool->chunk ? (int64_t)begin + pool->chunk
-                                                                  : pool->count;
-        pool->fn(pool->user, pool->base + (int64_t)begin, pool->base + end);
-        if (atomic_load_explicit(&pool->grow_by, memory_order_relaxed) > 0 &&
-            now_ns() - pool->started_ns >= pool->grow_ns)
-            grow_run(pool);
+    int slots = pool->slot_count;
+    uint64_t chunk = (uint64_t)pool->chunk;
+    for (int k = 0; k < slots; k++) {
+        PoolSlot *slot = &pool->slots[(home + k) % slots];
+        for (;;) {
+            if (kj_cancel_requested())
+                return;
+            /* another's slot is read before it is written: an empty one
+             * costs its line no trip away from its owner */
+            if (k > 0 && atomic_load_explicit(&slot->next, memory_order_relaxed) >= slot->end)
+                break;
+            uint64_t begin = atomic_fetch_add_explicit(&slot->next, chunk, memory_order_relaxed);
+            if (begin >= slot->end)
+                break;
+            uint64_t end = slot->end - begin > chunk ? begin + chunk : slot->end;
+            pool->fn(pool->user, pool->base + (int64_t)begin, pool->base + (int64_t)end);
+            if (atomic_load_explicit(&pool->grow_by, memory_order_relaxed) > 0 &&
+                now_ns() - pool->started_ns >= pool->grow_ns)
+                grow_run(pool);
+        }
     }
 }
 
@@ -150,10 +206,36 @@ static bool spin_until(KjPool *pool, bool (*done)(KjPool *, uint64_t), uint64_t 
     }
 }
 
+/* Sleeping on the word itself, not on a condition variable: a woken worker
+ * takes no mutex, so sixteen of them do not queue on one to get going. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+/* After a new generation (or stopping): bumps the word the sleepers wait
+ * on and wakes up to n of them. */
+static void wake_workers(KjPool *pool, int n)
+{
+    atomic_fetch_add(&pool->wake_word, 1);
+    int sleeping = atomic_load(&pool->sleepers);
+    if (sleeping > 0 && n > 0)
+        syscall(SYS_futex, (uint32_t *)&pool->wake_word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
 static bool new_run(KjPool *pool, uint64_t seen)
 {
     return atomic_load_explicit(&pool->generation, memory_order_acquire) != seen ||
            atomic_load_explicit(&pool->stopping, memory_order_relaxed);
+}
+
+/* Whether any slot of the current run has chunks nobody took yet. */
+static bool chunks_left(KjPool *pool)
+{
+    for (int s = 0; s < pool->slot_count; s++)
+        if (atomic_load_explicit(&pool->slots[s].next, memory_order_relaxed) < pool->slots[s].end)
+            return true;
+    return false;
 }
 
 /* The run has gone on past the grow time with chunks left: the seats it may
@@ -164,8 +246,7 @@ static void grow_run(KjPool *pool)
 {
     pthread_mutex_lock(&pool->lock);
     int more = atomic_exchange_explicit(&pool->grow_by, 0, memory_order_relaxed);
-    if (more > 0 && atomic_load_explicit(&pool->next, memory_order_relaxed) <
-                        (uint64_t)pool->count) {
+    if (more > 0 && chunks_left(pool)) {
         atomic_fetch_add_explicit(&pool->busy, more, memory_order_acq_rel);
         /* seats below 0 count workers that found none: they hold nothing */
         int seats = atomic_load_explicit(&pool->seats, memory_order_relaxed);
@@ -174,8 +255,7 @@ static void grow_run(KjPool *pool)
                                                       memory_order_acq_rel, memory_order_relaxed))
             ;
         atomic_fetch_add_explicit(&pool->generation, 1, memory_order_acq_rel);
-        if (pool->sleepers > 0)
-            pthread_cond_broadcast(&pool->wake);
+        wake_workers(pool, more);
     }
     pthread_mutex_unlock(&pool->lock);
 }
@@ -187,17 +267,23 @@ static bool workers_done(KjPool *pool, uint64_t unused)
 
 static void *worker_main(void *arg)
 {
-    KjPool *pool = arg;
+    const PoolWorker *self = arg;
+    KjPool *pool = self->pool;
     inside_pool_run = true;
     uint64_t seen = 0;
     for (;;) {
         if (!spin_until(pool, new_run, seen)) {
-            pthread_mutex_lock(&pool->lock);
-            pool->sleepers++;
-            while (!new_run(pool, seen))
-                pthread_cond_wait(&pool->wake, &pool->lock);
-            pool->sleepers--;
-            pthread_mutex_unlock(&pool->lock);
+            /* counted before it reads the word (seq_cst both, as the
+             * caller's bump of the word and read of sleepers): a caller
+             * that bumps after this read sees it counted, and wakes it */
+            atomic_fetch_add(&pool->sleepers, 1);
+            for (;;) {
+                uint32_t word = atomic_load(&pool->wake_word);
+                if (new_run(pool, seen))
+                    break;
+                futex_wait(&pool->wake_word, word);
+            }
+            atomic_fetch_sub(&pool->sleepers, 1);
         }
         if (atomic_load(&pool->stopping))
             break;
@@ -209,7 +295,7 @@ static void *worker_main(void *arg)
             continue;
         kj_print_context = pool->print_context;
         kj_cancel_slot = pool->cancel_slot;
-        run_chunks(pool);
+        run_chunks(pool, self->index % pool->slot_count);
         kj_cancel_slot = NULL;
         if (atomic_fetch_sub_explicit(&pool->busy, 1, memory_order_acq_rel) == 1) {
             pthread_mutex_lock(&pool->lock);
@@ -257,18 +343,35 @@ static int default_thread_count(void)
     return cores > 0 ? (int)cores : 1;
 }
 
+/* Zeroed memory on a cache line of its own (the pool's lines must not
+ * share one with whatever malloc puts beside them). */
+static void *aligned_zeroed(size_t bytes)
+{
+    size_t rounded = (bytes + POOL_LINE - 1) / POOL_LINE * POOL_LINE;
+    void *p = aligned_alloc(POOL_LINE, rounded);
+    if (!p)
+        kj_die("out of memory (%zu bytes for the thread pool)", rounded);
+    memset(p, 0, rounded);
+    return p;
+}
+
 KjPool *kj_pool_create(int threads)
 {
-    KjPool *pool = kj_xcalloc(1, sizeof *pool);
+    KjPool *pool = aligned_zeroed(sizeof *pool);
     pool->thread_count = threads > 0 ? threads : default_thread_count();
     pool->spin_ns = spin_nanoseconds();
     pool->grow_ns = grow_nanoseconds();
     pthread_mutex_init(&pool->lock, NULL);
-    pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->finished, NULL);
     pthread_mutex_init(&pool->run_lock, NULL);
     int workers = pool->thread_count - 1;
     pool->workers = kj_xcalloc(workers > 0 ? (size_t)workers : 1, sizeof(pthread_t));
+    pool->worker_args = kj_xcalloc(workers > 0 ? (size_t)workers : 1, sizeof(PoolWorker));
+    pool->slots = aligned_zeroed((size_t)pool->thread_count * sizeof(PoolSlot));
+    const char *shared = getenv("KJIT_POOL_SHARED");
+    pool->shared_counter = shared && *shared && strcmp(shared, "0") != 0;
+    const char *widen = getenv("KJIT_POOL_WIDEN");
+    pool->widen = !(widen && strcmp(widen, "0") == 0);
     return pool;
 }
 
@@ -283,7 +386,9 @@ static void start_workers(KjPool *pool)
     pool->start_tried = true;
     for (int i = 0; i < pool->thread_count - 1; i++) {
         /* Fewer threads than asked is still a working pool. */
-        if (pthread_create(&pool->workers[i], sized ? &attr : NULL, worker_main, pool) != 0)
+        pool->worker_args[i] = (PoolWorker){pool, i + 1};
+        if (pthread_create(&pool->workers[i], sized ? &attr : NULL, worker_main,
+                           &pool->worker_args[i]) != 0)
             break;
         pool->started = i + 1;
     }
@@ -315,8 +420,19 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
         threads = pool->started + 1;
     if (most > pool->started + 1)
         most = pool->started + 1;
-    /* About four chunks per thread it may come to balances uneven chunks
-     * without making the shared counter a hot spot. */
+    /* Workers still spinning from the last run (every one started, none
+     * asleep, the last run ended well within the spin time) cost no wake-up,
+     * only a read and a seat: a run takes every thread its pieces can feed
+     * at once, not only its grain's (inc 1e5 as @vectorize, six grains,
+     * ran on six of sixteen threads).  The grain still keeps a run from
+     * waking sleepers it is not worth. */
+    if (pool->widen && threads < most && pool->started == pool->thread_count - 1 &&
+        atomic_load_explicit(&pool->sleepers, memory_order_relaxed) == 0 &&
+        started - pool->last_end_ns < pool->spin_ns / 2)
+        threads = most;
+    /* About four chunks per slot: a thread that finishes its share early
+     * takes a quarter of another's at a time, which balances uneven chunks
+     * without many trips to the counters. */
     int64_t chunks = (int64_t)most * 4;
     int64_t chunk = count / chunks + (count % chunks != 0); /* rounded up, without overflow */
     if (chunk < piece)
@@ -332,25 +448,28 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     pool->count = count;
     pool->chunk = chunk;
     pool->started_ns = started;
-    atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
+    /* `most` slots of equal shares (to an item), taken in chunks, or one
+     * that every thread takes from, with KJIT_POOL_SHARED.  Equal shares:
+     * a thread with none would steal from the others at every call, and
+     * move their data between cores. */
+    int slots = pool->shared_counter ? 1 : most;
+    int64_t share = count / slots, extra = count % slots;
+    for (int s = 0; s < slots; s++) {
+        int64_t begin = share * s + (s < extra ? s : extra);
+        atomic_store_explicit(&pool->slots[s].next, (uint64_t)begin, memory_order_relaxed);
+        pool->slots[s].end = (uint64_t)(begin + share + (s < extra));
+    }
+    pool->slot_count = slots;
     atomic_store_explicit(&pool->busy, threads - 1, memory_order_relaxed);
     atomic_store_explicit(&pool->grow_by, most - threads, memory_order_relaxed);
     atomic_store_explicit(&pool->seats, threads - 1, memory_order_release);
     atomic_fetch_add_explicit(&pool->generation, 1, memory_order_acq_rel);
-    /* A worker that found the old count under the lock is asleep by now or
-     * counted in sleepers; one that looks later sees the new count.  Only
-     * as many sleepers as there are seats are woken (spinning workers may
-     * take some first; those woken for nothing go back to sleep). */
-    pthread_mutex_lock(&pool->lock);
-    if (pool->sleepers > 0 && pool->sleepers <= threads - 1)
-        pthread_cond_broadcast(&pool->wake);
-    else
-        for (int i = 0; i < pool->sleepers && i < threads - 1; i++)
-            pthread_cond_signal(&pool->wake);
-    pthread_mutex_unlock(&pool->lock);
+    /* Only as many sleepers as there are seats are woken (spinning workers
+     * may take some first; those woken for nothing go back to sleep). */
+    wake_workers(pool, threads - 1);
 
     inside_pool_run = true;
-    run_chunks(pool);
+    run_chunks(pool, 0);
     inside_pool_run = false;
     /* Every chunk is taken: the run grows no more, the seats still free are
      * the caller's again, and a worker that comes for one later finds none. */
@@ -367,6 +486,7 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
             pthread_cond_wait(&pool->finished, &pool->lock);
         pthread_mutex_unlock(&pool->lock);
     }
+    pool->last_end_ns = now_ns();
     pthread_mutex_unlock(&pool->run_lock);
 }
 
@@ -415,16 +535,15 @@ void kj_pool_destroy(KjPool *pool)
 {
     if (!pool)
         return;
-    pthread_mutex_lock(&pool->lock);
     atomic_store(&pool->stopping, true);
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->lock);
+    wake_workers(pool, INT_MAX);
     for (int i = 0; i < pool->started; i++)
         pthread_join(pool->workers[i], NULL);
     pthread_mutex_destroy(&pool->lock);
-    pthread_cond_destroy(&pool->wake);
     pthread_cond_destroy(&pool->finished);
     pthread_mutex_destroy(&pool->run_lock);
     free(pool->workers);
+    free(pool->worker_args);
+    free(pool->slots);
     free(pool);
 }

@@ -60,28 +60,39 @@ static void nested_run(void *user, int64_t begin, int64_t end)
         kj_pool_run(n->pool, 10, 1, count_indices, (void *)(n->hits + i * 10));
 }
 
+/* Every index once, with each thread's share in a slot of its own (the
+ * default: shares of whole chunks, the last ones short or empty) and with
+ * one counter shared by all (KJIT_POOL_SHARED=1, the pool before slots). */
 START_TEST(pool_covers_every_index_once)
 {
-    KjPool *pool = kj_pool_create(4);
-    ck_assert_int_eq(kj_pool_threads(pool), 4);
-    int64_t counts[] = {1, 7, 1000, 100003};
-    for (int c = 0; c < 4; c++) {
-        for (int repeat = 0; repeat < 3; repeat++) {
-            _Atomic int *hits = calloc((size_t)counts[c], sizeof *hits);
-            kj_pool_run(pool, counts[c], 16, count_indices, hits);
-            for (int64_t i = 0; i < counts[c]; i++)
-                ck_assert_int_eq(hits[i], 1);
-            free(hits);
+    for (int shared = 0; shared < 2; shared++) {
+        if (shared)
+            setenv("KJIT_POOL_SHARED", "1", 1);
+        KjPool *pool = kj_pool_create(4);
+        unsetenv("KJIT_POOL_SHARED");
+        ck_assert_int_eq(kj_pool_threads(pool), 4);
+        int64_t counts[] = {1, 7, 33, 1000, 4097, 100003};
+        int64_t grains[] = {1, 16, 600};
+        for (int c = 0; c < 6; c++) {
+            for (int g = 0; g < 3; g++) {
+                for (int repeat = 0; repeat < 3; repeat++) {
+                    _Atomic int *hits = calloc((size_t)counts[c], sizeof *hits);
+                    kj_pool_run(pool, counts[c], grains[g], count_indices, hits);
+                    for (int64_t i = 0; i < counts[c]; i++)
+                        ck_assert_int_eq(hits[i], 1);
+                    free(hits);
+                }
+            }
         }
+        /* a run from inside a chunk runs on its own thread, without deadlock */
+        _Atomic int *hits = calloc(64 * 10, sizeof *hits);
+        Nested n = {pool, hits};
+        kj_pool_run(pool, 64, 1, nested_run, &n);
+        for (int i = 0; i < 640; i++)
+            ck_assert_int_eq(hits[i], 1);
+        free(hits);
+        kj_pool_destroy(pool);
     }
-    /* a run from inside a chunk runs on its own thread, without deadlock */
-    _Atomic int *hits = calloc(64 * 10, sizeof *hits);
-    Nested n = {pool, hits};
-    kj_pool_run(pool, 64, 1, nested_run, &n);
-    for (int i = 0; i < 640; i++)
-        ck_assert_int_eq(hits[i], 1);
-    free(hits);
-    kj_pool_destroy(pool);
 }
 END_TEST
 
@@ -124,13 +135,16 @@ static int threads_taking_part(KjPool *pool, int64_t count, int64_t min_chunk)
 
 /* The grain (issue 25, item 7): a run takes at most count / min_chunk
  * threads, so a small one does not wake the whole pool; a large one may
- * take them all. */
+ * take them all.  (KJIT_POOL_WIDEN=0: runs back to back find the workers
+ * awake, and take them past the grain otherwise: the next test.) */
 START_TEST(pool_threads_follow_the_work)
 {
     /* chunks of 2 ms would prove the runs long: no growth here */
     setenv("KJIT_POOL_GROW_US", "60000000", 1);
+    setenv("KJIT_POOL_WIDEN", "0", 1);
     KjPool *pool = kj_pool_create(8);
     unsetenv("KJIT_POOL_GROW_US");
+    unsetenv("KJIT_POOL_WIDEN");
     for (int round = 0; round < 5; round++) {
         ck_assert_int_eq(threads_taking_part(pool, 10, 10), 1);  /* under two grains: the caller */
         ck_assert_int_le(threads_taking_part(pool, 20, 10), 2);
@@ -144,6 +158,34 @@ START_TEST(pool_threads_follow_the_work)
     }
     ck_assert_int_gt(most, 4); /* the whole pool can still take part */
     kj_pool_destroy(pool);
+}
+END_TEST
+
+/* Workers still spinning from the last run join a run past its grain (it
+ * takes every thread its pieces, a quarter grain, can feed), and not
+ * with workers that sleep at once. */
+START_TEST(pool_awake_workers_join_past_the_grain)
+{
+    setenv("KJIT_POOL_GROW_US", "60000000", 1);
+    setenv("KJIT_POOL_SPIN_US", "1000000", 1);
+    KjPool *pool = kj_pool_create(8);
+    setenv("KJIT_POOL_SPIN_US", "0", 1);
+    KjPool *sleepy = kj_pool_create(8);
+    unsetenv("KJIT_POOL_SPIN_US");
+    unsetenv("KJIT_POOL_GROW_US");
+    int most = 0, most_sleepy = 0;
+    for (int round = 0; round < 5; round++) {
+        threads_taking_part(pool, 64, 1); /* starts the workers; they spin */
+        int n = threads_taking_part(pool, 40, 20); /* two grains; pieces of 5: 8 threads */
+        most = n > most ? n : most;
+        threads_taking_part(sleepy, 64, 1);
+        n = threads_taking_part(sleepy, 40, 20);
+        most_sleepy = n > most_sleepy ? n : most_sleepy;
+    }
+    ck_assert_int_gt(most, 2);
+    ck_assert_int_le(most_sleepy, 2);
+    kj_pool_destroy(pool);
+    kj_pool_destroy(sleepy);
 }
 END_TEST
 
@@ -1003,6 +1045,7 @@ Suite *suite_kernels_cpu(void)
     tcase_set_timeout(runtime, 60);
     tcase_add_test(runtime, pool_covers_every_index_once);
     tcase_add_test(runtime, pool_threads_follow_the_work);
+    tcase_add_test(runtime, pool_awake_workers_join_past_the_grain);
     tcase_add_test(runtime, pool_grows_when_the_work_is_long);
     tcase_add_test(runtime, grid_walk_gives_cuda_indices);
     tcase_add_test(runtime, syncthreads_reduction_is_exact);

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# tests/gpu/pool_diag.sh [BUNDLE]: the parallel target's small calls on the
+# GPU machine's own CPU (issue 25: "every row at or ahead of Numba on
+# parallel"; the inc rows, the block sum and stencil3d 32^3 were behind Numba
+# parallel there, delay-and-sum must stay ahead), kjit's thread pool before and
+# after its slots (runtime/pool.c), from the bundle `make gpu-bundle` made.
+# About two minutes.  Built here against the bundle's libkjit.so as
+# tests/gpu/bench_cpu_host.sh builds its programs.
+#
+# Every kjit parallel row under these settings, in ROUNDS interleaved rounds
+# (KJIT_POOL_ROUNDS, 3), each a process giving the median of REPEAT calls'
+# times (KJIT_BENCH_REPEAT, 7; wall clock), the table showing the median of
+# the rounds' medians:
+# - "before": KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0, one counter every thread
+#   takes chunks from, and a run on its grain's threads only (main's pool
+#   but for its sleepers, on a futex word now, not a condition variable);
+# - "after": the default, each thread's share in a slot of its own, and
+#   workers still spinning from the last run joining past the grain;
+# - "after, no widening": KJIT_POOL_WIDEN=0, a run on its grain's threads
+#   only (@vectorize 1e5: 6 of 16);
+# - "after, no spin": KJIT_POOL_SPIN_US=0, workers sleep at once after a run
+#   (what every call would pay in wake-ups without the spinning);
+# - "after, spin 500": KJIT_POOL_SPIN_US=500, workers spin five times longer
+#   (the block sums' calls come 0.4 ms apart);
+# then kjit cpu (one round), Numba @njit and @njit(parallel=True) with the
+# threading layer Numba chose, and tests/bench/cpu_diag.c's parallel 1e5 row
+# on 1 to 16 workers before and after.
+set -u
+bundle=${1:-build/gpu-bundle}
+cd "$bundle" || { echo "pool_diag.sh: no bundle at $bundle"; exit 1; }
+root=$PWD
+. "$root/tests/gpu/bundle.sh"
+unpack_libkjit || { echo "pool_diag.sh: cannot unpack bin/libkjit.so.xz"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+repeat=${KJIT_BENCH_REPEAT:-7}
+rounds=${KJIT_POOL_ROUNDS:-3}
+bench=$root/tests/bench
+cp bin/libkjit.so "$work/"
+flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench"
+gcc -std=c11 -D_GNU_SOURCE -O3 -march=native -ffp-contract=off -c "$bench/simd_ref.c" -o "$work/simd_ref.o" &&
+gcc $flags -o "$work/bench_simd" "$bench/bench_simd.c" "$work/simd_ref.o" -L"$work" -lkjit -lm \
+    -Wl,-rpath,"$work" &&
+gcc $flags -o "$work/bench_cpu" "$bench/bench_cpu.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" &&
+gcc $flags -o "$work/cpu_diag" "$bench/cpu_diag.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
+    { echo "pool_diag.sh: the programs do not build here"; exit 1; }
+
+rows="inc i32|stencil3d f64 32"
+start=$SECONDS
+# run NAME ENV... -- COMMAND...: COMMAND's JSON into $work/NAME.json.
+run() {
+    local name=$1; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" "$@" > "$work/$name.json" 2> "$work/$name.err" ||
+        { echo "pool_diag.sh: $name failed:"; tail -5 "$work/$name.err"; }
+}
+# both NAME ENV...: the bench_cpu and bench_simd rows on parallel.  The
+# block sums with every runner in turn, as the table runs them: their
+# parallel calls find the workers idle for the scalar C's 0.4 ms, asleep
+# after their 100 us of spinning; the inc rows' calls come back to back.
+both() {
+    local name=$1; shift
+    run "$name.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=parallel "$@" -- \
+        "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
+    run "$name.simd" "$@" -- "$work/bench_simd" "--repeat=$repeat" \
+        --only=block_sum,block_sum_helper "$root/examples" "$bench"
+    run "$name.das" "$@" -- "$work/bench_simd" "--repeat=$repeat" --targets=parallel --no-refs \
+        --only=das "$root/examples" "$bench"
+}
+for r in $(seq 1 "$rounds"); do
+    both "before.$r" KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0
+    both "after.$r" X=1
+    both "narrow.$r" KJIT_POOL_WIDEN=0
+    both "nospin.$r" KJIT_POOL_SPIN_US=0
+    both "spin500.$r" KJIT_POOL_SPIN_US=500
+done
+run "cpu.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu -- \
+    "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
+# every row (bench_simd.py's Numba needs the inputs of all)
+mkdir -p "$work/refs"
+run "cpu.simd" X=1 -- "$work/bench_simd" "--repeat=$repeat" --targets=cpu --no-refs \
+    "--save-refs=$work/refs" "$root/examples" "$bench"
+run "diag.before" KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0 -- "$work/cpu_diag" "$bench" "$repeat"
+run "diag.after" X=1 -- "$work/cpu_diag" "$bench" "$repeat"
+numba_path=$(numba_pythonpath "$work/numba-site")
+run "numba.cpu" KJIT_BENCH_ONLY="$rows" PYTHONPATH="$numba_path" -- python3 "$bench/bench_cpu.py" "$repeat"
+run "numba.simd" PYTHONPATH="$numba_path" -- python3 "$bench/bench_simd.py" "$work/refs" "$repeat"
+layer=$(PYTHONPATH="$numba_path" python3 - 2>&1 <<'PY'
+import numba, numpy as np
+@numba.njit(parallel=True)
+def inc(a, b):
+    for i in numba.prange(a.size):
+        b[i] = a[i] + 1
+a = np.zeros(100000, np.int32); inc(a, np.empty_like(a))
+print(f"Numba {numba.__version__}, threading layer {numba.threading_layer()}, "
+      f"{numba.get_num_threads()} threads")
+PY
+)
+
+grep -m1 'model name' /proc/cpuinfo
+echo "$(nproc) logical cpus; $(echo "$layer" | tail -1)"
+python3 - "$work" "$((SECONDS - start))" "$rounds" <<'PY'
+import json, os, statistics, sys
+work, seconds, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load(name):
+    try:
+        with open(os.path.join(work, name + ".json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+def rows_of(name, target):
+    """{row: ms} of bench_cpu's and bench_simd's JSON for one setting."""
+    out = dict(load(name + ".cpu").get(target, {}))
+    out.update(load(name + ".simd").get(target, {}))
+    out.update(load(name + ".das").get(target, {}))
+    return out
+settings = [("before", "before (KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0)"), ("after", "after"),
+            ("narrow", "after, KJIT_POOL_WIDEN=0"),
+            ("nospin", "after, KJIT_POOL_SPIN_US=0"), ("spin500", "after, KJIT_POOL_SPIN_US=500")]
+samples = {key: [rows_of(f"{key}.{r}", "parallel") for r in range(1, rounds + 1)]
+           for key, _ in settings}
+cpu = rows_of("cpu", "cpu")
+numba = dict(load("numba.cpu"))
+numba.update(load("numba.simd"))
+names = []
+for key, _ in settings:
+    for data in samples[key]:
+        for row in data:
+            if row not in names:
+                names.append(row)
+def med(key, row):
+    values = [d[row] for d in samples[key] if row in d]
+    return statistics.median(values) if values else None
+def cell(ms):
+    return "-" if ms is None else f"{ms:.4f}" if ms < 0.1 else f"{ms:.2f}"
+def ratio(a, b):
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
+print(f"\nms, wall clock, kjit parallel: median of {rounds} interleaved rounds' medians "
+      f"({seconds} s in all)\n")
+print("| row | kjit cpu | " + " | ".join(label for _, label in settings) +
+      " | Numba | Numba parallel | before / Numba par. | after / Numba par. | rounds (after) |")
+print("| --- |" + " ---: |" * (len(settings) + 5) + " --- |")
+for row in names:
+    ref = numba.get(row, {})
+    npar = ref.get("numba_parallel")
+    spread = " ".join(cell(d.get(row)) for d in samples["after"])
+    print(f"| {row} | {cell(cpu.get(row))} | " +
+          " | ".join(cell(med(key, row)) for key, _ in settings) +
+          f" | {cell(ref.get('numba'))} | {cell(npar)} | {ratio(med('before', row), npar)} | "
+          f"{ratio(med('after', row), npar)} | {spread} |")
+before, after = load("diag.before"), load("diag.after")
+print("\ntests/bench/cpu_diag.c (ms; `call` rows in us):\n")
+print("| row | before | after |")
+print("| --- | ---: | ---: |")
+for row in after:
+    print(f"| {row} | {cell(before.get(row))} | {cell(after.get(row))} |")
+PY
