@@ -146,6 +146,8 @@ test-genprog: deps $(BUILD)/genprog-run
 	@rm -rf $(BUILD)/genprog/check && mkdir -p $(BUILD)/genprog/check/gen
 	python3 tests/genprog/gen.py --seed 1 --count $(GENPROG_CHECK_N) --size small --out $(BUILD)/genprog/check \
 	  --summary --require
+	@if python3 tests/genprog/gen.py --seed 1 --count 1 --size small --out $(BUILD)/genprog/check/gen --require \
+	  >/dev/null; then echo "test-genprog: gen.py --require passed a program without every lowering path"; exit 1; fi
 	@if $(BUILD)/genprog-run --no-children --modes cpu,par-nospec --inject-fault par-nospec \
 	  $(BUILD)/genprog/check/p1.kern >/dev/null; then \
 	  echo "test-genprog: an injected wrong bit went unnoticed"; exit 1; fi

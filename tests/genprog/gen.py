@@ -1302,7 +1302,8 @@ class Gen:
         nk = self.r.randint(1, 2)
         for _ in range(nk):
             self.kernel()
-        for _ in range(self.r.randint(0, 2)):
+        # (small programs, make check's: at most one, to keep its time)
+        for _ in range(self.r.randint(0, 1 if self.small else 2)):
             self.special_kernel()
         if self.chance(0.7):
             self.vectorize()
