@@ -135,12 +135,19 @@ $(BUILD)/genprog-run: $(GENPROG_OBJS) $(BUILD)/libkjit.so
 # in the SSE child (in a program without libm calls, and in an integer output
 # of one with them: the ISA children may differ only in a libm program's float
 # outputs), and that the seeds in GENPROG_GEN_SEEDS, which once made programs
-# the checker refused (generator bugs), make valid ones.
+# the checker refused (generator bugs), make valid ones.  gen.py --require
+# fails when one of the lowering paths it counts (gen.py's FEATURES: the
+# split straight line, 2-D rows and edge blocks, promoted local() arrays,
+# barrier helpers, conditional sums, partial lane groups, vectorize outputs
+# off a cache line, mma) occurs in none of those programs.
 GENPROG_CHECK_N = 300
 GENPROG_GEN_SEEDS = 505431
 test-genprog: deps $(BUILD)/genprog-run
 	@rm -rf $(BUILD)/genprog/check && mkdir -p $(BUILD)/genprog/check/gen
-	python3 tests/genprog/gen.py --seed 1 --count $(GENPROG_CHECK_N) --size small --out $(BUILD)/genprog/check
+	python3 tests/genprog/gen.py --seed 1 --count $(GENPROG_CHECK_N) --size small --out $(BUILD)/genprog/check \
+	  --summary --require
+	@if python3 tests/genprog/gen.py --seed 1 --count 1 --size small --out $(BUILD)/genprog/check/gen --require \
+	  >/dev/null; then echo "test-genprog: gen.py --require passed a program without every lowering path"; exit 1; fi
 	@if $(BUILD)/genprog-run --no-children --modes cpu,par-nospec --inject-fault par-nospec \
 	  $(BUILD)/genprog/check/p1.kern >/dev/null; then \
 	  echo "test-genprog: an injected wrong bit went unnoticed"; exit 1; fi

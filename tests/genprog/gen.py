@@ -2,6 +2,7 @@
 """gen.py: random, well-defined .kern programs for differential testing.
 
     python3 tests/genprog/gen.py --seed S --count N --out DIR [--libm] [--size small|normal]
+                                 [--summary] [--require]
 
 writes DIR/p<S+i>.kern for i < N.  The same seed always gives the same
 program (random.Random(seed), nothing else).  Each program holds plain and
@@ -10,7 +11,7 @@ device functions, @kernel functions, and @vectorize, @guvectorize and
 directive comment above it:
 
     //! kernel NAME grid=GX,GY block=BX,BY arrays=LEN,LEN,...
-    //! vectorize NAME n=COUNT
+    //! vectorize NAME n=COUNT [off=K]     (outputs K elements into their buffers)
     //! guvectorize NAME loop=L core=C
     //! reduce NAME n=COUNT
 
@@ -45,6 +46,7 @@ with --libm.
 import argparse
 import os
 import random
+import sys
 
 INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
 BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64, "u8": 8, "u16": 16, "u32": 32, "u64": 64}
@@ -53,6 +55,26 @@ COMPLEX = ["c64", "c128"]
 SHFL_TYPES = ["i32", "u32", "i64", "u64", "f32", "f64"]
 LIBM1 = ["sin", "cos", "exp", "log", "tanh", "atan", "cbrt", "expm1", "log1p", "erf"]
 LIBM2 = ["atan2", "hypot", "pow"]
+# The lowering's paths a program may reach (docs/testing.md, "Generated
+# programs"): gen.py --summary counts them over the programs it writes, and
+# --require makes it fail when one of them occurs in none (make test-genprog),
+# so that a change to the generator cannot silently stop producing them.
+PARTIAL_BLOCKS = (249, 257, 263)
+ELEM_BYTES = {"i8": 1, "u8": 1, "i16": 2, "u16": 2, "f16": 2, "i32": 4, "u32": 4, "f32": 4,
+              "i64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+FEATURES = [
+    "straight_guarded",    # a kernel of one guarded straight line of up to six loads (the split form, gen_if_full_or_masked)
+    "straight_thread_sum", # its guard written X + threadIdx.x < len(a) (checked mode drops the index checks)
+    "rows_2d",             # a 2-D grid of 2-D blocks, 4 or more a grid row, no barrier (rows first)
+    "edge_2d",             # ... whose last blocks in x and y hold threads outside the guard (x_split)
+    "local_promoted",      # a local() array indexed only by constants and small constant loops (local_promote.c)
+    "barrier_helper_call", # a device function with barriers called from a kernel (inline_barriers.c)
+    "cond_accumulate",     # if-updates, selects and bools as numbers summed in a loop, i64 -> f64 of a count
+    "reduce_partial",      # a @reduce of a count that leaves a partial last lane group (LANES' masked step)
+    "vectorize_offset",    # a @vectorize whose output starts off a cache line, long enough to be cut at one
+    "block_partial_chunk", # a block of 249, 257 or 263 threads: a partial last chunk of lanes
+    "mma",                 # mma() in a kernel of whole warps (cpu's emulation)
+]
 
 
 def is_int(t):
@@ -124,10 +146,14 @@ class Gen:
         self.sync_helpers = []      # (name, element type): device functions with barriers
         self.lines = []
         self.ind = 0
+        self.features = {f: 0 for f in FEATURES}  # FEATURES: how many of each this program has
 
     # ------------------------------------------------------------ output
     def emit(self, text):
         self.lines.append("    " * self.ind + text)
+
+    def feature(self, name):
+        self.features[name] += 1
 
     def fresh(self, prefix):
         self.counter += 1
@@ -303,7 +329,16 @@ class Gen:
     def warp_stmt(self, ctx):
         """A warp collective, at a segment's top level: every lane of the warp there."""
         name = self.fresh("wp")
-        k = self.r.randrange(4)
+        k = self.r.randrange(5)
+        if k == 4:
+            # the warp's 8x4 by 4x8 f64 product (cpu: the lanes' emulation)
+            self.feature("mma")
+            m1 = self.fresh("wp")
+            args = ", ".join(self.expr(ctx, "f64", False, 1) for _ in range(4))
+            self.emit("let %s, %s = mma(%s);" % (name, m1, args))
+            ctx.scopes[-1].append(Var(name, "f64", False))
+            ctx.scopes[-1].append(Var(m1, "f64", False))
+            return
         if k < 2:
             t = self.pick(SHFL_TYPES)
             pure = is_int(t) or (t == "f64" and self.chance(0.5))
@@ -604,6 +639,247 @@ class Gen:
         ctx.pop()
         self.ind -= 1
 
+    # ------------------------------------------------------------ lowering paths
+    # Kernels of the shapes newer lowering paths look for (FEATURES): the
+    # random kernels above almost never take them.
+    def special_kernel(self):
+        k = self.r.randrange(4)
+        if k == 0:
+            self.straight_kernel()
+        elif k == 1:
+            self.rows_kernel()
+        elif k == 2:
+            self.promote_kernel()
+        else:
+            self.accumulate_kernel()
+
+    def straight_kernel(self):
+        """One guarded straight line of up to six loads: the split form of a
+        kernel without barriers, the guard tested once a block, whole chunks
+        plain (gen_if_full_or_masked), checked mode's guards."""
+        name = self.fresh("k")
+        t = self.pick(["f64", "f32", "i32", "i64", "u8", "i16", "u32"])
+        bx = self.pick([32, 64, 100, 249, 256, 257, 263, 16, 7])
+        gx = self.r.randint(1, 4)
+        nthreads = gx * bx
+        if bx in PARTIAL_BLOCKS:
+            self.feature("block_partial_chunk")
+        nin = self.r.randint(1, 3)
+        ins = [self.fresh("in") for _ in range(nin)]
+        # inputs a little shorter or longer than the grid: edge blocks
+        lens = [max(3, nthreads - self.r.randint(-4, bx + 2)) for _ in ins]
+        nout = self.r.randint(1, 2)
+        outs = [self.fresh("out") for _ in range(nout)]
+        params = ["%s: %s[]" % (n, t) for n in ins + outs]
+        scal = None
+        if self.chance(0.5):
+            scal = self.fresh("s")
+            params.append("%s: %s" % (scal, t))
+        form = self.r.randrange(3)
+        self.emit("//! kernel %s grid=%d,1 block=%d,1 arrays=%s" % (
+            name, gx, bx, ",".join(map(str, lens + [nthreads] * nout))))
+        self.emit("@kernel")
+        self.emit("fn %s(%s) {" % (name, ", ".join(params)))
+        self.ind += 1
+        if form == 0:
+            self.emit("let i = grid(1);")
+            ix = "i"
+        elif form == 1:
+            self.emit("let b = i64(blockIdx.x) * i64(blockDim.x);")
+            ix = "(b + i64(threadIdx.x))"
+            self.feature("straight_thread_sum")
+        else:
+            self.emit("let i = i64(threadIdx.x) + i64(blockIdx.x) * i64(blockDim.x);")
+            ix = "i"
+        wide = self.chance(0.5)   # a[i - 1] and a[i + 1] too
+        conds = []
+        for n in ins:
+            if wide:
+                conds.append(self.pick(["%s + 1 < len(%s)" % (ix, n), "len(%s) - 1 > %s" % (n, ix)]))
+            else:
+                conds.append("%s < len(%s)" % (ix, n))
+        if wide:
+            conds.insert(0, "%s >= 1" % ix)
+        loads = []
+        for _ in range(self.r.randint(1, 6)):
+            n = self.pick(ins)
+            d = self.pick([-1, 0, 1]) if wide else 0
+            loads.append("%s[%s%s]" % (n, ix, {-1: " - 1", 0: "", 1: " + 1"}[d]))
+        if self.chance(0.2):
+            # one load its guard does not cover: checked mode keeps (batches) its test
+            n = self.pick(ins)
+            loads.append("%s[(%s * 7 + 3) %% len(%s)]" % (n, ix, n))
+        self.emit("if %s {" % " && ".join(conds))
+        self.ind += 1
+        lits = [scal] if scal else []
+        lits.append(self.int_lit(t) if is_int(t) else self.real_lit(t, True))
+        for j, o in enumerate(outs):
+            part = loads if j == 0 else loads[:2]
+            e = part[0]
+            for x in part[1:] + ([self.pick(lits)] if self.chance(0.6) else []):
+                e = "(%s %s %s)" % (e, self.pick(["+", "-", "*"]), x)
+            self.emit("%s[%s] %s %s;" % (o, ix, "=" if self.chance(0.8) else "+=", e))
+        self.ind -= 1
+        self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        self.emit("")
+        self.feature("straight_guarded")
+
+    def rows_kernel(self):
+        """A 2-D grid of 2-D blocks, at least 4 a grid row, no barrier: the
+        rows-first walk (kj_codegen_rows_first); an extent that is not a
+        multiple of the block gives edge blocks (split_specialise.c's x_split)."""
+        name = self.fresh("k")
+        t = self.pick(["f64", "f32", "i32", "i64", "u8", "u16"])
+        bx, by = self.pick([(32, 8), (16, 4), (8, 8), (33, 3), (7, 5), (64, 2), (16, 2)])
+        gx, gy = self.r.randint(4, 6), self.r.randint(1, 3)
+        W = gx * bx - (self.r.randint(1, bx - 1) if self.chance(0.6) and bx > 1 else 0)
+        H = gy * by - (self.r.randint(1, by - 1) if self.chance(0.5) and by > 1 else 0)
+        if W % bx or H % by:
+            self.feature("edge_2d")
+        nthreads = gx * bx * gy * by
+        nin = self.r.randint(1, 2)
+        ins = [self.fresh("in") for _ in range(nin)]
+        out = self.fresh("out")
+        self.emit("//! kernel %s grid=%d,%d block=%d,%d arrays=%s" % (
+            name, gx, gy, bx, by, ",".join(map(str, [W * H + self.r.randint(0, 5) for _ in ins] + [nthreads]))))
+        self.emit("@kernel")
+        self.emit("fn %s(%s) {" % (name, ", ".join("%s: %s[]" % (n, t) for n in ins + [out])))
+        self.ind += 1
+        self.emit("let j, i = grid(2);")
+        self.emit("if i < %d && j < %d {" % (H, W))
+        self.ind += 1
+        e = "%s[i * %d + j]" % (ins[0], W)
+        for _ in range(self.r.randint(0, 3)):
+            x = self.pick(["%s[i * %d + j]" % (self.pick(ins), W),
+                           self.int_lit(t) if is_int(t) else self.real_lit(t, True)])
+            e = "(%s %s %s)" % (e, self.pick(["+", "-", "*"]), x)
+        self.emit("%s[i * %d + j] = %s;" % (out, W, e))
+        self.ind -= 1
+        self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        self.emit("")
+        self.feature("rows_2d")
+
+    def promote_kernel(self):
+        """A local() array indexed only by constants and the variables of small
+        constant loops: local_promote.c unrolls those loops and makes each
+        element a register; with a barrier, the elements live across it."""
+        name = self.fresh("k")
+        t = self.pick(["f64", "f32", "i32", "i64"])
+        bx, by = self.pick([(16, 1), (32, 1), (64, 1), (8, 4), (16, 4), (257, 1), (100, 1)])
+        gx = self.r.randint(1, 3)
+        nt = bx * by
+        nthreads = gx * nt
+        if nt in PARTIAL_BLOCKS:
+            self.feature("block_partial_chunk")
+        rows = self.r.randint(1, 4)
+        cols = self.r.randint(1, 4) if self.chance(0.4) else 0
+        dims = "%d, %d" % (rows, cols) if cols else "%d" % rows
+        la = self.r.randint(1, 300)
+        self.emit("//! kernel %s grid=%d,1 block=%d,%d arrays=%d,%d,%d" % (name, gx, bx, by, la, la, nthreads))
+        self.emit("@kernel")
+        self.emit("fn %s(a: %s[], b: %s[], out: %s[]) {" % (name, t, t, t))
+        self.ind += 1
+        self.emit("let t = i64(threadIdx.x) + i64(blockDim.x) * i64(threadIdx.y);")
+        self.emit("let nt = i64(blockDim.x) * i64(blockDim.y);")
+        self.emit("let g = i64(blockIdx.x) * nt + t;")
+        self.emit("let acc = local(%s, %s);" % (t, dims))
+        lit = lambda: self.int_lit(t) if is_int(t) else self.real_lit(t, True)
+        if cols:
+            self.emit("for q in range(%d) { for r in range(%d) { acc[q, r] = %s; } }" % (rows, cols, lit()))
+            el, idx = "acc[q, r]", "(g * %d + q * %d + r + k)" % (rows * cols, cols)
+            loops = ("for q in range(%d) {" % rows, "for r in range(%d) {" % cols)
+        else:
+            self.emit("for q in range(%d) { acc[q] = %s; }" % (rows, lit()))
+            el, idx = "acc[q]", "(g * %d + q + k)" % rows
+            loops = ("for q in range(%d) {" % rows,)
+        src_a = "a[%s %% len(a)]" % idx
+        barrier = self.chance(0.5)
+        if barrier:
+            self.emit("let tile = shared(%s, %d);" % (t, nt))
+            self.emit("tile[t] = b[g % len(b)];")
+            self.emit("syncthreads();")
+            src_b = "tile[(t + k + q) % nt]"
+        else:
+            src_b = "b[(g + k) % len(b)]"
+        self.emit("for k in range(%d) {" % self.r.randint(1, 4))
+        self.ind += 1
+        for l in loops:
+            self.emit(l)
+            self.ind += 1
+        op = self.pick(["+", "-"]) if not is_int(t) else self.pick(["+", "^", "-"])
+        self.emit("%s %s= %s * %s;" % (el, op, src_a, src_b))
+        for l in loops:
+            self.ind -= 1
+            self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        if barrier and self.chance(0.5):
+            self.emit("syncthreads();")
+            self.emit("acc[0%s] += tile[(t + 1) %% nt];" % (", 0" if cols else ""))
+        terms = ["acc[%d, %d]" % (q, r) for q in range(rows) for r in range(cols)] if cols else \
+            ["acc[%d]" % q for q in range(rows)]
+        self.emit("out[g] = %s;" % " + ".join(terms))
+        self.ind -= 1
+        self.emit("}")
+        self.emit("")
+        self.feature("local_promoted")
+
+    def accumulate_kernel(self):
+        """Conditional accumulation in a block-strided loop, the three ways a
+        user writes it (tests/bench/bins.kern): an if around the updates, a
+        select, the test's bools as numbers; then i64 -> f64 of the count."""
+        name = self.fresh("k")
+        bx = self.pick([32, 64, 100, 249, 256, 257, 263])
+        gx = self.r.randint(1, 3)
+        nthreads = gx * bx
+        if bx in PARTIAL_BLOCKS:
+            self.feature("block_partial_chunk")
+        t = self.pick(["f64", "f64", "i64", "i32"])
+        lo = "%s(blockIdx.x) * %s - %s" % (t, "0.75" if t == "f64" else "3", "1.0" if t == "f64" else "2")
+        self.emit("//! kernel %s grid=%d,1 block=%d,1 arrays=%d,%d,%d" % (
+            name, gx, bx, self.r.randint(1, 3000), nthreads, nthreads))
+        self.emit("@kernel")
+        self.emit("fn %s(data: %s[], sums: %s[], counts: i64[]) {" % (name, t, t))
+        self.ind += 1
+        self.emit("let t = i64(threadIdx.x);")
+        self.emit("let g = i64(blockIdx.x) * i64(blockDim.x) + t;")
+        self.emit("let r1: %s = %s;" % (t, lo))
+        self.emit("let r2: %s = r1 + %s;" % (t, "2.5" if t == "f64" else "%s(9)" % t))
+        self.emit("let s: %s = %s;" % (t, "0.0" if t == "f64" else "%s(0)" % t))
+        self.emit("let c: i64 = 0;")
+        self.emit("for i in range(t, len(data), %s) {" % self.pick(["i64(blockDim.x)", str(bx)]))
+        self.ind += 1
+        self.emit("let r = data[i];")
+        form = self.r.randrange(3)
+        if form == 0:
+            self.emit("if r1 <= r && r < r2 {")
+            self.emit("    s += r;")
+            self.emit("    c += 1;")
+            self.emit("}")
+        elif form == 1:
+            self.emit("let inside = r1 <= r && r < r2;")
+            self.emit("s += inside ? r : %s;" % ("0.0" if t == "f64" else "%s(0)" % t))
+            self.emit("c += inside ? 1 : 0;")
+        else:
+            self.emit("let inside = i64(r1 <= r) * i64(r < r2);")
+            self.emit("s += %s(inside) * r;" % t)
+            self.emit("c += inside;")
+        self.ind -= 1
+        self.emit("}")
+        if t == "f64":
+            self.emit("sums[g] = s + f64(c) * 0.5;")
+        else:
+            self.emit("sums[g] = s + %s(c);" % t)
+        self.emit("counts[g] = c;")
+        self.ind -= 1
+        self.emit("}")
+        self.emit("")
+        self.feature("cond_accumulate")
+
     # ------------------------------------------------------------ functions
     def helper(self, device):
         name = self.fresh("h")
@@ -650,8 +926,12 @@ class Gen:
         if warps:
             bx, by = self.pick([(32, 1), (64, 1), (32, 2), (128, 1), (32, 4)])
         else:
-            bx, by = self.pick([(1, 1), (7, 1), (16, 1), (33, 1), (48, 1), (64, 1), (8, 4), (16, 3), (100, 1), (256, 1)])
+            bx, by = self.pick([(1, 1), (7, 1), (16, 1), (33, 1), (48, 1), (64, 1), (8, 4), (16, 3), (100, 1), (256, 1),
+                                (249, 1), (257, 1), (263, 1)])
         gx = self.r.randint(1, 3)
+        if bx * by in PARTIAL_BLOCKS:
+            self.feature("block_partial_chunk")
+        self.tile = max(256, bx * by)   # shared tiles of a slot per thread
         nthreads = gx * bx * by
         params, lens = [], []
         for _ in range(self.r.randint(1, 3)):
@@ -716,7 +996,7 @@ class Gen:
             if two:
                 self.emit("let %s = shared(%s, %d, %d);" % (nm, t, by, bx))
             else:
-                self.emit("let %s = shared(%s, %d);" % (nm, t, 256 if self.chance(0.5) else bx * by))
+                self.emit("let %s = shared(%s, %d);" % (nm, t, self.tile if self.chance(0.5) else bx * by))
             ctx.shared.append((nm, t, 2 if two else 1))
             ctx.shared_mode[nm] = "w"
         if self.chance(0.1 if friendly else 0.5):
@@ -737,7 +1017,7 @@ class Gen:
         for h in self.sync_helpers:
             if h[1] not in ctx.sync_tiles:
                 tile = self.fresh("tile")
-                self.emit("let %s = shared(%s, 256);" % (tile, h[1]))
+                self.emit("let %s = shared(%s, %d);" % (tile, h[1], self.tile))
                 self.emit("%s[t] = %s;" % (tile, self.int_lit(h[1]) if is_int(h[1]) else self.real_lit(h[1], True)))
                 ctx.sync_tiles[h[1]] = tile
         ctx.no_shared = True
@@ -753,7 +1033,7 @@ class Gen:
                 self.barrier(ctx)
                 if self.chance(0.3) and ctx.shared:
                     self.barrier_loop(ctx, scalars)
-                if self.sync_helpers and not friendly and self.chance(0.4):
+                if self.sync_helpers and self.chance(0.4):
                     self.call_barrier_helper(ctx)
                 if not ctx.may_have_returned and self.chance(0.2):
                     self.tree_reduction(ctx)
@@ -830,7 +1110,7 @@ class Gen:
         tile = self.fresh("red")
         st = self.fresh("st")
         acc = self.fresh("v")
-        self.emit("let %s = shared(%s, 256);" % (tile, t))
+        self.emit("let %s = shared(%s, %d);" % (tile, t, self.tile))
         self.emit("%s[t] = %s;" % (tile, self.expr(ctx, t, is_int(t), 2)))
         self.emit("syncthreads();")
         if self.chance(0.5):
@@ -891,6 +1171,7 @@ class Gen:
             return
         name = self.fresh("v")
         pure = is_int(h[1])
+        self.feature("barrier_helper_call")
         self.emit("let %s: %s = %s(%s, %s);" % (name, h[1], h[0], tile, self.expr(ctx, h[1], pure, 2)))
         ctx.scopes[-1].append(Var(name, h[1], pure))
 
@@ -917,7 +1198,18 @@ class Gen:
         rets = [ret] + [self.pick(INTS + FLOATS + COMPLEX)
                         for _ in range(self.r.randint(1, 2) if self.chance(0.25) else 0)]
         ctx.rets = rets
-        self.emit("//! vectorize %s n=%d" % (name, self.r.randint(1, 300)))
+        n = self.r.randint(1, 300)
+        off = 0
+        if self.chance(0.5):
+            # the output off a cache line and long enough that the cpu targets
+            # cut the range where an output element starts one (runtime/cpu.c,
+            # run_range_aligned: at least 4 lines)
+            line = 64 // ELEM_BYTES[ret]
+            off = self.r.randint(1, line - 1) if line > 1 else 0
+            n = self.r.randint(4 * line - 2, 4 * line + 3 * line + 5)
+            if off and n >= 4 * line:
+                self.feature("vectorize_offset")
+        self.emit("//! vectorize %s n=%d%s" % (name, n, " off=%d" % off if off else ""))
         self.emit("@vectorize")
         self.emit("fn %s(%s) -> %s {" % (name, ", ".join("%s: %s" % p for p in params),
                                          ret if len(rets) == 1 else "(%s)" % ", ".join(rets)))
@@ -975,7 +1267,10 @@ class Gen:
         t = self.pick(INTS + ["f32", "f64"])
         ctx = Ctx("reduce")
         ctx.scopes[0] += [Var("a", t, is_int(t)), Var("b", t, is_int(t))]
-        self.emit("//! reduce %s n=%d" % (name, self.r.choice([1, 5, 31, 33, 100, 1024, 1500, 3000])))
+        n = self.r.choice([1, 5, 31, 33, 100, 1024, 1500, 3000, 7, 9, 15, 17, 63, 65, 249, 257, 263, 4099])
+        if n % 16:
+            self.feature("reduce_partial")
+        self.emit("//! reduce %s n=%d" % (name, n))
         self.emit("@reduce")
         self.emit("fn %s(a: %s, b: %s) -> %s {" % (name, t, t, t))
         self.ind += 1
@@ -1007,6 +1302,9 @@ class Gen:
         nk = self.r.randint(1, 2)
         for _ in range(nk):
             self.kernel()
+        # (small programs, make check's: at most one, to keep its time)
+        for _ in range(self.r.randint(0, 1 if self.small else 2)):
+            self.special_kernel()
         if self.chance(0.7):
             self.vectorize()
         if self.chance(0.4):
@@ -1023,13 +1321,32 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--libm", action="store_true", help="call libm functions (sin, exp, hypot ...)")
     ap.add_argument("--size", choices=["small", "normal"], default="normal")
+    ap.add_argument("--summary", action="store_true",
+                    help="print, per lowering path (FEATURES), how many programs have one and how many in all")
+    ap.add_argument("--require", action="store_true",
+                    help="fail when a lowering path occurs in none of the programs")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    total = {f: 0 for f in FEATURES}
+    programs = {f: 0 for f in FEATURES}
     for i in range(a.count):
         s = a.seed + i
-        text = Gen(s, a.libm, a.size).program()
+        g = Gen(s, a.libm, a.size)
+        text = g.program()
         with open(os.path.join(a.out, "p%d.kern" % s), "w") as f:
             f.write(text)
+        for f, n in g.features.items():
+            total[f] += n
+            programs[f] += 1 if n else 0
+    if a.summary:
+        print("gen.py: %d programs, seeds %d to %d; lowering paths (programs, occurrences):" %
+              (a.count, a.seed, a.seed + a.count - 1))
+        for f in FEATURES:
+            print("  %-20s %5d %6d" % (f, programs[f], total[f]))
+    missing = [f for f in FEATURES if not total[f]]
+    if a.require and missing:
+        print("gen.py: no program has %s" % ", ".join(missing))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -478,6 +478,7 @@ typedef struct Directive {
     int64_t lens[MAX_PARAMS];
     int nlens;
     int64_t n, loop, core;
+    int64_t off; /* a @vectorize's outputs start this many elements into their buffers */
 } Directive;
 
 static int read_directives(const char *text, Directive *out, int max)
@@ -519,6 +520,8 @@ static int read_directives(const char *text, Directive *out, int max)
                 d->loop = v;
             else if (sscanf(tok, "core=%lld", &v) == 1)
                 d->core = v;
+            else if (sscanf(tok, "off=%lld", &v) == 1 && v >= 0 && v < 64)
+                d->off = v;
         }
         count++;
     }
@@ -665,10 +668,17 @@ static void run_vectorize(Run *run, Mode *mode, Outputs *out, RefStatus *st, boo
             views[p] = kjit_array_make(in->arrays[p].data, dt, 1, &n);
             args[p] = kjit_arg_array(&views[p]);
         }
+        /* off=K: each output K elements into a buffer (calloc's 16 bytes
+         * into a line, plus K), so the cpu targets' cut of the range at an
+         * output cache line (runtime/cpu.c) falls elsewhere */
+        int64_t off = run->d->off;
+        char *bufs[KJ_MAX_VEC_OUTPUTS];
         for (int j = 0; j < outputs; j++) {
             kjit_dtype rt;
             kj_type_dtype(out->types[j], &rt);
-            outs[j] = kjit_array_make(results[j].data, rt, 1, &n);
+            size_t size = (size_t)ref_elem_size(out->types[j]->kind);
+            bufs[j] = kj_xcalloc((size_t)(n + off + 1), size);
+            outs[j] = kjit_array_make(bufs[j] + off * (int64_t)size, rt, 1, &n);
             args[in->count + j] = kjit_arg_array(&outs[j]);
         }
         kjit_function *kf;
@@ -676,6 +686,11 @@ static void run_vectorize(Run *run, Mode *mode, Outputs *out, RefStatus *st, boo
             (outputs > 1 ? kjit_call(kf, args, in->count + outputs, NULL, NULL)
                          : kjit_call(kf, args, in->count, &outs[0], NULL)) != KJIT_OK)
             snprintf(out->error, sizeof out->error, "%s", kjit_last_error(mode->context));
+        for (int j = 0; j < outputs; j++) {
+            size_t size = (size_t)ref_elem_size(out->types[j]->kind);
+            memcpy(results[j].data, bufs[j] + off * (int64_t)size, (size_t)n * size);
+            free(bufs[j]);
+        }
     }
     for (int j = 0; j < outputs; j++)
         out->arrays[j] = results[j];
