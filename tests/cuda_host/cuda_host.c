@@ -43,24 +43,6 @@ static reset_fn fake_reset;
 /* The driver calls a call may make, in the order printed. */
 static const char *const watched[] = {"cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent"};
 #define WATCHED (int)(sizeof watched / sizeof watched[0])
-/* Every entry point the fake counts (fake_cuda.c's CALLS), for the total. */
-static const char *const every_call[] = {
-    "cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuDeviceGetCount",
-    "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDeviceTotalMem_v2",
-    "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset_v2",
-    "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxSynchronize", "cuLinkCreate_v2",
-    "cuLinkAddData_v2", "cuLinkComplete", "cuLinkDestroy", "cuModuleLoadDataEx",
-    "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel", "cuLaunchCooperativeKernel",
-    "cuFuncGetAttribute", "cuFuncSetAttribute", "cuOccupancyMaxPotentialBlockSize",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuMemAlloc_v2", "cuMemFree_v2",
-    "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
-    "cuMemcpyDtoD_v2", "cuMemcpyDtoDAsync_v2", "cuStreamCreate", "cuStreamSynchronize",
-    "cuStreamDestroy_v2", "cuEventCreate", "cuEventRecord", "cuEventSynchronize",
-    "cuEventElapsedTime_v2", "cuEventDestroy_v2", "cuStreamWaitEvent", "cuMemHostRegister_v2",
-    "cuMemHostUnregister", "cuMemHostGetDevicePointer_v2", "cuModuleGetGlobal_v2",
-    "cuPointerGetAttribute", "cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuMemcpyPeer",
-    "cuMemcpyPeerAsync"};
-#define EVERY (int)(sizeof every_call / sizeof every_call[0])
 
 static double now_ns(void)
 {
@@ -126,22 +108,19 @@ static double measure(kjit_context *context, const Form *f, double calls[WATCHED
         long before[WATCHED], before_total = 0;
         for (int i = 0; fake_count && i < WATCHED; i++)
             before[i] = fake_count(watched[i]);
-        for (int i = 0; fake_count && i < EVERY; i++)
-            before_total += fake_count(every_call[i]);
+        if (fake_count)
+            before_total = fake_count(NULL); /* every call the fake counts */
         check(context, kjit_synchronize(context), "synchronize");
         for (int i = 0; fake_count && i < WATCHED; i++)
             synced[i] += fake_count(watched[i]) - before[i];
-        for (int i = 0; fake_count && i < EVERY; i++)
-            synced_total += fake_count(every_call[i]);
+        if (fake_count)
+            synced_total += fake_count(NULL);
         synced_total -= before_total;
     }
-    *total = 0;
     double count = (double)RUNS * per_batch;
     for (int i = 0; fake_count && i < WATCHED; i++)
         calls[i] = (double)(fake_count(watched[i]) - synced[i]) / count;
-    for (int i = 0; fake_count && i < EVERY; i++)
-        *total += (double)fake_count(every_call[i]) / count;
-    *total -= (double)synced_total / count;
+    *total = ((fake_count ? (double)fake_count(NULL) : 0) - (double)synced_total) / count;
     qsort(times, RUNS, sizeof *times, by_value);
     *fastest = times[0];
     return times[RUNS / 2];

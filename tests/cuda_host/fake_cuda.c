@@ -15,7 +15,8 @@
  * own host work.
  *
  * kjit_fake_cuda_count(name) reads a call's count (the name as kjit resolves
- * it, "cuLaunchKernel"); kjit_fake_cuda_reset() zeroes them all;
+ * it, "cuLaunchKernel"; NULL: every call's, summed); kjit_fake_cuda_reset()
+ * zeroes them all;
  * kjit_fake_cuda_set_current(ctx) plays another library making its own
  * context current on the calling thread.
  */
@@ -63,10 +64,14 @@ static _Atomic long counts[CALL_COUNT];
 
 long kjit_fake_cuda_count(const char *name)
 {
-    for (int i = 0; i < CALL_COUNT; i++)
-        if (strcmp(call_names[i], name) == 0)
+    long total = 0;
+    for (int i = 0; i < CALL_COUNT; i++) {
+        if (!name)
+            total += atomic_load(&counts[i]);
+        else if (strcmp(call_names[i], name) == 0)
             return atomic_load(&counts[i]);
-    return -1;
+    }
+    return name ? -1 : total;
 }
 
 void kjit_fake_cuda_reset(void)

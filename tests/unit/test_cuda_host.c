@@ -88,32 +88,10 @@ static bool load_fake(const char *test)
     return true;
 }
 
-/* Every driver call the fake counted (fake_cuda.c's list). */
+/* Every driver call the fake counted (its own list, summed). */
 static long all_calls(void)
 {
-    static const char *const names[] = {
-        "cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuDeviceGetCount",
-        "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDeviceTotalMem_v2",
-        "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset_v2",
-        "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxSynchronize", "cuLinkCreate_v2",
-        "cuLinkAddData_v2", "cuLinkComplete", "cuLinkDestroy", "cuModuleLoadDataEx",
-        "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel", "cuLaunchCooperativeKernel",
-        "cuFuncGetAttribute", "cuFuncSetAttribute", "cuOccupancyMaxPotentialBlockSize",
-        "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuMemAlloc_v2", "cuMemFree_v2",
-        "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
-        "cuMemcpyDtoD_v2", "cuMemcpyDtoDAsync_v2", "cuStreamCreate", "cuStreamSynchronize",
-        "cuStreamDestroy_v2", "cuEventCreate", "cuEventRecord", "cuEventSynchronize",
-        "cuEventElapsedTime_v2", "cuEventDestroy_v2", "cuStreamWaitEvent",
-        "cuMemHostRegister_v2", "cuMemHostUnregister", "cuMemHostGetDevicePointer_v2",
-        "cuModuleGetGlobal_v2", "cuPointerGetAttribute", "cuDeviceCanAccessPeer",
-        "cuCtxEnablePeerAccess", "cuMemcpyPeer", "cuMemcpyPeerAsync"};
-    long total = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        long n = fake_count(names[i]);
-        ck_assert_msg(n >= 0, "the fake driver does not count %s", names[i]);
-        total += n;
-    }
-    return total;
+    return fake_count(NULL);
 }
 
 typedef struct Setup {
