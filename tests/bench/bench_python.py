@@ -178,6 +178,19 @@ def bench_kjit():
     stream = kjit.Stream(kjit.context(target))
     row("kjit", "add, device arrays, out=, stream=", per_call_us(
         lambda: add(da, db, out=out, stream=stream), stream.synchronize), note + ", a kjit.Stream")
+    if target == "cuda":
+        # issue 26 item 1: the null stream's extra cost, taken apart: the
+        # same null-stream call now that a stream exists, the legacy stream
+        # through kjit_call_async (stream=0), and the per-thread default
+        # stream (CU_STREAM_PER_THREAD, the handle 2)
+        row("kjit", "add, device arrays, out= (again, a stream made)", per_call_us(
+            lambda: add(da, db, out=out), sync), note + ", the null stream")
+        row("kjit", "add, device arrays, out=, stream=0", per_call_us(
+            lambda: add(da, db, out=out, stream=0), sync),
+            note + ", the legacy stream through kjit_call_async")
+        row("kjit", "add, device arrays, out=, stream=2", per_call_us(
+            lambda: add(da, db, out=out, stream=2), sync),
+            note + ", CU_STREAM_PER_THREAD")
     if not FAKE_DRIVER:
         assert np.array_equal(add(da, db).copy_to_host(), a + a[::-1])
     if target == "cuda":
@@ -216,6 +229,10 @@ def bench_kjit():
     row("kjit", "add, CuPy arrays, out=, stream=", per_call_us(
         lambda: add(ca, cb, out=cout, stream=cstream), cstream.synchronize),
         "cuda, 1,000 f32, a CuPy stream")
+    nstream = cp.cuda.Stream(non_blocking=True)
+    row("kjit", "add, CuPy arrays, out=, stream= non-blocking", per_call_us(
+        lambda: add(ca, cb, out=cout, stream=nstream), nstream.synchronize),
+        "cuda, 1,000 f32, a non-blocking CuPy stream")
     assert np.array_equal(cp.asnumpy(add(ca, cb)), a + a[::-1])
 
 

@@ -13,6 +13,11 @@ $(BUILD)/libkjit-fakecuda.so: tests/cuda_host/fake_cuda.c
 $(BUILD)/cuda-host: tests/cuda_host/cuda_host.c $(BUILD)/libkjit.so runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -ldl -Wl,-rpath,'$$ORIGIN'
 
+# The cost of a call on each kind of stream (the driver's bare launch and
+# kjit's call; tests/gpu/python.sh runs it on the GPU, make check on the fake).
+$(BUILD)/stream-diag: tests/cuda_host/stream_diag.c $(BUILD)/libkjit.so runtime/kjit.h
+	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -ldl -Wl,-rpath,'$$ORIGIN'
+
 # The unit tests find the fake driver beside themselves.
 $(BUILD)/unit-tests: $(BUILD)/libkjit-fakecuda.so
 $(BUILD)/obj/tests/unit/test_cuda_host.o: ALL_CFLAGS += \

@@ -62,11 +62,12 @@ $(GPU_AOT)/aot-bench-%: tests/gpu/aot_bench.c runtime/kjit.h $(BUILD)/libkjit.so
 .PHONY: gpu-bundle
 gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test \
             $(BUILD)/genprog-run $(BUILD)/multigpu/multigpu $(BUILD)/libkjit-rt.so $(GPU_AOT_LIBS) \
-            $(GPU_AOT_BINS) $(BUILD)/cuda-host $(BUILD)/libkjit-fakecuda.so
+            $(GPU_AOT_BINS) $(BUILD)/cuda-host $(BUILD)/stream-diag $(BUILD)/libkjit-fakecuda.so
 	@rm -rf $(GPU_BUNDLE)
 	@mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/tests $(GPU_BUNDLE)/libdevice
 	cp $(BUILD)/kjit $(BUILD)/unit-tests $(BUILD)/latency $(BUILD)/modes-test $(BUILD)/genprog-run \
-	  $(BUILD)/multigpu/multigpu $(BUILD)/cuda-host $(BUILD)/libkjit-fakecuda.so $(GPU_BUNDLE)/bin/
+	  $(BUILD)/multigpu/multigpu $(BUILD)/cuda-host $(BUILD)/stream-diag $(BUILD)/libkjit-fakecuda.so \
+	  $(GPU_BUNDLE)/bin/
 	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit.so $(BUILD)/libkjit.so
 	strip --strip-unneeded -o $(GPU_BUNDLE)/bin/libkjit-rt.so $(BUILD)/libkjit-rt.so
 	cp $(GPU_AOT_BINS) $(GPU_BUNDLE)/bin/

@@ -15,6 +15,11 @@
 #     kjit's own host work on this machine's CPU and the driver calls each
 #     call makes (one cuLaunchKernel, one cuCtxGetCurrent, no
 #     cuCtxSetCurrent);
+#   - bin/stream-diag (tests/cuda_host/stream_diag.c): the driver's bare
+#     launch and kjit's call of add on the legacy null stream,
+#     CU_STREAM_PER_THREAD, a created blocking and a non-blocking stream:
+#     host time, with the synchronisation, and the GPU's pace (issue 26
+#     item 1: where the null stream's extra 0.75 us comes from);
 #   - tests/gpu/launch_forms.c (built here with cc, libcuda dlopened): the
 #     driver's own cost of cuLaunchKernel with kernelParams against one
 #     `extra` buffer, and of cuMemAlloc/cuMemFree against the stream-ordered
@@ -63,6 +68,17 @@ if [ -x "$root/bin/cuda-host" ]; then
         || fail "one cuLaunchKernel and no cuCtxSetCurrent a call (fake driver)"
 else
     fail "no bin/cuda-host in the bundle"
+fi
+
+echo "=== a call on each kind of stream: the driver's bare launch and kjit's call (bin/stream-diag)"
+# legacy NULL, CU_STREAM_PER_THREAD, a created blocking and a non-blocking
+# stream: host time, time with the synchronisation, the GPU's pace (events)
+if [ -x "$root/bin/stream-diag" ]; then
+    "$root/bin/stream-diag" > "$work/stream-diag.log" 2>&1 \
+        && pass "stream-diag on the GPU" || fail "stream-diag on the GPU"
+    cat "$work/stream-diag.log"
+else
+    fail "no bin/stream-diag in the bundle"
 fi
 
 echo "=== tests/bench/bench_python.py"
