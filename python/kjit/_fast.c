@@ -590,6 +590,9 @@ static int pack_stream(Vectorized *self, PyObject *stream, kjit_stream **out)
     return stream_handle(last_wrapper, out);
 }
 
+static PyObject *new_device_array(PyObject *template, int nd, const npy_intp *shape,
+                                  PyObject *shape_tuple, int code);
+
 /* A call of n positional arguments, `out` (NULL: none) and `stream` (NULL:
  * none; call: the arguments as they came, for the Python path). */
 static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssize_t n,
@@ -667,7 +670,14 @@ static PyObject *vectorized_run(Vectorized *self, PyObject *const *items, Py_ssi
                 }
                 PyTuple_SET_ITEM(shape, d, extent);
             }
-            result = PyObject_CallFunction(alloc, "OOi", p.first, shape, self->results[sig]);
+            /* a kjit result built here (its pool block, layout and object);
+             * Python's allocator where this cannot (no C pool, a DeviceArray
+             * class whose slots are not the known ones) */
+            result = kjit_result ? new_device_array(p.first, p.nd, p.shape, shape,
+                                                    self->results[sig])
+                                 : NULL;
+            if (!result && !PyErr_Occurred())
+                result = PyObject_CallFunction(alloc, "OOi", p.first, shape, self->results[sig]);
             Py_DECREF(shape);
             if (!result)
                 return NULL;
@@ -1315,6 +1325,8 @@ static PyObject *use_vectorcall(PyObject *module, PyObject *arg)
     Py_RETURN_TRUE;
 }
 
+static void find_slots(PyTypeObject *type);
+
 /* setup(kjit_call, kjit_function_match, kjit_launch_ex, raise_status, DeviceArray
  *       [, alloc_device[, kjit_call_async, Stream, stream_of, alloc_cupy]]) */
 static PyObject *setup(PyObject *module, PyObject *args)
@@ -1359,6 +1371,7 @@ static PyObject *setup(PyObject *module, PyObject *args)
     Py_XSETREF(raise_status, raiser);
     Py_INCREF(devtype);
     Py_XSETREF(device_array, (PyTypeObject *)devtype);
+    find_slots(device_array);
     Py_XINCREF(alloc);
     Py_XSETREF(alloc_device, alloc);
     Py_RETURN_NONE;
@@ -1443,6 +1456,42 @@ static void pool_dealloc(Pool *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A freed block of `size` bytes out of the pool: 1 with *ptr set, 0 when
+ * there is none, -1 on an error (set). */
+static int pool_pop(Pool *self, Py_ssize_t bytes, unsigned long long *ptr)
+{
+    if (!self->lists)
+        return 0;
+    PyObject *size = PyLong_FromSsize_t(bytes);
+    if (!size)
+        return -1;
+    PyObject *list = PyDict_GetItemWithError(self->lists, size);
+    Py_DECREF(size);
+    if (!list)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    if (n == 0)
+        return 0;
+    *ptr = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(list, n - 1));
+    if (PyErr_Occurred() || PyList_SetSlice(list, n - 1, n, NULL) < 0)
+        return -1;
+    self->bytes -= bytes;
+    return 1;
+}
+
+static PyObject *pool_block_new(Pool *pool, unsigned long long ptr, Py_ssize_t size)
+{
+    PoolBlock *block = PyObject_New(PoolBlock, &PoolBlockType);
+    if (!block)
+        return NULL;
+    Py_INCREF(pool);
+    block->pool = pool;
+    block->ptr = ptr;
+    block->size = size;
+    block->weakrefs = NULL;
+    return (PyObject *)block;
+}
+
 static PyObject *pool_take(Pool *self, PyObject *size)
 {
     PyObject *list = self->lists ? PyDict_GetItemWithError(self->lists, size) : NULL;
@@ -1474,15 +1523,7 @@ static PyObject *pool_block(Pool *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "block: a negative size");
         return NULL;
     }
-    PoolBlock *block = PyObject_New(PoolBlock, &PoolBlockType);
-    if (!block)
-        return NULL;
-    Py_INCREF(self);
-    block->pool = self;
-    block->ptr = ptr;
-    block->size = size;
-    block->weakrefs = NULL;
-    return (PyObject *)block;
+    return pool_block_new(self, ptr, size);
 }
 
 static PyObject *pool_drain(Pool *self, PyObject *unused)
@@ -1541,6 +1582,179 @@ static void pool_block_dealloc(PoolBlock *self)
     Py_DECREF(pool);
     PyObject_Free(self);
     PyErr_Restore(type, value, traceback);
+}
+
+/* ------------------------------------------- a call's result, built in C */
+
+/*
+ * The DeviceArray a call without out= returns on kjit device arrays, built
+ * here as Context.device_array and DeviceArray._from_layout build it: memory
+ * from the template's context's pool (`_fast.Pool`, or its `_allocate(size)`
+ * when the pool has no block of that size class), a PoolBlock as its owner,
+ * the kjit_array in the object, and the slots a DeviceArray has (context,
+ * dtype, shape, C-order strides, _code, _owner, _arg, _info).  Done in
+ * Python, that was about 1 us of a 0.3 us call on the fake driver: frames,
+ * a layout lookup, the slots set one by one through descriptors.  The slots
+ * are written at their offsets, which setup() read from DeviceArray's
+ * member descriptors; where it could not (a class of other slots), or the
+ * context has no C pool (KJIT_PURE_PYTHON's), this returns NULL with no
+ * error and the caller asks Python's allocator.
+ */
+enum { SLOT_CONTEXT, SLOT_DTYPE, SLOT_SHAPE, SLOT_STRIDES, SLOT_CODE, SLOT_OWNER, SLOT_ARG,
+       SLOT_INFO, SLOT_COUNT };
+static const char *const slot_names[SLOT_COUNT] = {"context", "dtype", "shape", "strides",
+                                                   "_code", "_owner", "_arg", "_info"};
+static Py_ssize_t slot_offset[SLOT_COUNT];
+static bool slots_known;
+
+/* Where DeviceArray keeps each slot (its __slots__' member descriptors). */
+static void find_slots(PyTypeObject *type)
+{
+    slots_known = false;
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        PyObject *descr = PyObject_GetAttrString((PyObject *)type, slot_names[i]);
+        if (!descr) {
+            PyErr_Clear();
+            return;
+        }
+        bool member = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        PyMemberDef *def = member ? ((PyMemberDescrObject *)descr)->d_member : NULL;
+        Py_DECREF(descr);
+        if (!def || def->type != T_OBJECT_EX || def->offset < (Py_ssize_t)sizeof(DeviceBase))
+            return;
+        slot_offset[i] = def->offset;
+    }
+    slots_known = true;
+}
+
+static PyObject **slot(PyObject *object, int which)
+{
+    return (PyObject **)((char *)object + slot_offset[which]);
+}
+
+/* The context whose pool results were last taken from, and what of it. */
+static PyObject *pool_context;  /* the kjit Context (held) */
+static Pool *context_pool;      /* its _cpool */
+static PyObject *context_alloc; /* its _allocate(size) */
+static int context_gpu;         /* its is_cuda */
+
+static int know_context(PyObject *context)
+{
+    if (context == pool_context)
+        return 1;
+    PyObject *pool = PyObject_GetAttrString(context, "_cpool");
+    PyObject *alloc = pool ? PyObject_GetAttrString(context, "_allocate") : NULL;
+    PyObject *cuda = alloc ? PyObject_GetAttrString(context, "is_cuda") : NULL;
+    int gpu = cuda ? PyObject_IsTrue(cuda) : -1;
+    Py_XDECREF(cuda);
+    if (gpu < 0 || !Py_IS_TYPE(pool, &PoolType)) {
+        Py_XDECREF(pool);
+        Py_XDECREF(alloc);
+        return gpu < 0 ? -1 : 0;
+    }
+    Py_INCREF(context);
+    Py_XSETREF(pool_context, context);
+    Py_XSETREF(context_pool, (Pool *)pool);
+    Py_XSETREF(context_alloc, alloc);
+    context_gpu = gpu;
+    return 1;
+}
+
+static PyObject *new_device_array(PyObject *template, int nd, const npy_intp *shape,
+                                  PyObject *shape_tuple, int code)
+{
+    int typenum = typenum_of_code(code);
+    PyObject *context = slots_known ? *slot(template, SLOT_CONTEXT) : NULL;
+    if (!context || typenum < 0 || nd > KJIT_MAX_DIMS)
+        return NULL;
+    int known = know_context(context);
+    if (known <= 0)
+        return NULL;
+    /* C-order strides and the bytes, in the pool's 256-byte size classes */
+    int64_t strides[KJIT_MAX_DIMS];
+    int64_t step = (int64_t)kjit_dtype_size_of((kjit_dtype)code);
+    for (int d = nd - 1; d >= 0; d--) {
+        strides[d] = step;
+        if (shape[d] && step > (INT64_MAX - 255) / shape[d])
+            return NULL; /* too large: Python's allocator says so */
+        step *= shape[d];
+    }
+    Py_ssize_t size = (Py_ssize_t)((step + 255) & ~(int64_t)255);
+    unsigned long long ptr = 0;
+    Pool *pool = context_pool;
+    Py_INCREF(pool); /* (the cache may change under _allocate's Python code) */
+    int found = pool_pop(pool, size, &ptr);
+    if (found == 0) {
+        PyObject *got = PyObject_CallFunction(context_alloc, "n", size);
+        if (got) {
+            ptr = PyLong_AsUnsignedLongLong(got);
+            Py_DECREF(got);
+        }
+        found = PyErr_Occurred() ? -1 : 1;
+    }
+    PyObject *owner = found > 0 ? pool_block_new(pool, ptr, size) : NULL;
+    Py_DECREF(pool);
+    if (!owner)
+        return NULL; /* (the error of the pool or of the allocation) */
+    /* from here the owner gives the memory back if anything fails */
+    PyObject *self = device_array->tp_alloc(device_array, 0);
+    PyObject *strides_tuple = PyTuple_New(nd);
+    PyObject *code_obj = PyLong_FromLong(code);
+    PyObject *info = PyTuple_New(4);
+    if (!self || !strides_tuple || !code_obj || !info)
+        goto fail;
+    for (int d = 0; d < nd; d++) {
+        PyObject *stride = PyLong_FromLongLong(strides[d]);
+        if (!stride)
+            goto fail;
+        PyTuple_SET_ITEM(strides_tuple, d, stride);
+    }
+    DeviceBase *base = (DeviceBase *)self;
+    kjit_array *array = &base->array;
+    memset(array, 0, sizeof *array);
+    array->data = (void *)(uintptr_t)ptr;
+    array->dtype = (kjit_dtype)code;
+    array->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        array->shape[d] = shape[d];
+        array->strides[d] = strides[d];
+    }
+    array->memory = context_gpu ? KJIT_MEMORY_DEVICE : KJIT_MEMORY_HOST;
+    base->addr = (unsigned long long)(uintptr_t)array;
+    base->gpu = (char)context_gpu;
+    kjit_arg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.kind = KJIT_ARG_ARRAY;
+    arg.dtype = (kjit_dtype)code;
+    arg.value.array = array;
+    PyObject *arg_bytes = PyBytes_FromStringAndSize((const char *)&arg, sizeof arg);
+    if (!arg_bytes)
+        goto fail;
+    Py_INCREF(code_obj);
+    PyTuple_SET_ITEM(info, 0, code_obj);
+    Py_INCREF(shape_tuple);
+    PyTuple_SET_ITEM(info, 1, shape_tuple);
+    Py_INCREF(alloc_device ? alloc_device : Py_None);
+    PyTuple_SET_ITEM(info, 2, alloc_device ? alloc_device : Py_None);
+    PyTuple_SET_ITEM(info, 3, PyBool_FromLong(context_gpu));
+    Py_INCREF(context);
+    *slot(self, SLOT_CONTEXT) = context;
+    *slot(self, SLOT_DTYPE) = (PyObject *)PyArray_DescrFromType(typenum);
+    Py_INCREF(shape_tuple);
+    *slot(self, SLOT_SHAPE) = shape_tuple;
+    *slot(self, SLOT_STRIDES) = strides_tuple;
+    *slot(self, SLOT_CODE) = code_obj;
+    *slot(self, SLOT_OWNER) = owner;
+    *slot(self, SLOT_ARG) = arg_bytes;
+    *slot(self, SLOT_INFO) = info;
+    return self;
+fail:
+    Py_XDECREF(self);
+    Py_XDECREF(strides_tuple);
+    Py_XDECREF(code_obj);
+    Py_XDECREF(info);
+    Py_DECREF(owner);
+    return NULL;
 }
 
 static PyMemberDef pool_members[] = {

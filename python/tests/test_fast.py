@@ -461,6 +461,32 @@ for _ in range(100):
 assert count("cuMemAlloc_v2") == allocs, "the results came from the pool"
 del r, a
 gc.collect()
+# results of mixed sizes and ranks: their blocks go back by size class and
+# come back for the same sizes; with the compiled path they are built in C
+# (Python's device_array is not asked), with the same slots
+xs = [kjit.to_device(np.arange(n, dtype=np.float32).reshape(shape), target="cuda")
+      for n, shape in ((1000, (1000,)), (7, (7,)), (65536, (256, 256)), (3, (3,)),
+                       (12, (2, 3, 2)))]
+if sys.argv[2] == "compiled":
+    ctx.device_array = None
+results = [m.add(x, x) for x in xs]
+for x, r in zip(xs, results):
+    assert type(r) is kjit.DeviceArray and r.shape == x.shape and r.strides == x.strides
+    assert r.dtype == np.float32 and r._code == x._code and r.context is ctx and r.on_gpu
+    assert r._info == x._info and r._arg[:8] == x._arg[:8] and len(r._arg) == len(x._arg)
+    assert r.nbytes == x.nbytes and r.ptr
+    r.note = "a result takes attributes"
+ptrs = sorted(r.ptr for r in results)
+allocs = count("cuMemAlloc_v2")
+del results, r
+gc.collect()
+results = [m.add(x, x) for x in reversed(xs)]
+assert sorted(r.ptr for r in results) == ptrs, "the results' blocks were reused"
+assert count("cuMemAlloc_v2") == allocs
+del results, xs, x
+gc.collect()
+if sys.argv[2] == "compiled":
+    del ctx.device_array
 # empty_pool frees every held block: nothing leaks
 ctx.empty_pool()
 assert ctx._pool_held() == 0
