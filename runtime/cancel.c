@@ -345,16 +345,21 @@ kjit_status kj_cancel_device_status(kjit_context *context, const char *name)
  * KJ_SIGNAL_GRACE_NS without a pause, and the last call to end puts the old
  * one back (only then is there a system call).  A signal in a call's first
  * milliseconds goes to the handler in place: a short call ends anyway, and
- * Python raises KeyboardInterrupt when it returns.  Calls read no clock: each
- * run of calls (signal_users going from 0) bumps a generation, and the
- * watcher, polling every millisecond, installs the handler when it has seen
- * the same run going for KJ_SIGNAL_GRACE_POLLS polls; it sleeps once no call
- * has come for KJ_SIGNAL_IDLE_POLLS.
+ * Python raises KeyboardInterrupt when it returns.  Calls read no clock: the
+ * end of each run of calls (the calls running going to 0) bumps a
+ * generation, and the watcher, polling every millisecond, installs the
+ * handler when it has seen calls running in the same generation for
+ * KJ_SIGNAL_GRACE_POLLS polls in a row; it sleeps once no call has come for
+ * KJ_SIGNAL_IDLE_POLLS.
  *
  * A call takes no lock while the watcher is awake and the signal is the one
  * in use (signal_awake): it registers its context and counts itself with
  * atomic operations only (a mutex taken twice a call was a tenth of a cpu
- * call from Python).  The lock is for what changes the process's state:
+ * call from Python), three read-modify-writes a call: the table entry it
+ * claims, and the count of calls running and the generation, which share one
+ * word (signal_state) so a call counts itself in and out with one operation
+ * each (five operations cost a cpu launch about 12 ns over default options
+ * on the 2-core build machine, three about 7-8: tests/gpu/launch_options.c).  The lock is for what changes the process's state:
  * starting or waking the watcher, another signal, and putting the old
  * handler back, which the last call to end does when kjit's is in place.
  * Two races are closed by the watcher: a call that ends just as the watcher
@@ -375,8 +380,10 @@ static kjit_context *_Atomic signal_contexts[KJ_SIGNAL_CONTEXTS];
 /* read by calls without the lock; changed by calls with atomic operations
  * (users, generation, declined) or under signal_lock (number, installed,
  * awake) */
-static _Atomic int signal_users, signal_number;
-static _Atomic uint64_t signal_generation; /* runs of calls so far */
+static _Atomic int signal_number;
+/* the calls running (low 32 bits) and the runs of calls ended so far (the
+ * generation, high 32 bits) */
+static _Atomic uint64_t signal_state;
 static _Atomic bool signal_installed;      /* kjit's handler is in place */
 static _Atomic bool signal_declined;       /* this run of calls found the signal ignored */
 static _Atomic bool signal_awake;          /* the watcher runs and polls */
@@ -435,36 +442,48 @@ static void signal_uninstall(void)
     signal_seen = 0;
 }
 
+static uint32_t signal_users(void)
+{
+    return (uint32_t)atomic_load(&signal_state);
+}
+
 static void *signal_watcher(void *arg)
 {
     (void)arg;
-    uint64_t seen = 0; /* the generation of the last poll */
-    int same = 0;      /* polls that have seen it */
+    uint32_t seen = 0; /* the generation of the last poll */
+    int busy = 0;      /* polls in a row that saw calls running in it */
+    int idle = 0;      /* polls in a row that saw none, and no run end */
     pthread_mutex_lock(&signal_lock);
     for (;;) {
-        uint64_t generation = atomic_load(&signal_generation);
-        if (generation == seen) {
-            same++;
-        } else {
+        uint64_t state = atomic_load(&signal_state);
+        uint32_t generation = (uint32_t)(state >> 32), users = (uint32_t)state;
+        if (generation != seen) {
             seen = generation;
-            same = 1;
+            busy = idle = 0;
         }
-        if (atomic_load(&signal_users) > 0 && !atomic_load(&signal_installed) &&
-            !atomic_load(&signal_declined) && same >= KJ_SIGNAL_GRACE_POLLS)
+        if (users > 0) {
+            busy++;
+            idle = 0;
+        } else {
+            idle++;
+            busy = 0;
+        }
+        if (users > 0 && !atomic_load(&signal_installed) && !atomic_load(&signal_declined) &&
+            busy >= KJ_SIGNAL_GRACE_POLLS)
             signal_install();
         /* a call that ended while the handler went in: nobody else puts
          * the old one back */
-        if (atomic_load(&signal_users) == 0 && atomic_load(&signal_installed))
+        if (signal_users() == 0 && atomic_load(&signal_installed))
             signal_uninstall();
-        if (atomic_load(&signal_users) == 0 && same >= KJ_SIGNAL_IDLE_POLLS) {
+        if (users == 0 && idle >= KJ_SIGNAL_IDLE_POLLS) {
             atomic_store(&signal_awake, false);
-            if (atomic_load(&signal_users) == 0) { /* (a call counted before `awake` went) */
+            if (signal_users() == 0) { /* (a call counted before `awake` went) */
                 signal_idle = true;
                 while (signal_idle)
                     pthread_cond_wait(&signal_wake, &signal_lock);
             }
             atomic_store(&signal_awake, true);
-            same = 0;
+            busy = idle = 0;
             continue;
         }
         pthread_mutex_unlock(&signal_lock);
@@ -498,14 +517,23 @@ static int signal_claim(kjit_context *context)
     return -1;
 }
 
-/* The call counted: a run of calls that starts now is a new generation. */
+/* The call counted: a run of calls starts again from a handler not declined. */
 static void signal_count_call(void)
 {
-    if (atomic_fetch_add(&signal_users, 1) == 0) {
-        atomic_fetch_add(&signal_generation, 1);
-        if (atomic_load_explicit(&signal_declined, memory_order_relaxed))
-            atomic_store(&signal_declined, false);
-    }
+    if ((uint32_t)atomic_fetch_add(&signal_state, 1) == 0 &&
+        atomic_load_explicit(&signal_declined, memory_order_relaxed))
+        atomic_store(&signal_declined, false);
+}
+
+/* The call counted out; the last of a run ends it (the generation moves on).
+ * The calls left running. */
+static uint32_t signal_uncount_call(void)
+{
+    uint64_t old = atomic_load_explicit(&signal_state, memory_order_relaxed), next;
+    do
+        next = (uint32_t)old == 1 ? old - 1 + ((uint64_t)1 << 32) : old - 1;
+    while (!atomic_compare_exchange_weak(&signal_state, &old, next));
+    return (uint32_t)next;
 }
 
 static int kj_signal_guard_begin(kjit_context *context)
@@ -523,12 +551,12 @@ static int kj_signal_guard_begin(kjit_context *context)
             return slot;
         /* the watcher went to sleep, or another signal came in, meanwhile:
          * the careful way, below */
-        atomic_fetch_sub(&signal_users, 1);
+        signal_uncount_call();
         atomic_store(&signal_contexts[slot], NULL);
     }
     pthread_mutex_lock(&signal_lock);
     int slot = -1;
-    if (atomic_load(&signal_users) == 0 || atomic_load(&signal_number) == signo)
+    if (signal_users() == 0 || atomic_load(&signal_number) == signo)
         slot = signal_claim(context);
     if (slot >= 0) {
         atomic_store(&signal_number, signo);
@@ -558,11 +586,13 @@ static void kj_signal_guard_end(int slot)
 {
     if (slot < 0)
         return;
-    atomic_store(&signal_contexts[slot], NULL);
-    if (atomic_fetch_sub(&signal_users, 1) != 1 || !atomic_load(&signal_installed))
+    /* (a release store, not a read-modify-write: a handler that still sees
+     * the context cancels only the calls running on it) */
+    atomic_store_explicit(&signal_contexts[slot], NULL, memory_order_release);
+    if (signal_uncount_call() != 0 || !atomic_load(&signal_installed))
         return;
     pthread_mutex_lock(&signal_lock);
-    if (atomic_load(&signal_users) == 0 && atomic_load(&signal_installed))
+    if (signal_users() == 0 && atomic_load(&signal_installed))
         signal_uninstall();
     pthread_mutex_unlock(&signal_lock);
 }

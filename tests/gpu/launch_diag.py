@@ -11,6 +11,9 @@ C API's (build/latency cpu --calls, or the bundle's bin/latency) under:
   pinned             both processes on one CPU (os.sched_setaffinity)
   pinned, threads=1  both
 
+and, where KJIT_LAUNCH_OPTIONS names a build of tests/gpu/launch_options.c,
+the C launch under default, cancellable, cancel_signal and Python's options
+in one process (the first two figures came from two processes, and moved),
 and beside them the interpreter's own floor on this machine: a loop calling a
 C builtin of one argument (len(a)) and a bound method of no arguments
 (a.__len__()), which is what any call from Python pays before kjit is
@@ -56,6 +59,16 @@ def child(pinned):
     c_launch, c_python = bp.c_api_launch_us()
     out["C kjit_launch"] = c_launch
     out["C kjit_launch, Python's options"] = c_python
+    # the four option sets in one process, interleaved (tests/gpu/launch_options.c,
+    # built by python.sh or by hand: KJIT_LAUNCH_OPTIONS names it): what the
+    # cancellable context costs a launch, free of the process-to-process drift
+    prog = os.environ.get("KJIT_LAUNCH_OPTIONS")
+    if prog and os.access(prog, os.X_OK):
+        done = subprocess.run([prog], capture_output=True, text=True)
+        for line in done.stdout.splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) == 4 and cells[1].replace(".", "").isdigit():
+                out[f"C launch, {cells[0]} options, one process"] = float(cells[1]) / 1e3
     out["hot path"] = kjit.hot_path
     print(json.dumps(out))
 
@@ -92,6 +105,13 @@ def main():
                   f"{found['hot path'] if what.startswith('launch') else ''} |")
         c, cp = found["C kjit_launch"], found["C kjit_launch, Python's options"]
         py = found["launch, NumPy array"]
+        one, one_py = (found.get("C launch, default options, one process"),
+                       found.get("C launch, Python's (both) options, one process"))
+        if one and one_py:
+            ratios.append(f"| {name} | ratio, one process | {py / one:.2f}x | the Python launch "
+                          f"against launch_options.c's default C launch; {py / one_py:.2f}x "
+                          f"against its Python's options; Python's options cost the C launch "
+                          f"{(one_py - one) * 1e3:+.1f} ns |")
         if c and cp:
             ratios.append(f"| {name} | ratio | {py / c:.2f}x | the Python launch (NumPy array) "
                           f"against the C API's; {py / cp:.2f}x against Python's options; "

@@ -105,6 +105,15 @@ else
 fi
 
 echo "=== the empty launch from Python against the C API's: what scales here (tests/gpu/launch_diag.py)"
+# the C launch under each option set in one process (launch_options.c)
+if cc -O2 -I"$root/runtime" -o "$work/launch-options" "$root/tests/gpu/launch_options.c" \
+        -L"$root/bin" -lkjit -Wl,-rpath,"$root/bin" > "$work/lo-cc.log" 2>&1; then
+    export KJIT_LAUNCH_OPTIONS=$work/launch-options
+    "$work/launch-options" && pass "launch-options" || fail "launch-options"
+else
+    cat "$work/lo-cc.log"
+    fail "launch-options built with cc"
+fi
 python3 "$root/tests/gpu/launch_diag.py" > "$work/launch-diag.log" 2>&1 \
     && pass "launch diag" || fail "launch diag"
 cat "$work/launch-diag.log"

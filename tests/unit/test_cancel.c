@@ -12,6 +12,10 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +420,123 @@ START_TEST(time_limit_stops_a_call)
 }
 END_TEST
 
+/* ------------------------------------------- cancel_signal's handler */
+
+static volatile sig_atomic_t own_signals;
+
+static void own_handler(int signo)
+{
+    (void)signo;
+    own_signals++;
+}
+
+static bool own_handler_in_place(void)
+{
+    struct sigaction now;
+    sigaction(SIGUSR1, NULL, &now);
+    return !(now.sa_flags & SA_SIGINFO) && now.sa_handler == own_handler;
+}
+
+/* Waits up to 2 s for kjit's handler to be in place of ours. */
+static bool kjit_handler_comes(void)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (seconds_since(&start) < 2) {
+        if (!own_handler_in_place())
+            return true;
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    return false;
+}
+
+/* Short calls one after another on a thread (until `stop` is set). */
+typedef struct Shorts {
+    Call call;
+    _Atomic int stop;
+    int calls;
+} Shorts;
+
+static void *short_calls(void *arg)
+{
+    Shorts *shorts = arg;
+    while (!shorts->stop) {
+        run_call(&shorts->call);
+        shorts->calls++;
+    }
+    return NULL;
+}
+
+/*
+ * kjit_options.cancel_signal (cancel.c): between calls the handler in place
+ * is the program's own; a call that runs past the grace gets kjit's, also
+ * while short calls on another thread start and end around it (the run of
+ * calls goes on), and the signal then cancels it and reaches the program's
+ * handler once the old one is back.
+ */
+START_TEST(cancel_signal_guard)
+{
+    struct sigaction own, before;
+    memset(&own, 0, sizeof own);
+    own.sa_handler = own_handler;
+    sigemptyset(&own.sa_mask);
+    ck_assert_int_eq(sigaction(SIGUSR1, &own, &before), 0);
+    own_signals = 0;
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CPU;
+    options.cancellable = 1;
+    options.cancel_signal = SIGUSR1;
+    kjit_context *context = NULL;
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+    calls_context = context;
+    kjit_module *module = NULL;
+    ck_assert_msg(kjit_compile_string(context, "cancel.kern", source, &module) == KJIT_OK, "%s",
+                  kjit_last_error(context));
+    static int32_t out[N], short_out[N];
+    /* short calls: the program's handler between each */
+    Call quick = {.fn = function_of(module, "spin"), .out = short_out, .stop = 6};
+    for (int i = 0; i < 200; i++) {
+        run_call(&quick);
+        ck_assert_msg(quick.status == KJIT_OK, "%s", quick.message);
+        ck_assert_msg(own_handler_in_place(), "after short call %d kjit's handler stayed", i);
+    }
+    /* an endless call beside short calls on a third thread */
+    Shorts shorts = {.call = quick};
+    pthread_t short_thread, long_thread;
+    ck_assert_int_eq(pthread_create(&short_thread, NULL, short_calls, &shorts), 0);
+    Call endless_call = {.fn = function_of(module, "spin"), .out = out, .stop = -1};
+    ck_assert_int_eq(pthread_create(&long_thread, NULL, run_call, &endless_call), 0);
+    /* (a short call held up past the grace may put kjit's handler in for a
+     * moment before the endless one starts: look once that one runs) */
+    while (!endless_call.started)
+        sched_yield();
+    struct timespec settle = {0, 100000000};
+    nanosleep(&settle, NULL);
+    bool installed = kjit_handler_comes();
+    shorts.stop = 1;
+    pthread_join(short_thread, NULL);
+    ck_assert_msg(installed, "no kjit handler while a call ran for 2 s (beside %d short calls)",
+                  shorts.calls);
+    ck_assert_msg(shorts.calls > 0 && shorts.call.status == KJIT_OK, "short calls: %d, %s",
+                  shorts.calls, shorts.call.message);
+    kill(getpid(), SIGUSR1);
+    join_or_fail(long_thread, &endless_call, "spin under cancel_signal");
+    ck_assert_msg(endless_call.status == KJIT_ERROR_CANCELLED, "%s: %s",
+                  kjit_status_name(endless_call.status), endless_call.message);
+    ck_assert_msg(own_handler_in_place(), "the program's handler is back after the call");
+    ck_assert_int_eq(own_signals, 1); /* raised again for it */
+    /* and the context runs the next call */
+    run_call(&quick);
+    ck_assert_msg(quick.status == KJIT_OK, "%s", quick.message);
+    ck_assert_int_eq(short_out[N - 1], 6);
+    kjit_module_free(module);
+    kjit_context_destroy(context);
+    sigaction(SIGUSR1, &before, NULL);
+}
+END_TEST
+
 Suite *suite_cancel(void)
 {
     Suite *s = suite_create("cancel");
@@ -427,6 +548,7 @@ Suite *suite_cancel(void)
     tcase_add_test(tc, cancel_between_pieces_without_polls);
     tcase_add_test(tc, cancel_with_nothing_running_is_not_kept);
     tcase_add_loop_test(tc, time_limit_stops_a_call, 0, 2);
+    tcase_add_test(tc, cancel_signal_guard);
     suite_add_tcase(s, tc);
     return s;
 }
