@@ -31,16 +31,6 @@ LLVMModuleRef kj_codegen_module(const KjTarget *target, LLVMContextRef context,
 char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots, int root_count,
                   const KjCodegenOptions *options, char **error);
 
-/* elf_join.c: relocatable ELF objects joined into one, as `ld -r` joins
- * them (codegen_groups.c's groups); heap bytes and *size, or NULL and *error
- * (heap) naming what it could not join. */
-char *kj_elf_join(char *const *objects, const size_t *sizes, int count, size_t *size,
-                  char **error);
-/* ptx.c: the PTX texts of several groups as one module: the first's header
- * (.version, .target, .address_size), then each text's body in order.
- * NULL and *error when the headers differ. */
-char *kj_ptx_join(char *const *texts, int count, char **error);
-
 /* Runs the new pass manager's pipeline (default<O3> at opt_level 3) on `mod`. */
 bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level,
                          char **error);

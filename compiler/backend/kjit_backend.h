@@ -320,6 +320,16 @@ char *kj_codegen_emit_grouped(KjIrModule *module, KjIrFunction **roots, int root
 #define KJ_COMPILE_THREADS_MAX 64
 int kj_codegen_compile_threads(char **error);
 
+/* elf_join.c: relocatable ELF objects joined into one, as `ld -r` joins
+ * them (codegen_groups.c's groups); heap bytes and *size, or NULL and *error
+ * (heap) naming what it could not join. */
+char *kj_elf_join(char *const *objects, const size_t *sizes, int count, size_t *size,
+                  char **error);
+/* ptx.c: the PTX texts of several groups as one module: the first's header
+ * (.version, .target, .address_size), then each text's body in order.
+ * NULL and *error when the headers differ. */
+char *kj_ptx_join(char *const *texts, int count, char **error);
+
 /* The host CPU's name and features, as the cpu code is tuned for ("znver4 +avx512f,..."). */
 const char *kj_host_cpu_description(void);
 
