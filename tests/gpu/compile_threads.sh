@@ -8,7 +8,8 @@
 # (KJIT_BENCH_CLOCK=thread: the compiling process's, every thread), median of
 # 5 new processes, the thread counts interleaved; the same for a few small
 # files (one group: no slower); and that the object and the PTX are the same
-# bytes for 1 and N threads.  Prints "N passed, M failed".
+# bytes for 1 and N threads; then `kjit build --emit=lib` (its cuda roots
+# with their ptxas runs on the threads) on 1 and N.  Prints "N passed, M failed".
 set -u
 bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
@@ -80,6 +81,23 @@ for t in 1 default; do
     done
     echo "examples/reduce.kern, threads $t: kjit build --emit=ptx then ptxas (wall ms, 3 runs): $(tr '\n' ';' < "$work/w")"
 done
+
+# a library ahead of time (kjit build --emit=lib, one cpu level, sm_90): its
+# cuda roots after the first compile on the threads, each with its ptxas run
+for t in 1 default; do
+    start=$(date +%s.%N)
+    if [ "$t" = default ]; then
+        env -u KJIT_COMPILE_THREADS "$root/bin/kjit" build examples/reduce.kern --emit=lib \
+            --cpu-levels=v3 --arch=sm_90 -o "$work/lib-$t.so" 2>/dev/null
+    else
+        KJIT_COMPILE_THREADS=$t "$root/bin/kjit" build examples/reduce.kern --emit=lib \
+            --cpu-levels=v3 --arch=sm_90 -o "$work/lib-$t.so" 2>/dev/null
+    fi || fail "kjit build --emit=lib with threads $t"
+    end=$(date +%s.%N)
+    echo "$start $end $t" | awk '{printf "examples/reduce.kern, threads %s: kjit build --emit=lib --cpu-levels=v3 --arch=sm_90: %.1f s wall\n", $3, $2 - $1}'
+done
+cmp -s "$work/lib-1.so" "$work/lib-default.so" && pass "the library is the same bytes for 1 and $cpus threads" ||
+    fail "the library differs between 1 and $cpus threads"
 
 # the same bytes for any thread count
 env -u KJIT_COMPILE_THREADS "$root/bin/kjit" build examples/reduce.kern --emit=obj -o "$work/n.o" &&
