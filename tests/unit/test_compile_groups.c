@@ -13,6 +13,8 @@
 
 #define FILE_OF_GROUPS "examples/reduce.kern" /* 19 groups on cpu */
 
+static bool line_tables; /* kjit_stage_options.line_info of the next stage() */
+
 static char *stage(const char *threads, kjit_stage stage, kjit_target target, const char *function,
                    size_t *size, kjit_status *status, char **error)
 {
@@ -24,6 +26,7 @@ static char *stage(const char *threads, kjit_stage stage, kjit_target target, co
     kjit_stage_options_init(&options);
     options.target = target;
     options.function = function;
+    options.line_info = line_tables;
     char *bytes = NULL;
     *error = NULL;
     *status = kjit_stage_file(FILE_OF_GROUPS, stage, &options, &bytes, size, error);
@@ -93,9 +96,11 @@ static double call2(KjCpuCode *code, const char *symbol, double x, double y)
 }
 
 /* The joined object links in kjit's own JIT and its functions, from the
- * first group to the last, run. */
+ * first group to the last, run: without line tables (JITLink) and with
+ * them (their DWARF sections joined; RuntimeDyld, cpu_jit.c). */
 START_TEST(joined_object_runs)
 {
+    line_tables = _i == 1;
     size_t size = 0;
     char *object = stage_ok("2", KJIT_STAGE_OBJ, KJIT_TARGET_CPU, &size);
     char *error = NULL;
@@ -112,6 +117,7 @@ START_TEST(joined_object_runs)
         ck_assert_msg(kj_cpu_lookup(code, kernels[i]) != NULL, "%s is missing", kernels[i]);
     kj_cpu_code_free(code);
     free(object);
+    line_tables = false;
 }
 END_TEST
 
@@ -264,7 +270,7 @@ Suite *suite_compile_groups(void)
     TCase *tcase = tcase_create("compile_groups");
     tcase_set_timeout(tcase, 240);
     tcase_add_test(tcase, same_bytes_for_any_thread_count);
-    tcase_add_test(tcase, joined_object_runs);
+    tcase_add_loop_test(tcase, joined_object_runs, 0, 2);
     tcase_add_test(tcase, join_refuses_what_it_cannot_join);
     tcase_add_test(tcase, thread_count_from_the_environment);
     tcase_add_test(tcase, a_failing_group_is_the_error);
