@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdatomic.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "kjit_runtime.h"
@@ -583,6 +585,74 @@ static kjit_status same_sites(const KjIrModule *cpu, const KjIrModule *cuda, cha
 /* The cuda code: the unchecked module's roots, and with --check=values
  * (the checks a cuda context runs: races are the host's) the checked
  * module's too, each a root of the cuda section (its `checked` word). */
+/* One root's cuda code: PTX and, for each arch, ptxas's cubin.  The first
+ * root finds which archs this ptxas targets (and says so in the notes); the
+ * others only read that. */
+static kjit_status compile_cuda_root(CudaBuild *cuda, int i, char **error)
+{
+    Root *r = &cuda->roots.items[i];
+    return r->block[0] ? kj_aot_cuda_compile_shape(r->module->ir, &r->module->context->options,
+                                                   &r->compiled, r->block, &cuda->archs,
+                                                   &cuda->code[i], error)
+                       : kj_aot_cuda_compile(r->module->ir, &r->module->context->options,
+                                             &r->compiled, &cuda->archs, i == 0,
+                                             &cuda->code[i], &cuda->notes, error);
+}
+
+typedef struct CudaWork {
+    CudaBuild *cuda;
+    kjit_status *status; /* per root */
+    char **errors;       /* per root */
+    atomic_int next;
+} CudaWork;
+
+static void *cuda_worker(void *arg)
+{
+    CudaWork *w = arg;
+    for (int i; (i = atomic_fetch_add(&w->next, 1)) < w->cuda->roots.count;)
+        w->status[i] = compile_cuda_root(w->cuda, i, &w->errors[i]);
+    return NULL;
+}
+
+/* Every root's cuda code: the first alone, then the others on the threads
+ * that compile groups (kj_codegen_compile_threads, KJIT_COMPILE_THREADS),
+ * each its LLVM compile and its ptxas processes; the code lands in the
+ * root's slot, so the library is the same bytes for any thread count, and
+ * the first failing root (in order) is the error. */
+static kjit_status compile_cuda_roots(CudaBuild *cuda, char **error)
+{
+    kjit_status status = compile_cuda_root(cuda, 0, error);
+    int threads = status == KJIT_OK ? kj_codegen_compile_threads(error) : 1;
+    if (threads == 0)
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    int n = cuda->roots.count;
+    if (status != KJIT_OK || n == 1)
+        return status;
+    CudaWork w = {.cuda = cuda, .status = kj_xcalloc((size_t)n, sizeof *w.status),
+                  .errors = kj_xcalloc((size_t)n, sizeof *w.errors)};
+    atomic_init(&w.next, 1);
+    int helpers = (threads < n - 1 ? threads : n - 1) - 1;
+    pthread_t *tids = kj_xcalloc((size_t)helpers + 1, sizeof *tids);
+    int started = 0;
+    while (started < helpers && pthread_create(&tids[started], NULL, cuda_worker, &w) == 0)
+        started++;
+    cuda_worker(&w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    for (int i = 1; i < n; i++) {
+        if (status == KJIT_OK && w.status[i] != KJIT_OK) {
+            status = w.status[i];
+            *error = w.errors[i];
+            w.errors[i] = NULL;
+        }
+        free(w.errors[i]);
+    }
+    free(tids);
+    free(w.status);
+    free(w.errors);
+    return status;
+}
+
 static kjit_status build_cuda(kjit_context *context, kjit_module *checked, const char *path,
                               const char *archs, const kjit_build_options *build,
                               CudaBuild *cuda, char **error)
@@ -620,16 +690,8 @@ static kjit_status build_cuda(kjit_context *context, kjit_module *checked, const
             status = same_sites(checked->ir, cuda->checked->ir, error);
     }
     cuda->code = kj_xcalloc((size_t)cuda->roots.count + 1, sizeof *cuda->code);
-    for (int i = 0; i < cuda->roots.count && status == KJIT_OK; i++) {
-        Root *r = &cuda->roots.items[i];
-        status = r->block[0] ? kj_aot_cuda_compile_shape(r->module->ir,
-                                                         &r->module->context->options,
-                                                         &r->compiled, r->block, &cuda->archs,
-                                                         &cuda->code[i], error)
-                             : kj_aot_cuda_compile(r->module->ir, &r->module->context->options,
-                                                   &r->compiled, &cuda->archs, i == 0,
-                                                   &cuda->code[i], &cuda->notes, error);
-    }
+    if (status == KJIT_OK && cuda->roots.count > 0)
+        status = compile_cuda_roots(cuda, error);
     return status;
 }
 

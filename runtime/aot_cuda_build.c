@@ -106,7 +106,8 @@ kjit_status kj_aot_cuda_compile(KjIrModule *ir, const kjit_options *options, KjC
                                               &code->cubin_size[a], &why);
         free(ptx);
         if (status == KJIT_OK) {
-            archs->cubin[a] = true;
+            if (first) /* (later roots, compiled on several threads, only read it) */
+                archs->cubin[a] = true;
             continue;
         }
         if (first && why && strstr(why, "is not defined for option 'gpu-name'")) {

@@ -406,7 +406,7 @@ kjit_status kjit_stage_file(const char *path, kjit_stage stage, const kjit_stage
             for (int i = 0; i < p.root_count; i++)
                 if (!shape_only || p.roots[i].root->split)
                     roots[n++] = p.roots[i].root;
-            *bytes = kj_codegen_emit(p.module, roots, n, &codegen, kind, size, error);
+            *bytes = kj_codegen_emit_grouped(p.module, roots, n, &codegen, kind, size, error);
             if (!*bytes)
                 status = KJIT_ERROR_BACKEND;
         }

@@ -239,6 +239,11 @@ typedef struct KjCodegenOptions {
      * and no more ("x86-64-v3" and its features), for libraries built ahead
      * of time for an x86-64 level (kjit build --emit=lib, runtime/aot.c). */
     const char *cpu_name, *cpu_features;
+    /* cuda, one group of a file compiled in groups (codegen_groups.c): NULL,
+     * or a suffix every internal function and global takes, so that the
+     * groups' PTX texts joined into one module never define a name twice.
+     * Never set by the runtime; not part of any cache key. */
+    const char *local_suffix;
 } KjCodegenOptions;
 
 /*
@@ -293,6 +298,37 @@ void kj_cpu_code_free(KjCpuCode *code);
 char *kj_codegen_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
                       const KjCodegenOptions *options, KjEmitKind kind, size_t *size,
                       char **error);
+
+/*
+ * kj_codegen_emit for `kind` obj (cpu) or ptx (cuda) in groups
+ * (codegen_groups.c): the roots cut into fixed groups in their order (the
+ * cut depends on the roots alone, never on the machine), each group compiled
+ * on its own LLVM context and target machine, on up to
+ * kj_codegen_compile_threads() threads, and the results joined in group
+ * order: one object (elf_join.c) or one PTX text (ptx.c). The bytes are the
+ * same for any thread count; a single group is kj_codegen_emit's. Other
+ * kinds are kj_codegen_emit's. The first failing group's error, as
+ * kj_codegen_emit gives it, when one fails.
+ */
+char *kj_codegen_emit_grouped(KjIrModule *module, KjIrFunction **roots, int root_count,
+                              const KjCodegenOptions *options, KjEmitKind kind, size_t *size,
+                              char **error);
+/* The threads that compile groups: KJIT_COMPILE_THREADS when set (1 is one
+ * thread, the caller's), else the CPUs this process may run on, at most
+ * KJ_COMPILE_THREADS_MAX; 0 and *error (heap) when KJIT_COMPILE_THREADS is
+ * not a whole number from 1 to KJ_COMPILE_THREADS_MAX. */
+#define KJ_COMPILE_THREADS_MAX 64
+int kj_codegen_compile_threads(char **error);
+
+/* elf_join.c: relocatable ELF objects joined into one, as `ld -r` joins
+ * them (codegen_groups.c's groups); heap bytes and *size, or NULL and *error
+ * (heap) naming what it could not join. */
+char *kj_elf_join(char *const *objects, const size_t *sizes, int count, size_t *size,
+                  char **error);
+/* ptx.c: the PTX texts of several groups as one module: the first's header
+ * (.version, .target, .address_size), then each text's body in order.
+ * NULL and *error when the headers differ. */
+char *kj_ptx_join(char *const *texts, int count, char **error);
 
 /* The host CPU's name and features, as the cpu code is tuned for ("znver4 +avx512f,..."). */
 const char *kj_host_cpu_description(void);

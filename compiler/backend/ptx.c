@@ -231,6 +231,73 @@ static const char *choose_arch(const char *requested, char **error)
 
 static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
 
+/* ======================================================== groups joined */
+
+static bool local_linkage(LLVMValueRef v)
+{
+    LLVMLinkage l = LLVMGetLinkage(v);
+    return !LLVMIsDeclaration(v) && (l == LLVMInternalLinkage || l == LLVMPrivateLinkage);
+}
+
+static void suffix_name(LLVMValueRef v, const char *suffix)
+{
+    size_t len;
+    const char *name = LLVMGetValueName2(v, &len);
+    KjBuf b = {0};
+    kj_buf_printf(&b, "%.*s%s", (int)len, name, suffix);
+    LLVMSetValueName2(v, b.data, strlen(b.data));
+    kj_buf_free(&b);
+}
+
+/* One group of a file compiled in groups (codegen_groups.c): its internal
+ * functions and globals renamed, so that joined to the others' PTX no name
+ * is defined twice in the module (PTX has no per-file names). */
+static void suffix_locals(LLVMModuleRef mod, const char *suffix)
+{
+    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn))
+        if (local_linkage(fn))
+            suffix_name(fn, suffix);
+    for (LLVMValueRef gv = LLVMGetFirstGlobal(mod); gv; gv = LLVMGetNextGlobal(gv))
+        if (local_linkage(gv))
+            suffix_name(gv, suffix);
+}
+
+/* The end of a PTX text's header: just past its .address_size line, or NULL. */
+static const char *header_end(const char *text)
+{
+    const char *at = strstr(text, "\n.address_size ");
+    if (!at)
+        return NULL;
+    const char *eol = strchr(at + 1, '\n');
+    return eol ? eol + 1 : NULL;
+}
+
+char *kj_ptx_join(char *const *texts, int count, char **error)
+{
+    const char *first = count > 0 ? header_end(texts[0]) : NULL;
+    size_t header = first ? (size_t)(first - texts[0]) : 0;
+    KjBuf out = {0};
+    for (int i = 0; first && i < count; i++) {
+        const char *body = header_end(texts[i]);
+        if (!body || (size_t)(body - texts[i]) != header ||
+            memcmp(texts[i], texts[0], header) != 0) {
+            kj_buf_free(&out);
+            first = NULL;
+            break;
+        }
+        if (i == 0)
+            kj_buf_printf(&out, "%.*s", (int)header, texts[0]);
+        kj_buf_printf(&out, "%s", body);
+    }
+    if (!first) {
+        if (error)
+            *error = kj_xstrdup("joining the compiled groups' PTX: a group's header "
+                                "(.version, .target, .address_size) differs from the first's");
+        return NULL;
+    }
+    return out.data;
+}
+
 /* ============================================================== generate */
 
 char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots, int root_count,
@@ -294,6 +361,8 @@ char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots
         kj_ptx_branch_selects(mod);
         kj_ptx_fuse_mma(mod, arch);
     }
+    if (options->local_suffix)
+        suffix_locals(mod, options->local_suffix);
     if (options->verify && LLVMVerifyModule(mod, LLVMReturnStatusAction, &message)) {
         KjBuf buf = {0};
         kj_buf_printf(&buf, "the NVPTX module does not verify: %s", message);

@@ -429,6 +429,14 @@ if [ -n "$PTXAS" ]; then
         found=$(cuda_roots "$OUT/libs/cuda_$name.so" 1) && [ "$found" = "$roots $roots" ] ||
             bad "cuda_$name.so: $found roots and cubins found in the file, not $roots"
     done
+    # its cuda roots compiled (LLVM and ptxas) on one thread and on three
+    # (KJIT_COMPILE_THREADS, aot_build.c's compile_cuda_roots): the same bytes
+    for t in 1 3; do
+        KJIT_COMPILE_THREADS=$t "$KJIT" build "$OUT/total.kern" --emit=lib --cpu-levels="$best" \
+            --arch=sm_80 -o "$OUT/libs/total_t$t.so" || bad "KJIT_COMPILE_THREADS=$t build of total.kern failed"
+    done
+    cmp -s "$OUT/libs/total_t1.so" "$OUT/libs/total_t3.so" ||
+        bad "total.kern's library differs between 1 and 3 compile threads"
     "$KJIT" info "$OUT/libs/cuda_total.so" | grep -q 'cuda.*(reduce form 1 lanes 2 aligned kept 0' ||
         bad "a @reduce's library holds no WARPS root (aligned, 2 lanes a thread)"
     "$KJIT" info "$OUT/libs/cuda_total.so" | grep -q 'cuda.*(reduce form 2 lanes 4 kept 1 reduced 2' ||

@@ -15,7 +15,10 @@
  * did meanwhile; after every success that it is "".  The cpu target runs
  * again on a context made as the Python package makes its own (cancellable
  * code, Ctrl-C cancels: the signal guard of cancel.c, which calls pass with
- * atomic operations only, under eight threads at once).
+ * atomic operations only, under eight threads at once).  Last, a file of
+ * many roots is compiled in groups on four threads (kjit_stage_file,
+ * codegen_groups.c: one IR module read by every group at once), and its
+ * object must be the bytes of the one-thread compile.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -26,6 +29,7 @@
 #include <string.h>
 
 #include "kjit.h"
+#include "kjit_tools.h"
 
 #define THREADS 8
 #define ROUNDS 6
@@ -260,9 +264,42 @@ static int run_target(kjit_target target, bool as_python)
     return shared.failures != 0;
 }
 
+static char *stage_with(const char *threads, kjit_stage stage, kjit_target target, size_t *size)
+{
+    setenv("KJIT_COMPILE_THREADS", threads, 1);
+    kjit_stage_options options;
+    kjit_stage_options_init(&options);
+    options.target = target;
+    char *bytes = NULL, *error = NULL;
+    if (kjit_stage_file("examples/reduce.kern", stage, &options, &bytes, size, &error) != KJIT_OK) {
+        fprintf(stderr, "threads.c: examples/reduce.kern in groups: %s\n", error ? error : "?");
+        bytes = NULL;
+    }
+    free(error);
+    unsetenv("KJIT_COMPILE_THREADS");
+    return bytes;
+}
+
+static int stage_in_groups(kjit_stage stage, kjit_target target)
+{
+    size_t one = 0, four = 0;
+    char *a = stage_with("1", stage, target, &one), *b = stage_with("4", stage, target, &four);
+    bool same = a && b && one == four && memcmp(a, b, one) == 0;
+    printf("threads: examples/reduce.kern's %s compiled in groups on 4 threads: %s\n",
+           kjit_target_name(target), same ? "ok" : "FAILED");
+    free(a);
+    free(b);
+    return !same;
+}
+
 int main(void)
 {
-    int failed = run_target(KJIT_TARGET_CPU, false);
+    int failed = stage_in_groups(KJIT_STAGE_OBJ, KJIT_TARGET_CPU);
+    char *error = NULL;
+    if (kjit_libdevice_path(&error))
+        failed |= stage_in_groups(KJIT_STAGE_PTX, KJIT_TARGET_CUDA);
+    free(error);
+    failed |= run_target(KJIT_TARGET_CPU, false);
     failed |= run_target(KJIT_TARGET_PARALLEL, false);
     failed |= run_target(KJIT_TARGET_CPU, true);
     return failed;
