@@ -17,15 +17,23 @@
  * nested call) or a range too short to be worth waking anybody runs on the
  * calling thread.
  *
- * Between runs a worker first spins for a while (KJ_POOL_SPIN_NS, or
- * $KJIT_POOL_SPIN_US) watching the run counter, and only then sleeps on a
- * futex, as OpenMP runtimes do: a run that follows soon after the last (a
- * loop of launches) finds its workers awake, instead of paying a futex
- * wake-up per worker, which on a machine of many cores costs more than a
- * short kernel.  Sleepers wait on the futex word itself, not on a condition
- * variable, so the woken do not queue on its mutex one after another.  The
- * caller waits for the workers' last chunks the same way (that wait, rare,
- * on a condition variable).
+ * Between runs a worker first spins for a while watching the run counter,
+ * and only then sleeps on a futex, as OpenMP runtimes do: a run that follows
+ * soon after the last (a loop of launches) finds its workers awake, instead
+ * of paying a futex wake-up per worker, which on a machine of many cores
+ * costs more than a short kernel.  The while is at least KJ_POOL_SPIN_NS
+ * ($KJIT_POOL_SPIN_US), and twice the time between the last two runs when
+ * that is under KJ_POOL_SPIN_MAX_NS ($KJIT_POOL_SPIN_MAX_US): calls that
+ * come every half millisecond with the caller's own work between them
+ * (issue 25: the block sum in bench_simd, behind Numba parallel as each of
+ * its calls woke fifteen sleepers) find their workers awake, and a program
+ * that calls seldom spins no longer than the base.  Sleepers wait on the
+ * futex word itself, not on a condition variable, so the woken do not queue
+ * on its mutex one after another, and they wake in a tree: the caller wakes
+ * KJ_POOL_WAKE_FAN of them ($KJIT_POOL_WAKE_FAN; 0: all, in one FUTEX_WAKE
+ * whose wake-ups the kernel does one after another on the caller's time),
+ * each woken worker as many again.  The caller waits for the workers' last
+ * chunks the same way (that wait, rare, on a condition variable).
  *
  * A run takes only as many threads as its work is worth (issue 25: a small
  * 3-D stencil ran 5.6 times slower on 16 cores than on one): its chunks of

@@ -161,6 +161,20 @@ for row in names:
           " | ".join(cell(med(key, row)) for key, _ in settings) +
           f" | {cell(ref.get('numba'))} | {cell(npar)} | {ratio(med('before', row), npar)} | "
           f"{ratio(med('after', row), npar)} | {spread} |")
+# the serial runners of the block sums' processes: the workers spinning
+# longer between the parallel calls must not slow them
+print("\nThe block sums' serial runners in the same processes (median of the rounds), ms, "
+      "before / after:\n")
+print("| row | kjit cpu | hand-SIMD C | scalar C |")
+print("| --- | ---: | ---: | ---: |")
+def serial(key, row, runner):
+    values = [load(f"{key}.{r}.simd").get(runner, {}).get(row) for r in range(1, rounds + 1)]
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+for row in load("after.1.simd").get("cpu", {}):
+    print(f"| {row} | " + " | ".join(
+        f"{cell(serial('before', row, r))} / {cell(serial('after', row, r))}"
+        for r in ("cpu", "hand_simd", "scalar_c")) + " |")
 b2b = {key: load(f"b2b.{key}").get("parallel", {}) for key in ("before", "after")}
 print("\nThe block sums on parallel alone, calls back to back (workers awake), ms:\n")
 print("| row | before | after | Numba parallel |")
