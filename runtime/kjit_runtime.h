@@ -168,8 +168,10 @@ void kj_pool_destroy(KjPool *pool);
 #define KJ_POOL_SPIN_NS 100000
 #define KJ_POOL_SPIN_MAX_NS 1000000
 /* How many sleeping workers each thread woken for a run wakes in turn
- * (pool.c: a tree; 0 would have the caller wake them all). */
-#define KJ_POOL_WAKE_FAN 2
+ * (pool.c: a tree), or 0: the caller wakes them all in one FUTEX_WAKE (on
+ * the 16-core host the tree took longer: each level pays a wake-up's
+ * latency, docs/performance.md). */
+#define KJ_POOL_WAKE_FAN 0
 /* How long a run goes on its grain's threads before it takes every thread
  * its pieces can feed (pool.c). */
 #define KJ_POOL_GROW_NS 50000

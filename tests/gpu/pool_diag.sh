@@ -3,7 +3,8 @@
 # GPU machine's own CPU (issue 25: "every row at or ahead of Numba on
 # parallel"; the block sum was behind Numba parallel there, the inc rows,
 # stencil3d 32^3 and delay-and-sum must stay where they are), kjit's thread
-# pool before and after its wake-up tree and adaptive spin (runtime/pool.c),
+# pool before and after its adaptive spin, and its wake-up tree (an option;
+# runtime/pool.c),
 # from the bundle `make gpu-bundle` made.
 # About two minutes.  Built here against the bundle's libkjit.so as
 # tests/gpu/bench_cpu_host.sh builds its programs.
@@ -12,17 +13,16 @@
 # (KJIT_POOL_ROUNDS, 3), each a process giving the median of REPEAT calls'
 # times (KJIT_BENCH_REPEAT, 7; wall clock), the table showing the median of
 # the rounds' medians:
-# - "before": KJIT_POOL_WAKE_FAN=0 KJIT_POOL_SPIN_MAX_US=0, the pool as at
-#   main 169fe56: the caller wakes every sleeper itself (one FUTEX_WAKE of
-#   up to fifteen), and workers spin a fixed 100 us between runs;
-# - "after": the default, sleepers woken in a tree (the caller wakes two,
-#   each woken two more) and a spin window of twice the time between runs,
-#   up to 1 ms;
-# - "tree only": KJIT_POOL_SPIN_MAX_US=0, the fixed 100 us spin;
-# - "spin only": KJIT_POOL_WAKE_FAN=0, the caller wakes them all;
-# - "fan 4": KJIT_POOL_WAKE_FAN=4;
+# - "before": KJIT_POOL_SPIN_MAX_US=0, the pool as at main 169fe56: the
+#   caller wakes every sleeper itself (one FUTEX_WAKE of up to fifteen), and
+#   workers spin a fixed 100 us between runs;
+# - "after": the default, a spin window of twice the time between runs, up
+#   to 1 ms;
+# - "after, tree": KJIT_POOL_WAKE_FAN=2, sleepers woken in a tree (the
+#   caller wakes two, each woken two more); "tree only": that with
+#   KJIT_POOL_SPIN_MAX_US=0; "after, fan 4": KJIT_POOL_WAKE_FAN=4;
 # - "no spin, chain" and "no spin, tree": KJIT_POOL_SPIN_US=0 with fan 0
-#   and the default, every call wakes every worker (the wake path alone);
+#   and 2, every call wakes every worker (the wake path alone);
 # then kjit cpu (one round), Numba @njit and @njit(parallel=True) with the
 # threading layer Numba chose, tests/bench/cpu_diag.c's parallel 1e5 row on
 # 1 to 16 workers before and after, and the block sums on parallel alone,
@@ -75,11 +75,11 @@ both() {
 for r in $(seq 1 "$rounds"); do
     both "before.$r" KJIT_POOL_WAKE_FAN=0 KJIT_POOL_SPIN_MAX_US=0
     both "after.$r" X=1
-    both "tree.$r" KJIT_POOL_SPIN_MAX_US=0
-    both "spin.$r" KJIT_POOL_WAKE_FAN=0
+    both "spin.$r" KJIT_POOL_WAKE_FAN=2
+    both "tree.$r" KJIT_POOL_WAKE_FAN=2 KJIT_POOL_SPIN_MAX_US=0
     both "fan4.$r" KJIT_POOL_WAKE_FAN=4
     both "nospinchain.$r" KJIT_POOL_SPIN_US=0 KJIT_POOL_WAKE_FAN=0
-    both "nospintree.$r" KJIT_POOL_SPIN_US=0
+    both "nospintree.$r" KJIT_POOL_SPIN_US=0 KJIT_POOL_WAKE_FAN=2
 done
 for key in before after; do
     envs=(X=1); [ $key = before ] && envs=(KJIT_POOL_WAKE_FAN=0 KJIT_POOL_SPIN_MAX_US=0)
@@ -126,10 +126,10 @@ def rows_of(name, target):
     out.update(load(name + ".simd").get(target, {}))
     out.update(load(name + ".das").get(target, {}))
     return out
-settings = [("before", "before (WAKE_FAN=0 SPIN_MAX_US=0)"), ("after", "after"),
-            ("tree", "tree only (SPIN_MAX_US=0)"), ("spin", "spin only (WAKE_FAN=0)"),
+settings = [("before", "before (SPIN_MAX_US=0)"), ("after", "after"),
+            ("spin", "after, tree (WAKE_FAN=2)"), ("tree", "tree only (WAKE_FAN=2 SPIN_MAX_US=0)"),
             ("fan4", "after, WAKE_FAN=4"), ("nospinchain", "SPIN_US=0, WAKE_FAN=0"),
-            ("nospintree", "SPIN_US=0, tree")]
+            ("nospintree", "SPIN_US=0, WAKE_FAN=2")]
 samples = {key: [rows_of(f"{key}.{r}", "parallel") for r in range(1, rounds + 1)]
            for key, _ in settings}
 cpu = rows_of("cpu", "cpu")

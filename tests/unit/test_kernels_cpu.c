@@ -242,7 +242,7 @@ static void meet(void *user, int64_t begin, int64_t end)
 
 /* Runs that find every worker asleep (no spinning) wake them all: by the
  * caller alone (KJIT_POOL_WAKE_FAN=0), or in a tree whose woken wake the
- * next (fan 1: a chain of single wake-ups, the deepest; 2, the default; 3).
+ * next (fan 1: a chain of single wake-ups, the deepest; 2; 3).
  * A woken worker that does not pass the wake on leaves the run short of
  * threads, and its meeting never happens. */
 START_TEST(pool_wakes_every_sleeper)
