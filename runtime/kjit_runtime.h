@@ -162,8 +162,16 @@ void kj_pool_destroy(KjPool *pool);
 /* The stack of each pool worker: a kernel's threads run on it with their
  * local() arrays (up to KJ_MAX_LOCAL_BYTES), whatever the process's default. */
 #define KJ_POOL_STACK_BYTES (8 * 1024 * 1024)
-/* How long an idle pool worker spins before it sleeps (pool.c). */
+/* How long an idle pool worker spins before it sleeps (pool.c), at least,
+ * and at most when runs come often (the window is twice the time between
+ * runs, up to this). */
 #define KJ_POOL_SPIN_NS 100000
+#define KJ_POOL_SPIN_MAX_NS 1000000
+/* How many sleeping workers each thread woken for a run wakes in turn
+ * (pool.c: a tree), or 0: the caller wakes them all in one FUTEX_WAKE (on
+ * the 16-core host the tree took longer: each level pays a wake-up's
+ * latency, docs/performance.md). */
+#define KJ_POOL_WAKE_FAN 0
 /* How long a run goes on its grain's threads before it takes every thread
  * its pieces can feed (pool.c). */
 #define KJ_POOL_GROW_NS 50000

@@ -17,15 +17,24 @@
  * nested call) or a range too short to be worth waking anybody runs on the
  * calling thread.
  *
- * Between runs a worker first spins for a while (KJ_POOL_SPIN_NS, or
- * $KJIT_POOL_SPIN_US) watching the run counter, and only then sleeps on a
- * futex, as OpenMP runtimes do: a run that follows soon after the last (a
- * loop of launches) finds its workers awake, instead of paying a futex
- * wake-up per worker, which on a machine of many cores costs more than a
- * short kernel.  Sleepers wait on the futex word itself, not on a condition
- * variable, so the woken do not queue on its mutex one after another.  The
- * caller waits for the workers' last chunks the same way (that wait, rare,
- * on a condition variable).
+ * Between runs a worker first spins for a while watching the run counter,
+ * and only then sleeps on a futex, as OpenMP runtimes do: a run that follows
+ * soon after the last (a loop of launches) finds its workers awake, instead
+ * of paying a futex wake-up per worker, which on a machine of many cores
+ * costs more than a short kernel.  The while is at least KJ_POOL_SPIN_NS
+ * ($KJIT_POOL_SPIN_US), and twice the time between the last two runs when
+ * that is under KJ_POOL_SPIN_MAX_NS ($KJIT_POOL_SPIN_MAX_US): calls that
+ * come every half millisecond with the caller's own work between them
+ * (issue 25: the block sum in bench_simd, behind Numba parallel as each of
+ * its calls woke fifteen sleepers) find their workers awake, and a program
+ * that calls seldom spins no longer than the base.  Sleepers wait on the
+ * futex word itself, not on a condition variable, so the woken do not queue
+ * on its mutex one after another.  The caller wakes as many as it has seats
+ * in one FUTEX_WAKE (KJ_POOL_WAKE_FAN 0), or, with $KJIT_POOL_WAKE_FAN=N,
+ * the first N of a tree whose woken each wake N more: on the 16-core host
+ * the tree took longer (a call that woke fifteen: 0.072 ms against 0.048),
+ * as each level pays a wake-up's latency.  The caller waits for the workers' last
+ * chunks the same way (that wait, rare, on a condition variable).
  *
  * A run takes only as many threads as its work is worth (issue 25: a small
  * 3-D stencil ran 5.6 times slower on 16 cores than on one): its chunks of
@@ -95,7 +104,9 @@ struct KjPool {
     pthread_cond_t finished;
     pthread_mutex_t run_lock;    /* one run at a time per pool */
     _Atomic int sleepers;        /* workers asleep on wake_word, or going to */
-    int64_t spin_ns;             /* how long a worker watches before it sleeps */
+    int64_t spin_ns;             /* how long a worker watches before it sleeps, at least */
+    int64_t spin_max_ns;         /* the most the window may grow to (0: it stays spin_ns) */
+    int wake_fan;                /* sleepers each woken thread wakes (0: the caller wakes all) */
     int64_t grow_ns;             /* how long a run goes before it takes more threads */
     bool shared_counter;         /* $KJIT_POOL_SHARED=1: one counter for all (before slots) */
     bool widen;                  /* $KJIT_POOL_WIDEN (1): awake workers join past the grain */
@@ -105,6 +116,7 @@ struct KjPool {
     _Alignas(POOL_LINE) _Atomic uint64_t generation; /* bumped by every run */
     _Atomic bool stopping;
     _Atomic uint32_t wake_word; /* the futex sleepers wait on: bumped after generation */
+    _Atomic int64_t spin_window_ns; /* how long workers spin after this run (adaptive) */
 
     /* counted down by the workers of a run */
     _Alignas(POOL_LINE) _Atomic int busy; /* seated workers still inside the current run */
@@ -180,13 +192,13 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Spins for up to spin_ns until done(pool, arg) holds; whether it did.  The
+/* Spins for up to `ns` until done(pool, arg) holds; whether it did.  The
  * clock is read every 64 rounds, and the thread yields its core every 1024
  * (a machine with more runnable threads than cores must not starve the
  * thread it waits for). */
-static bool spin_until(KjPool *pool, bool (*done)(KjPool *, uint64_t), uint64_t arg)
+static bool spin_until(KjPool *pool, int64_t ns, bool (*done)(KjPool *, uint64_t), uint64_t arg)
 {
-    if (pool->spin_ns <= 0)
+    if (ns <= 0)
         return done(pool, arg);
     int64_t deadline = 0;
     for (uint32_t round = 0;; round++) {
@@ -195,7 +207,7 @@ static bool spin_until(KjPool *pool, bool (*done)(KjPool *, uint64_t), uint64_t 
         if ((round & 63) == 63) {
             int64_t t = now_ns();
             if (!deadline)
-                deadline = t + pool->spin_ns;
+                deadline = t + ns;
             else if (t >= deadline)
                 return false;
         }
@@ -213,6 +225,11 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
 }
 
+static void futex_wake(_Atomic uint32_t *word, int n)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
 /* After a new generation (or stopping): bumps the word the sleepers wait
  * on and wakes up to n of them. */
 static void wake_workers(KjPool *pool, int n)
@@ -220,7 +237,33 @@ static void wake_workers(KjPool *pool, int n)
     atomic_fetch_add(&pool->wake_word, 1);
     int sleeping = atomic_load(&pool->sleepers);
     if (sleeping > 0 && n > 0)
-        syscall(SYS_futex, (uint32_t *)&pool->wake_word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+        futex_wake(&pool->wake_word, n);
+}
+
+/* The sleepers a run's caller wakes itself for n seats: all of them (the
+ * default, wake_fan 0: one FUTEX_WAKE, whose wake-ups the kernel does one
+ * after another on the caller's time, before its own chunks), else the
+ * first `wake_fan` of a tree: each thread woken wakes as many again
+ * (pass_wake_on), and the caller starts its chunks after a short syscall,
+ * but the last are up only after three or four wake-ups' latency, which on
+ * the 16-core host cost more than the caller's syscall saved. */
+static int first_wave(const KjPool *pool, int n)
+{
+    return pool->wake_fan > 0 && n > pool->wake_fan ? pool->wake_fan : n;
+}
+
+/* A worker woken from its sleep for a run: while seats are left beyond its
+ * own and somebody sleeps, it wakes the next `wake_fan` before it takes its
+ * seat (a seat a spinning worker takes meanwhile just leaves a woken one
+ * without: it sleeps again).  seq_cst reads, as the caller's: a sleeper
+ * counted before the word moved is seen. */
+static void pass_wake_on(KjPool *pool)
+{
+    if (pool->wake_fan <= 0)
+        return;
+    int others = atomic_load(&pool->seats) - 1;
+    if (others > 0 && atomic_load(&pool->sleepers) > 0)
+        futex_wake(&pool->wake_word, others < pool->wake_fan ? others : pool->wake_fan);
 }
 
 static bool new_run(KjPool *pool, uint64_t seen)
@@ -255,7 +298,7 @@ static void grow_run(KjPool *pool)
                                                       memory_order_acq_rel, memory_order_relaxed))
             ;
         atomic_fetch_add_explicit(&pool->generation, 1, memory_order_acq_rel);
-        wake_workers(pool, more);
+        wake_workers(pool, first_wave(pool, more));
     }
     pthread_mutex_unlock(&pool->lock);
 }
@@ -272,7 +315,9 @@ static void *worker_main(void *arg)
     inside_pool_run = true;
     uint64_t seen = 0;
     for (;;) {
-        if (!spin_until(pool, new_run, seen)) {
+        int64_t window = atomic_load_explicit(&pool->spin_window_ns, memory_order_relaxed);
+        bool slept = false;
+        if (!spin_until(pool, window, new_run, seen)) {
             /* counted before it reads the word (seq_cst both, as the
              * caller's bump of the word and read of sleepers): a caller
              * that bumps after this read sees it counted, and wakes it */
@@ -282,12 +327,15 @@ static void *worker_main(void *arg)
                 if (new_run(pool, seen))
                     break;
                 futex_wait(&pool->wake_word, word);
+                slept = true;
             }
             atomic_fetch_sub(&pool->sleepers, 1);
         }
         if (atomic_load(&pool->stopping))
             break;
         seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        if (slept)
+            pass_wake_on(pool);
         /* a seat, or this run goes on without this worker (the caller took
          * the seats back, or the run needs fewer threads); acq_rel: the
          * caller stored the run's fields before its seats */
@@ -316,6 +364,29 @@ static int64_t spin_nanoseconds(void)
         return us > 0 ? (int64_t)(us > 1000000 ? 1000000 : us) * 1000 : 0;
     }
     return KJ_POOL_SPIN_NS;
+}
+
+/* $name in microseconds, as nanoseconds, at most `most_us` (0 or below: 0),
+ * else `otherwise` nanoseconds. */
+static int64_t env_microseconds(const char *name, int64_t otherwise, long long most_us)
+{
+    const char *env = getenv(name);
+    if (env && *env) {
+        long long us = strtoll(env, NULL, 10);
+        return us > 0 ? (int64_t)(us > most_us ? most_us : us) * 1000 : 0;
+    }
+    return otherwise;
+}
+
+/* $name as a count from 0 to `most`, else `otherwise`. */
+static long env_count(const char *name, long otherwise, long most)
+{
+    const char *env = getenv(name);
+    if (env && *env) {
+        long n = strtol(env, NULL, 10);
+        return n < 0 ? 0 : n > most ? most : n;
+    }
+    return otherwise;
 }
 
 /* How long a run goes before it takes more threads than its grain gave it:
@@ -360,6 +431,9 @@ KjPool *kj_pool_create(int threads)
     KjPool *pool = aligned_zeroed(sizeof *pool);
     pool->thread_count = threads > 0 ? threads : default_thread_count();
     pool->spin_ns = spin_nanoseconds();
+    pool->spin_max_ns = env_microseconds("KJIT_POOL_SPIN_MAX_US", KJ_POOL_SPIN_MAX_NS, 1000000);
+    pool->wake_fan = (int)env_count("KJIT_POOL_WAKE_FAN", KJ_POOL_WAKE_FAN, 64);
+    atomic_store(&pool->spin_window_ns, pool->spin_ns);
     pool->grow_ns = grow_nanoseconds();
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->finished, NULL);
@@ -421,15 +495,33 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     if (most > pool->started + 1)
         most = pool->started + 1;
     /* Workers still spinning from the last run (every one started, none
-     * asleep, the last run ended well within the spin time) cost no wake-up,
+     * asleep, the last run ended well within their spin window) cost no wake-up,
      * only a read and a seat: a run takes every thread its pieces can feed
      * at once, not only its grain's (inc 1e5 as @vectorize, six grains,
      * ran on six of sixteen threads).  The grain still keeps a run from
      * waking sleepers it is not worth. */
+    int64_t window = atomic_load_explicit(&pool->spin_window_ns, memory_order_relaxed);
     if (pool->widen && threads < most && pool->started == pool->thread_count - 1 &&
         atomic_load_explicit(&pool->sleepers, memory_order_relaxed) == 0 &&
-        started - pool->last_end_ns < pool->spin_ns / 2)
+        started - pool->last_end_ns < window - window / 4)
         threads = most;
+    /* How long the workers spin after this run: twice the time since the
+     * last run ended when that was under the cap (calls that come back
+     * every few hundred microseconds, with the caller's own work between
+     * them: the block sum in bench_simd, 0.5 ms apart, found every worker
+     * asleep after 100 us and paid fifteen wake-ups a call), else the
+     * base.  Bounded (spin_max_ns, $KJIT_POOL_SPIN_MAX_US): a program that
+     * calls seldom pays no spinning beyond the base, one that calls often
+     * at most the cap's worth per call. */
+    window = pool->spin_ns;
+    if (window > 0 && pool->spin_max_ns > window && pool->last_end_ns > 0) {
+        int64_t gap = started - pool->last_end_ns;
+        if (gap >= 0 && gap < pool->spin_max_ns)
+            window = 2 * gap > pool->spin_max_ns ? pool->spin_max_ns
+                     : 2 * gap > window          ? 2 * gap
+                                                 : window;
+    }
+    atomic_store_explicit(&pool->spin_window_ns, window, memory_order_relaxed);
     /* About four chunks per slot: a thread that finishes its share early
      * takes a quarter of another's at a time, which balances uneven chunks
      * without many trips to the counters. */
@@ -465,8 +557,9 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     atomic_store_explicit(&pool->seats, threads - 1, memory_order_release);
     atomic_fetch_add_explicit(&pool->generation, 1, memory_order_acq_rel);
     /* Only as many sleepers as there are seats are woken (spinning workers
-     * may take some first; those woken for nothing go back to sleep). */
-    wake_workers(pool, threads - 1);
+     * may take some first; those woken for nothing go back to sleep), the
+     * first wave by the caller, the rest by the woken. */
+    wake_workers(pool, first_wave(pool, threads - 1));
 
     inside_pool_run = true;
     run_chunks(pool, 0);
@@ -480,7 +573,7 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     if (unseated > 0)
         atomic_fetch_sub_explicit(&pool->busy, unseated, memory_order_acq_rel);
 
-    if (!spin_until(pool, workers_done, 0)) {
+    if (!spin_until(pool, pool->spin_ns, workers_done, 0)) {
         pthread_mutex_lock(&pool->lock);
         while (!workers_done(pool, 0))
             pthread_cond_wait(&pool->finished, &pool->lock);

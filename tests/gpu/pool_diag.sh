@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tests/gpu/pool_diag.sh [BUNDLE]: the parallel target's small calls on the
 # GPU machine's own CPU (issue 25: "every row at or ahead of Numba on
-# parallel"; the inc rows, the block sum and stencil3d 32^3 were behind Numba
-# parallel there, delay-and-sum must stay ahead), kjit's thread pool before and
-# after its slots (runtime/pool.c), from the bundle `make gpu-bundle` made.
+# parallel"; the block sum was behind Numba parallel there, the inc rows,
+# stencil3d 32^3 and delay-and-sum must stay where they are), kjit's thread
+# pool before and after its adaptive spin, and its wake-up tree (an option;
+# runtime/pool.c),
+# from the bundle `make gpu-bundle` made.
 # About two minutes.  Built here against the bundle's libkjit.so as
 # tests/gpu/bench_cpu_host.sh builds its programs.
 #
@@ -11,20 +13,20 @@
 # (KJIT_POOL_ROUNDS, 3), each a process giving the median of REPEAT calls'
 # times (KJIT_BENCH_REPEAT, 7; wall clock), the table showing the median of
 # the rounds' medians:
-# - "before": KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0, one counter every thread
-#   takes chunks from, and a run on its grain's threads only (main's pool
-#   but for its sleepers, on a futex word now, not a condition variable);
-# - "after": the default, each thread's share in a slot of its own, and
-#   workers still spinning from the last run joining past the grain;
-# - "after, no widening": KJIT_POOL_WIDEN=0, a run on its grain's threads
-#   only (@vectorize 1e5: 6 of 16);
-# - "after, no spin": KJIT_POOL_SPIN_US=0, workers sleep at once after a run
-#   (what every call would pay in wake-ups without the spinning);
-# - "after, spin 500": KJIT_POOL_SPIN_US=500, workers spin five times longer
-#   (the block sums' calls come 0.4 ms apart);
+# - "before": KJIT_POOL_SPIN_MAX_US=0, the pool as at main 169fe56: the
+#   caller wakes every sleeper itself (one FUTEX_WAKE of up to fifteen), and
+#   workers spin a fixed 100 us between runs;
+# - "after": the default, a spin window of twice the time between runs, up
+#   to 1 ms;
+# - "after, tree": KJIT_POOL_WAKE_FAN=2, sleepers woken in a tree (the
+#   caller wakes two, each woken two more); "tree only": that with
+#   KJIT_POOL_SPIN_MAX_US=0; "after, fan 4": KJIT_POOL_WAKE_FAN=4;
+# - "no spin, chain" and "no spin, tree": KJIT_POOL_SPIN_US=0 with fan 0
+#   and 2, every call wakes every worker (the wake path alone);
 # then kjit cpu (one round), Numba @njit and @njit(parallel=True) with the
-# threading layer Numba chose, and tests/bench/cpu_diag.c's parallel 1e5 row
-# on 1 to 16 workers before and after.
+# threading layer Numba chose, tests/bench/cpu_diag.c's parallel 1e5 row on
+# 1 to 16 workers before and after, and the block sums on parallel alone,
+# calls back to back (workers awake: what a call costs besides the wake).
 set -u
 bundle=${1:-build/gpu-bundle}
 cd "$bundle" || { echo "pool_diag.sh: no bundle at $bundle"; exit 1; }
@@ -68,14 +70,21 @@ both() {
     run "$name.simd" "$@" -- "$work/bench_simd" "--repeat=$repeat" \
         --only=block_sum,block_sum_helper "$root/examples" "$bench"
     run "$name.das" "$@" -- "$work/bench_simd" "--repeat=$repeat" --targets=parallel --no-refs \
-        --only=das "$root/examples" "$bench"
+        --only=das,mandel "$root/examples" "$bench"
 }
 for r in $(seq 1 "$rounds"); do
-    both "before.$r" KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0
+    both "before.$r" KJIT_POOL_WAKE_FAN=0 KJIT_POOL_SPIN_MAX_US=0
     both "after.$r" X=1
-    both "narrow.$r" KJIT_POOL_WIDEN=0
-    both "nospin.$r" KJIT_POOL_SPIN_US=0
-    both "spin500.$r" KJIT_POOL_SPIN_US=500
+    both "spin.$r" KJIT_POOL_WAKE_FAN=2
+    both "tree.$r" KJIT_POOL_WAKE_FAN=2 KJIT_POOL_SPIN_MAX_US=0
+    both "fan4.$r" KJIT_POOL_WAKE_FAN=4
+    both "nospinchain.$r" KJIT_POOL_SPIN_US=0 KJIT_POOL_WAKE_FAN=0
+    both "nospintree.$r" KJIT_POOL_SPIN_US=0 KJIT_POOL_WAKE_FAN=2
+done
+for key in before after; do
+    envs=(X=1); [ $key = before ] && envs=(KJIT_POOL_WAKE_FAN=0 KJIT_POOL_SPIN_MAX_US=0)
+    run "b2b.$key" "${envs[@]}" -- "$work/bench_simd" "--repeat=$repeat" --targets=parallel \
+        --no-refs --only=block_sum,block_sum_helper "$root/examples" "$bench"
 done
 run "cpu.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu -- \
     "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
@@ -83,7 +92,7 @@ run "cpu.cpu" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu -- \
 mkdir -p "$work/refs"
 run "cpu.simd" X=1 -- "$work/bench_simd" "--repeat=$repeat" --targets=cpu --no-refs \
     "--save-refs=$work/refs" "$root/examples" "$bench"
-run "diag.before" KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0 -- "$work/cpu_diag" "$bench" "$repeat"
+run "diag.before" KJIT_POOL_WAKE_FAN=0 KJIT_POOL_SPIN_MAX_US=0 -- "$work/cpu_diag" "$bench" "$repeat"
 run "diag.after" X=1 -- "$work/cpu_diag" "$bench" "$repeat"
 numba_path=$(numba_pythonpath "$work/numba-site")
 run "numba.cpu" KJIT_BENCH_ONLY="$rows" PYTHONPATH="$numba_path" -- python3 "$bench/bench_cpu.py" "$repeat"
@@ -117,9 +126,10 @@ def rows_of(name, target):
     out.update(load(name + ".simd").get(target, {}))
     out.update(load(name + ".das").get(target, {}))
     return out
-settings = [("before", "before (KJIT_POOL_SHARED=1 KJIT_POOL_WIDEN=0)"), ("after", "after"),
-            ("narrow", "after, KJIT_POOL_WIDEN=0"),
-            ("nospin", "after, KJIT_POOL_SPIN_US=0"), ("spin500", "after, KJIT_POOL_SPIN_US=500")]
+settings = [("before", "before (SPIN_MAX_US=0)"), ("after", "after"),
+            ("spin", "after, tree (WAKE_FAN=2)"), ("tree", "tree only (WAKE_FAN=2 SPIN_MAX_US=0)"),
+            ("fan4", "after, WAKE_FAN=4"), ("nospinchain", "SPIN_US=0, WAKE_FAN=0"),
+            ("nospintree", "SPIN_US=0, WAKE_FAN=2")]
 samples = {key: [rows_of(f"{key}.{r}", "parallel") for r in range(1, rounds + 1)]
            for key, _ in settings}
 cpu = rows_of("cpu", "cpu")
@@ -151,6 +161,27 @@ for row in names:
           " | ".join(cell(med(key, row)) for key, _ in settings) +
           f" | {cell(ref.get('numba'))} | {cell(npar)} | {ratio(med('before', row), npar)} | "
           f"{ratio(med('after', row), npar)} | {spread} |")
+# the serial runners of the block sums' processes: the workers spinning
+# longer between the parallel calls must not slow them
+print("\nThe block sums' serial runners in the same processes (median of the rounds), ms, "
+      "before / after:\n")
+print("| row | kjit cpu | hand-SIMD C | scalar C |")
+print("| --- | ---: | ---: | ---: |")
+def serial(key, row, runner):
+    values = [load(f"{key}.{r}.simd").get(runner, {}).get(row) for r in range(1, rounds + 1)]
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+for row in load("after.1.simd").get("cpu", {}):
+    print(f"| {row} | " + " | ".join(
+        f"{cell(serial('before', row, r))} / {cell(serial('after', row, r))}"
+        for r in ("cpu", "hand_simd", "scalar_c")) + " |")
+b2b = {key: load(f"b2b.{key}").get("parallel", {}) for key in ("before", "after")}
+print("\nThe block sums on parallel alone, calls back to back (workers awake), ms:\n")
+print("| row | before | after | Numba parallel |")
+print("| --- | ---: | ---: | ---: |")
+for row in b2b["after"]:
+    print(f"| {row} | {cell(b2b['before'].get(row))} | {cell(b2b['after'].get(row))} | "
+          f"{cell(numba.get(row, {}).get('numba_parallel'))} |")
 before, after = load("diag.before"), load("diag.after")
 print("\ntests/bench/cpu_diag.c (ms; `call` rows in us):\n")
 print("| row | before | after |")

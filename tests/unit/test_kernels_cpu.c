@@ -216,6 +216,90 @@ START_TEST(pool_grows_when_the_work_is_long)
 }
 END_TEST
 
+/* Every thread of a run at once: each chunk counts itself in and waits
+ * (up to 5 s) until `want` have come, so a run of `want` one-item slots
+ * meets only if every worker it seats gets there. */
+typedef struct Meeting {
+    _Atomic int arrived, came; /* came: those that had when the first gave up */
+    int want;
+    _Atomic bool met, given_up;
+} Meeting;
+
+static void meet(void *user, int64_t begin, int64_t end)
+{
+    Meeting *m = user;
+    atomic_fetch_add(&m->arrived, 1);
+    for (int waited = 0; waited < 25000 && !atomic_load(&m->given_up); waited++) {
+        if (atomic_load(&m->arrived) >= m->want) {
+            atomic_store(&m->met, true);
+            return;
+        }
+        usleep(200);
+    }
+    if (!atomic_exchange(&m->given_up, true)) /* the chunks left (stolen) do not wait again */
+        atomic_store(&m->came, atomic_load(&m->arrived));
+}
+
+/* Runs that find every worker asleep (no spinning) wake them all: by the
+ * caller alone (KJIT_POOL_WAKE_FAN=0), or in a tree whose woken wake the
+ * next (fan 1: a chain of single wake-ups, the deepest; 2; 3).
+ * A woken worker that does not pass the wake on leaves the run short of
+ * threads, and its meeting never happens. */
+START_TEST(pool_wakes_every_sleeper)
+{
+    const char *fans[] = {"0", "1", "2", "3"};
+    for (int f = 0; f < 4; f++) {
+        setenv("KJIT_POOL_SPIN_US", "0", 1);
+        setenv("KJIT_POOL_GROW_US", "60000000", 1);
+        setenv("KJIT_POOL_WAKE_FAN", fans[f], 1);
+        KjPool *pool = kj_pool_create(8);
+        unsetenv("KJIT_POOL_SPIN_US");
+        unsetenv("KJIT_POOL_GROW_US");
+        unsetenv("KJIT_POOL_WAKE_FAN");
+        for (int round = 0; round < 4; round++) {
+            Meeting m = {.want = 8};
+            kj_pool_run(pool, 8, 1, meet, &m);
+            ck_assert_msg(atomic_load(&m.met), "fan %s, round %d: %d of 8 threads came", fans[f],
+                          round, atomic_load(&m.came));
+            usleep(5000); /* the workers go back to sleep */
+        }
+        kj_pool_destroy(pool);
+    }
+}
+END_TEST
+
+/* Runs that come 20 ms apart: with the spin window grown from the time
+ * between runs (KJIT_POOL_SPIN_MAX_US above it) the workers are still
+ * spinning when the next comes, and join it past its grain; with the fixed
+ * 100 us (SPIN_MAX_US=0) they sleep, and it keeps its grain's two threads. */
+START_TEST(pool_spin_follows_the_time_between_runs)
+{
+    setenv("KJIT_POOL_GROW_US", "60000000", 1);
+    setenv("KJIT_POOL_SPIN_US", "100", 1);
+    setenv("KJIT_POOL_SPIN_MAX_US", "1000000", 1);
+    KjPool *adaptive = kj_pool_create(4);
+    setenv("KJIT_POOL_SPIN_MAX_US", "0", 1);
+    KjPool *fixed = kj_pool_create(4);
+    unsetenv("KJIT_POOL_GROW_US");
+    unsetenv("KJIT_POOL_SPIN_US");
+    unsetenv("KJIT_POOL_SPIN_MAX_US");
+    KjPool *pools[2] = {adaptive, fixed};
+    int most[2] = {0, 0};
+    for (int p = 0; p < 2; p++) {
+        threads_taking_part(pools[p], 64, 1); /* starts the workers */
+        for (int round = 0; round < 6; round++) {
+            usleep(20000);
+            int n = threads_taking_part(pools[p], 40, 20); /* two grains; pieces of 5: 4 */
+            most[p] = n > most[p] ? n : most[p];
+        }
+    }
+    ck_assert_int_gt(most[0], 2);
+    ck_assert_int_le(most[1], 2);
+    kj_pool_destroy(adaptive);
+    kj_pool_destroy(fixed);
+}
+END_TEST
+
 /* ------------------------------------------------------ C thread functions */
 
 static KjIrFunction fake_kernel(bool barriers, int64_t shared_bytes)
@@ -1047,6 +1131,8 @@ Suite *suite_kernels_cpu(void)
     tcase_add_test(runtime, pool_threads_follow_the_work);
     tcase_add_test(runtime, pool_awake_workers_join_past_the_grain);
     tcase_add_test(runtime, pool_grows_when_the_work_is_long);
+    tcase_add_test(runtime, pool_wakes_every_sleeper);
+    tcase_add_test(runtime, pool_spin_follows_the_time_between_runs);
     tcase_add_test(runtime, grid_walk_gives_cuda_indices);
     tcase_add_test(runtime, syncthreads_reduction_is_exact);
     tcase_add_test(runtime, barrier_inside_a_loop);
