@@ -237,3 +237,41 @@ void kj_codegen_cancel_poll(Gen *g)
         poll_device(g, go_on);
     LLVMPositionBuilderAtEnd(g->b, go_on);
 }
+
+/* The function's count of back edges to its next poll (cpu), made once per
+ * function: an i32 in the entry block, set to cancel_stride there. */
+static LLVMValueRef turns_left(Gen *g)
+{
+    if (g->cancel_turns_fn == g->llfn && g->cancel_turns)
+        return g->cancel_turns;
+    LLVMValueRef counter = kj_codegen_alloca_in_entry(g, g->t_i32, "cancel.turns");
+    LLVMBuilderRef entry = LLVMCreateBuilderInContext(g->ctx);
+    LLVMPositionBuilderBefore(entry, LLVMGetBasicBlockTerminator(g->entry_bb));
+    LLVMBuildStore(entry, const_i32(g, (int32_t)g->target->cancel_stride), counter);
+    LLVMDisposeBuilder(entry);
+    g->cancel_turns_fn = g->llfn;
+    g->cancel_turns = counter;
+    return counter;
+}
+
+void kj_codegen_cancel_poll_turn(Gen *g)
+{
+    if (!g->options->cancel || LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(g->b)))
+        return;
+    if (!g->target->cancel_hook || g->target->cancel_stride <= 1) {
+        kj_codegen_cancel_poll(g);
+        return;
+    }
+    /* cpu: one decrement and a branch each turn, the word's load every
+     * cancel_stride turns of the function's loops together */
+    LLVMValueRef counter = turns_left(g);
+    LLVMValueRef left = LLVMBuildSub(g->b, LLVMBuildLoad2(g->b, g->t_i32, counter, ""), const_i32(g, 1),
+                                     "cancel.left");
+    LLVMBuildStore(g->b, left, counter);
+    LLVMBasicBlockRef due = new_block(g, "cancel.due"), go_on = new_block(g, "cancel.go");
+    branch_rarely(g, LLVMBuildICmp(g->b, LLVMIntEQ, left, const_i32(g, 0), ""), due, go_on);
+    LLVMPositionBuilderAtEnd(g->b, due);
+    LLVMBuildStore(g->b, const_i32(g, (int32_t)g->target->cancel_stride), counter);
+    poll_host(g, go_on);
+    LLVMPositionBuilderAtEnd(g->b, go_on);
+}
