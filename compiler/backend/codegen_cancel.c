@@ -238,40 +238,48 @@ void kj_codegen_cancel_poll(Gen *g)
     LLVMPositionBuilderAtEnd(g->b, go_on);
 }
 
-/* The function's count of back edges to its next poll (cpu), made once per
- * function: an i32 in the entry block, set to cancel_stride there. */
-static LLVMValueRef turns_left(Gen *g)
+/* The bits of a `for` counter that run through every value once in
+ * cancel_stride turns: with a constant step of s = odd * 2^k, counter >> k
+ * moves by the odd number each turn, so its low log2(cancel_stride) bits
+ * take each value once in any cancel_stride turns in a row; 0 where the
+ * counter is too narrow for them. */
+static uint64_t turn_bits(Gen *g, LLVMValueRef counter, LLVMValueRef step)
 {
-    if (g->cancel_turns_fn == g->llfn && g->cancel_turns)
-        return g->cancel_turns;
-    LLVMValueRef counter = kj_codegen_alloca_in_entry(g, g->t_i32, "cancel.turns");
-    LLVMBuilderRef entry = LLVMCreateBuilderInContext(g->ctx);
-    LLVMPositionBuilderBefore(entry, LLVMGetBasicBlockTerminator(g->entry_bb));
-    LLVMBuildStore(entry, const_i32(g, (int32_t)g->target->cancel_stride), counter);
-    LLVMDisposeBuilder(entry);
-    g->cancel_turns_fn = g->llfn;
-    g->cancel_turns = counter;
-    return counter;
+    LLVMTypeRef type = LLVMTypeOf(counter);
+    unsigned stride = g->target->cancel_stride;
+    if (LLVMGetTypeKind(type) != LLVMIntegerTypeKind || !LLVMIsAConstantInt(step) || stride < 2 ||
+        (stride & (stride - 1)))
+        return 0;
+    unsigned width = LLVMGetIntTypeWidth(type);
+    uint64_t magnitude = (uint64_t)LLVMConstIntGetSExtValue(step);
+    if ((int64_t)magnitude < 0)
+        magnitude = -magnitude;
+    if (width > 64 || magnitude == 0)
+        return 0;
+    unsigned low = (unsigned)__builtin_ctzll(magnitude), bits = (unsigned)__builtin_ctz(stride);
+    if (low + bits >= width)
+        return 0;
+    return (uint64_t)(stride - 1) << low;
 }
 
-void kj_codegen_cancel_poll_turn(Gen *g)
+void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter, LLVMValueRef step)
 {
     if (!g->options->cancel || LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(g->b)))
         return;
-    if (!g->target->cancel_hook || g->target->cancel_stride <= 1) {
+    uint64_t bits = g->target->cancel_hook && counter && step ? turn_bits(g, counter, step) : 0;
+    if (!bits) {
         kj_codegen_cancel_poll(g);
         return;
     }
-    /* cpu: one decrement and a branch each turn, the word's load every
-     * cancel_stride turns of the function's loops together */
-    LLVMValueRef counter = turns_left(g);
-    LLVMValueRef left = LLVMBuildSub(g->b, LLVMBuildLoad2(g->b, g->t_i32, counter, ""), const_i32(g, 1),
-                                     "cancel.left");
-    LLVMBuildStore(g->b, left, counter);
-    LLVMBasicBlockRef due = new_block(g, "cancel.due"), go_on = new_block(g, "cancel.go");
-    branch_rarely(g, LLVMBuildICmp(g->b, LLVMIntEQ, left, const_i32(g, 0), ""), due, go_on);
-    LLVMPositionBuilderAtEnd(g->b, due);
-    LLVMBuildStore(g->b, const_i32(g, (int32_t)g->target->cancel_stride), counter);
+    /* cpu: a test of the counter each turn (no load, no register of its
+     * own), the word's load in one turn of cancel_stride */
+    LLVMTypeRef type = LLVMTypeOf(counter);
+    LLVMValueRef due = LLVMBuildICmp(g->b, LLVMIntEQ,
+                                     LLVMBuildAnd(g->b, counter, LLVMConstInt(type, bits, 0), ""),
+                                     LLVMConstNull(type), "cancel.due?");
+    LLVMBasicBlockRef due_bb = new_block(g, "cancel.due"), go_on = new_block(g, "cancel.go");
+    branch_rarely(g, due, due_bb, go_on);
+    LLVMPositionBuilderAtEnd(g->b, due_bb);
     poll_host(g, go_on);
     LLVMPositionBuilderAtEnd(g->b, go_on);
 }

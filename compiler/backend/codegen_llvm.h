@@ -203,8 +203,9 @@ typedef struct KjTarget {
     LLVMDWARFEmissionKind line_info_kind;
     /* Cancellation polls (codegen_cancel.c): true where the poll asks the
      * runtime's hook whose call is cancelled (cpu: the word read at every
-     * poll but the back edges', which read it every cancel_stride back
-     * edges); else the flag is the context's, read every cancel_stride turns
+     * poll but the back edges of `for` loops of a constant step, which read
+     * it every cancel_stride turns); else the flag is the context's, read
+     * every cancel_stride turns
      * (a power of two) from the address in a u64 global of address space
      * cancel_word_space (cuda). */
     bool cancel_hook;
@@ -290,10 +291,6 @@ struct Gen {
      * for, and that way out */
     LLVMValueRef cancel_fn;
     LLVMBasicBlockRef cancel_bail_bb;
-    /* and the function whose count of turns to its next poll (cpu) was made,
-     * and that count's slot */
-    LLVMValueRef cancel_turns_fn;
-    LLVMValueRef cancel_turns;
 };
 
 /* codegen_gen.c: below every other lowering file */
@@ -427,10 +424,12 @@ void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMVa
  * (a zero value); otherwise the code goes on in a fresh block.  No-op
  * without the option. */
 void kj_codegen_cancel_poll(Gen *g);
-/* The poll at a loop's back edge: on cpu every cancel_stride back edges of
- * the function's loops together (a count kept in the function), on cuda
+/* The poll at a loop's back edge, `counter` the value of a `for`'s counter
+ * this turn and `step` its step (NULL, NULL for a `while`): on cpu, with a
+ * constant step and a scalar counter, the word is loaded in one turn of
+ * cancel_stride (a test of the counter's bits each turn); else as
  * kj_codegen_cancel_poll. */
-void kj_codegen_cancel_poll_turn(Gen *g);
+void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter, LLVMValueRef step);
 /* Whether the back edge of FOR `s` needs a poll: not a simd_lanes loop, nor
  * one of constant bounds and few turns without loops inside. */
 bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s);
