@@ -243,9 +243,8 @@ void kj_codegen_cancel_poll(Gen *g)
  * moves by the odd number each turn, so its low log2(cancel_stride) bits
  * take each value once in any cancel_stride turns in a row; 0 where the
  * counter is too narrow for them. */
-static uint64_t turn_bits(Gen *g, LLVMValueRef counter, LLVMValueRef step)
+static uint64_t turn_bits(Gen *g, LLVMTypeRef type, LLVMValueRef step)
 {
-    LLVMTypeRef type = LLVMTypeOf(counter);
     unsigned stride = g->target->cancel_stride;
     if (LLVMGetTypeKind(type) != LLVMIntegerTypeKind || !LLVMIsAConstantInt(step) || stride < 2 ||
         (stride & (stride - 1)))
@@ -262,18 +261,18 @@ static uint64_t turn_bits(Gen *g, LLVMValueRef counter, LLVMValueRef step)
     return (uint64_t)(stride - 1) << low;
 }
 
-void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter, LLVMValueRef step)
+void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef type, LLVMValueRef step)
 {
     if (!g->options->cancel || LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(g->b)))
         return;
-    uint64_t bits = g->target->cancel_hook && counter && step ? turn_bits(g, counter, step) : 0;
+    uint64_t bits = g->target->cancel_hook && counter_slot && step ? turn_bits(g, type, step) : 0;
     if (!bits) {
         kj_codegen_cancel_poll(g);
         return;
     }
     /* cpu: a test of the counter each turn (no load, no register of its
      * own), the word's load in one turn of cancel_stride */
-    LLVMTypeRef type = LLVMTypeOf(counter);
+    LLVMValueRef counter = LLVMBuildLoad2(g->b, type, counter_slot, "");
     LLVMValueRef due = LLVMBuildICmp(g->b, LLVMIntEQ,
                                      LLVMBuildAnd(g->b, counter, LLVMConstInt(type, bits, 0), ""),
                                      LLVMConstNull(type), "cancel.due?");

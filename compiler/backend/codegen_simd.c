@@ -1126,11 +1126,12 @@ static void gen_loop(Simd *s, KjIrStmt *st)
         LLVMBuildBr(B, latch);
     LLVMPositionBuilderAtEnd(B, latch);
     kj_codegen_debug_loc(g, st->loc);
-    LLVMValueRef cur = is_for ? LLVMBuildLoad2(B, ct, counter, "") : NULL;
     if (!is_for || kj_codegen_cancel_loop(g, st))
-        kj_codegen_cancel_poll_turn(g, cur, step);
-    if (is_for)
+        kj_codegen_cancel_poll_turn(g, counter, ct, step);
+    if (is_for) {
+        LLVMValueRef cur = LLVMBuildLoad2(B, ct, counter, "");
         LLVMBuildStore(B, LLVMBuildAdd(B, cur, step, ""), counter);
+    }
     LLVMBuildBr(B, head);
     LLVMPositionBuilderAtEnd(B, exit);
     s->mask = before;
