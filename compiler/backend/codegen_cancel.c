@@ -18,7 +18,16 @@
  *       ret zero
  *
  * so the common cost is one load from a line no thread writes, a compare
- * and a branch predicted not taken.  The polls keep a loop from being
+ * and a branch predicted not taken.  At the back edge of a `for` of a
+ * constant step (kj_codegen_cancel_poll_turn) even that load goes: the
+ * block above runs only in turns whose counter has log2(cancel_stride)
+ * chosen bits 0 (one turn in every cancel_stride in a row, turn_bits), so
+ * each turn costs a test of a register and a branch.  The load cost where
+ * the loop's own loads split cache lines (a block-strided loop of a stride
+ * of 257 f64: 17 % with AVX-512, docs/performance.md); a counter of the
+ * poll's own instead cost a register, and a period of 64 turns a
+ * mispredicted branch in 64 (4 % with AVX2).  A cancelled call then stops
+ * within cancel_stride turns of such a loop.  The polls keep a loop from being
  * vectorised by LLVM (it gains an exit), which is why they are an option;
  * a `for` of constant bounds and at most KJ_CANCEL_FREE_TURNS turns with no
  * loop inside has none (it ends soon), nor have reduce.c's lanes.
