@@ -192,7 +192,8 @@ typedef struct kjit_options {
      * kernel that loops without end can be stopped; part of the cache key.
      * Without it a cancel still stops a call between its pieces (chunks of
      * elements, blocks, barriers on fibers), but not inside a loop.  Costs
-     * a load and a branch per turn of a loop, and keeps LLVM from
+     * a load and a branch per turn of a loop (a `for` of a constant step:
+     * a test and a branch, the load once in 1,024 turns), and keeps LLVM from
      * vectorising loops that the SIMD lowering does not take (docs/
      * embedding.md has the figures).  Default: KJIT_CANCELLABLE (0 unless
      * set).  A time limit turns it on. */
@@ -229,7 +230,8 @@ kjit_target kjit_context_target(const kjit_context *context); /* AUTO settled */
  * Stops the calls running on the context now (from any thread, or from a
  * signal handler: it only stores to atomic flags).  Each ends as soon as
  * practical with KJIT_ERROR_CANCELLED, its outputs partly written: at its
- * next loop back edge when the context is cancellable (above), else at the
+ * next loop back edge when the context is cancellable (above; within 1,024
+ * turns of a `for` of a constant step), else at the
  * next piece the runtime hands out (a chunk of elements, a block, a
  * barrier).  It applies to the calls in flight only: a call that starts
  * afterwards runs normally, and the context stays usable.  On cuda the

@@ -221,7 +221,7 @@ static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loo
 
     LLVMPositionBuilderAtEnd(g->b, inc_bb);
     if (loop->poll)
-        kj_codegen_cancel_poll(g);
+        kj_codegen_cancel_poll_turn(g, counter, lt, loop->step);
     LLVMValueRef cur = LLVMBuildLoad2(g->b, lt, counter, "");
     LLVMValueRef next = loop->nsw ? LLVMBuildNSWAdd(g->b, cur, loop->step, "")
                                   : LLVMBuildAdd(g->b, cur, loop->step, "");
@@ -430,7 +430,7 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
                           exit_bb = new_block(g, "while.exit");
         LLVMBuildBr(g->b, cond_bb);
         LLVMPositionBuilderAtEnd(g->b, cond_bb);
-        kj_codegen_cancel_poll(g); /* continue comes here too */
+        kj_codegen_cancel_poll_turn(g, NULL, NULL, NULL); /* continue comes here too */
         LLVMBuildCondBr(g->b, kj_codegen_expr(g, s->cond), body_bb, exit_bb);
         LLVMPositionBuilderAtEnd(g->b, body_bb);
         push_loop(g, exit_bb, cond_bb);

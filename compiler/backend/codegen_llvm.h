@@ -202,9 +202,12 @@ typedef struct KjTarget {
      * -lineinfo, where line tables would be DWARF sections). */
     LLVMDWARFEmissionKind line_info_kind;
     /* Cancellation polls (codegen_cancel.c): true where the poll asks the
-     * runtime's hook whose call is cancelled (cpu); else the flag is the
-     * context's, read every cancel_stride turns (a power of two) from the
-     * address in a u64 global of address space cancel_word_space (cuda). */
+     * runtime's hook whose call is cancelled (cpu: the word read at every
+     * poll but the back edges of `for` loops of a constant step, which read
+     * it every cancel_stride turns); else the flag is the context's, read
+     * every cancel_stride turns
+     * (a power of two) from the address in a u64 global of address space
+     * cancel_word_space (cuda). */
     bool cancel_hook;
     unsigned cancel_stride;
     unsigned cancel_word_space;
@@ -421,6 +424,12 @@ void kj_codegen_check_operands(Gen *g, const KjIrExpr *e, LLVMValueRef a, LLVMVa
  * (a zero value); otherwise the code goes on in a fresh block.  No-op
  * without the option. */
 void kj_codegen_cancel_poll(Gen *g);
+/* The poll at a loop's back edge, `counter_slot` the alloca of a `for`'s
+ * counter (of `type`; its value this turn) and `step` its step (NULL for a
+ * `while`): on cpu, with a constant step and a scalar counter, the word is
+ * loaded in one turn of cancel_stride (a test of the counter's bits each
+ * turn); else as kj_codegen_cancel_poll. */
+void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef type, LLVMValueRef step);
 /* Whether the back edge of FOR `s` needs a poll: not a simd_lanes loop, nor
  * one of constant bounds and few turns without loops inside. */
 bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s);

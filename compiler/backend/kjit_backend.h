@@ -157,6 +157,10 @@ typedef void (*KjPrintFn)(const char *line, int64_t len);
 #define KJ_CANCEL_WORD_SYMBOL "kj_cancel_word"
 #define KJ_CANCEL_HOOK_SYMBOL "kj_cancel_hook"
 #define KJ_CANCEL_CUDA_STRIDE 1024
+/* On cpu the back edge of a `for` of a constant step loads the word once in
+ * KJ_CANCEL_CPU_STRIDE turns (when bits of its counter are 0), so that the
+ * load leaves the loop's turns; the other polls load it each time. */
+#define KJ_CANCEL_CPU_STRIDE 1024
 typedef int32_t (*KjCancelFn)(void);
 
 typedef void (*KjEntryFn)(void **args, void *result);

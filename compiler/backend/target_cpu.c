@@ -1027,7 +1027,7 @@ const KjTarget kj_target_cpu = {
     .atomic_ordering = LLVMAtomicOrderingSequentiallyConsistent,
     .line_info_kind = LLVMDWARFEmissionLineTablesOnly,
     .cancel_hook = true,
-    .cancel_stride = 1,
+    .cancel_stride = KJ_CANCEL_CPU_STRIDE,
     .print = cpu_print,
     .string_address_space = 0,
 };
