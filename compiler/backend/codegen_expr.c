@@ -694,7 +694,15 @@ static KJ_NOINLINE LLVMValueRef gen_dim(Gen *g, KjIrExpr *e)
     return a.shape[e->dim];
 }
 
+static LLVMValueRef expr_value(Gen *g, KjIrExpr *e);
+
 LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
+{
+    LLVMValueRef v = expr_value(g, e);
+    return e->freeze ? LLVMBuildFreeze(g->b, v, "frozen") : v;
+}
+
+static LLVMValueRef expr_value(Gen *g, KjIrExpr *e)
 {
     LLVMBuilderRef B = g->b;
     switch (e->op) {
