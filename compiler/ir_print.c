@@ -104,10 +104,10 @@ static void print_expr(Printer *p, const KjIrExpr *e)
         fputs("<null>", p->out);
         return;
     }
-    if (e->freeze) { /* (freeze VALUE): see KjIrExpr.freeze */
+    if (e->opaque) { /* (opaque VALUE): see KjIrExpr.opaque */
         KjIrExpr value = *e;
-        value.freeze = false;
-        fputs("(freeze ", p->out);
+        value.opaque = false;
+        fputs("(opaque ", p->out);
         print_expr(p, &value);
         fputc(')', p->out);
         return;

@@ -781,14 +781,17 @@ typedef struct KjIrExpr {
      * size); reduce.c's aligned variants set it, so that LLVM joins a thread's
      * consecutive loads into one vector load. */
     int align_bytes;
-    /* Any scalar expression: its value as computed, taken by LLVM's loop
-     * analyses as one unknown (an LLVM `freeze`, which emits no
-     * instruction).  reduce.c's WARPS form marks the first element a thread
-     * reads of its block, so that loop strength reduction sees each address
-     * in a loop as that base plus a constant, not as the dozen terms of the
-     * work item's geometry, each of which it would try as a register of its
-     * own (issue 25: most of the form's code generation time). */
-    bool freeze;
+    /* An i64 expression: its value as computed, one unknown to LLVM's
+     * optimisers (the target's opaque_i64: an empty inline asm on cuda,
+     * which no pass looks into; else an LLVM `freeze`).  reduce.c's WARPS
+     * form marks the first element a thread reads of its block, so that loop
+     * strength reduction sees each address in a loop as that base plus a
+     * constant, not as the terms of the work item's geometry, each of which
+     * it would try as a register of its own (issue 25: most of the form's
+     * code generation time).  A freeze would not do on cuda: InstCombine
+     * drops one whose value it can prove free of poison, as it is for one
+     * output's geometry (thread and block numbers and constants). */
+    bool opaque;
     /* Checked mode (checks.c): the site this node's run-time check reports,
      * an index into the module's check_sites from 1; 0 for no check. */
     int check_site;

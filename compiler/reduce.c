@@ -696,16 +696,16 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
 
 /* The WARPS form's loops over the steps of a full block and of an output's
  * last block (shorter than B, each element tested) keep cuda's four copies
- * (0, the target's default; knobs below).  What made them slow to compile
- * was not the copies but their addresses: each load's index, the work
- * item's geometry (chunk B + j0, chunk = w - k chunks, w from the block and
- * thread numbers, k from a division) plus i L + v, is a sum of a dozen terms
- * to LLVM's scalar evolution, and loop strength reduction tried each term
- * as a register of its own for each of a loop's 32 loads (f32 `dot`: two
- * inputs, four lanes, four copies): 33 of the f32 form's 45 ms of NVPTX code
- * generation.  The block's first element a thread reads, `first`, is now
- * frozen (KjIrExpr.freeze: one unknown to those analyses, no instruction),
- * and the last block's indices are first + u with u = i L + v tested against
+ * (0, the target's default; kj_reduce_knobs).  What made them slow to
+ * compile was not the copies but their addresses: each load's index, the
+ * work item's geometry (chunk B + j0, chunk = w - k chunks, w from the block
+ * and thread numbers, k from a division) plus i L + v, is a sum of several
+ * terms to LLVM's scalar evolution, and loop strength reduction tried each
+ * term as a register of its own for each of a loop's 32 loads (f32 `dot`:
+ * two inputs, four lanes, four copies): 33 of the f32 form's 45 ms of NVPTX
+ * code generation.  The block's first element a thread reads, `first`, is
+ * now opaque (KjIrExpr.opaque: one unknown to LLVM, no instruction), and the
+ * last block's indices are first + u with u = i L + v tested against
  * count - j0, so that every address of both loops is that base plus
  * constants: 4 ms.  The loads, their order and the copies are main's. */
 static void last_block_tested(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
@@ -714,7 +714,7 @@ static void last_block_tested(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes;
     KjIrVar *first = new_var(l, "first", i64_type()), *lim = new_var(l, "lim", i64_type());
     KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
-    first_value->freeze = true;
+    first_value->opaque = true;
     set(l, first, first_value);
     set(l, lim, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), ref(l, j0)));
     for (int v = 0; v < V; v++) {
@@ -755,7 +755,7 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     KjVec *outer_saved = open_block(l, &full->then_stmt);
     KjIrVar *first = new_var(l, "first", i64_type());
     KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
-    first_value->freeze = !columns && !knobs.warps_main;
+    first_value->opaque = !columns && !knobs.warps_main;
     set(l, first, first_value);
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;

@@ -12,8 +12,9 @@
 #   last block's not unrolled ran the sum along axis 1 5% slower);
 #   KJIT_REDUCE_TAIL_UNROLL=1 leaves the last block's loop as it is and
 #   KJIT_REDUCE_WARPS_UNROLL=2 makes the full blocks' two copies;
-# - the WARPS form's loads are addressed from a frozen base (KjIrExpr.freeze:
-#   two a kernel, one a loop), which keeps LLVM's loop strength reduction
+# - the WARPS form's loads are addressed from an opaque base (KjIrExpr.opaque,
+#   on cuda an empty inline asm: two a kernel, one a loop's block, which
+#   survive -O3 as one), which keeps LLVM's loop strength reduction
 #   from taking the work item's geometry apart, and one output's form
 #   divides nothing (no div.s64 for ptxas); KJIT_REDUCE_WARPS_MAIN=1 builds
 #   main's form (169fe56), the "before" of tests/gpu/reduce_forms.sh, and
@@ -52,14 +53,17 @@ if "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -
         --function dot --emit=llvm -O0 -o "$tmp/dot2.ll" >"$tmp/out" 2>"$tmp/err"
     if ! grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot2.ll"; then ok
     else bad "KJIT_REDUCE_WARPS_UNROLL=2: the full blocks' loop in two copies"; fi
-    # two WARPS kernels (f32, f64), each with a frozen base in both loops' blocks
-    frozen=$(grep -c ' = freeze i64 ' "$tmp/dot.ll")
-    if [ "$frozen" -eq 4 ]; then ok
-    else bad "the WARPS forms' frozen bases: $frozen freezes in dot's IR, expected 4"; fi
+    # two WARPS kernels (f32, f64), each with an opaque base in both loops' blocks
+    opaque=$(grep -c 'call i64 asm "", "=l,0"' "$tmp/dot.ll")
+    if [ "$opaque" -eq 4 ]; then ok
+    else bad "the WARPS forms' opaque bases: $opaque in dot's IR, expected 4"; fi
+    if "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O3 -o "$tmp/dot3.ll" \
+            >"$tmp/out" 2>"$tmp/err" && [ "$(grep -c 'call i64 asm "", "=l,0"' "$tmp/dot3.ll")" -eq 2 ]; then ok
+    else bad "the WARPS forms' opaque bases after -O3: one a kernel expected"; fi
     KJIT_REDUCE_WARPS_MAIN=1 "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 \
         -o "$tmp/dotm.ll" >"$tmp/out" 2>"$tmp/err"
-    if ! grep -q ' = freeze ' "$tmp/dotm.ll"; then ok
-    else bad "KJIT_REDUCE_WARPS_MAIN=1: main's form, without frozen bases"; fi
+    if ! grep -q ' asm ""' "$tmp/dotm.ll"; then ok
+    else bad "KJIT_REDUCE_WARPS_MAIN=1: main's form, without opaque bases"; fi
     # each kernel's PTX, one file a kernel, for new and main's form
     for v in new main; do
         if KJIT_REDUCE_WARPS_MAIN=$([ $v = main ] && echo 1 || echo 0) "$kjit" build examples/reduce.kern \
