@@ -104,6 +104,14 @@ static void print_expr(Printer *p, const KjIrExpr *e)
         fputs("<null>", p->out);
         return;
     }
+    if (e->opaque) { /* (opaque VALUE): see KjIrExpr.opaque */
+        KjIrExpr value = *e;
+        value.opaque = false;
+        fputs("(opaque ", p->out);
+        print_expr(p, &value);
+        fputc(')', p->out);
+        return;
+    }
     switch (e->op) {
     case KJ_IR_CONST:
         print_const(p, e);

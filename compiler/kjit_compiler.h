@@ -781,6 +781,17 @@ typedef struct KjIrExpr {
      * size); reduce.c's aligned variants set it, so that LLVM joins a thread's
      * consecutive loads into one vector load. */
     int align_bytes;
+    /* An i64 expression: its value as computed, one unknown to LLVM's
+     * optimisers (the target's opaque_i64: an empty inline asm on cuda,
+     * which no pass looks into; else an LLVM `freeze`).  reduce.c's WARPS
+     * form marks the first element a thread reads of its block, so that loop
+     * strength reduction sees each address in a loop as that base plus a
+     * constant, not as the terms of the work item's geometry, each of which
+     * it would try as a register of its own (issue 25: most of the form's
+     * code generation time).  A freeze would not do on cuda: InstCombine
+     * drops one whose value it can prove free of poison, as it is for one
+     * output's geometry (thread and block numbers and constants). */
+    bool opaque;
     /* Checked mode (checks.c): the site this node's run-time check reports,
      * an index into the module's check_sites from 1; 0 for no check. */
     int check_site;
@@ -1315,6 +1326,20 @@ int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes);
  * share a work item (enough threads to keep the loads in flight, few
  * registers a thread). */
 int kj_reduce_column_lanes(const KjType *t);
+
+/* The switches of the cuda forms that reduce.c reads, for measuring variants
+ * on a GPU (tests/gpu/reduce_forms.sh; issue 25), each 0 when unset.  They
+ * change the code, so the runtime puts them in a lifted root's cache key
+ * (kj_api_code_key). */
+typedef struct KjReduceKnobs {
+    int warps_unroll; /* KJIT_REDUCE_WARPS_UNROLL=N: copies of the WARPS form's loop over a
+                         full block's steps (0: the target's four) */
+    int tail_unroll;  /* KJIT_REDUCE_TAIL_UNROLL=N: of its loop over the last block's */
+    bool warps_main;  /* KJIT_REDUCE_WARPS_MAIN=1: the WARPS form's addresses and work item
+                         as main at 169fe56 built them (no frozen base, a division by
+                         chunks for one output): the "before" of the GPU script */
+} KjReduceKnobs;
+KjReduceKnobs kj_reduce_knobs(void);
 
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,

@@ -44,7 +44,6 @@
 #include "kjit_compiler.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define MAX_INPUTS 32
@@ -279,7 +278,15 @@ static void output_offsets(Lift *l, KjIrVar *k)
  * a sum along axis 0); the value still goes to out[k chunks + chunk]. */
 static void item_coords(Lift *l, KjIrVar *w, KjIrVar *k, KjIrVar *chunk, KjIrVar *slot)
 {
-    if (l->v.contiguous) {
+    if (l->v.contiguous && l->v.kept_rank == 0 && l->v.form == KJ_REDUCE_FORM_WARPS &&
+        !kj_reduce_knobs().warps_main) {
+        /* one output (no kept dimension): its blocks are the work items, and
+         * no division by chunks, which ptxas writes out as a 64-bit
+         * subroutine of its own (a fifth of its time on the f32 form) */
+        set(l, k, i64(l, 0));
+        set(l, chunk, ref(l, w));
+        set(l, slot, ref(l, w));
+    } else if (l->v.contiguous) {
         set(l, k, op2(l, KJ_IR_DIV, i64_type(), ref(l, w), ref(l, l->chunks)));
         set(l, chunk, op2(l, KJ_IR_SUB, i64_type(), ref(l, w), mul(l, ref(l, k), ref(l, l->chunks))));
         set(l, slot, ref(l, w));
@@ -687,29 +694,47 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
     l->body = last;
 }
 
-/* A loop's unrolling from the environment variable `name` (a count N, 0:
- * the target's default, as request_unroll), or `fallback`: the cuda forms'
- * switches, to measure variants on a GPU (tests/gpu/reduce_forms.sh).  They
- * are not part of the cache key: use them with a fresh KJIT_CACHE_DIR. */
-static int unroll_from_env(const char *name, int fallback)
+/* The WARPS form's loops over the steps of a full block and of an output's
+ * last block (shorter than B, each element tested) keep cuda's four copies
+ * (0, the target's default; kj_reduce_knobs).  What made them slow to
+ * compile was not the copies but their addresses: each load's index, the
+ * work item's geometry (chunk B + j0, chunk = w - k chunks, w from the block
+ * and thread numbers, k from a division) plus i L + v, is a sum of several
+ * terms to LLVM's scalar evolution, and loop strength reduction tried each
+ * term as a register of its own for each of a loop's 32 loads (f32 `dot`:
+ * two inputs, four lanes, four copies): 33 of the f32 form's 45 ms of NVPTX
+ * code generation.  The block's first element a thread reads, `first`, is
+ * now opaque (KjIrExpr.opaque: one unknown to LLVM, no instruction), and the
+ * last block's indices are first + u with u = i L + v tested against
+ * count - j0, so that every address of both loops is that base plus
+ * constants: 4 ms.  The loads, their order and the copies are main's. */
+static void last_block_tested(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
+                              KjIrVar **acc, int unroll)
 {
-    const char *env = getenv(name);
-    if (env && *env >= '0' && *env <= '9')
-        return atoi(env);
-    return fallback;
+    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes;
+    KjIrVar *first = new_var(l, "first", i64_type()), *lim = new_var(l, "lim", i64_type());
+    KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
+    first_value->opaque = true;
+    set(l, first, first_value);
+    set(l, lim, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), ref(l, j0)));
+    for (int v = 0; v < V; v++) {
+        KjVec *in_if = open_if(l, less(l, i64(l, v), ref(l, lim)));
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
+        l->body = in_if;
+    }
+    KjIrVar *i = new_var(l, "i", i64_type());
+    KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = unroll;
+    for (int v = 0; v < V; v++) {
+        KjIrVar *u = new_var(l, "u", i64_type());
+        set(l, u, add(l, mul(l, ref(l, i), i64(l, L)), i64(l, v)));
+        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, lim)));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, first), ref(l, u)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+        l->body = in_if;
+    }
+    l->body = loop;
 }
-
-/* The WARPS form's loop over the steps of an output's last block, shorter
- * than B (each element tested), keeps cuda's four copies (0, the target's
- * default).  Not unrolled (1) it cost 40% less of LLVM's code generation for
- * the f32 form with four lanes a thread (loop strength reduction weighs every
- * address of the unrolled body; `dot` f32's first call on an H200's host 298
- * to 229 ms), but the sum along axis 1 of 10000x10000 f32, whose last block is
- * 8% of an output, ran 5.4% slower (0.1143 to 0.1204 ms; issue 25,
- * docs/performance.md).  KJIT_REDUCE_TAIL_UNROLL=N asks for N copies and
- * KJIT_REDUCE_WARPS_UNROLL=N for the full blocks' loop (default four): to
- * measure variants on a GPU (tests/gpu/reduce_forms.sh). */
-#define TAIL_UNROLL 0
 
 /* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
  * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
@@ -720,6 +745,8 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
                                     KjIrVar **acc, bool aligned)
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes;
+    const KjReduceKnobs knobs = kj_reduce_knobs();
+    const bool columns = l->v.form == KJ_REDUCE_FORM_COLUMNS;
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
     emit(l, full);
@@ -727,15 +754,16 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     /* A full block, without tests. */
     KjVec *outer_saved = open_block(l, &full->then_stmt);
     KjIrVar *first = new_var(l, "first", i64_type());
-    set(l, first, add(l, ref(l, start), ref(l, j0)));
+    KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
+    first_value->opaque = !columns && !knobs.warps_main;
+    set(l, first, first_value);
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
         set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    ((KjIrStmt *)loop->items[loop->count - 1])->unroll =
-        l->v.form == KJ_REDUCE_FORM_COLUMNS ? COLUMN_UNROLL : unroll_from_env("KJIT_REDUCE_WARPS_UNROLL", 0);
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = columns ? COLUMN_UNROLL : knobs.warps_unroll;
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -749,16 +777,18 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     /* The last block of an output, shorter than B: each element tested (the
      * COLUMNS form only the last step's). */
     outer_saved = open_block(l, &full->else_stmt);
-    if (l->v.form == KJ_REDUCE_FORM_COLUMNS) {
+    if (columns) {
         accumulate_short_block(l, start, count, j0, acc);
-        l->body = outer_saved;
-        return;
+    } else if (!knobs.warps_main) {
+        last_block_tested(l, start, count, j0, acc, knobs.tail_unroll);
+    } else {
+        /* main's (169fe56) indices, start + i L + j0 + v, for measuring */
+        first_step_tested(l, start, count, j0, acc);
+        loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+        ((KjIrStmt *)loop->items[loop->count - 1])->unroll = knobs.tail_unroll;
+        step_tested(l, i, start, count, j0, acc);
+        l->body = loop;
     }
-    first_step_tested(l, start, count, j0, acc);
-    loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = unroll_from_env("KJIT_REDUCE_TAIL_UNROLL", TAIL_UNROLL);
-    step_tested(l, i, start, count, j0, acc);
-    l->body = loop;
     l->body = outer_saved;
 }
 

@@ -5,6 +5,8 @@
  * too, which holds no pass of the compiler: a library's cuda code is
  * looked up by these numbers.
  */
+#include <stdlib.h>
+
 #include "kjit_compiler.h"
 
 int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes)
@@ -24,4 +26,19 @@ int kj_reduce_column_lanes(const KjType *t)
 {
     (void)t;
     return 4; /* 8 threads a work item: 64 registers, 256 threads a block */
+}
+
+/* A count from the environment variable `name` (digits), else 0. */
+static int count_from_env(const char *name)
+{
+    const char *env = getenv(name);
+    return env && *env >= '0' && *env <= '9' ? atoi(env) : 0;
+}
+
+KjReduceKnobs kj_reduce_knobs(void)
+{
+    const char *main_form = getenv("KJIT_REDUCE_WARPS_MAIN");
+    return (KjReduceKnobs){.warps_unroll = count_from_env("KJIT_REDUCE_WARPS_UNROLL"),
+                           .tail_unroll = count_from_env("KJIT_REDUCE_TAIL_UNROLL"),
+                           .warps_main = main_form && main_form[0] == '1' && !main_form[1]};
 }

@@ -694,7 +694,28 @@ static KJ_NOINLINE LLVMValueRef gen_dim(Gen *g, KjIrExpr *e)
     return a.shape[e->dim];
 }
 
+static LLVMValueRef expr_value(Gen *g, KjIrExpr *e);
+
+/* KjIrExpr.opaque: v through the target's empty inline asm, or a freeze. */
+static LLVMValueRef opaque_value(Gen *g, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    const char *constraints = g->target->opaque_i64;
+    if (!constraints || t != g->t_i64)
+        return LLVMBuildFreeze(g->b, v, "opaque");
+    LLVMTypeRef type = LLVMFunctionType(t, &t, 1, 0);
+    LLVMValueRef code = LLVMGetInlineAsm(type, "", 0, (char *)constraints, strlen(constraints),
+                                         0, 0, LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(g->b, type, code, &v, 1, "opaque");
+}
+
 LLVMValueRef kj_codegen_expr(Gen *g, KjIrExpr *e)
+{
+    LLVMValueRef v = expr_value(g, e);
+    return e->opaque ? opaque_value(g, v) : v;
+}
+
+static LLVMValueRef expr_value(Gen *g, KjIrExpr *e)
 {
     LLVMBuilderRef B = g->b;
     switch (e->op) {

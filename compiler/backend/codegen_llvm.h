@@ -148,6 +148,11 @@ typedef struct KjTarget {
                          LLVMValueRef *step);
 
     /* ---- expressions */
+    /* KjIrExpr.opaque on an i64: the constraints of an empty inline asm that
+     * hands it on unchanged ("=l,0": the output is the input's register), or
+     * NULL for an LLVM freeze (which InstCombine drops where it proves the
+     * value free of poison). */
+    const char *opaque_i64;
     LLVMValueRef (*read_sreg)(Gen *g, KjSpecialReg reg); /* an i32 */
     void (*syncthreads)(Gen *g);
     /* The data pointer of one shared() array of `count` elements. */

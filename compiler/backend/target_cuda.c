@@ -549,6 +549,7 @@ const KjTarget kj_target_cuda = {
     .emit_entries = cuda_emit_entries,
     .unroll_constant_loops = true,
     .parfor_range = cuda_parfor_range,
+    .opaque_i64 = "=l,0", /* NVPTX's 64-bit register class */
     .read_sreg = cuda_read_sreg,
     .syncthreads = cuda_syncthreads,
     .shared_array = cuda_shared_array,

@@ -749,17 +749,21 @@ static double children_cpu_us(void)
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-/* --first-call PATH TARGET:NAME:SIG: in a new process without a disk cache,
- * the milliseconds from the source to @reduce NAME's signature SIG ready
- * for its first call (kjit_reduce_prepare), and how many compiles that
- * took.  With KJIT_BENCH_CLOCK=thread the compiling thread's CPU time and
- * that of ptxas (cuda), a process of its own. */
+/* --first-call PATH TARGET:NAME:SIG[:ROWSxCOLS:AXIS]: in a new process
+ * without a disk cache, the milliseconds from the source to @reduce NAME's
+ * signature SIG ready for its first call (kjit_reduce_prepare), and how many
+ * compiles that took.  With KJIT_BENCH_CLOCK=thread the compiling thread's
+ * CPU time and that of ptxas (cuda), a process of its own.  The call sums a
+ * vector of FIRST_CALL_ELEMENTS, or with ROWSxCOLS:AXIS a C-order matrix
+ * along that axis (the forms of a sum along an axis: tests/gpu/reduce_forms.sh). */
 static int first_call_child(const char *path, const char *spec)
 {
     char target[16], name[128];
-    int sig;
-    if (sscanf(spec, "%15[^:]:%127[^:]:%d", target, name, &sig) != 3) {
-        fprintf(stderr, "latency: --first-call wants TARGET:NAME:SIG, not %s\n", spec);
+    int sig, axis = -1, fields;
+    long long rows = 0, cols = 0;
+    fields = sscanf(spec, "%15[^:]:%127[^:]:%d:%lldx%lld:%d", target, name, &sig, &rows, &cols, &axis);
+    if (fields != 3 && !(fields == 6 && rows > 0 && cols > 0 && (axis == 0 || axis == 1))) {
+        fprintf(stderr, "latency: --first-call wants TARGET:NAME:SIG[:ROWSxCOLS:AXIS], not %s\n", spec);
         return 2;
     }
     setenv("KJIT_CACHE", "off", 1);
@@ -781,14 +785,17 @@ static int first_call_child(const char *path, const char *spec)
         fprintf(stderr, "latency: %s: no arguments for signature %d of %s\n", path, sig, name);
         return 1;
     }
-    int64_t shape[1] = {FIRST_CALL_ELEMENTS};
+    int64_t shape[2] = {FIRST_CALL_ELEMENTS, 0};
+    int ndim = 1;
+    if (fields == 6)
+        shape[0] = rows, shape[1] = cols, ndim = 2;
     kjit_array arrays[8];
     kjit_arg args[8];
     for (int q = 0; q < n; q++) {
-        arrays[q] = kjit_array_make(NULL, dtypes[q], 1, shape);
+        arrays[q] = kjit_array_make(NULL, dtypes[q], ndim, shape);
         args[q] = kjit_arg_array(&arrays[q]);
     }
-    status = kjit_reduce_prepare(function, args, n, NULL, 0);
+    status = kjit_reduce_prepare(function, args, n, fields == 6 ? &axis : NULL, fields == 6 ? 1 : 0);
     if (status != KJIT_OK)
         die(context, status, "kjit_reduce_prepare");
     double elapsed = program_clock_us(false) - start;

@@ -11,8 +11,14 @@
 # - on cuda the WARPS form's loops keep cuda's four copies by default (the
 #   last block's not unrolled ran the sum along axis 1 5% slower);
 #   KJIT_REDUCE_TAIL_UNROLL=1 leaves the last block's loop as it is and
-#   KJIT_REDUCE_WARPS_UNROLL=2 makes the full blocks' two copies, the
-#   variants tests/gpu/reduce_forms.sh measures.
+#   KJIT_REDUCE_WARPS_UNROLL=2 makes the full blocks' two copies;
+# - the WARPS form's loads are addressed from an opaque base (KjIrExpr.opaque,
+#   on cuda an empty inline asm: two a kernel, one a loop's block, which
+#   survive -O3 as one), which keeps LLVM's loop strength reduction
+#   from taking the work item's geometry apart, and one output's form
+#   divides nothing (no div.s64 for ptxas); KJIT_REDUCE_WARPS_MAIN=1 builds
+#   main's form (169fe56), the "before" of tests/gpu/reduce_forms.sh, and
+#   the COLUMNS forms' PTX is the same bytes either way.
 #
 #   tests/cli/shape_size.sh build/kjit
 . "$(dirname "$0")/lib.sh"
@@ -47,6 +53,41 @@ if "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -
         --function dot --emit=llvm -O0 -o "$tmp/dot2.ll" >"$tmp/out" 2>"$tmp/err"
     if ! grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot2.ll"; then ok
     else bad "KJIT_REDUCE_WARPS_UNROLL=2: the full blocks' loop in two copies"; fi
+    # two WARPS kernels (f32, f64), each with an opaque base in both loops' blocks
+    opaque=$(grep -c 'call i64 asm "", "=l,0"' "$tmp/dot.ll")
+    if [ "$opaque" -eq 4 ]; then ok
+    else bad "the WARPS forms' opaque bases: $opaque in dot's IR, expected 4"; fi
+    if "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O3 -o "$tmp/dot3.ll" \
+            >"$tmp/out" 2>"$tmp/err" && [ "$(grep -c 'call i64 asm "", "=l,0"' "$tmp/dot3.ll")" -eq 2 ]; then ok
+    else bad "the WARPS forms' opaque bases after -O3: one a kernel expected"; fi
+    KJIT_REDUCE_WARPS_MAIN=1 "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 \
+        -o "$tmp/dotm.ll" >"$tmp/out" 2>"$tmp/err"
+    if ! grep -q ' asm ""' "$tmp/dotm.ll"; then ok
+    else bad "KJIT_REDUCE_WARPS_MAIN=1: main's form, without opaque bases"; fi
+    # each kernel's PTX, one file a kernel, for new and main's form
+    for v in new main; do
+        if KJIT_REDUCE_WARPS_MAIN=$([ $v = main ] && echo 1 || echo 0) "$kjit" build examples/reduce.kern \
+                --target cuda --function dot --emit=ptx -o "$tmp/dot.$v.ptx" >"$tmp/out" 2>"$tmp/err"; then
+            awk -v dir="$tmp" -v v=$v '/^\.visible \.entry/ {name = $3; sub(/\(.*/, "", name)}
+                 name {print > (dir "/" name "." v)} /^}/ {name = ""}' "$tmp/dot.$v.ptx"
+        else bad "kjit build --emit=ptx ($v)"; fi
+    done
+    warps=0 columns=0
+    for f in "$tmp"/dot__*.new; do
+        k=$(basename "$f" .new)
+        case $k in
+            *__rwt*)
+                warps=$((warps + 1))
+                if ! grep -q 'div\.s64' "$f" && grep -q 'div\.s64' "$tmp/$k.main"; then ok
+                else bad "$k: a division by chunks in new's form, or none in main's"; fi ;;
+            *__rkt*)
+                columns=$((columns + 1))
+                if cmp -s "$f" "$tmp/$k.main"; then ok
+                else bad "$k: the COLUMNS form's PTX differs between new and main's WARPS form"; fi ;;
+        esac
+    done
+    if [ "$warps" -eq 2 ] && [ "$columns" -eq 2 ]; then ok
+    else bad "dot's PTX: $warps WARPS and $columns COLUMNS kernels, expected 2 and 2"; fi
 else
     grep -q 'libdevice\|CUDA' "$tmp/err" && ok || bad "kjit build examples/reduce.kern --target cuda --emit=llvm"
 fi

@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# tests/gpu/reduce_forms.sh [BUNDLE]: the cuda @reduce forms in three
-# variants side by side on the GPU machine (issue 25, item 1;
-# docs/performance.md, "one kernel's compile"): main (the default: the WARPS
-# form's loops over an output's full blocks and over its last block unrolled
-# four times), tail1 (the last block's loop not unrolled,
-# KJIT_REDUCE_TAIL_UNROLL=1: the sum along axis 1 ran 5% slower on an H200)
-# and warps2 (the full blocks' loop unrolled twice, KJIT_REDUCE_WARPS_UNROLL=2):
-# cheaper to compile, to be made the default only where they run as fast:
+# tests/gpu/reduce_forms.sh [BUNDLE]: the cuda @reduce forms before and after
+# on the GPU machine (issue 25, item 1; docs/performance.md, "The WARPS form
+# on cuda"): main (KJIT_REDUCE_WARPS_MAIN=1, the WARPS form as main at
+# 169fe56 built it: its PTX byte for byte) against new (the default: the
+# block's first element frozen for LLVM's loop strength reduction, the last
+# block's indices from it, no division by chunks for one output), each
+# variant in processes of its own, alternately:
 #   1. the compile cost of a first call: bin/latency --first-call for
-#      examples/reduce.kern's dot and vsum (f32, f64), PTX, ptxas and the
-#      module load, KJIT_BENCH_CLOCK=thread, median of 5 new processes;
-#   2. the run time of the GPU benchmark's reduce rows (sum f32 1e8, dot f32
-#      1e8, the sums along axis 1 and 0 of 10000x10000; tests/bench/bench_gpu.cu,
-#      kjit's ms beside CUB's), the variants alternately, 3 rounds each,
-#      each round in a new process with a fresh cache.
-# The switch is read when a form is made and is not part of the cache key:
-# each run has a cache folder of its own.  First (0.) the host's cpu table of
-# every program's cold compile (bin/latency cpu, thread clock), AVX-512 and
-# AVX2 (KJIT_CPU_FEATURES=-avx512f): matmul.kern's block shape (issue 25).
-# Prints "N passed, M failed".
+#      examples/reduce.kern's dot and vsum (f32, f64) and for vsum along
+#      axis 1 of 10000x10000 (the form of one output a row), PTX, ptxas and
+#      the module load, KJIT_BENCH_CLOCK=thread, median of 5 new processes;
+#   2. where it goes: the CPU time of `kjit build --function dot --emit=ptx`
+#      (LLVM alone, dot's four kernels of which the two WARPS ones differ)
+#      and of ptxas -O3 on each of dot's two WARPS kernels (10 runs each),
+#      and ptxas's -O levels on new's f32 one (compile time only);
+#   3. the run time: tests/gpu/reduce_rows.cu (built here with nvcc) on
+#      device arrays: sums of 1e8 f32 and f64, dot of 1e8 f32, the sums along
+#      axis 1 and 0 of 10000x10000 f32, 3 rounds a variant, each a new
+#      process and cache; every result checked against float64 sums, and
+#      both variants' results the same bits (the same operations).
+# The switch is part of a lifted root's cache key.  Prints "N passed, M failed".
 set -u
 bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
@@ -26,90 +27,126 @@ enter_bundle "$bundle"
 passed=0 failed=0
 pass() { echo "PASS: $*"; passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-variants="main tail1 warps2"
-# with_variant V COMMAND...: COMMAND under variant V's switches
+variants="main new"
+# with_variant V COMMAND...: COMMAND under variant V's switch
 with_variant() {
     local v=$1
     shift
     case $v in
-        tail1) KJIT_REDUCE_TAIL_UNROLL=1 "$@" ;;
-        warps2) KJIT_REDUCE_WARPS_UNROLL=2 "$@" ;;
+        main) KJIT_REDUCE_WARPS_MAIN=1 "$@" ;;
         *) "$@" ;;
     esac
 }
+ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1
+echo "ptxas: $ptxas, $("$ptxas" --version 2>/dev/null | tail -1)"
 
-echo "=== 0. the host's cold compiles (cpu): every program's first launch, AVX-512 and AVX2"
-for features in "" -avx512f; do
-    echo "--- KJIT_CPU_FEATURES=${features:-(none)}"
-    if KJIT_CPU_FEATURES=$features KJIT_BENCH_CLOCK=thread "$root/bin/latency" cpu examples tests/bench \
-            > "$work/cpu$features.log" 2>&1; then
-        sed -n '/^| program/,$p' "$work/cpu$features.log"
-        pass "cpu program table ${features:-avx512}"
-    else
-        cat "$work/cpu$features.log"
-        fail "cpu program table ${features:-avx512}"
-    fi
-done
-
-echo "=== 1. first call on cuda (PTX, ptxas, load), ms of thread CPU time, median of 5"
-printf '| call | main (both loops 4x) | tail1 (last block 1x) | warps2 (full blocks 2x) |\n| --- | ---: | ---: | ---: |\n'
+echo "=== 1. first call on cuda (PTX, ptxas, load), ms of thread CPU time, median of 5 (compiles)"
+printf '| call | main | new | new / main |\n| --- | ---: | ---: | ---: |\n'
 ok=1
-for spec in cuda:dot:0 cuda:dot:1 cuda:vsum:0 cuda:vsum:1; do
-    row="| $spec"
-    for v in $variants; do
-        runs=""
-        for r in 1 2 3 4 5; do
+for spec in cuda:dot:0 cuda:dot:1 cuda:vsum:0 cuda:vsum:1 cuda:vsum:0:10000x10000:1 \
+            cuda:vsum:1:10000x10000:1; do
+    declare -A runs=([main]="" [new]="") compiles=([main]="" [new]="")
+    for r in 1 2 3 4 5; do
+        for v in $variants; do
             out=$(with_variant $v env KJIT_BENCH_CLOCK=thread \
                   "$root/bin/latency" --first-call examples/reduce.kern "$spec" 2>&1) || { ok=0; echo "$out"; }
-            runs="$runs $(echo "$out" | awk 'NR == 1 {print $1}')"
+            runs[$v]="${runs[$v]} $(echo "$out" | awk 'NR == 1 {print $1}')"
+            compiles[$v]=$(echo "$out" | awk 'NR == 1 {print $2}')
         done
-        row="$row | $(echo $runs | tr ' ' '\n' | sort -g | sed -n 3p) ms"
     done
-    echo "$row |"
+    m=$(echo ${runs[main]} | tr ' ' '\n' | sort -g | sed -n 3p)
+    n=$(echo ${runs[new]} | tr ' ' '\n' | sort -g | sed -n 3p)
+    echo "| $spec | $m ms (${compiles[main]}) | $n ms (${compiles[new]}) |" \
+         "$(awk -v m="$m" -v n="$n" 'BEGIN {if (m > 0) printf "%.3f", n / m; else print "-"}') |"
 done
 [ "$ok" = 1 ] && pass "first calls, both variants" || fail "first calls, both variants"
 
-echo "=== 2. the GPU benchmark's reduce rows (kjit ms, CUB ms), 3 rounds a variant, alternately"
-if nvcc -O3 -arch=sm_90 -std=c++17 -Itests/bench -o "$work/bench_gpu" tests/bench/bench_gpu.cu \
+echo "=== 2. where dot's first call goes: LLVM (kjit build --emit=ptx, 4 kernels) and ptxas, CPU ms"
+if python3 - "$root" "$ptxas" "$work" <<'PY'; then pass "LLVM and ptxas times"; else fail "LLVM and ptxas times"; fi
+import os, resource, subprocess, sys
+root, ptxas, work = sys.argv[1:4]
+
+def cpu_ms(argv, env, runs):
+    """CPU time (user + system) of `runs` runs of argv, ms a run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(runs):
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1e3 / runs
+
+kernels = {}
+print("| variant | kjit build --emit=ptx (LLVM) | ptxas -O3: dot f32 WARPS | ptxas -O3: dot f64 WARPS |")
+print("| --- | ---: | ---: | ---: |")
+for variant in ("main", "new"):
+    env = dict(os.environ, KJIT_CACHE="off")
+    if variant == "main":
+        env["KJIT_REDUCE_WARPS_MAIN"] = "1"
+    ptx = f"{work}/dot.{variant}.ptx"
+    argv = [f"{root}/bin/kjit", "build", "examples/reduce.kern", "--target", "cuda",
+            "--function", "dot", "--emit=ptx", "--arch", "sm_90", "-o", ptx]
+    llvm = sorted(cpu_ms(argv, env, 1) for _ in range(5))[2]
+    text = open(ptx).read()
+    head = text[:text.index(".visible .entry")]
+    row = [f"{llvm:.1f} ms"]
+    for t in ("f32", "f64"):
+        entry = next(e for e in text.split(".visible .entry")[1:]
+                     if e.split("(")[0].strip().startswith(f"dot__{t}_{t}__rwt"))
+        path = f"{work}/dot_{t}.{variant}.ptx"
+        with open(path, "w") as f:
+            f.write(head + ".visible .entry" + entry[:entry.index("\n}\n") + 3])
+        kernels[(variant, t)] = path
+        row.append(f"{cpu_ms([ptxas, '-arch=sm_90', '-O3', path, '-o', path + '.cubin'], None, 10):.1f} ms")
+    print(f"| {variant} | " + " | ".join(row) + " |")
+path = kernels[("new", "f32")]
+print("ptxas on new's f32 WARPS kernel by level (compile time only; the code's speed is not measured): " +
+      ", ".join(f"{o} {cpu_ms([ptxas, '-arch=sm_90', o, path, '-o', path + '.cubin'], None, 10):.1f} ms"
+                for o in ("-O0", "-O1", "-O2", "-O3")))
+PY
+
+echo "=== 3. run time on device arrays (median ms of 20 calls), 3 rounds a variant, alternately"
+if nvcc -O3 -arch=sm_90 -std=c++17 -Iruntime -o "$work/reduce_rows" tests/gpu/reduce_rows.cu \
         -L"$root/bin" -lkjit -Xlinker -rpath="$root/bin" > "$work/nvcc.log" 2>&1; then
     ok=1
     for round in 1 2 3; do
         for v in $variants; do
             with_variant $v env KJIT_CACHE_DIR="$work/cache-$v-$round" \
-                "$work/bench_gpu" tests/bench > "$work/$v.$round.txt" 2>&1 || { ok=0; tail -5 "$work/$v.$round.txt"; }
+                "$work/reduce_rows" examples/reduce.kern > "$work/$v.$round.txt" 2>&1 ||
+                { ok=0; tail -5 "$work/$v.$round.txt"; }
         done
     done
-    python3 - "$work" <<'PY'
+    python3 - "$work" <<'PY' || ok=0
 import statistics, sys
 work = sys.argv[1]
-rows = ["sum_f32_1e8", "dot_f32_1e8", "sum_axis1_10000x10000", "sum_axis0_10000x10000"]
-variants = ("main", "tail1", "warps2")
-ms = {}
-for v in variants:
+rows = ["sum_f32_1e8", "sum_f64_1e8", "dot_f32_1e8", "sum_axis1_10000x10000", "sum_axis0_10000x10000"]
+ms, hashes = {}, {}
+for v in ("main", "new"):
     for r in (1, 2, 3):
         for line in open(f"{work}/{v}.{r}.txt"):
             p = line.split()
-            if len(p) == 3 and p[0] in rows:
-                ms.setdefault((v, p[0]), []).append((float(p[1]), float(p[2])))
-print("| row | " + " | ".join(f"{v} kjit ms (3 rounds)" for v in variants) +
-      " | tail1 / main | warps2 / main | CUB ms |")
-print("| --- |" + " --- |" * len(variants) + " ---: | ---: | ---: |")
+            if len(p) >= 4 and p[0] in rows:
+                ms.setdefault((v, p[0]), []).append(float(p[1]))
+                hashes.setdefault(p[0], set()).add(p[3])
+print("| row | main ms (3 rounds) | new ms (3 rounds) | new / main (medians) | same bits |")
+print("| --- | --- | --- | ---: | --- |")
+bad = False
 for row in rows:
-    runs = {v: [x[0] for x in ms.get((v, row), [])] for v in variants}
-    if not all(runs.values()):
-        print(f"| {row} |" + " missing |" * len(variants) + " - | - | - |")
+    m, n = ms.get(("main", row), []), ms.get(("new", row), [])
+    if len(m) != 3 or len(n) != 3:
+        print(f"| {row} | missing | missing | - | - |")
+        bad = True
         continue
-    med = {v: statistics.median(runs[v]) for v in variants}
-    cub = statistics.median([x[1] for v in variants for x in ms[(v, row)]])
-    print(f"| {row} | " + " | ".join(", ".join(f"{x:.4f}" for x in runs[v]) for v in variants) +
-          f" | {med['tail1'] / med['main']:.3f} | {med['warps2'] / med['main']:.3f} | {cub:.4f} |")
+    same = len(hashes[row]) == 1
+    bad = bad or not same
+    print(f"| {row} | {', '.join(f'{x:.4f}' for x in m)} | {', '.join(f'{x:.4f}' for x in n)} | "
+          f"{statistics.median(n) / statistics.median(m):.3f} | {'yes' if same else 'NO'} |")
+sys.exit(1 if bad else 0)
 PY
-    [ "$ok" = 1 ] && pass "reduce rows, both variants" || fail "reduce rows, both variants"
+    [ "$ok" = 1 ] && pass "reduce rows, both variants, the same bits" || fail "reduce rows, both variants, the same bits"
 else
     cat "$work/nvcc.log"
-    fail "nvcc tests/bench/bench_gpu.cu"
+    fail "nvcc tests/gpu/reduce_rows.cu"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
