@@ -55,12 +55,13 @@ static CountLoop open_loop(Gen *g, LLVMValueRef start, LLVMValueRef stop, const 
     return l;
 }
 
-static void close_loop(Gen *g, CountLoop l, int step)
+static LLVMValueRef close_loop(Gen *g, CountLoop l, int step)
 {
     LLVMValueRef i = LLVMBuildLoad2(g->b, g->t_i32, l.counter, "");
     LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, i, const_i32(g, step), ""), l.counter);
-    LLVMBuildBr(g->b, l.cond);
+    LLVMValueRef back_edge = LLVMBuildBr(g->b, l.cond);
     LLVMPositionBuilderAtEnd(g->b, l.exit);
+    return back_edge;
 }
 
 /* One chunk: the region's statements for threadIdx.x in [base, base + W),
@@ -181,7 +182,8 @@ static bool const_int_of(LLVMValueRef v, int64_t *out)
  * of the region for the whole chunks and at most one for the rest (writing
  * each chunk out made code, and compile time, grow with the block: 28 s for
  * an n-body program at 128 threads; LLVM's unroller still writes out the
- * loops that are worth it).  A block of one row and one layer has
+ * loops that are worth it, but not a region's copy that seldom runs,
+ * KjIrStmt.unroll 1).  A block of one row and one layer has
  * threadIdx.y and .z the constant 0; other blocks loop over them as
  * chunk_loops does (whose rest under a mask of unknown lanes, made for
  * every row, doubled the masked code of matmul's 16x16 shape).  False,
@@ -192,7 +194,7 @@ static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first[3], LLVM
 {
     Gen *g = s->g;
     int64_t from, to, dy, dz, y0, z0;
-    if (threads->unroll == 1 || !const_int_of(first[0], &from) || !const_int_of(stop, &to))
+    if (!const_int_of(first[0], &from) || !const_int_of(stop, &to))
         return false;
     if (to <= from)
         return true; /* no thread runs it */
@@ -214,7 +216,9 @@ static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first[3], LLVM
     } else if (whole > 1) {
         CountLoop x = open_loop(g, const_i32(g, (int32_t)from), const_i32(g, (int32_t)rest), "thread.x");
         emit_chunk(s, threads, LLVMBuildLoad2(g->b, g->t_i32, x.counter, "tid.x"), NULL, shared_offset);
-        close_loop(g, x, s->lanes);
+        LLVMValueRef back_edge = close_loop(g, x, s->lanes);
+        if (threads->unroll == 1) /* a copy that seldom runs (KjIrStmt.unroll): one chunk's code */
+            kj_codegen_loop_no_unroll(g, back_edge);
     }
     if (rest < to)
         emit_chunk(s, threads, const_i32(g, (int32_t)rest), const_i32(g, (int32_t)(to - rest)), shared_offset);
