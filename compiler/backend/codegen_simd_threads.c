@@ -196,10 +196,13 @@ static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first[3], LLVM
     int64_t from, to, dy, dz, y0, z0;
     if (!const_int_of(first[0], &from) || !const_int_of(stop, &to))
         return false;
-    if (to <= from)
-        return true; /* no thread runs it */
     bool one_row = const_int_of(dims[1], &dy) && const_int_of(dims[2], &dz) && dy == 1 && dz == 1 &&
                    const_int_of(first[1], &y0) && const_int_of(first[2], &z0) && y0 == 0 && z0 == 0;
+    /* KJIT_SIMD_ROW_CHUNKS=0: blocks of one row only, not the seldom-run copy */
+    if (simd_switched_off("KJIT_SIMD_ROW_CHUNKS") && (!one_row || threads->unroll == 1))
+        return false;
+    if (to <= from)
+        return true; /* no thread runs it */
     CountLoop z = {0}, y = {0};
     if (one_row) {
         g->sreg[KJ_SREG_TID_Z] = const_i32(g, 0);
