@@ -5,9 +5,12 @@
 # gpu-bundle` made:
 #   before: main's lowering of the block shape (KJIT_SIMD_GUARDED_LOADS=0:
 #           guarded loads copied per path; KJIT_SIMD_ROW_CHUNKS=0: a rest
-#           chunk under unknown lanes for every row) and main's kernel (the
-#           step `acc[i, j] += av * bv[j]`, made here from the file);
-#   after:  the bundle's lowering and tests/bench/matmul.kern (fma()).
+#           chunk under unknown lanes for every row);
+#   after:  the bundle's lowering; both on tests/bench/matmul.kern;
+#   fma:    (run time only) the bundle's lowering on the kernel with its step
+#           written `acc[i, j] = fma(av, bv[j], acc[i, j])` (made here from
+#           the file; the check then wants fma chains), to see whether the
+#           FMA units close the gap to OpenBLAS on that host.
 #   1. the compile of a first launch, AVX-512 and AVX2
 #      (KJIT_CPU_FEATURES=-avx512f): bin/latency --program FILE 0 (every
 #      function) and 1 (the 16x16 block shape, general variant), thread
@@ -15,7 +18,7 @@
 #   2. every program of examples/ and tests/bench cold (bin/latency cpu),
 #      both ISAs: the goal is each under 250 ms;
 #   3. the run time: bench_cpu's matmul f64 512 row (thread clock, median
-#      of 5), before and after alternately, 3 rounds, both ISAs, beside
+#      of 5), before, after and fma alternately, 3 rounds, both ISAs, beside
 #      NumPy's `@` on one OpenBLAS thread (thread clock) and on all (wall).
 # Takes about two minutes.  Prints "N passed, M failed".
 set -u
@@ -28,21 +31,22 @@ pass() { echo "PASS: $*"; passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
-# main's kernel and the check of its sums in order
-mkdir -p "$work/before"
-cp tests/bench/*.kern "$work/before/"
-sed -i 's/acc\[i, j\] = fma(av, bv\[j\], acc\[i, j\]);/acc[i, j] += av * bv[j];/' "$work/before/matmul.kern"
-grep -q 'acc\[i, j\] += av \* bv\[j\];' "$work/before/matmul.kern" || fail "main's kernel not made"
+# the kernel with fma() and the check of its fma chains
+mkdir -p "$work/fma"
+cp tests/bench/*.kern "$work/fma/"
+sed -i 's/acc\[i, j\] += av \* bv\[j\];/acc[i, j] = fma(av, bv[j], acc[i, j]);/' "$work/fma/matmul.kern"
+grep -q 'acc\[i, j\] = fma(av, bv\[j\], acc\[i, j\]);' "$work/fma/matmul.kern" || fail "the fma() kernel not made"
 cp bin/libkjit.so "$work/"
 flags="-std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Itests/bench"
 gcc $flags -o "$work/bench_cpu" tests/bench/bench_cpu.c -L"$work" -lkjit -lm -Wl,-rpath,"$work" &&
-    sed 's/want = fma(a\[(size_t)i \* N + k\], b\[(size_t)k \* N + j\], want);/want += a[(size_t)i * N + k] * b[(size_t)k * N + j];/' \
-        tests/bench/bench_cpu.c > "$work/bench_cpu_before.c" &&
-    gcc $flags -o "$work/bench_cpu_before" "$work/bench_cpu_before.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
+    sed 's/want += a\[(size_t)i \* N + k\] \* b\[(size_t)k \* N + j\];/want = fma(a[(size_t)i * N + k], b[(size_t)k * N + j], want);/' \
+        tests/bench/bench_cpu.c > "$work/bench_cpu_fma.c" &&
+    gcc $flags -o "$work/bench_cpu_fma" "$work/bench_cpu_fma.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
     fail "the benchmark programs do not build here"
 # before / after COMMAND...: COMMAND as main's lowering or the bundle's
 before() { KJIT_SIMD_GUARDED_LOADS=0 KJIT_SIMD_ROW_CHUNKS=0 "$@"; }
 after() { "$@"; }
+fma() { "$@"; }
 grep -o 'avx512f\|avx2\|fma' /proc/cpuinfo | sort -u | tr '\n' ' '
 grep -m1 'model name' /proc/cpuinfo
 
@@ -54,7 +58,6 @@ for features in "" -avx512f; do
     for r in 1 2 3 4 5; do
         for v in before after; do
             file=tests/bench/matmul.kern
-            [ $v = before ] && file=$work/before/matmul.kern
             for kind in 0 1; do
                 out=$($v env KJIT_CPU_FEATURES=$features KJIT_BENCH_CLOCK=thread bin/latency --program "$file" $kind 2>&1)
                 runs[$v$kind]="${runs[$v$kind]:-} $(echo "$out" | awk 'NR == 1 {print $1}')"
@@ -84,18 +87,20 @@ done
 echo "=== 3. matmul f64 512 run time, ms (thread clock, median of 5 a round), 3 rounds alternately"
 ok=1
 for features in "" -avx512f; do
-    b="" a=""
+    declare -A ms=()
     for round in 1 2 3; do
-        for v in before after; do
+        for v in before after fma; do
             prog=$work/bench_cpu dir=tests/bench
-            [ $v = before ] && prog=$work/bench_cpu_before dir=$work/before
+            [ $v = fma ] && prog=$work/bench_cpu_fma dir=$work/fma
             out=$($v env KJIT_CPU_FEATURES=$features KJIT_BENCH_CLOCK=thread KJIT_BENCH_TARGETS=cpu \
                   KJIT_BENCH_ONLY="matmul f64 512" "$prog" examples 5 "$dir" 2>&1) || { ok=0; echo "$out"; }
-            ms=$(echo "$out" | grep -o '[0-9.]*}}' | tr -d '}')
-            [ $v = before ] && b="$b $ms" || a="$a $ms"
+            ms[$v]="${ms[$v]:-} $(echo "$out" | grep -o '[0-9.]*}}' | tr -d '}')"
         done
     done
-    echo "${features:-AVX-512}: before$b (median $(echo $b | median)); after$a (median $(echo $a | median))"
+    for v in before after fma; do
+        echo "${features:-AVX-512} $v:${ms[$v]} (median $(echo ${ms[$v]} | median))"
+    done
+    unset ms
 done
 python3 - <<'PY'
 import os, time, statistics, subprocess, sys
