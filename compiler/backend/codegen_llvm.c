@@ -115,14 +115,6 @@ static void set_loop_md(Gen *g, LLVMValueRef back_edge, LLVMMetadataRef *props, 
                     LLVMMetadataAsValue(g->ctx, loop));
 }
 
-void kj_codegen_loop_no_unroll(Gen *g, LLVMValueRef back_edge)
-{
-    LLVMMetadataRef no_unroll =
-        LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.disable", strlen("llvm.loop.unroll.disable"));
-    LLVMMetadataRef prop = LLVMMDNodeInContext2(g->ctx, &no_unroll, 1);
-    set_loop_md(g, back_edge, &prop, 1);
-}
-
 /*
  * An innermost `for` over constant bounds with no early exit is unrolled
  * four times (or its `unroll` times) on targets that ask for it (cuda: as nvcc does with such loops;
