@@ -68,6 +68,18 @@ void kj_codegen_set_common_attrs(Gen *g, LLVMValueRef fn)
 
 /* ============================================================ allocas */
 
+void kj_codegen_loop_no_unroll(Gen *g, LLVMValueRef back_edge)
+{
+    /* a loop ID names itself: a temporary first operand, then replaced */
+    LLVMMetadataRef no_unroll =
+        LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.disable", strlen("llvm.loop.unroll.disable"));
+    LLVMMetadataRef ops[2] = {LLVMTemporaryMDNode(g->ctx, NULL, 0), LLVMMDNodeInContext2(g->ctx, &no_unroll, 1)};
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(ops[0], loop);
+    LLVMSetMetadata(back_edge, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", strlen("llvm.loop")),
+                    LLVMMetadataAsValue(g->ctx, loop));
+}
+
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
 {
     LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);

@@ -126,10 +126,7 @@ static void set_loop_md(Gen *g, LLVMValueRef back_edge, LLVMMetadataRef *props, 
 static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
 {
     if (s->unroll < 0) { /* never unrolled, on any target (KjIrStmt.unroll) */
-        LLVMMetadataRef no_unroll = LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.disable",
-                                                           strlen("llvm.loop.unroll.disable"));
-        LLVMMetadataRef prop = LLVMMDNodeInContext2(g->ctx, &no_unroll, 1);
-        set_loop_md(g, back_edge, &prop, 1);
+        kj_codegen_loop_no_unroll(g, back_edge);
         return;
     }
     if (!g->target->unroll_constant_loops || s->start->op != KJ_IR_CONST ||

@@ -314,6 +314,8 @@ void kj_codegen_add_string_attr(Gen *g, LLVMValueRef fn, const char *key, const 
 void kj_codegen_set_common_attrs(Gen *g, LLVMValueRef fn);
 /* An alloca at the end of the entry block, where mem2reg looks for them. */
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name);
+/* Marks the loop whose back edge (a branch) is given as never unrolled. */
+void kj_codegen_loop_no_unroll(Gen *g, LLVMValueRef back_edge);
 /* The impl of an IR function the module declared (dies if it was not). */
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
 /* The parameter layout (codegen_gen.c): an array parameter travels as its

@@ -14,6 +14,7 @@
 #include "codegen_llvm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ============================================================ state */
@@ -383,6 +384,16 @@ static inline int register_bytes(Gen *g)
 }
 
 static inline bool simd_varying(Simd *s, const KjIrExpr *e) { return kj_uniform_expr_varying(s->u, e); }
+
+/* A measurement switch NAME=0 (issue 25's block-shape lowerings, to time
+ * them against the forms before on one host in one run: KJIT_SIMD_GUARDED_LOADS
+ * and KJIT_SIMD_ROW_CHUNKS, docs/performance.md).  Read when the code is
+ * made and not part of the cache key: use it with KJIT_CACHE=off. */
+static inline bool simd_switched_off(const char *name)
+{
+    const char *env = getenv(name);
+    return env && strcmp(env, "0") == 0;
+}
 
 /* Whether every lane of a <W x i1> is set. */
 static inline LLVMValueRef all_lanes(Simd *s, LLVMValueRef m)

@@ -526,6 +526,54 @@ static LLVMValueRef select_one_side(Simd *s, KjIrExpr *e, LLVMValueRef c)
     return v;
 }
 
+/* Whether e is one load in every lane whose array and indices read no
+ * memory: lowered under a mask, it is one masked load or gather that
+ * touches only the active lanes' elements, safe for any mask, none on
+ * included (a uniform load is a scalar one, which is not). */
+static bool lone_varying_load(Simd *s, const KjIrExpr *e)
+{
+    if (e->op != KJ_IR_LOAD || !simd_varying(s, e) || kj_type_is_complex(e->type))
+        return false;
+    for (int i = 0; i < e->arg_count; i++)
+        if (kj_simd_touches_memory(e->args[i]))
+            return false;
+    return true;
+}
+
+/*
+ * c ? a[..] : k, the guarded load (a tile's `r < n ? a[r, k] : 0.0`): the
+ * load under the lanes of c, the other side (no memory) in every lane,
+ * blended.  One masked load or gather for every case of c, where
+ * select_one_side makes three paths (every lane, none, mixed) each with its
+ * own copy of the access (issue 25: a third of matmul's block shape).  The
+ * bits are the same: the active lanes load what they would unmasked.
+ */
+static LLVMValueRef select_guarded_load(Simd *s, KjIrExpr *e, LLVMValueRef c, int load_side)
+{
+    LLVMBuilderRef B = s->b;
+    LLVMValueRef saved = s->mask, stmt_mask = s->stmt_mask;
+    LLVMValueRef lanes = load_side == 1 ? c : LLVMBuildNot(B, c, "");
+    LLVMValueRef other = kj_simd_lanes_of(s, e->args[3 - load_side], e->type);
+    s->mask = LLVMBuildAnd(B, saved, lanes, "");
+    LLVMValueRef loaded = kj_simd_lanes_of(s, e->args[load_side], e->type);
+    s->mask = saved;
+    s->stmt_mask = stmt_mask;
+    return load_side == 1 ? blend(s, c, loaded, other) : blend(s, c, other, loaded);
+}
+
+/* Which side of select e is a guarded load (1 or 2; 0: neither): a lone
+ * varying load on one side, no memory on the other, outside checked mode
+ * (whose checks under a mask of their own want select_one_side's paths). */
+static int guarded_load_side(Simd *s, const KjIrExpr *e)
+{
+    if (s->checks || simd_switched_off("KJIT_SIMD_GUARDED_LOADS"))
+        return 0;
+    for (int side = 1; side <= 2; side++)
+        if (lone_varying_load(s, e->args[side]) && !kj_simd_touches_memory(e->args[3 - side]))
+            return side;
+    return 0;
+}
+
 static LLVMValueRef vint_div(Simd *s, KjIrOp op, const KjType *type, LLVMValueRef a, LLVMValueRef d)
 {
     LLVMBuilderRef B = s->b;
@@ -1509,6 +1557,9 @@ LLVMValueRef kj_simd_expr(Simd *s, KjIrExpr *e)
     }
     case KJ_IR_SELECT: {
         LLVMValueRef c = kj_simd_lanes_of(s, e->args[0], kj_type_scalar(KJ_TYPE_BOOL));
+        int load_side = LLVMIsConstant(c) ? 0 : guarded_load_side(s, e);
+        if (load_side)
+            return select_guarded_load(s, e, c, load_side);
         if ((kj_simd_touches_memory(e->args[1]) || kj_simd_touches_memory(e->args[2])) && copyable(e->args[1]) &&
             copyable(e->args[2]) && !LLVMIsConstant(c))
             return select_one_side(s, e, c);

@@ -55,12 +55,13 @@ static CountLoop open_loop(Gen *g, LLVMValueRef start, LLVMValueRef stop, const 
     return l;
 }
 
-static void close_loop(Gen *g, CountLoop l, int step)
+static LLVMValueRef close_loop(Gen *g, CountLoop l, int step)
 {
     LLVMValueRef i = LLVMBuildLoad2(g->b, g->t_i32, l.counter, "");
     LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, i, const_i32(g, step), ""), l.counter);
-    LLVMBuildBr(g->b, l.cond);
+    LLVMValueRef back_edge = LLVMBuildBr(g->b, l.cond);
     LLVMPositionBuilderAtEnd(g->b, l.exit);
+    return back_edge;
 }
 
 /* One chunk: the region's statements for threadIdx.x in [base, base + W),
@@ -173,39 +174,61 @@ static bool const_int_of(LLVMValueRef v, int64_t *out)
 }
 
 /*
- * A region whose threads are known when the code is made (blockDim a
- * constant, the range's bounds constants, a block of one row and one layer)
- * as one loop of a constant count over its whole chunks, then its last
- * chunk with a constant base and a constant mask.  The code is the same size
- * for any block: one copy of the region for the whole chunks and at most
- * one for the rest (writing each chunk out made code, and compile time,
- * grow with the block: 28 s for an n-body program at 128 threads; LLVM's
- * unroller still writes out the loops that are worth it).  False, with
- * nothing emitted, when the range is not known.
+ * A region whose threads along x are known when the code is made (blockDim.x
+ * a constant, the range's bounds constants) as one loop of a constant count
+ * over its whole chunks, then its last chunk with a constant base and a
+ * constant mask, or none when the chunks fill the range (a 16x16 block's
+ * rows on 4 or 8 lanes).  The code is the same size for any block: one copy
+ * of the region for the whole chunks and at most one for the rest (writing
+ * each chunk out made code, and compile time, grow with the block: 28 s for
+ * an n-body program at 128 threads; LLVM's unroller still writes out the
+ * loops that are worth it, but not a region's copy that seldom runs,
+ * KjIrStmt.unroll 1).  A block of one row and one layer has
+ * threadIdx.y and .z the constant 0; other blocks loop over them as
+ * chunk_loops does (whose rest under a mask of unknown lanes, made for
+ * every row, doubled the masked code of matmul's 16x16 shape).  False,
+ * with nothing emitted, when the range along x is not known.
  */
 static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first[3], LLVMValueRef stop,
                          LLVMValueRef dims[3], int64_t shared_offset)
 {
     Gen *g = s->g;
     int64_t from, to, dy, dz, y0, z0;
-    if (threads->unroll == 1 || !const_int_of(first[0], &from) || !const_int_of(stop, &to) ||
-        !const_int_of(dims[1], &dy) || !const_int_of(dims[2], &dz) || dy != 1 || dz != 1 ||
-        !const_int_of(first[1], &y0) || !const_int_of(first[2], &z0) || y0 != 0 || z0 != 0)
+    if (!const_int_of(first[0], &from) || !const_int_of(stop, &to))
+        return false;
+    bool one_row = const_int_of(dims[1], &dy) && const_int_of(dims[2], &dz) && dy == 1 && dz == 1 &&
+                   const_int_of(first[1], &y0) && const_int_of(first[2], &z0) && y0 == 0 && z0 == 0;
+    /* KJIT_SIMD_ROW_CHUNKS=0: blocks of one row only, not the seldom-run copy */
+    if (simd_switched_off("KJIT_SIMD_ROW_CHUNKS") && (!one_row || threads->unroll == 1))
         return false;
     if (to <= from)
         return true; /* no thread runs it */
-    g->sreg[KJ_SREG_TID_Z] = const_i32(g, 0);
-    g->sreg[KJ_SREG_TID_Y] = const_i32(g, 0);
+    CountLoop z = {0}, y = {0};
+    if (one_row) {
+        g->sreg[KJ_SREG_TID_Z] = const_i32(g, 0);
+        g->sreg[KJ_SREG_TID_Y] = const_i32(g, 0);
+    } else {
+        z = open_loop(g, first[2], dims[2], "thread.z");
+        g->sreg[KJ_SREG_TID_Z] = LLVMBuildLoad2(g->b, g->t_i32, z.counter, "tid.z");
+        y = open_loop(g, first[1], dims[1], "thread.y");
+        g->sreg[KJ_SREG_TID_Y] = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "tid.y");
+    }
     int64_t whole = (to - from) / s->lanes, rest = from + whole * s->lanes;
     if (whole == 1) {
         emit_chunk(s, threads, const_i32(g, (int32_t)from), NULL, shared_offset);
     } else if (whole > 1) {
         CountLoop x = open_loop(g, const_i32(g, (int32_t)from), const_i32(g, (int32_t)rest), "thread.x");
         emit_chunk(s, threads, LLVMBuildLoad2(g->b, g->t_i32, x.counter, "tid.x"), NULL, shared_offset);
-        close_loop(g, x, s->lanes);
+        LLVMValueRef back_edge = close_loop(g, x, s->lanes);
+        if (threads->unroll == 1) /* a copy that seldom runs (KjIrStmt.unroll): one chunk's code */
+            kj_codegen_loop_no_unroll(g, back_edge);
     }
     if (rest < to)
         emit_chunk(s, threads, const_i32(g, (int32_t)rest), const_i32(g, (int32_t)(to - rest)), shared_offset);
+    if (!one_row) {
+        close_loop(g, y, 1);
+        close_loop(g, z, 1);
+    }
     return true;
 }
 

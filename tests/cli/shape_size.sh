@@ -8,6 +8,8 @@
 #   three parameters a, b and c have one (56; 256 when every access had one);
 # - at most SIMD_FULL_COPIES (4) if sides a chunk are copied for full masks:
 #   the tile's write-back of 16 guarded stores gives 8 (two chunks), not 32;
+# - a guarded load (`c ? a[..] : 0.0`) is one masked load, and a block of
+#   16x16 threads has no chunk of unknown lanes (its rows fill the chunks);
 # - on cuda the WARPS form's loops keep cuda's four copies by default (the
 #   last block's not unrolled ran the sum along axis 1 5% slower);
 #   KJIT_REDUCE_TAIL_UNROLL=1 leaves the last block's loop as it is and
@@ -34,6 +36,19 @@ for features in "" -avx512f; do
         else bad "matmul's shape ($features): $general accesses with a stride test, expected at most 64"; fi
         if [ "$full" -le 8 ]; then ok
         else bad "matmul's shape ($features): $full if sides copied for full masks, expected at most 8"; fi
+        # the tiles' `r < n && .. ? a[r, k0 + tx] : 0.0`: one masked load each,
+        # not select_one_side's every-lane, no-lane and mixed paths (8 of them)
+        mixed=$(grep -c '^select\.mixed' "$tmp/mm.ll")
+        if [ "$mixed" = 0 ]; then ok
+        else bad "matmul's shape ($features): $mixed guarded loads copied per path, expected none"; fi
+        # 16 threads along x fill 2 or 4 chunks: no rest under a mask of unknown
+        # lanes for each row (5 regions had one), and the last block's copy
+        # keeps its chunk loop (never unrolled)
+        rest=$(grep -c '^threads\.rest' "$tmp/mm.ll")
+        if [ "$rest" = 0 ]; then ok
+        else bad "matmul's shape ($features): $rest regions with a rest chunk under unknown lanes, expected none"; fi
+        if grep -q 'llvm.loop.unroll.disable' "$tmp/mm.ll"; then ok
+        else bad "matmul's shape ($features): the last block's chunk loop is not marked never unrolled"; fi
     else
         bad "kjit build $mm --block 16,16 --emit=llvm -O0 ($features)"
     fi
