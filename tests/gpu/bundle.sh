@@ -1,6 +1,7 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
 # (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh,
-# bench_cpu_host.sh, reduce_compile.sh, tests/bench/bench_gpu.sh); sourced.
+# bench_cpu_host.sh, reduce_compile.sh, reduce_forms.sh, compile_threads.sh,
+# matmul_cpu.sh, tests/bench/bench_gpu.sh and others); sourced.
 
 # enter_bundle DIR: what each script that runs from the bundle does first:
 # into DIR (root: its path), bin/libkjit.so unpacked, a work folder that goes
@@ -17,6 +18,14 @@ enter_bundle() {
     if ! "$root/bin/kjit" info | grep -q '^libdevice:  /'; then
         export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
     fi
+}
+
+# start_counts: the PASS/FAIL lines and their totals that a script ends with
+# as "N passed, M failed" (pass MESSAGE, fail MESSAGE).
+start_counts() {
+    passed=0 failed=0
+    pass() { echo "PASS: $*"; passed=$((passed + 1)); }
+    fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 }
 
 # bin/libkjit.so from the bin/libkjit.so.xz the bundle carries, unless it is

@@ -14,9 +14,7 @@ set -u
 bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "$bundle"
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+start_counts
 
 cpus=$(nproc)
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cpus CPUs online"

@@ -26,9 +26,7 @@ bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "$bundle"
 export KJIT_CACHE=off
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+start_counts
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 # the kernel with fma() and the check of its fma chains

@@ -12,9 +12,7 @@ set -u
 bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "$bundle"
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+start_counts
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1
 for clock in thread wall; do

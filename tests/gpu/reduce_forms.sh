@@ -24,9 +24,7 @@ set -u
 bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "$bundle"
-passed=0 failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+start_counts
 variants="main new"
 # with_variant V COMMAND...: COMMAND under variant V's switch
 with_variant() {
