@@ -1341,6 +1341,13 @@ typedef struct KjReduceKnobs {
 } KjReduceKnobs;
 KjReduceKnobs kj_reduce_knobs(void);
 
+/* The SIMD lowering's measuring switches (issue 25's block-shape forms):
+ * NAME=0 builds the form before (codegen_simd.h's simd_switched_off).  They
+ * change the code, so kj_api_code_key names each one that is set to 0. */
+#define KJ_SIMD_GUARDED_LOADS "KJIT_SIMD_GUARDED_LOADS"
+#define KJ_SIMD_ROW_CHUNKS "KJIT_SIMD_ROW_CHUNKS"
+#define KJ_SIMD_SWITCHES(X) X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS)
+
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,
  * KERNEL for WARPS and COLUMNS) appended to the module, with parameters

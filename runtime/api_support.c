@@ -6,6 +6,7 @@
  * call only down.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "kjit_runtime.h"
 
@@ -50,6 +51,11 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "cancel", "%d", 1);
     if (module->ir->locals_in_memory)
         kj_cache_key_add(key, "locals", "in memory");
+#define KJ_SIMD_SWITCH_KEY(name)                                                              \
+    if (getenv(name) && strcmp(getenv(name), "0") == 0)                                           \
+        kj_cache_key_add(key, "simd switch", "%s=0", name);
+    KJ_SIMD_SWITCHES(KJ_SIMD_SWITCH_KEY)
+#undef KJ_SIMD_SWITCH_KEY
 }
 
 void *kj_api_alloc_aligned(size_t bytes)

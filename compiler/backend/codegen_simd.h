@@ -387,8 +387,8 @@ static inline bool simd_varying(Simd *s, const KjIrExpr *e) { return kj_uniform_
 
 /* A measurement switch NAME=0 (issue 25's block-shape lowerings, to time
  * them against the forms before on one host in one run: KJIT_SIMD_GUARDED_LOADS
- * and KJIT_SIMD_ROW_CHUNKS, docs/performance.md).  Read when the code is
- * made and not part of the cache key: use it with KJIT_CACHE=off. */
+ * and KJIT_SIMD_ROW_CHUNKS, docs/performance.md; KJ_SIMD_SWITCHES).  Read
+ * when the code is made; the runtime's cache key names each one set to 0. */
 static inline bool simd_switched_off(const char *name)
 {
     const char *env = getenv(name);

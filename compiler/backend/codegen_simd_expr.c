@@ -566,7 +566,7 @@ static LLVMValueRef select_guarded_load(Simd *s, KjIrExpr *e, LLVMValueRef c, in
  * (whose checks under a mask of their own want select_one_side's paths). */
 static int guarded_load_side(Simd *s, const KjIrExpr *e)
 {
-    if (s->checks || simd_switched_off("KJIT_SIMD_GUARDED_LOADS"))
+    if (s->checks || simd_switched_off(KJ_SIMD_GUARDED_LOADS))
         return 0;
     for (int side = 1; side <= 2; side++)
         if (lone_varying_load(s, e->args[side]) && !kj_simd_touches_memory(e->args[3 - side]))

@@ -199,7 +199,7 @@ static bool known_chunks(Simd *s, KjIrStmt *threads, LLVMValueRef first[3], LLVM
     bool one_row = const_int_of(dims[1], &dy) && const_int_of(dims[2], &dz) && dy == 1 && dz == 1 &&
                    const_int_of(first[1], &y0) && const_int_of(first[2], &z0) && y0 == 0 && z0 == 0;
     /* KJIT_SIMD_ROW_CHUNKS=0: blocks of one row only, not the seldom-run copy */
-    if (simd_switched_off("KJIT_SIMD_ROW_CHUNKS") && (!one_row || threads->unroll == 1))
+    if (simd_switched_off(KJ_SIMD_ROW_CHUNKS) && (!one_row || threads->unroll == 1))
         return false;
     if (to <= from)
         return true; /* no thread runs it */
