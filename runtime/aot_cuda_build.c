@@ -48,7 +48,7 @@ kjit_status kj_aot_cuda_archs(const char *text, KjAotCudaArchs *archs, char **er
             return KJIT_ERROR_INVALID_ARGUMENT;
         }
         if (!seen)
-            snprintf(archs->names[archs->count++], sizeof archs->names[0], "%s", name);
+            memcpy(archs->names[archs->count++], name, strlen(name) + 1); /* under 16, above */
         p += n + (comma ? 1 : 0);
     }
     if (archs->count == 0) {

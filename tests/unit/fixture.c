@@ -2,6 +2,18 @@
 #include "fixture.h"
 
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void fixture_temp_file(char *template, int suffix_len, const char *text)
+{
+    int fd = mkstemps(template, suffix_len);
+    ck_assert_msg(fd >= 0, "cannot make %s", template);
+    FILE *file = fdopen(fd, "w");
+    ck_assert(file);
+    ck_assert(fputs(text, file) >= 0);
+    ck_assert(fclose(file) == 0);
+}
 
 Fixture fixture_open(kjit_target target, const char *file, const char *source)
 {

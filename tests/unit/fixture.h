@@ -10,6 +10,11 @@
 
 #include "kjit.h"
 
+/* Writes text to a new file made from template (mkstemps: its "XXXXXX" come
+ * just before a suffix of suffix_len characters, such as ".kern"), which is
+ * rewritten in place to the file's path; a failure fails the test. */
+void fixture_temp_file(char *template, int suffix_len, const char *text);
+
 /* What the running test is doing, in a few words (runner.c prints it when the
  * test dies of a signal). */
 extern char unit_test_doing[512];

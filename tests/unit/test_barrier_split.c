@@ -18,6 +18,7 @@
 #include "kjit.h"
 #include "kjit_compiler.h"
 #include "kjit_tools.h"
+#include "fixture.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint64_t next_random(void)
@@ -1003,11 +1004,7 @@ static char *function_asm(const char *path, const char *source, const char *func
 {
     char temp[] = "/tmp/kjit_split_XXXXXX.kern";
     if (!path) {
-        int fd = mkstemps(temp, 5);
-        ck_assert(fd >= 0);
-        FILE *f = fdopen(fd, "w");
-        fputs(source, f);
-        fclose(f);
+        fixture_temp_file(temp, 5, source);
         path = temp;
     }
     kjit_stage_options options;

@@ -10,6 +10,7 @@
 #include "kjit_backend.h"
 #include "kjit_runtime.h"
 #include "kjit_tools.h"
+#include "fixture.h"
 
 #define FILE_OF_GROUPS "examples/reduce.kern" /* 19 groups on cpu */
 
@@ -204,20 +205,27 @@ START_TEST(joined_ptx_assembles)
         printf("test_compile_groups: skipped joined_ptx_assembles: no libdevice or ptxas\n");
         return;
     }
+    char source[8192];
+    int used = snprintf(source, sizeof source, "%s",
+                        "fn helper(x: f64, n: i32) -> f64 {\n"
+                        "    let s = x;\n"
+                        "    for j in range(n) {\n"
+                        "        s = s * 1.5 + sin(s) * f64(j); if s > 1e9 { s = s - 1e9; }\n"
+                        "    }\n"
+                        "    return s;\n"
+                        "}\n");
+    for (int k = 0; k < 12; k++) {
+        ck_assert_int_lt(used, (int)sizeof source);
+        used += snprintf(source + used, sizeof source - used,
+                         "@kernel\nfn k%d(a: f64[], n: i32) {\n    let i = grid(1);\n"
+                         "    if i < len(a) {\n"
+                         "        a[i] = helper(a[i], n + %d); print(\"k%d %%g\", a[i]);\n"
+                         "    }\n}\n",
+                         k, k, k);
+    }
+    ck_assert_int_lt(used, (int)sizeof source);
     char path[] = "/tmp/kjit-groups-XXXXXX.kern";
-    int fd = mkstemps(path, 5);
-    ck_assert_int_ge(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    fputs("fn helper(x: f64, n: i32) -> f64 {\n"
-          "    let s = x;\n"
-          "    for j in range(n) { s = s * 1.5 + sin(s) * f64(j); if s > 1e9 { s = s - 1e9; } }\n"
-          "    return s;\n"
-          "}\n", f);
-    for (int k = 0; k < 12; k++)
-        fprintf(f, "@kernel\nfn k%d(a: f64[], n: i32) {\n    let i = grid(1);\n"
-                   "    if i < len(a) { a[i] = helper(a[i], n + %d); print(\"k%d %%g\", a[i]); }\n}\n",
-                k, k, k);
-    fclose(f);
+    fixture_temp_file(path, 5, source);
     setenv("KJIT_COMPILE_THREADS", "2", 1);
     kjit_stage_options options;
     kjit_stage_options_init(&options);

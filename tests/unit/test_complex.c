@@ -30,6 +30,7 @@
 
 #include "kjit.h"
 #include "kjit_tools.h"
+#include "fixture.h"
 
 /* Largest errors allowed: division normwise in epsilons, abs in ULP.  Smith's
  * algorithm rounds 6 to 8 times on the way; the measured figures are well
@@ -126,38 +127,6 @@ static const char complex_source[] =
     "    return abs(complex(wc ** 6, f32(0)) / den);\n"
     "}\n";
 
-typedef struct Fixture {
-    kjit_context *context;
-    kjit_module *module;
-    kjit_target target;
-} Fixture;
-
-static Fixture open_fixture(kjit_target target)
-{
-    Fixture f = {NULL, NULL, target};
-    kjit_options options;
-    kjit_options_init(&options);
-    options.target = target;
-    options.num_threads = 4;
-    ck_assert_int_eq(kjit_context_create(&options, &f.context), KJIT_OK);
-    ck_assert_msg(kjit_compile_string(f.context, "complex.kern", complex_source, &f.module) ==
-                      KJIT_OK, "%s", kjit_last_error(f.context));
-    return f;
-}
-
-static void close_fixture(Fixture *f)
-{
-    kjit_module_free(f->module);
-    kjit_context_destroy(f->context);
-}
-
-static kjit_function *function(Fixture *f, const char *name)
-{
-    kjit_function *fn = NULL;
-    ck_assert_int_eq(kjit_module_function(f->module, name, &fn), KJIT_OK);
-    return fn;
-}
-
 /* out = name(inputs...) elementwise over n elements of the given dtypes. */
 static void call(Fixture *f, const char *name, int nin, void **inputs, kjit_dtype in_dtype,
                  void *out, kjit_dtype out_dtype, int64_t n)
@@ -169,8 +138,8 @@ static void call(Fixture *f, const char *name, int nin, void **inputs, kjit_dtyp
         args[i] = kjit_arg_array(&arrays[i]);
     }
     kjit_array result = kjit_array_make(out, out_dtype, 1, &n);
-    ck_assert_msg(kjit_call(function(f, name), args, nin, &result, NULL) == KJIT_OK, "%s on %s: %s",
-                  name, kjit_target_name(f->target), kjit_last_error(f->context));
+    ck_assert_msg(kjit_call(fixture_fn(f, name), args, nin, &result, NULL) == KJIT_OK,
+                  "%s on %s: %s", name, kjit_target_name(f->target), kjit_last_error(f->context));
 }
 
 static bool print_table(void)
@@ -206,7 +175,7 @@ static void division_is_accurate(Fixture *f)
     kjit_array Q = kjit_array_make(q_kernel, KJIT_C128, 1, &n);
     kjit_arg args[3] = {kjit_arg_array(&X), kjit_arg_array(&Y), kjit_arg_array(&Q)};
     uint32_t grid[3] = {(COUNT + 255) / 256, 1, 1}, block[3] = {256, 1, 1};
-    ck_assert_msg(kjit_launch(function(f, "cdiv_kernel"), grid, block, args, 3, NULL) == KJIT_OK,
+    ck_assert_msg(kjit_launch(fixture_fn(f, "cdiv_kernel"), grid, block, args, 3, NULL) == KJIT_OK,
                   "%s", kjit_last_error(f->context));
     ck_assert_int_eq(kjit_synchronize(f->context), KJIT_OK);
 
@@ -343,12 +312,12 @@ void kj_test_complex_on(kjit_target target);
 /* Every check on one target; test_cuda.c calls it for cuda. */
 void kj_test_complex_on(kjit_target target)
 {
-    Fixture f = open_fixture(target);
+    Fixture f = fixture_open(target, "complex.kern", complex_source);
     large_and_small_quotients(&f);
     butterworth_response(&f);
     division_is_accurate(&f);
     abs_is_accurate(&f);
-    close_fixture(&f);
+    fixture_close(&f);
 }
 
 START_TEST(complex_division_and_abs_cpu)
@@ -449,11 +418,7 @@ START_TEST(integer_power_of_a_load_is_multiplications)
     }
     /* and no pow in the checked IR */
     char path[] = "/tmp/kjit_powers_XXXXXX.kern";
-    int fd = mkstemps(path, 5);
-    ck_assert(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    fputs(source, f);
-    fclose(f);
+    fixture_temp_file(path, 5, source);
     kjit_stage_options stage;
     kjit_stage_options_init(&stage);
     char *ir = NULL, *error = NULL;

@@ -60,16 +60,35 @@ static void nested_run(void *user, int64_t begin, int64_t end)
         kj_pool_run(n->pool, 10, 1, count_indices, (void *)(n->hits + i * 10));
 }
 
+/* A pool of threads made under settings, "NAME=value ..." of the
+ * KJIT_POOL_NAME variables the pool reads when it is created (set for the
+ * call, unset after). */
+static KjPool *pool_with(int threads, const char *settings)
+{
+    char copy[256], names[8][64];
+    int count = 0;
+    ck_assert_int_lt(snprintf(copy, sizeof copy, "%s", settings), (int)sizeof copy);
+    char *rest = NULL;
+    for (char *item = strtok_r(copy, " ", &rest); item; item = strtok_r(NULL, " ", &rest)) {
+        char *equals = strchr(item, '=');
+        ck_assert_msg(equals && count < 8, "bad pool setting %s", item);
+        *equals = '\0';
+        snprintf(names[count], sizeof names[count], "KJIT_POOL_%s", item);
+        setenv(names[count++], equals + 1, 1);
+    }
+    KjPool *pool = kj_pool_create(threads);
+    while (count > 0)
+        unsetenv(names[--count]);
+    return pool;
+}
+
 /* Every index once, with each thread's share in a slot of its own (the
  * default: shares of whole chunks, the last ones short or empty) and with
  * one counter shared by all (KJIT_POOL_SHARED=1, the pool before slots). */
 START_TEST(pool_covers_every_index_once)
 {
     for (int shared = 0; shared < 2; shared++) {
-        if (shared)
-            setenv("KJIT_POOL_SHARED", "1", 1);
-        KjPool *pool = kj_pool_create(4);
-        unsetenv("KJIT_POOL_SHARED");
+        KjPool *pool = pool_with(4, shared ? "SHARED=1" : "");
         ck_assert_int_eq(kj_pool_threads(pool), 4);
         int64_t counts[] = {1, 7, 33, 1000, 4097, 100003};
         int64_t grains[] = {1, 16, 600};
@@ -140,11 +159,7 @@ static int threads_taking_part(KjPool *pool, int64_t count, int64_t min_chunk)
 START_TEST(pool_threads_follow_the_work)
 {
     /* chunks of 2 ms would prove the runs long: no growth here */
-    setenv("KJIT_POOL_GROW_US", "60000000", 1);
-    setenv("KJIT_POOL_WIDEN", "0", 1);
-    KjPool *pool = kj_pool_create(8);
-    unsetenv("KJIT_POOL_GROW_US");
-    unsetenv("KJIT_POOL_WIDEN");
+    KjPool *pool = pool_with(8, "GROW_US=60000000 WIDEN=0");
     for (int round = 0; round < 5; round++) {
         ck_assert_int_eq(threads_taking_part(pool, 10, 10), 1);  /* under two grains: the caller */
         ck_assert_int_le(threads_taking_part(pool, 20, 10), 2);
@@ -166,13 +181,8 @@ END_TEST
  * with workers that sleep at once. */
 START_TEST(pool_awake_workers_join_past_the_grain)
 {
-    setenv("KJIT_POOL_GROW_US", "60000000", 1);
-    setenv("KJIT_POOL_SPIN_US", "1000000", 1);
-    KjPool *pool = kj_pool_create(8);
-    setenv("KJIT_POOL_SPIN_US", "0", 1);
-    KjPool *sleepy = kj_pool_create(8);
-    unsetenv("KJIT_POOL_SPIN_US");
-    unsetenv("KJIT_POOL_GROW_US");
+    KjPool *pool = pool_with(8, "GROW_US=60000000 SPIN_US=1000000");
+    KjPool *sleepy = pool_with(8, "GROW_US=60000000 SPIN_US=0");
     int most = 0, most_sleepy = 0;
     for (int round = 0; round < 5; round++) {
         threads_taking_part(pool, 64, 1); /* starts the workers; they spin */
@@ -195,9 +205,7 @@ END_TEST
  * and from its grain's threads. */
 START_TEST(pool_grows_when_the_work_is_long)
 {
-    setenv("KJIT_POOL_GROW_US", "1000", 1);
-    KjPool *pool = kj_pool_create(8);
-    unsetenv("KJIT_POOL_GROW_US");
+    KjPool *pool = pool_with(8, "GROW_US=1000");
     int alone = 0, grained = 0;
     for (int round = 0; round < 5; round++) {
         int n = threads_taking_part(pool, 8, 8); /* one grain: pieces of 2, 2 ms each */
@@ -249,13 +257,9 @@ START_TEST(pool_wakes_every_sleeper)
 {
     const char *fans[] = {"0", "1", "2", "3"};
     for (int f = 0; f < 4; f++) {
-        setenv("KJIT_POOL_SPIN_US", "0", 1);
-        setenv("KJIT_POOL_GROW_US", "60000000", 1);
-        setenv("KJIT_POOL_WAKE_FAN", fans[f], 1);
-        KjPool *pool = kj_pool_create(8);
-        unsetenv("KJIT_POOL_SPIN_US");
-        unsetenv("KJIT_POOL_GROW_US");
-        unsetenv("KJIT_POOL_WAKE_FAN");
+        char settings[64];
+        snprintf(settings, sizeof settings, "SPIN_US=0 GROW_US=60000000 WAKE_FAN=%s", fans[f]);
+        KjPool *pool = pool_with(8, settings);
         for (int round = 0; round < 4; round++) {
             Meeting m = {.want = 8};
             kj_pool_run(pool, 8, 1, meet, &m);
@@ -274,15 +278,8 @@ END_TEST
  * 100 us (SPIN_MAX_US=0) they sleep, and it keeps its grain's two threads. */
 START_TEST(pool_spin_follows_the_time_between_runs)
 {
-    setenv("KJIT_POOL_GROW_US", "60000000", 1);
-    setenv("KJIT_POOL_SPIN_US", "100", 1);
-    setenv("KJIT_POOL_SPIN_MAX_US", "1000000", 1);
-    KjPool *adaptive = kj_pool_create(4);
-    setenv("KJIT_POOL_SPIN_MAX_US", "0", 1);
-    KjPool *fixed = kj_pool_create(4);
-    unsetenv("KJIT_POOL_GROW_US");
-    unsetenv("KJIT_POOL_SPIN_US");
-    unsetenv("KJIT_POOL_SPIN_MAX_US");
+    KjPool *adaptive = pool_with(4, "GROW_US=60000000 SPIN_US=100 SPIN_MAX_US=1000000");
+    KjPool *fixed = pool_with(4, "GROW_US=60000000 SPIN_US=100 SPIN_MAX_US=0");
     KjPool *pools[2] = {adaptive, fixed};
     int most[2] = {0, 0};
     for (int p = 0; p < 2; p++) {

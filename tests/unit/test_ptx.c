@@ -18,6 +18,7 @@
 
 #include "kjit_runtime.h"
 #include "kjit_tools.h"
+#include "fixture.h"
 
 static void diag_to_stderr(void *user, KjSeverity severity, const char *text)
 {
@@ -40,11 +41,7 @@ static void assemble_for(const char *ptx, const char *label, const char *arch)
         return;
     }
     char ptx_path[] = "/tmp/kjit-test-XXXXXX.ptx";
-    int fd = mkstemps(ptx_path, 4);
-    ck_assert_int_ge(fd, 0);
-    FILE *file = fdopen(fd, "w");
-    fputs(ptx, file);
-    fclose(file);
+    fixture_temp_file(ptx_path, 4, ptx);
     char log_path[sizeof ptx_path + 4];
     snprintf(log_path, sizeof log_path, "%s.log", ptx_path);
     char command[1400];
@@ -713,22 +710,18 @@ static int loc_lines(const char *text, int max_line)
 START_TEST(line_info_names_the_kern_lines)
 {
     char path[] = "/tmp/kjit-lines-XXXXXX.kern";
-    int fd = mkstemps(path, 5);
-    ck_assert_int_ge(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    fputs("@kernel\n"
-          "fn scale(a: f32[], b: f32[], s: f32) {\n"
-          "    let i = grid(1);\n"
-          "    if i < len(a) {\n"
-          "        b[i] = sin(a[i]) * s;\n"
-          "    }\n"
-          "}\n"
-          "@vectorize\n"
-          "fn rot(z: c64, phi: f32) -> c64 {\n"
-          "    return z * exp(complex(0.0, phi));\n"
-          "}\n",
-          f);
-    fclose(f);
+    fixture_temp_file(path, 5,
+                      "@kernel\n"
+                      "fn scale(a: f32[], b: f32[], s: f32) {\n"
+                      "    let i = grid(1);\n"
+                      "    if i < len(a) {\n"
+                      "        b[i] = sin(a[i]) * s;\n"
+                      "    }\n"
+                      "}\n"
+                      "@vectorize\n"
+                      "fn rot(z: c64, phi: f32) -> c64 {\n"
+                      "    return z * exp(complex(0.0, phi));\n"
+                      "}\n");
     const char *name = strrchr(path, '/') + 1;
 
     char *ptx = stage_of(path, KJIT_STAGE_PTX, KJIT_TARGET_CUDA, true);

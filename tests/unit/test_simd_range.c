@@ -300,12 +300,7 @@ END_TEST
 START_TEST(narrow_multiply_is_taken)
 {
     char path[] = "/tmp/kjit_simd_range_XXXXXX.kern";
-    int fd = mkstemps(path, 5);
-    ck_assert(fd >= 0);
-    FILE *file = fdopen(fd, "w");
-    ck_assert(file);
-    ck_assert(fputs(source, file) >= 0);
-    ck_assert(fclose(file) == 0);
+    fixture_temp_file(path, 5, source);
     int found[2];
     for (int simd = 0; simd < 2; simd++) {
         kjit_stage_options options;
