@@ -10,12 +10,14 @@
 $(BUILD)/libkjit-fakecuda.so: tests/cuda_host/fake_cuda.c
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -shared -o $@ $<
 
-$(BUILD)/cuda-host: tests/cuda_host/cuda_host.c $(BUILD)/libkjit.so runtime/kjit.h
+$(BUILD)/cuda-host: tests/cuda_host/cuda_host.c tests/cuda_host/diag_common.h $(BUILD)/libkjit.so \
+                   runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -ldl -Wl,-rpath,'$$ORIGIN'
 
 # The cost of a call on each kind of stream (the driver's bare launch and
 # kjit's call; tests/gpu/python.sh runs it on the GPU, make check on the fake).
-$(BUILD)/stream-diag: tests/cuda_host/stream_diag.c $(BUILD)/libkjit.so runtime/kjit.h
+$(BUILD)/stream-diag: tests/cuda_host/stream_diag.c tests/cuda_host/diag_common.h $(BUILD)/libkjit.so \
+                     runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -ldl -Wl,-rpath,'$$ORIGIN'
 
 # The unit tests find the fake driver beside themselves.
