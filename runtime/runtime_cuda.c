@@ -261,6 +261,23 @@ bool kj_vectorized_stages_input(const KjVectorizedRun *run, int i)
 #define PACKED_CAPACITY ((KJ_MAX_VEC_INPUTS + 1) * sizeof(KjArrayDesc) + 8)
 #define PACKED_LIMIT 4096
 
+/* One parameter's bytes: the sizes a call's parameters have (a scalar, a
+ * 1-d contiguous array's {data, extent}) as fixed-size copies the compiler
+ * makes moves of, not calls (the packing must cost the host less than the
+ * driver's copy of each parameter saves). */
+static inline void copy_param(unsigned char *to, const void *from, size_t size)
+{
+    switch (size) {
+    case 1: memcpy(to, from, 1); return;
+    case 2: memcpy(to, from, 2); return;
+    case 4: memcpy(to, from, 4); return;
+    case 8: memcpy(to, from, 8); return;
+    case 16: memcpy(to, from, 16); return;
+    case 24: memcpy(to, from, 24); return;
+    default: memcpy(to, from, size); return;
+    }
+}
+
 /*
  * A vectorized kernel's parameters packed as its .entry lays them out
  * (target_cuda.c: cuda_emit_entries, cuda_array_type), for cuLaunchKernel's
@@ -298,7 +315,7 @@ static void pack_params(const kjit_context *context, const KjCompiled *compiled,
         at = (at + align - 1) / align * align;
         if (at + size > PACKED_LIMIT)
             return;
-        memcpy(packed + at, params[i], size);
+        copy_param(packed + at, params[i], size);
         at += size;
     }
     *bytes = at;
