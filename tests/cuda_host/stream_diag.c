@@ -15,8 +15,10 @@
  * blocking streams of the context, so what it costs may grow with them).
  *
  * Rows ("| what | stream | host us | with sync us | GPU us | driver calls |"),
- * each the median of 7 batches of 2,000 calls, the rows of one group taking
- * turns batch by batch (so a machine that slows down mid-run slows them all):
+ * each the median of 7 batches of 2,000 calls (21 in the two groups of forms,
+ * whose rows differ by less: each ends with a line of its ratios), the rows
+ * of one group taking turns batch by batch (so a machine that slows down
+ * mid-run slows them all):
  *   - host us: the batch's host time, its synchronisation outside the
  *     timing (what bin/cuda-host times);
  *   - with sync us: the batch and its synchronisation (what
@@ -68,6 +70,9 @@
 #include "kjit.h"
 
 #define RUNS 7
+/* the two groups of forms, whose rows differ by less than the machine's
+ * spread: more turns */
+#define FORM_RUNS 21
 #define CALLS 2000
 #define ELEMENTS 1000
 
@@ -242,10 +247,11 @@ static long counted(void)
 }
 
 /* The forms' rows, their batches taking turns (run r of every form, then
- * run r + 1), so that what the machine does meanwhile falls on all of them. */
-static void measure_group(const Form *forms, int n)
+ * run r + 1), so that what the machine does meanwhile falls on all of them;
+ * each form's median host us in host_us[k] when host_us is not NULL. */
+static void measure_group(const Form *forms, int n, int runs, double *host_us)
 {
-    double host[n][RUNS], synced[n][RUNS], gpu[n][RUNS];
+    double host[n][runs], synced[n][runs], gpu[n][runs];
     long calls[n];
     CUevent start, end;
     cu_check(cu.EventCreate(&start, 0), "cuEventCreate");
@@ -255,7 +261,7 @@ static void measure_group(const Form *forms, int n)
         run_form(&forms[k]); /* code generated, block size asked */
         sync_form(&forms[k]);
     }
-    for (int r = 0; r < RUNS; r++)
+    for (int r = 0; r < runs; r++)
         for (int k = 0; k < n; k++) {
             const Form *f = &forms[k];
             /* the batch, its synchronisation outside the timing */
@@ -284,11 +290,13 @@ static void measure_group(const Form *forms, int n)
             sync_form(f);
         }
     for (int k = 0; k < n; k++) {
-        printf("| %s | %s | %.2f | %.2f | %.2f |", forms[k].what, forms[k].stream_name,
-               diag_median(host[k], RUNS), diag_median(synced[k], RUNS),
-               diag_median(gpu[k], RUNS));
+        double median = diag_median(host[k], runs);
+        if (host_us)
+            host_us[k] = median;
+        printf("| %s | %s | %.2f | %.2f | %.2f |", forms[k].what, forms[k].stream_name, median,
+               diag_median(synced[k], runs), diag_median(gpu[k], runs));
         if (fake_count)
-            printf(" %.2f |\n", (double)calls[k] / ((double)RUNS * CALLS));
+            printf(" %.2f |\n", (double)calls[k] / ((double)runs * CALLS));
         else
             printf(" n/a |\n");
     }
@@ -296,7 +304,7 @@ static void measure_group(const Form *forms, int n)
 
 static void measure(const Form *f)
 {
-    measure_group(f, 1);
+    measure_group(f, 1, RUNS, NULL);
 }
 
 static void *resolve(void *driver, const char *name, const char *other)
@@ -449,6 +457,7 @@ static void driver_forms(void *module, void *add_f32, CUdeviceptr a, CUdeviceptr
     };
     int n = 0;
     Form kept[sizeof forms / sizeof forms[0]];
+    double host[sizeof forms / sizeof forms[0]];
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
         forms[k].stream_name = "legacy (NULL)";
         forms[k].grid = grid;
@@ -460,7 +469,12 @@ static void driver_forms(void *module, void *add_f32, CUdeviceptr a, CUdeviceptr
         else
             kept[n++] = forms[k];
     }
-    measure_group(kept, n);
+    measure_group(kept, n, FORM_RUNS, host);
+    /* each form's host time over the first's, kjit's form before */
+    printf("launch forms' host us over kernelParams' (the first row), %d turns:", FORM_RUNS);
+    for (int k = 1; k < n; k++)
+        printf(" %.3fx", host[k] / host[0]);
+    printf("\n");
 }
 
 /* A context of Python's options whose vectorized calls pass their parameters
@@ -567,7 +581,11 @@ static void kjit_param_forms(void)
                           .args = {kjit_arg_array(&s->x), kjit_arg_array(&s->y)},
                           .out = &s->out, .on = on_stream ? s->stream : NULL};
     }
-    measure_group(forms, 4);
+    double host[4];
+    measure_group(forms, 4, FORM_RUNS, host);
+    printf("kjit's packed parameters over its pointers, host us, %d turns: kjit_call %.3fx "
+           "(%+.3f us), kjit_call_async %.3fx (%+.3f us)\n", FORM_RUNS, host[1] / host[0],
+           host[1] - host[0], host[3] / host[2], host[3] - host[2]);
     if (fake_count) {
         printf("results of the two forms: not checked (the fake driver runs no kernel)\n");
     } else {

@@ -9,10 +9,14 @@ two forms, in one process (issue 26 item 1):
 
 libkjit reads the switch when a context is made, so the two are two
 kjit.Contexts side by side; their batches take turns (a machine that slows
-down mid-run slows both).  Rows "| form | us a call (median) | fastest batch
-|", on the null stream and on a kjit.Stream each, then the ratio of the
-medians; each form's result is checked against x + y on a GPU (not on the fake
-driver, which runs no kernel).  Exit 0 when both forms gave x + y.
+down mid-run slows both).  A third row takes the process's shared context
+(kjit.load(..., target="cuda"), what bench_python.py's rows use, in the
+environment's form) on the null stream: the first GPU run read 4.9-5.1 us
+here against bench_python.py's 3.57, and this row says whether the two extra
+contexts are why.  Rows "| form | us a call (median) | fastest batch |",
+then the ratio of the medians; each form's result is checked against x + y
+on a GPU (not on the fake driver, which runs no kernel).  Exit 0 when both
+forms gave x + y.
 
     python3 tests/gpu/param_forms.py        (tests/gpu/python.sh runs it)
 """
@@ -27,7 +31,7 @@ import kjit
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N = 1000
-RUNS = 9
+RUNS = 21
 CALLS = 2000
 FORMS = ("pointers", "buffer")
 
@@ -68,6 +72,11 @@ def main():
         calls[(form, "a kjit.Stream")] = (
             (lambda add=add, d=d, e=e, f=f, s=stream: add(d, e, out=f, stream=s)),
             stream.synchronize)
+    shared = kjit.load(os.path.join(REPO, "examples", "add.kern"), target="cuda").add
+    sd, se = kjit.to_device(x, target="cuda"), kjit.to_device(y, target="cuda")
+    sf = kjit.device_array(N, np.float32, target="cuda")
+    calls[("the shared context's", "null stream")] = (
+        (lambda: shared(sd, se, out=sf)), kjit.context("cuda").synchronize)
     # half a second of calls first (the first cuda row of a process reads high)
     until = time.perf_counter() + 0.5
     while time.perf_counter() < until:
@@ -88,7 +97,8 @@ def main():
     print("| form | stream | us a call (median) | fastest batch |")
     print("| --- | --- | --- | --- |")
     for (form, where), batch in times.items():
-        print(f"| add(d, e, out=f), KJIT_CUDA_PARAMS={form} | {where} | "
+        name = form if form not in FORMS else f"KJIT_CUDA_PARAMS={form}"
+        print(f"| add(d, e, out=f), {name} | {where} | "
               f"{statistics.median(batch):.3f} | {min(batch):.3f} |")
     for where in ("null stream", "a kjit.Stream"):
         before = statistics.median(times[("pointers", where)])
