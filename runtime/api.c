@@ -615,7 +615,7 @@ static KjCompiled *lookup_compiled(KjCompiled *list, int sig, const KjVecVariant
     for (KjCompiled *c = list; c; c = c->next)
         if (c->signature == sig && c->vectorized == (variant != NULL) &&
             c->contiguous == contiguous && (!variant || same_variant(&c->variant, variant)) &&
-            strcmp(c->lifted, lifted ? lifted : "") == 0)
+            (lifted ? strcmp(c->lifted, lifted) == 0 : c->lifted[0] == '\0'))
             return c;
     return NULL;
 }

@@ -255,8 +255,12 @@ void kj_cancel_begin(kjit_context *context, KjCancelCall *call)
     }
     call->slot = slot;
     /* cuda: a request that no running call took is not kept for this one
-     * (the kernels it stopped were reported by a synchronisation, or not) */
-    if (cancel->device_flag && alone(cancel))
+     * (the kernels it stopped were reported by a synchronisation, or not);
+     * cleared only when set, since a seq_cst store is a full fence and this
+     * is every call's path (a request made after the load is one made after
+     * the store was, before: both leave it for this call's kernels) */
+    if (cancel->device_flag &&
+        atomic_load_explicit(cancel->device_flag, memory_order_relaxed) && alone(cancel))
         atomic_store(cancel->device_flag, 0);
     if (cancel->time_limit_s > 0) {
         pthread_mutex_lock(&cancel->lock);

@@ -53,6 +53,11 @@ enum {
     CU_STREAM_DEFAULT = 0,
 };
 
+/* cuLaunchKernel's `extra` keys (cuda.h's CU_LAUNCH_PARAM_*) */
+#define CU_LAUNCH_PARAM_END ((void *)0x00)
+#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
 #define MAX_DEVICES 64
 #define JIT_LOG_SIZE 16384
 
@@ -101,6 +106,9 @@ struct KjCuda {
     DeviceState *state;
     int multiprocessors;
     char arch[16];
+    /* a vectorized call's parameters as one packed buffer (`extra`), not a
+     * pointer each (KJIT_CUDA_PARAMS, read when the handle is opened) */
+    bool packs_params;
     /* kj_cuda_map_host: the host memory mapped, its device address, and the
      * context generation the mapping belongs to */
     void *mapped_host;
@@ -162,6 +170,21 @@ static void set_error(char **error, char *message)
     } else {
         free(message);
     }
+}
+
+/* KJIT_CUDA_PARAMS: "buffer" (the default) passes a vectorized call's
+ * parameters to cuLaunchKernel as one packed buffer in `extra`, "pointers"
+ * as kernelParams, a pointer to each (the form before; tests/cuda_host/
+ * stream_diag.c times both).  Anything else is refused. */
+static kjit_status params_form(bool *packs, char **error)
+{
+    const char *env = getenv("KJIT_CUDA_PARAMS");
+    *packs = !env || !*env || strcmp(env, "buffer") == 0;
+    if (*packs || strcmp(env, "pointers") == 0)
+        return KJIT_OK;
+    set_error(error, format_heap("KJIT_CUDA_PARAMS='%s' is neither 'buffer' nor 'pointers'",
+                                 env));
+    return KJIT_ERROR_INVALID_ARGUMENT;
 }
 
 /* The errors after which the context accepts no more work. */
@@ -350,7 +373,12 @@ kjit_status kj_cuda_open(int device, KjCuda **out, char **error)
                                      device, count));
         return KJIT_ERROR_NO_DEVICE;
     }
+    bool packs = true;
+    kjit_status form = params_form(&packs, error);
+    if (form != KJIT_OK)
+        return form;
     KjCuda *cuda = kj_xcalloc(1, sizeof *cuda);
+    cuda->packs_params = packs;
     cuda->cu = cu;
     cuda->ordinal = device;
     cuda->state = &device_states[device];
@@ -749,9 +777,14 @@ kjit_status kj_cuda_launch_ex(KjCuda *cuda, void *function, const char *kernel_n
     return KJIT_OK;
 }
 
+bool kj_cuda_packs_params(const KjCuda *cuda)
+{
+    return cuda->packs_params;
+}
+
 kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char *kernel_name,
-                                       int64_t n, void **params, KjCudaStream *stream,
-                                       char **error)
+                                       int64_t n, void **params, const void *packed,
+                                       size_t packed_bytes, KjCudaStream *stream, char **error)
 {
     KjCudaKernel *kernel = function;
     kjit_status status = check_kernel(cuda, kernel, stream, error);
@@ -788,9 +821,12 @@ kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char 
     if (blocks > kernel->max_grid)
         blocks = kernel->max_grid;
     remember_kernel(cuda, kernel_name);
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)packed, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                     &packed_bytes, CU_LAUNCH_PARAM_END};
     KjCuResult result = cuda->cu->LaunchKernel(kernel->function, (unsigned)blocks, 1, 1,
                                                (unsigned)kernel->block, 1, 1, 0,
-                                               stream ? stream->stream : NULL, params, NULL);
+                                               stream ? stream->stream : NULL,
+                                               packed ? NULL : params, packed ? extra : NULL);
     if (result != CU_SUCCESS)
         return fail(cuda, result, "cuLaunchKernel", kernel_name, error);
     return KJIT_OK;

@@ -381,10 +381,14 @@ kjit_status kj_cuda_launch_ex(KjCuda *cuda, void *function, const char *kernel_n
                               size_t dynamic_shared_bytes, bool cooperative, void **params,
                               KjCudaStream *stream, char **error);
 /* A vectorized kernel over n elements: the launch shape is chosen here
- * (occupancy-aware, cached per function). */
+ * (occupancy-aware, cached per function).  Its parameters as `params` (a
+ * pointer each) or, when packed is not NULL, as the packed_bytes at packed,
+ * laid out as the kernel's .entry takes them (cuLaunchKernel's `extra`). */
 kjit_status kj_cuda_launch_elementwise(KjCuda *cuda, void *function, const char *kernel_name,
-                                       int64_t n, void **params, KjCudaStream *stream,
-                                       char **error);
+                                       int64_t n, void **params, const void *packed,
+                                       size_t packed_bytes, KjCudaStream *stream, char **error);
+/* Whether vectorized calls pass their parameters packed (KJIT_CUDA_PARAMS). */
+bool kj_cuda_packs_params(const KjCuda *cuda);
 
 kjit_status kj_cuda_alloc(KjCuda *cuda, size_t bytes, void **device_ptr, char **error);
 /* Host memory of ours (page-aligned, `bytes`) mapped into the device's

@@ -255,6 +255,72 @@ bool kj_vectorized_stages_input(const KjVectorizedRun *run, int i)
            run->inputs[i]->memory == KJIT_MEMORY_HOST;
 }
 
+/* The most bytes a vectorized call's packed parameters take: every operand
+ * a whole descriptor, and checked mode's record.  (The driver takes 4 KiB of
+ * parameters on every GPU kjit runs on; past that the pointers go.) */
+#define PACKED_CAPACITY ((KJ_MAX_VEC_INPUTS + 1) * sizeof(KjArrayDesc) + 8)
+#define PACKED_LIMIT 4096
+
+/* One parameter's bytes: the sizes a call's parameters have (a scalar, a
+ * 1-d contiguous array's {data, extent}) as fixed-size copies the compiler
+ * makes moves of, not calls (the packing must cost the host less than the
+ * driver's copy of each parameter saves). */
+static inline void copy_param(unsigned char *to, const void *from, size_t size)
+{
+    switch (size) {
+    case 1: memcpy(to, from, 1); return;
+    case 2: memcpy(to, from, 2); return;
+    case 4: memcpy(to, from, 4); return;
+    case 8: memcpy(to, from, 8); return;
+    case 16: memcpy(to, from, 16); return;
+    case 24: memcpy(to, from, 24); return;
+    default: memcpy(to, from, size); return;
+    }
+}
+
+/*
+ * A vectorized kernel's parameters packed as its .entry lays them out
+ * (target_cuda.c: cuda_emit_entries, cuda_array_type), for cuLaunchKernel's
+ * `extra`: in order, each at the next multiple of its alignment, with no
+ * padding after the last; an array the {data, shape[ndim]} prefix of its
+ * KjArrayDesc when the variant is C-contiguous, else the whole KjArrayDesc
+ * (alignment 8); a complex scalar its two parts (the part's alignment);
+ * another scalar its bytes in memory (a bool one byte); in checked mode the
+ * record's device address last.  What the driver would copy from each of
+ * params' pointers, copied here once: *bytes 0 (pass params) when the root is
+ * no vectorized kernel or the block would pass the driver's limit.
+ */
+static void pack_params(const kjit_context *context, const KjCompiled *compiled, void **params,
+                        unsigned char *packed, size_t *bytes)
+{
+    const KjIrFunction *root = compiled->root;
+    *bytes = 0;
+    if (root->kind != KJ_IR_FN_VEC_KERNEL)
+        return;
+    size_t at = 0;
+    int count = root->param_count + (context->options.check ? 1 : 0);
+    for (int i = 0; i < count; i++) {
+        size_t size = 8, align = 8; /* checked mode's record address */
+        if (i < root->param_count) {
+            const KjType *t = root->params[i]->type;
+            if (t->kind == KJ_TYPE_ARRAY) {
+                size = root->contiguous ? sizeof(void *) + sizeof(int64_t) * (size_t)t->ndim
+                                        : sizeof(KjArrayDesc);
+            } else {
+                size = (size_t)kj_type_size(t);
+                align = kj_type_is_complex(t) ? (size_t)kj_type_size(kj_type_complex_part(t))
+                                              : size;
+            }
+        }
+        at = (at + align - 1) / align * align;
+        if (at + size > PACKED_LIMIT)
+            return;
+        copy_param(packed + at, params[i], size);
+        at += size;
+    }
+    *bytes = at;
+}
+
 static kjit_status cuda_run_vectorized(kjit_context *context, KjVectorizedRun *run)
 {
     KjBroadcastPlan *plan = run->plan;
@@ -274,8 +340,14 @@ static kjit_status cuda_run_vectorized(kjit_context *context, KjVectorizedRun *r
                        &plan->output.data);
     if (status == KJIT_OK) {
         char *error = NULL;
+        /* not zeroed: only the bytes pack_params writes are passed */
+        _Alignas(8) unsigned char packed[PACKED_CAPACITY];
+        size_t bytes = 0;
+        if (kj_cuda_packs_params(context->cuda))
+            pack_params(context, run->compiled, run->params, packed, &bytes);
         status = kj_cuda_launch_elementwise(context->cuda, run->compiled->entry,
                                             run->compiled->root->symbol, plan->size, run->params,
+                                            bytes ? packed : NULL, bytes,
                                             run->stream ? run->stream->handle : NULL, &error);
         if (status != KJIT_OK)
             kj_api_take_error(context, status, "", error);
@@ -358,7 +430,7 @@ static kjit_status cuda_run_items(kjit_context *context, const KjItemsRun *run)
     kjit_status status;
     if (!run->warps && !run->columns) {
         status = kj_cuda_launch_elementwise(context->cuda, c->entry, c->root->symbol, run->items,
-                                            run->params, stream, &error);
+                                            run->params, NULL, 0, stream, &error);
     } else {
         int64_t per_block;
         uint32_t threads;

@@ -103,7 +103,7 @@ test-tsan: deps $(BUILD)/kjit-threads-tsan
 test-layers: $(LIB_OBJS)
 	BUILD=$(BUILD) tests/layers.sh
 
-check: all test-layers test-unit test-golden test-robust test-tsan test-api-misuse test-embed \
+check: all test-layers test-unit test-cuda-host test-golden test-robust test-tsan test-api-misuse test-embed \
        test-cli test-python test-bench-refs test-modes test-fuzz test-genprog test-mpi test-multigpu test-aot
 	@echo "make check: all test groups passed"
 

@@ -45,29 +45,11 @@
 
 #include "kjit_runtime.h"
 #include "kjit_tools.h"
+#include "../cuda_host/diag_common.h"
 
 #define RUNS 7
 #define CALLS 2000
 #define ELEMENTS 1000
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(kjit_context *context, kjit_status status, const char *what)
 {
@@ -90,12 +72,7 @@ static const char source[] =
 static kjit_context *open_context_as(kjit_target target, bool as_python)
 {
     kjit_options options;
-    kjit_options_init(&options);
-    options.target = target;
-    if (as_python) { /* what the Python package's contexts ask for (_core.py) */
-        options.cancellable = 1;
-        options.cancel_signal = SIGINT;
-    }
+    diag_options(&options, target, as_python);
     kjit_context *context;
     kjit_status status = kjit_context_create(&options, &context);
     if (status != KJIT_OK)
@@ -156,7 +133,7 @@ static void run_and_check(kjit_context *context, kjit_function *function, int w)
 static int child(kjit_target target, int w)
 {
     kjit_context *context = open_context(target);
-    double start = now_us();
+    double start = diag_now_us();
     kjit_module *module;
     kjit_status status = kjit_compile_string(context, "latency.kern", source, &module);
     if (status != KJIT_OK)
@@ -173,7 +150,7 @@ static int child(kjit_target target, int w)
     status = kjit_prepare(function, args, 2, NULL);
     if (status != KJIT_OK)
         die(context, status, "prepare");
-    double elapsed = (now_us() - start) / 1e3;
+    double elapsed = (diag_now_us() - start) / 1e3;
     run_and_check(context, function, w);
     KjCacheCounters counters = kj_cache_counters();
     printf("%.3f %llu\n", elapsed, (unsigned long long)counters.compiles);
@@ -243,10 +220,10 @@ static void compile_times(const char *self, const char *target)
                 exit(1);
         }
         printf("| %-8s | %-3s | cold compile, new process | %9.2f ms | %s |\n", target,
-               workload_names[w], median(cold, RUNS),
+               workload_names[w], diag_median(cold, RUNS),
                cold_compiles == RUNS ? "compiled each run" : "?? cache not cold");
         printf("| %-8s | %-3s | warm start, new process   | %9.2f ms | %s |\n", target,
-               workload_names[w], median(warm, RUNS),
+               workload_names[w], diag_median(warm, RUNS),
                warm_compiles == 0 ? "disk cache hit, nothing compiled" : "?? compiled again");
         fflush(stdout);
     }
@@ -257,13 +234,13 @@ static double per_call_us(void (*fn)(void *), void *user, kjit_context *context)
 {
     double batches[RUNS];
     for (int r = 0; r < RUNS; r++) {
-        double start = now_us();
+        double start = diag_now_us();
         for (int i = 0; i < CALLS; i++)
             fn(user);
-        batches[r] = (now_us() - start) / CALLS;
+        batches[r] = (diag_now_us() - start) / CALLS;
         kjit_synchronize(context); /* outside the timing: host cost only */
     }
-    return median(batches, RUNS);
+    return diag_median(batches, RUNS);
 }
 
 typedef struct LaunchCase {
@@ -485,9 +462,9 @@ static void launch_gaps(kjit_context *context, kjit_module *module)
                 die(context, KJIT_ERROR_CUDA, "events");
             cases[k].times[r] = ms * 1e3;
         }
-    double floor = median(cases[0].times, GAP_RUNS);
+    double floor = diag_median(cases[0].times, GAP_RUNS);
     for (int k = 0; k < 5; k++) {
-        double us = k == 0 ? floor : median(cases[k].times, GAP_RUNS);
+        double us = k == 0 ? floor : diag_median(cases[k].times, GAP_RUNS);
         printf("| cuda     | add | launch gap, 1e6 f32       | %9.2f us | %s; %+.1f%% over pointer parameters |\n",
                us, cases[k].label, 100.0 * (us - floor) / floor);
     }
@@ -654,7 +631,7 @@ static double program_clock_us(bool whole_process)
 {
     const char *clock = getenv("KJIT_BENCH_CLOCK");
     if (!clock || strcmp(clock, "thread") != 0)
-        return now_us();
+        return diag_now_us();
     struct timespec t;
     clock_gettime(whole_process ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
@@ -862,7 +839,7 @@ static double first_call_ms(const char *self, const char *path, const char *targ
                 exit(1);
             }
         }
-        double ms = median(runs, PROGRAM_RUNS);
+        double ms = diag_median(runs, PROGRAM_RUNS);
         if (ms > worst) {
             worst = ms;
             snprintf(what, size, "%s", calls[c].what);
@@ -914,7 +891,7 @@ static void program_times(const char *self, char **folders, int count, bool cuda
             size_t bytes;
             for (int r = 0; r < PROGRAM_RUNS; r++)
                 runs[r] = spawn_program(self, paths[i], kind, &bytes);
-            ms[kind] = median(runs, PROGRAM_RUNS);
+            ms[kind] = diag_median(runs, PROGRAM_RUNS);
         }
         double first = ms[PROGRAM_OBJ] + ms[PROGRAM_SHAPE];
         bool slow = first > PROGRAM_GOAL_MS || ms[PROGRAM_PTX] > PROGRAM_GOAL_MS;

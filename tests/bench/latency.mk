@@ -8,7 +8,7 @@
 # Prints a Markdown table; see docs/performance.md ("Latency").
 .PHONY: bench-latency
 
-$(BUILD)/latency: tests/bench/latency.c $(BUILD)/libkjit.so $(HEADERS)
+$(BUILD)/latency: tests/bench/latency.c tests/cuda_host/diag_common.h $(BUILD)/libkjit.so $(HEADERS)
 	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
 
 bench-latency: $(BUILD)/latency $(BUILD)/libkjit-rt.so $(BUILD)/kjit

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "diag_common.h"
 #include "kjit.h"
 
 #define RUNS 9
@@ -43,19 +44,6 @@ static reset_fn fake_reset;
 /* The driver calls a call may make, in the order printed. */
 static const char *const watched[] = {"cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent"};
 #define WATCHED (int)(sizeof watched / sizeof watched[0])
-
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void check(kjit_context *context, kjit_status status, const char *what)
 {
@@ -100,11 +88,11 @@ static double measure(kjit_context *context, const Form *f, double calls[WATCHED
     if (fake_reset)
         fake_reset();
     for (int r = 0; r < RUNS; r++) {
-        double start = now_ns();
+        double start = diag_now_ns();
         for (int i = 0; i < per_batch; i++)
             if (run_form(f) != KJIT_OK)
                 check(context, run_form(f), f->name);
-        times[r] = (now_ns() - start) / per_batch;
+        times[r] = (diag_now_ns() - start) / per_batch;
         long before[WATCHED], before_total = 0;
         for (int i = 0; fake_count && i < WATCHED; i++)
             before[i] = fake_count(watched[i]);
@@ -121,20 +109,15 @@ static double measure(kjit_context *context, const Form *f, double calls[WATCHED
     for (int i = 0; fake_count && i < WATCHED; i++)
         calls[i] = (double)(fake_count(watched[i]) - synced[i]) / count;
     *total = ((fake_count ? (double)fake_count(NULL) : 0) - (double)synced_total) / count;
-    qsort(times, RUNS, sizeof *times, by_value);
+    double median = diag_median(times, RUNS);
     *fastest = times[0];
-    return times[RUNS / 2];
+    return median;
 }
 
 static void rows(bool as_python)
 {
     kjit_options options;
-    kjit_options_init(&options);
-    options.target = KJIT_TARGET_CUDA;
-    if (as_python) { /* what the Python package's contexts ask for (_core.py) */
-        options.cancellable = 1;
-        options.cancel_signal = SIGINT;
-    }
+    diag_options(&options, KJIT_TARGET_CUDA, as_python);
     kjit_context *context;
     check(NULL, kjit_context_create(&options, &context), "context");
     kjit_module *module;

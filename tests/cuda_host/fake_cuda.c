@@ -35,6 +35,7 @@ typedef uint64_t CUdeviceptr;
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuLinkCreate_v2)              \
     X(cuLinkAddData_v2) X(cuLinkComplete) X(cuLinkDestroy) X(cuModuleLoadDataEx)              \
     X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuLaunchCooperativeKernel)   \
+    X(cuLaunchKernelEx)                                                                       \
     X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuOccupancyMaxPotentialBlockSize)           \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuMemAlloc_v2) X(cuMemFree_v2)           \
     X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2)     \
@@ -184,12 +185,70 @@ CUresult cuModuleGetFunction(void **function, void *module, const char *name)
     *function = token(); /* (one per call: kjit asks once per kernel) */
     return 0;
 }
+/* The parameters of this thread's last launch as the driver takes them:
+ * with `extra`, the bytes of its CU_LAUNCH_PARAM_BUFFER_POINTER block (its
+ * CU_LAUNCH_PARAM_BUFFER_SIZE of them, the keys in any order up to
+ * CU_LAUNCH_PARAM_END); with kernelParams, the address of the array of
+ * pointers (what each points to is as long as the kernel's parameter, which
+ * the fake cannot know).  A launch with both, an unknown key, a pointer or size missing or a
+ * block over 4 KiB (the driver's limit before Volta's 32 KiB) is refused
+ * with CUDA_ERROR_INVALID_VALUE, as the driver refuses it.
+ * kjit_fake_cuda_last_params(&size, &packed) reads them. */
+enum { PARAM_LIMIT = 4096 };
+static _Thread_local unsigned char last_params[PARAM_LIMIT];
+static _Thread_local size_t last_size;
+static _Thread_local int last_packed;
+
+const void *kjit_fake_cuda_last_params(size_t *size, int *packed)
+{
+    *size = last_size;
+    *packed = last_packed;
+    return last_params;
+}
+
+static CUresult take_params(void **params, void **extra)
+{
+    if (params && extra)
+        return 1;
+    if (!extra) {
+        last_packed = 0;
+        last_size = params ? sizeof params : 0;
+        memcpy(last_params, &params, sizeof params);
+        return 0;
+    }
+    const void *buffer = NULL;
+    const size_t *size = NULL;
+    for (int i = 0;; i += 2) {
+        if (extra[i] == (void *)0x00)
+            break;
+        else if (extra[i] == (void *)0x01)
+            buffer = extra[i + 1];
+        else if (extra[i] == (void *)0x02)
+            size = extra[i + 1];
+        else
+            return 1;
+    }
+    if (!buffer || !size || *size > PARAM_LIMIT)
+        return 1;
+    memcpy(last_params, buffer, *size);
+    last_size = *size;
+    last_packed = 1;
+    return 0;
+}
+
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned shared, void *stream, void **params,
                         void **extra)
 {
     COUNT(cuLaunchKernel);
-    return 0;
+    return take_params(params, extra);
+}
+/* cuda.h's CUlaunchConfig with no attributes: tests/cuda_host/stream_diag.c
+ * times this form of the launch (kjit does not make it) */
+CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra)
+{
+    COUNT(cuLaunchKernelEx);
+    return config ? take_params(params, extra) : 1;
 }
 CUresult cuLaunchCooperativeKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                    unsigned by, unsigned bz, unsigned shared, void *stream,

@@ -78,6 +78,8 @@ gpu-bundle: $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/unit-tests $(BUILD)/laten
 	  $(GPU_BUNDLE)/bin/modes-test $(GPU_BUNDLE)/bin/genprog-run $(GPU_BUNDLE)/bin/multigpu
 	cp -r examples stdlib $(GPU_BUNDLE)/
 	cp -r tests/golden tests/gpu tests/bench tests/cli tests/modes tests/genprog $(GPU_BUNDLE)/tests/
+	@# launch_options.c, built there, includes tests/cuda_host/diag_common.h
+	cp -r tests/cuda_host $(GPU_BUNDLE)/tests/
 	@# bin/modes-test runs the .kern sources the unit tests hold as C literals.
 	mkdir -p $(GPU_BUNDLE)/tests/unit && cp tests/unit/*.c $(GPU_BUNDLE)/tests/unit/
 	@# The grammar test reads the grammar and the parser's source.

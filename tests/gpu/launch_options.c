@@ -28,22 +28,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "../cuda_host/diag_common.h"
 #include "kjit.h"
 
 enum { FORMS = 4, RUNS = 15, CALLS = 20000 };
-
-static double thread_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(void)
 {
@@ -54,8 +42,7 @@ int main(void)
     kjit_array array[FORMS];
     for (int k = 0; k < FORMS; k++) {
         kjit_options options;
-        kjit_options_init(&options);
-        options.target = KJIT_TARGET_CPU;
+        diag_options(&options, KJIT_TARGET_CPU, false);
         options.cancellable = k & 1;
         options.cancel_signal = k & 2 ? SIGINT : 0;
         kjit_module *module;
@@ -74,21 +61,21 @@ int main(void)
     for (int r = 0; r < RUNS; r++)
         for (int k = 0; k < FORMS; k++) {
             kjit_arg arg = kjit_arg_array(&array[k]);
-            double start = thread_ns();
+            double start = diag_thread_ns();
             for (int i = 0; i < CALLS; i++)
                 if (kjit_launch(empty[k], one, one, &arg, 1, NULL) != KJIT_OK) {
                     fprintf(stderr, "launch-options: %s\n", kjit_last_error(context[k]));
                     return 1;
                 }
-            times[k][r] = (thread_ns() - start) / CALLS;
+            times[k][r] = (diag_thread_ns() - start) / CALLS;
         }
     printf("| options | fastest ns | median ns | over default |\n| --- | --- | --- | --- |\n");
     double base = 0;
     for (int k = 0; k < FORMS; k++) {
-        qsort(times[k], RUNS, sizeof times[k][0], by_value);
+        double median = diag_median(times[k], RUNS);
         if (k == 0)
             base = times[k][0];
-        printf("| %s | %.1f | %.1f | %+.1f ns |\n", names[k], times[k][0], times[k][RUNS / 2],
+        printf("| %s | %.1f | %.1f | %+.1f ns |\n", names[k], times[k][0], median,
                times[k][0] - base);
     }
     for (int k = 0; k < FORMS; k++) {

@@ -19,7 +19,15 @@
 #     launch and kjit's call of add on the legacy null stream,
 #     CU_STREAM_PER_THREAD, a created blocking and a non-blocking stream:
 #     host time, with the synchronisation, and the GPU's pace (issue 26
-#     item 1: where the null stream's extra 0.75 us comes from);
+#     item 1: where the null stream's extra 0.75 us comes from); then the
+#     driver's cost of each form of the launch (kernelParams against one
+#     packed `extra` buffer, cuLaunchKernel against cuLaunchKernelEx, three
+#     16-byte descriptors against one struct or four scalars), and kjit's
+#     add with its parameters as kernelParams (KJIT_CUDA_PARAMS=pointers,
+#     the form before) and packed (the default) side by side, results
+#     checked;
+#   - tests/gpu/param_forms.py: the same two forms from Python, add(d, e,
+#     out=f) on two contexts in one process, results checked;
 #   - tests/gpu/launch_forms.c (built here with cc, libcuda dlopened): the
 #     driver's own cost of cuLaunchKernel with kernelParams against one
 #     `extra` buffer, and of cuMemAlloc/cuMemFree against the stream-ordered
@@ -77,9 +85,18 @@ if [ -x "$root/bin/stream-diag" ]; then
     "$root/bin/stream-diag" > "$work/stream-diag.log" 2>&1 \
         && pass "stream-diag on the GPU" || fail "stream-diag on the GPU"
     cat "$work/stream-diag.log"
+    grep -q '^results of the two forms: x + y on every row, identical' "$work/stream-diag.log" \
+        && pass "kjit's add gives x + y with its parameters packed and as pointers (C)" \
+        || fail "kjit's add gives x + y with its parameters packed and as pointers (C)"
 else
     fail "no bin/stream-diag in the bundle"
 fi
+
+echo "=== kjit's add from Python, its parameters as pointers and packed (tests/gpu/param_forms.py)"
+python3 "$root/tests/gpu/param_forms.py" > "$work/param-forms.log" 2>&1 \
+    && pass "param_forms.py: x + y in both forms (Python)" \
+    || fail "param_forms.py: x + y in both forms (Python)"
+cat "$work/param-forms.log"
 
 echo "=== tests/bench/bench_python.py"
 numba_site=$(numba_pythonpath "$work/numba-site")

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,12 +36,16 @@
 typedef long (*count_fn)(const char *);
 typedef void (*reset_fn)(void);
 typedef void (*set_current_fn)(void *);
+typedef const void *(*last_params_fn)(size_t *, int *);
 
 static count_fn fake_count;
 static reset_fn fake_reset;
 static set_current_fn fake_set_current;
+static last_params_fn fake_last_params;
 
 static const char source[] = "@vectorize\nfn add(a: f32, b: f32) -> f32 {\n    return a + b;\n}\n"
+                             "@vectorize\nfn axpb(x: f32, a: f32, b: f32) -> f32 {\n"
+                             "    return a * x + b;\n}\n"
                              "@kernel\nfn fill(x: f32[], v: f32) {\n"
                              "    let i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                              "    if i < x.shape[0] { x[i] = v; }\n}\n";
@@ -84,7 +89,8 @@ static bool load_fake(const char *test)
     fake_count = (count_fn)dlsym(handle, "kjit_fake_cuda_count");
     fake_reset = (reset_fn)dlsym(handle, "kjit_fake_cuda_reset");
     fake_set_current = (set_current_fn)dlsym(handle, "kjit_fake_cuda_set_current");
-    ck_assert(fake_count && fake_reset && fake_set_current);
+    fake_last_params = (last_params_fn)dlsym(handle, "kjit_fake_cuda_last_params");
+    ck_assert(fake_count && fake_reset && fake_set_current && fake_last_params);
     return true;
 }
 
@@ -102,12 +108,13 @@ typedef struct Setup {
     kjit_stream *stream;
 } Setup;
 
-static Setup open_setup(bool as_python)
+static Setup open_setup_checked(bool as_python, bool checked)
 {
     Setup s;
     kjit_options options;
     kjit_options_init(&options);
     options.target = KJIT_TARGET_CUDA;
+    options.check = checked;
     if (as_python) { /* python/kjit/_core.py's options */
         options.cancellable = 1;
         options.cancel_signal = SIGINT;
@@ -123,6 +130,11 @@ static Setup open_setup(bool as_python)
     ck_assert_int_eq(kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.out), KJIT_OK);
     ck_assert_int_eq(kjit_stream_create(s.context, &s.stream), KJIT_OK);
     return s;
+}
+
+static Setup open_setup(bool as_python)
+{
+    return open_setup_checked(as_python, false);
 }
 
 static void close_setup(Setup *s)
@@ -231,6 +243,128 @@ START_TEST(another_context_current_is_replaced)
 }
 END_TEST
 
+/* The parameters the fake driver was given by the last launch: their bytes
+ * (NULL when they came as kernelParams, a pointer each) and their size. */
+static const unsigned char *last_packed(size_t *size)
+{
+    int packed = 0;
+    const void *bytes = fake_last_params(size, &packed);
+    return packed ? bytes : NULL;
+}
+
+static uint64_t word_at(const unsigned char *bytes, size_t offset)
+{
+    uint64_t word;
+    memcpy(&word, bytes + offset, sizeof word);
+    return word;
+}
+
+/* A vectorized call's parameters come as one buffer laid out as the kernel's
+ * .entry takes them (runtime_cuda.c's pack_params, target_cuda.c's entry):
+ * a contiguous array {data, extent} (16 bytes), a strided one a whole
+ * descriptor, a scalar at its own alignment, checked mode's record last. */
+START_TEST(vectorized_params_packed)
+{
+    if (!load_fake("vectorized_params_packed"))
+        return;
+    Setup s = open_setup(true);
+    run(&s, CALL);
+    size_t size = 0;
+    const unsigned char *p = last_packed(&size);
+    ck_assert_msg(p, "add(x, y, out=out) passed kernelParams, not one packed buffer");
+    ck_assert_msg(size == 48, "add(x, y, out=out): %zu bytes of parameters; want 48", size);
+    uint64_t want[6] = {(uint64_t)(uintptr_t)s.x.data, 1000, (uint64_t)(uintptr_t)s.y.data, 1000,
+                        (uint64_t)(uintptr_t)s.out.data, 1000};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(word_at(p, 8 * (size_t)i) == want[i],
+                      "contiguous add: word %d of the parameters is %#llx; want %#llx", i,
+                      (unsigned long long)word_at(p, 8 * (size_t)i),
+                      (unsigned long long)want[i]);
+
+    /* every other element of x and y: the strided variant, whole descriptors
+     * (data, shape[8], strides[8] in elements) */
+    kjit_array xs = s.x, ys = s.y, out = s.out;
+    xs.shape[0] = ys.shape[0] = out.shape[0] = 500;
+    xs.strides[0] = ys.strides[0] = 8;
+    kjit_arg strided[2] = {kjit_arg_array(&xs), kjit_arg_array(&ys)};
+    ck_assert_msg(kjit_call(s.add, strided, 2, &out, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(s.context));
+    p = last_packed(&size);
+    size_t desc = 8 + 2 * 8 * 8;
+    ck_assert_msg(p && size == 3 * desc, "strided add: %zu bytes (%s); want %zu packed", size,
+                  p ? "packed" : "kernelParams", 3 * desc);
+    ck_assert(word_at(p, 0) == (uint64_t)(uintptr_t)xs.data && word_at(p, 8) == 500);
+    ck_assert_msg(word_at(p, 8 + 64) == 2, "x's stride: %llu elements; want 2",
+                  (unsigned long long)word_at(p, 8 + 64));
+    ck_assert(word_at(p, desc) == (uint64_t)(uintptr_t)ys.data && word_at(p, desc + 72) == 2);
+    ck_assert(word_at(p, 2 * desc) == (uint64_t)(uintptr_t)out.data &&
+              word_at(p, 2 * desc + 72) == 1);
+
+    /* a scalar: 4 bytes at offset 16, the output's descriptor at the next 8 */
+    kjit_arg scalar[2] = {kjit_arg_array(&s.x), kjit_arg_f32(2.5f)};
+    ck_assert_msg(kjit_call(s.add, scalar, 2, &s.out, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(s.context));
+    p = last_packed(&size);
+    ck_assert_msg(p && size == 40, "add(x, 2.5): %zu bytes; want 40 packed", size);
+    float b;
+    memcpy(&b, p + 16, sizeof b);
+    ck_assert_msg(b == 2.5f, "add(x, 2.5): the scalar reads %g", (double)b);
+    ck_assert(word_at(p, 0) == (uint64_t)(uintptr_t)s.x.data &&
+              word_at(p, 24) == (uint64_t)(uintptr_t)s.out.data && word_at(p, 32) == 1000);
+
+    /* two scalars: the second at offset 20, a 4-byte one's own alignment */
+    kjit_function *axpb;
+    ck_assert_int_eq(kjit_module_function(s.module, "axpb", &axpb), KJIT_OK);
+    kjit_arg three[3] = {kjit_arg_array(&s.x), kjit_arg_f32(1.5f), kjit_arg_f32(-4.0f)};
+    ck_assert_msg(kjit_call(axpb, three, 3, &s.out, NULL) == KJIT_OK, "%s",
+                  kjit_last_error(s.context));
+    p = last_packed(&size);
+    ck_assert_msg(p && size == 40, "axpb(x, 1.5, -4): %zu bytes; want 40 packed", size);
+    float a2[2];
+    memcpy(a2, p + 16, sizeof a2);
+    ck_assert_msg(a2[0] == 1.5f && a2[1] == -4.0f, "axpb's scalars read %g and %g",
+                  (double)a2[0], (double)a2[1]);
+    ck_assert(word_at(p, 24) == (uint64_t)(uintptr_t)s.out.data);
+    close_setup(&s);
+
+    /* checked mode: the record's device address after the parameters */
+    s = open_setup_checked(true, true);
+    run(&s, CALL);
+    p = last_packed(&size);
+    ck_assert_msg(p && size == 56, "checked add: %zu bytes; want 56 packed", size);
+    ck_assert(word_at(p, 48) != 0);
+    close_setup(&s);
+}
+END_TEST
+
+/* KJIT_CUDA_PARAMS=pointers passes kernelParams (the form before); a value
+ * that is neither form is refused, naming it. */
+START_TEST(params_form_switch)
+{
+    if (!load_fake("params_form_switch"))
+        return;
+    setenv("KJIT_CUDA_PARAMS", "pointers", 1);
+    Setup s = open_setup(false);
+    run(&s, CALL);
+    size_t size = 0;
+    ck_assert_msg(!last_packed(&size), "KJIT_CUDA_PARAMS=pointers packed the parameters");
+    close_setup(&s);
+    setenv("KJIT_CUDA_PARAMS", "packed", 1);
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = KJIT_TARGET_CUDA;
+    kjit_context *context = NULL;
+    kjit_status status = kjit_context_create(&options, &context);
+    ck_assert_msg(status == KJIT_ERROR_INVALID_ARGUMENT,
+                  "KJIT_CUDA_PARAMS=packed: kjit_context_create gave %s",
+                  kjit_status_name(status));
+    const char *why = kjit_last_error(context);
+    ck_assert_msg(why && strstr(why, "KJIT_CUDA_PARAMS='packed'"), "the error says: %s",
+                  why ? why : "(nothing)");
+    kjit_context_destroy(context);
+}
+END_TEST
+
 /* KJIT_CUDA_DRIVER is code kjit runs: a relative path, or a file others can
  * write, is refused (the cuda target then reports no driver, saying why). */
 START_TEST(driver_override_is_checked)
@@ -264,6 +398,8 @@ Suite *suite_cuda_host(void)
     tcase_add_test(tcase, one_launch_a_call_python_options);
     tcase_add_test(tcase, one_launch_a_call_default_options);
     tcase_add_test(tcase, another_context_current_is_replaced);
+    tcase_add_test(tcase, vectorized_params_packed);
+    tcase_add_test(tcase, params_form_switch);
     tcase_add_loop_test(tcase, driver_override_is_checked, 0, 2);
     suite_add_tcase(suite, tcase);
     return suite;
