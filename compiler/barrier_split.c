@@ -23,7 +23,8 @@
  *     in its body become THREADS loops;
  *   - a variable named in more than one region, or in a region and outside
  *     the loops, crosses a barrier.  A varying one lives in an array of
- *     KJ_MAX_BLOCK_THREADS elements (a local() of the block's call) indexed by
+ *     KJ_MAX_BLOCK_THREADS elements (a local() of the block's call, a cache
+ *     line longer and aligned to one: thread_arrays_laid_out) indexed by
  *     the thread's linear index; a uniform one stays one scalar, and a region
  *     that assigns it works on a copy taken at each thread's start and written
  *     back once after the loop (every thread computes the same value, and
@@ -809,7 +810,7 @@ static KjIrStmt *build_planned(Split *S, const KjIrStmt *planned)
  * 64-byte vector across two lines.  Each array is one cache line longer and
  * aligned to a line, so that consecutive arrays start a line apart modulo 4
  * KiB and a chunk's vector is one line (docs/performance.md, 2026-11-28,
- * issue 25: matmul f64 512 on AVX-512, 6.8 to 6.2 ms).  The same bits:
+ * issue 25: matmul f64 512 on AVX-512, 7.1 to 6.1 ms).  The same bits:
  * only where the values live moves.  KJIT_SIMD_THREAD_ARRAYS=0 gives the
  * layout before, for measuring (KJ_SIMD_SWITCHES, in the cache key).
  */
