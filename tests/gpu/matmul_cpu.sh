@@ -19,7 +19,8 @@
 #      KJIT_BENCH_UNCHECKED=1), 3 rounds each, both ISAs;
 #   3. the floor of the inner loop on this CPU: a C loop of independent
 #      vector multiply-then-add steps (and of FMAs) at the width of
-#      -march=native, scaled to matmul's 512^3 steps;
+#      -march=native, scaled to matmul's 512^3 steps; and the kernel's k
+#      loop written in C with AVX-512 intrinsics (gcc -O3, tiles in L1);
 #   4. the compile of the first launch (bin/latency --program FILE 1, the
 #      16x16 shape), before and after, 3 new processes each, both ISAs.
 # (The table of every program's cold compile that mmcpu's version printed is
@@ -220,6 +221,56 @@ for features in "" -avx512f; do
         fail "the floor's program does not build ($features)"
     fi
 done
+
+# the k loop as C intrinsics (AVX-512): the compute part of the kernel, its
+# tiles in L1, at -O3, for the kernel's "no tile loads" to be read against
+cat > "$work/kloop.c" <<'C'
+#include <immintrin.h>
+#include <stdio.h>
+#include <time.h>
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+static double at[64 * 16] __attribute__((aligned(64))), bt[16 * 64] __attribute__((aligned(64)));
+static double acc[16][256 + 8] __attribute__((aligned(64)));
+int main(void)
+{
+    for (int i = 0; i < 1024; i++) at[i] = 1e-9 * i, bt[i] = 1.0 - 1e-9 * i;
+    double best = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now();
+        for (long phase = 0; phase < 64 * 32; phase++) { /* blocks x k tiles */
+            for (int ty = 0; ty < 16; ty++)
+                for (int c = 0; c < 2; c++) {
+                    int lane = ty * 16 + c * 8;
+                    __m512d a[16];
+                    for (int q = 0; q < 16; q++) a[q] = _mm512_load_pd(&acc[q][lane]);
+                    for (int k = 0; k < 16; k++) {
+                        __m512d b[4];
+                        for (int j = 0; j < 4; j++) b[j] = _mm512_loadu_pd(&bt[k * 64 + c * 8 + 16 * j]);
+                        for (int i = 0; i < 4; i++) {
+                            __m512d av = _mm512_set1_pd(at[(ty + 16 * i) * 16 + k]);
+                            for (int j = 0; j < 4; j++)
+                                a[i * 4 + j] = _mm512_add_pd(a[i * 4 + j], _mm512_mul_pd(av, b[j]));
+                        }
+                    }
+                    for (int q = 0; q < 16; q++) _mm512_store_pd(&acc[q][lane], a[q]);
+                }
+            __asm__ volatile("" : : "r"(acc) : "memory");
+        }
+        double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    printf("the k loop in C (gcc -O3, intrinsics, tiles in L1): %.3f ms\n", best * 1e3);
+    return 0;
+}
+C
+if grep -q avx512f /proc/cpuinfo && gcc -O3 -march=native -ffp-contract=off -o "$work/kloop" "$work/kloop.c"; then
+    "$work/kloop"
+fi
 
 echo "=== 4. matmul.kern's first launch (16x16 shape): compile ms (thread clock), median of 3, before / after"
 for features in "" -avx512f; do
