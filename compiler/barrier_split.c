@@ -23,7 +23,8 @@
  *     in its body become THREADS loops;
  *   - a variable named in more than one region, or in a region and outside
  *     the loops, crosses a barrier.  A varying one lives in an array of
- *     KJ_MAX_BLOCK_THREADS elements (a local() of the block's call) indexed by
+ *     KJ_MAX_BLOCK_THREADS elements (a local() of the block's call, a cache
+ *     line longer and aligned to one: thread_arrays_laid_out) indexed by
  *     the thread's linear index; a uniform one stays one scalar, and a region
  *     that assigns it works on a copy taken at each thread's start and written
  *     back once after the loop (every thread computes the same value, and
@@ -55,6 +56,7 @@
  */
 #include "kjit_compiler.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ============================================================ state */
@@ -796,6 +798,30 @@ static KjIrStmt *build_planned(Split *S, const KjIrStmt *planned)
 
 /* ============================================================ the pass */
 
+/*
+ * The per-thread arrays' layout.  A region runs a chunk of threads at a
+ * time, so a variable that crosses a barrier is one vector load and store
+ * of its array a chunk, and the loop of matmul.kern's 16 accumulators loads
+ * and stores 16 of them (a thread's at the same index of each array) per
+ * step of its tile loop.  Arrays of KJ_MAX_BLOCK_THREADS elements, a power
+ * of two, put those 16 at the same address modulo 4 KiB: the same set of
+ * the L1 cache (64 sets of 64-byte lines, 12 ways on the AVX-512 machines),
+ * so that the 16 evicted one another, and 16-byte alignment split each
+ * 64-byte vector across two lines.  Each array is one cache line longer and
+ * aligned to a line, so that consecutive arrays start a line apart modulo 4
+ * KiB and a chunk's vector is one line (docs/performance.md, 2026-11-28,
+ * issue 25: matmul f64 512 on AVX-512, 7.1 to 6.1 ms).  The same bits:
+ * only where the values live moves.  KJIT_SIMD_THREAD_ARRAYS=0 gives the
+ * layout before, for measuring (KJ_SIMD_SWITCHES, in the cache key).
+ */
+enum { LINE_BYTES = 64 };
+
+static bool thread_arrays_laid_out(void)
+{
+    const char *env = getenv(KJ_SIMD_THREAD_ARRAYS);
+    return !(env && strcmp(env, "0") == 0);
+}
+
 /* The split form's variables: a copy of each of the kernel's (same ids),
  * then the per-thread arrays, the copies of uniform ones, and the linear
  * index.  Returns the bytes the per-thread arrays take per block. */
@@ -851,8 +877,13 @@ static int64_t make_variables(Split *S, KjIrStmt *prologue)
         alloc->alloc_elem = v->type;
         alloc->alloc_ndim = 1;
         alloc->alloc_shape[0] = KJ_MAX_BLOCK_THREADS;
+        if (thread_arrays_laid_out()) {
+            int64_t size = kj_type_size(v->type);
+            alloc->alloc_shape[0] += (LINE_BYTES + size - 1) / size;
+            alloc->align_bytes = LINE_BYTES;
+        }
         kj_vec_push(S->arena, &prologue->stmts, set_var(S, array, alloc, v->loc));
-        bytes += (KJ_MAX_BLOCK_THREADS * kj_type_size(v->type) + 15) & ~(int64_t)15;
+        bytes += (alloc->alloc_shape[0] * kj_type_size(v->type) + LINE_BYTES - 1) & ~(int64_t)(LINE_BYTES - 1);
     }
     S->linear = kj_ir_new_var(S->arena, fn, "thread.linear", i64_type(), kernel->loc);
     return bytes;

@@ -779,7 +779,9 @@ typedef struct KjIrExpr {
     bool contiguous;
     /* LOAD: the address is a multiple of this many bytes (0: of the element's
      * size); reduce.c's aligned variants set it, so that LLVM joins a thread's
-     * consecutive loads into one vector load. */
+     * consecutive loads into one vector load.  LOCAL of a fixed size: the
+     * allocation's alignment (0: 16); barrier_split.c's per-thread arrays
+     * take a cache line's, so that a chunk's vector is one line. */
     int align_bytes;
     /* An i64 expression: its value as computed, one unknown to LLVM's
      * optimisers (the target's opaque_i64: an empty inline asm on cuda,
@@ -1346,7 +1348,10 @@ KjReduceKnobs kj_reduce_knobs(void);
  * change the code, so kj_api_code_key names each one that is set to 0. */
 #define KJ_SIMD_GUARDED_LOADS "KJIT_SIMD_GUARDED_LOADS"
 #define KJ_SIMD_ROW_CHUNKS "KJIT_SIMD_ROW_CHUNKS"
-#define KJ_SIMD_SWITCHES(X) X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS)
+/* barrier_split.c's per-thread arrays: 0 gives their layout before (each
+ * KJ_MAX_BLOCK_THREADS elements, 16-byte aligned) */
+#define KJ_SIMD_THREAD_ARRAYS "KJIT_SIMD_THREAD_ARRAYS"
+#define KJ_SIMD_SWITCHES(X) X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS) X(KJ_SIMD_THREAD_ARRAYS)
 
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,

@@ -905,7 +905,7 @@ void kj_codegen_array(Gen *g, KjIrExpr *e, ArrayVal *out)
         LLVMPositionBuilderBefore(ab, LLVMGetBasicBlockTerminator(g->entry_bb));
         LLVMTypeRef at = LLVMArrayType2(memty(g, e->alloc_elem), (uint64_t)alloc_count(e));
         LLVMValueRef mem = LLVMBuildAlloca(ab, at, "local");
-        LLVMSetAlignment(mem, 16);
+        LLVMSetAlignment(mem, e->align_bytes ? (unsigned)e->align_bytes : 16);
         LLVMDisposeBuilder(ab);
         array_fixed(g, mem, e, out);
         return;

@@ -10,6 +10,9 @@
 #   the tile's write-back of 16 guarded stores gives 8 (two chunks), not 32;
 # - a guarded load (`c ? a[..] : 0.0`) is one masked load, and a block of
 #   16x16 threads has no chunk of unknown lanes (its rows fill the chunks);
+# - the split form's per-thread arrays are a cache line longer than
+#   KJ_MAX_BLOCK_THREADS elements and aligned to a line (matmul's 16
+#   accumulators in 16 different L1 sets; KJIT_SIMD_THREAD_ARRAYS=0: before);
 # - on cuda the WARPS form's loops keep cuda's four copies by default (the
 #   last block's not unrolled ran the sum along axis 1 5% slower);
 #   KJIT_REDUCE_TAIL_UNROLL=1 leaves the last block's loop as it is and
@@ -49,6 +52,17 @@ for features in "" -avx512f; do
         else bad "matmul's shape ($features): $rest regions with a rest chunk under unknown lanes, expected none"; fi
         if grep -q 'llvm.loop.unroll.disable' "$tmp/mm.ll"; then ok
         else bad "matmul's shape ($features): the last block's chunk loop is not marked never unrolled"; fi
+        # the 16 accumulators' per-thread arrays: a cache line longer than
+        # 1024 elements and aligned to one (barrier_split.c), so that they
+        # fall in different L1 sets and a chunk's vector is one line;
+        # KJIT_SIMD_THREAD_ARRAYS=0 gives the layout before
+        lines=$(grep -c 'alloca \[1032 x double\], align 64' "$tmp/mm.ll")
+        if [ "$lines" = 16 ]; then ok
+        else bad "matmul's shape ($features): $lines per-thread arrays of 1032 f64 aligned to 64, expected 16"; fi
+        if KJIT_SIMD_THREAD_ARRAYS=0 KJIT_CPU_FEATURES=$features "$kjit" build "$mm" --block 16,16 \
+                --emit=llvm -O0 -o "$tmp/mm0.ll" >"$tmp/out" 2>"$tmp/err" &&
+            [ "$(grep -c 'alloca \[1024 x double\], align 16' "$tmp/mm0.ll")" = 16 ]; then ok
+        else bad "KJIT_SIMD_THREAD_ARRAYS=0 ($features): not the 16 arrays of 1024 f64 before"; fi
     else
         bad "kjit build $mm --block 16,16 --emit=llvm -O0 ($features)"
     fi
