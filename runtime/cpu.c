@@ -93,6 +93,102 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count,
     kj_pool_run(pool, count, KJ_CPU_MIN_CHUNK, run_range_chunk, &job);
 }
 
+/* ------------------------------------------------------------ grid rows */
+
+typedef struct RowsJob {
+    KjRowFn fn;
+    void **args;
+    int64_t width;  /* the grid's threads along x: a row */
+    int64_t height; /* along y: the rows of one z */
+    const KjRowLines *lines;
+    const uint32_t *grid;
+} RowsJob;
+
+/* The first x of row (y, z) whose output element starts a 64-byte line, and
+ * the elements a line holds (0, 0: not known).  Only addresses are
+ * computed: the row may lie past the output's end (the kernel's guard). */
+static void row_lead(const KjRowLines *l, int64_t y, int64_t z, int64_t *lead, int64_t *line)
+{
+    *lead = *line = 0;
+    if (!l || !l->out || l->ndim < 1 || l->size <= 0 || 64 % l->size != 0 ||
+        l->out->strides[l->ndim - 1] != 1)
+        return;
+    uint64_t offset = 0;
+    for (int k = 0; k < l->ndim; k++) {
+        int64_t at = l->axis[k] == 1 ? y : l->axis[k] == 2 ? z : 0;
+        offset += (uint64_t)at * (uint64_t)l->out->strides[k];
+    }
+    uint64_t address = (uint64_t)(uintptr_t)l->out->data + offset * (uint64_t)l->size;
+    if (address % (uint64_t)l->size != 0)
+        return;
+    *line = 64 / l->size;
+    *lead = (int64_t)((64 - address % 64) % 64 / (uint64_t)l->size);
+}
+
+/* Threads [begin, end) of row `row` (y fastest, then z), the first piece
+ * ending on the output's line as run_range_aligned's does, then pieces of
+ * KJ_CPU_CANCEL_CHUNK with a look at cancellation between them. */
+static void run_row(const RowsJob *job, KjThreadCtx *ctx, int64_t row, int64_t begin, int64_t end)
+{
+    int64_t y = row % job->height, z = row / job->height, lead, line;
+    ctx->block_idx[1] = (int32_t)y;
+    ctx->block_idx[2] = (int32_t)z;
+    row_lead(job->lines, y, z, &lead, &line);
+    if (line > 1 && end - begin >= 4 * line) {
+        int64_t first = begin + ((lead - begin) % line + line) % line;
+        if (first > begin) {
+            job->fn(job->args, ctx, begin, first);
+            begin = first;
+        }
+    }
+    for (int64_t b = begin; b < end; b += KJ_CPU_CANCEL_CHUNK) {
+        if (kj_cancel_requested())
+            return;
+        job->fn(job->args, ctx, b, end - b > KJ_CPU_CANCEL_CHUNK ? b + KJ_CPU_CANCEL_CHUNK : end);
+    }
+}
+
+/* Threads [begin, end) of the grid numbered x fastest, then y, then z. */
+static void run_rows_chunk(void *user, int64_t begin, int64_t end)
+{
+    const RowsJob *job = user;
+    /* the row's coordinates as __xrange reads them: blockIdx.y and .z with
+     * blockDim 1 and threadIdx 0, x as threadIdx.x (target_cpu.c) */
+    KjThreadCtx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.syncthreads = kj_cpu_syncthreads;
+    for (int d = 0; d < 3; d++) {
+        ctx.block_dim[d] = 1;
+        ctx.grid_dim[d] = (int32_t)job->grid[d];
+    }
+    while (begin < end && !kj_cancel_requested()) {
+        int64_t row = begin / job->width, x = begin % job->width;
+        int64_t stop = end - begin < job->width - x ? end : begin + (job->width - x);
+        run_row(job, &ctx, row, x, x + (stop - begin));
+        begin = stop;
+    }
+}
+
+bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
+                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines)
+{
+    int64_t extent[3];
+    for (int d = 0; d < 3; d++) {
+        extent[d] = (int64_t)grid[d] * block[d];
+        if (limit[d] < extent[d])
+            extent[d] = limit[d] > 0 ? limit[d] : 0;
+    }
+    int64_t width = extent[0], rows = extent[1] * extent[2];
+    /* __xrange's x is 32 bits, and its last chunk reaches 64 lanes on */
+    if (width > INT32_MAX - 1024 || (width > 0 && rows > INT64_MAX / width))
+        return false;
+    if (width == 0 || rows == 0)
+        return true;
+    RowsJob job = {row_fn, args, width, extent[1], lines, grid};
+    kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
+    return true;
+}
+
 /* --------------------------------------------------------------- fibers */
 
 /* A fiber's stack holds its kernel's local() arrays (kernel->local_bytes, at
