@@ -15,7 +15,8 @@
  *
  * The body must be sets of grid() sums and then either statements with no
  * `if` among them or one `if` (no `else`) whose condition is a conjunction
- * of sums below an array's extent or a constant, the elementwise kernel's
+ * of sums below an array's extent, an integer parameter or a constant, the
+ * elementwise kernel's
  * guard: the rows then run only the threads that pass it (the others do
  * nothing in a block either), and their code takes it as true, so that a
  * whole chunk has no mask to compute (target_cpu.c's rows chunk).
@@ -172,6 +173,21 @@ static KjIrWalkStep find_output(KjIrWalk *w, const KjIrStmt *s)
     return KJ_IR_WALK_STOP;
 }
 
+/* The signed 32- or 64-bit integer parameter that e reads (as it is, or
+ * widened to i64), which the body never assigns; -1 otherwise. */
+static int scalar_param(const KjIrFunction *kernel, const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_CAST && e->arg_count == 1 && e->args[0]->type->kind == KJ_TYPE_I32)
+        e = e->args[0];
+    if (e->op != KJ_IR_VAR || (e->type->kind != KJ_TYPE_I32 && e->type->kind != KJ_TYPE_I64))
+        return -1;
+    int param = param_index(kernel, e->var);
+    CountSets c = {.var = e->var, .axis = -1};
+    KjIrWalk w = {.stmt = count_sets, .data = &c};
+    kj_ir_walk_stmt(&w, kernel->body);
+    return param >= 0 && c.count == 0 ? param : -1;
+}
+
 /* One term of a guard, x < bound (x <= bound: bound + 1), into rows. */
 static bool guard_term(const KjIrFunction *kernel, const KjIrExpr *e, KjGridRows *rows)
 {
@@ -200,6 +216,10 @@ static bool guard_term(const KjIrFunction *kernel, const KjIrExpr *e, KjGridRows
     } else if (bound->op == KJ_IR_DIM && bound->args[0]->op == KJ_IR_VAR &&
                (b.param = param_index(kernel, bound->args[0]->var)) >= 0) {
         b.dim = bound->dim;
+        b.add = add;
+    } else if ((b.param = scalar_param(kernel, bound)) >= 0) {
+        b.dim = -1;
+        b.dim_bytes = (int8_t)kj_type_size(kernel->params[b.param]->type);
         b.add = add;
     } else {
         return false;

@@ -861,8 +861,10 @@ typedef enum {
 
 typedef struct KjGridRowsBound {
     int8_t axis;      /* the grid axis it bounds: threads at or past it do nothing */
-    int param, dim;   /* the extent dim of array parameter param, plus add; or */
+    int param, dim;   /* the extent dim of array parameter param (dim -1: the value of
+                         integer parameter param, dim_bytes 4 or 8), plus add; or */
     int64_t add;      /* param -1: the constant add */
+    int8_t dim_bytes;
 } KjGridRowsBound;
 
 #define KJ_GRID_ROWS_BOUNDS 6
@@ -873,7 +875,8 @@ typedef struct KjGridRowsBound {
  * a && b ... { ... }` whose every term says that a sum lies below an array's
  * extent or a constant (bounds[0..bound_count)), which the rows skip the
  * threads past and the rows' code takes as true; NULL when the body has no
- * `if` at its top level.  out: the array parameter whose cache lines a
+ * `if` at its top level (a bound read from an integer parameter: one the
+ * body never assigns).  out: the array parameter whose cache lines a
  * row's range is cut on (-1: none found), of out_ndim axes, axis k indexed
  * by grid axis out_axis[k] (0 x, 1 y, 2 z; the last is x), out_size bytes an
  * element. */
