@@ -118,11 +118,11 @@ START_TEST(form_refused)
         /* threads that meet */
         "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if i < len(a) { atomic_add(b, 0, a[i]); } }\n",
         "@kernel fn k(a: i32[], b: i32[]) { let s = shared(i32, 32); let i = grid(1); "
-        "if i < len(a) { s[0] = 1; b[i] = a[i]; } }\n",
+        "if i < len(a) { b[i] = a[i] + s[0]; } }\n",
         /* an `if` that is no guard of the form */
         "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if a[i] > 0 { b[i] = 1; } }\n",
         "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if i < len(a) { b[i] = 1; } else { b[0] = 2; } }\n",
-        "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if i < len(a) { b[i] = 1; } b[0] = 3; }\n",
+        "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if i < len(a) { b[i] = 1; } if i == 0 { b[0] = 3; } }\n",
         /* a bound the body assigns */
         "@kernel fn k(a: i32[], b: i32[], n: i64) { let i = grid(1); n = n - 1; if i < n { b[i] = 1; } }\n",
     };
