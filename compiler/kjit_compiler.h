@@ -861,6 +861,38 @@ typedef enum {
     KJ_IR_FN_VEC_KERNEL, /* made by the vectorize pass; holds one PARFOR */
 } KjIrFunctionKind;
 
+typedef struct KjGridRowsBound {
+    int8_t axis;      /* the grid axis it bounds: threads at or past it do nothing */
+    int param, dim;   /* the extent dim of array parameter param (dim -1: the value of
+                         integer parameter param, dim_bytes 4 or 8), plus add; or */
+    int64_t add;      /* param -1: the constant add */
+    int8_t dim_bytes;
+} KjGridRowsBound;
+
+#define KJ_GRID_ROWS_BOUNDS 6
+
+/* A kernel the cpu targets may run as rows of its grid (grid_rows.c): its
+ * only reads of threadIdx, blockIdx and blockDim are grid()'s sums, and its
+ * threads never meet.  guard: the `if` of the form `sets of grid() sums; if
+ * a && b ... { ... }` whose every term says that a sum lies below an array's
+ * extent or a constant (bounds[0..bound_count)), which the rows skip the
+ * threads past and the rows' code takes as true; NULL when the body has no
+ * `if` at its top level (a bound read from an integer parameter: one the
+ * body never assigns).  out: the array parameter whose cache lines a
+ * row's range is cut on (-1: none found), of out_ndim axes, axis k indexed
+ * by grid axis out_axis[k] (0 x, 1 y, 2 z; the last is x), out_size bytes an
+ * element. */
+typedef struct KjGridRows {
+    bool ok;
+    const struct KjIrStmt *guard;
+    int bound_count;
+    KjGridRowsBound bounds[KJ_GRID_ROWS_BOUNDS];
+    int out;
+    int out_ndim;
+    int8_t out_axis[KJ_MAX_DIMS];
+    int out_size;
+} KjGridRows;
+
 typedef struct KjIrFunction {
     const char *name;        /* as the user wrote it */
     const char *symbol;      /* unique, for the back end: "add", "mul__f32_f32_f32" ... */
@@ -917,6 +949,9 @@ typedef struct KjIrFunction {
     /* uniform.c's memo of kj_uniform_call_has_effects (stores, atomics, print,
      * a read of the thread here or in a callee), asked once per function */
     enum { KJ_EFFECTS_UNKNOWN, KJ_EFFECTS_NONE, KJ_EFFECTS_SOME } effects;
+    /* KERNEL: whether it runs as rows of its grid on cpu (kj_grid_rows),
+     * set by the pass list for each kernel root */
+    KjGridRows grid_rows;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -1251,6 +1286,15 @@ KjIrFunction *kj_barrier_split(KjIrModule *module, KjIrFunction *kernel, const c
  * its general code stays the kernel's own (kj_codegen_uses_split).
  */
 bool kj_split_straight_line(const KjIrFunction *kernel);
+
+/* ============================================================= grid_rows.c */
+
+/* The axis (0 x, 1 y, 2 z) of a grid() sum, i64(blockIdx.d) * i64(blockDim.d)
+ * + i64(threadIdx.d) as the checker builds it; -1 for any other expression. */
+int kj_grid_sum_axis(const KjIrExpr *e);
+/* Whether kernel may run as rows of its grid, and the output whose lines
+ * they are cut on (KjGridRows; .ok false: not this form). */
+KjGridRows kj_grid_rows(const KjIrFunction *kernel);
 
 /* ======================================================= split_specialise.c */
 

@@ -218,6 +218,11 @@ bool kj_pipeline_run(KjPipeline *p)
         if (p->verify && (root->vectorize || root->reduce || root->gufunc) &&
             !verified(p, root->reduce ? "reduce" : root->gufunc ? "guvectorize" : "vectorize"))
             return false;
+        /* grid rows: whether the cpu targets may run the kernel as rows of
+         * its grid (grid_rows.c has the contract); read by the back end
+         * (the __xrange entry) and the runtime (kj_cpu_run_rows). */
+        if (root->root->kind == KJ_IR_FN_KERNEL && !root->block[0])
+            root->root->grid_rows = kj_grid_rows(root->root);
         /* barrier split: a kernel with syncthreads() -> its split form, for
          * the cpu targets (barrier_split.c has the contract); none when its
          * barriers must stay on fibers. */

@@ -93,6 +93,116 @@ void kj_cpu_run_range(KjPool *pool, KjRangeFn range, void **args, int64_t count,
     kj_pool_run(pool, count, KJ_CPU_MIN_CHUNK, run_range_chunk, &job);
 }
 
+/* ------------------------------------------------------------ grid rows */
+
+typedef struct RowsJob {
+    KjRowFn fn;
+    void **args;
+    int64_t width;  /* the threads of a row run (x below it) */
+    int64_t height; /* the rows of one z run (y below it) */
+    const uint32_t *grid;
+    /* where row (y, z)'s x 0 is in the output, in elements from a line's
+     * start: (base + y * step_y + z * step_z) % line; line 0: not known */
+    uint64_t base, step_y, step_z, line;
+} RowsJob;
+
+/* The output's place in its lines (RowsJob's base, steps and line), from
+ * where a row's x 0 lies: its element (y, z, x 0); none when its elements
+ * are not on a multiple of their size or its x axis has a stride. */
+static void rows_lines(RowsJob *job, const KjRowLines *l)
+{
+    job->line = 0;
+    if (!l || !l->out || l->ndim < 1 || l->size <= 0 || 64 % l->size != 0 ||
+        l->out->strides[l->ndim - 1] != 1 || (uintptr_t)l->out->data % (uintptr_t)l->size != 0)
+        return;
+    job->line = (uint64_t)(64 / l->size);
+    job->base = (uint64_t)((uintptr_t)l->out->data % 64) / (uint64_t)l->size;
+    job->step_y = job->step_z = 0;
+    for (int k = 0; k < l->ndim; k++) {
+        /* unsigned: a negative stride steps back modulo the line alike */
+        if (l->axis[k] == 1)
+            job->step_y += (uint64_t)l->out->strides[k];
+        else if (l->axis[k] == 2)
+            job->step_z += (uint64_t)l->out->strides[k];
+    }
+}
+
+/* Threads [begin, end) of row (y, z), the first piece ending where the
+ * output's element starts a line, as run_range_aligned's does, then pieces
+ * of KJ_CPU_CANCEL_CHUNK with a look at cancellation between them. */
+static void run_row(const RowsJob *job, KjThreadCtx *ctx, int64_t y, int64_t z, int64_t begin, int64_t end)
+{
+    ctx->block_idx[1] = (int32_t)y;
+    ctx->block_idx[2] = (int32_t)z;
+    uint64_t line = job->line;
+    if (line > 1 && (uint64_t)(end - begin) >= 4 * line) {
+        /* the row's x 0 is at place p of a line; x = line - p starts one */
+        uint64_t place = (job->base + (uint64_t)y * job->step_y + (uint64_t)z * job->step_z) & (line - 1);
+        uint64_t lead = (line - place) & (line - 1);
+        int64_t first = begin + (int64_t)((lead - (uint64_t)begin) & (line - 1));
+        if (first > begin) {
+            job->fn(job->args, ctx, begin, first);
+            begin = first;
+        }
+    }
+    for (int64_t b = begin; b < end; b += KJ_CPU_CANCEL_CHUNK) {
+        if (b != begin && kj_cancel_requested())
+            return;
+        job->fn(job->args, ctx, b, end - b > KJ_CPU_CANCEL_CHUNK ? b + KJ_CPU_CANCEL_CHUNK : end);
+    }
+}
+
+/* Threads [begin, end) of the run, numbered x fastest, then y, then z. */
+static void run_rows_chunk(void *user, int64_t begin, int64_t end)
+{
+    const RowsJob *job = user;
+    /* the row's coordinates as __xrange reads them: blockIdx.y and .z with
+     * blockDim 1 and threadIdx 0, x as threadIdx.x (target_cpu.c) */
+    KjThreadCtx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.syncthreads = kj_cpu_syncthreads;
+    for (int d = 0; d < 3; d++) {
+        ctx.block_dim[d] = 1;
+        ctx.grid_dim[d] = (int32_t)job->grid[d];
+    }
+    /* the first row by division, the others by stepping */
+    int64_t row = begin / job->width, x = begin - row * job->width;
+    int64_t z = row / job->height, y = row - z * job->height;
+    while (begin < end) {
+        if (kj_cancel_requested())
+            return;
+        int64_t stop = end - begin < job->width - x ? end : begin + (job->width - x);
+        run_row(job, &ctx, y, z, x, x + (stop - begin));
+        begin = stop;
+        x = 0;
+        if (++y == job->height) {
+            y = 0;
+            z++;
+        }
+    }
+}
+
+bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
+                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines)
+{
+    int64_t extent[3];
+    for (int d = 0; d < 3; d++) {
+        extent[d] = (int64_t)grid[d] * block[d];
+        if (limit[d] < extent[d])
+            extent[d] = limit[d] > 0 ? limit[d] : 0;
+    }
+    int64_t width = extent[0], rows = extent[1] * extent[2];
+    /* __xrange's x is 32 bits, and its last chunk reaches 64 lanes on */
+    if (width > INT32_MAX - 1024 || (width > 0 && rows > INT64_MAX / width))
+        return false;
+    if (width == 0 || rows == 0)
+        return true;
+    RowsJob job = {.fn = row_fn, .args = args, .width = width, .height = extent[1], .grid = grid};
+    rows_lines(&job, lines);
+    kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
+    return true;
+}
+
 /* --------------------------------------------------------------- fibers */
 
 /* A fiber's stack holds its kernel's local() arrays (kernel->local_bytes, at

@@ -233,6 +233,29 @@ kjit_status kj_cpu_run_kernel_blocks(KjPool *pool, const KjIrFunction *kernel, K
                                      void **args, const uint32_t grid[3], const uint32_t block[3],
                                      size_t dynamic_shared_bytes, size_t launch_local_bytes,
                                      char **error);
+/* Where a row of a kernel that runs as rows of its grid starts a cache line
+ * of its output: out (NULL: nowhere known) the output's descriptor, its
+ * axis k indexed by grid axis axis[k] (0 x, 1 y, 2 z), ndim axes, size bytes
+ * an element. */
+typedef struct KjRowLines {
+    const KjArrayDesc *out;
+    int ndim;
+    const int8_t *axis;
+    int size;
+} KjRowLines;
+/*
+ * Runs a kernel of the grid_rows form (kj_grid_rows) over grid x block as
+ * rows of the grid: for each y and z of the grid (every thread of it, not
+ * each block) below limit[1] and limit[2], the threads of every x below
+ * limit[0] through row_fn (its __xrange), in pieces whose first ends where
+ * the row's output element starts a 64-byte line, as kj_cpu_run_range's;
+ * across the pool by threads, as kj_cpu_run_kernel does by blocks.  The
+ * threads at or past a limit are not run (the kernel's guard: they would
+ * do nothing).  False, with nothing run, when the grid is too wide for
+ * row_fn's 32-bit x (the caller runs it by blocks).
+ */
+bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
+                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines);
 typedef struct KjRaceState KjRaceState;
 /* A launch under the race checker (check_race.c): every block's threads as
  * fibers through thread_fn, the blocks one after another on the calling

@@ -62,6 +62,7 @@ typedef struct KjSharedCpu {
     KjCacheKey key;
     KjCpuCode *code;
     void *entry, *block;
+    void *xrange; /* a kernel's __xrange (KjGridRows), or NULL */
     KjShapeCode *shapes; /* under shared_lock; only grows while loaded */
     int users;
 } KjSharedCpu;
@@ -245,8 +246,10 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     shared->key = key;
     shared->code = code;
     shared->entry = entry;
-    if (root->kind == KJ_IR_FN_KERNEL)
+    if (root->kind == KJ_IR_FN_KERNEL) {
         shared->block = lookup(code, compiled->symbol, "__block");
+        shared->xrange = root->grid_rows.ok ? lookup(code, compiled->symbol, "__xrange") : NULL;
+    }
     use_shared(compiled, shared_cpu_publish(shared));
     return KJIT_OK;
 }
@@ -453,6 +456,60 @@ static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *la
     return shape;
 }
 
+/* KJIT_CPU_ROWS=0 runs kernels of the grid_rows form by blocks, as before
+ * (for measuring; the results are the same). */
+static bool rows_switched_on(void)
+{
+    static _Atomic int on = -1;
+    if (on < 0) {
+        const char *env = getenv("KJIT_CPU_ROWS");
+        on = !(env && strcmp(env, "0") == 0);
+    }
+    return on;
+}
+
+/*
+ * A kernel of the grid_rows form (grid_rows.c) as rows of its grid
+ * (kj_cpu_run_rows), the rows cut on its output's lines: unchecked launches
+ * of code that has the __xrange entry, blocks that kjit_launch takes.  False
+ * when it did not run so (the caller runs it by blocks).
+ */
+static bool cpu_launch_rows(kjit_context *context, const KjLaunch *launch)
+{
+    const KjCompiled *compiled = launch->compiled;
+    const KjGridRows *form = &compiled->root->grid_rows;
+    const uint32_t *b = launch->block;
+    if (!form->ok || context->options.check || !launch->module || launch->module->library ||
+        !compiled->code || (uint64_t)b[0] * b[1] * b[2] > KJ_MAX_BLOCK_THREADS || !rows_switched_on())
+        return false;
+    const KjSharedCpu *shared = compiled->code;
+    if (!shared->xrange)
+        return false;
+    KjRowLines lines = {0};
+    if (form->out >= 0 && form->out < compiled->root->param_count)
+        lines = (KjRowLines){launch->params[form->out], form->out_ndim, form->out_axis, form->out_size};
+    /* the guard's bounds: the threads at or past one do nothing */
+    int64_t limit[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+    for (int i = 0; i < form->bound_count; i++) {
+        const KjGridRowsBound *bound = &form->bounds[i];
+        int64_t at = bound->add;
+        if (bound->param >= 0 && bound->dim >= 0) {
+            const KjArrayDesc *array = launch->params[bound->param];
+            at = array->shape[bound->dim] + bound->add; /* an extent is below 2^62 */
+        } else if (bound->param >= 0) {
+            const void *value = launch->params[bound->param];
+            int64_t v = bound->dim_bytes == 4 ? *(const int32_t *)value : *(const int64_t *)value;
+            if (v == INT64_MAX && bound->add) /* x <= INT64_MAX: every thread */
+                continue;
+            at = v + bound->add;
+        }
+        if (at < limit[bound->axis])
+            limit[bound->axis] = at;
+    }
+    return kj_cpu_run_rows(context->pool, (KjRowFn)shared->xrange, launch->params, launch->grid,
+                           launch->block, limit, &lines);
+}
+
 static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
 {
     const KjCompiled *compiled = launch->compiled;
@@ -470,6 +527,8 @@ static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)
             kj_api_take_named_error(context, status, launch->name, error);
         return status;
     }
+    if (!record && cpu_launch_rows(context, launch))
+        return KJIT_OK;
     const KjShapeCode *shape = launch_shape(context, launch, &error);
     if (error) {
         kj_api_take_named_error(context, KJIT_ERROR_BACKEND, launch->name, error);

@@ -263,6 +263,8 @@ struct Gen {
     LLVMValueRef launch_scratch;      /* cuda kernels with local() sized at launch: the
                                          launch's scratch (target_cuda.c) */
     int64_t shared_offset;            /* cpu kernels: bytes of shared memory laid out */
+    const KjIrStmt *rows_guard;       /* cpu kernels, the rows chunk: the guard (KjGridRows)
+                                         its lowering takes as true */
     LLVMValueRef range_begin, range_end; /* cpu VEC_KERNEL */
 
     /* line_info: the debug-info builder, its compile unit, one file per
@@ -512,6 +514,9 @@ int kj_simd_lanes(Gen *g, KjIrFunction *fn);
  * of active lanes (i32, from lane 0); a vectorized kernel's, its arrays and
  * scalars, the PARFOR index of lane 0 (i64) and the count of active lanes. */
 LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type);
+/* The same for __xrange (kj_grid_rows): fn's guard taken as true, as the
+ * rows run only the threads that pass it. */
+LLVMValueRef kj_simd_define_rows_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type);
 /* codegen_simd_threads.c: a THREADS statement of the split form being lowered
  * on SIMD lanes, threadIdx.x in [first[0], stop) in chunks, y and z in
  * [first[1], dims[1]) and [first[2], dims[2]) around them (i32 values; y and

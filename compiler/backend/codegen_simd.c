@@ -1269,7 +1269,12 @@ static void gen_stmt(Simd *s, KjIrStmt *st)
             gen_assign(s, st);
         return;
     }
-    case KJ_IR_STMT_IF: gen_if(s, st); return;
+    case KJ_IR_STMT_IF:
+        if (st == g->rows_guard) /* the rows run only the threads that pass it */
+            gen_stmt(s, st->then_stmt);
+        else
+            gen_if(s, st);
+        return;
     case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: gen_loop(s, st); return;
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: case KJ_IR_STMT_RETURN: gen_leave(s, st); return;
     case KJ_IR_STMT_PARFOR:
@@ -1522,7 +1527,22 @@ static void define(Gen *g, KjIrFunction *fn, Role role, uint64_t varying_params,
     kj_arena_free(&s->arena);
 }
 
+static LLVMValueRef define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type, const char *suffix);
+
 LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type)
+{
+    return define_chunk(g, fn, lanes, type, "simd");
+}
+
+LLVMValueRef kj_simd_define_rows_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type)
+{
+    g->rows_guard = fn->grid_rows.guard;
+    LLVMValueRef chunk = define_chunk(g, fn, lanes, type, "rows");
+    g->rows_guard = NULL;
+    return chunk;
+}
+
+static LLVMValueRef define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeRef *type, const char *suffix)
 {
     Simd probe = {.g = g, .lanes = lanes};
     LLVMTypeRef extra[6];
@@ -1541,7 +1561,7 @@ LLVMValueRef kj_simd_define_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVMTypeR
     *type = kj_simd_function_type(&probe, fn, 0, g->t_void, extra, extra_count);
     char symbol[480], name[512];
     kj_kernel_variant_symbol(fn, kj_codegen_root_contiguous(g, fn), symbol, sizeof symbol);
-    snprintf(name, sizeof name, "%s__simd%d", symbol, lanes);
+    snprintf(name, sizeof name, "%s__%s%d", symbol, suffix, lanes);
     LLVMValueRef chunk = LLVMAddFunction(g->mod, name, *type);
     LLVMSetLinkage(chunk, LLVMInternalLinkage);
     kj_simd_function_attrs(g, chunk);

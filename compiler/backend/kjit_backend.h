@@ -69,6 +69,8 @@ struct KjThreadCtx {
  *       runs every thread of block ctx->block_idx in a loop (emitted for
  *       kernels without syncthreads(), and for those whose split form runs
  *       the block's threads in loops between its barriers).
+ *                   "<symbol>__xrange": KjRowFn, for a kernel that runs as
+ *       rows of its grid (KjGridRows; unchecked code only).
  *   VEC_KERNEL (cpu) "<symbol>__range": void (void **args, int64_t begin, int64_t end)
  *       runs PARFOR iterations [begin, end).
  *   KERNEL / VEC_KERNEL (cuda) "<symbol>": a .entry whose parameters are the
@@ -170,6 +172,10 @@ typedef void (*KjRangeFn)(void **args, int64_t begin, int64_t end);
  * one shared memory, its first zero_bytes static bytes (and its dynamic
  * ones) zeroed before each (target_cpu.c). */
 typedef void (*KjBlocksFn)(void **args, KjThreadCtx *ctx, int64_t begin, int64_t end, int64_t zero_bytes);
+/* __xrange of a kernel that runs as rows of its grid (KjGridRows): the
+ * threads of one row of the grid (ctx->block_idx[1], [2], blockDim 1) whose
+ * grid() x lies in [begin, end), begin and end below 2^31 - 64 (target_cpu.c). */
+typedef void (*KjRowFn)(void **args, KjThreadCtx *ctx, int64_t begin, int64_t end);
 
 
 /* ================================================================ codegen */

@@ -748,6 +748,32 @@ static void emit_simd_block(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *a
     LLVMBuildRetVoid(g->b);
 }
 
+/*
+ * __xrange(args, ctx, begin, end) of a kernel that runs as rows of its grid
+ * (kj_grid_rows): the threads of one row of the grid whose grid() x lies in
+ * [begin, end), in chunks of `lanes` from begin, through a chunk of the
+ * kernel whose guard is taken as true (the runtime runs only the threads
+ * that pass it: KjGridRows.bounds).  The runtime (kj_cpu_run_rows) gives the row as blockIdx.y and .z
+ * in ctx with blockDim 1 and threadIdx 0 there, and x as threadIdx.x itself
+ * (blockIdx.x 0): the sums grid() makes, the only reads of those registers
+ * such a kernel has, come out as they do in its block.  begin and end are
+ * below 2^31 - lanes (the runtime runs wider rows block by block).
+ */
+static void emit_simd_xrange(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *args)
+{
+    LLVMTypeRef chunk_type;
+    LLVMValueRef chunk = kj_simd_define_rows_chunk(g, fn, lanes, &chunk_type);
+    LLVMTypeRef ps[4] = {g->t_ptr, g->t_ptr, g->t_i64, g->t_i64};
+    LLVMValueRef e = kj_codegen_add_entry(g, fn, "__xrange", LLVMFunctionType(g->t_void, ps, 4, 0));
+    int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
+    args[n] = LLVMGetParam(e, 1);
+    args[n + 2] = args[n + 3] = const_i32(g, 0);
+    LLVMValueRef begin = LLVMBuildTrunc(g->b, LLVMGetParam(e, 2), g->t_i32, "");
+    LLVMValueRef end = LLVMBuildTrunc(g->b, LLVMGetParam(e, 3), g->t_i32, "");
+    call_chunks(g, chunk, chunk_type, args, n + 5, n + 1, n + 4, g->t_i32, begin, end, lanes);
+    LLVMBuildRetVoid(g->b);
+}
+
 /* __range on SIMD lanes: [begin, end) in chunks of `lanes` elements. */
 static void emit_simd_range(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *args)
 {
@@ -817,6 +843,10 @@ static void emit_entries_into(Gen *g, FnInfo *info, LLVMValueRef *args)
         int lanes = kj_simd_lanes(g, fn);
         if (lanes) {
             emit_simd_block(g, fn, lanes, args);
+            /* rows of the grid (unchecked code: a check's record names the
+             * failing thread's block) */
+            if (fn->grid_rows.ok && !g->options->checks && !g->options->race)
+                emit_simd_xrange(g, fn, lanes, args);
             return;
         }
         e = kj_codegen_add_entry(g, fn, "__block", ft);

@@ -17,7 +17,11 @@
  *   of inc.kern's inc1, vinc over 16 elements) on cpu and parallel, in
  *   microseconds: what a call spends beyond its loop;
  * - "inc1 1e5 parallel, T threads": the 1-D kernel over 1e5 i32 with T
- *   workers, the pool's wake-up against its work.
+ *   workers, the pool's wake-up against its work;
+ * - "inc1 1e5 / inc2 100x1000 32x8 / vinc 1e5 TARGET, a % 64 = A, b % 64 =
+ *   B": inc.kern's three forms with the arrays at byte offsets A and B from
+ *   a page (a grid row's start against the output's lines, issue 25 item 5).
+ * KJIT_DIAG_ONLY=stencil|call|inc (any of them in the text) picks sections.
  *
  * Every result is checked; the median of REPEAT samples (7), the wall clock
  * unless KJIT_BENCH_CLOCK=thread.
@@ -210,6 +214,63 @@ static void call_rows(const char *dir)
     free(b);
 }
 
+/* inc.kern's three forms of b = a + 1 over 1e5 i32 (inc1 in blocks of 256,
+ * inc2 as 100 x 1000 in blocks of 32 x 8, vinc), a and b at byte offsets
+ * from a page (-1: malloc), on cpu and parallel: where the rows of a kernel
+ * start against the output's lines (issue 25 item 5). */
+static void inc_rows(const char *dir)
+{
+    static const int places[][2] = {{-1, -1}, {0, 0}, {16, 16}, {16, 0}, {0, 16}};
+    const int64_t n = 100000, shape[2] = {100, 1000};
+    char *abuf = aligned_alloc(4096, 4096 + sizeof(int32_t) * (size_t)n);
+    char *bbuf = aligned_alloc(4096, 4096 + sizeof(int32_t) * (size_t)n);
+    const kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
+    for (int t = 0; t < 2; t++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = targets[t];
+        kjit_context *context;
+        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_function *f[3] = {load(context, dir, "inc.kern", "inc1"), load(context, dir, "inc.kern", "inc2"),
+                               load(context, dir, "inc.kern", "vinc")};
+        for (size_t p = 0; p < sizeof places / sizeof *places; p++) {
+            int32_t *a, *b;
+            if (places[p][0] < 0)
+                a = malloc(sizeof(int32_t) * (size_t)n), b = malloc(sizeof(int32_t) * (size_t)n);
+            else
+                a = (int32_t *)(abuf + places[p][0]), b = (int32_t *)(bbuf + places[p][1]);
+            for (int64_t i = 0; i < n; i++)
+                a[i] = (int32_t)(i * 2654435761u);
+            for (int k = 0; k < 3; k++) {
+                kjit_array A = k == 1 ? kjit_array_make(a, KJIT_I32, 2, shape) : kjit_array_make(a, KJIT_I32, 1, &n);
+                kjit_array B = k == 1 ? kjit_array_make(b, KJIT_I32, 2, shape) : kjit_array_make(b, KJIT_I32, 1, &n);
+                kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
+                uint32_t grid1[3] = {(uint32_t)((n + 255) / 256), 1, 1}, block1[3] = {256, 1, 1};
+                uint32_t grid2[3] = {(1000 + 31) / 32, (100 + 7) / 8, 1}, block2[3] = {32, 8, 1};
+                memset(b, 0, sizeof(int32_t) * (size_t)n);
+                double ms = k == 0   ? median_ms(context, f[0], grid1, block1, args, 2, NULL, 200)
+                            : k == 1 ? median_ms(context, f[1], grid2, block2, args, 2, NULL, 200)
+                                     : median_ms(context, f[2], NULL, NULL, args, 1, &B, 200);
+                char name[128];
+                static const char *const forms[3] = {"inc1 1e5", "inc2 100x1000 32x8", "vinc 1e5"};
+                if (places[p][0] < 0)
+                    /* named alike on every run: malloc's offsets vary */
+                    snprintf(name, sizeof name, "%s %s, a and b from malloc", forms[k], kjit_target_name(targets[t]));
+                else
+                    snprintf(name, sizeof name, "%s %s, a %% 64 = %d, b %% 64 = %d", forms[k],
+                             kjit_target_name(targets[t]), places[p][0], places[p][1]);
+                check_inc(name, a, b, n);
+                emit(name, ms);
+            }
+            if (places[p][0] < 0)
+                free(a), free(b);
+        }
+        kjit_context_destroy(context);
+    }
+    free(abuf);
+    free(bbuf);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -231,6 +292,8 @@ int main(int argc, char **argv)
     }
     if (!only || !*only || strstr(only, "call"))
         call_rows(argv[1]);
+    if (!only || !*only || strstr(only, "inc"))
+        inc_rows(argv[1]);
     printf("}\n");
     return 0;
 }

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# tests/gpu/grid_rows.sh [BUNDLE]: issue 25 item 5 on the GPU machine's own
+# CPU (about a minute): the one-line elementwise @kernel (tests/bench/inc.kern,
+# inc1 in blocks of 256 and inc2 in blocks of 32 x 8) run as rows of its grid
+# (compiler/grid_rows.c, the default) and by blocks (KJIT_CPU_ROWS=0, as
+# before), against the same @vectorize, NumPy and Numba, on cpu and parallel,
+# with AVX-512 and with KJIT_CPU_FEATURES=-avx512f; the rows and the blocks
+# alternate, two rounds each.  Built here against the bundle's libkjit.so as
+# tests/gpu/cpu_host_diag.sh builds its programs.
+#
+# Prints:
+# - bench_cpu's "inc i32" rows (KJIT_BENCH_ONLY), median of each round, the
+#   better of the two rounds, rows and blocks side by side, and their ratios
+#   to the @vectorize; NumPy and Numba (tests/bench/bench_cpu.py);
+# - tests/bench/cpu_diag.c's inc section: the three forms over 1e5 i32 with
+#   the arrays at byte offsets from a page, rows against blocks;
+# - PASS/FAIL: every run checked its results (bench_cpu and cpu_diag exit
+#   non-zero on a wrong element).
+# KJIT_BENCH_REPEAT (7) samples a median; KJIT_NUMBA_WHEELS as for
+# bench_cpu_host.sh.
+set -u
+bundle=${1:-build/gpu-bundle}
+cd "$bundle" || { echo "grid_rows.sh: no bundle at $bundle"; echo "0 passed, 1 failed"; exit 1; }
+root=$PWD
+. "$root/tests/gpu/bundle.sh"
+start_counts
+unpack_libkjit || { echo "grid_rows.sh: cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+repeat=${KJIT_BENCH_REPEAT:-7}
+bench=$root/tests/bench
+cp bin/libkjit.so "$work/"
+flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench"
+gcc $flags -o "$work/bench_cpu" "$bench/bench_cpu.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" &&
+gcc $flags -o "$work/cpu_diag" "$bench/cpu_diag.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
+    { echo "grid_rows.sh: the programs do not build here"; echo "0 passed, 1 failed"; exit 1; }
+
+start=$SECONDS
+# run NAME ENV... -- COMMAND...: COMMAND's JSON into $work/NAME.json.
+run() {
+    local name=$1; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    if env "${envs[@]}" "$@" > "$work/$name.json" 2> "$work/$name.err"; then
+        pass "$name"
+    else
+        fail "$name: $(tail -3 "$work/$name.err")"
+    fi
+}
+for round in 1 2; do
+    for isa in avx512 avx2; do
+        features=; [ $isa = avx2 ] && features=-avx512f
+        for rows in 1 0; do
+            run "bench $isa rows=$rows $round" KJIT_CPU_FEATURES="$features" KJIT_CPU_ROWS=$rows \
+                KJIT_BENCH_ONLY="inc i32" -- "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
+        done
+    done
+done
+for isa in avx512 avx2; do
+    features=; [ $isa = avx2 ] && features=-avx512f
+    for rows in 1 0; do
+        run "diag $isa rows=$rows" KJIT_CPU_FEATURES="$features" KJIT_CPU_ROWS=$rows KJIT_DIAG_ONLY=inc -- \
+            "$work/cpu_diag" "$bench" "$repeat"
+    done
+done
+numba_path=$(numba_pythonpath "$work/numba-site")
+env KJIT_BENCH_ONLY="inc i32" PYTHONPATH="$numba_path" python3 "$bench/bench_cpu.py" "$repeat" \
+    > "$work/numba.json" 2> "$work/numba.err" || { echo "NumPy/Numba: $(tail -3 "$work/numba.err")"; }
+
+grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
+echo
+grep -m1 'model name' /proc/cpuinfo
+nproc
+python3 - "$work" "$((SECONDS - start))" <<'PY'
+import json, os, sys
+work, seconds = sys.argv[1], sys.argv[2]
+def load(name):
+    try:
+        with open(os.path.join(work, name + ".json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+def cell(ms):
+    return "-" if ms is None else f"{ms:.4f}" if ms < 0.1 else f"{ms:.3f}"
+def ratio(a, b):
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
+numba = load("numba")
+print(f"ms, median of samples, wall clock, the better of 2 rounds ({seconds} s in all)\n")
+for isa in ("avx512", "avx2"):
+    def best(rows, target, row):
+        got = [load(f"bench {isa} rows={rows} {r}").get(target, {}).get(row) for r in (1, 2)]
+        got = [g for g in got if g is not None]
+        return min(got) if got else None
+    print(f"{isa}:\n")
+    print("| row | target | rows | blocks | vectorize | rows/vec | blocks/vec | NumPy | Numba | Numba parallel |")
+    print("| --- | --- |" + " ---: |" * 8)
+    names = []
+    for target in ("cpu", "parallel"):
+        for row in load(f"bench {isa} rows=1 1").get(target, {}):
+            if "@kernel" in row:
+                names.append((target, row))
+    for target, row in names:
+        vec = best(1, target, row.split(", ")[0] + ", @vectorize")
+        r, b = best(1, target, row), best(0, target, row)
+        ref = numba.get(row, {}) if target == "cpu" else {}
+        nref = numba.get(row, {})
+        print(f"| {row} | {target} | {cell(r)} | {cell(b)} | {cell(vec)} | {ratio(r, vec)} | {ratio(b, vec)} | "
+              f"{cell(ref.get('numpy'))} | {cell(nref.get('numba'))} | {cell(nref.get('numba_parallel'))} |")
+    print()
+print("tests/bench/cpu_diag.c, inc at offsets (ms):\n")
+print("| row | AVX-512 rows | blocks | AVX2 rows | blocks |")
+print("| --- | ---: | ---: | ---: | ---: |")
+diag = {k: load(f"diag {k}") for k in ("avx512 rows=1", "avx512 rows=0", "avx2 rows=1", "avx2 rows=0")}
+for row in diag["avx512 rows=1"]:
+    print(f"| {row} | " + " | ".join(cell(diag[k].get(row)) for k in diag) + " |")
+PY
+echo "$passed passed, $failed failed"
