@@ -12,8 +12,8 @@
  * runs for any other variant), each @kernel general and with every array
  * contiguous.  Each root is one object per x86-64 level, compiled by LLVM
  * for the level's CPU and features, as the JIT compiles one root per
- * object; its global symbols are renamed kjaot_<level>_<root>__<symbol>
- * (objcopy), and the system's cc links the objects into a shared object
+ * object; its global symbols are named kjaot_<level>_<root>__<symbol>
+ * (by LLVM: KjCodegenOptions.global_prefix), and the system's cc links the objects into a shared object
  * (with libmvec and libm, which the code calls).  The table and the
  * trailer (kjit_runtime.h) follow the shared object's bytes.
  * @guvectorize signatures over 1 to KJ_AOT_GUFUNC_LOOPS loop dimensions,
@@ -942,17 +942,26 @@ typedef struct CpuObject {
     char *error;
 } CpuObject;
 
-/* Compiles, writes and renames one object; touches nothing but its own
- * CpuObject and files (its messages in <file>.messages), so that several
+/* Compiles and writes one object, LLVM naming its global symbols with the
+ * prefix (KjCodegenOptions.global_prefix: what `nm` and `objcopy
+ * --redefine-syms` did, a process each, about a third of a library's CPU
+ * time); touches nothing but its own CpuObject and file, so that several
  * run at once (compile_cpu_objects). */
 static void compile_object(const char *dir, CpuObject *o, const kjit_build_options *build,
                            const char *name)
 {
+    char prefix[256];
+    if (build->staticlib)
+        snprintf(prefix, sizeof prefix, "kjlib_%s_%s_%s__", name, o->level->name, o->tag);
+    else
+        snprintf(prefix, sizeof prefix, "kjaot_%s_%s__", o->level->name, o->tag);
     o->codegen.cpu_name = o->level->llvm_cpu;
     o->codegen.cpu_features = o->level->llvm_features;
+    o->codegen.global_prefix = prefix;
     size_t size = 0;
     char *failure = NULL;
     char *object = kj_jit->cpu_compile_object(o->ir, &o->fn, 1, &o->codegen, &size, &failure);
+    o->codegen.global_prefix = NULL; /* the stack's */
     snprintf(o->file, sizeof o->file, "%s/%s_%s.o", dir, o->level->name, o->tag);
     o->status = KJIT_OK;
     if (!object || !kj_file_write(o->file, object, size)) {
@@ -964,22 +973,19 @@ static void compile_object(const char *dir, CpuObject *o, const kjit_build_optio
     }
     free(object);
     free(failure);
-    if (o->status != KJIT_OK)
+    if (o->status != KJIT_OK || !build->staticlib)
         return;
-    char prefix[256];
-    if (build->staticlib)
-        snprintf(prefix, sizeof prefix, "kjlib_%s_%s_%s__", name, o->level->name, o->tag);
-    else
-        snprintf(prefix, sizeof prefix, "kjaot_%s_%s__", o->level->name, o->tag);
-    KjBuf rename = {0}, log = {0};
-    kj_buf_printf(&rename,
-                  "nm -g --defined-only '%s' | awk '{print $3\" %s\"$3}' > "
-                  "'%s.syms' && objcopy --redefine-syms='%s.syms' '%s'",
-                  o->file, prefix, o->file, o->file, o->file);
+    /* an archive's loader names every symbol (collect_symbols): the
+     * object's global symbols, each with its name in the module */
+    KjBuf list = {0}, log = {0};
+    kj_buf_printf(&list,
+                  "{ nm -g --defined-only '%s' | awk '{n = $3; if (index(n, \"%s\") == 1) "
+                  "print substr(n, %d) \" \" n}' > '%s.syms'; }",
+                  o->file, prefix, (int)strlen(prefix) + 1, o->file);
     kj_buf_printf(&log, "%s.messages", o->file);
-    if (!run_logged(log.data, rename.data, "renaming the symbols (nm, objcopy)", &o->error))
+    if (!run_logged(log.data, list.data, "listing the symbols (nm)", &o->error))
         o->status = KJIT_ERROR_BACKEND;
-    kj_buf_free(&rename);
+    kj_buf_free(&list);
     kj_buf_free(&log);
 }
 
@@ -1003,7 +1009,7 @@ static void *cpu_worker(void *arg)
 /* Every object on the threads that compile groups (kj_codegen_compile_threads,
  * KJIT_COMPILE_THREADS): a file of @reduce functions makes hundreds (each
  * signature's levels, times the x86-64 levels), each its own LLVM module and
- * nm and objcopy processes, one after another before.  Each object is the
+ * renaming processes (nm, objcopy), one after another before.  Each object is the
  * same bytes whichever thread makes it, and they are listed (*objects) and
  * their symbols kept (*symbols, an archive's) in their order, so the
  * library is the same bytes for any thread count; the first failing object
