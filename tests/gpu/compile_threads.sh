@@ -84,7 +84,7 @@ done
 # a library ahead of time: `kjit build --emit=lib` compiles its cuda roots
 # after the first on the threads, each with its ptxas run, and its cpu
 # objects (every root for each x86-64 level; examples/reduce.kern makes 96
-# @reduce levels a level, each its LLVM module and nm and objcopy runs) on
+# @reduce levels a level, each its own LLVM module, its names written by LLVM) on
 # the threads too (aot_build.c's compile_cpu_objects; 1 thread is the one
 # after another of before, the same bytes); wall and CPU time (the process
 # and its children), one run each
