@@ -12,8 +12,8 @@
  * runs for any other variant), each @kernel general and with every array
  * contiguous.  Each root is one object per x86-64 level, compiled by LLVM
  * for the level's CPU and features, as the JIT compiles one root per
- * object; its global symbols are renamed kjaot_<level>_<root>__<symbol>
- * (objcopy), and the system's cc links the objects into a shared object
+ * object; its global symbols are named kjaot_<level>_<root>__<symbol>
+ * (by LLVM: KjCodegenOptions.global_prefix), and the system's cc links the objects into a shared object
  * (with libmvec and libm, which the code calls).  The table and the
  * trailer (kjit_runtime.h) follow the shared object's bytes.
  * @guvectorize signatures over 1 to KJ_AOT_GUFUNC_LOOPS loop dimensions,
@@ -735,26 +735,32 @@ static void cuda_free(CudaBuild *cuda)
 
 /* ------------------------------------------------------------ the build */
 
-/* Runs a shell command of paths under our own temporary folder; its
- * messages, when it fails, in *error. */
-static bool run(const char *dir, const char *command, const char *what, char **error)
+/* Runs a shell command of paths under our own temporary folder, its output
+ * in the file at log; false and *error (what failed, its exit status and
+ * its messages) when it fails.  run: the folder's messages.txt as the log. */
+static bool run_logged(const char *log, const char *command, const char *what, char **error)
 {
     KjBuf line = {0};
-    kj_buf_printf(&line, "%s 2>'%s/messages.txt' >&2", command, dir);
+    kj_buf_printf(&line, "%s 2>'%s' >&2", command, log);
     int rc = system(line.data);
     kj_buf_free(&line);
     if (rc == 0)
         return true;
     KjBuf message = {0};
-    char path[4200];
-    snprintf(path, sizeof path, "%s/messages.txt", dir);
     size_t size = 0;
-    char *text = kj_file_read(path, &size);
+    char *text = kj_file_read(log, &size);
     kj_buf_printf(&message, "%s failed (exit status %d)%s%.2000s", what, rc,
                   text && size ? ":\n" : "", text ? text : "");
     free(text);
     *error = message.data;
     return false;
+}
+
+static bool run(const char *dir, const char *command, const char *what, char **error)
+{
+    char log[4200];
+    snprintf(log, sizeof log, "%s/messages.txt", dir);
+    return run_logged(log, command, what, error);
 }
 
 static void remove_folder(const char *dir)
@@ -920,53 +926,130 @@ static kjit_status write_archive(const char *dir, const char *output, const char
     return status;
 }
 
-/* fn compiled for `level` into DIR/<level>_<tag>.o, its global symbols
- * renamed kjaot_<level>_<tag>__<symbol> (a shared object; tag: the root's
- * index, or s and the shape's) or, in an archive, whose symbols share the
- * program's name space, kjlib_NAME_<level>_<tag>__<symbol> (and the
- * runtime's names in *symbols); the object's path appended to *objects. */
-static kjit_status compile_object(const char *dir, KjIrModule *ir, KjIrFunction *fn,
-                                  KjCodegenOptions *codegen, const KjCpuLevel *level,
-                                  const char *tag, const kjit_build_options *build,
-                                  const char *name, KjBuf *objects, Symbols *symbols,
-                                  char **error)
+/* One object of the library: a root (or a shape's code) compiled for one
+ * x86-64 level into DIR/<level>_<tag>.o, its global symbols renamed
+ * kjaot_<level>_<tag>__<symbol> (a shared object; tag: the root's index,
+ * or s and the shape's) or, in an archive, whose symbols share the
+ * program's name space, kjlib_NAME_<level>_<tag>__<symbol>. */
+typedef struct CpuObject {
+    KjIrModule *ir;
+    KjIrFunction *fn;
+    KjCodegenOptions codegen;
+    const KjCpuLevel *level;
+    char tag[32];
+    char file[4200];
+    kjit_status status;
+    char *error;
+} CpuObject;
+
+/* Compiles and writes one object, LLVM naming its global symbols with the
+ * prefix (KjCodegenOptions.global_prefix: what `nm` and `objcopy
+ * --redefine-syms` did, a process each, about a third of a library's CPU
+ * time); touches nothing but its own CpuObject and file, so that several
+ * run at once (compile_cpu_objects). */
+static void compile_object(const char *dir, CpuObject *o, const kjit_build_options *build,
+                           const char *name)
 {
-    codegen->cpu_name = level->llvm_cpu;
-    codegen->cpu_features = level->llvm_features;
+    char prefix[256];
+    if (build->staticlib)
+        snprintf(prefix, sizeof prefix, "kjlib_%s_%s_%s__", name, o->level->name, o->tag);
+    else
+        snprintf(prefix, sizeof prefix, "kjaot_%s_%s__", o->level->name, o->tag);
+    o->codegen.cpu_name = o->level->llvm_cpu;
+    o->codegen.cpu_features = o->level->llvm_features;
+    o->codegen.global_prefix = prefix;
     size_t size = 0;
     char *failure = NULL;
-    char *object = kj_jit->cpu_compile_object(ir, &fn, 1, codegen, &size, &failure);
-    char file[4200];
-    snprintf(file, sizeof file, "%s/%s_%s.o", dir, level->name, tag);
-    kjit_status status = KJIT_OK;
-    if (!object || !kj_file_write(file, object, size)) {
+    char *object = kj_jit->cpu_compile_object(o->ir, &o->fn, 1, &o->codegen, &size, &failure);
+    o->codegen.global_prefix = NULL; /* the stack's */
+    snprintf(o->file, sizeof o->file, "%s/%s_%s.o", dir, o->level->name, o->tag);
+    o->status = KJIT_OK;
+    if (!object || !kj_file_write(o->file, object, size)) {
         KjBuf m = {0};
-        kj_buf_printf(&m, "code generation for %s (%s) failed: %s", fn->name, level->name,
+        kj_buf_printf(&m, "code generation for %s (%s) failed: %s", o->fn->name, o->level->name,
                       failure ? failure : "cannot write the object");
-        *error = m.data;
-        status = KJIT_ERROR_BACKEND;
+        o->error = m.data;
+        o->status = KJIT_ERROR_BACKEND;
     }
     free(object);
     free(failure);
-    if (status != KJIT_OK)
-        return status;
-    char key[256], prefix[256];
-    snprintf(key, sizeof key, "kjaot_%s_%s__", level->name, tag);
-    if (build->staticlib)
-        snprintf(prefix, sizeof prefix, "kjlib_%s_%s_%s__", name, level->name, tag);
-    else
-        snprintf(prefix, sizeof prefix, "%s", key);
-    KjBuf rename = {0};
-    kj_buf_printf(&rename,
-                  "nm -g --defined-only '%s' | awk '{print $3\" %s\"$3}' > "
-                  "'%s.syms' && objcopy --redefine-syms='%s.syms' '%s'",
-                  file, prefix, file, file, file);
-    if (!run(dir, rename.data, "renaming the symbols (nm, objcopy)", error))
-        status = KJIT_ERROR_BACKEND;
-    kj_buf_free(&rename);
-    if (status == KJIT_OK && build->staticlib)
-        status = collect_symbols(symbols, file, key, error);
-    kj_buf_printf(objects, " '%s'", file);
+    if (o->status != KJIT_OK || !build->staticlib)
+        return;
+    /* an archive's loader names every symbol (collect_symbols): the
+     * object's global symbols, each with its name in the module */
+    KjBuf list = {0}, log = {0};
+    kj_buf_printf(&list,
+                  "{ nm -g --defined-only '%s' | awk '{n = $3; if (index(n, \"%s\") == 1) "
+                  "print substr(n, %d) \" \" n}' > '%s.syms'; }",
+                  o->file, prefix, (int)strlen(prefix) + 1, o->file);
+    kj_buf_printf(&log, "%s.messages", o->file);
+    if (!run_logged(log.data, list.data, "listing the symbols (nm)", &o->error))
+        o->status = KJIT_ERROR_BACKEND;
+    kj_buf_free(&list);
+    kj_buf_free(&log);
+}
+
+typedef struct CpuWork {
+    const char *dir;
+    const kjit_build_options *build;
+    const char *name;
+    CpuObject *objects;
+    int count;
+    atomic_int next;
+} CpuWork;
+
+static void *cpu_worker(void *arg)
+{
+    CpuWork *w = arg;
+    for (int i; (i = atomic_fetch_add(&w->next, 1)) < w->count;)
+        compile_object(w->dir, &w->objects[i], w->build, w->name);
+    return NULL;
+}
+
+/* Every object on the threads that compile groups (kj_codegen_compile_threads,
+ * KJIT_COMPILE_THREADS): a file of @reduce functions makes hundreds (each
+ * signature's levels, times the x86-64 levels), each its own LLVM module and
+ * renaming processes (nm, objcopy), one after another before.  Each object is the
+ * same bytes whichever thread makes it, and they are listed (*objects) and
+ * their symbols kept (*symbols, an archive's) in their order, so the
+ * library is the same bytes for any thread count; the first failing object
+ * (in order) is the error. */
+static kjit_status compile_cpu_objects(const char *dir, CpuObject *objects, int count,
+                                       const kjit_build_options *build, const char *name,
+                                       KjBuf *list, Symbols *symbols, char **error)
+{
+    int threads = kj_codegen_compile_threads(error);
+    if (threads == 0)
+        return KJIT_ERROR_INVALID_ARGUMENT;
+    CpuWork w = {.dir = dir, .build = build, .name = name, .objects = objects, .count = count};
+    atomic_init(&w.next, 0);
+    int helpers = (threads < count ? threads : count) - 1;
+    pthread_t *tids = kj_xcalloc((size_t)(helpers > 0 ? helpers : 0) + 1, sizeof *tids);
+    int started = 0;
+    while (started < helpers && pthread_create(&tids[started], NULL, cpu_worker, &w) == 0)
+        started++; /* fewer threads when the system has none to give */
+    cpu_worker(&w);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    free(tids);
+    kjit_status status = KJIT_OK;
+    for (int i = 0; i < count; i++) {
+        CpuObject *o = &objects[i];
+        if (status == KJIT_OK && o->status != KJIT_OK) {
+            status = o->status;
+            *error = o->error;
+            o->error = NULL;
+        }
+        free(o->error);
+        if (status != KJIT_OK)
+            continue;
+        if (build->staticlib) {
+            char key[256];
+            snprintf(key, sizeof key, "kjaot_%s_%s__", o->level->name, o->tag);
+            status = collect_symbols(symbols, o->file, key, error);
+        }
+        kj_buf_printf(list, " '%s'", o->file);
+    }
     return status;
 }
 
@@ -1089,27 +1172,32 @@ kjit_status kjit_build_library_with(const char *path, const char *output,
     const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
     KjBuf objects = {0};
     Symbols symbols = {0};
+    /* the objects in the library's order: for each level its roots, then its shapes */
+    int object_count = level_count * (roots.count + shapes.count), n = 0;
+    CpuObject *cpu_objects = kj_xcalloc((size_t)object_count + 1, sizeof *cpu_objects);
     for (int l = 0; l < level_count && status == KJIT_OK; l++) {
-        for (int i = 0; i < roots.count && status == KJIT_OK; i++) {
+        for (int i = 0; i < roots.count; i++) {
             KjCompiled *c = &roots.items[i].compiled;
             kjit_module *of = roots.items[i].module;
-            KjCodegenOptions codegen = kj_api_codegen_options(&kj_runtime_cpu, &of->context->options, c);
-            char tag[32];
-            snprintf(tag, sizeof tag, "%d", i);
-            status = compile_object(dir, of->ir, c->root, &codegen, levels[l], tag, build, name,
-                                    &objects, &symbols, error);
+            CpuObject *o = &cpu_objects[n++];
+            *o = (CpuObject){.ir = of->ir, .fn = c->root, .level = levels[l],
+                             .codegen = kj_api_codegen_options(&kj_runtime_cpu, &of->context->options, c)};
+            snprintf(o->tag, sizeof o->tag, "%d", i);
         }
-        for (int k = 0; k < shapes.count && status == KJIT_OK; k++) {
+        for (int k = 0; k < shapes.count; k++) {
             const Root *r = &roots.items[shapes.items[k].root];
-            KjCodegenOptions codegen =
-                kj_api_codegen_options(&kj_runtime_cpu, &r->module->context->options, &r->compiled);
-            memcpy(codegen.block_dims, shapes.items[k].dims, sizeof codegen.block_dims);
-            char tag[32];
-            snprintf(tag, sizeof tag, "s%d", k);
-            status = compile_object(dir, r->module->ir, shapes.items[k].fn, &codegen, levels[l], tag,
-                                    build, name, &objects, &symbols, error);
+            CpuObject *o = &cpu_objects[n++];
+            *o = (CpuObject){.ir = r->module->ir, .fn = shapes.items[k].fn, .level = levels[l],
+                             .codegen = kj_api_codegen_options(&kj_runtime_cpu,
+                                                               &r->module->context->options,
+                                                               &r->compiled)};
+            memcpy(o->codegen.block_dims, shapes.items[k].dims, sizeof o->codegen.block_dims);
+            snprintf(o->tag, sizeof o->tag, "s%d", k);
         }
     }
+    if (status == KJIT_OK)
+        status = compile_cpu_objects(dir, cpu_objects, n, build, name, &objects, &symbols, error);
+    free(cpu_objects);
     if (status == KJIT_OK && build->staticlib) {
         Writer table = {0};
         write_table(&table, module, path, levels, level_count, &roots, &shapes, checked);

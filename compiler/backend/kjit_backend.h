@@ -254,6 +254,11 @@ typedef struct KjCodegenOptions {
      * groups' PTX texts joined into one module never define a name twice.
      * Never set by the runtime; not part of any cache key. */
     const char *local_suffix;
+    /* cpu objects: every global symbol the object defines is named with
+     * this prefix (LLVM writes the names so), as `objcopy --redefine-syms`
+     * renamed them: a library's kjaot_<level>_<root>__ (aot_build.c).
+     * Never set by the runtime; not part of any cache key. */
+    const char *global_prefix;
 } KjCodegenOptions;
 
 /*

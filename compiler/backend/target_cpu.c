@@ -939,6 +939,46 @@ static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachine
     return mod;
 }
 
+/* What `nm -g --defined-only` lists of the object: a function or variable
+ * the module defines with a linkage the object file makes global or weak
+ * (not a local, nor LLVM's own appending arrays, which emit no symbol). */
+static bool defines_global_symbol(LLVMValueRef v)
+{
+    if (LLVMIsDeclaration(v))
+        return false;
+    switch (LLVMGetLinkage(v)) {
+    case LLVMInternalLinkage: case LLVMPrivateLinkage: case LLVMAppendingLinkage:
+        return false;
+    default:
+        return true;
+    }
+}
+
+static void prefix_global(LLVMValueRef v, const char *prefix)
+{
+    size_t len = 0;
+    const char *name = LLVMGetValueName2(v, &len);
+    KjBuf b = {0};
+    kj_buf_printf(&b, "%s%.*s", prefix, (int)len, name);
+    LLVMSetValueName2(v, b.data, strlen(b.data));
+    kj_buf_free(&b);
+}
+
+/* KjCodegenOptions.global_prefix: every global symbol the object will
+ * define, renamed in the module before code generation. */
+static void prefix_globals(LLVMModuleRef mod, const char *prefix)
+{
+    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn))
+        if (defines_global_symbol(fn))
+            prefix_global(fn, prefix);
+    for (LLVMValueRef gv = LLVMGetFirstGlobal(mod); gv; gv = LLVMGetNextGlobal(gv))
+        if (defines_global_symbol(gv))
+            prefix_global(gv, prefix);
+    for (LLVMValueRef a = LLVMGetFirstGlobalAlias(mod); a; a = LLVMGetNextGlobalAlias(a))
+        if (defines_global_symbol(a))
+            prefix_global(a, prefix);
+}
+
 static char *cpu_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
                       const KjCodegenOptions *options, KjEmitKind kind, size_t *size, char **error)
 {
@@ -952,6 +992,8 @@ static char *cpu_emit(KjIrModule *module, KjIrFunction **roots, int root_count,
         return NULL;
     LLVMContextRef context = LLVMContextCreate();
     LLVMModuleRef mod = build_host_module(context, tm, module, roots, root_count, options, error);
+    if (mod && options->global_prefix)
+        prefix_globals(mod, options->global_prefix);
     char *result = NULL;
     if (mod && kind == KJ_EMIT_LLVM) {
         char *text = LLVMPrintModuleToString(mod);

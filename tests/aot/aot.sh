@@ -224,6 +224,24 @@ PY
 else
     bad "kjit build --emit=lib --block failed"
 fi
+# the cpu objects (each root and shape, for each level) compiled on one
+# thread and on three (KJIT_COMPILE_THREADS, aot_build.c's
+# compile_cpu_objects): the same bytes, as a shared library and as an
+# archive's members (ar's headers hold times)
+for t in 1 3; do
+    mkdir -p "$OUT/libs/t$t"
+    KJIT_COMPILE_THREADS=$t "$KJIT" build "$OUT/tree.kern" --emit=lib --cuda=off --block 64 \
+        --cpu-levels="sse2,$best" -o "$OUT/libs/tree_t$t.so" ||
+        bad "KJIT_COMPILE_THREADS=$t --emit=lib build of tree.kern failed"
+    KJIT_COMPILE_THREADS=$t "$KJIT" build "$OUT/tree.kern" --emit=staticlib --cuda=off --block 64 \
+        --cpu-levels="sse2,$best" -o "$OUT/libs/t$t/libtree.a" ||
+        bad "KJIT_COMPILE_THREADS=$t --emit=staticlib build of tree.kern failed"
+done
+cmp -s "$OUT/libs/tree_t1.so" "$OUT/libs/tree_t3.so" ||
+    bad "tree.kern's library differs between 1 and 3 compile threads"
+[ "$(ar t "$OUT/libs/t1/libtree.a")" = "$(ar t "$OUT/libs/t3/libtree.a")" ] &&
+    cmp -s <(ar p "$OUT/libs/t1/libtree.a") <(ar p "$OUT/libs/t3/libtree.a") ||
+    bad "tree.kern's archive differs between 1 and 3 compile threads"
 
 # --emit=header: typed entry points, built against kjit.h and the headers
 # alone, linked with libkjit-rt, agree with kjit_call and kjit_launch.

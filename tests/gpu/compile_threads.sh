@@ -9,7 +9,8 @@
 # 5 new processes, the thread counts interleaved; the same for a few small
 # files (one group: no slower); and that the object and the PTX are the same
 # bytes for 1 and N threads; then `kjit build --emit=lib` (its cuda roots
-# with their ptxas runs on the threads) on 1 and N.  Prints "N passed, M failed".
+# with their ptxas runs, and its cpu objects, on the threads) on 1 and N, with
+# cuda (one cpu level) and without (three).  Prints "N passed, M failed".
 set -u
 bundle=${1:-build/gpu-bundle}
 . "$(dirname "$0")/bundle.sh"
@@ -80,22 +81,33 @@ for t in 1 default; do
     echo "examples/reduce.kern, threads $t: kjit build --emit=ptx then ptxas (wall ms, 3 runs): $(tr '\n' ';' < "$work/w")"
 done
 
-# a library ahead of time (kjit build --emit=lib, one cpu level, sm_90): its
-# cuda roots after the first compile on the threads, each with its ptxas run
-for t in 1 default; do
-    start=$(date +%s.%N)
+# a library ahead of time: `kjit build --emit=lib` compiles its cuda roots
+# after the first on the threads, each with its ptxas run, and its cpu
+# objects (every root for each x86-64 level; examples/reduce.kern makes 96
+# @reduce levels a level, each its own LLVM module, its names written by LLVM) on
+# the threads too (aot_build.c's compile_cpu_objects; 1 thread is the one
+# after another of before, the same bytes); wall and CPU time (the process
+# and its children), one run each
+TIMEFORMAT='%R %U %S'
+lib_build() { # LABEL THREADS ARGS...: times one build into $work/lib-LABEL-THREADS.so
+    local label=$1 t=$2 tm; shift 2
     if [ "$t" = default ]; then
-        env -u KJIT_COMPILE_THREADS "$root/bin/kjit" build examples/reduce.kern --emit=lib \
-            --cpu-levels=v3 --arch=sm_90 -o "$work/lib-$t.so" 2>/dev/null
+        tm=$( { time env -u KJIT_COMPILE_THREADS "$root/bin/kjit" build examples/reduce.kern \
+                  --emit=lib "$@" -o "$work/lib-$label-$t.so" 2>/dev/null; } 2>&1 )
     else
-        KJIT_COMPILE_THREADS=$t "$root/bin/kjit" build examples/reduce.kern --emit=lib \
-            --cpu-levels=v3 --arch=sm_90 -o "$work/lib-$t.so" 2>/dev/null
-    fi || fail "kjit build --emit=lib with threads $t"
-    end=$(date +%s.%N)
-    echo "$start $end $t" | awk '{printf "examples/reduce.kern, threads %s: kjit build --emit=lib --cpu-levels=v3 --arch=sm_90: %.1f s wall\n", $3, $2 - $1}'
-done
-cmp -s "$work/lib-1.so" "$work/lib-default.so" && pass "the library is the same bytes for 1 and $cpus threads" ||
+        tm=$( { time env KJIT_COMPILE_THREADS=$t "$root/bin/kjit" build examples/reduce.kern \
+                  --emit=lib "$@" -o "$work/lib-$label-$t.so" 2>/dev/null; } 2>&1 )
+    fi
+    [ -s "$work/lib-$label-$t.so" ] || fail "kjit build --emit=lib $* with threads $t"
+    echo "$tm" | awk -v t="$t" -v a="$*" '{printf "examples/reduce.kern, threads %s: kjit build --emit=lib %s: %.1f s wall, %.1f s CPU\n", t, a, $1, $2 + $3}'
+}
+for t in 1 default; do lib_build cuda "$t" --cpu-levels=v3 --arch=sm_90; done
+cmp -s "$work/lib-cuda-1.so" "$work/lib-cuda-default.so" && pass "the library is the same bytes for 1 and $cpus threads" ||
     fail "the library differs between 1 and $cpus threads"
+for t in 1 default; do lib_build cpu "$t" --cuda=off; done
+cmp -s "$work/lib-cpu-1.so" "$work/lib-cpu-default.so" &&
+    pass "the library of three cpu levels is the same bytes for 1 and $cpus threads" ||
+    fail "the library of three cpu levels differs between 1 and $cpus threads"
 
 # the same bytes for any thread count
 env -u KJIT_COMPILE_THREADS "$root/bin/kjit" build examples/reduce.kern --emit=obj -o "$work/n.o" &&

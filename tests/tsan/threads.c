@@ -18,7 +18,9 @@
  * atomic operations only, under eight threads at once).  Last, a file of
  * many roots is compiled in groups on four threads (kjit_stage_file,
  * codegen_groups.c: one IR module read by every group at once), and its
- * object must be the bytes of the one-thread compile.
+ * object must be the bytes of the one-thread compile; and a library's cpu
+ * objects are compiled on four threads (kjit_build_library_with,
+ * aot_build.c's compile_cpu_objects), the same bytes as on one.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kjit.h"
 #include "kjit_tools.h"
@@ -292,9 +295,56 @@ static int stage_in_groups(kjit_stage stage, kjit_target target)
     return !same;
 }
 
+/* examples/add.kern's library (no cuda, two levels) built on `threads`
+ * threads into path; its bytes, or NULL. */
+static char *library_with(const char *threads, const char *path, size_t *size)
+{
+    setenv("KJIT_COMPILE_THREADS", threads, 1);
+    kjit_build_options options;
+    kjit_build_options_init(&options);
+    options.levels = "sse2,v3";
+    options.cuda_archs = "off";
+    char *error = NULL, *bytes = NULL;
+    if (kjit_build_library_with("examples/add.kern", path, &options, NULL, &error) != KJIT_OK) {
+        fprintf(stderr, "threads.c: examples/add.kern's library: %s\n", error ? error : "?");
+    } else {
+        FILE *f = fopen(path, "rb");
+        if (f && fseek(f, 0, SEEK_END) == 0 && (*size = (size_t)ftell(f)) > 0 &&
+            fseek(f, 0, SEEK_SET) == 0) {
+            bytes = malloc(*size);
+            if (bytes && fread(bytes, 1, *size, f) != *size) {
+                free(bytes);
+                bytes = NULL;
+            }
+        }
+        if (f)
+            fclose(f);
+        remove(path);
+    }
+    free(error);
+    unsetenv("KJIT_COMPILE_THREADS");
+    return bytes;
+}
+
+static int library_on_threads(void)
+{
+    char one_path[64], four_path[64];
+    snprintf(one_path, sizeof one_path, "/tmp/kjit-tsan-%d-1.so", (int)getpid());
+    snprintf(four_path, sizeof four_path, "/tmp/kjit-tsan-%d-4.so", (int)getpid());
+    size_t one = 0, four = 0;
+    char *a = library_with("1", one_path, &one), *b = library_with("4", four_path, &four);
+    bool same = a && b && one == four && memcmp(a, b, one) == 0;
+    printf("threads: examples/add.kern's library's cpu objects compiled on 4 threads: %s\n",
+           same ? "ok" : "FAILED");
+    free(a);
+    free(b);
+    return !same;
+}
+
 int main(void)
 {
     int failed = stage_in_groups(KJIT_STAGE_OBJ, KJIT_TARGET_CPU);
+    failed |= library_on_threads();
     char *error = NULL;
     if (kjit_libdevice_path(&error))
         failed |= stage_in_groups(KJIT_STAGE_PTX, KJIT_TARGET_CUDA);
