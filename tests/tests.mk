@@ -7,6 +7,7 @@ UNIT_SRCS   = $(wildcard tests/unit/test_*.c)
 UNIT_NAMES  = $(UNIT_SRCS:tests/unit/test_%.c=%)
 UNIT_OBJS   = $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/unit/runner.o \
               $(BUILD)/obj/tests/unit/rng.o $(BUILD)/obj/tests/unit/fixture.o \
+              $(BUILD)/obj/tests/unit/ir_fixture.o \
               $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/ref_*.c tests/unit/case_*.c))
 
 $(BUILD)/gen/suites.h: $(UNIT_SRCS)

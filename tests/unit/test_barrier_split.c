@@ -19,6 +19,7 @@
 #include "kjit_compiler.h"
 #include "kjit_tools.h"
 #include "fixture.h"
+#include "ir_fixture.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint64_t next_random(void)
@@ -36,47 +37,22 @@ static double uniform01(void)
 
 /* ------------------------------------------------------------ the pass */
 
-typedef struct Compiled {
-    KjArena arena;
-    KjDiag diag;
-    KjBuf errors;
-    KjIrModule *module;
-} Compiled;
-
-static void collect(void *user, KjSeverity severity, const char *text)
-{
-    (void)severity;
-    kj_buf_printf(user, "%s", text);
-}
-
 /* Whether the pass splits `kernel` of `source`; *why says why not. */
 static bool splits(const char *source, const char *kernel, const char **why_out)
 {
-    Compiled cp = {0};
-    cp.diag = (KjDiag){collect, &cp.errors, 0, 0};
-    KjSource *src = kj_source_from_string(&cp.arena, "t.kern", source);
-    const char *dirs[] = {"stdlib", NULL};
-    cp.module = kj_compile_source(&cp.arena, src, dirs, &cp.diag);
-    ck_assert_msg(cp.module, "%s", cp.errors.data ? cp.errors.data : "");
-    KjIrFunction *fn = NULL;
-    for (int i = 0; i < cp.module->functions.count; i++) {
-        KjIrFunction *f = cp.module->functions.items[i];
-        if (strcmp(f->name, kernel) == 0)
-            fn = f;
-    }
-    ck_assert_msg(fn, "no kernel %s", kernel);
+    Compiled *cp = compile_ir(source);
+    KjIrFunction *fn = compiled_function(cp, kernel);
     const char *why = NULL;
-    KjIrFunction *split = kj_barrier_split(cp.module, fn, &why);
+    KjIrFunction *split = kj_barrier_split(cp->module, fn, &why);
     if (split) {
         char *problem = NULL;
-        ck_assert_msg(kj_ir_verify(cp.module, &problem), "%s", problem ? problem : "");
+        ck_assert_msg(kj_ir_verify(cp->module, &problem), "%s", problem ? problem : "");
     }
     static char reason[256];
     snprintf(reason, sizeof reason, "%s", why ? why : "");
     if (why_out)
         *why_out = reason;
-    kj_arena_free(&cp.arena);
-    kj_buf_free(&cp.errors);
+    compiled_free(cp);
     return split != NULL;
 }
 

@@ -11,44 +11,11 @@
 #include <string.h>
 
 #include "kjit_compiler.h"
-
-typedef struct Compiled {
-    KjArena arena;
-    KjDiag diag;
-    KjBuf errors;
-    KjIrModule *module;
-} Compiled;
-
-static void collect(void *user, KjSeverity severity, const char *text)
-{
-    kj_buf_printf(user, "%s", text);
-}
-
-static Compiled *compile(const char *text)
-{
-    Compiled *cp = kj_xcalloc(1, sizeof *cp);
-    cp->diag = (KjDiag){collect, &cp->errors, 0, 0};
-    KjSource *src = kj_source_from_string(&cp->arena, "t.kern", text);
-    const char *dirs[] = {"stdlib", NULL};
-    cp->module = kj_compile_source(&cp->arena, src, dirs, &cp->diag);
-    return cp;
-}
-
-static void compiled_free(Compiled *cp)
-{
-    kj_arena_free(&cp->arena);
-    kj_buf_free(&cp->errors);
-    free(cp);
-}
-
-static const char *errors(Compiled *cp)
-{
-    return cp->errors.data ? cp->errors.data : "";
-}
+#include "ir_fixture.h"
 
 static KjIrFunction *function(Compiled *cp, const char *symbol)
 {
-    ck_assert_msg(cp->module, "compile failed:\n%s", errors(cp));
+    ck_assert_msg(cp->module, "compile failed:\n%s", compiled_errors(cp));
     for (int i = 0; i < cp->module->functions.count; i++) {
         KjIrFunction *fn = cp->module->functions.items[i];
         if (strcmp(fn->symbol, symbol) == 0)
@@ -116,11 +83,11 @@ START_TEST(implicit_conversions_only_widen)
             char text[160];
             snprintf(text, sizeof text, "fn f(a: %s) -> %s { return a; }", scalar_names[from],
                      scalar_names[to]);
-            Compiled *cp = compile(text);
+            Compiled *cp = compile_ir(text);
             bool want = ref_widens(from, to);
             ck_assert_msg((cp->module != NULL) == want, "%s -> %s: expected %s, got:\n%s",
                           scalar_names[from], scalar_names[to], want ? "ok" : "an error",
-                          errors(cp));
+                          compiled_errors(cp));
             if (want && from != to) {
                 KjIrExpr *value = returned(cp, "f");
                 ck_assert_int_eq(value->op, KJ_IR_CAST);
@@ -140,16 +107,16 @@ START_TEST(signed_and_unsigned_do_not_mix)
             char text[160];
             snprintf(text, sizeof text, "fn f(a: %s, b: %s) -> bool { return a < b; }",
                      scalar_names[a], scalar_names[b]);
-            Compiled *cp = compile(text);
+            Compiled *cp = compile_ir(text);
             bool want = ref_is_signed(a) == ref_is_signed(b);
             ck_assert_msg((cp->module != NULL) == want, "%s < %s:\n%s", scalar_names[a],
-                          scalar_names[b], errors(cp));
+                          scalar_names[b], compiled_errors(cp));
             if (want) {
                 KjIrExpr *cmp = returned(cp, "f");
                 int wider = ref_bits(a) >= ref_bits(b) ? a : b;
                 ck_assert_str_eq(kj_type_name(cmp->args[0]->type), scalar_names[wider]);
             } else {
-                ck_assert_ptr_nonnull(strstr(errors(cp), "signed and unsigned"));
+                ck_assert_ptr_nonnull(strstr(compiled_errors(cp), "signed and unsigned"));
             }
             compiled_free(cp);
         }
@@ -187,10 +154,10 @@ START_TEST(integer_literals_fit_their_type)
         char text[200];
         snprintf(text, sizeof text, "fn f() -> %s { return %s%" PRIu64 "; }", scalar_names[t],
                  v < 0 ? "-" : "", v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v);
-        Compiled *cp = compile(text);
+        Compiled *cp = compile_ir(text);
         bool want = v >= lo && v <= hi;
         ck_assert_msg((cp->module != NULL) == want, "%s: expected %s, got:\n%s", text,
-                      want ? "ok" : "an error", errors(cp));
+                      want ? "ok" : "an error", compiled_errors(cp));
         if (want) {
             KjIrExpr *k = returned(cp, "f");
             ck_assert_int_eq(k->op, KJ_IR_CONST);
@@ -199,7 +166,7 @@ START_TEST(integer_literals_fit_their_type)
             else
                 ck_assert_uint_eq(k->const_int, (uint64_t)v);
         } else {
-            ck_assert_ptr_nonnull(strstr(errors(cp), "does not fit"));
+            ck_assert_ptr_nonnull(strstr(compiled_errors(cp), "does not fit"));
         }
         compiled_free(cp);
     }
@@ -236,8 +203,8 @@ START_TEST(untyped_integer_folding)
         /* a and b are written as unsigned: negative ones would need a minus */
         if (a < 0 || b < 0)
             continue;
-        Compiled *cp = compile(text);
-        ck_assert_msg((cp->module != NULL) == !overflow, "%s:\n%s", text, errors(cp));
+        Compiled *cp = compile_ir(text);
+        ck_assert_msg((cp->module != NULL) == !overflow, "%s:\n%s", text, compiled_errors(cp));
         if (!overflow) {
             KjIrExpr *k = returned(cp, "f");
             ck_assert_int_eq(k->op, KJ_IR_CONST);
@@ -261,7 +228,7 @@ START_TEST(untyped_float_folding)
         snprintf(text, sizeof text, "fn f() -> %s { return %#.17g * %#.17g - %#.17g / 4; }",
                  single ? "f32" : "f64", a, b, c);
         double ref = a * b - c / 4.0;
-        Compiled *cp = compile(text);
+        Compiled *cp = compile_ir(text);
         KjIrExpr *k = returned(cp, "f");
         ck_assert_int_eq(k->op, KJ_IR_CONST);
         if (single)
@@ -276,7 +243,7 @@ END_TEST
 
 START_TEST(literals_take_the_type_of_context)
 {
-    Compiled *cp = compile("fn f(x: f32) -> f32 { return x * 0.5; }\n"
+    Compiled *cp = compile_ir("fn f(x: f32) -> f32 { return x * 0.5; }\n"
                            "fn g() -> f64 { let a = 1; let b = 2.0; return f64(a) + b; }\n"
                            "fn h(n: u16) -> u16 { return n + 1; }\n");
     KjIrExpr *mul = returned(cp, "f");
@@ -294,7 +261,7 @@ END_TEST
 
 START_TEST(power_lowering)
 {
-    Compiled *cp = compile("fn a(x: f32) -> f32 { return x ** 3; }\n"
+    Compiled *cp = compile_ir("fn a(x: f32) -> f32 { return x ** 3; }\n"
                            "fn b(x: f64) -> f64 { return x ** 0.5; }\n"
                            "fn c(x: f64) -> f64 { return x ** 1.5; }\n"
                            "fn d(k: i64, n: i32) -> i64 { return k ** n; }\n"
@@ -329,7 +296,7 @@ END_TEST
 
 START_TEST(math_keeps_f32)
 {
-    Compiled *cp = compile("fn f(x: f32) -> f32 { return sin(x) + exp(x * 2); }\n"
+    Compiled *cp = compile_ir("fn f(x: f32) -> f32 { return sin(x) + exp(x * 2); }\n"
                            "fn g(n: i32) -> f64 { return sqrt(n); }\n"
                            "fn h(a: i32, b: i32) -> i32 { return max(a, b) + abs(a); }\n");
     KjIrExpr *e = returned(cp, "f");
@@ -349,10 +316,10 @@ END_TEST
 
 START_TEST(callees_come_before_callers)
 {
-    Compiled *cp = compile("fn top(x: f64) -> f64 { return mid(x) + leaf(x); }\n"
+    Compiled *cp = compile_ir("fn top(x: f64) -> f64 { return mid(x) + leaf(x); }\n"
                            "fn mid(x: f64) -> f64 { return leaf(x) * 2; }\n"
                            "fn leaf(x: f64) -> f64 { return x + 1; }\n");
-    ck_assert_msg(cp->module, "%s", errors(cp));
+    ck_assert_msg(cp->module, "%s", compiled_errors(cp));
     ck_assert_int_eq(cp->module->functions.count, 3);
     const char *order[] = {"leaf", "mid", "top"};
     for (int i = 0; i < 3; i++)
@@ -365,11 +332,11 @@ END_TEST
 
 START_TEST(recursion_names_the_cycle)
 {
-    Compiled *cp = compile("fn f(n: i64) -> i64 { return g(n); }\n"
+    Compiled *cp = compile_ir("fn f(n: i64) -> i64 { return g(n); }\n"
                            "fn g(n: i64) -> i64 { return h(n); }\n"
                            "fn h(n: i64) -> i64 { return f(n - 1); }\n");
     ck_assert_ptr_null(cp->module);
-    ck_assert_ptr_nonnull(strstr(errors(cp), "recursion is not allowed: f -> g -> h -> f"));
+    ck_assert_ptr_nonnull(strstr(compiled_errors(cp), "recursion is not allowed: f -> g -> h -> f"));
     ck_assert_int_eq(cp->diag.error_count, 1);
     compiled_free(cp);
 }
@@ -377,7 +344,7 @@ END_TEST
 
 START_TEST(kernel_flags)
 {
-    Compiled *cp = compile("@kernel fn k(a: f64[]) {\n"
+    Compiled *cp = compile_ir("@kernel fn k(a: f64[]) {\n"
                            "  let s = shared(f64, 32, 4);\n"
                            "  let t = shared(i16, 10);\n"
                            "  let l = local(f32, 100);\n"
@@ -399,7 +366,7 @@ END_TEST
 
 START_TEST(vectorize_signatures)
 {
-    Compiled *cp = compile("@vectorize(f32(f32, f32), f64(f64, f64))\n"
+    Compiled *cp = compile_ir("@vectorize(f32(f32, f32), f64(f64, f64))\n"
                            "fn mul(a, b) { return a * b; }\n");
     KjIrFunction *f32v = function(cp, "mul__f32_f32");
     KjIrFunction *f64v = function(cp, "mul__f64_f64");
@@ -414,7 +381,7 @@ END_TEST
 
 START_TEST(several_errors_in_one_run)
 {
-    Compiled *cp = compile("fn f(x: f32) -> f32 {\n"
+    Compiled *cp = compile_ir("fn f(x: f32) -> f32 {\n"
                            "  let a = nothing + 1;\n"      /* 1: unknown name */
                            "  let b = a * 2;\n"            /* no follow-on error */
                            "  let c: i8 = 1000;\n"         /* 2 */
@@ -429,9 +396,9 @@ END_TEST
 
 START_TEST(imports_from_stdlib)
 {
-    Compiled *cp = compile("import geo;\nimport math;\n"
+    Compiled *cp = compile_ir("import geo;\nimport math;\n"
                            "fn f(x: f64) -> f64 { return haversine_m(0, 0, x, 0) + lerp(0, 1, x); }\n");
-    ck_assert_msg(cp->module, "%s", errors(cp));
+    ck_assert_msg(cp->module, "%s", compiled_errors(cp));
     function(cp, "deg2rad");
     /* math is imported twice (by geo and here) but loaded once */
     int count = 0;
@@ -439,9 +406,9 @@ START_TEST(imports_from_stdlib)
         count += strcmp(((KjIrFunction *)cp->module->functions.items[i])->name, "lerp") == 0;
     ck_assert_int_eq(count, 1);
     compiled_free(cp);
-    cp = compile("import no_such_module;\n");
+    cp = compile_ir("import no_such_module;\n");
     ck_assert_ptr_null(cp->module);
-    ck_assert_ptr_nonnull(strstr(errors(cp), "cannot find module 'no_such_module'"));
+    ck_assert_ptr_nonnull(strstr(compiled_errors(cp), "cannot find module 'no_such_module'"));
     compiled_free(cp);
 }
 END_TEST
@@ -451,13 +418,8 @@ START_TEST(examples_check)
     const char *files[] = {"examples/add.kern", "examples/sin.kern", "examples/exp.kern",
                            "examples/mandelbrot.kern", "examples/lla.kern", "examples/das.kern"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        Compiled *cp = kj_xcalloc(1, sizeof *cp);
-        cp->diag = (KjDiag){collect, &cp->errors, 0, 0};
-        KjSource *src = kj_source_read(&cp->arena, files[i], &cp->diag);
-        ck_assert_msg(src, "%s", errors(cp));
-        const char *dirs[] = {"stdlib", NULL};
-        cp->module = kj_compile_source(&cp->arena, src, dirs, &cp->diag);
-        ck_assert_msg(cp->module, "%s:\n%s", files[i], errors(cp));
+        Compiled *cp = compile_ir_file(files[i]);
+        ck_assert_msg(cp->module, "%s:\n%s", files[i], compiled_errors(cp));
         compiled_free(cp);
     }
 }

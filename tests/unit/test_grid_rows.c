@@ -23,40 +23,16 @@
 #include "kjit.h"
 #include "kjit_compiler.h"
 #include "kjit_tools.h"
+#include "ir_fixture.h"
 
 /* ------------------------------------------------------------ the form */
 
-typedef struct Compiled {
-    KjArena arena;
-    KjDiag diag;
-    KjBuf errors;
-    KjIrModule *module;
-} Compiled;
-
-static void collect(void *user, KjSeverity severity, const char *text)
-{
-    (void)severity;
-    kj_buf_printf(user, "%s", text);
-}
-
 static KjGridRows form_of(const char *text, const char *name)
 {
-    Compiled cp = {0};
-    cp.diag = (KjDiag){collect, &cp.errors, 0, 0};
-    KjSource *src = kj_source_from_string(&cp.arena, "t.kern", text);
-    const char *dirs[] = {"stdlib", NULL};
-    cp.module = kj_compile_source(&cp.arena, src, dirs, &cp.diag);
-    ck_assert_msg(cp.module, "%s", cp.errors.data ? cp.errors.data : "");
-    KjGridRows rows = {.out = -2};
-    for (int i = 0; i < cp.module->functions.count; i++) {
-        KjIrFunction *fn = cp.module->functions.items[i];
-        if (strcmp(fn->name, name) == 0)
-            rows = kj_grid_rows(fn);
-    }
-    ck_assert_msg(rows.out != -2, "no function %s", name);
+    Compiled *cp = compile_ir(text);
+    KjGridRows rows = kj_grid_rows(compiled_function(cp, name));
     rows.guard = NULL; /* the arena goes */
-    kj_arena_free(&cp.arena);
-    kj_buf_free(&cp.errors);
+    compiled_free(cp);
     return rows;
 }
 

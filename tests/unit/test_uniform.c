@@ -7,48 +7,7 @@
 #include <string.h>
 
 #include "kjit_compiler.h"
-
-typedef struct Compiled {
-    KjArena arena;
-    KjDiag diag;
-    KjBuf errors;
-    KjIrModule *module;
-} Compiled;
-
-static void collect(void *user, KjSeverity severity, const char *text)
-{
-    (void)severity;
-    kj_buf_printf(user, "%s", text);
-}
-
-static Compiled *compile(const char *text)
-{
-    Compiled *cp = kj_xcalloc(1, sizeof *cp);
-    cp->diag = (KjDiag){collect, &cp->errors, 0, 0};
-    KjSource *src = kj_source_from_string(&cp->arena, "t.kern", text);
-    const char *dirs[] = {"stdlib", NULL};
-    cp->module = kj_compile_source(&cp->arena, src, dirs, &cp->diag);
-    ck_assert_msg(cp->module, "%s", cp->errors.data ? cp->errors.data : "");
-    return cp;
-}
-
-static void compiled_free(Compiled *cp)
-{
-    kj_arena_free(&cp->arena);
-    kj_buf_free(&cp->errors);
-    free(cp);
-}
-
-static KjIrFunction *function(Compiled *cp, const char *name)
-{
-    for (int i = 0; i < cp->module->functions.count; i++) {
-        KjIrFunction *fn = cp->module->functions.items[i];
-        if (strcmp(fn->name, name) == 0)
-            return fn;
-    }
-    ck_abort_msg("no function %s", name);
-    return NULL;
-}
+#include "ir_fixture.h"
 
 static KjIrVar *var(KjIrFunction *fn, const char *name)
 {
@@ -139,13 +98,13 @@ static const KjUniformSources THREAD_XYZ = {
 
 START_TEST(saxpy_is_contiguous)
 {
-    Compiled *cp = compile("@kernel\n"
+    Compiled *cp = compile_ir("@kernel\n"
                            "fn saxpy(a: f32, x: f32[], y: f32[]) {\n"
                            "    let i = grid(1);\n"
                            "    let n = x.shape[0];\n"
                            "    if i < n { y[i] = a * x[i] + y[i]; }\n"
                            "}\n");
-    KjIrFunction *fn = function(cp, "saxpy");
+    KjIrFunction *fn = compiled_function(cp, "saxpy");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_var_varying(u, var(fn, "i")));
     ck_assert(!kj_uniform_var_varying(u, var(fn, "n")));
@@ -163,7 +122,7 @@ END_TEST
 
 START_TEST(delay_and_sum)
 {
-    Compiled *cp = compile("@kernel\n"
+    Compiled *cp = compile_ir("@kernel\n"
                            "fn das(out: f64[,], data: i64[]) {\n"
                            "    let i = blockIdx.x;\n"
                            "    let j = threadIdx.x;\n"
@@ -177,7 +136,7 @@ START_TEST(delay_and_sum)
                            "        out[i, j] = acc;\n"
                            "    }\n"
                            "}\n");
-    KjIrFunction *fn = function(cp, "das");
+    KjIrFunction *fn = compiled_function(cp, "das");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(!kj_uniform_var_varying(u, var(fn, "i")));
     ck_assert(kj_uniform_var_varying(u, var(fn, "j")));
@@ -197,7 +156,7 @@ END_TEST
 
 START_TEST(varying_break_makes_the_loop_varying)
 {
-    Compiled *cp = compile("@kernel\n"
+    Compiled *cp = compile_ir("@kernel\n"
                            "fn steps(out: i32[], n: i32) {\n"
                            "    let t = threadIdx.x;\n"
                            "    let count = 0;\n"
@@ -211,7 +170,7 @@ START_TEST(varying_break_makes_the_loop_varying)
                            "    for m in range(n) { total += m; }\n"
                            "    out[t] = i32(count + total);\n"
                            "}\n");
-    KjIrFunction *fn = function(cp, "steps");
+    KjIrFunction *fn = compiled_function(cp, "steps");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_loop_varying(u, nth_stmt(fn, KJ_IR_STMT_WHILE, 0)));
     ck_assert(kj_uniform_var_varying(u, var(fn, "count")));
@@ -227,7 +186,7 @@ END_TEST
 
 START_TEST(divergent_return_and_barriers)
 {
-    Compiled *cp = compile("@kernel\n"
+    Compiled *cp = compile_ir("@kernel\n"
                            "fn k(out: f32[]) {\n"
                            "    let buf = shared(f32, 64);\n"
                            "    buf[threadIdx.x] = 1.0;\n"
@@ -238,7 +197,7 @@ START_TEST(divergent_return_and_barriers)
                            "    syncthreads();\n"
                            "    out[threadIdx.x] = buf[threadIdx.x];\n"
                            "}\n");
-    KjIrFunction *fn = function(cp, "k");
+    KjIrFunction *fn = compiled_function(cp, "k");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_XYZ);
     ck_assert(!kj_uniform_stmt_divergent(u, nth_stmt(fn, KJ_IR_STMT_EVAL, 0)));
     ck_assert(!kj_uniform_stmt_divergent(u, nth_stmt(fn, KJ_IR_STMT_EVAL, 1)));
@@ -254,7 +213,7 @@ END_TEST
 
 START_TEST(escape_time_function)
 {
-    Compiled *cp = compile("fn mandel(x: f64, y: f64, max_iters: i32) -> i32 {\n"
+    Compiled *cp = compile_ir("fn mandel(x: f64, y: f64, max_iters: i32) -> i32 {\n"
                            "    let c = complex(x, y);\n"
                            "    let z = complex(0.0, 0.0);\n"
                            "    let limit = 4.0;\n"
@@ -264,7 +223,7 @@ START_TEST(escape_time_function)
                            "    }\n"
                            "    return max_iters;\n"
                            "}\n");
-    KjIrFunction *fn = function(cp, "mandel");
+    KjIrFunction *fn = compiled_function(cp, "mandel");
     /* x and y vary, max_iters does not */
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, (KjUniformSources){.params = 3});
     ck_assert(kj_uniform_var_varying(u, var(fn, "z")));
@@ -283,7 +242,7 @@ END_TEST
 
 START_TEST(effects_vary)
 {
-    Compiled *cp = compile("fn bump(a: i32[]) -> i32 { a[0] = a[0] + 1; return 0; }\n"
+    Compiled *cp = compile_ir("fn bump(a: i32[]) -> i32 { a[0] = a[0] + 1; return 0; }\n"
                            "fn pure(v: i32) -> i32 { return v * 2; }\n"
                            "@kernel\n"
                            "fn k(a: i32[], b: i32[]) {\n"
@@ -293,7 +252,7 @@ START_TEST(effects_vary)
                            "    let w = threadIdx.y;\n"
                            "    b[1] = old + x + y + w;\n"
                            "}\n");
-    KjIrFunction *fn = function(cp, "k");
+    KjIrFunction *fn = compiled_function(cp, "k");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_var_varying(u, var(fn, "old")));
     ck_assert(kj_uniform_var_varying(u, var(fn, "x")));
@@ -310,7 +269,7 @@ END_TEST
  * body, read after its loop, or started anywhere else does not. */
 START_TEST(grid_stride_counters)
 {
-    Compiled *cp = compile("@kernel\n"
+    Compiled *cp = compile_ir("@kernel\n"
                            "fn image(out: u8[,], n: i64) {\n"
                            "    let sx, sy = grid(2);\n"
                            "    let gx, gy = gridsize(2);\n"
@@ -325,7 +284,7 @@ START_TEST(grid_stride_counters)
                            "    for k2 in range(n) { if sx > 2 { k = k2; } }\n"
                            "    out[0, k] = 3;\n"
                            "}\n");
-    KjIrFunction *fn = function(cp, "image");
+    KjIrFunction *fn = compiled_function(cp, "image");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_loop_varying(u, nth_stmt(fn, KJ_IR_STMT_FOR, 0)));
     ck_assert(kj_uniform_var_unit(u, var(fn, "x")));
@@ -344,9 +303,9 @@ END_TEST
 
 START_TEST(vectorized_index_is_unit)
 {
-    Compiled *cp = compile("@vectorize(f64(f64, f64))\n"
+    Compiled *cp = compile_ir("@vectorize(f64(f64, f64))\n"
                            "fn f(a, b) { return a + b; }\n");
-    KjIrFunction *scalar = function(cp, "f");
+    KjIrFunction *scalar = compiled_function(cp, "f");
     KjIrFunction *contig = kj_vectorize(cp->module, scalar, (KjVecVariant){KJ_LAYOUT_CONTIG, 1, 0});
     KjUniformity *u = kj_uniform_analyze(&cp->arena, contig, (KjUniformSources){.parfor_var = true});
     KjIrStmt *store = nth_stmt(contig, KJ_IR_STMT_STORE, 0);
