@@ -99,11 +99,11 @@ static const KjUniformSources THREAD_XYZ = {
 START_TEST(saxpy_is_contiguous)
 {
     Compiled *cp = compile_ir("@kernel\n"
-                           "fn saxpy(a: f32, x: f32[], y: f32[]) {\n"
-                           "    let i = grid(1);\n"
-                           "    let n = x.shape[0];\n"
-                           "    if i < n { y[i] = a * x[i] + y[i]; }\n"
-                           "}\n");
+                              "fn saxpy(a: f32, x: f32[], y: f32[]) {\n"
+                              "    let i = grid(1);\n"
+                              "    let n = x.shape[0];\n"
+                              "    if i < n { y[i] = a * x[i] + y[i]; }\n"
+                              "}\n");
     KjIrFunction *fn = compiled_function(cp, "saxpy");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_var_varying(u, var(fn, "i")));
@@ -123,19 +123,19 @@ END_TEST
 START_TEST(delay_and_sum)
 {
     Compiled *cp = compile_ir("@kernel\n"
-                           "fn das(out: f64[,], data: i64[]) {\n"
-                           "    let i = blockIdx.x;\n"
-                           "    let j = threadIdx.x;\n"
-                           "    if i < out.shape[1] && j < out.shape[0] {\n"
-                           "        let acc = 0.0;\n"
-                           "        for k in range(128) {\n"
-                           "            let order = i64(f64(j - k) ** 0.5);\n"
-                           "            if order < 2000 { acc += f64(data[k * 2000 + order]); }\n"
-                           "        }\n"
-                           "        out[j, i] = acc;\n"
-                           "        out[i, j] = acc;\n"
-                           "    }\n"
-                           "}\n");
+                              "fn das(out: f64[,], data: i64[]) {\n"
+                              "    let i = blockIdx.x;\n"
+                              "    let j = threadIdx.x;\n"
+                              "    if i < out.shape[1] && j < out.shape[0] {\n"
+                              "        let acc = 0.0;\n"
+                              "        for k in range(128) {\n"
+                              "            let order = i64(f64(j - k) ** 0.5);\n"
+                              "            if order < 2000 { acc += f64(data[k * 2000 + order]); }\n"
+                              "        }\n"
+                              "        out[j, i] = acc;\n"
+                              "        out[i, j] = acc;\n"
+                              "    }\n"
+                              "}\n");
     KjIrFunction *fn = compiled_function(cp, "das");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(!kj_uniform_var_varying(u, var(fn, "i")));
@@ -157,19 +157,19 @@ END_TEST
 START_TEST(varying_break_makes_the_loop_varying)
 {
     Compiled *cp = compile_ir("@kernel\n"
-                           "fn steps(out: i32[], n: i32) {\n"
-                           "    let t = threadIdx.x;\n"
-                           "    let count = 0;\n"
-                           "    let k = 0;\n"
-                           "    let total = 0;\n"
-                           "    while k < n {\n"
-                           "        if t + k > 50 { break; }\n"
-                           "        count += 1;\n"
-                           "        k += 1;\n"
-                           "    }\n"
-                           "    for m in range(n) { total += m; }\n"
-                           "    out[t] = i32(count + total);\n"
-                           "}\n");
+                              "fn steps(out: i32[], n: i32) {\n"
+                              "    let t = threadIdx.x;\n"
+                              "    let count = 0;\n"
+                              "    let k = 0;\n"
+                              "    let total = 0;\n"
+                              "    while k < n {\n"
+                              "        if t + k > 50 { break; }\n"
+                              "        count += 1;\n"
+                              "        k += 1;\n"
+                              "    }\n"
+                              "    for m in range(n) { total += m; }\n"
+                              "    out[t] = i32(count + total);\n"
+                              "}\n");
     KjIrFunction *fn = compiled_function(cp, "steps");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_loop_varying(u, nth_stmt(fn, KJ_IR_STMT_WHILE, 0)));
@@ -187,16 +187,16 @@ END_TEST
 START_TEST(divergent_return_and_barriers)
 {
     Compiled *cp = compile_ir("@kernel\n"
-                           "fn k(out: f32[]) {\n"
-                           "    let buf = shared(f32, 64);\n"
-                           "    buf[threadIdx.x] = 1.0;\n"
-                           "    syncthreads();\n"
-                           "    if blockIdx.x == 3 { return; }\n"
-                           "    syncthreads();\n"
-                           "    if threadIdx.y == 0 { return; }\n"
-                           "    syncthreads();\n"
-                           "    out[threadIdx.x] = buf[threadIdx.x];\n"
-                           "}\n");
+                              "fn k(out: f32[]) {\n"
+                              "    let buf = shared(f32, 64);\n"
+                              "    buf[threadIdx.x] = 1.0;\n"
+                              "    syncthreads();\n"
+                              "    if blockIdx.x == 3 { return; }\n"
+                              "    syncthreads();\n"
+                              "    if threadIdx.y == 0 { return; }\n"
+                              "    syncthreads();\n"
+                              "    out[threadIdx.x] = buf[threadIdx.x];\n"
+                              "}\n");
     KjIrFunction *fn = compiled_function(cp, "k");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_XYZ);
     ck_assert(!kj_uniform_stmt_divergent(u, nth_stmt(fn, KJ_IR_STMT_EVAL, 0)));
@@ -214,15 +214,15 @@ END_TEST
 START_TEST(escape_time_function)
 {
     Compiled *cp = compile_ir("fn mandel(x: f64, y: f64, max_iters: i32) -> i32 {\n"
-                           "    let c = complex(x, y);\n"
-                           "    let z = complex(0.0, 0.0);\n"
-                           "    let limit = 4.0;\n"
-                           "    for i in range(max_iters) {\n"
-                           "        z = z * z + c;\n"
-                           "        if z.real * z.real + z.imag * z.imag >= limit { return i; }\n"
-                           "    }\n"
-                           "    return max_iters;\n"
-                           "}\n");
+                              "    let c = complex(x, y);\n"
+                              "    let z = complex(0.0, 0.0);\n"
+                              "    let limit = 4.0;\n"
+                              "    for i in range(max_iters) {\n"
+                              "        z = z * z + c;\n"
+                              "        if z.real * z.real + z.imag * z.imag >= limit { return i; }\n"
+                              "    }\n"
+                              "    return max_iters;\n"
+                              "}\n");
     KjIrFunction *fn = compiled_function(cp, "mandel");
     /* x and y vary, max_iters does not */
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, (KjUniformSources){.params = 3});
@@ -243,15 +243,15 @@ END_TEST
 START_TEST(effects_vary)
 {
     Compiled *cp = compile_ir("fn bump(a: i32[]) -> i32 { a[0] = a[0] + 1; return 0; }\n"
-                           "fn pure(v: i32) -> i32 { return v * 2; }\n"
-                           "@kernel\n"
-                           "fn k(a: i32[], b: i32[]) {\n"
-                           "    let old = atomic_add(a, 0, 1);\n"
-                           "    let x = bump(b);\n"
-                           "    let y = pure(b[0]);\n"
-                           "    let w = threadIdx.y;\n"
-                           "    b[1] = old + x + y + w;\n"
-                           "}\n");
+                              "fn pure(v: i32) -> i32 { return v * 2; }\n"
+                              "@kernel\n"
+                              "fn k(a: i32[], b: i32[]) {\n"
+                              "    let old = atomic_add(a, 0, 1);\n"
+                              "    let x = bump(b);\n"
+                              "    let y = pure(b[0]);\n"
+                              "    let w = threadIdx.y;\n"
+                              "    b[1] = old + x + y + w;\n"
+                              "}\n");
     KjIrFunction *fn = compiled_function(cp, "k");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_var_varying(u, var(fn, "old")));
@@ -270,20 +270,20 @@ END_TEST
 START_TEST(grid_stride_counters)
 {
     Compiled *cp = compile_ir("@kernel\n"
-                           "fn image(out: u8[,], n: i64) {\n"
-                           "    let sx, sy = grid(2);\n"
-                           "    let gx, gy = gridsize(2);\n"
-                           "    let last: i64 = 0;\n"
-                           "    for x in range(sx, out.shape[1], gx) {\n"
-                           "        for y in range(sy, out.shape[0], gy) { out[y, x] = u8(x + y); }\n"
-                           "        for q in range(n) { last = q; }\n"
-                           "    }\n"
-                           "    for t in range(sx, n, gx) { if t > 3 { t = t + 1; } out[0, t] = 1; }\n"
-                           "    for r in range(sx * 2, n, gx) { out[0, r] = 2; }\n"
-                           "    let k: i64 = 0;\n"
-                           "    for k2 in range(n) { if sx > 2 { k = k2; } }\n"
-                           "    out[0, k] = 3;\n"
-                           "}\n");
+                              "fn image(out: u8[,], n: i64) {\n"
+                              "    let sx, sy = grid(2);\n"
+                              "    let gx, gy = gridsize(2);\n"
+                              "    let last: i64 = 0;\n"
+                              "    for x in range(sx, out.shape[1], gx) {\n"
+                              "        for y in range(sy, out.shape[0], gy) { out[y, x] = u8(x + y); }\n"
+                              "        for q in range(n) { last = q; }\n"
+                              "    }\n"
+                              "    for t in range(sx, n, gx) { if t > 3 { t = t + 1; } out[0, t] = 1; }\n"
+                              "    for r in range(sx * 2, n, gx) { out[0, r] = 2; }\n"
+                              "    let k: i64 = 0;\n"
+                              "    for k2 in range(n) { if sx > 2 { k = k2; } }\n"
+                              "    out[0, k] = 3;\n"
+                              "}\n");
     KjIrFunction *fn = compiled_function(cp, "image");
     KjUniformity *u = kj_uniform_analyze(&cp->arena, fn, THREAD_X);
     ck_assert(kj_uniform_loop_varying(u, nth_stmt(fn, KJ_IR_STMT_FOR, 0)));
@@ -304,7 +304,7 @@ END_TEST
 START_TEST(vectorized_index_is_unit)
 {
     Compiled *cp = compile_ir("@vectorize(f64(f64, f64))\n"
-                           "fn f(a, b) { return a + b; }\n");
+                              "fn f(a, b) { return a + b; }\n");
     KjIrFunction *scalar = compiled_function(cp, "f");
     KjIrFunction *contig = kj_vectorize(cp->module, scalar, (KjVecVariant){KJ_LAYOUT_CONTIG, 1, 0});
     KjUniformity *u = kj_uniform_analyze(&cp->arena, contig, (KjUniformSources){.parfor_var = true});
