@@ -93,8 +93,9 @@ START_TEST(form_refused)
         "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if i < len(a) { b[i] = i32(gridsize(1)); } }\n",
         /* threads that meet */
         "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if i < len(a) { atomic_add(b, 0, a[i]); } }\n",
+        /* (s's length, not a slot of it: no thread reads what none wrote) */
         "@kernel fn k(a: i32[], b: i32[]) { let s = shared(i32, 32); let i = grid(1); "
-        "if i < len(a) { b[i] = a[i] + s[0]; } }\n",
+        "if i < len(a) { b[i] = a[i] + i32(len(s)); } }\n",
         /* an `if` that is no guard of the form */
         "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if a[i] > 0 { b[i] = 1; } }\n",
         "@kernel fn k(a: i32[], b: i32[]) { let i = grid(1); if i < len(a) { b[i] = 1; } else { b[0] = 2; } }\n",
