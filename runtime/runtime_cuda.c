@@ -280,15 +280,13 @@ static inline void copy_param(unsigned char *to, const void *from, size_t size)
 
 /*
  * A vectorized kernel's parameters packed as its .entry lays them out
- * (target_cuda.c: cuda_emit_entries, cuda_array_type), for cuLaunchKernel's
- * `extra`: in order, each at the next multiple of its alignment, with no
- * padding after the last; an array the {data, shape[ndim]} prefix of its
- * KjArrayDesc when the variant is C-contiguous, else the whole KjArrayDesc
- * (alignment 8); a complex scalar its two parts (the part's alignment);
- * another scalar its bytes in memory (a bool one byte); in checked mode the
- * record's device address last.  What the driver would copy from each of
- * params' pointers, copied here once: *bytes 0 (pass params) when the root is
- * no vectorized kernel or the block would pass the driver's limit.
+ * (kjit_backend.h's kj_cuda_entry_param, the rule target_cuda.c builds the
+ * .entry by), for cuLaunchKernel's `extra`: in order, each at the next
+ * multiple of its alignment, with no padding after the last; every array
+ * C-contiguous or none (the CONTIG layout); in checked mode the record's
+ * device address last.  What the driver would copy from each of params'
+ * pointers, copied here once: *bytes 0 (pass params) when the root is no
+ * vectorized kernel or the block would pass the driver's limit.
  */
 static void pack_params(const kjit_context *context, const KjCompiled *compiled, void **params,
                         unsigned char *packed, size_t *bytes)
@@ -300,23 +298,13 @@ static void pack_params(const kjit_context *context, const KjCompiled *compiled,
     size_t at = 0;
     int count = root->param_count + (context->options.check ? 1 : 0);
     for (int i = 0; i < count; i++) {
-        size_t size = 8, align = 8; /* checked mode's record address */
-        if (i < root->param_count) {
-            const KjType *t = root->params[i]->type;
-            if (t->kind == KJ_TYPE_ARRAY) {
-                size = root->contiguous ? sizeof(void *) + sizeof(int64_t) * (size_t)t->ndim
-                                        : sizeof(KjArrayDesc);
-            } else {
-                size = (size_t)kj_type_size(t);
-                align = kj_type_is_complex(t) ? (size_t)kj_type_size(kj_type_complex_part(t))
-                                              : size;
-            }
-        }
-        at = (at + align - 1) / align * align;
-        if (at + size > PACKED_LIMIT)
+        const KjType *type = i < root->param_count ? root->params[i]->type : NULL;
+        KjCudaParam param = kj_cuda_entry_param(type, root->contiguous);
+        at = (at + param.align - 1) / param.align * param.align;
+        if (at + param.size > PACKED_LIMIT)
             return;
-        copy_param(packed + at, params[i], size);
-        at += size;
+        copy_param(packed + at, params[i], param.size);
+        at += param.size;
     }
     *bytes = at;
 }

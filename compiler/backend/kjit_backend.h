@@ -87,6 +87,43 @@ struct KjThreadCtx {
  *   A VEC_KERNEL of a @vectorize of several outputs takes outputs 1.. as
  *   arrays after the inputs and output 0 last, as `out` (vectorize.c).
  */
+
+/*
+ * How a cuda .entry takes one parameter: the one rule that target_cuda.c
+ * builds the .entry by and runtime_cuda.c packs a launch's parameters by
+ * (cuLaunchKernel's `extra`: each at the next multiple of its alignment).
+ * `type` NULL is a device address (checked mode's record, the launch's
+ * scratch); `contiguous` says an array parameter is C-contiguous in the
+ * variant (the root's contiguous mask).
+ */
+typedef enum KjCudaParamForm {
+    KJ_CUDA_PARAM_SCALAR,       /* its bytes in memory by value (a bool one byte) */
+    KJ_CUDA_PARAM_COMPLEX,      /* {re, im} byval, aligned as one part */
+    KJ_CUDA_PARAM_ARRAY_RECORD, /* byval {data, shape[ndim]}: a KjArrayDesc's first fields */
+    KJ_CUDA_PARAM_ARRAY_DESC,   /* byval the whole KjArrayDesc */
+    KJ_CUDA_PARAM_ADDRESS,      /* a device pointer */
+} KjCudaParamForm;
+
+typedef struct KjCudaParam {
+    KjCudaParamForm form;
+    size_t size;  /* the bytes the driver copies */
+    size_t align; /* the .entry parameter's alignment */
+} KjCudaParam;
+
+static inline KjCudaParam kj_cuda_entry_param(const KjType *type, bool contiguous)
+{
+    if (!type)
+        return (KjCudaParam){KJ_CUDA_PARAM_ADDRESS, sizeof(void *), sizeof(void *)};
+    if (type->kind == KJ_TYPE_ARRAY)
+        return contiguous ? (KjCudaParam){KJ_CUDA_PARAM_ARRAY_RECORD,
+                                          sizeof(void *) + sizeof(int64_t) * (size_t)type->ndim, 8}
+                          : (KjCudaParam){KJ_CUDA_PARAM_ARRAY_DESC, sizeof(KjArrayDesc), 8};
+    size_t size = (size_t)kj_type_size(type);
+    if (kj_type_is_complex(type))
+        return (KjCudaParam){KJ_CUDA_PARAM_COMPLEX, size,
+                             (size_t)kj_type_size(kj_type_complex_part(type))};
+    return (KjCudaParam){KJ_CUDA_PARAM_SCALAR, size, size};
+}
 /*
  * Checked mode (KjCodegenOptions.checks): the first failed check of a call
  * is written here.  The thread that fails sets `failed` from 0 to 1 with a

@@ -392,8 +392,9 @@ static LLVMTypeRef cuda_array_type(Gen *g, const KjType *t, bool contiguous)
     return LLVMStructTypeInContext(g->ctx, fields, 2, 0);
 }
 
-/* A kernel's .entry (other roots have none): parameters in IR order, arrays (and complex scalars) by
- * value as byval pointers, bools as one byte. */
+/* A kernel's .entry (other roots have none): parameters in IR order, each
+ * as kj_cuda_entry_param says (the rule the runtime packs a launch by),
+ * arrays and complex scalars by value as byval pointers. */
 static void cuda_emit_entries(Gen *g, FnInfo *info)
 {
     KjIrFunction *fn = info->ir;
@@ -404,7 +405,8 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
     LLVMValueRef *args = kj_xmalloc(sizeof *args * (size_t)kj_codegen_impl_arg_capacity(fn));
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
-        ps[i] = is_array(t) || kj_type_is_complex(t) ? g->t_ptr : memty(g, t);
+        KjCudaParam param = kj_cuda_entry_param(t, param_contiguous(contiguous, i));
+        ps[i] = param.form == KJ_CUDA_PARAM_SCALAR ? memty(g, t) : g->t_ptr;
     }
     /* checked mode: the KjCheckRecord's device address after the parameters */
     int count = fn->param_count;
@@ -420,23 +422,23 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
     int n = 0;
     for (int i = 0; i < fn->param_count; i++) {
         const KjType *t = fn->params[i]->type;
+        KjCudaParam param = kj_cuda_entry_param(t, param_contiguous(contiguous, i));
         LLVMValueRef p = LLVMGetParam(e, (unsigned)i);
-        bool compact = is_array(t) && param_contiguous(contiguous, i);
-        LLVMTypeRef array_type = is_array(t) ? cuda_array_type(g, t, compact) : NULL;
-        if (is_array(t) || kj_type_is_complex(t)) {
-            LLVMTypeRef vt = is_array(t) ? array_type : llty(g, t);
-            unsigned kind = LLVMGetEnumAttributeKindForName("byval", 5);
-            LLVMAddAttributeAtIndex(e, (unsigned)i + 1, LLVMCreateTypeAttribute(g->ctx, kind, vt));
-            kj_codegen_add_param_attr(g, e, (unsigned)i, "align", is_array(t) ? 8 : (uint64_t)kj_type_size(kj_type_complex_part(t)));
+        if (param.form == KJ_CUDA_PARAM_SCALAR) {
+            args[n++] = from_mem(g, t, p);
+            continue;
         }
+        bool compact = param.form == KJ_CUDA_PARAM_ARRAY_RECORD;
+        LLVMTypeRef by_value = is_array(t) ? cuda_array_type(g, t, compact) : llty(g, t);
+        unsigned kind = LLVMGetEnumAttributeKindForName("byval", 5);
+        LLVMAddAttributeAtIndex(e, (unsigned)i + 1, LLVMCreateTypeAttribute(g->ctx, kind, by_value));
+        kj_codegen_add_param_attr(g, e, (unsigned)i, "align", (uint64_t)param.align);
         if (is_array(t)) {
             ArrayVal a;
-            kj_codegen_array_from_desc(g, p, array_type, t, compact, &a);
+            kj_codegen_array_from_desc(g, p, by_value, t, compact, &a);
             n += kj_codegen_array_args(&a, args + n);
-        } else if (kj_type_is_complex(t)) {
-            args[n++] = LLVMBuildLoad2(g->b, llty(g, t), p, "");
         } else {
-            args[n++] = from_mem(g, t, p);
+            args[n++] = LLVMBuildLoad2(g->b, by_value, p, "");
         }
     }
     if (scratch)
