@@ -182,6 +182,37 @@ static void run_rows_chunk(void *user, int64_t begin, int64_t end)
     }
 }
 
+/* value + add, held at INT64_MAX or INT64_MIN where the sum passes one: a
+ * thread's x (at least 0, below 2^63) is below the bound exactly when it is
+ * below the held sum. */
+static int64_t bound_sum(int64_t value, int64_t add)
+{
+    int64_t sum;
+    if (__builtin_add_overflow(value, add, &sum))
+        return add > 0 ? INT64_MAX : INT64_MIN;
+    return sum;
+}
+
+void kj_grid_rows_limits(const KjGridRows *form, void **args, int64_t limit[3])
+{
+    limit[0] = limit[1] = limit[2] = INT64_MAX;
+    for (int i = 0; i < form->bound_count; i++) {
+        const KjGridRowsBound *bound = &form->bounds[i];
+        int64_t at = bound->add;
+        if (bound->param >= 0 && bound->dim >= 0) {
+            const KjArrayDesc *array = args[bound->param];
+            at = bound_sum(array->shape[bound->dim], bound->add);
+        } else if (bound->param >= 0) {
+            const void *value = args[bound->param];
+            at = bound_sum(bound->dim_bytes == 4 ? *(const int32_t *)value
+                                                 : *(const int64_t *)value,
+                           bound->add);
+        }
+        if (at < limit[bound->axis])
+            limit[bound->axis] = at;
+    }
+}
+
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
                      const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines)
 {

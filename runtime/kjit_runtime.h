@@ -256,6 +256,11 @@ typedef struct KjRowLines {
  */
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
                      const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines);
+/* kj_cpu_run_rows's limits for a launch of form with args: on each grid axis
+ * the least of its guard's bounds (an array's extent or an integer
+ * parameter, plus the bound's add; a constant), INT64_MAX where none bounds
+ * it or a bound passes INT64_MAX (every thread passes it). */
+void kj_grid_rows_limits(const KjGridRows *form, void **args, int64_t limit[3]);
 typedef struct KjRaceState KjRaceState;
 /* A launch under the race checker (check_race.c): every block's threads as
  * fibers through thread_fn, the blocks one after another on the calling

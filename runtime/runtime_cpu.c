@@ -488,24 +488,8 @@ static bool cpu_launch_rows(kjit_context *context, const KjLaunch *launch)
     KjRowLines lines = {0};
     if (form->out >= 0 && form->out < compiled->root->param_count)
         lines = (KjRowLines){launch->params[form->out], form->out_ndim, form->out_axis, form->out_size};
-    /* the guard's bounds: the threads at or past one do nothing */
-    int64_t limit[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
-    for (int i = 0; i < form->bound_count; i++) {
-        const KjGridRowsBound *bound = &form->bounds[i];
-        int64_t at = bound->add;
-        if (bound->param >= 0 && bound->dim >= 0) {
-            const KjArrayDesc *array = launch->params[bound->param];
-            at = array->shape[bound->dim] + bound->add; /* an extent is below 2^62 */
-        } else if (bound->param >= 0) {
-            const void *value = launch->params[bound->param];
-            int64_t v = bound->dim_bytes == 4 ? *(const int32_t *)value : *(const int64_t *)value;
-            if (v == INT64_MAX && bound->add) /* x <= INT64_MAX: every thread */
-                continue;
-            at = v + bound->add;
-        }
-        if (at < limit[bound->axis])
-            limit[bound->axis] = at;
-    }
+    int64_t limit[3];
+    kj_grid_rows_limits(form, launch->params, limit);
     return kj_cpu_run_rows(context->pool, (KjRowFn)shared->xrange, launch->params, launch->grid,
                            launch->block, limit, &lines);
 }

@@ -7,6 +7,8 @@
  *   lines a row is cut on; and which do not (threadIdx or blockDim read
  *   outside a sum, shared memory, atomics, an `if` that is no such guard,
  *   a bound the body assigns);
+ * - the guard's bounds as the rows' limits at int64's edges (held, not
+ *   wrapped), and a launch whose bound is INT64_MAX;
  * - launches on cpu and parallel of 1-, 2- and 3-D kernels, guards of <, <=,
  *   reversed and constant bounds, grids wider and taller than the arrays,
  *   outputs at every 4-byte offset into a line, sizes around the SIMD width
@@ -21,7 +23,7 @@
 #include <string.h>
 
 #include "kjit.h"
-#include "kjit_compiler.h"
+#include "kjit_runtime.h"
 #include "kjit_tools.h"
 #include "ir_fixture.h"
 
@@ -105,6 +107,38 @@ START_TEST(form_refused)
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
         ck_assert_msg(!form_of(refused[i], "k").ok, "taken: %s", refused[i]);
+}
+END_TEST
+
+/* The guard's bounds as the rows' limits (kj_grid_rows_limits) where value
+ * plus add passes an edge of int64: held there, not wrapped (a bound past
+ * INT64_MAX lets every thread run, one below INT64_MIN none).  The form is
+ * made by hand: the compiler's adds are 0 or 1 on a parameter. */
+START_TEST(limits_at_the_edges)
+{
+    int64_t top = INT64_MAX, near_top = INT64_MAX - 10, near_bottom = INT64_MIN + 1;
+    int32_t top32 = INT32_MAX;
+    int64_t n = 1000;
+    KjArrayDesc array = {.shape = {n}};
+    void *args[] = {&top, &near_top, &array, &top32, &near_bottom};
+    KjGridRows form = {.ok = true, .bound_count = 6, .bounds = {
+        {.axis = 0, .param = 0, .dim = -1, .dim_bytes = 8, .add = 1},
+        {.axis = 0, .param = 1, .dim = -1, .dim_bytes = 8, .add = 64},
+        {.axis = 1, .param = 2, .dim = 0, .add = INT64_MAX},
+        {.axis = 1, .param = 1, .dim = -1, .dim_bytes = 8, .add = 5},
+        {.axis = 2, .param = 3, .dim = -1, .dim_bytes = 4, .add = 1},
+        {.axis = 2, .param = 4, .dim = -1, .dim_bytes = 8, .add = -4},
+    }};
+    int64_t limit[3];
+    kj_grid_rows_limits(&form, args, limit);
+    ck_assert_msg(limit[0] == INT64_MAX, "x <= INT64_MAX, x < INT64_MAX - 10 + 64: limit %lld",
+                  (long long)limit[0]);
+    ck_assert_msg(limit[1] == INT64_MAX - 5, "y: limit %lld; want INT64_MAX - 5", (long long)limit[1]);
+    ck_assert_msg(limit[2] == INT64_MIN, "z < INT64_MIN + 1 - 4: limit %lld; want INT64_MIN",
+                  (long long)limit[2]);
+    form.bound_count = 5;
+    kj_grid_rows_limits(&form, args, limit);
+    ck_assert_msg(limit[2] == (int64_t)INT32_MAX + 1, "z <= INT32_MAX: limit %lld", (long long)limit[2]);
 }
 END_TEST
 
@@ -304,6 +338,29 @@ END_TEST
 START_TEST(more_dimensions_parallel) { more_dimensions(KJIT_TARGET_PARALLEL); }
 END_TEST
 
+/* le1's bound n at INT64_MAX and just below: n >= i holds for every thread
+ * (the rows' limit held at INT64_MAX, not wrapped below zero). */
+START_TEST(bound_at_int64_max)
+{
+    Launcher l = open_launcher(KJIT_TARGET_CPU);
+    int64_t n = 128;
+    int32_t a[128], b[128];
+    for (int i = 0; i < 128; i++)
+        a[i] = i;
+    kjit_array A = kjit_array_make(a, KJIT_I32, 1, &n), B = kjit_array_make(b, KJIT_I32, 1, &n);
+    static const int64_t bounds[] = {INT64_MAX, INT64_MAX - 1};
+    for (int k = 0; k < 2; k++) {
+        memset(b, 0, sizeof b);
+        kjit_arg args[3] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_i64(bounds[k])};
+        uint32_t grid[3] = {2, 1, 1}, block[3] = {64, 1, 1};
+        launch(&l, "le1", grid, block, args, 3);
+        for (int i = 0; i < 128; i++)
+            ck_assert_msg(b[i] == 3 * i, "le1 n %lld: b[%d] is %d", (long long)bounds[k], i, b[i]);
+    }
+    close_launcher(&l);
+}
+END_TEST
+
 /* Code generation and cache lookups a launch caused. */
 static uint64_t work_done(void)
 {
@@ -363,6 +420,7 @@ Suite *suite_grid_rows(void)
     TCase *form = tcase_create("form");
     tcase_add_test(form, form_elementwise);
     tcase_add_test(form, form_refused);
+    tcase_add_test(form, limits_at_the_edges);
     suite_add_tcase(s, form);
     TCase *runs = tcase_create("launches");
     tcase_set_timeout(runs, 120);
@@ -370,6 +428,7 @@ Suite *suite_grid_rows(void)
     tcase_add_test(runs, one_dimension_parallel);
     tcase_add_test(runs, more_dimensions_cpu);
     tcase_add_test(runs, more_dimensions_parallel);
+    tcase_add_test(runs, bound_at_int64_max);
     tcase_add_test(runs, rows_need_no_shape_code);
     suite_add_tcase(s, runs);
     return s;
