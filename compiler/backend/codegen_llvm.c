@@ -145,24 +145,27 @@ static void request_unroll(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
  * accesses to the lanes' local array fall at constant offsets, and LLVM keeps
  * the lanes in vector registers across the enclosing loop.  Left to its
  * heuristics, LLVM unrolls a constant 32-iteration loop into scalars first,
- * or vectorises a shorter width whose lanes go through the stack each step. */
+ * or vectorises a shorter width whose lanes go through the stack each step.
+ * The width is a hint, not a demand (no llvm.loop.vectorize.enable): LLVM
+ * takes it wherever it can vectorise the loop, and where it cannot (at the
+ * sse2 level, a lane loop that reads its operand through srem and sdiv of
+ * the index: "cannot identify array bounds") it leaves the loop scalar,
+ * where a demand made it warn "loop not vectorized" for each such loop
+ * (about 160 lines for kjit build examples/reduce.kern --emit=lib). */
 static void request_simd_lanes(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge)
 {
     if (s->start->op != KJ_IR_CONST || s->stop->op != KJ_IR_CONST)
         kj_die("a simd_lanes loop without constant bounds");
     int64_t width = (int64_t)(s->stop->const_int - s->start->const_int);
-    LLVMTypeRef i32 = LLVMInt32TypeInContext(g->ctx), i1 = LLVMInt1TypeInContext(g->ctx);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(g->ctx);
 #define MD_STRING(text) LLVMMDStringInContext2(g->ctx, text, strlen(text))
-    LLVMMetadataRef enable[2] = {MD_STRING("llvm.loop.vectorize.enable"),
-                                 LLVMValueAsMetadata(LLVMConstInt(i1, 1, 0))};
     LLVMMetadataRef vf[2] = {MD_STRING("llvm.loop.vectorize.width"),
                              LLVMValueAsMetadata(LLVMConstInt(i32, (unsigned long long)width, 0))};
     LLVMMetadataRef no_unroll[1] = {MD_STRING("llvm.loop.unroll.disable")};
 #undef MD_STRING
-    LLVMMetadataRef props[3] = {LLVMMDNodeInContext2(g->ctx, enable, 2),
-                                LLVMMDNodeInContext2(g->ctx, vf, 2),
+    LLVMMetadataRef props[2] = {LLVMMDNodeInContext2(g->ctx, vf, 2),
                                 LLVMMDNodeInContext2(g->ctx, no_unroll, 1)};
-    set_loop_md(g, back_edge, props, 3);
+    set_loop_md(g, back_edge, props, 2);
 }
 
 /* A counted loop, the skeleton `for` and PARFOR share: its variable runs
