@@ -25,6 +25,7 @@
 #include "kjit.h"
 #include "kjit_runtime.h"
 #include "kjit_tools.h"
+#include "fixture.h"
 #include "ir_fixture.h"
 
 /* ------------------------------------------------------------ the form */
@@ -38,6 +39,17 @@ static KjGridRows form_of(const char *text, const char *name)
     return rows;
 }
 
+/* Bound i of r: grid axis, array or integer parameter (-1: a constant), the
+ * array's dim (-1: the parameter's value), and the add. */
+static void expect_bound(const KjGridRows *r, int i, int axis, int param, int dim, int64_t add)
+{
+    const KjGridRowsBound *b = &r->bounds[i];
+    ck_assert_msg(b->axis == axis && b->param == param && (param < 0 || b->dim == dim) &&
+                      b->add == add,
+                  "bound %d: axis %d param %d dim %d add %lld; want %d %d %d %lld", i, b->axis,
+                  b->param, b->dim, (long long)b->add, axis, param, dim, (long long)add);
+}
+
 START_TEST(form_elementwise)
 {
     KjGridRows r = form_of("@kernel fn k(a: i32[], b: i32[]) {\n"
@@ -46,10 +58,7 @@ START_TEST(form_elementwise)
                            "}\n", "k");
     ck_assert(r.ok);
     ck_assert_int_eq(r.bound_count, 1);
-    ck_assert_int_eq(r.bounds[0].axis, 0);
-    ck_assert_int_eq(r.bounds[0].param, 0);
-    ck_assert_int_eq(r.bounds[0].dim, 0);
-    ck_assert_int_eq(r.bounds[0].add, 0);
+    expect_bound(&r, 0, 0, 0, 0, 0);
     ck_assert_int_eq(r.out, 1);
     ck_assert_int_eq(r.out_ndim, 1);
     ck_assert_int_eq(r.out_axis[0], 0);
@@ -61,15 +70,10 @@ START_TEST(form_elementwise)
                 "}\n", "k");
     ck_assert(r.ok);
     ck_assert_int_eq(r.bound_count, 3);
-    ck_assert_int_eq(r.bounds[0].axis, 1);
-    ck_assert_int_eq(r.bounds[0].param, 0);
-    ck_assert_int_eq(r.bounds[1].axis, 0);
-    ck_assert_int_eq(r.bounds[1].param, 2);
-    ck_assert_int_eq(r.bounds[1].dim, -1);
+    expect_bound(&r, 0, 1, 0, 0, 0);
+    expect_bound(&r, 1, 0, 2, -1, 1);
     ck_assert_int_eq(r.bounds[1].dim_bytes, 4);
-    ck_assert_int_eq(r.bounds[1].add, 1);
-    ck_assert_int_eq(r.bounds[2].param, -1);
-    ck_assert_int_eq(r.bounds[2].add, 8);
+    expect_bound(&r, 2, 0, -1, 0, 8);
     ck_assert_int_eq(r.out, 1);
     ck_assert_int_eq(r.out_ndim, 2);
     ck_assert_int_eq(r.out_axis[0], 1);
@@ -173,36 +177,57 @@ static const char *const source =
 
 enum { GUARD = 64 }; /* sentinel elements on each side */
 
-typedef struct Launcher {
-    kjit_context *context;
-    kjit_module *module;
-} Launcher;
+/* An output buffer of count elements of dtype (i32 or f64), each -7 before a
+ * launch; want: what each must hold after it (-7 around the output). */
+typedef struct Output {
+    void *buffer;
+    void *want;
+    kjit_dtype dtype;
+    int64_t count;
+} Output;
 
-static Launcher open_launcher(kjit_target target)
+static Output output_make(kjit_dtype dtype, int64_t count)
 {
-    Launcher l;
-    kjit_options options;
-    kjit_options_init(&options);
-    options.target = target;
-    options.num_threads = 3;
-    ck_assert_int_eq(kjit_context_create(&options, &l.context), KJIT_OK);
-    ck_assert_msg(kjit_compile_string(l.context, "rows.kern", source, &l.module) == KJIT_OK, "%s",
-                  kjit_last_error(l.context));
-    return l;
+    size_t size = dtype == KJIT_F64 ? sizeof(double) : sizeof(int32_t);
+    Output o = {aligned_alloc(64, size * (size_t)count), aligned_alloc(64, size * (size_t)count), dtype,
+                count};
+    return o;
 }
 
-static void close_launcher(Launcher *l)
+static void output_free(Output *o)
 {
-    kjit_module_free(l->module);
-    kjit_context_destroy(l->context);
+    free(o->buffer);
+    free(o->want);
 }
 
-static void launch(Launcher *l, const char *name, const uint32_t grid[3], const uint32_t block[3], kjit_arg *args,
-                   int nargs)
+/* Sets every element of o's buffer to the sentinel, launches kernel name of
+ * f, and compares every element with o's want bit for bit; what names the
+ * case, first is where the kernel's output starts in the buffer. */
+static void launch_and_compare(Fixture *f, const char *name, const uint32_t grid[3],
+                               const uint32_t block[3], kjit_arg *args, int nargs, Output *o,
+                               int64_t first, const char *what)
 {
-    kjit_function *f;
-    ck_assert_int_eq(kjit_module_function(l->module, name, &f), KJIT_OK);
-    ck_assert_msg(kjit_launch(f, grid, block, args, nargs, NULL) == KJIT_OK, "%s", kjit_last_error(l->context));
+    bool f64 = o->dtype == KJIT_F64;
+    for (int64_t i = 0; i < o->count; i++) {
+        if (f64)
+            ((double *)o->buffer)[i] = -7.0;
+        else
+            ((int32_t *)o->buffer)[i] = -7;
+    }
+    ck_assert_msg(kjit_launch(fixture_fn(f, name), grid, block, args, nargs, NULL) == KJIT_OK, "%s: %s",
+                  what, kjit_last_error(f->context));
+    size_t size = f64 ? sizeof(double) : sizeof(int32_t);
+    for (int64_t i = 0; i < o->count; i++) {
+        const char *got = (const char *)o->buffer + size * (size_t)i;
+        const char *want = (const char *)o->want + size * (size_t)i;
+        if (memcmp(got, want, size) == 0)
+            continue;
+        if (f64)
+            ck_abort_msg("%s %s: element %lld is %.17g, want %.17g", name, what, (long long)(i - first),
+                         *(const double *)got, *(const double *)want);
+        ck_abort_msg("%s %s: element %lld is %d, want %d", name, what, (long long)(i - first),
+                     *(const int32_t *)got, *(const int32_t *)want);
+    }
 }
 
 static uint32_t blocks_for(int64_t n, uint32_t block) { return (uint32_t)((n + block - 1) / block); }
@@ -211,49 +236,43 @@ static uint32_t blocks_for(int64_t n, uint32_t block) { return (uint32_t)((n + b
  * offset into a line, grids of 1 to 3 spare blocks. */
 static void one_dimension(kjit_target target)
 {
-    Launcher l = open_launcher(target);
+    Fixture f = fixture_open(target, "rows.kern", source);
     static const int64_t lengths[] = {1, 15, 16, 17, 63, 64, 65, 100, 1000, 2 * 2048 + 37, 70001};
     const int64_t most = 70001 + 2 * GUARD + 16;
-    int32_t *a = aligned_alloc(64, sizeof(int32_t) * (size_t)most), *b = aligned_alloc(64, sizeof(int32_t) * (size_t)most);
+    int32_t *a = aligned_alloc(64, sizeof(int32_t) * (size_t)most);
+    Output b = output_make(KJIT_I32, most);
+    int32_t *want = b.want;
     for (int64_t i = 0; i < most; i++)
         a[i] = (int32_t)(i * 2654435761u);
     for (size_t k = 0; k < sizeof lengths / sizeof *lengths; k++)
         for (int offset = 0; offset < 16; offset += (lengths[k] > 1000 ? 5 : 1)) {
-            int64_t n = lengths[k];
-            int32_t *out = b + GUARD + offset;
-            for (int64_t i = 0; i < most; i++)
-                b[i] = -7;
+            int64_t n = lengths[k], first = GUARD + offset;
+            int32_t *out = (int32_t *)b.buffer + first;
+            char what[64];
+            snprintf(what, sizeof what, "n %lld offset %d", (long long)n, offset);
             kjit_array A = kjit_array_make(a + 3, KJIT_I32, 1, &n), B = kjit_array_make(out, KJIT_I32, 1, &n);
             kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
             uint32_t block[3] = {offset % 2 ? 96 : 256, 1, 1};
             uint32_t grid[3] = {blocks_for(n, block[0]) + (uint32_t)(offset % 3), 1, 1};
-            launch(&l, "inc1", grid, block, args, 2);
             for (int64_t i = 0; i < most; i++) {
-                int64_t at = i - GUARD - offset;
-                int32_t want = at >= 0 && at < n ? (int32_t)((uint32_t)a[at + 3] + 1u) : -7;
-                if (!(b[i] == want))
-                    ck_abort_msg("inc1 n %lld offset %d: b[%lld] is %d, want %d", (long long)n, offset,
-                              (long long)at, b[i], want);
+                int64_t at = i - first;
+                want[i] = at >= 0 && at < n ? (int32_t)((uint32_t)a[at + 3] + 1u) : -7;
             }
+            launch_and_compare(&f, "inc1", grid, block, args, 2, &b, first, what);
             /* n >= i: one more element than n, from a parameter */
             int64_t m = n + 1, bound = n - 1 - offset % 2;
             kjit_array A2 = kjit_array_make(a, KJIT_I32, 1, &m), B2 = kjit_array_make(out, KJIT_I32, 1, &m);
             kjit_arg args2[3] = {kjit_arg_array(&A2), kjit_arg_array(&B2), kjit_arg_i64(bound)};
-            for (int64_t i = 0; i < most; i++)
-                b[i] = -7;
-            launch(&l, "le1", grid, block, args2, 3);
             for (int64_t i = 0; i < most; i++) {
-                int64_t at = i - GUARD - offset;
-                int32_t want = at >= 0 && at <= bound && at < (int64_t)grid[0] * block[0]
-                                   ? (int32_t)((uint32_t)a[at] * 3u) : -7;
-                if (!(b[i] == want))
-                    ck_abort_msg("le1 n %lld offset %d: b[%lld] is %d, want %d", (long long)n, offset,
-                              (long long)at, b[i], want);
+                int64_t at = i - first;
+                want[i] = at >= 0 && at <= bound && at < (int64_t)grid[0] * block[0]
+                              ? (int32_t)((uint32_t)a[at] * 3u) : -7;
             }
+            launch_and_compare(&f, "le1", grid, block, args2, 3, &b, first, what);
         }
     free(a);
-    free(b);
-    close_launcher(&l);
+    output_free(&b);
+    fixture_close(&f);
 }
 
 START_TEST(one_dimension_cpu) { one_dimension(KJIT_TARGET_CPU); }
@@ -267,69 +286,63 @@ END_TEST
  * constant below the array's width. */
 static void more_dimensions(kjit_target target)
 {
-    Launcher l = open_launcher(target);
+    Fixture f = fixture_open(target, "rows.kern", source);
     static const int64_t shapes[][2] = {{1, 1}, {3, 17}, {9, 33}, {100, 1000}, {7, 250}, {33, 5}};
     const int64_t most = 100 * 1000 + 2 * GUARD + 16;
-    int32_t *a = aligned_alloc(64, sizeof(int32_t) * (size_t)most), *b = aligned_alloc(64, sizeof(int32_t) * (size_t)most);
-    double *x = aligned_alloc(64, sizeof(double) * (size_t)most), *y = aligned_alloc(64, sizeof(double) * (size_t)most);
+    int32_t *a = aligned_alloc(64, sizeof(int32_t) * (size_t)most);
+    double *x = aligned_alloc(64, sizeof(double) * (size_t)most);
+    Output b = output_make(KJIT_I32, most), y = output_make(KJIT_F64, most);
+    int32_t *want = b.want;
+    double *ywant = y.want;
     for (int64_t i = 0; i < most; i++)
         a[i] = (int32_t)(i * 2654435761u), x[i] = (double)(i % 1013) * 0.25;
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
         for (int offset = 0; offset < 16; offset += 3) {
-            int64_t rows = shapes[k][0], cols = shapes[k][1], n = rows * cols;
-            int32_t *out = b + GUARD + offset;
-            for (int64_t i = 0; i < most; i++)
-                b[i] = -7;
-            kjit_array A = kjit_array_make(a + 1, KJIT_I32, 2, shapes[k]), B = kjit_array_make(out, KJIT_I32, 2, shapes[k]);
+            int64_t rows = shapes[k][0], cols = shapes[k][1], n = rows * cols, first = GUARD + offset;
+            char what[64];
+            snprintf(what, sizeof what, "%lldx%lld offset %d", (long long)rows, (long long)cols, offset);
+            kjit_array A = kjit_array_make(a + 1, KJIT_I32, 2, shapes[k]),
+                       B = kjit_array_make((int32_t *)b.buffer + first, KJIT_I32, 2, shapes[k]);
             kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
             uint32_t block[3] = {32, 8, 1};
             uint32_t grid[3] = {blocks_for(cols, 32) + (uint32_t)(offset % 2), blocks_for(rows, 8) + 1, 1};
-            launch(&l, "inc2", grid, block, args, 2);
             for (int64_t i = 0; i < most; i++) {
-                int64_t at = i - GUARD - offset;
-                int32_t want = at >= 0 && at < n ? (int32_t)((uint32_t)a[at + 1] + 1u) : -7;
-                if (!(b[i] == want))
-                    ck_abort_msg("inc2 %lldx%lld offset %d: b[%lld] is %d, want %d", (long long)rows,
-                              (long long)cols, offset, (long long)at, b[i], want);
+                int64_t at = i - first;
+                want[i] = at >= 0 && at < n ? (int32_t)((uint32_t)a[at + 1] + 1u) : -7;
             }
+            launch_and_compare(&f, "inc2", grid, block, args, 2, &b, first, what);
             /* cols2: j below m and below 50 */
-            double *yout = y + GUARD + offset;
-            for (int64_t i = 0; i < most; i++)
-                y[i] = -7.0;
             int32_t m = (int32_t)(cols - offset % 3);
-            kjit_array X = kjit_array_make(x, KJIT_F64, 2, shapes[k]), Y = kjit_array_make(yout, KJIT_F64, 2, shapes[k]);
+            kjit_array X = kjit_array_make(x, KJIT_F64, 2, shapes[k]),
+                       Y = kjit_array_make((double *)y.buffer + first, KJIT_F64, 2, shapes[k]);
             kjit_arg args2[3] = {kjit_arg_array(&X), kjit_arg_array(&Y), kjit_arg_i32(m)};
-            launch(&l, "cols2", grid, block, args2, 3);
             for (int64_t i = 0; i < most; i++) {
-                int64_t at = i - GUARD - offset, r = at >= 0 ? at / cols : -1, c = at >= 0 ? at % cols : -1;
-                double want = at >= 0 && at < n && c < m && c < 50 ? x[at] * 0.5 + (double)c : -7.0;
-                if (!(y[i] == want))
-                    ck_abort_msg("cols2 %lldx%lld m %d: y[%lld, %lld] is %g, want %g", (long long)rows,
-                              (long long)cols, m, (long long)r, (long long)c, y[i], want);
+                int64_t at = i - first, c = at >= 0 ? at % cols : -1;
+                ywant[i] = at >= 0 && at < n && c < m && c < 50 ? x[at] * 0.5 + (double)c : -7.0;
             }
-            /* 3-D: the same elements as rows x 1 x cols, z the outer axis */
+            snprintf(what, sizeof what, "%lldx%lld m %d", (long long)rows, (long long)cols, m);
+            launch_and_compare(&f, "cols2", grid, block, args2, 3, &y, first, what);
+            /* 3-D: the same elements as rows x 2 x cols/2, z the outer axis */
             int64_t shape3[3] = {rows, 2, (cols + 1) / 2};
             int64_t n3 = shape3[0] * shape3[1] * shape3[2];
-            for (int64_t i = 0; i < most; i++)
-                b[i] = -7;
-            kjit_array A3 = kjit_array_make(a, KJIT_I32, 3, shape3), B3 = kjit_array_make(out, KJIT_I32, 3, shape3);
+            kjit_array A3 = kjit_array_make(a, KJIT_I32, 3, shape3),
+                       B3 = kjit_array_make((int32_t *)b.buffer + first, KJIT_I32, 3, shape3);
             kjit_arg args3[2] = {kjit_arg_array(&A3), kjit_arg_array(&B3)};
             uint32_t block3[3] = {16, 2, 2};
             uint32_t grid3[3] = {blocks_for(shape3[2], 16) + 1, 1 + (uint32_t)(offset % 2), blocks_for(rows, 2)};
-            launch(&l, "inc3", grid3, block3, args3, 2);
             for (int64_t i = 0; i < most; i++) {
-                int64_t at = i - GUARD - offset, z = at >= 0 ? at / (shape3[1] * shape3[2]) : 0;
-                int32_t want = at >= 0 && at < n3 ? (int32_t)((uint32_t)a[at] - (uint32_t)z) : -7;
-                if (!(b[i] == want))
-                    ck_abort_msg("inc3 %lldx2x%lld offset %d: b[%lld] is %d, want %d", (long long)rows,
-                              (long long)shape3[2], offset, (long long)at, b[i], want);
+                int64_t at = i - first, z = at >= 0 ? at / (shape3[1] * shape3[2]) : 0;
+                want[i] = at >= 0 && at < n3 ? (int32_t)((uint32_t)a[at] - (uint32_t)z) : -7;
             }
+            snprintf(what, sizeof what, "%lldx2x%lld offset %d", (long long)rows, (long long)shape3[2],
+                     offset);
+            launch_and_compare(&f, "inc3", grid3, block3, args3, 2, &b, first, what);
         }
     free(a);
-    free(b);
     free(x);
-    free(y);
-    close_launcher(&l);
+    output_free(&b);
+    output_free(&y);
+    fixture_close(&f);
 }
 
 START_TEST(more_dimensions_cpu) { more_dimensions(KJIT_TARGET_CPU); }
@@ -342,22 +355,21 @@ END_TEST
  * (the rows' limit held at INT64_MAX, not wrapped below zero). */
 START_TEST(bound_at_int64_max)
 {
-    Launcher l = open_launcher(KJIT_TARGET_CPU);
+    Fixture f = fixture_open(KJIT_TARGET_CPU, "rows.kern", source);
     int64_t n = 128;
-    int32_t a[128], b[128];
+    int32_t a[128];
+    Output b = output_make(KJIT_I32, n);
     for (int i = 0; i < 128; i++)
-        a[i] = i;
-    kjit_array A = kjit_array_make(a, KJIT_I32, 1, &n), B = kjit_array_make(b, KJIT_I32, 1, &n);
+        a[i] = i, ((int32_t *)b.want)[i] = 3 * i;
+    kjit_array A = kjit_array_make(a, KJIT_I32, 1, &n), B = kjit_array_make(b.buffer, KJIT_I32, 1, &n);
     static const int64_t bounds[] = {INT64_MAX, INT64_MAX - 1};
     for (int k = 0; k < 2; k++) {
-        memset(b, 0, sizeof b);
         kjit_arg args[3] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_i64(bounds[k])};
         uint32_t grid[3] = {2, 1, 1}, block[3] = {64, 1, 1};
-        launch(&l, "le1", grid, block, args, 3);
-        for (int i = 0; i < 128; i++)
-            ck_assert_msg(b[i] == 3 * i, "le1 n %lld: b[%d] is %d", (long long)bounds[k], i, b[i]);
+        launch_and_compare(&f, "le1", grid, block, args, 3, &b, 0, k ? "n INT64_MAX - 1" : "n INT64_MAX");
     }
-    close_launcher(&l);
+    output_free(&b);
+    fixture_close(&f);
 }
 END_TEST
 
@@ -376,14 +388,7 @@ START_TEST(rows_need_no_shape_code)
     static const char *const text =
         "@kernel fn rows(a: f32[], b: f32[]) { let i = grid(1); if i < len(a) { b[i] = a[i] * 2.0; } }\n"
         "@kernel fn blocks(a: f32[], b: f32[]) { let i = grid(1); if a[0] > -1.0 && i < len(a) { b[i] = a[i]; } }\n";
-    kjit_options options;
-    kjit_options_init(&options);
-    options.target = KJIT_TARGET_CPU;
-    kjit_context *context;
-    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
-    kjit_module *module;
-    ck_assert_msg(kjit_compile_string(context, "shapes.kern", text, &module) == KJIT_OK, "%s",
-                  kjit_last_error(context));
+    Fixture fixture = fixture_open(KJIT_TARGET_CPU, "shapes.kern", text);
     float a[300], b[300];
     for (int i = 0; i < 300; i++)
         a[i] = (float)i;
@@ -392,8 +397,7 @@ START_TEST(rows_need_no_shape_code)
     kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
     static const char *const names[2] = {"rows", "blocks"};
     for (int k = 0; k < 2; k++) {
-        kjit_function *f;
-        ck_assert_int_eq(kjit_module_function(module, names[k], &f), KJIT_OK);
+        kjit_function *f = fixture_fn(&fixture, names[k]);
         uint32_t grid[3] = {10, 1, 1}, block[3] = {32, 1, 1};
         ck_assert_int_eq(kjit_launch(f, grid, block, args, 2, NULL), KJIT_OK); /* its general code */
         for (uint32_t shape = 33; shape < 36; shape++) {
@@ -409,8 +413,7 @@ START_TEST(rows_need_no_shape_code)
                 ck_assert_msg(work_done() > before, "blocks: a block of %u ran no code of its own", shape);
         }
     }
-    kjit_module_free(module);
-    kjit_context_destroy(context);
+    fixture_close(&fixture);
 }
 END_TEST
 
