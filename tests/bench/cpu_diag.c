@@ -68,6 +68,18 @@ static void emit(const char *name, double value)
     fflush(stdout);
 }
 
+/* A context on target; num_threads 0: the target's default. */
+static kjit_context *open_context(kjit_target target, int num_threads)
+{
+    kjit_options options;
+    kjit_options_init(&options);
+    options.target = target;
+    options.num_threads = num_threads;
+    kjit_context *context;
+    die_on(kjit_context_create(&options, &context), NULL, "context");
+    return context;
+}
+
 static kjit_function *load(kjit_context *context, const char *dir, const char *file, const char *name)
 {
     char path[4096];
@@ -168,11 +180,7 @@ static void call_rows(const char *dir)
         a[i] = (int32_t)(i * 2654435761u);
     const kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
     for (int t = 0; t < 2; t++) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = targets[t];
-        kjit_context *context;
-        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_context *context = open_context(targets[t], 0);
         kjit_function *inc1 = load(context, dir, "inc.kern", "inc1"), *vinc = load(context, dir, "inc.kern", "vinc");
         char name[96];
         for (int k = 0; k < 2; k++) {
@@ -192,12 +200,7 @@ static void call_rows(const char *dir)
     }
     static const int threads[] = {1, 2, 4, 8, 16};
     for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = KJIT_TARGET_PARALLEL;
-        options.num_threads = threads[k];
-        kjit_context *context;
-        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_context *context = open_context(KJIT_TARGET_PARALLEL, threads[k]);
         kjit_function *inc1 = load(context, dir, "inc.kern", "inc1");
         kjit_array A = kjit_array_make(a, KJIT_I32, 1, &n), B = kjit_array_make(b, KJIT_I32, 1, &n);
         kjit_arg args[2] = {kjit_arg_array(&A), kjit_arg_array(&B)};
@@ -226,11 +229,7 @@ static void inc_rows(const char *dir)
     char *bbuf = aligned_alloc(4096, 4096 + sizeof(int32_t) * (size_t)n);
     const kjit_target targets[2] = {KJIT_TARGET_CPU, KJIT_TARGET_PARALLEL};
     for (int t = 0; t < 2; t++) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = targets[t];
-        kjit_context *context;
-        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_context *context = open_context(targets[t], 0);
         kjit_function *f[3] = {load(context, dir, "inc.kern", "inc1"), load(context, dir, "inc.kern", "inc2"),
                                load(context, dir, "inc.kern", "vinc")};
         for (size_t p = 0; p < sizeof places / sizeof *places; p++) {
@@ -282,11 +281,7 @@ int main(int argc, char **argv)
     const char *only = getenv("KJIT_DIAG_ONLY");
     printf("{");
     if (!only || !*only || strstr(only, "stencil")) {
-        kjit_options options;
-        kjit_options_init(&options);
-        options.target = KJIT_TARGET_CPU;
-        kjit_context *context;
-        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_context *context = open_context(KJIT_TARGET_CPU, 0);
         stencil_rows(context, argv[1]);
         kjit_context_destroy(context);
     }

@@ -120,24 +120,18 @@ static void rows(bool as_python)
     diag_options(&options, KJIT_TARGET_CUDA, as_python);
     kjit_context *context;
     check(NULL, kjit_context_create(&options, &context), "context");
-    kjit_module *module;
-    check(context, kjit_compile_string(context, "cuda_host.kern", source, &module), "compile");
-    kjit_function *add, *empty;
-    check(context, kjit_module_function(module, "add", &add), "add");
-    check(context, kjit_module_function(module, "empty", &empty), "empty");
-    int64_t shape[1] = {ELEMENTS};
-    kjit_array x, y, out;
-    check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &x), "alloc");
-    check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &y), "alloc");
-    check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &out), "alloc");
-    kjit_stream *stream;
-    check(context, kjit_stream_create(context, &stream), "stream");
+    DiagAddSetup s;
+    const char *failed = "";
+    kjit_status status = diag_add_open(&s, context, "cuda_host.kern", source, ELEMENTS, &failed);
+    check(context, status, failed);
+    kjit_function *empty;
+    check(context, kjit_module_function(s.module, "empty", &empty), "empty");
     Form forms[] = {
-        {"kjit_call add, device arrays, out=", add, empty, {kjit_arg_array(&x),
-         kjit_arg_array(&y)}, &out, NULL, 0},
-        {"kjit_call_async add, device arrays, stream", add, empty, {kjit_arg_array(&x),
-         kjit_arg_array(&y)}, &out, stream, 0},
-        {"kjit_launch empty kernel, device array", add, empty, {kjit_arg_array(&x)}, NULL, NULL,
+        {"kjit_call add, device arrays, out=", s.add, empty, {kjit_arg_array(&s.x),
+         kjit_arg_array(&s.y)}, &s.out, NULL, 0},
+        {"kjit_call_async add, device arrays, stream", s.add, empty, {kjit_arg_array(&s.x),
+         kjit_arg_array(&s.y)}, &s.out, s.stream, 0},
+        {"kjit_launch empty kernel, device array", s.add, empty, {kjit_arg_array(&s.x)}, NULL, NULL,
          1},
     };
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
@@ -149,12 +143,7 @@ static void rows(bool as_python)
             fake_count ? printf(" %.2f |", calls[i]) : printf(" n/a |");
         fake_count ? printf(" %.2f |\n", total) : printf(" n/a |\n");
     }
-    kjit_stream_destroy(stream);
-    kjit_device_free(context, &x);
-    kjit_device_free(context, &y);
-    kjit_device_free(context, &out);
-    kjit_module_free(module);
-    kjit_context_destroy(context);
+    diag_add_close(&s);
 }
 
 int main(void)

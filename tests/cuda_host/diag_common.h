@@ -1,8 +1,10 @@
 /*
  * diag_common.h: what the host-cost tools share (tests/cuda_host/cuda_host.c
  * and stream_diag.c, tests/bench/latency.c, tests/gpu/launch_options.c):
- * their clocks, the median of a measurement's batches, and the options of a
- * context made as the Python package makes its own.  Static functions in a
+ * their clocks, the median of a measurement's batches, the options of a
+ * context made as the Python package makes its own, and the add's set-up
+ * that they and the unit suite cuda_host (tests/unit/test_cuda_host.c) run
+ * on.  Static functions in a
  * header, not a source of its own: launch_options.c is built on the GPU
  * machine by one cc command (tests/gpu/python.sh), and latency.c by one rule.
  */
@@ -66,6 +68,48 @@ static inline void diag_options(kjit_options *options, kjit_target target, bool 
         options->cancellable = 1;
         options->cancel_signal = SIGINT;
     }
+}
+
+/* A module's `add` on a context, three device arrays of f32 for it (x, y,
+ * out) and a stream of the context's own. */
+typedef struct DiagAddSetup {
+    kjit_context *context;
+    kjit_module *module;
+    kjit_function *add;
+    kjit_array x, y, out;
+    kjit_stream *stream;
+} DiagAddSetup;
+
+/* Fills s on context (s then owns it): source compiled as file, x, y and out
+ * of elements each.  KJIT_OK, or the first step's failure with *what naming
+ * the step (what s holds then is zeroed past it: diag_add_close takes it). */
+static inline kjit_status diag_add_open(DiagAddSetup *s, kjit_context *context, const char *file,
+                                        const char *source, int64_t elements, const char **what)
+{
+    *s = (DiagAddSetup){.context = context};
+    int64_t shape[1] = {elements};
+    kjit_status status;
+    if ((status = kjit_compile_string(context, file, source, &s->module)) != KJIT_OK)
+        return *what = "compile", status;
+    if ((status = kjit_module_function(s->module, "add", &s->add)) != KJIT_OK)
+        return *what = "add", status;
+    kjit_array *arrays[3] = {&s->x, &s->y, &s->out};
+    for (int i = 0; i < 3; i++)
+        if ((status = kjit_device_alloc(context, KJIT_F32, 1, shape, arrays[i])) != KJIT_OK)
+            return *what = "alloc", status;
+    if ((status = kjit_stream_create(context, &s->stream)) != KJIT_OK)
+        return *what = "kjit_stream_create", status;
+    return KJIT_OK;
+}
+
+static inline void diag_add_close(DiagAddSetup *s)
+{
+    kjit_stream_destroy(s->stream);
+    kjit_device_free(s->context, &s->x);
+    kjit_device_free(s->context, &s->y);
+    kjit_device_free(s->context, &s->out);
+    kjit_module_free(s->module);
+    kjit_context_destroy(s->context);
 }
 
 #endif

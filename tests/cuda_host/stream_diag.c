@@ -118,6 +118,25 @@ typedef long (*count_fn)(const char *);
 static count_fn fake_count;
 static int failures;
 
+/* The add's PTX, in the pieces its three entries below share: registers
+ * (add_desc, add_struct), the thread's index r5 and the branch past the end
+ * when it is not below the count in rd10 (the same two), and the body: c[i]
+ * = a[i] + b[i] from the pointers in rd1, rd2, rd3 (all three). */
+#define ADD_F32_REGS                                                                      \
+    "{\n"                                                                                 \
+    "  .reg .pred p;\n  .reg .b32 r<6>;\n  .reg .f32 f<4>;\n  .reg .b64 rd<12>;\n"
+#define ADD_F32_INDEX_BELOW_RD10                                                          \
+    "  mov.u32 r2, %ctaid.x;\n  mov.u32 r3, %ntid.x;\n  mov.u32 r4, %tid.x;\n"             \
+    "  mad.lo.s32 r5, r2, r3, r4;\n  cvt.s64.s32 rd11, r5;\n  setp.ge.s64 p, rd11, rd10;\n" \
+    "  @p bra DONE;\n"
+#define ADD_F32_BODY                                                                      \
+    "  cvta.to.global.u64 rd4, rd1;\n  cvta.to.global.u64 rd5, rd2;\n"                    \
+    "  cvta.to.global.u64 rd6, rd3;\n  mul.wide.s32 rd7, r5, 4;\n"                        \
+    "  add.s64 rd8, rd4, rd7;\n  ld.global.f32 f1, [rd8];\n"                              \
+    "  add.s64 rd8, rd5, rd7;\n  ld.global.f32 f2, [rd8];\n"                              \
+    "  add.f32 f3, f1, f2;\n  add.s64 rd9, rd6, rd7;\n  st.global.f32 [rd9], f3;\n"      \
+    "DONE:\n  ret;\n}\n"
+
 static const char ptx[] =
     ".version 6.0\n.target sm_50\n.address_size 64\n"
     ".visible .entry add_like(.param .align 8 .b8 a[40], .param .align 8 .b8 b[40],\n"
@@ -129,43 +148,22 @@ static const char ptx[] =
     "  ld.param.u32 r1, [n];\n"
     "  mov.u32 r2, %ctaid.x;\n  mov.u32 r3, %ntid.x;\n  mov.u32 r4, %tid.x;\n"
     "  mad.lo.s32 r5, r2, r3, r4;\n  setp.ge.s32 p, r5, r1;\n  @p bra DONE;\n"
-    "  cvta.to.global.u64 rd4, rd1;\n  cvta.to.global.u64 rd5, rd2;\n"
-    "  cvta.to.global.u64 rd6, rd3;\n  mul.wide.s32 rd7, r5, 4;\n"
-    "  add.s64 rd8, rd4, rd7;\n  ld.global.f32 f1, [rd8];\n"
-    "  add.s64 rd8, rd5, rd7;\n  ld.global.f32 f2, [rd8];\n"
-    "  add.f32 f3, f1, f2;\n  add.s64 rd9, rd6, rd7;\n  st.global.f32 [rd9], f3;\n"
-    "DONE:\n  ret;\n}\n"
+    ADD_F32_BODY
     /* kjit's form of the add: each array a {data, extent} of 16 bytes */
     ".visible .entry add_desc(.param .align 8 .b8 a[16], .param .align 8 .b8 b[16],\n"
     "    .param .align 8 .b8 c[16])\n"
-    "{\n"
-    "  .reg .pred p;\n  .reg .b32 r<6>;\n  .reg .f32 f<4>;\n  .reg .b64 rd<12>;\n"
+    ADD_F32_REGS
     "  ld.param.u64 rd1, [a];\n  ld.param.u64 rd2, [b];\n  ld.param.u64 rd3, [c];\n"
     "  ld.param.u64 rd10, [c+8];\n"
-    "  mov.u32 r2, %ctaid.x;\n  mov.u32 r3, %ntid.x;\n  mov.u32 r4, %tid.x;\n"
-    "  mad.lo.s32 r5, r2, r3, r4;\n  cvt.s64.s32 rd11, r5;\n  setp.ge.s64 p, rd11, rd10;\n"
-    "  @p bra DONE;\n"
-    "  cvta.to.global.u64 rd4, rd1;\n  cvta.to.global.u64 rd5, rd2;\n"
-    "  cvta.to.global.u64 rd6, rd3;\n  mul.wide.s32 rd7, r5, 4;\n"
-    "  add.s64 rd8, rd4, rd7;\n  ld.global.f32 f1, [rd8];\n"
-    "  add.s64 rd8, rd5, rd7;\n  ld.global.f32 f2, [rd8];\n"
-    "  add.f32 f3, f1, f2;\n  add.s64 rd9, rd6, rd7;\n  st.global.f32 [rd9], f3;\n"
-    "DONE:\n  ret;\n}\n"
+    ADD_F32_INDEX_BELOW_RD10
+    ADD_F32_BODY
     /* fewer, larger parameters: the three pointers and the count as one struct */
     ".visible .entry add_struct(.param .align 8 .b8 s[32])\n"
-    "{\n"
-    "  .reg .pred p;\n  .reg .b32 r<6>;\n  .reg .f32 f<4>;\n  .reg .b64 rd<12>;\n"
+    ADD_F32_REGS
     "  ld.param.u64 rd1, [s];\n  ld.param.u64 rd2, [s+8];\n  ld.param.u64 rd3, [s+16];\n"
     "  ld.param.u64 rd10, [s+24];\n"
-    "  mov.u32 r2, %ctaid.x;\n  mov.u32 r3, %ntid.x;\n  mov.u32 r4, %tid.x;\n"
-    "  mad.lo.s32 r5, r2, r3, r4;\n  cvt.s64.s32 rd11, r5;\n  setp.ge.s64 p, rd11, rd10;\n"
-    "  @p bra DONE;\n"
-    "  cvta.to.global.u64 rd4, rd1;\n  cvta.to.global.u64 rd5, rd2;\n"
-    "  cvta.to.global.u64 rd6, rd3;\n  mul.wide.s32 rd7, r5, 4;\n"
-    "  add.s64 rd8, rd4, rd7;\n  ld.global.f32 f1, [rd8];\n"
-    "  add.s64 rd8, rd5, rd7;\n  ld.global.f32 f2, [rd8];\n"
-    "  add.f32 f3, f1, f2;\n  add.s64 rd9, rd6, rd7;\n  st.global.f32 [rd9], f3;\n"
-    "DONE:\n  ret;\n}\n";
+    ADD_F32_INDEX_BELOW_RD10
+    ADD_F32_BODY;
 
 static void cu_check(CUresult r, const char *what)
 {
@@ -361,24 +359,17 @@ static kjit_context *open_context(bool as_python)
 
 static const char source[] = "@vectorize\nfn add(a: f32, b: f32) -> f32 {\n    return a + b;\n}\n";
 
-/* kjit's add on every stream, on one context. */
+/* kjit's add on every stream, on one context (closed here). */
 static void kjit_rows(kjit_context *context, const char *options, CUstream non_blocking)
 {
-    kjit_module *module;
-    kjit_check(context, kjit_compile_string(context, "stream_diag.kern", source, &module),
-               "compile");
-    kjit_function *add;
-    kjit_check(context, kjit_module_function(module, "add", &add), "add");
-    int64_t shape[1] = {ELEMENTS};
-    kjit_array x, y, out;
-    kjit_check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &x), "alloc");
-    kjit_check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &y), "alloc");
-    kjit_check(context, kjit_device_alloc(context, KJIT_F32, 1, shape, &out), "alloc");
-    kjit_stream *legacy, *per_thread, *made, *nb;
+    DiagAddSetup s;
+    const char *failed = "";
+    kjit_status status = diag_add_open(&s, context, "stream_diag.kern", source, ELEMENTS, &failed);
+    kjit_check(context, status, failed);
+    kjit_stream *legacy, *per_thread, *made = s.stream, *nb;
     kjit_check(context, kjit_stream_wrap(context, NULL, &legacy), "wrap NULL");
     kjit_check(context, kjit_stream_wrap(context, CU_STREAM_PER_THREAD, &per_thread),
                "wrap CU_STREAM_PER_THREAD");
-    kjit_check(context, kjit_stream_create(context, &made), "kjit_stream_create");
     kjit_check(context, kjit_stream_wrap(context, non_blocking, &nb), "wrap non-blocking");
     char what[5][96];
     snprintf(what[0], sizeof what[0], "kjit_call add, %s options", options);
@@ -397,20 +388,16 @@ static void kjit_rows(kjit_context *context, const char *options, CUstream non_b
     };
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
         forms[k].context = context;
-        forms[k].add = add;
-        forms[k].args[0] = kjit_arg_array(&x);
-        forms[k].args[1] = kjit_arg_array(&y);
-        forms[k].out = &out;
+        forms[k].add = s.add;
+        forms[k].args[0] = kjit_arg_array(&s.x);
+        forms[k].args[1] = kjit_arg_array(&s.y);
+        forms[k].out = &s.out;
         measure(&forms[k]);
     }
     kjit_stream_destroy(legacy);
     kjit_stream_destroy(per_thread);
-    kjit_stream_destroy(made);
     kjit_stream_destroy(nb);
-    kjit_device_free(context, &x);
-    kjit_device_free(context, &y);
-    kjit_device_free(context, &out);
-    kjit_module_free(module);
+    diag_add_close(&s);
 }
 
 /* The driver's forms of the launch, the add on the legacy stream, side by
@@ -494,46 +481,24 @@ static kjit_context *open_form_context(const char *form)
 }
 
 /* One form's context: the add, its arrays (x = i, y = 2i) and a stream. */
-typedef struct FormSetup {
-    kjit_context *context;
-    kjit_module *module;
-    kjit_function *add;
-    kjit_array x, y, out;
-    kjit_stream *stream;
-} FormSetup;
-
-static FormSetup form_setup(const char *form)
+static DiagAddSetup form_setup(const char *form)
 {
-    FormSetup s;
-    s.context = open_form_context(form);
-    kjit_check(s.context, kjit_compile_string(s.context, "stream_diag.kern", source, &s.module),
-               "compile");
-    kjit_check(s.context, kjit_module_function(s.module, "add", &s.add), "add");
-    int64_t shape[1] = {ELEMENTS};
-    kjit_check(s.context, kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.x), "alloc");
-    kjit_check(s.context, kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.y), "alloc");
-    kjit_check(s.context, kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.out), "alloc");
-    kjit_check(s.context, kjit_stream_create(s.context, &s.stream), "kjit_stream_create");
+    DiagAddSetup s;
+    const char *what = "";
+    kjit_context *context = open_form_context(form);
+    kjit_status status = diag_add_open(&s, context, "stream_diag.kern", source, ELEMENTS, &what);
+    kjit_check(context, status, what);
     static float host_x[ELEMENTS], host_y[ELEMENTS];
     for (int i = 0; i < ELEMENTS; i++) {
         host_x[i] = (float)i;
         host_y[i] = 2.0f * (float)i;
     }
+    int64_t shape[1] = {ELEMENTS};
     kjit_array hx = kjit_array_make(host_x, KJIT_F32, 1, shape);
     kjit_array hy = kjit_array_make(host_y, KJIT_F32, 1, shape);
     kjit_check(s.context, kjit_copy(s.context, &s.x, &hx, NULL), "copy x");
     kjit_check(s.context, kjit_copy(s.context, &s.y, &hy, NULL), "copy y");
     return s;
-}
-
-static void form_free(FormSetup *s)
-{
-    kjit_stream_destroy(s->stream);
-    kjit_device_free(s->context, &s->x);
-    kjit_device_free(s->context, &s->y);
-    kjit_device_free(s->context, &s->out);
-    kjit_module_free(s->module);
-    kjit_context_destroy(s->context);
 }
 
 /* Whether a form's call wrote x + y (out cleared first); on the fake driver,
@@ -561,8 +526,8 @@ static bool form_result_right(const Form *f)
  * contexts of Python's options side by side. */
 static void kjit_param_forms(void)
 {
-    FormSetup pointers = form_setup("pointers"), buffer = form_setup("buffer");
-    FormSetup *setups[2] = {&pointers, &buffer};
+    DiagAddSetup pointers = form_setup("pointers"), buffer = form_setup("buffer");
+    DiagAddSetup *setups[2] = {&pointers, &buffer};
     static const char *const names[4] = {
         "kjit_call add, Python's options, KJIT_CUDA_PARAMS=pointers (kernelParams, before)",
         "kjit_call add, Python's options, KJIT_CUDA_PARAMS=buffer (one extra buffer, now)",
@@ -571,7 +536,7 @@ static void kjit_param_forms(void)
     };
     Form forms[4];
     for (int k = 0; k < 4; k++) {
-        FormSetup *s = setups[k % 2];
+        DiagAddSetup *s = setups[k % 2];
         bool on_stream = k >= 2;
         forms[k] = (Form){.what = names[k],
                           .stream_name = on_stream ? "created, blocking (kjit_stream_create)"
@@ -596,8 +561,8 @@ static void kjit_param_forms(void)
                wrong ? "DIFFER (see above)" : "x + y on every row, identical");
         failures += wrong;
     }
-    form_free(&pointers);
-    form_free(&buffer);
+    diag_add_close(&pointers);
+    diag_add_close(&buffer);
 }
 
 int main(void)
@@ -667,10 +632,7 @@ int main(void)
         }
     driver_forms(module, add, a, b, c);
     kjit_rows(plain, "default", non_blocking);
-    kjit_context_destroy(plain);
-    kjit_context *python = open_context(true);
-    kjit_rows(python, "Python's", non_blocking);
-    kjit_context_destroy(python);
+    kjit_rows(open_context(true), "Python's", non_blocking);
     kjit_param_forms();
     cu_check(cu.StreamDestroy(created), "cuStreamDestroy");
     cu_check(cu.StreamDestroy(non_blocking), "cuStreamDestroy");

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "kjit.h"
+#include "../cuda_host/diag_common.h"
 
 #ifndef KJ_FAKE_CUDA
 #error "KJ_FAKE_CUDA: the fake driver's path (tests/cuda_host/cuda_host.mk)"
@@ -100,51 +101,27 @@ static long all_calls(void)
     return fake_count(NULL);
 }
 
-typedef struct Setup {
-    kjit_context *context;
-    kjit_module *module;
-    kjit_function *add, *fill;
-    kjit_array x, y, out;
-    kjit_stream *stream;
-} Setup;
+/* The add's context, arrays and stream, as the host-cost tools make them
+ * (tests/cuda_host/diag_common.h); the module's fill is what kjit_launch runs. */
+typedef DiagAddSetup Setup;
 
 static Setup open_setup_checked(bool as_python, bool checked)
 {
-    Setup s;
     kjit_options options;
-    kjit_options_init(&options);
-    options.target = KJIT_TARGET_CUDA;
+    diag_options(&options, KJIT_TARGET_CUDA, as_python); /* python/kjit/_core.py's options */
     options.check = checked;
-    if (as_python) { /* python/kjit/_core.py's options */
-        options.cancellable = 1;
-        options.cancel_signal = SIGINT;
-    }
-    ck_assert_int_eq(kjit_context_create(&options, &s.context), KJIT_OK);
-    kjit_status status = kjit_compile_string(s.context, "cuda_host.kern", source, &s.module);
-    ck_assert_msg(status == KJIT_OK, "%s", kjit_last_error(s.context));
-    ck_assert_int_eq(kjit_module_function(s.module, "add", &s.add), KJIT_OK);
-    ck_assert_int_eq(kjit_module_function(s.module, "fill", &s.fill), KJIT_OK);
-    int64_t shape[1] = {1000};
-    ck_assert_int_eq(kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.x), KJIT_OK);
-    ck_assert_int_eq(kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.y), KJIT_OK);
-    ck_assert_int_eq(kjit_device_alloc(s.context, KJIT_F32, 1, shape, &s.out), KJIT_OK);
-    ck_assert_int_eq(kjit_stream_create(s.context, &s.stream), KJIT_OK);
+    kjit_context *context;
+    ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+    Setup s;
+    const char *failed = "";
+    kjit_status status = diag_add_open(&s, context, "cuda_host.kern", source, 1000, &failed);
+    ck_assert_msg(status == KJIT_OK, "%s: %s", failed, kjit_last_error(context));
     return s;
 }
 
 static Setup open_setup(bool as_python)
 {
     return open_setup_checked(as_python, false);
-}
-
-static void close_setup(Setup *s)
-{
-    kjit_stream_destroy(s->stream);
-    kjit_device_free(s->context, &s->x);
-    kjit_device_free(s->context, &s->y);
-    kjit_device_free(s->context, &s->out);
-    kjit_module_free(s->module);
-    kjit_context_destroy(s->context);
 }
 
 enum { CALL, CALL_ON_STREAM, LAUNCH, FORMS };
@@ -157,7 +134,9 @@ static void run(Setup *s, int form)
     if (form == LAUNCH) {
         uint32_t grid[3] = {4, 1, 1}, block[3] = {256, 1, 1};
         kjit_arg fill_args[2] = {kjit_arg_array(&s->out), kjit_arg_f32(1.5f)};
-        status = kjit_launch(s->fill, grid, block, fill_args, 2, NULL);
+        kjit_function *fill;
+        ck_assert_int_eq(kjit_module_function(s->module, "fill", &fill), KJIT_OK);
+        status = kjit_launch(fill, grid, block, fill_args, 2, NULL);
     } else if (form == CALL_ON_STREAM) {
         status = kjit_call_async(s->add, args, 2, &s->out, s->stream);
     } else {
@@ -192,7 +171,7 @@ static void check_forms(bool as_python)
                       "and 0", form_names[form], as_python ? "Python's" : "default", CALLS,
                       launches, set, asked, total - launches - asked - set, CALLS, CALLS);
     }
-    close_setup(&s);
+    diag_add_close(&s);
 }
 
 START_TEST(one_launch_a_call_python_options)
@@ -239,7 +218,7 @@ START_TEST(another_context_current_is_replaced)
     ck_assert_msg(fake_count("cuCtxSetCurrent") == 1,
                   "a new thread's first call made %ld cuCtxSetCurrent; want 1",
                   fake_count("cuCtxSetCurrent"));
-    close_setup(&s);
+    diag_add_close(&s);
 }
 END_TEST
 
@@ -325,7 +304,7 @@ START_TEST(vectorized_params_packed)
     ck_assert_msg(a2[0] == 1.5f && a2[1] == -4.0f, "axpb's scalars read %g and %g",
                   (double)a2[0], (double)a2[1]);
     ck_assert(word_at(p, 24) == (uint64_t)(uintptr_t)s.out.data);
-    close_setup(&s);
+    diag_add_close(&s);
 
     /* checked mode: the record's device address after the parameters */
     s = open_setup_checked(true, true);
@@ -333,7 +312,7 @@ START_TEST(vectorized_params_packed)
     p = last_packed(&size);
     ck_assert_msg(p && size == 56, "checked add: %zu bytes; want 56 packed", size);
     ck_assert(word_at(p, 48) != 0);
-    close_setup(&s);
+    diag_add_close(&s);
 }
 END_TEST
 
@@ -348,7 +327,7 @@ START_TEST(params_form_switch)
     run(&s, CALL);
     size_t size = 0;
     ck_assert_msg(!last_packed(&size), "KJIT_CUDA_PARAMS=pointers packed the parameters");
-    close_setup(&s);
+    diag_add_close(&s);
     setenv("KJIT_CUDA_PARAMS", "packed", 1);
     kjit_options options;
     kjit_options_init(&options);
