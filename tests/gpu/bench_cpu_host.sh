@@ -11,24 +11,9 @@
 # KJIT_NUMBA_WHEELS as for tests/bench/bench_gpu.sh (a NumPy the image's
 # Numba accepts).  Prints the table, or why there is none.
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "bench_cpu_host.sh: no bundle at $bundle"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "bench_cpu_host.sh: cannot unpack bin/libkjit.so.xz"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
-
-# The programs sit beside a copy of libkjit.so (bench_cpu_report.py finds the
-# library next to bench_simd), built as the Makefile builds them.
-bench=$root/tests/bench
-cp bin/libkjit.so "$work/"
-flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench"
-gcc -std=c11 -D_GNU_SOURCE -O3 -march=native -ffp-contract=off -c "$bench/simd_ref.c" -o "$work/simd_ref.o" &&
-gcc $flags -o "$work/bench_simd" "$bench/bench_simd.c" "$work/simd_ref.o" -L"$work" -lkjit -lm \
-    -Wl,-rpath,"$work" &&
-gcc $flags -o "$work/bench_cpu" "$bench/bench_cpu.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
+build_bench_programs bench_simd bench_cpu ||
     { echo "bench_cpu_host.sh: the benchmark programs do not build here"; exit 1; }
 
 numba_path=$(numba_pythonpath "$work/numba-site")

@@ -1,7 +1,8 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
 # (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh,
-# bench_cpu_host.sh, reduce_compile.sh, reduce_forms.sh, compile_threads.sh,
-# matmul_cpu.sh, tests/bench/bench_gpu.sh and others); sourced.
+# bench_cpu_host.sh, cpu_host_diag.sh, grid_rows.sh, pool_diag.sh, reduce_compile.sh,
+# reduce_forms.sh, compile_threads.sh, matmul_cpu.sh, tests/bench/bench_gpu.sh and
+# others); sourced.
 
 # enter_bundle DIR: what each script that runs from the bundle does first:
 # into DIR (root: its path), bin/libkjit.so unpacked, a work folder that goes
@@ -18,6 +19,40 @@ enter_bundle() {
     if ! "$root/bin/kjit" info | grep -q '^libdevice:  /'; then
         export KJIT_LIBDEVICE=$root/libdevice/libdevice.10.bc
     fi
+}
+
+# build_bench_programs NAME...: tests/bench's NAME.c (bench_cpu, bench_simd,
+# cpu_diag) built into $work as the Makefile builds them, against a copy of
+# the bundle's libkjit.so beside them (bench_cpu_report.py finds the library
+# next to bench_simd); bench_simd with the hand-written SIMD references
+# (simd_ref.c, -march=native: as many lanes as this CPU has).  Sets bench,
+# the bundle's tests/bench.  After enter_bundle; fails when one does not build.
+build_bench_programs() {
+    bench=$root/tests/bench
+    cp "$root/bin/libkjit.so" "$work/" || return 1
+    local flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench" name refs
+    for name in "$@"; do
+        refs=()
+        if [ "$name" = bench_simd ]; then
+            gcc -std=c11 -D_GNU_SOURCE -O3 -march=native -ffp-contract=off -c "$bench/simd_ref.c" \
+                -o "$work/simd_ref.o" || return 1
+            refs=("$work/simd_ref.o")
+        fi
+        # shellcheck disable=SC2086 # flags: words on purpose
+        gcc $flags -o "$work/$name" "$bench/$name.c" ${refs[@]+"${refs[@]}"} -L"$work" -lkjit -lm \
+            -Wl,-rpath,"$work" || return 1
+    done
+}
+
+# run_json NAME ENV... -- COMMAND...: COMMAND with the ENV settings (at least
+# one: an empty list trips set -u in older bash), its output (JSON) into
+# $work/NAME.json and its errors into $work/NAME.err; fails as COMMAND does.
+run_json() {
+    local name=$1; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" "$@" > "$work/$name.json" 2> "$work/$name.err"
 }
 
 # start_counts: the PASS/FAIL lines and their totals that a script ends with

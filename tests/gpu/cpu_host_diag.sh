@@ -4,7 +4,7 @@
 # (issue 25: stencil3d, whose SIMD code ran slower than its scalar code, and
 # the inc rows), each kjit row under several settings side by side, from the
 # bundle `make gpu-bundle` made.  Built here against the bundle's libkjit.so
-# as tests/gpu/bench_cpu_host.sh builds its programs.
+# (bundle.sh's build_bench_programs).
 #
 # Prints one table, rows by column:
 # - bench_cpu's stencil3d and inc rows (KJIT_BENCH_ONLY) as the full table
@@ -19,32 +19,16 @@
 # KJIT_BENCH_REPEAT (7) samples a median; KJIT_NUMBA_WHEELS as for
 # bench_cpu_host.sh.
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "cpu_host_diag.sh: no bundle at $bundle"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "cpu_host_diag.sh: cannot unpack bin/libkjit.so.xz"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
 repeat=${KJIT_BENCH_REPEAT:-7}
-bench=$root/tests/bench
-cp bin/libkjit.so "$work/"
-flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench"
-gcc $flags -o "$work/bench_cpu" "$bench/bench_cpu.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" &&
-gcc $flags -o "$work/cpu_diag" "$bench/cpu_diag.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
-    { echo "cpu_host_diag.sh: the programs do not build here"; exit 1; }
+build_bench_programs bench_cpu cpu_diag || { echo "cpu_host_diag.sh: the programs do not build here"; exit 1; }
 
 rows="stencil3d|inc i32"
 start=$SECONDS
-# run NAME ENV... -- COMMAND...: COMMAND's JSON into $work/NAME.json.
+# run NAME ENV... -- COMMAND...: run_json, saying what failed.
 run() {
-    local name=$1; shift
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    env "${envs[@]}" "$@" > "$work/$name.json" 2> "$work/$name.err" ||
-        { echo "cpu_host_diag.sh: $name failed:"; tail -5 "$work/$name.err"; }
+    run_json "$@" || { echo "cpu_host_diag.sh: $1 failed:"; tail -5 "$work/$1.err"; }
 }
 run "as the table" KJIT_BENCH_ONLY="$rows" -- "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
 run "cpu alone" KJIT_BENCH_ONLY="$rows" KJIT_BENCH_TARGETS=cpu -- "$work/bench_cpu" "$root/examples" "$repeat" "$bench"

@@ -5,8 +5,8 @@
 # (compiler/grid_rows.c, the default) and by blocks (KJIT_CPU_ROWS=0, as
 # before), against the same @vectorize, NumPy and Numba, on cpu and parallel,
 # with AVX-512 and with KJIT_CPU_FEATURES=-avx512f; the rows and the blocks
-# alternate, two rounds each.  Built here against the bundle's libkjit.so as
-# tests/gpu/cpu_host_diag.sh builds its programs.
+# alternate, two rounds each.  Built here against the bundle's libkjit.so
+# (bundle.sh's build_bench_programs).
 #
 # Prints:
 # - bench_cpu's "inc i32" rows (KJIT_BENCH_ONLY), median of each round, the
@@ -19,34 +19,20 @@
 # KJIT_BENCH_REPEAT (7) samples a median; KJIT_NUMBA_WHEELS as for
 # bench_cpu_host.sh.
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "grid_rows.sh: no bundle at $bundle"; echo "0 passed, 1 failed"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
 start_counts
-unpack_libkjit || { echo "grid_rows.sh: cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
 repeat=${KJIT_BENCH_REPEAT:-7}
-bench=$root/tests/bench
-cp bin/libkjit.so "$work/"
-flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench"
-gcc $flags -o "$work/bench_cpu" "$bench/bench_cpu.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" &&
-gcc $flags -o "$work/cpu_diag" "$bench/cpu_diag.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
+build_bench_programs bench_cpu cpu_diag ||
     { echo "grid_rows.sh: the programs do not build here"; echo "0 passed, 1 failed"; exit 1; }
 
 start=$SECONDS
-# run NAME ENV... -- COMMAND...: COMMAND's JSON into $work/NAME.json.
+# run NAME ENV... -- COMMAND...: run_json, and a PASS or FAIL line.
 run() {
-    local name=$1; shift
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    if env "${envs[@]}" "$@" > "$work/$name.json" 2> "$work/$name.err"; then
-        pass "$name"
+    if run_json "$@"; then
+        pass "$1"
     else
-        fail "$name: $(tail -3 "$work/$name.err")"
+        fail "$1: $(tail -3 "$work/$1.err")"
     fi
 }
 for round in 1 2; do

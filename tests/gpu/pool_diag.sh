@@ -6,8 +6,8 @@
 # pool before and after its adaptive spin, and its wake-up tree (an option;
 # runtime/pool.c),
 # from the bundle `make gpu-bundle` made.
-# About two minutes.  Built here against the bundle's libkjit.so as
-# tests/gpu/bench_cpu_host.sh builds its programs.
+# About two minutes.  Built here against the bundle's libkjit.so
+# (bundle.sh's build_bench_programs).
 #
 # Every kjit parallel row under these settings, in ROUNDS interleaved rounds
 # (KJIT_POOL_ROUNDS, 3), each a process giving the median of REPEAT calls'
@@ -28,36 +28,18 @@
 # 1 to 16 workers before and after, and the block sums on parallel alone,
 # calls back to back (workers awake: what a call costs besides the wake).
 set -u
-bundle=${1:-build/gpu-bundle}
-cd "$bundle" || { echo "pool_diag.sh: no bundle at $bundle"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "pool_diag.sh: cannot unpack bin/libkjit.so.xz"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE_DIR=$work/cache
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
 repeat=${KJIT_BENCH_REPEAT:-7}
 rounds=${KJIT_POOL_ROUNDS:-3}
-bench=$root/tests/bench
-cp bin/libkjit.so "$work/"
-flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench"
-gcc -std=c11 -D_GNU_SOURCE -O3 -march=native -ffp-contract=off -c "$bench/simd_ref.c" -o "$work/simd_ref.o" &&
-gcc $flags -o "$work/bench_simd" "$bench/bench_simd.c" "$work/simd_ref.o" -L"$work" -lkjit -lm \
-    -Wl,-rpath,"$work" &&
-gcc $flags -o "$work/bench_cpu" "$bench/bench_cpu.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" &&
-gcc $flags -o "$work/cpu_diag" "$bench/cpu_diag.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
+build_bench_programs bench_simd bench_cpu cpu_diag ||
     { echo "pool_diag.sh: the programs do not build here"; exit 1; }
 
 rows="inc i32|stencil3d f64 32"
 start=$SECONDS
-# run NAME ENV... -- COMMAND...: COMMAND's JSON into $work/NAME.json.
+# run NAME ENV... -- COMMAND...: run_json, saying what failed.
 run() {
-    local name=$1; shift
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    env "${envs[@]}" "$@" > "$work/$name.json" 2> "$work/$name.err" ||
-        { echo "pool_diag.sh: $name failed:"; tail -5 "$work/$name.err"; }
+    run_json "$@" || { echo "pool_diag.sh: $1 failed:"; tail -5 "$work/$1.err"; }
 }
 # both NAME ENV...: the bench_cpu and bench_simd rows on parallel.  The
 # block sums with every runner in turn, as the table runs them: their
