@@ -424,12 +424,19 @@ static void cuda_emit_entries(Gen *g, FnInfo *info)
         const KjType *t = fn->params[i]->type;
         KjCudaParam param = kj_cuda_entry_param(t, param_contiguous(contiguous, i));
         LLVMValueRef p = LLVMGetParam(e, (unsigned)i);
+        bool compact = param.form == KJ_CUDA_PARAM_ARRAY_RECORD;
+        LLVMTypeRef by_value = param.form == KJ_CUDA_PARAM_SCALAR ? memty(g, t)
+                               : is_array(t)                      ? cuda_array_type(g, t, compact)
+                                                                  : llty(g, t);
+        /* the runtime packs a launch's bytes by the rule's sizes */
+        unsigned long long bytes = LLVMABISizeOfType(LLVMGetModuleDataLayout(g->mod), by_value);
+        if (bytes != param.size)
+            kj_die("%s's .entry parameter %d takes %llu bytes; kj_cuda_entry_param says %zu",
+                   fn->name, i, bytes, param.size);
         if (param.form == KJ_CUDA_PARAM_SCALAR) {
             args[n++] = from_mem(g, t, p);
             continue;
         }
-        bool compact = param.form == KJ_CUDA_PARAM_ARRAY_RECORD;
-        LLVMTypeRef by_value = is_array(t) ? cuda_array_type(g, t, compact) : llty(g, t);
         unsigned kind = LLVMGetEnumAttributeKindForName("byval", 5);
         LLVMAddAttributeAtIndex(e, (unsigned)i + 1, LLVMCreateTypeAttribute(g->ctx, kind, by_value));
         kj_codegen_add_param_attr(g, e, (unsigned)i, "align", (uint64_t)param.align);
