@@ -12,7 +12,8 @@
 #      (header_test.c);
 #   4. the x86-64 level: the best the CPU runs is taken, KJIT_CPU_FEATURES
 #      forces a lower one (same bits as the JIT so restricted), and a
-#      library of no level the CPU runs is refused, clearly;
+#      library of no level the CPU runs is refused, clearly; the sse2 level
+#      builds without LLVM warnings;
 #   4b. checked mode: golden programs of failed checks and races, built
 #      with --check, report under `kjit run --check LIB` what the JIT does;
 #   5. refusals before anything runs: another ABI version (both named), a
