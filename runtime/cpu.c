@@ -182,6 +182,32 @@ static void run_rows_chunk(void *user, int64_t begin, int64_t end)
     }
 }
 
+/* Rows [begin, end) of the run, whole (y fastest, then z). */
+static void run_whole_rows(void *user, int64_t begin, int64_t end)
+{
+    const RowsJob *job = user;
+    run_rows_chunk(user, begin * job->width, end * job->width);
+}
+
+/*
+ * How the pool cuts a run of rows ($KJIT_CPU_ROWS_CUT, read at each launch
+ * so that one process can time them in turn: tests/bench/cpu_diag.c):
+ * - threads (0): as a kernel's blocks are cut, chunks of at least
+ *   KJ_CPU_GRAIN_THREADS threads;
+ * - elements (1): as a vectorized call's elements, at least
+ *   KJ_CPU_MIN_CHUNK;
+ * - whole (2): that grain in whole rows where a row is wide.
+ */
+typedef enum { ROWS_CUT_THREADS, ROWS_CUT_ELEMENTS, ROWS_CUT_WHOLE } RowsCut;
+
+static RowsCut rows_cut(void)
+{
+    const char *env = getenv("KJIT_CPU_ROWS_CUT");
+    if (env && *env >= '0' && *env <= '2')
+        return (RowsCut)(*env - '0');
+    return ROWS_CUT_ELEMENTS;
+}
+
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
                      const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines)
 {
@@ -199,7 +225,17 @@ bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t g
         return true;
     RowsJob job = {.fn = row_fn, .args = args, .width = width, .height = extent[1], .grid = grid};
     rows_lines(&job, lines);
-    kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
+    RowsCut cut = rows_cut();
+    if (cut == ROWS_CUT_THREADS) {
+        kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
+        return true;
+    }
+    /* whole rows: a row as wide as a chunk of the threads' cut or wider */
+    if (cut == ROWS_CUT_WHOLE && rows > 1 && width >= KJ_CPU_MIN_CHUNK / 4) {
+        kj_pool_run(pool, rows, (KJ_CPU_MIN_CHUNK + width - 1) / width, run_whole_rows, &job);
+        return true;
+    }
+    kj_pool_run(pool, width * rows, KJ_CPU_MIN_CHUNK, run_rows_chunk, &job);
     return true;
 }
 

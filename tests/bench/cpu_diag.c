@@ -21,7 +21,9 @@
  * - "inc1 1e5 / inc2 100x1000 32x8 / vinc 1e5 TARGET, a % 64 = A, b % 64 =
  *   B": inc.kern's three forms with the arrays at byte offsets A and B from
  *   a page (a grid row's start against the output's lines, issue 25 item 5).
- * KJIT_DIAG_ONLY=stencil|call|inc (any of them in the text) picks sections.
+ * - "par SIZE VARIANT, TARGET": inc.kern's forms with the rows cut and
+ *   unrolled in several ways, timed in turn (par_rows; only when asked).
+ * KJIT_DIAG_ONLY=stencil|call|inc|par (any of them in the text) picks sections.
  *
  * Every result is checked; the median of REPEAT samples (7), the wall clock
  * unless KJIT_BENCH_CLOCK=thread.
@@ -271,6 +273,173 @@ static void inc_rows(const char *dir)
     free(bbuf);
 }
 
+/*
+ * "par": inc.kern's forms on cpu and parallel, the ways of running the rows
+ * timed in turn in one process (same arrays, same pool): each sample runs
+ * every variant's batch once, in order, so that a busy moment of the host
+ * falls on all of them alike.  A variant is a form and its settings:
+ * KJIT_CPU_ROWS_CUT (runtime/cpu.c, read at each launch: 0 threads as
+ * kernels' blocks, 1 elements as @vectorize's, 2 whole rows) and
+ * KJIT_CPU_XRANGE_UNROLL (target_cpu.c, read when code is made: a copy of
+ * inc.kern with its kernels renamed, made while it is 4).
+ * KJIT_DIAG_THREADS: the parallel contexts' thread counts, "16,8" (0: the
+ * pool's default); sizes 1e5 (100 x 1000) and 1.6e6 (1000 x 1600).
+ */
+typedef struct ParVariant {
+    const char *name;
+    int form;        /* 0 inc1, 1 inc2, 2 vinc */
+    bool unrolled;   /* the copy made with KJIT_CPU_XRANGE_UNROLL=4 */
+    const char *cut; /* KJIT_CPU_ROWS_CUT */
+} ParVariant;
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    size_t got = fread(text, 1, (size_t)n, f);
+    text[got] = 0;
+    fclose(f);
+    return text;
+}
+
+/* inc.kern with "fn incN(" renamed "fn incNu(". */
+static char *renamed_source(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/inc.kern", dir);
+    char *text = read_text(path);
+    if (!text) {
+        fprintf(stderr, "cpu_diag: cannot read %s\n", path);
+        exit(1);
+    }
+    char *out = malloc(strlen(text) + 64), *o = out;
+    for (const char *p = text; *p;) {
+        if (strncmp(p, "fn inc1(", 8) == 0 || strncmp(p, "fn inc2(", 8) == 0) {
+            memcpy(o, p, 7);
+            o += 7;
+            *o++ = 'u';
+            p += 7;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    free(text);
+    return out;
+}
+
+static void par_rows(const char *dir)
+{
+    static const ParVariant variants[] = {
+        {"vinc", 2, false, "1"},
+        {"inc1 cut 0", 0, false, "0"},
+        {"inc1 cut 1", 0, false, "1"},
+        {"inc1 cut 1 unrolled", 0, true, "1"},
+        {"inc2 cut 0", 1, false, "0"},
+        {"inc2 cut 1", 1, false, "1"},
+        {"inc2 cut 2", 1, false, "2"},
+        {"inc2 cut 1 unrolled", 1, true, "1"},
+        {"inc2 cut 2 unrolled", 1, true, "2"},
+    };
+    enum { VARIANTS = sizeof variants / sizeof *variants };
+    const char *list = getenv("KJIT_DIAG_THREADS");
+    if (!list || !*list)
+        list = "16,8";
+    char *source = renamed_source(dir);
+    static const int64_t rows_of[2] = {100, 1000}, cols_of[2] = {1000, 1600};
+    static const char *sizes[2] = {"1e5", "1.6e6"};
+    /* the cpu target first (threads -1), then parallel at each count */
+    int counts[16] = {-1}, count_n = 1;
+    for (const char *p = list; p && count_n < 16; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        counts[count_n++] = atoi(p);
+    for (int c = 0; c < count_n; c++) {
+        int threads = counts[c];
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = threads < 0 ? KJIT_TARGET_CPU : KJIT_TARGET_PARALLEL;
+        options.num_threads = threads > 0 ? threads : 0;
+        kjit_context *context;
+        die_on(kjit_context_create(&options, &context), NULL, "context");
+        setenv("KJIT_CPU_XRANGE_UNROLL", "1", 1);
+        kjit_function *plain[3] = {load(context, dir, "inc.kern", "inc1"), load(context, dir, "inc.kern", "inc2"),
+                                   load(context, dir, "inc.kern", "vinc")};
+        for (int size = 0; size < 2; size++) {
+            int64_t rows = rows_of[size], cols = cols_of[size], n = rows * cols, shape[2] = {rows, cols};
+            int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
+            for (int64_t i = 0; i < n; i++)
+                a[i] = (int32_t)(i * 2654435761u);
+            kjit_array A1 = kjit_array_make(a, KJIT_I32, 1, &n), B1 = kjit_array_make(b, KJIT_I32, 1, &n);
+            kjit_array A2 = kjit_array_make(a, KJIT_I32, 2, shape), B2 = kjit_array_make(b, KJIT_I32, 2, shape);
+            kjit_arg args1[2] = {kjit_arg_array(&A1), kjit_arg_array(&B1)};
+            kjit_arg args2[2] = {kjit_arg_array(&A2), kjit_arg_array(&B2)};
+            uint32_t grid1[3] = {(uint32_t)((n + 255) / 256), 1, 1}, block1[3] = {256, 1, 1};
+            uint32_t grid2[3] = {(uint32_t)((cols + 31) / 32), (uint32_t)((rows + 7) / 8), 1}, block2[3] = {32, 8, 1};
+            kjit_function *f[VARIANTS];
+            for (int v = 0; v < VARIANTS; v++) {
+                const ParVariant *var = &variants[v];
+                if (!var->unrolled) {
+                    f[v] = plain[var->form];
+                } else {
+                    setenv("KJIT_CPU_XRANGE_UNROLL", "4", 1);
+                    kjit_module *module;
+                    die_on(kjit_compile_string(context, "inc_unrolled.kern", source, &module), context, "unrolled");
+                    die_on(kjit_module_function(module, var->form == 0 ? "inc1u" : "inc2u", &f[v]), context,
+                           "unrolled");
+                }
+                /* the warm-up makes the code, under the setting above */
+                setenv("KJIT_CPU_ROWS_CUT", var->cut, 1);
+                die_on(var->form == 2   ? kjit_call(f[v], args1, 1, &B1, NULL)
+                       : var->form == 0 ? kjit_launch(f[v], grid1, block1, args1, 2, NULL)
+                                        : kjit_launch(f[v], grid2, block2, args2, 2, NULL),
+                       context, var->name);
+                setenv("KJIT_CPU_XRANGE_UNROLL", "1", 1);
+            }
+            int inner = size == 0 ? 200 : 20, samples = repeat < 64 ? repeat : 64;
+            double times[VARIANTS][64];
+            for (int r = 0; r < samples; r++)
+                for (int v = 0; v < VARIANTS; v++) {
+                    const ParVariant *var = &variants[v];
+                    setenv("KJIT_CPU_ROWS_CUT", var->cut, 1);
+                    double t0 = now_ms();
+                    for (int i = 0; i < inner; i++)
+                        die_on(var->form == 2   ? kjit_call(f[v], args1, 1, &B1, NULL)
+                               : var->form == 0 ? kjit_launch(f[v], grid1, block1, args1, 2, NULL)
+                                                : kjit_launch(f[v], grid2, block2, args2, 2, NULL),
+                               context, var->name);
+                    times[v][r] = (now_ms() - t0) / inner;
+                }
+            for (int v = 0; v < VARIANTS; v++) {
+                memset(b, 0, sizeof(int32_t) * (size_t)n);
+                const ParVariant *var = &variants[v];
+                setenv("KJIT_CPU_ROWS_CUT", var->cut, 1);
+                die_on(var->form == 2   ? kjit_call(f[v], args1, 1, &B1, NULL)
+                       : var->form == 0 ? kjit_launch(f[v], grid1, block1, args1, 2, NULL)
+                                        : kjit_launch(f[v], grid2, block2, args2, 2, NULL),
+                       context, var->name);
+                char name[128];
+                if (threads < 0)
+                    snprintf(name, sizeof name, "par %s %s, cpu", sizes[size], var->name);
+                else
+                    snprintf(name, sizeof name, "par %s %s, parallel %d", sizes[size], var->name, threads);
+                check_inc(name, a, b, n);
+                qsort(times[v], (size_t)samples, sizeof(double), compare_doubles);
+                emit(name, times[v][samples / 2]);
+            }
+            free(a);
+            free(b);
+        }
+        unsetenv("KJIT_CPU_ROWS_CUT");
+        unsetenv("KJIT_CPU_XRANGE_UNROLL");
+        kjit_context_destroy(context);
+    }
+    free(source);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -294,6 +463,8 @@ int main(int argc, char **argv)
         call_rows(argv[1]);
     if (!only || !*only || strstr(only, "inc"))
         inc_rows(argv[1]);
+    if (only && strstr(only, "par"))
+        par_rows(argv[1]);
     printf("}\n");
     return 0;
 }
