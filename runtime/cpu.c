@@ -168,11 +168,19 @@ static void run_rows_chunk(void *user, int64_t begin, int64_t end)
     /* the first row by division, the others by stepping */
     int64_t row = begin / job->width, x = begin - row * job->width;
     int64_t z = row / job->height, y = row - z * job->height;
+    /* cancellation looked at once per KJ_CPU_CANCEL_CHUNK threads, not at
+     * every row (the pool looked before this chunk): a row of 1000 i32 takes
+     * some hundred nanoseconds, and the look a thread-local's address */
+    int64_t unlooked = 0;
     while (begin < end) {
-        if (kj_cancel_requested())
-            return;
+        if (unlooked >= KJ_CPU_CANCEL_CHUNK) {
+            if (kj_cancel_requested())
+                return;
+            unlooked = 0;
+        }
         int64_t stop = end - begin < job->width - x ? end : begin + (job->width - x);
         run_row(job, &ctx, y, z, x, x + (stop - begin));
+        unlooked += stop - begin;
         begin = stop;
         x = 0;
         if (++y == job->height) {
@@ -196,7 +204,7 @@ static void run_whole_rows(void *user, int64_t begin, int64_t end)
  *   KJ_CPU_GRAIN_THREADS threads;
  * - elements (1): as a vectorized call's elements, at least
  *   KJ_CPU_MIN_CHUNK;
- * - whole (2): that grain in whole rows where a row is wide.
+ * - whole (2): that grain in whole rows (of a grid of more than one).
  */
 typedef enum { ROWS_CUT_THREADS, ROWS_CUT_ELEMENTS, ROWS_CUT_WHOLE } RowsCut;
 
@@ -230,8 +238,7 @@ bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t g
         kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
         return true;
     }
-    /* whole rows: a row as wide as a chunk of the threads' cut or wider */
-    if (cut == ROWS_CUT_WHOLE && rows > 1 && width >= KJ_CPU_MIN_CHUNK / 4) {
+    if (cut == ROWS_CUT_WHOLE && rows > 1) {
         kj_pool_run(pool, rows, (KJ_CPU_MIN_CHUNK + width - 1) / width, run_whole_rows, &job);
         return true;
     }
