@@ -197,27 +197,16 @@ static void run_whole_rows(void *user, int64_t begin, int64_t end)
     run_rows_chunk(user, begin * job->width, end * job->width);
 }
 
-/*
- * How the pool cuts a run of rows ($KJIT_CPU_ROWS_CUT, read at each launch
- * so that one process can time them in turn: tests/bench/cpu_diag.c):
- * - threads (0): as a kernel's blocks are cut, chunks of at least
- *   KJ_CPU_GRAIN_THREADS threads;
- * - elements (1): as a vectorized call's elements, at least
- *   KJ_CPU_MIN_CHUNK;
- * - whole (2): that grain in whole rows (of a grid of more than one).
- */
-typedef enum { ROWS_CUT_THREADS, ROWS_CUT_ELEMENTS, ROWS_CUT_WHOLE } RowsCut;
-
-static RowsCut rows_cut(void)
+KjRowsCut kj_cpu_rows_cut_setting(void)
 {
     const char *env = getenv("KJIT_CPU_ROWS_CUT");
-    if (env && *env >= '0' && *env <= '2')
-        return (RowsCut)(*env - '0');
-    return ROWS_CUT_ELEMENTS;
+    if (env && *env >= '0' && *env <= '2' && !env[1])
+        return (KjRowsCut)(*env - '0');
+    return KJ_ROWS_CUT_ELEMENTS;
 }
 
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
-                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines)
+                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines, KjRowsCut cut)
 {
     int64_t extent[3];
     for (int d = 0; d < 3; d++) {
@@ -233,12 +222,11 @@ bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t g
         return true;
     RowsJob job = {.fn = row_fn, .args = args, .width = width, .height = extent[1], .grid = grid};
     rows_lines(&job, lines);
-    RowsCut cut = rows_cut();
-    if (cut == ROWS_CUT_THREADS) {
+    if (cut == KJ_ROWS_CUT_THREADS) {
         kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
         return true;
     }
-    if (cut == ROWS_CUT_WHOLE && rows > 1) {
+    if (cut == KJ_ROWS_CUT_WHOLE && rows > 1) {
         kj_pool_run(pool, rows, (KJ_CPU_MIN_CHUNK + width - 1) / width, run_whole_rows, &job);
         return true;
     }

@@ -254,8 +254,20 @@ typedef struct KjRowLines {
  * do nothing).  False, with nothing run, when the grid is too wide for
  * row_fn's 32-bit x (the caller runs it by blocks).
  */
+/* How kj_cpu_run_rows hands a run of rows to the pool:
+ * - KJ_ROWS_CUT_THREADS: as a kernel's blocks, chunks of at least
+ *   KJ_CPU_GRAIN_THREADS threads (before branch par2d);
+ * - KJ_ROWS_CUT_ELEMENTS: as a vectorized call's elements, at least
+ *   KJ_CPU_MIN_CHUNK;
+ * - KJ_ROWS_CUT_WHOLE: that grain in whole rows (a grid of more than one). */
+typedef enum { KJ_ROWS_CUT_THREADS, KJ_ROWS_CUT_ELEMENTS, KJ_ROWS_CUT_WHOLE } KjRowsCut;
+/* $KJIT_CPU_ROWS_CUT (0, 1, 2), else KJ_ROWS_CUT_ELEMENTS: read when a
+ * kernel's code is loaded (runtime_cpu.c), so that one process can time
+ * the cuts in turn on copies of a kernel (tests/bench/cpu_diag.c). */
+KjRowsCut kj_cpu_rows_cut_setting(void);
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
-                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines);
+                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines,
+                     KjRowsCut cut);
 typedef struct KjRaceState KjRaceState;
 /* A launch under the race checker (check_race.c): every block's threads as
  * fibers through thread_fn, the blocks one after another on the calling

@@ -277,26 +277,29 @@ static void inc_rows(const char *dir)
  * "par": inc.kern's forms on cpu and parallel, the ways of running the rows
  * timed in turn in one process (same arrays, same pool): each sample runs
  * every variant's batch once, in order, so that a busy moment of the host
- * falls on all of them alike.  A variant is a form and its settings:
- * KJIT_CPU_ROWS_CUT (runtime/cpu.c, read at each launch: 0 threads as
- * kernels' blocks, 1 elements as @vectorize's, 2 whole rows) and
- * KJIT_CPU_XRANGE_UNROLL (target_cpu.c, read when code is made: a copy of
- * inc.kern with its kernels renamed, made while it is 4).
- * KJIT_DIAG_THREADS: the parallel contexts' thread counts, "16,8" (0: the
- * pool's default); sizes 1e5 (100 x 1000) and 1.6e6 (1000 x 1600).
+ * falls on all of them alike.  A variant is a copy of inc.kern, its
+ * functions renamed, compiled and first run under its settings:
+ * KJIT_CPU_ROWS_CUT (KjRowsCut: 0 threads as kernels' blocks, 1 elements
+ * as @vectorize's, 2 whole rows; read when the code is loaded) and
+ * KJIT_CPU_XRANGE_UNROLL (target_cpu.c: __xrange's loop unrolled; read when
+ * the code is made).  KJIT_DIAG_THREADS: the parallel contexts' thread
+ * counts, "16,8" (0: the pool's default); sizes 1e5 (100 x 1000) and 1.6e6
+ * (1000 x 1600).
  */
 typedef struct ParVariant {
     const char *name;
-    int form;        /* 0 inc1, 1 inc2, 2 vinc */
-    bool unrolled;   /* the copy made with KJIT_CPU_XRANGE_UNROLL=4 */
-    const char *cut; /* KJIT_CPU_ROWS_CUT */
+    int form;          /* 0 inc1, 1 inc2, 2 vinc */
+    const char *cut;    /* KJIT_CPU_ROWS_CUT */
+    const char *unroll; /* KJIT_CPU_XRANGE_UNROLL */
 } ParVariant;
 
 static char *read_text(const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
+    if (!f) {
+        fprintf(stderr, "cpu_diag: cannot read %s\n", path);
+        exit(1);
+    }
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -307,50 +310,55 @@ static char *read_text(const char *path)
     return text;
 }
 
-/* inc.kern with "fn incN(" renamed "fn incNu(". */
-static char *renamed_source(const char *dir)
+/* text with "fn NAME(" of inc1, inc2 and vinc renamed "fn NAME_vV(". */
+static char *renamed_source(const char *text, int v)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/inc.kern", dir);
-    char *text = read_text(path);
-    if (!text) {
-        fprintf(stderr, "cpu_diag: cannot read %s\n", path);
-        exit(1);
-    }
-    char *out = malloc(strlen(text) + 64), *o = out;
+    char *out = malloc(strlen(text) * 2 + 64), *o = out;
     for (const char *p = text; *p;) {
-        if (strncmp(p, "fn inc1(", 8) == 0 || strncmp(p, "fn inc2(", 8) == 0) {
-            memcpy(o, p, 7);
-            o += 7;
-            *o++ = 'u';
-            p += 7;
+        size_t name = strncmp(p, "fn inc1(", 8) == 0 || strncmp(p, "fn inc2(", 8) == 0 ? 7
+                      : strncmp(p, "fn vinc(", 8) == 0                                ? 7
+                                                                                      : 0;
+        if (name) {
+            memcpy(o, p, name);
+            o += name;
+            o += sprintf(o, "_v%d", v);
+            p += name;
         } else {
             *o++ = *p++;
         }
     }
     *o = 0;
-    free(text);
     return out;
+}
+
+static kjit_status par_run(const ParVariant *var, kjit_function *f, kjit_arg *args1, kjit_arg *args2,
+                           kjit_array *out, const uint32_t grid[2][3], const uint32_t block[2][3])
+{
+    return var->form == 2 ? kjit_call(f, args1, 1, out, NULL)
+                          : kjit_launch(f, grid[var->form], block[var->form], var->form == 0 ? args1 : args2, 2,
+                                        NULL);
 }
 
 static void par_rows(const char *dir)
 {
     static const ParVariant variants[] = {
-        {"vinc", 2, false, "1"},
-        {"inc1 cut 0", 0, false, "0"},
-        {"inc1 cut 1", 0, false, "1"},
-        {"inc1 cut 1 unrolled", 0, true, "1"},
-        {"inc2 cut 0", 1, false, "0"},
-        {"inc2 cut 1", 1, false, "1"},
-        {"inc2 cut 2", 1, false, "2"},
-        {"inc2 cut 1 unrolled", 1, true, "1"},
-        {"inc2 cut 2 unrolled", 1, true, "2"},
+        {"vinc", 2, "1", "1"},
+        {"inc1 cut 0", 0, "0", "1"},
+        {"inc1 cut 1", 0, "1", "1"},
+        {"inc1 cut 1 unrolled", 0, "1", "4"},
+        {"inc2 cut 0", 1, "0", "1"},
+        {"inc2 cut 1", 1, "1", "1"},
+        {"inc2 cut 2", 1, "2", "1"},
+        {"inc2 cut 1 unrolled", 1, "1", "4"},
+        {"inc2 cut 2 unrolled", 1, "2", "4"},
     };
     enum { VARIANTS = sizeof variants / sizeof *variants };
     const char *list = getenv("KJIT_DIAG_THREADS");
     if (!list || !*list)
         list = "16,8";
-    char *source = renamed_source(dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/inc.kern", dir);
+    char *text = read_text(path);
     static const int64_t rows_of[2] = {100, 1000}, cols_of[2] = {1000, 1600};
     static const char *sizes[2] = {"1e5", "1.6e6"};
     /* the cpu target first (threads -1), then parallel at each count */
@@ -365,9 +373,21 @@ static void par_rows(const char *dir)
         options.num_threads = threads > 0 ? threads : 0;
         kjit_context *context;
         die_on(kjit_context_create(&options, &context), NULL, "context");
-        setenv("KJIT_CPU_XRANGE_UNROLL", "1", 1);
-        kjit_function *plain[3] = {load(context, dir, "inc.kern", "inc1"), load(context, dir, "inc.kern", "inc2"),
-                                   load(context, dir, "inc.kern", "vinc")};
+        kjit_function *f[VARIANTS];
+        for (int v = 0; v < VARIANTS; v++) {
+            char *source = renamed_source(text, v), name[32];
+            kjit_module *module;
+            /* the settings when the code is made too (eagerly or not) */
+            setenv("KJIT_CPU_ROWS_CUT", variants[v].cut, 1);
+            setenv("KJIT_CPU_XRANGE_UNROLL", variants[v].unroll, 1);
+            die_on(kjit_compile_string(context, "inc.kern", source, &module), context, variants[v].name);
+            unsetenv("KJIT_CPU_ROWS_CUT");
+            unsetenv("KJIT_CPU_XRANGE_UNROLL");
+            static const char *const forms[3] = {"inc1", "inc2", "vinc"};
+            snprintf(name, sizeof name, "%s_v%d", forms[variants[v].form], v);
+            die_on(kjit_module_function(module, name, &f[v]), context, name);
+            free(source);
+        }
         for (int size = 0; size < 2; size++) {
             int64_t rows = rows_of[size], cols = cols_of[size], n = rows * cols, shape[2] = {rows, cols};
             int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
@@ -377,55 +397,35 @@ static void par_rows(const char *dir)
             kjit_array A2 = kjit_array_make(a, KJIT_I32, 2, shape), B2 = kjit_array_make(b, KJIT_I32, 2, shape);
             kjit_arg args1[2] = {kjit_arg_array(&A1), kjit_arg_array(&B1)};
             kjit_arg args2[2] = {kjit_arg_array(&A2), kjit_arg_array(&B2)};
-            uint32_t grid1[3] = {(uint32_t)((n + 255) / 256), 1, 1}, block1[3] = {256, 1, 1};
-            uint32_t grid2[3] = {(uint32_t)((cols + 31) / 32), (uint32_t)((rows + 7) / 8), 1}, block2[3] = {32, 8, 1};
-            kjit_function *f[VARIANTS];
+            const uint32_t grid[2][3] = {{(uint32_t)((n + 255) / 256), 1, 1},
+                                         {(uint32_t)((cols + 31) / 32), (uint32_t)((rows + 7) / 8), 1}};
+            const uint32_t block[2][3] = {{256, 1, 1}, {32, 8, 1}};
+            /* the warm-up makes and loads the code, under its settings */
             for (int v = 0; v < VARIANTS; v++) {
-                const ParVariant *var = &variants[v];
-                if (!var->unrolled) {
-                    f[v] = plain[var->form];
-                } else {
-                    setenv("KJIT_CPU_XRANGE_UNROLL", "4", 1);
-                    kjit_module *module;
-                    die_on(kjit_compile_string(context, "inc_unrolled.kern", source, &module), context, "unrolled");
-                    die_on(kjit_module_function(module, var->form == 0 ? "inc1u" : "inc2u", &f[v]), context,
-                           "unrolled");
-                }
-                /* the warm-up makes the code, under the setting above */
-                setenv("KJIT_CPU_ROWS_CUT", var->cut, 1);
-                die_on(var->form == 2   ? kjit_call(f[v], args1, 1, &B1, NULL)
-                       : var->form == 0 ? kjit_launch(f[v], grid1, block1, args1, 2, NULL)
-                                        : kjit_launch(f[v], grid2, block2, args2, 2, NULL),
-                       context, var->name);
-                setenv("KJIT_CPU_XRANGE_UNROLL", "1", 1);
+                setenv("KJIT_CPU_ROWS_CUT", variants[v].cut, 1);
+                setenv("KJIT_CPU_XRANGE_UNROLL", variants[v].unroll, 1);
+                die_on(par_run(&variants[v], f[v], args1, args2, &B1, grid, block), context, variants[v].name);
+                unsetenv("KJIT_CPU_ROWS_CUT");
+                unsetenv("KJIT_CPU_XRANGE_UNROLL");
             }
             int inner = size == 0 ? 200 : 20, samples = repeat < 64 ? repeat : 64;
             double times[VARIANTS][64];
             for (int r = 0; r < samples; r++)
                 for (int v = 0; v < VARIANTS; v++) {
-                    const ParVariant *var = &variants[v];
-                    setenv("KJIT_CPU_ROWS_CUT", var->cut, 1);
                     double t0 = now_ms();
                     for (int i = 0; i < inner; i++)
-                        die_on(var->form == 2   ? kjit_call(f[v], args1, 1, &B1, NULL)
-                               : var->form == 0 ? kjit_launch(f[v], grid1, block1, args1, 2, NULL)
-                                                : kjit_launch(f[v], grid2, block2, args2, 2, NULL),
-                               context, var->name);
+                        die_on(par_run(&variants[v], f[v], args1, args2, &B1, grid, block), context,
+                               variants[v].name);
                     times[v][r] = (now_ms() - t0) / inner;
                 }
             for (int v = 0; v < VARIANTS; v++) {
                 memset(b, 0, sizeof(int32_t) * (size_t)n);
-                const ParVariant *var = &variants[v];
-                setenv("KJIT_CPU_ROWS_CUT", var->cut, 1);
-                die_on(var->form == 2   ? kjit_call(f[v], args1, 1, &B1, NULL)
-                       : var->form == 0 ? kjit_launch(f[v], grid1, block1, args1, 2, NULL)
-                                        : kjit_launch(f[v], grid2, block2, args2, 2, NULL),
-                       context, var->name);
+                die_on(par_run(&variants[v], f[v], args1, args2, &B1, grid, block), context, variants[v].name);
                 char name[128];
                 if (threads < 0)
-                    snprintf(name, sizeof name, "par %s %s, cpu", sizes[size], var->name);
+                    snprintf(name, sizeof name, "par %s %s, cpu", sizes[size], variants[v].name);
                 else
-                    snprintf(name, sizeof name, "par %s %s, parallel %d", sizes[size], var->name, threads);
+                    snprintf(name, sizeof name, "par %s %s, parallel %d", sizes[size], variants[v].name, threads);
                 check_inc(name, a, b, n);
                 qsort(times[v], (size_t)samples, sizeof(double), compare_doubles);
                 emit(name, times[v][samples / 2]);
@@ -433,11 +433,9 @@ static void par_rows(const char *dir)
             free(a);
             free(b);
         }
-        unsetenv("KJIT_CPU_ROWS_CUT");
-        unsetenv("KJIT_CPU_XRANGE_UNROLL");
         kjit_context_destroy(context);
     }
-    free(source);
+    free(text);
 }
 
 int main(int argc, char **argv)
