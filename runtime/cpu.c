@@ -202,7 +202,7 @@ KjRowsCut kj_cpu_rows_cut_setting(void)
     const char *env = getenv("KJIT_CPU_ROWS_CUT");
     if (env && *env >= '0' && *env <= '2' && !env[1])
         return (KjRowsCut)(*env - '0');
-    return KJ_ROWS_CUT_ELEMENTS;
+    return KJ_ROWS_CUT_THREADS;
 }
 
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],

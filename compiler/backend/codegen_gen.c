@@ -80,18 +80,6 @@ void kj_codegen_loop_no_unroll(Gen *g, LLVMValueRef back_edge)
                     LLVMMetadataAsValue(g->ctx, loop));
 }
 
-void kj_codegen_loop_unroll(Gen *g, LLVMValueRef back_edge, int count)
-{
-    LLVMMetadataRef props[2] = {
-        LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.count", strlen("llvm.loop.unroll.count")),
-        LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(g->ctx), (unsigned)count, 0))};
-    LLVMMetadataRef ops[2] = {LLVMTemporaryMDNode(g->ctx, NULL, 0), LLVMMDNodeInContext2(g->ctx, props, 2)};
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
-    LLVMMetadataReplaceAllUsesWith(ops[0], loop);
-    LLVMSetMetadata(back_edge, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", strlen("llvm.loop")),
-                    LLVMMetadataAsValue(g->ctx, loop));
-}
-
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name)
 {
     LLVMBuilderRef ab = LLVMCreateBuilderInContext(g->ctx);

@@ -318,9 +318,6 @@ void kj_codegen_set_common_attrs(Gen *g, LLVMValueRef fn);
 LLVMValueRef kj_codegen_alloca_in_entry(Gen *g, LLVMTypeRef t, const char *name);
 /* Marks the loop whose back edge (a branch) is given as never unrolled. */
 void kj_codegen_loop_no_unroll(Gen *g, LLVMValueRef back_edge);
-/* Asks LLVM to unroll the loop whose back edge this is `count` times (a
- * remainder loop for a trip count not known). */
-void kj_codegen_loop_unroll(Gen *g, LLVMValueRef back_edge, int count);
 /* The impl of an IR function the module declared (dies if it was not). */
 FnInfo *kj_codegen_fn_info(Gen *g, const KjIrFunction *fn);
 /* The parameter layout (codegen_gen.c): an array parameter travels as its

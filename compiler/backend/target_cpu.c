@@ -473,24 +473,21 @@ static Count open_count(Gen *g, LLVMTypeRef type, LLVMValueRef start, LLVMValueR
     return c;
 }
 
-/* The loop's back edge returned. */
-static LLVMValueRef close_count(Gen *g, Count c, LLVMValueRef step)
+static void close_count(Gen *g, Count c, LLVMValueRef step)
 {
     LLVMValueRef t = LLVMBuildLoad2(g->b, c.type, c.counter, "");
     LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, t, step, ""), c.counter);
-    LLVMValueRef back_edge = LLVMBuildBr(g->b, c.cond);
+    LLVMBuildBr(g->b, c.cond);
     LLVMPositionBuilderAtEnd(g->b, c.exit);
-    return back_edge;
 }
 
 /* Calls `chunk` for [from, from + count) lanes at a time: whole chunks of
  * `lanes` (their count a constant, so the inlined chunk's masks fold away),
  * then the rest, if any.  `args[at]` and `args[at_count]` take the chunk's
- * first index and its count.  unroll > 1: the whole chunks' loop unrolled
- * that many times. */
+ * first index and its count. */
 static void call_chunks(Gen *g, LLVMValueRef chunk, LLVMTypeRef chunk_type, LLVMValueRef *args, int n,
                         int at, int at_count, LLVMTypeRef index_type, LLVMValueRef from, LLVMValueRef to,
-                        int lanes, int unroll)
+                        int lanes)
 {
     LLVMValueRef width = LLVMConstInt(index_type, (unsigned)lanes, 0);
     /* whole chunks while to - i >= lanes (no overflow near the top of the range) */
@@ -500,9 +497,7 @@ static void call_chunks(Gen *g, LLVMValueRef chunk, LLVMTypeRef chunk_type, LLVM
     args[at] = LLVMBuildLoad2(g->b, index_type, c.counter, "first");
     args[at_count] = const_i32(g, lanes);
     LLVMBuildCall2(g->b, chunk_type, chunk, args, (unsigned)n, "");
-    LLVMValueRef back_edge = close_count(g, c, width);
-    if (unroll > 1)
-        kj_codegen_loop_unroll(g, back_edge, unroll);
+    close_count(g, c, width);
     LLVMValueRef first = LLVMBuildLoad2(g->b, index_type, c.counter, "first");
     LLVMBasicBlockRef tail = new_block(g, "chunk.tail"), done = new_block(g, "chunk.done");
     LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, first, to, ""), tail, done);
@@ -747,22 +742,10 @@ static void emit_simd_block(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *a
     Count y = open_count(g, g->t_i32, const_i32(g, 0), dims[1], "ty");
     args[n + 2] = LLVMBuildLoad2(g->b, g->t_i32, y.counter, "");
     call_chunks(g, chunk, chunk_type, args, n + 5 + record, n + 1, n + 4, g->t_i32, const_i32(g, 0), dims[0],
-                lanes, 0);
+                lanes);
     close_count(g, y, const_i32(g, 1));
     close_count(g, z, const_i32(g, 1));
     LLVMBuildRetVoid(g->b);
-}
-
-/* How many times __xrange's loop of whole chunks is unrolled:
- * $KJIT_CPU_XRANGE_UNROLL (read when code is made; 0 or 1: not), else 1.
- * An experiment (docs/performance.md, branch par2d): not part of the code
- * cache's key, so a cached module keeps the form it was made with. */
-static int xrange_unroll(void)
-{
-    const char *env = getenv("KJIT_CPU_XRANGE_UNROLL");
-    if (env && *env >= '0' && *env <= '8')
-        return *env - '0';
-    return 1;
 }
 
 /*
@@ -787,7 +770,7 @@ static void emit_simd_xrange(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *
     args[n + 2] = args[n + 3] = const_i32(g, 0);
     LLVMValueRef begin = LLVMBuildTrunc(g->b, LLVMGetParam(e, 2), g->t_i32, "");
     LLVMValueRef end = LLVMBuildTrunc(g->b, LLVMGetParam(e, 3), g->t_i32, "");
-    call_chunks(g, chunk, chunk_type, args, n + 5, n + 1, n + 4, g->t_i32, begin, end, lanes, xrange_unroll());
+    call_chunks(g, chunk, chunk_type, args, n + 5, n + 1, n + 4, g->t_i32, begin, end, lanes);
     LLVMBuildRetVoid(g->b);
 }
 
@@ -800,7 +783,7 @@ static void emit_simd_range(Gen *g, KjIrFunction *fn, int lanes, LLVMValueRef *a
     LLVMValueRef e = kj_codegen_add_entry(g, fn, "__range", LLVMFunctionType(g->t_void, ps, 3, 0));
     int n = unpack_args(g, fn, LLVMGetParam(e, 0), args);
     call_chunks(g, chunk, chunk_type, args, n + 2, n, n + 1, g->t_i64, LLVMGetParam(e, 1), LLVMGetParam(e, 2),
-                lanes, 0);
+                lanes);
     LLVMBuildRetVoid(g->b);
 }
 

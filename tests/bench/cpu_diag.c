@@ -21,8 +21,8 @@
  * - "inc1 1e5 / inc2 100x1000 32x8 / vinc 1e5 TARGET, a % 64 = A, b % 64 =
  *   B": inc.kern's three forms with the arrays at byte offsets A and B from
  *   a page (a grid row's start against the output's lines, issue 25 item 5).
- * - "par SIZE VARIANT, TARGET": inc.kern's forms with the rows cut and
- *   unrolled in several ways, timed in turn (par_rows; only when asked).
+ * - "par SIZE VARIANT, TARGET": inc.kern's forms with the rows cut for the
+ *   pool in several ways, timed in turn (par_rows; only when asked).
  * KJIT_DIAG_ONLY=stencil|call|inc|par (any of them in the text) picks sections.
  *
  * Every result is checked; the median of REPEAT samples (7), the wall clock
@@ -278,19 +278,16 @@ static void inc_rows(const char *dir)
  * timed in turn in one process (same arrays, same pool): each sample runs
  * every variant's batch once, in order, so that a busy moment of the host
  * falls on all of them alike.  A variant is a copy of inc.kern, its
- * functions renamed, compiled and first run under its settings:
- * KJIT_CPU_ROWS_CUT (KjRowsCut: 0 threads as kernels' blocks, 1 elements
- * as @vectorize's, 2 whole rows; read when the code is loaded) and
- * KJIT_CPU_XRANGE_UNROLL (target_cpu.c: __xrange's loop unrolled; read when
- * the code is made).  KJIT_DIAG_THREADS: the parallel contexts' thread
+ * functions renamed, compiled and first run under its KJIT_CPU_ROWS_CUT
+ * (KjRowsCut: 0 threads as kernels' blocks, 1 elements as @vectorize's, 2
+ * whole rows; read when the code is loaded).  KJIT_DIAG_THREADS: the parallel contexts' thread
  * counts, "16,8" (0: the pool's default); sizes 1e5 (100 x 1000) and 1.6e6
  * (1000 x 1600).
  */
 typedef struct ParVariant {
     const char *name;
-    int form;          /* 0 inc1, 1 inc2, 2 vinc */
-    const char *cut;    /* KJIT_CPU_ROWS_CUT */
-    const char *unroll; /* KJIT_CPU_XRANGE_UNROLL */
+    int form;        /* 0 inc1, 1 inc2, 2 vinc */
+    const char *cut; /* KJIT_CPU_ROWS_CUT */
 } ParVariant;
 
 static char *read_text(const char *path)
@@ -342,15 +339,8 @@ static kjit_status par_run(const ParVariant *var, kjit_function *f, kjit_arg *ar
 static void par_rows(const char *dir)
 {
     static const ParVariant variants[] = {
-        {"vinc", 2, "1", "1"},
-        {"inc1 cut 0", 0, "0", "1"},
-        {"inc1 cut 1", 0, "1", "1"},
-        {"inc1 cut 1 unrolled", 0, "1", "4"},
-        {"inc2 cut 0", 1, "0", "1"},
-        {"inc2 cut 1", 1, "1", "1"},
-        {"inc2 cut 2", 1, "2", "1"},
-        {"inc2 cut 1 unrolled", 1, "1", "4"},
-        {"inc2 cut 2 unrolled", 1, "2", "4"},
+        {"vinc", 2, "0"},       {"inc1 cut 0", 0, "0"}, {"inc1 cut 1", 0, "1"},
+        {"inc2 cut 0", 1, "0"}, {"inc2 cut 1", 1, "1"}, {"inc2 cut 2", 1, "2"},
     };
     enum { VARIANTS = sizeof variants / sizeof *variants };
     const char *list = getenv("KJIT_DIAG_THREADS");
@@ -377,12 +367,10 @@ static void par_rows(const char *dir)
         for (int v = 0; v < VARIANTS; v++) {
             char *source = renamed_source(text, v), name[32];
             kjit_module *module;
-            /* the settings when the code is made too (eagerly or not) */
+            /* the setting while the code is made and loaded, eagerly or not */
             setenv("KJIT_CPU_ROWS_CUT", variants[v].cut, 1);
-            setenv("KJIT_CPU_XRANGE_UNROLL", variants[v].unroll, 1);
             die_on(kjit_compile_string(context, "inc.kern", source, &module), context, variants[v].name);
             unsetenv("KJIT_CPU_ROWS_CUT");
-            unsetenv("KJIT_CPU_XRANGE_UNROLL");
             static const char *const forms[3] = {"inc1", "inc2", "vinc"};
             snprintf(name, sizeof name, "%s_v%d", forms[variants[v].form], v);
             die_on(kjit_module_function(module, name, &f[v]), context, name);
@@ -400,13 +388,10 @@ static void par_rows(const char *dir)
             const uint32_t grid[2][3] = {{(uint32_t)((n + 255) / 256), 1, 1},
                                          {(uint32_t)((cols + 31) / 32), (uint32_t)((rows + 7) / 8), 1}};
             const uint32_t block[2][3] = {{256, 1, 1}, {32, 8, 1}};
-            /* the warm-up makes and loads the code, under its settings */
             for (int v = 0; v < VARIANTS; v++) {
                 setenv("KJIT_CPU_ROWS_CUT", variants[v].cut, 1);
-                setenv("KJIT_CPU_XRANGE_UNROLL", variants[v].unroll, 1);
                 die_on(par_run(&variants[v], f[v], args1, args2, &B1, grid, block), context, variants[v].name);
                 unsetenv("KJIT_CPU_ROWS_CUT");
-                unsetenv("KJIT_CPU_XRANGE_UNROLL");
             }
             int inner = size == 0 ? 200 : 20, samples = repeat < 64 ? repeat : 64;
             double times[VARIANTS][64];

@@ -17,11 +17,11 @@
 # - PASS/FAIL: every run checked its results (bench_cpu and cpu_diag exit
 #   non-zero on a wrong element).
 # - tests/bench/cpu_diag.c's par section (branch par2d): the forms with the
-#   rows cut by threads as kernels' blocks (KJIT_CPU_ROWS_CUT=0, before),
-#   by elements as a @vectorize's (1) or in whole rows (2), and __xrange's
-#   loop unrolled four times, all timed in turn in one process, on cpu and
-#   on parallel with GRID_ROWS_THREADS (16,8,4) workers, two processes per
-#   ISA; the median of the two, and each variant against the @vectorize.
+#   rows cut for the pool by threads as kernels' blocks (KJIT_CPU_ROWS_CUT=0,
+#   the default), by elements as a @vectorize's (1) or in whole rows (2),
+#   all timed in turn in one process, on cpu and on parallel with
+#   GRID_ROWS_THREADS (16,8,4) workers, two processes per ISA; the mean of
+#   the two processes' medians, and each variant against the @vectorize.
 # KJIT_BENCH_REPEAT (7) samples a median; KJIT_NUMBA_WHEELS as for
 # bench_cpu_host.sh.  GRID_ROWS_ONLY=par runs the par section alone.
 set -u
@@ -126,7 +126,7 @@ diag = {k: load(f"diag {k}") for k in ("avx512 rows=1", "avx512 rows=0", "avx2 r
 for row in diag["avx512 rows=1"]:
     print(f"| {row} | " + " | ".join(cell(diag[k].get(row)) for k in diag) + " |")
 # the par section: "par SIZE VARIANT, TARGET" -> ms; a table per ISA, a row
-# per size and target, a column per variant (the median of the two rounds,
+# per size and target, a column per variant (the mean of the two rounds,
 # then its ratio to vinc's)
 for isa in ("avx512", "avx2"):
     rounds = [load(f"par {isa} {r}") for r in (1, 2)]
@@ -142,7 +142,7 @@ for isa in ("avx512", "avx2"):
             places.append((size, target))
     def both(key):
         got = [r.get(key) for r in rounds if r.get(key) is not None]
-        return sorted(got)[len(got) // 2] if len(got) == 1 else (sum(got) / len(got) if got else None)
+        return sum(got) / len(got) if got else None
     print(f"\npar, {isa}: ms (mean of the two processes' medians of 31), then / vinc\n")
     print("| size, target | " + " | ".join(variants) + " | " + " | ".join(v + " /vec" for v in variants[1:]) + " |")
     print("| --- |" + " ---: |" * (2 * len(variants) - 1))

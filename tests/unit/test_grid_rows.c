@@ -11,12 +11,14 @@
  *   reversed and constant bounds, grids wider and taller than the arrays,
  *   outputs at every 4-byte offset into a line, sizes around the SIMD width
  *   and the pool's grain: every element the C reference's, and nothing
- *   beside the output written (sentinels);
+ *   beside the output written (sentinels); on parallel with each way of
+ *   cutting the rows for the pool (KJIT_CPU_ROWS_CUT);
  * - a launch of the form with a block shape not seen before compiles
  *   nothing (it runs the general code's __xrange, not code for the shape),
  *   where a kernel not of the form compiles that shape's code. */
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +146,11 @@ typedef struct Launcher {
     kjit_module *module;
 } Launcher;
 
+/* KJIT_CPU_ROWS_CUT for the launchers opened (NULL: the default), which
+ * the runtime reads when the code is loaded: the source then gains a kernel
+ * named after it, so that its code is its own, not one loaded before. */
+static const char *cut_setting;
+
 static Launcher open_launcher(kjit_target target)
 {
     Launcher l;
@@ -152,7 +159,15 @@ static Launcher open_launcher(kjit_target target)
     options.target = target;
     options.num_threads = 3;
     ck_assert_int_eq(kjit_context_create(&options, &l.context), KJIT_OK);
-    ck_assert_msg(kjit_compile_string(l.context, "rows.kern", source, &l.module) == KJIT_OK, "%s",
+    char text[8192];
+    if (cut_setting) {
+        setenv("KJIT_CPU_ROWS_CUT", cut_setting, 1);
+        snprintf(text, sizeof text, "%s\n@kernel fn cut_%s(a: i32[]) { let i = grid(1); if i < len(a) { a[i] = %s; } }\n",
+                 source, cut_setting, cut_setting);
+    } else {
+        snprintf(text, sizeof text, "%s", source);
+    }
+    ck_assert_msg(kjit_compile_string(l.context, "rows.kern", text, &l.module) == KJIT_OK, "%s",
                   kjit_last_error(l.context));
     return l;
 }
@@ -161,6 +176,7 @@ static void close_launcher(Launcher *l)
 {
     kjit_module_free(l->module);
     kjit_context_destroy(l->context);
+    unsetenv("KJIT_CPU_ROWS_CUT");
 }
 
 static void launch(Launcher *l, const char *name, const uint32_t grid[3], const uint32_t block[3], kjit_arg *args,
@@ -304,6 +320,20 @@ END_TEST
 START_TEST(more_dimensions_parallel) { more_dimensions(KJIT_TARGET_PARALLEL); }
 END_TEST
 
+/* The pool's other cuts of the rows (KjRowsCut: by elements as a
+ * @vectorize's, and in whole rows) give the same elements. */
+START_TEST(each_cut_parallel)
+{
+    static const char *const cuts[] = {"1", "2"};
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        cut_setting = cuts[c];
+        one_dimension(KJIT_TARGET_PARALLEL);
+        more_dimensions(KJIT_TARGET_PARALLEL);
+    }
+    cut_setting = NULL;
+}
+END_TEST
+
 /* Code generation and cache lookups a launch caused. */
 static uint64_t work_done(void)
 {
@@ -370,6 +400,7 @@ Suite *suite_grid_rows(void)
     tcase_add_test(runs, one_dimension_parallel);
     tcase_add_test(runs, more_dimensions_cpu);
     tcase_add_test(runs, more_dimensions_parallel);
+    tcase_add_test(runs, each_cut_parallel);
     tcase_add_test(runs, rows_need_no_shape_code);
     suite_add_tcase(s, runs);
     return s;
