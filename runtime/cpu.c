@@ -168,11 +168,19 @@ static void run_rows_chunk(void *user, int64_t begin, int64_t end)
     /* the first row by division, the others by stepping */
     int64_t row = begin / job->width, x = begin - row * job->width;
     int64_t z = row / job->height, y = row - z * job->height;
+    /* cancellation looked at once per KJ_CPU_CANCEL_CHUNK threads, not at
+     * every row (the pool looked before this chunk): a row of 1000 i32 takes
+     * some hundred nanoseconds, and the look a thread-local's address */
+    int64_t unlooked = 0;
     while (begin < end) {
-        if (kj_cancel_requested())
-            return;
+        if (unlooked >= KJ_CPU_CANCEL_CHUNK) {
+            if (kj_cancel_requested())
+                return;
+            unlooked = 0;
+        }
         int64_t stop = end - begin < job->width - x ? end : begin + (job->width - x);
         run_row(job, &ctx, y, z, x, x + (stop - begin));
+        unlooked += stop - begin;
         begin = stop;
         x = 0;
         if (++y == job->height) {
@@ -213,8 +221,24 @@ void kj_grid_rows_limits(const KjGridRows *form, void **args, int64_t limit[3])
     }
 }
 
+/* Rows [begin, end) of the run, whole (y fastest, then z). */
+static void run_whole_rows(void *user, int64_t begin, int64_t end)
+{
+    const RowsJob *job = user;
+    run_rows_chunk(user, begin * job->width, end * job->width);
+}
+
+KjRowsCut kj_cpu_rows_cut_setting(void)
+{
+    const char *env = getenv("KJIT_CPU_ROWS_CUT");
+    if (env && *env >= '0' && *env <= '2' && !env[1])
+        return (KjRowsCut)(*env - '0');
+    return KJ_ROWS_CUT_THREADS;
+}
+
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
-                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines)
+                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines,
+                     KjRowsCut cut)
 {
     int64_t extent[3];
     for (int d = 0; d < 3; d++) {
@@ -230,7 +254,15 @@ bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t g
         return true;
     RowsJob job = {.fn = row_fn, .args = args, .width = width, .height = extent[1], .grid = grid};
     rows_lines(&job, lines);
-    kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
+    if (cut == KJ_ROWS_CUT_THREADS) {
+        kj_pool_run(pool, width * rows, KJ_CPU_GRAIN_THREADS, run_rows_chunk, &job);
+        return true;
+    }
+    if (cut == KJ_ROWS_CUT_WHOLE && rows > 1) {
+        kj_pool_run(pool, rows, (KJ_CPU_MIN_CHUNK + width - 1) / width, run_whole_rows, &job);
+        return true;
+    }
+    kj_pool_run(pool, width * rows, KJ_CPU_MIN_CHUNK, run_rows_chunk, &job);
     return true;
 }
 

@@ -251,11 +251,27 @@ typedef struct KjRowLines {
  * the row's output element starts a 64-byte line, as kj_cpu_run_range's;
  * across the pool by threads, as kj_cpu_run_kernel does by blocks.  The
  * threads at or past a limit are not run (the kernel's guard: they would
- * do nothing).  False, with nothing run, when the grid is too wide for
- * row_fn's 32-bit x (the caller runs it by blocks).
+ * do nothing).  The pool takes the threads as `cut` says.  False, with
+ * nothing run, when the grid is too wide for row_fn's 32-bit x (the caller
+ * runs it by blocks).
  */
+/* How kj_cpu_run_rows hands a run of rows to the pool:
+ * - KJ_ROWS_CUT_THREADS: as a kernel's blocks, chunks of at least
+ *   KJ_CPU_GRAIN_THREADS threads (the default);
+ * - KJ_ROWS_CUT_ELEMENTS: as a vectorized call's elements, at least
+ *   KJ_CPU_MIN_CHUNK;
+ * - KJ_ROWS_CUT_WHOLE: that grain in whole rows (a grid of more than one).
+ * On the 16-core host the three ran within noise of each other and of the
+ * @vectorize (docs/performance.md, branch par2d): at 1.6e6 threads the
+ * pool's chunk is count / (4 x threads) whatever the grain. */
+typedef enum { KJ_ROWS_CUT_THREADS, KJ_ROWS_CUT_ELEMENTS, KJ_ROWS_CUT_WHOLE } KjRowsCut;
+/* $KJIT_CPU_ROWS_CUT (0, 1, 2), else KJ_ROWS_CUT_THREADS: read when a
+ * kernel's code is loaded (runtime_cpu.c), so that one process can time
+ * the cuts in turn on copies of a kernel (tests/bench/cpu_diag.c). */
+KjRowsCut kj_cpu_rows_cut_setting(void);
 bool kj_cpu_run_rows(KjPool *pool, KjRowFn row_fn, void **args, const uint32_t grid[3],
-                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines);
+                     const uint32_t block[3], const int64_t limit[3], const KjRowLines *lines,
+                     KjRowsCut cut);
 /* kj_cpu_run_rows's limits for a launch of form with args: on each grid axis
  * the least of its guard's bounds (an array's extent or an integer
  * parameter, plus the bound's add; a constant), INT64_MAX where none bounds

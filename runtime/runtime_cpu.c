@@ -63,6 +63,7 @@ typedef struct KjSharedCpu {
     KjCpuCode *code;
     void *entry, *block;
     void *xrange; /* a kernel's __xrange (KjGridRows), or NULL */
+    KjRowsCut rows_cut; /* how its rows are cut (read when loaded) */
     KjShapeCode *shapes; /* under shared_lock; only grows while loaded */
     int users;
 } KjSharedCpu;
@@ -249,6 +250,7 @@ static kjit_status cpu_generate(kjit_module *module, KjCompiled *compiled, const
     if (root->kind == KJ_IR_FN_KERNEL) {
         shared->block = lookup(code, compiled->symbol, "__block");
         shared->xrange = root->grid_rows.ok ? lookup(code, compiled->symbol, "__xrange") : NULL;
+        shared->rows_cut = kj_cpu_rows_cut_setting();
     }
     use_shared(compiled, shared_cpu_publish(shared));
     return KJIT_OK;
@@ -491,7 +493,7 @@ static bool cpu_launch_rows(kjit_context *context, const KjLaunch *launch)
     int64_t limit[3];
     kj_grid_rows_limits(form, launch->params, limit);
     return kj_cpu_run_rows(context->pool, (KjRowFn)shared->xrange, launch->params, launch->grid,
-                           launch->block, limit, &lines);
+                           launch->block, limit, &lines, shared->rows_cut);
 }
 
 static kjit_status cpu_launch(kjit_context *context, KjLaunch *launch)

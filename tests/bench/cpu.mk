@@ -34,10 +34,12 @@ bench-cpu: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 
 # make test-bench-refs (part of make check): the C references of bench-cpu
 # build and agree with kjit on cpu and parallel at small sizes.  Times nothing;
-# cpu_diag checks its results (one sample each).
+# cpu_diag checks its results (one sample each; its par section, which runs
+# only when asked, too).
 test-bench-refs: $(BUILD)/bench_simd $(BUILD)/cpu_diag
 	$(BUILD)/bench_simd --smoke examples tests/bench
 	$(BUILD)/cpu_diag tests/bench 1 > /dev/null
+	KJIT_DIAG_ONLY=par KJIT_DIAG_THREADS=2 $(BUILD)/cpu_diag tests/bench 1 > /dev/null
 
 # make bench-checks: what checked mode (KJIT_CHECK=1) and the race checker
 # (KJIT_CHECK=race, one round) cost on the same workloads.  CHECK_BEFORE=DIR

@@ -21,7 +21,9 @@
  * - "inc1 1e5 / inc2 100x1000 32x8 / vinc 1e5 TARGET, a % 64 = A, b % 64 =
  *   B": inc.kern's three forms with the arrays at byte offsets A and B from
  *   a page (a grid row's start against the output's lines, issue 25 item 5).
- * KJIT_DIAG_ONLY=stencil|call|inc (any of them in the text) picks sections.
+ * - "par SIZE VARIANT, TARGET": inc.kern's forms with the rows cut for the
+ *   pool in several ways, timed in turn (par_rows; only when asked).
+ * KJIT_DIAG_ONLY=stencil|call|inc|par (any of them in the text) picks sections.
  *
  * Every result is checked; the median of REPEAT samples (7), the wall clock
  * unless KJIT_BENCH_CLOCK=thread.
@@ -270,6 +272,156 @@ static void inc_rows(const char *dir)
     free(bbuf);
 }
 
+/*
+ * "par": inc.kern's forms on cpu and parallel, the ways of running the rows
+ * timed in turn in one process (same arrays, same pool): each sample runs
+ * every variant's batch once, in order, so that a busy moment of the host
+ * falls on all of them alike.  A variant is a copy of inc.kern, its
+ * functions renamed, compiled and first run under its KJIT_CPU_ROWS_CUT
+ * (KjRowsCut: 0 threads as kernels' blocks, 1 elements as @vectorize's, 2
+ * whole rows; read when the code is loaded).  KJIT_DIAG_THREADS: the parallel contexts' thread
+ * counts, "16,8" (0: the pool's default); sizes 1e5 (100 x 1000) and 1.6e6
+ * (1000 x 1600).
+ */
+typedef struct ParVariant {
+    const char *name;
+    int form;        /* 0 inc1, 1 inc2, 2 vinc */
+    const char *cut; /* KJIT_CPU_ROWS_CUT */
+} ParVariant;
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cpu_diag: cannot read %s\n", path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    size_t got = fread(text, 1, (size_t)n, f);
+    text[got] = 0;
+    fclose(f);
+    return text;
+}
+
+/* text with "fn NAME(" of inc1, inc2 and vinc renamed "fn NAME_vV(". */
+static char *renamed_source(const char *text, int v)
+{
+    char *out = malloc(strlen(text) * 2 + 64), *o = out;
+    for (const char *p = text; *p;) {
+        size_t name = strncmp(p, "fn inc1(", 8) == 0 || strncmp(p, "fn inc2(", 8) == 0 ? 7
+                      : strncmp(p, "fn vinc(", 8) == 0                                ? 7
+                                                                                      : 0;
+        if (name) {
+            memcpy(o, p, name);
+            o += name;
+            o += sprintf(o, "_v%d", v);
+            p += name;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+static kjit_status par_run(const ParVariant *var, kjit_function *f, kjit_arg *args1, kjit_arg *args2,
+                           kjit_array *out, const uint32_t grid[2][3], const uint32_t block[2][3])
+{
+    return var->form == 2 ? kjit_call(f, args1, 1, out, NULL)
+                          : kjit_launch(f, grid[var->form], block[var->form], var->form == 0 ? args1 : args2, 2,
+                                        NULL);
+}
+
+static void par_rows(const char *dir)
+{
+    static const ParVariant variants[] = {
+        {"vinc", 2, "0"},       {"inc1 cut 0", 0, "0"}, {"inc1 cut 1", 0, "1"},
+        {"inc2 cut 0", 1, "0"}, {"inc2 cut 1", 1, "1"}, {"inc2 cut 2", 1, "2"},
+    };
+    enum { VARIANTS = sizeof variants / sizeof *variants };
+    const char *list = getenv("KJIT_DIAG_THREADS");
+    if (!list || !*list)
+        list = "16,8";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/inc.kern", dir);
+    char *text = read_text(path);
+    static const int64_t rows_of[2] = {100, 1000}, cols_of[2] = {1000, 1600};
+    static const char *sizes[2] = {"1e5", "1.6e6"};
+    /* the cpu target first (threads -1), then parallel at each count */
+    int counts[16] = {-1}, count_n = 1;
+    for (const char *p = list; p && count_n < 16; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        counts[count_n++] = atoi(p);
+    for (int c = 0; c < count_n; c++) {
+        int threads = counts[c];
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = threads < 0 ? KJIT_TARGET_CPU : KJIT_TARGET_PARALLEL;
+        options.num_threads = threads > 0 ? threads : 0;
+        kjit_context *context;
+        die_on(kjit_context_create(&options, &context), NULL, "context");
+        kjit_function *f[VARIANTS];
+        for (int v = 0; v < VARIANTS; v++) {
+            char *source = renamed_source(text, v), name[32];
+            kjit_module *module;
+            /* the setting while the code is made and loaded, eagerly or not */
+            setenv("KJIT_CPU_ROWS_CUT", variants[v].cut, 1);
+            die_on(kjit_compile_string(context, "inc.kern", source, &module), context, variants[v].name);
+            unsetenv("KJIT_CPU_ROWS_CUT");
+            static const char *const forms[3] = {"inc1", "inc2", "vinc"};
+            snprintf(name, sizeof name, "%s_v%d", forms[variants[v].form], v);
+            die_on(kjit_module_function(module, name, &f[v]), context, name);
+            free(source);
+        }
+        for (int size = 0; size < 2; size++) {
+            int64_t rows = rows_of[size], cols = cols_of[size], n = rows * cols, shape[2] = {rows, cols};
+            int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
+            for (int64_t i = 0; i < n; i++)
+                a[i] = (int32_t)(i * 2654435761u);
+            kjit_array A1 = kjit_array_make(a, KJIT_I32, 1, &n), B1 = kjit_array_make(b, KJIT_I32, 1, &n);
+            kjit_array A2 = kjit_array_make(a, KJIT_I32, 2, shape), B2 = kjit_array_make(b, KJIT_I32, 2, shape);
+            kjit_arg args1[2] = {kjit_arg_array(&A1), kjit_arg_array(&B1)};
+            kjit_arg args2[2] = {kjit_arg_array(&A2), kjit_arg_array(&B2)};
+            const uint32_t grid[2][3] = {{(uint32_t)((n + 255) / 256), 1, 1},
+                                         {(uint32_t)((cols + 31) / 32), (uint32_t)((rows + 7) / 8), 1}};
+            const uint32_t block[2][3] = {{256, 1, 1}, {32, 8, 1}};
+            for (int v = 0; v < VARIANTS; v++) {
+                setenv("KJIT_CPU_ROWS_CUT", variants[v].cut, 1);
+                die_on(par_run(&variants[v], f[v], args1, args2, &B1, grid, block), context, variants[v].name);
+                unsetenv("KJIT_CPU_ROWS_CUT");
+            }
+            int inner = size == 0 ? 200 : 20, samples = repeat < 64 ? repeat : 64;
+            double times[VARIANTS][64];
+            for (int r = 0; r < samples; r++)
+                for (int v = 0; v < VARIANTS; v++) {
+                    double t0 = now_ms();
+                    for (int i = 0; i < inner; i++)
+                        die_on(par_run(&variants[v], f[v], args1, args2, &B1, grid, block), context,
+                               variants[v].name);
+                    times[v][r] = (now_ms() - t0) / inner;
+                }
+            for (int v = 0; v < VARIANTS; v++) {
+                memset(b, 0, sizeof(int32_t) * (size_t)n);
+                die_on(par_run(&variants[v], f[v], args1, args2, &B1, grid, block), context, variants[v].name);
+                char name[128];
+                if (threads < 0)
+                    snprintf(name, sizeof name, "par %s %s, cpu", sizes[size], variants[v].name);
+                else
+                    snprintf(name, sizeof name, "par %s %s, parallel %d", sizes[size], variants[v].name, threads);
+                check_inc(name, a, b, n);
+                qsort(times[v], (size_t)samples, sizeof(double), compare_doubles);
+                emit(name, times[v][samples / 2]);
+            }
+            free(a);
+            free(b);
+        }
+        kjit_context_destroy(context);
+    }
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -289,6 +441,8 @@ int main(int argc, char **argv)
         call_rows(argv[1]);
     if (!only || !*only || strstr(only, "inc"))
         inc_rows(argv[1]);
+    if (only && strstr(only, "par"))
+        par_rows(argv[1]);
     printf("}\n");
     return 0;
 }

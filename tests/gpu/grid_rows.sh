@@ -16,8 +16,14 @@
 #   the arrays at byte offsets from a page, rows against blocks;
 # - PASS/FAIL: every run checked its results (bench_cpu and cpu_diag exit
 #   non-zero on a wrong element).
+# - tests/bench/cpu_diag.c's par section (branch par2d): the forms with the
+#   rows cut for the pool by threads as kernels' blocks (KJIT_CPU_ROWS_CUT=0,
+#   the default), by elements as a @vectorize's (1) or in whole rows (2),
+#   all timed in turn in one process, on cpu and on parallel with
+#   GRID_ROWS_THREADS (16,8,4) workers, two processes per ISA; the mean of
+#   the two processes' medians, and each variant against the @vectorize.
 # KJIT_BENCH_REPEAT (7) samples a median; KJIT_NUMBA_WHEELS as for
-# bench_cpu_host.sh.
+# bench_cpu_host.sh.  GRID_ROWS_ONLY=par runs the par section alone.
 set -u
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "${1:-build/gpu-bundle}"
@@ -27,6 +33,7 @@ build_bench_programs bench_cpu cpu_diag ||
     { echo "grid_rows.sh: the programs do not build here"; echo "0 passed, 1 failed"; exit 1; }
 
 start=$SECONDS
+only=${GRID_ROWS_ONLY:-}
 # run NAME ENV... -- COMMAND...: run_json, and a PASS or FAIL line.
 run() {
     if run_json "$@"; then
@@ -38,21 +45,24 @@ run() {
 for round in 1 2; do
     for isa in avx512 avx2; do
         features=; [ $isa = avx2 ] && features=-avx512f
+        run "par $isa $round" KJIT_CPU_FEATURES="$features" KJIT_DIAG_ONLY=par \
+            KJIT_DIAG_THREADS="${GRID_ROWS_THREADS:-16,8,4}" -- "$work/cpu_diag" "$bench" 31
+        [ "$only" = par ] && continue
         for rows in 1 0; do
             run "bench $isa rows=$rows $round" KJIT_CPU_FEATURES="$features" KJIT_CPU_ROWS=$rows \
                 KJIT_BENCH_ONLY="inc i32" -- "$work/bench_cpu" "$root/examples" "$repeat" "$bench"
         done
     done
 done
-for isa in avx512 avx2; do
+[ "$only" = par ] || for isa in avx512 avx2; do
     features=; [ $isa = avx2 ] && features=-avx512f
     for rows in 1 0; do
         run "diag $isa rows=$rows" KJIT_CPU_FEATURES="$features" KJIT_CPU_ROWS=$rows KJIT_DIAG_ONLY=inc -- \
             "$work/cpu_diag" "$bench" "$repeat"
     done
 done
-numba_path=$(numba_pythonpath "$work/numba-site")
-env KJIT_BENCH_ONLY="inc i32" PYTHONPATH="$numba_path" python3 "$bench/bench_cpu.py" "$repeat" \
+[ "$only" = par ] || numba_path=$(numba_pythonpath "$work/numba-site")
+[ "$only" = par ] || env KJIT_BENCH_ONLY="inc i32" PYTHONPATH="$numba_path" python3 "$bench/bench_cpu.py" "$repeat" \
     > "$work/numba.json" 2> "$work/numba.err" || { echo "NumPy/Numba: $(tail -3 "$work/numba.err")"; }
 
 grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
@@ -101,5 +111,30 @@ print("| --- | ---: | ---: | ---: | ---: |")
 diag = {k: load(f"diag {k}") for k in ("avx512 rows=1", "avx512 rows=0", "avx2 rows=1", "avx2 rows=0")}
 for row in diag["avx512 rows=1"]:
     print(f"| {row} | " + " | ".join(cell(diag[k].get(row)) for k in diag) + " |")
+# the par section: "par SIZE VARIANT, TARGET" -> ms; a table per ISA, a row
+# per size and target, a column per variant (the mean of the two rounds,
+# then its ratio to vinc's)
+for isa in ("avx512", "avx2"):
+    rounds = [load(f"par {isa} {r}") for r in (1, 2)]
+    if not rounds[0]:
+        continue
+    variants, places = [], []
+    for key in rounds[0]:
+        head, target = key.rsplit(", ", 1)
+        size, variant = head[4:].split(" ", 1)
+        if variant not in variants:
+            variants.append(variant)
+        if (size, target) not in places:
+            places.append((size, target))
+    def both(key):
+        got = [r.get(key) for r in rounds if r.get(key) is not None]
+        return sum(got) / len(got) if got else None
+    print(f"\npar, {isa}: ms (mean of the two processes' medians of 31), then / vinc\n")
+    print("| size, target | " + " | ".join(variants) + " | " + " | ".join(v + " /vec" for v in variants[1:]) + " |")
+    print("| --- |" + " ---: |" * (2 * len(variants) - 1))
+    for size, target in places:
+        ms = [both(f"par {size} {v}, {target}") for v in variants]
+        print(f"| {size}, {target} | " + " | ".join(cell(m) for m in ms) + " | " +
+              " | ".join(ratio(m, ms[0]) for m in ms[1:]) + " |")
 PY
 echo "$passed passed, $failed failed"

@@ -13,12 +13,14 @@
  *   reversed and constant bounds, grids wider and taller than the arrays,
  *   outputs at every 4-byte offset into a line, sizes around the SIMD width
  *   and the pool's grain: every element the C reference's, and nothing
- *   beside the output written (sentinels);
+ *   beside the output written (sentinels); on parallel with each way of
+ *   cutting the rows for the pool (KJIT_CPU_ROWS_CUT);
  * - a launch of the form with a block shape not seen before compiles
  *   nothing (it runs the general code's __xrange, not code for the shape),
  *   where a kernel not of the form compiles that shape's code. */
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,6 +177,29 @@ static const char *const source =
     "    if z < a.shape[0] && y < a.shape[1] && x < a.shape[2] { b[z, y, x] = a[z, y, x] - i32(z); }\n"
     "}\n";
 
+/* KJIT_CPU_ROWS_CUT for the fixtures open_rows opens (NULL: the default),
+ * which the runtime reads when the code is loaded: the source then gains a
+ * kernel named after it, so that its code is its own, not one loaded
+ * before. */
+static const char *cut_setting;
+
+static Fixture open_rows(kjit_target target)
+{
+    if (!cut_setting)
+        return fixture_open(target, "rows.kern", source);
+    char text[8192];
+    setenv("KJIT_CPU_ROWS_CUT", cut_setting, 1);
+    snprintf(text, sizeof text, "%s\n@kernel fn cut_%s(a: i32[]) { let i = grid(1); if i < len(a) { a[i] = %s; } }\n",
+             source, cut_setting, cut_setting);
+    return fixture_open(target, "rows.kern", text);
+}
+
+static void close_rows(Fixture *f)
+{
+    fixture_close(f);
+    unsetenv("KJIT_CPU_ROWS_CUT");
+}
+
 enum { GUARD = 64 }; /* sentinel elements on each side */
 
 /* An output buffer of count elements of dtype (i32 or f64), each -7 before a
@@ -236,7 +261,7 @@ static uint32_t blocks_for(int64_t n, uint32_t block) { return (uint32_t)((n + b
  * offset into a line, grids of 1 to 3 spare blocks. */
 static void one_dimension(kjit_target target)
 {
-    Fixture f = fixture_open(target, "rows.kern", source);
+    Fixture f = open_rows(target);
     static const int64_t lengths[] = {1, 15, 16, 17, 63, 64, 65, 100, 1000, 2 * 2048 + 37, 70001};
     const int64_t most = 70001 + 2 * GUARD + 16;
     int32_t *a = aligned_alloc(64, sizeof(int32_t) * (size_t)most);
@@ -272,7 +297,7 @@ static void one_dimension(kjit_target target)
         }
     free(a);
     output_free(&b);
-    fixture_close(&f);
+    close_rows(&f);
 }
 
 START_TEST(one_dimension_cpu) { one_dimension(KJIT_TARGET_CPU); }
@@ -286,7 +311,7 @@ END_TEST
  * constant below the array's width. */
 static void more_dimensions(kjit_target target)
 {
-    Fixture f = fixture_open(target, "rows.kern", source);
+    Fixture f = open_rows(target);
     static const int64_t shapes[][2] = {{1, 1}, {3, 17}, {9, 33}, {100, 1000}, {7, 250}, {33, 5}};
     const int64_t most = 100 * 1000 + 2 * GUARD + 16;
     int32_t *a = aligned_alloc(64, sizeof(int32_t) * (size_t)most);
@@ -342,7 +367,7 @@ static void more_dimensions(kjit_target target)
     free(x);
     output_free(&b);
     output_free(&y);
-    fixture_close(&f);
+    close_rows(&f);
 }
 
 START_TEST(more_dimensions_cpu) { more_dimensions(KJIT_TARGET_CPU); }
@@ -370,6 +395,20 @@ START_TEST(bound_at_int64_max)
     }
     output_free(&b);
     fixture_close(&f);
+}
+END_TEST
+
+/* The pool's other cuts of the rows (KjRowsCut: by elements as a
+ * @vectorize's, and in whole rows) give the same elements. */
+START_TEST(each_cut_parallel)
+{
+    static const char *const cuts[] = {"1", "2"};
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        cut_setting = cuts[c];
+        one_dimension(KJIT_TARGET_PARALLEL);
+        more_dimensions(KJIT_TARGET_PARALLEL);
+    }
+    cut_setting = NULL;
 }
 END_TEST
 
@@ -432,6 +471,7 @@ Suite *suite_grid_rows(void)
     tcase_add_test(runs, more_dimensions_cpu);
     tcase_add_test(runs, more_dimensions_parallel);
     tcase_add_test(runs, bound_at_int64_max);
+    tcase_add_test(runs, each_cut_parallel);
     tcase_add_test(runs, rows_need_no_shape_code);
     suite_add_tcase(s, runs);
     return s;
