@@ -336,3 +336,88 @@ bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first[3], LLVMValue
     kj_arena_free(&s->arena);
     return true;
 }
+
+/* The start of a chunk of kj_simd_lanes_loop's lanes [base, base + W): the
+ * loop's variable lane j's j, and each other varying variable the value it
+ * holds before the loop in every lane.  (The analysis is of the whole
+ * function: a variable the loop's body assigns lane values, reduce.c's
+ * coordinates of a reduced element, makes varying those computed from it
+ * outside the loop too, an output's offset, which the body reads as it was
+ * before the loop.)  The body assigns each variable it reads in a lane
+ * before reading it there, or not at all: its iterations are independent
+ * (simd_lanes), and nothing after the loop reads what it assigned. */
+static void lanes_loop_start(Simd *s, const KjIrStmt *loop, int64_t base)
+{
+    Gen *g = s->g;
+    for (int i = 0; i < s->fn->locals.count; i++) {
+        const KjIrVar *v = s->fn->locals.items[i];
+        if (v == loop->var || v->id < 0 || v->id >= g->slot_count || !s->vslots[v->id] ||
+            !g->slots[v->id].scalar)
+            continue;
+        LLVMValueRef before = LLVMBuildLoad2(s->b, llty(g, v->type), g->slots[v->id].scalar, v->name);
+        LLVMBuildStore(s->b, splat(s, before), s->vslots[v->id]);
+    }
+    LLVMTypeRef index = llty(g, loop->var->type);
+    LLVMValueRef j = LLVMBuildAdd(s->b, splat(s, LLVMConstInt(index, (unsigned long long)base, 1)),
+                                  iota(s, index), "lane.j");
+    LLVMBuildStore(s->b, j, s->vslots[loop->var->id]);
+}
+
+/*
+ * A FOR marked simd_lanes (reduce.c's LANES form: a step of a block's L
+ * lanes, a masked step, a step of the lanes' tree) as vector code: the
+ * loop's iterations are the lanes of a region, its variable lane j's j,
+ * lowered as a split form's region is, W lanes a chunk (the region's widest
+ * type in the host's registers, at most the loop's width), the chunks
+ * written out with constant bases.  Lane j runs the body's operations in
+ * their order, as the loop's iteration j did, so the results are the same
+ * bits; what changes is that LLVM's loop vectoriser, which vectorised each
+ * of these loops and took its loop apart again, has nothing left to do (most
+ * of the LANES form's compile time, docs/performance.md).  false, with
+ * nothing emitted, where the body cannot go on lanes (or SIMD lanes are off,
+ * checked mode, or KJIT_REDUCE_LANES_VECTOR=0): the caller emits the loop,
+ * vectorised by LLVM as before.
+ */
+bool kj_simd_lanes_loop(Gen *g, KjIrStmt *loop)
+{
+    if (!g->target->thread_loops || g->options->checks || simd_switched_off(KJ_SIMD_REDUCE_LANES) ||
+        loop->start->op != KJ_IR_CONST || loop->stop->op != KJ_IR_CONST)
+        return false;
+    int64_t from = (int64_t)loop->start->const_int, to = (int64_t)loop->stop->const_int;
+    if (to <= from)
+        return false;
+    Pending pending[SIMD_MAX_PENDING];
+    int pending_count = 0;
+    Simd simd = {.g = g, .b = g->b, .role = ROLE_KERNEL, .fn = g->fn, .pending = pending,
+                 .pending_count = &pending_count};
+    Simd *s = &simd;
+    KjUniformSources sources = {.lanes_loop = loop, .block_locals = true};
+    s->u = kj_uniform_analyze(&s->arena, s->fn, sources);
+    s->lanes = kj_simd_region_lanes(g, loop->body, s->u);
+    if (!s->lanes || !arrays_uniform(s) || kj_uniform_divergent_return(s->u) ||
+        !kj_uniform_var_unit(s->u, loop->var)) {
+        kj_arena_free(&s->arena);
+        return false;
+    }
+    s->lanes = (int)(to - from); /* one chunk: LLVM splits its vectors to the registers */
+    kj_simd_mask_types(s);
+    LLVMBasicBlockRef first_bb = LLVMGetInsertBlock(g->b);
+    make_vector_slots(s);
+    int loops = g->loop_depth;
+    g->loop_depth = 0;
+    for (int64_t base = from; base < to; base += s->lanes) {
+        lanes_loop_start(s, loop, base);
+        emit_chunk(s, loop, const_i32(g, (int32_t)base),
+                   base + s->lanes <= to ? NULL : const_i32(g, (int32_t)(to - base)), g->shared_offset);
+    }
+    g->loop_depth = loops;
+    if (wide_masks(s)) { /* (moves the builder) */
+        LLVMBasicBlockRef after = LLVMGetInsertBlock(g->b);
+        kj_simd_widen_crossing_masks(s, NULL, first_bb);
+        LLVMPositionBuilderAtEnd(g->b, after);
+    }
+    define_callees(s, pending, &pending_count);
+    free(s->vslots);
+    kj_arena_free(&s->arena);
+    return true;
+}
