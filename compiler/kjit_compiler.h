@@ -1202,9 +1202,6 @@ typedef struct KjUniformSources {
     bool block_locals; /* local() makes one array for the whole block, not one
                           per thread: a split form's per-thread arrays, made
                           before its THREADS loops (codegen_simd_threads.c) */
-    const KjIrStmt *lanes_loop; /* this FOR's variable is the lane's index (uniform
-                                   + lane): a simd_lanes loop on lanes
-                                   (kj_simd_lanes_loop) */
 } KjUniformSources;
 
 typedef enum {
@@ -1398,9 +1395,9 @@ KjReduceKnobs kj_reduce_knobs(void);
 /* barrier_split.c's per-thread arrays: 0 gives their layout before (each
  * KJ_MAX_BLOCK_THREADS elements, 16-byte aligned) */
 #define KJ_SIMD_THREAD_ARRAYS "KJIT_SIMD_THREAD_ARRAYS"
-/* the LANES form's loops over lanes (reduce.c's simd_lanes FORs): 0 leaves
- * them to LLVM's loop vectoriser, as before codegen_simd_threads.c's
- * kj_simd_lanes_loop emitted them as vector code (issue 25 item 1) */
+/* the steps of the LANES form's lane tree (reduce.c's lane_array_tree) as
+ * vector code (codegen_simd_threads.c's kj_simd_lane_tree_step): 0 leaves
+ * their loops to LLVM's loop vectoriser, as before (issue 25 item 1) */
 #define KJ_SIMD_REDUCE_LANES "KJIT_REDUCE_LANES_VECTOR"
 #define KJ_SIMD_SWITCHES(X)                                                                       \
     X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS) X(KJ_SIMD_THREAD_ARRAYS) X(KJ_SIMD_REDUCE_LANES)

@@ -346,13 +346,6 @@ static KjIrWalkStep flow_stmt(KjIrWalk *walk, const KjIrStmt *s)
             frame.under = (Walk){true, true};
         break;
     case KJ_IR_STMT_FOR: {
-        if (s == u->sources.lanes_loop && s->var->id >= 0 && s->var->id < u->var_count) {
-            /* its iterations are the lanes: the counter is lane j's j */
-            u->assigned[s->var->id] = true;
-            mark_var(u, s->var);
-            frame.under = loop_body(u, s, w, false);
-            break;
-        }
         bool exit_varying = kj_uniform_expr_varying(u, s->start) ||
                             kj_uniform_expr_varying(u, s->stop) ||
                             kj_uniform_expr_varying(u, s->step) ||

@@ -337,87 +337,130 @@ bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first[3], LLVMValue
     return true;
 }
 
-/* The start of a chunk of kj_simd_lanes_loop's lanes [base, base + W): the
- * loop's variable lane j's j, and each other varying variable the value it
- * holds before the loop in every lane.  (The analysis is of the whole
- * function: a variable the loop's body assigns lane values, reduce.c's
- * coordinates of a reduced element, makes varying those computed from it
- * outside the loop too, an output's offset, which the body reads as it was
- * before the loop.)  The body assigns each variable it reads in a lane
- * before reading it there, or not at all: its iterations are independent
- * (simd_lanes), and nothing after the loop reads what it assigned. */
-static void lanes_loop_start(Simd *s, const KjIrStmt *loop, int64_t base)
+/* ------------------------------------------------ a step of a lane tree */
+
+static bool is_ref(const KjIrExpr *e, const KjIrVar *var) { return e->op == KJ_IR_VAR && e->var == var; }
+
+/* var + k, k a constant (k 0: var) */
+static bool is_ref_plus(const KjIrExpr *e, const KjIrVar *var, int64_t k)
 {
-    Gen *g = s->g;
-    for (int i = 0; i < s->fn->locals.count; i++) {
-        const KjIrVar *v = s->fn->locals.items[i];
-        if (v == loop->var || v->id < 0 || v->id >= g->slot_count || !s->vslots[v->id] ||
-            !g->slots[v->id].scalar)
-            continue;
-        LLVMValueRef before = LLVMBuildLoad2(s->b, llty(g, v->type), g->slots[v->id].scalar, v->name);
-        LLVMBuildStore(s->b, splat(s, before), s->vslots[v->id]);
-    }
-    LLVMTypeRef index = llty(g, loop->var->type);
-    LLVMValueRef j = LLVMBuildAdd(s->b, splat(s, LLVMConstInt(index, (unsigned long long)base, 1)),
-                                  iota(s, index), "lane.j");
-    LLVMBuildStore(s->b, j, s->vslots[loop->var->id]);
+    if (k == 0)
+        return is_ref(e, var);
+    return e->op == KJ_IR_ADD && is_ref(e->args[0], var) && e->args[1]->op == KJ_IR_CONST &&
+           kj_type_is_int(e->args[1]->type) && (int64_t)e->args[1]->const_int == k;
+}
+
+/* lanes[j + k] */
+static bool is_lane_load(const KjIrExpr *e, const KjIrVar *lanes, const KjIrVar *j, int64_t k)
+{
+    return e->op == KJ_IR_LOAD && e->arg_count == 2 && is_ref(e->args[0], lanes) &&
+           is_ref_plus(e->args[1], j, k);
+}
+
+static const KjIrStmt *only_stmt(const KjIrStmt *st)
+{
+    while (st && st->kind == KJ_IR_STMT_BLOCK)
+        st = st->stmts.count == 1 ? st->stmts.items[0] : NULL;
+    return st;
 }
 
 /*
- * A FOR marked simd_lanes (reduce.c's LANES form: a step of a block's L
- * lanes, a masked step, a step of the lanes' tree) as vector code: the
- * loop's iterations are the lanes of a region, its variable lane j's j,
- * lowered as a split form's region is, W lanes a chunk (the region's widest
- * type in the host's registers, at most the loop's width), the chunks
- * written out with constant bases.  Lane j runs the body's operations in
- * their order, as the loop's iteration j did, so the results are the same
- * bits; what changes is that LLVM's loop vectoriser, which vectorised each
- * of these loops and took its loop apart again, has nothing left to do (most
- * of the LANES form's compile time, docs/performance.md).  false, with
- * nothing emitted, where the body cannot go on lanes (or SIMD lanes are off,
- * checked mode, or KJIT_REDUCE_LANES_VECTOR=0): the caller emits the loop,
- * vectorised by LLVM as before.
+ * A step of reduce.c's lane tree over a local array (lane_array_tree), the
+ * simd_lanes loop
+ *     for j in [0, s): [if j + s < ne:] lanes[j] = f(lanes[j], lanes[j + s])
+ * as vector code: lanes [0, s) and [s, 2 s) loaded as two vectors of s
+ * elements, f's SIMD variant on them (codegen_simd.c's callee form, the
+ * lanes j + s >= ne off in its mask), the lanes that are off keeping their
+ * value, and the s lanes stored back.  Lane j computes what iteration j
+ * did, so the results are the same bits; LLVM's loop vectoriser, which
+ * took most of the tree's compile time (docs/performance.md), has no loop
+ * to work on.  false, with nothing emitted, when the loop is not such a
+ * step, f cannot go on lanes (codegen_simd.c refuses something in it), T
+ * is not a plain integer or float, SIMD lanes are off, or
+ * KJIT_REDUCE_LANES_VECTOR=0: the caller emits the loop as before.
  */
-bool kj_simd_lanes_loop(Gen *g, KjIrStmt *loop)
+bool kj_simd_lane_tree_step(Gen *g, KjIrStmt *loop)
 {
-    if (!g->target->thread_loops || g->options->checks || simd_switched_off(KJ_SIMD_REDUCE_LANES) ||
-        loop->start->op != KJ_IR_CONST || loop->stop->op != KJ_IR_CONST)
+    if (!g->target->thread_loops || !g->options->cpu_simd || g->options->race ||
+        simd_switched_off(KJ_SIMD_REDUCE_LANES) || loop->start->op != KJ_IR_CONST ||
+        loop->stop->op != KJ_IR_CONST || loop->start->const_int != 0)
         return false;
-    int64_t from = (int64_t)loop->start->const_int, to = (int64_t)loop->stop->const_int;
-    if (to <= from)
+    int64_t width = (int64_t)loop->stop->const_int;
+    if (width < 2 || width > 32 || (width & (width - 1)) != 0)
         return false;
+    const KjIrVar *j = loop->var;
+    const KjIrStmt *st = only_stmt(loop->body);
+    const KjIrExpr *ne = NULL;
+    if (st && st->kind == KJ_IR_STMT_IF && !st->else_stmt) {
+        const KjIrExpr *c = st->cond;
+        if (c->op != KJ_IR_LT || !is_ref_plus(c->args[0], j, width) || c->args[1]->op != KJ_IR_VAR ||
+            c->args[1]->var == j || kj_type_int_bits(c->args[1]->type) != 64)
+            return false;
+        ne = c->args[1];
+        st = only_stmt(st->then_stmt);
+    }
+    if (!st || st->kind != KJ_IR_STMT_STORE || st->index_count != 1 || st->array->op != KJ_IR_VAR ||
+        !is_ref(st->indices[0], j) || st->value->op != KJ_IR_CALL || st->value->arg_count != 2)
+        return false;
+    const KjIrVar *lanes = st->array->var;
+    KjIrExpr *call = st->value;
+    KjIrFunction *f = call->callee;
+    const KjType *t = call->type;
+    if (!f || f->kind != KJ_IR_FN_SCALAR || f->param_count != 2 || f->output_count > 1 ||
+        f->params[0]->type != t || f->params[1]->type != t || lanes->type->elem != t ||
+        !is_lane_load(call->args[0], lanes, j, 0) || !is_lane_load(call->args[1], lanes, j, width))
+        return false;
+    switch (t->kind) {
+    case KJ_TYPE_I32: case KJ_TYPE_I64: case KJ_TYPE_U32: case KJ_TYPE_U64:
+    case KJ_TYPE_F32: case KJ_TYPE_F64:
+        break;
+    default:
+        return false;
+    }
+    if (kj_simd_region_lanes(g, loop->body, NULL) == 0)
+        return false;
+
     Pending pending[SIMD_MAX_PENDING];
     int pending_count = 0;
-    Simd simd = {.g = g, .b = g->b, .role = ROLE_KERNEL, .fn = g->fn, .pending = pending,
-                 .pending_count = &pending_count};
+    Simd simd = {.g = g, .b = g->b, .lanes = (int)width, .role = ROLE_KERNEL, .fn = g->fn,
+                 .pending = pending, .pending_count = &pending_count};
     Simd *s = &simd;
-    KjUniformSources sources = {.lanes_loop = loop, .block_locals = true};
-    s->u = kj_uniform_analyze(&s->arena, s->fn, sources);
-    s->lanes = kj_simd_region_lanes(g, loop->body, s->u);
-    if (!s->lanes || !arrays_uniform(s) || kj_uniform_divergent_return(s->u) ||
-        !kj_uniform_var_unit(s->u, loop->var)) {
-        kj_arena_free(&s->arena);
-        return false;
-    }
-    s->lanes = (int)(to - from); /* one chunk: LLVM splits its vectors to the registers */
     kj_simd_mask_types(s);
-    LLVMBasicBlockRef first_bb = LLVMGetInsertBlock(g->b);
-    make_vector_slots(s);
-    int loops = g->loop_depth;
-    g->loop_depth = 0;
-    for (int64_t base = from; base < to; base += s->lanes) {
-        lanes_loop_start(s, loop, base);
-        emit_chunk(s, loop, const_i32(g, (int32_t)base),
-                   base + s->lanes <= to ? NULL : const_i32(g, (int32_t)(to - base)), g->shared_offset);
+    LLVMBuilderRef B = g->b;
+    ArrayVal a;
+    kj_codegen_array(g, st->array, &a);
+    LLVMTypeRef et = llty(g, t), vt = vty(s, t);
+    unsigned align = (unsigned)kj_type_size(t);
+    LLVMValueRef low = LLVMBuildLoad2(B, vt, a.data, "lanes.low");
+    LLVMSetAlignment(low, align);
+    LLVMValueRef high_at = LLVMBuildGEP2(B, et, a.data, (LLVMValueRef[]){LLVMConstInt(g->t_i64, (unsigned long long)width, 0)}, 1, "");
+    LLVMValueRef high = LLVMBuildLoad2(B, vt, high_at, "lanes.high");
+    LLVMSetAlignment(high, align);
+    /* lane j is on when j + width < ne: j < ne - width, clamped to [0, width] */
+    LLVMValueRef mask = splat_const(s, LLVMConstInt(g->t_i1, 1, 0));
+    if (ne) {
+        LLVMValueRef n = LLVMBuildSub(B, kj_codegen_expr(g, (KjIrExpr *)ne),
+                                      LLVMConstInt(g->t_i64, (unsigned long long)width, 0), "");
+        LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0), top = LLVMConstInt(g->t_i64, (unsigned long long)width, 0);
+        n = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, n, zero, ""), zero, n, "");
+        n = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, n, top, ""), top, n, "");
+        mask = LLVMBuildICmp(B, LLVMIntULT, iota(s, g->t_i32), splat(s, LLVMBuildTrunc(B, n, g->t_i32, "")),
+                             "lanes.on");
     }
-    g->loop_depth = loops;
-    if (wide_masks(s)) { /* (moves the builder) */
-        LLVMBasicBlockRef after = LLVMGetInsertBlock(g->b);
-        kj_simd_widen_crossing_masks(s, NULL, first_bb);
-        LLVMPositionBuilderAtEnd(g->b, after);
+    char name[512];
+    kj_simd_callee_name(f, s->lanes, 3, name, sizeof name);
+    LLVMTypeRef ft = kj_simd_function_type(s, f, 3, vt, &s->mask_type, 1);
+    LLVMValueRef fn = LLVMGetNamedFunction(g->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(g->mod, name, ft);
+        LLVMSetLinkage(fn, LLVMInternalLinkage);
+        kj_simd_function_attrs(g, fn);
+        pending[pending_count++] = (Pending){f, 3};
     }
+    LLVMValueRef r = LLVMBuildCall2(B, ft, fn, (LLVMValueRef[]){low, high, mask}, 3, "");
+    if (ne)
+        r = LLVMBuildSelect(B, mask, r, low, "");
+    LLVMSetAlignment(LLVMBuildStore(B, r, a.data), align);
     define_callees(s, pending, &pending_count);
-    free(s->vslots);
-    kj_arena_free(&s->arena);
     return true;
 }
