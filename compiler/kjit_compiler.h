@@ -1395,12 +1395,7 @@ KjReduceKnobs kj_reduce_knobs(void);
 /* barrier_split.c's per-thread arrays: 0 gives their layout before (each
  * KJ_MAX_BLOCK_THREADS elements, 16-byte aligned) */
 #define KJ_SIMD_THREAD_ARRAYS "KJIT_SIMD_THREAD_ARRAYS"
-/* the steps of the LANES form's lane tree (reduce.c's lane_array_tree) as
- * vector code (codegen_simd_threads.c's kj_simd_lane_tree_step): 0 leaves
- * their loops to LLVM's loop vectoriser, as before (issue 25 item 1) */
-#define KJ_SIMD_REDUCE_LANES "KJIT_REDUCE_LANES_VECTOR"
-#define KJ_SIMD_SWITCHES(X)                                                                       \
-    X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS) X(KJ_SIMD_THREAD_ARRAYS) X(KJ_SIMD_REDUCE_LANES)
+#define KJ_SIMD_SWITCHES(X) X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS) X(KJ_SIMD_THREAD_ARRAYS)
 
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,

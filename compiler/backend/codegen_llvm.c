@@ -230,8 +230,6 @@ static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loo
 
 static void gen_for(Gen *g, KjIrStmt *s)
 {
-    if (s->simd_lanes && kj_simd_lane_tree_step(g, s))
-        return;
     const KjType *t = s->var->type;
     CountedLoop loop = {.name = "for", .counter_name = "for.counter", .type = llty(g, t),
                         .is_signed = kj_type_is_signed(t), .either_way = true,

@@ -524,10 +524,6 @@ LLVMValueRef kj_simd_define_rows_chunk(Gen *g, KjIrFunction *fn, int lanes, LLVM
  * emitted, when the region cannot go on lanes (the caller emits its scalar
  * loop). */
 bool kj_simd_threads(Gen *g, KjIrStmt *threads, LLVMValueRef first[3], LLVMValueRef stop, LLVMValueRef dims[3]);
-/* codegen_simd_threads.c: a simd_lanes FOR that is a step of reduce.c's
- * lane tree as vector code; false, with nothing emitted, when it stays a
- * loop for LLVM's loop vectoriser. */
-bool kj_simd_lane_tree_step(Gen *g, KjIrStmt *loop);
 
 /* codegen_mma.c: mma() of shuffles and fmas, for targets without the
  * instruction.  A KjMmaShuffle is the target's shfl(mask, v, lane) of an f64
