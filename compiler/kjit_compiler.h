@@ -1375,9 +1375,8 @@ int kj_reduce_column_lanes(const KjType *t);
 
 /* The switches of the @reduce forms that reduce.c reads, for measuring
  * variants (the cuda forms' on a GPU, tests/gpu/reduce_forms.sh; issue 25),
- * each 0 when unset.  They
- * change the code, so the runtime puts them in a lifted root's cache key
- * (kj_api_code_key). */
+ * each 0 when unset.  They change the code, so the runtime puts them in a
+ * lifted root's cache key (kj_api_code_key). */
 typedef struct KjReduceKnobs {
     int warps_unroll; /* KJIT_REDUCE_WARPS_UNROLL=N: copies of the WARPS form's loop over a
                          full block's steps (0: the target's four) */
