@@ -1373,10 +1373,10 @@ int kj_reduce_thread_lanes(const KjType *t, int widest_input_bytes);
  * registers a thread). */
 int kj_reduce_column_lanes(const KjType *t);
 
-/* The switches of the cuda forms that reduce.c reads, for measuring variants
- * on a GPU (tests/gpu/reduce_forms.sh; issue 25), each 0 when unset.  They
- * change the code, so the runtime puts them in a lifted root's cache key
- * (kj_api_code_key). */
+/* The switches of the @reduce forms that reduce.c reads, for measuring
+ * variants (the cuda forms' on a GPU, tests/gpu/reduce_forms.sh; issue 25),
+ * each 0 when unset.  They change the code, so the runtime puts them in a
+ * lifted root's cache key (kj_api_code_key). */
 typedef struct KjReduceKnobs {
     int warps_unroll; /* KJIT_REDUCE_WARPS_UNROLL=N: copies of the WARPS form's loop over a
                          full block's steps (0: the target's four) */
@@ -1384,6 +1384,9 @@ typedef struct KjReduceKnobs {
     bool warps_main;  /* KJIT_REDUCE_WARPS_MAIN=1: the WARPS form's addresses and work item
                          as main at 169fe56 built them (no frozen base, a division by
                          chunks for one output): the "before" of the GPU script */
+    bool lanes_main;  /* KJIT_REDUCE_LANES_MAIN=1: the cpu LANES form with SIMD lanes as
+                         main at 7638880 built it (a first step for a whole block and
+                         another for a short one), for timing its compile */
 } KjReduceKnobs;
 KjReduceKnobs kj_reduce_knobs(void);
 

@@ -478,29 +478,56 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
     l->body = saved;
 }
 
-/* LANES with `simd`: the body of work item w, its L lanes in a local array
- * walked by loops over the L lanes that the back end vectorises whole
- * (simd_lanes): each lane an independent chain, all of them in vector
- * registers across the steps.  One path for every block: the steps in which
- * every lane has an element (count / L of them; 32 in a full block), then
- * one step of the rest (count % L), then the tree over the ne lanes that
- * hold a value; a block shorter than L is that one step.  A lane takes the
- * same elements in the same order as in the form without `simd`.  (A full
- * block had a path of its own, its steps' loop of a constant count, which
- * LLVM wrote out 31 times, and the last block a loop over its elements with
- * the lanes in L variables: twice the code to compile for no speed.) */
-static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
+/* The steps of simd_lanes_body: the first, one element a lane for the
+ * first min(count, L) lanes (all of them but in a block shorter than L),
+ * the whole steps after it, then, after a whole first step, the rest's
+ * lanes.  (main at 7638880 had a first step for a whole block and another
+ * for a short one, lanes_steps_main: one masked first step for both is a
+ * 32-lane loop less a kernel to compile, 6% of examples/reduce.kern's
+ * instructions, at the cost of a test a lane once a block.) */
+static void lanes_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count, KjIrVar *steps,
+                        KjIrVar *base, KjIrVar *rest)
 {
     const int L = KJ_REDUCE_LANES;
-    KjIrVar *start, *count;
-    block_of_item(l, w, slot, &start, &count);
-    KjIrVar *lanes = local_lanes(l, "lanes");
-    KjIrVar *steps = new_var(l, "steps", i64_type()), *rest = new_var(l, "rest", i64_type());
-    KjIrVar *base = new_var(l, "base", i64_type());
-    set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
-    set(l, base, add(l, ref(l, start), mul(l, ref(l, steps), i64(l, L))));
-    set(l, rest, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), mul(l, ref(l, steps), i64(l, L))));
+    /* the first step: one element a lane, for the first min(count, L) lanes
+     * (all of them but in a block shorter than L) */
+    KjIrVar *j = new_var(l, "j", i64_type());
+    KjVec *inner = open_lanes_for(l, j);
+    KjVec *in_count = open_if(l, less(l, ref(l, j), ref(l, count)));
+    store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
+    l->body = in_count;
+    l->body = inner;
+    /* the whole steps after it */
+    KjIrVar *i = new_var(l, "i", i64_type()), *at = new_var(l, "at", i64_type());
+    KjVec *outer = open_for(l, i, i64(l, 1), ref(l, steps));
+    /* not unrolled: each step is one vector operation a lane chain, which
+     * waits for the last; LLVM's four copies added 10% to the file's
+     * compile time (examples/reduce.kern) for no speed */
+    ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
+    set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+    j = new_var(l, "j", i64_type());
+    inner = open_lanes_for(l, j);
+    KjIrExpr *t = index_var(l, "t", add(l, ref(l, at), ref(l, j)));
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
+    l->body = inner;
+    l->body = outer;
+    /* the rest's lanes, after a whole first step */
+    KjVec *saved = open_if(l, less(l, i64(l, 0), ref(l, steps)));
+    j = new_var(l, "j", i64_type());
+    inner = open_lanes_for(l, j);
+    KjVec *in_rest = open_if(l, less(l, ref(l, j), ref(l, rest)));
+    t = index_var(l, "t", add(l, ref(l, base), ref(l, j)));
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
+    l->body = in_rest;
+    l->body = inner;
+    l->body = saved;
+}
 
+/* KJIT_REDUCE_LANES_MAIN=1: lanes_steps as main at 7638880 made them. */
+static void lanes_steps_main(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count, KjIrVar *steps,
+                             KjIrVar *base, KjIrVar *rest)
+{
+    const int L = KJ_REDUCE_LANES;
     KjIrStmt *whole = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     whole->cond = less(l, i64(l, 0), ref(l, steps));
     emit(l, whole);
@@ -512,9 +539,6 @@ static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
     l->body = inner;
     KjIrVar *i = new_var(l, "i", i64_type()), *at = new_var(l, "at", i64_type());
     KjVec *outer = open_for(l, i, i64(l, 1), ref(l, steps));
-    /* not unrolled: each step is one vector operation a lane chain, which
-     * waits for the last; LLVM's four copies added 10% to the file's
-     * compile time (examples/reduce.kern) for no speed */
     ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
     set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
     j = new_var(l, "j", i64_type());
@@ -540,6 +564,35 @@ static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
     l->body = in_count;
     l->body = inner;
     l->body = saved;
+}
+
+/* LANES with `simd`: the body of work item w, its L lanes in a local array
+ * walked by loops over the L lanes that the back end vectorises whole
+ * (simd_lanes): each lane an independent chain, all of them in vector
+ * registers across the steps.  One path for every block: the steps in which
+ * every lane has an element (count / L of them; 32 in a full block), then
+ * one step of the rest (count % L), then the tree over the ne lanes that
+ * hold a value; a block shorter than L is that one step.  A lane takes the
+ * same elements in the same order as in the form without `simd`.  (A full
+ * block had a path of its own, its steps' loop of a constant count, which
+ * LLVM wrote out 31 times, and the last block a loop over its elements with
+ * the lanes in L variables: twice the code to compile for no speed.) */
+static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
+{
+    const int L = KJ_REDUCE_LANES;
+    KjIrVar *start, *count;
+    block_of_item(l, w, slot, &start, &count);
+    KjIrVar *lanes = local_lanes(l, "lanes");
+    KjIrVar *steps = new_var(l, "steps", i64_type()), *rest = new_var(l, "rest", i64_type());
+    KjIrVar *base = new_var(l, "base", i64_type());
+    set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
+    set(l, base, add(l, ref(l, start), mul(l, ref(l, steps), i64(l, L))));
+    set(l, rest, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), mul(l, ref(l, steps), i64(l, L))));
+
+    if (kj_reduce_knobs().lanes_main)
+        lanes_steps_main(l, lanes, start, count, steps, base, rest);
+    else
+        lanes_steps(l, lanes, start, count, steps, base, rest);
 
     KjIrVar *ne = new_var(l, "ne", i64_type());
     set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
