@@ -13,16 +13,17 @@
  *                           behind it (the Vectorized object is called the
  *                           same way, by vectorcall)
  *   loop(what, calls, slot) runs one of the C loops below `calls` times on
- *                           the add set up in slot (0 or 1) and returns the
+ *                           the add set up in slot (0, 1 or 2) and returns the
  *                           host ns it took (CLOCK_MONOTONIC)
  *   setup(slot, call, function, a, b, out, driver)
  *                           kjit_call's address, the add's kjit_function and
  *                           the kjit_arrays of d, e and f (their `_addr`), and
  *                           the driver library to load the bare kernel from
  *                           ("" : no bare rows); the kjit context must be
- *                           current on the thread (make a call first).  Two
- *                           slots: the add of two contexts (Python's default,
- *                           cancellable, and one made with cancellable=False)
+ *                           current on the thread (make a call first).  Three
+ *                           slots: the add of three contexts (Python's, one
+ *                           made with cancellable=False, and one of the C
+ *                           API's default options)
  *
  * The loops (`what`):
  *   0  kjit_call, the GIL held throughout
@@ -65,7 +66,7 @@ typedef struct {
     void *bare_extra[5];
 } Slot;
 
-static Slot slots[2];
+static Slot slots[3];
 
 /* The add of stream_diag.c in kjit's form: each array {data, extent}. */
 static const char bare_ptx[] =
@@ -133,8 +134,8 @@ static PyObject *setup(PyObject *module, PyObject *py_args)
     int which;
     if (!PyArg_ParseTuple(py_args, "iOOOOOs", &which, &call, &function, &a, &b, &out, &driver))
         return NULL;
-    if (which < 0 || which > 1) {
-        PyErr_SetString(PyExc_ValueError, "pyhot_diag: slot 0 or 1");
+    if (which < 0 || which > 2) {
+        PyErr_SetString(PyExc_ValueError, "pyhot_diag: slot 0, 1 or 2");
         return NULL;
     }
     Slot *slot = &slots[which];
@@ -180,7 +181,11 @@ static PyObject *loop(PyObject *module, PyObject *py_args)
     long calls;
     if (!PyArg_ParseTuple(py_args, "ili", &what, &calls, &which))
         return NULL;
-    Slot *slot = &slots[which & 1];
+    if (which < 0 || which > 2) {
+        PyErr_SetString(PyExc_ValueError, "pyhot_diag: slot 0, 1 or 2");
+        return NULL;
+    }
+    Slot *slot = &slots[which];
     if (!kj_call || !slot->function || ((what == 3 || what == 4) && !slot->bare_kernel)) {
         PyErr_SetString(PyExc_RuntimeError, "pyhot_diag: not set up for that loop");
         return NULL;

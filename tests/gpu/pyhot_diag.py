@@ -15,6 +15,11 @@ is printed):
                               the interpreter's call and its argument passing
   Python, add(d, e, out=f)    the call itself (the compiled hot path)
   Python, lambda: add(...)    as bench_python.py calls it (one more frame)
+  Python, add, cancellable=False context / the C API's default options
+                              the same add on two more contexts: code without
+                              cancel polls (a cancellable cuda kernel reads
+                              its flag in mapped host memory), and also no
+                              Ctrl-C guard (cancel_signal 0), as bin/latency's
   C, kjit_call, GIL held      kjit_call in a C loop inside this process
   C, kjit_call, GIL released  the same with the GIL released and taken back
                               around each call, as _fast.c does
@@ -23,6 +28,7 @@ is printed):
                               (three 16-byte {data, extent} records as one
                               `extra` buffer), on the same context and stream
   C, bare launch, GIL released
+  C, kjit_call on the other two contexts, GIL held
 
 each in two batch forms:
 
@@ -50,7 +56,9 @@ Reading: Python's share = add(...) - C kjit_call with the GIL released (the
 same call from C); of it, noop - empty loop is what any call with these
 arguments costs, the rest is _fast.c's packing and checks; the GIL pair's
 cost is its own row; C kjit_call - bare launch is libkjit's host work on the
-real driver; long against short says whether a figure is the GPU's pace.
+real driver; long against short says whether a figure is the GPU's pace; the
+default-options rows against Python's say what Python's context (its polls,
+its Ctrl-C guard) adds, on the host (short) and on the GPU (long).
 
   python3 tests/gpu/pyhot_diag.py [BUNDLE_OR_REPO]   (tests/gpu/pyhot.sh runs it)
 
@@ -74,13 +82,15 @@ ROWS = (("empty", "Python, empty loop"),
         ("noop", "Python, noop(d, e, out=f)"),
         ("add", "Python, add(d, e, out=f)"),
         ("lambda", "Python, lambda: add(d, e, out=f)"),
-        ("add_plain", "Python, add(d, e, out=f), cancellable=False context"),
+        ("add_nocancel", "Python, add(d, e, out=f), cancellable=False context"),
+        ("add_defaults", "Python, add(d, e, out=f), the C API's default options"),
         ("c_held", "C, kjit_call, GIL held"),
         ("c_released", "C, kjit_call, GIL released each call"),
         ("gil_pair", "C, GIL release + take alone"),
         ("bare", "C, bare cuLaunchKernel (kjit's form)"),
         ("bare_released", "C, bare cuLaunchKernel, GIL released"),
-        ("c_plain", "C, kjit_call, cancellable=False context, GIL held"))
+        ("c_nocancel", "C, kjit_call, cancellable=False context, GIL held"),
+        ("c_defaults", "C, kjit_call, the C API's default options, GIL held"))
 
 
 def build(work):
@@ -120,16 +130,28 @@ def child(config):
     driver = os.environ.get("KJIT_CUDA_DRIVER") or "libcuda.so.1"
     bare_why = ext.setup(0, _core._address(_core.lib.kjit_call), add.handle, d._addr, e._addr,
                          f._addr, driver)
-    # the same add on a context of the C API's default code (no cancel polls:
-    # a cancellable cuda kernel reads its flag in mapped host memory), on the
-    # same arrays (one device, one primary context) and its own output
-    plain = kjit.context("cuda", cancellable=False)
-    add_plain = plain.load(os.path.join(ROOT, "examples", "add.kern")).add
-    f_plain = plain.device_array(N, np.float32)
-    add_plain(d, e, out=f_plain)
-    plain.synchronize()
-    ext.setup(1, _core._address(_core.lib.kjit_call), add_plain.handle, d._addr, e._addr,
-              f_plain._addr, "")
+    # the same add on two more contexts, on the same arrays (one device, one
+    # primary context) and an output of its own: cancellable=False (no cancel
+    # polls in the code: a cancellable cuda kernel reads its flag in mapped
+    # host memory), and the C API's default options, as bin/latency makes its
+    # context (no polls and no Ctrl-C guard: the package always sets
+    # cancel_signal, so this one is made with _core.signal's SIGINT as 0)
+    nocancel = kjit.context("cuda", cancellable=False)
+    real_signal = _core.signal
+    _core.signal = type("NoSignal", (), {"SIGINT": 0})
+    try:
+        defaults = _core.Context("cuda", cancellable=False)
+    finally:
+        _core.signal = real_signal
+    others = {}
+    for slot, (name, ctx) in enumerate((("nocancel", nocancel), ("defaults", defaults)), 1):
+        fn = ctx.load(os.path.join(ROOT, "examples", "add.kern")).add
+        out_array = ctx.device_array(N, np.float32)
+        fn(d, e, out=out_array)
+        ctx.synchronize()
+        ext.setup(slot, _core._address(_core.lib.kjit_call), fn.handle, d._addr, e._addr,
+                  out_array._addr, "")
+        others[name] = (fn, out_array, slot)
     if config == "real, main pinned":
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})  # this thread only
     noop = ext.noop
@@ -155,11 +177,13 @@ def child(config):
 
     call = lambda: add(d, e, out=f)  # noqa: E731
 
-    def add_plain_rows(k):
-        t = time.perf_counter_ns()
-        for _ in range(k):
-            add_plain(d, e, out=f_plain)
-        return time.perf_counter_ns() - t
+    def rows_of(fn, out_array):
+        def rows(k):
+            t = time.perf_counter_ns()
+            for _ in range(k):
+                fn(d, e, out=out_array)
+            return time.perf_counter_ns() - t
+        return rows
 
     def lambda_rows(k):
         t = time.perf_counter_ns()
@@ -168,9 +192,11 @@ def child(config):
         return time.perf_counter_ns() - t
 
     runs = {"empty": empty, "noop": noop_rows, "add": add_rows, "lambda": lambda_rows,
-            "add_plain": add_plain_rows,
             "c_held": lambda k: c_loop(0, k, 0), "c_released": lambda k: c_loop(1, k, 0),
-            "gil_pair": lambda k: c_loop(2, k, 0), "c_plain": lambda k: c_loop(0, k, 1)}
+            "gil_pair": lambda k: c_loop(2, k, 0)}
+    for name, (fn, out_array, slot) in others.items():
+        runs["add_" + name] = rows_of(fn, out_array)
+        runs["c_" + name] = lambda k, slot=slot: c_loop(0, k, slot)
     if bare_why is None:
         runs["bare"] = lambda k: c_loop(3, k, 0)
         runs["bare_released"] = lambda k: c_loop(4, k, 0)
@@ -205,8 +231,8 @@ def child(config):
         out["bare_why"] = bare_why
     if not os.environ.get("KJIT_CUDA_DRIVER"):
         host = f.copy_to_host()
-        out["checked"] = bool(np.array_equal(host, a + a[::-1]) and
-                              np.array_equal(f_plain.copy_to_host(), a + a[::-1]))
+        out["checked"] = all(np.array_equal(x.copy_to_host(), a + a[::-1])
+                             for x in [f] + [o for _, o, _ in others.values()])
     print(json.dumps(out))
 
 
@@ -270,8 +296,12 @@ def main():
               f"libkjit over the bare launch (C held - bare) {s('c_held') - s('bare'):+.3f}; "
               f"long - short for add {s('add', 'long') - s('add'):+.3f} "
               f"(for the bare launch {s('bare', 'long') - s('bare'):+.3f}); "
-              f"cancellable over not, Python long {s('add', 'long') - s('add_plain', 'long'):+.3f}, "
-              f"C long {s('c_held', 'long') - s('c_plain', 'long'):+.3f}")
+              f"Python's options over the C API's defaults: Python short "
+              f"{s('add') - s('add_defaults'):+.3f}, long "
+              f"{s('add', 'long') - s('add_defaults', 'long'):+.3f}, C short "
+              f"{s('c_held') - s('c_defaults'):+.3f}, long "
+              f"{s('c_held', 'long') - s('c_defaults', 'long'):+.3f}; of it the polls "
+              f"(cancellable=False), C long {s('c_held', 'long') - s('c_nocancel', 'long'):+.3f}")
     return 0 if ok else 1
 
 
