@@ -378,6 +378,22 @@ static int broadcast(Packed *p, const kjit_array *a)
 static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int bcast)
 {
     kjit_arg *arg = &p->args[i];
+    /* kjit's own arrays first: a loop on device arrays is the call to be quick */
+    if (device_array && Py_TYPE(x) == device_array) {
+        kjit_array *view = NULL;
+        int r = pack_device_array(x, is_cuda, &view);
+        if (r != PACK_OK)
+            return r;
+        if (bcast && (view->ndim > KJIT_MAX_DIMS || !broadcast(p, view)))
+            return PACK_SLOW;
+        arg->kind = KJIT_ARG_ARRAY;
+        arg->dtype = view->dtype;
+        arg->value.array = view;
+        if (!p->first)
+            p->first = x;
+        p->any_device = 1;
+        return PACK_OK;
+    }
     if (PyArray_CheckExact(x)) {
         PyArrayObject *a = (PyArrayObject *)x;
         if (written && !PyArray_ISWRITEABLE(a))
@@ -415,21 +431,6 @@ static int pack_arg(Packed *p, int i, PyObject *x, int is_cuda, int written, int
         arg->kind = KJIT_ARG_SCALAR;
         arg->dtype = KJIT_BOOL;
         arg->value.i = x == Py_True;
-        return PACK_OK;
-    }
-    if (device_array && Py_TYPE(x) == device_array) {
-        kjit_array *view = NULL;
-        int r = pack_device_array(x, is_cuda, &view);
-        if (r != PACK_OK)
-            return r;
-        if (bcast && (view->ndim > KJIT_MAX_DIMS || !broadcast(p, view)))
-            return PACK_SLOW;
-        arg->kind = KJIT_ARG_ARRAY;
-        arg->dtype = view->dtype;
-        arg->value.array = view;
-        if (!p->first)
-            p->first = x;
-        p->any_device = 1;
         return PACK_OK;
     }
     if (cupy_array && Py_TYPE(x) == cupy_array) {

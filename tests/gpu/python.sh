@@ -35,6 +35,15 @@
 #   - tests/gpu/launch_diag.py: the empty launch from Python against the C
 #     API's under the pool's threads=1 and pinned to one CPU, beside the
 #     interpreter's floor (issue 26 item 3: what scales on this host);
+#   - tests/gpu/pyhot_diag.py (with tests/gpu/pyhot_diag.c, built there with
+#     cc): the layers of add(d, e, out=f) in one process, rows taking turns:
+#     the interpreter's call of a no-op with the same arguments, the Python
+#     call, the same on contexts without cancel polls and of the C API's
+#     defaults, kjit_call in a C loop with the GIL held and released, the
+#     GIL pair alone, a bare cuLaunchKernel; short batches (host time) and
+#     long ones with their synchronisation (the GPU's pace once the queue is
+#     full); unpinned, pinned, and on the fake driver (tests/gpu/pyhot.sh
+#     runs it alone);
 #   - tests/bench/bench_python.py: the host rows (cpu: add beside np.add, the
 #     empty launch beside the C API's), the bare cuLaunchKernel and the C
 #     API's kjit_call (bin/latency), kjit's add from Python on kjit device
@@ -97,6 +106,14 @@ python3 "$root/tests/gpu/param_forms.py" > "$work/param-forms.log" 2>&1 \
     && pass "param_forms.py: x + y in both forms (Python)" \
     || fail "param_forms.py: x + y in both forms (Python)"
 cat "$work/param-forms.log"
+
+echo "=== the layers of add(d, e, out=f) in one process (tests/gpu/pyhot_diag.py)"
+# the interpreter's call, _fast.c, the GIL pair, libkjit and the bare launch,
+# in short batches (host time) and long ones (the GPU's pace once the
+# launch queue is full), unpinned, pinned and on the fake driver
+python3 "$root/tests/gpu/pyhot_diag.py" "$root" > "$work/pyhot-diag.log" 2>&1 \
+    && pass "pyhot_diag.py: the call's layers" || fail "pyhot_diag.py: the call's layers"
+cat "$work/pyhot-diag.log"
 
 echo "=== tests/bench/bench_python.py"
 numba_site=$(numba_pythonpath "$work/numba-site")
