@@ -478,6 +478,51 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
     l->body = saved;
 }
 
+/* One element a lane from start, in the first count lanes (every lane
+ * where count is NULL): the first step. */
+static void first_step(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count)
+{
+    KjIrVar *j = new_var(l, "j", i64_type());
+    KjVec *inner = open_lanes_for(l, j);
+    KjVec *in_count = count ? open_if(l, less(l, ref(l, j), ref(l, count))) : NULL;
+    store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
+    if (in_count)
+        l->body = in_count;
+    l->body = inner;
+}
+
+/* The whole steps 1 .. steps after the first, each lane combining the
+ * element L further on. */
+static void whole_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *steps)
+{
+    const int L = KJ_REDUCE_LANES;
+    KjIrVar *i = new_var(l, "i", i64_type()), *at = new_var(l, "at", i64_type());
+    KjVec *outer = open_for(l, i, i64(l, 1), ref(l, steps));
+    /* not unrolled: each step is one vector operation a lane chain, which
+     * waits for the last; LLVM's four copies added 10% to the file's
+     * compile time (examples/reduce.kern) for no speed */
+    ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
+    set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
+    KjIrVar *j = new_var(l, "j", i64_type());
+    KjVec *inner = open_lanes_for(l, j);
+    KjIrExpr *t = index_var(l, "t", add(l, ref(l, at), ref(l, j)));
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
+    l->body = inner;
+    l->body = outer;
+}
+
+/* The rest's lanes: the first rest lanes combine the element at base + j. */
+static void rest_lanes(Lift *l, KjIrVar *lanes, KjIrVar *base, KjIrVar *rest)
+{
+    KjIrVar *j = new_var(l, "j", i64_type());
+    KjVec *inner = open_lanes_for(l, j);
+    KjVec *in_rest = open_if(l, less(l, ref(l, j), ref(l, rest)));
+    KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j)));
+    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
+    l->body = in_rest;
+    l->body = inner;
+}
+
 /* The steps of simd_lanes_body: the first, one element a lane for the
  * first min(count, L) lanes (all of them but in a block shorter than L),
  * the whole steps after it, then, after a whole first step, the rest's
@@ -488,38 +533,11 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 static void lanes_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count, KjIrVar *steps,
                         KjIrVar *base, KjIrVar *rest)
 {
-    const int L = KJ_REDUCE_LANES;
-    /* the first step: one element a lane, for the first min(count, L) lanes
-     * (all of them but in a block shorter than L) */
-    KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
-    KjVec *in_count = open_if(l, less(l, ref(l, j), ref(l, count)));
-    store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
-    l->body = in_count;
-    l->body = inner;
-    /* the whole steps after it */
-    KjIrVar *i = new_var(l, "i", i64_type()), *at = new_var(l, "at", i64_type());
-    KjVec *outer = open_for(l, i, i64(l, 1), ref(l, steps));
-    /* not unrolled: each step is one vector operation a lane chain, which
-     * waits for the last; LLVM's four copies added 10% to the file's
-     * compile time (examples/reduce.kern) for no speed */
-    ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
-    set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
-    j = new_var(l, "j", i64_type());
-    inner = open_lanes_for(l, j);
-    KjIrExpr *t = index_var(l, "t", add(l, ref(l, at), ref(l, j)));
-    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
-    l->body = inner;
-    l->body = outer;
+    first_step(l, lanes, start, count);
+    whole_steps(l, lanes, start, steps);
     /* the rest's lanes, after a whole first step */
     KjVec *saved = open_if(l, less(l, i64(l, 0), ref(l, steps)));
-    j = new_var(l, "j", i64_type());
-    inner = open_lanes_for(l, j);
-    KjVec *in_rest = open_if(l, less(l, ref(l, j), ref(l, rest)));
-    t = index_var(l, "t", add(l, ref(l, base), ref(l, j)));
-    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
-    l->body = in_rest;
-    l->body = inner;
+    rest_lanes(l, lanes, base, rest);
     l->body = saved;
 }
 
@@ -527,42 +545,18 @@ static void lanes_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count,
 static void lanes_steps_main(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count, KjIrVar *steps,
                              KjIrVar *base, KjIrVar *rest)
 {
-    const int L = KJ_REDUCE_LANES;
     KjIrStmt *whole = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     whole->cond = less(l, i64(l, 0), ref(l, steps));
     emit(l, whole);
     /* count >= L: the first step, the whole ones, then the rest's lanes */
     KjVec *saved = open_block(l, &whole->then_stmt);
-    KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
-    store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
-    l->body = inner;
-    KjIrVar *i = new_var(l, "i", i64_type()), *at = new_var(l, "at", i64_type());
-    KjVec *outer = open_for(l, i, i64(l, 1), ref(l, steps));
-    ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
-    set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
-    j = new_var(l, "j", i64_type());
-    inner = open_lanes_for(l, j);
-    KjIrExpr *t = index_var(l, "t", add(l, ref(l, at), ref(l, j)));
-    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
-    l->body = inner;
-    l->body = outer;
-    j = new_var(l, "j", i64_type());
-    inner = open_lanes_for(l, j);
-    KjVec *in_rest = open_if(l, less(l, ref(l, j), ref(l, rest)));
-    t = index_var(l, "t", add(l, ref(l, base), ref(l, j)));
-    store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
-    l->body = in_rest;
-    l->body = inner;
+    first_step(l, lanes, start, NULL);
+    whole_steps(l, lanes, start, steps);
+    rest_lanes(l, lanes, base, rest);
     l->body = saved;
     /* count < L: one element a lane, for the first count lanes */
     saved = open_block(l, &whole->else_stmt);
-    j = new_var(l, "j", i64_type());
-    inner = open_lanes_for(l, j);
-    KjVec *in_count = open_if(l, less(l, ref(l, j), ref(l, count)));
-    store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
-    l->body = in_count;
-    l->body = inner;
+    first_step(l, lanes, start, count);
     l->body = saved;
 }
 
