@@ -1387,6 +1387,8 @@ typedef struct KjReduceKnobs {
     bool lanes_main;  /* KJIT_REDUCE_LANES_MAIN=1: the cpu LANES form with SIMD lanes as
                          main at 7638880 built it (a first step for a whole block and
                          another for a short one), for timing its compile */
+    bool o3;          /* KJIT_REDUCE_O3=1: LLVM's -O3 pipeline for the lifted kernels, not
+                         the lean one (codegen_llvm.c), for measuring */
 } KjReduceKnobs;
 KjReduceKnobs kj_reduce_knobs(void);
 

@@ -6,11 +6,14 @@
  * (examples/reduce.kern: 24 reduction kernels) took the sum of theirs on one
  * core.
  *
- * The roots are cut into groups in their order by a weight that depends on
- * the roots alone (never on the thread count), so the output is the same
- * bytes for any number of threads: a reduction kernel or a kernel with a
- * split form weighs ROOT_HEAVY (about 18 ms of LLVM each on cpu), any other
- * root 1, and a group closes before it would pass GROUP_WEIGHT. A small file
+ * The roots are cut into groups by a weight that depends on the roots alone
+ * (never on the thread count), so the output is the same bytes for any
+ * number of threads: the roots other than reduce.c's kernels in their order,
+ * then reduce.c's kernels in theirs (a group holds one kind, so that those
+ * take their lean pipeline: kj_codegen_lean_roots); a reduction kernel or a
+ * kernel with a split form weighs ROOT_HEAVY (about 18 ms of LLVM each on
+ * cpu), any other root 1, and a group closes before it would pass
+ * GROUP_WEIGHT or where the kind changes. A small file
  * is one group, which is kj_codegen_emit's module and bytes. Each group is
  * kj_codegen_emit on its own LLVMContext and target machine (LLVM's C API
  * is safe to use from several threads that way; the IR module is only
@@ -118,11 +121,20 @@ char *kj_codegen_emit_grouped(KjIrModule *module, KjIrFunction **roots, int root
     int threads = kj_codegen_compile_threads(error);
     if (threads == 0)
         return NULL;
+    /* reduce.c's kernels after the other roots, each in their order, so that
+     * a group holds one kind and takes its pipeline (kj_codegen_lean_roots) */
+    KjIrFunction **order = kj_xcalloc((size_t)root_count + 1, sizeof *order);
+    int placed = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < root_count; i++)
+            if (roots[i]->unchecked == (pass == 1))
+                order[placed++] = roots[i];
     Group *groups = kj_xcalloc((size_t)root_count + 1, sizeof *groups);
     int group_count = 0, weight = 0;
     for (int i = 0; i < root_count; i++) {
-        int w = root_weight(roots[i]);
-        if (group_count == 0 || (joinable && weight + w > GROUP_WEIGHT)) {
+        int w = root_weight(order[i]);
+        bool kind_changes = i > 0 && order[i]->unchecked != order[i - 1]->unchecked;
+        if (group_count == 0 || (joinable && (weight + w > GROUP_WEIGHT || kind_changes))) {
             groups[group_count++] = (Group){.first = i};
             weight = 0;
         }
@@ -131,8 +143,10 @@ char *kj_codegen_emit_grouped(KjIrModule *module, KjIrFunction **roots, int root
     }
     if (group_count <= 1) {
         free(groups);
+        free(order);
         return kj_codegen_emit(module, roots, root_count, options, kind, size, error);
     }
+    roots = order;
 
     Work w = {.module = module, .roots = roots, .options = options, .kind = kind,
               .groups = groups, .group_count = group_count, .suffix = cuda};
@@ -174,5 +188,6 @@ char *kj_codegen_emit_grouped(KjIrModule *module, KjIrFunction **roots, int root
         free(groups[i].error);
     }
     free(groups);
+    free(order);
     return result;
 }

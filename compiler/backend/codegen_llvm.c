@@ -760,7 +760,42 @@ LLVMModuleRef kj_codegen_module(const KjTarget *target, LLVMContextRef context, 
     return g->mod;
 }
 
-bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level, char **error)
+/*
+ * The lean pipeline of a module whose roots are all reduce.c's kernels
+ * (KjIrFunction.unchecked), at opt_level 2 and 3.  Those kernels are
+ * generated code of one known shape: loops over the steps of a block, the
+ * lanes' loops that the loop vectoriser makes whole vectors of (cpu), the
+ * copies their `unroll` asks for (cuda), a tree.  -O3's pipeline spends
+ * most of their compile time in passes that find nothing in them (its
+ * InstCombine alone ran eight times, 40% of the PTX compile of
+ * examples/reduce.kern); this one runs what their code needs: scalars out
+ * of memory, their loops in form, the lanes' loops vectorised, the
+ * requested copies made, the lanes' array kept in registers across the
+ * steps (licm, then sroa, after the vectoriser).  No pass here changes an
+ * operation or its order that -O3 keeps, so the results are the same bits
+ * (a kernel's answer never depends on the pipeline: no fast-math flags);
+ * KJIT_REDUCE_O3=1 (kj_reduce_knobs) gives -O3's pipeline back, for
+ * measuring.
+ */
+#define INSTCOMBINE "instcombine<no-verify-fixpoint>"
+static const char lean_pipeline[] =
+    "cgscc(inline),function(sroa,early-cse," INSTCOMBINE ",simplifycfg,"
+    "loop-mssa(loop-rotate,licm),loop(indvars),loop-vectorize,loop-unroll," INSTCOMBINE
+    ",simplifycfg,loop-mssa(licm),sroa," INSTCOMBINE "),globaldce";
+#undef INSTCOMBINE
+
+bool kj_codegen_lean_roots(KjIrFunction *const *roots, int root_count, int opt_level)
+{
+    if (opt_level < 2 || root_count < 1 || kj_reduce_knobs().o3)
+        return false;
+    for (int i = 0; i < root_count; i++)
+        if (!roots[i]->unchecked)
+            return false;
+    return true;
+}
+
+bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level, bool lean,
+                         char **error)
 {
     char pipeline[32];
     snprintf(pipeline, sizeof pipeline, "default<O%d>", opt_level < 0 ? 0 : opt_level > 3 ? 3 : opt_level);
@@ -769,7 +804,7 @@ bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int op
     LLVMPassBuilderOptionsSetSLPVectorization(opts, opt_level >= 2);
     LLVMPassBuilderOptionsSetLoopUnrolling(opts, opt_level >= 2);
     LLVMPassBuilderOptionsSetLoopInterleaving(opts, opt_level >= 2);
-    LLVMErrorRef err = LLVMRunPasses(mod, pipeline, machine, opts);
+    LLVMErrorRef err = LLVMRunPasses(mod, lean ? lean_pipeline : pipeline, machine, opts);
     LLVMDisposePassBuilderOptions(opts);
     if (err) {
         char *msg = LLVMGetErrorMessage(err);

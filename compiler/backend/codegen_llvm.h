@@ -31,9 +31,13 @@ LLVMModuleRef kj_codegen_module(const KjTarget *target, LLVMContextRef context,
 char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots, int root_count,
                   const KjCodegenOptions *options, char **error);
 
-/* Runs the new pass manager's pipeline (default<O3> at opt_level 3) on `mod`. */
-bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level,
+/* Runs the new pass manager's pipeline on `mod`: default<O3> at opt_level 3,
+ * or with `lean` the lean one of reduce.c's kernels (codegen_llvm.c). */
+bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level, bool lean,
                          char **error);
+/* Whether a module of these roots takes the lean pipeline: every root one of
+ * reduce.c's kernels, opt_level 2 or 3, and no KJIT_REDUCE_O3=1. */
+bool kj_codegen_lean_roots(KjIrFunction *const *roots, int root_count, int opt_level);
 /* ptx_branches.c: selects between floating-point operations that the
  * optimiser speculated turned back into branches (after optimisation). */
 void kj_ptx_branch_selects(LLVMModuleRef mod);

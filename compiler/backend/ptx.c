@@ -355,7 +355,8 @@ char *kj_ptx_emit(const KjTarget *cuda, KjIrModule *module, KjIrFunction **roots
         *error = take_llvm_error(err, "settling __nvvm_reflect");
         goto done;
     }
-    if (!kj_codegen_optimize(mod, machine, opt_level, error))
+    if (!kj_codegen_optimize(mod, machine, opt_level,
+                             kj_codegen_lean_roots(roots, root_count, opt_level), error))
         goto done;
     if (opt_level > 0) {
         kj_ptx_branch_selects(mod);

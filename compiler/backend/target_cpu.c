@@ -932,7 +932,8 @@ static LLVMModuleRef build_host_module(LLVMContextRef context, LLVMTargetMachine
     LLVMModuleRef mod = kj_codegen_module(&kj_target_cpu, context, tm, module, roots, root_count, options, error);
     if (!mod)
         return NULL;
-    if (!kj_codegen_optimize(mod, tm, options->opt_level, error)) {
+    if (!kj_codegen_optimize(mod, tm, options->opt_level,
+                             kj_codegen_lean_roots(roots, root_count, options->opt_level), error)) {
         LLVMDisposeModule(mod);
         return NULL;
     }

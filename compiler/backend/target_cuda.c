@@ -486,7 +486,8 @@ static char *emit_cuda_llvm(KjIrModule *module, KjIrFunction **roots, int root_c
     LLVMContextRef context = LLVMContextCreate();
     LLVMModuleRef mod = kj_codegen_module(&kj_target_cuda, context, tm, module, roots, root_count, options, error);
     char *result = NULL;
-    if (mod && kj_codegen_optimize(mod, tm, options->opt_level, error)) {
+    if (mod && kj_codegen_optimize(mod, tm, options->opt_level,
+                                   kj_codegen_lean_roots(roots, root_count, options->opt_level), error)) {
         char *text = LLVMPrintModuleToString(mod);
         result = kj_xstrdup(text);
         if (size)
