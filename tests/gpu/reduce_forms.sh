@@ -20,18 +20,23 @@
 #      process and cache; every result checked against float64 sums, and
 #      both variants' results the same bits (the same operations).
 # The switch is part of a lifted root's cache key.  Prints "N passed, M failed".
+# REDUCE_BEFORE=NAME=VALUE picks another switch for "main", the before (the
+# default KJIT_REDUCE_WARPS_MAIN=1; KJIT_REDUCE_O3=1: LLVM's -O3 pipeline
+# for the lifted kernels instead of the lean one, docs/architecture.md).
 set -u
 bundle=${1:-build/gpu-bundle}
+before=${REDUCE_BEFORE:-KJIT_REDUCE_WARPS_MAIN=1}
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "$bundle"
 start_counts
 variants="main new"
+echo "main: $before; new: the default"
 # with_variant V COMMAND...: COMMAND under variant V's switch
 with_variant() {
     local v=$1
     shift
     case $v in
-        main) KJIT_REDUCE_WARPS_MAIN=1 "$@" ;;
+        main) env "$before" "$@" ;;
         *) "$@" ;;
     esac
 }
@@ -62,9 +67,9 @@ done
 [ "$ok" = 1 ] && pass "first calls, both variants" || fail "first calls, both variants"
 
 echo "=== 2. where dot's first call goes: LLVM (kjit build --emit=ptx, 4 kernels) and ptxas, CPU ms"
-if python3 - "$root" "$ptxas" "$work" <<'PY'; then pass "LLVM and ptxas times"; else fail "LLVM and ptxas times"; fi
+if python3 - "$root" "$ptxas" "$work" "$before" <<'PY'; then pass "LLVM and ptxas times"; else fail "LLVM and ptxas times"; fi
 import os, resource, subprocess, sys
-root, ptxas, work = sys.argv[1:4]
+root, ptxas, work, before = sys.argv[1:5]
 
 def cpu_ms(argv, env, runs):
     """CPU time (user + system) of `runs` runs of argv, ms a run."""
@@ -80,7 +85,8 @@ print("| --- | ---: | ---: | ---: |")
 for variant in ("main", "new"):
     env = dict(os.environ, KJIT_CACHE="off")
     if variant == "main":
-        env["KJIT_REDUCE_WARPS_MAIN"] = "1"
+        name, value = before.split("=", 1)
+        env[name] = value
     ptx = f"{work}/dot.{variant}.ptx"
     argv = [f"{root}/bin/kjit", "build", "examples/reduce.kern", "--target", "cuda",
             "--function", "dot", "--emit=ptx", "--arch", "sm_90", "-o", ptx]
