@@ -94,7 +94,7 @@ row() {
         "$work/bench_cpu" examples 5 "${2:-$root/tests/bench}" 2>&1 | grep -o '[0-9.]*}}' | tr -d '}'
 }
 echo "=== matmul f64 512, ms (thread clock): kjit's row (median of 5) and NumPy's @ on one thread (median of 15), $rounds rounds"
-k2= h= k5= n= sk= ok=1
+k2='' h='' k5='' n='' sk='' ok=1
 for round in $(seq "$rounds"); do
     a=$(row -avx512f); b=$(haswell python3 "$work/np.py"); c=$(row ""); d=$(native python3 "$work/np.py")
     e=$(row -avx512f "$work/split_k")
@@ -103,7 +103,8 @@ for round in $(seq "$rounds"); do
     k2="$k2 $a" h="$h $b" k5="$k5 $c" n="$n $d" sk="$sk $e"
 done
 [ "$ok" = 1 ] && pass "every round timed" || fail "a round without a time"
-m_k2=$(echo $k2 | median) m_h=$(echo $h | median) m_k5=$(echo $k5 | median) m_n=$(echo $n | median) m_sk=$(echo $sk | median)
+m_k2=$(echo "$k2" | median) m_h=$(echo "$h" | median) m_k5=$(echo "$k5" | median)
+m_n=$(echo "$n" | median) m_sk=$(echo "$sk" | median)
 awk -v a="$m_k2" -v b="$m_h" -v c="$m_k5" -v d="$m_n" -v e="$m_sk" -v core="$core_native" 'BEGIN {
     printf "medians: kjit AVX2 %.2f, OpenBLAS Haswell %.2f: %.2fx\n", a, b, a / b
     printf "         kjit AVX-512 %.2f, OpenBLAS %s %.2f: %.2fx\n", c, core, d, c / d
