@@ -794,6 +794,15 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes;
     const KjReduceKnobs knobs = kj_reduce_knobs();
     const bool columns = l->v.form == KJ_REDUCE_FORM_COLUMNS;
+    if (columns) {
+        /* COLUMNS: a full block takes the last block's path (count / L
+         * steps untested, then the last step tested: here none of its
+         * elements is in the block), which halves the form's loads for
+         * LLVM to optimise (a strided level's blocks are mostly one per
+         * output, and each output's last block is short anyway) */
+        accumulate_short_block(l, start, count, j0, acc);
+        return;
+    }
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
     emit(l, full);
