@@ -47,11 +47,6 @@
 #include <string.h>
 
 #define MAX_INPUTS 32
-/* COLUMNS: the copies of a full block's loop over steps (cuda unrolls a
- * constant loop four times; each copy holds V row offsets of 64 bits in
- * registers, and two copies keep 2 V loads a thread in flight with 64
- * registers for f32 and 66 for f64, where four took 66 and 80). */
-#define COLUMN_UNROLL 2
 
 typedef struct Lift {
     KjArena *arena;
@@ -717,10 +712,10 @@ static void step_tested(Lift *l, KjIrVar *step, KjIrVar *start, KjIrVar *count, 
     }
 }
 
-/* The last block of an output, shorter than B, for COLUMNS: the steps in
- * which every lane has an element (count / L of them) without tests, then
- * the last step's elements each tested, so that the loads of a step need
- * not wait for each other's tests. */
+/* A block of an output for COLUMNS, full or the last one (shorter than B):
+ * the steps in which every lane has an element (count / L of them) without
+ * tests, then the last step's elements each tested, so that the loads of a
+ * step need not wait for each other's tests. */
 static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
                                    KjIrVar **acc)
 {
@@ -793,7 +788,15 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
 {
     const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes;
     const KjReduceKnobs knobs = kj_reduce_knobs();
-    const bool columns = l->v.form == KJ_REDUCE_FORM_COLUMNS;
+    if (l->v.form == KJ_REDUCE_FORM_COLUMNS) {
+        /* COLUMNS: a full block takes the short block's path too (count
+         * / L steps untested, then the last step tested: for a full block
+         * none of its elements is in the block), one copy of the form's
+         * loads where a full block's own path made two for LLVM to
+         * optimise (a fifth of examples/reduce.kern's PTX compile) */
+        accumulate_short_block(l, start, count, j0, acc);
+        return;
+    }
     KjIrStmt *full = kj_ir_new_stmt(l->arena, KJ_IR_STMT_IF, l->loc);
     full->cond = op2(l, KJ_IR_EQ, bool_type(), ref(l, count), i64(l, B));
     emit(l, full);
@@ -802,7 +805,7 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     KjVec *outer_saved = open_block(l, &full->then_stmt);
     KjIrVar *first = new_var(l, "first", i64_type());
     KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
-    first_value->opaque = !columns && !knobs.warps_main;
+    first_value->opaque = !knobs.warps_main;
     set(l, first, first_value);
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -810,7 +813,7 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = columns ? COLUMN_UNROLL : knobs.warps_unroll;
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = knobs.warps_unroll;
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -821,12 +824,9 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     l->body = loop;
     l->body = outer_saved;
 
-    /* The last block of an output, shorter than B: each element tested (the
-     * COLUMNS form only the last step's). */
+    /* The last block of an output, shorter than B: each element tested. */
     outer_saved = open_block(l, &full->else_stmt);
-    if (columns) {
-        accumulate_short_block(l, start, count, j0, acc);
-    } else if (!knobs.warps_main) {
+    if (!knobs.warps_main) {
         last_block_tested(l, start, count, j0, acc, knobs.tail_unroll);
     } else {
         /* main's (169fe56) indices, start + i L + j0 + v, for measuring */
