@@ -12,7 +12,10 @@
 #   medians' sum);
 # then Numba @njit and @njit(parallel=True) (bench_simd.py, bench_cpu.py:
 # each call back to back, Numba's workers as its threading layer leaves
-# them).  About two minutes.  Prints the table; with $OUT set, leaves the
+# them).  About a minute.  The stencil3d row here is a process of that
+# row alone (7 calls after one warm-up), slower and noisier on cpu than in
+# the full table (H200 host 21:19 UTC: 0.029-0.044 ms against the table's
+# 0.0202): compare its before and after, not its Numba ratio.  Prints the table; with $OUT set, leaves the
 # JSON files in $OUT/host_rows.tar.gz.
 set -u
 . "$(dirname "$0")/bundle.sh"
@@ -119,6 +122,19 @@ for row in load("after.1.simd").get("parallel", {}):
         parts = [med(k, t, row) for t in ("cpu", "hand_simd", "scalar_c")]
         gap = sum(p for p in parts if p is not None)
         print(f"| {row} | {label} | " + " | ".join(cell(p) for p in parts) + f" | {cell(gap)} |")
+print("\nEach round's kjit parallel call against the gap before it (the sum of the other "
+      "runners' medians), ms:\n")
+print("| row | setting | " + " | ".join(f"round {r}" for r in range(1, rounds + 1)) + " |")
+print("| --- | --- |" + " --- |" * rounds)
+for row in load("after.1.simd").get("parallel", {}):
+    for k, label in settings:
+        cells = []
+        for r in range(1, rounds + 1):
+            data = load(f"{k}.{r}.simd")
+            parts = [data.get(t, {}).get(row) for t in ("cpu", "hand_simd", "scalar_c")]
+            par = data.get("parallel", {}).get(row)
+            cells.append("-" if par is None or None in parts else f"{cell(par)} after {sum(parts):.3f}")
+        print(f"| {row} | {label} | " + " | ".join(cells) + " |")
 PY
 if [ -n "${OUT:-}" ]; then
     tar -czf "$OUT/host_rows.tar.gz" -C "$work" --exclude='cache.*' --exclude=numba-site \
