@@ -164,9 +164,12 @@ void kj_pool_destroy(KjPool *pool);
 #define KJ_POOL_STACK_BYTES (8 * 1024 * 1024)
 /* How long an idle pool worker spins before it sleeps (pool.c), at least,
  * and at most when runs come often (the window is twice the time between
- * runs, up to this). */
+ * runs, up to this).  4 ms, not 1: bench_simd's block sum calls came 1.03 ms
+ * apart on the 16-core host (its scalar C reference 0.87 ms between them),
+ * just past a 1 ms cap, and every call woke fifteen sleepers again; OpenMP's
+ * workers (Numba's omp layer) spin GOMP_SPINCOUNT's 300000 pauses, longer. */
 #define KJ_POOL_SPIN_NS 100000
-#define KJ_POOL_SPIN_MAX_NS 1000000
+#define KJ_POOL_SPIN_MAX_NS 4000000
 /* How many sleeping workers each thread woken for a run wakes in turn
  * (pool.c: a tree), or 0: the caller wakes them all in one FUTEX_WAKE (on
  * the 16-core host the tree took longer: each level pays a wake-up's

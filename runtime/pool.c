@@ -23,8 +23,8 @@
  * of paying a futex wake-up per worker, which on a machine of many cores
  * costs more than a short kernel.  The while is at least KJ_POOL_SPIN_NS
  * ($KJIT_POOL_SPIN_US), and twice the time between the last two runs when
- * that is under KJ_POOL_SPIN_MAX_NS ($KJIT_POOL_SPIN_MAX_US): calls that
- * come every half millisecond with the caller's own work between them
+ * that is under KJ_POOL_SPIN_MAX_NS (4 ms, $KJIT_POOL_SPIN_MAX_US): calls that
+ * come every millisecond or so with the caller's own work between them
  * (issue 25: the block sum in bench_simd, behind Numba parallel as each of
  * its calls woke fifteen sleepers) find their workers awake, and a program
  * that calls seldom spins no longer than the base.  Sleepers wait on the
@@ -508,8 +508,8 @@ static void run_on_pool(KjPool *pool, int64_t base, int64_t count, int64_t piece
     /* How long the workers spin after this run: twice the time since the
      * last run ended when that was under the cap (calls that come back
      * every few hundred microseconds, with the caller's own work between
-     * them: the block sum in bench_simd, 0.5 ms apart, found every worker
-     * asleep after 100 us and paid fifteen wake-ups a call), else the
+     * them: the block sum in bench_simd, 0.5-1.03 ms apart, found every
+     * worker asleep after 100 us and paid fifteen wake-ups a call), else the
      * base.  Bounded (spin_max_ns, $KJIT_POOL_SPIN_MAX_US): a program that
      * calls seldom pays no spinning beyond the base, one that calls often
      * at most the cap's worth per call. */
