@@ -15,7 +15,8 @@
 # Prints tables and "N passed, M failed".
 set -u
 before=$(cd "$1" && pwd) after=$(cd "$2" && pwd) || { echo "0 passed, 1 failed"; exit 1; }
-. "$after/tests/gpu/bundle.sh"
+here=$after/tests/gpu
+. "$here/bundle.sh"
 start_counts
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -69,33 +70,7 @@ if [ "$ok" = 1 ]; then
                 { ok=0; tail -5 "$work/$v.$round.txt"; }
         done
     done
-    python3 - "$work" <<'PY' || ok=0
-import statistics, sys
-work = sys.argv[1]
-rows = ["sum_f32_1e8", "sum_f64_1e8", "dot_f32_1e8", "sum_axis1_10000x10000", "sum_axis0_10000x10000"]
-ms, hashes = {}, {}
-for v in ("before", "after"):
-    for r in (1, 2, 3):
-        for line in open(f"{work}/{v}.{r}.txt"):
-            p = line.split()
-            if len(p) >= 4 and p[0] in rows:
-                ms.setdefault((v, p[0]), []).append(float(p[1]))
-                hashes.setdefault(p[0], set()).add(p[3])
-print("| row | before ms (3 rounds) | after ms (3 rounds) | after / before (medians) | same bits |")
-print("| --- | --- | --- | ---: | --- |")
-bad = False
-for row in rows:
-    m, n = ms.get(("before", row), []), ms.get(("after", row), [])
-    if len(m) != 3 or len(n) != 3:
-        print(f"| {row} | missing | missing | - | - |")
-        bad = True
-        continue
-    same = len(hashes[row]) == 1
-    bad = bad or not same
-    print(f"| {row} | {', '.join(f'{x:.4f}' for x in m)} | {', '.join(f'{x:.4f}' for x in n)} | "
-          f"{statistics.median(n) / statistics.median(m):.3f} | {'yes' if same else 'NO'} |")
-sys.exit(1 if bad else 0)
-PY
+    python3 "$here/reduce_rows_table.py" "$work" before after || ok=0
 fi
 [ "$ok" = 1 ] && pass "reduce rows, both bundles, the same bits" || fail "reduce rows, both bundles, the same bits"
 echo "$passed passed, $failed failed"

@@ -26,7 +26,8 @@
 set -u
 bundle=${1:-build/gpu-bundle}
 before=${REDUCE_BEFORE:-KJIT_REDUCE_WARPS_MAIN=1}
-. "$(dirname "$0")/bundle.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bundle.sh"
 enter_bundle "$bundle"
 start_counts
 variants="main new"
@@ -120,33 +121,7 @@ if nvcc -O3 -arch=sm_90 -std=c++17 -Iruntime -o "$work/reduce_rows" tests/gpu/re
                 { ok=0; tail -5 "$work/$v.$round.txt"; }
         done
     done
-    python3 - "$work" <<'PY' || ok=0
-import statistics, sys
-work = sys.argv[1]
-rows = ["sum_f32_1e8", "sum_f64_1e8", "dot_f32_1e8", "sum_axis1_10000x10000", "sum_axis0_10000x10000"]
-ms, hashes = {}, {}
-for v in ("main", "new"):
-    for r in (1, 2, 3):
-        for line in open(f"{work}/{v}.{r}.txt"):
-            p = line.split()
-            if len(p) >= 4 and p[0] in rows:
-                ms.setdefault((v, p[0]), []).append(float(p[1]))
-                hashes.setdefault(p[0], set()).add(p[3])
-print("| row | main ms (3 rounds) | new ms (3 rounds) | new / main (medians) | same bits |")
-print("| --- | --- | --- | ---: | --- |")
-bad = False
-for row in rows:
-    m, n = ms.get(("main", row), []), ms.get(("new", row), [])
-    if len(m) != 3 or len(n) != 3:
-        print(f"| {row} | missing | missing | - | - |")
-        bad = True
-        continue
-    same = len(hashes[row]) == 1
-    bad = bad or not same
-    print(f"| {row} | {', '.join(f'{x:.4f}' for x in m)} | {', '.join(f'{x:.4f}' for x in n)} | "
-          f"{statistics.median(n) / statistics.median(m):.3f} | {'yes' if same else 'NO'} |")
-sys.exit(1 if bad else 0)
-PY
+    python3 "$here/reduce_rows_table.py" "$work" main new || ok=0
     [ "$ok" = 1 ] && pass "reduce rows, both variants, the same bits" || fail "reduce rows, both variants, the same bits"
 else
     cat "$work/nvcc.log"
