@@ -1400,7 +1400,12 @@ KjReduceKnobs kj_reduce_knobs(void);
 /* barrier_split.c's per-thread arrays: 0 gives their layout before (each
  * KJ_MAX_BLOCK_THREADS elements, 16-byte aligned) */
 #define KJ_SIMD_THREAD_ARRAYS "KJIT_SIMD_THREAD_ARRAYS"
-#define KJ_SIMD_SWITCHES(X) X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS) X(KJ_SIMD_THREAD_ARRAYS)
+/* codegen_simd_fission.c: 0 keeps every loop whole; KJ_SIMD_FISSION_REGISTERS=N sets
+ * the vector registers its estimate assumes (the cache key names it when set) */
+#define KJ_SIMD_FISSION "KJIT_SIMD_FISSION"
+#define KJ_SIMD_FISSION_REGISTERS "KJIT_SIMD_FISSION_REGISTERS"
+#define KJ_SIMD_SWITCHES(X)                                                                   \
+    X(KJ_SIMD_GUARDED_LOADS) X(KJ_SIMD_ROW_CHUNKS) X(KJ_SIMD_THREAD_ARRAYS) X(KJ_SIMD_FISSION)
 
 /*
  * Lifts `combine` (a SCALAR f(T, T) -> T) into a kernel (VEC_KERNEL for LANES,

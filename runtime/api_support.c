@@ -58,6 +58,8 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "simd switch", "%s=0", name);
     KJ_SIMD_SWITCHES(KJ_SIMD_SWITCH_KEY)
 #undef KJ_SIMD_SWITCH_KEY
+    if (getenv(KJ_SIMD_FISSION_REGISTERS) && *getenv(KJ_SIMD_FISSION_REGISTERS))
+        kj_cache_key_add(key, "simd fission registers", "%s", getenv(KJ_SIMD_FISSION_REGISTERS));
 }
 
 void *kj_api_alloc_aligned(size_t bytes)

@@ -1275,7 +1275,17 @@ static void gen_stmt(Simd *s, KjIrStmt *st)
         else
             gen_if(s, st);
         return;
-    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: gen_loop(s, st); return;
+    case KJ_IR_STMT_FOR: case KJ_IR_STMT_WHILE: {
+        KjIrStmt **loops; /* a loop split over groups of its accumulators */
+        int count;
+        if (kj_simd_fission(s, st, &loops, &count)) {
+            for (int i = 0; i < count; i++)
+                gen_loop(s, loops[i]);
+        } else {
+            gen_loop(s, st);
+        }
+        return;
+    }
     case KJ_IR_STMT_BREAK: case KJ_IR_STMT_CONTINUE: case KJ_IR_STMT_RETURN: gen_leave(s, st); return;
     case KJ_IR_STMT_PARFOR:
         kj_codegen_error(g, "a parallel loop inside a function on SIMD lanes%s", NULL);

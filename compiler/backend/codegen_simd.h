@@ -1,8 +1,9 @@
 /*
  * codegen_simd.h: what the two files of the SIMD lowering share:
  * codegen_simd.c (what goes on lanes, statements, masks, functions),
- * codegen_simd_expr.c (expressions, conversions, memory, math, calls) and
- * codegen_simd_threads.c (a split form's regions between barriers).
+ * codegen_simd_expr.c (expressions, conversions, memory, math, calls),
+ * codegen_simd_threads.c (a split form's regions between barriers) and
+ * codegen_simd_fission.c (loops split over groups of their accumulators).
  * Private to them; codegen_llvm.h declares the entry points the cpu target
  * and the shared lowering call (kj_simd_lanes, kj_simd_define_chunk,
  * kj_simd_threads).
@@ -405,6 +406,13 @@ static inline LLVMValueRef all_lanes(Simd *s, LLVMValueRef m)
 
 /* Where code goes when no lane is left (the innermost first). */
 static inline LLVMBasicBlockRef skip_target_of(Simd *s) { return s->skip[s->skip_depth - 1]; }
+
+/* ---- codegen_simd_fission.c: a loop split over groups of its accumulators */
+
+/* The loops to lower in place of FOR loop, in order (count of them, in
+ * s->arena), when its carried values need more vector registers than the
+ * target has and fall into groups; false: lower it whole. */
+bool kj_simd_fission(Simd *s, KjIrStmt *loop, KjIrStmt ***loops, int *count);
 
 /* ---- codegen_simd_check.c: checked mode on lanes */
 

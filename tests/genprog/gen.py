@@ -74,6 +74,7 @@ FEATURES = [
     "vectorize_offset",    # a @vectorize whose output starts off a cache line, long enough to be cut at one
     "block_partial_chunk", # a block of 249, 257 or 263 threads: a partial last chunk of lanes
     "mma",                 # mma() in a kernel of whole warps (cpu's emulation)
+    "loop_fission",        # a straight-line loop of 3 to 20 accumulators (codegen_simd_fission.c)
 ]
 
 
@@ -643,15 +644,17 @@ class Gen:
     # Kernels of the shapes newer lowering paths look for (FEATURES): the
     # random kernels above almost never take them.
     def special_kernel(self):
-        k = self.r.randrange(4)
+        k = self.r.randrange(5)
         if k == 0:
             self.straight_kernel()
         elif k == 1:
             self.rows_kernel()
         elif k == 2:
             self.promote_kernel()
-        else:
+        elif k == 3:
             self.accumulate_kernel()
+        else:
+            self.fission_kernel()
 
     def straight_kernel(self):
         """One guarded straight line of up to six loads: the split form of a
@@ -827,6 +830,82 @@ class Gen:
         self.emit("}")
         self.emit("")
         self.feature("local_promoted")
+
+    def fission_kernel(self):
+        """A loop of 3 to 20 accumulators and the temporaries they share, in
+        a straight line (a register block): codegen_simd_fission.c runs it as
+        loops over groups of them where they need more vector registers than
+        the host has (the avx2 children's 16 from 13 or so of them; any with
+        KJIT_SIMD_FISSION_REGISTERS=4).  An accumulator that reads another
+        joins its group; a temporary read after the loop takes its value from
+        the last loop; with a barrier the accumulators live in the split
+        form's per-thread arrays."""
+        name = self.fresh("k")
+        t = self.pick(["f64", "f64", "f32", "i32", "i64"])
+        bx, by = self.pick([(16, 1), (32, 1), (8, 4), (16, 2), (64, 1), (257, 1)])
+        gx = self.r.randint(1, 3)
+        nt = bx * by
+        nthreads = gx * nt
+        if nt in PARTIAL_BLOCKS:
+            self.feature("block_partial_chunk")
+        m = self.r.randint(3, 20)
+        self.emit("//! kernel %s grid=%d,1 block=%d,%d arrays=%d,%d,%d" % (
+            name, gx, bx, by, self.r.randint(1, 300), self.r.randint(1, 300), nthreads))
+        self.emit("@kernel")
+        self.emit("fn %s(a: %s[], b: %s[], out: %s[]) {" % (name, t, t, t))
+        self.ind += 1
+        self.emit("let t = i64(threadIdx.x) + i64(blockDim.x) * i64(threadIdx.y);")
+        self.emit("let nt = i64(blockDim.x) * i64(blockDim.y);")
+        self.emit("let g = i64(blockIdx.x) * nt + t;")
+        lit = lambda: self.int_lit(t) if is_int(t) else self.real_lit(t, True)
+        barrier = self.chance(0.5)
+        for i in range(m):
+            if barrier or self.chance(0.5):
+                self.emit("let s%d: %s = a[(g + %d) %% len(a)];" % (i, t, i))
+            else:
+                self.emit("let s%d: %s = %s;" % (i, t, lit()))
+        self.emit("let last: %s = %s;" % (t, lit()))
+        if barrier:
+            self.emit("let tile = shared(%s, %d);" % (t, nt))
+            self.emit("tile[t] = b[g % len(b)];")
+            self.emit("syncthreads();")
+            src_b = "tile[(t + k) % nt]"
+        else:
+            src_b = "b[(g + k) % len(b)]"
+        if self.chance(0.5):
+            bounds = "%d" % self.r.randint(1, 20)
+        else:
+            lo = self.r.randint(0, 5)
+            bounds = "%d, %d, %d" % (lo, lo + self.r.randint(1, 30), self.r.randint(1, 4))
+        self.emit("for k in range(%s) {" % bounds)
+        self.ind += 1
+        self.emit("let x = a[(g * 3 + k) % len(a)];")
+        self.emit("let y = %s;" % src_b)
+        ops = ["+", "-", "^"] if is_int(t) else ["+", "-"]
+        for i in range(m):
+            form = self.r.randrange(4)
+            op = self.pick(ops)
+            if form == 0:
+                rhs = "x * y"
+            elif form == 1:
+                rhs = self.pick(["x", "y"])
+            elif form == 2 or i == 0:
+                rhs = "x * %s" % lit()
+            else:
+                rhs = "s%d" % self.r.randrange(i) # joins that accumulator's group
+            self.emit("s%d = s%d %s %s;" % (i, i, op, rhs))
+        if self.chance(0.5):
+            self.emit("last = x - y;")
+        self.ind -= 1
+        self.emit("}")
+        if barrier and self.chance(0.5):
+            self.emit("syncthreads();")
+            self.emit("s0 += tile[(t + 1) % nt];")
+        self.emit("out[g] = %s + last;" % " + ".join("s%d" % i for i in range(m)))
+        self.ind -= 1
+        self.emit("}")
+        self.emit("")
+        self.feature("loop_fission")
 
     def accumulate_kernel(self):
         """Conditional accumulation in a block-strided loop, the three ways a

@@ -9,12 +9,12 @@
 # 15), ROUNDS rounds (default 5) taken in turn; prints each round, the
 # medians and the ratios, and the kernel OpenBLAS says it runs
 # (openblas_get_corename: a CORETYPE it cannot run falls back, and the
-# ratio would be against the wrong kernel).  Beside main's kernel on AVX2,
-# the kernel with its k loop split in two, over rows i 0-1 and then 2-3 of
-# the accumulators (made here from the file; the same operations on each
-# accumulator in the same order, so the same bits): 8 accumulators, 4 b
-# vectors and a broadcast fit AVX2's 16 ymm registers, where the 4x4 spill
-# (docs/performance.md): what a lowering that kept to the registers would
+# ratio would be against the wrong kernel).  Beside the kernel on AVX2,
+# the same with KJIT_SIMD_FISSION=0: its k loop whole, whose 16
+# accumulators, 4 b vectors and broadcast spill from AVX2's 16 ymm
+# registers, where the lowering now runs it as two loops of 8 accumulators
+# (compiler/backend/codegen_simd_fission.c; docs/performance.md): what the
+# split gains.
 # gain.  About 50 s on the 2-core machine.  Prints "N passed, M failed".
 set -u
 bundle=${1:-build/gpu-bundle}
@@ -24,30 +24,6 @@ enter_bundle "$bundle"
 export KJIT_CACHE=off
 start_counts
 build_bench_programs bench_cpu || { fail "bench_cpu does not build here"; echo "$passed passed, $failed failed"; exit 1; }
-mkdir -p "$work/split_k"
-cp "$root"/tests/bench/*.kern "$work/split_k/"
-python3 - "$work/split_k/matmul.kern" <<'PY' || fail "the split_k kernel not made"
-import sys
-path = sys.argv[1]
-src = open(path).read()
-loop = '''        for k in range(TK) {
-            for j in range(4) {
-                bv[j] = bt[k, tx + 16 * j];
-            }
-            for i in range(4) {
-                let av = at[ty + 16 * i, k];
-                for j in range(4) {
-                    acc[i, j] += av * bv[j];
-                }
-            }
-        }
-'''
-if loop not in src:
-    sys.exit("the k loop is not in matmul.kern")
-halves = loop.replace("range(4) {\n                let", "range(0, 2) {\n                let")
-halves += loop.replace("range(4) {\n                let", "range(2, 4) {\n                let")
-open(path, "w").write(src.replace(loop, halves))
-PY
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 grep -o 'avx2\|avx512f\|fma' /proc/cpuinfo | sort -u | tr '\n' ' '
 grep -m1 'model name' /proc/cpuinfo
@@ -87,28 +63,30 @@ echo "OpenBLAS's kernel: OPENBLAS_CORETYPE=Haswell: $core_haswell; unset: $core_
 [ "$core_haswell" = Haswell ] && pass "OpenBLAS runs its Haswell kernel" ||
     fail "OpenBLAS runs $core_haswell, not Haswell: the AVX2 ratio would be against the wrong kernel"
 
-# row FEATURES [DIR]: bench_cpu's matmul row in ms (median of 5), DIR's
-# matmul.kern (tests/bench's by default)
+# row FEATURES [ENV...]: bench_cpu's matmul row in ms (median of 5)
 row() {
-    env KJIT_CPU_FEATURES="$1" KJIT_BENCH_CLOCK=thread KJIT_BENCH_TARGETS=cpu KJIT_BENCH_ONLY="matmul f64 512" \
-        "$work/bench_cpu" examples 5 "${2:-$root/tests/bench}" 2>&1 | grep -o '[0-9.]*}}' | tr -d '}'
+    local features=$1
+    shift
+    env "$@" KJIT_CPU_FEATURES="$features" KJIT_BENCH_CLOCK=thread KJIT_BENCH_TARGETS=cpu \
+        KJIT_BENCH_ONLY="matmul f64 512" "$work/bench_cpu" examples 5 "$root/tests/bench" 2>&1 |
+        grep -o '[0-9.]*}}' | tr -d '}'
 }
 echo "=== matmul f64 512, ms (thread clock): kjit's row (median of 5) and NumPy's @ on one thread (median of 15), $rounds rounds"
-k2='' h='' k5='' n='' sk='' ok=1
+k2='' h='' k5='' n='' one='' ok=1
 for round in $(seq "$rounds"); do
     a=$(row -avx512f); b=$(haswell python3 "$work/np.py"); c=$(row ""); d=$(native python3 "$work/np.py")
-    e=$(row -avx512f "$work/split_k")
+    e=$(row -avx512f KJIT_SIMD_FISSION=0)
     [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ -n "$d" ] && [ -n "$e" ] || ok=0
-    echo "round $round: kjit AVX2 $a, OpenBLAS Haswell $b; kjit AVX-512 $c, OpenBLAS $core_native $d; kjit AVX2 split_k $e"
-    k2="$k2 $a" h="$h $b" k5="$k5 $c" n="$n $d" sk="$sk $e"
+    echo "round $round: kjit AVX2 $a, OpenBLAS Haswell $b; kjit AVX-512 $c, OpenBLAS $core_native $d; kjit AVX2 one k loop $e"
+    k2="$k2 $a" h="$h $b" k5="$k5 $c" n="$n $d" one="$one $e"
 done
 [ "$ok" = 1 ] && pass "every round timed" || fail "a round without a time"
 m_k2=$(echo "$k2" | median) m_h=$(echo "$h" | median) m_k5=$(echo "$k5" | median)
-m_n=$(echo "$n" | median) m_sk=$(echo "$sk" | median)
-awk -v a="$m_k2" -v b="$m_h" -v c="$m_k5" -v d="$m_n" -v e="$m_sk" -v core="$core_native" 'BEGIN {
+m_n=$(echo "$n" | median) m_one=$(echo "$one" | median)
+awk -v a="$m_k2" -v b="$m_h" -v c="$m_k5" -v d="$m_n" -v e="$m_one" -v core="$core_native" 'BEGIN {
     printf "medians: kjit AVX2 %.2f, OpenBLAS Haswell %.2f: %.2fx\n", a, b, a / b
     printf "         kjit AVX-512 %.2f, OpenBLAS %s %.2f: %.2fx\n", c, core, d, c / d
     printf "         kjit AVX2 against OpenBLAS %s: %.2fx\n", core, a / d
-    printf "         kjit AVX2 split_k %.2f: %.2fx OpenBLAS Haswell\n", e, e / b }'
+    printf "         kjit AVX2 one k loop (KJIT_SIMD_FISSION=0) %.2f: %.2fx OpenBLAS Haswell\n", e, e / b }'
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
