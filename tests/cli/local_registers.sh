@@ -65,11 +65,14 @@ else bad "KJIT_PROMOTE_LOCALS=0 compiles its own cache entries (entries after ea
 
 # The SIMD lowering's measuring switches (KJIT_SIMD_GUARDED_LOADS=0,
 # KJIT_SIMD_ROW_CHUNKS=0, KJIT_SIMD_THREAD_ARRAYS=0: the block shapes' forms
-# before) are in the cache key too: a launch of matmul's 16x16 shape with
-# one set compiles entries of its own, and a second run finds them
+# before; KJIT_SIMD_FISSION=0 and KJIT_SIMD_FISSION_REGISTERS, the loop
+# fission's, tests/cli/loop_fission.sh) are in the cache key too: a launch of
+# matmul's 16x16 shape with one set compiles entries of its own, and a second
+# run finds them
 counts=
 for switch in "" KJIT_SIMD_ROW_CHUNKS=0 KJIT_SIMD_ROW_CHUNKS=0 KJIT_SIMD_THREAD_ARRAYS=0 \
-        KJIT_SIMD_THREAD_ARRAYS=0; do
+        KJIT_SIMD_THREAD_ARRAYS=0 KJIT_SIMD_FISSION=0 KJIT_SIMD_FISSION=0 KJIT_SIMD_FISSION_REGISTERS=4 \
+        KJIT_SIMD_FISSION_REGISTERS=4; do
     env $switch KJIT_CACHE=on KJIT_CACHE_DIR="$tmp/cache" "$kjit" run "$mm" matmul rand:f64:32x32 \
         rand:f64:32x32 zeros:f64:32x32 --grid 1,1 --block 16,16 --target cpu >"$tmp/out" 2>"$tmp/err" ||
         cat "$tmp/err"
@@ -80,5 +83,9 @@ if [ "$1" -ge 1 ] && [ "$2" -gt "$1" ] && [ "$3" = "$2" ]; then ok
 else bad "KJIT_SIMD_ROW_CHUNKS=0 compiles its own cache entries (entries after each run:$counts)"; fi
 if [ "$4" -gt "$3" ] && [ "$5" = "$4" ]; then ok
 else bad "KJIT_SIMD_THREAD_ARRAYS=0 compiles its own cache entries (entries after each run:$counts)"; fi
+if [ "$6" -gt "$5" ] && [ "$7" = "$6" ]; then ok
+else bad "KJIT_SIMD_FISSION=0 compiles its own cache entries (entries after each run:$counts)"; fi
+if [ "$8" -gt "$7" ] && [ "$9" = "$8" ]; then ok
+else bad "KJIT_SIMD_FISSION_REGISTERS=4 compiles its own cache entries (entries after each run:$counts)"; fi
 
 finish

@@ -43,18 +43,5 @@ sys.exit(0 if rng_c.shape == (70, 50) and np.count_nonzero(rng_c) > 3000 else 1)
 PY
 then ok; else bad "matmul's result is not a full 70x50 product"; fi
 
-# both are in the cache key: a launch with one set compiles entries of its
-# own, and a second run finds them
-mkdir -m 700 "$tmp/cache"
-counts=
-for form in "" KJIT_SIMD_FISSION=0 KJIT_SIMD_FISSION=0 KJIT_SIMD_FISSION_REGISTERS=4 \
-        KJIT_SIMD_FISSION_REGISTERS=4; do
-    env $form KJIT_CACHE=on KJIT_CACHE_DIR="$tmp/cache" "$kjit" run "$mm" matmul rand:f64:32x32 \
-        rand:f64:32x32 zeros:f64:32x32 --grid 1,1 --block 16,16 --target cpu >"$tmp/out" 2>"$tmp/err" ||
-        cat "$tmp/err"
-    counts="$counts $(KJIT_CACHE_DIR="$tmp/cache" "$kjit" cache list | grep -c 'matmul')"
-done
-set -- $counts
-if [ "$1" -ge 1 ] && [ "$2" -gt "$1" ] && [ "$3" = "$2" ] && [ "$4" -gt "$3" ] && [ "$5" = "$4" ]; then ok
-else bad "KJIT_SIMD_FISSION=0 and KJIT_SIMD_FISSION_REGISTERS compile their own cache entries (after each run:$counts)"; fi
+# both switches are in the cache key: tests/cli/local_registers.sh
 finish

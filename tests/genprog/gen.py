@@ -766,29 +766,51 @@ class Gen:
         self.emit("")
         self.feature("rows_2d")
 
-    def promote_kernel(self):
-        """A local() array indexed only by constants and the variables of small
-        constant loops: local_promote.c unrolls those loops and makes each
-        element a register; with a barrier, the elements live across it."""
-        name = self.fresh("k")
-        t = self.pick(["f64", "f32", "i32", "i64"])
-        bx, by = self.pick([(16, 1), (32, 1), (64, 1), (8, 4), (16, 4), (257, 1), (100, 1)])
+    def block_shape(self, shapes):
+        """One of shapes (bx, by) and 1 to 3 blocks: bx, by, the blocks, the
+        threads of a block and of the grid."""
+        bx, by = self.pick(shapes)
         gx = self.r.randint(1, 3)
         nt = bx * by
-        nthreads = gx * nt
         if nt in PARTIAL_BLOCKS:
             self.feature("block_partial_chunk")
-        rows = self.r.randint(1, 4)
-        cols = self.r.randint(1, 4) if self.chance(0.4) else 0
-        dims = "%d, %d" % (rows, cols) if cols else "%d" % rows
-        la = self.r.randint(1, 300)
-        self.emit("//! kernel %s grid=%d,1 block=%d,%d arrays=%d,%d,%d" % (name, gx, bx, by, la, la, nthreads))
+        return bx, by, gx, nt, gx * nt
+
+    def abg_kernel(self, name, t, shape, lengths):
+        """The directive and opening of a kernel name(a, b, out) of element
+        type t, shape (blocks, bx, by), arrays of lengths; then its thread
+        t, the block's threads nt and the grid's thread g."""
+        self.emit("//! kernel %s grid=%d,1 block=%d,%d arrays=%d,%d,%d" % ((name,) + shape + lengths))
         self.emit("@kernel")
         self.emit("fn %s(a: %s[], b: %s[], out: %s[]) {" % (name, t, t, t))
         self.ind += 1
         self.emit("let t = i64(threadIdx.x) + i64(blockDim.x) * i64(threadIdx.y);")
         self.emit("let nt = i64(blockDim.x) * i64(blockDim.y);")
         self.emit("let g = i64(blockIdx.x) * nt + t;")
+
+    def b_source(self, t, nt, barrier, shift):
+        """b's element for step k of a loop: with a barrier, from a shared
+        tile of b that each thread fills (emitted here); else from b."""
+        if not barrier:
+            return "b[(g + k) % len(b)]"
+        self.emit("let tile = shared(%s, %d);" % (t, nt))
+        self.emit("tile[t] = b[g % len(b)];")
+        self.emit("syncthreads();")
+        return "tile[(t + k%s) %% nt]" % shift
+
+    def promote_kernel(self):
+        """A local() array indexed only by constants and the variables of small
+        constant loops: local_promote.c unrolls those loops and makes each
+        element a register; with a barrier, the elements live across it."""
+        name = self.fresh("k")
+        t = self.pick(["f64", "f32", "i32", "i64"])
+        bx, by, gx, nt, nthreads = self.block_shape([(16, 1), (32, 1), (64, 1), (8, 4), (16, 4), (257, 1),
+                                                     (100, 1)])
+        rows = self.r.randint(1, 4)
+        cols = self.r.randint(1, 4) if self.chance(0.4) else 0
+        dims = "%d, %d" % (rows, cols) if cols else "%d" % rows
+        la = self.r.randint(1, 300)
+        self.abg_kernel(name, t, (gx, bx, by), (la, la, nthreads))
         self.emit("let acc = local(%s, %s);" % (t, dims))
         lit = lambda: self.int_lit(t) if is_int(t) else self.real_lit(t, True)
         if cols:
@@ -801,13 +823,7 @@ class Gen:
             loops = ("for q in range(%d) {" % rows,)
         src_a = "a[%s %% len(a)]" % idx
         barrier = self.chance(0.5)
-        if barrier:
-            self.emit("let tile = shared(%s, %d);" % (t, nt))
-            self.emit("tile[t] = b[g % len(b)];")
-            self.emit("syncthreads();")
-            src_b = "tile[(t + k + q) % nt]"
-        else:
-            src_b = "b[(g + k) % len(b)]"
+        src_b = self.b_source(t, nt, barrier, " + q")
         self.emit("for k in range(%d) {" % self.r.randint(1, 4))
         self.ind += 1
         for l in loops:
@@ -842,21 +858,10 @@ class Gen:
         form's per-thread arrays."""
         name = self.fresh("k")
         t = self.pick(["f64", "f64", "f32", "i32", "i64"])
-        bx, by = self.pick([(16, 1), (32, 1), (8, 4), (16, 2), (64, 1), (257, 1)])
-        gx = self.r.randint(1, 3)
-        nt = bx * by
-        nthreads = gx * nt
-        if nt in PARTIAL_BLOCKS:
-            self.feature("block_partial_chunk")
+        bx, by, gx, nt, nthreads = self.block_shape([(16, 1), (32, 1), (8, 4), (16, 2), (64, 1), (257, 1)])
         m = self.r.randint(3, 20)
-        self.emit("//! kernel %s grid=%d,1 block=%d,%d arrays=%d,%d,%d" % (
-            name, gx, bx, by, self.r.randint(1, 300), self.r.randint(1, 300), nthreads))
-        self.emit("@kernel")
-        self.emit("fn %s(a: %s[], b: %s[], out: %s[]) {" % (name, t, t, t))
-        self.ind += 1
-        self.emit("let t = i64(threadIdx.x) + i64(blockDim.x) * i64(threadIdx.y);")
-        self.emit("let nt = i64(blockDim.x) * i64(blockDim.y);")
-        self.emit("let g = i64(blockIdx.x) * nt + t;")
+        la = self.r.randint(1, 300)
+        self.abg_kernel(name, t, (gx, bx, by), (la, self.r.randint(1, 300), nthreads))
         lit = lambda: self.int_lit(t) if is_int(t) else self.real_lit(t, True)
         barrier = self.chance(0.5)
         for i in range(m):
@@ -865,13 +870,7 @@ class Gen:
             else:
                 self.emit("let s%d: %s = %s;" % (i, t, lit()))
         self.emit("let last: %s = %s;" % (t, lit()))
-        if barrier:
-            self.emit("let tile = shared(%s, %d);" % (t, nt))
-            self.emit("tile[t] = b[g % len(b)];")
-            self.emit("syncthreads();")
-            src_b = "tile[(t + k) % nt]"
-        else:
-            src_b = "b[(g + k) % len(b)]"
+        src_b = self.b_source(t, nt, barrier, "")
         if self.chance(0.5):
             bounds = "%d" % self.r.randint(1, 20)
         else:
