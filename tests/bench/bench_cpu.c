@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "../../runtime/kjit.h"
+#include "bench_clock.h"
 
 static int repeat = 7;
 static bool first_row = true;
@@ -46,27 +47,6 @@ static void emit(const char *name, double ms)
 {
     printf("%s\"%s\": %.4f", first_row ? "" : ", ", name, ms);
     first_row = false;
-}
-
-/* KJIT_BENCH_CLOCK=thread: the calling thread's CPU time instead of the wall
- * clock, which a busy machine does not inflate (meaningful for the cpu target
- * only: parallel's work runs on other threads). */
-static double now_ms(void)
-{
-    static int clock_id = -1;
-    if (clock_id < 0) {
-        const char *env = getenv("KJIT_BENCH_CLOCK");
-        clock_id = env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
-    }
-    struct timespec ts;
-    clock_gettime((clockid_t)clock_id, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static void die_on(kjit_status status, kjit_context *context, const char *what)

@@ -40,30 +40,11 @@
 #include <time.h>
 
 #include "../../runtime/kjit.h"
+#include "bench_clock.h"
 #include "simd_ref.h"
 
 enum { RUNNER_CPU, RUNNER_PARALLEL, RUNNER_HAND_SIMD, RUNNER_SCALAR_C, RUNNER_COUNT };
 static const char *const runner_keys[RUNNER_COUNT] = {"cpu", "parallel", "hand_simd", "scalar_c"};
-
-/* KJIT_BENCH_CLOCK=thread: the calling thread's CPU time instead of the wall
- * clock, as in bench_cpu.c (for a busy machine; meaningless for parallel). */
-static double now_ms(void)
-{
-    static int clock_id = -1;
-    if (clock_id < 0) {
-        const char *env = getenv("KJIT_BENCH_CLOCK");
-        clock_id = env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
-    }
-    struct timespec ts;
-    clock_gettime((clockid_t)clock_id, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void *xmalloc(size_t bytes)
 {

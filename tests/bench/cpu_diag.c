@@ -36,23 +36,10 @@
 #include <time.h>
 
 #include "../../runtime/kjit.h"
+#include "bench_clock.h"
 
 static int repeat = 7;
 static bool first_row = true;
-
-static double now_ms(void)
-{
-    const char *env = getenv("KJIT_BENCH_CLOCK");
-    struct timespec ts;
-    clock_gettime(env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void die_on(kjit_status status, kjit_context *context, const char *what)
 {
