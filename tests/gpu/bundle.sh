@@ -83,6 +83,23 @@ numba_pythonpath() {
     echo "$path"
 }
 
+# numba_layer PATH: "Numba VERSION, threading layer NAME, N threads" of the
+# Numba found with PYTHONPATH=PATH, after it has run a prange loop (which
+# picks the layer); on a failure, its message (the caller shows the last
+# line).
+numba_layer() {
+    PYTHONPATH="$1" python3 - 2>&1 <<'PY'
+import numba, numpy as np
+@numba.njit(parallel=True)
+def inc(a, b):
+    for i in numba.prange(a.size):
+        b[i] = a[i] + 1
+a = np.zeros(100000, np.int32); inc(a, np.empty_like(a))
+print(f"Numba {numba.__version__}, threading layer {numba.threading_layer()}, "
+      f"{numba.get_num_threads()} threads")
+PY
+}
+
 # python/kjit/_fast*.so, the Python package's compiled hot path (kjit/_fast.c),
 # built here by the package's own build backend (build_backend/kjit_build.py)
 # with this machine's C compiler, Python headers and NumPy headers: the bundle
