@@ -17,7 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/kjit.h"
+#define BENCH_PROGRAM "bench_cpu"
+#include "bench_common.h"
 
 static int repeat = 7;
 static bool first_row = true;
@@ -46,36 +47,6 @@ static void emit(const char *name, double ms)
 {
     printf("%s\"%s\": %.4f", first_row ? "" : ", ", name, ms);
     first_row = false;
-}
-
-/* KJIT_BENCH_CLOCK=thread: the calling thread's CPU time instead of the wall
- * clock, which a busy machine does not inflate (meaningful for the cpu target
- * only: parallel's work runs on other threads). */
-static double now_ms(void)
-{
-    static int clock_id = -1;
-    if (clock_id < 0) {
-        const char *env = getenv("KJIT_BENCH_CLOCK");
-        clock_id = env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
-    }
-    struct timespec ts;
-    clock_gettime((clockid_t)clock_id, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void die_on(kjit_status status, kjit_context *context, const char *what)
-{
-    if (status == KJIT_OK)
-        return;
-    fprintf(stderr, "bench_cpu: %s: %s: %s\n", what, kjit_status_name(status),
-            kjit_last_error(context));
-    exit(1);
 }
 
 typedef struct Call {
@@ -135,18 +106,6 @@ static void check_elementwise(const char *name, const float *a32, const float *b
             exit(1);
         }
     }
-}
-
-static kjit_function *load(kjit_context *context, const char *dir, const char *file,
-                           const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    kjit_module *module;
-    die_on(kjit_compile_file(context, path, &module), context, path);
-    kjit_function *function;
-    die_on(kjit_module_function(module, name, &function), context, name);
-    return function;
 }
 
 static void fill_random(float *f32, double *f64, int64_t n, double scale)

@@ -39,31 +39,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/kjit.h"
+#define BENCH_PROGRAM "bench_simd"
+#include "bench_common.h"
 #include "simd_ref.h"
 
 enum { RUNNER_CPU, RUNNER_PARALLEL, RUNNER_HAND_SIMD, RUNNER_SCALAR_C, RUNNER_COUNT };
 static const char *const runner_keys[RUNNER_COUNT] = {"cpu", "parallel", "hand_simd", "scalar_c"};
-
-/* KJIT_BENCH_CLOCK=thread: the calling thread's CPU time instead of the wall
- * clock, as in bench_cpu.c (for a busy machine; meaningless for parallel). */
-static double now_ms(void)
-{
-    static int clock_id = -1;
-    if (clock_id < 0) {
-        const char *env = getenv("KJIT_BENCH_CLOCK");
-        clock_id = env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
-    }
-    struct timespec ts;
-    clock_gettime((clockid_t)clock_id, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void *xmalloc(size_t bytes)
 {
@@ -73,15 +54,6 @@ static void *xmalloc(size_t bytes)
         exit(1);
     }
     return p;
-}
-
-static void die_on(kjit_status status, kjit_context *context, const char *what)
-{
-    if (status == KJIT_OK)
-        return;
-    fprintf(stderr, "bench_simd: %s: %s: %s\n", what, kjit_status_name(status),
-            kjit_last_error(context));
-    exit(1);
 }
 
 /* ------------------------------------------------------------ the workloads */
@@ -326,18 +298,6 @@ typedef struct Bench {
     kjit_context *context[2]; /* cpu, parallel; NULL when not timed */
     bool timed[RUNNER_COUNT];
 } Bench;
-
-static kjit_function *load(kjit_context *context, const char *dir, const char *file,
-                           const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    kjit_module *module;
-    die_on(kjit_compile_file(context, path, &module), context, path);
-    kjit_function *function;
-    die_on(kjit_module_function(module, name, &function), context, name);
-    return function;
-}
 
 /* One run of one runner; its output lands in w->kjit_out or w->c_out[simd]. */
 static void run_once(const Bench *bench, Workload *w, int runner)

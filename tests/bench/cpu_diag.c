@@ -35,33 +35,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/kjit.h"
+#define BENCH_PROGRAM "cpu_diag"
+#include "bench_common.h"
 
 static int repeat = 7;
 static bool first_row = true;
-
-static double now_ms(void)
-{
-    const char *env = getenv("KJIT_BENCH_CLOCK");
-    struct timespec ts;
-    clock_gettime(env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void die_on(kjit_status status, kjit_context *context, const char *what)
-{
-    if (status == KJIT_OK)
-        return;
-    fprintf(stderr, "cpu_diag: %s: %s: %s\n", what, kjit_status_name(status),
-            context ? kjit_last_error(context) : "");
-    exit(1);
-}
 
 static void emit(const char *name, double value)
 {
@@ -80,17 +58,6 @@ static kjit_context *open_context(kjit_target target, int num_threads)
     kjit_context *context;
     die_on(kjit_context_create(&options, &context), NULL, "context");
     return context;
-}
-
-static kjit_function *load(kjit_context *context, const char *dir, const char *file, const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    kjit_module *module;
-    die_on(kjit_compile_file(context, path, &module), context, path);
-    kjit_function *function;
-    die_on(kjit_module_function(module, name, &function), context, name);
-    return function;
 }
 
 /* A launch (out NULL) or a vectorized call; the median over `repeat`
