@@ -46,9 +46,7 @@ run "diag -avx512f" KJIT_CPU_FEATURES=-avx512f -- "$work/cpu_diag" "$bench" "$re
 numba_path=$(numba_pythonpath "$work/numba-site")
 run "numba" KJIT_BENCH_ONLY="$rows" PYTHONPATH="$numba_path" -- python3 "$bench/bench_cpu.py" "$repeat"
 
-grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
-echo
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 "$root/bin/kjit" info | grep '^host cpu' | cut -c1-60
 python3 - "$work" "$((SECONDS - start))" <<'PY'
 import json, os, sys

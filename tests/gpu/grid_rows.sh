@@ -65,9 +65,7 @@ done
 [ "$only" = par ] || env KJIT_BENCH_ONLY="inc i32" PYTHONPATH="$numba_path" python3 "$bench/bench_cpu.py" "$repeat" \
     > "$work/numba.json" 2> "$work/numba.err" || { echo "NumPy/Numba: $(tail -3 "$work/numba.err")"; }
 
-grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
-echo
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 nproc
 python3 - "$work" "$((SECONDS - start))" <<'PY'
 import json, os, sys

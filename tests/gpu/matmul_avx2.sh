@@ -49,8 +49,7 @@ halves += loop.replace("range(4) {\n                let", "range(2, 4) {\n      
 open(path, "w").write(src.replace(loop, halves))
 PY
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-grep -o 'avx2\|avx512f\|fma' /proc/cpuinfo | sort -u | tr '\n' ' '
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 cat > "$work/np.py" <<'PY'
 import ctypes, glob, os, statistics, sys, time
 import numpy as np

@@ -79,19 +79,9 @@ run "diag.after" X=1 -- "$work/cpu_diag" "$bench" "$repeat"
 numba_path=$(numba_pythonpath "$work/numba-site")
 run "numba.cpu" KJIT_BENCH_ONLY="$rows" PYTHONPATH="$numba_path" -- python3 "$bench/bench_cpu.py" "$repeat"
 run "numba.simd" PYTHONPATH="$numba_path" -- python3 "$bench/bench_simd.py" "$work/refs" "$repeat"
-layer=$(PYTHONPATH="$numba_path" python3 - 2>&1 <<'PY'
-import numba, numpy as np
-@numba.njit(parallel=True)
-def inc(a, b):
-    for i in numba.prange(a.size):
-        b[i] = a[i] + 1
-a = np.zeros(100000, np.int32); inc(a, np.empty_like(a))
-print(f"Numba {numba.__version__}, threading layer {numba.threading_layer()}, "
-      f"{numba.get_num_threads()} threads")
-PY
-)
+layer=$(numba_layer "$numba_path")
 
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 echo "$(nproc) logical cpus; $(echo "$layer" | tail -1)"
 python3 - "$work" "$((SECONDS - start))" "$rounds" <<'PY'
 import json, os, statistics, sys
