@@ -356,12 +356,7 @@ static void inc_rows(kjit_context *context, const char *bench_dir)
             call.inner = size == 0 ? 200 : 10;
             memset(b, 0, sizeof(int32_t) * (size_t)n);
             double ms = median_ms(context, &call);
-            for (int64_t i = 0; i < n; i++)
-                if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
-                    fprintf(stderr, "bench_cpu: %s: b[%lld] is %d, want %d\n", name, (long long)i, b[i],
-                            (int32_t)((uint32_t)a[i] + 1u));
-                    exit(1);
-                }
+            check_inc(name, a, b, n);
             emit(name, ms);
         }
         free(a);

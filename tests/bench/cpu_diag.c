@@ -130,15 +130,6 @@ static void stencil_rows(kjit_context *context, const char *dir)
     }
 }
 
-static void check_inc(const char *name, const int32_t *a, const int32_t *b, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
-            fprintf(stderr, "cpu_diag: %s: b[%lld] wrong\n", name, (long long)i);
-            exit(1);
-        }
-}
-
 /* One call of almost no work, per target (us), and inc1 over 1e5 with 1 to
  * 16 workers on parallel. */
 static void call_rows(const char *dir)
