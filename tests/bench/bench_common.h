@@ -21,17 +21,6 @@
 
 #ifndef BENCH_PROGRAM
 #error "define BENCH_PROGRAM (the program's name) before including bench_common.h"
-/* inc.kern's forms' result: b[i] == a[i] + 1 (wrapping), else the run fails. */
-static inline void check_inc(const char *name, const int32_t *a, const int32_t *b, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
-            fprintf(stderr, BENCH_PROGRAM ": %s: b[%lld] is %d, want %d\n", name, (long long)i, b[i],
-                    (int32_t)((uint32_t)a[i] + 1u));
-            exit(1);
-        }
-}
-
 #endif
 
 /* KJIT_BENCH_CLOCK=thread: the calling thread's CPU time instead of the wall

@@ -1,5 +1,6 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
-# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh,
+# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh, pyhot.sh,
+# jit_layout.sh,
 # bench_cpu_host.sh, cpu_host_diag.sh, grid_rows.sh, pool_diag.sh, host_rows.sh, reduce_compile.sh,
 # reduce_forms.sh, compile_threads.sh, matmul_cpu.sh, matmul_avx2.sh, tests/bench/bench_gpu.sh and
 # others); sourced.
