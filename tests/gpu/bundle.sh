@@ -1,9 +1,9 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
-# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh, pyhot.sh,
-# jit_layout.sh,
-# bench_cpu_host.sh, cpu_host_diag.sh, grid_rows.sh, pool_diag.sh, host_rows.sh, reduce_compile.sh,
-# reduce_forms.sh, compile_threads.sh, matmul_cpu.sh, matmul_avx2.sh, tests/bench/bench_gpu.sh and
-# others); sourced.
+# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh,
+# python.sh, pyhot.sh, jit_layout.sh, bench_cpu_host.sh, cpu_host_diag.sh,
+# grid_rows.sh, pool_diag.sh, host_rows.sh, reduce_compile.sh, reduce_forms.sh,
+# compile_threads.sh, matmul_cpu.sh, matmul_avx2.sh, tests/bench/bench_gpu.sh
+# and others); sourced.
 
 # enter_bundle DIR: what each script that runs from the bundle does first:
 # into DIR (root: its path), bin/libkjit.so unpacked, a work folder that goes
