@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/kjit.h"
-#include "bench_clock.h"
+#define BENCH_PROGRAM "bench_cpu"
+#include "bench_common.h"
 
 static int repeat = 7;
 static bool first_row = true;
@@ -47,15 +47,6 @@ static void emit(const char *name, double ms)
 {
     printf("%s\"%s\": %.4f", first_row ? "" : ", ", name, ms);
     first_row = false;
-}
-
-static void die_on(kjit_status status, kjit_context *context, const char *what)
-{
-    if (status == KJIT_OK)
-        return;
-    fprintf(stderr, "bench_cpu: %s: %s: %s\n", what, kjit_status_name(status),
-            kjit_last_error(context));
-    exit(1);
 }
 
 typedef struct Call {
@@ -115,18 +106,6 @@ static void check_elementwise(const char *name, const float *a32, const float *b
             exit(1);
         }
     }
-}
-
-static kjit_function *load(kjit_context *context, const char *dir, const char *file,
-                           const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    kjit_module *module;
-    die_on(kjit_compile_file(context, path, &module), context, path);
-    kjit_function *function;
-    die_on(kjit_module_function(module, name, &function), context, name);
-    return function;
 }
 
 static void fill_random(float *f32, double *f64, int64_t n, double scale)
@@ -377,12 +356,7 @@ static void inc_rows(kjit_context *context, const char *bench_dir)
             call.inner = size == 0 ? 200 : 10;
             memset(b, 0, sizeof(int32_t) * (size_t)n);
             double ms = median_ms(context, &call);
-            for (int64_t i = 0; i < n; i++)
-                if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
-                    fprintf(stderr, "bench_cpu: %s: b[%lld] is %d, want %d\n", name, (long long)i, b[i],
-                            (int32_t)((uint32_t)a[i] + 1u));
-                    exit(1);
-                }
+            check_inc(name, a, b, n);
             emit(name, ms);
         }
         free(a);

@@ -39,8 +39,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/kjit.h"
-#include "bench_clock.h"
+#define BENCH_PROGRAM "bench_simd"
+#include "bench_common.h"
 #include "simd_ref.h"
 
 enum { RUNNER_CPU, RUNNER_PARALLEL, RUNNER_HAND_SIMD, RUNNER_SCALAR_C, RUNNER_COUNT };
@@ -54,15 +54,6 @@ static void *xmalloc(size_t bytes)
         exit(1);
     }
     return p;
-}
-
-static void die_on(kjit_status status, kjit_context *context, const char *what)
-{
-    if (status == KJIT_OK)
-        return;
-    fprintf(stderr, "bench_simd: %s: %s: %s\n", what, kjit_status_name(status),
-            kjit_last_error(context));
-    exit(1);
 }
 
 /* ------------------------------------------------------------ the workloads */
@@ -307,18 +298,6 @@ typedef struct Bench {
     kjit_context *context[2]; /* cpu, parallel; NULL when not timed */
     bool timed[RUNNER_COUNT];
 } Bench;
-
-static kjit_function *load(kjit_context *context, const char *dir, const char *file,
-                           const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    kjit_module *module;
-    die_on(kjit_compile_file(context, path, &module), context, path);
-    kjit_function *function;
-    die_on(kjit_module_function(module, name, &function), context, name);
-    return function;
-}
 
 /* One run of one runner; its output lands in w->kjit_out or w->c_out[simd]. */
 static void run_once(const Bench *bench, Workload *w, int runner)

@@ -2,13 +2,13 @@
 # SIMD), NumPy and Numba, one run, one table.  Not a timed test: it reports
 # ratios; see docs/performance.md.
 
-$(BUILD)/bench_cpu: tests/bench/bench_cpu.c tests/bench/bench_clock.h $(BUILD)/libkjit.so runtime/kjit.h
+$(BUILD)/bench_cpu: tests/bench/bench_cpu.c tests/bench/bench_common.h $(BUILD)/libkjit.so runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
 
 # tests/gpu/cpu_host_diag.sh's measurements (stencil3d at chosen page offsets,
 # a call's own cost, the parallel row by workers); built and run once,
 # untimed, by test-bench-refs so that it cannot rot.
-$(BUILD)/cpu_diag: tests/bench/cpu_diag.c tests/bench/bench_clock.h $(BUILD)/libkjit.so runtime/kjit.h
+$(BUILD)/cpu_diag: tests/bench/cpu_diag.c tests/bench/bench_common.h $(BUILD)/libkjit.so runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
 
 # The C references are GCC's (vector extensions, __builtin_shuffle), built for
@@ -21,7 +21,7 @@ $(BUILD)/bench/simd_ref.o: tests/bench/simd_ref.c tests/bench/simd_ref.h
 	@mkdir -p $(dir $@)
 	$(BENCH_REF_CC) $(BENCH_REF_CFLAGS) -c $< -o $@
 
-$(BUILD)/bench_simd: tests/bench/bench_simd.c tests/bench/simd_ref.h tests/bench/bench_clock.h \
+$(BUILD)/bench_simd: tests/bench/bench_simd.c tests/bench/bench_common.h tests/bench/simd_ref.h \
                      $(BUILD)/bench/simd_ref.o $(BUILD)/libkjit.so runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< $(BUILD)/bench/simd_ref.o \
 	  -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'

@@ -35,20 +35,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/kjit.h"
-#include "bench_clock.h"
+#define BENCH_PROGRAM "cpu_diag"
+#include "bench_common.h"
 
 static int repeat = 7;
 static bool first_row = true;
-
-static void die_on(kjit_status status, kjit_context *context, const char *what)
-{
-    if (status == KJIT_OK)
-        return;
-    fprintf(stderr, "cpu_diag: %s: %s: %s\n", what, kjit_status_name(status),
-            context ? kjit_last_error(context) : "");
-    exit(1);
-}
 
 static void emit(const char *name, double value)
 {
@@ -67,17 +58,6 @@ static kjit_context *open_context(kjit_target target, int num_threads)
     kjit_context *context;
     die_on(kjit_context_create(&options, &context), NULL, "context");
     return context;
-}
-
-static kjit_function *load(kjit_context *context, const char *dir, const char *file, const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    kjit_module *module;
-    die_on(kjit_compile_file(context, path, &module), context, path);
-    kjit_function *function;
-    die_on(kjit_module_function(module, name, &function), context, name);
-    return function;
 }
 
 /* A launch (out NULL) or a vectorized call; the median over `repeat`
@@ -148,15 +128,6 @@ static void stencil_rows(kjit_context *context, const char *dir)
         free(ubuf);
         free(vbuf);
     }
-}
-
-static void check_inc(const char *name, const int32_t *a, const int32_t *b, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
-            fprintf(stderr, "cpu_diag: %s: b[%lld] wrong\n", name, (long long)i);
-            exit(1);
-        }
 }
 
 /* One call of almost no work, per target (us), and inc1 over 1e5 with 1 to

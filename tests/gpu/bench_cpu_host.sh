@@ -17,7 +17,6 @@ build_bench_programs bench_simd bench_cpu ||
     { echo "bench_cpu_host.sh: the benchmark programs do not build here"; exit 1; }
 
 numba_path=$(numba_pythonpath "$work/numba-site")
-grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
-echo
+describe_cpu
 PYTHONPATH=$numba_path python3 "$bench/bench_cpu_report.py" "$work/bench_cpu" "$work/bench_simd" \
     "$root/examples" "${KJIT_BENCH_REPEAT:-7}"

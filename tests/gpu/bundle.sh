@@ -1,8 +1,9 @@
 # tests/gpu/bundle.sh: what the scripts that run from the GPU bundle share
-# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh, python.sh,
-# bench_cpu_host.sh, cpu_host_diag.sh, grid_rows.sh, pool_diag.sh, host_rows.sh, reduce_compile.sh,
-# reduce_forms.sh, compile_threads.sh, matmul_cpu.sh, matmul_avx2.sh, tests/bench/bench_gpu.sh and
-# others); sourced.
+# (tests/gpu/run.sh, racecheck.sh, multigpu.sh, dask.sh, dask_cpu_scaling.sh,
+# python.sh, pyhot.sh, jit_layout.sh, bench_cpu_host.sh, cpu_host_diag.sh,
+# grid_rows.sh, pool_diag.sh, host_rows.sh, reduce_compile.sh, reduce_forms.sh,
+# compile_threads.sh, matmul_cpu.sh, matmul_avx2.sh, tests/bench/bench_gpu.sh
+# and others); sourced.
 
 # enter_bundle DIR: what each script that runs from the bundle does first:
 # into DIR (root: its path), bin/libkjit.so unpacked, a work folder that goes
@@ -83,23 +84,6 @@ numba_pythonpath() {
     echo "$path"
 }
 
-# numba_layer PATH: "Numba VERSION, threading layer NAME, N threads" of the
-# Numba found with PYTHONPATH=PATH, after it has run a prange loop (which
-# picks the layer); on a failure, its message (the caller shows the last
-# line).
-numba_layer() {
-    PYTHONPATH="$1" python3 - 2>&1 <<'PY'
-import numba, numpy as np
-@numba.njit(parallel=True)
-def inc(a, b):
-    for i in numba.prange(a.size):
-        b[i] = a[i] + 1
-a = np.zeros(100000, np.int32); inc(a, np.empty_like(a))
-print(f"Numba {numba.__version__}, threading layer {numba.threading_layer()}, "
-      f"{numba.get_num_threads()} threads")
-PY
-}
-
 # python/kjit/_fast*.so, the Python package's compiled hot path (kjit/_fast.c),
 # built here by the package's own build backend (build_backend/kjit_build.py)
 # with this machine's C compiler, Python headers and NumPy headers: the bundle
@@ -137,6 +121,42 @@ with tempfile.TemporaryDirectory(prefix="kjit-ext-") as work:
 print(f"python extension: built {os.path.join(root, 'python', made[0])} with "
       f"{sysconfig.get_config_var('CC') or 'cc'}, Python {sys.version.split()[0]}")
 PY
+}
+
+# describe_cpu: two lines on this host's CPU for a script's header: its
+# vector features (avx2, avx512*, fma) and /proc/cpuinfo's model name.
+describe_cpu() {
+    grep -o 'avx512[a-z]*\|avx2\|fma' /proc/cpuinfo | sort -u | tr '\n' ' '
+    echo
+    grep -m1 'model name' /proc/cpuinfo
+}
+
+# numba_layer PYTHONPATH: one line, Numba's version, the threading layer it
+# picks for a prange loop and its thread count (errors, if any, before it: the
+# caller keeps the last line).  For host_rows.sh and pool_diag.sh.
+numba_layer() {
+    PYTHONPATH="$1" python3 - 2>&1 <<'PY'
+import numba, numpy as np
+@numba.njit(parallel=True)
+def inc(a, b):
+    for i in numba.prange(a.size):
+        b[i] = a[i] + 1
+a = np.zeros(100000, np.int32); inc(a, np.empty_like(a))
+print(f"Numba {numba.__version__}, threading layer {numba.threading_layer()}, "
+      f"{numba.get_num_threads()} threads")
+PY
+}
+
+# python_package_step: the bundle's Python package for what follows
+# (KJIT_LIBRARY the bundle's libkjit.so, PYTHONPATH its python/ first), and its
+# compiled hot path built (build_python_extension) as the step "python
+# extension step" of the script's counts (pass, fail: start_counts or the
+# script's own).  For tests/gpu/python.sh and pyhot.sh; after enter_bundle.
+python_package_step() {
+    export KJIT_LIBRARY=$root/bin/libkjit.so
+    export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+    echo "=== the compiled hot path (python/kjit/_fast.c, built here)"
+    if build_python_extension; then pass "python extension step"; else fail "python extension step"; fi
 }
 
 # dask_site DIR: makes Dask and distributed importable, for tests/gpu/dask.sh

@@ -46,19 +46,14 @@ run "diag -avx512f" KJIT_CPU_FEATURES=-avx512f -- "$work/cpu_diag" "$bench" "$re
 numba_path=$(numba_pythonpath "$work/numba-site")
 run "numba" KJIT_BENCH_ONLY="$rows" PYTHONPATH="$numba_path" -- python3 "$bench/bench_cpu.py" "$repeat"
 
-grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
-echo
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 "$root/bin/kjit" info | grep '^host cpu' | cut -c1-60
 python3 - "$work" "$((SECONDS - start))" <<'PY'
 import json, os, sys
+sys.path.insert(0, "tests/gpu")  # run from the bundle's root (enter_bundle)
+from work_json import json_loader
 work, seconds = sys.argv[1], sys.argv[2]
-def load(name):
-    try:
-        with open(os.path.join(work, name + ".json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+load = json_loader(work)
 bench = ["as the table", "cpu alone", "cache off", "SIMD=0, cache off", "-avx512f", "SPECIALISE=0"]
 data = {name: load(name) for name in bench}
 numba = load("numba")

@@ -65,19 +65,14 @@ done
 [ "$only" = par ] || env KJIT_BENCH_ONLY="inc i32" PYTHONPATH="$numba_path" python3 "$bench/bench_cpu.py" "$repeat" \
     > "$work/numba.json" 2> "$work/numba.err" || { echo "NumPy/Numba: $(tail -3 "$work/numba.err")"; }
 
-grep -o 'avx512[a-z]*\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '
-echo
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 nproc
 python3 - "$work" "$((SECONDS - start))" <<'PY'
 import json, os, sys
+sys.path.insert(0, "tests/gpu")  # run from the bundle's root (enter_bundle)
+from work_json import json_loader
 work, seconds = sys.argv[1], sys.argv[2]
-def load(name):
-    try:
-        with open(os.path.join(work, name + ".json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+load = json_loader(work)
 def cell(ms):
     return "-" if ms is None else f"{ms:.4f}" if ms < 0.1 else f"{ms:.3f}"
 def ratio(a, b):

@@ -62,18 +62,15 @@ run "numba.cpu" KJIT_BENCH_ONLY="stencil3d f64 32" PYTHONPATH="$numba_path" -- \
     python3 "$bench/bench_cpu.py" "$repeat"
 run "numba.simd" PYTHONPATH="$numba_path" -- python3 "$bench/bench_simd.py" "$work/refs" "$repeat"
 layer=$(numba_layer "$numba_path")
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 echo "$(nproc) logical cpus; $(echo "$layer" | tail -1); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
 python3 - "$work" "$((SECONDS - start))" "$rounds" <<'PY'
 import json, os, statistics, sys
+sys.path.insert(0, "tests/gpu")  # run from the bundle's root (enter_bundle)
+from work_json import json_loader
 work, seconds, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def load(name):
-    try:
-        with open(os.path.join(work, name + ".json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+load = json_loader(work)
 def value(key, r, target, row):
     data = dict(load(f"{key}.{r}.simd").get(target, {}))
     data.update(load(f"{key}.{r}.cpu").get(target, {}))

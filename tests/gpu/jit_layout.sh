@@ -9,16 +9,11 @@
 # the same probe against that library too, for comparison.  Exits non-zero
 # when the bundle's library put some object's constants far from its code.
 set -u
-bundle=${1:-build/gpu-bundle}
 other=${2:-}
 [ -z "$other" ] || other=$(cd "$other" && pwd) || exit 1
-cd "$bundle" || { echo "jit_layout.sh: no bundle at $bundle"; exit 1; }
-root=$PWD
-. "$root/tests/gpu/bundle.sh"
-unpack_libkjit || { echo "jit_layout.sh: cannot unpack bin/libkjit.so.xz"; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export KJIT_STDLIB=$root/stdlib KJIT_CACHE=off
+. "$(dirname "$0")/bundle.sh"
+enter_bundle "${1:-build/gpu-bundle}"
+export KJIT_CACHE=off
 objects=${JIT_LAYOUT_OBJECTS:-400}
 
 gcc -std=c11 -D_GNU_SOURCE -O2 -o "$work/jit_layout" \

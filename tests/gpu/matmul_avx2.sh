@@ -25,8 +25,7 @@ export KJIT_CACHE=off
 start_counts
 build_bench_programs bench_cpu || { fail "bench_cpu does not build here"; echo "$passed passed, $failed failed"; exit 1; }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-grep -o 'avx2\|avx512f\|fma' /proc/cpuinfo | sort -u | tr '\n' ' '
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 cat > "$work/np.py" <<'PY'
 import ctypes, glob, os, statistics, sys, time
 import numpy as np

@@ -69,8 +69,7 @@ gcc $flags -o "$work/bench_cpu" tests/bench/bench_cpu.c -L"$work" -lkjit -lm -Wl
 before() { KJIT_SIMD_THREAD_ARRAYS=0 "$@"; }
 after() { "$@"; }
 fma() { "$@"; }
-grep -o 'avx2\|avx512f\|fma' /proc/cpuinfo | sort -u | tr '\n' ' '
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 lscpu 2>/dev/null | grep -E '^(L1d cache|L2 cache|L3 cache|CPU max MHz):' | tr -s ' ' | tr '\n' ';'
 echo
 

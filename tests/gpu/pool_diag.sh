@@ -81,17 +81,14 @@ run "numba.cpu" KJIT_BENCH_ONLY="$rows" PYTHONPATH="$numba_path" -- python3 "$be
 run "numba.simd" PYTHONPATH="$numba_path" -- python3 "$bench/bench_simd.py" "$work/refs" "$repeat"
 layer=$(numba_layer "$numba_path")
 
-grep -m1 'model name' /proc/cpuinfo
+describe_cpu
 echo "$(nproc) logical cpus; $(echo "$layer" | tail -1)"
 python3 - "$work" "$((SECONDS - start))" "$rounds" <<'PY'
 import json, os, statistics, sys
+sys.path.insert(0, "tests/gpu")  # run from the bundle's root (enter_bundle)
+from work_json import json_loader
 work, seconds, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def load(name):
-    try:
-        with open(os.path.join(work, name + ".json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
+load = json_loader(work)
 def rows_of(name, target):
     """{row: ms} of bench_cpu's and bench_simd's JSON for one setting."""
     out = dict(load(name + ".cpu").get(target, {}))

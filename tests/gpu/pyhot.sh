@@ -25,11 +25,8 @@ passed=0
 failed=0
 pass() { passed=$((passed + 1)); echo "PASS $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-export KJIT_LIBRARY=$root/bin/libkjit.so
-export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 {
-    echo "=== the compiled hot path (python/kjit/_fast.c, built here)"
-    build_python_extension && pass "python extension step" || fail "python extension step"
+    python_package_step
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1 | head -3
     echo "=== the layers of add(d, e, out=f) in one process (tests/gpu/pyhot_diag.py)"
     python3 "$root/tests/gpu/pyhot_diag.py" "$root" && pass "pyhot_diag.py" || fail "pyhot_diag.py"

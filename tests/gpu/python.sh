@@ -62,11 +62,8 @@ passed=0
 failed=0
 pass() { passed=$((passed + 1)); echo "PASS $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-export KJIT_LIBRARY=$root/bin/libkjit.so
-export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 
-echo "=== the compiled hot path (python/kjit/_fast.c, built here)"
-build_python_extension && pass "python extension step" || fail "python extension step"
+python_package_step
 hot=$(python3 -c 'import kjit; print(kjit.hot_path)' 2>&1)
 echo "kjit.hot_path: $hot"
 [ "$hot" = compiled ] && pass "Python runs the compiled hot path" \

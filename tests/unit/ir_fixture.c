@@ -2,6 +2,7 @@
 #include "ir_fixture.h"
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,14 +51,25 @@ const char *compiled_errors(const Compiled *cp)
     return cp->errors.data ? cp->errors.data : "";
 }
 
-KjIrFunction *compiled_function(const Compiled *cp, const char *name)
+/* The function whose name (by_symbol false) or symbol is key. */
+static KjIrFunction *find_function(const Compiled *cp, const char *key, bool by_symbol)
 {
     ck_assert_msg(cp->module, "compile failed:\n%s", compiled_errors(cp));
     for (int i = 0; i < cp->module->functions.count; i++) {
         KjIrFunction *fn = cp->module->functions.items[i];
-        if (strcmp(fn->name, name) == 0)
+        if (strcmp(by_symbol ? fn->symbol : fn->name, key) == 0)
             return fn;
     }
-    ck_abort_msg("no function %s", name);
+    ck_abort_msg("no function %s", key);
     return NULL;
+}
+
+KjIrFunction *compiled_function(const Compiled *cp, const char *name)
+{
+    return find_function(cp, name, false);
+}
+
+KjIrFunction *compiled_function_symbol(const Compiled *cp, const char *symbol)
+{
+    return find_function(cp, symbol, true);
 }

@@ -27,5 +27,8 @@ const char *compiled_errors(const Compiled *cp);
 /* The function called name; a failed compile or no such function fails the
  * test. */
 KjIrFunction *compiled_function(const Compiled *cp, const char *name);
+/* The same by symbol (the name code is emitted under: a generic's instance,
+ * an import's qualified name). */
+KjIrFunction *compiled_function_symbol(const Compiled *cp, const char *symbol);
 
 #endif

@@ -13,10 +13,15 @@ void rng_seed(uint64_t *state, const char *suite)
     printf("%s: random seed %llu\n", suite, (unsigned long long)*state);
 }
 
-double rng_uniform(uint64_t *state, double lo, double hi)
+uint64_t rng_next(uint64_t *state)
 {
     *state ^= *state << 13;
     *state ^= *state >> 7;
     *state ^= *state << 17;
-    return lo + (hi - lo) * (double)(*state >> 11) / 9007199254740992.0;
+    return *state;
+}
+
+double rng_uniform(uint64_t *state, double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(rng_next(state) >> 11) / 9007199254740992.0;
 }

@@ -14,20 +14,9 @@
 #include <string.h>
 
 #include "kjit_runtime.h"
+#include "rng.h"
 
 static uint64_t rng = 0x853c49e6748fea9bULL;
-static uint64_t next_random(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static double uniform(double low, double high)
-{
-    return low + (high - low) * (double)(next_random() >> 11) / 9007199254740992.0;
-}
-
 static kjit_context *make_context(kjit_target target)
 {
     kjit_options options;
@@ -224,7 +213,7 @@ START_TEST(plain_functions_convert_scalars)
     kjit_function *fn;
     kjit_array result;
     for (int trial = 0; trial < 20; trial++) {
-        double x = uniform(-100, 100), y = uniform(-100, 100);
+        double x = rng_uniform(&rng, -100, 100), y = rng_uniform(&rng, -100, 100);
         ck_assert_int_eq(kjit_module_function(module, "hypot2", &fn), KJIT_OK);
         kjit_arg args[2] = {kjit_arg_f64(x), kjit_arg_i64((int64_t)y)};
         ck_assert_msg(kjit_call(fn, args, 2, NULL, &result) == KJIT_OK, "%s",
@@ -236,8 +225,8 @@ START_TEST(plain_functions_convert_scalars)
         kjit_array_free(&result);
 
         ck_assert_int_eq(kjit_module_function(module, "scaled", &fn), KJIT_OK);
-        int n = (int)(next_random() % 1000);
-        float s = (float)uniform(-2, 2);
+        int n = (int)(rng_next(&rng) % 1000);
+        float s = (float)rng_uniform(&rng, -2, 2);
         kjit_arg sargs[2] = {kjit_arg_i64(n), kjit_arg_f64(s)};
         ck_assert_int_eq(kjit_call(fn, sargs, 2, NULL, &result), KJIT_OK);
         ck_assert_int_eq(result.dtype, KJIT_F32);
@@ -263,7 +252,7 @@ START_TEST(plain_functions_convert_scalars)
     ck_assert_int_eq(kjit_module_function(module, "total", &fn), KJIT_OK);
     double values[100], want = 0;
     for (int i = 0; i < 100; i++)
-        want += values[i] = uniform(-1, 1);
+        want += values[i] = rng_uniform(&rng, -1, 1);
     int64_t shape[1] = {100};
     kjit_array a = kjit_array_make(values, KJIT_F64, 1, shape);
     kjit_arg arg = kjit_arg_array(&a);
@@ -287,8 +276,8 @@ static void saxpy_on(kjit_target target)
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float)),
           *want = malloc(N * sizeof(float)), *y0 = malloc(N * sizeof(float));
     for (int i = 0; i < N; i++) {
-        x[i] = (float)uniform(-1, 1);
-        y[i] = (float)uniform(-1, 1);
+        x[i] = (float)rng_uniform(&rng, -1, 1);
+        y[i] = (float)rng_uniform(&rng, -1, 1);
         y0[i] = y[i];
         want[i] = (float)(1.5 * (double)x[i] + (double)y[i]);
     }
@@ -402,8 +391,8 @@ START_TEST(device_memory_streams_events_on_host)
     enum { N = 5000 };
     float a[N], b[N], back[N];
     for (int i = 0; i < N; i++) {
-        a[i] = (float)uniform(-5, 5);
-        b[i] = (float)uniform(-5, 5);
+        a[i] = (float)rng_uniform(&rng, -5, 5);
+        b[i] = (float)rng_uniform(&rng, -5, 5);
     }
     int64_t n = N;
     kjit_array A = kjit_array_make(a, KJIT_F32, 1, &n), B = kjit_array_make(b, KJIT_F32, 1, &n);
@@ -669,7 +658,7 @@ static void unary_example(kjit_target target, const char *file, const char *name
     enum { N = 200000 };
     void *in = malloc(N * 8);
     for (int i = 0; i < N; i++) {
-        double v = uniform(low, high);
+        double v = rng_uniform(&rng, low, high);
         if (single)
             ((float *)in)[i] = (float)v;
         else
@@ -712,8 +701,8 @@ static void seeds_on(kjit_target target)
     enum { N = 100000 };
     float *a = malloc(N * sizeof(float)), *b = malloc(N * sizeof(float));
     for (int i = 0; i < N; i++) {
-        a[i] = (float)uniform(-1e3, 1e3);
-        b[i] = (float)uniform(-1e3, 1e3);
+        a[i] = (float)rng_uniform(&rng, -1e3, 1e3);
+        b[i] = (float)rng_uniform(&rng, -1e3, 1e3);
     }
     int64_t n = N;
     kjit_array A = kjit_array_make(a, KJIT_F32, 1, &n), B = kjit_array_make(b, KJIT_F32, 1, &n);
@@ -730,8 +719,8 @@ static void seeds_on(kjit_target target)
     kjit_function *lla = function_of(module, "lla_a");
     double *lat = malloc(N * sizeof(double)), *lon = malloc(N * sizeof(double));
     for (int i = 0; i < N; i++) {
-        lat[i] = uniform(-90, 90);
-        lon[i] = uniform(-180, 180);
+        lat[i] = rng_uniform(&rng, -90, 90);
+        lon[i] = rng_uniform(&rng, -180, 180);
     }
     kjit_array LAT = kjit_array_make(lat, KJIT_F64, 1, &n), LON = kjit_array_make(lon, KJIT_F64, 1, &n);
     double lat2 = 40.7, lon2 = -74.0, s = 6371.0;
@@ -799,10 +788,10 @@ static void stdlib_on(kjit_target target)
     double *x = malloc(N * sizeof(double)), *y = malloc(N * sizeof(double)),
            *z = malloc(N * sizeof(double)), *w = malloc(N * sizeof(double));
     for (int i = 0; i < N; i++) {
-        x[i] = uniform(-90, 90);
-        y[i] = uniform(-180, 180);
-        z[i] = uniform(-90, 90);
-        w[i] = uniform(-180, 180);
+        x[i] = rng_uniform(&rng, -90, 90);
+        y[i] = rng_uniform(&rng, -180, 180);
+        z[i] = rng_uniform(&rng, -90, 90);
+        w[i] = rng_uniform(&rng, -180, 180);
     }
     kjit_array X = kjit_array_make(x, KJIT_F64, 1, &n), Y = kjit_array_make(y, KJIT_F64, 1, &n);
     kjit_array Z = kjit_array_make(z, KJIT_F64, 1, &n), W = kjit_array_make(w, KJIT_F64, 1, &n);

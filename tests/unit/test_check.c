@@ -13,22 +13,10 @@
 #include "kjit_compiler.h"
 #include "ir_fixture.h"
 
-static KjIrFunction *function(Compiled *cp, const char *symbol)
-{
-    ck_assert_msg(cp->module, "compile failed:\n%s", compiled_errors(cp));
-    for (int i = 0; i < cp->module->functions.count; i++) {
-        KjIrFunction *fn = cp->module->functions.items[i];
-        if (strcmp(fn->symbol, symbol) == 0)
-            return fn;
-    }
-    ck_abort_msg("no function %s", symbol);
-    return NULL;
-}
-
 /* The value of the last statement (a return) of a function's body. */
 static KjIrExpr *returned(Compiled *cp, const char *symbol)
 {
-    KjIrFunction *fn = function(cp, symbol);
+    KjIrFunction *fn = compiled_function_symbol(cp, symbol);
     ck_assert_int_gt(fn->body->stmts.count, 0);
     KjIrStmt *last = fn->body->stmts.items[fn->body->stmts.count - 1];
     ck_assert_int_eq(last->kind, KJ_IR_STMT_RETURN);
@@ -250,7 +238,7 @@ START_TEST(literals_take_the_type_of_context)
     ck_assert_int_eq(mul->op, KJ_IR_MUL);
     ck_assert_int_eq(mul->type->kind, KJ_TYPE_F32);
     ck_assert_int_eq(mul->args[1]->type->kind, KJ_TYPE_F32);
-    KjIrFunction *g = function(cp, "g");
+    KjIrFunction *g = compiled_function_symbol(cp, "g");
     KjIrVar *a = g->locals.items[0], *b = g->locals.items[1];
     ck_assert_int_eq(a->type->kind, KJ_TYPE_I64);
     ck_assert_int_eq(b->type->kind, KJ_TYPE_F64);
@@ -353,11 +341,11 @@ START_TEST(kernel_flags)
                            "  a[0] = s[0, 0] + f64(t[0]) + f64(l[0]);\n"
                            "}\n"
                            "@kernel fn plain_k(a: f64[]) { a[0] = 1; }\n");
-    KjIrFunction *k = function(cp, "k");
+    KjIrFunction *k = compiled_function_symbol(cp, "k");
     /* each shared() array a 16-byte aligned slice: 20 bytes take 32 */
     ck_assert_int_eq(k->shared_bytes, 32 * 4 * 8 + 32);
     ck_assert(k->uses_syncthreads);
-    KjIrFunction *p = function(cp, "plain_k");
+    KjIrFunction *p = compiled_function_symbol(cp, "plain_k");
     ck_assert_int_eq(p->shared_bytes, 0);
     ck_assert(!p->uses_syncthreads);
     compiled_free(cp);
@@ -368,8 +356,8 @@ START_TEST(vectorize_signatures)
 {
     Compiled *cp = compile_ir("@vectorize(f32(f32, f32), f64(f64, f64))\n"
                            "fn mul(a, b) { return a * b; }\n");
-    KjIrFunction *f32v = function(cp, "mul__f32_f32");
-    KjIrFunction *f64v = function(cp, "mul__f64_f64");
+    KjIrFunction *f32v = compiled_function_symbol(cp, "mul__f32_f32");
+    KjIrFunction *f64v = compiled_function_symbol(cp, "mul__f64_f64");
     ck_assert_int_eq(f32v->kind, KJ_IR_FN_SCALAR);
     ck_assert_int_eq(f32v->ret->kind, KJ_TYPE_F32);
     ck_assert_int_eq(f64v->ret->kind, KJ_TYPE_F64);
@@ -399,7 +387,7 @@ START_TEST(imports_from_stdlib)
     Compiled *cp = compile_ir("import geo;\nimport math;\n"
                            "fn f(x: f64) -> f64 { return haversine_m(0, 0, x, 0) + lerp(0, 1, x); }\n");
     ck_assert_msg(cp->module, "%s", compiled_errors(cp));
-    function(cp, "deg2rad");
+    compiled_function_symbol(cp, "deg2rad");
     /* math is imported twice (by geo and here) but loaded once */
     int count = 0;
     for (int i = 0; i < cp->module->functions.count; i++)

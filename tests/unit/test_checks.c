@@ -21,23 +21,11 @@
 #include <time.h>
 
 #include "kjit.h"
+#include "rng.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1DULL;
 
-static uint64_t next_random(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static double uniform(double low, double high)
-{
-    return low + (high - low) * (double)(next_random() >> 11) / 9007199254740992.0;
-}
-
-static int64_t below(int64_t n) { return (int64_t)(next_random() % (uint64_t)n); }
+static int64_t below(int64_t n) { return (int64_t)(rng_next(&rng) % (uint64_t)n); }
 
 static const char source[] =
     "@kernel\n"
@@ -133,7 +121,7 @@ START_TEST(index_checks_in_kernels)
         double *src = malloc(sizeof(double) * SRC), *out = malloc(sizeof(double) * N);
         int64_t *idx = malloc(sizeof(int64_t) * N);
         for (int i = 0; i < SRC; i++)
-            src[i] = uniform(-1e3, 1e3);
+            src[i] = rng_uniform(&rng, -1e3, 1e3);
         int64_t src_shape[1] = {SRC}, n_shape[1] = {N};
         kjit_array S = kjit_array_make(src, KJIT_F64, 1, src_shape);
         kjit_array I = kjit_array_make(idx, KJIT_I64, 1, n_shape);
@@ -178,7 +166,7 @@ START_TEST(index_checks_on_shared_local_and_2d_arrays)
         kjit_function *window = function_of(context, &module, "window");
         static double a[ROWS * WIDE], out[ROWS * COLS];
         for (int i = 0; i < ROWS * WIDE; i++)
-            a[i] = uniform(-10, 10);
+            a[i] = rng_uniform(&rng, -10, 10);
         int64_t a_shape[2] = {ROWS, WIDE}, out_shape[2] = {ROWS, COLS};
         kjit_array A = kjit_array_make(a, KJIT_F64, 2, a_shape);
         kjit_array O = kjit_array_make(out, KJIT_F64, 2, out_shape);
@@ -217,7 +205,7 @@ START_TEST(index_checks_in_plain_functions)
         kjit_function *at = function_of(context, &module, "at");
         double a[10];
         for (int i = 0; i < 10; i++)
-            a[i] = uniform(-5, 5);
+            a[i] = rng_uniform(&rng, -5, 5);
         int64_t shape[1] = {10};
         kjit_array A = kjit_array_make(a, KJIT_F64, 1, shape);
         int64_t i = below(10);
@@ -269,7 +257,7 @@ START_TEST(division_checks)
         kjit_function *idiv = function_of(context, &module, "idiv");
         for (int round = 0; round < 3; round++) {
             for (int i = 0; i < VN; i++) {
-                a[i] = (int32_t)(next_random() >> 32);
+                a[i] = (int32_t)(rng_next(&rng) >> 32);
                 do
                     b[i] = (int32_t)below(2001) - 1000;
                 while (b[i] == 0);
@@ -313,7 +301,7 @@ START_TEST(conversion_checks)
         for (int round = 0; round < 4; round++) {
             /* x * 100 in (-32769, 32768): truncates into i16 */
             for (int i = 0; i < VN; i++)
-                x[i] = uniform(-327.68, 327.67);
+                x[i] = rng_uniform(&rng, -327.68, 327.67);
             ck_assert_int_eq(run_vec(conv, &c, x, x, out), KJIT_OK);
             for (int i = 0; i < VN; i++)
                 ck_assert_msg(out[i] == (int16_t)(x[i] * 100.0), "i16(%.17g * 100) = %d", x[i],
@@ -354,7 +342,7 @@ START_TEST(shift_and_power_checks)
         kjit_function *power = function_of(context, &module, "power");
         for (int round = 0; round < 3; round++) {
             for (int i = 0; i < VN; i++) {
-                x[i] = (int64_t)next_random();
+                x[i] = (int64_t)rng_next(&rng);
                 n[i] = (int32_t)below(64);
                 k[i] = below(11) - 5;
                 e[i] = below(20);

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "kjit.h"
+#include "rng.h"
 
 enum { WARP = 32 };
 
@@ -33,22 +34,9 @@ static void seed_once(void)
     printf("test_exec: seed %llu (KJIT_EXEC_SEED)\n", (unsigned long long)rng);
 }
 
-static uint64_t next_random(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static double uniform(double low, double high)
-{
-    return low + (high - low) * (double)(next_random() >> 11) / 9007199254740992.0;
-}
-
 static int64_t between(int64_t low, int64_t high)
 {
-    return low + (int64_t)(next_random() % (uint64_t)(high - low + 1));
+    return low + (int64_t)(rng_next(&rng) % (uint64_t)(high - low + 1));
 }
 
 static kjit_context *make_context(kjit_target target)
@@ -134,7 +122,7 @@ START_TEST(warp_block_sum_is_bit_exact)
         int64_t n = blocks * threads - between(0, threads - 1);
         float *x = malloc(sizeof *x * (size_t)n), *out = malloc(sizeof *out * (size_t)blocks);
         for (int64_t i = 0; i < n; i++)
-            x[i] = (float)uniform(-100, 100);
+            x[i] = (float)rng_uniform(&rng, -100, 100);
         kjit_array X = array_of(x, KJIT_F32, n), O = array_of(out, KJIT_F32, blocks);
         kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
         launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 2, 0);
@@ -164,7 +152,7 @@ START_TEST(warp_scan_is_bit_exact)
         int64_t n = blocks * threads - between(0, threads - 1);
         double *x = malloc(sizeof *x * (size_t)n), *out = malloc(sizeof *out * (size_t)n);
         for (int64_t i = 0; i < n; i++)
-            x[i] = uniform(-1, 1);
+            x[i] = rng_uniform(&rng, -1, 1);
         kjit_array X = array_of(x, KJIT_F64, n), O = array_of(out, KJIT_F64, n);
         kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
         launch(fn, (uint32_t)blocks, (uint32_t)threads, args, 2, 0);
@@ -217,7 +205,7 @@ START_TEST(votes_count_only_lanes_still_running)
         uint32_t *ballots = calloc((size_t)n, 4), *masks = calloc((size_t)n, 4);
         uint8_t *alls = calloc((size_t)n, 1), *anys = calloc((size_t)n, 1);
         for (int64_t i = 0; i < n; i++) {
-            int kind = (int)(next_random() % 3);
+            int kind = (int)(rng_next(&rng) % 3);
             x[i] = kind == 0 ? -1 : 1; /* some warps all true */
             if (i >= 32 && i < 96)
                 x[i] = 1;
@@ -274,12 +262,12 @@ START_TEST(every_shuffle_on_32_and_64_bits)
         float d[128], rd[128];
         int32_t lanes[128];
         for (int64_t i = 0; i < n; i++) {
-            a[i] = (int64_t)next_random();
-            b[i] = uniform(-1e300, 1e300);
-            c[i] = (uint32_t)next_random();
-            d[i] = (float)uniform(-1e30, 1e30);
+            a[i] = (int64_t)rng_next(&rng);
+            b[i] = rng_uniform(&rng, -1e300, 1e300);
+            c[i] = (uint32_t)rng_next(&rng);
+            d[i] = (float)rng_uniform(&rng, -1e30, 1e30);
             /* mostly 0..31; some outside, of which only the low five bits count */
-            lanes[i] = next_random() % 4 ? (int32_t)between(0, 31) : (int32_t)between(-70, 70);
+            lanes[i] = rng_next(&rng) % 4 ? (int32_t)between(0, 31) : (int32_t)between(-70, 70);
         }
         kjit_array A = array_of(a, KJIT_I64, n), B = array_of(b, KJIT_F64, n),
                    C = array_of(c, KJIT_U32, n), D = array_of(d, KJIT_F32, n),
@@ -321,7 +309,7 @@ START_TEST(block_votes)
         uint8_t every[5], some[5];
         for (int64_t i = 0; i < n; i++) {
             int64_t b = i / threads;
-            x[i] = b == 0 ? 1.0f : b == 1 ? 0.0f : (float)uniform(0, 1);
+            x[i] = b == 0 ? 1.0f : b == 1 ? 0.0f : (float)rng_uniform(&rng, 0, 1);
         }
         kjit_array X = array_of(x, KJIT_F32, n), C = array_of(count, KJIT_I32, blocks),
                    E = array_of(every, KJIT_BOOL, blocks), S = array_of(some, KJIT_BOOL, blocks);
@@ -354,11 +342,11 @@ START_TEST(heat_equation_with_syncgrid)
         const int64_t threads = 128, blocks = 8;
         int64_t n = blocks * threads - between(0, 100);
         int steps = (int)between(20, 60);
-        double alpha = uniform(0.1, 0.45);
+        double alpha = rng_uniform(&rng, 0.1, 0.45);
         double *u = malloc(sizeof *u * (size_t)n), *scratch = calloc((size_t)n, sizeof *u);
         double *ref = malloc(sizeof *ref * (size_t)n), *next = malloc(sizeof *next * (size_t)n);
         for (int64_t i = 0; i < n; i++)
-            u[i] = ref[i] = uniform(0, 1);
+            u[i] = ref[i] = rng_uniform(&rng, 0, 1);
         for (int s = 0; s < steps; s++) {
             for (int64_t i = 0; i < n; i++)
                 next[i] = i > 0 && i < n - 1
@@ -678,7 +666,7 @@ START_TEST(dynamic_shared_memory)
         const int64_t threads = 64, blocks = 3, n = threads * blocks;
         float x[192], out[192];
         for (int64_t i = 0; i < n; i++)
-            x[i] = (float)uniform(-10, 10);
+            x[i] = (float)rng_uniform(&rng, -10, 10);
         kjit_array X = array_of(x, KJIT_F32, n), O = array_of(out, KJIT_F32, n);
         kjit_arg args[2] = {kjit_arg_array(&X), kjit_arg_array(&O)};
         /* the whole block's worth, then half of it: only half the threads

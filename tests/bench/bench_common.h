@@ -1,0 +1,82 @@
+/*
+ * bench_common.h: what the CPU benchmarks share (tests/bench/bench_cpu.c,
+ * bench_simd.c and cpu_diag.c): their clock, qsort's order of doubles, the
+ * exit on an error and the loading of one kernel.  Static functions in a
+ * header, as tests/cuda_host/diag_common.h: each program is built by one cc
+ * command (here and on the GPU machine, tests/gpu/bench_cpu_host.sh), and
+ * tests/bench/ travels whole in the GPU bundle.
+ *
+ * The including file defines BENCH_PROGRAM, the name its errors start with.
+ */
+#ifndef KJ_BENCH_COMMON_H
+#define KJ_BENCH_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../runtime/kjit.h"
+
+#ifndef BENCH_PROGRAM
+#error "define BENCH_PROGRAM (the program's name) before including bench_common.h"
+#endif
+
+/* KJIT_BENCH_CLOCK=thread: the calling thread's CPU time instead of the wall
+ * clock, which a busy machine does not inflate (meaningful for the cpu target
+ * only: parallel's work runs on other threads). */
+static inline double now_ms(void)
+{
+    static int clock_id = -1;
+    if (clock_id < 0) {
+        const char *env = getenv("KJIT_BENCH_CLOCK");
+        clock_id = env && strcmp(env, "thread") == 0 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+    }
+    struct timespec ts;
+    clock_gettime((clockid_t)clock_id, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* qsort's order of doubles */
+static inline int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Ends the program on a failed call; context NULL: no context's error yet. */
+static inline void die_on(kjit_status status, kjit_context *context, const char *what)
+{
+    if (status == KJIT_OK)
+        return;
+    fprintf(stderr, BENCH_PROGRAM ": %s: %s: %s\n", what, kjit_status_name(status),
+            context ? kjit_last_error(context) : "");
+    exit(1);
+}
+
+/* The function `name` of DIR/FILE compiled on context. */
+static inline kjit_function *load(kjit_context *context, const char *dir, const char *file,
+                                  const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    kjit_module *module;
+    die_on(kjit_compile_file(context, path, &module), context, path);
+    kjit_function *function;
+    die_on(kjit_module_function(module, name, &function), context, name);
+    return function;
+}
+
+/* inc.kern's forms' result: b[i] == a[i] + 1 (wrapping), else the run fails. */
+static inline void check_inc(const char *name, const int32_t *a, const int32_t *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (b[i] != (int32_t)((uint32_t)a[i] + 1u)) {
+            fprintf(stderr, BENCH_PROGRAM ": %s: b[%lld] is %d, want %d\n", name, (long long)i, b[i],
+                    (int32_t)((uint32_t)a[i] + 1u));
+            exit(1);
+        }
+}
+
+#endif
