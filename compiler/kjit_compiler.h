@@ -1389,6 +1389,9 @@ typedef struct KjReduceKnobs {
                          another for a short one), for timing its compile */
     bool o3;          /* KJIT_REDUCE_O3=1: LLVM's -O3 pipeline for the lifted kernels, not
                          the lean one (codegen_llvm.c), for measuring */
+    bool warps_tested; /* KJIT_REDUCE_WARPS_TESTED=1: the WARPS form's last block as a loop
+                          of B / L steps each element tested (main before redwarps, 2026-11-29),
+                          not count / L untested steps and one tested */
 } KjReduceKnobs;
 KjReduceKnobs kj_reduce_knobs(void);
 
