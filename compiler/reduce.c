@@ -737,8 +737,8 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
 }
 
 /* The WARPS form's loops over the steps of a full block and of an output's
- * last block (shorter than B, each element tested) keep cuda's four copies
- * (0, the target's default; kj_reduce_knobs).  What made them slow to
+ * last block (shorter than B, each element tested) make two copies
+ * (KJ_REDUCE_WARPS_UNROLL) and four (0, cuda's default; kj_reduce_knobs).  What made them slow to
  * compile was not the copies but their addresses: each load's index, the
  * work item's geometry (chunk B + j0, chunk = w - k chunks, w from the block
  * and thread numbers, k from a division) plus i L + v, is a sum of several
@@ -855,7 +855,8 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = knobs.warps_unroll;
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll =
+        knobs.warps_unroll ? knobs.warps_unroll : knobs.warps_main ? 0 : KJ_REDUCE_WARPS_UNROLL;
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -868,7 +869,7 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
 
     /* The last block of an output, shorter than B: each element tested. */
     outer_saved = open_block(l, &full->else_stmt);
-    if (!knobs.warps_main && !knobs.warps_tested) {
+    if (knobs.warps_short && !knobs.warps_main) {
         last_block_short(l, start, count, j0, acc);
     } else if (!knobs.warps_main) {
         last_block_tested(l, start, count, j0, acc, knobs.tail_unroll);
