@@ -1330,6 +1330,8 @@ bool kj_split_writes_shared(const KjIrFunction *root, const uint32_t block[3]);
 #define KJ_REDUCE_BLOCK 1024
 #define KJ_REDUCE_LANES 32
 #define KJ_REDUCE_WARPS_PER_BLOCK 8 /* WARPS form: threads per block = 8 * 32 */
+#define KJ_REDUCE_WARPS_UNROLL 2 /* WARPS form: copies of a full block's loop on cuda (the
+                                    H200 ran 4 no faster; 3.8% less PTX compile: redwarps) */
 #define KJ_REDUCE_COLUMN_ITEMS 32   /* COLUMNS form: work items (neighbouring outputs) per
                                        block of 32 L / V threads */
 
@@ -1379,7 +1381,7 @@ int kj_reduce_column_lanes(const KjType *t);
  * lifted root's cache key (kj_api_code_key). */
 typedef struct KjReduceKnobs {
     int warps_unroll; /* KJIT_REDUCE_WARPS_UNROLL=N: copies of the WARPS form's loop over a
-                         full block's steps (0: the target's four) */
+                         full block's steps (0: two, KJ_REDUCE_WARPS_UNROLL) */
     int tail_unroll;  /* KJIT_REDUCE_TAIL_UNROLL=N: of its loop over the last block's */
     bool warps_main;  /* KJIT_REDUCE_WARPS_MAIN=1: the WARPS form's addresses and work item
                          as main at 169fe56 built them (no frozen base, a division by
@@ -1389,6 +1391,10 @@ typedef struct KjReduceKnobs {
                          another for a short one), for timing its compile */
     bool o3;          /* KJIT_REDUCE_O3=1: LLVM's -O3 pipeline for the lifted kernels, not
                          the lean one (codegen_llvm.c), for measuring */
+    bool warps_short; /* KJIT_REDUCE_WARPS_SHORT=1: the WARPS form's last block as COLUMNS
+                         takes its blocks (count / L untested steps, then one tested), not a
+                         loop of B / L steps each element tested: 4.6% less PTX compile
+                         (callgrind), not yet timed on a GPU (redwarps, 2026-11-29) */
 } KjReduceKnobs;
 KjReduceKnobs kj_reduce_knobs(void);
 

@@ -737,8 +737,8 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
 }
 
 /* The WARPS form's loops over the steps of a full block and of an output's
- * last block (shorter than B, each element tested) keep cuda's four copies
- * (0, the target's default; kj_reduce_knobs).  What made them slow to
+ * last block (shorter than B, each element tested) make two copies
+ * (KJ_REDUCE_WARPS_UNROLL) and four (0, cuda's default; kj_reduce_knobs).  What made them slow to
  * compile was not the copies but their addresses: each load's index, the
  * work item's geometry (chunk B + j0, chunk = w - k chunks, w from the block
  * and thread numbers, k from a division) plus i L + v, is a sum of several
@@ -778,6 +778,48 @@ static void last_block_tested(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *
     l->body = loop;
 }
 
+/* The WARPS form's last block of an output (shorter than B) as COLUMNS
+ * takes its blocks (accumulate_short_block): the steps in which every lane
+ * has an element (count / L of them) without tests, then the last step's
+ * elements each tested, one copy of the loads where the loop of B / L steps
+ * tested each element made four; the addresses are `first` (opaque, as in
+ * last_block_tested) plus constants and i L.  Lane j0 + v takes its
+ * elements in the same order. */
+static void last_block_short(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0, KjIrVar **acc)
+{
+    const int L = KJ_REDUCE_LANES, V = l->v.thread_lanes;
+    KjIrVar *first = new_var(l, "first", i64_type()), *lim = new_var(l, "lim", i64_type());
+    KjIrVar *steps = new_var(l, "steps", i64_type());
+    KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
+    first_value->opaque = true;
+    set(l, first, first_value);
+    set(l, lim, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), ref(l, j0)));
+    set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
+    for (int v = 0; v < V; v++) {
+        KjVec *in_if = open_if(l, less(l, i64(l, v), ref(l, lim)));
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
+        l->body = in_if;
+    }
+    KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
+    KjVec *loop = open_for(l, i, i64(l, 1), ref(l, steps));
+    set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
+    for (int v = 0; v < V; v++) {
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), i64(l, v)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+    }
+    l->body = loop;
+    KjVec *last = open_if(l, less(l, i64(l, 0), ref(l, steps)));
+    for (int v = 0; v < V; v++) {
+        KjIrVar *u = new_var(l, "u", i64_type());
+        set(l, u, add(l, mul(l, ref(l, steps), i64(l, L)), i64(l, v)));
+        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, lim)));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, first), ref(l, u)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+        l->body = in_if;
+    }
+    l->body = last;
+}
+
 /* The lanes j0 ... j0 + V - 1 of a work item's block (the first element
  * `start`, `count` elements) in acc[0..V), V = l->v.thread_lanes: lane j0 + v
  * takes the elements j0 + v + i L of the block in order, as in the LANES
@@ -813,7 +855,8 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
     }
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
-    ((KjIrStmt *)loop->items[loop->count - 1])->unroll = knobs.warps_unroll;
+    ((KjIrStmt *)loop->items[loop->count - 1])->unroll =
+        knobs.warps_unroll ? knobs.warps_unroll : knobs.warps_main ? 0 : KJ_REDUCE_WARPS_UNROLL;
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
     for (int v = 0; v < V; v++) {
         l->aligned_group = aligned && v == 0;
@@ -826,7 +869,9 @@ static void accumulate_thread_lanes(Lift *l, KjIrVar *start, KjIrVar *count, KjI
 
     /* The last block of an output, shorter than B: each element tested. */
     outer_saved = open_block(l, &full->else_stmt);
-    if (!knobs.warps_main) {
+    if (knobs.warps_short && !knobs.warps_main) {
+        last_block_short(l, start, count, j0, acc);
+    } else if (!knobs.warps_main) {
         last_block_tested(l, start, count, j0, acc, knobs.tail_unroll);
     } else {
         /* main's (169fe56) indices, start + i L + j0 + v, for measuring */

@@ -40,9 +40,11 @@ KjReduceKnobs kj_reduce_knobs(void)
     const char *main_form = getenv("KJIT_REDUCE_WARPS_MAIN");
     const char *lanes_main = getenv("KJIT_REDUCE_LANES_MAIN");
     const char *o3 = getenv("KJIT_REDUCE_O3");
+    const char *short_tail = getenv("KJIT_REDUCE_WARPS_SHORT");
     return (KjReduceKnobs){.warps_unroll = count_from_env("KJIT_REDUCE_WARPS_UNROLL"),
                            .tail_unroll = count_from_env("KJIT_REDUCE_TAIL_UNROLL"),
                            .warps_main = main_form && main_form[0] == '1' && !main_form[1],
                            .lanes_main = lanes_main && lanes_main[0] == '1' && !lanes_main[1],
-                           .o3 = o3 && o3[0] == '1' && !o3[1]};
+                           .o3 = o3 && o3[0] == '1' && !o3[1],
+                           .warps_short = short_tail && short_tail[0] == '1' && !short_tail[1]};
 }

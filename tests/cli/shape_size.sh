@@ -68,12 +68,18 @@ for features in "" -avx512f; do
     fi
 done
 
-# dot's WARPS forms (count 4: their loops; count 2: the COLUMNS forms')
+# dot's WARPS forms (count 2: a full block's loop; count 4: the last block's)
 if "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 -o "$tmp/dot.ll" \
         >"$tmp/out" 2>"$tmp/err"; then
     if ! grep -q 'llvm.loop.unroll.count", i32 1}' "$tmp/dot.ll" &&
+        grep -q 'llvm.loop.unroll.count", i32 2}' "$tmp/dot.ll" &&
         grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dot.ll"; then ok
-    else bad "the WARPS form's loops: cuda's four copies by default"; fi
+    else bad "the WARPS form's loops: two copies of a full block's, cuda's four of the last block's"; fi
+    KJIT_REDUCE_WARPS_SHORT=1 "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 \
+        -o "$tmp/dots.ll" >"$tmp/out" 2>"$tmp/err"
+    if ! grep -q 'llvm.loop.unroll.count", i32 4}' "$tmp/dots.ll" &&
+        grep -q 'llvm.loop.unroll.count", i32 2}' "$tmp/dots.ll"; then ok
+    else bad "KJIT_REDUCE_WARPS_SHORT=1: the last block without its loop of B / L steps"; fi
     KJIT_REDUCE_TAIL_UNROLL=1 "$kjit" build examples/reduce.kern --target cuda --function dot --emit=llvm -O0 \
         -o "$tmp/dot1.ll" >"$tmp/out" 2>"$tmp/err"
     if grep -q 'llvm.loop.unroll.count", i32 1}' "$tmp/dot1.ll"; then ok
