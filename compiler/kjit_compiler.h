@@ -1393,8 +1393,9 @@ typedef struct KjReduceKnobs {
                          the lean one (codegen_llvm.c), for measuring */
     bool warps_short; /* KJIT_REDUCE_WARPS_SHORT=1: the WARPS form's last block as COLUMNS
                          takes its blocks (count / L untested steps, then one tested), not a
-                         loop of B / L steps each element tested: 4.6% less PTX compile
-                         (callgrind), not yet timed on a GPU (redwarps, 2026-11-29) */
+                         loop of B / L steps each element tested: 4.6% less LLVM work for
+                         the PTX (callgrind), but ptxas slower and dot f32 1.2% slower on
+                         the H200, so off (redwarps, 2026-11-29) */
 } KjReduceKnobs;
 KjReduceKnobs kj_reduce_knobs(void);
 
