@@ -736,9 +736,47 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
     l->body = last;
 }
 
-/* The WARPS form's loops over the steps of a full block and of an output's
- * last block (shorter than B, each element tested) make two copies
- * (KJ_REDUCE_WARPS_UNROLL) and four (0, cuda's default; kj_reduce_knobs).  What made them slow to
+/* The WARPS form's last block of an output: its base, `first` = start + j0
+ * (opaque) and `lim` = count - j0, so that lane j0 + v's element u (v, then
+ * in steps of L) is first + u while u < lim; its first step, and its step
+ * `step` (u = step L + v), each element tested. */
+static void last_block_first(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0, KjIrVar **first,
+                             KjIrVar **lim)
+{
+    *first = new_var(l, "first", i64_type());
+    *lim = new_var(l, "lim", i64_type());
+    KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
+    first_value->opaque = true;
+    set(l, *first, first_value);
+    set(l, *lim, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), ref(l, j0)));
+}
+
+static void last_block_first_step(Lift *l, KjIrVar *first, KjIrVar *lim, KjIrVar **acc)
+{
+    for (int v = 0; v < l->v.thread_lanes; v++) {
+        KjVec *in_if = open_if(l, less(l, i64(l, v), ref(l, lim)));
+        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
+        l->body = in_if;
+    }
+}
+
+/* The last block's step `step`, each element u = step L + v tested. */
+static void last_block_step(Lift *l, KjIrVar *step, KjIrVar *first, KjIrVar *lim, KjIrVar **acc)
+{
+    for (int v = 0; v < l->v.thread_lanes; v++) {
+        KjIrVar *u = new_var(l, "u", i64_type());
+        set(l, u, add(l, mul(l, ref(l, step), i64(l, KJ_REDUCE_LANES)), i64(l, v)));
+        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, lim)));
+        KjIrExpr *t = index_var(l, "t", add(l, ref(l, first), ref(l, u)));
+        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
+        l->body = in_if;
+    }
+}
+
+/* The WARPS form's loops over the steps of a full block (two copies on cuda,
+ * KJ_REDUCE_WARPS_UNROLL) and of an output's last block (shorter than B,
+ * each element tested; the target's four copies); kj_reduce_knobs changes
+ * either for measuring.  What made them slow to
  * compile was not the copies but their addresses: each load's index, the
  * work item's geometry (chunk B + j0, chunk = w - k chunks, w from the block
  * and thread numbers, k from a division) plus i L + v, is a sum of several
@@ -749,32 +787,17 @@ static void accumulate_short_block(Lift *l, KjIrVar *start, KjIrVar *count, KjIr
  * now opaque (KjIrExpr.opaque: one unknown to LLVM, no instruction), and the
  * last block's indices are first + u with u = i L + v tested against
  * count - j0, so that every address of both loops is that base plus
- * constants: 4 ms.  The loads, their order and the copies are main's. */
+ * constants: 4 ms.  The loads and their order are main's. */
 static void last_block_tested(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0,
                               KjIrVar **acc, int unroll)
 {
-    const int L = KJ_REDUCE_LANES, B = KJ_REDUCE_BLOCK, V = l->v.thread_lanes;
-    KjIrVar *first = new_var(l, "first", i64_type()), *lim = new_var(l, "lim", i64_type());
-    KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
-    first_value->opaque = true;
-    set(l, first, first_value);
-    set(l, lim, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), ref(l, j0)));
-    for (int v = 0; v < V; v++) {
-        KjVec *in_if = open_if(l, less(l, i64(l, v), ref(l, lim)));
-        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
-        l->body = in_if;
-    }
+    KjIrVar *first, *lim;
+    last_block_first(l, start, count, j0, &first, &lim);
+    last_block_first_step(l, first, lim, acc);
     KjIrVar *i = new_var(l, "i", i64_type());
-    KjVec *loop = open_for(l, i, i64(l, 1), i64(l, B / L));
+    KjVec *loop = open_for(l, i, i64(l, 1), i64(l, KJ_REDUCE_BLOCK / KJ_REDUCE_LANES));
     ((KjIrStmt *)loop->items[loop->count - 1])->unroll = unroll;
-    for (int v = 0; v < V; v++) {
-        KjIrVar *u = new_var(l, "u", i64_type());
-        set(l, u, add(l, mul(l, ref(l, i), i64(l, L)), i64(l, v)));
-        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, lim)));
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, first), ref(l, u)));
-        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
-        l->body = in_if;
-    }
+    last_block_step(l, i, first, lim, acc);
     l->body = loop;
 }
 
@@ -788,18 +811,11 @@ static void last_block_tested(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *
 static void last_block_short(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j0, KjIrVar **acc)
 {
     const int L = KJ_REDUCE_LANES, V = l->v.thread_lanes;
-    KjIrVar *first = new_var(l, "first", i64_type()), *lim = new_var(l, "lim", i64_type());
+    KjIrVar *first, *lim;
+    last_block_first(l, start, count, j0, &first, &lim);
     KjIrVar *steps = new_var(l, "steps", i64_type());
-    KjIrExpr *first_value = add(l, ref(l, start), ref(l, j0));
-    first_value->opaque = true;
-    set(l, first, first_value);
-    set(l, lim, op2(l, KJ_IR_SUB, i64_type(), ref(l, count), ref(l, j0)));
     set(l, steps, op2(l, KJ_IR_DIV, i64_type(), ref(l, count), i64(l, L)));
-    for (int v = 0; v < V; v++) {
-        KjVec *in_if = open_if(l, less(l, i64(l, v), ref(l, lim)));
-        set(l, acc[v], element(l, index_var(l, "t", add(l, ref(l, first), i64(l, v)))));
-        l->body = in_if;
-    }
+    last_block_first_step(l, first, lim, acc);
     KjIrVar *i = new_var(l, "i", i64_type()), *base = new_var(l, "base", i64_type());
     KjVec *loop = open_for(l, i, i64(l, 1), ref(l, steps));
     set(l, base, add(l, ref(l, first), mul(l, ref(l, i), i64(l, L))));
@@ -809,14 +825,7 @@ static void last_block_short(Lift *l, KjIrVar *start, KjIrVar *count, KjIrVar *j
     }
     l->body = loop;
     KjVec *last = open_if(l, less(l, i64(l, 0), ref(l, steps)));
-    for (int v = 0; v < V; v++) {
-        KjIrVar *u = new_var(l, "u", i64_type());
-        set(l, u, add(l, mul(l, ref(l, steps), i64(l, L)), i64(l, v)));
-        KjVec *in_if = open_if(l, less(l, ref(l, u), ref(l, lim)));
-        KjIrExpr *t = index_var(l, "t", add(l, ref(l, first), ref(l, u)));
-        set(l, acc[v], combine(l, ref(l, acc[v]), element(l, t)));
-        l->body = in_if;
-    }
+    last_block_step(l, steps, first, lim, acc);
     l->body = last;
 }
 

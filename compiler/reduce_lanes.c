@@ -35,16 +35,19 @@ static int count_from_env(const char *name)
     return env && *env >= '0' && *env <= '9' ? atoi(env) : 0;
 }
 
+/* Whether the environment variable `name` is exactly "1". */
+static bool one_in_env(const char *name)
+{
+    const char *env = getenv(name);
+    return env && env[0] == '1' && !env[1];
+}
+
 KjReduceKnobs kj_reduce_knobs(void)
 {
-    const char *main_form = getenv("KJIT_REDUCE_WARPS_MAIN");
-    const char *lanes_main = getenv("KJIT_REDUCE_LANES_MAIN");
-    const char *o3 = getenv("KJIT_REDUCE_O3");
-    const char *short_tail = getenv("KJIT_REDUCE_WARPS_SHORT");
     return (KjReduceKnobs){.warps_unroll = count_from_env("KJIT_REDUCE_WARPS_UNROLL"),
                            .tail_unroll = count_from_env("KJIT_REDUCE_TAIL_UNROLL"),
-                           .warps_main = main_form && main_form[0] == '1' && !main_form[1],
-                           .lanes_main = lanes_main && lanes_main[0] == '1' && !lanes_main[1],
-                           .o3 = o3 && o3[0] == '1' && !o3[1],
-                           .warps_short = short_tail && short_tail[0] == '1' && !short_tail[1]};
+                           .warps_main = one_in_env("KJIT_REDUCE_WARPS_MAIN"),
+                           .lanes_main = one_in_env("KJIT_REDUCE_LANES_MAIN"),
+                           .o3 = one_in_env("KJIT_REDUCE_O3"),
+                           .warps_short = one_in_env("KJIT_REDUCE_WARPS_SHORT")};
 }

@@ -78,6 +78,7 @@ typedef struct Fission {
     unsigned char *role;   /* by id: VAR_* */
     bool *stored;          /* by id: an array the body stores into */
     int *parent;           /* by id: union-find of carried values */
+    int *last_set;         /* by id: the body's last assignment of it (item + 1), 0: none */
     bool ok;
     /* the expression walk's */
     Item *current;
@@ -116,6 +117,20 @@ static bool allowed_expr(KjIrWalk *w, const KjIrExpr *e)
     }
 }
 
+/* Whether st is straight-line in the shape flatten takes (blocks, sets,
+ * stores), at most FISSION_MAX_ITEMS statements: the test every loop the
+ * lowering meets takes, before anything is allocated. */
+static bool straight_line(const KjIrStmt *st, int *count)
+{
+    if (st->kind == KJ_IR_STMT_BLOCK) {
+        for (int i = 0; i < st->stmts.count; i++)
+            if (!straight_line(st->stmts.items[i], count))
+                return false;
+        return true;
+    }
+    return (st->kind == KJ_IR_STMT_SET || st->kind == KJ_IR_STMT_STORE) && ++*count <= FISSION_MAX_ITEMS;
+}
+
 /* Appends the straight-line statements of st to f->items; false for
  * anything else. */
 static bool flatten(Fission *f, KjIrStmt *st)
@@ -133,7 +148,7 @@ static bool flatten(Fission *f, KjIrStmt *st)
         id = st->array->var->id;
     else
         return false;
-    if (f->count >= FISSION_MAX_ITEMS || id < 0 || id >= f->var_count)
+    if (id < 0 || id >= f->var_count)
         return false;
     Item *it = &f->items[f->count++];
     *it = (Item){.st = st, .writes = id, .group = -1};
@@ -180,11 +195,11 @@ static int join(Fission *f, int a, int b)
     return a;
 }
 
-/* Which variables are carried and which temporaries, each read's reaching
- * assignment, and the groups. */
+/* Which variables are carried and which temporaries, each one's last
+ * assignment, each read's reaching assignment, and the groups. */
 static void classify(Fission *f)
 {
-    int *last = kj_xcalloc((size_t)f->var_count, sizeof *last); /* item + 1 */
+    int *last = f->last_set; /* item + 1 */
     bool *read_first = kj_xcalloc((size_t)f->var_count, sizeof *read_first);
     for (int i = 0; i < f->count; i++) {
         Item *it = &f->items[i];
@@ -202,7 +217,7 @@ static void classify(Fission *f)
     free(read_first);
     for (int id = 0; id < f->var_count; id++)
         f->parent[id] = id;
-    memset(last, 0, sizeof *last * (size_t)f->var_count);
+    last = kj_xcalloc((size_t)f->var_count, sizeof *last); /* the assignments so far */
     for (int i = 0; i < f->count; i++) {
         Item *it = &f->items[i];
         it->defs = kj_arena_alloc(f->arena, sizeof *it->defs * (size_t)(it->read_count + 1));
@@ -333,6 +348,7 @@ static int pack(Fission *f, const int *reps, int rep_count, int budget, int cap,
 
 typedef struct Outside {
     const KjIrStmt *loop;
+    int inside;  /* the walk is in the loop's body */
     bool *read;  /* by var id: named outside the loop */
     bool *local; /* by var id: an array set from local() only */
     int *refs, *bases;
@@ -342,8 +358,7 @@ typedef struct Outside {
 static KjIrWalkStep outside_stmt(KjIrWalk *w, const KjIrStmt *st)
 {
     Outside *o = w->data;
-    if (st == o->loop)
-        return KJ_IR_WALK_SKIP;
+    o->inside += st == o->loop;
     if (st->kind == KJ_IR_STMT_SET && st->var->id >= 0 && st->var->id < o->var_count &&
         (!st->value || st->value->op != KJ_IR_LOCAL))
         o->local[st->var->id] = false;
@@ -353,11 +368,17 @@ static KjIrWalkStep outside_stmt(KjIrWalk *w, const KjIrStmt *st)
     return KJ_IR_WALK_ON;
 }
 
+static void outside_leave(KjIrWalk *w, const KjIrStmt *st)
+{
+    Outside *o = w->data;
+    o->inside -= st == o->loop;
+}
+
 static bool outside_expr(KjIrWalk *w, const KjIrExpr *e)
 {
     Outside *o = w->data;
     if (e->op == KJ_IR_VAR && e->var->id >= 0 && e->var->id < o->var_count) {
-        o->read[e->var->id] = true;
+        o->read[e->var->id] |= !o->inside;
         o->refs[e->var->id]++;
     }
     if (e->op == KJ_IR_LOAD && e->args[0]->op == KJ_IR_VAR && e->args[0]->var->id >= 0 &&
@@ -371,23 +392,18 @@ static bool outside_expr(KjIrWalk *w, const KjIrExpr *e)
  * variables code outside the loop names (read[]). */
 static bool check_outside(Fission *f, bool *read)
 {
-    Outside o = {.read = read, .var_count = f->var_count};
+    Outside o = {.loop = f->loop, .read = read, .var_count = f->var_count};
     o.local = kj_xcalloc((size_t)f->var_count, sizeof *o.local);
     o.refs = kj_xcalloc((size_t)f->var_count, sizeof *o.refs);
     o.bases = kj_xcalloc((size_t)f->var_count, sizeof *o.bases);
     for (int id = 0; id < f->var_count; id++)
         o.local[id] = true;
-    KjIrWalk walk = {.stmt = outside_stmt, .expr = outside_expr, .data = &o};
-    kj_ir_walk_stmt(&walk, f->s->fn->body); /* the whole function */
+    KjIrWalk walk = {.stmt = outside_stmt, .expr = outside_expr, .leave = outside_leave, .data = &o};
+    kj_ir_walk_stmt(&walk, f->s->fn->body);
     bool ok = true;
     for (int id = 0; id < f->var_count && ok; id++)
         if (f->stored[id])
             ok = o.local[id] && o.refs[id] == o.bases[id] && !f->vars[id]->is_param;
-    if (ok) {
-        memset(read, 0, (size_t)f->var_count);
-        o.loop = f->loop; /* all but the loop */
-        kj_ir_walk_stmt(&walk, f->s->fn->body);
-    }
     free(o.local);
     free(o.refs);
     free(o.bases);
@@ -451,21 +467,16 @@ static bool split(Fission *f, KjIrStmt ***loops_out, int *loop_count)
         for (int i = 0; i < f->count; i++)
             claimed[i] |= in[i];
         if (l == loops - 1) {
-            int *last = kj_xcalloc((size_t)f->var_count, sizeof *last);
-            for (int i = 0; i < f->count; i++)
-                if (f->items[i].st->kind == KJ_IR_STMT_SET)
-                    last[f->items[i].writes] = i + 1;
             bool ok = true;
             for (int i = 0; i < f->count; i++) {
                 const Item *it = &f->items[i];
                 bool needed = !claimed[i] ||
                               (f->role[it->writes] == VAR_TEMP && outside[it->writes] &&
-                               last[it->writes] == i + 1);
+                               f->last_set[it->writes] == i + 1);
                 if (needed && it->group >= 0 && !groups[find(f, it->group)])
                     ok = false;
                 rest[i] = needed;
             }
-            free(last);
             if (!ok)
                 return false;
             for (int i = f->count - 1; i >= 0; i--) {
@@ -495,14 +506,16 @@ bool kj_simd_fission(Simd *s, KjIrStmt *loop, KjIrStmt ***loops, int *count)
     if (loop->kind != KJ_IR_STMT_FOR || loop->simd_lanes || g->options->checks || s->checks ||
         kj_uniform_loop_varying(s->u, loop) || simd_switched_off(KJ_SIMD_FISSION))
         return false;
-    Fission f = {.s = s, .arena = &s->arena, .loop = loop, .ok = true, .var_count = g->slot_count};
-    if (f.var_count <= 0)
+    int items = 0;
+    if (!straight_line(loop->body, &items) || items < 2 || g->slot_count <= 0)
         return false;
-    f.items = kj_xcalloc(FISSION_MAX_ITEMS, sizeof *f.items);
+    Fission f = {.s = s, .arena = &s->arena, .loop = loop, .ok = true, .var_count = g->slot_count};
+    f.items = kj_xcalloc((size_t)items, sizeof *f.items);
     f.vars = kj_arena_alloc(f.arena, sizeof *f.vars * (size_t)f.var_count);
     f.role = kj_arena_alloc(f.arena, (size_t)f.var_count);
     f.stored = kj_arena_alloc(f.arena, (size_t)f.var_count);
     f.parent = kj_arena_alloc(f.arena, sizeof *f.parent * (size_t)f.var_count);
+    f.last_set = kj_arena_alloc(f.arena, sizeof *f.last_set * (size_t)f.var_count);
     bool done = flatten(&f, loop->body) && f.count >= 2 && bounds_free(&f, loop->start) &&
                 bounds_free(&f, loop->stop) && bounds_free(&f, loop->step);
     if (done) {
