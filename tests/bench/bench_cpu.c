@@ -142,13 +142,53 @@ static void gufunc_rows(kjit_context *context, const char *dir)
     emit("gufunc dot f64 1e6x16", median_ms(context, &call));
 }
 
+/* The kernel's step as matmul.kern writes it, and as MATMUL_FMA_ROW's
+ * kernel does: the same file with that one line replaced. */
+#define MATMUL_STEP "acc[i, j] += av * bv[j];"
+#define MATMUL_FMA_STEP "acc[i, j] = fma(av, bv[j], acc[i, j]);"
+#define MATMUL_ROW "matmul f64 512 (4x4 per thread)"
+#define MATMUL_FMA_ROW "matmul f64 512, fma() step"
+
+/* matmul.kern's kernel with its step written as an fma (each product and
+ * sum rounded once, as OpenBLAS's kernels compute): kjit never contracts a
+ * multiply and an add (docs/language.md), so this is how a user asks for it.
+ * The file's text with MATMUL_STEP replaced, compiled from the string. */
+static kjit_function *load_matmul_fma(kjit_context *context, const char *bench_dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/matmul.kern", bench_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "bench_cpu: %s cannot be read\n", path);
+        exit(1);
+    }
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *step = strstr(text, MATMUL_STEP);
+    if (n == sizeof text - 1 || !step || strstr(step + 1, MATMUL_STEP)) {
+        fprintf(stderr, "bench_cpu: %s does not hold its step '%s' once\n", path, MATMUL_STEP);
+        exit(1);
+    }
+    char source[sizeof text + sizeof MATMUL_FMA_STEP];
+    snprintf(source, sizeof source, "%.*s%s%s", (int)(step - text), text, MATMUL_FMA_STEP,
+             step + strlen(MATMUL_STEP));
+    kjit_module *module;
+    die_on(kjit_compile_string(context, "matmul_fma.kern", source, &module), context, "matmul, fma()");
+    kjit_function *function;
+    die_on(kjit_module_function(module, "matmul", &function), context, "matmul");
+    return function;
+}
+
 /* Issue 25's kernels, launched as GPU code is: tests/bench/matmul.kern, a
  * register-blocked matrix multiply of two 512x512 f64 matrices (blocks of
  * 16x16 threads, each making 4x4 elements of c), against NumPy's `@`
  * (OpenBLAS) and Numba's @njit of the same blocking in bench_cpu.py.  Each
- * element is a sum over k in order from 0.0, as a plain loop adds it, so a
- * sample of them is compared with C's sums exactly. */
-static void matmul_rows(kjit_context *context, const char *bench_dir)
+ * element is a sum over k in order from 0.0, as a plain loop adds it (with
+ * `fused`, the fma chain over k in order), so a sample of them is compared
+ * with C's exactly. */
+static void matmul_rows(kjit_context *context, const char *bench_dir, bool fused)
 {
     enum { N = 512 };
     static double *a, *b, *c;
@@ -165,8 +205,9 @@ static void matmul_rows(kjit_context *context, const char *bench_dir)
     B = kjit_array_make(b, KJIT_F64, 2, shape);
     C = kjit_array_make(c, KJIT_F64, 2, shape);
     kjit_arg args[3] = {kjit_arg_array(&A), kjit_arg_array(&B), kjit_arg_array(&C)};
-    Call call = {load(context, bench_dir, "matmul.kern", "matmul"), args, 3, NULL,
-                 {N / 64, N / 64, 1}, {16, 16, 1}};
+    kjit_function *kernel = fused ? load_matmul_fma(context, bench_dir)
+                                  : load(context, bench_dir, "matmul.kern", "matmul");
+    Call call = {kernel, args, 3, NULL, {N / 64, N / 64, 1}, {16, 16, 1}};
     memset(c, 0, sizeof(double) * N * N);
     double ms = median_ms(context, &call);
     /* KJIT_BENCH_UNCHECKED=1: a variant of the kernel that computes
@@ -177,14 +218,16 @@ static void matmul_rows(kjit_context *context, const char *bench_dir)
         int i = (sample * 7919) % N, j = (sample * 104729) % N;
         double want = 0.0;
         for (int k = 0; k < N; k++)
-            want += a[(size_t)i * N + k] * b[(size_t)k * N + j];
+            want = fused ? fma(a[(size_t)i * N + k], b[(size_t)k * N + j], want)
+                         : want + a[(size_t)i * N + k] * b[(size_t)k * N + j];
         if (c[(size_t)i * N + j] != want) {
-            fprintf(stderr, "bench_cpu: matmul: c[%d, %d] is %.17g, the sum in order %.17g\n", i, j,
-                    c[(size_t)i * N + j], want);
+            fprintf(stderr, "bench_cpu: %s: c[%d, %d] is %.17g, the %s in order %.17g\n",
+                    fused ? MATMUL_FMA_ROW : MATMUL_ROW, i, j, c[(size_t)i * N + j],
+                    fused ? "fma chain" : "sum", want);
             exit(1);
         }
     }
-    emit("matmul f64 512 (4x4 per thread)", ms);
+    emit(fused ? MATMUL_FMA_ROW : MATMUL_ROW, ms);
 }
 
 /* tests/bench/matmul_tc.kern, the tensor-core matrix multiply (mma()), of two
@@ -440,8 +483,10 @@ int main(int argc, char **argv)
         }
         if (wanted("gufunc dot f64 1e6x16"))
             gufunc_rows(context, dir);
-        if (wanted("matmul f64 512 (4x4 per thread)"))
-            matmul_rows(context, bench_dir);
+        if (wanted(MATMUL_ROW))
+            matmul_rows(context, bench_dir, false);
+        if (wanted(MATMUL_FMA_ROW))
+            matmul_rows(context, bench_dir, true);
         if (wanted("matmul f64 256, mma() tiles"))
             matmul_tc_rows(context, bench_dir);
         bins_rows(context, bench_dir);

@@ -161,26 +161,33 @@ def matmul_rows():
     and @njit(parallel=True) of the same algorithm, the kernel's threads as
     loops: 64x64 tiles of c (prange over their rows for parallel), 16 deep
     steps of k, and in each a 4x4 block of c in 16 scalars per (ty, tx),
-    elements 16 apart.  The sums are in the kernel's order (the same bits)."""
+    elements 16 apart.  The sums are in the kernel's order (the same bits).
+    The fma() row (bench_cpu.c: the kernel's step written as an fma) has
+    Numba's same functions with fastmath={'contract'}: LLVM then fuses each
+    `c00 += a0 * b0` into an fma, which is how Numba asks for one."""
     n = 512
     mm_rng = np.random.default_rng(7)
     a = mm_rng.random((n, n))
     b = mm_rng.random((n, n))
     c = np.empty((n, n))
-    row = {"numpy": median_ms(lambda: np.matmul(a, b, out=c))}
-    if nb is not None:
-        want = a @ b
-        kernels = {}
-        for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
-            namespace = {"nb": nb, "np": np}
-            exec(MATMUL_SOURCE.replace("ROWS", rows), namespace)
-            kernels[kind] = nb.njit(parallel=kind == "numba_parallel")(namespace["blocked"])
-            kernels[kind](a, b, c)
-            if not np.allclose(c, want, rtol=1e-12, atol=0):  # OpenBLAS sums otherwise
-                sys.exit(f"bench_cpu.py: {kind}'s matrix multiply differs from NumPy's")
-        for kind, fn in kernels.items():
-            row[kind] = median_ms(lambda: fn(a, b, c))
-    results["matmul f64 512 (4x4 per thread)"] = row
+    numpy_ms = median_ms(lambda: np.matmul(a, b, out=c))
+    for name, fastmath in (("matmul f64 512 (4x4 per thread)", False),
+                           ("matmul f64 512, fma() step", {"contract"})):
+        row = {"numpy": numpy_ms}
+        if nb is not None:
+            want = a @ b
+            kernels = {}
+            for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
+                namespace = {"nb": nb, "np": np}
+                exec(MATMUL_SOURCE.replace("ROWS", rows), namespace)
+                kernels[kind] = nb.njit(parallel=kind == "numba_parallel",
+                                        fastmath=fastmath)(namespace["blocked"])
+                kernels[kind](a, b, c)
+                if not np.allclose(c, want, rtol=1e-12, atol=0):  # OpenBLAS sums otherwise
+                    sys.exit(f"bench_cpu.py: {kind}'s matrix multiply ({name}) differs from NumPy's")
+            for kind, fn in kernels.items():
+                row[kind] = median_ms(lambda: fn(a, b, c))
+        results[name] = row
 
 
 def matmul_tc_rows():
@@ -333,7 +340,7 @@ INC = tuple(f"inc i32 {size}, {form}" for size in ("1e5", "1.6e6")
 ELEMENTWISE = ("add f32 1e7", "sin f64 1e7", "exp f32 1e7", "sum f32 1e8", "sum f64 1e8",
                "dot f32 1e7")
 for names, rows in ((ELEMENTWISE, elementwise_rows), (("gufunc dot f64 1e6x16",), gufunc_rows),
-                    (("matmul f64 512 (4x4 per thread)",), matmul_rows),
+                    (("matmul f64 512 (4x4 per thread)", "matmul f64 512, fma() step"), matmul_rows),
                     (("matmul f64 256, mma() tiles",), matmul_tc_rows),
                     (("bins f64 4e5 x 1000, if", "bins f64 4e5 x 1000, select",
                       "bins f64 4e5 x 1000, bools as numbers"), bins_rows),

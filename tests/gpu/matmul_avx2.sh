@@ -14,8 +14,9 @@
 # accumulators, 4 b vectors and broadcast spill from AVX2's 16 ymm
 # registers, where the lowering now runs it as two loops of 8 accumulators
 # (compiler/backend/codegen_simd_fission.c; docs/performance.md): what the
-# split gains.
-# gain.  About 50 s on the 2-core machine.  Prints "N passed, M failed".
+# split gains; and the kernel written with fma() (bench_cpu's row "matmul f64
+# 512, fma() step"), each product and sum rounded once as OpenBLAS's are.
+# About 70 s on the 2-core machine.  Prints "N passed, M failed".
 set -u
 bundle=${1:-build/gpu-bundle}
 rounds=${2:-5}
@@ -62,30 +63,35 @@ echo "OpenBLAS's kernel: OPENBLAS_CORETYPE=Haswell: $core_haswell; unset: $core_
 [ "$core_haswell" = Haswell ] && pass "OpenBLAS runs its Haswell kernel" ||
     fail "OpenBLAS runs $core_haswell, not Haswell: the AVX2 ratio would be against the wrong kernel"
 
-# row FEATURES [ENV...]: bench_cpu's matmul row in ms (median of 5)
+# row FEATURES [ENV...]: bench_cpu's matmul row in ms (median of 5); with
+# MATMUL_ROW="fma() step" its row of the kernel written with fma()
 row() {
     local features=$1
     shift
     env "$@" KJIT_CPU_FEATURES="$features" KJIT_BENCH_CLOCK=thread KJIT_BENCH_TARGETS=cpu \
-        KJIT_BENCH_ONLY="matmul f64 512" "$work/bench_cpu" examples 5 "$root/tests/bench" 2>&1 |
+        KJIT_BENCH_ONLY="${MATMUL_ROW:-matmul f64 512 (4x4}" "$work/bench_cpu" examples 5 "$root/tests/bench" 2>&1 |
         grep -o '[0-9.]*}}' | tr -d '}'
 }
 echo "=== matmul f64 512, ms (thread clock): kjit's row (median of 5) and NumPy's @ on one thread (median of 15), $rounds rounds"
-k2='' h='' k5='' n='' one='' ok=1
+k2='' h='' k5='' n='' one='' f2='' f5='' ok=1
 for round in $(seq "$rounds"); do
     a=$(row -avx512f); b=$(haswell python3 "$work/np.py"); c=$(row ""); d=$(native python3 "$work/np.py")
     e=$(row -avx512f KJIT_SIMD_FISSION=0)
-    [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ -n "$d" ] && [ -n "$e" ] || ok=0
-    echo "round $round: kjit AVX2 $a, OpenBLAS Haswell $b; kjit AVX-512 $c, OpenBLAS $core_native $d; kjit AVX2 one k loop $e"
-    k2="$k2 $a" h="$h $b" k5="$k5 $c" n="$n $d" one="$one $e"
+    f=$(MATMUL_ROW="fma() step" row -avx512f); g=$(MATMUL_ROW="fma() step" row "")
+    [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ -n "$d" ] && [ -n "$e" ] && [ -n "$f" ] && [ -n "$g" ] || ok=0
+    echo "round $round: kjit AVX2 $a, OpenBLAS Haswell $b; kjit AVX-512 $c, OpenBLAS $core_native $d; kjit AVX2 one k loop $e; fma() AVX2 $f, AVX-512 $g"
+    k2="$k2 $a" h="$h $b" k5="$k5 $c" n="$n $d" one="$one $e" f2="$f2 $f" f5="$f5 $g"
 done
 [ "$ok" = 1 ] && pass "every round timed" || fail "a round without a time"
 m_k2=$(echo "$k2" | median) m_h=$(echo "$h" | median) m_k5=$(echo "$k5" | median)
 m_n=$(echo "$n" | median) m_one=$(echo "$one" | median)
-awk -v a="$m_k2" -v b="$m_h" -v c="$m_k5" -v d="$m_n" -v e="$m_one" -v core="$core_native" 'BEGIN {
+m_f2=$(echo "$f2" | median) m_f5=$(echo "$f5" | median)
+awk -v a="$m_k2" -v b="$m_h" -v c="$m_k5" -v d="$m_n" -v e="$m_one" -v f="$m_f2" -v g="$m_f5" \
+    -v core="$core_native" 'BEGIN {
     printf "medians: kjit AVX2 %.2f, OpenBLAS Haswell %.2f: %.2fx\n", a, b, a / b
     printf "         kjit AVX-512 %.2f, OpenBLAS %s %.2f: %.2fx\n", c, core, d, c / d
     printf "         kjit AVX2 against OpenBLAS %s: %.2fx\n", core, a / d
-    printf "         kjit AVX2 one k loop (KJIT_SIMD_FISSION=0) %.2f: %.2fx OpenBLAS Haswell\n", e, e / b }'
+    printf "         kjit AVX2 one k loop (KJIT_SIMD_FISSION=0) %.2f: %.2fx OpenBLAS Haswell\n", e, e / b
+    printf "         fma() step: AVX2 %.2f, %.2fx OpenBLAS Haswell; AVX-512 %.2f, %.2fx OpenBLAS %s\n", f, f / b, g, g / d, core }'
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

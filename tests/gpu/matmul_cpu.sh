@@ -7,9 +7,9 @@
 #   before: main's layout of the split form's per-thread arrays
 #           (KJIT_SIMD_THREAD_ARRAYS=0: 1024 elements each, 16-byte aligned);
 #   after:  the bundle's (a cache line longer, aligned to a line);
-#   fma:    (run time only) the bundle's lowering on the kernel with its step
-#           written `acc[i, j] = fma(av, bv[j], acc[i, j])` (made here from
-#           the file; its check then wants fma chains).
+#   fma:    (run time only) bench_cpu's row "matmul f64 512, fma() step":
+#           the kernel with its step written `acc[i, j] = fma(av, bv[j],
+#           acc[i, j])` (its check wants fma chains).
 #   1. the run time: bench_cpu's matmul f64 512 row (thread clock, median of
 #      5), before, after and fma alternately, 5 rounds, AVX-512 and AVX2
 #      (KJIT_CPU_FEATURES=-avx512f), beside NumPy's `@` on one OpenBLAS
@@ -49,7 +49,6 @@ if out == src:
 open(path, "w").write(out)
 PY
 }
-mkvariant fma 'src.replace("acc[i, j] += av * bv[j];", "acc[i, j] = fma(av, bv[j], acc[i, j]);")'
 tiles='"            at[ty + 16 * l, tx] = r < n && k0 + tx < depth ? a[r, k0 + tx] : 0.0;\n"'
 btile='"            bt[ty, tx + 16 * l] = k0 + ty < depth && s < m ? b[k0 + ty, s] : 0.0;\n"'
 mkvariant no_tile_loads "src.replace($tiles, '').replace($btile, '')"
@@ -60,25 +59,23 @@ mkvariant no_multiply 'src.replace("acc[i, j] += av * bv[j];", "acc[i, j] += bv[
 
 cp bin/libkjit.so "$work/"
 flags="-std=c11 -D_GNU_SOURCE -O2 -ffp-contract=off -Itests/bench"
-gcc $flags -o "$work/bench_cpu" tests/bench/bench_cpu.c -L"$work" -lkjit -lm -Wl,-rpath,"$work" &&
-    sed 's/want += a\[(size_t)i \* N + k\] \* b\[(size_t)k \* N + j\];/want = fma(a[(size_t)i * N + k], b[(size_t)k * N + j], want);/' \
-        tests/bench/bench_cpu.c > "$work/bench_cpu_fma.c" &&
-    gcc $flags -o "$work/bench_cpu_fma" "$work/bench_cpu_fma.c" -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
+gcc $flags -o "$work/bench_cpu" tests/bench/bench_cpu.c -L"$work" -lkjit -lm -Wl,-rpath,"$work" ||
     fail "the benchmark programs do not build here"
 # before / after COMMAND...: COMMAND with main's layout or the bundle's
 before() { KJIT_SIMD_THREAD_ARRAYS=0 "$@"; }
 after() { "$@"; }
-fma() { "$@"; }
+fma() { MATMUL_ROW="fma() step" "$@"; }
 describe_cpu
 lscpu 2>/dev/null | grep -E '^(L1d cache|L2 cache|L3 cache|CPU max MHz):' | tr -s ' ' | tr '\n' ';'
 echo
 
-# row PROGRAM DIR [ENV...]: bench_cpu's matmul row in ms (median of 5)
+# row DIR [ENV...]: bench_cpu's matmul row in ms (median of 5); the fma()
+# row with MATMUL_ROW="fma() step"
 row() {
-    local prog=$1 dir=$2
-    shift 2
-    env "$@" KJIT_BENCH_CLOCK=thread KJIT_BENCH_TARGETS=cpu KJIT_BENCH_ONLY="matmul f64 512" \
-        "$prog" examples 5 "$dir" 2>&1 | grep -o '[0-9.]*}}' | tr -d '}'
+    local dir=$1
+    shift
+    env "$@" KJIT_BENCH_CLOCK=thread KJIT_BENCH_TARGETS=cpu KJIT_BENCH_ONLY="${MATMUL_ROW:-matmul f64 512 (4x4}" \
+        "$work/bench_cpu" examples 5 "$dir" 2>&1 | grep -o '[0-9.]*}}' | tr -d '}'
 }
 
 echo "=== 1. matmul f64 512 run time, ms (thread clock, median of 5 a round), 5 rounds alternately"
@@ -87,9 +84,7 @@ for features in "" -avx512f; do
     declare -A ms=()
     for round in 1 2 3 4 5; do
         for v in before after fma; do
-            prog=$work/bench_cpu dir=tests/bench
-            [ $v = fma ] && prog=$work/bench_cpu_fma dir=$work/fma
-            t=$($v row "$prog" "$dir" KJIT_CPU_FEATURES=$features)
+            t=$($v row tests/bench KJIT_CPU_FEATURES=$features)
             [ -n "$t" ] || { ok=0; echo "no time: $v ${features:-AVX-512}"; }
             ms[$v]="${ms[$v]:-} $t"
         done
@@ -133,7 +128,7 @@ for features in "" -avx512f; do
         [ $v = full ] && dir=tests/bench
         runs=
         for round in 1 2 3; do
-            t=$(row "$work/bench_cpu" "$dir" KJIT_CPU_FEATURES=$features KJIT_BENCH_UNCHECKED=1)
+            t=$(row "$dir" KJIT_CPU_FEATURES=$features KJIT_BENCH_UNCHECKED=1)
             [ -n "$t" ] || { ok=0; echo "no time: $v ${features:-AVX-512}"; }
             runs="$runs $t"
         done
