@@ -117,7 +117,7 @@ def combine(rounds):
     """The rounds' rows ({name: {column: ms or None}} each, the same names) as
     [(name, {column: ms or None}, {(kjit, reference): [ratio of each round]})]:
     each time the median over the rounds, each ratio taken within its round,
-    so that kjit and its reference are always of the same minute."""
+    so that kjit and its reference are always of the same round."""
     table = []
     for name in rounds[0]:
         cells = [r[name] for r in rounds]
@@ -148,7 +148,10 @@ def ratio_cell(ratios):
 
 def main():
     bench_cpu, bench_simd, examples = sys.argv[1], sys.argv[2], sys.argv[3]
-    count = int(os.environ.get("KJIT_BENCH_ROUNDS", "1"))
+    rounds_text = os.environ.get("KJIT_BENCH_ROUNDS", "1")
+    if not rounds_text.isdigit() or int(rounds_text) < 1:
+        sys.exit(f"bench-cpu: KJIT_BENCH_ROUNDS={rounds_text!r}: want a count of rounds, 1 or more")
+    count = int(rounds_text)
     repeat = sys.argv[4] if len(sys.argv) > 4 else "7" if count == 1 else ROUND_REPEAT
     load_before = os.getloadavg()
     rounds = []
