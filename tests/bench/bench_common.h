@@ -1,16 +1,19 @@
 /*
  * bench_common.h: what the CPU benchmarks share (tests/bench/bench_cpu.c,
- * bench_simd.c and cpu_diag.c): their clock, qsort's order of doubles, the
- * exit on an error and the loading of one kernel.  Static functions in a
- * header, as tests/cuda_host/diag_common.h: each program is built by one cc
- * command (here and on the GPU machine, tests/gpu/bench_cpu_host.sh), and
- * tests/bench/ travels whole in the GPU bundle.
+ * bench_simd.c and cpu_diag.c): their clock, qsort's order of doubles, a
+ * median, the KJIT_BENCH_ONLY filter, the exit on an error and the loading of
+ * one kernel.
+ * Static functions in a header, as tests/cuda_host/diag_common.h: each
+ * program is built by one cc command (here and on the GPU machine,
+ * tests/gpu/bench_cpu_host.sh), and tests/bench/ travels whole in the GPU
+ * bundle.
  *
  * The including file defines BENCH_PROGRAM, the name its errors start with.
  */
 #ifndef KJ_BENCH_COMMON_H
 #define KJ_BENCH_COMMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +46,36 @@ static inline int compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The median of n times (sorts them): of an even n the mean of the middle
+ * two, as Python's statistics.median of the reference programs, so that
+ * bench_cpu_report.py's rounds of 2 runs (ROUND_REPEAT) favour neither side. */
+static inline double median_of(double *times, int n)
+{
+    qsort(times, (size_t)n, sizeof *times, compare_doubles);
+    return n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+}
+
+/* KJIT_BENCH_ONLY=TEXT: only the rows whose name holds TEXT; "A|B": holds A
+ * or B (tests/gpu/cpu_host_diag.sh times the stencil and inc rows alone).
+ * bench_cpu.c and bench_simd.c read it, as bench_cpu.py does, so that it
+ * narrows bench_cpu_report.py's whole table. */
+static inline bool wanted(const char *name)
+{
+    const char *only = getenv("KJIT_BENCH_ONLY");
+    if (!only || !*only)
+        return true;
+    for (const char *p = only;;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        for (const char *q = name; len > 0 && *q; q++)
+            if (strncmp(q, p, len) == 0)
+                return true;
+        if (!bar)
+            return false;
+        p = bar + 1;
+    }
 }
 
 /* Ends the program on a failed call; context NULL: no context's error yet. */

@@ -4,7 +4,7 @@
  * parallel targets through the public API (host arrays, outputs given), median
  * of REPEAT runs after a warm-up call that also compiles, and prints one JSON
  * object keyed like tests/bench/bench_cpu.py's.  KJIT_BENCH_TARGETS=cpu (or
- * parallel) times one target only.
+ * parallel) times one target only; KJIT_BENCH_ONLY some rows (bench_common.h).
  *
  *   bench_cpu EXAMPLES_DIR [REPEAT [BENCH_DIR]]
  *
@@ -22,25 +22,6 @@
 
 static int repeat = 7;
 static bool first_row = true;
-
-/* KJIT_BENCH_ONLY=TEXT: only the rows whose name holds TEXT; "A|B": holds A
- * or B (tests/gpu/cpu_host_diag.sh times the stencil and inc rows alone). */
-static bool wanted(const char *name)
-{
-    const char *only = getenv("KJIT_BENCH_ONLY");
-    if (!only || !*only)
-        return true;
-    for (const char *p = only;;) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        for (const char *q = name; len > 0 && *q; q++)
-            if (strncmp(q, p, len) == 0)
-                return true;
-        if (!bar)
-            return false;
-        p = bar + 1;
-    }
-}
 
 /* One "name": ms of the target's object. */
 static void emit(const char *name, double ms)
@@ -79,8 +60,7 @@ static double median_ms(kjit_context *context, const Call *call)
             die_on(run_once(call), context, "run");
         times[r] = (now_ms() - t0) / inner;
     }
-    qsort(times, (size_t)repeat, sizeof *times, compare_doubles);
-    double median = times[repeat / 2];
+    double median = median_of(times, repeat);
     free(times);
     return median;
 }

@@ -27,7 +27,8 @@
  * checked against, once); --save-refs writes the inputs and the expected
  * results, with a manifest.json, for tests/bench/bench_simd.py's Numba rows;
  * --only runs some workloads (keys: mandel, escape, das, collatz, block_sum,
- * block_sum_helper);
+ * block_sum_helper), and so does KJIT_BENCH_ONLY (by the rows' names, as
+ * bench_cpu.c; not with --smoke);
  * --smoke runs small sizes (odd ones, so that partial vectors and blocks
  * happen) once each and only checks: `make check` runs it so that the
  * references cannot rot.
@@ -452,6 +453,10 @@ int main(int argc, char **argv)
         Workload *w = &workloads[count++];
         w->key = rows[i].key;
         rows[i].setup(w, smoke);
+        if (!smoke && !wanted(w->name)) { /* KJIT_BENCH_ONLY (bench_common.h) */
+            memset(w, 0, sizeof *w), count--;
+            continue;
+        }
         w->c_out[0] = xmalloc(w->out_bytes), w->c_out[1] = xmalloc(w->out_bytes);
         for (int t = 0; t < 2; t++)
             if (bench.timed[t])
@@ -492,8 +497,7 @@ int main(int argc, char **argv)
             }
         for (int r = 0; r < RUNNER_COUNT; r++) {
             if (!bench.timed[r]) continue;
-            qsort(times + r * repeat, (size_t)repeat, sizeof *times, compare_doubles);
-            medians[i][r] = times[r * repeat + repeat / 2];
+            medians[i][r] = median_of(times + r * repeat, repeat);
         }
         /* Timed runs write the outputs again: check the last ones too. */
         for (int r = 0; r < RUNNER_COUNT; r++) {

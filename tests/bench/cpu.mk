@@ -1,6 +1,6 @@
 # make bench-cpu: kjit on cpu and parallel beside hand-written C (scalar and
-# SIMD), NumPy and Numba, one run, one table.  Not a timed test: it reports
-# ratios; see docs/performance.md.
+# SIMD), NumPy and Numba, one run (KJIT_BENCH_ROUNDS=N: N runs in turn), one
+# table.  Not a timed test: it reports ratios; see docs/performance.md.
 
 $(BUILD)/bench_cpu: tests/bench/bench_cpu.c tests/bench/bench_common.h $(BUILD)/libkjit.so runtime/kjit.h
 	$(CC) $(ALL_CFLAGS) -Iruntime -o $@ $< -L$(BUILD) -lkjit -lm -Wl,-rpath,'$$ORIGIN'
@@ -35,9 +35,11 @@ bench-cpu: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 # make test-bench-refs (part of make check): the C references of bench-cpu
 # build and agree with kjit on cpu and parallel at small sizes.  Times nothing;
 # cpu_diag checks its results (one sample each; its par section, which runs
-# only when asked, too).
+# only when asked, too); test_bench_report.py checks the report's medians and
+# ratios over rounds (KJIT_BENCH_ROUNDS) on made-up figures.
 test-bench-refs: $(BUILD)/bench_simd $(BUILD)/cpu_diag
 	$(BUILD)/bench_simd --smoke examples tests/bench
+	python3 tests/bench/test_bench_report.py
 	$(BUILD)/cpu_diag tests/bench 1 > /dev/null
 	KJIT_DIAG_ONLY=par KJIT_DIAG_THREADS=2 $(BUILD)/cpu_diag tests/bench 1 > /dev/null
 

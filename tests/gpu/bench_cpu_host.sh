@@ -9,7 +9,12 @@
 # built here against the bundle's libkjit.so, then
 # tests/bench/bench_cpu_report.py prints the same table as `make bench-cpu`.
 # KJIT_NUMBA_WHEELS as for tests/bench/bench_gpu.sh (a NumPy the image's
-# Numba accepts).  Prints the table, or why there is none.
+# Numba accepts).  The report's own variables reach it: KJIT_BENCH_ROUNDS=N
+# runs the whole set N times in turn, times the medians over the rounds and
+# ratios the medians of the rounds' ratios with their range (3 rounds: about
+# 4 minutes here); KJIT_BENCH_ONLY="A|B" only the rows whose name holds A or
+# B; KJIT_BENCH_REPEAT, when set, the runs a median takes (else 7 for one
+# round, 2 a round for several).  Prints the table, or why there is none.
 set -u
 . "$(dirname "$0")/bundle.sh"
 enter_bundle "${1:-build/gpu-bundle}"
@@ -19,4 +24,4 @@ build_bench_programs bench_simd bench_cpu ||
 numba_path=$(numba_pythonpath "$work/numba-site")
 describe_cpu
 PYTHONPATH=$numba_path python3 "$bench/bench_cpu_report.py" "$work/bench_cpu" "$work/bench_simd" \
-    "$root/examples" "${KJIT_BENCH_REPEAT:-7}"
+    "$root/examples" ${KJIT_BENCH_REPEAT:+"$KJIT_BENCH_REPEAT"}
