@@ -159,14 +159,16 @@ static void use_shared(KjCompiled *compiled, KjSharedCpu *shared)
 }
 
 /* Whether every launch of a compiled kernel with a split form runs code
- * compiled for its block shape (launch_shape): cpu_simd and cpu_specialise
- * on, not checked.  Its general code then leaves the split form's __block
- * out (KjCodegenOptions.split_shapes_only): only the fibers' __thread, which
- * the race checker runs, and the shapes' code run. */
+ * compiled for its block shape (launch_shape) or its fibers: cpu_simd and
+ * cpu_specialise on, checked or not (a checked launch of values runs its
+ * shape's code, shape_wanted; the race checker the fibers' __thread).  Its
+ * general code then leaves the split form's __block out
+ * (KjCodegenOptions.split_shapes_only): only __thread and the shapes' code
+ * run. */
 static bool shapes_only(const kjit_context *context, const KjIrFunction *root)
 {
     return root->kind == KJ_IR_FN_KERNEL && root->split && context->options.cpu_simd &&
-           context->options.cpu_specialise && !context->options.check && !root->unchecked;
+           context->options.cpu_specialise && !root->unchecked;
 }
 
 /* The key of a compiled function's host code: the module's and the
