@@ -952,6 +952,10 @@ typedef struct KjIrFunction {
     /* KERNEL: whether it runs as rows of its grid on cpu (kj_grid_rows),
      * set by the pass list for each kernel root */
     KjGridRows grid_rows;
+    /* PLAIN made by a pass for several of its functions to call (reduce.c's
+     * shared lane tree): the cpu back end keeps it out of line, so that LLVM
+     * compiles it once, not once a caller (cuda inlines every function) */
+    bool noinline;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -1391,6 +1395,9 @@ typedef struct KjReduceKnobs {
                          another for a short one), for timing its compile */
     bool o3;          /* KJIT_REDUCE_O3=1: LLVM's -O3 pipeline for the lifted kernels, not
                          the lean one (codegen_llvm.c), for measuring */
+    bool tree_inline; /* KJIT_REDUCE_TREE_INLINE=1: the cpu LANES form's lane tree written
+                         in each level, not one function of the combine's that its levels
+                         call (reduce.c's shared_lane_tree), for timing its compile */
     bool warps_short; /* KJIT_REDUCE_WARPS_SHORT=1: the WARPS form's last block as COLUMNS
                          takes its blocks (count / L untested steps, then one tested), not a
                          loop of B / L steps each element tested: 4.6% less LLVM work for

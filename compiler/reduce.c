@@ -50,6 +50,7 @@
 
 typedef struct Lift {
     KjArena *arena;
+    KjIrModule *module;
     KjIrFunction *fn;
     KjLoc loc;
     KjIrFunction *combine, *map;
@@ -388,6 +389,54 @@ static KjIrVar *local_lanes(Lift *l, const char *name)
     return lanes;
 }
 
+/* simd_lanes_body's tree as a function of the module, `<combine>__lanetree(lanes:
+ * T[], ne: i64) -> T`: lane_array_tree over the first ne lanes of the array, then
+ * lane 0.  Every level of the combine (the contiguous and strided ones of a
+ * file's @reduce, each fused map's) calls the one function, which the cpu back
+ * end keeps out of line (noinline), so that LLVM compiles the tree once a
+ * combine where it compiled it once a level: the levels differ in how they
+ * load their elements, not in their tree (examples/reduce.kern: 12 trees, not
+ * 24).  The same operations in the same order, so the same bits; a call an
+ * output block, its lanes through memory once. */
+static KjIrFunction *shared_lane_tree(Lift *caller)
+{
+    KjIrModule *module = caller->module;
+    const char *symbol = kj_arena_printf(caller->arena, "%s__lanetree", caller->combine->symbol);
+    for (int i = 0; i < module->functions.count; i++) {
+        KjIrFunction *existing = module->functions.items[i];
+        if (existing->kind == KJ_IR_FN_PLAIN && strcmp(existing->symbol, symbol) == 0)
+            return existing;
+    }
+    KjIrFunction *fn = kj_arena_alloc(caller->arena, sizeof *fn);
+    fn->name = caller->combine->name;
+    fn->symbol = symbol;
+    fn->kind = KJ_IR_FN_PLAIN;
+    fn->ret = caller->t;
+    fn->loc = caller->combine->loc;
+    fn->unchecked = true;
+    fn->noinline = true;
+    fn->call_depth = caller->combine->call_depth + 1;
+    Lift tree = {.arena = caller->arena, .module = module, .fn = fn, .loc = caller->loc,
+                 .combine = caller->combine, .t = caller->t};
+    Lift *l = &tree;
+    KjIrVar *lanes = new_param(l, "lanes", kj_type_array(l->t, 1));
+    KjIrVar *count = new_param(l, "ne", i64_type());
+    fn->param_count = 2;
+    fn->params = kj_arena_alloc(l->arena, 2 * sizeof *fn->params);
+    fn->params[0] = lanes;
+    fn->params[1] = count;
+    fn->body = kj_ir_new_stmt(l->arena, KJ_IR_STMT_BLOCK, l->loc);
+    l->body = &fn->body->stmts;
+    KjIrVar *ne = new_var(l, "holding", i64_type()); /* the tree lowers it step by step */
+    set(l, ne, ref(l, count));
+    lane_array_tree(l, lanes, ne);
+    KjIrStmt *ret = kj_ir_new_stmt(l->arena, KJ_IR_STMT_RETURN, l->loc);
+    ret->value = load_flat(l, lanes, i64(l, 0));
+    emit(l, ret);
+    kj_vec_push(l->arena, &module->functions, fn);
+    return fn;
+}
+
 /* The LANES forms' start of work item w: its output's offsets, and
  * `start` and `count`, the first element of its block of one output and how
  * many of the block's KJ_REDUCE_BLOCK elements there are. */
@@ -585,8 +634,21 @@ static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 
     KjIrVar *ne = new_var(l, "ne", i64_type());
     set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
-    lane_array_tree(l, lanes, ne);
-    set(l, value, load_flat(l, lanes, i64(l, 0)));
+    if (kj_reduce_knobs().tree_inline) {
+        lane_array_tree(l, lanes, ne);
+        set(l, value, load_flat(l, lanes, i64(l, 0)));
+        return;
+    }
+    /* the tree's lanes a copy: an array passed to a call escapes, and LLVM
+     * would then version the steps' loops for the inputs overlapping it */
+    KjIrVar *tree_lanes = local_lanes(l, "tree_lanes"), *j = new_var(l, "j", i64_type());
+    KjVec *copying = open_lanes_for(l, j);
+    store_flat(l, tree_lanes, ref(l, j), load_flat(l, lanes, ref(l, j)));
+    l->body = copying;
+    KjIrExpr *tree = kj_ir_call(l->arena, shared_lane_tree(l), l->t, 2, l->loc);
+    tree->args[0] = ref(l, tree_lanes);
+    tree->args[1] = ref(l, ne);
+    set(l, value, tree);
 }
 
 /* out[w] = value, or f(init, value) at the last level when there is an init. */
@@ -1102,7 +1164,7 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
     fn->contiguous = true; /* every array is addressed by flat offsets */
     fn->unchecked = true;  /* api_reduce.c passes no check record */
 
-    Lift lift = {.arena = arena, .fn = fn, .loc = combine_fn->loc, .combine = combine_fn,
+    Lift lift = {.arena = arena, .module = module, .fn = fn, .loc = combine_fn->loc, .combine = combine_fn,
                  .map = variant.mapped ? map : NULL, .v = variant, .t = combine_fn->ret};
     Lift *l = &lift;
     l->n_in = variant.mapped ? map->param_count : 1;

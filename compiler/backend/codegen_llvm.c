@@ -517,6 +517,8 @@ static void declare_impl(Gen *g, KjIrFunction *fn)
      * the whole element computation.  Plain functions are left to the inliner. */
     if (fn->kind != KJ_IR_FN_PLAIN)
         kj_codegen_add_fn_attr(g, info->impl, "alwaysinline");
+    else if (fn->noinline)
+        kj_codegen_add_fn_attr(g, info->impl, "noinline");
 }
 
 static void define_impl(Gen *g, FnInfo *info)
