@@ -192,6 +192,21 @@ static KjVec *open_lanes_for_width(Lift *l, KjIrVar *j, int width)
 /* for j in [0, L) over the lanes. */
 static KjVec *open_lanes_for(Lift *l, KjIrVar *j) { return open_lanes_for_width(l, j, KJ_REDUCE_LANES); }
 
+/* for j in [0, L) over the lanes, each loading an element: in a strided
+ * level the loop stays scalar (KjIrStmt.lanes_scalar), where LLVM would
+ * vectorise it for a unit stride only, behind a test of the stride, and
+ * the runtime never runs a strided level with unit strides (a level whose
+ * inputs all have one is a contiguous level: api_reduce.c). */
+static KjVec *open_element_lanes_for(Lift *l, KjIrVar *j)
+{
+    KjVec *saved = open_lanes_for(l, j);
+    if (!l->v.contiguous && !kj_reduce_knobs().strided_vector) {
+        KjIrStmt *loop = saved->items[saved->count - 1];
+        loop->lanes_scalar = true;
+    }
+    return saved;
+}
+
 /* ---------------------------------------------------------------- the body */
 
 /* Peels the coordinates of `index` off the extents (last dimension fastest)
@@ -527,7 +542,7 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 static void first_step(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count)
 {
     KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
+    KjVec *inner = open_element_lanes_for(l, j);
     KjVec *in_count = count ? open_if(l, less(l, ref(l, j), ref(l, count))) : NULL;
     store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
     if (in_count)
@@ -548,7 +563,7 @@ static void whole_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *steps)
     ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
     set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
     KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
+    KjVec *inner = open_element_lanes_for(l, j);
     KjIrExpr *t = index_var(l, "t", add(l, ref(l, at), ref(l, j)));
     store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
     l->body = inner;
@@ -559,7 +574,7 @@ static void whole_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *steps)
 static void rest_lanes(Lift *l, KjIrVar *lanes, KjIrVar *base, KjIrVar *rest)
 {
     KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
+    KjVec *inner = open_element_lanes_for(l, j);
     KjVec *in_rest = open_if(l, less(l, ref(l, j), ref(l, rest)));
     KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j)));
     store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
@@ -639,14 +654,8 @@ static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
         set(l, value, load_flat(l, lanes, i64(l, 0)));
         return;
     }
-    /* the tree's lanes a copy: an array passed to a call escapes, and LLVM
-     * would then version the steps' loops for the inputs overlapping it */
-    KjIrVar *tree_lanes = local_lanes(l, "tree_lanes"), *j = new_var(l, "j", i64_type());
-    KjVec *copying = open_lanes_for(l, j);
-    store_flat(l, tree_lanes, ref(l, j), load_flat(l, lanes, ref(l, j)));
-    l->body = copying;
     KjIrExpr *tree = kj_ir_call(l->arena, shared_lane_tree(l), l->t, 2, l->loc);
-    tree->args[0] = ref(l, tree_lanes);
+    tree->args[0] = ref(l, lanes);
     tree->args[1] = ref(l, ne);
     set(l, value, tree);
 }
