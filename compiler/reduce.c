@@ -419,7 +419,8 @@ static KjIrFunction *shared_lane_tree(Lift *caller)
     const char *symbol = kj_arena_printf(caller->arena, "%s__lanetree", caller->combine->symbol);
     for (int i = 0; i < module->functions.count; i++) {
         KjIrFunction *existing = module->functions.items[i];
-        if (existing->kind == KJ_IR_FN_PLAIN && strcmp(existing->symbol, symbol) == 0)
+        if (existing->kind == KJ_IR_FN_PLAIN && existing->noinline &&
+            strcmp(existing->symbol, symbol) == 0)
             return existing;
     }
     KjIrFunction *fn = kj_arena_alloc(caller->arena, sizeof *fn);
@@ -1173,8 +1174,9 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
     fn->contiguous = true; /* every array is addressed by flat offsets */
     fn->unchecked = true;  /* api_reduce.c passes no check record */
 
-    Lift lift = {.arena = arena, .module = module, .fn = fn, .loc = combine_fn->loc, .combine = combine_fn,
-                 .map = variant.mapped ? map : NULL, .v = variant, .t = combine_fn->ret};
+    Lift lift = {.arena = arena, .module = module, .fn = fn, .loc = combine_fn->loc,
+                 .combine = combine_fn, .map = variant.mapped ? map : NULL, .v = variant,
+                 .t = combine_fn->ret};
     Lift *l = &lift;
     l->n_in = variant.mapped ? map->param_count : 1;
 
