@@ -955,8 +955,8 @@ typedef struct KjIrFunction {
      * set by the pass list for each kernel root */
     KjGridRows grid_rows;
     /* PLAIN made by a pass for several of its functions to call (reduce.c's
-     * shared lane tree): the cpu back end keeps it out of line, so that LLVM
-     * compiles it once, not once a caller (cuda inlines every function) */
+     * shared lane tree, which only the cpu LANES form calls): the back end
+     * keeps it out of line, so that LLVM compiles it once, not once a caller */
     bool noinline;
 } KjIrFunction;
 
