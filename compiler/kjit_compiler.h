@@ -843,6 +843,8 @@ typedef struct KjIrStmt {
     bool contiguous;   /* STORE: as KjIrExpr.contiguous (indices[0] is a flat index) */
     bool simd_lanes;   /* FOR over constant bounds: its iterations are independent SIMD
                           lanes (reduce.c): vectorised whole, never unrolled */
+    bool lanes_scalar; /* with simd_lanes: left scalar and never unrolled (reduce.c's
+                          strided levels' loads) */
     int unroll;        /* FOR over constant bounds, on targets that unroll such loops: the
                           copies asked for (reduce.c's COLUMNS); 0: the target's 4.
                           FOR, any bounds, any target: -1 never unrolled (reduce.c's
@@ -952,6 +954,10 @@ typedef struct KjIrFunction {
     /* KERNEL: whether it runs as rows of its grid on cpu (kj_grid_rows),
      * set by the pass list for each kernel root */
     KjGridRows grid_rows;
+    /* PLAIN made by a pass for several of its functions to call (reduce.c's
+     * shared lane tree, which only the cpu LANES form calls): the back end
+     * keeps it out of line, so that LLVM compiles it once, not once a caller */
+    bool noinline;
 } KjIrFunction;
 
 /* One user-visible name, with what it compiled to. */
@@ -1391,6 +1397,12 @@ typedef struct KjReduceKnobs {
                          another for a short one), for timing its compile */
     bool o3;          /* KJIT_REDUCE_O3=1: LLVM's -O3 pipeline for the lifted kernels, not
                          the lean one (codegen_llvm.c), for measuring */
+    bool strided_vector; /* KJIT_REDUCE_STRIDED_VECTOR=1: the cpu LANES form's strided
+                         levels' lane loops left to LLVM's vectoriser (which adds a vector
+                         copy for unit strides), not scalar, for timing its compile */
+    bool tree_inline; /* KJIT_REDUCE_TREE_INLINE=1: the cpu LANES form's lane tree written
+                         in each level, not one function of the combine's that its levels
+                         call (reduce.c's shared_lane_tree), for timing its compile */
     bool warps_short; /* KJIT_REDUCE_WARPS_SHORT=1: the WARPS form's last block as COLUMNS
                          takes its blocks (count / L untested steps, then one tested), not a
                          loop of B / L steps each element tested: 4.6% less LLVM work for

@@ -50,6 +50,7 @@
 
 typedef struct Lift {
     KjArena *arena;
+    KjIrModule *module;
     KjIrFunction *fn;
     KjLoc loc;
     KjIrFunction *combine, *map;
@@ -190,6 +191,21 @@ static KjVec *open_lanes_for_width(Lift *l, KjIrVar *j, int width)
 
 /* for j in [0, L) over the lanes. */
 static KjVec *open_lanes_for(Lift *l, KjIrVar *j) { return open_lanes_for_width(l, j, KJ_REDUCE_LANES); }
+
+/* for j in [0, L) over the lanes, each loading an element: in a strided
+ * level the loop stays scalar (KjIrStmt.lanes_scalar), where LLVM would
+ * vectorise it for a unit stride only, behind a test of the stride, and
+ * the runtime never runs a strided level with unit strides (a level whose
+ * inputs all have one is a contiguous level: api_reduce.c). */
+static KjVec *open_element_lanes_for(Lift *l, KjIrVar *j)
+{
+    KjVec *saved = open_lanes_for(l, j);
+    if (!l->v.contiguous && !kj_reduce_knobs().strided_vector) {
+        KjIrStmt *loop = saved->items[saved->count - 1];
+        loop->lanes_scalar = true;
+    }
+    return saved;
+}
 
 /* ---------------------------------------------------------------- the body */
 
@@ -388,6 +404,55 @@ static KjIrVar *local_lanes(Lift *l, const char *name)
     return lanes;
 }
 
+/* simd_lanes_body's tree as a function of the module, `<combine>__lanetree(lanes:
+ * T[], ne: i64) -> T`: lane_array_tree over the first ne lanes of the array, then
+ * lane 0.  Every level of the combine (the contiguous and strided ones of a
+ * file's @reduce, each fused map's) calls the one function, which the cpu back
+ * end keeps out of line (noinline), so that LLVM compiles the tree once a
+ * combine where it compiled it once a level: the levels differ in how they
+ * load their elements, not in their tree (examples/reduce.kern: 12 trees, not
+ * 24).  The same operations in the same order, so the same bits; a call an
+ * output block, its lanes through memory once. */
+static KjIrFunction *shared_lane_tree(Lift *caller)
+{
+    KjIrModule *module = caller->module;
+    const char *symbol = kj_arena_printf(caller->arena, "%s__lanetree", caller->combine->symbol);
+    for (int i = 0; i < module->functions.count; i++) {
+        KjIrFunction *existing = module->functions.items[i];
+        if (existing->kind == KJ_IR_FN_PLAIN && existing->noinline &&
+            strcmp(existing->symbol, symbol) == 0)
+            return existing;
+    }
+    KjIrFunction *fn = kj_arena_alloc(caller->arena, sizeof *fn);
+    fn->name = caller->combine->name;
+    fn->symbol = symbol;
+    fn->kind = KJ_IR_FN_PLAIN;
+    fn->ret = caller->t;
+    fn->loc = caller->combine->loc;
+    fn->unchecked = true;
+    fn->noinline = true;
+    fn->call_depth = caller->combine->call_depth + 1;
+    Lift tree = {.arena = caller->arena, .module = module, .fn = fn, .loc = caller->loc,
+                 .combine = caller->combine, .t = caller->t};
+    Lift *l = &tree;
+    KjIrVar *lanes = new_param(l, "lanes", kj_type_array(l->t, 1));
+    KjIrVar *count = new_param(l, "ne", i64_type());
+    fn->param_count = 2;
+    fn->params = kj_arena_alloc(l->arena, 2 * sizeof *fn->params);
+    fn->params[0] = lanes;
+    fn->params[1] = count;
+    fn->body = kj_ir_new_stmt(l->arena, KJ_IR_STMT_BLOCK, l->loc);
+    l->body = &fn->body->stmts;
+    KjIrVar *ne = new_var(l, "holding", i64_type()); /* the tree lowers it step by step */
+    set(l, ne, ref(l, count));
+    lane_array_tree(l, lanes, ne);
+    KjIrStmt *ret = kj_ir_new_stmt(l->arena, KJ_IR_STMT_RETURN, l->loc);
+    ret->value = load_flat(l, lanes, i64(l, 0));
+    emit(l, ret);
+    kj_vec_push(l->arena, &module->functions, fn);
+    return fn;
+}
+
 /* The LANES forms' start of work item w: its output's offsets, and
  * `start` and `count`, the first element of its block of one output and how
  * many of the block's KJ_REDUCE_BLOCK elements there are. */
@@ -478,7 +543,7 @@ static void lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 static void first_step(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *count)
 {
     KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
+    KjVec *inner = open_element_lanes_for(l, j);
     KjVec *in_count = count ? open_if(l, less(l, ref(l, j), ref(l, count))) : NULL;
     store_flat(l, lanes, ref(l, j), element(l, index_var(l, "t", add(l, ref(l, start), ref(l, j)))));
     if (in_count)
@@ -499,7 +564,7 @@ static void whole_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *steps)
     ((KjIrStmt *)outer->items[outer->count - 1])->unroll = -1;
     set(l, at, add(l, ref(l, start), mul(l, ref(l, i), i64(l, L))));
     KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
+    KjVec *inner = open_element_lanes_for(l, j);
     KjIrExpr *t = index_var(l, "t", add(l, ref(l, at), ref(l, j)));
     store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
     l->body = inner;
@@ -510,7 +575,7 @@ static void whole_steps(Lift *l, KjIrVar *lanes, KjIrVar *start, KjIrVar *steps)
 static void rest_lanes(Lift *l, KjIrVar *lanes, KjIrVar *base, KjIrVar *rest)
 {
     KjIrVar *j = new_var(l, "j", i64_type());
-    KjVec *inner = open_lanes_for(l, j);
+    KjVec *inner = open_element_lanes_for(l, j);
     KjVec *in_rest = open_if(l, less(l, ref(l, j), ref(l, rest)));
     KjIrExpr *t = index_var(l, "t", add(l, ref(l, base), ref(l, j)));
     store_flat(l, lanes, ref(l, j), combine(l, load_flat(l, lanes, ref(l, j)), element(l, t)));
@@ -585,8 +650,15 @@ static void simd_lanes_body(Lift *l, KjIrVar *w, KjIrVar *value, KjIrVar *slot)
 
     KjIrVar *ne = new_var(l, "ne", i64_type());
     set(l, ne, min_i64(l, ref(l, count), i64(l, L)));
-    lane_array_tree(l, lanes, ne);
-    set(l, value, load_flat(l, lanes, i64(l, 0)));
+    if (kj_reduce_knobs().tree_inline) {
+        lane_array_tree(l, lanes, ne);
+        set(l, value, load_flat(l, lanes, i64(l, 0)));
+        return;
+    }
+    KjIrExpr *tree = kj_ir_call(l->arena, shared_lane_tree(l), l->t, 2, l->loc);
+    tree->args[0] = ref(l, lanes);
+    tree->args[1] = ref(l, ne);
+    set(l, value, tree);
 }
 
 /* out[w] = value, or f(init, value) at the last level when there is an init. */
@@ -1102,8 +1174,9 @@ KjIrFunction *kj_reduce_lift(KjIrModule *module, KjIrFunction *combine_fn, KjIrF
     fn->contiguous = true; /* every array is addressed by flat offsets */
     fn->unchecked = true;  /* api_reduce.c passes no check record */
 
-    Lift lift = {.arena = arena, .fn = fn, .loc = combine_fn->loc, .combine = combine_fn,
-                 .map = variant.mapped ? map : NULL, .v = variant, .t = combine_fn->ret};
+    Lift lift = {.arena = arena, .module = module, .fn = fn, .loc = combine_fn->loc,
+                 .combine = combine_fn, .map = variant.mapped ? map : NULL, .v = variant,
+                 .t = combine_fn->ret};
     Lift *l = &lift;
     l->n_in = variant.mapped ? map->param_count : 1;
 

@@ -49,5 +49,7 @@ KjReduceKnobs kj_reduce_knobs(void)
                            .warps_main = one_in_env("KJIT_REDUCE_WARPS_MAIN"),
                            .lanes_main = one_in_env("KJIT_REDUCE_LANES_MAIN"),
                            .o3 = one_in_env("KJIT_REDUCE_O3"),
+                           .strided_vector = one_in_env("KJIT_REDUCE_STRIDED_VECTOR"),
+                           .tree_inline = one_in_env("KJIT_REDUCE_TREE_INLINE"),
                            .warps_short = one_in_env("KJIT_REDUCE_WARPS_SHORT")};
 }

@@ -39,10 +39,14 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
         kj_cache_key_add(key, "lifted", "%s", compiled->lifted);
         KjReduceKnobs knobs = kj_reduce_knobs(); /* reduce.c's measuring switches */
         if (knobs.warps_unroll || knobs.tail_unroll || knobs.warps_main || knobs.lanes_main ||
-            knobs.o3 || knobs.warps_short)
-            kj_cache_key_add(key, "reduce knobs", "warps %d tail %d main %d lanes main %d o3 %d short %d",
+            knobs.o3 || knobs.warps_short || knobs.tree_inline ||
+            knobs.strided_vector)
+            kj_cache_key_add(key, "reduce knobs",
+                             "warps %d tail %d main %d lanes main %d o3 %d short %d tree inline %d"
+                             " strided vector %d",
                              knobs.warps_unroll, knobs.tail_unroll, (int)knobs.warps_main,
-                             (int)knobs.lanes_main, (int)knobs.o3, (int)knobs.warps_short);
+                             (int)knobs.lanes_main, (int)knobs.o3, (int)knobs.warps_short,
+                             (int)knobs.tree_inline, (int)knobs.strided_vector);
     }
     kj_cache_key_add(key, "opt", "%d%s%s", module->context->options.opt_level,
                      module->context->options.line_info ? " lineinfo" : "",

@@ -156,7 +156,7 @@ static void request_simd_lanes(Gen *g, const KjIrStmt *s, LLVMValueRef back_edge
 {
     if (s->start->op != KJ_IR_CONST || s->stop->op != KJ_IR_CONST)
         kj_die("a simd_lanes loop without constant bounds");
-    int64_t width = (int64_t)(s->stop->const_int - s->start->const_int);
+    int64_t width = s->lanes_scalar ? 1 : (int64_t)(s->stop->const_int - s->start->const_int);
     LLVMTypeRef i32 = LLVMInt32TypeInContext(g->ctx);
 #define MD_STRING(text) LLVMMDStringInContext2(g->ctx, text, strlen(text))
     LLVMMetadataRef vf[2] = {MD_STRING("llvm.loop.vectorize.width"),
@@ -502,6 +502,27 @@ static LLVMTypeRef impl_type(Gen *g, const KjIrFunction *fn)
     return type;
 }
 
+/* A PLAIN function a pass made for several functions to call (KjIrFunction.
+ * noinline): never inlined, and its arrays' data pointers nocapture (no kjit
+ * function can keep an array it is given), so that a caller's local array it
+ * is given stays a local that nothing else can address: LLVM's alias analysis
+ * holds an array whose address escapes to a call as one any pointer may
+ * reach, and then versions the caller's vectorised loops for overlaps. */
+static void keep_out_of_line(Gen *g, const KjIrFunction *fn, LLVMValueRef impl)
+{
+    kj_codegen_add_fn_attr(g, impl, "noinline");
+    unsigned p = 0;
+    for (int i = 0; i < fn->param_count; i++) {
+        const KjType *t = fn->params[i]->type;
+        if (is_array(t)) {
+            kj_codegen_add_param_attr(g, impl, p, "nocapture", 0);
+            p += 1 + 2 * (unsigned)t->ndim;
+        } else {
+            p++;
+        }
+    }
+}
+
 static void declare_impl(Gen *g, KjIrFunction *fn)
 {
     FnInfo *info = &g->fns[g->fn_count++];
@@ -517,6 +538,8 @@ static void declare_impl(Gen *g, KjIrFunction *fn)
      * the whole element computation.  Plain functions are left to the inliner. */
     if (fn->kind != KJ_IR_FN_PLAIN)
         kj_codegen_add_fn_attr(g, info->impl, "alwaysinline");
+    else if (fn->noinline)
+        keep_out_of_line(g, fn, info->impl);
 }
 
 static void define_impl(Gen *g, FnInfo *info)
