@@ -437,7 +437,45 @@ bool kj_cache_load(const KjCacheKey *key, KjCacheKind kind, void **data, size_t 
 
 /* ============================================================ writing */
 
-static int evict_folder(int folder, uint64_t max_bytes);
+static int evict_folder(int folder, uint64_t max_bytes, uint64_t *left);
+
+/* What this process knows of the folder it last stored into: a listing of
+ * the folder (evict_folder) stats every entry, 0.1 s for a folder of 75,000,
+ * so a store lists it only when it may be over the limit. */
+static struct {
+    pthread_mutex_t lock;
+    char dir[4096];
+    uint64_t listed;  /* the entries' bytes the last listing left */
+    uint64_t written; /* the bytes this process stored there since */
+} folder_size = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Whether a store of `bytes` into dir lists the folder: the process's first
+ * store there; past max_bytes by what the process knows; or a sixteenth of
+ * max_bytes stored since its last listing, for what other processes store
+ * (the folder stays within max_bytes and that much for each process storing
+ * into it at once). */
+static bool listing_due(const char *dir, uint64_t bytes, uint64_t max_bytes)
+{
+    pthread_mutex_lock(&folder_size.lock);
+    bool due = strcmp(folder_size.dir, dir) != 0;
+    if (due) {
+        snprintf(folder_size.dir, sizeof folder_size.dir, "%s", dir);
+        folder_size.listed = folder_size.written = 0;
+    }
+    folder_size.written += bytes;
+    due = due || folder_size.listed + folder_size.written > max_bytes ||
+          folder_size.written > max_bytes / 16;
+    pthread_mutex_unlock(&folder_size.lock);
+    return due;
+}
+
+static void note_listing(const char *dir, uint64_t left)
+{
+    pthread_mutex_lock(&folder_size.lock);
+    if (strcmp(folder_size.dir, dir) == 0)
+        folder_size.listed = left, folder_size.written = 0;
+    pthread_mutex_unlock(&folder_size.lock);
+}
 
 bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, size_t size,
                     const KjCacheWarn *warn)
@@ -478,7 +516,11 @@ bool kj_cache_store(const KjCacheKey *key, KjCacheKind kind, const void *data, s
         return false;
     }
     count(&counters.disk_stores);
-    evict_folder(folder, kj_cache_max_bytes(warn));
+    uint64_t max_bytes = kj_cache_max_bytes(warn), left;
+    if (listing_due(dir, sizeof header + key->text.len + size, max_bytes)) {
+        evict_folder(folder, max_bytes, &left);
+        note_listing(dir, left);
+    }
     close(folder);
     return true;
 }
@@ -559,11 +601,15 @@ static DIR *read_folder(int folder)
     return listing;
 }
 
-static int evict_folder(int folder, uint64_t max_bytes)
+/* Removes kjit's oldest entries until the folder's are within max_bytes,
+ * and temporary files of dead stores; *left: the entries' bytes after. */
+static int evict_folder(int folder, uint64_t max_bytes, uint64_t *left)
 {
+    *left = 0;
     DIR *listing = read_folder(folder);
     if (!listing)
         return 0;
+    count(&counters.listings);
     FileAge *files = NULL;
     int count_files = 0, capacity = 0, removed = 0;
     uint64_t total = 0;
@@ -605,6 +651,7 @@ static int evict_folder(int folder, uint64_t max_bytes)
     }
     closedir(listing);
     free(files);
+    *left = total;
     return removed;
 }
 
@@ -613,7 +660,8 @@ int kj_cache_evict(const char *dir, uint64_t max_bytes)
     int folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (folder < 0)
         return 0;
-    int removed = evict_folder(folder, max_bytes);
+    uint64_t left;
+    int removed = evict_folder(folder, max_bytes, &left);
     close(folder);
     return removed;
 }

@@ -751,6 +751,7 @@ void kj_cache_memory_clear(void);
 typedef struct KjCacheCounters {
     uint64_t memory_hits, disk_hits, disk_misses, disk_rejected, disk_stores, evictions;
     uint64_t compiles, shared_hits;
+    uint64_t listings; /* a store's listing of the folder, for eviction (cache.c) */
 } KjCacheCounters;
 KjCacheCounters kj_cache_counters(void);
 void kj_cache_count_compile(void);

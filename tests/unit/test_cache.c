@@ -1070,6 +1070,37 @@ START_TEST(cache_max_must_be_a_size)
 }
 END_TEST
 
+/* A store lists the folder (to evict) only when it may be over the limit:
+ * its process's first store there, a sixteenth of the limit stored since the
+ * last listing, or past the limit by what the process knows; listing a large
+ * folder at every store made each store cost the folder's size. */
+START_TEST(folder_listed_when_it_may_be_full)
+{
+    KjCacheCounters before = kj_cache_counters();
+    store_payload("cpu a", 1000);
+    store_payload("cpu b", 1000);
+    store_payload("cpu c", 1000);
+    ck_assert_uint_eq(kj_cache_counters().listings - before.listings, 1);
+    /* a limit of 32 kB: a sixteenth is 2 kB, so each 3 kB store lists */
+    setenv("KJIT_CACHE_MAX", "32K", 1);
+    before = kj_cache_counters();
+    store_payload("cpu d", 3000);
+    store_payload("cpu e", 3000);
+    ck_assert_uint_eq(kj_cache_counters().listings - before.listings, 2);
+    /* another folder is listed at its first store */
+    unsetenv("KJIT_CACHE_MAX");
+    char other[300];
+    snprintf(other, sizeof other, "%s/other", cache_dir);
+    ck_assert_int_eq(mkdir(other, 0700), 0);
+    setenv("KJIT_CACHE_DIR", other, 1);
+    before = kj_cache_counters();
+    store_payload("cpu f", 1000);
+    store_payload("cpu g", 1000);
+    ck_assert_uint_eq(kj_cache_counters().listings - before.listings, 1);
+    setenv("KJIT_CACHE_DIR", cache_dir, 1);
+}
+END_TEST
+
 /* KJIT_CACHE_DIR pointed at a folder of other things: clear and eviction
  * remove only what kjit wrote. */
 START_TEST(clear_removes_only_kjit_entries)
@@ -1127,6 +1158,7 @@ Suite *suite_cache(void)
     tcase_add_test(tc, foreign_entry_is_rejected);
     tcase_add_test(tc, many_processes_one_cache);
     tcase_add_test(tc, least_recently_used_evicted);
+    tcase_add_test(tc, folder_listed_when_it_may_be_full);
     tcase_add_test(tc, cache_off_writes_nothing);
     tcase_add_test(tc, sizes_and_listing);
     tcase_add_test(tc, cache_max_must_be_a_size);
