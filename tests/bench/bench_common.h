@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "../../runtime/kjit.h"
@@ -39,6 +40,32 @@ static inline double now_ms(void)
     struct timespec ts;
     clock_gettime((clockid_t)clock_id, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The benchmarks' arrays, as NumPy allocates its own: one of 4 MiB or more
+ * aligned to 2 MiB and advised to transparent huge pages (NumPy's
+ * madvise_hugepage, on by default on Linux), so that a memory-bound row
+ * compares kjit and NumPy or Numba on the same kind of pages (with THP set
+ * to `madvise`, malloc's pages are 4 KiB: 10-30% on the streaming rows).
+ * Exits when there is no memory; free() frees it. */
+static inline void *bench_alloc(size_t bytes)
+{
+    enum { HUGE = 2u << 20 };
+    void *p = NULL;
+    if (bytes >= 2 * (size_t)HUGE) {
+        size_t rounded = (bytes + HUGE - 1) / HUGE * HUGE;
+        if (posix_memalign(&p, HUGE, rounded) != 0)
+            p = NULL;
+        else
+            madvise(p, rounded, MADV_HUGEPAGE); /* advice: no error matters */
+    } else {
+        p = malloc(bytes ? bytes : 1);
+    }
+    if (!p) {
+        fprintf(stderr, BENCH_PROGRAM ": out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
 }
 
 /* qsort's order of doubles */

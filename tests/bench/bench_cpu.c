@@ -107,9 +107,9 @@ static void gufunc_rows(kjit_context *context, const char *dir)
     static double *a, *b, *out;
     const int64_t rows = 1000000, shape[2] = {rows, 16};
     if (!a) {
-        a = malloc(sizeof(double) * (size_t)(rows * 16));
-        b = malloc(sizeof(double) * (size_t)(rows * 16));
-        out = malloc(sizeof(double) * (size_t)rows);
+        a = bench_alloc(sizeof(double) * (size_t)(rows * 16));
+        b = bench_alloc(sizeof(double) * (size_t)(rows * 16));
+        out = bench_alloc(sizeof(double) * (size_t)rows);
         fill_random(NULL, a, rows * 16, 1.0);
         fill_random(NULL, b, rows * 16, 2.0);
     }
@@ -174,9 +174,9 @@ static void matmul_rows(kjit_context *context, const char *bench_dir, bool fused
     static double *a, *b, *c;
     const int64_t shape[2] = {N, N};
     if (!a) {
-        a = malloc(sizeof(double) * N * N);
-        b = malloc(sizeof(double) * N * N);
-        c = malloc(sizeof(double) * N * N);
+        a = bench_alloc(sizeof(double) * N * N);
+        b = bench_alloc(sizeof(double) * N * N);
+        c = bench_alloc(sizeof(double) * N * N);
         fill_random(NULL, a, (int64_t)N * N, 1.0);
         fill_random(NULL, b, (int64_t)N * N, 2.0);
     }
@@ -222,9 +222,9 @@ static void matmul_tc_rows(kjit_context *context, const char *bench_dir)
     static double *a, *b, *c;
     const int64_t shape[2] = {N, N};
     if (!a) {
-        a = malloc(sizeof(double) * N * N);
-        b = malloc(sizeof(double) * N * N);
-        c = malloc(sizeof(double) * N * N);
+        a = bench_alloc(sizeof(double) * N * N);
+        b = bench_alloc(sizeof(double) * N * N);
+        c = bench_alloc(sizeof(double) * N * N);
         fill_random(NULL, a, (int64_t)N * N, 1.0);
         fill_random(NULL, b, (int64_t)N * N, 2.0);
     }
@@ -265,7 +265,7 @@ static void bins_rows(kjit_context *context, const char *bench_dir)
     static int64_t counts[3][BINS];
     const int64_t n = N, bins = BINS;
     if (!data) {
-        data = malloc(sizeof(double) * N);
+        data = bench_alloc(sizeof(double) * N);
         fill_random(NULL, data, n, 1.0);
     }
     static kjit_array D, S[3], C[3];
@@ -316,7 +316,8 @@ static void stencil_rows(kjit_context *context, const char *bench_dir)
         if (!wanted(name))
             continue;
         int64_t shape[3] = {n, n, n}, total = (int64_t)n * n * n;
-        double *u = malloc(sizeof(double) * (size_t)total), *v = calloc((size_t)total, sizeof(double));
+        double *u = bench_alloc(sizeof(double) * (size_t)total), *v = bench_alloc(sizeof(double) * (size_t)total);
+        memset(v, 0, sizeof(double) * (size_t)total);
         fill_random(NULL, u, total, 1.0);
         kjit_array U = kjit_array_make(u, KJIT_F64, 3, shape), V = kjit_array_make(v, KJIT_F64, 3, shape);
         kjit_arg args[2] = {kjit_arg_array(&U), kjit_arg_array(&V)};
@@ -355,7 +356,7 @@ static void inc_rows(kjit_context *context, const char *bench_dir)
     const char *forms[3] = {"@kernel 1-D", "@kernel 2-D 32x8", "@vectorize"};
     for (int size = 0; size < 2; size++) {
         int64_t rows = rows_of[size], cols = cols_of[size], n = rows * cols, shape[2] = {rows, cols};
-        int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
+        int32_t *a = bench_alloc(sizeof(int32_t) * (size_t)n), *b = bench_alloc(sizeof(int32_t) * (size_t)n);
         for (int64_t i = 0; i < n; i++)
             a[i] = (int32_t)(i * 2654435761u);
         kjit_array A1 = kjit_array_make(a, KJIT_I32, 1, &n), B1 = kjit_array_make(b, KJIT_I32, 1, &n);
@@ -398,9 +399,9 @@ int main(int argc, char **argv)
     const char *bench_dir = argc > 3 ? argv[3] : "tests/bench";
 
     const int64_t n = 10000000;
-    float *a32 = malloc(sizeof(float) * n), *b32 = malloc(sizeof(float) * n);
-    float *o32 = malloc(sizeof(float) * n);
-    double *x64 = malloc(sizeof(double) * n), *o64 = malloc(sizeof(double) * n);
+    float *a32 = bench_alloc(sizeof(float) * n), *b32 = bench_alloc(sizeof(float) * n);
+    float *o32 = bench_alloc(sizeof(float) * n);
+    double *x64 = bench_alloc(sizeof(double) * n), *o64 = bench_alloc(sizeof(double) * n);
     fill_random(a32, NULL, n, 1.0);
     fill_random(b32, NULL, n, 1.0);
     fill_random(NULL, x64, n, 6.283185307179586);
@@ -412,8 +413,8 @@ int main(int argc, char **argv)
 
     /* The reductions: 1e8 elements, as NumPy's np.sum is usually timed. */
     const int64_t big = 100000000;
-    float *s32 = malloc(sizeof(float) * big);
-    double *s64 = malloc(sizeof(double) * big);
+    float *s32 = bench_alloc(sizeof(float) * big);
+    double *s64 = bench_alloc(sizeof(double) * big);
     fill_random(s32, s64, big, 1.0);
     kjit_array S32 = kjit_array_make(s32, KJIT_F32, 1, &big);
     kjit_array S64 = kjit_array_make(s64, KJIT_F64, 1, &big);

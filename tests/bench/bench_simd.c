@@ -47,15 +47,7 @@
 enum { RUNNER_CPU, RUNNER_PARALLEL, RUNNER_HAND_SIMD, RUNNER_SCALAR_C, RUNNER_COUNT };
 static const char *const runner_keys[RUNNER_COUNT] = {"cpu", "parallel", "hand_simd", "scalar_c"};
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "bench_simd: out of memory\n");
-        exit(1);
-    }
-    return p;
-}
+static void *xmalloc(size_t bytes) { return bench_alloc(bytes); }
 
 /* ------------------------------------------------------------ the workloads */
 
