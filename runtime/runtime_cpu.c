@@ -423,25 +423,22 @@ static const KjShapeCode *shape_generate(kjit_context *context, kjit_module *mod
     return shape_publish(compiled->code, shape);
 }
 
-/* The code for a launch's block dims, for a kernel with a split form
- * (cpu_simd on, checked mode too, not the race checker) unless
- * cpu_specialise is off; NULL: the general __block runs. */
 /* Whether a launch runs code specialised for its block dims, when there
  * is some: a kernel with a split form, cpu_simd on, not the race checker
  * (checked launches of values run their shape's code, its checks on lanes;
  * a library's shapes are unchecked code), unless cpu_specialise is off. */
 static bool shape_wanted(const kjit_context *context, const KjLaunch *launch)
 {
-    const KjCompiled *compiled = launch->compiled;
-    const KjIrFunction *root = compiled->root;
     const uint32_t *dims = launch->block;
-    return root->kind == KJ_IR_FN_KERNEL && root->split && context->options.cpu_simd &&
-           context->options.cpu_specialise && !(context->options.check & KJIT_CHECK_RACE) &&
-           !root->unchecked && launch->module &&
+    return shapes_only(context, launch->compiled->root) &&
+           !(context->options.check & KJIT_CHECK_RACE) && launch->module &&
            !(launch->module->library && context->options.check) &&
            (uint64_t)dims[0] * dims[1] * dims[2] <= KJ_MAX_BLOCK_THREADS && dims[0] != 0;
 }
 
+/* The code for a launch's block dims, for a kernel with a split form
+ * (cpu_simd on, checked mode too, not the race checker) unless
+ * cpu_specialise is off; NULL: the general __block runs. */
 static const KjShapeCode *launch_shape(kjit_context *context, const KjLaunch *launch, char **error)
 {
     const KjCompiled *compiled = launch->compiled;

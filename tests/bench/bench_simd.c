@@ -47,8 +47,6 @@
 enum { RUNNER_CPU, RUNNER_PARALLEL, RUNNER_HAND_SIMD, RUNNER_SCALAR_C, RUNNER_COUNT };
 static const char *const runner_keys[RUNNER_COUNT] = {"cpu", "parallel", "hand_simd", "scalar_c"};
 
-static void *xmalloc(size_t bytes) { return bench_alloc(bytes); }
-
 /* ------------------------------------------------------------ the workloads */
 
 /* One row.  The kjit call writes kjit_out (its args point there); the C
@@ -158,7 +156,7 @@ static void setup_mandel(Workload *w, bool smoke)
     w->file = "mandelbrot.kern", w->function_name = "mandel_kernel";
     w->in_examples = true;
     w->elements = w->height * w->width, w->out_bytes = (size_t)w->elements;
-    w->kjit_out = xmalloc(w->out_bytes);
+    w->kjit_out = bench_alloc(w->out_bytes);
     int64_t shape[2] = {w->height, w->width};
     w->arrays[0] = kjit_array_make(w->kjit_out, KJIT_U8, 2, shape);
     w->args[0] = kjit_arg_f64(MANDEL_BOX[0]), w->args[1] = kjit_arg_f64(MANDEL_BOX[1]);
@@ -179,14 +177,14 @@ static void setup_escape(Workload *w, bool smoke)
     snprintf(w->name, sizeof w->name, "escape f32 %lldx%lldx%d", (long long)width,
              (long long)height, w->iters);
     w->file = "simd.kern", w->function_name = "escape";
-    w->re = xmalloc(sizeof(float) * (size_t)w->n), w->im = xmalloc(sizeof(float) * (size_t)w->n);
+    w->re = bench_alloc(sizeof(float) * (size_t)w->n), w->im = bench_alloc(sizeof(float) * (size_t)w->n);
     for (int64_t y = 0; y < height; y++)
         for (int64_t x = 0; x < width; x++) {
             w->re[y * width + x] = (float)(-2.0 + 3.0 * (double)x / (double)width);
             w->im[y * width + x] = (float)(-1.0 + 2.0 * (double)y / (double)height);
         }
     w->elements = w->n, w->out_bytes = sizeof(int32_t) * (size_t)w->n;
-    w->kjit_out = xmalloc(w->out_bytes);
+    w->kjit_out = bench_alloc(w->out_bytes);
     kjit_array *a = w->arrays;
     a[0] = kjit_array_make(w->re, KJIT_F32, 1, &w->n);
     a[1] = kjit_array_make(w->im, KJIT_F32, 1, &w->n);
@@ -201,10 +199,10 @@ static void setup_collatz(Workload *w, bool smoke)
     w->n = smoke ? 1003 : 1 << 20;
     snprintf(w->name, sizeof w->name, "collatz i64 1..%lld", (long long)w->n);
     w->file = "simd.kern", w->function_name = "collatz";
-    w->values = xmalloc(sizeof(int64_t) * (size_t)w->n);
+    w->values = bench_alloc(sizeof(int64_t) * (size_t)w->n);
     for (int64_t i = 0; i < w->n; i++) w->values[i] = i + 1;
     w->elements = w->n, w->out_bytes = sizeof(int64_t) * (size_t)w->n;
-    w->kjit_out = xmalloc(w->out_bytes);
+    w->kjit_out = bench_alloc(w->out_bytes);
     w->arrays[0] = kjit_array_make(w->values, KJIT_I64, 1, &w->n);
     w->kjit_out_array = kjit_array_make(w->kjit_out, KJIT_I64, 1, &w->n);
     w->args[0] = kjit_arg_array(&w->arrays[0]), w->nargs = 1;
@@ -220,10 +218,10 @@ static void setup_das(Workload *w, bool smoke)
     w->file = "das.kern", w->function_name = "das";
     w->in_examples = true;
     w->data_n = 128 * 2000;
-    w->data = xmalloc(sizeof(int64_t) * (size_t)w->data_n);
+    w->data = bench_alloc(sizeof(int64_t) * (size_t)w->data_n);
     for (int64_t i = 0; i < w->data_n; i++) w->data[i] = (i * 7919) % 1000;
     w->elements = w->height * w->width, w->out_bytes = sizeof(double) * (size_t)w->elements;
-    w->kjit_out = xmalloc(w->out_bytes);
+    w->kjit_out = bench_alloc(w->out_bytes);
     int64_t shape[2] = {w->height, w->width};
     kjit_array *a = w->arrays;
     a[0] = kjit_array_make(w->kjit_out, KJIT_F64, 2, shape);
@@ -241,12 +239,12 @@ static void setup_block_sum(Workload *w, bool smoke)
     int64_t blocks = (w->n + 255) / 256;
     snprintf(w->name, sizeof w->name, "block sum f32 %lld (256 per block)", (long long)w->n);
     w->file = "simd.kern", w->function_name = "block_sum";
-    w->x = xmalloc(sizeof(float) * (size_t)w->n);
+    w->x = bench_alloc(sizeof(float) * (size_t)w->n);
     uint64_t state = 88172645463325252ull;
     for (int64_t i = 0; i < w->n; i++)
         w->x[i] = (float)((double)(next_random(&state) >> 11) / 9007199254740992.0 - 0.25);
-    w->block_sum_f64 = xmalloc(sizeof(double) * (size_t)blocks);
-    w->block_abs_f64 = xmalloc(sizeof(double) * (size_t)blocks);
+    w->block_sum_f64 = bench_alloc(sizeof(double) * (size_t)blocks);
+    w->block_abs_f64 = bench_alloc(sizeof(double) * (size_t)blocks);
     for (int64_t b = 0; b < blocks; b++) {
         double sum = 0, abs_sum = 0;
         for (int64_t i = b * 256; i < w->n && i < (b + 1) * 256; i++)
@@ -254,7 +252,7 @@ static void setup_block_sum(Workload *w, bool smoke)
         w->block_sum_f64[b] = sum, w->block_abs_f64[b] = abs_sum;
     }
     w->elements = blocks, w->out_bytes = sizeof(float) * (size_t)blocks;
-    w->kjit_out = xmalloc(w->out_bytes);
+    w->kjit_out = bench_alloc(w->out_bytes);
     kjit_array *a = w->arrays;
     a[0] = kjit_array_make(w->x, KJIT_F32, 1, &w->n);
     a[1] = kjit_array_make(w->kjit_out, KJIT_F32, 1, &blocks);
@@ -449,7 +447,7 @@ int main(int argc, char **argv)
             memset(w, 0, sizeof *w), count--;
             continue;
         }
-        w->c_out[0] = xmalloc(w->out_bytes), w->c_out[1] = xmalloc(w->out_bytes);
+        w->c_out[0] = bench_alloc(w->out_bytes), w->c_out[1] = bench_alloc(w->out_bytes);
         for (int t = 0; t < 2; t++)
             if (bench.timed[t])
                 w->function[t] = load(bench.context[t], dirs[w->in_examples ? 0 : 1],
@@ -471,7 +469,7 @@ int main(int argc, char **argv)
 
     double medians[WORKLOAD_COUNT][RUNNER_COUNT];
     bool ok = true;
-    double *times = xmalloc(sizeof(double) * (size_t)repeat * RUNNER_COUNT);
+    double *times = bench_alloc(sizeof(double) * (size_t)repeat * RUNNER_COUNT);
     for (int i = 0; i < count; i++) {
         Workload *w = &workloads[i];
         for (int r = 0; r < RUNNER_COUNT; r++)

@@ -52,16 +52,7 @@ fn g(x: f64) -> f64 {
 @vectorize
 fn f(x: f64) -> f64 { return g(x); }
 EOF
-mkdir -m 700 "$tmp/cache"
-counts=
-for promote in 1 0 0; do
-    KJIT_CACHE=on KJIT_CACHE_DIR="$tmp/cache" KJIT_PROMOTE_LOCALS=$promote "$kjit" run "$tmp/l.kern" f \
-        rand:f64:64 >"$tmp/out" 2>"$tmp/err" || cat "$tmp/err"
-    counts="$counts $(KJIT_CACHE_DIR="$tmp/cache" "$kjit" cache list | grep -c 'f__')"
-done
-set -- $counts
-if [ "$1" -ge 1 ] && [ "$2" -gt "$1" ] && [ "$3" = "$2" ]; then ok
-else bad "KJIT_PROMOTE_LOCALS=0 compiles its own cache entries (entries after each run:$counts)"; fi
+own_cache_entries f__ KJIT_PROMOTE_LOCALS=1 KJIT_PROMOTE_LOCALS=0 "$tmp/l.kern" f rand:f64:64
 
 # The SIMD lowering's measuring switches (KJIT_SIMD_GUARDED_LOADS=0,
 # KJIT_SIMD_ROW_CHUNKS=0, KJIT_SIMD_THREAD_ARRAYS=0: the block shapes' forms
@@ -69,23 +60,8 @@ else bad "KJIT_PROMOTE_LOCALS=0 compiles its own cache entries (entries after ea
 # fission's, tests/cli/loop_fission.sh) are in the cache key too: a launch of
 # matmul's 16x16 shape with one set compiles entries of its own, and a second
 # run finds them
-counts=
-for switch in "" KJIT_SIMD_ROW_CHUNKS=0 KJIT_SIMD_ROW_CHUNKS=0 KJIT_SIMD_THREAD_ARRAYS=0 \
-        KJIT_SIMD_THREAD_ARRAYS=0 KJIT_SIMD_FISSION=0 KJIT_SIMD_FISSION=0 KJIT_SIMD_FISSION_REGISTERS=4 \
-        KJIT_SIMD_FISSION_REGISTERS=4; do
-    env $switch KJIT_CACHE=on KJIT_CACHE_DIR="$tmp/cache" "$kjit" run "$mm" matmul rand:f64:32x32 \
-        rand:f64:32x32 zeros:f64:32x32 --grid 1,1 --block 16,16 --target cpu >"$tmp/out" 2>"$tmp/err" ||
-        cat "$tmp/err"
-    counts="$counts $(KJIT_CACHE_DIR="$tmp/cache" "$kjit" cache list | grep -c 'matmul')"
-done
-set -- $counts
-if [ "$1" -ge 1 ] && [ "$2" -gt "$1" ] && [ "$3" = "$2" ]; then ok
-else bad "KJIT_SIMD_ROW_CHUNKS=0 compiles its own cache entries (entries after each run:$counts)"; fi
-if [ "$4" -gt "$3" ] && [ "$5" = "$4" ]; then ok
-else bad "KJIT_SIMD_THREAD_ARRAYS=0 compiles its own cache entries (entries after each run:$counts)"; fi
-if [ "$6" -gt "$5" ] && [ "$7" = "$6" ]; then ok
-else bad "KJIT_SIMD_FISSION=0 compiles its own cache entries (entries after each run:$counts)"; fi
-if [ "$8" -gt "$7" ] && [ "$9" = "$8" ]; then ok
-else bad "KJIT_SIMD_FISSION_REGISTERS=4 compiles its own cache entries (entries after each run:$counts)"; fi
+own_cache_entries matmul "" \
+    "KJIT_SIMD_ROW_CHUNKS=0 KJIT_SIMD_THREAD_ARRAYS=0 KJIT_SIMD_FISSION=0 KJIT_SIMD_FISSION_REGISTERS=4" \
+    "$mm" matmul rand:f64:32x32 rand:f64:32x32 zeros:f64:32x32 --grid 1,1 --block 16,16 --target cpu
 
 finish

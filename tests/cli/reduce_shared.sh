@@ -73,18 +73,7 @@ sumsq rand:f32:1000x33 --axis 1 --init 2.5
 EOF
 
 # Each switch compiles cache entries of its own, which a second run finds.
-mkdir -m 700 "$tmp/cache"
-counts=
-for sw in X_=1 KJIT_REDUCE_TREE_INLINE=1 KJIT_REDUCE_TREE_INLINE=1 KJIT_REDUCE_STRIDED_VECTOR=1 \
-        KJIT_REDUCE_STRIDED_VECTOR=1; do
-    env $sw KJIT_CACHE=on KJIT_CACHE_DIR="$tmp/cache" "$kjit" run $src vsum rand:f64:300x200 --axis 0 \
-        --target cpu >"$tmp/out" 2>"$tmp/err" || cat "$tmp/err"
-    counts="$counts $(KJIT_CACHE_DIR="$tmp/cache" "$kjit" cache list | grep -c 'vsum')"
-done
-set -- $counts
-if [ "$1" -ge 1 ] && [ "$2" -gt "$1" ] && [ "$3" = "$2" ]; then ok
-else bad "KJIT_REDUCE_TREE_INLINE=1 compiles its own cache entries (entries after each run:$counts)"; fi
-if [ "$4" -gt "$3" ] && [ "$5" = "$4" ]; then ok
-else bad "KJIT_REDUCE_STRIDED_VECTOR=1 compiles its own cache entries (entries after each run:$counts)"; fi
+own_cache_entries vsum X_=1 "KJIT_REDUCE_TREE_INLINE=1 KJIT_REDUCE_STRIDED_VECTOR=1" \
+    $src vsum rand:f64:300x200 --axis 0 --target cpu
 
 finish
