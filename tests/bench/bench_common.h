@@ -42,28 +42,28 @@ static inline double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The benchmarks' arrays, as NumPy allocates its own: one of 4 MiB or more
- * aligned to 2 MiB and advised to transparent huge pages (NumPy's
- * madvise_hugepage, on by default on Linux), so that a memory-bound row
- * compares kjit and NumPy or Numba on the same kind of pages (with THP set
- * to `madvise`, malloc's pages are 4 KiB: 10-30% on the streaming rows).
+/* The benchmarks' arrays, as NumPy allocates its own (numpy/_core/src/
+ * multiarray/alloc.c): malloc, and for 4 MiB or more the whole pages inside
+ * advised to transparent huge pages (NumPy's madvise_hugepage, on by
+ * default on Linux), so that a memory-bound row compares kjit and NumPy or
+ * Numba on the same kind of pages (with THP set to `madvise`, malloc's
+ * pages are 4 KiB: 10-30% on the streaming rows).  Not every array on a
+ * 2 MiB boundary: two arrays at one offset into their huge pages fill the
+ * same sets of a cache indexed by physical address, so a stencil's
+ * u[z, y, x] and v[z, y, x] evicted each other (tests/bench/stencil3d.kern
+ * at 128^3 ran 4.3-4.5 ms so on the 16-core host, 1.5-2.7 with its arrays
+ * placed as NumPy's, where Numba took 2.1-2.7: docs/performance.md).
  * Exits when there is no memory; free() frees it. */
 static inline void *bench_alloc(size_t bytes)
 {
-    enum { HUGE = 2u << 20 };
-    void *p = NULL;
-    if (bytes >= 2 * (size_t)HUGE) {
-        size_t rounded = (bytes + HUGE - 1) / HUGE * HUGE;
-        if (posix_memalign(&p, HUGE, rounded) != 0)
-            p = NULL;
-        else
-            madvise(p, rounded, MADV_HUGEPAGE); /* advice: no error matters */
-    } else {
-        p = malloc(bytes ? bytes : 1);
-    }
+    void *p = malloc(bytes ? bytes : 1);
     if (!p) {
         fprintf(stderr, BENCH_PROGRAM ": out of memory (%zu bytes)\n", bytes);
         exit(1);
+    }
+    if (bytes >= (size_t)4 << 20) {
+        size_t offset = (4096 - (uintptr_t)p % 4096) % 4096;
+        madvise((char *)p + offset, bytes - offset, MADV_HUGEPAGE); /* advice: no error matters */
     }
     return p;
 }
