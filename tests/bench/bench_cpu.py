@@ -11,7 +11,16 @@ import statistics
 import sys
 import time
 
-import numpy as np
+# NumPy's BLAS (np.dot, np.matmul: OpenBLAS in NumPy's wheels) on one thread,
+# as the kjit cpu column it stands beside: the table's NumPy column is a
+# one-thread reference (kjit parallel has Numba parallel's beside it), and
+# OpenBLAS on every core against kjit on one measured the core count (on the
+# 16-core host matmul's cpu / NumPy ranged 1.23-12.52 over three rounds).
+# Set the variable to time NumPy on more threads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402 (after the thread count)
 
 REPEAT = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 
