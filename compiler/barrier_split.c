@@ -684,6 +684,121 @@ static KjIrExpr *plus_one(Split *S, KjIrExpr *e)
     return binary(S, KJ_IR_ADD, e, one);
 }
 
+typedef struct CountReads {
+    const KjIrVar *var;
+    int reads;
+} CountReads;
+
+static bool count_reads(KjIrWalk *w, const KjIrExpr *e)
+{
+    CountReads *c = w->data;
+    c->reads += e->op == KJ_IR_VAR && e->var == c->var;
+    return true;
+}
+
+static int reads_of(const KjIrStmt *s, const KjIrVar *var)
+{
+    CountReads c = {var, 0};
+    KjIrWalk w = {.expr = count_reads, .data = &c};
+    kj_ir_walk_stmt(&w, s);
+    return c.reads;
+}
+
+/* e (of the original kernel) has no effect and nothing that checked mode
+ * checks (checks.c), so a thread may skip it: constants, variables,
+ * registers and extents, arithmetic without a check site (no integer
+ * division, shift or float-to-integer conversion), and loads of a shared()
+ * tile at constant indices inside its shape (`tile[0]`). */
+static bool skippable(Split *S, const KjIrExpr *e)
+{
+    switch (e->op) {
+    case KJ_IR_CONST: case KJ_IR_VAR: case KJ_IR_SREG:
+        return true;
+    case KJ_IR_DIM:
+        return e->args[0]->op == KJ_IR_VAR;
+    case KJ_IR_CAST:
+        if (kj_type_is_int(e->type) && !kj_type_is_int(e->args[0]->type) &&
+            e->args[0]->type->kind != KJ_TYPE_BOOL)
+            return false; /* a float to an integer: checked */
+        break;
+    case KJ_IR_NEG: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL:
+    case KJ_IR_EQ: case KJ_IR_NE: case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE:
+        break;
+    case KJ_IR_LOAD: {
+        /* the tile, or a variable assigned it once (an inlined parameter) */
+        const KjIrExpr *alloc = e->args[0];
+        for (int depth = 0; alloc && alloc->op == KJ_IR_VAR && depth < 4; depth++)
+            alloc = S->sets[alloc->var->id] == 1 ? S->def[alloc->var->id] : NULL;
+        if (!alloc || alloc->op != KJ_IR_SHARED || alloc->alloc_ndim != e->arg_count - 1)
+            return false;
+        for (int k = 1; k < e->arg_count; k++)
+            if (e->args[k]->op != KJ_IR_CONST || (int64_t)e->args[k]->const_int < 0 ||
+                (int64_t)e->args[k]->const_int >= alloc->alloc_shape[k - 1])
+                return false;
+        return true;
+    }
+    default:
+        return false;
+    }
+    for (int i = 0; i < e->arg_count; i++)
+        if (!skippable(S, e->args[i]))
+            return false;
+    return true;
+}
+
+/*
+ * A region `threads { v = E; ...; if threadIdx.x == 0 { ... } }` (a helper's
+ * result read by every thread and written by the first: `let total =
+ * tree_sum(tile, t); if t == 0 { sums[b] = total; }` once inlined) whose
+ * variables v are read nowhere but in the if's side (and the later such
+ * assignments), and whose values E
+ * every thread may skip (skippable): the assignments move into the side,
+ * which thread 0 runs, and the region is then the one `if` that
+ * narrow_to_condition narrows to thread 0.  Thread 0 computes the same
+ * values; the others' were never read.  planned: the region's statements
+ * in the original kernel, items: the same built (none before them: no
+ * linear index, no uniform copies).
+ */
+static void sink_into_first_thread(Split *S, const KjIrStmt *planned, KjVec *items)
+{
+    int n = planned->body->stmts.count;
+    if (n < 2 || items->count != n)
+        return;
+    const KjIrStmt *last = planned->body->stmts.items[n - 1];
+    KjIrStmt *built_if = items->items[n - 1];
+    if (last->kind != KJ_IR_STMT_IF || last->else_stmt || built_if->kind != KJ_IR_STMT_IF)
+        return;
+    const KjIrExpr *c = built_if->cond; /* (a copy of threadIdx.x there is threadIdx.x) */
+    const KjIrExpr *x = c->op == KJ_IR_EQ ? c->args[0] : NULL, *bound = x ? c->args[1] : NULL;
+    if (x && !is_thread_x(x) && is_thread_x(bound)) {
+        const KjIrExpr *swap = x;
+        x = bound;
+        bound = swap;
+    }
+    /* thread 0 passes it, and runs what the others skip */
+    if (!x || !is_thread_x(x) || bound->op != KJ_IR_CONST || bound->const_int != 0)
+        return;
+    for (int i = 0; i < n - 1; i++) {
+        const KjIrStmt *set = planned->body->stmts.items[i];
+        if (set->kind != KJ_IR_STMT_SET || S->sets[set->var->id] != 1 || S->per_thread[set->var->id] ||
+            S->copy[set->var->id] || !skippable(S, set->value))
+            return;
+        /* read only by what moves: the later assignments and the side */
+        int moved = reads_of(last->then_stmt, set->var);
+        for (int j = i + 1; j < n - 1; j++)
+            moved += reads_of(planned->body->stmts.items[j], set->var);
+        if (reads_of(S->kernel->body, set->var) != moved)
+            return;
+    }
+    KjIrStmt *side = new_block(S, built_if->loc);
+    for (int i = 0; i < n - 1; i++)
+        kj_vec_push(S->arena, &side->stmts, items->items[i]);
+    kj_vec_push(S->arena, &side->stmts, built_if->then_stmt);
+    built_if->then_stmt = side;
+    items->items[0] = built_if;
+    items->count = 1;
+}
+
 /*
  * A region that is one `if` on threadIdx.x against a uniform value
  * (`if t < s { ... }`, `if t == 0 { ... }`) loops only over the threads that
@@ -749,6 +864,7 @@ static void build_region(Split *S, KjIrStmt *out, const KjIrStmt *planned)
                         set_var(S, S->copy[id], var_ref(S, S->map[id], planned->loc), planned->loc));
     for (int i = 0; i < planned->body->stmts.count; i++)
         kj_vec_push(S->arena, &body->stmts, build_region_stmt(S, planned->body->stmts.items[i]));
+    sink_into_first_thread(S, planned, &body->stmts);
     narrow_to_condition(S, threads);
     kj_vec_push(S->arena, &out->stmts, threads);
     for (int id = 0; id < count; id++)

@@ -758,6 +758,133 @@ START_TEST(barriers_in_helpers_are_written_in)
 }
 END_TEST
 
+/* e's value when it is a constant, a cast of one or a sum of such: else -2. */
+static int64_t folded(const KjIrExpr *e)
+{
+    if (e->op == KJ_IR_CONST)
+        return (int64_t)e->const_int;
+    if (e->op == KJ_IR_CAST)
+        return folded(e->args[0]);
+    if (e->op == KJ_IR_ADD) {
+        int64_t a = folded(e->args[0]), b = folded(e->args[1]);
+        return a == -2 || b == -2 ? -2 : a + b;
+    }
+    return -2;
+}
+
+/* The last region of kernel's split form: its threads' range, each end a
+ * constant (folded) or -1 where it has none (the block's). */
+static void last_region_range(const char *source, const char *kernel, int64_t *start, int64_t *stop)
+{
+    Compiled *cp = compile_ir(source);
+    const char *why = NULL;
+    KjIrFunction *split = kj_barrier_split(cp->module, compiled_function(cp, kernel), &why);
+    ck_assert_msg(split, "%s: %s", kernel, why ? why : "");
+    const KjIrStmt *last = NULL;
+    for (int i = 0; i < split->body->stmts.count; i++) {
+        const KjIrStmt *st = split->body->stmts.items[i];
+        if (st->kind == KJ_IR_STMT_THREADS)
+            last = st;
+    }
+    ck_assert(last);
+    *start = last->start ? folded(last->start) : -1;
+    *stop = last->stop ? folded(last->stop) : -1;
+    compiled_free(cp);
+}
+
+/* A helper's result that every thread reads and the first writes (`let
+ * total = tree(...); if t == 0 { sums[b] = total; }`, the helper's `return
+ * sh[0]` inlined as every thread's load): the load moves into the if, and
+ * the last region runs thread 0 alone, as when the kernel writes `if t == 0
+ * { sums[b] = sh[0]; }` itself (before, all the block's threads ran it: in
+ * checked mode 2.8 times the unchecked call, tests/bench/simd.kern's
+ * block_sum_helper).  Not when the value is read by the other threads too,
+ * is a load that may fail its check (an array not a shared() tile, or
+ * outside the tile), or when the if is not thread 0's.  Each form against
+ * the fibers, bit for bit. */
+static const char first_thread_source[] =
+    "fn tree(sh: f32[], t: i32) -> f32 {\n"
+    "    let s = 128;\n"
+    "    while s > 0 {\n"
+    "        if t < s { sh[t] += sh[t + s]; }\n"
+    "        syncthreads();\n"
+    "        s = s / 2;\n"
+    "    }\n"
+    "    return sh[0];\n"
+    "}\n"
+    "@kernel\n"
+    "fn first(a: f32[], sums: f32[]) {\n"
+    "    let sh = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[blockIdx.x * 256 + t];\n"
+    "    syncthreads();\n"
+    "    let total = tree(sh, t);\n"
+    "    let twice = total * 2.0 + f32(blockIdx.x);\n"
+    "    if t == 0 { sums[blockIdx.x] = twice; }\n"
+    "}\n"
+    "@kernel\n"
+    "fn every(a: f32[], sums: f32[]) {\n"
+    "    let sh = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[blockIdx.x * 256 + t];\n"
+    "    syncthreads();\n"
+    "    let total = tree(sh, t);\n"
+    "    if t == 0 { sums[blockIdx.x] = total; }\n"
+    "    a[blockIdx.x * 256 + t] = total;\n"
+    "}\n"
+    "@kernel\n"
+    "fn global_load(a: f32[], sums: f32[]) {\n"
+    "    let sh = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[blockIdx.x * 256 + t];\n"
+    "    syncthreads();\n"
+    "    let total = a[0];\n"
+    "    if t == 0 { sums[blockIdx.x] = total; }\n"
+    "}\n"
+    "@kernel\n"
+    "fn past_tile(a: f32[], sums: f32[]) {\n"
+    "    let sh = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[blockIdx.x * 256 + t];\n"
+    "    syncthreads();\n"
+    "    let total = sh[256];\n"
+    "    if t == 0 { sums[blockIdx.x] = total; }\n"
+    "}\n"
+    "@kernel\n"
+    "fn second(a: f32[], sums: f32[]) {\n"
+    "    let sh = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    sh[t] = a[blockIdx.x * 256 + t];\n"
+    "    syncthreads();\n"
+    "    let total = tree(sh, t);\n"
+    "    if t == 1 { sums[blockIdx.x] = total; }\n"
+    "}\n";
+
+START_TEST(first_threads_value_moves_into_its_if)
+{
+    int64_t start, stop;
+    last_region_range(first_thread_source, "first", &start, &stop);
+    ck_assert_msg(start == 0 && stop == 1, "first: threads [%lld, %lld)", (long long)start, (long long)stop);
+    static const char *const kept[] = {"every", "global_load", "past_tile", "second"};
+    for (size_t k = 0; k < sizeof kept / sizeof *kept; k++) {
+        last_region_range(first_thread_source, kept[k], &start, &stop);
+        ck_assert_msg(!(start == 0 && stop == 1), "%s: narrowed to thread 0", kept[k]);
+    }
+    static const char *const run[] = {"first", "every", "second"};
+    for (size_t k = 0; k < sizeof run / sizeof *run; k++) {
+        enum { BLOCKS = 3 };
+        float a[BLOCKS * 256], sums[BLOCKS] = {0};
+        for (int i = 0; i < BLOCKS * 256; i++)
+            a[i] = (float)(next_random() % 1000) * 0.25f;
+        Launch l = {.source = first_thread_source, .kernel = run[k], .grid = {BLOCKS, 1, 1},
+                    .block = {256, 1, 1}};
+        add_array(&l, a, KJIT_F32, BLOCKS * 256);
+        add_array(&l, sums, KJIT_F32, BLOCKS);
+        run_and_compare(&l);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------ regions on SIMD lanes */
 
 /* Regions that codegen_simd_threads.c runs on SIMD lanes: a loop whose exit
@@ -1173,6 +1300,7 @@ Suite *suite_barrier_split(void)
     tcase_add_test(c, straight_line_kernels_split_into_one_region);
     tcase_add_test(c, edge_blocks_run_the_threads_that_pass);
     tcase_add_test(c, barriers_in_helpers_are_written_in);
+    tcase_add_test(c, first_threads_value_moves_into_its_if);
     tcase_add_test(c, regions_on_lanes_over_block_shapes);
     tcase_add_test(c, narrow_compares_on_lanes);
     tcase_add_test(c, split_regions_are_simd_code);
