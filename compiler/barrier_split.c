@@ -684,26 +684,6 @@ static KjIrExpr *plus_one(Split *S, KjIrExpr *e)
     return binary(S, KJ_IR_ADD, e, one);
 }
 
-typedef struct CountReads {
-    const KjIrVar *var;
-    int reads;
-} CountReads;
-
-static bool count_reads(KjIrWalk *w, const KjIrExpr *e)
-{
-    CountReads *c = w->data;
-    c->reads += e->op == KJ_IR_VAR && e->var == c->var;
-    return true;
-}
-
-static int reads_of(const KjIrStmt *s, const KjIrVar *var)
-{
-    CountReads c = {var, 0};
-    KjIrWalk w = {.expr = count_reads, .data = &c};
-    kj_ir_walk_stmt(&w, s);
-    return c.reads;
-}
-
 /* e (of the original kernel) has no effect and nothing that checked mode
  * checks (checks.c), so a thread may skip it: constants, variables,
  * registers and extents, arithmetic without a check site (no integer
@@ -783,11 +763,10 @@ static void sink_into_first_thread(Split *S, const KjIrStmt *planned, KjVec *ite
         if (set->kind != KJ_IR_STMT_SET || S->sets[set->var->id] != 1 || S->per_thread[set->var->id] ||
             S->copy[set->var->id] || !skippable(S, set->value))
             return;
-        /* read only by what moves: the later assignments and the side */
-        int moved = reads_of(last->then_stmt, set->var);
-        for (int j = i + 1; j < n - 1; j++)
-            moved += reads_of(planned->body->stmts.items[j], set->var);
-        if (reads_of(S->kernel->body, set->var) != moved)
+        /* read only by what moves (the later assignments and the side): named
+         * in this region alone, and not in the if's condition */
+        const VarUse *u = &S->uses[set->var->id];
+        if (u->several || u->outside || kj_ir_expr_reads(last->cond, set->var))
             return;
     }
     KjIrStmt *side = new_block(S, built_if->loc);

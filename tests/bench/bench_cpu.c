@@ -316,7 +316,8 @@ static void stencil_rows(kjit_context *context, const char *bench_dir)
         if (!wanted(name))
             continue;
         int64_t shape[3] = {n, n, n}, total = (int64_t)n * n * n;
-        double *u = bench_alloc(sizeof(double) * (size_t)total), *v = bench_alloc(sizeof(double) * (size_t)total);
+        double *u = bench_alloc(sizeof(double) * (size_t)total);
+        double *v = bench_alloc(sizeof(double) * (size_t)total);
         memset(v, 0, sizeof(double) * (size_t)total);
         fill_random(NULL, u, total, 1.0);
         kjit_array U = kjit_array_make(u, KJIT_F64, 3, shape), V = kjit_array_make(v, KJIT_F64, 3, shape);
@@ -356,7 +357,8 @@ static void inc_rows(kjit_context *context, const char *bench_dir)
     const char *forms[3] = {"@kernel 1-D", "@kernel 2-D 32x8", "@vectorize"};
     for (int size = 0; size < 2; size++) {
         int64_t rows = rows_of[size], cols = cols_of[size], n = rows * cols, shape[2] = {rows, cols};
-        int32_t *a = bench_alloc(sizeof(int32_t) * (size_t)n), *b = bench_alloc(sizeof(int32_t) * (size_t)n);
+        int32_t *a = bench_alloc(sizeof(int32_t) * (size_t)n);
+        int32_t *b = bench_alloc(sizeof(int32_t) * (size_t)n);
         for (int64_t i = 0; i < n; i++)
             a[i] = (int32_t)(i * 2654435761u);
         kjit_array A1 = kjit_array_make(a, KJIT_I32, 1, &n), B1 = kjit_array_make(b, KJIT_I32, 1, &n);

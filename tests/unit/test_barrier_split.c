@@ -659,16 +659,21 @@ END_TEST
  * the flag's if), one helper calling another, and a parameter the helper
  * assigns.  Refused, and so on fibers: a call inside an expression, a
  * return inside a helper's loop. */
-static const char helper_source[] =
-    "fn tree(sh: f32[], t: i32, n: i32) -> f32 {\n"
-    "    let s = n / 2;\n"
-    "    while s > 0 {\n"
-    "        if t < s { sh[t] += sh[t + s]; }\n"
-    "        syncthreads();\n"
-    "        s = s / 2;\n"
-    "    }\n"
-    "    return sh[0];\n"
+/* A block's tree sum in shared memory, as a helper that calls syncthreads()
+ * (here and in first_thread_source below). */
+#define TREE_HELPER \
+    "fn tree(sh: f32[], t: i32, n: i32) -> f32 {\n" \
+    "    let s = n / 2;\n" \
+    "    while s > 0 {\n" \
+    "        if t < s { sh[t] += sh[t + s]; }\n" \
+    "        syncthreads();\n" \
+    "        s = s / 2;\n" \
+    "    }\n" \
+    "    return sh[0];\n" \
     "}\n"
+
+static const char helper_source[] =
+    TREE_HELPER
     "fn load_and_sum(sh: f32[], a: f32[], i: i32, t: i32, scale: f32) -> f32 {\n"
     "    if scale == 0.0 { return 0.0; }\n"
     "    sh[t] = i < len(a) ? a[i] * scale : 0.0;\n"
@@ -803,22 +808,14 @@ static void last_region_range(const char *source, const char *kernel, int64_t *s
  * outside the tile), or when the if is not thread 0's.  Each form against
  * the fibers, bit for bit. */
 static const char first_thread_source[] =
-    "fn tree(sh: f32[], t: i32) -> f32 {\n"
-    "    let s = 128;\n"
-    "    while s > 0 {\n"
-    "        if t < s { sh[t] += sh[t + s]; }\n"
-    "        syncthreads();\n"
-    "        s = s / 2;\n"
-    "    }\n"
-    "    return sh[0];\n"
-    "}\n"
+    TREE_HELPER
     "@kernel\n"
     "fn first(a: f32[], sums: f32[]) {\n"
     "    let sh = shared(f32, 256);\n"
     "    let t = threadIdx.x;\n"
     "    sh[t] = a[blockIdx.x * 256 + t];\n"
     "    syncthreads();\n"
-    "    let total = tree(sh, t);\n"
+    "    let total = tree(sh, t, 256);\n"
     "    let twice = total * 2.0 + f32(blockIdx.x);\n"
     "    if t == 0 { sums[blockIdx.x] = twice; }\n"
     "}\n"
@@ -828,7 +825,7 @@ static const char first_thread_source[] =
     "    let t = threadIdx.x;\n"
     "    sh[t] = a[blockIdx.x * 256 + t];\n"
     "    syncthreads();\n"
-    "    let total = tree(sh, t);\n"
+    "    let total = tree(sh, t, 256);\n"
     "    if t == 0 { sums[blockIdx.x] = total; }\n"
     "    a[blockIdx.x * 256 + t] = total;\n"
     "}\n"
@@ -856,7 +853,7 @@ static const char first_thread_source[] =
     "    let t = threadIdx.x;\n"
     "    sh[t] = a[blockIdx.x * 256 + t];\n"
     "    syncthreads();\n"
-    "    let total = tree(sh, t);\n"
+    "    let total = tree(sh, t, 256);\n"
     "    if t == 1 { sums[blockIdx.x] = total; }\n"
     "}\n";
 
@@ -864,7 +861,8 @@ START_TEST(first_threads_value_moves_into_its_if)
 {
     int64_t start, stop;
     last_region_range(first_thread_source, "first", &start, &stop);
-    ck_assert_msg(start == 0 && stop == 1, "first: threads [%lld, %lld)", (long long)start, (long long)stop);
+    ck_assert_msg(start == 0 && stop == 1, "first: threads [%lld, %lld)", (long long)start,
+                  (long long)stop);
     static const char *const kept[] = {"every", "global_load", "past_tile", "second"};
     for (size_t k = 0; k < sizeof kept / sizeof *kept; k++) {
         last_region_range(first_thread_source, kept[k], &start, &stop);
