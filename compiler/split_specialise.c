@@ -25,8 +25,9 @@
  *   - a region whose thread range folds to nothing is dropped;
  *   - a region whose statements guard with `X + threadIdx < n` runs as two
  *     copies, one for blocks whose every thread passes (see Guards below);
- *     in checked mode that copy's accesses that the guards prove inside
- *     their array lose their checks, the test gaining the lower bound.
+ *     in checked mode that copy's accesses that its test can prove inside
+ *     their array lose their checks, the test gaining what the proof needs
+ *     (see Proof).
  * Integer folding follows the code generator's semantics exactly (wrapping
  * arithmetic in the type's width, division by 0 and -1 as codegen_expr.c
  * makes them safe), so the specialised code computes what the general code
@@ -47,7 +48,7 @@ typedef struct Known {
     uint64_t *value;
 } Known;
 
-enum { MAX_GUARDS = 8 };
+enum { MAX_GUARDS = 8, MAX_PROOFS = 64, MAX_ACTIVE = 32 };
 
 typedef struct Spec {
     KjArena *arena;
@@ -63,25 +64,19 @@ typedef struct Spec {
      * var id -> what `i64(var)` is there, NULL where not */
     KjIrExpr **widened;
     bool straight; /* the form of a kernel without barriers (kj_split_straight_line) */
-    /* and the guards that bound an index by an array's extent (checked
-     * mode: accesses they prove inside the array lose their check) */
+    /* and, while copying a region for a test of its own (the guards' copy,
+     * x_split's): the guards (checked mode: accesses the copy proves inside
+     * their array lose their check), the conditions that test must add for
+     * those proofs, and the conditions in force where the copy is (those of
+     * the enclosing ifs and selects, and of an earlier `if c { return; }`,
+     * negated where the code runs when they are false) */
     const struct Guards *guards;
-    struct Bound *bounds;
-    int bound_count;
+    KjIrExpr *proofs[MAX_PROOFS];
+    int proof_count;
+    const KjIrExpr *active[MAX_ACTIVE];
+    bool active_not[MAX_ACTIVE];
+    int active_count;
 } Spec;
-
-/* A guard `X + threadIdx.<axis> < dim.<dim>(array)` of the region's test:
- * under the test every thread's X + threadIdx.<axis> (in `bits`, as
- * `increasing` reads it, `wide` its X as i64) is below the array's extent,
- * and, with `at_first >= 0` added to the test when an access uses it, not
- * below 0. */
-typedef struct Bound {
-    const KjIrExpr *wide;
-    int bits, axis, dim;
-    const KjIrVar *array;
-    KjIrExpr *at_first;
-    bool used;
-} Bound;
 
 static bool proven_inside(Spec *S, const KjIrExpr *array, KjIrExpr *const *indices, int count);
 
@@ -232,6 +227,16 @@ static bool pure(const KjIrExpr *e)
     return true;
 }
 
+/* Condition c (`negated`: its negation) holds where the copy is now, until
+ * the caller sets active_count back. */
+static void in_force(Spec *S, const KjIrExpr *c, bool negated)
+{
+    if (S->active_count == MAX_ACTIVE)
+        return;
+    S->active_not[S->active_count] = negated;
+    S->active[S->active_count++] = c;
+}
+
 /* A copy of e with blockDim and the known variables (those not in `skip`)
  * replaced by constants, and the integer operations on constants folded. */
 static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
@@ -255,8 +260,13 @@ static KjIrExpr *expr(Spec *S, const KjIrExpr *e, Known k, const bool *skip)
     *c = *e;
     if (e->arg_count > 0) {
         c->args = kj_arena_alloc(S->arena, sizeof *c->args * (size_t)e->arg_count);
-        for (int i = 0; i < e->arg_count; i++)
+        for (int i = 0; i < e->arg_count; i++) {
+            int outside = S->active_count;
+            if (e->op == KJ_IR_SELECT && i > 0) /* an arm runs where its condition is true or false */
+                in_force(S, e->args[0], i == 2);
             c->args[i] = expr(S, e->args[i], k, skip);
+            S->active_count = outside;
+        }
     }
     if (c->check_site && S->guards && (e->op == KJ_IR_LOAD || e->op == KJ_IR_ATOMIC) && e->arg_count > 1 &&
         e->args[0]->type->kind == KJ_TYPE_ARRAY && e->arg_count - 1 >= e->args[0]->type->ndim &&
@@ -343,6 +353,18 @@ static KjIrStmt *new_block(Spec *S, KjLoc loc)
     return kj_ir_new_stmt(S->arena, KJ_IR_STMT_BLOCK, loc);
 }
 
+/* s is `if c { return; }`: the threads that go on past it fail c. */
+static bool leaves_if(const KjIrStmt *s)
+{
+    if (s->kind != KJ_IR_STMT_IF || (s->else_stmt && (s->else_stmt->kind != KJ_IR_STMT_BLOCK ||
+                                                      s->else_stmt->stmts.count > 0)))
+        return false;
+    const KjIrStmt *then = s->then_stmt;
+    if (then && then->kind == KJ_IR_STMT_BLOCK && then->stmts.count == 1)
+        then = then->stmts.items[0];
+    return then && then->kind == KJ_IR_STMT_RETURN && !then->value;
+}
+
 /* A statement inside a region: a copy with its expressions folded (the
  * variables the region assigns, `skip`, are not replaced) and the ifs on
  * constants cut to their branch. */
@@ -366,15 +388,31 @@ static KjIrStmt *region_stmt(Spec *S, const KjIrStmt *s, Known k, const bool *sk
     if (s->kind == KJ_IR_STMT_STORE && s->check_site && S->guards && s->array->type->kind == KJ_TYPE_ARRAY &&
         s->index_count == s->array->type->ndim && proven_inside(S, s->array, s->indices, s->index_count))
         c->check_site = 0;
+    int outside = S->active_count;
     c->stmts = (KjVec){0};
-    for (int i = 0; i < s->stmts.count; i++)
-        kj_vec_push(S->arena, &c->stmts, region_stmt(S, s->stmts.items[i], k, skip));
-    if (s->kind == KJ_IR_STMT_IF && is_const_int(c->cond)) {
-        const KjIrStmt *taken = c->cond->const_int ? s->then_stmt : s->else_stmt;
-        return taken ? region_stmt(S, taken, k, skip) : new_block(S, s->loc);
+    for (int i = 0; i < s->stmts.count; i++) {
+        const KjIrStmt *item = s->stmts.items[i];
+        kj_vec_push(S->arena, &c->stmts, region_stmt(S, item, k, skip));
+        if (leaves_if(item)) /* the statements after it run where its condition is false */
+            in_force(S, item->cond, true);
     }
+    S->active_count = outside;
+    if (s->kind == KJ_IR_STMT_IF && is_const_int(c->cond)) {
+        bool taken = c->cond->const_int != 0;
+        const KjIrStmt *branch = taken ? s->then_stmt : s->else_stmt;
+        in_force(S, s->cond, !taken);
+        KjIrStmt *out = branch ? region_stmt(S, branch, k, skip) : new_block(S, s->loc);
+        S->active_count = outside;
+        return out;
+    }
+    if (s->kind == KJ_IR_STMT_IF)
+        in_force(S, s->cond, false);
     c->then_stmt = region_stmt(S, s->then_stmt, k, skip);
+    S->active_count = outside;
+    if (s->kind == KJ_IR_STMT_IF)
+        in_force(S, s->cond, true);
     c->else_stmt = region_stmt(S, s->else_stmt, k, skip);
+    S->active_count = outside;
     c->body = region_stmt(S, s->body, k, skip);
     return c;
 }
@@ -415,6 +453,7 @@ static bool empty_range(Spec *S, const KjIrStmt *threads)
 typedef struct Guards {
     const KjIrExpr **def; /* var id -> its one assignment in the region, if any */
     int *sets;            /* var id -> assignments in the region */
+    bool *early;          /* var id -> read in the region before its first assignment there */
     int64_t first[3];     /* the first thread's threadIdx.x, .y, .z: a, 0, 0 */
     int64_t last[3];      /* the last's: b - 1, blockDim.y - 1, blockDim.z - 1 */
     KjIrExpr *test;       /* the conjunction so far */
@@ -456,10 +495,20 @@ static void leave_region_set(KjIrWalk *w, const KjIrStmt *s)
     ((RegionSets *)w->data)->nested -= s->kind != KJ_IR_STMT_BLOCK;
 }
 
+/* (the walk meets a statement's expressions before the statement, so a
+ * variable's reads before its first assignment are met before it) */
+static bool note_region_read(KjIrWalk *w, const KjIrExpr *e)
+{
+    Guards *G = ((RegionSets *)w->data)->G;
+    if (e->op == KJ_IR_VAR && G->sets[e->var->id] == 0)
+        G->early[e->var->id] = true;
+    return true;
+}
+
 static void count_region_sets(const KjIrStmt *region, Guards *G)
 {
     RegionSets r = {G, 0};
-    KjIrWalk w = {.stmt = count_region_set, .leave = leave_region_set, .data = &r};
+    KjIrWalk w = {.stmt = count_region_set, .expr = note_region_read, .leave = leave_region_set, .data = &r};
     kj_ir_walk_stmt(&w, region);
 }
 
@@ -479,15 +528,20 @@ static int tid_axis(const KjIrExpr *e)
                : -1;
 }
 
+static const KjIrExpr *through(const KjIrExpr *e, const Guards *G);
+
 /* e is the same for every thread of the region and has no effect: no
- * threadIdx, memory, call, nor variable the region assigns. */
+ * threadIdx, memory, call, nor variable the region assigns but once at its
+ * top, before any read, a value of that kind (the value is then the same
+ * wherever the region reads the variable, and known before the region:
+ * hoist). */
 static bool same_for_all(const KjIrExpr *e, const Guards *G)
 {
     switch (e->op) {
     case KJ_IR_SREG:
         return e->sreg != KJ_SREG_TID_X && e->sreg != KJ_SREG_TID_Y && e->sreg != KJ_SREG_TID_Z;
     case KJ_IR_VAR:
-        return G->sets[e->var->id] == 0;
+        return G->sets[e->var->id] == 0 || (through(e, G) != e && same_for_all(through(e, G), G));
     case KJ_IR_CONST: case KJ_IR_DIM: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV:
     case KJ_IR_REM: case KJ_IR_NEG: case KJ_IR_CAST: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR:
     case KJ_IR_SHL: case KJ_IR_SHR:
@@ -501,12 +555,29 @@ static bool same_for_all(const KjIrExpr *e, const Guards *G)
     return true;
 }
 
-/* Through a variable assigned once at the region's top: its value. */
+/* Through a variable assigned once at the region's top, and not read
+ * before: its value. */
 static const KjIrExpr *through(const KjIrExpr *e, const Guards *G)
 {
-    if (e->op == KJ_IR_VAR && G->sets[e->var->id] == 1 && G->def[e->var->id])
+    if (e->op == KJ_IR_VAR && G->sets[e->var->id] == 1 && G->def[e->var->id] && !G->early[e->var->id])
         return G->def[e->var->id];
     return e;
+}
+
+/* A same_for_all e as it is computed before the region: a copy with the
+ * variables the region assigns replaced by their values. */
+static KjIrExpr *hoist(Spec *S, const KjIrExpr *e, const Guards *G)
+{
+    if (e->op == KJ_IR_VAR && G->sets[e->var->id] > 0 && through(e, G) != e)
+        return hoist(S, through(e, G), G);
+    KjIrExpr *c = kj_arena_alloc(S->arena, sizeof *c);
+    *c = *e;
+    if (e->arg_count > 0) {
+        c->args = kj_arena_alloc(S->arena, sizeof *c->args * (size_t)e->arg_count);
+        for (int i = 0; i < e->arg_count; i++)
+            c->args[i] = hoist(S, e->args[i], G);
+    }
+    return c;
 }
 
 /*
@@ -550,8 +621,7 @@ static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **n
     *bits_out = bits;
     KjIrExpr *wide = NULL;
     if (x) {
-        wide = kj_arena_alloc(S->arena, sizeof *wide);
-        *wide = *x; /* shared below its top: expressions are read only */
+        wide = hoist(S, x, G);
         if (bits == 32) {
             KjIrExpr *c = kj_ir_new_expr(S->arena, KJ_IR_CAST, i64, x->loc, 1);
             c->args[0] = wide;
@@ -573,10 +643,19 @@ static bool increasing(Spec *S, const KjIrExpr *e, const Guards *G, KjIrExpr **n
     return true;
 }
 
+static KjIrExpr *binary(Spec *S, KjIrOp op, const KjType *t, KjIrExpr *l, KjIrExpr *r)
+{
+    KjIrExpr *e = kj_ir_new_expr(S->arena, op, t, l->loc, 2);
+    e->args[0] = l;
+    e->args[1] = r;
+    return e;
+}
+
+/* a && b, either NULL for true */
 static KjIrExpr *both(Spec *S, KjIrExpr *a, KjIrExpr *b)
 {
-    if (!a)
-        return b;
+    if (!a || !b)
+        return a ? a : b;
     KjIrExpr *e = kj_ir_new_expr(S->arena, KJ_IR_LOGAND, kj_type_scalar(KJ_TYPE_BOOL), b->loc, 2);
     e->args[0] = a;
     e->args[1] = b;
@@ -612,8 +691,7 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
     int axis, bits;
     if (!increasing(S, a, G, &no_wrap, &at_first, &at_last, &narrow_var, &axis, &bits))
         return;
-    if (op == KJ_IR_LT && u->op == KJ_IR_DIM && u->args[0]->op == KJ_IR_VAR && S->bound_count < MAX_GUARDS)
-        S->bounds[S->bound_count++] = (Bound){at_last->args[0], bits, axis, u->dim, u->args[0]->var, at_first, false};
+    u = hoist(S, u, G);
     /* an upper bound holds for all when it holds for the last thread, a
      * lower one when it holds for the first */
     KjIrExpr *cmp = kj_ir_new_expr(S->arena, op, c->type, c->loc, 2);
@@ -663,6 +741,7 @@ static bool same_expr(const KjIrExpr *a, const KjIrExpr *b)
         break;
     case KJ_IR_CAST: case KJ_IR_ADD: case KJ_IR_SUB: case KJ_IR_MUL: case KJ_IR_DIV: case KJ_IR_REM:
     case KJ_IR_NEG: case KJ_IR_BITAND: case KJ_IR_BITOR: case KJ_IR_BITXOR: case KJ_IR_SHL: case KJ_IR_SHR:
+    case KJ_IR_LT: case KJ_IR_LE: case KJ_IR_GT: case KJ_IR_GE: case KJ_IR_EQ: case KJ_IR_NE:
         break;
     default:
         return false;
@@ -673,35 +752,196 @@ static bool same_expr(const KjIrExpr *a, const KjIrExpr *b)
     return true;
 }
 
-/* While copying the region for the block whose guards hold: whether every
- * index of an access to `array` is X + threadIdx.<axis> of a bound on that
- * axis of that array (the same X, axis and width), so that no thread's
- * access can fail its check there; the bounds used are marked, for their
- * lower test. */
+/*
+ * Checked mode.  While copying a region for a test of its own, an access
+ * whose every index stays inside the array for every thread that runs it
+ * loses its check, and the test gains what the proof needs, all of it the
+ * same for every thread.  An index is V + d, V = X + threadIdx.<axis> (as
+ * increasing reads it) and d a constant, in the array's extent D along it:
+ *   - above, by a guard in force where the access is, `V < U` (or <=):
+ *     U <= D - d, or by the block's threads, V <= X + last: X + last + d < D;
+ *   - below, by a guard `V >= L` (or >): L >= -d, or by the threads,
+ *     V >= X + first: X + first + d >= 0;
+ * and V + d does not wrap in its type (a guard's V is the value it tested;
+ * the threads' side needs X + last + d within the type).  Both sides may
+ * come from either, the guards from the copy's enclosing ifs and selects
+ * (Spec.active), so the proof holds in any copy the test guards, whatever
+ * the region's other guards do.
+ */
+typedef struct Proof {
+    Spec *S;
+    KjLoc loc;
+    KjIrExpr *conds[4 * KJ_MAX_DIMS];
+    int count;
+} Proof;
+
+enum { MAX_OFFSET = 1 << 30 };
+
+/* e as V + d for a constant d of at most MAX_OFFSET either way (d = 0 when
+ * e is no such sum), through a widening of a 32-bit sum to i64. */
+static const KjIrExpr *offset_part(const KjIrExpr *e, int64_t *d)
+{
+    *d = 0;
+    if (e->op == KJ_IR_CAST && e->type == kj_type_scalar(KJ_TYPE_I64) && e->args[0]->type == kj_type_scalar(KJ_TYPE_I32)) {
+        const KjIrExpr *v = offset_part(e->args[0], d);
+        return *d ? v : e;
+    }
+    if (e->arg_count != 2 || (e->op != KJ_IR_ADD && e->op != KJ_IR_SUB))
+        return e;
+    int at = is_const_int(e->args[1]) ? 1 : e->op == KJ_IR_ADD && is_const_int(e->args[0]) ? 0 : -1;
+    if (at < 0)
+        return e;
+    int64_t v = (int64_t)e->args[at]->const_int;
+    if (v > MAX_OFFSET || v < -MAX_OFFSET)
+        return e;
+    *d = e->op == KJ_IR_SUB ? -v : v;
+    return e->args[1 - at];
+}
+
+/* Whether condition c (`negated`: its negation) says `V op B`, V = X +
+ * threadIdx.<axis> in `bits` and B the same for every thread, op an upper
+ * bound (< or <=) or a lower one (> or >=) as `upper` asks; B hoisted. */
+static bool guard_of(Spec *S, const KjIrExpr *c, bool negated, const KjIrExpr *X, int axis, int bits, bool upper,
+                     KjIrOp *op, KjIrExpr **bound)
+{
+    if (c->op == KJ_IR_NOT)
+        return guard_of(S, c->args[0], !negated, X, axis, bits, upper, op, bound);
+    if (c->op == (negated ? KJ_IR_LOGOR : KJ_IR_LOGAND) && c->arg_count == 2)
+        return guard_of(S, c->args[0], negated, X, axis, bits, upper, op, bound) ||
+               guard_of(S, c->args[1], negated, X, axis, bits, upper, op, bound);
+    KjIrOp o = c->op;
+    if (c->arg_count != 2 || (o != KJ_IR_LT && o != KJ_IR_LE && o != KJ_IR_GT && o != KJ_IR_GE))
+        return false;
+    if (negated) /* on integers */
+        o = o == KJ_IR_LT ? KJ_IR_GE : o == KJ_IR_LE ? KJ_IR_GT : o == KJ_IR_GT ? KJ_IR_LE : KJ_IR_LT;
+    const Guards *G = S->guards;
+    const KjIrExpr *a = c->args[0], *u = c->args[1];
+    if (!same_for_all(u, G)) { /* U op A: A op' U */
+        a = c->args[1];
+        u = c->args[0];
+        o = o == KJ_IR_LT ? KJ_IR_GT : o == KJ_IR_LE ? KJ_IR_GE : o == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
+    }
+    if (u->type != kj_type_scalar(KJ_TYPE_I64) || !same_for_all(u, G) || upper != (o == KJ_IR_LT || o == KJ_IR_LE))
+        return false;
+    KjIrExpr *no_wrap, *at_first, *at_last;
+    const KjIrVar *narrow_var;
+    int a_axis, a_bits;
+    if (!increasing(S, a, G, &no_wrap, &at_first, &at_last, &narrow_var, &a_axis, &a_bits) || a_axis != axis ||
+        a_bits != bits || !same_expr(at_last->args[0], X))
+        return false;
+    *op = o;
+    *bound = hoist(S, u, G);
+    return true;
+}
+
+static bool guard_in_force(Spec *S, const KjIrExpr *X, int axis, int bits, bool upper, KjIrOp *op, KjIrExpr **bound)
+{
+    for (int i = S->active_count - 1; i >= 0; i--)
+        if (guard_of(S, S->active[i], S->active_not[i], X, axis, bits, upper, op, bound))
+            return true;
+    return false;
+}
+
+static KjIrExpr *i64_const(Proof *P, int64_t v)
+{
+    return constant(P->S, kj_type_scalar(KJ_TYPE_I64), P->loc, (uint64_t)v);
+}
+
+/* e + v as i64 (folded when e is a constant; v is small, so it does not
+ * wrap where the proof takes it). */
+static KjIrExpr *plus(Proof *P, KjIrExpr *e, int64_t v)
+{
+    if (v == 0)
+        return e;
+    if (is_const_int(e))
+        return i64_const(P, (int64_t)((uint64_t)e->const_int + (uint64_t)v));
+    return binary(P->S, KJ_IR_ADD, kj_type_scalar(KJ_TYPE_I64), e, i64_const(P, v));
+}
+
+/* The proof needs `l op r` (i64): false when that is false whatever runs. */
+static bool require(Proof *P, KjIrOp op, KjIrExpr *l, KjIrExpr *r)
+{
+    if (is_const_int(l) && is_const_int(r)) {
+        bool holds = false;
+        fold_compare(op, kj_type_scalar(KJ_TYPE_I64), l->const_int, r->const_int, &holds);
+        return holds;
+    }
+    if (P->count == (int)(sizeof P->conds / sizeof P->conds[0]))
+        return false;
+    P->conds[P->count++] = binary(P->S, op, kj_type_scalar(KJ_TYPE_BOOL), l, r);
+    return true;
+}
+
+/* Index k of an access to `array`: whether it is V + d with a proof as
+ * above, whose conditions go into P. */
+static bool index_inside(Proof *P, const KjIrExpr *array, int k, const KjIrExpr *index)
+{
+    Spec *S = P->S;
+    int64_t d;
+    const KjIrExpr *v = offset_part(index, &d);
+    KjIrExpr *no_wrap, *at_first, *at_last;
+    const KjIrVar *narrow_var;
+    int axis, bits;
+    if (!increasing(S, v, S->guards, &no_wrap, &at_first, &at_last, &narrow_var, &axis, &bits))
+        return false;
+    KjIrExpr *X = at_last->args[0];
+    int64_t first = S->guards->first[axis], last = S->guards->last[axis], up = d > 0 ? d : 0;
+    int64_t limit = bits == 32 ? INT32_MAX : INT64_MAX;
+    KjIrExpr *extent = kj_ir_new_expr(S->arena, KJ_IR_DIM, kj_type_scalar(KJ_TYPE_I64), P->loc, 1);
+    extent->args[0] = (KjIrExpr *)array;
+    extent->dim = k;
+    KjIrOp op;
+    KjIrExpr *bound;
+    bool ok = true;
+    if (guard_in_force(S, X, axis, bits, true, &op, &bound)) {
+        /* V <= U - 1 (or U): V + d <= U - 1 + up */
+        KjIrOp below = op == KJ_IR_LT ? KJ_IR_LE : KJ_IR_LT;
+        if (!(op == KJ_IR_LT && up == 0 && same_expr(bound, extent)))
+            ok = ok && require(P, below, bound, up ? binary(S, KJ_IR_SUB, extent->type, extent, i64_const(P, up)) : extent);
+        if (bits == 32)
+            ok = ok && require(P, below, bound, i64_const(P, ((int64_t)1 << 31) - up));
+    } else {
+        ok = ok && require(P, KJ_IR_LE, X, i64_const(P, limit - last - up)) &&
+             require(P, KJ_IR_LT, plus(P, X, last + d), extent);
+    }
+    if (guard_in_force(S, X, axis, bits, false, &op, &bound))
+        ok = ok && require(P, KJ_IR_GE, bound, i64_const(P, op == KJ_IR_GE ? -d : -d - 1));
+    else
+        ok = ok && require(P, KJ_IR_LE, X, i64_const(P, limit - last)) &&
+             require(P, KJ_IR_GE, X, i64_const(P, -(first + d)));
+    return ok;
+}
+
+/* Whether every index of an access to `array` is proven inside it (above);
+ * the proof's conditions join Spec.proofs. */
 static bool proven_inside(Spec *S, const KjIrExpr *array, KjIrExpr *const *indices, int count)
 {
-    if (array->op != KJ_IR_VAR || count <= 0 || count > KJ_MAX_DIMS)
+    if (array->op != KJ_IR_VAR || count <= 0 || count > KJ_MAX_DIMS || S->guards->sets[array->var->id] != 0)
         return false;
-    int use[KJ_MAX_DIMS];
-    for (int k = 0; k < count; k++) {
-        KjIrExpr *no_wrap, *at_first, *at_last;
-        const KjIrVar *narrow_var;
-        int axis, bits;
-        if (!increasing(S, indices[k], S->guards, &no_wrap, &at_first, &at_last, &narrow_var, &axis, &bits))
-            return false;
-        use[k] = -1;
-        for (int i = 0; i < S->bound_count && use[k] < 0; i++) {
-            const Bound *b = &S->bounds[i];
-            if (b->array == array->var && b->dim == k && b->axis == axis && b->bits == bits &&
-                same_expr(b->wide, at_last->args[0]))
-                use[k] = i;
-        }
-        if (use[k] < 0)
-            return false;
-    }
+    Proof P = {S, array->loc, {0}, 0};
     for (int k = 0; k < count; k++)
-        S->bounds[use[k]].used = true;
+        if (!index_inside(&P, array, k, indices[k]))
+            return false;
+    if (S->proof_count + P.count > MAX_PROOFS)
+        return false;
+    for (int i = 0; i < P.count; i++) {
+        bool known = false;
+        for (int j = 0; j < S->proof_count && !known; j++)
+            known = same_expr(S->proofs[j], P.conds[i]);
+        if (!known)
+            S->proofs[S->proof_count++] = P.conds[i];
+    }
     return true;
+}
+
+/* The conjunction of the proofs' conditions (NULL: none), taken. */
+static KjIrExpr *take_proofs(Spec *S)
+{
+    KjIrExpr *test = NULL;
+    for (int i = 0; i < S->proof_count; i++)
+        test = both(S, test, S->proofs[i]);
+    S->proof_count = 0;
+    return test;
 }
 
 /* Not ir.c's walk: the order in which guards are found is the order of the
@@ -782,14 +1022,6 @@ static bool no_effect(const KjIrStmt *s)
     }
 }
 
-static KjIrExpr *binary(Spec *S, KjIrOp op, const KjType *t, KjIrExpr *l, KjIrExpr *r)
-{
-    KjIrExpr *e = kj_ir_new_expr(S->arena, op, t, l->loc, 2);
-    e->args[0] = l;
-    e->args[1] = r;
-    return e;
-}
-
 /* A fresh copy of e (nothing replaced). */
 static KjIrExpr *copy(Spec *S, const KjIrExpr *e)
 {
@@ -841,8 +1073,9 @@ static KjIrStmt *with_x_guards(Spec *S, const KjIrStmt *c, Guards *G, int found,
 }
 
 /* The region c of a block that fails its test, run over the threads of x
- * that pass its guards on x, or NULL (see above). */
-static KjIrStmt *x_split(Spec *S, const KjIrStmt *c, Guards *G, int found, int64_t a, int64_t b)
+ * that pass its guards on x, or NULL (see above); *proof: the test of the
+ * accesses it proves inside their arrays (checked mode). */
+static KjIrStmt *x_split(Spec *S, const KjIrStmt *c, Guards *G, int found, int64_t a, int64_t b, KjIrExpr **proof)
 {
     int upper = -1, lower = -1;
     for (int i = 0; i < found; i++) {
@@ -862,7 +1095,10 @@ static KjIrStmt *x_split(Spec *S, const KjIrStmt *c, Guards *G, int found, int64
             return NULL;
     KjIrStmt *run = kj_arena_alloc(S->arena, sizeof *run);
     *run = *c;
+    S->guards = G;
     run->body = with_x_guards(S, c, G, found, -1, true);
+    S->guards = NULL;
+    *proof = take_proofs(S);
     const KjType *i64 = kj_type_scalar(KJ_TYPE_I64);
     run->start = lower >= 0 ? guard_edge(S, G, lower, a, b) : constant(S, i64, c->loc, (uint64_t)a);
     run->stop = upper >= 0 ? guard_edge(S, G, upper, a, b) : constant(S, i64, c->loc, (uint64_t)b);
@@ -880,18 +1116,14 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
         return c;
     Guards G = {kj_arena_alloc(S->arena, sizeof *G.def * (size_t)(S->var_count + 1)),
                 kj_arena_alloc(S->arena, sizeof *G.sets * (size_t)(S->var_count + 1)),
+                kj_arena_alloc(S->arena, sizeof *G.early * (size_t)(S->var_count + 1)),
                 {a, 0, 0}, {b - 1, (int64_t)S->block[1] - 1, (int64_t)S->block[2] - 1}, NULL,
                 kj_arena_alloc(S->arena, sizeof *G.widened * (size_t)(S->var_count + 1))};
     count_region_sets(c->body, &G);
     S->hold_count = 0;
-    Bound bounds[MAX_GUARDS];
-    S->bounds = bounds;
-    S->bound_count = 0;
     find_guards(S, c->body, &G);
     if (!G.test) {
         S->hold_count = 0;
-        S->bounds = NULL;
-        S->bound_count = 0;
         return c;
     }
     int found = S->hold_count;
@@ -903,30 +1135,19 @@ static KjIrStmt *version_on_guards(Spec *S, KjIrStmt *c, int64_t a, int64_t b)
     S->guards = NULL;
     S->widened = NULL;
     S->hold_count = 0;
-    /* the accesses whose checks a bound dropped: their index is not below
-     * 0 where the first thread's is not (the test's upper bound proves the
-     * rest) */
-    for (int i = 0; i < S->bound_count; i++) {
-        if (!bounds[i].used)
-            continue;
-        KjIrExpr *ge = kj_ir_new_expr(S->arena, KJ_IR_GE, kj_type_scalar(KJ_TYPE_BOOL), c->loc, 2);
-        ge->args[0] = bounds[i].at_first;
-        ge->args[1] = constant(S, kj_type_scalar(KJ_TYPE_I64), c->loc, 0);
-        G.test = both(S, G.test, ge);
-    }
-    S->bounds = NULL;
-    S->bound_count = 0;
+    G.test = both(S, G.test, take_proofs(S));
     S->regions_left--;
     KjIrStmt *branch = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, c->loc);
     branch->cond = G.test;
     branch->then_stmt = new_block(S, c->loc);
     kj_vec_push(S->arena, &branch->then_stmt->stmts, fast);
     branch->else_stmt = new_block(S, c->loc);
-    KjIrStmt *passing = S->straight ? x_split(S, c, &G, found, a, b) : NULL;
+    KjIrExpr *proof = NULL;
+    KjIrStmt *passing = S->straight ? x_split(S, c, &G, found, a, b, &proof) : NULL;
     c->unroll = 1; /* the last block, at most: its loops stay loops */
     if (passing) {
         KjIrStmt *edge = kj_ir_new_stmt(S->arena, KJ_IR_STMT_IF, c->loc);
-        edge->cond = copy(S, G.no_wrap);
+        edge->cond = both(S, copy(S, G.no_wrap), proof);
         edge->then_stmt = new_block(S, c->loc);
         kj_vec_push(S->arena, &edge->then_stmt->stmts, passing);
         edge->else_stmt = new_block(S, c->loc);

@@ -278,6 +278,105 @@ void kj_codegen_check_take(Gen *g, LLVMValueRef record, LLVMValueRef *site, LLVM
     LLVMBuildStore(g->b, const_i32(g, 0), field_of(g, record, F_FAILED, -1));
 }
 
+/*
+ * Checked rows first.  kj_codegen_rows_first's __blocks runs a row of
+ * threads of each block of a grid row before the next row, not block after
+ * block, so the first failure in time need not be the first in the blocks'
+ * order, the one that wins the record on the cpu target.  Each row's call
+ * gets a record of its own; after the call, a failure there is kept when it
+ * comes before the one kept so far, and at the end the one kept claims the
+ * call's record.  A straight-line kernel's threads share nothing (no shared
+ * memory, no barrier), and every thread still runs until its own checks
+ * stop it, so the failure kept is the one that block after block would have
+ * written.
+ */
+LLVMValueRef kj_codegen_check_row_record(Gen *g, LLVMValueRef record, LLVMValueRef *kept)
+{
+    LLVMValueRef row = LLVMBuildAlloca(g->b, g->t_check_record, "row.record");
+    LLVMBuildMemCpy(g->b, row, 8, record, 8, LLVMSizeOf(g->t_check_record));
+    LLVMBuildStore(g->b, const_i32(g, 0), field_of(g, row, F_FAILED, -1));
+    *kept = LLVMBuildAlloca(g->b, g->t_check_record, "kept.record");
+    LLVMBuildStore(g->b, const_i32(g, 0), field_of(g, *kept, F_FAILED, -1));
+    return row;
+}
+
+/* A failure's place in the blocks' order: its block's and thread's linear
+ * indices, x fastest (i64). */
+static void order_of(Gen *g, LLVMValueRef record, LLVMValueRef gx, LLVMValueRef gy, const uint32_t dims[3],
+                     LLVMValueRef *block, LLVMValueRef *thread)
+{
+    LLVMValueRef b[3], t[3];
+    for (int k = 0; k < 3; k++) {
+        b[k] = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, field_of(g, record, F_BLOCK, k), ""), g->t_i64, "");
+        t[k] = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->t_i32, field_of(g, record, F_THREAD, k), ""), g->t_i64, "");
+    }
+    *block = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, b[2], gy, ""), b[1], ""), gx, ""),
+                          b[0], "block.order");
+    LLVMValueRef ty = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, t[2], const_i64(g, dims[1]), ""), t[1], "");
+    *thread = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, ty, const_i64(g, dims[0]), ""), t[0], "thread.order");
+}
+
+/* The fields a claim writes, in `to` from `from` (not `failed`). */
+static void copy_failure(Gen *g, LLVMValueRef to, LLVMValueRef from)
+{
+    static const struct { int field, count; bool wide; } fields[] = {
+        {F_SITE, 0, false}, {F_KIND, 0, false}, {F_WHERE, 0, false}, {F_VALUES, 3, true},
+        {F_ELEMENT, 0, true}, {F_BLOCK, 3, false}, {F_THREAD, 3, false}};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        LLVMTypeRef t = fields[i].wide ? g->t_i64 : g->t_i32;
+        for (int k = fields[i].count ? 0 : -1; k < fields[i].count; k++)
+            LLVMBuildStore(g->b, LLVMBuildLoad2(g->b, t, field_of(g, from, fields[i].field, k), ""),
+                           field_of(g, to, fields[i].field, k));
+    }
+}
+
+void kj_codegen_check_keep_row(Gen *g, LLVMValueRef row, LLVMValueRef kept, LLVMValueRef gx, LLVMValueRef gy,
+                               const uint32_t dims[3])
+{
+    LLVMBasicBlockRef compare = new_block(g, "row.failed"), first = new_block(g, "row.first"),
+                      keep = new_block(g, "row.keep"), done = new_block(g, "row.checked");
+    LLVMValueRef failed = LLVMBuildLoad2(g->b, g->t_i32, field_of(g, row, F_FAILED, -1), "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, failed, const_i32(g, 0), ""), compare, done);
+    LLVMPositionBuilderAtEnd(g->b, compare);
+    LLVMValueRef have = LLVMBuildLoad2(g->b, g->t_i32, field_of(g, kept, F_FAILED, -1), "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, have, const_i32(g, 0), ""), keep, first);
+    LLVMPositionBuilderAtEnd(g->b, first);
+    LLVMValueRef rb, rt, kb, kt;
+    order_of(g, row, gx, gy, dims, &rb, &rt);
+    order_of(g, kept, gx, gy, dims, &kb, &kt);
+    LLVMValueRef before = LLVMBuildOr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, rb, kb, ""),
+                                      LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, rb, kb, ""),
+                                                   LLVMBuildICmp(g->b, LLVMIntULT, rt, kt, ""), ""),
+                                      "before");
+    LLVMBasicBlockRef free_row = new_block(g, "row.free");
+    LLVMBuildCondBr(g->b, before, keep, free_row);
+    LLVMPositionBuilderAtEnd(g->b, keep);
+    copy_failure(g, kept, row);
+    LLVMBuildStore(g->b, const_i32(g, 1), field_of(g, kept, F_FAILED, -1));
+    LLVMBuildBr(g->b, free_row);
+    LLVMPositionBuilderAtEnd(g->b, free_row);
+    LLVMBuildStore(g->b, const_i32(g, 0), field_of(g, row, F_FAILED, -1));
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+}
+
+void kj_codegen_check_claim_kept(Gen *g, LLVMValueRef record, LLVMValueRef kept)
+{
+    LLVMBasicBlockRef claim = new_block(g, "kept.claim"), write = new_block(g, "kept.write"),
+                      done = new_block(g, "kept.done");
+    LLVMValueRef have = LLVMBuildLoad2(g->b, g->t_i32, field_of(g, kept, F_FAILED, -1), "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, have, const_i32(g, 0), ""), claim, done);
+    LLVMPositionBuilderAtEnd(g->b, claim);
+    LLVMAtomicOrdering order = g->target->atomic_ordering;
+    LLVMValueRef pair = LLVMBuildAtomicCmpXchg(g->b, field_of(g, record, F_FAILED, -1), const_i32(g, 0),
+                                               const_i32(g, 1), order, order, 0);
+    LLVMBuildCondBr(g->b, LLVMBuildExtractValue(g->b, pair, 1, "won"), write, done);
+    LLVMPositionBuilderAtEnd(g->b, write);
+    copy_failure(g, record, kept);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+}
+
 void kj_codegen_check(Gen *g, int site, KjCheckKind kind, LLVMValueRef ok, LLVMValueRef v0,
                       LLVMValueRef v1, LLVMValueRef v2)
 {

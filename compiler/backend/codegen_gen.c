@@ -363,16 +363,18 @@ static bool one_region_per_path(const KjIrStmt *s)
  * row, threadIdx.y and .z those it is given, and 1 for the whole block
  * (target_cpu.c: grid rows of a few blocks go block by block).  The
  * threads of a block run in the order they did (z, y, x); only blocks
- * interleave, which the parallel target does anyway.  Not with checks
- * (their records name a block), shared memory, or anything but tests and
- * the region outside it (each call makes them again).
+ * interleave, which the parallel target does anyway.  In checked mode each
+ * row's failure goes into a record of its own, and the one first in the
+ * blocks' order claims the call's (codegen_check.c).  Not under the race
+ * checker (fibers), with shared memory, or anything but tests and the
+ * region outside it (each call makes them again).
  */
 bool kj_codegen_rows_first(Gen *g, const KjIrFunction *split)
 {
     const uint32_t *dims = g->options->block_dims;
     const KjIrFunction *kernel = split ? split->split_of : NULL;
     return kernel && dims[0] && (uint64_t)dims[1] * dims[2] > 1 && g->options->cpu_simd &&
-           !g->options->checks && kj_split_straight_line(kernel) && kernel->shared_bytes == 0 &&
+           !g->options->race && kj_split_straight_line(kernel) && kernel->shared_bytes == 0 &&
            !kernel->uses_dynamic_shared && one_region_per_path(split->body);
 }
 

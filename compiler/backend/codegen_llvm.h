@@ -406,6 +406,19 @@ void kj_codegen_check_claim(Gen *g, LLVMValueRef site, LLVMValueRef kind, LLVMVa
  * then made free again. */
 void kj_codegen_check_take(Gen *g, LLVMValueRef record, LLVMValueRef *site, LLVMValueRef *kind,
                            LLVMValueRef values[3]);
+/* kj_codegen_rows_first's rows in checked mode (target_cpu.c): a record
+ * for each row's impl call, a copy of the call's `record` not failed, and
+ * *kept, where the failure that comes first in the blocks' order is kept
+ * (allocas, written here: the builder is in __blocks' entry). */
+LLVMValueRef kj_codegen_check_row_record(Gen *g, LLVMValueRef record, LLVMValueRef *kept);
+/* After a row's call: a failure in `row` goes into `kept` when none is kept
+ * or it comes first (block, then thread, in the order of a grid of gx x gy
+ * blocks of `dims`); `row` is then made free again. */
+void kj_codegen_check_keep_row(Gen *g, LLVMValueRef row, LLVMValueRef kept, LLVMValueRef gx, LLVMValueRef gy,
+                               const uint32_t dims[3]);
+/* At the end: the failure kept, if any, claims `record` as its thread would
+ * have (when no other claimed it first) and writes what it wrote. */
+void kj_codegen_check_claim_kept(Gen *g, LLVMValueRef record, LLVMValueRef kept);
 /* In a checked split form's THREADS loop: the way out of the current
  * thread's turn, instead of the impl's.  A thread that fails a check sets
  * *stopped (its i8 flag, so that later regions skip it), writes where it

@@ -533,17 +533,23 @@ static void zero_shared(Gen *g, LLVMValueRef ctx, LLVMValueRef bytes, int field)
 /* Grid rows of fewer blocks run block by block (kj_codegen_rows_first). */
 enum { KJ_ROWS_FIRST_MIN_BLOCKS = 4 };
 
+/* Checked mode's rows (codegen_check.c): the call's record, each row's,
+ * the failure kept, and the thread state the impl takes. */
+typedef struct RowChecks {
+    LLVMValueRef record, row, kept, state;
+} RowChecks;
+
 /*
  * __blocks' loop when kj_codegen_rows_first: the blocks of [begin, end) in
  * runs along a row of the grid (the same blockIdx.y and .z); for each run,
  * each row of threadIdx.z, .y of every block of the run in turn, the split
  * impl called for one row (its threadIdx parameters).  No shared memory to
  * zero.  at[]: blockIdx's allocas, holding the first block's; args[tid_at]
- * the impl's threadIdx.x.
+ * the impl's threadIdx.x; checks: checked mode's (NULL: none).
  */
 static void emit_rows_first(Gen *g, FnInfo *split, LLVMValueRef ctx, LLVMValueRef begin, LLVMValueRef end,
                             LLVMValueRef gx, LLVMValueRef gy, LLVMValueRef at[3], LLVMValueRef *args, int n,
-                            int tid_at)
+                            int tid_at, const RowChecks *checks)
 {
     const uint32_t *dims = g->options->block_dims;
     LLVMValueRef done = LLVMBuildAlloca(g->b, g->t_i64, "done");
@@ -577,9 +583,13 @@ static void emit_rows_first(Gen *g, FnInfo *split, LLVMValueRef ctx, LLVMValueRe
     args[tid_at] = const_i32(g, 0);
     args[tid_at + 1] = ty;
     args[tid_at + 2] = tz;
+    if (checks) /* each row starts running, whatever the one before did */
+        LLVMBuildStore(g->b, const_i32(g, 0), checks->state);
     LLVMValueRef call = LLVMBuildCall2(g->b, split->impl_type, split->impl, args, (unsigned)n, "");
     unsigned inline_kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, inline_kind, 0));
+    if (checks)
+        kj_codegen_check_keep_row(g, checks->row, checks->kept, gx, gy, dims);
     close_count(g, x, const_i64(g, 1));
     close_count(g, y, const_i32(g, 1));
     close_count(g, z, const_i32(g, 1));
@@ -592,6 +602,8 @@ static void emit_rows_first(Gen *g, FnInfo *split, LLVMValueRef ctx, LLVMValueRe
     LLVMBuildStore(g->b, LLVMBuildSelect(g->b, wrap_y, LLVMBuildAdd(g->b, bz, const_i64(g, 1), ""), bz, ""), at[2]);
     LLVMBuildBr(g->b, cond);
     LLVMPositionBuilderAtEnd(g->b, exit);
+    if (checks)
+        kj_codegen_check_claim_kept(g, checks->record, checks->kept);
     LLVMBuildRetVoid(g->b);
 }
 
@@ -648,7 +660,16 @@ static LLVMValueRef emit_split_blocks_entry(Gen *g, const KjIrFunction *fn, LLVM
         LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntUGE, gx, const_i64(g, KJ_ROWS_FIRST_MIN_BLOCKS), ""),
                         rows, blocks);
         LLVMPositionBuilderAtEnd(g->b, rows);
-        emit_rows_first(g, split, ctx, begin, end, gx, gy, at, args, n, tid_at);
+        RowChecks row_checks = {0};
+        if (checks) { /* the record and the state are the last two */
+            row_checks.record = args[n - 2];
+            row_checks.state = args[n - 1];
+            row_checks.row = kj_codegen_check_row_record(g, row_checks.record, &row_checks.kept);
+            args[n - 2] = row_checks.row;
+        }
+        emit_rows_first(g, split, ctx, begin, end, gx, gy, at, args, n, tid_at, checks ? &row_checks : NULL);
+        if (checks)
+            args[n - 2] = row_checks.record;
         LLVMPositionBuilderAtEnd(g->b, blocks);
         /* threadIdx.x 1: the whole block */
         args[tid_at] = const_i32(g, 1);

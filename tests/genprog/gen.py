@@ -65,6 +65,8 @@ ELEM_BYTES = {"i8": 1, "u8": 1, "i16": 2, "u16": 2, "f16": 2, "i32": 4, "u32": 4
 FEATURES = [
     "straight_guarded",    # a kernel of one guarded straight line of up to six loads (the split form, gen_if_full_or_masked)
     "straight_thread_sum", # its guard written X + threadIdx.x < len(a) (checked mode drops the index checks)
+    "guard_bound_var",     # ... its bounds variables of the region (`let m = len(a)`, known before it)
+    "guard_early_return",  # ... its guard an early `if !(...) { return; }` (proofs from the negation)
     "rows_2d",             # a 2-D grid of 2-D blocks, 4 or more a grid row, no barrier (rows first)
     "edge_2d",             # ... whose last blocks in x and y hold threads outside the guard (x_split)
     "local_promoted",      # a local() array indexed only by constants and small constant loops (local_promote.c)
@@ -695,12 +697,19 @@ class Gen:
             self.emit("let i = i64(threadIdx.x) + i64(blockIdx.x) * i64(blockDim.x);")
             ix = "i"
         wide = self.chance(0.5)   # a[i - 1] and a[i + 1] too
+        extent = {n: "len(%s)" % n for n in ins}
+        if self.chance(0.4):
+            # the bounds in variables of the region, assigned before the guard
+            for n in ins:
+                extent[n] = self.fresh("m")
+                self.emit("let %s = len(%s);" % (extent[n], n))
+            self.feature("guard_bound_var")
         conds = []
         for n in ins:
             if wide:
-                conds.append(self.pick(["%s + 1 < len(%s)" % (ix, n), "len(%s) - 1 > %s" % (n, ix)]))
+                conds.append(self.pick(["%s + 1 < %s" % (ix, extent[n]), "%s - 1 > %s" % (extent[n], ix)]))
             else:
-                conds.append("%s < len(%s)" % (ix, n))
+                conds.append("%s < %s" % (ix, extent[n]))
         if wide:
             conds.insert(0, "%s >= 1" % ix)
         loads = []
@@ -712,8 +721,22 @@ class Gen:
             # one load its guard does not cover: checked mode keeps (batches) its test
             n = self.pick(ins)
             loads.append("%s[(%s * 7 + 3) %% len(%s)]" % (n, ix, n))
-        self.emit("if %s {" % " && ".join(conds))
-        self.ind += 1
+        early = self.chance(0.3)
+        if early:
+            # the threads outside leave first: the guard's negation holds after it
+            if self.chance(0.5):
+                self.emit("if !(%s) { return; }" % " && ".join(conds))
+            else:
+                flip = {" < ": " >= ", " >= ": " < ", " > ": " <= "}
+                outside = []
+                for c in conds:
+                    op = next(o for o in flip if o in c)
+                    outside.append(c.replace(op, flip[op], 1))
+                self.emit("if %s { return; }" % " || ".join(outside))
+            self.feature("guard_early_return")
+        else:
+            self.emit("if %s {" % " && ".join(conds))
+            self.ind += 1
         lits = [scal] if scal else []
         lits.append(self.int_lit(t) if is_int(t) else self.real_lit(t, True))
         for j, o in enumerate(outs):
@@ -722,8 +745,9 @@ class Gen:
             for x in part[1:] + ([self.pick(lits)] if self.chance(0.6) else []):
                 e = "(%s %s %s)" % (e, self.pick(["+", "-", "*"]), x)
             self.emit("%s[%s] %s %s;" % (o, ix, "=" if self.chance(0.8) else "+=", e))
-        self.ind -= 1
-        self.emit("}")
+        if not early:
+            self.ind -= 1
+            self.emit("}")
         self.ind -= 1
         self.emit("}")
         self.emit("")

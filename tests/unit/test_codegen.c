@@ -784,6 +784,14 @@ static bool count_load_sites(KjIrWalk *w, const KjIrExpr *e)
     return true;
 }
 
+/* Whether `&&` conjunction e has a term of operator op. */
+static bool conjunct_of(const KjIrExpr *e, KjIrOp op)
+{
+    if (e->op == KJ_IR_LOGAND)
+        return conjunct_of(e->args[0], op) || conjunct_of(e->args[1], op);
+    return e->op == op;
+}
+
 /* Checked mode on a split form specialised for its block (split_specialise.c):
  * the region copy for the blocks that lie inside the array (`i < len(a)` for
  * the last thread) loses the check of a[i], which the test proves with the
@@ -815,8 +823,7 @@ START_TEST(checked_split_guard_proves_index)
          * condition, after tile's assignment */
         const KjIrStmt *branch = spec->split->body->stmts.items[1];
         ck_assert_int_eq(branch->kind, KJ_IR_STMT_IF);
-        const KjIrExpr *test = branch->cond;
-        bool lower = test->op == KJ_IR_LOGAND && test->args[1]->op == KJ_IR_GE;
+        bool lower = conjunct_of(branch->cond, KJ_IR_GE);
         if (checked) {
             ck_assert_msg(n.checked == 1 && n.unchecked == 1 && lower,
                           "checked: loads of a checked %d, unchecked %d; lower bound in the test %d", n.checked,
@@ -825,6 +832,60 @@ START_TEST(checked_split_guard_proves_index)
             ck_assert_msg(n.checked == 0 && n.unchecked == 2 && !lower,
                           "unchecked: loads of a checked %d, unchecked %d; lower bound in the test %d",
                           n.checked, n.unchecked, lower);
+        }
+    }
+    program_free(p);
+}
+END_TEST
+
+/* The same for a 3-D stencil whose guard bounds x, y and z by n =
+ * u.shape[0], a variable of the region, and whose loads read x - 1, x + 1
+ * (and the same on y and z): the copy for the blocks inside the guards and
+ * x_split's copy for those on x's edges prove every access inside u and v
+ * (the guards' bound n - 1 against each axis's extent, in the test), the
+ * general copy keeps the checks.  Unchecked, the guards' copy has no if
+ * left (n - 1 is known before the region). */
+START_TEST(checked_split_proves_offsets_by_other_extents)
+{
+    Program *p = program("@kernel\nfn jacobi(u: f64[,,], v: f64[,,]) {\n"
+                         "    let x, y, z = grid(3);\n"
+                         "    let n = u.shape[0];\n"
+                         "    if x >= 1 && y >= 1 && z >= 1 && x < n - 1 && y < n - 1 && z < n - 1 {\n"
+                         "        v[z, y, x] = u[z, y, x - 1] + u[z, y, x + 1] + u[z, y - 1, x] +\n"
+                         "                     u[z, y + 1, x] + u[z - 1, y, x] + u[z + 1, y, x];\n"
+                         "    }\n"
+                         "}\n");
+    const uint32_t block[3] = {32, 4, 2};
+    for (int checked = 0; checked < 2; checked++) {
+        if (checked)
+            kj_checks_insert(p->module, KJ_CHECKS_VALUES);
+        KjIrFunction *k = function(p, "jacobi", 0);
+        k->split = NULL;
+        ck_assert_ptr_nonnull(kj_barrier_split(p->module, k, NULL));
+        KjIrFunction *spec = kj_split_specialise(&p->arena, k, block);
+        ck_assert_ptr_nonnull(spec);
+        const KjIrStmt *branch = spec->split->body->stmts.items[spec->split->body->stmts.count - 1];
+        ck_assert_int_eq(branch->kind, KJ_IR_STMT_IF);
+        /* then: the guards' copy; else: if no guard wraps { x_split } else { general } */
+        const KjIrStmt *fast = branch->then_stmt, *edge = branch->else_stmt->stmts.items[0];
+        ck_assert_int_eq(edge->kind, KJ_IR_STMT_IF);
+        const KjIrStmt *copies[3] = {fast, edge->then_stmt, edge->else_stmt};
+        for (int c = 0; c < 3; c++) {
+            LoadSites n = {"u", 0, 0};
+            KjIrWalk w = {.expr = count_load_sites, .data = &n};
+            kj_ir_walk_stmt(&w, copies[c]);
+            bool proven = checked && c < 2;
+            ck_assert_msg(n.checked + n.unchecked == 6 && n.checked == (checked && !proven ? 6 : 0),
+                          "checked %d, copy %d: loads of u checked %d, unchecked %d", checked, c, n.checked,
+                          n.unchecked);
+        }
+        if (!checked) { /* the guards' copy: the region's sets and the store, no if */
+            const KjIrStmt *region = fast->stmts.items[0];
+            ck_assert_int_eq(region->kind, KJ_IR_STMT_THREADS);
+            const KjIrStmt *last = region->body->stmts.items[region->body->stmts.count - 1];
+            while (last->kind == KJ_IR_STMT_BLOCK && last->stmts.count == 1)
+                last = last->stmts.items[0];
+            ck_assert_int_eq(last->kind, KJ_IR_STMT_STORE);
         }
     }
     program_free(p);
@@ -983,6 +1044,7 @@ Suite *suite_codegen(void)
     tcase_add_test(tc, emit_llvm_and_object);
     tcase_add_test(tc, checked_kernels_with_barriers_split);
     tcase_add_test(tc, checked_split_guard_proves_index);
+    tcase_add_test(tc, checked_split_proves_offsets_by_other_extents);
     tcase_add_test(tc, shape_block_is_one_block_of_blocks);
     tcase_add_test(tc, mask_barrier_returns);
     tcase_add_test(tc, cancel_polls_back_edges_counted);
