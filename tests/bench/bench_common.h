@@ -43,29 +43,58 @@ static inline double now_ms(void)
 }
 
 /* The benchmarks' arrays, as NumPy allocates its own (numpy/_core/src/
- * multiarray/alloc.c): malloc, and for 4 MiB or more the whole pages inside
- * advised to transparent huge pages (NumPy's madvise_hugepage, on by
- * default on Linux), so that a memory-bound row compares kjit and NumPy or
- * Numba on the same kind of pages (with THP set to `madvise`, malloc's
- * pages are 4 KiB: 10-30% on the streaming rows).  Not every array on a
- * 2 MiB boundary: two arrays at one offset into their huge pages fill the
- * same sets of a cache indexed by physical address, so a stencil's
- * u[z, y, x] and v[z, y, x] evicted each other (tests/bench/stencil3d.kern
- * at 128^3 ran 4.3-4.5 ms so on the 16-core host, 1.5-2.7 with its arrays
- * placed as NumPy's, where Numba took 2.1-2.7: docs/performance.md).
- * Exits when there is no memory; free() frees it. */
+ * multiarray/alloc.c) in a fresh process: glibc serves 128 KiB or more with
+ * an mmap of its own, the array 16 bytes into its first page (the chunk's
+ * header), and for 4 MiB or more NumPy advises the whole pages inside to
+ * transparent huge pages (its madvise_hugepage, on by default on Linux), so
+ * that a memory-bound row compares kjit and NumPy or Numba on the same kind
+ * of pages (with THP set to `madvise`, plain pages are 4 KiB: 10-30% on the
+ * streaming rows).  Not every array on a 2 MiB boundary: two arrays at one
+ * offset into their huge pages fill the same sets of a cache indexed by
+ * physical address, so a stencil's u[z, y, x] and v[z, y, x] evicted each
+ * other (tests/bench/stencil3d.kern at 128^3 ran 4.3-4.5 ms so on the
+ * 16-core host, 1.5-2.7 with its arrays placed as NumPy's, where Numba took
+ * 2.1-2.7: docs/performance.md).  The mmap is made here, not left to malloc:
+ * once a process has freed such a block glibc raises its mmap threshold, and
+ * a later array of that size lands on the heap, in the 4 KiB pages it has
+ * (the parallel stencil at 128^3 then ran 1.6 times slower on that host);
+ * tests/bench/bench_arrays.py places the Python references' arrays the same
+ * way.  Exits when there is no memory; bench_free frees it. */
+enum { BENCH_MMAP_BYTES = 128 << 10, BENCH_HUGE_BYTES = 4 << 20, BENCH_HEADER = 16 };
+
 static inline void *bench_alloc(size_t bytes)
 {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
+    size_t page = 4096, length = (bytes + BENCH_HEADER + page - 1) / page * page;
+    char *base;
+    if (bytes >= BENCH_MMAP_BYTES) {
+        base = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED)
+            base = NULL;
+        else if (bytes >= BENCH_HUGE_BYTES)
+            madvise(base + page, length - page, MADV_HUGEPAGE); /* advice: no error matters */
+    } else {
+        length = 0; /* from malloc */
+        base = malloc(bytes + BENCH_HEADER);
+    }
+    if (!base) {
         fprintf(stderr, BENCH_PROGRAM ": out of memory (%zu bytes)\n", bytes);
         exit(1);
     }
-    if (bytes >= (size_t)4 << 20) {
-        size_t offset = (4096 - (uintptr_t)p % 4096) % 4096;
-        madvise((char *)p + offset, bytes - offset, MADV_HUGEPAGE); /* advice: no error matters */
-    }
-    return p;
+    memcpy(base, &length, sizeof length); /* for bench_free */
+    return base + BENCH_HEADER;
+}
+
+static inline void bench_free(void *p)
+{
+    if (!p)
+        return;
+    char *base = (char *)p - BENCH_HEADER;
+    size_t length;
+    memcpy(&length, base, sizeof length);
+    if (length)
+        munmap(base, length);
+    else
+        free(base);
 }
 
 /* qsort's order of doubles */

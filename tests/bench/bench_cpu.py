@@ -22,6 +22,8 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 (after the thread count)
 
+from bench_arrays import fresh  # noqa: E402 (this folder: the arrays placed as bench_cpu.c's)
+
 REPEAT = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 
 try:
@@ -58,16 +60,16 @@ def elementwise_rows():
     """add, sin and exp over 1e7 elements, the sums and the dot."""
     rng = np.random.default_rng(0)
     N = 10_000_000
-    a32 = rng.random(N, dtype=np.float32)
-    b32 = rng.random(N, dtype=np.float32)
-    x64 = rng.random(N) * 2 * np.pi
-    out32 = np.empty(N, np.float32)
-    out64 = np.empty(N, np.float64)
+    a32 = fresh(rng.random(N, dtype=np.float32))
+    b32 = fresh(rng.random(N, dtype=np.float32))
+    x64 = fresh(rng.random(N) * 2 * np.pi)
+    out32 = fresh(np.empty(N, np.float32))
+    out64 = fresh(np.empty(N, np.float64))
 
     results["add f32 1e7"] = {"numpy": median_ms(lambda: np.add(a32, b32, out=out32))}
     # The reductions: np.sum is pairwise (blocks of 128 in 8 lanes), np.dot is BLAS.
-    s32 = np.random.default_rng(3).random(100_000_000, dtype=np.float32)
-    s64 = s32.astype(np.float64)
+    s32 = fresh(np.random.default_rng(3).random(100_000_000, dtype=np.float32))
+    s64 = fresh(s32.astype(np.float64))
     results["sum f32 1e8"] = {"numpy": median_ms(lambda: np.sum(s32))}
     results["sum f64 1e8"] = {"numpy": median_ms(lambda: np.sum(s64))}
     results["dot f32 1e7"] = {"numpy": median_ms(lambda: np.dot(a32, b32))}
@@ -112,9 +114,9 @@ def gufunc_rows():
     """The @guvectorize dot over 1e6 rows of 16 f64: NumPy's einsum, Numba's
     @guvectorize on its cpu and parallel targets."""
     rows_rng = np.random.default_rng(5)
-    a = rows_rng.random((1_000_000, 16))
-    b = rows_rng.random((1_000_000, 16))
-    out = np.empty(1_000_000)
+    a = fresh(rows_rng.random((1_000_000, 16)))
+    b = fresh(rows_rng.random((1_000_000, 16)))
+    out = fresh(np.empty(1_000_000))
     row = {"numpy": median_ms(lambda: np.einsum("ij,ij->i", a, b, out=out))}
     if nb is not None:
         def dot(x, y, res):
@@ -273,8 +275,8 @@ def stencil_rows():
     """tests/bench/stencil3d.kern's Jacobi step at 32^3 and 128^3: NumPy's
     slices, Numba's @njit and @njit(parallel=True) (prange over z) loops."""
     for n in (32, 128):
-        u = np.random.default_rng(13).random((n, n, n))
-        v = np.zeros((n, n, n))
+        u = fresh(np.random.default_rng(13).random((n, n, n)))
+        v = fresh(np.zeros((n, n, n)))
 
         def numpy_step():
             v[1:-1, 1:-1, 1:-1] = (u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:] + u[1:-1, :-2, 1:-1]
@@ -314,8 +316,8 @@ def inc_rows():
     2-D for the 2-D one)."""
     for size, (rows, cols) in (("1e5", (100, 1000)), ("1.6e6", (1000, 1600))):
         a2 = (np.arange(rows * cols, dtype=np.int64) * 2654435761 % 2**32).astype(np.uint32).view(np.int32)
-        a2 = a2.reshape(rows, cols)
-        b2 = np.empty_like(a2)
+        a2 = fresh(a2.reshape(rows, cols))
+        b2 = fresh(np.empty_like(a2))
         a1, b1 = a2.reshape(-1), b2.reshape(-1)
         inner = 200 if size == "1e5" else 10
 

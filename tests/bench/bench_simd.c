@@ -498,7 +498,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    free(times);
+    bench_free(times);
     if (!ok)
         return 1;
     if (smoke) {

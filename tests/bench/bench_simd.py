@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from bench_arrays import fresh  # this folder: the arrays placed as bench_simd.c's
+
 try:
     import numba as nb
 except ImportError:  # the table then shows "-" for Numba
@@ -97,7 +99,7 @@ def mandel_rows(refs, repeat):
                 image[y, x] = mandel(re, min_y + y * pixel_y, iters)
 
     one, par = nb.njit(mandel_image), nb.njit(parallel=True)(mandel_image)
-    image = np.zeros_like(expected)
+    image = fresh(np.zeros_like(expected))
     args = (-2.0, 1.0, -1.0, 1.0, image, m["iters"])
     return {m["name"]: timed(m["name"], {
         "numba": (lambda: one(*args), image),
@@ -122,7 +124,7 @@ def escape_rows(refs, repeat):
     signature = ["int32(float32, float32, int32)"]
     one = nb.vectorize(signature)(escape)
     par = nb.vectorize(signature, target="parallel")(escape)
-    out = np.zeros_like(expected)
+    out = fresh(np.zeros_like(expected))
     iters = np.int32(m["iters"])
     return {m["name"]: timed(m["name"], {
         "numba": (lambda: one(re, im, iters, out=out), out),
@@ -132,7 +134,7 @@ def escape_rows(refs, repeat):
 
 def collatz_rows(refs, repeat):
     m = refs.manifest["collatz"]
-    values = np.arange(1, m["n"] + 1, dtype=np.int64)
+    values = fresh(np.arange(1, m["n"] + 1, dtype=np.int64))
     expected = refs.load("collatz.expected", np.int64)
 
     def collatz(n):
@@ -147,7 +149,7 @@ def collatz_rows(refs, repeat):
 
     one = nb.vectorize(["int64(int64)"])(collatz)
     par = nb.vectorize(["int64(int64)"], target="parallel")(collatz)
-    out = np.zeros_like(expected)
+    out = fresh(np.zeros_like(expected))
     return {m["name"]: timed(m["name"], {
         "numba": (lambda: one(values, out=out), out),
         "numba_parallel": (lambda: par(values, out=out), out),
