@@ -784,6 +784,20 @@ static bool count_load_sites(KjIrWalk *w, const KjIrExpr *e)
     return true;
 }
 
+/* Kernel `name` of p (checked: after checked mode's sites went in), split
+ * at its barriers and specialised for `block`. */
+static KjIrFunction *specialised_split(Program *p, const char *name, const uint32_t block[3], bool checked)
+{
+    if (checked)
+        kj_checks_insert(p->module, KJ_CHECKS_VALUES);
+    KjIrFunction *k = function(p, name, 0);
+    k->split = NULL;
+    ck_assert_ptr_nonnull(kj_barrier_split(p->module, k, NULL));
+    KjIrFunction *spec = kj_split_specialise(&p->arena, k, block);
+    ck_assert_ptr_nonnull(spec);
+    return spec;
+}
+
 /* Whether `&&` conjunction e has a term of operator op. */
 static bool conjunct_of(const KjIrExpr *e, KjIrOp op)
 {
@@ -809,13 +823,7 @@ START_TEST(checked_split_guard_proves_index)
                          "}\n");
     const uint32_t block[3] = {64, 1, 1};
     for (int checked = 0; checked < 2; checked++) {
-        if (checked)
-            kj_checks_insert(p->module, KJ_CHECKS_VALUES);
-        KjIrFunction *k = function(p, "k", 0);
-        k->split = NULL;
-        ck_assert_ptr_nonnull(kj_barrier_split(p->module, k, NULL));
-        KjIrFunction *spec = kj_split_specialise(&p->arena, k, block);
-        ck_assert_ptr_nonnull(spec);
+        KjIrFunction *spec = specialised_split(p, "k", block, checked);
         LoadSites n = {"a", 0, 0};
         KjIrWalk w = {.expr = count_load_sites, .data = &n};
         kj_ir_walk_stmt(&w, spec->split->body);
@@ -857,13 +865,7 @@ START_TEST(checked_split_proves_offsets_by_other_extents)
                          "}\n");
     const uint32_t block[3] = {32, 4, 2};
     for (int checked = 0; checked < 2; checked++) {
-        if (checked)
-            kj_checks_insert(p->module, KJ_CHECKS_VALUES);
-        KjIrFunction *k = function(p, "jacobi", 0);
-        k->split = NULL;
-        ck_assert_ptr_nonnull(kj_barrier_split(p->module, k, NULL));
-        KjIrFunction *spec = kj_split_specialise(&p->arena, k, block);
-        ck_assert_ptr_nonnull(spec);
+        KjIrFunction *spec = specialised_split(p, "jacobi", block, checked);
         const KjIrStmt *branch = spec->split->body->stmts.items[spec->split->body->stmts.count - 1];
         ck_assert_int_eq(branch->kind, KJ_IR_STMT_IF);
         /* then: the guards' copy; else: if no guard wraps { x_split } else { general } */
