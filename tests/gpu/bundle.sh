@@ -11,6 +11,7 @@
 # libdevice, or else the bundle's copy.  Exits, with "0 passed, 1 failed",
 # when it cannot.
 enter_bundle() {
+    caller=$PWD
     cd "$1" || { echo "no bundle at $1 (make gpu-bundle)"; echo "0 passed, 1 failed"; exit 1; }
     root=$PWD
     unpack_libkjit || { echo "cannot unpack bin/libkjit.so.xz"; echo "0 passed, 1 failed"; exit 1; }
@@ -27,11 +28,23 @@ enter_bundle() {
 # the bundle's libkjit.so beside them (bench_cpu_report.py finds the library
 # next to bench_simd); bench_simd with the hand-written SIMD references
 # (simd_ref.c, -march=native: as many lanes as this CPU has).  Sets bench,
-# the bundle's tests/bench.  After enter_bundle; fails when one does not build.
+# the bundle's tests/bench, and says so when the repository it was called
+# from (the working tree the device tool carries) has other sources there:
+# `make gpu-bundle` copies tests/bench, so a bundle made before a change to
+# a benchmark runs the old one.  After enter_bundle; fails when one does not
+# build.
 build_bench_programs() {
     bench=$root/tests/bench
     cp "$root/bin/libkjit.so" "$work/" || return 1
-    local flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench" name refs
+    local flags="-std=c11 -D_GNU_SOURCE -O2 -I$bench" name refs f
+    for f in "$caller"/tests/bench/*.[ch] "$caller"/tests/bench/*.py; do
+        [ -e "$f" ] || continue
+        if ! cmp -s "$f" "$bench/${f##*/}"; then
+            echo "build_bench_programs: the bundle's tests/bench is not $caller/tests/bench" \
+                "(${f##*/} differs): these are the bundle's programs; make gpu-bundle for the tree's"
+            break
+        fi
+    done
     for name in "$@"; do
         refs=()
         if [ "$name" = bench_simd ]; then
