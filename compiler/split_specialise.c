@@ -687,6 +687,25 @@ static KjIrExpr *both(Spec *S, KjIrExpr *a, KjIrExpr *b)
     return e;
 }
 
+/* Comparison c taken as `op` (its own, or its negation's): as `A op' U`,
+ * U the same for every thread and an i64 (the sides swapped where U is on
+ * the left, op' mirrored), or false. */
+static bool bound_compare(const KjIrExpr *c, KjIrOp op, const Guards *G, const KjIrExpr **a, KjIrOp *op_out,
+                          const KjIrExpr **u)
+{
+    if (c->arg_count != 2 || (op != KJ_IR_LT && op != KJ_IR_LE && op != KJ_IR_GT && op != KJ_IR_GE))
+        return false;
+    *a = c->args[0];
+    *u = c->args[1];
+    if (!same_for_all(*u, G)) { /* U op A: A op' U */
+        *a = c->args[1];
+        *u = c->args[0];
+        op = op == KJ_IR_LT ? KJ_IR_GT : op == KJ_IR_LE ? KJ_IR_GE : op == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
+    }
+    *op_out = op;
+    return (*u)->type == kj_type_scalar(KJ_TYPE_I64) && same_for_all(*u, G);
+}
+
 /* A condition `A < U`, `A <= U`, `A > U` or `A >= U`, or one with the
  * sides swapped (A increasing, U the same for every thread, compared as
  * i64), or an `&&` of such (each side on its own): added to G's test and to
@@ -698,18 +717,9 @@ static void note_guard(Spec *S, const KjIrExpr *c, Guards *G)
         note_guard(S, c->args[1], G);
         return;
     }
-    if (S->hold_count >= MAX_GUARDS || c->arg_count != 2)
-        return;
-    KjIrOp op = c->op;
-    const KjIrExpr *a = c->args[0], *u = c->args[1];
-    if (op != KJ_IR_LT && op != KJ_IR_LE && op != KJ_IR_GT && op != KJ_IR_GE)
-        return;
-    if (!same_for_all(u, G)) { /* U op A: A op' U */
-        a = c->args[1];
-        u = c->args[0];
-        op = op == KJ_IR_LT ? KJ_IR_GT : op == KJ_IR_LE ? KJ_IR_GE : op == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
-    }
-    if (u->type != kj_type_scalar(KJ_TYPE_I64) || !same_for_all(u, G))
+    KjIrOp op;
+    const KjIrExpr *a, *u;
+    if (S->hold_count >= MAX_GUARDS || !bound_compare(c, c->op, G, &a, &op, &u))
         return;
     KjIrExpr *no_wrap, *at_first, *at_last;
     const KjIrVar *narrow_var;
@@ -837,18 +847,11 @@ static bool guard_of(Spec *S, const KjIrExpr *c, bool negated, const KjIrExpr *X
         return guard_of(S, c->args[0], negated, X, axis, bits, upper, op, bound) ||
                guard_of(S, c->args[1], negated, X, axis, bits, upper, op, bound);
     KjIrOp o = c->op;
-    if (c->arg_count != 2 || (o != KJ_IR_LT && o != KJ_IR_LE && o != KJ_IR_GT && o != KJ_IR_GE))
-        return false;
-    if (negated) /* on integers */
-        o = o == KJ_IR_LT ? KJ_IR_GE : o == KJ_IR_LE ? KJ_IR_GT : o == KJ_IR_GT ? KJ_IR_LE : KJ_IR_LT;
+    if (negated) /* on integers (bound_compare takes i64 only) */
+        o = o == KJ_IR_LT ? KJ_IR_GE : o == KJ_IR_LE ? KJ_IR_GT : o == KJ_IR_GT ? KJ_IR_LE : o == KJ_IR_GE ? KJ_IR_LT : o;
     const Guards *G = S->guards;
-    const KjIrExpr *a = c->args[0], *u = c->args[1];
-    if (!same_for_all(u, G)) { /* U op A: A op' U */
-        a = c->args[1];
-        u = c->args[0];
-        o = o == KJ_IR_LT ? KJ_IR_GT : o == KJ_IR_LE ? KJ_IR_GE : o == KJ_IR_GT ? KJ_IR_LT : KJ_IR_LE;
-    }
-    if (u->type != kj_type_scalar(KJ_TYPE_I64) || !same_for_all(u, G) || upper != (o == KJ_IR_LT || o == KJ_IR_LE))
+    const KjIrExpr *a, *u;
+    if (!bound_compare(c, o, G, &a, &o, &u) || upper != (o == KJ_IR_LT || o == KJ_IR_LE))
         return false;
     KjIrExpr *no_wrap, *at_first, *at_last;
     const KjIrVar *narrow_var;
