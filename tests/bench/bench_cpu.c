@@ -310,7 +310,9 @@ static void bins_rows(kjit_context *context, const char *bench_dir)
  * made again after the cpu target freed its own, glibc's raised mmap
  * threshold put them on the heap, and the parallel target's 128^3 step
  * took 1.6 times as long as in a process that ran it alone (16-core host:
- * 0.27-0.30 ms against 0.15-0.18). */
+ * 0.27-0.30 ms against 0.15-0.18).  A sample is 50 steps at 32^3 and 4 at
+ * 128^3, as in bench_cpu.py: one step of 10-30 microseconds timed alone
+ * spread 0.79-1.21 of Numba's over a table's rounds on the 16-core host. */
 static void stencil_rows(kjit_context *context, const char *bench_dir)
 {
     static const int sizes[2] = {32, 128};
@@ -333,6 +335,7 @@ static void stencil_rows(kjit_context *context, const char *bench_dir)
         kjit_arg args[2] = {kjit_arg_array(&U), kjit_arg_array(&V)};
         Call call = {load(context, bench_dir, "stencil3d.kern", "jacobi"), args, 2, NULL,
                      {(uint32_t)n / 32, (uint32_t)n / 4, (uint32_t)n / 2}, {32, 4, 2}};
+        call.inner = n == 32 ? 50 : 4;
         double ms = median_ms(context, &call);
         for (int z = 1; z < n - 1; z++)
             for (int y = 1; y < n - 1; y++)
