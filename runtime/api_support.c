@@ -53,6 +53,10 @@ void kj_api_code_key(const kjit_module *module, const KjCompiled *compiled, KjCa
                      module->context->options.cpu_simd ? "" : " nosimd");
     if (module->context->options.check)
         kj_cache_key_add(key, "checks", "%d", module->context->options.check);
+    /* KJIT_VERIFY: the cpu code fences a block's shared memory on its stack
+     * with guard bytes it checks (target_cpu.c's impl_owns_shared) */
+    if (kj_jit->pipeline_verify_default && kj_jit->pipeline_verify_default())
+        kj_cache_key_add(key, "verify", "shared guards");
     if (module->context->options.cancellable)
         kj_cache_key_add(key, "cancel", "%d", 1);
     if (module->ir->locals_in_memory)

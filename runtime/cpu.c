@@ -929,6 +929,8 @@ static void block_coordinates(const KernelJob *job, int64_t linear, int32_t out[
 static void fill_dims(const KernelJob *job, KjThreadCtx *ctx)
 {
     ctx->syncthreads = kj_cpu_syncthreads;
+    /* code that keeps the static part on its stack checks its own guard */
+    ctx->shared_overrun = job->guard_shared ? (_Atomic int *)&job->overrun : NULL;
     ctx->collective = cpu_collective;
     ctx->dynamic_shared_bytes = (int64_t)job->dynamic_shared_bytes;
     for (int d = 0; d < 3; d++) {

@@ -626,6 +626,8 @@ static void define_impl(Gen *g, FnInfo *info)
         else /* the checker proves every path returns; this block is dead */
             LLVMBuildRet(g->b, LLVMConstNull(rt));
     }
+    if (g->target->finish_impl)
+        g->target->finish_impl(g, fn);
     kj_codegen_check_shared(g, fn);
     free(g->slots);
     g->slots = NULL;
@@ -703,7 +705,7 @@ static void init_types(Gen *g)
     g->t_thread_ctx = LLVMStructCreateNamed(c, "KjThreadCtx");
     kj_codegen_check_types(g);
     LLVMStructSetBody(g->t_thread_ctx, (LLVMTypeRef[]){three, three, three, three, g->t_ptr, g->t_ptr, g->t_ptr,
-                                                       g->t_ptr, g->t_ptr, g->t_i64}, 10, 0);
+                                                       g->t_ptr, g->t_ptr, g->t_i64, g->t_ptr}, 11, 0);
 }
 
 LLVMModuleRef kj_codegen_module(const KjTarget *target, LLVMContextRef context, LLVMTargetMachineRef machine, KjIrModule *module,

@@ -133,6 +133,9 @@ typedef struct KjTarget {
     /* While g->llfn is fn's impl: takes the hidden parameters, the first at
      * index `first`, into g's per-function state.  May be NULL. */
     void (*bind_hidden_params)(Gen *g, const KjIrFunction *fn, unsigned first);
+    /* Once fn's impl is whole (every path returns): anything the target adds
+     * before its returns.  May be NULL. */
+    void (*finish_impl)(Gen *g, const KjIrFunction *fn);
     /* The hidden arguments of a call from the function being lowered to
      * callee's impl, into `out`; the count returned.  May be NULL. */
     int (*hidden_args)(Gen *g, const KjIrFunction *callee, LLVMValueRef *out);
@@ -264,6 +267,7 @@ struct Gen {
     LLVMValueRef sreg[KJ_SREG_COUNT]; /* cpu kernels: the special registers */
     LLVMValueRef thread_ctx;          /* cpu kernels */
     LLVMValueRef shared_base;         /* cpu kernels: ctx->shared */
+    LLVMValueRef shared_guard;        /* cpu, KJIT_VERIFY: the guard bytes after the impl's own shared memory */
     LLVMValueRef launch_scratch;      /* cuda kernels with local() sized at launch: the
                                          launch's scratch (target_cuda.c) */
     int64_t shared_offset;            /* cpu kernels: bytes of shared memory laid out */

@@ -54,6 +54,10 @@ struct KjThreadCtx {
     KjCollectiveFn collective;   /* warp, block and grid collectives (cpu.c) */
     char *dynamic_shared;        /* this block's dynamic shared memory (16-byte aligned) */
     int64_t dynamic_shared_bytes; /* its size: the launch's */
+    /* KJIT_VERIFY: where code whose block's static shared memory is its own
+     * stack array (target_cpu.c's impl_owns_shared) sets 1 when it finds the
+     * guard bytes after it written; NULL otherwise */
+    _Atomic int *shared_overrun;
 };
 
 /*

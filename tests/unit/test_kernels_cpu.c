@@ -869,6 +869,76 @@ START_TEST(atomic_min_max_order_signed_zeros)
 }
 END_TEST
 
+/* The split form's impl keeps a block's static shared memory on its stack
+ * (target_cpu.c's impl_owns_shared), fenced under KJIT_VERIFY by guard bytes
+ * it checks itself: a kernel whose threads 0..15 store at tile[t + k] of a
+ * 256-element tile passes at k = 240 and fails the launch as the runtime's
+ * guards do at k = 256 (16 floats into the guard), on cpu and parallel,
+ * with the specialised code and the general code. */
+static const char *own_shared_source =
+    "@kernel\n"
+    "fn over(x: f32[], out: f32[], k: i64) {\n"
+    "    let tile = shared(f32, 256);\n"
+    "    let t = threadIdx.x;\n"
+    "    tile[t] = x[i64(blockIdx.x) * 256 + i64(t)];\n"
+    "    syncthreads();\n"
+    "    if t < 16 {\n"
+    "        tile[i64(t) + k] = -1.0;\n"
+    "    }\n"
+    "    syncthreads();\n"
+    "    out[i64(blockIdx.x) * 256 + i64(t)] = tile[t];\n"
+    "}\n";
+
+START_TEST(own_shared_overrun_is_caught_with_verify)
+{
+    const char *saved = getenv("KJIT_VERIFY");
+    char *keep = saved ? strdup(saved) : NULL;
+    setenv("KJIT_VERIFY", "1", 1);
+    for (int round = 0; round < 4; round++) {
+        kjit_options options;
+        kjit_options_init(&options);
+        options.target = round % 2 ? KJIT_TARGET_PARALLEL : KJIT_TARGET_CPU;
+        options.num_threads = 4;
+        options.cpu_specialise = round < 2;
+        kjit_context *context;
+        ck_assert_int_eq(kjit_context_create(&options, &context), KJIT_OK);
+        kjit_module *module;
+        ck_assert_msg(kjit_compile_string(context, "own_shared.kern", own_shared_source, &module) ==
+                          KJIT_OK, "%s", kjit_last_error(context));
+        kjit_function *fn;
+        ck_assert_int_eq(kjit_module_function(module, "over", &fn), KJIT_OK);
+        enum { N = 1024 };
+        float x[N], out[N];
+        for (int i = 0; i < N; i++)
+            x[i] = (float)(next_random() % 1000) / 8.0f;
+        int64_t n = N;
+        kjit_array X = kjit_array_make(x, KJIT_F32, 1, &n), O = kjit_array_make(out, KJIT_F32, 1, &n);
+        uint32_t grid[3] = {N / 256, 1, 1}, block[3] = {256, 1, 1};
+        for (int64_t k = 240; k <= 256; k += 16) {
+            kjit_arg args[3] = {kjit_arg_array(&X), kjit_arg_array(&O), kjit_arg_i64(k)};
+            kjit_status status = kjit_launch(fn, grid, block, args, 3, NULL);
+            if (k == 240) {
+                ck_assert_msg(status == KJIT_OK, "round %d: %s", round, kjit_last_error(context));
+                for (int i = 0; i < N; i++)
+                    ck_assert(out[i] == (i % 256 >= 240 ? -1.0f : x[i]));
+            } else {
+                ck_assert_msg(status == KJIT_ERROR_BACKEND, "round %d: k = 256 passed", round);
+                ck_assert_msg(strstr(kjit_last_error(context), "wrote past the 1024 bytes of shared memory"),
+                              "%s", kjit_last_error(context));
+            }
+        }
+        kjit_module_free(module);
+        kjit_context_destroy(context);
+    }
+    if (keep) {
+        setenv("KJIT_VERIFY", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("KJIT_VERIFY");
+    }
+}
+END_TEST
+
 /* Writes one byte at args[0]'s offset into the block's shared memory. */
 static void poke_shared(void **args, KjThreadCtx *ctx)
 {
@@ -1136,6 +1206,7 @@ Suite *suite_kernels_cpu(void)
     tcase_add_test_raise_signal(runtime, fiber_stack_overflow_hits_the_guard_page, SIGSEGV);
     tcase_add_test(runtime, fiber_stacks_grow_with_local_bytes);
     tcase_add_test(runtime, shared_overrun_is_caught_with_verify);
+    tcase_add_test(runtime, own_shared_overrun_is_caught_with_verify);
     suite_add_tcase(s, runtime);
     TCase *kern = tcase_create("kern");
     tcase_set_timeout(kern, 120);
