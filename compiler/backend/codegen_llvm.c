@@ -819,6 +819,74 @@ bool kj_codegen_lean_roots(KjIrFunction *const *roots, int root_count, int opt_l
     return true;
 }
 
+/*
+ * After the passes, on x86: a part of a vector taken as an integer of the
+ * vector's bits, `extractelement (bitcast <N x T> v to <M x iW>), c` whose
+ * value is only bitcast back to <N/M x T> (or to T), is that part of v as a
+ * shuffle (or an element): SROA and instcombine leave the first form where a
+ * stack array's vector halves are read (the block sum's tree in registers,
+ * impl_owns_shared in target_cpu.c), and LLVM 19's x86 back end moves each
+ * such integer through general registers, twenty instructions a tree where
+ * the shuffle is one.  The same bits: on a little-endian machine part c of
+ * the integers holds elements c * N/M to (c + 1) * N/M - 1.
+ */
+static void halves_as_shuffles(LLVMModuleRef mod)
+{
+    LLVMContextRef c = LLVMGetModuleContext(mod);
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(c);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(c);
+    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn))
+        for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
+            LLVMValueRef next;
+            for (LLVMValueRef use = LLVMGetFirstInstruction(bb); use; use = next) {
+                next = LLVMGetNextInstruction(use);
+                /* use = bitcast (extractelement (bitcast v to <M x iW>), k) to <K x T> or T */
+                if (LLVMGetInstructionOpcode(use) != LLVMBitCast)
+                    continue;
+                LLVMValueRef part = LLVMGetOperand(use, 0);
+                if (!LLVMIsAExtractElementInst(part) || !LLVMIsAConstantInt(LLVMGetOperand(part, 1)))
+                    continue;
+                LLVMValueRef whole = LLVMGetOperand(part, 0);
+                if (!LLVMIsABitCastInst(whole))
+                    continue;
+                LLVMValueRef v = LLVMGetOperand(whole, 0);
+                LLVMTypeRef vt = LLVMTypeOf(v), wt = LLVMTypeOf(whole), ut = LLVMTypeOf(use);
+                if (LLVMGetTypeKind(vt) != LLVMVectorTypeKind || LLVMGetTypeKind(wt) != LLVMVectorTypeKind)
+                    continue;
+                LLVMTypeRef elem = LLVMGetElementType(vt);
+                unsigned n = LLVMGetVectorSize(vt), m = LLVMGetVectorSize(wt);
+                unsigned k = (unsigned)LLVMConstIntGetZExtValue(LLVMGetOperand(part, 1));
+                if (m == 0 || n % m != 0 || k >= m)
+                    continue;
+                unsigned per = n / m;
+                bool as_vector = LLVMGetTypeKind(ut) == LLVMVectorTypeKind && LLVMGetVectorSize(ut) == per &&
+                                 LLVMGetElementType(ut) == elem;
+                bool as_element = per == 1 && ut == elem;
+                if (!as_vector && !as_element)
+                    continue;
+                LLVMPositionBuilderBefore(b, use);
+                LLVMValueRef made;
+                if (as_element) {
+                    made = LLVMBuildExtractElement(b, v, LLVMConstInt(i32, k, 0), "");
+                } else {
+                    LLVMValueRef lanes[64];
+                    if (per > 64)
+                        continue;
+                    for (unsigned i = 0; i < per; i++)
+                        lanes[i] = LLVMConstInt(i32, k * per + i, 0);
+                    made = LLVMBuildShuffleVector(b, v, LLVMGetPoison(vt), LLVMConstVector(lanes, per), "");
+                }
+                LLVMReplaceAllUsesWith(use, made);
+                LLVMInstructionEraseFromParent(use);
+                if (!LLVMGetFirstUse(part))
+                    LLVMInstructionEraseFromParent(part);
+                if (!LLVMGetFirstUse(whole))
+                    LLVMInstructionEraseFromParent(whole);
+            }
+        }
+    LLVMDisposeBuilder(b);
+}
+
 bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int opt_level, bool lean,
                          char **error)
 {
@@ -838,5 +906,9 @@ bool kj_codegen_optimize(LLVMModuleRef mod, LLVMTargetMachineRef machine, int op
         LLVMDisposeErrorMessage(msg);
         return false;
     }
+    char *triple = LLVMGetTargetMachineTriple(machine);
+    if (strncmp(triple, "x86_64", 6) == 0)
+        halves_as_shuffles(mod);
+    LLVMDisposeMessage(triple);
     return true;
 }
