@@ -1157,12 +1157,13 @@ static void cpu_finish_impl(Gen *g, const KjIrFunction *fn)
     (void)fn;
     if (!g->shared_guard)
         return;
-    enum { MAX_RETURNS = 256 };
-    LLVMValueRef rets[MAX_RETURNS];
+    /* the returns first: the checks add blocks */
+    unsigned blocks = LLVMCountBasicBlocks(g->llfn);
+    LLVMValueRef *rets = kj_xcalloc(blocks > 0 ? blocks : 1, sizeof *rets);
     int count = 0;
     for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(g->llfn); bb; bb = LLVMGetNextBasicBlock(bb)) {
         LLVMValueRef last = LLVMGetBasicBlockTerminator(bb);
-        if (last && LLVMGetInstructionOpcode(last) == LLVMRet && count < MAX_RETURNS)
+        if (last && LLVMGetInstructionOpcode(last) == LLVMRet)
             rets[count++] = last;
     }
     for (int i = 0; i < count; i++) {
@@ -1183,6 +1184,7 @@ static void cpu_finish_impl(Gen *g, const KjIrFunction *fn)
                           done = new_block(g, "guard.done");
         LLVMBuildCondBr(g->b, intact, done, report);
         LLVMPositionBuilderAtEnd(g->b, report);
+        /* field 10: KjThreadCtx.shared_overrun */
         LLVMValueRef slot = LLVMBuildLoad2(g->b, g->t_ptr, ctx_field(g, g->thread_ctx, 10, -1), "");
         LLVMBuildCondBr(g->b, LLVMBuildIsNotNull(g->b, slot, ""), mark, done);
         LLVMPositionBuilderAtEnd(g->b, mark);
@@ -1196,6 +1198,7 @@ static void cpu_finish_impl(Gen *g, const KjIrFunction *fn)
         else
             LLVMBuildRetVoid(g->b);
     }
+    free(rets);
 }
 
 const KjTarget kj_target_cpu = {
