@@ -957,21 +957,19 @@ typedef struct SharedMemory {
 
 /*
  * With KJIT_VERIFY (every test sets it), each block's memory is followed by
- * SHARED_GUARD_BYTES more, and those and the padding after the static and
- * the dynamic part hold SHARED_GUARD_BYTE, checked when the memory is freed:
+ * KJ_SHARED_GUARD_BYTES more, and those and the padding after the static and
+ * the dynamic part hold KJ_SHARED_GUARD_BYTE, checked when the memory is freed:
  * compiled code that addresses more than kernel->shared_bytes (its layout
  * and the checker's figure disagreeing, a lowering's store past an array)
  * fails the launch instead of corrupting the heap silently.
  */
-#define SHARED_GUARD_BYTES 64
-#define SHARED_GUARD_BYTE 0xa5
 
 static void guard_span(char *from, char *to, bool check, bool *intact)
 {
     for (char *p = from; p < to; p++) {
         if (!check)
-            *p = (char)SHARED_GUARD_BYTE;
-        else if (*p != (char)SHARED_GUARD_BYTE)
+            *p = (char)KJ_SHARED_GUARD_BYTE;
+        else if (*p != (char)KJ_SHARED_GUARD_BYTE)
             *intact = false;
     }
 }
@@ -1002,7 +1000,7 @@ static bool shared_alloc(const KernelJob *job, int64_t blocks, SharedMemory *out
     if (out->stride == 0)
         return true;
     if (job->guard_shared)
-        out->stride += SHARED_GUARD_BYTES;
+        out->stride += KJ_SHARED_GUARD_BYTES;
     out->memory = alloc_shared(out->stride * (size_t)blocks);
     if (out->memory && job->guard_shared)
         shared_guards(out, false);

@@ -856,7 +856,7 @@ static void halves_as_shuffles(LLVMModuleRef mod)
                 LLVMTypeRef elem = LLVMGetElementType(vt);
                 unsigned n = LLVMGetVectorSize(vt), m = LLVMGetVectorSize(wt);
                 unsigned k = (unsigned)LLVMConstIntGetZExtValue(LLVMGetOperand(part, 1));
-                if (m == 0 || n % m != 0 || k >= m)
+                if (m == 0 || n % m != 0 || k >= m || n / m > 64)
                     continue;
                 unsigned per = n / m;
                 bool as_vector = LLVMGetTypeKind(ut) == LLVMVectorTypeKind && LLVMGetVectorSize(ut) == per &&
@@ -870,8 +870,6 @@ static void halves_as_shuffles(LLVMModuleRef mod)
                     made = LLVMBuildExtractElement(b, v, LLVMConstInt(i32, k, 0), "");
                 } else {
                     LLVMValueRef lanes[64];
-                    if (per > 64)
-                        continue;
                     for (unsigned i = 0; i < per; i++)
                         lanes[i] = LLVMConstInt(i32, k * per + i, 0);
                     made = LLVMBuildShuffleVector(b, v, LLVMGetPoison(vt), LLVMConstVector(lanes, per), "");

@@ -60,6 +60,11 @@ struct KjThreadCtx {
     _Atomic int *shared_overrun;
 };
 
+/* KJIT_VERIFY's fence after a block's shared memory, the runtime's
+ * (runtime/cpu.c) and the split code's own (target_cpu.c) alike: so many
+ * bytes, each holding this value until something writes past the memory. */
+enum { KJ_SHARED_GUARD_BYTES = 64, KJ_SHARED_GUARD_BYTE = 0xa5 };
+
 /*
  * Entry points the code generator emits for each root function, by symbol:
  *

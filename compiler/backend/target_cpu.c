@@ -62,9 +62,8 @@ static void cpu_setup_module(Gen *g, const char *triple)
  */
 enum { KJ_CPU_STACK_SHARED_BYTES = 16384 };
 
-/* KJIT_VERIFY: guard bytes after it, as runtime/cpu.c fences the memory it
- * hands out (cpu_finish_impl checks them before each return). */
-enum { KJ_CPU_SHARED_GUARD_BYTES = 64, KJ_CPU_SHARED_GUARD_BYTE = 0xa5 };
+/* KJIT_VERIFY: KJ_SHARED_GUARD_BYTES after it, as runtime/cpu.c fences the
+ * memory it hands out (cpu_finish_impl checks them before each return). */
 
 static bool impl_owns_shared(const KjIrFunction *fn)
 {
@@ -226,7 +225,7 @@ static void cpu_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned p)
         const KjIrFunction *kernel = fn->split_of;
         int64_t bytes = kernel->shared_bytes;
         bool guard = kj_pipeline_verify_default();
-        LLVMTypeRef t = LLVMArrayType2(g->t_i8, (uint64_t)(bytes + (guard ? KJ_CPU_SHARED_GUARD_BYTES : 0)));
+        LLVMTypeRef t = LLVMArrayType2(g->t_i8, (uint64_t)(bytes + (guard ? KJ_SHARED_GUARD_BYTES : 0)));
         LLVMValueRef block_shared = LLVMBuildAlloca(g->b, t, "block.shared");
         LLVMSetAlignment(block_shared, 64);
         if (!kj_split_writes_shared(kernel, g->options->block_dims))
@@ -234,8 +233,8 @@ static void cpu_bind_hidden_params(Gen *g, const KjIrFunction *fn, unsigned p)
         if (guard) {
             LLVMValueRef at = const_i64(g, bytes);
             g->shared_guard = LLVMBuildInBoundsGEP2(g->b, g->t_i8, block_shared, &at, 1, "shared.guard");
-            LLVMBuildMemSet(g->b, g->shared_guard, LLVMConstInt(g->t_i8, KJ_CPU_SHARED_GUARD_BYTE, 0),
-                            const_i64(g, KJ_CPU_SHARED_GUARD_BYTES), 1);
+            LLVMBuildMemSet(g->b, g->shared_guard, LLVMConstInt(g->t_i8, KJ_SHARED_GUARD_BYTE, 0),
+                            const_i64(g, KJ_SHARED_GUARD_BYTES), 1);
         }
         g->shared_base = block_shared;
         return;
@@ -1171,13 +1170,13 @@ static void cpu_finish_impl(Gen *g, const KjIrFunction *fn)
         LLVMPositionBuilderAtEnd(g->b, LLVMGetInstructionParent(rets[i]));
         LLVMInstructionEraseFromParent(rets[i]);
         LLVMValueRef intact = NULL;
-        for (int k = 0; k < KJ_CPU_SHARED_GUARD_BYTES; k += 8) {
+        for (int k = 0; k < KJ_SHARED_GUARD_BYTES; k += 8) {
             LLVMValueRef off = const_i64(g, k);
             LLVMValueRef word = LLVMBuildLoad2(g->b, g->t_i64,
                                                LLVMBuildInBoundsGEP2(g->b, g->t_i8, g->shared_guard, &off, 1, ""), "");
             LLVMSetAlignment(word, 1);
             LLVMValueRef same = LLVMBuildICmp(g->b, LLVMIntEQ, word,
-                                              LLVMConstInt(g->t_i64, 0x0101010101010101ull * KJ_CPU_SHARED_GUARD_BYTE, 0), "");
+                                              LLVMConstInt(g->t_i64, 0x0101010101010101ull * KJ_SHARED_GUARD_BYTE, 0), "");
             intact = intact ? LLVMBuildAnd(g->b, intact, same, "") : same;
         }
         LLVMBasicBlockRef report = new_block(g, "guard.broken"), mark = new_block(g, "guard.mark"),
