@@ -58,7 +58,7 @@ LIB_OBJS     = $(FRONT_OBJS) $(BACKEND_OBJS) $(RUNTIME_OBJS)
 HEADERS      = $(wildcard compiler/*.h compiler/backend/*.h compiler/cli/*.h runtime/*.h)
 
 .PHONY: all deps check test-layers test-unit test-golden test-robust test-tsan test-api-misuse demo bench-cpu \
-        gpu-bundle install clean test-bench-refs bench-checks bench-cancel
+        gpu-bundle install clean test-bench-refs bench-checks bench-cancel bench-pairs
 
 all: deps $(BUILD)/kjit $(BUILD)/libkjit.so $(BUILD)/libkjit.a $(BUILD)/libkjit-rt.so \
      $(BUILD)/libkjit-rt.a $(BUILD)/kjit-rt.pc

@@ -32,6 +32,24 @@ bench-cpu: all $(BUILD)/bench_cpu $(BUILD)/bench_simd
 	  echo "bench-cpu: Numba could not be installed; its columns show -"
 	python3 tests/bench/bench_cpu_report.py $(BUILD)/bench_cpu $(BUILD)/bench_simd examples
 
+# make bench-pairs: the rows whose ratio moves between bench-cpu's tables,
+# timed in pairs in one process (tests/bench/bench_pairs.py: kjit through its
+# Python package, installed with its compiled hot path into a virtual
+# environment that sees the system's NumPy and Numba, taking turns with Numba
+# or NumPy on the same arrays), after stream_align (does the aligned first
+# piece of a vectorized call pay on this CPU).  KJIT_PAIRS=N pairs a row.
+$(BUILD)/stream_align: tests/bench/stream_align.c
+	$(CC) -std=c11 -D_GNU_SOURCE -O3 -march=native -o $@ $<
+
+bench-pairs: all $(BUILD)/stream_align
+	@python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q numpy
+	@python3 -c 'import numba' 2>/dev/null || python3 -m pip install -q numba
+	$(BUILD)/stream_align 2
+	rm -rf $(BUILD)/pairs-venv
+	python3 -m venv --system-site-packages --without-pip $(BUILD)/pairs-venv
+	$(BUILD)/pairs-venv/bin/python -m pip install -q --no-cache-dir ./python
+	cd $(BUILD) && pairs-venv/bin/python $(abspath tests/bench/bench_pairs.py) $(abspath .)
+
 # make test-bench-refs (part of make check): the C references of bench-cpu
 # build and agree with kjit on cpu and parallel at small sizes.  Times nothing;
 # cpu_diag checks its results (one sample each; its par section, which runs

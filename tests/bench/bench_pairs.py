@@ -1,0 +1,202 @@
+"""Paired timing of kjit against its peer in one process (issue 25's rows
+whose ratio moved from one table to the next, on either side of 1).
+
+`make bench-cpu` times kjit (bench_cpu.c) and its peers (bench_cpu.py) in two
+processes, a minute apart; on a shared host a memory-bound row's ratio then
+moves with the machine (stencil3d 128^3, cpu / Numba: 0.78 to 1.86 over the
+tables in docs/performance.md).  Here each row's two sides take turns in
+one process on the same arrays (the output too): a pair is one sample of each (`inner` calls),
+the order swapped every pair (and on parallel rows a quarter second idle
+and an untimed call before each sample), and the row is the median of the pairs' ratios, with the quartiles and the share of pairs kjit won.  kjit is called
+through its Python package (a few microseconds a call more than C; every row
+here takes 0.1 ms or more a call, and the table says how much a call of
+nothing costs each side).
+
+    python3 tests/bench/bench_pairs.py [ROOT]
+
+ROOT: the repository (examples/ and tests/bench/), this file's by default.
+KJIT_PAIRS=N pairs a row (31); KJIT_BENCH_ONLY="A|B" the rows whose name
+holds A or B.  Needs NumPy, Numba and the kjit package (PYTHONPATH, with
+KJIT_LIBRARY where the package has no library of its own).  Every result is
+checked against the peer's before the timing; a difference ends the run.
+"""
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as bench_cpu.py: one-thread BLAS
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numba as nb  # noqa: E402
+import numpy as np  # noqa: E402
+
+import kjit  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_arrays import fresh  # noqa: E402
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+PAIRS = int(os.environ.get("KJIT_PAIRS", "31"))
+ONLY = os.environ.get("KJIT_BENCH_ONLY", "").split("|")
+
+
+def path(*parts):
+    return os.path.join(ROOT, *parts)
+
+
+def sample_ms(fn, inner):
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / inner
+
+
+def pair(name, ours, peer, peer_name, inner, settle=0.0):
+    """Times the row's pairs and prints its line.  settle: seconds idle
+    before each sample (parallel rows: a pool whose threads still spin after
+    the other side's call, OpenMP's under Numba for one, takes the cores
+    from the next; in one process that slowed kjit parallel's stencil 4
+    times on the 16-core host, where two processes show nothing of it),
+    then one call untimed, so that the sample is of calls back to back as
+    the tables' are, not of a pool's wake-up."""
+    if not any(part in name for part in ONLY):
+        return
+    for _ in range(2):
+        ours()
+        peer()
+    times = {"ours": [], "peer": []}
+    ratios = []
+    for k in range(PAIRS):
+        order = (("ours", ours), ("peer", peer)) if k % 2 == 0 else (("peer", peer), ("ours", ours))
+        got = {}
+        for side, fn in order:
+            if settle:  # the other side's threads asleep, this side's awake
+                time.sleep(settle)
+                fn()
+            got[side] = sample_ms(fn, inner)
+        for side in got:
+            times[side].append(got[side])
+        ratios.append(got["ours"] / got["peer"])
+    q = statistics.quantiles(ratios, n=4)
+    won = sum(r < 1 for r in ratios) / len(ratios)
+    print(f"| {name} | {peer_name} | {statistics.median(times['ours']):.4f} | "
+          f"{statistics.median(times['peer']):.4f} | **{statistics.median(ratios):.2f}** | "
+          f"{q[0]:.2f}-{q[2]:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {won:.0%} |", flush=True)
+
+
+def same(name, ours, peer, out, rtol=0.0):
+    """Runs each side into out (both sides of a row write the same array, so
+    that where its pages lie weighs the same on both) and compares them."""
+    out[...] = 0
+    ours()
+    got = out.copy()
+    out[...] = 0
+    peer()
+    ok = np.array_equal(got, out) if rtol == 0 else np.allclose(got, out, rtol=rtol, atol=0)
+    if not ok:
+        sys.exit(f"bench_pairs.py: {name}: kjit's result differs from the peer's")
+
+
+CPU = kjit.context("cpu")
+PARALLEL = kjit.context("parallel")
+
+STENCIL = """
+def jacobi(u, v):
+    n = u.shape[0]
+    for z in ROWS(1, n - 1):
+        for y in range(1, n - 1):
+            for x in range(1, n - 1):
+                v[z, y, x] = (u[z, y, x - 1] + u[z, y, x + 1] + u[z, y - 1, x] + u[z, y + 1, x]
+                              + u[z - 1, y, x] + u[z + 1, y, x]) * (1.0 / 6.0)
+"""
+
+
+def stencil_rows():
+    for n, inner in ((128, 4), (32, 50)):
+        u = fresh(np.random.default_rng(13).random((n, n, n)))
+        out = fresh(np.zeros((n, n, n)))
+        for ctx, target, rows, peer_name in ((CPU, "cpu", "range", "Numba"),
+                                             (PARALLEL, "parallel", "nb.prange", "Numba parallel")):
+            kernel = ctx.load(path("tests", "bench", "stencil3d.kern")).jacobi[(n // 32, n // 4, n // 2), (32, 4, 2)]
+            namespace = {"nb": nb}
+            exec(STENCIL.replace("ROWS", rows), namespace)
+            peer = nb.njit(parallel=rows == "nb.prange")(namespace["jacobi"])
+            same("stencil3d", lambda: kernel(u, out), lambda: peer(u, out), out)
+            pair(f"stencil3d f64 {n}^3, {target}", lambda: kernel(u, out), lambda: peer(u, out),
+                 peer_name, inner, settle=0.25 if ctx is PARALLEL else 0.0)
+
+
+def matmul_rows():
+    n = 512
+    rng = np.random.default_rng(7)
+    a, b = rng.random((n, n)), rng.random((n, n))
+    out = np.empty((n, n))
+    with open(path("tests", "bench", "matmul.kern")) as f:
+        text = f.read()
+    step = "acc[i, j] += av * bv[j];"
+    assert text.count(step) == 1, "matmul.kern's step is not where bench_pairs.py looks"
+    for form, source in (("plain", text), ("fma() step", text.replace(step, "acc[i, j] = fma(av, bv[j], acc[i, j]);"))):
+        kernel = CPU.compile(source, "matmul.kern").matmul[(n // 64, n // 64), (16, 16)]
+        same("matmul", lambda: kernel(a, b, out), lambda: np.matmul(a, b, out=out), out, rtol=1e-12)
+        pair(f"matmul f64 512, {form}, cpu", lambda: kernel(a, b, out), lambda: np.matmul(a, b, out=out),
+             "NumPy @ (OpenBLAS, 1 thread)", 3)
+
+
+def elementwise_rows():
+    rng = np.random.default_rng(0)
+    N = 10_000_000
+    a32 = fresh(rng.random(N, dtype=np.float32))
+    b32 = fresh(rng.random(N, dtype=np.float32))
+    out = fresh(np.empty(N, np.float32))
+    add = CPU.load(path("examples", "add.kern")).add
+    vexp = CPU.load(path("examples", "exp.kern")).vexp
+
+    @nb.vectorize(["float32(float32, float32)"])
+    def nb_add(x, y):
+        return x + y
+    same("add", lambda: add(a32, b32, out=out), lambda: nb_add(a32, b32, out=out), out)
+    pair("add f32 1e7, cpu", lambda: add(a32, b32, out=out), lambda: nb_add(a32, b32, out=out),
+         "Numba @vectorize", 1)
+    same("exp", lambda: vexp(a32, out=out), lambda: np.exp(a32, out=out), out, rtol=4 * 2.0**-23)
+    pair("exp f32 1e7, cpu", lambda: vexp(a32, out=out), lambda: np.exp(a32, out=out), "NumPy", 1)
+
+    rows, cols = 1000, 1600
+    a = fresh((np.arange(rows * cols, dtype=np.int64) * 2654435761 % 2**32).astype(np.uint32).view(np.int32))
+    out = fresh(np.empty_like(a))
+    inc1 = CPU.load(path("tests", "bench", "inc.kern")).inc1[((a.size + 255) // 256,), (256,)]
+
+    @nb.njit
+    def nb_inc1(x, y):
+        for i in range(x.shape[0]):
+            y[i] = x[i] + np.int32(1)
+    same("inc1", lambda: inc1(a, out), lambda: nb_inc1(a, out), out)
+    pair("inc i32 1.6e6, @kernel 1-D, cpu", lambda: inc1(a, out), lambda: nb_inc1(a, out), "Numba", 10)
+
+
+def call_costs():
+    """What a call of (almost) nothing costs each side here: the part of a
+    row that is the Python call, not the kernel."""
+    a = np.zeros(16, np.int32)
+    b = np.empty_like(a)
+    inc1 = CPU.load(path("tests", "bench", "inc.kern")).inc1[(1,), (16,)]
+
+    @nb.njit
+    def nb_inc1(x, y):
+        for i in range(x.shape[0]):
+            y[i] = x[i] + np.int32(1)
+    nb_inc1(a, b)
+    pair("a call over 16 elements", lambda: inc1(a, b), lambda: nb_inc1(a, b), "Numba", 2000)
+
+
+print(f"kjit's Python calls: {kjit.hot_path}; NumPy {np.__version__}, Numba {nb.__version__} "
+      f"{PAIRS} pairs a row")
+print()
+print("| row | peer | kjit ms | peer ms | kjit / peer, median of the pairs | quartiles | range | pairs kjit won |")
+print("| --- | --- | ---: | ---: | ---: | --- | --- | ---: |")
+for rows in (call_costs, stencil_rows, matmul_rows, elementwise_rows):
+    rows()
+try:
+    print(f"\nNumba's threading layer: {nb.threading_layer()}")
+except ValueError:  # no parallel row ran
+    pass
