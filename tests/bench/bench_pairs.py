@@ -189,7 +189,7 @@ def call_costs():
     pair("a call over 16 elements", lambda: inc1(a, b), lambda: nb_inc1(a, b), "Numba", 2000)
 
 
-print(f"kjit's Python calls: {kjit.hot_path}; NumPy {np.__version__}, Numba {nb.__version__} "
+print(f"kjit's Python calls: {kjit.hot_path}; NumPy {np.__version__}, Numba {nb.__version__}; "
       f"{PAIRS} pairs a row")
 print()
 print("| row | peer | kjit ms | peer ms | kjit / peer, median of the pairs | quartiles | range | pairs kjit won |")
