@@ -4,13 +4,17 @@ whose ratio moved from one table to the next, on either side of 1).
 `make bench-cpu` times kjit (bench_cpu.c) and its peers (bench_cpu.py) in two
 processes, a minute apart; on a shared host a memory-bound row's ratio then
 moves with the machine (stencil3d 128^3, cpu / Numba: 0.78 to 1.86 over the
-tables in docs/performance.md).  Here each row's two sides take turns in
-one process on the same arrays (the output too): a pair is one sample of each (`inner` calls),
-the order swapped every pair (and on parallel rows a quarter second idle
-and an untimed call before each sample), and the row is the median of the pairs' ratios, with the quartiles and the share of pairs kjit won.  kjit is called
-through its Python package (a few microseconds a call more than C; every row
-here takes 0.1 ms or more a call, and the table says how much a call of
-nothing costs each side).
+tables in docs/performance.md).  Here each row's two sides take turns in one
+process on the same arrays, the output too: a pair is one sample of each
+(`inner` calls), the order swapped every pair, and the row is the median of
+the pairs' ratios, with the quartiles, the range and the share of pairs kjit
+won.  kjit is called through its Python package; the first row is a call
+over 16 elements, what a call costs each side beside the kernel (under a
+microsecond with the package's compiled hot path; every other row takes 0.02
+ms or more a call).  One-thread rows only: two pools in one process take
+each other's cores (Numba's OpenMP threads spin after a prange, and kjit
+parallel's stencil ran 4 times slower beside them on the 16-core host), so
+the parallel rows stay with bench-cpu's two processes.
 
     python3 tests/bench/bench_pairs.py [ROOT]
 
@@ -52,14 +56,8 @@ def sample_ms(fn, inner):
     return (time.perf_counter() - t0) * 1e3 / inner
 
 
-def pair(name, ours, peer, peer_name, inner, settle=0.0):
-    """Times the row's pairs and prints its line.  settle: seconds idle
-    before each sample (parallel rows: a pool whose threads still spin after
-    the other side's call, OpenMP's under Numba for one, takes the cores
-    from the next; in one process that slowed kjit parallel's stencil 4
-    times on the 16-core host, where two processes show nothing of it),
-    then one call untimed, so that the sample is of calls back to back as
-    the tables' are, not of a pool's wake-up."""
+def pair(name, ours, peer, peer_name, inner):
+    """Times the row's pairs and prints its line."""
     if not any(part in name for part in ONLY):
         return
     for _ in range(2):
@@ -69,12 +67,7 @@ def pair(name, ours, peer, peer_name, inner, settle=0.0):
     ratios = []
     for k in range(PAIRS):
         order = (("ours", ours), ("peer", peer)) if k % 2 == 0 else (("peer", peer), ("ours", ours))
-        got = {}
-        for side, fn in order:
-            if settle:  # the other side's threads asleep, this side's awake
-                time.sleep(settle)
-                fn()
-            got[side] = sample_ms(fn, inner)
+        got = {side: sample_ms(fn, inner) for side, fn in order}
         for side in got:
             times[side].append(got[side])
         ratios.append(got["ours"] / got["peer"])
@@ -99,12 +92,11 @@ def same(name, ours, peer, out, rtol=0.0):
 
 
 CPU = kjit.context("cpu")
-PARALLEL = kjit.context("parallel")
 
 STENCIL = """
 def jacobi(u, v):
     n = u.shape[0]
-    for z in ROWS(1, n - 1):
+    for z in range(1, n - 1):
         for y in range(1, n - 1):
             for x in range(1, n - 1):
                 v[z, y, x] = (u[z, y, x - 1] + u[z, y, x + 1] + u[z, y - 1, x] + u[z, y + 1, x]
@@ -116,15 +108,12 @@ def stencil_rows():
     for n, inner in ((128, 4), (32, 50)):
         u = fresh(np.random.default_rng(13).random((n, n, n)))
         out = fresh(np.zeros((n, n, n)))
-        for ctx, target, rows, peer_name in ((CPU, "cpu", "range", "Numba"),
-                                             (PARALLEL, "parallel", "nb.prange", "Numba parallel")):
-            kernel = ctx.load(path("tests", "bench", "stencil3d.kern")).jacobi[(n // 32, n // 4, n // 2), (32, 4, 2)]
-            namespace = {"nb": nb}
-            exec(STENCIL.replace("ROWS", rows), namespace)
-            peer = nb.njit(parallel=rows == "nb.prange")(namespace["jacobi"])
-            same("stencil3d", lambda: kernel(u, out), lambda: peer(u, out), out)
-            pair(f"stencil3d f64 {n}^3, {target}", lambda: kernel(u, out), lambda: peer(u, out),
-                 peer_name, inner, settle=0.25 if ctx is PARALLEL else 0.0)
+        kernel = CPU.load(path("tests", "bench", "stencil3d.kern")).jacobi[(n // 32, n // 4, n // 2), (32, 4, 2)]
+        namespace = {}
+        exec(STENCIL, namespace)
+        peer = nb.njit(namespace["jacobi"])
+        same("stencil3d", lambda: kernel(u, out), lambda: peer(u, out), out)
+        pair(f"stencil3d f64 {n}^3, cpu", lambda: kernel(u, out), lambda: peer(u, out), "Numba", inner)
 
 
 def matmul_rows():
@@ -191,12 +180,12 @@ def call_costs():
 
 print(f"kjit's Python calls: {kjit.hot_path}; NumPy {np.__version__}, Numba {nb.__version__}; "
       f"{PAIRS} pairs a row")
+if kjit.hot_path != "compiled":
+    print("(kjit's calls run the pure Python path, some microseconds a call more: rows of "
+          "0.1 ms and less are not kjit's kernels alone; `make bench-pairs` installs the package "
+          "with its compiled hot path)")
 print()
 print("| row | peer | kjit ms | peer ms | kjit / peer, median of the pairs | quartiles | range | pairs kjit won |")
 print("| --- | --- | ---: | ---: | ---: | --- | --- | ---: |")
 for rows in (call_costs, stencil_rows, matmul_rows, elementwise_rows):
     rows()
-try:
-    print(f"\nNumba's threading layer: {nb.threading_layer()}")
-except ValueError:  # no parallel row ran
-    pass
