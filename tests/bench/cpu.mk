@@ -54,9 +54,11 @@ bench-pairs: all $(BUILD)/stream_align
 # build and agree with kjit on cpu and parallel at small sizes.  Times nothing;
 # cpu_diag checks its results (one sample each; its par section, which runs
 # only when asked, too); test_bench_report.py checks the report's medians and
-# ratios over rounds (KJIT_BENCH_ROUNDS) on made-up figures.
-test-bench-refs: $(BUILD)/bench_simd $(BUILD)/cpu_diag
+# ratios over rounds (KJIT_BENCH_ROUNDS) on made-up figures; stream_align
+# checks its sums (its timings are bench-pairs').
+test-bench-refs: $(BUILD)/bench_simd $(BUILD)/cpu_diag $(BUILD)/stream_align
 	$(BUILD)/bench_simd --smoke examples tests/bench
+	$(BUILD)/stream_align 1 > /dev/null
 	python3 tests/bench/test_bench_report.py
 	$(BUILD)/cpu_diag tests/bench 1 > /dev/null
 	KJIT_DIAG_ONLY=par KJIT_DIAG_THREADS=2 $(BUILD)/cpu_diag tests/bench 1 > /dev/null
