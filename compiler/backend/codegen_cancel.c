@@ -270,7 +270,43 @@ static uint64_t turn_bits(Gen *g, LLVMTypeRef type, LLVMValueRef step)
     return (uint64_t)(stride - 1) << low;
 }
 
-void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef type, LLVMValueRef step)
+/*
+ * A `for` whose turns the run decides (`range(len(a))`) polls at its back
+ * edge even when it turns 16 times in a gufunc's core, and the test of the
+ * counter there, two instructions and a branch in every turn, cost a fifth
+ * of a 16-element dot's loop (issue 25: Python's contexts are cancellable).
+ * Such a loop, when kj_codegen_cancel_poll_turn polls it by its counter's
+ * bits and its body has no loop, gets this i1, computed before it: whether
+ * it turns more than KJ_CANCEL_FREE_TURNS times (as a constant loop of that
+ * many turns has no poll).  The back edge tests it before the counter, a
+ * condition the loop does not change, so LLVM's unswitching makes two
+ * copies of the loop, the short one without the poll; a call still stops
+ * within KJ_CANCEL_FREE_TURNS turns of such a loop, or cancel_stride turns
+ * of a longer one.  NULL where the loop polls as before.  The span of the
+ * bounds is taken in 128 bits (no difference of two 64-bit bounds wraps
+ * there).
+ */
+LLVMValueRef kj_codegen_cancel_long_loop(Gen *g, const KjIrStmt *s, LLVMTypeRef type, bool is_signed,
+                                         LLVMValueRef start, LLVMValueRef stop, LLVMValueRef step)
+{
+    if (!g->options->cancel || !g->target->cancel_hook || !LLVMIsAConstantInt(step) ||
+        !turn_bits(g, type, step) || has_loop(s->body))
+        return NULL;
+    LLVMTypeRef wide = LLVMIntTypeInContext(g->ctx, 128);
+    LLVMValueRef (*extend)(LLVMBuilderRef, LLVMValueRef, LLVMTypeRef, const char *) =
+        is_signed ? LLVMBuildSExt : LLVMBuildZExt;
+    LLVMValueRef span = LLVMBuildSub(g->b, extend(g->b, stop, wide, ""), extend(g->b, start, wide, ""), "");
+    /* span / step > FREE as span > FREE * step (below it for a step below
+     * 0): no division, which on 128 bits would be a call */
+    __int128 by = is_signed ? (__int128)LLVMConstIntGetSExtValue(step) : (__int128)LLVMConstIntGetZExtValue(step);
+    unsigned __int128 bound = (unsigned __int128)(by * KJ_CANCEL_FREE_TURNS);
+    uint64_t words[2] = {(uint64_t)bound, (uint64_t)(bound >> 64)};
+    LLVMValueRef limit = LLVMConstIntOfArbitraryPrecision(wide, 2, words);
+    return LLVMBuildICmp(g->b, by > 0 ? LLVMIntSGT : LLVMIntSLT, span, limit, "cancel.long");
+}
+
+void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef type, LLVMValueRef step,
+                                 LLVMValueRef long_loop)
 {
     if (!g->options->cancel || LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(g->b)))
         return;
@@ -279,13 +315,18 @@ void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef 
         kj_codegen_cancel_poll(g);
         return;
     }
+    LLVMBasicBlockRef due_bb = new_block(g, "cancel.due"), go_on = new_block(g, "cancel.go");
+    if (long_loop) { /* kj_codegen_cancel_long_loop's */
+        LLVMBasicBlockRef count = new_block(g, "cancel.count");
+        LLVMBuildCondBr(g->b, long_loop, count, go_on);
+        LLVMPositionBuilderAtEnd(g->b, count);
+    }
     /* cpu: a test of the counter each turn (no load, no register of its
      * own), the word's load in one turn of cancel_stride */
     LLVMValueRef counter = LLVMBuildLoad2(g->b, type, counter_slot, "");
     LLVMValueRef due = LLVMBuildICmp(g->b, LLVMIntEQ,
                                      LLVMBuildAnd(g->b, counter, LLVMConstInt(type, bits, 0), ""),
                                      LLVMConstNull(type), "cancel.due?");
-    LLVMBasicBlockRef due_bb = new_block(g, "cancel.due"), go_on = new_block(g, "cancel.go");
     branch_rarely(g, due, due_bb, go_on);
     LLVMPositionBuilderAtEnd(g->b, due_bb);
     poll_host(g, go_on);

@@ -194,6 +194,8 @@ static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loo
     LLVMValueRef up = loop->either_way ? LLVMBuildICmp(g->b, sgn ? LLVMIntSGT : LLVMIntNE, loop->step,
                                                        LLVMConstNull(lt), "up")
                                        : NULL;
+    LLVMValueRef long_loop =
+        loop->poll ? kj_codegen_cancel_long_loop(g, s, lt, sgn, loop->start, loop->stop, loop->step) : NULL;
 
     char names[4][32];
     static const char *const parts[4] = {"cond", "body", "inc", "exit"};
@@ -221,7 +223,7 @@ static LLVMValueRef gen_counted_loop(Gen *g, KjIrStmt *s, const CountedLoop *loo
 
     LLVMPositionBuilderAtEnd(g->b, inc_bb);
     if (loop->poll)
-        kj_codegen_cancel_poll_turn(g, counter, lt, loop->step);
+        kj_codegen_cancel_poll_turn(g, counter, lt, loop->step, long_loop);
     LLVMValueRef cur = LLVMBuildLoad2(g->b, lt, counter, "");
     LLVMValueRef next = loop->nsw ? LLVMBuildNSWAdd(g->b, cur, loop->step, "")
                                   : LLVMBuildAdd(g->b, cur, loop->step, "");
@@ -430,7 +432,7 @@ static void gen_stmt(Gen *g, KjIrStmt *s)
                           exit_bb = new_block(g, "while.exit");
         LLVMBuildBr(g->b, cond_bb);
         LLVMPositionBuilderAtEnd(g->b, cond_bb);
-        kj_codegen_cancel_poll_turn(g, NULL, NULL, NULL); /* continue comes here too */
+        kj_codegen_cancel_poll_turn(g, NULL, NULL, NULL, NULL); /* continue comes here too */
         LLVMBuildCondBr(g->b, kj_codegen_expr(g, s->cond), body_bb, exit_bb);
         LLVMPositionBuilderAtEnd(g->b, body_bb);
         push_loop(g, exit_bb, cond_bb);

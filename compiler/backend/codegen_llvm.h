@@ -459,7 +459,10 @@ void kj_codegen_cancel_poll(Gen *g);
  * `while`): on cpu, with a constant step and a scalar counter, the word is
  * loaded in one turn of cancel_stride (a test of the counter's bits each
  * turn); else as kj_codegen_cancel_poll. */
-void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef type, LLVMValueRef step);
+void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef type, LLVMValueRef step,
+                                 LLVMValueRef long_loop);
+LLVMValueRef kj_codegen_cancel_long_loop(Gen *g, const KjIrStmt *s, LLVMTypeRef type, bool is_signed,
+                                         LLVMValueRef start, LLVMValueRef stop, LLVMValueRef step);
 /* Whether the back edge of FOR `s` needs a poll: not a simd_lanes loop, nor
  * one of constant bounds and few turns without loops inside. */
 bool kj_codegen_cancel_loop(Gen *g, const KjIrStmt *s);

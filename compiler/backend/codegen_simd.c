@@ -1127,7 +1127,7 @@ static void gen_loop(Simd *s, KjIrStmt *st)
     LLVMPositionBuilderAtEnd(B, latch);
     kj_codegen_debug_loc(g, st->loc);
     if (!is_for || kj_codegen_cancel_loop(g, st))
-        kj_codegen_cancel_poll_turn(g, counter, ct, step);
+        kj_codegen_cancel_poll_turn(g, counter, ct, step, NULL);
     if (is_for) {
         LLVMValueRef cur = LLVMBuildLoad2(B, ct, counter, "");
         LLVMBuildStore(B, LLVMBuildAdd(B, cur, step, ""), counter);

@@ -765,6 +765,68 @@ START_TEST(cancel_polls_back_edges_counted)
 }
 END_TEST
 
+/* Whether LLVM IR text has a block that adds (`fadd`), tests no counter
+ * for a poll (`cancel.due?`) and branches back to itself: a turn of a loop
+ * without a poll (cancel_spares_short_loops). */
+static bool loop_block_without_poll(const char *ll)
+{
+    for (const char *line = ll; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t length = end ? (size_t)(end - line) : strlen(line);
+        const char *colon = memchr(line, ':', length);
+        bool label = line[0] != ' ' && line[0] != ';' && colon && colon > line &&
+                     (colon[1] == ' ' || colon + 1 == line + length);
+        if (label) {
+            char name[128];
+            snprintf(name, sizeof name, "label %%%.*s", (int)(colon - line), line);
+            /* the block: to the next blank line */
+            const char *stop = strstr(line, "\n\n");
+            size_t block = stop ? (size_t)(stop - line) : strlen(line);
+            char *text = strndup(line, block);
+            const char *last = strrchr(text, '\n');
+            bool adds = strstr(text, "fadd") != NULL, polls = strstr(text, "cancel.due?") != NULL;
+            bool back = last && strstr(last, " br ") && strstr(last, name);
+            free(text);
+            if (adds && !polls && back)
+                return true;
+        }
+        line = end ? end + 1 : line + length;
+    }
+    return false;
+}
+
+/* A `for` of bounds the run decides and no loop inside (a gufunc's core:
+ * 16 turns) polls only when it turns more than 4,096 times: its back edge
+ * tests `cancel.long`, computed before it, and LLVM's unswitching leaves a
+ * copy of the loop without the poll (issue 25: the poll's test in each turn
+ * cost a fifth of a 16-element dot from Python, whose contexts are
+ * cancellable).  In the optimised code of such a loop some `fadd` lies in a
+ * block that reaches no load of the word before the loop's next turn; the
+ * loop with a loop inside keeps its poll in every copy. */
+START_TEST(cancel_spares_short_loops)
+{
+    Program *p = program("fn dot(a: f64[], b: f64[]) -> f64 {\n"
+                         "    let s = 0.0;\n"
+                         "    for i in range(len(a)) { s += a[i] * b[i]; }\n"
+                         "    return s;\n"
+                         "}\n");
+    KjIrFunction *root = function(p, "dot", 0);
+    for (int opt = 0; opt < 2; opt++) {
+        KjCodegenOptions options = {KJ_CODEGEN_CPU, opt ? 3 : 0, NULL, NULL, true};
+        options.cancel = true;
+        char *error = NULL;
+        size_t size = 0;
+        char *ll = kj_codegen_emit(p->module, &root, 1, &options, KJ_EMIT_LLVM, &size, &error);
+        ck_assert_msg(ll != NULL, "emit: %s", error ? error : "?");
+        ck_assert_msg(strstr(ll, "cancel.long") != NULL, "O%d: no cancel.long", opt ? 3 : 0);
+        if (opt)
+            ck_assert_msg(loop_block_without_poll(ll), "O3: no copy of the loop without its poll");
+        free(ll);
+    }
+    program_free(p);
+}
+END_TEST
+
 /* The walk's hook: counts the loads of the array `data` names, checked and
  * not (test below). */
 typedef struct LoadSites {
@@ -1050,6 +1112,7 @@ Suite *suite_codegen(void)
     tcase_add_test(tc, shape_block_is_one_block_of_blocks);
     tcase_add_test(tc, mask_barrier_returns);
     tcase_add_test(tc, cancel_polls_back_edges_counted);
+    tcase_add_test(tc, cancel_spares_short_loops);
     suite_add_tcase(s, tc);
     return s;
 }
