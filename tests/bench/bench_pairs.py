@@ -161,6 +161,51 @@ def elementwise_rows():
             y[i] = x[i] + np.int32(1)
     same("inc1", lambda: inc1(a, out), lambda: nb_inc1(a, out), out)
     pair("inc i32 1.6e6, @kernel 1-D, cpu", lambda: inc1(a, out), lambda: nb_inc1(a, out), "Numba", 10)
+    inc = CPU.load(path("tests", "bench", "inc.kern"))
+    vinc = inc.vinc
+    same("vinc", lambda: vinc(a, out=out), lambda: nb_inc1(a, out), out)
+    pair("inc i32 1.6e6, @vectorize, cpu", lambda: vinc(a, out=out), lambda: nb_inc1(a, out), "Numba", 10)
+    a2, out2 = a.reshape(rows, cols), out.reshape(rows, cols)
+    inc2 = inc.inc2[((cols + 31) // 32, (rows + 7) // 8), (32, 8)]
+
+    @nb.njit
+    def nb_inc2(x, y):
+        for i in range(x.shape[0]):
+            for j in range(x.shape[1]):
+                y[i, j] = x[i, j] + np.int32(1)
+    same("inc2", lambda: inc2(a2, out2), lambda: nb_inc2(a2, out2), out2)
+    pair("inc i32 1.6e6, @kernel 2-D 32x8, cpu", lambda: inc2(a2, out2), lambda: nb_inc2(a2, out2), "Numba", 10)
+
+
+def reduction_rows():
+    """examples/gufunc.kern's dot over 1e6 rows of 16 f64 against Numba's
+    @guvectorize of the same loop, and examples/reduce.kern's dot over 1e7
+    f32 against NumPy's np.dot (OpenBLAS's sdot on one thread): the sums of
+    a dot are added in another order on each side, so compared within a
+    relative 1e-12 (f64 over 16) and 1e-4 (f32 over 1e7, a sum of positive
+    terms)."""
+    rng = np.random.default_rng(5)
+    a, b = fresh(rng.random((1_000_000, 16))), fresh(rng.random((1_000_000, 16)))
+    out = fresh(np.empty(1_000_000))
+    dot = CPU.load(path("examples", "gufunc.kern")).dot
+
+    @nb.guvectorize(["void(float64[:], float64[:], float64[:])"], "(n),(n)->()")
+    def nb_dot(x, y, res):
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += x[i] * y[i]
+        res[0] = s
+    same("gufunc dot", lambda: dot(a, b, out=out), lambda: nb_dot(a, b, out), out, rtol=1e-12)
+    pair("gufunc dot f64 1e6x16, cpu", lambda: dot(a, b, out=out), lambda: nb_dot(a, b, out),
+         "Numba @guvectorize", 1)
+
+    x = fresh(np.random.default_rng(0).random(10_000_000, dtype=np.float32))
+    y = fresh(np.random.default_rng(1).random(10_000_000, dtype=np.float32))
+    vdot = CPU.load(path("examples", "reduce.kern")).dot
+    ours, theirs = float(vdot(x, y)), float(np.dot(x, y))
+    if abs(ours - theirs) > 1e-4 * abs(theirs):
+        sys.exit(f"bench_pairs.py: dot f32: kjit gives {ours}, NumPy {theirs}")
+    pair("dot f32 1e7 (@reduce), cpu", lambda: vdot(x, y), lambda: np.dot(x, y), "NumPy np.dot", 1)
 
 
 def call_costs():
@@ -187,5 +232,5 @@ if kjit.hot_path != "compiled":
 print()
 print("| row | peer | kjit ms | peer ms | kjit / peer, median of the pairs | quartiles | range | pairs kjit won |")
 print("| --- | --- | ---: | ---: | ---: | --- | --- | ---: |")
-for rows in (call_costs, stencil_rows, matmul_rows, elementwise_rows):
+for rows in (call_costs, stencil_rows, matmul_rows, elementwise_rows, reduction_rows):
     rows()
