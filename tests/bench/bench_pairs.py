@@ -198,6 +198,12 @@ def reduction_rows():
     same("gufunc dot", lambda: dot(a, b, out=out), lambda: nb_dot(a, b, out), out, rtol=1e-12)
     pair("gufunc dot f64 1e6x16, cpu", lambda: dot(a, b, out=out), lambda: nb_dot(a, b, out),
          "Numba @guvectorize", 1)
+    # what the package's default, cancellable code (a poll in loops) costs
+    # the dot against a context without polls
+    plain = kjit.context("cpu", cancellable=False).load(path("examples", "gufunc.kern")).dot
+    same("gufunc dot", lambda: dot(a, b, out=out), lambda: plain(a, b, out=out), out)
+    pair("gufunc dot f64 1e6x16, cpu (cancellable, the default)", lambda: dot(a, b, out=out),
+         lambda: plain(a, b, out=out), "kjit, cancellable=False", 1)
 
     x = fresh(np.random.default_rng(0).random(10_000_000, dtype=np.float32))
     y = fresh(np.random.default_rng(1).random(10_000_000, dtype=np.float32))
