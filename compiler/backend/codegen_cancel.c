@@ -289,8 +289,8 @@ static uint64_t turn_bits(Gen *g, LLVMTypeRef type, LLVMValueRef step)
 LLVMValueRef kj_codegen_cancel_long_loop(Gen *g, const KjIrStmt *s, LLVMTypeRef type, bool is_signed,
                                          LLVMValueRef start, LLVMValueRef stop, LLVMValueRef step)
 {
-    if (!g->options->cancel || !g->target->cancel_hook || !LLVMIsAConstantInt(step) ||
-        !turn_bits(g, type, step) || has_loop(s->body))
+    /* (turn_bits is 0 unless the step is a constant) */
+    if (!g->options->cancel || !g->target->cancel_hook || !turn_bits(g, type, step) || has_loop(s->body))
         return NULL;
     LLVMTypeRef wide = LLVMIntTypeInContext(g->ctx, 128);
     LLVMValueRef (*extend)(LLVMBuilderRef, LLVMValueRef, LLVMTypeRef, const char *) =

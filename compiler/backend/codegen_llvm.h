@@ -461,6 +461,9 @@ void kj_codegen_cancel_poll(Gen *g);
  * turn); else as kj_codegen_cancel_poll. */
 void kj_codegen_cancel_poll_turn(Gen *g, LLVMValueRef counter_slot, LLVMTypeRef type, LLVMValueRef step,
                                  LLVMValueRef long_loop);
+/* Before a FOR `s` that polls: an i1, whether it turns more than
+ * KJ_CANCEL_FREE_TURNS times, for kj_codegen_cancel_poll_turn's long_loop
+ * (the short loop then runs without its poll); NULL where it polls anyway. */
 LLVMValueRef kj_codegen_cancel_long_loop(Gen *g, const KjIrStmt *s, LLVMTypeRef type, bool is_signed,
                                          LLVMValueRef start, LLVMValueRef stop, LLVMValueRef step);
 /* Whether the back edge of FOR `s` needs a poll: not a simd_lanes loop, nor

@@ -58,12 +58,11 @@ static void cpu_setup_module(Gen *g, const char *triple)
  * as hand-written SIMD C keeps it: the block sum went from 1.37 to 1.22
  * times that C on the 16-core host, 1.0 to 0.6 on the 2-core one
  * (docs/performance.md).  At most KJ_CPU_STACK_SHARED_BYTES (the calling
- * thread's stack holds it); the dynamic part stays the runtime's.
+ * thread's stack holds it); the dynamic part stays the runtime's.  Under
+ * KJIT_VERIFY, KJ_SHARED_GUARD_BYTES follow it, as runtime/cpu.c fences the
+ * memory it hands out (cpu_finish_impl checks them before each return).
  */
 enum { KJ_CPU_STACK_SHARED_BYTES = 16384 };
-
-/* KJIT_VERIFY: KJ_SHARED_GUARD_BYTES after it, as runtime/cpu.c fences the
- * memory it hands out (cpu_finish_impl checks them before each return). */
 
 static bool impl_owns_shared(const KjIrFunction *fn)
 {

@@ -23,6 +23,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402 (after the thread count)
 
 from bench_arrays import fresh  # noqa: E402 (this folder: the arrays placed as bench_cpu.c's)
+from numba_refs import INC_SOURCE, STENCIL_SOURCE, gufunc_dot, numba_loops  # noqa: E402 (shared with bench_pairs.py)
 
 REPEAT = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 
@@ -119,14 +120,9 @@ def gufunc_rows():
     out = fresh(np.empty(1_000_000))
     row = {"numpy": median_ms(lambda: np.einsum("ij,ij->i", a, b, out=out))}
     if nb is not None:
-        def dot(x, y, res):
-            s = 0.0
-            for i in range(x.shape[0]):
-                s += x[i] * y[i]
-            res[0] = s
         sig = ["void(float64[:], float64[:], float64[:])"]
-        nb_dot = nb.guvectorize(sig, "(n),(n)->()")(dot)
-        nb_dot_par = nb.guvectorize(sig, "(n),(n)->()", target="parallel")(dot)
+        nb_dot = nb.guvectorize(sig, "(n),(n)->()")(gufunc_dot)
+        nb_dot_par = nb.guvectorize(sig, "(n),(n)->()", target="parallel")(gufunc_dot)
         row["numba"] = median_ms(lambda: nb_dot(a, b, out))
         row["numba_parallel"] = median_ms(lambda: nb_dot_par(a, b, out))
     results["gufunc dot f64 1e6x16"] = row
@@ -189,8 +185,7 @@ def matmul_rows():
             want = a @ b
             kernels = {}
             for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
-                namespace = {"nb": nb, "np": np}
-                exec(MATMUL_SOURCE.replace("ROWS", rows), namespace)
+                namespace = numba_loops(nb, MATMUL_SOURCE, rows)
                 kernels[kind] = nb.njit(parallel=kind == "numba_parallel",
                                         fastmath=fastmath)(namespace["blocked"])
                 kernels[kind](a, b, c)
@@ -249,8 +244,7 @@ def bins_rows():
     want = counts.copy()
     if nb is not None:
         for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
-            namespace = {"nb": nb, "np": np}
-            exec(BINS_SOURCE.replace("ROWS", rows), namespace)
+            namespace = numba_loops(nb, BINS_SOURCE, rows)
             fn = nb.njit(parallel=kind == "numba_parallel")(namespace["bins"])
             fn(data, width, sums, counts)
             if not np.array_equal(counts, want):
@@ -258,17 +252,6 @@ def bins_rows():
             row[kind] = median_ms(lambda: fn(data, width, sums, counts))
     for form in ("if", "select", "bools as numbers"):
         results[f"bins f64 4e5 x 1000, {form}"] = row
-
-
-STENCIL_SOURCE = """
-def jacobi(u, v):
-    n = u.shape[0]
-    for z in ROWS(1, n - 1):
-        for y in range(1, n - 1):
-            for x in range(1, n - 1):
-                v[z, y, x] = (u[z, y, x - 1] + u[z, y, x + 1] + u[z, y - 1, x] + u[z, y + 1, x]
-                              + u[z - 1, y, x] + u[z + 1, y, x]) * (1.0 / 6.0)
-"""
 
 
 def stencil_rows():
@@ -290,8 +273,7 @@ def stencil_rows():
         want = v.copy()
         if nb is not None:
             for kind, rows in (("numba", "range"), ("numba_parallel", "nb.prange")):
-                namespace = {"nb": nb, "np": np}
-                exec(STENCIL_SOURCE.replace("ROWS", rows), namespace)
+                namespace = numba_loops(nb, STENCIL_SOURCE, rows)
                 fn = nb.njit(parallel=kind == "numba_parallel")(namespace["jacobi"])
                 v[:] = 0
                 fn(u, v)
@@ -299,18 +281,6 @@ def stencil_rows():
                     sys.exit(f"bench_cpu.py: {kind}'s stencil differs from NumPy's")
                 row[kind] = timed(lambda: fn(u, v))
         results[f"stencil3d f64 {n}^3"] = row
-
-
-INC_SOURCE = """
-def inc1(a, b):
-    for i in ROWS(a.shape[0]):
-        b[i] = a[i] + np.int32(1)
-
-def inc2(a, b):
-    for i in ROWS(a.shape[0]):
-        for j in range(a.shape[1]):
-            b[i, j] = a[i, j] + np.int32(1)
-"""
 
 
 def inc_rows():
@@ -332,8 +302,7 @@ def inc_rows():
         numba = {}
         if nb is not None:
             for kind, loop in (("numba", "range"), ("numba_parallel", "nb.prange")):
-                namespace = {"nb": nb, "np": np}
-                exec(INC_SOURCE.replace("ROWS", loop), namespace)
+                namespace = numba_loops(nb, INC_SOURCE, loop)
                 for form in ("inc1", "inc2"):
                     fn = nb.njit(parallel=kind == "numba_parallel")(namespace[form])
                     x, y = (a1, b1) if form == "inc1" else (a2, b2)

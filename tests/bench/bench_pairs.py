@@ -39,6 +39,7 @@ import kjit  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_arrays import fresh  # noqa: E402
+from numba_refs import INC_SOURCE, STENCIL_SOURCE, gufunc_dot, numba_loops  # noqa: E402 (bench_cpu.py's too)
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 PAIRS = int(os.environ.get("KJIT_PAIRS", "31"))
@@ -93,25 +94,12 @@ def same(name, ours, peer, out, rtol=0.0):
 
 CPU = kjit.context("cpu")
 
-STENCIL = """
-def jacobi(u, v):
-    n = u.shape[0]
-    for z in range(1, n - 1):
-        for y in range(1, n - 1):
-            for x in range(1, n - 1):
-                v[z, y, x] = (u[z, y, x - 1] + u[z, y, x + 1] + u[z, y - 1, x] + u[z, y + 1, x]
-                              + u[z - 1, y, x] + u[z + 1, y, x]) * (1.0 / 6.0)
-"""
-
-
 def stencil_rows():
     for n, inner in ((128, 4), (32, 50)):
         u = fresh(np.random.default_rng(13).random((n, n, n)))
         out = fresh(np.zeros((n, n, n)))
         kernel = CPU.load(path("tests", "bench", "stencil3d.kern")).jacobi[(n // 32, n // 4, n // 2), (32, 4, 2)]
-        namespace = {}
-        exec(STENCIL, namespace)
-        peer = nb.njit(namespace["jacobi"])
+        peer = nb.njit(numba_loops(nb, STENCIL_SOURCE, "range")["jacobi"])
         same("stencil3d", lambda: kernel(u, out), lambda: peer(u, out), out)
         pair(f"stencil3d f64 {n}^3, cpu", lambda: kernel(u, out), lambda: peer(u, out), "Numba", inner)
 
@@ -154,11 +142,8 @@ def elementwise_rows():
     a = fresh((np.arange(rows * cols, dtype=np.int64) * 2654435761 % 2**32).astype(np.uint32).view(np.int32))
     out = fresh(np.empty_like(a))
     inc1 = CPU.load(path("tests", "bench", "inc.kern")).inc1[((a.size + 255) // 256,), (256,)]
-
-    @nb.njit
-    def nb_inc1(x, y):
-        for i in range(x.shape[0]):
-            y[i] = x[i] + np.int32(1)
+    numba_inc = numba_loops(nb, INC_SOURCE, "range")
+    nb_inc1, nb_inc2 = nb.njit(numba_inc["inc1"]), nb.njit(numba_inc["inc2"])
     same("inc1", lambda: inc1(a, out), lambda: nb_inc1(a, out), out)
     pair("inc i32 1.6e6, @kernel 1-D, cpu", lambda: inc1(a, out), lambda: nb_inc1(a, out), "Numba", 10)
     inc = CPU.load(path("tests", "bench", "inc.kern"))
@@ -167,12 +152,6 @@ def elementwise_rows():
     pair("inc i32 1.6e6, @vectorize, cpu", lambda: vinc(a, out=out), lambda: nb_inc1(a, out), "Numba", 10)
     a2, out2 = a.reshape(rows, cols), out.reshape(rows, cols)
     inc2 = inc.inc2[((cols + 31) // 32, (rows + 7) // 8), (32, 8)]
-
-    @nb.njit
-    def nb_inc2(x, y):
-        for i in range(x.shape[0]):
-            for j in range(x.shape[1]):
-                y[i, j] = x[i, j] + np.int32(1)
     same("inc2", lambda: inc2(a2, out2), lambda: nb_inc2(a2, out2), out2)
     pair("inc i32 1.6e6, @kernel 2-D 32x8, cpu", lambda: inc2(a2, out2), lambda: nb_inc2(a2, out2), "Numba", 10)
 
@@ -189,12 +168,7 @@ def reduction_rows():
     out = fresh(np.empty(1_000_000))
     dot = CPU.load(path("examples", "gufunc.kern")).dot
 
-    @nb.guvectorize(["void(float64[:], float64[:], float64[:])"], "(n),(n)->()")
-    def nb_dot(x, y, res):
-        s = 0.0
-        for i in range(x.shape[0]):
-            s += x[i] * y[i]
-        res[0] = s
+    nb_dot = nb.guvectorize(["void(float64[:], float64[:], float64[:])"], "(n),(n)->()")(gufunc_dot)
     same("gufunc dot", lambda: dot(a, b, out=out), lambda: nb_dot(a, b, out), out, rtol=1e-12)
     pair("gufunc dot f64 1e6x16, cpu", lambda: dot(a, b, out=out), lambda: nb_dot(a, b, out),
          "Numba @guvectorize", 1)
@@ -220,11 +194,7 @@ def call_costs():
     a = np.zeros(16, np.int32)
     b = np.empty_like(a)
     inc1 = CPU.load(path("tests", "bench", "inc.kern")).inc1[(1,), (16,)]
-
-    @nb.njit
-    def nb_inc1(x, y):
-        for i in range(x.shape[0]):
-            y[i] = x[i] + np.int32(1)
+    nb_inc1 = nb.njit(numba_loops(nb, INC_SOURCE, "range")["inc1"])
     nb_inc1(a, b)
     pair("a call over 16 elements", lambda: inc1(a, b), lambda: nb_inc1(a, b), "Numba", 2000)
 
